@@ -1,0 +1,1 @@
+"""Model cards, result cards and Hub publishing."""

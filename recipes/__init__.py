@@ -1,0 +1,1 @@
+"""Pretraining recipes: data pipeline, objectives, schedules, the study's run manifest and the study driver."""

@@ -1,0 +1,24 @@
+"""Shared fixtures. Tests never touch the network: the Hub is switched off before transformers is imported."""
+
+import os
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["HF_DATASETS_OFFLINE"] = "1"
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("WANDB_DISABLED", "true")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from recipes.paths import resolve_data_dir  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def data_dir():
+    """The offline data bundle (flag > $MLM_VS_CLM_DATA > ../shared/data)."""
+    return resolve_data_dir()
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
