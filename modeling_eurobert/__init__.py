@@ -1,0 +1,74 @@
+"""EuroBERT-architecture models for the MLM-vs-CLM study.
+
+Importing this package registers every class with the transformers Auto classes (in-process use) and marks them
+for `auto_map`, so `save_pretrained` writes the modeling code beside the weights and any process can load a
+checkpoint with `AutoModel*.from_pretrained(path, trust_remote_code=True)`, without this project installed.
+"""
+
+from pathlib import Path
+
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoModelForCausalLM,
+    AutoModelForMaskedLM,
+    AutoModelForQuestionAnswering,
+    AutoModelForSequenceClassification,
+    AutoModelForTokenClassification,
+)
+
+from .configuration_eurobert import EuroBertClmMlmConfig
+from .modeling_eurobert import (
+    EuroBertForCausalLM,
+    EuroBertForMaskedLM,
+    EuroBertForQuestionAnswering,
+    EuroBertForSequenceClassification,
+    EuroBertForTokenClassification,
+    EuroBertModel,
+    EuroBertPreTrainedModel,
+    pool,
+)
+
+PRESETS_DIR = Path(__file__).parent / "presets"
+PRESETS = ("tiny", "210m", "610m", "1b")
+
+AUTO_CLASSES = {
+    AutoModel: EuroBertModel,
+    AutoModelForMaskedLM: EuroBertForMaskedLM,
+    AutoModelForCausalLM: EuroBertForCausalLM,
+    AutoModelForSequenceClassification: EuroBertForSequenceClassification,
+    AutoModelForTokenClassification: EuroBertForTokenClassification,
+    AutoModelForQuestionAnswering: EuroBertForQuestionAnswering,
+}
+
+AutoConfig.register(EuroBertClmMlmConfig.model_type, EuroBertClmMlmConfig, exist_ok=True)
+EuroBertClmMlmConfig.register_for_auto_class()
+for _auto_class, _model_class in AUTO_CLASSES.items():
+    _auto_class.register(EuroBertClmMlmConfig, _model_class, exist_ok=True)
+    _model_class.register_for_auto_class(_auto_class.__name__)
+
+
+def load_preset(name: str, **overrides) -> EuroBertClmMlmConfig:
+    """Load a committed architecture preset (`tiny`, `210m`, `610m`, `1b`), optionally overriding fields.
+
+    Raises:
+        ValueError: unknown preset name.
+    """
+    if name not in PRESETS:
+        raise ValueError(f"unknown model preset {name!r}; choose one of {', '.join(PRESETS)}")
+    return EuroBertClmMlmConfig.from_pretrained(PRESETS_DIR / name, **overrides)
+
+
+__all__ = [
+    "EuroBertClmMlmConfig",
+    "EuroBertPreTrainedModel",
+    "EuroBertModel",
+    "EuroBertForMaskedLM",
+    "EuroBertForCausalLM",
+    "EuroBertForSequenceClassification",
+    "EuroBertForTokenClassification",
+    "EuroBertForQuestionAnswering",
+    "PRESETS",
+    "load_preset",
+    "pool",
+]
