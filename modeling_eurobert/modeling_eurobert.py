@@ -189,6 +189,13 @@ class EuroBertPreTrainedModel(PreTrainedModel):
     # Task heads average their loss themselves; only the LM heads take the Trainer's `num_items_in_batch`.
     accepts_loss_kwargs = False
 
+    def save_pretrained(self, save_directory, *args, **kwargs):
+        # transformers writes only the saved class into `auto_map`; list every head so one checkpoint serves
+        # AutoModel, AutoModelForMaskedLM, ..., AutoModelForQuestionAnswering alike.
+        if getattr(type(self), "_auto_class", None) is not None:
+            self.config.auto_map = {**AUTO_MAP, **(getattr(self.config, "auto_map", None) or {})}
+        return super().save_pretrained(save_directory, *args, **kwargs)
+
 
 class EuroBertModel(EuroBertPreTrainedModel):
     def __init__(self, config: EuroBertClmMlmConfig):
@@ -371,6 +378,16 @@ class EuroBertForQuestionAnswering(EuroBertPreTrainedModel):
             loss = self.loss_function(start_logits, end_logits, start_positions, end_positions)
         return QuestionAnsweringModelOutput(loss=loss, start_logits=start_logits, end_logits=end_logits)
 
+
+AUTO_MAP = {
+    "AutoConfig": "configuration_eurobert.EuroBertClmMlmConfig",
+    "AutoModel": "modeling_eurobert.EuroBertModel",
+    "AutoModelForMaskedLM": "modeling_eurobert.EuroBertForMaskedLM",
+    "AutoModelForCausalLM": "modeling_eurobert.EuroBertForCausalLM",
+    "AutoModelForSequenceClassification": "modeling_eurobert.EuroBertForSequenceClassification",
+    "AutoModelForTokenClassification": "modeling_eurobert.EuroBertForTokenClassification",
+    "AutoModelForQuestionAnswering": "modeling_eurobert.EuroBertForQuestionAnswering",
+}
 
 __all__ = [
     "EuroBertPreTrainedModel",

@@ -1,0 +1,252 @@
+"""Turn a Llama-architecture causal LM (local dir or Hub id) into an `EuroBertForCausalLM` checkpoint, the start of
+MLM continued pretraining (CPT) from an existing decoder:
+
+    python -m modeling_eurobert.convert meta-llama/Llama-3.2-1B out/llama-3.2-1b-eurobert
+    python -m modeling_eurobert.convert ./my-llama out/my-eurobert --mask-token "<|reserved_special_token_0|>" \
+        --pad-token "<|finetune_right_pad_id|>" --dtype bfloat16
+
+Parameter names are Llama's, so the weights load with no key mapping; the output is causal (`is_causal=True`) and
+loads unchanged into `EuroBertForMaskedLM` for MLM training.
+
+What the conversion changes, explicitly:
+- Tied embeddings (`tie_word_embeddings=True`, e.g. Llama-3.2-1B/3B) are untied: `lm_head` starts as a copy of the
+  input embedding, and the two train separately afterwards (the study's architecture has untied embeddings).
+- `<|mask|>` (or `--mask-token`) is added to the tokenizer when it lacks it. Passing an existing token (Llama-3's
+  `<|reserved_special_token_0|>` is id 128002, EuroBERT's mask id) adds nothing.
+- A pad token distinct from eos is required (SPEC pitfall). The source's pad is kept when it is not eos; otherwise
+  `--pad-token` (default `<|pad|>`) is used, added when missing.
+- Every added token's embedding and LM-head rows are initialised to the mean of the source's rows, so the new
+  token starts as an "average" token instead of random noise. When an added id falls outside the matrices, both
+  are resized to the tokenizer length (no rounding up).
+Everything else (biases, sliding windows, other RoPE types, other activations, head_dim != hidden/heads,
+quantised or non-Llama checkpoints) is refused with an error that names the incompatibility, before anything is
+written. The output appears only when complete: it is written to a temporary dir beside OUTPUT and renamed.
+"""
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+from transformers import AutoTokenizer, LlamaConfig
+
+from . import EuroBertClmMlmConfig, EuroBertForCausalLM
+
+SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3")
+WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json")
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+class ConversionError(ValueError):
+    """A source that cannot be converted; the message names the problem and how to fix it."""
+
+
+def resolve_source(source: str) -> Path:
+    """Return a local dir holding SOURCE. For a Hub id, config.json is fetched and checked before any weights.
+
+    Args:
+        source: a local directory or a Hub repo id (`org/name`).
+
+    Returns:
+        The local directory (the source itself, or the Hub snapshot).
+    """
+    path = Path(source)
+    if path.is_dir():
+        check_llama_config(read_config(path))
+        return path
+    if path.exists() or source.count("/") != 1:
+        raise ConversionError(f"SOURCE {source!r} is neither a directory nor a Hub id of the form 'org/name'")
+    from huggingface_hub import hf_hub_download, snapshot_download
+
+    try:
+        config_file = hf_hub_download(source, "config.json")
+    except Exception as error:  # offline, unknown repo, gated: say which, in one line
+        raise ConversionError(f"cannot fetch config.json of {source!r} from the Hub: {type(error).__name__}") from error
+    check_llama_config(read_config(Path(config_file).parent))
+    patterns = ["*.json", "tokenizer.model", *WEIGHT_PATTERNS]
+    return Path(snapshot_download(source, allow_patterns=patterns))
+
+
+def read_config(source_dir: Path) -> dict:
+    config_file = source_dir / "config.json"
+    if not config_file.is_file():
+        raise ConversionError(f"missing config.json in {source_dir}; SOURCE must be a saved transformers model")
+    return json.loads(config_file.read_text())
+
+
+def check_llama_config(raw: dict) -> None:
+    """Raise a one-line ConversionError naming the first incompatibility of a raw Llama config.json dict."""
+    model_type, architectures = raw.get("model_type"), raw.get("architectures") or ["LlamaForCausalLM"]
+    if model_type != "llama" or architectures != ["LlamaForCausalLM"]:
+        raise ConversionError(
+            f"unsupported source architecture: model_type={model_type!r}, architectures={architectures}; "
+            "only model_type 'llama' with LlamaForCausalLM converts"
+        )
+    if raw.get("quantization_config"):
+        raise ConversionError("quantized checkpoints (quantization_config) are not supported; use unquantized weights")
+    for flag in ("attention_bias", "mlp_bias"):
+        if raw.get(flag):
+            raise ConversionError(f"{flag}=true is not supported: the EuroBERT architecture has no biases")
+    if raw.get("sliding_window") or raw.get("use_sliding_window"):
+        raise ConversionError(f"sliding-window attention (sliding_window={raw.get('sliding_window')}) is not supported")
+    if raw.get("hidden_act", "silu") != "silu":
+        raise ConversionError(f"hidden_act={raw['hidden_act']!r} is not supported: the MLP is SwiGLU (silu)")
+    hidden, heads = raw.get("hidden_size"), raw.get("num_attention_heads")
+    if raw.get("head_dim") is not None and heads and raw["head_dim"] * heads != hidden:
+        raise ConversionError(f"head_dim={raw['head_dim']} != hidden_size/num_attention_heads ({hidden}/{heads})")
+    # transformers 5 writes `rope_parameters`; older config.json files (Llama 3.x on the Hub) say `rope_scaling`.
+    for rope in (raw.get("rope_parameters") or {}, raw.get("rope_scaling") or {}):
+        rope_type = rope.get("rope_type", rope.get("type", "default"))
+        if rope_type not in SUPPORTED_ROPE_TYPES:
+            raise ConversionError(
+                f"rope_type {rope_type!r} is not supported; supported: {', '.join(SUPPORTED_ROPE_TYPES)}"
+            )
+
+
+def check_source_files(source_dir: Path) -> None:
+    """Raise when the weights or the tokenizer are missing (before anything is loaded)."""
+    if not any(any(source_dir.glob(pattern)) for pattern in WEIGHT_PATTERNS):
+        raise ConversionError(f"missing weights in {source_dir}: no *.safetensors or pytorch_model*.bin")
+    if not any((source_dir / name).is_file() for name in TOKENIZER_FILES):
+        raise ConversionError(f"missing tokenizer in {source_dir}: none of {', '.join(TOKENIZER_FILES)}")
+
+
+def eurobert_config(llama: LlamaConfig, dtype: torch.dtype) -> EuroBertClmMlmConfig:
+    """The causal EuroBERT config with the Llama architecture fields copied over (ids are set later)."""
+    return EuroBertClmMlmConfig(
+        vocab_size=llama.vocab_size,
+        hidden_size=llama.hidden_size,
+        intermediate_size=llama.intermediate_size,
+        num_hidden_layers=llama.num_hidden_layers,
+        num_attention_heads=llama.num_attention_heads,
+        num_key_value_heads=llama.num_key_value_heads,
+        head_dim=llama.head_dim,
+        max_position_embeddings=llama.max_position_embeddings,
+        initializer_range=llama.initializer_range,
+        rms_norm_eps=llama.rms_norm_eps,
+        rope_parameters=dict(llama.rope_parameters),
+        attention_dropout=float(llama.attention_dropout or 0.0),
+        bos_token_id=llama.bos_token_id,
+        eos_token_id=llama.eos_token_id,
+        tie_word_embeddings=False,  # untied below, explicitly
+        is_causal=True,
+        dtype=dtype,
+    )
+
+
+def set_special_tokens(tokenizer, mask_token: str, pad_token: str, eos_ids: set[int]) -> list[int]:
+    """Give the tokenizer a mask token and a pad token that is not eos. Returns the ids of tokens it added."""
+    size_before = len(tokenizer)
+    tokenizer.add_special_tokens({"mask_token": mask_token})
+    if tokenizer.pad_token_id is None or tokenizer.pad_token_id in eos_ids:
+        tokenizer.add_special_tokens({"pad_token": pad_token})
+    for role in ("mask", "pad"):
+        if getattr(tokenizer, f"{role}_token_id") in eos_ids:
+            raise ConversionError(f"the {role} token {getattr(tokenizer, f'{role}_token')!r} is eos; choose another")
+    if tokenizer.mask_token_id == tokenizer.pad_token_id:
+        raise ConversionError(f"mask and pad token are the same ({tokenizer.mask_token!r}); choose distinct tokens")
+    return list(range(size_before, len(tokenizer)))
+
+
+@torch.no_grad()
+def init_added_rows(model: EuroBertForCausalLM, added_ids: list[int]) -> None:
+    """Resize to the tokenizer if needed and set every added token's rows to the mean of the source rows."""
+    if not added_ids:
+        return
+    embed_mean = model.model.embed_tokens.weight.float().mean(dim=0)
+    head_mean = model.lm_head.weight.float().mean(dim=0)
+    if max(added_ids) >= model.config.vocab_size:
+        model.resize_token_embeddings(max(added_ids) + 1, mean_resizing=False)
+    model.model.embed_tokens.weight[added_ids] = embed_mean.to(model.dtype)
+    model.lm_head.weight[added_ids] = head_mean.to(model.dtype)
+
+
+def load_weights(source_dir: Path, config: EuroBertClmMlmConfig, tied: bool) -> EuroBertForCausalLM:
+    """Load the Llama weights straight into EuroBertForCausalLM (same keys) and untie a tied LM head."""
+    model, info = EuroBertForCausalLM.from_pretrained(
+        source_dir, config=config, dtype=config.dtype, output_loading_info=True
+    )
+    # A tied checkpoint may omit lm_head.weight; anything else missing or extra means the mapping is wrong.
+    missing = set(info["missing_keys"]) - ({"lm_head.weight"} if tied else set())
+    if missing or info["unexpected_keys"] or info.get("mismatched_keys"):
+        raise ConversionError(
+            f"weights of {source_dir} do not match the Llama layout: missing {sorted(missing)}, "
+            f"unexpected {sorted(info['unexpected_keys'])}, mismatched {info.get('mismatched_keys')}"
+        )
+    if tied:  # untie: the output embedding starts as a copy of the input one
+        with torch.no_grad():
+            model.lm_head.weight.copy_(model.model.embed_tokens.weight)
+    return model
+
+
+def convert(source: str, output: str | Path, mask_token: str = "<|mask|>", pad_token: str = "<|pad|>",
+            dtype: str = "float32") -> Path:
+    """Convert a Llama causal LM and its tokenizer into a causal EuroBERT checkpoint at `output`.
+
+    Args:
+        source: local dir or Hub id of a `LlamaForCausalLM` checkpoint with its tokenizer.
+        output: directory to create; must not exist.
+        mask_token: the MLM mask token, added to the tokenizer when missing.
+        pad_token: the pad token used when the source has none or pads with eos; added when missing.
+        dtype: `float32` or `bfloat16` for the saved weights.
+
+    Returns:
+        The output directory.
+    """
+    output = Path(output)
+    if output.exists():
+        raise ConversionError(f"OUTPUT {output} already exists; remove it or choose another path")
+    if dtype not in DTYPES:
+        raise ConversionError(f"--dtype {dtype!r} is not one of {', '.join(DTYPES)}")
+    source_dir = resolve_source(source)
+    check_source_files(source_dir)
+    llama = LlamaConfig.from_pretrained(source_dir)
+    config = eurobert_config(llama, DTYPES[dtype])
+    config.validate_architecture()
+    tokenizer = AutoTokenizer.from_pretrained(source_dir)
+    eos_ids = {llama.eos_token_id} if isinstance(llama.eos_token_id, int) else set(llama.eos_token_id or [])
+    if tokenizer.eos_token_id is not None:
+        eos_ids.add(tokenizer.eos_token_id)
+    added_ids = set_special_tokens(tokenizer, mask_token, pad_token, eos_ids)
+
+    model = load_weights(source_dir, config, tied=llama.tie_word_embeddings)
+    init_added_rows(model, added_ids)
+    model.config.mask_token_id, model.config.pad_token_id = tokenizer.mask_token_id, tokenizer.pad_token_id
+
+    output.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent))
+    try:
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        staging.rename(output)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return output
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("source", help="local dir or Hub id of a LlamaForCausalLM checkpoint")
+    parser.add_argument("output", help="directory to create (must not exist)")
+    parser.add_argument("--mask-token", default="<|mask|>", help="MLM mask token, added when missing")
+    parser.add_argument("--pad-token", default="<|pad|>", help="pad token when the source has none or pads with eos")
+    parser.add_argument("--dtype", default="float32", choices=list(DTYPES), help="dtype of the saved weights")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = make_parser().parse_args(argv)
+    try:
+        out = convert(args.source, args.output, args.mask_token, args.pad_token, args.dtype)
+    except ConversionError as error:
+        sys.exit(f"error: {error}")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

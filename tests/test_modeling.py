@@ -1,0 +1,337 @@
+"""Model package: presets, heads, attention backends, differential tests, Auto loading in-process and as remote code."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+import transformers
+from torch.testing import assert_close
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoModelForCausalLM,
+    AutoModelForMaskedLM,
+    AutoModelForQuestionAnswering,
+    AutoModelForSequenceClassification,
+    AutoModelForTokenClassification,
+)
+from transformers.loss.loss_utils import ForCausalLMLoss, ForMaskedLMLoss
+
+from modeling_eurobert import (
+    EuroBertClmMlmConfig,
+    EuroBertForCausalLM,
+    EuroBertForMaskedLM,
+    EuroBertForQuestionAnswering,
+    EuroBertForSequenceClassification,
+    EuroBertForTokenClassification,
+    EuroBertModel,
+    load_preset,
+)
+
+BATCH, SEQ = 13, 7
+HEADS = {
+    "AutoModel": (AutoModel, EuroBertModel),
+    "AutoModelForMaskedLM": (AutoModelForMaskedLM, EuroBertForMaskedLM),
+    "AutoModelForCausalLM": (AutoModelForCausalLM, EuroBertForCausalLM),
+    "AutoModelForSequenceClassification": (AutoModelForSequenceClassification, EuroBertForSequenceClassification),
+    "AutoModelForTokenClassification": (AutoModelForTokenClassification, EuroBertForTokenClassification),
+    "AutoModelForQuestionAnswering": (AutoModelForQuestionAnswering, EuroBertForQuestionAnswering),
+}
+
+
+def tiny_config(**overrides) -> EuroBertClmMlmConfig:
+    # STYLE §7 tiny config; 4 heads / 2 kv heads keeps GQA exercised.
+    kwargs = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                  intermediate_size=37, bos_token_id=0, eos_token_id=1, mask_token_id=2, pad_token_id=3, num_labels=3)
+    kwargs.update(overrides)
+    return EuroBertClmMlmConfig(**kwargs)
+
+
+def batch(vocab=99, pad_last=True):
+    input_ids = torch.randint(4, vocab, (BATCH, SEQ))
+    attention_mask = torch.ones_like(input_ids)
+    if pad_last:  # right padding on a few rows
+        attention_mask[-3:, -2:] = 0
+    return input_ids, attention_mask
+
+
+def main_output(output):
+    if getattr(output, "logits", None) is not None:
+        return output.logits
+    if getattr(output, "start_logits", None) is not None:
+        return torch.stack([output.start_logits, output.end_logits])
+    return output.last_hidden_state
+
+
+@pytest.mark.parametrize("name,params", [("210m", 211.8), ("610m", 607.9), ("1b", 1187.9)])
+def test_paper_presets_match_spec_parameter_counts(name, params):
+    config = load_preset(name)
+    with torch.device("meta"):
+        model = EuroBertModel(config)  # input embeddings included, LM head excluded
+    assert round(sum(p.numel() for p in model.parameters()) / 1e6, 1) == params
+    assert config.rms_norm_eps == 1e-5 and config.rope_parameters["rope_theta"] == 10000.0
+    assert config.vocab_size == 128256 and config.mask_token_id == 128002 and config.pad_token_id != config.eos_token_id
+    assert config.max_position_embeddings == 2048 and not config.tie_word_embeddings
+
+
+def test_bad_architectures_raise_one_line_errors():
+    with pytest.raises(ValueError, match="unknown model preset 'huge'"):
+        load_preset("huge")
+    with pytest.raises(Exception, match="not divisible by num_attention_heads"):
+        tiny_config(hidden_size=30)
+    with pytest.raises(Exception, match="not a multiple of num_key_value_heads"):
+        tiny_config(num_attention_heads=4, num_key_value_heads=3)
+
+
+@pytest.mark.parametrize("head", list(HEADS))
+def test_head_shapes_and_loss(head):
+    model = HEADS[head][1](tiny_config()).eval()
+    input_ids, attention_mask = batch()
+    output = model(input_ids, attention_mask=attention_mask)
+    expected = {
+        "AutoModel": (BATCH, SEQ, 32),
+        "AutoModelForMaskedLM": (BATCH, SEQ, 99),
+        "AutoModelForCausalLM": (BATCH, SEQ, 99),
+        "AutoModelForSequenceClassification": (BATCH, 3),
+        "AutoModelForTokenClassification": (BATCH, SEQ, 3),
+        "AutoModelForQuestionAnswering": (2, BATCH, SEQ),
+    }[head]
+    assert main_output(output).shape == expected
+    labels = {
+        "AutoModelForMaskedLM": {"labels": torch.where(torch.rand(BATCH, SEQ) < 0.4, input_ids, -100)},
+        "AutoModelForCausalLM": {"labels": input_ids},
+        "AutoModelForSequenceClassification": {"labels": torch.randint(0, 3, (BATCH,))},
+        "AutoModelForTokenClassification": {"labels": torch.randint(0, 3, (BATCH, SEQ))},
+        "AutoModelForQuestionAnswering": {"start_positions": torch.zeros(BATCH, dtype=torch.long),
+                                          "end_positions": torch.ones(BATCH, dtype=torch.long)},
+    }.get(head)
+    if labels:
+        loss = model(input_ids, attention_mask=attention_mask, **labels).loss
+        assert torch.isfinite(loss) and loss.ndim == 0
+
+
+@pytest.mark.parametrize("pooling", ["bos", "mean", "late"])
+def test_sequence_classification_pooling_ignores_padding(pooling):
+    model = EuroBertForSequenceClassification(tiny_config(classifier_pooling=pooling)).eval()
+    input_ids, _ = batch(pad_last=False)
+    padded = torch.cat([input_ids, torch.full((BATCH, 3), 3)], dim=1)
+    mask = torch.cat([torch.ones(BATCH, SEQ), torch.zeros(BATCH, 3)], dim=1).long()
+    assert_close(model(padded, attention_mask=mask).logits, model(input_ids).logits, atol=1e-5, rtol=1e-5)
+
+
+def test_attention_pattern_is_decided_by_config_and_overridable_per_call():
+    model = EuroBertModel(tiny_config()).eval()
+    input_ids, _ = batch(pad_last=False)
+    changed = input_ids.clone()
+    changed[:, -1] = (changed[:, -1] + 1) % 99
+    with torch.no_grad():
+        causal = [model(ids, is_causal=True).last_hidden_state for ids in (input_ids, changed)]
+        bidirectional = [model(ids).last_hidden_state for ids in (input_ids, changed)]
+    # Causal: changing the last token leaves every earlier position untouched; bidirectional: it does not.
+    assert_close(causal[0][:, :-1], causal[1][:, :-1])
+    assert not torch.allclose(bidirectional[0][:, :-1], bidirectional[1][:, :-1])
+    model.config.is_causal = True
+    with torch.no_grad():
+        assert_close(model(input_ids).last_hidden_state, causal[0])
+
+
+def test_clm_checkpoint_loads_into_mlm_class_and_back(tmp_path):
+    clm = EuroBertForCausalLM(tiny_config(is_causal=True))
+    clm.save_pretrained(tmp_path / "clm")
+    mlm, info = EuroBertForMaskedLM.from_pretrained(tmp_path / "clm", output_loading_info=True)
+    assert info["missing_keys"] == set() or not info["missing_keys"]
+    assert not info["unexpected_keys"] and not info["mismatched_keys"]
+    assert set(mlm.state_dict()) == set(clm.state_dict())
+    for key, value in clm.state_dict().items():
+        assert torch.equal(value, mlm.state_dict()[key]), key
+    mlm.save_pretrained(tmp_path / "mlm")
+    back, info = AutoModelForCausalLM.from_pretrained(tmp_path / "mlm", output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+    assert isinstance(back, EuroBertForCausalLM)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_labelled_positions_loss_equals_full_vocab_loss_and_gradients(causal):
+    torch.manual_seed(0)
+    model_class = EuroBertForCausalLM if causal else EuroBertForMaskedLM
+    model = model_class(tiny_config()).train()
+    input_ids, _ = batch(pad_last=False)
+    labels = input_ids if causal else torch.where(torch.rand(BATCH, SEQ) < 0.4, input_ids, -100)
+    for num_items in (None, torch.tensor(50)):
+        model.zero_grad()
+        loss = model(input_ids, labels=labels, num_items_in_batch=num_items).loss
+        loss.backward()
+        ours = {n: p.grad.clone() for n, p in model.named_parameters()}
+        model.zero_grad()
+        logits = model(input_ids).logits  # full (B, T, V) logits
+        reference_fn = ForCausalLMLoss if causal else ForMaskedLMLoss
+        reference = reference_fn(logits, labels, vocab_size=99, num_items_in_batch=num_items)
+        reference.backward()
+        assert_close(loss, reference, atol=1e-6, rtol=1e-5)
+        for name, param in model.named_parameters():
+            assert_close(ours[name], param.grad, atol=1e-6, rtol=1e-5, msg=name)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_sdpa_matches_eager(causal):
+    config = tiny_config()
+    sdpa = EuroBertForMaskedLM(config).eval()
+    eager = EuroBertForMaskedLM.from_pretrained(None, config=config, state_dict=sdpa.state_dict(),
+                                                attn_implementation="eager").eval()
+    assert sdpa.config._attn_implementation == "sdpa" and eager.config._attn_implementation == "eager"
+    input_ids, attention_mask = batch()
+    with torch.no_grad():
+        a = sdpa(input_ids, attention_mask=attention_mask, is_causal=causal).logits
+        b = eager(input_ids, attention_mask=attention_mask, is_causal=causal).logits
+    valid = attention_mask.bool()
+    assert_close(a[valid], b[valid], atol=1e-5, rtol=1e-5)
+
+
+def test_causal_mode_matches_llama():
+    config = tiny_config(is_causal=True)
+    ours = EuroBertForCausalLM(config).eval()
+    llama_config = transformers.LlamaConfig(
+        vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        intermediate_size=37, rms_norm_eps=1e-5, rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+        max_position_embeddings=2048, tie_word_embeddings=False)
+    llama = transformers.LlamaForCausalLM(llama_config).eval()
+    missing, unexpected = llama.load_state_dict(ours.state_dict(), strict=True)
+    input_ids, attention_mask = batch()
+    with torch.no_grad():
+        expected = llama(input_ids, attention_mask=attention_mask).logits
+        got = ours(input_ids, attention_mask=attention_mask).logits
+    valid = attention_mask.bool()
+    assert_close(got[valid], expected[valid], atol=1e-5, rtol=1e-5)
+    with torch.no_grad():
+        assert_close(ours(input_ids, labels=input_ids).loss, llama(input_ids, labels=input_ids).loss)
+
+
+def test_bidirectional_mode_matches_native_eurobert():
+    config = tiny_config()
+    ours = EuroBertForMaskedLM(config).eval()
+    native_config = transformers.EuroBertConfig(
+        vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        intermediate_size=37, rms_norm_eps=1e-5, max_position_embeddings=2048, pad_token_id=3, bos_token_id=0,
+        eos_token_id=1, rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
+    native = transformers.EuroBertForMaskedLM(native_config).eval()
+    native.load_state_dict(ours.state_dict(), strict=True)
+    input_ids, attention_mask = batch()
+    with torch.no_grad():
+        expected = native(input_ids, attention_mask=attention_mask).logits
+        got = ours(input_ids, attention_mask=attention_mask).logits
+    valid = attention_mask.bool()
+    assert_close(got[valid], expected[valid], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="flash attention needs a CUDA GPU")
+def test_flash_attention_2_matches_sdpa_on_gpu():
+    pytest.importorskip("flash_attn")
+    config = tiny_config(hidden_size=128, num_attention_heads=4, num_key_value_heads=2)
+    sdpa = EuroBertForMaskedLM(config).cuda().to(torch.bfloat16).eval()
+    flash = EuroBertForMaskedLM.from_pretrained(None, config=config, state_dict=sdpa.state_dict(),
+                                                attn_implementation="flash_attention_2", dtype=torch.bfloat16)
+    flash = flash.cuda().eval()
+    input_ids, _ = batch(pad_last=False)
+    for causal in (False, True):
+        with torch.no_grad():
+            a = sdpa(input_ids.cuda(), is_causal=causal).logits.float()
+            b = flash(input_ids.cuda(), is_causal=causal).logits.float()
+        assert_close(a, b, atol=2e-2, rtol=2e-2)
+
+
+def test_in_process_auto_classes_round_trip(tmp_path):
+    model = EuroBertForMaskedLM(tiny_config()).eval()
+    model.save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert set(saved["auto_map"]) == {"AutoConfig", *HEADS}
+    assert (tmp_path / "modeling_eurobert.py").exists() and (tmp_path / "configuration_eurobert.py").exists()
+    assert isinstance(AutoConfig.from_pretrained(tmp_path), EuroBertClmMlmConfig)
+    input_ids, attention_mask = batch()
+    for name, (auto_class, model_class) in HEADS.items():
+        loaded = auto_class.from_pretrained(tmp_path).eval()
+        assert type(loaded) is model_class, name
+    reloaded = AutoModelForMaskedLM.from_pretrained(tmp_path).eval()
+    with torch.no_grad():
+        assert_close(reloaded(input_ids, attention_mask=attention_mask).logits,
+                     model(input_ids, attention_mask=attention_mask).logits, atol=0, rtol=0)
+
+
+def test_remote_code_in_fresh_process_without_project_gives_identical_outputs(tmp_path):
+    """Every Auto class loads a saved checkpoint with trust_remote_code in a process that cannot import this
+    project, and gives the in-process outputs bit for bit."""
+    config = tiny_config()
+    input_ids, attention_mask = batch()
+    expected = {}
+    for name, (_, model_class) in HEADS.items():
+        torch.manual_seed(1)
+        model = model_class(config).eval()
+        model.save_pretrained(tmp_path / name)
+        with torch.no_grad():
+            expected[name] = main_output(model(input_ids, attention_mask=attention_mask))
+    torch.save({"input_ids": input_ids, "attention_mask": attention_mask, "expected": expected}, tmp_path / "io.pt")
+    script = textwrap.dedent(f"""
+        import importlib.util, sys, torch, transformers
+        assert importlib.util.find_spec("modeling_eurobert") is None, "the project must not be importable here"
+        io = torch.load({str(tmp_path / 'io.pt')!r})
+        config = transformers.AutoConfig.from_pretrained({str(tmp_path / 'AutoModel')!r}, trust_remote_code=True)
+        assert type(config).__name__ == "EuroBertClmMlmConfig", type(config)
+        for name, expected in io["expected"].items():
+            auto_class = getattr(transformers, name)
+            model = auto_class.from_pretrained({str(tmp_path)!r} + "/" + name, trust_remote_code=True).eval()
+            assert "modeling_eurobert" not in sys.modules and "transformers_modules" in type(model).__module__
+            with torch.no_grad():
+                out = model(io["input_ids"], attention_mask=io["attention_mask"])
+            got = out.logits if getattr(out, "logits", None) is not None else (
+                torch.stack([out.start_logits, out.end_logits]) if getattr(out, "start_logits", None) is not None
+                else out.last_hidden_state)
+            assert torch.equal(got, expected), name
+        print("remote-ok")
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["HF_HOME"] = str(tmp_path / "hf_home")
+    result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0 and "remote-ok" in result.stdout, result.stderr[-3000:]
+
+
+def test_sentence_transformers_mean_pooling_matches_pool(tmp_path):
+    from sentence_transformers import SentenceTransformer, models
+    from tokenizers import Tokenizer, models as tok_models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    from modeling_eurobert import pool
+
+    words = ["<bos>", "<eos>", "<mask>", "<pad>"] + [f"w{i}" for i in range(95)]
+    tokenizer = Tokenizer(tok_models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="w0"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<bos>", eos_token="<eos>",
+                                   mask_token="<mask>", pad_token="<pad>", model_input_names=["input_ids", "attention_mask"])
+    model = EuroBertModel(tiny_config()).eval()
+    model.save_pretrained(tmp_path)
+    fast.save_pretrained(tmp_path)
+    transformer = models.Transformer(str(tmp_path), model_args={"trust_remote_code": True},
+                                     config_args={"trust_remote_code": True})
+    st = SentenceTransformer(modules=[transformer, models.Pooling(32, pooling_mode="mean")], device="cpu")
+    sentences = ["w1 w2 w3", "w4 w5 w6 w7 w8 w9"]
+    embeddings = st.encode(sentences, convert_to_tensor=True)
+    encoded = fast(sentences, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        hidden = model(**encoded).last_hidden_state
+    assert_close(embeddings, pool(hidden, encoded["attention_mask"], "mean"), atol=1e-5, rtol=1e-5)
+
+
+def test_gradient_checkpointing_gives_same_gradients():
+    model = EuroBertForMaskedLM(tiny_config()).train()
+    input_ids, _ = batch(pad_last=False)
+    labels = torch.where(torch.rand(BATCH, SEQ) < 0.5, input_ids, -100)
+    model(input_ids, labels=labels).loss.backward()
+    plain = {n: p.grad.clone() for n, p in model.named_parameters()}
+    model.zero_grad()
+    model.gradient_checkpointing_enable()
+    model(input_ids, labels=labels).loss.backward()
+    for name, param in model.named_parameters():
+        assert_close(param.grad, plain[name], msg=name)
