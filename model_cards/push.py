@@ -1,0 +1,274 @@
+"""Publish checkpoints and evaluation results to the Hugging Face Hub.
+
+    python -m model_cards.push RUN_DIR --repo-id ORG/610m-mlm40-42k [--results REPORT_DIR] [--dry-run OUT]
+    python -m model_cards.push --results REPORT_DIR --results-repo-id ORG/mlm-vs-clm-results
+
+- A checkpoint repo gets weights, config, tokenizer, modeling code, `run_info.json` and its card (README.md) in
+  ONE commit. A run folder's intermediate checkpoints (`RUN_DIR/intermediate/step-<N>/`) go to branches `step-<N>`
+  of the same repo, one commit each. Files on a branch that the checkpoint no longer has are deleted in that commit,
+  so every branch holds exactly the pushed folder (plus the Hub's `.gitattributes`).
+- `--results REPORT_DIR` (holding `summary.csv` and `results/`) becomes a dataset repo with its own card, and
+  fills the evaluation table of the checkpoint cards.
+- `--dry-run OUT` writes the exact repo folders, `OUT/<models|datasets>/<org>/<name>/<revision>/`, and contacts
+  nothing.
+
+One commit per repo revision: `HfApi.create_commit` (not `upload_folder`, which with hf_xet installed streams big
+folders as several commits). Re-pushing identical files makes no commit: the client drops files whose remote oid
+matches and skips an empty commit. A failed commit (HTTP 5xx, dropped connection) is retried; a commit is atomic on
+the Hub, so the end state is one complete commit. The token comes from HF_TOKEN or the huggingface_hub login
+(`huggingface_hub.get_token()`); it is passed to the client only, never printed or written.
+"""
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from fnmatch import fnmatch
+from pathlib import Path
+
+import httpx2
+from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi, constants, get_token
+from huggingface_hub.errors import HfHubHTTPError
+
+from model_cards.generate import build_model_card, build_results_card, load_run_info
+
+# What a checkpoint repo holds (a `save_pretrained` folder); trainer state, optimizer and pickles stay local.
+CHECKPOINT_PATTERNS = ("config.json", "generation_config.json", "*.safetensors", "model.safetensors.index.json",
+                       "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
+                       "tokenizer.model", "vocab.*", "merges.txt", "chat_template.jinja", "*.py", "run_info.json")
+KEPT_REMOTE_FILES = {".gitattributes"}  # created by the Hub with the repo; never deleted
+
+
+class PushError(RuntimeError):
+    """A push that cannot start; the message is one line saying what is wrong and how to fix it."""
+
+
+@dataclass
+class RepoPlan:
+    """Exactly what one commit to one repo revision will hold."""
+
+    repo_id: str
+    repo_type: str  # "model" | "dataset"
+    revision: str  # "main" or "step-<N>"
+    files: dict  # path in repo -> local Path or bytes (generated cards)
+    commit_message: str
+
+    @property
+    def folder(self) -> Path:
+        """Where the dry run writes this revision: <repo_type>s/<org>/<name>/<revision>."""
+        return Path(f"{self.repo_type}s", *self.repo_id.split("/"), self.revision)
+
+
+def checkpoint_files(checkpoint_dir: Path) -> dict[str, Path]:
+    """The files of a checkpoint folder that go to the Hub, checked for completeness.
+
+    Args:
+        checkpoint_dir: a `save_pretrained` folder with `run_info.json`.
+
+    Returns:
+        path in repo -> local path.
+    """
+    checkpoint_dir = Path(checkpoint_dir)
+    files = {p.name: p for p in sorted(checkpoint_dir.iterdir())
+             if p.is_file() and any(fnmatch(p.name, pat) for pat in CHECKPOINT_PATTERNS)}
+    problems = [f for f in ("config.json", "run_info.json") if f not in files]
+    if not any(f.endswith(".safetensors") for f in files):
+        problems.append("*.safetensors weights")
+    if "tokenizer.json" not in files and "tokenizer_config.json" not in files:
+        problems.append("tokenizer files")
+    if not any(f.endswith(".py") for f in files):
+        problems.append("modeling code (configuration_*.py, modeling_*.py)")
+    if problems:
+        raise PushError(f"{checkpoint_dir} is not a complete checkpoint: missing {', '.join(problems)}; "
+                        "save it with model.save_pretrained + tokenizer.save_pretrained")
+    return files
+
+
+def plan_checkpoint(checkpoint_dir: Path, repo_id: str, revision: str, summary_csv: Path | None) -> RepoPlan:
+    """Plan the commit of one checkpoint folder to `repo_id@revision` (files + generated card)."""
+    files = checkpoint_files(checkpoint_dir)
+    card = build_model_card(checkpoint_dir, summary_csv, repo_id=repo_id,
+                            revision=None if revision == "main" else revision)
+    files["README.md"] = str(card).encode("utf-8")
+    name = card.data.model_name
+    return RepoPlan(repo_id, "model", revision, files, f"Upload {name}")
+
+
+def plan_run(run_dir: Path, repo_id: str, summary_csv: Path | None = None) -> list[RepoPlan]:
+    """Plan a run folder: the final checkpoint on `main`, each `intermediate/step-<N>` on branch `step-<N>`."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise PushError(f"{run_dir} is not a folder: pass a checkpoint or run folder holding run_info.json")
+    plans = [plan_checkpoint(run_dir, repo_id, "main", summary_csv)]
+    intermediate = run_dir / "intermediate"
+    step_dirs = [p for p in intermediate.glob("step-*") if p.is_dir()] if intermediate.is_dir() else []
+    bad = [p.name for p in step_dirs if not p.name[5:].isdigit()]
+    if bad:
+        raise PushError(f"{intermediate} holds {bad}: intermediate checkpoints must be named step-<N>")
+    for step_dir in sorted(step_dirs, key=lambda p: int(p.name[5:])):
+        plans.append(plan_checkpoint(step_dir, repo_id, step_dir.name, summary_csv))
+    return plans
+
+
+def plan_results(report_dir: Path, repo_id: str) -> RepoPlan:
+    """Plan the results dataset repo: the whole report folder plus its card."""
+    report_dir = Path(report_dir)
+    summary, results = report_dir / "summary.csv", report_dir / "results"
+    if not summary.is_file() or not results.is_dir():
+        raise PushError(f"{report_dir} is not an evaluation report: expected summary.csv and results/ in it")
+    card = build_results_card(results, summary, repo_id=repo_id)
+    files = {p.relative_to(report_dir).as_posix(): p for p in sorted(report_dir.rglob("*")) if p.is_file()
+             and not any(part.startswith(".") or part == "__pycache__" for part in p.relative_to(report_dir).parts)}
+    files["README.md"] = str(card).encode("utf-8")
+    return RepoPlan(repo_id, "dataset", "main", files, "Upload evaluation results")
+
+
+def _read(source) -> bytes:
+    return source if isinstance(source, bytes) else Path(source).read_bytes()
+
+
+def check_no_token(plans: list[RepoPlan], token: str) -> None:
+    """Refuse to publish a file that contains the token (e.g. a stray training_args dump)."""
+    for plan in plans:
+        for path, source in plan.files.items():
+            if token.encode() in _read(source):
+                raise PushError(f"{plan.repo_id}:{path} contains your Hugging Face token: remove it before pushing")
+
+
+def write_dry_run(plans: list[RepoPlan], out_dir: Path) -> None:
+    """Write every planned repo revision as a folder under `out_dir` (which must be new or empty)."""
+    out_dir = Path(out_dir)
+    if out_dir.exists() and any(out_dir.iterdir()):
+        raise PushError(f"--dry-run folder {out_dir} is not empty: pass a new folder")
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    # Build in a sibling temp folder and rename at the end, so a failure leaves nothing half-written.
+    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}-", dir=out_dir.parent))
+    try:
+        for plan in plans:
+            for path, source in plan.files.items():
+                target = staging / plan.folder / path
+                target.parent.mkdir(parents=True, exist_ok=True)
+                if isinstance(source, bytes):
+                    target.write_bytes(source)
+                else:
+                    shutil.copyfile(source, target)
+        if out_dir.exists():
+            out_dir.rmdir()
+        staging.rename(out_dir)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def resolve_token() -> str:
+    """The Hub token from HF_TOKEN or the huggingface_hub login; a one-line error when there is none."""
+    token = get_token()
+    if not token:
+        raise PushError("no Hugging Face token: set HF_TOKEN or run `hf auth login` "
+                        "(or use --dry-run OUT to write the repo folders without pushing)")
+    return token
+
+
+def _is_transient(exc: Exception) -> bool:
+    if isinstance(exc, HfHubHTTPError):
+        return exc.response is not None and exc.response.status_code >= 500
+    return isinstance(exc, httpx2.TransportError)
+
+
+def _commit_once(api: HfApi, plan: RepoPlan) -> str:
+    if plan.revision != "main":
+        api.create_branch(plan.repo_id, branch=plan.revision, repo_type=plan.repo_type, exist_ok=True)
+    remote = set(api.list_repo_files(plan.repo_id, repo_type=plan.repo_type, revision=plan.revision))
+    operations = [CommitOperationDelete(path) for path in sorted(remote - set(plan.files) - KEPT_REMOTE_FILES)]
+    operations += [CommitOperationAdd(path, source) for path, source in plan.files.items()]
+    info = api.create_commit(plan.repo_id, operations, commit_message=plan.commit_message,
+                             repo_type=plan.repo_type, revision=plan.revision)
+    return info.oid
+
+
+def push_plans(plans: list[RepoPlan], token: str, endpoint: str | None = None, retries: int = 3,
+               backoff_s: float = 2.0, log=print) -> list[str]:
+    """Push every planned repo revision, one commit each, retrying transient failures.
+
+    Args:
+        plans: from `plan_run` / `plan_results`.
+        token: Hub token (never logged).
+        endpoint: Hub URL; default `HF_ENDPOINT` or https://huggingface.co.
+        retries: extra attempts per revision after a 5xx answer or a dropped connection.
+        backoff_s: wait before the first retry, doubled after each.
+        log: where progress lines go.
+
+    Returns:
+        the head commit id of each revision after the push.
+    """
+    if constants.HF_HUB_OFFLINE:
+        raise PushError("HF_HUB_OFFLINE is set: unset it to push (or use --dry-run OUT)")
+    check_no_token(plans, token)
+    api = HfApi(endpoint=endpoint, token=token)
+    heads = []
+    for plan in plans:
+        api.create_repo(plan.repo_id, repo_type=plan.repo_type, exist_ok=True)
+        for attempt in range(retries + 1):
+            try:
+                heads.append(_commit_once(api, plan))
+                break
+            except Exception as exc:  # noqa: BLE001 - only transient errors are retried, the rest re-raised
+                if attempt == retries or not _is_transient(exc):
+                    raise
+                wait = backoff_s * 2 ** attempt
+                log(f"{plan.repo_id}@{plan.revision}: {type(exc).__name__}, retrying in {wait:.0f}s")
+                time.sleep(wait)
+        log(f"pushed {plan.repo_type} {plan.repo_id}@{plan.revision}: {len(plan.files)} files, head {heads[-1][:10]}")
+    return heads
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description="Publish checkpoints and results to the Hugging Face Hub.")
+    parser.add_argument("checkpoint", nargs="?", type=Path,
+                        help="checkpoint or run folder (run_info.json; intermediate/step-<N>/ become branches)")
+    parser.add_argument("--repo-id", help="model repo ORG/NAME for the checkpoint")
+    parser.add_argument("--results", type=Path, help="evaluation report folder (summary.csv + results/)")
+    parser.add_argument("--results-repo-id", help="dataset repo for --results (default: <repo-id>-results)")
+    parser.add_argument("--dry-run", type=Path, metavar="OUT", help="write the repo folders here; push nothing")
+    parser.add_argument("--retries", type=int, default=3, help="retries per commit on 5xx / dropped connection")
+    return parser
+
+
+def build_plans(args) -> list[RepoPlan]:
+    """Turn CLI arguments into repo plans, checking them all before anything is written or pushed."""
+    if args.checkpoint is None and args.results is None:
+        raise PushError("nothing to push: give a CHECKPOINT_OR_RUN_DIR and/or --results REPORT_DIR")
+    if args.checkpoint is not None and not args.repo_id:
+        raise PushError("--repo-id ORG/NAME is required to push a checkpoint")
+    results_repo = args.results_repo_id or (f"{args.repo_id}-results" if args.repo_id else None)
+    if args.results is not None and not results_repo:
+        raise PushError("--results-repo-id ORG/NAME is required to push results without --repo-id")
+    for repo_id in filter(None, (args.repo_id, results_repo)):
+        if repo_id.count("/") != 1:
+            raise PushError(f"repo id {repo_id!r} must be ORG/NAME")
+    summary = args.results / "summary.csv" if args.results is not None else None
+    plans = plan_run(args.checkpoint, args.repo_id, summary) if args.checkpoint is not None else []
+    if args.results is not None:
+        plans.append(plan_results(args.results, results_repo))
+    return plans
+
+
+def main(argv=None) -> None:
+    args = make_parser().parse_args(argv)
+    try:
+        token = resolve_token() if args.dry_run is None else None  # fail fast, before reading checkpoints
+        plans = build_plans(args)
+        if token is None:
+            write_dry_run(plans, args.dry_run)
+            for plan in plans:
+                print(f"dry run: {args.dry_run / plan.folder} ({len(plan.files)} files)")
+            return
+        push_plans(plans, token, retries=args.retries)
+    except (PushError, FileNotFoundError, ValueError) as exc:
+        sys.exit(f"error: {exc}")
+
+
+if __name__ == "__main__":
+    main()
