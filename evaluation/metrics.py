@@ -1,0 +1,344 @@
+"""Offline metrics for the four task families (never `evaluate.load`).
+
+Every function is pure: it takes Python lists (or numpy arrays) of predictions and references and returns a dict
+of aggregate scores plus a `"per_instance"` dict of lists aligned with the inputs (kept so that paired tests
+between two models are possible, SPEC "Report"). All scores are fractions in [0, 1], not percentages.
+
+| family | function | aggregate keys | per-instance keys |
+|---|---|---|---|
+| SC | `accuracy` | accuracy | accuracy (0/1) |
+| TC | `token_classification_scores` | entity_precision/recall/f1 (seqeval strict IOB2), token_micro_f1, token_accuracy | entity_f1, entity_tp, entity_pred, entity_gold, token_correct, token_count |
+| QA | `squad_scores` | exact_match, f1 (+ HasAns_* / NoAns_* when any gold is empty) | id, exact_match, f1 |
+| IR | `retrieval_scores` | ndcg@10, mrr@10, recall@100 | qid, ndcg@10, mrr@10, recall@100 |
+
+Helpers: `iob1_to_iob2` (CoNLL-2003 ships IOB1), `normalize_answer` (official SQuAD normalisation),
+`word_level_predictions` (sub-token predictions -> one label per word, "first" or EncodEval's "majority").
+
+Token-level micro-F1 (the original EncodEval harness's TC number): sklearn `f1_score(average="micro")` over the
+flattened *word-level* label ids of every sentence. Positions labelled -100 (special tokens, padding, words cut by
+truncation) are excluded before the call; "O" is a class like any other and counts, so with every class included
+micro-F1 equals word accuracy (`include_o=False` gives the variant that restricts the average to entity labels).
+The community-standard number is seqeval's entity F1 in strict mode with the IOB2 scheme; report both (SPEC).
+
+Retrieval follows trec_eval (what pytrec_eval, BEIR and mteb call): documents ranked by score, ties broken by
+document id in descending string order; a document is relevant when its qrels score is > 0; NDCG gains are the
+qrels scores with a log2(rank + 1) discount, the ideal ranking built from all judged documents; MRR@10 is 1/rank
+of the first relevant document within the top 10 (0 if none); recall@100 divides by the number of relevant
+documents. Scores are averaged over the queries of `qrels`; a query absent from the run scores 0.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import re
+import string
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+from seqeval.metrics import f1_score as seqeval_f1_score
+from seqeval.metrics import precision_score as seqeval_precision_score
+from seqeval.metrics import recall_score as seqeval_recall_score
+from seqeval.scheme import IOB2, Entities
+from sklearn.metrics import f1_score as sklearn_f1_score
+
+IGNORE_INDEX = -100
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Sequence classification
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def accuracy(predictions: Sequence[int], references: Sequence[int]) -> dict:
+    """Accuracy of class predictions.
+
+    Args:
+        predictions: predicted class ids, one per example.
+        references: gold class ids, same length.
+
+    Returns:
+        {"accuracy": float, "per_instance": {"accuracy": [0.0 | 1.0, ...]}}.
+    """
+    predictions, references = np.asarray(predictions), np.asarray(references)
+    _check_same_length(predictions, references, "predictions", "references")
+    correct = (predictions == references).astype(float)
+    return {"accuracy": float(correct.mean()) if len(correct) else 0.0, "per_instance": {"accuracy": correct.tolist()}}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Token classification
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def iob1_to_iob2(tags: Sequence[str]) -> list[str]:
+    """Convert one sentence's IOB1 tags (CoNLL-2003 files) to IOB2 (every entity starts with B-).
+
+    In IOB1 an entity starts with I- and B- appears only between two adjacent entities of the same type. An I-X tag
+    becomes B-X when the previous tag is O or has another type; IOB2 input is returned unchanged.
+
+    Args:
+        tags: tag strings such as "O", "I-PER", "B-LOC".
+
+    Returns:
+        The IOB2 tags, a new list of the same length.
+    """
+    converted = []
+    for i, tag in enumerate(tags):
+        if tag.startswith("I-"):
+            previous = tags[i - 1] if i > 0 else "O"
+            if previous == "O" or previous[2:] != tag[2:]:
+                tag = "B-" + tag[2:]
+        converted.append(tag)
+    return converted
+
+
+def word_level_predictions(
+    predictions: Sequence[int], word_ids: Sequence[int | None], strategy: str = "first"
+) -> list[int]:
+    """Collapse one sequence's sub-token predictions to one prediction per word.
+
+    Args:
+        predictions: predicted label id per sub-token.
+        word_ids: word index per sub-token (`BatchEncoding.word_ids()`); None or -100 for special tokens.
+        strategy: "first" (label of the first sub-token, the transformers convention used for training labels) or
+            "majority" (most frequent sub-token label, ties to the first seen, as the EncodEval harness does).
+
+    Returns:
+        One predicted label id per word that kept at least one sub-token, in word order.
+    """
+    if strategy not in ("first", "majority"):
+        raise ValueError(f"strategy must be 'first' or 'majority', got {strategy!r}")
+    per_word: dict[int, list[int]] = {}
+    for pred, word in zip(predictions, word_ids):
+        if word is not None and word != IGNORE_INDEX:
+            per_word.setdefault(int(word), []).append(int(pred))
+    if strategy == "first":
+        return [preds[0] for _, preds in sorted(per_word.items())]
+    return [max(preds, key=preds.count) for _, preds in sorted(per_word.items())]
+
+
+def token_micro_f1(
+    predictions: Sequence[Sequence], references: Sequence[Sequence], include_o: bool = True, o_label="O"
+) -> float:
+    """Token-level micro-F1 of the original EncodEval harness (sklearn micro average over flattened word labels).
+
+    Args:
+        predictions: per sentence, predicted labels (ids or strings) per word.
+        references: per sentence, gold labels per word; positions whose gold is -100 are dropped.
+        include_o: count the "O" class (the harness does; then the score equals word accuracy).
+        o_label: the outside label, as it appears in the inputs (e.g. "O" or its id).
+
+    Returns:
+        The micro-F1 in [0, 1].
+    """
+    gold, pred = _flatten_labelled(predictions, references)
+    labels = None
+    if not include_o:
+        labels = sorted({x for x in gold + pred if x != o_label}, key=str)
+        if not labels:
+            return 0.0
+    return float(sklearn_f1_score(gold, pred, labels=labels, average="micro", zero_division=0))
+
+
+def token_classification_scores(predictions: Sequence[Sequence[str]], references: Sequence[Sequence[str]]) -> dict:
+    """Entity F1 (seqeval, strict IOB2) and the harness's token micro-F1, with per-sentence counts.
+
+    Args:
+        predictions: per sentence, predicted IOB2 tag strings per word.
+        references: per sentence, gold IOB2 tag strings per word (same lengths).
+
+    Returns:
+        {"entity_precision", "entity_recall", "entity_f1", "token_micro_f1", "token_accuracy", "per_instance":
+        {"entity_f1", "entity_tp", "entity_pred", "entity_gold", "token_correct", "token_count"}}. Per-sentence
+        entity F1 is 1.0 when a sentence has no gold and no predicted entity; the counts let a bootstrap recompute
+        corpus-level F1 exactly (sum tp / sum pred / sum gold).
+    """
+    _check_same_length(predictions, references, "predictions", "references")
+    for i, (pred, gold) in enumerate(zip(predictions, references)):
+        if len(pred) != len(gold):
+            raise ValueError(f"sentence {i}: {len(pred)} predicted tags for {len(gold)} gold tags; align to words first")
+    y_true, y_pred = [list(s) for s in references], [list(s) for s in predictions]
+    per = {k: [] for k in ("entity_f1", "entity_tp", "entity_pred", "entity_gold", "token_correct", "token_count")}
+    for pred, gold in zip(y_pred, y_true):
+        gold_entities = _strict_entities(gold)
+        pred_entities = _strict_entities(pred)
+        tp = len(gold_entities & pred_entities)
+        per["entity_tp"].append(tp)
+        per["entity_pred"].append(len(pred_entities))
+        per["entity_gold"].append(len(gold_entities))
+        per["entity_f1"].append(_f1(tp, len(pred_entities), len(gold_entities), empty=1.0))
+        per["token_correct"].append(sum(p == g for p, g in zip(pred, gold)))
+        per["token_count"].append(len(gold))
+    kwargs = {"mode": "strict", "scheme": IOB2, "zero_division": 0}
+    n_tokens = sum(per["token_count"])
+    return {
+        "entity_precision": float(seqeval_precision_score(y_true, y_pred, **kwargs)),
+        "entity_recall": float(seqeval_recall_score(y_true, y_pred, **kwargs)),
+        "entity_f1": float(seqeval_f1_score(y_true, y_pred, **kwargs)),
+        "token_micro_f1": token_micro_f1(y_pred, y_true),
+        "token_accuracy": sum(per["token_correct"]) / n_tokens if n_tokens else 0.0,
+        "per_instance": per,
+    }
+
+
+def _strict_entities(tags: list[str]) -> set[tuple]:
+    """The (type, start, end) entities seqeval's strict IOB2 mode extracts from one sentence."""
+    return {e.to_tuple()[1:] for e in Entities([tags], IOB2).entities[0]}
+
+
+def _flatten_labelled(predictions, references) -> tuple[list, list]:
+    _check_same_length(predictions, references, "predictions", "references")
+    gold, pred = [], []
+    for p_seq, g_seq in zip(predictions, references):
+        for p, g in zip(p_seq, g_seq):
+            if isinstance(g, str) or g != IGNORE_INDEX:
+                gold.append(g if isinstance(g, str) else int(g))
+                pred.append(p if isinstance(p, str) else int(p))
+    return gold, pred
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Extractive QA (SQuAD v1.1 and v2.0 official rules)
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def normalize_answer(text: str) -> str:
+    """Official SQuAD normalisation: lowercase, drop punctuation, drop articles a/an/the, squeeze whitespace."""
+    text = text.lower()
+    text = "".join(ch for ch in text if ch not in set(string.punctuation))
+    text = re.sub(r"\b(a|an|the)\b", " ", text)
+    return " ".join(text.split())
+
+
+def squad_exact_f1(prediction: str, gold_answers: Sequence[str]) -> tuple[float, float]:
+    """EM and F1 of one prediction, max over gold answers (official v2.0 script rules, which contain v1.1's).
+
+    Gold answers that normalise to "" are dropped; if none is left the question is unanswerable and both scores are
+    1 iff the prediction normalises to "" too.
+
+    Args:
+        prediction: predicted answer text ("" = no answer).
+        gold_answers: gold answer texts; an empty list marks an unanswerable (v2) question.
+
+    Returns:
+        (exact_match, f1), each in [0, 1].
+    """
+    golds = [g for g in gold_answers if normalize_answer(g)] or [""]
+    exact = max(float(normalize_answer(prediction) == normalize_answer(g)) for g in golds)
+    return exact, max(_token_f1(prediction, g) for g in golds)
+
+
+def _token_f1(prediction: str, gold: str) -> float:
+    pred_tokens, gold_tokens = normalize_answer(prediction).split(), normalize_answer(gold).split()
+    if not pred_tokens or not gold_tokens:
+        # The v2 script's rule: if either side is empty, F1 is 1 iff both are.
+        return float(pred_tokens == gold_tokens)
+    common = collections.Counter(pred_tokens) & collections.Counter(gold_tokens)
+    overlap = sum(common.values())
+    return _f1(overlap, len(pred_tokens), len(gold_tokens), empty=0.0)
+
+
+def squad_scores(
+    predictions: Sequence[str], references: Sequence[Sequence[str]], ids: Sequence[str] | None = None
+) -> dict:
+    """SQuAD EM/F1 averaged over questions, with HasAns/NoAns splits when some question is unanswerable.
+
+    Args:
+        predictions: predicted answer text per question ("" = no answer).
+        references: gold answer texts per question (the "text" list of the `answers` column; [] = no answer).
+        ids: optional question ids, copied into the per-instance dict.
+
+    Returns:
+        {"exact_match", "f1", "per_instance": {"id", "exact_match", "f1"}}, plus "HasAns_exact_match",
+        "HasAns_f1", "HasAns_total", "NoAns_exact_match", "NoAns_f1", "NoAns_total" when any gold list is empty
+        (or normalises to empty), as the official v2.0 script reports.
+    """
+    _check_same_length(predictions, references, "predictions", "references")
+    scores = [squad_exact_f1(p, golds) for p, golds in zip(predictions, references)]
+    exact = [s[0] for s in scores]
+    f1 = [s[1] for s in scores]
+    result = {"exact_match": _mean(exact), "f1": _mean(f1)}
+    has_answer = [any(normalize_answer(g) for g in golds) for golds in references]
+    if not all(has_answer):
+        for name, keep in (("HasAns", True), ("NoAns", False)):
+            idx = [i for i, h in enumerate(has_answer) if h == keep]
+            result[f"{name}_exact_match"] = _mean([exact[i] for i in idx])
+            result[f"{name}_f1"] = _mean([f1[i] for i in idx])
+            result[f"{name}_total"] = len(idx)
+    result["per_instance"] = {"id": list(ids) if ids is not None else None, "exact_match": exact, "f1": f1}
+    return result
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Retrieval
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def retrieval_scores(
+    run: Mapping[str, Mapping[str, float]],
+    qrels: Mapping[str, Mapping[str, int]],
+    ndcg_k: int = 10,
+    mrr_k: int = 10,
+    recall_k: int = 100,
+) -> dict:
+    """NDCG@k, MRR@k and recall@k of a run against qrels, trec_eval conventions (see module docstring).
+
+    Args:
+        run: {query id: {doc id: score}}, higher score = more relevant; any number of documents per query.
+        qrels: {query id: {doc id: graded relevance}}; documents with relevance > 0 are relevant.
+        ndcg_k, mrr_k, recall_k: cut-offs (paper: 10, 10, 100).
+
+    Returns:
+        {"ndcg@10", "mrr@10", "recall@100", "per_instance": {"qid", "ndcg@10", "mrr@10", "recall@100"}} with the
+        keys named after the cut-offs; per-instance lists follow sorted query ids.
+    """
+    names = (f"ndcg@{ndcg_k}", f"mrr@{mrr_k}", f"recall@{recall_k}")
+    per = {"qid": sorted(qrels), **{n: [] for n in names}}
+    for qid in per["qid"]:
+        judged = qrels[qid]
+        ranking = _rank(run.get(qid, {}))
+        relevant = {d for d, rel in judged.items() if rel > 0}
+        per[names[0]].append(_ndcg(ranking[:ndcg_k], judged, ndcg_k))
+        first = next((i for i, d in enumerate(ranking[:mrr_k]) if d in relevant), None)
+        per[names[1]].append(0.0 if first is None else 1.0 / (first + 1))
+        per[names[2]].append(len(relevant & set(ranking[:recall_k])) / len(relevant) if relevant else 0.0)
+    result = {n: _mean(per[n]) for n in names}
+    result["per_instance"] = per
+    return result
+
+
+def _rank(scores: Mapping[str, float]) -> list[str]:
+    # trec_eval order: score descending, then doc id descending (so ties are reproducible across tools).
+    by_id = sorted(scores.items(), key=lambda item: item[0], reverse=True)
+    return [doc for doc, _ in sorted(by_id, key=lambda item: -item[1])]
+
+
+def _ndcg(top: list[str], judged: Mapping[str, int], k: int) -> float:
+    dcg = sum(max(judged.get(d, 0), 0) / math.log2(i + 2) for i, d in enumerate(top))
+    ideal = sorted((rel for rel in judged.values() if rel > 0), reverse=True)[:k]
+    idcg = sum(rel / math.log2(i + 2) for i, rel in enumerate(ideal))
+    return dcg / idcg if idcg > 0 else 0.0
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Small shared helpers
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _f1(tp: int, n_pred: int, n_gold: int, empty: float) -> float:
+    if n_pred == 0 and n_gold == 0:
+        return empty
+    if tp == 0:
+        return 0.0
+    precision, recall = tp / n_pred, tp / n_gold
+    return 2 * precision * recall / (precision + recall)
+
+
+def _mean(values: Sequence[float]) -> float:
+    return float(sum(values) / len(values)) if len(values) else 0.0
+
+
+def _check_same_length(a, b, name_a: str, name_b: str) -> None:
+    if len(a) != len(b):
+        raise ValueError(f"{name_a} has {len(a)} items but {name_b} has {len(b)}; pass one per example")

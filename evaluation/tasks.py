@@ -1,0 +1,692 @@
+"""Evaluation task registry and dataset loaders: one YAML per task, one normalised layout per family.
+
+A task is a YAML file in `evaluation/tasks/` (or any path passed to `load_task`). Adding a dataset in a standard
+format needs no code: copy a YAML of the same family, point `offline.files` at the new files (paths are relative to
+the data bundle, or to `offline.root`, itself relative to the YAML's folder), set the reader options, and pass the
+path (`load_task("path/to/mytask.yaml")`) or drop the file in `evaluation/tasks/`.
+
+    from evaluation.tasks import list_tasks, load_task, load_splits
+    task = load_task("sst2")                    # or load_task("path/to/mytask.yaml")
+    splits = load_splits(task, max_train=2000)  # offline bundle by default; source="hub" for the Hub datasets
+    splits["train"][0]                          # {"text": "...", "label": 1}
+
+YAML fields (the `Task` dataclass):
+    name, family (sc | tc | qa | ir), metric (main score key of `evaluation.metrics`), budget ({max_steps: N} or
+    {epochs: N}), labels (sc: class names; tc: IOB2 tag names, in id order), template (sc: str.format template over
+    the input fields, e.g. "Premise: {premise}\\nHypothesis: {hypothesis}"), query_prefix / document_prefix (ir),
+    description, notes (caveats to print next to results), hub (online source), offline (bundle source).
+    Unknown keys raise.
+
+Offline source (`offline:`), read by generic format readers:
+    format: tsv (GLUE style, quoting off; header: true|false; columns map field -> header name or 0-based index)
+            jsonl (columns map field -> key)
+            conll (one token per line, blank line between sentences; token_column, tag_column, separator (null =
+                  whitespace), comment_prefix, docstart, token_prefix to strip)
+            squad (SQuAD v1.1/v2.0 JSON; no options)
+            beir (corpus, queries: jsonl(.gz) files; qrels: {role: tsv}; doc_template over "title"/"text")
+    files: {train: [...], validation: [...], test: [...]} (a role may be absent; see derive)
+    derive: {role: {from: role, fraction: f, seed: s, group: field}}: carve a split out of another one, in the
+            order written. A missing validation split defaults to {from: train, fraction: 0.05, seed: 42}, the
+            paper's protocol (`Dataset.train_test_split(train_size=0.95, seed=42)`, as the EncodEval harness
+            does). With `group` (and always for ir, by query id), whole groups move: the sorted group ids are
+            sampled with `random.Random(seed)`, as the harness's `split_retrieval_dataset` does.
+    label_values: raw label values in the order of `labels` when the file does not store the names.
+    scheme: tc only, iob1 | iob2 (default); IOB1 tags (from any reader) are converted to IOB2 on load.
+    unavailable + stand_in: the dataset is not in the bundle; loading offline raises, naming the stand-in task.
+Hub source (`hub:`): path, name, revision, splits {role: hub split}, columns, label_values, derive; for ir:
+    corpus/queries {name, split}, qrels {name, splits}, train_pairs {path, name, split, columns}, doc_template.
+    Integer labels stored as `ClassLabel` are converted through the feature's names.
+
+Normalised columns (`load_splits` output), so trainers need no per-dataset code:
+    sc: "text" (template applied), "label" (ClassLabel over task.labels)
+    tc: "tokens" (list[str], words), "tags" (list of ClassLabel over task.labels, IOB2; IOB1 converted on load)
+    qa: "id", "title", "question", "context", "answers" {"text": [...], "answer_start": [...]} ([] = no answer)
+    ir: "train" is a Dataset of pairs {"query", "positive"} (prefixes not applied: see task.query_prefix);
+        "validation"/"test" are `RetrievalSplit`s {corpus, queries, qrels}.
+`max_train` / `max_eval` keep a deterministic subset (seeded shuffle, seed 42, then the first N rows; for ir N
+queries sampled with seed 42, and N pairs for train), taken after the validation split is carved from the full
+train set, so validation does not depend on them.
+
+Choices (documented per task in its YAML `notes`):
+    - The official validation split is the test set and validation is 5% of train (seed 42), as SPEC says and the
+      EncodEval harness does for SC and QA. Where a source ships a labelled dev *and* test (CoNLL-2003 testa/testb,
+      WikiANN, MRPC) the dev is the validation set, as the harness uses its TC datasets' own splits.
+    - ir "judged" corpus: the documents judged in that split's own qrels (the harness pools validation and test).
+    - Offline stand-ins: UNER trains on its dev file; SQuAD v2 splits its labelled dev half by article; MNLI trains
+      on TaxiNLI + non-gold dev-mismatched pairs; QQP is a balanced Quora split (see /work/shared/data/README.md).
+    - Hub sources follow the harness (`encodeval/datasets.py`, MLM_vs_CLM branch) where its datasets load with
+      datasets>=4, and mteb's copies for IR; they need network and are not exercised by the offline tests beyond
+      a local-folder stand-in.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import functools
+import gzip
+import json
+import math
+import os
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+from datasets import ClassLabel, Dataset, DatasetDict, Features, Sequence, Value
+
+from evaluation.metrics import iob1_to_iob2
+from recipes.paths import DATA_ENV_VAR, resolve_data_dir
+
+TASKS_DIR = Path(__file__).resolve().parent / "tasks"
+FAMILIES = ("sc", "tc", "qa", "ir")
+ROLES = ("train", "validation", "test")
+SUBSET_SEED = 42
+DEFAULT_VALIDATION = {"from": "train", "fraction": 0.05, "seed": 42}
+OFFLINE_KEYS = {
+    "format", "root", "files", "derive", "columns", "label_values", "header", "token_column", "tag_column",
+    "separator", "comment_prefix", "docstart", "token_prefix", "scheme", "corpus", "queries", "qrels",
+    "doc_template", "unavailable", "stand_in",
+}
+HUB_KEYS = {
+    "path", "name", "revision", "splits", "columns", "label_values", "derive", "scheme", "corpus", "queries",
+    "qrels", "train_pairs", "doc_template",
+}
+FORMATS = ("tsv", "jsonl", "conll", "squad", "beir")
+
+
+@dataclasses.dataclass
+class Task:
+    """One evaluation task, as written in its YAML file (see the module docstring for every field)."""
+
+    name: str
+    family: str
+    metric: str
+    budget: dict
+    labels: list[str] | None = None
+    template: str | None = None
+    query_prefix: str = ""
+    document_prefix: str = ""
+    description: str = ""
+    notes: str = ""
+    hub: dict | None = None
+    offline: dict | None = None
+    path: Path | None = None
+
+    @property
+    def max_steps(self) -> int | None:
+        """Fine-tuning budget in optimizer steps (None when the budget is in epochs)."""
+        return self.budget.get("max_steps")
+
+    @property
+    def epochs(self) -> float | None:
+        """Fine-tuning budget in epochs (None when the budget is in steps)."""
+        return self.budget.get("epochs")
+
+    @property
+    def num_labels(self) -> int | None:
+        """Number of classes (sc) or tags (tc)."""
+        return len(self.labels) if self.labels else None
+
+
+@dataclasses.dataclass
+class RetrievalSplit:
+    """An ir evaluation split: texts by id and graded judgements.
+
+    Attributes:
+        corpus: {doc id: document text} (`doc_template` applied, prefix not applied).
+        queries: {query id: query text}, exactly the queries of `qrels`.
+        qrels: {query id: {doc id: relevance}}; the run passed to `metrics.retrieval_scores` is scored against it.
+    """
+
+    corpus: dict[str, str]
+    queries: dict[str, str]
+    qrels: dict[str, dict[str, int]]
+
+    def __len__(self) -> int:
+        return len(self.queries)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Registry
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def list_tasks() -> list[str]:
+    """Names of the registered tasks (the YAML files in evaluation/tasks/), sorted."""
+    return sorted(p.stem for p in TASKS_DIR.glob("*.yaml"))
+
+
+def load_task(name_or_path: str | os.PathLike) -> Task:
+    """Load a task by registered name or from a YAML path.
+
+    Args:
+        name_or_path: a name from `list_tasks()` or a path to a task YAML file.
+
+    Returns:
+        The validated `Task`.
+    """
+    candidate = Path(name_or_path)
+    if candidate.suffix in (".yaml", ".yml") or candidate.is_file():
+        if not candidate.is_file():
+            raise FileNotFoundError(f"task file {candidate} does not exist")
+        path = candidate.resolve()
+    else:
+        path = TASKS_DIR / f"{name_or_path}.yaml"
+        if not path.is_file():
+            raise ValueError(
+                f"unknown task {str(name_or_path)!r}; known tasks: {', '.join(list_tasks())} (or pass a task YAML path)"
+            )
+    with open(path, encoding="utf-8") as f:
+        raw = yaml.safe_load(f)
+    return _validate_task(raw, path)
+
+
+def _validate_task(raw: Any, path: Path) -> Task:
+    if not isinstance(raw, dict):
+        raise ValueError(f"{path}: a task YAML must be a mapping of fields")
+    fields = {f.name for f in dataclasses.fields(Task)} - {"path"}
+    unknown = set(raw) - fields
+    if unknown:
+        raise ValueError(f"{path}: unknown task field(s) {sorted(unknown)}; allowed: {sorted(fields)}")
+    missing = [k for k in ("name", "family", "metric", "budget") if k not in raw]
+    if missing:
+        raise ValueError(f"{path}: missing required task field(s) {missing}")
+    task = Task(**raw, path=path)
+    if task.family not in FAMILIES:
+        raise ValueError(f"{path}: family must be one of {FAMILIES}, got {task.family!r}")
+    if not isinstance(task.budget, dict) or len(set(task.budget) & {"max_steps", "epochs"}) != 1 or len(task.budget) != 1:
+        raise ValueError(f"{path}: budget must be exactly one of {{max_steps: N}} or {{epochs: N}}, got {task.budget}")
+    if task.family in ("sc", "tc") and not task.labels:
+        raise ValueError(f"{path}: an {task.family} task needs a `labels` list")
+    if task.hub is None and task.offline is None:
+        raise ValueError(f"{path}: give at least one source, `hub` or `offline`")
+    for block, allowed in (("offline", OFFLINE_KEYS), ("hub", HUB_KEYS)):
+        source = getattr(task, block)
+        if source is not None and set(source) - allowed:
+            raise ValueError(f"{path}: unknown {block} key(s) {sorted(set(source) - allowed)}; allowed: {sorted(allowed)}")
+    if task.offline and "unavailable" not in task.offline and task.offline.get("format") not in FORMATS:
+        raise ValueError(f"{path}: offline.format must be one of {FORMATS}, got {task.offline.get('format')!r}")
+    return task
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Entry point
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def load_splits(
+    task: Task | str,
+    data_dir: str | os.PathLike | None = None,
+    max_train: int | None = None,
+    max_eval: int | None = None,
+    source: str = "offline",
+    corpus: str = "judged",
+) -> DatasetDict | dict:
+    """Load a task's train / validation / test splits in the family's normalised layout.
+
+    Args:
+        task: a `Task` or a name / YAML path for `load_task`.
+        data_dir: the data bundle; resolution: this argument > $MLM_VS_CLM_DATA > ../shared/data.
+        max_train: keep at most this many training examples (ir: pairs); deterministic, see module docstring.
+        max_eval: keep at most this many validation and test examples (ir: queries).
+        source: "offline" (the data bundle) or "hub" (the Hugging Face datasets of the paper; needs network).
+        corpus: ir only; "judged" restricts each split's corpus to the documents its qrels judge (the paper's
+            protocol), "full" keeps the whole corpus.
+
+    Returns:
+        A `DatasetDict` with "train", "validation", "test" for sc/tc/qa; for ir a dict with a pairs `Dataset` under
+        "train" and `RetrievalSplit`s under "validation" and "test".
+    """
+    task = task if isinstance(task, Task) else load_task(task)
+    if source not in ("offline", "hub"):
+        raise ValueError(f"source must be 'offline' or 'hub', got {source!r}")
+    if corpus not in ("judged", "full"):
+        raise ValueError(f"corpus must be 'judged' or 'full', got {corpus!r}")
+    for name, value in (("max_train", max_train), ("max_eval", max_eval)):
+        if value is not None and (not isinstance(value, int) or value < 1):
+            raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
+    spec = _source_spec(task, source)
+    if task.family == "ir":
+        return _load_retrieval(task, spec, source, data_dir, max_train, max_eval, corpus)
+    records = _read_offline(task, spec, data_dir) if source == "offline" else _read_hub(task, spec)
+    if task.family == "tc" and spec.get("scheme", "iob2") == "iob1":  # any reader: tags become IOB2 here
+        records = {role: [{**r, "tags": iob1_to_iob2(r["tags"])} for r in rows] for role, rows in records.items()}
+    _check_inputs(task, records, spec)  # every row of every split, before any split is carved
+    records = _derive_splits(task, records, spec)
+    limits = {"train": max_train, "validation": max_eval, "test": max_eval}
+    return DatasetDict({role: _to_dataset(task, _subset(records[role], limits[role]), spec) for role in ROLES})
+
+
+def _source_spec(task: Task, source: str) -> dict:
+    spec = task.offline if source == "offline" else task.hub
+    if spec is None:
+        raise ValueError(f"task {task.name!r} has no {source} source; use source={'hub' if source == 'offline' else 'offline'!r}")
+    if source == "offline" and "unavailable" in spec:
+        stand_in = f"; use the stand-in task {spec['stand_in']!r}" if spec.get("stand_in") else ""
+        raise ValueError(f"task {task.name!r} has no offline data ({spec['unavailable']}){stand_in}, or source='hub'")
+    return spec
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Offline files
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _data_root(task: Task, spec: dict, data_dir) -> tuple[Path, str]:
+    """The folder offline paths are relative to, and a phrase saying where it came from."""
+    if spec.get("root") is not None:
+        root = Path(spec["root"])
+        root = root if root.is_absolute() else Path(task.path).parent / root
+        return root.resolve(), f"offline.root of {task.path}"
+    if data_dir is not None:
+        where = "the data_dir argument"
+    elif os.environ.get(DATA_ENV_VAR):
+        where = f"${DATA_ENV_VAR}"
+    else:
+        where = "the default ../shared/data"
+    return resolve_data_dir(data_dir), where
+
+
+def _resolve_files(task: Task, files: dict[str, Any], root: Path, where: str) -> dict[str, list[Path]]:
+    """Every file of every role, checked to exist before anything is parsed."""
+    resolved = {}
+    for role, names in files.items():
+        if role not in ROLES:
+            raise ValueError(f"task {task.name!r}: files role {role!r} must be one of {ROLES}")
+        names = [names] if isinstance(names, str) else list(names)
+        resolved[role] = [root / name for name in names]
+        for path in resolved[role]:
+            if not path.is_file():
+                raise FileNotFoundError(
+                    f"task {task.name!r}: missing dataset file {path} (data dir {root} from {where}; "
+                    f"resolution: data_dir argument > ${DATA_ENV_VAR} > ../shared/data)"
+                )
+    return resolved
+
+
+def _read_offline(task: Task, spec: dict, data_dir) -> dict[str, list[dict]]:
+    root, where = _data_root(task, spec, data_dir)
+    files = _resolve_files(task, spec.get("files") or {}, root, where)
+    if "train" not in files:
+        raise ValueError(f"task {task.name!r}: offline.files needs a train role")
+    options = {k: v for k, v in spec.items() if k not in ("files", "derive", "label_values", "root", "format")}
+    reader_options = json.dumps(options, sort_keys=True)
+    return {
+        role: [row for path in paths for row in _read_file(spec["format"], str(path), path.stat().st_mtime, reader_options)]
+        for role, paths in files.items()
+    }
+
+
+@functools.lru_cache(maxsize=64)
+def _read_file(fmt: str, path: str, mtime: float, options_json: str) -> tuple[dict, ...]:
+    """Parse one file into raw records (cached in-process: callers must not mutate the records)."""
+    options = json.loads(options_json)
+    readers = {"tsv": _read_tsv, "jsonl": _read_jsonl, "conll": _read_conll, "squad": _read_squad}
+    if fmt not in readers:
+        raise ValueError(f"{path}: format {fmt!r} has no record reader; use one of {sorted(readers)}")
+    return tuple(readers[fmt](path, options))
+
+
+def _open_text(path: str):
+    return gzip.open(path, "rt", encoding="utf-8") if path.endswith(".gz") else open(path, encoding="utf-8")
+
+
+def _read_tsv(path: str, options: dict) -> list[dict]:
+    columns = _required_columns(path, options)
+    with _open_text(path) as f:
+        rows = [row for row in csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE) if row]
+    if options.get("header", True):
+        header, rows = rows[0], rows[1:]
+        missing = [c for c in columns.values() if c not in header]
+        if missing:
+            raise ValueError(f"{path}: column(s) {missing} not in the header {header}; fix offline.columns")
+        index = {field: header.index(col) for field, col in columns.items()}
+    else:
+        index = {field: int(col) for field, col in columns.items()}
+    width = max(index.values()) + 1
+    for n, row in enumerate(rows):
+        if len(row) < width:
+            raise ValueError(f"{path}: row {n + 1} has {len(row)} columns, expected at least {width}")
+    return [{field: row[i].strip() for field, i in index.items()} for row in rows]
+
+
+def _read_jsonl(path: str, options: dict) -> list[dict]:
+    columns = _required_columns(path, options)
+    records = []
+    with _open_text(path) as f:
+        for n, line in enumerate(f):
+            if line.strip():
+                obj = json.loads(line)
+                missing = [c for c in columns.values() if c not in obj]
+                if missing:
+                    raise ValueError(f"{path}: line {n + 1} lacks key(s) {missing}; fix offline.columns")
+                records.append({field: obj[col] for field, col in columns.items()})
+    return records
+
+
+def _required_columns(path: str, options: dict) -> dict:
+    if not options.get("columns"):
+        raise ValueError(f"{path}: offline.columns (field -> column) is required for this format")
+    return options["columns"]
+
+
+def _read_conll(path: str, options: dict) -> list[dict]:
+    token_col, tag_col = options.get("token_column", 0), options.get("tag_column", -1)
+    comment, docstart = options.get("comment_prefix"), options.get("docstart", "-DOCSTART-")
+    prefix, separator = options.get("token_prefix") or "", options.get("separator")
+    sentences, tokens, tags = [], [], []
+    with _open_text(path) as f:
+        for n, line in enumerate(f):
+            line = line.rstrip("\n")
+            if comment and line.startswith(comment):
+                continue
+            parts = line.split(separator) if line.strip() else []
+            if not parts or parts[0] == docstart:
+                if tokens:
+                    sentences.append({"tokens": tokens, "tags": tags})
+                tokens, tags = [], []
+                continue
+            if len(parts) <= max(token_col, tag_col):
+                raise ValueError(f"{path}: line {n + 1} has {len(parts)} columns; check token_column/tag_column/separator")
+            token = parts[token_col]
+            tokens.append(token[len(prefix):] if prefix and token.startswith(prefix) else token)
+            tags.append(parts[tag_col])
+    if tokens:
+        sentences.append({"tokens": tokens, "tags": tags})
+    return sentences
+
+
+def _read_squad(path: str, options: dict) -> list[dict]:
+    with _open_text(path) as f:
+        data = json.load(f)["data"]
+    records = []
+    for article in data:
+        for paragraph in article["paragraphs"]:
+            for qa in paragraph["qas"]:
+                answers = [] if qa.get("is_impossible") else qa["answers"]
+                records.append({
+                    "id": qa["id"],
+                    "title": article.get("title", ""),
+                    "question": qa["question"],
+                    "context": paragraph["context"],
+                    "answers": {"text": [a["text"] for a in answers], "answer_start": [a["answer_start"] for a in answers]},
+                })
+    return records
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Hub
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _hub_split(path: str, name: str | None, split: str | None, revision: str | None) -> Dataset:
+    """One split of a Hub (or local folder) dataset; with split None the dataset must have a single split."""
+    import datasets
+
+    loaded = datasets.load_dataset(path, name, revision=revision)
+    if split is None:
+        if len(loaded) != 1:
+            raise ValueError(f"{path} ({name}) has splits {list(loaded)}; name the one to use in the task YAML")
+        split = next(iter(loaded))
+    if split not in loaded:
+        raise ValueError(f"{path} ({name}) has no split {split!r}; available: {list(loaded)}")
+    return loaded[split]
+
+
+def _read_hub(task: Task, spec: dict) -> dict[str, list[dict]]:
+    records = {}
+    for role, split in (spec.get("splits") or {}).items():
+        ds = _hub_split(spec["path"], spec.get("name"), split, spec.get("revision"))
+        columns = spec.get("columns") or {c: c for c in ds.column_names}
+        missing = [c for c in columns.values() if c not in ds.column_names]
+        if missing:
+            raise ValueError(f"task {task.name!r}: hub split {split!r} lacks column(s) {missing}; fix hub.columns")
+        rows = ds.select_columns(list(dict.fromkeys(columns.values()))).to_list()
+        names = {field: _class_names(ds.features[col]) for field, col in columns.items()}
+        records[role] = [
+            {field: _named(row[col], names[field]) for field, col in columns.items()} for row in rows
+        ]
+    if "train" not in records:
+        raise ValueError(f"task {task.name!r}: hub.splits needs a train role")
+    return records
+
+
+def _class_names(feature) -> list[str] | None:
+    feature = getattr(feature, "feature", feature)  # Sequence / List of ClassLabel
+    return list(feature.names) if isinstance(feature, ClassLabel) else None
+
+
+def _named(value, names: list[str] | None):
+    if names is None:
+        return value
+    return [names[v] for v in value] if isinstance(value, list) else names[value]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Normalisation per family
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _label_index(task: Task, spec: dict) -> dict[str, int]:
+    """Map a raw label value (as a string) to its index in task.labels."""
+    values = spec.get("label_values") or task.labels
+    if len(values) != len(task.labels):
+        raise ValueError(f"task {task.name!r}: label_values has {len(values)} entries for {len(task.labels)} labels")
+    return {str(v): i for i, v in enumerate(values)}
+
+
+def _check_inputs(task: Task, records: dict[str, list[dict]], spec: dict) -> None:
+    """Raise one line on a label outside the task's label set or a template field with no input column."""
+    for role, rows in records.items():
+        if not rows:
+            raise ValueError(f"task {task.name!r}: the {role} split is empty; check its files/splits")
+        if task.family == "sc":
+            missing = {f for f in _template_fields(task.template or "{text}") if f not in rows[0]}
+            if missing:
+                raise ValueError(f"task {task.name!r}: template field(s) {sorted(missing)} are not input columns {sorted(rows[0])}")
+            seen = {str(r["label"]) for r in rows}
+        elif task.family == "tc":
+            seen = {str(t) for r in rows for t in r["tags"]}
+        else:
+            continue
+        unknown = sorted(seen - _label_index(task, spec).keys())
+        if unknown:
+            raise ValueError(
+                f"task {task.name!r}: label(s) {unknown} in the {role} split are not in the task's label set "
+                f"{list(_label_index(task, spec))}; fix `labels` / `label_values` in {task.path}"
+            )
+
+
+def _template_fields(template: str) -> set[str]:
+    import string
+
+    return {field for _, field, _, _ in string.Formatter().parse(template) if field}
+
+
+def _to_dataset(task: Task, rows: list[dict], spec: dict) -> Dataset:
+    """Build the family's normalised Dataset (labels already checked by `_check_inputs`)."""
+    if task.family == "sc":
+        index, template = _label_index(task, spec), task.template or "{text}"
+        data = {"text": [template.format(**r) for r in rows], "label": [index[str(r["label"])] for r in rows]}
+        features = Features({"text": Value("string"), "label": ClassLabel(names=task.labels)})
+    elif task.family == "tc":
+        index = _label_index(task, spec)
+        data = {"tokens": [list(r["tokens"]) for r in rows], "tags": [[index[str(t)] for t in r["tags"]] for r in rows]}
+        features = Features({"tokens": Sequence(Value("string")), "tags": Sequence(ClassLabel(names=task.labels))})
+    else:  # qa
+        data = {
+            "id": [str(r["id"]) for r in rows],
+            "title": [r.get("title") or "" for r in rows],
+            "question": [r["question"] for r in rows],
+            "context": [r["context"] for r in rows],
+            "answers": [
+                {"text": list(r["answers"]["text"]), "answer_start": [int(s) for s in r["answers"]["answer_start"]]}
+                for r in rows
+            ],
+        }
+        features = Features({
+            "id": Value("string"), "title": Value("string"), "question": Value("string"), "context": Value("string"),
+            "answers": {"text": Sequence(Value("string")), "answer_start": Sequence(Value("int32"))},
+        })
+    return Dataset.from_dict(data, features=features)
+
+
+def _derive_splits(task: Task, records: dict[str, list], spec: dict) -> dict[str, list]:
+    """Carve missing splits out of others, in YAML order (a missing validation: 5% of train, seed 42)."""
+    records, derive = dict(records), dict(spec.get("derive") or {})
+    if "validation" not in records and "validation" not in derive:
+        derive["validation"] = DEFAULT_VALIDATION
+    for role, rule in derive.items():
+        source, fraction, seed = rule["from"], float(rule["fraction"]), int(rule["seed"])
+        if role in records or source not in records:
+            raise ValueError(f"task {task.name!r}: cannot derive {role!r} from {source!r} (check files/splits/derive)")
+        rows = records[source]
+        if rule.get("group"):
+            keep, carved = _group_split([r[rule["group"]] for r in rows], fraction, seed)
+        else:
+            keep, carved = carve_indices(len(rows), fraction, seed)
+        records[source], records[role] = [rows[i] for i in keep], [rows[i] for i in carved]
+    missing = [r for r in ROLES if r not in records]
+    if missing:
+        raise ValueError(f"task {task.name!r}: no {missing} split; add it to files/splits or derive it")
+    return records
+
+
+def carve_indices(n: int, fraction: float, seed: int) -> tuple[list[int], list[int]]:
+    """(kept, carved) row indices, exactly as `Dataset.train_test_split(train_size=1 - fraction, seed=seed)`.
+
+    Done on indices so that a subset run never has to build the full Dataset; tests check the equality.
+    """
+    n_train = math.floor(round(1.0 - fraction, 10) * n)
+    n_test = n - n_train
+    permutation = np.random.default_rng(seed).permutation(n)
+    return permutation[n_test : n_test + n_train].tolist(), permutation[:n_test].tolist()
+
+
+def _group_split(groups: list, fraction: float, seed: int) -> tuple[list[int], list[int]]:
+    """Row indices kept and carved when whole groups move (EncodEval's split_retrieval_dataset recipe)."""
+    unique = sorted(set(groups))
+    kept_groups = set(random.Random(seed).sample(unique, round((1.0 - fraction) * len(unique))))
+    keep = [i for i, g in enumerate(groups) if g in kept_groups]
+    carved = [i for i, g in enumerate(groups) if g not in kept_groups]
+    return keep, carved
+
+
+def _subset(rows: list, limit: int | None) -> list:
+    """The first `limit` rows of a seed-42 shuffle, as `Dataset.shuffle(seed=42).select(range(limit))`."""
+    if limit is None or limit >= len(rows):
+        return rows
+    return [rows[i] for i in np.random.default_rng(SUBSET_SEED).permutation(len(rows))[:limit]]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Retrieval
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _load_retrieval(task, spec, source, data_dir, max_train, max_eval, corpus_mode) -> dict:
+    if source == "offline":
+        docs, queries, qrels = _read_beir_offline(task, spec, data_dir)
+        pairs = None
+    else:
+        docs, queries, qrels, pairs = _read_beir_hub(task, spec)
+    derive = dict(spec.get("derive") or {})
+    if "validation" not in qrels and "validation" not in derive:
+        derive["validation"] = DEFAULT_VALIDATION
+    for role, rule in derive.items():
+        if role in qrels or rule["from"] not in qrels:
+            raise ValueError(f"task {task.name!r}: cannot derive {role!r} from {rule['from']!r} (check qrels/derive)")
+        ids = list(qrels[rule["from"]])
+        keep, carved = _group_split(ids, float(rule["fraction"]), int(rule["seed"]))
+        qrels[role] = {ids[i]: qrels[rule["from"]][ids[i]] for i in carved}
+        qrels[rule["from"]] = {ids[i]: qrels[rule["from"]][ids[i]] for i in keep}
+    missing = [r for r in ("validation", "test") if r not in qrels] + ([] if "train" in qrels or pairs is not None else ["train"])
+    if missing:
+        raise ValueError(f"task {task.name!r}: no {missing} qrels; add them to qrels or derive them")
+    if pairs is None:
+        pairs = _pairs_from_qrels(task, qrels["train"], queries, docs)
+    result = {"train": pairs.select(_subset(list(range(len(pairs))), max_train))}
+    for role in ("validation", "test"):
+        result[role] = _retrieval_split(task, qrels[role], queries, docs, corpus_mode, max_eval)
+    return result
+
+
+def _pairs_from_qrels(task, qrels, queries, docs) -> Dataset:
+    rows = [(qid, did) for qid, judged in qrels.items() for did, rel in judged.items() if rel > 0]
+    _check_ids(task, "train", {q for q, _ in rows}, queries, {d for _, d in rows}, docs)
+    return Dataset.from_dict({"query": [queries[q] for q, _ in rows], "positive": [docs[d] for _, d in rows]})
+
+
+def _retrieval_split(task, qrels, queries, docs, corpus_mode, max_eval) -> RetrievalSplit:
+    qids = sorted(qrels)
+    if max_eval is not None and max_eval < len(qids):
+        qids = sorted(random.Random(SUBSET_SEED).sample(qids, max_eval))
+    kept = {q: dict(qrels[q]) for q in qids}
+    judged = {d for judgements in kept.values() for d in judgements}
+    _check_ids(task, "evaluation", set(qids), queries, judged, docs)
+    corpus = dict(docs) if corpus_mode == "full" else {d: docs[d] for d in sorted(judged)}
+    return RetrievalSplit(corpus=corpus, queries={q: queries[q] for q in qids}, qrels=kept)
+
+
+def _check_ids(task, role, qids, queries, dids, docs) -> None:
+    unknown_q, unknown_d = sorted(qids - queries.keys()), sorted(dids - docs.keys())
+    if unknown_q or unknown_d:
+        raise ValueError(
+            f"task {task.name!r}: {role} qrels name {len(unknown_q)} unknown query id(s) {unknown_q[:3]} and "
+            f"{len(unknown_d)} unknown doc id(s) {unknown_d[:3]}; check the corpus/queries/qrels files"
+        )
+
+
+def _read_beir_offline(task, spec, data_dir):
+    root, where = _data_root(task, spec, data_dir)
+    if not spec.get("qrels") or "corpus" not in spec or "queries" not in spec:
+        raise ValueError(f"task {task.name!r}: a beir source needs corpus, queries and qrels {{role: file}}")
+    files = _resolve_files(task, {"train": [spec["corpus"], spec["queries"]]}, root, where)["train"]
+    qrel_files = _resolve_files(task, {r: [p] for r, p in spec["qrels"].items()}, root, where)
+    template = spec.get("doc_template", "{text}")
+    docs = {r["_id"]: template.format(title=r.get("title", ""), text=r["text"]).strip() for r in _read_jsonl_raw(str(files[0]))}
+    queries = {r["_id"]: r["text"] for r in _read_jsonl_raw(str(files[1]))}
+    qrels = {role: _read_qrels(str(paths[0])) for role, paths in qrel_files.items()}
+    return docs, queries, qrels
+
+
+@functools.lru_cache(maxsize=16)
+def _read_jsonl_raw(path: str) -> tuple[dict, ...]:
+    with _open_text(path) as f:
+        return tuple(json.loads(line) for line in f if line.strip())
+
+
+def _read_qrels(path: str) -> dict[str, dict[str, int]]:
+    qrels: dict[str, dict[str, int]] = {}
+    with _open_text(path) as f:
+        rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+    start = 1 if rows and rows[0][:2] == ["query-id", "corpus-id"] else 0
+    for row in rows[start:]:
+        if row:
+            qrels.setdefault(row[0], {})[row[1]] = int(float(row[2]))
+    return qrels
+
+
+def _read_beir_hub(task, spec):
+    """mteb/BEIR layout on the Hub: configs for corpus, queries and qrels; training pairs from another dataset."""
+    path, revision = spec["path"], spec.get("revision")
+    template = spec.get("doc_template", "{text}")
+    corpus_ds = _hub_split(path, spec["corpus"].get("name"), spec["corpus"].get("split"), revision)
+    id_col = "_id" if "_id" in corpus_ds.column_names else "id"
+    docs = {str(r[id_col]): template.format(title=r.get("title") or "", text=r["text"]).strip() for r in corpus_ds}
+    queries_ds = _hub_split(path, spec["queries"].get("name"), spec["queries"].get("split"), revision)
+    id_col = "_id" if "_id" in queries_ds.column_names else "id"
+    queries = {str(r[id_col]): r["text"] for r in queries_ds}
+    qrels = {}
+    for role, split in spec["qrels"]["splits"].items():
+        for r in _hub_split(path, spec["qrels"].get("name"), split, revision):
+            qrels.setdefault(role, {}).setdefault(str(r["query-id"]), {})[str(r["corpus-id"])] = int(r["score"])
+    pairs = None
+    if spec.get("train_pairs"):
+        tp = spec["train_pairs"]
+        ds = _hub_split(tp["path"], tp.get("name"), tp.get("split"), tp.get("revision"))
+        columns = tp.get("columns") or {"query": "query", "positive": "positive"}
+        pairs = Dataset.from_dict({field: ds[col] for field, col in columns.items()})
+    return docs, queries, qrels, pairs

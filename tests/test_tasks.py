@@ -1,0 +1,339 @@
+"""Task registry and loaders on the real bundle, custom YAML tasks built in tmp_path, and bad-input errors."""
+
+import gzip
+import json
+import math
+
+import pytest
+import yaml
+from datasets import ClassLabel, Dataset, Features, Sequence, Value
+from seqeval.metrics.sequence_labeling import get_entities
+from seqeval.scheme import IOB2, Entities
+
+import evaluation.tasks as tasks_module
+from evaluation.tasks import RetrievalSplit, carve_indices, list_tasks, load_splits, load_task
+
+OFFLINE_TASKS = ["sst2", "mnli", "qqp", "mrpc", "conll2003", "wikiann", "uner", "squad", "squad_v2", "scifact", "squad_pairs"]
+HUB_ONLY = {"ontonotes": "wikiann", "record": "squad", "msmarco": "squad_pairs", "nq": "squad_pairs", "mldr": "squad_pairs"}
+PAPER_TASKS = ["sst2", "mnli", "qqp", "conll2003", "ontonotes", "uner", "squad", "squad_v2", "record", "msmarco", "nq", "mldr"]
+
+
+def _one_line_error(excinfo) -> str:
+    message = str(excinfo.value)
+    assert "\n" not in message
+    return message
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Registry
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_registry_holds_paper_tasks_with_hub_sources_and_budgets():
+    assert set(PAPER_TASKS + OFFLINE_TASKS) <= set(list_tasks())
+    for name in PAPER_TASKS:
+        task = load_task(name)
+        assert task.hub and task.hub.get("path"), name
+        # SPEC: 1,000 steps for SC, QA, OntoNotes and IR; one epoch for CoNLL and UNER
+        assert task.budget == ({"epochs": 1} if name in ("conll2003", "uner") else {"max_steps": 1000}), name
+    assert load_task("mnli").template == "Premise: {premise}\nHypothesis: {hypothesis}"
+    assert load_task("qqp").template == "Question 1: {question1}\nQuestion 2: {question2}"
+
+
+@pytest.mark.parametrize("name,stand_in", sorted(HUB_ONLY.items()))
+def test_tasks_without_offline_data_name_their_stand_in(name, stand_in):
+    with pytest.raises(ValueError) as excinfo:
+        load_splits(name)
+    message = _one_line_error(excinfo)
+    assert f"stand-in task {stand_in!r}" in message and "source='hub'" in message
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Every offline task, normalised columns
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", OFFLINE_TASKS)
+def test_offline_task_loads_with_normalised_columns(name):
+    task = load_task(name)
+    splits = load_splits(task, max_train=40, max_eval=20)
+    assert set(splits) == {"train", "validation", "test"}
+    assert len(splits["train"]) == 40
+    if task.family == "ir":
+        pair = splits["train"][0]
+        assert set(pair) == {"query", "positive"} and pair["query"] and pair["positive"]
+        for role in ("validation", "test"):
+            split = splits[role]
+            assert isinstance(split, RetrievalSplit) and len(split) == min(20, len(split.qrels)) and split.queries
+            judged = {d for j in split.qrels.values() for d in j}
+            assert set(split.corpus) == judged and set(split.queries) == set(split.qrels)
+        return
+    for role in ("validation", "test"):
+        assert len(splits[role]) == 20
+    row = splits["test"][0]
+    if task.family == "sc":
+        assert set(row) == {"text", "label"} and isinstance(row["text"], str)
+        assert splits["train"].features["label"].names == task.labels
+    elif task.family == "tc":
+        assert set(row) == {"tokens", "tags"} and len(row["tokens"]) == len(row["tags"])
+        assert splits["train"].features["tags"].feature.names == task.labels
+    else:
+        assert set(row) == {"id", "title", "question", "context", "answers"}
+        for example in splits["train"]:
+            for text, start in zip(example["answers"]["text"], example["answers"]["answer_start"]):
+                assert example["context"][start : start + len(text)] == text
+
+
+def test_sc_pair_template_and_labels():
+    row = load_splits("mnli", max_train=5, max_eval=5)["test"][0]
+    assert row["text"].startswith("Premise: ") and "\nHypothesis: " in row["text"]
+    sst2 = load_splits("sst2", max_train=300, max_eval=5)["train"]
+    assert set(sst2["label"]) == {0, 1}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Split protocol
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_validation_is_five_percent_of_train_as_the_harness_carves_it(data_dir):
+    splits = load_splits("qqp")
+    n = 10_000  # the file used as train
+    assert len(splits["validation"]) == math.ceil(0.05 * n) == 500
+    assert len(splits["train"]) == n - 500
+    # independent reference: the EncodEval recipe on the raw rows, Dataset.train_test_split(train_size=0.95, seed=42)
+    with gzip.open(data_dir / "sc/qqp/dev.tsv.gz", "rt", encoding="utf-8") as f:
+        rows = [line.rstrip("\n").split("\t") for line in f if line.strip()]
+    raw = Dataset.from_dict({"text": [f"Question 1: {r[1].strip()}\nQuestion 2: {r[2].strip()}" for r in rows]})
+    reference = raw.train_test_split(train_size=0.95, seed=42)
+    assert splits["validation"]["text"] == reference["test"]["text"]
+    assert splits["train"]["text"] == reference["train"]["text"]
+    again = load_splits("qqp", max_train=100)  # deterministic, and independent of max_train
+    assert again["validation"]["text"] == splits["validation"]["text"]
+    assert again["train"]["text"] == Dataset.from_dict({"t": splits["train"]["text"]}).shuffle(seed=42)["t"][:100]
+
+
+@pytest.mark.parametrize("n,fraction", [(20, 0.05), (19, 0.05), (2338, 0.05), (101, 0.5)])
+def test_carve_indices_equal_datasets_train_test_split(n, fraction):
+    ds = Dataset.from_dict({"i": list(range(n))})
+    reference = ds.train_test_split(train_size=round(1 - fraction, 10), seed=42)
+    keep, carved = carve_indices(n, fraction, 42)
+    assert keep == reference["train"]["i"] and carved == reference["test"]["i"]
+
+
+def test_conll_tags_are_iob2_with_official_counts():
+    splits = load_splits("conll2003")
+    assert [len(splits[r]) for r in ("train", "validation", "test")] == [14041, 3250, 3453]
+    names = splits["train"].features["tags"].feature.names
+    sentences = [[names[t] for t in tags] for tags in splits["train"]["tags"]]
+    strict = Entities(sentences, IOB2).entities
+    for tags, entities in zip(sentences, strict):
+        # valid IOB2: the strict chunker and the lenient one agree, and no entity opens with I-
+        assert {e.to_tuple()[1:] for e in entities} == {(t, s, e + 1) for t, s, e in get_entities(tags)}
+        assert all(not t.startswith("I-") or (i > 0 and tags[i - 1][2:] == t[2:]) for i, t in enumerate(tags))
+    entity_count = sum(len(e) for e in strict)
+    assert entity_count == 23499
+
+
+def test_wikiann_strips_language_prefix_and_uner_trains_on_dev():
+    wikiann = load_splits("wikiann", max_train=50, max_eval=50)
+    assert not any(tok.startswith("en:") for row in wikiann["train"]["tokens"] for tok in row)
+    uner = load_splits("uner")
+    assert len(uner["validation"]) == math.ceil(0.05 * 2001) and len(uner["train"]) == 2001 - 101
+    assert len(uner["test"]) == 2077
+    assert "dev" in load_task("uner").notes and "say so" in load_task("uner").notes.lower()
+
+
+def test_squad_v2_is_split_by_article():
+    splits = load_splits("squad_v2")
+    train_titles, test_titles = set(splits["train"]["title"]), set(splits["test"]["title"])
+    assert train_titles.isdisjoint(test_titles) and len(train_titles | test_titles) == 16
+    assert len(test_titles) == 8 and set(splits["validation"]["title"]) <= train_titles
+    assert sum(len(splits[r]) for r in ("train", "validation", "test")) == 6078
+    no_answer = [a for a in splits["test"]["answers"] if not a["text"]]
+    assert no_answer and all(a["answer_start"] == [] for a in no_answer)
+
+
+def test_retrieval_corpus_judged_or_full():
+    judged = load_splits("scifact")
+    assert len(judged["test"]) == 300
+    assert set(judged["test"].corpus) == {d for j in judged["test"].qrels.values() for d in j}
+    assert set(judged["validation"].qrels).isdisjoint(judged["test"].qrels)
+    assert len(judged["validation"]) == 809 - round(0.95 * 809)
+    full = load_splits("scifact", corpus="full", max_eval=10)
+    assert len(full["test"].corpus) == 5183 and len(full["test"]) == 10
+    pairs = load_splits("squad_pairs")
+    assert len(pairs["test"].corpus) == 2067  # every dev paragraph is judged
+    # one positive per question: the 5% validation questions leave the training pairs
+    assert len(pairs["validation"]) == 11877 - round(0.95 * 11877)
+    assert len(pairs["train"]) + len(pairs["validation"]) == 11877
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# New datasets by configuration alone
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _write_yaml(path, data):
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def test_custom_tsv_and_jsonl_sc_tasks(tmp_path):
+    (tmp_path / "train.tsv").write_text("".join(f"pos\tgood {i}\n" if i % 2 else f"neg\tbad \"{i}\n" for i in range(40)))
+    (tmp_path / "test.jsonl").write_text("".join(json.dumps({"s": f"x{i}", "y": "pos"}) + "\n" for i in range(6)))
+    common = {"family": "sc", "metric": "accuracy", "budget": {"max_steps": 10}, "labels": ["neg", "pos"], "template": "Review: {sentence}"}
+    tsv = _write_yaml(tmp_path / "tsv_task.yaml", {"name": "tsv_task", **common, "offline": {
+        "format": "tsv", "root": ".", "header": False, "files": {"train": "train.tsv", "test": "train.tsv"},
+        "columns": {"label": 0, "sentence": 1}}})
+    splits = load_splits(tsv)  # a path: no registration, no code
+    assert len(splits["validation"]) == 2 and len(splits["train"]) == 38
+    assert splits["test"][1] == {"text": "Review: good 1", "label": 1}
+    assert splits["test"][0]["text"] == 'Review: bad "0'  # quoting is off, as for GLUE files
+    jsonl = _write_yaml(tmp_path / "jsonl_task.yaml", {"name": "jsonl_task", **common, "offline": {
+        "format": "jsonl", "root": str(tmp_path), "files": {"train": "test.jsonl", "test": "test.jsonl"},
+        "columns": {"sentence": "s", "label": "y"}}})
+    assert load_splits(jsonl)["test"]["label"] == [1] * 6
+
+
+def test_custom_conll_iob1_task(tmp_path):
+    sentences = "# comment\nJohn\tI-PER\nSmith\tI-PER\nvisited\tO\nParis\tI-LOC\n\nBerlin\tI-LOC\nBonn\tB-LOC\n\n"
+    (tmp_path / "ner.txt").write_text(sentences * 20)
+    path = _write_yaml(tmp_path / "ner.yaml", {
+        "name": "my_ner", "family": "tc", "metric": "entity_f1", "budget": {"epochs": 1},
+        "labels": ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"],
+        "offline": {"format": "conll", "root": ".", "separator": "\t", "token_column": 0, "tag_column": 1,
+                    "comment_prefix": "#", "scheme": "iob1", "files": {"train": "ner.txt", "test": "ner.txt"}}})
+    test = load_splits(path)["test"]
+    names = test.features["tags"].feature.names
+    assert test[0]["tokens"] == ["John", "Smith", "visited", "Paris"]
+    assert [names[t] for t in test[0]["tags"]] == ["B-PER", "I-PER", "O", "B-LOC"]
+    assert [names[t] for t in test[1]["tags"]] == ["B-LOC", "B-LOC"]
+
+
+def test_custom_squad_and_beir_tasks(tmp_path):
+    article = {"title": "T", "paragraphs": [{"context": "Paris is in France.", "qas": [
+        {"id": f"q{i}", "question": "Where?", "answers": [{"text": "France", "answer_start": 12}]} for i in range(20)]}]}
+    with gzip.open(tmp_path / "qa.json.gz", "wt", encoding="utf-8") as f:
+        json.dump({"data": [article], "version": "1.1"}, f)
+    qa = _write_yaml(tmp_path / "qa.yaml", {"name": "my_qa", "family": "qa", "metric": "f1", "budget": {"max_steps": 5},
+                                            "offline": {"format": "squad", "root": ".", "files": {"train": "qa.json.gz", "test": "qa.json.gz"}}})
+    assert load_splits(qa)["test"][0]["answers"] == {"text": ["France"], "answer_start": [12]}
+    beir = tmp_path / "beir"
+    (beir / "qrels").mkdir(parents=True)
+    (beir / "corpus.jsonl").write_text("".join(json.dumps({"_id": f"d{i}", "title": "", "text": f"doc {i}"}) + "\n" for i in range(30)))
+    (beir / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{i}", "text": f"query {i}"}) + "\n" for i in range(30)))
+    (beir / "qrels/train.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n" for i in range(20)))
+    (beir / "qrels/test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n" for i in range(20, 30)))
+    ir = _write_yaml(tmp_path / "ir.yaml", {"name": "my_ir", "family": "ir", "metric": "ndcg@10", "budget": {"max_steps": 5},
+                                            "offline": {"format": "beir", "root": "beir", "corpus": "corpus.jsonl",
+                                                        "queries": "queries.jsonl", "qrels": {"train": "qrels/train.tsv", "test": "qrels/test.tsv"}}})
+    splits = load_splits(ir)
+    assert len(splits["train"]) == 19 and len(splits["validation"]) == 1 and len(splits["test"]) == 10
+    assert splits["test"].corpus == {f"d{i}": f"doc {i}" for i in range(20, 30)}
+
+
+def test_task_dropped_in_registry_folder_is_listed(tmp_path, monkeypatch):
+    (tmp_path / "data.tsv").write_text("".join(f"{i % 2}\tt{i}\n" for i in range(30)))
+    _write_yaml(tmp_path / "dropped.yaml", {"name": "dropped", "family": "sc", "metric": "accuracy", "budget": {"max_steps": 1},
+                                            "labels": ["a", "b"], "offline": {"format": "tsv", "root": ".", "header": False,
+                                            "files": {"train": "data.tsv", "test": "data.tsv"}, "columns": {"label": 0, "text": 1},
+                                            "label_values": ["0", "1"]}})
+    monkeypatch.setattr(tasks_module, "TASKS_DIR", tmp_path)
+    assert list_tasks() == ["dropped"]
+    assert len(load_splits("dropped")["test"]) == 30
+
+
+def test_hub_source_through_datasets_with_classlabel_tags(tmp_path):
+    """The hub path runs datasets.load_dataset; a local parquet folder stands in for a Hub repo (no network)."""
+    features = Features({"words": Sequence(Value("string")), "ner": Sequence(ClassLabel(names=["O", "B-X", "I-X"]))})
+    data = {"words": [["a", "b"], ["c"]] * 10, "ner": [[1, 2], [0]] * 10}
+    for split in ("train", "test"):
+        Dataset.from_dict(data, features=features).to_parquet(str(tmp_path / f"{split}.parquet"))
+    path = _write_yaml(tmp_path / "hub.yaml", {"name": "hubtc", "family": "tc", "metric": "entity_f1", "budget": {"epochs": 1},
+                                               "labels": ["O", "B-X", "I-X"], "hub": {"path": str(tmp_path), "splits": {"train": "train", "test": "test"},
+                                                                                      "columns": {"tokens": "words", "tags": "ner"}}})
+    splits = load_splits(path, source="hub")
+    assert len(splits["validation"]) == 1 and splits["test"][0] == {"tokens": ["a", "b"], "tags": [1, 2]}
+
+
+def test_hub_retrieval_source_in_mteb_layout(tmp_path):
+    """mteb/BEIR Hub layout (configs corpus / queries / default qrels) from a local folder with a dataset card."""
+    Dataset.from_dict({"_id": [f"d{i}" for i in range(12)], "title": ["T"] * 12, "text": [f"doc {i}" for i in range(12)]}).to_parquet(str(tmp_path / "corpus.parquet"))
+    Dataset.from_dict({"_id": [f"q{i}" for i in range(12)], "text": [f"query {i}" for i in range(12)]}).to_parquet(str(tmp_path / "queries.parquet"))
+    Dataset.from_dict({"query-id": [f"q{i}" for i in range(12)], "corpus-id": [f"d{i}" for i in range(12)], "score": [1] * 12}).to_parquet(str(tmp_path / "qrels.parquet"))
+    Dataset.from_dict({"query": ["a", "b", "c"], "positive": ["A", "B", "C"]}).to_parquet(str(tmp_path / "pairs.parquet"))
+    card = {"configs": [
+        {"config_name": "corpus", "data_files": [{"split": "corpus", "path": "corpus.parquet"}]},
+        {"config_name": "queries", "data_files": [{"split": "queries", "path": "queries.parquet"}]},
+        {"config_name": "default", "data_files": [{"split": "test", "path": "qrels.parquet"}]},
+        {"config_name": "pairs", "data_files": [{"split": "train", "path": "pairs.parquet"}]}]}
+    (tmp_path / "README.md").write_text("---\n" + yaml.safe_dump(card) + "---\n")
+    path = _write_yaml(tmp_path / "hub_ir.yaml", {"name": "hubir", "family": "ir", "metric": "ndcg@10", "budget": {"max_steps": 1}, "hub": {
+        "path": str(tmp_path), "corpus": {"name": "corpus"}, "queries": {"name": "queries"}, "doc_template": "{title}. {text}",
+        "qrels": {"name": "default", "splits": {"test": "test"}}, "derive": {"validation": {"from": "test", "fraction": 0.5, "seed": 42}},
+        "train_pairs": {"path": str(tmp_path), "name": "pairs", "split": "train"}}})
+    splits = load_splits(path, source="hub")
+    assert splits["train"]["positive"] == ["A", "B", "C"]
+    assert len(splits["validation"]) == 6 and len(splits["test"]) == 6
+    assert set(splits["validation"].qrels).isdisjoint(splits["test"].qrels)
+    qid = next(iter(splits["test"].qrels))
+    doc = next(iter(splits["test"].qrels[qid]))
+    assert splits["test"].corpus[doc] == f"T. doc {doc[1:]}" and splits["test"].queries[qid] == f"query {qid[1:]}"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Bad input: one line, before any work
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_unknown_task_lists_known_tasks():
+    with pytest.raises(ValueError) as excinfo:
+        load_task("sst3")
+    message = _one_line_error(excinfo)
+    assert "unknown task 'sst3'" in message and "sst2" in message and "conll2003" in message
+
+
+def test_missing_dataset_file_names_file_and_resolution(tmp_path, monkeypatch):
+    monkeypatch.setenv("MLM_VS_CLM_DATA", str(tmp_path))
+    with pytest.raises(FileNotFoundError) as excinfo:
+        load_splits("sst2")
+    message = _one_line_error(excinfo)
+    assert str(tmp_path / "sc/sst2/train.tsv.gz") in message and "$MLM_VS_CLM_DATA" in message
+    with pytest.raises(FileNotFoundError, match="the data_dir argument"):
+        load_splits("conll2003", data_dir=tmp_path)
+
+
+def test_label_outside_label_set_is_one_line_error(tmp_path):
+    (tmp_path / "train.tsv").write_text("0\ta\n1\tb\n" * 10)
+    (tmp_path / "test.tsv").write_text("0\ta\n2\tc\n")
+    path = _write_yaml(tmp_path / "bad.yaml", {"name": "bad", "family": "sc", "metric": "accuracy", "budget": {"max_steps": 1},
+                                               "labels": ["no", "yes"], "offline": {"format": "tsv", "root": ".", "header": False,
+                                               "files": {"train": "train.tsv", "test": "test.tsv"}, "columns": {"label": 0, "text": 1},
+                                               "label_values": ["0", "1"]}})
+    with pytest.raises(ValueError) as excinfo:
+        load_splits(path)
+    assert "label(s) ['2'] in the test split are not in the task's label set" in _one_line_error(excinfo)
+
+
+@pytest.mark.parametrize("change,expected", [
+    ({"epochs": 3}, "unknown task field"),
+    ({"budget": {"max_steps": 10, "epochs": 1}}, "budget must be exactly one"),
+    ({"family": "xx"}, "family must be one of"),
+    ({"offline": {"format": "csv", "files": {}}}, "offline.format must be one of"),
+    ({"offline": {"format": "tsv", "colums": {}}}, "unknown offline key"),
+])
+def test_invalid_task_yaml_is_rejected(tmp_path, change, expected):
+    data = {"name": "t", "family": "sc", "metric": "accuracy", "budget": {"max_steps": 1}, "labels": ["a"],
+            "offline": {"format": "tsv", "files": {"train": "x"}}}
+    with pytest.raises(ValueError) as excinfo:
+        load_task(_write_yaml(tmp_path / "t.yaml", {**data, **change}))
+    assert expected in _one_line_error(excinfo)
+
+
+@pytest.mark.parametrize("kwargs,expected", [
+    ({"source": "web"}, "source must be"), ({"corpus": "some"}, "corpus must be"), ({"max_train": 0}, "max_train must be"),
+])
+def test_invalid_load_arguments(kwargs, expected):
+    with pytest.raises(ValueError, match=expected):
+        load_splits("sst2", **kwargs)
