@@ -1,0 +1,503 @@
+"""Pretraining data: corpus, tokenizers, packed blocks and the CLM / MLM collator (SPEC "Data and objectives").
+
+Every objective reads the same blocks in the same order; only the collator changes. The pipeline:
+
+    corpus = load_corpus("bundle")                            # or a local path, or "HuggingFaceFW/fineweb-edu"
+    tokenizer = train_toy_tokenizer(corpus, 8192, out_dir)    # toy presets; paper: load_tokenizer(path, "mlm")
+    blocks = build_packed_dataset(tokenizer, corpus, block_size=2048, data_seed=0, cache_dir="cache/")
+    collator = PretrainingCollator("mlm", tokenizer, mlm_probability=0.4)
+    batch = collator([blocks[0], blocks[1]])                  # {"input_ids", "labels"}, LongTensor (2, 2048)
+
+Public API:
+- `load_corpus(source, data_dir, split, name, cache_dir)` -> `datasets.Dataset` with one column "text".
+  `source` is "bundle" (`<data_dir>/pretrain/enwiki/{split}.jsonl.gz`, offline), a local file or directory
+  (.jsonl/.json/.txt, optionally .gz; a directory contributes the files named `<split>.*`; a .txt file is one
+  document per line), or a Hub dataset id with its config `name` (online; paper: `FINEWEB_EDU`).
+- `train_toy_tokenizer(corpus, vocab_size, output_dir)` -> byte-level BPE with Llama-3's pre-tokenizer regex and
+  special-token roles, deterministic. Ids: bos `<|begin_of_text|>` 0, eos `<|end_of_text|>` 1, mask `<|mask|>` 2,
+  pad `<|pad|>` 3 (Llama-3: 128000, 128001, 128002; pad differs from eos, SPEC pitfall). It adds no bos/eos.
+- `load_tokenizer(name_or_path, objective)` -> any fast tokenizer (paper: Llama-3 with `<|mask|>` = 128002).
+- `build_packed_dataset(tokenizer, corpus, block_size, data_seed, cache_dir, num_proc)` -> blocks with columns
+  "input_ids" (block_size int32), "block_index" (row position = position in the fixed order) and "stream_index"
+  (position of the block in the unshuffled token stream), numpy format, memory-mapped from `cache_dir`.
+- `PretrainingCollator(objective, tokenizer, mlm_probability, mask_replace_prob, random_replace_prob, seed)`.
+- `data_fingerprint(blocks)` -> 16 hex characters naming the packed blocks, to record beside checkpoints.
+
+What the Trainer-based recipe must set so that every objective sees the same blocks in the same order:
+`TrainingArguments(train_sampling_strategy="sequential", remove_unused_columns=False, ...)` (the collator needs
+"block_index"), and build the blocks under `accelerator.main_process_first()` in multi-process runs.
+Masks depend only on (collator seed, block_index), never on workers, processes or batch composition; a block read
+again in a second epoch gets the same mask (the paper never repeats data).
+"""
+
+import hashlib
+import logging
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import datasets
+import numpy as np
+import pyarrow as pa
+import torch
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
+
+from recipes.paths import resolve_data_dir
+
+logger = logging.getLogger(__name__)
+
+FINEWEB_EDU = ("HuggingFaceFW/fineweb-edu", "sample-100BT")  # the paper's corpus: (Hub id, config name)
+BUNDLE_CORPUS = Path("pretrain") / "enwiki"  # offline stand-in, relative to the data bundle
+OBJECTIVES = ("clm", "mlm")
+BOS, EOS, MASK, PAD = "<|begin_of_text|>", "<|end_of_text|>", "<|mask|>", "<|pad|>"
+TOY_SPECIAL_TOKENS = (BOS, EOS, MASK, PAD)  # trained first, so their ids are 0, 1, 2, 3
+# Non-eos pad tokens tried in order when a loaded tokenizer has no pad or pads with eos. Llama-3.1 ships
+# <|finetune_right_pad_id|> (128004); <|reserved_special_token_1|> is 128003 in both Llama-3 and 3.1.
+PAD_CANDIDATES = (PAD, "<|finetune_right_pad_id|>", "<|reserved_special_token_1|>")
+# Llama-3's pre-tokenizer split (tokenizer.json of meta-llama/Meta-Llama-3-8B), so toy BPE words look like the paper's.
+LLAMA3_SPLIT_PATTERN = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+_BUILDERS = {".jsonl": "json", ".json": "json", ".txt": "text"}
+PACKING_VERSION = 1  # bump when the packed layout changes, so old caches are not reused
+_BLOCKS_PER_WRITE = 1024  # rows per arrow record batch when writing packed blocks (bounded memory)
+
+
+# ----------------------------------------------------------------------------------------------------------- corpus
+def load_corpus(
+    source: str = "bundle",
+    data_dir: str | os.PathLike | None = None,
+    split: str = "train",
+    name: str | None = None,
+    cache_dir: str | os.PathLike | None = None,
+) -> datasets.Dataset:
+    """Load the pretraining corpus as a memory-mapped `datasets.Dataset` with a single column "text".
+
+    Args:
+        source: "bundle" (the offline data bundle's Wikipedia corpus), a local file or directory, or a Hub dataset
+            id such as "HuggingFaceFW/fineweb-edu" (needs network).
+        data_dir: data bundle directory for "bundle" (flag > $MLM_VS_CLM_DATA > ../shared/data).
+        split: "train" or "valid" for the bundle and local directories; any split expression for Hub datasets.
+        name: Hub dataset config name (e.g. "sample-100BT"); only for Hub ids.
+        cache_dir: `datasets` cache directory for the Arrow copy (default: the `datasets` cache).
+
+    Returns:
+        The corpus, one document per row.
+    """
+    if source == "bundle":
+        files = [resolve_data_dir(data_dir) / BUNDLE_CORPUS / f"{split}.jsonl.gz"]
+    elif _looks_like_path(source):
+        files = _local_corpus_files(Path(source).expanduser(), split)
+    else:
+        corpus = datasets.load_dataset(source, name=name, split=split, cache_dir=cache_dir)
+        return _only_text(corpus, source)
+    for path in files:
+        if not path.is_file():
+            raise FileNotFoundError(f"corpus file {path} does not exist; pass an existing file or --data_dir")
+        if path.stat().st_size == 0:
+            raise ValueError(f"corpus file {path} is empty; give a corpus with at least one document")
+    builders = {_BUILDERS[_corpus_suffix(path)] for path in files}
+    if len(builders) > 1:
+        raise ValueError(f"corpus files mix formats {sorted(builders)}; keep one format per corpus: {files}")
+    corpus = datasets.load_dataset(
+        builders.pop(), data_files=[str(path) for path in files], split="train", cache_dir=cache_dir
+    )
+    return _only_text(corpus, source)
+
+
+def _looks_like_path(source: str) -> bool:
+    """A Hub id is "owner/name"; anything that exists, is absolute/relative-looking or has a file suffix is a path."""
+    path = Path(source).expanduser()
+    return path.exists() or source.startswith((".", "/", "~")) or source.count("/") != 1 or bool(path.suffix)
+
+
+def _corpus_suffix(path: Path) -> str:
+    """The format suffix of a corpus file, ignoring a trailing .gz; '' when unsupported."""
+    suffixes = [s for s in path.suffixes if s != ".gz"]
+    return suffixes[-1] if suffixes and suffixes[-1] in _BUILDERS else ""
+
+
+def _local_corpus_files(path: Path, split: str) -> list[Path]:
+    """One supported file, or the files of a directory named `<split>.<ext>[.gz]` (sorted)."""
+    if not path.exists():
+        raise FileNotFoundError(f"corpus path {path} does not exist; pass an existing file or directory")
+    if path.is_file():
+        if not _corpus_suffix(path):
+            raise ValueError(f"corpus file {path} is not .jsonl/.json/.txt (optionally .gz); convert it first")
+        return [path]
+    files = sorted(p for p in path.iterdir() if p.name.split(".")[0] == split and _corpus_suffix(p))
+    if not files:
+        raise FileNotFoundError(f"no {split}.jsonl/.json/.txt[.gz] file in corpus directory {path}; add one")
+    return files
+
+
+def _only_text(corpus: datasets.Dataset, source: str) -> datasets.Dataset:
+    """Keep the "text" column; refuse a corpus without one or without documents."""
+    if "text" not in corpus.column_names:
+        raise ValueError(f"corpus {source} has no 'text' column (columns: {corpus.column_names}); rename it to 'text'")
+    if len(corpus) == 0:
+        raise ValueError(f"corpus {source} has no documents; give a corpus with at least one document")
+    return corpus.select_columns(["text"])
+
+
+# ------------------------------------------------------------------------------------------------------- tokenizers
+def train_toy_tokenizer(
+    corpus: datasets.Dataset, vocab_size: int, output_dir: str | os.PathLike
+) -> PreTrainedTokenizerFast:
+    """Train the toy presets' byte-level BPE on `corpus` and save it to `output_dir`.
+
+    Same special-token roles as the paper's Llama-3 tokenizer, at ids bos 0, eos 1, mask 2, pad 3. Deterministic:
+    the same corpus and vocab size give a byte-identical tokenizer.json. The tokenizer adds no bos/eos itself
+    (packing appends eos to every document).
+
+    Args:
+        corpus: dataset with a "text" column (e.g. from `load_corpus`).
+        vocab_size: total vocabulary size including the 4 special tokens and the 256 byte symbols (toy: 8k-16k).
+        output_dir: directory written with `save_pretrained`.
+
+    Returns:
+        The trained tokenizer.
+    """
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    if vocab_size < len(alphabet) + len(TOY_SPECIAL_TOKENS) + 1:
+        raise ValueError(f"vocab_size={vocab_size} is too small for byte-level BPE; use at least 261 (toy: 8k-16k)")
+    if "text" not in corpus.column_names or len(corpus) == 0:
+        raise ValueError("train_toy_tokenizer needs a corpus with a 'text' column and at least one document")
+    backend = Tokenizer(models.BPE())
+    # Llama-3 splits with its regex, then maps bytes to printable symbols (no regex of ByteLevel's own).
+    backend.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(LLAMA3_SPLIT_PATTERN), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    backend.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=list(TOY_SPECIAL_TOKENS),
+        initial_alphabet=alphabet,
+        min_frequency=2,
+        show_progress=False,
+    )
+    backend.train_from_iterator(_text_batches(corpus), trainer=trainer, length=len(corpus))
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend, bos_token=BOS, eos_token=EOS, mask_token=MASK, pad_token=PAD
+    )
+    tokenizer.save_pretrained(str(output_dir))
+    return tokenizer
+
+
+def _text_batches(corpus: datasets.Dataset, batch_size: int = 1000) -> Iterator[list[str]]:
+    """Stream the corpus text in batches (bounded memory)."""
+    for batch in corpus.select_columns(["text"]).iter(batch_size=batch_size):
+        yield batch["text"]
+
+
+def load_tokenizer(name_or_path: str | os.PathLike, objective: str | None = None) -> PreTrainedTokenizerBase:
+    """Load a fast tokenizer for pretraining and check it has the tokens the objective needs.
+
+    Paper presets: the Llama-3 tokenizer with `<|mask|>` = 128002 (e.g. EuroBERT's), by local path or Hub id.
+    If the tokenizer has no mask token but its vocabulary holds `<|mask|>`, that becomes the mask token. If it has
+    no pad token, or pads with eos (SPEC pitfall), pad becomes the first of `PAD_CANDIDATES` in the vocabulary
+    (`<|pad|>`, `<|finetune_right_pad_id|>`, `<|reserved_special_token_1|>`), and the change is logged.
+
+    Args:
+        name_or_path: directory or Hub id accepted by `AutoTokenizer.from_pretrained`.
+        objective: "clm", "mlm" or None; "mlm" requires a mask token.
+
+    Returns:
+        The tokenizer, with eos, a non-eos pad and (for MLM) a mask token.
+    """
+    if objective is not None and objective not in OBJECTIVES:
+        raise ValueError(f"objective={objective!r} is unknown; use one of {OBJECTIVES}")
+    tokenizer = AutoTokenizer.from_pretrained(str(name_or_path))
+    if not tokenizer.is_fast:
+        raise ValueError(f"tokenizer {name_or_path} is not a fast tokenizer; packing needs a tokenizers-backed one")
+    if tokenizer.eos_token_id is None:
+        raise ValueError(f"tokenizer {name_or_path} has no eos token; packing appends eos to every document")
+    vocab = tokenizer.get_vocab()
+    if tokenizer.mask_token is None and MASK in vocab:
+        tokenizer.mask_token = MASK
+    if objective == "mlm" and tokenizer.mask_token_id is None:
+        raise ValueError(f"tokenizer {name_or_path} has no mask token for MLM; use one with {MASK} (Llama-3: 128002)")
+    if tokenizer.pad_token_id is None or tokenizer.pad_token_id == tokenizer.eos_token_id:
+        candidate = next((token for token in PAD_CANDIDATES if token in vocab), None)
+        if candidate is None:
+            raise ValueError(f"tokenizer {name_or_path} has no non-eos pad token; add one of {PAD_CANDIDATES}")
+        logger.warning("tokenizer %s: pad token %r -> %r (pad must differ from eos)", name_or_path,
+                       tokenizer.pad_token, candidate)
+        tokenizer.pad_token = candidate
+    return tokenizer
+
+
+# -------------------------------------------------------------------------------------------------------- packing
+def build_packed_dataset(
+    tokenizer: PreTrainedTokenizerBase,
+    corpus: datasets.Dataset,
+    block_size: int,
+    data_seed: int,
+    cache_dir: str | os.PathLike,
+    num_proc: int = 1,
+) -> datasets.Dataset:
+    """Tokenize, append eos to every document, pack greedily into blocks and fix their order by `data_seed`.
+
+    Documents are concatenated in corpus order into one token stream and cut into `block_size` blocks (documents
+    split across blocks, no padding); the incomplete tail is dropped. The blocks are then permuted with
+    `np.random.default_rng(data_seed)` and written in that order, so reading the result sequentially gives every
+    objective the same blocks in the same order. Both the tokenized documents and the blocks are Arrow files under
+    `cache_dir`, named by a hash of (tokenizer, corpus fingerprint, block_size, data_seed), and reused when present.
+    Memory stays bounded: tokens are read from memory-mapped files and written a few blocks at a time.
+
+    Args:
+        tokenizer: fast tokenizer with an eos token (literal special-token strings in documents stay plain text).
+        corpus: dataset with a "text" column.
+        block_size: tokens per block (paper: 2048).
+        data_seed: seed of the block order (same seed -> byte-identical blocks in identical order).
+        cache_dir: directory for the Arrow caches.
+        num_proc: processes for tokenization.
+
+    Returns:
+        Dataset in numpy format with "input_ids" (block_size int32), "block_index" (row position) and
+        "stream_index" (position of the block in the unshuffled stream).
+    """
+    _check_packing_args(tokenizer, corpus, block_size, data_seed, num_proc)
+    cache_dir = Path(cache_dir)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    tokenizer_key = _tokenizer_hash(tokenizer)
+    packed_key = _hash(tokenizer_key, corpus._fingerprint, block_size, data_seed, PACKING_VERSION)
+    packed_path = cache_dir / f"packed-{packed_key}.arrow"
+    if not packed_path.exists():
+        tokenized = tokenize_corpus(tokenizer, corpus, cache_dir, num_proc, tokenizer_key)
+        _write_packed_blocks(tokenized, block_size, data_seed, packed_path)
+    blocks = datasets.Dataset.from_file(str(packed_path))
+    return blocks.with_format("numpy")
+
+
+def _check_packing_args(tokenizer, corpus, block_size, data_seed, num_proc) -> None:
+    """One-line errors before any file is written."""
+    if not getattr(tokenizer, "is_fast", False) or tokenizer.eos_token_id is None:
+        raise ValueError("build_packed_dataset needs a fast tokenizer with an eos token (see load_tokenizer)")
+    if "text" not in corpus.column_names or len(corpus) == 0:
+        raise ValueError("build_packed_dataset needs a corpus with a 'text' column and at least one document")
+    if not isinstance(block_size, int) or block_size < 2:
+        raise ValueError(f"block_size={block_size!r} must be an integer >= 2 (paper: 2048)")
+    if not isinstance(data_seed, int) or data_seed < 0:
+        raise ValueError(f"data_seed={data_seed!r} must be a non-negative integer")
+    if num_proc < 1:
+        raise ValueError(f"num_proc={num_proc} must be >= 1")
+
+
+def tokenize_corpus(
+    tokenizer: PreTrainedTokenizerBase,
+    corpus: datasets.Dataset,
+    cache_dir: str | os.PathLike,
+    num_proc: int = 1,
+    tokenizer_key: str | None = None,
+) -> datasets.Dataset:
+    """Tokenize every document (no bos, literal special-token text kept as text) and append eos.
+
+    Args:
+        tokenizer: fast tokenizer with an eos token.
+        corpus: dataset with a "text" column.
+        cache_dir: directory of the cached Arrow file.
+        num_proc: tokenization processes.
+        tokenizer_key: precomputed `_tokenizer_hash(tokenizer)`.
+
+    Returns:
+        Dataset with one column "input_ids" (int32 list per document, ending with eos), in corpus order.
+    """
+    tokenizer_key = tokenizer_key or _tokenizer_hash(tokenizer)
+    key = _hash(tokenizer_key, corpus._fingerprint, PACKING_VERSION)
+    return corpus.select_columns(["text"]).map(
+        _tokenize_batch,
+        batched=True,
+        num_proc=num_proc if num_proc > 1 else None,
+        remove_columns=["text"],
+        fn_kwargs={"tokenizer": tokenizer},
+        features=datasets.Features({"input_ids": datasets.List(datasets.Value("int32"))}),
+        cache_file_name=str(Path(cache_dir) / f"tokenized-{key}.arrow"),
+        new_fingerprint=key,  # hashing the tokenizer object with dill is slow; the key already names it
+        desc="Tokenizing",
+    )
+
+
+def _tokenize_batch(batch: dict, tokenizer: PreTrainedTokenizerBase) -> dict:
+    """Token ids of each document followed by eos (the document separator the model learns)."""
+    encoded = tokenizer(
+        batch["text"], add_special_tokens=False, split_special_tokens=True, return_attention_mask=False
+    )
+    eos = tokenizer.eos_token_id
+    return {"input_ids": [ids + [eos] for ids in encoded["input_ids"]]}
+
+
+def _write_packed_blocks(tokenized: datasets.Dataset, block_size: int, data_seed: int, path: Path) -> None:
+    """Write the stream's full blocks in the `data_seed` order to `path` (atomically, bounded memory)."""
+    pieces = [chunk.flatten().to_numpy() for chunk in tokenized.data.column("input_ids").chunks]  # mmap views
+    starts = np.cumsum([0] + [len(piece) for piece in pieces])
+    num_blocks = int(starts[-1]) // block_size
+    if num_blocks == 0:
+        raise ValueError(f"corpus has {starts[-1]} tokens, fewer than one block of {block_size}; add documents")
+    order = np.random.default_rng(data_seed).permutation(num_blocks)
+    features = datasets.Features(
+        {
+            "input_ids": datasets.List(datasets.Value("int32"), length=block_size),
+            "block_index": datasets.Value("int64"),
+            "stream_index": datasets.Value("int64"),
+        }
+    )
+    tmp_path = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+    with datasets.arrow_writer.ArrowWriter(features=features, path=str(tmp_path)) as writer:
+        for first in range(0, num_blocks, _BLOCKS_PER_WRITE):
+            stream_index = order[first : first + _BLOCKS_PER_WRITE]
+            rows = np.stack([_read_span(pieces, starts, i * block_size, block_size) for i in stream_index])
+            table = pa.table(
+                {
+                    "input_ids": pa.FixedSizeListArray.from_arrays(pa.array(rows.ravel()), block_size),
+                    "block_index": pa.array(np.arange(first, first + len(rows), dtype=np.int64)),
+                    "stream_index": pa.array(stream_index.astype(np.int64)),
+                }
+            )
+            writer.write_table(table)
+        writer.finalize()
+    os.replace(tmp_path, path)  # a killed build never leaves a half-written cache behind
+    logger.info("packed %d tokens into %d blocks of %d (%s)", starts[-1], num_blocks, block_size, path.name)
+
+
+def _read_span(pieces: list[np.ndarray], starts: np.ndarray, offset: int, length: int) -> np.ndarray:
+    """Tokens [offset, offset + length) of the stream made of the concatenated `pieces`."""
+    piece = int(np.searchsorted(starts, offset, side="right")) - 1
+    out, filled = np.empty(length, dtype=np.int32), 0
+    while filled < length:
+        local = offset + filled - starts[piece]
+        take = min(length - filled, len(pieces[piece]) - local)
+        out[filled : filled + take] = pieces[piece][local : local + take]
+        filled, piece = filled + take, piece + 1
+    return out
+
+
+def _tokenizer_hash(tokenizer: PreTrainedTokenizerBase) -> str:
+    """Identity of a tokenizer for caching: its full tokenizer.json and its eos id."""
+    return _hash(tokenizer.backend_tokenizer.to_str(), tokenizer.eos_token_id)
+
+
+def _hash(*parts) -> str:
+    return hashlib.sha256("\x1f".join(str(part) for part in parts).encode()).hexdigest()[:16]
+
+
+def data_fingerprint(dataset: datasets.Dataset) -> str:
+    """Short stable name of packed blocks, to record beside checkpoints.
+
+    Hashes the cache file names (which encode tokenizer, corpus, block size and data seed), the number of rows and
+    the features, so it is the same on every machine that built the same blocks.
+
+    Args:
+        dataset: the output of `build_packed_dataset` (or a dataset backed by cache files).
+
+    Returns:
+        16 hex characters.
+    """
+    if not dataset.cache_files:
+        raise ValueError("data_fingerprint needs a dataset backed by cache files; build it with build_packed_dataset")
+    names = sorted(Path(cache["filename"]).name for cache in dataset.cache_files)
+    return _hash(*names, dataset.num_rows, dataset.features)
+
+
+# ------------------------------------------------------------------------------------------------------ collator
+@dataclass
+class PretrainingCollator:
+    """Turn packed blocks into a CLM or MLM batch; MLM masks are seeded per block.
+
+    CLM: labels = input_ids (the model shifts them). MLM: special tokens are never masked; each other token is
+    selected with probability `mlm_probability`; a selected token becomes `<|mask|>` with probability
+    `mask_replace_prob`, a random non-special token with probability `random_replace_prob`, and is kept otherwise;
+    labels are -100 except at selected positions. These are the semantics of
+    `transformers.DataCollatorForLanguageModeling` (whose generator is shared by a whole worker), but the random
+    stream of each block is a torch generator seeded from (seed, block_index), so a block gets the same mask whatever
+    the number of dataloader workers, processes or the batch it lands in. Blocks have no padding, so no
+    attention_mask is returned.
+
+    Args:
+        objective: "clm" or "mlm".
+        tokenizer: tokenizer of the blocks (MLM needs its mask token).
+        mlm_probability: masking ratio p, in (0, 1) (paper: 0.2 to 0.5; 0.4 for two-phase and CPT runs).
+        mask_replace_prob: share of selected tokens replaced by `<|mask|>` (original code: 1.0).
+        random_replace_prob: share of selected tokens replaced by a random token (BERT: 0.1).
+        seed: masking seed, combined with each example's "block_index".
+    """
+
+    objective: str
+    tokenizer: PreTrainedTokenizerBase
+    mlm_probability: float = 0.4
+    mask_replace_prob: float = 1.0
+    random_replace_prob: float = 0.0
+    seed: int = 0
+    _is_special: np.ndarray = field(init=False, repr=False)  # lookup table: token id -> never masked
+    _random_ids: np.ndarray = field(init=False, repr=False)  # ids a random replacement may take
+
+    def __post_init__(self):
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"objective={self.objective!r} is unknown; use one of {OBJECTIVES}")
+        if not 0.0 < self.mlm_probability < 1.0:
+            raise ValueError(f"mlm_probability={self.mlm_probability} must be in (0, 1) (paper: 0.2 to 0.5)")
+        probs = (self.mask_replace_prob, self.random_replace_prob)
+        if min(probs) < 0.0 or sum(probs) > 1.0 + 1e-9:
+            raise ValueError(f"mask_replace_prob + random_replace_prob = {sum(probs)} must be within [0, 1], each >= 0")
+        if not isinstance(self.seed, int) or self.seed < 0:
+            raise ValueError(f"seed={self.seed!r} must be a non-negative integer")
+        if self.objective == "mlm" and self.tokenizer.mask_token_id is None:
+            raise ValueError("the tokenizer has no mask token, so it cannot be used for MLM; see load_tokenizer")
+        special_ids = set(self.tokenizer.all_special_ids)
+        special_ids |= {i for i, token in self.tokenizer.added_tokens_decoder.items() if token.special}
+        size = max(len(self.tokenizer), max(special_ids) + 1)
+        self._is_special = np.zeros(size, dtype=bool)
+        self._is_special[sorted(special_ids)] = True
+        self._random_ids = np.flatnonzero(~self._is_special[: len(self.tokenizer)])
+
+    def __call__(self, examples: list[dict]) -> dict[str, torch.Tensor]:
+        """Stack blocks into `input_ids` and build `labels` for the objective."""
+        input_ids = np.stack([np.asarray(example["input_ids"], dtype=np.int64) for example in examples])
+        if self.objective == "clm":
+            return {"input_ids": torch.from_numpy(input_ids), "labels": torch.from_numpy(input_ids.copy())}
+        if "block_index" not in examples[0]:
+            raise ValueError("MLM examples need 'block_index' to seed their masks; set remove_unused_columns=False")
+        block_indices = [int(example["block_index"]) for example in examples]
+        selection, action, random_ids = self._draw(block_indices, input_ids.shape)
+        # numpy, not torch, for the batch-wide ops: torch's intra-op threads cost milliseconds on such small tensors.
+        selected = (selection < self.mlm_probability) & ~self._is_special[input_ids]
+        labels = np.where(selected, input_ids, -100)
+        # One uniform splits the selected tokens into <|mask|> / random token / kept, as the mask_replace_prob and
+        # random_replace_prob of DataCollatorForLanguageModeling do with two Bernoulli draws.
+        input_ids[selected & (action < self.mask_replace_prob)] = self.tokenizer.mask_token_id
+        if random_ids is not None:
+            randomized = selected & (action >= self.mask_replace_prob)
+            randomized &= action < self.mask_replace_prob + self.random_replace_prob
+            input_ids[randomized] = random_ids[randomized]
+        return {"input_ids": torch.from_numpy(input_ids), "labels": torch.from_numpy(labels)}
+
+    def _draw(self, block_indices: list[int], shape: tuple[int, int]):
+        """Uniforms (selection, action) and random token ids, from one torch generator per block seeded by its index."""
+        uniforms = torch.empty(len(block_indices), 2, shape[1], dtype=torch.float64)
+        random_ids = torch.empty(shape, dtype=torch.long) if self.random_replace_prob > 0 else None
+        generator = torch.Generator()
+        for row, block_index in enumerate(block_indices):
+            generator.manual_seed(_mix_seed(self.seed, block_index))
+            torch.rand(2, shape[1], generator=generator, out=uniforms[row], dtype=torch.float64)
+            if random_ids is not None:
+                torch.randint(len(self._random_ids), (shape[1],), generator=generator, out=random_ids[row])
+        uniforms = uniforms.numpy()
+        random_ids = None if random_ids is None else self._random_ids[random_ids.numpy()]
+        return uniforms[:, 0], uniforms[:, 1], random_ids
+
+
+def _mix_seed(seed: int, block_index: int) -> int:
+    """A well-spread 63-bit generator seed for (seed, block_index): splitmix64 applied to each part in turn."""
+    state = 0
+    for part in (seed, block_index):
+        state = (state ^ part) + 0x9E3779B97F4A7C15 & 0xFFFFFFFFFFFFFFFF
+        state = (state ^ (state >> 30)) * 0xBF58476D1CE4E5B9 & 0xFFFFFFFFFFFFFFFF
+        state = (state ^ (state >> 27)) * 0x94D049BB133111EB & 0xFFFFFFFFFFFFFFFF
+        state ^= state >> 31
+    return state >> 1
