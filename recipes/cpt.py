@@ -1,0 +1,37 @@
+"""MLM continued pretraining (CPT) from a decayed checkpoint or a converted decoder (SPEC "The 38 trained models").
+
+From one of the study's decayed runs (regenerate configs with `python -m recipes.manifest --write-configs paper`):
+    accelerate launch --config_file recipes/accelerate/fsdp.yaml recipes/cpt.py --config recipes/configs/paper/610m-clm-dec42k-mlm40-44k.yaml
+From any decoder: convert it, then continue with MLM 40% (its own warmup and decay, a fresh optimizer):
+    python -m modeling_eurobert.convert meta-llama/Llama-3.2-1B out/llama-3.2-1b-eurobert
+    accelerate launch recipes/cpt.py --model_name_or_path out/llama-3.2-1b-eurobert \
+        --tokenizer_name_or_path out/llama-3.2-1b-eurobert --config recipes/configs/paper/610m-clm-dec42k-mlm40-44k.yaml \
+        --output_dir out/llama-3.2-1b-mlm40-cpt
+CPU smoke run on top of the debug run:
+    python recipes/cpt.py --config recipes/configs/debug.yaml --model_preset null --model_name_or_path out/debug \
+        --switch_step null --max_steps 10 --output_dir out/debug-cpt
+
+`--keep_optimizer_state` takes the AdamW moments from the base run's last Trainer checkpoint (SPEC: unconfirmed
+whether the paper did; default: fresh optimizer). The data continue after the blocks the base run consumed
+(`--data_start_block` to choose). Same training loop as `recipes/pretrain.py` (`main` is shared).
+"""
+
+import sys
+from pathlib import Path
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from recipes.pretrain import main, make_parser as _make_parser  # noqa: E402
+from recipes.training import CptArguments  # noqa: E402
+
+
+def make_parser():
+    """Parser over (CPT run settings, TrainingArguments); `--config FILE.yaml`, the CLI overrides the file."""
+    return _make_parser(CptArguments)
+
+
+__all__ = ["main", "make_parser"]
+
+if __name__ == "__main__":
+    main(*make_parser().parse_args_and_config())

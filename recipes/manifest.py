@@ -1,0 +1,230 @@
+"""The study's 38 trained models (+ 12 intermediate checkpoints) as recipes, at the paper scale and at toy scales.
+
+Each name follows the model-card grammar (SPEC): `<size>-<objective>[ratio]-<steps>`, two-phase
+`<size>-clm-<k1>-mlm40-<total>`, CPT `<size>-<base>-dec<steps>-mlm40-<total>`, intermediate `<name>-<step>`.
+`recipes(preset)` returns every model's `Recipe`; `run_config(recipe, preset)` the YAML settings that reproduce it.
+
+Presets: `paper` (SPEC's numbers), `toy` (tiny model, steps / 100, 128-token blocks) and `smoke` (tiny model,
+steps / 1000, 64-token blocks: every run of the study in minutes on a CPU). Same structure at every preset.
+
+Inferred choices (configurable in the YAML):
+- the 12k/22k budgets are 2k-step decay branches of the 42k stable run (`branch_from`), which keeps checkpoints at
+  10k/20k (`decay_branches`);
+- global batch 1152 blocks of 2048 tokens (2.36M tokens per step, SPEC "about 2.4M");
+- CPT: a fresh optimizer, warmup 10% of its steps, linear decay over min(2000, the rest), no stable phase beyond;
+  the CPT data continue after the blocks the base run consumed.
+
+Write the YAML files: `python -m recipes.manifest --write-configs paper toy smoke` (-> recipes/configs/<preset>/).
+"""
+
+import argparse
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+SIZES = ("210m", "610m", "1b")
+RATIOS = (20, 30, 40, 50)
+TOTAL, DECAY, WARMUP = 42_000, 2_000, 2_000
+BUDGETS = (12_000, 22_000, 42_000)
+PFS_SWITCHES = {12_000: (3_000, 6_000, 9_000), 22_000: (5_000, 11_000, 17_000), 42_000: (10_000, 21_000, 32_000)}
+DECAY_ONLY_SWITCH = 40_000  # 610m-clm-40k-mlm{p}-42k: CLM, then MLM during the decay only
+CPT_EXTRA = (2_000, 12_000, 22_000)
+INTERMEDIATE_STEPS = (1_000, 2_000, 5_000, 10_000, 20_000, 40_000)
+CONFIGS_DIR = Path(__file__).parent / "configs"
+
+# scale: paper steps are divided by `step_divisor`; toy presets use the tiny model and the bundle corpus.
+PRESETS = {
+    "paper": {"step_divisor": 1, "model": None, "block_size": 2048, "per_device_train_batch_size": 8,
+              "gradient_accumulation_steps": 18, "global_batch_size": 1152},
+    "toy": {"step_divisor": 100, "model": "tiny", "block_size": 128, "per_device_train_batch_size": 8,
+            "gradient_accumulation_steps": 1, "global_batch_size": None, "max_docs": None},
+    "smoke": {"step_divisor": 1000, "model": "tiny", "block_size": 64, "per_device_train_batch_size": 2,
+              "gradient_accumulation_steps": 1, "global_batch_size": None, "max_docs": 2000},
+}
+
+NAME_PATTERN = re.compile(
+    r"^(?P<size>210m|610m|1b)-(?:"
+    r"(?P<cpt_base>clm|mlm40)-dec(?P<base_steps>\d+)k-mlm40-(?P<cpt_total>\d+)k"
+    r"|clm-(?P<switch>\d+)k-mlm(?P<pfs_ratio>\d+)-(?P<pfs_total>\d+)k"
+    r"|(?P<objective>clm|mlm)(?P<ratio>\d+)?-(?P<total>\d+)k"
+    r")(?:-(?P<step>\d+))?$"
+)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How one released model is trained (paper-scale steps; `scaled` gives a toy preset's).
+
+    Attributes:
+        name: released name.
+        size: model size (210m, 610m, 1b).
+        objective: "clm" or "mlm" (the objective after the switch for PFS runs).
+        mlm_probability: masking ratio (None for CLM).
+        steps: optimizer steps of the run (for CPT: the extra steps only).
+        switch_step: PFS switch step (None if single objective).
+        branch_from: stable run this run is a decay branch of (12k/22k budgets).
+        decay_branches: budgets branching off this stable run.
+        cpt_base: decayed run CPT starts from.
+        intermediate_of: for intermediate checkpoints: the run that saves them (at `steps`).
+    """
+
+    name: str
+    size: str
+    objective: str
+    mlm_probability: float | None
+    steps: int
+    switch_step: int | None = None
+    branch_from: str | None = None
+    decay_branches: tuple[int, ...] = ()
+    cpt_base: str | None = None
+    intermediate_of: str | None = None
+
+    @property
+    def script(self) -> str:
+        return "recipes/cpt.py" if self.cpt_base else "recipes/pretrain.py"
+
+
+def _stable_name(size: str, objective: str) -> str:
+    return f"{size}-{objective}-42k"
+
+
+def parse_name(name: str) -> Recipe:
+    """Recipe of a released model name (paper scale). Raises ValueError on a name outside the grammar."""
+    match = NAME_PATTERN.match(name)
+    if not match:
+        raise ValueError(f"{name!r} does not follow <size>-<objective>[ratio]-<steps>[-<step>] (see SPEC)")
+    g = match.groupdict()
+    size = g["size"]
+    if g["step"]:  # intermediate checkpoint of a 42k run
+        parent = parse_name(name.rsplit("-", 1)[0])
+        return Recipe(name, size, parent.objective, parent.mlm_probability, int(g["step"]), intermediate_of=parent.name)
+    if g["cpt_base"]:
+        base = _stable_name(size, g["cpt_base"])
+        extra = (int(g["cpt_total"]) - int(g["base_steps"])) * 1000
+        return Recipe(name, size, "mlm", 0.4, extra, cpt_base=base)
+    if g["switch"]:
+        return Recipe(name, size, "mlm", int(g["pfs_ratio"]) / 100, int(g["pfs_total"]) * 1000, switch_step=int(g["switch"]) * 1000)
+    ratio = int(g["ratio"]) / 100 if g["ratio"] else None
+    if (g["objective"] == "mlm") != (ratio is not None):
+        raise ValueError(f"{name!r}: mlm needs a ratio (mlm40), clm takes none")
+    steps = int(g["total"]) * 1000
+    label = g["objective"] + (g["ratio"] or "")
+    branch_from = _stable_name(size, label) if steps < TOTAL else None
+    return Recipe(name, size, g["objective"], ratio, steps, branch_from=branch_from)
+
+
+def model_names() -> list[str]:
+    """SPEC's 38 released names, block by block."""
+    names = [f"{s}-{o}-42k" for s in SIZES for o in ("clm", *(f"mlm{r}" for r in RATIOS))]
+    names += ["610m-clm-12k", "610m-clm-22k", "610m-mlm40-12k", "610m-mlm40-22k"]
+    names += [f"610m-clm-{k // 1000}k-mlm40-{b // 1000}k" for b, ks in PFS_SWITCHES.items() for k in ks]
+    names += [f"610m-clm-{DECAY_ONLY_SWITCH // 1000}k-mlm{r}-42k" for r in RATIOS]
+    names += [f"610m-{base}-dec42k-mlm40-{(TOTAL + e) // 1000}k" for base in ("clm", "mlm40") for e in CPT_EXTRA]
+    return names
+
+
+def intermediate_names() -> list[str]:
+    return [f"610m-{o}-42k-{s}" for o in ("clm", "mlm40") for s in INTERMEDIATE_STEPS]
+
+
+def recipes() -> dict[str, Recipe]:
+    """Every model (38 + 12 intermediate) at paper scale; stable 42k runs list the budgets that branch off them."""
+    table = {name: parse_name(name) for name in model_names() + intermediate_names()}
+    for recipe in list(table.values()):
+        if recipe.branch_from:
+            stable = table[recipe.branch_from]
+            table[stable.name] = _replace(stable, decay_branches=tuple(sorted({*stable.decay_branches, recipe.steps})))
+    return table
+
+
+def _replace(recipe: Recipe, **changes) -> Recipe:
+    return Recipe(**{**recipe.__dict__, **changes})
+
+
+def run_config(recipe: Recipe, preset: str) -> dict:
+    """YAML settings (run settings + TrainingArguments) reproducing `recipe` at `preset`.
+
+    Raises:
+        ValueError: unknown preset, or an intermediate checkpoint (saved by its parent run, not trained alone).
+    """
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
+    if recipe.intermediate_of:
+        raise ValueError(f"{recipe.name} is saved by {recipe.intermediate_of} (intermediate_steps), not trained alone")
+    p, div = PRESETS[preset], PRESETS[preset]["step_divisor"]
+    out = f"out/{preset}"
+    config = {"model_preset": p["model"] or recipe.size, "block_size": p["block_size"], "objective": recipe.objective}
+    if preset == "paper":
+        config.update(tokenizer_name_or_path="EuroBERT/EuroBERT-610m", corpus_source="HuggingFaceFW/fineweb-edu",
+                      corpus_name="sample-100BT", global_batch_size=p["global_batch_size"], num_proc=16)
+    else:
+        config.update(corpus_source="bundle")
+        if p["max_docs"]:
+            config["max_docs"] = p["max_docs"]
+    if recipe.mlm_probability is not None:
+        config["mlm_probability"] = recipe.mlm_probability
+    if recipe.switch_step:
+        config["switch_step"] = recipe.switch_step // div
+    if recipe.decay_branches:
+        config["decay_branches"] = [b // div for b in recipe.decay_branches]
+    if recipe.branch_from:
+        config["branch_from"] = f"{out}/{recipe.branch_from}"
+    if recipe.name in {i.intermediate_of for i in recipes().values()}:
+        config["intermediate_steps"] = [s // div for s in INTERMEDIATE_STEPS]
+    warmup, decay = WARMUP // div, DECAY // div
+    if recipe.cpt_base:
+        del config["model_preset"]
+        config.update(model_name_or_path=f"{out}/{recipe.cpt_base}", keep_optimizer_state=False)
+        warmup = recipe.steps // 10 // div
+        decay = min(DECAY, recipe.steps - recipe.steps // 10) // div
+    config["study_preset"] = preset
+    config.update(_training_args(recipe, p, div, warmup, decay, f"{out}/{recipe.name}"))
+    return config
+
+
+def _training_args(recipe: Recipe, p: dict, div: int, warmup: int, decay: int, output_dir: str) -> dict:
+    """SPEC's optimiser: AdamW (0.9, 0.95), eps 1e-5, wd 0.1, clip 1.0, WSD peak 5e-4 with linear decay, bf16."""
+    paper = p["step_divisor"] == 1
+    return {
+        "output_dir": output_dir, "run_name": recipe.name, "max_steps": recipe.steps // div,
+        "per_device_train_batch_size": p["per_device_train_batch_size"],
+        "gradient_accumulation_steps": p["gradient_accumulation_steps"],
+        "learning_rate": 5.0e-4, "warmup_steps": warmup, "lr_scheduler_type": "warmup_stable_decay",
+        "lr_scheduler_kwargs": {"num_decay_steps": decay, "decay_type": "linear", "min_lr_ratio": 0.0},
+        "optim": "adamw_torch", "adam_beta1": 0.9, "adam_beta2": 0.95, "adam_epsilon": 1.0e-5,
+        "weight_decay": 0.1, "max_grad_norm": 1.0, "bf16": paper, "seed": 0, "data_seed": 0,
+        "train_sampling_strategy": "sequential", "remove_unused_columns": False,
+        "save_strategy": "steps", "save_steps": 1000 // div if paper else 50, "logging_steps": 10 if paper else 5,
+        "report_to": "tensorboard", "dataloader_num_workers": 4 if paper else 0,
+    }
+
+
+def write_configs(preset: str, directory: Path = CONFIGS_DIR) -> list[Path]:
+    """Write one YAML per trained model of `preset` to `<directory>/<preset>/<name>.yaml`."""
+    written = []
+    (directory / preset).mkdir(parents=True, exist_ok=True)
+    for recipe in recipes().values():
+        if recipe.intermediate_of:
+            continue
+        path = directory / preset / f"{recipe.name}.yaml"
+        header = f"# {recipe.name} ({preset} preset), generated by `python -m recipes.manifest --write-configs {preset}`.\n"
+        header += f"#   accelerate launch {recipe.script} --config {path.relative_to(directory.parent.parent)}\n"
+        if recipe.branch_from or recipe.cpt_base:
+            header += f"# Needs {recipe.branch_from or recipe.cpt_base} trained first.\n"
+        path.write_text(header + yaml.safe_dump(run_config(recipe, preset), sort_keys=False))
+        written.append(path)
+    return written
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--write-configs", nargs="+", choices=list(PRESETS), default=[])
+    parser.add_argument("--list", action="store_true", help="print every name with its recipe")
+    args = parser.parse_args()
+    for preset_name in args.write_configs:
+        print(f"{preset_name}: {len(write_configs(preset_name))} configs")
+    if args.list:
+        for r in recipes().values():
+            print(r)

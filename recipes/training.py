@@ -1,0 +1,605 @@
+"""Shared pretraining machinery for `recipes/pretrain.py` and `recipes/cpt.py` (SPEC "Optimisation").
+
+What lives here, in reading order:
+- `PretrainArguments` / `CptArguments`: the study-specific run settings (everything else is `TrainingArguments`);
+- `RecipeParser`: `--config FILE.yaml` + CLI overrides, unknown keys raise;
+- checks that run before anything is written (`check_run_settings`, `check_output_dir`);
+- `build_*`: tokenizer, blocks, model (thin wrappers over `recipes.data` and `modeling_eurobert`);
+- `ObjectiveCollator`: picks CLM or MLM for a batch from the step its blocks belong to (this is how PFS switches
+  objective inside one run, whatever the number of workers, processes or resumes);
+- `PretrainingTrainer` and the callbacks: tokens/s and data-pipeline share in the logs, planned checkpoints
+  (decay-branch points, final step), intermediate checkpoints, optimizer reset at the PFS switch, `run_info.json`;
+- `train(run_args, training_args)`: the storyboard both recipes call.
+
+Design choices (documented in the README):
+- One model object for both objectives: `EuroBertForMaskedLM`, called with `is_causal=True` and next-token labels
+  (shifted by the collator) for CLM steps, `is_causal=False` and MLM labels for MLM steps. Same parameters, same
+  state-dict keys, so every checkpoint loads into `AutoModelForMaskedLM` and `AutoModelForCausalLM`.
+- Budgets: a stable run with `decay_branches: [12000, 22000]` keeps full Trainer checkpoints at 10000 and 20000
+  (budget - decay steps); a branch run (`branch_from: <stable output_dir>`, `max_steps: 12000`) resumes from that
+  checkpoint (weights, optimizer, scheduler step, data position, RNG) under the WSD schedule of a 12000-step run,
+  whose decay starts exactly there. The 42k stable run's own last 2000 steps are its decay branch.
+- The WSD schedule is transformers' `warmup_stable_decay` (`lr_scheduler_kwargs`: num_decay_steps, decay_type
+  linear, min_lr_ratio 0), not a hand-written one.
+"""
+
+import json
+import logging
+import os
+import platform
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+import accelerate
+import datasets
+import torch
+import transformers
+import yaml
+from transformers import HfArgumentParser, Trainer, TrainerCallback, TrainingArguments, set_seed
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+from modeling_eurobert import PRESETS, EuroBertForMaskedLM, load_preset
+from recipes import data
+from recipes.paths import REPO_ROOT
+
+logger = logging.getLogger(__name__)
+
+RUN_CONFIG_NAME = "run_config.json"  # resolved settings, written before training; compared on resume
+RUN_INFO_NAME = "run_info.json"  # provenance beside every saved model
+INTERMEDIATE_DIR = "intermediate"
+# Run settings that do not change the trained weights (paths, workers, logging); ignored when comparing configs.
+_NOT_RESULT_SETTINGS = {"data_dir", "data_cache_dir", "num_proc", "log_block_order"}
+# TrainingArguments fields that decide the trained weights; a resumed run must match them exactly.
+_RESULT_TRAINING_ARGS = (
+    "learning_rate", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon", "max_grad_norm", "optim",
+    "lr_scheduler_type", "lr_scheduler_kwargs", "warmup_steps", "max_steps", "per_device_train_batch_size",
+    "gradient_accumulation_steps", "seed", "data_seed", "bf16", "fp16",
+)
+
+
+# ---------------------------------------------------------------------------------------------------- settings
+@dataclass
+class PretrainArguments:
+    """Study-specific run settings; optimisation and logging stay in `TrainingArguments`.
+
+    The seed of the fixed block order is `TrainingArguments.data_seed` (required: every objective must share it).
+
+    Groups: model (`model_preset` | `model_name_or_path`, `tokenizer_name_or_path`, `toy_vocab_size`);
+    data (`corpus_source`, `corpus_name`, `data_dir`, `max_docs`, `block_size`, `data_cache_dir`,
+    `num_proc`, `global_batch_size`); objective (`objective`, `mlm_probability`, `mask_replace_prob`,
+    `random_replace_prob`, `masking_seed`, PFS `switch_step`, `reset_optimizer_at_switch`); budgets
+    (`decay_branches`, `branch_from`, `intermediate_steps`); provenance (`study_preset`, `log_block_order`).
+    """
+
+    model_preset: str | None = field(default=None, metadata={"help": f"architecture preset for a run from scratch: {', '.join(PRESETS)}"})
+    model_name_or_path: str | None = field(default=None, metadata={"help": "start from these weights instead (CPT, converted decoder)"})
+    tokenizer_name_or_path: str | None = field(default=None, metadata={"help": "tokenizer dir or Hub id (paper: Llama-3 with <|mask|>); none = train the toy BPE"})
+    toy_vocab_size: int = field(default=8192, metadata={"help": "vocabulary of the toy BPE trained when no tokenizer is given"})
+    corpus_source: str = field(default="bundle", metadata={"help": "'bundle' (offline Wikipedia), a local file/dir, or a Hub id (paper: HuggingFaceFW/fineweb-edu)"})
+    corpus_name: str | None = field(default=None, metadata={"help": "Hub dataset config (paper: sample-100BT)"})
+    data_dir: str | None = field(default=None, metadata={"help": "data bundle dir (default: $MLM_VS_CLM_DATA, then ../shared/data)"})
+    max_docs: int | None = field(default=None, metadata={"help": "keep only the first N documents of the corpus (toy and test runs)"})
+    block_size: int = field(default=2048, metadata={"help": "tokens per packed block (paper: 2048)"})
+    data_cache_dir: str = field(default=".cache/pretrain", metadata={"help": "where tokenized/packed Arrow files and toy tokenizers are cached"})
+    num_proc: int = field(default=1, metadata={"help": "tokenization processes"})
+    global_batch_size: int | None = field(default=None, metadata={"help": "blocks per optimizer step; if set, devices x per-device batch x accumulation must equal it"})
+    objective: str = field(default="mlm", metadata={"help": "clm or mlm (with switch_step: the objective after the switch, mlm)"})
+    mlm_probability: float = field(default=0.4, metadata={"help": "masking ratio p in (0, 1) (paper: 0.2-0.5; 0.4 for PFS and CPT)"})
+    mask_replace_prob: float = field(default=1.0, metadata={"help": "share of masked tokens replaced by <|mask|> (original code: 1.0)"})
+    random_replace_prob: float = field(default=0.0, metadata={"help": "share of masked tokens replaced by a random token (BERT: 0.1)"})
+    masking_seed: int = field(default=0, metadata={"help": "seed of the MLM masks, combined with each block's index"})
+    switch_step: int | None = field(default=None, metadata={"help": "PFS: steps 1..switch_step are CLM, later steps MLM, in one run"})
+    reset_optimizer_at_switch: bool = field(default=False, metadata={"help": "PFS: clear AdamW moments at the switch (default: carry them over)"})
+    decay_branches: list[int] = field(default_factory=list, metadata={"help": "budgets (steps) that branch a decay off this stable run; keeps checkpoints at budget - decay"})
+    branch_from: str | None = field(default=None, metadata={"help": "output_dir of the stable run this decay branch starts from (max_steps = the budget)"})
+    intermediate_steps: list[int] = field(default_factory=list, metadata={"help": "steps whose weights are saved to <output_dir>/intermediate/step-<N> (paper: 1000 2000 5000 10000 20000 40000)"})
+    study_preset: str | None = field(default=None, metadata={"help": "manifest preset this run belongs to (paper, toy, smoke); provenance only"})
+    log_block_order: bool = field(default=False, metadata={"help": "append the block indices of every step to <output_dir>/block_order-rank<R>.jsonl (audit)"})
+
+    def __post_init__(self):
+        if self.objective not in data.OBJECTIVES:
+            raise ValueError(f"objective={self.objective!r} is unknown; use one of {data.OBJECTIVES}")
+        if not 0.0 < self.mlm_probability < 1.0:
+            raise ValueError(f"mlm_probability={self.mlm_probability} must be in (0, 1) (paper: 0.2 to 0.5)")
+        if (self.model_preset is None) == (self.model_name_or_path is None):
+            raise ValueError("give exactly one of --model_preset (from scratch) or --model_name_or_path (continue)")
+        if self.model_preset is not None and self.model_preset not in PRESETS:
+            raise ValueError(f"model_preset={self.model_preset!r} is unknown; choose one of {', '.join(PRESETS)}")
+        if self.switch_step is not None and self.objective != "mlm":
+            raise ValueError("switch_step flips CLM to MLM; set objective: mlm (the objective after the switch)")
+        if self.max_docs is not None and self.max_docs < 1:
+            raise ValueError(f"max_docs={self.max_docs} must be >= 1")
+
+
+@dataclass
+class CptArguments(PretrainArguments):
+    """MLM continued pretraining (CPT) from a decayed checkpoint or a converted decoder.
+
+    Adds `keep_optimizer_state` and `data_start_block` to `PretrainArguments`; `model_name_or_path` is required.
+    """
+
+    keep_optimizer_state: bool = field(default=False, metadata={"help": "load AdamW moments from the base's last Trainer checkpoint (default: fresh optimizer)"})
+    data_start_block: int | None = field(default=None, metadata={"help": "first block of the fixed order to read; default: continue after the base run's blocks (0 for a converted decoder)"})
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.model_name_or_path is None:
+            raise ValueError("CPT starts from existing weights: pass --model_name_or_path (a decayed run or a converted decoder)")
+        if self.objective != "mlm" or self.switch_step is not None or self.branch_from or self.decay_branches:
+            raise ValueError("CPT is MLM only: drop objective/switch_step/branch_from/decay_branches from the CPT config")
+
+
+class RecipeParser(HfArgumentParser):
+    """`HfArgumentParser` over (run settings, `TrainingArguments`) with `--config FILE.yaml`; CLI overrides YAML.
+
+    Optional run settings also accept `null` on the command line, to unset a value the YAML sets.
+    """
+
+    def __init__(self, dataclass_types, **kwargs):
+        super().__init__(dataclass_types, **kwargs)
+        optional = {f.name for f in fields(dataclass_types[0]) if f.default is None}  # HfArgumentParser strips None from f.type
+        for action in self._actions:
+            if action.dest in optional and callable(action.type):
+                action.type = _nullable(action.type)
+
+    def parse_args_and_config(self, argv: list[str] | None = None) -> tuple:
+        """Parse `argv` (default: sys.argv[1:]), reading `--config` first.
+
+        Returns:
+            (run settings, TrainingArguments).
+
+        Raises:
+            ValueError: the YAML holds keys no dataclass knows.
+        """
+        import sys
+
+        argv = list(sys.argv[1:] if argv is None else argv)
+        if "--config" in argv:
+            at = argv.index("--config")
+            config_path, argv = argv[at + 1], argv[:at] + argv[at + 2 :]
+            self.set_defaults(**load_config(config_path, self.dataclass_types))
+        return tuple(self.parse_args_into_dataclasses(args=argv, look_for_args_file=False))
+
+
+def _nullable(convert):
+    def parse(text: str):
+        return None if text.lower() in ("null", "none") else convert(text)
+    parse.__name__ = getattr(convert, "__name__", "value")  # argparse names the type in its errors
+    return parse
+
+
+def load_config(path: str | os.PathLike, dataclass_types) -> dict:
+    """Read a recipe YAML and refuse keys that no dataclass in `dataclass_types` defines."""
+    config = yaml.safe_load(Path(path).read_text()) or {}
+    known = {f.name for cls in dataclass_types for f in fields(cls)}
+    unknown = sorted(set(config) - known)
+    if unknown:
+        raise ValueError(f"{path}: unknown keys {unknown}; see `--help` for the run settings and TrainingArguments")
+    return config
+
+
+# ------------------------------------------------------------------------------------------------------ checks
+def decay_steps(training_args: TrainingArguments) -> int:
+    """Length of the WSD decay phase (`lr_scheduler_kwargs.num_decay_steps`), 0 without a WSD schedule."""
+    if training_args.lr_scheduler_type != "warmup_stable_decay":
+        return 0
+    return int(training_args.lr_scheduler_kwargs.get("num_decay_steps", 0))
+
+
+def global_batch(training_args: TrainingArguments) -> int:
+    """Blocks per optimizer step over all devices."""
+    return training_args.per_device_train_batch_size * training_args.world_size * training_args.gradient_accumulation_steps
+
+
+def check_run_settings(run_args: PretrainArguments, training_args: TrainingArguments) -> None:
+    """Refuse contradictory settings before any file is written (one-line errors)."""
+    total = training_args.max_steps
+    if total is None or total <= 0:
+        raise ValueError("set max_steps > 0: budgets are counted in optimizer steps (paper: 42000)")
+    if training_args.train_sampling_strategy != "sequential":
+        raise ValueError("set train_sampling_strategy: sequential (every objective must read the blocks in the same order)")
+    if training_args.remove_unused_columns:
+        raise ValueError("set remove_unused_columns: false (the collator needs each block's block_index)")
+    if training_args.data_seed is None:
+        raise ValueError("set data_seed: it fixes the block order that every objective shares (paper: one seed for all runs)")
+    if run_args.switch_step is not None and not 0 < run_args.switch_step < total:
+        raise ValueError(f"switch_step={run_args.switch_step} must be strictly between 0 and max_steps={total}")
+    bad = [s for s in run_args.intermediate_steps if not 0 < s <= total]
+    if bad:
+        raise ValueError(f"intermediate_steps {bad} fall outside (0, max_steps={total}]")
+    if run_args.global_batch_size is not None and run_args.global_batch_size != global_batch(training_args):
+        raise ValueError(
+            f"global_batch_size={run_args.global_batch_size} but devices x per_device_train_batch_size x "
+            f"gradient_accumulation_steps = {global_batch(training_args)}; adjust the per-device batch or accumulation"
+        )
+    if run_args.decay_branches or run_args.branch_from:
+        _check_budgets(run_args, training_args)
+
+
+def _check_budgets(run_args: PretrainArguments, training_args: TrainingArguments) -> None:
+    decay = decay_steps(training_args)
+    if decay <= 0:
+        raise ValueError("decay branches need lr_scheduler_type: warmup_stable_decay with lr_scheduler_kwargs.num_decay_steps > 0")
+    bad = [b for b in run_args.decay_branches if not training_args.warmup_steps + decay < b <= training_args.max_steps]
+    if bad:
+        raise ValueError(f"decay_branches {bad} must lie in (warmup + decay, max_steps={training_args.max_steps}]")
+    if run_args.decay_branches and training_args.save_total_limit is not None:
+        raise ValueError("save_total_limit would delete the decay-branch checkpoints; unset it for a stable run")
+    if run_args.branch_from and run_args.decay_branches:
+        raise ValueError("a run is either a stable run (decay_branches) or a decay branch (branch_from), not both")
+
+
+def resolved_config(run_args: PretrainArguments, training_args: TrainingArguments) -> dict:
+    """The settings that decide the trained weights, as stored in `run_config.json`."""
+    settings = {k: v for k, v in asdict(run_args).items() if k not in _NOT_RESULT_SETTINGS}
+    optimisation = {k: getattr(training_args, k) for k in _RESULT_TRAINING_ARGS}
+    optimisation["lr_scheduler_type"] = str(getattr(training_args.lr_scheduler_type, "value", training_args.lr_scheduler_type))
+    optimisation["optim"] = str(getattr(training_args.optim, "value", training_args.optim))
+    optimisation["world_size"] = training_args.world_size
+    return json.loads(json.dumps({"run_settings": settings, "training_args": optimisation}, default=str))
+
+
+def _config_diff(stored: dict, current: dict, ignore: set[str] = frozenset()) -> list[str]:
+    diff = []
+    for group in ("run_settings", "training_args"):
+        for key in sorted(set(stored.get(group, {})) | set(current[group])):
+            if key not in ignore and stored.get(group, {}).get(key) != current[group].get(key):
+                diff.append(f"{key}: {stored.get(group, {}).get(key)!r} -> {current[group].get(key)!r}")
+    return diff
+
+
+def last_complete_checkpoint(directory: str | os.PathLike) -> str | None:
+    """Newest `checkpoint-N` under `directory` whose trainer_state.json exists (the Trainer writes it last)."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return None
+    done = [p for p in directory.glob(f"{PREFIX_CHECKPOINT_DIR}-*") if (p / "trainer_state.json").is_file()]
+    return str(max(done, key=lambda p: int(p.name.split("-")[-1]))) if done else None
+
+
+def check_output_dir(run_args: PretrainArguments, training_args: TrainingArguments) -> str | None:
+    """Decide where training starts, refusing to mix runs. Reads only.
+
+    Returns:
+        The checkpoint to resume from: `--resume_from_checkpoint`, else the newest complete checkpoint in
+        `output_dir` (auto-resume), else the stable checkpoint of a decay branch, else None.
+
+    Raises:
+        ValueError: `output_dir` holds a run made with other settings, or the branch's stable run is missing.
+    """
+    current = resolved_config(run_args, training_args)
+    config_path = Path(training_args.output_dir) / RUN_CONFIG_NAME
+    if config_path.is_file():
+        diff = _config_diff(json.loads(config_path.read_text()), current)
+        if diff:
+            raise ValueError(f"{training_args.output_dir} was made by a different config ({'; '.join(diff)}); use a new output_dir")
+    elif last_complete_checkpoint(training_args.output_dir):
+        raise ValueError(f"{training_args.output_dir} holds checkpoints but no {RUN_CONFIG_NAME}; use a new output_dir")
+    if training_args.resume_from_checkpoint:
+        return training_args.resume_from_checkpoint
+    if resume := last_complete_checkpoint(training_args.output_dir):
+        return resume
+    if run_args.branch_from:
+        return _branch_checkpoint(run_args, training_args, current)
+    return None
+
+
+def _branch_checkpoint(run_args: PretrainArguments, training_args: TrainingArguments, current: dict) -> str:
+    """The stable checkpoint a decay branch starts from, after checking the stable run used the same settings."""
+    start = training_args.max_steps - decay_steps(training_args)
+    checkpoint = Path(run_args.branch_from) / f"{PREFIX_CHECKPOINT_DIR}-{start}"
+    if not (checkpoint / "trainer_state.json").is_file():
+        raise ValueError(f"decay branch needs the stable checkpoint {checkpoint}; run the stable run with decay_branches including {training_args.max_steps}")
+    stable = json.loads((Path(run_args.branch_from) / RUN_CONFIG_NAME).read_text())
+    diff = _config_diff(stable, current, ignore={"max_steps", "decay_branches", "branch_from", "intermediate_steps"})
+    if diff:
+        raise ValueError(f"decay branch differs from its stable run {run_args.branch_from}: {'; '.join(diff)}")
+    return str(checkpoint)
+
+
+# ------------------------------------------------------------------------------------------------------ builders
+def build_tokenizer(run_args: PretrainArguments, corpus: datasets.Dataset, main_process_first):
+    """Load the given tokenizer, or train (once, cached by corpus and vocab size) the toy BPE."""
+    if run_args.tokenizer_name_or_path:
+        return data.load_tokenizer(run_args.tokenizer_name_or_path, objective=run_args.objective)
+    path = Path(run_args.data_cache_dir) / f"toy-tokenizer-{corpus._fingerprint}-{run_args.toy_vocab_size}"
+    with main_process_first(desc="toy tokenizer"):
+        if not (path / "tokenizer.json").is_file():
+            data.train_toy_tokenizer(corpus, run_args.toy_vocab_size, path)
+    return data.load_tokenizer(path, objective=run_args.objective)
+
+
+def load_training_corpus(run_args: PretrainArguments) -> datasets.Dataset:
+    """The training corpus, capped at `max_docs` documents (raises on a missing or empty corpus)."""
+    corpus = data.load_corpus(run_args.corpus_source, run_args.data_dir, split="train", name=run_args.corpus_name)
+    if run_args.max_docs is not None:
+        corpus = corpus.select(range(min(run_args.max_docs, len(corpus))))
+    return corpus
+
+
+def build_blocks(run_args: PretrainArguments, tokenizer, corpus: datasets.Dataset, data_seed: int,
+                 main_process_first) -> datasets.Dataset:
+    """The corpus's packed blocks in the `data_seed` order (built once, by the main process first)."""
+    with main_process_first(desc="packing"):
+        return data.build_packed_dataset(
+            tokenizer, corpus, run_args.block_size, data_seed, run_args.data_cache_dir, run_args.num_proc
+        )
+
+
+def build_model(run_args: PretrainArguments, tokenizer, seed: int) -> EuroBertForMaskedLM:
+    """A fresh preset model whose special ids come from the tokenizer, or existing weights (CPT)."""
+    if run_args.model_name_or_path:
+        model = EuroBertForMaskedLM.from_pretrained(run_args.model_name_or_path, dtype=torch.float32)
+        if model.config.vocab_size < len(tokenizer):
+            raise ValueError(f"{run_args.model_name_or_path} has {model.config.vocab_size} embeddings but the tokenizer {len(tokenizer)} tokens")
+        return model
+    config = load_preset(
+        run_args.model_preset, vocab_size=len(tokenizer), bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, mask_token_id=tokenizer.mask_token_id,
+    )
+    set_seed(seed)  # the initial weights depend on the run seed only
+    return EuroBertForMaskedLM(config)
+
+
+@dataclass
+class ObjectiveCollator:
+    """Collate a batch for the objective of the step its blocks belong to.
+
+    The blocks are read sequentially, so a block's step is `(block_index - first_block) // blocks_per_step`
+    (0-based); steps `< switch_step` are CLM in a PFS run. The choice depends on the data position only, so it is
+    the same with any number of dataloader workers, processes, prefetching or resumes. CLM labels are shifted here
+    (position t predicts token t + 1) because the one training model is `EuroBertForMaskedLM`, which does not shift.
+
+    Args:
+        clm: CLM collator (None for a pure MLM run).
+        mlm: MLM collator (None for a pure CLM run).
+        switch_step: PFS switch step, or None.
+        blocks_per_step: global batch in blocks.
+        first_block: block_index of the first block this run reads (CPT continues after its base).
+    """
+
+    clm: data.PretrainingCollator | None
+    mlm: data.PretrainingCollator | None
+    switch_step: int | None
+    blocks_per_step: int
+    first_block: int = 0
+
+    def objective_at(self, step_index: int) -> str:
+        """Objective of the 0-based optimizer step `step_index`."""
+        if self.mlm is None:
+            return "clm"
+        if self.clm is None or self.switch_step is None or step_index >= self.switch_step:
+            return "mlm"
+        return "clm"
+
+    def __call__(self, examples: list[dict]) -> dict:
+        block_index = torch.tensor([int(example["block_index"]) for example in examples])
+        objective = self.objective_at((int(block_index[0]) - self.first_block) // self.blocks_per_step)
+        if objective == "clm":
+            batch = self.clm(examples)
+            labels = torch.full_like(batch["labels"], -100)
+            labels[:, :-1] = batch["labels"][:, 1:]
+            batch["labels"] = labels
+        else:
+            batch = self.mlm(examples)
+        batch["is_causal"] = objective == "clm"
+        batch["block_index"] = block_index  # consumed by PretrainingTrainer.compute_loss (logs), never by the model
+        return batch
+
+
+def build_collator(run_args: PretrainArguments, tokenizer, blocks_per_step: int, first_block: int = 0) -> ObjectiveCollator:
+    """CLM and/or MLM collators over `recipes.data.PretrainingCollator`, wrapped by `ObjectiveCollator`."""
+    def make(objective):
+        return data.PretrainingCollator(
+            objective, tokenizer, run_args.mlm_probability, run_args.mask_replace_prob,
+            run_args.random_replace_prob, run_args.masking_seed,
+        )
+
+    needs_clm = run_args.objective == "clm" or run_args.switch_step is not None
+    return ObjectiveCollator(
+        clm=make("clm") if needs_clm else None,
+        mlm=make("mlm") if run_args.objective == "mlm" else None,
+        switch_step=run_args.switch_step,
+        blocks_per_step=blocks_per_step,
+        first_block=first_block,
+    )
+
+
+# ------------------------------------------------------------------------------------------------------- trainer
+class PretrainingTrainer(Trainer):
+    """`Trainer` plus throughput logs: tokens/s and the data pipeline's share of wall time, per logging window.
+
+    Also takes the `block_index` tensor that `ObjectiveCollator` adds to each batch out of the model inputs, and
+    appends it to `<output_dir>/block_order-rank<R>.jsonl` when `log_block_order` is set.
+    """
+
+    def __init__(self, *args, tokens_per_step: int, block_order_path: str | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.tokens_per_step = tokens_per_step
+        self.block_order_path = block_order_path
+        self.data_seconds = 0.0  # time spent fetching + collating batches since the last log
+        self._window = (time.perf_counter(), 0)
+
+    def get_batch_samples(self, epoch_iterator, num_batches, device):
+        start = time.perf_counter()
+        batches = super().get_batch_samples(epoch_iterator, num_batches, device)
+        self.data_seconds += time.perf_counter() - start
+        return batches
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        block_index = inputs.pop("block_index")
+        if self.block_order_path is not None and model.training:
+            with open(self.block_order_path, "a") as f:
+                record = {"step": self.state.global_step + 1, "causal": inputs["is_causal"], "blocks": block_index.tolist()}
+                f.write(json.dumps(record) + "\n")
+        return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+
+    def log(self, logs: dict, start_time: float | None = None) -> None:
+        if "loss" in logs:
+            started, first_step = self._window
+            seconds = max(time.perf_counter() - started, 1e-9)
+            logs["tokens_per_second"] = round((self.state.global_step - first_step) * self.tokens_per_step / seconds, 1)
+            logs["data_time_share"] = round(self.data_seconds / seconds, 4)
+            self._window, self.data_seconds = (time.perf_counter(), self.state.global_step), 0.0
+        super().log(logs, start_time)
+
+
+class SchedulePlanCallback(TrainerCallback):
+    """Saves full checkpoints at the decay-branch points and the last step; resets AdamW at the PFS switch if asked;
+    saves intermediate weights; writes `run_info.json` into every checkpoint the Trainer saves."""
+
+    def __init__(self, trainer_ref: dict, save_steps: set[int], intermediate_steps: set[int], reset_at: int | None, info,
+                 objective_at=None):
+        self.trainer_ref, self.save_steps, self.intermediate_steps = trainer_ref, save_steps, intermediate_steps
+        self.reset_at, self.info, self.objective_at = reset_at, info, objective_at
+
+    def on_step_begin(self, args, state, control, optimizer=None, **kwargs):
+        if self.reset_at is not None and state.global_step == self.reset_at:
+            inner = getattr(optimizer, "optimizer", optimizer)  # accelerate wraps the torch optimizer
+            inner.state.clear()  # AdamW re-initialises its moments and step count lazily
+            logger.info("PFS switch at step %d: optimizer state reset", state.global_step)
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        if self.objective_at is not None and model is not None:
+            # saved default attention = the objective of the step just taken (as `modeling_eurobert.convert` marks
+            # decoders causal); training itself always passes is_causal explicitly
+            model.config.is_causal = self.objective_at(state.global_step - 1) == "clm"
+        if state.global_step in self.save_steps or state.global_step == state.max_steps:
+            control.should_save = True
+        if state.global_step in self.intermediate_steps:
+            path = Path(args.output_dir) / INTERMEDIATE_DIR / f"step-{state.global_step}"
+            self.trainer_ref["trainer"].save_model(str(path))
+            if state.is_world_process_zero:
+                write_run_info(path, self.info(state.global_step, suffix=f"-{state.global_step}"))
+        return control
+
+    def on_save(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            path = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
+            write_run_info(path, self.info(state.global_step))
+
+
+class LoadOptimizerStateCallback(TrainerCallback):
+    """CPT `keep_optimizer_state`: load AdamW moments from the base run's checkpoint at the start of a fresh run.
+
+    The learning rates of the new schedule are kept: only the per-parameter state (moments, step) is taken over.
+    """
+
+    def __init__(self, optimizer_file: str, resuming: bool):
+        self.optimizer_file, self.resuming = optimizer_file, resuming
+
+    def on_train_begin(self, args, state, control, optimizer=None, **kwargs):
+        if self.resuming:  # the run's own checkpoint already holds the optimizer state
+            return
+        inner = getattr(optimizer, "optimizer", optimizer)
+        saved = torch.load(self.optimizer_file, map_location="cpu", weights_only=True)
+        schedule = [{k: group[k] for k in ("lr", "initial_lr") if k in group} for group in inner.param_groups]
+        inner.load_state_dict(saved)
+        for group, keep in zip(inner.param_groups, schedule):
+            group.update(keep)
+        logger.info("CPT: optimizer state loaded from %s", self.optimizer_file)
+
+
+# ----------------------------------------------------------------------------------------------------- provenance
+def git_commit() -> str:
+    """HEAD of the repository, with "-dirty" when the tree has changes; "unknown" outside a git checkout."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, check=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
+                               capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+
+
+def package_versions() -> dict:
+    return {"torch": torch.__version__, "transformers": transformers.__version__, "datasets": datasets.__version__,
+            "accelerate": accelerate.__version__, "python": platform.python_version()}
+
+
+def run_size(run_args: PretrainArguments) -> str | None:
+    """Model size name: the preset, or the base run's size for CPT (None for a converted decoder without one)."""
+    if run_args.model_preset:
+        return run_args.model_preset
+    base = read_run_info(run_args.model_name_or_path)
+    return base.get("size") if base else None
+
+
+def read_run_info(path: str | os.PathLike | None) -> dict | None:
+    """The `run_info.json` of a saved model directory, or None."""
+    if path is None or not (Path(path) / RUN_INFO_NAME).is_file():
+        return None
+    return json.loads((Path(path) / RUN_INFO_NAME).read_text())
+
+
+def make_run_info(run_args, training_args, *, step: int, fingerprint: str, cpt_base: str | None, suffix: str = "") -> dict:
+    """Everything needed to know what a checkpoint is and how it was made (written as `run_info.json`).
+
+    Args:
+        run_args, training_args: the resolved settings.
+        step: optimizer steps done (this run's global step).
+        fingerprint: `recipes.data.data_fingerprint` of the packed blocks.
+        cpt_base: name of the CPT base model (None unless CPT).
+        suffix: appended to the run name (intermediate checkpoints: "-<step>").
+    """
+    name = (training_args.run_name or Path(training_args.output_dir).name) + suffix
+    training = json.loads(training_args.to_json_string())
+    return {
+        "name": name,
+        "size": run_size(run_args),
+        "objective": run_args.objective,
+        "mlm_probability": run_args.mlm_probability if run_args.objective == "mlm" else None,
+        "steps": step,
+        "pfs_switch_step": run_args.switch_step,
+        "cpt_base": cpt_base,
+        "preset": run_args.study_preset,
+        "run_config": resolved_config(run_args, training_args),
+        "training_args": training,
+        "versions": package_versions(),
+        "git_commit": git_commit(),
+        "data": {"source": run_args.corpus_source, "fingerprint": fingerprint},
+        "tokens_seen": step * global_batch(training_args) * run_args.block_size,
+    }
+
+
+def write_run_info(directory: str | os.PathLike, info: dict) -> None:
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    (Path(directory) / RUN_INFO_NAME).write_text(json.dumps(info, indent=2, default=str) + "\n")
+
+
+# ---------------------------------------------------------------------------------------------------------- CPT
+def cpt_start(run_args: PretrainArguments) -> tuple[str | None, int, str | None]:
+    """For a CPT run: (base name, first block to read, optimizer file to keep); (None, 0, None) otherwise.
+
+    The first block continues after the blocks the base run consumed (its `tokens_seen` / block size), so CPT
+    sees unseen data; a converted decoder (no run_info) starts at block 0 unless `data_start_block` says otherwise.
+    """
+    if not isinstance(run_args, CptArguments):
+        return None, 0, None
+    base = read_run_info(run_args.model_name_or_path) or {}
+    base_name = base.get("name") or Path(run_args.model_name_or_path).name
+    first_block = run_args.data_start_block
+    if first_block is None:
+        first_block = base.get("tokens_seen", 0) // run_args.block_size
+    optimizer_file = None
+    if run_args.keep_optimizer_state:
+        candidates = [Path(run_args.model_name_or_path)]
+        if last := last_complete_checkpoint(run_args.model_name_or_path):
+            candidates.append(Path(last))
+        found = [c / "optimizer.pt" for c in candidates if (c / "optimizer.pt").is_file()]
+        if not found:
+            raise ValueError(f"keep_optimizer_state: no optimizer.pt in {run_args.model_name_or_path} or its last checkpoint; drop the option")
+        optimizer_file = str(found[-1])
+    return base_name, first_block, optimizer_file
+
+
+def select_blocks(blocks: datasets.Dataset, first_block: int, needed: int) -> datasets.Dataset:
+    """Blocks [first_block, first_block + needed) of the fixed order; refuses to repeat data (the paper never does)."""
+    if first_block + needed > len(blocks):
+        raise ValueError(
+            f"the run needs {needed} blocks from block {first_block} but the corpus packs into {len(blocks)}; "
+            "add documents (max_docs, a bigger corpus) or lower max_steps / the batch size"
+        )
+    return blocks.select(range(first_block, first_block + needed))  # contiguous: a zero-copy slice

@@ -1,0 +1,66 @@
+"""The manifest against SPEC's table of the 38 trained models (+ 12 intermediate checkpoints)."""
+
+import pytest
+
+from recipes import manifest
+
+SPEC_BLOCKS = {  # SPEC "The 38 trained models", block by block
+    "single objective 42k": [f"{s}-{o}-42k" for s in ("210m", "610m", "1b") for o in ("clm", "mlm20", "mlm30", "mlm40", "mlm50")],
+    "smaller budgets": ["610m-clm-12k", "610m-clm-22k", "610m-mlm40-12k", "610m-mlm40-22k"],
+    "pfs": ["610m-clm-3k-mlm40-12k", "610m-clm-6k-mlm40-12k", "610m-clm-9k-mlm40-12k", "610m-clm-5k-mlm40-22k",
+            "610m-clm-11k-mlm40-22k", "610m-clm-17k-mlm40-22k", "610m-clm-10k-mlm40-42k", "610m-clm-21k-mlm40-42k",
+            "610m-clm-32k-mlm40-42k"],
+    "mlm in decay only": [f"610m-clm-40k-mlm{r}-42k" for r in (20, 30, 40, 50)],
+    "cpt": [f"610m-{b}-dec42k-mlm40-{t}k" for b in ("clm", "mlm40") for t in (44, 54, 64)],
+}
+
+
+def test_paper_names_match_spec():
+    assert sorted(manifest.model_names()) == sorted(n for block in SPEC_BLOCKS.values() for n in block)
+    assert [len(b) for b in SPEC_BLOCKS.values()] == [15, 4, 9, 4, 6] and len(manifest.model_names()) == 38
+    assert len(manifest.intermediate_names()) == 12 and len(manifest.recipes()) == 50
+
+
+def test_paper_recipes_match_spec_numbers():
+    table = manifest.recipes()
+    switches = {n: table[n].switch_step for n in SPEC_BLOCKS["pfs"] + SPEC_BLOCKS["mlm in decay only"]}
+    assert sorted(set(switches.values())) == [3000, 5000, 6000, 9000, 10000, 11000, 17000, 21000, 32000, 40000]
+    assert all(table[n].objective == "mlm" and table[n].mlm_probability == 0.4 for n in SPEC_BLOCKS["pfs"])
+    assert [table[n].steps for n in SPEC_BLOCKS["pfs"]] == [12000] * 3 + [22000] * 3 + [42000] * 3
+    assert [table[n].steps for n in SPEC_BLOCKS["cpt"]] == [2000, 12000, 22000] * 2
+    assert {table[n].cpt_base for n in SPEC_BLOCKS["cpt"]} == {"610m-clm-42k", "610m-mlm40-42k"}
+    assert table["610m-clm-12k"].branch_from == "610m-clm-42k" and table["610m-mlm40-22k"].steps == 22000
+    assert table["610m-clm-42k"].decay_branches == (12000, 22000) and table["1b-mlm50-42k"].mlm_probability == 0.5
+    assert table["610m-mlm40-42k-5000"].intermediate_of == "610m-mlm40-42k" and table["610m-mlm40-42k-5000"].steps == 5000
+
+
+def test_paper_run_config_uses_spec_optimisation():
+    config = manifest.run_config(manifest.recipes()["610m-clm-21k-mlm40-42k"], "paper")
+    assert config["switch_step"] == 21000 and config["max_steps"] == 42000 and config["warmup_steps"] == 2000
+    assert (config["adam_beta1"], config["adam_beta2"], config["adam_epsilon"]) == (0.9, 0.95, 1e-5)
+    assert (config["weight_decay"], config["max_grad_norm"], config["learning_rate"], config["bf16"]) == (0.1, 1.0, 5e-4, True)
+    assert config["lr_scheduler_type"] == "warmup_stable_decay"
+    assert config["lr_scheduler_kwargs"] == {"num_decay_steps": 2000, "decay_type": "linear", "min_lr_ratio": 0.0}
+    assert config["block_size"] == 2048 and config["model_preset"] == "610m"
+
+
+@pytest.mark.parametrize("preset, divisor", [("toy", 100), ("smoke", 1000)])
+def test_toy_presets_keep_the_structure(preset, divisor):
+    for recipe in manifest.recipes().values():
+        if recipe.intermediate_of:
+            continue
+        config = manifest.run_config(recipe, preset)
+        assert config["max_steps"] == recipe.steps // divisor and config.get("model_preset", "tiny") == "tiny"
+        if recipe.switch_step:
+            assert config["switch_step"] == recipe.switch_step // divisor
+
+
+@pytest.mark.parametrize("name", manifest.model_names() + manifest.intermediate_names())
+def test_names_parse_back(name):
+    assert manifest.parse_name(name).name == name
+
+
+@pytest.mark.parametrize("bad", ["610m-mlm-42k", "610m-clm40-42k", "2b-clm-42k", "610m-clm-42", "610m-clm-dec42k-44k"])
+def test_bad_names_raise(bad):
+    with pytest.raises(ValueError):
+        manifest.parse_name(bad)
