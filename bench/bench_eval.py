@@ -1,0 +1,81 @@
+"""Share of the fine-tuning grid's wall time spent outside optimizer steps (target <= 15%).
+
+    python bench/bench_eval.py                      # tiny preset, sst2, 2 LRs x 2 seeds, 300 steps per run
+    python bench/bench_eval.py --task conll2003 --max_steps 100
+
+Builds the tiny preset (with a small BPE tokenizer trained on the bundle), runs the real grid runner
+(`evaluation.run.main`) on a 2-LR x 2-seed grid and times every optimizer step (forward, backward, clip, AdamW,
+scheduler) with a Trainer callback. Everything else (input checks, data loading and tokenization, model loading,
+prediction, metrics, result files) is overhead. Tokenization happens once for the whole grid, so the share falls as
+the grid grows; model loading and evaluation are paid per run.
+"""
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import torch  # noqa: E402
+import transformers  # noqa: E402
+from transformers import TrainerCallback  # noqa: E402
+
+from evaluation import common, run  # noqa: E402
+from recipes.paths import resolve_data_dir  # noqa: E402
+from tests.fixtures.tiny_models import build_tiny_eurobert, build_tiny_tokenizer  # noqa: E402
+
+
+class StepTimer(TrainerCallback):
+    """Wall time inside optimizer steps (on_step_begin -> on_step_end, CUDA synchronised)."""
+
+    def __init__(self):
+        self.seconds, self.steps, self._start = 0.0, 0, None
+
+    def _now(self):
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        return time.perf_counter()
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self._start = self._now()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.seconds += self._now() - self._start
+        self.steps += 1
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--task", default="sst2")
+    parser.add_argument("--max_steps", type=int, default=300)
+    parser.add_argument("--max_train", type=int, default=20000)
+    parser.add_argument("--max_eval", type=int, default=500)
+    parser.add_argument("--max_length", type=int, default=128)
+    parser.add_argument("--data_dir", default=None)
+    args = parser.parse_args()
+    transformers.logging.set_verbosity_error()
+    data_dir = resolve_data_dir(args.data_dir)
+    timer = StepTimer()
+    common.TRAINER_CALLBACKS.append(timer)
+    with tempfile.TemporaryDirectory() as tmp:
+        model = build_tiny_eurobert(Path(tmp) / "tiny", build_tiny_tokenizer(data_dir))
+        grid = run.GridArgs(model=str(model), tasks=args.task, lrs="1e-4,5e-4", seeds="0,1", output=f"{tmp}/results")
+        protocol = common.ProtocolArgs(max_steps=args.max_steps, max_train=args.max_train, max_eval=args.max_eval,
+                                       max_length=args.max_length, data_dir=str(data_dir))
+        start = time.perf_counter()
+        run.main(grid, protocol)
+        wall = time.perf_counter() - start
+    outside = wall - timer.seconds
+    device = torch.cuda.get_device_name() if torch.cuda.is_available() else f"CPU ({torch.get_num_threads()} threads)"
+    print(f"device: {device}; task {args.task}; 4 runs x {args.max_steps} steps, batch 32, max_length {args.max_length}")
+    print(f"wall {wall:.1f} s; optimizer steps {timer.seconds:.1f} s over {timer.steps} steps "
+          f"({1000 * timer.seconds / max(timer.steps, 1):.1f} ms/step)")
+    print(f"share of wall time outside optimizer steps: {100 * outside / wall:.1f}% (target <= 15%)")
+
+
+if __name__ == "__main__":
+    main()

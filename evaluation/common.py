@@ -1,0 +1,322 @@
+"""What every task family shares: the fine-tuning protocol, model/tokenizer loading, the Trainer set-up with
+divergence detection, the tokenized-dataset cache and atomic result files.
+
+Protocol defaults are the paper's (SPEC "Evaluation protocol"): batch 32, linear schedule with 10% warmup, AdamW
+(0.9, 0.95) eps 1e-5, weight decay 0.1, steps or epochs from the task, the last checkpoint evaluated, bf16 on GPU.
+Scores are fractions in [0, 1] everywhere (as `evaluation.metrics` returns them), never percentages.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import platform
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from transformers import AutoConfig, AutoTokenizer, Trainer, TrainerCallback, TrainingArguments, set_seed
+from transformers.trainer_callback import PrinterCallback
+
+import modeling_eurobert  # noqa: F401  (registers our Auto classes, so our checkpoints load in-process)
+
+ATTENTION_CHOICES = ("bidirectional", "causal", "checkpoint")
+PAPER_LRS = (1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4)
+PAPER_SEEDS = (0, 1, 2, 3, 4)
+
+
+@dataclass
+class ProtocolArgs:
+    """Fine-tuning settings shared by every run of a grid (command-line flags of `evaluation.run`).
+
+    Protocol: `batch_size`, `warmup_ratio`, `adam_beta1/2`, `adam_epsilon`, `weight_decay`,
+    `max_steps` (overrides the task's steps/epochs), `bf16`. Inputs: `max_length`, `doc_stride` (QA),
+    `max_answer_length`/`n_best` (QA post-processing), `ir_corpus`. Data: `data_dir`, `max_train`, `max_eval`.
+    """
+
+    batch_size: int = field(default=32, metadata={"help": "Train batch size (paper: 32)."})
+    eval_batch_size: int = field(default=64, metadata={"help": "Batch size for prediction and encoding."})
+    warmup_ratio: float = field(default=0.1, metadata={"help": "Linear warmup share of the steps (paper: 0.1)."})
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.95
+    adam_epsilon: float = 1e-5
+    weight_decay: float = 0.1
+    max_steps: int | None = field(default=None, metadata={"help": "Override the task's steps/epochs (smoke runs)."})
+    bf16: str = field(default="auto", metadata={"help": "bf16 autocast: auto (when CUDA is present), yes or no.",
+                                                "choices": ("auto", "yes", "no")})
+    attention: str = field(default="bidirectional", metadata={
+        "help": "Fine-tuning attention: bidirectional (paper default, also for CLM checkpoints), causal, or "
+                "checkpoint (the checkpoint's own config.is_causal).", "choices": ATTENTION_CHOICES})
+    max_length: int = field(default=512, metadata={"help": "Max tokens per SC/TC/IR input."})
+    qa_max_length: int = field(default=384, metadata={"help": "Max tokens per QA window (question + context)."})
+    doc_stride: int = field(default=128, metadata={"help": "QA: overlap between consecutive context windows."})
+    n_best: int = field(default=20, metadata={"help": "QA: start/end candidates kept per window."})
+    max_answer_length: int = field(default=30, metadata={"help": "QA: longest answer span in tokens."})
+    ir_corpus: str = field(default="judged", metadata={"help": "IR corpus: judged documents only (paper) or full.",
+                                                        "choices": ("judged", "full")})
+    logging_steps: int = field(default=10, metadata={"help": "Steps between loss checks for divergence."})
+    data_dir: str | None = field(default=None, metadata={"help": "Data bundle (default: $MLM_VS_CLM_DATA, ../shared/data)."})
+    max_train: int | None = field(default=None, metadata={"help": "Keep at most N training examples (smoke runs)."})
+    max_eval: int | None = field(default=None, metadata={"help": "Keep at most N validation/test examples."})
+    scratch_dir: str | None = field(default=None, metadata={"help": "Scratch dir for the Trainer (temp if None)."})
+
+    def __post_init__(self):
+        if self.attention not in ATTENTION_CHOICES:
+            raise ValueError(f"attention={self.attention!r} is not one of {ATTENTION_CHOICES}")
+        if self.bf16 not in ("auto", "yes", "no"):
+            raise ValueError(f"bf16={self.bf16!r}: use auto, yes or no")
+        if self.ir_corpus not in ("judged", "full"):
+            raise ValueError(f"ir_corpus={self.ir_corpus!r}: use judged or full")
+
+    def use_bf16(self) -> bool:
+        return self.bf16 == "yes" or (self.bf16 == "auto" and torch.cuda.is_available())
+
+
+@dataclass
+class FinetuneArgs(ProtocolArgs):
+    """One run's settings: the grid's protocol plus the learning rate and seed the grid runner fills in."""
+
+    lr: float = 5e-5
+    seed: int = 0
+
+
+def load_tokenizer(model_path: str | os.PathLike):
+    """Load a model directory's tokenizer, with a one-line error when it has none.
+
+    A tokenizer without a pad token (Llama-3) pads with eos: padded positions are masked out by the attention mask,
+    so the id only has to be a valid one.
+    """
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(model_path, trust_remote_code=True)
+    except (OSError, ValueError, TypeError) as error:
+        raise ValueError(f"no tokenizer found in {model_path}; save one beside the model (tokenizer.save_pretrained)") from error
+    if tokenizer.pad_token is None:
+        if tokenizer.eos_token is None:
+            raise ValueError(f"tokenizer of {model_path} has neither a pad nor an eos token; set pad_token")
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def model_kwargs(model_path: str | os.PathLike, attention: str) -> dict:
+    """`from_pretrained` kwargs choosing the fine-tuning attention pattern.
+
+    Our checkpoints carry `config.is_causal` (True for CLM). `bidirectional` (the paper's default for every
+    checkpoint) or `causal` overrides it; `checkpoint` keeps it. Encoders without the field (BERT, native EuroBERT)
+    are bidirectional by construction, so only `causal` is refused for them.
+    """
+    config = AutoConfig.from_pretrained(model_path, trust_remote_code=True)
+    kwargs = {"trust_remote_code": True}
+    if "is_causal" not in config.to_dict():
+        if attention == "causal":
+            raise ValueError(f"--attention causal needs a checkpoint with `is_causal` in its config; {model_path} has none")
+        return kwargs
+    if attention != "checkpoint":
+        kwargs["is_causal"] = attention == "causal"
+    return kwargs
+
+
+def training_arguments(args: FinetuneArgs, output_dir: str, max_steps: int | None, epochs: float | None,
+                       cls=TrainingArguments, **extra) -> TrainingArguments:
+    """TrainingArguments of the paper's protocol; nothing is saved (the last step is evaluated in memory).
+
+    Args:
+        args: run settings.
+        output_dir: scratch directory.
+        max_steps: optimizer steps (SC, QA, IR, OntoNotes: 1,000) or None to train `epochs`.
+        epochs: epochs when `max_steps` is None (CoNLL, UNER: 1).
+        cls: the arguments class (`SentenceTransformerTrainingArguments` for IR).
+        extra: more fields (e.g. the sentence-transformers batch sampler and prompts).
+    """
+    return cls(
+        output_dir=output_dir, learning_rate=args.lr, seed=args.seed, data_seed=args.seed,
+        per_device_train_batch_size=args.batch_size, per_device_eval_batch_size=args.eval_batch_size,
+        max_steps=max_steps if max_steps is not None else -1, num_train_epochs=epochs or 1.0,
+        lr_scheduler_type="linear", warmup_steps=args.warmup_ratio,  # a float < 1 is a ratio of the steps
+        adam_beta1=args.adam_beta1, adam_beta2=args.adam_beta2, adam_epsilon=args.adam_epsilon,
+        weight_decay=args.weight_decay, optim="adamw_torch", bf16=args.use_bf16(),
+        save_strategy="no", eval_strategy="no", report_to="none", disable_tqdm=True, dataloader_num_workers=0,
+        dataloader_pin_memory=torch.cuda.is_available(),
+        # NaN/inf must reach the logs (the default filter hides them) for DivergenceCallback to see them.
+        logging_steps=args.logging_steps, logging_nan_inf_filter=False, **extra,
+    )
+
+
+def schedule(task, args: FinetuneArgs) -> tuple[int | None, float | None]:
+    """(max_steps, epochs) of a task: `--max_steps` wins, then the task's steps, then its epochs."""
+    if args.max_steps is not None:
+        return args.max_steps, None
+    if getattr(task, "max_steps", None):
+        return int(task.max_steps), None
+    return None, float(getattr(task, "epochs", None) or 1.0)
+
+
+# Extra callbacks added to every fine-tuning Trainer (bench/bench_eval.py times optimizer steps with one).
+TRAINER_CALLBACKS: list[TrainerCallback] = []
+
+
+class DivergenceCallback(TrainerCallback):
+    """Stop training as soon as a logged loss or gradient norm is NaN/inf (the run is then recorded as diverged)."""
+
+    def __init__(self):
+        self.diverged = False
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        for key in ("loss", "grad_norm"):
+            value = (logs or {}).get(key)
+            if value is not None and not math.isfinite(float(value)):
+                self.diverged = True
+                control.should_training_stop = True
+        return control
+
+
+def train(trainer: Trainer) -> bool:
+    """Run `trainer.train()` with divergence detection; return True if the run diverged."""
+    callback = DivergenceCallback()
+    trainer.add_callback(callback)
+    for extra in TRAINER_CALLBACKS:
+        trainer.add_callback(extra)
+    trainer.remove_callback(PrinterCallback)  # the grid has its own progress bar; loss lines would drown it
+    output = trainer.train()
+    return callback.diverged or not math.isfinite(output.training_loss)
+
+
+def trainer_dir(args: FinetuneArgs) -> str:
+    """Where the Trainer may write. Nothing is saved (save_strategy "no"), but TrainingArguments needs a path."""
+    return args.scratch_dir or str(Path(tempfile.gettempdir()) / "mlm-vs-clm-finetune")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Caches shared by every run of a grid: raw splits per task, tokenized splits per (tokenizer, task, length)
+# ---------------------------------------------------------------------------------------------------------------
+
+_SPLITS: dict = {}
+_TOKENIZED: dict = {}
+
+
+def task_splits(task, args: FinetuneArgs):
+    """`tasks.load_splits` once per (task, data dir, subset sizes) in this process."""
+    from evaluation import tasks
+
+    key = (str(task.path or task.name), args.data_dir, args.max_train, args.max_eval, args.ir_corpus)
+    if key not in _SPLITS:
+        extra = {"corpus": args.ir_corpus} if task.family == "ir" else {}
+        _SPLITS[key] = tasks.load_splits(
+            task, data_dir=args.data_dir, max_train=args.max_train, max_eval=args.max_eval, **extra
+        )
+    return _SPLITS[key]
+
+
+def tokenizer_fingerprint(tokenizer) -> str:
+    """Content hash of a tokenizer (vocab, merges, template), so checkpoints sharing one share the cache."""
+    from datasets.fingerprint import Hasher
+
+    return Hasher.hash(tokenizer.backend_tokenizer.to_str() if tokenizer.is_fast else tokenizer)
+
+
+def cached(key: tuple, build):
+    """Return `build()` computed once per key in this process (tokenized datasets reused by every grid run)."""
+    if key not in _TOKENIZED:
+        _TOKENIZED[key] = build()
+    return _TOKENIZED[key]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Results
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def result(task, status: str, validation: dict | None = None, test: dict | None = None) -> dict:
+    """The family-independent part of a run's result: scores without their per-instance lists, kept apart.
+
+    Args:
+        task: the Task (its `metric` is the main metric).
+        status: "ok" or "diverged".
+        validation, test: metric dicts from `evaluation.metrics` (with their "per_instance" entries).
+
+    Returns:
+        {"status", "main_metric", "validation", "test", "per_instance": {"test": [records]}}.
+    """
+    per_instance = (test or {}).get("per_instance") or {}
+    columns = {k: v for k, v in per_instance.items() if v is not None}
+    n = len(next(iter(columns.values()))) if columns else 0
+    records = [{k: v[i] for k, v in columns.items()} for i in range(n)]
+    strip = lambda scores: {k: v for k, v in (scores or {}).items() if k != "per_instance"}  # noqa: E731
+    return {"status": status, "main_metric": task.metric, "validation": strip(validation), "test": strip(test),
+            "per_instance": {"test": records}}
+
+
+def versions() -> dict:
+    """Library versions recorded in every result file."""
+    import accelerate
+    import datasets
+    import sentence_transformers
+    import transformers
+
+    return {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
+            "datasets": datasets.__version__, "accelerate": accelerate.__version__,
+            "sentence_transformers": sentence_transformers.__version__}
+
+
+def write_json_atomic(path: str | os.PathLike, payload: dict) -> None:
+    """Write JSON to a temp file in the same directory, then `os.replace` it: readers never see half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(payload, f, indent=1, allow_nan=False)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def args_dict(args: FinetuneArgs) -> dict:
+    return dataclasses.asdict(args)
+
+
+def check_labels(model_path: str | os.PathLike, task) -> None:
+    """Refuse a checkpoint that already has a classifier for another label set (e.g. a fine-tuned model).
+
+    Configs whose labels are the untouched defaults (LABEL_0, LABEL_1) are fine: the head is new.
+    """
+    if task.family not in ("sc", "tc"):
+        return
+    config = AutoConfig.from_pretrained(model_path, trust_remote_code=True)
+    names = [config.id2label[i] for i in sorted(config.id2label)] if config.id2label else []
+    if names and any(n != f"LABEL_{i}" for i, n in enumerate(names)) and names != list(task.labels):
+        raise ValueError(
+            f"label set mismatch: {model_path} was trained for labels {names} but task {task.name!r} has {task.labels}; "
+            "start from a pretrained (not fine-tuned) checkpoint"
+        )
+
+
+def check_head(model_path: str | os.PathLike, family: str) -> None:
+    """Refuse a model whose architecture has no head for the task family (e.g. native EuroBERT has no QA head)."""
+    from transformers import (AutoModel, AutoModelForQuestionAnswering, AutoModelForSequenceClassification,
+                              AutoModelForTokenClassification)
+
+    auto = {"sc": AutoModelForSequenceClassification, "tc": AutoModelForTokenClassification,
+            "qa": AutoModelForQuestionAnswering, "ir": AutoModel}[family]
+    config = AutoConfig.from_pretrained(model_path, trust_remote_code=True)
+    if type(config) not in auto._model_mapping and auto.__name__ not in (getattr(config, "auto_map", None) or {}):
+        raise ValueError(f"{model_path} ({config.model_type}) has no {auto.__name__} class; drop its {family} tasks")
+
+
+def label_kwargs(task) -> dict:
+    """num_labels / id2label / label2id for a classification head over `task.labels`."""
+    return {"num_labels": len(task.labels), "id2label": dict(enumerate(task.labels)),
+            "label2id": {name: i for i, name in enumerate(task.labels)}}
+
+
+def load_for_finetuning(auto_class, model_path, tokenizer, args: FinetuneArgs, **kwargs):
+    """`auto_class.from_pretrained` with the run's seed set first (the new head's init depends on it), the chosen
+    attention pattern and a pad id the head can use."""
+    set_seed(args.seed)
+    model = auto_class.from_pretrained(model_path, **model_kwargs(model_path, args.attention), **kwargs)
+    if model.config.pad_token_id is None:
+        model.config.pad_token_id = tokenizer.pad_token_id
+    return model

@@ -1,0 +1,92 @@
+"""Retrieval (MS MARCO, NQ, MLDR, SciFact): a sentence-embedding model trained with in-batch negatives, NDCG@10.
+
+The encoder becomes a `SentenceTransformer` (`Transformer` + mean `Pooling`), trained on (query, positive) pairs
+with `MultipleNegativesRankingLoss` (in-batch negatives only, SPEC) and the `NO_DUPLICATES` batch sampler, so a
+paragraph that answers several queries never appears twice in one batch (a duplicate would be a false negative).
+Queries and documents carry the task's prefixes ("Query: " / "Document: "), in training and at evaluation.
+Evaluation ranks the corpus (judged documents, the paper's protocol, or the full corpus) by cosine similarity and
+scores NDCG@10, MRR@10 and recall@100 with `evaluation.metrics.retrieval_scores`.
+"""
+
+from __future__ import annotations
+
+import torch
+from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+from sentence_transformers.base.sampler import BatchSamplers
+from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+from transformers import set_seed
+
+from evaluation import common, metrics
+
+TOP_K = 100  # documents kept per query: enough for recall@100 and NDCG@10
+
+
+def build_model(model_path, task, args: common.FinetuneArgs) -> SentenceTransformer:
+    """A mean-pooling SentenceTransformer over any Hugging Face encoder, with the task's query/document prompts."""
+    set_seed(args.seed)
+    # The attention choice is a config field: sentence-transformers loads the config first, then the model.
+    transformer = Transformer(
+        str(model_path), model_kwargs={"trust_remote_code": True},
+        config_kwargs=common.model_kwargs(model_path, args.attention),
+        processor_kwargs={"trust_remote_code": True}, max_seq_length=args.max_length,
+    )
+    tokenizer = transformer.tokenizer
+    if tokenizer.pad_token is None:  # Llama-3 tokenizers: padded positions are masked, any valid id will do
+        tokenizer.pad_token = tokenizer.eos_token
+    pooling = Pooling(transformer.get_embedding_dimension(), pooling_mode="mean")
+    return SentenceTransformer(
+        modules=[transformer, pooling], prompts={"query": task.query_prefix, "document": task.document_prefix},
+    )
+
+
+def rank(model: SentenceTransformer, split, batch_size: int = 64, top_k: int = TOP_K) -> dict[str, dict[str, float]]:
+    """Cosine scores of the `top_k` best documents per query: {query id: {doc id: score}}.
+
+    Args:
+        model: the sentence-embedding model (its "query"/"document" prompts are applied).
+        split: a `tasks.RetrievalSplit` (corpus, queries, qrels).
+        batch_size: encoding batch size.
+        top_k: documents kept per query.
+    """
+    doc_ids, query_ids = list(split.corpus), list(split.queries)
+    docs = model.encode_document([split.corpus[d] for d in doc_ids], batch_size=batch_size, convert_to_tensor=True)
+    queries = model.encode_query([split.queries[q] for q in query_ids], batch_size=batch_size, convert_to_tensor=True)
+    scores = model.similarity(queries.float(), docs.float())  # (n_queries, n_docs), cosine by default
+    values, indices = torch.topk(scores, k=min(top_k, len(doc_ids)), dim=1)
+    return {
+        qid: {doc_ids[j]: float(v) for v, j in zip(values[i].tolist(), indices[i].tolist())}
+        for i, qid in enumerate(query_ids)
+    }
+
+
+def evaluate(model_path, task, args: common.FinetuneArgs, tokenizer=None) -> dict:
+    """Fine-tune `model_path` as a sentence-embedding model on the task's pairs and score retrieval.
+
+    Args:
+        model_path: a pretrained checkpoint directory with a tokenizer.
+        task: an ir `Task` (its query_prefix / document_prefix are the prompts).
+        args: the run's settings (`ir_corpus`: judged or full).
+        tokenizer: unused (sentence-transformers loads its own); accepted for a uniform signature.
+
+    Returns:
+        `common.result(...)` with ndcg@10, mrr@10, recall@100 and per-query scores.
+    """
+    splits = common.task_splits(task, args)
+    model = build_model(model_path, task, args)
+    max_steps, epochs = common.schedule(task, args)
+    training_args = common.training_arguments(
+        args, common.trainer_dir(args), max_steps, epochs, cls=SentenceTransformerTrainingArguments,
+        batch_sampler=BatchSamplers.NO_DUPLICATES,
+        prompts={"query": task.query_prefix, "positive": task.document_prefix},
+    )
+    trainer = SentenceTransformerTrainer(
+        model=model, args=training_args, train_dataset=splits["train"].select_columns(["query", "positive"]),
+        loss=MultipleNegativesRankingLoss(model),
+    )
+    if common.train(trainer):
+        return common.result(task, "diverged")
+    model.eval()
+    scores = {role: metrics.retrieval_scores(rank(model, splits[role], args.eval_batch_size), splits[role].qrels)
+              for role in ("validation", "test")}
+    return common.result(task, "ok", scores["validation"], scores["test"])

@@ -1,0 +1,55 @@
+"""Sequence classification (SST-2, MNLI, QQP, MRPC): a classification head on the encoder, accuracy.
+
+Pair tasks arrive as one text ("Premise: ...\\nHypothesis: ...", the task's template applied by `tasks.py`), so the
+model sees exactly the paper's input. The head and its pooling are the checkpoint's own (`AutoModelFor
+SequenceClassification`): EuroBERT-style checkpoints pool as their config says, a BERT uses its pooler.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from transformers import AutoModelForSequenceClassification, DataCollatorWithPadding, Trainer
+
+from evaluation import common, metrics
+
+
+def tokenize(task, tokenizer, args: common.FinetuneArgs):
+    """The task's splits tokenized once per (tokenizer, task, max_length) and shared by every run of the grid."""
+    def build():
+        splits = common.task_splits(task, args)
+        encode = lambda batch: tokenizer(batch["text"], truncation=True, max_length=args.max_length)  # noqa: E731
+        return splits.map(encode, batched=True, remove_columns=["text"])
+
+    key = (common.tokenizer_fingerprint(tokenizer), task.name, args.max_length, args.max_train, args.max_eval, "sc")
+    return common.cached(key, build)
+
+
+def evaluate(model_path, task, args: common.FinetuneArgs, tokenizer=None) -> dict:
+    """Fine-tune `model_path` on the task's train split, then score the last checkpoint on validation and test.
+
+    Args:
+        model_path: a pretrained checkpoint directory (any encoder with a tokenizer).
+        task: an sc `Task`.
+        args: the run's settings (lr, seed, protocol).
+        tokenizer: the model's tokenizer, when the caller already loaded it.
+
+    Returns:
+        `common.result(...)`: status, main metric, validation/test accuracy, per-instance test scores.
+    """
+    tokenizer = tokenizer or common.load_tokenizer(model_path)
+    data = tokenize(task, tokenizer, args)
+    model = common.load_for_finetuning(
+        AutoModelForSequenceClassification, model_path, tokenizer, args, **common.label_kwargs(task)
+    )
+    max_steps, epochs = common.schedule(task, args)
+    trainer = Trainer(
+        model=model, args=common.training_arguments(args, common.trainer_dir(args), max_steps, epochs),
+        train_dataset=data["train"], data_collator=DataCollatorWithPadding(tokenizer), processing_class=tokenizer,
+    )
+    if common.train(trainer):
+        return common.result(task, "diverged")
+    scores = {}
+    for role in ("validation", "test"):
+        logits = trainer.predict(data[role]).predictions
+        scores[role] = metrics.accuracy(np.asarray(logits, dtype=np.float32).argmax(-1), data[role]["label"])
+    return common.result(task, "ok", scores["validation"], scores["test"])

@@ -1,0 +1,116 @@
+"""The report on synthetic-but-realistic result files: LR choice, t-interval, stability, paired test, figures."""
+
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from evaluation import common, report
+
+LRS = (1e-5, 5e-5, 1e-4)
+N_TEST = 40
+
+
+def write_run(root, model, task, lr, seed, val, test_scores, status="ok", family="sc", metric="accuracy"):
+    record = {"model": model, "model_path": f"/models/{model}", "task": task, "family": family, "lr": lr,
+              "seed": seed, "status": status, "main_metric": metric, "validation": {}, "test": {},
+              "per_instance": {"test": []}, "config": {}, "versions": {}}
+    if status == "ok":
+        record["validation"] = {metric: val}
+        record["test"] = {metric: float(np.mean(test_scores))}
+        record["per_instance"]["test"] = [{metric: float(s)} for s in test_scores]
+    common.write_json_atomic(root / model / task / f"lr{lr:g}-seed{seed}.json", record)
+    return record
+
+
+@pytest.fixture
+def results(tmp_path):
+    """Study-named models on one SC task: 3 LRs x 5 seeds; 5e-5 is best on validation for every model."""
+    rng = np.random.default_rng(0)
+    models = {"610m-clm-42k": 0.80, "610m-mlm40-42k": 0.85, "610m-clm-42k-1000": 0.70, "610m-clm-21k-mlm40-42k": 0.87,
+              "610m-clm-dec42k-mlm40-44k": 0.86, "610m-clm-dec42k-mlm40-54k": 0.88}
+    for model, level in models.items():
+        for lr in LRS:
+            for seed in range(5):
+                bonus = 0.05 if lr == 5e-5 else 0.0
+                correct = rng.random(N_TEST) < level + bonus
+                write_run(tmp_path, model, "sst2", lr, seed, level + bonus + 0.01 * seed, correct.astype(float))
+    return tmp_path
+
+
+def test_parse_model_names():
+    assert report.parse_model_name("610m-mlm40-42k") == {"kind": "single", "size": "610m", "objective": "mlm40", "steps": 42000}
+    assert report.parse_model_name("610m-clm-21k-mlm40-42k")["clm_steps"] == 21000
+    cpt = report.parse_model_name("610m-mlm40-dec42k-mlm40-64k")
+    assert (cpt["kind"], cpt["base"], cpt["base_steps"], cpt["steps"]) == ("cpt", "mlm40", 42000, 64000)
+    inter = report.parse_model_name("610m-clm-42k-5000")
+    assert (inter["kind"], inter["base_name"], inter["step"]) == ("intermediate", "610m-clm-42k", 5000)
+    assert report.parse_model_name("bert-base-uncased") == {"kind": "other"}
+
+
+def test_best_lr_and_t_interval(results):
+    records = report.load_results(results)
+    rows = {r["model"]: r for r in report.summarize(records)}
+    row = rows["610m-mlm40-42k"]
+    assert row["best_lr"] == 5e-5 and row["n_seeds"] == 5 and row["n_diverged"] == 0
+    test = [r["test"]["accuracy"] for r in records if r["model"] == "610m-mlm40-42k" and r["lr"] == 5e-5]
+    mean, sem = np.mean(test), np.std(test, ddof=1) / np.sqrt(5)
+    half = stats.t.ppf(0.975, df=4) * sem  # by hand: mean +- t(0.975, n-1) * s / sqrt(n)
+    assert row["mean"] == pytest.approx(mean)
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx((mean - half, mean + half))
+    every = [r["test"]["accuracy"] for r in records if r["model"] == "610m-mlm40-42k"]
+    assert row["stability_std"] == pytest.approx(np.std(every, ddof=1))
+
+
+def test_diverged_lr_is_not_picked(results):
+    # 1e-3 has the best validation score but one diverged seed: it must rank below every LR without divergence.
+    for seed in range(4):
+        write_run(results, "610m-mlm40-42k", "sst2", 1e-3, seed, 0.99, np.ones(N_TEST))
+    write_run(results, "610m-mlm40-42k", "sst2", 1e-3, 4, None, None, status="diverged")
+    row = {r["model"]: r for r in report.summarize(report.load_results(results))}["610m-mlm40-42k"]
+    assert row["best_lr"] == 5e-5 and row["n_diverged"] == 1 and row["n_runs"] == 20
+
+
+def test_bootstrap_interval_contains_mean(results):
+    row = {r["model"]: r for r in report.summarize(report.load_results(results), bootstrap=True)}["610m-clm-42k"]
+    assert row["ci_low"] <= row["mean"] <= row["ci_high"]
+
+
+def test_paired_comparison(results):
+    records = report.load_results(results)
+    rows = report.summarize(records)
+    (cmp,) = report.compare(records, rows, "610m-mlm40-42k", "610m-clm-42k")
+    pick = lambda m: np.mean([[i["accuracy"] for i in r["per_instance"]["test"]] for r in records  # noqa: E731
+                              if r["model"] == m and r["lr"] == 5e-5], axis=0)
+    a, b = pick("610m-mlm40-42k"), pick("610m-clm-42k")
+    assert cmp["delta"] == pytest.approx(a.mean() - b.mean())
+    assert (cmp["wins"], cmp["losses"]) == (int((a > b).sum()), int((a < b).sum()))
+    assert cmp["ci_low"] <= cmp["delta"] <= cmp["ci_high"]
+
+
+def test_report_writes_tables_and_figures(results, tmp_path):
+    out = report.main([str(results), "--output", str(tmp_path / "report"), "--compare", "610m-mlm40-42k,610m-clm-42k"])
+    header = (out / "summary.csv").read_text().splitlines()[0].split(",")
+    assert header[:10] == ["model", "task", "family", "metric", "best_lr", "n_seeds", "mean", "ci_low", "ci_high", "std"]
+    assert "Paired comparisons" in (out / "summary.md").read_text()
+    for name in ("objective_sc.png", "pretraining_steps.png", "learning_rate_sst2.png", "pfs.png", "cpt.png"):
+        assert (out / name).stat().st_size > 1000, name
+
+
+def test_figures_without_data_are_skipped(tmp_path):
+    write_run(tmp_path, "bert-tiny", "sst2", 1e-5, 0, 0.5, np.ones(4))
+    out = report.main([str(tmp_path), "--output", str(tmp_path / "report")])
+    assert sorted(p.name for p in out.glob("*.png")) == ["objective_sc.png"]
+    row = report.summarize(report.load_results(tmp_path))[0]
+    assert row["n_seeds"] == 1 and np.isnan(row["ci_low"])  # one seed: no interval, not a fake one
+
+
+def test_report_cli(results, tmp_path):
+    cli = [sys.executable, "-m", "evaluation.report", str(results), "--output", str(tmp_path / "cli")]
+    subprocess.run(cli, check=True, capture_output=True)
+    assert (tmp_path / "cli" / "summary.md").is_file()
+    bad = subprocess.run(cli + ["--compare", "610m-mlm40-42k,nope"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "--compare needs two model names" in bad.stderr
