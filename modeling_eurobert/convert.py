@@ -16,8 +16,8 @@ What the conversion changes, explicitly:
 - A pad token distinct from eos is required (SPEC pitfall). The source's pad is kept when it is not eos; otherwise
   `--pad-token` (default `<|pad|>`) is used, added when missing.
 - Every added token's embedding and LM-head rows are initialised to the mean of the source's rows, so the new
-  token starts as an "average" token instead of random noise. When an added id falls outside the matrices, both
-  are resized to the tokenizer length (no rounding up).
+  token starts as an "average" token instead of random noise (a token that already exists keeps its rows). When
+  an added id falls outside the matrices, both are resized to the tokenizer length (no rounding up).
 Everything else (biases, sliding windows, other RoPE types, other activations, head_dim != hidden/heads,
 quantised or non-Llama checkpoints) is refused with an error that names the incompatibility, before anything is
 written. The output appears only when complete: it is written to a temporary dir beside OUTPUT and renamed.
@@ -25,12 +25,14 @@ written. The output appears only when complete: it is written to a temporary dir
 
 import argparse
 import json
+import logging
 import shutil
 import sys
 import tempfile
 from pathlib import Path
 
 import torch
+from huggingface_hub.errors import StrictDataclassError
 from transformers import AutoTokenizer, LlamaConfig
 
 from . import EuroBertClmMlmConfig, EuroBertForCausalLM
@@ -39,6 +41,7 @@ SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3")
 WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+logger = logging.getLogger(__name__)
 
 
 class ConversionError(ValueError):
@@ -132,6 +135,8 @@ def eurobert_config(llama: LlamaConfig, dtype: torch.dtype) -> EuroBertClmMlmCon
         attention_dropout=float(llama.attention_dropout or 0.0),
         bos_token_id=llama.bos_token_id,
         eos_token_id=llama.eos_token_id,
+        pad_token_id=None,  # mask and pad ids come from the tokenizer, once the vocabulary is final
+        mask_token_id=None,
         tie_word_embeddings=False,  # untied below, explicitly
         is_causal=True,
         dtype=dtype,
@@ -163,6 +168,7 @@ def init_added_rows(model: EuroBertForCausalLM, added_ids: list[int]) -> None:
         model.resize_token_embeddings(max(added_ids) + 1, mean_resizing=False)
     model.model.embed_tokens.weight[added_ids] = embed_mean.to(model.dtype)
     model.lm_head.weight[added_ids] = head_mean.to(model.dtype)
+    logger.warning(f"added token ids {added_ids}, rows = mean of the source rows; vocab_size {model.config.vocab_size}")
 
 
 def load_weights(source_dir: Path, config: EuroBertClmMlmConfig, tied: bool) -> EuroBertForCausalLM:
@@ -180,6 +186,7 @@ def load_weights(source_dir: Path, config: EuroBertClmMlmConfig, tied: bool) -> 
     if tied:  # untie: the output embedding starts as a copy of the input one
         with torch.no_grad():
             model.lm_head.weight.copy_(model.model.embed_tokens.weight)
+        logger.warning("tie_word_embeddings=true in the source: lm_head.weight set to a copy of embed_tokens (untied)")
     return model
 
 
@@ -204,9 +211,11 @@ def convert(source: str, output: str | Path, mask_token: str = "<|mask|>", pad_t
         raise ConversionError(f"--dtype {dtype!r} is not one of {', '.join(DTYPES)}")
     source_dir = resolve_source(source)
     check_source_files(source_dir)
-    llama = LlamaConfig.from_pretrained(source_dir)
-    config = eurobert_config(llama, DTYPES[dtype])
-    config.validate_architecture()
+    try:  # head counts etc. are validated by the strict configs; report their message on one line
+        llama = LlamaConfig.from_pretrained(source_dir)
+        config = eurobert_config(llama, DTYPES[dtype])
+    except (ValueError, StrictDataclassError) as error:
+        raise ConversionError(f"invalid source config: {error.__cause__ or error}") from error
     tokenizer = AutoTokenizer.from_pretrained(source_dir)
     eos_ids = {llama.eos_token_id} if isinstance(llama.eos_token_id, int) else set(llama.eos_token_id or [])
     if tokenizer.eos_token_id is not None:

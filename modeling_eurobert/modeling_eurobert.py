@@ -276,6 +276,9 @@ class EuroBertForMaskedLM(EuroBertPreTrainedModel):
     accepts_loss_kwargs = True
 
     def __init__(self, config: EuroBertClmMlmConfig):
+        # The LM head fixes the attention pattern it trains with, so a saved config says what was trained
+        # (a CLM checkpoint loaded here and saved becomes a bidirectional MLM checkpoint).
+        config.is_causal = self._shift_labels
         super().__init__(config)
         self.model = EuroBertModel(config)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)

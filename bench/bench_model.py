@@ -1,0 +1,241 @@
+"""Training-step throughput of our heads against transformers' reference classes, side by side in one process.
+
+    .venv/bin/python -m bench.bench_model          # CPU, 1 thread, about 1 minute
+    .venv/bin/python -m bench.bench_model --device cuda --dtype bfloat16 --vocab 128256 --hidden 768 --layers 12 \
+        --heads 12 --kv-heads 12 --batch 8 --seq 2048     # 210m shapes on a GPU; adds the 210m bf16 MFU
+
+Pairs, same weights and same batch, steps interleaved ABAB... (warmup steps excluded), each step = forward +
+backward + AdamW step:
+  (a) MLM, 40% masking: our `EuroBertForMaskedLM` (LM head on masked positions only) vs native
+      `transformers.EuroBertForMaskedLM` (full-vocabulary logits). Target ratio >= 1.8x.
+  (b) CLM: our `EuroBertForCausalLM` vs `transformers.LlamaForCausalLM`. Target ratio >= 1.0x.
+The default config has its LM head at about a third of all parameters, as in the 210m preset (vocab * hidden =
+16 * layers * hidden^2 with a 4x MLP), small enough for 2 CPU cores.
+
+FLOP count per step (stated, PaLM-style, input-embedding lookup excluded since it does no matmul):
+    6 * N_body * T  +  6 * N_head * T_proj  +  12 * layers * hidden * seq * T
+with T the tokens in the batch, N_body the transformer-layer parameters, N_head = vocab * hidden and T_proj the
+positions the LM head projects (T for the reference classes and CLM, the masked positions for our MLM). Achieved
+FLOP/s is compared to a large matmul timed in the same process (fp32 on CPU, bf16 on GPU). On CUDA the script adds
+the 210m preset's bf16 MFU at seq 2048 (target >= 45%); `--mfu on --mfu-preset tiny` smoke-tests it on CPU.
+
+What to expect: the input embedding is a third of the parameters but does no matmul, so the LM head is about half
+of the matmul FLOPs; projecting 40% of the positions caps the MLM FLOP saving at 1 / (0.5 + 0.5 * 0.4) = 1.4x
+(less with long sequences, where attention grows). Ratios above that come from the memory-bound full-vocabulary
+log-softmax and its backward in the reference. AdamW is `fused=True` (one pass over the parameters, as
+`adamw_torch_fused` in the Trainer). Steps are reported as the best of N and the median: the best step is the
+interference-free time on a shared machine. `--threads` defaults to 1 because on 2 shared cores two OpenMP
+threads ran about 10x slower than one (every parallel region waits for a descheduled thread); with one thread on
+CPU, steps are timed in process CPU time (`--clock`), so other tenants' work is not counted.
+"""
+
+import argparse
+import statistics
+import time
+
+import torch
+import transformers
+
+from modeling_eurobert import EuroBertClmMlmConfig, EuroBertForCausalLM, EuroBertForMaskedLM, load_preset
+from modeling_eurobert.export_native import native_config
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add = parser.add_argument
+    add("--vocab", type=int, default=32768, help="vocabulary size")
+    add("--hidden", type=int, default=256, help="hidden size")
+    add("--layers", type=int, default=8, help="transformer layers")
+    add("--heads", type=int, default=4, help="attention heads")
+    add("--kv-heads", type=int, default=4, help="key/value heads")
+    add("--batch", type=int, default=4, help="sequences per step")
+    add("--seq", type=int, default=128, help="tokens per sequence")
+    add("--steps", type=int, default=8, help="timed steps per model")
+    add("--warmup", type=int, default=2, help="untimed steps per model")
+    add("--mask-ratio", type=float, default=0.4, help="MLM masking ratio")
+    add("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    add("--dtype", default="float32", choices=["float32", "bfloat16"], help="autocast dtype (weights stay fp32)")
+    add("--threads", type=int, default=1, help="torch CPU threads (1: see the note on shared cores)")
+    add("--clock", default="auto", choices=["auto", "wall", "cpu"],
+        help="step timer; auto = process CPU time on CPU with 1 thread, else wall time (synchronised on CUDA)")
+    add("--attn", default="sdpa", help="attn_implementation for every model")
+    add("--pairs", default="mlm,clm", help="which pairs to time: mlm, clm or both")
+    add("--mfu", default="auto", choices=["auto", "on", "off"],
+        help="report a preset's bf16 MFU (MLM 40%%); auto = only on CUDA")
+    add("--mfu-preset", default="210m", help="preset for the MFU run (tiny: a quick CPU smoke check)")
+    add("--mfu-seq", type=int, default=2048, help="sequence length of the MFU run")
+    add("--mfu-batch", type=int, default=8, help="sequences per step of the MFU run")
+    return parser
+
+
+def bench_config(args) -> EuroBertClmMlmConfig:
+    return EuroBertClmMlmConfig(
+        vocab_size=args.vocab, hidden_size=args.hidden, intermediate_size=4 * args.hidden,
+        num_hidden_layers=args.layers, num_attention_heads=args.heads, num_key_value_heads=args.kv_heads,
+        max_position_embeddings=max(args.seq, 2048), pad_token_id=3, bos_token_id=0, eos_token_id=1, mask_token_id=2,
+    )
+
+
+def build_pair(kind: str, config: EuroBertClmMlmConfig, args) -> dict[str, torch.nn.Module]:
+    """Our head and its reference, with identical weights."""
+    if kind == "mlm":
+        ours = EuroBertForMaskedLM(config)
+        reference = transformers.EuroBertForMaskedLM(native_config(config.to_dict()))
+        names = ("ours EuroBertForMaskedLM", "native EuroBertForMaskedLM")
+    else:
+        ours = EuroBertForCausalLM(config)
+        dropped = ("model_type", "is_causal", "mask_token_id", "classifier_pooling")
+        llama = transformers.LlamaConfig(**{k: v for k, v in config.to_dict().items() if k not in dropped})
+        reference = transformers.LlamaForCausalLM(llama)
+        names = ("ours EuroBertForCausalLM", "LlamaForCausalLM")
+    reference.load_state_dict(ours.state_dict(), strict=True)
+    models = {}
+    for name, model in zip(names, (ours, reference)):
+        model.set_attn_implementation(args.attn)  # raises if the backend is not available
+        models[name] = model.to(args.device).train()
+    return models
+
+
+def make_batch(kind: str, config, batch: int, seq: int, mask_ratio: float, device) -> dict[str, torch.Tensor]:
+    """Random ids; MLM replaces `mask_ratio` of them by the mask token and labels only those, CLM labels all."""
+    generator = torch.Generator().manual_seed(0)
+    input_ids = torch.randint(4, config.vocab_size, (batch, seq), generator=generator)
+    if kind == "clm":
+        return {"input_ids": input_ids.to(device), "labels": input_ids.clone().to(device)}
+    masked = torch.rand(batch, seq, generator=generator) < mask_ratio
+    labels = torch.where(masked, input_ids, torch.full_like(input_ids, -100))
+    input_ids = torch.where(masked, torch.full_like(input_ids, config.mask_token_id), input_ids)
+    return {"input_ids": input_ids.to(device), "labels": labels.to(device)}
+
+
+def train_step(model, optimizer, batch, args, dtype: torch.dtype) -> float:
+    """One forward + backward + AdamW step; returns its time in seconds on `args.timer`."""
+    sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
+    sync()
+    start = args.timer()
+    with torch.autocast(args.device.split(":")[0], dtype=dtype, enabled=dtype != torch.float32):
+        loss = model(**batch).loss
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    sync()
+    return args.timer() - start
+
+
+def flops_per_step(config, tokens: int, projected: int, seq: int) -> float:
+    """6 * N_body * T + 6 * N_head * T_proj + 12 * layers * hidden * seq * T (module docstring)."""
+    hidden, kv_dim = config.hidden_size, config.num_key_value_heads * config.head_dim
+    attention = 2 * hidden * config.num_attention_heads * config.head_dim + 2 * hidden * kv_dim
+    n_body = config.num_hidden_layers * (attention + 3 * hidden * config.intermediate_size)
+    n_head = config.vocab_size * hidden
+    return 6 * n_body * tokens + 6 * n_head * projected + 12 * config.num_hidden_layers * hidden * seq * tokens
+
+
+def matmul_peak(device: str, dtype: torch.dtype, size: int, timer, repeats: int = 2, trials: int = 10) -> float:
+    """FLOP/s of a large square matmul (best of `trials`), the roofline the achieved FLOP/s is compared with."""
+    a, b = (torch.randn(size, size, device=device, dtype=dtype) for _ in range(2))
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    a @ b
+    best = float("inf")
+    for _ in range(trials):
+        sync()
+        start = timer()
+        for _ in range(repeats):
+            a @ b
+        sync()
+        best = min(best, timer() - start)
+    return 2 * size**3 * repeats / best
+
+
+def time_pair(models: dict, batch: dict, args, dtype) -> dict[str, list[float]]:
+    """Interleave the models step by step (ABAB...) so machine noise hits both alike; drop warmup steps."""
+    optimizers = {name: torch.optim.AdamW(
+        m.parameters(), lr=1e-4, betas=(0.9, 0.95), eps=1e-5, weight_decay=0.1, fused=True)
+                  for name, m in models.items()}
+    times = {name: [] for name in models}
+    for step in range(args.warmup + args.steps):
+        for name, model in models.items():
+            seconds = train_step(model, optimizers[name], batch, args, dtype)
+            if step >= args.warmup:
+                times[name].append(seconds)
+    return times
+
+
+def report_pair(kind, models, times, config, args, peak) -> dict[str, float]:
+    """Print one row per model; return the ours / reference throughput ratios (best step and median step)."""
+    tokens = args.batch * args.seq
+    projected = {"mlm": round(tokens * args.mask_ratio), "clm": args.batch * (args.seq - 1)}[kind]
+    flops = []
+    for i, name in enumerate(models):
+        best, median = min(times[name]), statistics.median(times[name])
+        counted = projected if (i == 0 or kind == "clm") else tokens  # the native MLM head projects every token
+        flops.append(flops_per_step(config, tokens, counted, args.seq))
+        print(f"| {name:<28} | {tokens / best:>10,.0f} | {1e3 * best:>9.1f} | {1e3 * median:>9.1f} "
+              f"| {flops[i] / best / 1e9:>9.1f} | {100 * flops[i] / best / peak:>6.1f}% |")
+    ours, reference = (times[name] for name in models)
+    return {"best": min(reference) / min(ours), "median": statistics.median(reference) / statistics.median(ours),
+            "flops": flops[1] / flops[0]}
+
+
+def report_mfu(args, peak: float) -> None:
+    """bf16-autocast MFU of a preset (210m by default) training MLM 40% at seq 2048, with flash_attention_2 when
+    importable, else sdpa. MFU = FLOPs of the docstring formula / best step time / measured bf16 matmul peak."""
+    try:
+        import flash_attn  # noqa: F401
+
+        attn = "flash_attention_2"
+    except ImportError:
+        attn = "sdpa"
+    config = load_preset(args.mfu_preset)
+    run = argparse.Namespace(**{**vars(args), "seq": args.mfu_seq, "batch": args.mfu_batch})
+    model = EuroBertForMaskedLM(config)
+    model.set_attn_implementation(attn)
+    model = model.to(args.device).train()
+    batch = make_batch("mlm", config, run.batch, run.seq, args.mask_ratio, args.device)
+    step = min(time_pair({args.mfu_preset: model}, batch, run, torch.bfloat16)[args.mfu_preset])
+    tokens = run.batch * run.seq
+    flops = flops_per_step(config, tokens, round(tokens * args.mask_ratio), run.seq)
+    print(f"{args.mfu_preset} preset, MLM {args.mask_ratio:.0%}, bf16 autocast, {attn}, batch {run.batch} x {run.seq}: "
+          f"{tokens / step:,.0f} tokens/s, {flops / step / 1e12:.2f} TFLOP/s, MFU {100 * flops / step / peak:.1f}% "
+          "of the measured bf16 matmul peak (target on GPU: >= 45%)")
+
+
+def main(args) -> None:
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[args.dtype]
+    on_gpu = args.device.startswith("cuda")
+    # On a shared CPU, one thread's CPU time is the step's cost without the other tenants' work in it.
+    cpu_clock = args.clock == "cpu" or (args.clock == "auto" and not on_gpu and args.threads == 1)
+    args.timer = time.process_time if cpu_clock else time.perf_counter
+    peak = matmul_peak(args.device, torch.bfloat16 if on_gpu else torch.float32, 8192 if on_gpu else 2048, args.timer)
+    config = bench_config(args)
+    n_head, n_all = config.vocab_size * config.hidden_size, EuroBertForMaskedLM(config).num_parameters()
+    print(f"torch {torch.__version__}, transformers {transformers.__version__}, device {args.device}, "
+          f"threads {torch.get_num_threads()}, autocast {args.dtype}, attn {args.attn}, "
+          f"clock {'process CPU time' if cpu_clock else 'wall time'}")
+    print(f"config: vocab {config.vocab_size}, hidden {config.hidden_size}, layers {config.num_hidden_layers}, "
+          f"batch {args.batch} x seq {args.seq}; {n_all / 1e6:.1f}M params, LM head {100 * n_head / n_all:.0f}%")
+    print(f"matmul peak ({'bf16' if on_gpu else 'fp32'}): {peak / 1e9:.1f} GFLOP/s; steps {args.steps} timed "
+          f"(+{args.warmup} warmup) per model; tokens/s and GFLOP/s from the best step\n")
+    print(f"| {'model':<28} | {'tokens/s':>10} | {'best ms':>9} | {'median ms':>9} | {'GFLOP/s':>9} | {'%peak':>7} |")
+    print(f"|{'-' * 30}|{'-' * 12}|{'-' * 11}|{'-' * 11}|{'-' * 11}|{'-' * 9}|")
+    ratios = {}
+    for kind in args.pairs.split(","):
+        models = build_pair(kind, config, args)
+        batch = make_batch(kind, config, args.batch, args.seq, args.mask_ratio, args.device)
+        ratios[kind] = report_pair(kind, models, time_pair(models, batch, args, dtype), config, args, peak)
+        del models
+    print()
+    targets = {"mlm": 1.8, "clm": 1.0}
+    for kind, ratio in ratios.items():
+        verdict = "meets" if ratio["best"] >= targets[kind] else "BELOW"
+        print(f"{kind.upper()} throughput ours / reference: {ratio['best']:.2f}x on best steps, {ratio['median']:.2f}x "
+              f"on medians ({verdict} the {targets[kind]}x target); FLOP ratio {ratio['flops']:.2f}x")
+    if args.mfu == "on" or (args.mfu == "auto" and on_gpu):
+        bf16_peak = peak if on_gpu else matmul_peak(args.device, torch.bfloat16, 2048, args.timer)
+        report_mfu(args, bf16_peak)
+
+
+if __name__ == "__main__":
+    main(make_parser().parse_args())

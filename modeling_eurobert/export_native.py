@@ -1,0 +1,137 @@
+"""Export a bidirectional checkpoint of this project to transformers' native EuroBERT classes (no remote code):
+
+    python -m modeling_eurobert.export_native out/610m-mlm40-42k out/610m-mlm40-42k-native
+
+The result loads with `AutoModel*.from_pretrained(path)` WITHOUT `trust_remote_code` into `transformers.EuroBertModel`,
+`EuroBertForMaskedLM`, `EuroBertForSequenceClassification` or `EuroBertForTokenClassification`, with the same
+weights and identical outputs: both models share Llama's parameter names, so only config.json changes
+(model_type "eurobert", native architectures, no auto_map, no `is_causal`). `classifier_pooling`, labels and token
+ids carry over; the tokenizer is copied when the checkpoint has one.
+
+Refused, with a one-line error: causal checkpoints (native EuroBERT is bidirectional only), the QA head (native
+EuroBERT has none), and pad_token_id equal to eos (the native embedding uses `padding_idx=pad_token_id`, whose row
+never gets a gradient: eos, the document separator, would stop learning). A checkpoint without a pad id exports
+with `pad_token_id: null` (no padding_idx), not with the native default 128001, which is eos.
+"""
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import transformers
+from transformers import AutoTokenizer, EuroBertConfig
+
+from . import EuroBertClmMlmConfig
+
+# Our head -> the native class with the same parameters and the same forward.
+NATIVE_CLASSES = {
+    "EuroBertModel": "EuroBertModel",
+    "EuroBertForMaskedLM": "EuroBertForMaskedLM",
+    "EuroBertForSequenceClassification": "EuroBertForSequenceClassification",
+    "EuroBertForTokenClassification": "EuroBertForTokenClassification",
+}
+# Keys of our config that the native one must not carry.
+DROPPED_KEYS = ("model_type", "architectures", "auto_map", "is_causal", "transformers_version")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json")
+
+
+class ExportError(ValueError):
+    """A checkpoint that cannot be exported to the native classes; the message says why."""
+
+
+def check_exportable(raw: dict) -> str:
+    """Raise a one-line ExportError for checkpoints the native classes cannot reproduce.
+
+    Args:
+        raw: the checkpoint's config.json as a dict.
+
+    Returns:
+        The name of the native class to export to.
+    """
+    if raw.get("model_type") != EuroBertClmMlmConfig.model_type:
+        expected = EuroBertClmMlmConfig.model_type
+        raise ExportError(f"model_type={raw.get('model_type')!r}; expected a {expected!r} checkpoint of this project")
+    architecture = (raw.get("architectures") or ["EuroBertModel"])[0]
+    if architecture == "EuroBertForQuestionAnswering":
+        raise ExportError("native transformers EuroBERT has no question-answering head; export another head")
+    if architecture == "EuroBertForCausalLM" or raw.get("is_causal"):
+        raise ExportError(
+            f"{architecture} with is_causal={raw.get('is_causal')} is causal, but native EuroBERT is bidirectional "
+            "only; export a bidirectional checkpoint (an MLM-trained one saved with is_causal=true: set it to false)"
+        )
+    if architecture not in NATIVE_CLASSES:
+        supported = ", ".join(NATIVE_CLASSES)
+        raise ExportError(f"architecture {architecture!r} has no native EuroBERT class; supported: {supported}")
+    eos = raw.get("eos_token_id")
+    eos_ids = set(eos) if isinstance(eos, list) else {eos}
+    if raw.get("pad_token_id") is not None and raw["pad_token_id"] in eos_ids:
+        raise ExportError(
+            f"pad_token_id={raw['pad_token_id']} equals eos; the native embedding freezes the pad row "
+            "(padding_idx), so set a distinct pad_token_id in config.json first"
+        )
+    return NATIVE_CLASSES[architecture]
+
+
+def native_config(config: dict) -> EuroBertConfig:
+    """Our config dict -> native EuroBertConfig. pad_token_id is passed even when None, so the native default
+    (128001, eos) never applies."""
+    fields = {key: value for key, value in config.items() if key not in DROPPED_KEYS}
+    fields["pad_token_id"] = config.get("pad_token_id")
+    return EuroBertConfig(**fields)
+
+
+def export_native(checkpoint: str | Path, output: str | Path) -> Path:
+    """Write `checkpoint` (one of our bidirectional heads) as a native transformers EuroBERT checkpoint.
+
+    Args:
+        checkpoint: a directory saved by this project (`save_pretrained`).
+        output: directory to create; must not exist.
+
+    Returns:
+        The output directory.
+    """
+    checkpoint, output = Path(checkpoint), Path(output)
+    if not (checkpoint / "config.json").is_file():
+        raise ExportError(f"missing config.json in {checkpoint}; CHECKPOINT must be a saved model directory")
+    if output.exists():
+        raise ExportError(f"OUTPUT {output} already exists; remove it or choose another path")
+    raw = json.loads((checkpoint / "config.json").read_text())
+    native_class = getattr(transformers, check_exportable(raw))
+
+    model, info = native_class.from_pretrained(
+        checkpoint, config=native_config(raw), dtype="auto", output_loading_info=True
+    )
+    if any(info[key] for key in ("missing_keys", "unexpected_keys", "mismatched_keys")):
+        raise ExportError(f"weights of {checkpoint} do not match {native_class.__name__}: {info}")
+    has_tokenizer = any((checkpoint / name).is_file() for name in TOKENIZER_FILES)
+
+    output.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent))
+    try:
+        model.save_pretrained(staging)
+        if has_tokenizer:
+            AutoTokenizer.from_pretrained(checkpoint).save_pretrained(staging)
+        staging.rename(output)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return output
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("checkpoint", help="a bidirectional checkpoint saved by this project")
+    parser.add_argument("output", help="directory to create (must not exist)")
+    args = parser.parse_args(argv)
+    try:
+        out = export_native(args.checkpoint, args.output)
+    except ExportError as error:
+        sys.exit(f"error: {error}")
+    print(f"wrote {out}; load it with transformers' AutoModel* classes, no trust_remote_code needed")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,129 @@
+"""`modeling_eurobert.export_native`: our bidirectional heads -> transformers' native EuroBERT, no remote code."""
+
+import json
+
+import pytest
+import torch
+import transformers
+from tokenizers import Tokenizer, models, pre_tokenizers
+from transformers import (
+    AutoModel,
+    AutoModelForMaskedLM,
+    AutoModelForSequenceClassification,
+    AutoModelForTokenClassification,
+    AutoTokenizer,
+    PreTrainedTokenizerFast,
+)
+
+from modeling_eurobert import (
+    EuroBertClmMlmConfig,
+    EuroBertForCausalLM,
+    EuroBertForMaskedLM,
+    EuroBertForQuestionAnswering,
+    EuroBertForSequenceClassification,
+    EuroBertForTokenClassification,
+    EuroBertModel,
+)
+from modeling_eurobert.export_native import ExportError, export_native, main
+
+
+def tiny_config(**overrides) -> EuroBertClmMlmConfig:
+    fields = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                  intermediate_size=37, pad_token_id=0, bos_token_id=1, eos_token_id=2, mask_token_id=3, num_labels=3)
+    return EuroBertClmMlmConfig(**(fields | overrides))
+
+
+def padded_batch():
+    torch.manual_seed(1)
+    input_ids = torch.randint(4, 99, (3, 7))
+    attention_mask = torch.ones_like(input_ids)
+    input_ids[1, 5:], attention_mask[1, 5:] = 0, 0  # right padding
+    input_ids[2, :2], attention_mask[2, :2] = 0, 0  # left padding
+    return input_ids, attention_mask
+
+
+LLAMA3_ROPE = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 32.0, "low_freq_factor": 1.0,
+               "high_freq_factor": 4.0, "original_max_position_embeddings": 64}  # a converted Llama-3.x decoder
+SC = (EuroBertForSequenceClassification, AutoModelForSequenceClassification)
+# (our class, native Auto class, config overrides, output field to compare)
+HEADS = {
+    "base": (EuroBertModel, AutoModel, {}, "last_hidden_state"),
+    "mlm": (EuroBertForMaskedLM, AutoModelForMaskedLM, {}, "logits"),
+    "mlm-llama3-rope": (EuroBertForMaskedLM, AutoModelForMaskedLM, {"rope_parameters": LLAMA3_ROPE}, "logits"),
+    **{f"sc-{pooling}": (*SC, {"classifier_pooling": pooling}, "logits") for pooling in ("bos", "mean", "late")},
+    "tc": (EuroBertForTokenClassification, AutoModelForTokenClassification, {}, "logits"),
+}
+
+
+@pytest.mark.parametrize("head", list(HEADS))
+def test_export_loads_natively_with_identical_outputs(tmp_path, head):
+    our_class, auto_class, overrides, field = HEADS[head]
+    ours = our_class(tiny_config(**overrides)).eval()
+    ours.save_pretrained(tmp_path / "ours")
+    export_native(tmp_path / "ours", tmp_path / "native")
+
+    native = auto_class.from_pretrained(tmp_path / "native").eval()  # no trust_remote_code
+    assert type(native) is getattr(transformers, our_class.__name__)
+    assert type(native).__module__.startswith("transformers.models.eurobert")
+    assert native.config.model_type == "eurobert" and native.config.pad_token_id == 0
+    backbone = native if head == "base" else native.model
+    assert backbone.embed_tokens.padding_idx == 0  # native embedding: padding_idx = pad_token_id, not eos
+    if head.startswith("sc"):
+        assert native.config.classifier_pooling == overrides["classifier_pooling"]
+    input_ids, attention_mask = padded_batch()
+    with torch.no_grad():
+        expected = getattr(ours(input_ids, attention_mask=attention_mask), field)
+        actual = getattr(native(input_ids, attention_mask=attention_mask), field)
+    torch.testing.assert_close(actual, expected, rtol=0, atol=0)
+
+
+def test_export_writes_no_remote_code_and_copies_labels_and_tokenizer(tmp_path):
+    config = tiny_config(id2label={0: "neg", 1: "neu", 2: "pos"}, label2id={"neg": 0, "neu": 1, "pos": 2})
+    EuroBertForSequenceClassification(config).save_pretrained(tmp_path / "ours")
+    vocab = {token: i for i, token in enumerate(["<pad>", "<s>", "</s>", "<|mask|>", "good", "bad"])}
+    backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<pad>"))
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", mask_token="<|mask|>").save_pretrained(
+        tmp_path / "ours"
+    )
+    export_native(tmp_path / "ours", tmp_path / "native")
+    assert AutoTokenizer.from_pretrained(tmp_path / "native")("good bad")["input_ids"] == [4, 5]
+    saved = json.loads((tmp_path / "native" / "config.json").read_text())
+    assert "auto_map" not in saved and "is_causal" not in saved
+    assert saved["architectures"] == ["EuroBertForSequenceClassification"]
+    assert saved["id2label"] == {"0": "neg", "1": "neu", "2": "pos"}
+    assert not list((tmp_path / "native").glob("*.py"))
+
+
+def test_missing_pad_id_exports_as_null_not_eos(tmp_path):
+    EuroBertForMaskedLM(tiny_config(pad_token_id=None)).save_pretrained(tmp_path / "ours")
+    export_native(tmp_path / "ours", tmp_path / "native")
+    native = AutoModelForMaskedLM.from_pretrained(tmp_path / "native")
+    assert native.config.pad_token_id is None and native.model.embed_tokens.padding_idx is None
+
+
+REFUSALS = {
+    "qa": (EuroBertForQuestionAnswering, {}, "no question-answering head"),
+    "causal-lm": (EuroBertForCausalLM, {"is_causal": True}, "native EuroBERT is bidirectional only"),
+    "causal-classifier": (EuroBertForSequenceClassification, {"is_causal": True}, "is_causal=True is causal"),
+    "pad-is-eos": (EuroBertForMaskedLM, {"pad_token_id": 2}, "pad_token_id=2 equals eos"),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSALS))
+def test_unexportable_checkpoints_are_refused_and_nothing_written(tmp_path, case):
+    our_class, overrides, message = REFUSALS[case]
+    our_class(tiny_config(**overrides)).save_pretrained(tmp_path / "ours")
+    with pytest.raises(ExportError, match=message):
+        export_native(tmp_path / "ours", tmp_path / "native")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ours"]
+
+
+def test_cli_refuses_existing_output_and_foreign_checkpoints(tmp_path):
+    EuroBertForMaskedLM(tiny_config()).save_pretrained(tmp_path / "ours")
+    (tmp_path / "taken").mkdir()
+    with pytest.raises(SystemExit, match="error: OUTPUT .* already exists"):
+        main([str(tmp_path / "ours"), str(tmp_path / "taken")])
+    transformers.LlamaConfig(vocab_size=99, hidden_size=32, num_attention_heads=4).save_pretrained(tmp_path / "llama")
+    with pytest.raises(SystemExit, match="model_type='llama'"):
+        main([str(tmp_path / "llama"), str(tmp_path / "out")])
