@@ -227,14 +227,14 @@ def read_summary(summary_csv: Path, model: str | None = None) -> list[dict]:
         if missing:
             raise ValueError(f"{summary_csv} lacks columns {missing}: pass the summary.csv written by evaluation")
         rows = list(reader)
-    unknown = sorted({r["family"] for r in rows} - set(FAMILY_TASK_TYPES))
+    unknown = sorted({r["family"].upper() for r in rows} - set(FAMILY_TASK_TYPES))
     if unknown:
         raise ValueError(f"{summary_csv}: unknown task families {unknown}; expected {sorted(FAMILY_TASK_TYPES)}")
     return [r for r in rows if model is None or r["model"] == model]
 
 
 def _table_rows(rows: list[dict]) -> list[dict]:
-    return [{"family": r["family"], "task": r["task"], "metric": r["metric"], "mean": _fmt(r["mean"]),
+    return [{"family": r["family"].upper(), "task": r["task"], "metric": r["metric"], "mean": _fmt(r["mean"]),
              "ci": f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]", "std": _fmt(r["std"]), "best_lr": r["best_lr"],
              "n_seeds": r["n_seeds"], "n_diverged": r["n_diverged"]} for r in rows]
 
@@ -244,7 +244,7 @@ def _eval_results(rows: list[dict], stand_in: bool) -> list[EvalResult]:
     for r in rows:
         if _fmt(r["mean"]) == "n/a":  # every seed diverged: nothing to report in model-index
             continue
-        task_type, task_name = FAMILY_TASK_TYPES[r["family"]]
+        task_type, task_name = FAMILY_TASK_TYPES[r["family"].upper()]
         results.append(EvalResult(
             task_type=task_type, task_name=task_name, dataset_type=r["task"],
             dataset_name=f"{r['task']} (stand-in)" if stand_in else r["task"], dataset_split="test",

@@ -112,15 +112,26 @@ def plan_run(run_dir: Path, repo_id: str, summary_csv: Path | None = None) -> li
     return plans
 
 
-def plan_results(report_dir: Path, repo_id: str) -> RepoPlan:
-    """Plan the results dataset repo: the whole report folder plus its card."""
+def plan_results(report_dir: Path, repo_id: str, results_dir: Path | None = None) -> RepoPlan:
+    """Plan the results dataset repo: the report folder, the per-run results (as `results/`) and the card.
+
+    Args:
+        report_dir: `evaluation.report`'s output (summary.csv, summary.md, figures).
+        repo_id: dataset repo id.
+        results_dir: the per-run result files; default `<report_dir>/results`.
+    """
     report_dir = Path(report_dir)
-    summary, results = report_dir / "summary.csv", report_dir / "results"
+    results = Path(results_dir) if results_dir is not None else report_dir / "results"
+    summary = report_dir / "summary.csv"
     if not summary.is_file() or not results.is_dir():
-        raise PushError(f"{report_dir} is not an evaluation report: expected summary.csv and results/ in it")
+        raise PushError(f"{report_dir} is not an evaluation report: expected summary.csv in it and results in {results}")
     card = build_results_card(results, summary, repo_id=repo_id)
-    files = {p.relative_to(report_dir).as_posix(): p for p in sorted(report_dir.rglob("*")) if p.is_file()
-             and not any(part.startswith(".") or part == "__pycache__" for part in p.relative_to(report_dir).parts)}
+    files = {}
+    for prefix, root in (("", report_dir), ("results/", results)):
+        for p in sorted(root.rglob("*")):
+            parts = p.relative_to(root).parts
+            if p.is_file() and not any(part.startswith(".") or part == "__pycache__" for part in parts):
+                files.setdefault(prefix + p.relative_to(root).as_posix(), p)
     files["README.md"] = str(card).encode("utf-8")
     return RepoPlan(repo_id, "dataset", "main", files, "Upload evaluation results")
 

@@ -5,7 +5,7 @@ Each name follows the model-card grammar (SPEC): `<size>-<objective>[ratio]-<ste
 `recipes(preset)` returns every model's `Recipe`; `run_config(recipe, preset)` the YAML settings that reproduce it.
 
 Presets: `paper` (SPEC's numbers), `toy` (tiny model, steps / 100, 128-token blocks) and `smoke` (tiny model,
-steps / 1000, 64-token blocks: every run of the study in minutes on a CPU). Same structure at every preset.
+steps / 200, 64-token blocks: every run of the study in minutes on a CPU). Same structure at every preset.
 
 Inferred choices (configurable in the YAML):
 - the 12k/22k budgets are 2k-step decay branches of the 42k stable run (`branch_from`), which keeps checkpoints at
@@ -38,9 +38,9 @@ CONFIGS_DIR = Path(__file__).parent / "configs"
 PRESETS = {
     "paper": {"step_divisor": 1, "model": None, "block_size": 2048, "per_device_train_batch_size": 8,
               "gradient_accumulation_steps": 18, "global_batch_size": 1152},
-    "toy": {"step_divisor": 100, "model": "tiny", "block_size": 128, "per_device_train_batch_size": 8,
-            "gradient_accumulation_steps": 1, "global_batch_size": None, "max_docs": None},
-    "smoke": {"step_divisor": 1000, "model": "tiny", "block_size": 64, "per_device_train_batch_size": 2,
+    "toy": {"step_divisor": 100, "model": "tiny", "block_size": 128, "per_device_train_batch_size": 16,
+            "gradient_accumulation_steps": 1, "global_batch_size": None, "max_docs": 6000},
+    "smoke": {"step_divisor": 200, "model": "tiny", "block_size": 64, "per_device_train_batch_size": 8,
               "gradient_accumulation_steps": 1, "global_batch_size": None, "max_docs": 2000},
 }
 

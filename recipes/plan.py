@@ -1,0 +1,120 @@
+"""The paper-scale plan: every run by name with steps, tokens, FLOPs and GPU-hours, plus launch scripts.
+
+    python -m recipes.study --preset paper --output study/paper [--gpu H100 --mfu 0.4]
+
+Writes `plan.md`, `plan.csv`, `launch/pretrain.sh` (`accelerate launch` per run, prerequisites first) and
+`launch/eval_grid.slurm` + `launch/eval_grid.tsv` (a SLURM array, one task per (model, task, lr, seed)).
+
+Compute model (per optimizer step, global batch B blocks of T tokens, L layers, width d, vocab V):
+    FLOPs = 6 * N_body * B*T  +  6 * L * T * d * B*T  (attention scores and values, full T x T)
+            + 6 * d * V * (tokens projected by the LM head)
+N_body = parameters without the input embedding and the LM head. The LM head projects every token under CLM and
+only the masked ones under MLM (this repository's labelled-positions loss). Shared work is counted once: decay
+branches add only their own 2k decay steps to the stable run they branch from. Evaluation: SPEC's grid (6 LRs x
+5 seeds) on the 12 paper tasks, 1,000 steps x 32 x 512 tokens per run (fine-tuning FLOPs only, no overhead).
+"""
+
+import csv
+from pathlib import Path
+
+import torch
+
+from modeling_eurobert import EuroBertModel, load_preset
+from recipes import manifest
+
+GPUS = {"H100": 989e12, "A100": 312e12, "H200": 989e12, "MI250X": 383e12}  # dense bf16 peak FLOP/s
+PAPER_GPU_HOURS = 110_000  # SPEC: about 110k GPU hours for the whole study
+EVAL_TASKS = 12
+EVAL_RUNS_PER_TASK = 6 * 5
+EVAL_TOKENS_PER_RUN = 1_000 * 32 * 512
+
+
+def flops_per_token(size: str, projected_share: float) -> float:
+    """Training FLOPs per token of one model size; `projected_share` = share of tokens through the LM head."""
+    config = load_preset(size)
+    with torch.device("meta"):
+        body = sum(p.numel() for p in EuroBertModel(config).parameters()) - config.vocab_size * config.hidden_size
+    attention = config.num_hidden_layers * manifest.PRESETS["paper"]["block_size"] * config.hidden_size
+    return 6 * (body + attention) + 6 * config.hidden_size * config.vocab_size * projected_share
+
+
+def run_rows() -> list[dict]:
+    """One row per trained run of the paper preset, in dependency order (stable runs before what needs them)."""
+    from recipes.study import training_order
+
+    scale = manifest.PRESETS["paper"]
+    tokens_per_step = scale["global_batch_size"] * scale["block_size"]
+    rows = []
+    for recipe in training_order(manifest.model_names()):
+        own_steps = manifest.DECAY if recipe.branch_from else recipe.steps
+        clm_steps = recipe.switch_step or (own_steps if recipe.objective == "clm" else 0)
+        if recipe.branch_from:
+            clm_steps = own_steps if recipe.objective == "clm" else 0
+        mlm_steps = own_steps - clm_steps
+        flops = tokens_per_step * (clm_steps * flops_per_token(recipe.size, 1.0)
+                                   + mlm_steps * flops_per_token(recipe.size, recipe.mlm_probability or 0))
+        rows.append({"name": recipe.name, "script": recipe.script, "size": recipe.size, "objective": recipe.objective,
+                     "steps": own_steps, "tokens": own_steps * tokens_per_step, "flops": flops,
+                     "needs": recipe.branch_from or recipe.cpt_base or ""})
+    return rows
+
+
+def eval_flops() -> float:
+    return sum(EVAL_TASKS * EVAL_RUNS_PER_TASK * EVAL_TOKENS_PER_RUN * flops_per_token(n.split("-")[0], 0.0)
+               for n in manifest.model_names())
+
+
+def write_plan(output: Path, gpu: str = "H100", mfu: float = 0.40) -> Path:
+    """Write the plan and launch scripts to `output`; print the summary. Returns the plan.md path."""
+    if gpu not in GPUS:
+        raise ValueError(f"unknown GPU {gpu!r}; choose one of {', '.join(GPUS)}")
+    if not 0 < mfu <= 1:
+        raise ValueError(f"mfu={mfu} must be in (0, 1]")
+    rate = GPUS[gpu] * mfu
+    rows = run_rows()
+    for row in rows:
+        row["gpu_hours"] = row["flops"] / rate / 3600
+    pretrain_hours = sum(r["gpu_hours"] for r in rows)
+    eval_hours = eval_flops() / rate / 3600
+    output.mkdir(parents=True, exist_ok=True)
+    with open(output / "plan.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    lines = [f"# Paper-scale plan ({gpu}, {mfu:.0%} MFU, {GPUS[gpu] / 1e12:.0f} TFLOP/s peak bf16)", "",
+             "| run | script | steps | tokens (B) | PFLOPs | GPU-hours | needs |", "|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['name']} | {r['script']} | {r['steps']:,} | {r['tokens'] / 1e9:.1f} | {r['flops'] / 1e15:,.0f} "
+              f"| {r['gpu_hours']:,.0f} | {r['needs']} |" for r in rows]
+    n_eval = len(manifest.model_names()) * EVAL_TASKS * EVAL_RUNS_PER_TASK
+    lines += ["", f"Pretraining: {len(rows)} runs, {sum(r['tokens'] for r in rows) / 1e12:.2f}T tokens, "
+              f"{pretrain_hours:,.0f} GPU-hours.",
+              f"Evaluation: {n_eval:,} fine-tuning runs, {eval_hours:,.0f} GPU-hours (compute only).",
+              f"Total: {pretrain_hours + eval_hours:,.0f} GPU-hours vs the paper's ~{PAPER_GPU_HOURS:,} "
+              f"(its figure includes real utilisation, evaluation overheads, intermediate-checkpoint evaluation "
+              f"and failed runs; at {mfu:.0%} MFU this plan is a lower bound)."]
+    (output / "plan.md").write_text("\n".join(lines) + "\n")
+    _write_launch_scripts(output / "launch", rows)
+    print("\n".join(lines[-3:]))
+    print(f"plan: {output / 'plan.md'}; launch scripts: {output / 'launch'}")
+    return output / "plan.md"
+
+
+def _write_launch_scripts(launch: Path, rows: list[dict]) -> None:
+    launch.mkdir(parents=True, exist_ok=True)
+    script = ["#!/usr/bin/env bash", "# Every paper run, prerequisites first (decay branches after their stable run,",
+              "# CPT after its decayed base). Run from the repository root; one node per line or submit each to SLURM.",
+              "set -euo pipefail", "python -m recipes.manifest --write-configs paper"]
+    script += [f"accelerate launch --config_file recipes/accelerate/fsdp.yaml {r['script']} "
+               f"--config recipes/configs/paper/{r['name']}.yaml" for r in rows]
+    (launch / "pretrain.sh").write_text("\n".join(script) + "\n")
+    tasks = ("sst2", "mnli", "qqp", "conll2003", "ontonotes", "uner", "squad", "squad_v2", "record",
+             "msmarco", "nq", "mldr")
+    grid = [f"out/paper/{m}\t{t}\t{lr:g}\t{s}" for m in manifest.model_names() for t in tasks
+            for lr in (1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4) for s in range(5)]
+    (launch / "eval_grid.tsv").write_text("\n".join(grid) + "\n")
+    slurm = ["#!/usr/bin/env bash", f"#SBATCH --array=1-{len(grid)}%256", "#SBATCH --gres=gpu:1",
+             "#SBATCH --time=02:00:00", "#SBATCH --job-name=mlm-vs-clm-eval", "set -euo pipefail",
+             f'IFS=$\'\\t\' read -r MODEL TASK LR SEED < <(sed -n "${{SLURM_ARRAY_TASK_ID}}p" {(launch / "eval_grid.tsv").resolve()})',
+             "python -m evaluation.run --model \"$MODEL\" --tasks \"$TASK\" --lrs \"$LR\" --seeds \"$SEED\" "
+             "--output results/paper --source hub"]
+    (launch / "eval_grid.slurm").write_text("\n".join(slurm) + "\n")

@@ -1,0 +1,321 @@
+"""The whole study in one command: tokenizer -> pretraining runs -> evaluation grid -> report -> model cards -> Hub
+export folders.
+
+    python -m recipes.study --preset smoke --output study/smoke   # the README's main job: minutes on 2 CPU cores
+    python -m recipes.study --preset toy --output study/toy       # the fuller toy study (docs/toy-study/)
+    python -m recipes.study --preset paper --output study/paper   # trains nothing: the plan + launch scripts
+
+Every stage is idempotent: a pretraining run is done when its `run_info.json` exists (an interrupted one resumes
+from its last checkpoint), an evaluation run when its result file exists; the report, cards and Hub folders are
+rebuilt from those. Re-running after a crash or Ctrl-C redoes nothing finished. `<output>/study.json` records which
+study a directory holds; a different study in the same directory is refused.
+Pretraining runs are subprocesses of `recipes/pretrain.py` / `recipes/cpt.py` (logs in `<output>/logs/`), exactly
+the commands a user would type; the grid runs `evaluation.run` per model, also as a subprocess.
+"""
+
+import argparse
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+from tqdm.auto import tqdm
+
+from recipes import manifest
+from recipes.paths import REPO_ROOT
+
+
+@dataclass(frozen=True)
+class StudyPreset:
+    """What one study preset runs. Model names are SPEC's; `scale` is the manifest preset (steps, model size)."""
+
+    scale: str
+    models: tuple[str, ...]
+    tasks: tuple[str, ...]
+    lrs: tuple[float, ...]
+    seeds: tuple[int, ...]
+    eval_args: dict = field(default_factory=dict)  # evaluation.common.ProtocolArgs overrides
+    pretrain_overrides: dict = field(default_factory=dict)  # run settings / TrainingArguments overrides
+    compare: tuple[str, str] | None = None
+    evaluate_intermediate: bool = False  # also evaluate the intermediate checkpoints (score vs pretraining step)
+
+
+_TOY_EVAL = {"max_length": 128, "qa_max_length": 192, "doc_stride": 64, "batch_size": 32, "eval_batch_size": 128}
+STUDIES = {
+    "smoke": StudyPreset(
+        scale="smoke",
+        models=("610m-clm-42k", "610m-mlm40-42k", "610m-clm-21k-mlm40-42k", "610m-clm-dec42k-mlm40-44k"),
+        tasks=("sst2", "conll2003", "squad", "scifact"),
+        lrs=(2e-4, 5e-4),
+        seeds=(0, 1),
+        eval_args={**_TOY_EVAL, "max_steps": 30, "max_train": 1000, "max_eval": 200},
+        compare=("610m-mlm40-42k", "610m-clm-42k"),
+    ),
+    "toy": StudyPreset(
+        scale="toy",
+        models=("610m-clm-42k", "610m-mlm20-42k", "610m-mlm30-42k", "610m-mlm40-42k", "610m-mlm50-42k",
+                "610m-clm-10k-mlm40-42k", "610m-clm-21k-mlm40-42k", "610m-clm-32k-mlm40-42k",
+                "610m-clm-dec42k-mlm40-54k", "610m-mlm40-dec42k-mlm40-54k"),
+        tasks=("sst2", "mnli", "conll2003", "squad", "scifact"),
+        lrs=(2e-4, 5e-4),
+        seeds=(0, 1, 2),
+        eval_args={**_TOY_EVAL, "max_steps": 60, "max_train": 3000, "max_eval": 500},
+        compare=("610m-mlm40-42k", "610m-clm-42k"),
+    ),
+}
+PRESETS = (*STUDIES, "paper")
+TOY_VOCAB_SIZE = 8192  # the tiny preset's vocabulary
+STAGES = ("tokenizer", "pretraining", "evaluation", "report", "model cards", "hub export")
+
+
+# --------------------------------------------------------------------------------------------------- planning
+def training_order(names) -> list[manifest.Recipe]:
+    """The recipes to train for `names`, prerequisites first (stable runs before their decay branches, CPT bases
+    before CPT runs). Intermediate checkpoints are saved by their parent run and are not trained alone."""
+    table, order = manifest.recipes(), []
+
+    def visit(name):
+        recipe = table[name]
+        for needed in (recipe.branch_from, recipe.cpt_base, recipe.intermediate_of):
+            if needed:
+                visit(needed)
+        if not recipe.intermediate_of and recipe not in order:
+            order.append(recipe)
+
+    for name in names:
+        if name not in table:
+            raise ValueError(f"{name!r} is not one of the study's models; see `python -m recipes.manifest --list`")
+        visit(name)
+    return order
+
+
+def run_settings(recipe: manifest.Recipe, preset: StudyPreset, output: Path, data_dir: str | None) -> dict:
+    """The manifest's config for `recipe`, with every path moved under the study directory and the study's
+    tokenizer shared by all runs."""
+    config = manifest.run_config(recipe, preset.scale)
+    models = output / "models"
+    config.update(output_dir=str(models / recipe.name), data_cache_dir=str(output / "cache"),
+                  tokenizer_name_or_path=str(output / "tokenizer"), data_dir=data_dir, **preset.pretrain_overrides)
+    if recipe.branch_from:
+        config["branch_from"] = str(models / recipe.branch_from)
+    if recipe.cpt_base:
+        config["model_name_or_path"] = str(models / recipe.cpt_base)
+    return config
+
+
+def is_trained(output: Path, name: str) -> bool:
+    return (output / "models" / name / "run_info.json").is_file()
+
+
+def check_study_dir(output: Path, preset_name: str, definition: dict) -> None:
+    """Refuse an output directory that holds another study (one line, before anything is written)."""
+    marker = output / "study.json"
+    if marker.is_file():
+        stored = json.loads(marker.read_text())
+        if stored.get("preset") != preset_name or stored.get("definition") != definition:
+            raise ValueError(f"{output} holds a different study (preset {stored.get('preset')!r}); "
+                             f"pass another --output or delete that directory")
+    elif output.is_dir() and any(output.iterdir()):
+        raise ValueError(f"{output} is not empty and holds no study.json; pass an empty or new --output directory")
+
+
+# ------------------------------------------------------------------------------------------------------ stages
+class Progress:
+    """One bar over the whole study, weighted by estimated seconds, so tqdm's rate gives the time left."""
+
+    def __init__(self, units: dict[str, float]):
+        self.units = units
+        self.bar = tqdm(total=round(sum(units.values())), unit="s", desc="study", dynamic_ncols=True,
+                        bar_format="{desc} |{bar}| {percentage:3.0f}% [{elapsed}<{remaining}]")
+
+    def start(self, stage: str, what: str) -> None:
+        self.bar.set_description_str(f"[{STAGES.index(stage) + 1}/{len(STAGES)} {stage}] {what}")
+
+    def done(self, key: str) -> None:
+        self.bar.update(round(self.units.pop(key, 0)))
+
+    def close(self):
+        self.bar.close()
+
+
+def run_logged(command: list[str], log_path: Path, cwd: Path = REPO_ROOT) -> None:
+    """Run a stage command with its output in `log_path`; on failure raise with the log's last lines."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+    with open(log_path, "a") as log:
+        log.write(f"\n$ {' '.join(command)}\n")
+        log.flush()
+        code = subprocess.run(command, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
+    if code != 0:
+        tail = "".join(log_path.read_text().splitlines(keepends=True)[-25:])
+        raise RuntimeError(f"{' '.join(command[:3])} failed (exit {code}); log {log_path}:\n{tail}")
+
+
+def train_tokenizer(preset: StudyPreset, output: Path, data_dir: str | None) -> None:
+    """The toy BPE every run of the study shares, trained on the study's pretraining corpus."""
+    from recipes import data
+
+    if (output / "tokenizer" / "tokenizer.json").is_file():
+        return
+    corpus = data.load_corpus("bundle", data_dir, split="train")
+    max_docs = manifest.PRESETS[preset.scale].get("max_docs")
+    if max_docs:
+        corpus = corpus.select(range(min(max_docs, len(corpus))))
+    data.train_toy_tokenizer(corpus, TOY_VOCAB_SIZE, output / "tokenizer")
+
+
+def pretrain(recipe: manifest.Recipe, preset: StudyPreset, output: Path, data_dir: str | None) -> None:
+    config_path = output / "configs" / f"{recipe.name}.yaml"
+    config_path.parent.mkdir(parents=True, exist_ok=True)
+    config_path.write_text(yaml.safe_dump(run_settings(recipe, preset, output, data_dir), sort_keys=False))
+    script = REPO_ROOT / recipe.script
+    run_logged([sys.executable, str(script), "--config", str(config_path)], output / "logs" / f"{recipe.name}.log")
+
+
+def evaluated_models(preset: StudyPreset, output: Path) -> list[Path]:
+    """Checkpoint dirs to evaluate: the preset's models and the intermediate checkpoints their runs saved."""
+    paths = [output / "models" / name for name in preset.models]
+    for name in preset.models if preset.evaluate_intermediate else ():
+        for step_dir in sorted((output / "models" / name / "intermediate").glob("step-*")):
+            paths.append(step_dir)
+    return paths
+
+
+def intermediate_name(path: Path) -> str:
+    """`<run>/intermediate/step-<N>` -> `<run>-<paper step>` (SPEC's intermediate naming)."""
+    return json.loads((path / "run_info.json").read_text())["name"]
+
+
+def evaluate(model: Path, preset: StudyPreset, output: Path, data_dir: str | None) -> None:
+    name = intermediate_name(model) if model.parent.name == "intermediate" else model.name
+    link = output / "eval_models" / name  # results are filed by directory name: give intermediates their SPEC name
+    if not link.exists():
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(model.resolve(), target_is_directory=True)
+    args = [sys.executable, "-m", "evaluation.run", "--model", str(link), "--tasks", ",".join(preset.tasks),
+            "--lrs", ",".join(f"{lr:g}" for lr in preset.lrs), "--seeds", ",".join(map(str, preset.seeds)),
+            "--output", str(output / "results")]
+    for key, value in {**preset.eval_args, "data_dir": data_dir}.items():
+        if value is not None:
+            args += [f"--{key}", str(value)]
+    run_logged(args, output / "logs" / f"eval-{name}.log")
+
+
+def report(preset: StudyPreset, output: Path) -> None:
+    args = [sys.executable, "-m", "evaluation.report", str(output / "results"), "--output", str(output / "report")]
+    if preset.compare:
+        args += ["--compare", ",".join(preset.compare)]
+    run_logged(args, output / "logs" / "report.log")
+
+
+def model_cards(preset: StudyPreset, output: Path) -> None:
+    from model_cards.generate import build_model_card
+
+    summary = output / "report" / "summary.csv"
+    for name in preset.models:
+        checkpoint = output / "models" / name
+        build_model_card(checkpoint, summary).save(checkpoint / "README.md")
+
+
+def hub_export(preset: StudyPreset, output: Path, org: str) -> None:
+    """The exact repo folders a push would upload (`python -m model_cards.push ... --dry-run`), rebuilt each time."""
+    import shutil
+
+    from model_cards import push
+
+    summary = output / "report" / "summary.csv"
+    plans = [plan for name in preset.models for plan in push.plan_run(output / "models" / name, f"{org}/{name}", summary)]
+    plans.append(push.plan_results(output / "report", f"{org}/{preset.scale}-study-results", output / "results"))
+    target = output / "hub"
+    shutil.rmtree(target, ignore_errors=True)
+    push.write_dry_run(plans, target)
+
+
+# ---------------------------------------------------------------------------------------------------- driver
+def estimate_seconds(recipes_to_train, preset: StudyPreset) -> dict[str, float]:
+    """Rough cost model for the progress bar (calibrated on 2 CPU cores; only the ETA depends on it)."""
+    scale = manifest.PRESETS[preset.scale]
+    per_step = 0.02 + 1.2e-5 * scale["per_device_train_batch_size"] * scale["block_size"]
+    units = {"tokenizer": 20.0}
+    for recipe in recipes_to_train:
+        units[f"pretrain:{recipe.name}"] = 15 + per_step * recipe.steps / scale["step_divisor"]
+    per_eval_run = 2 + 0.1 * preset.eval_args.get("max_steps", 100)
+    runs_per_model = len(preset.tasks) * len(preset.lrs) * len(preset.seeds)
+    n_models = len(preset.models) + 6 * sum(n in ("610m-clm-42k", "610m-mlm40-42k") for n in preset.models)
+    units["evaluation"] = n_models * runs_per_model * per_eval_run
+    units.update({"report": 20.0, "model cards": 5.0, "hub export": 5.0})
+    return units
+
+
+def run_study(preset_name: str, output: Path, data_dir: str | None = None, org: str = "MLMvsCLM") -> Path:
+    """Run (or finish) a toy-scale study; return the report directory."""
+    preset = STUDIES[preset_name]
+    definition = json.loads(json.dumps(dataclasses.asdict(preset)))
+    check_study_dir(output, preset_name, definition)
+    order = training_order(preset.models)
+    output.mkdir(parents=True, exist_ok=True)
+    (output / "study.json").write_text(json.dumps({"preset": preset_name, "definition": definition}, indent=2) + "\n")
+    started = time.time()
+    progress = Progress(estimate_seconds(order, preset))
+    try:
+        progress.start("tokenizer", f"toy BPE ({TOY_VOCAB_SIZE} tokens)")
+        train_tokenizer(preset, output, data_dir)
+        progress.done("tokenizer")
+        for i, recipe in enumerate(order, 1):
+            progress.start("pretraining", f"{recipe.name} ({i}/{len(order)})")
+            if not is_trained(output, recipe.name):
+                pretrain(recipe, preset, output, data_dir)
+            progress.done(f"pretrain:{recipe.name}")
+        models = evaluated_models(preset, output)
+        share = progress.units.get("evaluation", 0) / max(len(models), 1)
+        for i, model in enumerate(models, 1):
+            progress.start("evaluation", f"{model.name} ({i}/{len(models)})")
+            evaluate(model, preset, output, data_dir)
+            progress.bar.update(round(share))
+        progress.units.pop("evaluation", None)
+        for stage, action in (("report", lambda: report(preset, output)),
+                              ("model cards", lambda: model_cards(preset, output)),
+                              ("hub export", lambda: hub_export(preset, output, org))):
+            progress.start(stage, "")
+            action()
+            progress.done(stage)
+    finally:
+        progress.close()
+    print(f"study {preset_name} finished in {(time.time() - started) / 60:.1f} min: report in {output / 'report'}")
+    return output / "report"
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--preset", required=True, help=f"one of {', '.join(PRESETS)}")
+    parser.add_argument("--output", required=True, type=Path, help="study directory (created; resumable)")
+    parser.add_argument("--data_dir", default=None, help="data bundle (default: $MLM_VS_CLM_DATA, then ../shared/data)")
+    parser.add_argument("--org", default="MLMvsCLM", help="Hub namespace used in the exported repo folders")
+    parser.add_argument("--gpu", default="H100", help="paper plan: GPU to estimate GPU-hours for")
+    parser.add_argument("--mfu", type=float, default=0.40, help="paper plan: assumed model FLOPs utilisation")
+    return parser
+
+
+def main(argv=None) -> None:
+    args = make_parser().parse_args(argv)
+    if args.preset not in PRESETS:
+        raise SystemExit(f"error: unknown study preset {args.preset!r}; choose one of {', '.join(PRESETS)}")
+    if args.data_dir is not None:
+        from recipes.paths import resolve_data_dir
+
+        resolve_data_dir(args.data_dir)  # fail now, not in the first subprocess
+    if args.preset == "paper":
+        from recipes.plan import write_plan
+
+        write_plan(args.output, gpu=args.gpu, mfu=args.mfu)
+        return
+    run_study(args.preset, args.output, args.data_dir, args.org)
+
+
+if __name__ == "__main__":
+    main()
