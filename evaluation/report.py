@@ -23,39 +23,35 @@ import collections
 import csv
 import json
 import math
-import re
 from pathlib import Path
 
 import numpy as np
 from scipy import stats
 
-SIZE, OBJ, STEPS = r"(?P<size>\d+(?:\.\d+)?[mb])", r"(?:clm|mlm\d+)", r"\d+k"
-NAME_PATTERNS = {  # SPEC's model card naming grammar
-    "single": re.compile(rf"^{SIZE}-(?P<objective>{OBJ})-(?P<steps>{STEPS})$"),
-    "pfs": re.compile(rf"^{SIZE}-clm-(?P<clm_steps>{STEPS})-(?P<objective>mlm\d+)-(?P<steps>{STEPS})$"),
-    "cpt": re.compile(rf"^{SIZE}-(?P<base>{OBJ})-dec(?P<base_steps>{STEPS})-(?P<objective>mlm\d+)-(?P<steps>{STEPS})$"),
-    "intermediate": re.compile(rf"^(?P<base_name>{SIZE}-(?P<objective>{OBJ})-(?P<base_steps>{STEPS}))-(?P<step>\d+)$"),
-}
+from recipes import names
+
 SUMMARY_COLUMNS = ["model", "task", "family", "metric", "best_lr", "n_seeds", "mean", "ci_low", "ci_high", "std",
                    "val_mean", "stability_std", "lr_range", "n_runs", "n_diverged"]
 
 
 def parse_model_name(name: str) -> dict:
-    """Read a study model name: {"kind": single|pfs|cpt|intermediate|other, size, objective, steps, ...}.
+    """Read a study model name for plotting: {"kind": single|pfs|cpt|intermediate|other, size, objective ("clm",
+    "mlm40"), steps, clm_steps (PFS), base (CPT), base_name and step (intermediate)}.
 
-    Steps are integers (`42k` -> 42000). Names outside the grammar (a BERT, a local run) are kind "other".
+    The grammar lives in `recipes.names`; names outside it (a BERT, a local run) are kind "other".
     """
-    for kind, pattern in NAME_PATTERNS.items():
-        match = pattern.match(name)
-        if match:
-            info = {"kind": kind, **match.groupdict()}
-            for key in ("steps", "clm_steps", "base_steps"):
-                if info.get(key):
-                    info[key] = int(info[key][:-1]) * 1000
-            if kind == "intermediate":
-                info["step"] = int(info["step"])
-            return info
-    return {"kind": "other"}
+    try:
+        p = names.parse_name(name)
+    except ValueError:
+        return {"kind": "other"}
+    info = {"size": p["size"], "objective": names.objective_label(p), "steps": p["total_steps"]}
+    if p["step"] is not None:
+        return {**info, "kind": "intermediate", "base_name": p["run_name"], "step": p["step"]}
+    if p["kind"] == "two_phase":
+        return {**info, "kind": "pfs", "clm_steps": p["switch_step"]}
+    if p["kind"] == "cpt":
+        return {**info, "kind": "cpt", "base": p["base"], "base_steps": p["base_steps"]}
+    return {**info, "kind": "single"}
 
 
 def load_results(results_dir: str | Path) -> list[dict]:

@@ -18,11 +18,12 @@ Write the YAML files: `python -m recipes.manifest --write-configs paper toy smok
 """
 
 import argparse
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
+
+from recipes import names
 
 SIZES = ("210m", "610m", "1b")
 RATIOS = (20, 30, 40, 50)
@@ -42,16 +43,10 @@ PRESETS = {
             "gradient_accumulation_steps": 1, "global_batch_size": None, "max_docs": 6000},
     "smoke": {"step_divisor": 200, "model": "tiny", "block_size": 64, "per_device_train_batch_size": 8,
               "gradient_accumulation_steps": 1, "global_batch_size": None, "max_docs": 2000},
+    # the shortened smoke study of the test suite: same stages and structure, a few steps per run
+    "ci": {"step_divisor": 1000, "model": "tiny", "block_size": 32, "per_device_train_batch_size": 2,
+           "gradient_accumulation_steps": 1, "global_batch_size": None, "max_docs": 300},
 }
-
-NAME_PATTERN = re.compile(
-    r"^(?P<size>210m|610m|1b)-(?:"
-    r"(?P<cpt_base>clm|mlm40)-dec(?P<base_steps>\d+)k-mlm40-(?P<cpt_total>\d+)k"
-    r"|clm-(?P<switch>\d+)k-mlm(?P<pfs_ratio>\d+)-(?P<pfs_total>\d+)k"
-    r"|(?P<objective>clm|mlm)(?P<ratio>\d+)?-(?P<total>\d+)k"
-    r")(?:-(?P<step>\d+))?$"
-)
-
 
 @dataclass(frozen=True)
 class Recipe:
@@ -91,28 +86,23 @@ def _stable_name(size: str, objective: str) -> str:
 
 
 def parse_name(name: str) -> Recipe:
-    """Recipe of a released model name (paper scale). Raises ValueError on a name outside the grammar."""
-    match = NAME_PATTERN.match(name)
-    if not match:
-        raise ValueError(f"{name!r} does not follow <size>-<objective>[ratio]-<steps>[-<step>] (see SPEC)")
-    g = match.groupdict()
-    size = g["size"]
-    if g["step"]:  # intermediate checkpoint of a 42k run
-        parent = parse_name(name.rsplit("-", 1)[0])
-        return Recipe(name, size, parent.objective, parent.mlm_probability, int(g["step"]), intermediate_of=parent.name)
-    if g["cpt_base"]:
-        base = _stable_name(size, g["cpt_base"])
-        extra = (int(g["cpt_total"]) - int(g["base_steps"])) * 1000
-        return Recipe(name, size, "mlm", 0.4, extra, cpt_base=base)
-    if g["switch"]:
-        return Recipe(name, size, "mlm", int(g["pfs_ratio"]) / 100, int(g["pfs_total"]) * 1000, switch_step=int(g["switch"]) * 1000)
-    ratio = int(g["ratio"]) / 100 if g["ratio"] else None
-    if (g["objective"] == "mlm") != (ratio is not None):
-        raise ValueError(f"{name!r}: mlm needs a ratio (mlm40), clm takes none")
-    steps = int(g["total"]) * 1000
-    label = g["objective"] + (g["ratio"] or "")
-    branch_from = _stable_name(size, label) if steps < TOTAL else None
-    return Recipe(name, size, g["objective"], ratio, steps, branch_from=branch_from)
+    """Recipe of a released model name (paper scale). Raises ValueError on a name outside the grammar or the
+    study's sizes (the grammar itself is `recipes.names`)."""
+    p = names.parse_name(name)
+    if p["size"] not in SIZES:
+        raise ValueError(f"{name!r}: size {p['size']} is not one of the study's {SIZES}")
+    size, ratio = p["size"], (p["ratio"] / 100 if p["ratio"] else None)
+    if p["step"] is not None:  # intermediate checkpoint of a 42k run
+        parent = parse_name(p["run_name"])
+        return Recipe(name, size, parent.objective, parent.mlm_probability, p["step"], intermediate_of=parent.name)
+    if p["kind"] == "cpt":
+        extra = p["total_steps"] - p["base_steps"]
+        return Recipe(name, size, "mlm", ratio, extra, cpt_base=_stable_name(size, p["base"]))
+    if p["kind"] == "two_phase":
+        return Recipe(name, size, "mlm", ratio, p["total_steps"], switch_step=p["switch_step"])
+    steps = p["total_steps"]
+    branch_from = _stable_name(size, names.objective_label(p)) if steps < TOTAL else None
+    return Recipe(name, size, p["objective"], ratio, steps, branch_from=branch_from)
 
 
 def model_names() -> list[str]:

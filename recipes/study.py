@@ -222,7 +222,7 @@ def model_cards(preset: StudyPreset, output: Path) -> None:
         build_model_card(checkpoint, summary).save(checkpoint / "README.md")
 
 
-def hub_export(preset: StudyPreset, output: Path, org: str) -> None:
+def hub_export(preset_name: str, preset: StudyPreset, output: Path, org: str) -> None:
     """The exact repo folders a push would upload (`python -m model_cards.push ... --dry-run`), rebuilt each time."""
     import shutil
 
@@ -230,7 +230,7 @@ def hub_export(preset: StudyPreset, output: Path, org: str) -> None:
 
     summary = output / "report" / "summary.csv"
     plans = [plan for name in preset.models for plan in push.plan_run(output / "models" / name, f"{org}/{name}", summary)]
-    plans.append(push.plan_results(output / "report", f"{org}/{preset.scale}-study-results", output / "results"))
+    plans.append(push.plan_results(output / "report", f"{org}/{preset_name}-study-results", output / "results"))
     target = output / "hub"
     shutil.rmtree(target, ignore_errors=True)
     push.write_dry_run(plans, target)
@@ -252,9 +252,18 @@ def estimate_seconds(recipes_to_train, preset: StudyPreset) -> dict[str, float]:
     return units
 
 
-def run_study(preset_name: str, output: Path, data_dir: str | None = None, org: str = "MLMvsCLM") -> Path:
-    """Run (or finish) a toy-scale study; return the report directory."""
-    preset = STUDIES[preset_name]
+def run_study(preset_name: str, output: Path, data_dir: str | None = None, org: str = "MLMvsCLM",
+              preset: StudyPreset | None = None) -> Path:
+    """Run (or finish) a toy-scale study; return the report directory.
+
+    Args:
+        preset_name: `smoke` or `toy`.
+        output: the study directory (created; an existing one is resumed if it holds the same study).
+        data_dir: the data bundle (default: $MLM_VS_CLM_DATA, then ../shared/data).
+        org: Hub namespace of the exported repo folders.
+        preset: a custom definition (the test suite's shortened smoke study); default `STUDIES[preset_name]`.
+    """
+    preset = preset or STUDIES[preset_name]
     definition = json.loads(json.dumps(dataclasses.asdict(preset)))
     check_study_dir(output, preset_name, definition)
     order = training_order(preset.models)
@@ -280,7 +289,7 @@ def run_study(preset_name: str, output: Path, data_dir: str | None = None, org: 
         progress.units.pop("evaluation", None)
         for stage, action in (("report", lambda: report(preset, output)),
                               ("model cards", lambda: model_cards(preset, output)),
-                              ("hub export", lambda: hub_export(preset, output, org))):
+                              ("hub export", lambda: hub_export(preset_name, preset, output, org))):
             progress.start(stage, "")
             action()
             progress.done(stage)
@@ -305,16 +314,18 @@ def main(argv=None) -> None:
     args = make_parser().parse_args(argv)
     if args.preset not in PRESETS:
         raise SystemExit(f"error: unknown study preset {args.preset!r}; choose one of {', '.join(PRESETS)}")
-    if args.data_dir is not None:
+    try:
+        if args.preset == "paper":
+            from recipes.plan import write_plan
+
+            write_plan(args.output, gpu=args.gpu, mfu=args.mfu)
+            return
         from recipes.paths import resolve_data_dir
 
         resolve_data_dir(args.data_dir)  # fail now, not in the first subprocess
-    if args.preset == "paper":
-        from recipes.plan import write_plan
-
-        write_plan(args.output, gpu=args.gpu, mfu=args.mfu)
-        return
-    run_study(args.preset, args.output, args.data_dir, args.org)
+        run_study(args.preset, args.output, args.data_dir, args.org)
+    except (ValueError, FileNotFoundError) as error:  # bad input: one line, nothing started
+        raise SystemExit(f"error: {error}") from None
 
 
 if __name__ == "__main__":

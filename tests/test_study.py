@@ -1,0 +1,101 @@
+"""The whole study in one command: a shortened smoke study (same stages, a few steps), idempotence, the paper plan."""
+
+import csv
+import dataclasses
+import json
+import subprocess
+import sys
+
+import pytest
+
+from recipes import manifest
+from recipes.paths import REPO_ROOT
+from recipes.study import STUDIES, main, run_study, training_order
+
+
+@pytest.fixture(scope="module")
+def short_study(tmp_path_factory):
+    """The smoke study's models, tasks, 2 LRs x 2 seeds and every stage, at the `ci` scale (a few steps)."""
+    preset = dataclasses.replace(
+        STUDIES["smoke"], scale="ci",
+        eval_args={"max_length": 64, "qa_max_length": 96, "doc_stride": 32, "batch_size": 8, "eval_batch_size": 32,
+                   "max_steps": 3, "max_train": 64, "max_eval": 24})
+    output = tmp_path_factory.mktemp("study") / "smoke"
+    report = run_study("smoke", output, preset=preset)
+    return preset, output, report
+
+
+@pytest.mark.slow
+def test_short_smoke_study_runs_every_stage(short_study):
+    preset, output, report = short_study
+    for name in preset.models:  # pretraining: CLM, MLM40, PFS, CPT
+        info = json.loads((output / "models" / name / "run_info.json").read_text())
+        assert info["name"] == name and info["preset"] == "ci"
+        assert (output / "models" / name / "README.md").read_text().count(name) >= 2  # model card
+    cpt = json.loads((output / "models" / "610m-clm-dec42k-mlm40-44k" / "run_info.json").read_text())
+    assert cpt["cpt_base"] == "610m-clm-42k"
+    results = list((output / "results").rglob("*.json"))
+    assert len(results) == len(preset.models) * len(preset.tasks) * len(preset.lrs) * len(preset.seeds)
+    with open(report / "summary.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert {r["family"] for r in rows} == {"sc", "tc", "qa", "ir"}
+    assert {r["model"] for r in rows} == set(preset.models) and all(r["n_seeds"] == "2" for r in rows)
+    assert "ci_low" in rows[0] and list(report.glob("*.png"))
+    hub = output / "hub" / "models" / "MLMvsCLM" / "610m-mlm40-42k" / "main"
+    assert (hub / "model.safetensors").is_file() and (hub / "README.md").is_file()
+    assert (output / "hub" / "datasets" / "MLMvsCLM" / "smoke-study-results" / "main" / "summary.csv").is_file()
+
+
+@pytest.mark.slow
+def test_rerun_redoes_nothing_finished(short_study):
+    preset, output, _ = short_study
+    finished = {p: p.stat().st_mtime_ns for p in (output / "results").rglob("*.json")}
+    finished.update({p: p.stat().st_mtime_ns for p in (output / "models").glob("*/model.safetensors")})
+    run_study("smoke", output, preset=preset)
+    assert {p: p.stat().st_mtime_ns for p in finished} == finished
+
+
+def test_output_dir_with_another_study_is_refused(short_study, tmp_path):
+    _, output, _ = short_study
+    with pytest.raises(ValueError, match="holds a different study"):
+        run_study("smoke", output)  # same directory, the real smoke definition
+    (tmp_path / "stray.txt").write_text("x")
+    with pytest.raises(ValueError, match="not empty and holds no study.json"):
+        run_study("smoke", tmp_path)
+    assert not (tmp_path / "study.json").exists()
+
+
+def test_unknown_preset_is_one_clear_error(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "recipes.study", "--preset", "huge", "--output", str(tmp_path / "x")],
+                            cwd=REPO_ROOT, capture_output=True, text=True)
+    assert result.returncode != 0 and "unknown study preset 'huge'" in result.stderr
+    assert not (tmp_path / "x").exists()
+
+
+def test_training_order_puts_prerequisites_first():
+    names = [r.name for r in training_order(manifest.model_names())]
+    assert len(names) == 38
+    for recipe in manifest.recipes().values():
+        for needed in (recipe.branch_from, recipe.cpt_base):
+            if needed and recipe.name in names:
+                assert names.index(needed) < names.index(recipe.name)
+
+
+def test_paper_plan_lists_every_run_with_compute_and_launch_scripts(tmp_path, capsys):
+    main(["--preset", "paper", "--output", str(tmp_path), "--gpu", "H100", "--mfu", "0.4"])
+    with open(tmp_path / "plan.csv", newline="") as f:
+        rows = {r["name"]: r for r in csv.DictReader(f)}
+    assert set(rows) == set(manifest.model_names())
+    full = rows["610m-mlm40-42k"]
+    assert int(full["steps"]) == 42_000 and int(full["tokens"]) == 42_000 * 1152 * 2048
+    # MLM projects 40% of tokens through the LM head, CLM all of them: CLM costs more per step.
+    assert float(rows["610m-clm-42k"]["flops"]) > float(full["flops"]) > float(rows["210m-mlm40-42k"]["flops"])
+    assert int(rows["610m-clm-12k"]["steps"]) == 2_000  # a decay branch adds only its decay
+    assert "GPU-hours" in capsys.readouterr().out and "110,000" in (tmp_path / "plan.md").read_text()
+    script = (tmp_path / "launch" / "pretrain.sh").read_text().splitlines()
+    order = [line.split("--config ")[-1] for line in script if line.startswith("accelerate launch")]
+    assert order.index("recipes/configs/paper/610m-clm-42k.yaml") < order.index(
+        "recipes/configs/paper/610m-clm-dec42k-mlm40-44k.yaml")
+    grid = (tmp_path / "launch" / "eval_grid.tsv").read_text().splitlines()
+    assert len(grid) == 38 * 12 * 30
+    assert f"--array=1-{len(grid)}" in (tmp_path / "launch" / "eval_grid.slurm").read_text()
