@@ -32,7 +32,7 @@ import httpx2
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi, constants, get_token
 from huggingface_hub.errors import HfHubHTTPError
 
-from model_cards.generate import build_model_card, build_results_card, load_run_info
+from model_cards.generate import build_model_card, build_results_card
 
 # What a checkpoint repo holds (a `save_pretrained` folder); trainer state, optimizer and pickles stay local.
 CHECKPOINT_PATTERNS = ("config.json", "generation_config.json", "*.safetensors", "model.safetensors.index.json",

@@ -246,7 +246,8 @@ def estimate_seconds(recipes_to_train, preset: StudyPreset) -> dict[str, float]:
         units[f"pretrain:{recipe.name}"] = 15 + per_step * recipe.steps / scale["step_divisor"]
     per_eval_run = 2 + 0.1 * preset.eval_args.get("max_steps", 100)
     runs_per_model = len(preset.tasks) * len(preset.lrs) * len(preset.seeds)
-    n_models = len(preset.models) + 6 * sum(n in ("610m-clm-42k", "610m-mlm40-42k") for n in preset.models)
+    n_models = len(preset.models) + preset.evaluate_intermediate * 6 * sum(
+        n in ("610m-clm-42k", "610m-mlm40-42k") for n in preset.models)
     units["evaluation"] = n_models * runs_per_model * per_eval_run
     units.update({"report": 20.0, "model cards": 5.0, "hub export": 5.0})
     return units

@@ -4,19 +4,12 @@ import math
 
 import numpy as np
 import pytest
-import torch
 
 from evaluation import common, extractive_qa, retrieval, sequence_classification, tasks, token_classification
 from tests.fixtures.tiny_models import build_tiny_bert, build_tiny_eurobert, build_tiny_tokenizer
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    # Tiny matmuls on 2 shared cores: one thread is many times faster than two fighting other processes.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

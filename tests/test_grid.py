@@ -4,7 +4,6 @@ import json
 from pathlib import Path
 
 import pytest
-import torch
 
 from evaluation import common, run
 from tests.fixtures.tiny_models import (
@@ -18,12 +17,7 @@ SMOKE = dict(max_steps=6, batch_size=8, eval_batch_size=32, max_train=48, max_ev
              bf16="no")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
