@@ -34,7 +34,8 @@ class ProtocolArgs:
 
     Protocol: `batch_size`, `warmup_ratio`, `adam_beta1/2`, `adam_epsilon`, `weight_decay`,
     `max_steps` (overrides the task's steps/epochs), `bf16`. Inputs: `max_length`, `doc_stride` (QA),
-    `max_answer_length`/`n_best` (QA post-processing), `ir_corpus`. Data: `data_dir`, `max_train`, `max_eval`.
+    `max_answer_length`/`n_best` (QA post-processing), `ir_corpus`. Data: `source`, `data_dir`, `max_train`,
+    `max_eval`.
     """
 
     batch_size: int = field(default=32, metadata={"help": "Train batch size (paper: 32)."})
@@ -58,6 +59,8 @@ class ProtocolArgs:
     ir_corpus: str = field(default="judged", metadata={"help": "IR corpus: judged documents only (paper) or full.",
                                                         "choices": ("judged", "full")})
     logging_steps: int = field(default=10, metadata={"help": "Steps between loss checks for divergence."})
+    source: str = field(default="offline", metadata={"help": "Task data: the offline bundle or each task's Hub source.",
+                                                     "choices": ("offline", "hub")})
     data_dir: str | None = field(default=None, metadata={"help": "Data bundle (default: $MLM_VS_CLM_DATA, ../shared/data)."})
     max_train: int | None = field(default=None, metadata={"help": "Keep at most N training examples (smoke runs)."})
     max_eval: int | None = field(default=None, metadata={"help": "Keep at most N validation/test examples."})
@@ -200,11 +203,11 @@ def task_splits(task, args: FinetuneArgs):
     """`tasks.load_splits` once per (task, data dir, subset sizes) in this process."""
     from evaluation import tasks
 
-    key = (str(task.path or task.name), args.data_dir, args.max_train, args.max_eval, args.ir_corpus)
+    key = (str(task.path or task.name), args.source, args.data_dir, args.max_train, args.max_eval, args.ir_corpus)
     if key not in _SPLITS:
         extra = {"corpus": args.ir_corpus} if task.family == "ir" else {}
         _SPLITS[key] = tasks.load_splits(
-            task, data_dir=args.data_dir, max_train=args.max_train, max_eval=args.max_eval, **extra
+            task, data_dir=args.data_dir, max_train=args.max_train, max_eval=args.max_eval, source=args.source, **extra
         )
     return _SPLITS[key]
 
