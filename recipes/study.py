@@ -192,7 +192,13 @@ def intermediate_name(path: Path) -> str:
 
 
 def evaluate(model: Path, preset: StudyPreset, output: Path, data_dir: str | None) -> None:
+    from evaluation.run import is_finished
+
     name = intermediate_name(model) if model.parent.name == "intermediate" else model.name
+    expected = [output / "results" / name / task / f"lr{lr:g}-seed{seed}.json"
+                for task in preset.tasks for lr in preset.lrs for seed in preset.seeds]
+    if all(is_finished(path) for path in expected):  # nothing to do: do not even start the grid process
+        return
     link = output / "eval_models" / name  # results are filed by directory name: give intermediates their SPEC name
     if not link.exists():
         link.parent.mkdir(parents=True, exist_ok=True)
