@@ -266,10 +266,18 @@ def build_model_card(checkpoint_dir, summary_csv=None, repo_id: str | None = Non
         eval_intro = f"`{Path(summary_csv).name}` holds no results for `{name}`: this checkpoint was not evaluated."
     else:
         eval_intro = "No evaluation summary was given when this card was generated."
-    hyper = _flatten("", info["run_config"]) + [
-        (f"training_args.{k}", str(info["training_args"][k])) for k in TRAINING_ARG_KEYS if k in info["training_args"]]
+    # run_config holds the settings that decide the weights; the other TrainingArguments worth showing come after.
+    hyper = _flatten("", info["run_config"])
+    shown = {key for key, _ in hyper}
+    hyper += [(f"training_args.{k}", str(info["training_args"][k])) for k in TRAINING_ARG_KEYS
+              if k in info["training_args"] and f"training_args.{k}" not in shown]
+    summary = describe_name(name)
+    if info["preset"] != "paper":  # the name keeps the paper's grammar; say what was really trained
+        arch = info["run_config"].get("run_settings", {}).get("model_preset") or "given"
+        summary += (f" **This is a `{info['preset']}`-scale reproduction:** the `{arch}` architecture trained for "
+                    f"{info['steps']:,} steps ({info['tokens_seen']:,} tokens), not the paper's model.")
     return ModelCard.from_template(
-        card_data, template_path=str(TEMPLATE), name=name, summary=describe_name(name), name_lines=name_lines(name),
+        card_data, template_path=str(TEMPLATE), name=name, summary=summary, name_lines=name_lines(name),
         facts=_facts(info, p), hyperparameters=hyper, eval_intro=eval_intro, eval_rows=_table_rows(rows),
         repo_id=repo_id or f"<your-org>/{name}", revision_arg=f', revision="{revision}"' if revision else "",
         usage_note=_usage_note(p, revision), limitations=_limitations(info, p),
