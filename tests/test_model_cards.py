@@ -164,6 +164,7 @@ def test_model_card_contents(tmp_path, summary_csv, name):
 
     assert loaded.data.library_name == "transformers" and loaded.data.model_name == name
     assert describe_name(name) in text
+    assert "**This is a `toy`-scale reproduction:**" in text  # the name keeps the paper's grammar
     # Evaluation table: this model's rows only, with 95% CIs.
     m = list(FIXTURES).index(name)
     mean = 0.5 + 0.1 * m
