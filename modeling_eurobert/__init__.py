@@ -7,18 +7,13 @@ checkpoint with `AutoModel*.from_pretrained(path, trust_remote_code=True)`, with
 
 from pathlib import Path
 
-from transformers import (
-    AutoConfig,
-    AutoModel,
-    AutoModelForCausalLM,
-    AutoModelForMaskedLM,
-    AutoModelForQuestionAnswering,
-    AutoModelForSequenceClassification,
-    AutoModelForTokenClassification,
-)
+import transformers
+from transformers import AutoConfig
 
 from .configuration_eurobert import EuroBertClmMlmConfig
+from . import modeling_eurobert as _modeling
 from .modeling_eurobert import (
+    AUTO_MAP,
     EuroBertForCausalLM,
     EuroBertForMaskedLM,
     EuroBertForQuestionAnswering,
@@ -32,13 +27,10 @@ from .modeling_eurobert import (
 PRESETS_DIR = Path(__file__).parent / "presets"
 PRESETS = ("tiny", "210m", "610m", "1b")
 
+# One list of heads: the `auto_map` every checkpoint carries ("AutoModelForMaskedLM": "modeling_eurobert.X").
 AUTO_CLASSES = {
-    AutoModel: EuroBertModel,
-    AutoModelForMaskedLM: EuroBertForMaskedLM,
-    AutoModelForCausalLM: EuroBertForCausalLM,
-    AutoModelForSequenceClassification: EuroBertForSequenceClassification,
-    AutoModelForTokenClassification: EuroBertForTokenClassification,
-    AutoModelForQuestionAnswering: EuroBertForQuestionAnswering,
+    getattr(transformers, auto_name): getattr(_modeling, target.split(".")[-1])
+    for auto_name, target in AUTO_MAP.items() if auto_name != "AutoConfig"
 }
 
 AutoConfig.register(EuroBertClmMlmConfig.model_type, EuroBertClmMlmConfig, exist_ok=True)
