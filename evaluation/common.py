@@ -2,14 +2,14 @@
 divergence detection, the tokenized-dataset cache and atomic result files.
 
 Protocol defaults are the paper's (SPEC "Evaluation protocol"): batch 32, linear schedule with 10% warmup, AdamW
-(0.9, 0.95) eps 1e-5, weight decay 0.1, steps or epochs from the task, the last checkpoint evaluated, bf16 on GPU.
+(0.9, 0.95) eps 1e-5, weight decay 0.1, steps or epochs from the task, the last checkpoint evaluated, bf16 weights
+on GPU, inputs up to 99% of the model's positions, IR on the pooled judged corpus with binary relevance.
 Scores are fractions in [0, 1] everywhere (as `evaluation.metrics` returns them), never percentages.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 import platform
@@ -24,6 +24,9 @@ from transformers.trainer_callback import PrinterCallback
 import modeling_eurobert  # noqa: F401  (registers our Auto classes, so our checkpoints load in-process)
 
 ATTENTION_CHOICES = ("bidirectional", "causal", "checkpoint")
+PRECISIONS = ("auto", "bf16_weights", "bf16_autocast", "fp32")
+IR_CORPORA = ("pooled", "judged", "full")
+LENGTH_MARGIN = 0.99  # the original harness: max length = round(0.99 * the model's max positions)
 PAPER_LRS = (1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4)
 PAPER_SEEDS = (0, 1, 2, 3, 4)
 
@@ -33,9 +36,9 @@ class ProtocolArgs:
     """Fine-tuning settings shared by every run of a grid (command-line flags of `evaluation.run`).
 
     Protocol: `batch_size`, `warmup_ratio`, `adam_beta1/2`, `adam_epsilon`, `weight_decay`,
-    `max_steps` (overrides the task's steps/epochs), `bf16`. Inputs: `max_length`, `doc_stride` (QA),
-    `max_answer_length`/`n_best` (QA post-processing), `ir_corpus`. Data: `source`, `data_dir`, `max_train`,
-    `max_eval`.
+    `max_steps` (overrides the task's steps/epochs), `precision`. Inputs: `max_length`, `doc_stride` (QA),
+    `max_answer_length`/`n_best` (QA post-processing), `ir_corpus`, `ir_relevance`. Data: `source`, `data_dir`,
+    `max_train`, `max_eval`. Every default is the paper's protocol (`docs/protocol.md`).
     """
 
     batch_size: int = field(default=32, metadata={"help": "Train batch size (paper: 32)."})
@@ -46,18 +49,26 @@ class ProtocolArgs:
     adam_epsilon: float = 1e-5
     weight_decay: float = 0.1
     max_steps: int | None = field(default=None, metadata={"help": "Override the task's steps/epochs (smoke runs)."})
-    bf16: str = field(default="auto", metadata={"help": "bf16 autocast: auto (when CUDA is present), yes or no.",
-                                                "choices": ("auto", "yes", "no")})
+    precision: str = field(default="auto", metadata={
+        "help": "bf16_weights: the model cast to bf16, so weights and AdamW states are bf16, as the original harness "
+                "does (small updates round away); bf16_autocast: fp32 weights and states under bf16 autocast; fp32. "
+                "auto (default): bf16_weights on a GPU, fp32 on CPU.", "choices": PRECISIONS})
     attention: str = field(default="bidirectional", metadata={
         "help": "Fine-tuning attention: bidirectional (paper default, also for CLM checkpoints), causal, or "
                 "checkpoint (the checkpoint's own config.is_causal).", "choices": ATTENTION_CHOICES})
-    max_length: int = field(default=512, metadata={"help": "Max tokens per SC/TC/IR input."})
+    max_length: int | None = field(default=None, metadata={
+        "help": "Max tokens per SC/TC/IR input; default: 99% of the model's max_position_embeddings (2028 for "
+                "2048), as the original harness's shared loader."})
     qa_max_length: int = field(default=384, metadata={"help": "Max tokens per QA window (question + context)."})
     doc_stride: int = field(default=128, metadata={"help": "QA: overlap between consecutive context windows."})
     n_best: int = field(default=20, metadata={"help": "QA: start/end candidates kept per window."})
     max_answer_length: int = field(default=30, metadata={"help": "QA: longest answer span in tokens."})
-    ir_corpus: str = field(default="judged", metadata={"help": "IR corpus: judged documents only (paper) or full.",
-                                                        "choices": ("judged", "full")})
+    ir_corpus: str = field(default="pooled", metadata={
+        "help": "IR corpus: pooled = the documents judged in validation or test, one corpus for both (the original); "
+                "judged = each split's own judged documents; full = the whole corpus.", "choices": IR_CORPORA})
+    ir_relevance: str = field(default="binary", metadata={
+        "help": "IR relevance: binary = a judgement >= 1 counts as relevant with gain 1 (the original); graded = "
+                "the qrels scores as gains.", "choices": ("binary", "graded")})
     logging_steps: int = field(default=10, metadata={"help": "Steps between loss checks for divergence."})
     source: str = field(default="offline", metadata={"help": "Task data: the offline bundle or each task's Hub source.",
                                                      "choices": ("offline", "hub")})
@@ -67,15 +78,33 @@ class ProtocolArgs:
     scratch_dir: str | None = field(default=None, metadata={"help": "Scratch dir for the Trainer (temp if None)."})
 
     def __post_init__(self):
+        if self.max_steps is not None and self.max_steps < 1:
+            raise ValueError(f"max_steps={self.max_steps} must be >= 1; leave it unset for the task's own budget "
+                             "(1,000 steps, or one epoch for CoNLL and UNER)")
+        for name in ("batch_size", "eval_batch_size", "max_length", "qa_max_length", "max_train", "max_eval"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name}={value} must be >= 1")
         if self.attention not in ATTENTION_CHOICES:
             raise ValueError(f"attention={self.attention!r} is not one of {ATTENTION_CHOICES}")
-        if self.bf16 not in ("auto", "yes", "no"):
-            raise ValueError(f"bf16={self.bf16!r}: use auto, yes or no")
-        if self.ir_corpus not in ("judged", "full"):
-            raise ValueError(f"ir_corpus={self.ir_corpus!r}: use judged or full")
+        for name, choices in (("precision", PRECISIONS), ("ir_corpus", IR_CORPORA), ("ir_relevance", ("binary", "graded"))):
+            if getattr(self, name) not in choices:
+                raise ValueError(f"{name}={getattr(self, name)!r}: use one of {choices}")
+
+    def resolved_precision(self) -> str:
+        """The precision a run uses: `precision`, with auto resolved (bf16_weights on a GPU, fp32 on CPU)."""
+        if self.precision != "auto":
+            return self.precision
+        return "bf16_weights" if torch.cuda.is_available() else "fp32"
+
+    def model_dtype(self) -> torch.dtype:
+        """The dtype the model is loaded in: bf16 for bf16_weights, else fp32 (explicit in both cases: a bf16
+        checkpoint must not silently train in bf16 under autocast)."""
+        return torch.bfloat16 if self.resolved_precision() == "bf16_weights" else torch.float32
 
     def use_bf16(self) -> bool:
-        return self.bf16 == "yes" or (self.bf16 == "auto" and torch.cuda.is_available())
+        """bf16 autocast in the Trainer (only for bf16_autocast: bf16 weights need none)."""
+        return self.resolved_precision() == "bf16_autocast"
 
 
 @dataclass
@@ -119,6 +148,16 @@ def model_kwargs(model_path: str | os.PathLike, attention: str) -> dict:
     if attention != "checkpoint":
         kwargs["is_causal"] = attention == "causal"
     return kwargs
+
+
+def max_length(args: ProtocolArgs, model_path) -> int:
+    """`--max_length`, or 99% of the model's max_position_embeddings (the original harness: 2028 for 2048)."""
+    if args.max_length is not None:
+        return args.max_length
+    positions = getattr(AutoConfig.from_pretrained(model_path, trust_remote_code=True), "max_position_embeddings", None)
+    if not positions:
+        raise ValueError(f"{model_path} has no max_position_embeddings in its config; pass --max_length")
+    return round(LENGTH_MARGIN * positions)
 
 
 def training_arguments(args: FinetuneArgs, output_dir: str, max_steps: int | None, epochs: float | None,
@@ -203,9 +242,10 @@ def task_splits(task, args: FinetuneArgs):
     """`tasks.load_splits` once per (task, data dir, subset sizes) in this process."""
     from evaluation import tasks
 
-    key = (str(task.path or task.name), args.source, args.data_dir, args.max_train, args.max_eval, args.ir_corpus)
+    key = (str(task.path or task.name), args.source, args.data_dir, args.max_train, args.max_eval, args.ir_corpus,
+           args.ir_relevance)
     if key not in _SPLITS:
-        extra = {"corpus": args.ir_corpus} if task.family == "ir" else {}
+        extra = {"corpus": args.ir_corpus, "relevance": args.ir_relevance} if task.family == "ir" else {}
         _SPLITS[key] = tasks.load_splits(
             task, data_dir=args.data_dir, max_train=args.max_train, max_eval=args.max_eval, source=args.source, **extra
         )
@@ -231,24 +271,34 @@ def cached(key: tuple, build):
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def result(task, status: str, validation: dict | None = None, test: dict | None = None) -> dict:
-    """The family-independent part of a run's result: scores without their per-instance lists, kept apart.
+def result(task, status: str, scores: dict | None = None, predictions: dict | None = None) -> dict:
+    """The family-independent part of a run's result: aggregate scores, and per instance the prediction, the
+    reference and the instance's scores, so every metric can be recomputed from the result file alone.
 
     Args:
         task: the Task (its `metric` is the main metric).
         status: "ok" or "diverged".
-        validation, test: metric dicts from `evaluation.metrics` (with their "per_instance" entries).
+        scores: {"validation": metrics dict, "test": metrics dict} from `evaluation.metrics` (with "per_instance").
+        predictions: {"validation": {column: list}, "test": {column: list}}: predictions and references per
+            instance (e.g. {"prediction": [...], "reference": [...]}), aligned with the metric's per-instance lists.
 
     Returns:
-        {"status", "main_metric", "validation", "test", "per_instance": {"test": [records]}}.
+        {"status", "main_metric", "validation", "test", "per_instance": {"validation": [records], "test": [records]}}.
     """
-    per_instance = (test or {}).get("per_instance") or {}
-    columns = {k: v for k, v in per_instance.items() if v is not None}
-    n = len(next(iter(columns.values()))) if columns else 0
-    records = [{k: v[i] for k, v in columns.items()} for i in range(n)]
-    strip = lambda scores: {k: v for k, v in (scores or {}).items() if k != "per_instance"}  # noqa: E731
-    return {"status": status, "main_metric": task.metric, "validation": strip(validation), "test": strip(test),
-            "per_instance": {"test": records}}
+    scores, predictions = scores or {}, predictions or {}
+    out = {"status": status, "main_metric": task.metric}
+    per_instance = {}
+    for role in ("validation", "test"):
+        metric = scores.get(role) or {}
+        out[role] = {k: v for k, v in metric.items() if k != "per_instance"}
+        columns = {**(predictions.get(role) or {}),
+                   **{k: v for k, v in (metric.get("per_instance") or {}).items() if v is not None}}
+        n = len(next(iter(columns.values()))) if columns else 0
+        if any(len(v) != n for v in columns.values()):
+            raise ValueError(f"per-instance columns of {role} have different lengths: { {k: len(v) for k, v in columns.items()} }")
+        per_instance[role] = [{k: v[i] for k, v in columns.items()} for i in range(n)]
+    out["per_instance"] = per_instance
+    return out
 
 
 def versions() -> dict:
@@ -261,20 +311,6 @@ def versions() -> dict:
     return {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
             "datasets": datasets.__version__, "accelerate": accelerate.__version__,
             "sentence_transformers": sentence_transformers.__version__}
-
-
-def write_json_atomic(path: str | os.PathLike, payload: dict) -> None:
-    """Write JSON to a temp file in the same directory, then `os.replace` it: readers never see half a file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(payload, f, indent=1, allow_nan=False)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def args_dict(args: FinetuneArgs) -> dict:
@@ -319,7 +355,8 @@ def load_for_finetuning(auto_class, model_path, tokenizer, args: FinetuneArgs, *
     """`auto_class.from_pretrained` with the run's seed set first (the new head's init depends on it), the chosen
     attention pattern and a pad id the head can use."""
     set_seed(args.seed)
-    model = auto_class.from_pretrained(model_path, **model_kwargs(model_path, args.attention), **kwargs)
+    model = auto_class.from_pretrained(model_path, dtype=args.model_dtype(), **model_kwargs(model_path, args.attention),
+                                       **kwargs)
     if model.config.pad_token_id is None:
         model.config.pad_token_id = tokenizer.pad_token_id
     return model

@@ -119,13 +119,14 @@ def evaluate(model_path, task, args: common.FinetuneArgs, tokenizer=None) -> dic
 
     Args:
         model_path: a pretrained checkpoint directory with a fast tokenizer.
-        task: a qa `Task`; no-answer prediction is on when the training split has unanswerable questions (v2).
+        task: a qa `Task`; its `squad_version` chooses the rules: "v2.0" predicts and scores no-answer, "v1.1"
+            (SQuAD, ReCoRD) always predicts a span and scores with the v1.1 script's rules.
         args: the run's settings (qa_max_length, doc_stride, n_best, max_answer_length).
         tokenizer: the model's tokenizer, when the caller already loaded it.
 
     Returns:
-        `common.result(...)` with SQuAD EM/F1 (v2 rules, plus HasAns/NoAns splits when there are unanswerable
-        questions) and per-question scores.
+        `common.result(...)` with SQuAD EM/F1 (plus HasAns/NoAns splits under v2.0 rules), per-question scores,
+        predicted answer texts and gold answers.
     """
     tokenizer = tokenizer or common.load_tokenizer(model_path)
     splits, windows = tokenize(task, tokenizer, args)
@@ -137,12 +138,14 @@ def evaluate(model_path, task, args: common.FinetuneArgs, tokenizer=None) -> dic
     )
     if common.train(trainer):
         return common.result(task, "diverged")
-    with_null = any(len(a["text"]) == 0 for a in splits["train"]["answers"])
-    scores = {}
+    with_null = task.squad_version == "v2.0"
+    scores, predictions = {}, {}
     for role in ("validation", "test"):
         start, end = trainer.predict(windows[role].remove_columns(["example_id", "offset_mapping"])).predictions[:2]
         texts = postprocess(splits[role], windows[role], np.asarray(start, np.float32), np.asarray(end, np.float32),
                             args.n_best, args.max_answer_length, with_null)
         ids = splits[role]["id"]
-        scores[role] = metrics.squad_scores([texts[i] for i in ids], [a["text"] for a in splits[role]["answers"]], ids)
-    return common.result(task, "ok", scores["validation"], scores["test"])
+        predicted, references = [texts[i] for i in ids], [a["text"] for a in splits[role]["answers"]]
+        scores[role] = metrics.squad_scores(predicted, references, ids, version=task.squad_version)
+        predictions[role] = {"prediction": predicted, "reference": references}
+    return common.result(task, "ok", scores, predictions)

@@ -8,9 +8,11 @@ between two models are possible, SPEC "Report"). All scores are fractions in [0,
 |---|---|---|---|
 | SC | `accuracy` | accuracy | accuracy (0/1) |
 | TC | `token_classification_scores` | entity_precision/recall/f1 (seqeval strict IOB2), token_micro_f1, token_accuracy | entity_f1, entity_tp, entity_pred, entity_gold, token_correct, token_count |
-| QA | `squad_scores` | exact_match, f1 (+ HasAns_* / NoAns_* when any gold is empty) | id, exact_match, f1 |
+| QA | `squad_scores` | exact_match, f1 (+ HasAns_* / NoAns_* under v2.0 rules) | id, exact_match, f1 |
 | IR | `retrieval_scores` | ndcg@10, mrr@10, recall@100 | qid, ndcg@10, mrr@10, recall@100 |
 
+`METRICS` lists each family's aggregate keys (a task's main metric must be one); `rescore` recomputes them from the
+predictions and references a result file stores per instance.
 Helpers: `iob1_to_iob2` (CoNLL-2003 ships IOB1), `normalize_answer` (official SQuAD normalisation),
 `word_level_predictions` (sub-token predictions -> one label per word, "first" or EncodEval's "majority").
 
@@ -43,6 +45,13 @@ from seqeval.scheme import IOB2, Entities
 from sklearn.metrics import f1_score as sklearn_f1_score
 
 IGNORE_INDEX = -100
+# The aggregate keys each family's scorer returns: a task's `metric:` (its main score) must be one of them.
+METRICS = {
+    "sc": ("accuracy",),
+    "tc": ("entity_f1", "entity_precision", "entity_recall", "token_micro_f1", "token_accuracy"),
+    "qa": ("f1", "exact_match"),
+    "ir": ("ndcg@10", "mrr@10", "recall@100"),
+}
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -211,22 +220,41 @@ def normalize_answer(text: str) -> str:
     return " ".join(text.split())
 
 
-def squad_exact_f1(prediction: str, gold_answers: Sequence[str]) -> tuple[float, float]:
-    """EM and F1 of one prediction, max over gold answers (official v2.0 script rules, which contain v1.1's).
+SQUAD_VERSIONS = ("v1.1", "v2.0")
 
-    Gold answers that normalise to "" are dropped; if none is left the question is unanswerable and both scores are
-    1 iff the prediction normalises to "" too.
+
+def squad_exact_f1(prediction: str, gold_answers: Sequence[str], version: str = "v2.0") -> tuple[float, float]:
+    """EM and F1 of one prediction, max over gold answers, by the rules of the official script of `version`.
+
+    v2.0: gold answers that normalise to "" are dropped; if none is left the question is unanswerable and both
+    scores are 1 iff the prediction normalises to "" too. v1.1: every gold answer counts as given; a pair with no
+    common token scores F1 0, even when both sides normalise to "" (the v1.1 script's rule).
 
     Args:
         prediction: predicted answer text ("" = no answer).
-        gold_answers: gold answer texts; an empty list marks an unanswerable (v2) question.
+        gold_answers: gold answer texts; under v2.0 an empty list marks an unanswerable question.
+        version: "v1.1" (SQuAD, ReCoRD) or "v2.0" (SQuAD v2).
 
     Returns:
         (exact_match, f1), each in [0, 1].
     """
+    if version not in SQUAD_VERSIONS:
+        raise ValueError(f"version={version!r}: use one of {SQUAD_VERSIONS}")
+    if version == "v1.1":
+        golds = list(gold_answers) or [""]
+        exact = max(float(normalize_answer(prediction) == normalize_answer(g)) for g in golds)
+        return exact, max(_token_f1_v1(prediction, g) for g in golds)
     golds = [g for g in gold_answers if normalize_answer(g)] or [""]
     exact = max(float(normalize_answer(prediction) == normalize_answer(g)) for g in golds)
     return exact, max(_token_f1(prediction, g) for g in golds)
+
+
+def _token_f1_v1(prediction: str, gold: str) -> float:
+    common = collections.Counter(normalize_answer(prediction).split()) & collections.Counter(normalize_answer(gold).split())
+    overlap = sum(common.values())
+    if overlap == 0:
+        return 0.0
+    return _f1(overlap, len(normalize_answer(prediction).split()), len(normalize_answer(gold).split()), empty=0.0)
 
 
 def _token_f1(prediction: str, gold: str) -> float:
@@ -240,27 +268,29 @@ def _token_f1(prediction: str, gold: str) -> float:
 
 
 def squad_scores(
-    predictions: Sequence[str], references: Sequence[Sequence[str]], ids: Sequence[str] | None = None
+    predictions: Sequence[str], references: Sequence[Sequence[str]], ids: Sequence[str] | None = None,
+    version: str = "v2.0",
 ) -> dict:
-    """SQuAD EM/F1 averaged over questions, with HasAns/NoAns splits when some question is unanswerable.
+    """SQuAD EM/F1 averaged over questions, by the official rules of `version`.
 
     Args:
         predictions: predicted answer text per question ("" = no answer).
         references: gold answer texts per question (the "text" list of the `answers` column; [] = no answer).
         ids: optional question ids, copied into the per-instance dict.
+        version: "v2.0" (adds HasAns/NoAns splits when a gold list is empty or normalises to empty) or "v1.1".
 
     Returns:
-        {"exact_match", "f1", "per_instance": {"id", "exact_match", "f1"}}, plus "HasAns_exact_match",
-        "HasAns_f1", "HasAns_total", "NoAns_exact_match", "NoAns_f1", "NoAns_total" when any gold list is empty
-        (or normalises to empty), as the official v2.0 script reports.
+        {"exact_match", "f1", "per_instance": {"id", "exact_match", "f1"}}, plus under v2.0 "HasAns_exact_match",
+        "HasAns_f1", "HasAns_total", "NoAns_exact_match", "NoAns_f1", "NoAns_total" when any question is
+        unanswerable, as the official v2.0 script reports.
     """
     _check_same_length(predictions, references, "predictions", "references")
-    scores = [squad_exact_f1(p, golds) for p, golds in zip(predictions, references)]
+    scores = [squad_exact_f1(p, golds, version) for p, golds in zip(predictions, references)]
     exact = [s[0] for s in scores]
     f1 = [s[1] for s in scores]
     result = {"exact_match": _mean(exact), "f1": _mean(f1)}
     has_answer = [any(normalize_answer(g) for g in golds) for golds in references]
-    if not all(has_answer):
+    if version == "v2.0" and not all(has_answer):
         for name, keep in (("HasAns", True), ("NoAns", False)):
             idx = [i for i, h in enumerate(has_answer) if h == keep]
             result[f"{name}_exact_match"] = _mean([exact[i] for i in idx])
@@ -297,7 +327,7 @@ def retrieval_scores(
     per = {"qid": sorted(qrels), **{n: [] for n in names}}
     for qid in per["qid"]:
         judged = qrels[qid]
-        ranking = _rank(run.get(qid, {}))
+        ranking = ranked_ids(run.get(qid, {}))
         relevant = {d for d, rel in judged.items() if rel > 0}
         per[names[0]].append(_ndcg(ranking[:ndcg_k], judged, ndcg_k))
         first = next((i for i, d in enumerate(ranking[:mrr_k]) if d in relevant), None)
@@ -308,8 +338,8 @@ def retrieval_scores(
     return result
 
 
-def _rank(scores: Mapping[str, float]) -> list[str]:
-    # trec_eval order: score descending, then doc id descending (so ties are reproducible across tools).
+def ranked_ids(scores: Mapping[str, float]) -> list[str]:
+    """Document ids in trec_eval order: score descending, then doc id descending (ties reproducible across tools)."""
     by_id = sorted(scores.items(), key=lambda item: item[0], reverse=True)
     return [doc for doc, _ in sorted(by_id, key=lambda item: -item[1])]
 
@@ -319,6 +349,36 @@ def _ndcg(top: list[str], judged: Mapping[str, int], k: int) -> float:
     ideal = sorted((rel for rel in judged.values() if rel > 0), reverse=True)[:k]
     idcg = sum(rel / math.log2(i + 2) for i, rel in enumerate(ideal))
     return dcg / idcg if idcg > 0 else 0.0
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Recomputing a result file's scores from its stored predictions
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def rescore(family: str, records: Sequence[Mapping], squad_version: str = "v2.0") -> dict:
+    """The aggregate scores of one split, recomputed from the per-instance records of a result file.
+
+    Args:
+        family: "sc", "tc", "qa" or "ir".
+        records: `result["per_instance"][split]`: each holds the prediction and the reference (ir: the ranking
+            and the judged documents' relevance).
+        squad_version: the qa task's rules ("v1.1" or "v2.0").
+
+    Returns:
+        The same dict the family's scorer returned when the run was scored (per-instance lists included).
+    """
+    if family == "sc":
+        return accuracy([r["prediction"] for r in records], [r["reference"] for r in records])
+    if family == "tc":
+        return token_classification_scores([r["prediction"] for r in records], [r["reference"] for r in records])
+    if family == "qa":
+        return squad_scores([r["prediction"] for r in records], [r["reference"] for r in records],
+                            [r["id"] for r in records], version=squad_version)
+    if family == "ir":  # the stored ranking is in rank order: any decreasing score reproduces it
+        run = {r["qid"]: {doc: -float(i) for i, doc in enumerate(r["ranking"])} for r in records}
+        return retrieval_scores(run, {r["qid"]: r["relevance"] for r in records})
+    raise ValueError(f"family={family!r}: use one of {sorted(METRICS)}")
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -21,14 +21,14 @@ from __future__ import annotations
 import argparse
 import collections
 import csv
-import json
 import math
 from pathlib import Path
 
 import numpy as np
 from scipy import stats
 
-from recipes import names
+from evaluation import identity
+from recipes import artifacts, names
 
 SUMMARY_COLUMNS = ["model", "task", "family", "metric", "best_lr", "n_seeds", "mean", "ci_low", "ci_high", "std",
                    "val_mean", "stability_std", "lr_range", "n_runs", "n_diverged"]
@@ -55,11 +55,24 @@ def parse_model_name(name: str) -> dict:
 
 
 def load_results(results_dir: str | Path) -> list[dict]:
-    """Every result JSON under `results_dir` (temporary files of interrupted writes are ignored)."""
-    files = sorted(p for p in Path(results_dir).glob("*/*/*.json") if not p.name.startswith("."))
+    """Every result file under `results_dir` (temp files of interrupted writes and moved-aside files are not),
+    each with its path under "_path"; a corrupt or older-format file is refused, naming it."""
+    files = artifacts.result_files(results_dir)
     if not files:
         raise FileNotFoundError(f"no result files under {results_dir}; run `python -m evaluation.run ... --output {results_dir}`")
-    return [json.loads(p.read_text(encoding="utf-8")) for p in files]
+    return [{**artifacts.read_result(p), "_path": str(p)} for p in files]
+
+
+def check_same_protocol(records: list[dict]) -> None:
+    """Refuse to average, in one summary row, runs of one (model, task) whose identities differ (other weights,
+    other task data, other protocol): such a row would mix two experiments."""
+    first = records[0]
+    for record in records[1:]:
+        differences = identity.diff(first["identity"], record["identity"])
+        if differences:
+            raise ValueError(f"{record['_path']} and {first['_path']} are results of {first['model']} on "
+                             f"{first['task']} made differently ({'; '.join(differences[:3])}); re-run one of them "
+                             "(evaluation.run --rerun_changed) or keep them in separate results directories")
 
 
 def confidence_interval(scores, bootstrap: bool = False, level: float = 0.95) -> tuple[float, float]:
@@ -114,6 +127,8 @@ def summarize(records: list[dict], bootstrap: bool = False) -> list[dict]:
     groups = collections.defaultdict(list)
     for record in records:
         groups[(record["model"], record["task"])].append(record)
+    for group in groups.values():
+        check_same_protocol(group)
     rows = [summarize_group(g, bootstrap) for g in groups.values()]
     return sorted(rows, key=lambda r: (r["task"], r["model"]))
 
@@ -366,7 +381,8 @@ def main(argv=None) -> Path:
     args = parser.parse_args(argv)
     try:
         records = load_results(args.results)
-    except FileNotFoundError as error:
+        rows = summarize(records, args.bootstrap)
+    except (FileNotFoundError, ValueError) as error:
         parser.error(str(error))
     models = {r["model"] for r in records}
     pair = args.compare.split(",") if args.compare else None
@@ -374,7 +390,6 @@ def main(argv=None) -> Path:
         parser.error(f"--compare needs two model names from the results ({sorted(models)}), got {args.compare!r}")
     output = Path(args.output or Path(args.results) / "report")
     output.mkdir(parents=True, exist_ok=True)
-    rows = summarize(records, args.bootstrap)
     comparisons = compare(records, rows, *pair) if pair else []
     write_tables(rows, comparisons, output)
     for plot in (plot_objectives, plot_pretraining_steps, plot_learning_rates, plot_pfs, plot_cpt):

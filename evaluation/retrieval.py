@@ -4,8 +4,9 @@ The encoder becomes a `SentenceTransformer` (`Transformer` + mean `Pooling`), tr
 with `MultipleNegativesRankingLoss` (in-batch negatives only, SPEC) and the `NO_DUPLICATES` batch sampler, so a
 paragraph that answers several queries never appears twice in one batch (a duplicate would be a false negative).
 Queries and documents carry the task's prefixes ("Query: " / "Document: "), in training and at evaluation.
-Evaluation ranks the corpus (judged documents, the paper's protocol, or the full corpus) by cosine similarity and
-scores NDCG@10, MRR@10 and recall@100 with `evaluation.metrics.retrieval_scores`.
+Evaluation ranks the corpus (by default the documents judged in validation or test, pooled into one corpus, with
+binary relevance, as the original harness does) by cosine similarity and scores NDCG@10, MRR@10 and recall@100 with
+`evaluation.metrics.retrieval_scores`.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ def build_model(model_path, task, args: common.FinetuneArgs) -> SentenceTransfor
     set_seed(args.seed)
     # The attention choice is a config field: sentence-transformers loads the config first, then the model.
     transformer = Transformer(
-        str(model_path), model_kwargs={"trust_remote_code": True},
+        str(model_path), model_kwargs={"trust_remote_code": True, "dtype": args.model_dtype()},
         config_kwargs=common.model_kwargs(model_path, args.attention),
         processor_kwargs={"trust_remote_code": True}, max_seq_length=args.max_length,
     )
@@ -66,11 +67,12 @@ def evaluate(model_path, task, args: common.FinetuneArgs, tokenizer=None) -> dic
     Args:
         model_path: a pretrained checkpoint directory with a tokenizer.
         task: an ir `Task` (its query_prefix / document_prefix are the prompts).
-        args: the run's settings (`ir_corpus`: judged or full).
+        args: the run's settings (`ir_corpus`, `ir_relevance`: the corpus and relevance of evaluation).
         tokenizer: unused (sentence-transformers loads its own); accepted for a uniform signature.
 
     Returns:
-        `common.result(...)` with ndcg@10, mrr@10, recall@100 and per-query scores.
+        `common.result(...)` with ndcg@10, mrr@10, recall@100, and per query its scores, the top-100 document ids
+        in rank order and the judged documents with their relevance.
     """
     splits = common.task_splits(task, args)
     model = build_model(model_path, task, args)
@@ -87,6 +89,12 @@ def evaluate(model_path, task, args: common.FinetuneArgs, tokenizer=None) -> dic
     if common.train(trainer):
         return common.result(task, "diverged")
     model.eval()
-    scores = {role: metrics.retrieval_scores(rank(model, splits[role], args.eval_batch_size), splits[role].qrels)
-              for role in ("validation", "test")}
-    return common.result(task, "ok", scores["validation"], scores["test"])
+    scores, predictions = {}, {}
+    for role in ("validation", "test"):
+        run = rank(model, splits[role], args.eval_batch_size)
+        qrels = splits[role].qrels
+        scores[role] = metrics.retrieval_scores(run, qrels)
+        qids = scores[role]["per_instance"]["qid"]  # sorted query ids, the per-instance order
+        predictions[role] = {"ranking": [metrics.ranked_ids(run.get(q, {})) for q in qids],
+                             "relevance": [qrels[q] for q in qids]}
+    return common.result(task, "ok", scores, predictions)

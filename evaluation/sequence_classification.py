@@ -48,8 +48,10 @@ def evaluate(model_path, task, args: common.FinetuneArgs, tokenizer=None) -> dic
     )
     if common.train(trainer):
         return common.result(task, "diverged")
-    scores = {}
+    scores, predictions = {}, {}
     for role in ("validation", "test"):
-        logits = trainer.predict(data[role]).predictions
-        scores[role] = metrics.accuracy(np.asarray(logits, dtype=np.float32).argmax(-1), data[role]["label"])
-    return common.result(task, "ok", scores["validation"], scores["test"])
+        predicted = np.asarray(trainer.predict(data[role]).predictions, dtype=np.float32).argmax(-1).tolist()
+        scores[role] = metrics.accuracy(predicted, data[role]["label"])
+        predictions[role] = {"prediction": [task.labels[i] for i in predicted],
+                             "reference": [task.labels[i] for i in data[role]["label"]]}
+    return common.result(task, "ok", scores, predictions)

@@ -14,7 +14,9 @@ YAML fields (the `Task` dataclass):
     name, family (sc | tc | qa | ir), metric (main score key of `evaluation.metrics`), budget ({max_steps: N} or
     {epochs: N}), labels (sc: class names; tc: IOB2 tag names, in id order), template (sc: str.format template over
     the input fields, e.g. "Premise: {premise}\\nHypothesis: {hypothesis}"), query_prefix / document_prefix (ir),
-    description, notes (caveats to print next to results), hub (online source), offline (bundle source).
+    squad_version (qa: "v1.1" scores with the v1.1 script's rules and always predicts a span; "v2.0" predicts and
+    scores no-answer), description, notes (caveats to print next to results), hub (online source), offline
+    (bundle source).
     Unknown keys raise.
 
 Offline source (`offline:`), read by generic format readers:
@@ -51,7 +53,9 @@ Choices (documented per task in its YAML `notes`):
     - The official validation split is the test set and validation is 5% of train (seed 42), as SPEC says and the
       EncodEval harness does for SC and QA. Where a source ships a labelled dev *and* test (CoNLL-2003 testa/testb,
       WikiANN, MRPC) the dev is the validation set, as the harness uses its TC datasets' own splits.
-    - ir "judged" corpus: the documents judged in that split's own qrels (the harness pools validation and test).
+    - ir corpus and relevance (`load_splits(corpus=, relevance=)`): by default, as the original harness, one corpus
+      pooled from the documents judged in validation and test, and binary relevance (a judgement >= 1); "judged"
+      (each split's own judged documents), "full" and "graded" are the alternatives.
     - Offline stand-ins: UNER trains on its dev file; SQuAD v2 splits its labelled dev half by article; MNLI trains
       on TaxiNLI + non-gold dev-mismatched pairs; QQP is a balanced Quora split (see /work/shared/data/README.md).
     - Hub sources follow the harness (`encodeval/datasets.py`, MLM_vs_CLM branch) where its datasets load with
@@ -76,7 +80,7 @@ import numpy as np
 import yaml
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Sequence, Value
 
-from evaluation.metrics import iob1_to_iob2
+from evaluation.metrics import METRICS, SQUAD_VERSIONS, iob1_to_iob2
 from recipes.paths import DATA_ENV_VAR, resolve_data_dir
 
 TASKS_DIR = Path(__file__).resolve().parent / "tasks"
@@ -108,6 +112,7 @@ class Task:
     template: str | None = None
     query_prefix: str = ""
     document_prefix: str = ""
+    squad_version: str = "v1.1"
     description: str = ""
     notes: str = ""
     hub: dict | None = None
@@ -198,6 +203,10 @@ def _validate_task(raw: Any, path: Path) -> Task:
         raise ValueError(f"{path}: family must be one of {FAMILIES}, got {task.family!r}")
     if not isinstance(task.budget, dict) or len(set(task.budget) & {"max_steps", "epochs"}) != 1 or len(task.budget) != 1:
         raise ValueError(f"{path}: budget must be exactly one of {{max_steps: N}} or {{epochs: N}}, got {task.budget}")
+    if task.metric not in METRICS[task.family]:
+        raise ValueError(f"{path}: metric {task.metric!r} is not a {task.family} score; use one of {list(METRICS[task.family])}")
+    if task.squad_version not in SQUAD_VERSIONS:
+        raise ValueError(f"{path}: squad_version must be one of {SQUAD_VERSIONS}, got {task.squad_version!r}")
     if task.family in ("sc", "tc") and not task.labels:
         raise ValueError(f"{path}: an {task.family} task needs a `labels` list")
     if task.hub is None and task.offline is None:
@@ -206,9 +215,25 @@ def _validate_task(raw: Any, path: Path) -> Task:
         source = getattr(task, block)
         if source is not None and set(source) - allowed:
             raise ValueError(f"{path}: unknown {block} key(s) {sorted(set(source) - allowed)}; allowed: {sorted(allowed)}")
+    for block in ("offline", "hub"):
+        for role, rule in ((getattr(task, block) or {}).get("derive") or {}).items():
+            _check_derive_rule(path, block, role, rule)
     if task.offline and "unavailable" not in task.offline and task.offline.get("format") not in FORMATS:
         raise ValueError(f"{path}: offline.format must be one of {FORMATS}, got {task.offline.get('format')!r}")
     return task
+
+
+def _check_derive_rule(path: Path, block: str, role: str, rule) -> None:
+    example = "{from: train, fraction: 0.05, seed: 42}"
+    if role not in ROLES or not isinstance(rule, dict):
+        raise ValueError(f"{path}: {block}.derive.{role} must be a split name ({ROLES}) mapped to a rule like {example}")
+    missing = [k for k in ("from", "fraction", "seed") if k not in rule]
+    unknown = sorted(set(rule) - {"from", "fraction", "seed", "group"})
+    if missing or unknown:
+        raise ValueError(f"{path}: {block}.derive.{role} needs from, fraction and seed (optional: group); "
+                         f"missing {missing}, unknown {unknown}; e.g. {example}")
+    if not isinstance(rule["fraction"], (int, float)) or not 0 < rule["fraction"] < 1 or not isinstance(rule["seed"], int):
+        raise ValueError(f"{path}: {block}.derive.{role}: fraction must be in (0, 1) and seed an integer, got {rule}")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -222,7 +247,8 @@ def load_splits(
     max_train: int | None = None,
     max_eval: int | None = None,
     source: str = "offline",
-    corpus: str = "judged",
+    corpus: str = "pooled",
+    relevance: str = "binary",
 ) -> DatasetDict | dict:
     """Load a task's train / validation / test splits in the family's normalised layout.
 
@@ -232,8 +258,10 @@ def load_splits(
         max_train: keep at most this many training examples (ir: pairs); deterministic, see module docstring.
         max_eval: keep at most this many validation and test examples (ir: queries).
         source: "offline" (the data bundle) or "hub" (the Hugging Face datasets of the paper; needs network).
-        corpus: ir only; "judged" restricts each split's corpus to the documents its qrels judge (the paper's
-            protocol), "full" keeps the whole corpus.
+        corpus: ir only; "pooled" (the original harness): one corpus of the documents judged in validation or
+            test; "judged": each split's corpus is the documents its own qrels judge; "full": the whole corpus.
+        relevance: ir only; "binary" (the original harness): a judgement >= 1 is relevant with gain 1, lower
+            judgements are dropped; "graded": the qrels scores are the gains.
 
     Returns:
         A `DatasetDict` with "train", "validation", "test" for sc/tc/qa; for ir a dict with a pairs `Dataset` under
@@ -242,14 +270,16 @@ def load_splits(
     task = task if isinstance(task, Task) else load_task(task)
     if source not in ("offline", "hub"):
         raise ValueError(f"source must be 'offline' or 'hub', got {source!r}")
-    if corpus not in ("judged", "full"):
-        raise ValueError(f"corpus must be 'judged' or 'full', got {corpus!r}")
+    if corpus not in ("pooled", "judged", "full"):
+        raise ValueError(f"corpus must be 'pooled', 'judged' or 'full', got {corpus!r}")
+    if relevance not in ("binary", "graded"):
+        raise ValueError(f"relevance must be 'binary' or 'graded', got {relevance!r}")
     for name, value in (("max_train", max_train), ("max_eval", max_eval)):
         if value is not None and (not isinstance(value, int) or value < 1):
             raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
     spec = _source_spec(task, source)
     if task.family == "ir":
-        return _load_retrieval(task, spec, source, data_dir, max_train, max_eval, corpus)
+        return _load_retrieval(task, spec, source, data_dir, max_train, max_eval, corpus, relevance)
     records = _read_offline(task, spec, data_dir) if source == "offline" else _read_hub(task, spec)
     if task.family == "tc" and spec.get("scheme", "iob2") == "iob1":  # any reader: tags become IOB2 here
         records = {role: [{**r, "tags": iob1_to_iob2(r["tags"])} for r in rows] for role, rows in records.items()}
@@ -267,6 +297,19 @@ def _source_spec(task: Task, source: str) -> dict:
         stand_in = f"; use the stand-in task {spec['stand_in']!r}" if spec.get("stand_in") else ""
         raise ValueError(f"task {task.name!r} has no offline data ({spec['unavailable']}){stand_in}, or source='hub'")
     return spec
+
+
+def data_files(task: Task, source: str = "offline", data_dir=None) -> list[Path]:
+    """Every local file a task reads (offline source; [] for the Hub, whose data is named by path and revision)."""
+    if source != "offline":
+        return []
+    spec = _source_spec(task, source)
+    root, where = _data_root(task, spec, data_dir)
+    if spec.get("format") == "beir":
+        files = {"train": [spec["corpus"], spec["queries"]], **{r: [p] for r, p in (spec.get("qrels") or {}).items()}}
+    else:
+        files = spec.get("files") or {}
+    return sorted({p for paths in _resolve_files(task, files, root, where).values() for p in paths})
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -297,12 +340,15 @@ def _resolve_files(task: Task, files: dict[str, Any], root: Path, where: str) ->
             raise ValueError(f"task {task.name!r}: files role {role!r} must be one of {ROLES}")
         names = [names] if isinstance(names, str) else list(names)
         resolved[role] = [root / name for name in names]
-        for path in resolved[role]:
-            if not path.is_file():
-                raise FileNotFoundError(
-                    f"task {task.name!r}: missing dataset file {path} (data dir {root} from {where}; "
-                    f"resolution: data_dir argument > ${DATA_ENV_VAR} > ../shared/data)"
-                )
+        for name, path in zip(names, resolved[role]):
+            if path.is_file():
+                continue
+            if Path(name).is_absolute():  # an absolute path ignores the data dir: do not blame it
+                raise FileNotFoundError(f"task {task.name!r}: missing dataset file {path} (an absolute path in {task.path})")
+            raise FileNotFoundError(
+                f"task {task.name!r}: missing dataset file {path} (data dir {root} from {where}; "
+                f"resolution: data_dir argument > ${DATA_ENV_VAR} > ../shared/data)"
+            )
     return resolved
 
 
@@ -326,7 +372,11 @@ def _read_file(fmt: str, path: str, mtime: float, options_json: str) -> tuple[di
     readers = {"tsv": _read_tsv, "jsonl": _read_jsonl, "conll": _read_conll, "squad": _read_squad}
     if fmt not in readers:
         raise ValueError(f"{path}: format {fmt!r} has no record reader; use one of {sorted(readers)}")
-    return tuple(readers[fmt](path, options))
+    try:
+        return tuple(readers[fmt](path, options))
+    except (KeyError, IndexError, TypeError, json.JSONDecodeError, UnicodeDecodeError, gzip.BadGzipFile, EOFError) as error:
+        raise ValueError(f"{path} is not a valid {fmt} file ({type(error).__name__}: {error}); check offline.format "
+                         "and the file") from None
 
 
 def _open_text(path: str):
@@ -344,7 +394,11 @@ def _read_tsv(path: str, options: dict) -> list[dict]:
             raise ValueError(f"{path}: column(s) {missing} not in the header {header}; fix offline.columns")
         index = {field: header.index(col) for field, col in columns.items()}
     else:
-        index = {field: int(col) for field, col in columns.items()}
+        named = {field: col for field, col in columns.items() if not isinstance(col, int)}
+        if named:
+            raise ValueError(f"{path}: offline.header is false, so offline.columns must give 0-based column numbers, "
+                             f"not names {named}")
+        index = dict(columns)
     width = max(index.values()) + 1
     for n, row in enumerate(rows):
         if len(row) < width:
@@ -586,13 +640,18 @@ def _subset(rows: list, limit: int | None) -> list:
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def _load_retrieval(task, spec, source, data_dir, max_train, max_eval, corpus_mode) -> dict:
+def _load_retrieval(task, spec, source, data_dir, max_train, max_eval, corpus_mode, relevance) -> dict:
     if source == "offline":
         docs, queries, qrels = _read_beir_offline(task, spec, data_dir)
         pairs = None
     else:
         docs, queries, qrels, pairs = _read_beir_hub(task, spec)
     derive = dict(spec.get("derive") or {})
+    if "train" not in qrels and "train" not in derive and pairs is None:
+        raise ValueError(
+            f"task {task.name!r} has qrels for {sorted(qrels)} only: fine-tuning needs training pairs; add a train "
+            f"qrels file to {task.path}, or carve one out, e.g. `derive: {{train: {{from: {sorted(qrels)[0]}, "
+            "fraction: 0.5, seed: 42}}` (validation is then carved from train)")
     if "validation" not in qrels and "validation" not in derive:
         derive["validation"] = DEFAULT_VALIDATION
     for role, rule in derive.items():
@@ -608,9 +667,19 @@ def _load_retrieval(task, spec, source, data_dir, max_train, max_eval, corpus_mo
     if pairs is None:
         pairs = _pairs_from_qrels(task, qrels["train"], queries, docs)
     result = {"train": pairs.select(_subset(list(range(len(pairs))), max_train))}
+    evaluated = {role: _evaluated_queries(qrels[role], max_eval) for role in ("validation", "test")}
+    pooled = {d for role in evaluated for judged in evaluated[role].values() for d in judged}
     for role in ("validation", "test"):
-        result[role] = _retrieval_split(task, qrels[role], queries, docs, corpus_mode, max_eval)
+        result[role] = _retrieval_split(task, evaluated[role], queries, docs, corpus_mode, relevance, pooled)
     return result
+
+
+def _evaluated_queries(qrels: dict, max_eval: int | None) -> dict:
+    """The judgements of the queries evaluated in one split (max_eval of them, sampled with seed 42)."""
+    qids = sorted(qrels)
+    if max_eval is not None and max_eval < len(qids):
+        qids = sorted(random.Random(SUBSET_SEED).sample(qids, max_eval))
+    return {q: dict(qrels[q]) for q in qids}
 
 
 def _pairs_from_qrels(task, qrels, queries, docs) -> Dataset:
@@ -619,15 +688,15 @@ def _pairs_from_qrels(task, qrels, queries, docs) -> Dataset:
     return Dataset.from_dict({"query": [queries[q] for q, _ in rows], "positive": [docs[d] for _, d in rows]})
 
 
-def _retrieval_split(task, qrels, queries, docs, corpus_mode, max_eval) -> RetrievalSplit:
-    qids = sorted(qrels)
-    if max_eval is not None and max_eval < len(qids):
-        qids = sorted(random.Random(SUBSET_SEED).sample(qids, max_eval))
-    kept = {q: dict(qrels[q]) for q in qids}
+def _retrieval_split(task, kept, queries, docs, corpus_mode, relevance, pooled) -> RetrievalSplit:
     judged = {d for judgements in kept.values() for d in judgements}
-    _check_ids(task, "evaluation", set(qids), queries, judged, docs)
-    corpus = dict(docs) if corpus_mode == "full" else {d: docs[d] for d in sorted(judged)}
-    return RetrievalSplit(corpus=corpus, queries={q: queries[q] for q in qids}, qrels=kept)
+    _check_ids(task, "evaluation", set(kept), queries, pooled, docs)
+    documents = {"full": set(docs), "pooled": pooled, "judged": judged}[corpus_mode]
+    if relevance == "binary":  # the original keeps judgements >= 1 only, and only queries that have one
+        kept = {q: {d: 1 for d, rel in judged_docs.items() if rel >= 1} for q, judged_docs in kept.items()}
+        kept = {q: judged_docs for q, judged_docs in kept.items() if judged_docs}
+    return RetrievalSplit(corpus={d: docs[d] for d in sorted(documents)}, queries={q: queries[q] for q in kept},
+                          qrels=kept)
 
 
 def _check_ids(task, role, qids, queries, dids, docs) -> None:
@@ -646,27 +715,55 @@ def _read_beir_offline(task, spec, data_dir):
     files = _resolve_files(task, {"train": [spec["corpus"], spec["queries"]]}, root, where)["train"]
     qrel_files = _resolve_files(task, {r: [p] for r, p in spec["qrels"].items()}, root, where)
     template = spec.get("doc_template", "{text}")
-    docs = {r["_id"]: template.format(title=r.get("title", ""), text=r["text"]).strip() for r in _read_jsonl_raw(str(files[0]))}
-    queries = {r["_id"]: r["text"] for r in _read_jsonl_raw(str(files[1]))}
+    docs = {r["_id"]: template.format(title=r.get("title", ""), text=r["text"]).strip()
+            for r in _read_jsonl_raw(str(files[0]), ("_id", "text"))}
+    queries = {r["_id"]: r["text"] for r in _read_jsonl_raw(str(files[1]), ("_id", "text"))}
     qrels = {role: _read_qrels(str(paths[0])) for role, paths in qrel_files.items()}
     return docs, queries, qrels
 
 
 @functools.lru_cache(maxsize=16)
-def _read_jsonl_raw(path: str) -> tuple[dict, ...]:
+def _read_jsonl_raw(path: str, required: tuple[str, ...] = ()) -> tuple[dict, ...]:
+    records = []
     with _open_text(path) as f:
-        return tuple(json.loads(line) for line in f if line.strip())
+        for n, line in enumerate(f):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise ValueError(f"{path}: line {n + 1} is not JSON ({error}); a BEIR corpus/queries file is JSON "
+                                 "lines") from None
+            missing = [k for k in required if not isinstance(record, dict) or k not in record]
+            if missing:
+                raise ValueError(f"{path}: line {n + 1} lacks {missing}; BEIR corpus/queries lines need "
+                                 '{"_id": ..., "text": ...}')
+            records.append(record)
+    return tuple(records)
 
 
 def _read_qrels(path: str) -> dict[str, dict[str, int]]:
+    """A BEIR qrels TSV: header `query-id<TAB>corpus-id<TAB>score`, then one judgement per line."""
     qrels: dict[str, dict[str, int]] = {}
     with _open_text(path) as f:
-        rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+        rows = [row for row in csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE) if row]
+    if rows and len(rows[0]) >= 3 and rows[0][:2] != ["query-id", "corpus-id"] and not _is_number(rows[0][2]):
+        raise ValueError(f"{path}: header {rows[0]} is not BEIR's query-id<TAB>corpus-id<TAB>score")
     start = 1 if rows and rows[0][:2] == ["query-id", "corpus-id"] else 0
-    for row in rows[start:]:
-        if row:
-            qrels.setdefault(row[0], {})[row[1]] = int(float(row[2]))
+    for n, row in enumerate(rows[start:], start + 1):
+        if len(row) < 3 or not _is_number(row[2]):
+            raise ValueError(f"{path}: line {n} is {row!r}, not query-id<TAB>corpus-id<TAB>score (tab-separated, "
+                             "numeric score)")
+        qrels.setdefault(row[0], {})[row[1]] = int(float(row[2]))
     return qrels
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _read_beir_hub(task, spec):

@@ -75,12 +75,13 @@ def evaluate(model_path, task, args: common.FinetuneArgs, tokenizer=None) -> dic
     )
     if common.train(trainer):
         return common.result(task, "diverged")
-    scores = {}
+    scores, predictions = {}, {}
     for role in ("validation", "test"):
         split = data[role]
         logits = np.asarray(trainer.predict(split.remove_columns(["tokens", "tags", "word_ids"])).predictions, np.float32)
         gold = split["tags"]
-        predictions = [word_tags(logits[i], word_ids, len(gold[i]), task.labels) for i, word_ids in enumerate(split["word_ids"])]
+        predicted = [word_tags(logits[i], word_ids, len(gold[i]), task.labels) for i, word_ids in enumerate(split["word_ids"])]
         references = [[task.labels[t] for t in tags] for tags in gold]
-        scores[role] = metrics.token_classification_scores(predictions, references)
-    return common.result(task, "ok", scores["validation"], scores["test"])
+        scores[role] = metrics.token_classification_scores(predicted, references)
+        predictions[role] = {"prediction": predicted, "reference": references}
+    return common.result(task, "ok", scores, predictions)

@@ -1,7 +1,9 @@
 """Model cards and the results dataset card, built with huggingface_hub's `ModelCard` / `DatasetCard`.
 
-    python -m model_cards.generate CHECKPOINT_DIR [--summary report/summary.csv] [--output README.md]
-    python -m model_cards.generate --results report/results --summary report/summary.csv --output RESULTS.md
+    python -m model_cards.generate CHECKPOINT_DIR [--summary report/summary.csv]    # -> CHECKPOINT_DIR/README.md
+    python -m model_cards.generate --results results/ --summary report/summary.csv  # -> report/README.md
+
+A card never replaces a file that this tool did not write (`--force` to do it anyway).
 
 A card is filled from what the run recorded (`run_info.json` next to the weights) and from the evaluation
 summary (`summary.csv`); the Jinja templates (`template.md`, `results_template.md`) hold no logic beyond loops.
@@ -23,6 +25,7 @@ from pathlib import Path
 
 from huggingface_hub import DatasetCard, DatasetCardData, EvalResult, ModelCard, ModelCardData
 
+from recipes import artifacts
 from recipes.names import parse_name
 
 TEMPLATE = Path(__file__).with_name("template.md")
@@ -112,7 +115,7 @@ def load_run_info(checkpoint_dir: Path) -> dict:
     path = Path(checkpoint_dir) / "run_info.json"
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found: pass a checkpoint folder written by recipes/pretrain.py")
-    info = json.loads(path.read_text())
+    info = artifacts.read_json(path, "run info")
     missing = [k for k in RUN_INFO_KEYS if k not in info]
     if missing:
         raise ValueError(f"{path} lacks {missing}: re-save the checkpoint with the current recipes/pretrain.py")
@@ -293,12 +296,12 @@ def _usage_note(p: dict, revision: str | None) -> str:
 
 
 def _scan_runs(results_dir: Path) -> list[dict]:
-    paths = sorted(Path(results_dir).glob("*/*/*.json"))
+    paths = artifacts.result_files(results_dir)
     if not paths:
         raise FileNotFoundError(f"no per-run results under {results_dir}: expected <model>/<task>/lr<lr>-seed<s>.json")
     runs = []
     for path in paths:
-        run = json.loads(path.read_text())
+        run = artifacts.read_result(path)
         if run.get("status") not in ("ok", "diverged"):
             raise ValueError(f"{path}: status must be 'ok' or 'diverged', got {run.get('status')!r}")
         runs.append(run)
@@ -332,24 +335,44 @@ def build_results_card(results_dir, summary_csv, repo_id: str | None = None) -> 
         summary_rows=[{"model": r["model"], **row} for r, row in zip(rows, _table_rows(rows))])
 
 
+GENERATED_MARKER = "<!-- written by model_cards.generate: regenerate it rather than edit it -->"
+
+
+def write_card(card, path: Path, force: bool = False) -> Path:
+    """Write a card atomically, refusing to replace a file that this tool did not write (unless `force`)."""
+    path = Path(path)
+    if path.exists() and not force and GENERATED_MARKER not in path.read_text(encoding="utf-8", errors="replace"):
+        raise ValueError(f"{path} exists and was not written by model_cards.generate; pass --force to replace it "
+                         "or --output another file")
+    return artifacts.write_text_atomic(path, f"{card}\n\n{GENERATED_MARKER}\n")
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("checkpoint", nargs="?", help="checkpoint folder holding run_info.json")
     parser.add_argument("--summary", help="evaluation summary.csv (fills the evaluation table)")
     parser.add_argument("--results", help="per-run results folder: build the results dataset card instead")
     parser.add_argument("--repo-id", help="Hub repo id shown in the usage snippet")
-    parser.add_argument("--output", default="README.md", help="where to write the card (default README.md)")
+    parser.add_argument("--output", default=None,
+                        help="where to write the card (default: CHECKPOINT/README.md; with --results: README.md "
+                             "beside --summary)")
+    parser.add_argument("--force", action="store_true", help="replace an --output file this tool did not write")
     args = parser.parse_args(argv)
     if (args.checkpoint is None) == (args.results is None):
         parser.error("give either a CHECKPOINT folder or --results DIR (with --summary)")
     if args.results and not args.summary:
         parser.error("--results needs --summary summary.csv")
-    if args.results:
-        card = build_results_card(args.results, args.summary, args.repo_id)
-    else:
-        card = build_model_card(args.checkpoint, args.summary, args.repo_id)
-    Path(args.output).write_text(str(card), encoding="utf-8")
-    print(f"wrote {args.output}")
+    try:
+        if args.results:
+            card = build_results_card(args.results, args.summary, args.repo_id)
+            output = Path(args.output or Path(args.summary).parent / "README.md")
+        else:
+            card = build_model_card(args.checkpoint, args.summary, args.repo_id)
+            output = Path(args.output or Path(args.checkpoint) / "README.md")
+        write_card(card, output, args.force)
+    except (ValueError, FileNotFoundError) as error:
+        parser.error(str(error))
+    print(f"wrote {output}")
 
 
 if __name__ == "__main__":

@@ -247,6 +247,19 @@ def make_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def check_repo_id(repo_id: str) -> None:
+    """Refuse, before any work and in dry runs too, a repo id the Hub would refuse: ORG/NAME, each made of letters,
+    digits, "-", "_" and ".", not starting or ending with "-" or ".", no "--" or "..", at most 96 characters."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    if repo_id.count("/") != 1 or not all(repo_id.split("/")):
+        raise PushError(f"repo id {repo_id!r} must be ORG/NAME")
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError as error:
+        raise PushError(f"repo id {repo_id!r} would be refused by the Hub: {str(error).splitlines()[0]}") from None
+
+
 def build_plans(args) -> list[RepoPlan]:
     """Turn CLI arguments into repo plans, checking them all before anything is written or pushed."""
     if args.checkpoint is None and args.results is None:
@@ -257,8 +270,7 @@ def build_plans(args) -> list[RepoPlan]:
     if args.results is not None and not results_repo:
         raise PushError("--results-repo-id ORG/NAME is required to push results without --repo-id")
     for repo_id in filter(None, (args.repo_id, results_repo)):
-        if repo_id.count("/") != 1:
-            raise PushError(f"repo id {repo_id!r} must be ORG/NAME")
+        check_repo_id(repo_id)
     summary = args.results / "summary.csv" if args.results is not None else None
     plans = plan_run(args.checkpoint, args.repo_id, summary) if args.checkpoint is not None else []
     if args.results is not None:

@@ -11,6 +11,7 @@ CPU smoke run on top of the debug run:
     python recipes/cpt.py --config recipes/configs/debug.yaml --model_preset null --model_name_or_path out/debug \
         --switch_step null --max_steps 10 --output_dir out/debug-cpt
 
+The tokenizer is the base model's own unless `--tokenizer_name_or_path` names one with the same ids (checked).
 `--keep_optimizer_state` takes the AdamW moments from the base run's last Trainer checkpoint (SPEC: unconfirmed
 whether the paper did; default: fresh optimizer). The data continue after the blocks the base run consumed
 (`--data_start_block` to choose). Same training loop as `recipes/pretrain.py` (`main` is shared).
@@ -22,7 +23,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from recipes.pretrain import main, make_parser as _make_parser  # noqa: E402
+from recipes.pretrain import cli as _cli, main, make_parser as _make_parser  # noqa: E402
 from recipes.training import CptArguments  # noqa: E402
 
 
@@ -31,7 +32,12 @@ def make_parser():
     return _make_parser(CptArguments)
 
 
-__all__ = ["main", "make_parser"]
+def cli(argv: list[str] | None = None) -> None:
+    """The command line (exit 2 with one line for bad input, 1 for a failure while training)."""
+    _cli(argv, CptArguments)
+
+
+__all__ = ["cli", "main", "make_parser"]
 
 if __name__ == "__main__":
-    main(*make_parser().parse_args_and_config())
+    cli()

@@ -44,6 +44,7 @@ import torch
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
+from recipes import artifacts
 from recipes.paths import resolve_data_dir
 
 logger = logging.getLogger(__name__)
@@ -62,7 +63,9 @@ LLAMA3_SPLIT_PATTERN = (
     r"|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
 _BUILDERS = {".jsonl": "json", ".json": "json", ".txt": "text"}
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json")
 PACKING_VERSION = 1  # bump when the packed layout changes, so old caches are not reused
+_BLANK_CHECK_DOCS = 10_000  # documents read to refuse an all-blank corpus before tokenizing it
 _BLOCKS_PER_WRITE = 1024  # rows per arrow record batch when writing packed blocks (bounded memory)
 
 
@@ -92,7 +95,10 @@ def load_corpus(
     elif _looks_like_path(source):
         files = _local_corpus_files(Path(source).expanduser(), split)
     else:
-        corpus = datasets.load_dataset(source, name=name, split=split, cache_dir=cache_dir)
+        try:
+            corpus = datasets.load_dataset(source, name=name, split=split, cache_dir=cache_dir)
+        except (OSError, ValueError, ConnectionError) as error:
+            raise artifacts.hub_load_error(source, "the corpus", error) from None
         return _only_text(corpus, source)
     for path in files:
         if not path.is_file():
@@ -140,6 +146,10 @@ def _only_text(corpus: datasets.Dataset, source: str) -> datasets.Dataset:
         raise ValueError(f"corpus {source} has no 'text' column (columns: {corpus.column_names}); rename it to 'text'")
     if len(corpus) == 0:
         raise ValueError(f"corpus {source} has no documents; give a corpus with at least one document")
+    head = corpus.select(range(min(len(corpus), _BLANK_CHECK_DOCS)))["text"]
+    if not any(text and text.strip() for text in head):
+        raise ValueError(f"corpus {source} holds only blank documents (checked the first {len(head)}); give a corpus "
+                         "with text in its 'text' column")
     return corpus.select_columns(["text"])
 
 
@@ -186,8 +196,20 @@ def train_toy_tokenizer(
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=backend, bos_token=BOS, eos_token=EOS, mask_token=MASK, pad_token=PAD
     )
-    tokenizer.save_pretrained(str(output_dir))
+    with artifacts.atomic_directory(output_dir) as staging:  # a kill mid-save never leaves a truncated tokenizer
+        tokenizer.save_pretrained(str(staging))
     return tokenizer
+
+
+def cached_toy_tokenizer(corpus: datasets.Dataset, vocab_size: int, output_dir: str | os.PathLike):
+    """The toy BPE saved in `output_dir`, trained there first when it is absent or unreadable (a cache)."""
+    output_dir = Path(output_dir)
+    if output_dir.is_dir():
+        try:
+            return PreTrainedTokenizerFast.from_pretrained(str(output_dir))
+        except (OSError, ValueError, TypeError) as error:  # a truncated tokenizer.json is a JSONDecodeError
+            logger.warning("toy tokenizer cache %s is unreadable (%s): training it again", output_dir, error)
+    return train_toy_tokenizer(corpus, vocab_size, output_dir)
 
 
 def _text_batches(corpus: datasets.Dataset, batch_size: int = 1000) -> Iterator[list[str]]:
@@ -213,7 +235,13 @@ def load_tokenizer(name_or_path: str | os.PathLike, objective: str | None = None
     """
     if objective is not None and objective not in OBJECTIVES:
         raise ValueError(f"objective={objective!r} is unknown; use one of {OBJECTIVES}")
-    tokenizer = AutoTokenizer.from_pretrained(str(name_or_path))
+    source = artifacts.local_or_hub(name_or_path, "tokenizer")
+    if Path(source).is_dir() and not any((Path(source) / name).is_file() for name in TOKENIZER_FILES):
+        raise ValueError(f"{source} holds no tokenizer ({' / '.join(TOKENIZER_FILES)}); pass --tokenizer_name_or_path")
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source)
+    except (OSError, ValueError) as error:
+        raise artifacts.hub_load_error(source, "the tokenizer", error) from None
     if not tokenizer.is_fast:
         raise ValueError(f"tokenizer {name_or_path} is not a fast tokenizer; packing needs a tokenizers-backed one")
     if tokenizer.eos_token_id is None:
@@ -266,7 +294,7 @@ def build_packed_dataset(
     _check_packing_args(tokenizer, corpus, block_size, data_seed, num_proc)
     cache_dir = Path(cache_dir)
     cache_dir.mkdir(parents=True, exist_ok=True)
-    tokenizer_key = _tokenizer_hash(tokenizer)
+    tokenizer_key = tokenizer_hash(tokenizer)
     packed_key = _hash(tokenizer_key, corpus._fingerprint, block_size, data_seed, PACKING_VERSION)
     packed_path = cache_dir / f"packed-{packed_key}.arrow"
     if not packed_path.exists():
@@ -304,12 +332,12 @@ def tokenize_corpus(
         corpus: dataset with a "text" column.
         cache_dir: directory of the cached Arrow file.
         num_proc: tokenization processes.
-        tokenizer_key: precomputed `_tokenizer_hash(tokenizer)`.
+        tokenizer_key: precomputed `tokenizer_hash(tokenizer)`.
 
     Returns:
         Dataset with one column "input_ids" (int32 list per document, ending with eos), in corpus order.
     """
-    tokenizer_key = tokenizer_key or _tokenizer_hash(tokenizer)
+    tokenizer_key = tokenizer_key or tokenizer_hash(tokenizer)
     key = _hash(tokenizer_key, corpus._fingerprint, PACKING_VERSION)
     return corpus.select_columns(["text"]).map(
         _tokenize_batch,
@@ -378,8 +406,8 @@ def _read_span(pieces: list[np.ndarray], starts: np.ndarray, offset: int, length
     return out
 
 
-def _tokenizer_hash(tokenizer: PreTrainedTokenizerBase) -> str:
-    """Identity of a tokenizer for caching: its full tokenizer.json and its eos id."""
+def tokenizer_hash(tokenizer: PreTrainedTokenizerBase) -> str:
+    """Identity of a tokenizer (caches, resume checks): its full tokenizer.json and its eos id."""
     return _hash(tokenizer.backend_tokenizer.to_str(), tokenizer.eos_token_id)
 
 
@@ -387,22 +415,30 @@ def _hash(*parts) -> str:
     return hashlib.sha256("\x1f".join(str(part) for part in parts).encode()).hexdigest()[:16]
 
 
-def data_fingerprint(dataset: datasets.Dataset) -> str:
-    """Short stable name of packed blocks, to record beside checkpoints.
+FINGERPRINT_SAMPLE = 64  # blocks hashed in full by `data_fingerprint`: the first, the last and evenly spaced ones
 
-    Hashes the cache file names (which encode tokenizer, corpus, block size and data seed), the number of rows and
-    the features, so it is the same on every machine that built the same blocks.
+
+def data_fingerprint(blocks: datasets.Dataset) -> str:
+    """Short content fingerprint of packed blocks, recorded beside checkpoints and checked on resume.
+
+    Hashes the number of blocks, their length and the tokens of `FINGERPRINT_SAMPLE` blocks spread over the whole
+    fixed order. The blocks are a permutation of the corpus's token stream, so another corpus, another document cap
+    or another tokenizer changes the sampled tokens, while the same data built anywhere (another data_dir, another
+    machine, a rebuilt cache) gives the same fingerprint. Reading 64 memory-mapped rows keeps it cheap at any size.
 
     Args:
-        dataset: the output of `build_packed_dataset` (or a dataset backed by cache files).
+        blocks: the output of `build_packed_dataset` (rows with a fixed-length "input_ids").
 
     Returns:
         16 hex characters.
     """
-    if not dataset.cache_files:
-        raise ValueError("data_fingerprint needs a dataset backed by cache files; build it with build_packed_dataset")
-    names = sorted(Path(cache["filename"]).name for cache in dataset.cache_files)
-    return _hash(*names, dataset.num_rows, dataset.features)
+    n = len(blocks)
+    if n == 0 or "input_ids" not in blocks.column_names:
+        raise ValueError("data_fingerprint needs packed blocks with an 'input_ids' column; see build_packed_dataset")
+    rows = sorted({int(i) for i in np.linspace(0, n - 1, num=min(n, FINGERPRINT_SAMPLE))})
+    sample = blocks.with_format("numpy").select(rows)["input_ids"]
+    digest = hashlib.sha256(np.ascontiguousarray(np.asarray(sample, dtype=np.int32)).tobytes()).hexdigest()
+    return _hash(n, len(sample[0]), digest)
 
 
 # ------------------------------------------------------------------------------------------------------ collator

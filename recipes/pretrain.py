@@ -10,23 +10,29 @@ A 12k decay branch of the 42k stable run (its config has `branch_from: out/paper
     accelerate launch --config_file recipes/accelerate/multi_gpu.yaml recipes/pretrain.py --config recipes/configs/paper/610m-clm-12k.yaml
 Resume after a crash: run the same command again (auto-resume from the newest complete checkpoint in output_dir),
 or pass `--resume_from_checkpoint <output_dir>/checkpoint-N`.
+
+Everything is checked before anything is written to `output_dir`: settings, paths, the tokenizer against the base
+model, the data against what a resumed run or its stable run read. Bad input ends with one line on stderr and exit
+status 2; a failure while training with exit status 1. Only one process trains into an `output_dir` at a time.
 """
 
-import json
+import contextlib
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 if __package__ in (None, ""):  # `python recipes/pretrain.py` / `accelerate launch recipes/pretrain.py`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import datasets  # noqa: E402
 from transformers import TrainingArguments  # noqa: E402
 
-from recipes import data  # noqa: E402
+from recipes import artifacts  # noqa: E402
 from recipes.training import (  # noqa: E402
-    RUN_CONFIG_NAME, LoadOptimizerStateCallback, PretrainArguments, PretrainingTrainer, RecipeParser,
-    SchedulePlanCallback, build_blocks, build_collator, load_training_corpus, build_model, build_tokenizer, check_output_dir,
-    check_run_settings, cpt_start, decay_steps, global_batch, make_run_info, resolved_config, select_blocks,
-    write_run_info,
+    RUN_CONFIG_NAME, LoadOptimizerStateCallback, ObjectiveCollator, PretrainArguments, PretrainingTrainer,
+    RecipeParser, SchedulePlanCallback, build_blocks, build_collator, build_model, build_tokenizer, check_data_identity,
+    check_output_dir, check_run_settings, check_sources, cpt_start, data_identity, decay_steps, global_batch, load_training_corpus,
+    make_run_info, resolved_config, select_blocks, write_run_info,
 )
 
 
@@ -35,40 +41,60 @@ def make_parser(run_settings=PretrainArguments) -> RecipeParser:
     return RecipeParser((run_settings, TrainingArguments))
 
 
-def main(run_args: PretrainArguments, training_args: TrainingArguments) -> PretrainingTrainer:
-    """Train one run (pretraining, PFS, decay branch or CPT) and save it to `training_args.output_dir`.
+@dataclass
+class PreparedRun:
+    """Everything a run needs once every check has passed; nothing of it is written to `output_dir` yet."""
 
-    Every check runs before anything is written to `output_dir`.
+    run_args: PretrainArguments
+    training_args: TrainingArguments
+    resume: str | None  # checkpoint to resume from
+    tokenizer: object
+    train_blocks: datasets.Dataset  # the blocks this run reads, in order
+    identity: dict  # data_identity(blocks, tokenizer), recorded in run_config.json and run_info.json
+    model: object
+    collator: ObjectiveCollator
+    cpt_base: str | None
+    optimizer_file: str | None  # CPT keep_optimizer_state
 
-    Returns:
-        The trainer, after training and saving (tests read its state and model).
+
+def prepare(run_args: PretrainArguments, training_args: TrainingArguments) -> PreparedRun:
+    """Check the settings and build tokenizer, blocks and model. Writes nothing to `output_dir`.
+
+    Raises:
+        ValueError / FileNotFoundError: one line naming the bad setting, path or data and how to fix it.
     """
-    # 1. settings and where to start (raise before writing anything)
+    # 1. settings and where to start
     check_run_settings(run_args, training_args)
+    check_sources(run_args)
     resume = check_output_dir(run_args, training_args)
     cpt_base, first_block, optimizer_file = cpt_start(run_args)
     first_process = training_args.main_process_first
 
-    # 2. tokenizer -> blocks in the fixed order -> model
+    # 2. tokenizer -> blocks in the fixed order (the same data as a resumed or branched run) -> model
     corpus = load_training_corpus(run_args)
     tokenizer = build_tokenizer(run_args, corpus, first_process)
     blocks = build_blocks(run_args, tokenizer, corpus, training_args.data_seed, first_process)
-    fingerprint = data.data_fingerprint(blocks)
+    identity = data_identity(blocks, tokenizer)
+    check_data_identity(run_args, training_args, identity, resume)
     blocks_per_step = global_batch(training_args)
     train_blocks = select_blocks(blocks, first_block, training_args.max_steps * blocks_per_step)
     model = build_model(run_args, tokenizer, training_args.seed)
 
     # 3. the collator picks CLM or MLM from each batch's step (PFS flips inside the run)
     collator = build_collator(run_args, tokenizer, blocks_per_step, first_block)
+    return PreparedRun(run_args, training_args, resume, tokenizer, train_blocks, identity, model, collator,
+                       cpt_base, optimizer_file)
 
-    # 4. trainer with the planned checkpoints, intermediate weights and provenance
+
+def train(run: PreparedRun) -> PretrainingTrainer:
+    """Lock `output_dir`, record the config, train (resuming if a checkpoint exists) and save weights, tokenizer
+    and `run_info.json`."""
+    run_args, training_args = run.run_args, run.training_args
     output_dir = Path(training_args.output_dir)
-    if training_args.should_save:
-        output_dir.mkdir(parents=True, exist_ok=True)
-        (output_dir / RUN_CONFIG_NAME).write_text(json.dumps(resolved_config(run_args, training_args), indent=2) + "\n")
 
     def info(step, suffix=""):
-        return make_run_info(run_args, training_args, step=step, fingerprint=fingerprint, cpt_base=cpt_base, suffix=suffix)
+        return make_run_info(run_args, training_args, step=step, identity=run.identity, cpt_base=run.cpt_base,
+                             suffix=suffix)
 
     trainer_ref = {}
     callbacks = [SchedulePlanCallback(
@@ -77,25 +103,59 @@ def main(run_args: PretrainArguments, training_args: TrainingArguments) -> Pretr
         intermediate_steps=set(run_args.intermediate_steps),
         reset_at=run_args.switch_step if run_args.reset_optimizer_at_switch else None,
         info=info,
-        objective_at=collator.objective_at,
+        objective_at=run.collator.objective_at,
     )]
-    if optimizer_file:
-        callbacks.append(LoadOptimizerStateCallback(optimizer_file, resuming=resume is not None))
+    if run.optimizer_file:
+        callbacks.append(LoadOptimizerStateCallback(run.optimizer_file, resuming=run.resume is not None))
     block_log = output_dir / f"block_order-rank{training_args.process_index}.jsonl" if run_args.log_block_order else None
-    trainer = PretrainingTrainer(
-        model=model, args=training_args, train_dataset=train_blocks, data_collator=collator,
-        processing_class=tokenizer, callbacks=callbacks,
-        tokens_per_step=blocks_per_step * run_args.block_size, block_order_path=block_log,
-    )
-    trainer_ref["trainer"] = trainer
 
-    # 5. train (resuming if a checkpoint exists) and save the final weights + tokenizer + run_info
-    trainer.train(resume_from_checkpoint=resume)
-    trainer.save_model(str(output_dir))
-    if trainer.is_world_process_zero():
-        write_run_info(output_dir, info(trainer.state.global_step))
+    # Rank 0 holds the output_dir lock for the whole run: a second launch on the same directory is refused.
+    lock = artifacts.exclusive_lock(output_dir / artifacts.LOCK_NAME, f"output_dir {output_dir}")
+    with lock if training_args.should_save else contextlib.nullcontext():
+        if training_args.should_save:
+            artifacts.write_json_atomic(output_dir / RUN_CONFIG_NAME, resolved_config(run_args, training_args, run.identity))
+        trainer = PretrainingTrainer(
+            model=run.model, args=training_args, train_dataset=run.train_blocks, data_collator=run.collator,
+            processing_class=run.tokenizer, callbacks=callbacks,
+            tokens_per_step=global_batch(training_args) * run_args.block_size, block_order_path=block_log,
+        )
+        trainer_ref["trainer"] = trainer
+        trainer.train(resume_from_checkpoint=run.resume)
+        trainer.save_model(str(output_dir))
+        if trainer.is_world_process_zero():
+            write_run_info(output_dir, info(trainer.state.global_step))
+        # Every rank waits for the saves, then leaves the process group: a rank that exits with the group still
+        # alive can abort in its C++ destructors ("terminate called without an active exception").
+        trainer.accelerator.wait_for_everyone()
+        trainer.accelerator.end_training()
     return trainer
 
 
+def main(run_args: PretrainArguments, training_args: TrainingArguments) -> PretrainingTrainer:
+    """Train one run (pretraining, PFS, decay branch or CPT) and save it to `training_args.output_dir`.
+
+    Returns:
+        The trainer, after training and saving (tests read its state and model).
+    """
+    return train(prepare(run_args, training_args))
+
+
+def cli(argv: list[str] | None = None, run_settings=PretrainArguments) -> None:
+    """The command line: exit 2 with one line for bad input (nothing written), 1 for a failure while training."""
+    try:
+        run = prepare(*make_parser(run_settings).parse_args_and_config(argv))
+    except (ValueError, FileNotFoundError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)
+    try:
+        train(run)
+    except artifacts.LockHeld as error:  # refused before anything was written
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)
+    except OSError as error:  # disk full, permissions: one line; other failures keep their traceback
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(1)
+
+
 if __name__ == "__main__":
-    main(*make_parser().parse_args_and_config())
+    cli()

@@ -26,7 +26,7 @@ from pathlib import Path
 import yaml
 from tqdm.auto import tqdm
 
-from recipes import manifest
+from recipes import artifacts, manifest
 from recipes.paths import REPO_ROOT
 
 
@@ -116,7 +116,7 @@ def check_study_dir(output: Path, preset_name: str, definition: dict) -> None:
     """Refuse an output directory that holds another study (one line, before anything is written)."""
     marker = output / "study.json"
     if marker.is_file():
-        stored = json.loads(marker.read_text())
+        stored = artifacts.read_json(marker, "study marker")
         if stored.get("preset") != preset_name or stored.get("definition") != definition:
             raise ValueError(f"{output} holds a different study (preset {stored.get('preset')!r}); "
                              f"pass another --output or delete that directory")
@@ -150,7 +150,8 @@ def run_logged(command: list[str], log_path: Path, cwd: Path = REPO_ROOT) -> Non
     with open(log_path, "a") as log:
         log.write(f"\n$ {' '.join(command)}\n")
         log.flush()
-        code = subprocess.run(command, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
+        code = subprocess.run(command, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=env,
+                              preexec_fn=artifacts.die_with_parent()).returncode
     if code != 0:
         tail = "".join(log_path.read_text().splitlines(keepends=True)[-25:])
         raise RuntimeError(f"{' '.join(command[:3])} failed (exit {code}); log {log_path}:\n{tail}")
@@ -160,19 +161,17 @@ def train_tokenizer(preset: StudyPreset, output: Path, data_dir: str | None) -> 
     """The toy BPE every run of the study shares, trained on the study's pretraining corpus."""
     from recipes import data
 
-    if (output / "tokenizer" / "tokenizer.json").is_file():
-        return
     corpus = data.load_corpus("bundle", data_dir, split="train")
     max_docs = manifest.PRESETS[preset.scale].get("max_docs")
     if max_docs:
         corpus = corpus.select(range(min(max_docs, len(corpus))))
-    data.train_toy_tokenizer(corpus, TOY_VOCAB_SIZE, output / "tokenizer")
+    data.cached_toy_tokenizer(corpus, TOY_VOCAB_SIZE, output / "tokenizer")  # trained when absent or unreadable
 
 
 def pretrain(recipe: manifest.Recipe, preset: StudyPreset, output: Path, data_dir: str | None) -> None:
     config_path = output / "configs" / f"{recipe.name}.yaml"
     config_path.parent.mkdir(parents=True, exist_ok=True)
-    config_path.write_text(yaml.safe_dump(run_settings(recipe, preset, output, data_dir), sort_keys=False))
+    artifacts.write_text_atomic(config_path, yaml.safe_dump(run_settings(recipe, preset, output, data_dir), sort_keys=False))
     script = REPO_ROOT / recipe.script
     run_logged([sys.executable, str(script), "--config", str(config_path)], output / "logs" / f"{recipe.name}.log")
 
@@ -186,24 +185,32 @@ def evaluated_models(preset: StudyPreset, output: Path) -> list[Path]:
     return paths
 
 
-def intermediate_name(path: Path) -> str:
-    """`<run>/intermediate/step-<N>` -> `<run>-<paper step>` (SPEC's intermediate naming)."""
-    return json.loads((path / "run_info.json").read_text())["name"]
+def checkpoint_name(path: Path) -> str:
+    """The name a checkpoint's run recorded (`<run>-<step>` for `<run>/intermediate/step-<N>`)."""
+    return artifacts.read_json(path / artifacts.RUN_INFO_NAME, "run info")["name"]
+
+
+def is_evaluated(model: Path, name: str, preset: StudyPreset, output: Path) -> bool:
+    """Every grid result of this checkpoint exists, is readable and was made from these very weights."""
+    model_id = artifacts.checkpoint_identity(model)
+    for task in preset.tasks:
+        for lr in preset.lrs:
+            for seed in preset.seeds:
+                path = artifacts.result_path(output / "results", name, task, lr, seed)
+                try:
+                    record = artifacts.read_result(path)
+                except (FileNotFoundError, ValueError):
+                    return False
+                if record.get("identity", {}).get("model") != model_id:
+                    return False
+    return True
 
 
 def evaluate(model: Path, preset: StudyPreset, output: Path, data_dir: str | None) -> None:
-    from evaluation.run import is_finished
-
-    name = intermediate_name(model) if model.parent.name == "intermediate" else model.name
-    expected = [output / "results" / name / task / f"lr{lr:g}-seed{seed}.json"
-                for task in preset.tasks for lr in preset.lrs for seed in preset.seeds]
-    if all(is_finished(path) for path in expected):  # nothing to do: do not even start the grid process
+    name = checkpoint_name(model)
+    if is_evaluated(model, name, preset, output):  # nothing to do: do not even start the grid process
         return
-    link = output / "eval_models" / name  # results are filed by directory name: give intermediates their SPEC name
-    if not link.exists():
-        link.parent.mkdir(parents=True, exist_ok=True)
-        link.symlink_to(model.resolve(), target_is_directory=True)
-    args = [sys.executable, "-m", "evaluation.run", "--model", str(link), "--tasks", ",".join(preset.tasks),
+    args = [sys.executable, "-m", "evaluation.run", "--model", f"{name}={model}", "--tasks", ",".join(preset.tasks),
             "--lrs", ",".join(f"{lr:g}" for lr in preset.lrs), "--seeds", ",".join(map(str, preset.seeds)),
             "--output", str(output / "results")]
     for key, value in {**preset.eval_args, "data_dir": data_dir}.items():
@@ -220,12 +227,12 @@ def report(preset: StudyPreset, output: Path) -> None:
 
 
 def model_cards(preset: StudyPreset, output: Path) -> None:
-    from model_cards.generate import build_model_card
+    from model_cards.generate import build_model_card, write_card
 
     summary = output / "report" / "summary.csv"
     for name in preset.models:
         checkpoint = output / "models" / name
-        build_model_card(checkpoint, summary).save(checkpoint / "README.md")
+        write_card(build_model_card(checkpoint, summary), checkpoint / "README.md")
 
 
 def hub_export(preset_name: str, preset: StudyPreset, output: Path, org: str) -> None:
@@ -246,7 +253,7 @@ def write_docs(preset_name: str, output: Path, docs: Path) -> Path:
     """Copy a finished study's report (tables + figures) into `docs` with a README saying what produced it."""
     import shutil
 
-    report, definition = output / "report", json.loads((output / "study.json").read_text())
+    report, definition = output / "report", artifacts.read_json(output / "study.json", "study marker")
     if not (report / "summary.md").is_file():
         raise ValueError(f"{output} has no finished report; run the study first")
     docs.mkdir(parents=True, exist_ok=True)
@@ -260,7 +267,7 @@ def write_docs(preset_name: str, output: Path, docs: Path) -> Path:
              "Definition:", "", "```json", json.dumps(definition["definition"], indent=2), "```", "",
              (report / "summary.md").read_text(), ""]
     lines += [f"![{p.stem}]({p.name})" for p in figures]
-    (docs / "README.md").write_text("\n".join(lines) + "\n")
+    artifacts.write_text_atomic(docs / "README.md", "\n".join(lines) + "\n")
     return docs
 
 
@@ -297,7 +304,7 @@ def run_study(preset_name: str, output: Path, data_dir: str | None = None, org: 
     check_study_dir(output, preset_name, definition)
     order = training_order(preset.models)
     output.mkdir(parents=True, exist_ok=True)
-    (output / "study.json").write_text(json.dumps({"preset": preset_name, "definition": definition}, indent=2) + "\n")
+    artifacts.write_json_atomic(output / "study.json", {"preset": preset_name, "definition": definition})
     started = time.time()
     progress = Progress(estimate_seconds(order, preset))
     try:

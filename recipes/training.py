@@ -26,29 +26,24 @@ Design choices (documented in the README):
 import json
 import logging
 import os
-import platform
-import subprocess
 import time
+import types
+import typing
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-import accelerate
 import datasets
 import torch
-import transformers
 import yaml
 from transformers import HfArgumentParser, Trainer, TrainerCallback, TrainingArguments, set_seed
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from modeling_eurobert import PRESETS, EuroBertForMaskedLM, load_preset
-from recipes import data
-from recipes.paths import REPO_ROOT
+from recipes import artifacts, data
 
 logger = logging.getLogger(__name__)
 
-RUN_CONFIG_NAME = "run_config.json"  # resolved settings, written before training; compared on resume
-RUN_INFO_NAME = "run_info.json"  # provenance beside every saved model
-INTERMEDIATE_DIR = "intermediate"
+RUN_CONFIG_NAME, RUN_INFO_NAME, INTERMEDIATE_DIR = artifacts.RUN_CONFIG_NAME, artifacts.RUN_INFO_NAME, artifacts.INTERMEDIATE_DIR
 # Run settings that do not change the trained weights (paths, workers, logging); ignored when comparing configs.
 _NOT_RESULT_SETTINGS = {"data_dir", "data_cache_dir", "num_proc", "log_block_order"}
 # TrainingArguments fields that decide the trained weights; a resumed run must match them exactly.
@@ -171,13 +166,65 @@ def _nullable(convert):
 
 
 def load_config(path: str | os.PathLike, dataclass_types) -> dict:
-    """Read a recipe YAML and refuse keys that no dataclass in `dataclass_types` defines."""
-    config = yaml.safe_load(Path(path).read_text()) or {}
-    known = {f.name for cls in dataclass_types for f in fields(cls)}
-    unknown = sorted(set(config) - known)
+    """Read a recipe YAML: a mapping whose keys some dataclass of `dataclass_types` defines, with values of the
+    field's type (a list where a list is expected, a number where a number is), each checked before any work."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"config file {path} does not exist")
+    try:
+        config = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as error:
+        raise ValueError(f"{path} is not valid YAML: {str(error).splitlines()[0]}") from None
+    config = {} if config is None else config
+    if not isinstance(config, dict):
+        raise ValueError(f"{path} must be a mapping of settings (key: value), not a {type(config).__name__}")
+    # the class annotations, not `fields()`: HfArgumentParser rewrites field types in place (dict -> str)
+    annotations = {name: kind for cls in dataclass_types for name, kind in typing.get_type_hints(cls).items()}
+    unknown = sorted(set(config) - set(annotations))
     if unknown:
         raise ValueError(f"{path}: unknown keys {unknown}; see `--help` for the run settings and TrainingArguments")
+    for key, value in config.items():
+        expected = _expected_kinds(annotations[key])
+        wrong = expected and (not isinstance(value, expected) or (isinstance(value, bool) and bool not in expected))
+        if isinstance(value, list) and annotations[key] == list[int]:
+            wrong = any(not isinstance(item, int) or isinstance(item, bool) for item in value)
+            expected = ("a list of integers",)
+        if wrong:
+            words = {int: "an integer", float: "a number", bool: "true or false", str: "a string", list: "a list",
+                     type(None): "null"}
+            names = " or ".join(dict.fromkeys(words.get(k, k) for k in expected if not (k is int and float in expected)))
+            raise ValueError(f"{path}: {key} must be {names}, got {value!r}")
     return config
+
+
+def _expected_kinds(annotation) -> tuple[type, ...]:
+    """The YAML value types a dataclass field accepts; () when the annotation is too loose to check."""
+    if isinstance(annotation, str):  # postponed annotations ("int | None")
+        kinds = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,)}
+        parts = [part.strip() for part in annotation.split("|")]
+        if any(part.startswith(("list", "List")) for part in parts):
+            return (list,) + ((type(None),) if "None" in parts else ())
+        found = [kind for part in parts for kind in kinds.get(part, ())]
+        if len(found) != sum(len(kinds[p]) for p in parts if p in kinds) or not found:
+            return ()
+        return tuple(found) + ((type(None),) if "None" in parts else ())
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if annotation is bool:
+        return (bool,)
+    if annotation is int:
+        return (int,)
+    if annotation is float:
+        return (int, float)
+    if annotation is str:
+        return (str,)
+    if origin is list:
+        return (list,)
+    if origin in (typing.Union, types.UnionType):
+        kinds = [_expected_kinds(a) for a in args if a is not type(None)]
+        if not kinds or any(not k for k in kinds):
+            return ()
+        return tuple({k for group in kinds for k in group}) + ((type(None),) if type(None) in args else ())
+    return ()
 
 
 # ------------------------------------------------------------------------------------------------------ checks
@@ -231,23 +278,48 @@ def _check_budgets(run_args: PretrainArguments, training_args: TrainingArguments
         raise ValueError("a run is either a stable run (decay_branches) or a decay branch (branch_from), not both")
 
 
-def resolved_config(run_args: PretrainArguments, training_args: TrainingArguments) -> dict:
-    """The settings that decide the trained weights, as stored in `run_config.json`."""
+RUN_CONFIG_FORMAT = 2  # 2: run_config.json records the data identity (packed blocks + tokenizer) checked on resume
+_BUDGET_KEYS = {"max_steps", "decay_branches", "branch_from", "intermediate_steps"}  # differ between a run's branches
+
+
+def resolved_config(run_args: PretrainArguments, training_args: TrainingArguments, data_identity: dict | None = None) -> dict:
+    """The settings that decide the trained weights, as stored in `run_config.json`.
+
+    `data_identity` (`data_identity(blocks, tokenizer)`) is added once the blocks are built; it is what a resume,
+    a decay branch or CPT checks so that a run never continues on other data or another tokenizer.
+    """
     settings = {k: v for k, v in asdict(run_args).items() if k not in _NOT_RESULT_SETTINGS}
     optimisation = {k: getattr(training_args, k) for k in _RESULT_TRAINING_ARGS}
     optimisation["lr_scheduler_type"] = str(getattr(training_args.lr_scheduler_type, "value", training_args.lr_scheduler_type))
     optimisation["optim"] = str(getattr(training_args.optim, "value", training_args.optim))
     optimisation["world_size"] = training_args.world_size
-    return json.loads(json.dumps({"run_settings": settings, "training_args": optimisation}, default=str))
+    config = {"format": RUN_CONFIG_FORMAT, "run_settings": settings, "training_args": optimisation}
+    if data_identity is not None:
+        config["data"] = data_identity
+    return json.loads(json.dumps(config, default=str))
 
 
-def _config_diff(stored: dict, current: dict, ignore: set[str] = frozenset()) -> list[str]:
+def data_identity(blocks: datasets.Dataset, tokenizer) -> dict:
+    """What a run reads: a content fingerprint of its packed blocks and a hash of its tokenizer."""
+    return {"fingerprint": data.data_fingerprint(blocks), "tokenizer": data.tokenizer_hash(tokenizer)}
+
+
+def _config_diff(stored: dict, current: dict, ignore: set[str] = frozenset(), groups=("run_settings", "training_args")) -> list[str]:
     diff = []
-    for group in ("run_settings", "training_args"):
-        for key in sorted(set(stored.get(group, {})) | set(current[group])):
-            if key not in ignore and stored.get(group, {}).get(key) != current[group].get(key):
-                diff.append(f"{key}: {stored.get(group, {}).get(key)!r} -> {current[group].get(key)!r}")
+    for group in groups:
+        for key in sorted(set(stored.get(group, {})) | set(current.get(group, {}))):
+            old, new = stored.get(group, {}).get(key), current.get(group, {}).get(key)
+            if key not in ignore and old != new:
+                diff.append(f"{group + '.' if group == 'data' else ''}{key}: {old!r} -> {new!r}")
     return diff
+
+
+def _read_run_config(path: Path) -> dict:
+    stored = artifacts.read_json(path, "run config")
+    if stored.get("format") != RUN_CONFIG_FORMAT:
+        raise ValueError(f"{path} was written by an older version of the recipes (format {stored.get('format', 1)}, "
+                         f"now {RUN_CONFIG_FORMAT}) and lacks the data identity a resume checks; use a new output_dir")
+    return stored
 
 
 def last_complete_checkpoint(directory: str | os.PathLike) -> str | None:
@@ -259,31 +331,64 @@ def last_complete_checkpoint(directory: str | os.PathLike) -> str | None:
     return str(max(done, key=lambda p: int(p.name.split("-")[-1]))) if done else None
 
 
+def check_sources(run_args: PretrainArguments) -> None:
+    """The paths a run reads exist (a Hub id is checked for its form only; loading it tells the rest)."""
+    for what, source in (("model_name_or_path", run_args.model_name_or_path),
+                         ("tokenizer_name_or_path", run_args.tokenizer_name_or_path)):
+        if source:
+            artifacts.local_or_hub(source, what)
+    if run_args.branch_from and not Path(run_args.branch_from).is_dir():
+        raise FileNotFoundError(f"branch_from {run_args.branch_from} does not exist; train the stable run first")
+
+
 def check_output_dir(run_args: PretrainArguments, training_args: TrainingArguments) -> str | None:
-    """Decide where training starts, refusing to mix runs. Reads only.
+    """Decide where training starts, refusing to mix runs or to write over what this recipe did not make. Reads only.
 
     Returns:
         The checkpoint to resume from: `--resume_from_checkpoint`, else the newest complete checkpoint in
         `output_dir` (auto-resume), else the stable checkpoint of a decay branch, else None.
 
     Raises:
-        ValueError: `output_dir` holds a run made with other settings, or the branch's stable run is missing.
+        ValueError: `output_dir` is an input of the run, holds files of something else, or a run made with other
+            settings; the resume checkpoint is not a complete one of this run; the branch's stable run is missing.
     """
+    output_dir = Path(training_args.output_dir)
+    for role, source in (("model_name_or_path", run_args.model_name_or_path), ("branch_from", run_args.branch_from),
+                         ("tokenizer_name_or_path", run_args.tokenizer_name_or_path)):
+        if source and Path(source).expanduser().resolve() == output_dir.resolve():
+            raise ValueError(f"output_dir {output_dir} is also the {role}: training would overwrite its own input; "
+                             "choose another output_dir")
     current = resolved_config(run_args, training_args)
-    config_path = Path(training_args.output_dir) / RUN_CONFIG_NAME
+    config_path = output_dir / RUN_CONFIG_NAME
     if config_path.is_file():
-        diff = _config_diff(json.loads(config_path.read_text()), current)
+        diff = _config_diff(_read_run_config(config_path), current)
         if diff:
-            raise ValueError(f"{training_args.output_dir} was made by a different config ({'; '.join(diff)}); use a new output_dir")
-    elif last_complete_checkpoint(training_args.output_dir):
-        raise ValueError(f"{training_args.output_dir} holds checkpoints but no {RUN_CONFIG_NAME}; use a new output_dir")
+            raise ValueError(f"{output_dir} was made by a different config ({'; '.join(diff)}); use a new output_dir")
+    elif output_dir.is_dir() and any(p.name != artifacts.LOCK_NAME for p in output_dir.iterdir()):
+        raise ValueError(f"{output_dir} is not empty and has no {RUN_CONFIG_NAME}, so this recipe did not make it; "
+                         "choose a new or empty output_dir (nothing was written)")
     if training_args.resume_from_checkpoint:
-        return training_args.resume_from_checkpoint
-    if resume := last_complete_checkpoint(training_args.output_dir):
+        return _check_resume_checkpoint(training_args.resume_from_checkpoint, current)
+    if resume := last_complete_checkpoint(output_dir):
         return resume
     if run_args.branch_from:
         return _branch_checkpoint(run_args, training_args, current)
     return None
+
+
+def _check_resume_checkpoint(checkpoint: str, current: dict) -> str:
+    """An explicit `--resume_from_checkpoint` must be a complete Trainer checkpoint of a run with these settings."""
+    path = Path(checkpoint)
+    if not (path / "trainer_state.json").is_file():
+        raise ValueError(f"--resume_from_checkpoint {checkpoint} is not a complete Trainer checkpoint (no "
+                         "trainer_state.json); pass <output_dir>/checkpoint-N")
+    info = read_run_info(path)
+    if info is not None:
+        diff = _config_diff(info.get("run_config", {}), current, ignore=_BUDGET_KEYS)
+        if diff:
+            raise ValueError(f"--resume_from_checkpoint {checkpoint} belongs to a run with other settings "
+                             f"({'; '.join(diff)}); resume from a checkpoint of this run")
+    return str(path)
 
 
 def _branch_checkpoint(run_args: PretrainArguments, training_args: TrainingArguments, current: dict) -> str:
@@ -292,23 +397,78 @@ def _branch_checkpoint(run_args: PretrainArguments, training_args: TrainingArgum
     checkpoint = Path(run_args.branch_from) / f"{PREFIX_CHECKPOINT_DIR}-{start}"
     if not (checkpoint / "trainer_state.json").is_file():
         raise ValueError(f"decay branch needs the stable checkpoint {checkpoint}; run the stable run with decay_branches including {training_args.max_steps}")
-    stable = json.loads((Path(run_args.branch_from) / RUN_CONFIG_NAME).read_text())
-    diff = _config_diff(stable, current, ignore={"max_steps", "decay_branches", "branch_from", "intermediate_steps"})
+    stable = _read_run_config(Path(run_args.branch_from) / RUN_CONFIG_NAME)
+    diff = _config_diff(stable, current, ignore=_BUDGET_KEYS)
     if diff:
         raise ValueError(f"decay branch differs from its stable run {run_args.branch_from}: {'; '.join(diff)}")
     return str(checkpoint)
 
 
+def check_data_identity(run_args: PretrainArguments, training_args: TrainingArguments, identity: dict,
+                        resume: str | None) -> None:
+    """Refuse to continue a run (resume, decay branch, CPT) on other blocks or with another tokenizer.
+
+    Compared with: the output_dir's own `run_config.json` (resume), the stable run's (decay branch), the resume
+    checkpoint's `run_info.json`, and for CPT the base's `run_info.json` unless `data_start_block` says where to
+    start in data the base did not see.
+    """
+    stored = []
+    if (Path(training_args.output_dir) / RUN_CONFIG_NAME).is_file():
+        stored.append((training_args.output_dir, _read_run_config(Path(training_args.output_dir) / RUN_CONFIG_NAME).get("data")))
+    if run_args.branch_from:
+        stored.append((run_args.branch_from, _read_run_config(Path(run_args.branch_from) / RUN_CONFIG_NAME).get("data")))
+    if resume and (info := read_run_info(resume)) is not None:
+        stored.append((resume, info.get("data")))
+    base = read_run_info(run_args.model_name_or_path) if isinstance(run_args, CptArguments) else None
+    if base is not None and run_args.data_start_block is None:
+        stored.append((run_args.model_name_or_path, base.get("data")))
+    for where, recorded in stored:
+        diff = _config_diff({"data": {k: (recorded or {}).get(k) for k in identity}}, {"data": identity}, groups=("data",))
+        if diff:
+            raise ValueError(f"this run reads other data than {where} ({'; '.join(diff)}): a different corpus, "
+                             "data_dir, max_docs or tokenizer; use the original data, or a new output_dir"
+                             + (" (CPT on new data: set data_start_block)" if where == run_args.model_name_or_path else ""))
+
+
 # ------------------------------------------------------------------------------------------------------ builders
 def build_tokenizer(run_args: PretrainArguments, corpus: datasets.Dataset, main_process_first):
-    """Load the given tokenizer, or train (once, cached by corpus and vocab size) the toy BPE."""
-    if run_args.tokenizer_name_or_path:
-        return data.load_tokenizer(run_args.tokenizer_name_or_path, objective=run_args.objective)
+    """The run's tokenizer: the given one; else, for a run that continues existing weights (CPT, a converted
+    decoder), the base model's own; else the toy BPE, trained once and cached by corpus and vocabulary size."""
+    source = run_args.tokenizer_name_or_path or run_args.model_name_or_path
+    if source:
+        tokenizer = data.load_tokenizer(source, objective=run_args.objective)
+        if run_args.model_name_or_path:
+            check_tokenizer_matches_base(tokenizer, run_args)
+        return tokenizer
     path = Path(run_args.data_cache_dir) / f"toy-tokenizer-{corpus._fingerprint}-{run_args.toy_vocab_size}"
     with main_process_first(desc="toy tokenizer"):
-        if not (path / "tokenizer.json").is_file():
-            data.train_toy_tokenizer(corpus, run_args.toy_vocab_size, path)
+        data.cached_toy_tokenizer(corpus, run_args.toy_vocab_size, path)
     return data.load_tokenizer(path, objective=run_args.objective)
+
+
+def check_tokenizer_matches_base(tokenizer, run_args: PretrainArguments) -> None:
+    """Refuse a tokenizer whose ids do not mean what the base model's embeddings learned.
+
+    The base's embedding rows must cover the tokenizer, and when the base directory ships its own tokenizer, the
+    given one must map every token to the same id (a new toy BPE would keep a few hundred ids of 8192).
+    """
+    from transformers import AutoConfig
+
+    base = run_args.model_name_or_path
+    try:
+        vocab_size = AutoConfig.from_pretrained(base, trust_remote_code=True).vocab_size
+    except (OSError, ValueError) as error:
+        raise artifacts.hub_load_error(base, "the base model's config", error) from None
+    if len(tokenizer) > vocab_size:
+        raise ValueError(f"the tokenizer has {len(tokenizer)} tokens but {base} has {vocab_size} embeddings; use the "
+                         "base model's own tokenizer (drop --tokenizer_name_or_path)")
+    if run_args.tokenizer_name_or_path and Path(base).is_dir() and any((Path(base) / f).is_file() for f in data.TOKENIZER_FILES):
+        own, given = data.load_tokenizer(base).get_vocab(), tokenizer.get_vocab()
+        differ = sum(own.get(token) != i for token, i in given.items()) + len(own.keys() - given.keys())
+        if differ:
+            raise ValueError(f"tokenizer {run_args.tokenizer_name_or_path} differs from the base model's own ({differ} "
+                             f"of {len(own)} tokens change id), so the embeddings of {base} would mean other tokens; "
+                             "drop --tokenizer_name_or_path to use the base's")
 
 
 def load_training_corpus(run_args: PretrainArguments) -> datasets.Dataset:
@@ -331,10 +491,11 @@ def build_blocks(run_args: PretrainArguments, tokenizer, corpus: datasets.Datase
 def build_model(run_args: PretrainArguments, tokenizer, seed: int) -> EuroBertForMaskedLM:
     """A fresh preset model whose special ids come from the tokenizer, or existing weights (CPT)."""
     if run_args.model_name_or_path:
-        model = EuroBertForMaskedLM.from_pretrained(run_args.model_name_or_path, dtype=torch.float32)
-        if model.config.vocab_size < len(tokenizer):
-            raise ValueError(f"{run_args.model_name_or_path} has {model.config.vocab_size} embeddings but the tokenizer {len(tokenizer)} tokens")
-        return model
+        artifacts.check_weights(run_args.model_name_or_path)
+        try:
+            return EuroBertForMaskedLM.from_pretrained(run_args.model_name_or_path, dtype=torch.float32)
+        except OSError as error:
+            raise artifacts.hub_load_error(run_args.model_name_or_path, "the base model", error) from None
     config = load_preset(
         run_args.model_preset, vocab_size=len(tokenizer), bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, mask_token_id=tokenizer.mask_token_id,
@@ -503,22 +664,6 @@ class LoadOptimizerStateCallback(TrainerCallback):
 
 
 # ----------------------------------------------------------------------------------------------------- provenance
-def git_commit() -> str:
-    """HEAD of the repository, with "-dirty" when the tree has changes; "unknown" outside a git checkout."""
-    try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, check=True)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
-                               capture_output=True, text=True, check=True)
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
-
-
-def package_versions() -> dict:
-    return {"torch": torch.__version__, "transformers": transformers.__version__, "datasets": datasets.__version__,
-            "accelerate": accelerate.__version__, "python": platform.python_version()}
-
-
 def run_size(run_args: PretrainArguments) -> str | None:
     """Model size name: the preset, or the base run's size for CPT (None for a converted decoder without one)."""
     if run_args.model_preset:
@@ -528,19 +673,19 @@ def run_size(run_args: PretrainArguments) -> str | None:
 
 
 def read_run_info(path: str | os.PathLike | None) -> dict | None:
-    """The `run_info.json` of a saved model directory, or None."""
+    """The `run_info.json` of a saved model directory, or None when it has none (a converted decoder)."""
     if path is None or not (Path(path) / RUN_INFO_NAME).is_file():
         return None
-    return json.loads((Path(path) / RUN_INFO_NAME).read_text())
+    return artifacts.read_json(Path(path) / RUN_INFO_NAME, "run info")
 
 
-def make_run_info(run_args, training_args, *, step: int, fingerprint: str, cpt_base: str | None, suffix: str = "") -> dict:
+def make_run_info(run_args, training_args, *, step: int, identity: dict, cpt_base: str | None, suffix: str = "") -> dict:
     """Everything needed to know what a checkpoint is and how it was made (written as `run_info.json`).
 
     Args:
         run_args, training_args: the resolved settings.
         step: optimizer steps done (this run's global step).
-        fingerprint: `recipes.data.data_fingerprint` of the packed blocks.
+        identity: `data_identity(blocks, tokenizer)`: the packed blocks' fingerprint and the tokenizer hash.
         cpt_base: name of the CPT base model (None unless CPT).
         suffix: appended to the run name (intermediate checkpoints: "-<step>").
     """
@@ -555,18 +700,17 @@ def make_run_info(run_args, training_args, *, step: int, fingerprint: str, cpt_b
         "pfs_switch_step": run_args.switch_step,
         "cpt_base": cpt_base,
         "preset": run_args.study_preset,
-        "run_config": resolved_config(run_args, training_args),
+        "run_config": resolved_config(run_args, training_args, identity),
         "training_args": training,
-        "versions": package_versions(),
-        "git_commit": git_commit(),
-        "data": {"source": run_args.corpus_source, "fingerprint": fingerprint},
+        "versions": artifacts.package_versions(),
+        "git_commit": artifacts.git_commit(),
+        "data": {"source": run_args.corpus_source, **identity},
         "tokens_seen": step * global_batch(training_args) * run_args.block_size,
     }
 
 
 def write_run_info(directory: str | os.PathLike, info: dict) -> None:
-    Path(directory).mkdir(parents=True, exist_ok=True)
-    (Path(directory) / RUN_INFO_NAME).write_text(json.dumps(info, indent=2, default=str) + "\n")
+    artifacts.write_json_atomic(Path(directory) / RUN_INFO_NAME, info)
 
 
 # ---------------------------------------------------------------------------------------------------------- CPT

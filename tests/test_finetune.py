@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from evaluation import common, extractive_qa, retrieval, sequence_classification, tasks, token_classification
+from evaluation import common, extractive_qa, metrics, retrieval, sequence_classification, tasks, token_classification
 from tests.fixtures.tiny_models import build_tiny_bert, build_tiny_eurobert, build_tiny_tokenizer
 
 
@@ -22,16 +22,20 @@ def tiny(tmp_path_factory, data_dir):
 
 def smoke_args(data_dir, **overrides):
     settings = dict(lr=1e-3, seed=0, max_steps=4, batch_size=8, eval_batch_size=32, max_train=64, max_eval=24,
-                    max_length=64, qa_max_length=96, doc_stride=32, data_dir=str(data_dir), bf16="no")
+                    max_length=64, qa_max_length=96, doc_stride=32, data_dir=str(data_dir), precision="fp32")
     return common.FinetuneArgs(**{**settings, **overrides})
 
 
-def check_scores(result, n_test):
+def check_scores(result, n_test, task=None):
     assert result["status"] == "ok"
     for split in ("validation", "test"):
         value = result[split][result["main_metric"]]
         assert math.isfinite(value) and 0.0 <= value <= 1.0, (split, value)
     assert len(result["per_instance"]["test"]) == n_test
+    if task is not None:  # every score is recomputed from the stored predictions and references alone
+        for split in ("validation", "test"):
+            again = metrics.rescore(task.family, result["per_instance"][split], task.squad_version)
+            assert {k: v for k, v in again.items() if k != "per_instance"} == pytest.approx(result[split]), split
 
 
 def test_clm_checkpoint_is_finetuned_bidirectionally_by_default(tiny):
@@ -43,9 +47,10 @@ def test_clm_checkpoint_is_finetuned_bidirectionally_by_default(tiny):
 
 
 def test_sequence_classification(tiny, data_dir):
-    result = sequence_classification.evaluate(tiny["clm"], tasks.load_task("sst2"), smoke_args(data_dir))
-    check_scores(result, 24)
-    assert set(result["per_instance"]["test"][0]) == {"accuracy"}
+    task = tasks.load_task("sst2")
+    result = sequence_classification.evaluate(tiny["clm"], task, smoke_args(data_dir))
+    check_scores(result, 24, task)
+    assert set(result["per_instance"]["test"][0]) == {"accuracy", "prediction", "reference"}
 
 
 def test_token_classification_aligns_first_subtoken(tiny, data_dir):
@@ -59,8 +64,9 @@ def test_token_classification_aligns_first_subtoken(tiny, data_dir):
 
 
 def test_token_classification(tiny, data_dir):
-    result = token_classification.evaluate(tiny["bert"], tasks.load_task("conll2003"), smoke_args(data_dir))
-    check_scores(result, 24)
+    task = tasks.load_task("conll2003")
+    result = token_classification.evaluate(tiny["bert"], task, smoke_args(data_dir))
+    check_scores(result, 24, task)
     assert 0.0 <= result["test"]["entity_f1"] <= 1.0
 
 
@@ -76,14 +82,19 @@ def test_qa_postprocess_picks_best_span_and_null():
 
 
 def test_extractive_qa_v2(tiny, data_dir):
-    result = extractive_qa.evaluate(tiny["clm"], tasks.load_task("squad_v2"), smoke_args(data_dir))
-    check_scores(result, 24)
-    assert "NoAns_f1" in result["test"]
+    task = tasks.load_task("squad_v2")
+    result = extractive_qa.evaluate(tiny["clm"], task, smoke_args(data_dir))
+    check_scores(result, 24, task)
+    assert "NoAns_f1" in result["test"] and task.squad_version == "v2.0"
+    assert tasks.load_task("squad").squad_version == tasks.load_task("record").squad_version == "v1.1"
 
 
 def test_retrieval(tiny, data_dir):
-    result = retrieval.evaluate(tiny["bert"], tasks.load_task("scifact"), smoke_args(data_dir, max_steps=3))
-    check_scores(result, 24)
+    task = tasks.load_task("scifact")
+    result = retrieval.evaluate(tiny["bert"], task, smoke_args(data_dir, max_steps=3))
+    check_scores(result, 24, task)
+    assert all(len(r["ranking"]) == min(100, len(common.task_splits(task, smoke_args(data_dir))["test"].corpus))
+               for r in result["per_instance"]["test"])
     assert {"ndcg@10", "mrr@10", "recall@100"} <= set(result["test"])
 
 

@@ -1,11 +1,16 @@
 """The grid runner: one atomic file per run, finished runs skipped, divergence recorded, bad input refused early."""
 
 import json
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from evaluation import common, run
+from recipes import artifacts
 from tests.fixtures.tiny_models import (
     build_tiny_bert,
     build_tiny_eurobert,
@@ -14,7 +19,7 @@ from tests.fixtures.tiny_models import (
 )
 
 SMOKE = dict(max_steps=6, batch_size=8, eval_batch_size=32, max_train=48, max_eval=16, max_length=48, logging_steps=1,
-             bf16="no")
+             precision="fp32")
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -47,8 +52,9 @@ def test_grid_writes_skips_and_records_divergence(models, data_dir, tmp_path):
         "lr0.001-seed0.json": "ok", "lr0.001-seed1.json": "ok",
         "lr1e+06-seed0.json": "diverged", "lr1e+06-seed1.json": "diverged"}
     good = records["lr0.001-seed0.json"]
-    assert {"model", "model_path", "task", "family", "lr", "seed", "status", "main_metric", "validation", "test",
-            "per_instance", "config", "versions"} <= set(good)
+    assert {"format", "model", "task", "family", "lr", "seed", "status", "main_metric", "validation", "test",
+            "per_instance", "config", "identity", "versions", "git_commit"} <= set(good)
+    assert str(tmp_path) not in json.dumps(good) and str(models["eurobert"]) not in json.dumps(good)  # no local paths
     assert 0.0 <= good["test"]["accuracy"] <= 1.0 and len(good["per_instance"]["test"]) == 16
     assert good["config"]["attention"] == "bidirectional" and good["config"]["adam_beta2"] == 0.95
     mtimes = {p: p.stat().st_mtime_ns for p in files}
@@ -115,3 +121,101 @@ def test_label_set_mismatch_is_refused(models, data_dir, tmp_path):
     model.save_pretrained(finetuned)
     models["tokenizer"].save_pretrained(finetuned)
     _refused(models, data_dir, tmp_path, "label set mismatch", model=finetuned)
+
+
+# ---------------------------------------------------------------------------------------------- result identity
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_changed_protocol_is_refused_then_rerun_with_old_file_moved_aside(models, data_dir, tmp_path):
+    first = run.main(grid(models["eurobert"], tmp_path, lrs="1e-3", seeds="0"), protocol(data_dir))
+    before = json.loads(first[0].read_text())
+    with pytest.raises(ValueError, match=r"made by something else.*protocol\.max_steps: 6 -> 5.*--rerun_changed"):
+        run.main(grid(models["eurobert"], tmp_path, lrs="1e-3", seeds="0"), protocol(data_dir, max_steps=5))
+    assert json.loads(first[0].read_text()) == before  # refused: nothing touched
+    again = run.main(dataclasses_replace(grid(models["eurobert"], tmp_path, lrs="1e-3", seeds="0"), rerun_changed=True),
+                     protocol(data_dir, max_steps=5))
+    assert again == first and json.loads(first[0].read_text())["identity"]["protocol"]["max_steps"] == 5
+    aside = list(first[0].parent.glob(f"{first[0].name}.replaced-*"))
+    assert len(aside) == 1 and json.loads(aside[0].read_text()) == before
+    assert artifacts.result_files(tmp_path) == first  # the moved-aside file is not a result any more
+
+
+def dataclasses_replace(obj, **changes):
+    import dataclasses
+
+    return dataclasses.replace(obj, **changes)
+
+
+def test_same_task_name_with_other_data_is_refused(models, data_dir, tmp_path):
+    run.main(grid(models["eurobert"], tmp_path, lrs="1e-3", seeds="0"), protocol(data_dir))
+    other = tmp_path / "tasks" / "sst2.yaml"  # same name "sst2", other test file
+    other.parent.mkdir()
+    text = (Path(run.tasks.TASKS_DIR) / "sst2.yaml").read_text()
+    other.write_text(text.replace("test: sc/sst2/dev.tsv", "test: sc/sst2/train.tsv.gz"))
+    with pytest.raises(ValueError, match=r"task\.(data|definition)"):
+        run.main(grid(models["eurobert"], tmp_path, tasks=str(other), lrs="1e-3", seeds="0"), protocol(data_dir))
+
+
+def test_another_model_under_the_same_name_is_refused(models, data_dir, tmp_path):
+    run.main(grid(models["eurobert"], tmp_path, lrs="1e-3", seeds="0"), protocol(data_dir))
+    impostor = tmp_path / "elsewhere" / "tiny-mlm"  # same directory name, other weights
+    build_tiny_eurobert(impostor, models["tokenizer"], is_causal=True)
+    with pytest.raises(ValueError, match=r"model\.(weights|config)"):
+        run.main(grid(impostor, tmp_path, lrs="1e-3", seeds="0"), protocol(data_dir))
+
+
+def test_checkpoint_directories_are_named_after_their_run(tmp_path):
+    for path in (tmp_path / "runA" / "intermediate" / "step-1000", tmp_path / "runA" / "checkpoint-500"):
+        path.mkdir(parents=True)
+    assert run.model_name(str(tmp_path / "runA" / "intermediate" / "step-1000")) == ("runA-1000", str(tmp_path / "runA" / "intermediate" / "step-1000"))
+    assert run.model_name(str(tmp_path / "runA" / "checkpoint-500"))[0] == "runA-checkpoint-500"
+    assert run.model_name(f"mine={tmp_path / 'runA'}") == ("mine", str(tmp_path / "runA"))
+    (tmp_path / "runA" / "intermediate" / "step-1000" / "run_info.json").write_text(json.dumps({"name": "610m-clm-42k-1000"}))
+    assert run.model_name(str(tmp_path / "runA" / "intermediate" / "step-1000"))[0] == "610m-clm-42k-1000"
+
+
+def test_corrupt_or_old_result_is_never_reused(models, data_dir, tmp_path):
+    written = run.main(grid(models["eurobert"], tmp_path, lrs="1e-3", seeds="0"), protocol(data_dir))
+    written[0].write_text(written[0].read_text()[:50])  # damaged by something else
+    with pytest.raises(ValueError, match=f"{written[0]} is not valid JSON"):
+        run.main(grid(models["eurobert"], tmp_path, lrs="1e-3", seeds="0"), protocol(data_dir))
+    result = subprocess.run([sys.executable, "-m", "evaluation.report", str(tmp_path)], cwd=ROOT, capture_output=True,
+                            text=True)
+    assert result.returncode == 2 and f"{written[0]} is not valid JSON" in result.stderr.splitlines()[-1]
+    written[0].write_text(json.dumps({"status": "ok", "model": "tiny-mlm"}))  # a format-1 file
+    with pytest.raises(ValueError, match="has format 1"):
+        run.main(grid(models["eurobert"], tmp_path, lrs="1e-3", seeds="0"), protocol(data_dir))
+
+
+def test_stale_temp_file_of_a_killed_writer_is_removed(models, data_dir, tmp_path):
+    target = artifacts.result_path(tmp_path, "tiny-mlm", "sst2", 1e-3, 0)
+    target.parent.mkdir(parents=True)
+    stale = target.with_name(f".{target.name}.k1ll3d.tmp")
+    stale.write_text('{"half": ')
+    run.main(grid(models["eurobert"], tmp_path, lrs="1e-3", seeds="0"), protocol(data_dir))
+    assert target.is_file() and not stale.exists()
+
+
+@pytest.mark.parametrize("steps", ["0", "-1"])
+def test_cli_refuses_a_grid_that_would_not_train(models, tmp_path, steps):
+    result = subprocess.run([sys.executable, "-m", "evaluation.run", "--model", str(models["eurobert"]), "--tasks",
+                             "sst2", "--max_steps", steps, "--output", str(tmp_path / "out")],
+                            cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 2 and f"max_steps={steps} must be >= 1" in result.stderr.splitlines()[-1]
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_two_grid_processes_share_one_output_directory(models, data_dir, tmp_path):
+    """Two workers (as two SLURM array tasks would) on the same grid: every run is done once, by one of them."""
+    command = [sys.executable, "-m", "evaluation.run", "--model", str(models["eurobert"]), "--tasks", "sst2",
+               "--lrs", "1e-3,2e-3", "--seeds", "0,1", "--output", str(tmp_path), "--data_dir", str(data_dir),
+               *[f"--{k}={v}" for k, v in SMOKE.items()]]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    workers = [subprocess.Popen(command, cwd=ROOT, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
+               for _ in range(2)]
+    outputs = [w.communicate(timeout=600)[1] for w in workers]
+    assert [w.returncode for w in workers] == [0, 0], outputs
+    counts = [int(re.search(r"wrote (\d+) result file", out).group(1)) for out in outputs]
+    assert sum(counts) == 4 and len(artifacts.result_files(tmp_path)) == 4  # no run done twice, none missing

@@ -178,6 +178,19 @@ def test_squad_v1_reports_no_breakdown():
     assert result["exact_match"] == 1.0 and "HasAns_f1" not in result
 
 
+def test_squad_v1_rules_never_turn_a_gold_answer_into_no_answer():
+    """The official v1.1 script keeps every gold answer: a gold that normalises to "" (only an article) is not an
+    unanswerable question; F1 is 0 whenever no token is shared, and there is no HasAns/NoAns breakdown."""
+    assert squad_exact_f1("", ["The"], version="v1.1") == (1.0, 0.0)  # v1.1: normalised strings equal, no token
+    assert squad_exact_f1("", ["The"], version="v2.0") == (1.0, 1.0)  # v2.0: an unanswerable question
+    assert squad_exact_f1("Paris", ["The", "Paris"], version="v1.1") == (1.0, 1.0)
+    assert squad_exact_f1("in Paris France", ["Paris"], version="v1.1") == (0.0, pytest.approx(0.5))
+    result = squad_scores(["", "Paris"], [["The"], ["Paris", "the"]], version="v1.1")
+    assert result["f1"] == pytest.approx(0.5) and "NoAns_total" not in result and "HasAns_f1" not in result
+    with pytest.raises(ValueError, match="version"):
+        squad_exact_f1("a", ["a"], version="v3")
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Retrieval
 # ----------------------------------------------------------------------------------------------------------------

@@ -77,7 +77,7 @@ def write_report(report_dir, models):
     for model in models:
         for task, family, metric in TASKS:
             for seed in (0, 1):
-                run = {"model": model, "task": task, "family": family, "lr": 5e-5, "seed": seed,
+                run = {"format": 2, "model": model, "task": task, "family": family, "lr": 5e-5, "seed": seed,
                        "status": "diverged" if seed == 1 and task == "squad" else "ok", "main_metric": metric,
                        "validation": {metric: 0.6}, "test": {metric: 0.55}, "per_instance": {"ids": [0, 1]},
                        "config": {"batch_size": 32}, "versions": {"transformers": "5.24.0"}}
@@ -232,3 +232,47 @@ def test_cli_writes_a_loadable_card(tmp_path, summary_csv):
     ckpt = make_checkpoint(tmp_path / "c", "610m-mlm40-42k")
     main([str(ckpt), "--summary", str(summary_csv), "--output", str(tmp_path / "README.md")])
     assert len(ModelCard.load(tmp_path / "README.md").data.eval_results) == 4
+
+
+# ----- the CLI as a user meets it -----
+
+def _generate(*args):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    return subprocess.run([sys.executable, "-m", "model_cards.generate", *map(str, args)], cwd=root,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_cli_writes_into_the_checkpoint_and_never_over_a_file_it_did_not_write(tmp_path, summary_csv):
+    ckpt = make_checkpoint(tmp_path / "c", "610m-mlm40-42k")
+    project_readme = tmp_path / "README.md"
+    project_readme.write_text("# my project\n")
+    proc = _generate(ckpt, "--summary", summary_csv)  # the README's own command: no --output
+    assert proc.returncode == 0, proc.stderr
+    assert project_readme.read_text() == "# my project\n"
+    assert ModelCard.load(ckpt / "README.md").data.model_name == "610m-mlm40-42k"
+    assert _generate(ckpt, "--summary", summary_csv).returncode == 0  # its own card: regenerated
+    refused = _generate(ckpt, "--summary", summary_csv, "--output", project_readme)
+    assert refused.returncode == 2 and "was not written by model_cards.generate; pass --force" in refused.stderr
+    assert project_readme.read_text() == "# my project\n"
+    assert _generate(ckpt, "--output", project_readme, "--force").returncode == 0
+    assert "610m-mlm40-42k" in project_readme.read_text()
+
+
+@pytest.mark.parametrize("case", ["no_run_info", "bad_summary"])
+def test_cli_bad_input_is_one_line(tmp_path, case):
+    ckpt = make_checkpoint(tmp_path / "c", "610m-mlm40-42k")
+    args = [ckpt]
+    if case == "no_run_info":
+        (ckpt / "run_info.json").unlink()
+    else:
+        (tmp_path / "summary.csv").write_text("model,task\nx,y\n")
+        args += ["--summary", tmp_path / "summary.csv"]
+    proc = _generate(*args)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert ("run_info.json not found" if case == "no_run_info" else "lacks columns") in lines[-1]
+    assert not (ckpt / "README.md").exists()

@@ -210,3 +210,11 @@ def test_push_refuses_offline_mode(hub, tmp_path):
     with pytest.raises(PushError, match="HF_HUB_OFFLINE is set"):
         push_plans(plan_run(ckpt, "org/m"), TOKEN, endpoint=hub.endpoint)
     assert hub.requests == []
+
+
+@pytest.mark.parametrize("repo_id", ["org/na me", "org/-name", "org/a--b", "org/x.", "org/" + "a" * 97, "noslash", "a/b/c"])
+def test_dry_run_refuses_repo_ids_the_hub_refuses(study, tmp_path, repo_id):
+    run_dir, _ = study
+    proc = run_cli([run_dir, "--repo-id", repo_id, "--dry-run", tmp_path / "dry"], tmp_path, HF_HUB_OFFLINE="1")
+    assert proc.returncode != 0 and proc.stderr.strip().splitlines()[-1].startswith(f"error: repo id {repo_id!r}")
+    assert not (tmp_path / "dry").exists()

@@ -8,21 +8,25 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from evaluation import common, report
+from evaluation import report
+from recipes import artifacts
 
 LRS = (1e-5, 5e-5, 1e-4)
 N_TEST = 40
 
 
-def write_run(root, model, task, lr, seed, val, test_scores, status="ok", family="sc", metric="accuracy"):
-    record = {"model": model, "model_path": f"/models/{model}", "task": task, "family": family, "lr": lr,
+def write_run(root, model, task, lr, seed, val, test_scores, status="ok", family="sc", metric="accuracy",
+              protocol=None):
+    record = {"format": artifacts.RESULT_FORMAT, "model": model, "task": task, "family": family, "lr": lr,
               "seed": seed, "status": status, "main_metric": metric, "validation": {}, "test": {},
-              "per_instance": {"test": []}, "config": {}, "versions": {}}
+              "per_instance": {"validation": [], "test": []}, "config": {}, "versions": {},
+              "identity": {"model": {"config": model}, "task": {"definition": task},
+                           "protocol": protocol or {"max_steps": 1000}}}
     if status == "ok":
         record["validation"] = {metric: val}
         record["test"] = {metric: float(np.mean(test_scores))}
         record["per_instance"]["test"] = [{metric: float(s)} for s in test_scores]
-    common.write_json_atomic(root / model / task / f"lr{lr:g}-seed{seed}.json", record)
+    artifacts.write_json_atomic(artifacts.result_path(root, model, task, lr, seed), record)
     return record
 
 
@@ -114,3 +118,12 @@ def test_report_cli(results, tmp_path):
     assert (tmp_path / "cli" / "summary.md").is_file()
     bad = subprocess.run(cli + ["--compare", "610m-mlm40-42k,nope"], capture_output=True, text=True)
     assert bad.returncode == 2 and "--compare needs two model names" in bad.stderr
+
+
+def test_results_of_different_protocols_are_never_averaged_in_one_row(results):
+    # one seed of one LR re-run with another protocol (e.g. --max_steps 500) in the same results directory
+    write_run(results, "610m-mlm40-42k", "sst2", 5e-5, 4, 0.9, np.ones(N_TEST), protocol={"max_steps": 500})
+    with pytest.raises(ValueError, match=r"made differently \(protocol\.max_steps: 1000 -> 500\)"):
+        report.summarize(report.load_results(results))
+    proc = subprocess.run([sys.executable, "-m", "evaluation.report", str(results)], capture_output=True, text=True)
+    assert proc.returncode == 2 and "made differently" in proc.stderr.splitlines()[-1]

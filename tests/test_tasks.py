@@ -62,11 +62,11 @@ def test_offline_task_loads_with_normalised_columns(name):
     if task.family == "ir":
         pair = splits["train"][0]
         assert set(pair) == {"query", "positive"} and pair["query"] and pair["positive"]
+        pooled = {d for role in ("validation", "test") for j in splits[role].qrels.values() for d in j}
         for role in ("validation", "test"):
             split = splits[role]
             assert isinstance(split, RetrievalSplit) and len(split) == min(20, len(split.qrels)) and split.queries
-            judged = {d for j in split.qrels.values() for d in j}
-            assert set(split.corpus) == judged and set(split.queries) == set(split.qrels)
+            assert set(split.corpus) == pooled and set(split.queries) == set(split.qrels)  # one pooled corpus
         return
     for role in ("validation", "test"):
         assert len(splits[role]) == 20
@@ -154,19 +154,39 @@ def test_squad_v2_is_split_by_article():
     assert no_answer and all(a["answer_start"] == [] for a in no_answer)
 
 
-def test_retrieval_corpus_judged_or_full():
-    judged = load_splits("scifact")
-    assert len(judged["test"]) == 300
+def test_retrieval_corpus_pooled_judged_or_full():
+    pooled = load_splits("scifact")  # the original harness: one corpus judged in validation or test
+    judged = load_splits("scifact", corpus="judged")
+    assert len(pooled["test"]) == len(judged["test"]) == 300
     assert set(judged["test"].corpus) == {d for j in judged["test"].qrels.values() for d in j}
+    both = {d for role in ("validation", "test") for j in pooled[role].qrels.values() for d in j}
+    assert set(pooled["test"].corpus) == set(pooled["validation"].corpus) == both > set(judged["test"].corpus)
     assert set(judged["validation"].qrels).isdisjoint(judged["test"].qrels)
     assert len(judged["validation"]) == 809 - round(0.95 * 809)
     full = load_splits("scifact", corpus="full", max_eval=10)
     assert len(full["test"].corpus) == 5183 and len(full["test"]) == 10
-    pairs = load_splits("squad_pairs")
+    pairs = load_splits("squad_pairs", corpus="judged")
     assert len(pairs["test"].corpus) == 2067  # every dev paragraph is judged
     # one positive per question: the 5% validation questions leave the training pairs
     assert len(pairs["validation"]) == 11877 - round(0.95 * 11877)
     assert len(pairs["train"]) + len(pairs["validation"]) == 11877
+
+
+def test_binary_relevance_keeps_judgements_of_one_or_more(tmp_path):
+    beir = tmp_path / "beir"
+    (beir / "qrels").mkdir(parents=True)
+    (beir / "corpus.jsonl").write_text("".join(json.dumps({"_id": f"d{i}", "text": f"doc {i}"}) + "\n" for i in range(9)))
+    (beir / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{i}", "text": f"q {i}"}) + "\n" for i in range(9)))
+    (beir / "qrels/train.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n" for i in range(6)))
+    (beir / "qrels/test.tsv").write_text("query-id\tcorpus-id\tscore\nq6\td6\t2\nq6\td7\t0\nq7\td7\t1\nq8\td8\t0\n")
+    path = _write_yaml(tmp_path / "ir.yaml", {"name": "graded", "family": "ir", "metric": "ndcg@10", "budget": {"max_steps": 1},
+                                              "offline": {"format": "beir", "root": "beir", "corpus": "corpus.jsonl",
+                                                          "queries": "queries.jsonl", "qrels": {"train": "qrels/train.tsv",
+                                                                                                "test": "qrels/test.tsv"}}})
+    binary, graded = load_splits(path)["test"], load_splits(path, relevance="graded")["test"]
+    assert binary.qrels == {"q6": {"d6": 1}, "q7": {"d7": 1}}  # q8 has no relevant document: not evaluated
+    assert graded.qrels == {"q6": {"d6": 2, "d7": 0}, "q7": {"d7": 1}, "q8": {"d8": 0}}
+    assert {"d6", "d7", "d8"} <= set(binary.corpus)  # judged documents stay in the corpus as distractors
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -230,7 +250,8 @@ def test_custom_squad_and_beir_tasks(tmp_path):
                                                         "queries": "queries.jsonl", "qrels": {"train": "qrels/train.tsv", "test": "qrels/test.tsv"}}})
     splits = load_splits(ir)
     assert len(splits["train"]) == 19 and len(splits["validation"]) == 1 and len(splits["test"]) == 10
-    assert splits["test"].corpus == {f"d{i}": f"doc {i}" for i in range(20, 30)}
+    carved = next(iter(splits["validation"].qrels))  # the validation query carved from train, and its document
+    assert splits["test"].corpus == {f"d{i}": f"doc {i}" for i in range(20, 30)} | {f"d{carved[1:]}": f"doc {carved[1:]}"}
 
 
 def test_task_dropped_in_registry_folder_is_listed(tmp_path, monkeypatch):
@@ -337,3 +358,75 @@ def test_invalid_task_yaml_is_rejected(tmp_path, change, expected):
 def test_invalid_load_arguments(kwargs, expected):
     with pytest.raises(ValueError, match=expected):
         load_splits("sst2", **kwargs)
+
+
+def test_mistyped_metric_is_refused_when_the_task_loads(tmp_path):
+    data = {"name": "t", "family": "sc", "metric": "acuracy", "budget": {"max_steps": 1}, "labels": ["a"],
+            "offline": {"format": "tsv", "files": {"train": "x"}}}
+    with pytest.raises(ValueError) as excinfo:
+        load_task(_write_yaml(tmp_path / "t.yaml", data))
+    assert "metric 'acuracy' is not a sc score; use one of ['accuracy']" in _one_line_error(excinfo)
+
+
+def _beir_folder(root, corpus_line=None, qrels_text=None, qrels=("train", "test")):
+    (root / "qrels").mkdir(parents=True)
+    lines = [json.dumps({"_id": f"d{i}", "text": f"doc {i}"}) for i in range(20)]
+    (root / "corpus.jsonl").write_text("\n".join(lines + ([corpus_line] if corpus_line else [])) + "\n")
+    (root / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{i}", "text": f"q {i}"}) + "\n" for i in range(20)))
+    for role in qrels:
+        rows = range(10) if role == "train" else range(10, 20)
+        (root / f"qrels/{role}.tsv").write_text(qrels_text or "query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n" for i in rows))
+    return {"format": "beir", "root": str(root), "corpus": "corpus.jsonl", "queries": "queries.jsonl",
+            "qrels": {role: f"qrels/{role}.tsv" for role in qrels}}
+
+
+def _squad_file(path, answer):
+    qa = {"id": "q1", "question": "Where?", "answers": [answer]}
+    path.write_text(json.dumps({"data": [{"title": "T", "paragraphs": [{"context": "In Paris.", "qas": [qa] * 30}]}]}))
+    return path
+
+
+@pytest.mark.parametrize("case, expected", [
+    ("corpus_without_id", "lacks ['_id']"),
+    ("space_separated_qrels", "not query-id<TAB>corpus-id<TAB>score"),
+    ("foreign_qrels_header", "is not BEIR's query-id<TAB>corpus-id<TAB>score"),
+    ("test_only_qrels", "carve one out, e.g. `derive: {train: {from: test"),
+    ("squad_without_answer_start", "is not a valid squad file (KeyError: 'answer_start')"),
+    ("tsv_as_squad", "is not a valid squad file (JSONDecodeError"),
+    ("derive_without_seed", "needs from, fraction and seed"),
+    ("header_false_named_columns", "must give 0-based column numbers, not names"),
+    ("missing_absolute_path", "(an absolute path in"),
+])
+def test_malformed_task_data_is_one_line_naming_the_problem(tmp_path, case, expected):
+    base = {"name": "t", "budget": {"max_steps": 1}}
+    if case in ("corpus_without_id", "space_separated_qrels", "foreign_qrels_header", "test_only_qrels"):
+        spec = _beir_folder(tmp_path / "beir",
+                            corpus_line=json.dumps({"id": "d99", "text": "no _id"}) if case == "corpus_without_id" else None,
+                            qrels_text={"space_separated_qrels": "q1 d1 1\n",
+                                        "foreign_qrels_header": "qid\tdocid\trel\nq1\td1\t1\n"}.get(case),
+                            qrels=("test",) if case == "test_only_qrels" else ("train", "test"))
+        task = {**base, "family": "ir", "metric": "ndcg@10", "offline": spec}
+    elif case in ("squad_without_answer_start", "tsv_as_squad"):
+        path = _squad_file(tmp_path / "qa.json", {"text": "Paris"})
+        if case == "tsv_as_squad":
+            path.write_text("sentence\tlabel\nhello\t1\n")
+        task = {**base, "family": "qa", "metric": "f1",
+                "offline": {"format": "squad", "root": str(tmp_path), "files": {"train": "qa.json", "test": "qa.json"}}}
+    else:
+        (tmp_path / "d.tsv").write_text("".join(f"{i % 2}\tt{i}\n" for i in range(30)))
+        offline = {"format": "tsv", "root": str(tmp_path), "header": False, "files": {"train": "d.tsv", "test": "d.tsv"},
+                   "columns": {"label": 0, "text": 1}, "label_values": ["0", "1"]}
+        if case == "derive_without_seed":
+            offline["derive"] = {"validation": {"from": "train", "fraction": 0.1}}
+        if case == "header_false_named_columns":
+            offline["columns"] = {"label": "label", "text": "sentence"}
+        if case == "missing_absolute_path":
+            offline["files"] = {"train": str(tmp_path / "gone" / "train.tsv"), "test": "d.tsv"}
+        task = {**base, "family": "sc", "metric": "accuracy", "labels": ["a", "b"], "offline": offline}
+    path = _write_yaml(tmp_path / "t.yaml", task)
+    with pytest.raises((ValueError, FileNotFoundError)) as excinfo:
+        load_splits(path)
+    message = _one_line_error(excinfo)
+    assert expected in message, message
+    if case == "missing_absolute_path":
+        assert "MLM_VS_CLM_DATA" not in message and "data dir" not in message

@@ -1,0 +1,84 @@
+"""What decides a fine-tuning result, so a result is never reused for something else.
+
+A result file `<output>/<model>/<task>/lr<lr>-seed<seed>.json` records the identity of what produced it:
+
+- `model`: its config (content hash) and every weights and tokenizer file (size and sha256), hashed once per model
+  and process (a 1B-parameter checkpoint takes seconds), never per run;
+- `task`: its definition (the task YAML minus free text) and the sha256 of every local data file it reads;
+- `protocol`: every fine-tuning setting that can change a score (steps, batch, lengths, subsets, precision...).
+
+The grid compares a finished result's identity with the current one: equal -> the run is skipped; different ->
+refused with the differing fields named, unless `--rerun_changed` (then the old file is moved aside and the run
+redone). The report refuses to average results of different identities in one row. `diff` names the fields.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import os
+
+from evaluation import tasks
+from recipes import artifacts
+
+# Settings that never change a score: where files live, how often the loss is logged, how many workers run.
+NOT_PROTOCOL = {"data_dir", "scratch_dir", "logging_steps", "workers"}
+TASK_FREE_TEXT = {"description", "notes", "path"}
+
+
+def _sha256_json(value) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def model_identity(model_path: str | os.PathLike) -> dict:
+    """Content identity of a checkpoint directory: config, weights and tokenizer files (`artifacts.checkpoint_identity`)."""
+    return artifacts.checkpoint_identity(model_path)
+
+
+@functools.lru_cache(maxsize=None)
+def _file_hash(path: str, size: int, mtime_ns: int) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def task_identity(task: tasks.Task, source: str, data_dir) -> dict:
+    """Identity of a task: its definition (YAML fields that decide the data and the metric) and its data files."""
+    definition = {k: v for k, v in dataclasses.asdict(task).items() if k not in TASK_FREE_TEXT}
+    files = {}
+    for path in tasks.data_files(task, source, data_dir):
+        stat = path.stat()
+        files[path.name if path.name not in files else str(path)] = _file_hash(str(path), stat.st_size, stat.st_mtime_ns)
+    return {"definition": _sha256_json(definition), "source": source, "data": files}
+
+
+def protocol_identity(protocol) -> dict:
+    """Every protocol setting that can change a score (paths and logging excluded)."""
+    return {k: v for k, v in dataclasses.asdict(protocol).items() if k not in NOT_PROTOCOL | {"lr", "seed"}}
+
+
+def flatten(value, prefix: str = "") -> dict:
+    """{"model": {"weights": {...}}} -> {"model.weights....": leaf}."""
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            out.update(flatten(item, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    return {prefix: value}
+
+
+def diff(old: dict, new: dict) -> list[str]:
+    """The fields where two identities differ, as "field: old -> new" (hashes shortened)."""
+    a, b = flatten(old), flatten(new)
+    out = []
+    for key in sorted(a.keys() | b.keys()):
+        if a.get(key) != b.get(key):
+            out.append(f"{key}: {_short(a.get(key))} -> {_short(b.get(key))}")
+    return out
+
+
+def _short(value) -> str:
+    if isinstance(value, str) and len(value) == 64:
+        return value[:10]
+    return repr(value)

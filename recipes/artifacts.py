@@ -1,0 +1,278 @@
+"""The files this project writes, and how it writes them: names, atomic writes, locks and provenance.
+
+Every file a tool of this project writes goes through here, so that a kill at any point (even SIGKILL) leaves either
+the old file or the new one, never half of one:
+
+- `write_json_atomic` / `write_text_atomic`: a temp file in the same directory, fsynced, then `os.replace`;
+- `atomic_directory`: build a whole directory (a tokenizer, a checkpoint export) in a hidden sibling, then rename;
+- `read_json`: a one-line error naming the file when it is missing or not valid JSON;
+- `exclusive_lock`: an advisory `flock` on a lock file, so two processes never write the same run or result;
+- `git_commit` / `package_versions`: recorded beside every checkpoint and result.
+
+File names shared by the pretraining recipes, the study, the evaluation grid and the cards live here too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from recipes.paths import REPO_ROOT
+
+RUN_CONFIG_NAME = "run_config.json"  # resolved settings of a pretraining run, compared on resume
+RUN_INFO_NAME = "run_info.json"  # provenance beside every saved model
+INTERMEDIATE_DIR = "intermediate"  # <output_dir>/intermediate/step-<N>
+LOCK_NAME = ".lock"  # held by the process that trains into an output_dir
+
+
+class LockHeld(RuntimeError):
+    """Another live process holds the lock."""
+
+
+# ------------------------------------------------------------------------------------------------------ writing
+def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
+    """Write `text` to `path` through a temp file in the same directory: readers never see half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_json_atomic(path: str | os.PathLike, payload, indent: int | None = 2) -> Path:
+    """Write `payload` as JSON atomically (NaN/inf refused: they are not JSON)."""
+    return write_text_atomic(path, json.dumps(payload, indent=indent, allow_nan=False, default=str) + "\n")
+
+
+def stale_temp_files(path: str | os.PathLike) -> list[Path]:
+    """Temp files that `write_text_atomic` left for `path` when it was killed before the rename."""
+    path = Path(path)
+    return sorted(path.parent.glob(f".{path.name}.*.tmp")) if path.parent.is_dir() else []
+
+
+@contextlib.contextmanager
+def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a hidden staging directory beside `path`; on success it replaces `path` in one rename.
+
+    On any error (or a kill) the staging directory is what is left, never a half-written `path`. An existing `path`
+    is replaced: callers decide beforehand whether they may do that.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    try:
+        yield staging
+        if path.exists():
+            shutil.rmtree(path)
+        staging.rename(path)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+# ------------------------------------------------------------------------------------------------------ reading
+def read_json(path: str | os.PathLike, what: str = "file"):
+    """Parse a JSON file, with a one-line error naming it when it is missing, unreadable or not JSON."""
+    path = Path(path)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{what} {path} does not exist") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"{what} {path} is not valid JSON ({error}); it is corrupt or truncated: delete it or "
+                         "restore it") from None
+
+
+# -------------------------------------------------------------------------------------------------------- locks
+@contextlib.contextmanager
+def exclusive_lock(path: str | os.PathLike, what: str) -> Iterator[Path]:
+    """Hold an exclusive `flock` on `path` (created if needed) for the duration of the block.
+
+    The lock dies with the process that holds it (even on SIGKILL), so a crashed run never blocks the next one.
+
+    Raises:
+        LockHeld: another process holds it; the message names `what` and the lock file.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(path, "a+")
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as error:
+            if error.errno not in (errno.EAGAIN, errno.EACCES):
+                raise
+            raise LockHeld(f"{what} is in use by another process (lock {path}); wait for it to finish") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        yield path
+    finally:
+        handle.close()  # releases the lock
+
+
+# --------------------------------------------------------------------------------------------------- provenance
+def git_commit() -> str:
+    """HEAD of the repository, with "-dirty" when tracked files have changes; "unknown" outside a git checkout."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, check=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
+                               capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+
+
+def package_versions(*names: str) -> dict:
+    """Versions of python, torch, transformers, datasets, accelerate and any other imported package named."""
+    import importlib
+
+    versions = {"python": platform.python_version()}
+    for name in ("torch", "transformers", "datasets", "accelerate", *names):
+        versions[name] = getattr(importlib.import_module(name), "__version__", "unknown")
+    return versions
+
+
+# ------------------------------------------------------------------------------------------------------ sources
+def local_or_hub(source: str | os.PathLike, what: str) -> str:
+    """Check a model/tokenizer/dataset source before loading it: an existing local path, or a well-formed Hub id.
+
+    Without this, transformers reports a missing local directory as "Repo id must be in the form ..." or as a
+    failed Hub connection.
+
+    Raises:
+        FileNotFoundError: `source` looks like a path (or cannot be a Hub id) and does not exist.
+    """
+    text = str(source)
+    if Path(text).expanduser().exists():
+        return str(Path(text).expanduser())
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    looks_local = text.startswith((".", "/", "~")) or text.count("/") != 1
+    try:
+        validate_repo_id(text)
+    except HFValidationError:
+        looks_local = True
+    if looks_local:
+        raise FileNotFoundError(f"{what} {text} does not exist (it is neither a local path nor a Hub id org/name)")
+    return text
+
+
+def hub_load_error(source: str, what: str, error: Exception) -> ValueError:
+    """One line for a source that failed to load: say whether it was read as a local path or as a Hub id."""
+    first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    if Path(source).expanduser().exists():
+        return ValueError(f"cannot load {what} from {source}: {first}")
+    return ValueError(f"cannot load {what} {source!r} from the Hub ({first}); pass a local directory, or go online "
+                      "(HF_HUB_OFFLINE unset) to download it")
+
+
+def check_weights(directory: str | os.PathLike) -> None:
+    """Open the header of every safetensors file of a checkpoint: a truncated or corrupt file is named now, before
+    any work, instead of failing deep inside `from_pretrained`."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return  # a Hub id: the Hub client checks what it downloads
+    from safetensors import SafetensorError, safe_open
+
+    for path in sorted(directory.glob("*.safetensors")):
+        try:
+            with safe_open(str(path), "pt"):
+                pass
+        except (SafetensorError, OSError) as error:
+            raise ValueError(f"weights file {path} is unreadable ({error}); it is truncated or corrupt: re-save or "
+                             "re-download the checkpoint") from None
+
+
+# ------------------------------------------------------------------------------------------ fine-tuning results
+RESULT_FORMAT = 2  # 2: identity (model, task, protocol), predictions and git commit in every result file
+RESULT_GLOB = "*/*/lr*-seed*.json"  # under a results directory: <model>/<task>/lr<lr>-seed<seed>.json
+
+
+def result_path(output: str | os.PathLike, model: str, task: str, lr: float, seed: int) -> Path:
+    """Where the grid files the result of one (model, task, learning rate, seed) run."""
+    return Path(output) / model / task / f"lr{lr:g}-seed{seed}.json"
+
+
+def result_files(results_dir: str | os.PathLike) -> list[Path]:
+    """Every result file under a results directory (temp files of interrupted writes and moved-aside files are not)."""
+    return sorted(p for p in Path(results_dir).glob(RESULT_GLOB) if not p.name.startswith("."))
+
+
+def read_result(path: str | os.PathLike) -> dict:
+    """A result file, refused in one line when corrupt or written by an older format."""
+    record = read_json(path, "result file")
+    if not isinstance(record, dict) or record.get("format") != RESULT_FORMAT:
+        found = record.get("format", 1) if isinstance(record, dict) else "unknown"
+        raise ValueError(f"result file {path} has format {found}, this version reads {RESULT_FORMAT}: re-run its grid "
+                         "with `python -m evaluation.run ... --rerun_changed` to replace it")
+    return record
+
+
+# ------------------------------------------------------------------------------------------- checkpoint identity
+WEIGHT_PATTERNS = ("*.safetensors", "model.safetensors.index.json", "pytorch_model*.bin")
+TOKENIZER_PATTERNS = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
+                      "vocab.*", "merges.txt", "added_tokens.json")
+
+
+def _sha256(path: Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+_IDENTITIES: dict = {}
+
+
+def checkpoint_identity(directory: str | os.PathLike) -> dict:
+    """Content identity of a checkpoint directory: its config and the size and sha256 of every weights and
+    tokenizer file. Independent of paths and modification times; computed once per directory state and process
+    (hashing a 1B-parameter checkpoint takes seconds)."""
+    directory = Path(directory).resolve()
+    files = sorted(p for p in directory.iterdir() if p.is_file())
+    key = (str(directory), tuple((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in files))
+    if key not in _IDENTITIES:
+        config = json.loads((directory / "config.json").read_text(encoding="utf-8"))
+        config.pop("transformers_version", None)  # written by whichever version saved it
+        identity = {"config": hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()}
+        for group, patterns in (("weights", WEIGHT_PATTERNS), ("tokenizer", TOKENIZER_PATTERNS)):
+            identity[group] = {p.name: {"size": p.stat().st_size, "sha256": _sha256(p)}
+                               for pattern in patterns for p in sorted(directory.glob(pattern)) if p.is_file()}
+        _IDENTITIES[key] = identity
+    return _IDENTITIES[key]
+
+
+# ---------------------------------------------------------------------------------------------- child processes
+def die_with_parent(parent_pid: int | None = None):
+    """A `preexec_fn` for `subprocess`: the child gets SIGTERM when the process that started it dies, even by
+    SIGKILL (Linux `PR_SET_PDEATHSIG`), so a killed study never leaves an orphan training run behind."""
+    parent_pid = os.getpid() if parent_pid is None else parent_pid
+
+    def preexec():
+        import ctypes
+        import signal
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+        if os.getppid() != parent_pid:  # the parent died before prctl took effect
+            os._exit(1)
+
+    return preexec if platform.system() == "Linux" else None

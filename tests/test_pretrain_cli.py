@@ -1,0 +1,213 @@
+"""The pretraining command line as a user meets it: every bad input ends in one line and exit status 2 with nothing
+written; runs never continue on other data, another tokenizer or into someone else's directory; two processes
+never train into one output_dir; a killed cache write is rebuilt, a killed study leaves no orphan."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from recipes import cpt, data, pretrain
+
+ROOT = Path(__file__).resolve().parents[1]
+DEBUG = "recipes/configs/debug.yaml"
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    return tmp_path_factory.getbasetemp() / "pretrain-cache"  # shared with the other recipe tests of the session
+
+
+def small(output_dir, cache_dir, *extra):
+    """A 2-step run of the debug recipe on 200 documents."""
+    return ["--config", DEBUG, "--output_dir", str(output_dir), "--data_cache_dir", str(cache_dir),
+            "--max_docs", "200", "--block_size", "64", "--per_device_train_batch_size", "2", "--report_to", "none",
+            "--max_steps", "2", "--switch_step", "null", "--intermediate_steps", "1", "--warmup_steps", "1",
+            "--save_strategy", "steps", "--save_steps", "1", "--disable_tqdm", "true",
+            "--lr_scheduler_kwargs", '{"num_decay_steps": 1, "decay_type": "linear"}', *extra]
+
+
+def run_cli(script, *argv, timeout=300):
+    return subprocess.run([sys.executable, script, *map(str, argv)], cwd=ROOT, capture_output=True, text=True,
+                          env=ENV, timeout=timeout)
+
+
+def assert_one_line_error(result, *fragments, code=2):
+    assert result.returncode == code, result.stderr[-3000:]
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert lines[-1].startswith("error: ") and "Traceback" not in result.stderr, result.stderr[-3000:]
+    for fragment in fragments:
+        assert fragment in lines[-1], (fragment, lines[-1])
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory, cache_dir):
+    """A trained 2-step MLM run (with checkpoints), the base of the CPT and resume checks."""
+    output_dir = tmp_path_factory.mktemp("cli") / "base"
+    pretrain.main(*pretrain.make_parser().parse_args_and_config(small(output_dir, cache_dir, "--objective", "mlm")))
+    return output_dir
+
+
+def _write(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", [
+    "unknown_yaml_key", "yaml_list", "scalar_for_list", "missing_tokenizer", "missing_base", "blank_corpus",
+    "truncated_weights", "bad_resume_checkpoint", "output_is_base", "foreign_output_dir", "other_tokenizer",
+])
+def test_bad_input_is_one_line_and_writes_nothing(case, base, tmp_path, cache_dir):
+    out = tmp_path / "out"
+    script, argv, expect = "recipes/pretrain.py", small(out, cache_dir), []
+    if case == "unknown_yaml_key":
+        config = _write(tmp_path / "c.yaml", Path(DEBUG).read_text() + "masking_ratio: 0.3\n")
+        argv, expect = ["--config", config, "--output_dir", out], [str(config), "masking_ratio"]
+    elif case == "yaml_list":
+        config = _write(tmp_path / "c.yaml", "- model_preset: tiny\n")
+        argv, expect = ["--config", config, "--output_dir", out], [str(config), "mapping"]
+    elif case == "scalar_for_list":
+        config = _write(tmp_path / "c.yaml", Path(DEBUG).read_text().replace("intermediate_steps: [5]", "intermediate_steps: 5"))
+        argv, expect = ["--config", config, "--output_dir", out], ["intermediate_steps must be a list"]
+    elif case == "missing_tokenizer":
+        argv += ["--tokenizer_name_or_path", tmp_path / "no" / "such-tokenizer"]
+        expect = ["tokenizer_name_or_path", "does not exist"]
+    elif case == "missing_base":
+        script = "recipes/cpt.py"
+        argv += ["--model_preset", "null", "--model_name_or_path", tmp_path / "no-such-model"]
+        expect = ["model_name_or_path", "no-such-model", "does not exist"]
+    elif case == "blank_corpus":
+        corpus = _write(tmp_path / "blank.txt", "\n   \n\n\t\n")
+        argv += ["--corpus_source", corpus]
+        expect = ["only blank documents"]
+    elif case == "truncated_weights":
+        broken = tmp_path / "broken"
+        shutil.copytree(base, broken, ignore=shutil.ignore_patterns("checkpoint-*", "intermediate", "run_config.json"))
+        weights = broken / "model.safetensors"
+        with open(weights, "r+b") as f:
+            f.truncate(weights.stat().st_size // 2)
+        script = "recipes/cpt.py"
+        argv += ["--model_preset", "null", "--model_name_or_path", broken]
+        expect = [str(weights), "truncated or corrupt"]
+    elif case == "bad_resume_checkpoint":
+        argv += ["--resume_from_checkpoint", tmp_path / "nowhere" / "checkpoint-5"]
+        expect = ["resume_from_checkpoint", "not a complete Trainer checkpoint"]
+    elif case == "output_is_base":
+        script = "recipes/cpt.py"
+        argv = small(base, cache_dir, "--model_preset", "null", "--model_name_or_path", base)
+        out = base
+        expect = ["also the model_name_or_path"]
+    elif case == "foreign_output_dir":
+        _write(out / "model.safetensors", "someone else's weights")
+        expect = ["not empty", "run_config.json"]
+    elif case == "other_tokenizer":
+        other = tmp_path / "other-tokenizer"
+        corpus = data.load_corpus("bundle", split="valid").select(range(100))
+        data.train_toy_tokenizer(corpus, 600, other)
+        script = "recipes/cpt.py"
+        argv += ["--model_preset", "null", "--model_name_or_path", base, "--tokenizer_name_or_path", other]
+        expect = ["differs from the base model's own"]
+    before = sorted(p.name for p in out.iterdir()) if out.exists() else None
+    result = run_cli(script, *argv)
+    assert_one_line_error(result, *expect)
+    assert (sorted(p.name for p in out.iterdir()) if out.exists() else None) == before  # nothing written
+
+
+@pytest.mark.slow
+def test_cpt_defaults_to_the_base_tokenizer(base, tmp_path, cache_dir):
+    out = tmp_path / "cpt"
+    argv = small(out, cache_dir, "--model_preset", "null", "--model_name_or_path", str(base))
+    cpt.main(*cpt.make_parser().parse_args_and_config(argv))
+    assert (out / "tokenizer.json").read_bytes() == (base / "tokenizer.json").read_bytes()
+    info = json.loads((out / "run_info.json").read_text())
+    assert info["data"]["tokenizer"] == json.loads((base / "run_info.json").read_text())["data"]["tokenizer"]
+
+
+@pytest.mark.slow
+def test_resume_on_other_data_is_refused(base, tmp_path, cache_dir):
+    """Same command and settings, but `--data_dir` points at a bundle whose corpus differs: refused, untouched."""
+    other = tmp_path / "bundle"
+    corpus = other / "pretrain" / "enwiki" / "train.jsonl.gz"
+    corpus.parent.mkdir(parents=True)
+    shutil.copy(Path(data.resolve_data_dir()) / "pretrain" / "enwiki" / "valid.jsonl.gz", corpus)
+    before = {p: p.stat().st_mtime_ns for p in base.rglob("*") if p.is_file()}
+    result = run_cli("recipes/pretrain.py", *small(base, cache_dir, "--objective", "mlm", "--data_dir", other))
+    assert_one_line_error(result, "reads other data", "data.fingerprint")
+    assert {p: p.stat().st_mtime_ns for p in base.rglob("*") if p.is_file()} == before
+    # the same data found through another path is the same data: the finished run resumes and does nothing
+    copy = tmp_path / "bundle-copy"
+    shutil.copytree(data.resolve_data_dir() / "pretrain", copy / "pretrain")
+    ok = run_cli("recipes/pretrain.py", *small(base, cache_dir, "--objective", "mlm", "--data_dir", copy))
+    assert ok.returncode == 0, ok.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_second_process_on_one_output_dir_is_refused(tmp_path, cache_dir):
+    out = tmp_path / "locked"
+    argv = small(out, cache_dir, "--max_steps", "400", "--save_steps", "1000")
+    first = subprocess.Popen([sys.executable, "recipes/pretrain.py", *argv], cwd=ROOT, env=ENV,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 180
+        while not (out / "run_config.json").is_file():  # written while the lock is held
+            assert first.poll() is None and time.time() < deadline, first.stderr.read()[-3000:]
+            time.sleep(0.1)
+        second = run_cli("recipes/pretrain.py", *argv)
+        assert_one_line_error(second, "in use by another process", str(out))
+    finally:
+        first.kill()
+        first.wait()
+
+
+@pytest.mark.slow
+def test_truncated_toy_tokenizer_cache_is_rebuilt(tmp_path):
+    corpus = data.load_corpus("bundle", split="valid").select(range(100))
+    path = tmp_path / "toy"
+    reference = data.cached_toy_tokenizer(corpus, 600, path)
+    (path / "tokenizer.json").write_text((path / "tokenizer.json").read_text()[:100])  # a kill mid-write
+    rebuilt = data.cached_toy_tokenizer(corpus, 600, path)
+    assert rebuilt.get_vocab() == reference.get_vocab()
+    assert json.loads((path / "tokenizer.json").read_text())  # complete again
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no staging directory left
+
+
+@pytest.mark.slow
+def test_killed_study_takes_its_pretraining_child_with_it(tmp_path):
+    """SIGKILL the study while it pretrains: its child run ends too (no orphan keeps training)."""
+    code = ("import dataclasses, sys; from pathlib import Path; from recipes.study import STUDIES, run_study; "
+            "preset = dataclasses.replace(STUDIES['smoke'], scale='ci', pretrain_overrides={'max_steps': 1500, "
+            "'save_steps': 100000, 'intermediate_steps': []}); run_study('smoke', Path(sys.argv[1]), preset=preset)")
+    study = subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "study")], cwd=ROOT, env=ENV,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline, child = time.time() + 240, None
+        while child is None:
+            assert study.poll() is None and time.time() < deadline, "the study ended before pretraining"
+            found = subprocess.run(["pgrep", "-P", str(study.pid)], capture_output=True, text=True).stdout.split()
+            log = tmp_path / "study" / "logs" / "610m-clm-42k.log"
+            child = int(found[0]) if found and log.is_file() else None
+            time.sleep(0.2)
+        study.send_signal(signal.SIGKILL)
+        study.wait()
+        deadline = time.time() + 60
+        while Path(f"/proc/{child}").exists() and _state(child) != "Z":
+            assert time.time() < deadline, f"pretraining child {child} outlived the killed study"
+            time.sleep(0.2)
+    finally:
+        study.kill()
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return "gone"
