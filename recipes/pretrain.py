@@ -25,8 +25,8 @@ from recipes import data  # noqa: E402
 from recipes.training import (  # noqa: E402
     RUN_CONFIG_NAME, LoadOptimizerStateCallback, PretrainArguments, PretrainingTrainer, RecipeParser,
     SchedulePlanCallback, build_blocks, build_collator, load_training_corpus, build_model, build_tokenizer, check_output_dir,
-    check_run_settings, cpt_start, decay_steps, global_batch, make_run_info, resolved_config, select_blocks,
-    write_run_info,
+    check_run_settings, compile_decoder_layers, cpt_start, decay_steps, global_batch, make_run_info, resolved_config,
+    select_blocks, step_flops_per_token, write_run_info,
 )
 
 
@@ -57,6 +57,8 @@ def main(run_args: PretrainArguments, training_args: TrainingArguments) -> Pretr
     blocks_per_step = global_batch(training_args)
     train_blocks = select_blocks(blocks, first_block, training_args.max_steps * blocks_per_step)
     model = build_model(run_args, tokenizer, training_args.seed)
+    if run_args.compile == "regional":
+        compile_decoder_layers(model)  # in place: parameter names, checkpoints and resume as in an eager run
 
     # 3. the collator picks CLM or MLM from each batch's step (PFS flips inside the run)
     collator = build_collator(run_args, tokenizer, blocks_per_step, first_block)
@@ -86,6 +88,7 @@ def main(run_args: PretrainArguments, training_args: TrainingArguments) -> Pretr
         model=model, args=training_args, train_dataset=train_blocks, data_collator=collator,
         processing_class=tokenizer, callbacks=callbacks,
         tokens_per_step=blocks_per_step * run_args.block_size, block_order_path=block_log,
+        flops_per_token=step_flops_per_token(model.config, run_args.block_size, collator),
     )
     trainer_ref["trainer"] = trainer
 
