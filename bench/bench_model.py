@@ -1,8 +1,9 @@
 """Training-step throughput of our heads against transformers' reference classes, side by side in one process.
 
     .venv/bin/python -m bench.bench_model          # CPU, 1 thread, about 1 minute
+    .venv/bin/python -m bench.bench_model --compile regional   # + eager vs compiled decoder layers (CPU: a few minutes)
     .venv/bin/python -m bench.bench_model --device cuda --dtype bfloat16 --vocab 128256 --hidden 768 --layers 12 \
-        --heads 12 --kv-heads 12 --batch 8 --seq 2048     # 210m shapes on a GPU; adds the 210m bf16 MFU
+        --heads 12 --kv-heads 12 --batch 8 --seq 2048 --compile regional   # 210m shapes on a GPU; adds the 210m bf16 MFU
 
 Pairs, same weights and same batch, steps interleaved ABAB... (warmup steps excluded), each step = forward +
 backward + AdamW step:
@@ -12,12 +13,20 @@ backward + AdamW step:
 The default config has its LM head at about a third of all parameters, as in the 210m preset (vocab * hidden =
 16 * layers * hidden^2 with a 4x MLP), small enough for 2 CPU cores.
 
+`--compile regional` adds a second table, eager vs compiled, same weights, same batch, same process, interleaved
+likewise: our MLM with the fixed-shape head (`mlm_positions`, K per row as the recipe's `mlm_fixed_shape`) and
+our CLM, each as is and with every decoder layer compiled in place (`recipes.training.compile_decoder_layers`, the
+recipe's `compile: regional`); compile time falls in the warmup steps. On CUDA the 210m MFU line gets its compiled
+twin and the ratio.
+
 FLOP count per step (stated, PaLM-style, input-embedding lookup excluded since it does no matmul):
     6 * N_body * T  +  6 * N_head * T_proj  +  12 * layers * hidden * seq * T
 with T the tokens in the batch, N_body the transformer-layer parameters, N_head = vocab * hidden and T_proj the
 positions the LM head projects (T for the reference classes and CLM, the masked positions for our MLM). Achieved
 FLOP/s is compared to a large matmul timed in the same process (fp32 on CPU, bf16 on GPU). On CUDA the script adds
-the 210m preset's bf16 MFU at seq 2048 (target >= 45%); `--mfu on --mfu-preset tiny` smoke-tests it on CPU.
+the 210m preset's bf16 MFU at seq 2048 (target >= 45%; MLM 40% with the fixed-shape head); `--mfu on --mfu-preset
+tiny` smoke-tests it on CPU. This MFU divides by the measured matmul peak; the recipe's `mfu` log divides by the
+spec peak (`recipes/flops.py`: 989 TFLOP/s on H100/H200) and counts attention at half this formula's 12 * L * d * T.
 
 What to expect: the input embedding is a third of the parameters but does no matmul, so the LM head is about half
 of the matmul FLOPs; projecting 40% of the positions caps the MLM FLOP saving at 1 / (0.5 + 0.5 * 0.4) = 1.4x
@@ -30,6 +39,7 @@ CPU, steps are timed in process CPU time (`--clock`), so other tenants' work is 
 """
 
 import argparse
+import copy
 import statistics
 import time
 
@@ -38,6 +48,8 @@ import transformers
 
 from modeling_eurobert import EuroBertClmMlmConfig, EuroBertForCausalLM, EuroBertForMaskedLM, load_preset
 from modeling_eurobert.export_native import native_config
+from recipes.data import masked_positions_bound
+from recipes.training import compile_decoder_layers
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -60,6 +72,8 @@ def make_parser() -> argparse.ArgumentParser:
         help="step timer; auto = process CPU time on CPU with 1 thread, else wall time (synchronised on CUDA)")
     add("--attn", default="sdpa", help="attn_implementation for every model")
     add("--pairs", default="mlm,clm", help="which pairs to time: mlm, clm or both")
+    add("--compile", default="none", choices=["none", "regional"],
+        help="regional: also time our models with every decoder layer compiled, beside the eager ones")
     add("--mfu", default="auto", choices=["auto", "on", "off"],
         help="report a preset's bf16 MFU (MLM 40%%); auto = only on CUDA")
     add("--mfu-preset", default="210m", help="preset for the MFU run (tiny: a quick CPU smoke check)")
@@ -96,8 +110,10 @@ def build_pair(kind: str, config: EuroBertClmMlmConfig, args) -> dict[str, torch
     return models
 
 
-def make_batch(kind: str, config, batch: int, seq: int, mask_ratio: float, device) -> dict[str, torch.Tensor]:
-    """Random ids; MLM replaces `mask_ratio` of them by the mask token and labels only those, CLM labels all."""
+def make_batch(kind: str, config, batch: int, seq: int, mask_ratio: float, device,
+               fixed_shape: bool = False) -> dict[str, torch.Tensor]:
+    """Random ids; MLM replaces `mask_ratio` of them by the mask token and labels only those, CLM labels all.
+    `fixed_shape` adds the MLM `mlm_positions` (B, K), K as the recipe's `mlm_fixed_shape` (4 sd margin)."""
     generator = torch.Generator().manual_seed(0)
     input_ids = torch.randint(4, config.vocab_size, (batch, seq), generator=generator)
     if kind == "clm":
@@ -105,7 +121,12 @@ def make_batch(kind: str, config, batch: int, seq: int, mask_ratio: float, devic
     masked = torch.rand(batch, seq, generator=generator) < mask_ratio
     labels = torch.where(masked, input_ids, torch.full_like(input_ids, -100))
     input_ids = torch.where(masked, torch.full_like(input_ids, config.mask_token_id), input_ids)
-    return {"input_ids": input_ids.to(device), "labels": labels.to(device)}
+    out = {"input_ids": input_ids.to(device), "labels": labels.to(device)}
+    if fixed_shape:
+        k = masked_positions_bound(seq, mask_ratio)
+        first_masked = torch.argsort((~masked).to(torch.int8), dim=1, stable=True)[:, :k]  # masked columns first
+        out["mlm_positions"] = torch.where(torch.arange(k) < masked.sum(1, keepdim=True), first_masked, -1).to(device)
+    return out
 
 
 def train_step(model, optimizer, batch, args, dtype: torch.dtype) -> float:
@@ -177,9 +198,49 @@ def report_pair(kind, models, times, config, args, peak) -> dict[str, float]:
             "flops": flops[1] / flops[0]}
 
 
+def compiled_twin(model: torch.nn.Module) -> torch.nn.Module:
+    """A copy of `model` (same weights) with every decoder layer compiled in place, as `compile: regional` does."""
+    twin = copy.deepcopy(model)
+    compile_decoder_layers(twin)
+    return twin
+
+
+def report_compile(config, args, dtype, peak) -> dict[str, float]:
+    """Eager vs regional compile of our models (MLM with the fixed-shape head, CLM): one table, compiled / eager
+    throughput ratios (best step, median step)."""
+    print(f"\n| {'model':<36} | {'tokens/s':>10} | {'best ms':>9} | {'median ms':>9} | {'GFLOP/s':>9} | {'%peak':>7} |")
+    print(f"|{'-' * 38}|{'-' * 12}|{'-' * 11}|{'-' * 11}|{'-' * 11}|{'-' * 9}|")
+    tokens, ratios = args.batch * args.seq, {}
+    for kind in args.pairs.split(","):
+        model_class, head = (EuroBertForMaskedLM, "fixed-shape head") if kind == "mlm" else (EuroBertForCausalLM, "")
+        eager = model_class(config)
+        eager.set_attn_implementation(args.attn)
+        eager = eager.to(args.device).train()
+        label = f"ours {kind.upper()}{', ' + head if head else ''}"
+        models = {f"{label}, eager": eager, f"{label}, regional": compiled_twin(eager)}
+        batch = make_batch(kind, config, args.batch, args.seq, args.mask_ratio, args.device, fixed_shape=kind == "mlm")
+        times = time_pair(models, batch, args, dtype)
+        projected = round(tokens * args.mask_ratio) if kind == "mlm" else args.batch * (args.seq - 1)
+        flops = flops_per_step(config, tokens, projected, args.seq)
+        for name in models:
+            best, median = min(times[name]), statistics.median(times[name])
+            print(f"| {name:<36} | {tokens / best:>10,.0f} | {1e3 * best:>9.1f} | {1e3 * median:>9.1f} "
+                  f"| {flops / best / 1e9:>9.1f} | {100 * flops / best / peak:>6.1f}% |")
+        eager_times, compiled_times = times.values()
+        ratios[kind] = {"best": min(eager_times) / min(compiled_times),
+                        "median": statistics.median(eager_times) / statistics.median(compiled_times)}
+        del models, eager
+    print()
+    for kind, ratio in ratios.items():
+        print(f"{kind.upper()} throughput regional compile / eager: {ratio['best']:.2f}x on best steps, "
+              f"{ratio['median']:.2f}x on medians")
+    return ratios
+
+
 def report_mfu(args, peak: float) -> None:
-    """bf16-autocast MFU of a preset (210m by default) training MLM 40% at seq 2048, with flash_attention_2 when
-    importable, else sdpa. MFU = FLOPs of the docstring formula / best step time / measured bf16 matmul peak."""
+    """bf16-autocast MFU of a preset (210m by default) training MLM 40% (fixed-shape head) at seq 2048, with
+    flash_attention_2 when importable, else sdpa; with `--compile regional` also with compiled decoder layers.
+    MFU = FLOPs of the docstring formula / best step time / measured bf16 matmul peak."""
     try:
         import flash_attn  # noqa: F401
 
@@ -191,13 +252,20 @@ def report_mfu(args, peak: float) -> None:
     model = EuroBertForMaskedLM(config)
     model.set_attn_implementation(attn)
     model = model.to(args.device).train()
-    batch = make_batch("mlm", config, run.batch, run.seq, args.mask_ratio, args.device)
-    step = min(time_pair({args.mfu_preset: model}, batch, run, torch.bfloat16)[args.mfu_preset])
+    models = {"eager": model}
+    if args.compile == "regional":
+        models["regional compile"] = compiled_twin(model)
+    batch = make_batch("mlm", config, run.batch, run.seq, args.mask_ratio, args.device, fixed_shape=True)
+    times = time_pair(models, batch, run, torch.bfloat16)
     tokens = run.batch * run.seq
     flops = flops_per_step(config, tokens, round(tokens * args.mask_ratio), run.seq)
-    print(f"{args.mfu_preset} preset, MLM {args.mask_ratio:.0%}, bf16 autocast, {attn}, batch {run.batch} x {run.seq}: "
-          f"{tokens / step:,.0f} tokens/s, {flops / step / 1e12:.2f} TFLOP/s, MFU {100 * flops / step / peak:.1f}% "
-          "of the measured bf16 matmul peak (target on GPU: >= 45%)")
+    for name in models:
+        step = min(times[name])
+        print(f"{args.mfu_preset} preset, {name}, MLM {args.mask_ratio:.0%}, bf16 autocast, {attn}, batch {run.batch} x "
+              f"{run.seq}: {tokens / step:,.0f} tokens/s, {flops / step / 1e12:.2f} TFLOP/s, MFU "
+              f"{100 * flops / step / peak:.1f}% of the measured bf16 matmul peak (target on GPU: >= 45%)")
+    if len(models) == 2:
+        print(f"{args.mfu_preset} regional compile / eager: {min(times['eager']) / min(times['regional compile']):.2f}x")
 
 
 def main(args) -> None:
@@ -232,6 +300,8 @@ def main(args) -> None:
         verdict = "meets" if ratio["best"] >= targets[kind] else "BELOW"
         print(f"{kind.upper()} throughput ours / reference: {ratio['best']:.2f}x on best steps, {ratio['median']:.2f}x "
               f"on medians ({verdict} the {targets[kind]}x target); FLOP ratio {ratio['flops']:.2f}x")
+    if args.compile == "regional":
+        report_compile(config, args, dtype, peak)
     if args.mfu == "on" or (args.mfu == "auto" and on_gpu):
         bf16_peak = peak if on_gpu else matmul_peak(args.device, torch.bfloat16, 2048, args.timer)
         report_mfu(args, bf16_peak)

@@ -10,7 +10,9 @@ How it differs from Llama (`transformers.LlamaForCausalLM`):
   unchanged and converted Llama decoders need no key mapping;
 - the embedding has no `padding_idx` (SPEC pitfall: a pad id equal to eos would freeze the document separator);
 - LM heads project only the positions that carry a label (`labels != -100`) when a loss is asked for: same loss
-  and gradients as full-vocabulary logits, far less compute at 20-50% masking;
+  and gradients as full-vocabulary logits, far less compute at 20-50% masking; with `mlm_positions` (a fixed
+  number of positions per row, from the pretraining collator) and in causal mode the head has static shapes, so
+  it compiles and needs no host sync;
 - task heads: sequence classification (bos/mean/late pooling, EuroBERT's dense+GELU head), token classification
   and extractive QA (start/end logits).
 No KV cache: the study trains and fine-tunes; text generation is out of scope.
@@ -249,19 +251,40 @@ class EuroBertModel(EuroBertPreTrainedModel):
         return BaseModelOutput(last_hidden_state=self.norm(hidden_states))
 
 
-def labelled_positions_loss(hidden_states, lm_head, labels, shift: bool, num_items_in_batch=None, **kwargs):
+def labelled_positions_loss(hidden_states, lm_head, labels, shift: bool, num_items_in_batch=None,
+                            mlm_positions=None, all_positions: bool = False):
     """Cross-entropy of the LM head evaluated only where `labels != -100`.
 
     Equal to full-vocabulary logits + `ForMaskedLMLoss`/`ForCausalLMLoss` (same reduction, same gradients), but the
-    (tokens x vocab) projection runs on the labelled tokens only: 40% of them under MLM 40%.
+    (tokens x vocab) projection runs on the labelled tokens only: 40% of them under MLM 40%. The labelled rows are
+    found in one of three ways, all giving the same loss:
+    - `mlm_positions` (B, K), padded with -1: every labelled position of each row (after the shift), a shape fixed
+      for the whole run, so no host sync and the head compiles;
+    - `all_positions`: project every position and let the loss skip -100 (causal steps on packed blocks, where
+      every position but the last carries a label: static shape, 1/T of the head wasted);
+    - otherwise `labels != -100` selects them exactly, a data-dependent shape (one device sync per call).
+    The sum is divided by `num_items_in_batch` (the Trainer's count over the whole accumulated batch) if given,
+    else by this batch's labelled tokens.
     """
     if shift:  # CLM: position t predicts token t + 1
         hidden_states, labels = hidden_states[:, :-1], labels[:, 1:]
-    labels = labels.reshape(-1).to(hidden_states.device)
-    keep = labels != -100
-    logits = lm_head(hidden_states.reshape(-1, hidden_states.shape[-1])[keep]).float()  # (n_labelled, V)
-    loss = nn.functional.cross_entropy(logits, labels[keep], reduction="sum")
-    denominator = num_items_in_batch if num_items_in_batch is not None else keep.sum()
+    labels = labels.to(hidden_states.device)
+    hidden_flat = hidden_states.reshape(-1, hidden_states.shape[-1])  # (B*T, H)
+    if mlm_positions is not None:
+        mlm_positions = mlm_positions.to(hidden_states.device)
+        row_start = torch.arange(labels.shape[0], device=labels.device).unsqueeze(1) * labels.shape[1]
+        flat = (row_start + mlm_positions.clamp(min=0)).reshape(-1)  # (B*K,) padding points at each row's start
+        hidden = hidden_flat.index_select(0, flat)
+        targets = labels.reshape(-1).index_select(0, flat).masked_fill(mlm_positions.reshape(-1) < 0, -100)
+    elif all_positions:
+        hidden, targets = hidden_flat, labels.reshape(-1)
+    else:
+        targets = labels.reshape(-1)
+        keep = targets != -100
+        hidden, targets = hidden_flat[keep], targets[keep]
+    logits = lm_head(hidden).float()  # (rows, V)
+    loss = nn.functional.cross_entropy(logits, targets, ignore_index=-100, reduction="sum")
+    denominator = num_items_in_batch if num_items_in_batch is not None else (targets != -100).sum()
     if torch.is_tensor(denominator):
         denominator = denominator.to(loss.device)
     return loss / denominator
@@ -269,7 +292,11 @@ def labelled_positions_loss(hidden_states, lm_head, labels, shift: bool, num_ite
 
 class EuroBertForMaskedLM(EuroBertPreTrainedModel):
     """MLM head. With `labels`, only labelled positions are projected and `logits` is None (memory); without
-    labels, full logits are returned. Loads CLM checkpoints unchanged (same keys)."""
+    labels, full logits are returned. Loads CLM checkpoints unchanged (same keys).
+
+    `mlm_positions` (B, K) long, optional with `labels`: the positions of every label of each row, padded with -1 to
+    a K fixed for the run (the pretraining collator's), so the head has static shapes. Causal calls without it
+    project every position (static too; in packed blocks all but the last are labelled)."""
 
     _tied_weights_keys = {"lm_head.weight": "model.embed_tokens.weight"}
     _shift_labels = False
@@ -291,14 +318,15 @@ class EuroBertForMaskedLM(EuroBertPreTrainedModel):
         self.lm_head = new_embeddings
 
     def forward(self, input_ids=None, attention_mask=None, position_ids=None, inputs_embeds=None, labels=None,
-                is_causal: bool | None = None, num_items_in_batch=None, **kwargs):
+                is_causal: bool | None = None, num_items_in_batch=None, mlm_positions=None, **kwargs):
         if is_causal is None:
             is_causal = self._shift_labels
         hidden = self.model(input_ids, attention_mask, position_ids, inputs_embeds, is_causal=is_causal).last_hidden_state
         output_class = CausalLMOutput if self._shift_labels else MaskedLMOutput
         if labels is None:
             return output_class(logits=self.lm_head(hidden))
-        loss = labelled_positions_loss(hidden, self.lm_head, labels, self._shift_labels, num_items_in_batch)
+        loss = labelled_positions_loss(hidden, self.lm_head, labels, self._shift_labels, num_items_in_batch,
+                                       mlm_positions, all_positions=is_causal)
         return output_class(loss=loss, logits=None)
 
 

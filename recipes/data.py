@@ -20,7 +20,9 @@ Public API:
 - `build_packed_dataset(tokenizer, corpus, block_size, data_seed, cache_dir, num_proc)` -> blocks with columns
   "input_ids" (block_size int32), "block_index" (row position = position in the fixed order) and "stream_index"
   (position of the block in the unshuffled token stream), numpy format, memory-mapped from `cache_dir`.
-- `PretrainingCollator(objective, tokenizer, mlm_probability, mask_replace_prob, random_replace_prob, seed)`.
+- `PretrainingCollator(objective, tokenizer, mlm_probability, mask_replace_prob, random_replace_prob, seed,
+  positions_per_block)`; `masked_positions_bound(block_size, mlm_probability, num_std)` is the K a run passes as
+  `positions_per_block` for a fixed-shape MLM head.
 - `data_fingerprint(blocks)` -> 16 hex characters naming the packed blocks, to record beside checkpoints.
 
 What the Trainer-based recipe must set so that every objective sees the same blocks in the same order:
@@ -32,6 +34,7 @@ again in a second epoch gets the same mask (the paper never repeats data).
 
 import hashlib
 import logging
+import math
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -67,6 +70,7 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json")
 PACKING_VERSION = 1  # bump when the packed layout changes, so old caches are not reused
 _BLANK_CHECK_DOCS = 10_000  # documents read to refuse an all-blank corpus before tokenizing it
 _BLOCKS_PER_WRITE = 1024  # rows per arrow record batch when writing packed blocks (bounded memory)
+MASKED_POSITIONS_STD = 4.0  # default margin of `masked_positions_bound`, in standard deviations of the mask count
 
 
 # ----------------------------------------------------------------------------------------------------------- corpus
@@ -462,6 +466,10 @@ class PretrainingCollator:
         mask_replace_prob: share of selected tokens replaced by `<|mask|>` (original code: 1.0).
         random_replace_prob: share of selected tokens replaced by a random token (BERT: 0.1).
         seed: masking seed, combined with each example's "block_index".
+        positions_per_block: K for a fixed-shape MLM head (see `masked_positions_bound`), or None. When set, an MLM
+            batch also holds `mlm_positions` (B, K) long: each row's masked positions in increasing order, padded
+            with -1, unless a row has more than K masked tokens; then the key is absent and the model takes its
+            exact path (never truncated). The masks themselves do not depend on it.
     """
 
     objective: str
@@ -470,6 +478,7 @@ class PretrainingCollator:
     mask_replace_prob: float = 1.0
     random_replace_prob: float = 0.0
     seed: int = 0
+    positions_per_block: int | None = None
     _is_special: np.ndarray = field(init=False, repr=False)  # lookup table: token id -> never masked
     _random_ids: np.ndarray = field(init=False, repr=False)  # ids a random replacement may take
 
@@ -485,6 +494,8 @@ class PretrainingCollator:
             raise ValueError(f"seed={self.seed!r} must be a non-negative integer")
         if self.objective == "mlm" and self.tokenizer.mask_token_id is None:
             raise ValueError("the tokenizer has no mask token, so it cannot be used for MLM; see load_tokenizer")
+        if self.positions_per_block is not None and self.positions_per_block < 1:
+            raise ValueError(f"positions_per_block={self.positions_per_block} must be >= 1 (see masked_positions_bound)")
         special_ids = set(self.tokenizer.all_special_ids)
         special_ids |= {i for i, token in self.tokenizer.added_tokens_decoder.items() if token.special}
         size = max(len(self.tokenizer), max(special_ids) + 1)
@@ -511,7 +522,10 @@ class PretrainingCollator:
             randomized = selected & (action >= self.mask_replace_prob)
             randomized &= action < self.mask_replace_prob + self.random_replace_prob
             input_ids[randomized] = random_ids[randomized]
-        return {"input_ids": torch.from_numpy(input_ids), "labels": torch.from_numpy(labels)}
+        batch = {"input_ids": torch.from_numpy(input_ids), "labels": torch.from_numpy(labels)}
+        if self.positions_per_block is not None and selected.sum(axis=1).max() <= self.positions_per_block:
+            batch["mlm_positions"] = torch.from_numpy(_padded_positions(selected, self.positions_per_block))
+        return batch
 
     def _draw(self, block_indices: list[int], shape: tuple[int, int]):
         """Uniforms (selection, action) and random token ids, from one torch generator per block seeded by its index."""
@@ -526,6 +540,37 @@ class PretrainingCollator:
         uniforms = uniforms.numpy()
         random_ids = None if random_ids is None else self._random_ids[random_ids.numpy()]
         return uniforms[:, 0], uniforms[:, 1], random_ids
+
+
+def masked_positions_bound(block_size: int, mlm_probability: float, num_std: float = MASKED_POSITIONS_STD) -> int:
+    """K, the masked positions per block a fixed-shape MLM head makes room for.
+
+    The masked count of a block is at most Binomial(block_size, p) (special tokens are never masked), so
+    K = min(block_size, ceil(T p + num_std * sqrt(T p (1 - p)))) with T = block_size. Paper MLM 40%, T = 2048, the
+    default 4 standard deviations: K = 908 for a mean of 819 (10% of the head's rows are padding) and a row
+    overflows with probability 3e-5 (exact binomial tail), so about 1 micro-batch of 8 blocks in 4,000 takes the
+    exact path, which costs one host sync, not a recompile. 6 standard deviations: K = 953, 14% padding, 1e-9.
+
+    Args:
+        block_size: tokens per block.
+        mlm_probability: masking ratio p.
+        num_std: margin in standard deviations of the binomial.
+
+    Returns:
+        K, fixed for a whole run.
+    """
+    mean = block_size * mlm_probability
+    return min(block_size, math.ceil(mean + num_std * math.sqrt(mean * (1 - mlm_probability))))
+
+
+def _padded_positions(selected: np.ndarray, width: int) -> np.ndarray:
+    """(B, width) int64: the column indices of each row's True entries in increasing order, then -1."""
+    positions = np.full((selected.shape[0], width), -1, dtype=np.int64)
+    filled = min(width, selected.shape[1])
+    first_selected = np.argsort(~selected, axis=1, kind="stable")[:, :filled]  # selected entries sort first
+    counts = selected.sum(axis=1, keepdims=True)
+    positions[:, :filled] = np.where(np.arange(filled) < counts, first_selected, -1)
+    return positions
 
 
 def _mix_seed(seed: int, block_index: int) -> int:

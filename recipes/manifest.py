@@ -13,6 +13,8 @@ Inferred choices (configurable in the YAML):
 - global batch 1152 blocks of 2048 tokens (2.36M tokens per step, SPEC "about 2.4M");
 - CPT: a fresh optimizer, warmup 10% of its steps, linear decay over min(2000, the rest), no stable phase beyond;
   the CPT data continue after the blocks the base run consumed.
+Paper configs also set GPU speed settings that leave the losses unchanged (`compile: regional`, and
+`mlm_fixed_shape: true` for MLM runs); toy presets, meant for CPUs, run eager.
 
 Write the YAML files: `python -m recipes.manifest --write-configs paper toy smoke` (-> recipes/configs/<preset>/).
 """
@@ -149,6 +151,9 @@ def run_config(recipe: Recipe, preset: str) -> dict:
     if preset == "paper":
         config.update(tokenizer_name_or_path="EuroBERT/EuroBERT-610m", corpus_source="HuggingFaceFW/fineweb-edu",
                       corpus_name="sample-100BT", global_batch_size=p["global_batch_size"], num_proc=16)
+        config["compile"] = "regional"  # GPU speed only (same losses): compiled decoder layers ...
+        if recipe.objective == "mlm":
+            config["mlm_fixed_shape"] = True  # ... and a static-shape MLM head (no host sync)
     else:
         config.update(corpus_source="bundle")
         if p["max_docs"]:

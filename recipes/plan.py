@@ -9,7 +9,8 @@ Compute model (per optimizer step, global batch B blocks of T tokens, L layers, 
     FLOPs = 6 * N_body * B*T  +  6 * L * T * d * B*T  (attention scores and values, full T x T)
             + 6 * d * V * (tokens projected by the LM head)
 N_body = parameters without the input embedding and the LM head. The LM head projects every token under CLM and
-only the masked ones under MLM (this repository's labelled-positions loss). Shared work is counted once: decay
+only the masked ones under MLM (this repository's labelled-positions loss). The formula and the GPU peaks live in
+`recipes/flops.py`, shared with the trainer's `mfu` log. Shared work is counted once: decay
 branches add only their own 2k decay steps to the stable run they branch from. Evaluation: SPEC's grid (6 LRs x
 5 seeds) on the 12 paper tasks, 1,000 steps x 32 x 512 tokens per run (fine-tuning FLOPs only, no overhead).
 """
@@ -17,12 +18,11 @@ branches add only their own 2k decay steps to the stable run they branch from. E
 import csv
 from pathlib import Path
 
-import torch
-
-from modeling_eurobert import EuroBertModel, load_preset
+from modeling_eurobert import load_preset
 from recipes import manifest
+from recipes.flops import BF16_PEAK_FLOPS, training_flops_per_token
 
-GPUS = {"H100": 989e12, "A100": 312e12, "H200": 989e12, "MI250X": 383e12}  # dense bf16 peak FLOP/s
+GPUS = BF16_PEAK_FLOPS  # dense bf16 peak FLOP/s
 PAPER_GPU_HOURS = 110_000  # SPEC: about 110k GPU hours for the whole study
 EVAL_TASKS = 12
 EVAL_RUNS_PER_TASK = 6 * 5
@@ -31,11 +31,7 @@ EVAL_TOKENS_PER_RUN = 1_000 * 32 * 512
 
 def flops_per_token(size: str, projected_share: float) -> float:
     """Training FLOPs per token of one model size; `projected_share` = share of tokens through the LM head."""
-    config = load_preset(size)
-    with torch.device("meta"):
-        body = sum(p.numel() for p in EuroBertModel(config).parameters()) - config.vocab_size * config.hidden_size
-    attention = config.num_hidden_layers * manifest.PRESETS["paper"]["block_size"] * config.hidden_size
-    return 6 * (body + attention) + 6 * config.hidden_size * config.vocab_size * projected_share
+    return training_flops_per_token(load_preset(size), manifest.PRESETS["paper"]["block_size"], projected_share)
 
 
 def run_rows() -> list[dict]:

@@ -31,8 +31,9 @@ from recipes import artifacts  # noqa: E402
 from recipes.training import (  # noqa: E402
     RUN_CONFIG_NAME, LoadOptimizerStateCallback, ObjectiveCollator, PretrainArguments, PretrainingTrainer,
     RecipeParser, SchedulePlanCallback, build_blocks, build_collator, build_model, build_tokenizer, check_data_identity,
-    check_output_dir, check_run_settings, check_sources, cpt_start, data_identity, decay_steps, global_batch, load_training_corpus,
-    make_run_info, resolved_config, select_blocks, write_run_info,
+    check_output_dir, check_run_settings, check_sources, compile_decoder_layers, cpt_start, data_identity, decay_steps,
+    global_batch, load_training_corpus, make_run_info, resolved_config, select_blocks, step_flops_per_token,
+    write_run_info,
 )
 
 
@@ -79,6 +80,8 @@ def prepare(run_args: PretrainArguments, training_args: TrainingArguments) -> Pr
     blocks_per_step = global_batch(training_args)
     train_blocks = select_blocks(blocks, first_block, training_args.max_steps * blocks_per_step)
     model = build_model(run_args, tokenizer, training_args.seed)
+    if run_args.compile == "regional":
+        compile_decoder_layers(model)  # in place: parameter names, checkpoints and resume as in an eager run
 
     # 3. the collator picks CLM or MLM from each batch's step (PFS flips inside the run)
     collator = build_collator(run_args, tokenizer, blocks_per_step, first_block)
@@ -118,6 +121,7 @@ def train(run: PreparedRun) -> PretrainingTrainer:
             model=run.model, args=training_args, train_dataset=run.train_blocks, data_collator=run.collator,
             processing_class=run.tokenizer, callbacks=callbacks,
             tokens_per_step=global_batch(training_args) * run_args.block_size, block_order_path=block_log,
+            flops_per_token=step_flops_per_token(run.model.config, run_args.block_size, run.collator),
         )
         trainer_ref["trainer"] = trainer
         trainer.train(resume_from_checkpoint=run.resume)

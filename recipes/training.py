@@ -9,6 +9,8 @@ What lives here, in reading order:
   objective inside one run, whatever the number of workers, processes or resumes);
 - `PretrainingTrainer` and the callbacks: tokens/s and data-pipeline share in the logs, planned checkpoints
   (decay-branch points, final step), intermediate checkpoints, optimizer reset at the PFS switch, `run_info.json`;
+- `compile_decoder_layers` (`compile: regional`) and, with `mlm_fixed_shape`, MLM batches whose masked positions
+  have a fixed count per block (a static-shape LM head; overflow batches counted in the logs);
 - `train(run_args, training_args)`: the storyboard both recipes call.
 
 Design choices (documented in the README):
@@ -29,6 +31,7 @@ import os
 import time
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -39,13 +42,17 @@ from transformers import HfArgumentParser, Trainer, TrainerCallback, TrainingArg
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from modeling_eurobert import PRESETS, EuroBertForMaskedLM, load_preset
-from recipes import artifacts, data
+from modeling_eurobert.modeling_eurobert import EuroBertDecoderLayer
+from recipes import artifacts, data, flops
 
 logger = logging.getLogger(__name__)
 
 RUN_CONFIG_NAME, RUN_INFO_NAME, INTERMEDIATE_DIR = artifacts.RUN_CONFIG_NAME, artifacts.RUN_INFO_NAME, artifacts.INTERMEDIATE_DIR
 # Run settings that do not change the trained weights (paths, workers, logging); ignored when comparing configs.
-_NOT_RESULT_SETTINGS = {"data_dir", "data_cache_dir", "num_proc", "log_block_order"}
+# How the computation runs (compiled layers, fixed-shape head) is also ignored: same losses up to rounding.
+_NOT_RESULT_SETTINGS = {"data_dir", "data_cache_dir", "num_proc", "log_block_order", "compile", "mlm_fixed_shape",
+                        "mlm_fixed_shape_std"}
+COMPILE_MODES = ("none", "regional")
 # TrainingArguments fields that decide the trained weights; a resumed run must match them exactly.
 _RESULT_TRAINING_ARGS = (
     "learning_rate", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon", "max_grad_norm", "optim",
@@ -65,7 +72,8 @@ class PretrainArguments:
     data (`corpus_source`, `corpus_name`, `data_dir`, `max_docs`, `block_size`, `data_cache_dir`,
     `num_proc`, `global_batch_size`); objective (`objective`, `mlm_probability`, `mask_replace_prob`,
     `random_replace_prob`, `masking_seed`, PFS `switch_step`, `reset_optimizer_at_switch`); budgets
-    (`decay_branches`, `branch_from`, `intermediate_steps`); provenance (`study_preset`, `log_block_order`).
+    (`decay_branches`, `branch_from`, `intermediate_steps`); provenance (`study_preset`, `log_block_order`);
+    speed, same losses (`compile`, `mlm_fixed_shape`, `mlm_fixed_shape_std`).
     """
 
     model_preset: str | None = field(default=None, metadata={"help": f"architecture preset for a run from scratch: {', '.join(PRESETS)}"})
@@ -92,6 +100,9 @@ class PretrainArguments:
     intermediate_steps: list[int] = field(default_factory=list, metadata={"help": "steps whose weights are saved to <output_dir>/intermediate/step-<N> (paper: 1000 2000 5000 10000 20000 40000)"})
     study_preset: str | None = field(default=None, metadata={"help": "manifest preset this run belongs to (paper, toy, smoke); provenance only"})
     log_block_order: bool = field(default=False, metadata={"help": "append the block indices of every step to <output_dir>/block_order-rank<R>.jsonl (audit)"})
+    compile: str = field(default="none", metadata={"help": "none, or regional: torch.compile each decoder layer in place (same parameter names and checkpoints; a PFS switch costs one recompile). Paper configs on GPU use regional; CPU runs and tests: none"})
+    mlm_fixed_shape: bool = field(default=False, metadata={"help": "MLM batches carry each block's masked positions padded to a fixed K, so the LM head has static shapes (no host sync, compilable); a batch with a row above K takes the exact path, counted as mlm_overflow_batches in the logs. Same loss. Paper configs: true"})
+    mlm_fixed_shape_std: float = field(default=data.MASKED_POSITIONS_STD, metadata={"help": "margin of K in standard deviations of the binomial mask count: K = ceil(T p + std sqrt(T p (1 - p))), T = block_size (see recipes.data.masked_positions_bound)"})
 
     def __post_init__(self):
         if self.objective not in data.OBJECTIVES:
@@ -106,6 +117,10 @@ class PretrainArguments:
             raise ValueError("switch_step flips CLM to MLM; set objective: mlm (the objective after the switch)")
         if self.max_docs is not None and self.max_docs < 1:
             raise ValueError(f"max_docs={self.max_docs} must be >= 1")
+        if self.compile not in COMPILE_MODES:
+            raise ValueError(f"compile={self.compile!r} is unknown; use one of {COMPILE_MODES}")
+        if self.mlm_fixed_shape_std < 0:
+            raise ValueError(f"mlm_fixed_shape_std={self.mlm_fixed_shape_std} must be >= 0 (default 4)")
 
 
 @dataclass
@@ -251,6 +266,8 @@ def check_run_settings(run_args: PretrainArguments, training_args: TrainingArgum
         raise ValueError("set remove_unused_columns: false (the collator needs each block's block_index)")
     if training_args.data_seed is None:
         raise ValueError("set data_seed: it fixes the block order that every objective shares (paper: one seed for all runs)")
+    if run_args.compile != "none" and training_args.torch_compile:
+        raise ValueError("compile: regional compiles the decoder layers already; drop torch_compile (it would compile the whole model on top)")
     if run_args.switch_step is not None and not 0 < run_args.switch_step < total:
         raise ValueError(f"switch_step={run_args.switch_step} must be strictly between 0 and max_steps={total}")
     bad = [s for s in run_args.intermediate_steps if not 0 < s <= total]
@@ -504,6 +521,32 @@ def build_model(run_args: PretrainArguments, tokenizer, seed: int) -> EuroBertFo
     return EuroBertForMaskedLM(config)
 
 
+def compile_decoder_layers(model: torch.nn.Module) -> int:
+    """Compile every `EuroBertDecoderLayer` of `model` in place with `nn.Module.compile` (inductor); returns how many.
+
+    Regional compilation: the layers are identical, so dynamo compiles one graph that every layer reuses (with
+    inlined nn modules the parameters are graph inputs); the embedding, the final norm and the LM head stay eager.
+    In place rather than `torch.compile(model)`: parameter names get no `_orig_mod.` prefix, so state dicts,
+    checkpoints and resume are those of an eager model, and accelerate's FSDP2 wrapping still finds the layers (its
+    own regional path, `compile_regions_fsdp2`, compiles the same way). The attention pattern reaches the layers as
+    a Python bool that dynamo guards on, so a PFS run compiles one graph per pattern: one recompile at the switch.
+    """
+    layers = [module for module in model.modules() if isinstance(module, EuroBertDecoderLayer)]
+    if not layers:
+        raise ValueError(f"{type(model).__name__} has no EuroBertDecoderLayer to compile")
+    for layer in layers:
+        layer.compile()
+    return len(layers)
+
+
+def step_flops_per_token(config, block_size: int, collator: "ObjectiveCollator") -> Callable[[int], float]:
+    """Training FLOPs per token of a 0-based optimizer step (`recipes.flops` formula): the LM head projects every
+    token on CLM steps and the masked share on MLM steps, so a PFS run changes cost at the switch."""
+    clm = flops.training_flops_per_token(config, block_size, 1.0)
+    mlm = flops.training_flops_per_token(config, block_size, collator.mlm.mlm_probability) if collator.mlm else clm
+    return lambda step: clm if collator.objective_at(step) == "clm" else mlm
+
+
 @dataclass
 class ObjectiveCollator:
     """Collate a batch for the objective of the step its blocks belong to.
@@ -545,6 +588,8 @@ class ObjectiveCollator:
             batch["labels"] = labels
         else:
             batch = self.mlm(examples)
+            if self.mlm.positions_per_block is not None:  # fixed-shape head: did a row exceed K (exact path)?
+                batch["mlm_overflow"] = "mlm_positions" not in batch  # counted by PretrainingTrainer, not the model
         batch["is_causal"] = objective == "clm"
         batch["block_index"] = block_index  # consumed by PretrainingTrainer.compute_loss (logs), never by the model
         return batch
@@ -552,10 +597,15 @@ class ObjectiveCollator:
 
 def build_collator(run_args: PretrainArguments, tokenizer, blocks_per_step: int, first_block: int = 0) -> ObjectiveCollator:
     """CLM and/or MLM collators over `recipes.data.PretrainingCollator`, wrapped by `ObjectiveCollator`."""
+    positions_per_block = None  # K of the fixed-shape MLM head, one value for the whole run
+    if run_args.mlm_fixed_shape:
+        positions_per_block = data.masked_positions_bound(run_args.block_size, run_args.mlm_probability,
+                                                          run_args.mlm_fixed_shape_std)
+
     def make(objective):
         return data.PretrainingCollator(
             objective, tokenizer, run_args.mlm_probability, run_args.mask_replace_prob,
-            run_args.random_replace_prob, run_args.masking_seed,
+            run_args.random_replace_prob, run_args.masking_seed, positions_per_block,
         )
 
     needs_clm = run_args.objective == "clm" or run_args.switch_step is not None
@@ -570,27 +620,43 @@ def build_collator(run_args: PretrainArguments, tokenizer, blocks_per_step: int,
 
 # ------------------------------------------------------------------------------------------------------- trainer
 class PretrainingTrainer(Trainer):
-    """`Trainer` plus throughput logs: tokens/s and the data pipeline's share of wall time, per logging window.
+    """`Trainer` plus throughput logs: tokens/s and the data pipeline's share of wall time, per logging window;
+    on CUDA also `mfu` (`recipes.flops`: FLOPs per token x tokens/s / (devices x the GPU's dense bf16 spec peak));
+    with the fixed-shape MLM head, `mlm_overflow_batches` (micro-batches of the window, over all processes, that
+    took the exact path because a block had more masked tokens than K).
 
     Also takes the `block_index` tensor that `ObjectiveCollator` adds to each batch out of the model inputs, and
     appends it to `<output_dir>/block_order-rank<R>.jsonl` when `log_block_order` is set.
     """
 
-    def __init__(self, *args, tokens_per_step: int, block_order_path: str | None = None, **kwargs):
+    def __init__(self, *args, tokens_per_step: int, block_order_path: str | None = None,
+                 flops_per_token: Callable[[int], float] | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.tokens_per_step = tokens_per_step
         self.block_order_path = block_order_path
         self.data_seconds = 0.0  # time spent fetching + collating batches since the last log
-        self._window = (time.perf_counter(), 0)
+        self._window = None  # (start time, global step): opened by the first batch, so a resumed run starts there
+        mlm = getattr(self.data_collator, "mlm", None)
+        self.counts_overflow = getattr(mlm, "positions_per_block", None) is not None
+        self.mlm_overflow_batches = 0  # since the last log, this process
+        self.flops_per_token, self.peak_flops = flops_per_token, None
+        if flops_per_token is not None and self.args.device.type == "cuda":
+            device_name = torch.cuda.get_device_name(self.args.device)
+            self.peak_flops = flops.bf16_peak_flops(device_name)
+            if self.peak_flops is None:
+                logger.info("no mfu in the logs: %s has no bf16 peak in recipes.flops.BF16_PEAK_FLOPS", device_name)
 
     def get_batch_samples(self, epoch_iterator, num_batches, device):
         start = time.perf_counter()
+        if self._window is None:
+            self._window = (start, self.state.global_step)
         batches = super().get_batch_samples(epoch_iterator, num_batches, device)
         self.data_seconds += time.perf_counter() - start
         return batches
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         block_index = inputs.pop("block_index")
+        self.mlm_overflow_batches += int(inputs.pop("mlm_overflow", False))
         if self.block_order_path is not None and model.training:
             with open(self.block_order_path, "a") as f:
                 record = {"step": self.state.global_step + 1, "causal": inputs["is_causal"], "blocks": block_index.tolist()}
@@ -603,6 +669,13 @@ class PretrainingTrainer(Trainer):
             seconds = max(time.perf_counter() - started, 1e-9)
             logs["tokens_per_second"] = round((self.state.global_step - first_step) * self.tokens_per_step / seconds, 1)
             logs["data_time_share"] = round(self.data_seconds / seconds, 4)
+            if self.peak_flops is not None:
+                window_flops = self.tokens_per_step * sum(map(self.flops_per_token, range(first_step, self.state.global_step)))
+                logs["mfu"] = round(window_flops / seconds / (self.peak_flops * self.args.world_size), 4)
+            if self.counts_overflow:  # a collective: every process logs at the same steps
+                count = torch.tensor(self.mlm_overflow_batches, device=self.args.device)
+                logs["mlm_overflow_batches"] = int(self.accelerator.reduce(count, reduction="sum"))
+                self.mlm_overflow_batches = 0
             self._window, self.data_seconds = (time.perf_counter(), self.state.global_step), 0.0
         super().log(logs, start_time)
 

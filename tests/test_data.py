@@ -22,6 +22,7 @@ from recipes.data import (
     data_fingerprint,
     load_corpus,
     load_tokenizer,
+    masked_positions_bound,
     tokenize_corpus,
     train_toy_tokenizer,
 )
@@ -234,6 +235,26 @@ def test_masks_do_not_depend_on_workers_or_batch_size(tokenizer, blocks):
     assert torch.equal(single[0], workers[0]) and torch.equal(single[1], workers[1])
     reseeded = _collate_all(subset, PretrainingCollator("mlm", tokenizer, 0.4, 0.8, 0.1, seed=8), batch_size=8)
     assert not torch.equal(single[1], reseeded[1])
+
+
+def test_fixed_positions_list_every_masked_position_and_leave_masks_unchanged(tokenizer, blocks):
+    """`positions_per_block` adds `mlm_positions` (B, K): each row's masked positions, padded with -1. The masks are
+    today's; a batch with a row over K carries no positions (the model's exact path), never a truncated list."""
+    assert masked_positions_bound(2048, 0.4) == 908 and masked_positions_bound(64, 0.4) == 42  # ceil(Tp + 4 sd)
+    assert masked_positions_bound(8, 0.5, num_std=100) == 8  # never more than the block
+    examples = [blocks[i] for i in range(8)]
+    plain = PretrainingCollator("mlm", tokenizer, 0.4, 0.8, 0.1, seed=3)(examples)
+    fixed = PretrainingCollator("mlm", tokenizer, 0.4, 0.8, 0.1, seed=3, positions_per_block=42)(examples)
+    assert torch.equal(plain["input_ids"], fixed["input_ids"]) and torch.equal(plain["labels"], fixed["labels"])
+    positions = fixed["mlm_positions"]
+    assert positions.shape == (8, 42) and positions.dtype == torch.long
+    for row, labels in zip(positions, fixed["labels"]):
+        masked = (labels != -100).nonzero().flatten()
+        assert torch.equal(row[: len(masked)], masked) and (row[len(masked):] == -1).all()
+    most = int((plain["labels"] != -100).sum(dim=1).max())
+    assert "mlm_positions" in PretrainingCollator("mlm", tokenizer, 0.4, 0.8, 0.1, seed=3, positions_per_block=most)(examples)
+    over = PretrainingCollator("mlm", tokenizer, 0.4, 0.8, 0.1, seed=3, positions_per_block=most - 1)(examples)
+    assert "mlm_positions" not in over and torch.equal(over["labels"], plain["labels"])
 
 
 # --------------------------------------------------------------------------------------------------------- bad input

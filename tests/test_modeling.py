@@ -176,6 +176,119 @@ def test_labelled_positions_loss_equals_full_vocab_loss_and_gradients(causal):
             assert_close(ours[name], param.grad, atol=1e-6, rtol=1e-5, msg=name)
 
 
+def padded_positions(labels, width):
+    """(B, width): each row's labelled positions in increasing order, then -1 (the collator's `mlm_positions`)."""
+    positions = torch.full((labels.shape[0], width), -1)
+    for row, labelled in enumerate(labels != -100):
+        found = labelled.nonzero().flatten()
+        positions[row, : len(found)] = found
+    return positions
+
+
+def loss_and_grads(model, **inputs):
+    model.zero_grad()
+    loss = model(**inputs).loss
+    loss.backward()
+    return loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
+
+
+def test_fixed_shape_head_equals_exact_path_and_full_vocab_loss():
+    """`mlm_positions` (a fixed K per row, padded with -1) gives the exact path's and full logits' loss and grads."""
+    model = EuroBertForMaskedLM(tiny_config()).train()
+    input_ids, _ = batch(pad_last=False)
+    labels = torch.where(torch.rand(BATCH, SEQ) < 0.4, input_ids, -100)
+    labels[0] = -100  # a row without any label: only padding slots
+    positions = padded_positions(labels, SEQ)  # K = SEQ: room for every position
+    for num_items in (None, torch.tensor(50)):
+        exact = loss_and_grads(model, input_ids=input_ids, labels=labels, num_items_in_batch=num_items)
+        fixed = loss_and_grads(model, input_ids=input_ids, labels=labels, num_items_in_batch=num_items,
+                               mlm_positions=positions)
+        model.zero_grad()
+        reference = ForMaskedLMLoss(model(input_ids).logits, labels, vocab_size=99, num_items_in_batch=num_items)
+        reference.backward()
+        for loss, grads in (exact, fixed):
+            assert_close(loss, reference.detach(), atol=1e-6, rtol=1e-5)
+            for name, param in model.named_parameters():
+                assert_close(grads[name], param.grad, atol=1e-6, rtol=1e-5, msg=name)
+    assert model(input_ids, labels=labels, mlm_positions=positions).logits is None
+
+
+def test_causal_calls_project_every_position_with_the_same_loss():
+    """The MLM class on a CLM step (is_causal, labels shifted by the collator, last position -100) takes the
+    static all-positions path: same loss and gradients as full logits."""
+    model = EuroBertForMaskedLM(tiny_config()).train()
+    input_ids, _ = batch(pad_last=False)
+    labels = torch.full_like(input_ids, -100)
+    labels[:, :-1] = input_ids[:, 1:]
+    loss, grads = loss_and_grads(model, input_ids=input_ids, labels=labels, is_causal=True)
+    model.zero_grad()
+    reference = ForMaskedLMLoss(model(input_ids, is_causal=True).logits, labels, vocab_size=99)
+    reference.backward()
+    assert_close(loss, reference.detach(), atol=1e-6, rtol=1e-5)
+    for name, param in model.named_parameters():
+        assert_close(grads[name], param.grad, atol=1e-6, rtol=1e-5, msg=name)
+
+
+def capped_labels(max_per_row: int, seed: int):
+    """MLM-like labels with at most `max_per_row` labelled positions per row."""
+    generator = torch.Generator().manual_seed(seed)
+    labelled = torch.rand(BATCH, SEQ, generator=generator) < 0.4
+    labelled &= labelled.cumsum(dim=1) <= max_per_row
+    return torch.where(labelled, torch.randint(0, 99, (BATCH, SEQ), generator=generator), -100)
+
+
+def static_shapes(graph_module) -> bool:
+    """Whether every tensor dynamo traced has a concrete shape (no data-dependent size)."""
+    values = [node.meta.get("example_value") for node in graph_module.graph.nodes]
+    return all(isinstance(d, int) for v in values if isinstance(v, torch.Tensor) for d in v.shape)
+
+
+def test_fixed_shape_head_traces_to_one_static_graph():
+    """With `mlm_positions` the loss traces as one graph of static shapes (no data-dependent size, hence no host sync
+    on a GPU), reused by new masks with the same K; the exact path's `labels != -100` selection has a
+    data-dependent size."""
+    from modeling_eurobert.modeling_eurobert import labelled_positions_loss
+
+    graphs = []
+
+    def capture(graph_module, example_inputs):
+        graphs.append(graph_module)
+        return graph_module.forward
+
+    torch._dynamo.reset()
+    lm_head = torch.nn.Linear(32, 99, bias=False)
+    hidden = torch.randn(BATCH, SEQ, 32, requires_grad=True)
+    fixed = torch.compile(labelled_positions_loss, backend=capture, fullgraph=True, dynamic=False)
+    for seed in (0, 1):
+        labels = capped_labels(4, seed)
+        got = fixed(hidden, lm_head, labels, False, torch.tensor(20), padded_positions(labels, 4))
+        expected = labelled_positions_loss(hidden, lm_head, labels, False, torch.tensor(20))
+        assert_close(got, expected, atol=1e-6, rtol=1e-5)
+        assert_close(torch.autograd.grad(got, hidden)[0], torch.autograd.grad(expected, hidden)[0])
+    assert len(graphs) == 1 and static_shapes(graphs[0])
+    torch._dynamo.reset()
+    exact = torch.compile(labelled_positions_loss, backend=capture, fullgraph=True, dynamic=False)
+    exact(hidden, lm_head, capped_labels(4, 0), False)
+    assert len(graphs) == 2 and not static_shapes(graphs[1])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="host syncs are a GPU matter")
+def test_fixed_shape_head_needs_no_host_sync_on_gpu():
+    model = EuroBertForMaskedLM(tiny_config()).cuda().train()
+    labels = capped_labels(4, 0)
+    inputs = {"input_ids": torch.where(labels == -100, 5, labels).cuda(), "labels": labels.cuda(),
+              "mlm_positions": padded_positions(labels, 4).cuda(), "num_items_in_batch": torch.tensor(20).cuda()}
+    model(**inputs).loss.backward()  # warm-up: lazy initialisations may sync once
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")  # any synchronising CUDA call raises until reset
+    try:
+        model(**inputs).loss.backward()
+        with pytest.raises(RuntimeError, match="synchroniz"):
+            model(**{k: v for k, v in inputs.items() if k != "mlm_positions"})  # exact path: boolean selection
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
 @pytest.mark.parametrize("causal", [False, True])
 def test_sdpa_matches_eager(causal):
     config = tiny_config()
