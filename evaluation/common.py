@@ -34,8 +34,8 @@ class ProtocolArgs:
 
     Protocol: `batch_size`, `warmup_ratio`, `adam_beta1/2`, `adam_epsilon`, `weight_decay`,
     `max_steps` (overrides the task's steps/epochs), `bf16`. Inputs: `max_length`, `doc_stride` (QA),
-    `max_answer_length`/`n_best` (QA post-processing), `ir_corpus`. Data: `source`, `data_dir`, `max_train`,
-    `max_eval`.
+    `max_answer_length`/`n_best` (QA post-processing), `ir_corpus`, `tc_labelling` (overrides the task's). Data:
+    `source`, `data_dir`, `max_train`, `max_eval`.
     """
 
     batch_size: int = field(default=32, metadata={"help": "Train batch size (paper: 32)."})
@@ -58,6 +58,9 @@ class ProtocolArgs:
     max_answer_length: int = field(default=30, metadata={"help": "QA: longest answer span in tokens."})
     ir_corpus: str = field(default="judged", metadata={"help": "IR corpus: judged documents only (paper) or full.",
                                                         "choices": ("judged", "full")})
+    tc_labelling: str | None = field(default=None, metadata={
+        "help": "TC sub-token labelling: first or all (majority vote per word); default: the task's own.",
+        "choices": ("first", "all")})
     logging_steps: int = field(default=10, metadata={"help": "Steps between loss checks for divergence."})
     source: str = field(default="offline", metadata={"help": "Task data: the offline bundle or each task's Hub source.",
                                                      "choices": ("offline", "hub")})
@@ -73,6 +76,8 @@ class ProtocolArgs:
             raise ValueError(f"bf16={self.bf16!r}: use auto, yes or no")
         if self.ir_corpus not in ("judged", "full"):
             raise ValueError(f"ir_corpus={self.ir_corpus!r}: use judged or full")
+        if self.tc_labelling not in (None, "first", "all"):
+            raise ValueError(f"tc_labelling={self.tc_labelling!r}: use first or all (or leave unset for the task's own)")
 
     def use_bf16(self) -> bool:
         return self.bf16 == "yes" or (self.bf16 == "auto" and torch.cuda.is_available())

@@ -14,8 +14,10 @@ YAML fields (the `Task` dataclass):
     name, family (sc | tc | qa | ir), metric (main score key of `evaluation.metrics`), budget ({max_steps: N} or
     {epochs: N}), labels (sc: class names; tc: IOB2 tag names, in id order), template (sc: str.format template over
     the input fields, e.g. "Premise: {premise}\\nHypothesis: {hypothesis}"), query_prefix / document_prefix (ir),
-    description, notes (caveats to print next to results), hub (online source), offline (bundle source).
-    Unknown keys raise.
+    tc_labelling (tc: "first" (default) puts a word's tag on its first sub-token and predicts from it; "all" tags
+    every sub-token and predicts by majority vote per word, as the EncodEval harness; see
+    `evaluation/token_classification.py`), description, notes (caveats to print next to results), hub (online
+    source), offline (bundle source). Unknown keys raise.
 
 Offline source (`offline:`), read by generic format readers:
     format: tsv (GLUE style, quoting off; header: true|false; columns map field -> header name or 0-based index)
@@ -81,6 +83,7 @@ from recipes.paths import DATA_ENV_VAR, resolve_data_dir
 
 TASKS_DIR = Path(__file__).resolve().parent / "tasks"
 FAMILIES = ("sc", "tc", "qa", "ir")
+TC_LABELLINGS = ("first", "all")
 ROLES = ("train", "validation", "test")
 SUBSET_SEED = 42
 DEFAULT_VALIDATION = {"from": "train", "fraction": 0.05, "seed": 42}
@@ -108,6 +111,7 @@ class Task:
     template: str | None = None
     query_prefix: str = ""
     document_prefix: str = ""
+    tc_labelling: str = "first"
     description: str = ""
     notes: str = ""
     hub: dict | None = None
@@ -198,6 +202,8 @@ def _validate_task(raw: Any, path: Path) -> Task:
         raise ValueError(f"{path}: family must be one of {FAMILIES}, got {task.family!r}")
     if not isinstance(task.budget, dict) or len(set(task.budget) & {"max_steps", "epochs"}) != 1 or len(task.budget) != 1:
         raise ValueError(f"{path}: budget must be exactly one of {{max_steps: N}} or {{epochs: N}}, got {task.budget}")
+    if task.tc_labelling not in TC_LABELLINGS:
+        raise ValueError(f"{path}: tc_labelling must be one of {TC_LABELLINGS}, got {task.tc_labelling!r}")
     if task.family in ("sc", "tc") and not task.labels:
         raise ValueError(f"{path}: an {task.family} task needs a `labels` list")
     if task.hub is None and task.offline is None:
