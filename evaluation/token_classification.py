@@ -12,7 +12,8 @@ Labelling (`tc_labelling`: the task YAML's, or `--tc_labelling`):
     first: the word's tag on its first token, -100 (ignored) on the others, as transformers' `run_ner.py`; the
            word's prediction is its first token's.
     all:   the word's tag on every one of its tokens, as the EncodEval harness; the word's prediction is the
-           majority over its tokens, ties to the first seen (the harness's `max(set(...))` breaks ties arbitrarily).
+           majority over its tokens, ties to the first seen (the harness's `max(set(preds), key=preds.count)`
+           takes a tie in set order instead).
 A word left without any token, cut by truncation or emptied by the normalizer (U+FE0F under accent stripping), is
 predicted "O" and counted against the model; every later word keeps its position (the harness drops such words).
 """
