@@ -37,8 +37,9 @@ class ProtocolArgs:
 
     Protocol: `batch_size`, `warmup_ratio`, `adam_beta1/2`, `adam_epsilon`, `weight_decay`,
     `max_steps` (overrides the task's steps/epochs), `precision`. Inputs: `max_length`, `doc_stride` (QA),
-    `max_answer_length`/`n_best` (QA post-processing), `ir_corpus`, `ir_relevance`. Data: `source`, `data_dir`,
-    `max_train`, `max_eval`. Every default is the paper's protocol (`docs/protocol.md`).
+    `max_answer_length`/`n_best` (QA post-processing), `ir_corpus`, `ir_relevance`, `tc_labelling` (overrides the
+    task's). Data: `source`, `data_dir`, `max_train`, `max_eval`. Every default is the paper's protocol
+    (`docs/protocol.md`).
     """
 
     batch_size: int = field(default=32, metadata={"help": "Train batch size (paper: 32)."})
@@ -69,6 +70,9 @@ class ProtocolArgs:
     ir_relevance: str = field(default="binary", metadata={
         "help": "IR relevance: binary = a judgement >= 1 counts as relevant with gain 1 (the original); graded = "
                 "the qrels scores as gains.", "choices": ("binary", "graded")})
+    tc_labelling: str | None = field(default=None, metadata={
+        "help": "TC sub-token labelling: first or all (majority vote per word); default: the task's own.",
+        "choices": ("first", "all")})
     logging_steps: int = field(default=10, metadata={"help": "Steps between loss checks for divergence."})
     source: str = field(default="offline", metadata={"help": "Task data: the offline bundle or each task's Hub source.",
                                                      "choices": ("offline", "hub")})
@@ -87,7 +91,8 @@ class ProtocolArgs:
                 raise ValueError(f"{name}={value} must be >= 1")
         if self.attention not in ATTENTION_CHOICES:
             raise ValueError(f"attention={self.attention!r} is not one of {ATTENTION_CHOICES}")
-        for name, choices in (("precision", PRECISIONS), ("ir_corpus", IR_CORPORA), ("ir_relevance", ("binary", "graded"))):
+        for name, choices in (("precision", PRECISIONS), ("ir_corpus", IR_CORPORA), ("ir_relevance", ("binary", "graded")),
+                              ("tc_labelling", (None, "first", "all"))):
             if getattr(self, name) not in choices:
                 raise ValueError(f"{name}={getattr(self, name)!r}: use one of {choices}")
 

@@ -7,19 +7,45 @@ between two models are possible, SPEC "Report"). All scores are fractions in [0,
 | family | function | aggregate keys | per-instance keys |
 |---|---|---|---|
 | SC | `accuracy` | accuracy | accuracy (0/1) |
-| TC | `token_classification_scores` | entity_precision/recall/f1 (seqeval strict IOB2), token_micro_f1, token_accuracy | entity_f1, entity_tp, entity_pred, entity_gold, token_correct, token_count |
+| TC | `token_classification_scores` | sentence_macro_f1 (EncodEval's score), entity_precision/recall/f1 (seqeval strict IOB2), token_micro_f1, token_accuracy | sentence_macro_f1, entity_f1, entity_tp, entity_pred, entity_gold, token_correct, token_count |
 | QA | `squad_scores` | exact_match, f1 (+ HasAns_* / NoAns_* under v2.0 rules) | id, exact_match, f1 |
 | IR | `retrieval_scores` | ndcg@10, mrr@10, recall@100 | qid, ndcg@10, mrr@10, recall@100 |
 
 `METRICS` lists each family's aggregate keys (a task's main metric must be one); `rescore` recomputes them from the
 predictions and references a result file stores per instance.
 Helpers: `iob1_to_iob2` (CoNLL-2003 ships IOB1), `normalize_answer` (official SQuAD normalisation),
-`word_level_predictions` (sub-token predictions -> one label per word, "first" or EncodEval's "majority").
+`word_level_predictions` (sub-token predictions -> one label per word, "first" or EncodEval's "majority"),
+`macro_f1_present_labels` (one sentence's EncodEval score).
 
-Token-level micro-F1 (the original EncodEval harness's TC number): sklearn `f1_score(average="micro")` over the
-flattened *word-level* label ids of every sentence. Positions labelled -100 (special tokens, padding, words cut by
-truncation) are excluded before the call; "O" is a class like any other and counts, so with every class included
-micro-F1 equals word accuracy (`include_o=False` gives the variant that restricts the average to entity labels).
+The TC number the paper reports (`sentence_macro_f1`): for each sentence, sklearn's `f1_score(gold, pred,
+average="macro")` over the word-level tags, i.e. the unweighted mean of the per-label F1 over the labels present in
+that sentence's gold *or* predicted tags, "O" included; then the plain mean over sentences. Read from the released
+per-run results of the original harness (hgissbkh/EncodEval at 7e03774, `results/<model>/TC/<task>/lr<lr>_sd<seed>/
+results.json`, whose `validation`/`test` hold `score` and per-sentence `scores_i`; the scoring code is not public):
+    - A sentence of n + 1 words with one entity word, all predicted "O", scores n / (2n + 1) (O: F1 2n / (2n + 1);
+      the entity label: 0; two labels present). `1b-clm-42k/TC/conll2003_en/lr5e-04_sd0` and
+      `1b-mlm50-42k/TC/conll2003_en/lr5e-04_sd0` open with 10/21 on CoNLL testa's first sentence (11 words,
+      LEICESTERSHIRE the only entity); `1b-clm-42k/TC/uner_en/lr5e-05_sd0` test opens with 4/9 ("What is this
+      Miramar ?"), and 0.4737 = 9/19, 0.4865 = 18/37 on UNER test sentences 25 and 32 (10 and 19 words, one entity).
+    - Values such as 1/3 where the gold has two labels (sentence 0 of `1b-clm-42k/TC/conll2003_en/lr5e-05_sd0`: a
+      third, predicted label entered the average) rule out averaging over the gold labels only; values of 1.0 on most
+      sentences rule out averaging over the whole tag set.
+    - On the first 50 validation (testa) sentences of those three CoNLL runs, 51 of the 54 values below 1.0 are
+      reproduced by this formula with at most two words changed from the gold or from all-"O" (the other 3 need
+      more changes), on the IOB1 tags of the original CoNLL files (I-X opens an entity; the harness's
+      `hgissbkh/conll2003-en` keeps them); on IOB2 tags 34 of 54, averaging over gold labels only 42 of 54.
+      This code scores the tags it is given: the offline CoNLL task converts to IOB2 on load, so its
+      sentence_macro_f1 counts B-X and I-X as two labels where the paper counted one (close to, not identical
+      with, the paper's CoNLL number).
+    - `score` is the mean of `scores_i`: over the 2,077 UNER test sentences of `1b-clm-42k/TC/uner_en/lr5e-05_sd0`
+      the mean equals the released 0.9288702053960113 to the last digit.
+It is lenient: a model that predicts no entity still scores about 0.45 per sentence with one entity (and 1.0 on
+sentences without any), so always read it beside entity F1 (the report shows both).
+
+Token-level micro-F1 (kept beside it; SPEC took it for the harness's number before the released results were
+read): sklearn `f1_score(average="micro")` over the flattened *word-level* label ids of every sentence. Positions
+labelled -100 (special tokens, padding, words cut by truncation) are excluded before the call; "O" is a class like
+any other and counts, so with every class included micro-F1 equals word accuracy (`include_o=False` gives the variant that restricts the average to entity labels).
 The community-standard number is seqeval's entity F1 in strict mode with the IOB2 scheme; report both (SPEC).
 
 Retrieval follows trec_eval (what pytrec_eval, BEIR and mteb call): documents ranked by score, ties broken by
@@ -48,7 +74,7 @@ IGNORE_INDEX = -100
 # The aggregate keys each family's scorer returns: a task's `metric:` (its main score) must be one of them.
 METRICS = {
     "sc": ("accuracy",),
-    "tc": ("entity_f1", "entity_precision", "entity_recall", "token_micro_f1", "token_accuracy"),
+    "tc": ("sentence_macro_f1", "entity_f1", "entity_precision", "entity_recall", "token_micro_f1", "token_accuracy"),
     "qa": ("f1", "exact_match"),
     "ir": ("ndcg@10", "mrr@10", "recall@100"),
 }
@@ -103,7 +129,11 @@ def iob1_to_iob2(tags: Sequence[str]) -> list[str]:
 
 
 def word_level_predictions(
-    predictions: Sequence[int], word_ids: Sequence[int | None], strategy: str = "first"
+    predictions: Sequence[int],
+    word_ids: Sequence[int | None],
+    strategy: str = "first",
+    n_words: int | None = None,
+    default: int | None = None,
 ) -> list[int]:
     """Collapse one sequence's sub-token predictions to one prediction per word.
 
@@ -112,30 +142,40 @@ def word_level_predictions(
         word_ids: word index per sub-token (`BatchEncoding.word_ids()`); None or -100 for special tokens.
         strategy: "first" (label of the first sub-token, the transformers convention used for training labels) or
             "majority" (most frequent sub-token label, ties to the first seen, as the EncodEval harness does).
+        n_words: the sentence's number of words. When given, the result has exactly one entry per word and a word
+            without any sub-token (cut by truncation, or emptied by the tokenizer's normalizer) gets `default`, so
+            later words keep their positions.
+        default: the label id for words without a sub-token (required with `n_words`).
 
     Returns:
-        One predicted label id per word that kept at least one sub-token, in word order.
+        Without `n_words`: one predicted label id per word that kept at least one sub-token, in word order.
+        With `n_words`: `n_words` label ids, position i for word i.
     """
     if strategy not in ("first", "majority"):
         raise ValueError(f"strategy must be 'first' or 'majority', got {strategy!r}")
+    if n_words is not None and default is None:
+        raise ValueError("word_level_predictions: with n_words, pass `default` (the label id of words without a token)")
     per_word: dict[int, list[int]] = {}
     for pred, word in zip(predictions, word_ids):
         if word is not None and word != IGNORE_INDEX:
             per_word.setdefault(int(word), []).append(int(pred))
-    if strategy == "first":
-        return [preds[0] for _, preds in sorted(per_word.items())]
-    return [max(preds, key=preds.count) for _, preds in sorted(per_word.items())]
+    pick = (lambda preds: preds[0]) if strategy == "first" else (lambda preds: max(preds, key=preds.count))
+    if n_words is None:
+        return [pick(preds) for _, preds in sorted(per_word.items())]
+    if per_word and max(per_word) >= n_words:
+        raise ValueError(f"word index {max(per_word)} out of range for a sentence of {n_words} words")
+    return [pick(per_word[i]) if i in per_word else default for i in range(n_words)]
 
 
 def token_micro_f1(
     predictions: Sequence[Sequence], references: Sequence[Sequence], include_o: bool = True, o_label="O"
 ) -> float:
-    """Token-level micro-F1 of the original EncodEval harness (sklearn micro average over flattened word labels).
+    """Token-level micro-F1 (sklearn micro average over flattened word labels; word accuracy when "O" counts).
 
     Args:
         predictions: per sentence, predicted labels (ids or strings) per word.
         references: per sentence, gold labels per word; positions whose gold is -100 are dropped.
-        include_o: count the "O" class (the harness does; then the score equals word accuracy).
+        include_o: count the "O" class (then the score equals word accuracy).
         o_label: the outside label, as it appears in the inputs (e.g. "O" or its id).
 
     Returns:
@@ -150,29 +190,54 @@ def token_micro_f1(
     return float(sklearn_f1_score(gold, pred, labels=labels, average="micro", zero_division=0))
 
 
+def macro_f1_present_labels(prediction: Sequence, reference: Sequence) -> float:
+    """One sentence's EncodEval TC score: macro-F1 over the labels present in its gold or predicted tags ("O" too).
+
+    Equals sklearn `f1_score(reference, prediction, average="macro")` (its default label set is the union of both
+    sides; a label present on one side only has F1 0). See the module docstring for the evidence.
+
+    Args:
+        prediction: predicted labels (strings or ids), one per word.
+        reference: gold labels, one per word (same length).
+
+    Returns:
+        The macro-F1 in [0, 1] (0.0 for an empty sentence, as sklearn).
+    """
+    if len(prediction) != len(reference):
+        raise ValueError(f"{len(prediction)} predicted labels for {len(reference)} gold labels; align to words first")
+    predicted, gold = collections.Counter(prediction), collections.Counter(reference)
+    correct = collections.Counter(g for p, g in zip(prediction, reference) if p == g)
+    # sklearn's arithmetic (2 tp / (pred + gold) per sorted label, then np.mean), so released scores match bit for bit
+    per_label = [2 * correct[label] / (predicted[label] + gold[label]) for label in sorted(set(predicted) | set(gold))]
+    return float(np.mean(per_label)) if per_label else 0.0
+
+
 def token_classification_scores(predictions: Sequence[Sequence[str]], references: Sequence[Sequence[str]]) -> dict:
-    """Entity F1 (seqeval, strict IOB2) and the harness's token micro-F1, with per-sentence counts.
+    """EncodEval's per-sentence macro-F1, entity F1 (seqeval, strict IOB2) and token micro-F1, with per-sentence values.
 
     Args:
         predictions: per sentence, predicted IOB2 tag strings per word.
         references: per sentence, gold IOB2 tag strings per word (same lengths).
 
     Returns:
-        {"entity_precision", "entity_recall", "entity_f1", "token_micro_f1", "token_accuracy", "per_instance":
-        {"entity_f1", "entity_tp", "entity_pred", "entity_gold", "token_correct", "token_count"}}. Per-sentence
-        entity F1 is 1.0 when a sentence has no gold and no predicted entity; the counts let a bootstrap recompute
-        corpus-level F1 exactly (sum tp / sum pred / sum gold).
+        {"sentence_macro_f1", "entity_precision", "entity_recall", "entity_f1", "token_micro_f1", "token_accuracy",
+        "per_instance": {"sentence_macro_f1", "entity_f1", "entity_tp", "entity_pred", "entity_gold",
+        "token_correct", "token_count"}}. sentence_macro_f1 is the mean of its per-sentence values (the paper's TC
+        score). Per-sentence entity F1 is 1.0 when a sentence has no gold and no predicted entity; the counts let a
+        bootstrap recompute corpus-level F1 exactly (sum tp / sum pred / sum gold).
     """
     _check_same_length(predictions, references, "predictions", "references")
     for i, (pred, gold) in enumerate(zip(predictions, references)):
         if len(pred) != len(gold):
             raise ValueError(f"sentence {i}: {len(pred)} predicted tags for {len(gold)} gold tags; align to words first")
     y_true, y_pred = [list(s) for s in references], [list(s) for s in predictions]
-    per = {k: [] for k in ("entity_f1", "entity_tp", "entity_pred", "entity_gold", "token_correct", "token_count")}
+    keys = ("sentence_macro_f1", "entity_f1", "entity_tp", "entity_pred", "entity_gold", "token_correct", "token_count")
+    per = {k: [] for k in keys}
     for pred, gold in zip(y_pred, y_true):
         gold_entities = _strict_entities(gold)
         pred_entities = _strict_entities(pred)
         tp = len(gold_entities & pred_entities)
+        per["sentence_macro_f1"].append(macro_f1_present_labels(pred, gold))
         per["entity_tp"].append(tp)
         per["entity_pred"].append(len(pred_entities))
         per["entity_gold"].append(len(gold_entities))
@@ -182,6 +247,7 @@ def token_classification_scores(predictions: Sequence[Sequence[str]], references
     kwargs = {"mode": "strict", "scheme": IOB2, "zero_division": 0}
     n_tokens = sum(per["token_count"])
     return {
+        "sentence_macro_f1": _mean(per["sentence_macro_f1"]),
         "entity_precision": float(seqeval_precision_score(y_true, y_pred, **kwargs)),
         "entity_recall": float(seqeval_recall_score(y_true, y_pred, **kwargs)),
         "entity_f1": float(seqeval_f1_score(y_true, y_pred, **kwargs)),

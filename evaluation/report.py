@@ -7,8 +7,11 @@ seeds; the test score is the mean over that LR's seeds with a 95% confidence int
 percentile bootstrap with --bootstrap). Stability is the spread across LRs and seeds: the standard deviation of
 the test score over every finished run, and the range of the per-LR mean test scores. Diverged runs are counted
 (`n_diverged`) and left out of means; an LR with a diverged seed ranks below every LR without one, so an unstable
-LR is never picked on the strength of its surviving seeds. `--compare A,B` adds a paired comparison per task on
-per-instance test scores (averaged over the best LR's seeds): a paired bootstrap of the difference and a sign test.
+LR is never picked on the strength of its surviving seeds. TC rows also show `entity_f1` (seqeval, mean over the
+best LR's test runs) beside the main metric, so a model that predicts no entity is visible whatever the task's
+main metric (the paper's sentence_macro_f1 is lenient); other rows leave it empty. `--compare A,B` adds a
+paired comparison per task on per-instance test scores (averaged over the best LR's seeds): a paired bootstrap of
+the difference and a sign test.
 
 Writes `summary.csv`, `summary.md` and PNG figures (only those with data): score by objective per task family,
 score vs pretraining step (intermediate checkpoints `<name>-<step>`), score vs learning rate per objective, PFS
@@ -30,8 +33,8 @@ from scipy import stats
 from evaluation import identity
 from recipes import artifacts, names
 
-SUMMARY_COLUMNS = ["model", "task", "family", "metric", "best_lr", "n_seeds", "mean", "ci_low", "ci_high", "std",
-                   "val_mean", "stability_std", "lr_range", "n_runs", "n_diverged"]
+SUMMARY_COLUMNS = ["model", "task", "family", "metric", "best_lr", "n_seeds", "mean", "ci_low", "ci_high", "entity_f1",
+                   "std", "val_mean", "stability_std", "lr_range", "n_runs", "n_diverged"]
 
 
 def parse_model_name(name: str) -> dict:
@@ -96,6 +99,8 @@ def summarize_group(records: list[dict], bootstrap: bool = False) -> dict:
 
     Returns:
         A dict with SUMMARY_COLUMNS, plus "per_lr" {lr: (mean validation, mean test, n ok, n diverged)}.
+        `entity_f1` (TC only, else None) is the mean test entity F1 of the best LR's runs, shown beside any main
+        metric so that a model predicting no entity is never hidden by a lenient one (sentence_macro_f1).
     """
     first = records[0]
     ok = [r for r in records if r["status"] == "ok"]
@@ -114,9 +119,11 @@ def summarize_group(records: list[dict], bootstrap: bool = False) -> dict:
     best = min(candidates, key=lambda lr: (per_lr[lr][3], -per_lr[lr][0]))
     test = [_main_score(r, "test") for r in ok if r["lr"] == best]
     low, high = confidence_interval(test, bootstrap)
+    entity = [r["test"]["entity_f1"] for r in ok if r["lr"] == best and "entity_f1" in r["test"]]
+    entity_f1 = float(np.mean(entity)) if first["family"] == "tc" and entity else None
     lr_means = [per_lr[lr][1] for lr in candidates]
     return {**row, "best_lr": best, "n_seeds": len(test), "mean": float(np.mean(test)), "ci_low": low,
-            "ci_high": high, "std": float(np.std(test, ddof=1)) if len(test) > 1 else math.nan,
+            "ci_high": high, "entity_f1": entity_f1, "std": float(np.std(test, ddof=1)) if len(test) > 1 else math.nan,
             "val_mean": float(per_lr[best][0]),
             "stability_std": float(np.std([_main_score(r, "test") for r in ok], ddof=1)) if len(ok) > 1 else math.nan,
             "lr_range": float(max(lr_means) - min(lr_means))}
@@ -218,8 +225,9 @@ def write_tables(rows: list[dict], comparisons: list[dict], output: Path) -> Non
         writer.writeheader()
         writer.writerows({k: _fmt(r[k]) for k in SUMMARY_COLUMNS} for r in rows)
     lines = ["# Fine-tuning results", "",
-             "Test mean over the seeds of the best LR (by mean validation score), 95% CI over seeds; stability = "
-             "std over all runs and range of per-LR means. Scores are fractions in [0, 1].", "",
+             "Test mean over the seeds of the best LR (by mean validation score), 95% CI over seeds; entity_f1 = "
+             "TC entity F1 (seqeval) of the same runs; stability = std over all runs and range of per-LR means. "
+             "Scores are fractions in [0, 1].", "",
              "| " + " | ".join(SUMMARY_COLUMNS) + " |", "|" + "---|" * len(SUMMARY_COLUMNS)]
     lines += ["| " + " | ".join(_fmt(r[k]) for k in SUMMARY_COLUMNS) + " |" for r in rows]
     if comparisons:

@@ -15,9 +15,10 @@ YAML fields (the `Task` dataclass):
     {epochs: N}), labels (sc: class names; tc: IOB2 tag names, in id order), template (sc: str.format template over
     the input fields, e.g. "Premise: {premise}\\nHypothesis: {hypothesis}"), query_prefix / document_prefix (ir),
     squad_version (qa: "v1.1" scores with the v1.1 script's rules and always predicts a span; "v2.0" predicts and
-    scores no-answer), description, notes (caveats to print next to results), hub (online source), offline
-    (bundle source).
-    Unknown keys raise.
+    scores no-answer), tc_labelling (tc: "first" (default) puts a word's tag on its first sub-token and predicts
+    from it; "all" tags every sub-token and predicts by majority vote per word, as the EncodEval harness; see
+    `evaluation/token_classification.py`), description, notes (caveats to print next to results), hub (online
+    source), offline (bundle source). Unknown keys raise.
 
 Offline source (`offline:`), read by generic format readers:
     format: tsv (GLUE style, quoting off; header: true|false; columns map field -> header name or 0-based index)
@@ -85,6 +86,7 @@ from recipes.paths import DATA_ENV_VAR, resolve_data_dir
 
 TASKS_DIR = Path(__file__).resolve().parent / "tasks"
 FAMILIES = ("sc", "tc", "qa", "ir")
+TC_LABELLINGS = ("first", "all")
 ROLES = ("train", "validation", "test")
 SUBSET_SEED = 42
 DEFAULT_VALIDATION = {"from": "train", "fraction": 0.05, "seed": 42}
@@ -113,6 +115,7 @@ class Task:
     query_prefix: str = ""
     document_prefix: str = ""
     squad_version: str = "v1.1"
+    tc_labelling: str = "first"
     description: str = ""
     notes: str = ""
     hub: dict | None = None
@@ -207,6 +210,8 @@ def _validate_task(raw: Any, path: Path) -> Task:
         raise ValueError(f"{path}: metric {task.metric!r} is not a {task.family} score; use one of {list(METRICS[task.family])}")
     if task.squad_version not in SQUAD_VERSIONS:
         raise ValueError(f"{path}: squad_version must be one of {SQUAD_VERSIONS}, got {task.squad_version!r}")
+    if task.tc_labelling not in TC_LABELLINGS:
+        raise ValueError(f"{path}: tc_labelling must be one of {TC_LABELLINGS}, got {task.tc_labelling!r}")
     if task.family in ("sc", "tc") and not task.labels:
         raise ValueError(f"{path}: an {task.family} task needs a `labels` list")
     if task.hub is None and task.offline is None:

@@ -1,11 +1,26 @@
-"""Token classification (CoNLL-2003, OntoNotes, UNER, WikiANN): a tag per word, entity F1 and token micro-F1.
+"""Token classification (CoNLL-2003, OntoNotes, UNER, WikiANN): a tag per word; EncodEval's per-sentence macro-F1,
+seqeval entity F1 and token micro-F1.
 
-Words are split into sub-tokens; each word's label goes on its first sub-token and the other sub-tokens get -100
-(ignored by the loss), as in transformers' `run_ner.py`. Predictions are read back on the first sub-token too.
-Words cut off by truncation get the prediction "O" (counted against the model, never dropped).
+Input: a sentence's words are joined with single spaces and tokenized as running text, with character offsets, as
+the EncodEval harness does. Every word is thus tokenized as it appears in a sentence, whatever the tokenizer: a
+byte-level BPE without a prefix space (Llama-3, the toy BPE) gives "EU rejects" -> `EU Ġrejects`, where
+`is_split_into_words=True` would give `EU rej ects` (each word encoded alone, its space lost). A token belongs to
+the word holding its first character; a token that starts in the space before a word (`Ġrejects`, or Llama-3's
+lone `Ġ` before digits) belongs to that word; special tokens belong to none.
+
+Labelling (`tc_labelling`: the task YAML's, or `--tc_labelling`):
+    first: the word's tag on its first token, -100 (ignored) on the others, as transformers' `run_ner.py`; the
+           word's prediction is its first token's.
+    all:   the word's tag on every one of its tokens, as the EncodEval harness; the word's prediction is the
+           majority over its tokens, ties to the first seen (the harness's `max(set(preds), key=preds.count)`
+           takes a tie in set order instead).
+A word left without any token, cut by truncation or emptied by the normalizer (U+FE0F under accent stripping), is
+predicted "O" and counted against the model; every later word keeps its position (the harness drops such words).
 """
 
 from __future__ import annotations
+
+import bisect
 
 import numpy as np
 from transformers import AutoModelForTokenClassification, DataCollatorForTokenClassification, Trainer
@@ -13,41 +28,82 @@ from transformers import AutoModelForTokenClassification, DataCollatorForTokenCl
 from evaluation import common, metrics
 
 IGNORE_INDEX = -100
+NO_TOKEN_TAG = "O"  # the prediction of a word without a token
 
 
-def align_labels(batch, tokenizer, max_length: int) -> dict:
-    """Tokenize pre-split words and put each word's tag id on its first sub-token (-100 elsewhere)."""
-    encoded = tokenizer(batch["tokens"], is_split_into_words=True, truncation=True, max_length=max_length)
+def join_words(words: list[str]) -> tuple[str, list[tuple[int, int]]]:
+    """The sentence as running text (words joined by single spaces) and each word's (start, end) character span."""
+    spans, start = [], 0
+    for word in words:
+        spans.append((start, start + len(word)))
+        start += len(word) + 1
+    return " ".join(words), spans
+
+
+def token_words(offsets, special_mask, spans: list[tuple[int, int]]) -> list[int | None]:
+    """The word index of every token from its character offsets (None for special tokens and trailing spaces)."""
+    starts = [s for s, _ in spans]
+    words = []
+    for (start, _), special in zip(offsets, special_mask):
+        word = None
+        if not special:
+            w = bisect.bisect_right(starts, start) - 1
+            if w >= 0 and start < spans[w][1]:
+                word = w  # the token starts inside word w
+            else:  # it starts in the space before a word (or is a lone space): the next word with characters
+                word = next((v for v in range(w + 1, len(spans)) if spans[v][1] > spans[v][0]), None)
+        words.append(word)
+    return words
+
+
+def align_labels(batch, tokenizer, max_length: int, labelling: str = "first") -> dict:
+    """Tokenize each sentence as running text and label its tokens ("first" or "all", see the module docstring).
+
+    Returns the tokenizer's encoding plus "labels" (tag id or -100 per token) and "word_ids" (word index or -100).
+    """
+    joined = [join_words(words) for words in batch["tokens"]]
+    encoded = tokenizer([text for text, _ in joined], truncation=True, max_length=max_length,
+                        return_offsets_mapping=True, return_special_tokens_mask=True)
+    offsets, special = encoded.pop("offset_mapping"), encoded.pop("special_tokens_mask")
     encoded["labels"], encoded["word_ids"] = [], []
-    for i, tags in enumerate(batch["tags"]):
-        word_ids = encoded.word_ids(i)
-        labels, previous = [], None
-        for word in word_ids:
-            labels.append(tags[word] if word is not None and word != previous else IGNORE_INDEX)
-            previous = word
+    for i, (tags, (_, spans)) in enumerate(zip(batch["tags"], joined)):
+        words = token_words(offsets[i], special[i], spans)
+        labels = []
+        for j, word in enumerate(words):
+            first = word is not None and (j == 0 or words[j - 1] != word)
+            labels.append(tags[word] if word is not None and (first or labelling == "all") else IGNORE_INDEX)
         encoded["labels"].append(labels)
-        encoded["word_ids"].append([IGNORE_INDEX if w is None else w for w in word_ids])
+        encoded["word_ids"].append([IGNORE_INDEX if w is None else w for w in words])
     return encoded
 
 
+def labelling_of(task, args: common.FinetuneArgs) -> str:
+    """The run's labelling: `--tc_labelling` when given, else the task's own."""
+    return args.tc_labelling or task.tc_labelling
+
+
 def tokenize(task, tokenizer, args: common.FinetuneArgs):
-    """The task's splits with aligned labels, built once per (tokenizer, task, max_length)."""
+    """The task's splits with aligned labels, built once per (tokenizer, task, max_length, labelling)."""
     if not tokenizer.is_fast:
-        raise ValueError("token classification needs a fast tokenizer (word_ids); this model ships a slow one")
+        raise ValueError("token classification needs a fast tokenizer (offsets); this model ships a slow one")
+    labelling = labelling_of(task, args)
 
     def build():
         splits = common.task_splits(task, args)
-        return splits.map(lambda b: align_labels(b, tokenizer, args.max_length), batched=True)
+        return splits.map(lambda b: align_labels(b, tokenizer, args.max_length, labelling), batched=True)
 
-    key = (common.tokenizer_fingerprint(tokenizer), task.name, args.max_length, args.max_train, args.max_eval, "tc")
+    key = (common.tokenizer_fingerprint(tokenizer), task.name, args.max_length, args.max_train, args.max_eval,
+           labelling, "tc")
     return common.cached(key, build)
 
 
-def word_tags(logits: np.ndarray, word_ids: list[int], n_words: int, labels: list[str]) -> list[str]:
-    """One predicted tag per word from one example's sub-token logits ("O" for words lost to truncation)."""
+def word_tags(logits: np.ndarray, word_ids: list[int], n_words: int, labels: list[str], labelling: str) -> list[str]:
+    """One predicted tag per word from one example's token logits ("O" for words without a token)."""
+    strategy = "first" if labelling == "first" else "majority"
     predicted = logits[: len(word_ids)].argmax(-1)
-    tags = [labels[i] for i in metrics.word_level_predictions(predicted, word_ids, strategy="first")]
-    return tags + ["O"] * (n_words - len(tags))
+    ids = metrics.word_level_predictions(predicted, word_ids, strategy, n_words=n_words,
+                                         default=labels.index(NO_TOKEN_TAG))
+    return [labels[i] for i in ids]
 
 
 def evaluate(model_path, task, args: common.FinetuneArgs, tokenizer=None) -> dict:
@@ -55,13 +111,16 @@ def evaluate(model_path, task, args: common.FinetuneArgs, tokenizer=None) -> dic
 
     Args:
         model_path: a pretrained checkpoint directory with a fast tokenizer.
-        task: a tc `Task` (labels are IOB2 tag names).
+        task: a tc `Task` (labels are IOB2 tag names, "O" among them).
         args: the run's settings.
         tokenizer: the model's tokenizer, when the caller already loaded it.
 
     Returns:
-        `common.result(...)` with entity_f1 (seqeval strict IOB2), token_micro_f1 and per-sentence counts.
+        `common.result(...)` with sentence_macro_f1 (EncodEval's score), entity_f1 (seqeval strict IOB2),
+        token_micro_f1 and per-sentence values.
     """
+    if NO_TOKEN_TAG not in task.labels:
+        raise ValueError(f"task {task.name!r}: labels need an {NO_TOKEN_TAG!r} tag (predicted for words without a token)")
     tokenizer = tokenizer or common.load_tokenizer(model_path)
     data = tokenize(task, tokenizer, args)
     model = common.load_for_finetuning(
@@ -75,12 +134,14 @@ def evaluate(model_path, task, args: common.FinetuneArgs, tokenizer=None) -> dic
     )
     if common.train(trainer):
         return common.result(task, "diverged")
-    scores, predictions = {}, {}
+    labelling, scores, predictions = labelling_of(task, args), {}, {}
     for role in ("validation", "test"):
         split = data[role]
-        logits = np.asarray(trainer.predict(split.remove_columns(["tokens", "tags", "word_ids"])).predictions, np.float32)
+        inputs = split.remove_columns(["tokens", "tags", "word_ids"])
+        logits = np.asarray(trainer.predict(inputs).predictions, np.float32)
         gold = split["tags"]
-        predicted = [word_tags(logits[i], word_ids, len(gold[i]), task.labels) for i, word_ids in enumerate(split["word_ids"])]
+        predicted = [word_tags(logits[i], word_ids, len(gold[i]), task.labels, labelling)
+                     for i, word_ids in enumerate(split["word_ids"])]
         references = [[task.labels[t] for t in tags] for tags in gold]
         scores[role] = metrics.token_classification_scores(predicted, references)
         predictions[role] = {"prediction": predicted, "reference": references}

@@ -2,7 +2,6 @@
 layers compiled in place) and `mlm_fixed_shape` (a static-shape MLM head), on real tiny-preset runs across a PFS
 switch; and the FLOPs per token behind the `mfu` log."""
 
-import json
 import shutil
 from pathlib import Path
 

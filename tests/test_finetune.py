@@ -57,17 +57,22 @@ def test_token_classification_aligns_first_subtoken(tiny, data_dir):
     tokenizer = common.load_tokenizer(tiny["clm"])
     batch = {"tokens": [["EU", "rejects", "German", "call"]], "tags": [[3, 0, 7, 0]]}
     encoded = token_classification.align_labels(batch, tokenizer, 64)
-    word_ids, labels = encoded.word_ids(0), encoded["labels"][0]
+    word_ids, labels = encoded["word_ids"][0], encoded["labels"][0]
+    assert sorted(set(word_ids) - {-100}) == [0, 1, 2, 3]
     for j, word in enumerate(word_ids):
-        first = word is not None and (j == 0 or word_ids[j - 1] != word)
+        first = word != -100 and (j == 0 or word_ids[j - 1] != word)
         assert labels[j] == (batch["tags"][0][word] if first else -100)
 
 
-def test_token_classification(tiny, data_dir):
+@pytest.mark.parametrize("labelling", [None, "first"])  # the task's own (all, the harness's) and the override
+def test_token_classification(tiny, data_dir, labelling):
     task = tasks.load_task("conll2003")
-    result = token_classification.evaluate(tiny["bert"], task, smoke_args(data_dir))
+    result = token_classification.evaluate(tiny["bert"], task, smoke_args(data_dir, tc_labelling=labelling))
     check_scores(result, 24, task)
-    assert 0.0 <= result["test"]["entity_f1"] <= 1.0
+    assert result["main_metric"] == "sentence_macro_f1"
+    assert {"entity_f1", "token_micro_f1"} <= set(result["test"]) and 0.0 <= result["test"]["entity_f1"] <= 1.0
+    per_sentence = [r["sentence_macro_f1"] for r in result["per_instance"]["test"]]
+    assert result["test"]["sentence_macro_f1"] == pytest.approx(np.mean(per_sentence))
 
 
 def test_qa_postprocess_picks_best_span_and_null():

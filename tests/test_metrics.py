@@ -15,6 +15,7 @@ from sklearn.metrics import accuracy_score, f1_score
 from evaluation.metrics import (
     accuracy,
     iob1_to_iob2,
+    macro_f1_present_labels,
     normalize_answer,
     retrieval_scores,
     squad_exact_f1,
@@ -90,6 +91,10 @@ def test_token_classification_hand_example():
     assert result["token_micro_f1"] == pytest.approx(4 / 6)
     assert result["token_accuracy"] == pytest.approx(4 / 6)
     per = result["per_instance"]
+    # per-sentence macro-F1 over the labels present: sentence 1: B-PER 1, I-PER 0 (gold only), O (P 1/2, R 1) 2/3,
+    # B-LOC 1 -> 2/3; sentence 2: O (P 1, R 1/2) 2/3, B-ORG 0 (predicted only) -> 1/3
+    assert per["sentence_macro_f1"] == [pytest.approx(2 / 3), pytest.approx(1 / 3)]
+    assert result["sentence_macro_f1"] == pytest.approx(0.5)
     assert per["entity_tp"] == [1, 0] and per["entity_pred"] == [2, 1] and per["entity_gold"] == [2, 0]
     assert per["entity_f1"] == [pytest.approx(0.5), 0.0]
     assert per["token_correct"] == [3, 1] and per["token_count"] == [4, 2]
@@ -130,6 +135,76 @@ def test_word_level_predictions_first_and_majority():
     assert word_level_predictions(preds, word_ids, "majority") == [2, 3, 4]
     with pytest.raises(ValueError, match="strategy"):
         word_level_predictions(preds, word_ids, "last")
+
+
+def test_word_level_predictions_keep_every_word_in_place():
+    # word 1 has no sub-token (emptied by the normalizer), word 3 was cut by truncation
+    preds, word_ids = [9, 1, 2, 2, 5, 9], [None, 0, 2, 2, 2, None]
+    assert word_level_predictions(preds, word_ids, "first", n_words=4, default=0) == [1, 0, 2, 0]
+    assert word_level_predictions(preds, word_ids, "majority", n_words=4, default=0) == [1, 0, 2, 0]
+    assert word_level_predictions([3, 4, 4], [0, 0, 0], "majority", n_words=1, default=0) == [4]
+    assert word_level_predictions([3, 4, 4, 3], [0, 0, 0, 0], "majority", n_words=1, default=0) == [3]  # tie: first seen
+    with pytest.raises(ValueError, match="default"):
+        word_level_predictions(preds, word_ids, n_words=4)
+    with pytest.raises(ValueError, match="out of range"):
+        word_level_predictions(preds, word_ids, n_words=2, default=0)
+
+
+def test_sentence_macro_f1_hand_examples():
+    # n + 1 = 11 words, one entity word, all predicted O: O has F1 2n / (2n + 1), the entity 0 -> n / (2n + 1)
+    gold = ["O", "O", "B-ORG"] + ["O"] * 8
+    assert macro_f1_present_labels(["O"] * 11, gold) == pytest.approx(10 / 21)
+    # a third label that only the prediction has enters the average: O perfect, B-ORG and B-PER 0 -> 1/3
+    pred = ["O", "O", "B-PER"] + ["O"] * 8
+    assert macro_f1_present_labels(pred, gold) == pytest.approx(1 / 3)
+    assert macro_f1_present_labels(gold, gold) == 1.0
+    assert macro_f1_present_labels(["B-PER"], ["B-LOC"]) == 0.0
+    result = token_classification_scores([["O"] * 11, gold], [gold, gold])
+    assert result["per_instance"]["sentence_macro_f1"] == [pytest.approx(10 / 21), 1.0]
+    assert result["sentence_macro_f1"] == pytest.approx((10 / 21 + 1) / 2)
+
+
+def test_sentence_macro_f1_matches_sklearn_per_sentence():
+    rng = random.Random(1)
+    tags = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC", "B-ORG", "I-ORG"]
+    gold = [iob1_to_iob2([rng.choice(tags) for _ in range(rng.randint(1, 15))]) for _ in range(300)]
+    pred = [[t if rng.random() < 0.7 else rng.choice(tags) for t in s] for s in gold]
+    result = token_classification_scores(pred, gold)
+    # sklearn's default label set is the union of the labels in y_true and y_pred; same arithmetic, same bits
+    expected = [f1_score(g, p, average="macro", zero_division=0) for g, p in zip(gold, pred)]
+    assert result["per_instance"]["sentence_macro_f1"] == expected
+    assert result["sentence_macro_f1"] == pytest.approx(np.mean(expected))
+
+
+def _first_sentence(path, token_column, tag_column, separator=None):
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        words, tags = [], []
+        for line in f:
+            if not line.strip():
+                if words:
+                    return words, tags
+                continue
+            parts = line.rstrip("\n").split(separator)
+            if line.startswith("#") or parts[0] == "-DOCSTART-":
+                continue
+            words.append(parts[token_column])
+            tags.append(parts[tag_column])
+
+
+def test_sentence_macro_f1_reproduces_released_encodeval_scores(data_dir):
+    """Released per-sentence scores of the original harness (hgissbkh/EncodEval@7e03774) on real bundle sentences.
+
+    CoNLL testa sentence 0 ("CRICKET - LEICESTERSHIRE TAKE OVER ...", 11 words, one entity) scores 10/21 in
+    results/1b-clm-42k/TC/conll2003_en/lr5e-04_sd0/results.json (validation scores_i[0]), i.e. all predicted O;
+    UNER EWT test sentence 0 ("What is this Miramar ?") scores 4/9 in results/1b-clm-42k/TC/uner_en/lr5e-05_sd0
+    (test scores_i[0]).
+    """
+    words, tags = _first_sentence(data_dir / "tc/conll2003/eng.testa.gz", 0, 3)
+    assert len(words) == 11 and sum(t != "O" for t in tags) == 1
+    assert macro_f1_present_labels(["O"] * 11, tags) == 0.47619047619047616
+    words, tags = _first_sentence(data_dir / "tc/uner_en_ewt/en_ewt-ud-test.iob2.gz", 1, 2, "\t")
+    assert words == ["What", "is", "this", "Miramar", "?"]
+    assert macro_f1_present_labels(["O"] * 5, tags) == 0.4444444444444444
 
 
 def test_token_classification_rejects_misaligned_sentence():

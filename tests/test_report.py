@@ -1,6 +1,7 @@
 """The report on synthetic-but-realistic result files: LR choice, t-interval, stability, paired test, figures."""
 
 
+import csv
 import subprocess
 import sys
 
@@ -16,7 +17,7 @@ N_TEST = 40
 
 
 def write_run(root, model, task, lr, seed, val, test_scores, status="ok", family="sc", metric="accuracy",
-              protocol=None):
+              protocol=None, test_extra=None):
     record = {"format": artifacts.RESULT_FORMAT, "model": model, "task": task, "family": family, "lr": lr,
               "seed": seed, "status": status, "main_metric": metric, "validation": {}, "test": {},
               "per_instance": {"validation": [], "test": []}, "config": {}, "versions": {},
@@ -24,7 +25,7 @@ def write_run(root, model, task, lr, seed, val, test_scores, status="ok", family
                            "protocol": protocol or {"max_steps": 1000}}}
     if status == "ok":
         record["validation"] = {metric: val}
-        record["test"] = {metric: float(np.mean(test_scores))}
+        record["test"] = {metric: float(np.mean(test_scores)), **(test_extra or {})}
         record["per_instance"]["test"] = [{metric: float(s)} for s in test_scores]
     artifacts.write_json_atomic(artifacts.result_path(root, model, task, lr, seed), record)
     return record
@@ -98,10 +99,31 @@ def test_paired_comparison(results):
 def test_report_writes_tables_and_figures(results, tmp_path):
     out = report.main([str(results), "--output", str(tmp_path / "report"), "--compare", "610m-mlm40-42k,610m-clm-42k"])
     header = (out / "summary.csv").read_text().splitlines()[0].split(",")
-    assert header[:10] == ["model", "task", "family", "metric", "best_lr", "n_seeds", "mean", "ci_low", "ci_high", "std"]
+    assert header[:11] == ["model", "task", "family", "metric", "best_lr", "n_seeds", "mean", "ci_low", "ci_high",
+                           "entity_f1", "std"]
     assert "Paired comparisons" in (out / "summary.md").read_text()
     for name in ("objective_sc.png", "pretraining_steps.png", "learning_rate_sst2.png", "pfs.png", "cpt.png"):
         assert (out / name).stat().st_size > 1000, name
+
+
+def test_entity_f1_beside_the_main_metric_for_tc(results, tmp_path):
+    """A TC model predicting no entity scores well on the lenient sentence_macro_f1; entity_f1 shows it."""
+    for lr, val in ((1e-5, 0.4), (5e-5, 0.5)):
+        for seed in range(3):
+            entity = 0.0 if lr == 5e-5 else 0.3 + 0.1 * seed  # the best LR (5e-5) predicts no entity at all
+            write_run(results, "610m-clm-42k", "conll2003", lr, seed, val, np.full(10, 0.88 + 0.01 * seed), family="tc",
+                      metric="sentence_macro_f1", test_extra={"entity_f1": entity, "token_micro_f1": 0.8})
+    rows = {(r["model"], r["task"]): r for r in report.summarize(report.load_results(results))}
+    tc_row = rows[("610m-clm-42k", "conll2003")]
+    assert tc_row["best_lr"] == 5e-5 and tc_row["mean"] == pytest.approx(0.89) and tc_row["entity_f1"] == 0.0
+    assert rows[("610m-clm-42k", "sst2")]["entity_f1"] is None
+    out = report.main([str(results), "--output", str(tmp_path / "report")])
+    with open(out / "summary.csv", encoding="utf-8") as f:
+        csv_rows = {(r["model"], r["task"]): r for r in csv.DictReader(f)}
+    assert csv_rows[("610m-clm-42k", "conll2003")]["entity_f1"] == "0"
+    assert csv_rows[("610m-clm-42k", "sst2")]["entity_f1"] == ""
+    md = (out / "summary.md").read_text()
+    assert "| entity_f1 |" in md and "| 610m-clm-42k | conll2003 | tc | sentence_macro_f1 | 5e-05 | 3 | 0.89 |" in md
 
 
 def test_figures_without_data_are_skipped(tmp_path):
