@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from evaluation import common, extractive_qa, tasks, token_classification
 
@@ -134,6 +135,8 @@ def inspect(args: argparse.Namespace) -> str:
             split = split.select(range(min(args.n, len(split))))
         settings = argparse.Namespace(**vars(args))
         if settings.max_length is None and task.family != "qa":  # the grid's default: 99% of the model's positions
+            if not (Path(args.model) / "config.json").is_file():
+                raise ValueError(f"{args.model} has no config.json to size the inputs from; pass --max_length")
             settings.max_length = common.max_length(common.ProtocolArgs(), args.model)
         header = (f"== {task.name} ({task.family}), {args.split} split, first {args.n} example(s), tokenizer "
                   f"{type(tokenizer).__name__} of {args.model}")

@@ -44,7 +44,7 @@ def run_cli(*argv):
 
 def test_cli_shows_every_family_and_a_yaml_task(model_dir, custom_task, data_dir):
     tasks = f"sst2,conll2003,squad,scifact,{custom_task}"
-    done = run_cli("--model", model_dir, "--task", tasks, "--n", "2", "--data_dir", data_dir)
+    done = run_cli("--model", model_dir, "--task", tasks, "--n", "2", "--data_dir", data_dir, "--max_length", "384")
     assert done.returncode == 0 and done.stderr == "", done.stderr
     reports = dict(re.findall(r"^== (\S+) \((\w+)\)", done.stdout, flags=re.MULTILINE))
     assert reports == {"sst2": "sc", "conll2003": "tc", "squad": "qa", "scifact": "ir", "my_ner": "tc"}
