@@ -52,7 +52,7 @@ from recipes.paths import resolve_data_dir
 
 logger = logging.getLogger(__name__)
 
-FINEWEB_EDU = ("HuggingFaceFW/fineweb-edu", "sample-100BT")  # the paper's corpus: (Hub id, config name)
+FINEWEB_EDU = ("HuggingFaceFW/fineweb-edu", "sample-350BT")  # the paper preset's corpus (docs/protocol.md)
 BUNDLE_CORPUS = Path("pretrain") / "enwiki"  # offline stand-in, relative to the data bundle
 OBJECTIVES = ("clm", "mlm")
 BOS, EOS, MASK, PAD = "<|begin_of_text|>", "<|end_of_text|>", "<|mask|>", "<|pad|>"
@@ -116,6 +116,30 @@ def load_corpus(
         builders.pop(), data_files=[str(path) for path in files], split="train", cache_dir=cache_dir
     )
     return _only_text(corpus, source)
+
+
+def load_corpora(sources: str, data_dir=None, split: str = "train", name: str | None = None,
+                 cache_dir=None) -> datasets.Dataset:
+    """One or several corpora, concatenated in the order given (more tokens than one source holds).
+
+    Args:
+        sources: comma-separated entries, each as `load_corpus` takes it; a Hub entry may name its config after a
+            colon (`HuggingFaceFW/fineweb-edu:sample-100BT`), else `name` applies.
+        data_dir, split, name, cache_dir: as for `load_corpus`.
+    """
+    entries = [entry.strip() for entry in sources.split(",") if entry.strip()]
+    if not entries:
+        raise ValueError("corpus_source is empty; give 'bundle', a local path or a Hub id (several: comma-separated)")
+    corpora = []
+    for entry in entries:
+        source, _, config = entry.partition(":") if is_hub_id(entry.partition(":")[0]) else (entry, "", "")
+        corpora.append(load_corpus(source, data_dir, split, config or name, cache_dir))
+    return corpora[0] if len(corpora) == 1 else datasets.concatenate_datasets(corpora)
+
+
+def is_hub_id(source: str) -> bool:
+    """A corpus source that names a Hub dataset (not "bundle", not a local path)."""
+    return source != "bundle" and not _looks_like_path(source)
 
 
 def _looks_like_path(source: str) -> bool:
@@ -263,6 +287,56 @@ def load_tokenizer(name_or_path: str | os.PathLike, objective: str | None = None
                        tokenizer.pad_token, candidate)
         tokenizer.pad_token = candidate
     return tokenizer
+
+
+# ---------------------------------------------------------------------------------------------- token budget
+ESTIMATE_SAMPLE = 2000  # documents tokenized to estimate a corpus's tokens
+
+
+def estimate_tokens(corpus: datasets.Dataset, tokenizer: PreTrainedTokenizerBase, sample: int = ESTIMATE_SAMPLE) -> dict:
+    """Tokens (eos included) the corpus will yield, from a tokenized sample of evenly spaced documents.
+
+    Cheap at any corpus size (`sample` documents are tokenized), so a run that cannot meet its budget is refused
+    before the corpus is tokenized. Returns {"documents", "sampled", "tokens_per_document", "tokens"}.
+    """
+    n = len(corpus)
+    rows = sorted({int(i) for i in np.linspace(0, n - 1, num=min(n, sample))})
+    texts = corpus.select(rows)["text"]
+    per_document = float(np.mean([len(ids) for ids in _tokenize_batch({"text": texts}, tokenizer)["input_ids"]]))
+    return {"documents": n, "sampled": len(rows), "tokens_per_document": per_document, "tokens": int(n * per_document)}
+
+
+def estimate_hub_tokens(source: str, name: str | None, split: str, tokenizer, sample: int = ESTIMATE_SAMPLE) -> dict | None:
+    """`estimate_tokens` for a Hub corpus before downloading it: the number of documents from the dataset's
+    metadata, the tokens per document from the first `sample` documents streamed. None when the Hub gives no
+    document count for that split (the estimate then runs on the downloaded corpus)."""
+    builder = datasets.load_dataset_builder(source, name)
+    splits = builder.info.splits or {}
+    if split not in splits or not splits[split].num_examples:
+        return None
+    texts = [row["text"] for row in datasets.load_dataset(source, name, split=split, streaming=True).take(sample)]
+    per_document = float(np.mean([len(ids) for ids in _tokenize_batch({"text": texts}, tokenizer)["input_ids"]]))
+    n = splits[split].num_examples
+    return {"documents": n, "sampled": len(texts), "tokens_per_document": per_document, "tokens": int(n * per_document)}
+
+
+class BlockStream(torch.utils.data.Dataset):
+    """`length` blocks of the fixed order read from position `start`, wrapping around after the last block for
+    runs of several epochs. Item k is block `(start + k) % len(blocks)` with `block_index = start + k`, its
+    position in the run's stream, so a block read again in a later epoch gets a fresh MLM mask; with one epoch
+    `block_index` is the block's row, exactly as reading the blocks themselves."""
+
+    def __init__(self, blocks: datasets.Dataset, start: int, length: int):
+        self.blocks, self.start, self.length = blocks.select_columns(["input_ids"]), start, length
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, k: int) -> dict:
+        if not 0 <= k < self.length:
+            raise IndexError(k)
+        position = self.start + k
+        return {"input_ids": self.blocks[position % len(self.blocks)]["input_ids"], "block_index": position}
 
 
 # -------------------------------------------------------------------------------------------------------- packing

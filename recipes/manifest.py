@@ -11,8 +11,10 @@ Inferred choices (configurable in the YAML):
 - the 12k/22k budgets are 2k-step decay branches of the 42k stable run (`branch_from`), which keeps checkpoints at
   10k/20k (`decay_branches`);
 - global batch 1152 blocks of 2048 tokens (2.36M tokens per step, SPEC "about 2.4M");
-- CPT: a fresh optimizer, warmup 10% of its steps, linear decay over min(2000, the rest), no stable phase beyond;
-  the CPT data continue after the blocks the base run consumed.
+- CPT (the original's resume path): the base's AdamW state kept, warmup 1% of the CPT steps (Optimus's
+  `pct_start` default); inferred: linear decay over min(2000, the rest), the CPT data continue after the blocks the
+  base run consumed.
+- weight decay on every parameter (`weight_decay_scope: all`), as the original's single AdamW group.
 Paper configs also set GPU speed settings that leave the losses unchanged (`compile: regional`, and
 `mlm_fixed_shape: true` for MLM runs); toy presets, meant for CPUs, run eager.
 
@@ -34,6 +36,10 @@ BUDGETS = (12_000, 22_000, 42_000)
 PFS_SWITCHES = {12_000: (3_000, 6_000, 9_000), 22_000: (5_000, 11_000, 17_000), 42_000: (10_000, 21_000, 32_000)}
 DECAY_ONLY_SWITCH = 40_000  # 610m-clm-40k-mlm{p}-42k: CLM, then MLM during the decay only
 CPT_EXTRA = (2_000, 12_000, 22_000)
+# FineWeb-Edu config of the paper preset: the 42k runs read 99B tokens and the longest CPT 151B (42k + 22k steps x
+# 2.36M); a Llama-3 tokenisation of sample-100BT (100B GPT-2 tokens) falls short, sample-350BT does not.
+PAPER_CORPUS_CONFIG = "sample-350BT"
+CPT_WARMUP_SHARE = 0.01  # Optimus's pct_start default, which its resume path (CPT) uses
 INTERMEDIATE_STEPS = (1_000, 2_000, 5_000, 10_000, 20_000, 40_000)
 CONFIGS_DIR = Path(__file__).parent / "configs"
 
@@ -150,7 +156,7 @@ def run_config(recipe: Recipe, preset: str) -> dict:
     config = {"model_preset": p["model"] or recipe.size, "block_size": p["block_size"], "objective": recipe.objective}
     if preset == "paper":
         config.update(tokenizer_name_or_path="EuroBERT/EuroBERT-610m", corpus_source="HuggingFaceFW/fineweb-edu",
-                      corpus_name="sample-100BT", global_batch_size=p["global_batch_size"], num_proc=16)
+                      corpus_name=PAPER_CORPUS_CONFIG, global_batch_size=p["global_batch_size"], num_proc=16)
         config["compile"] = "regional"  # GPU speed only (same losses): compiled decoder layers ...
         if recipe.objective == "mlm":
             config["mlm_fixed_shape"] = True  # ... and a static-shape MLM head (no host sync)
@@ -169,11 +175,13 @@ def run_config(recipe: Recipe, preset: str) -> dict:
     if recipe.name in {i.intermediate_of for i in recipes().values()}:
         config["intermediate_steps"] = [s // div for s in INTERMEDIATE_STEPS]
     warmup, decay = WARMUP // div, DECAY // div
-    if recipe.cpt_base:
+    if recipe.cpt_base:  # the original's resume path: the base's AdamW state kept, a 1% warmup (pct_start 0.01)
         del config["model_preset"]
-        config.update(model_name_or_path=f"{out}/{recipe.cpt_base}", keep_optimizer_state=False)
-        warmup = recipe.steps // 10 // div
-        decay = min(DECAY, recipe.steps - recipe.steps // 10) // div
+        config.pop("tokenizer_name_or_path", None)  # the base model's own tokenizer
+        config.update(model_name_or_path=f"{out}/{recipe.cpt_base}", keep_optimizer_state=True)
+        warmup = max(1, round(CPT_WARMUP_SHARE * recipe.steps / div))
+        decay = min(DECAY, recipe.steps - round(CPT_WARMUP_SHARE * recipe.steps)) // div
+    config["weight_decay_scope"] = "all"  # the original AdamW decays every parameter (one group)
     config["study_preset"] = preset
     config.update(_training_args(recipe, p, div, warmup, decay, f"{out}/{recipe.name}"))
     return config

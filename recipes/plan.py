@@ -12,7 +12,8 @@ N_body = parameters without the input embedding and the LM head. The LM head pro
 only the masked ones under MLM (this repository's labelled-positions loss). The formula and the GPU peaks live in
 `recipes/flops.py`, shared with the trainer's `mfu` log. Shared work is counted once: decay
 branches add only their own 2k decay steps to the stable run they branch from. Evaluation: SPEC's grid (6 LRs x
-5 seeds) on the 12 paper tasks, 1,000 steps x 32 x 512 tokens per run (fine-tuning FLOPs only, no overhead).
+5 seeds) on the 12 paper tasks for the 38 models and the 12 intermediate checkpoints (the data-efficiency figure),
+1,000 steps x 32 x 512 tokens per run (fine-tuning FLOPs only, no overhead).
 """
 
 import csv
@@ -57,7 +58,21 @@ def run_rows() -> list[dict]:
 
 def eval_flops() -> float:
     return sum(EVAL_TASKS * EVAL_RUNS_PER_TASK * EVAL_TOKENS_PER_RUN * flops_per_token(n.split("-")[0], 0.0)
-               for n in manifest.model_names())
+               for n in evaluated_models())
+
+
+def evaluated_models() -> list[str]:
+    """The 38 models and the 12 intermediate checkpoints (the paper's data-efficiency figure evaluates them)."""
+    return manifest.model_names() + manifest.intermediate_names()
+
+
+def model_dir(name: str) -> str:
+    """Where the paper's launch scripts leave a model: `out/paper/<name>`; an intermediate checkpoint
+    `<run>-<step>` is `out/paper/<run>/intermediate/step-<step>`."""
+    recipe = manifest.recipes()[name]
+    if recipe.intermediate_of:
+        return f"out/paper/{recipe.intermediate_of}/intermediate/step-{recipe.steps}"
+    return f"out/paper/{name}"
 
 
 def write_plan(output: Path, gpu: str = "H100", mfu: float = 0.40) -> Path:
@@ -81,7 +96,7 @@ def write_plan(output: Path, gpu: str = "H100", mfu: float = 0.40) -> Path:
              "| run | script | steps | tokens (B) | PFLOPs | GPU-hours | needs |", "|---|---|---|---|---|---|---|"]
     lines += [f"| {r['name']} | {r['script']} | {r['steps']:,} | {r['tokens'] / 1e9:.1f} | {r['flops'] / 1e15:,.0f} "
               f"| {r['gpu_hours']:,.0f} | {r['needs']} |" for r in rows]
-    n_eval = len(manifest.model_names()) * EVAL_TASKS * EVAL_RUNS_PER_TASK
+    n_eval = len(evaluated_models()) * EVAL_TASKS * EVAL_RUNS_PER_TASK
     lines += ["", f"Pretraining: {len(rows)} runs, {sum(r['tokens'] for r in rows) / 1e12:.2f}T tokens, "
               f"{pretrain_hours:,.0f} GPU-hours.",
               f"Evaluation: {n_eval:,} fine-tuning runs, {eval_hours:,.0f} GPU-hours (compute only).",
@@ -105,7 +120,7 @@ def _write_launch_scripts(launch: Path, rows: list[dict]) -> None:
     (launch / "pretrain.sh").write_text("\n".join(script) + "\n")
     tasks = ("sst2", "mnli", "qqp", "conll2003", "ontonotes", "uner", "squad", "squad_v2", "record",
              "msmarco", "nq", "mldr")
-    grid = [f"out/paper/{m}\t{t}\t{lr:g}\t{s}" for m in manifest.model_names() for t in tasks
+    grid = [f"{m}={model_dir(m)}\t{t}\t{lr:g}\t{s}" for m in evaluated_models() for t in tasks
             for lr in (1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4) for s in range(5)]
     (launch / "eval_grid.tsv").write_text("\n".join(grid) + "\n")
     slurm = ["#!/usr/bin/env bash", f"#SBATCH --array=1-{len(grid)}%256", "#SBATCH --gres=gpu:1",

@@ -24,14 +24,14 @@ from pathlib import Path
 if __package__ in (None, ""):  # `python recipes/pretrain.py` / `accelerate launch recipes/pretrain.py`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import datasets  # noqa: E402
 from transformers import TrainingArguments  # noqa: E402
 
-from recipes import artifacts  # noqa: E402
+from recipes import artifacts, data  # noqa: E402
 from recipes.training import (  # noqa: E402
     RUN_CONFIG_NAME, LoadOptimizerStateCallback, ObjectiveCollator, PretrainArguments, PretrainingTrainer,
-    RecipeParser, SchedulePlanCallback, build_blocks, build_collator, build_model, build_tokenizer, check_data_identity,
-    check_output_dir, check_run_settings, check_sources, compile_decoder_layers, cpt_start, data_identity, decay_steps,
+    RecipeParser, SchedulePlanCallback, build_blocks, build_collator, build_model, check_data_identity,
+    check_output_dir, check_run_settings, check_sources, check_token_budget, compile_decoder_layers, cpt_start, data_identity,
+    decay_steps, given_tokenizer, hub_token_estimate, toy_tokenizer,
     global_batch, load_training_corpus, make_run_info, resolved_config, select_blocks, step_flops_per_token,
     write_run_info,
 )
@@ -50,7 +50,7 @@ class PreparedRun:
     training_args: TrainingArguments
     resume: str | None  # checkpoint to resume from
     tokenizer: object
-    train_blocks: datasets.Dataset  # the blocks this run reads, in order
+    train_blocks: data.BlockStream  # the blocks this run reads, in order
     identity: dict  # data_identity(blocks, tokenizer), recorded in run_config.json and run_info.json
     model: object
     collator: ObjectiveCollator
@@ -71,14 +71,18 @@ def prepare(run_args: PretrainArguments, training_args: TrainingArguments) -> Pr
     cpt_base, first_block, optimizer_file = cpt_start(run_args)
     first_process = training_args.main_process_first
 
-    # 2. tokenizer -> blocks in the fixed order (the same data as a resumed or branched run) -> model
+    # 2. tokenizer -> token budget (estimated before anything is downloaded or tokenized) -> blocks in the fixed
+    #    order (the same data as a resumed or branched run) -> model
+    tokenizer = given_tokenizer(run_args)
+    check_token_budget(run_args, training_args, first_block, hub_token_estimate(run_args, tokenizer))
     corpus = load_training_corpus(run_args)
-    tokenizer = build_tokenizer(run_args, corpus, first_process)
+    tokenizer = tokenizer or toy_tokenizer(run_args, corpus, first_process)
+    check_token_budget(run_args, training_args, first_block, data.estimate_tokens(corpus, tokenizer))
     blocks = build_blocks(run_args, tokenizer, corpus, training_args.data_seed, first_process)
     identity = data_identity(blocks, tokenizer)
     check_data_identity(run_args, training_args, identity, resume)
     blocks_per_step = global_batch(training_args)
-    train_blocks = select_blocks(blocks, first_block, training_args.max_steps * blocks_per_step)
+    train_blocks = select_blocks(blocks, first_block, training_args.max_steps * blocks_per_step, run_args.epochs)
     model = build_model(run_args, tokenizer, training_args.seed)
     if run_args.compile == "regional":
         compile_decoder_layers(model)  # in place: parameter names, checkpoints and resume as in an eager run
@@ -122,6 +126,7 @@ def train(run: PreparedRun) -> PretrainingTrainer:
             processing_class=run.tokenizer, callbacks=callbacks,
             tokens_per_step=global_batch(training_args) * run_args.block_size, block_order_path=block_log,
             flops_per_token=step_flops_per_token(run.model.config, run_args.block_size, run.collator),
+            weight_decay_scope=run_args.weight_decay_scope,
         )
         trainer_ref["trainer"] = trainer
         trainer.train(resume_from_checkpoint=run.resume)

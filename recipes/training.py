@@ -53,6 +53,7 @@ RUN_CONFIG_NAME, RUN_INFO_NAME, INTERMEDIATE_DIR = artifacts.RUN_CONFIG_NAME, ar
 _NOT_RESULT_SETTINGS = {"data_dir", "data_cache_dir", "num_proc", "log_block_order", "compile", "mlm_fixed_shape",
                         "mlm_fixed_shape_std"}
 COMPILE_MODES = ("none", "regional")
+WEIGHT_DECAY_SCOPES = ("all", "no_norms_biases")
 # TrainingArguments fields that decide the trained weights; a resumed run must match them exactly.
 _RESULT_TRAINING_ARGS = (
     "learning_rate", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon", "max_grad_norm", "optim",
@@ -70,8 +71,9 @@ class PretrainArguments:
 
     Groups: model (`model_preset` | `model_name_or_path`, `tokenizer_name_or_path`, `toy_vocab_size`);
     data (`corpus_source`, `corpus_name`, `data_dir`, `max_docs`, `block_size`, `data_cache_dir`,
-    `num_proc`, `global_batch_size`); objective (`objective`, `mlm_probability`, `mask_replace_prob`,
-    `random_replace_prob`, `masking_seed`, PFS `switch_step`, `reset_optimizer_at_switch`); budgets
+    `num_proc`, `epochs`, `global_batch_size`); objective (`objective`, `mlm_probability`, `mask_replace_prob`,
+    `random_replace_prob`, `masking_seed`, PFS `switch_step`, `reset_optimizer_at_switch`); optimiser
+    (`weight_decay_scope`); budgets
     (`decay_branches`, `branch_from`, `intermediate_steps`); provenance (`study_preset`, `log_block_order`);
     speed, same losses (`compile`, `mlm_fixed_shape`, `mlm_fixed_shape_std`).
     """
@@ -80,13 +82,14 @@ class PretrainArguments:
     model_name_or_path: str | None = field(default=None, metadata={"help": "start from these weights instead (CPT, converted decoder)"})
     tokenizer_name_or_path: str | None = field(default=None, metadata={"help": "tokenizer dir or Hub id (paper: Llama-3 with <|mask|>); none = train the toy BPE"})
     toy_vocab_size: int = field(default=8192, metadata={"help": "vocabulary of the toy BPE trained when no tokenizer is given"})
-    corpus_source: str = field(default="bundle", metadata={"help": "'bundle' (offline Wikipedia), a local file/dir, or a Hub id (paper: HuggingFaceFW/fineweb-edu)"})
-    corpus_name: str | None = field(default=None, metadata={"help": "Hub dataset config (paper: sample-100BT)"})
+    corpus_source: str = field(default="bundle", metadata={"help": "'bundle' (offline Wikipedia), a local file/dir, or a Hub id (paper: HuggingFaceFW/fineweb-edu); several, comma-separated, are concatenated in order (a Hub id may name its config: id:config)"})
+    corpus_name: str | None = field(default=None, metadata={"help": "Hub dataset config (paper: sample-350BT, see docs/protocol.md)"})
     data_dir: str | None = field(default=None, metadata={"help": "data bundle dir (default: $MLM_VS_CLM_DATA, then ../shared/data)"})
     max_docs: int | None = field(default=None, metadata={"help": "keep only the first N documents of the corpus (toy and test runs)"})
     block_size: int = field(default=2048, metadata={"help": "tokens per packed block (paper: 2048)"})
     data_cache_dir: str = field(default=".cache/pretrain", metadata={"help": "where tokenized/packed Arrow files and toy tokenizers are cached"})
     num_proc: int = field(default=1, metadata={"help": "tokenization processes"})
+    epochs: int = field(default=1, metadata={"help": "times the fixed block order may be read (a run needing more blocks than one pass wraps around to the start; each block then gets a fresh mask); 1 = never repeat data"})
     global_batch_size: int | None = field(default=None, metadata={"help": "blocks per optimizer step; if set, devices x per-device batch x accumulation must equal it"})
     objective: str = field(default="mlm", metadata={"help": "clm or mlm (with switch_step: the objective after the switch, mlm)"})
     mlm_probability: float = field(default=0.4, metadata={"help": "masking ratio p in (0, 1) (paper: 0.2-0.5; 0.4 for PFS and CPT)"})
@@ -94,6 +97,7 @@ class PretrainArguments:
     random_replace_prob: float = field(default=0.0, metadata={"help": "share of masked tokens replaced by a random token (BERT: 0.1)"})
     masking_seed: int = field(default=0, metadata={"help": "seed of the MLM masks, combined with each block's index"})
     switch_step: int | None = field(default=None, metadata={"help": "PFS: steps 1..switch_step are CLM, later steps MLM, in one run"})
+    weight_decay_scope: str = field(default="all", metadata={"help": "all: weight decay on every parameter, one AdamW group (the original Optimus code); no_norms_biases: the Trainer's default, norms and biases undecayed"})
     reset_optimizer_at_switch: bool = field(default=False, metadata={"help": "PFS: clear AdamW moments at the switch (default: carry them over)"})
     decay_branches: list[int] = field(default_factory=list, metadata={"help": "budgets (steps) that branch a decay off this stable run; keeps checkpoints at budget - decay"})
     branch_from: str | None = field(default=None, metadata={"help": "output_dir of the stable run this decay branch starts from (max_steps = the budget)"})
@@ -115,6 +119,10 @@ class PretrainArguments:
             raise ValueError(f"model_preset={self.model_preset!r} is unknown; choose one of {', '.join(PRESETS)}")
         if self.switch_step is not None and self.objective != "mlm":
             raise ValueError("switch_step flips CLM to MLM; set objective: mlm (the objective after the switch)")
+        if self.weight_decay_scope not in WEIGHT_DECAY_SCOPES:
+            raise ValueError(f"weight_decay_scope={self.weight_decay_scope!r}: use one of {WEIGHT_DECAY_SCOPES}")
+        if self.epochs < 1:
+            raise ValueError(f"epochs={self.epochs} must be >= 1")
         if self.max_docs is not None and self.max_docs < 1:
             raise ValueError(f"max_docs={self.max_docs} must be >= 1")
         if self.compile not in COMPILE_MODES:
@@ -448,19 +456,33 @@ def check_data_identity(run_args: PretrainArguments, training_args: TrainingArgu
 
 
 # ------------------------------------------------------------------------------------------------------ builders
-def build_tokenizer(run_args: PretrainArguments, corpus: datasets.Dataset, main_process_first):
-    """The run's tokenizer: the given one; else, for a run that continues existing weights (CPT, a converted
-    decoder), the base model's own; else the toy BPE, trained once and cached by corpus and vocabulary size."""
+def given_tokenizer(run_args: PretrainArguments):
+    """The run's tokenizer when it does not depend on the corpus: the given one, else for a run that continues
+    existing weights (CPT, a converted decoder) the base model's own; None for the toy BPE."""
     source = run_args.tokenizer_name_or_path or run_args.model_name_or_path
-    if source:
-        tokenizer = data.load_tokenizer(source, objective=run_args.objective)
-        if run_args.model_name_or_path:
-            check_tokenizer_matches_base(tokenizer, run_args)
-        return tokenizer
+    if not source:
+        return None
+    tokenizer = data.load_tokenizer(source, objective=run_args.objective)
+    if run_args.model_name_or_path:
+        check_tokenizer_matches_base(tokenizer, run_args)
+    return tokenizer
+
+
+def toy_tokenizer(run_args: PretrainArguments, corpus: datasets.Dataset, main_process_first):
+    """The toy BPE of a run from scratch without a tokenizer, trained once and cached by corpus and vocabulary."""
     path = Path(run_args.data_cache_dir) / f"toy-tokenizer-{corpus._fingerprint}-{run_args.toy_vocab_size}"
     with main_process_first(desc="toy tokenizer"):
         data.cached_toy_tokenizer(corpus, run_args.toy_vocab_size, path)
     return data.load_tokenizer(path, objective=run_args.objective)
+
+
+def hub_token_estimate(run_args: PretrainArguments, tokenizer) -> dict | None:
+    """For a single Hub corpus, `data.estimate_hub_tokens` before anything is downloaded; None otherwise."""
+    entries = [e.strip() for e in run_args.corpus_source.split(",") if e.strip()]
+    if tokenizer is None or len(entries) != 1 or not data.is_hub_id(entries[0].partition(":")[0]):
+        return None
+    source, _, config = entries[0].partition(":")
+    return data.estimate_hub_tokens(source, config or run_args.corpus_name, "train", tokenizer)
 
 
 def check_tokenizer_matches_base(tokenizer, run_args: PretrainArguments) -> None:
@@ -489,8 +511,8 @@ def check_tokenizer_matches_base(tokenizer, run_args: PretrainArguments) -> None
 
 
 def load_training_corpus(run_args: PretrainArguments) -> datasets.Dataset:
-    """The training corpus, capped at `max_docs` documents (raises on a missing or empty corpus)."""
-    corpus = data.load_corpus(run_args.corpus_source, run_args.data_dir, split="train", name=run_args.corpus_name)
+    """The training corpus (several sources concatenated in order), capped at `max_docs` documents."""
+    corpus = data.load_corpora(run_args.corpus_source, run_args.data_dir, split="train", name=run_args.corpus_name)
     if run_args.max_docs is not None:
         corpus = corpus.select(range(min(run_args.max_docs, len(corpus))))
     return corpus
@@ -630,7 +652,8 @@ class PretrainingTrainer(Trainer):
     """
 
     def __init__(self, *args, tokens_per_step: int, block_order_path: str | None = None,
-                 flops_per_token: Callable[[int], float] | None = None, **kwargs):
+                 flops_per_token: Callable[[int], float] | None = None, weight_decay_scope: str = "all", **kwargs):
+        self.weight_decay_scope = weight_decay_scope
         super().__init__(*args, **kwargs)
         self.tokens_per_step = tokens_per_step
         self.block_order_path = block_order_path
@@ -645,6 +668,13 @@ class PretrainingTrainer(Trainer):
             self.peak_flops = flops.bf16_peak_flops(device_name)
             if self.peak_flops is None:
                 logger.info("no mfu in the logs: %s has no bf16 peak in recipes.flops.BF16_PEAK_FLOPS", device_name)
+
+    def get_decay_parameter_names(self, model) -> list[str]:
+        """Weight decay on every parameter (`all`: the original AdamW has one parameter group) or on all but norms
+        and biases (`no_norms_biases`: the Trainer's default)."""
+        if self.weight_decay_scope == "all":
+            return [name for name, _ in model.named_parameters()]
+        return super().get_decay_parameter_names(model)
 
     def get_batch_samples(self, epoch_iterator, num_batches, device):
         start = time.perf_counter()
@@ -812,11 +842,30 @@ def cpt_start(run_args: PretrainArguments) -> tuple[str | None, int, str | None]
     return base_name, first_block, optimizer_file
 
 
-def select_blocks(blocks: datasets.Dataset, first_block: int, needed: int) -> datasets.Dataset:
-    """Blocks [first_block, first_block + needed) of the fixed order; refuses to repeat data (the paper never does)."""
-    if first_block + needed > len(blocks):
+def select_blocks(blocks: datasets.Dataset, first_block: int, needed: int, epochs: int = 1) -> data.BlockStream:
+    """`needed` blocks of the fixed order from `first_block`; with `epochs` > 1 the order is read again from its
+    start (documented repetition), otherwise a run that needs more blocks than the corpus packs into is refused."""
+    if first_block + needed > epochs * len(blocks):
         raise ValueError(
-            f"the run needs {needed} blocks from block {first_block} but the corpus packs into {len(blocks)}; "
-            "add documents (max_docs, a bigger corpus) or lower max_steps / the batch size"
+            f"the run needs {needed} blocks from block {first_block} but the corpus packs into {len(blocks)} "
+            f"(x {epochs} epoch(s)); add documents (max_docs, more corpus_source entries, a bigger config), set "
+            "epochs, or lower max_steps / the batch size"
         )
-    return blocks.select(range(first_block, first_block + needed))  # contiguous: a zero-copy slice
+    return data.BlockStream(blocks, first_block, needed)
+
+
+def check_token_budget(run_args: PretrainArguments, training_args: TrainingArguments, first_block: int,
+                       estimate: dict | None) -> None:
+    """Refuse, before the corpus is tokenized, a run whose blocks the corpus cannot fill (an estimate from a
+    tokenized sample: `recipes.data.estimate_tokens`); the exact count is checked again once the blocks exist."""
+    if estimate is None:
+        return
+    needed = first_block + training_args.max_steps * global_batch(training_args)
+    available = estimate["tokens"] // run_args.block_size * run_args.epochs
+    if available < needed:
+        raise ValueError(
+            f"corpus {run_args.corpus_source} yields about {estimate['tokens']:,} tokens ({estimate['documents']:,} "
+            f"documents x {estimate['tokens_per_document']:.0f} tokens, estimated from {estimate['sampled']:,}), about "
+            f"{available:,} blocks of {run_args.block_size} over {run_args.epochs} epoch(s), but the run needs "
+            f"{needed:,} blocks ({needed * run_args.block_size:,} tokens, from block {first_block}); add corpus_source "
+            "entries (comma-separated) or a bigger corpus_name, set epochs (repeats the data), or lower max_steps")

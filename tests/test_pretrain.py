@@ -9,7 +9,7 @@ import yaml
 from safetensors.torch import load_file
 from transformers import AutoModelForMaskedLM
 
-from recipes import cpt, manifest, pretrain, training
+from recipes import cpt, data, manifest, pretrain, training
 
 DEBUG = "recipes/configs/debug.yaml"
 
@@ -202,3 +202,68 @@ def test_every_shipped_yaml_parses():
         training.check_run_settings(run_args, training_args)
         if recipe:
             assert run_args.objective == recipe.objective and training_args.run_name == recipe.name
+
+
+def test_weight_decay_reaches_every_parameter_as_in_the_original(three_runs, tmp_path, cache_dir):
+    trainer = three_runs["mlm"][2]
+    decayed = [g for g in trainer.optimizer.param_groups if g["weight_decay"] == 0.1]
+    n_params = len(list(trainer.model.parameters()))
+    assert sum(len(g["params"]) for g in decayed) == n_params  # norms included: one decayed group, as Optimus
+    run_args, training_args = parse(tmp_path / "wd", cache_dir, "--max_steps", "1", "--intermediate_steps", "1",
+                                    "--switch_step", "null", "--weight_decay_scope", "no_norms_biases")
+    other = pretrain.main(run_args, training_args)
+    undecayed = [p for g in other.optimizer.param_groups if g["weight_decay"] == 0.0 for p in g["params"]]
+    norms = [p for n, p in other.model.named_parameters() if "norm" in n]
+    assert len(undecayed) == len(norms) > 0  # the Trainer's default: norms (and biases) undecayed
+
+
+def test_token_estimate_is_close_to_the_real_count(tmp_path):
+    corpus = data.load_corpus("bundle").select(range(1500))
+    tokenizer = data.cached_toy_tokenizer(corpus, 2000, tmp_path / "tok")
+    estimate = data.estimate_tokens(corpus, tokenizer, sample=300)
+    real = sum(len(ids) for ids in data.tokenize_corpus(tokenizer, corpus, tmp_path)["input_ids"])
+    assert estimate["documents"] == 1500 and estimate["sampled"] == 300
+    assert abs(estimate["tokens"] - real) / real < 0.05, (estimate, real)
+
+
+def test_undersized_corpus_is_refused_before_tokenizing(tmp_path):
+    import subprocess
+    import sys
+
+    cache = tmp_path / "cache"
+    argv = ["--config", DEBUG, "--output_dir", str(tmp_path / "out"), "--data_cache_dir", str(cache), "--max_docs", "30",
+            "--block_size", "64", "--per_device_train_batch_size", "4", "--max_steps", "5000", "--report_to", "none"]
+    result = subprocess.run([sys.executable, "recipes/pretrain.py", *argv], capture_output=True, text=True, timeout=300)
+    last = result.stderr.strip().splitlines()[-1]
+    assert result.returncode == 2 and last.startswith("error: corpus bundle yields about") and "set epochs" in last
+    assert "needs 20,000 blocks" in last
+    assert not list(cache.glob("tokenized-*")) and not list(cache.glob("packed-*"))  # refused before tokenizing
+    assert not (tmp_path / "out").exists()
+
+
+def test_epochs_read_the_order_again_with_fresh_masks(tmp_path, cache_dir):
+    run_args, training_args = parse(tmp_path / "epochs", cache_dir, "--max_docs", "10", "--max_steps", "60",
+                                    "--epochs", "3", "--switch_step", "null", "--intermediate_steps", "30",
+                                    "--log_block_order", "true")
+    trainer = pretrain.main(run_args, training_args)
+    stream = trainer.train_dataset
+    n_blocks = len(stream.blocks)
+    assert 60 * 2 > n_blocks  # the run needs more blocks than one pass holds
+    first, again = stream[0], stream[n_blocks]
+    assert (first["input_ids"] == again["input_ids"]).all() and (first["block_index"], again["block_index"]) == (0, n_blocks)
+    masked = trainer.data_collator([first, again])["labels"] != -100
+    assert not torch.equal(masked[0], masked[1])  # a repeated block gets a new mask
+    logged = block_order(training_args.output_dir)
+    assert [b for step in sorted(logged) for b in logged[step][1]] == list(range(120))
+    with pytest.raises(ValueError, match="set epochs"):
+        pretrain.main(*parse(tmp_path / "one-epoch", cache_dir, "--max_docs", "10", "--max_steps", "60",
+                             "--switch_step", "null", "--intermediate_steps", "30"))
+
+
+def test_several_corpus_sources_are_concatenated_in_order(tmp_path):
+    extra = tmp_path / "extra.jsonl"
+    extra.write_text("".join(json.dumps({"text": f"extra document {i}"}) + "\n" for i in range(5)))
+    bundle = data.load_corpus("bundle", split="valid")
+    both = data.load_corpora(f"bundle,{extra}", split="valid")
+    assert len(both) == len(bundle) + 5 and both[len(bundle)]["text"] == "extra document 0"
+    assert data.is_hub_id("HuggingFaceFW/fineweb-edu") and not data.is_hub_id("bundle") and not data.is_hub_id(str(extra))
