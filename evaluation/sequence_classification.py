@@ -24,6 +24,18 @@ def tokenize(task, tokenizer, args: common.FinetuneArgs):
     return common.cached(key, build)
 
 
+def build_trainer(model_path, task, args: common.FinetuneArgs, tokenizer, train_dataset) -> Trainer:
+    """The run's model (a new classification head, in the precision's dtype) and its Trainer."""
+    model = common.load_for_finetuning(
+        AutoModelForSequenceClassification, model_path, tokenizer, args, **common.label_kwargs(task)
+    )
+    max_steps, epochs = common.schedule(task, args)
+    return Trainer(
+        model=model, args=common.training_arguments(args, common.trainer_dir(args), max_steps, epochs),
+        train_dataset=train_dataset, data_collator=DataCollatorWithPadding(tokenizer), processing_class=tokenizer,
+    )
+
+
 def evaluate(model_path, task, args: common.FinetuneArgs, tokenizer=None) -> dict:
     """Fine-tune `model_path` on the task's train split, then score the last checkpoint on validation and test.
 
@@ -38,14 +50,7 @@ def evaluate(model_path, task, args: common.FinetuneArgs, tokenizer=None) -> dic
     """
     tokenizer = tokenizer or common.load_tokenizer(model_path)
     data = tokenize(task, tokenizer, args)
-    model = common.load_for_finetuning(
-        AutoModelForSequenceClassification, model_path, tokenizer, args, **common.label_kwargs(task)
-    )
-    max_steps, epochs = common.schedule(task, args)
-    trainer = Trainer(
-        model=model, args=common.training_arguments(args, common.trainer_dir(args), max_steps, epochs),
-        train_dataset=data["train"], data_collator=DataCollatorWithPadding(tokenizer), processing_class=tokenizer,
-    )
+    trainer = build_trainer(model_path, task, args, tokenizer, data["train"])
     if common.train(trainer):
         return common.result(task, "diverged")
     scores, predictions = {}, {}

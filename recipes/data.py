@@ -301,7 +301,7 @@ def estimate_tokens(corpus: datasets.Dataset, tokenizer: PreTrainedTokenizerBase
     """
     n = len(corpus)
     rows = sorted({int(i) for i in np.linspace(0, n - 1, num=min(n, sample))})
-    texts = corpus.select(rows)["text"]
+    texts = list(corpus.select(rows)["text"])
     per_document = float(np.mean([len(ids) for ids in _tokenize_batch({"text": texts}, tokenizer)["input_ids"]]))
     return {"documents": n, "sampled": len(rows), "tokens_per_document": per_document, "tokens": int(n * per_document)}
 

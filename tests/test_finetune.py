@@ -3,6 +3,7 @@
 import math
 
 import numpy as np
+import torch
 import pytest
 
 from evaluation import common, extractive_qa, metrics, retrieval, sequence_classification, tasks, token_classification
@@ -141,3 +142,32 @@ def test_ndcg_matches_mteb(tiny, data_dir):
     assert ours["mrr@10"] == pytest.approx(theirs["mrr_at_10"], abs=1e-4)
     assert ours["recall@100"] == pytest.approx(theirs["recall_at_100"], abs=1e-4)
     assert 0.0 < ours["ndcg@10"] < 1.0  # a real ranking, not a degenerate one that anything would match
+
+
+def test_bf16_weights_round_small_updates_away_as_the_original_does(tiny, data_dir, tmp_path):
+    """`bf16_weights` (the original: the model cast to bf16) keeps bf16 weights and AdamW states, so updates
+    smaller than half a bf16 ulp vanish; `fp32` (and `bf16_autocast`'s fp32 master weights) keep them."""
+    task = tasks.load_task("sst2")
+    changed = {}
+    for precision in ("bf16_weights", "fp32"):
+        args = smoke_args(data_dir, lr=1e-5, max_steps=2, precision=precision, scratch_dir=str(tmp_path / precision))
+        tokenizer = common.load_tokenizer(tiny["clm"])
+        trainer = sequence_classification.build_trainer(
+            tiny["clm"], task, args, tokenizer, sequence_classification.tokenize(task, tokenizer, args)["train"])
+        before = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if n.startswith("model.")}
+        trainer.train()
+        after = dict(trainer.model.named_parameters())
+        assert {p.dtype for p in after.values()} == {torch.bfloat16 if precision == "bf16_weights" else torch.float32}
+        if precision == "bf16_weights":
+            states = [s for s in trainer.optimizer.state.values() if "exp_avg" in s]
+            assert states and all(s["exp_avg"].dtype == torch.bfloat16 for s in states)
+        moved = [int((after[n].detach() != before[n]).sum()) for n in before]
+        changed[precision] = sum(moved) / sum(p.numel() for p in before.values())
+    assert changed["fp32"] > 0.9  # nearly every weight moves in fp32
+    assert changed["bf16_weights"] < 0.5 * changed["fp32"], changed  # most lr-1e-5 updates round away in bf16
+
+
+def test_inputs_are_sized_as_the_original_harness(tiny):
+    assert common.max_length(common.ProtocolArgs(), tiny["clm"]) == round(0.99 * 512)  # the tiny preset: 512 positions
+    assert common.max_length(common.ProtocolArgs(max_length=64), tiny["clm"]) == 64
+    assert common.ProtocolArgs(precision="auto").resolved_precision() == ("bf16_weights" if torch.cuda.is_available() else "fp32")

@@ -42,6 +42,18 @@ def test_paper_run_config_uses_spec_optimisation():
     assert config["lr_scheduler_type"] == "warmup_stable_decay"
     assert config["lr_scheduler_kwargs"] == {"num_decay_steps": 2000, "decay_type": "linear", "min_lr_ratio": 0.0}
     assert config["block_size"] == 2048 and config["model_preset"] == "610m"
+    assert config["weight_decay_scope"] == "all"  # the original's single AdamW group
+    assert (config["corpus_source"], config["corpus_name"]) == ("HuggingFaceFW/fineweb-edu", "sample-350BT")
+
+
+def test_paper_cpt_follows_the_original_resume_path():
+    """CPT keeps the base's AdamW state and warms up over 1% of its steps (Optimus's pct_start default), with the
+    base model's own tokenizer."""
+    for name, steps, warmup in (("610m-clm-dec42k-mlm40-44k", 2000, 20), ("610m-mlm40-dec42k-mlm40-64k", 22000, 220)):
+        config = manifest.run_config(manifest.recipes()[name], "paper")
+        assert config["keep_optimizer_state"] is True and config["max_steps"] == steps and config["warmup_steps"] == warmup
+        assert config["lr_scheduler_kwargs"]["num_decay_steps"] == min(2000, steps - warmup)
+        assert "tokenizer_name_or_path" not in config and config["weight_decay_scope"] == "all"
 
 
 @pytest.mark.parametrize("preset, divisor", [("toy", 100), ("smoke", 200)])

@@ -97,5 +97,6 @@ def test_paper_plan_lists_every_run_with_compute_and_launch_scripts(tmp_path, ca
     assert order.index("recipes/configs/paper/610m-clm-42k.yaml") < order.index(
         "recipes/configs/paper/610m-clm-dec42k-mlm40-44k.yaml")
     grid = (tmp_path / "launch" / "eval_grid.tsv").read_text().splitlines()
-    assert len(grid) == 38 * 12 * 30
+    assert len(grid) == (38 + 12) * 12 * 30  # the intermediate checkpoints too (data-efficiency figure)
+    assert "610m-clm-42k-5000=out/paper/610m-clm-42k/intermediate/step-5000\tsst2\t1e-05\t0" in grid
     assert f"--array=1-{len(grid)}" in (tmp_path / "launch" / "eval_grid.slurm").read_text()
