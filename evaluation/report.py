@@ -13,6 +13,10 @@ main metric (the paper's sentence_macro_f1 is lenient); other rows leave it empt
 paired comparison per task on per-instance test scores (averaged over the best LR's seeds): a paired bootstrap of
 the difference and a sign test.
 
+`summary.md` starts with the results table (mean ± CI half-width per model and task, and each task's trivial
+baseline: `evaluation.baselines`), then the paper's findings tested on these results (`evaluation.findings`:
+`findings.csv`), the paired comparisons and every column.
+
 Writes `summary.csv`, `summary.md` and PNG figures (only those with data): score by objective per task family,
 score vs pretraining step (intermediate checkpoints `<name>-<step>`), score vs learning rate per objective, PFS
 split vs budget (`<size>-clm-<k1>-mlm40-<total>`), CPT curves (`<size>-<base>-dec<steps>-mlm40-<total>`).
@@ -24,6 +28,7 @@ from __future__ import annotations
 import argparse
 import collections
 import csv
+import io
 import math
 from pathlib import Path
 
@@ -33,8 +38,8 @@ from scipy import stats
 from evaluation import identity
 from recipes import artifacts, names
 
-SUMMARY_COLUMNS = ["model", "task", "family", "metric", "best_lr", "n_seeds", "mean", "ci_low", "ci_high", "entity_f1",
-                   "std", "val_mean", "stability_std", "lr_range", "n_runs", "n_diverged"]
+SUMMARY_COLUMNS = ["model", "task", "family", "metric", "best_lr", "n_seeds", "mean", "ci_low", "ci_high",
+                   "trivial_baseline", "entity_f1", "std", "val_mean", "stability_std", "lr_range", "n_runs", "n_diverged"]
 
 
 def parse_model_name(name: str) -> dict:
@@ -115,15 +120,20 @@ def summarize_group(records: list[dict], bootstrap: bool = False) -> dict:
     row = {"model": first["model"], "task": first["task"], "family": first["family"], "metric": first["main_metric"],
            "n_runs": len(records), "n_diverged": len(records) - len(ok), "per_lr": per_lr}
     if not candidates:
-        return {**row, **{k: math.nan for k in SUMMARY_COLUMNS if k not in row}, "best_lr": None, "n_seeds": 0}
+        return {**row, **{k: math.nan for k in SUMMARY_COLUMNS if k not in row}, "best_lr": None, "n_seeds": 0,
+                "entity_f1": None}
     best = min(candidates, key=lambda lr: (per_lr[lr][3], -per_lr[lr][0]))
     test = [_main_score(r, "test") for r in ok if r["lr"] == best]
     low, high = confidence_interval(test, bootstrap)
+    baselines = {round(r["trivial_baseline"]["test"][first["main_metric"]], 12) for r in records if "trivial_baseline" in r}
+    if len(baselines) > 1:
+        raise ValueError(f"results of {first['model']} on {first['task']} disagree on the trivial baseline "
+                         f"({sorted(baselines)}): they were scored on different test data")
     entity = [r["test"]["entity_f1"] for r in ok if r["lr"] == best and "entity_f1" in r["test"]]
     entity_f1 = float(np.mean(entity)) if first["family"] == "tc" and entity else None
     lr_means = [per_lr[lr][1] for lr in candidates]
     return {**row, "best_lr": best, "n_seeds": len(test), "mean": float(np.mean(test)), "ci_low": low,
-            "ci_high": high, "entity_f1": entity_f1, "std": float(np.std(test, ddof=1)) if len(test) > 1 else math.nan,
+            "ci_high": high, "trivial_baseline": baselines.pop() if baselines else None, "entity_f1": entity_f1, "std": float(np.std(test, ddof=1)) if len(test) > 1 else math.nan,
             "val_mean": float(per_lr[best][0]),
             "stability_std": float(np.std([_main_score(r, "test") for r in ok], ddof=1)) if len(ok) > 1 else math.nan,
             "lr_range": float(max(lr_means) - min(lr_means))}
@@ -145,11 +155,11 @@ def summarize(records: list[dict], bootstrap: bool = False) -> list[dict]:
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def instance_table(records: list[dict], metric: str) -> tuple[np.ndarray, np.ndarray]:
-    """(numerator, denominator) per test instance, averaged over runs, so that sum(num) / sum(den) is the metric.
+def instance_matrix(records: list[dict], metric: str) -> tuple[np.ndarray, np.ndarray]:
+    """(numerator, denominator), each (runs, test instances), so that sum(num) / sum(den) is one run's metric.
 
-    Mean metrics (accuracy, f1, ndcg@10) have denominator 1; token_micro_f1 / token_accuracy are correct/count
-    tokens, entity_f1 is rebuilt from its counts later (numerator = tp, denominator = (pred + gold) / 2).
+    Mean metrics (accuracy, f1, ndcg@10, sentence_macro_f1) have denominator 1; token_micro_f1 / token_accuracy
+    are correct/count tokens; entity_f1 is rebuilt from its counts (numerator = tp, denominator = (pred + gold) / 2).
     """
     def columns(record):
         rows = record["per_instance"]["test"]
@@ -160,30 +170,45 @@ def instance_table(records: list[dict], metric: str) -> tuple[np.ndarray, np.nda
         return [r[metric] for r in rows], [1.0] * len(rows)
 
     pairs = [columns(r) for r in records]
-    return np.mean([p[0] for p in pairs], axis=0), np.mean([p[1] for p in pairs], axis=0)
+    return np.array([p[0] for p in pairs], dtype=float), np.array([p[1] for p in pairs], dtype=float)
 
 
 def paired_comparison(records_a: list[dict], records_b: list[dict], metric: str, n_resamples: int = 2000,
                       seed: int = 0) -> dict:
-    """Paired bootstrap and sign test of model A minus model B on the same test instances.
+    """Model A minus model B on the same test instances: a two-level paired bootstrap and a sign test.
+
+    Each bootstrap sample resamples the fine-tuning seeds of each model (with replacement: the run-to-run spread
+    is part of the uncertainty) and, paired across the two models, the test instances. The sign test counts the
+    instances where A's per-instance score, averaged over its seeds, beats B's.
 
     Args:
         records_a, records_b: the best-LR runs of each model on one task (status "ok").
         metric: the task's main metric.
-        n_resamples: bootstrap resamples of the instances.
+        n_resamples: bootstrap samples.
 
     Returns:
         {"delta", "ci_low", "ci_high", "p_bootstrap" (two-sided), "wins", "losses", "p_sign"}.
     """
-    num_a, den_a = instance_table(records_a, metric)
-    num_b, den_b = instance_table(records_b, metric)
-    if len(num_a) != len(num_b):
-        raise ValueError(f"models were scored on different test sets ({len(num_a)} vs {len(num_b)} instances)")
+    num_a, den_a = instance_matrix(records_a, metric)
+    num_b, den_b = instance_matrix(records_b, metric)
+    if num_a.shape[1] != num_b.shape[1]:
+        raise ValueError(f"models were scored on different test sets ({num_a.shape[1]} vs {num_b.shape[1]} instances)")
     rng = np.random.default_rng(seed)
-    idx = rng.integers(0, len(num_a), size=(n_resamples, len(num_a)))
-    deltas = num_a[idx].sum(1) / den_a[idx].sum(1).clip(1e-12) - num_b[idx].sum(1) / den_b[idx].sum(1).clip(1e-12)
-    delta = num_a.sum() / max(den_a.sum(), 1e-12) - num_b.sum() / max(den_b.sum(), 1e-12)
-    per_a, per_b = num_a / np.where(den_a > 0, den_a, 1), num_b / np.where(den_b > 0, den_b, 1)
+    n = num_a.shape[1]
+    deltas = []
+    for start in range(0, n_resamples, 250):  # chunks keep the (samples x instances) matrices small
+        size = min(250, n_resamples - start)
+        weights = rng.multinomial(n, np.full(n, 1.0 / n), size=size)  # instance counts, shared by A and B
+        runs_a = rng.multinomial(len(num_a), np.full(len(num_a), 1.0 / len(num_a)), size=size) / len(num_a)
+        runs_b = rng.multinomial(len(num_b), np.full(len(num_b), 1.0 / len(num_b)), size=size) / len(num_b)
+        score_a = ((runs_a @ num_a) * weights).sum(1) / ((runs_a @ den_a) * weights).sum(1).clip(1e-12)
+        score_b = ((runs_b @ num_b) * weights).sum(1) / ((runs_b @ den_b) * weights).sum(1).clip(1e-12)
+        deltas.append(score_a - score_b)
+    deltas = np.concatenate(deltas)
+    mean_a, mean_b = num_a.mean(0), num_b.mean(0)
+    delta = mean_a.sum() / max(den_a.mean(0).sum(), 1e-12) - mean_b.sum() / max(den_b.mean(0).sum(), 1e-12)
+    per_a = mean_a / np.where(den_a.mean(0) > 0, den_a.mean(0), 1)
+    per_b = mean_b / np.where(den_b.mean(0) > 0, den_b.mean(0), 1)
     wins, losses = int((per_a > per_b).sum()), int((per_a < per_b).sum())
     p_sign = stats.binomtest(wins, wins + losses, 0.5).pvalue if wins + losses else 1.0
     p_boot = min(1.0, 2 * min((deltas <= 0).mean(), (deltas >= 0).mean()))
@@ -194,17 +219,20 @@ def paired_comparison(records_a: list[dict], records_b: list[dict], metric: str,
 
 def compare(records: list[dict], rows: list[dict], model_a: str, model_b: str) -> list[dict]:
     """Paired comparisons of two models on every task both have, each at its own best LR."""
-    best = {(r["model"], r["task"]): r["best_lr"] for r in rows}
     out = []
     for task in sorted({r["task"] for r in rows}):
-        if best.get((model_a, task)) is None or best.get((model_b, task)) is None:
-            continue
-        pick = lambda m: [r for r in records if r["model"] == m and r["task"] == task  # noqa: E731
-                          and r["lr"] == best[(m, task)] and r["status"] == "ok"]
-        metric = pick(model_a)[0]["main_metric"]
-        out.append({"task": task, "a": model_a, "b": model_b, "metric": metric,
-                    **paired_comparison(pick(model_a), pick(model_b), metric)})
+        runs_a, runs_b = best_runs(records, rows, model_a, task), best_runs(records, rows, model_b, task)
+        if runs_a and runs_b:
+            metric = runs_a[0]["main_metric"]
+            out.append({"task": task, "a": model_a, "b": model_b, "metric": metric,
+                        **paired_comparison(runs_a, runs_b, metric)})
     return out
+
+
+def best_runs(records: list[dict], rows: list[dict], model: str, task: str) -> list[dict]:
+    """The finished runs of `model` on `task` at its best learning rate ([] when it has none)."""
+    best = next((r["best_lr"] for r in rows if r["model"] == model and r["task"] == task), None)
+    return [r for r in records if r["model"] == model and r["task"] == task and r["lr"] == best and r["status"] == "ok"]
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -218,29 +246,86 @@ def _fmt(value) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
-def write_tables(rows: list[dict], comparisons: list[dict], output: Path) -> None:
-    """`summary.csv` (one row per model x task) and `summary.md` (the same, plus paired comparisons)."""
-    with open(output / "summary.csv", "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=SUMMARY_COLUMNS, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows({k: _fmt(r[k]) for k in SUMMARY_COLUMNS} for r in rows)
+def _cell(row: dict) -> str:
+    """"0.812 ± 0.011" (mean ± half-width of the 95% CI), or the mean alone with one seed."""
+    if row["best_lr"] is None:
+        return "diverged"
+    if math.isnan(row["ci_low"]):
+        return f"{row['mean']:.3f}"
+    return f"{row['mean']:.3f} ± {(row['ci_high'] - row['ci_low']) / 2:.3f}"
+
+
+def results_table(rows: list[dict]) -> list[str]:
+    """Markdown: one line per model, one column per task (mean ± CI half-width), the trivial baseline last."""
+    tasks = sorted({r["task"] for r in rows})
+    models = sorted({r["model"] for r in rows}, key=_model_order)
+    cell = {(r["model"], r["task"]): r for r in rows}
+    metric = {r["task"]: r["metric"] for r in rows}
+    header = ["model", *[f"{t} ({metric[t]})" for t in tasks]]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for model in models:
+        cells = [_cell(cell[(model, t)]) if (model, t) in cell else "" for t in tasks]
+        lines.append("| " + " | ".join([model, *cells]) + " |")
+    baseline = {t: next((r["trivial_baseline"] for r in rows if r["task"] == t and r.get("trivial_baseline") is not None), None)
+                for t in tasks}
+    lines.append("| " + " | ".join(["*trivial baseline*", *[_fmt(baseline[t]) for t in tasks]]) + " |")
+    tc = [t for t in tasks if any(r["task"] == t and r["family"] == "tc" for r in rows)]
+    if tc:
+        lines += ["", "Entity F1 (seqeval) of the same TC runs, beside the main metric: a model that predicts no entity "
+                  "is visible here.", "", "| model | " + " | ".join(tc) + " |", "|" + "---|" * (len(tc) + 1)]
+        lines += ["| " + " | ".join([m, *[_fmt(cell[(m, t)]["entity_f1"]) if (m, t) in cell else "" for t in tc]]) + " |"
+                  for m in models]
+    return lines
+
+
+_KIND_ORDER = {"single": 0, "pfs": 1, "cpt": 2, "intermediate": 3, "other": 4}
+
+
+def _model_order(name: str):
+    """Single-objective runs (CLM first, then MLM by ratio), PFS, CPT, intermediate checkpoints, other encoders."""
+    info = parse_model_name(name)
+    objective = info.get("objective", "")
+    ratio = 0 if objective in ("", "clm") else int(objective[3:])
+    return (_KIND_ORDER[info["kind"]], info.get("size", ""), info.get("base_name") or "", ratio,
+            info.get("step") or 0, info.get("steps") or 0, name)
+
+
+def write_tables(rows: list[dict], comparisons: list[dict], output: Path, findings: list[dict] | None = None) -> None:
+    """`summary.csv` (one row per model x task, every column) and `summary.md`: the results table first, then the
+    paper's findings at this scale, the paired comparisons and the full table."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=SUMMARY_COLUMNS, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows({k: _fmt(r[k]) for k in SUMMARY_COLUMNS} for r in rows)
+    artifacts.write_text_atomic(output / "summary.csv", buffer.getvalue())
     lines = ["# Fine-tuning results", "",
-             "Test mean over the seeds of the best LR (by mean validation score), 95% CI over seeds; entity_f1 = "
-             "TC entity F1 (seqeval) of the same runs; stability = std over all runs and range of per-LR means. "
-             "Scores are fractions in [0, 1].", "",
-             "| " + " | ".join(SUMMARY_COLUMNS) + " |", "|" + "---|" * len(SUMMARY_COLUMNS)]
-    lines += ["| " + " | ".join(_fmt(r[k]) for k in SUMMARY_COLUMNS) + " |" for r in rows]
+             "Test score at the best learning rate (highest mean validation score over seeds): mean over seeds ± the "
+             "half-width of its 95% confidence interval (Student t over seeds). Scores are fractions in [0, 1]. The "
+             "trivial baseline is what a model scores without learning the task (majority class, all \"O\", the "
+             "passage's first words, a random ranking).", "", *results_table(rows)]
+    if findings:
+        from evaluation import findings as findings_module
+
+        lines += ["", *findings_module.findings_markdown(findings)]
     if comparisons:
         keys = ["task", "a", "b", "metric", "delta", "ci_low", "ci_high", "p_bootstrap", "wins", "losses", "p_sign"]
-        lines += ["", "## Paired comparisons (A - B, per-instance test scores)", "",
+        lines += ["", "## Paired comparisons (A - B, per-instance test scores, seeds and instances resampled)", "",
                   "| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
         lines += ["| " + " | ".join(_fmt(c[k]) for k in keys) + " |" for c in comparisons]
-    (output / "summary.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    lines += ["", "## Every column", "",
+              "entity_f1 = TC entity F1 (seqeval) of the best LR's runs; std = over the best LR's seeds; stability_std = "
+              "std over all finished runs; lr_range = range of the per-LR mean test scores.", "",
+              "| " + " | ".join(SUMMARY_COLUMNS) + " |", "|" + "---|" * len(SUMMARY_COLUMNS)]
+    lines += ["| " + " | ".join(_fmt(r[k]) for k in SUMMARY_COLUMNS) + " |" for r in rows]
+    artifacts.write_text_atomic(output / "summary.md", "\n".join(lines) + "\n")
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # Figures (matplotlib, Agg): each is skipped when the results hold no data for it
 # ---------------------------------------------------------------------------------------------------------------
+
+
+MIN_SPAN = 0.2  # a score axis spans at least this much, so run-to-run noise never looks like a trend
 
 
 def _axes(n: int):
@@ -250,19 +335,48 @@ def _axes(n: int):
     import matplotlib.pyplot as plt
 
     cols = min(n, 3)
-    fig, axes = plt.subplots((n + cols - 1) // cols, cols, figsize=(4.5 * cols, 3.5 * ((n + cols - 1) // cols)), squeeze=False)
+    fig, axes = plt.subplots((n + cols - 1) // cols, cols, figsize=(5.2 * cols, 3.8 * ((n + cols - 1) // cols)),
+                             squeeze=False)
     for ax in axes.flat[n:]:
         ax.set_visible(False)
     return fig, list(axes.flat[:n])
 
 
-def _save(fig, path: Path) -> Path:
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
+def _save(fig, path: Path, caption: str) -> Path:
+    """Legends sit outside the data (right of each axes); the caption under the figure says what is drawn."""
+    import textwrap
+
     import matplotlib.pyplot as plt
 
+    fig.text(0.01, 0.005, textwrap.fill(caption, 150), fontsize=7, va="bottom", ha="left", wrap=True)
+    fig.tight_layout(rect=(0, 0.06 + 0.012 * caption.count(". "), 1, 1))
+    fig.savefig(path, dpi=100, bbox_inches="tight")
     plt.close(fig)
     return path
+
+
+def _legend(ax) -> None:
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+
+
+def _score_axis(ax, values, baseline: float | None, label: str) -> None:
+    """Label the axis with the metric, draw the trivial baseline, and show at least MIN_SPAN of the [0, 1] scale."""
+    values = [v for v in values if v is not None and not math.isnan(v)]
+    if baseline is not None and not math.isnan(baseline):
+        ax.axhline(baseline, color="grey", linestyle="--", linewidth=1, label="trivial baseline")
+        values.append(baseline)
+    if values:
+        low, high = min(values), max(values)
+        pad = max(0.0, MIN_SPAN - (high - low)) / 2
+        low, high = max(0.0, low - pad - 0.02), min(1.0, high + pad + 0.02)
+        if high - low < MIN_SPAN:  # pushed against 0 or 1
+            low, high = (0.0, MIN_SPAN) if low == 0.0 else (1.0 - MIN_SPAN, 1.0)
+        ax.set_ylim(low, high)
+    ax.set_ylabel(label)
+
+
+def _baseline(rows, task) -> float | None:
+    return next((r["trivial_baseline"] for r in rows if r["task"] == task and r.get("trivial_baseline") is not None), None)
 
 
 def _errors(rows):
@@ -271,7 +385,7 @@ def _errors(rows):
 
 def plot_objectives(rows: list[dict], output: Path) -> list[Path]:
     """Score by objective per task family: bars per model (final single-objective checkpoints when there are any),
-    grouped by task, with 95% CI bars."""
+    grouped by task, with 95% CI bars and each task's trivial baseline."""
     written = []
     for family in sorted({r["family"] for r in rows}):
         fam = [r for r in rows if r["family"] == family and r["best_lr"] is not None]
@@ -279,7 +393,7 @@ def plot_objectives(rows: list[dict], output: Path) -> list[Path]:
         fam = single or fam
         if not fam:
             continue
-        task_names, models = sorted({r["task"] for r in fam}), sorted({r["model"] for r in fam})
+        task_names, models = sorted({r["task"] for r in fam}), sorted({r["model"] for r in fam}, key=_model_order)
         fig, (ax,) = _axes(1)
         width = 0.8 / len(models)
         for i, model in enumerate(models):
@@ -287,15 +401,24 @@ def plot_objectives(rows: list[dict], output: Path) -> list[Path]:
             xs = [j + i * width for j, c in enumerate(cells) if c]
             present = [c for c in cells if c]
             ax.bar(xs, [c["mean"] for c in present], width, yerr=np.nan_to_num(_errors(present)), label=model, capsize=2)
+        for j, task in enumerate(task_names):
+            if (base := _baseline(rows, task)) is not None:
+                ax.hlines(base, j - width / 2, j + 0.8 - width / 2, colors="black", linestyles="--", linewidth=1,
+                          label="trivial baseline" if j == 0 else None)
         ax.set_xticks([j + 0.4 - width / 2 for j in range(len(task_names))], task_names)
-        ax.set_title(f"{family.upper()}: score by objective (95% CI over seeds)")
-        ax.set_ylabel("test score")
-        ax.legend(fontsize=7)
-        written.append(_save(fig, output / f"objective_{family}.png"))
+        metrics = sorted({r["metric"] for r in fam})
+        values = [r["ci_high"] if not math.isnan(r["ci_high"]) else r["mean"] for r in fam]
+        values += [r["ci_low"] if not math.isnan(r["ci_low"]) else r["mean"] for r in fam]
+        _score_axis(ax, values, None, "test " + " / ".join(metrics))
+        ax.set_title(f"{family.upper()}: test score by pretraining objective")
+        _legend(ax)
+        written.append(_save(fig, output / f"objective_{family}.png",
+                             f"Mean test score over seeds at each model's best learning rate, with 95% confidence "
+                             f"intervals over seeds; dashed: the task's trivial baseline. Family {family.upper()}."))
     return written
 
 
-def _lines_per_task(rows, output: Path, name: str, points, xlabel: str, title: str, logx: bool = False):
+def _lines_per_task(rows, output: Path, name: str, points, xlabel: str, title: str, caption: str, logx: bool = False):
     """One subplot per task; `points(row) -> (line label, x) | None` selects and places each summary row."""
     series = collections.defaultdict(list)
     for r in rows:
@@ -307,17 +430,21 @@ def _lines_per_task(rows, output: Path, name: str, points, xlabel: str, title: s
         return []
     fig, axes = _axes(len(task_names))
     for ax, task in zip(axes, task_names):
+        values = []
         for (t, label), pts in sorted(series.items()):
             if t == task:
                 pts.sort()
                 xs, ys = [p[0] for p in pts], [p[1] for p in pts]
                 ax.errorbar(xs, ys, yerr=np.nan_to_num(np.array([[p[1] - p[2], p[3] - p[1]] for p in pts]).T),
                             marker="o", capsize=2, label=label)
+                values += [v for p in pts for v in p[1:]]
+        metric = next(r["metric"] for r in rows if r["task"] == task)
+        _score_axis(ax, values, _baseline(rows, task), f"test {metric}")
         ax.set_title(f"{task}: {title}")
         ax.set_xlabel(xlabel)
         ax.set_xscale("log" if logx else "linear")
-        ax.legend(fontsize=7)
-    return [_save(fig, output / name)]
+        _legend(ax)
+    return [_save(fig, output / name, caption)]
 
 
 def plot_pretraining_steps(rows, output: Path) -> list[Path]:
@@ -332,26 +459,34 @@ def plot_pretraining_steps(rows, output: Path) -> list[Path]:
             return r["model"], info["steps"]
         return None
 
-    return _lines_per_task(rows, output, "pretraining_steps.png", points, "pretraining step", "score vs step")
+    return _lines_per_task(rows, output, "pretraining_steps.png", points, "pretraining step (paper scale)",
+                           "score vs pretraining step",
+                           "Data efficiency: mean test score (95% CI over seeds) of the intermediate and final "
+                           "checkpoints of each run, fine-tuned with the same protocol; dashed: trivial baseline.")
 
 
 def plot_learning_rates(rows, output: Path) -> list[Path]:
     """Score vs fine-tuning learning rate (mean test score over seeds at each LR), one line per model."""
     written = []
     for task in sorted({r["task"] for r in rows}):
-        task_rows = [r for r in rows if r["task"] == task]
+        task_rows = sorted((r for r in rows if r["task"] == task), key=lambda r: _model_order(r["model"]))
         if not any(len([v for v in r["per_lr"].values() if v[2]]) > 1 for r in task_rows):
             continue
         fig, (ax,) = _axes(1)
+        values = []
         for r in task_rows:
             pts = [(lr, v[1]) for lr, v in sorted(r["per_lr"].items()) if v[2]]
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=r["model"])
+            values += [p[1] for p in pts]
         ax.set_xscale("log")
-        ax.set_xlabel("learning rate")
-        ax.set_ylabel("mean test score")
+        ax.set_xlabel("fine-tuning learning rate")
+        _score_axis(ax, values, _baseline(rows, task), f"mean test {task_rows[0]['metric']}")
         ax.set_title(f"{task}: score vs learning rate")
-        ax.legend(fontsize=7)
-        written.append(_save(fig, output / f"learning_rate_{task}.png"))
+        _legend(ax)
+        written.append(_save(fig, output / f"learning_rate_{task}.png",
+                             "Stability across learning rates: mean test score over seeds at each fine-tuning "
+                             "learning rate; a flat line is a model whose fine-tuning is insensitive to the LR; "
+                             "dashed: trivial baseline."))
     return written
 
 
@@ -367,7 +502,10 @@ def plot_pfs(rows, output: Path) -> list[Path]:
             return f"{info['size']} {info['steps'] // 1000}k", 1.0 if info["objective"] == "clm" else 0.0
         return None
 
-    return _lines_per_task(rows, output, "pfs.png", points, "share of CLM steps", "PFS split vs budget")
+    return _lines_per_task(rows, output, "pfs.png", points, "share of CLM steps (0 = MLM40 only, 1 = CLM only)",
+                           "PFS split at a fixed budget",
+                           "Two-phase pretraining (CLM then MLM40) at a fixed step budget: mean test score (95% CI "
+                           "over seeds) against the share of CLM steps; dashed: trivial baseline.")
 
 
 def plot_cpt(rows, output: Path) -> list[Path]:
@@ -376,7 +514,9 @@ def plot_cpt(rows, output: Path) -> list[Path]:
         info = parse_model_name(r["model"])
         return (f"{info['size']} {info['base']} base", info["steps"]) if info["kind"] == "cpt" else None
 
-    return _lines_per_task(rows, output, "cpt.png", points, "total steps", "CPT curves")
+    return _lines_per_task(rows, output, "cpt.png", points, "total steps (base + CPT, paper scale)", "CPT curves",
+                           "MLM40 continued pretraining from a decayed CLM or MLM40 base: mean test score (95% CI "
+                           "over seeds) against the total number of steps; dashed: trivial baseline.")
 
 
 def main(argv=None) -> Path:
@@ -399,7 +539,16 @@ def main(argv=None) -> Path:
     output = Path(args.output or Path(args.results) / "report")
     output.mkdir(parents=True, exist_ok=True)
     comparisons = compare(records, rows, *pair) if pair else []
-    write_tables(rows, comparisons, output)
+    from evaluation import findings
+
+    tested = findings.comparisons(records, rows)
+    write_tables(rows, comparisons, output, tested)
+    if tested:
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=list(tested[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows({k: _fmt(v) for k, v in r.items()} for r in tested)
+        artifacts.write_text_atomic(output / "findings.csv", buffer.getvalue())
     for plot in (plot_objectives, plot_pretraining_steps, plot_learning_rates, plot_pfs, plot_cpt):
         plot(rows, output)
     print(f"report written to {output}")

@@ -34,7 +34,8 @@ import transformers
 from tqdm.auto import tqdm
 from transformers import AutoConfig, HfArgumentParser
 
-from evaluation import common, extractive_qa, identity, retrieval, sequence_classification, tasks, token_classification
+from evaluation import (baselines, common, extractive_qa, identity, retrieval, sequence_classification, tasks,
+                        token_classification)
 from recipes import artifacts
 
 FAMILIES = {
@@ -174,9 +175,11 @@ def execute(run: Run, protocol: common.ProtocolArgs, tokenizer, scratch: str) ->
     config = {**{k: v for k, v in common.args_dict(args).items() if k not in ("scratch_dir", "data_dir")},
               "schedule": {"max_steps": max_steps, "epochs": epochs},
               "model_config": AutoConfig.from_pretrained(run.model_path, trust_remote_code=True).model_type}
+    baseline = baselines.trivial_baseline(run.task, common.task_splits(run.task, args))
     return {"format": artifacts.RESULT_FORMAT, "model": run.model_name, "task": run.task.name,
-            "family": run.task.family, "lr": run.lr, "seed": run.seed, **result, "config": config,
-            "identity": run.identity, "versions": common.versions(), "git_commit": artifacts.git_commit()}
+            "family": run.task.family, "lr": run.lr, "seed": run.seed, **result, "trivial_baseline": baseline,
+            "config": config, "identity": run.identity, "versions": common.versions(),
+            "git_commit": artifacts.git_commit()}
 
 
 def _move_aside(path: Path) -> Path:

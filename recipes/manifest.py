@@ -182,6 +182,8 @@ def run_config(recipe: Recipe, preset: str) -> dict:
         warmup = max(1, round(CPT_WARMUP_SHARE * recipe.steps / div))
         decay = min(DECAY, recipe.steps - round(CPT_WARMUP_SHARE * recipe.steps)) // div
     config["weight_decay_scope"] = "all"  # the original AdamW decays every parameter (one group)
+    if div > 1:
+        config["step_divisor"] = div  # intermediate checkpoints keep the paper's names (<run>-<paper step>)
     config["study_preset"] = preset
     config.update(_training_args(recipe, p, div, warmup, decay, f"{out}/{recipe.name}"))
     return config

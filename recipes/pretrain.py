@@ -99,9 +99,9 @@ def train(run: PreparedRun) -> PretrainingTrainer:
     run_args, training_args = run.run_args, run.training_args
     output_dir = Path(training_args.output_dir)
 
-    def info(step, suffix=""):
+    def info(step, intermediate=False):
         return make_run_info(run_args, training_args, step=step, identity=run.identity, cpt_base=run.cpt_base,
-                             suffix=suffix)
+                             intermediate=intermediate)
 
     trainer_ref = {}
     callbacks = [SchedulePlanCallback(

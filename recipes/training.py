@@ -50,7 +50,7 @@ logger = logging.getLogger(__name__)
 RUN_CONFIG_NAME, RUN_INFO_NAME, INTERMEDIATE_DIR = artifacts.RUN_CONFIG_NAME, artifacts.RUN_INFO_NAME, artifacts.INTERMEDIATE_DIR
 # Run settings that do not change the trained weights (paths, workers, logging); ignored when comparing configs.
 # How the computation runs (compiled layers, fixed-shape head) is also ignored: same losses up to rounding.
-_NOT_RESULT_SETTINGS = {"data_dir", "data_cache_dir", "num_proc", "log_block_order", "compile", "mlm_fixed_shape",
+_NOT_RESULT_SETTINGS = {"data_dir", "data_cache_dir", "num_proc", "log_block_order", "step_divisor", "compile", "mlm_fixed_shape",
                         "mlm_fixed_shape_std"}
 COMPILE_MODES = ("none", "regional")
 WEIGHT_DECAY_SCOPES = ("all", "no_norms_biases")
@@ -102,6 +102,7 @@ class PretrainArguments:
     decay_branches: list[int] = field(default_factory=list, metadata={"help": "budgets (steps) that branch a decay off this stable run; keeps checkpoints at budget - decay"})
     branch_from: str | None = field(default=None, metadata={"help": "output_dir of the stable run this decay branch starts from (max_steps = the budget)"})
     intermediate_steps: list[int] = field(default_factory=list, metadata={"help": "steps whose weights are saved to <output_dir>/intermediate/step-<N> (paper: 1000 2000 5000 10000 20000 40000)"})
+    step_divisor: int = field(default=1, metadata={"help": "toy scales: paper steps / this run's steps; intermediate checkpoints are named with paper steps (step x step_divisor)"})
     study_preset: str | None = field(default=None, metadata={"help": "manifest preset this run belongs to (paper, toy, smoke); provenance only"})
     log_block_order: bool = field(default=False, metadata={"help": "append the block indices of every step to <output_dir>/block_order-rank<R>.jsonl (audit)"})
     compile: str = field(default="none", metadata={"help": "none, or regional: torch.compile each decoder layer in place (same parameter names and checkpoints; a PFS switch costs one recompile). Paper configs on GPU use regional; CPU runs and tests: none"})
@@ -736,7 +737,7 @@ class SchedulePlanCallback(TrainerCallback):
             path = Path(args.output_dir) / INTERMEDIATE_DIR / f"step-{state.global_step}"
             self.trainer_ref["trainer"].save_model(str(path))
             if state.is_world_process_zero:
-                write_run_info(path, self.info(state.global_step, suffix=f"-{state.global_step}"))
+                write_run_info(path, self.info(state.global_step, intermediate=True))
         return control
 
     def on_save(self, args, state, control, **kwargs):
@@ -782,7 +783,8 @@ def read_run_info(path: str | os.PathLike | None) -> dict | None:
     return artifacts.read_json(Path(path) / RUN_INFO_NAME, "run info")
 
 
-def make_run_info(run_args, training_args, *, step: int, identity: dict, cpt_base: str | None, suffix: str = "") -> dict:
+def make_run_info(run_args, training_args, *, step: int, identity: dict, cpt_base: str | None,
+                  intermediate: bool = False) -> dict:
     """Everything needed to know what a checkpoint is and how it was made (written as `run_info.json`).
 
     Args:
@@ -790,9 +792,12 @@ def make_run_info(run_args, training_args, *, step: int, identity: dict, cpt_bas
         step: optimizer steps done (this run's global step).
         identity: `data_identity(blocks, tokenizer)`: the packed blocks' fingerprint and the tokenizer hash.
         cpt_base: name of the CPT base model (None unless CPT).
-        suffix: appended to the run name (intermediate checkpoints: "-<step>").
+        intermediate: an intermediate checkpoint, named `<run>-<step>` with the step at paper scale (the step times
+            `step_divisor`, so a toy run's checkpoints carry the names of the paper's).
     """
-    name = (training_args.run_name or Path(training_args.output_dir).name) + suffix
+    name = training_args.run_name or Path(training_args.output_dir).name
+    if intermediate:
+        name += f"-{step * run_args.step_divisor}"
     training = json.loads(training_args.to_json_string())
     return {
         "name": name,

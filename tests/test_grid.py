@@ -53,7 +53,7 @@ def test_grid_writes_skips_and_records_divergence(models, data_dir, tmp_path):
         "lr1e+06-seed0.json": "diverged", "lr1e+06-seed1.json": "diverged"}
     good = records["lr0.001-seed0.json"]
     assert {"format", "model", "task", "family", "lr", "seed", "status", "main_metric", "validation", "test",
-            "per_instance", "config", "identity", "versions", "git_commit"} <= set(good)
+            "per_instance", "trivial_baseline", "config", "identity", "versions", "git_commit"} <= set(good)
     assert str(tmp_path) not in json.dumps(good) and str(models["eurobert"]) not in json.dumps(good)  # no local paths
     assert 0.0 <= good["test"]["accuracy"] <= 1.0 and len(good["per_instance"]["test"]) == 16
     assert good["config"]["attention"] == "bidirectional" and good["config"]["adam_beta2"] == 0.95

@@ -22,7 +22,8 @@ def write_run(root, model, task, lr, seed, val, test_scores, status="ok", family
               "seed": seed, "status": status, "main_metric": metric, "validation": {}, "test": {},
               "per_instance": {"validation": [], "test": []}, "config": {}, "versions": {},
               "identity": {"model": {"config": model}, "task": {"definition": task},
-                           "protocol": protocol or {"max_steps": 1000}}}
+                           "protocol": protocol or {"max_steps": 1000}},
+              "trivial_baseline": {"validation": {metric: 0.5}, "test": {metric: 0.5}}}
     if status == "ok":
         record["validation"] = {metric: val}
         record["test"] = {metric: float(np.mean(test_scores)), **(test_extra or {})}
@@ -99,9 +100,12 @@ def test_paired_comparison(results):
 def test_report_writes_tables_and_figures(results, tmp_path):
     out = report.main([str(results), "--output", str(tmp_path / "report"), "--compare", "610m-mlm40-42k,610m-clm-42k"])
     header = (out / "summary.csv").read_text().splitlines()[0].split(",")
-    assert header[:11] == ["model", "task", "family", "metric", "best_lr", "n_seeds", "mean", "ci_low", "ci_high",
-                           "entity_f1", "std"]
-    assert "Paired comparisons" in (out / "summary.md").read_text()
+    assert header[:12] == ["model", "task", "family", "metric", "best_lr", "n_seeds", "mean", "ci_low", "ci_high",
+                           "trivial_baseline", "entity_f1", "std"]
+    text = (out / "summary.md").read_text()
+    assert "Paired comparisons" in text
+    table = text.split("\n\n")[2]  # the page starts with the results table: mean ± CI half-width per model
+    assert table.startswith("| model | sst2 (accuracy) |") and "| *trivial baseline* | 0.5 |" in table
     for name in ("objective_sc.png", "pretraining_steps.png", "learning_rate_sst2.png", "pfs.png", "cpt.png"):
         assert (out / name).stat().st_size > 1000, name
 
@@ -149,3 +153,43 @@ def test_results_of_different_protocols_are_never_averaged_in_one_row(results):
         report.summarize(report.load_results(results))
     proc = subprocess.run([sys.executable, "-m", "evaluation.report", str(results)], capture_output=True, text=True)
     assert proc.returncode == 2 and "made differently" in proc.stderr.splitlines()[-1]
+
+
+def test_paired_comparison_resamples_seeds_too(results):
+    """Two models whose seeds disagree wildly: resampling only instances would call a seed-level fluke
+    significant; resampling seeds as well widens the interval to include 0."""
+    rng = np.random.default_rng(1)
+    for model, flips in (("a-model", (0.95, 0.55)), ("b-model", (0.55, 0.95))):
+        for seed, level in enumerate(flips):
+            write_run(results, model, "sst2", 5e-5, seed, 0.5, (rng.random(400) < level).astype(float))
+    records = report.load_results(results)
+    rows = report.summarize(records)
+    (cmp,) = report.compare(records, rows, "a-model", "b-model")
+    assert cmp["ci_low"] < 0 < cmp["ci_high"] and cmp["p_bootstrap"] > 0.05
+
+
+def test_findings_give_a_verdict_per_paper_claim(tmp_path):
+    """MLM40 clearly beats CLM, PFS beats MLM40, CPT from the CLM base beats the MLM base, CLM is flat over LRs
+    and better at the early checkpoint: every finding these models allow agrees."""
+    rng = np.random.default_rng(0)
+    levels = {"610m-clm-42k": (0.70, 0.70), "610m-mlm40-42k": (0.80, 0.60), "610m-clm-21k-mlm40-42k": (0.90, 0.9),
+              "610m-clm-dec42k-mlm40-44k": (0.90, 0.9), "610m-mlm40-dec42k-mlm40-44k": (0.75, 0.75),
+              "610m-clm-42k-1000": (0.7, 0.7), "610m-mlm40-42k-1000": (0.55, 0.55)}
+    for model, (best, other) in levels.items():
+        for lr, level in ((5e-5, best), (1e-4, other)):
+            for seed in range(3):
+                correct = (rng.random(300) < level).astype(float)
+                write_run(tmp_path, model, "sst2", lr, seed, level, correct)
+    records = report.load_results(tmp_path)
+    rows = report.summarize(records)
+    from evaluation import findings
+
+    tested = findings.comparisons(records, rows)
+    verdict = {v["finding"]: v["verdict"] for v in findings.verdicts(tested)}
+    assert verdict == {"mlm_vs_clm_sc": "agrees at this scale", "data_efficiency": "agrees at this scale",
+                       "stability": "agrees at this scale", "pfs": "agrees at this scale", "cpt": "agrees at this scale"}
+    flipped = next(r for r in tested if r["finding"] == "mlm_vs_clm_sc")
+    assert (flipped["a"], flipped["b"]) == ("610m-mlm40-42k", "610m-clm-42k") and flipped["delta"] > 0
+    out = report.main([str(tmp_path), "--output", str(tmp_path / "report")])
+    assert "## The paper's findings at this scale" in (out / "summary.md").read_text()
+    assert (out / "findings.csv").read_text().startswith("finding,task,a,b,measure,delta")

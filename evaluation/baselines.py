@@ -1,0 +1,82 @@
+"""Trivial baselines: the score a model gets without learning anything from the task, in the units of the task's
+metrics. A fine-tuned encoder that does not clear it has learned nothing the report should compare.
+
+| family | baseline | computed on |
+|---|---|---|
+| SC | the majority class of the training split, predicted for every example | accuracy |
+| TC | "O" for every word | the task's TC metrics |
+| QA | the first N words of the passage, N = the median gold answer length (words) of the training split | SQuAD EM/F1 with the task's rules |
+| IR | a uniformly random ranking of the split's corpus | expected NDCG@10, MRR@10, recall@100 (exact) |
+
+The IR expectation is exact, not sampled: by linearity, a random permutation puts each document at rank i with
+probability 1/N, so E[DCG@k] = (sum of gains / N) x sum_{i<=k} 1/log2(i+1); recall@100 is min(100, N)/N; the first
+relevant document of R among N sits at rank i with probability R/(N-i+1) x prod_{j<i} (1 - R/(N-j+1)).
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import statistics
+
+from evaluation import metrics
+
+
+def trivial_baseline(task, splits) -> dict[str, dict[str, float]]:
+    """{"validation": scores, "test": scores} of the task family's trivial baseline (aggregates only).
+
+    Args:
+        task: the `evaluation.tasks.Task`.
+        splits: `tasks.load_splits` output for the task (as the run used it).
+    """
+    family = task.family
+    out = {}
+    for role in ("validation", "test"):
+        if family == "sc":
+            scores = _majority_class(splits["train"]["label"], splits[role]["label"])
+        elif family == "tc":
+            references = [[task.labels[t] for t in tags] for tags in splits[role]["tags"]]
+            scores = metrics.token_classification_scores([["O"] * len(r) for r in references], references)
+        elif family == "qa":
+            scores = _leading_words(splits["train"], splits[role], task.squad_version)
+        elif family == "ir":
+            scores = random_ranking(splits[role].qrels, len(splits[role].corpus))
+        else:
+            raise ValueError(f"family={family!r}: use one of {sorted(metrics.METRICS)}")
+        out[role] = {k: v for k, v in scores.items() if k != "per_instance"}
+    return out
+
+
+def _majority_class(train_labels, labels) -> dict:
+    counts = collections.Counter(train_labels)
+    majority = min(counts, key=lambda label: (-counts[label], label))  # ties: the lowest class id
+    return metrics.accuracy([majority] * len(labels), labels)
+
+
+def _leading_words(train, split, squad_version: str) -> dict:
+    lengths = [len(answers["text"][0].split()) for answers in train["answers"] if answers["text"]]
+    n_words = max(1, round(statistics.median(lengths))) if lengths else 1
+    predictions = [" ".join(context.split()[:n_words]) for context in split["context"]]
+    return metrics.squad_scores(predictions, [a["text"] for a in split["answers"]], version=squad_version)
+
+
+def random_ranking(qrels: dict[str, dict[str, int]], corpus_size: int, ndcg_k: int = 10, mrr_k: int = 10,
+                   recall_k: int = 100) -> dict:
+    """Expected NDCG@k, MRR@k and recall@k of a uniformly random ranking of `corpus_size` documents (exact)."""
+    names = (f"ndcg@{ndcg_k}", f"mrr@{mrr_k}", f"recall@{recall_k}")
+    per_query = {name: [] for name in names}
+    n = corpus_size
+    for judged in qrels.values():
+        gains = [rel for rel in judged.values() if rel > 0]
+        relevant = len(gains)
+        discounts = sum(1 / math.log2(i + 2) for i in range(min(ndcg_k, n)))
+        ideal = sum(g / math.log2(i + 2) for i, g in enumerate(sorted(gains, reverse=True)[:ndcg_k]))
+        per_query[names[0]].append(sum(gains) / n * discounts / ideal if ideal > 0 else 0.0)
+        mrr, none_yet = 0.0, 1.0
+        for i in range(1, min(mrr_k, n) + 1):
+            first_here = none_yet * relevant / (n - i + 1)
+            mrr += first_here / i
+            none_yet -= first_here
+        per_query[names[1]].append(mrr)
+        per_query[names[2]].append(min(recall_k, n) / n if relevant else 0.0)
+    return {name: sum(values) / len(values) if values else 0.0 for name, values in per_query.items()}
