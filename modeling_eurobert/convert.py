@@ -12,7 +12,9 @@ What the conversion changes, explicitly:
 - Tied embeddings (`tie_word_embeddings=True`, e.g. Llama-3.2-1B/3B) are untied: `lm_head` starts as a copy of the
   input embedding, and the two train separately afterwards (the study's architecture has untied embeddings).
 - `<|mask|>` (or `--mask-token`) is added to the tokenizer when it lacks it. Passing an existing token (Llama-3's
-  `<|reserved_special_token_0|>` is id 128002, EuroBERT's mask id) adds nothing.
+  `<|reserved_special_token_0|>` is id 128002, EuroBERT's mask id) adds nothing. The mask token strips the space
+  before it (`lstrip`) and `model_max_length` is the decoder's `max_position_embeddings`
+  (`tokenizer_settings.configure_tokenizer`).
 - A pad token distinct from eos is required (SPEC pitfall). The source's pad is kept when it is not eos; otherwise
   `--pad-token` (default `<|pad|>`) is used, added when missing.
 - Every added token's embedding and LM-head rows are initialised to the mean of the source's rows, so the new
@@ -36,6 +38,7 @@ from huggingface_hub.errors import StrictDataclassError
 from transformers import AutoTokenizer, LlamaConfig
 
 from . import EuroBertClmMlmConfig, EuroBertForCausalLM
+from .tokenizer_settings import configure_tokenizer
 
 SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3")
 WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin")
@@ -221,6 +224,7 @@ def convert(source: str, output: str | Path, mask_token: str = "<|mask|>", pad_t
     if tokenizer.eos_token_id is not None:
         eos_ids.add(tokenizer.eos_token_id)
     added_ids = set_special_tokens(tokenizer, mask_token, pad_token, eos_ids)
+    configure_tokenizer(tokenizer, llama.max_position_embeddings)
 
     model = load_weights(source_dir, config, tied=llama.tie_word_embeddings)
     init_added_rows(model, added_ids)

@@ -1,17 +1,24 @@
-"""Export a bidirectional checkpoint of this project to transformers' native EuroBERT classes (no remote code):
+"""Export a checkpoint of this project to transformers' native EuroBERT classes (no remote code):
 
     python -m modeling_eurobert.export_native out/610m-mlm40-42k out/610m-mlm40-42k-native
+    python -m modeling_eurobert.export_native out/610m-clm-42k out/610m-clm-42k-native --bidirectional
 
 The result loads with `AutoModel*.from_pretrained(path)` WITHOUT `trust_remote_code` into `transformers.EuroBertModel`,
 `EuroBertForMaskedLM`, `EuroBertForSequenceClassification` or `EuroBertForTokenClassification`, with the same
 weights and identical outputs: both models share Llama's parameter names, so only config.json changes
 (model_type "eurobert", native architectures, no auto_map, no `is_causal`). `classifier_pooling`, labels and token
-ids carry over; the tokenizer is copied when the checkpoint has one.
+ids carry over; the tokenizer is copied when the checkpoint has one (`tokenizer_settings.configure_tokenizer`).
 
-Refused, with a one-line error: causal checkpoints (native EuroBERT is bidirectional only), the QA head (native
-EuroBERT has none), and pad_token_id equal to eos (the native embedding uses `padding_idx=pad_token_id`, whose row
-never gets a gradient: eos, the document separator, would stop learning). A checkpoint without a pad id exports
-with `pad_token_id: null` (no padding_idx), not with the native default 128001, which is eos.
+Causal checkpoints (CLM runs, converted decoders: `is_causal: true` or `EuroBertForCausalLM`) are refused unless
+`--bidirectional` says to export them as a bidirectional encoder on purpose. Native EuroBERT is bidirectional only,
+so that is the one way they can run there, and the way the paper fine-tunes and evaluates CLM checkpoints (with our
+classes: `from_pretrained(dir, is_causal=False, trust_remote_code=True)`). A causal LM head becomes native
+`EuroBertForMaskedLM` (same weights), and the exported config.json records `"pretraining_attention": "causal"`.
+
+Also refused, with a one-line error: the QA head (native EuroBERT has none), and pad_token_id equal to eos (the
+native embedding uses `padding_idx=pad_token_id`, whose row never gets a gradient: eos, the document separator,
+would stop learning). A checkpoint without a pad id exports with `pad_token_id: null` (no padding_idx), not with the
+native default 128001, which is eos.
 """
 
 import argparse
@@ -25,6 +32,7 @@ import transformers
 from transformers import AutoTokenizer, EuroBertConfig
 
 from . import EuroBertClmMlmConfig
+from .tokenizer_settings import configure_tokenizer
 
 # Our head -> the native class with the same parameters and the same forward.
 NATIVE_CLASSES = {
@@ -35,6 +43,7 @@ NATIVE_CLASSES = {
 }
 # Keys of our config that the native one must not carry.
 DROPPED_KEYS = ("model_type", "architectures", "auto_map", "is_causal", "transformers_version")
+CAUSAL_RECORD = {"pretraining_attention": "causal"}  # written into the config of a --bidirectional export
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json")
 
 
@@ -42,11 +51,17 @@ class ExportError(ValueError):
     """A checkpoint that cannot be exported to the native classes; the message says why."""
 
 
-def check_exportable(raw: dict) -> str:
+def is_causal_checkpoint(raw: dict) -> bool:
+    """A checkpoint whose saved attention is causal: a CLM run, a converted decoder, or a causal LM head."""
+    return bool(raw.get("is_causal")) or (raw.get("architectures") or [None])[0] == "EuroBertForCausalLM"
+
+
+def check_exportable(raw: dict, bidirectional: bool = False) -> str:
     """Raise a one-line ExportError for checkpoints the native classes cannot reproduce.
 
     Args:
         raw: the checkpoint's config.json as a dict.
+        bidirectional: export a causal checkpoint as a bidirectional encoder (otherwise refused).
 
     Returns:
         The name of the native class to export to.
@@ -57,12 +72,13 @@ def check_exportable(raw: dict) -> str:
     architecture = (raw.get("architectures") or ["EuroBertModel"])[0]
     if architecture == "EuroBertForQuestionAnswering":
         raise ExportError("native transformers EuroBERT has no question-answering head; export another head")
-    if architecture == "EuroBertForCausalLM" or raw.get("is_causal"):
+    if is_causal_checkpoint(raw) and not bidirectional:
         raise ExportError(
-            f"{architecture} with is_causal={raw.get('is_causal')} is causal, but native EuroBERT is bidirectional "
-            "only; export a bidirectional checkpoint (an MLM-trained one saved with is_causal=true: set it to false)"
+            f"{architecture} with is_causal={str(raw.get('is_causal')).lower()} is a causal checkpoint (CLM run or "
+            "converted decoder) and native EuroBERT is bidirectional only; pass --bidirectional to export it as a "
+            "bidirectional encoder on purpose (how the paper fine-tunes CLM checkpoints)"
         )
-    if architecture not in NATIVE_CLASSES:
+    if architecture not in NATIVE_CLASSES and architecture != "EuroBertForCausalLM":
         supported = ", ".join(NATIVE_CLASSES)
         raise ExportError(f"architecture {architecture!r} has no native EuroBERT class; supported: {supported}")
     eos = raw.get("eos_token_id")
@@ -72,23 +88,29 @@ def check_exportable(raw: dict) -> str:
             f"pad_token_id={raw['pad_token_id']} equals eos; the native embedding freezes the pad row "
             "(padding_idx), so set a distinct pad_token_id in config.json first"
         )
+    if architecture == "EuroBertForCausalLM":
+        return "EuroBertForMaskedLM"  # same parameters: the native MLM head is the bidirectional LM head
     return NATIVE_CLASSES[architecture]
 
 
 def native_config(config: dict) -> EuroBertConfig:
     """Our config dict -> native EuroBertConfig. pad_token_id is passed even when None, so the native default
-    (128001, eos) never applies."""
+    (128001, eos) never applies; a causal checkpoint's config records `CAUSAL_RECORD`."""
     fields = {key: value for key, value in config.items() if key not in DROPPED_KEYS}
     fields["pad_token_id"] = config.get("pad_token_id")
+    if is_causal_checkpoint(config):
+        fields.update(CAUSAL_RECORD)
     return EuroBertConfig(**fields)
 
 
-def export_native(checkpoint: str | Path, output: str | Path) -> Path:
-    """Write `checkpoint` (one of our bidirectional heads) as a native transformers EuroBERT checkpoint.
+def export_native(checkpoint: str | Path, output: str | Path, bidirectional: bool = False) -> Path:
+    """Write `checkpoint` (one of our heads) as a native transformers EuroBERT checkpoint.
 
     Args:
         checkpoint: a directory saved by this project (`save_pretrained`).
         output: directory to create; must not exist.
+        bidirectional: export a causal checkpoint (CLM run, converted decoder) as a bidirectional encoder, recorded
+            as `"pretraining_attention": "causal"` in its config; without it such a checkpoint is refused.
 
     Returns:
         The output directory.
@@ -99,7 +121,7 @@ def export_native(checkpoint: str | Path, output: str | Path) -> Path:
     if output.exists():
         raise ExportError(f"OUTPUT {output} already exists; remove it or choose another path")
     raw = json.loads((checkpoint / "config.json").read_text())
-    native_class = getattr(transformers, check_exportable(raw))
+    native_class = getattr(transformers, check_exportable(raw, bidirectional))
 
     model, info = native_class.from_pretrained(
         checkpoint, config=native_config(raw), dtype="auto", output_loading_info=True
@@ -113,7 +135,8 @@ def export_native(checkpoint: str | Path, output: str | Path) -> Path:
     try:
         model.save_pretrained(staging)
         if has_tokenizer:
-            AutoTokenizer.from_pretrained(checkpoint).save_pretrained(staging)
+            tokenizer = AutoTokenizer.from_pretrained(checkpoint)
+            configure_tokenizer(tokenizer, raw.get("max_position_embeddings")).save_pretrained(staging)
         staging.rename(output)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
@@ -123,14 +146,20 @@ def export_native(checkpoint: str | Path, output: str | Path) -> Path:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("checkpoint", help="a bidirectional checkpoint saved by this project")
+    parser.add_argument("checkpoint", help="a checkpoint saved by this project")
     parser.add_argument("output", help="directory to create (must not exist)")
+    parser.add_argument("--bidirectional", action="store_true",
+                        help="export a causal checkpoint (CLM run, converted decoder) as a bidirectional encoder, "
+                             "on purpose: native EuroBERT is bidirectional only")
     args = parser.parse_args(argv)
     try:
-        out = export_native(args.checkpoint, args.output)
+        out = export_native(args.checkpoint, args.output, args.bidirectional)
     except ExportError as error:
         sys.exit(f"error: {error}")
-    print(f"wrote {out}; load it with transformers' AutoModel* classes, no trust_remote_code needed")
+    note = ""
+    if is_causal_checkpoint(json.loads((Path(args.checkpoint) / "config.json").read_text())):
+        note = " (pretrained causally, exported bidirectional: config.json says pretraining_attention=causal)"
+    print(f"wrote {out}{note}; load it with transformers' AutoModel* classes, no trust_remote_code needed")
 
 
 if __name__ == "__main__":

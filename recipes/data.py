@@ -15,7 +15,9 @@ Public API:
   document per line), or a Hub dataset id with its config `name` (online; paper: `FINEWEB_EDU`).
 - `train_toy_tokenizer(corpus, vocab_size, output_dir)` -> byte-level BPE with Llama-3's pre-tokenizer regex and
   special-token roles, deterministic. Ids: bos `<|begin_of_text|>` 0, eos `<|end_of_text|>` 1, mask `<|mask|>` 2,
-  pad `<|pad|>` 3 (Llama-3: 128000, 128001, 128002; pad differs from eos, SPEC pitfall). It adds no bos/eos.
+  pad `<|pad|>` 3 (Llama-3: 128000, 128001, 128002; pad differs from eos, SPEC pitfall). It adds no bos/eos, and
+  `<|mask|>` strips the space before it (`modeling_eurobert.tokenizer_settings`; checkpoints also get
+  `model_max_length` from the model).
 - `load_tokenizer(name_or_path, objective)` -> any fast tokenizer (paper: Llama-3 with `<|mask|>` = 128002).
 - `build_packed_dataset(tokenizer, corpus, block_size, data_seed, cache_dir, num_proc)` -> blocks with columns
   "input_ids" (block_size int32), "block_index" (row position = position in the fixed order) and "stream_index"
@@ -44,9 +46,10 @@ import datasets
 import numpy as np
 import pyarrow as pa
 import torch
-from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
+from modeling_eurobert.tokenizer_settings import configure_tokenizer
 from recipes import artifacts
 from recipes.paths import resolve_data_dir
 
@@ -189,7 +192,7 @@ def train_toy_tokenizer(
 
     Same special-token roles as the paper's Llama-3 tokenizer, at ids bos 0, eos 1, mask 2, pad 3. Deterministic:
     the same corpus and vocab size give a byte-identical tokenizer.json. The tokenizer adds no bos/eos itself
-    (packing appends eos to every document).
+    (packing appends eos to every document); `<|mask|>` strips the space before it, as RoBERTa's `<mask>`.
 
     Args:
         corpus: dataset with a "text" column (e.g. from `load_corpus`).
@@ -224,6 +227,7 @@ def train_toy_tokenizer(
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=backend, bos_token=BOS, eos_token=EOS, mask_token=MASK, pad_token=PAD
     )
+    configure_tokenizer(tokenizer)  # mask lstrip; model_max_length is set by the model that ships it
     with artifacts.atomic_directory(output_dir) as staging:  # a kill mid-save never leaves a truncated tokenizer
         tokenizer.save_pretrained(str(staging))
     return tokenizer
@@ -432,8 +436,9 @@ def tokenize_corpus(
 
 def _tokenize_batch(batch: dict, tokenizer: PreTrainedTokenizerBase) -> dict:
     """Token ids of each document followed by eos (the document separator the model learns)."""
+    # verbose=False: documents longer than the model's context are expected here (they are packed, not truncated)
     encoded = tokenizer(
-        batch["text"], add_special_tokens=False, split_special_tokens=True, return_attention_mask=False
+        batch["text"], add_special_tokens=False, split_special_tokens=True, return_attention_mask=False, verbose=False
     )
     eos = tokenizer.eos_token_id
     return {"input_ids": [ids + [eos] for ids in encoded["input_ids"]]}
@@ -485,8 +490,23 @@ def _read_span(pieces: list[np.ndarray], starts: np.ndarray, offset: int, length
 
 
 def tokenizer_hash(tokenizer: PreTrainedTokenizerBase) -> str:
-    """Identity of a tokenizer (caches, resume checks): its full tokenizer.json and its eos id."""
-    return _hash(tokenizer.backend_tokenizer.to_str(), tokenizer.eos_token_id)
+    """Identity of a tokenizer (caches, resume checks): its full tokenizer.json and its eos id.
+
+    The strip flags of special tokens are left out (hashed as lstrip = rstrip = False): pretraining tokenizes
+    special-token text as text (`split_special_tokens=True`), so they cannot change a block. That keeps the identity
+    of tokenizers saved before `<|mask|>` got `lstrip=True` (`modeling_eurobert.tokenizer_settings`), so their runs
+    still resume and their packed caches are reused.
+    """
+    backend = tokenizer.backend_tokenizer
+    stripping = [t for t in backend.get_added_tokens_decoder().values() if t.special and (t.lstrip or t.rstrip)]
+    if stripping:
+        backend = Tokenizer.from_str(backend.to_str())  # a copy: the caller's tokenizer keeps its flags
+        backend.add_special_tokens([
+            AddedToken(t.content, lstrip=False, rstrip=False, single_word=t.single_word, normalized=t.normalized,
+                       special=True)
+            for t in stripping
+        ])
+    return _hash(backend.to_str(), tokenizer.eos_token_id)
 
 
 def _hash(*parts) -> str:

@@ -26,7 +26,9 @@ if __package__ in (None, ""):  # `python recipes/pretrain.py` / `accelerate laun
 
 from transformers import TrainingArguments  # noqa: E402
 
+from modeling_eurobert.tokenizer_settings import configure_tokenizer  # noqa: E402
 from recipes import artifacts, data  # noqa: E402
+from recipes.sentence_transformers_files import write_sentence_transformers_files  # noqa: E402
 from recipes.training import (  # noqa: E402
     RUN_CONFIG_NAME, LoadOptimizerStateCallback, ObjectiveCollator, PretrainArguments, PretrainingTrainer,
     RecipeParser, SchedulePlanCallback, build_blocks, build_collator, build_model, check_data_identity,
@@ -84,6 +86,7 @@ def prepare(run_args: PretrainArguments, training_args: TrainingArguments) -> Pr
     blocks_per_step = global_batch(training_args)
     train_blocks = select_blocks(blocks, first_block, training_args.max_steps * blocks_per_step, run_args.epochs)
     model = build_model(run_args, tokenizer, training_args.seed)
+    configure_tokenizer(tokenizer, model.config.max_position_embeddings)  # what every checkpoint's tokenizer says
     if run_args.compile == "regional":
         compile_decoder_layers(model)  # in place: parameter names, checkpoints and resume as in an eager run
 
@@ -94,8 +97,8 @@ def prepare(run_args: PretrainArguments, training_args: TrainingArguments) -> Pr
 
 
 def train(run: PreparedRun) -> PretrainingTrainer:
-    """Lock `output_dir`, record the config, train (resuming if a checkpoint exists) and save weights, tokenizer
-    and `run_info.json`."""
+    """Lock `output_dir`, record the config, train (resuming if a checkpoint exists) and save weights, tokenizer,
+    `run_info.json` and the sentence-transformers files."""
     run_args, training_args = run.run_args, run.training_args
     output_dir = Path(training_args.output_dir)
 
@@ -133,6 +136,7 @@ def train(run: PreparedRun) -> PretrainingTrainer:
         trainer.save_model(str(output_dir))
         if trainer.is_world_process_zero():
             write_run_info(output_dir, info(trainer.state.global_step))
+            write_sentence_transformers_files(output_dir, overwrite=True)
         # Every rank waits for the saves, then leaves the process group: a rank that exits with the group still
         # alive can abort in its C++ destructors ("terminate called without an active exception").
         trainer.accelerator.wait_for_everyone()

@@ -8,7 +8,8 @@ What lives here, in reading order:
 - `ObjectiveCollator`: picks CLM or MLM for a batch from the step its blocks belong to (this is how PFS switches
   objective inside one run, whatever the number of workers, processes or resumes);
 - `PretrainingTrainer` and the callbacks: tokens/s and data-pipeline share in the logs, planned checkpoints
-  (decay-branch points, final step), intermediate checkpoints, optimizer reset at the PFS switch, `run_info.json`;
+  (decay-branch points, final step), intermediate checkpoints, optimizer reset at the PFS switch, `run_info.json`
+  and the sentence-transformers files (`recipes.sentence_transformers_files`) in every saved checkpoint;
 - `compile_decoder_layers` (`compile: regional`) and, with `mlm_fixed_shape`, MLM batches whose masked positions
   have a fixed count per block (a static-shape LM head; overflow batches counted in the logs);
 - `train(run_args, training_args)`: the storyboard both recipes call.
@@ -44,6 +45,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from modeling_eurobert import PRESETS, EuroBertForMaskedLM, load_preset
 from modeling_eurobert.modeling_eurobert import EuroBertDecoderLayer
 from recipes import artifacts, data, flops
+from recipes.sentence_transformers_files import write_sentence_transformers_files
 
 logger = logging.getLogger(__name__)
 
@@ -713,7 +715,7 @@ class PretrainingTrainer(Trainer):
 
 class SchedulePlanCallback(TrainerCallback):
     """Saves full checkpoints at the decay-branch points and the last step; resets AdamW at the PFS switch if asked;
-    saves intermediate weights; writes `run_info.json` into every checkpoint the Trainer saves."""
+    saves intermediate weights; writes `run_info.json` and the sentence-transformers files into every checkpoint."""
 
     def __init__(self, trainer_ref: dict, save_steps: set[int], intermediate_steps: set[int], reset_at: int | None, info,
                  objective_at=None):
@@ -738,12 +740,14 @@ class SchedulePlanCallback(TrainerCallback):
             self.trainer_ref["trainer"].save_model(str(path))
             if state.is_world_process_zero:
                 write_run_info(path, self.info(state.global_step, intermediate=True))
+                write_sentence_transformers_files(path, overwrite=True)
         return control
 
     def on_save(self, args, state, control, **kwargs):
         if state.is_world_process_zero:
             path = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
             write_run_info(path, self.info(state.global_step))
+            write_sentence_transformers_files(path, overwrite=True)
 
 
 class LoadOptimizerStateCallback(TrainerCallback):

@@ -107,6 +107,11 @@ def test_mask_and_pad_tokens_are_added_with_mean_rows(llama_dir, tmp_path):
     for ours, theirs in [(model.model.embed_tokens, source.model.embed_tokens), (model.lm_head, source.lm_head)]:
         torch.testing.assert_close(ours.weight[new_ids], theirs.weight.mean(0).expand(2, -1))
     assert tokenizer("the cat <|mask|>")["input_ids"][-1] == tokenizer.mask_token_id
+    # The saved tokenizer knows the model's context, and the mask eats the space before it (RoBERTa's <mask>).
+    assert tokenizer.model_max_length == source.config.max_position_embeddings == 128
+    assert tokenizer.added_tokens_decoder[tokenizer.mask_token_id].lstrip
+    saved = json.loads((out / "tokenizer_config.json").read_text())
+    assert saved["model_max_length"] == 128 and "local_files_only" not in saved and "is_local" not in saved
 
 
 def test_tied_embeddings_are_untied(tmp_path):
@@ -128,6 +133,8 @@ def test_existing_tokens_add_nothing(tmp_path):
     model = AutoModelForCausalLM.from_pretrained(out)
     assert model.config.vocab_size == len(tokenizer) + 5
     assert (model.config.mask_token_id, model.config.pad_token_id) == (3, 4)
+    mask = AutoTokenizer.from_pretrained(out).added_tokens_decoder[3]
+    assert str(mask) == "<|mask|>" and mask.lstrip and not mask.rstrip  # an existing mask token gets the flag too
 
 
 def test_mlm_class_loads_the_converted_checkpoint(llama_dir, tmp_path):

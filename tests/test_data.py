@@ -8,7 +8,7 @@ import datasets
 import numpy as np
 import pytest
 import torch
-from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers, trainers
 from torch.utils.data import DataLoader, SequentialSampler
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
@@ -24,6 +24,7 @@ from recipes.data import (
     load_tokenizer,
     masked_positions_bound,
     tokenize_corpus,
+    tokenizer_hash,
     train_toy_tokenizer,
 )
 
@@ -94,6 +95,39 @@ def test_tokenizer_round_trips_through_save_pretrained(tokenizer_dir, corpus):
     text = corpus[1]["text"]
     assert loaded(text)["input_ids"] == trained(text)["input_ids"]
     assert (loaded.mask_token_id, loaded.pad_token_id, loaded.eos_token_id) == (2, 3, 1)
+
+
+def test_mask_token_strips_the_space_before_it(tokenizer_dir):
+    """"is <|mask|>" -> [Ġis, <|mask|>]: no stray "Ġ" token, which pretraining never put before a mask."""
+    loaded = AutoTokenizer.from_pretrained(str(tokenizer_dir))
+    mask = loaded.added_tokens_decoder[loaded.mask_token_id]
+    assert (mask.lstrip, mask.rstrip, mask.special) == (True, False, True)
+    text_ids = loaded("The capital is", add_special_tokens=False)["input_ids"]
+    masked_ids = loaded("The capital is <|mask|>.", add_special_tokens=False)["input_ids"]
+    assert masked_ids == text_ids + [loaded.mask_token_id, loaded.convert_tokens_to_ids(".")]
+    assert loaded.convert_tokens_to_ids("Ġ") not in masked_ids
+
+
+def _without_mask_lstrip(tokenizer_dir):
+    """The toy tokenizer as it was saved before `<|mask|>` had lstrip (a copy)."""
+    old = PreTrainedTokenizerFast.from_pretrained(str(tokenizer_dir))
+    old.add_special_tokens({"mask_token": AddedToken(MASK, lstrip=False, rstrip=False, normalized=False, special=True)})
+    return old
+
+
+def test_mask_lstrip_changes_neither_packed_blocks_nor_tokenizer_identity(tokenizer_dir, tokenizer, corpus, blocks, tmp_path):
+    """The flag only matters where `<|mask|>` is matched as a token; pretraining keeps special-token text as text, so
+    blocks built before the change are byte-identical, and the tokenizer hash (caches, resume) is unchanged."""
+    old = _without_mask_lstrip(tokenizer_dir)
+    assert old.backend_tokenizer.to_str() != tokenizer.backend_tokenizer.to_str()
+    assert old("is <|mask|>")["input_ids"] != tokenizer("is <|mask|>")["input_ids"]  # the flag does act on text
+    assert tokenizer_hash(old) == tokenizer_hash(tokenizer)
+    old_blocks = build_packed_dataset(old, corpus, BLOCK_SIZE, data_seed=0, cache_dir=tmp_path)  # tokenized again
+    np.testing.assert_array_equal(old_blocks[:]["input_ids"], blocks[:]["input_ids"])
+    assert data_fingerprint(old_blocks) == data_fingerprint(blocks)
+    literal = datasets.Dataset.from_dict({"text": [f"The capital is {MASK}. {MASK}{MASK} x {EOS}"]})
+    assert (tokenize_corpus(old, literal, tmp_path / "old")[:]["input_ids"]
+            == tokenize_corpus(tokenizer, literal, tmp_path / "new")[:]["input_ids"])
 
 
 def _save_tokenizer_without_mask(corpus, path, pad_token):

@@ -87,7 +87,8 @@ def test_export_writes_no_remote_code_and_copies_labels_and_tokenizer(tmp_path):
         tmp_path / "ours"
     )
     export_native(tmp_path / "ours", tmp_path / "native")
-    assert AutoTokenizer.from_pretrained(tmp_path / "native")("good bad")["input_ids"] == [4, 5]
+    exported = AutoTokenizer.from_pretrained(tmp_path / "native")
+    assert exported("good bad")["input_ids"] == [4, 5] and exported.model_max_length == config.max_position_embeddings
     saved = json.loads((tmp_path / "native" / "config.json").read_text())
     assert "auto_map" not in saved and "is_causal" not in saved
     assert saved["architectures"] == ["EuroBertForSequenceClassification"]
@@ -102,10 +103,11 @@ def test_missing_pad_id_exports_as_null_not_eos(tmp_path):
     assert native.config.pad_token_id is None and native.model.embed_tokens.padding_idx is None
 
 
+CAUSAL_REFUSAL = "is a causal checkpoint .*; pass --bidirectional to export it as a bidirectional encoder on purpose"
 REFUSALS = {
     "qa": (EuroBertForQuestionAnswering, {}, "no question-answering head"),
-    "causal-lm": (EuroBertForCausalLM, {"is_causal": True}, "native EuroBERT is bidirectional only"),
-    "causal-classifier": (EuroBertForSequenceClassification, {"is_causal": True}, "is_causal=True is causal"),
+    "causal-lm": (EuroBertForCausalLM, {"is_causal": True}, "EuroBertForCausalLM with is_causal=true " + CAUSAL_REFUSAL),
+    "causal-classifier": (EuroBertForSequenceClassification, {"is_causal": True}, CAUSAL_REFUSAL),
     "pad-is-eos": (EuroBertForMaskedLM, {"pad_token_id": 2}, "pad_token_id=2 equals eos"),
 }
 
@@ -127,3 +129,48 @@ def test_cli_refuses_existing_output_and_foreign_checkpoints(tmp_path):
     transformers.LlamaConfig(vocab_size=99, hidden_size=32, num_attention_heads=4).save_pretrained(tmp_path / "llama")
     with pytest.raises(SystemExit, match="model_type='llama'"):
         main([str(tmp_path / "llama"), str(tmp_path / "out")])
+
+
+def clm_run_checkpoint(path):
+    """A CLM checkpoint as the pretraining recipe saves it: the MLM class, with is_causal=true in config.json."""
+    torch.manual_seed(0)
+    model = EuroBertForMaskedLM(tiny_config()).eval()
+    model.config.is_causal = True  # what SchedulePlanCallback records after a CLM step
+    model.save_pretrained(path)
+    return model
+
+
+@pytest.mark.parametrize("source", ["clm-run", "converted-decoder"])
+def test_causal_checkpoint_exports_bidirectional_on_purpose(tmp_path, source):
+    if source == "clm-run":
+        ours = clm_run_checkpoint(tmp_path / "ours")
+    else:  # modeling_eurobert.convert's output: EuroBertForCausalLM, is_causal=true
+        ours = EuroBertForCausalLM(tiny_config()).eval()
+        ours.save_pretrained(tmp_path / "ours")
+    assert json.loads((tmp_path / "ours" / "config.json").read_text())["is_causal"] is True
+    with pytest.raises(SystemExit, match="error: .* is a causal checkpoint .* pass --bidirectional"):
+        main([str(tmp_path / "ours"), str(tmp_path / "refused")])
+    assert not (tmp_path / "refused").exists()
+
+    main([str(tmp_path / "ours"), str(tmp_path / "native"), "--bidirectional"])
+    native = AutoModelForMaskedLM.from_pretrained(tmp_path / "native").eval()  # no trust_remote_code
+    assert type(native) is transformers.EuroBertForMaskedLM
+    saved = json.loads((tmp_path / "native" / "config.json").read_text())
+    assert saved["pretraining_attention"] == "causal" and "is_causal" not in saved
+    input_ids, attention_mask = padded_batch()
+    with torch.no_grad():
+        bidirectional = ours(input_ids, attention_mask=attention_mask, is_causal=False).logits
+        causal = ours(input_ids, attention_mask=attention_mask, is_causal=True).logits
+        exported = native(input_ids, attention_mask=attention_mask).logits
+    torch.testing.assert_close(exported, bidirectional, rtol=0, atol=0)
+    assert not torch.allclose(exported, causal)
+
+
+def test_bidirectional_export_keeps_the_other_refusals(tmp_path):
+    EuroBertForCausalLM(tiny_config(pad_token_id=2)).save_pretrained(tmp_path / "pad-is-eos")
+    with pytest.raises(ExportError, match="pad_token_id=2 equals eos"):
+        export_native(tmp_path / "pad-is-eos", tmp_path / "native", bidirectional=True)
+    EuroBertForQuestionAnswering(tiny_config(is_causal=True)).save_pretrained(tmp_path / "qa")
+    with pytest.raises(ExportError, match="no question-answering head"):
+        export_native(tmp_path / "qa", tmp_path / "native", bidirectional=True)
+    assert not (tmp_path / "native").exists()

@@ -411,6 +411,45 @@ def test_remote_code_in_fresh_process_without_project_gives_identical_outputs(tm
     assert result.returncode == 0 and "remote-ok" in result.stdout, result.stderr[-3000:]
 
 
+def test_clm_checkpoint_loads_bidirectionally_with_is_causal_override_in_fresh_process(tmp_path):
+    """A CLM checkpoint (the MLM class saved with is_causal=true, as the pretraining recipe saves it) loads causal
+    into AutoModel and the task heads by default; `from_pretrained(dir, is_causal=False, trust_remote_code=True)`
+    overrides the config field, so every head runs bidirectionally, as the paper fine-tunes CLM checkpoints.
+    Checked through remote code in a process that cannot import this project."""
+    torch.manual_seed(1)
+    model = EuroBertForMaskedLM(tiny_config()).eval()
+    model.config.is_causal = True
+    model.save_pretrained(tmp_path / "clm")
+    assert json.loads((tmp_path / "clm" / "config.json").read_text())["is_causal"] is True
+    input_ids, attention_mask = batch()
+    with torch.no_grad():
+        expected = {causal: model.model(input_ids, attention_mask, is_causal=causal).last_hidden_state
+                    for causal in (False, True)}
+    torch.save({"input_ids": input_ids, "attention_mask": attention_mask, "expected": expected}, tmp_path / "io.pt")
+    script = textwrap.dedent(f"""
+        import importlib.util, torch, transformers
+        assert importlib.util.find_spec("modeling_eurobert") is None, "the project must not be importable here"
+        io, path = torch.load({str(tmp_path / 'io.pt')!r}), {str(tmp_path / 'clm')!r}
+        def hidden(model):
+            backbone = getattr(model, "model", model)
+            with torch.no_grad():
+                return backbone(io["input_ids"], attention_mask=io["attention_mask"]).last_hidden_state
+        default = transformers.AutoModel.from_pretrained(path, trust_remote_code=True).eval()
+        assert default.config.is_causal is True and torch.equal(hidden(default), io["expected"][True])
+        for name in ("AutoModel", "AutoModelForSequenceClassification", "AutoModelForTokenClassification",
+                     "AutoModelForQuestionAnswering", "AutoModelForMaskedLM"):
+            model = getattr(transformers, name).from_pretrained(path, is_causal=False, trust_remote_code=True).eval()
+            assert model.config.is_causal is False, name
+            assert torch.equal(hidden(model), io["expected"][False]), name
+        print("bidirectional-ok")
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(HF_HOME=str(tmp_path / "hf_home"), HF_HUB_OFFLINE="1")
+    result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, stdin=subprocess.DEVNULL,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and "bidirectional-ok" in result.stdout, result.stderr[-3000:]
+
+
 def test_sentence_transformers_mean_pooling_matches_pool(tmp_path):
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer import modules as models

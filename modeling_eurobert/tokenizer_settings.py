@@ -1,0 +1,55 @@
+"""The settings every tokenizer saved beside a model of this project carries (toy BPE, converted decoders and every
+checkpoint the recipes save):
+
+    from modeling_eurobert.tokenizer_settings import configure_tokenizer
+    configure_tokenizer(tokenizer, model.config.max_position_embeddings)
+    tokenizer.save_pretrained(directory)
+
+- The mask token strips the space before it (`lstrip=True, rstrip=False`, as RoBERTa's `<mask>`), so
+  "The capital is <|mask|>." gives [..., "Ġis", <|mask|>, "."], not a stray "Ġ" token before the mask: the model
+  never saw one there, since pretraining replaces a whole token (space included) with the mask.
+- `model_max_length` is the model's `max_position_embeddings`, so truncation and the "sequence too long" warning
+  know the model's context (a tokenizer trained here or loaded from a Llama has none, or 131072).
+- Loader bookkeeping that transformers copies into `init_kwargs` (`is_local`, `local_files_only`) is dropped, so a
+  published tokenizer_config.json does not say `"local_files_only": true`.
+
+Pretraining is unaffected: it tokenizes special-token text as plain text (`split_special_tokens=True`), so the mask
+token's strip flags never change a packed block (tested in tests/test_data.py).
+"""
+
+from tokenizers import AddedToken
+
+LOADER_KEYS = ("is_local", "local_files_only")  # written back by save_pretrained after a local load; not settings
+
+
+def mask_added_token(content: str) -> AddedToken:
+    """The mask token as the tokenizer should hold it: special, unnormalized, eats the space before it."""
+    return AddedToken(content, lstrip=True, rstrip=False, single_word=False, normalized=False, special=True)
+
+
+def configure_tokenizer(tokenizer, model_max_length: int | None = None):
+    """Set the mask token's strip flags and `model_max_length` on a fast tokenizer, in place.
+
+    Args:
+        tokenizer: a transformers fast tokenizer; one without a mask token keeps its tokens as they are.
+        model_max_length: the model's `max_position_embeddings`; None leaves the tokenizer's own value.
+
+    Returns:
+        The same tokenizer (its vocabulary and ids are unchanged).
+    """
+    if model_max_length is not None:
+        if not isinstance(model_max_length, int) or model_max_length < 1:
+            raise ValueError(f"model_max_length={model_max_length!r} must be a positive integer (max_position_embeddings)")
+        tokenizer.model_max_length = model_max_length
+    if tokenizer.mask_token is not None:
+        size, mask_id = len(tokenizer), tokenizer.mask_token_id
+        # Re-adding an existing token updates its flags in the backend (same id, nothing added).
+        tokenizer.add_special_tokens({"mask_token": mask_added_token(str(tokenizer.mask_token))})
+        if len(tokenizer) != size or tokenizer.mask_token_id != mask_id:
+            raise ValueError(f"setting the flags of mask token {tokenizer.mask_token!r} changed the vocabulary")
+    for key in LOADER_KEYS:
+        tokenizer.init_kwargs.pop(key, None)
+    return tokenizer
+
+
+__all__ = ["configure_tokenizer", "mask_added_token"]

@@ -1,0 +1,161 @@
+"""Held-out pretraining loss: CLM and MLM losses of checkpoints on blocks no run trains on.
+
+    python -m recipes.heldout --model out/610m-clm-42k --model out/610m-mlm40-42k --tokenizer out/610m-clm-42k \
+        --block_size 128 --blocks 64 --output heldout.csv
+
+Every checkpoint is scored with both objectives on the same blocks of the corpus's validation split (the bundle's
+`valid`), packed exactly as training packs (eos after every document, `block_size` blocks, the `data_seed` order):
+the next-token loss with causal attention and the MLM loss at `mlm_probability` with bidirectional attention and
+masks seeded per block (`recipes.data.PretrainingCollator`), so every model is scored on the same masked positions. A
+checkpoint and its intermediate checkpoints give a learning curve; comparing the CLM and MLM runs on both losses
+shows what each objective learned, beside the fine-tuning results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+import torch
+
+from recipes import artifacts, data
+
+CSV_COLUMNS = ("model", "step", "tokens_seen", "clm_loss", "mlm_loss", "mlm_probability", "blocks", "block_size")
+
+
+@torch.no_grad()
+def heldout_losses(model_dir: str | Path, blocks, tokenizer, mlm_probability: float = 0.4, batch_size: int = 16,
+                   masking_seed: int = 0) -> dict:
+    """Mean per-token CLM and MLM losses of one checkpoint on `blocks` (a packed dataset).
+
+    Args:
+        model_dir: a checkpoint directory (loaded with `EuroBertForMaskedLM`; CLM checkpoints load unchanged).
+        blocks: packed blocks ("input_ids", "block_index").
+        tokenizer: the tokenizer the blocks were packed with (its mask token is used).
+        mlm_probability: masking ratio of the MLM loss.
+        batch_size: blocks per forward pass.
+        masking_seed: seed of the per-block masks (the same masks for every model).
+    """
+    from modeling_eurobert import EuroBertForMaskedLM
+
+    model = EuroBertForMaskedLM.from_pretrained(str(model_dir), dtype=torch.float32).eval()
+    clm = data.PretrainingCollator("clm", tokenizer)
+    mlm = data.PretrainingCollator("mlm", tokenizer, mlm_probability=mlm_probability, seed=masking_seed)
+    totals = {"clm": [0.0, 0], "mlm": [0.0, 0]}
+    for start in range(0, len(blocks), batch_size):
+        examples = [blocks[i] for i in range(start, min(start + batch_size, len(blocks)))]
+        for objective, collate in (("clm", clm), ("mlm", mlm)):
+            batch = collate(examples)
+            labels = batch["labels"]
+            if objective == "clm":  # position t predicts token t + 1
+                labels = torch.cat([labels[:, 1:], torch.full_like(labels[:, :1], -100)], dim=1)
+            count = int((labels != -100).sum())
+            loss = model(input_ids=batch["input_ids"], labels=labels, is_causal=objective == "clm").loss
+            totals[objective][0] += float(loss) * count
+            totals[objective][1] += count
+    return {f"{k}_loss": total / max(count, 1) for k, (total, count) in totals.items()}
+
+
+def heldout_blocks(tokenizer, block_size: int, n_blocks: int, cache_dir: str | Path, data_dir=None, data_seed: int = 0,
+                   source: str = "bundle"):
+    """The first `n_blocks` packed blocks of the corpus's validation split (fewer if it holds fewer)."""
+    corpus = data.load_corpora(source, data_dir, split="valid")
+    blocks = data.build_packed_dataset(tokenizer, corpus, block_size, data_seed, cache_dir)
+    return blocks.select(range(min(n_blocks, len(blocks))))
+
+
+def score_checkpoints(models: list[str | Path], tokenizer_dir: str | Path, block_size: int, n_blocks: int,
+                      cache_dir: str | Path, data_dir=None, mlm_probability: float = 0.4) -> list[dict]:
+    """One row per checkpoint: its run_info name, paper-scale step, tokens seen and both held-out losses."""
+    tokenizer = data.load_tokenizer(tokenizer_dir, objective="mlm")
+    blocks = heldout_blocks(tokenizer, block_size, n_blocks, cache_dir, data_dir)
+    rows = []
+    for model in models:
+        info = artifacts.read_json(Path(model) / artifacts.RUN_INFO_NAME, "run info")
+        run, _, step = info["name"].rpartition("-")
+        paper_steps = int(step) if step.isdigit() and Path(model).parent.name == artifacts.INTERMEDIATE_DIR else None
+        losses = heldout_losses(model, blocks, tokenizer, mlm_probability)
+        rows.append({"model": run if paper_steps else info["name"], "step": paper_steps or _final_step(info),
+                     "tokens_seen": info["tokens_seen"], **losses, "mlm_probability": mlm_probability,
+                     "blocks": len(blocks), "block_size": block_size})
+    return rows
+
+
+def _final_step(info: dict) -> int:
+    """The paper-scale step of a final checkpoint: the total steps its name says."""
+    from recipes import names
+
+    try:
+        return names.parse_name(info["name"])["total_steps"]
+    except ValueError:
+        return info["steps"]
+
+
+def write_csv(rows: list[dict], path: str | Path) -> Path:
+    lines = [",".join(CSV_COLUMNS)]
+    lines += [",".join(_fmt(r[c]) for c in CSV_COLUMNS) for r in rows]
+    return artifacts.write_text_atomic(path, "\n".join(lines) + "\n")
+
+
+def _fmt(value) -> str:
+    return f"{value:.5f}" if isinstance(value, float) and math.isfinite(value) else str(value)
+
+
+def plot(rows: list[dict], path: str | Path) -> Path | None:
+    """Held-out CLM and MLM loss against the pretraining step, one line per run (the learning curves)."""
+    runs = sorted({r["model"] for r in rows})
+    if not any(sum(r["model"] == m for r in rows) > 1 for m in runs):
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    for ax, loss in zip(axes, ("clm_loss", "mlm_loss")):
+        for run in runs:
+            points = sorted((r["step"], r[loss]) for r in rows if r["model"] == run)
+            ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=run)
+        ax.set_xlabel("pretraining step (paper scale)")
+        ax.set_ylabel(f"held-out {loss.split('_')[0].upper()} loss (nats/token)")
+        ax.set_title(f"held-out {loss.split('_')[0].upper()} loss")
+    axes[1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    mlm_p = rows[0]["mlm_probability"]
+    fig.text(0.01, 0.005, f"Learning curves on {rows[0]['blocks']} held-out blocks of {rows[0]['block_size']} tokens "
+             f"(the corpus's validation split): next-token loss with causal attention (left) and masked-token loss at "
+             f"{mlm_p:.0%} masking with bidirectional attention, the same masks for every model (right).",
+             fontsize=7, va="bottom", ha="left", wrap=True)
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    fig.savefig(path, dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    return Path(path)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", action="append", required=True, help="checkpoint directory (repeatable)")
+    parser.add_argument("--tokenizer", required=True, help="the tokenizer the models were trained with")
+    parser.add_argument("--block_size", type=int, required=True)
+    parser.add_argument("--blocks", type=int, default=64, help="held-out blocks to score (default 64)")
+    parser.add_argument("--mlm_probability", type=float, default=0.4)
+    parser.add_argument("--data_dir", default=None, help="data bundle (default: $MLM_VS_CLM_DATA, ../shared/data)")
+    parser.add_argument("--cache_dir", default=".cache/pretrain", help="where the packed held-out blocks are cached")
+    parser.add_argument("--output", required=True, help="CSV to write (a PNG of the curves is written beside it)")
+    args = parser.parse_args(argv)
+    try:
+        for model in args.model:
+            if not (Path(model) / artifacts.RUN_INFO_NAME).is_file():
+                raise FileNotFoundError(f"{model} has no {artifacts.RUN_INFO_NAME}; pass checkpoints of recipes/pretrain.py")
+        rows = score_checkpoints(args.model, args.tokenizer, args.block_size, args.blocks, args.cache_dir,
+                                 args.data_dir, args.mlm_probability)
+    except (ValueError, FileNotFoundError) as error:
+        parser.error(str(error))
+    write_csv(rows, args.output)
+    plot(rows, Path(args.output).with_suffix(".png"))
+    print(f"held-out losses of {len(rows)} checkpoint(s) written to {args.output}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

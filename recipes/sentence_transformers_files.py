@@ -1,0 +1,120 @@
+"""The sentence-transformers files a model directory ships so that it works as a sentence-embedding model as is:
+
+    from recipes.sentence_transformers_files import write_sentence_transformers_files
+    write_sentence_transformers_files("out/610m-mlm40-42k")      # after save_pretrained (model + tokenizer)
+
+    from sentence_transformers import SentenceTransformer          # then, anywhere:
+    model = SentenceTransformer("out/610m-mlm40-42k", trust_remote_code=True)
+    model.encode_query(["what is MLM?"]); model.encode_document(["Masked language modeling is ..."])
+
+The pipeline is the one the evaluation builds for retrieval (`evaluation/retrieval.py::build_model`): the encoder
+(`AutoModel`, bidirectional: `is_causal=False` even for a CLM checkpoint, as the paper fine-tunes every model),
+masked mean pooling over every token (prompt included), cosine similarity, and the prompts "Query: " / "Document: "
+(SPEC), applied by `encode_query` / `encode_document`. The same input gives the same embedding as `build_model`
+(tested). The pretraining recipes write these files into every checkpoint they save (final, `checkpoint-N`,
+`intermediate/step-N`); any other saved model directory (a fine-tuned IR model, another encoder) can get them too.
+
+Files (relative to the model directory), in the layout sentence-transformers has read since v3 (module types
+`sentence_transformers.models.*`, `config_args`, legacy pooling keys), so older installs load them as well; the
+tests load them with the pinned 6.2:
+- `modules.json`: Transformer (the directory itself) -> Pooling (`1_Pooling/`);
+- `sentence_bert_config.json`: `max_seq_length` (default: the model's `max_position_embeddings`) and, for configs
+  with an `is_causal` field (this project's), `config_args: {"is_causal": false}`;
+- `config_sentence_transformers.json`: the prompts and cosine similarity;
+- `1_Pooling/config.json`: mean pooling over `hidden_size` dimensions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from recipes import artifacts
+
+PROMPTS = {"query": "Query: ", "document": "Document: "}  # SPEC's IR prefixes
+POOLING_DIR = "1_Pooling"
+SENTENCE_TRANSFORMERS_FILES = ("modules.json", "sentence_bert_config.json", "config_sentence_transformers.json",
+                               f"{POOLING_DIR}/config.json")  # what a Hub upload of a checkpoint must include
+
+
+def sentence_transformers_files(config: dict, max_seq_length: int | None = None, prompts: dict | None = None,
+                                is_causal: bool | None = False) -> dict[str, dict | list]:
+    """The contents of the files, {relative path: JSON payload}, for a model whose config.json is `config`.
+
+    Args:
+        config: the model's config.json as a dict (needs `hidden_size`; `max_position_embeddings` when
+            `max_seq_length` is None).
+        max_seq_length: longest input in tokens (longer ones are truncated); default: `max_position_embeddings`.
+        prompts: {"query": ..., "document": ...}; default `PROMPTS`.
+        is_causal: attention of the encoder when the config has an `is_causal` field: False (bidirectional, the
+            evaluation's default), True, or None (the checkpoint's own `is_causal`).
+    """
+    prompts = dict(PROMPTS if prompts is None else prompts)
+    if not prompts or not all(isinstance(k, str) and isinstance(v, str) for k, v in prompts.items()):
+        raise ValueError(f"prompts={prompts!r} must map prompt names to strings, e.g. {PROMPTS}")
+    dimension = config.get("hidden_size")
+    if not isinstance(dimension, int) or dimension < 1:
+        raise ValueError(f"config.json has no hidden_size ({dimension!r}); the pooling needs the embedding dimension")
+    if max_seq_length is None:
+        max_seq_length = config.get("max_position_embeddings")
+    if not isinstance(max_seq_length, int) or max_seq_length < 1:
+        raise ValueError(f"max_seq_length={max_seq_length!r}: pass a positive integer (config.json has no "
+                         "max_position_embeddings)")
+    transformer = {"max_seq_length": max_seq_length, "do_lower_case": False}
+    if is_causal is not None and "is_causal" in config:  # other encoders (BERT, native EuroBERT) have no such field
+        transformer["config_args"] = {"is_causal": is_causal}
+    return {
+        "modules.json": [
+            {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+            {"idx": 1, "name": "1", "path": POOLING_DIR, "type": "sentence_transformers.models.Pooling"},
+        ],
+        "sentence_bert_config.json": transformer,
+        "config_sentence_transformers.json": {
+            "model_type": "SentenceTransformer", "prompts": prompts, "default_prompt_name": None,
+            "similarity_fn_name": "cosine",
+        },
+        f"{POOLING_DIR}/config.json": {
+            "word_embedding_dimension": dimension, "pooling_mode_cls_token": False, "pooling_mode_mean_tokens": True,
+            "pooling_mode_max_tokens": False, "pooling_mode_mean_sqrt_len_tokens": False,
+            "pooling_mode_weightedmean_tokens": False, "pooling_mode_lasttoken": False, "include_prompt": True,
+        },
+    }
+
+
+def write_sentence_transformers_files(directory: str | os.PathLike, max_seq_length: int | None = None,
+                                      prompts: dict | None = None, is_causal: bool | None = False,
+                                      overwrite: bool = False) -> list[Path]:
+    """Write the sentence-transformers files into a saved model directory (each one atomically).
+
+    Args:
+        directory: a `save_pretrained` directory holding config.json (and the tokenizer).
+        max_seq_length, prompts, is_causal: see `sentence_transformers_files`.
+        overwrite: replace files that exist with other contents (a caller that owns the directory, such as the
+            pretraining recipes); otherwise such a file is refused. Files with the same contents are left as they are.
+
+    Returns:
+        The paths written.
+
+    Raises:
+        FileNotFoundError: no config.json in `directory`.
+        FileExistsError: a file exists with other contents and `overwrite` is False.
+    """
+    directory = Path(directory)
+    config = artifacts.read_json(directory / "config.json", "model config")
+    payloads = sentence_transformers_files(config, max_seq_length, prompts, is_causal)
+    texts = {name: json.dumps(payload, indent=2) + "\n" for name, payload in payloads.items()}
+    clashes = [name for name, text in texts.items()
+               if (directory / name).is_file() and (directory / name).read_text(encoding="utf-8") != text]
+    if clashes and not overwrite:
+        raise FileExistsError(f"{directory} already holds {', '.join(clashes)} with other contents; remove them "
+                              "or pass overwrite=True")
+    written = []
+    for name, text in texts.items():
+        path = directory / name
+        if not path.is_file() or path.read_text(encoding="utf-8") != text:
+            written.append(artifacts.write_text_atomic(path, text))
+    return written
+
+
+__all__ = ["PROMPTS", "SENTENCE_TRANSFORMERS_FILES", "sentence_transformers_files", "write_sentence_transformers_files"]
