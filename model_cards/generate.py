@@ -1,18 +1,25 @@
 """Model cards and the results dataset card, built with huggingface_hub's `ModelCard` / `DatasetCard`.
 
-    python -m model_cards.generate CHECKPOINT_DIR [--summary report/summary.csv]    # -> CHECKPOINT_DIR/README.md
-    python -m model_cards.generate --results results/ --summary report/summary.csv  # -> report/README.md
+    python -m model_cards.generate CHECKPOINT_DIR [--summary report/summary.csv --results results/]  # -> CHECKPOINT_DIR/README.md
+    python -m model_cards.generate --results results/ --summary report/summary.csv                  # -> report/README.md
 
 A card never replaces a file that this tool did not write (`--force` to do it anyway).
 
-A card is filled from what the run recorded (`run_info.json` next to the weights) and from the evaluation
-summary (`summary.csv`); the Jinja templates (`template.md`, `results_template.md`) hold no logic beyond loops.
-Names follow the study's grammar (SPEC "Model card naming grammar"), parsed by `parse_name`:
+A card is filled from what the run recorded (`run_info.json` and `config.json` next to the weights), from the
+evaluation summary (`summary.csv`) and from the per-run results (which data each score was computed on, and proof
+that the scores are of these very weights); the Jinja templates (`template.md`, `results_template.md`) hold no
+logic beyond loops and optional sections. Names of the study's grammar (SPEC "Model card naming grammar", parsed
+by `recipes.names.parse_name`) are explained part by part:
 
     <size>-<objective>[ratio]-<steps>            610m-mlm40-42k, 1b-clm-42k
     <size>-clm-<k1>-mlm<ratio>-<total>           610m-clm-10k-mlm40-42k   (two phases, PFS)
     <size>-<base>-dec<steps>-mlm<ratio>-<total>  610m-clm-dec42k-mlm40-44k (continued pretraining, CPT)
     <name>-<step>                                610m-clm-42k-1000        (intermediate checkpoint)
+
+Any other checkpoint with a `run_info.json` (an encoder made with `recipes/cpt.py` from your own decoder, a run
+named `my-encoder`) is described from what `run_info.json` records. A run that borrowed a recipe's config (and so
+its name) but trained something else, e.g. CPT from a converted Llama with the `610m-clm-dec42k-mlm40-44k` config,
+is named after its repo (or folder) and described as what it is.
 """
 
 import argparse
@@ -20,17 +27,30 @@ import csv
 import json
 import math
 import re
-
 from pathlib import Path
 
 from huggingface_hub import DatasetCard, DatasetCardData, EvalResult, ModelCard, ModelCardData
 
+from model_cards.public import LOCAL, without_local_paths
+from model_cards.results_dataset import (
+    OFFLINE_DATA,
+    PREDICTIONS_FOLDER,
+    RESULTS_FOLDER,
+    RUNS_FILE,
+    dataset_configs,
+    record_source,
+    task_test_data,
+)
 from recipes import artifacts
 from recipes.names import parse_name
 
 TEMPLATE = Path(__file__).with_name("template.md")
 RESULTS_TEMPLATE = Path(__file__).with_name("results_template.md")
 ARXIV_ID = "2507.00994"
+LICENSE = "apache-2.0"  # the repository's LICENSE; EuroBERT, whose architecture and tokenizer the study uses, is Apache-2.0
+# The results quote task data (SQuAD answer spans, CC BY-SA 4.0), so they are share-alike; the scores are ours.
+RESULTS_LICENSE = "cc-by-sa-4.0"
+PLACEHOLDER_ORG = "your-org"  # namespace of repo ids when no --org/--repo-id is given; model_cards.push refuses it
 
 # model-index task types, one per evaluation family (SPEC "Evaluation protocol").
 FAMILY_TASK_TYPES = {
@@ -41,18 +61,39 @@ FAMILY_TASK_TYPES = {
 }
 RUN_INFO_KEYS = ("name", "size", "objective", "mlm_probability", "steps", "pfs_switch_step", "cpt_base", "preset",
                  "run_config", "training_args", "versions", "git_commit", "data", "tokens_seen")
-# TrainingArguments worth showing on a card; the full set stays in run_info.json.
-TRAINING_ARG_KEYS = ("learning_rate", "lr_scheduler_type", "lr_scheduler_kwargs", "warmup_steps", "max_steps",
-                     "per_device_train_batch_size", "gradient_accumulation_steps", "weight_decay", "adam_beta1",
-                     "adam_beta2", "adam_epsilon", "max_grad_norm", "bf16", "seed", "data_seed")
 SUMMARY_COLUMNS = ("model", "task", "family", "metric", "best_lr", "n_seeds", "mean", "ci_low", "ci_high", "std",
                    "n_diverged")
+# The card's hyperparameter tables: the settings that decide the weights (run_info's `run_config`), grouped. Keys
+# not listed land in "Other", so nothing recorded is hidden; run_info.json keeps the complete TrainingArguments.
+HYPERPARAMETER_GROUPS = (
+    ("Model", ("model_preset", "model_name_or_path", "tokenizer_name_or_path", "toy_vocab_size")),
+    ("Data", ("corpus_source", "corpus_name", "max_docs", "block_size", "epochs", "data_seed", "data_start_block",
+              "global_batch_size", "per_device_train_batch_size", "gradient_accumulation_steps", "world_size")),
+    ("Objective", ("objective", "mlm_probability", "mask_replace_prob", "random_replace_prob", "masking_seed",
+                   "switch_step", "reset_optimizer_at_switch")),
+    ("Optimisation", ("optim", "learning_rate", "lr_scheduler_type", "lr_scheduler_kwargs", "warmup_steps",
+                      "max_steps", "weight_decay", "weight_decay_scope", "adam_beta1", "adam_beta2", "adam_epsilon",
+                      "max_grad_norm", "bf16", "fp16", "seed")),
+    ("Budgets and checkpoints", ("decay_branches", "branch_from", "intermediate_steps")),
+    ("Continued pretraining", ("keep_optimizer_state",)),
+)
+SHOWN_ELSEWHERE = {"format", "data", "study_preset"}  # the Training table shows them
+MLM_ONLY = {"mlm_probability", "mask_replace_prob", "random_replace_prob", "masking_seed"}
+GENERATED_MARKER = "<!-- written by model_cards.generate: regenerate it rather than edit it -->"
 
 
+# ---------------------------------------------------------------------------------------------------- names
 def _objective_words(objective: str, ratio: int | None) -> str:
     if objective == "clm":
         return "causal language modeling (CLM, next-token prediction)"
     return f"masked language modeling (MLM) with a {ratio}% masking ratio"
+
+
+def _parse(name: str) -> dict | None:
+    try:
+        return parse_name(name)
+    except ValueError:
+        return None
 
 
 def name_lines(name: str) -> list[str]:
@@ -68,10 +109,9 @@ def name_lines(name: str) -> list[str]:
                      f"{p['total_steps'] - p['switch_step']:,} steps, in the same run (PFS: optimizer state, "
                      "learning-rate schedule and data position carry over).")
     else:
-        base_run = f"{p['size']}-{p['base']}-{p['base_steps'] // 1000}k"
         base_ratio = int(p["base"][3:]) if p["base"] != "clm" else None
         lines.append(f"`{p['base']}-dec{p['base_steps'] // 1000}k`: continued pretraining (CPT) starts from the "
-                     f"decayed {p['base_steps']:,}-step checkpoint `{base_run}` "
+                     f"decayed {p['base_steps']:,}-step checkpoint `{_cpt_base_name(p)}` "
                      f"({_objective_words(p['base'][:3], base_ratio)}).")
         lines.append(f"`mlm{p['ratio']}`: CPT objective, {_objective_words('mlm', p['ratio'])} for "
                      f"{p['total_steps'] - p['base_steps']:,} more steps.")
@@ -81,8 +121,12 @@ def name_lines(name: str) -> list[str]:
     return lines
 
 
+def _cpt_base_name(p: dict) -> str:
+    return f"{p['size']}-{p['base']}-{p['base_steps'] // 1000}k"
+
+
 def describe_name(name: str) -> str:
-    """Explain a model name in one paragraph.
+    """Explain a model name of the study's grammar in one paragraph.
 
     Args:
         name: a model name of the study's grammar (see `parse_name`).
@@ -102,7 +146,7 @@ def describe_name(name: str) -> str:
                 f"{p['switch_step']:,} steps, then {_objective_words('mlm', p['ratio'])} for the remaining "
                 f"{p['total_steps'] - p['switch_step']:,}")
     else:
-        body = (f"continued pretraining (CPT) of the decayed {p['base_steps']:,}-step "
+        body = (f"made by continued pretraining (CPT) of the decayed {p['base_steps']:,}-step "
                 f"{p['base'].upper()} checkpoint with {_objective_words('mlm', p['ratio'])} for "
                 f"{p['total_steps'] - p['base_steps']:,} more steps ({p['total_steps']:,} in all)")
     if p["step"] is not None:
@@ -110,30 +154,38 @@ def describe_name(name: str) -> str:
     return f"{head} {body}."
 
 
-def load_run_info(checkpoint_dir: Path) -> dict:
-    """Read and check `run_info.json` of a checkpoint folder (all contract keys present)."""
-    path = Path(checkpoint_dir) / "run_info.json"
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} not found: pass a checkpoint folder written by recipes/pretrain.py")
-    info = artifacts.read_json(path, "run info")
-    missing = [k for k in RUN_INFO_KEYS if k not in info]
-    if missing:
-        raise ValueError(f"{path} lacks {missing}: re-save the checkpoint with the current recipes/pretrain.py")
-    return info
+def describe_run(name: str, info: dict, step: int | None) -> str:
+    """Explain a checkpoint whose name is outside the grammar, from what its `run_info.json` records."""
+    size = f"a `{info['size']}`-size encoder" if info["size"] else "an encoder"
+    ratio = round(info["mlm_probability"] * 100) if info["objective"] == "mlm" else None
+    steps = info["run_config"].get("training_args", {}).get("max_steps") if step is not None else None
+    steps = steps or info["steps"]
+    if info["cpt_base"] is not None:
+        body = (f"made by continued pretraining (CPT) of `{info['cpt_base']}` with {_objective_words('mlm', ratio)} "
+                f"for {steps:,} steps")
+    elif info["pfs_switch_step"] is not None:
+        body = (f"trained for {steps:,} steps in two phases (PFS): CLM for the first {info['pfs_switch_step']:,} "
+                f"steps, then {_objective_words('mlm', ratio)}")
+    else:
+        body = f"trained for {steps:,} steps with {_objective_words(info['objective'], ratio)}"
+    if step is not None:
+        return f"{name}: {size}, intermediate checkpoint at step {step:,} of its run, which is {body}."
+    return f"{name}: {size} {body}."
+
+
+def _intermediate_step(checkpoint_dir: Path) -> int | None:
+    match = re.fullmatch(r"step-(\d+)", checkpoint_dir.name)
+    return int(match[1]) if match and checkpoint_dir.parent.name == artifacts.INTERMEDIATE_DIR else None
 
 
 def checkpoint_name(checkpoint_dir: Path, info: dict) -> str:
-    """The model name of a checkpoint: run_info's name, plus "-<step>" under `<run>/intermediate/step-<N>/`."""
-    checkpoint_dir = Path(checkpoint_dir)
-    match = re.fullmatch(r"step-(\d+)", checkpoint_dir.name)
-    if checkpoint_dir.parent.name == "intermediate" and match and not info["name"].endswith(f"-{match[1]}"):
-        return f"{info['name']}-{match[1]}"
+    """The name a checkpoint's results are filed under (as `evaluation.run` files them): run_info's name, which
+    for `<run>/intermediate/step-<N>/` already ends with the paper-scale step (`<run>-<N x step_divisor>`)."""
     return info["name"]
 
 
-def _check_consistent(name: str, info: dict) -> dict:
-    """The name and run_info must tell the same story (steps may differ: toy presets keep paper names)."""
-    p = parse_name(name)
+def _contradictions(p: dict, info: dict) -> list[str]:
+    """Where run_info.json tells another story than the name (steps may differ: toy presets keep paper names)."""
     problems = []
     if info["objective"] != p["objective"]:
         problems.append(f"objective {info['objective']!r} (name says {p['objective']!r})")
@@ -143,18 +195,177 @@ def _check_consistent(name: str, info: dict) -> dict:
         problems.append(f"pfs_switch_step {info['pfs_switch_step']} (name kind {p['kind']})")
     if (info["cpt_base"] is not None) != (p["kind"] == "cpt"):
         problems.append(f"cpt_base {info['cpt_base']} (name kind {p['kind']})")
-    if problems:
-        raise ValueError(f"run_info.json of {name} contradicts its name: {'; '.join(problems)}")
-    return p
+    elif p["kind"] == "cpt" and info["cpt_base"] != _cpt_base_name(p):
+        problems.append(f"CPT base {info['cpt_base']!r} (name says {_cpt_base_name(p)!r})")
+    return problems
+
+
+def resolve_name(checkpoint_dir: Path, info: dict, repo_id: str | None) -> tuple[str, dict | None, str | None]:
+    """(card name, its parsed grammar or None, a note when run_info's name belongs to another run).
+
+    run_info's name is used when it is outside the grammar or tells the same story as run_info; a study name that
+    run_info contradicts (the config of a recipe, trained from another base or with other settings) is replaced by
+    the repo's name (else the run folder's), which must not itself be a contradicted study name.
+    """
+    recorded = checkpoint_name(checkpoint_dir, info)
+    parsed = _parse(recorded)
+    if parsed is None or not (problems := _contradictions(parsed, info)):
+        return recorded, parsed, None
+    step = _intermediate_step(checkpoint_dir)
+    run_folder = checkpoint_dir.parent.parent if step is not None else checkpoint_dir
+    own = repo_id.split("/")[-1] if repo_id else run_folder.name
+    name = f"{own}-{step}" if step is not None and not own.endswith(f"-{step}") else own
+    own_parsed = _parse(name)
+    if own_parsed is not None and (own_problems := _contradictions(own_parsed, info)):
+        raise ValueError(f"{name} would name this checkpoint, but its run_info.json contradicts that study name: "
+                         f"{'; '.join(own_problems)}; publish it under a name that says what it is (--repo-id)")
+    note = (f"`run_info.json` calls this run `{recorded}`, the study's name for a run it is not "
+            f"({'; '.join(problems)}): it was trained with that recipe's settings otherwise. This card names it "
+            f"`{name}` and describes what was trained.")
+    return name, own_parsed, note
+
+
+def load_run_info(checkpoint_dir: Path) -> dict:
+    """Read and check `run_info.json` of a checkpoint folder (all contract keys present)."""
+    path = Path(checkpoint_dir) / artifacts.RUN_INFO_NAME
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: pass a checkpoint folder written by recipes/pretrain.py")
+    info = artifacts.read_json(path, "run info")
+    missing = [k for k in RUN_INFO_KEYS if k not in info]
+    if missing:
+        raise ValueError(f"{path} lacks {missing}: re-save the checkpoint with the current recipes/pretrain.py")
+    return info
+
+
+# ------------------------------------------------------------------------------------------------- the run
+def _settings(info: dict) -> dict:
+    """run_config's settings, flat: run settings and the TrainingArguments that decide the weights."""
+    flat = {}
+    for key, value in info["run_config"].items():
+        if key not in SHOWN_ELSEWHERE:
+            flat.update(value if isinstance(value, dict) else {key: value})
+    return {k: v for k, v in flat.items() if k not in SHOWN_ELSEWHERE}
+
+
+def _value(value) -> str:
+    return f"`{value if isinstance(value, str) else json.dumps(value)}`"
+
+
+def hyperparameter_groups(info: dict) -> list[tuple[str, list[tuple[str, str]]]]:
+    """The card's hyperparameter tables: (group, [(setting, value)]), each setting once, no local paths, settings
+    that do not apply to this run (unset ones, masking of a CLM run) left out."""
+    settings = without_local_paths(_settings(info))
+    clm_only = settings.get("objective") == "clm" and settings.get("switch_step") is None
+    skip = {k for k, v in settings.items() if v is None or v == []}
+    skip |= MLM_ONLY if clm_only else set()
+    skip |= {"reset_optimizer_at_switch"} if settings.get("switch_step") is None else set()
+    skip |= {"toy_vocab_size"} if settings.get("tokenizer_name_or_path") or settings.get("model_name_or_path") else set()
+    groups, placed = [], set()
+    for group, keys in (*HYPERPARAMETER_GROUPS, ("Other", tuple(settings))):
+        rows = [(k, _value(settings[k])) for k in keys if k in settings and k not in skip | placed]
+        placed.update(k for k, _ in rows)
+        if group == "Data" and {"per_device_train_batch_size", "block_size"} <= set(settings):
+            blocks = (settings["per_device_train_batch_size"] * settings.get("gradient_accumulation_steps", 1)
+                      * settings.get("world_size", 1))
+            tokens = blocks * settings["block_size"]
+            rows.append(("tokens per optimizer step", f"{blocks} blocks x {settings['block_size']} tokens = {tokens:,}"))
+        if rows:
+            groups.append((group, rows))
+    return groups
+
+
+def parameter_count(checkpoint_dir: Path) -> tuple[int, int]:
+    """(parameters without the LM head, with it), read from the safetensors headers (no weights loaded)."""
+    from safetensors import safe_open
+
+    total = head = 0
+    for path in sorted(Path(checkpoint_dir).glob("*.safetensors")):
+        with safe_open(str(path), "pt") as f:
+            for key in f.keys():
+                n = math.prod(f.get_slice(key).get_shape())
+                total += n
+                head += n if key.startswith("lm_head.") else 0
+    return total - head, total
+
+
+def _millions(n: int) -> str:
+    return f"{n / 1e9:.2f}B" if n >= 1e9 else f"{n / 1e6:.1f}M" if n >= 1e5 else f"{n:,}"
+
+
+def pretraining_data(info: dict) -> tuple[list[str], str]:
+    """(Hub ids of the real pretraining corpora, for `datasets`; what the run read, in words)."""
+    hub_ids, parts = [], []
+    for entry in [e.strip() for e in str(info["data"].get("source") or "").split(",") if e.strip()]:
+        if entry == "bundle":
+            bundle = OFFLINE_DATA["pretraining_bundle"]
+            parts.append(f"{bundle['name']} ({bundle['license']}), a stand-in for {bundle['stands_in_for']}")
+            continue
+        from recipes.data import is_hub_id  # how the recipes read corpus_source (it imports torch: only here)
+
+        if is_hub_id(entry.partition(":")[0]):
+            hub_id, _, config = entry.partition(":")
+            config = config or info["run_config"].get("run_settings", {}).get("corpus_name")
+            hub_ids.append(hub_id)
+            parts.append(f"`{hub_id}`" + (f" (config `{config}`)" if config else ""))
+        else:
+            parts.append(f"a local corpus (`{without_local_paths(entry)}`)")
+    return hub_ids, ", then ".join(parts) or "a corpus run_info.json does not name"
+
+
+def _base_model(info: dict, repo_id: str | None, override: str | None) -> tuple[str | None, str | None]:
+    """(Hub id for the card's `base_model`, a sentence naming the run's starting point) for CPT runs and decay
+    branches, and for their intermediate checkpoints. A study base is `<org of repo_id>/<base name>`."""
+    branch_from = info["run_config"].get("run_settings", {}).get("branch_from")
+    if info["cpt_base"] is not None:
+        base, role = info["cpt_base"], "continued pretraining (CPT) started from"
+    elif branch_from:
+        base, role = Path(branch_from).name, "this decay branch started from the stable phase of"
+    else:
+        if override:
+            raise ValueError(f"--base-model {override}: run_info.json records neither a CPT base nor a decay branch "
+                             "(a run from scratch has no base model)")
+        return None, None
+    hub_id = override
+    base_parsed = _parse(base)
+    if hub_id is None and repo_id and base_parsed is not None and base_parsed["step"] is None:
+        hub_id = f"{repo_id.split('/')[0]}/{base}"
+    where = f"[`{hub_id}`](https://huggingface.co/{hub_id})" if hub_id else f"`{base}` (not published under a known Hub id)"
+    return hub_id, f"{role} {where}"
+
+
+def _is_causal(checkpoint_dir: Path) -> bool:
+    """The attention that `AutoModel` and the task heads use by default (config.json's `is_causal`)."""
+    return bool(artifacts.read_json(Path(checkpoint_dir) / "config.json", "model config").get("is_causal", False))
+
+
+def _branches(checkpoint_dir: Path) -> list[tuple[str, int]]:
+    """The run's intermediate checkpoints as Hub branches: [("step-1000", 1000), ...] (`model_cards.push` layout)."""
+    folder = Path(checkpoint_dir) / artifacts.INTERMEDIATE_DIR
+    steps = [int(p.name[5:]) for p in folder.glob("step-*") if p.is_dir() and p.name[5:].isdigit()] if folder.is_dir() else []
+    return [(f"step-{s}", s) for s in sorted(steps)]
+
+
+# ------------------------------------------------------------------------------------------------ evaluation
+def _float(value) -> float | None:
+    if value in (None, ""):
+        return None
+    value = float(value)
+    return None if math.isnan(value) else value
 
 
 def _fmt(value) -> str:
-    if value in (None, ""):
-        return "n/a"
-    value = float(value)
-    if math.isnan(value):
+    value = _float(value)
+    if value is None:
         return "n/a"
     return f"{value:.4f}" if abs(value) < 10 else f"{value:.2f}"
+
+
+def confidence_interval(row: dict) -> tuple[float, float] | None:
+    """The row's 95% CI, clipped to [0, 1] (scores are fractions; a t-interval over few seeds can overshoot)."""
+    low, high = _float(row["ci_low"]), _float(row["ci_high"])
+    if low is None or high is None:
+        return None
+    return max(0.0, min(1.0, low)), max(0.0, min(1.0, high))
 
 
 def read_summary(summary_csv: Path, model: str | None = None) -> list[dict]:
@@ -179,123 +390,200 @@ def read_summary(summary_csv: Path, model: str | None = None) -> list[dict]:
     return [r for r in rows if model is None or r["model"] == model]
 
 
+def evaluation_rows(checkpoint_dir: Path, model: str, summary_csv, results_dir) -> list[dict]:
+    """The summary rows of this checkpoint, each with the test data it was scored on (`task_test_data`), after
+    checking that its results were made from these very weights (the identity every result records)."""
+    rows = read_summary(summary_csv, model)
+    if not rows:
+        return []
+    if results_dir is None:
+        raise ValueError("an evaluation summary needs its per-run results folder too (--results): they say which "
+                         "data each score was computed on, and that it was computed on these weights")
+    identity, paths = artifacts.checkpoint_identity(checkpoint_dir), {}
+    for path in artifacts.result_files(results_dir):
+        paths.setdefault((path.parent.parent.name, path.parent.name), path)
+    for row in rows:
+        path = paths.get((model, row["task"]))
+        if path is None:
+            raise ValueError(f"{results_dir} holds no result file of {model} on {row['task']}, which the summary "
+                             "reports: pass the results folder the summary was made from")
+        record = artifacts.read_result(path)  # one per (model, task): the report refuses mixed identities in a row
+        if (record.get("identity") or {}).get("model") != identity:
+            raise ValueError(f"{path} was made from other weights than {checkpoint_dir} (identity.model differs): "
+                             "the summary is not this checkpoint's; evaluate it, or pass the right results")
+        row["data"] = task_test_data(row["task"], record_source(record))
+    return rows
+
+
 def _table_rows(rows: list[dict]) -> list[dict]:
-    return [{"family": r["family"].upper(), "task": r["task"], "metric": r["metric"], "mean": _fmt(r["mean"]),
-             "ci": f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]", "std": _fmt(r["std"]), "best_lr": r["best_lr"],
-             "n_seeds": r["n_seeds"], "n_diverged": r["n_diverged"]} for r in rows]
+    out = []
+    for r in rows:
+        ci = confidence_interval(r)
+        out.append({"family": r["family"].upper(), "task": r["task"], "metric": r["metric"], "mean": _fmt(r["mean"]),
+                    "ci": f"[{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "n/a", "std": _fmt(r["std"]),
+                    "best_lr": r["best_lr"], "n_seeds": r["n_seeds"], "n_diverged": r["n_diverged"],
+                    "entity_f1": _fmt(r.get("entity_f1")) if r["family"].upper() == "TC" else "",
+                    "data": r["data"]["label"] if "data" in r else ""})
+    return out
 
 
-def _eval_results(rows: list[dict], stand_in: bool) -> list[EvalResult]:
+def _eval_results(rows: list[dict]) -> list[EvalResult]:
+    """model-index entries: the test mean at the best LR, its 95% CI and seed count as metric arguments."""
     results = []
     for r in rows:
-        if _fmt(r["mean"]) == "n/a":  # every seed diverged: nothing to report in model-index
+        mean = _float(r["mean"])
+        if mean is None:  # every seed diverged: nothing to report in model-index
             continue
         task_type, task_name = FAMILY_TASK_TYPES[r["family"].upper()]
-        results.append(EvalResult(
-            task_type=task_type, task_name=task_name, dataset_type=r["task"],
-            dataset_name=f"{r['task']} (stand-in)" if stand_in else r["task"], dataset_split="test",
-            metric_type=r["metric"], metric_value=round(float(r["mean"]), 4),
-            metric_name=f"{r['metric']} (mean of {r['n_seeds']} seeds at LR {r['best_lr']}, "
-                        f"95% CI [{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}])"))
+        data = r["data"]
+        where = {"task_type": task_type, "task_name": task_name, "dataset_type": data["dataset"],
+                 "dataset_name": r["task"] + (" (stand-in)" if data["stand_in"] else ""),
+                 "dataset_config": data["config"], "dataset_split": data["split"], "dataset_revision": data["revision"]}
+        args = {"n_seeds": int(r["n_seeds"]), "learning_rate": float(r["best_lr"])}
+        if ci := confidence_interval(r):
+            args = {"ci95_low": round(ci[0], 4), "ci95_high": round(ci[1], 4), **args}
+        results.append(EvalResult(**where, metric_type=r["metric"], metric_name=r["metric"],
+                                  metric_value=round(mean, 4), metric_args=args))
+        entity = _float(r.get("entity_f1"))
+        if r["family"].upper() == "TC" and entity is not None and r["metric"] != "entity_f1":
+            results.append(EvalResult(**where, metric_type="entity_f1", metric_name="entity_f1",
+                                      metric_value=round(entity, 4), metric_args={"n_seeds": int(r["n_seeds"])}))
     return results
 
 
-def _flatten(prefix: str, value) -> list[tuple[str, str]]:
-    if isinstance(value, dict):
-        return [kv for k, v in value.items() for kv in _flatten(f"{prefix}.{k}" if prefix else k, v)]
-    return [(prefix, f"`{json.dumps(value)}`" if isinstance(value, (list, dict)) else str(value))]
-
-
-def _facts(info: dict, p: dict) -> list[tuple[str, str]]:
-    facts = [("preset", info["preset"]),
-             ("objective (last phase)", _objective_words(p["objective"], p["ratio"])),
-             ("masking ratio", f"{info['mlm_probability']:.0%}" if info["objective"] == "mlm" else "none (CLM)"),
-             ("steps trained", f"{info['steps']:,} (the paper's run: {p['step'] or p['total_steps']:,})"),
-             ("tokens seen", f"{info['tokens_seen']:,}")]
+# ---------------------------------------------------------------------------------------------- model card
+def _facts(info: dict, name: str, parsed: dict | None, params: tuple[int, int], data_text: str,
+           base_text: str | None) -> list[tuple[str, str]]:
+    ratio = round(info["mlm_probability"] * 100) if info["objective"] == "mlm" else None
+    steps = f"{info['steps']:,}"
+    if parsed is not None and info["preset"] != "paper":
+        paper = parsed["step"] or parsed["total_steps"] - (parsed["base_steps"] or 0)  # a CPT run trains the extra steps
+        steps += f" (the paper's run: {paper:,})"
+    facts = [("preset", f"`{info['preset']}`" if info["preset"] else "none (not a study preset)"),
+             ("parameters", f"{_millions(params[0])} without the LM head ({_millions(params[1])} with it)"),
+             ("objective (last phase)", _objective_words(info["objective"], ratio)),
+             ("steps trained", steps), ("tokens seen", f"{info['tokens_seen']:,}")]
     if info["pfs_switch_step"] is not None:
         facts.append(("PFS switch", f"CLM until step {info['pfs_switch_step']:,}, then MLM"))
-    if info["cpt_base"] is not None:
-        facts.append(("CPT base", f"`{info['cpt_base']}` (decayed checkpoint)"))
-    facts += [("pretraining data", f"{info['data'].get('source')} (fingerprint `{info['data'].get('fingerprint')}`)"),
+    if base_text:
+        facts.append(("starting point", base_text))
+    fingerprint = info["data"].get("fingerprint")
+    facts += [("pretraining data", data_text + (f" (packed blocks fingerprint `{fingerprint}`)" if fingerprint else "")),
               ("code", f"git commit `{info['git_commit']}`")]
     return facts
 
 
-def _limitations(info: dict, p: dict) -> list[str]:
+def _disclaimer(info: dict, name: str, parsed: dict | None, params: tuple[int, int], data_text: str) -> str:
+    """The first thing a card says when the checkpoint is not one of the paper's models."""
+    trained = (f"{_millions(params[0])} parameters trained for {info['steps']:,} steps ({info['tokens_seen']:,} "
+               f"tokens) on {data_text}")
+    if info["preset"] not in (None, "paper"):
+        claim = (f"`{name}` is the name of the paper's run that this reproduces at toy scale, not a claim about "
+                 "this checkpoint's size or budget. " if parsed else "")
+        return (f"> **Toy-scale reproduction (`{info['preset']}` preset), not a paper model.** {claim}This checkpoint "
+                f"has {trained}. Its scores are not comparable with the paper's.")
+    if info["preset"] is None and parsed is not None:
+        return (f"> **Not a study preset.** `{name}` names a run of the study, but this checkpoint was trained "
+                f"outside its presets: {trained}; `run_info.json` records its settings.")
+    return ""
+
+
+def _usage(name: str, repo_id: str | None, revision: str | None, causal: bool) -> dict:
+    repo = repo_id or f"<{PLACEHOLDER_ORG}>/{name}"
+    usage = {"repo_id": repo, "revision_arg": f', revision="{revision}"' if revision else "",
+             "load_kwargs": ", is_causal=False" if causal else "", "usage_notes": []}
+    if causal:
+        usage["usage_notes"] = [
+            ("This is a CLM checkpoint: its `config.json` sets `is_causal: true`, so `AutoModel`, "
+            "`AutoModelForCausalLM` and the task heads (`AutoModelForSequenceClassification`, "
+            "`AutoModelForTokenClassification`, `AutoModelForQuestionAnswering`) attend causally unless told "
+            "otherwise, while `AutoModelForMaskedLM` always attends bidirectionally."),
+            ("The study fine-tunes and evaluates CLM checkpoints as encoders, bidirectionally: that is what this "
+            "project's `python -m evaluation.run` does by default (`--attention bidirectional`); the paper's "
+            "fine-tuning heads are not public, so its exact choice is not verified (`docs/protocol.md`). Pass "
+            "`is_causal=False` to `from_pretrained`, as above, to load any head the same way."),
+            ("To get an encoder that loads with plain transformers and no remote code, export it bidirectionally to "
+            "transformers' native EuroBERT classes with this project's `python -m modeling_eurobert.export_native "
+            "--bidirectional CHECKPOINT_DIR OUTPUT_DIR`.")]
+    else:
+        usage["usage_notes"] = [
+            ("The CLM and MLM models share every parameter name and differ only in the attention mask, so a CLM "
+            "checkpoint loads into the masked-LM class unchanged: that is how the study turns decoders into "
+            "encoders.")]
+    if revision:
+        usage["usage_notes"].append(f"This intermediate checkpoint lives on the `{revision}` branch; `main` holds "
+                                    "the final one.")
+    return usage
+
+
+def _limitations(info: dict) -> list[str]:
     lines = []
-    if info["preset"] != "paper":
-        lines.append(f"Toy scale: trained with the `{info['preset']}` preset for {info['steps']:,} steps "
-                     f"({info['tokens_seen']:,} tokens) on {info['data'].get('source')}, a stand-in for the paper's "
-                     "~100B tokens of FineWeb-Edu. The name is that of the paper's run it reproduces, not a claim "
-                     "about this checkpoint's budget; do not compare its scores with the paper's.")
-        lines.append("Evaluation used small public stand-in datasets where the paper's are not available offline "
-                     "(see the results dataset card), so the numbers are not comparable with published ones.")
-    lines += ["English only; a pretrained backbone, not fine-tuned for any task: fine-tune it or pool its "
-              "hidden states before use.",
-              "Some training settings of the original study were inferred from its code and checkpoint names "
-              "(marked in the project's SPEC); `run_info.json` records what this run actually used."]
+    if info["preset"] not in (None, "paper"):
+        lines.append("Evaluation used the offline data bundle, with stand-ins where the paper's data is not in it "
+                     "(marked in the evaluation table and the results dataset card), and toy fine-tuning budgets.")
+    lines += [("English only; a pretrained backbone, not fine-tuned for any task: fine-tune it or pool its "
+               "hidden states before use."),
+              ("Some training settings of the original study were inferred from its code and checkpoint names "
+              "(marked in the project's SPEC and `docs/protocol.md`); `run_info.json` records what this run used.")]
     return lines
 
 
-def build_model_card(checkpoint_dir, summary_csv=None, repo_id: str | None = None,
-                     revision: str | None = None) -> ModelCard:
+def build_model_card(checkpoint_dir, summary_csv=None, repo_id: str | None = None, revision: str | None = None,
+                     results_dir=None, base_model: str | None = None) -> ModelCard:
     """Build the model card of one checkpoint folder.
 
     Args:
         checkpoint_dir: a `save_pretrained` folder holding `run_info.json` (final, or `<run>/intermediate/step-<N>`).
-        summary_csv: the evaluation `summary.csv`; rows whose model is this checkpoint's name fill the table.
-        repo_id: Hub repo id used in the usage snippet ("<your-org>/<name>" when unknown).
+        summary_csv: the evaluation `summary.csv`; rows filed under this checkpoint's name fill the table.
+        repo_id: Hub repo id (usage snippet, name of a run that borrowed a recipe's name, org of a study base).
         revision: Hub branch of this checkpoint (intermediate checkpoints live on `step-<N>` branches).
+        results_dir: the per-run results behind `summary_csv` (required with it).
+        base_model: Hub id of the model a CPT run or decay branch started from (default: `<org>/<base name>` for
+            a base of the study's grammar when `repo_id` gives the org; none otherwise).
 
     Returns:
         a `huggingface_hub.ModelCard` with `model-index` metadata (`card.data.eval_results`).
     """
+    checkpoint_dir = Path(checkpoint_dir)
     info = load_run_info(checkpoint_dir)
-    name = checkpoint_name(checkpoint_dir, info)
-    p = _check_consistent(name, info)
-    rows = read_summary(summary_csv, name) if summary_csv else []
-    stand_in = info["preset"] != "paper"
+    name, parsed, borrowed = resolve_name(checkpoint_dir, info, repo_id)
+    rows = evaluation_rows(checkpoint_dir, checkpoint_name(checkpoint_dir, info), summary_csv, results_dir) \
+        if summary_csv else []
+    params, causal = parameter_count(checkpoint_dir), _is_causal(checkpoint_dir)
+    hub_ids, data_text = pretraining_data(info)
+    base_id, base_text = _base_model(info, repo_id, base_model)
+    step = _intermediate_step(checkpoint_dir)
+    summary = describe_name(name) if parsed else describe_run(name, info, step)
+    if borrowed:
+        summary += " " + borrowed
     card_data = ModelCardData(
-        library_name="transformers", model_name=name, language="en",
-        pipeline_tag="fill-mask" if p["objective"] == "mlm" else "feature-extraction",
-        tags=["eurobert", "encoder", "mlm-vs-clm", p["objective"], f"arxiv:{ARXIV_ID}"],
-        datasets=None if stand_in else ["HuggingFaceFW/fineweb-edu"],
-        eval_results=_eval_results(rows, stand_in) or None)
+        library_name="transformers", model_name=name, language="en", license=LICENSE,
+        pipeline_tag="fill-mask" if info["objective"] == "mlm" and not causal else "feature-extraction",
+        tags=["eurobert", "encoder", "mlm-vs-clm", info["objective"], f"arxiv:{ARXIV_ID}"],
+        datasets=hub_ids or None, base_model=base_id, eval_results=_eval_results(rows) or None)
     if rows:
         eval_intro = ("Fine-tuning results (SPEC protocol): for each task the learning rate is chosen by mean "
                       "validation score over seeds; the table gives the test mean with a 95% confidence interval "
-                      "over seeds, the standard deviation and the number of diverged runs.")
+                      "over seeds (clipped to [0, 1]), the standard deviation and the number of diverged runs, and "
+                      "names the data each test score comes from.")
     elif summary_csv:
         eval_intro = f"`{Path(summary_csv).name}` holds no results for `{name}`: this checkpoint was not evaluated."
     else:
         eval_intro = "No evaluation summary was given when this card was generated."
-    # run_config holds the settings that decide the weights; the other TrainingArguments worth showing come after.
-    hyper = _flatten("", info["run_config"])
-    shown = {key for key, _ in hyper}
-    hyper += [(f"training_args.{k}", str(info["training_args"][k])) for k in TRAINING_ARG_KEYS
-              if k in info["training_args"] and f"training_args.{k}" not in shown]
-    summary = describe_name(name)
-    if info["preset"] != "paper":  # the name keeps the paper's grammar; say what was really trained
-        arch = info["run_config"].get("run_settings", {}).get("model_preset") or "given"
-        summary += (f" **This is a `{info['preset']}`-scale reproduction:** the `{arch}` architecture trained for "
-                    f"{info['steps']:,} steps ({info['tokens_seen']:,} tokens), not the paper's model.")
+    relation = ("This checkpoint is one of the models of the study" if parsed and not borrowed else
+                "This checkpoint was made with the recipes of a reimplementation of the study")
     return ModelCard.from_template(
-        card_data, template_path=str(TEMPLATE), name=name, summary=summary, name_lines=name_lines(name),
-        facts=_facts(info, p), hyperparameters=hyper, eval_intro=eval_intro, eval_rows=_table_rows(rows),
-        repo_id=repo_id or f"<your-org>/{name}", revision_arg=f', revision="{revision}"' if revision else "",
-        usage_note=_usage_note(p, revision), limitations=_limitations(info, p),
+        card_data, template_path=str(TEMPLATE), name=name, relation=relation, disclaimer=_disclaimer(info, name, parsed, params, data_text),
+        summary=summary, name_lines=name_lines(name) if parsed else [],
+        facts=_facts(info, name, parsed, params, data_text, base_text), hyperparameters=hyperparameter_groups(info),
+        eval_intro=eval_intro, eval_rows=_table_rows(rows), branches=_branches(checkpoint_dir),
+        **_usage(name, repo_id, revision, causal), limitations=_limitations(info),
         versions=sorted(info["versions"].items()))
 
 
-def _usage_note(p: dict, revision: str | None) -> str:
-    note = ("The CLM and MLM models share every parameter name and differ only in the attention mask, so a CLM "
-            "checkpoint loads into the masked-LM class unchanged: that is how the study turns decoders into encoders.")
-    if revision:
-        note += f" This intermediate checkpoint lives on the `{revision}` branch; `main` holds the final one."
-    return note
-
-
+# -------------------------------------------------------------------------------------------- results card
 def _scan_runs(results_dir: Path) -> list[dict]:
+    """(model, task, status, data source) of every result file, checked; per-instance data is not kept."""
     paths = artifacts.result_files(results_dir)
     if not paths:
         raise FileNotFoundError(f"no per-run results under {results_dir}: expected <model>/<task>/lr<lr>-seed<s>.json")
@@ -304,7 +592,7 @@ def _scan_runs(results_dir: Path) -> list[dict]:
         run = artifacts.read_result(path)
         if run.get("status") not in ("ok", "diverged"):
             raise ValueError(f"{path}: status must be 'ok' or 'diverged', got {run.get('status')!r}")
-        runs.append(run)
+        runs.append({"model": run["model"], "task": run["task"], "status": run["status"], "source": record_source(run)})
     return runs
 
 
@@ -317,25 +605,29 @@ def build_results_card(results_dir, summary_csv, repo_id: str | None = None) -> 
         repo_id: dataset repo id shown in the loading snippet.
 
     Returns:
-        a `huggingface_hub.DatasetCard` whose `configs` metadata exposes `summary.csv` and the per-run files.
+        a `huggingface_hub.DatasetCard` whose `configs` expose `runs` (one row per run), `predictions` (one row per
+        run, split and instance) and `summary`, with their schemas in `dataset_info`.
     """
-    runs = _scan_runs(results_dir)
+    runs = _scan_runs(Path(results_dir))
     rows = read_summary(summary_csv)
     models = sorted({r["model"] for r in runs})
+    configs, info = dataset_configs()
     card_data = DatasetCardData(
-        pretty_name="MLM vs CLM encoder study: fine-tuning results", language="en",
-        tags=["mlm-vs-clm", "evaluation", f"arxiv:{ARXIV_ID}"],
-        configs=[{"config_name": "summary", "data_files": "summary.csv"},
-                 {"config_name": "runs", "data_files": f"{Path(results_dir).name}/*/*/*.json"}])
+        pretty_name="MLM vs CLM encoder study: fine-tuning results", language="en", license=RESULTS_LICENSE,
+        tags=["mlm-vs-clm", "evaluation", f"arxiv:{ARXIV_ID}"], configs=configs, dataset_info=info)
+    from evaluation import tasks
+
+    data = []
+    for task, source in sorted({(r["task"], r["source"]) for r in runs}):
+        described = task_test_data(task, source)
+        notes = " ".join(tasks.load_task(task).notes.split()) if source == "offline" else ""
+        data.append({"task": task, "source": source, "label": described["label"], "notes": notes})
     return DatasetCard.from_template(
-        card_data, template_path=str(RESULTS_TEMPLATE), repo_id=repo_id or "<your-org>/<results>",
-        results_folder=Path(results_dir).name, n_runs=len(runs), n_models=len(models),
-        n_tasks=len({r["task"] for r in runs}),
-        n_diverged=sum(r["status"] == "diverged" for r in runs), models=models,
-        summary_rows=[{"model": r["model"], **row} for r, row in zip(rows, _table_rows(rows))])
-
-
-GENERATED_MARKER = "<!-- written by model_cards.generate: regenerate it rather than edit it -->"
+        card_data, template_path=str(RESULTS_TEMPLATE), repo_id=repo_id or f"<{PLACEHOLDER_ORG}>/<results>",
+        results_folder=RESULTS_FOLDER, runs_file=RUNS_FILE, predictions_folder=PREDICTIONS_FOLDER,
+        n_runs=len(runs), n_models=len(models), n_tasks=len({r["task"] for r in runs}),
+        n_diverged=sum(r["status"] == "diverged" for r in runs), models=models, data=data,
+        summary_rows=[{"model": r["model"], **row} for r, row in zip(rows, _table_rows(rows))], local=LOCAL)
 
 
 def write_card(card, path: Path, force: bool = False) -> Path:
@@ -350,24 +642,30 @@ def write_card(card, path: Path, force: bool = False) -> Path:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("checkpoint", nargs="?", help="checkpoint folder holding run_info.json")
-    parser.add_argument("--summary", help="evaluation summary.csv (fills the evaluation table)")
-    parser.add_argument("--results", help="per-run results folder: build the results dataset card instead")
-    parser.add_argument("--repo-id", help="Hub repo id shown in the usage snippet")
+    parser.add_argument("--summary", help="evaluation summary.csv (fills the evaluation table; needs --results)")
+    parser.add_argument("--results", help="per-run results folder: with a CHECKPOINT, the runs behind --summary; "
+                                          "alone, build the results dataset card")
+    parser.add_argument("--repo-id", help="Hub repo id ORG/NAME (usage snippet; ORG of a study base model)")
+    parser.add_argument("--base-model", help="Hub id of the model a CPT run or decay branch started from "
+                                             "(default for a study base: ORG/<base name>)")
     parser.add_argument("--output", default=None,
-                        help="where to write the card (default: CHECKPOINT/README.md; with --results: README.md "
-                             "beside --summary)")
+                        help="where to write the card (default: CHECKPOINT/README.md; with --results alone: "
+                             "README.md beside --summary)")
     parser.add_argument("--force", action="store_true", help="replace an --output file this tool did not write")
     args = parser.parse_args(argv)
-    if (args.checkpoint is None) == (args.results is None):
-        parser.error("give either a CHECKPOINT folder or --results DIR (with --summary)")
-    if args.results and not args.summary:
-        parser.error("--results needs --summary summary.csv")
+    if args.checkpoint is None and args.results is None:
+        parser.error("give a CHECKPOINT folder, or --results DIR with --summary for the results dataset card")
+    if args.checkpoint is None and args.base_model:
+        parser.error("--base-model describes a checkpoint: give its CHECKPOINT folder")
+    if (args.summary is None) != (args.results is None):
+        parser.error("--summary and --results go together: the summary's statistics and the runs behind them")
     try:
-        if args.results:
+        if args.checkpoint is None:
             card = build_results_card(args.results, args.summary, args.repo_id)
             output = Path(args.output or Path(args.summary).parent / "README.md")
         else:
-            card = build_model_card(args.checkpoint, args.summary, args.repo_id)
+            card = build_model_card(args.checkpoint, args.summary, args.repo_id, results_dir=args.results,
+                                    base_model=args.base_model)
             output = Path(args.output or Path(args.checkpoint) / "README.md")
         write_card(card, output, args.force)
     except (ValueError, FileNotFoundError) as error:

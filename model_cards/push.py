@@ -1,16 +1,23 @@
 """Publish checkpoints and evaluation results to the Hugging Face Hub.
 
-    python -m model_cards.push RUN_DIR --repo-id ORG/610m-mlm40-42k [--results REPORT_DIR] [--dry-run OUT]
-    python -m model_cards.push --results REPORT_DIR --results-repo-id ORG/mlm-vs-clm-results
+    python -m model_cards.push RUN_DIR --repo-id ORG/610m-mlm40-42k [--results REPORT_DIR [--results-dir DIR]] [--dry-run OUT]
+    python -m model_cards.push --results REPORT_DIR --results-dir RESULTS_DIR --results-repo-id ORG/mlm-vs-clm-results
 
 - A checkpoint repo gets weights, config, tokenizer, modeling code, `run_info.json` and its card (README.md) in
   ONE commit. A run folder's intermediate checkpoints (`RUN_DIR/intermediate/step-<N>/`) go to branches `step-<N>`
   of the same repo, one commit each. Files on a branch that the checkpoint no longer has are deleted in that commit,
   so every branch holds exactly the pushed folder (plus the Hub's `.gitattributes`).
-- `--results REPORT_DIR` (holding `summary.csv` and `results/`) becomes a dataset repo with its own card, and
-  fills the evaluation table of the checkpoint cards.
+- `--results REPORT_DIR` (`evaluation.report`'s folder, `summary.csv`) with `--results-dir` (the per-run results
+  `evaluation.run` wrote; default `REPORT_DIR/results`; the study's layout is `study/<preset>/report` and
+  `study/<preset>/results`) becomes a dataset repo with its own card and `runs` / `predictions` / `summary`
+  configs (`model_cards.results_dataset`), and fills the evaluation table of the checkpoint cards.
+- Nothing published holds a local path: `run_info.json` and the result files are published with every path
+  written `<local>/<last component>` (`model_cards.public`), and a planned file that still contains one of the
+  input folders' absolute paths is refused.
 - `--dry-run OUT` writes the exact repo folders, `OUT/<models|datasets>/<org>/<name>/<revision>/`, and contacts
   nothing.
+- Repo ids in the `your-org` placeholder namespace (what `recipes.study` exports without `--org`) are refused when
+  pushing, so a toy export never lands in someone else's organisation by mistake.
 
 One commit per repo revision: `HfApi.create_commit` (not `upload_folder`, which with hf_xet installed streams big
 folders as several commits). Re-pushing identical files makes no commit: the client drops files whose remote oid
@@ -20,6 +27,7 @@ the Hub, so the end state is one complete commit. The token comes from HF_TOKEN 
 """
 
 import argparse
+import json
 import shutil
 import sys
 import tempfile
@@ -32,13 +40,17 @@ import httpx2
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi, constants, get_token
 from huggingface_hub.errors import HfHubHTTPError
 
-from model_cards.generate import build_model_card, build_results_card
+from model_cards import results_dataset
+from model_cards.generate import PLACEHOLDER_ORG, build_model_card, build_results_card, load_run_info
+from model_cards.public import local_roots, without_local_paths
+from recipes import artifacts
 
 # What a checkpoint repo holds (a `save_pretrained` folder); trainer state, optimizer and pickles stay local.
 CHECKPOINT_PATTERNS = ("config.json", "generation_config.json", "*.safetensors", "model.safetensors.index.json",
                        "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
                        "tokenizer.model", "vocab.*", "merges.txt", "chat_template.jinja", "*.py", "run_info.json")
 KEPT_REMOTE_FILES = {".gitattributes"}  # created by the Hub with the repo; never deleted
+TEXT_SUFFIXES = (".json", ".jsonl", ".md", ".csv", ".txt", ".py", ".jinja", ".yaml")  # searched for local paths
 
 
 class PushError(RuntimeError):
@@ -71,6 +83,8 @@ def checkpoint_files(checkpoint_dir: Path) -> dict[str, Path]:
         path in repo -> local path.
     """
     checkpoint_dir = Path(checkpoint_dir)
+    if not checkpoint_dir.is_dir():
+        raise PushError(f"{checkpoint_dir} is not a folder: pass a checkpoint or run folder holding run_info.json")
     files = {p.name: p for p in sorted(checkpoint_dir.iterdir())
              if p.is_file() and any(fnmatch(p.name, pat) for pat in CHECKPOINT_PATTERNS)}
     problems = [f for f in ("config.json", "run_info.json") if f not in files]
@@ -86,52 +100,76 @@ def checkpoint_files(checkpoint_dir: Path) -> dict[str, Path]:
     return files
 
 
-def plan_checkpoint(checkpoint_dir: Path, repo_id: str, revision: str, summary_csv: Path | None) -> RepoPlan:
-    """Plan the commit of one checkpoint folder to `repo_id@revision` (files + generated card)."""
+def plan_checkpoint(checkpoint_dir: Path, repo_id: str, revision: str, summary_csv: Path | None,
+                    results_dir: Path | None = None, base_model: str | None = None) -> RepoPlan:
+    """Plan the commit of one checkpoint folder to `repo_id@revision` (files, public run_info, generated card)."""
     files = checkpoint_files(checkpoint_dir)
-    card = build_model_card(checkpoint_dir, summary_csv, repo_id=repo_id,
-                            revision=None if revision == "main" else revision)
+    card = build_model_card(checkpoint_dir, summary_csv, repo_id=repo_id, revision=None if revision == "main" else revision,
+                            results_dir=results_dir, base_model=base_model)
+    public_info = without_local_paths(load_run_info(checkpoint_dir))
+    files[artifacts.RUN_INFO_NAME] = (json.dumps(public_info, indent=2, allow_nan=False) + "\n").encode("utf-8")
     files["README.md"] = str(card).encode("utf-8")
     name = card.data.model_name
     return RepoPlan(repo_id, "model", revision, files, f"Upload {name}")
 
 
-def plan_run(run_dir: Path, repo_id: str, summary_csv: Path | None = None) -> list[RepoPlan]:
+def plan_run(run_dir: Path, repo_id: str, summary_csv: Path | None = None, results_dir: Path | None = None,
+             base_model: str | None = None) -> list[RepoPlan]:
     """Plan a run folder: the final checkpoint on `main`, each `intermediate/step-<N>` on branch `step-<N>`."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise PushError(f"{run_dir} is not a folder: pass a checkpoint or run folder holding run_info.json")
-    plans = [plan_checkpoint(run_dir, repo_id, "main", summary_csv)]
+    plans = [plan_checkpoint(run_dir, repo_id, "main", summary_csv, results_dir, base_model)]
     intermediate = run_dir / "intermediate"
     step_dirs = [p for p in intermediate.glob("step-*") if p.is_dir()] if intermediate.is_dir() else []
     bad = [p.name for p in step_dirs if not p.name[5:].isdigit()]
     if bad:
         raise PushError(f"{intermediate} holds {bad}: intermediate checkpoints must be named step-<N>")
     for step_dir in sorted(step_dirs, key=lambda p: int(p.name[5:])):
-        plans.append(plan_checkpoint(step_dir, repo_id, step_dir.name, summary_csv))
+        plans.append(plan_checkpoint(step_dir, repo_id, step_dir.name, summary_csv, results_dir, base_model))
     return plans
 
 
-def plan_results(report_dir: Path, repo_id: str, results_dir: Path | None = None) -> RepoPlan:
-    """Plan the results dataset repo: the report folder, the per-run results (as `results/`) and the card.
+def resolve_results_dir(report_dir: Path, results_dir: Path | None) -> Path:
+    """The per-run results folder: `results_dir`, or `REPORT_DIR/results` when not given (refused if absent)."""
+    results = Path(results_dir) if results_dir is not None else Path(report_dir) / "results"
+    if not results.is_dir():
+        raise PushError(f"no per-run results folder {results}: pass --results-dir (the --output of evaluation.run; "
+                        "for a study, study/<preset>/results)")
+    return results
+
+
+def plan_results(report_dir: Path, repo_id: str, results_dir: Path | None, workdir: Path) -> RepoPlan:
+    """Plan the results dataset repo: the report folder, the published result files, the `runs` and
+    `predictions` tables (`model_cards.results_dataset`) and the card.
 
     Args:
         report_dir: `evaluation.report`'s output (summary.csv, summary.md, figures).
         repo_id: dataset repo id.
-        results_dir: the per-run result files; default `<report_dir>/results`.
+        results_dir: the per-run result files (default `<report_dir>/results`).
+        workdir: an empty scratch folder that outlives the plan: the derived files are written there.
     """
     report_dir = Path(report_dir)
-    results = Path(results_dir) if results_dir is not None else report_dir / "results"
+    results = resolve_results_dir(report_dir, results_dir)
     summary = report_dir / "summary.csv"
-    if not summary.is_file() or not results.is_dir():
-        raise PushError(f"{report_dir} is not an evaluation report: expected summary.csv in it and results in {results}")
+    if not summary.is_file():
+        raise PushError(f"{report_dir} is not an evaluation report: expected summary.csv in it")
     card = build_results_card(results, summary, repo_id=repo_id)
+    inside = results.resolve().is_relative_to(report_dir.resolve())
     files = {}
-    for prefix, root in (("", report_dir), ("results/", results)):
-        for p in sorted(root.rglob("*")):
-            parts = p.relative_to(root).parts
-            if p.is_file() and not any(part.startswith(".") or part == "__pycache__" for part in parts):
-                files.setdefault(prefix + p.relative_to(root).as_posix(), p)
+    for p in sorted(report_dir.rglob("*")):
+        parts = p.relative_to(report_dir).parts
+        if not p.is_file() or any(part.startswith(".") or part == "__pycache__" for part in parts):
+            continue
+        if inside and p.resolve().is_relative_to(results.resolve()):
+            continue  # published below from the result files themselves, without local paths
+        files[p.relative_to(report_dir).as_posix()] = p
+    derived = results_dataset.write_tables(artifacts.result_files(results), Path(workdir))
+    derived.update(results_dataset.write_summary_table(summary, Path(workdir)))
+    clash = sorted(set(files) & set(derived))
+    if clash:
+        raise PushError(f"{report_dir} holds {clash[0]}, a name the results dataset generates: move it away")
+    files.update(derived)
     files["README.md"] = str(card).encode("utf-8")
     return RepoPlan(repo_id, "dataset", "main", files, "Upload evaluation results")
 
@@ -146,6 +184,20 @@ def check_no_token(plans: list[RepoPlan], token: str) -> None:
         for path, source in plan.files.items():
             if token.encode() in _read(source):
                 raise PushError(f"{plan.repo_id}:{path} contains your Hugging Face token: remove it before pushing")
+
+
+def check_no_local_paths(plans: list[RepoPlan], roots: list[str]) -> None:
+    """Refuse to publish a text file that contains one of the local folders `roots` (`public.local_roots`)."""
+    needles = [root.encode() for root in roots]
+    for plan in plans:
+        for path, source in plan.files.items():
+            if not path.endswith(TEXT_SUFFIXES):
+                continue
+            content = _read(source)
+            found = next((n for n in needles if n in content), None)
+            if found is not None:
+                raise PushError(f"{plan.repo_id}:{path} contains the local path {found.decode()}: local paths are "
+                                "never published; remove it from that file")
 
 
 def write_dry_run(plans: list[RepoPlan], out_dir: Path) -> None:
@@ -216,6 +268,8 @@ def push_plans(plans: list[RepoPlan], token: str, endpoint: str | None = None, r
     """
     if constants.HF_HUB_OFFLINE:
         raise PushError("HF_HUB_OFFLINE is set: unset it to push (or use --dry-run OUT)")
+    for plan in plans:
+        check_not_placeholder(plan.repo_id)
     check_no_token(plans, token)
     api = HfApi(endpoint=endpoint, token=token)
     heads = []
@@ -240,8 +294,13 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("checkpoint", nargs="?", type=Path,
                         help="checkpoint or run folder (run_info.json; intermediate/step-<N>/ become branches)")
     parser.add_argument("--repo-id", help="model repo ORG/NAME for the checkpoint")
-    parser.add_argument("--results", type=Path, help="evaluation report folder (summary.csv + results/)")
+    parser.add_argument("--results", type=Path, help="evaluation report folder (summary.csv, summary.md, figures)")
+    parser.add_argument("--results-dir", type=Path,
+                        help="per-run results of that report, evaluation.run's --output (default: REPORT_DIR/results; "
+                             "a study's: study/<preset>/results)")
     parser.add_argument("--results-repo-id", help="dataset repo for --results (default: <repo-id>-results)")
+    parser.add_argument("--base-model", help="Hub id of the model a CPT run or decay branch started from "
+                                             "(default for a study base: ORG/<base name>)")
     parser.add_argument("--dry-run", type=Path, metavar="OUT", help="write the repo folders here; push nothing")
     parser.add_argument("--retries", type=int, default=3, help="retries per commit on 5xx / dropped connection")
     return parser
@@ -260,8 +319,16 @@ def check_repo_id(repo_id: str) -> None:
         raise PushError(f"repo id {repo_id!r} would be refused by the Hub: {str(error).splitlines()[0]}") from None
 
 
-def build_plans(args) -> list[RepoPlan]:
-    """Turn CLI arguments into repo plans, checking them all before anything is written or pushed."""
+def check_not_placeholder(repo_id: str) -> None:
+    """Refuse to push to the placeholder namespace (dry runs may use it: they only write folders)."""
+    if repo_id.split("/")[0] == PLACEHOLDER_ORG:
+        raise PushError(f"{repo_id} is in the placeholder namespace {PLACEHOLDER_ORG!r}: pass your own organisation "
+                        "or user name (--repo-id ORG/NAME, or recipes.study --org ORG)")
+
+
+def build_plans(args, workdir: Path) -> list[RepoPlan]:
+    """Turn CLI arguments into repo plans, checking them all before anything is written or pushed (`workdir`: an
+    empty scratch folder for the results dataset's derived files, kept until the plans are pushed)."""
     if args.checkpoint is None and args.results is None:
         raise PushError("nothing to push: give a CHECKPOINT_OR_RUN_DIR and/or --results REPORT_DIR")
     if args.checkpoint is not None and not args.repo_id:
@@ -271,10 +338,16 @@ def build_plans(args) -> list[RepoPlan]:
         raise PushError("--results-repo-id ORG/NAME is required to push results without --repo-id")
     for repo_id in filter(None, (args.repo_id, results_repo)):
         check_repo_id(repo_id)
-    summary = args.results / "summary.csv" if args.results is not None else None
-    plans = plan_run(args.checkpoint, args.repo_id, summary) if args.checkpoint is not None else []
+    if args.results_dir is not None and args.results is None:
+        raise PushError("--results-dir needs --results REPORT_DIR (the report made from those results)")
+    summary = results = None
     if args.results is not None:
-        plans.append(plan_results(args.results, results_repo))
+        summary, results = args.results / "summary.csv", resolve_results_dir(args.results, args.results_dir)
+    plans = [] if args.checkpoint is None else plan_run(args.checkpoint, args.repo_id, summary, results,
+                                                        args.base_model)
+    if args.results is not None:
+        plans.append(plan_results(args.results, results_repo, results, workdir))
+    check_no_local_paths(plans, local_roots(args.checkpoint, args.results, results))
     return plans
 
 
@@ -282,15 +355,20 @@ def main(argv=None) -> None:
     args = make_parser().parse_args(argv)
     try:
         token = resolve_token() if args.dry_run is None else None  # fail fast, before reading checkpoints
-        plans = build_plans(args)
-        if token is None:
-            write_dry_run(plans, args.dry_run)
-            for plan in plans:
-                print(f"dry run: {args.dry_run / plan.folder} ({len(plan.files)} files)")
-            return
-        push_plans(plans, token, retries=args.retries)
-    except (PushError, FileNotFoundError, ValueError) as exc:
-        sys.exit(f"error: {exc}")
+        if token is not None:
+            for repo_id in filter(None, (args.repo_id, args.results_repo_id)):
+                check_not_placeholder(repo_id)
+        with tempfile.TemporaryDirectory(prefix="model-cards-push-") as workdir:
+            plans = build_plans(args, Path(workdir))
+            if token is None:
+                write_dry_run(plans, args.dry_run)
+                for plan in plans:
+                    print(f"dry run: {args.dry_run / plan.folder} ({len(plan.files)} files)")
+                return
+            push_plans(plans, token, retries=args.retries)
+    except (PushError, FileNotFoundError, ValueError) as exc:  # bad input: one line, exit 2, nothing pushed
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

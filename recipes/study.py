@@ -226,27 +226,34 @@ def report(preset: StudyPreset, output: Path) -> None:
     run_logged(args, output / "logs" / "report.log")
 
 
-def model_cards(preset: StudyPreset, output: Path) -> None:
+def model_cards(preset: StudyPreset, output: Path, org: str) -> None:
     from model_cards.generate import build_model_card, write_card
 
-    summary = output / "report" / "summary.csv"
+    summary, results = output / "report" / "summary.csv", output / "results"
     for name in preset.models:
         checkpoint = output / "models" / name
-        write_card(build_model_card(checkpoint, summary), checkpoint / "README.md")
+        card = build_model_card(checkpoint, summary, repo_id=f"{org}/{name}", results_dir=results)
+        write_card(card, checkpoint / "README.md")
 
 
 def hub_export(preset_name: str, preset: StudyPreset, output: Path, org: str) -> None:
-    """The exact repo folders a push would upload (`python -m model_cards.push ... --dry-run`), rebuilt each time."""
+    """The exact repo folders a push would upload (`python -m model_cards.push ... --dry-run`), rebuilt each time.
+    Without --org they sit in the placeholder namespace, which `model_cards.push` refuses to push to."""
     import shutil
+    import tempfile
 
     from model_cards import push
+    from model_cards.public import local_roots
 
-    summary = output / "report" / "summary.csv"
-    plans = [plan for name in preset.models for plan in push.plan_run(output / "models" / name, f"{org}/{name}", summary)]
-    plans.append(push.plan_results(output / "report", f"{org}/{preset_name}-study-results", output / "results"))
-    target = output / "hub"
-    shutil.rmtree(target, ignore_errors=True)
-    push.write_dry_run(plans, target)
+    summary, results = output / "report" / "summary.csv", output / "results"
+    plans = [plan for name in preset.models
+             for plan in push.plan_run(output / "models" / name, f"{org}/{name}", summary, results)]
+    with tempfile.TemporaryDirectory(prefix="hub-export-") as workdir:
+        plans.append(push.plan_results(output / "report", f"{org}/{preset_name}-study-results", results, Path(workdir)))
+        push.check_no_local_paths(plans, local_roots(output / "models", output / "report", results))
+        target = output / "hub"
+        shutil.rmtree(target, ignore_errors=True)
+        push.write_dry_run(plans, target)
 
 
 def write_docs(preset_name: str, output: Path, docs: Path) -> Path:
@@ -288,7 +295,7 @@ def estimate_seconds(recipes_to_train, preset: StudyPreset) -> dict[str, float]:
     return units
 
 
-def run_study(preset_name: str, output: Path, data_dir: str | None = None, org: str = "MLMvsCLM",
+def run_study(preset_name: str, output: Path, data_dir: str | None = None, org: str | None = None,
               preset: StudyPreset | None = None) -> Path:
     """Run (or finish) a toy-scale study; return the report directory.
 
@@ -296,9 +303,13 @@ def run_study(preset_name: str, output: Path, data_dir: str | None = None, org: 
         preset_name: `smoke` or `toy`.
         output: the study directory (created; an existing one is resumed if it holds the same study).
         data_dir: the data bundle (default: $MLM_VS_CLM_DATA, then ../shared/data).
-        org: Hub namespace of the exported repo folders.
+        org: Hub namespace of the exported repo folders and cards; default the placeholder `your-org`, which
+            `model_cards.push` refuses (toy exports never default to a real organisation).
         preset: a custom definition (the test suite's shortened smoke study); default `STUDIES[preset_name]`.
     """
+    from model_cards.generate import PLACEHOLDER_ORG
+
+    org = org or PLACEHOLDER_ORG
     preset = preset or STUDIES[preset_name]
     definition = json.loads(json.dumps(dataclasses.asdict(preset)))
     check_study_dir(output, preset_name, definition)
@@ -324,7 +335,7 @@ def run_study(preset_name: str, output: Path, data_dir: str | None = None, org: 
             progress.bar.update(round(share))
         progress.units.pop("evaluation", None)
         for stage, action in (("report", lambda: report(preset, output)),
-                              ("model cards", lambda: model_cards(preset, output)),
+                              ("model cards", lambda: model_cards(preset, output, org)),
                               ("hub export", lambda: hub_export(preset_name, preset, output, org))):
             progress.start(stage, "")
             action()
@@ -340,7 +351,9 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--preset", required=True, help=f"one of {', '.join(PRESETS)}")
     parser.add_argument("--output", required=True, type=Path, help="study directory (created; resumable)")
     parser.add_argument("--data_dir", default=None, help="data bundle (default: $MLM_VS_CLM_DATA, then ../shared/data)")
-    parser.add_argument("--org", default="MLMvsCLM", help="Hub namespace used in the exported repo folders")
+    parser.add_argument("--org", default=None,
+                        help="your Hub user or organisation, used in the exported repo folders and cards (default: "
+                             "the placeholder your-org, which model_cards.push refuses to push to)")
     parser.add_argument("--docs", type=Path, default=None, help="also copy the finished report here (docs/toy-study)")
     parser.add_argument("--gpu", default="H100", help="paper plan: GPU to estimate GPU-hours for")
     parser.add_argument("--mfu", type=float, default=0.40, help="paper plan: assumed model FLOPs utilisation")
@@ -357,9 +370,15 @@ def main(argv=None) -> None:
 
             write_plan(args.output, gpu=args.gpu, mfu=args.mfu)
             return
+        from model_cards.push import PushError, check_repo_id
         from recipes.paths import resolve_data_dir
 
         resolve_data_dir(args.data_dir)  # fail now, not in the first subprocess
+        if args.org is not None:
+            try:
+                check_repo_id(f"{args.org}/{args.preset}-study-results")
+            except PushError as error:
+                raise ValueError(f"--org {args.org!r}: {error}") from None
         run_study(args.preset, args.output, args.data_dir, args.org)
         if args.docs:
             print(f"report copied to {write_docs(args.preset, args.output, args.docs)}")

@@ -1,4 +1,5 @@
-"""Model cards: the name grammar, card contents for MLM / CLM / PFS / CPT checkpoints, model-index metadata."""
+"""Model cards: the name grammar, card contents for MLM / CLM / PFS / CPT checkpoints and for any other run,
+model-index metadata, the test data behind each score."""
 
 import csv
 import json
@@ -8,23 +9,41 @@ import torch
 from huggingface_hub import DatasetCard, ModelCard
 from safetensors.torch import save_file
 from tokenizers import Tokenizer, models, pre_tokenizers
+from transformers import TrainingArguments
 
 from model_cards.generate import build_model_card, build_results_card, describe_name, main, parse_name
+from model_cards.results_dataset import task_test_data
+from recipes import artifacts
+from recipes.training import CptArguments, PretrainArguments, make_run_info
 
-SUMMARY_COLUMNS = ["model", "task", "family", "metric", "best_lr", "n_seeds", "mean", "ci_low", "ci_high", "std",
-                   "n_diverged"]
-TASKS = [("sst2", "sc", "accuracy"), ("conll2003", "tc", "token_micro_f1"), ("squad", "qa", "f1"), ("scifact", "ir", "ndcg@10")]  # as evaluation.report writes them
+SUMMARY_COLUMNS = ["model", "task", "family", "metric", "best_lr", "n_seeds", "mean", "ci_low", "ci_high", "entity_f1",
+                   "std", "n_diverged"]
+TASKS = [("sst2", "sc", "accuracy"), ("conll2003", "tc", "sentence_macro_f1"), ("squad", "qa", "f1"),
+         ("scifact", "ir", "ndcg@10")]  # as evaluation.report writes them
+# Per-instance records as each family's evaluate() writes them (evaluation.common.result).
+INSTANCES = {
+    "sc": [{"prediction": "positive", "reference": "positive", "accuracy": 1.0},
+           {"prediction": "positive", "reference": "negative", "accuracy": 0.0}],
+    "tc": [{"prediction": ["B-PER", "O"], "reference": ["B-PER", "O"], "sentence_macro_f1": 1.0, "entity_f1": 1.0,
+            "entity_tp": 1, "entity_pred": 1, "entity_gold": 1, "token_correct": 2, "token_count": 2}],
+    "qa": [{"prediction": "1/2 of it", "reference": ["half", "1/2 of it"], "id": "q1", "exact_match": 1.0, "f1": 1.0},
+           {"prediction": "", "reference": ["Paris"], "id": "q2", "exact_match": 0.0, "f1": 0.0}],
+    "ir": [{"ranking": ["d2", "d1"], "relevance": {"d1": 1}, "qid": "7", "ndcg@10": 0.63, "mrr@10": 0.5,
+            "recall@100": 1.0}],
+}
 
 
 def make_checkpoint(path, name, objective="mlm", mlm_probability=0.4, steps=200, pfs_switch_step=None,
-                    cpt_base=None, preset="toy", extra_files=True):
-    """A small but complete `save_pretrained` folder as recipes/pretrain.py writes it (contract in the brief)."""
+                    cpt_base=None, preset="toy", extra_files=True, is_causal=None, branch_from=None):
+    """A small but complete `save_pretrained` folder whose run_info.json is written by the real
+    `recipes.training.make_run_info`, with the local paths a real run records (output_dir, tokenizer, base...)."""
     path.mkdir(parents=True)
     auto_map = {"AutoConfig": "configuration_eurobert.EuroBertConfig", "AutoModel": "modeling_eurobert.EuroBertModel",
                 "AutoModelForMaskedLM": "modeling_eurobert.EuroBertForMaskedLM"}
     config = {"architectures": ["EuroBertForMaskedLM"], "model_type": "mlm_vs_clm_eurobert", "auto_map": auto_map,
               "vocab_size": 99, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
-              "num_key_value_heads": 2, "intermediate_size": 37, "torch_dtype": "float32"}
+              "num_key_value_heads": 2, "intermediate_size": 37, "torch_dtype": "float32",
+              "is_causal": objective == "clm" if is_causal is None else is_causal}
     (path / "config.json").write_text(json.dumps(config, indent=2))
     weights = {"model.embed_tokens.weight": torch.randn(99, 32), "lm_head.weight": torch.randn(99, 32),
                "model.layers.0.self_attn.q_proj.weight": torch.randn(32, 32)}
@@ -43,20 +62,24 @@ def make_checkpoint(path, name, objective="mlm", mlm_probability=0.4, steps=200,
         (path / "optimizer.pt").write_bytes(b"\x00optimizer state")
         (path / "training_args.bin").write_bytes(b"\x80pickle")
         (path / "trainer_state.json").write_text("{}")
-    run_info = {
-        "name": name, "size": name.split("-")[0], "objective": objective, "mlm_probability": mlm_probability,
-        "steps": steps, "pfs_switch_step": pfs_switch_step, "cpt_base": cpt_base, "preset": preset,
-        "run_config": {"objective": objective, "mlm_probability": mlm_probability, "mask_replace_prob": 1.0,
-                       "random_replace_prob": 0.0, "max_seq_length": 64},
-        "training_args": {"learning_rate": 5e-4, "lr_scheduler_type": "warmup_stable_decay", "warmup_steps": 20,
-                          "max_steps": steps, "weight_decay": 0.1, "adam_beta2": 0.95, "hub_token": "<HUB_TOKEN>"},
-        "versions": {"torch": "2.13.0", "transformers": "5.24.0"}, "git_commit": "448d4bc",
-        "data": {"source": "enwiki (stand-in for FineWeb-Edu)", "fingerprint": "abc123"}, "tokens_seen": 409600}
-    (path / "run_info.json").write_text(json.dumps(run_info, indent=2))
+    settings = dict(objective=objective, mlm_probability=mlm_probability or 0.4, switch_step=pfs_switch_step,
+                    study_preset=preset, tokenizer_name_or_path=str(path.parent / "tokenizer"),
+                    corpus_source="bundle", max_docs=2000, block_size=64, branch_from=branch_from)
+    if cpt_base:
+        run_args = CptArguments(model_name_or_path=str(path.parent / cpt_base), keep_optimizer_state=True, **settings)
+    else:
+        run_args = PretrainArguments(model_preset="tiny", **settings)
+    training_args = TrainingArguments(output_dir=str(path), run_name=name, max_steps=steps, learning_rate=5e-4,
+                                      lr_scheduler_type="warmup_stable_decay", warmup_steps=20, weight_decay=0.1,
+                                      adam_beta2=0.95, per_device_train_batch_size=8, data_seed=0, report_to="none",
+                                      use_cpu=True)
+    info = make_run_info(run_args, training_args, step=steps, identity={"fingerprint": "abc123", "tokenizer": "t0"},
+                         cpt_base=cpt_base)
+    (path / "run_info.json").write_text(json.dumps(info, indent=2))
     return path
 
 
-def write_summary(path, models):
+def write_summary(path, models, rows=None):
     """summary.csv with one row per (model, task); scores differ per model so rows cannot be mixed up."""
     with open(path, "w", newline="") as f:
         writer = csv.DictWriter(f, SUMMARY_COLUMNS)
@@ -66,24 +89,43 @@ def write_summary(path, models):
                 mean = 0.5 + 0.1 * m + 0.01 * t
                 writer.writerow({"model": model, "task": task, "family": family, "metric": metric,
                                  "best_lr": "5e-05", "n_seeds": 3, "mean": mean, "ci_low": mean - 0.02,
-                                 "ci_high": mean + 0.02, "std": 0.01, "n_diverged": t % 2})
+                                 "ci_high": mean + 0.02, "entity_f1": 0.25 if family == "tc" else "", "std": 0.01,
+                                 "n_diverged": t % 2})
+        for row in rows or []:
+            writer.writerow(row)
     return path
 
 
-def write_report(report_dir, models):
-    """An evaluation report folder: summary.csv + results/<model>/<task>/lr<lr>-seed<seed>.json."""
-    report_dir.mkdir(parents=True)
-    write_summary(report_dir / "summary.csv", models)
-    for model in models:
-        for task, family, metric in TASKS:
+def write_results(results_dir, checkpoints, tasks=TASKS, source="offline"):
+    """Per-run result files as evaluation.run writes them, each with the identity of its checkpoint's weights."""
+    for model, checkpoint in checkpoints.items():
+        identity = artifacts.checkpoint_identity(checkpoint)
+        for task, family, metric in tasks:
             for seed in (0, 1):
-                run = {"format": 2, "model": model, "task": task, "family": family, "lr": 5e-5, "seed": seed,
-                       "status": "diverged" if seed == 1 and task == "squad" else "ok", "main_metric": metric,
-                       "validation": {metric: 0.6}, "test": {metric: 0.55}, "per_instance": {"ids": [0, 1]},
-                       "config": {"batch_size": 32}, "versions": {"transformers": "5.24.0"}}
-                out = report_dir / "results" / model / task / f"lr5e-05-seed{seed}.json"
+                diverged = seed == 1 and task == "squad"
+                instances = [] if diverged else INSTANCES[family]
+                scores = {} if diverged else {metric: 0.55, **({"entity_f1": 0.25} if family == "tc" else {})}
+                run = {"format": artifacts.RESULT_FORMAT, "model": model, "task": task, "family": family, "lr": 5e-5,
+                       "seed": seed, "status": "diverged" if diverged else "ok", "main_metric": metric,
+                       "validation": scores and {metric: 0.6}, "test": scores,
+                       "per_instance": {"validation": instances[:1], "test": instances},
+                       "config": {"batch_size": 32, "source": source, "max_length": 128},
+                       "identity": {"model": identity, "protocol": {"batch_size": 32},
+                                    "task": {"definition": "d" * 64, "source": source,
+                                             "data": {"dev.tsv": "h" * 64, str(results_dir / "x" / "dev.tsv"): "h"}}},
+                       "versions": {"transformers": "5.24.0"}, "git_commit": "448d4bc"}
+                out = artifacts.result_path(results_dir, model, task, 5e-5, seed)
                 out.parent.mkdir(parents=True, exist_ok=True)
                 out.write_text(json.dumps(run))
+    return results_dir
+
+
+def write_report(report_dir, checkpoints, results_dir=None):
+    """An evaluation report folder (summary.csv) and the per-run results behind it: `<report_dir>/results` by
+    default, or `results_dir` (the study's layout: study/<preset>/report beside study/<preset>/results)."""
+    report_dir.mkdir(parents=True)
+    write_summary(report_dir / "summary.csv", list(checkpoints))
+    write_results(results_dir or report_dir / "results", checkpoints)
     return report_dir
 
 
@@ -154,59 +196,166 @@ def summary_csv(tmp_path):
     return write_summary(tmp_path / "summary.csv", list(FIXTURES))
 
 
-@pytest.mark.parametrize("name", list(FIXTURES))
-def test_model_card_contents(tmp_path, summary_csv, name):
-    ckpt = make_checkpoint(tmp_path / name, name, **FIXTURES[name])
-    card = build_model_card(ckpt, summary_csv, repo_id=f"org/{name}")
+def evaluated(tmp_path, name, **fields):
+    """A checkpoint, the per-run results of its weights and the summary: (checkpoint, summary.csv, results dir)."""
+    ckpt = make_checkpoint(tmp_path / "models" / name, name, **fields)
+    results = write_results(tmp_path / "results", {name: ckpt})
+    return ckpt, write_summary(tmp_path / "summary.csv", list(FIXTURES)), results
+
+
+def load(card, tmp_path) -> ModelCard:
     (tmp_path / "README.md").write_text(str(card))
-    loaded = ModelCard.load(tmp_path / "README.md")  # what the Hub parses
+    return ModelCard.load(tmp_path / "README.md")  # what the Hub parses
+
+
+@pytest.mark.parametrize("name", list(FIXTURES))
+def test_model_card_contents(tmp_path, name):
+    ckpt, summary, results = evaluated(tmp_path, name, **FIXTURES[name])
+    loaded = load(build_model_card(ckpt, summary, repo_id=f"org/{name}", results_dir=results), tmp_path)
     text = loaded.text
 
     assert loaded.data.library_name == "transformers" and loaded.data.model_name == name
-    assert describe_name(name) in text
-    assert "**This is a `toy`-scale reproduction:**" in text  # the name keeps the paper's grammar
-    # Evaluation table: this model's rows only, with 95% CIs.
+    assert loaded.data.license == "apache-2.0" and loaded.data.pipeline_tag
+    assert loaded.data.datasets is None  # toy runs read the bundle's Wikipedia, not a Hub dataset
+    # The toy-scale disclaimer comes first, then the name's meaning.
+    assert text.split(f"# {name}\n", 1)[1].lstrip().startswith("> **Toy-scale reproduction (`toy` preset)")
+    assert describe_name(name) in text and "a stand-in for FineWeb-Edu" in text
+    # Evaluation table: this model's rows only, with 95% CIs and the data of each test score.
     m = list(FIXTURES).index(name)
     mean = 0.5 + 0.1 * m
-    assert f"| SC | sst2 | accuracy | {mean:.4f} | [{mean - 0.02:.4f}, {mean + 0.02:.4f}] |" in text
+    assert (f"| SC | sst2 | `nyu-mll/glue` (sst2), validation (offline bundle copy) | accuracy | {mean:.4f} | "
+            f"[{mean - 0.02:.4f}, {mean + 0.02:.4f}] |") in text
     results = loaded.data.eval_results
-    assert [r.dataset_type for r in results] == [t for t, _, _ in TASKS]
-    assert [r.task_type for r in results] == ["text-classification", "token-classification",
+    assert [r.dataset_type for r in results] == ["nyu-mll/glue", "hgissbkh/conll2003-en", "hgissbkh/conll2003-en",
+                                                 "rajpurkar/squad", "scifact"]
+    # The split actually used: GLUE's and SQuAD's official validation splits are the test sets.
+    assert [r.dataset_split for r in results] == ["validation", "test", "test", "validation", "test"]
+    assert [r.metric_type for r in results] == ["accuracy", "sentence_macro_f1", "entity_f1", "f1", "ndcg@10"]
+    assert [r.task_type for r in results] == ["text-classification", "token-classification", "token-classification",
                                              "question-answering", "sentence-similarity"]
-    assert results[0].metric_value == pytest.approx(mean) and results[0].dataset_name == "sst2 (stand-in)"
-    # Usage, limitations, citation.
-    assert f'AutoModel.from_pretrained("org/{name}", trust_remote_code=True)' in text
-    assert "Toy scale" in text and "stand-in" in text
-    assert "2507.00994" in text and "| `training_args.learning_rate` | 0.0005 |" in text
-    assert "hub_token" not in text  # only whitelisted TrainingArguments reach the card
+    first = results[0]
+    assert first.metric_value == pytest.approx(mean) and first.dataset_name == "sst2" and first.dataset_config == "sst2"
+    assert first.metric_name == "accuracy"  # the CI is a metric field, not part of the name
+    assert first.metric_args == {"ci95_low": pytest.approx(mean - 0.02), "ci95_high": pytest.approx(mean + 0.02),
+                                 "n_seeds": 3, "learning_rate": 5e-05}
+    # Hyperparameters: grouped tables, each setting once, no local path.
+    for group in ("**Model**", "**Data**", "**Objective**", "**Optimisation**"):
+        assert group in text
+    assert text.count("| learning_rate | `0.0005` |") == 1 and "| max_steps | `200` |" in text
+    assert "| tokenizer_name_or_path | `<local>/tokenizer` |" in text and str(tmp_path) not in text
+    assert "hub_token" not in text and "output_dir" not in text  # only the settings that decide the weights
+    assert f'AutoModel.from_pretrained("org/{name}", trust_remote_code=True' in text
+    assert "2507.00994" in text
     if "pfs_switch_step" in FIXTURES[name]:
-        assert "| PFS switch | CLM until step 50, then MLM |" in text
-    if "cpt_base" in FIXTURES[name]:
-        assert "| CPT base | `610m-clm-42k` (decayed checkpoint) |" in text
+        assert "| PFS switch | CLM until step 50, then MLM |" in text and "| switch_step | `50` |" in text
+    if "cpt_base" in FIXTURES[name]:  # the base is the study's own run, published beside it
+        assert loaded.data.base_model == "org/610m-clm-42k"
+        assert "| starting point | continued pretraining (CPT) started from [`org/610m-clm-42k`]" in text
+    else:
+        assert loaded.data.base_model is None
     if name == "610m-clm-42k":
-        assert "| masking ratio | none (CLM) |" in text and loaded.data.pipeline_tag == "feature-extraction"
+        assert loaded.data.pipeline_tag == "feature-extraction" and "mlm_probability" not in text
+        assert 'trust_remote_code=True, is_causal=False)' in text  # how the study loads a CLM checkpoint
+        assert "attend causally unless told otherwise" in text and "bidirectionally" in text
+        assert "python -m modeling_eurobert.export_native --bidirectional" in text
+    else:
+        assert "is_causal=False" not in text and "export_native" not in text
 
 
 def test_paper_preset_card_has_no_toy_caveats(tmp_path, summary_csv):
     ckpt = make_checkpoint(tmp_path / "c", "610m-mlm40-42k", steps=42000, preset="paper")
-    card = build_model_card(ckpt, summary_csv)
-    assert "Toy scale" not in card.text and card.data.datasets == ["HuggingFaceFW/fineweb-edu"]
-    assert card.data.eval_results[0].dataset_name == "sst2"
+    info = json.loads((ckpt / "run_info.json").read_text())
+    info["data"]["source"] = "HuggingFaceFW/fineweb-edu"
+    info["run_config"]["run_settings"].update(corpus_source="HuggingFaceFW/fineweb-edu", corpus_name="sample-350BT")
+    (ckpt / "run_info.json").write_text(json.dumps(info))
+    card = build_model_card(ckpt)
+    assert "Toy-scale" not in card.text and card.data.datasets == ["HuggingFaceFW/fineweb-edu"]
+    assert "`HuggingFaceFW/fineweb-edu` (config `sample-350BT`)" in card.text
+    assert card.text.split("# 610m-mlm40-42k\n", 1)[1].lstrip().startswith("610m-mlm40-42k: a 610m encoder")
+
+
+def test_confidence_intervals_stay_in_the_unit_interval(tmp_path):
+    name = "610m-mlm40-42k"
+    ckpt, _, results = evaluated(tmp_path, name)
+    wide = {"model": name, "task": "sst2", "family": "sc", "metric": "accuracy", "best_lr": "5e-05", "n_seeds": 2,
+            "mean": 0.97, "ci_low": 0.62, "ci_high": 1.32, "entity_f1": "", "std": 0.04, "n_diverged": 0}
+    summary = write_summary(tmp_path / "wide.csv", [], rows=[wide])
+    card = build_model_card(ckpt, summary, results_dir=results)
+    result = card.data.eval_results[0]
+    assert result.metric_args["ci95_low"] == 0.62 and result.metric_args["ci95_high"] == 1.0
+    assert "| 0.9700 | [0.6200, 1.0000] |" in card.text
+
+
+def test_run_card_lists_its_step_branches(tmp_path):
+    run = make_checkpoint(tmp_path / "610m-clm-42k", "610m-clm-42k", objective="clm", mlm_probability=None)
+    for step in (20, 5):
+        make_checkpoint(run / "intermediate" / f"step-{step}", f"610m-clm-42k-{step}", objective="clm",
+                        mlm_probability=None, steps=step)
+    text = build_model_card(run, repo_id="org/610m-clm-42k").text
+    assert "| `step-5` | 5 |\n| `step-20` | 20 |" in text
+    assert 'revision="step-5", trust_remote_code=True, is_causal=False)' in text
 
 
 def test_intermediate_checkpoint_card(tmp_path, summary_csv):
-    ckpt = make_checkpoint(tmp_path / "run" / "intermediate" / "step-1000", "610m-clm-42k", objective="clm",
-                           mlm_probability=None, steps=1000)
-    card = build_model_card(ckpt, summary_csv, repo_id="org/610m-clm-42k", revision="step-1000")
+    ckpt = make_checkpoint(tmp_path / "run" / "intermediate" / "step-1000", "610m-clm-42k-1000", objective="clm",
+                           mlm_probability=None, steps=1000)  # run_info names an intermediate <run>-<paper step>
+    card = build_model_card(ckpt, summary_csv, repo_id="org/610m-clm-42k", revision="step-1000",
+                            results_dir=tmp_path / "results")
     assert card.data.model_name == "610m-clm-42k-1000"
-    assert 'AutoModel.from_pretrained("org/610m-clm-42k", revision="step-1000", trust_remote_code=True)' in card.text
+    assert ('AutoModel.from_pretrained("org/610m-clm-42k", revision="step-1000", trust_remote_code=True, '
+            "is_causal=False)") in card.text
     assert "was not evaluated" in card.text and card.data.eval_results is None
+    assert "lives on the `step-1000` branch" in card.text
 
 
-def test_run_info_contradicting_the_name_raises(tmp_path):
+def test_decay_branch_and_its_base_model(tmp_path):
+    stable = tmp_path / "models" / "610m-clm-42k"
+    ckpt = make_checkpoint(tmp_path / "models" / "610m-clm-12k", "610m-clm-12k", objective="clm",
+                           mlm_probability=None, branch_from=str(stable))
+    card = build_model_card(ckpt, repo_id="me/610m-clm-12k")
+    assert card.data.base_model == "me/610m-clm-42k"
+    assert "this decay branch started from the stable phase of [`me/610m-clm-42k`]" in card.text
+    assert "| branch_from | `<local>/610m-clm-42k` |" in card.text and str(tmp_path) not in card.text
+    assert build_model_card(ckpt).data.base_model is None  # no org known: the text names the base instead
+    cpt = make_checkpoint(tmp_path / "models" / "cpt", "610m-clm-dec42k-mlm40-64k", cpt_base="610m-clm-42k")
+    step = make_checkpoint(cpt / "intermediate" / "step-10", "610m-clm-dec42k-mlm40-64k-10", steps=10,
+                           cpt_base="610m-clm-42k")
+    card = build_model_card(step, repo_id="me/610m-clm-dec42k-mlm40-64k", revision="step-10")
+    assert card.data.base_model == "me/610m-clm-42k"  # an intermediate checkpoint keeps its run's starting point
+
+
+def test_any_run_is_described_from_its_run_info(tmp_path):
+    """A checkpoint named outside the grammar (my own encoder) gets a card, described from run_info.json."""
+    ckpt = make_checkpoint(tmp_path / "my-encoder", "my-encoder", mlm_probability=0.3, preset=None)
+    card = build_model_card(ckpt, repo_id="me/my-encoder")
+    assert card.data.model_name == "my-encoder" and "## What the name means" not in card.text
+    assert ("my-encoder: a `tiny`-size encoder trained for 200 steps with masked language modeling (MLM) with a 30% "
+            "masking ratio.") in card.text
+    assert "Toy-scale" not in card.text and "made with the recipes of a reimplementation" in card.text
+
+
+def test_cpt_from_another_base_is_named_and_described_as_what_it_is(tmp_path):
+    """CPT from a converted Llama with the 610m-clm-dec42k-mlm40-44k config: run_info keeps the recipe's name."""
+    ckpt = make_checkpoint(tmp_path / "llama-cpt", "610m-clm-dec42k-mlm40-44k", cpt_base="llama-3.2-1b-eurobert",
+                           preset=None)
+    card = build_model_card(ckpt, repo_id="me/llama-3.2-1b-mlm40-cpt")
+    assert card.data.model_name == "llama-3.2-1b-mlm40-cpt" and "## What the name means" not in card.text
+    assert "continued pretraining (CPT) of `llama-3.2-1b-eurobert`" in card.text
+    assert "calls this run `610m-clm-dec42k-mlm40-44k`, the study's name for a run it is not" in card.text
+    assert "decayed 42,000-step CLM checkpoint" not in card.text
+    assert card.data.base_model is None and "`llama-3.2-1b-eurobert` (not published under a known Hub id)" in card.text
+    card = build_model_card(ckpt, repo_id="me/llama-3.2-1b-mlm40-cpt", base_model="meta-llama/Llama-3.2-1B")
+    assert card.data.base_model == "meta-llama/Llama-3.2-1B"
+    assert build_model_card(ckpt).data.model_name == "llama-cpt"  # no repo id: the run folder's name
+    with pytest.raises(ValueError, match="publish it under a name that says what it is"):
+        build_model_card(ckpt, repo_id="me/610m-clm-dec42k-mlm40-44k")
+
+
+def test_a_contradicted_study_name_is_not_used(tmp_path):
     ckpt = make_checkpoint(tmp_path / "c", "610m-mlm40-42k", mlm_probability=0.3)
-    with pytest.raises(ValueError, match="contradicts its name: mlm_probability 0.3"):
-        build_model_card(ckpt)
+    card = build_model_card(ckpt)
+    assert card.data.model_name == "c" and "mlm_probability 0.3 (name says 40%)" in card.text
+    assert "with a 30% masking ratio" in card.text
 
 
 def test_missing_run_info_key_raises(tmp_path):
@@ -218,20 +367,49 @@ def test_missing_run_info_key_raises(tmp_path):
         build_model_card(ckpt)
 
 
+def test_scores_of_other_weights_are_refused(tmp_path):
+    name = "610m-mlm40-42k"
+    ckpt, summary, results = evaluated(tmp_path, name)
+    with pytest.raises(ValueError, match="needs its per-run results folder too"):
+        build_model_card(ckpt, summary)
+    retrained = make_checkpoint(tmp_path / "retrained" / name, name)  # same name, other weights
+    with pytest.raises(ValueError, match="was made from other weights than"):
+        build_model_card(retrained, summary, results_dir=results)
+
+
+@pytest.mark.parametrize("task, source, dataset, split, stand_in", [
+    ("sst2", "offline", "nyu-mll/glue", "validation", False),  # dev.tsv is GLUE's validation split
+    ("mnli", "hub", "nyu-mll/glue", "validation_matched", False),
+    ("conll2003", "offline", "hgissbkh/conll2003-en", "test", False),
+    ("mrpc", "offline", "nyu-mll/glue", "test", False),  # the labelled MSR test set, not the mapped validation
+    ("qqp", "offline", "qqp", "test", True),  # a balanced Quora split, not GLUE
+    ("squad_v2", "offline", "squad_v2", "50% (by title, seed 42) of dev-half-cs224n-v2.0", True),
+    ("nq", "hub", "mteb/nq", "test, less 50% (seed 42) carved out as validation", False),
+    ("scifact", "offline", "scifact", "test", False),
+])
+def test_test_data_follows_the_task_definition(task, source, dataset, split, stand_in):
+    data = task_test_data(task, source)
+    assert (data["dataset"], data["split"], bool(data["stand_in"])) == (dataset, split, stand_in)
+
+
 def test_results_card(tmp_path):
-    report = write_report(tmp_path / "report", ["610m-mlm40-42k", "610m-clm-42k"])
+    ckpts = {n: make_checkpoint(tmp_path / "models" / n, n, **FIXTURES[n]) for n in ("610m-mlm40-42k", "610m-clm-42k")}
+    report = write_report(tmp_path / "report", ckpts)
     card = build_results_card(report / "results", report / "summary.csv", repo_id="org/results")
     (tmp_path / "README.md").write_text(str(card))
     loaded = DatasetCard.load(tmp_path / "README.md")
-    assert [c["config_name"] for c in loaded.data.configs] == ["summary", "runs"]
+    assert [c["config_name"] for c in loaded.data.configs] == ["runs", "predictions", "summary"]
+    assert loaded.data.license == "cc-by-sa-4.0"
     assert "16 runs\n(2 diverged) of 2 models on 4 tasks" in loaded.text
     assert "| 610m-clm-42k | IR | scifact | ndcg@10 | 0.6300 | [0.6100, 0.6500] |" in loaded.text
+    assert "| sst2 | offline | `nyu-mll/glue` (sst2), validation (offline bundle copy) |" in loaded.text
+    assert 'load_dataset("org/results", "predictions", split="train")' in loaded.text
 
 
-def test_cli_writes_a_loadable_card(tmp_path, summary_csv):
-    ckpt = make_checkpoint(tmp_path / "c", "610m-mlm40-42k")
-    main([str(ckpt), "--summary", str(summary_csv), "--output", str(tmp_path / "README.md")])
-    assert len(ModelCard.load(tmp_path / "README.md").data.eval_results) == 4
+def test_cli_writes_a_loadable_card(tmp_path):
+    ckpt, summary, results = evaluated(tmp_path, "610m-mlm40-42k")
+    main([str(ckpt), "--summary", str(summary), "--results", str(results), "--output", str(tmp_path / "README.md")])
+    assert len(ModelCard.load(tmp_path / "README.md").data.eval_results) == 5
 
 
 # ----- the CLI as a user meets it -----
@@ -246,23 +424,23 @@ def _generate(*args):
                           capture_output=True, text=True, timeout=120)
 
 
-def test_cli_writes_into_the_checkpoint_and_never_over_a_file_it_did_not_write(tmp_path, summary_csv):
-    ckpt = make_checkpoint(tmp_path / "c", "610m-mlm40-42k")
+def test_cli_writes_into_the_checkpoint_and_never_over_a_file_it_did_not_write(tmp_path):
+    ckpt, summary, results = evaluated(tmp_path, "610m-mlm40-42k")
     project_readme = tmp_path / "README.md"
     project_readme.write_text("# my project\n")
-    proc = _generate(ckpt, "--summary", summary_csv)  # the README's own command: no --output
+    proc = _generate(ckpt, "--summary", summary, "--results", results)  # the README's own command: no --output
     assert proc.returncode == 0, proc.stderr
     assert project_readme.read_text() == "# my project\n"
     assert ModelCard.load(ckpt / "README.md").data.model_name == "610m-mlm40-42k"
-    assert _generate(ckpt, "--summary", summary_csv).returncode == 0  # its own card: regenerated
-    refused = _generate(ckpt, "--summary", summary_csv, "--output", project_readme)
+    assert _generate(ckpt).returncode == 0  # its own card: regenerated
+    refused = _generate(ckpt, "--output", project_readme)
     assert refused.returncode == 2 and "was not written by model_cards.generate; pass --force" in refused.stderr
     assert project_readme.read_text() == "# my project\n"
     assert _generate(ckpt, "--output", project_readme, "--force").returncode == 0
     assert "610m-mlm40-42k" in project_readme.read_text()
 
 
-@pytest.mark.parametrize("case", ["no_run_info", "bad_summary"])
+@pytest.mark.parametrize("case", ["no_run_info", "bad_summary", "summary_without_results"])
 def test_cli_bad_input_is_one_line(tmp_path, case):
     ckpt = make_checkpoint(tmp_path / "c", "610m-mlm40-42k")
     args = [ckpt]
@@ -270,9 +448,11 @@ def test_cli_bad_input_is_one_line(tmp_path, case):
         (ckpt / "run_info.json").unlink()
     else:
         (tmp_path / "summary.csv").write_text("model,task\nx,y\n")
-        args += ["--summary", tmp_path / "summary.csv"]
+        args += ["--summary", tmp_path / "summary.csv"] + (["--results", tmp_path] if case == "bad_summary" else [])
     proc = _generate(*args)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
-    assert ("run_info.json not found" if case == "no_run_info" else "lacks columns") in lines[-1]
+    expected = {"no_run_info": "run_info.json not found", "bad_summary": "lacks columns",
+                "summary_without_results": "--summary and --results go together"}[case]
+    assert expected in lines[-1]
     assert not (ckpt / "README.md").exists()

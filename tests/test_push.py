@@ -1,6 +1,7 @@
 """Hub publishing through huggingface_hub's real client against the loopback Hub of tests/hub_server.py."""
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -8,11 +9,12 @@ from pathlib import Path
 
 import huggingface_hub
 import pytest
-from huggingface_hub import HfApi, snapshot_download
-
+from datasets import load_dataset
 from hub_server import HubServer
+from huggingface_hub import DatasetCard, HfApi, ModelCard, snapshot_download
+from test_model_cards import make_checkpoint, write_report, write_results, write_summary
+
 from model_cards.push import PushError, build_plans, make_parser, plan_run, push_plans, write_dry_run
-from test_model_cards import make_checkpoint, write_report
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "hf_loopbackSecretToken0123456789"
@@ -42,17 +44,18 @@ def online(monkeypatch, tmp_path):
 
 @pytest.fixture
 def study(tmp_path):
-    """A run folder with two intermediate checkpoints, and an evaluation report."""
+    """A run folder with two intermediate checkpoints, and an evaluation report (results in report/results)."""
     run_dir = make_checkpoint(tmp_path / "runs" / RUN, RUN)
     for step in (1000, 2000):
-        make_checkpoint(run_dir / "intermediate" / f"step-{step}", RUN, steps=step)
-    report = write_report(tmp_path / "report", [RUN])
+        make_checkpoint(run_dir / "intermediate" / f"step-{step}", f"{RUN}-{step}", steps=step)
+    report = write_report(tmp_path / "report", {RUN: run_dir})
     return run_dir, report
 
 
-def plans_for(run_dir, report, repo_id="org/" + RUN):
+def plans_for(run_dir, report, workdir, repo_id="org/" + RUN):
+    workdir.mkdir(exist_ok=True)
     args = make_parser().parse_args([str(run_dir), "--repo-id", repo_id, "--results", str(report)])
-    return build_plans(args)
+    return build_plans(args, workdir)
 
 
 def download(hub, repo_id, revision, repo_type, cache_dir) -> Path:
@@ -62,7 +65,7 @@ def download(hub, repo_id, revision, repo_type, cache_dir) -> Path:
 
 def test_push_is_byte_identical_to_dry_run_with_branches_and_results(hub, online, study, tmp_path):
     run_dir, report = study
-    plans = plans_for(run_dir, report)
+    plans = plans_for(run_dir, report, tmp_path / "work")
     write_dry_run(plans, tmp_path / "dry")
     push_plans(plans, TOKEN, endpoint=hub.endpoint, log=lambda _: None)
 
@@ -81,24 +84,38 @@ def test_push_is_byte_identical_to_dry_run_with_branches_and_results(hub, online
     # The dry run holds the checkpoint's Hub files byte for byte, and none of the trainer leftovers.
     main_dir = tmp_path / "dry" / "models" / "org" / RUN / "main"
     local = sha256_tree(run_dir)
-    assert {p: h for p, h in sha256_tree(main_dir).items() if p != "README.md"} == {
+    assert {p: h for p, h in sha256_tree(main_dir).items() if p not in ("README.md", "run_info.json")} == {
         p: local[p] for p in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
-                              "configuration_eurobert.py", "modeling_eurobert.py", "run_info.json")}
+                              "configuration_eurobert.py", "modeling_eurobert.py")}
+    # run_info.json is published with its local paths replaced, and otherwise as recorded.
+    local_info, public_info = (json.loads((d / "run_info.json").read_text()) for d in (run_dir, main_dir))
+    assert local_info["training_args"]["output_dir"] == str(run_dir)
+    assert public_info["training_args"]["output_dir"] == f"<local>/{RUN}"
+    assert public_info["run_config"]["run_settings"]["tokenizer_name_or_path"] == "<local>/tokenizer"
+    assert {k: v for k, v in public_info.items() if k not in ("run_config", "training_args")} == \
+        {k: v for k, v in local_info.items() if k not in ("run_config", "training_args")}
+    card = ModelCard.load(main_dir / "README.md")
+    assert "| `step-1000` | 1,000 |" in card.text and "| `step-2000` | 2,000 |" in card.text  # the run's branches
     step_card = (tmp_path / "dry" / "models" / "org" / RUN / "step-1000" / "README.md").read_text()
     assert f"# {RUN}-1000" in step_card and 'revision="step-1000"' in step_card
-    assert "| SC | sst2 | accuracy |" in main_dir.joinpath("README.md").read_text()  # card filled from --results
+    assert "| SC | sst2 | `nyu-mll/glue` (sst2), validation" in card.text  # card filled from --results
     results_dir = tmp_path / "dry" / "datasets" / "org" / f"{RUN}-results" / "main"
-    assert "summary.csv" in sha256_tree(results_dir) and (results_dir / "results" / RUN / "sst2").is_dir()
+    published = sha256_tree(results_dir)
+    assert {"summary.csv", "runs.jsonl", f"predictions/{RUN}.jsonl", f"results/{RUN}/sst2/lr5e-05-seed0.json"} <= \
+        published.keys()
+    # Nothing published names a local folder: not the checkpoints', the report's, nor the test's.
+    for path in (tmp_path / "dry").rglob("*"):
+        assert not path.is_file() or str(tmp_path).encode() not in path.read_bytes(), path
     # Every file went inline in a commit: no LFS batch, no Xet token, nothing outside the implemented routes.
     assert hub.unknown_requests == []
 
 
-def test_repush_identical_files_makes_no_commit(hub, online, study):
+def test_repush_identical_files_makes_no_commit(hub, online, study, tmp_path):
     run_dir, report = study
-    push_plans(plans_for(run_dir, report), TOKEN, endpoint=hub.endpoint, log=lambda _: None)
+    push_plans(plans_for(run_dir, report, tmp_path / "w1"), TOKEN, endpoint=hub.endpoint, log=lambda _: None)
     n_commits = len(hub.repo("org/" + RUN).commits)
     n_requests = len(hub.requests)
-    push_plans(plans_for(run_dir, report), TOKEN, endpoint=hub.endpoint, log=lambda _: None)
+    push_plans(plans_for(run_dir, report, tmp_path / "w2"), TOKEN, endpoint=hub.endpoint, log=lambda _: None)
     assert len(hub.repo("org/" + RUN).commits) == n_commits
     # The client saw every remote oid match and skipped the commit request altogether.
     assert not [p for m, p in hub.requests[n_requests:] if m == "POST" and "/commit/" in p]
@@ -162,6 +179,34 @@ def test_dry_run_refuses_a_non_empty_folder(tmp_path):
         write_dry_run(plan_run(ckpt, "org/m"), tmp_path / "dry")
 
 
+def test_placeholder_namespace_is_never_pushed(hub, online, tmp_path):
+    ckpt = make_checkpoint(tmp_path / RUN, RUN)
+    plans = plan_run(ckpt, "your-org/" + RUN)
+    write_dry_run(plans, tmp_path / "dry")  # a dry run may use it: it writes folders only
+    with pytest.raises(PushError, match="placeholder namespace 'your-org'"):
+        push_plans(plans, TOKEN, endpoint=hub.endpoint)
+    assert hub.requests == []
+
+
+def test_a_file_holding_a_local_path_is_refused(tmp_path):
+    ckpt = make_checkpoint(tmp_path / "runs" / RUN, RUN)
+    (ckpt / "tokenizer_config.json").write_text(json.dumps({"name_or_path": str(ckpt.parent / "tokenizer")}))
+    args = make_parser().parse_args([str(ckpt), "--repo-id", "org/m"])
+    with pytest.raises(PushError, match=rf"org/m:tokenizer_config.json contains the local path {tmp_path}"):
+        build_plans(args, tmp_path / "work")
+
+
+def test_any_checkpoint_can_be_published(tmp_path):
+    """My own encoder, named outside the study's grammar, with its own intermediate checkpoint."""
+    ckpt = make_checkpoint(tmp_path / "my-encoder", "my-encoder", objective="clm", mlm_probability=None, preset=None)
+    make_checkpoint(ckpt / "intermediate" / "step-100", "my-encoder-100", objective="clm", mlm_probability=None,
+                    steps=100, preset=None)
+    plans = plan_run(ckpt, "me/my-encoder")
+    assert [(p.revision, p.commit_message) for p in plans] == [("main", "Upload my-encoder"),
+                                                                ("step-100", "Upload my-encoder-100")]
+    assert "my-encoder: a `tiny`-size encoder trained for 200 steps with causal" in plans[0].files["README.md"].decode()
+
+
 # ----- the CLI in a subprocess: the environment is read at import, as for a user -----
 
 def run_cli(args, tmp_path, **env_overrides):
@@ -176,7 +221,7 @@ def run_cli(args, tmp_path, **env_overrides):
 def test_cli_without_token_fails_in_one_line_and_pushes_nothing(hub, study, tmp_path):
     run_dir, report = study
     proc = run_cli([run_dir, "--repo-id", "org/m", "--results", report], tmp_path, HF_ENDPOINT=hub.endpoint)
-    assert proc.returncode != 0
+    assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         "error: no Hugging Face token: set HF_TOKEN or run `hf auth login` "
         "(or use --dry-run OUT to write the repo folders without pushing)"]
@@ -218,3 +263,41 @@ def test_dry_run_refuses_repo_ids_the_hub_refuses(study, tmp_path, repo_id):
     proc = run_cli([run_dir, "--repo-id", repo_id, "--dry-run", tmp_path / "dry"], tmp_path, HF_HUB_OFFLINE="1")
     assert proc.returncode != 0 and proc.stderr.strip().splitlines()[-1].startswith(f"error: repo id {repo_id!r}")
     assert not (tmp_path / "dry").exists()
+
+
+def test_results_dataset_of_the_study_layout_loads_with_datasets(study, tmp_path):
+    """The README's publish command on a study's folders (report/ beside results/): every task family in one
+    `runs` table and one `predictions` table, read back by `datasets.load_dataset` from the dry-run folder."""
+    run_dir, _ = study
+    other = make_checkpoint(tmp_path / "runs" / "610m-clm-42k", "610m-clm-42k", objective="clm", mlm_probability=None)
+    write_results(tmp_path / "study" / "results", {RUN: run_dir, "610m-clm-42k": other})
+    (tmp_path / "study" / "report").mkdir()
+    write_summary(tmp_path / "study" / "report" / "summary.csv", [RUN, "610m-clm-42k"])
+    proc = run_cli([run_dir, "--repo-id", "org/m", "--results", tmp_path / "study" / "report", "--results-dir",
+                    tmp_path / "study" / "results", "--dry-run", tmp_path / "dry"], tmp_path, HF_HUB_OFFLINE="1")
+    assert proc.returncode == 0, proc.stderr
+    folder = tmp_path / "dry" / "datasets" / "org" / "m-results" / "main"
+    assert DatasetCard.load(folder / "README.md").data.license == "cc-by-sa-4.0"
+
+    cache = tmp_path / "hf-datasets-cache"
+    runs = load_dataset(str(folder), "runs", split="train", cache_dir=str(cache))
+    assert len(runs) == 2 * 4 * 2 and sorted(set(runs["family"])) == ["ir", "qa", "sc", "tc"]
+    assert runs.features["lr"].dtype == "float64" and runs.features["main_score_test"].dtype == "float64"
+    diverged = [r for r in runs if r["status"] == "diverged"]
+    assert len(diverged) == 2 and all(r["main_score_test"] is None for r in diverged)
+    sst2 = next(r for r in runs if r["task"] == "sst2")
+    assert (sst2["test_dataset"], sst2["test_split"], sst2["data_source"]) == ("nyu-mll/glue", "validation", "offline")
+    assert json.loads(sst2["test_scores"]) == {"accuracy": 0.55} and json.loads(sst2["config"])["batch_size"] == 32
+    assert str(tmp_path) not in sst2["identity"] and "<local>/dev.tsv" in sst2["identity"]
+
+    predictions = load_dataset(str(folder), "predictions", split="train", cache_dir=str(cache))
+    test = {f: [r for r in predictions if r["family"] == f and r["split"] == "test"] for f in ("sc", "tc", "qa", "ir")}
+    assert json.loads(test["tc"][0]["prediction"]) == ["B-PER", "O"] and test["tc"][0]["score"] == 1.0
+    qa = test["qa"][0]
+    assert (qa["id"], json.loads(qa["prediction"]), json.loads(qa["reference"])) == ("q1", "1/2 of it", ["half", "1/2 of it"])
+    ir = test["ir"][0]
+    assert json.loads(ir["prediction"]) == ["d2", "d1"] and json.loads(ir["scores"])["mrr@10"] == 0.5
+    assert ir["id"] == "7" and test["sc"][0]["id"] is None
+    summary = load_dataset(str(folder), "summary", split="train", cache_dir=str(cache))
+    assert len(summary) == 8 and summary.features["n_seeds"].dtype == "int64"
+    assert summary.features["mean"].dtype == "float64" and summary.features["entity_f1"].dtype == "float64"

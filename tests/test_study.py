@@ -41,9 +41,15 @@ def test_short_smoke_study_runs_every_stage(short_study):
     assert {r["family"] for r in rows} == {"sc", "tc", "qa", "ir"}
     assert {r["model"] for r in rows} == set(preset.models) and all(r["n_seeds"] == "2" for r in rows)
     assert "ci_low" in rows[0] and list(report.glob("*.png"))
-    hub = output / "hub" / "models" / "MLMvsCLM" / "610m-mlm40-42k" / "main"
+    # Without --org the export sits in the placeholder namespace (model_cards.push refuses to push it).
+    hub = output / "hub" / "models" / "your-org" / "610m-mlm40-42k" / "main"
     assert (hub / "model.safetensors").is_file() and (hub / "README.md").is_file()
-    assert (output / "hub" / "datasets" / "MLMvsCLM" / "smoke-study-results" / "main" / "summary.csv").is_file()
+    assert (output / "hub" / "datasets" / "your-org" / "smoke-study-results" / "main" / "runs.jsonl").is_file()
+    # Real run_info.json and result files record the study's absolute paths: none is published, nor in a card.
+    published = [p for p in (output / "hub").rglob("*") if p.is_file()]
+    published += [output / "models" / name / "README.md" for name in preset.models]
+    leaks = [p for p in published if str(output).encode() in p.read_bytes()]
+    assert len(published) > 50 and leaks == []
 
 
 @pytest.mark.slow
@@ -69,6 +75,13 @@ def test_unknown_preset_is_one_clear_error(tmp_path):
     result = subprocess.run([sys.executable, "-m", "recipes.study", "--preset", "huge", "--output", str(tmp_path / "x")],
                             cwd=REPO_ROOT, capture_output=True, text=True)
     assert result.returncode != 0 and "unknown study preset 'huge'" in result.stderr
+    assert not (tmp_path / "x").exists()
+
+
+def test_bad_org_is_one_clear_error(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "recipes.study", "--preset", "smoke", "--output", str(tmp_path / "x"),
+                             "--org", "my org"], cwd=REPO_ROOT, capture_output=True, text=True)
+    assert result.returncode != 0 and result.stderr.strip().splitlines()[-1].startswith("error: --org 'my org': repo id")
     assert not (tmp_path / "x").exists()
 
 

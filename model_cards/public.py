@@ -1,0 +1,77 @@
+"""What is published of the files a run wrote: the same records with every local path replaced.
+
+`run_info.json` records the resolved config and the `TrainingArguments` of a run (`output_dir`, `logging_dir`,
+`model_name_or_path`, `tokenizer_name_or_path`, `branch_from`, a local `corpus_source`...), and result files
+can name a data file by its absolute path. Locally those paths are provenance; on the Hub they say nothing useful
+and expose the machine's layout. Publishing replaces each one by `<local>/<last component>` (e.g.
+`<local>/610m-clm-42k`), so the record keeps its keys and shape and still says which run or file it was.
+Hub ids (`org/name`), URLs and bare names are kept.
+"""
+
+import hashlib
+from pathlib import Path
+
+from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+LOCAL = "<local>"
+
+
+def is_local_path(text: str) -> bool:
+    """Whether a string from a config names a local file or folder (absolute or relative), not a Hub id or URL.
+
+    A single `org/name` that is a valid repo id and does not exist here is read as a Hub id (as the recipes do).
+    """
+    if text.startswith(("/", "~", "./", "../")) or text in (".", ".."):
+        return True
+    if "://" in text or "/" not in text:
+        return False
+    if text.count("/") == 1:
+        try:
+            validate_repo_id(text)
+        except HFValidationError:
+            return True
+        return Path(text).exists()
+    return True
+
+
+def _public_text(text: str) -> str:
+    parts = text.split(",") if "," in text and not any(c.isspace() for c in text) else [text]  # corpus_source lists
+    return ",".join(f"{LOCAL}/{Path(p.rstrip('/')).name}" if is_local_path(p) else p for p in parts)
+
+
+def without_local_paths(value):
+    """A copy of a JSON-like value (dicts, lists, strings, numbers) with every local path replaced.
+
+    Dict keys are rewritten too (a result file keys its data files by name, or by path when two share a name);
+    two keys that become equal keep apart by a short hash of the original path.
+    """
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            new_key = _public_text(key) if isinstance(key, str) else key
+            if new_key in out:
+                new_key = f"{new_key}#{hashlib.sha1(key.encode()).hexdigest()[:8]}"
+            out[new_key] = without_local_paths(item)
+        return out
+    if isinstance(value, list):
+        return [without_local_paths(item) for item in value]
+    if isinstance(value, str):
+        return _public_text(value)
+    return value
+
+
+def public_result(record: dict) -> dict:
+    """A result record as published: its `config` and `identity` without local paths. Scores, predictions and
+    references are data (an answer may contain a slash) and are never rewritten."""
+    return {**record, **{k: without_local_paths(record[k]) for k in ("config", "identity") if k in record}}
+
+
+def local_roots(*paths) -> list[str]:
+    """Absolute local folders whose names must not appear in published files: the given inputs, their parent
+    and grandparent (a study folder), the working directory and the home directory (roots of one or no component,
+    such as `/tmp`, are too short to search for)."""
+    roots = {Path.cwd().resolve(), Path.home().resolve()}
+    for path in filter(None, paths):
+        resolved = Path(path).resolve()
+        roots.update((resolved, resolved.parent, resolved.parent.parent))
+    return sorted({str(r) for r in roots if len(r.parts) > 2}, key=len, reverse=True)

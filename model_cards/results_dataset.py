@@ -1,0 +1,249 @@
+"""The results dataset: which data each score was computed on, and the per-run result files as flat tables.
+
+`task_test_data(task, source)` reads the task definition (`evaluation/tasks/<task>.yaml`): the Hub dataset, config and
+split that the test role maps to (SST-2's test set is GLUE's `validation` split), or, for results computed on the
+offline bundle, the split its test file is a copy of, or a carved split, or a stand-in (`offline_data.yaml`).
+
+`write_tables` turns the per-run result files into the dataset's `runs` and `predictions` configs, with one typed
+schema for every task family (`RUNS_FEATURES`, `PREDICTIONS_FEATURES`, declared in the dataset card so that
+`datasets.load_dataset(repo, "runs")` never has to guess a column's type from its first rows):
+
+- `runs.jsonl`: one row per fine-tuning run (model, task, family, lr, seed, status, main metric and its validation
+  and test scores, every metric as a JSON object, the data used, config, versions, git commit, identity);
+- `predictions/<model>.jsonl`: one row per (run, split, instance): the instance's main-metric score, its
+  prediction and reference (JSON: a label, a tag list, an answer text, a ranking) and all its scores (JSON);
+- `summary.jsonl`: `summary.csv` with typed values (counts `n_*` as integers, other numbers as floats, empty
+  cells as null), since `datasets` picks one builder (here JSON) for every config of a repository.
+"""
+
+import contextlib
+import csv
+import functools
+import json
+from pathlib import Path
+
+import yaml
+
+from model_cards.public import public_result
+from recipes import artifacts
+
+OFFLINE_DATA = yaml.safe_load(Path(__file__).with_name("offline_data.yaml").read_text(encoding="utf-8"))
+RESULTS_FOLDER = "results"  # where the per-run result files go in the dataset repo
+RUNS_FILE = "runs.jsonl"
+SUMMARY_FILE = "summary.jsonl"  # summary.csv as JSON lines: `datasets` reads every config of a repo with one builder
+PREDICTIONS_FOLDER = "predictions"
+JSON = "string"  # JSON-encoded columns are strings: any `datasets` version reads them, json.loads decodes them
+
+RUNS_FEATURES = {
+    "model": "string", "task": "string", "family": "string", "lr": "float64", "seed": "int64", "status": "string",
+    "main_metric": "string", "main_score_validation": "float64", "main_score_test": "float64",
+    "validation_scores": JSON, "test_scores": JSON,  # every metric of the split, {"accuracy": 0.91, ...}
+    "data_source": "string", "test_dataset": "string", "test_split": "string",
+    "config": JSON, "versions": JSON, "git_commit": "string", "identity": JSON,
+}
+PREDICTIONS_FEATURES = {
+    "model": "string", "task": "string", "family": "string", "lr": "float64", "seed": "int64", "split": "string",
+    "index": "int64", "id": "string", "score": "float64", "prediction": JSON, "reference": JSON, "scores": JSON,
+}
+# Per-instance fields of the result files (evaluation.common.result): ir keeps a ranking and the judgements.
+PREDICTION_KEYS, REFERENCE_KEYS, ID_KEYS = ("prediction", "ranking"), ("reference", "relevance"), ("id", "qid")
+
+
+# ------------------------------------------------------------------------------------------- which test data
+def _carve(rule: dict) -> str:
+    by = f"by {rule['group']}, " if rule.get("group") else ""
+    return f"{float(rule['fraction']):.0%} ({by}seed {rule['seed']})"
+
+
+def _role_split(mapping: dict, derive: dict, role: str, name_of=str, outer: bool = True) -> str:
+    """What a role of a task source is: a named split (`mapping`: role -> split or files) or a carve of another
+    role, less what later carves take out of it."""
+    if role in mapping:
+        text = name_of(mapping[role])
+    elif role in derive:
+        text = f"{_carve(derive[role])} of {_role_split(mapping, derive, derive[role]['from'], name_of, False)}"
+    else:
+        raise ValueError(f"no {role!r} split in {mapping} (derive: {derive})")
+    taken = [f"{_carve(rule)} carved out as {other}" for other, rule in derive.items() if rule["from"] == role]
+    return f"{text}, less {' and '.join(taken)}" if taken and outer else text
+
+
+def _file_split(paths) -> str:
+    """The split a bundle file holds, by its name: `sc/sst2/dev.tsv` -> `dev`, `tc/conll2003/eng.testb.gz` ->
+    `eng.testb`."""
+    names = []
+    for path in [paths] if isinstance(paths, str) else paths:
+        name = Path(path).name
+        for suffix in (".gz", ".json", ".jsonl", ".tsv", ".iob2", ".txt"):
+            name = name.removesuffix(suffix)
+        names.append(name)
+    return " + ".join(names)
+
+
+def _hub_splits(hub: dict) -> dict:
+    return hub.get("splits") or (hub.get("qrels") or {}).get("splits") or {}
+
+
+@functools.cache
+def task_test_data(task_name: str, source: str) -> dict:
+    """Which data the test scores of a task come from, as the model-index and the cards name it.
+
+    Args:
+        task_name: a task of the registry (`evaluation/tasks/<name>.yaml`).
+        source: "hub" or "offline", as the result's identity records it.
+
+    Returns:
+        {"dataset": a Hub id (the task name when the data is not a Hub dataset's split), "config", "split",
+        "revision", "origin" ("Hub" | "offline bundle"), "stand_in": None or what the data is instead, "label":
+        one line for tables}.
+    """
+    from evaluation import tasks  # the task registry (seqeval, datasets): imported only when scores are described
+
+    try:
+        task = tasks.load_task(task_name)
+    except (ValueError, FileNotFoundError):
+        raise ValueError(f"task {task_name!r} of the results is not in evaluation/tasks/: the cards cannot say which "
+                         "data its scores come from; add its YAML there") from None
+    hub, out = task.hub or {}, {"config": None, "revision": None, "stand_in": None}
+    spec = hub if source == "hub" else task.offline or {}
+    if not spec or "unavailable" in spec:
+        raise ValueError(f"task {task_name!r} has no {source} data, yet results claim it: check their identity")
+    if source == "hub":
+        out.update(dataset=hub["path"], config=hub.get("name"), revision=hub.get("revision"), origin="Hub",
+                   split=_role_split(_hub_splits(hub), hub.get("derive") or {}, "test"))
+    elif source == "offline":
+        offline = task.offline or {}
+        files, derive = offline.get("files") or offline.get("qrels") or {}, offline.get("derive") or {}
+        out["origin"] = "offline bundle"
+        test_files = [] if "test" not in files else [files["test"]] if isinstance(files["test"], str) else files["test"]
+        facts = [OFFLINE_DATA["test_files"].get(f) or {} for f in test_files]
+        stand_in = "; ".join(f["stand_in"] for f in facts if "stand_in" in f) or None
+        if not test_files:  # carved out of another file: not an official split
+            stand_in = "a split carved from the bundle's files, not an official split of the dataset"
+        if hub and "test" in _hub_splits(hub) and not stand_in:  # the file is a copy of the Hub split
+            hub_split = next((f["split"] for f in facts if "split" in f), _hub_splits(hub)["test"])
+            out.update(dataset=hub["path"], config=hub.get("name"),
+                       split=_role_split(files, derive, "test", lambda _: hub_split))
+        else:
+            out.update(dataset=task.name, split=_role_split(files, derive, "test", _file_split), stand_in=stand_in)
+    else:
+        raise ValueError(f"unknown data source {source!r} for task {task_name!r}: expected 'hub' or 'offline'")
+    where = f"`{out['dataset']}`" + (f" ({out['config']})" if out["config"] else "")
+    note = f" (stand-in: {out['stand_in']})" if out["stand_in"] else " (offline bundle copy)" if source == "offline" else ""
+    out["label"] = f"{where}, {out['split']}{note}"
+    return out
+
+
+def record_source(record: dict) -> str:
+    """The data source of a result ("offline" | "hub"), as its identity records it."""
+    source = (record.get("identity") or {}).get("task", {}).get("source") or (record.get("config") or {}).get("source")
+    if source is None:
+        raise ValueError(f"result of {record.get('model')} on {record.get('task')} records no data source "
+                         "(identity.task.source): re-run it with the current evaluation.run")
+    return source
+
+
+# ------------------------------------------------------------------------------------------------ flat tables
+def _json(value) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def _main(scores: dict, metric: str):
+    value = (scores or {}).get(metric)
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def run_row(record: dict) -> dict:
+    """One `runs` row (every column of RUNS_FEATURES) from a published result record."""
+    source, metric = record_source(record), record["main_metric"]
+    data = task_test_data(record["task"], source)
+    return {"model": record["model"], "task": record["task"], "family": record["family"], "lr": float(record["lr"]),
+            "seed": int(record["seed"]), "status": record["status"], "main_metric": metric,
+            "main_score_validation": _main(record.get("validation"), metric),
+            "main_score_test": _main(record.get("test"), metric),
+            "validation_scores": _json(record.get("validation") or {}), "test_scores": _json(record.get("test") or {}),
+            "data_source": source, "test_dataset": data["dataset"], "test_split": data["split"],
+            "config": _json(record.get("config") or {}), "versions": _json(record.get("versions") or {}),
+            "git_commit": record.get("git_commit"), "identity": _json(record.get("identity") or {})}
+
+
+def _first(instance: dict, keys: tuple[str, ...]):
+    return next((instance[k] for k in keys if k in instance), None)
+
+
+def prediction_rows(record: dict):
+    """`predictions` rows (every column of PREDICTIONS_FEATURES) of one result record, split by split."""
+    metric, known = record["main_metric"], {*PREDICTION_KEYS, *REFERENCE_KEYS, *ID_KEYS}
+    for split, instances in (record.get("per_instance") or {}).items():
+        for index, instance in enumerate(instances):
+            instance_id, score = _first(instance, ID_KEYS), instance.get(metric)
+            yield {"model": record["model"], "task": record["task"], "family": record["family"],
+                   "lr": float(record["lr"]), "seed": int(record["seed"]), "split": split, "index": index,
+                   "id": None if instance_id is None else str(instance_id),
+                   "score": float(score) if isinstance(score, (int, float)) else None,
+                   "prediction": _json(_first(instance, PREDICTION_KEYS)),
+                   "reference": _json(_first(instance, REFERENCE_KEYS)),
+                   "scores": _json({k: v for k, v in instance.items() if k not in known})}
+
+
+def write_tables(result_paths: list[Path], out_dir: Path) -> dict[str, Path]:
+    """Write the published copies of the result files and the `runs` / `predictions` tables under `out_dir`.
+
+    Files are streamed one result at a time, so the memory used does not grow with the grid.
+
+    Args:
+        result_paths: per-run result files (`artifacts.result_files`), under `<results_dir>/<model>/<task>/`.
+        out_dir: an empty scratch folder.
+
+    Returns:
+        path in the dataset repo -> local file.
+    """
+    files, shards = {}, {}
+    with contextlib.ExitStack() as stack:
+        runs = stack.enter_context(open(out_dir / RUNS_FILE, "w", encoding="utf-8"))
+        for path in result_paths:
+            record = public_result(artifacts.read_result(path))
+            if record.get("status") not in ("ok", "diverged"):
+                raise ValueError(f"{path}: status must be 'ok' or 'diverged', got {record.get('status')!r}")
+            repo_path = f"{RESULTS_FOLDER}/{path.parent.parent.name}/{path.parent.name}/{path.name}"
+            copy = out_dir / repo_path
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            copy.write_text(json.dumps(record, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+            files[repo_path] = copy
+            runs.write(json.dumps(run_row(record), ensure_ascii=False, allow_nan=False) + "\n")
+            shard = f"{PREDICTIONS_FOLDER}/{record['model']}.jsonl"
+            if shard not in shards:
+                (out_dir / PREDICTIONS_FOLDER).mkdir(exist_ok=True)
+                shards[shard] = stack.enter_context(open(out_dir / shard, "w", encoding="utf-8"))
+            for row in prediction_rows(record):
+                shards[shard].write(json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n")
+    files[RUNS_FILE] = out_dir / RUNS_FILE
+    files.update({shard: out_dir / shard for shard in shards})
+    return files
+
+
+def _typed(column: str, text: str):
+    if text in ("", "nan"):
+        return None
+    try:
+        return int(text) if column.startswith("n_") else float(text)
+    except ValueError:
+        return text
+
+
+def write_summary_table(summary_csv: Path, out_dir: Path) -> dict[str, Path]:
+    """`summary.jsonl`: the report's summary.csv with typed values, for the `summary` config."""
+    with open(summary_csv, newline="", encoding="utf-8") as f:
+        rows = [{k: _typed(k, v) for k, v in row.items()} for row in csv.DictReader(f)]
+    (out_dir / SUMMARY_FILE).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    return {SUMMARY_FILE: out_dir / SUMMARY_FILE}
+
+
+def dataset_configs() -> tuple[list[dict], list[dict]]:
+    """(`configs`, `dataset_info`) metadata of the results dataset card: the three configs and their schemas."""
+    configs = [{"config_name": "runs", "data_files": RUNS_FILE, "default": True},
+               {"config_name": "predictions", "data_files": f"{PREDICTIONS_FOLDER}/*.jsonl"},
+               {"config_name": "summary", "data_files": SUMMARY_FILE}]
+    info = [{"config_name": name, "features": [{"name": k, "dtype": v} for k, v in features.items()]}
+            for name, features in (("runs", RUNS_FEATURES), ("predictions", PREDICTIONS_FEATURES))]
+    return configs, info
