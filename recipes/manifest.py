@@ -203,6 +203,10 @@ def _training_args(recipe: Recipe, p: dict, div: int, warmup: int, decay: int, o
         "train_sampling_strategy": "sequential", "remove_unused_columns": False,
         "save_strategy": "steps", "save_steps": 1000 // div if paper else 50, "logging_steps": 10 if paper else 5,
         "report_to": "tensorboard", "dataloader_num_workers": 4 if paper else 0,
+        "ddp_find_unused_parameters": False,  # every parameter takes part in every step (DDP warns otherwise)
+        # the barrier where the other ranks wait while the main one loads (or, without `recipes.prepare_data`
+        # first, tokenizes and packs) the corpus: 2 h instead of torch's 30 min
+        **({"ddp_timeout": 7200} if paper else {}),
     }
 
 

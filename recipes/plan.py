@@ -2,8 +2,9 @@
 
     python -m recipes.study --preset paper --output study/paper [--gpu H100 --mfu 0.4]
 
-Writes `plan.md`, `plan.csv`, `launch/pretrain.sh` (`accelerate launch` per run, prerequisites first) and
-`launch/eval_grid.slurm` + `launch/eval_grid.tsv` (a SLURM array, one task per (model, task, lr, seed)).
+Writes `plan.md` (with the disk space the checkpoints and the data cache take), `plan.csv` and the SLURM launch
+folder `launch/` (`recipes.launch`: `submit.sh` submits data preparation, the pretraining runs with their
+dependencies and the evaluation grid; `pretrain.sh` runs the pretraining on one machine without SLURM).
 
 Compute model (per optimizer step, global batch B blocks of T tokens, L layers, width d, vocab V):
     FLOPs = 6 * N_body * B*T  +  6 * L * T * d * B*T  (attention scores and values, full T x T)
@@ -17,10 +18,11 @@ branches add only their own 2k decay steps to the stable run they branch from. E
 """
 
 import csv
+import io
 from pathlib import Path
 
 from modeling_eurobert import load_preset
-from recipes import manifest
+from recipes import artifacts, launch, manifest
 from recipes.flops import BF16_PEAK_FLOPS, training_flops_per_token
 
 GPUS = BF16_PEAK_FLOPS  # dense bf16 peak FLOP/s
@@ -88,10 +90,11 @@ def write_plan(output: Path, gpu: str = "H100", mfu: float = 0.40) -> Path:
     pretrain_hours = sum(r["gpu_hours"] for r in rows)
     eval_hours = eval_flops() / rate / 3600
     output.mkdir(parents=True, exist_ok=True)
-    with open(output / "plan.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    table = io.StringIO(newline="")
+    writer = csv.DictWriter(table, fieldnames=list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+    artifacts.write_text_atomic(output / "plan.csv", table.getvalue())
     lines = [f"# Paper-scale plan ({gpu}, {mfu:.0%} MFU, {GPUS[gpu] / 1e12:.0f} TFLOP/s peak bf16)", "",
              "| run | script | steps | tokens (B) | PFLOPs | GPU-hours | needs |", "|---|---|---|---|---|---|---|"]
     lines += [f"| {r['name']} | {r['script']} | {r['steps']:,} | {r['tokens'] / 1e9:.1f} | {r['flops'] / 1e15:,.0f} "
@@ -103,29 +106,18 @@ def write_plan(output: Path, gpu: str = "H100", mfu: float = 0.40) -> Path:
               f"Total: {pretrain_hours + eval_hours:,.0f} GPU-hours vs the paper's ~{PAPER_GPU_HOURS:,} "
               f"(its figure includes real utilisation, evaluation overheads, intermediate-checkpoint evaluation "
               f"and failed runs; at {mfu:.0%} MFU this plan is a lower bound)."]
-    (output / "plan.md").write_text("\n".join(lines) + "\n")
+    artifacts.write_text_atomic(output / "plan.md", "\n".join(lines + launch.disk_lines(rows)) + "\n")
     _write_launch_scripts(output / "launch", rows)
     print("\n".join(lines[-3:]))
     print(f"plan: {output / 'plan.md'}; launch scripts: {output / 'launch'}")
     return output / "plan.md"
 
 
-def _write_launch_scripts(launch: Path, rows: list[dict]) -> None:
-    launch.mkdir(parents=True, exist_ok=True)
-    script = ["#!/usr/bin/env bash", "# Every paper run, prerequisites first (decay branches after their stable run,",
-              "# CPT after its decayed base). Run from the repository root; one node per line or submit each to SLURM.",
-              "set -euo pipefail", "python -m recipes.manifest --write-configs paper"]
-    script += [f"accelerate launch --config_file recipes/accelerate/fsdp.yaml {r['script']} "
-               f"--config recipes/configs/paper/{r['name']}.yaml" for r in rows]
-    (launch / "pretrain.sh").write_text("\n".join(script) + "\n")
+def _write_launch_scripts(launch_dir: Path, rows: list[dict]) -> None:
+    """`recipes.launch`'s SLURM scripts, with the evaluation grid: every (model, task, LR, seed) as one line."""
     tasks = ("sst2", "mnli", "qqp", "conll2003", "ontonotes", "uner", "squad", "squad_v2", "record",
              "msmarco", "nq", "mldr")
-    grid = [f"{m}={model_dir(m)}\t{t}\t{lr:g}\t{s}" for m in evaluated_models() for t in tasks
+    dirs = {m: model_dir(m) for m in evaluated_models()}  # once per model: model_dir reads the whole manifest
+    grid = [f"{m}={dirs[m]}\t{t}\t{lr:g}\t{s}" for m in dirs for t in tasks
             for lr in (1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4) for s in range(5)]
-    (launch / "eval_grid.tsv").write_text("\n".join(grid) + "\n")
-    slurm = ["#!/usr/bin/env bash", f"#SBATCH --array=1-{len(grid)}%256", "#SBATCH --gres=gpu:1",
-             "#SBATCH --time=02:00:00", "#SBATCH --job-name=mlm-vs-clm-eval", "set -euo pipefail",
-             f'IFS=$\'\\t\' read -r MODEL TASK LR SEED < <(sed -n "${{SLURM_ARRAY_TASK_ID}}p" {(launch / "eval_grid.tsv").resolve()})',
-             "python -m evaluation.run --model \"$MODEL\" --tasks \"$TASK\" --lrs \"$LR\" --seeds \"$SEED\" "
-             "--output results/paper --source hub"]
-    (launch / "eval_grid.slurm").write_text("\n".join(slurm) + "\n")
+    launch.write_launch_scripts(launch_dir, rows, grid, tasks)

@@ -60,8 +60,10 @@ WEIGHT_DECAY_SCOPES = ("all", "no_norms_biases")
 _RESULT_TRAINING_ARGS = (
     "learning_rate", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon", "max_grad_norm", "optim",
     "lr_scheduler_type", "lr_scheduler_kwargs", "warmup_steps", "max_steps", "per_device_train_batch_size",
-    "gradient_accumulation_steps", "seed", "data_seed", "bf16", "fp16",
+    "gradient_accumulation_steps", "seed", "data_seed", "bf16", "fp16", "average_tokens_across_devices",
 )
+# How a step's blocks are spread over processes and micro-batches; a resume may change it (`check_batch_layout`).
+_LAYOUT_KEYS = ("world_size", "per_device_train_batch_size", "gradient_accumulation_steps")
 
 
 # ---------------------------------------------------------------------------------------------------- settings
@@ -279,6 +281,10 @@ def check_run_settings(run_args: PretrainArguments, training_args: TrainingArgum
         raise ValueError("set data_seed: it fixes the block order that every objective shares (paper: one seed for all runs)")
     if run_args.compile != "none" and training_args.torch_compile:
         raise ValueError("compile: regional compiles the decoder layers already; drop torch_compile (it would compile the whole model on top)")
+    if os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true" and training_args.device.type == "cpu":
+        # accelerate enables FSDP on accelerators only; on the CPU it would quietly train with DDP instead
+        raise ValueError("the accelerate config asks for FSDP, which accelerate runs on GPUs only (on the CPU it "
+                         "would train with DDP instead); launch CPU runs with recipes/accelerate/cpu.yaml")
     if run_args.switch_step is not None and not 0 < run_args.switch_step < total:
         raise ValueError(f"switch_step={run_args.switch_step} must be strictly between 0 and max_steps={total}")
     bad = [s for s in run_args.intermediate_steps if not 0 < s <= total]
@@ -389,9 +395,11 @@ def check_output_dir(run_args: PretrainArguments, training_args: TrainingArgumen
     current = resolved_config(run_args, training_args)
     config_path = output_dir / RUN_CONFIG_NAME
     if config_path.is_file():
-        diff = _config_diff(_read_run_config(config_path), current)
+        stored = _read_run_config(config_path)
+        diff = _config_diff(stored, current, ignore=set(_LAYOUT_KEYS))
         if diff:
             raise ValueError(f"{output_dir} was made by a different config ({'; '.join(diff)}); use a new output_dir")
+        check_batch_layout(stored, current, str(output_dir))
     elif output_dir.is_dir() and any(p.name != artifacts.LOCK_NAME for p in output_dir.iterdir()):
         raise ValueError(f"{output_dir} is not empty and has no {RUN_CONFIG_NAME}, so this recipe did not make it; "
                          "choose a new or empty output_dir (nothing was written)")
@@ -412,10 +420,11 @@ def _check_resume_checkpoint(checkpoint: str, current: dict) -> str:
                          "trainer_state.json); pass <output_dir>/checkpoint-N")
     info = read_run_info(path)
     if info is not None:
-        diff = _config_diff(info.get("run_config", {}), current, ignore=_BUDGET_KEYS)
+        diff = _config_diff(info.get("run_config", {}), current, ignore=_BUDGET_KEYS | set(_LAYOUT_KEYS))
         if diff:
             raise ValueError(f"--resume_from_checkpoint {checkpoint} belongs to a run with other settings "
                              f"({'; '.join(diff)}); resume from a checkpoint of this run")
+        check_batch_layout(info.get("run_config", {}), current, f"--resume_from_checkpoint {checkpoint}")
     return str(path)
 
 
@@ -426,10 +435,53 @@ def _branch_checkpoint(run_args: PretrainArguments, training_args: TrainingArgum
     if not (checkpoint / "trainer_state.json").is_file():
         raise ValueError(f"decay branch needs the stable checkpoint {checkpoint}; run the stable run with decay_branches including {training_args.max_steps}")
     stable = _read_run_config(Path(run_args.branch_from) / RUN_CONFIG_NAME)
-    diff = _config_diff(stable, current, ignore=_BUDGET_KEYS)
+    diff = _config_diff(stable, current, ignore=_BUDGET_KEYS | set(_LAYOUT_KEYS))
     if diff:
         raise ValueError(f"decay branch differs from its stable run {run_args.branch_from}: {'; '.join(diff)}")
+    check_batch_layout(stable, current, f"the stable run {run_args.branch_from}")
     return str(checkpoint)
+
+
+def check_batch_layout(stored: dict, current: dict, where: str) -> None:
+    """Allow a run to continue on another number of processes, per-device batch or accumulation when its optimizer
+    steps stay the same; refuse otherwise, naming the numbers.
+
+    The update is the same when (1) the global batch (processes x per-device batch x accumulation) is unchanged:
+    the blocks are read in order, so step s reads blocks [s G, (s + 1) G) whatever the layout, the Trainer skips
+    s x G blocks on resume, and each block's MLM mask is seeded by its index; and (2) the loss of a step is the sum
+    over its labelled tokens divided by their count over all processes (`average_tokens_across_devices: true`, the
+    default; the LM heads take the Trainer's `num_items_in_batch`). At most the order of floating-point sums changes
+    (2 processes <-> 1 is bit-identical: tests/test_launch.py). The RNG states of the old ranks are not needed:
+    masks come from block indices and the presets have no dropout. A DDP checkpoint holds the whole optimizer state;
+    an FSDP one resumed on another world size is untested.
+
+    Args:
+        stored: the `run_config.json` (or a checkpoint's `run_info.json` run_config) of the run continued.
+        current: `resolved_config` of this launch.
+        where: what `stored` came from, for the message.
+    """
+    old = {k: stored.get("training_args", {}).get(k) for k in _LAYOUT_KEYS}
+    new = {k: current["training_args"][k] for k in _LAYOUT_KEYS}
+    if old == new:
+        return
+
+    def layout(v):
+        return (f"{v['world_size']} processes x {v['per_device_train_batch_size']} per device x "
+                f"{v['gradient_accumulation_steps']} accumulation steps")
+
+    old_batch, new_batch = (v["world_size"] * v["per_device_train_batch_size"] * v["gradient_accumulation_steps"]
+                            for v in (old, new))
+    if old_batch != new_batch:
+        per_step = new["world_size"] * new["per_device_train_batch_size"]
+        hint = (f"gradient_accumulation_steps {old_batch // per_step}" if old_batch % per_step == 0 else
+                f"a per-device batch and accumulation whose product with {new['world_size']} processes is {old_batch}")
+        raise ValueError(f"{where} trained with a global batch of {old_batch} blocks ({layout(old)}) but this launch "
+                         f"gives {new_batch} ({layout(new)}): its steps would read other blocks; keep {old_batch} "
+                         f"blocks per step (here: {hint})")
+    if not current["training_args"].get("average_tokens_across_devices") and max(old["world_size"], new["world_size"]) > 1:
+        raise ValueError(f"{where} trained with {layout(old)} and this launch uses {layout(new)}, but "
+                         "average_tokens_across_devices is false: each process divides its loss by its own token "
+                         "count, so the update depends on the split; resume with the original layout")
 
 
 def check_data_identity(run_args: PretrainArguments, training_args: TrainingArguments, identity: dict,
@@ -484,6 +536,8 @@ def hub_token_estimate(run_args: PretrainArguments, tokenizer) -> dict | None:
     entries = [e.strip() for e in run_args.corpus_source.split(",") if e.strip()]
     if tokenizer is None or len(entries) != 1 or not data.is_hub_id(entries[0].partition(":")[0]):
         return None
+    if datasets.config.HF_HUB_OFFLINE:  # a launch after `recipes.prepare_data`: the corpus is in the cache and is
+        return None  # estimated once loaded (streaming a sample needs the network)
     source, _, config = entries[0].partition(":")
     return data.estimate_hub_tokens(source, config or run_args.corpus_name, "train", tokenizer)
 

@@ -104,12 +104,17 @@ def test_paper_plan_lists_every_run_with_compute_and_launch_scripts(tmp_path, ca
     # MLM projects 40% of tokens through the LM head, CLM all of them: CLM costs more per step.
     assert float(rows["610m-clm-42k"]["flops"]) > float(full["flops"]) > float(rows["210m-mlm40-42k"]["flops"])
     assert int(rows["610m-clm-12k"]["steps"]) == 2_000  # a decay branch adds only its decay
-    assert "GPU-hours" in capsys.readouterr().out and "110,000" in (tmp_path / "plan.md").read_text()
+    plan = (tmp_path / "plan.md").read_text()
+    assert "GPU-hours" in capsys.readouterr().out and "110,000" in plan
+    # disk: one checkpoint per 1,000 steps a run trains itself (a decay branch only its 2k), none deleted
+    checkpoints = sum(-(-int(r["steps"]) // 1000) for r in rows.values())
+    assert f"{checkpoints:,} checkpoints" in plan and "12 bytes per parameter" in plan and "64,000 steps" in plan
+    # launch/: SLURM scripts (tests/test_launch.py runs them) and the same runs in order without SLURM
+    assert {p.name for p in (tmp_path / "launch").iterdir()} == {
+        "submit.sh", "prepare_data.sbatch", "pretrain.sbatch", "eval_grid.sbatch", "eval_grid.tsv", "pretrain.sh"}
     script = (tmp_path / "launch" / "pretrain.sh").read_text().splitlines()
-    order = [line.split("--config ")[-1] for line in script if line.startswith("accelerate launch")]
-    assert order.index("recipes/configs/paper/610m-clm-42k.yaml") < order.index(
-        "recipes/configs/paper/610m-clm-dec42k-mlm40-44k.yaml")
+    order = [line.split("pretrain.sbatch\" ")[-1].split()[0] for line in script if "pretrain.sbatch\" recipes/" in line]
+    assert order == [f"recipes/configs/paper/{r.name}.yaml" for r in training_order(manifest.model_names())]
     grid = (tmp_path / "launch" / "eval_grid.tsv").read_text().splitlines()
     assert len(grid) == (38 + 12) * 12 * 30  # the intermediate checkpoints too (data-efficiency figure)
     assert "610m-clm-42k-5000=out/paper/610m-clm-42k/intermediate/step-5000\tsst2\t1e-05\t0" in grid
-    assert f"--array=1-{len(grid)}" in (tmp_path / "launch" / "eval_grid.slurm").read_text()

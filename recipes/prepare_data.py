@@ -1,0 +1,110 @@
+"""Download and prepare the study's data once, before the jobs that read it (the paper launch's first SLURM job).
+
+Pretraining: the tokenizer and the corpus are downloaded, tokenized and packed into the cache a run reads
+(`data_cache_dir`), and the blocks are checked to cover `max_steps` steps of the config's global batch:
+    python -m recipes.prepare_data pretraining --config recipes/configs/paper/210m-clm-42k.yaml --max_steps 64000
+Evaluation: every task's datasets are downloaded into the `datasets` cache:
+    python -m recipes.prepare_data evaluation --tasks sst2,mnli,qqp,conll2003 --source hub
+
+Afterwards the jobs run with `HF_HUB_OFFLINE=1`: 38 pretraining runs (each rank of each node) and thousands of
+evaluation array tasks read the caches and never call the Hub. Preparing twice reuses the caches. The pretraining
+data of every paper run is the same (one corpus, tokenizer, block size and block order); pass the config of a run
+from scratch, with `max_steps` the furthest step any run reads (a CPT run continues after its base's blocks).
+Bad input ends with one line on stderr and exit status 2.
+"""
+
+import argparse
+import sys
+
+from recipes import data, pretrain
+from recipes.training import (
+    build_blocks, check_sources, data_identity, given_tokenizer, global_batch, hub_token_estimate,
+    load_training_corpus, select_blocks, toy_tokenizer,
+)
+
+
+def prepare_pretraining(argv: list[str]) -> dict:
+    """Build the packed blocks of a run's config (`--config FILE.yaml` plus overrides, as `recipes/pretrain.py`).
+
+    Returns:
+        {"blocks": packed blocks, "steps": steps they cover at the global batch, **data identity}.
+
+    Raises:
+        ValueError / FileNotFoundError: bad settings, a run that continues other weights, or too few blocks.
+    """
+    # data work runs on the CPU whatever the run's precision (a bf16 config would refuse a node without a GPU)
+    run_args, training_args = pretrain.make_parser().parse_args_and_config([*argv, "--use_cpu", "true", "--bf16", "false"])
+    if run_args.model_name_or_path:
+        raise ValueError("pass the config of a run from scratch (model_preset): a run from existing weights reads "
+                         "the data of the run that made them")
+    if training_args.max_steps <= 0:
+        raise ValueError("set max_steps > 0: the furthest step any run reads from this data")
+    check_sources(run_args)
+    # the global batch of the real launch, not of this single process
+    blocks_per_step = run_args.global_batch_size or global_batch(training_args)
+    needed = training_args.max_steps * blocks_per_step
+    tokenizer = given_tokenizer(run_args)
+    _check_estimate(hub_token_estimate(run_args, tokenizer), run_args, needed)
+    corpus = load_training_corpus(run_args)
+    tokenizer = tokenizer or toy_tokenizer(run_args, corpus, training_args.main_process_first)
+    _check_estimate(data.estimate_tokens(corpus, tokenizer), run_args, needed)
+    blocks = build_blocks(run_args, tokenizer, corpus, training_args.data_seed, training_args.main_process_first)
+    select_blocks(blocks, 0, needed, run_args.epochs)  # the exact count: one line if it falls short
+    return {"blocks": len(blocks), "steps": len(blocks) * run_args.epochs // blocks_per_step,
+            **data_identity(blocks, tokenizer)}
+
+
+def _check_estimate(estimate: dict | None, run_args, needed: int) -> None:
+    """Refuse early (before tokenizing) a corpus whose estimated tokens cannot fill `needed` blocks."""
+    if estimate is not None and estimate["tokens"] // run_args.block_size * run_args.epochs < needed:
+        raise ValueError(f"corpus {run_args.corpus_source} yields about {estimate['tokens']:,} tokens (estimated "
+                         f"from {estimate['sampled']:,} documents) but {needed:,} blocks of {run_args.block_size} are "
+                         "needed; add corpus_source entries, a bigger corpus_name, or set epochs")
+
+
+def prepare_evaluation(task_names: list[str], source: str, data_dir: str | None) -> dict[str, dict[str, int]]:
+    """Load every split of each task once (from the Hub with `source="hub"`, filling the `datasets` cache).
+
+    Returns:
+        {task: {split: examples}}.
+    """
+    from evaluation import tasks
+
+    loaded = [tasks.load_task(name) for name in task_names]  # every name is checked before any download
+    return {task.name: {split: len(rows) for split, rows in tasks.load_splits(task, data_dir=data_dir, source=source).items()}
+            for task in loaded}
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="what", required=True)
+    commands.add_parser("pretraining", add_help=False,
+                        help="--config FILE.yaml [recipes/pretrain.py overrides, e.g. --max_steps 64000]")
+    evaluation = commands.add_parser("evaluation", help="download the evaluation tasks' datasets")
+    evaluation.add_argument("--tasks", required=True, help="task names or YAML paths, comma-separated")
+    evaluation.add_argument("--source", default="hub", choices=("hub", "offline"), help="hub (default) or the bundle")
+    evaluation.add_argument("--data_dir", default=None, help="data bundle for --source offline")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args, rest = make_parser().parse_known_args(argv)
+    try:
+        if args.what == "pretraining":
+            result = prepare_pretraining(rest)
+            print(f"pretraining data ready: {result['blocks']:,} blocks ({result['steps']:,} steps); data "
+                  f"fingerprint {result['fingerprint']}, tokenizer {result['tokenizer']}")
+        else:
+            if rest:
+                raise ValueError(f"unknown arguments {rest}")
+            for name, splits in prepare_evaluation([t.strip() for t in args.tasks.split(",") if t.strip()],
+                                                   args.source, args.data_dir).items():
+                print(f"{name}: " + ", ".join(f"{split} {n:,}" for split, n in splits.items()))
+    except (ValueError, FileNotFoundError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()
