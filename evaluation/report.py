@@ -84,15 +84,18 @@ def check_same_protocol(records: list[dict]) -> None:
 
 
 def confidence_interval(scores, bootstrap: bool = False, level: float = 0.95) -> tuple[float, float]:
-    """95% CI of the mean over seeds: Student t (default) or percentile bootstrap; (nan, nan) with < 2 scores."""
+    """95% CI of the mean over seeds: Student t (default) or percentile bootstrap, clipped to [0, 1] (scores are
+    fractions: a t-interval of few seeds can otherwise reach past them); (nan, nan) with < 2 scores."""
     scores = np.asarray(scores, dtype=float)
     if len(scores) < 2:
         return math.nan, math.nan
     if bootstrap:
         res = stats.bootstrap((scores,), np.mean, confidence_level=level, method="percentile", random_state=0)
         return float(res.confidence_interval.low), float(res.confidence_interval.high)
+    if np.all(scores == scores[0]):  # no spread over seeds: the interval is the point
+        return float(scores[0]), float(scores[0])
     low, high = stats.t.interval(level, len(scores) - 1, loc=scores.mean(), scale=stats.sem(scores))
-    return float(low), float(high)
+    return max(0.0, float(low)), min(1.0, float(high))
 
 
 def _main_score(record: dict, split: str) -> float:
