@@ -59,7 +59,7 @@ class ProtocolArgs:
         "help": "Fine-tuning attention: bidirectional (paper default, also for CLM checkpoints), causal, or "
                 "checkpoint (the checkpoint's own config.is_causal).", "choices": ATTENTION_CHOICES})
     max_length: int | None = field(default=None, metadata={
-        "help": "Max tokens per SC/TC/IR input; default: 99% of the model's max_position_embeddings (2028 for "
+        "help": "Max tokens per SC/TC/IR input; default: 99%% of the model's max_position_embeddings (2028 for "
                 "2048), as the original harness's shared loader."})
     qa_max_length: int = field(default=384, metadata={"help": "Max tokens per QA window (question + context)."})
     doc_stride: int = field(default=128, metadata={"help": "QA: overlap between consecutive context windows."})

@@ -98,6 +98,12 @@ def test_empty_grid_is_refused(models, data_dir, tmp_path):
     _refused(models, data_dir, tmp_path, "empty grid", lrs="")
 
 
+def test_help_renders_every_flag():
+    text = run.make_parser().format_help()  # argparse %-formats help strings: a bare "%" would crash --help
+    assert all(f"--{flag}" in text for flag in ("workers", "save_models", "max_length", "rerun_changed"))
+    assert "99% of the model's max_position_embeddings" in " ".join(text.split())
+
+
 def test_bad_input_is_refused_once_before_any_worker_starts(models, data_dir, tmp_path):
     with pytest.raises(ValueError, match="--workers 0 must be >= 1"):
         run.main(dataclasses_replace(grid(models["eurobert"], tmp_path / "out"), workers=0), protocol(data_dir))
