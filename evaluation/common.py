@@ -16,6 +16,7 @@ import platform
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 from transformers import AutoConfig, AutoTokenizer, Trainer, TrainerCallback, TrainingArguments, set_seed
@@ -58,7 +59,7 @@ class ProtocolArgs:
         "help": "Fine-tuning attention: bidirectional (paper default, also for CLM checkpoints), causal, or "
                 "checkpoint (the checkpoint's own config.is_causal).", "choices": ATTENTION_CHOICES})
     max_length: int | None = field(default=None, metadata={
-        "help": "Max tokens per SC/TC/IR input; default: 99% of the model's max_position_embeddings (2028 for "
+        "help": "Max tokens per SC/TC/IR input; default: 99%% of the model's max_position_embeddings (2028 for "
                 "2048), as the original harness's shared loader."})
     qa_max_length: int = field(default=384, metadata={"help": "Max tokens per QA window (question + context)."})
     doc_stride: int = field(default=128, metadata={"help": "QA: overlap between consecutive context windows."})
@@ -217,6 +218,30 @@ class DivergenceCallback(TrainerCallback):
                 self.diverged = True
                 control.should_training_stop = True
         return control
+
+
+class Finetuned(NamedTuple):
+    """A fine-tuned model between training and scoring: each family's `finetune` returns one, its `score` reads it
+    (once per task, so retrieval tasks that share training data are scored on one trained model), and its `save`
+    keeps it (`evaluation.run --save_models`).
+
+    Attributes:
+        trainer: the Trainer; `trainer.model` is the fine-tuned model, `trainer.processing_class` its tokenizer.
+        diverged: the loss or gradient norm turned NaN/inf (nothing to score or save).
+    """
+
+    trainer: Trainer
+    diverged: bool
+
+
+def save_finetuned(finetuned: Finetuned, directory: str | os.PathLike) -> None:
+    """Save a fine-tuned transformers model with its tokenizer, loadable like any checkpoint (`AutoModelFor*`,
+    `trust_remote_code=True` for ours: `save_pretrained` copies the modeling code beside the weights).
+
+    `Trainer.save_model` is not used: it also writes `training_args.bin`, which holds local paths.
+    """
+    finetuned.trainer.model.save_pretrained(directory)
+    finetuned.trainer.processing_class.save_pretrained(directory)
 
 
 def train(trainer: Trainer) -> bool:

@@ -114,30 +114,39 @@ def postprocess(examples, windows, start_logits, end_logits, n_best: int = 20, m
     return answers
 
 
-def evaluate(model_path, task, args: common.FinetuneArgs, tokenizer=None) -> dict:
-    """Fine-tune `model_path` on the task's train split and score the last checkpoint on validation and test.
+def finetune(model_path, task, args: common.FinetuneArgs, tokenizer=None) -> common.Finetuned:
+    """Fine-tune `model_path` on the task's train windows (start/end logits; the last step is kept).
 
     Args:
         model_path: a pretrained checkpoint directory with a fast tokenizer.
-        task: a qa `Task`; its `squad_version` chooses the rules: "v2.0" predicts and scores no-answer, "v1.1"
-            (SQuAD, ReCoRD) always predicts a span and scores with the v1.1 script's rules.
-        args: the run's settings (qa_max_length, doc_stride, n_best, max_answer_length).
+        task: a qa `Task`.
+        args: the run's settings (qa_max_length, doc_stride).
         tokenizer: the model's tokenizer, when the caller already loaded it.
-
-    Returns:
-        `common.result(...)` with SQuAD EM/F1 (plus HasAns/NoAns splits under v2.0 rules), per-question scores,
-        predicted answer texts and gold answers.
     """
     tokenizer = tokenizer or common.load_tokenizer(model_path)
-    splits, windows = tokenize(task, tokenizer, args)
+    _, windows = tokenize(task, tokenizer, args)
     model = common.load_for_finetuning(AutoModelForQuestionAnswering, model_path, tokenizer, args)
     max_steps, epochs = common.schedule(task, args)
     trainer = Trainer(
         model=model, args=common.training_arguments(args, common.trainer_dir(args), max_steps, epochs),
         train_dataset=windows["train"], data_collator=DataCollatorWithPadding(tokenizer), processing_class=tokenizer,
     )
-    if common.train(trainer):
+    return common.Finetuned(trainer, common.train(trainer))
+
+
+def score(finetuned: common.Finetuned, task, args: common.FinetuneArgs) -> dict:
+    """Answer the task's validation and test questions with a fine-tuned model and score them. The task's
+    `squad_version` chooses the rules: "v2.0" predicts and scores no-answer, "v1.1" (SQuAD, ReCoRD) always
+    predicts a span and scores with the v1.1 script's rules.
+
+    Returns:
+        `common.result(...)` with SQuAD EM/F1 (plus HasAns/NoAns splits under v2.0 rules), per-question scores,
+        predicted answer texts and gold answers.
+    """
+    if finetuned.diverged:
         return common.result(task, "diverged")
+    trainer = finetuned.trainer
+    splits, windows = tokenize(task, trainer.processing_class, args)
     with_null = task.squad_version == "v2.0"
     scores, predictions = {}, {}
     for role in ("validation", "test"):
@@ -149,3 +158,12 @@ def evaluate(model_path, task, args: common.FinetuneArgs, tokenizer=None) -> dic
         scores[role] = metrics.squad_scores(predicted, references, ids, version=task.squad_version)
         predictions[role] = {"prediction": predicted, "reference": references}
     return common.result(task, "ok", scores, predictions)
+
+
+save = common.save_finetuned
+
+
+def evaluate(model_path, task, args: common.FinetuneArgs, tokenizer=None) -> dict:
+    """Fine-tune `model_path` on the task's train split and score the last checkpoint on validation and test
+    (`finetune` then `score`; the arguments are `finetune`'s, the result `score`'s)."""
+    return score(finetune(model_path, task, args, tokenizer), task, args)

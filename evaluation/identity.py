@@ -7,6 +7,9 @@ A result file `<output>/<model>/<task>/lr<lr>-seed<seed>.json` records the ident
 - `task`: its definition (the task YAML minus free text) and the sha256 of every local data file it reads;
 - `protocol`: every fine-tuning setting that can change a score (steps, batch, lengths, subsets, precision...).
 
+How the grid runs (`--workers`, `--save_models`) is not part of it: neither changes a score. `ir_training_key` says
+which retrieval tasks train the same model, so the grid trains it once for all of them.
+
 The grid compares a finished result's identity with the current one: equal -> the run is skipped; different ->
 refused with the differing fields named, unless `--rerun_changed` (then the old file is moved aside and the run
 redone). The report refuses to average results of different identities in one row. `diff` names the fields.
@@ -56,6 +59,29 @@ def task_identity(task: tasks.Task, source: str, data_dir) -> dict:
 def protocol_identity(protocol) -> dict:
     """Every protocol setting that can change a score (paths and logging excluded)."""
     return {k: v for k, v in dataclasses.asdict(protocol).items() if k not in NOT_PROTOCOL | {"lr", "seed"}}
+
+
+def ir_training_key(task: tasks.Task, pairs, schedule) -> str:
+    """What an ir task's fine-tuning depends on besides the model, the protocol, the learning rate and the seed: the
+    content of its (query, positive) training pairs, its prompts and its budget.
+
+    Tasks with equal keys train the very same model (MS MARCO, NQ and MLDR all train on MS MARCO pairs), so the grid
+    trains once and scores each of them. Hashing the pairs themselves (not the file names or Hub ids) also matches
+    tasks that read the same pairs through different sources, and never matches tasks whose carved validation
+    queries leave different pairs for training.
+
+    Args:
+        task: an ir task.
+        pairs: its training `Dataset` (columns "query", "positive"), as `tasks.load_splits` returns it.
+        schedule: (max_steps, epochs) of the task under the grid's protocol (`common.schedule`).
+
+    Returns:
+        A sha256 hex digest.
+    """
+    digest = hashlib.sha256(json.dumps([task.query_prefix, task.document_prefix, list(schedule), len(pairs)]).encode())
+    for column in ("query", "positive"):
+        digest.update(b"\x01" + "\x00".join(pairs[column]).encode())
+    return digest.hexdigest()
 
 
 def flatten(value, prefix: str = "") -> dict:

@@ -61,18 +61,17 @@ def rank(model: SentenceTransformer, split, batch_size: int = 64, top_k: int = T
     }
 
 
-def evaluate(model_path, task, args: common.FinetuneArgs, tokenizer=None) -> dict:
-    """Fine-tune `model_path` as a sentence-embedding model on the task's pairs and score retrieval.
+def finetune(model_path, task, args: common.FinetuneArgs, tokenizer=None) -> common.Finetuned:
+    """Fine-tune `model_path` as a sentence-embedding model on the task's (query, positive) pairs.
+
+    Tasks whose pairs, prompts and budget are equal (MS MARCO, NQ and MLDR all train on MS MARCO pairs) train the
+    same model: `evaluation.run` fine-tunes once and calls `score` for each of them.
 
     Args:
         model_path: a pretrained checkpoint directory with a tokenizer.
         task: an ir `Task` (its query_prefix / document_prefix are the prompts).
-        args: the run's settings (`ir_corpus`, `ir_relevance`: the corpus and relevance of evaluation).
+        args: the run's settings.
         tokenizer: unused (sentence-transformers loads its own); accepted for a uniform signature.
-
-    Returns:
-        `common.result(...)` with ndcg@10, mrr@10, recall@100, and per query its scores, the top-100 document ids
-        in rank order and the judged documents with their relevance.
     """
     splits = common.task_splits(task, args)
     model = build_model(model_path, task, args)
@@ -86,9 +85,22 @@ def evaluate(model_path, task, args: common.FinetuneArgs, tokenizer=None) -> dic
         model=model, args=training_args, train_dataset=splits["train"].select_columns(["query", "positive"]),
         loss=MultipleNegativesRankingLoss(model),
     )
-    if common.train(trainer):
+    return common.Finetuned(trainer, common.train(trainer))
+
+
+def score(finetuned: common.Finetuned, task, args: common.FinetuneArgs) -> dict:
+    """Rank the task's corpus for its validation and test queries with a fine-tuned model and score retrieval
+    (`ir_corpus`, `ir_relevance`: the corpus and relevance of evaluation).
+
+    Returns:
+        `common.result(...)` with ndcg@10, mrr@10, recall@100, and per query its scores, the top-100 document ids
+        in rank order and the judged documents with their relevance.
+    """
+    if finetuned.diverged:
         return common.result(task, "diverged")
+    model = finetuned.trainer.model
     model.eval()
+    splits = common.task_splits(task, args)
     scores, predictions = {}, {}
     for role in ("validation", "test"):
         run = rank(model, splits[role], args.eval_batch_size)
@@ -98,3 +110,17 @@ def evaluate(model_path, task, args: common.FinetuneArgs, tokenizer=None) -> dic
         predictions[role] = {"ranking": [metrics.ranked_ids(run.get(q, {})) for q in qids],
                              "relevance": [qrels[q] for q in qids]}
     return common.result(task, "ok", scores, predictions)
+
+
+def save(finetuned: common.Finetuned, directory) -> None:
+    """Save the sentence-transformers model: modules.json, the encoder with its tokenizer (and our modeling code),
+    the mean pooling and the "Query: " / "Document: " prompts, so `SentenceTransformer(directory)` (plus
+    `trust_remote_code=True` for our checkpoints) encodes exactly as the evaluation did. No generated model card:
+    sentence-transformers would guess Hub ids from the base model's local path and look them up on the Hub."""
+    finetuned.trainer.model.save_pretrained(str(directory), create_model_card=False)
+
+
+def evaluate(model_path, task, args: common.FinetuneArgs, tokenizer=None) -> dict:
+    """Fine-tune `model_path` on the task's pairs and score retrieval (`finetune` then `score`; the arguments are
+    `finetune`'s, the result `score`'s)."""
+    return score(finetune(model_path, task, args, tokenizer), task, args)

@@ -1,29 +1,43 @@
 """The fine-tuning grid: every (model, task, learning rate, seed), one result file per run.
 
     python -m evaluation.run --model out/610m-mlm40-42k,out/610m-clm-42k --tasks sst2,conll2003,squad,scifact \
-        --lrs 1e-5,2e-5,5e-5,1e-4,2e-4,5e-4 --seeds 0,1,2,3,4 --output results/
+        --lrs 1e-5,2e-5,5e-5,1e-4,2e-4,5e-4 --seeds 0,1,2,3,4 --output results/ [--workers 4]
+    python -m evaluation.run --model MLMvsCLM/610m-mlm40-42k --tasks sst2 --save_models sst2:5e-5:0   # a Hub id
     python -m evaluation.run --model out/tiny --tasks sst2 --lrs 1e-4 --seeds 0 --max_steps 20 --max_train 500 \
         --max_eval 200 --output /tmp/results        # smoke run
 
-Any Hugging Face encoder directory with a tokenizer works (our checkpoints, a BERT, the native EuroBERT): models
-load through the Auto classes. A model is filed under the name its `run_info.json` records (intermediate
-checkpoints: `<run>-<step>`), else its directory name, or under `NAME` with `--model NAME=DIR`.
+Any Hugging Face encoder directory with a tokenizer works (our checkpoints, a BERT, the native EuroBERT), or a Hub
+id `org/name[@revision]`, resolved through the Hub cache (`huggingface_hub.snapshot_download`; offline, the cache
+alone): models load through the Auto classes. A model is filed under the name its `run_info.json` records
+(intermediate checkpoints: `<run>-<step>`), else its directory name (a Hub id: the repo name, `-<N>` appended for a
+`@step-N` revision, `-<revision>` for another branch or tag), or under `NAME` with `--model NAME=DIR|ID`.
 
 Every input is checked before the first run (unknown task, missing dataset files, model without tokenizer or with
-unreadable weights, label set mismatch, empty grid). Results go to `<output>/<model>/<task>/lr<lr>-seed<seed>.json`,
-written atomically, with the identity of what produced them (`evaluation.identity`: model weights, task
-definition and data, protocol), the predictions, the library versions and the git commit. A finished run with the
-same identity is skipped; one with another identity is refused, naming what changed, unless `--rerun_changed`
-(the old file is then moved aside as `<file>.replaced-<time>` and the run redone). Several grid processes (or SLURM
-array tasks) may share one output directory: each run is locked while it trains.
-A run whose loss turns NaN/inf stops early and is recorded with status "diverged"; the grid goes on.
+unreadable weights, label set mismatch, empty grid, a --save_models entry outside the grid). Results go to
+`<output>/<model>/<task>/lr<lr>-seed<seed>.json`, written atomically, with the identity of what produced them
+(`evaluation.identity`: model weights, task definition and data, protocol), the predictions, the library versions
+and the git commit. A finished run with the same identity is skipped; one with another identity is refused, naming
+what changed, unless `--rerun_changed` (the old file, and its saved model, are then moved aside as
+`<file>.replaced-<time>` and the run redone). Several grid processes (or SLURM array tasks) may share one output
+directory: each run is locked while it trains. A run whose loss turns NaN/inf stops early and is recorded with
+status "diverged"; the grid goes on.
+
+Retrieval tasks that train on the same pairs with the same prompts and budget (`identity.ir_training_key`: MS MARCO,
+NQ and MLDR all train on MS MARCO pairs) are trained once per (model, lr, seed) and scored on each task; each task
+still gets its own result file with its full identity, and `shared_training` lists the tasks scored on that model.
+
+`--workers N` runs N grid processes side by side (e.g. several small fine-tuning runs on one GPU), each with
+cores // N CPU threads; they split the runs through the per-run locks, so the results are those of a sequential
+grid. `--save_models` keeps fine-tuned models beside their results (`<result>.model/`, see `save_model`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import re
+import subprocess
 import sys
 import tempfile
 import time
@@ -37,6 +51,7 @@ from transformers import AutoConfig, HfArgumentParser
 from evaluation import (baselines, common, extractive_qa, identity, retrieval, sequence_classification, tasks,
                         token_classification)
 from recipes import artifacts
+from recipes.paths import REPO_ROOT
 
 FAMILIES = {
     "sc": sequence_classification,
@@ -46,31 +61,66 @@ FAMILIES = {
 }
 
 
+FINETUNE_INFO_NAME = "finetune_info.json"  # beside a saved fine-tuned model: its result's identity and scores
+
+
 @dataclass
 class GridArgs:
-    """What to run: models x tasks x learning rates x seeds."""
+    """What to run: models x tasks x learning rates x seeds, and how (workers, models kept)."""
 
-    model: str = field(metadata={"help": "Model directories, comma-separated; NAME=DIR files one under NAME (default: "
-                                         "the name in its run_info.json, else the directory name)."})
+    model: str = field(metadata={"help": "Model directories or Hub ids (org/name[@revision]), comma-separated; "
+                                         "NAME=DIR or NAME=ID files one under NAME (default: the name in its "
+                                         "run_info.json, else the directory or repo name)."})
     tasks: str = field(metadata={"help": f"Task names or task YAML paths, comma-separated ({', '.join(tasks.list_tasks())})."})
     lrs: str = field(default=",".join(f"{lr:g}" for lr in common.PAPER_LRS), metadata={"help": "Learning rates."})
     seeds: str = field(default=",".join(map(str, common.PAPER_SEEDS)), metadata={"help": "Seeds."})
     output: str = field(default="results", metadata={"help": "Results directory."})
     rerun_changed: bool = field(default=False, metadata={
         "help": "Re-run finished runs whose identity (model, task, protocol) changed; the old files are moved aside."})
+    workers: int = field(default=1, metadata={
+        "help": "Grid processes run side by side (they share the GPU; each gets cores // workers CPU threads); each "
+                "run computes what it computes in a sequential grid."})
+    save_models: str = field(default="", metadata={
+        "help": "Keep the fine-tuned model of these runs beside their results (<output>/<model>/<task>/"
+                "lr<lr>-seed<seed>.model/): 'all', or a comma list of TASK and TASK:LR:SEED entries; default: none. "
+                "A finished run whose model is asked for and missing is run again."})
 
 
 @dataclass
 class Run:
+    """One (model, task, lr, seed) of the grid.
+
+    Attributes:
+        model_name: the name results are filed under.
+        model_path: the local checkpoint directory (a Hub model's snapshot in the Hub cache).
+        task, lr, seed: what to fine-tune.
+        identity: what decides the result (`evaluation.identity`); compared with a finished result's.
+        source: for a Hub model, "org/name@commit" (recorded in the result); None for a local directory.
+        training: for ir tasks, `identity.ir_training_key`: runs of one model, lr and seed with equal keys share
+            one fine-tuning; None for other families.
+        save_model: keep the fine-tuned model (`--save_models`); never part of the identity.
+    """
+
     model_name: str
     model_path: str
     task: tasks.Task
     lr: float
     seed: int
     identity: dict
+    source: str | None = None
+    training: str | None = None
+    save_model: bool = False
 
     def path(self, output: str | os.PathLike) -> Path:
         return artifacts.result_path(output, self.model_name, self.task.name, self.lr, self.seed)
+
+    def model_dir(self, output: str | os.PathLike) -> Path:
+        """Where `--save_models` keeps this run's fine-tuned model: beside its result, `lr<lr>-seed<seed>.model/`."""
+        return self.path(output).with_suffix(".model")
+
+
+class GridFailed(RuntimeError):
+    """A worker process of a `--workers` grid failed; the message holds the end of its log."""
 
 
 def _split(value: str, cast, what: str) -> list:
@@ -82,10 +132,11 @@ def _split(value: str, cast, what: str) -> list:
 
 
 _GENERIC_DIR = re.compile(r"(checkpoint|step)-(\d+)")
+_COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
 def model_name(spec: str) -> tuple[str, str]:
-    """(name, directory) of one `--model` entry: `NAME=DIR`, else run_info.json's name, else the directory name.
+    """(name, directory) of one local `--model` entry: `NAME=DIR`, else run_info.json's name, else the directory name.
 
     A bare `checkpoint-N` / `step-N` directory is named after its run (`<run>-checkpoint-N`, `<run>-N`), so two
     runs' checkpoints never share a name.
@@ -102,9 +153,80 @@ def model_name(spec: str) -> tuple[str, str]:
             run_dir = Path(path).resolve().parent
             run_dir = run_dir.parent if run_dir.name == artifacts.INTERMEDIATE_DIR else run_dir
             name = f"{run_dir.name}-{name if match[1] == 'checkpoint' else match[2]}"
+    _check_name(name, spec)
+    return name, path
+
+
+def _check_name(name: str, spec: str) -> None:
     if not name or "/" in name or name.startswith("."):
         raise ValueError(f"--model {spec!r}: {name!r} cannot name a results folder; use NAME=DIR")
-    return name, path
+
+
+def resolve_model(spec: str) -> tuple[str, str, str | None]:
+    """(name, local directory, Hub source) of one `--model` entry: a local directory, or a Hub id
+    `org/name[@revision]` resolved through the Hub cache (`snapshot_download`: offline, the cache alone).
+
+    A Hub model is filed under its repo name (`@step-N`: `<repo>-N`, as intermediate checkpoints; another branch or
+    tag: `<repo>-<revision>`; a commit: the repo name), unless `NAME=ID`. Its identity is that of the snapshot's files.
+
+    Returns:
+        (name, directory, "org/name@commit" for a Hub model or None for a local one).
+
+    Raises:
+        ValueError / FileNotFoundError: one line; a Hub id that cannot be resolved says whether the Hub was offline.
+    """
+    name, sep, location = spec.partition("=")
+    if not sep:
+        name, location = "", spec
+    repo_id, _, revision = location.partition("@")
+    if Path(location).expanduser().exists() or Path(repo_id).expanduser().exists():
+        return (*model_name(spec), None)
+    artifacts.local_or_hub(repo_id, "model")  # a path that does not exist, or a malformed id: one line
+    from huggingface_hub import snapshot_download
+
+    try:  # the whole repo: its weights, config, tokenizer and modeling code
+        path = snapshot_download(repo_id, revision=revision or None)
+    except (OSError, ValueError) as error:  # offline and not cached, unknown repo or revision, network failure
+        raise artifacts.hub_load_error(location, "model", error) from None
+    if not name:
+        name = repo_id.split("/")[1]
+        if revision and not _COMMIT.fullmatch(revision):
+            match = _GENERIC_DIR.fullmatch(revision)
+            name = f"{name}-{match[2] if match and match[1] == 'step' else revision}"
+    _check_name(name, spec)
+    return name, path, f"{repo_id}@{Path(path).name}"  # snapshot folders are named by commit
+
+
+def models_to_save(selection: str, task_list: list, lrs: list[float], seeds: list[int]) -> set[tuple[str, float, int]]:
+    """The (task, lr, seed) whose fine-tuned model `--save_models` keeps, for every model of the grid.
+
+    Args:
+        selection: "" (none), "all", or a comma list of TASK and TASK:LR:SEED entries.
+        task_list, lrs, seeds: the grid's.
+
+    Raises:
+        ValueError: an entry that is malformed or names no run of the grid.
+    """
+    names = [task.name for task in task_list]
+    entries = [e.strip() for e in selection.split(",") if e.strip()]
+    if entries == ["all"]:
+        return {(t, lr, s) for t in names for lr in lrs for s in seeds}
+    chosen = set()
+    for entry in entries:
+        parts = entry.split(":")
+        valid = len(parts) in (1, 3) and parts[0] in names
+        if valid and len(parts) == 3:
+            try:
+                lr, seed = float(parts[1]), int(parts[2])
+            except ValueError:
+                lr, seed = None, None
+            valid = lr in lrs and seed in seeds
+        if not valid:
+            raise ValueError(f"--save_models entry {entry!r} names no run of this grid: use 'all' or TASK / "
+                             f"TASK:LR:SEED with a task of {names}, an LR of {[f'{x:g}' for x in lrs]} and a "
+                             f"seed of {seeds}")
+        chosen |= {(parts[0], x, y) for x in lrs for y in seeds if len(parts) == 1 or (x, y) == (lr, seed)}
+    return chosen
 
 
 def plan(grid: GridArgs, protocol: common.ProtocolArgs) -> tuple[list[Run], dict]:
@@ -116,16 +238,20 @@ def plan(grid: GridArgs, protocol: common.ProtocolArgs) -> tuple[list[Run], dict
     Raises:
         ValueError / FileNotFoundError: one line naming the bad input and the fix.
     """
-    models = [model_name(m.strip()) for m in grid.model.split(",") if m.strip()]
+    if grid.workers < 1:
+        raise ValueError(f"--workers {grid.workers} must be >= 1")
+    specs = [m.strip() for m in grid.model.split(",") if m.strip()]
     task_list = [tasks.load_task(t.strip()) for t in grid.tasks.split(",") if t.strip()]
     lrs, seeds = _split(grid.lrs, float, "lrs"), _split(grid.seeds, int, "seeds")
-    if not (models and task_list and lrs and seeds):
+    if not (specs and task_list and lrs and seeds):
         raise ValueError("empty grid: give at least one --model, --tasks entry, --lrs value and --seeds value")
-    names = [name for name, _ in models]
+    saved = models_to_save(grid.save_models, task_list, lrs, seeds)
+    models = [resolve_model(spec) for spec in specs]
+    names = [name for name, _, _ in models]
     if len(set(names)) != len(names):
         raise ValueError(f"two models share a name ({names}); results are filed by name: use NAME=DIR for one")
     tokenizers, model_ids = {}, {}
-    for _, model in models:
+    for _, model, _ in models:
         if not (Path(model) / "config.json").is_file():
             raise FileNotFoundError(f"model directory {model} has no config.json; pass a saved checkpoint directory")
         artifacts.check_weights(model)
@@ -137,21 +263,36 @@ def plan(grid: GridArgs, protocol: common.ProtocolArgs) -> tuple[list[Run], dict
             if task.family in ("tc", "qa") and not tokenizers[model].is_fast:
                 raise ValueError(f"{task.name} needs a fast tokenizer (word ids / offsets); {model} has a slow one")
         model_ids[model] = identity.model_identity(model)
-    task_ids = {}
+    task_ids, training = {}, {}
     for task in task_list:  # loads (and caches) every dataset: missing files and bad labels raise here
-        common.task_splits(task, common.FinetuneArgs(**dataclasses.asdict(protocol)))
+        splits = common.task_splits(task, common.FinetuneArgs(**dataclasses.asdict(protocol)))
         task_ids[task.name] = identity.task_identity(task, protocol.source, protocol.data_dir)
+        if task.family == "ir":
+            training[task.name] = identity.ir_training_key(task, splits["train"], common.schedule(task, protocol))
     protocol_id = identity.protocol_identity(protocol)
-    runs = [Run(name, m, t, lr, s, {"model": model_ids[m], "task": task_ids[t.name], "protocol": protocol_id})
-            for name, m in models for t in task_list for lr in lrs for s in seeds]
+    runs = [Run(name, m, t, lr, s, {"model": model_ids[m], "task": task_ids[t.name], "protocol": protocol_id},
+                source=source, training=training.get(t.name), save_model=(t.name, lr, s) in saved)
+            for name, m, source in models for t in task_list for lr in lrs for s in seeds]
     return runs, tokenizers
+
+
+def units(runs: list[Run]) -> list[list[Run]]:
+    """The runs grouped by fine-tuning: ir runs of one model, lr and seed with equal training keys form one unit
+    (trained once, scored per task); every other run is its own unit. In the order of each unit's first run."""
+    groups: dict = {}
+    for run in runs:
+        key = (run.model_path, run.lr, run.seed, run.training) if run.training else id(run)
+        groups.setdefault(key, []).append(run)
+    return list(groups.values())
 
 
 def status(run: Run, output: str | os.PathLike) -> tuple[str, list[str]]:
     """("todo" | "done" | "changed", what differs) for one run's result file.
 
     "changed" covers a result of another identity, an older format and a corrupt file (results are written
-    atomically, so a corrupt one was damaged by something else): none of them is ever silently reused.
+    atomically, so a corrupt one was damaged by something else): none of them is ever silently reused. A finished
+    run whose model is asked for (`run.save_model`) and not saved beside it with the same identity is "todo": it is
+    run again (same identity, so the same scores up to hardware) and its result rewritten with the model.
     """
     path = run.path(output)
     if not path.is_file():
@@ -163,23 +304,69 @@ def status(run: Run, output: str | os.PathLike) -> tuple[str, list[str]]:
     if record.get("status") not in ("ok", "diverged"):
         return "changed", [f"status {record.get('status')!r}"]
     differences = identity.diff(record.get("identity", {}), run.identity)
-    return ("changed", differences) if differences else ("done", [])
+    if differences:
+        return "changed", differences
+    if run.save_model and record["status"] == "ok" and not _model_saved(run, output):
+        return "todo", ["fine-tuned model asked for (--save_models) but not saved"]
+    return "done", []
 
 
-def execute(run: Run, protocol: common.ProtocolArgs, tokenizer, scratch: str) -> dict:
-    """Fine-tune and score one run; return the complete result record."""
+def _model_saved(run: Run, output) -> bool:
+    info = run.model_dir(output) / FINETUNE_INFO_NAME
+    try:
+        return info.is_file() and artifacts.read_json(info, "fine-tuned model info").get("identity") == run.identity
+    except ValueError:  # unreadable: the model is saved again
+        return False
+
+
+def _run_args(run: Run, protocol: common.ProtocolArgs, scratch: str) -> common.FinetuneArgs:
     args = common.FinetuneArgs(**{**dataclasses.asdict(protocol), "scratch_dir": scratch}, lr=run.lr, seed=run.seed)
-    args = dataclasses.replace(args, max_length=common.max_length(args, run.model_path))
-    result = FAMILIES[run.task.family].evaluate(run.model_path, run.task, args, tokenizer=tokenizer)
-    max_steps, epochs = common.schedule(run.task, args)
+    return dataclasses.replace(args, max_length=common.max_length(args, run.model_path))
+
+
+def execute(unit: list[Run], protocol: common.ProtocolArgs, tokenizer, scratch: str) -> list[tuple[Run, dict, object]]:
+    """Fine-tune once for `unit` (one run, or ir runs sharing their training) and score each of its tasks.
+
+    Returns:
+        (run, complete result record, `common.Finetuned`) per run of the unit.
+    """
+    first = unit[0]
+    args = _run_args(first, protocol, scratch)
+    family = FAMILIES[first.task.family]
+    finetuned = family.finetune(first.model_path, first.task, args, tokenizer=tokenizer)
+    max_steps, epochs = common.schedule(first.task, args)
     config = {**{k: v for k, v in common.args_dict(args).items() if k not in ("scratch_dir", "data_dir")},
               "schedule": {"max_steps": max_steps, "epochs": epochs},
-              "model_config": AutoConfig.from_pretrained(run.model_path, trust_remote_code=True).model_type}
-    baseline = baselines.trivial_baseline(run.task, common.task_splits(run.task, args))
-    return {"format": artifacts.RESULT_FORMAT, "model": run.model_name, "task": run.task.name,
-            "family": run.task.family, "lr": run.lr, "seed": run.seed, **result, "trivial_baseline": baseline,
-            "config": config, "identity": run.identity, "versions": common.versions(),
-            "git_commit": artifacts.git_commit()}
+              "model_config": AutoConfig.from_pretrained(first.model_path, trust_remote_code=True).model_type}
+    out = []
+    for run in unit:
+        record = {"format": artifacts.RESULT_FORMAT, "model": run.model_name, "task": run.task.name,
+                  "family": run.task.family, "lr": run.lr, "seed": run.seed, **family.score(finetuned, run.task, args),
+                  "trivial_baseline": baselines.trivial_baseline(run.task, common.task_splits(run.task, args)),
+                  "config": config, "identity": run.identity, "versions": common.versions(),
+                  "git_commit": artifacts.git_commit()}
+        if run.source:
+            record["model_source"] = run.source
+        if len(unit) > 1:
+            record["shared_training"] = [r.task.name for r in unit]  # one fine-tuning, scored on each of these
+        out.append((run, record, finetuned))
+    return out
+
+
+def save_model(run: Run, record: dict, finetuned, output) -> Path:
+    """Keep a run's fine-tuned model at `run.model_dir(output)`, written atomically: the model and tokenizer
+    (`AutoModelFor*.from_pretrained(dir, trust_remote_code=True)`; ir: a sentence-transformers folder with its
+    pooling and prompts, `SentenceTransformer(dir, trust_remote_code=True)`) and `finetune_info.json` (base model,
+    task, lr, seed, scores, the result's identity, versions; no local paths)."""
+    info = {"base_model": run.model_name, "base_model_source": run.source, "task": run.task.name,
+            "family": run.task.family, "lr": run.lr, "seed": run.seed, "result": run.path(output).name,
+            "main_metric": record["main_metric"], "validation": record["validation"], "test": record["test"],
+            "shared_training": record.get("shared_training"), "config": record["config"], "identity": run.identity,
+            "versions": record["versions"], "git_commit": record["git_commit"]}
+    with artifacts.atomic_directory(run.model_dir(output)) as staging:
+        FAMILIES[run.task.family].save(finetuned, staging)
+        artifacts.write_json_atomic(staging / FINETUNE_INFO_NAME, info)
+    return run.model_dir(output)
 
 
 def _move_aside(path: Path) -> Path:
@@ -199,32 +386,127 @@ def check(grid: GridArgs, protocol: common.ProtocolArgs) -> tuple[list[Run], dic
                          f"{'; '.join(states[id(run)][1][:4])}; pass --rerun_changed to redo them (old files are "
                          "moved aside) or another --output")
     todo = [run for run in runs if states[id(run)][0] != "done"]
-    print(f"{len(runs)} runs in the grid, {len(runs) - len(todo)} already finished, {len(todo)} to run", file=sys.stderr)
+    shared = f" ({len(units(todo))} fine-tunings: retrieval tasks with the same training pairs share one)" \
+        if len(units(todo)) < len(todo) else ""
+    print(f"{len(runs)} runs in the grid, {len(runs) - len(todo)} already finished, {len(todo)} to run{shared}",
+          file=sys.stderr)
     return todo, tokenizers
 
 
+def _claim(unit: list[Run], output, stack: contextlib.ExitStack) -> list[Run]:
+    """Lock the unit's runs that no other process holds and that are still to do; move aside changed results."""
+    mine = []
+    for run in unit:
+        path = run.path(output)
+        try:
+            stack.enter_context(artifacts.exclusive_lock(path.with_name(f".{path.name}.lock"), f"run {path}"))
+        except artifacts.LockHeld:  # another grid process is running it
+            continue
+        state, _ = status(run, output)  # another process may have finished it meanwhile
+        if state == "done":
+            continue
+        for stale in artifacts.stale_temp_files(path):  # left by a killed writer of this very file
+            stale.unlink()
+        if state == "changed":
+            _move_aside(path)
+            if run.model_dir(output).is_dir():  # the model saved with the old result goes with it
+                _move_aside(run.model_dir(output))
+        mine.append(run)
+    return mine
+
+
 def run_all(todo: list[Run], tokenizers: dict, grid: GridArgs, protocol: common.ProtocolArgs) -> list[Path]:
-    """Train and score every run of `todo` (each locked while it runs); return the result files written."""
+    """Train and score every run of `todo` (each locked while it runs); return the result files written.
+
+    With `grid.workers` > 1 the runs are done by that many worker processes (`run_workers`).
+    """
+    if grid.workers > 1 and len(units(todo)) > 1:
+        return run_workers(todo, grid, protocol)
     written = []
     with tempfile.TemporaryDirectory(prefix="finetune-") as scratch:
-        progress = tqdm(todo, desc="grid", unit="run")
-        for run in progress:
-            progress.set_postfix_str(f"{run.model_name} {run.task.name} lr={run.lr:g} seed={run.seed}")
-            path = run.path(grid.output)
-            try:
-                with artifacts.exclusive_lock(path.with_name(f".{path.name}.lock"), f"run {path}"):
-                    state, _ = status(run, grid.output)  # another worker may have finished it meanwhile
-                    if state == "done":
-                        continue
-                    for stale in artifacts.stale_temp_files(path):  # left by a killed writer of this very file
-                        stale.unlink()
-                    if state == "changed":
-                        _move_aside(path)
-                    record = execute(run, protocol, tokenizers[run.model_path], scratch)
-                    artifacts.write_json_atomic(path, record, indent=None)
-                    written.append(path)
-            except artifacts.LockHeld:  # another grid process is running it
-                continue
+        progress = tqdm(units(todo), desc="grid", unit="training")
+        for unit in progress:
+            tasks_of = "+".join(run.task.name for run in unit)
+            progress.set_postfix_str(f"{unit[0].model_name} {tasks_of} lr={unit[0].lr:g} seed={unit[0].seed}")
+            with contextlib.ExitStack() as locks:
+                mine = _claim(unit, grid.output, locks)
+                if not mine:
+                    continue
+                for run, record, finetuned in execute(mine, protocol, tokenizers[unit[0].model_path], scratch):
+                    if run.save_model and record["status"] == "ok":  # the model first: a result asking for one has it
+                        save_model(run, record, finetuned, grid.output)
+                    artifacts.write_json_atomic(run.path(grid.output), record, indent=None)
+                    written.append(run.path(grid.output))
+    print(f"wrote {len(written)} result file(s) to {grid.output}", file=sys.stderr)
+    return written
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# --workers: N grid processes side by side
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def worker_command(todo: list[Run], grid: GridArgs, protocol: common.ProtocolArgs) -> list[str]:
+    """The command line of one worker: this grid as a sequential grid process, its models named as here (a Hub
+    model pinned to the commit resolved here, so every worker reads the same snapshot)."""
+    models = dict.fromkeys(f"{run.model_name}={run.source or run.model_path}" for run in todo)
+    flags = {**dataclasses.asdict(grid), "model": ",".join(models), "workers": 1, **dataclasses.asdict(protocol)}
+    return [sys.executable, "-m", "evaluation.run", *[f"--{k}={v}" for k, v in flags.items() if v is not None]]
+
+
+def _stamp(path: Path):
+    return (path.stat().st_mtime_ns, path.stat().st_ino) if path.is_file() else None
+
+
+def _log_tail(path: Path, lines: int = 25) -> str:
+    text = path.read_text(errors="replace") if path.is_file() else ""
+    return "\n".join([line for line in re.split(r"[\r\n]+", text) if line.strip()][-lines:])
+
+
+def run_workers(todo: list[Run], grid: GridArgs, protocol: common.ProtocolArgs) -> list[Path]:
+    """Run `todo` with `grid.workers` worker processes and return the result files they wrote.
+
+    Each worker is this grid as a sequential grid process (`worker_command`) with cores // workers CPU threads; they
+    walk the same run order and split it through the per-run locks (a run held by one worker is skipped by the
+    others), so each run is done once, by whichever worker is free, exactly as a sequential grid would do it. The
+    workers die with this process. A worker that fails stops the grid: the others are stopped and `GridFailed`
+    carries the end of its log.
+    """
+    n = min(grid.workers, len(units(todo)))
+    threads = max(1, len(os.sched_getaffinity(0)) // n)
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), "TQDM_DISABLE": "1",
+           "TOKENIZERS_PARALLELISM": "false",  # the parent reads the progress; tokenizers must not fork-spawn threads
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+    paths = [run.path(grid.output) for run in todo]
+    before = {path: _stamp(path) for path in paths}
+    print(f"{n} workers, {threads} CPU thread(s) each", file=sys.stderr)
+    with tempfile.TemporaryDirectory(prefix="grid-workers-") as logs, contextlib.ExitStack() as stack:
+        workers = []
+        for i in range(n):
+            log = stack.enter_context(open(Path(logs) / f"worker-{i}.log", "w"))
+            workers.append(subprocess.Popen(worker_command(todo, grid, protocol), stdout=log, stderr=subprocess.STDOUT,
+                                            env=env, preexec_fn=artifacts.die_with_parent()))
+        try:
+            with tqdm(total=len(paths), desc="grid", unit="run") as progress:
+                while True:
+                    codes = [w.poll() for w in workers]
+                    if (done := sum(_stamp(p) != before[p] for p in paths)) > progress.n:
+                        progress.update(done - progress.n)
+                    if None not in codes or any(code not in (None, 0) for code in codes):
+                        break
+                    time.sleep(1.0)
+            failed = [i for i, w in enumerate(workers) if w.returncode not in (None, 0)]
+            if failed:
+                i = failed[0]
+                raise GridFailed(f"worker {i + 1} of {n} failed (exit status {workers[i].returncode}); the grid "
+                                 f"stopped. End of its log:\n{_log_tail(Path(logs) / f'worker-{i}.log')}")
+        finally:
+            for worker in workers:  # on failure or interrupt: no worker outlives the grid
+                if worker.poll() is None:
+                    worker.terminate()
+            for worker in workers:
+                worker.wait()
+    written = [path for path in paths if _stamp(path) != before[path]]
     print(f"wrote {len(written)} result file(s) to {grid.output}", file=sys.stderr)
     return written
 
@@ -233,7 +515,7 @@ def main(grid: GridArgs, protocol: common.ProtocolArgs) -> list[Path]:
     """Run the grid; return the result files written by this call (finished runs are skipped).
 
     Args:
-        grid: models, tasks, learning rates, seeds, output directory.
+        grid: models, tasks, learning rates, seeds, output directory, workers, models to keep.
         protocol: the fine-tuning settings shared by every run.
     """
     return run_all(*check(grid, protocol), grid, protocol)
@@ -244,7 +526,8 @@ def make_parser() -> HfArgumentParser:
 
 
 def cli(argv: list[str] | None = None) -> None:
-    """The command line: bad input -> one line and exit status 2, before any run starts."""
+    """The command line: bad input -> one line and exit status 2, before any run starts; a failed run or worker ->
+    exit status 1."""
     transformers.logging.set_verbosity_error()  # per-run load reports would drown the progress bar
     parser = make_parser()
     try:
@@ -252,7 +535,11 @@ def cli(argv: list[str] | None = None) -> None:
         todo, tokenizers = check(grid_args, protocol_args)
     except (ValueError, FileNotFoundError) as error:
         parser.error(str(error))
-    run_all(todo, tokenizers, grid_args, protocol_args)
+    try:
+        run_all(todo, tokenizers, grid_args, protocol_args)
+    except GridFailed as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

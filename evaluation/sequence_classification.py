@@ -36,23 +36,30 @@ def build_trainer(model_path, task, args: common.FinetuneArgs, tokenizer, train_
     )
 
 
-def evaluate(model_path, task, args: common.FinetuneArgs, tokenizer=None) -> dict:
-    """Fine-tune `model_path` on the task's train split, then score the last checkpoint on validation and test.
+def finetune(model_path, task, args: common.FinetuneArgs, tokenizer=None) -> common.Finetuned:
+    """Fine-tune `model_path` on the task's train split (a new classification head; the last step is kept).
 
     Args:
         model_path: a pretrained checkpoint directory (any encoder with a tokenizer).
         task: an sc `Task`.
         args: the run's settings (lr, seed, protocol).
         tokenizer: the model's tokenizer, when the caller already loaded it.
-
-    Returns:
-        `common.result(...)`: status, main metric, validation/test accuracy, per-instance test scores.
     """
     tokenizer = tokenizer or common.load_tokenizer(model_path)
-    data = tokenize(task, tokenizer, args)
-    trainer = build_trainer(model_path, task, args, tokenizer, data["train"])
-    if common.train(trainer):
+    trainer = build_trainer(model_path, task, args, tokenizer, tokenize(task, tokenizer, args)["train"])
+    return common.Finetuned(trainer, common.train(trainer))
+
+
+def score(finetuned: common.Finetuned, task, args: common.FinetuneArgs) -> dict:
+    """Accuracy of a fine-tuned model on the task's validation and test splits.
+
+    Returns:
+        `common.result(...)`: status, main metric, validation/test accuracy, per-instance predictions and scores.
+    """
+    if finetuned.diverged:
         return common.result(task, "diverged")
+    trainer = finetuned.trainer
+    data = tokenize(task, trainer.processing_class, args)
     scores, predictions = {}, {}
     for role in ("validation", "test"):
         predicted = np.asarray(trainer.predict(data[role]).predictions, dtype=np.float32).argmax(-1).tolist()
@@ -60,3 +67,12 @@ def evaluate(model_path, task, args: common.FinetuneArgs, tokenizer=None) -> dic
         predictions[role] = {"prediction": [task.labels[i] for i in predicted],
                              "reference": [task.labels[i] for i in data[role]["label"]]}
     return common.result(task, "ok", scores, predictions)
+
+
+save = common.save_finetuned
+
+
+def evaluate(model_path, task, args: common.FinetuneArgs, tokenizer=None) -> dict:
+    """Fine-tune `model_path` on the task's train split, then score the last checkpoint on validation and test
+    (`finetune` then `score`; the arguments are `finetune`'s, the result `score`'s)."""
+    return score(finetune(model_path, task, args, tokenizer), task, args)

@@ -106,18 +106,14 @@ def word_tags(logits: np.ndarray, word_ids: list[int], n_words: int, labels: lis
     return [labels[i] for i in ids]
 
 
-def evaluate(model_path, task, args: common.FinetuneArgs, tokenizer=None) -> dict:
-    """Fine-tune `model_path` on the task's train split and score the last checkpoint on validation and test.
+def finetune(model_path, task, args: common.FinetuneArgs, tokenizer=None) -> common.Finetuned:
+    """Fine-tune `model_path` on the task's train split (a new tagging head; the last step is kept).
 
     Args:
         model_path: a pretrained checkpoint directory with a fast tokenizer.
         task: a tc `Task` (labels are IOB2 tag names, "O" among them).
         args: the run's settings.
         tokenizer: the model's tokenizer, when the caller already loaded it.
-
-    Returns:
-        `common.result(...)` with sentence_macro_f1 (EncodEval's score), entity_f1 (seqeval strict IOB2),
-        token_micro_f1 and per-sentence values.
     """
     if NO_TOKEN_TAG not in task.labels:
         raise ValueError(f"task {task.name!r}: labels need an {NO_TOKEN_TAG!r} tag (predicted for words without a token)")
@@ -132,8 +128,20 @@ def evaluate(model_path, task, args: common.FinetuneArgs, tokenizer=None) -> dic
         train_dataset=data["train"].remove_columns(["tokens", "tags", "word_ids"]),
         data_collator=DataCollatorForTokenClassification(tokenizer), processing_class=tokenizer,
     )
-    if common.train(trainer):
+    return common.Finetuned(trainer, common.train(trainer))
+
+
+def score(finetuned: common.Finetuned, task, args: common.FinetuneArgs) -> dict:
+    """Tag the task's validation and test sentences with a fine-tuned model and score them.
+
+    Returns:
+        `common.result(...)` with sentence_macro_f1 (EncodEval's score), entity_f1 (seqeval strict IOB2),
+        token_micro_f1 and per-sentence values.
+    """
+    if finetuned.diverged:
         return common.result(task, "diverged")
+    trainer = finetuned.trainer
+    data = tokenize(task, trainer.processing_class, args)
     labelling, scores, predictions = labelling_of(task, args), {}, {}
     for role in ("validation", "test"):
         split = data[role]
@@ -146,3 +154,12 @@ def evaluate(model_path, task, args: common.FinetuneArgs, tokenizer=None) -> dic
         scores[role] = metrics.token_classification_scores(predicted, references)
         predictions[role] = {"prediction": predicted, "reference": references}
     return common.result(task, "ok", scores, predictions)
+
+
+save = common.save_finetuned
+
+
+def evaluate(model_path, task, args: common.FinetuneArgs, tokenizer=None) -> dict:
+    """Fine-tune `model_path` on the task's train split and score the last checkpoint on validation and test
+    (`finetune` then `score`; the arguments are `finetune`'s, the result `score`'s)."""
+    return score(finetune(model_path, task, args, tokenizer), task, args)

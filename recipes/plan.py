@@ -14,7 +14,11 @@ only the masked ones under MLM (this repository's labelled-positions loss). The 
 `recipes/flops.py`, shared with the trainer's `mfu` log. Shared work is counted once: decay
 branches add only their own 2k decay steps to the stable run they branch from. Evaluation: SPEC's grid (6 LRs x
 5 seeds) on the 12 paper tasks for the 38 models and the 12 intermediate checkpoints (the data-efficiency figure),
-1,000 steps x 32 x 512 tokens per run (fine-tuning FLOPs only, no overhead).
+1,000 steps x 32 x 512 tokens per fine-tuning (FLOPs only, no overhead). MS MARCO, NQ and MLDR train on the same
+MS MARCO pairs, so `evaluation.run` trains one retrieval model per (model, LR, seed) and scores it on all three:
+10 fine-tunings per (model, LR, seed) for 12 tasks. Wall-clock throughput with several grid runs packed on one GPU
+(`evaluation.run --workers N`) is a measurement, not a formula: `eval_runs_per_gpu_hour` takes it once measured
+(`python bench/bench_grid.py --device cuda --workers 1,2,4`).
 """
 
 import csv
@@ -28,6 +32,10 @@ from recipes.flops import BF16_PEAK_FLOPS, training_flops_per_token
 GPUS = BF16_PEAK_FLOPS  # dense bf16 peak FLOP/s
 PAPER_GPU_HOURS = 110_000  # SPEC: about 110k GPU hours for the whole study
 EVAL_TASKS = 12
+# Paper tasks that train on the same pairs (`hub.train_pairs` of their task YAMLs: MS MARCO pairs): one fine-tuning
+# per (model, LR, seed) serves all of them. tests/test_grid_models.py checks this against the YAMLs.
+SHARED_IR_TRAINING = ("msmarco", "nq", "mldr")
+EVAL_FINETUNINGS_PER_LR_SEED = EVAL_TASKS - len(SHARED_IR_TRAINING) + 1
 EVAL_RUNS_PER_TASK = 6 * 5
 EVAL_TOKENS_PER_RUN = 1_000 * 32 * 512
 
@@ -59,8 +67,31 @@ def run_rows() -> list[dict]:
 
 
 def eval_flops() -> float:
-    return sum(EVAL_TASKS * EVAL_RUNS_PER_TASK * EVAL_TOKENS_PER_RUN * flops_per_token(n.split("-")[0], 0.0)
-               for n in evaluated_models())
+    """Fine-tuning FLOPs of the evaluation grid: one fine-tuning per (model, task, LR, seed), the three retrieval
+    tasks sharing one (`SHARED_IR_TRAINING`); scoring is not counted."""
+    sizes = [n.split("-")[0] for n in evaluated_models()]
+    per_token = {size: flops_per_token(size, 0.0) for size in set(sizes)}
+    return sum(EVAL_FINETUNINGS_PER_LR_SEED * EVAL_RUNS_PER_TASK * EVAL_TOKENS_PER_RUN * per_token[s] for s in sizes)
+
+
+def evaluation_line(rate: float, eval_runs_per_gpu_hour: float | None = None) -> tuple[float, str]:
+    """(GPU-hours, the plan's evaluation line) of the evaluation grid.
+
+    Args:
+        rate: achieved FLOP/s per GPU (peak x MFU), for the compute-only estimate.
+        eval_runs_per_gpu_hour: measured fine-tunings per GPU-hour (see `write_plan`), or None.
+    """
+    n_results = len(evaluated_models()) * EVAL_TASKS * EVAL_RUNS_PER_TASK
+    n_finetunings = len(evaluated_models()) * EVAL_FINETUNINGS_PER_LR_SEED * EVAL_RUNS_PER_TASK
+    if eval_runs_per_gpu_hour is None:
+        hours = eval_flops() / rate / 3600
+        throughput = (f"{hours:,.0f} GPU-hours (compute only; wall-clock fine-tunings per GPU-hour with "
+                      "`evaluation.run --workers N`: to be measured with bench/bench_grid.py)")
+    else:
+        hours = n_finetunings / eval_runs_per_gpu_hour
+        throughput = f"{hours:,.0f} GPU-hours at the measured {eval_runs_per_gpu_hour:,.1f} fine-tunings per GPU-hour"
+    return hours, (f"Evaluation: {n_results:,} results from {n_finetunings:,} fine-tunings "
+                   f"({', '.join(SHARED_IR_TRAINING)} share one per model, LR and seed), {throughput}.")
 
 
 def evaluated_models() -> list[str]:
@@ -77,18 +108,29 @@ def model_dir(name: str) -> str:
     return f"out/paper/{name}"
 
 
-def write_plan(output: Path, gpu: str = "H100", mfu: float = 0.40) -> Path:
-    """Write the plan and launch scripts to `output`; print the summary. Returns the plan.md path."""
+def write_plan(output: Path, gpu: str = "H100", mfu: float = 0.40, eval_runs_per_gpu_hour: float | None = None) -> Path:
+    """Write the plan and launch scripts to `output`; print the summary. Returns the plan.md path.
+
+    Args:
+        output: the plan folder.
+        gpu: a GPU of `recipes.flops.BF16_PEAK_FLOPS` (dense bf16 peak).
+        mfu: model FLOPs utilisation assumed for every run.
+        eval_runs_per_gpu_hour: measured fine-tunings per GPU-hour of the evaluation grid (with its best
+            `evaluation.run --workers` packing, from `bench/bench_grid.py` on that GPU); None: not measured yet, the
+            evaluation line then gives the compute-only estimate and says so.
+    """
     if gpu not in GPUS:
         raise ValueError(f"unknown GPU {gpu!r}; choose one of {', '.join(GPUS)}")
     if not 0 < mfu <= 1:
         raise ValueError(f"mfu={mfu} must be in (0, 1]")
+    if eval_runs_per_gpu_hour is not None and eval_runs_per_gpu_hour <= 0:
+        raise ValueError(f"eval_runs_per_gpu_hour={eval_runs_per_gpu_hour} must be > 0")
     rate = GPUS[gpu] * mfu
     rows = run_rows()
     for row in rows:
         row["gpu_hours"] = row["flops"] / rate / 3600
     pretrain_hours = sum(r["gpu_hours"] for r in rows)
-    eval_hours = eval_flops() / rate / 3600
+    eval_hours, eval_line = evaluation_line(rate, eval_runs_per_gpu_hour)
     output.mkdir(parents=True, exist_ok=True)
     table = io.StringIO(newline="")
     writer = csv.DictWriter(table, fieldnames=list(rows[0]))
@@ -99,10 +141,8 @@ def write_plan(output: Path, gpu: str = "H100", mfu: float = 0.40) -> Path:
              "| run | script | steps | tokens (B) | PFLOPs | GPU-hours | needs |", "|---|---|---|---|---|---|---|"]
     lines += [f"| {r['name']} | {r['script']} | {r['steps']:,} | {r['tokens'] / 1e9:.1f} | {r['flops'] / 1e15:,.0f} "
               f"| {r['gpu_hours']:,.0f} | {r['needs']} |" for r in rows]
-    n_eval = len(evaluated_models()) * EVAL_TASKS * EVAL_RUNS_PER_TASK
     lines += ["", f"Pretraining: {len(rows)} runs, {sum(r['tokens'] for r in rows) / 1e12:.2f}T tokens, "
-              f"{pretrain_hours:,.0f} GPU-hours.",
-              f"Evaluation: {n_eval:,} fine-tuning runs, {eval_hours:,.0f} GPU-hours (compute only).",
+              f"{pretrain_hours:,.0f} GPU-hours.", eval_line,
               f"Total: {pretrain_hours + eval_hours:,.0f} GPU-hours vs the paper's ~{PAPER_GPU_HOURS:,} "
               f"(its figure includes real utilisation, evaluation overheads, intermediate-checkpoint evaluation "
               f"and failed runs; at {mfu:.0%} MFU this plan is a lower bound)."]

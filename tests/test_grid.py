@@ -98,6 +98,21 @@ def test_empty_grid_is_refused(models, data_dir, tmp_path):
     _refused(models, data_dir, tmp_path, "empty grid", lrs="")
 
 
+def test_help_renders_every_flag():
+    text = run.make_parser().format_help()  # argparse %-formats help strings: a bare "%" would crash --help
+    assert all(f"--{flag}" in text for flag in ("workers", "save_models", "max_length", "rerun_changed"))
+    assert "99% of the model's max_position_embeddings" in " ".join(text.split())
+
+
+def test_bad_input_is_refused_once_before_any_worker_starts(models, data_dir, tmp_path):
+    with pytest.raises(ValueError, match="--workers 0 must be >= 1"):
+        run.main(dataclasses_replace(grid(models["eurobert"], tmp_path / "out"), workers=0), protocol(data_dir))
+    with pytest.raises(ValueError, match="unknown task 'sst3'"):
+        run.main(dataclasses_replace(grid(models["eurobert"], tmp_path / "out", tasks="sst2,sst3"), workers=2),
+                 protocol(data_dir))
+    assert not (tmp_path / "out").exists()
+
+
 def test_model_without_tokenizer_is_refused(models, data_dir, tmp_path):
     bare = tmp_path / "bare"
     bare.mkdir()
@@ -219,3 +234,59 @@ def test_two_grid_processes_share_one_output_directory(models, data_dir, tmp_pat
     assert [w.returncode for w in workers] == [0, 0], outputs
     counts = [int(re.search(r"wrote (\d+) result file", out).group(1)) for out in outputs]
     assert sum(counts) == 4 and len(artifacts.result_files(tmp_path)) == 4  # no run done twice, none missing
+
+
+# ------------------------------------------------------------------------------------- workers and Hub ids
+def plant_hub_snapshot(cache: Path, repo_id: str, model_dir: Path) -> str:
+    """Put a model into a Hub cache folder as `huggingface_hub` lays it out (snapshots/<commit>/ + refs/main)."""
+    import shutil
+
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repo = cache / f"models--{repo_id.replace('/', '--')}"
+    shutil.copytree(model_dir, repo / "snapshots" / commit)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    return commit
+
+
+def scored(record: dict) -> dict:
+    """What a result says about the model: status, scores, predictions and identity (not provenance)."""
+    return {k: record[k] for k in ("status", "validation", "test", "per_instance", "identity", "config")}
+
+
+def test_workers_on_a_hub_id_give_the_results_of_a_sequential_grid(models, data_dir, tmp_path):
+    """`--workers 2` on a Hub id (read from the Hub cache, offline) writes the results a sequential grid writes for
+    the same model from its directory: same scores, predictions and identity (the snapshot's files)."""
+    sequential = run.main(grid(f"tiny-mlm={models['eurobert']}", tmp_path / "sequential", lrs="1e-3,2e-3"),
+                          protocol(data_dir))
+    commit = plant_hub_snapshot(tmp_path / "hub", "org/tiny-mlm", models["eurobert"])
+    command = [sys.executable, "-m", "evaluation.run", "--model", "org/tiny-mlm", "--tasks", "sst2", "--lrs",
+               "1e-3,2e-3", "--seeds", "0,1", "--workers", "2", "--output", str(tmp_path / "workers"), "--data_dir",
+               str(data_dir), *[f"--{k}={v}" for k, v in SMOKE.items()]]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "hub")}
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "2 workers, " in result.stderr and "wrote 4 result file(s)" in result.stderr
+    parallel = artifacts.result_files(tmp_path / "workers")
+    assert [p.relative_to(tmp_path / "workers") for p in parallel] == \
+        [p.relative_to(tmp_path / "sequential") for p in sorted(sequential)]  # filed under the repo name
+    for ours, theirs in zip(sorted(sequential), parallel):
+        a, b = json.loads(ours.read_text()), json.loads(theirs.read_text())
+        assert a["status"] == "ok" and scored(a) == scored(b), ours.name
+        assert b["model_source"] == f"org/tiny-mlm@{commit}" and "model_source" not in a
+    with pytest.raises(ValueError, match=r"cannot load model 'org/not-cached' from the Hub .*HF_HUB_OFFLINE"):
+        run.main(grid("org/not-cached", tmp_path / "none"), protocol(data_dir))  # conftest: HF_HUB_OFFLINE=1
+    assert not (tmp_path / "none").exists()
+
+
+def test_a_failing_worker_fails_the_grid_with_its_log(models, data_dir, tmp_path):
+    """A run that fails while training (8-token QA windows cannot hold the questions) fails the grid: exit 1 and
+    the end of the worker's log, no result written."""
+    command = [sys.executable, "-m", "evaluation.run", "--model", str(models["eurobert"]), "--tasks", "squad",
+               "--lrs", "1e-3", "--seeds", "0,1", "--workers", "2", "--output", str(tmp_path), "--data_dir",
+               str(data_dir), *[f"--{k}={v}" for k, v in SMOKE.items()], "--qa_max_length", "8", "--doc_stride", "4"]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert re.search(r"error: worker \d of 2 failed \(exit status 1\); the grid stopped", result.stderr)
+    assert "Truncation error" in result.stderr  # the worker's own traceback, from its log
+    assert artifacts.result_files(tmp_path) == []

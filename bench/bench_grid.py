@@ -1,0 +1,110 @@
+"""Fine-tuning grid throughput: runs per hour with 1 vs N worker processes (`evaluation.run --workers N`).
+
+    python bench/bench_grid.py [--single_thread]               # tiny preset, sst2, 2 LRs x 2 seeds, workers 1 and 2
+    python bench/bench_grid.py --model out/610m-mlm40-42k --tasks sst2 --max_steps 0 --max_length 0 \
+        --max_train 0 --workers 1,2,4,8                         # a GPU, the paper's budget and input lengths
+
+Runs the real command line (`python -m evaluation.run ... --workers N`) once per worker count, each into a fresh
+output folder, and times it from start to exit (imports, input checks, data loading, every run, result files: what
+a user waits for). Runs per hour = runs / wall time. With one worker the grid process has every CPU thread
+(`--single_thread` adds one worker with one thread); with N, each worker has cores // N. The results of every
+setting are compared with the first one's (scores and predictions).
+On a GPU, the figure to put in the plan (`recipes.plan.write_plan(eval_runs_per_gpu_hour=...)`) is the best
+runs/hour with the paper's settings (the default --max_steps of each task, batch 32, the real model sizes).
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from recipes import artifacts  # noqa: E402
+from recipes.paths import resolve_data_dir  # noqa: E402
+
+
+def run_grid(model: str, output: Path, workers: int, args, data_dir: Path, threads: int | None = None) -> float:
+    """Wall seconds of one `evaluation.run` command line with `workers` workers (one worker: `threads` CPU threads,
+    default every core)."""
+    command = [sys.executable, "-m", "evaluation.run", "--model", model, "--tasks", args.tasks, "--lrs", args.lrs,
+               "--seeds", args.seeds, "--output", str(output), "--workers", str(workers), "--data_dir", str(data_dir),
+               "--max_eval", str(args.max_eval)]
+    command += ["--max_train", str(args.max_train)] if args.max_train else []
+    command += ["--max_steps", str(args.max_steps)] if args.max_steps else []
+    command += ["--max_length", str(args.max_length)] if args.max_length else []
+    # One grid process gets every core (an inherited OMP_NUM_THREADS=1 would handicap it); workers get cores // N.
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads or len(os.sched_getaffinity(0))), "TQDM_DISABLE": "1"}
+    start = time.perf_counter()
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if done.returncode != 0:
+        sys.exit(f"error: the grid with --workers {workers} failed:\n{done.stderr[-3000:]}")
+    return wall
+
+
+def scores(output: Path) -> dict:
+    """{result file: (validation, test, per-instance records)} of a results folder."""
+    return {str(p.relative_to(output)): [json.loads(p.read_text())[k] for k in ("validation", "test", "per_instance")]
+            for p in artifacts.result_files(output)}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default=None, help="checkpoint directory or Hub id (default: the tiny preset)")
+    parser.add_argument("--tasks", default="sst2")
+    parser.add_argument("--lrs", default="1e-4,5e-4")
+    parser.add_argument("--seeds", default="0,1")
+    parser.add_argument("--workers", default="1,2", help="worker counts to compare, comma-separated")
+    parser.add_argument("--max_steps", type=int, default=200, help="0: each task's own budget (the paper's)")
+    parser.add_argument("--max_train", type=int, default=20000, help="0: the whole training split")
+    parser.add_argument("--max_eval", type=int, default=500)
+    parser.add_argument("--max_length", type=int, default=128, help="0: 99%% of the model's positions")
+    parser.add_argument("--single_thread", action="store_true", help="also time one worker with one CPU thread "
+                        "(on a busy machine, two threads of one process can wait on each other far more than two "
+                        "single-thread workers do)")
+    parser.add_argument("--repeat", type=int, default=1, help="measure every worker count this many times, "
+                        "interleaved; the median wall time is reported (shared machines are noisy)")
+    parser.add_argument("--data_dir", default=None)
+    args = parser.parse_args()
+    data_dir = resolve_data_dir(args.data_dir)
+    counts = [int(n) for n in args.workers.split(",")]
+    settings = [(n, None) for n in counts] + ([(1, 1)] if args.single_thread else [])  # (workers, threads of one)
+    n_runs = len(args.tasks.split(",")) * len(args.lrs.split(",")) * len(args.seeds.split(","))
+    with tempfile.TemporaryDirectory() as tmp:
+        model = args.model
+        if model is None:
+            from tests.fixtures.tiny_models import build_tiny_eurobert, build_tiny_tokenizer
+
+            model = str(build_tiny_eurobert(Path(tmp) / "tiny", build_tiny_tokenizer(data_dir)))
+        import torch
+
+        device = torch.cuda.get_device_name() if torch.cuda.is_available() else f"CPU, {len(os.sched_getaffinity(0))} cores"
+        print(f"device: {device}; model {args.model or 'tiny preset'}; tasks {args.tasks}; {n_runs} runs of "
+              f"{args.max_steps or 'the task budget'} steps, batch 32, max_length {args.max_length or 'default'}")
+        walls, results = {setting: [] for setting in settings}, {}
+        for attempt in range(args.repeat):
+            for workers, threads in settings:
+                output = Path(tmp) / f"workers-{workers}-{threads}-{attempt}"
+                walls[(workers, threads)].append(run_grid(model, output, workers, args, data_dir, threads))
+                results[(workers, threads, attempt)] = scores(output)
+        base, reference = None, results[(*settings[0], 0)]
+        for workers, threads in settings:
+            wall = statistics.median(walls[(workers, threads)])
+            rate = n_runs / wall * 3600
+            base = base or rate
+            same = all(r == reference for (n, t, _), r in results.items() if (n, t) == (workers, threads))
+            label = f"--workers {workers}" + (" (1 thread)" if threads else "")
+            print(f"{label:<22}: {wall:7.1f} s wall (median of "
+                  f"{', '.join(f'{w:.1f}' for w in walls[(workers, threads)])}), {rate:8.1f} runs/hour "
+                  f"({rate / base:.2f}x), results {'identical' if same else 'DIFFERENT'} to the first row's")
+
+if __name__ == "__main__":
+    main()
