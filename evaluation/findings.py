@@ -49,7 +49,8 @@ def comparisons(records: list[dict], rows: list[dict]) -> list[dict]:
     """Every (finding, task) comparison the results allow, with its CI and its verdict on the claim."""
     models = {r["model"] for r in rows}
     parsed = {m: p for m in models if (p := _parsed(m)) is not None}
-    tasks = sorted({r["task"] for r in rows})
+    # mteb records (evaluation.mteb: no LR x seed grid, mostly zero-shot) are not the protocol these claims are about
+    tasks = sorted({r["task"] for r in records if r.get("evaluation") != "mteb"})
     family = {r["task"]: r["family"] for r in rows}
     out = []
     finals = {(p["size"], p["total_steps"]) for p in parsed.values() if p["kind"] == "single" and p["step"] is None}

@@ -99,6 +99,8 @@ def confidence_interval(scores, bootstrap: bool = False, level: float = 0.95) ->
 
 
 def _main_score(record: dict, split: str) -> float:
+    if record[split] is None:  # a split not evaluated: mteb records (evaluation.mteb) have no validation
+        return math.nan
     return float(record[split][record["main_metric"]])
 
 

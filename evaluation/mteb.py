@@ -1,0 +1,525 @@
+"""Retrieval scored by mteb itself: a model as it is (zero-shot) or an IR model fine-tuned by `evaluation.run`.
+
+    python -m evaluation.mteb --model out/610m-mlm40-42k --tasks scifact,squad_pairs --output results/        # offline
+    python -m evaluation.mteb --model MLMvsCLM/610m-mlm40-42k --tasks SciFact,NQ,MultiLongDocRetrieval:en \
+        --output results/                                                                                    # online
+    python -m evaluation.mteb --model results/610m-mlm40-42k/msmarco/lr5e-05-seed0.model --tasks scifact  # fine-tuned
+    python -m evaluation.mteb --model out/tiny --tasks scifact --max_eval 40 --output /tmp/results           # smoke run
+
+`evaluation.run` scores retrieval with this project's NDCG (`evaluation.metrics`, tested equal to mteb's). This tool
+hands the model to `mteb.evaluate` instead, so the numbers are mteb's own: its encoding loop, its search, its
+pytrec_eval scores. It never trains.
+
+Tasks (`--tasks`, comma-separated):
+- this project's IR tasks by name or YAML path (`scifact`, `squad_pairs`, a custom BEIR YAML; `msmarco`, `nq`,
+  `mldr` with `--source hub`): the test split exactly as `evaluation.tasks.load_splits` gives it to the grid (same
+  `--ir_corpus` / `--ir_relevance` / `--max_eval`), wrapped as a local mteb `AbsTaskRetrieval`. Offline.
+- any retrieval task of mteb's registry by its mteb name (`SciFact`, `NQ`, `MSMARCO`; a multilingual one needs its
+  subset, `MultiLongDocRetrieval:en`): mteb loads its data from the Hub (online, or from the datasets cache). Its
+  split is "test" when the task has one, else its only evaluation split (MSMARCO: "dev"); its corpus is mteb's full
+  corpus; `--max_eval N` keeps N queries sampled with seed 42. Project names are looked up first (`scifact` is the
+  bundle's SciFact, `SciFact` mteb's).
+
+Models (`--model`, comma-separated, `NAME=DIR|ID` to choose the name results are filed under):
+- a directory with sentence-transformers files (our pretrained checkpoints ship them; `evaluation.run
+  --save_models` writes fine-tuned IR models so): `SentenceTransformer(dir, trust_remote_code=True)`, i.e. the
+  model's own pooling, prompts, attention and max length. A fine-tuned model (it has `finetune_info.json`) is filed
+  as `<base model>-<task>-lr<lr>-seed<seed>` and its record says what it was fine-tuned from.
+- a plain Hugging Face encoder directory: mean pooling over it with the task's "Query: " / "Document: " prompts,
+  bidirectional, inputs up to 99% of its positions, as the grid builds it (`evaluation.retrieval.build_model`).
+- a Hub id `org/name[@revision]`, resolved as `evaluation.run` does (the Hub cache; offline, the cache alone).
+
+Results: one record per (model, task) in the grid's layout, `<output>/<model>/<task>-mteb/lr0-seed0.json`
+(`result_path`), so `evaluation.report` lists it as its own row (task `<task>-mteb`, one "run", best_lr 0), never
+averaged with fine-tuned runs; the report's findings leave such tasks out. The record has the grid's fields
+(format, model, task, family "ir", status, main_metric "ndcg@10", test scores under the project's names, per query
+ndcg@10 / mrr@10 / recall@100 as mteb computed them with the top-100 ranking and the judgements, trivial_baseline,
+identity, versions, git_commit) plus `"evaluation": "mteb"`, `"zero_shot"`, every mteb score of the split
+(`mteb_scores`) and `finetuned_from` for a fine-tuned model. `validation` is null: nothing is selected on it.
+Identity = the model's files (weights, tokenizer, sentence-transformers files), the task (definition and data
+files, or mteb name, dataset revision, subset and split) and the settings (mteb version, prompts, pooling, max
+length, dtype, batch size, subsets). A finished record with the same identity is skipped; another identity is
+refused unless `--rerun_changed` (the old file is moved aside); a file there that this tool did not write is never
+touched. Bad input (unknown task, a non-retrieval mteb task, a model without config.json, mteb data that cannot be
+loaded) is one line and exit status 2 before any model is run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import random
+import sys
+import time
+import types
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import transformers
+from transformers import HfArgumentParser
+
+from evaluation import baselines, common, identity, metrics, retrieval, run, tasks
+from recipes import artifacts
+from recipes.sentence_transformers_files import PROMPTS, SENTENCE_TRANSFORMERS_FILES
+
+TASK_SUFFIX = "-mteb"  # results of task T are filed under task T-mteb: their own report row
+LR, SEED = 0.0, 0  # the record's grid coordinates: lr0-seed0.json (nothing is trained)
+SPLIT = "test"  # the split of a project task handed to mteb
+METRIC_NAMES = {"ndcg@10": "ndcg_at_10", "mrr@10": "mrr_at_10", "recall@100": "recall_at_100"}  # ours -> mteb's
+PER_QUERY = {"ndcg@10": "ndcg_cut_10", "recall@100": "recall_100"}  # ours -> pytrec_eval's per-query keys
+
+
+@dataclass
+class MtebArgs:
+    """What to evaluate with mteb, and how (command-line flags of `evaluation.mteb`)."""
+
+    model: str = field(metadata={"help": "Model directories or Hub ids (org/name[@revision]), comma-separated; "
+                                         "NAME=DIR or NAME=ID files one under NAME."})
+    tasks: str = field(metadata={"help": "Project IR tasks (names or YAML paths; offline) and/or mteb retrieval "
+                                         "task names (NAME or NAME:SUBSET; data from the Hub), comma-separated."})
+    output: str = field(default="results", metadata={"help": "Results directory (the grid's layout)."})
+    max_eval: int | None = field(default=None, metadata={"help": "Keep at most N test queries (seed 42)."})
+    ir_corpus: str = field(default="pooled", metadata={
+        "help": "Project tasks: the corpus, as the grid's flag (pooled, judged, full).", "choices": common.IR_CORPORA})
+    ir_relevance: str = field(default="binary", metadata={
+        "help": "Project tasks: binary or graded relevance, as the grid's flag.", "choices": ("binary", "graded")})
+    source: str = field(default="offline", metadata={
+        "help": "Project tasks: the offline bundle or each task's Hub source.", "choices": ("offline", "hub")})
+    data_dir: str | None = field(default=None, metadata={
+        "help": "Data bundle (default: $MLM_VS_CLM_DATA, ../shared/data)."})
+    batch_size: int = field(default=64, metadata={"help": "Encoding batch size."})
+    max_length: int | None = field(default=None, metadata={
+        "help": "Max tokens per input; default: the model's own (sentence-transformers files), else 99%% of its "
+                "positions as the grid."})
+    precision: str = field(default="auto", metadata={
+        "help": "Model weights: fp32 or bf16; auto: bf16 on a GPU, fp32 on CPU (as the grid).",
+        "choices": ("auto", "fp32", "bf16")})
+    rerun_changed: bool = field(default=False, metadata={
+        "help": "Redo finished records whose identity changed; the old files are moved aside."})
+
+    def __post_init__(self):
+        for name in ("max_eval", "batch_size", "max_length"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name}={value} must be >= 1")
+
+    def dtype(self):
+        import torch
+
+        precision = self.precision if self.precision != "auto" else ("bf16" if torch.cuda.is_available() else "fp32")
+        return torch.bfloat16 if precision == "bf16" else torch.float32
+
+
+@dataclass
+class Target:
+    """One task as mteb evaluates it.
+
+    Attributes:
+        name: the results' task name (`<task>-mteb`).
+        task: the mteb `AbsTaskRetrieval`, its data loaded (one subset, one split).
+        identity: what decides its scores besides the model and the settings.
+        prompts: the prompts a model without sentence-transformers files is given.
+        split, subset: what mteb evaluates.
+    """
+
+    name: str
+    task: object
+    identity: dict
+    prompts: dict
+    split: str
+    subset: str
+
+
+@dataclass
+class Model:
+    """One `--model` entry, resolved and identified."""
+
+    name: str
+    path: str
+    source: str | None  # "org/name@commit" for a Hub model
+    identity: dict
+    finetuned_from: dict | None
+    sentence_transformers: bool  # ships sentence-transformers files (else: mean pooling built here)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Tasks
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def project_task(task: tasks.Task, args: MtebArgs) -> Target:
+    """A project IR task's test split (as `tasks.load_splits` gives it to the grid) as a local mteb task."""
+    from datasets import Dataset
+    from mteb.abstasks.retrieval import AbsTaskRetrieval
+    from mteb.abstasks.retrieval_dataset_loaders import RetrievalSplitData
+    from mteb.abstasks.task_metadata import TaskMetadata
+
+    if task.family != "ir":
+        raise ValueError(f"task {task.name!r} is a {task.family} task; evaluation.mteb runs retrieval (ir) tasks")
+    # max_train=1: training pairs are not used here, and subsetting them changes nothing else (tasks.py docstring)
+    split = tasks.load_splits(task, data_dir=args.data_dir, max_train=1, max_eval=args.max_eval, source=args.source,
+                              corpus=args.ir_corpus, relevance=args.ir_relevance)[SPLIT]
+    metadata = TaskMetadata(
+        type="Retrieval", name=task.name, main_score="ndcg_at_10", description=task.description or task.name,
+        reference=None, dataset={"path": f"local/{task.name}", "revision": "local"}, category="t2t",
+        eval_splits=[SPLIT], eval_langs=["eng-Latn"], date=None, dialect=None, domains=None, task_subtypes=None,
+        license=None, annotations_creators=None, modalities=["text"], sample_creation=None, bibtex_citation="",
+    )
+
+    def load_data(self, num_proc=None, **kwargs):
+        # Corpus texts already hold the task's doc_template ("title. text"): no separate title for mteb to join.
+        self.dataset = {"default": {SPLIT: RetrievalSplitData(
+            queries=Dataset.from_dict({"id": list(split.queries), "text": list(split.queries.values())}),
+            corpus=Dataset.from_dict({"id": list(split.corpus), "text": list(split.corpus.values()),
+                                      "title": [""] * len(split.corpus)}),
+            relevant_docs={q: dict(judged) for q, judged in split.qrels.items()}, top_ranked=None,
+        )}}
+        self.data_loaded = True
+
+    local = type(f"Local_{task.name}", (AbsTaskRetrieval,), {"metadata": metadata, "load_data": load_data})()
+    local.load_data()
+    task_id = {**identity.task_identity(task, args.source, args.data_dir), "split": SPLIT, "max_eval": args.max_eval,
+               "ir_corpus": args.ir_corpus, "ir_relevance": args.ir_relevance}
+    return Target(f"{task.name}{TASK_SUFFIX}", local, task_id, {"query": task.query_prefix,
+                                                                 "document": task.document_prefix}, SPLIT, "default")
+
+
+def registry_task(spec: str, args: MtebArgs) -> Target:
+    """A retrieval task of mteb's registry, `NAME` or `NAME:SUBSET`, its data loaded from the Hub."""
+    import mteb
+    from mteb.abstasks.retrieval import AbsTaskRetrieval
+
+    name, _, subset = spec.partition(":")
+    try:
+        task = mteb.get_task(name, hf_subsets=[subset] if subset else None)
+    except KeyError as error:
+        raise ValueError(f"unknown task {spec!r}: not a project IR task ({', '.join(project_ir_tasks())}) nor an mteb "
+                         f"task ({error.args[0].removeprefix('KeyError: ')})") from None
+    except ValueError as error:  # an unknown subset
+        subsets = ", ".join(mteb.get_task(name).hf_subsets)
+        raise ValueError(f"{spec}: {str(error).rstrip('.')}; subsets: {subsets}") from None
+    if not isinstance(task, AbsTaskRetrieval):
+        raise ValueError(f"mteb task {name!r} is a {task.metadata.type} task; evaluation.mteb runs retrieval tasks")
+    if len(task.hf_subsets) != 1:
+        raise ValueError(f"mteb task {name!r} has {len(task.hf_subsets)} subsets: name one, e.g. {name}:"
+                         f"{task.hf_subsets[0]} (subsets: {', '.join(task.hf_subsets)})")
+    splits = list(task.metadata.eval_splits)
+    split = SPLIT if SPLIT in splits else splits[0] if len(splits) == 1 else None
+    if split is None:
+        raise ValueError(f"mteb task {name!r} has evaluation splits {splits} and none is 'test'")
+    task.filter_eval_splits([split])
+    try:
+        task.load_data()
+    except Exception as error:  # noqa: BLE001 -- datasets/Hub raise many types; all mean "no data": one line
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise ValueError(f"cannot load mteb task {name!r} ({task.metadata.dataset['path']}) from the Hub ({first}); "
+                         f"go online (HF_HUB_OFFLINE / HF_DATASETS_OFFLINE unset) or use a project IR task "
+                         f"({', '.join(project_ir_tasks())}) on the offline bundle") from None
+    task.convert_v1_dataset_format_to_v2(num_proc=None)  # older tasks load into task.queries/corpus/relevant_docs
+    data = task.dataset[task.hf_subsets[0]][split]
+    if args.max_eval is not None:
+        subset_queries(data, args.max_eval)
+    task_id = {"mteb_task": name, "dataset": dict(task.metadata.dataset), "subset": task.hf_subsets[0],
+               "split": split, "max_eval": args.max_eval}
+    suffix = f"-{subset}" if subset else ""
+    return Target(f"{name}{suffix}{TASK_SUFFIX}", task, task_id, dict(PROMPTS), split, task.hf_subsets[0])
+
+
+def subset_queries(data: dict, max_eval: int) -> None:
+    """Keep `max_eval` of a loaded mteb split's judged queries, sampled as the project's tasks do (sorted ids,
+    `random.Random(42).sample`), with their judgements; the corpus is kept whole. In place."""
+    qrels = data["relevant_docs"]
+    qids = sorted(q for q, judged in qrels.items() if judged)
+    if max_eval < len(qids):
+        qids = sorted(random.Random(tasks.SUBSET_SEED).sample(qids, max_eval))
+    keep = set(qids)
+    data["relevant_docs"] = {q: qrels[q] for q in qids}
+    data["queries"] = data["queries"].filter(lambda row: row["id"] in keep)
+    if data.get("top_ranked"):
+        data["top_ranked"] = {q: docs for q, docs in data["top_ranked"].items() if q in keep}
+
+
+def project_ir_tasks() -> list[str]:
+    return [name for name in tasks.list_tasks() if tasks.load_task(name).family == "ir"]
+
+
+def resolve_task(spec: str, args: MtebArgs) -> Target:
+    """A project task (name or YAML path) first, else an mteb registry task."""
+    is_path = spec.endswith((".yaml", ".yml")) or Path(spec).is_file()
+    if is_path or spec.split(":")[0] in tasks.list_tasks():
+        return project_task(tasks.load_task(spec), args)
+    return registry_task(spec, args)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Models
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _sha256(path: Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def resolve_model_entry(spec: str) -> Model:
+    """One `--model` entry: resolved as `evaluation.run` does (a fine-tuned model is named after what it was
+    fine-tuned from), checked, and identified by its files."""
+    name, sep, location = spec.partition("=")
+    info_path = Path(location if sep else spec) / run.FINETUNE_INFO_NAME
+    info = artifacts.read_json(info_path, "fine-tuned model info") if info_path.is_file() else None
+    if info and not sep:
+        spec = f"{info['base_model']}-{info['task']}-lr{info['lr']:g}-seed{info['seed']}={spec}"
+    name, path, source = run.resolve_model(spec)
+    if not (Path(path) / "config.json").is_file():
+        raise FileNotFoundError(f"model directory {path} has no config.json; pass a saved checkpoint directory, a "
+                                "sentence-transformers folder or a Hub id")
+    artifacts.check_weights(path)
+    has_st = (Path(path) / "modules.json").is_file()
+    if not has_st:
+        common.load_tokenizer(path)  # a plain encoder needs its tokenizer: one line now rather than mid-run
+    model_id = dict(identity.model_identity(path))
+    if has_st:  # the pooling, prompts and max length decide the embeddings too
+        model_id["sentence_transformers"] = {f: _sha256(Path(path) / f) for f in SENTENCE_TRANSFORMERS_FILES
+                                             if (Path(path) / f).is_file()}
+    finetuned = None
+    if info:
+        finetuned = {k: info.get(k) for k in ("base_model", "base_model_source", "task", "lr", "seed", "result")}
+    return Model(name, path, source, model_id, finetuned, has_st)
+
+
+def load_encoder(model: Model, prompts: dict, args: MtebArgs):
+    """The `SentenceTransformer` mteb is given: the folder's own (pooling, prompts, attention), or mean pooling over
+    a plain encoder with `prompts`, built as the grid builds it."""
+    from sentence_transformers import SentenceTransformer
+
+    if model.sentence_transformers:
+        encoder = SentenceTransformer(model.path, trust_remote_code=True, model_kwargs={"dtype": args.dtype()})
+        if args.max_length is not None:
+            encoder.max_seq_length = args.max_length
+    else:
+        import torch
+
+        precision = "bf16_weights" if args.dtype() == torch.bfloat16 else "fp32"
+        settings = common.FinetuneArgs(max_length=args.max_length, precision=precision)
+        settings = dataclasses.replace(settings, max_length=common.max_length(settings, model.path))
+        encoder = retrieval.build_model(model.path, types.SimpleNamespace(
+            query_prefix=prompts["query"], document_prefix=prompts["document"]), settings)
+    encoder.eval()
+    return encoder
+
+
+def encoder_settings(encoder) -> dict:
+    """What decides the embeddings besides the weights: prompts, pooling, max length, similarity, dtype."""
+    pooling = [m for m in encoder if type(m).__name__ == "Pooling"]
+    return {"prompts": dict(encoder.prompts), "pooling": pooling[0].get_config_dict() if pooling else None,
+            "max_seq_length": encoder.max_seq_length, "similarity": encoder.similarity_fn_name,
+            "dtype": str(next(encoder.parameters()).dtype).removeprefix("torch."),
+            "modules": [type(m).__name__ for m in encoder]}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Evaluation and records
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def evaluate(encoder, target: Target, batch_size: int) -> dict:
+    """Run `mteb.evaluate` on one task.
+
+    mteb computes per-query scores (pytrec_eval) and the ranking, then passes them to the task's
+    `task_specific_scores` hook, which subclasses may override; this wraps the hook on the task instance to keep
+    them. Nothing of mteb's scoring is replaced.
+
+    Returns:
+        {"scores": mteb's score dict of the split, "per_query": {qid: pytrec_eval scores}, "qrels", "run":
+        {qid: {doc: score}} (mteb's top 1000), "corpus_size"}.
+    """
+    import mteb
+
+    task, captured = target.task, {}
+    original = task.task_specific_scores
+
+    def keep(scores, qrels, results, hf_split, hf_subset):
+        captured.update(per_query=scores, qrels=qrels, run=results)
+        return original(scores, qrels, results, hf_split=hf_split, hf_subset=hf_subset)
+
+    task.task_specific_scores = keep
+    try:
+        result = mteb.evaluate(encoder, task, cache=None, co2_tracker=False, show_progress_bar=False,
+                               encode_kwargs={"batch_size": batch_size, "show_progress_bar": False})
+    finally:
+        del task.task_specific_scores
+    (task_result,) = result.task_results
+    (scores,) = [s for s in task_result.scores[target.split] if s["hf_subset"] == target.subset]
+    corpus = task.dataset[target.subset][target.split]["corpus"]
+    return {"scores": scores, **captured, "corpus_size": len(corpus)}
+
+
+def scores_record(evaluated: dict) -> dict:
+    """The record's scores: test under the project's names, per query mteb's values with the top-100 ranking
+    (so `metrics.rescore` recomputes them), every mteb score, and the random-ranking baseline."""
+    from mteb._evaluators.retrieval_metrics import mrr
+
+    qrels, ranked = evaluated["qrels"], evaluated["run"]
+    mrr_at_10 = dict(zip(ranked, mrr(qrels, ranked, [10])["MRR@10"]))  # mteb's own per-query MRR, in run order
+    per_instance = []
+    for qid in sorted(evaluated["per_query"]):
+        values = evaluated["per_query"][qid]
+        per_instance.append({"qid": qid, **{ours: float(values[theirs]) for ours, theirs in PER_QUERY.items()},
+                             "mrr@10": float(mrr_at_10[qid]),
+                             "ranking": metrics.ranked_ids(ranked[qid])[:retrieval.TOP_K],
+                             "relevance": dict(qrels[qid])})
+    scores = evaluated["scores"]
+    # NaN (e.g. an nAUC over a constant score) is not JSON: null, as mteb's own result files write it
+    mteb_scores = {k: (v if math.isfinite(v) else None) if isinstance(v, float) else v for k, v in scores.items()
+                   if isinstance(v, (int, float)) or k in ("hf_subset", "languages")}
+    judged = {q: qrels[q] for q in evaluated["per_query"]}
+    return {"status": "ok", "main_metric": "ndcg@10", "validation": None,
+            "test": {ours: float(scores[theirs]) for ours, theirs in METRIC_NAMES.items()},
+            "per_instance": {"validation": [], "test": per_instance}, "mteb_scores": {"test": mteb_scores},
+            "trivial_baseline": {"validation": None,
+                                 "test": baselines.random_ranking(judged, evaluated["corpus_size"])}}
+
+
+def record_identity(model: Model, target: Target, settings: dict, args: MtebArgs) -> dict:
+    import mteb
+
+    ident = {"model": model.identity, "task": target.identity,
+             "protocol": {"evaluation": "mteb", "mteb": mteb.__version__, "encoder": settings,
+                          "batch_size": args.batch_size, "k_values": list(target.task.k_values)}}
+    return json.loads(json.dumps(ident, default=str))  # as a record stores it, so comparisons see no tuple/list gap
+
+
+def state(path: Path, ident: dict) -> tuple[str, list[str]]:
+    """("todo" | "done" | "changed" | "foreign", why) of a record's path."""
+    if not path.is_file():
+        return "todo", []
+    try:
+        record = artifacts.read_result(path)
+    except ValueError as error:
+        return "foreign", [str(error)]
+    if record.get("evaluation") != "mteb":
+        return "foreign", ["not written by evaluation.mteb"]
+    differences = identity.diff(record.get("identity", {}), ident)
+    return ("changed", differences) if differences else ("done", [])
+
+
+@dataclass
+class Job:
+    """One (model, task) record to write."""
+
+    model: Model
+    target: Target
+    identity: dict
+    path: Path
+    replace: bool  # a record of another identity is there (--rerun_changed): moved aside first
+
+
+def plan(args: MtebArgs) -> list[Job]:
+    """Check every input and list the records to write, before any model is run.
+
+    Each model is loaded once here (its encoder settings are part of the identity) and again to evaluate.
+
+    Raises:
+        ValueError / FileNotFoundError: one line naming the bad input.
+    """
+    specs = [m.strip() for m in args.model.split(",") if m.strip()]
+    task_specs = [t.strip() for t in args.tasks.split(",") if t.strip()]
+    if not specs or not task_specs:
+        raise ValueError("give at least one --model and one --tasks entry")
+    models = [resolve_model_entry(spec) for spec in specs]
+    if len({m.name for m in models}) != len(models):
+        raise ValueError(f"two models share a name ({[m.name for m in models]}); use NAME=DIR for one")
+    targets = [resolve_task(spec, args) for spec in task_specs]  # loads every task's data
+    if len({t.name for t in targets}) != len(targets):
+        raise ValueError(f"two tasks share a name ({[t.name for t in targets]}); list each once")
+    jobs = []
+    for model in models:
+        settings = {}
+        for target in targets:
+            key = _encoder_key(model, target)
+            if key not in settings:
+                settings[key] = encoder_settings(load_encoder(model, target.prompts, args))
+            ident = record_identity(model, target, settings[key], args)
+            path = artifacts.result_path(args.output, model.name, target.name, LR, SEED)
+            status, why = state(path, ident)
+            if status == "foreign":
+                raise ValueError(f"{path} exists and was not written by evaluation.mteb ({why[0]}); move it away or "
+                                 "use another --output")
+            if status == "changed" and not args.rerun_changed:
+                raise ValueError(f"{path} was made by something else: {'; '.join(why[:4])}; pass --rerun_changed to "
+                                 "redo it (the old file is moved aside) or another --output")
+            if status == "done":
+                print(f"{path}: finished with the same identity, skipped", file=sys.stderr)
+            else:
+                jobs.append(Job(model, target, ident, path, status == "changed"))
+    return jobs
+
+
+def _encoder_key(model: Model, target: Target) -> str:
+    """Tasks that get the same encoder: all of them for a sentence-transformers folder (its own prompts), else
+    those with the same prompts."""
+    return "" if model.sentence_transformers else json.dumps(target.prompts, sort_keys=True)
+
+
+def execute(jobs: list[Job], args: MtebArgs) -> list[Path]:
+    """Evaluate each job with mteb and write its record atomically; return the files written."""
+    import mteb
+
+    written, encoders = [], {}
+    for job in jobs:
+        key = (job.model.name, _encoder_key(job.model, job.target))
+        if key not in encoders:
+            encoders.clear()  # one model in memory at a time
+            encoders[key] = load_encoder(job.model, job.target.prompts, args)
+        path = job.path
+        with artifacts.exclusive_lock(path.with_name(f".{path.name}.lock"), f"record {path}"):
+            started = time.monotonic()
+            evaluated = evaluate(encoders[key], job.target, args.batch_size)
+            record = {"format": artifacts.RESULT_FORMAT, "model": job.model.name, "task": job.target.name,
+                      "family": "ir", "lr": LR, "seed": SEED, "evaluation": "mteb",
+                      "zero_shot": job.model.finetuned_from is None, **scores_record(evaluated),
+                      "config": {**job.identity["protocol"], "split": job.target.split, "subset": job.target.subset,
+                                 "seconds": round(time.monotonic() - started, 3)},
+                      "identity": job.identity, "versions": {**common.versions(), "mteb": mteb.__version__},
+                      "git_commit": artifacts.git_commit()}
+            if job.model.source:
+                record["model_source"] = job.model.source
+            if job.model.finetuned_from:
+                record["finetuned_from"] = job.model.finetuned_from
+            for stale in artifacts.stale_temp_files(path):  # left by a killed writer of this very file
+                stale.unlink()
+            if job.replace and path.is_file():
+                path.rename(path.with_name(f"{path.name}.replaced-{time.strftime('%Y%m%dT%H%M%S')}"))
+            artifacts.write_json_atomic(path, record, indent=None)
+        written.append(path)
+        print(f"{job.model.name} {job.target.name}: ndcg@10 {record['test']['ndcg@10']:.4f} -> {path}",
+              file=sys.stderr)
+    return written
+
+
+def main(args: MtebArgs) -> list[Path]:
+    """Check every input, then evaluate each (model, task) with mteb; return the record files written (finished
+    records with the same identity are skipped)."""
+    return execute(plan(args), args)
+
+
+def make_parser() -> HfArgumentParser:
+    return HfArgumentParser(MtebArgs)
+
+
+def cli(argv: list[str] | None = None) -> None:
+    """The command line: bad input -> one line and exit status 2, before any model is run."""
+    transformers.logging.set_verbosity_error()
+    parser = make_parser()
+    try:
+        (args,) = parser.parse_args_into_dataclasses(args=argv)
+        jobs = plan(args)
+    except (ValueError, FileNotFoundError) as error:
+        parser.error(str(error))
+    execute(jobs, args)
+
+
+if __name__ == "__main__":
+    cli()
