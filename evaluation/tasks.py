@@ -310,11 +310,11 @@ def data_files(task: Task, source: str = "offline", data_dir=None) -> list[Path]
         return []
     spec = _source_spec(task, source)
     root, where = _data_root(task, spec, data_dir)
-    if spec.get("format") == "beir":
-        files = {"train": [spec["corpus"], spec["queries"]], **{r: [p] for r, p in (spec.get("qrels") or {}).items()}}
+    if spec.get("format") == "beir":  # the corpus and queries files, then each role's qrels file
+        groups = [{"train": [spec["corpus"], spec["queries"]]}, {r: [p] for r, p in (spec.get("qrels") or {}).items()}]
     else:
-        files = spec.get("files") or {}
-    return sorted({p for paths in _resolve_files(task, files, root, where).values() for p in paths})
+        groups = [spec.get("files") or {}]
+    return sorted({p for files in groups for paths in _resolve_files(task, files, root, where).values() for p in paths})
 
 
 # ----------------------------------------------------------------------------------------------------------------

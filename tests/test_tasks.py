@@ -430,3 +430,10 @@ def test_malformed_task_data_is_one_line_naming_the_problem(tmp_path, case, expe
     assert expected in message, message
     if case == "missing_absolute_path":
         assert "MLM_VS_CLM_DATA" not in message and "data dir" not in message
+
+
+def test_data_files_of_a_beir_task_include_corpus_queries_and_qrels():
+    """The result identity hashes these files: a changed corpus must change it."""
+    names = {p.name for p in tasks_module.data_files(load_task("scifact"))}
+    assert names == {"corpus.jsonl.gz", "queries.jsonl", "train.tsv", "test.tsv"}
+    assert {p.name for p in tasks_module.data_files(load_task("sst2"))} == {"train.tsv.gz", "dev.tsv"}
