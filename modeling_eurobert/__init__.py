@@ -25,7 +25,7 @@ from .modeling_eurobert import (
 )
 
 PRESETS_DIR = Path(__file__).parent / "presets"
-PRESETS = ("tiny", "210m", "610m", "1b")
+PRESETS = ("tiny", "small", "210m", "610m", "1b")
 
 # One list of heads: the `auto_map` every checkpoint carries ("AutoModelForMaskedLM": "modeling_eurobert.X").
 AUTO_CLASSES = {

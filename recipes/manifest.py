@@ -4,8 +4,9 @@ Each name follows the model-card grammar (SPEC): `<size>-<objective>[ratio]-<ste
 `<size>-clm-<k1>-mlm40-<total>`, CPT `<size>-<base>-dec<steps>-mlm40-<total>`, intermediate `<name>-<step>`.
 `recipes(preset)` returns every model's `Recipe`; `run_config(recipe, preset)` the YAML settings that reproduce it.
 
-Presets: `paper` (SPEC's numbers), `toy` (tiny model, steps / 100, 128-token blocks) and `smoke` (tiny model,
-steps / 200, 64-token blocks: every run of the study in minutes on a CPU). Same structure at every preset.
+Presets: `paper` (SPEC's numbers), `mini` (tiny model, steps / 40, 128-token blocks, the whole bundle corpus: the
+mini study), `toy` (tiny model, steps / 100, 128-token blocks) and `smoke` (tiny model, steps / 200, 64-token
+blocks: every run of the study in minutes on a CPU). Same structure at every preset.
 
 Inferred choices (configurable in the YAML):
 - the 12k/22k budgets are 2k-step decay branches of the 42k stable run (`branch_from`), which keeps checkpoints at
@@ -18,7 +19,7 @@ Inferred choices (configurable in the YAML):
 Paper configs also set GPU speed settings that leave the losses unchanged (`compile: regional`, and
 `mlm_fixed_shape: true` for MLM runs); toy presets, meant for CPUs, run eager.
 
-Write the YAML files: `python -m recipes.manifest --write-configs paper toy smoke` (-> recipes/configs/<preset>/).
+Write the YAML files: `python -m recipes.manifest --write-configs paper mini mini-gpu toy smoke` (-> recipes/configs/<preset>/).
 """
 
 import argparse
@@ -51,6 +52,14 @@ PRESETS = {
             "gradient_accumulation_steps": 1, "global_batch_size": None, "max_docs": 6000},
     "smoke": {"step_divisor": 200, "model": "tiny", "block_size": 64, "per_device_train_batch_size": 8,
               "gradient_accumulation_steps": 1, "global_batch_size": None, "max_docs": 2000},
+    # the mini study (docs/mini-study): the smallest scale where the paper's comparisons can show on 2 CPU cores
+    # (the tiny architecture: docs/mini-study/PILOT.md shows a 4-layer variant cost 1.6x per fine-tuning run)
+    "mini": {"step_divisor": 40, "model": "tiny", "block_size": 128, "per_device_train_batch_size": 16,
+             "gradient_accumulation_steps": 1, "global_batch_size": None, "max_docs": None},
+    # the mini study on one GPU (about 10 minutes on an H100 by estimate): a bigger model, 4 epochs of the bundle
+    "mini-gpu": {"step_divisor": 10, "model": "small", "block_size": 256, "per_device_train_batch_size": 32,
+                 "gradient_accumulation_steps": 1, "global_batch_size": None, "max_docs": None, "epochs": 4,
+                 "bf16": True},
     # the shortened smoke study of the test suite: same stages and structure, a few steps per run
     "ci": {"step_divisor": 1000, "model": "tiny", "block_size": 32, "per_device_train_batch_size": 2,
            "gradient_accumulation_steps": 1, "global_batch_size": None, "max_docs": 300},
@@ -164,6 +173,8 @@ def run_config(recipe: Recipe, preset: str) -> dict:
         config.update(corpus_source="bundle")
         if p["max_docs"]:
             config["max_docs"] = p["max_docs"]
+        if p.get("epochs", 1) > 1:  # more tokens than the offline bundle holds: documented repetition
+            config["epochs"] = p["epochs"]
     if recipe.mlm_probability is not None:
         config["mlm_probability"] = recipe.mlm_probability
     if recipe.switch_step:
@@ -199,7 +210,7 @@ def _training_args(recipe: Recipe, p: dict, div: int, warmup: int, decay: int, o
         "learning_rate": 5.0e-4, "warmup_steps": warmup, "lr_scheduler_type": "warmup_stable_decay",
         "lr_scheduler_kwargs": {"num_decay_steps": decay, "decay_type": "linear", "min_lr_ratio": 0.0},
         "optim": "adamw_torch", "adam_beta1": 0.9, "adam_beta2": 0.95, "adam_epsilon": 1.0e-5,
-        "weight_decay": 0.1, "max_grad_norm": 1.0, "bf16": paper, "seed": 0, "data_seed": 0,
+        "weight_decay": 0.1, "max_grad_norm": 1.0, "bf16": p.get("bf16", paper), "seed": 0, "data_seed": 0,
         "train_sampling_strategy": "sequential", "remove_unused_columns": False,
         "save_strategy": "steps", "save_steps": 1000 // div if paper else 50, "logging_steps": 10 if paper else 5,
         "report_to": "tensorboard", "dataloader_num_workers": 4 if paper else 0,

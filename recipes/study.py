@@ -43,6 +43,11 @@ class StudyPreset:
     pretrain_overrides: dict = field(default_factory=dict)  # run settings / TrainingArguments overrides
     compare: tuple[str, str] | None = None
     evaluate_intermediate: bool = False  # also evaluate the intermediate checkpoints (score vs pretraining step)
+    task_eval_args: dict = field(default_factory=dict)  # task -> ProtocolArgs overrides on top of eval_args
+    intermediate_steps: tuple[int, ...] = ()  # paper-scale steps of the intermediate checkpoints to evaluate (all)
+    intermediate_tasks: tuple[str, ...] = ()  # tasks the intermediate checkpoints are evaluated on (all)
+    workers: int = 1  # concurrent grid processes (evaluation.run --workers), one CPU thread each when > 1
+    heldout_blocks: int = 0  # held-out blocks scored by recipes.heldout after pretraining (0: no held-out stage)
 
 
 _TOY_EVAL = {"max_length": 128, "qa_max_length": 192, "doc_stride": 64, "batch_size": 32, "eval_batch_size": 128}
@@ -68,9 +73,37 @@ STUDIES = {
         compare=("610m-mlm40-42k", "610m-clm-42k"),
     ),
 }
+# The mini study: the paper's comparisons at the smallest scale where they can show on 2 CPU cores (docs/mini-study).
+# Fine-tuning budgets are the paper's (1,000 steps for SC, one epoch for CoNLL) except QA (500 steps) and IR (300),
+# cut to fit about 150 minutes (docs/mini-study/PILOT.md); inputs of 128 tokens, the first 1,000 test examples.
+_MINI = StudyPreset(
+    scale="mini",
+    models=("610m-clm-42k", "610m-mlm20-42k", "610m-mlm40-42k", "610m-clm-21k-mlm40-42k",
+            "610m-clm-dec42k-mlm40-54k", "610m-mlm40-dec42k-mlm40-54k"),
+    tasks=("sst2", "mnli", "conll2003", "squad", "scifact"),
+    lrs=(5e-5, 2e-4, 5e-4),
+    seeds=(0, 1, 2),
+    eval_args={"max_length": 128, "qa_max_length": 128, "doc_stride": 64, "batch_size": 32, "eval_batch_size": 128,
+               "max_eval": 1000},
+    task_eval_args={"squad": {"max_steps": 500}, "scifact": {"max_steps": 300}},
+    compare=("610m-mlm40-42k", "610m-clm-42k"),
+    evaluate_intermediate=True,
+    intermediate_steps=(5000, 10000, 20000),
+    intermediate_tasks=("sst2", "conll2003"),
+    workers=2,
+    heldout_blocks=64,
+)
+STUDIES["mini"] = _MINI
+# The same study on one GPU (bigger model, 4 epochs of the bundle, the paper's budgets, 8 grid processes): about 10
+# minutes on an H100 by estimate, unmeasured. Fits time-limited jobs with --until pretraining, then --until evaluation.
+STUDIES["mini-gpu"] = dataclasses.replace(
+    _MINI, scale="mini-gpu",
+    eval_args={"max_length": 256, "qa_max_length": 256, "doc_stride": 128, "batch_size": 32, "eval_batch_size": 256,
+               "max_eval": 2000},
+    task_eval_args={}, workers=8, heldout_blocks=256)
 PRESETS = (*STUDIES, "paper")
 TOY_VOCAB_SIZE = 8192  # the tiny preset's vocabulary
-STAGES = ("tokenizer", "pretraining", "evaluation", "report", "model cards", "hub export")
+STAGES = ("tokenizer", "pretraining", "held-out loss", "evaluation", "report", "model cards", "hub export")
 
 
 # --------------------------------------------------------------------------------------------------- planning
@@ -177,12 +210,32 @@ def pretrain(recipe: manifest.Recipe, preset: StudyPreset, output: Path, data_di
 
 
 def evaluated_models(preset: StudyPreset, output: Path) -> list[Path]:
-    """Checkpoint dirs to evaluate: the preset's models and the intermediate checkpoints their runs saved."""
+    """Checkpoint dirs to evaluate: the preset's models, then the intermediate checkpoints their runs saved (those
+    at `intermediate_steps`, paper scale, when the preset names some)."""
     paths = [output / "models" / name for name in preset.models]
     for name in preset.models if preset.evaluate_intermediate else ():
-        for step_dir in sorted((output / "models" / name / "intermediate").glob("step-*")):
-            paths.append(step_dir)
+        for step_dir in sorted((output / "models" / name / artifacts.INTERMEDIATE_DIR).glob("step-*"),
+                               key=lambda p: int(p.name[5:])):
+            step = int(checkpoint_name(step_dir).rsplit("-", 1)[1])
+            if not preset.intermediate_steps or step in preset.intermediate_steps:
+                paths.append(step_dir)
     return paths
+
+
+def tasks_of(model: Path, preset: StudyPreset) -> tuple[str, ...]:
+    """The tasks a checkpoint is evaluated on (intermediate checkpoints: `intermediate_tasks` when set)."""
+    if model.parent.name == artifacts.INTERMEDIATE_DIR and preset.intermediate_tasks:
+        return preset.intermediate_tasks
+    return preset.tasks
+
+
+def eval_groups(tasks: tuple[str, ...], preset: StudyPreset) -> list[tuple[list[str], dict]]:
+    """Tasks that share their evaluation arguments, each group run by one grid process."""
+    groups: dict[str, tuple[list[str], dict]] = {}
+    for task in tasks:
+        args = {**preset.eval_args, **preset.task_eval_args.get(task, {})}
+        groups.setdefault(json.dumps(args, sort_keys=True), ([], args))[0].append(task)
+    return list(groups.values())
 
 
 def checkpoint_name(path: Path) -> str:
@@ -193,7 +246,7 @@ def checkpoint_name(path: Path) -> str:
 def is_evaluated(model: Path, name: str, preset: StudyPreset, output: Path) -> bool:
     """Every grid result of this checkpoint exists, is readable and was made from these very weights."""
     model_id = artifacts.checkpoint_identity(model)
-    for task in preset.tasks:
+    for task in tasks_of(model, preset):
         for lr in preset.lrs:
             for seed in preset.seeds:
                 path = artifacts.result_path(output / "results", name, task, lr, seed)
@@ -208,15 +261,39 @@ def is_evaluated(model: Path, name: str, preset: StudyPreset, output: Path) -> b
 
 def evaluate(model: Path, preset: StudyPreset, output: Path, data_dir: str | None) -> None:
     name = checkpoint_name(model)
-    if is_evaluated(model, name, preset, output):  # nothing to do: do not even start the grid process
+    if is_evaluated(model, name, preset, output):  # nothing to do: do not even start a grid process
         return
-    args = [sys.executable, "-m", "evaluation.run", "--model", f"{name}={model}", "--tasks", ",".join(preset.tasks),
-            "--lrs", ",".join(f"{lr:g}" for lr in preset.lrs), "--seeds", ",".join(map(str, preset.seeds)),
-            "--output", str(output / "results")]
-    for key, value in {**preset.eval_args, "data_dir": data_dir}.items():
-        if value is not None:
-            args += [f"--{key}", str(value)]
-    run_logged(args, output / "logs" / f"eval-{name}.log")
+    for group, eval_args in eval_groups(tasks_of(model, preset), preset):
+        args = [sys.executable, "-m", "evaluation.run", "--model", f"{name}={model}", "--tasks", ",".join(group),
+                "--lrs", ",".join(f"{lr:g}" for lr in preset.lrs), "--seeds", ",".join(map(str, preset.seeds)),
+                "--output", str(output / "results"), "--workers", str(preset.workers)]
+        for key, value in {**eval_args, "data_dir": data_dir}.items():
+            if value is not None:
+                args += [f"--{key}", str(value)]
+        run_logged(args, output / "logs" / f"eval-{name}.log")
+
+
+def heldout_loss(preset: StudyPreset, output: Path, data_dir: str | None) -> None:
+    """Held-out CLM and MLM losses of every trained checkpoint (final and intermediate), as learning curves:
+    `<output>/heldout/heldout.csv` and `.png` (recipes.heldout). Recomputed only when a checkpoint changed."""
+    if not preset.heldout_blocks:
+        return
+    models = [output / "models" / name for name in preset.models]
+    models += [p for name in preset.models
+               for p in sorted((output / "models" / name / artifacts.INTERMEDIATE_DIR).glob("step-*"))]
+    target = output / "heldout" / "heldout.csv"
+    stamp = {str(m.relative_to(output)): artifacts.checkpoint_identity(m)["weights"] for m in models}
+    stamp_path = target.with_suffix(".identity.json")
+    if target.is_file() and stamp_path.is_file() and artifacts.read_json(stamp_path, "held-out stamp") == stamp:
+        return
+    block_size = manifest.PRESETS[preset.scale]["block_size"]
+    args = [sys.executable, "-m", "recipes.heldout", "--tokenizer", str(output / "tokenizer"), "--block_size",
+            str(block_size), "--blocks", str(preset.heldout_blocks), "--cache_dir", str(output / "cache"),
+            "--output", str(target)] + [a for m in models for a in ("--model", str(m))]
+    if data_dir is not None:
+        args += ["--data_dir", data_dir]
+    run_logged(args, output / "logs" / "heldout.log")
+    artifacts.write_json_atomic(stamp_path, stamp)
 
 
 def report(preset: StudyPreset, output: Path) -> None:
@@ -256,24 +333,37 @@ def hub_export(preset_name: str, preset: StudyPreset, output: Path, org: str) ->
         push.write_dry_run(plans, target)
 
 
+DOCS_INTRO = {
+    "mini": ("The smallest study where the paper's comparisons can show on 2 CPU cores: the `tiny` architecture "
+             "(0.6M parameters) pretrained on about 2.2M tokens of the offline Wikipedia stand-in, fine-tuned with "
+             "the paper's grid at 3 learning rates x 3 seeds. It tests the paper's findings at this scale; it does "
+             "not reproduce the paper's numbers."),
+}
+
+
 def write_docs(preset_name: str, output: Path, docs: Path) -> Path:
-    """Copy a finished study's report (tables + figures) into `docs` with a README saying what produced it."""
+    """Copy a finished study's report into `docs`: a README that starts with the results table and the paper's
+    findings, then the figures with their captions, and ends with the study's definition."""
     import shutil
 
     report, definition = output / "report", artifacts.read_json(output / "study.json", "study marker")
     if not (report / "summary.md").is_file():
         raise ValueError(f"{output} has no finished report; run the study first")
     docs.mkdir(parents=True, exist_ok=True)
-    figures = sorted(report.glob("*.png"))
-    for path in [report / "summary.md", report / "summary.csv", *figures]:
+    heldout = [p for p in (output / "heldout" / "heldout.csv", output / "heldout" / "heldout.png") if p.is_file()]
+    copied = [report / "summary.md", report / "summary.csv", *sorted(report.glob("findings.csv")),
+              *sorted(report.glob("*.png")), *heldout]
+    for path in copied:
         shutil.copy2(path, docs / path.name)
-    lines = [f"# The `{preset_name}` study: results", "",
+    intro = DOCS_INTRO.get(preset_name, "Tiny models on the offline bundle: these numbers show the pipeline and the "
+                                        "protocol at toy scale, not the paper's results.")
+    summary = (report / "summary.md").read_text().split("\n", 1)[1]  # its own title dropped
+    lines = [f"# The `{preset_name}` study", "", intro, "",
              f"Generated by `python -m recipes.study --preset {preset_name} --output <dir> --docs <this dir>`; "
-             "nothing here is written by hand. Tiny models on the offline bundle: these numbers show the pipeline "
-             "and the protocol at toy scale, not the paper's results.", "",
-             "Definition:", "", "```json", json.dumps(definition["definition"], indent=2), "```", "",
-             (report / "summary.md").read_text(), ""]
-    lines += [f"![{p.stem}]({p.name})" for p in figures]
+             "nothing here is written by hand (the report stage regenerates it from the results).",
+             summary, "", "## Figures", ""]
+    lines += [f"![{p.stem}]({p.name})" for p in copied if p.suffix == ".png"]
+    lines += ["", "## Definition", "", "```json", json.dumps(definition["definition"], indent=2), "```"]
     artifacts.write_text_atomic(docs / "README.md", "\n".join(lines) + "\n")
     return docs
 
@@ -283,20 +373,24 @@ def estimate_seconds(recipes_to_train, preset: StudyPreset) -> dict[str, float]:
     """Rough cost model for the progress bar (calibrated on 2 CPU cores; only the ETA depends on it)."""
     scale = manifest.PRESETS[preset.scale]
     per_step = 0.02 + 1.2e-5 * scale["per_device_train_batch_size"] * scale["block_size"]
-    units = {"tokenizer": 20.0}
+    units = {"tokenizer": 20.0, "held-out loss": 30.0 if preset.heldout_blocks else 0.0}
     for recipe in recipes_to_train:
         units[f"pretrain:{recipe.name}"] = 15 + per_step * recipe.steps / scale["step_divisor"]
-    per_eval_run = 2 + 0.1 * preset.eval_args.get("max_steps", 100)
-    runs_per_model = len(preset.tasks) * len(preset.lrs) * len(preset.seeds)
-    n_models = len(preset.models) + preset.evaluate_intermediate * 6 * sum(
+    def per_run(task):
+        steps = {**preset.eval_args, **preset.task_eval_args.get(task, {})}.get("max_steps", 1000)
+        return (2 + 0.04 * steps) / preset.workers
+
+    n_intermediate = preset.evaluate_intermediate * (len(preset.intermediate_steps) or 6) * sum(
         n in ("610m-clm-42k", "610m-mlm40-42k") for n in preset.models)
-    units["evaluation"] = n_models * runs_per_model * per_eval_run
+    grid = len(preset.lrs) * len(preset.seeds)
+    units["evaluation"] = grid * (len(preset.models) * sum(per_run(t) for t in preset.tasks)
+                                  + n_intermediate * sum(per_run(t) for t in preset.intermediate_tasks or preset.tasks))
     units.update({"report": 20.0, "model cards": 5.0, "hub export": 5.0})
     return units
 
 
 def run_study(preset_name: str, output: Path, data_dir: str | None = None, org: str | None = None,
-              preset: StudyPreset | None = None) -> Path:
+              preset: StudyPreset | None = None, until: str | None = None) -> Path:
     """Run (or finish) a toy-scale study; return the report directory.
 
     Args:
@@ -306,6 +400,8 @@ def run_study(preset_name: str, output: Path, data_dir: str | None = None, org: 
         org: Hub namespace of the exported repo folders and cards; default the placeholder `your-org`, which
             `model_cards.push` refuses (toy exports never default to a real organisation).
         preset: a custom definition (the test suite's shortened smoke study); default `STUDIES[preset_name]`.
+        until: stop after this stage ("pretraining" or "evaluation"), e.g. to fit one stage into a time-limited
+            job; running the command again continues where it stopped.
     """
     from model_cards.generate import PLACEHOLDER_ORG
 
@@ -327,6 +423,11 @@ def run_study(preset_name: str, output: Path, data_dir: str | None = None, org: 
             if not is_trained(output, recipe.name):
                 pretrain(recipe, preset, output, data_dir)
             progress.done(f"pretrain:{recipe.name}")
+        progress.start("held-out loss", f"{preset.heldout_blocks} blocks")
+        heldout_loss(preset, output, data_dir)
+        progress.done("held-out loss")
+        if until == "pretraining":
+            return output / "report"
         models = evaluated_models(preset, output)
         share = progress.units.get("evaluation", 0) / max(len(models), 1)
         for i, model in enumerate(models, 1):
@@ -334,6 +435,8 @@ def run_study(preset_name: str, output: Path, data_dir: str | None = None, org: 
             evaluate(model, preset, output, data_dir)
             progress.bar.update(round(share))
         progress.units.pop("evaluation", None)
+        if until == "evaluation":
+            return output / "report"
         for stage, action in (("report", lambda: report(preset, output)),
                               ("model cards", lambda: model_cards(preset, output, org)),
                               ("hub export", lambda: hub_export(preset_name, preset, output, org))):
@@ -354,7 +457,9 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--org", default=None,
                         help="your Hub user or organisation, used in the exported repo folders and cards (default: "
                              "the placeholder your-org, which model_cards.push refuses to push to)")
-    parser.add_argument("--docs", type=Path, default=None, help="also copy the finished report here (docs/toy-study)")
+    parser.add_argument("--docs", type=Path, default=None, help="also copy the finished report here (docs/mini-study)")
+    parser.add_argument("--until", default=None, choices=("pretraining", "evaluation"),
+                        help="stop after this stage (fit a stage into a time-limited job); rerun to continue")
     parser.add_argument("--gpu", default="H100", help="paper plan: GPU to estimate GPU-hours for")
     parser.add_argument("--mfu", type=float, default=0.40, help="paper plan: assumed model FLOPs utilisation")
     return parser
@@ -379,8 +484,8 @@ def main(argv=None) -> None:
                 check_repo_id(f"{args.org}/{args.preset}-study-results")
             except PushError as error:
                 raise ValueError(f"--org {args.org!r}: {error}") from None
-        run_study(args.preset, args.output, args.data_dir, args.org)
-        if args.docs:
+        run_study(args.preset, args.output, args.data_dir, args.org, until=args.until)
+        if args.docs and args.until is None:
             print(f"report copied to {write_docs(args.preset, args.output, args.docs)}")
     except (ValueError, FileNotFoundError) as error:  # bad input: one line, nothing started
         raise SystemExit(f"error: {error}") from None

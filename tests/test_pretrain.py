@@ -191,7 +191,7 @@ def test_yaml_cli_precedence_and_unknown_keys(tmp_path, cache_dir):
 
 def test_every_shipped_yaml_parses():
     configs = sorted(Path("recipes/configs").rglob("*.yaml"))
-    assert len(configs) == 1 + 3 * 38
+    assert len(configs) == 1 + 5 * 38  # debug + paper, mini, mini-gpu, toy, smoke
     for path in configs:
         recipe = manifest.recipes().get(path.stem)
         parser = cpt.make_parser() if recipe and recipe.cpt_base else pretrain.make_parser()

@@ -1,5 +1,6 @@
 """The whole study in one command: a shortened smoke study (same stages, a few steps), idempotence, the paper plan."""
 
+import concurrent.futures
 import csv
 import dataclasses
 import json
@@ -118,3 +119,27 @@ def test_paper_plan_lists_every_run_with_compute_and_launch_scripts(tmp_path, ca
     grid = (tmp_path / "launch" / "eval_grid.tsv").read_text().splitlines()
     assert len(grid) == (38 + 12) * 12 * 30  # the intermediate checkpoints too (data-efficiency figure)
     assert "610m-clm-42k-5000=out/paper/610m-clm-42k/intermediate/step-5000\tsst2\t1e-05\t0" in grid
+
+
+@pytest.mark.slow
+def test_shortened_mini_study_is_deterministic(tmp_path_factory):
+    """The mini study's structure (intermediate checkpoints on their own tasks, per-task budgets, two grid workers,
+    the held-out loss stage) at the ci scale, run twice: the same seeds give the same numbers, file for file."""
+    preset = dataclasses.replace(
+        STUDIES["mini"], scale="ci", models=("610m-clm-42k", "610m-mlm40-42k"), tasks=("sst2", "conll2003"),
+        lrs=(5e-4,), seeds=(0, 1), intermediate_steps=(20000,), intermediate_tasks=("sst2",), heldout_blocks=4,
+        eval_args={"max_length": 32, "batch_size": 8, "eval_batch_size": 32, "max_train": 48, "max_eval": 16,
+                   "max_steps": 3}, task_eval_args={}, workers=1)  # two workers: tests/test_grid.py
+    outputs = [tmp_path_factory.mktemp(f"mini-{copy}") / "mini" for copy in ("a", "b")]
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:  # the two studies side by side: mostly subprocesses
+        list(pool.map(lambda output: run_study("mini", output, preset=preset), outputs))
+    results = [sorted(p.relative_to(o / "results") for p in (o / "results").rglob("lr*.json")) for o in outputs]
+    assert results[0] == results[1] and len(results[0]) == 2 * 2 * 2 + 2 * 1 * 2  # finals + one step of each run
+    assert any("610m-clm-42k-20000" in str(p) for p in results[0])  # intermediates named with paper steps
+    for name in results[0]:
+        a, b = (json.loads((o / "results" / name).read_text()) for o in outputs)
+        assert (a["validation"], a["test"], a["per_instance"]) == (b["validation"], b["test"], b["per_instance"]), name
+    heldout = [(o / "heldout" / "heldout.csv").read_text() for o in outputs]
+    assert heldout[0] == heldout[1] and heldout[0].count("\n") == 1 + 2 + 2 * 6  # finals + every intermediate
+    summary = [(o / "report" / "summary.csv").read_text() for o in outputs]
+    assert summary[0] == summary[1] and "trivial_baseline" in summary[0].splitlines()[0]
