@@ -19,14 +19,14 @@ our CLM, each as is and with every decoder layer compiled in place (`recipes.tra
 recipe's `compile: regional`); compile time falls in the warmup steps. On CUDA the 210m MFU line gets its compiled
 twin and the ratio.
 
-FLOP count per step (stated, PaLM-style, input-embedding lookup excluded since it does no matmul):
-    6 * N_body * T  +  6 * N_head * T_proj  +  12 * layers * hidden * seq * T
-with T the tokens in the batch, N_body the transformer-layer parameters, N_head = vocab * hidden and T_proj the
-positions the LM head projects (T for the reference classes and CLM, the masked positions for our MLM). Achieved
-FLOP/s is compared to a large matmul timed in the same process (fp32 on CPU, bf16 on GPU). On CUDA the script adds
-the 210m preset's bf16 MFU at seq 2048 (target >= 45%; MLM 40% with the fixed-shape head); `--mfu on --mfu-preset
-tiny` smoke-tests it on CPU. This MFU divides by the measured matmul peak; the recipe's `mfu` log divides by the
-spec peak (`recipes/flops.py`: 989 TFLOP/s on H100/H200) and counts attention at half this formula's 12 * L * d * T.
+FLOP count per step: `recipes/flops.py`, the one formula of the plan, the trainer's `mfu` log and this bench
+(6 * N_body + 12 * L * T * d + 6 * d * V * s per token; input-embedding lookup excluded since it does no matmul;
+s = 1 for the reference classes and CLM, the masking ratio for our MLM). Achieved FLOP/s is compared to a large
+matmul timed in the same process (fp32 on CPU, bf16 on GPU). On CUDA the script adds the 210m preset's bf16 MFU at
+seq 2048 (MLM 40% with the fixed-shape head; the issue's targets: 210m >= 50%, 610m >= 60% of the measured matmul
+peak, i.e. >= 39% / 47% MFU); `--mfu on --mfu-preset tiny` smoke-tests it on CPU. MFU divides by the GPU's dense
+bf16 spec peak (989 TFLOP/s on H100/H200), as the trainer's log and the plan; the share of the measured matmul
+peak is printed beside it.
 
 What to expect: the input embedding is a third of the parameters but does no matmul, so the LM head is about half
 of the matmul FLOPs; projecting 40% of the positions caps the MLM FLOP saving at 1 / (0.5 + 0.5 * 0.4) = 1.4x
@@ -49,6 +49,7 @@ import transformers
 from modeling_eurobert import EuroBertClmMlmConfig, EuroBertForCausalLM, EuroBertForMaskedLM, load_preset
 from modeling_eurobert.export_native import native_config
 from recipes.data import masked_positions_bound
+from recipes.flops import bf16_peak_flops, training_flops_per_token
 from recipes.training import compile_decoder_layers
 
 
@@ -144,12 +145,9 @@ def train_step(model, optimizer, batch, args, dtype: torch.dtype) -> float:
 
 
 def flops_per_step(config, tokens: int, projected: int, seq: int) -> float:
-    """6 * N_body * T + 6 * N_head * T_proj + 12 * layers * hidden * seq * T (module docstring)."""
-    hidden, kv_dim = config.hidden_size, config.num_key_value_heads * config.head_dim
-    attention = 2 * hidden * config.num_attention_heads * config.head_dim + 2 * hidden * kv_dim
-    n_body = config.num_hidden_layers * (attention + 3 * hidden * config.intermediate_size)
-    n_head = config.vocab_size * hidden
-    return 6 * n_body * tokens + 6 * n_head * projected + 12 * config.num_hidden_layers * hidden * seq * tokens
+    """`recipes.flops.training_flops_per_token` (the one FLOPs formula of the plan, the trainer's `mfu` log and this
+    bench) for `tokens` tokens of which `projected` go through the LM head, at block length `seq`."""
+    return tokens * training_flops_per_token(config, seq, projected / tokens)
 
 
 def matmul_peak(device: str, dtype: torch.dtype, size: int, timer, repeats: int = 2, trials: int = 10) -> float:
@@ -240,7 +238,7 @@ def report_compile(config, args, dtype, peak) -> dict[str, float]:
 def report_mfu(args, peak: float) -> None:
     """bf16-autocast MFU of a preset (210m by default) training MLM 40% (fixed-shape head) at seq 2048, with
     flash_attention_2 when importable, else sdpa; with `--compile regional` also with compiled decoder layers.
-    MFU = FLOPs of the docstring formula / best step time / measured bf16 matmul peak."""
+    MFU = FLOPs of `recipes.flops` / best step time / the bf16 spec peak (and the share of the measured matmul peak)."""
     try:
         import flash_attn  # noqa: F401
 
@@ -261,9 +259,11 @@ def report_mfu(args, peak: float) -> None:
     flops = flops_per_step(config, tokens, round(tokens * args.mask_ratio), run.seq)
     for name in models:
         step = min(times[name])
+        spec = bf16_peak_flops(torch.cuda.get_device_name()) if torch.cuda.is_available() else None
+        mfu = f"MFU {100 * flops / step / spec:.1f}% of the bf16 spec peak, " if spec else ""
         print(f"{args.mfu_preset} preset, {name}, MLM {args.mask_ratio:.0%}, bf16 autocast, {attn}, batch {run.batch} x "
-              f"{run.seq}: {tokens / step:,.0f} tokens/s, {flops / step / 1e12:.2f} TFLOP/s, MFU "
-              f"{100 * flops / step / peak:.1f}% of the measured bf16 matmul peak (target on GPU: >= 45%)")
+              f"{run.seq}: {tokens / step:,.0f} tokens/s, {flops / step / 1e12:.2f} TFLOP/s, {mfu}"
+              f"{100 * flops / step / peak:.1f}% of the measured bf16 matmul peak")
     if len(models) == 2:
         print(f"{args.mfu_preset} regional compile / eager: {min(times['eager']) / min(times['regional compile']):.2f}x")
 

@@ -1,6 +1,6 @@
 """The paper-scale plan: every run by name with steps, tokens, FLOPs and GPU-hours, plus launch scripts.
 
-    python -m recipes.study --preset paper --output study/paper [--gpu H100 --mfu 0.4]
+    python -m recipes.study --preset paper --output study/paper [--gpu H100] [--mfu 0.4]
 
 Writes `plan.md` (with the disk space the checkpoints and the data cache take), `plan.csv` and the SLURM launch
 folder `launch/` (`recipes.launch`: `submit.sh` submits data preparation, the pretraining runs with their
@@ -27,7 +27,7 @@ from pathlib import Path
 
 from modeling_eurobert import load_preset
 from recipes import artifacts, launch, manifest
-from recipes.flops import BF16_PEAK_FLOPS, training_flops_per_token
+from recipes.flops import BF16_PEAK_FLOPS, MEASURED_MFU, training_flops_per_token
 
 GPUS = BF16_PEAK_FLOPS  # dense bf16 peak FLOP/s
 PAPER_GPU_HOURS = 110_000  # SPEC: about 110k GPU hours for the whole study
@@ -108,27 +108,30 @@ def model_dir(name: str) -> str:
     return f"out/paper/{name}"
 
 
-def write_plan(output: Path, gpu: str = "H100", mfu: float = 0.40, eval_runs_per_gpu_hour: float | None = None) -> Path:
+def write_plan(output: Path, gpu: str = "H100", mfu: float | None = None,
+               eval_runs_per_gpu_hour: float | None = None) -> Path:
     """Write the plan and launch scripts to `output`; print the summary. Returns the plan.md path.
 
     Args:
         output: the plan folder.
         gpu: a GPU of `recipes.flops.BF16_PEAK_FLOPS` (dense bf16 peak).
-        mfu: model FLOPs utilisation assumed for every run.
+        mfu: model FLOPs utilisation of every run; None (default): the MFU measured per model size
+            (`recipes.flops.MEASURED_MFU`, spec-peak definition; the 1b takes the 610m figure).
         eval_runs_per_gpu_hour: measured fine-tunings per GPU-hour of the evaluation grid (with its best
             `evaluation.run --workers` packing, from `bench/bench_grid.py` on that GPU); None: not measured yet, the
             evaluation line then gives the compute-only estimate and says so.
     """
     if gpu not in GPUS:
         raise ValueError(f"unknown GPU {gpu!r}; choose one of {', '.join(GPUS)}")
-    if not 0 < mfu <= 1:
+    if mfu is not None and not 0 < mfu <= 1:
         raise ValueError(f"mfu={mfu} must be in (0, 1]")
     if eval_runs_per_gpu_hour is not None and eval_runs_per_gpu_hour <= 0:
         raise ValueError(f"eval_runs_per_gpu_hour={eval_runs_per_gpu_hour} must be > 0")
-    rate = GPUS[gpu] * mfu
+    size_mfu = {size: mfu or MEASURED_MFU[size] for size in manifest.SIZES}
     rows = run_rows()
     for row in rows:
-        row["gpu_hours"] = row["flops"] / rate / 3600
+        row["gpu_hours"] = row["flops"] / (GPUS[gpu] * size_mfu[row["size"]]) / 3600
+    rate = GPUS[gpu] * min(size_mfu.values())  # fine-tuning: the smaller models' utilisation, the worse case
     pretrain_hours = sum(r["gpu_hours"] for r in rows)
     eval_hours, eval_line = evaluation_line(rate, eval_runs_per_gpu_hour)
     output.mkdir(parents=True, exist_ok=True)
@@ -137,7 +140,9 @@ def write_plan(output: Path, gpu: str = "H100", mfu: float = 0.40, eval_runs_per
     writer.writeheader()
     writer.writerows(rows)
     artifacts.write_text_atomic(output / "plan.csv", table.getvalue())
-    lines = [f"# Paper-scale plan ({gpu}, {mfu:.0%} MFU, {GPUS[gpu] / 1e12:.0f} TFLOP/s peak bf16)", "",
+    mfu_text = f"{mfu:.0%} MFU" if mfu else "MFU " + ", ".join(f"{s} {m:.0%}" for s, m in size_mfu.items()) + \
+        " (measured: recipes/flops.py)"
+    lines = [f"# Paper-scale plan ({gpu}, {mfu_text}, {GPUS[gpu] / 1e12:.0f} TFLOP/s peak bf16)", "",
              "| run | script | steps | tokens (B) | PFLOPs | GPU-hours | needs |", "|---|---|---|---|---|---|---|"]
     lines += [f"| {r['name']} | {r['script']} | {r['steps']:,} | {r['tokens'] / 1e9:.1f} | {r['flops'] / 1e15:,.0f} "
               f"| {r['gpu_hours']:,.0f} | {r['needs']} |" for r in rows]
@@ -145,7 +150,7 @@ def write_plan(output: Path, gpu: str = "H100", mfu: float = 0.40, eval_runs_per
               f"{pretrain_hours:,.0f} GPU-hours.", eval_line,
               f"Total: {pretrain_hours + eval_hours:,.0f} GPU-hours vs the paper's ~{PAPER_GPU_HOURS:,} "
               f"(its figure includes real utilisation, evaluation overheads, intermediate-checkpoint evaluation "
-              f"and failed runs; at {mfu:.0%} MFU this plan is a lower bound)."]
+              f"and failed runs; this plan counts compute at the MFU above, so it is a lower bound)."]
     artifacts.write_text_atomic(output / "plan.md", "\n".join(lines + launch.disk_lines(rows)) + "\n")
     _write_launch_scripts(output / "launch", rows)
     print("\n".join(lines[-3:]))

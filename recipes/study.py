@@ -461,7 +461,9 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--until", default=None, choices=("pretraining", "evaluation"),
                         help="stop after this stage (fit a stage into a time-limited job); rerun to continue")
     parser.add_argument("--gpu", default="H100", help="paper plan: GPU to estimate GPU-hours for")
-    parser.add_argument("--mfu", type=float, default=0.40, help="paper plan: assumed model FLOPs utilisation")
+    parser.add_argument("--mfu", type=float, default=None,
+                        help="paper plan: model FLOPs utilisation of every run (default: the MFU measured per model "
+                             "size, recipes/flops.py)")
     return parser
 
 
