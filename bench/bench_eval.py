@@ -24,8 +24,8 @@ import torch  # noqa: E402
 import transformers  # noqa: E402
 from transformers import TrainerCallback  # noqa: E402
 
+from core.paths import resolve_data_dir  # noqa: E402
 from evaluation import common, run  # noqa: E402
-from recipes.paths import resolve_data_dir  # noqa: E402
 from tests.fixtures.tiny_models import build_tiny_eurobert, build_tiny_tokenizer  # noqa: E402
 
 

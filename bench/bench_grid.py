@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from recipes import artifacts  # noqa: E402
-from recipes.paths import resolve_data_dir  # noqa: E402
+from core import artifacts  # noqa: E402
+from core.paths import resolve_data_dir  # noqa: E402
 
 
 def run_grid(model: str, output: Path, workers: int, args, data_dir: Path, threads: int | None = None) -> float:
@@ -81,7 +81,10 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         model = args.model
         if model is None:
-            from tests.fixtures.tiny_models import build_tiny_eurobert, build_tiny_tokenizer
+            from tests.fixtures.tiny_models import (
+                build_tiny_eurobert,
+                build_tiny_tokenizer,
+            )
 
             model = str(build_tiny_eurobert(Path(tmp) / "tiny", build_tiny_tokenizer(data_dir)))
         import torch

@@ -46,7 +46,12 @@ import time
 import torch
 import transformers
 
-from modeling_eurobert import EuroBertClmMlmConfig, EuroBertForCausalLM, EuroBertForMaskedLM, load_preset
+from modeling_eurobert import (
+    EuroBertClmMlmConfig,
+    EuroBertForCausalLM,
+    EuroBertForMaskedLM,
+    load_preset,
+)
 from modeling_eurobert.export_native import native_config
 from recipes.data import masked_positions_bound
 from recipes.flops import bf16_peak_flops, training_flops_per_token

@@ -19,7 +19,14 @@ from pathlib import Path
 from typing import NamedTuple
 
 import torch
-from transformers import AutoConfig, AutoTokenizer, Trainer, TrainerCallback, TrainingArguments, set_seed
+from transformers import (
+    AutoConfig,
+    AutoTokenizer,
+    Trainer,
+    TrainerCallback,
+    TrainingArguments,
+    set_seed,
+)
 from transformers.trainer_callback import PrinterCallback
 
 import modeling_eurobert  # noqa: F401  (registers our Auto classes, so our checkpoints load in-process)
@@ -365,8 +372,12 @@ def check_labels(model_path: str | os.PathLike, task) -> None:
 
 def check_head(model_path: str | os.PathLike, family: str) -> None:
     """Refuse a model whose architecture has no head for the task family (e.g. native EuroBERT has no QA head)."""
-    from transformers import (AutoModel, AutoModelForQuestionAnswering, AutoModelForSequenceClassification,
-                              AutoModelForTokenClassification)
+    from transformers import (
+        AutoModel,
+        AutoModelForQuestionAnswering,
+        AutoModelForSequenceClassification,
+        AutoModelForTokenClassification,
+    )
 
     auto = {"sc": AutoModelForSequenceClassification, "tc": AutoModelForTokenClassification,
             "qa": AutoModelForQuestionAnswering, "ir": AutoModel}[family]

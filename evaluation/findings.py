@@ -1,6 +1,6 @@
 """The paper's findings, tested on a results directory: a paired comparison per task, and a verdict per finding.
 
-The models each finding compares are found by their names (the study's grammar, `recipes.names`), so any study
+The models each finding compares are found by their names (the study's grammar, `core.names`), so any study
 that trained them gets the verdicts: `<s>-clm-<T>` vs `<s>-mlm40-<T>` (MLM vs CLM), the intermediate checkpoints
 `<run>-<step>` of both (data efficiency), a PFS run `<s>-clm-<k>-mlm40-<T>` vs `<s>-mlm40-<T>`, and the CPT pair
 `<s>-clm-dec<B>-mlm40-<T>` vs `<s>-mlm40-dec<B>-mlm40-<T>`.
@@ -27,8 +27,8 @@ import math
 
 import numpy as np
 
+from core import names
 from evaluation import report
-from recipes import names
 
 FAMILY_NAMES = {"sc": "sequence classification", "tc": "token classification", "qa": "extractive QA", "ir": "retrieval"}
 

@@ -23,8 +23,8 @@ import hashlib
 import json
 import os
 
+from core import artifacts
 from evaluation import tasks
-from recipes import artifacts
 
 # Settings that never change a score: where files live, how often the loss is logged, how many workers run.
 NOT_PROTOCOL = {"data_dir", "scratch_dir", "logging_steps", "workers"}

@@ -60,9 +60,9 @@ from pathlib import Path
 import transformers
 from transformers import HfArgumentParser
 
+from core import artifacts
+from core.sentence_transformers_files import PROMPTS, SENTENCE_TRANSFORMERS_FILES
 from evaluation import baselines, common, identity, metrics, retrieval, run, tasks
-from recipes import artifacts
-from recipes.sentence_transformers_files import PROMPTS, SENTENCE_TRANSFORMERS_FILES
 
 TASK_SUFFIX = "-mteb"  # results of task T are filed under task T-mteb: their own report row
 LR, SEED = 0.0, 0  # the record's grid coordinates: lr0-seed0.json (nothing is trained)

@@ -35,8 +35,8 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
+from core import artifacts, names
 from evaluation import identity
-from recipes import artifacts, names
 
 SUMMARY_COLUMNS = ["model", "task", "family", "metric", "best_lr", "n_seeds", "mean", "ci_low", "ci_high",
                    "trivial_baseline", "entity_f1", "std", "val_mean", "stability_std", "lr_range", "n_runs", "n_diverged"]
@@ -46,7 +46,7 @@ def parse_model_name(name: str) -> dict:
     """Read a study model name for plotting: {"kind": single|pfs|cpt|intermediate|other, size, objective ("clm",
     "mlm40"), steps, clm_steps (PFS), base (CPT), base_name and step (intermediate)}.
 
-    The grammar lives in `recipes.names`; names outside it (a BERT, a local run) are kind "other".
+    The grammar lives in `core.names`; names outside it (a BERT, a local run) are kind "other".
     """
     try:
         p = names.parse_name(name)

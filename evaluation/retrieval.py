@@ -12,9 +12,15 @@ binary relevance, as the original harness does) by cosine similarity and scores 
 from __future__ import annotations
 
 import torch
-from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+from sentence_transformers import (
+    SentenceTransformer,
+    SentenceTransformerTrainer,
+    SentenceTransformerTrainingArguments,
+)
 from sentence_transformers.base.sampler import BatchSamplers
-from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+from sentence_transformers.sentence_transformer.losses import (
+    MultipleNegativesRankingLoss,
+)
 from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
 from transformers import set_seed
 

@@ -48,10 +48,18 @@ import transformers
 from tqdm.auto import tqdm
 from transformers import AutoConfig, HfArgumentParser
 
-from evaluation import (baselines, common, extractive_qa, identity, retrieval, sequence_classification, tasks,
-                        token_classification)
-from recipes import artifacts
-from recipes.paths import REPO_ROOT
+from core import artifacts
+from core.paths import REPO_ROOT
+from evaluation import (
+    baselines,
+    common,
+    extractive_qa,
+    identity,
+    retrieval,
+    sequence_classification,
+    tasks,
+    token_classification,
+)
 
 FAMILIES = {
     "sc": sequence_classification,

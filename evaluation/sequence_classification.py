@@ -8,7 +8,11 @@ SequenceClassification`): EuroBERT-style checkpoints pool as their config says, 
 from __future__ import annotations
 
 import numpy as np
-from transformers import AutoModelForSequenceClassification, DataCollatorWithPadding, Trainer
+from transformers import (
+    AutoModelForSequenceClassification,
+    DataCollatorWithPadding,
+    Trainer,
+)
 
 from evaluation import common, metrics
 

@@ -81,8 +81,8 @@ import numpy as np
 import yaml
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Sequence, Value
 
+from core.paths import DATA_ENV_VAR, resolve_data_dir
 from evaluation.metrics import METRICS, SQUAD_VERSIONS, iob1_to_iob2
-from recipes.paths import DATA_ENV_VAR, resolve_data_dir
 
 TASKS_DIR = Path(__file__).resolve().parent / "tasks"
 FAMILIES = ("sc", "tc", "qa", "ir")

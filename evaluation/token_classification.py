@@ -23,7 +23,11 @@ from __future__ import annotations
 import bisect
 
 import numpy as np
-from transformers import AutoModelForTokenClassification, DataCollatorForTokenClassification, Trainer
+from transformers import (
+    AutoModelForTokenClassification,
+    DataCollatorForTokenClassification,
+    Trainer,
+)
 
 from evaluation import common, metrics
 

@@ -9,7 +9,7 @@ A card is filled from what the run recorded (`run_info.json` and `config.json` n
 evaluation summary (`summary.csv`) and from the per-run results (which data each score was computed on, and proof
 that the scores are of these very weights); the Jinja templates (`template.md`, `results_template.md`) hold no
 logic beyond loops and optional sections. Names of the study's grammar (SPEC "Model card naming grammar", parsed
-by `recipes.names.parse_name`) are explained part by part:
+by `core.names.parse_name`) are explained part by part:
 
     <size>-<objective>[ratio]-<steps>            610m-mlm40-42k, 1b-clm-42k
     <size>-clm-<k1>-mlm<ratio>-<total>           610m-clm-10k-mlm40-42k   (two phases, PFS)
@@ -29,8 +29,16 @@ import math
 import re
 from pathlib import Path
 
-from huggingface_hub import DatasetCard, DatasetCardData, EvalResult, ModelCard, ModelCardData
+from huggingface_hub import (
+    DatasetCard,
+    DatasetCardData,
+    EvalResult,
+    ModelCard,
+    ModelCardData,
+)
 
+from core import artifacts
+from core.names import parse_name
 from model_cards.public import LOCAL, without_local_paths
 from model_cards.results_dataset import (
     OFFLINE_DATA,
@@ -41,8 +49,6 @@ from model_cards.results_dataset import (
     record_source,
     task_test_data,
 )
-from recipes import artifacts
-from recipes.names import parse_name
 
 TEMPLATE = Path(__file__).with_name("template.md")
 RESULTS_TEMPLATE = Path(__file__).with_name("results_template.md")
@@ -300,7 +306,9 @@ def pretraining_data(info: dict) -> tuple[list[str], str]:
             bundle = OFFLINE_DATA["pretraining_bundle"]
             parts.append(f"{bundle['name']} ({bundle['license']}), a stand-in for {bundle['stands_in_for']}")
             continue
-        from recipes.data import is_hub_id  # how the recipes read corpus_source (it imports torch: only here)
+        from recipes.data import (
+            is_hub_id,  # how the recipes read corpus_source (it imports torch: only here)
+        )
 
         if is_hub_id(entry.partition(":")[0]):
             hub_id, _, config = entry.partition(":")

@@ -37,13 +37,24 @@ from fnmatch import fnmatch
 from pathlib import Path
 
 import httpx2
-from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi, constants, get_token
+from huggingface_hub import (
+    CommitOperationAdd,
+    CommitOperationDelete,
+    HfApi,
+    constants,
+    get_token,
+)
 from huggingface_hub.errors import HfHubHTTPError
 
+from core import artifacts
 from model_cards import results_dataset
-from model_cards.generate import PLACEHOLDER_ORG, build_model_card, build_results_card, load_run_info
+from model_cards.generate import (
+    PLACEHOLDER_ORG,
+    build_model_card,
+    build_results_card,
+    load_run_info,
+)
 from model_cards.public import local_roots, without_local_paths
-from recipes import artifacts
 
 # What a checkpoint repo holds (a `save_pretrained` folder); trainer state, optimizer and pickles stay local.
 CHECKPOINT_PATTERNS = ("config.json", "generation_config.json", "*.safetensors", "model.safetensors.index.json",

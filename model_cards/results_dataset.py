@@ -24,8 +24,8 @@ from pathlib import Path
 
 import yaml
 
+from core import artifacts
 from model_cards.public import public_result
-from recipes import artifacts
 
 OFFLINE_DATA = yaml.safe_load(Path(__file__).with_name("offline_data.yaml").read_text(encoding="utf-8"))
 RESULTS_FOLDER = "results"  # where the per-run result files go in the dataset repo
@@ -97,7 +97,9 @@ def task_test_data(task_name: str, source: str) -> dict:
         "revision", "origin" ("Hub" | "offline bundle"), "stand_in": None or what the data is instead, "label":
         one line for tables}.
     """
-    from evaluation import tasks  # the task registry (seqeval, datasets): imported only when scores are described
+    from evaluation import (
+        tasks,  # the task registry (seqeval, datasets): imported only when scores are described
+    )
 
     try:
         task = tasks.load_task(task_name)

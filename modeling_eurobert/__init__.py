@@ -10,8 +10,8 @@ from pathlib import Path
 import transformers
 from transformers import AutoConfig
 
-from .configuration_eurobert import EuroBertClmMlmConfig
 from . import modeling_eurobert as _modeling
+from .configuration_eurobert import EuroBertClmMlmConfig
 from .modeling_eurobert import (
     AUTO_MAP,
     EuroBertForCausalLM,

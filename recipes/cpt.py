@@ -23,7 +23,9 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from recipes.pretrain import cli as _cli, main, make_parser as _make_parser  # noqa: E402
+from recipes.pretrain import cli as _cli  # noqa: E402
+from recipes.pretrain import main
+from recipes.pretrain import make_parser as _make_parser
 from recipes.training import CptArguments  # noqa: E402
 
 

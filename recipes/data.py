@@ -46,12 +46,20 @@ import datasets
 import numpy as np
 import pyarrow as pa
 import torch
-from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import (
+    AddedToken,
+    Regex,
+    Tokenizer,
+    decoders,
+    models,
+    pre_tokenizers,
+    trainers,
+)
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
+from core import artifacts
+from core.paths import resolve_data_dir
 from modeling_eurobert.tokenizer_settings import configure_tokenizer
-from recipes import artifacts
-from recipes.paths import resolve_data_dir
 
 logger = logging.getLogger(__name__)
 

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import torch
 
-from recipes import artifacts, data
+from core import artifacts
+from recipes import data
 
 CSV_COLUMNS = ("model", "step", "tokens_seen", "clm_loss", "mlm_loss", "mlm_probability", "blocks", "block_size")
 
@@ -85,7 +86,7 @@ def score_checkpoints(models: list[str | Path], tokenizer_dir: str | Path, block
 
 def _final_step(info: dict) -> int:
     """The paper-scale step of a final checkpoint: the total steps its name says."""
-    from recipes import names
+    from core import names
 
     try:
         return names.parse_name(info["name"])["total_steps"]

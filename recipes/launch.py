@@ -25,8 +25,9 @@ from pathlib import Path
 
 import torch
 
+from core import artifacts
 from modeling_eurobert import EuroBertForMaskedLM, load_preset
-from recipes import artifacts, manifest
+from recipes import manifest
 
 ACCELERATE_CONFIG = "recipes/accelerate/multi_gpu.yaml"  # DDP; see `write_launch_scripts` for why not FSDP
 # Bytes per parameter: fp32 weights (the Trainer keeps fp32 master weights under bf16 autocast); a DDP Trainer

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import yaml
 
-from recipes import names
+from core import names
 
 SIZES = ("210m", "610m", "1b")
 RATIOS = (20, 30, 40, 50)
@@ -104,7 +104,7 @@ def _stable_name(size: str, objective: str) -> str:
 
 def parse_name(name: str) -> Recipe:
     """Recipe of a released model name (paper scale). Raises ValueError on a name outside the grammar or the
-    study's sizes (the grammar itself is `recipes.names`)."""
+    study's sizes (the grammar itself is `core.names`)."""
     p = names.parse_name(name)
     if p["size"] not in SIZES:
         raise ValueError(f"{name!r}: size {p['size']} is not one of the study's {SIZES}")

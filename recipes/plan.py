@@ -25,8 +25,9 @@ import csv
 import io
 from pathlib import Path
 
+from core import artifacts
 from modeling_eurobert import load_preset
-from recipes import artifacts, launch, manifest
+from recipes import launch, manifest
 from recipes.flops import BF16_PEAK_FLOPS, MEASURED_MFU, training_flops_per_token
 
 GPUS = BF16_PEAK_FLOPS  # dense bf16 peak FLOP/s

@@ -18,8 +18,15 @@ import sys
 
 from recipes import data, pretrain
 from recipes.training import (
-    build_blocks, check_sources, data_identity, given_tokenizer, global_batch, hub_token_estimate,
-    load_training_corpus, select_blocks, toy_tokenizer,
+    build_blocks,
+    check_sources,
+    data_identity,
+    given_tokenizer,
+    global_batch,
+    hub_token_estimate,
+    load_training_corpus,
+    select_blocks,
+    toy_tokenizer,
 )
 
 

@@ -26,15 +26,39 @@ if __package__ in (None, ""):  # `python recipes/pretrain.py` / `accelerate laun
 
 from transformers import TrainingArguments  # noqa: E402
 
+from core import artifacts  # noqa: E402
+from core.sentence_transformers_files import write_sentence_transformers_files  # noqa: E402
 from modeling_eurobert.tokenizer_settings import configure_tokenizer  # noqa: E402
-from recipes import artifacts, data  # noqa: E402
-from recipes.sentence_transformers_files import write_sentence_transformers_files  # noqa: E402
+from recipes import data  # noqa: E402
 from recipes.training import (  # noqa: E402
-    RUN_CONFIG_NAME, LoadOptimizerStateCallback, ObjectiveCollator, PretrainArguments, PretrainingTrainer,
-    RecipeParser, SchedulePlanCallback, build_blocks, build_collator, build_model, check_data_identity,
-    check_output_dir, check_run_settings, check_sources, check_token_budget, compile_decoder_layers, cpt_start, data_identity,
-    decay_steps, given_tokenizer, hub_token_estimate, toy_tokenizer,
-    global_batch, load_training_corpus, make_run_info, resolved_config, select_blocks, step_flops_per_token,
+    RUN_CONFIG_NAME,
+    LoadOptimizerStateCallback,
+    ObjectiveCollator,
+    PretrainArguments,
+    PretrainingTrainer,
+    RecipeParser,
+    SchedulePlanCallback,
+    build_blocks,
+    build_collator,
+    build_model,
+    check_data_identity,
+    check_output_dir,
+    check_run_settings,
+    check_sources,
+    check_token_budget,
+    compile_decoder_layers,
+    cpt_start,
+    data_identity,
+    decay_steps,
+    given_tokenizer,
+    global_batch,
+    hub_token_estimate,
+    load_training_corpus,
+    make_run_info,
+    resolved_config,
+    select_blocks,
+    step_flops_per_token,
+    toy_tokenizer,
     write_run_info,
 )
 

@@ -26,8 +26,9 @@ from pathlib import Path
 import yaml
 from tqdm.auto import tqdm
 
-from recipes import artifacts, manifest
-from recipes.paths import REPO_ROOT
+from core import artifacts
+from core.paths import REPO_ROOT
+from recipes import manifest
 
 
 @dataclass(frozen=True)
@@ -477,8 +478,8 @@ def main(argv=None) -> None:
 
             write_plan(args.output, gpu=args.gpu, mfu=args.mfu)
             return
+        from core.paths import resolve_data_dir
         from model_cards.push import PushError, check_repo_id
-        from recipes.paths import resolve_data_dir
 
         resolve_data_dir(args.data_dir)  # fail now, not in the first subprocess
         if args.org is not None:

@@ -9,7 +9,7 @@ What lives here, in reading order:
   objective inside one run, whatever the number of workers, processes or resumes);
 - `PretrainingTrainer` and the callbacks: tokens/s and data-pipeline share in the logs, planned checkpoints
   (decay-branch points, final step), intermediate checkpoints, optimizer reset at the PFS switch, `run_info.json`
-  and the sentence-transformers files (`recipes.sentence_transformers_files`) in every saved checkpoint;
+  and the sentence-transformers files (`core.sentence_transformers_files`) in every saved checkpoint;
 - `compile_decoder_layers` (`compile: regional`) and, with `mlm_fixed_shape`, MLM batches whose masked positions
   have a fixed count per block (a static-shape LM head; overflow batches counted in the logs);
 - `train(run_args, training_args)`: the storyboard both recipes call.
@@ -39,13 +39,20 @@ from pathlib import Path
 import datasets
 import torch
 import yaml
-from transformers import HfArgumentParser, Trainer, TrainerCallback, TrainingArguments, set_seed
+from transformers import (
+    HfArgumentParser,
+    Trainer,
+    TrainerCallback,
+    TrainingArguments,
+    set_seed,
+)
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
+from core import artifacts
+from core.sentence_transformers_files import write_sentence_transformers_files
 from modeling_eurobert import PRESETS, EuroBertForMaskedLM, load_preset
 from modeling_eurobert.modeling_eurobert import EuroBertDecoderLayer
-from recipes import artifacts, data, flops
-from recipes.sentence_transformers_files import write_sentence_transformers_files
+from recipes import data, flops
 
 logger = logging.getLogger(__name__)
 

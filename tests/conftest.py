@@ -10,7 +10,7 @@ os.environ.setdefault("WANDB_DISABLED", "true")
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from recipes.paths import resolve_data_dir  # noqa: E402
+from core.paths import resolve_data_dir  # noqa: E402
 
 
 @pytest.fixture(scope="session")

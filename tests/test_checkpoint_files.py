@@ -1,5 +1,5 @@
 """What every checkpoint the pretraining recipe saves ships besides weights and config: the tokenizer settings
-(`modeling_eurobert.tokenizer_settings`) and the sentence-transformers files (`recipes.sentence_transformers_files`),
+(`modeling_eurobert.tokenizer_settings`) and the sentence-transformers files (`core.sentence_transformers_files`),
 checked on a real CLM run (final dir, `checkpoint-N`, `intermediate/step-N`) and loaded in fresh processes that
 cannot import this project, as a user of the published checkpoint would."""
 
@@ -13,14 +13,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from evaluation import common, retrieval, tasks
-from recipes import pretrain
-from recipes.sentence_transformers_files import (
+from core.sentence_transformers_files import (
     PROMPTS,
     SENTENCE_TRANSFORMERS_FILES,
     sentence_transformers_files,
     write_sentence_transformers_files,
 )
+from evaluation import common, retrieval, tasks
+from recipes import pretrain
 
 DEBUG = "recipes/configs/debug.yaml"
 TEXT = "The capital is <|mask|>."

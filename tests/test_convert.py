@@ -198,9 +198,8 @@ def test_cli_reports_one_line_error(tmp_path, llama_dir):
 def test_hub_id_source_is_checked_before_weights_are_downloaded(llama_dir, tmp_path, monkeypatch):
     """Hub ids go through huggingface_hub's real client against the loopback Hub of tests/hub_server.py."""
     import huggingface_hub
-    from huggingface_hub import HfApi
-
     from hub_server import HubServer
+    from huggingface_hub import HfApi
 
     token = "hf_loopbackSecretToken0123456789"
     hub = HubServer(token).start()

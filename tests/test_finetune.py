@@ -3,12 +3,23 @@
 import math
 
 import numpy as np
-import torch
 import pytest
+import torch
 
-from evaluation import common, extractive_qa, metrics, retrieval, sequence_classification, tasks, token_classification
-from tests.fixtures.tiny_models import build_tiny_bert, build_tiny_eurobert, build_tiny_tokenizer
-
+from evaluation import (
+    common,
+    extractive_qa,
+    metrics,
+    retrieval,
+    sequence_classification,
+    tasks,
+    token_classification,
+)
+from tests.fixtures.tiny_models import (
+    build_tiny_bert,
+    build_tiny_eurobert,
+    build_tiny_tokenizer,
+)
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from core import artifacts
 from evaluation import common, run
-from recipes import artifacts
 from tests.fixtures.tiny_models import (
     build_tiny_bert,
     build_tiny_eurobert,

@@ -11,9 +11,15 @@ from safetensors.torch import save_file
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import TrainingArguments
 
-from model_cards.generate import build_model_card, build_results_card, describe_name, main, parse_name
+from core import artifacts
+from model_cards.generate import (
+    build_model_card,
+    build_results_card,
+    describe_name,
+    main,
+    parse_name,
+)
 from model_cards.results_dataset import task_test_data
-from recipes import artifacts
 from recipes.training import CptArguments, PretrainArguments, make_run_info
 
 SUMMARY_COLUMNS = ["model", "task", "family", "metric", "best_lr", "n_seeds", "mean", "ci_low", "ci_high", "entity_f1",

@@ -453,7 +453,8 @@ def test_clm_checkpoint_loads_bidirectionally_with_is_causal_override_in_fresh_p
 def test_sentence_transformers_mean_pooling_matches_pool(tmp_path):
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer import modules as models
-    from tokenizers import Tokenizer, models as tok_models, pre_tokenizers
+    from tokenizers import Tokenizer, pre_tokenizers
+    from tokenizers import models as tok_models
     from transformers import PreTrainedTokenizerFast
 
     from modeling_eurobert import pool

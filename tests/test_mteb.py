@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from core import artifacts
+from core.sentence_transformers_files import write_sentence_transformers_files
 from evaluation import baselines, common, metrics, report, retrieval, run, tasks
 from evaluation import mteb as mteb_eval
-from recipes import artifacts
-from recipes.sentence_transformers_files import write_sentence_transformers_files
 from tests.fixtures.tiny_models import (
     build_tiny_bert,
     build_tiny_eurobert,

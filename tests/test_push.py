@@ -14,7 +14,14 @@ from hub_server import HubServer
 from huggingface_hub import DatasetCard, HfApi, ModelCard, snapshot_download
 from test_model_cards import make_checkpoint, write_report, write_results, write_summary
 
-from model_cards.push import PushError, build_plans, make_parser, plan_run, push_plans, write_dry_run
+from model_cards.push import (
+    PushError,
+    build_plans,
+    make_parser,
+    plan_run,
+    push_plans,
+    write_dry_run,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "hf_loopbackSecretToken0123456789"

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from core import artifacts
 from evaluation import report
-from recipes import artifacts
 
 LRS = (1e-5, 5e-5, 1e-4)
 N_TEST = 40

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
+from core.paths import REPO_ROOT
 from recipes import manifest
-from recipes.paths import REPO_ROOT
 from recipes.study import STUDIES, main, run_study, training_order
 
 

@@ -11,7 +11,13 @@ from seqeval.metrics.sequence_labeling import get_entities
 from seqeval.scheme import IOB2, Entities
 
 import evaluation.tasks as tasks_module
-from evaluation.tasks import RetrievalSplit, carve_indices, list_tasks, load_splits, load_task
+from evaluation.tasks import (
+    RetrievalSplit,
+    carve_indices,
+    list_tasks,
+    load_splits,
+    load_task,
+)
 
 OFFLINE_TASKS = ["sst2", "mnli", "qqp", "mrpc", "conll2003", "wikiann", "uner", "squad", "squad_v2", "scifact", "squad_pairs"]
 HUB_ONLY = {"ontonotes": "wikiann", "record": "squad", "msmarco": "squad_pairs", "nq": "squad_pairs", "mldr": "squad_pairs"}

@@ -1,6 +1,6 @@
 """The sentence-transformers files a model directory ships so that it works as a sentence-embedding model as is:
 
-    from recipes.sentence_transformers_files import write_sentence_transformers_files
+    from core.sentence_transformers_files import write_sentence_transformers_files
     write_sentence_transformers_files("out/610m-mlm40-42k")      # after save_pretrained (model + tokenizer)
 
     from sentence_transformers import SentenceTransformer          # then, anywhere:
@@ -30,7 +30,7 @@ import json
 import os
 from pathlib import Path
 
-from recipes import artifacts
+from core import artifacts
 
 PROMPTS = {"query": "Query: ", "document": "Document: "}  # SPEC's IR prefixes
 POOLING_DIR = "1_Pooling"

@@ -27,7 +27,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from recipes.paths import REPO_ROOT
+from core.paths import REPO_ROOT
 
 RUN_CONFIG_NAME = "run_config.json"  # resolved settings of a pretraining run, compared on resume
 RUN_INFO_NAME = "run_info.json"  # provenance beside every saved model
