@@ -1,9 +1,9 @@
 """Share of the fine-tuning grid's wall time spent outside optimizer steps (target <= 15%).
 
-    python bench/bench_eval.py                      # tiny preset, sst2, 2 LRs x 2 seeds, 300 steps per run
+    python bench/bench_eval.py                      # tiny architecture, sst2, 2 LRs x 2 seeds, 300 steps per run
     python bench/bench_eval.py --task conll2003 --max_steps 100
 
-Builds the tiny preset (with a small BPE tokenizer trained on the bundle), runs the real grid runner
+Builds the tiny architecture (with a small BPE tokenizer trained on the bundle), runs the real grid runner
 (`evaluation.run.main`) on a 2-LR x 2-seed grid and times every optimizer step (forward, backward, clip, AdamW,
 scheduler) with a Trainer callback. Everything else (input checks, data loading and tokenization, model loading,
 prediction, metrics, result files) is overhead. Tokenization happens once for the whole grid, so the share falls as

@@ -1,6 +1,6 @@
 """Fine-tuning grid throughput: runs per hour with 1 vs N worker processes (`evaluation.run --workers N`).
 
-    python bench/bench_grid.py [--single_thread]               # tiny preset, sst2, 2 LRs x 2 seeds, workers 1 and 2
+    python bench/bench_grid.py [--single_thread]               # tiny architecture, sst2, 2 LRs x 2 seeds, workers 1 and 2
     python bench/bench_grid.py --model out/610m-mlm40-42k --tasks sst2 --max_steps 0 --max_length 0 \
         --max_train 0 --workers 1,2,4,8                         # a GPU, the paper's budget and input lengths
 
@@ -58,7 +58,7 @@ def scores(output: Path) -> dict:
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default=None, help="checkpoint directory or Hub id (default: the tiny preset)")
+    parser.add_argument("--model", default=None, help="checkpoint directory or Hub id (default: the tiny architecture)")
     parser.add_argument("--tasks", default="sst2")
     parser.add_argument("--lrs", default="1e-4,5e-4")
     parser.add_argument("--seeds", default="0,1")
@@ -90,7 +90,7 @@ def main():
         import torch
 
         device = torch.cuda.get_device_name() if torch.cuda.is_available() else f"CPU, {len(os.sched_getaffinity(0))} cores"
-        print(f"device: {device}; model {args.model or 'tiny preset'}; tasks {args.tasks}; {n_runs} runs of "
+        print(f"device: {device}; model {args.model or 'tiny architecture'}; tasks {args.tasks}; {n_runs} runs of "
               f"{args.max_steps or 'the task budget'} steps, batch 32, max_length {args.max_length or 'default'}")
         walls, results = {setting: [] for setting in settings}, {}
         for attempt in range(args.repeat):

@@ -7,10 +7,10 @@
 
 Pairs, same weights and same batch, steps interleaved ABAB... (warmup steps excluded), each step = forward +
 backward + AdamW step:
-  (a) MLM, 40% masking: our `EuroBertForMaskedLM` (LM head on masked positions only) vs native
-      `transformers.EuroBertForMaskedLM` (full-vocabulary logits). Target ratio >= 1.8x.
-  (b) CLM: our `EuroBertForCausalLM` vs `transformers.LlamaForCausalLM`. Target ratio >= 1.0x.
-The default config has its LM head at about a third of all parameters, as in the 210m preset (vocab * hidden =
+  (a) MLM, 40% masking: our `EuroBertClmMlmForMaskedLM` (LM head on masked positions only) vs native
+      `transformers.EuroBertClmMlmForMaskedLM` (full-vocabulary logits). Target ratio >= 1.8x.
+  (b) CLM: our `EuroBertClmMlmForCausalLM` vs `transformers.LlamaForCausalLM`. Target ratio >= 1.0x.
+The default config has its LM head at about a third of all parameters, as in the 210m architecture (vocab * hidden =
 16 * layers * hidden^2 with a 4x MLP), small enough for 2 CPU cores.
 
 `--compile regional` adds a second table, eager vs compiled, same weights, same batch, same process, interleaved
@@ -22,9 +22,9 @@ twin and the ratio.
 FLOP count per step: `recipes/flops.py`, the one formula of the plan, the trainer's `mfu` log and this bench
 (6 * N_body + 12 * L * T * d + 6 * d * V * s per token; input-embedding lookup excluded since it does no matmul;
 s = 1 for the reference classes and CLM, the masking ratio for our MLM). Achieved FLOP/s is compared to a large
-matmul timed in the same process (fp32 on CPU, bf16 on GPU). On CUDA the script adds the 210m preset's bf16 MFU at
+matmul timed in the same process (fp32 on CPU, bf16 on GPU). On CUDA the script adds the 210m architecture's bf16 MFU at
 seq 2048 (MLM 40% with the fixed-shape head; the issue's targets: 210m >= 50%, 610m >= 60% of the measured matmul
-peak, i.e. >= 39% / 47% MFU); `--mfu on --mfu-preset tiny` smoke-tests it on CPU. MFU divides by the GPU's dense
+peak, i.e. >= 39% / 47% MFU); `--mfu on --mfu_architecture tiny` smoke-tests it on CPU. MFU divides by the GPU's dense
 bf16 spec peak (989 TFLOP/s on H100/H200), as the trainer's log and the plan; the share of the measured matmul
 peak is printed beside it.
 
@@ -48,9 +48,9 @@ import transformers
 
 from modeling_eurobert import (
     EuroBertClmMlmConfig,
-    EuroBertForCausalLM,
-    EuroBertForMaskedLM,
-    load_preset,
+    EuroBertClmMlmForCausalLM,
+    EuroBertClmMlmForMaskedLM,
+    load_architecture,
 )
 from modeling_eurobert.export_native import native_config
 from recipes.data import masked_positions_bound
@@ -81,8 +81,8 @@ def make_parser() -> argparse.ArgumentParser:
     add("--compile", default="none", choices=["none", "regional"],
         help="regional: also time our models with every decoder layer compiled, beside the eager ones")
     add("--mfu", default="auto", choices=["auto", "on", "off"],
-        help="report a preset's bf16 MFU (MLM 40%%); auto = only on CUDA")
-    add("--mfu-preset", default="210m", help="preset for the MFU run (tiny: a quick CPU smoke check)")
+        help="report an architecture's bf16 MFU (MLM 40%%); auto = only on CUDA")
+    add("--mfu_architecture", default="210m", help="architecture for the MFU run (tiny: a quick CPU smoke check)")
     add("--mfu-seq", type=int, default=2048, help="sequence length of the MFU run")
     add("--mfu-batch", type=int, default=8, help="sequences per step of the MFU run")
     return parser
@@ -99,15 +99,15 @@ def bench_config(args) -> EuroBertClmMlmConfig:
 def build_pair(kind: str, config: EuroBertClmMlmConfig, args) -> dict[str, torch.nn.Module]:
     """Our head and its reference, with identical weights."""
     if kind == "mlm":
-        ours = EuroBertForMaskedLM(config)
-        reference = transformers.EuroBertForMaskedLM(native_config(config.to_dict()))
-        names = ("ours EuroBertForMaskedLM", "native EuroBertForMaskedLM")
+        ours = EuroBertClmMlmForMaskedLM(config)
+        reference = transformers.EuroBertClmMlmForMaskedLM(native_config(config.to_dict()))
+        names = ("ours EuroBertClmMlmForMaskedLM", "native EuroBertClmMlmForMaskedLM")
     else:
-        ours = EuroBertForCausalLM(config)
+        ours = EuroBertClmMlmForCausalLM(config)
         dropped = ("model_type", "is_causal", "mask_token_id", "classifier_pooling")
         llama = transformers.LlamaConfig(**{k: v for k, v in config.to_dict().items() if k not in dropped})
         reference = transformers.LlamaForCausalLM(llama)
-        names = ("ours EuroBertForCausalLM", "LlamaForCausalLM")
+        names = ("ours EuroBertClmMlmForCausalLM", "LlamaForCausalLM")
     reference.load_state_dict(ours.state_dict(), strict=True)
     models = {}
     for name, model in zip(names, (ours, reference)):
@@ -215,7 +215,7 @@ def report_compile(config, args, dtype, peak) -> dict[str, float]:
     print(f"|{'-' * 38}|{'-' * 12}|{'-' * 11}|{'-' * 11}|{'-' * 11}|{'-' * 9}|")
     tokens, ratios = args.batch * args.seq, {}
     for kind in args.pairs.split(","):
-        model_class, head = (EuroBertForMaskedLM, "fixed-shape head") if kind == "mlm" else (EuroBertForCausalLM, "")
+        model_class, head = (EuroBertClmMlmForMaskedLM, "fixed-shape head") if kind == "mlm" else (EuroBertClmMlmForCausalLM, "")
         eager = model_class(config)
         eager.set_attn_implementation(args.attn)
         eager = eager.to(args.device).train()
@@ -241,7 +241,7 @@ def report_compile(config, args, dtype, peak) -> dict[str, float]:
 
 
 def report_mfu(args, peak: float) -> None:
-    """bf16-autocast MFU of a preset (210m by default) training MLM 40% (fixed-shape head) at seq 2048, with
+    """bf16-autocast MFU of an architecture (210m by default) training MLM 40% (fixed-shape head) at seq 2048, with
     flash_attention_2 when importable, else sdpa; with `--compile regional` also with compiled decoder layers.
     MFU = FLOPs of `recipes.flops` / best step time / the bf16 spec peak (and the share of the measured matmul peak)."""
     try:
@@ -250,9 +250,9 @@ def report_mfu(args, peak: float) -> None:
         attn = "flash_attention_2"
     except ImportError:
         attn = "sdpa"
-    config = load_preset(args.mfu_preset)
+    config = load_architecture(args.mfu_architecture)
     run = argparse.Namespace(**{**vars(args), "seq": args.mfu_seq, "batch": args.mfu_batch})
-    model = EuroBertForMaskedLM(config)
+    model = EuroBertClmMlmForMaskedLM(config)
     model.set_attn_implementation(attn)
     model = model.to(args.device).train()
     models = {"eager": model}
@@ -266,11 +266,11 @@ def report_mfu(args, peak: float) -> None:
         step = min(times[name])
         spec = bf16_peak_flops(torch.cuda.get_device_name()) if torch.cuda.is_available() else None
         mfu = f"MFU {100 * flops / step / spec:.1f}% of the bf16 spec peak, " if spec else ""
-        print(f"{args.mfu_preset} preset, {name}, MLM {args.mask_ratio:.0%}, bf16 autocast, {attn}, batch {run.batch} x "
+        print(f"{args.mfu_architecture} architecture, {name}, MLM {args.mask_ratio:.0%}, bf16 autocast, {attn}, batch {run.batch} x "
               f"{run.seq}: {tokens / step:,.0f} tokens/s, {flops / step / 1e12:.2f} TFLOP/s, {mfu}"
               f"{100 * flops / step / peak:.1f}% of the measured bf16 matmul peak")
     if len(models) == 2:
-        print(f"{args.mfu_preset} regional compile / eager: {min(times['eager']) / min(times['regional compile']):.2f}x")
+        print(f"{args.mfu_architecture} regional compile / eager: {min(times['eager']) / min(times['regional compile']):.2f}x")
 
 
 def main(args) -> None:
@@ -283,7 +283,7 @@ def main(args) -> None:
     args.timer = time.process_time if cpu_clock else time.perf_counter
     peak = matmul_peak(args.device, torch.bfloat16 if on_gpu else torch.float32, 8192 if on_gpu else 2048, args.timer)
     config = bench_config(args)
-    n_head, n_all = config.vocab_size * config.hidden_size, EuroBertForMaskedLM(config).num_parameters()
+    n_head, n_all = config.vocab_size * config.hidden_size, EuroBertClmMlmForMaskedLM(config).num_parameters()
     print(f"torch {torch.__version__}, transformers {transformers.__version__}, device {args.device}, "
           f"threads {torch.get_num_threads()}, autocast {args.dtype}, attn {args.attn}, "
           f"clock {'process CPU time' if cpu_clock else 'wall time'}")

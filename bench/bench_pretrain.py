@@ -1,4 +1,4 @@
-"""Throughput of the pretraining recipe on the tiny preset: tokens/s for CLM, MLM and across the PFS switch, and the
+"""Throughput of the pretraining recipe on the tiny architecture: tokens/s for CLM, MLM and across the PFS switch, and the
 data pipeline's share of step time (fetching + collating batches / wall time; target <= 5%).
 
     python bench/bench_pretrain.py                       # CPU, 30 steps per run, block 128, batch 8

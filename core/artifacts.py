@@ -3,7 +3,8 @@
 Every file a tool of this project writes goes through here, so that a kill at any point (even SIGKILL) leaves either
 the old file or the new one, never half of one:
 
-- `write_json_atomic` / `write_text_atomic`: a temp file in the same directory, fsynced, then `os.replace`;
+- `atomic_file` (and `write_json_atomic` / `write_text_atomic`): a temp file in the same directory, then
+  `os.replace`;
 - `atomic_directory`: build a whole directory (a tokenizer, a checkpoint export) in a hidden sibling, then rename;
 - `read_json`: a one-line error naming the file when it is missing or not valid JSON;
 - `exclusive_lock`: an advisory `flock` on a lock file, so two processes never write the same run or result;
@@ -33,6 +34,18 @@ RUN_CONFIG_NAME = "run_config.json"  # resolved settings of a pretraining run, c
 RUN_INFO_NAME = "run_info.json"  # provenance beside every saved model
 INTERMEDIATE_DIR = "intermediate"  # <output_dir>/intermediate/step-<N>
 LOCK_NAME = ".lock"  # held by the process that trains into an output_dir
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json")  # any one: a tokenizer folder
+
+# run_info.json (recipes.training.make_run_info): what a checkpoint is and how it was made; read by the cards, the
+# study, the held-out loss and the CPT and resume checks. Format 2 names the PFS switch `switch_step` and the
+# manifest scale `scale` (format 1, without a "format" key: `pfs_switch_step`, `preset`).
+RUN_INFO_FORMAT = 2
+RUN_INFO_KEYS = ("format", "name", "size", "objective", "mlm_probability", "steps", "switch_step", "cpt_base", "scale",
+                 "run_config", "training_args", "versions", "git_commit", "data", "tokens_seen")
+# summary.csv (evaluation.report): one row per model x task; the model cards read it back.
+SUMMARY_COLUMNS = ("model", "task", "family", "metric", "best_lr", "n_seeds", "mean", "ci_low", "ci_high",
+                   "trivial_baseline", "entity_f1", "std", "val_mean", "stability_std", "lr_range", "n_runs",
+                   "n_diverged")
 
 
 class LockHeld(RuntimeError):
@@ -40,21 +53,29 @@ class LockHeld(RuntimeError):
 
 
 # ------------------------------------------------------------------------------------------------------ writing
-def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
-    """Write `text` to `path` through a temp file in the same directory: readers never see half a file."""
+@contextlib.contextmanager
+def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temp file path beside `path` for any writer (text, Arrow); on success it replaces `path` in one
+    rename, on any error it is removed: readers never see half a file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
+        yield Path(tmp)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return path
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
+    """Write `text` to `path` atomically (`atomic_file`), fsynced before the rename."""
+    with atomic_file(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    return Path(path)
 
 
 def write_json_atomic(path: str | os.PathLike, payload, indent: int | None = 2) -> Path:
@@ -99,6 +120,27 @@ def read_json(path: str | os.PathLike, what: str = "file"):
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise ValueError(f"{what} {path} is not valid JSON ({error}); it is corrupt or truncated: delete it or "
                          "restore it") from None
+
+
+def read_run_info(directory: str | os.PathLike | None) -> dict | None:
+    """The `run_info.json` of a saved model directory, or None when it has none (a converted decoder, another
+    encoder).
+
+    Raises:
+        ValueError: the file is not of the current format or lacks keys (one line: what to do).
+    """
+    if directory is None or not (Path(directory) / RUN_INFO_NAME).is_file():
+        return None
+    path = Path(directory) / RUN_INFO_NAME
+    info = read_json(path, "run info")
+    if not isinstance(info, dict) or info.get("format", 1) != RUN_INFO_FORMAT:
+        found = info.get("format", 1) if isinstance(info, dict) else "unknown"
+        raise ValueError(f"{path} is run_info format {found}, this code reads format {RUN_INFO_FORMAT}: retrain or "
+                         "re-save the checkpoint with the current recipes, or use the commit that wrote it")
+    missing = [key for key in RUN_INFO_KEYS if key not in info]
+    if missing:
+        raise ValueError(f"{path} lacks {missing}: re-save the checkpoint with the current recipes/pretrain.py")
+    return info
 
 
 # -------------------------------------------------------------------------------------------------------- locks

@@ -7,12 +7,13 @@
 """
 
 import re
+from dataclasses import dataclass
 
 _SIZE = r"(?P<size>\d+(?:\.\d+)?[mb])"
 _STEP = r"(?:-(?P<step>\d+))?"  # intermediate checkpoint suffix: a plain step count, no "k"
 _PATTERNS = {
     "single": re.compile(rf"^{_SIZE}-(?P<objective>clm|mlm(?P<ratio>\d+))-(?P<total>\d+k){_STEP}$"),
-    "two_phase": re.compile(rf"^{_SIZE}-clm-(?P<switch>\d+k)-mlm(?P<ratio>\d+)-(?P<total>\d+k){_STEP}$"),
+    "pfs": re.compile(rf"^{_SIZE}-clm-(?P<switch>\d+k)-mlm(?P<ratio>\d+)-(?P<total>\d+k){_STEP}$"),
     "cpt": re.compile(
         rf"^{_SIZE}-(?P<base>clm|mlm\d+)-dec(?P<base_steps>\d+k)-mlm(?P<ratio>\d+)-(?P<total>\d+k){_STEP}$"),
 }
@@ -22,16 +23,39 @@ def _steps(text: str) -> int:
     return int(text[:-1]) * 1000
 
 
-def parse_name(name: str) -> dict:
+@dataclass(frozen=True)
+class ModelName:
+    """A model name of the study's grammar, read part by part (the one vocabulary recipes, evaluation and cards use).
+
+    kind: "single" (one objective), "pfs" (CLM then MLM) or "cpt" (MLM continued from a decayed base); size ("610m");
+    objective of the last phase ("clm" | "mlm"); ratio: masking ratio in percent (None for CLM); total_steps;
+    switch_step (PFS: the last CLM step); base ("clm" | "mlm40") and base_steps (CPT); step (intermediate checkpoint,
+    None for a final one); run_name (the name without the step).
+    """
+
+    name: str
+    kind: str
+    size: str
+    objective: str
+    ratio: int | None
+    total_steps: int
+    switch_step: int | None = None
+    base: str | None = None
+    base_steps: int | None = None
+    step: int | None = None
+    run_name: str = ""
+
+    @property
+    def objective_label(self) -> str:
+        """"clm" or "mlm<ratio>", as the names write the (last) objective."""
+        return "clm" if self.objective == "clm" else f"mlm{self.ratio}"
+
+
+def parse_name(name: str) -> ModelName:
     """Parse a model name of the study's grammar.
 
     Args:
         name: e.g. "610m-mlm40-42k", "610m-clm-10k-mlm40-42k", "610m-clm-dec42k-mlm40-44k", "610m-clm-42k-1000".
-
-    Returns:
-        dict with kind ("single" | "two_phase" | "cpt"), size, objective of the last phase ("clm" | "mlm"),
-        masking ratio in percent (None for CLM), total steps, switch step (PFS), base objective ("clm" | "mlm40")
-        and steps (CPT), intermediate step (None for a final checkpoint) and run_name (the name without the step).
 
     Raises:
         ValueError: the name is outside the grammar or internally inconsistent.
@@ -46,30 +70,33 @@ def parse_name(name: str) -> dict:
             "(610m-mlm40-42k), <size>-clm-<k1>-mlm40-<total> (610m-clm-10k-mlm40-42k), "
             "<size>-<base>-dec<steps>-mlm40-<total> (610m-clm-dec42k-mlm40-44k) or <name>-<step>")
     g = match.groupdict()
-    ratio = int(g["ratio"]) if g.get("ratio") else None
-    parsed = {
-        "kind": kind, "size": g["size"], "objective": "clm" if g.get("objective") == "clm" else "mlm",
-        "ratio": ratio, "total_steps": _steps(g["total"]),
-        "switch_step": _steps(g["switch"]) if g.get("switch") else None,
-        "base": g.get("base"), "base_steps": _steps(g["base_steps"]) if g.get("base_steps") else None,
-        "step": int(g["step"]) if g.get("step") else None,
-        "run_name": name.rsplit("-", 1)[0] if g.get("step") else name,
-    }
-    _check(name, parsed)
+    parsed = ModelName(
+        name=name, kind=kind, size=g["size"], objective="clm" if g.get("objective") == "clm" else "mlm",
+        ratio=int(g["ratio"]) if g.get("ratio") else None, total_steps=_steps(g["total"]),
+        switch_step=_steps(g["switch"]) if g.get("switch") else None,
+        base=g.get("base"), base_steps=_steps(g["base_steps"]) if g.get("base_steps") else None,
+        step=int(g["step"]) if g.get("step") else None,
+        run_name=name.rsplit("-", 1)[0] if g.get("step") else name,
+    )
+    _check(parsed)
     return parsed
 
 
-def _check(name: str, p: dict) -> None:
-    if p["ratio"] is not None and not 0 < p["ratio"] < 100:
-        raise ValueError(f"model name {name!r}: masking ratio {p['ratio']}% must be between 1 and 99")
+def try_parse_name(name: str) -> ModelName | None:
+    """`parse_name`, or None for a name outside the grammar (another encoder: a BERT, a local run)."""
+    try:
+        return parse_name(name)
+    except ValueError:
+        return None
+
+
+def _check(p: ModelName) -> None:
+    if p.ratio is not None and not 0 < p.ratio < 100:
+        raise ValueError(f"model name {p.name!r}: masking ratio {p.ratio}% must be between 1 and 99")
     for key in ("switch_step", "base_steps"):
-        if p[key] is not None and p[key] >= p["total_steps"]:
-            raise ValueError(f"model name {name!r}: {p[key]} steps must be fewer than the {p['total_steps']} total")
-    if p["step"] is not None and not 0 < p["step"] < p["total_steps"]:
-        raise ValueError(f"model name {name!r}: intermediate step {p['step']} must be within the "
-                         f"{p['total_steps']}-step run (the final checkpoint has no step suffix)")
-
-
-def objective_label(parsed: dict) -> str:
-    """"clm" or "mlm<ratio>", as the names write the (last) objective."""
-    return "clm" if parsed["objective"] == "clm" else f"mlm{parsed['ratio']}"
+        value = getattr(p, key)
+        if value is not None and value >= p.total_steps:
+            raise ValueError(f"model name {p.name!r}: {value} steps must be fewer than the {p.total_steps} total")
+    if p.step is not None and not 0 < p.step < p.total_steps:
+        raise ValueError(f"model name {p.name!r}: intermediate step {p.step} must be within the "
+                         f"{p.total_steps}-step run (the final checkpoint has no step suffix)")

@@ -1,4 +1,4 @@
-"""Where the offline data bundle lives.
+"""Where things are: the repository, the offline data bundle, and whether a source names a Hub id or a local path.
 
 Resolution order: an explicit path (a command-line flag), then the environment variable `MLM_VS_CLM_DATA`, then
 `../shared/data` beside the repository. Online runs use Hub dataset ids instead and never call this.
@@ -9,6 +9,17 @@ from pathlib import Path
 
 DATA_ENV_VAR = "MLM_VS_CLM_DATA"
 REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def is_hub_id(source: str) -> bool:
+    """A corpus source that names a Hub dataset (not "bundle", not a local path)."""
+    return source != "bundle" and not looks_like_path(source)
+
+
+def looks_like_path(source: str) -> bool:
+    """A Hub id is "owner/name"; anything that exists, is absolute/relative-looking or has a file suffix is a path."""
+    path = Path(source).expanduser()
+    return path.exists() or source.startswith((".", "/", "~")) or source.count("/") != 1 or bool(path.suffix)
 
 
 def resolve_data_dir(path: str | os.PathLike | None = None) -> Path:

@@ -33,13 +33,6 @@ from evaluation import report
 FAMILY_NAMES = {"sc": "sequence classification", "tc": "token classification", "qa": "extractive QA", "ir": "retrieval"}
 
 
-def _parsed(model: str) -> dict | None:
-    try:
-        return names.parse_name(model)
-    except ValueError:
-        return None
-
-
 def _single(models, size, objective, total):
     name = f"{size}-{objective}-{total // 1000}k"
     return name if name in models else None
@@ -48,30 +41,30 @@ def _single(models, size, objective, total):
 def comparisons(records: list[dict], rows: list[dict]) -> list[dict]:
     """Every (finding, task) comparison the results allow, with its CI and its verdict on the claim."""
     models = {r["model"] for r in rows}
-    parsed = {m: p for m in models if (p := _parsed(m)) is not None}
+    parsed = {m: p for m in models if (p := names.try_parse_name(m)) is not None}
     # mteb records (evaluation.mteb: no LR x seed grid, mostly zero-shot) are not the protocol these claims are about
     tasks = sorted({r["task"] for r in records if r.get("evaluation") != "mteb"})
     family = {r["task"]: r["family"] for r in rows}
     out = []
-    finals = {(p["size"], p["total_steps"]) for p in parsed.values() if p["kind"] == "single" and p["step"] is None}
+    finals = {(p.size, p.total_steps) for p in parsed.values() if p.kind == "single" and p.step is None}
     for size, total in sorted(finals):
         clm, mlm = _single(models, size, "clm", total), _single(models, size, "mlm40", total)
         if clm and mlm:
             for task in tasks:
                 out += _pair(records, rows, f"mlm_vs_clm_{family[task]}", task, mlm, clm, +1)
                 out += _stability(records, rows, task, clm, mlm)
-            steps = sorted({p["step"] for m, p in parsed.items() if p["step"] is not None and p["run_name"] == clm}
-                           & {p["step"] for m, p in parsed.items() if p["step"] is not None and p["run_name"] == mlm})
+            steps = sorted({p.step for m, p in parsed.items() if p.step is not None and p.run_name == clm}
+                           & {p.step for m, p in parsed.items() if p.step is not None and p.run_name == mlm})
             for step in [s for s in steps if s <= total / 2]:
                 for task in tasks:
                     out += _pair(records, rows, "data_efficiency", task, f"{clm}-{step}", f"{mlm}-{step}", +1)
         for model, p in sorted(parsed.items()):
-            if p["kind"] == "two_phase" and p["step"] is None and (p["size"], p["total_steps"]) == (size, total) \
-                    and p["ratio"] == 40 and mlm:
+            if p.kind == "pfs" and p.step is None and (p.size, p.total_steps) == (size, total) \
+                    and p.ratio == 40 and mlm:
                 for task in tasks:
                     out += _pair(records, rows, "pfs", task, model, mlm, +1)
     for model, p in sorted(parsed.items()):
-        if p["kind"] == "cpt" and p["base"] == "clm" and p["step"] is None:
+        if p.kind == "cpt" and p.base == "clm" and p.step is None:
             other = model.replace("-clm-dec", "-mlm40-dec", 1)
             if other in models:
                 for task in tasks:

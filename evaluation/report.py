@@ -38,28 +38,14 @@ from scipy import stats
 from core import artifacts, names
 from evaluation import identity
 
-SUMMARY_COLUMNS = ["model", "task", "family", "metric", "best_lr", "n_seeds", "mean", "ci_low", "ci_high",
-                   "trivial_baseline", "entity_f1", "std", "val_mean", "stability_std", "lr_range", "n_runs", "n_diverged"]
+SUMMARY_COLUMNS = artifacts.SUMMARY_COLUMNS
 
 
-def parse_model_name(name: str) -> dict:
-    """Read a study model name for plotting: {"kind": single|pfs|cpt|intermediate|other, size, objective ("clm",
-    "mlm40"), steps, clm_steps (PFS), base (CPT), base_name and step (intermediate)}.
-
-    The grammar lives in `core.names`; names outside it (a BERT, a local run) are kind "other".
-    """
-    try:
-        p = names.parse_name(name)
-    except ValueError:
-        return {"kind": "other"}
-    info = {"size": p["size"], "objective": names.objective_label(p), "steps": p["total_steps"]}
-    if p["step"] is not None:
-        return {**info, "kind": "intermediate", "base_name": p["run_name"], "step": p["step"]}
-    if p["kind"] == "two_phase":
-        return {**info, "kind": "pfs", "clm_steps": p["switch_step"]}
-    if p["kind"] == "cpt":
-        return {**info, "kind": "cpt", "base": p["base"], "base_steps": p["base_steps"]}
-    return {**info, "kind": "single"}
+def model_kind(name: str) -> str:
+    """How the report groups a model: its grammar kind (single, pfs, cpt), "intermediate" or "other" (a BERT, a
+    local run: outside the grammar of `core.names`)."""
+    p = names.try_parse_name(name)
+    return "other" if p is None else "intermediate" if p.step is not None else p.kind
 
 
 def load_results(results_dir: str | Path) -> list[dict]:
@@ -288,11 +274,11 @@ _KIND_ORDER = {"single": 0, "pfs": 1, "cpt": 2, "intermediate": 3, "other": 4}
 
 def _model_order(name: str):
     """Single-objective runs (CLM first, then MLM by ratio), PFS, CPT, intermediate checkpoints, other encoders."""
-    info = parse_model_name(name)
-    objective = info.get("objective", "")
-    ratio = 0 if objective in ("", "clm") else int(objective[3:])
-    return (_KIND_ORDER[info["kind"]], info.get("size", ""), info.get("base_name") or "", ratio,
-            info.get("step") or 0, info.get("steps") or 0, name)
+    p = names.try_parse_name(name)
+    if p is None:
+        return (_KIND_ORDER["other"], "", "", 0, 0, 0, name)
+    return (_KIND_ORDER[model_kind(name)], p.size, p.run_name if p.step is not None else "", p.ratio or 0,
+            p.step or 0, p.total_steps, name)
 
 
 def write_tables(rows: list[dict], comparisons: list[dict], output: Path, findings: list[dict] | None = None) -> None:
@@ -394,7 +380,7 @@ def plot_objectives(rows: list[dict], output: Path) -> list[Path]:
     written = []
     for family in sorted({r["family"] for r in rows}):
         fam = [r for r in rows if r["family"] == family and r["best_lr"] is not None]
-        single = [r for r in fam if parse_model_name(r["model"])["kind"] == "single"]
+        single = [r for r in fam if model_kind(r["model"]) == "single"]
         fam = single or fam
         if not fam:
             continue
@@ -454,14 +440,14 @@ def _lines_per_task(rows, output: Path, name: str, points, xlabel: str, title: s
 
 def plot_pretraining_steps(rows, output: Path) -> list[Path]:
     """Score vs pretraining step: intermediate checkpoints `<name>-<step>` plus the final `<name>` itself."""
-    bases = {parse_model_name(r["model"]).get("base_name") for r in rows} - {None}
+    bases = {p.run_name for r in rows if (p := names.try_parse_name(r["model"])) and p.step is not None}
 
     def points(r):
-        info = parse_model_name(r["model"])
-        if info["kind"] == "intermediate":
-            return info["base_name"], info["step"]
-        if info["kind"] == "single" and r["model"] in bases:
-            return r["model"], info["steps"]
+        p = names.try_parse_name(r["model"])
+        if p is not None and p.step is not None:
+            return p.run_name, p.step
+        if p is not None and p.kind == "single" and r["model"] in bases:
+            return r["model"], p.total_steps
         return None
 
     return _lines_per_task(rows, output, "pretraining_steps.png", points, "pretraining step (paper scale)",
@@ -497,14 +483,17 @@ def plot_learning_rates(rows, output: Path) -> list[Path]:
 
 def plot_pfs(rows, output: Path) -> list[Path]:
     """PFS: score vs share of CLM steps, one line per total budget (pure MLM40 = 0, pure CLM = 1 when present)."""
-    budgets = {parse_model_name(r["model"]).get("steps") for r in rows if parse_model_name(r["model"])["kind"] == "pfs"}
+    final = [p for r in rows if (p := names.try_parse_name(r["model"])) is not None and p.step is None]
+    budgets = {p.total_steps for p in final if p.kind == "pfs"}
 
     def points(r):
-        info = parse_model_name(r["model"])
-        if info["kind"] == "pfs" and info["objective"] == "mlm40":
-            return f"{info['size']} {info['steps'] // 1000}k", info["clm_steps"] / info["steps"]
-        if info["kind"] == "single" and info["steps"] in budgets and info["objective"] in ("clm", "mlm40"):
-            return f"{info['size']} {info['steps'] // 1000}k", 1.0 if info["objective"] == "clm" else 0.0
+        p = names.try_parse_name(r["model"])
+        if p is None or p.step is not None:
+            return None
+        if p.kind == "pfs" and p.objective_label == "mlm40":
+            return f"{p.size} {p.total_steps // 1000}k", p.switch_step / p.total_steps
+        if p.kind == "single" and p.total_steps in budgets and p.objective_label in ("clm", "mlm40"):
+            return f"{p.size} {p.total_steps // 1000}k", 1.0 if p.objective == "clm" else 0.0
         return None
 
     return _lines_per_task(rows, output, "pfs.png", points, "share of CLM steps (0 = MLM40 only, 1 = CLM only)",
@@ -516,8 +505,9 @@ def plot_pfs(rows, output: Path) -> list[Path]:
 def plot_cpt(rows, output: Path) -> list[Path]:
     """CPT: score vs total steps of MLM40 continued pretraining, one line per base objective."""
     def points(r):
-        info = parse_model_name(r["model"])
-        return (f"{info['size']} {info['base']} base", info["steps"]) if info["kind"] == "cpt" else None
+        p = names.try_parse_name(r["model"])
+        return (f"{p.size} {p.base} base", p.total_steps) if p is not None and p.kind == "cpt" and p.step is None \
+            else None
 
     return _lines_per_task(rows, output, "cpt.png", points, "total steps (base + CPT, paper scale)", "CPT curves",
                            "MLM40 continued pretraining from a decayed CLM or MLM40 base: mean test score (95% CI "

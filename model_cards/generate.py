@@ -38,7 +38,8 @@ from huggingface_hub import (
 )
 
 from core import artifacts
-from core.names import parse_name
+from core.names import ModelName, parse_name, try_parse_name
+from core.paths import is_hub_id
 from model_cards.public import LOCAL, without_local_paths
 from model_cards.results_dataset import (
     OFFLINE_DATA,
@@ -65,14 +66,10 @@ FAMILY_TASK_TYPES = {
     "QA": ("question-answering", "Extractive question answering"),
     "IR": ("sentence-similarity", "Retrieval"),
 }
-RUN_INFO_KEYS = ("name", "size", "objective", "mlm_probability", "steps", "pfs_switch_step", "cpt_base", "preset",
-                 "run_config", "training_args", "versions", "git_commit", "data", "tokens_seen")
-SUMMARY_COLUMNS = ("model", "task", "family", "metric", "best_lr", "n_seeds", "mean", "ci_low", "ci_high", "std",
-                   "n_diverged")
 # The card's hyperparameter tables: the settings that decide the weights (run_info's `run_config`), grouped. Keys
 # not listed land in "Other", so nothing recorded is hidden; run_info.json keeps the complete TrainingArguments.
 HYPERPARAMETER_GROUPS = (
-    ("Model", ("model_preset", "model_name_or_path", "tokenizer_name_or_path", "toy_vocab_size")),
+    ("Model", ("architecture", "model_name_or_path", "tokenizer_name_or_path", "toy_vocab_size")),
     ("Data", ("corpus_source", "corpus_name", "max_docs", "block_size", "epochs", "data_seed", "data_start_block",
               "global_batch_size", "per_device_train_batch_size", "gradient_accumulation_steps", "world_size")),
     ("Objective", ("objective", "mlm_probability", "mask_replace_prob", "random_replace_prob", "masking_seed",
@@ -83,7 +80,7 @@ HYPERPARAMETER_GROUPS = (
     ("Budgets and checkpoints", ("decay_branches", "branch_from", "intermediate_steps")),
     ("Continued pretraining", ("keep_optimizer_state",)),
 )
-SHOWN_ELSEWHERE = {"format", "data", "study_preset"}  # the Training table shows them
+SHOWN_ELSEWHERE = {"format", "data", "scale"}  # the Training table shows them
 MLM_ONLY = {"mlm_probability", "mask_replace_prob", "random_replace_prob", "masking_seed"}
 GENERATED_MARKER = "<!-- written by model_cards.generate: regenerate it rather than edit it -->"
 
@@ -95,40 +92,33 @@ def _objective_words(objective: str, ratio: int | None) -> str:
     return f"masked language modeling (MLM) with a {ratio}% masking ratio"
 
 
-def _parse(name: str) -> dict | None:
-    try:
-        return parse_name(name)
-    except ValueError:
-        return None
-
-
 def name_lines(name: str) -> list[str]:
     """One line per part of the name, for the card's "What the name means" list."""
     p = parse_name(name)
-    lines = [f"`{p['size']}`: model size, about {p['size'].upper()} parameters (SPEC size table)."]
-    if p["kind"] == "single":
-        lines.append(f"`{p['objective']}{p['ratio'] or ''}`: {_objective_words(p['objective'], p['ratio'])} "
+    lines = [f"`{p.size}`: model size, about {p.size.upper()} parameters (SPEC size table)."]
+    if p.kind == "single":
+        lines.append(f"`{p.objective}{p.ratio or ''}`: {_objective_words(p.objective, p.ratio)} "
                      "for the whole run.")
-    elif p["kind"] == "two_phase":
-        lines.append(f"`clm-{p['switch_step'] // 1000}k`: first phase, CLM for the first {p['switch_step']:,} steps.")
-        lines.append(f"`mlm{p['ratio']}`: second phase, {_objective_words('mlm', p['ratio'])} for the remaining "
-                     f"{p['total_steps'] - p['switch_step']:,} steps, in the same run (PFS: optimizer state, "
+    elif p.kind == "pfs":
+        lines.append(f"`clm-{p.switch_step // 1000}k`: first phase, CLM for the first {p.switch_step:,} steps.")
+        lines.append(f"`mlm{p.ratio}`: second phase, {_objective_words('mlm', p.ratio)} for the remaining "
+                     f"{p.total_steps - p.switch_step:,} steps, in the same run (PFS: optimizer state, "
                      "learning-rate schedule and data position carry over).")
     else:
-        base_ratio = int(p["base"][3:]) if p["base"] != "clm" else None
-        lines.append(f"`{p['base']}-dec{p['base_steps'] // 1000}k`: continued pretraining (CPT) starts from the "
-                     f"decayed {p['base_steps']:,}-step checkpoint `{_cpt_base_name(p)}` "
-                     f"({_objective_words(p['base'][:3], base_ratio)}).")
-        lines.append(f"`mlm{p['ratio']}`: CPT objective, {_objective_words('mlm', p['ratio'])} for "
-                     f"{p['total_steps'] - p['base_steps']:,} more steps.")
-    lines.append(f"`{p['total_steps'] // 1000}k`: {p['total_steps']:,} training steps in all (the paper's budget).")
-    if p["step"] is not None:
-        lines.append(f"`{p['step']}`: intermediate checkpoint saved at step {p['step']:,} of `{p['run_name']}`.")
+        base_ratio = int(p.base[3:]) if p.base != "clm" else None
+        lines.append(f"`{p.base}-dec{p.base_steps // 1000}k`: continued pretraining (CPT) starts from the "
+                     f"decayed {p.base_steps:,}-step checkpoint `{_cpt_base_name(p)}` "
+                     f"({_objective_words(p.base[:3], base_ratio)}).")
+        lines.append(f"`mlm{p.ratio}`: CPT objective, {_objective_words('mlm', p.ratio)} for "
+                     f"{p.total_steps - p.base_steps:,} more steps.")
+    lines.append(f"`{p.total_steps // 1000}k`: {p.total_steps:,} training steps in all (the paper's budget).")
+    if p.step is not None:
+        lines.append(f"`{p.step}`: intermediate checkpoint saved at step {p.step:,} of `{p.run_name}`.")
     return lines
 
 
-def _cpt_base_name(p: dict) -> str:
-    return f"{p['size']}-{p['base']}-{p['base_steps'] // 1000}k"
+def _cpt_base_name(p: ModelName) -> str:
+    return f"{p.size}-{p.base}-{p.base_steps // 1000}k"
 
 
 def describe_name(name: str) -> str:
@@ -144,19 +134,19 @@ def describe_name(name: str) -> str:
         ValueError: the name is outside the grammar.
     """
     p = parse_name(name)
-    head = f"{name}: a {p['size']} encoder"
-    if p["kind"] == "single":
-        body = f"trained for {p['total_steps']:,} steps with {_objective_words(p['objective'], p['ratio'])}"
-    elif p["kind"] == "two_phase":
-        body = (f"trained for {p['total_steps']:,} steps in two phases (PFS): CLM for the first "
-                f"{p['switch_step']:,} steps, then {_objective_words('mlm', p['ratio'])} for the remaining "
-                f"{p['total_steps'] - p['switch_step']:,}")
+    head = f"{name}: a {p.size} encoder"
+    if p.kind == "single":
+        body = f"trained for {p.total_steps:,} steps with {_objective_words(p.objective, p.ratio)}"
+    elif p.kind == "pfs":
+        body = (f"trained for {p.total_steps:,} steps in two phases (PFS): CLM for the first "
+                f"{p.switch_step:,} steps, then {_objective_words('mlm', p.ratio)} for the remaining "
+                f"{p.total_steps - p.switch_step:,}")
     else:
-        body = (f"made by continued pretraining (CPT) of the decayed {p['base_steps']:,}-step "
-                f"{p['base'].upper()} checkpoint with {_objective_words('mlm', p['ratio'])} for "
-                f"{p['total_steps'] - p['base_steps']:,} more steps ({p['total_steps']:,} in all)")
-    if p["step"] is not None:
-        return f"{head}, intermediate checkpoint at step {p['step']:,} of the run {p['run_name']}, which is {body}."
+        body = (f"made by continued pretraining (CPT) of the decayed {p.base_steps:,}-step "
+                f"{p.base.upper()} checkpoint with {_objective_words('mlm', p.ratio)} for "
+                f"{p.total_steps - p.base_steps:,} more steps ({p.total_steps:,} in all)")
+    if p.step is not None:
+        return f"{head}, intermediate checkpoint at step {p.step:,} of the run {p.run_name}, which is {body}."
     return f"{head} {body}."
 
 
@@ -169,8 +159,8 @@ def describe_run(name: str, info: dict, step: int | None) -> str:
     if info["cpt_base"] is not None:
         body = (f"made by continued pretraining (CPT) of `{info['cpt_base']}` with {_objective_words('mlm', ratio)} "
                 f"for {steps:,} steps")
-    elif info["pfs_switch_step"] is not None:
-        body = (f"trained for {steps:,} steps in two phases (PFS): CLM for the first {info['pfs_switch_step']:,} "
+    elif info["switch_step"] is not None:
+        body = (f"trained for {steps:,} steps in two phases (PFS): CLM for the first {info['switch_step']:,} "
                 f"steps, then {_objective_words('mlm', ratio)}")
     else:
         body = f"trained for {steps:,} steps with {_objective_words(info['objective'], ratio)}"
@@ -190,23 +180,23 @@ def checkpoint_name(checkpoint_dir: Path, info: dict) -> str:
     return info["name"]
 
 
-def _contradictions(p: dict, info: dict) -> list[str]:
-    """Where run_info.json tells another story than the name (steps may differ: toy presets keep paper names)."""
+def _contradictions(p: ModelName, info: dict) -> list[str]:
+    """Where run_info.json tells another story than the name (steps may differ: toy scales keep paper names)."""
     problems = []
-    if info["objective"] != p["objective"]:
-        problems.append(f"objective {info['objective']!r} (name says {p['objective']!r})")
-    if p["ratio"] is not None and not math.isclose(info["mlm_probability"] or 0, p["ratio"] / 100):
-        problems.append(f"mlm_probability {info['mlm_probability']} (name says {p['ratio']}%)")
-    if (info["pfs_switch_step"] is not None) != (p["kind"] == "two_phase"):
-        problems.append(f"pfs_switch_step {info['pfs_switch_step']} (name kind {p['kind']})")
-    if (info["cpt_base"] is not None) != (p["kind"] == "cpt"):
-        problems.append(f"cpt_base {info['cpt_base']} (name kind {p['kind']})")
-    elif p["kind"] == "cpt" and info["cpt_base"] != _cpt_base_name(p):
+    if info["objective"] != p.objective:
+        problems.append(f"objective {info['objective']!r} (name says {p.objective!r})")
+    if p.ratio is not None and not math.isclose(info["mlm_probability"] or 0, p.ratio / 100):
+        problems.append(f"mlm_probability {info['mlm_probability']} (name says {p.ratio}%)")
+    if (info["switch_step"] is not None) != (p.kind == "pfs"):
+        problems.append(f"switch_step {info['switch_step']} (name kind {p.kind})")
+    if (info["cpt_base"] is not None) != (p.kind == "cpt"):
+        problems.append(f"cpt_base {info['cpt_base']} (name kind {p.kind})")
+    elif p.kind == "cpt" and info["cpt_base"] != _cpt_base_name(p):
         problems.append(f"CPT base {info['cpt_base']!r} (name says {_cpt_base_name(p)!r})")
     return problems
 
 
-def resolve_name(checkpoint_dir: Path, info: dict, repo_id: str | None) -> tuple[str, dict | None, str | None]:
+def resolve_name(checkpoint_dir: Path, info: dict, repo_id: str | None) -> tuple[str, ModelName | None, str | None]:
     """(card name, its parsed grammar or None, a note when run_info's name belongs to another run).
 
     run_info's name is used when it is outside the grammar or tells the same story as run_info; a study name that
@@ -214,14 +204,14 @@ def resolve_name(checkpoint_dir: Path, info: dict, repo_id: str | None) -> tuple
     the repo's name (else the run folder's), which must not itself be a contradicted study name.
     """
     recorded = checkpoint_name(checkpoint_dir, info)
-    parsed = _parse(recorded)
+    parsed = try_parse_name(recorded)
     if parsed is None or not (problems := _contradictions(parsed, info)):
         return recorded, parsed, None
     step = _intermediate_step(checkpoint_dir)
     run_folder = checkpoint_dir.parent.parent if step is not None else checkpoint_dir
     own = repo_id.split("/")[-1] if repo_id else run_folder.name
     name = f"{own}-{step}" if step is not None and not own.endswith(f"-{step}") else own
-    own_parsed = _parse(name)
+    own_parsed = try_parse_name(name)
     if own_parsed is not None and (own_problems := _contradictions(own_parsed, info)):
         raise ValueError(f"{name} would name this checkpoint, but its run_info.json contradicts that study name: "
                          f"{'; '.join(own_problems)}; publish it under a name that says what it is (--repo-id)")
@@ -233,13 +223,10 @@ def resolve_name(checkpoint_dir: Path, info: dict, repo_id: str | None) -> tuple
 
 def load_run_info(checkpoint_dir: Path) -> dict:
     """Read and check `run_info.json` of a checkpoint folder (all contract keys present)."""
-    path = Path(checkpoint_dir) / artifacts.RUN_INFO_NAME
-    if not path.is_file():
+    info = artifacts.read_run_info(checkpoint_dir)
+    if info is None:
+        path = Path(checkpoint_dir) / artifacts.RUN_INFO_NAME
         raise FileNotFoundError(f"{path} not found: pass a checkpoint folder written by recipes/pretrain.py")
-    info = artifacts.read_json(path, "run info")
-    missing = [k for k in RUN_INFO_KEYS if k not in info]
-    if missing:
-        raise ValueError(f"{path} lacks {missing}: re-save the checkpoint with the current recipes/pretrain.py")
     return info
 
 
@@ -306,10 +293,6 @@ def pretraining_data(info: dict) -> tuple[list[str], str]:
             bundle = OFFLINE_DATA["pretraining_bundle"]
             parts.append(f"{bundle['name']} ({bundle['license']}), a stand-in for {bundle['stands_in_for']}")
             continue
-        from recipes.data import (
-            is_hub_id,  # how the recipes read corpus_source (it imports torch: only here)
-        )
-
         if is_hub_id(entry.partition(":")[0]):
             hub_id, _, config = entry.partition(":")
             config = config or info["run_config"].get("run_settings", {}).get("corpus_name")
@@ -334,8 +317,8 @@ def _base_model(info: dict, repo_id: str | None, override: str | None) -> tuple[
                              "(a run from scratch has no base model)")
         return None, None
     hub_id = override
-    base_parsed = _parse(base)
-    if hub_id is None and repo_id and base_parsed is not None and base_parsed["step"] is None:
+    base_parsed = try_parse_name(base)
+    if hub_id is None and repo_id and base_parsed is not None and base_parsed.step is None:
         hub_id = f"{repo_id.split('/')[0]}/{base}"
     where = f"[`{hub_id}`](https://huggingface.co/{hub_id})" if hub_id else f"`{base}` (not published under a known Hub id)"
     return hub_id, f"{role} {where}"
@@ -388,7 +371,7 @@ def read_summary(summary_csv: Path, model: str | None = None) -> list[dict]:
     """
     with open(summary_csv, newline="") as f:
         reader = csv.DictReader(f)
-        missing = [c for c in SUMMARY_COLUMNS if c not in (reader.fieldnames or [])]
+        missing = [c for c in artifacts.SUMMARY_COLUMNS if c not in (reader.fieldnames or [])]
         if missing:
             raise ValueError(f"{summary_csv} lacks columns {missing}: pass the summary.csv written by evaluation")
         rows = list(reader)
@@ -460,19 +443,19 @@ def _eval_results(rows: list[dict]) -> list[EvalResult]:
 
 
 # ---------------------------------------------------------------------------------------------- model card
-def _facts(info: dict, name: str, parsed: dict | None, params: tuple[int, int], data_text: str,
+def _facts(info: dict, name: str, parsed: ModelName | None, params: tuple[int, int], data_text: str,
            base_text: str | None) -> list[tuple[str, str]]:
     ratio = round(info["mlm_probability"] * 100) if info["objective"] == "mlm" else None
     steps = f"{info['steps']:,}"
-    if parsed is not None and info["preset"] != "paper":
-        paper = parsed["step"] or parsed["total_steps"] - (parsed["base_steps"] or 0)  # a CPT run trains the extra steps
+    if parsed is not None and info["scale"] != "paper":
+        paper = parsed.step or parsed.total_steps - (parsed.base_steps or 0)  # a CPT run trains the extra steps
         steps += f" (the paper's run: {paper:,})"
-    facts = [("preset", f"`{info['preset']}`" if info["preset"] else "none (not a study preset)"),
+    facts = [("scale", f"`{info['scale']}`" if info["scale"] else "none (not a study run)"),
              ("parameters", f"{_millions(params[0])} without the LM head ({_millions(params[1])} with it)"),
              ("objective (last phase)", _objective_words(info["objective"], ratio)),
              ("steps trained", steps), ("tokens seen", f"{info['tokens_seen']:,}")]
-    if info["pfs_switch_step"] is not None:
-        facts.append(("PFS switch", f"CLM until step {info['pfs_switch_step']:,}, then MLM"))
+    if info["switch_step"] is not None:
+        facts.append(("PFS switch", f"CLM until step {info['switch_step']:,}, then MLM"))
     if base_text:
         facts.append(("starting point", base_text))
     fingerprint = info["data"].get("fingerprint")
@@ -481,18 +464,18 @@ def _facts(info: dict, name: str, parsed: dict | None, params: tuple[int, int], 
     return facts
 
 
-def _disclaimer(info: dict, name: str, parsed: dict | None, params: tuple[int, int], data_text: str) -> str:
+def _disclaimer(info: dict, name: str, parsed: ModelName | None, params: tuple[int, int], data_text: str) -> str:
     """The first thing a card says when the checkpoint is not one of the paper's models."""
     trained = (f"{_millions(params[0])} parameters trained for {info['steps']:,} steps ({info['tokens_seen']:,} "
                f"tokens) on {data_text}")
-    if info["preset"] not in (None, "paper"):
+    if info["scale"] not in (None, "paper"):
         claim = (f"`{name}` is the name of the paper's run that this reproduces at toy scale, not a claim about "
                  "this checkpoint's size or budget. " if parsed else "")
-        return (f"> **Toy-scale reproduction (`{info['preset']}` preset), not a paper model.** {claim}This checkpoint "
+        return (f"> **Toy-scale reproduction (`{info['scale']}` scale), not a paper model.** {claim}This checkpoint "
                 f"has {trained}. Its scores are not comparable with the paper's.")
-    if info["preset"] is None and parsed is not None:
-        return (f"> **Not a study preset.** `{name}` names a run of the study, but this checkpoint was trained "
-                f"outside its presets: {trained}; `run_info.json` records its settings.")
+    if info["scale"] is None and parsed is not None:
+        return (f"> **Not a study run.** `{name}` names a run of the study, but this checkpoint was trained "
+                f"outside the study's scales: {trained}; `run_info.json` records its settings.")
     return ""
 
 
@@ -526,7 +509,7 @@ def _usage(name: str, repo_id: str | None, revision: str | None, causal: bool) -
 
 def _limitations(info: dict) -> list[str]:
     lines = []
-    if info["preset"] not in (None, "paper"):
+    if info["scale"] not in (None, "paper"):
         lines.append("Evaluation used the offline data bundle, with stand-ins where the paper's data is not in it "
                      "(marked in the evaluation table and the results dataset card), and toy fine-tuning budgets.")
     lines += [("English only; a pretrained backbone, not fine-tuned for any task: fine-tune it or pool its "

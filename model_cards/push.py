@@ -8,8 +8,8 @@
   of the same repo, one commit each. Files on a branch that the checkpoint no longer has are deleted in that commit,
   so every branch holds exactly the pushed folder (plus the Hub's `.gitattributes`).
 - `--results REPORT_DIR` (`evaluation.report`'s folder, `summary.csv`) with `--results-dir` (the per-run results
-  `evaluation.run` wrote; default `REPORT_DIR/results`; the study's layout is `study/<preset>/report` and
-  `study/<preset>/results`) becomes a dataset repo with its own card and `runs` / `predictions` / `summary`
+  `evaluation.run` wrote; default `REPORT_DIR/results`; the study's layout is `study/<study>/report` and
+  `study/<study>/results`) becomes a dataset repo with its own card and `runs` / `predictions` / `summary`
   configs (`model_cards.results_dataset`), and fills the evaluation table of the checkpoint cards.
 - Nothing published holds a local path: `run_info.json` and the result files are published with every path
   written `<local>/<last component>` (`model_cards.public`), and a planned file that still contains one of the
@@ -146,7 +146,7 @@ def resolve_results_dir(report_dir: Path, results_dir: Path | None) -> Path:
     results = Path(results_dir) if results_dir is not None else Path(report_dir) / "results"
     if not results.is_dir():
         raise PushError(f"no per-run results folder {results}: pass --results-dir (the --output of evaluation.run; "
-                        "for a study, study/<preset>/results)")
+                        "for a study, study/<study>/results)")
     return results
 
 
@@ -216,10 +216,7 @@ def write_dry_run(plans: list[RepoPlan], out_dir: Path) -> None:
     out_dir = Path(out_dir)
     if out_dir.exists() and any(out_dir.iterdir()):
         raise PushError(f"--dry-run folder {out_dir} is not empty: pass a new folder")
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    # Build in a sibling temp folder and rename at the end, so a failure leaves nothing half-written.
-    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}-", dir=out_dir.parent))
-    try:
+    with artifacts.atomic_directory(out_dir) as staging:  # a failure leaves nothing half-written
         for plan in plans:
             for path, source in plan.files.items():
                 target = staging / plan.folder / path
@@ -228,12 +225,6 @@ def write_dry_run(plans: list[RepoPlan], out_dir: Path) -> None:
                     target.write_bytes(source)
                 else:
                     shutil.copyfile(source, target)
-        if out_dir.exists():
-            out_dir.rmdir()
-        staging.rename(out_dir)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
 
 
 def resolve_token() -> str:
@@ -308,7 +299,7 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--results", type=Path, help="evaluation report folder (summary.csv, summary.md, figures)")
     parser.add_argument("--results-dir", type=Path,
                         help="per-run results of that report, evaluation.run's --output (default: REPORT_DIR/results; "
-                             "a study's: study/<preset>/results)")
+                             "a study's: study/<study>/results)")
     parser.add_argument("--results-repo-id", help="dataset repo for --results (default: <repo-id>-results)")
     parser.add_argument("--base-model", help="Hub id of the model a CPT run or decay branch started from "
                                              "(default for a study base: ORG/<base name>)")

@@ -14,18 +14,18 @@ from . import modeling_eurobert as _modeling
 from .configuration_eurobert import EuroBertClmMlmConfig
 from .modeling_eurobert import (
     AUTO_MAP,
-    EuroBertForCausalLM,
-    EuroBertForMaskedLM,
-    EuroBertForQuestionAnswering,
-    EuroBertForSequenceClassification,
-    EuroBertForTokenClassification,
-    EuroBertModel,
-    EuroBertPreTrainedModel,
+    EuroBertClmMlmForCausalLM,
+    EuroBertClmMlmForMaskedLM,
+    EuroBertClmMlmForQuestionAnswering,
+    EuroBertClmMlmForSequenceClassification,
+    EuroBertClmMlmForTokenClassification,
+    EuroBertClmMlmModel,
+    EuroBertClmMlmPreTrainedModel,
     pool,
 )
 
-PRESETS_DIR = Path(__file__).parent / "presets"
-PRESETS = ("tiny", "small", "210m", "610m", "1b")
+ARCHITECTURES_DIR = Path(__file__).parent / "architectures"
+ARCHITECTURES = ("tiny", "small", "210m", "610m", "1b")
 
 # One list of heads: the `auto_map` every checkpoint carries ("AutoModelForMaskedLM": "modeling_eurobert.X").
 AUTO_CLASSES = {
@@ -40,27 +40,27 @@ for _auto_class, _model_class in AUTO_CLASSES.items():
     _model_class.register_for_auto_class(_auto_class.__name__)
 
 
-def load_preset(name: str, **overrides) -> EuroBertClmMlmConfig:
-    """Load a committed architecture preset (`tiny`, `210m`, `610m`, `1b`), optionally overriding fields.
+def load_architecture(name: str, **overrides) -> EuroBertClmMlmConfig:
+    """Load a committed architecture (`tiny`, `210m`, `610m`, `1b`), optionally overriding fields.
 
     Raises:
-        ValueError: unknown preset name.
+        ValueError: unknown architecture name.
     """
-    if name not in PRESETS:
-        raise ValueError(f"unknown model preset {name!r}; choose one of {', '.join(PRESETS)}")
-    return EuroBertClmMlmConfig.from_pretrained(PRESETS_DIR / name, **overrides)
+    if name not in ARCHITECTURES:
+        raise ValueError(f"unknown architecture {name!r}; choose one of {', '.join(ARCHITECTURES)}")
+    return EuroBertClmMlmConfig.from_pretrained(ARCHITECTURES_DIR / name, **overrides)
 
 
 __all__ = [
     "EuroBertClmMlmConfig",
-    "EuroBertPreTrainedModel",
-    "EuroBertModel",
-    "EuroBertForMaskedLM",
-    "EuroBertForCausalLM",
-    "EuroBertForSequenceClassification",
-    "EuroBertForTokenClassification",
-    "EuroBertForQuestionAnswering",
-    "PRESETS",
-    "load_preset",
+    "EuroBertClmMlmPreTrainedModel",
+    "EuroBertClmMlmModel",
+    "EuroBertClmMlmForMaskedLM",
+    "EuroBertClmMlmForCausalLM",
+    "EuroBertClmMlmForSequenceClassification",
+    "EuroBertClmMlmForTokenClassification",
+    "EuroBertClmMlmForQuestionAnswering",
+    "ARCHITECTURES",
+    "load_architecture",
     "pool",
 ]

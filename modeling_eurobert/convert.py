@@ -1,4 +1,4 @@
-"""Turn a Llama-architecture causal LM (local dir or Hub id) into an `EuroBertForCausalLM` checkpoint, the start of
+"""Turn a Llama-architecture causal LM (local dir or Hub id) into an `EuroBertClmMlmForCausalLM` checkpoint, the start of
 MLM continued pretraining (CPT) from an existing decoder:
 
     python -m modeling_eurobert.convert meta-llama/Llama-3.2-1B out/llama-3.2-1b-eurobert
@@ -6,7 +6,7 @@ MLM continued pretraining (CPT) from an existing decoder:
         --pad-token "<|finetune_right_pad_id|>" --dtype bfloat16
 
 Parameter names are Llama's, so the weights load with no key mapping; the output is causal (`is_causal=True`) and
-loads unchanged into `EuroBertForMaskedLM` for MLM training.
+loads unchanged into `EuroBertClmMlmForMaskedLM` for MLM training.
 
 What the conversion changes, explicitly:
 - Tied embeddings (`tie_word_embeddings=True`, e.g. Llama-3.2-1B/3B) are untied: `lm_head` starts as a copy of the
@@ -28,21 +28,20 @@ written. The output appears only when complete: it is written to a temporary dir
 import argparse
 import json
 import logging
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 import torch
 from huggingface_hub.errors import StrictDataclassError
 from transformers import AutoTokenizer, LlamaConfig
 
-from . import EuroBertClmMlmConfig, EuroBertForCausalLM
+from core import artifacts
+
+from . import EuroBertClmMlmConfig, EuroBertClmMlmForCausalLM
 from .tokenizer_settings import configure_tokenizer
 
 SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3")
 WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin")
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 logger = logging.getLogger(__name__)
 
@@ -117,8 +116,8 @@ def check_source_files(source_dir: Path) -> None:
     """Raise when the weights or the tokenizer are missing (before anything is loaded)."""
     if not any(any(source_dir.glob(pattern)) for pattern in WEIGHT_PATTERNS):
         raise ConversionError(f"missing weights in {source_dir}: no *.safetensors or pytorch_model*.bin")
-    if not any((source_dir / name).is_file() for name in TOKENIZER_FILES):
-        raise ConversionError(f"missing tokenizer in {source_dir}: none of {', '.join(TOKENIZER_FILES)}")
+    if not any((source_dir / name).is_file() for name in artifacts.TOKENIZER_FILES):
+        raise ConversionError(f"missing tokenizer in {source_dir}: none of {', '.join(artifacts.TOKENIZER_FILES)}")
 
 
 def eurobert_config(llama: LlamaConfig, dtype: torch.dtype) -> EuroBertClmMlmConfig:
@@ -161,7 +160,7 @@ def set_special_tokens(tokenizer, mask_token: str, pad_token: str, eos_ids: set[
 
 
 @torch.no_grad()
-def init_added_rows(model: EuroBertForCausalLM, added_ids: list[int]) -> None:
+def init_added_rows(model: EuroBertClmMlmForCausalLM, added_ids: list[int]) -> None:
     """Resize to the tokenizer if needed and set every added token's rows to the mean of the source rows."""
     if not added_ids:
         return
@@ -174,9 +173,9 @@ def init_added_rows(model: EuroBertForCausalLM, added_ids: list[int]) -> None:
     logger.warning(f"added token ids {added_ids}, rows = mean of the source rows; vocab_size {model.config.vocab_size}")
 
 
-def load_weights(source_dir: Path, config: EuroBertClmMlmConfig, tied: bool) -> EuroBertForCausalLM:
-    """Load the Llama weights straight into EuroBertForCausalLM (same keys) and untie a tied LM head."""
-    model, info = EuroBertForCausalLM.from_pretrained(
+def load_weights(source_dir: Path, config: EuroBertClmMlmConfig, tied: bool) -> EuroBertClmMlmForCausalLM:
+    """Load the Llama weights straight into EuroBertClmMlmForCausalLM (same keys) and untie a tied LM head."""
+    model, info = EuroBertClmMlmForCausalLM.from_pretrained(
         source_dir, config=config, dtype=config.dtype, output_loading_info=True
     )
     # A tied checkpoint may omit lm_head.weight; anything else missing or extra means the mapping is wrong.
@@ -230,15 +229,9 @@ def convert(source: str, output: str | Path, mask_token: str = "<|mask|>", pad_t
     init_added_rows(model, added_ids)
     model.config.mask_token_id, model.config.pad_token_id = tokenizer.mask_token_id, tokenizer.pad_token_id
 
-    output.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent))
-    try:
+    with artifacts.atomic_directory(output) as staging:
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
-        staging.rename(output)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return output
 
 

@@ -9,7 +9,7 @@ weights and identical outputs: both models share Llama's parameter names, so onl
 (model_type "eurobert", native architectures, no auto_map, no `is_causal`). `classifier_pooling`, labels and token
 ids carry over; the tokenizer is copied when the checkpoint has one (`tokenizer_settings.configure_tokenizer`).
 
-Causal checkpoints (CLM runs, converted decoders: `is_causal: true` or `EuroBertForCausalLM`) are refused unless
+Causal checkpoints (CLM runs, converted decoders: `is_causal: true` or `EuroBertClmMlmForCausalLM`) are refused unless
 `--bidirectional` says to export them as a bidirectional encoder on purpose. Native EuroBERT is bidirectional only,
 so that is the one way they can run there, and the way the paper fine-tunes and evaluates CLM checkpoints (with our
 classes: `from_pretrained(dir, is_causal=False, trust_remote_code=True)`). A causal LM head becomes native
@@ -23,28 +23,27 @@ native default 128001, which is eos.
 
 import argparse
 import json
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 import transformers
 from transformers import AutoTokenizer, EuroBertConfig
+
+from core import artifacts
 
 from . import EuroBertClmMlmConfig
 from .tokenizer_settings import configure_tokenizer
 
 # Our head -> the native class with the same parameters and the same forward.
 NATIVE_CLASSES = {
-    "EuroBertModel": "EuroBertModel",
-    "EuroBertForMaskedLM": "EuroBertForMaskedLM",
-    "EuroBertForSequenceClassification": "EuroBertForSequenceClassification",
-    "EuroBertForTokenClassification": "EuroBertForTokenClassification",
+    "EuroBertClmMlmModel": "EuroBertModel",
+    "EuroBertClmMlmForMaskedLM": "EuroBertForMaskedLM",
+    "EuroBertClmMlmForSequenceClassification": "EuroBertForSequenceClassification",
+    "EuroBertClmMlmForTokenClassification": "EuroBertForTokenClassification",
 }
 # Keys of our config that the native one must not carry.
 DROPPED_KEYS = ("model_type", "architectures", "auto_map", "is_causal", "transformers_version")
 CAUSAL_RECORD = {"pretraining_attention": "causal"}  # written into the config of a --bidirectional export
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json")
 
 
 class ExportError(ValueError):
@@ -53,7 +52,7 @@ class ExportError(ValueError):
 
 def is_causal_checkpoint(raw: dict) -> bool:
     """A checkpoint whose saved attention is causal: a CLM run, a converted decoder, or a causal LM head."""
-    return bool(raw.get("is_causal")) or (raw.get("architectures") or [None])[0] == "EuroBertForCausalLM"
+    return bool(raw.get("is_causal")) or (raw.get("architectures") or [None])[0] == "EuroBertClmMlmForCausalLM"
 
 
 def check_exportable(raw: dict, bidirectional: bool = False) -> str:
@@ -69,8 +68,8 @@ def check_exportable(raw: dict, bidirectional: bool = False) -> str:
     if raw.get("model_type") != EuroBertClmMlmConfig.model_type:
         expected = EuroBertClmMlmConfig.model_type
         raise ExportError(f"model_type={raw.get('model_type')!r}; expected a {expected!r} checkpoint of this project")
-    architecture = (raw.get("architectures") or ["EuroBertModel"])[0]
-    if architecture == "EuroBertForQuestionAnswering":
+    architecture = (raw.get("architectures") or ["EuroBertClmMlmModel"])[0]
+    if architecture == "EuroBertClmMlmForQuestionAnswering":
         raise ExportError("native transformers EuroBERT has no question-answering head; export another head")
     if is_causal_checkpoint(raw) and not bidirectional:
         raise ExportError(
@@ -78,7 +77,7 @@ def check_exportable(raw: dict, bidirectional: bool = False) -> str:
             "converted decoder) and native EuroBERT is bidirectional only; pass --bidirectional to export it as a "
             "bidirectional encoder on purpose (how the paper fine-tunes CLM checkpoints)"
         )
-    if architecture not in NATIVE_CLASSES and architecture != "EuroBertForCausalLM":
+    if architecture not in NATIVE_CLASSES and architecture != "EuroBertClmMlmForCausalLM":
         supported = ", ".join(NATIVE_CLASSES)
         raise ExportError(f"architecture {architecture!r} has no native EuroBERT class; supported: {supported}")
     eos = raw.get("eos_token_id")
@@ -88,7 +87,7 @@ def check_exportable(raw: dict, bidirectional: bool = False) -> str:
             f"pad_token_id={raw['pad_token_id']} equals eos; the native embedding freezes the pad row "
             "(padding_idx), so set a distinct pad_token_id in config.json first"
         )
-    if architecture == "EuroBertForCausalLM":
+    if architecture == "EuroBertClmMlmForCausalLM":
         return "EuroBertForMaskedLM"  # same parameters: the native MLM head is the bidirectional LM head
     return NATIVE_CLASSES[architecture]
 
@@ -128,19 +127,13 @@ def export_native(checkpoint: str | Path, output: str | Path, bidirectional: boo
     )
     if any(info[key] for key in ("missing_keys", "unexpected_keys", "mismatched_keys")):
         raise ExportError(f"weights of {checkpoint} do not match {native_class.__name__}: {info}")
-    has_tokenizer = any((checkpoint / name).is_file() for name in TOKENIZER_FILES)
+    has_tokenizer = any((checkpoint / name).is_file() for name in artifacts.TOKENIZER_FILES)
 
-    output.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent))
-    try:
+    with artifacts.atomic_directory(output) as staging:
         model.save_pretrained(staging)
         if has_tokenizer:
             tokenizer = AutoTokenizer.from_pretrained(checkpoint)
             configure_tokenizer(tokenizer, raw.get("max_position_embeddings")).save_pretrained(staging)
-        staging.rename(output)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return output
 
 

@@ -4,9 +4,9 @@ Reference: Gisserot-Boukhlef, Boizard, Alves et al., "Should We Still Pretrain E
 Modeling?", ICLR 2026 (arXiv 2507.00994); architecture of EuroBERT (Boizard et al., 2025).
 
 How it differs from Llama (`transformers.LlamaForCausalLM`):
-- attention is causal or bidirectional, decided once in `EuroBertModel.forward` from `config.is_causal` or a
+- attention is causal or bidirectional, decided once in `EuroBertClmMlmModel.forward` from `config.is_causal` or a
   per-call `is_causal=` override; everything else (RMSNorm, RoPE rotate-half, SwiGLU, GQA, no biases, untied
-  embeddings) is Llama's, with Llama's parameter names, so a CLM checkpoint loads into `EuroBertForMaskedLM`
+  embeddings) is Llama's, with Llama's parameter names, so a CLM checkpoint loads into `EuroBertClmMlmForMaskedLM`
   unchanged and converted Llama decoders need no key mapping;
 - the embedding has no `padding_idx` (SPEC pitfall: a pad id equal to eos would freeze the document separator);
 - LM heads project only the positions that carry a label (`labels != -100`) when a loss is asked for: same loss
@@ -41,7 +41,7 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from .configuration_eurobert import EuroBertClmMlmConfig
 
 
-class EuroBertRMSNorm(nn.Module):
+class EuroBertClmMlmRMSNorm(nn.Module):
     def __init__(self, hidden_size: int, eps: float = 1e-5):
         super().__init__()
         self.weight = nn.Parameter(torch.ones(hidden_size))
@@ -56,7 +56,7 @@ class EuroBertRMSNorm(nn.Module):
         return self.weight * hidden_states.to(input_dtype)
 
 
-class EuroBertRotaryEmbedding(nn.Module):
+class EuroBertClmMlmRotaryEmbedding(nn.Module):
     def __init__(self, config: EuroBertClmMlmConfig):
         super().__init__()
         self.config = config
@@ -110,7 +110,7 @@ def eager_attention_forward(module, query, key, value, attention_mask, scaling, 
     return attn_output, attn_weights
 
 
-class EuroBertAttention(nn.Module):
+class EuroBertClmMlmAttention(nn.Module):
     def __init__(self, config: EuroBertClmMlmConfig, layer_idx: int):
         super().__init__()
         self.config = config
@@ -150,7 +150,7 @@ class EuroBertAttention(nn.Module):
         return self.o_proj(attn_output.reshape(*input_shape, -1).contiguous()), attn_weights
 
 
-class EuroBertMLP(nn.Module):
+class EuroBertClmMlmMLP(nn.Module):
     def __init__(self, config: EuroBertClmMlmConfig):
         super().__init__()
         self.gate_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=config.mlp_bias)
@@ -162,13 +162,13 @@ class EuroBertMLP(nn.Module):
         return self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))  # SwiGLU
 
 
-class EuroBertDecoderLayer(nn.Module):
+class EuroBertClmMlmDecoderLayer(nn.Module):
     def __init__(self, config: EuroBertClmMlmConfig, layer_idx: int):
         super().__init__()
-        self.self_attn = EuroBertAttention(config, layer_idx)
-        self.mlp = EuroBertMLP(config)
-        self.input_layernorm = EuroBertRMSNorm(config.hidden_size, eps=config.rms_norm_eps)
-        self.post_attention_layernorm = EuroBertRMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        self.self_attn = EuroBertClmMlmAttention(config, layer_idx)
+        self.mlp = EuroBertClmMlmMLP(config)
+        self.input_layernorm = EuroBertClmMlmRMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        self.post_attention_layernorm = EuroBertClmMlmRMSNorm(config.hidden_size, eps=config.rms_norm_eps)
 
     def forward(self, hidden_states, position_embeddings, attention_mask, is_causal: bool, **kwargs):
         attn_output, _ = self.self_attn(
@@ -178,12 +178,12 @@ class EuroBertDecoderLayer(nn.Module):
         return hidden_states + self.mlp(self.post_attention_layernorm(hidden_states))
 
 
-class EuroBertPreTrainedModel(PreTrainedModel):
+class EuroBertClmMlmPreTrainedModel(PreTrainedModel):
     config_class = EuroBertClmMlmConfig
     config: EuroBertClmMlmConfig
     base_model_prefix = "model"
     supports_gradient_checkpointing = True
-    _no_split_modules = ["EuroBertDecoderLayer"]
+    _no_split_modules = ["EuroBertClmMlmDecoderLayer"]
     _supports_sdpa = True
     _supports_flash_attn = True
     _supports_flex_attn = False
@@ -199,13 +199,13 @@ class EuroBertPreTrainedModel(PreTrainedModel):
         return super().save_pretrained(save_directory, *args, **kwargs)
 
 
-class EuroBertModel(EuroBertPreTrainedModel):
+class EuroBertClmMlmModel(EuroBertClmMlmPreTrainedModel):
     def __init__(self, config: EuroBertClmMlmConfig):
         super().__init__(config)
         self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)  # no padding_idx, on purpose
-        self.layers = nn.ModuleList([EuroBertDecoderLayer(config, i) for i in range(config.num_hidden_layers)])
-        self.norm = EuroBertRMSNorm(config.hidden_size, eps=config.rms_norm_eps)
-        self.rotary_emb = EuroBertRotaryEmbedding(config)
+        self.layers = nn.ModuleList([EuroBertClmMlmDecoderLayer(config, i) for i in range(config.num_hidden_layers)])
+        self.norm = EuroBertClmMlmRMSNorm(config.hidden_size, eps=config.rms_norm_eps)
+        self.rotary_emb = EuroBertClmMlmRotaryEmbedding(config)
         self.gradient_checkpointing = False
         self.post_init()
 
@@ -290,7 +290,7 @@ def labelled_positions_loss(hidden_states, lm_head, labels, shift: bool, num_ite
     return loss / denominator
 
 
-class EuroBertForMaskedLM(EuroBertPreTrainedModel):
+class EuroBertClmMlmForMaskedLM(EuroBertClmMlmPreTrainedModel):
     """MLM head. With `labels`, only labelled positions are projected and `logits` is None (memory); without
     labels, full logits are returned. Loads CLM checkpoints unchanged (same keys).
 
@@ -307,7 +307,7 @@ class EuroBertForMaskedLM(EuroBertPreTrainedModel):
         # (a CLM checkpoint loaded here and saved becomes a bidirectional MLM checkpoint).
         config.is_causal = self._shift_labels
         super().__init__(config)
-        self.model = EuroBertModel(config)
+        self.model = EuroBertClmMlmModel(config)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         self.post_init()
 
@@ -330,9 +330,9 @@ class EuroBertForMaskedLM(EuroBertPreTrainedModel):
         return output_class(loss=loss, logits=None)
 
 
-class EuroBertForCausalLM(EuroBertForMaskedLM):
+class EuroBertClmMlmForCausalLM(EuroBertClmMlmForMaskedLM):
     """CLM head: causal attention and next-token labels, whatever `config.is_causal` says. Same parameters as
-    `EuroBertForMaskedLM`; `labels` are the input ids (shifted inside, as in `LlamaForCausalLM`)."""
+    `EuroBertClmMlmForMaskedLM`; `labels` are the input ids (shifted inside, as in `LlamaForCausalLM`)."""
 
     _shift_labels = True
 
@@ -350,11 +350,11 @@ def pool(hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, metho
     raise ValueError(f"unknown pooling {method!r}; use 'bos' or 'mean'")
 
 
-class EuroBertForSequenceClassification(EuroBertPreTrainedModel):
+class EuroBertClmMlmForSequenceClassification(EuroBertClmMlmPreTrainedModel):
     def __init__(self, config: EuroBertClmMlmConfig):
         super().__init__(config)
         self.num_labels = config.num_labels
-        self.model = EuroBertModel(config)
+        self.model = EuroBertClmMlmModel(config)
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.activation = nn.GELU()
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
@@ -373,11 +373,11 @@ class EuroBertForSequenceClassification(EuroBertPreTrainedModel):
         return SequenceClassifierOutput(loss=loss, logits=logits)
 
 
-class EuroBertForTokenClassification(EuroBertPreTrainedModel):
+class EuroBertClmMlmForTokenClassification(EuroBertClmMlmPreTrainedModel):
     def __init__(self, config: EuroBertClmMlmConfig):
         super().__init__(config)
         self.num_labels = config.num_labels
-        self.model = EuroBertModel(config)
+        self.model = EuroBertClmMlmModel(config)
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
@@ -391,12 +391,12 @@ class EuroBertForTokenClassification(EuroBertPreTrainedModel):
         return TokenClassifierOutput(loss=loss, logits=logits)
 
 
-class EuroBertForQuestionAnswering(EuroBertPreTrainedModel):
+class EuroBertClmMlmForQuestionAnswering(EuroBertClmMlmPreTrainedModel):
     """Extractive QA as two-label token classification: a start and an end logit per token (SPEC)."""
 
     def __init__(self, config: EuroBertClmMlmConfig):
         super().__init__(config)
-        self.model = EuroBertModel(config)
+        self.model = EuroBertClmMlmModel(config)
         self.qa_outputs = nn.Linear(config.hidden_size, 2)
         self.post_init()
 
@@ -412,21 +412,21 @@ class EuroBertForQuestionAnswering(EuroBertPreTrainedModel):
 
 AUTO_MAP = {
     "AutoConfig": "configuration_eurobert.EuroBertClmMlmConfig",
-    "AutoModel": "modeling_eurobert.EuroBertModel",
-    "AutoModelForMaskedLM": "modeling_eurobert.EuroBertForMaskedLM",
-    "AutoModelForCausalLM": "modeling_eurobert.EuroBertForCausalLM",
-    "AutoModelForSequenceClassification": "modeling_eurobert.EuroBertForSequenceClassification",
-    "AutoModelForTokenClassification": "modeling_eurobert.EuroBertForTokenClassification",
-    "AutoModelForQuestionAnswering": "modeling_eurobert.EuroBertForQuestionAnswering",
+    "AutoModel": "modeling_eurobert.EuroBertClmMlmModel",
+    "AutoModelForMaskedLM": "modeling_eurobert.EuroBertClmMlmForMaskedLM",
+    "AutoModelForCausalLM": "modeling_eurobert.EuroBertClmMlmForCausalLM",
+    "AutoModelForSequenceClassification": "modeling_eurobert.EuroBertClmMlmForSequenceClassification",
+    "AutoModelForTokenClassification": "modeling_eurobert.EuroBertClmMlmForTokenClassification",
+    "AutoModelForQuestionAnswering": "modeling_eurobert.EuroBertClmMlmForQuestionAnswering",
 }
 
 __all__ = [
-    "EuroBertPreTrainedModel",
-    "EuroBertModel",
-    "EuroBertForMaskedLM",
-    "EuroBertForCausalLM",
-    "EuroBertForSequenceClassification",
-    "EuroBertForTokenClassification",
-    "EuroBertForQuestionAnswering",
+    "EuroBertClmMlmPreTrainedModel",
+    "EuroBertClmMlmModel",
+    "EuroBertClmMlmForMaskedLM",
+    "EuroBertClmMlmForCausalLM",
+    "EuroBertClmMlmForSequenceClassification",
+    "EuroBertClmMlmForTokenClassification",
+    "EuroBertClmMlmForQuestionAnswering",
     "pool",
 ]

@@ -8,7 +8,7 @@ From any decoder: convert it, then continue with MLM 40% (its own warmup and dec
         --tokenizer_name_or_path out/llama-3.2-1b-eurobert --config recipes/configs/paper/610m-clm-dec42k-mlm40-44k.yaml \
         --output_dir out/llama-3.2-1b-mlm40-cpt
 CPU smoke run on top of the debug run:
-    python recipes/cpt.py --config recipes/configs/debug.yaml --model_preset null --model_name_or_path out/debug \
+    python recipes/cpt.py --config recipes/configs/debug.yaml --architecture null --model_name_or_path out/debug \
         --switch_step null --max_steps 10 --output_dir out/debug-cpt
 
 The tokenizer is the base model's own unless `--tokenizer_name_or_path` names one with the same ids (checked).

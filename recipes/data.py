@@ -3,7 +3,7 @@
 Every objective reads the same blocks in the same order; only the collator changes. The pipeline:
 
     corpus = load_corpus("bundle")                            # or a local path, or "HuggingFaceFW/fineweb-edu"
-    tokenizer = train_toy_tokenizer(corpus, 8192, out_dir)    # toy presets; paper: load_tokenizer(path, "mlm")
+    tokenizer = train_toy_tokenizer(corpus, 8192, out_dir)    # toy scales; paper: load_tokenizer(path, "mlm")
     blocks = build_packed_dataset(tokenizer, corpus, block_size=2048, data_seed=0, cache_dir="cache/")
     collator = PretrainingCollator("mlm", tokenizer, mlm_probability=0.4)
     batch = collator([blocks[0], blocks[1]])                  # {"input_ids", "labels"}, LongTensor (2, 2048)
@@ -58,12 +58,12 @@ from tokenizers import (
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 from core import artifacts
-from core.paths import resolve_data_dir
+from core.paths import is_hub_id, looks_like_path, resolve_data_dir
 from modeling_eurobert.tokenizer_settings import configure_tokenizer
 
 logger = logging.getLogger(__name__)
 
-FINEWEB_EDU = ("HuggingFaceFW/fineweb-edu", "sample-350BT")  # the paper preset's corpus (docs/protocol.md)
+FINEWEB_EDU = ("HuggingFaceFW/fineweb-edu", "sample-350BT")  # the paper scale's corpus (docs/protocol.md)
 BUNDLE_CORPUS = Path("pretrain") / "enwiki"  # offline stand-in, relative to the data bundle
 OBJECTIVES = ("clm", "mlm")
 BOS, EOS, MASK, PAD = "<|begin_of_text|>", "<|end_of_text|>", "<|mask|>", "<|pad|>"
@@ -77,7 +77,6 @@ LLAMA3_SPLIT_PATTERN = (
     r"|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
 _BUILDERS = {".jsonl": "json", ".json": "json", ".txt": "text"}
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json")
 PACKING_VERSION = 1  # bump when the packed layout changes, so old caches are not reused
 _BLANK_CHECK_DOCS = 10_000  # documents read to refuse an all-blank corpus before tokenizing it
 _BLOCKS_PER_WRITE = 1024  # rows per arrow record batch when writing packed blocks (bounded memory)
@@ -107,7 +106,7 @@ def load_corpus(
     """
     if source == "bundle":
         files = [resolve_data_dir(data_dir) / BUNDLE_CORPUS / f"{split}.jsonl.gz"]
-    elif _looks_like_path(source):
+    elif looks_like_path(source):
         files = _local_corpus_files(Path(source).expanduser(), split)
     else:
         try:
@@ -148,17 +147,6 @@ def load_corpora(sources: str, data_dir=None, split: str = "train", name: str | 
     return corpora[0] if len(corpora) == 1 else datasets.concatenate_datasets(corpora)
 
 
-def is_hub_id(source: str) -> bool:
-    """A corpus source that names a Hub dataset (not "bundle", not a local path)."""
-    return source != "bundle" and not _looks_like_path(source)
-
-
-def _looks_like_path(source: str) -> bool:
-    """A Hub id is "owner/name"; anything that exists, is absolute/relative-looking or has a file suffix is a path."""
-    path = Path(source).expanduser()
-    return path.exists() or source.startswith((".", "/", "~")) or source.count("/") != 1 or bool(path.suffix)
-
-
 def _corpus_suffix(path: Path) -> str:
     """The format suffix of a corpus file, ignoring a trailing .gz; '' when unsupported."""
     suffixes = [s for s in path.suffixes if s != ".gz"]
@@ -196,7 +184,7 @@ def _only_text(corpus: datasets.Dataset, source: str) -> datasets.Dataset:
 def train_toy_tokenizer(
     corpus: datasets.Dataset, vocab_size: int, output_dir: str | os.PathLike
 ) -> PreTrainedTokenizerFast:
-    """Train the toy presets' byte-level BPE on `corpus` and save it to `output_dir`.
+    """Train the toy scales' byte-level BPE on `corpus` and save it to `output_dir`.
 
     Same special-token roles as the paper's Llama-3 tokenizer, at ids bos 0, eos 1, mask 2, pad 3. Deterministic:
     the same corpus and vocab size give a byte-identical tokenizer.json. The tokenizer adds no bos/eos itself
@@ -261,7 +249,7 @@ def _text_batches(corpus: datasets.Dataset, batch_size: int = 1000) -> Iterator[
 def load_tokenizer(name_or_path: str | os.PathLike, objective: str | None = None) -> PreTrainedTokenizerBase:
     """Load a fast tokenizer for pretraining and check it has the tokens the objective needs.
 
-    Paper presets: the Llama-3 tokenizer with `<|mask|>` = 128002 (e.g. EuroBERT's), by local path or Hub id.
+    Paper scale: the Llama-3 tokenizer with `<|mask|>` = 128002 (e.g. EuroBERT's), by local path or Hub id.
     If the tokenizer has no mask token but its vocabulary holds `<|mask|>`, that becomes the mask token. If it has
     no pad token, or pads with eos (SPEC pitfall), pad becomes the first of `PAD_CANDIDATES` in the vocabulary
     (`<|pad|>`, `<|finetune_right_pad_id|>`, `<|reserved_special_token_1|>`), and the change is logged.
@@ -276,8 +264,8 @@ def load_tokenizer(name_or_path: str | os.PathLike, objective: str | None = None
     if objective is not None and objective not in OBJECTIVES:
         raise ValueError(f"objective={objective!r} is unknown; use one of {OBJECTIVES}")
     source = artifacts.local_or_hub(name_or_path, "tokenizer")
-    if Path(source).is_dir() and not any((Path(source) / name).is_file() for name in TOKENIZER_FILES):
-        raise ValueError(f"{source} holds no tokenizer ({' / '.join(TOKENIZER_FILES)}); pass --tokenizer_name_or_path")
+    if Path(source).is_dir() and not any((Path(source) / name).is_file() for name in artifacts.TOKENIZER_FILES):
+        raise ValueError(f"{source} holds no tokenizer ({' / '.join(artifacts.TOKENIZER_FILES)}); pass --tokenizer_name_or_path")
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
     except (OSError, ValueError) as error:
@@ -467,8 +455,9 @@ def _write_packed_blocks(tokenized: datasets.Dataset, block_size: int, data_seed
             "stream_index": datasets.Value("int64"),
         }
     )
-    tmp_path = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-    with datasets.arrow_writer.ArrowWriter(features=features, path=str(tmp_path)) as writer:
+    # a killed build never leaves a half-written cache behind
+    with artifacts.atomic_file(path) as tmp_path, \
+            datasets.arrow_writer.ArrowWriter(features=features, path=str(tmp_path)) as writer:
         for first in range(0, num_blocks, _BLOCKS_PER_WRITE):
             stream_index = order[first : first + _BLOCKS_PER_WRITE]
             rows = np.stack([_read_span(pieces, starts, i * block_size, block_size) for i in stream_index])
@@ -481,7 +470,6 @@ def _write_packed_blocks(tokenized: datasets.Dataset, block_size: int, data_seed
             )
             writer.write_table(table)
         writer.finalize()
-    os.replace(tmp_path, path)  # a killed build never leaves a half-written cache behind
     logger.info("packed %d tokens into %d blocks of %d (%s)", starts[-1], num_blocks, block_size, path.name)
 
 

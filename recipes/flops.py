@@ -17,7 +17,7 @@ import copy
 
 import torch
 
-from modeling_eurobert import EuroBertModel
+from modeling_eurobert import EuroBertClmMlmModel
 
 BF16_PEAK_FLOPS = {"H100": 989e12, "A100": 312e12, "H200": 989e12, "MI250X": 383e12}  # dense bf16 spec, SXM parts
 
@@ -31,7 +31,7 @@ def training_flops_per_token(config, block_size: int, projected_share: float) ->
         projected_share: share of tokens the LM head projects (CLM 1.0, MLM the masking ratio).
     """
     with torch.device("meta"):  # count parameters without allocating them
-        body = sum(p.numel() for p in EuroBertModel(copy.deepcopy(config)).parameters())
+        body = sum(p.numel() for p in EuroBertClmMlmModel(copy.deepcopy(config)).parameters())
     body -= config.vocab_size * config.hidden_size  # the input embedding does no matmul
     attention = 12 * config.num_hidden_layers * block_size * config.hidden_size
     return 6 * body + attention + 6 * config.hidden_size * config.vocab_size * projected_share
@@ -45,7 +45,7 @@ def bf16_peak_flops(device_name: str) -> float | None:
 
 # MFU (spec peak) of `recipes/pretrain.py`-shaped training measured on one H200 (torch 2.11 + CUDA 13, bf16, sdpa,
 # fused AdamW, seq 2048, MLM 40%, every decoder layer compiled, micro-batch 16): 46.8% (210m) and 57.7% (610m) of
-# the matmul peak measured in the same process (about 780 TFLOP/s), times 780 / 989. The 1b preset is unmeasured:
+# the matmul peak measured in the same process (about 780 TFLOP/s), times 780 / 989. The 1b architecture is unmeasured:
 # it takes the 610m figure. The paper plan's default; `--mfu` overrides it.
 MEASURED_PEAK_H200 = 780e12
 MEASURED_MFU = {"210m": 0.468 * MEASURED_PEAK_H200 / BF16_PEAK_FLOPS["H200"],

@@ -32,16 +32,16 @@ def heldout_losses(model_dir: str | Path, blocks, tokenizer, mlm_probability: fl
     """Mean per-token CLM and MLM losses of one checkpoint on `blocks` (a packed dataset).
 
     Args:
-        model_dir: a checkpoint directory (loaded with `EuroBertForMaskedLM`; CLM checkpoints load unchanged).
+        model_dir: a checkpoint directory (loaded with `EuroBertClmMlmForMaskedLM`; CLM checkpoints load unchanged).
         blocks: packed blocks ("input_ids", "block_index").
         tokenizer: the tokenizer the blocks were packed with (its mask token is used).
         mlm_probability: masking ratio of the MLM loss.
         batch_size: blocks per forward pass.
         masking_seed: seed of the per-block masks (the same masks for every model).
     """
-    from modeling_eurobert import EuroBertForMaskedLM
+    from modeling_eurobert import EuroBertClmMlmForMaskedLM
 
-    model = EuroBertForMaskedLM.from_pretrained(str(model_dir), dtype=torch.float32).eval()
+    model = EuroBertClmMlmForMaskedLM.from_pretrained(str(model_dir), dtype=torch.float32).eval()
     clm = data.PretrainingCollator("clm", tokenizer)
     mlm = data.PretrainingCollator("mlm", tokenizer, mlm_probability=mlm_probability, seed=masking_seed)
     totals = {"clm": [0.0, 0], "mlm": [0.0, 0]}
@@ -74,7 +74,7 @@ def score_checkpoints(models: list[str | Path], tokenizer_dir: str | Path, block
     blocks = heldout_blocks(tokenizer, block_size, n_blocks, cache_dir, data_dir)
     rows = []
     for model in models:
-        info = artifacts.read_json(Path(model) / artifacts.RUN_INFO_NAME, "run info")
+        info = artifacts.read_run_info(model)
         run, _, step = info["name"].rpartition("-")
         paper_steps = int(step) if step.isdigit() and Path(model).parent.name == artifacts.INTERMEDIATE_DIR else None
         losses = heldout_losses(model, blocks, tokenizer, mlm_probability)
@@ -89,7 +89,7 @@ def _final_step(info: dict) -> int:
     from core import names
 
     try:
-        return names.parse_name(info["name"])["total_steps"]
+        return names.parse_name(info["name"]).total_steps
     except ValueError:
         return info["steps"]
 

@@ -2,11 +2,11 @@
 
 Each name follows the model-card grammar (SPEC): `<size>-<objective>[ratio]-<steps>`, two-phase
 `<size>-clm-<k1>-mlm40-<total>`, CPT `<size>-<base>-dec<steps>-mlm40-<total>`, intermediate `<name>-<step>`.
-`recipes(preset)` returns every model's `Recipe`; `run_config(recipe, preset)` the YAML settings that reproduce it.
+`recipes(scale)` returns every model's `Recipe`; `run_config(recipe, scale)` the YAML settings that reproduce it.
 
 Presets: `paper` (SPEC's numbers), `mini` (tiny model, steps / 40, 128-token blocks, the whole bundle corpus: the
 mini study), `toy` (tiny model, steps / 100, 128-token blocks) and `smoke` (tiny model, steps / 200, 64-token
-blocks: every run of the study in minutes on a CPU). Same structure at every preset.
+blocks: every run of the study in minutes on a CPU). Same structure at every scale.
 
 Inferred choices (configurable in the YAML):
 - the 12k/22k budgets are 2k-step decay branches of the 42k stable run (`branch_from`), which keeps checkpoints at
@@ -17,9 +17,9 @@ Inferred choices (configurable in the YAML):
   base run consumed.
 - weight decay on every parameter (`weight_decay_scope: all`), as the original's single AdamW group.
 Paper configs also set GPU speed settings that leave the losses unchanged (`compile: regional`, and
-`mlm_fixed_shape: true` for MLM runs); toy presets, meant for CPUs, run eager.
+`mlm_fixed_shape: true` for MLM runs); toy scales, meant for CPUs, run eager.
 
-Write the YAML files: `python -m recipes.manifest --write-configs paper mini mini-gpu toy smoke` (-> recipes/configs/<preset>/).
+Write the YAML files: `python -m recipes.manifest --write-configs paper mini mini-gpu toy smoke` (-> recipes/configs/<scale>/).
 """
 
 import argparse
@@ -37,15 +37,15 @@ BUDGETS = (12_000, 22_000, 42_000)
 PFS_SWITCHES = {12_000: (3_000, 6_000, 9_000), 22_000: (5_000, 11_000, 17_000), 42_000: (10_000, 21_000, 32_000)}
 DECAY_ONLY_SWITCH = 40_000  # 610m-clm-40k-mlm{p}-42k: CLM, then MLM during the decay only
 CPT_EXTRA = (2_000, 12_000, 22_000)
-# FineWeb-Edu config of the paper preset: the 42k runs read 99B tokens and the longest CPT 151B (42k + 22k steps x
+# FineWeb-Edu config of the paper scale: the 42k runs read 99B tokens and the longest CPT 151B (42k + 22k steps x
 # 2.36M); a Llama-3 tokenisation of sample-100BT (100B GPT-2 tokens) falls short, sample-350BT does not.
 PAPER_CORPUS_CONFIG = "sample-350BT"
 CPT_WARMUP_SHARE = 0.01  # Optimus's pct_start default, which its resume path (CPT) uses
 INTERMEDIATE_STEPS = (1_000, 2_000, 5_000, 10_000, 20_000, 40_000)
 CONFIGS_DIR = Path(__file__).parent / "configs"
 
-# scale: paper steps are divided by `step_divisor`; toy presets use the tiny model and the bundle corpus.
-PRESETS = {
+# scale: paper steps are divided by `step_divisor`; toy scales use the tiny model and the bundle corpus.
+SCALES = {
     "paper": {"step_divisor": 1, "model": None, "block_size": 2048, "per_device_train_batch_size": 8,
               "gradient_accumulation_steps": 18, "global_batch_size": 1152},
     "toy": {"step_divisor": 100, "model": "tiny", "block_size": 128, "per_device_train_batch_size": 16,
@@ -67,7 +67,7 @@ PRESETS = {
 
 @dataclass(frozen=True)
 class Recipe:
-    """How one released model is trained (paper-scale steps; `scaled` gives a toy preset's).
+    """How one released model is trained (paper-scale steps; `scaled` gives a toy scale's).
 
     Attributes:
         name: released name.
@@ -102,24 +102,24 @@ def _stable_name(size: str, objective: str) -> str:
     return f"{size}-{objective}-42k"
 
 
-def parse_name(name: str) -> Recipe:
+def recipe_of(name: str) -> Recipe:
     """Recipe of a released model name (paper scale). Raises ValueError on a name outside the grammar or the
     study's sizes (the grammar itself is `core.names`)."""
     p = names.parse_name(name)
-    if p["size"] not in SIZES:
-        raise ValueError(f"{name!r}: size {p['size']} is not one of the study's {SIZES}")
-    size, ratio = p["size"], (p["ratio"] / 100 if p["ratio"] else None)
-    if p["step"] is not None:  # intermediate checkpoint of a 42k run
-        parent = parse_name(p["run_name"])
-        return Recipe(name, size, parent.objective, parent.mlm_probability, p["step"], intermediate_of=parent.name)
-    if p["kind"] == "cpt":
-        extra = p["total_steps"] - p["base_steps"]
-        return Recipe(name, size, "mlm", ratio, extra, cpt_base=_stable_name(size, p["base"]))
-    if p["kind"] == "two_phase":
-        return Recipe(name, size, "mlm", ratio, p["total_steps"], switch_step=p["switch_step"])
-    steps = p["total_steps"]
-    branch_from = _stable_name(size, names.objective_label(p)) if steps < TOTAL else None
-    return Recipe(name, size, p["objective"], ratio, steps, branch_from=branch_from)
+    if p.size not in SIZES:
+        raise ValueError(f"{name!r}: size {p.size} is not one of the study's {SIZES}")
+    size, ratio = p.size, (p.ratio / 100 if p.ratio else None)
+    if p.step is not None:  # intermediate checkpoint of a 42k run
+        parent = recipe_of(p.run_name)
+        return Recipe(name, size, parent.objective, parent.mlm_probability, p.step, intermediate_of=parent.name)
+    if p.kind == "cpt":
+        extra = p.total_steps - p.base_steps
+        return Recipe(name, size, "mlm", ratio, extra, cpt_base=_stable_name(size, p.base))
+    if p.kind == "pfs":
+        return Recipe(name, size, "mlm", ratio, p.total_steps, switch_step=p.switch_step)
+    steps = p.total_steps
+    branch_from = _stable_name(size, p.objective_label) if steps < TOTAL else None
+    return Recipe(name, size, p.objective, ratio, steps, branch_from=branch_from)
 
 
 def model_names() -> list[str]:
@@ -138,7 +138,7 @@ def intermediate_names() -> list[str]:
 
 def recipes() -> dict[str, Recipe]:
     """Every model (38 + 12 intermediate) at paper scale; stable 42k runs list the budgets that branch off them."""
-    table = {name: parse_name(name) for name in model_names() + intermediate_names()}
+    table = {name: recipe_of(name) for name in model_names() + intermediate_names()}
     for recipe in list(table.values()):
         if recipe.branch_from:
             stable = table[recipe.branch_from]
@@ -150,20 +150,40 @@ def _replace(recipe: Recipe, **changes) -> Recipe:
     return Recipe(**{**recipe.__dict__, **changes})
 
 
-def run_config(recipe: Recipe, preset: str) -> dict:
-    """YAML settings (run settings + TrainingArguments) reproducing `recipe` at `preset`.
+def training_order(names) -> list[Recipe]:
+    """The recipes to train for `names`, prerequisites first (stable runs before their decay branches, CPT bases
+    before CPT runs). Intermediate checkpoints are saved by their parent run and are not trained alone."""
+    table, order = recipes(), []
+
+    def visit(name):
+        recipe = table[name]
+        for needed in (recipe.branch_from, recipe.cpt_base, recipe.intermediate_of):
+            if needed:
+                visit(needed)
+        if not recipe.intermediate_of and recipe not in order:
+            order.append(recipe)
+
+    for name in names:
+        if name not in table:
+            raise ValueError(f"{name!r} is not one of the study's models; see `python -m recipes.manifest --list`")
+        visit(name)
+    return order
+
+
+def run_config(recipe: Recipe, scale: str) -> dict:
+    """YAML settings (run settings + TrainingArguments) reproducing `recipe` at `scale`.
 
     Raises:
-        ValueError: unknown preset, or an intermediate checkpoint (saved by its parent run, not trained alone).
+        ValueError: unknown scale, or an intermediate checkpoint (saved by its parent run, not trained alone).
     """
-    if preset not in PRESETS:
-        raise ValueError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
+    if scale not in SCALES:
+        raise ValueError(f"unknown scale {scale!r}; choose one of {', '.join(SCALES)}")
     if recipe.intermediate_of:
         raise ValueError(f"{recipe.name} is saved by {recipe.intermediate_of} (intermediate_steps), not trained alone")
-    p, div = PRESETS[preset], PRESETS[preset]["step_divisor"]
-    out = f"out/{preset}"
-    config = {"model_preset": p["model"] or recipe.size, "block_size": p["block_size"], "objective": recipe.objective}
-    if preset == "paper":
+    p, div = SCALES[scale], SCALES[scale]["step_divisor"]
+    out = f"out/{scale}"
+    config = {"architecture": p["model"] or recipe.size, "block_size": p["block_size"], "objective": recipe.objective}
+    if scale == "paper":
         config.update(tokenizer_name_or_path="EuroBERT/EuroBERT-610m", corpus_source="HuggingFaceFW/fineweb-edu",
                       corpus_name=PAPER_CORPUS_CONFIG, global_batch_size=p["global_batch_size"], num_proc=16)
         config["compile"] = "regional"  # GPU speed only (same losses): compiled decoder layers ...
@@ -187,7 +207,7 @@ def run_config(recipe: Recipe, preset: str) -> dict:
         config["intermediate_steps"] = [s // div for s in INTERMEDIATE_STEPS]
     warmup, decay = WARMUP // div, DECAY // div
     if recipe.cpt_base:  # the original's resume path: the base's AdamW state kept, a 1% warmup (pct_start 0.01)
-        del config["model_preset"]
+        del config["architecture"]
         config.pop("tokenizer_name_or_path", None)  # the base model's own tokenizer
         config.update(model_name_or_path=f"{out}/{recipe.cpt_base}", keep_optimizer_state=True)
         warmup = max(1, round(CPT_WARMUP_SHARE * recipe.steps / div))
@@ -195,7 +215,7 @@ def run_config(recipe: Recipe, preset: str) -> dict:
     config["weight_decay_scope"] = "all"  # the original AdamW decays every parameter (one group)
     if div > 1:
         config["step_divisor"] = div  # intermediate checkpoints keep the paper's names (<run>-<paper step>)
-    config["study_preset"] = preset
+    config["scale"] = scale
     config.update(_training_args(recipe, p, div, warmup, decay, f"{out}/{recipe.name}"))
     return config
 
@@ -221,30 +241,30 @@ def _training_args(recipe: Recipe, p: dict, div: int, warmup: int, decay: int, o
     }
 
 
-def write_configs(preset: str, directory: Path = CONFIGS_DIR) -> list[Path]:
-    """Write one YAML per trained model of `preset` to `<directory>/<preset>/<name>.yaml`."""
+def write_configs(scale: str, directory: Path = CONFIGS_DIR) -> list[Path]:
+    """Write one YAML per trained model of `scale` to `<directory>/<scale>/<name>.yaml`."""
     written = []
-    (directory / preset).mkdir(parents=True, exist_ok=True)
+    (directory / scale).mkdir(parents=True, exist_ok=True)
     for recipe in recipes().values():
         if recipe.intermediate_of:
             continue
-        path = directory / preset / f"{recipe.name}.yaml"
-        header = f"# {recipe.name} ({preset} preset), generated by `python -m recipes.manifest --write-configs {preset}`.\n"
+        path = directory / scale / f"{recipe.name}.yaml"
+        header = f"# {recipe.name} ({scale} scale), generated by `python -m recipes.manifest --write-configs {scale}`.\n"
         header += f"#   accelerate launch {recipe.script} --config {path.relative_to(directory.parent.parent)}\n"
         if recipe.branch_from or recipe.cpt_base:
             header += f"# Needs {recipe.branch_from or recipe.cpt_base} trained first.\n"
-        path.write_text(header + yaml.safe_dump(run_config(recipe, preset), sort_keys=False))
+        path.write_text(header + yaml.safe_dump(run_config(recipe, scale), sort_keys=False))
         written.append(path)
     return written
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--write-configs", nargs="+", choices=list(PRESETS), default=[])
+    parser.add_argument("--write-configs", nargs="+", choices=list(SCALES), default=[])
     parser.add_argument("--list", action="store_true", help="print every name with its recipe")
     args = parser.parse_args()
-    for preset_name in args.write_configs:
-        print(f"{preset_name}: {len(write_configs(preset_name))} configs")
+    for scale_name in args.write_configs:
+        print(f"{scale_name}: {len(write_configs(scale_name))} configs")
     if args.list:
         for r in recipes().values():
             print(r)

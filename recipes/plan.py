@@ -1,6 +1,6 @@
 """The paper-scale plan: every run by name with steps, tokens, FLOPs and GPU-hours, plus launch scripts.
 
-    python -m recipes.study --preset paper --output study/paper [--gpu H100] [--mfu 0.4]
+    python -m recipes.study paper --output study/paper [--gpu H100] [--mfu 0.4]
 
 Writes `plan.md` (with the disk space the checkpoints and the data cache take), `plan.csv` and the SLURM launch
 folder `launch/` (`recipes.launch`: `submit.sh` submits data preparation, the pretraining runs with their
@@ -26,7 +26,7 @@ import io
 from pathlib import Path
 
 from core import artifacts
-from modeling_eurobert import load_preset
+from modeling_eurobert import load_architecture
 from recipes import launch, manifest
 from recipes.flops import BF16_PEAK_FLOPS, MEASURED_MFU, training_flops_per_token
 
@@ -43,17 +43,15 @@ EVAL_TOKENS_PER_RUN = 1_000 * 32 * 512
 
 def flops_per_token(size: str, projected_share: float) -> float:
     """Training FLOPs per token of one model size; `projected_share` = share of tokens through the LM head."""
-    return training_flops_per_token(load_preset(size), manifest.PRESETS["paper"]["block_size"], projected_share)
+    return training_flops_per_token(load_architecture(size), manifest.SCALES["paper"]["block_size"], projected_share)
 
 
 def run_rows() -> list[dict]:
-    """One row per trained run of the paper preset, in dependency order (stable runs before what needs them)."""
-    from recipes.study import training_order
-
-    scale = manifest.PRESETS["paper"]
+    """One row per trained run of the paper scale, in dependency order (stable runs before what needs them)."""
+    scale = manifest.SCALES["paper"]
     tokens_per_step = scale["global_batch_size"] * scale["block_size"]
     rows = []
-    for recipe in training_order(manifest.model_names()):
+    for recipe in manifest.training_order(manifest.model_names()):
         own_steps = manifest.DECAY if recipe.branch_from else recipe.steps
         clm_steps = recipe.switch_step or (own_steps if recipe.objective == "clm" else 0)
         if recipe.branch_from:

@@ -42,7 +42,7 @@ def prepare_pretraining(argv: list[str]) -> dict:
     # data work runs on the CPU whatever the run's precision (a bf16 config would refuse a node without a GPU)
     run_args, training_args = pretrain.make_parser().parse_args_and_config([*argv, "--use_cpu", "true", "--bf16", "false"])
     if run_args.model_name_or_path:
-        raise ValueError("pass the config of a run from scratch (model_preset): a run from existing weights reads "
+        raise ValueError("pass the config of a run from scratch (architecture): a run from existing weights reads "
                          "the data of the run that made them")
     if training_args.max_steps <= 0:
         raise ValueError("set max_steps > 0: the furthest step any run reads from this data")

@@ -1,9 +1,9 @@
 """The whole study in one command: tokenizer -> pretraining runs -> evaluation grid -> report -> model cards -> Hub
 export folders.
 
-    python -m recipes.study --preset smoke --output study/smoke   # the README's main job: minutes on 2 CPU cores
-    python -m recipes.study --preset toy --output study/toy       # the fuller toy study (docs/toy-study/)
-    python -m recipes.study --preset paper --output study/paper   # trains nothing: the plan + launch scripts
+    python -m recipes.study smoke --output study/smoke   # the README's main job: minutes on 2 CPU cores
+    python -m recipes.study toy --output study/toy       # the fuller toy study (docs/toy-study/)
+    python -m recipes.study paper --output study/paper   # trains nothing: the plan + launch scripts
 
 Every stage is idempotent: a pretraining run is done when its `run_info.json` exists (an interrupted one resumes
 from its last checkpoint), an evaluation run when its result file exists; the report, cards and Hub folders are
@@ -32,8 +32,8 @@ from recipes import manifest
 
 
 @dataclass(frozen=True)
-class StudyPreset:
-    """What one study preset runs. Model names are SPEC's; `scale` is the manifest preset (steps, model size)."""
+class Study:
+    """What one study runs. Model names are SPEC's; `scale` is the manifest scale (steps, architecture)."""
 
     scale: str
     models: tuple[str, ...]
@@ -53,7 +53,7 @@ class StudyPreset:
 
 _TOY_EVAL = {"max_length": 128, "qa_max_length": 192, "doc_stride": 64, "batch_size": 32, "eval_batch_size": 128}
 STUDIES = {
-    "smoke": StudyPreset(
+    "smoke": Study(
         scale="smoke",
         models=("610m-clm-42k", "610m-mlm40-42k", "610m-clm-21k-mlm40-42k", "610m-clm-dec42k-mlm40-44k"),
         tasks=("sst2", "conll2003", "squad", "scifact"),
@@ -62,7 +62,7 @@ STUDIES = {
         eval_args={**_TOY_EVAL, "max_steps": 30, "max_train": 1000, "max_eval": 200},
         compare=("610m-mlm40-42k", "610m-clm-42k"),
     ),
-    "toy": StudyPreset(
+    "toy": Study(
         scale="toy",
         models=("610m-clm-42k", "610m-mlm20-42k", "610m-mlm30-42k", "610m-mlm40-42k", "610m-mlm50-42k",
                 "610m-clm-10k-mlm40-42k", "610m-clm-21k-mlm40-42k", "610m-clm-32k-mlm40-42k",
@@ -77,7 +77,7 @@ STUDIES = {
 # The mini study: the paper's comparisons at the smallest scale where they can show on 2 CPU cores (docs/mini-study).
 # Fine-tuning budgets are the paper's (1,000 steps for SC, one epoch for CoNLL) except QA (500 steps) and IR (300),
 # cut to fit about 150 minutes (docs/mini-study/PILOT.md); inputs of 128 tokens, the first 1,000 test examples.
-_MINI = StudyPreset(
+_MINI = Study(
     scale="mini",
     models=("610m-clm-42k", "610m-mlm20-42k", "610m-mlm40-42k", "610m-clm-21k-mlm40-42k",
             "610m-clm-dec42k-mlm40-54k", "610m-mlm40-dec42k-mlm40-54k"),
@@ -102,39 +102,19 @@ STUDIES["mini-gpu"] = dataclasses.replace(
     eval_args={"max_length": 256, "qa_max_length": 256, "doc_stride": 128, "batch_size": 32, "eval_batch_size": 256,
                "max_eval": 2000},
     task_eval_args={}, workers=8, heldout_blocks=256)
-PRESETS = (*STUDIES, "paper")
-TOY_VOCAB_SIZE = 8192  # the tiny preset's vocabulary
+STUDY_NAMES = (*STUDIES, "paper")
+TOY_VOCAB_SIZE = 8192  # the tiny architecture's vocabulary
 STAGES = ("tokenizer", "pretraining", "held-out loss", "evaluation", "report", "model cards", "hub export")
 
 
 # --------------------------------------------------------------------------------------------------- planning
-def training_order(names) -> list[manifest.Recipe]:
-    """The recipes to train for `names`, prerequisites first (stable runs before their decay branches, CPT bases
-    before CPT runs). Intermediate checkpoints are saved by their parent run and are not trained alone."""
-    table, order = manifest.recipes(), []
-
-    def visit(name):
-        recipe = table[name]
-        for needed in (recipe.branch_from, recipe.cpt_base, recipe.intermediate_of):
-            if needed:
-                visit(needed)
-        if not recipe.intermediate_of and recipe not in order:
-            order.append(recipe)
-
-    for name in names:
-        if name not in table:
-            raise ValueError(f"{name!r} is not one of the study's models; see `python -m recipes.manifest --list`")
-        visit(name)
-    return order
-
-
-def run_settings(recipe: manifest.Recipe, preset: StudyPreset, output: Path, data_dir: str | None) -> dict:
+def run_settings(recipe: manifest.Recipe, study: Study, output: Path, data_dir: str | None) -> dict:
     """The manifest's config for `recipe`, with every path moved under the study directory and the study's
     tokenizer shared by all runs."""
-    config = manifest.run_config(recipe, preset.scale)
+    config = manifest.run_config(recipe, study.scale)
     models = output / "models"
     config.update(output_dir=str(models / recipe.name), data_cache_dir=str(output / "cache"),
-                  tokenizer_name_or_path=str(output / "tokenizer"), data_dir=data_dir, **preset.pretrain_overrides)
+                  tokenizer_name_or_path=str(output / "tokenizer"), data_dir=data_dir, **study.pretrain_overrides)
     if recipe.branch_from:
         config["branch_from"] = str(models / recipe.branch_from)
     if recipe.cpt_base:
@@ -143,16 +123,16 @@ def run_settings(recipe: manifest.Recipe, preset: StudyPreset, output: Path, dat
 
 
 def is_trained(output: Path, name: str) -> bool:
-    return (output / "models" / name / "run_info.json").is_file()
+    return (output / "models" / name / artifacts.RUN_INFO_NAME).is_file()
 
 
-def check_study_dir(output: Path, preset_name: str, definition: dict) -> None:
+def check_study_dir(output: Path, study_name: str, definition: dict) -> None:
     """Refuse an output directory that holds another study (one line, before anything is written)."""
     marker = output / "study.json"
     if marker.is_file():
         stored = artifacts.read_json(marker, "study marker")
-        if stored.get("preset") != preset_name or stored.get("definition") != definition:
-            raise ValueError(f"{output} holds a different study (preset {stored.get('preset')!r}); "
+        if stored.get("study") != study_name or stored.get("definition") != definition:
+            raise ValueError(f"{output} holds a different study (study {stored.get('study')!r}); "
                              f"pass another --output or delete that directory")
     elif output.is_dir() and any(output.iterdir()):
         raise ValueError(f"{output} is not empty and holds no study.json; pass an empty or new --output directory")
@@ -191,65 +171,65 @@ def run_logged(command: list[str], log_path: Path, cwd: Path = REPO_ROOT) -> Non
         raise RuntimeError(f"{' '.join(command[:3])} failed (exit {code}); log {log_path}:\n{tail}")
 
 
-def train_tokenizer(preset: StudyPreset, output: Path, data_dir: str | None) -> None:
+def train_tokenizer(study: Study, output: Path, data_dir: str | None) -> None:
     """The toy BPE every run of the study shares, trained on the study's pretraining corpus."""
     from recipes import data
 
     corpus = data.load_corpus("bundle", data_dir, split="train")
-    max_docs = manifest.PRESETS[preset.scale].get("max_docs")
+    max_docs = manifest.SCALES[study.scale].get("max_docs")
     if max_docs:
         corpus = corpus.select(range(min(max_docs, len(corpus))))
     data.cached_toy_tokenizer(corpus, TOY_VOCAB_SIZE, output / "tokenizer")  # trained when absent or unreadable
 
 
-def pretrain(recipe: manifest.Recipe, preset: StudyPreset, output: Path, data_dir: str | None) -> None:
+def pretrain(recipe: manifest.Recipe, study: Study, output: Path, data_dir: str | None) -> None:
     config_path = output / "configs" / f"{recipe.name}.yaml"
     config_path.parent.mkdir(parents=True, exist_ok=True)
-    artifacts.write_text_atomic(config_path, yaml.safe_dump(run_settings(recipe, preset, output, data_dir), sort_keys=False))
+    artifacts.write_text_atomic(config_path, yaml.safe_dump(run_settings(recipe, study, output, data_dir), sort_keys=False))
     script = REPO_ROOT / recipe.script
     run_logged([sys.executable, str(script), "--config", str(config_path)], output / "logs" / f"{recipe.name}.log")
 
 
-def evaluated_models(preset: StudyPreset, output: Path) -> list[Path]:
-    """Checkpoint dirs to evaluate: the preset's models, then the intermediate checkpoints their runs saved (those
-    at `intermediate_steps`, paper scale, when the preset names some)."""
-    paths = [output / "models" / name for name in preset.models]
-    for name in preset.models if preset.evaluate_intermediate else ():
+def evaluated_models(study: Study, output: Path) -> list[Path]:
+    """Checkpoint dirs to evaluate: the study's models, then the intermediate checkpoints their runs saved (those
+    at `intermediate_steps`, paper scale, when the study names some)."""
+    paths = [output / "models" / name for name in study.models]
+    for name in study.models if study.evaluate_intermediate else ():
         for step_dir in sorted((output / "models" / name / artifacts.INTERMEDIATE_DIR).glob("step-*"),
                                key=lambda p: int(p.name[5:])):
             step = int(checkpoint_name(step_dir).rsplit("-", 1)[1])
-            if not preset.intermediate_steps or step in preset.intermediate_steps:
+            if not study.intermediate_steps or step in study.intermediate_steps:
                 paths.append(step_dir)
     return paths
 
 
-def tasks_of(model: Path, preset: StudyPreset) -> tuple[str, ...]:
+def tasks_of(model: Path, study: Study) -> tuple[str, ...]:
     """The tasks a checkpoint is evaluated on (intermediate checkpoints: `intermediate_tasks` when set)."""
-    if model.parent.name == artifacts.INTERMEDIATE_DIR and preset.intermediate_tasks:
-        return preset.intermediate_tasks
-    return preset.tasks
+    if model.parent.name == artifacts.INTERMEDIATE_DIR and study.intermediate_tasks:
+        return study.intermediate_tasks
+    return study.tasks
 
 
-def eval_groups(tasks: tuple[str, ...], preset: StudyPreset) -> list[tuple[list[str], dict]]:
+def eval_groups(tasks: tuple[str, ...], study: Study) -> list[tuple[list[str], dict]]:
     """Tasks that share their evaluation arguments, each group run by one grid process."""
     groups: dict[str, tuple[list[str], dict]] = {}
     for task in tasks:
-        args = {**preset.eval_args, **preset.task_eval_args.get(task, {})}
+        args = {**study.eval_args, **study.task_eval_args.get(task, {})}
         groups.setdefault(json.dumps(args, sort_keys=True), ([], args))[0].append(task)
     return list(groups.values())
 
 
 def checkpoint_name(path: Path) -> str:
     """The name a checkpoint's run recorded (`<run>-<step>` for `<run>/intermediate/step-<N>`)."""
-    return artifacts.read_json(path / artifacts.RUN_INFO_NAME, "run info")["name"]
+    return artifacts.read_run_info(path)["name"]
 
 
-def is_evaluated(model: Path, name: str, preset: StudyPreset, output: Path) -> bool:
+def is_evaluated(model: Path, name: str, study: Study, output: Path) -> bool:
     """Every grid result of this checkpoint exists, is readable and was made from these very weights."""
     model_id = artifacts.checkpoint_identity(model)
-    for task in tasks_of(model, preset):
-        for lr in preset.lrs:
-            for seed in preset.seeds:
+    for task in tasks_of(model, study):
+        for lr in study.lrs:
+            for seed in study.seeds:
                 path = artifacts.result_path(output / "results", name, task, lr, seed)
                 try:
                     record = artifacts.read_result(path)
@@ -260,36 +240,36 @@ def is_evaluated(model: Path, name: str, preset: StudyPreset, output: Path) -> b
     return True
 
 
-def evaluate(model: Path, preset: StudyPreset, output: Path, data_dir: str | None) -> None:
+def evaluate(model: Path, study: Study, output: Path, data_dir: str | None) -> None:
     name = checkpoint_name(model)
-    if is_evaluated(model, name, preset, output):  # nothing to do: do not even start a grid process
+    if is_evaluated(model, name, study, output):  # nothing to do: do not even start a grid process
         return
-    for group, eval_args in eval_groups(tasks_of(model, preset), preset):
+    for group, eval_args in eval_groups(tasks_of(model, study), study):
         args = [sys.executable, "-m", "evaluation.run", "--model", f"{name}={model}", "--tasks", ",".join(group),
-                "--lrs", ",".join(f"{lr:g}" for lr in preset.lrs), "--seeds", ",".join(map(str, preset.seeds)),
-                "--output", str(output / "results"), "--workers", str(preset.workers)]
+                "--lrs", ",".join(f"{lr:g}" for lr in study.lrs), "--seeds", ",".join(map(str, study.seeds)),
+                "--output", str(output / "results"), "--workers", str(study.workers)]
         for key, value in {**eval_args, "data_dir": data_dir}.items():
             if value is not None:
                 args += [f"--{key}", str(value)]
         run_logged(args, output / "logs" / f"eval-{name}.log")
 
 
-def heldout_loss(preset: StudyPreset, output: Path, data_dir: str | None) -> None:
+def heldout_loss(study: Study, output: Path, data_dir: str | None) -> None:
     """Held-out CLM and MLM losses of every trained checkpoint (final and intermediate), as learning curves:
     `<output>/heldout/heldout.csv` and `.png` (recipes.heldout). Recomputed only when a checkpoint changed."""
-    if not preset.heldout_blocks:
+    if not study.heldout_blocks:
         return
-    models = [output / "models" / name for name in preset.models]
-    models += [p for name in preset.models
+    models = [output / "models" / name for name in study.models]
+    models += [p for name in study.models
                for p in sorted((output / "models" / name / artifacts.INTERMEDIATE_DIR).glob("step-*"))]
     target = output / "heldout" / "heldout.csv"
     stamp = {str(m.relative_to(output)): artifacts.checkpoint_identity(m)["weights"] for m in models}
     stamp_path = target.with_suffix(".identity.json")
     if target.is_file() and stamp_path.is_file() and artifacts.read_json(stamp_path, "held-out stamp") == stamp:
         return
-    block_size = manifest.PRESETS[preset.scale]["block_size"]
+    block_size = manifest.SCALES[study.scale]["block_size"]
     args = [sys.executable, "-m", "recipes.heldout", "--tokenizer", str(output / "tokenizer"), "--block_size",
-            str(block_size), "--blocks", str(preset.heldout_blocks), "--cache_dir", str(output / "cache"),
+            str(block_size), "--blocks", str(study.heldout_blocks), "--cache_dir", str(output / "cache"),
             "--output", str(target)] + [a for m in models for a in ("--model", str(m))]
     if data_dir is not None:
         args += ["--data_dir", data_dir]
@@ -297,24 +277,24 @@ def heldout_loss(preset: StudyPreset, output: Path, data_dir: str | None) -> Non
     artifacts.write_json_atomic(stamp_path, stamp)
 
 
-def report(preset: StudyPreset, output: Path) -> None:
+def report(study: Study, output: Path) -> None:
     args = [sys.executable, "-m", "evaluation.report", str(output / "results"), "--output", str(output / "report")]
-    if preset.compare:
-        args += ["--compare", ",".join(preset.compare)]
+    if study.compare:
+        args += ["--compare", ",".join(study.compare)]
     run_logged(args, output / "logs" / "report.log")
 
 
-def model_cards(preset: StudyPreset, output: Path, org: str) -> None:
+def model_cards(study: Study, output: Path, org: str) -> None:
     from model_cards.generate import build_model_card, write_card
 
     summary, results = output / "report" / "summary.csv", output / "results"
-    for name in preset.models:
+    for name in study.models:
         checkpoint = output / "models" / name
         card = build_model_card(checkpoint, summary, repo_id=f"{org}/{name}", results_dir=results)
         write_card(card, checkpoint / "README.md")
 
 
-def hub_export(preset_name: str, preset: StudyPreset, output: Path, org: str) -> None:
+def hub_export(study_name: str, study: Study, output: Path, org: str) -> None:
     """The exact repo folders a push would upload (`python -m model_cards.push ... --dry-run`), rebuilt each time.
     Without --org they sit in the placeholder namespace, which `model_cards.push` refuses to push to."""
     import shutil
@@ -324,10 +304,10 @@ def hub_export(preset_name: str, preset: StudyPreset, output: Path, org: str) ->
     from model_cards.public import local_roots
 
     summary, results = output / "report" / "summary.csv", output / "results"
-    plans = [plan for name in preset.models
+    plans = [plan for name in study.models
              for plan in push.plan_run(output / "models" / name, f"{org}/{name}", summary, results)]
     with tempfile.TemporaryDirectory(prefix="hub-export-") as workdir:
-        plans.append(push.plan_results(output / "report", f"{org}/{preset_name}-study-results", results, Path(workdir)))
+        plans.append(push.plan_results(output / "report", f"{org}/{study_name}-study-results", results, Path(workdir)))
         push.check_no_local_paths(plans, local_roots(output / "models", output / "report", results))
         target = output / "hub"
         shutil.rmtree(target, ignore_errors=True)
@@ -342,7 +322,7 @@ DOCS_INTRO = {
 }
 
 
-def write_docs(preset_name: str, output: Path, docs: Path) -> Path:
+def write_docs(study_name: str, output: Path, docs: Path) -> Path:
     """Copy a finished study's report into `docs`: a README that starts with the results table and the paper's
     findings, then the figures with their captions, and ends with the study's definition."""
     import shutil
@@ -356,11 +336,11 @@ def write_docs(preset_name: str, output: Path, docs: Path) -> Path:
               *sorted(report.glob("*.png")), *heldout]
     for path in copied:
         shutil.copy2(path, docs / path.name)
-    intro = DOCS_INTRO.get(preset_name, "Tiny models on the offline bundle: these numbers show the pipeline and the "
+    intro = DOCS_INTRO.get(study_name, "Tiny models on the offline bundle: these numbers show the pipeline and the "
                                         "protocol at toy scale, not the paper's results.")
     summary = (report / "summary.md").read_text().split("\n", 1)[1]  # its own title dropped
-    lines = [f"# The `{preset_name}` study", "", intro, "",
-             f"Generated by `python -m recipes.study --preset {preset_name} --output <dir> --docs <this dir>`; "
+    lines = [f"# The `{study_name}` study", "", intro, "",
+             f"Generated by `python -m recipes.study {study_name} --output <dir> --docs <this dir>`; "
              "nothing here is written by hand (the report stage regenerates it from the results).",
              summary, "", "## Figures", ""]
     lines += [f"![{p.stem}]({p.name})" for p in copied if p.suffix == ".png"]
@@ -370,89 +350,89 @@ def write_docs(preset_name: str, output: Path, docs: Path) -> Path:
 
 
 # ---------------------------------------------------------------------------------------------------- driver
-def estimate_seconds(recipes_to_train, preset: StudyPreset) -> dict[str, float]:
+def estimate_seconds(recipes_to_train, study: Study) -> dict[str, float]:
     """Rough cost model for the progress bar (calibrated on 2 CPU cores; only the ETA depends on it)."""
-    scale = manifest.PRESETS[preset.scale]
+    scale = manifest.SCALES[study.scale]
     per_step = 0.02 + 1.2e-5 * scale["per_device_train_batch_size"] * scale["block_size"]
-    units = {"tokenizer": 20.0, "held-out loss": 30.0 if preset.heldout_blocks else 0.0}
+    units = {"tokenizer": 20.0, "held-out loss": 30.0 if study.heldout_blocks else 0.0}
     for recipe in recipes_to_train:
         units[f"pretrain:{recipe.name}"] = 15 + per_step * recipe.steps / scale["step_divisor"]
     def per_run(task):
-        steps = {**preset.eval_args, **preset.task_eval_args.get(task, {})}.get("max_steps", 1000)
-        return (2 + 0.04 * steps) / preset.workers
+        steps = {**study.eval_args, **study.task_eval_args.get(task, {})}.get("max_steps", 1000)
+        return (2 + 0.04 * steps) / study.workers
 
-    n_intermediate = preset.evaluate_intermediate * (len(preset.intermediate_steps) or 6) * sum(
-        n in ("610m-clm-42k", "610m-mlm40-42k") for n in preset.models)
-    grid = len(preset.lrs) * len(preset.seeds)
-    units["evaluation"] = grid * (len(preset.models) * sum(per_run(t) for t in preset.tasks)
-                                  + n_intermediate * sum(per_run(t) for t in preset.intermediate_tasks or preset.tasks))
+    n_intermediate = study.evaluate_intermediate * (len(study.intermediate_steps) or 6) * sum(
+        n in ("610m-clm-42k", "610m-mlm40-42k") for n in study.models)
+    grid = len(study.lrs) * len(study.seeds)
+    units["evaluation"] = grid * (len(study.models) * sum(per_run(t) for t in study.tasks)
+                                  + n_intermediate * sum(per_run(t) for t in study.intermediate_tasks or study.tasks))
     units.update({"report": 20.0, "model cards": 5.0, "hub export": 5.0})
     return units
 
 
-def run_study(preset_name: str, output: Path, data_dir: str | None = None, org: str | None = None,
-              preset: StudyPreset | None = None, until: str | None = None) -> Path:
+def run_study(study_name: str, output: Path, data_dir: str | None = None, org: str | None = None,
+              study: Study | None = None, until: str | None = None) -> Path:
     """Run (or finish) a toy-scale study; return the report directory.
 
     Args:
-        preset_name: `smoke` or `toy`.
+        study_name: `smoke` or `toy`.
         output: the study directory (created; an existing one is resumed if it holds the same study).
         data_dir: the data bundle (default: $MLM_VS_CLM_DATA, then ../shared/data).
         org: Hub namespace of the exported repo folders and cards; default the placeholder `your-org`, which
             `model_cards.push` refuses (toy exports never default to a real organisation).
-        preset: a custom definition (the test suite's shortened smoke study); default `STUDIES[preset_name]`.
+        study: a custom definition (the test suite's shortened smoke study); default `STUDIES[study_name]`.
         until: stop after this stage ("pretraining" or "evaluation"), e.g. to fit one stage into a time-limited
             job; running the command again continues where it stopped.
     """
     from model_cards.generate import PLACEHOLDER_ORG
 
     org = org or PLACEHOLDER_ORG
-    preset = preset or STUDIES[preset_name]
-    definition = json.loads(json.dumps(dataclasses.asdict(preset)))
-    check_study_dir(output, preset_name, definition)
-    order = training_order(preset.models)
+    study = study or STUDIES[study_name]
+    definition = json.loads(json.dumps(dataclasses.asdict(study)))
+    check_study_dir(output, study_name, definition)
+    order = manifest.training_order(study.models)
     output.mkdir(parents=True, exist_ok=True)
-    artifacts.write_json_atomic(output / "study.json", {"preset": preset_name, "definition": definition})
+    artifacts.write_json_atomic(output / "study.json", {"study": study_name, "definition": definition})
     started = time.time()
-    progress = Progress(estimate_seconds(order, preset))
+    progress = Progress(estimate_seconds(order, study))
     try:
         progress.start("tokenizer", f"toy BPE ({TOY_VOCAB_SIZE} tokens)")
-        train_tokenizer(preset, output, data_dir)
+        train_tokenizer(study, output, data_dir)
         progress.done("tokenizer")
         for i, recipe in enumerate(order, 1):
             progress.start("pretraining", f"{recipe.name} ({i}/{len(order)})")
             if not is_trained(output, recipe.name):
-                pretrain(recipe, preset, output, data_dir)
+                pretrain(recipe, study, output, data_dir)
             progress.done(f"pretrain:{recipe.name}")
-        progress.start("held-out loss", f"{preset.heldout_blocks} blocks")
-        heldout_loss(preset, output, data_dir)
+        progress.start("held-out loss", f"{study.heldout_blocks} blocks")
+        heldout_loss(study, output, data_dir)
         progress.done("held-out loss")
         if until == "pretraining":
             return output / "report"
-        models = evaluated_models(preset, output)
+        models = evaluated_models(study, output)
         share = progress.units.get("evaluation", 0) / max(len(models), 1)
         for i, model in enumerate(models, 1):
             progress.start("evaluation", f"{model.name} ({i}/{len(models)})")
-            evaluate(model, preset, output, data_dir)
+            evaluate(model, study, output, data_dir)
             progress.bar.update(round(share))
         progress.units.pop("evaluation", None)
         if until == "evaluation":
             return output / "report"
-        for stage, action in (("report", lambda: report(preset, output)),
-                              ("model cards", lambda: model_cards(preset, output, org)),
-                              ("hub export", lambda: hub_export(preset_name, preset, output, org))):
+        for stage, action in (("report", lambda: report(study, output)),
+                              ("model cards", lambda: model_cards(study, output, org)),
+                              ("hub export", lambda: hub_export(study_name, study, output, org))):
             progress.start(stage, "")
             action()
             progress.done(stage)
     finally:
         progress.close()
-    print(f"study {preset_name} finished in {(time.time() - started) / 60:.1f} min: report in {output / 'report'}")
+    print(f"study {study_name} finished in {(time.time() - started) / 60:.1f} min: report in {output / 'report'}")
     return output / "report"
 
 
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--preset", required=True, help=f"one of {', '.join(PRESETS)}")
+    parser.add_argument("study", help=f"the study to run: one of {', '.join(STUDY_NAMES)}")
     parser.add_argument("--output", required=True, type=Path, help="study directory (created; resumable)")
     parser.add_argument("--data_dir", default=None, help="data bundle (default: $MLM_VS_CLM_DATA, then ../shared/data)")
     parser.add_argument("--org", default=None,
@@ -470,10 +450,10 @@ def make_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> None:
     args = make_parser().parse_args(argv)
-    if args.preset not in PRESETS:
-        raise SystemExit(f"error: unknown study preset {args.preset!r}; choose one of {', '.join(PRESETS)}")
+    if args.study not in STUDY_NAMES:
+        raise SystemExit(f"error: unknown study {args.study!r}; choose one of {', '.join(STUDY_NAMES)}")
     try:
-        if args.preset == "paper":
+        if args.study == "paper":
             from recipes.plan import write_plan
 
             write_plan(args.output, gpu=args.gpu, mfu=args.mfu)
@@ -484,12 +464,12 @@ def main(argv=None) -> None:
         resolve_data_dir(args.data_dir)  # fail now, not in the first subprocess
         if args.org is not None:
             try:
-                check_repo_id(f"{args.org}/{args.preset}-study-results")
+                check_repo_id(f"{args.org}/{args.study}-study-results")
             except PushError as error:
                 raise ValueError(f"--org {args.org!r}: {error}") from None
-        run_study(args.preset, args.output, args.data_dir, args.org, until=args.until)
+        run_study(args.study, args.output, args.data_dir, args.org, until=args.until)
         if args.docs and args.until is None:
-            print(f"report copied to {write_docs(args.preset, args.output, args.docs)}")
+            print(f"report copied to {write_docs(args.study, args.output, args.docs)}")
     except (ValueError, FileNotFoundError) as error:  # bad input: one line, nothing started
         raise SystemExit(f"error: {error}") from None
 

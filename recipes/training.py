@@ -15,7 +15,7 @@ What lives here, in reading order:
 - `train(run_args, training_args)`: the storyboard both recipes call.
 
 Design choices (documented in the README):
-- One model object for both objectives: `EuroBertForMaskedLM`, called with `is_causal=True` and next-token labels
+- One model object for both objectives: `EuroBertClmMlmForMaskedLM`, called with `is_causal=True` and next-token labels
   (shifted by the collator) for CLM steps, `is_causal=False` and MLM labels for MLM steps. Same parameters, same
   state-dict keys, so every checkpoint loads into `AutoModelForMaskedLM` and `AutoModelForCausalLM`.
 - Budgets: a stable run with `decay_branches: [12000, 22000]` keeps full Trainer checkpoints at 10000 and 20000
@@ -48,10 +48,10 @@ from transformers import (
 )
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from core import artifacts
+from core import artifacts, paths
 from core.sentence_transformers_files import write_sentence_transformers_files
-from modeling_eurobert import PRESETS, EuroBertForMaskedLM, load_preset
-from modeling_eurobert.modeling_eurobert import EuroBertDecoderLayer
+from modeling_eurobert import ARCHITECTURES, EuroBertClmMlmForMaskedLM, load_architecture
+from modeling_eurobert.modeling_eurobert import EuroBertClmMlmDecoderLayer
 from recipes import data, flops
 
 logger = logging.getLogger(__name__)
@@ -80,16 +80,16 @@ class PretrainArguments:
 
     The seed of the fixed block order is `TrainingArguments.data_seed` (required: every objective must share it).
 
-    Groups: model (`model_preset` | `model_name_or_path`, `tokenizer_name_or_path`, `toy_vocab_size`);
+    Groups: model (`architecture` | `model_name_or_path`, `tokenizer_name_or_path`, `toy_vocab_size`);
     data (`corpus_source`, `corpus_name`, `data_dir`, `max_docs`, `block_size`, `data_cache_dir`,
     `num_proc`, `epochs`, `global_batch_size`); objective (`objective`, `mlm_probability`, `mask_replace_prob`,
     `random_replace_prob`, `masking_seed`, PFS `switch_step`, `reset_optimizer_at_switch`); optimiser
     (`weight_decay_scope`); budgets
-    (`decay_branches`, `branch_from`, `intermediate_steps`); provenance (`study_preset`, `log_block_order`);
+    (`decay_branches`, `branch_from`, `intermediate_steps`); provenance (`scale`, `log_block_order`);
     speed, same losses (`compile`, `mlm_fixed_shape`, `mlm_fixed_shape_std`).
     """
 
-    model_preset: str | None = field(default=None, metadata={"help": f"architecture preset for a run from scratch: {', '.join(PRESETS)}"})
+    architecture: str | None = field(default=None, metadata={"help": f"architecture for a run from scratch: {', '.join(ARCHITECTURES)}"})
     model_name_or_path: str | None = field(default=None, metadata={"help": "start from these weights instead (CPT, converted decoder)"})
     tokenizer_name_or_path: str | None = field(default=None, metadata={"help": "tokenizer dir or Hub id (paper: Llama-3 with <|mask|>); none = train the toy BPE"})
     toy_vocab_size: int = field(default=8192, metadata={"help": "vocabulary of the toy BPE trained when no tokenizer is given"})
@@ -114,7 +114,7 @@ class PretrainArguments:
     branch_from: str | None = field(default=None, metadata={"help": "output_dir of the stable run this decay branch starts from (max_steps = the budget)"})
     intermediate_steps: list[int] = field(default_factory=list, metadata={"help": "steps whose weights are saved to <output_dir>/intermediate/step-<N> (paper: 1000 2000 5000 10000 20000 40000)"})
     step_divisor: int = field(default=1, metadata={"help": "toy scales: paper steps / this run's steps; intermediate checkpoints are named with paper steps (step x step_divisor)"})
-    study_preset: str | None = field(default=None, metadata={"help": "manifest preset this run belongs to (paper, toy, smoke); provenance only"})
+    scale: str | None = field(default=None, metadata={"help": "manifest scale this run belongs to (paper, toy, smoke); provenance only"})
     log_block_order: bool = field(default=False, metadata={"help": "append the block indices of every step to <output_dir>/block_order-rank<R>.jsonl (audit)"})
     compile: str = field(default="none", metadata={"help": "none, or regional: torch.compile each decoder layer in place (same parameter names and checkpoints; a PFS switch costs one recompile). Paper configs on GPU use regional; CPU runs and tests: none"})
     mlm_fixed_shape: bool = field(default=False, metadata={"help": "MLM batches carry each block's masked positions padded to a fixed K, so the LM head has static shapes (no host sync, compilable); a batch with a row above K takes the exact path, counted as mlm_overflow_batches in the logs. Same loss. Paper configs: true"})
@@ -125,10 +125,10 @@ class PretrainArguments:
             raise ValueError(f"objective={self.objective!r} is unknown; use one of {data.OBJECTIVES}")
         if not 0.0 < self.mlm_probability < 1.0:
             raise ValueError(f"mlm_probability={self.mlm_probability} must be in (0, 1) (paper: 0.2 to 0.5)")
-        if (self.model_preset is None) == (self.model_name_or_path is None):
-            raise ValueError("give exactly one of --model_preset (from scratch) or --model_name_or_path (continue)")
-        if self.model_preset is not None and self.model_preset not in PRESETS:
-            raise ValueError(f"model_preset={self.model_preset!r} is unknown; choose one of {', '.join(PRESETS)}")
+        if (self.architecture is None) == (self.model_name_or_path is None):
+            raise ValueError("give exactly one of --architecture (from scratch) or --model_name_or_path (continue)")
+        if self.architecture is not None and self.architecture not in ARCHITECTURES:
+            raise ValueError(f"architecture={self.architecture!r} is unknown; choose one of {', '.join(ARCHITECTURES)}")
         if self.switch_step is not None and self.objective != "mlm":
             raise ValueError("switch_step flips CLM to MLM; set objective: mlm (the objective after the switch)")
         if self.weight_decay_scope not in WEIGHT_DECAY_SCOPES:
@@ -425,7 +425,7 @@ def _check_resume_checkpoint(checkpoint: str, current: dict) -> str:
     if not (path / "trainer_state.json").is_file():
         raise ValueError(f"--resume_from_checkpoint {checkpoint} is not a complete Trainer checkpoint (no "
                          "trainer_state.json); pass <output_dir>/checkpoint-N")
-    info = read_run_info(path)
+    info = artifacts.read_run_info(path)
     if info is not None:
         diff = _config_diff(info.get("run_config", {}), current, ignore=_BUDGET_KEYS | set(_LAYOUT_KEYS))
         if diff:
@@ -459,7 +459,7 @@ def check_batch_layout(stored: dict, current: dict, where: str) -> None:
     over its labelled tokens divided by their count over all processes (`average_tokens_across_devices: true`, the
     default; the LM heads take the Trainer's `num_items_in_batch`). At most the order of floating-point sums changes
     (2 processes <-> 1 is bit-identical: tests/test_launch.py). The RNG states of the old ranks are not needed:
-    masks come from block indices and the presets have no dropout. A DDP checkpoint holds the whole optimizer state;
+    masks come from block indices and the architectures have no dropout. A DDP checkpoint holds the whole optimizer state;
     an FSDP one resumed on another world size is untested.
 
     Args:
@@ -504,9 +504,9 @@ def check_data_identity(run_args: PretrainArguments, training_args: TrainingArgu
         stored.append((training_args.output_dir, _read_run_config(Path(training_args.output_dir) / RUN_CONFIG_NAME).get("data")))
     if run_args.branch_from:
         stored.append((run_args.branch_from, _read_run_config(Path(run_args.branch_from) / RUN_CONFIG_NAME).get("data")))
-    if resume and (info := read_run_info(resume)) is not None:
+    if resume and (info := artifacts.read_run_info(resume)) is not None:
         stored.append((resume, info.get("data")))
-    base = read_run_info(run_args.model_name_or_path) if isinstance(run_args, CptArguments) else None
+    base = artifacts.read_run_info(run_args.model_name_or_path) if isinstance(run_args, CptArguments) else None
     if base is not None and run_args.data_start_block is None:
         stored.append((run_args.model_name_or_path, base.get("data")))
     for where, recorded in stored:
@@ -541,7 +541,7 @@ def toy_tokenizer(run_args: PretrainArguments, corpus: datasets.Dataset, main_pr
 def hub_token_estimate(run_args: PretrainArguments, tokenizer) -> dict | None:
     """For a single Hub corpus, `data.estimate_hub_tokens` before anything is downloaded; None otherwise."""
     entries = [e.strip() for e in run_args.corpus_source.split(",") if e.strip()]
-    if tokenizer is None or len(entries) != 1 or not data.is_hub_id(entries[0].partition(":")[0]):
+    if tokenizer is None or len(entries) != 1 or not paths.is_hub_id(entries[0].partition(":")[0]):
         return None
     if datasets.config.HF_HUB_OFFLINE:  # a launch after `recipes.prepare_data`: the corpus is in the cache and is
         return None  # estimated once loaded (streaming a sample needs the network)
@@ -565,7 +565,7 @@ def check_tokenizer_matches_base(tokenizer, run_args: PretrainArguments) -> None
     if len(tokenizer) > vocab_size:
         raise ValueError(f"the tokenizer has {len(tokenizer)} tokens but {base} has {vocab_size} embeddings; use the "
                          "base model's own tokenizer (drop --tokenizer_name_or_path)")
-    if run_args.tokenizer_name_or_path and Path(base).is_dir() and any((Path(base) / f).is_file() for f in data.TOKENIZER_FILES):
+    if run_args.tokenizer_name_or_path and Path(base).is_dir() and any((Path(base) / f).is_file() for f in artifacts.TOKENIZER_FILES):
         own, given = data.load_tokenizer(base).get_vocab(), tokenizer.get_vocab()
         differ = sum(own.get(token) != i for token, i in given.items()) + len(own.keys() - given.keys())
         if differ:
@@ -591,24 +591,24 @@ def build_blocks(run_args: PretrainArguments, tokenizer, corpus: datasets.Datase
         )
 
 
-def build_model(run_args: PretrainArguments, tokenizer, seed: int) -> EuroBertForMaskedLM:
-    """A fresh preset model whose special ids come from the tokenizer, or existing weights (CPT)."""
+def build_model(run_args: PretrainArguments, tokenizer, seed: int) -> EuroBertClmMlmForMaskedLM:
+    """A fresh model of the named architecture whose special ids come from the tokenizer, or existing weights (CPT)."""
     if run_args.model_name_or_path:
         artifacts.check_weights(run_args.model_name_or_path)
         try:
-            return EuroBertForMaskedLM.from_pretrained(run_args.model_name_or_path, dtype=torch.float32)
+            return EuroBertClmMlmForMaskedLM.from_pretrained(run_args.model_name_or_path, dtype=torch.float32)
         except OSError as error:
             raise artifacts.hub_load_error(run_args.model_name_or_path, "the base model", error) from None
-    config = load_preset(
-        run_args.model_preset, vocab_size=len(tokenizer), bos_token_id=tokenizer.bos_token_id,
+    config = load_architecture(
+        run_args.architecture, vocab_size=len(tokenizer), bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, mask_token_id=tokenizer.mask_token_id,
     )
     set_seed(seed)  # the initial weights depend on the run seed only
-    return EuroBertForMaskedLM(config)
+    return EuroBertClmMlmForMaskedLM(config)
 
 
 def compile_decoder_layers(model: torch.nn.Module) -> int:
-    """Compile every `EuroBertDecoderLayer` of `model` in place with `nn.Module.compile` (inductor); returns how many.
+    """Compile every `EuroBertClmMlmDecoderLayer` of `model` in place with `nn.Module.compile` (inductor); returns how many.
 
     Regional compilation: the layers are identical, so dynamo compiles one graph that every layer reuses (with
     inlined nn modules the parameters are graph inputs); the embedding, the final norm and the LM head stay eager.
@@ -617,9 +617,9 @@ def compile_decoder_layers(model: torch.nn.Module) -> int:
     own regional path, `compile_regions_fsdp2`, compiles the same way). The attention pattern reaches the layers as
     a Python bool that dynamo guards on, so a PFS run compiles one graph per pattern: one recompile at the switch.
     """
-    layers = [module for module in model.modules() if isinstance(module, EuroBertDecoderLayer)]
+    layers = [module for module in model.modules() if isinstance(module, EuroBertClmMlmDecoderLayer)]
     if not layers:
-        raise ValueError(f"{type(model).__name__} has no EuroBertDecoderLayer to compile")
+        raise ValueError(f"{type(model).__name__} has no EuroBertClmMlmDecoderLayer to compile")
     for layer in layers:
         layer.compile()
     return len(layers)
@@ -640,7 +640,7 @@ class ObjectiveCollator:
     The blocks are read sequentially, so a block's step is `(block_index - first_block) // blocks_per_step`
     (0-based); steps `< switch_step` are CLM in a PFS run. The choice depends on the data position only, so it is
     the same with any number of dataloader workers, processes, prefetching or resumes. CLM labels are shifted here
-    (position t predicts token t + 1) because the one training model is `EuroBertForMaskedLM`, which does not shift.
+    (position t predicts token t + 1) because the one training model is `EuroBertClmMlmForMaskedLM`, which does not shift.
 
     Args:
         clm: CLM collator (None for a pure MLM run).
@@ -834,18 +834,11 @@ class LoadOptimizerStateCallback(TrainerCallback):
 
 # ----------------------------------------------------------------------------------------------------- provenance
 def run_size(run_args: PretrainArguments) -> str | None:
-    """Model size name: the preset, or the base run's size for CPT (None for a converted decoder without one)."""
-    if run_args.model_preset:
-        return run_args.model_preset
-    base = read_run_info(run_args.model_name_or_path)
+    """Model size name: the architecture, or the base run's size for CPT (None for a converted decoder without one)."""
+    if run_args.architecture:
+        return run_args.architecture
+    base = artifacts.read_run_info(run_args.model_name_or_path)
     return base.get("size") if base else None
-
-
-def read_run_info(path: str | os.PathLike | None) -> dict | None:
-    """The `run_info.json` of a saved model directory, or None when it has none (a converted decoder)."""
-    if path is None or not (Path(path) / RUN_INFO_NAME).is_file():
-        return None
-    return artifacts.read_json(Path(path) / RUN_INFO_NAME, "run info")
 
 
 def make_run_info(run_args, training_args, *, step: int, identity: dict, cpt_base: str | None,
@@ -865,14 +858,15 @@ def make_run_info(run_args, training_args, *, step: int, identity: dict, cpt_bas
         name += f"-{step * run_args.step_divisor}"
     training = json.loads(training_args.to_json_string())
     return {
+        "format": artifacts.RUN_INFO_FORMAT,
         "name": name,
         "size": run_size(run_args),
         "objective": run_args.objective,
         "mlm_probability": run_args.mlm_probability if run_args.objective == "mlm" else None,
         "steps": step,
-        "pfs_switch_step": run_args.switch_step,
+        "switch_step": run_args.switch_step,
         "cpt_base": cpt_base,
-        "preset": run_args.study_preset,
+        "scale": run_args.scale,
         "run_config": resolved_config(run_args, training_args, identity),
         "training_args": training,
         "versions": artifacts.package_versions(),
@@ -895,7 +889,7 @@ def cpt_start(run_args: PretrainArguments) -> tuple[str | None, int, str | None]
     """
     if not isinstance(run_args, CptArguments):
         return None, 0, None
-    base = read_run_info(run_args.model_name_or_path) or {}
+    base = artifacts.read_run_info(run_args.model_name_or_path) or {}
     base_name = base.get("name") or Path(run_args.model_name_or_path).name
     first_block = run_args.data_start_block
     if first_block is None:

@@ -31,7 +31,7 @@ REMOTE_CODE_NOTICES = ("custom code", "trust_remote_code", "[y/N]", "to instanti
 
 @pytest.fixture(scope="module")
 def clm_run(tmp_path_factory, one_thread):
-    """A 4-step CLM run of the tiny preset: final dir, checkpoint-4 and intermediate/step-2."""
+    """A 4-step CLM run of the tiny architecture: final dir, checkpoint-4 and intermediate/step-2."""
     output_dir = tmp_path_factory.mktemp("clm_run") / "610m-clm-42k"
     cache_dir = tmp_path_factory.getbasetemp() / "pretrain-cache"  # shared with tests/test_pretrain.py
     argv = ["--config", DEBUG, "--output_dir", str(output_dir), "--data_cache_dir", str(cache_dir),

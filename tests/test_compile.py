@@ -1,5 +1,5 @@
 """Speed settings of the pretraining recipe that must not change what is trained: `compile: regional` (decoder
-layers compiled in place) and `mlm_fixed_shape` (a static-shape MLM head), on real tiny-preset runs across a PFS
+layers compiled in place) and `mlm_fixed_shape` (a static-shape MLM head), on real tiny-architecture runs across a PFS
 switch; and the FLOPs per token behind the `mfu` log."""
 
 import shutil
@@ -11,7 +11,7 @@ from safetensors.torch import load_file
 from torch._dynamo.utils import counters
 from transformers import AutoModelForMaskedLM
 
-from modeling_eurobert import load_preset
+from modeling_eurobert import load_architecture
 from recipes import flops, plan, pretrain, training
 
 DEBUG = "recipes/configs/debug.yaml"
@@ -52,7 +52,7 @@ def test_regional_compile_gives_the_eager_losses_across_the_pfs_switch(runs):
     eager, compiled = losses(runs["eager"]), losses(runs["compiled"])
     assert len(eager) == len(compiled) == STEPS
     assert compiled == pytest.approx(eager, rel=1e-4)
-    layers = load_preset("tiny").num_hidden_layers
+    layers = load_architecture("tiny").num_hidden_layers
     # one graph per attention pattern, shared by every layer: the switch costs one compile, not one per step
     assert runs["compiles"]["frames"] == 2 and runs["compiles"]["graph_breaks"] == 0
     compiled_layers = [m for m in runs["compiled"].model.modules() if getattr(m, "_compiled_call_impl", None)]
@@ -103,7 +103,7 @@ def test_overflow_batches_take_the_exact_path_and_are_counted(runs):
 def test_mfu_flops_follow_the_objective_and_the_plan(runs):
     """The trainer's FLOPs per token are the plan's formula (one function), with the LM head share of the step's
     objective."""
-    config = load_preset("610m")
+    config = load_architecture("610m")
     assert flops.training_flops_per_token(config, 2048, 0.4) == plan.flops_per_token("610m", 0.4)
     run_args, _ = pretrain.make_parser().parse_args_and_config(["--config", DEBUG])
     collator = training.build_collator(run_args, runs["eager"].processing_class, blocks_per_step=4)

@@ -19,7 +19,7 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
-from modeling_eurobert import EuroBertForCausalLM
+from modeling_eurobert import EuroBertClmMlmForCausalLM
 from modeling_eurobert.convert import ConversionError, convert, main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,7 +83,7 @@ def test_converted_clm_matches_llama(tmp_path, overrides):
     out = convert(str(tmp_path / "llama"), tmp_path / "out")
 
     ours = AutoModelForCausalLM.from_pretrained(out).eval()
-    assert isinstance(ours, EuroBertForCausalLM) and ours.config.is_causal
+    assert isinstance(ours, EuroBertClmMlmForCausalLM) and ours.config.is_causal
     input_ids, attention_mask = random_batch(llama.config.vocab_size)
     with torch.no_grad():
         expected = llama(input_ids, attention_mask=attention_mask).logits
@@ -140,10 +140,10 @@ def test_existing_tokens_add_nothing(tmp_path):
 def test_mlm_class_loads_the_converted_checkpoint(llama_dir, tmp_path):
     out = convert(str(llama_dir), tmp_path / "out")
     mlm, info = AutoModelForMaskedLM.from_pretrained(out, output_loading_info=True)
-    assert type(mlm).__name__ == "EuroBertForMaskedLM"
+    assert type(mlm).__name__ == "EuroBertClmMlmForMaskedLM"
     assert not info["missing_keys"] and not info["unexpected_keys"] and not info["mismatched_keys"]
     config = json.loads((out / "config.json").read_text())
-    assert config["auto_map"]["AutoModelForMaskedLM"].endswith("EuroBertForMaskedLM")
+    assert config["auto_map"]["AutoModelForMaskedLM"].endswith("EuroBertClmMlmForMaskedLM")
     assert (out / "modeling_eurobert.py").is_file()
 
 

@@ -17,12 +17,12 @@ from transformers import (
 
 from modeling_eurobert import (
     EuroBertClmMlmConfig,
-    EuroBertForCausalLM,
-    EuroBertForMaskedLM,
-    EuroBertForQuestionAnswering,
-    EuroBertForSequenceClassification,
-    EuroBertForTokenClassification,
-    EuroBertModel,
+    EuroBertClmMlmForCausalLM,
+    EuroBertClmMlmForMaskedLM,
+    EuroBertClmMlmForQuestionAnswering,
+    EuroBertClmMlmForSequenceClassification,
+    EuroBertClmMlmForTokenClassification,
+    EuroBertClmMlmModel,
 )
 from modeling_eurobert.export_native import ExportError, export_native, main
 
@@ -44,14 +44,14 @@ def padded_batch():
 
 LLAMA3_ROPE = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 32.0, "low_freq_factor": 1.0,
                "high_freq_factor": 4.0, "original_max_position_embeddings": 64}  # a converted Llama-3.x decoder
-SC = (EuroBertForSequenceClassification, AutoModelForSequenceClassification)
+SC = (EuroBertClmMlmForSequenceClassification, AutoModelForSequenceClassification)
 # (our class, native Auto class, config overrides, output field to compare)
 HEADS = {
-    "base": (EuroBertModel, AutoModel, {}, "last_hidden_state"),
-    "mlm": (EuroBertForMaskedLM, AutoModelForMaskedLM, {}, "logits"),
-    "mlm-llama3-rope": (EuroBertForMaskedLM, AutoModelForMaskedLM, {"rope_parameters": LLAMA3_ROPE}, "logits"),
+    "base": (EuroBertClmMlmModel, AutoModel, {}, "last_hidden_state"),
+    "mlm": (EuroBertClmMlmForMaskedLM, AutoModelForMaskedLM, {}, "logits"),
+    "mlm-llama3-rope": (EuroBertClmMlmForMaskedLM, AutoModelForMaskedLM, {"rope_parameters": LLAMA3_ROPE}, "logits"),
     **{f"sc-{pooling}": (*SC, {"classifier_pooling": pooling}, "logits") for pooling in ("bos", "mean", "late")},
-    "tc": (EuroBertForTokenClassification, AutoModelForTokenClassification, {}, "logits"),
+    "tc": (EuroBertClmMlmForTokenClassification, AutoModelForTokenClassification, {}, "logits"),
 }
 
 
@@ -63,7 +63,7 @@ def test_export_loads_natively_with_identical_outputs(tmp_path, head):
     export_native(tmp_path / "ours", tmp_path / "native")
 
     native = auto_class.from_pretrained(tmp_path / "native").eval()  # no trust_remote_code
-    assert type(native) is getattr(transformers, our_class.__name__)
+    assert type(native) is getattr(transformers, our_class.__name__.replace("ClmMlm", ""))
     assert type(native).__module__.startswith("transformers.models.eurobert")
     assert native.config.model_type == "eurobert" and native.config.pad_token_id == 0
     backbone = native if head == "base" else native.model
@@ -79,7 +79,7 @@ def test_export_loads_natively_with_identical_outputs(tmp_path, head):
 
 def test_export_writes_no_remote_code_and_copies_labels_and_tokenizer(tmp_path):
     config = tiny_config(id2label={0: "neg", 1: "neu", 2: "pos"}, label2id={"neg": 0, "neu": 1, "pos": 2})
-    EuroBertForSequenceClassification(config).save_pretrained(tmp_path / "ours")
+    EuroBertClmMlmForSequenceClassification(config).save_pretrained(tmp_path / "ours")
     vocab = {token: i for i, token in enumerate(["<pad>", "<s>", "</s>", "<|mask|>", "good", "bad"])}
     backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<pad>"))
     backend.pre_tokenizer = pre_tokenizers.Whitespace()
@@ -97,7 +97,7 @@ def test_export_writes_no_remote_code_and_copies_labels_and_tokenizer(tmp_path):
 
 
 def test_missing_pad_id_exports_as_null_not_eos(tmp_path):
-    EuroBertForMaskedLM(tiny_config(pad_token_id=None)).save_pretrained(tmp_path / "ours")
+    EuroBertClmMlmForMaskedLM(tiny_config(pad_token_id=None)).save_pretrained(tmp_path / "ours")
     export_native(tmp_path / "ours", tmp_path / "native")
     native = AutoModelForMaskedLM.from_pretrained(tmp_path / "native")
     assert native.config.pad_token_id is None and native.model.embed_tokens.padding_idx is None
@@ -105,10 +105,10 @@ def test_missing_pad_id_exports_as_null_not_eos(tmp_path):
 
 CAUSAL_REFUSAL = "is a causal checkpoint .*; pass --bidirectional to export it as a bidirectional encoder on purpose"
 REFUSALS = {
-    "qa": (EuroBertForQuestionAnswering, {}, "no question-answering head"),
-    "causal-lm": (EuroBertForCausalLM, {"is_causal": True}, "EuroBertForCausalLM with is_causal=true " + CAUSAL_REFUSAL),
-    "causal-classifier": (EuroBertForSequenceClassification, {"is_causal": True}, CAUSAL_REFUSAL),
-    "pad-is-eos": (EuroBertForMaskedLM, {"pad_token_id": 2}, "pad_token_id=2 equals eos"),
+    "qa": (EuroBertClmMlmForQuestionAnswering, {}, "no question-answering head"),
+    "causal-lm": (EuroBertClmMlmForCausalLM, {"is_causal": True}, "EuroBertClmMlmForCausalLM with is_causal=true " + CAUSAL_REFUSAL),
+    "causal-classifier": (EuroBertClmMlmForSequenceClassification, {"is_causal": True}, CAUSAL_REFUSAL),
+    "pad-is-eos": (EuroBertClmMlmForMaskedLM, {"pad_token_id": 2}, "pad_token_id=2 equals eos"),
 }
 
 
@@ -122,7 +122,7 @@ def test_unexportable_checkpoints_are_refused_and_nothing_written(tmp_path, case
 
 
 def test_cli_refuses_existing_output_and_foreign_checkpoints(tmp_path):
-    EuroBertForMaskedLM(tiny_config()).save_pretrained(tmp_path / "ours")
+    EuroBertClmMlmForMaskedLM(tiny_config()).save_pretrained(tmp_path / "ours")
     (tmp_path / "taken").mkdir()
     with pytest.raises(SystemExit, match="error: OUTPUT .* already exists"):
         main([str(tmp_path / "ours"), str(tmp_path / "taken")])
@@ -134,7 +134,7 @@ def test_cli_refuses_existing_output_and_foreign_checkpoints(tmp_path):
 def clm_run_checkpoint(path):
     """A CLM checkpoint as the pretraining recipe saves it: the MLM class, with is_causal=true in config.json."""
     torch.manual_seed(0)
-    model = EuroBertForMaskedLM(tiny_config()).eval()
+    model = EuroBertClmMlmForMaskedLM(tiny_config()).eval()
     model.config.is_causal = True  # what SchedulePlanCallback records after a CLM step
     model.save_pretrained(path)
     return model
@@ -144,8 +144,8 @@ def clm_run_checkpoint(path):
 def test_causal_checkpoint_exports_bidirectional_on_purpose(tmp_path, source):
     if source == "clm-run":
         ours = clm_run_checkpoint(tmp_path / "ours")
-    else:  # modeling_eurobert.convert's output: EuroBertForCausalLM, is_causal=true
-        ours = EuroBertForCausalLM(tiny_config()).eval()
+    else:  # modeling_eurobert.convert's output: EuroBertClmMlmForCausalLM, is_causal=true
+        ours = EuroBertClmMlmForCausalLM(tiny_config()).eval()
         ours.save_pretrained(tmp_path / "ours")
     assert json.loads((tmp_path / "ours" / "config.json").read_text())["is_causal"] is True
     with pytest.raises(SystemExit, match="error: .* is a causal checkpoint .* pass --bidirectional"):
@@ -167,10 +167,10 @@ def test_causal_checkpoint_exports_bidirectional_on_purpose(tmp_path, source):
 
 
 def test_bidirectional_export_keeps_the_other_refusals(tmp_path):
-    EuroBertForCausalLM(tiny_config(pad_token_id=2)).save_pretrained(tmp_path / "pad-is-eos")
+    EuroBertClmMlmForCausalLM(tiny_config(pad_token_id=2)).save_pretrained(tmp_path / "pad-is-eos")
     with pytest.raises(ExportError, match="pad_token_id=2 equals eos"):
         export_native(tmp_path / "pad-is-eos", tmp_path / "native", bidirectional=True)
-    EuroBertForQuestionAnswering(tiny_config(is_causal=True)).save_pretrained(tmp_path / "qa")
+    EuroBertClmMlmForQuestionAnswering(tiny_config(is_causal=True)).save_pretrained(tmp_path / "qa")
     with pytest.raises(ExportError, match="no question-answering head"):
         export_native(tmp_path / "qa", tmp_path / "native", bidirectional=True)
     assert not (tmp_path / "native").exists()

@@ -28,10 +28,10 @@ CONFIG = "recipes/accelerate/fsdp.yaml"
 PROBE = """
 import json, os
 from accelerate.utils import FullyShardedDataParallelPlugin
-from modeling_eurobert import EuroBertForMaskedLM, load_preset
+from modeling_eurobert import EuroBertClmMlmForMaskedLM, load_architecture
 
 plugin = FullyShardedDataParallelPlugin()  # built from the FSDP_* variables `accelerate launch` set
-layers = {type(m).__name__ for m in EuroBertForMaskedLM(load_preset("tiny")).modules()}
+layers = {type(m).__name__ for m in EuroBertClmMlmForMaskedLM(load_architecture("tiny")).modules()}
 print(json.dumps({"use_fsdp": os.environ.get("ACCELERATE_USE_FSDP"), "version": plugin.fsdp_version,
                   "state_dict_type": plugin.state_dict_type.name, "wrap": plugin.transformer_cls_names_to_wrap,
                   "wrap_found": all(name in layers for name in plugin.transformer_cls_names_to_wrap),
@@ -55,7 +55,7 @@ def test_launcher_accepts_the_fsdp_config(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     settings = json.loads(result.stdout.strip().splitlines()[-1])
     assert settings == {"use_fsdp": "true", "version": 2, "state_dict_type": "FULL_STATE_DICT",
-                        "wrap": ["EuroBertDecoderLayer"], "wrap_found": True, "mixed_precision": "bf16"}
+                        "wrap": ["EuroBertClmMlmDecoderLayer"], "wrap_found": True, "mixed_precision": "bf16"}
 
 
 def test_pretrain_refuses_fsdp_on_the_cpu(monkeypatch):

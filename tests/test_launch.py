@@ -19,7 +19,6 @@ from transformers import AutoModelForMaskedLM
 
 from recipes import manifest, prepare_data, pretrain, training
 from recipes.plan import write_plan
-from recipes.study import training_order
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
@@ -140,7 +139,7 @@ def test_submit_orders_jobs_by_dependencies(cluster, tmp_path):
     calls = sbatch_calls(log)
     ids = dict(line.split("\t") for line in result.stdout.splitlines() if line.split("\t")[1].isdigit())
     names = [option(call, "--job-name") for call in calls]
-    order = [r.name for r in training_order(manifest.model_names())]
+    order = [r.name for r in manifest.training_order(manifest.model_names())]
     assert names[0] == "prepare-data" and "--dependency" not in " ".join(calls[0])
     assert names[1:38] == [n for n in order if n != "210m-mlm50-42k"]
     assert "210m-mlm50-42k\ttrained, not submitted" in result.stdout

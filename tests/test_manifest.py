@@ -41,7 +41,7 @@ def test_paper_run_config_uses_spec_optimisation():
     assert (config["weight_decay"], config["max_grad_norm"], config["learning_rate"], config["bf16"]) == (0.1, 1.0, 5e-4, True)
     assert config["lr_scheduler_type"] == "warmup_stable_decay"
     assert config["lr_scheduler_kwargs"] == {"num_decay_steps": 2000, "decay_type": "linear", "min_lr_ratio": 0.0}
-    assert config["block_size"] == 2048 and config["model_preset"] == "610m"
+    assert config["block_size"] == 2048 and config["architecture"] == "610m"
     assert config["weight_decay_scope"] == "all"  # the original's single AdamW group
     assert (config["corpus_source"], config["corpus_name"]) == ("HuggingFaceFW/fineweb-edu", "sample-350BT")
 
@@ -56,23 +56,23 @@ def test_paper_cpt_follows_the_original_resume_path():
         assert "tokenizer_name_or_path" not in config and config["weight_decay_scope"] == "all"
 
 
-@pytest.mark.parametrize("preset, divisor", [("toy", 100), ("smoke", 200)])
-def test_toy_presets_keep_the_structure(preset, divisor):
+@pytest.mark.parametrize("scale, divisor", [("toy", 100), ("smoke", 200)])
+def test_toy_scales_keep_the_structure(scale, divisor):
     for recipe in manifest.recipes().values():
         if recipe.intermediate_of:
             continue
-        config = manifest.run_config(recipe, preset)
-        assert config["max_steps"] == recipe.steps // divisor and config.get("model_preset", "tiny") == "tiny"
+        config = manifest.run_config(recipe, scale)
+        assert config["max_steps"] == recipe.steps // divisor and config.get("architecture", "tiny") == "tiny"
         if recipe.switch_step:
             assert config["switch_step"] == recipe.switch_step // divisor
 
 
 @pytest.mark.parametrize("name", manifest.model_names() + manifest.intermediate_names())
 def test_names_parse_back(name):
-    assert manifest.parse_name(name).name == name
+    assert manifest.recipe_of(name).name == name
 
 
 @pytest.mark.parametrize("bad", ["610m-mlm-42k", "610m-clm40-42k", "2b-clm-42k", "610m-clm-42", "610m-clm-dec42k-44k"])
 def test_bad_names_raise(bad):
     with pytest.raises(ValueError):
-        manifest.parse_name(bad)
+        manifest.recipe_of(bad)

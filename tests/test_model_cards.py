@@ -22,8 +22,6 @@ from model_cards.generate import (
 from model_cards.results_dataset import task_test_data
 from recipes.training import CptArguments, PretrainArguments, make_run_info
 
-SUMMARY_COLUMNS = ["model", "task", "family", "metric", "best_lr", "n_seeds", "mean", "ci_low", "ci_high", "entity_f1",
-                   "std", "n_diverged"]
 TASKS = [("sst2", "sc", "accuracy"), ("conll2003", "tc", "sentence_macro_f1"), ("squad", "qa", "f1"),
          ("scifact", "ir", "ndcg@10")]  # as evaluation.report writes them
 # Per-instance records as each family's evaluate() writes them (evaluation.common.result).
@@ -39,8 +37,8 @@ INSTANCES = {
 }
 
 
-def make_checkpoint(path, name, objective="mlm", mlm_probability=0.4, steps=200, pfs_switch_step=None,
-                    cpt_base=None, preset="toy", extra_files=True, is_causal=None, branch_from=None):
+def make_checkpoint(path, name, objective="mlm", mlm_probability=0.4, steps=200, switch_step=None,
+                    cpt_base=None, scale="toy", extra_files=True, is_causal=None, branch_from=None):
     """A small but complete `save_pretrained` folder whose run_info.json is written by the real
     `recipes.training.make_run_info`, with the local paths a real run records (output_dir, tokenizer, base...)."""
     path.mkdir(parents=True)
@@ -68,13 +66,13 @@ def make_checkpoint(path, name, objective="mlm", mlm_probability=0.4, steps=200,
         (path / "optimizer.pt").write_bytes(b"\x00optimizer state")
         (path / "training_args.bin").write_bytes(b"\x80pickle")
         (path / "trainer_state.json").write_text("{}")
-    settings = dict(objective=objective, mlm_probability=mlm_probability or 0.4, switch_step=pfs_switch_step,
-                    study_preset=preset, tokenizer_name_or_path=str(path.parent / "tokenizer"),
+    settings = dict(objective=objective, mlm_probability=mlm_probability or 0.4, switch_step=switch_step,
+                    scale=scale, tokenizer_name_or_path=str(path.parent / "tokenizer"),
                     corpus_source="bundle", max_docs=2000, block_size=64, branch_from=branch_from)
     if cpt_base:
         run_args = CptArguments(model_name_or_path=str(path.parent / cpt_base), keep_optimizer_state=True, **settings)
     else:
-        run_args = PretrainArguments(model_preset="tiny", **settings)
+        run_args = PretrainArguments(architecture="tiny", **settings)
     training_args = TrainingArguments(output_dir=str(path), run_name=name, max_steps=steps, learning_rate=5e-4,
                                       lr_scheduler_type="warmup_stable_decay", warmup_steps=20, weight_decay=0.1,
                                       adam_beta2=0.95, per_device_train_batch_size=8, data_seed=0, report_to="none",
@@ -88,7 +86,7 @@ def make_checkpoint(path, name, objective="mlm", mlm_probability=0.4, steps=200,
 def write_summary(path, models, rows=None):
     """summary.csv with one row per (model, task); scores differ per model so rows cannot be mixed up."""
     with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, SUMMARY_COLUMNS)
+        writer = csv.DictWriter(f, artifacts.SUMMARY_COLUMNS, restval="")
         writer.writeheader()
         for m, model in enumerate(models):
             for t, (task, family, metric) in enumerate(TASKS):
@@ -128,7 +126,7 @@ def write_results(results_dir, checkpoints, tasks=TASKS, source="offline"):
 
 def write_report(report_dir, checkpoints, results_dir=None):
     """An evaluation report folder (summary.csv) and the per-run results behind it: `<report_dir>/results` by
-    default, or `results_dir` (the study's layout: study/<preset>/report beside study/<preset>/results)."""
+    default, or `results_dir` (the study's layout: study/<study>/report beside study/<study>/results)."""
     report_dir.mkdir(parents=True)
     write_summary(report_dir / "summary.csv", list(checkpoints))
     write_results(results_dir or report_dir / "results", checkpoints)
@@ -148,9 +146,9 @@ SPEC_NAMES = (
 
 
 def test_every_spec_name_parses_to_its_kind():
-    kinds = [parse_name(n)["kind"] + ("+step" if parse_name(n)["step"] else "") for n in SPEC_NAMES]
+    kinds = [parse_name(n).kind + ("+step" if parse_name(n).step else "") for n in SPEC_NAMES]
     assert len(set(SPEC_NAMES)) == 50  # 38 models + 12 intermediate checkpoints
-    assert {k: kinds.count(k) for k in set(kinds)} == {"single": 19, "two_phase": 13, "cpt": 6, "single+step": 12}
+    assert {k: kinds.count(k) for k in set(kinds)} == {"single": 19, "pfs": 13, "cpt": 6, "single+step": 12}
 
 
 @pytest.mark.parametrize("name, expected", [
@@ -192,7 +190,7 @@ def test_bad_names_raise(name, error):
 FIXTURES = {  # name -> run_info fields
     "610m-mlm40-42k": {"objective": "mlm", "mlm_probability": 0.4},
     "610m-clm-42k": {"objective": "clm", "mlm_probability": None},
-    "610m-clm-10k-mlm40-42k": {"objective": "mlm", "mlm_probability": 0.4, "pfs_switch_step": 50},
+    "610m-clm-10k-mlm40-42k": {"objective": "mlm", "mlm_probability": 0.4, "switch_step": 50},
     "610m-clm-dec42k-mlm40-44k": {"objective": "mlm", "mlm_probability": 0.4, "cpt_base": "610m-clm-42k"},
 }
 
@@ -224,7 +222,7 @@ def test_model_card_contents(tmp_path, name):
     assert loaded.data.license == "apache-2.0" and loaded.data.pipeline_tag
     assert loaded.data.datasets is None  # toy runs read the bundle's Wikipedia, not a Hub dataset
     # The toy-scale disclaimer comes first, then the name's meaning.
-    assert text.split(f"# {name}\n", 1)[1].lstrip().startswith("> **Toy-scale reproduction (`toy` preset)")
+    assert text.split(f"# {name}\n", 1)[1].lstrip().startswith("> **Toy-scale reproduction (`toy` scale)")
     assert describe_name(name) in text and "a stand-in for FineWeb-Edu" in text
     # Evaluation table: this model's rows only, with 95% CIs and the data of each test score.
     m = list(FIXTURES).index(name)
@@ -252,7 +250,7 @@ def test_model_card_contents(tmp_path, name):
     assert "hub_token" not in text and "output_dir" not in text  # only the settings that decide the weights
     assert f'AutoModel.from_pretrained("org/{name}", trust_remote_code=True' in text
     assert "2507.00994" in text
-    if "pfs_switch_step" in FIXTURES[name]:
+    if "switch_step" in FIXTURES[name]:
         assert "| PFS switch | CLM until step 50, then MLM |" in text and "| switch_step | `50` |" in text
     if "cpt_base" in FIXTURES[name]:  # the base is the study's own run, published beside it
         assert loaded.data.base_model == "org/610m-clm-42k"
@@ -268,8 +266,8 @@ def test_model_card_contents(tmp_path, name):
         assert "is_causal=False" not in text and "export_native" not in text
 
 
-def test_paper_preset_card_has_no_toy_caveats(tmp_path, summary_csv):
-    ckpt = make_checkpoint(tmp_path / "c", "610m-mlm40-42k", steps=42000, preset="paper")
+def test_paper_scale_card_has_no_toy_caveats(tmp_path, summary_csv):
+    ckpt = make_checkpoint(tmp_path / "c", "610m-mlm40-42k", steps=42000, scale="paper")
     info = json.loads((ckpt / "run_info.json").read_text())
     info["data"]["source"] = "HuggingFaceFW/fineweb-edu"
     info["run_config"]["run_settings"].update(corpus_source="HuggingFaceFW/fineweb-edu", corpus_name="sample-350BT")
@@ -332,7 +330,7 @@ def test_decay_branch_and_its_base_model(tmp_path):
 
 def test_any_run_is_described_from_its_run_info(tmp_path):
     """A checkpoint named outside the grammar (my own encoder) gets a card, described from run_info.json."""
-    ckpt = make_checkpoint(tmp_path / "my-encoder", "my-encoder", mlm_probability=0.3, preset=None)
+    ckpt = make_checkpoint(tmp_path / "my-encoder", "my-encoder", mlm_probability=0.3, scale=None)
     card = build_model_card(ckpt, repo_id="me/my-encoder")
     assert card.data.model_name == "my-encoder" and "## What the name means" not in card.text
     assert ("my-encoder: a `tiny`-size encoder trained for 200 steps with masked language modeling (MLM) with a 30% "
@@ -343,7 +341,7 @@ def test_any_run_is_described_from_its_run_info(tmp_path):
 def test_cpt_from_another_base_is_named_and_described_as_what_it_is(tmp_path):
     """CPT from a converted Llama with the 610m-clm-dec42k-mlm40-44k config: run_info keeps the recipe's name."""
     ckpt = make_checkpoint(tmp_path / "llama-cpt", "610m-clm-dec42k-mlm40-44k", cpt_base="llama-3.2-1b-eurobert",
-                           preset=None)
+                           scale=None)
     card = build_model_card(ckpt, repo_id="me/llama-3.2-1b-mlm40-cpt")
     assert card.data.model_name == "llama-3.2-1b-mlm40-cpt" and "## What the name means" not in card.text
     assert "continued pretraining (CPT) of `llama-3.2-1b-eurobert`" in card.text

@@ -1,4 +1,4 @@
-"""Model package: presets, heads, attention backends, differential tests, Auto loading in-process and as remote code."""
+"""Model package: architectures, heads, attention backends, differential tests, Auto loading in-process and as remote code."""
 
 import json
 import os
@@ -23,23 +23,23 @@ from transformers.loss.loss_utils import ForCausalLMLoss, ForMaskedLMLoss
 
 from modeling_eurobert import (
     EuroBertClmMlmConfig,
-    EuroBertForCausalLM,
-    EuroBertForMaskedLM,
-    EuroBertForQuestionAnswering,
-    EuroBertForSequenceClassification,
-    EuroBertForTokenClassification,
-    EuroBertModel,
-    load_preset,
+    EuroBertClmMlmForCausalLM,
+    EuroBertClmMlmForMaskedLM,
+    EuroBertClmMlmForQuestionAnswering,
+    EuroBertClmMlmForSequenceClassification,
+    EuroBertClmMlmForTokenClassification,
+    EuroBertClmMlmModel,
+    load_architecture,
 )
 
 BATCH, SEQ = 13, 7
 HEADS = {
-    "AutoModel": (AutoModel, EuroBertModel),
-    "AutoModelForMaskedLM": (AutoModelForMaskedLM, EuroBertForMaskedLM),
-    "AutoModelForCausalLM": (AutoModelForCausalLM, EuroBertForCausalLM),
-    "AutoModelForSequenceClassification": (AutoModelForSequenceClassification, EuroBertForSequenceClassification),
-    "AutoModelForTokenClassification": (AutoModelForTokenClassification, EuroBertForTokenClassification),
-    "AutoModelForQuestionAnswering": (AutoModelForQuestionAnswering, EuroBertForQuestionAnswering),
+    "AutoModel": (AutoModel, EuroBertClmMlmModel),
+    "AutoModelForMaskedLM": (AutoModelForMaskedLM, EuroBertClmMlmForMaskedLM),
+    "AutoModelForCausalLM": (AutoModelForCausalLM, EuroBertClmMlmForCausalLM),
+    "AutoModelForSequenceClassification": (AutoModelForSequenceClassification, EuroBertClmMlmForSequenceClassification),
+    "AutoModelForTokenClassification": (AutoModelForTokenClassification, EuroBertClmMlmForTokenClassification),
+    "AutoModelForQuestionAnswering": (AutoModelForQuestionAnswering, EuroBertClmMlmForQuestionAnswering),
 }
 
 
@@ -68,10 +68,10 @@ def main_output(output):
 
 
 @pytest.mark.parametrize("name,params", [("210m", 211.8), ("610m", 607.9), ("1b", 1187.9)])
-def test_paper_presets_match_spec_parameter_counts(name, params):
-    config = load_preset(name)
+def test_paper_architectures_match_spec_parameter_counts(name, params):
+    config = load_architecture(name)
     with torch.device("meta"):
-        model = EuroBertModel(config)  # input embeddings included, LM head excluded
+        model = EuroBertClmMlmModel(config)  # input embeddings included, LM head excluded
     assert round(sum(p.numel() for p in model.parameters()) / 1e6, 1) == params
     assert config.rms_norm_eps == 1e-5 and config.rope_parameters["rope_theta"] == 10000.0
     assert config.vocab_size == 128256 and config.mask_token_id == 128002 and config.pad_token_id != config.eos_token_id
@@ -79,8 +79,8 @@ def test_paper_presets_match_spec_parameter_counts(name, params):
 
 
 def test_bad_architectures_raise_one_line_errors():
-    with pytest.raises(ValueError, match="unknown model preset 'huge'"):
-        load_preset("huge")
+    with pytest.raises(ValueError, match="unknown architecture 'huge'"):
+        load_architecture("huge")
     with pytest.raises(Exception, match="not divisible by num_attention_heads"):
         tiny_config(hidden_size=30)
     with pytest.raises(Exception, match="not a multiple of num_key_value_heads"):
@@ -116,7 +116,7 @@ def test_head_shapes_and_loss(head):
 
 @pytest.mark.parametrize("pooling", ["bos", "mean", "late"])
 def test_sequence_classification_pooling_ignores_padding(pooling):
-    model = EuroBertForSequenceClassification(tiny_config(classifier_pooling=pooling)).eval()
+    model = EuroBertClmMlmForSequenceClassification(tiny_config(classifier_pooling=pooling)).eval()
     input_ids, _ = batch(pad_last=False)
     padded = torch.cat([input_ids, torch.full((BATCH, 3), 3)], dim=1)
     mask = torch.cat([torch.ones(BATCH, SEQ), torch.zeros(BATCH, 3)], dim=1).long()
@@ -124,7 +124,7 @@ def test_sequence_classification_pooling_ignores_padding(pooling):
 
 
 def test_attention_pattern_is_decided_by_config_and_overridable_per_call():
-    model = EuroBertModel(tiny_config()).eval()
+    model = EuroBertClmMlmModel(tiny_config()).eval()
     input_ids, _ = batch(pad_last=False)
     changed = input_ids.clone()
     changed[:, -1] = (changed[:, -1] + 1) % 99
@@ -140,9 +140,9 @@ def test_attention_pattern_is_decided_by_config_and_overridable_per_call():
 
 
 def test_clm_checkpoint_loads_into_mlm_class_and_back(tmp_path):
-    clm = EuroBertForCausalLM(tiny_config(is_causal=True))
+    clm = EuroBertClmMlmForCausalLM(tiny_config(is_causal=True))
     clm.save_pretrained(tmp_path / "clm")
-    mlm, info = EuroBertForMaskedLM.from_pretrained(tmp_path / "clm", output_loading_info=True)
+    mlm, info = EuroBertClmMlmForMaskedLM.from_pretrained(tmp_path / "clm", output_loading_info=True)
     assert info["missing_keys"] == set() or not info["missing_keys"]
     assert not info["unexpected_keys"] and not info["mismatched_keys"]
     assert set(mlm.state_dict()) == set(clm.state_dict())
@@ -151,13 +151,13 @@ def test_clm_checkpoint_loads_into_mlm_class_and_back(tmp_path):
     mlm.save_pretrained(tmp_path / "mlm")
     back, info = AutoModelForCausalLM.from_pretrained(tmp_path / "mlm", output_loading_info=True)
     assert not info["missing_keys"] and not info["unexpected_keys"]
-    assert isinstance(back, EuroBertForCausalLM)
+    assert isinstance(back, EuroBertClmMlmForCausalLM)
 
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_labelled_positions_loss_equals_full_vocab_loss_and_gradients(causal):
     torch.manual_seed(0)
-    model_class = EuroBertForCausalLM if causal else EuroBertForMaskedLM
+    model_class = EuroBertClmMlmForCausalLM if causal else EuroBertClmMlmForMaskedLM
     model = model_class(tiny_config()).train()
     input_ids, _ = batch(pad_last=False)
     labels = input_ids if causal else torch.where(torch.rand(BATCH, SEQ) < 0.4, input_ids, -100)
@@ -194,7 +194,7 @@ def loss_and_grads(model, **inputs):
 
 def test_fixed_shape_head_equals_exact_path_and_full_vocab_loss():
     """`mlm_positions` (a fixed K per row, padded with -1) gives the exact path's and full logits' loss and grads."""
-    model = EuroBertForMaskedLM(tiny_config()).train()
+    model = EuroBertClmMlmForMaskedLM(tiny_config()).train()
     input_ids, _ = batch(pad_last=False)
     labels = torch.where(torch.rand(BATCH, SEQ) < 0.4, input_ids, -100)
     labels[0] = -100  # a row without any label: only padding slots
@@ -216,7 +216,7 @@ def test_fixed_shape_head_equals_exact_path_and_full_vocab_loss():
 def test_causal_calls_project_every_position_with_the_same_loss():
     """The MLM class on a CLM step (is_causal, labels shifted by the collator, last position -100) takes the
     static all-positions path: same loss and gradients as full logits."""
-    model = EuroBertForMaskedLM(tiny_config()).train()
+    model = EuroBertClmMlmForMaskedLM(tiny_config()).train()
     input_ids, _ = batch(pad_last=False)
     labels = torch.full_like(input_ids, -100)
     labels[:, :-1] = input_ids[:, 1:]
@@ -274,7 +274,7 @@ def test_fixed_shape_head_traces_to_one_static_graph():
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="host syncs are a GPU matter")
 def test_fixed_shape_head_needs_no_host_sync_on_gpu():
-    model = EuroBertForMaskedLM(tiny_config()).cuda().train()
+    model = EuroBertClmMlmForMaskedLM(tiny_config()).cuda().train()
     labels = capped_labels(4, 0)
     inputs = {"input_ids": torch.where(labels == -100, 5, labels).cuda(), "labels": labels.cuda(),
               "mlm_positions": padded_positions(labels, 4).cuda(), "num_items_in_batch": torch.tensor(20).cuda()}
@@ -292,8 +292,8 @@ def test_fixed_shape_head_needs_no_host_sync_on_gpu():
 @pytest.mark.parametrize("causal", [False, True])
 def test_sdpa_matches_eager(causal):
     config = tiny_config()
-    sdpa = EuroBertForMaskedLM(config).eval()
-    eager = EuroBertForMaskedLM.from_pretrained(None, config=config, state_dict=sdpa.state_dict(),
+    sdpa = EuroBertClmMlmForMaskedLM(config).eval()
+    eager = EuroBertClmMlmForMaskedLM.from_pretrained(None, config=config, state_dict=sdpa.state_dict(),
                                                 attn_implementation="eager").eval()
     assert sdpa.config._attn_implementation == "sdpa" and eager.config._attn_implementation == "eager"
     input_ids, attention_mask = batch()
@@ -306,7 +306,7 @@ def test_sdpa_matches_eager(causal):
 
 def test_causal_mode_matches_llama():
     config = tiny_config(is_causal=True)
-    ours = EuroBertForCausalLM(config).eval()
+    ours = EuroBertClmMlmForCausalLM(config).eval()
     llama_config = transformers.LlamaConfig(
         vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
         intermediate_size=37, rms_norm_eps=1e-5, rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
@@ -325,7 +325,7 @@ def test_causal_mode_matches_llama():
 
 def test_bidirectional_mode_matches_native_eurobert():
     config = tiny_config()
-    ours = EuroBertForMaskedLM(config).eval()
+    ours = EuroBertClmMlmForMaskedLM(config).eval()
     native_config = transformers.EuroBertConfig(
         vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
         intermediate_size=37, rms_norm_eps=1e-5, max_position_embeddings=2048, pad_token_id=3, bos_token_id=0,
@@ -344,8 +344,8 @@ def test_bidirectional_mode_matches_native_eurobert():
 def test_flash_attention_2_matches_sdpa_on_gpu():
     pytest.importorskip("flash_attn")
     config = tiny_config(hidden_size=128, num_attention_heads=4, num_key_value_heads=2)
-    sdpa = EuroBertForMaskedLM(config).cuda().to(torch.bfloat16).eval()
-    flash = EuroBertForMaskedLM.from_pretrained(None, config=config, state_dict=sdpa.state_dict(),
+    sdpa = EuroBertClmMlmForMaskedLM(config).cuda().to(torch.bfloat16).eval()
+    flash = EuroBertClmMlmForMaskedLM.from_pretrained(None, config=config, state_dict=sdpa.state_dict(),
                                                 attn_implementation="flash_attention_2", dtype=torch.bfloat16)
     flash = flash.cuda().eval()
     input_ids, _ = batch(pad_last=False)
@@ -357,7 +357,7 @@ def test_flash_attention_2_matches_sdpa_on_gpu():
 
 
 def test_in_process_auto_classes_round_trip(tmp_path):
-    model = EuroBertForMaskedLM(tiny_config()).eval()
+    model = EuroBertClmMlmForMaskedLM(tiny_config()).eval()
     model.save_pretrained(tmp_path)
     saved = json.loads((tmp_path / "config.json").read_text())
     assert set(saved["auto_map"]) == {"AutoConfig", *HEADS}
@@ -417,7 +417,7 @@ def test_clm_checkpoint_loads_bidirectionally_with_is_causal_override_in_fresh_p
     overrides the config field, so every head runs bidirectionally, as the paper fine-tunes CLM checkpoints.
     Checked through remote code in a process that cannot import this project."""
     torch.manual_seed(1)
-    model = EuroBertForMaskedLM(tiny_config()).eval()
+    model = EuroBertClmMlmForMaskedLM(tiny_config()).eval()
     model.config.is_causal = True
     model.save_pretrained(tmp_path / "clm")
     assert json.loads((tmp_path / "clm" / "config.json").read_text())["is_causal"] is True
@@ -464,7 +464,7 @@ def test_sentence_transformers_mean_pooling_matches_pool(tmp_path):
     tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
     fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<bos>", eos_token="<eos>",
                                    mask_token="<mask>", pad_token="<pad>", model_input_names=["input_ids", "attention_mask"])
-    model = EuroBertModel(tiny_config()).eval()
+    model = EuroBertClmMlmModel(tiny_config()).eval()
     model.save_pretrained(tmp_path)
     fast.save_pretrained(tmp_path)
     transformer = models.Transformer(str(tmp_path), model_args={"trust_remote_code": True},
@@ -479,7 +479,7 @@ def test_sentence_transformers_mean_pooling_matches_pool(tmp_path):
 
 
 def test_gradient_checkpointing_gives_same_gradients():
-    model = EuroBertForMaskedLM(tiny_config()).train()
+    model = EuroBertClmMlmForMaskedLM(tiny_config()).train()
     input_ids, _ = batch(pad_last=False)
     labels = torch.where(torch.rand(BATCH, SEQ) < 0.5, input_ids, -100)
     model(input_ids, labels=labels).loss.backward()

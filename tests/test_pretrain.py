@@ -1,4 +1,4 @@
-"""The pretraining recipe end to end on the tiny preset: objectives, PFS, decay branches, CPT, outputs, bad input."""
+"""The pretraining recipe end to end on the tiny architecture: objectives, PFS, decay branches, CPT, outputs, bad input."""
 
 import json
 from pathlib import Path
@@ -9,6 +9,7 @@ import yaml
 from safetensors.torch import load_file
 from transformers import AutoModelForMaskedLM
 
+from core import paths
 from recipes import cpt, data, manifest, pretrain, training
 
 DEBUG = "recipes/configs/debug.yaml"
@@ -94,7 +95,7 @@ def test_run_trains_every_parameter_and_reloads(three_runs, name):
         assert (Path(directory) / "tokenizer.json").is_file()
         info = json.loads((Path(directory) / "run_info.json").read_text())
         assert info["objective"] == run_args.objective and info["data"]["fingerprint"]
-        assert set(info) >= {"name", "size", "mlm_probability", "steps", "pfs_switch_step", "cpt_base", "preset",
+        assert set(info) >= {"name", "size", "mlm_probability", "steps", "pfs_switch_step", "cpt_base", "scale",
                              "run_config", "training_args", "versions", "git_commit", "tokens_seen"}
     reloaded = AutoModelForMaskedLM.from_pretrained(training_args.output_dir, trust_remote_code=True).state_dict()
     assert all(torch.equal(reloaded[k], trained[k]) for k in trained)
@@ -126,7 +127,7 @@ def test_decay_branch_of_the_stable_run(tmp_path, cache_dir):
 
 def test_cpt_continues_after_the_base_blocks(three_runs, tmp_path, cache_dir):
     base = three_runs["clm"][1].output_dir
-    argv = ["--model_preset", "null", "--model_name_or_path", base, "--switch_step", "null", "--objective", "mlm",
+    argv = ["--architecture", "null", "--model_name_or_path", base, "--switch_step", "null", "--objective", "mlm",
             "--keep_optimizer_state", "true", "--max_steps", "2", "--log_block_order", "true", "--intermediate_steps", "1"]
     run_args, training_args = parse(tmp_path / "cpt", cache_dir, *argv, parser=cpt.make_parser())
     trainer = cpt.main(run_args, training_args)
@@ -182,7 +183,7 @@ def test_resuming_into_a_directory_of_another_config_fails(three_runs, cache_dir
 
 def test_yaml_cli_precedence_and_unknown_keys(tmp_path, cache_dir):
     run_args, training_args = parse(tmp_path, cache_dir, "--mlm_probability", "0.3")
-    assert run_args.mlm_probability == 0.3 and run_args.model_preset == "tiny" and training_args.adam_beta2 == 0.95
+    assert run_args.mlm_probability == 0.3 and run_args.architecture == "tiny" and training_args.adam_beta2 == 0.95
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump({**yaml.safe_load(Path(DEBUG).read_text()), "masking_ratio": 0.3}))
     with pytest.raises(ValueError, match="unknown keys \\['masking_ratio'\\]"):
@@ -266,4 +267,4 @@ def test_several_corpus_sources_are_concatenated_in_order(tmp_path):
     bundle = data.load_corpus("bundle", split="valid")
     both = data.load_corpora(f"bundle,{extra}", split="valid")
     assert len(both) == len(bundle) + 5 and both[len(bundle)]["text"] == "extra document 0"
-    assert data.is_hub_id("HuggingFaceFW/fineweb-edu") and not data.is_hub_id("bundle") and not data.is_hub_id(str(extra))
+    assert paths.is_hub_id("HuggingFaceFW/fineweb-edu") and not paths.is_hub_id("bundle") and not paths.is_hub_id(str(extra))

@@ -73,7 +73,7 @@ def test_bad_input_is_one_line_and_writes_nothing(case, base, tmp_path, cache_di
         config = _write(tmp_path / "c.yaml", Path(DEBUG).read_text() + "masking_ratio: 0.3\n")
         argv, expect = ["--config", config, "--output_dir", out], [str(config), "masking_ratio"]
     elif case == "yaml_list":
-        config = _write(tmp_path / "c.yaml", "- model_preset: tiny\n")
+        config = _write(tmp_path / "c.yaml", "- architecture: tiny\n")
         argv, expect = ["--config", config, "--output_dir", out], [str(config), "mapping"]
     elif case == "scalar_for_list":
         config = _write(tmp_path / "c.yaml", Path(DEBUG).read_text().replace("intermediate_steps: [5]", "intermediate_steps: 5"))
@@ -83,7 +83,7 @@ def test_bad_input_is_one_line_and_writes_nothing(case, base, tmp_path, cache_di
         expect = ["tokenizer_name_or_path", "does not exist"]
     elif case == "missing_base":
         script = "recipes/cpt.py"
-        argv += ["--model_preset", "null", "--model_name_or_path", tmp_path / "no-such-model"]
+        argv += ["--architecture", "null", "--model_name_or_path", tmp_path / "no-such-model"]
         expect = ["model_name_or_path", "no-such-model", "does not exist"]
     elif case == "blank_corpus":
         corpus = _write(tmp_path / "blank.txt", "\n   \n\n\t\n")
@@ -96,14 +96,14 @@ def test_bad_input_is_one_line_and_writes_nothing(case, base, tmp_path, cache_di
         with open(weights, "r+b") as f:
             f.truncate(weights.stat().st_size // 2)
         script = "recipes/cpt.py"
-        argv += ["--model_preset", "null", "--model_name_or_path", broken]
+        argv += ["--architecture", "null", "--model_name_or_path", broken]
         expect = [str(weights), "truncated or corrupt"]
     elif case == "bad_resume_checkpoint":
         argv += ["--resume_from_checkpoint", tmp_path / "nowhere" / "checkpoint-5"]
         expect = ["resume_from_checkpoint", "not a complete Trainer checkpoint"]
     elif case == "output_is_base":
         script = "recipes/cpt.py"
-        argv = small(base, cache_dir, "--model_preset", "null", "--model_name_or_path", base)
+        argv = small(base, cache_dir, "--architecture", "null", "--model_name_or_path", base)
         out = base
         expect = ["also the model_name_or_path"]
     elif case == "foreign_output_dir":
@@ -114,7 +114,7 @@ def test_bad_input_is_one_line_and_writes_nothing(case, base, tmp_path, cache_di
         corpus = data.load_corpus("bundle", split="valid").select(range(100))
         data.train_toy_tokenizer(corpus, 600, other)
         script = "recipes/cpt.py"
-        argv += ["--model_preset", "null", "--model_name_or_path", base, "--tokenizer_name_or_path", other]
+        argv += ["--architecture", "null", "--model_name_or_path", base, "--tokenizer_name_or_path", other]
         expect = ["differs from the base model's own"]
     before = sorted(p.name for p in out.iterdir()) if out.exists() else None
     result = run_cli(script, *argv)
@@ -125,7 +125,7 @@ def test_bad_input_is_one_line_and_writes_nothing(case, base, tmp_path, cache_di
 @pytest.mark.slow
 def test_cpt_defaults_to_the_base_tokenizer(base, tmp_path, cache_dir):
     out = tmp_path / "cpt"
-    argv = small(out, cache_dir, "--model_preset", "null", "--model_name_or_path", str(base))
+    argv = small(out, cache_dir, "--architecture", "null", "--model_name_or_path", str(base))
     cpt.main(*cpt.make_parser().parse_args_and_config(argv))
     assert (out / "tokenizer.json").read_bytes() == (base / "tokenizer.json").read_bytes()
     info = json.loads((out / "run_info.json").read_text())
@@ -184,8 +184,8 @@ def test_truncated_toy_tokenizer_cache_is_rebuilt(tmp_path):
 def test_killed_study_takes_its_pretraining_child_with_it(tmp_path):
     """SIGKILL the study while it pretrains: its child run ends too (no orphan keeps training)."""
     code = ("import dataclasses, sys; from pathlib import Path; from recipes.study import STUDIES, run_study; "
-            "preset = dataclasses.replace(STUDIES['smoke'], scale='ci', pretrain_overrides={'max_steps': 1500, "
-            "'save_steps': 100000, 'intermediate_steps': []}); run_study('smoke', Path(sys.argv[1]), preset=preset)")
+            "study = dataclasses.replace(STUDIES['smoke'], scale='ci', pretrain_overrides={'max_steps': 1500, "
+            "'save_steps': 100000, 'intermediate_steps': []}); run_study('smoke', Path(sys.argv[1]), study=study)")
     study = subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "study")], cwd=ROOT, env=ENV,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

@@ -205,9 +205,9 @@ def test_a_file_holding_a_local_path_is_refused(tmp_path):
 
 def test_any_checkpoint_can_be_published(tmp_path):
     """My own encoder, named outside the study's grammar, with its own intermediate checkpoint."""
-    ckpt = make_checkpoint(tmp_path / "my-encoder", "my-encoder", objective="clm", mlm_probability=None, preset=None)
+    ckpt = make_checkpoint(tmp_path / "my-encoder", "my-encoder", objective="clm", mlm_probability=None, scale=None)
     make_checkpoint(ckpt / "intermediate" / "step-100", "my-encoder-100", objective="clm", mlm_probability=None,
-                    steps=100, preset=None)
+                    steps=100, scale=None)
     plans = plan_run(ckpt, "me/my-encoder")
     assert [(p.revision, p.commit_message) for p in plans] == [("main", "Upload my-encoder"),
                                                                 ("step-100", "Upload my-encoder-100")]

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from core import artifacts
+from core import artifacts, names
 from evaluation import report
 
 LRS = (1e-5, 5e-5, 1e-4)
@@ -47,14 +47,17 @@ def results(tmp_path):
     return tmp_path
 
 
-def test_parse_model_names():
-    assert report.parse_model_name("610m-mlm40-42k") == {"kind": "single", "size": "610m", "objective": "mlm40", "steps": 42000}
-    assert report.parse_model_name("610m-clm-21k-mlm40-42k")["clm_steps"] == 21000
-    cpt = report.parse_model_name("610m-mlm40-dec42k-mlm40-64k")
-    assert (cpt["kind"], cpt["base"], cpt["base_steps"], cpt["steps"]) == ("cpt", "mlm40", 42000, 64000)
-    inter = report.parse_model_name("610m-clm-42k-5000")
-    assert (inter["kind"], inter["base_name"], inter["step"]) == ("intermediate", "610m-clm-42k", 5000)
-    assert report.parse_model_name("bert-base-uncased") == {"kind": "other"}
+def test_model_kinds_and_name_parts():
+    assert [report.model_kind(n) for n in ("610m-mlm40-42k", "610m-clm-21k-mlm40-42k", "610m-mlm40-dec42k-mlm40-64k",
+                                           "610m-clm-42k-5000", "bert-base-uncased")] == \
+        ["single", "pfs", "cpt", "intermediate", "other"]
+    pfs = names.parse_name("610m-clm-21k-mlm40-42k")
+    assert (pfs.switch_step, pfs.total_steps, pfs.objective_label) == (21000, 42000, "mlm40")
+    cpt = names.parse_name("610m-mlm40-dec42k-mlm40-64k")
+    assert (cpt.kind, cpt.base, cpt.base_steps, cpt.total_steps) == ("cpt", "mlm40", 42000, 64000)
+    inter = names.parse_name("610m-clm-42k-5000")
+    assert (inter.kind, inter.run_name, inter.step) == ("single", "610m-clm-42k", 5000)
+    assert names.try_parse_name("bert-base-uncased") is None
 
 
 def test_best_lr_and_t_interval(results):

@@ -11,36 +11,36 @@ import pytest
 
 from core.paths import REPO_ROOT
 from recipes import manifest
-from recipes.study import STUDIES, main, run_study, training_order
+from recipes.study import STUDIES, main, run_study
 
 
 @pytest.fixture(scope="module")
 def short_study(tmp_path_factory):
     """The smoke study's models, tasks, 2 LRs x 2 seeds and every stage, at the `ci` scale (a few steps)."""
-    preset = dataclasses.replace(
+    study = dataclasses.replace(
         STUDIES["smoke"], scale="ci",
         eval_args={"max_length": 64, "qa_max_length": 96, "doc_stride": 32, "batch_size": 8, "eval_batch_size": 32,
                    "max_steps": 3, "max_train": 64, "max_eval": 24})
     output = tmp_path_factory.mktemp("study") / "smoke"
-    report = run_study("smoke", output, preset=preset)
-    return preset, output, report
+    report = run_study("smoke", output, study=study)
+    return study, output, report
 
 
 @pytest.mark.slow
 def test_short_smoke_study_runs_every_stage(short_study):
-    preset, output, report = short_study
-    for name in preset.models:  # pretraining: CLM, MLM40, PFS, CPT
+    study, output, report = short_study
+    for name in study.models:  # pretraining: CLM, MLM40, PFS, CPT
         info = json.loads((output / "models" / name / "run_info.json").read_text())
-        assert info["name"] == name and info["preset"] == "ci"
+        assert info["name"] == name and info["scale"] == "ci"
         assert (output / "models" / name / "README.md").read_text().count(name) >= 2  # model card
     cpt = json.loads((output / "models" / "610m-clm-dec42k-mlm40-44k" / "run_info.json").read_text())
     assert cpt["cpt_base"] == "610m-clm-42k"
     results = list((output / "results").rglob("*.json"))
-    assert len(results) == len(preset.models) * len(preset.tasks) * len(preset.lrs) * len(preset.seeds)
+    assert len(results) == len(study.models) * len(study.tasks) * len(study.lrs) * len(study.seeds)
     with open(report / "summary.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert {r["family"] for r in rows} == {"sc", "tc", "qa", "ir"}
-    assert {r["model"] for r in rows} == set(preset.models) and all(r["n_seeds"] == "2" for r in rows)
+    assert {r["model"] for r in rows} == set(study.models) and all(r["n_seeds"] == "2" for r in rows)
     assert "ci_low" in rows[0] and list(report.glob("*.png"))
     # Without --org the export sits in the placeholder namespace (model_cards.push refuses to push it).
     hub = output / "hub" / "models" / "your-org" / "610m-mlm40-42k" / "main"
@@ -48,17 +48,17 @@ def test_short_smoke_study_runs_every_stage(short_study):
     assert (output / "hub" / "datasets" / "your-org" / "smoke-study-results" / "main" / "runs.jsonl").is_file()
     # Real run_info.json and result files record the study's absolute paths: none is published, nor in a card.
     published = [p for p in (output / "hub").rglob("*") if p.is_file()]
-    published += [output / "models" / name / "README.md" for name in preset.models]
+    published += [output / "models" / name / "README.md" for name in study.models]
     leaks = [p for p in published if str(output).encode() in p.read_bytes()]
     assert len(published) > 50 and leaks == []
 
 
 @pytest.mark.slow
 def test_rerun_redoes_nothing_finished(short_study):
-    preset, output, _ = short_study
+    study, output, _ = short_study
     finished = {p: p.stat().st_mtime_ns for p in (output / "results").rglob("*.json")}
     finished.update({p: p.stat().st_mtime_ns for p in (output / "models").glob("*/model.safetensors")})
-    run_study("smoke", output, preset=preset)
+    run_study("smoke", output, study=study)
     assert {p: p.stat().st_mtime_ns for p in finished} == finished
 
 
@@ -72,22 +72,22 @@ def test_output_dir_with_another_study_is_refused(short_study, tmp_path):
     assert not (tmp_path / "study.json").exists()
 
 
-def test_unknown_preset_is_one_clear_error(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "recipes.study", "--preset", "huge", "--output", str(tmp_path / "x")],
+def test_unknown_study_is_one_clear_error(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "recipes.study", "huge", "--output", str(tmp_path / "x")],
                             cwd=REPO_ROOT, capture_output=True, text=True)
-    assert result.returncode != 0 and "unknown study preset 'huge'" in result.stderr
+    assert result.returncode != 0 and "unknown study 'huge'" in result.stderr
     assert not (tmp_path / "x").exists()
 
 
 def test_bad_org_is_one_clear_error(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "recipes.study", "--preset", "smoke", "--output", str(tmp_path / "x"),
+    result = subprocess.run([sys.executable, "-m", "recipes.study", "smoke", "--output", str(tmp_path / "x"),
                              "--org", "my org"], cwd=REPO_ROOT, capture_output=True, text=True)
     assert result.returncode != 0 and result.stderr.strip().splitlines()[-1].startswith("error: --org 'my org': repo id")
     assert not (tmp_path / "x").exists()
 
 
 def test_training_order_puts_prerequisites_first():
-    names = [r.name for r in training_order(manifest.model_names())]
+    names = [r.name for r in manifest.training_order(manifest.model_names())]
     assert len(names) == 38
     for recipe in manifest.recipes().values():
         for needed in (recipe.branch_from, recipe.cpt_base):
@@ -96,7 +96,7 @@ def test_training_order_puts_prerequisites_first():
 
 
 def test_paper_plan_lists_every_run_with_compute_and_launch_scripts(tmp_path, capsys):
-    main(["--preset", "paper", "--output", str(tmp_path), "--gpu", "H100", "--mfu", "0.4"])
+    main(["paper", "--output", str(tmp_path), "--gpu", "H100", "--mfu", "0.4"])
     with open(tmp_path / "plan.csv", newline="") as f:
         rows = {r["name"]: r for r in csv.DictReader(f)}
     assert set(rows) == set(manifest.model_names())
@@ -115,7 +115,7 @@ def test_paper_plan_lists_every_run_with_compute_and_launch_scripts(tmp_path, ca
         "submit.sh", "prepare_data.sbatch", "pretrain.sbatch", "eval_grid.sbatch", "eval_grid.tsv", "pretrain.sh"}
     script = (tmp_path / "launch" / "pretrain.sh").read_text().splitlines()
     order = [line.split("pretrain.sbatch\" ")[-1].split()[0] for line in script if "pretrain.sbatch\" recipes/" in line]
-    assert order == [f"recipes/configs/paper/{r.name}.yaml" for r in training_order(manifest.model_names())]
+    assert order == [f"recipes/configs/paper/{r.name}.yaml" for r in manifest.training_order(manifest.model_names())]
     grid = (tmp_path / "launch" / "eval_grid.tsv").read_text().splitlines()
     assert len(grid) == (38 + 12) * 12 * 30  # the intermediate checkpoints too (data-efficiency figure)
     assert "610m-clm-42k-5000=out/paper/610m-clm-42k/intermediate/step-5000\tsst2\t1e-05\t0" in grid
@@ -125,14 +125,14 @@ def test_paper_plan_lists_every_run_with_compute_and_launch_scripts(tmp_path, ca
 def test_shortened_mini_study_is_deterministic(tmp_path_factory):
     """The mini study's structure (intermediate checkpoints on their own tasks, per-task budgets, two grid workers,
     the held-out loss stage) at the ci scale, run twice: the same seeds give the same numbers, file for file."""
-    preset = dataclasses.replace(
+    study = dataclasses.replace(
         STUDIES["mini"], scale="ci", models=("610m-clm-42k", "610m-mlm40-42k"), tasks=("sst2", "conll2003"),
         lrs=(5e-4,), seeds=(0, 1), intermediate_steps=(20000,), intermediate_tasks=("sst2",), heldout_blocks=4,
         eval_args={"max_length": 32, "batch_size": 8, "eval_batch_size": 32, "max_train": 48, "max_eval": 16,
                    "max_steps": 3}, task_eval_args={}, workers=1)  # two workers: tests/test_grid.py
     outputs = [tmp_path_factory.mktemp(f"mini-{copy}") / "mini" for copy in ("a", "b")]
     with concurrent.futures.ThreadPoolExecutor(2) as pool:  # the two studies side by side: mostly subprocesses
-        list(pool.map(lambda output: run_study("mini", output, preset=preset), outputs))
+        list(pool.map(lambda output: run_study("mini", output, study=study), outputs))
     results = [sorted(p.relative_to(o / "results") for p in (o / "results").rglob("lr*.json")) for o in outputs]
     assert results[0] == results[1] and len(results[0]) == 2 * 2 * 2 + 2 * 1 * 2  # finals + one step of each run
     assert any("610m-clm-42k-20000" in str(p) for p in results[0])  # intermediates named with paper steps

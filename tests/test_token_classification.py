@@ -115,7 +115,7 @@ def test_first_and_majority_predictions_on_hand_made_logits():
 
 def test_labelling_setting_task_then_flag(tmp_path):
     task = tasks.load_task("conll2003")
-    assert task.tc_labelling == "all"  # the paper preset: the harness's labelling
+    assert task.tc_labelling == "all"  # the paper scale: the harness's labelling
     assert tc.labelling_of(task, common.FinetuneArgs()) == "all"
     assert tc.labelling_of(task, common.FinetuneArgs(tc_labelling="first")) == "first"
     with pytest.raises(ValueError, match="tc_labelling"):
