@@ -1,8 +1,8 @@
 """Data pipeline bench: collator time per batch and DataLoader throughput for CLM and MLM (toy setup by default).
 
-    .venv/bin/python bench/bench_data.py                                    # tiny toy setup, well under a minute
-    .venv/bin/python bench/bench_data.py --block_size 2048 --batch_size 8 --tokenizer path/to/llama3  # paper blocks
-    .venv/bin/python bench/bench_data.py --json out/bench_data.json         # also write the figures as JSON
+    .venv/bin/python -m bench.bench_data                                    # tiny toy setup, well under a minute
+    .venv/bin/python -m bench.bench_data --block_size 2048 --batch_size 8 --tokenizer path/to/llama3  # paper blocks
+    .venv/bin/python -m bench.bench_data --json out/bench_data.json         # also write the figures as JSON
 
 Measures, on a subset of the bundle's corpus: building the packed blocks (tokenize + pack, tokens/s), the
 collator alone on batches already in memory (ms per batch), and a real DataLoader with a SequentialSampler reading
@@ -13,18 +13,16 @@ training bench puts these next to the step time to get the data pipeline's share
 import argparse
 import json
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere without installing the repo
-
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from torch.utils.data import DataLoader, SequentialSampler  # noqa: E402
+from torch.utils.data import DataLoader, SequentialSampler
 
-from recipes.data import (  # noqa: E402
+from core import cli
+from recipes.data import (
     PretrainingCollator,
     build_packed_dataset,
     load_corpus,
@@ -48,7 +46,7 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--block_size", type=int, default=128)
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--num_batches", type=int, default=100, help="batches per measurement")
-    parser.add_argument("--num_workers", type=int, nargs="+", default=[0, 2], help="DataLoader worker counts")
+    parser.add_argument("--num_workers", default="0,2", help="DataLoader worker counts, comma-separated")
     parser.add_argument("--num_proc", type=int, default=1, help="tokenization processes")
     parser.add_argument("--cache_dir", default=None, help="packed-block cache (default: a temporary directory)")
     parser.add_argument("--json", default=None, help="also write the results to this JSON file")
@@ -76,7 +74,7 @@ def bench_loader(blocks, collator, batch_size: int, num_batches: int, num_worker
     return count / (time.perf_counter() - start)
 
 
-def main(args: argparse.Namespace) -> dict:
+def measure(args: argparse.Namespace) -> dict:
     cache_dir = Path(args.cache_dir or tempfile.mkdtemp(prefix="bench_data_"))
     corpus = load_corpus("bundle", data_dir=args.data_dir).select(range(args.num_docs))
     start = time.perf_counter()
@@ -104,7 +102,7 @@ def main(args: argparse.Namespace) -> dict:
     for name, kwargs in OBJECTIVES.items():
         collator = PretrainingCollator(tokenizer=tokenizer, **kwargs)
         entry = {"collate_ms_per_batch": bench_collator(collator, examples, args.batch_size, num_batches)}
-        for workers in args.num_workers:
+        for workers in [int(n) for n in cli.split_list(args.num_workers)]:
             blocks_per_s = bench_loader(blocks, collator, args.batch_size, num_batches, workers)
             entry[f"workers={workers}"] = {"blocks_per_s": blocks_per_s, "tokens_per_s": blocks_per_s * args.block_size}
         results["objectives"][name] = entry
@@ -127,10 +125,15 @@ def print_results(results: dict) -> None:
                   f"{loader['blocks_per_s']:>12,.0f}{loader['tokens_per_s']:>14,.0f}")
 
 
-if __name__ == "__main__":
-    arguments = make_parser().parse_args()
-    figures = main(arguments)
+def main(argv: list[str] | None = None) -> dict:
+    args = make_parser().parse_args(argv)
+    figures = measure(args)
     print_results(figures)
-    if arguments.json:
-        Path(arguments.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(arguments.json).write_text(json.dumps(figures, indent=2))
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(figures, indent=2))
+    return figures
+
+
+if __name__ == "__main__":
+    main()

@@ -1,7 +1,7 @@
 """Share of the fine-tuning grid's wall time spent outside optimizer steps (target <= 15%).
 
-    python bench/bench_eval.py                      # tiny architecture, sst2, 2 LRs x 2 seeds, 300 steps per run
-    python bench/bench_eval.py --task conll2003 --max_steps 100
+    python -m bench.bench_eval                      # tiny architecture, sst2, 2 LRs x 2 seeds, 300 steps per run
+    python -m bench.bench_eval --task conll2003 --max_steps 100
 
 Builds the tiny architecture (with a small BPE tokenizer trained on the bundle), runs the real grid runner
 (`evaluation.run.main`) on a 2-LR x 2-seed grid and times every optimizer step (forward, backward, clip, AdamW,
@@ -12,21 +12,19 @@ the grid grows; model loading and evaluation are paid per run.
 
 import argparse
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-import torch  # noqa: E402
-import transformers  # noqa: E402
-from transformers import TrainerCallback  # noqa: E402
+import torch
+import transformers
+from transformers import TrainerCallback
 
-from core.paths import resolve_data_dir  # noqa: E402
-from evaluation import common, run  # noqa: E402
-from tests.fixtures.tiny_models import build_tiny_eurobert, build_tiny_tokenizer  # noqa: E402
+from core.paths import resolve_data_dir
+from evaluation import common, run
+from tests.fixtures.tiny_models import build_tiny_eurobert, build_tiny_tokenizer
 
 
 class StepTimer(TrainerCallback):
@@ -48,7 +46,7 @@ class StepTimer(TrainerCallback):
         self.steps += 1
 
 
-def main():
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--task", default="sst2")
     parser.add_argument("--max_steps", type=int, default=300)
@@ -56,7 +54,7 @@ def main():
     parser.add_argument("--max_eval", type=int, default=500)
     parser.add_argument("--max_length", type=int, default=128)
     parser.add_argument("--data_dir", default=None)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     transformers.logging.set_verbosity_error()
     data_dir = resolve_data_dir(args.data_dir)
     timer = StepTimer()
@@ -67,7 +65,7 @@ def main():
         protocol = common.ProtocolArgs(max_steps=args.max_steps, max_train=args.max_train, max_eval=args.max_eval,
                                        max_length=args.max_length, data_dir=str(data_dir))
         start = time.perf_counter()
-        run.main(grid, protocol)
+        run.run_grid(grid, protocol)
         wall = time.perf_counter() - start
     outside = wall - timer.seconds
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else f"CPU ({torch.get_num_threads()} threads)"

@@ -1,7 +1,7 @@
 """Fine-tuning grid throughput: runs per hour with 1 vs N worker processes (`evaluation.run --workers N`).
 
-    python bench/bench_grid.py [--single_thread]               # tiny architecture, sst2, 2 LRs x 2 seeds, workers 1 and 2
-    python bench/bench_grid.py --model out/610m-mlm40-42k --tasks sst2 --max_steps 0 --max_length 0 \
+    python -m bench.bench_grid [--single_thread]               # tiny architecture, sst2, 2 LRs x 2 seeds, workers 1 and 2
+    python -m bench.bench_grid --model out/610m-mlm40-42k --tasks sst2 --max_steps 0 --max_length 0 \
         --max_train 0 --workers 1,2,4,8                         # a GPU, the paper's budget and input lengths
 
 Runs the real command line (`python -m evaluation.run ... --workers N`) once per worker count, each into a fresh
@@ -24,11 +24,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from core import artifacts  # noqa: E402
-from core.paths import resolve_data_dir  # noqa: E402
+from core import artifacts, cli
+from core.paths import resolve_data_dir
 
 
 def run_grid(model: str, output: Path, workers: int, args, data_dir: Path, threads: int | None = None) -> float:
@@ -56,7 +55,7 @@ def scores(output: Path) -> dict:
             for p in artifacts.result_files(output)}
 
 
-def main():
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default=None, help="checkpoint directory or Hub id (default: the tiny architecture)")
     parser.add_argument("--tasks", default="sst2")
@@ -73,11 +72,11 @@ def main():
     parser.add_argument("--repeat", type=int, default=1, help="measure every worker count this many times, "
                         "interleaved; the median wall time is reported (shared machines are noisy)")
     parser.add_argument("--data_dir", default=None)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     data_dir = resolve_data_dir(args.data_dir)
-    counts = [int(n) for n in args.workers.split(",")]
+    counts = [int(n) for n in cli.split_list(args.workers)]
     settings = [(n, None) for n in counts] + ([(1, 1)] if args.single_thread else [])  # (workers, threads of one)
-    n_runs = len(args.tasks.split(",")) * len(args.lrs.split(",")) * len(args.seeds.split(","))
+    n_runs = len(cli.split_list(args.tasks)) * len(cli.split_list(args.lrs)) * len(cli.split_list(args.seeds))
     with tempfile.TemporaryDirectory() as tmp:
         model = args.model
         if model is None:

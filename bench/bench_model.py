@@ -3,7 +3,7 @@
     .venv/bin/python -m bench.bench_model          # CPU, 1 thread, about 1 minute
     .venv/bin/python -m bench.bench_model --compile regional   # + eager vs compiled decoder layers (CPU: a few minutes)
     .venv/bin/python -m bench.bench_model --device cuda --dtype bfloat16 --vocab 128256 --hidden 768 --layers 12 \
-        --heads 12 --kv-heads 12 --batch 8 --seq 2048 --compile regional   # 210m shapes on a GPU; adds the 210m bf16 MFU
+        --heads 12 --kv_heads 12 --batch 8 --seq 2048 --compile regional   # 210m shapes on a GPU; adds the 210m bf16 MFU
 
 Pairs, same weights and same batch, steps interleaved ABAB... (warmup steps excluded), each step = forward +
 backward + AdamW step:
@@ -46,6 +46,7 @@ import time
 import torch
 import transformers
 
+from core import cli
 from modeling_eurobert import (
     EuroBertClmMlmConfig,
     EuroBertClmMlmForCausalLM,
@@ -65,12 +66,12 @@ def make_parser() -> argparse.ArgumentParser:
     add("--hidden", type=int, default=256, help="hidden size")
     add("--layers", type=int, default=8, help="transformer layers")
     add("--heads", type=int, default=4, help="attention heads")
-    add("--kv-heads", type=int, default=4, help="key/value heads")
+    add("--kv_heads", type=int, default=4, help="key/value heads")
     add("--batch", type=int, default=4, help="sequences per step")
     add("--seq", type=int, default=128, help="tokens per sequence")
     add("--steps", type=int, default=8, help="timed steps per model")
     add("--warmup", type=int, default=2, help="untimed steps per model")
-    add("--mask-ratio", type=float, default=0.4, help="MLM masking ratio")
+    add("--mask_ratio", type=float, default=0.4, help="MLM masking ratio")
     add("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     add("--dtype", default="float32", choices=["float32", "bfloat16"], help="autocast dtype (weights stay fp32)")
     add("--threads", type=int, default=1, help="torch CPU threads (1: see the note on shared cores)")
@@ -83,8 +84,8 @@ def make_parser() -> argparse.ArgumentParser:
     add("--mfu", default="auto", choices=["auto", "on", "off"],
         help="report an architecture's bf16 MFU (MLM 40%%); auto = only on CUDA")
     add("--mfu_architecture", default="210m", help="architecture for the MFU run (tiny: a quick CPU smoke check)")
-    add("--mfu-seq", type=int, default=2048, help="sequence length of the MFU run")
-    add("--mfu-batch", type=int, default=8, help="sequences per step of the MFU run")
+    add("--mfu_seq", type=int, default=2048, help="sequence length of the MFU run")
+    add("--mfu_batch", type=int, default=8, help="sequences per step of the MFU run")
     return parser
 
 
@@ -214,7 +215,7 @@ def report_compile(config, args, dtype, peak) -> dict[str, float]:
     print(f"\n| {'model':<36} | {'tokens/s':>10} | {'best ms':>9} | {'median ms':>9} | {'GFLOP/s':>9} | {'%peak':>7} |")
     print(f"|{'-' * 38}|{'-' * 12}|{'-' * 11}|{'-' * 11}|{'-' * 11}|{'-' * 9}|")
     tokens, ratios = args.batch * args.seq, {}
-    for kind in args.pairs.split(","):
+    for kind in cli.split_list(args.pairs):
         model_class, head = (EuroBertClmMlmForMaskedLM, "fixed-shape head") if kind == "mlm" else (EuroBertClmMlmForCausalLM, "")
         eager = model_class(config)
         eager.set_attn_implementation(args.attn)
@@ -273,7 +274,8 @@ def report_mfu(args, peak: float) -> None:
         print(f"{args.mfu_architecture} regional compile / eager: {min(times['eager']) / min(times['regional compile']):.2f}x")
 
 
-def main(args) -> None:
+def main(argv: list[str] | None = None) -> None:
+    args = make_parser().parse_args(argv)
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[args.dtype]
@@ -294,7 +296,7 @@ def main(args) -> None:
     print(f"| {'model':<28} | {'tokens/s':>10} | {'best ms':>9} | {'median ms':>9} | {'GFLOP/s':>9} | {'%peak':>7} |")
     print(f"|{'-' * 30}|{'-' * 12}|{'-' * 11}|{'-' * 11}|{'-' * 11}|{'-' * 9}|")
     ratios = {}
-    for kind in args.pairs.split(","):
+    for kind in cli.split_list(args.pairs):
         models = build_pair(kind, config, args)
         batch = make_batch(kind, config, args.batch, args.seq, args.mask_ratio, args.device)
         ratios[kind] = report_pair(kind, models, time_pair(models, batch, args, dtype), config, args, peak)
@@ -313,4 +315,4 @@ def main(args) -> None:
 
 
 if __name__ == "__main__":
-    main(make_parser().parse_args())
+    main()

@@ -1,21 +1,18 @@
 """Throughput of the pretraining recipe on the tiny architecture: tokens/s for CLM, MLM and across the PFS switch, and the
 data pipeline's share of step time (fetching + collating batches / wall time; target <= 5%).
 
-    python bench/bench_pretrain.py                       # CPU, 30 steps per run, block 128, batch 8
-    python bench/bench_pretrain.py --steps 100 --block_size 512 --batch_size 16 --output_dir /tmp/bench
+    python -m bench.bench_pretrain                       # CPU, 30 steps per run, block 128, batch 8
+    python -m bench.bench_pretrain --steps 100 --block_size 512 --batch_size 16 --output_dir /tmp/bench
 Runs the real `recipes/pretrain.py` main and reads the throughput the trainer logs (`tokens_per_second`,
 `data_time_share`, measured per logging window); the first window (warm-up) is left out of the means.
 """
 
 import argparse
 import json
-import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from recipes import pretrain  # noqa: E402
+from recipes import pretrain
 
 
 def bench(objective_args: list[str], args, output_dir: Path) -> dict:
@@ -24,13 +21,13 @@ def bench(objective_args: list[str], args, output_dir: Path) -> dict:
             str(args.batch_size), "--max_steps", str(args.steps), "--logging_steps", str(args.log_every),
             "--intermediate_steps", str(args.steps), "--report_to", "none", "--disable_tqdm", "true",
             "--save_strategy", "no", *objective_args]
-    trainer = pretrain.main(*pretrain.make_parser().parse_args_and_config(argv))
+    trainer = pretrain.pretrain(*pretrain.make_parser().parse_args_and_config(argv))
     logs = [log for log in trainer.state.log_history if "tokens_per_second" in log][1:]
     return {"tokens_per_second": sum(l["tokens_per_second"] for l in logs) / len(logs),
             "data_time_share": sum(l["data_time_share"] for l in logs) / len(logs)}
 
 
-def main():
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--log_every", type=int, default=5)
@@ -39,7 +36,7 @@ def main():
     parser.add_argument("--max_docs", type=int, default=2000)
     parser.add_argument("--cache_dir", default=".cache/pretrain")
     parser.add_argument("--output_dir", default=None, help="default: a temporary directory")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     root = Path(args.output_dir or tempfile.mkdtemp(prefix="bench_pretrain-"))
     runs = {
         "clm": ["--objective", "clm", "--switch_step", "null"],

@@ -23,6 +23,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from core import cli
 from evaluation import common, extractive_qa, tasks, token_classification
 
 IGNORE = token_classification.IGNORE_INDEX
@@ -122,7 +123,7 @@ def inspect(args: argparse.Namespace) -> str:
     Returns:
         The report. Every task is read and tokenized before it returns, so a bad one leaves no partial output.
     """
-    task_list = [tasks.load_task(name.strip()) for name in args.task.split(",") if name.strip()]
+    task_list = [tasks.load_task(name) for name in cli.split_list(args.task)]
     if not task_list:
         raise ValueError("--task is empty; give a task name or a task YAML path")
     tokenizer = common.load_tokenizer(args.model)
@@ -171,14 +172,12 @@ def main(argv=None) -> None:
 
     transformers.logging.set_verbosity_error()  # the report is the only output
     datasets.disable_progress_bars()
-    parser = make_parser()
-    args = parser.parse_args(argv)
-    if args.n < 1:
-        parser.error(f"--n must be at least 1, got {args.n}")
-    try:
-        print(inspect(args))
-    except (ValueError, FileNotFoundError, OSError) as error:
-        parser.error(" ".join(str(error).split()))
+    args = make_parser().parse_args(argv)
+    with cli.bad_input_exits():
+        if args.n < 1:
+            raise ValueError(f"--n must be at least 1, got {args.n}")
+        report = inspect(args)
+    print(report)
 
 
 if __name__ == "__main__":

@@ -60,7 +60,7 @@ from pathlib import Path
 import transformers
 from transformers import HfArgumentParser
 
-from core import artifacts
+from core import artifacts, cli
 from core.sentence_transformers_files import PROMPTS, SENTENCE_TRANSFORMERS_FILES
 from evaluation import baselines, common, identity, metrics, retrieval, run, tasks
 
@@ -416,7 +416,7 @@ class Job:
     replace: bool  # a record of another identity is there (--rerun_changed): moved aside first
 
 
-def plan(args: MtebArgs) -> list[Job]:
+def list_jobs(args: MtebArgs) -> list[Job]:
     """Check every input and list the records to write, before any model is run.
 
     Each model is loaded once here (its encoder settings are part of the identity) and again to evaluate.
@@ -424,8 +424,8 @@ def plan(args: MtebArgs) -> list[Job]:
     Raises:
         ValueError / FileNotFoundError: one line naming the bad input.
     """
-    specs = [m.strip() for m in args.model.split(",") if m.strip()]
-    task_specs = [t.strip() for t in args.tasks.split(",") if t.strip()]
+    specs = cli.split_list(args.model)
+    task_specs = cli.split_list(args.tasks)
     if not specs or not task_specs:
         raise ValueError("give at least one --model and one --tasks entry")
     models = [resolve_model_entry(spec) for spec in specs]
@@ -499,27 +499,24 @@ def execute(jobs: list[Job], args: MtebArgs) -> list[Path]:
     return written
 
 
-def main(args: MtebArgs) -> list[Path]:
+def run_mteb(args: MtebArgs) -> list[Path]:
     """Check every input, then evaluate each (model, task) with mteb; return the record files written (finished
     records with the same identity are skipped)."""
-    return execute(plan(args), args)
+    return execute(list_jobs(args), args)
 
 
 def make_parser() -> HfArgumentParser:
     return HfArgumentParser(MtebArgs)
 
 
-def cli(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> None:
     """The command line: bad input -> one line and exit status 2, before any model is run."""
     transformers.logging.set_verbosity_error()
-    parser = make_parser()
-    try:
-        (args,) = parser.parse_args_into_dataclasses(args=argv)
-        jobs = plan(args)
-    except (ValueError, FileNotFoundError) as error:
-        parser.error(str(error))
+    with cli.bad_input_exits():
+        (args,) = make_parser().parse_args_into_dataclasses(args=argv)
+        jobs = list_jobs(args)
     execute(jobs, args)
 
 
 if __name__ == "__main__":
-    cli()
+    main()

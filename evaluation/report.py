@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from core import artifacts, names
+from core import artifacts, cli, names
 from evaluation import identity
 
 SUMMARY_COLUMNS = artifacts.SUMMARY_COLUMNS
@@ -522,15 +522,14 @@ def main(argv=None) -> Path:
     parser.add_argument("--bootstrap", action="store_true", help="percentile bootstrap CI instead of Student t")
     parser.add_argument("--compare", default=None, help="two model names A,B for paired comparisons")
     args = parser.parse_args(argv)
-    try:
+    with cli.bad_input_exits():
         records = load_results(args.results)
         rows = summarize(records, args.bootstrap)
-    except (FileNotFoundError, ValueError) as error:
-        parser.error(str(error))
-    models = {r["model"] for r in records}
-    pair = args.compare.split(",") if args.compare else None
-    if pair and (len(pair) != 2 or not set(pair) <= models):
-        parser.error(f"--compare needs two model names from the results ({sorted(models)}), got {args.compare!r}")
+        models = {r["model"] for r in records}
+        pair = cli.split_list(args.compare) or None
+        if pair and (len(pair) != 2 or not set(pair) <= models):
+            raise ValueError(f"--compare needs two model names from the results ({sorted(models)}), "
+                             f"got {args.compare!r}")
     output = Path(args.output or Path(args.results) / "report")
     output.mkdir(parents=True, exist_ok=True)
     comparisons = compare(records, rows, *pair) if pair else []

@@ -48,7 +48,7 @@ import transformers
 from tqdm.auto import tqdm
 from transformers import AutoConfig, HfArgumentParser
 
-from core import artifacts
+from core import artifacts, cli
 from core.paths import REPO_ROOT
 from evaluation import (
     baselines,
@@ -132,7 +132,7 @@ class GridFailed(RuntimeError):
 
 
 def _split(value: str, cast, what: str) -> list:
-    items = [x.strip() for x in value.split(",") if x.strip()]
+    items = cli.split_list(value)
     try:
         return [cast(x) for x in items]
     except ValueError:
@@ -216,7 +216,7 @@ def models_to_save(selection: str, task_list: list, lrs: list[float], seeds: lis
         ValueError: an entry that is malformed or names no run of the grid.
     """
     names = [task.name for task in task_list]
-    entries = [e.strip() for e in selection.split(",") if e.strip()]
+    entries = cli.split_list(selection)
     if entries == ["all"]:
         return {(t, lr, s) for t in names for lr in lrs for s in seeds}
     chosen = set()
@@ -237,7 +237,7 @@ def models_to_save(selection: str, task_list: list, lrs: list[float], seeds: lis
     return chosen
 
 
-def plan(grid: GridArgs, protocol: common.ProtocolArgs) -> tuple[list[Run], dict]:
+def list_runs(grid: GridArgs, protocol: common.ProtocolArgs) -> tuple[list[Run], dict]:
     """Check every input and list the runs with their identities, before any training.
 
     Returns:
@@ -248,8 +248,8 @@ def plan(grid: GridArgs, protocol: common.ProtocolArgs) -> tuple[list[Run], dict
     """
     if grid.workers < 1:
         raise ValueError(f"--workers {grid.workers} must be >= 1")
-    specs = [m.strip() for m in grid.model.split(",") if m.strip()]
-    task_list = [tasks.load_task(t.strip()) for t in grid.tasks.split(",") if t.strip()]
+    specs = cli.split_list(grid.model)
+    task_list = [tasks.load_task(t) for t in cli.split_list(grid.tasks)]
     lrs, seeds = _split(grid.lrs, float, "lrs"), _split(grid.seeds, int, "seeds")
     if not (specs and task_list and lrs and seeds):
         raise ValueError("empty grid: give at least one --model, --tasks entry, --lrs value and --seeds value")
@@ -385,7 +385,7 @@ def _move_aside(path: Path) -> Path:
 
 def check(grid: GridArgs, protocol: common.ProtocolArgs) -> tuple[list[Run], dict]:
     """Plan the grid and refuse finished results made by something else; returns (runs to do, tokenizers)."""
-    runs, tokenizers = plan(grid, protocol)
+    runs, tokenizers = list_runs(grid, protocol)
     states = {id(run): status(run, grid.output) for run in runs}
     changed = [run for run in runs if states[id(run)][0] == "changed"]
     if changed and not grid.rerun_changed:
@@ -519,7 +519,7 @@ def run_workers(todo: list[Run], grid: GridArgs, protocol: common.ProtocolArgs) 
     return written
 
 
-def main(grid: GridArgs, protocol: common.ProtocolArgs) -> list[Path]:
+def run_grid(grid: GridArgs, protocol: common.ProtocolArgs) -> list[Path]:
     """Run the grid; return the result files written by this call (finished runs are skipped).
 
     Args:
@@ -533,16 +533,13 @@ def make_parser() -> HfArgumentParser:
     return HfArgumentParser((GridArgs, common.ProtocolArgs))
 
 
-def cli(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> None:
     """The command line: bad input -> one line and exit status 2, before any run starts; a failed run or worker ->
     exit status 1."""
     transformers.logging.set_verbosity_error()  # per-run load reports would drown the progress bar
-    parser = make_parser()
-    try:
-        grid_args, protocol_args = parser.parse_args_into_dataclasses(args=argv)
+    with cli.bad_input_exits():
+        grid_args, protocol_args = make_parser().parse_args_into_dataclasses(args=argv)
         todo, tokenizers = check(grid_args, protocol_args)
-    except (ValueError, FileNotFoundError) as error:
-        parser.error(str(error))
     try:
         run_all(todo, tokenizers, grid_args, protocol_args)
     except GridFailed as error:
@@ -551,4 +548,4 @@ def cli(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    cli()
+    main()

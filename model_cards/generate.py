@@ -37,7 +37,7 @@ from huggingface_hub import (
     ModelCardData,
 )
 
-from core import artifacts
+from core import artifacts, cli
 from core.names import ModelName, parse_name, try_parse_name
 from core.paths import is_hub_id
 from model_cards.public import LOCAL, without_local_paths
@@ -57,7 +57,7 @@ ARXIV_ID = "2507.00994"
 LICENSE = "apache-2.0"  # the repository's LICENSE; EuroBERT, whose architecture and tokenizer the study uses, is Apache-2.0
 # The results quote task data (SQuAD answer spans, CC BY-SA 4.0), so they are share-alike; the scores are ours.
 RESULTS_LICENSE = "cc-by-sa-4.0"
-PLACEHOLDER_ORG = "your-org"  # namespace of repo ids when no --org/--repo-id is given; model_cards.push refuses it
+PLACEHOLDER_ORG = "your-org"  # namespace of repo ids when no --org/--repo_id is given; model_cards.push refuses it
 
 # model-index task types, one per evaluation family (SPEC "Evaluation protocol").
 FAMILY_TASK_TYPES = {
@@ -214,7 +214,7 @@ def resolve_name(checkpoint_dir: Path, info: dict, repo_id: str | None) -> tuple
     own_parsed = try_parse_name(name)
     if own_parsed is not None and (own_problems := _contradictions(own_parsed, info)):
         raise ValueError(f"{name} would name this checkpoint, but its run_info.json contradicts that study name: "
-                         f"{'; '.join(own_problems)}; publish it under a name that says what it is (--repo-id)")
+                         f"{'; '.join(own_problems)}; publish it under a name that says what it is (--repo_id)")
     note = (f"`run_info.json` calls this run `{recorded}`, the study's name for a run it is not "
             f"({'; '.join(problems)}): it was trained with that recipe's settings otherwise. This card names it "
             f"`{name}` and describes what was trained.")
@@ -313,7 +313,7 @@ def _base_model(info: dict, repo_id: str | None, override: str | None) -> tuple[
         base, role = Path(branch_from).name, "this decay branch started from the stable phase of"
     else:
         if override:
-            raise ValueError(f"--base-model {override}: run_info.json records neither a CPT base nor a decay branch "
+            raise ValueError(f"--base_model {override}: run_info.json records neither a CPT base nor a decay branch "
                              "(a run from scratch has no base model)")
         return None, None
     hub_id = override
@@ -636,21 +636,21 @@ def main(argv=None) -> None:
     parser.add_argument("--summary", help="evaluation summary.csv (fills the evaluation table; needs --results)")
     parser.add_argument("--results", help="per-run results folder: with a CHECKPOINT, the runs behind --summary; "
                                           "alone, build the results dataset card")
-    parser.add_argument("--repo-id", help="Hub repo id ORG/NAME (usage snippet; ORG of a study base model)")
-    parser.add_argument("--base-model", help="Hub id of the model a CPT run or decay branch started from "
+    parser.add_argument("--repo_id", help="Hub repo id ORG/NAME (usage snippet; ORG of a study base model)")
+    parser.add_argument("--base_model", help="Hub id of the model a CPT run or decay branch started from "
                                              "(default for a study base: ORG/<base name>)")
     parser.add_argument("--output", default=None,
                         help="where to write the card (default: CHECKPOINT/README.md; with --results alone: "
                              "README.md beside --summary)")
     parser.add_argument("--force", action="store_true", help="replace an --output file this tool did not write")
     args = parser.parse_args(argv)
-    if args.checkpoint is None and args.results is None:
-        parser.error("give a CHECKPOINT folder, or --results DIR with --summary for the results dataset card")
-    if args.checkpoint is None and args.base_model:
-        parser.error("--base-model describes a checkpoint: give its CHECKPOINT folder")
-    if (args.summary is None) != (args.results is None):
-        parser.error("--summary and --results go together: the summary's statistics and the runs behind them")
-    try:
+    with cli.bad_input_exits():
+        if args.checkpoint is None and args.results is None:
+            raise ValueError("give a CHECKPOINT folder, or --results DIR with --summary for the results dataset card")
+        if args.checkpoint is None and args.base_model:
+            raise ValueError("--base_model describes a checkpoint: give its CHECKPOINT folder")
+        if (args.summary is None) != (args.results is None):
+            raise ValueError("--summary and --results go together: the summary's statistics and the runs behind them")
         if args.checkpoint is None:
             card = build_results_card(args.results, args.summary, args.repo_id)
             output = Path(args.output or Path(args.summary).parent / "README.md")
@@ -659,8 +659,6 @@ def main(argv=None) -> None:
                                     base_model=args.base_model)
             output = Path(args.output or Path(args.checkpoint) / "README.md")
         write_card(card, output, args.force)
-    except (ValueError, FileNotFoundError) as error:
-        parser.error(str(error))
     print(f"wrote {output}")
 
 

@@ -1,20 +1,20 @@
 """Publish checkpoints and evaluation results to the Hugging Face Hub.
 
-    python -m model_cards.push RUN_DIR --repo-id ORG/610m-mlm40-42k [--results REPORT_DIR [--results-dir DIR]] [--dry-run OUT]
-    python -m model_cards.push --results REPORT_DIR --results-dir RESULTS_DIR --results-repo-id ORG/mlm-vs-clm-results
+    python -m model_cards.push RUN_DIR --repo_id ORG/610m-mlm40-42k [--results REPORT_DIR [--results_dir DIR]] [--dry_run OUT]
+    python -m model_cards.push --results REPORT_DIR --results_dir RESULTS_DIR --results_repo_id ORG/mlm-vs-clm-results
 
 - A checkpoint repo gets weights, config, tokenizer, modeling code, `run_info.json` and its card (README.md) in
   ONE commit. A run folder's intermediate checkpoints (`RUN_DIR/intermediate/step-<N>/`) go to branches `step-<N>`
   of the same repo, one commit each. Files on a branch that the checkpoint no longer has are deleted in that commit,
   so every branch holds exactly the pushed folder (plus the Hub's `.gitattributes`).
-- `--results REPORT_DIR` (`evaluation.report`'s folder, `summary.csv`) with `--results-dir` (the per-run results
+- `--results REPORT_DIR` (`evaluation.report`'s folder, `summary.csv`) with `--results_dir` (the per-run results
   `evaluation.run` wrote; default `REPORT_DIR/results`; the study's layout is `study/<study>/report` and
   `study/<study>/results`) becomes a dataset repo with its own card and `runs` / `predictions` / `summary`
   configs (`model_cards.results_dataset`), and fills the evaluation table of the checkpoint cards.
 - Nothing published holds a local path: `run_info.json` and the result files are published with every path
-  written `<local>/<last component>` (`model_cards.public`), and a planned file that still contains one of the
+  written `<local>/<last component>` (`model_cards.public`), and a staged file that still contains one of the
   input folders' absolute paths is refused.
-- `--dry-run OUT` writes the exact repo folders, `OUT/<models|datasets>/<org>/<name>/<revision>/`, and contacts
+- `--dry_run OUT` writes the exact repo folders, `OUT/<models|datasets>/<org>/<name>/<revision>/`, and contacts
   nothing.
 - Repo ids in the `your-org` placeholder namespace (what `recipes.study` exports without `--org`) are refused when
   pushing, so a toy export never lands in someone else's organisation by mistake.
@@ -29,7 +29,6 @@ the Hub, so the end state is one complete commit. The token comes from HF_TOKEN 
 import argparse
 import json
 import shutil
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -46,7 +45,7 @@ from huggingface_hub import (
 )
 from huggingface_hub.errors import HfHubHTTPError
 
-from core import artifacts
+from core import artifacts, cli
 from model_cards import results_dataset
 from model_cards.generate import (
     PLACEHOLDER_ORG,
@@ -64,12 +63,12 @@ KEPT_REMOTE_FILES = {".gitattributes"}  # created by the Hub with the repo; neve
 TEXT_SUFFIXES = (".json", ".jsonl", ".md", ".csv", ".txt", ".py", ".jinja", ".yaml")  # searched for local paths
 
 
-class PushError(RuntimeError):
+class PushError(ValueError):
     """A push that cannot start; the message is one line saying what is wrong and how to fix it."""
 
 
 @dataclass
-class RepoPlan:
+class RepoCommit:
     """Exactly what one commit to one repo revision will hold."""
 
     repo_id: str
@@ -111,9 +110,9 @@ def checkpoint_files(checkpoint_dir: Path) -> dict[str, Path]:
     return files
 
 
-def plan_checkpoint(checkpoint_dir: Path, repo_id: str, revision: str, summary_csv: Path | None,
-                    results_dir: Path | None = None, base_model: str | None = None) -> RepoPlan:
-    """Plan the commit of one checkpoint folder to `repo_id@revision` (files, public run_info, generated card)."""
+def stage_checkpoint(checkpoint_dir: Path, repo_id: str, revision: str, summary_csv: Path | None,
+                    results_dir: Path | None = None, base_model: str | None = None) -> RepoCommit:
+    """Stage the commit of one checkpoint folder to `repo_id@revision` (files, public run_info, generated card)."""
     files = checkpoint_files(checkpoint_dir)
     card = build_model_card(checkpoint_dir, summary_csv, repo_id=repo_id, revision=None if revision == "main" else revision,
                             results_dir=results_dir, base_model=base_model)
@@ -121,44 +120,44 @@ def plan_checkpoint(checkpoint_dir: Path, repo_id: str, revision: str, summary_c
     files[artifacts.RUN_INFO_NAME] = (json.dumps(public_info, indent=2, allow_nan=False) + "\n").encode("utf-8")
     files["README.md"] = str(card).encode("utf-8")
     name = card.data.model_name
-    return RepoPlan(repo_id, "model", revision, files, f"Upload {name}")
+    return RepoCommit(repo_id, "model", revision, files, f"Upload {name}")
 
 
-def plan_run(run_dir: Path, repo_id: str, summary_csv: Path | None = None, results_dir: Path | None = None,
-             base_model: str | None = None) -> list[RepoPlan]:
-    """Plan a run folder: the final checkpoint on `main`, each `intermediate/step-<N>` on branch `step-<N>`."""
+def stage_run(run_dir: Path, repo_id: str, summary_csv: Path | None = None, results_dir: Path | None = None,
+             base_model: str | None = None) -> list[RepoCommit]:
+    """Stage a run folder: the final checkpoint on `main`, each `intermediate/step-<N>` on branch `step-<N>`."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise PushError(f"{run_dir} is not a folder: pass a checkpoint or run folder holding run_info.json")
-    plans = [plan_checkpoint(run_dir, repo_id, "main", summary_csv, results_dir, base_model)]
+    commits = [stage_checkpoint(run_dir, repo_id, "main", summary_csv, results_dir, base_model)]
     intermediate = run_dir / "intermediate"
     step_dirs = [p for p in intermediate.glob("step-*") if p.is_dir()] if intermediate.is_dir() else []
     bad = [p.name for p in step_dirs if not p.name[5:].isdigit()]
     if bad:
         raise PushError(f"{intermediate} holds {bad}: intermediate checkpoints must be named step-<N>")
     for step_dir in sorted(step_dirs, key=lambda p: int(p.name[5:])):
-        plans.append(plan_checkpoint(step_dir, repo_id, step_dir.name, summary_csv, results_dir, base_model))
-    return plans
+        commits.append(stage_checkpoint(step_dir, repo_id, step_dir.name, summary_csv, results_dir, base_model))
+    return commits
 
 
 def resolve_results_dir(report_dir: Path, results_dir: Path | None) -> Path:
     """The per-run results folder: `results_dir`, or `REPORT_DIR/results` when not given (refused if absent)."""
     results = Path(results_dir) if results_dir is not None else Path(report_dir) / "results"
     if not results.is_dir():
-        raise PushError(f"no per-run results folder {results}: pass --results-dir (the --output of evaluation.run; "
+        raise PushError(f"no per-run results folder {results}: pass --results_dir (the --output of evaluation.run; "
                         "for a study, study/<study>/results)")
     return results
 
 
-def plan_results(report_dir: Path, repo_id: str, results_dir: Path | None, workdir: Path) -> RepoPlan:
-    """Plan the results dataset repo: the report folder, the published result files, the `runs` and
+def stage_results(report_dir: Path, repo_id: str, results_dir: Path | None, workdir: Path) -> RepoCommit:
+    """Stage the results dataset repo: the report folder, the published result files, the `runs` and
     `predictions` tables (`model_cards.results_dataset`) and the card.
 
     Args:
         report_dir: `evaluation.report`'s output (summary.csv, summary.md, figures).
         repo_id: dataset repo id.
         results_dir: the per-run result files (default `<report_dir>/results`).
-        workdir: an empty scratch folder that outlives the plan: the derived files are written there.
+        workdir: an empty scratch folder that outlives the staging: the derived files are written there.
     """
     report_dir = Path(report_dir)
     results = resolve_results_dir(report_dir, results_dir)
@@ -182,44 +181,44 @@ def plan_results(report_dir: Path, repo_id: str, results_dir: Path | None, workd
         raise PushError(f"{report_dir} holds {clash[0]}, a name the results dataset generates: move it away")
     files.update(derived)
     files["README.md"] = str(card).encode("utf-8")
-    return RepoPlan(repo_id, "dataset", "main", files, "Upload evaluation results")
+    return RepoCommit(repo_id, "dataset", "main", files, "Upload evaluation results")
 
 
 def _read(source) -> bytes:
     return source if isinstance(source, bytes) else Path(source).read_bytes()
 
 
-def check_no_token(plans: list[RepoPlan], token: str) -> None:
+def check_no_token(commits: list[RepoCommit], token: str) -> None:
     """Refuse to publish a file that contains the token (e.g. a stray training_args dump)."""
-    for plan in plans:
-        for path, source in plan.files.items():
+    for commit in commits:
+        for path, source in commit.files.items():
             if token.encode() in _read(source):
-                raise PushError(f"{plan.repo_id}:{path} contains your Hugging Face token: remove it before pushing")
+                raise PushError(f"{commit.repo_id}:{path} contains your Hugging Face token: remove it before pushing")
 
 
-def check_no_local_paths(plans: list[RepoPlan], roots: list[str]) -> None:
+def check_no_local_paths(commits: list[RepoCommit], roots: list[str]) -> None:
     """Refuse to publish a text file that contains one of the local folders `roots` (`public.local_roots`)."""
     needles = [root.encode() for root in roots]
-    for plan in plans:
-        for path, source in plan.files.items():
+    for commit in commits:
+        for path, source in commit.files.items():
             if not path.endswith(TEXT_SUFFIXES):
                 continue
             content = _read(source)
             found = next((n for n in needles if n in content), None)
             if found is not None:
-                raise PushError(f"{plan.repo_id}:{path} contains the local path {found.decode()}: local paths are "
+                raise PushError(f"{commit.repo_id}:{path} contains the local path {found.decode()}: local paths are "
                                 "never published; remove it from that file")
 
 
-def write_dry_run(plans: list[RepoPlan], out_dir: Path) -> None:
-    """Write every planned repo revision as a folder under `out_dir` (which must be new or empty)."""
+def write_dry_run(commits: list[RepoCommit], out_dir: Path) -> None:
+    """Write every staged repo revision as a folder under `out_dir` (which must be new or empty)."""
     out_dir = Path(out_dir)
     if out_dir.exists() and any(out_dir.iterdir()):
-        raise PushError(f"--dry-run folder {out_dir} is not empty: pass a new folder")
+        raise PushError(f"--dry_run folder {out_dir} is not empty: pass a new folder")
     with artifacts.atomic_directory(out_dir) as staging:  # a failure leaves nothing half-written
-        for plan in plans:
-            for path, source in plan.files.items():
-                target = staging / plan.folder / path
+        for commit in commits:
+            for path, source in commit.files.items():
+                target = staging / commit.folder / path
                 target.parent.mkdir(parents=True, exist_ok=True)
                 if isinstance(source, bytes):
                     target.write_bytes(source)
@@ -232,7 +231,7 @@ def resolve_token() -> str:
     token = get_token()
     if not token:
         raise PushError("no Hugging Face token: set HF_TOKEN or run `hf auth login` "
-                        "(or use --dry-run OUT to write the repo folders without pushing)")
+                        "(or use --dry_run OUT to write the repo folders without pushing)")
     return token
 
 
@@ -242,23 +241,23 @@ def _is_transient(exc: Exception) -> bool:
     return isinstance(exc, httpx2.TransportError)
 
 
-def _commit_once(api: HfApi, plan: RepoPlan) -> str:
-    if plan.revision != "main":
-        api.create_branch(plan.repo_id, branch=plan.revision, repo_type=plan.repo_type, exist_ok=True)
-    remote = set(api.list_repo_files(plan.repo_id, repo_type=plan.repo_type, revision=plan.revision))
-    operations = [CommitOperationDelete(path) for path in sorted(remote - set(plan.files) - KEPT_REMOTE_FILES)]
-    operations += [CommitOperationAdd(path, source) for path, source in plan.files.items()]
-    info = api.create_commit(plan.repo_id, operations, commit_message=plan.commit_message,
-                             repo_type=plan.repo_type, revision=plan.revision)
+def _commit_once(api: HfApi, commit: RepoCommit) -> str:
+    if commit.revision != "main":
+        api.create_branch(commit.repo_id, branch=commit.revision, repo_type=commit.repo_type, exist_ok=True)
+    remote = set(api.list_repo_files(commit.repo_id, repo_type=commit.repo_type, revision=commit.revision))
+    operations = [CommitOperationDelete(path) for path in sorted(remote - set(commit.files) - KEPT_REMOTE_FILES)]
+    operations += [CommitOperationAdd(path, source) for path, source in commit.files.items()]
+    info = api.create_commit(commit.repo_id, operations, commit_message=commit.commit_message,
+                             repo_type=commit.repo_type, revision=commit.revision)
     return info.oid
 
 
-def push_plans(plans: list[RepoPlan], token: str, endpoint: str | None = None, retries: int = 3,
+def push_commits(commits: list[RepoCommit], token: str, endpoint: str | None = None, retries: int = 3,
                backoff_s: float = 2.0, log=print) -> list[str]:
-    """Push every planned repo revision, one commit each, retrying transient failures.
+    """Push every staged repo revision, one commit each, retrying transient failures.
 
     Args:
-        plans: from `plan_run` / `plan_results`.
+        commits: from `stage_run` / `stage_results`.
         token: Hub token (never logged).
         endpoint: Hub URL; default `HF_ENDPOINT` or https://huggingface.co.
         retries: extra attempts per revision after a 5xx answer or a dropped connection.
@@ -269,25 +268,25 @@ def push_plans(plans: list[RepoPlan], token: str, endpoint: str | None = None, r
         the head commit id of each revision after the push.
     """
     if constants.HF_HUB_OFFLINE:
-        raise PushError("HF_HUB_OFFLINE is set: unset it to push (or use --dry-run OUT)")
-    for plan in plans:
-        check_not_placeholder(plan.repo_id)
-    check_no_token(plans, token)
+        raise PushError("HF_HUB_OFFLINE is set: unset it to push (or use --dry_run OUT)")
+    for commit in commits:
+        check_not_placeholder(commit.repo_id)
+    check_no_token(commits, token)
     api = HfApi(endpoint=endpoint, token=token)
     heads = []
-    for plan in plans:
-        api.create_repo(plan.repo_id, repo_type=plan.repo_type, exist_ok=True)
+    for commit in commits:
+        api.create_repo(commit.repo_id, repo_type=commit.repo_type, exist_ok=True)
         for attempt in range(retries + 1):
             try:
-                heads.append(_commit_once(api, plan))
+                heads.append(_commit_once(api, commit))
                 break
             except Exception as exc:  # noqa: BLE001 - only transient errors are retried, the rest re-raised
                 if attempt == retries or not _is_transient(exc):
                     raise
                 wait = backoff_s * 2 ** attempt
-                log(f"{plan.repo_id}@{plan.revision}: {type(exc).__name__}, retrying in {wait:.0f}s")
+                log(f"{commit.repo_id}@{commit.revision}: {type(exc).__name__}, retrying in {wait:.0f}s")
                 time.sleep(wait)
-        log(f"pushed {plan.repo_type} {plan.repo_id}@{plan.revision}: {len(plan.files)} files, head {heads[-1][:10]}")
+        log(f"pushed {commit.repo_type} {commit.repo_id}@{commit.revision}: {len(commit.files)} files, head {heads[-1][:10]}")
     return heads
 
 
@@ -295,15 +294,15 @@ def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description="Publish checkpoints and results to the Hugging Face Hub.")
     parser.add_argument("checkpoint", nargs="?", type=Path,
                         help="checkpoint or run folder (run_info.json; intermediate/step-<N>/ become branches)")
-    parser.add_argument("--repo-id", help="model repo ORG/NAME for the checkpoint")
+    parser.add_argument("--repo_id", help="model repo ORG/NAME for the checkpoint")
     parser.add_argument("--results", type=Path, help="evaluation report folder (summary.csv, summary.md, figures)")
-    parser.add_argument("--results-dir", type=Path,
+    parser.add_argument("--results_dir", type=Path,
                         help="per-run results of that report, evaluation.run's --output (default: REPORT_DIR/results; "
                              "a study's: study/<study>/results)")
-    parser.add_argument("--results-repo-id", help="dataset repo for --results (default: <repo-id>-results)")
-    parser.add_argument("--base-model", help="Hub id of the model a CPT run or decay branch started from "
+    parser.add_argument("--results_repo_id", help="dataset repo for --results (default: <repo-id>-results)")
+    parser.add_argument("--base_model", help="Hub id of the model a CPT run or decay branch started from "
                                              "(default for a study base: ORG/<base name>)")
-    parser.add_argument("--dry-run", type=Path, metavar="OUT", help="write the repo folders here; push nothing")
+    parser.add_argument("--dry_run", type=Path, metavar="OUT", help="write the repo folders here; push nothing")
     parser.add_argument("--retries", type=int, default=3, help="retries per commit on 5xx / dropped connection")
     return parser
 
@@ -325,52 +324,49 @@ def check_not_placeholder(repo_id: str) -> None:
     """Refuse to push to the placeholder namespace (dry runs may use it: they only write folders)."""
     if repo_id.split("/")[0] == PLACEHOLDER_ORG:
         raise PushError(f"{repo_id} is in the placeholder namespace {PLACEHOLDER_ORG!r}: pass your own organisation "
-                        "or user name (--repo-id ORG/NAME, or recipes.study --org ORG)")
+                        "or user name (--repo_id ORG/NAME, or recipes.study --org ORG)")
 
 
-def build_plans(args, workdir: Path) -> list[RepoPlan]:
-    """Turn CLI arguments into repo plans, checking them all before anything is written or pushed (`workdir`: an
-    empty scratch folder for the results dataset's derived files, kept until the plans are pushed)."""
+def stage_commits(args, workdir: Path) -> list[RepoCommit]:
+    """Turn CLI arguments into repo commits, checking them all before anything is written or pushed (`workdir`: an
+    empty scratch folder for the results dataset's derived files, kept until the commits are pushed)."""
     if args.checkpoint is None and args.results is None:
         raise PushError("nothing to push: give a CHECKPOINT_OR_RUN_DIR and/or --results REPORT_DIR")
     if args.checkpoint is not None and not args.repo_id:
-        raise PushError("--repo-id ORG/NAME is required to push a checkpoint")
+        raise PushError("--repo_id ORG/NAME is required to push a checkpoint")
     results_repo = args.results_repo_id or (f"{args.repo_id}-results" if args.repo_id else None)
     if args.results is not None and not results_repo:
-        raise PushError("--results-repo-id ORG/NAME is required to push results without --repo-id")
+        raise PushError("--results_repo_id ORG/NAME is required to push results without --repo_id")
     for repo_id in filter(None, (args.repo_id, results_repo)):
         check_repo_id(repo_id)
     if args.results_dir is not None and args.results is None:
-        raise PushError("--results-dir needs --results REPORT_DIR (the report made from those results)")
+        raise PushError("--results_dir needs --results REPORT_DIR (the report made from those results)")
     summary = results = None
     if args.results is not None:
         summary, results = args.results / "summary.csv", resolve_results_dir(args.results, args.results_dir)
-    plans = [] if args.checkpoint is None else plan_run(args.checkpoint, args.repo_id, summary, results,
+    commits = [] if args.checkpoint is None else stage_run(args.checkpoint, args.repo_id, summary, results,
                                                         args.base_model)
     if args.results is not None:
-        plans.append(plan_results(args.results, results_repo, results, workdir))
-    check_no_local_paths(plans, local_roots(args.checkpoint, args.results, results))
-    return plans
+        commits.append(stage_results(args.results, results_repo, results, workdir))
+    check_no_local_paths(commits, local_roots(args.checkpoint, args.results, results))
+    return commits
 
 
 def main(argv=None) -> None:
     args = make_parser().parse_args(argv)
-    try:
+    with cli.bad_input_exits():  # bad input: one line, exit 2, nothing pushed
         token = resolve_token() if args.dry_run is None else None  # fail fast, before reading checkpoints
         if token is not None:
             for repo_id in filter(None, (args.repo_id, args.results_repo_id)):
                 check_not_placeholder(repo_id)
         with tempfile.TemporaryDirectory(prefix="model-cards-push-") as workdir:
-            plans = build_plans(args, Path(workdir))
+            commits = stage_commits(args, Path(workdir))
             if token is None:
-                write_dry_run(plans, args.dry_run)
-                for plan in plans:
-                    print(f"dry run: {args.dry_run / plan.folder} ({len(plan.files)} files)")
+                write_dry_run(commits, args.dry_run)
+                for commit in commits:
+                    print(f"dry run: {args.dry_run / commit.folder} ({len(commit.files)} files)")
                 return
-            push_plans(plans, token, retries=args.retries)
-    except (PushError, FileNotFoundError, ValueError) as exc:  # bad input: one line, exit 2, nothing pushed
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(2)
+            push_commits(commits, token, retries=args.retries)
 
 
 if __name__ == "__main__":

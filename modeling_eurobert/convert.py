@@ -2,8 +2,8 @@
 MLM continued pretraining (CPT) from an existing decoder:
 
     python -m modeling_eurobert.convert meta-llama/Llama-3.2-1B out/llama-3.2-1b-eurobert
-    python -m modeling_eurobert.convert ./my-llama out/my-eurobert --mask-token "<|reserved_special_token_0|>" \
-        --pad-token "<|finetune_right_pad_id|>" --dtype bfloat16
+    python -m modeling_eurobert.convert ./my-llama out/my-eurobert --mask_token "<|reserved_special_token_0|>" \
+        --pad_token "<|finetune_right_pad_id|>" --dtype bfloat16
 
 Parameter names are Llama's, so the weights load with no key mapping; the output is causal (`is_causal=True`) and
 loads unchanged into `EuroBertClmMlmForMaskedLM` for MLM training.
@@ -11,12 +11,12 @@ loads unchanged into `EuroBertClmMlmForMaskedLM` for MLM training.
 What the conversion changes, explicitly:
 - Tied embeddings (`tie_word_embeddings=True`, e.g. Llama-3.2-1B/3B) are untied: `lm_head` starts as a copy of the
   input embedding, and the two train separately afterwards (the study's architecture has untied embeddings).
-- `<|mask|>` (or `--mask-token`) is added to the tokenizer when it lacks it. Passing an existing token (Llama-3's
+- `<|mask|>` (or `--mask_token`) is added to the tokenizer when it lacks it. Passing an existing token (Llama-3's
   `<|reserved_special_token_0|>` is id 128002, EuroBERT's mask id) adds nothing. The mask token strips the space
   before it (`lstrip`) and `model_max_length` is the decoder's `max_position_embeddings`
   (`tokenizer_settings.configure_tokenizer`).
 - A pad token distinct from eos is required (SPEC pitfall). The source's pad is kept when it is not eos; otherwise
-  `--pad-token` (default `<|pad|>`) is used, added when missing.
+  `--pad_token` (default `<|pad|>`) is used, added when missing.
 - Every added token's embedding and LM-head rows are initialised to the mean of the source's rows, so the new
   token starts as an "average" token instead of random noise (a token that already exists keeps its rows). When
   an added id falls outside the matrices, both are resized to the tokenizer length (no rounding up).
@@ -28,14 +28,13 @@ written. The output appears only when complete: it is written to a temporary dir
 import argparse
 import json
 import logging
-import sys
 from pathlib import Path
 
 import torch
 from huggingface_hub.errors import StrictDataclassError
 from transformers import AutoTokenizer, LlamaConfig
 
-from core import artifacts
+from core import artifacts, cli
 
 from . import EuroBertClmMlmConfig, EuroBertClmMlmForCausalLM
 from .tokenizer_settings import configure_tokenizer
@@ -239,18 +238,16 @@ def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("source", help="local dir or Hub id of a LlamaForCausalLM checkpoint")
     parser.add_argument("output", help="directory to create (must not exist)")
-    parser.add_argument("--mask-token", default="<|mask|>", help="MLM mask token, added when missing")
-    parser.add_argument("--pad-token", default="<|pad|>", help="pad token when the source has none or pads with eos")
+    parser.add_argument("--mask_token", default="<|mask|>", help="MLM mask token, added when missing")
+    parser.add_argument("--pad_token", default="<|pad|>", help="pad token when the source has none or pads with eos")
     parser.add_argument("--dtype", default="float32", choices=list(DTYPES), help="dtype of the saved weights")
     return parser
 
 
 def main(argv: list[str] | None = None) -> None:
     args = make_parser().parse_args(argv)
-    try:
+    with cli.bad_input_exits():
         out = convert(args.source, args.output, args.mask_token, args.pad_token, args.dtype)
-    except ConversionError as error:
-        sys.exit(f"error: {error}")
     print(f"wrote {out}")
 
 

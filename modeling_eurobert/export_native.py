@@ -23,13 +23,12 @@ native default 128001, which is eos.
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import transformers
 from transformers import AutoTokenizer, EuroBertConfig
 
-from core import artifacts
+from core import artifacts, cli
 
 from . import EuroBertClmMlmConfig
 from .tokenizer_settings import configure_tokenizer
@@ -145,10 +144,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="export a causal checkpoint (CLM run, converted decoder) as a bidirectional encoder, "
                              "on purpose: native EuroBERT is bidirectional only")
     args = parser.parse_args(argv)
-    try:
+    with cli.bad_input_exits():
         out = export_native(args.checkpoint, args.output, args.bidirectional)
-    except ExportError as error:
-        sys.exit(f"error: {error}")
     note = ""
     if is_causal_checkpoint(json.loads((Path(args.checkpoint) / "config.json").read_text())):
         note = " (pretrained causally, exported bidirectional: config.json says pretraining_attention=causal)"

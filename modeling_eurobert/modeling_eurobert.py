@@ -20,6 +20,7 @@ No KV cache: the study trains and fine-tunes; text generation is out of scope.
 This file is shipped beside every checkpoint as remote code, so it imports only stable public transformers pieces.
 """
 
+import copy
 from collections.abc import Callable
 
 import torch
@@ -266,8 +267,8 @@ def labelled_positions_loss(hidden_states, lm_head, labels, shift: bool, num_ite
     The sum is divided by `num_items_in_batch` (the Trainer's count over the whole accumulated batch) if given,
     else by this batch's labelled tokens.
     """
-    if shift:  # CLM: position t predicts token t + 1
-        hidden_states, labels = hidden_states[:, :-1], labels[:, 1:]
+    if shift:  # CLM: position t predicts token t + 1, the last position nothing (as transformers' ForCausalLMLoss)
+        labels = nn.functional.pad(labels[:, 1:], (0, 1), value=-100)
     labels = labels.to(hidden_states.device)
     hidden_flat = hidden_states.reshape(-1, hidden_states.shape[-1])  # (B*T, H)
     if mlm_positions is not None:
@@ -291,21 +292,25 @@ def labelled_positions_loss(hidden_states, lm_head, labels, shift: bool, num_ite
 
 
 class EuroBertClmMlmForMaskedLM(EuroBertClmMlmPreTrainedModel):
-    """MLM head. With `labels`, only labelled positions are projected and `logits` is None (memory); without
-    labels, full logits are returned. Loads CLM checkpoints unchanged (same keys).
+    """LM head over the shared backbone: MLM by default, CLM when called with `is_causal=True` (causal attention and
+    next-token labels: `labels` are the input ids, shifted here as in `LlamaForCausalLM`), so one model object
+    trains both phases of a PFS run. With `labels`, only labelled positions are projected and `logits` is None
+    (memory); without labels, full logits are returned. Loads CLM checkpoints unchanged (same keys).
 
     `mlm_positions` (B, K) long, optional with `labels`: the positions of every label of each row, padded with -1 to
     a K fixed for the run (the pretraining collator's), so the head has static shapes. Causal calls without it
     project every position (static too; in packed blocks all but the last are labelled)."""
 
     _tied_weights_keys = {"lm_head.weight": "model.embed_tokens.weight"}
-    _shift_labels = False
+    causal = False  # the attention this head trains with when a call does not say
     accepts_loss_kwargs = True
 
     def __init__(self, config: EuroBertClmMlmConfig):
-        # The LM head fixes the attention pattern it trains with, so a saved config says what was trained
-        # (a CLM checkpoint loaded here and saved becomes a bidirectional MLM checkpoint).
-        config.is_causal = self._shift_labels
+        # The one place the saved attention pattern is decided: the LM head records the pattern it trains with, so
+        # config.json says what was trained (a CLM checkpoint loaded here and saved becomes a bidirectional MLM
+        # checkpoint). On a copy: the caller's config (maybe shared with another model) is never changed.
+        config = copy.deepcopy(config)
+        config.is_causal = self.causal
         super().__init__(config)
         self.model = EuroBertClmMlmModel(config)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
@@ -320,21 +325,23 @@ class EuroBertClmMlmForMaskedLM(EuroBertClmMlmPreTrainedModel):
     def forward(self, input_ids=None, attention_mask=None, position_ids=None, inputs_embeds=None, labels=None,
                 is_causal: bool | None = None, num_items_in_batch=None, mlm_positions=None, **kwargs):
         if is_causal is None:
-            is_causal = self._shift_labels
+            is_causal = self.causal
         hidden = self.model(input_ids, attention_mask, position_ids, inputs_embeds, is_causal=is_causal).last_hidden_state
-        output_class = CausalLMOutput if self._shift_labels else MaskedLMOutput
+        output_class = CausalLMOutput if self.causal else MaskedLMOutput
         if labels is None:
             return output_class(logits=self.lm_head(hidden))
-        loss = labelled_positions_loss(hidden, self.lm_head, labels, self._shift_labels, num_items_in_batch,
-                                       mlm_positions, all_positions=is_causal)
+        # causal attention means next-token prediction: the labels are shifted here, and only here
+        loss = labelled_positions_loss(hidden, self.lm_head, labels, is_causal, num_items_in_batch, mlm_positions,
+                                       all_positions=is_causal)
         return output_class(loss=loss, logits=None)
 
 
 class EuroBertClmMlmForCausalLM(EuroBertClmMlmForMaskedLM):
-    """CLM head: causal attention and next-token labels, whatever `config.is_causal` says. Same parameters as
-    `EuroBertClmMlmForMaskedLM`; `labels` are the input ids (shifted inside, as in `LlamaForCausalLM`)."""
+    """CLM head: causal attention and next-token labels unless a call says otherwise, whatever `config.is_causal`
+    says. Same parameters as `EuroBertClmMlmForMaskedLM`; `labels` are the input ids (shifted inside, as in
+    `LlamaForCausalLM`)."""
 
-    _shift_labels = True
+    causal = True
 
 
 def pool(hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, method: str) -> torch.Tensor:

@@ -1,32 +1,26 @@
 """MLM continued pretraining (CPT) from a decayed checkpoint or a converted decoder (SPEC "The 38 trained models").
 
-From one of the study's decayed runs (regenerate configs with `python -m recipes.manifest --write-configs paper`):
-    accelerate launch --config_file recipes/accelerate/fsdp.yaml recipes/cpt.py --config recipes/configs/paper/610m-clm-dec42k-mlm40-44k.yaml
+From one of the study's decayed runs (regenerate configs with `python -m recipes.manifest --write_configs paper`):
+    accelerate launch --config_file recipes/accelerate/fsdp.yaml -m recipes.cpt --config recipes/configs/paper/610m-clm-dec42k-mlm40-44k.yaml
 From any decoder: convert it, then continue with MLM 40% (its own warmup and decay, a fresh optimizer):
     python -m modeling_eurobert.convert meta-llama/Llama-3.2-1B out/llama-3.2-1b-eurobert
-    accelerate launch recipes/cpt.py --model_name_or_path out/llama-3.2-1b-eurobert \
+    accelerate launch -m recipes.cpt --model_name_or_path out/llama-3.2-1b-eurobert \
         --tokenizer_name_or_path out/llama-3.2-1b-eurobert --config recipes/configs/paper/610m-clm-dec42k-mlm40-44k.yaml \
         --output_dir out/llama-3.2-1b-mlm40-cpt
 CPU smoke run on top of the debug run:
-    python recipes/cpt.py --config recipes/configs/debug.yaml --architecture null --model_name_or_path out/debug \
+    python -m recipes.cpt --config recipes/configs/debug.yaml --architecture null --model_name_or_path out/debug \
         --switch_step null --max_steps 10 --output_dir out/debug-cpt
 
 The tokenizer is the base model's own unless `--tokenizer_name_or_path` names one with the same ids (checked).
 `--keep_optimizer_state` takes the AdamW moments from the base run's last Trainer checkpoint (SPEC: unconfirmed
 whether the paper did; default: fresh optimizer). The data continue after the blocks the base run consumed
-(`--data_start_block` to choose). Same training loop as `recipes/pretrain.py` (`main` is shared).
+(`--data_start_block` to choose). Same training loop as `recipes/pretrain.py` (`pretrain` is shared).
 """
 
-import sys
-from pathlib import Path
-
-if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from recipes.pretrain import cli as _cli  # noqa: E402
-from recipes.pretrain import main
+from recipes.pretrain import main as _main
 from recipes.pretrain import make_parser as _make_parser
-from recipes.training import CptArguments  # noqa: E402
+from recipes.pretrain import pretrain
+from recipes.training import CptArguments
 
 
 def make_parser():
@@ -34,12 +28,12 @@ def make_parser():
     return _make_parser(CptArguments)
 
 
-def cli(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> None:
     """The command line (exit 2 with one line for bad input, 1 for a failure while training)."""
-    _cli(argv, CptArguments)
+    _main(argv, CptArguments)
 
 
-__all__ = ["cli", "main", "make_parser"]
+__all__ = ["main", "make_parser", "pretrain"]
 
 if __name__ == "__main__":
-    cli()
+    main()

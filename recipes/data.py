@@ -57,7 +57,7 @@ from tokenizers import (
 )
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
-from core import artifacts
+from core import artifacts, cli
 from core.paths import is_hub_id, looks_like_path, resolve_data_dir
 from modeling_eurobert.tokenizer_settings import configure_tokenizer
 
@@ -137,7 +137,7 @@ def load_corpora(sources: str, data_dir=None, split: str = "train", name: str | 
             colon (`HuggingFaceFW/fineweb-edu:sample-100BT`), else `name` applies.
         data_dir, split, name, cache_dir: as for `load_corpus`.
     """
-    entries = [entry.strip() for entry in sources.split(",") if entry.strip()]
+    entries = cli.split_list(sources)
     if not entries:
         raise ValueError("corpus_source is empty; give 'bundle', a local path or a Hub id (several: comma-separated)")
     corpora = []

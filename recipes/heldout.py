@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from core import artifacts
+from core import artifacts, cli
 from recipes import data
 
 CSV_COLUMNS = ("model", "step", "tokens_seen", "clm_loss", "mlm_loss", "mlm_probability", "blocks", "block_size")
@@ -49,10 +49,8 @@ def heldout_losses(model_dir: str | Path, blocks, tokenizer, mlm_probability: fl
         examples = [blocks[i] for i in range(start, min(start + batch_size, len(blocks)))]
         for objective, collate in (("clm", clm), ("mlm", mlm)):
             batch = collate(examples)
-            labels = batch["labels"]
-            if objective == "clm":  # position t predicts token t + 1
-                labels = torch.cat([labels[:, 1:], torch.full_like(labels[:, :1], -100)], dim=1)
-            count = int((labels != -100).sum())
+            labels = batch["labels"]  # CLM: the input ids, shifted by the model (position t predicts token t + 1)
+            count = int((labels[:, 1:] if objective == "clm" else labels).ne(-100).sum())
             loss = model(input_ids=batch["input_ids"], labels=labels, is_causal=objective == "clm").loss
             totals[objective][0] += float(loss) * count
             totals[objective][1] += count
@@ -136,7 +134,7 @@ def plot(rows: list[dict], path: str | Path) -> Path | None:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", action="append", required=True, help="checkpoint directory (repeatable)")
+    parser.add_argument("--model", required=True, help="checkpoint directories, comma-separated")
     parser.add_argument("--tokenizer", required=True, help="the tokenizer the models were trained with")
     parser.add_argument("--block_size", type=int, required=True)
     parser.add_argument("--blocks", type=int, default=64, help="held-out blocks to score (default 64)")
@@ -145,14 +143,14 @@ def main(argv=None) -> None:
     parser.add_argument("--cache_dir", default=".cache/pretrain", help="where the packed held-out blocks are cached")
     parser.add_argument("--output", required=True, help="CSV to write (a PNG of the curves is written beside it)")
     args = parser.parse_args(argv)
-    try:
-        for model in args.model:
+    models = cli.split_list(args.model)
+    with cli.bad_input_exits():
+        for model in models:
             if not (Path(model) / artifacts.RUN_INFO_NAME).is_file():
-                raise FileNotFoundError(f"{model} has no {artifacts.RUN_INFO_NAME}; pass checkpoints of recipes/pretrain.py")
-        rows = score_checkpoints(args.model, args.tokenizer, args.block_size, args.blocks, args.cache_dir,
+                raise FileNotFoundError(f"{model} has no {artifacts.RUN_INFO_NAME}; pass checkpoints of "
+                                        "recipes.pretrain")
+        rows = score_checkpoints(models, args.tokenizer, args.block_size, args.blocks, args.cache_dir,
                                  args.data_dir, args.mlm_probability)
-    except (ValueError, FileNotFoundError) as error:
-        parser.error(str(error))
     write_csv(rows, args.output)
     plot(rows, Path(args.output).with_suffix(".png"))
     print(f"held-out losses of {len(rows)} checkpoint(s) written to {args.output}", file=sys.stderr)

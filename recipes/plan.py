@@ -59,7 +59,7 @@ def run_rows() -> list[dict]:
         mlm_steps = own_steps - clm_steps
         flops = tokens_per_step * (clm_steps * flops_per_token(recipe.size, 1.0)
                                    + mlm_steps * flops_per_token(recipe.size, recipe.mlm_probability or 0))
-        rows.append({"name": recipe.name, "script": recipe.script, "size": recipe.size, "objective": recipe.objective,
+        rows.append({"name": recipe.name, "module": recipe.module, "size": recipe.size, "objective": recipe.objective,
                      "steps": own_steps, "tokens": own_steps * tokens_per_step, "flops": flops,
                      "needs": recipe.branch_from or recipe.cpt_base or ""})
     return rows
@@ -142,8 +142,8 @@ def write_plan(output: Path, gpu: str = "H100", mfu: float | None = None,
     mfu_text = f"{mfu:.0%} MFU" if mfu else "MFU " + ", ".join(f"{s} {m:.0%}" for s, m in size_mfu.items()) + \
         " (measured: recipes/flops.py)"
     lines = [f"# Paper-scale plan ({gpu}, {mfu_text}, {GPUS[gpu] / 1e12:.0f} TFLOP/s peak bf16)", "",
-             "| run | script | steps | tokens (B) | PFLOPs | GPU-hours | needs |", "|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['name']} | {r['script']} | {r['steps']:,} | {r['tokens'] / 1e9:.1f} | {r['flops'] / 1e15:,.0f} "
+             "| run | module | steps | tokens (B) | PFLOPs | GPU-hours | needs |", "|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['name']} | {r['module']} | {r['steps']:,} | {r['tokens'] / 1e9:.1f} | {r['flops'] / 1e15:,.0f} "
               f"| {r['gpu_hours']:,.0f} | {r['needs']} |" for r in rows]
     lines += ["", f"Pretraining: {len(rows)} runs, {sum(r['tokens'] for r in rows) / 1e12:.2f}T tokens, "
               f"{pretrain_hours:,.0f} GPU-hours.", eval_line,

@@ -16,6 +16,7 @@ Bad input ends with one line on stderr and exit status 2.
 import argparse
 import sys
 
+from core import cli
 from recipes import data, pretrain
 from recipes.training import (
     build_blocks,
@@ -97,7 +98,7 @@ def make_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     args, rest = make_parser().parse_known_args(argv)
-    try:
+    with cli.bad_input_exits():
         if args.what == "pretraining":
             result = prepare_pretraining(rest)
             print(f"pretraining data ready: {result['blocks']:,} blocks ({result['steps']:,} steps); data "
@@ -105,12 +106,9 @@ def main(argv: list[str] | None = None) -> None:
         else:
             if rest:
                 raise ValueError(f"unknown arguments {rest}")
-            for name, splits in prepare_evaluation([t.strip() for t in args.tasks.split(",") if t.strip()],
+            for name, splits in prepare_evaluation(cli.split_list(args.tasks),
                                                    args.source, args.data_dir).items():
                 print(f"{name}: " + ", ".join(f"{split} {n:,}" for split, n in splits.items()))
-    except (ValueError, FileNotFoundError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        sys.exit(2)
 
 
 if __name__ == "__main__":

@@ -1,13 +1,13 @@
 """Pretrain a EuroBERT-architecture model with CLM, MLM, or CLM then MLM (PFS), on a fixed block order.
 
 CPU smoke run (toy BPE, tiny model, bundle corpus):
-    python recipes/pretrain.py --config recipes/configs/debug.yaml --output_dir out/debug
+    python -m recipes.pretrain --config recipes/configs/debug.yaml --output_dir out/debug
 Two CPU processes (gloo):
-    accelerate launch --config_file recipes/accelerate/cpu.yaml --num_processes 2 recipes/pretrain.py --config recipes/configs/debug.yaml --output_dir out/debug-ddp
-One of the study's 38 models (regenerate configs with `python -m recipes.manifest --write-configs paper`):
-    accelerate launch --config_file recipes/accelerate/fsdp.yaml recipes/pretrain.py --config recipes/configs/paper/610m-clm-10k-mlm40-42k.yaml
+    accelerate launch --config_file recipes/accelerate/cpu.yaml --num_processes 2 -m recipes.pretrain --config recipes/configs/debug.yaml --output_dir out/debug-ddp
+One of the study's 38 models (regenerate configs with `python -m recipes.manifest --write_configs paper`):
+    accelerate launch --config_file recipes/accelerate/fsdp.yaml -m recipes.pretrain --config recipes/configs/paper/610m-clm-10k-mlm40-42k.yaml
 A 12k decay branch of the 42k stable run (its config has `branch_from: out/paper/610m-clm-42k`):
-    accelerate launch --config_file recipes/accelerate/multi_gpu.yaml recipes/pretrain.py --config recipes/configs/paper/610m-clm-12k.yaml
+    accelerate launch --config_file recipes/accelerate/multi_gpu.yaml -m recipes.pretrain --config recipes/configs/paper/610m-clm-12k.yaml
 Resume after a crash: run the same command again (auto-resume from the newest complete checkpoint in output_dir),
 or pass `--resume_from_checkpoint <output_dir>/checkpoint-N`.
 
@@ -21,16 +21,13 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-if __package__ in (None, ""):  # `python recipes/pretrain.py` / `accelerate launch recipes/pretrain.py`
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from transformers import TrainingArguments
 
-from transformers import TrainingArguments  # noqa: E402
-
-from core import artifacts  # noqa: E402
-from core.sentence_transformers_files import write_sentence_transformers_files  # noqa: E402
-from modeling_eurobert.tokenizer_settings import configure_tokenizer  # noqa: E402
-from recipes import data  # noqa: E402
-from recipes.training import (  # noqa: E402
+from core import artifacts, cli
+from core.sentence_transformers_files import write_sentence_transformers_files
+from modeling_eurobert.tokenizer_settings import configure_tokenizer
+from recipes import data
+from recipes.training import (
     RUN_CONFIG_NAME,
     LoadOptimizerStateCallback,
     ObjectiveCollator,
@@ -130,15 +127,7 @@ def train(run: PreparedRun) -> PretrainingTrainer:
         return make_run_info(run_args, training_args, step=step, identity=run.identity, cpt_base=run.cpt_base,
                              intermediate=intermediate)
 
-    trainer_ref = {}
-    callbacks = [SchedulePlanCallback(
-        trainer_ref,
-        save_steps={b - decay_steps(training_args) for b in run_args.decay_branches},
-        intermediate_steps=set(run_args.intermediate_steps),
-        reset_at=run_args.switch_step if run_args.reset_optimizer_at_switch else None,
-        info=info,
-        objective_at=run.collator.objective_at,
-    )]
+    callbacks = []
     if run.optimizer_file:
         callbacks.append(LoadOptimizerStateCallback(run.optimizer_file, resuming=run.resume is not None))
     block_log = output_dir / f"block_order-rank{training_args.process_index}.jsonl" if run_args.log_block_order else None
@@ -155,7 +144,13 @@ def train(run: PreparedRun) -> PretrainingTrainer:
             flops_per_token=step_flops_per_token(run.model.config, run_args.block_size, run.collator),
             weight_decay_scope=run_args.weight_decay_scope,
         )
-        trainer_ref["trainer"] = trainer
+        trainer.add_callback(SchedulePlanCallback(
+            trainer.save_model,
+            save_steps={b - decay_steps(training_args) for b in run_args.decay_branches},
+            intermediate_steps=set(run_args.intermediate_steps),
+            reset_at=run_args.switch_step if run_args.reset_optimizer_at_switch else None,
+            info=info,
+        ))
         trainer.train(resume_from_checkpoint=run.resume)
         trainer.save_model(str(output_dir))
         if trainer.is_world_process_zero():
@@ -168,7 +163,7 @@ def train(run: PreparedRun) -> PretrainingTrainer:
     return trainer
 
 
-def main(run_args: PretrainArguments, training_args: TrainingArguments) -> PretrainingTrainer:
+def pretrain(run_args: PretrainArguments, training_args: TrainingArguments) -> PretrainingTrainer:
     """Train one run (pretraining, PFS, decay branch or CPT) and save it to `training_args.output_dir`.
 
     Returns:
@@ -177,22 +172,18 @@ def main(run_args: PretrainArguments, training_args: TrainingArguments) -> Pretr
     return train(prepare(run_args, training_args))
 
 
-def cli(argv: list[str] | None = None, run_settings=PretrainArguments) -> None:
+def main(argv: list[str] | None = None, run_settings=PretrainArguments) -> None:
     """The command line: exit 2 with one line for bad input (nothing written), 1 for a failure while training."""
-    try:
+    with cli.bad_input_exits():
         run = prepare(*make_parser(run_settings).parse_args_and_config(argv))
-    except (ValueError, FileNotFoundError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        sys.exit(2)
     try:
         train(run)
     except artifacts.LockHeld as error:  # refused before anything was written
-        print(f"error: {error}", file=sys.stderr)
-        sys.exit(2)
+        raise cli.bad_input(error) from None
     except OSError as error:  # disk full, permissions: one line; other failures keep their traceback
         print(f"error: {error}", file=sys.stderr)
         sys.exit(1)
 
 
 if __name__ == "__main__":
-    cli()
+    main()

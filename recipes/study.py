@@ -26,7 +26,7 @@ from pathlib import Path
 import yaml
 from tqdm.auto import tqdm
 
-from core import artifacts
+from core import artifacts, cli
 from core.paths import REPO_ROOT
 from recipes import manifest
 
@@ -186,8 +186,7 @@ def pretrain(recipe: manifest.Recipe, study: Study, output: Path, data_dir: str 
     config_path = output / "configs" / f"{recipe.name}.yaml"
     config_path.parent.mkdir(parents=True, exist_ok=True)
     artifacts.write_text_atomic(config_path, yaml.safe_dump(run_settings(recipe, study, output, data_dir), sort_keys=False))
-    script = REPO_ROOT / recipe.script
-    run_logged([sys.executable, str(script), "--config", str(config_path)], output / "logs" / f"{recipe.name}.log")
+    run_logged([sys.executable, "-m", recipe.module, "--config", str(config_path)], output / "logs" / f"{recipe.name}.log")
 
 
 def evaluated_models(study: Study, output: Path) -> list[Path]:
@@ -270,7 +269,7 @@ def heldout_loss(study: Study, output: Path, data_dir: str | None) -> None:
     block_size = manifest.SCALES[study.scale]["block_size"]
     args = [sys.executable, "-m", "recipes.heldout", "--tokenizer", str(output / "tokenizer"), "--block_size",
             str(block_size), "--blocks", str(study.heldout_blocks), "--cache_dir", str(output / "cache"),
-            "--output", str(target)] + [a for m in models for a in ("--model", str(m))]
+            "--output", str(target), "--model", ",".join(map(str, models))]
     if data_dir is not None:
         args += ["--data_dir", data_dir]
     run_logged(args, output / "logs" / "heldout.log")
@@ -295,7 +294,7 @@ def model_cards(study: Study, output: Path, org: str) -> None:
 
 
 def hub_export(study_name: str, study: Study, output: Path, org: str) -> None:
-    """The exact repo folders a push would upload (`python -m model_cards.push ... --dry-run`), rebuilt each time.
+    """The exact repo folders a push would upload (`python -m model_cards.push ... --dry_run`), rebuilt each time.
     Without --org they sit in the placeholder namespace, which `model_cards.push` refuses to push to."""
     import shutil
     import tempfile
@@ -304,14 +303,14 @@ def hub_export(study_name: str, study: Study, output: Path, org: str) -> None:
     from model_cards.public import local_roots
 
     summary, results = output / "report" / "summary.csv", output / "results"
-    plans = [plan for name in study.models
-             for plan in push.plan_run(output / "models" / name, f"{org}/{name}", summary, results)]
+    commits = [commit for name in study.models
+               for commit in push.stage_run(output / "models" / name, f"{org}/{name}", summary, results)]
     with tempfile.TemporaryDirectory(prefix="hub-export-") as workdir:
-        plans.append(push.plan_results(output / "report", f"{org}/{study_name}-study-results", results, Path(workdir)))
-        push.check_no_local_paths(plans, local_roots(output / "models", output / "report", results))
+        commits.append(push.stage_results(output / "report", f"{org}/{study_name}-study-results", results, Path(workdir)))
+        push.check_no_local_paths(commits, local_roots(output / "models", output / "report", results))
         target = output / "hub"
         shutil.rmtree(target, ignore_errors=True)
-        push.write_dry_run(plans, target)
+        push.write_dry_run(commits, target)
 
 
 DOCS_INTRO = {
@@ -450,9 +449,9 @@ def make_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> None:
     args = make_parser().parse_args(argv)
-    if args.study not in STUDY_NAMES:
-        raise SystemExit(f"error: unknown study {args.study!r}; choose one of {', '.join(STUDY_NAMES)}")
-    try:
+    with cli.bad_input_exits():  # bad input: one line, nothing started
+        if args.study not in STUDY_NAMES:
+            raise ValueError(f"unknown study {args.study!r}; choose one of {', '.join(STUDY_NAMES)}")
         if args.study == "paper":
             from recipes.plan import write_plan
 
@@ -470,8 +469,6 @@ def main(argv=None) -> None:
         run_study(args.study, args.output, args.data_dir, args.org, until=args.until)
         if args.docs and args.until is None:
             print(f"report copied to {write_docs(args.study, args.output, args.docs)}")
-    except (ValueError, FileNotFoundError) as error:  # bad input: one line, nothing started
-        raise SystemExit(f"error: {error}") from None
 
 
 if __name__ == "__main__":

@@ -15,9 +15,12 @@ What lives here, in reading order:
 - `train(run_args, training_args)`: the storyboard both recipes call.
 
 Design choices (documented in the README):
-- One model object for both objectives: `EuroBertClmMlmForMaskedLM`, called with `is_causal=True` and next-token labels
-  (shifted by the collator) for CLM steps, `is_causal=False` and MLM labels for MLM steps. Same parameters, same
-  state-dict keys, so every checkpoint loads into `AutoModelForMaskedLM` and `AutoModelForCausalLM`.
+- One model object for both objectives: the LM head, called with `is_causal=True` and the input ids as labels for
+  CLM steps (the model shifts them: next-token prediction goes with causal attention, in the model only) and
+  `is_causal=False` with MLM labels for MLM steps; each batch says which (`ObjectiveCollator`). CLM runs use
+  `EuroBertClmMlmForCausalLM`, MLM, PFS and CPT runs `EuroBertClmMlmForMaskedLM`: same parameters and state-dict
+  keys, so every checkpoint loads into either, and the head class decides the attention pattern a checkpoint's
+  config.json records (a PFS run's checkpoints say bidirectional, also during its CLM phase).
 - Budgets: a stable run with `decay_branches: [12000, 22000]` keeps full Trainer checkpoints at 10000 and 20000
   (budget - decay steps); a branch run (`branch_from: <stable output_dir>`, `max_steps: 12000`) resumes from that
   checkpoint (weights, optimizer, scheduler step, data position, RNG) under the WSD schedule of a 12000-step run,
@@ -48,9 +51,9 @@ from transformers import (
 )
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from core import artifacts, paths
+from core import artifacts, cli, paths
 from core.sentence_transformers_files import write_sentence_transformers_files
-from modeling_eurobert import ARCHITECTURES, EuroBertClmMlmForMaskedLM, load_architecture
+from modeling_eurobert import ARCHITECTURES, EuroBertClmMlmForCausalLM, EuroBertClmMlmForMaskedLM, load_architecture
 from modeling_eurobert.modeling_eurobert import EuroBertClmMlmDecoderLayer
 from recipes import data, flops
 
@@ -540,7 +543,7 @@ def toy_tokenizer(run_args: PretrainArguments, corpus: datasets.Dataset, main_pr
 
 def hub_token_estimate(run_args: PretrainArguments, tokenizer) -> dict | None:
     """For a single Hub corpus, `data.estimate_hub_tokens` before anything is downloaded; None otherwise."""
-    entries = [e.strip() for e in run_args.corpus_source.split(",") if e.strip()]
+    entries = cli.split_list(run_args.corpus_source)
     if tokenizer is None or len(entries) != 1 or not paths.is_hub_id(entries[0].partition(":")[0]):
         return None
     if datasets.config.HF_HUB_OFFLINE:  # a launch after `recipes.prepare_data`: the corpus is in the cache and is
@@ -592,11 +595,13 @@ def build_blocks(run_args: PretrainArguments, tokenizer, corpus: datasets.Datase
 
 
 def build_model(run_args: PretrainArguments, tokenizer, seed: int) -> EuroBertClmMlmForMaskedLM:
-    """A fresh model of the named architecture whose special ids come from the tokenizer, or existing weights (CPT)."""
+    """A fresh model of the named architecture whose special ids come from the tokenizer, or existing weights (CPT).
+    The head class is the run's: causal for CLM runs, bidirectional for the others (what config.json records)."""
+    model_class = EuroBertClmMlmForCausalLM if run_args.objective == "clm" else EuroBertClmMlmForMaskedLM
     if run_args.model_name_or_path:
         artifacts.check_weights(run_args.model_name_or_path)
         try:
-            return EuroBertClmMlmForMaskedLM.from_pretrained(run_args.model_name_or_path, dtype=torch.float32)
+            return model_class.from_pretrained(run_args.model_name_or_path, dtype=torch.float32)
         except OSError as error:
             raise artifacts.hub_load_error(run_args.model_name_or_path, "the base model", error) from None
     config = load_architecture(
@@ -604,7 +609,7 @@ def build_model(run_args: PretrainArguments, tokenizer, seed: int) -> EuroBertCl
         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, mask_token_id=tokenizer.mask_token_id,
     )
     set_seed(seed)  # the initial weights depend on the run seed only
-    return EuroBertClmMlmForMaskedLM(config)
+    return model_class(config)
 
 
 def compile_decoder_layers(model: torch.nn.Module) -> int:
@@ -639,8 +644,8 @@ class ObjectiveCollator:
 
     The blocks are read sequentially, so a block's step is `(block_index - first_block) // blocks_per_step`
     (0-based); steps `< switch_step` are CLM in a PFS run. The choice depends on the data position only, so it is
-    the same with any number of dataloader workers, processes, prefetching or resumes. CLM labels are shifted here
-    (position t predicts token t + 1) because the one training model is `EuroBertClmMlmForMaskedLM`, which does not shift.
+    the same with any number of dataloader workers, processes, prefetching or resumes. Each batch carries
+    `is_causal`, the one per-step decision the model reads; CLM labels are the input ids (the model shifts them).
 
     Args:
         clm: CLM collator (None for a pure MLM run).
@@ -669,9 +674,6 @@ class ObjectiveCollator:
         objective = self.objective_at((int(block_index[0]) - self.first_block) // self.blocks_per_step)
         if objective == "clm":
             batch = self.clm(examples)
-            labels = torch.full_like(batch["labels"], -100)
-            labels[:, :-1] = batch["labels"][:, 1:]
-            batch["labels"] = labels
         else:
             batch = self.mlm(examples)
             if self.mlm.positions_per_block is not None:  # fixed-shape head: did a row exceed K (exact path)?
@@ -740,6 +742,12 @@ class PretrainingTrainer(Trainer):
             return [name for name, _ in model.named_parameters()]
         return super().get_decay_parameter_names(model)
 
+    def _get_num_items_in_batch(self, batch_samples: list, device):
+        # The Trainer counts `labels[..., 1:]` for models whose loss shifts labels, decided once per model; here the
+        # model shifts on CLM steps only, and every micro-batch of a step has the step's objective.
+        self._loss_shifts_labels = bool(batch_samples) and bool(batch_samples[0].get("is_causal"))
+        return super()._get_num_items_in_batch(batch_samples, device)
+
     def get_batch_samples(self, epoch_iterator, num_batches, device):
         start = time.perf_counter()
         if self._window is None:
@@ -778,10 +786,12 @@ class SchedulePlanCallback(TrainerCallback):
     """Saves full checkpoints at the decay-branch points and the last step; resets AdamW at the PFS switch if asked;
     saves intermediate weights; writes `run_info.json` and the sentence-transformers files into every checkpoint."""
 
-    def __init__(self, trainer_ref: dict, save_steps: set[int], intermediate_steps: set[int], reset_at: int | None, info,
-                 objective_at=None):
-        self.trainer_ref, self.save_steps, self.intermediate_steps = trainer_ref, save_steps, intermediate_steps
-        self.reset_at, self.info, self.objective_at = reset_at, info, objective_at
+    def __init__(self, save_model: Callable[[str], None], save_steps: set[int], intermediate_steps: set[int],
+                 reset_at: int | None, info: Callable[..., dict]):
+        """save_model: the trainer's `save_model` (gathers sharded weights); info(step, intermediate=False): the
+        run_info.json of a checkpoint saved at `step`."""
+        self.save_model, self.save_steps, self.intermediate_steps = save_model, save_steps, intermediate_steps
+        self.reset_at, self.info = reset_at, info
 
     def on_step_begin(self, args, state, control, optimizer=None, **kwargs):
         if self.reset_at is not None and state.global_step == self.reset_at:
@@ -789,16 +799,12 @@ class SchedulePlanCallback(TrainerCallback):
             inner.state.clear()  # AdamW re-initialises its moments and step count lazily
             logger.info("PFS switch at step %d: optimizer state reset", state.global_step)
 
-    def on_step_end(self, args, state, control, model=None, **kwargs):
-        if self.objective_at is not None and model is not None:
-            # saved default attention = the objective of the step just taken (as `modeling_eurobert.convert` marks
-            # decoders causal); training itself always passes is_causal explicitly
-            model.config.is_causal = self.objective_at(state.global_step - 1) == "clm"
+    def on_step_end(self, args, state, control, **kwargs):
         if state.global_step in self.save_steps or state.global_step == state.max_steps:
             control.should_save = True
         if state.global_step in self.intermediate_steps:
             path = Path(args.output_dir) / INTERMEDIATE_DIR / f"step-{state.global_step}"
-            self.trainer_ref["trainer"].save_model(str(path))
+            self.save_model(str(path))
             if state.is_world_process_zero:
                 write_run_info(path, self.info(state.global_step, intermediate=True))
                 write_sentence_transformers_files(path, overwrite=True)

@@ -39,7 +39,7 @@ def clm_run(tmp_path_factory, one_thread):
             "--objective", "clm", "--switch_step", "null", "--intermediate_steps", "2", "--max_steps", "4",
             "--warmup_steps", "1", "--logging_steps", "1",
             "--lr_scheduler_kwargs", '{"num_decay_steps": 1, "decay_type": "linear"}']
-    pretrain.main(*pretrain.make_parser().parse_args_and_config(argv))
+    pretrain.pretrain(*pretrain.make_parser().parse_args_and_config(argv))
     return output_dir
 
 

@@ -37,13 +37,13 @@ def runs(tmp_path_factory, one_thread):
     fixed-shape head, checkpoints every 2 steps, compiles counted), and an eager run with K at the mean mask count."""
     root = tmp_path_factory.mktemp("compile")
     cache_dir = tmp_path_factory.getbasetemp() / "pretrain-cache"
-    eager = pretrain.main(*parse(root / "eager", cache_dir))
+    eager = pretrain.pretrain(*parse(root / "eager", cache_dir))
     torch._dynamo.reset()  # count this run's compiles only
     counters.clear()
-    compiled = pretrain.main(*parse(root / "compiled", cache_dir, "--compile", "regional", "--mlm_fixed_shape", "true",
+    compiled = pretrain.pretrain(*parse(root / "compiled", cache_dir, "--compile", "regional", "--mlm_fixed_shape", "true",
                                     "--save_strategy", "steps", "--save_steps", "2"))
     compiles = {"frames": counters["frames"]["ok"], "graph_breaks": sum(counters["graph_break"].values())}
-    overflow = pretrain.main(*parse(root / "overflow", cache_dir, "--mlm_fixed_shape", "true",
+    overflow = pretrain.pretrain(*parse(root / "overflow", cache_dir, "--mlm_fixed_shape", "true",
                                     "--mlm_fixed_shape_std", "0"))
     return {"eager": eager, "compiled": compiled, "overflow": overflow, "compiles": compiles, "cache_dir": cache_dir}
 
@@ -77,7 +77,7 @@ def test_compiled_run_resumes_from_a_checkpoint_and_finishes(runs, tmp_path):
     (tmp_path / "resumed").mkdir()
     shutil.copy(source / training.RUN_CONFIG_NAME, tmp_path / "resumed")
     shutil.copytree(source / "checkpoint-4", tmp_path / "resumed" / "checkpoint-4")
-    resumed = pretrain.main(*parse(tmp_path / "resumed", runs["cache_dir"], "--compile", "regional",
+    resumed = pretrain.pretrain(*parse(tmp_path / "resumed", runs["cache_dir"], "--compile", "regional",
                                    "--mlm_fixed_shape", "true", "--save_strategy", "steps", "--save_steps", "2"))
     assert resumed.state.global_step == STEPS
     assert losses(resumed)[-2:] == pytest.approx(losses(runs["compiled"])[-2:], rel=1e-5)

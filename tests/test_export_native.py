@@ -132,10 +132,11 @@ def test_cli_refuses_existing_output_and_foreign_checkpoints(tmp_path):
 
 
 def clm_run_checkpoint(path):
-    """A CLM checkpoint as the pretraining recipe saves it: the MLM class, with is_causal=true in config.json."""
+    """A causal checkpoint of the MLM class (is_causal=true in config.json, as recipes before run_info format 2
+    saved CLM runs)."""
     torch.manual_seed(0)
     model = EuroBertClmMlmForMaskedLM(tiny_config()).eval()
-    model.config.is_causal = True  # what SchedulePlanCallback records after a CLM step
+    model.config.is_causal = True
     model.save_pretrained(path)
     return model
 

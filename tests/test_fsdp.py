@@ -3,7 +3,7 @@
 accelerate 1.15 enables FSDP on accelerators only: on a CPU its state is MULTI_CPU and the FSDP plugin is dropped,
 so `accelerate launch --config_file fsdp.yaml` would quietly train with DDP (torch's own `fully_shard` does run
 on CPU with gloo; accelerate does not route to it). So on the CPU: the launcher accepts the config and hands the
-FSDP settings to the process, they name a layer class of our model, and `recipes/pretrain.py` refuses to start
+FSDP settings to the process, they name a layer class of our model, and `recipes.pretrain` refuses to start
 instead of training without FSDP. On a GPU: a real FSDP run (2 processes when 2 GPUs exist, else 1, which still
 takes the sharded save/load path) with save, resume and loading the result like any other checkpoint.
 """
@@ -80,7 +80,7 @@ def test_fsdp_trains_saves_resumes_and_loads(tmp_path):
     def launch(output_dir: Path, *extra: str) -> None:
         command = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", CONFIG,
                    "--num_processes", str(processes), "--main_process_ip", "127.0.0.1", "--main_process_port", str(free_port()),
-                   "--mixed_precision", "no", "recipes/pretrain.py", *RUN, "--output_dir", str(output_dir),
+                   "--mixed_precision", "no", "-m", "recipes.pretrain", *RUN, "--output_dir", str(output_dir),
                    "--data_cache_dir", str(tmp_path / "cache"), "--per_device_train_batch_size", str(4 // processes),
                    *extra]
         result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600,

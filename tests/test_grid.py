@@ -44,7 +44,7 @@ def protocol(data_dir, **overrides):
 
 def test_grid_writes_skips_and_records_divergence(models, data_dir, tmp_path):
     # lr=1e6 makes the loss overflow within a few steps: a real divergence, not an injected one.
-    written = run.main(grid(models["eurobert"], tmp_path), protocol(data_dir))
+    written = run.run_grid(grid(models["eurobert"], tmp_path), protocol(data_dir))
     files = sorted((tmp_path / "tiny-mlm" / "sst2").glob("*.json"))
     assert sorted(written) == files and len(files) == 4
     records = {p.name: json.loads(p.read_text()) for p in files}
@@ -58,14 +58,14 @@ def test_grid_writes_skips_and_records_divergence(models, data_dir, tmp_path):
     assert 0.0 <= good["test"]["accuracy"] <= 1.0 and len(good["per_instance"]["test"]) == 16
     assert good["config"]["attention"] == "bidirectional" and good["config"]["adam_beta2"] == 0.95
     mtimes = {p: p.stat().st_mtime_ns for p in files}
-    assert run.main(grid(models["eurobert"], tmp_path), protocol(data_dir)) == []
+    assert run.run_grid(grid(models["eurobert"], tmp_path), protocol(data_dir)) == []
     assert {p: p.stat().st_mtime_ns for p in files} == mtimes
     assert not list(tmp_path.rglob("*.tmp"))
 
 
 @pytest.mark.parametrize("name, model_type", [("bert", "bert"), ("native", "eurobert")])
 def test_other_encoders_run_through_the_grid(models, data_dir, tmp_path, name, model_type):
-    written = run.main(grid(models[name], tmp_path, lrs="1e-3", seeds="0"), protocol(data_dir))
+    written = run.run_grid(grid(models[name], tmp_path, lrs="1e-3", seeds="0"), protocol(data_dir))
     record = json.loads(Path(written[0]).read_text())
     assert record["status"] == "ok" and record["config"]["model_config"] == model_type
 
@@ -81,7 +81,7 @@ def test_tokenized_datasets_are_built_once_per_tokenizer(models, data_dir):
 
 def _refused(models, data_dir, tmp_path, match, **grid_kwargs):
     with pytest.raises((ValueError, FileNotFoundError), match=match):
-        run.main(grid(grid_kwargs.pop("model", models["eurobert"]), tmp_path / "out", **grid_kwargs),
+        run.run_grid(grid(grid_kwargs.pop("model", models["eurobert"]), tmp_path / "out", **grid_kwargs),
                  protocol(data_dir))
     assert not (tmp_path / "out").exists()  # refused before any run started
 
@@ -106,9 +106,9 @@ def test_help_renders_every_flag():
 
 def test_bad_input_is_refused_once_before_any_worker_starts(models, data_dir, tmp_path):
     with pytest.raises(ValueError, match="--workers 0 must be >= 1"):
-        run.main(dataclasses_replace(grid(models["eurobert"], tmp_path / "out"), workers=0), protocol(data_dir))
+        run.run_grid(dataclasses_replace(grid(models["eurobert"], tmp_path / "out"), workers=0), protocol(data_dir))
     with pytest.raises(ValueError, match="unknown task 'sst3'"):
-        run.main(dataclasses_replace(grid(models["eurobert"], tmp_path / "out", tasks="sst2,sst3"), workers=2),
+        run.run_grid(dataclasses_replace(grid(models["eurobert"], tmp_path / "out", tasks="sst2,sst3"), workers=2),
                  protocol(data_dir))
     assert not (tmp_path / "out").exists()
 
@@ -143,12 +143,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_changed_protocol_is_refused_then_rerun_with_old_file_moved_aside(models, data_dir, tmp_path):
-    first = run.main(grid(models["eurobert"], tmp_path, lrs="1e-3", seeds="0"), protocol(data_dir))
+    first = run.run_grid(grid(models["eurobert"], tmp_path, lrs="1e-3", seeds="0"), protocol(data_dir))
     before = json.loads(first[0].read_text())
     with pytest.raises(ValueError, match=r"made by something else.*protocol\.max_steps: 6 -> 5.*--rerun_changed"):
-        run.main(grid(models["eurobert"], tmp_path, lrs="1e-3", seeds="0"), protocol(data_dir, max_steps=5))
+        run.run_grid(grid(models["eurobert"], tmp_path, lrs="1e-3", seeds="0"), protocol(data_dir, max_steps=5))
     assert json.loads(first[0].read_text()) == before  # refused: nothing touched
-    again = run.main(dataclasses_replace(grid(models["eurobert"], tmp_path, lrs="1e-3", seeds="0"), rerun_changed=True),
+    again = run.run_grid(dataclasses_replace(grid(models["eurobert"], tmp_path, lrs="1e-3", seeds="0"), rerun_changed=True),
                      protocol(data_dir, max_steps=5))
     assert again == first and json.loads(first[0].read_text())["identity"]["protocol"]["max_steps"] == 5
     aside = list(first[0].parent.glob(f"{first[0].name}.replaced-*"))
@@ -163,21 +163,21 @@ def dataclasses_replace(obj, **changes):
 
 
 def test_same_task_name_with_other_data_is_refused(models, data_dir, tmp_path):
-    run.main(grid(models["eurobert"], tmp_path, lrs="1e-3", seeds="0"), protocol(data_dir))
+    run.run_grid(grid(models["eurobert"], tmp_path, lrs="1e-3", seeds="0"), protocol(data_dir))
     other = tmp_path / "tasks" / "sst2.yaml"  # same name "sst2", other test file
     other.parent.mkdir()
     text = (Path(run.tasks.TASKS_DIR) / "sst2.yaml").read_text()
     other.write_text(text.replace("test: sc/sst2/dev.tsv", "test: sc/sst2/train.tsv.gz"))
     with pytest.raises(ValueError, match=r"task\.(data|definition)"):
-        run.main(grid(models["eurobert"], tmp_path, tasks=str(other), lrs="1e-3", seeds="0"), protocol(data_dir))
+        run.run_grid(grid(models["eurobert"], tmp_path, tasks=str(other), lrs="1e-3", seeds="0"), protocol(data_dir))
 
 
 def test_another_model_under_the_same_name_is_refused(models, data_dir, tmp_path):
-    run.main(grid(models["eurobert"], tmp_path, lrs="1e-3", seeds="0"), protocol(data_dir))
+    run.run_grid(grid(models["eurobert"], tmp_path, lrs="1e-3", seeds="0"), protocol(data_dir))
     impostor = tmp_path / "elsewhere" / "tiny-mlm"  # same directory name, other weights
     build_tiny_eurobert(impostor, models["tokenizer"], is_causal=True)
     with pytest.raises(ValueError, match=r"model\.(weights|config)"):
-        run.main(grid(impostor, tmp_path, lrs="1e-3", seeds="0"), protocol(data_dir))
+        run.run_grid(grid(impostor, tmp_path, lrs="1e-3", seeds="0"), protocol(data_dir))
 
 
 def test_checkpoint_directories_are_named_after_their_run(tmp_path):
@@ -191,16 +191,16 @@ def test_checkpoint_directories_are_named_after_their_run(tmp_path):
 
 
 def test_corrupt_or_old_result_is_never_reused(models, data_dir, tmp_path):
-    written = run.main(grid(models["eurobert"], tmp_path, lrs="1e-3", seeds="0"), protocol(data_dir))
+    written = run.run_grid(grid(models["eurobert"], tmp_path, lrs="1e-3", seeds="0"), protocol(data_dir))
     written[0].write_text(written[0].read_text()[:50])  # damaged by something else
     with pytest.raises(ValueError, match=f"{written[0]} is not valid JSON"):
-        run.main(grid(models["eurobert"], tmp_path, lrs="1e-3", seeds="0"), protocol(data_dir))
+        run.run_grid(grid(models["eurobert"], tmp_path, lrs="1e-3", seeds="0"), protocol(data_dir))
     result = subprocess.run([sys.executable, "-m", "evaluation.report", str(tmp_path)], cwd=ROOT, capture_output=True,
                             text=True)
     assert result.returncode == 2 and f"{written[0]} is not valid JSON" in result.stderr.splitlines()[-1]
     written[0].write_text(json.dumps({"status": "ok", "model": "tiny-mlm"}))  # a format-1 file
     with pytest.raises(ValueError, match="has format 1"):
-        run.main(grid(models["eurobert"], tmp_path, lrs="1e-3", seeds="0"), protocol(data_dir))
+        run.run_grid(grid(models["eurobert"], tmp_path, lrs="1e-3", seeds="0"), protocol(data_dir))
 
 
 def test_stale_temp_file_of_a_killed_writer_is_removed(models, data_dir, tmp_path):
@@ -208,7 +208,7 @@ def test_stale_temp_file_of_a_killed_writer_is_removed(models, data_dir, tmp_pat
     target.parent.mkdir(parents=True)
     stale = target.with_name(f".{target.name}.k1ll3d.tmp")
     stale.write_text('{"half": ')
-    run.main(grid(models["eurobert"], tmp_path, lrs="1e-3", seeds="0"), protocol(data_dir))
+    run.run_grid(grid(models["eurobert"], tmp_path, lrs="1e-3", seeds="0"), protocol(data_dir))
     assert target.is_file() and not stale.exists()
 
 
@@ -257,7 +257,7 @@ def scored(record: dict) -> dict:
 def test_workers_on_a_hub_id_give_the_results_of_a_sequential_grid(models, data_dir, tmp_path):
     """`--workers 2` on a Hub id (read from the Hub cache, offline) writes the results a sequential grid writes for
     the same model from its directory: same scores, predictions and identity (the snapshot's files)."""
-    sequential = run.main(grid(f"tiny-mlm={models['eurobert']}", tmp_path / "sequential", lrs="1e-3,2e-3"),
+    sequential = run.run_grid(grid(f"tiny-mlm={models['eurobert']}", tmp_path / "sequential", lrs="1e-3,2e-3"),
                           protocol(data_dir))
     commit = plant_hub_snapshot(tmp_path / "hub", "org/tiny-mlm", models["eurobert"])
     command = [sys.executable, "-m", "evaluation.run", "--model", "org/tiny-mlm", "--tasks", "sst2", "--lrs",
@@ -275,7 +275,7 @@ def test_workers_on_a_hub_id_give_the_results_of_a_sequential_grid(models, data_
         assert a["status"] == "ok" and scored(a) == scored(b), ours.name
         assert b["model_source"] == f"org/tiny-mlm@{commit}" and "model_source" not in a
     with pytest.raises(ValueError, match=r"cannot load model 'org/not-cached' from the Hub .*HF_HUB_OFFLINE"):
-        run.main(grid("org/not-cached", tmp_path / "none"), protocol(data_dir))  # conftest: HF_HUB_OFFLINE=1
+        run.run_grid(grid("org/not-cached", tmp_path / "none"), protocol(data_dir))  # conftest: HF_HUB_OFFLINE=1
     assert not (tmp_path / "none").exists()
 
 

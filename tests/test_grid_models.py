@@ -53,11 +53,11 @@ def grid_run(one_thread, tmp_path_factory, data_dir):
     counter = CountTrainings()
     common.TRAINER_CALLBACKS.append(counter)
     try:
-        written = run.main(grid, protocol)
+        written = run.run_grid(grid, protocol)
         trainings = {"grid": counter.n}
         for name, task in (("scifact", "scifact"), ("scifact_b", str(scifact_b))):
             counter.n = 0
-            run.main(dataclasses.replace(grid, tasks=task, output=str(root / f"alone-{name}"), save_models=""),
+            run.run_grid(dataclasses.replace(grid, tasks=task, output=str(root / f"alone-{name}"), save_models=""),
                      protocol)
             trainings[name] = counter.n
     finally:
@@ -185,14 +185,14 @@ def test_a_missing_saved_model_is_trained_again_and_the_selection_is_checked(gri
     grid, protocol = grid_run["grid"], grid_run["protocol"]
     model_dir = Path(grid.output, "tiny-clm", "sst2", "lr0.001-seed0.model")
     before = result(grid.output, "sst2")
-    assert run.main(dataclasses.replace(grid, save_models=""), protocol) == []  # saving is not in the identity
+    assert run.run_grid(dataclasses.replace(grid, save_models=""), protocol) == []  # saving is not in the identity
     __import__("shutil").rmtree(model_dir)
-    again = run.main(dataclasses.replace(grid, tasks="sst2", save_models="sst2"), protocol)
+    again = run.run_grid(dataclasses.replace(grid, tasks="sst2", save_models="sst2"), protocol)
     assert again == [Path(grid.output, "tiny-clm", "sst2", "lr0.001-seed0.json")] and model_dir.is_dir()
     assert scored(result(grid.output, "sst2")) == scored(before)
     for selection in ("sst3", "sst2:1e-2:0", "sst2:1e-3", "squad:x:0"):
         with pytest.raises(ValueError, match=f"--save_models entry '{selection}' names no run of this grid"):
-            run.main(dataclasses.replace(grid, save_models=selection, output=str(grid_run["root"] / "bad")), protocol)
+            run.run_grid(dataclasses.replace(grid, save_models=selection, output=str(grid_run["root"] / "bad")), protocol)
     assert not (grid_run["root"] / "bad").exists()
 
 

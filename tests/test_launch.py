@@ -85,7 +85,7 @@ def cluster(tmp_path_factory):
     base = tmp_path_factory.mktemp("cluster")
     repo = base / "repo"
     repo.mkdir()
-    for name in ("recipes", "evaluation", "modeling_eurobert", "model_cards"):
+    for name in ("core", "recipes", "evaluation", "modeling_eurobert", "model_cards"):
         (repo / name).symlink_to(ROOT / name)
     stubs = base / "bin"
     stubs.mkdir()
@@ -183,7 +183,7 @@ def test_pretrain_job_requeues_itself_near_the_time_limit(cluster, tmp_path):
     env = slurm_env(cluster, log, SLURM_JOB_ID="4243", SLURM_NNODES="1", SLURM_JOB_NODELIST="node-a",
                     STUB_HOSTS="node-a", STUB_SRUN_SLEEP="3")
     process = subprocess.Popen(["bash", str(cluster["launch"] / "pretrain.sbatch"), "recipes/configs/debug.yaml",
-                                "recipes/pretrain.py", "recipes/accelerate/cpu.yaml", "8", "1"],
+                                "recipes.pretrain", "recipes/accelerate/cpu.yaml", "8", "1"],
                                cwd=cluster["repo"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 30
     while not (log / "srun").exists():  # srun started: the trap is set
@@ -211,7 +211,7 @@ def two_node_run(cluster):
     cached = {p.name: p.stat().st_mtime_ns for p in cache.rglob("*") if p.is_file()}
     output_dir = repo / "out" / "two-nodes"
     result = run(["bash", str(cluster["launch"] / "pretrain.sbatch"), "recipes/configs/debug.yaml",
-                  "recipes/pretrain.py", "recipes/accelerate/cpu.yaml", "4", "2", *RUN, "--output_dir", str(output_dir)],
+                  "recipes.pretrain", "recipes/accelerate/cpu.yaml", "4", "2", *RUN, "--output_dir", str(output_dir)],
                  env, repo)
     assert result.returncode == 0, result.stderr[-4000:]
     return {"output_dir": output_dir, "log": log, "cache": cache, "cached": cached, "prepared": prepared,
@@ -261,7 +261,7 @@ def test_resume_on_one_process_is_exact(two_node_run, tmp_path, tmp_path_factory
     """A 2-process run's checkpoint resumed by 1 process with 2 accumulation steps (same global batch of 4)."""
     reference = two_node_run["output_dir"]
     resumed = tmp_path / "resumed"
-    result = run([PYTHON, "recipes/pretrain.py", "--config", "recipes/configs/debug.yaml", *RUN,
+    result = run([PYTHON, "-m", "recipes.pretrain", "--config", "recipes/configs/debug.yaml", *RUN,
                   "--data_cache_dir", str(two_node_run["cache"]), "--output_dir", str(resumed),
                   "--per_device_train_batch_size", "2", "--gradient_accumulation_steps", "2",
                   "--resume_from_checkpoint", str(reference / "checkpoint-2")], two_node_run["env"], ROOT)
@@ -278,7 +278,7 @@ def test_killed_run_resumes_exactly_on_two_processes(two_node_run, tmp_path):
     env, killed = two_node_run["env"], tmp_path / "killed"
     common = ["--config", "recipes/configs/debug.yaml", *RUN, "--data_cache_dir", str(two_node_run["cache"]),
               "--output_dir", str(killed), "--per_device_train_batch_size", "2"]
-    process = subprocess.Popen([PYTHON, "recipes/pretrain.py", *common, "--gradient_accumulation_steps", "2"],
+    process = subprocess.Popen([PYTHON, "-m", "recipes.pretrain", *common, "--gradient_accumulation_steps", "2"],
                                cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     marker, deadline = killed / "checkpoint-2" / "trainer_state.json", time.time() + 240
     while not marker.exists():
@@ -290,7 +290,7 @@ def test_killed_run_resumes_exactly_on_two_processes(two_node_run, tmp_path):
     process.communicate(timeout=60)
     assert not (killed / "run_info.json").exists()
     result = run([PYTHON, "-m", "accelerate.commands.launch", "--config_file", "recipes/accelerate/cpu.yaml",
-                  "--num_processes", "2", "--main_process_port", str(free_port()), "recipes/pretrain.py", *common,
+                  "--num_processes", "2", "--main_process_port", str(free_port()), "-m", "recipes.pretrain", *common,
                   "--gradient_accumulation_steps", "1"], env, ROOT)
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.loads((killed / "run_config.json").read_text())["training_args"]["world_size"] == 2

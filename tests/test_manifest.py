@@ -76,3 +76,14 @@ def test_names_parse_back(name):
 def test_bad_names_raise(bad):
     with pytest.raises(ValueError):
         manifest.recipe_of(bad)
+
+
+@pytest.mark.parametrize("scale", manifest.COMMITTED_SCALES)
+def test_committed_configs_are_what_the_manifest_writes(scale, tmp_path):
+    """recipes/configs/<scale>/ holds exactly the manifest's output: a hand edit or a manifest change without
+    regenerated configs fails here."""
+    written = {path.name: path.read_text() for path in manifest.write_configs(scale, tmp_path)}
+    committed = {path.name: path.read_text() for path in (manifest.CONFIGS_DIR / scale).glob("*.yaml")}
+    assert sorted(committed) == sorted(written), f"regenerate: python -m recipes.manifest --write_configs {scale}"
+    stale = [name for name in written if committed[name] != written[name]]
+    assert not stale, f"{stale} differ from the manifest: python -m recipes.manifest --write_configs {scale}"

@@ -139,6 +139,29 @@ def test_attention_pattern_is_decided_by_config_and_overridable_per_call():
         assert_close(model(input_ids).last_hidden_state, causal[0])
 
 
+def test_models_built_from_one_config_stay_independent(tmp_path):
+    """Each LM head records its own attention pattern on a copy of the config it is handed."""
+    config = tiny_config()
+    clm, mlm = EuroBertClmMlmForCausalLM(config), EuroBertClmMlmForMaskedLM(config)
+    assert clm.config.is_causal is True and mlm.config.is_causal is False and config.is_causal is False
+    assert clm.config is not config and mlm.config is not clm.config
+    clm.save_pretrained(tmp_path / "clm")
+    mlm.save_pretrained(tmp_path / "mlm")
+    assert json.loads((tmp_path / "clm" / "config.json").read_text())["is_causal"] is True
+    assert json.loads((tmp_path / "mlm" / "config.json").read_text())["is_causal"] is False
+
+
+def test_lm_heads_agree_on_a_clm_step():
+    """The CLM head and the MLM head called causally give the same loss on the same labels (the input ids)."""
+    torch.manual_seed(0)
+    clm = EuroBertClmMlmForCausalLM(tiny_config()).eval()
+    mlm = EuroBertClmMlmForMaskedLM(tiny_config()).eval()
+    mlm.load_state_dict(clm.state_dict())
+    input_ids, _ = batch(pad_last=False)
+    with torch.no_grad():
+        assert_close(clm(input_ids, labels=input_ids).loss, mlm(input_ids, labels=input_ids, is_causal=True).loss)
+
+
 def test_clm_checkpoint_loads_into_mlm_class_and_back(tmp_path):
     clm = EuroBertClmMlmForCausalLM(tiny_config(is_causal=True))
     clm.save_pretrained(tmp_path / "clm")
@@ -214,15 +237,13 @@ def test_fixed_shape_head_equals_exact_path_and_full_vocab_loss():
 
 
 def test_causal_calls_project_every_position_with_the_same_loss():
-    """The MLM class on a CLM step (is_causal, labels shifted by the collator, last position -100) takes the
-    static all-positions path: same loss and gradients as full logits."""
+    """The MLM class on a CLM step (is_causal, labels = the input ids, shifted by the model) takes the static
+    all-positions path: same loss and gradients as full logits and transformers' causal LM loss."""
     model = EuroBertClmMlmForMaskedLM(tiny_config()).train()
     input_ids, _ = batch(pad_last=False)
-    labels = torch.full_like(input_ids, -100)
-    labels[:, :-1] = input_ids[:, 1:]
-    loss, grads = loss_and_grads(model, input_ids=input_ids, labels=labels, is_causal=True)
+    loss, grads = loss_and_grads(model, input_ids=input_ids, labels=input_ids, is_causal=True)
     model.zero_grad()
-    reference = ForMaskedLMLoss(model(input_ids, is_causal=True).logits, labels, vocab_size=99)
+    reference = ForCausalLMLoss(model(input_ids, is_causal=True).logits, input_ids, vocab_size=99)
     reference.backward()
     assert_close(loss, reference.detach(), atol=1e-6, rtol=1e-5)
     for name, param in model.named_parameters():

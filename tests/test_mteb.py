@@ -128,7 +128,7 @@ def test_fine_tuned_model_scores_what_the_grid_recorded(models, data_dir, tmp_pa
                                    max_length=48, precision="fp32", data_dir=str(data_dir))
     grid = run.GridArgs(model=str(models["checkpoint"]), tasks="scifact", lrs="1e-3", seeds="0",
                         output=str(tmp_path / "grid"), save_models="scifact")
-    (finetuned,) = run.main(grid, protocol)
+    (finetuned,) = run.run_grid(grid, protocol)
     model_dir = finetuned.with_suffix(".model")
     (path,) = mteb_eval.main(mteb_eval.MtebArgs(model=str(model_dir), tasks="scifact", max_eval=16,
                                                 output=str(tmp_path / "grid"), data_dir=str(data_dir)))
@@ -176,7 +176,7 @@ def test_cli_refuses_bad_input_in_one_line(models, tmp_path, what):
 ])
 def test_tasks_mteb_cannot_run_here_are_refused_before_any_work(models, tmp_path, capsys, task, message):
     with pytest.raises(SystemExit) as stop:
-        mteb_eval.cli(["--model", str(models["checkpoint"]), "--tasks", f"scifact,{task}", "--output",
+        mteb_eval.main(["--model", str(models["checkpoint"]), "--tasks", f"scifact,{task}", "--output",
                        str(tmp_path / "out")])
     assert stop.value.code == 2 and message in capsys.readouterr().err.splitlines()[-1]
     assert not (tmp_path / "out").exists()
@@ -195,5 +195,5 @@ def test_a_file_it_did_not_write_is_never_touched(models, data_dir, tmp_path):
 
 def test_help_renders(capsys):
     with pytest.raises(SystemExit) as stop:
-        mteb_eval.cli(["--help"])
+        mteb_eval.main(["--help"])
     assert stop.value.code == 0 and "--ir_corpus" in capsys.readouterr().out

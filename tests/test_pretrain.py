@@ -51,7 +51,7 @@ def three_runs(tmp_path_factory, cache_dir):
         "pfs": ["--objective", "mlm", "--reset_optimizer_at_switch", "true"],
     }.items():
         run_args, training_args = parse(root / name, cache_dir, "--log_block_order", "true", *extra)
-        runs[name] = (run_args, training_args, pretrain.main(run_args, training_args))
+        runs[name] = (run_args, training_args, pretrain.pretrain(run_args, training_args))
     return runs
 
 
@@ -95,7 +95,7 @@ def test_run_trains_every_parameter_and_reloads(three_runs, name):
         assert (Path(directory) / "tokenizer.json").is_file()
         info = json.loads((Path(directory) / "run_info.json").read_text())
         assert info["objective"] == run_args.objective and info["data"]["fingerprint"]
-        assert set(info) >= {"name", "size", "mlm_probability", "steps", "pfs_switch_step", "cpt_base", "scale",
+        assert set(info) >= {"name", "size", "mlm_probability", "steps", "switch_step", "cpt_base", "scale",
                              "run_config", "training_args", "versions", "git_commit", "tokens_seen"}
     reloaded = AutoModelForMaskedLM.from_pretrained(training_args.output_dir, trust_remote_code=True).state_dict()
     assert all(torch.equal(reloaded[k], trained[k]) for k in trained)
@@ -109,20 +109,20 @@ def test_decay_branch_of_the_stable_run(tmp_path, cache_dir):
     step 2, and the 6-step branch re-creates the stable run's own end bit for bit."""
     common = ["--switch_step", "null", "--intermediate_steps", "3",
               "--lr_scheduler_kwargs", '{"num_decay_steps": 2, "decay_type": "linear"}']
-    stable = pretrain.main(*parse(tmp_path / "stable", cache_dir, "--max_steps", "6", "--decay_branches", "4", "6", *common))
+    stable = pretrain.pretrain(*parse(tmp_path / "stable", cache_dir, "--max_steps", "6", "--decay_branches", "4", "6", *common))
     assert (tmp_path / "stable" / "checkpoint-2" / "optimizer.pt").is_file()
-    branch = pretrain.main(*parse(tmp_path / "b4", cache_dir, "--max_steps", "4", "--branch_from", str(tmp_path / "stable"), *common))
+    branch = pretrain.pretrain(*parse(tmp_path / "b4", cache_dir, "--max_steps", "4", "--branch_from", str(tmp_path / "stable"), *common))
     stable_lrs = [log["learning_rate"] for log in stable.state.log_history if "learning_rate" in log]
     branch_lrs = [log["learning_rate"] for log in branch.state.log_history if "learning_rate" in log]
     assert branch.state.global_step == 4 and len(branch_lrs) == 4  # steps 1-2 come from the stable run's log
     assert stable_lrs[:4] == pytest.approx([0, 5e-4, 5e-4, 5e-4]) and branch_lrs == pytest.approx([0, 5e-4, 5e-4, 2.5e-4])
-    pretrain.main(*parse(tmp_path / "b6", cache_dir, "--max_steps", "6", "--branch_from", str(tmp_path / "stable"), *common))
+    pretrain.pretrain(*parse(tmp_path / "b6", cache_dir, "--max_steps", "6", "--branch_from", str(tmp_path / "stable"), *common))
     end, branch_end = weights(tmp_path / "stable"), weights(tmp_path / "b6")
     assert all(torch.equal(end[k], branch_end[k]) for k in end)
     other = parse(tmp_path / "b4x", cache_dir, "--max_steps", "4", "--branch_from", str(tmp_path / "stable"), *common,
                   "--mlm_probability", "0.2")
     with pytest.raises(ValueError, match="differs from its stable run"):
-        pretrain.main(*other)
+        pretrain.pretrain(*other)
 
 
 def test_cpt_continues_after_the_base_blocks(three_runs, tmp_path, cache_dir):
@@ -130,7 +130,7 @@ def test_cpt_continues_after_the_base_blocks(three_runs, tmp_path, cache_dir):
     argv = ["--architecture", "null", "--model_name_or_path", base, "--switch_step", "null", "--objective", "mlm",
             "--keep_optimizer_state", "true", "--max_steps", "2", "--log_block_order", "true", "--intermediate_steps", "1"]
     run_args, training_args = parse(tmp_path / "cpt", cache_dir, *argv, parser=cpt.make_parser())
-    trainer = cpt.main(run_args, training_args)
+    trainer = cpt.pretrain(run_args, training_args)
     order = block_order(training_args.output_dir)
     assert order[1] == (False, [8, 9]) and order[2] == (False, [10, 11])  # base read blocks 0..7
     info = json.loads((Path(training_args.output_dir) / "run_info.json").read_text())
@@ -168,7 +168,7 @@ def test_bad_input_fails_before_writing(tmp_path, cache_dir, extra, message):
     if "NOMASK" in extra:
         extra = [_tokenizer_without_mask(tmp_path / "tok") if e == "NOMASK" else e for e in extra]
     with pytest.raises(ValueError, match=message) if "does not exist" not in message else pytest.raises(FileNotFoundError, match=message):
-        pretrain.main(*parse(tmp_path / "out", cache_dir, *extra))
+        pretrain.pretrain(*parse(tmp_path / "out", cache_dir, *extra))
     assert not (tmp_path / "out").exists()
 
 
@@ -177,7 +177,7 @@ def test_resuming_into_a_directory_of_another_config_fails(three_runs, cache_dir
     before = sorted(p.name for p in output_dir.iterdir())
     args = parse(output_dir, cache_dir, "--objective", "mlm", "--switch_step", "null", "--mlm_probability", "0.3")
     with pytest.raises(ValueError, match="made by a different config .*mlm_probability"):
-        pretrain.main(*args)
+        pretrain.pretrain(*args)
     assert sorted(p.name for p in output_dir.iterdir()) == before
 
 
@@ -212,7 +212,7 @@ def test_weight_decay_reaches_every_parameter_as_in_the_original(three_runs, tmp
     assert sum(len(g["params"]) for g in decayed) == n_params  # norms included: one decayed group, as Optimus
     run_args, training_args = parse(tmp_path / "wd", cache_dir, "--max_steps", "1", "--intermediate_steps", "1",
                                     "--switch_step", "null", "--weight_decay_scope", "no_norms_biases")
-    other = pretrain.main(run_args, training_args)
+    other = pretrain.pretrain(run_args, training_args)
     undecayed = [p for g in other.optimizer.param_groups if g["weight_decay"] == 0.0 for p in g["params"]]
     norms = [p for n, p in other.model.named_parameters() if "norm" in n]
     assert len(undecayed) == len(norms) > 0  # the Trainer's default: norms (and biases) undecayed
@@ -234,7 +234,7 @@ def test_undersized_corpus_is_refused_before_tokenizing(tmp_path):
     cache = tmp_path / "cache"
     argv = ["--config", DEBUG, "--output_dir", str(tmp_path / "out"), "--data_cache_dir", str(cache), "--max_docs", "30",
             "--block_size", "64", "--per_device_train_batch_size", "4", "--max_steps", "5000", "--report_to", "none"]
-    result = subprocess.run([sys.executable, "recipes/pretrain.py", *argv], capture_output=True, text=True, timeout=300)
+    result = subprocess.run([sys.executable, "-m", "recipes.pretrain", *argv], capture_output=True, text=True, timeout=300)
     last = result.stderr.strip().splitlines()[-1]
     assert result.returncode == 2 and last.startswith("error: corpus bundle yields about") and "set epochs" in last
     assert "needs 20,000 blocks" in last
@@ -246,7 +246,7 @@ def test_epochs_read_the_order_again_with_fresh_masks(tmp_path, cache_dir):
     run_args, training_args = parse(tmp_path / "epochs", cache_dir, "--max_docs", "10", "--max_steps", "60",
                                     "--epochs", "3", "--switch_step", "null", "--intermediate_steps", "30",
                                     "--log_block_order", "true")
-    trainer = pretrain.main(run_args, training_args)
+    trainer = pretrain.pretrain(run_args, training_args)
     stream = trainer.train_dataset
     n_blocks = len(stream.blocks)
     assert 60 * 2 > n_blocks  # the run needs more blocks than one pass holds
@@ -257,7 +257,7 @@ def test_epochs_read_the_order_again_with_fresh_masks(tmp_path, cache_dir):
     logged = block_order(training_args.output_dir)
     assert [b for step in sorted(logged) for b in logged[step][1]] == list(range(120))
     with pytest.raises(ValueError, match="set epochs"):
-        pretrain.main(*parse(tmp_path / "one-epoch", cache_dir, "--max_docs", "10", "--max_steps", "60",
+        pretrain.pretrain(*parse(tmp_path / "one-epoch", cache_dir, "--max_docs", "10", "--max_steps", "60",
                              "--switch_step", "null", "--intermediate_steps", "30"))
 
 

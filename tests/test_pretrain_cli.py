@@ -34,8 +34,8 @@ def small(output_dir, cache_dir, *extra):
             "--lr_scheduler_kwargs", '{"num_decay_steps": 1, "decay_type": "linear"}', *extra]
 
 
-def run_cli(script, *argv, timeout=300):
-    return subprocess.run([sys.executable, script, *map(str, argv)], cwd=ROOT, capture_output=True, text=True,
+def run_cli(module, *argv, timeout=300):
+    return subprocess.run([sys.executable, "-m", module, *map(str, argv)], cwd=ROOT, capture_output=True, text=True,
                           env=ENV, timeout=timeout)
 
 
@@ -51,7 +51,7 @@ def assert_one_line_error(result, *fragments, code=2):
 def base(tmp_path_factory, cache_dir):
     """A trained 2-step MLM run (with checkpoints), the base of the CPT and resume checks."""
     output_dir = tmp_path_factory.mktemp("cli") / "base"
-    pretrain.main(*pretrain.make_parser().parse_args_and_config(small(output_dir, cache_dir, "--objective", "mlm")))
+    pretrain.pretrain(*pretrain.make_parser().parse_args_and_config(small(output_dir, cache_dir, "--objective", "mlm")))
     return output_dir
 
 
@@ -68,7 +68,7 @@ def _write(path, text):
 ])
 def test_bad_input_is_one_line_and_writes_nothing(case, base, tmp_path, cache_dir):
     out = tmp_path / "out"
-    script, argv, expect = "recipes/pretrain.py", small(out, cache_dir), []
+    script, argv, expect = "recipes.pretrain", small(out, cache_dir), []
     if case == "unknown_yaml_key":
         config = _write(tmp_path / "c.yaml", Path(DEBUG).read_text() + "masking_ratio: 0.3\n")
         argv, expect = ["--config", config, "--output_dir", out], [str(config), "masking_ratio"]
@@ -82,7 +82,7 @@ def test_bad_input_is_one_line_and_writes_nothing(case, base, tmp_path, cache_di
         argv += ["--tokenizer_name_or_path", tmp_path / "no" / "such-tokenizer"]
         expect = ["tokenizer_name_or_path", "does not exist"]
     elif case == "missing_base":
-        script = "recipes/cpt.py"
+        script = "recipes.cpt"
         argv += ["--architecture", "null", "--model_name_or_path", tmp_path / "no-such-model"]
         expect = ["model_name_or_path", "no-such-model", "does not exist"]
     elif case == "blank_corpus":
@@ -95,14 +95,14 @@ def test_bad_input_is_one_line_and_writes_nothing(case, base, tmp_path, cache_di
         weights = broken / "model.safetensors"
         with open(weights, "r+b") as f:
             f.truncate(weights.stat().st_size // 2)
-        script = "recipes/cpt.py"
+        script = "recipes.cpt"
         argv += ["--architecture", "null", "--model_name_or_path", broken]
         expect = [str(weights), "truncated or corrupt"]
     elif case == "bad_resume_checkpoint":
         argv += ["--resume_from_checkpoint", tmp_path / "nowhere" / "checkpoint-5"]
         expect = ["resume_from_checkpoint", "not a complete Trainer checkpoint"]
     elif case == "output_is_base":
-        script = "recipes/cpt.py"
+        script = "recipes.cpt"
         argv = small(base, cache_dir, "--architecture", "null", "--model_name_or_path", base)
         out = base
         expect = ["also the model_name_or_path"]
@@ -113,7 +113,7 @@ def test_bad_input_is_one_line_and_writes_nothing(case, base, tmp_path, cache_di
         other = tmp_path / "other-tokenizer"
         corpus = data.load_corpus("bundle", split="valid").select(range(100))
         data.train_toy_tokenizer(corpus, 600, other)
-        script = "recipes/cpt.py"
+        script = "recipes.cpt"
         argv += ["--architecture", "null", "--model_name_or_path", base, "--tokenizer_name_or_path", other]
         expect = ["differs from the base model's own"]
     before = sorted(p.name for p in out.iterdir()) if out.exists() else None
@@ -126,7 +126,7 @@ def test_bad_input_is_one_line_and_writes_nothing(case, base, tmp_path, cache_di
 def test_cpt_defaults_to_the_base_tokenizer(base, tmp_path, cache_dir):
     out = tmp_path / "cpt"
     argv = small(out, cache_dir, "--architecture", "null", "--model_name_or_path", str(base))
-    cpt.main(*cpt.make_parser().parse_args_and_config(argv))
+    cpt.pretrain(*cpt.make_parser().parse_args_and_config(argv))
     assert (out / "tokenizer.json").read_bytes() == (base / "tokenizer.json").read_bytes()
     info = json.loads((out / "run_info.json").read_text())
     assert info["data"]["tokenizer"] == json.loads((base / "run_info.json").read_text())["data"]["tokenizer"]
@@ -140,13 +140,13 @@ def test_resume_on_other_data_is_refused(base, tmp_path, cache_dir):
     corpus.parent.mkdir(parents=True)
     shutil.copy(Path(data.resolve_data_dir()) / "pretrain" / "enwiki" / "valid.jsonl.gz", corpus)
     before = {p: p.stat().st_mtime_ns for p in base.rglob("*") if p.is_file()}
-    result = run_cli("recipes/pretrain.py", *small(base, cache_dir, "--objective", "mlm", "--data_dir", other))
+    result = run_cli("recipes.pretrain", *small(base, cache_dir, "--objective", "mlm", "--data_dir", other))
     assert_one_line_error(result, "reads other data", "data.fingerprint")
     assert {p: p.stat().st_mtime_ns for p in base.rglob("*") if p.is_file()} == before
     # the same data found through another path is the same data: the finished run resumes and does nothing
     copy = tmp_path / "bundle-copy"
     shutil.copytree(data.resolve_data_dir() / "pretrain", copy / "pretrain")
-    ok = run_cli("recipes/pretrain.py", *small(base, cache_dir, "--objective", "mlm", "--data_dir", copy))
+    ok = run_cli("recipes.pretrain", *small(base, cache_dir, "--objective", "mlm", "--data_dir", copy))
     assert ok.returncode == 0, ok.stderr[-3000:]
 
 
@@ -154,14 +154,14 @@ def test_resume_on_other_data_is_refused(base, tmp_path, cache_dir):
 def test_second_process_on_one_output_dir_is_refused(tmp_path, cache_dir):
     out = tmp_path / "locked"
     argv = small(out, cache_dir, "--max_steps", "400", "--save_steps", "1000")
-    first = subprocess.Popen([sys.executable, "recipes/pretrain.py", *argv], cwd=ROOT, env=ENV,
+    first = subprocess.Popen([sys.executable, "-m", "recipes.pretrain", *argv], cwd=ROOT, env=ENV,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.time() + 180
         while not (out / "run_config.json").is_file():  # written while the lock is held
             assert first.poll() is None and time.time() < deadline, first.stderr.read()[-3000:]
             time.sleep(0.1)
-        second = run_cli("recipes/pretrain.py", *argv)
+        second = run_cli("recipes.pretrain", *argv)
         assert_one_line_error(second, "in use by another process", str(out))
     finally:
         first.kill()

@@ -16,10 +16,10 @@ from test_model_cards import make_checkpoint, write_report, write_results, write
 
 from model_cards.push import (
     PushError,
-    build_plans,
     make_parser,
-    plan_run,
-    push_plans,
+    push_commits,
+    stage_commits,
+    stage_run,
     write_dry_run,
 )
 
@@ -61,8 +61,8 @@ def study(tmp_path):
 
 def plans_for(run_dir, report, workdir, repo_id="org/" + RUN):
     workdir.mkdir(exist_ok=True)
-    args = make_parser().parse_args([str(run_dir), "--repo-id", repo_id, "--results", str(report)])
-    return build_plans(args, workdir)
+    args = make_parser().parse_args([str(run_dir), "--repo_id", repo_id, "--results", str(report)])
+    return stage_commits(args, workdir)
 
 
 def download(hub, repo_id, revision, repo_type, cache_dir) -> Path:
@@ -72,9 +72,9 @@ def download(hub, repo_id, revision, repo_type, cache_dir) -> Path:
 
 def test_push_is_byte_identical_to_dry_run_with_branches_and_results(hub, online, study, tmp_path):
     run_dir, report = study
-    plans = plans_for(run_dir, report, tmp_path / "work")
-    write_dry_run(plans, tmp_path / "dry")
-    push_plans(plans, TOKEN, endpoint=hub.endpoint, log=lambda _: None)
+    commits = plans_for(run_dir, report, tmp_path / "work")
+    write_dry_run(commits, tmp_path / "dry")
+    push_commits(commits, TOKEN, endpoint=hub.endpoint, log=lambda _: None)
 
     api = HfApi(endpoint=hub.endpoint, token=TOKEN)
     refs = api.list_repo_refs("org/" + RUN)
@@ -84,10 +84,10 @@ def test_push_is_byte_identical_to_dry_run_with_branches_and_results(hub, online
     assert len(hub.repo(f"org/{RUN}-results", "dataset").commits) == 1 + 1
     assert len(api.list_repo_commits("org/" + RUN, revision="step-1000")) == 3  # initial, main, branch commit
 
-    for plan in plans:
-        fetched = sha256_tree(download(hub, plan.repo_id, plan.revision, plan.repo_type, tmp_path / "cache"))
+    for commit in commits:
+        fetched = sha256_tree(download(hub, commit.repo_id, commit.revision, commit.repo_type, tmp_path / "cache"))
         assert fetched.pop(".gitattributes")
-        assert fetched == sha256_tree(tmp_path / "dry" / plan.folder), plan.folder
+        assert fetched == sha256_tree(tmp_path / "dry" / commit.folder), commit.folder
     # The dry run holds the checkpoint's Hub files byte for byte, and none of the trainer leftovers.
     main_dir = tmp_path / "dry" / "models" / "org" / RUN / "main"
     local = sha256_tree(run_dir)
@@ -119,10 +119,10 @@ def test_push_is_byte_identical_to_dry_run_with_branches_and_results(hub, online
 
 def test_repush_identical_files_makes_no_commit(hub, online, study, tmp_path):
     run_dir, report = study
-    push_plans(plans_for(run_dir, report, tmp_path / "w1"), TOKEN, endpoint=hub.endpoint, log=lambda _: None)
+    push_commits(plans_for(run_dir, report, tmp_path / "w1"), TOKEN, endpoint=hub.endpoint, log=lambda _: None)
     n_commits = len(hub.repo("org/" + RUN).commits)
     n_requests = len(hub.requests)
-    push_plans(plans_for(run_dir, report, tmp_path / "w2"), TOKEN, endpoint=hub.endpoint, log=lambda _: None)
+    push_commits(plans_for(run_dir, report, tmp_path / "w2"), TOKEN, endpoint=hub.endpoint, log=lambda _: None)
     assert len(hub.repo("org/" + RUN).commits) == n_commits
     # The client saw every remote oid match and skipped the commit request altogether.
     assert not [p for m, p in hub.requests[n_requests:] if m == "POST" and "/commit/" in p]
@@ -131,9 +131,9 @@ def test_repush_identical_files_makes_no_commit(hub, online, study, tmp_path):
 def test_removed_file_is_deleted_in_the_next_commit(hub, online, tmp_path):
     ckpt = make_checkpoint(tmp_path / RUN, RUN, extra_files=False)
     (ckpt / "generation_config.json").write_text("{}")
-    push_plans(plan_run(ckpt, "org/m"), TOKEN, endpoint=hub.endpoint, log=lambda _: None)
+    push_commits(stage_run(ckpt, "org/m"), TOKEN, endpoint=hub.endpoint, log=lambda _: None)
     (ckpt / "generation_config.json").unlink()
-    push_plans(plan_run(ckpt, "org/m"), TOKEN, endpoint=hub.endpoint, log=lambda _: None)
+    push_commits(stage_run(ckpt, "org/m"), TOKEN, endpoint=hub.endpoint, log=lambda _: None)
     head = hub.commits("org/m")[0]
     assert "generation_config.json" not in head.files and len(hub.commits("org/m")) == 3
 
@@ -141,11 +141,11 @@ def test_removed_file_is_deleted_in_the_next_commit(hub, online, tmp_path):
 @pytest.mark.parametrize("mode", ["500", "drop", "drop_after_store"])
 def test_retry_after_injected_failure_ends_with_one_complete_commit(hub, online, tmp_path, mode):
     ckpt = make_checkpoint(tmp_path / RUN, RUN)
-    plans = plan_run(ckpt, "org/m")
-    write_dry_run(plans, tmp_path / "dry")
+    commits = stage_run(ckpt, "org/m")
+    write_dry_run(commits, tmp_path / "dry")
     hub.fail_commit(1, mode)
     logs = []
-    push_plans(plans, TOKEN, endpoint=hub.endpoint, backoff_s=0, log=logs.append)
+    push_commits(commits, TOKEN, endpoint=hub.endpoint, backoff_s=0, log=logs.append)
 
     assert any("retrying" in line for line in logs)
     commits = hub.commits("org/m")
@@ -159,7 +159,7 @@ def test_persistent_failure_raises_after_retries(hub, online, tmp_path):
     for n in range(1, 4):
         hub.fail_commit(n, "500")
     with pytest.raises(huggingface_hub.errors.HfHubHTTPError, match="500"):
-        push_plans(plan_run(ckpt, "org/m"), TOKEN, endpoint=hub.endpoint, retries=2, backoff_s=0, log=lambda _: None)
+        push_commits(stage_run(ckpt, "org/m"), TOKEN, endpoint=hub.endpoint, retries=2, backoff_s=0, log=lambda _: None)
     assert len(hub.commits("org/m")) == 1  # only the Hub's initial commit
 
 
@@ -167,7 +167,7 @@ def test_file_containing_the_token_is_refused_before_any_request(hub, online, tm
     ckpt = make_checkpoint(tmp_path / RUN, RUN)
     (ckpt / "tokenizer_config.json").write_text(f'{{"hub_token": "{TOKEN}"}}')
     with pytest.raises(PushError, match="tokenizer_config.json contains your Hugging Face token"):
-        push_plans(plan_run(ckpt, "org/m"), TOKEN, endpoint=hub.endpoint)
+        push_commits(stage_run(ckpt, "org/m"), TOKEN, endpoint=hub.endpoint)
     assert hub.requests == []
 
 
@@ -175,7 +175,7 @@ def test_incomplete_checkpoint_is_refused(tmp_path):
     ckpt = make_checkpoint(tmp_path / RUN, RUN)
     (ckpt / "model.safetensors").unlink()
     with pytest.raises(PushError, match=r"missing \*\.safetensors weights"):
-        plan_run(ckpt, "org/m")
+        stage_run(ckpt, "org/m")
 
 
 def test_dry_run_refuses_a_non_empty_folder(tmp_path):
@@ -183,24 +183,24 @@ def test_dry_run_refuses_a_non_empty_folder(tmp_path):
     (tmp_path / "dry").mkdir()
     (tmp_path / "dry" / "old.txt").write_text("x")
     with pytest.raises(PushError, match="is not empty"):
-        write_dry_run(plan_run(ckpt, "org/m"), tmp_path / "dry")
+        write_dry_run(stage_run(ckpt, "org/m"), tmp_path / "dry")
 
 
 def test_placeholder_namespace_is_never_pushed(hub, online, tmp_path):
     ckpt = make_checkpoint(tmp_path / RUN, RUN)
-    plans = plan_run(ckpt, "your-org/" + RUN)
-    write_dry_run(plans, tmp_path / "dry")  # a dry run may use it: it writes folders only
+    commits = stage_run(ckpt, "your-org/" + RUN)
+    write_dry_run(commits, tmp_path / "dry")  # a dry run may use it: it writes folders only
     with pytest.raises(PushError, match="placeholder namespace 'your-org'"):
-        push_plans(plans, TOKEN, endpoint=hub.endpoint)
+        push_commits(commits, TOKEN, endpoint=hub.endpoint)
     assert hub.requests == []
 
 
 def test_a_file_holding_a_local_path_is_refused(tmp_path):
     ckpt = make_checkpoint(tmp_path / "runs" / RUN, RUN)
     (ckpt / "tokenizer_config.json").write_text(json.dumps({"name_or_path": str(ckpt.parent / "tokenizer")}))
-    args = make_parser().parse_args([str(ckpt), "--repo-id", "org/m"])
+    args = make_parser().parse_args([str(ckpt), "--repo_id", "org/m"])
     with pytest.raises(PushError, match=rf"org/m:tokenizer_config.json contains the local path {tmp_path}"):
-        build_plans(args, tmp_path / "work")
+        stage_commits(args, tmp_path / "work")
 
 
 def test_any_checkpoint_can_be_published(tmp_path):
@@ -208,10 +208,10 @@ def test_any_checkpoint_can_be_published(tmp_path):
     ckpt = make_checkpoint(tmp_path / "my-encoder", "my-encoder", objective="clm", mlm_probability=None, scale=None)
     make_checkpoint(ckpt / "intermediate" / "step-100", "my-encoder-100", objective="clm", mlm_probability=None,
                     steps=100, scale=None)
-    plans = plan_run(ckpt, "me/my-encoder")
-    assert [(p.revision, p.commit_message) for p in plans] == [("main", "Upload my-encoder"),
+    commits = stage_run(ckpt, "me/my-encoder")
+    assert [(p.revision, p.commit_message) for p in commits] == [("main", "Upload my-encoder"),
                                                                 ("step-100", "Upload my-encoder-100")]
-    assert "my-encoder: a `tiny`-size encoder trained for 200 steps with causal" in plans[0].files["README.md"].decode()
+    assert "my-encoder: a `tiny`-size encoder trained for 200 steps with causal" in commits[0].files["README.md"].decode()
 
 
 # ----- the CLI in a subprocess: the environment is read at import, as for a user -----
@@ -227,21 +227,21 @@ def run_cli(args, tmp_path, **env_overrides):
 
 def test_cli_without_token_fails_in_one_line_and_pushes_nothing(hub, study, tmp_path):
     run_dir, report = study
-    proc = run_cli([run_dir, "--repo-id", "org/m", "--results", report], tmp_path, HF_ENDPOINT=hub.endpoint)
+    proc = run_cli([run_dir, "--repo_id", "org/m", "--results", report], tmp_path, HF_ENDPOINT=hub.endpoint)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         "error: no Hugging Face token: set HF_TOKEN or run `hf auth login` "
-        "(or use --dry-run OUT to write the repo folders without pushing)"]
+        "(or use --dry_run OUT to write the repo folders without pushing)"]
     assert hub.requests == [] and hub.repos == {}
 
 
 def test_cli_push_never_writes_the_token(hub, study, tmp_path):
     run_dir, report = study
-    proc = run_cli([run_dir, "--repo-id", "org/m", "--results", report], tmp_path,
+    proc = run_cli([run_dir, "--repo_id", "org/m", "--results", report], tmp_path,
                    HF_ENDPOINT=hub.endpoint, HF_TOKEN=TOKEN)
     assert proc.returncode == 0, proc.stderr
     assert "pushed model org/m@step-2000" in proc.stdout and "pushed dataset org/m-results@main" in proc.stdout
-    dry = run_cli([run_dir, "--repo-id", "org/m", "--results", report, "--dry-run", tmp_path / "dry"], tmp_path,
+    dry = run_cli([run_dir, "--repo_id", "org/m", "--results", report, "--dry_run", tmp_path / "dry"], tmp_path,
                   HF_TOKEN=TOKEN, HF_HUB_OFFLINE="1")  # a dry run needs no network
     assert dry.returncode == 0, dry.stderr
     assert len(hub.repos) == 2 and len(hub.repo("org/m").commits) == 4
@@ -260,14 +260,14 @@ def test_push_refuses_offline_mode(hub, tmp_path):
     assert huggingface_hub.constants.HF_HUB_OFFLINE
     ckpt = make_checkpoint(tmp_path / RUN, RUN)
     with pytest.raises(PushError, match="HF_HUB_OFFLINE is set"):
-        push_plans(plan_run(ckpt, "org/m"), TOKEN, endpoint=hub.endpoint)
+        push_commits(stage_run(ckpt, "org/m"), TOKEN, endpoint=hub.endpoint)
     assert hub.requests == []
 
 
 @pytest.mark.parametrize("repo_id", ["org/na me", "org/-name", "org/a--b", "org/x.", "org/" + "a" * 97, "noslash", "a/b/c"])
 def test_dry_run_refuses_repo_ids_the_hub_refuses(study, tmp_path, repo_id):
     run_dir, _ = study
-    proc = run_cli([run_dir, "--repo-id", repo_id, "--dry-run", tmp_path / "dry"], tmp_path, HF_HUB_OFFLINE="1")
+    proc = run_cli([run_dir, "--repo_id", repo_id, "--dry_run", tmp_path / "dry"], tmp_path, HF_HUB_OFFLINE="1")
     assert proc.returncode != 0 and proc.stderr.strip().splitlines()[-1].startswith(f"error: repo id {repo_id!r}")
     assert not (tmp_path / "dry").exists()
 
@@ -280,8 +280,8 @@ def test_results_dataset_of_the_study_layout_loads_with_datasets(study, tmp_path
     write_results(tmp_path / "study" / "results", {RUN: run_dir, "610m-clm-42k": other})
     (tmp_path / "study" / "report").mkdir()
     write_summary(tmp_path / "study" / "report" / "summary.csv", [RUN, "610m-clm-42k"])
-    proc = run_cli([run_dir, "--repo-id", "org/m", "--results", tmp_path / "study" / "report", "--results-dir",
-                    tmp_path / "study" / "results", "--dry-run", tmp_path / "dry"], tmp_path, HF_HUB_OFFLINE="1")
+    proc = run_cli([run_dir, "--repo_id", "org/m", "--results", tmp_path / "study" / "report", "--results_dir",
+                    tmp_path / "study" / "results", "--dry_run", tmp_path / "dry"], tmp_path, HF_HUB_OFFLINE="1")
     assert proc.returncode == 0, proc.stderr
     folder = tmp_path / "dry" / "datasets" / "org" / "m-results" / "main"
     assert DatasetCard.load(folder / "README.md").data.license == "cc-by-sa-4.0"

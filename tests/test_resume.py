@@ -27,7 +27,7 @@ def argv(output_dir, cache_dir):
 
 def run_until(output_dir, cache_dir, kill_after_checkpoint: int | None):
     """Run the recipe in a subprocess; SIGKILL it once checkpoint-N is complete (None: let it finish)."""
-    process = subprocess.Popen([sys.executable, "recipes/pretrain.py", *argv(output_dir, cache_dir)], cwd=ROOT,
+    process = subprocess.Popen([sys.executable, "-m", "recipes.pretrain", *argv(output_dir, cache_dir)], cwd=ROOT,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "OMP_NUM_THREADS": "1"})
     marker = Path(output_dir) / f"checkpoint-{kill_after_checkpoint}" / "trainer_state.json"
     deadline = time.time() + 240
@@ -52,7 +52,7 @@ def test_sigkill_and_resume_is_bit_identical(tmp_path, tmp_path_factory):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # same kernels as the subprocesses (OMP_NUM_THREADS=1)
     try:
-        pretrain.main(*pretrain.make_parser().parse_args_and_config(argv(reference, cache_dir)))
+        pretrain.pretrain(*pretrain.make_parser().parse_args_and_config(argv(reference, cache_dir)))
     finally:
         torch.set_num_threads(threads)
 

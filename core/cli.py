@@ -1,0 +1,66 @@
+"""The command-line convention every entry point of this project follows.
+
+- Run as a module from the repository root: `python -m recipes.study ...`, `accelerate launch -m recipes.pretrain
+  ...`, `python -m bench.bench_model ...`.
+- `main(argv=None)` parses `argv` (default: `sys.argv[1:]`), so a test calls it like the shell does.
+- Flags are spelled with underscores (`--output_dir`, `--repo_id`), as transformers' `TrainingArguments`.
+- A list is one comma-separated value: `--tasks sst2,mnli`, `--model a,b` (`split_list`).
+- Bad input ends with one line `error: <what is wrong and how to fix it>` on stderr and exit status 2, before
+  anything is written (`exit_on_bad_input`); a failure while working keeps its traceback (exit status 1).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import sys
+
+from core.artifacts import LockHeld
+
+BAD_INPUT = (ValueError, FileNotFoundError, LockHeld)
+
+
+class BadInput(SystemExit):
+    """Exit status 2 whose message (`error: ...`) has already been printed to stderr; `str()` gives the message,
+    so a test can match it."""
+
+    def __init__(self, message: str):
+        super().__init__(2)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def bad_input(error: Exception) -> BadInput:
+    """Print `error: <error>` to stderr and return the `BadInput` to raise."""
+    message = f"error: {error}"
+    print(message, file=sys.stderr)
+    return BadInput(message)
+
+
+@contextlib.contextmanager
+def bad_input_exits():
+    """Inside the block, a ValueError, FileNotFoundError or held lock becomes one line on stderr and exit status 2
+    (`BadInput`). For the checking part of an entry point whose later work must keep its tracebacks."""
+    try:
+        yield
+    except BAD_INPUT as error:
+        raise bad_input(error) from None
+
+
+def exit_on_bad_input(main):
+    """`bad_input_exits` around a whole `main(argv)`: for entry points that check, then do work whose own
+    ValueErrors are bad input too (reports, cards, plans)."""
+
+    @functools.wraps(main)
+    def wrapper(*args, **kwargs):
+        with bad_input_exits():
+            return main(*args, **kwargs)
+
+    return wrapper
+
+
+def split_list(value: str | None) -> list[str]:
+    """The items of a comma-separated flag value, stripped, empty items dropped (`"sst2, mnli,"` -> 2 items)."""
+    return [item.strip() for item in (value or "").split(",") if item.strip()]
