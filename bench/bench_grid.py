@@ -23,11 +23,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from core import artifacts, cli  # standard library only: nothing loads tokenizers before the line below
+from core.paths import resolve_data_dir
+
 ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-from core import artifacts, cli
-from core.paths import resolve_data_dir
 
 
 def run_grid(model: str, output: Path, workers: int, args, data_dir: Path, threads: int | None = None) -> float:

@@ -23,8 +23,8 @@ def bench(objective_args: list[str], args, output_dir: Path) -> dict:
             "--save_strategy", "no", *objective_args]
     trainer = pretrain.pretrain(*pretrain.make_parser().parse_args_and_config(argv))
     logs = [log for log in trainer.state.log_history if "tokens_per_second" in log][1:]
-    return {"tokens_per_second": sum(l["tokens_per_second"] for l in logs) / len(logs),
-            "data_time_share": sum(l["data_time_share"] for l in logs) / len(logs)}
+    return {"tokens_per_second": sum(log["tokens_per_second"] for log in logs) / len(logs),
+            "data_time_share": sum(log["data_time_share"] for log in logs) / len(logs)}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -54,7 +54,8 @@ from model_cards.results_dataset import (
 TEMPLATE = Path(__file__).with_name("template.md")
 RESULTS_TEMPLATE = Path(__file__).with_name("results_template.md")
 ARXIV_ID = "2507.00994"
-LICENSE = "apache-2.0"  # the repository's LICENSE; EuroBERT, whose architecture and tokenizer the study uses, is Apache-2.0
+# the repository's LICENSE; EuroBERT, whose architecture and tokenizer the study uses, is Apache-2.0
+LICENSE = "apache-2.0"
 # The results quote task data (SQuAD answer spans, CC BY-SA 4.0), so they are share-alike; the scores are ours.
 RESULTS_LICENSE = "cc-by-sa-4.0"
 PLACEHOLDER_ORG = "your-org"  # namespace of repo ids when no --org/--repo_id is given; model_cards.push refuses it

@@ -179,6 +179,7 @@ def test_bf16_weights_round_small_updates_away_as_the_original_does(tiny, data_d
 
 
 def test_inputs_are_sized_as_the_original_harness(tiny):
-    assert common.max_length(common.ProtocolArgs(), tiny["clm"]) == round(0.99 * 512)  # the tiny architecture: 512 positions
+    # the tiny architecture: 512 positions
+    assert common.max_length(common.ProtocolArgs(), tiny["clm"]) == round(0.99 * 512)
     assert common.max_length(common.ProtocolArgs(max_length=64), tiny["clm"]) == 64
     assert common.ProtocolArgs(precision="auto").resolved_precision() == ("bf16_weights" if torch.cuda.is_available() else "fp32")

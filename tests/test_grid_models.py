@@ -164,10 +164,10 @@ def test_saved_models_reload_in_a_fresh_process_and_reproduce_the_predictions(gr
     out = json.loads((tmp_path / "out.json").read_text())
 
     expected = {task: [r["prediction"] for r in result(output, task)["per_instance"]["test"]] for task in SAVED[:3]}
-    assert [out["sc"]["id2label"][str(int(np.argmax(l[0])))] for l in out["sc"]["logits"]] == expected["sst2"]
+    assert [out["sc"]["id2label"][str(int(np.argmax(logits[0])))] for logits in out["sc"]["logits"]] == expected["sst2"]
     assert out["tc"]["input_ids"] == list(tagged["input_ids"])  # the saved tokenizer encodes as the evaluation did
-    words = [token_classification.word_tags(np.asarray(l[0]), w, len(t), conll.labels, conll.tc_labelling)
-             for l, w, t in zip(out["tc"]["logits"], tagged["word_ids"], tagged["tags"])]
+    words = [token_classification.word_tags(np.asarray(logits[0]), w, len(t), conll.labels, conll.tc_labelling)
+             for logits, w, t in zip(out["tc"]["logits"], tagged["word_ids"], tagged["tags"])]
     assert words == expected["conll2003"]
     assert out["qa"]["input_ids"] == list(windows["test"]["input_ids"])
     length = max(len(ids) for ids in windows["test"]["input_ids"])

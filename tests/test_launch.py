@@ -152,8 +152,8 @@ def test_submit_orders_jobs_by_dependencies(cluster, tmp_path):
         assert option(call, "--partition") == "gpu" and option(call, "--account") == "proj"
         assert option(call, "--gres") == "gpu:8" and "--requeue" in call and option(call, "--open-mode") == "append"
         assert option(call, "--kill-on-invalid-dep") == "yes"  # cancelled if its prerequisite fails
-        config, script, accelerate, global_batch, per_device = call[-5:]
-        assert config == f"recipes/configs/paper/{name}.yaml" and script == table[name].script
+        config, module, accelerate, global_batch, per_device = call[-5:]
+        assert config == f"recipes/configs/paper/{name}.yaml" and module == table[name].module
         assert (accelerate, global_batch, per_device) == ("recipes/accelerate/multi_gpu.yaml", "1152", "8")
     arrays = calls[38:]
     assert len(arrays) == 18  # 18,000 grid lines in arrays of at most 1,000 tasks

@@ -143,7 +143,8 @@ def test_word_level_predictions_keep_every_word_in_place():
     assert word_level_predictions(preds, word_ids, "first", n_words=4, default=0) == [1, 0, 2, 0]
     assert word_level_predictions(preds, word_ids, "majority", n_words=4, default=0) == [1, 0, 2, 0]
     assert word_level_predictions([3, 4, 4], [0, 0, 0], "majority", n_words=1, default=0) == [4]
-    assert word_level_predictions([3, 4, 4, 3], [0, 0, 0, 0], "majority", n_words=1, default=0) == [3]  # tie: first seen
+    # tie: first seen
+    assert word_level_predictions([3, 4, 4, 3], [0, 0, 0, 0], "majority", n_words=1, default=0) == [3]
     with pytest.raises(ValueError, match="default"):
         word_level_predictions(preds, word_ids, n_words=4)
     with pytest.raises(ValueError, match="out of range"):
@@ -229,7 +230,8 @@ def test_squad_exact_f1_hand_examples():
     assert squad_exact_f1("in Paris France", ["Paris"]) == (0.0, pytest.approx(0.5))
     # max over golds: "Paris France" vs gold 2 matches exactly
     assert squad_exact_f1("Paris, France", ["Paris", "paris france"]) == (1.0, 1.0)
-    # repeated tokens count with multiplicity: pred [b, b, c] vs gold [b, c, c]: common = {b:1, c:1} = 2, P = R = 2/3 -> F1 = 2/3
+    # repeated tokens count with multiplicity: pred [b, b, c] vs gold [b, c, c]: common = {b:1, c:1} = 2, P = R = 2/3 ->
+    # F1 = 2/3
     assert squad_exact_f1("b b c", ["b c c"])[1] == pytest.approx(2 / 3)
 
 

@@ -98,11 +98,11 @@ def test_cli_scores_with_mteb_and_files_a_record_the_report_reads(models, data_d
     stamp = path.stat().st_mtime_ns
     args = mteb_eval.MtebArgs(model=str(models["checkpoint"]), tasks="scifact", max_eval=N_QUERIES, output=str(out),
                               data_dir=str(data_dir))
-    assert mteb_eval.main(args) == [] and path.stat().st_mtime_ns == stamp
+    assert mteb_eval.run_mteb(args) == [] and path.stat().st_mtime_ns == stamp
     # another identity (more queries): refused unless --rerun_changed, which moves the old record aside
     with pytest.raises(ValueError, match=r"made by something else: .*max_eval: 40 -> 20"):
-        mteb_eval.main(dataclasses.replace(args, max_eval=20))
-    assert mteb_eval.main(dataclasses.replace(args, max_eval=20, rerun_changed=True)) == [path]
+        mteb_eval.run_mteb(dataclasses.replace(args, max_eval=20))
+    assert mteb_eval.run_mteb(dataclasses.replace(args, max_eval=20, rerun_changed=True)) == [path]
     assert len(artifacts.read_result(path)["per_instance"]["test"]) == 20
     assert len(list(path.parent.glob("lr0-seed0.json.replaced-*"))) == 1
 
@@ -111,7 +111,7 @@ def test_plain_encoder_gets_mean_pooling_and_the_task_prompts(models, data_dir, 
     """A directory without sentence-transformers files is pooled as the grid pools it (`retrieval.build_model`)."""
     args = mteb_eval.MtebArgs(model=f"bert={models['bert']}", tasks="scifact", max_eval=20, output=str(tmp_path),
                               data_dir=str(data_dir), max_length=48)
-    (path,) = mteb_eval.main(args)
+    (path,) = mteb_eval.run_mteb(args)
     record = artifacts.read_result(path)
     encoder = record["identity"]["protocol"]["encoder"]
     assert path.parent.parent.name == "bert" and encoder["pooling"]["pooling_mode"] == "mean"
@@ -130,7 +130,7 @@ def test_fine_tuned_model_scores_what_the_grid_recorded(models, data_dir, tmp_pa
                         output=str(tmp_path / "grid"), save_models="scifact")
     (finetuned,) = run.run_grid(grid, protocol)
     model_dir = finetuned.with_suffix(".model")
-    (path,) = mteb_eval.main(mteb_eval.MtebArgs(model=str(model_dir), tasks="scifact", max_eval=16,
+    (path,) = mteb_eval.run_mteb(mteb_eval.MtebArgs(model=str(model_dir), tasks="scifact", max_eval=16,
                                                 output=str(tmp_path / "grid"), data_dir=str(data_dir)))
     assert path == tmp_path / "grid" / "tiny-mlm-scifact-lr0.001-seed0" / "scifact-mteb" / "lr0-seed0.json"
     record, grid_record = artifacts.read_result(path), artifacts.read_result(finetuned)
@@ -189,7 +189,7 @@ def test_a_file_it_did_not_write_is_never_touched(models, data_dir, tmp_path):
     args = mteb_eval.MtebArgs(model=str(models["checkpoint"]), tasks="scifact", max_eval=8, output=str(tmp_path),
                               data_dir=str(data_dir), rerun_changed=True)
     with pytest.raises(ValueError, match="was not written by evaluation.mteb"):
-        mteb_eval.main(args)
+        mteb_eval.run_mteb(args)
     assert json.loads(path.read_text()) == {"format": artifacts.RESULT_FORMAT, "status": "ok"}
 
 
