@@ -36,7 +36,8 @@ def _sha256_json(value) -> str:
 
 
 def model_identity(model_path: str | os.PathLike) -> dict:
-    """Content identity of a checkpoint directory: config, weights and tokenizer files (`artifacts.checkpoint_identity`)."""
+    """Content identity of a checkpoint directory: config, weights and tokenizer files
+    (`artifacts.checkpoint_identity`)."""
     return artifacts.checkpoint_identity(model_path)
 
 
@@ -47,12 +48,17 @@ def _file_hash(path: str, size: int, mtime_ns: int) -> str:
 
 
 def task_identity(task: tasks.Task, source: str, data_dir) -> dict:
-    """Identity of a task: its definition (YAML fields that decide the data and the metric) and its data files."""
-    definition = {k: v for k, v in dataclasses.asdict(task).items() if k not in TASK_FREE_TEXT}
+    """Identity of a task: its definition (YAML fields that decide the data and the metric) and its data files.
+
+    The definition is `Task.as_dict()`: every field, each source as the mapping its YAML wrote, so the typed source
+    settings hash as the YAML mappings did (`tests/test_tasks.py` pins this).
+    """
+    definition = {k: v for k, v in task.as_dict().items() if k not in TASK_FREE_TEXT}
     files = {}
     for path in tasks.data_files(task, source, data_dir):
         stat = path.stat()
-        files[path.name if path.name not in files else str(path)] = _file_hash(str(path), stat.st_size, stat.st_mtime_ns)
+        key = path.name if path.name not in files else str(path)
+        files[key] = _file_hash(str(path), stat.st_size, stat.st_mtime_ns)
     return {"definition": _sha256_json(definition), "source": source, "data": files}
 
 

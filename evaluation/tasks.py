@@ -20,13 +20,11 @@ YAML fields (the `Task` dataclass):
     `evaluation/token_classification.py`), description, notes (caveats to print next to results), hub (online
     source), offline (bundle source). Unknown keys raise.
 
-Offline source (`offline:`), read by generic format readers:
-    format: tsv (GLUE style, quoting off; header: true|false; columns map field -> header name or 0-based index)
-            jsonl (columns map field -> key)
-            conll (one token per line, blank line between sentences; token_column, tag_column, separator (null =
-                  whitespace), comment_prefix, docstart, token_prefix to strip)
-            squad (SQuAD v1.1/v2.0 JSON; no options)
-            beir (corpus, queries: jsonl(.gz) files; qrels: {role: tsv}; doc_template over "title"/"text")
+Offline source (`offline:`, an `OfflineSource`), read by the format readers of `evaluation/readers.py`, whose
+docstring gives each format's options (columns, header, token_column, tag_column, separator, comment_prefix,
+docstart, token_prefix, corpus, queries, qrels, doc_template):
+    format: tsv | jsonl | conll | squad | beir
+    root: the folder the file paths are relative to (itself relative to the YAML's folder; default: the bundle)
     files: {train: [...], validation: [...], test: [...]} (a role may be absent; see derive)
     derive: {role: {from: role, fraction: f, seed: s, group: field}}: carve a split out of another one, in the
             order written. A missing validation split defaults to {from: train, fraction: 0.05, seed: 42}, the
@@ -36,9 +34,11 @@ Offline source (`offline:`), read by generic format readers:
     label_values: raw label values in the order of `labels` when the file does not store the names.
     scheme: tc only, iob1 | iob2 (default); IOB1 tags (from any reader) are converted to IOB2 on load.
     unavailable + stand_in: the dataset is not in the bundle; loading offline raises, naming the stand-in task.
-Hub source (`hub:`): path, name, revision, splits {role: hub split}, columns, label_values, derive; for ir:
-    corpus/queries {name, split}, qrels {name, splits}, train_pairs {path, name, split, columns}, doc_template.
-    Integer labels stored as `ClassLabel` are converted through the feature's names.
+Hub source (`hub:`, a `HubSource`): path (required), name, revision, splits {role: hub split}, columns,
+    label_values, derive, scheme; for ir: corpus/queries {name, split}, qrels {name, splits}, train_pairs {path,
+    name, split, columns}, doc_template. Read by `readers.read_hub` / `readers.read_hub_retrieval`; integer labels
+    stored as `ClassLabel` are converted through the feature's names.
+A source remembers which settings its YAML wrote (`as_dict`): the task identity hashes the YAML as written.
 
 Normalised columns (`load_splits` output), so trainers need no per-dataset code:
     sc: "text" (template applied), "label" (ClassLabel over task.labels)
@@ -66,11 +66,8 @@ Choices (documented per task in its YAML `notes`):
 
 from __future__ import annotations
 
-import csv
+import copy
 import dataclasses
-import functools
-import gzip
-import json
 import math
 import os
 import random
@@ -82,24 +79,119 @@ import yaml
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Sequence, Value
 
 from core.paths import DATA_ENV_VAR, resolve_data_dir
+from evaluation import readers
 from evaluation.metrics import METRICS, SQUAD_VERSIONS, iob1_to_iob2
 
 TASKS_DIR = Path(__file__).resolve().parent / "tasks"
 FAMILIES = ("sc", "tc", "qa", "ir")
 TC_LABELLINGS = ("first", "all")
+SCHEMES = ("iob1", "iob2")
 ROLES = ("train", "validation", "test")
 SUBSET_SEED = 42
 DEFAULT_VALIDATION = {"from": "train", "fraction": 0.05, "seed": 42}
-OFFLINE_KEYS = {
-    "format", "root", "files", "derive", "columns", "label_values", "header", "token_column", "tag_column",
-    "separator", "comment_prefix", "docstart", "token_prefix", "scheme", "corpus", "queries", "qrels",
-    "doc_template", "unavailable", "stand_in",
-}
-HUB_KEYS = {
-    "path", "name", "revision", "splits", "columns", "label_values", "derive", "scheme", "corpus", "queries",
-    "qrels", "train_pairs", "doc_template",
-}
-FORMATS = ("tsv", "jsonl", "conll", "squad", "beir")
+FORMATS = tuple(readers.READERS)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Typed settings
+# ----------------------------------------------------------------------------------------------------------------
+
+
+class _Source:
+    """What the two source settings share: built from a task YAML's mapping, and written back as one."""
+
+    @classmethod
+    def keys(cls) -> set[str]:
+        """The settings a YAML may write in this block."""
+        return {f.name for f in dataclasses.fields(cls)} - {"written"}
+
+    @classmethod
+    def from_yaml(cls, raw: Any, path: Path, block: str):
+        """The settings of one YAML block; an unknown or missing key raises one line naming the file.
+
+        Args:
+            raw: the block's mapping as `yaml.safe_load` gives it.
+            path: the task YAML (for messages).
+            block: "offline" or "hub" (for messages).
+        """
+        if not isinstance(raw, dict):
+            raise ValueError(f"{path}: {block} must be a mapping of settings, got {raw!r}")
+        allowed = cls.keys()
+        unknown = set(raw) - allowed
+        if unknown:
+            raise ValueError(f"{path}: unknown {block} key(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
+        missing = [f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING and f.name not in raw]
+        if missing:
+            raise ValueError(f"{path}: {block} needs {missing}")
+        return cls(**raw, written=tuple(raw))
+
+    def as_dict(self) -> dict:
+        """The settings as a YAML mapping: those the YAML wrote (even at their default value), and any other that
+        differs from its default. A task identity hashes this, so it is the mapping the YAML gave."""
+        return {
+            f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+            if f.name != "written" and (f.name in self.written or getattr(self, f.name) != f.default)
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class OfflineSource(_Source):
+    """The `offline:` block of a task YAML: the data bundle's files and how to read them.
+
+    The module docstring describes format, root, files, derive, label_values, scheme, unavailable and stand_in;
+    `evaluation/readers.py` the options of each format. Values are kept as the YAML writes them (`files` roles map
+    to one path or a list). `written` lists the keys the YAML wrote, in its order.
+    """
+
+    format: str | None = None
+    root: str | None = None
+    files: dict[str, str | list[str]] | None = None
+    derive: dict[str, dict] | None = None
+    columns: dict[str, str | int] | None = None
+    label_values: list | None = None
+    header: bool = True
+    token_column: int = 0
+    tag_column: int = -1
+    separator: str | None = None
+    comment_prefix: str | None = None
+    docstart: str | None = "-DOCSTART-"
+    token_prefix: str | None = None
+    scheme: str = "iob2"
+    corpus: str | None = None
+    queries: str | None = None
+    qrels: dict[str, str] | None = None
+    doc_template: str = "{text}"
+    unavailable: str | None = None
+    stand_in: str | None = None
+    written: tuple[str, ...] = dataclasses.field(default=(), repr=False, compare=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class HubSource(_Source):
+    """The `hub:` block of a task YAML: a Hugging Face dataset (or a local folder `datasets` loads).
+
+    Fields: see the module docstring and `readers.read_hub` / `readers.read_hub_retrieval`. `written` lists the
+    keys the YAML wrote, in its order.
+    """
+
+    path: str
+    name: str | None = None
+    revision: str | None = None
+    splits: dict[str, str] | None = None
+    columns: dict[str, str] | None = None
+    label_values: list | None = None
+    derive: dict[str, dict] | None = None
+    scheme: str = "iob2"
+    corpus: dict | None = None
+    queries: dict | None = None
+    qrels: dict | None = None
+    train_pairs: dict | None = None
+    doc_template: str = "{text}"
+    written: tuple[str, ...] = dataclasses.field(default=(), repr=False, compare=False)
+
+
+OFFLINE_KEYS = OfflineSource.keys()
+HUB_KEYS = HubSource.keys()
 
 
 @dataclasses.dataclass
@@ -118,8 +210,8 @@ class Task:
     tc_labelling: str = "first"
     description: str = ""
     notes: str = ""
-    hub: dict | None = None
-    offline: dict | None = None
+    hub: HubSource | None = None
+    offline: OfflineSource | None = None
     path: Path | None = None
 
     @property
@@ -136,6 +228,13 @@ class Task:
     def num_labels(self) -> int | None:
         """Number of classes (sc) or tags (tc)."""
         return len(self.labels) if self.labels else None
+
+    def as_dict(self) -> dict:
+        """Every field (a copy), each source as the mapping its YAML wrote: what the task identity hashes
+        (`evaluation.identity`), equal to `dataclasses.asdict` of a task whose sources are those mappings."""
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        sources = {block: fields[block].as_dict() for block in ("offline", "hub") if fields[block] is not None}
+        return copy.deepcopy({**fields, **sources})
 
 
 @dataclasses.dataclass
@@ -201,43 +300,49 @@ def _validate_task(raw: Any, path: Path) -> Task:
     missing = [k for k in ("name", "family", "metric", "budget") if k not in raw]
     if missing:
         raise ValueError(f"{path}: missing required task field(s) {missing}")
-    task = Task(**raw, path=path)
+    task = Task(**{k: v for k, v in raw.items() if k not in ("offline", "hub")}, path=path)
     if task.family not in FAMILIES:
         raise ValueError(f"{path}: family must be one of {FAMILIES}, got {task.family!r}")
-    if not isinstance(task.budget, dict) or len(set(task.budget) & {"max_steps", "epochs"}) != 1 or len(task.budget) != 1:
-        raise ValueError(f"{path}: budget must be exactly one of {{max_steps: N}} or {{epochs: N}}, got {task.budget}")
+    budget = task.budget
+    if not isinstance(budget, dict) or len(set(budget) & {"max_steps", "epochs"}) != 1 or len(budget) != 1:
+        raise ValueError(f"{path}: budget must be exactly one of {{max_steps: N}} or {{epochs: N}}, got {budget}")
     if task.metric not in METRICS[task.family]:
-        raise ValueError(f"{path}: metric {task.metric!r} is not a {task.family} score; use one of {list(METRICS[task.family])}")
+        raise ValueError(f"{path}: metric {task.metric!r} is not a {task.family} score; use one of "
+                         f"{list(METRICS[task.family])}")
     if task.squad_version not in SQUAD_VERSIONS:
         raise ValueError(f"{path}: squad_version must be one of {SQUAD_VERSIONS}, got {task.squad_version!r}")
     if task.tc_labelling not in TC_LABELLINGS:
         raise ValueError(f"{path}: tc_labelling must be one of {TC_LABELLINGS}, got {task.tc_labelling!r}")
     if task.family in ("sc", "tc") and not task.labels:
         raise ValueError(f"{path}: an {task.family} task needs a `labels` list")
-    if task.hub is None and task.offline is None:
+    if raw.get("hub") is None and raw.get("offline") is None:
         raise ValueError(f"{path}: give at least one source, `hub` or `offline`")
-    for block, allowed in (("offline", OFFLINE_KEYS), ("hub", HUB_KEYS)):
-        source = getattr(task, block)
-        if source is not None and set(source) - allowed:
-            raise ValueError(f"{path}: unknown {block} key(s) {sorted(set(source) - allowed)}; allowed: {sorted(allowed)}")
+    for block, settings in (("offline", OfflineSource), ("hub", HubSource)):
+        if raw.get(block) is not None:
+            setattr(task, block, settings.from_yaml(raw[block], path, block))
     for block in ("offline", "hub"):
-        for role, rule in ((getattr(task, block) or {}).get("derive") or {}).items():
+        source = getattr(task, block)
+        for role, rule in ((source.derive if source else None) or {}).items():
             _check_derive_rule(path, block, role, rule)
-    if task.offline and "unavailable" not in task.offline and task.offline.get("format") not in FORMATS:
-        raise ValueError(f"{path}: offline.format must be one of {FORMATS}, got {task.offline.get('format')!r}")
+        if source is not None and source.scheme not in SCHEMES:
+            raise ValueError(f"{path}: {block}.scheme must be one of {SCHEMES}, got {source.scheme!r}")
+    if task.offline and task.offline.unavailable is None and task.offline.format not in FORMATS:
+        raise ValueError(f"{path}: offline.format must be one of {FORMATS}, got {task.offline.format!r}")
     return task
 
 
 def _check_derive_rule(path: Path, block: str, role: str, rule) -> None:
     example = "{from: train, fraction: 0.05, seed: 42}"
     if role not in ROLES or not isinstance(rule, dict):
-        raise ValueError(f"{path}: {block}.derive.{role} must be a split name ({ROLES}) mapped to a rule like {example}")
+        raise ValueError(f"{path}: {block}.derive.{role} must be a split name ({ROLES}) mapped to a rule like "
+                         f"{example}")
     missing = [k for k in ("from", "fraction", "seed") if k not in rule]
     unknown = sorted(set(rule) - {"from", "fraction", "seed", "group"})
     if missing or unknown:
         raise ValueError(f"{path}: {block}.derive.{role} needs from, fraction and seed (optional: group); "
                          f"missing {missing}, unknown {unknown}; e.g. {example}")
-    if not isinstance(rule["fraction"], (int, float)) or not 0 < rule["fraction"] < 1 or not isinstance(rule["seed"], int):
+    fraction, seed = rule["fraction"], rule["seed"]
+    if not isinstance(fraction, (int, float)) or not 0 < fraction < 1 or not isinstance(seed, int):
         raise ValueError(f"{path}: {block}.derive.{role}: fraction must be in (0, 1) and seed an integer, got {rule}")
 
 
@@ -272,6 +377,7 @@ def load_splits(
         A `DatasetDict` with "train", "validation", "test" for sc/tc/qa; for ir a dict with a pairs `Dataset` under
         "train" and `RetrievalSplit`s under "validation" and "test".
     """
+
     task = task if isinstance(task, Task) else load_task(task)
     if source not in ("offline", "hub"):
         raise ValueError(f"source must be 'offline' or 'hub', got {source!r}")
@@ -286,7 +392,7 @@ def load_splits(
     if task.family == "ir":
         return _load_retrieval(task, spec, source, data_dir, max_train, max_eval, corpus, relevance)
     records = _read_offline(task, spec, data_dir) if source == "offline" else _read_hub(task, spec)
-    if task.family == "tc" and spec.get("scheme", "iob2") == "iob1":  # any reader: tags become IOB2 here
+    if task.family == "tc" and spec.scheme == "iob1":  # any reader: tags become IOB2 here
         records = {role: [{**r, "tags": iob1_to_iob2(r["tags"])} for r in rows] for role, rows in records.items()}
     _check_inputs(task, records, spec)  # every row of every split, before any split is carved
     records = _derive_splits(task, records, spec)
@@ -294,13 +400,14 @@ def load_splits(
     return DatasetDict({role: _to_dataset(task, _subset(records[role], limits[role]), spec) for role in ROLES})
 
 
-def _source_spec(task: Task, source: str) -> dict:
+def _source_spec(task: Task, source: str) -> OfflineSource | HubSource:
     spec = task.offline if source == "offline" else task.hub
     if spec is None:
-        raise ValueError(f"task {task.name!r} has no {source} source; use source={'hub' if source == 'offline' else 'offline'!r}")
-    if source == "offline" and "unavailable" in spec:
-        stand_in = f"; use the stand-in task {spec['stand_in']!r}" if spec.get("stand_in") else ""
-        raise ValueError(f"task {task.name!r} has no offline data ({spec['unavailable']}){stand_in}, or source='hub'")
+        other = "hub" if source == "offline" else "offline"
+        raise ValueError(f"task {task.name!r} has no {source} source; use source={other!r}")
+    if source == "offline" and spec.unavailable is not None:
+        stand_in = f"; use the stand-in task {spec.stand_in!r}" if spec.stand_in else ""
+        raise ValueError(f"task {task.name!r} has no offline data ({spec.unavailable}){stand_in}, or source='hub'")
     return spec
 
 
@@ -310,10 +417,11 @@ def data_files(task: Task, source: str = "offline", data_dir=None) -> list[Path]
         return []
     spec = _source_spec(task, source)
     root, where = _data_root(task, spec, data_dir)
-    if spec.get("format") == "beir":  # the corpus and queries files, then each role's qrels file
-        groups = [{"train": [spec["corpus"], spec["queries"]]}, {r: [p] for r, p in (spec.get("qrels") or {}).items()}]
+    if spec.format == "beir":  # the corpus and queries files, then each role's qrels file
+        _check_beir(task, spec)
+        groups = [{"train": [spec.corpus, spec.queries]}, {r: [p] for r, p in spec.qrels.items()}]
     else:
-        groups = [spec.get("files") or {}]
+        groups = [spec.files or {}]
     return sorted({p for files in groups for paths in _resolve_files(task, files, root, where).values() for p in paths})
 
 
@@ -322,10 +430,10 @@ def data_files(task: Task, source: str = "offline", data_dir=None) -> list[Path]
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def _data_root(task: Task, spec: dict, data_dir) -> tuple[Path, str]:
+def _data_root(task: Task, spec: OfflineSource, data_dir) -> tuple[Path, str]:
     """The folder offline paths are relative to, and a phrase saying where it came from."""
-    if spec.get("root") is not None:
-        root = Path(spec["root"])
+    if spec.root is not None:
+        root = Path(spec.root)
         root = root if root.is_absolute() else Path(task.path).parent / root
         return root.resolve(), f"offline.root of {task.path}"
     if data_dir is not None:
@@ -349,7 +457,8 @@ def _resolve_files(task: Task, files: dict[str, Any], root: Path, where: str) ->
             if path.is_file():
                 continue
             if Path(name).is_absolute():  # an absolute path ignores the data dir: do not blame it
-                raise FileNotFoundError(f"task {task.name!r}: missing dataset file {path} (an absolute path in {task.path})")
+                raise FileNotFoundError(f"task {task.name!r}: missing dataset file {path} (an absolute path in "
+                                        f"{task.path})")
             raise FileNotFoundError(
                 f"task {task.name!r}: missing dataset file {path} (data dir {root} from {where}; "
                 f"resolution: data_dir argument > ${DATA_ENV_VAR} > ../shared/data)"
@@ -357,170 +466,27 @@ def _resolve_files(task: Task, files: dict[str, Any], root: Path, where: str) ->
     return resolved
 
 
-def _read_offline(task: Task, spec: dict, data_dir) -> dict[str, list[dict]]:
+def _reader_options(spec: OfflineSource, reader: readers.Reader) -> dict:
+    """The source's settings that its format's reader takes, as keyword arguments."""
+    return {name: getattr(spec, name) for name in reader.options}
+
+
+def _read_offline(task: Task, spec: OfflineSource, data_dir) -> dict[str, list[dict]]:
     root, where = _data_root(task, spec, data_dir)
-    files = _resolve_files(task, spec.get("files") or {}, root, where)
+    files = _resolve_files(task, spec.files or {}, root, where)
     if "train" not in files:
         raise ValueError(f"task {task.name!r}: offline.files needs a train role")
-    options = {k: v for k, v in spec.items() if k not in ("files", "derive", "label_values", "root", "format")}
-    reader_options = json.dumps(options, sort_keys=True)
+    options = _reader_options(spec, readers.READERS[spec.format])
     return {
-        role: [row for path in paths for row in _read_file(spec["format"], str(path), path.stat().st_mtime, reader_options)]
+        role: [row for path in paths for row in readers.read_records(spec.format, path, options)]
         for role, paths in files.items()
     }
 
 
-@functools.lru_cache(maxsize=64)
-def _read_file(fmt: str, path: str, mtime: float, options_json: str) -> tuple[dict, ...]:
-    """Parse one file into raw records (cached in-process: callers must not mutate the records)."""
-    options = json.loads(options_json)
-    readers = {"tsv": _read_tsv, "jsonl": _read_jsonl, "conll": _read_conll, "squad": _read_squad}
-    if fmt not in readers:
-        raise ValueError(f"{path}: format {fmt!r} has no record reader; use one of {sorted(readers)}")
-    try:
-        return tuple(readers[fmt](path, options))
-    except (KeyError, IndexError, TypeError, json.JSONDecodeError, UnicodeDecodeError, gzip.BadGzipFile, EOFError) as error:
-        raise ValueError(f"{path} is not a valid {fmt} file ({type(error).__name__}: {error}); check offline.format "
-                         "and the file") from None
-
-
-def _open_text(path: str):
-    return gzip.open(path, "rt", encoding="utf-8") if path.endswith(".gz") else open(path, encoding="utf-8")
-
-
-def _read_tsv(path: str, options: dict) -> list[dict]:
-    columns = _required_columns(path, options)
-    with _open_text(path) as f:
-        rows = [row for row in csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE) if row]
-    if options.get("header", True):
-        header, rows = rows[0], rows[1:]
-        missing = [c for c in columns.values() if c not in header]
-        if missing:
-            raise ValueError(f"{path}: column(s) {missing} not in the header {header}; fix offline.columns")
-        index = {field: header.index(col) for field, col in columns.items()}
-    else:
-        named = {field: col for field, col in columns.items() if not isinstance(col, int)}
-        if named:
-            raise ValueError(f"{path}: offline.header is false, so offline.columns must give 0-based column numbers, "
-                             f"not names {named}")
-        index = dict(columns)
-    width = max(index.values()) + 1
-    for n, row in enumerate(rows):
-        if len(row) < width:
-            raise ValueError(f"{path}: row {n + 1} has {len(row)} columns, expected at least {width}")
-    return [{field: row[i].strip() for field, i in index.items()} for row in rows]
-
-
-def _read_jsonl(path: str, options: dict) -> list[dict]:
-    columns = _required_columns(path, options)
-    records = []
-    with _open_text(path) as f:
-        for n, line in enumerate(f):
-            if line.strip():
-                obj = json.loads(line)
-                missing = [c for c in columns.values() if c not in obj]
-                if missing:
-                    raise ValueError(f"{path}: line {n + 1} lacks key(s) {missing}; fix offline.columns")
-                records.append({field: obj[col] for field, col in columns.items()})
-    return records
-
-
-def _required_columns(path: str, options: dict) -> dict:
-    if not options.get("columns"):
-        raise ValueError(f"{path}: offline.columns (field -> column) is required for this format")
-    return options["columns"]
-
-
-def _read_conll(path: str, options: dict) -> list[dict]:
-    token_col, tag_col = options.get("token_column", 0), options.get("tag_column", -1)
-    comment, docstart = options.get("comment_prefix"), options.get("docstart", "-DOCSTART-")
-    prefix, separator = options.get("token_prefix") or "", options.get("separator")
-    sentences, tokens, tags = [], [], []
-    with _open_text(path) as f:
-        for n, line in enumerate(f):
-            line = line.rstrip("\n")
-            if comment and line.startswith(comment):
-                continue
-            parts = line.split(separator) if line.strip() else []
-            if not parts or parts[0] == docstart:
-                if tokens:
-                    sentences.append({"tokens": tokens, "tags": tags})
-                tokens, tags = [], []
-                continue
-            if len(parts) <= max(token_col, tag_col):
-                raise ValueError(f"{path}: line {n + 1} has {len(parts)} columns; check token_column/tag_column/separator")
-            token = parts[token_col]
-            tokens.append(token[len(prefix):] if prefix and token.startswith(prefix) else token)
-            tags.append(parts[tag_col])
-    if tokens:
-        sentences.append({"tokens": tokens, "tags": tags})
-    return sentences
-
-
-def _read_squad(path: str, options: dict) -> list[dict]:
-    with _open_text(path) as f:
-        data = json.load(f)["data"]
-    records = []
-    for article in data:
-        for paragraph in article["paragraphs"]:
-            for qa in paragraph["qas"]:
-                answers = [] if qa.get("is_impossible") else qa["answers"]
-                records.append({
-                    "id": qa["id"],
-                    "title": article.get("title", ""),
-                    "question": qa["question"],
-                    "context": paragraph["context"],
-                    "answers": {"text": [a["text"] for a in answers], "answer_start": [a["answer_start"] for a in answers]},
-                })
-    return records
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Hub
-# ----------------------------------------------------------------------------------------------------------------
-
-
-def _hub_split(path: str, name: str | None, split: str | None, revision: str | None) -> Dataset:
-    """One split of a Hub (or local folder) dataset; with split None the dataset must have a single split."""
-    import datasets
-
-    loaded = datasets.load_dataset(path, name, revision=revision)
-    if split is None:
-        if len(loaded) != 1:
-            raise ValueError(f"{path} ({name}) has splits {list(loaded)}; name the one to use in the task YAML")
-        split = next(iter(loaded))
-    if split not in loaded:
-        raise ValueError(f"{path} ({name}) has no split {split!r}; available: {list(loaded)}")
-    return loaded[split]
-
-
-def _read_hub(task: Task, spec: dict) -> dict[str, list[dict]]:
-    records = {}
-    for role, split in (spec.get("splits") or {}).items():
-        ds = _hub_split(spec["path"], spec.get("name"), split, spec.get("revision"))
-        columns = spec.get("columns") or {c: c for c in ds.column_names}
-        missing = [c for c in columns.values() if c not in ds.column_names]
-        if missing:
-            raise ValueError(f"task {task.name!r}: hub split {split!r} lacks column(s) {missing}; fix hub.columns")
-        rows = ds.select_columns(list(dict.fromkeys(columns.values()))).to_list()
-        names = {field: _class_names(ds.features[col]) for field, col in columns.items()}
-        records[role] = [
-            {field: _named(row[col], names[field]) for field, col in columns.items()} for row in rows
-        ]
-    if "train" not in records:
+def _read_hub(task: Task, spec: HubSource) -> dict[str, list[dict]]:
+    if "train" not in (spec.splits or {}):
         raise ValueError(f"task {task.name!r}: hub.splits needs a train role")
-    return records
-
-
-def _class_names(feature) -> list[str] | None:
-    feature = getattr(feature, "feature", feature)  # Sequence / List of ClassLabel
-    return list(feature.names) if isinstance(feature, ClassLabel) else None
-
-
-def _named(value, names: list[str] | None):
-    if names is None:
-        return value
-    return [names[v] for v in value] if isinstance(value, list) else names[value]
+    return readers.read_hub(spec.path, spec.name, spec.revision, spec.splits, spec.columns)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -528,15 +494,15 @@ def _named(value, names: list[str] | None):
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def _label_index(task: Task, spec: dict) -> dict[str, int]:
+def _label_index(task: Task, spec: OfflineSource | HubSource) -> dict[str, int]:
     """Map a raw label value (as a string) to its index in task.labels."""
-    values = spec.get("label_values") or task.labels
+    values = spec.label_values or task.labels
     if len(values) != len(task.labels):
         raise ValueError(f"task {task.name!r}: label_values has {len(values)} entries for {len(task.labels)} labels")
     return {str(v): i for i, v in enumerate(values)}
 
 
-def _check_inputs(task: Task, records: dict[str, list[dict]], spec: dict) -> None:
+def _check_inputs(task: Task, records: dict[str, list[dict]], spec: OfflineSource | HubSource) -> None:
     """Raise one line on a label outside the task's label set or a template field with no input column."""
     for role, rows in records.items():
         if not rows:
@@ -544,7 +510,8 @@ def _check_inputs(task: Task, records: dict[str, list[dict]], spec: dict) -> Non
         if task.family == "sc":
             missing = {f for f in _template_fields(task.template or "{text}") if f not in rows[0]}
             if missing:
-                raise ValueError(f"task {task.name!r}: template field(s) {sorted(missing)} are not input columns {sorted(rows[0])}")
+                raise ValueError(f"task {task.name!r}: template field(s) {sorted(missing)} are not input columns "
+                                 f"{sorted(rows[0])}")
             seen = {str(r["label"]) for r in rows}
         elif task.family == "tc":
             seen = {str(t) for r in rows for t in r["tags"]}
@@ -564,7 +531,7 @@ def _template_fields(template: str) -> set[str]:
     return {field for _, field, _, _ in string.Formatter().parse(template) if field}
 
 
-def _to_dataset(task: Task, rows: list[dict], spec: dict) -> Dataset:
+def _to_dataset(task: Task, rows: list[dict], spec: OfflineSource | HubSource) -> Dataset:
     """Build the family's normalised Dataset (labels already checked by `_check_inputs`)."""
     if task.family == "sc":
         index, template = _label_index(task, spec), task.template or "{text}"
@@ -572,7 +539,8 @@ def _to_dataset(task: Task, rows: list[dict], spec: dict) -> Dataset:
         features = Features({"text": Value("string"), "label": ClassLabel(names=task.labels)})
     elif task.family == "tc":
         index = _label_index(task, spec)
-        data = {"tokens": [list(r["tokens"]) for r in rows], "tags": [[index[str(t)] for t in r["tags"]] for r in rows]}
+        data = {"tokens": [list(r["tokens"]) for r in rows],
+                "tags": [[index[str(t)] for t in r["tags"]] for r in rows]}
         features = Features({"tokens": Sequence(Value("string")), "tags": Sequence(ClassLabel(names=task.labels))})
     else:  # qa
         data = {
@@ -592,9 +560,9 @@ def _to_dataset(task: Task, rows: list[dict], spec: dict) -> Dataset:
     return Dataset.from_dict(data, features=features)
 
 
-def _derive_splits(task: Task, records: dict[str, list], spec: dict) -> dict[str, list]:
+def _derive_splits(task: Task, records: dict[str, list], spec: OfflineSource | HubSource) -> dict[str, list]:
     """Carve missing splits out of others, in YAML order (a missing validation: 5% of train, seed 42)."""
-    records, derive = dict(records), dict(spec.get("derive") or {})
+    records, derive = dict(records), dict(spec.derive or {})
     if "validation" not in records and "validation" not in derive:
         derive["validation"] = DEFAULT_VALIDATION
     for role, rule in derive.items():
@@ -651,7 +619,7 @@ def _load_retrieval(task, spec, source, data_dir, max_train, max_eval, corpus_mo
         pairs = None
     else:
         docs, queries, qrels, pairs = _read_beir_hub(task, spec)
-    derive = dict(spec.get("derive") or {})
+    derive = dict(spec.derive or {})
     if "train" not in qrels and "train" not in derive and pairs is None:
         raise ValueError(
             f"task {task.name!r} has qrels for {sorted(qrels)} only: fine-tuning needs training pairs; add a train "
@@ -666,7 +634,9 @@ def _load_retrieval(task, spec, source, data_dir, max_train, max_eval, corpus_mo
         keep, carved = _group_split(ids, float(rule["fraction"]), int(rule["seed"]))
         qrels[role] = {ids[i]: qrels[rule["from"]][ids[i]] for i in carved}
         qrels[rule["from"]] = {ids[i]: qrels[rule["from"]][ids[i]] for i in keep}
-    missing = [r for r in ("validation", "test") if r not in qrels] + ([] if "train" in qrels or pairs is not None else ["train"])
+    missing = [r for r in ("validation", "test") if r not in qrels]
+    if "train" not in qrels and pairs is None:
+        missing.append("train")
     if missing:
         raise ValueError(f"task {task.name!r}: no {missing} qrels; add them to qrels or derive them")
     if pairs is None:
@@ -713,82 +683,24 @@ def _check_ids(task, role, qids, queries, dids, docs) -> None:
         )
 
 
-def _read_beir_offline(task, spec, data_dir):
-    root, where = _data_root(task, spec, data_dir)
-    if not spec.get("qrels") or "corpus" not in spec or "queries" not in spec:
+def _check_beir(task: Task, spec: OfflineSource) -> None:
+    if not spec.qrels or spec.corpus is None or spec.queries is None:
         raise ValueError(f"task {task.name!r}: a beir source needs corpus, queries and qrels {{role: file}}")
-    files = _resolve_files(task, {"train": [spec["corpus"], spec["queries"]]}, root, where)["train"]
-    qrel_files = _resolve_files(task, {r: [p] for r, p in spec["qrels"].items()}, root, where)
-    template = spec.get("doc_template", "{text}")
-    docs = {r["_id"]: template.format(title=r.get("title", ""), text=r["text"]).strip()
-            for r in _read_jsonl_raw(str(files[0]), ("_id", "text"))}
-    queries = {r["_id"]: r["text"] for r in _read_jsonl_raw(str(files[1]), ("_id", "text"))}
-    qrels = {role: _read_qrels(str(paths[0])) for role, paths in qrel_files.items()}
-    return docs, queries, qrels
 
 
-@functools.lru_cache(maxsize=16)
-def _read_jsonl_raw(path: str, required: tuple[str, ...] = ()) -> tuple[dict, ...]:
-    records = []
-    with _open_text(path) as f:
-        for n, line in enumerate(f):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{path}: line {n + 1} is not JSON ({error}); a BEIR corpus/queries file is JSON "
-                                 "lines") from None
-            missing = [k for k in required if not isinstance(record, dict) or k not in record]
-            if missing:
-                raise ValueError(f"{path}: line {n + 1} lacks {missing}; BEIR corpus/queries lines need "
-                                 '{"_id": ..., "text": ...}')
-            records.append(record)
-    return tuple(records)
+def _read_beir_offline(task: Task, spec: OfflineSource, data_dir):
+    root, where = _data_root(task, spec, data_dir)
+    _check_beir(task, spec)
+    corpus, queries = _resolve_files(task, {"train": [spec.corpus, spec.queries]}, root, where)["train"]
+    qrels = _resolve_files(task, {r: [p] for r, p in spec.qrels.items()}, root, where)
+    reader = readers.READERS["beir"]
+    return reader.read(str(corpus), str(queries), {role: str(paths[0]) for role, paths in qrels.items()},
+                       **_reader_options(spec, reader))
 
 
-def _read_qrels(path: str) -> dict[str, dict[str, int]]:
-    """A BEIR qrels TSV: header `query-id<TAB>corpus-id<TAB>score`, then one judgement per line."""
-    qrels: dict[str, dict[str, int]] = {}
-    with _open_text(path) as f:
-        rows = [row for row in csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE) if row]
-    if rows and len(rows[0]) >= 3 and rows[0][:2] != ["query-id", "corpus-id"] and not _is_number(rows[0][2]):
-        raise ValueError(f"{path}: header {rows[0]} is not BEIR's query-id<TAB>corpus-id<TAB>score")
-    start = 1 if rows and rows[0][:2] == ["query-id", "corpus-id"] else 0
-    for n, row in enumerate(rows[start:], start + 1):
-        if len(row) < 3 or not _is_number(row[2]):
-            raise ValueError(f"{path}: line {n} is {row!r}, not query-id<TAB>corpus-id<TAB>score (tab-separated, "
-                             "numeric score)")
-        qrels.setdefault(row[0], {})[row[1]] = int(float(row[2]))
-    return qrels
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
-
-
-def _read_beir_hub(task, spec):
-    """mteb/BEIR layout on the Hub: configs for corpus, queries and qrels; training pairs from another dataset."""
-    path, revision = spec["path"], spec.get("revision")
-    template = spec.get("doc_template", "{text}")
-    corpus_ds = _hub_split(path, spec["corpus"].get("name"), spec["corpus"].get("split"), revision)
-    id_col = "_id" if "_id" in corpus_ds.column_names else "id"
-    docs = {str(r[id_col]): template.format(title=r.get("title") or "", text=r["text"]).strip() for r in corpus_ds}
-    queries_ds = _hub_split(path, spec["queries"].get("name"), spec["queries"].get("split"), revision)
-    id_col = "_id" if "_id" in queries_ds.column_names else "id"
-    queries = {str(r[id_col]): r["text"] for r in queries_ds}
-    qrels = {}
-    for role, split in spec["qrels"]["splits"].items():
-        for r in _hub_split(path, spec["qrels"].get("name"), split, revision):
-            qrels.setdefault(role, {}).setdefault(str(r["query-id"]), {})[str(r["corpus-id"])] = int(r["score"])
-    pairs = None
-    if spec.get("train_pairs"):
-        tp = spec["train_pairs"]
-        ds = _hub_split(tp["path"], tp.get("name"), tp.get("split"), tp.get("revision"))
-        columns = tp.get("columns") or {"query": "query", "positive": "positive"}
-        pairs = Dataset.from_dict({field: ds[col] for field, col in columns.items()})
-    return docs, queries, qrels, pairs
+def _read_beir_hub(task: Task, spec: HubSource):
+    if not spec.corpus or not spec.queries or not (spec.qrels or {}).get("splits"):
+        raise ValueError(f"task {task.name!r}: a hub ir source needs corpus {{name}}, queries {{name}} and qrels "
+                         "{name, splits: {role: split}}")
+    return readers.read_hub_retrieval(spec.path, spec.revision, spec.corpus, spec.queries, spec.qrels,
+                                      spec.train_pairs, spec.doc_template)

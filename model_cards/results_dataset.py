@@ -80,8 +80,9 @@ def _file_split(paths) -> str:
     return " + ".join(names)
 
 
-def _hub_splits(hub: dict) -> dict:
-    return hub.get("splits") or (hub.get("qrels") or {}).get("splits") or {}
+def _hub_splits(hub) -> dict:
+    """The Hub splits of a task's `HubSource` by role (ir: its qrels splits)."""
+    return hub.splits or (hub.qrels or {}).get("splits") or {}
 
 
 @functools.cache
@@ -106,16 +107,15 @@ def task_test_data(task_name: str, source: str) -> dict:
     except (ValueError, FileNotFoundError):
         raise ValueError(f"task {task_name!r} of the results is not in evaluation/tasks/: the cards cannot say which "
                          "data its scores come from; add its YAML there") from None
-    hub, out = task.hub or {}, {"config": None, "revision": None, "stand_in": None}
-    spec = hub if source == "hub" else task.offline or {}
-    if not spec or "unavailable" in spec:
+    hub, out = task.hub, {"config": None, "revision": None, "stand_in": None}
+    spec = hub if source == "hub" else task.offline
+    if spec is None or (isinstance(spec, tasks.OfflineSource) and spec.unavailable is not None):
         raise ValueError(f"task {task_name!r} has no {source} data, yet results claim it: check their identity")
     if source == "hub":
-        out.update(dataset=hub["path"], config=hub.get("name"), revision=hub.get("revision"), origin="Hub",
-                   split=_role_split(_hub_splits(hub), hub.get("derive") or {}, "test"))
+        out.update(dataset=hub.path, config=hub.name, revision=hub.revision, origin="Hub",
+                   split=_role_split(_hub_splits(hub), hub.derive or {}, "test"))
     elif source == "offline":
-        offline = task.offline or {}
-        files, derive = offline.get("files") or offline.get("qrels") or {}, offline.get("derive") or {}
+        files, derive = spec.files or spec.qrels or {}, spec.derive or {}
         out["origin"] = "offline bundle"
         test_files = [] if "test" not in files else [files["test"]] if isinstance(files["test"], str) else files["test"]
         facts = [OFFLINE_DATA["test_files"].get(f) or {} for f in test_files]
@@ -124,14 +124,15 @@ def task_test_data(task_name: str, source: str) -> dict:
             stand_in = "a split carved from the bundle's files, not an official split of the dataset"
         if hub and "test" in _hub_splits(hub) and not stand_in:  # the file is a copy of the Hub split
             hub_split = next((f["split"] for f in facts if "split" in f), _hub_splits(hub)["test"])
-            out.update(dataset=hub["path"], config=hub.get("name"),
+            out.update(dataset=hub.path, config=hub.name,
                        split=_role_split(files, derive, "test", lambda _: hub_split))
         else:
             out.update(dataset=task.name, split=_role_split(files, derive, "test", _file_split), stand_in=stand_in)
     else:
         raise ValueError(f"unknown data source {source!r} for task {task_name!r}: expected 'hub' or 'offline'")
     where = f"`{out['dataset']}`" + (f" ({out['config']})" if out["config"] else "")
-    note = f" (stand-in: {out['stand_in']})" if out["stand_in"] else " (offline bundle copy)" if source == "offline" else ""
+    note = (f" (stand-in: {out['stand_in']})" if out["stand_in"]
+            else " (offline bundle copy)" if source == "offline" else "")
     out["label"] = f"{where}, {out['split']}{note}"
     return out
 
@@ -237,7 +238,8 @@ def write_summary_table(summary_csv: Path, out_dir: Path) -> dict[str, Path]:
     """`summary.jsonl`: the report's summary.csv with typed values, for the `summary` config."""
     with open(summary_csv, newline="", encoding="utf-8") as f:
         rows = [{k: _typed(k, v) for k, v in row.items()} for row in csv.DictReader(f)]
-    (out_dir / SUMMARY_FILE).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    (out_dir / SUMMARY_FILE).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
+                                        encoding="utf-8")
     return {SUMMARY_FILE: out_dir / SUMMARY_FILE}
 
 

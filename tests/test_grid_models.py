@@ -148,7 +148,8 @@ def test_saved_models_reload_in_a_fresh_process_and_reproduce_the_predictions(gr
     squad_splits, windows = extractive_qa.tokenize(squad, tokenizer, args)
     ir_split = common.task_splits(tasks.load_task(grid_run["scifact_b"]), args)["test"]
     jobs = {
-        "sc": {"dir": str(dirs["sst2"]), "texts": list(common.task_splits(sst2, args)["test"]["text"]), "max_length": 64},
+        "sc": {"dir": str(dirs["sst2"]), "texts": list(common.task_splits(sst2, args)["test"]["text"]),
+               "max_length": 64},
         "tc": {"dir": str(dirs["conll2003"]), "max_length": 64,
                "texts": [token_classification.join_words(words)[0] for words in tagged["tokens"]]},
         "qa": {"dir": str(dirs["squad"]), "questions": [q.lstrip() for q in squad_splits["test"]["question"]],
@@ -197,7 +198,7 @@ def test_a_missing_saved_model_is_trained_again_and_the_selection_is_checked(gri
 
 
 def test_paper_plan_counts_the_shared_retrieval_training_once():
-    pairs = {name: (tasks.load_task(name).hub or {}).get("train_pairs") for name in plan.SHARED_IR_TRAINING}
+    pairs = {name: tasks.load_task(name).hub.train_pairs for name in plan.SHARED_IR_TRAINING}
     assert len({json.dumps(p, sort_keys=True) for p in pairs.values()}) == 1 and None not in pairs.values()
     assert plan.EVAL_FINETUNINGS_PER_LR_SEED == plan.EVAL_TASKS - 2 == 10
     per_task = sum(plan.EVAL_RUNS_PER_TASK * plan.EVAL_TOKENS_PER_RUN * plan.flops_per_token(size, 0.0)

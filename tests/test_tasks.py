@@ -1,8 +1,12 @@
 """Task registry and loaders on the real bundle, custom YAML tasks built in tmp_path, and bad-input errors."""
 
+import dataclasses
 import gzip
+import hashlib
+import inspect
 import json
 import math
+import os
 
 import pytest
 import yaml
@@ -11,7 +15,12 @@ from seqeval.metrics.sequence_labeling import get_entities
 from seqeval.scheme import IOB2, Entities
 
 import evaluation.tasks as tasks_module
+from evaluation import identity, readers
 from evaluation.tasks import (
+    FORMATS,
+    OFFLINE_KEYS,
+    HubSource,
+    OfflineSource,
     RetrievalSplit,
     carve_indices,
     list_tasks,
@@ -19,9 +28,12 @@ from evaluation.tasks import (
     load_task,
 )
 
-OFFLINE_TASKS = ["sst2", "mnli", "qqp", "mrpc", "conll2003", "wikiann", "uner", "squad", "squad_v2", "scifact", "squad_pairs"]
-HUB_ONLY = {"ontonotes": "wikiann", "record": "squad", "msmarco": "squad_pairs", "nq": "squad_pairs", "mldr": "squad_pairs"}
-PAPER_TASKS = ["sst2", "mnli", "qqp", "conll2003", "ontonotes", "uner", "squad", "squad_v2", "record", "msmarco", "nq", "mldr"]
+OFFLINE_TASKS = ["sst2", "mnli", "qqp", "mrpc", "conll2003", "wikiann", "uner", "squad", "squad_v2", "scifact",
+                 "squad_pairs"]
+HUB_ONLY = {"ontonotes": "wikiann", "record": "squad", "msmarco": "squad_pairs", "nq": "squad_pairs",
+            "mldr": "squad_pairs"}
+PAPER_TASKS = ["sst2", "mnli", "qqp", "conll2003", "ontonotes", "uner", "squad", "squad_v2", "record", "msmarco", "nq",
+               "mldr"]
 
 
 def _one_line_error(excinfo) -> str:
@@ -39,7 +51,7 @@ def test_registry_holds_paper_tasks_with_hub_sources_and_budgets():
     assert set(PAPER_TASKS + OFFLINE_TASKS) <= set(list_tasks())
     for name in PAPER_TASKS:
         task = load_task(name)
-        assert task.hub and task.hub.get("path"), name
+        assert task.hub and task.hub.path, name
         # SPEC: 1,000 steps for SC, QA, OntoNotes and IR; one epoch for CoNLL and UNER
         assert task.budget == ({"epochs": 1} if name in ("conll2003", "uner") else {"max_steps": 1000}), name
     assert load_task("mnli").template == "Premise: {premise}\nHypothesis: {hypothesis}"
@@ -181,14 +193,17 @@ def test_retrieval_corpus_pooled_judged_or_full():
 def test_binary_relevance_keeps_judgements_of_one_or_more(tmp_path):
     beir = tmp_path / "beir"
     (beir / "qrels").mkdir(parents=True)
-    (beir / "corpus.jsonl").write_text("".join(json.dumps({"_id": f"d{i}", "text": f"doc {i}"}) + "\n" for i in range(9)))
-    (beir / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{i}", "text": f"q {i}"}) + "\n" for i in range(9)))
-    (beir / "qrels/train.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n" for i in range(6)))
+    (beir / "corpus.jsonl").write_text("".join(json.dumps({"_id": f"d{i}", "text": f"doc {i}"}) + "\n"
+                                               for i in range(9)))
+    (beir / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{i}", "text": f"q {i}"}) + "\n"
+                                                for i in range(9)))
+    (beir / "qrels/train.tsv").write_text("query-id\tcorpus-id\tscore\n"
+                                          + "".join(f"q{i}\td{i}\t1\n" for i in range(6)))
     (beir / "qrels/test.tsv").write_text("query-id\tcorpus-id\tscore\nq6\td6\t2\nq6\td7\t0\nq7\td7\t1\nq8\td8\t0\n")
-    path = _write_yaml(tmp_path / "ir.yaml", {"name": "graded", "family": "ir", "metric": "ndcg@10", "budget": {"max_steps": 1},
-                                              "offline": {"format": "beir", "root": "beir", "corpus": "corpus.jsonl",
-                                                          "queries": "queries.jsonl", "qrels": {"train": "qrels/train.tsv",
-                                                                                                "test": "qrels/test.tsv"}}})
+    path = _write_yaml(tmp_path / "ir.yaml", {
+        "name": "graded", "family": "ir", "metric": "ndcg@10", "budget": {"max_steps": 1},
+        "offline": {"format": "beir", "root": "beir", "corpus": "corpus.jsonl", "queries": "queries.jsonl",
+                    "qrels": {"train": "qrels/train.tsv", "test": "qrels/test.tsv"}}})
     binary, graded = load_splits(path)["test"], load_splits(path, relevance="graded")["test"]
     assert binary.qrels == {"q6": {"d6": 1}, "q7": {"d7": 1}}  # q8 has no relevant document: not evaluated
     assert graded.qrels == {"q6": {"d6": 2, "d7": 0}, "q7": {"d7": 1}, "q8": {"d8": 0}}
@@ -206,9 +221,11 @@ def _write_yaml(path, data):
 
 
 def test_custom_tsv_and_jsonl_sc_tasks(tmp_path):
-    (tmp_path / "train.tsv").write_text("".join(f"pos\tgood {i}\n" if i % 2 else f"neg\tbad \"{i}\n" for i in range(40)))
+    (tmp_path / "train.tsv").write_text("".join(f"pos\tgood {i}\n" if i % 2 else f"neg\tbad \"{i}\n"
+                                                for i in range(40)))
     (tmp_path / "test.jsonl").write_text("".join(json.dumps({"s": f"x{i}", "y": "pos"}) + "\n" for i in range(6)))
-    common = {"family": "sc", "metric": "accuracy", "budget": {"max_steps": 10}, "labels": ["neg", "pos"], "template": "Review: {sentence}"}
+    common = {"family": "sc", "metric": "accuracy", "budget": {"max_steps": 10}, "labels": ["neg", "pos"],
+              "template": "Review: {sentence}"}
     tsv = _write_yaml(tmp_path / "tsv_task.yaml", {"name": "tsv_task", **common, "offline": {
         "format": "tsv", "root": ".", "header": False, "files": {"train": "train.tsv", "test": "train.tsv"},
         "columns": {"label": 0, "sentence": 1}}})
@@ -238,34 +255,42 @@ def test_custom_conll_iob1_task(tmp_path):
 
 
 def test_custom_squad_and_beir_tasks(tmp_path):
-    article = {"title": "T", "paragraphs": [{"context": "Paris is in France.", "qas": [
-        {"id": f"q{i}", "question": "Where?", "answers": [{"text": "France", "answer_start": 12}]} for i in range(20)]}]}
+    qas = [{"id": f"q{i}", "question": "Where?", "answers": [{"text": "France", "answer_start": 12}]}
+           for i in range(20)]
+    article = {"title": "T", "paragraphs": [{"context": "Paris is in France.", "qas": qas}]}
     with gzip.open(tmp_path / "qa.json.gz", "wt", encoding="utf-8") as f:
         json.dump({"data": [article], "version": "1.1"}, f)
-    qa = _write_yaml(tmp_path / "qa.yaml", {"name": "my_qa", "family": "qa", "metric": "f1", "budget": {"max_steps": 5},
-                                            "offline": {"format": "squad", "root": ".", "files": {"train": "qa.json.gz", "test": "qa.json.gz"}}})
+    qa = _write_yaml(tmp_path / "qa.yaml", {
+        "name": "my_qa", "family": "qa", "metric": "f1", "budget": {"max_steps": 5},
+        "offline": {"format": "squad", "root": ".", "files": {"train": "qa.json.gz", "test": "qa.json.gz"}}})
     assert load_splits(qa)["test"][0]["answers"] == {"text": ["France"], "answer_start": [12]}
     beir = tmp_path / "beir"
     (beir / "qrels").mkdir(parents=True)
-    (beir / "corpus.jsonl").write_text("".join(json.dumps({"_id": f"d{i}", "title": "", "text": f"doc {i}"}) + "\n" for i in range(30)))
-    (beir / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{i}", "text": f"query {i}"}) + "\n" for i in range(30)))
-    (beir / "qrels/train.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n" for i in range(20)))
-    (beir / "qrels/test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n" for i in range(20, 30)))
-    ir = _write_yaml(tmp_path / "ir.yaml", {"name": "my_ir", "family": "ir", "metric": "ndcg@10", "budget": {"max_steps": 5},
-                                            "offline": {"format": "beir", "root": "beir", "corpus": "corpus.jsonl",
-                                                        "queries": "queries.jsonl", "qrels": {"train": "qrels/train.tsv", "test": "qrels/test.tsv"}}})
+    (beir / "corpus.jsonl").write_text("".join(json.dumps({"_id": f"d{i}", "title": "", "text": f"doc {i}"}) + "\n"
+                                               for i in range(30)))
+    (beir / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{i}", "text": f"query {i}"}) + "\n"
+                                                for i in range(30)))
+    (beir / "qrels/train.tsv").write_text("query-id\tcorpus-id\tscore\n"
+                                          + "".join(f"q{i}\td{i}\t1\n" for i in range(20)))
+    (beir / "qrels/test.tsv").write_text("query-id\tcorpus-id\tscore\n"
+                                         + "".join(f"q{i}\td{i}\t1\n" for i in range(20, 30)))
+    ir = _write_yaml(tmp_path / "ir.yaml", {
+        "name": "my_ir", "family": "ir", "metric": "ndcg@10", "budget": {"max_steps": 5},
+        "offline": {"format": "beir", "root": "beir", "corpus": "corpus.jsonl", "queries": "queries.jsonl",
+                    "qrels": {"train": "qrels/train.tsv", "test": "qrels/test.tsv"}}})
     splits = load_splits(ir)
     assert len(splits["train"]) == 19 and len(splits["validation"]) == 1 and len(splits["test"]) == 10
     carved = next(iter(splits["validation"].qrels))  # the validation query carved from train, and its document
-    assert splits["test"].corpus == {f"d{i}": f"doc {i}" for i in range(20, 30)} | {f"d{carved[1:]}": f"doc {carved[1:]}"}
+    expected = {f"d{i}": f"doc {i}" for i in range(20, 30)} | {f"d{carved[1:]}": f"doc {carved[1:]}"}
+    assert splits["test"].corpus == expected
 
 
 def test_task_dropped_in_registry_folder_is_listed(tmp_path, monkeypatch):
     (tmp_path / "data.tsv").write_text("".join(f"{i % 2}\tt{i}\n" for i in range(30)))
-    _write_yaml(tmp_path / "dropped.yaml", {"name": "dropped", "family": "sc", "metric": "accuracy", "budget": {"max_steps": 1},
-                                            "labels": ["a", "b"], "offline": {"format": "tsv", "root": ".", "header": False,
-                                            "files": {"train": "data.tsv", "test": "data.tsv"}, "columns": {"label": 0, "text": 1},
-                                            "label_values": ["0", "1"]}})
+    _write_yaml(tmp_path / "dropped.yaml", {
+        "name": "dropped", "family": "sc", "metric": "accuracy", "budget": {"max_steps": 1}, "labels": ["a", "b"],
+        "offline": {"format": "tsv", "root": ".", "header": False, "files": {"train": "data.tsv", "test": "data.tsv"},
+                    "columns": {"label": 0, "text": 1}, "label_values": ["0", "1"]}})
     monkeypatch.setattr(tasks_module, "TASKS_DIR", tmp_path)
     assert list_tasks() == ["dropped"]
     assert len(load_splits("dropped")["test"]) == 30
@@ -277,29 +302,37 @@ def test_hub_source_through_datasets_with_classlabel_tags(tmp_path):
     data = {"words": [["a", "b"], ["c"]] * 10, "ner": [[1, 2], [0]] * 10}
     for split in ("train", "test"):
         Dataset.from_dict(data, features=features).to_parquet(str(tmp_path / f"{split}.parquet"))
-    path = _write_yaml(tmp_path / "hub.yaml", {"name": "hubtc", "family": "tc", "metric": "entity_f1", "budget": {"epochs": 1},
-                                               "labels": ["O", "B-X", "I-X"], "hub": {"path": str(tmp_path), "splits": {"train": "train", "test": "test"},
-                                                                                      "columns": {"tokens": "words", "tags": "ner"}}})
+    path = _write_yaml(tmp_path / "hub.yaml", {
+        "name": "hubtc", "family": "tc", "metric": "entity_f1", "budget": {"epochs": 1}, "labels": ["O", "B-X", "I-X"],
+        "hub": {"path": str(tmp_path), "splits": {"train": "train", "test": "test"},
+                "columns": {"tokens": "words", "tags": "ner"}}})
     splits = load_splits(path, source="hub")
     assert len(splits["validation"]) == 1 and splits["test"][0] == {"tokens": ["a", "b"], "tags": [1, 2]}
 
 
 def test_hub_retrieval_source_in_mteb_layout(tmp_path):
     """mteb/BEIR Hub layout (configs corpus / queries / default qrels) from a local folder with a dataset card."""
-    Dataset.from_dict({"_id": [f"d{i}" for i in range(12)], "title": ["T"] * 12, "text": [f"doc {i}" for i in range(12)]}).to_parquet(str(tmp_path / "corpus.parquet"))
-    Dataset.from_dict({"_id": [f"q{i}" for i in range(12)], "text": [f"query {i}" for i in range(12)]}).to_parquet(str(tmp_path / "queries.parquet"))
-    Dataset.from_dict({"query-id": [f"q{i}" for i in range(12)], "corpus-id": [f"d{i}" for i in range(12)], "score": [1] * 12}).to_parquet(str(tmp_path / "qrels.parquet"))
-    Dataset.from_dict({"query": ["a", "b", "c"], "positive": ["A", "B", "C"]}).to_parquet(str(tmp_path / "pairs.parquet"))
+    tables = {
+        "corpus": {"_id": [f"d{i}" for i in range(12)], "title": ["T"] * 12, "text": [f"doc {i}" for i in range(12)]},
+        "queries": {"_id": [f"q{i}" for i in range(12)], "text": [f"query {i}" for i in range(12)]},
+        "qrels": {"query-id": [f"q{i}" for i in range(12)], "corpus-id": [f"d{i}" for i in range(12)],
+                  "score": [1] * 12},
+        "pairs": {"query": ["a", "b", "c"], "positive": ["A", "B", "C"]},
+    }
+    for name, table in tables.items():
+        Dataset.from_dict(table).to_parquet(str(tmp_path / f"{name}.parquet"))
     card = {"configs": [
         {"config_name": "corpus", "data_files": [{"split": "corpus", "path": "corpus.parquet"}]},
         {"config_name": "queries", "data_files": [{"split": "queries", "path": "queries.parquet"}]},
         {"config_name": "default", "data_files": [{"split": "test", "path": "qrels.parquet"}]},
         {"config_name": "pairs", "data_files": [{"split": "train", "path": "pairs.parquet"}]}]}
     (tmp_path / "README.md").write_text("---\n" + yaml.safe_dump(card) + "---\n")
-    path = _write_yaml(tmp_path / "hub_ir.yaml", {"name": "hubir", "family": "ir", "metric": "ndcg@10", "budget": {"max_steps": 1}, "hub": {
-        "path": str(tmp_path), "corpus": {"name": "corpus"}, "queries": {"name": "queries"}, "doc_template": "{title}. {text}",
-        "qrels": {"name": "default", "splits": {"test": "test"}}, "derive": {"validation": {"from": "test", "fraction": 0.5, "seed": 42}},
-        "train_pairs": {"path": str(tmp_path), "name": "pairs", "split": "train"}}})
+    path = _write_yaml(tmp_path / "hub_ir.yaml", {
+        "name": "hubir", "family": "ir", "metric": "ndcg@10", "budget": {"max_steps": 1}, "hub": {
+            "path": str(tmp_path), "corpus": {"name": "corpus"}, "queries": {"name": "queries"},
+            "doc_template": "{title}. {text}", "qrels": {"name": "default", "splits": {"test": "test"}},
+            "derive": {"validation": {"from": "test", "fraction": 0.5, "seed": 42}},
+            "train_pairs": {"path": str(tmp_path), "name": "pairs", "split": "train"}}})
     splits = load_splits(path, source="hub")
     assert splits["train"]["positive"] == ["A", "B", "C"]
     assert len(splits["validation"]) == 6 and len(splits["test"]) == 6
@@ -307,6 +340,167 @@ def test_hub_retrieval_source_in_mteb_layout(tmp_path):
     qid = next(iter(splits["test"].qrels))
     doc = next(iter(splits["test"].qrels[qid]))
     assert splits["test"].corpus[doc] == f"T. doc {doc[1:]}" and splits["test"].queries[qid] == f"query {qid[1:]}"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Readers, one by one (evaluation/readers.py), and the table the registry uses
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_every_format_has_a_reader_taking_offline_settings_with_the_same_defaults():
+    assert FORMATS == tuple(readers.READERS) == ("tsv", "jsonl", "conll", "squad", "beir")
+    defaults = {f.name: f.default for f in dataclasses.fields(OfflineSource)}
+    for fmt, reader in readers.READERS.items():
+        parameters = inspect.signature(reader.read).parameters
+        assert set(reader.options) <= OFFLINE_KEYS and set(reader.options) <= set(parameters), fmt
+        for name in reader.options:
+            if parameters[name].default is not inspect.Parameter.empty:
+                assert parameters[name].default == defaults[name], (fmt, name)
+
+
+def test_read_tsv_by_header_name_or_column_number(tmp_path):
+    path = tmp_path / "d.tsv.gz"
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        f.write('label\tsentence\n1\t  a "quoted  \n\n0\tb\n')
+    rows = readers.read_tsv(str(path), {"text": "sentence", "label": "label"})
+    assert rows == [{"text": 'a "quoted', "label": "1"}, {"text": "b", "label": "0"}]  # stripped, quoting off
+    first = readers.read_tsv(str(path), {"label": 0, "text": 1}, header=False)[0]
+    assert first == {"label": "label", "text": "sentence"}
+    with pytest.raises(ValueError, match=r"column\(s\) \['text'\] not in the header"):
+        readers.read_tsv(str(path), {"text": "text"})
+    with pytest.raises(ValueError, match="row 1 has 2 columns, expected at least 4"):
+        readers.read_tsv(str(path), {"text": 3}, header=False)
+    with pytest.raises(ValueError, match=r"offline.columns \(field -> column\) is required"):
+        readers.read_tsv(str(path), None)
+
+
+def test_read_jsonl_keeps_the_named_keys(tmp_path):
+    path = tmp_path / "d.jsonl"
+    path.write_text(json.dumps({"s": "x", "y": 1, "other": 2}) + "\n\n" + json.dumps({"s": "z", "y": 0}) + "\n")
+    assert readers.read_jsonl(str(path), {"text": "s", "label": "y"}) == [{"text": "x", "label": 1},
+                                                                         {"text": "z", "label": 0}]
+    with pytest.raises(ValueError, match=r"line 1 lacks key\(s\) \['t'\]"):
+        readers.read_jsonl(str(path), {"text": "t"})
+
+
+def test_read_conll_sentences_documents_comments_and_prefixes(tmp_path):
+    path = tmp_path / "eng.train"
+    path.write_text("-DOCSTART- -X- O O\n\nEU NNP B-NP I-ORG\nrejects VBZ B-VP O\n-DOCSTART- -X- O O\n"
+                    "Peter NNP B-NP I-PER\n")
+    expected = [{"tokens": ["EU", "rejects"], "tags": ["I-ORG", "O"]}, {"tokens": ["Peter"], "tags": ["I-PER"]}]
+    assert readers.read_conll(str(path)) == readers.read_conll(str(path), tag_column=3) == expected
+    tabbed = tmp_path / "d.iob2"
+    tabbed.write_text("# sent_id = 1\n1\ten:New York\tB-LOC\n2\ten:is\tO\n\n# sent_id = 2\n1\tBonn\tB-LOC\n")
+    options = {"token_column": 1, "tag_column": 2, "separator": "\t", "comment_prefix": "#"}
+    assert readers.read_conll(str(tabbed), token_prefix="en:", **options) == [
+        {"tokens": ["New York", "is"], "tags": ["B-LOC", "O"]}, {"tokens": ["Bonn"], "tags": ["B-LOC"]}]
+    with pytest.raises(ValueError, match="line 2 has 3 columns; check token_column/tag_column/separator"):
+        readers.read_conll(str(tabbed), **{**options, "tag_column": 3})
+
+
+def test_read_squad_gives_unanswerable_questions_no_answer(tmp_path):
+    qas = [{"id": "a", "question": "Where?", "answers": [{"text": "Paris", "answer_start": 3}]},
+           {"id": "b", "question": "When?", "answers": [], "is_impossible": True,
+            "plausible_answers": [{"text": "Paris", "answer_start": 3}]}]
+    path = tmp_path / "dev-v2.0.json"
+    path.write_text(json.dumps({"version": "v2.0", "data": [{"title": "T", "paragraphs": [
+        {"context": "In Paris.", "qas": qas}]}]}))
+    first, second = readers.read_squad(str(path))
+    assert first == {"id": "a", "title": "T", "question": "Where?", "context": "In Paris.",
+                     "answers": {"text": ["Paris"], "answer_start": [3]}}
+    assert second["id"] == "b" and second["answers"] == {"text": [], "answer_start": []}
+
+
+def test_read_beir_texts_templates_and_qrels_with_or_without_header(tmp_path):
+    with gzip.open(tmp_path / "corpus.jsonl.gz", "wt", encoding="utf-8") as f:
+        f.write(json.dumps({"_id": "d1", "title": "A", "text": "one"}) + "\n")
+        f.write(json.dumps({"_id": "d2", "text": "two"}) + "\n")
+    (tmp_path / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": "first?"}) + "\n")
+    (tmp_path / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t2\nq1\td2\t0\n")
+    (tmp_path / "train.tsv").write_text("q1\td2\t1\n")
+    docs, queries, qrels = readers.read_beir(str(tmp_path / "corpus.jsonl.gz"), str(tmp_path / "queries.jsonl"),
+                                             {"test": str(tmp_path / "test.tsv"), "train": str(tmp_path / "train.tsv")},
+                                             doc_template="{title}: {text}")
+    assert docs == {"d1": "A: one", "d2": ": two"} and queries == {"q1": "first?"}
+    assert qrels == {"test": {"q1": {"d1": 2, "d2": 0}}, "train": {"q1": {"d2": 1}}}
+    assert readers.read_beir(str(tmp_path / "corpus.jsonl.gz"), str(tmp_path / "queries.jsonl"), {})[0]["d1"] == "one"
+
+
+def test_read_hub_keeps_columns_and_names_class_labels(tmp_path):
+    """A local parquet folder stands in for a Hub dataset (no network)."""
+    features = Features({"text": Value("string"), "label": ClassLabel(names=["neg", "pos"]), "extra": Value("int32")})
+    data = {"text": ["a", "b"], "label": [1, 0], "extra": [5, 6]}
+    Dataset.from_dict(data, features=features).to_parquet(str(tmp_path / "train.parquet"))
+    records = readers.read_hub(str(tmp_path), None, None, {"train": "train"}, {"sentence": "text", "label": "label"})
+    assert records == {"train": [{"sentence": "a", "label": "pos"}, {"sentence": "b", "label": "neg"}]}
+    every = readers.read_hub(str(tmp_path), None, None, {"train": "train"}, None)["train"][0]
+    assert every == {"text": "a", "label": "pos", "extra": 5}
+    with pytest.raises(ValueError, match=r"split 'train' lacks column\(s\) \['sentence'\]; fix hub.columns"):
+        readers.read_hub(str(tmp_path), None, None, {"train": "train"}, {"text": "sentence"})
+    with pytest.raises(ValueError, match="has no split 'test'"):
+        readers.read_hub(str(tmp_path), None, None, {"test": "test"}, None)
+
+
+def test_record_files_are_cached_per_path_modification_time_and_options(tmp_path):
+    path = tmp_path / "d.jsonl"
+    path.write_text(json.dumps({"s": "x"}) + "\n")
+    first = readers.read_records("jsonl", path, {"columns": {"text": "s"}})
+    assert first == ({"text": "x"},) and readers.read_records("jsonl", path, {"columns": {"text": "s"}}) is first
+    assert readers.read_records("jsonl", path, {"columns": {"t": "s"}}) == ({"t": "x"},)
+    path.write_text(json.dumps({"s": "y"}) + "\n")
+    os.utime(path, (1, 1))  # a new modification time, whatever the file system's clock resolution
+    assert readers.read_records("jsonl", path, {"columns": {"text": "s"}}) == ({"text": "y"},)
+    with pytest.raises(ValueError, match="format 'beir' has no record reader"):
+        readers.read_records("beir", path, {})
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Typed source settings, and the task identity they must not change
+# ----------------------------------------------------------------------------------------------------------------
+
+# Task identity definitions computed on the commit before the typed settings (f07671f): results are keyed by them.
+# If sst2.yaml / scifact.yaml or the `Task` fields change on purpose, existing results no longer match: update here.
+PINNED_DEFINITIONS = {
+    "sst2": "22c946515bfb55cc6ff2d82a7a610efb0a6f5529987d4d0834648e9678054f13",
+    "scifact": "75101f5c6244c01d4d5d32d52df6837b8e081b7b0fa27e21d79201f3a0629211",
+}
+
+
+def _yaml_of(name: str) -> dict:
+    return yaml.safe_load((tasks_module.TASKS_DIR / f"{name}.yaml").read_text(encoding="utf-8"))
+
+
+def test_sources_are_typed_frozen_and_written_back_as_their_yaml():
+    sst2 = load_task("sst2")
+    assert isinstance(sst2.offline, OfflineSource) and isinstance(sst2.hub, HubSource)
+    assert (sst2.offline.format, sst2.offline.columns, sst2.offline.header) == ("tsv", {"text": "sentence",
+                                                                                       "label": "label"}, True)
+    assert (sst2.hub.path, sst2.hub.name, sst2.hub.revision) == ("nyu-mll/glue", "sst2", None)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        sst2.offline.format = "jsonl"
+    assert load_task("scifact").hub is None and load_task("mldr").offline.stand_in == "squad_pairs"
+    for name in list_tasks():  # a setting written at its default value (header: true) stays written
+        task, raw = load_task(name), _yaml_of(name)
+        for block in ("offline", "hub"):
+            source = getattr(task, block)
+            assert (source.as_dict() if source else None) == raw.get(block), (name, block)
+    assert OfflineSource(format="jsonl", header=True).as_dict() == {"format": "jsonl"}  # built in code: non-defaults
+
+
+@pytest.mark.parametrize("name", PINNED_DEFINITIONS)
+def test_task_identity_is_the_one_results_were_keyed_by(name, data_dir):
+    assert identity.task_identity(load_task(name), "offline", data_dir)["definition"] == PINNED_DEFINITIONS[name]
+
+
+def test_task_identity_hashes_the_yaml_as_the_untyped_registry_did():
+    """Before typed settings the definition was `dataclasses.asdict(task)` with the sources as the YAML mappings."""
+    for name in list_tasks():
+        raw = _yaml_of(name)
+        fields = {f.name: raw.get(f.name, f.default) for f in dataclasses.fields(tasks_module.Task)}
+        old = {k: v for k, v in fields.items() if k not in identity.TASK_FREE_TEXT}
+        expected = hashlib.sha256(json.dumps(old, sort_keys=True, default=str).encode()).hexdigest()
+        assert identity.task_identity(load_task(name), "hub", None)["definition"] == expected, name
+
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -334,10 +528,10 @@ def test_missing_dataset_file_names_file_and_resolution(tmp_path, monkeypatch):
 def test_label_outside_label_set_is_one_line_error(tmp_path):
     (tmp_path / "train.tsv").write_text("0\ta\n1\tb\n" * 10)
     (tmp_path / "test.tsv").write_text("0\ta\n2\tc\n")
-    path = _write_yaml(tmp_path / "bad.yaml", {"name": "bad", "family": "sc", "metric": "accuracy", "budget": {"max_steps": 1},
-                                               "labels": ["no", "yes"], "offline": {"format": "tsv", "root": ".", "header": False,
-                                               "files": {"train": "train.tsv", "test": "test.tsv"}, "columns": {"label": 0, "text": 1},
-                                               "label_values": ["0", "1"]}})
+    path = _write_yaml(tmp_path / "bad.yaml", {
+        "name": "bad", "family": "sc", "metric": "accuracy", "budget": {"max_steps": 1}, "labels": ["no", "yes"],
+        "offline": {"format": "tsv", "root": ".", "header": False, "files": {"train": "train.tsv", "test": "test.tsv"},
+                    "columns": {"label": 0, "text": 1}, "label_values": ["0", "1"]}})
     with pytest.raises(ValueError) as excinfo:
         load_splits(path)
     assert "label(s) ['2'] in the test split are not in the task's label set" in _one_line_error(excinfo)
@@ -349,6 +543,10 @@ def test_label_outside_label_set_is_one_line_error(tmp_path):
     ({"family": "xx"}, "family must be one of"),
     ({"offline": {"format": "csv", "files": {}}}, "offline.format must be one of"),
     ({"offline": {"format": "tsv", "colums": {}}}, "unknown offline key"),
+    ({"hub": {"path": "x", "split": "train"}}, "unknown hub key"),
+    ({"hub": {"name": "sst2"}}, "hub needs ['path']"),
+    ({"offline": ["tsv"]}, "offline must be a mapping of settings"),
+    ({"offline": {"format": "conll", "scheme": "bio"}}, "offline.scheme must be one of ('iob1', 'iob2')"),
 ])
 def test_invalid_task_yaml_is_rejected(tmp_path, change, expected):
     data = {"name": "t", "family": "sc", "metric": "accuracy", "budget": {"max_steps": 1}, "labels": ["a"],
@@ -359,7 +557,8 @@ def test_invalid_task_yaml_is_rejected(tmp_path, change, expected):
 
 
 @pytest.mark.parametrize("kwargs,expected", [
-    ({"source": "web"}, "source must be"), ({"corpus": "some"}, "corpus must be"), ({"max_train": 0}, "max_train must be"),
+    ({"source": "web"}, "source must be"), ({"corpus": "some"}, "corpus must be"),
+    ({"max_train": 0}, "max_train must be"),
 ])
 def test_invalid_load_arguments(kwargs, expected):
     with pytest.raises(ValueError, match=expected):
@@ -378,10 +577,12 @@ def _beir_folder(root, corpus_line=None, qrels_text=None, qrels=("train", "test"
     (root / "qrels").mkdir(parents=True)
     lines = [json.dumps({"_id": f"d{i}", "text": f"doc {i}"}) for i in range(20)]
     (root / "corpus.jsonl").write_text("\n".join(lines + ([corpus_line] if corpus_line else [])) + "\n")
-    (root / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{i}", "text": f"q {i}"}) + "\n" for i in range(20)))
+    (root / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{i}", "text": f"q {i}"}) + "\n"
+                                                for i in range(20)))
     for role in qrels:
         rows = range(10) if role == "train" else range(10, 20)
-        (root / f"qrels/{role}.tsv").write_text(qrels_text or "query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n" for i in rows))
+        text = qrels_text or "query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n" for i in rows)
+        (root / f"qrels/{role}.tsv").write_text(text)
     return {"format": "beir", "root": str(root), "corpus": "corpus.jsonl", "queries": "queries.jsonl",
             "qrels": {role: f"qrels/{role}.tsv" for role in qrels}}
 
@@ -406,8 +607,9 @@ def _squad_file(path, answer):
 def test_malformed_task_data_is_one_line_naming_the_problem(tmp_path, case, expected):
     base = {"name": "t", "budget": {"max_steps": 1}}
     if case in ("corpus_without_id", "space_separated_qrels", "foreign_qrels_header", "test_only_qrels"):
+        no_id = json.dumps({"id": "d99", "text": "no _id"})
         spec = _beir_folder(tmp_path / "beir",
-                            corpus_line=json.dumps({"id": "d99", "text": "no _id"}) if case == "corpus_without_id" else None,
+                            corpus_line=no_id if case == "corpus_without_id" else None,
                             qrels_text={"space_separated_qrels": "q1 d1 1\n",
                                         "foreign_qrels_header": "qid\tdocid\trel\nq1\td1\t1\n"}.get(case),
                             qrels=("test",) if case == "test_only_qrels" else ("train", "test"))
@@ -417,11 +619,13 @@ def test_malformed_task_data_is_one_line_naming_the_problem(tmp_path, case, expe
         if case == "tsv_as_squad":
             path.write_text("sentence\tlabel\nhello\t1\n")
         task = {**base, "family": "qa", "metric": "f1",
-                "offline": {"format": "squad", "root": str(tmp_path), "files": {"train": "qa.json", "test": "qa.json"}}}
+                "offline": {"format": "squad", "root": str(tmp_path),
+                            "files": {"train": "qa.json", "test": "qa.json"}}}
     else:
         (tmp_path / "d.tsv").write_text("".join(f"{i % 2}\tt{i}\n" for i in range(30)))
-        offline = {"format": "tsv", "root": str(tmp_path), "header": False, "files": {"train": "d.tsv", "test": "d.tsv"},
-                   "columns": {"label": 0, "text": 1}, "label_values": ["0", "1"]}
+        offline = {"format": "tsv", "root": str(tmp_path), "header": False,
+                   "files": {"train": "d.tsv", "test": "d.tsv"}, "columns": {"label": 0, "text": 1},
+                   "label_values": ["0", "1"]}
         if case == "derive_without_seed":
             offline["derive"] = {"validation": {"from": "train", "fraction": 0.1}}
         if case == "header_false_named_columns":

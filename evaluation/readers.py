@@ -1,0 +1,389 @@
+"""Dataset readers: one plain function per offline file format, registered in `READERS`, and the Hub reader.
+
+The task registry (`evaluation.tasks`) resolves a task's files, then calls the reader of its `offline.format`
+with the `offline:` settings that the format's `READERS` entry names, as keyword arguments. Every file may be
+gzip-compressed (a name ending in .gz).
+
+Offline formats and their options (keys of a task YAML's `offline:` block):
+    tsv     GLUE style, tab-separated, quoting off (a `"` is text). `columns` maps each input field to a header
+            name, or to a 0-based column number when `header: false` (default true: the first row is a header).
+            Values are stripped of surrounding whitespace.
+    jsonl   one JSON object per line. `columns` maps each input field to a key.
+    conll   one token per line, a blank line between sentences. `token_column` (default 0) and `tag_column`
+            (default -1: the last) are 0-based; `separator` splits a line (null, the default: any whitespace);
+            lines starting with `comment_prefix` are skipped; a line whose first column is `docstart` (default
+            -DOCSTART-) ends the sentence and is dropped; `token_prefix` (e.g. "en:") is stripped from tokens.
+    squad   SQuAD v1.1 / v2.0 JSON ({"data": [{"title", "paragraphs": [{"context", "qas": [...]}]}]}); no options.
+            A question marked `is_impossible` has no answer.
+    beir    `corpus` and `queries`: JSON lines of {"_id", "text"} (the corpus may add "title"); `qrels`:
+            {role: TSV file}, each with BEIR's header query-id<TAB>corpus-id<TAB>score (optional) and one
+            judgement per line; `doc_template` (default "{text}") builds a document from "title" and "text".
+The record formats (tsv, jsonl, conll, squad) return raw records, one dict per example with the fields the task
+names (tc: "tokens" and "tags"; qa: "id", "title", "question", "context", "answers"); they are cached in-process
+per (format, path, modification time, options) by `read_records`. beir returns texts by id and judgements.
+
+Hub source (`hub:`): `read_hub` reads the `splits` ({role: Hub split}) of a Hub dataset (or a local folder) with
+`datasets.load_dataset(path, name, revision=revision)` and keeps its `columns` ({field: column}; default: every
+column under its own name); integer labels stored as `ClassLabel` become the feature's names. `read_hub_retrieval`
+reads the mteb/BEIR layout: `corpus` / `queries` ({name, split}: a config and, when it has several, its split),
+`qrels` ({name, splits: {role: split}}), and training pairs from another dataset (`train_pairs`: {path, name,
+split, revision, columns: {"query": column, "positive": column}}).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import functools
+import gzip
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from datasets import ClassLabel, Dataset
+
+# ----------------------------------------------------------------------------------------------------------------
+# Record formats
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def read_tsv(path: str, columns: dict | None, header: bool = True) -> list[dict]:
+    """Records of a tab-separated file (quoting off).
+
+    Args:
+        path: the file (.gz allowed).
+        columns: {field: header name}, or {field: 0-based column number} when `header` is false.
+        header: whether the first non-empty row names the columns.
+
+    Returns:
+        One {field: stripped cell} per non-empty row.
+    """
+    columns = _required_columns(path, columns)
+    with _open_text(path) as f:
+        rows = [row for row in csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE) if row]
+    if header:
+        names, rows = rows[0], rows[1:]
+        missing = [c for c in columns.values() if c not in names]
+        if missing:
+            raise ValueError(f"{path}: column(s) {missing} not in the header {names}; fix offline.columns")
+        index = {field: names.index(col) for field, col in columns.items()}
+    else:
+        named = {field: col for field, col in columns.items() if not isinstance(col, int)}
+        if named:
+            raise ValueError(f"{path}: offline.header is false, so offline.columns must give 0-based column numbers, "
+                             f"not names {named}")
+        index = dict(columns)
+    width = max(index.values()) + 1
+    for n, row in enumerate(rows):
+        if len(row) < width:
+            raise ValueError(f"{path}: row {n + 1} has {len(row)} columns, expected at least {width}")
+    return [{field: row[i].strip() for field, i in index.items()} for row in rows]
+
+
+def read_jsonl(path: str, columns: dict | None) -> list[dict]:
+    """Records of a JSON-lines file: {field: object[key]} for `columns` {field: key}, one per non-empty line."""
+    columns = _required_columns(path, columns)
+    records = []
+    with _open_text(path) as f:
+        for n, line in enumerate(f):
+            if line.strip():
+                obj = json.loads(line)
+                missing = [c for c in columns.values() if c not in obj]
+                if missing:
+                    raise ValueError(f"{path}: line {n + 1} lacks key(s) {missing}; fix offline.columns")
+                records.append({field: obj[col] for field, col in columns.items()})
+    return records
+
+
+def _required_columns(path: str, columns: dict | None) -> dict:
+    if not columns:
+        raise ValueError(f"{path}: offline.columns (field -> column) is required for this format")
+    return columns
+
+
+def read_conll(
+    path: str,
+    token_column: int = 0,
+    tag_column: int = -1,
+    separator: str | None = None,
+    comment_prefix: str | None = None,
+    docstart: str | None = "-DOCSTART-",
+    token_prefix: str | None = None,
+) -> list[dict]:
+    """Sentences of a CoNLL-style file, one token per line (options: see the module docstring).
+
+    Returns:
+        One {"tokens": [...], "tags": [...]} per sentence, the tags as written (IOB1 is converted by the registry).
+    """
+    prefix = token_prefix or ""
+    sentences, tokens, tags = [], [], []
+    with _open_text(path) as f:
+        for n, line in enumerate(f):
+            line = line.rstrip("\n")
+            if comment_prefix and line.startswith(comment_prefix):
+                continue
+            parts = line.split(separator) if line.strip() else []
+            if not parts or parts[0] == docstart:
+                if tokens:
+                    sentences.append({"tokens": tokens, "tags": tags})
+                tokens, tags = [], []
+                continue
+            if len(parts) <= max(token_column, tag_column):
+                raise ValueError(f"{path}: line {n + 1} has {len(parts)} columns; check "
+                                 "token_column/tag_column/separator")
+            token = parts[token_column]
+            tokens.append(token[len(prefix):] if prefix and token.startswith(prefix) else token)
+            tags.append(parts[tag_column])
+    if tokens:
+        sentences.append({"tokens": tokens, "tags": tags})
+    return sentences
+
+
+def read_squad(path: str) -> list[dict]:
+    """Questions of a SQuAD v1.1 / v2.0 JSON file.
+
+    Returns:
+        One {"id", "title", "question", "context", "answers": {"text": [...], "answer_start": [...]}} per
+        question; an `is_impossible` question has empty answer lists.
+    """
+    with _open_text(path) as f:
+        data = json.load(f)["data"]
+    records = []
+    for article in data:
+        for paragraph in article["paragraphs"]:
+            for qa in paragraph["qas"]:
+                answers = [] if qa.get("is_impossible") else qa["answers"]
+                records.append({
+                    "id": qa["id"],
+                    "title": article.get("title", ""),
+                    "question": qa["question"],
+                    "context": paragraph["context"],
+                    "answers": {"text": [a["text"] for a in answers],
+                                "answer_start": [a["answer_start"] for a in answers]},
+                })
+    return records
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# BEIR
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def read_beir(
+    corpus: str, queries: str, qrels: dict[str, str], doc_template: str = "{text}"
+) -> tuple[dict[str, str], dict[str, str], dict[str, dict[str, dict[str, int]]]]:
+    """A BEIR folder's texts and judgements.
+
+    Args:
+        corpus: the corpus JSON-lines file ({"_id", "text", optional "title"} per line).
+        queries: the queries JSON-lines file ({"_id", "text"} per line).
+        qrels: {role: qrels TSV file}.
+        doc_template: str.format template over "title" and "text" (the result is stripped).
+
+    Returns:
+        ({doc id: document}, {query id: query}, {role: {query id: {doc id: score}}}).
+    """
+    docs = {r["_id"]: doc_template.format(title=r.get("title", ""), text=r["text"]).strip()
+            for r in _read_beir_jsonl(corpus, ("_id", "text"))}
+    texts = {r["_id"]: r["text"] for r in _read_beir_jsonl(queries, ("_id", "text"))}
+    return docs, texts, {role: read_qrels(path) for role, path in qrels.items()}
+
+
+@functools.lru_cache(maxsize=16)
+def _read_beir_jsonl(path: str, required: tuple[str, ...] = ()) -> tuple[dict, ...]:
+    records = []
+    with _open_text(path) as f:
+        for n, line in enumerate(f):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise ValueError(f"{path}: line {n + 1} is not JSON ({error}); a BEIR corpus/queries file is JSON "
+                                 "lines") from None
+            missing = [k for k in required if not isinstance(record, dict) or k not in record]
+            if missing:
+                raise ValueError(f"{path}: line {n + 1} lacks {missing}; BEIR corpus/queries lines need "
+                                 '{"_id": ..., "text": ...}')
+            records.append(record)
+    return tuple(records)
+
+
+def read_qrels(path: str) -> dict[str, dict[str, int]]:
+    """A BEIR qrels TSV: header `query-id<TAB>corpus-id<TAB>score`, then one judgement per line."""
+    qrels: dict[str, dict[str, int]] = {}
+    with _open_text(path) as f:
+        rows = [row for row in csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE) if row]
+    if rows and len(rows[0]) >= 3 and rows[0][:2] != ["query-id", "corpus-id"] and not _is_number(rows[0][2]):
+        raise ValueError(f"{path}: header {rows[0]} is not BEIR's query-id<TAB>corpus-id<TAB>score")
+    start = 1 if rows and rows[0][:2] == ["query-id", "corpus-id"] else 0
+    for n, row in enumerate(rows[start:], start + 1):
+        if len(row) < 3 or not _is_number(row[2]):
+            raise ValueError(f"{path}: line {n} is {row!r}, not query-id<TAB>corpus-id<TAB>score (tab-separated, "
+                             "numeric score)")
+        qrels.setdefault(row[0], {})[row[1]] = int(float(row[2]))
+    return qrels
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The table the registry uses
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Reader:
+    """An offline format: its reader, and the `offline:` settings passed to it as keyword arguments.
+
+    Attributes:
+        read: a record reader `read(path, **options) -> list[dict]`, or for beir `read_beir`.
+        options: names of the `OfflineSource` fields the reader takes.
+        records: True for the record formats (sc, tc, qa tasks); False for beir, read by the ir loader.
+    """
+
+    read: Callable
+    options: tuple[str, ...] = ()
+    records: bool = True
+
+
+READERS: dict[str, Reader] = {
+    "tsv": Reader(read_tsv, ("columns", "header")),
+    "jsonl": Reader(read_jsonl, ("columns",)),
+    "conll": Reader(read_conll, ("token_column", "tag_column", "separator", "comment_prefix", "docstart",
+                                 "token_prefix")),
+    "squad": Reader(read_squad),
+    "beir": Reader(read_beir, ("doc_template",), records=False),
+}
+
+
+def read_records(fmt: str, path: Path, options: dict) -> tuple[dict, ...]:
+    """The raw records of one file in a record format (cached in-process: callers must not mutate the records).
+
+    Args:
+        fmt: a record format of `READERS`.
+        path: the file.
+        options: the reader's keyword arguments (its `READERS` entry's options).
+    """
+    return _read_file(fmt, str(path), path.stat().st_mtime, json.dumps(options, sort_keys=True))
+
+
+@functools.lru_cache(maxsize=64)
+def _read_file(fmt: str, path: str, mtime: float, options_json: str) -> tuple[dict, ...]:
+    """Parse one file into raw records, cached per path, modification time and options."""
+    record_formats = sorted(name for name, reader in READERS.items() if reader.records)
+    if fmt not in record_formats:
+        raise ValueError(f"{path}: format {fmt!r} has no record reader; use one of {record_formats}")
+    try:
+        return tuple(READERS[fmt].read(path, **json.loads(options_json)))
+    except (KeyError, IndexError, TypeError, json.JSONDecodeError, UnicodeDecodeError, gzip.BadGzipFile,
+            EOFError) as error:
+        raise ValueError(f"{path} is not a valid {fmt} file ({type(error).__name__}: {error}); check offline.format "
+                         "and the file") from None
+
+
+def _open_text(path: str):
+    return gzip.open(path, "rt", encoding="utf-8") if path.endswith(".gz") else open(path, encoding="utf-8")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Hub
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def hub_split(path: str, name: str | None, split: str | None, revision: str | None) -> Dataset:
+    """One split of a Hub (or local folder) dataset; with split None the dataset must have a single split."""
+    import datasets
+
+    loaded = datasets.load_dataset(path, name, revision=revision)
+    if split is None:
+        if len(loaded) != 1:
+            raise ValueError(f"{path} ({name}) has splits {list(loaded)}; name the one to use in the task YAML")
+        split = next(iter(loaded))
+    if split not in loaded:
+        raise ValueError(f"{path} ({name}) has no split {split!r}; available: {list(loaded)}")
+    return loaded[split]
+
+
+def read_hub(
+    path: str, name: str | None, revision: str | None, splits: dict[str, str], columns: dict | None
+) -> dict[str, list[dict]]:
+    """Raw records of a Hub dataset's splits.
+
+    Args:
+        path, name, revision: the dataset, as `datasets.load_dataset` takes them.
+        splits: {role: Hub split}.
+        columns: {field: column}; None keeps every column under its own name.
+
+    Returns:
+        {role: [{field: value}]}, `ClassLabel` integers replaced by their names.
+    """
+    records = {}
+    for role, split in splits.items():
+        ds = hub_split(path, name, split, revision)
+        kept = columns or {c: c for c in ds.column_names}
+        missing = [c for c in kept.values() if c not in ds.column_names]
+        if missing:
+            raise ValueError(f"{path} ({name}): split {split!r} lacks column(s) {missing}; fix hub.columns")
+        rows = ds.select_columns(list(dict.fromkeys(kept.values()))).to_list()
+        names = {field: _class_names(ds.features[col]) for field, col in kept.items()}
+        records[role] = [{field: _named(row[col], names[field]) for field, col in kept.items()} for row in rows]
+    return records
+
+
+def _class_names(feature) -> list[str] | None:
+    feature = getattr(feature, "feature", feature)  # Sequence / List of ClassLabel
+    return list(feature.names) if isinstance(feature, ClassLabel) else None
+
+
+def _named(value, names: list[str] | None):
+    if names is None:
+        return value
+    return [names[v] for v in value] if isinstance(value, list) else names[value]
+
+
+def read_hub_retrieval(
+    path: str,
+    revision: str | None,
+    corpus: dict,
+    queries: dict,
+    qrels: dict,
+    train_pairs: dict | None = None,
+    doc_template: str = "{text}",
+) -> tuple[dict[str, str], dict[str, str], dict[str, dict[str, dict[str, int]]], Dataset | None]:
+    """mteb/BEIR layout on the Hub: configs for corpus, queries and qrels; training pairs from another dataset.
+
+    Args:
+        path, revision: the dataset.
+        corpus, queries: {name: config, split: split (optional when the config has one split)}.
+        qrels: {name: config, splits: {role: split}}.
+        train_pairs: {path, name, split, revision, columns: {"query": column, "positive": column}}, or None.
+        doc_template: str.format template over "title" and "text".
+
+    Returns:
+        ({doc id: document}, {query id: query}, {role: {query id: {doc id: score}}}, pairs Dataset or None).
+    """
+    corpus_ds = hub_split(path, corpus.get("name"), corpus.get("split"), revision)
+    id_col = "_id" if "_id" in corpus_ds.column_names else "id"
+    docs = {str(r[id_col]): doc_template.format(title=r.get("title") or "", text=r["text"]).strip()
+            for r in corpus_ds}
+    queries_ds = hub_split(path, queries.get("name"), queries.get("split"), revision)
+    id_col = "_id" if "_id" in queries_ds.column_names else "id"
+    texts = {str(r[id_col]): r["text"] for r in queries_ds}
+    judgements = {}
+    for role, split in qrels["splits"].items():
+        for r in hub_split(path, qrels.get("name"), split, revision):
+            judgements.setdefault(role, {}).setdefault(str(r["query-id"]), {})[str(r["corpus-id"])] = int(r["score"])
+    pairs = None
+    if train_pairs:
+        ds = hub_split(train_pairs["path"], train_pairs.get("name"), train_pairs.get("split"),
+                       train_pairs.get("revision"))
+        columns = train_pairs.get("columns") or {"query": "query", "positive": "positive"}
+        pairs = Dataset.from_dict({field: ds[col] for field, col in columns.items()})
+    return docs, texts, judgements, pairs
