@@ -15,7 +15,7 @@ The default config has its LM head at about a third of all parameters, as in the
 
 `--compile regional` adds a second table, eager vs compiled, same weights, same batch, same process, interleaved
 likewise: our MLM with the fixed-shape head (`mlm_positions`, K per row as the recipe's `mlm_fixed_shape`) and
-our CLM, each as is and with every decoder layer compiled in place (`recipes.training.compile_decoder_layers`, the
+our CLM, each as is and with every decoder layer compiled in place (`recipes.trainer.compile_decoder_layers`, the
 recipe's `compile: regional`); compile time falls in the warmup steps. On CUDA the 210m MFU line gets its compiled
 twin and the ratio.
 
@@ -56,7 +56,7 @@ from modeling_eurobert import (
 from modeling_eurobert.export_native import native_config
 from recipes.data import masked_positions_bound
 from recipes.flops import bf16_peak_flops, training_flops_per_token
-from recipes.training import compile_decoder_layers
+from recipes.trainer import compile_decoder_layers
 
 
 def make_parser() -> argparse.ArgumentParser:

@@ -20,7 +20,7 @@ whether the paper did; default: fresh optimizer). The data continue after the bl
 from recipes.pretrain import main as _main
 from recipes.pretrain import make_parser as _make_parser
 from recipes.pretrain import pretrain
-from recipes.training import CptArguments
+from recipes.settings import CptArguments
 
 
 def make_parser():

@@ -18,17 +18,17 @@ import sys
 
 from core import cli
 from recipes import data, pretrain
-from recipes.training import (
+from recipes.checks import check_sources
+from recipes.inputs import (
     build_blocks,
-    check_sources,
-    data_identity,
     given_tokenizer,
-    global_batch,
     hub_token_estimate,
     load_training_corpus,
     select_blocks,
     toy_tokenizer,
 )
+from recipes.provenance import data_identity
+from recipes.settings import global_batch
 
 
 def prepare_pretraining(argv: list[str]) -> dict:

@@ -27,36 +27,33 @@ from core import artifacts, cli
 from core.sentence_transformers_files import write_sentence_transformers_files
 from modeling_eurobert.tokenizer_settings import configure_tokenizer
 from recipes import data
-from recipes.training import (
-    RUN_CONFIG_NAME,
-    LoadOptimizerStateCallback,
-    ObjectiveCollator,
-    PretrainArguments,
-    PretrainingTrainer,
-    RecipeParser,
-    SchedulePlanCallback,
-    build_blocks,
-    build_collator,
-    build_model,
+from recipes.checks import (
     check_data_identity,
     check_output_dir,
     check_run_settings,
     check_sources,
     check_token_budget,
-    compile_decoder_layers,
+)
+from recipes.inputs import (
+    build_blocks,
     cpt_start,
-    data_identity,
-    decay_steps,
     given_tokenizer,
-    global_batch,
     hub_token_estimate,
     load_training_corpus,
-    make_run_info,
-    resolved_config,
     select_blocks,
-    step_flops_per_token,
     toy_tokenizer,
-    write_run_info,
+)
+from recipes.provenance import data_identity, make_run_info, resolved_config, write_run_info
+from recipes.settings import PretrainArguments, RecipeParser, decay_steps, global_batch
+from recipes.trainer import (
+    LoadOptimizerStateCallback,
+    ObjectiveCollator,
+    PretrainingTrainer,
+    SchedulePlanCallback,
+    build_collator,
+    build_model,
+    compile_decoder_layers,
+    step_flops_per_token,
 )
 
 
@@ -136,7 +133,8 @@ def train(run: PreparedRun) -> PretrainingTrainer:
     lock = artifacts.exclusive_lock(output_dir / artifacts.LOCK_NAME, f"output_dir {output_dir}")
     with lock if training_args.should_save else contextlib.nullcontext():
         if training_args.should_save:
-            artifacts.write_json_atomic(output_dir / RUN_CONFIG_NAME, resolved_config(run_args, training_args, run.identity))
+            artifacts.write_json_atomic(output_dir / artifacts.RUN_CONFIG_NAME,
+                                        resolved_config(run_args, training_args, run.identity))
         trainer = PretrainingTrainer(
             model=run.model, args=training_args, train_dataset=run.train_blocks, data_collator=run.collator,
             processing_class=run.tokenizer, callbacks=callbacks,

@@ -11,8 +11,11 @@ from safetensors.torch import load_file
 from torch._dynamo.utils import counters
 from transformers import AutoModelForMaskedLM
 
+from core import artifacts
 from modeling_eurobert import load_architecture
-from recipes import flops, plan, pretrain, training
+from recipes import flops, plan, pretrain
+from recipes.checks import check_run_settings
+from recipes.trainer import build_collator, step_flops_per_token
 
 DEBUG = "recipes/configs/debug.yaml"
 STEPS, SWITCH = 6, 3  # steps 1-3 CLM, 4-6 MLM 40%
@@ -75,7 +78,7 @@ def test_compiled_run_resumes_from_a_checkpoint_and_finishes(runs, tmp_path):
     with the uninterrupted run's weights."""
     source = Path(runs["compiled"].args.output_dir)
     (tmp_path / "resumed").mkdir()
-    shutil.copy(source / training.RUN_CONFIG_NAME, tmp_path / "resumed")
+    shutil.copy(source / artifacts.RUN_CONFIG_NAME, tmp_path / "resumed")
     shutil.copytree(source / "checkpoint-4", tmp_path / "resumed" / "checkpoint-4")
     resumed = pretrain.pretrain(*parse(tmp_path / "resumed", runs["cache_dir"], "--compile", "regional",
                                    "--mlm_fixed_shape", "true", "--save_strategy", "steps", "--save_steps", "2"))
@@ -106,8 +109,8 @@ def test_mfu_flops_follow_the_objective_and_the_plan(runs):
     config = load_architecture("610m")
     assert flops.training_flops_per_token(config, 2048, 0.4) == plan.flops_per_token("610m", 0.4)
     run_args, _ = pretrain.make_parser().parse_args_and_config(["--config", DEBUG])
-    collator = training.build_collator(run_args, runs["eager"].processing_class, blocks_per_step=4)
-    per_token = training.step_flops_per_token(config, 128, collator)
+    collator = build_collator(run_args, runs["eager"].processing_class, blocks_per_step=4)
+    per_token = step_flops_per_token(config, 128, collator)
     assert per_token(run_args.switch_step - 1) == flops.training_flops_per_token(config, 128, 1.0)
     assert per_token(run_args.switch_step) == flops.training_flops_per_token(config, 128, run_args.mlm_probability)
     assert flops.bf16_peak_flops("NVIDIA H100 80GB HBM3") == 989e12 and flops.bf16_peak_flops("Tesla T4") is None
@@ -120,5 +123,5 @@ def test_mfu_flops_follow_the_objective_and_the_plan(runs):
 ])
 def test_bad_speed_settings_fail_before_writing(tmp_path, extra, message):
     with pytest.raises(ValueError, match=message):
-        training.check_run_settings(*parse(tmp_path / "out", tmp_path / "cache", *extra))
+        check_run_settings(*parse(tmp_path / "out", tmp_path / "cache", *extra))
     assert not (tmp_path / "out").exists()

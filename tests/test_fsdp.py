@@ -20,7 +20,8 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForMaskedLM
 
-from recipes import pretrain, training
+from recipes import pretrain
+from recipes.checks import check_run_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = "recipes/accelerate/fsdp.yaml"
@@ -62,7 +63,7 @@ def test_pretrain_refuses_fsdp_on_the_cpu(monkeypatch):
     monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")  # what `accelerate launch --config_file fsdp.yaml` sets
     run_args, training_args = pretrain.make_parser().parse_args_and_config(["--config", "recipes/configs/debug.yaml"])
     with pytest.raises(ValueError, match="asks for FSDP, which accelerate runs on GPUs only"):
-        training.check_run_settings(run_args, training_args)
+        check_run_settings(run_args, training_args)
 
 
 RUN = ["--config", "recipes/configs/debug.yaml", "--use_cpu", "false", "--max_docs", "200", "--block_size", "64",

@@ -17,7 +17,8 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForMaskedLM
 
-from recipes import manifest, prepare_data, pretrain, training
+from recipes import manifest, prepare_data, pretrain
+from recipes.checks import check_batch_layout, check_output_dir
 from recipes.plan import write_plan
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -306,19 +307,19 @@ def test_resume_with_another_global_batch_is_refused(two_node_run):
     output_dir = str(two_node_run["output_dir"])
     with pytest.raises(ValueError, match=r"trained with a global batch of 4 blocks \(2 processes x 2 per device x 1 "
                                          r"accumulation steps\) but this launch gives 2 .*gradient_accumulation_steps 2"):
-        training.check_output_dir(*parse(["--output_dir", output_dir, "--per_device_train_batch_size", "2"]))
+        check_output_dir(*parse(["--output_dir", output_dir, "--per_device_train_batch_size", "2"]))
     with pytest.raises(ValueError, match="belongs to a run with other settings .*average_tokens_across_devices"):
-        training.check_output_dir(*parse(["--output_dir", output_dir + "-other", "--per_device_train_batch_size", "4",
-                                          "--average_tokens_across_devices", "false",
-                                          "--resume_from_checkpoint", output_dir + "/checkpoint-2"]))
+        check_output_dir(*parse(["--output_dir", output_dir + "-other", "--per_device_train_batch_size", "4",
+                                 "--average_tokens_across_devices", "false",
+                                 "--resume_from_checkpoint", output_dir + "/checkpoint-2"]))
     # the same global batch on 1 process is accepted: auto-resume from the newest checkpoint
-    resume = training.check_output_dir(*parse(["--output_dir", output_dir, "--per_device_train_batch_size", "4"]))
+    resume = check_output_dir(*parse(["--output_dir", output_dir, "--per_device_train_batch_size", "4"]))
     assert resume == output_dir + "/checkpoint-4"
     # a decay branch (3 steps, its 1-step decay from step 2) follows the same rule against its stable run
     branch = ["--output_dir", output_dir + "-branch", "--branch_from", output_dir, "--max_steps", "3"]
-    assert training.check_output_dir(*parse([*branch, "--per_device_train_batch_size", "4"])) == output_dir + "/checkpoint-2"
+    assert check_output_dir(*parse([*branch, "--per_device_train_batch_size", "4"])) == output_dir + "/checkpoint-2"
     with pytest.raises(ValueError, match="the stable run .* trained with a global batch of 4 blocks"):
-        training.check_output_dir(*parse([*branch, "--per_device_train_batch_size", "2"]))
+        check_output_dir(*parse([*branch, "--per_device_train_batch_size", "2"]))
 
 
 def test_layout_change_needs_the_loss_over_all_processes():
@@ -326,8 +327,8 @@ def test_layout_change_needs_the_loss_over_all_processes():
                                 "average_tokens_across_devices": False}}
     same_batch = {"training_args": {**stored["training_args"], "world_size": 1, "gradient_accumulation_steps": 2}}
     with pytest.raises(ValueError, match="average_tokens_across_devices is false"):
-        training.check_batch_layout(stored, same_batch, "out/x")
-    training.check_batch_layout(stored, stored, "out/x")  # unchanged layout: nothing to check
+        check_batch_layout(stored, same_batch, "out/x")
+    check_batch_layout(stored, stored, "out/x")  # unchanged layout: nothing to check
 
 
 @pytest.mark.slow

@@ -20,7 +20,8 @@ from model_cards.generate import (
     parse_name,
 )
 from model_cards.results_dataset import task_test_data
-from recipes.training import CptArguments, PretrainArguments, make_run_info
+from recipes.provenance import make_run_info
+from recipes.settings import CptArguments, PretrainArguments
 
 TASKS = [("sst2", "sc", "accuracy"), ("conll2003", "tc", "sentence_macro_f1"), ("squad", "qa", "f1"),
          ("scifact", "ir", "ndcg@10")]  # as evaluation.report writes them
@@ -40,7 +41,7 @@ INSTANCES = {
 def make_checkpoint(path, name, objective="mlm", mlm_probability=0.4, steps=200, switch_step=None,
                     cpt_base=None, scale="toy", extra_files=True, is_causal=None, branch_from=None):
     """A small but complete `save_pretrained` folder whose run_info.json is written by the real
-    `recipes.training.make_run_info`, with the local paths a real run records (output_dir, tokenizer, base...)."""
+    `recipes.provenance.make_run_info`, with the local paths a real run records (output_dir, tokenizer, base...)."""
     path.mkdir(parents=True)
     auto_map = {"AutoConfig": "configuration_eurobert.EuroBertConfig", "AutoModel": "modeling_eurobert.EuroBertModel",
                 "AutoModelForMaskedLM": "modeling_eurobert.EuroBertForMaskedLM"}

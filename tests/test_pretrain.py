@@ -10,7 +10,9 @@ from safetensors.torch import load_file
 from transformers import AutoModelForMaskedLM
 
 from core import paths
-from recipes import cpt, data, manifest, pretrain, training
+from recipes import cpt, data, manifest, pretrain
+from recipes.checks import check_run_settings
+from recipes.trainer import build_model
 
 DEBUG = "recipes/configs/debug.yaml"
 
@@ -85,7 +87,7 @@ def test_run_trains_every_parameter_and_reloads(three_runs, name):
     losses = [log["loss"] for log in trainer.state.log_history if "loss" in log]
     assert losses and all(torch.isfinite(torch.tensor(losses)))
     tokenizer = trainer.processing_class
-    initial = training.build_model(run_args, tokenizer, training_args.seed).state_dict()
+    initial = build_model(run_args, tokenizer, training_args.seed).state_dict()
     trained = {k: v.detach() for k, v in trainer.model.state_dict().items()}
     unchanged = [k for k in initial if torch.equal(initial[k], trained[k])]
     assert not unchanged, f"parameters never updated: {unchanged}"
@@ -200,7 +202,7 @@ def test_every_shipped_yaml_parses():
         # paper configs assume 8 GPUs (global batch 1152); here there is one CPU process
         extra = ["--global_batch_size", "null"] if "paper" in path.parts else []
         run_args, training_args = parser.parse_args_and_config(["--config", str(path), "--use_cpu", "true", *extra])
-        training.check_run_settings(run_args, training_args)
+        check_run_settings(run_args, training_args)
         if recipe:
             assert run_args.objective == recipe.objective and training_args.run_name == recipe.name
 

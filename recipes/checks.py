@@ -1,0 +1,299 @@
+"""Checks that run before anything is written to `output_dir`, and the checks of a run that continues another.
+
+- `check_run_settings`, `check_sources`, `check_tokenizer_matches_base`, `check_token_budget`: contradictory
+  settings, missing paths, a tokenizer whose ids the base model's embeddings do not mean, a corpus too small for the
+  run (estimated before it is tokenized);
+- `check_output_dir`: where training starts (`--resume_from_checkpoint`, auto-resume from the newest complete
+  checkpoint, the stable checkpoint of a decay branch), refusing to mix runs or to write over what this recipe did
+  not make; `check_batch_layout`: a resume on another number of processes keeps the same optimizer steps;
+- `check_data_identity`: a resume, a decay branch or CPT never continues on other data or another tokenizer.
+
+They read only; bad input raises one `ValueError` / `FileNotFoundError` line naming the fix.
+"""
+
+import os
+from pathlib import Path
+
+from transformers import TrainingArguments
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+from core import artifacts
+from core.artifacts import RUN_CONFIG_NAME
+from recipes import data
+from recipes.provenance import RUN_CONFIG_FORMAT, resolved_config
+from recipes.settings import CptArguments, PretrainArguments, decay_steps, global_batch
+
+_BUDGET_KEYS = {"max_steps", "decay_branches", "branch_from", "intermediate_steps"}  # differ between a run's branches
+
+# How a step's blocks are spread over processes and micro-batches; a resume may change it (`check_batch_layout`).
+_LAYOUT_KEYS = ("world_size", "per_device_train_batch_size", "gradient_accumulation_steps")
+
+
+def check_run_settings(run_args: PretrainArguments, training_args: TrainingArguments) -> None:
+    """Refuse contradictory settings before any file is written (one-line errors)."""
+    total = training_args.max_steps
+    if total is None or total <= 0:
+        raise ValueError("set max_steps > 0: budgets are counted in optimizer steps (paper: 42000)")
+    if training_args.train_sampling_strategy != "sequential":
+        raise ValueError("set train_sampling_strategy: sequential "
+                         "(every objective must read the blocks in the same order)")
+    if training_args.remove_unused_columns:
+        raise ValueError("set remove_unused_columns: false (the collator needs each block's block_index)")
+    if training_args.data_seed is None:
+        raise ValueError("set data_seed: it fixes the block order that every objective shares "
+                         "(paper: one seed for all runs)")
+    if run_args.compile != "none" and training_args.torch_compile:
+        raise ValueError("compile: regional compiles the decoder layers already; drop torch_compile "
+                         "(it would compile the whole model on top)")
+    if os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true" and training_args.device.type == "cpu":
+        # accelerate enables FSDP on accelerators only; on the CPU it would quietly train with DDP instead
+        raise ValueError("the accelerate config asks for FSDP, which accelerate runs on GPUs only (on the CPU it "
+                         "would train with DDP instead); launch CPU runs with recipes/accelerate/cpu.yaml")
+    if run_args.switch_step is not None and not 0 < run_args.switch_step < total:
+        raise ValueError(f"switch_step={run_args.switch_step} must be strictly between 0 and max_steps={total}")
+    bad = [s for s in run_args.intermediate_steps if not 0 < s <= total]
+    if bad:
+        raise ValueError(f"intermediate_steps {bad} fall outside (0, max_steps={total}]")
+    if run_args.global_batch_size is not None and run_args.global_batch_size != global_batch(training_args):
+        raise ValueError(
+            f"global_batch_size={run_args.global_batch_size} but devices x per_device_train_batch_size x "
+            f"gradient_accumulation_steps = {global_batch(training_args)}; adjust the per-device batch or accumulation"
+        )
+    if run_args.decay_branches or run_args.branch_from:
+        _check_budgets(run_args, training_args)
+
+
+def _check_budgets(run_args: PretrainArguments, training_args: TrainingArguments) -> None:
+    decay = decay_steps(training_args)
+    if decay <= 0:
+        raise ValueError("decay branches need lr_scheduler_type: warmup_stable_decay "
+                         "with lr_scheduler_kwargs.num_decay_steps > 0")
+    bad = [b for b in run_args.decay_branches if not training_args.warmup_steps + decay < b <= training_args.max_steps]
+    if bad:
+        raise ValueError(f"decay_branches {bad} must lie in (warmup + decay, max_steps={training_args.max_steps}]")
+    if run_args.decay_branches and training_args.save_total_limit is not None:
+        raise ValueError("save_total_limit would delete the decay-branch checkpoints; unset it for a stable run")
+    if run_args.branch_from and run_args.decay_branches:
+        raise ValueError("a run is either a stable run (decay_branches) or a decay branch (branch_from), not both")
+
+
+def _config_diff(stored: dict, current: dict, ignore: set[str] = frozenset(),
+                 groups=("run_settings", "training_args")) -> list[str]:
+    diff = []
+    for group in groups:
+        for key in sorted(set(stored.get(group, {})) | set(current.get(group, {}))):
+            old, new = stored.get(group, {}).get(key), current.get(group, {}).get(key)
+            if key not in ignore and old != new:
+                diff.append(f"{group + '.' if group == 'data' else ''}{key}: {old!r} -> {new!r}")
+    return diff
+
+
+def _read_run_config(path: Path) -> dict:
+    stored = artifacts.read_json(path, "run config")
+    if stored.get("format") != RUN_CONFIG_FORMAT:
+        raise ValueError(f"{path} was written by an older version of the recipes (format {stored.get('format', 1)}, "
+                         f"now {RUN_CONFIG_FORMAT}) and lacks the data identity a resume checks; use a new output_dir")
+    return stored
+
+
+def last_complete_checkpoint(directory: str | os.PathLike) -> str | None:
+    """Newest `checkpoint-N` under `directory` whose trainer_state.json exists (the Trainer writes it last)."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return None
+    done = [p for p in directory.glob(f"{PREFIX_CHECKPOINT_DIR}-*") if (p / "trainer_state.json").is_file()]
+    return str(max(done, key=lambda p: int(p.name.split("-")[-1]))) if done else None
+
+
+def check_sources(run_args: PretrainArguments) -> None:
+    """The paths a run reads exist (a Hub id is checked for its form only; loading it tells the rest)."""
+    for what, source in (("model_name_or_path", run_args.model_name_or_path),
+                         ("tokenizer_name_or_path", run_args.tokenizer_name_or_path)):
+        if source:
+            artifacts.local_or_hub(source, what)
+    if run_args.branch_from and not Path(run_args.branch_from).is_dir():
+        raise FileNotFoundError(f"branch_from {run_args.branch_from} does not exist; train the stable run first")
+
+
+def check_output_dir(run_args: PretrainArguments, training_args: TrainingArguments) -> str | None:
+    """Decide where training starts, refusing to mix runs or to write over what this recipe did not make. Reads only.
+
+    Returns:
+        The checkpoint to resume from: `--resume_from_checkpoint`, else the newest complete checkpoint in
+        `output_dir` (auto-resume), else the stable checkpoint of a decay branch, else None.
+
+    Raises:
+        ValueError: `output_dir` is an input of the run, holds files of something else, or a run made with other
+            settings; the resume checkpoint is not a complete one of this run; the branch's stable run is missing.
+    """
+    output_dir = Path(training_args.output_dir)
+    for role, source in (("model_name_or_path", run_args.model_name_or_path), ("branch_from", run_args.branch_from),
+                         ("tokenizer_name_or_path", run_args.tokenizer_name_or_path)):
+        if source and Path(source).expanduser().resolve() == output_dir.resolve():
+            raise ValueError(f"output_dir {output_dir} is also the {role}: training would overwrite its own input; "
+                             "choose another output_dir")
+    current = resolved_config(run_args, training_args)
+    config_path = output_dir / RUN_CONFIG_NAME
+    if config_path.is_file():
+        stored = _read_run_config(config_path)
+        diff = _config_diff(stored, current, ignore=set(_LAYOUT_KEYS))
+        if diff:
+            raise ValueError(f"{output_dir} was made by a different config ({'; '.join(diff)}); use a new output_dir")
+        check_batch_layout(stored, current, str(output_dir))
+    elif output_dir.is_dir() and any(p.name != artifacts.LOCK_NAME for p in output_dir.iterdir()):
+        raise ValueError(f"{output_dir} is not empty and has no {RUN_CONFIG_NAME}, so this recipe did not make it; "
+                         "choose a new or empty output_dir (nothing was written)")
+    if training_args.resume_from_checkpoint:
+        return _check_resume_checkpoint(training_args.resume_from_checkpoint, current)
+    if resume := last_complete_checkpoint(output_dir):
+        return resume
+    if run_args.branch_from:
+        return _branch_checkpoint(run_args, training_args, current)
+    return None
+
+
+def _check_resume_checkpoint(checkpoint: str, current: dict) -> str:
+    """An explicit `--resume_from_checkpoint` must be a complete Trainer checkpoint of a run with these settings."""
+    path = Path(checkpoint)
+    if not (path / "trainer_state.json").is_file():
+        raise ValueError(f"--resume_from_checkpoint {checkpoint} is not a complete Trainer checkpoint (no "
+                         "trainer_state.json); pass <output_dir>/checkpoint-N")
+    info = artifacts.read_run_info(path)
+    if info is not None:
+        diff = _config_diff(info.get("run_config", {}), current, ignore=_BUDGET_KEYS | set(_LAYOUT_KEYS))
+        if diff:
+            raise ValueError(f"--resume_from_checkpoint {checkpoint} belongs to a run with other settings "
+                             f"({'; '.join(diff)}); resume from a checkpoint of this run")
+        check_batch_layout(info.get("run_config", {}), current, f"--resume_from_checkpoint {checkpoint}")
+    return str(path)
+
+
+def _branch_checkpoint(run_args: PretrainArguments, training_args: TrainingArguments, current: dict) -> str:
+    """The stable checkpoint a decay branch starts from, after checking the stable run used the same settings."""
+    start = training_args.max_steps - decay_steps(training_args)
+    checkpoint = Path(run_args.branch_from) / f"{PREFIX_CHECKPOINT_DIR}-{start}"
+    if not (checkpoint / "trainer_state.json").is_file():
+        raise ValueError(f"decay branch needs the stable checkpoint {checkpoint}; "
+                         f"run the stable run with decay_branches including {training_args.max_steps}")
+    stable = _read_run_config(Path(run_args.branch_from) / RUN_CONFIG_NAME)
+    diff = _config_diff(stable, current, ignore=_BUDGET_KEYS | set(_LAYOUT_KEYS))
+    if diff:
+        raise ValueError(f"decay branch differs from its stable run {run_args.branch_from}: {'; '.join(diff)}")
+    check_batch_layout(stable, current, f"the stable run {run_args.branch_from}")
+    return str(checkpoint)
+
+
+def check_batch_layout(stored: dict, current: dict, where: str) -> None:
+    """Allow a run to continue on another number of processes, per-device batch or accumulation when its optimizer
+    steps stay the same; refuse otherwise, naming the numbers.
+
+    The update is the same when (1) the global batch (processes x per-device batch x accumulation) is unchanged:
+    the blocks are read in order, so step s reads blocks [s G, (s + 1) G) whatever the layout, the Trainer skips
+    s x G blocks on resume, and each block's MLM mask is seeded by its index; and (2) the loss of a step is the sum
+    over its labelled tokens divided by their count over all processes (`average_tokens_across_devices: true`, the
+    default; the LM heads take the Trainer's `num_items_in_batch`). At most the order of floating-point sums changes
+    (2 processes <-> 1 is bit-identical: tests/test_launch.py). The RNG states of the old ranks are not needed:
+    masks come from block indices and the architectures have no dropout. A DDP checkpoint holds the whole optimizer
+    state; an FSDP one resumed on another world size is untested.
+
+    Args:
+        stored: the `run_config.json` (or a checkpoint's `run_info.json` run_config) of the run continued.
+        current: `resolved_config` of this launch.
+        where: what `stored` came from, for the message.
+    """
+    old = {k: stored.get("training_args", {}).get(k) for k in _LAYOUT_KEYS}
+    new = {k: current["training_args"][k] for k in _LAYOUT_KEYS}
+    if old == new:
+        return
+
+    def layout(v):
+        return (f"{v['world_size']} processes x {v['per_device_train_batch_size']} per device x "
+                f"{v['gradient_accumulation_steps']} accumulation steps")
+
+    old_batch, new_batch = (v["world_size"] * v["per_device_train_batch_size"] * v["gradient_accumulation_steps"]
+                            for v in (old, new))
+    if old_batch != new_batch:
+        per_step = new["world_size"] * new["per_device_train_batch_size"]
+        hint = (f"gradient_accumulation_steps {old_batch // per_step}" if old_batch % per_step == 0 else
+                f"a per-device batch and accumulation whose product with {new['world_size']} processes is {old_batch}")
+        raise ValueError(f"{where} trained with a global batch of {old_batch} blocks ({layout(old)}) but this launch "
+                         f"gives {new_batch} ({layout(new)}): its steps would read other blocks; keep {old_batch} "
+                         f"blocks per step (here: {hint})")
+    if (not current["training_args"].get("average_tokens_across_devices")
+            and max(old["world_size"], new["world_size"]) > 1):
+        raise ValueError(f"{where} trained with {layout(old)} and this launch uses {layout(new)}, but "
+                         "average_tokens_across_devices is false: each process divides its loss by its own token "
+                         "count, so the update depends on the split; resume with the original layout")
+
+
+def check_data_identity(run_args: PretrainArguments, training_args: TrainingArguments, identity: dict,
+                        resume: str | None) -> None:
+    """Refuse to continue a run (resume, decay branch, CPT) on other blocks or with another tokenizer.
+
+    Compared with: the output_dir's own `run_config.json` (resume), the stable run's (decay branch), the resume
+    checkpoint's `run_info.json`, and for CPT the base's `run_info.json` unless `data_start_block` says where to
+    start in data the base did not see.
+    """
+    stored = []
+    if (Path(training_args.output_dir) / RUN_CONFIG_NAME).is_file():
+        stored.append((training_args.output_dir,
+                       _read_run_config(Path(training_args.output_dir) / RUN_CONFIG_NAME).get("data")))
+    if run_args.branch_from:
+        stored.append((run_args.branch_from,
+                       _read_run_config(Path(run_args.branch_from) / RUN_CONFIG_NAME).get("data")))
+    if resume and (info := artifacts.read_run_info(resume)) is not None:
+        stored.append((resume, info.get("data")))
+    base = artifacts.read_run_info(run_args.model_name_or_path) if isinstance(run_args, CptArguments) else None
+    if base is not None and run_args.data_start_block is None:
+        stored.append((run_args.model_name_or_path, base.get("data")))
+    for where, recorded in stored:
+        diff = _config_diff({"data": {k: (recorded or {}).get(k) for k in identity}}, {"data": identity},
+                            groups=("data",))
+        if diff:
+            raise ValueError(f"this run reads other data than {where} ({'; '.join(diff)}): a different corpus, "
+                             "data_dir, max_docs or tokenizer; use the original data, or a new output_dir"
+                             + (" (CPT on new data: set data_start_block)"
+                                if where == run_args.model_name_or_path else ""))
+
+
+def check_tokenizer_matches_base(tokenizer, run_args: PretrainArguments) -> None:
+    """Refuse a tokenizer whose ids do not mean what the base model's embeddings learned.
+
+    The base's embedding rows must cover the tokenizer, and when the base directory ships its own tokenizer, the
+    given one must map every token to the same id (a new toy BPE would keep a few hundred ids of 8192).
+    """
+    from transformers import AutoConfig
+
+    base = run_args.model_name_or_path
+    try:
+        vocab_size = AutoConfig.from_pretrained(base, trust_remote_code=True).vocab_size
+    except (OSError, ValueError) as error:
+        raise artifacts.hub_load_error(base, "the base model's config", error) from None
+    if len(tokenizer) > vocab_size:
+        raise ValueError(f"the tokenizer has {len(tokenizer)} tokens but {base} has {vocab_size} embeddings; use the "
+                         "base model's own tokenizer (drop --tokenizer_name_or_path)")
+    if (run_args.tokenizer_name_or_path and Path(base).is_dir()
+            and any((Path(base) / f).is_file() for f in artifacts.TOKENIZER_FILES)):
+        own, given = data.load_tokenizer(base).get_vocab(), tokenizer.get_vocab()
+        differ = sum(own.get(token) != i for token, i in given.items()) + len(own.keys() - given.keys())
+        if differ:
+            raise ValueError(f"tokenizer {run_args.tokenizer_name_or_path} differs from the base model's own ({differ} "
+                             f"of {len(own)} tokens change id), so the embeddings of {base} would mean other tokens; "
+                             "drop --tokenizer_name_or_path to use the base's")
+
+
+def check_token_budget(run_args: PretrainArguments, training_args: TrainingArguments, first_block: int,
+                       estimate: dict | None) -> None:
+    """Refuse, before the corpus is tokenized, a run whose blocks the corpus cannot fill (an estimate from a
+    tokenized sample: `recipes.data.estimate_tokens`); the exact count is checked again once the blocks exist."""
+    if estimate is None:
+        return
+    needed = first_block + training_args.max_steps * global_batch(training_args)
+    available = estimate["tokens"] // run_args.block_size * run_args.epochs
+    if available < needed:
+        raise ValueError(
+            f"corpus {run_args.corpus_source} yields about {estimate['tokens']:,} tokens ({estimate['documents']:,} "
+            f"documents x {estimate['tokens_per_document']:.0f} tokens, estimated from {estimate['sampled']:,}), about "
+            f"{available:,} blocks of {run_args.block_size} over {run_args.epochs} epoch(s), but the run needs "
+            f"{needed:,} blocks ({needed * run_args.block_size:,} tokens, from block {first_block}); add corpus_source "
+            "entries (comma-separated) or a bigger corpus_name, set epochs (repeats the data), or lower max_steps")

@@ -1,0 +1,104 @@
+"""What a run reads, built once the settings are checked (`recipes/pretrain.py`, `recipes/prepare_data.py`): thin
+wrappers over `recipes.data`.
+
+- `given_tokenizer` / `toy_tokenizer`: the given tokenizer (or the base model's own), else the toy BPE trained on
+  the corpus;
+- `hub_token_estimate`, `load_training_corpus`, `build_blocks`, `select_blocks`: the corpus's token estimate before
+  any download, the corpus, its packed blocks in the fixed order, and the blocks this run reads;
+- `cpt_start`: where a CPT run starts in the data, and the optimizer state it keeps.
+"""
+
+from pathlib import Path
+
+import datasets
+
+from core import artifacts, cli, paths
+from recipes import data
+from recipes.checks import check_tokenizer_matches_base, last_complete_checkpoint
+from recipes.settings import CptArguments, PretrainArguments
+
+
+def given_tokenizer(run_args: PretrainArguments):
+    """The run's tokenizer when it does not depend on the corpus: the given one, else for a run that continues
+    existing weights (CPT, a converted decoder) the base model's own; None for the toy BPE."""
+    source = run_args.tokenizer_name_or_path or run_args.model_name_or_path
+    if not source:
+        return None
+    tokenizer = data.load_tokenizer(source, objective=run_args.objective)
+    if run_args.model_name_or_path:
+        check_tokenizer_matches_base(tokenizer, run_args)
+    return tokenizer
+
+
+def toy_tokenizer(run_args: PretrainArguments, corpus: datasets.Dataset, main_process_first):
+    """The toy BPE of a run from scratch without a tokenizer, trained once and cached by corpus and vocabulary."""
+    path = Path(run_args.data_cache_dir) / f"toy-tokenizer-{corpus._fingerprint}-{run_args.toy_vocab_size}"
+    with main_process_first(desc="toy tokenizer"):
+        data.cached_toy_tokenizer(corpus, run_args.toy_vocab_size, path)
+    return data.load_tokenizer(path, objective=run_args.objective)
+
+
+def hub_token_estimate(run_args: PretrainArguments, tokenizer) -> dict | None:
+    """For a single Hub corpus, `data.estimate_hub_tokens` before anything is downloaded; None otherwise."""
+    entries = cli.split_list(run_args.corpus_source)
+    if tokenizer is None or len(entries) != 1 or not paths.is_hub_id(entries[0].partition(":")[0]):
+        return None
+    if datasets.config.HF_HUB_OFFLINE:  # a launch after `recipes.prepare_data`: the corpus is in the cache and is
+        return None  # estimated once loaded (streaming a sample needs the network)
+    source, _, config = entries[0].partition(":")
+    return data.estimate_hub_tokens(source, config or run_args.corpus_name, "train", tokenizer)
+
+
+def load_training_corpus(run_args: PretrainArguments) -> datasets.Dataset:
+    """The training corpus (several sources concatenated in order), capped at `max_docs` documents."""
+    corpus = data.load_corpora(run_args.corpus_source, run_args.data_dir, split="train", name=run_args.corpus_name)
+    if run_args.max_docs is not None:
+        corpus = corpus.select(range(min(run_args.max_docs, len(corpus))))
+    return corpus
+
+
+def build_blocks(run_args: PretrainArguments, tokenizer, corpus: datasets.Dataset, data_seed: int,
+                 main_process_first) -> datasets.Dataset:
+    """The corpus's packed blocks in the `data_seed` order (built once, by the main process first)."""
+    with main_process_first(desc="packing"):
+        return data.build_packed_dataset(
+            tokenizer, corpus, run_args.block_size, data_seed, run_args.data_cache_dir, run_args.num_proc
+        )
+
+
+def select_blocks(blocks: datasets.Dataset, first_block: int, needed: int, epochs: int = 1) -> data.BlockStream:
+    """`needed` blocks of the fixed order from `first_block`; with `epochs` > 1 the order is read again from its
+    start (documented repetition), otherwise a run that needs more blocks than the corpus packs into is refused."""
+    if first_block + needed > epochs * len(blocks):
+        raise ValueError(
+            f"the run needs {needed} blocks from block {first_block} but the corpus packs into {len(blocks)} "
+            f"(x {epochs} epoch(s)); add documents (max_docs, more corpus_source entries, a bigger config), set "
+            "epochs, or lower max_steps / the batch size"
+        )
+    return data.BlockStream(blocks, first_block, needed)
+
+
+def cpt_start(run_args: PretrainArguments) -> tuple[str | None, int, str | None]:
+    """For a CPT run: (base name, first block to read, optimizer file to keep); (None, 0, None) otherwise.
+
+    The first block continues after the blocks the base run consumed (its `tokens_seen` / block size), so CPT
+    sees unseen data; a converted decoder (no run_info) starts at block 0 unless `data_start_block` says otherwise.
+    """
+    if not isinstance(run_args, CptArguments):
+        return None, 0, None
+    base = artifacts.read_run_info(run_args.model_name_or_path) or {}
+    base_name = base.get("name") or Path(run_args.model_name_or_path).name
+    first_block = run_args.data_start_block
+    if first_block is None:
+        first_block = base.get("tokens_seen", 0) // run_args.block_size
+    optimizer_file = None
+    if run_args.keep_optimizer_state:
+        candidates = [Path(run_args.model_name_or_path)]
+        if last := last_complete_checkpoint(run_args.model_name_or_path):
+            candidates.append(Path(last))
+        found = [c / "optimizer.pt" for c in candidates if (c / "optimizer.pt").is_file()]
+        if not found:
+            raise ValueError(f"keep_optimizer_state: no optimizer.pt in {run_args.model_name_or_path} "
+                             "or its last checkpoint; drop the option")
+        optimizer_file = str(found[-1])
+    return base_name, first_block, optimizer_file

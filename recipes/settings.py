@@ -1,0 +1,266 @@
+"""Run settings and their parser, for `recipes/pretrain.py` and `recipes/cpt.py` (SPEC "Optimisation").
+
+- `PretrainArguments` / `CptArguments`: the study-specific run settings (everything else is `TrainingArguments`);
+- `RecipeParser`: `--config FILE.yaml` + CLI overrides, unknown keys raise (`load_config` checks the YAML's keys and
+  value types before any work);
+- `decay_steps`, `global_batch`: the WSD decay length and the blocks per optimizer step of a `TrainingArguments`.
+"""
+
+import os
+import types
+import typing
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+import yaml
+from transformers import HfArgumentParser, TrainingArguments
+
+from modeling_eurobert import ARCHITECTURES
+from recipes import data
+
+COMPILE_MODES = ("none", "regional")
+WEIGHT_DECAY_SCOPES = ("all", "no_norms_biases")
+
+
+@dataclass
+class PretrainArguments:
+    """Study-specific run settings; optimisation and logging stay in `TrainingArguments`.
+
+    The seed of the fixed block order is `TrainingArguments.data_seed` (required: every objective must share it).
+
+    Groups: model (`architecture` | `model_name_or_path`, `tokenizer_name_or_path`, `toy_vocab_size`);
+    data (`corpus_source`, `corpus_name`, `data_dir`, `max_docs`, `block_size`, `data_cache_dir`,
+    `num_proc`, `epochs`, `global_batch_size`); objective (`objective`, `mlm_probability`, `mask_replace_prob`,
+    `random_replace_prob`, `masking_seed`, PFS `switch_step`, `reset_optimizer_at_switch`); optimiser
+    (`weight_decay_scope`); budgets
+    (`decay_branches`, `branch_from`, `intermediate_steps`); provenance (`scale`, `log_block_order`);
+    speed, same losses (`compile`, `mlm_fixed_shape`, `mlm_fixed_shape_std`).
+    """
+
+    architecture: str | None = field(default=None, metadata={
+        "help": f"architecture for a run from scratch: {', '.join(ARCHITECTURES)}"})
+    model_name_or_path: str | None = field(default=None, metadata={
+        "help": "start from these weights instead (CPT, converted decoder)"})
+    tokenizer_name_or_path: str | None = field(default=None, metadata={
+        "help": "tokenizer dir or Hub id (paper: Llama-3 with <|mask|>); none = train the toy BPE"})
+    toy_vocab_size: int = field(default=8192, metadata={
+        "help": "vocabulary of the toy BPE trained when no tokenizer is given"})
+    corpus_source: str = field(default="bundle", metadata={
+        "help": "'bundle' (offline Wikipedia), a local file/dir, or a Hub id (paper: HuggingFaceFW/fineweb-edu); "
+                "several, comma-separated, are concatenated in order (a Hub id may name its config: id:config)"})
+    corpus_name: str | None = field(default=None, metadata={
+        "help": "Hub dataset config (paper: sample-350BT, see docs/protocol.md)"})
+    data_dir: str | None = field(default=None, metadata={
+        "help": "data bundle dir (default: $MLM_VS_CLM_DATA, then ../shared/data)"})
+    max_docs: int | None = field(default=None, metadata={
+        "help": "keep only the first N documents of the corpus (toy and test runs)"})
+    block_size: int = field(default=2048, metadata={"help": "tokens per packed block (paper: 2048)"})
+    data_cache_dir: str = field(default=".cache/pretrain", metadata={
+        "help": "where tokenized/packed Arrow files and toy tokenizers are cached"})
+    num_proc: int = field(default=1, metadata={"help": "tokenization processes"})
+    epochs: int = field(default=1, metadata={
+        "help": "times the fixed block order may be read (a run needing more blocks than one pass wraps around to the "
+                "start; each block then gets a fresh mask); 1 = never repeat data"})
+    global_batch_size: int | None = field(default=None, metadata={
+        "help": "blocks per optimizer step; if set, devices x per-device batch x accumulation must equal it"})
+    objective: str = field(default="mlm", metadata={
+        "help": "clm or mlm (with switch_step: the objective after the switch, mlm)"})
+    mlm_probability: float = field(default=0.4, metadata={
+        "help": "masking ratio p in (0, 1) (paper: 0.2-0.5; 0.4 for PFS and CPT)"})
+    mask_replace_prob: float = field(default=1.0, metadata={
+        "help": "share of masked tokens replaced by <|mask|> (original code: 1.0)"})
+    random_replace_prob: float = field(default=0.0, metadata={
+        "help": "share of masked tokens replaced by a random token (BERT: 0.1)"})
+    masking_seed: int = field(default=0, metadata={"help": "seed of the MLM masks, combined with each block's index"})
+    switch_step: int | None = field(default=None, metadata={
+        "help": "PFS: steps 1..switch_step are CLM, later steps MLM, in one run"})
+    weight_decay_scope: str = field(default="all", metadata={
+        "help": "all: weight decay on every parameter, one AdamW group (the original Optimus code); no_norms_biases: "
+                "the Trainer's default, norms and biases undecayed"})
+    reset_optimizer_at_switch: bool = field(default=False, metadata={
+        "help": "PFS: clear AdamW moments at the switch (default: carry them over)"})
+    decay_branches: list[int] = field(default_factory=list, metadata={
+        "help": "budgets (steps) that branch a decay off this stable run; keeps checkpoints at budget - decay"})
+    branch_from: str | None = field(default=None, metadata={
+        "help": "output_dir of the stable run this decay branch starts from (max_steps = the budget)"})
+    intermediate_steps: list[int] = field(default_factory=list, metadata={
+        "help": "steps whose weights are saved to <output_dir>/intermediate/step-<N> "
+                "(paper: 1000 2000 5000 10000 20000 40000)"})
+    step_divisor: int = field(default=1, metadata={
+        "help": "toy scales: paper steps / this run's steps; "
+                "intermediate checkpoints are named with paper steps (step x step_divisor)"})
+    scale: str | None = field(default=None, metadata={
+        "help": "manifest scale this run belongs to (paper, toy, smoke); provenance only"})
+    log_block_order: bool = field(default=False, metadata={
+        "help": "append the block indices of every step to <output_dir>/block_order-rank<R>.jsonl (audit)"})
+    compile: str = field(default="none", metadata={
+        "help": "none, or regional: torch.compile each decoder layer in place (same parameter names and checkpoints; "
+                "a PFS switch costs one recompile). Paper configs on GPU use regional; CPU runs and tests: none"})
+    mlm_fixed_shape: bool = field(default=False, metadata={
+        "help": "MLM batches carry each block's masked positions padded to a fixed K, so the LM head has static "
+                "shapes (no host sync, compilable); a batch with a row above K takes the exact path, counted as "
+                "mlm_overflow_batches in the logs. Same loss. Paper configs: true"})
+    mlm_fixed_shape_std: float = field(default=data.MASKED_POSITIONS_STD, metadata={
+        "help": "margin of K in standard deviations of the binomial mask count: "
+                "K = ceil(T p + std sqrt(T p (1 - p))), T = block_size (see recipes.data.masked_positions_bound)"})
+
+    def __post_init__(self):
+        if self.objective not in data.OBJECTIVES:
+            raise ValueError(f"objective={self.objective!r} is unknown; use one of {data.OBJECTIVES}")
+        if not 0.0 < self.mlm_probability < 1.0:
+            raise ValueError(f"mlm_probability={self.mlm_probability} must be in (0, 1) (paper: 0.2 to 0.5)")
+        if (self.architecture is None) == (self.model_name_or_path is None):
+            raise ValueError("give exactly one of --architecture (from scratch) or --model_name_or_path (continue)")
+        if self.architecture is not None and self.architecture not in ARCHITECTURES:
+            raise ValueError(f"architecture={self.architecture!r} is unknown; choose one of {', '.join(ARCHITECTURES)}")
+        if self.switch_step is not None and self.objective != "mlm":
+            raise ValueError("switch_step flips CLM to MLM; set objective: mlm (the objective after the switch)")
+        if self.weight_decay_scope not in WEIGHT_DECAY_SCOPES:
+            raise ValueError(f"weight_decay_scope={self.weight_decay_scope!r}: use one of {WEIGHT_DECAY_SCOPES}")
+        if self.epochs < 1:
+            raise ValueError(f"epochs={self.epochs} must be >= 1")
+        if self.max_docs is not None and self.max_docs < 1:
+            raise ValueError(f"max_docs={self.max_docs} must be >= 1")
+        if self.compile not in COMPILE_MODES:
+            raise ValueError(f"compile={self.compile!r} is unknown; use one of {COMPILE_MODES}")
+        if self.mlm_fixed_shape_std < 0:
+            raise ValueError(f"mlm_fixed_shape_std={self.mlm_fixed_shape_std} must be >= 0 (default 4)")
+
+
+@dataclass
+class CptArguments(PretrainArguments):
+    """MLM continued pretraining (CPT) from a decayed checkpoint or a converted decoder.
+
+    Adds `keep_optimizer_state` and `data_start_block` to `PretrainArguments`; `model_name_or_path` is required.
+    """
+
+    keep_optimizer_state: bool = field(default=False, metadata={
+        "help": "load AdamW moments from the base's last Trainer checkpoint (default: fresh optimizer)"})
+    data_start_block: int | None = field(default=None, metadata={
+        "help": "first block of the fixed order to read; default: continue after the base run's blocks (0 for a "
+                "converted decoder)"})
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.model_name_or_path is None:
+            raise ValueError("CPT starts from existing weights: pass --model_name_or_path "
+                             "(a decayed run or a converted decoder)")
+        if self.objective != "mlm" or self.switch_step is not None or self.branch_from or self.decay_branches:
+            raise ValueError("CPT is MLM only: "
+                             "drop objective/switch_step/branch_from/decay_branches from the CPT config")
+
+
+class RecipeParser(HfArgumentParser):
+    """`HfArgumentParser` over (run settings, `TrainingArguments`) with `--config FILE.yaml`; CLI overrides YAML.
+
+    Optional run settings also accept `null` on the command line, to unset a value the YAML sets.
+    """
+
+    def __init__(self, dataclass_types, **kwargs):
+        super().__init__(dataclass_types, **kwargs)
+        # HfArgumentParser strips None from f.type
+        optional = {f.name for f in fields(dataclass_types[0]) if f.default is None}
+        for action in self._actions:
+            if action.dest in optional and callable(action.type):
+                action.type = _nullable(action.type)
+
+    def parse_args_and_config(self, argv: list[str] | None = None) -> tuple:
+        """Parse `argv` (default: sys.argv[1:]), reading `--config` first.
+
+        Returns:
+            (run settings, TrainingArguments).
+
+        Raises:
+            ValueError: the YAML holds keys no dataclass knows.
+        """
+        import sys
+
+        argv = list(sys.argv[1:] if argv is None else argv)
+        if "--config" in argv:
+            at = argv.index("--config")
+            config_path, argv = argv[at + 1], argv[:at] + argv[at + 2 :]
+            self.set_defaults(**load_config(config_path, self.dataclass_types))
+        return tuple(self.parse_args_into_dataclasses(args=argv, look_for_args_file=False))
+
+
+def _nullable(convert):
+    def parse(text: str):
+        return None if text.lower() in ("null", "none") else convert(text)
+    parse.__name__ = getattr(convert, "__name__", "value")  # argparse names the type in its errors
+    return parse
+
+
+def load_config(path: str | os.PathLike, dataclass_types) -> dict:
+    """Read a recipe YAML: a mapping whose keys some dataclass of `dataclass_types` defines, with values of the
+    field's type (a list where a list is expected, a number where a number is), each checked before any work."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"config file {path} does not exist")
+    try:
+        config = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as error:
+        raise ValueError(f"{path} is not valid YAML: {str(error).splitlines()[0]}") from None
+    config = {} if config is None else config
+    if not isinstance(config, dict):
+        raise ValueError(f"{path} must be a mapping of settings (key: value), not a {type(config).__name__}")
+    # the class annotations, not `fields()`: HfArgumentParser rewrites field types in place (dict -> str)
+    annotations = {name: kind for cls in dataclass_types for name, kind in typing.get_type_hints(cls).items()}
+    unknown = sorted(set(config) - set(annotations))
+    if unknown:
+        raise ValueError(f"{path}: unknown keys {unknown}; see `--help` for the run settings and TrainingArguments")
+    for key, value in config.items():
+        expected = _expected_kinds(annotations[key])
+        wrong = expected and (not isinstance(value, expected) or (isinstance(value, bool) and bool not in expected))
+        if isinstance(value, list) and annotations[key] == list[int]:
+            wrong = any(not isinstance(item, int) or isinstance(item, bool) for item in value)
+            expected = ("a list of integers",)
+        if wrong:
+            words = {int: "an integer", float: "a number", bool: "true or false", str: "a string", list: "a list",
+                     type(None): "null"}
+            names = " or ".join(dict.fromkeys(words.get(k, k) for k in expected
+                                              if not (k is int and float in expected)))
+            raise ValueError(f"{path}: {key} must be {names}, got {value!r}")
+    return config
+
+
+def _expected_kinds(annotation) -> tuple[type, ...]:
+    """The YAML value types a dataclass field accepts; () when the annotation is too loose to check."""
+    if isinstance(annotation, str):  # postponed annotations ("int | None")
+        kinds = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,)}
+        parts = [part.strip() for part in annotation.split("|")]
+        if any(part.startswith(("list", "List")) for part in parts):
+            return (list,) + ((type(None),) if "None" in parts else ())
+        found = [kind for part in parts for kind in kinds.get(part, ())]
+        if len(found) != sum(len(kinds[p]) for p in parts if p in kinds) or not found:
+            return ()
+        return tuple(found) + ((type(None),) if "None" in parts else ())
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if annotation is bool:
+        return (bool,)
+    if annotation is int:
+        return (int,)
+    if annotation is float:
+        return (int, float)
+    if annotation is str:
+        return (str,)
+    if origin is list:
+        return (list,)
+    if origin in (typing.Union, types.UnionType):
+        kinds = [_expected_kinds(a) for a in args if a is not type(None)]
+        if not kinds or any(not k for k in kinds):
+            return ()
+        return tuple({k for group in kinds for k in group}) + ((type(None),) if type(None) in args else ())
+    return ()
+
+
+def decay_steps(training_args: TrainingArguments) -> int:
+    """Length of the WSD decay phase (`lr_scheduler_kwargs.num_decay_steps`), 0 without a WSD schedule."""
+    if training_args.lr_scheduler_type != "warmup_stable_decay":
+        return 0
+    return int(training_args.lr_scheduler_kwargs.get("num_decay_steps", 0))
+
+
+def global_batch(training_args: TrainingArguments) -> int:
+    """Blocks per optimizer step over all devices."""
+    return (training_args.per_device_train_batch_size * training_args.world_size
+            * training_args.gradient_accumulation_steps)

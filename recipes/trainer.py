@@ -1,0 +1,295 @@
+"""The trainer and its pieces, shared by `recipes/pretrain.py` and `recipes/cpt.py` (SPEC "Optimisation").
+
+- `build_model`: a fresh model of the named architecture, or existing weights (CPT, a converted decoder);
+- `ObjectiveCollator` (`build_collator`): picks CLM or MLM for a batch from the step its blocks belong to (this is how
+  PFS switches objective inside one run, whatever the number of workers, processes or resumes);
+- `PretrainingTrainer` and the callbacks: tokens/s, data-pipeline share and MFU (`step_flops_per_token`) in the
+  logs, planned checkpoints (decay-branch points, final step), intermediate checkpoints, optimizer reset at the PFS
+  switch, `run_info.json` (`recipes.provenance`) and the sentence-transformers files
+  (`core.sentence_transformers_files`) in every saved checkpoint;
+- `compile_decoder_layers` (`compile: regional`) and, with `mlm_fixed_shape`, MLM batches whose masked positions
+  have a fixed count per block (a static-shape LM head; overflow batches counted in the logs).
+
+Design choices (documented in the README):
+- One model object for both objectives: the LM head, called with `is_causal=True` and the input ids as labels for
+  CLM steps (the model shifts them: next-token prediction goes with causal attention, in the model only) and
+  `is_causal=False` with MLM labels for MLM steps; each batch says which (`ObjectiveCollator`). CLM runs use
+  `EuroBertClmMlmForCausalLM`, MLM, PFS and CPT runs `EuroBertClmMlmForMaskedLM`: same parameters and state-dict
+  keys, so every checkpoint loads into either, and the head class decides the attention pattern a checkpoint's
+  config.json records (a PFS run's checkpoints say bidirectional, also during its CLM phase).
+- Budgets: a stable run with `decay_branches: [12000, 22000]` keeps full Trainer checkpoints at 10000 and 20000
+  (budget - decay steps); a branch run (`branch_from: <stable output_dir>`, `max_steps: 12000`) resumes from that
+  checkpoint (weights, optimizer, scheduler step, data position, RNG) under the WSD schedule of a 12000-step run,
+  whose decay starts exactly there. The 42k stable run's own last 2000 steps are its decay branch.
+- The WSD schedule is transformers' `warmup_stable_decay` (`lr_scheduler_kwargs`: num_decay_steps, decay_type
+  linear, min_lr_ratio 0), not a hand-written one.
+"""
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from transformers import Trainer, TrainerCallback, set_seed
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+from core import artifacts
+from core.artifacts import INTERMEDIATE_DIR
+from core.sentence_transformers_files import write_sentence_transformers_files
+from modeling_eurobert import EuroBertClmMlmForCausalLM, EuroBertClmMlmForMaskedLM, load_architecture
+from modeling_eurobert.modeling_eurobert import EuroBertClmMlmDecoderLayer
+from recipes import data, flops
+from recipes.provenance import write_run_info
+from recipes.settings import PretrainArguments
+
+logger = logging.getLogger(__name__)
+
+
+def build_model(run_args: PretrainArguments, tokenizer, seed: int) -> EuroBertClmMlmForMaskedLM:
+    """A fresh model of the named architecture whose special ids come from the tokenizer, or existing weights (CPT).
+    The head class is the run's: causal for CLM runs, bidirectional for the others (what config.json records)."""
+    model_class = EuroBertClmMlmForCausalLM if run_args.objective == "clm" else EuroBertClmMlmForMaskedLM
+    if run_args.model_name_or_path:
+        artifacts.check_weights(run_args.model_name_or_path)
+        try:
+            return model_class.from_pretrained(run_args.model_name_or_path, dtype=torch.float32)
+        except OSError as error:
+            raise artifacts.hub_load_error(run_args.model_name_or_path, "the base model", error) from None
+    config = load_architecture(
+        run_args.architecture, vocab_size=len(tokenizer), bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, mask_token_id=tokenizer.mask_token_id,
+    )
+    set_seed(seed)  # the initial weights depend on the run seed only
+    return model_class(config)
+
+
+def compile_decoder_layers(model: torch.nn.Module) -> int:
+    """Compile every `EuroBertClmMlmDecoderLayer` of `model` in place with `nn.Module.compile` (inductor); returns
+    how many.
+
+    Regional compilation: the layers are identical, so dynamo compiles one graph that every layer reuses (with
+    inlined nn modules the parameters are graph inputs); the embedding, the final norm and the LM head stay eager.
+    In place rather than `torch.compile(model)`: parameter names get no `_orig_mod.` prefix, so state dicts,
+    checkpoints and resume are those of an eager model, and accelerate's FSDP2 wrapping still finds the layers (its
+    own regional path, `compile_regions_fsdp2`, compiles the same way). The attention pattern reaches the layers as
+    a Python bool that dynamo guards on, so a PFS run compiles one graph per pattern: one recompile at the switch.
+    """
+    layers = [module for module in model.modules() if isinstance(module, EuroBertClmMlmDecoderLayer)]
+    if not layers:
+        raise ValueError(f"{type(model).__name__} has no EuroBertClmMlmDecoderLayer to compile")
+    for layer in layers:
+        layer.compile()
+    return len(layers)
+
+
+def step_flops_per_token(config, block_size: int, collator: "ObjectiveCollator") -> Callable[[int], float]:
+    """Training FLOPs per token of a 0-based optimizer step (`recipes.flops` formula): the LM head projects every
+    token on CLM steps and the masked share on MLM steps, so a PFS run changes cost at the switch."""
+    clm = flops.training_flops_per_token(config, block_size, 1.0)
+    mlm = flops.training_flops_per_token(config, block_size, collator.mlm.mlm_probability) if collator.mlm else clm
+    return lambda step: clm if collator.objective_at(step) == "clm" else mlm
+
+
+@dataclass
+class ObjectiveCollator:
+    """Collate a batch for the objective of the step its blocks belong to.
+
+    The blocks are read sequentially, so a block's step is `(block_index - first_block) // blocks_per_step`
+    (0-based); steps `< switch_step` are CLM in a PFS run. The choice depends on the data position only, so it is
+    the same with any number of dataloader workers, processes, prefetching or resumes. Each batch carries
+    `is_causal`, the one per-step decision the model reads; CLM labels are the input ids (the model shifts them).
+
+    Args:
+        clm: CLM collator (None for a pure MLM run).
+        mlm: MLM collator (None for a pure CLM run).
+        switch_step: PFS switch step, or None.
+        blocks_per_step: global batch in blocks.
+        first_block: block_index of the first block this run reads (CPT continues after its base).
+    """
+
+    clm: data.PretrainingCollator | None
+    mlm: data.PretrainingCollator | None
+    switch_step: int | None
+    blocks_per_step: int
+    first_block: int = 0
+
+    def objective_at(self, step_index: int) -> str:
+        """Objective of the 0-based optimizer step `step_index`."""
+        if self.mlm is None:
+            return "clm"
+        if self.clm is None or self.switch_step is None or step_index >= self.switch_step:
+            return "mlm"
+        return "clm"
+
+    def __call__(self, examples: list[dict]) -> dict:
+        block_index = torch.tensor([int(example["block_index"]) for example in examples])
+        objective = self.objective_at((int(block_index[0]) - self.first_block) // self.blocks_per_step)
+        if objective == "clm":
+            batch = self.clm(examples)
+        else:
+            batch = self.mlm(examples)
+            if self.mlm.positions_per_block is not None:  # fixed-shape head: did a row exceed K (exact path)?
+                batch["mlm_overflow"] = "mlm_positions" not in batch  # counted by PretrainingTrainer, not the model
+        batch["is_causal"] = objective == "clm"
+        batch["block_index"] = block_index  # consumed by PretrainingTrainer.compute_loss (logs), never by the model
+        return batch
+
+
+def build_collator(run_args: PretrainArguments, tokenizer, blocks_per_step: int,
+                   first_block: int = 0) -> ObjectiveCollator:
+    """CLM and/or MLM collators over `recipes.data.PretrainingCollator`, wrapped by `ObjectiveCollator`."""
+    positions_per_block = None  # K of the fixed-shape MLM head, one value for the whole run
+    if run_args.mlm_fixed_shape:
+        positions_per_block = data.masked_positions_bound(run_args.block_size, run_args.mlm_probability,
+                                                          run_args.mlm_fixed_shape_std)
+
+    def make(objective):
+        return data.PretrainingCollator(
+            objective, tokenizer, run_args.mlm_probability, run_args.mask_replace_prob,
+            run_args.random_replace_prob, run_args.masking_seed, positions_per_block,
+        )
+
+    needs_clm = run_args.objective == "clm" or run_args.switch_step is not None
+    return ObjectiveCollator(
+        clm=make("clm") if needs_clm else None,
+        mlm=make("mlm") if run_args.objective == "mlm" else None,
+        switch_step=run_args.switch_step,
+        blocks_per_step=blocks_per_step,
+        first_block=first_block,
+    )
+
+
+class PretrainingTrainer(Trainer):
+    """`Trainer` plus throughput logs: tokens/s and the data pipeline's share of wall time, per logging window;
+    on CUDA also `mfu` (`recipes.flops`: FLOPs per token x tokens/s / (devices x the GPU's dense bf16 spec peak));
+    with the fixed-shape MLM head, `mlm_overflow_batches` (micro-batches of the window, over all processes, that
+    took the exact path because a block had more masked tokens than K).
+
+    Also takes the `block_index` tensor that `ObjectiveCollator` adds to each batch out of the model inputs, and
+    appends it to `<output_dir>/block_order-rank<R>.jsonl` when `log_block_order` is set.
+    """
+
+    def __init__(self, *args, tokens_per_step: int, block_order_path: str | None = None,
+                 flops_per_token: Callable[[int], float] | None = None, weight_decay_scope: str = "all", **kwargs):
+        self.weight_decay_scope = weight_decay_scope
+        super().__init__(*args, **kwargs)
+        self.tokens_per_step = tokens_per_step
+        self.block_order_path = block_order_path
+        self.data_seconds = 0.0  # time spent fetching + collating batches since the last log
+        self._window = None  # (start time, global step): opened by the first batch, so a resumed run starts there
+        mlm = getattr(self.data_collator, "mlm", None)
+        self.counts_overflow = getattr(mlm, "positions_per_block", None) is not None
+        self.mlm_overflow_batches = 0  # since the last log, this process
+        self.flops_per_token, self.peak_flops = flops_per_token, None
+        if flops_per_token is not None and self.args.device.type == "cuda":
+            device_name = torch.cuda.get_device_name(self.args.device)
+            self.peak_flops = flops.bf16_peak_flops(device_name)
+            if self.peak_flops is None:
+                logger.info("no mfu in the logs: %s has no bf16 peak in recipes.flops.BF16_PEAK_FLOPS", device_name)
+
+    def get_decay_parameter_names(self, model) -> list[str]:
+        """Weight decay on every parameter (`all`: the original AdamW has one parameter group) or on all but norms
+        and biases (`no_norms_biases`: the Trainer's default)."""
+        if self.weight_decay_scope == "all":
+            return [name for name, _ in model.named_parameters()]
+        return super().get_decay_parameter_names(model)
+
+    def _get_num_items_in_batch(self, batch_samples: list, device):
+        # The Trainer counts `labels[..., 1:]` for models whose loss shifts labels, decided once per model; here the
+        # model shifts on CLM steps only, and every micro-batch of a step has the step's objective.
+        self._loss_shifts_labels = bool(batch_samples) and bool(batch_samples[0].get("is_causal"))
+        return super()._get_num_items_in_batch(batch_samples, device)
+
+    def get_batch_samples(self, epoch_iterator, num_batches, device):
+        start = time.perf_counter()
+        if self._window is None:
+            self._window = (start, self.state.global_step)
+        batches = super().get_batch_samples(epoch_iterator, num_batches, device)
+        self.data_seconds += time.perf_counter() - start
+        return batches
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        block_index = inputs.pop("block_index")
+        self.mlm_overflow_batches += int(inputs.pop("mlm_overflow", False))
+        if self.block_order_path is not None and model.training:
+            with open(self.block_order_path, "a") as f:
+                record = {"step": self.state.global_step + 1, "causal": inputs["is_causal"],
+                          "blocks": block_index.tolist()}
+                f.write(json.dumps(record) + "\n")
+        return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+
+    def log(self, logs: dict, start_time: float | None = None) -> None:
+        if "loss" in logs:
+            started, first_step = self._window
+            seconds = max(time.perf_counter() - started, 1e-9)
+            logs["tokens_per_second"] = round((self.state.global_step - first_step) * self.tokens_per_step / seconds, 1)
+            logs["data_time_share"] = round(self.data_seconds / seconds, 4)
+            if self.peak_flops is not None:
+                window_flops = self.tokens_per_step * sum(map(self.flops_per_token,
+                                                              range(first_step, self.state.global_step)))
+                logs["mfu"] = round(window_flops / seconds / (self.peak_flops * self.args.world_size), 4)
+            if self.counts_overflow:  # a collective: every process logs at the same steps
+                count = torch.tensor(self.mlm_overflow_batches, device=self.args.device)
+                logs["mlm_overflow_batches"] = int(self.accelerator.reduce(count, reduction="sum"))
+                self.mlm_overflow_batches = 0
+            self._window, self.data_seconds = (time.perf_counter(), self.state.global_step), 0.0
+        super().log(logs, start_time)
+
+
+class SchedulePlanCallback(TrainerCallback):
+    """Saves full checkpoints at the decay-branch points and the last step; resets AdamW at the PFS switch if asked;
+    saves intermediate weights; writes `run_info.json` and the sentence-transformers files into every checkpoint."""
+
+    def __init__(self, save_model: Callable[[str], None], save_steps: set[int], intermediate_steps: set[int],
+                 reset_at: int | None, info: Callable[..., dict]):
+        """save_model: the trainer's `save_model` (gathers sharded weights); info(step, intermediate=False): the
+        run_info.json of a checkpoint saved at `step`."""
+        self.save_model, self.save_steps, self.intermediate_steps = save_model, save_steps, intermediate_steps
+        self.reset_at, self.info = reset_at, info
+
+    def on_step_begin(self, args, state, control, optimizer=None, **kwargs):
+        if self.reset_at is not None and state.global_step == self.reset_at:
+            inner = getattr(optimizer, "optimizer", optimizer)  # accelerate wraps the torch optimizer
+            inner.state.clear()  # AdamW re-initialises its moments and step count lazily
+            logger.info("PFS switch at step %d: optimizer state reset", state.global_step)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step in self.save_steps or state.global_step == state.max_steps:
+            control.should_save = True
+        if state.global_step in self.intermediate_steps:
+            path = Path(args.output_dir) / INTERMEDIATE_DIR / f"step-{state.global_step}"
+            self.save_model(str(path))
+            if state.is_world_process_zero:
+                write_run_info(path, self.info(state.global_step, intermediate=True))
+                write_sentence_transformers_files(path, overwrite=True)
+        return control
+
+    def on_save(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            path = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
+            write_run_info(path, self.info(state.global_step))
+            write_sentence_transformers_files(path, overwrite=True)
+
+
+class LoadOptimizerStateCallback(TrainerCallback):
+    """CPT `keep_optimizer_state`: load AdamW moments from the base run's checkpoint at the start of a fresh run.
+
+    The learning rates of the new schedule are kept: only the per-parameter state (moments, step) is taken over.
+    """
+
+    def __init__(self, optimizer_file: str, resuming: bool):
+        self.optimizer_file, self.resuming = optimizer_file, resuming
+
+    def on_train_begin(self, args, state, control, optimizer=None, **kwargs):
+        if self.resuming:  # the run's own checkpoint already holds the optimizer state
+            return
+        inner = getattr(optimizer, "optimizer", optimizer)
+        saved = torch.load(self.optimizer_file, map_location="cpu", weights_only=True)
+        schedule = [{k: group[k] for k in ("lr", "initial_lr") if k in group} for group in inner.param_groups]
+        inner.load_state_dict(saved)
+        for group, keep in zip(inner.param_groups, schedule):
+            group.update(keep)
+        logger.info("CPT: optimizer state loaded from %s", self.optimizer_file)
