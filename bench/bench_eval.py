@@ -69,7 +69,8 @@ def main(argv: list[str] | None = None) -> None:
         wall = time.perf_counter() - start
     outside = wall - timer.seconds
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else f"CPU ({torch.get_num_threads()} threads)"
-    print(f"device: {device}; task {args.task}; 4 runs x {args.max_steps} steps, batch 32, max_length {args.max_length}")
+    print(f"device: {device}; task {args.task}; 4 runs x {args.max_steps} steps, batch 32, "
+          f"max_length {args.max_length}")
     print(f"wall {wall:.1f} s; optimizer steps {timer.seconds:.1f} s over {timer.steps} steps "
           f"({1000 * timer.seconds / max(timer.steps, 1):.1f} ms/step)")
     print(f"share of wall time outside optimizer steps: {100 * outside / wall:.1f}% (target <= 15%)")

@@ -1,6 +1,6 @@
 """Fine-tuning grid throughput: runs per hour with 1 vs N worker processes (`evaluation.run --workers N`).
 
-    python -m bench.bench_grid [--single_thread]               # tiny architecture, sst2, 2 LRs x 2 seeds, workers 1 and 2
+    python -m bench.bench_grid [--single_thread]   # tiny architecture, sst2, 2 LRs x 2 seeds, workers 1 and 2
     python -m bench.bench_grid --model out/610m-mlm40-42k --tasks sst2 --max_steps 0 --max_length 0 \
         --max_train 0 --workers 1,2,4,8                         # a GPU, the paper's budget and input lengths
 
@@ -88,7 +88,8 @@ def main(argv: list[str] | None = None) -> None:
             model = str(build_tiny_eurobert(Path(tmp) / "tiny", build_tiny_tokenizer(data_dir)))
         import torch
 
-        device = torch.cuda.get_device_name() if torch.cuda.is_available() else f"CPU, {len(os.sched_getaffinity(0))} cores"
+        cpu = f"CPU, {len(os.sched_getaffinity(0))} cores"
+        device = torch.cuda.get_device_name() if torch.cuda.is_available() else cpu
         print(f"device: {device}; model {args.model or 'tiny architecture'}; tasks {args.tasks}; {n_runs} runs of "
               f"{args.max_steps or 'the task budget'} steps, batch 32, max_length {args.max_length or 'default'}")
         walls, results = {setting: [] for setting in settings}, {}

@@ -3,7 +3,8 @@
     .venv/bin/python -m bench.bench_model          # CPU, 1 thread, about 1 minute
     .venv/bin/python -m bench.bench_model --compile regional   # + eager vs compiled decoder layers (CPU: a few minutes)
     .venv/bin/python -m bench.bench_model --device cuda --dtype bfloat16 --vocab 128256 --hidden 768 --layers 12 \
-        --heads 12 --kv_heads 12 --batch 8 --seq 2048 --compile regional   # 210m shapes on a GPU; adds the 210m bf16 MFU
+        --heads 12 --kv_heads 12 --batch 8 --seq 2048 --compile regional
+    # (210m shapes on a GPU; adds the 210m bf16 MFU)
 
 Pairs, same weights and same batch, steps interleaved ABAB... (warmup steps excluded), each step = forward +
 backward + AdamW step:
@@ -216,7 +217,8 @@ def report_compile(config, args, dtype, peak) -> dict[str, float]:
     print(f"|{'-' * 38}|{'-' * 12}|{'-' * 11}|{'-' * 11}|{'-' * 11}|{'-' * 9}|")
     tokens, ratios = args.batch * args.seq, {}
     for kind in cli.split_list(args.pairs):
-        model_class, head = (EuroBertClmMlmForMaskedLM, "fixed-shape head") if kind == "mlm" else (EuroBertClmMlmForCausalLM, "")
+        mlm = kind == "mlm"
+        model_class, head = (EuroBertClmMlmForMaskedLM, "fixed-shape head") if mlm else (EuroBertClmMlmForCausalLM, "")
         eager = model_class(config)
         eager.set_attn_implementation(args.attn)
         eager = eager.to(args.device).train()
@@ -267,11 +269,13 @@ def report_mfu(args, peak: float) -> None:
         step = min(times[name])
         spec = bf16_peak_flops(torch.cuda.get_device_name()) if torch.cuda.is_available() else None
         mfu = f"MFU {100 * flops / step / spec:.1f}% of the bf16 spec peak, " if spec else ""
-        print(f"{args.mfu_architecture} architecture, {name}, MLM {args.mask_ratio:.0%}, bf16 autocast, {attn}, batch {run.batch} x "
+        print(f"{args.mfu_architecture} architecture, {name}, MLM {args.mask_ratio:.0%}, bf16 autocast, {attn}, "
+              f"batch {run.batch} x "
               f"{run.seq}: {tokens / step:,.0f} tokens/s, {flops / step / 1e12:.2f} TFLOP/s, {mfu}"
               f"{100 * flops / step / peak:.1f}% of the measured bf16 matmul peak")
     if len(models) == 2:
-        print(f"{args.mfu_architecture} regional compile / eager: {min(times['eager']) / min(times['regional compile']):.2f}x")
+        speedup = min(times["eager"]) / min(times["regional compile"])
+        print(f"{args.mfu_architecture} regional compile / eager: {speedup:.2f}x")
 
 
 def main(argv: list[str] | None = None) -> None:

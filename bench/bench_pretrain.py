@@ -1,5 +1,5 @@
-"""Throughput of the pretraining recipe on the tiny architecture: tokens/s for CLM, MLM and across the PFS switch, and the
-data pipeline's share of step time (fetching + collating batches / wall time; target <= 5%).
+"""Throughput of the pretraining recipe on the tiny architecture: tokens/s for CLM, MLM and across the PFS switch, and
+the data pipeline's share of step time (fetching + collating batches / wall time; target <= 5%).
 
     python -m bench.bench_pretrain                       # CPU, 30 steps per run, block 128, batch 8
     python -m bench.bench_pretrain --steps 100 --block_size 512 --batch_size 16 --output_dir /tmp/bench
@@ -16,10 +16,10 @@ from recipes import pretrain
 
 
 def bench(objective_args: list[str], args, output_dir: Path) -> dict:
-    argv = ["--config", "recipes/configs/debug.yaml", "--output_dir", str(output_dir), "--data_cache_dir", args.cache_dir,
-            "--max_docs", str(args.max_docs), "--block_size", str(args.block_size), "--per_device_train_batch_size",
-            str(args.batch_size), "--max_steps", str(args.steps), "--logging_steps", str(args.log_every),
-            "--intermediate_steps", str(args.steps), "--report_to", "none", "--disable_tqdm", "true",
+    argv = ["--config", "recipes/configs/debug.yaml", "--output_dir", str(output_dir),
+            "--data_cache_dir", args.cache_dir, "--max_docs", str(args.max_docs), "--block_size", str(args.block_size),
+            "--per_device_train_batch_size", str(args.batch_size), "--max_steps", str(args.steps),
+            "--logging_steps", str(args.log_every), "--intermediate_steps", str(args.steps), "--report_to", "none", "--disable_tqdm", "true",
             "--save_strategy", "no", *objective_args]
     trainer = pretrain.pretrain(*pretrain.make_parser().parse_args_and_config(argv))
     logs = [log for log in trainer.state.log_history if "tokens_per_second" in log][1:]
@@ -46,7 +46,8 @@ def main(argv: list[str] | None = None) -> None:
     results = {name: bench(extra, args, root / name.split()[0]) for name, extra in runs.items()}
     print(json.dumps({"settings": vars(args), "results": results}, indent=2))
     for name, r in results.items():
-        print(f"{name:22s} {r['tokens_per_second']:10.0f} tokens/s   data pipeline {100 * r['data_time_share']:.2f}% of step time")
+        print(f"{name:22s} {r['tokens_per_second']:10.0f} tokens/s   "
+              f"data pipeline {100 * r['data_time_share']:.2f}% of step time")
 
 
 if __name__ == "__main__":

@@ -1,11 +1,13 @@
 """MLM continued pretraining (CPT) from a decayed checkpoint or a converted decoder (SPEC "The 38 trained models").
 
 From one of the study's decayed runs (regenerate configs with `python -m recipes.manifest --write_configs paper`):
-    accelerate launch --config_file recipes/accelerate/fsdp.yaml -m recipes.cpt --config recipes/configs/paper/610m-clm-dec42k-mlm40-44k.yaml
+    accelerate launch --config_file recipes/accelerate/fsdp.yaml -m recipes.cpt \
+        --config recipes/configs/paper/610m-clm-dec42k-mlm40-44k.yaml
 From any decoder: convert it, then continue with MLM 40% (its own warmup and decay, a fresh optimizer):
     python -m modeling_eurobert.convert meta-llama/Llama-3.2-1B out/llama-3.2-1b-eurobert
     accelerate launch -m recipes.cpt --model_name_or_path out/llama-3.2-1b-eurobert \
-        --tokenizer_name_or_path out/llama-3.2-1b-eurobert --config recipes/configs/paper/610m-clm-dec42k-mlm40-44k.yaml \
+        --tokenizer_name_or_path out/llama-3.2-1b-eurobert \
+        --config recipes/configs/paper/610m-clm-dec42k-mlm40-44k.yaml \
         --output_dir out/llama-3.2-1b-mlm40-cpt
 CPU smoke run on top of the debug run:
     python -m recipes.cpt --config recipes/configs/debug.yaml --architecture null --model_name_or_path out/debug \

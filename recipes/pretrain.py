@@ -3,11 +3,14 @@
 CPU smoke run (toy BPE, tiny model, bundle corpus):
     python -m recipes.pretrain --config recipes/configs/debug.yaml --output_dir out/debug
 Two CPU processes (gloo):
-    accelerate launch --config_file recipes/accelerate/cpu.yaml --num_processes 2 -m recipes.pretrain --config recipes/configs/debug.yaml --output_dir out/debug-ddp
+    accelerate launch --config_file recipes/accelerate/cpu.yaml --num_processes 2 -m recipes.pretrain \
+        --config recipes/configs/debug.yaml --output_dir out/debug-ddp
 One of the study's 38 models (regenerate configs with `python -m recipes.manifest --write_configs paper`):
-    accelerate launch --config_file recipes/accelerate/fsdp.yaml -m recipes.pretrain --config recipes/configs/paper/610m-clm-10k-mlm40-42k.yaml
+    accelerate launch --config_file recipes/accelerate/fsdp.yaml -m recipes.pretrain \
+        --config recipes/configs/paper/610m-clm-10k-mlm40-42k.yaml
 A 12k decay branch of the 42k stable run (its config has `branch_from: out/paper/610m-clm-42k`):
-    accelerate launch --config_file recipes/accelerate/multi_gpu.yaml -m recipes.pretrain --config recipes/configs/paper/610m-clm-12k.yaml
+    accelerate launch --config_file recipes/accelerate/multi_gpu.yaml -m recipes.pretrain \
+        --config recipes/configs/paper/610m-clm-12k.yaml
 Resume after a crash: run the same command again (auto-resume from the newest complete checkpoint in output_dir),
 or pass `--resume_from_checkpoint <output_dir>/checkpoint-N`.
 
@@ -127,7 +130,9 @@ def train(run: PreparedRun) -> PretrainingTrainer:
     callbacks = []
     if run.optimizer_file:
         callbacks.append(LoadOptimizerStateCallback(run.optimizer_file, resuming=run.resume is not None))
-    block_log = output_dir / f"block_order-rank{training_args.process_index}.jsonl" if run_args.log_block_order else None
+    block_log = None
+    if run_args.log_block_order:
+        block_log = output_dir / f"block_order-rank{training_args.process_index}.jsonl"
 
     # Rank 0 holds the output_dir lock for the whole run: a second launch on the same directory is refused.
     lock = artifacts.exclusive_lock(output_dir / artifacts.LOCK_NAME, f"output_dir {output_dir}")

@@ -185,8 +185,10 @@ def train_tokenizer(study: Study, output: Path, data_dir: str | None) -> None:
 def pretrain(recipe: manifest.Recipe, study: Study, output: Path, data_dir: str | None) -> None:
     config_path = output / "configs" / f"{recipe.name}.yaml"
     config_path.parent.mkdir(parents=True, exist_ok=True)
-    artifacts.write_text_atomic(config_path, yaml.safe_dump(run_settings(recipe, study, output, data_dir), sort_keys=False))
-    run_logged([sys.executable, "-m", recipe.module, "--config", str(config_path)], output / "logs" / f"{recipe.name}.log")
+    settings = run_settings(recipe, study, output, data_dir)
+    artifacts.write_text_atomic(config_path, yaml.safe_dump(settings, sort_keys=False))
+    run_logged([sys.executable, "-m", recipe.module, "--config", str(config_path)],
+               output / "logs" / f"{recipe.name}.log")
 
 
 def evaluated_models(study: Study, output: Path) -> list[Path]:
@@ -306,7 +308,8 @@ def hub_export(study_name: str, study: Study, output: Path, org: str) -> None:
     commits = [commit for name in study.models
                for commit in push.stage_run(output / "models" / name, f"{org}/{name}", summary, results)]
     with tempfile.TemporaryDirectory(prefix="hub-export-") as workdir:
-        commits.append(push.stage_results(output / "report", f"{org}/{study_name}-study-results", results, Path(workdir)))
+        commits.append(push.stage_results(output / "report", f"{org}/{study_name}-study-results", results,
+                                          Path(workdir)))
         push.check_no_local_paths(commits, local_roots(output / "models", output / "report", results))
         target = output / "hub"
         shutil.rmtree(target, ignore_errors=True)

@@ -94,7 +94,8 @@ def fresh_process(clm_run, tmp_path_factory):
                 "seconds": time.perf_counter() - start, "is_fast": tok.is_fast,
                 "model_max_length": tok.model_max_length, "ids": tok({TEXT!r}, add_special_tokens=False)["input_ids"],
                 "prefix": tok("The capital is", add_special_tokens=False)["input_ids"],
-                "mask": tok.mask_token_id, "dot": tok.convert_tokens_to_ids("."), "space": tok.convert_tokens_to_ids("Ġ"),
+                "mask": tok.mask_token_id, "dot": tok.convert_tokens_to_ids("."),
+                "space": tok.convert_tokens_to_ids("Ġ"),
                 "remote_modules": sorted(m for m in sys.modules if m.startswith("transformers_modules")),
             }}
         from sentence_transformers import SentenceTransformer

@@ -43,8 +43,8 @@ def runs(tmp_path_factory, one_thread):
     eager = pretrain.pretrain(*parse(root / "eager", cache_dir))
     torch._dynamo.reset()  # count this run's compiles only
     counters.clear()
-    compiled = pretrain.pretrain(*parse(root / "compiled", cache_dir, "--compile", "regional", "--mlm_fixed_shape", "true",
-                                    "--save_strategy", "steps", "--save_steps", "2"))
+    compiled = pretrain.pretrain(*parse(root / "compiled", cache_dir, "--compile", "regional",
+                                        "--mlm_fixed_shape", "true", "--save_strategy", "steps", "--save_steps", "2"))
     compiles = {"frames": counters["frames"]["ok"], "graph_breaks": sum(counters["graph_break"].values())}
     overflow = pretrain.pretrain(*parse(root / "overflow", cache_dir, "--mlm_fixed_shape", "true",
                                     "--mlm_fixed_shape_std", "0"))
@@ -68,7 +68,8 @@ def test_compiled_checkpoints_have_eager_keys_and_reload(runs):
     assert list(trained) == eager_keys and not any("_orig_mod" in key for key in trained)
     output_dir = Path(runs["compiled"].args.output_dir)
     for directory in (output_dir, output_dir / "checkpoint-4", output_dir / "intermediate" / "step-2"):
-        assert set(load_file(str(directory / "model.safetensors"))) == set(load_file(str(Path(runs["eager"].args.output_dir) / "model.safetensors")))
+        eager_keys = set(load_file(str(Path(runs["eager"].args.output_dir) / "model.safetensors")))
+        assert set(load_file(str(directory / "model.safetensors"))) == eager_keys
     reloaded = AutoModelForMaskedLM.from_pretrained(output_dir, trust_remote_code=True).state_dict()
     assert all(torch.equal(reloaded[key], trained[key].detach()) for key in trained)
 
@@ -84,7 +85,8 @@ def test_compiled_run_resumes_from_a_checkpoint_and_finishes(runs, tmp_path):
                                    "--mlm_fixed_shape", "true", "--save_strategy", "steps", "--save_steps", "2"))
     assert resumed.state.global_step == STEPS
     assert losses(resumed)[-2:] == pytest.approx(losses(runs["compiled"])[-2:], rel=1e-5)
-    expected, got = load_file(str(source / "model.safetensors")), load_file(str(tmp_path / "resumed" / "model.safetensors"))
+    expected = load_file(str(source / "model.safetensors"))
+    got = load_file(str(tmp_path / "resumed" / "model.safetensors"))
     assert expected.keys() == got.keys()
     for key in expected:
         torch.testing.assert_close(got[key], expected[key], atol=1e-6, rtol=1e-5, msg=key)
@@ -97,7 +99,8 @@ def test_overflow_batches_take_the_exact_path_and_are_counted(runs):
     assert losses(trainer) == pytest.approx(losses(runs["eager"]), rel=1e-5)
     logged = [log["mlm_overflow_batches"] for log in trainer.state.log_history if "loss" in log]
     blocks, per_step = trainer.train_dataset, 2
-    expected = [0 if step < SWITCH else int(trainer.data_collator([blocks[per_step * step + i] for i in range(per_step)])["mlm_overflow"])
+    expected = [0 if step < SWITCH
+                else int(trainer.data_collator([blocks[per_step * step + i] for i in range(per_step)])["mlm_overflow"])
                 for step in range(STEPS)]
     assert logged == expected and 0 < sum(logged) < STEPS - SWITCH
     assert "mfu" not in trainer.state.log_history[0]  # CPU: no mfu

@@ -230,7 +230,8 @@ def test_pretrain_job_launches_one_accelerate_per_node(two_node_run):
                      "--per_device_train_batch_size 2"):
         assert expected in command
     # the data prepared once: the job read the cache and wrote nothing to it
-    assert {p.name: p.stat().st_mtime_ns for p in two_node_run["cache"].rglob("*") if p.is_file()} == two_node_run["cached"]
+    cache = {p.name: p.stat().st_mtime_ns for p in two_node_run["cache"].rglob("*") if p.is_file()}
+    assert cache == two_node_run["cached"]
     assert two_node_run["prepared"]["steps"] >= 4
     # node r reads micro-batch r of every step: together they read blocks 0..15 once, in order
     ranks = [[json.loads(line) for line in (output_dir / f"block_order-rank{r}.jsonl").read_text().splitlines()]
@@ -305,8 +306,9 @@ def parse(argv: list[str]):
 @pytest.mark.slow
 def test_resume_with_another_global_batch_is_refused(two_node_run):
     output_dir = str(two_node_run["output_dir"])
-    with pytest.raises(ValueError, match=r"trained with a global batch of 4 blocks \(2 processes x 2 per device x 1 "
-                                         r"accumulation steps\) but this launch gives 2 .*gradient_accumulation_steps 2"):
+    message = (r"trained with a global batch of 4 blocks \(2 processes x 2 per device x 1 accumulation steps\) "
+               r"but this launch gives 2 .*gradient_accumulation_steps 2")
+    with pytest.raises(ValueError, match=message):
         check_output_dir(*parse(["--output_dir", output_dir, "--per_device_train_batch_size", "2"]))
     with pytest.raises(ValueError, match="belongs to a run with other settings .*average_tokens_across_devices"):
         check_output_dir(*parse(["--output_dir", output_dir + "-other", "--per_device_train_batch_size", "4",
@@ -342,7 +344,8 @@ def test_eval_array_task_runs_its_grid_line(two_node_run, cluster, tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     record = json.loads((tmp_path / "results" / "tiny" / "sst2" / "lr0.0002-seed1.json").read_text())
     assert record["model"] == "tiny" and record["seed"] == 1 and not (tmp_path / "results" / "first").exists()
-    beyond = run(["bash", str(cluster["launch"] / "eval_grid.sbatch"), str(grid), "2"], env, cluster["repo"], timeout=60)
+    beyond = run(["bash", str(cluster["launch"] / "eval_grid.sbatch"), str(grid), "2"], env, cluster["repo"],
+                 timeout=60)
     assert beyond.returncode == 2 and f"{grid} has no line 3" in beyond.stderr
 
 

@@ -17,13 +17,14 @@ REMOTE_CODE = ("modeling_eurobert/modeling_eurobert.py", "modeling_eurobert/conf
 
 
 def imported_modules(path: Path) -> list[tuple[int, str]]:
-    """Absolute imports of a file, with their line numbers."""
+    """Absolute imports of a file, with their line numbers (`from a import b` gives `a` and `a.b`)."""
     found = []
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
         if isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             found.append((node.lineno, node.module))
+            found += [(node.lineno, f"{node.module}.{alias.name}") for alias in node.names]
     return found
 
 
@@ -31,9 +32,11 @@ def upward_imports(root: Path) -> list[str]:
     problems = []
     for rank, package in enumerate(LAYERS):
         for path in sorted((root / package).rglob("*.py")):
+            seen = set()
             for line, module in imported_modules(path):
                 top = module.split(".")[0]
-                if top in LAYERS and LAYERS.index(top) > rank:
+                if top in LAYERS and LAYERS.index(top) > rank and line not in seen:
+                    seen.add(line)
                     problems.append(f"{path.relative_to(root)}:{line} imports {module} (a layer above {package})")
     return problems
 
@@ -49,6 +52,12 @@ def test_the_check_sees_an_upward_import(tmp_path):
     (tmp_path / "recipes" / "study.py").write_text("from core import names\n")
     assert upward_imports(tmp_path) == ["core/names.py:1 imports recipes (a layer above core)",
                                         "core/names.py:2 imports evaluation.report (a layer above core)"]
+
+
+def test_the_study_driver_is_on_top():
+    users = [str(path.relative_to(ROOT)) for package in LAYERS[:5] for path in sorted((ROOT / package).rglob("*.py"))
+             if any(module == "recipes.study" for _, module in imported_modules(path))]
+    assert users == [], "recipes/study.py drives everything; nothing below the tests imports it"
 
 
 @pytest.mark.parametrize("file", REMOTE_CODE)

@@ -1,4 +1,5 @@
-"""The pretraining recipe end to end on the tiny architecture: objectives, PFS, decay branches, CPT, outputs, bad input."""
+"""The pretraining recipe end to end on the tiny architecture: objectives, PFS, decay branches, CPT, outputs, bad
+input."""
 
 import json
 from pathlib import Path
@@ -27,7 +28,8 @@ def parse(output_dir, cache_dir, *extra, parser=None):
     argv = ["--config", DEBUG, "--output_dir", str(output_dir), "--data_cache_dir", str(cache_dir),
             "--max_docs", "200", "--block_size", "64", "--per_device_train_batch_size", "2",
             "--report_to", "none", "--intermediate_steps", "2", "--switch_step", "2", "--max_steps", "4",
-            "--warmup_steps", "1", "--logging_steps", "1", "--lr_scheduler_kwargs", '{"num_decay_steps": 1, "decay_type": "linear"}',
+            "--warmup_steps", "1", "--logging_steps", "1",
+            "--lr_scheduler_kwargs", '{"num_decay_steps": 1, "decay_type": "linear"}',
             *extra]
     return (parser or pretrain.make_parser()).parse_args_and_config(argv)
 
@@ -111,14 +113,17 @@ def test_decay_branch_of_the_stable_run(tmp_path, cache_dir):
     step 2, and the 6-step branch re-creates the stable run's own end bit for bit."""
     common = ["--switch_step", "null", "--intermediate_steps", "3",
               "--lr_scheduler_kwargs", '{"num_decay_steps": 2, "decay_type": "linear"}']
-    stable = pretrain.pretrain(*parse(tmp_path / "stable", cache_dir, "--max_steps", "6", "--decay_branches", "4", "6", *common))
+    stable = pretrain.pretrain(*parse(tmp_path / "stable", cache_dir, "--max_steps", "6", "--decay_branches", "4", "6",
+                                      *common))
     assert (tmp_path / "stable" / "checkpoint-2" / "optimizer.pt").is_file()
-    branch = pretrain.pretrain(*parse(tmp_path / "b4", cache_dir, "--max_steps", "4", "--branch_from", str(tmp_path / "stable"), *common))
+    branch_from = ["--branch_from", str(tmp_path / "stable")]
+    branch = pretrain.pretrain(*parse(tmp_path / "b4", cache_dir, "--max_steps", "4", *branch_from, *common))
     stable_lrs = [log["learning_rate"] for log in stable.state.log_history if "learning_rate" in log]
     branch_lrs = [log["learning_rate"] for log in branch.state.log_history if "learning_rate" in log]
     assert branch.state.global_step == 4 and len(branch_lrs) == 4  # steps 1-2 come from the stable run's log
-    assert stable_lrs[:4] == pytest.approx([0, 5e-4, 5e-4, 5e-4]) and branch_lrs == pytest.approx([0, 5e-4, 5e-4, 2.5e-4])
-    pretrain.pretrain(*parse(tmp_path / "b6", cache_dir, "--max_steps", "6", "--branch_from", str(tmp_path / "stable"), *common))
+    assert stable_lrs[:4] == pytest.approx([0, 5e-4, 5e-4, 5e-4])
+    assert branch_lrs == pytest.approx([0, 5e-4, 5e-4, 2.5e-4])
+    pretrain.pretrain(*parse(tmp_path / "b6", cache_dir, "--max_steps", "6", *branch_from, *common))
     end, branch_end = weights(tmp_path / "stable"), weights(tmp_path / "b6")
     assert all(torch.equal(end[k], branch_end[k]) for k in end)
     other = parse(tmp_path / "b4x", cache_dir, "--max_steps", "4", "--branch_from", str(tmp_path / "stable"), *common,
@@ -130,7 +135,8 @@ def test_decay_branch_of_the_stable_run(tmp_path, cache_dir):
 def test_cpt_continues_after_the_base_blocks(three_runs, tmp_path, cache_dir):
     base = three_runs["clm"][1].output_dir
     argv = ["--architecture", "null", "--model_name_or_path", base, "--switch_step", "null", "--objective", "mlm",
-            "--keep_optimizer_state", "true", "--max_steps", "2", "--log_block_order", "true", "--intermediate_steps", "1"]
+            "--keep_optimizer_state", "true", "--max_steps", "2", "--log_block_order", "true",
+            "--intermediate_steps", "1"]
     run_args, training_args = parse(tmp_path / "cpt", cache_dir, *argv, parser=cpt.make_parser())
     trainer = cpt.pretrain(run_args, training_args)
     order = block_order(training_args.output_dir)
@@ -169,7 +175,8 @@ def test_bad_input_fails_before_writing(tmp_path, cache_dir, extra, message):
         extra = [str(tmp_path / "empty.jsonl") if e == "EMPTY" else e for e in extra]
     if "NOMASK" in extra:
         extra = [_tokenizer_without_mask(tmp_path / "tok") if e == "NOMASK" else e for e in extra]
-    with pytest.raises(ValueError, match=message) if "does not exist" not in message else pytest.raises(FileNotFoundError, match=message):
+    error = FileNotFoundError if "does not exist" in message else ValueError
+    with pytest.raises(error, match=message):
         pretrain.pretrain(*parse(tmp_path / "out", cache_dir, *extra))
     assert not (tmp_path / "out").exists()
 
@@ -234,9 +241,11 @@ def test_undersized_corpus_is_refused_before_tokenizing(tmp_path):
     import sys
 
     cache = tmp_path / "cache"
-    argv = ["--config", DEBUG, "--output_dir", str(tmp_path / "out"), "--data_cache_dir", str(cache), "--max_docs", "30",
-            "--block_size", "64", "--per_device_train_batch_size", "4", "--max_steps", "5000", "--report_to", "none"]
-    result = subprocess.run([sys.executable, "-m", "recipes.pretrain", *argv], capture_output=True, text=True, timeout=300)
+    argv = ["--config", DEBUG, "--output_dir", str(tmp_path / "out"), "--data_cache_dir", str(cache),
+            "--max_docs", "30", "--block_size", "64", "--per_device_train_batch_size", "4", "--max_steps", "5000",
+            "--report_to", "none"]
+    result = subprocess.run([sys.executable, "-m", "recipes.pretrain", *argv], capture_output=True, text=True,
+                            timeout=300)
     last = result.stderr.strip().splitlines()[-1]
     assert result.returncode == 2 and last.startswith("error: corpus bundle yields about") and "set epochs" in last
     assert "needs 20,000 blocks" in last
@@ -253,7 +262,8 @@ def test_epochs_read_the_order_again_with_fresh_masks(tmp_path, cache_dir):
     n_blocks = len(stream.blocks)
     assert 60 * 2 > n_blocks  # the run needs more blocks than one pass holds
     first, again = stream[0], stream[n_blocks]
-    assert (first["input_ids"] == again["input_ids"]).all() and (first["block_index"], again["block_index"]) == (0, n_blocks)
+    assert (first["input_ids"] == again["input_ids"]).all()
+    assert (first["block_index"], again["block_index"]) == (0, n_blocks)
     masked = trainer.data_collator([first, again])["labels"] != -100
     assert not torch.equal(masked[0], masked[1])  # a repeated block gets a new mask
     logged = block_order(training_args.output_dir)
@@ -269,4 +279,5 @@ def test_several_corpus_sources_are_concatenated_in_order(tmp_path):
     bundle = data.load_corpus("bundle", split="valid")
     both = data.load_corpora(f"bundle,{extra}", split="valid")
     assert len(both) == len(bundle) + 5 and both[len(bundle)]["text"] == "extra document 0"
-    assert paths.is_hub_id("HuggingFaceFW/fineweb-edu") and not paths.is_hub_id("bundle") and not paths.is_hub_id(str(extra))
+    assert paths.is_hub_id("HuggingFaceFW/fineweb-edu")
+    assert not paths.is_hub_id("bundle") and not paths.is_hub_id(str(extra))

@@ -76,7 +76,8 @@ def test_bad_input_is_one_line_and_writes_nothing(case, base, tmp_path, cache_di
         config = _write(tmp_path / "c.yaml", "- architecture: tiny\n")
         argv, expect = ["--config", config, "--output_dir", out], [str(config), "mapping"]
     elif case == "scalar_for_list":
-        config = _write(tmp_path / "c.yaml", Path(DEBUG).read_text().replace("intermediate_steps: [5]", "intermediate_steps: 5"))
+        text = Path(DEBUG).read_text().replace("intermediate_steps: [5]", "intermediate_steps: 5")
+        config = _write(tmp_path / "c.yaml", text)
         argv, expect = ["--config", config, "--output_dir", out], ["intermediate_steps must be a list"]
     elif case == "missing_tokenizer":
         argv += ["--tokenizer_name_or_path", tmp_path / "no" / "such-tokenizer"]

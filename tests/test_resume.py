@@ -18,8 +18,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def argv(output_dir, cache_dir):
-    return ["--config", "recipes/configs/debug.yaml", "--output_dir", str(output_dir), "--data_cache_dir", str(cache_dir),
-            "--max_docs", "200", "--block_size", "64", "--per_device_train_batch_size", "2", "--report_to", "none",
+    return ["--config", "recipes/configs/debug.yaml", "--output_dir", str(output_dir),
+            "--data_cache_dir", str(cache_dir), "--max_docs", "200", "--block_size", "64",
+            "--per_device_train_batch_size", "2", "--report_to", "none",
             "--max_steps", "8", "--switch_step", "3", "--intermediate_steps", "2", "--warmup_steps", "2",
             "--lr_scheduler_kwargs", '{"num_decay_steps": 2, "decay_type": "linear"}', "--logging_steps", "1",
             "--save_strategy", "steps", "--save_steps", "1", "--disable_tqdm", "true"]
@@ -28,13 +29,15 @@ def argv(output_dir, cache_dir):
 def run_until(output_dir, cache_dir, kill_after_checkpoint: int | None):
     """Run the recipe in a subprocess; SIGKILL it once checkpoint-N is complete (None: let it finish)."""
     process = subprocess.Popen([sys.executable, "-m", "recipes.pretrain", *argv(output_dir, cache_dir)], cwd=ROOT,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "OMP_NUM_THREADS": "1"})
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               env={**os.environ, "OMP_NUM_THREADS": "1"})
     marker = Path(output_dir) / f"checkpoint-{kill_after_checkpoint}" / "trainer_state.json"
     deadline = time.time() + 240
     while kill_after_checkpoint is not None and not marker.exists():
         if process.poll() is not None or time.time() > deadline:
             process.kill()
-            pytest.fail(f"run ended before checkpoint-{kill_after_checkpoint}: {process.stderr.read().decode()[-2000:]}")
+            stderr = process.stderr.read().decode()[-2000:]
+            pytest.fail(f"run ended before checkpoint-{kill_after_checkpoint}: {stderr}")
         time.sleep(0.05)
     if kill_after_checkpoint is not None:
         process.send_signal(signal.SIGKILL)

@@ -82,7 +82,8 @@ def test_unknown_study_is_one_clear_error(tmp_path):
 def test_bad_org_is_one_clear_error(tmp_path):
     result = subprocess.run([sys.executable, "-m", "recipes.study", "smoke", "--output", str(tmp_path / "x"),
                              "--org", "my org"], cwd=REPO_ROOT, capture_output=True, text=True)
-    assert result.returncode != 0 and result.stderr.strip().splitlines()[-1].startswith("error: --org 'my org': repo id")
+    last_line = result.stderr.strip().splitlines()[-1]
+    assert result.returncode != 0 and last_line.startswith("error: --org 'my org': repo id")
     assert not (tmp_path / "x").exists()
 
 
