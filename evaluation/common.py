@@ -84,7 +84,8 @@ class ProtocolArgs:
     logging_steps: int = field(default=10, metadata={"help": "Steps between loss checks for divergence."})
     source: str = field(default="offline", metadata={"help": "Task data: the offline bundle or each task's Hub source.",
                                                      "choices": ("offline", "hub")})
-    data_dir: str | None = field(default=None, metadata={"help": "Data bundle (default: $MLM_VS_CLM_DATA, ../shared/data)."})
+    data_dir: str | None = field(default=None,
+                                 metadata={"help": "Data bundle (default: $MLM_VS_CLM_DATA, ../shared/data)."})
     max_train: int | None = field(default=None, metadata={"help": "Keep at most N training examples (smoke runs)."})
     max_eval: int | None = field(default=None, metadata={"help": "Keep at most N validation/test examples."})
     scratch_dir: str | None = field(default=None, metadata={"help": "Scratch dir for the Trainer (temp if None)."})
@@ -99,8 +100,8 @@ class ProtocolArgs:
                 raise ValueError(f"{name}={value} must be >= 1")
         if self.attention not in ATTENTION_CHOICES:
             raise ValueError(f"attention={self.attention!r} is not one of {ATTENTION_CHOICES}")
-        for name, choices in (("precision", PRECISIONS), ("ir_corpus", IR_CORPORA), ("ir_relevance", ("binary", "graded")),
-                              ("tc_labelling", (None, "first", "all"))):
+        for name, choices in (("precision", PRECISIONS), ("ir_corpus", IR_CORPORA),
+                              ("ir_relevance", ("binary", "graded")), ("tc_labelling", (None, "first", "all"))):
             if getattr(self, name) not in choices:
                 raise ValueError(f"{name}={getattr(self, name)!r}: use one of {choices}")
 
@@ -137,7 +138,8 @@ def load_tokenizer(model_path: str | os.PathLike):
     try:
         tokenizer = AutoTokenizer.from_pretrained(model_path, trust_remote_code=True)
     except (OSError, ValueError, TypeError) as error:
-        raise ValueError(f"no tokenizer found in {model_path}; save one beside the model (tokenizer.save_pretrained)") from error
+        raise ValueError(f"no tokenizer found in {model_path}; save one beside the model "
+                         "(tokenizer.save_pretrained)") from error
     if tokenizer.pad_token is None:
         if tokenizer.eos_token is None:
             raise ValueError(f"tokenizer of {model_path} has neither a pad nor an eos token; set pad_token")
@@ -156,7 +158,8 @@ def model_kwargs(model_path: str | os.PathLike, attention: str) -> dict:
     kwargs = {"trust_remote_code": True}
     if "is_causal" not in config.to_dict():
         if attention == "causal":
-            raise ValueError(f"--attention causal needs a checkpoint with `is_causal` in its config; {model_path} has none")
+            raise ValueError("--attention causal needs a checkpoint with `is_causal` in its config; "
+                             f"{model_path} has none")
         return kwargs
     if attention != "checkpoint":
         kwargs["is_causal"] = attention == "causal"
@@ -332,7 +335,8 @@ def result(task, status: str, scores: dict | None = None, predictions: dict | No
                    **{k: v for k, v in (metric.get("per_instance") or {}).items() if v is not None}}
         n = len(next(iter(columns.values()))) if columns else 0
         if any(len(v) != n for v in columns.values()):
-            raise ValueError(f"per-instance columns of {role} have different lengths: { {k: len(v) for k, v in columns.items()} }")
+            lengths = {k: len(v) for k, v in columns.items()}
+            raise ValueError(f"per-instance columns of {role} have different lengths: {lengths}")
         per_instance[role] = [{k: v[i] for k, v in columns.items()} for i in range(n)]
     out["per_instance"] = per_instance
     return out
@@ -365,8 +369,8 @@ def check_labels(model_path: str | os.PathLike, task) -> None:
     names = [config.id2label[i] for i in sorted(config.id2label)] if config.id2label else []
     if names and any(n != f"LABEL_{i}" for i, n in enumerate(names)) and names != list(task.labels):
         raise ValueError(
-            f"label set mismatch: {model_path} was trained for labels {names} but task {task.name!r} has {task.labels}; "
-            "start from a pretrained (not fine-tuned) checkpoint"
+            f"label set mismatch: {model_path} was trained for labels {names} but task {task.name!r} "
+            f"has {task.labels}; start from a pretrained (not fine-tuned) checkpoint"
         )
 
 

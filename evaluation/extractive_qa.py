@@ -68,9 +68,11 @@ def tokenize(task, tokenizer, args: common.FinetuneArgs):
     def build():
         splits = common.task_splits(task, args)
         columns = splits["train"].column_names
-        windows = {"train": splits["train"].map(lambda b: prepare_train(b, tokenizer, args), batched=True, remove_columns=columns)}
+        windows = {"train": splits["train"].map(lambda b: prepare_train(b, tokenizer, args), batched=True,
+                                                remove_columns=columns)}
         for role in ("validation", "test"):
-            windows[role] = splits[role].map(lambda b: prepare_eval(b, tokenizer, args), batched=True, remove_columns=columns)
+            windows[role] = splits[role].map(lambda b: prepare_eval(b, tokenizer, args), batched=True,
+                                             remove_columns=columns)
         return splits, windows
 
     key = (common.tokenizer_fingerprint(tokenizer), task.name, args.qa_max_length, args.doc_stride,

@@ -8,8 +8,8 @@ that trained them gets the verdicts: `<s>-clm-<T>` vs `<s>-mlm40-<T>` (MLM vs CL
 | finding (paper) | comparison (A - B) | claim holds when |
 |---|---|---|
 | MLM beats CLM, per task family | MLM40 - CLM at the final checkpoint | A > B |
-| CLM is more data-efficient early in training | CLM - MLM40 at the intermediate checkpoints of the first half of the run | A > B |
-| CLM fine-tuning is more stable across learning rates | std over the learning rates of the mean test score, CLM - MLM40 | A < B |
+| CLM is more data-efficient early in training | CLM - MLM40 at intermediate checkpoints in the first half | A > B |
+| CLM fine-tuning is more stable across learning rates | std over the LRs of the mean test score, CLM - MLM40 | A < B |
 | CLM then MLM (PFS) beats MLM alone at a fixed budget | PFS - MLM40, same budget | A > B |
 | MLM CPT from a CLM base beats MLM CPT from an MLM base | CPT(CLM base) - CPT(MLM40 base) | A > B |
 

@@ -7,9 +7,13 @@ between two models are possible, SPEC "Report"). All scores are fractions in [0,
 | family | function | aggregate keys | per-instance keys |
 |---|---|---|---|
 | SC | `accuracy` | accuracy | accuracy (0/1) |
-| TC | `token_classification_scores` | sentence_macro_f1 (EncodEval's score), entity_precision/recall/f1 (seqeval strict IOB2), token_micro_f1, token_accuracy | sentence_macro_f1, entity_f1, entity_tp, entity_pred, entity_gold, token_correct, token_count |
+| TC | `token_classification_scores` | see below | see below |
 | QA | `squad_scores` | exact_match, f1 (+ HasAns_* / NoAns_* under v2.0 rules) | id, exact_match, f1 |
 | IR | `retrieval_scores` | ndcg@10, mrr@10, recall@100 | qid, ndcg@10, mrr@10, recall@100 |
+
+TC aggregate keys: sentence_macro_f1 (EncodEval's score), entity_precision/recall/f1 (seqeval strict IOB2),
+token_micro_f1, token_accuracy; per-instance keys: sentence_macro_f1, entity_f1, entity_tp, entity_pred, entity_gold,
+token_correct, token_count.
 
 `METRICS` lists each family's aggregate keys (a task's main metric must be one); `rescore` recomputes them from the
 predictions and references a result file stores per instance.
@@ -45,7 +49,8 @@ sentences without any), so always read it beside entity F1 (the report shows bot
 Token-level micro-F1 (kept beside it; SPEC took it for the harness's number before the released results were
 read): sklearn `f1_score(average="micro")` over the flattened *word-level* label ids of every sentence. Positions
 labelled -100 (special tokens, padding, words cut by truncation) are excluded before the call; "O" is a class like
-any other and counts, so with every class included micro-F1 equals word accuracy (`include_o=False` gives the variant that restricts the average to entity labels).
+any other and counts, so with every class included micro-F1 equals word accuracy (`include_o=False` gives the variant
+that restricts the average to entity labels).
 The community-standard number is seqeval's entity F1 in strict mode with the IOB2 scheme; report both (SPEC).
 
 Retrieval follows trec_eval (what pytrec_eval, BEIR and mteb call): documents ranked by score, ties broken by
@@ -229,7 +234,8 @@ def token_classification_scores(predictions: Sequence[Sequence[str]], references
     _check_same_length(predictions, references, "predictions", "references")
     for i, (pred, gold) in enumerate(zip(predictions, references)):
         if len(pred) != len(gold):
-            raise ValueError(f"sentence {i}: {len(pred)} predicted tags for {len(gold)} gold tags; align to words first")
+            raise ValueError(f"sentence {i}: {len(pred)} predicted tags for {len(gold)} gold tags; "
+                             "align to words first")
     y_true, y_pred = [list(s) for s in references], [list(s) for s in predictions]
     keys = ("sentence_macro_f1", "entity_f1", "entity_tp", "entity_pred", "entity_gold", "token_correct", "token_count")
     per = {k: [] for k in keys}
@@ -316,7 +322,8 @@ def squad_exact_f1(prediction: str, gold_answers: Sequence[str], version: str = 
 
 
 def _token_f1_v1(prediction: str, gold: str) -> float:
-    common = collections.Counter(normalize_answer(prediction).split()) & collections.Counter(normalize_answer(gold).split())
+    common = (collections.Counter(normalize_answer(prediction).split())
+              & collections.Counter(normalize_answer(gold).split()))
     overlap = sum(common.values())
     if overlap == 0:
         return 0.0

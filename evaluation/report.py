@@ -53,7 +53,8 @@ def load_results(results_dir: str | Path) -> list[dict]:
     each with its path under "_path"; a corrupt or older-format file is refused, naming it."""
     files = artifacts.result_files(results_dir)
     if not files:
-        raise FileNotFoundError(f"no result files under {results_dir}; run `python -m evaluation.run ... --output {results_dir}`")
+        raise FileNotFoundError(f"no result files under {results_dir}; "
+                                f"run `python -m evaluation.run ... --output {results_dir}`")
     return [{**artifacts.read_result(p), "_path": str(p)} for p in files]
 
 
@@ -116,7 +117,8 @@ def summarize_group(records: list[dict], bootstrap: bool = False) -> dict:
     best = min(candidates, key=lambda lr: (per_lr[lr][3], -per_lr[lr][0]))
     test = [_main_score(r, "test") for r in ok if r["lr"] == best]
     low, high = confidence_interval(test, bootstrap)
-    baselines = {round(r["trivial_baseline"]["test"][first["main_metric"]], 12) for r in records if "trivial_baseline" in r}
+    baselines = {round(r["trivial_baseline"]["test"][first["main_metric"]], 12)
+                 for r in records if "trivial_baseline" in r}
     if len(baselines) > 1:
         raise ValueError(f"results of {first['model']} on {first['task']} disagree on the trivial baseline "
                          f"({sorted(baselines)}): they were scored on different test data")
@@ -124,7 +126,8 @@ def summarize_group(records: list[dict], bootstrap: bool = False) -> dict:
     entity_f1 = float(np.mean(entity)) if first["family"] == "tc" and entity else None
     lr_means = [per_lr[lr][1] for lr in candidates]
     return {**row, "best_lr": best, "n_seeds": len(test), "mean": float(np.mean(test)), "ci_low": low,
-            "ci_high": high, "trivial_baseline": baselines.pop() if baselines else None, "entity_f1": entity_f1, "std": float(np.std(test, ddof=1)) if len(test) > 1 else math.nan,
+            "ci_high": high, "trivial_baseline": baselines.pop() if baselines else None, "entity_f1": entity_f1,
+            "std": float(np.std(test, ddof=1)) if len(test) > 1 else math.nan,
             "val_mean": float(per_lr[best][0]),
             "stability_std": float(np.std([_main_score(r, "test") for r in ok], ddof=1)) if len(ok) > 1 else math.nan,
             "lr_range": float(max(lr_means) - min(lr_means))}
@@ -257,15 +260,15 @@ def results_table(rows: list[dict]) -> list[str]:
     for model in models:
         cells = [_cell(cell[(model, t)]) if (model, t) in cell else "" for t in tasks]
         lines.append("| " + " | ".join([model, *cells]) + " |")
-    baseline = {t: next((r["trivial_baseline"] for r in rows if r["task"] == t and r.get("trivial_baseline") is not None), None)
-                for t in tasks}
+    baseline = {t: _baseline(rows, t) for t in tasks}
     lines.append("| " + " | ".join(["*trivial baseline*", *[_fmt(baseline[t]) for t in tasks]]) + " |")
     tc = [t for t in tasks if any(r["task"] == t and r["family"] == "tc" for r in rows)]
     if tc:
-        lines += ["", "Entity F1 (seqeval) of the same TC runs, beside the main metric: a model that predicts no entity "
-                  "is visible here.", "", "| model | " + " | ".join(tc) + " |", "|" + "---|" * (len(tc) + 1)]
-        lines += ["| " + " | ".join([m, *[_fmt(cell[(m, t)]["entity_f1"]) if (m, t) in cell else "" for t in tc]]) + " |"
-                  for m in models]
+        lines += ["", "Entity F1 (seqeval) of the same TC runs, beside the main metric: a model that predicts no "
+                  "entity is visible here.", "", "| model | " + " | ".join(tc) + " |", "|" + "---|" * (len(tc) + 1)]
+        for m in models:
+            entity = [_fmt(cell[(m, t)]["entity_f1"]) if (m, t) in cell else "" for t in tc]
+            lines.append("| " + " | ".join([m, *entity]) + " |")
     return lines
 
 
@@ -304,8 +307,8 @@ def write_tables(rows: list[dict], comparisons: list[dict], output: Path, findin
                   "| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
         lines += ["| " + " | ".join(_fmt(c[k]) for k in keys) + " |" for c in comparisons]
     lines += ["", "## Every column", "",
-              "entity_f1 = TC entity F1 (seqeval) of the best LR's runs; std = over the best LR's seeds; stability_std = "
-              "std over all finished runs; lr_range = range of the per-LR mean test scores.", "",
+              "entity_f1 = TC entity F1 (seqeval) of the best LR's runs; std = over the best LR's seeds; "
+              "stability_std = std over all finished runs; lr_range = range of the per-LR mean test scores.", "",
               "| " + " | ".join(SUMMARY_COLUMNS) + " |", "|" + "---|" * len(SUMMARY_COLUMNS)]
     lines += ["| " + " | ".join(_fmt(r[k]) for k in SUMMARY_COLUMNS) + " |" for r in rows]
     artifacts.write_text_atomic(output / "summary.md", "\n".join(lines) + "\n")
@@ -367,7 +370,8 @@ def _score_axis(ax, values, baseline: float | None, label: str) -> None:
 
 
 def _baseline(rows, task) -> float | None:
-    return next((r["trivial_baseline"] for r in rows if r["task"] == task and r.get("trivial_baseline") is not None), None)
+    return next((r["trivial_baseline"] for r in rows
+                 if r["task"] == task and r.get("trivial_baseline") is not None), None)
 
 
 def _errors(rows):
@@ -391,7 +395,8 @@ def plot_objectives(rows: list[dict], output: Path) -> list[Path]:
             cells = [next((r for r in fam if r["model"] == model and r["task"] == t), None) for t in task_names]
             xs = [j + i * width for j, c in enumerate(cells) if c]
             present = [c for c in cells if c]
-            ax.bar(xs, [c["mean"] for c in present], width, yerr=np.nan_to_num(_errors(present)), label=model, capsize=2)
+            ax.bar(xs, [c["mean"] for c in present], width, yerr=np.nan_to_num(_errors(present)), label=model,
+                   capsize=2)
         for j, task in enumerate(task_names):
             if (base := _baseline(rows, task)) is not None:
                 ax.hlines(base, j - width / 2, j + 0.8 - width / 2, colors="black", linestyles="--", linewidth=1,

@@ -79,7 +79,8 @@ class GridArgs:
     model: str = field(metadata={"help": "Model directories or Hub ids (org/name[@revision]), comma-separated; "
                                          "NAME=DIR or NAME=ID files one under NAME (default: the name in its "
                                          "run_info.json, else the directory or repo name)."})
-    tasks: str = field(metadata={"help": f"Task names or task YAML paths, comma-separated ({', '.join(tasks.list_tasks())})."})
+    tasks: str = field(metadata={"help": "Task names or task YAML paths, comma-separated "
+                                         f"({', '.join(tasks.list_tasks())})."})
     lrs: str = field(default=",".join(f"{lr:g}" for lr in common.PAPER_LRS), metadata={"help": "Learning rates."})
     seeds: str = field(default=",".join(map(str, common.PAPER_SEEDS)), metadata={"help": "Seeds."})
     output: str = field(default="results", metadata={"help": "Results directory."})
@@ -390,9 +391,9 @@ def check(grid: GridArgs, protocol: common.ProtocolArgs) -> tuple[list[Run], dic
     changed = [run for run in runs if states[id(run)][0] == "changed"]
     if changed and not grid.rerun_changed:
         run = changed[0]
-        raise ValueError(f"{len(changed)} finished result(s) were made by something else, e.g. {run.path(grid.output)}: "
-                         f"{'; '.join(states[id(run)][1][:4])}; pass --rerun_changed to redo them (old files are "
-                         "moved aside) or another --output")
+        raise ValueError(f"{len(changed)} finished result(s) were made by something else, "
+                         f"e.g. {run.path(grid.output)}: {'; '.join(states[id(run)][1][:4])}; "
+                         "pass --rerun_changed to redo them (old files are moved aside) or another --output")
     todo = [run for run in runs if states[id(run)][0] != "done"]
     shared = f" ({len(units(todo))} fine-tunings: retrieval tasks with the same training pairs share one)" \
         if len(units(todo)) < len(todo) else ""

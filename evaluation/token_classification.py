@@ -120,7 +120,8 @@ def finetune(model_path, task, args: common.FinetuneArgs, tokenizer=None) -> com
         tokenizer: the model's tokenizer, when the caller already loaded it.
     """
     if NO_TOKEN_TAG not in task.labels:
-        raise ValueError(f"task {task.name!r}: labels need an {NO_TOKEN_TAG!r} tag (predicted for words without a token)")
+        raise ValueError(f"task {task.name!r}: labels need an {NO_TOKEN_TAG!r} tag "
+                         "(predicted for words without a token)")
     tokenizer = tokenizer or common.load_tokenizer(model_path)
     data = tokenize(task, tokenizer, args)
     model = common.load_for_finetuning(

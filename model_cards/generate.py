@@ -1,7 +1,9 @@
 """Model cards and the results dataset card, built with huggingface_hub's `ModelCard` / `DatasetCard`.
 
-    python -m model_cards.generate CHECKPOINT_DIR [--summary report/summary.csv --results results/]  # -> CHECKPOINT_DIR/README.md
-    python -m model_cards.generate --results results/ --summary report/summary.csv                  # -> report/README.md
+    # -> CHECKPOINT_DIR/README.md
+    python -m model_cards.generate CHECKPOINT_DIR [--summary report/summary.csv --results results/]
+    # -> report/README.md
+    python -m model_cards.generate --results results/ --summary report/summary.csv
 
 A card never replaces a file that this tool did not write (`--force` to do it anyway).
 
@@ -253,7 +255,8 @@ def hyperparameter_groups(info: dict) -> list[tuple[str, list[tuple[str, str]]]]
     skip = {k for k, v in settings.items() if v is None or v == []}
     skip |= MLM_ONLY if clm_only else set()
     skip |= {"reset_optimizer_at_switch"} if settings.get("switch_step") is None else set()
-    skip |= {"toy_vocab_size"} if settings.get("tokenizer_name_or_path") or settings.get("model_name_or_path") else set()
+    existing_tokenizer = settings.get("tokenizer_name_or_path") or settings.get("model_name_or_path")
+    skip |= {"toy_vocab_size"} if existing_tokenizer else set()
     groups, placed = [], set()
     for group, keys in (*HYPERPARAMETER_GROUPS, ("Other", tuple(settings))):
         rows = [(k, _value(settings[k])) for k in keys if k in settings and k not in skip | placed]
@@ -262,7 +265,8 @@ def hyperparameter_groups(info: dict) -> list[tuple[str, list[tuple[str, str]]]]
             blocks = (settings["per_device_train_batch_size"] * settings.get("gradient_accumulation_steps", 1)
                       * settings.get("world_size", 1))
             tokens = blocks * settings["block_size"]
-            rows.append(("tokens per optimizer step", f"{blocks} blocks x {settings['block_size']} tokens = {tokens:,}"))
+            rows.append(("tokens per optimizer step",
+                         f"{blocks} blocks x {settings['block_size']} tokens = {tokens:,}"))
         if rows:
             groups.append((group, rows))
     return groups
@@ -321,7 +325,8 @@ def _base_model(info: dict, repo_id: str | None, override: str | None) -> tuple[
     base_parsed = try_parse_name(base)
     if hub_id is None and repo_id and base_parsed is not None and base_parsed.step is None:
         hub_id = f"{repo_id.split('/')[0]}/{base}"
-    where = f"[`{hub_id}`](https://huggingface.co/{hub_id})" if hub_id else f"`{base}` (not published under a known Hub id)"
+    where = (f"[`{hub_id}`](https://huggingface.co/{hub_id})" if hub_id else
+             f"`{base}` (not published under a known Hub id)")
     return hub_id, f"{role} {where}"
 
 
@@ -333,7 +338,8 @@ def _is_causal(checkpoint_dir: Path) -> bool:
 def _branches(checkpoint_dir: Path) -> list[tuple[str, int]]:
     """The run's intermediate checkpoints as Hub branches: [("step-1000", 1000), ...] (`model_cards.push` layout)."""
     folder = Path(checkpoint_dir) / artifacts.INTERMEDIATE_DIR
-    steps = [int(p.name[5:]) for p in folder.glob("step-*") if p.is_dir() and p.name[5:].isdigit()] if folder.is_dir() else []
+    steps = ([int(p.name[5:]) for p in folder.glob("step-*") if p.is_dir() and p.name[5:].isdigit()]
+             if folder.is_dir() else [])
     return [(f"step-{s}", s) for s in sorted(steps)]
 
 
@@ -460,8 +466,8 @@ def _facts(info: dict, name: str, parsed: ModelName | None, params: tuple[int, i
     if base_text:
         facts.append(("starting point", base_text))
     fingerprint = info["data"].get("fingerprint")
-    facts += [("pretraining data", data_text + (f" (packed blocks fingerprint `{fingerprint}`)" if fingerprint else "")),
-              ("code", f"git commit `{info['git_commit']}`")]
+    packed = f" (packed blocks fingerprint `{fingerprint}`)" if fingerprint else ""
+    facts += [("pretraining data", data_text + packed), ("code", f"git commit `{info['git_commit']}`")]
     return facts
 
 
@@ -565,7 +571,8 @@ def build_model_card(checkpoint_dir, summary_csv=None, repo_id: str | None = Non
     relation = ("This checkpoint is one of the models of the study" if parsed and not borrowed else
                 "This checkpoint was made with the recipes of a reimplementation of the study")
     return ModelCard.from_template(
-        card_data, template_path=str(TEMPLATE), name=name, relation=relation, disclaimer=_disclaimer(info, name, parsed, params, data_text),
+        card_data, template_path=str(TEMPLATE), name=name, relation=relation,
+        disclaimer=_disclaimer(info, name, parsed, params, data_text),
         summary=summary, name_lines=name_lines(name) if parsed else [],
         facts=_facts(info, name, parsed, params, data_text, base_text), hyperparameters=hyperparameter_groups(info),
         eval_intro=eval_intro, eval_rows=_table_rows(rows), branches=_branches(checkpoint_dir),

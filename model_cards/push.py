@@ -1,6 +1,7 @@
 """Publish checkpoints and evaluation results to the Hugging Face Hub.
 
-    python -m model_cards.push RUN_DIR --repo_id ORG/610m-mlm40-42k [--results REPORT_DIR [--results_dir DIR]] [--dry_run OUT]
+    python -m model_cards.push RUN_DIR --repo_id ORG/610m-mlm40-42k [--results REPORT_DIR [--results_dir DIR]] \
+        [--dry_run OUT]
     python -m model_cards.push --results REPORT_DIR --results_dir RESULTS_DIR --results_repo_id ORG/mlm-vs-clm-results
 
 - A checkpoint repo gets weights, config, tokenizer, modeling code, `run_info.json` and its card (README.md) in
@@ -114,7 +115,8 @@ def stage_checkpoint(checkpoint_dir: Path, repo_id: str, revision: str, summary_
                     results_dir: Path | None = None, base_model: str | None = None) -> RepoCommit:
     """Stage the commit of one checkpoint folder to `repo_id@revision` (files, public run_info, generated card)."""
     files = checkpoint_files(checkpoint_dir)
-    card = build_model_card(checkpoint_dir, summary_csv, repo_id=repo_id, revision=None if revision == "main" else revision,
+    card = build_model_card(checkpoint_dir, summary_csv, repo_id=repo_id,
+                            revision=None if revision == "main" else revision,
                             results_dir=results_dir, base_model=base_model)
     public_info = without_local_paths(load_run_info(checkpoint_dir))
     files[artifacts.RUN_INFO_NAME] = (json.dumps(public_info, indent=2, allow_nan=False) + "\n").encode("utf-8")
@@ -286,7 +288,8 @@ def push_commits(commits: list[RepoCommit], token: str, endpoint: str | None = N
                 wait = backoff_s * 2 ** attempt
                 log(f"{commit.repo_id}@{commit.revision}: {type(exc).__name__}, retrying in {wait:.0f}s")
                 time.sleep(wait)
-        log(f"pushed {commit.repo_type} {commit.repo_id}@{commit.revision}: {len(commit.files)} files, head {heads[-1][:10]}")
+        log(f"pushed {commit.repo_type} {commit.repo_id}@{commit.revision}: "
+            f"{len(commit.files)} files, head {heads[-1][:10]}")
     return heads
 
 

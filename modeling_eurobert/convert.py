@@ -1,5 +1,5 @@
-"""Turn a Llama-architecture causal LM (local dir or Hub id) into an `EuroBertClmMlmForCausalLM` checkpoint, the start of
-MLM continued pretraining (CPT) from an existing decoder:
+"""Turn a Llama-architecture causal LM (local dir or Hub id) into an `EuroBertClmMlmForCausalLM` checkpoint, the start
+of MLM continued pretraining (CPT) from an existing decoder:
 
     python -m modeling_eurobert.convert meta-llama/Llama-3.2-1B out/llama-3.2-1b-eurobert
     python -m modeling_eurobert.convert ./my-llama out/my-eurobert --mask_token "<|reserved_special_token_0|>" \

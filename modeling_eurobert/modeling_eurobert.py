@@ -62,15 +62,18 @@ class EuroBertClmMlmRotaryEmbedding(nn.Module):
         super().__init__()
         self.config = config
         self.rope_type = config.rope_parameters.get("rope_type", "default")
-        init_fn = self.compute_default_rope_parameters if self.rope_type == "default" else ROPE_INIT_FUNCTIONS[self.rope_type]
+        init_fn = (self.compute_default_rope_parameters if self.rope_type == "default" else
+                   ROPE_INIT_FUNCTIONS[self.rope_type])
         inv_freq, self.attention_scaling = init_fn(config)
         self.inv_freq = nn.Buffer(inv_freq, persistent=False)
         self.original_inv_freq = nn.Buffer(inv_freq.clone(), persistent=False)
 
     @staticmethod
-    def compute_default_rope_parameters(config: EuroBertClmMlmConfig, device=None, **kwargs) -> tuple[torch.Tensor, float]:
+    def compute_default_rope_parameters(config: EuroBertClmMlmConfig, device=None,
+                                        **kwargs) -> tuple[torch.Tensor, float]:
         base, dim = config.rope_parameters["rope_theta"], config.head_dim
-        inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64).to(device=device, dtype=torch.float) / dim))
+        exponents = torch.arange(0, dim, 2, dtype=torch.int64).to(device=device, dtype=torch.float) / dim
+        inv_freq = 1.0 / (base ** exponents)
         return inv_freq, 1.0
 
     @torch.no_grad()
@@ -326,7 +329,8 @@ class EuroBertClmMlmForMaskedLM(EuroBertClmMlmPreTrainedModel):
                 is_causal: bool | None = None, num_items_in_batch=None, mlm_positions=None, **kwargs):
         if is_causal is None:
             is_causal = self.causal
-        hidden = self.model(input_ids, attention_mask, position_ids, inputs_embeds, is_causal=is_causal).last_hidden_state
+        hidden = self.model(input_ids, attention_mask, position_ids, inputs_embeds,
+                            is_causal=is_causal).last_hidden_state
         output_class = CausalLMOutput if self.causal else MaskedLMOutput
         if labels is None:
             return output_class(logits=self.lm_head(hidden))
@@ -369,11 +373,13 @@ class EuroBertClmMlmForSequenceClassification(EuroBertClmMlmPreTrainedModel):
 
     def forward(self, input_ids=None, attention_mask=None, position_ids=None, inputs_embeds=None, labels=None,
                 is_causal: bool | None = None, **kwargs):
-        hidden = self.model(input_ids, attention_mask, position_ids, inputs_embeds, is_causal=is_causal).last_hidden_state
+        hidden = self.model(input_ids, attention_mask, position_ids, inputs_embeds,
+                            is_causal=is_causal).last_hidden_state
         if self.config.classifier_pooling == "late":  # classify every token, then average the logits
             logits = pool(self.classifier(self.activation(self.dense(hidden))), attention_mask, "mean")
         else:
-            logits = self.classifier(self.activation(self.dense(pool(hidden, attention_mask, self.config.classifier_pooling))))
+            pooled = pool(hidden, attention_mask, self.config.classifier_pooling)
+            logits = self.classifier(self.activation(self.dense(pooled)))
         loss = None
         if labels is not None:
             loss = self.loss_function(labels=labels, pooled_logits=logits, config=self.config)
@@ -390,11 +396,13 @@ class EuroBertClmMlmForTokenClassification(EuroBertClmMlmPreTrainedModel):
 
     def forward(self, input_ids=None, attention_mask=None, position_ids=None, inputs_embeds=None, labels=None,
                 is_causal: bool | None = None, **kwargs):
-        hidden = self.model(input_ids, attention_mask, position_ids, inputs_embeds, is_causal=is_causal).last_hidden_state
+        hidden = self.model(input_ids, attention_mask, position_ids, inputs_embeds,
+                            is_causal=is_causal).last_hidden_state
         logits = self.classifier(hidden)
         loss = None
         if labels is not None:
-            loss = nn.functional.cross_entropy(logits.view(-1, self.num_labels).float(), labels.view(-1).to(logits.device))
+            loss = nn.functional.cross_entropy(logits.view(-1, self.num_labels).float(),
+                                               labels.view(-1).to(logits.device))
         return TokenClassifierOutput(loss=loss, logits=logits)
 
 
@@ -409,7 +417,8 @@ class EuroBertClmMlmForQuestionAnswering(EuroBertClmMlmPreTrainedModel):
 
     def forward(self, input_ids=None, attention_mask=None, position_ids=None, inputs_embeds=None,
                 start_positions=None, end_positions=None, is_causal: bool | None = None, **kwargs):
-        hidden = self.model(input_ids, attention_mask, position_ids, inputs_embeds, is_causal=is_causal).last_hidden_state
+        hidden = self.model(input_ids, attention_mask, position_ids, inputs_embeds,
+                            is_causal=is_causal).last_hidden_state
         start_logits, end_logits = self.qa_outputs(hidden).float().unbind(dim=-1)  # (B, T) each
         loss = None
         if start_positions is not None and end_positions is not None:

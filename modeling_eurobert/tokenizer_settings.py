@@ -39,7 +39,8 @@ def configure_tokenizer(tokenizer, model_max_length: int | None = None):
     """
     if model_max_length is not None:
         if not isinstance(model_max_length, int) or model_max_length < 1:
-            raise ValueError(f"model_max_length={model_max_length!r} must be a positive integer (max_position_embeddings)")
+            raise ValueError(f"model_max_length={model_max_length!r} must be a positive integer "
+                             "(max_position_embeddings)")
         tokenizer.model_max_length = model_max_length
     if tokenizer.mask_token is not None:
         size, mask_id = len(tokenizer), tokenizer.mask_token_id

@@ -265,7 +265,8 @@ def load_tokenizer(name_or_path: str | os.PathLike, objective: str | None = None
         raise ValueError(f"objective={objective!r} is unknown; use one of {OBJECTIVES}")
     source = artifacts.local_or_hub(name_or_path, "tokenizer")
     if Path(source).is_dir() and not any((Path(source) / name).is_file() for name in artifacts.TOKENIZER_FILES):
-        raise ValueError(f"{source} holds no tokenizer ({' / '.join(artifacts.TOKENIZER_FILES)}); pass --tokenizer_name_or_path")
+        raise ValueError(f"{source} holds no tokenizer ({' / '.join(artifacts.TOKENIZER_FILES)}); "
+                         "pass --tokenizer_name_or_path")
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
     except (OSError, ValueError) as error:
@@ -293,7 +294,8 @@ def load_tokenizer(name_or_path: str | os.PathLike, objective: str | None = None
 ESTIMATE_SAMPLE = 2000  # documents tokenized to estimate a corpus's tokens
 
 
-def estimate_tokens(corpus: datasets.Dataset, tokenizer: PreTrainedTokenizerBase, sample: int = ESTIMATE_SAMPLE) -> dict:
+def estimate_tokens(corpus: datasets.Dataset, tokenizer: PreTrainedTokenizerBase,
+                    sample: int = ESTIMATE_SAMPLE) -> dict:
     """Tokens (eos included) the corpus will yield, from a tokenized sample of evenly spaced documents.
 
     Cheap at any corpus size (`sample` documents are tokenized), so a run that cannot meet its budget is refused
@@ -306,7 +308,8 @@ def estimate_tokens(corpus: datasets.Dataset, tokenizer: PreTrainedTokenizerBase
     return {"documents": n, "sampled": len(rows), "tokens_per_document": per_document, "tokens": int(n * per_document)}
 
 
-def estimate_hub_tokens(source: str, name: str | None, split: str, tokenizer, sample: int = ESTIMATE_SAMPLE) -> dict | None:
+def estimate_hub_tokens(source: str, name: str | None, split: str, tokenizer,
+                        sample: int = ESTIMATE_SAMPLE) -> dict | None:
     """`estimate_tokens` for a Hub corpus before downloading it: the number of documents from the dataset's
     metadata, the tokens per document from the first `sample` documents streamed. None when the Hub gives no
     document count for that split (the estimate then runs on the downloaded corpus)."""
@@ -585,7 +588,8 @@ class PretrainingCollator:
         if self.objective == "mlm" and self.tokenizer.mask_token_id is None:
             raise ValueError("the tokenizer has no mask token, so it cannot be used for MLM; see load_tokenizer")
         if self.positions_per_block is not None and self.positions_per_block < 1:
-            raise ValueError(f"positions_per_block={self.positions_per_block} must be >= 1 (see masked_positions_bound)")
+            raise ValueError(f"positions_per_block={self.positions_per_block} must be >= 1 "
+                             "(see masked_positions_bound)")
         special_ids = set(self.tokenizer.all_special_ids)
         special_ids |= {i for i, token in self.tokenizer.added_tokens_decoder.items() if token.special}
         size = max(len(self.tokenizer), max(special_ids) + 1)

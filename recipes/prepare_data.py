@@ -41,7 +41,8 @@ def prepare_pretraining(argv: list[str]) -> dict:
         ValueError / FileNotFoundError: bad settings, a run that continues other weights, or too few blocks.
     """
     # data work runs on the CPU whatever the run's precision (a bf16 config would refuse a node without a GPU)
-    run_args, training_args = pretrain.make_parser().parse_args_and_config([*argv, "--use_cpu", "true", "--bf16", "false"])
+    cpu_argv = [*argv, "--use_cpu", "true", "--bf16", "false"]
+    run_args, training_args = pretrain.make_parser().parse_args_and_config(cpu_argv)
     if run_args.model_name_or_path:
         raise ValueError("pass the config of a run from scratch (architecture): a run from existing weights reads "
                          "the data of the run that made them")
@@ -79,7 +80,8 @@ def prepare_evaluation(task_names: list[str], source: str, data_dir: str | None)
     from evaluation import tasks
 
     loaded = [tasks.load_task(name) for name in task_names]  # every name is checked before any download
-    return {task.name: {split: len(rows) for split, rows in tasks.load_splits(task, data_dir=data_dir, source=source).items()}
+    return {task.name: {split: len(rows)
+                        for split, rows in tasks.load_splits(task, data_dir=data_dir, source=source).items()}
             for task in loaded}
 
 

@@ -10,7 +10,8 @@ def test_majority_class_and_all_o_by_hand():
     task = tasks.Task(name="t", family="sc", metric="accuracy", budget={"max_steps": 1}, labels=["neg", "pos"])
     splits = {"train": {"label": [1, 1, 0]}, "validation": {"label": [0, 1]}, "test": {"label": [1, 1, 1, 0]}}
     assert baselines.trivial_baseline(task, splits)["test"]["accuracy"] == 0.75  # "pos" is the train majority
-    ner = tasks.Task(name="n", family="tc", metric="sentence_macro_f1", budget={"epochs": 1}, labels=["O", "B-PER", "I-PER"])
+    ner = tasks.Task(name="n", family="tc", metric="sentence_macro_f1", budget={"epochs": 1},
+                     labels=["O", "B-PER", "I-PER"])
     tags = {"tags": [[1, 2, 0], [0, 0]]}
     out = baselines.trivial_baseline(ner, {"train": tags, "validation": tags, "test": tags})["test"]
     assert out["entity_f1"] == 0.0 and out["token_accuracy"] == pytest.approx(3 / 5)

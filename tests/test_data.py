@@ -115,7 +115,8 @@ def _without_mask_lstrip(tokenizer_dir):
     return old
 
 
-def test_mask_lstrip_changes_neither_packed_blocks_nor_tokenizer_identity(tokenizer_dir, tokenizer, corpus, blocks, tmp_path):
+def test_mask_lstrip_changes_neither_packed_blocks_nor_tokenizer_identity(tokenizer_dir, tokenizer, corpus, blocks,
+                                                                          tmp_path):
     """The flag only matters where `<|mask|>` is matched as a token; pretraining keeps special-token text as text, so
     blocks built before the change are byte-identical, and the tokenizer hash (caches, resume) is unchanged."""
     old = _without_mask_lstrip(tokenizer_dir)
@@ -286,7 +287,8 @@ def test_fixed_positions_list_every_masked_position_and_leave_masks_unchanged(to
         masked = (labels != -100).nonzero().flatten()
         assert torch.equal(row[: len(masked)], masked) and (row[len(masked):] == -1).all()
     most = int((plain["labels"] != -100).sum(dim=1).max())
-    assert "mlm_positions" in PretrainingCollator("mlm", tokenizer, 0.4, 0.8, 0.1, seed=3, positions_per_block=most)(examples)
+    fits = PretrainingCollator("mlm", tokenizer, 0.4, 0.8, 0.1, seed=3, positions_per_block=most)(examples)
+    assert "mlm_positions" in fits
     over = PretrainingCollator("mlm", tokenizer, 0.4, 0.8, 0.1, seed=3, positions_per_block=most - 1)(examples)
     assert "mlm_positions" not in over and torch.equal(over["labels"], plain["labels"])
 

@@ -106,7 +106,8 @@ def test_missing_pad_id_exports_as_null_not_eos(tmp_path):
 CAUSAL_REFUSAL = "is a causal checkpoint .*; pass --bidirectional to export it as a bidirectional encoder on purpose"
 REFUSALS = {
     "qa": (EuroBertClmMlmForQuestionAnswering, {}, "no question-answering head"),
-    "causal-lm": (EuroBertClmMlmForCausalLM, {"is_causal": True}, "EuroBertClmMlmForCausalLM with is_causal=true " + CAUSAL_REFUSAL),
+    "causal-lm": (EuroBertClmMlmForCausalLM, {"is_causal": True},
+                  "EuroBertClmMlmForCausalLM with is_causal=true " + CAUSAL_REFUSAL),
     "causal-classifier": (EuroBertClmMlmForSequenceClassification, {"is_causal": True}, CAUSAL_REFUSAL),
     "pad-is-eos": (EuroBertClmMlmForMaskedLM, {"pad_token_id": 2}, "pad_token_id=2 equals eos"),
 }

@@ -182,4 +182,5 @@ def test_inputs_are_sized_as_the_original_harness(tiny):
     # the tiny architecture: 512 positions
     assert common.max_length(common.ProtocolArgs(), tiny["clm"]) == round(0.99 * 512)
     assert common.max_length(common.ProtocolArgs(max_length=64), tiny["clm"]) == 64
-    assert common.ProtocolArgs(precision="auto").resolved_precision() == ("bf16_weights" if torch.cuda.is_available() else "fp32")
+    expected = "bf16_weights" if torch.cuda.is_available() else "fp32"
+    assert common.ProtocolArgs(precision="auto").resolved_precision() == expected

@@ -51,8 +51,9 @@ def test_launcher_accepts_the_fsdp_config(tmp_path):
     probe.write_text(PROBE)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     result = subprocess.run([sys.executable, "-m", "accelerate.commands.launch", "--config_file", CONFIG,
-                             "--num_processes", "1", "--main_process_ip", "127.0.0.1", "--main_process_port", str(free_port()),
-                             str(probe)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+                             "--num_processes", "1", "--main_process_ip", "127.0.0.1",
+                             "--main_process_port", str(free_port()), str(probe)],
+                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
     assert result.returncode == 0, result.stderr[-3000:]
     settings = json.loads(result.stdout.strip().splitlines()[-1])
     assert settings == {"use_fsdp": "true", "version": 2, "state_dict_type": "FULL_STATE_DICT",
@@ -80,7 +81,8 @@ def test_fsdp_trains_saves_resumes_and_loads(tmp_path):
 
     def launch(output_dir: Path, *extra: str) -> None:
         command = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", CONFIG,
-                   "--num_processes", str(processes), "--main_process_ip", "127.0.0.1", "--main_process_port", str(free_port()),
+                   "--num_processes", str(processes), "--main_process_ip", "127.0.0.1",
+                   "--main_process_port", str(free_port()),
                    "--mixed_precision", "no", "-m", "recipes.pretrain", *RUN, "--output_dir", str(output_dir),
                    "--data_cache_dir", str(tmp_path / "cache"), "--per_device_train_batch_size", str(4 // processes),
                    *extra]

@@ -148,8 +148,8 @@ def test_changed_protocol_is_refused_then_rerun_with_old_file_moved_aside(models
     with pytest.raises(ValueError, match=r"made by something else.*protocol\.max_steps: 6 -> 5.*--rerun_changed"):
         run.run_grid(grid(models["eurobert"], tmp_path, lrs="1e-3", seeds="0"), protocol(data_dir, max_steps=5))
     assert json.loads(first[0].read_text()) == before  # refused: nothing touched
-    again = run.run_grid(dataclasses_replace(grid(models["eurobert"], tmp_path, lrs="1e-3", seeds="0"), rerun_changed=True),
-                     protocol(data_dir, max_steps=5))
+    rerun = dataclasses_replace(grid(models["eurobert"], tmp_path, lrs="1e-3", seeds="0"), rerun_changed=True)
+    again = run.run_grid(rerun, protocol(data_dir, max_steps=5))
     assert again == first and json.loads(first[0].read_text())["identity"]["protocol"]["max_steps"] == 5
     aside = list(first[0].parent.glob(f"{first[0].name}.replaced-*"))
     assert len(aside) == 1 and json.loads(aside[0].read_text()) == before
@@ -183,11 +183,12 @@ def test_another_model_under_the_same_name_is_refused(models, data_dir, tmp_path
 def test_checkpoint_directories_are_named_after_their_run(tmp_path):
     for path in (tmp_path / "runA" / "intermediate" / "step-1000", tmp_path / "runA" / "checkpoint-500"):
         path.mkdir(parents=True)
-    assert run.model_name(str(tmp_path / "runA" / "intermediate" / "step-1000")) == ("runA-1000", str(tmp_path / "runA" / "intermediate" / "step-1000"))
+    step = tmp_path / "runA" / "intermediate" / "step-1000"
+    assert run.model_name(str(step)) == ("runA-1000", str(step))
     assert run.model_name(str(tmp_path / "runA" / "checkpoint-500"))[0] == "runA-checkpoint-500"
     assert run.model_name(f"mine={tmp_path / 'runA'}") == ("mine", str(tmp_path / "runA"))
-    (tmp_path / "runA" / "intermediate" / "step-1000" / "run_info.json").write_text(json.dumps({"name": "610m-clm-42k-1000"}))
-    assert run.model_name(str(tmp_path / "runA" / "intermediate" / "step-1000"))[0] == "610m-clm-42k-1000"
+    (step / "run_info.json").write_text(json.dumps({"name": "610m-clm-42k-1000"}))
+    assert run.model_name(str(step))[0] == "610m-clm-42k-1000"
 
 
 def test_corrupt_or_old_result_is_never_reused(models, data_dir, tmp_path):
@@ -228,7 +229,8 @@ def test_two_grid_processes_share_one_output_directory(models, data_dir, tmp_pat
                "--lrs", "1e-3,2e-3", "--seeds", "0,1", "--output", str(tmp_path), "--data_dir", str(data_dir),
                *[f"--{k}={v}" for k, v in SMOKE.items()]]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    workers = [subprocess.Popen(command, cwd=ROOT, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
+    workers = [subprocess.Popen(command, cwd=ROOT, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+                                env=env)
                for _ in range(2)]
     outputs = [w.communicate(timeout=600)[1] for w in workers]
     assert [w.returncode for w in workers] == [0, 0], outputs

@@ -193,7 +193,8 @@ def test_a_missing_saved_model_is_trained_again_and_the_selection_is_checked(gri
     assert scored(result(grid.output, "sst2")) == scored(before)
     for selection in ("sst3", "sst2:1e-2:0", "sst2:1e-3", "squad:x:0"):
         with pytest.raises(ValueError, match=f"--save_models entry '{selection}' names no run of this grid"):
-            run.run_grid(dataclasses.replace(grid, save_models=selection, output=str(grid_run["root"] / "bad")), protocol)
+            run.run_grid(dataclasses.replace(grid, save_models=selection, output=str(grid_run["root"] / "bad")),
+                         protocol)
     assert not (grid_run["root"] / "bad").exists()
 
 

@@ -5,7 +5,8 @@ import pytest
 from recipes import manifest
 
 SPEC_BLOCKS = {  # SPEC "The 38 trained models", block by block
-    "single objective 42k": [f"{s}-{o}-42k" for s in ("210m", "610m", "1b") for o in ("clm", "mlm20", "mlm30", "mlm40", "mlm50")],
+    "single objective 42k": [f"{s}-{o}-42k" for s in ("210m", "610m", "1b")
+                             for o in ("clm", "mlm20", "mlm30", "mlm40", "mlm50")],
     "smaller budgets": ["610m-clm-12k", "610m-clm-22k", "610m-mlm40-12k", "610m-mlm40-22k"],
     "pfs": ["610m-clm-3k-mlm40-12k", "610m-clm-6k-mlm40-12k", "610m-clm-9k-mlm40-12k", "610m-clm-5k-mlm40-22k",
             "610m-clm-11k-mlm40-22k", "610m-clm-17k-mlm40-22k", "610m-clm-10k-mlm40-42k", "610m-clm-21k-mlm40-42k",
@@ -31,14 +32,16 @@ def test_paper_recipes_match_spec_numbers():
     assert {table[n].cpt_base for n in SPEC_BLOCKS["cpt"]} == {"610m-clm-42k", "610m-mlm40-42k"}
     assert table["610m-clm-12k"].branch_from == "610m-clm-42k" and table["610m-mlm40-22k"].steps == 22000
     assert table["610m-clm-42k"].decay_branches == (12000, 22000) and table["1b-mlm50-42k"].mlm_probability == 0.5
-    assert table["610m-mlm40-42k-5000"].intermediate_of == "610m-mlm40-42k" and table["610m-mlm40-42k-5000"].steps == 5000
+    assert (table["610m-mlm40-42k-5000"].intermediate_of == "610m-mlm40-42k"
+            and table["610m-mlm40-42k-5000"].steps == 5000)
 
 
 def test_paper_run_config_uses_spec_optimisation():
     config = manifest.run_config(manifest.recipes()["610m-clm-21k-mlm40-42k"], "paper")
     assert config["switch_step"] == 21000 and config["max_steps"] == 42000 and config["warmup_steps"] == 2000
     assert (config["adam_beta1"], config["adam_beta2"], config["adam_epsilon"]) == (0.9, 0.95, 1e-5)
-    assert (config["weight_decay"], config["max_grad_norm"], config["learning_rate"], config["bf16"]) == (0.1, 1.0, 5e-4, True)
+    assert ((config["weight_decay"], config["max_grad_norm"], config["learning_rate"], config["bf16"])
+            == (0.1, 1.0, 5e-4, True))
     assert config["lr_scheduler_type"] == "warmup_stable_decay"
     assert config["lr_scheduler_kwargs"] == {"num_decay_steps": 2000, "decay_type": "linear", "min_lr_ratio": 0.0}
     assert config["block_size"] == 2048 and config["architecture"] == "610m"
@@ -51,7 +54,8 @@ def test_paper_cpt_follows_the_original_resume_path():
     base model's own tokenizer."""
     for name, steps, warmup in (("610m-clm-dec42k-mlm40-44k", 2000, 20), ("610m-mlm40-dec42k-mlm40-64k", 22000, 220)):
         config = manifest.run_config(manifest.recipes()[name], "paper")
-        assert config["keep_optimizer_state"] is True and config["max_steps"] == steps and config["warmup_steps"] == warmup
+        assert (config["keep_optimizer_state"] is True and config["max_steps"] == steps
+                and config["warmup_steps"] == warmup)
         assert config["lr_scheduler_kwargs"]["num_decay_steps"] == min(2000, steps - warmup)
         assert "tokenizer_name_or_path" not in config and config["weight_decay_scope"] == "all"
 

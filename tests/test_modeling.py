@@ -1,4 +1,5 @@
-"""Model package: architectures, heads, attention backends, differential tests, Auto loading in-process and as remote code."""
+"""Model package: architectures, heads, attention backends, differential tests, Auto loading in-process and as remote
+code."""
 
 import json
 import os
@@ -484,7 +485,8 @@ def test_sentence_transformers_mean_pooling_matches_pool(tmp_path):
     tokenizer = Tokenizer(tok_models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="w0"))
     tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
     fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<bos>", eos_token="<eos>",
-                                   mask_token="<mask>", pad_token="<pad>", model_input_names=["input_ids", "attention_mask"])
+                                   mask_token="<mask>", pad_token="<pad>",
+                                   model_input_names=["input_ids", "attention_mask"])
     model = EuroBertClmMlmModel(tiny_config()).eval()
     model.save_pretrained(tmp_path)
     fast.save_pretrained(tmp_path)

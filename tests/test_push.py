@@ -211,7 +211,8 @@ def test_any_checkpoint_can_be_published(tmp_path):
     commits = stage_run(ckpt, "me/my-encoder")
     assert [(p.revision, p.commit_message) for p in commits] == [("main", "Upload my-encoder"),
                                                                 ("step-100", "Upload my-encoder-100")]
-    assert "my-encoder: a `tiny`-size encoder trained for 200 steps with causal" in commits[0].files["README.md"].decode()
+    readme = commits[0].files["README.md"].decode()
+    assert "my-encoder: a `tiny`-size encoder trained for 200 steps with causal" in readme
 
 
 # ----- the CLI in a subprocess: the environment is read at import, as for a user -----
@@ -264,7 +265,8 @@ def test_push_refuses_offline_mode(hub, tmp_path):
     assert hub.requests == []
 
 
-@pytest.mark.parametrize("repo_id", ["org/na me", "org/-name", "org/a--b", "org/x.", "org/" + "a" * 97, "noslash", "a/b/c"])
+@pytest.mark.parametrize("repo_id", ["org/na me", "org/-name", "org/a--b", "org/x.", "org/" + "a" * 97, "noslash",
+                                     "a/b/c"])
 def test_dry_run_refuses_repo_ids_the_hub_refuses(study, tmp_path, repo_id):
     run_dir, _ = study
     proc = run_cli([run_dir, "--repo_id", repo_id, "--dry_run", tmp_path / "dry"], tmp_path, HF_HUB_OFFLINE="1")
@@ -301,7 +303,8 @@ def test_results_dataset_of_the_study_layout_loads_with_datasets(study, tmp_path
     test = {f: [r for r in predictions if r["family"] == f and r["split"] == "test"] for f in ("sc", "tc", "qa", "ir")}
     assert json.loads(test["tc"][0]["prediction"]) == ["B-PER", "O"] and test["tc"][0]["score"] == 1.0
     qa = test["qa"][0]
-    assert (qa["id"], json.loads(qa["prediction"]), json.loads(qa["reference"])) == ("q1", "1/2 of it", ["half", "1/2 of it"])
+    assert ((qa["id"], json.loads(qa["prediction"]), json.loads(qa["reference"]))
+            == ("q1", "1/2 of it", ["half", "1/2 of it"]))
     ir = test["ir"][0]
     assert json.loads(ir["prediction"]) == ["d2", "d1"] and json.loads(ir["scores"])["mrr@10"] == 0.5
     assert ir["id"] == "7" and test["sc"][0]["id"] is None

@@ -190,7 +190,8 @@ def test_findings_give_a_verdict_per_paper_claim(tmp_path):
     tested = findings.comparisons(records, rows)
     verdict = {v["finding"]: v["verdict"] for v in findings.verdicts(tested)}
     assert verdict == {"mlm_vs_clm_sc": "agrees at this scale", "data_efficiency": "agrees at this scale",
-                       "stability": "agrees at this scale", "pfs": "agrees at this scale", "cpt": "agrees at this scale"}
+                       "stability": "agrees at this scale", "pfs": "agrees at this scale",
+                       "cpt": "agrees at this scale"}
     flipped = next(r for r in tested if r["finding"] == "mlm_vs_clm_sc")
     assert (flipped["a"], flipped["b"]) == ("610m-mlm40-42k", "610m-clm-42k") and flipped["delta"] > 0
     out = report.main([str(tmp_path), "--output", str(tmp_path / "report")])
