@@ -19,8 +19,8 @@ def bench(objective_args: list[str], args, output_dir: Path) -> dict:
     argv = ["--config", "recipes/configs/debug.yaml", "--output_dir", str(output_dir),
             "--data_cache_dir", args.cache_dir, "--max_docs", str(args.max_docs), "--block_size", str(args.block_size),
             "--per_device_train_batch_size", str(args.batch_size), "--max_steps", str(args.steps),
-            "--logging_steps", str(args.log_every), "--intermediate_steps", str(args.steps), "--report_to", "none", "--disable_tqdm", "true",
-            "--save_strategy", "no", *objective_args]
+            "--logging_steps", str(args.log_every), "--intermediate_steps", str(args.steps), "--report_to", "none",
+            "--disable_tqdm", "true", "--save_strategy", "no", *objective_args]
     trainer = pretrain.pretrain(*pretrain.make_parser().parse_args_and_config(argv))
     logs = [log for log in trainer.state.log_history if "tokens_per_second" in log][1:]
     return {"tokens_per_second": sum(log["tokens_per_second"] for log in logs) / len(logs),
