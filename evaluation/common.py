@@ -35,6 +35,9 @@ ATTENTION_CHOICES = ("bidirectional", "causal", "checkpoint")
 PRECISIONS = ("auto", "bf16_weights", "bf16_autocast", "fp32")
 IR_CORPORA = ("pooled", "judged", "full")
 LENGTH_MARGIN = 0.99  # the original harness: max length = round(0.99 * the model's max positions)
+# The paper's evaluation grid (SPEC "Evaluation"): its 12 tasks (registry names), 6 learning rates, 5 seeds.
+PAPER_TASKS = ("sst2", "mnli", "qqp", "conll2003", "ontonotes", "uner", "squad", "squad_v2", "record", "msmarco", "nq",
+               "mldr")
 PAPER_LRS = (1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4)
 PAPER_SEEDS = (0, 1, 2, 3, 4)
 

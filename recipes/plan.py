@@ -26,18 +26,19 @@ import io
 from pathlib import Path
 
 from core import artifacts
+from evaluation.common import PAPER_LRS, PAPER_SEEDS, PAPER_TASKS
 from modeling_eurobert import load_architecture
 from recipes import launch, manifest
 from recipes.flops import BF16_PEAK_FLOPS, MEASURED_MFU, training_flops_per_token
 
 GPUS = BF16_PEAK_FLOPS  # dense bf16 peak FLOP/s
 PAPER_GPU_HOURS = 110_000  # SPEC: about 110k GPU hours for the whole study
-EVAL_TASKS = 12
+EVAL_TASKS = len(PAPER_TASKS)
 # Paper tasks that train on the same pairs (`hub.train_pairs` of their task YAMLs: MS MARCO pairs): one fine-tuning
 # per (model, LR, seed) serves all of them. tests/test_grid_models.py checks this against the YAMLs.
 SHARED_IR_TRAINING = ("msmarco", "nq", "mldr")
 EVAL_FINETUNINGS_PER_LR_SEED = EVAL_TASKS - len(SHARED_IR_TRAINING) + 1
-EVAL_RUNS_PER_TASK = 6 * 5
+EVAL_RUNS_PER_TASK = len(PAPER_LRS) * len(PAPER_SEEDS)
 EVAL_TOKENS_PER_RUN = 1_000 * 32 * 512
 
 
@@ -159,9 +160,7 @@ def write_plan(output: Path, gpu: str = "H100", mfu: float | None = None,
 
 def _write_launch_scripts(launch_dir: Path, rows: list[dict]) -> None:
     """`recipes.launch`'s SLURM scripts, with the evaluation grid: every (model, task, LR, seed) as one line."""
-    tasks = ("sst2", "mnli", "qqp", "conll2003", "ontonotes", "uner", "squad", "squad_v2", "record",
-             "msmarco", "nq", "mldr")
     dirs = {m: model_dir(m) for m in evaluated_models()}  # once per model: model_dir reads the whole manifest
-    grid = [f"{m}={dirs[m]}\t{t}\t{lr:g}\t{s}" for m in dirs for t in tasks
-            for lr in (1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4) for s in range(5)]
-    launch.write_launch_scripts(launch_dir, rows, grid, tasks)
+    grid = [f"{m}={dirs[m]}\t{t}\t{lr:g}\t{s}" for m in dirs for t in PAPER_TASKS for lr in PAPER_LRS
+            for s in PAPER_SEEDS]
+    launch.write_launch_scripts(launch_dir, rows, grid, PAPER_TASKS)
