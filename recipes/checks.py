@@ -91,8 +91,9 @@ def _config_diff(stored: dict, current: dict, ignore: set[str] = frozenset(),
 def _read_run_config(path: Path) -> dict:
     stored = artifacts.read_json(path, "run config")
     if stored.get("format") != RUN_CONFIG_FORMAT:
-        raise ValueError(f"{path} was written by an older version of the recipes (format {stored.get('format', 1)}, "
-                         f"now {RUN_CONFIG_FORMAT}) and lacks the data identity a resume checks; use a new output_dir")
+        raise ValueError(f"{path} was written by another version of the recipes (format {stored.get('format', 1)}, "
+                         f"now {RUN_CONFIG_FORMAT}), whose settings a resume cannot compare: resume it with the commit "
+                         "that wrote it (run_info.json's git_commit) or use a new output_dir")
     return stored
 
 

@@ -21,7 +21,9 @@ from core.artifacts import RUN_INFO_NAME
 from recipes import data
 from recipes.settings import PretrainArguments, global_batch
 
-RUN_CONFIG_FORMAT = 2  # 2: run_config.json records the data identity (packed blocks + tokenizer) checked on resume
+# 2: run_config.json records the data identity (packed blocks + tokenizer) checked on resume; 3: the run settings
+# `architecture` and `scale` (were `model_preset` and `study_preset`).
+RUN_CONFIG_FORMAT = 3
 
 # Run settings that do not change the trained weights (paths, workers, logging); ignored when comparing configs.
 # How the computation runs (compiled layers, fixed-shape head) is also ignored: same losses up to rounding.

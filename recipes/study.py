@@ -131,8 +131,9 @@ def check_study_dir(output: Path, study_name: str, definition: dict) -> None:
     marker = output / "study.json"
     if marker.is_file():
         stored = artifacts.read_json(marker, "study marker")
-        if stored.get("study") != study_name or stored.get("definition") != definition:
-            raise ValueError(f"{output} holds a different study (study {stored.get('study')!r}); "
+        stored_name = stored.get("study", stored.get("preset"))  # `preset`: the key before the study vocabulary
+        if stored_name != study_name or stored.get("definition") != definition:
+            raise ValueError(f"{output} holds a different study (study {stored_name!r}); "
                              f"pass another --output or delete that directory")
     elif output.is_dir() and any(output.iterdir()):
         raise ValueError(f"{output} is not empty and holds no study.json; pass an empty or new --output directory")

@@ -2,6 +2,7 @@
 input."""
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ import yaml
 from safetensors.torch import load_file
 from transformers import AutoModelForMaskedLM
 
-from core import paths
+from core import artifacts, paths
 from recipes import cpt, data, manifest, pretrain
 from recipes.checks import check_run_settings
 from recipes.trainer import build_model
@@ -188,6 +189,35 @@ def test_resuming_into_a_directory_of_another_config_fails(three_runs, cache_dir
     with pytest.raises(ValueError, match="made by a different config .*mlm_probability"):
         pretrain.pretrain(*args)
     assert sorted(p.name for p in output_dir.iterdir()) == before
+
+
+def test_a_run_config_of_another_format_is_refused_in_one_line(three_runs, cache_dir, tmp_path):
+    source = Path(three_runs["mlm"][1].output_dir)
+    output_dir = tmp_path / "old"
+    shutil.copytree(source, output_dir, ignore=shutil.ignore_patterns(".lock"))
+    stored = json.loads((output_dir / "run_config.json").read_text())
+    (output_dir / "run_config.json").write_text(json.dumps({**stored, "format": 2}))
+    before = sorted(p.name for p in output_dir.iterdir())
+    args = parse(output_dir, cache_dir, "--objective", "mlm", "--switch_step", "null")
+    with pytest.raises(ValueError, match="another version of the recipes \\(format 2, now 3\\).*git_commit"):
+        pretrain.pretrain(*args)
+    assert sorted(p.name for p in output_dir.iterdir()) == before
+
+
+def test_format_1_run_info_reads_as_today(three_runs, tmp_path):
+    """A checkpoint saved before the architecture / scale / switch_step names still loads its run_info.json."""
+    directory = Path(three_runs["pfs"][1].output_dir)
+    today = artifacts.read_run_info(directory)
+    old = {("pfs_switch_step" if k == "switch_step" else "preset" if k == "scale" else k): v
+           for k, v in today.items() if k != "format"}
+    renamed = {"architecture": "model_preset", "scale": "study_preset"}
+    old["run_config"] = {**today["run_config"], "run_settings": {
+        renamed.get(k, k): v for k, v in today["run_config"]["run_settings"].items()}}
+    (tmp_path / "run_info.json").write_text(json.dumps(old))
+    assert artifacts.read_run_info(tmp_path) == today and today["switch_step"] == 2
+    (tmp_path / "run_info.json").write_text(json.dumps({**today, "format": 3}))
+    with pytest.raises(ValueError, match="run_info format 3, this code reads format 2"):
+        artifacts.read_run_info(tmp_path)
 
 
 def test_yaml_cli_precedence_and_unknown_keys(tmp_path, cache_dir):
