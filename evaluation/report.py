@@ -14,8 +14,9 @@ paired comparison per task on per-instance test scores (averaged over the best L
 the difference and a sign test.
 
 `summary.md` starts with the results table (mean ± CI half-width per model and task, and each task's trivial
-baseline: `evaluation.baselines`), then the paper's findings tested on these results (`evaluation.findings`:
-`findings.csv`), the paired comparisons and every column.
+baseline: `evaluation.baselines`), the means whose CI does not clear that baseline, the SC/TC means wider than
+±0.02 with the seeds that would take (`seeds_needed`), then the paper's findings tested on these results
+(`evaluation.findings`: `findings.csv`), the paired comparisons and every column.
 
 Writes `summary.csv`, `summary.md` and PNG figures (only those with data): score by objective per task family,
 score vs pretraining step (intermediate checkpoints `<name>-<step>`), score vs learning rate per objective, PFS
@@ -272,6 +273,51 @@ def results_table(rows: list[dict]) -> list[str]:
     return lines
 
 
+TARGET_HALF_WIDTH = 0.02  # the precision asked of a SC or TC mean over seeds (fractions)
+
+
+def seeds_needed(std: float, half_width: float = TARGET_HALF_WIDTH, level: float = 0.95,
+                 max_seeds: int = 1000) -> int | None:
+    """The fewest seeds whose Student-t CI of the mean is at most `half_width` wide on each side, at this spread
+    over seeds (itself an estimate from the seeds run); None when the spread is unknown or would need more."""
+    if not std > 0:
+        return None
+    return next((n for n in range(2, max_seeds + 1)
+                 if stats.t.ppf((1 + level) / 2, n - 1) * std / math.sqrt(n) <= half_width), None)
+
+
+def checks_lines(rows: list[dict]) -> list[str]:
+    """Markdown: which means do not clear their task's trivial baseline (95% CI above it), and which SC/TC means
+    are less precise than TARGET_HALF_WIDTH, with the seeds it would take at the observed spread."""
+    rows = sorted((r for r in rows if r["best_lr"] is not None), key=lambda r: (r["task"], _model_order(r["model"])))
+    below = [r for r in rows if r.get("trivial_baseline") is not None
+             and not (r["ci_low"] > r["trivial_baseline"] or (math.isnan(r["ci_low"])
+                                                                and r["mean"] > r["trivial_baseline"]))]
+    lines = ["## Above the trivial baseline", "",
+             "A model learned a task when the 95% CI of its mean lies above the task's trivial baseline."]
+    if below:
+        lines += [f"{len(below)} of {len(rows)} model x task means do not clear it:", "",
+                  "| model | task | mean | ci_low | trivial_baseline |", "|---|---|---|---|---|"]
+        lines += [f"| {r['model']} | {r['task']} | {_fmt(r['mean'])} | {_fmt(r['ci_low'])} | "
+                  f"{_fmt(r['trivial_baseline'])} |" for r in below]
+    else:
+        lines.append(f"All {len(rows)} model x task means clear it.")
+    precise = [r for r in rows if r["family"] in ("sc", "tc")]
+    wide = [r for r in precise if math.isnan(r["ci_low"]) or (r["ci_high"] - r["ci_low"]) / 2 > TARGET_HALF_WIDTH]
+    lines += ["", f"## Seeds for a ±{TARGET_HALF_WIDTH} interval (SC and TC)", ""]
+    if not wide:
+        return lines + [f"Every SC and TC mean ({len(precise)}) has a 95% CI half-width of at most "
+                        f"{TARGET_HALF_WIDTH}."]
+    lines += [f"{len(wide)} of {len(precise)} SC and TC means have a wider 95% CI; the seeds a ±{TARGET_HALF_WIDTH} "
+              "interval would take at the spread seen over their seeds (itself uncertain with few seeds):", "",
+              "| model | task | n_seeds | half-width | std | seeds needed |", "|---|---|---|---|---|---|"]
+    for r in wide:
+        needed = seeds_needed(r["std"])
+        lines.append(f"| {r['model']} | {r['task']} | {r['n_seeds']} | {_fmt((r['ci_high'] - r['ci_low']) / 2)} | "
+                     f"{_fmt(r['std'])} | {needed if needed is not None else 'unknown'} |")
+    return lines
+
+
 _KIND_ORDER = {"single": 0, "pfs": 1, "cpt": 2, "intermediate": 3, "other": 4}
 
 
@@ -296,7 +342,7 @@ def write_tables(rows: list[dict], comparisons: list[dict], output: Path, findin
              "Test score at the best learning rate (highest mean validation score over seeds): mean over seeds ± the "
              "half-width of its 95% confidence interval (Student t over seeds). Scores are fractions in [0, 1]. The "
              "trivial baseline is what a model scores without learning the task (majority class, all \"O\", the "
-             "passage's first words, a random ranking).", "", *results_table(rows)]
+             "passage's first words, a random ranking).", "", *results_table(rows), "", *checks_lines(rows)]
     if findings:
         from evaluation import findings as findings_module
 

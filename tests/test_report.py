@@ -197,3 +197,29 @@ def test_findings_give_a_verdict_per_paper_claim(tmp_path):
     out = report.main([str(tmp_path), "--output", str(tmp_path / "report")])
     assert "## The paper's findings at this scale" in (out / "summary.md").read_text()
     assert (out / "findings.csv").read_text().startswith("finding,task,a,b,measure,delta")
+
+
+def test_seeds_needed_is_the_fewest_seeds_for_the_target_half_width():
+    for std in (0.005, 0.0125, 0.03, 0.1):
+        n = report.seeds_needed(std)
+        half = lambda k: stats.t.ppf(0.975, k - 1) * std / np.sqrt(k)  # noqa: E731
+        assert half(n) <= report.TARGET_HALF_WIDTH and (n == 2 or half(n - 1) > report.TARGET_HALF_WIDTH)
+    assert report.seeds_needed(0.0125) == 4 and report.seeds_needed(float("nan")) is None
+
+
+def test_report_names_means_below_the_baseline_and_too_wide_for_the_target(tmp_path):
+    """One model learns sst2 (tight, well above the 0.5 baseline); one sits on the baseline with a wide spread:
+    the report lists the second under both checks, with the seeds its spread would need."""
+    for model, level, spread in (("610m-clm-42k", 0.9, 0.002), ("610m-mlm40-42k", 0.5, 0.04)):
+        for seed in range(3):
+            score = level + spread * (seed - 1)
+            write_run(tmp_path, model, "sst2", 1e-4, seed, score, np.full(N_TEST, score))
+    out = report.main([str(tmp_path), "--output", str(tmp_path / "report")])
+    text = (out / "summary.md").read_text()
+    below = text.split("## Above the trivial baseline")[1].split("##")[0]
+    assert "1 of 2 model x task means do not clear it" in below
+    assert "| 610m-mlm40-42k | sst2 |" in below and "610m-clm-42k" not in below
+    wide = text.split("## Seeds for a ±0.02 interval (SC and TC)")[1].split("##")[0]
+    # std 0.04 over seeds: t(0.975, n-1) * 0.04 / sqrt(n) <= 0.02 first at n = 18
+    assert "| 610m-mlm40-42k | sst2 | 3 |" in wide and wide.rstrip().endswith("| 0.04 | 18 |")
+    assert "610m-clm-42k" not in wide

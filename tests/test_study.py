@@ -88,6 +88,57 @@ def test_output_dir_with_another_study_is_refused(short_study, tmp_path):
     assert not (tmp_path / "study.json").exists()
 
 
+REGENERATED = ("summary.csv", "summary.md", "findings.csv", "README.md", "heldout.csv")
+
+
+def same_docs(a, b) -> None:
+    """Two docs folders hold the same report: text files byte for byte, the same figures."""
+    for name in REGENERATED:
+        assert (a / name).is_file() == (b / name).is_file(), name
+        if (a / name).is_file():
+            assert (a / name).read_text() == (b / name).read_text(), name
+    assert sorted(p.name for p in a.glob("*.png")) == sorted(p.name for p in b.glob("*.png"))
+
+
+def test_docs_regenerate_from_their_results_archive(short_study, tmp_path, capsys):
+    """--docs writes the results archive beside the report; --from_results rebuilds the same docs from it alone
+    (into a new directory, nothing trained), and the archive it writes again has the same bytes."""
+    from recipes.study import RESULTS_ARCHIVE, write_docs
+
+    _, output, _ = short_study
+    docs = write_docs("smoke", output, tmp_path / "docs")
+    archive = docs / RESULTS_ARCHIVE
+    assert "lr0.0005-seed1.json" in subprocess.run(["tar", "tJf", str(archive)], capture_output=True,
+                                                   text=True).stdout
+    main(["smoke", "--from_results", str(archive), "--output", str(tmp_path / "again"), "--docs",
+          str(tmp_path / "docs-again")])
+    same_docs(docs, tmp_path / "docs-again")
+    assert (tmp_path / "docs-again" / RESULTS_ARCHIVE).read_bytes() == archive.read_bytes()
+    assert not (tmp_path / "again" / "models").exists()
+    # Bad input: one line, nothing written.
+    for argv, message in ((["mini", "--from_results", str(archive), "--output", str(tmp_path / "x")],
+                           "holds the 'smoke' study, not 'mini'"),
+                          (["smoke", "--from_results", str(archive), "--output", str(tmp_path / "again")],
+                           "is not empty"),
+                          (["smoke", "--from_results", str(tmp_path / "none.tar.xz"), "--output",
+                            str(tmp_path / "x")], "not found")):
+        with pytest.raises(SystemExit) as error:
+            main(argv)
+        assert error.value.code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.slow
+def test_committed_mini_study_regenerates_from_its_results(tmp_path):
+    """docs/mini-study is what the report stage makes of the results committed beside it, number for number."""
+    committed = REPO_ROOT / "docs" / "mini-study"
+    main(["mini", "--from_results", str(committed / "results.tar.xz"), "--output", str(tmp_path / "mini"),
+          "--docs", str(tmp_path / "docs")])
+    same_docs(committed, tmp_path / "docs")
+    summary = list(csv.DictReader(open(committed / "summary.csv", newline="")))
+    assert len({r["model"] for r in summary}) == 12 and {r["task"] for r in summary} == set(STUDIES["mini"].tasks)
+
+
 def test_unknown_study_is_one_clear_error(tmp_path):
     result = subprocess.run([sys.executable, "-m", "recipes.study", "huge", "--output", str(tmp_path / "x")],
                             cwd=REPO_ROOT, capture_output=True, text=True)
