@@ -508,19 +508,24 @@ def plot_pretraining_steps(rows, output: Path) -> list[Path]:
 
 
 def plot_learning_rates(rows, output: Path) -> list[Path]:
-    """Score vs fine-tuning learning rate (mean test score over seeds at each LR), one line per model."""
+    """Score vs fine-tuning learning rate (mean test score over seeds at each LR), one line per final checkpoint
+    (intermediate checkpoints have their own figure), the grid's LRs as ticks."""
     written = []
     for task in sorted({r["task"] for r in rows}):
-        task_rows = sorted((r for r in rows if r["task"] == task), key=lambda r: _model_order(r["model"]))
+        task_rows = sorted((r for r in rows if r["task"] == task and model_kind(r["model"]) != "intermediate"),
+                           key=lambda r: _model_order(r["model"]))
         if not any(len([v for v in r["per_lr"].values() if v[2]]) > 1 for r in task_rows):
             continue
         fig, (ax,) = _axes(1)
-        values = []
+        values, lrs = [], set()
         for r in task_rows:
             pts = [(lr, v[1]) for lr, v in sorted(r["per_lr"].items()) if v[2]]
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=r["model"])
             values += [p[1] for p in pts]
+            lrs.update(p[0] for p in pts)
         ax.set_xscale("log")
+        ax.set_xticks(sorted(lrs), [f"{lr:g}" for lr in sorted(lrs)])
+        ax.minorticks_off()
         ax.set_xlabel("fine-tuning learning rate")
         _score_axis(ax, values, _baseline(rows, task), f"mean test {task_rows[0]['metric']}")
         ax.set_title(f"{task}: score vs learning rate")
