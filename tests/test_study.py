@@ -128,6 +128,26 @@ def test_docs_regenerate_from_their_results_archive(short_study, tmp_path, capsy
     assert not (tmp_path / "x").exists()
 
 
+def test_docs_dir_with_files_it_did_not_write_is_refused(tmp_path, capsys):
+    """--docs never replaces a file recipes.study did not write: refused in one line before any work starts."""
+    from recipes.study import check_docs_dir
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "README.md").write_text("# my notes\n")
+    with pytest.raises(SystemExit) as error:
+        main(["smoke", "--output", str(tmp_path / "x"), "--docs", str(docs)])
+    assert error.value.code == 2
+    assert "holds README.md, which recipes.study did not write" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists() and (docs / "README.md").read_text() == "# my notes\n"
+    (docs / "README.md").unlink()
+    (docs / "pfs.png").write_bytes(b"not ours")
+    with pytest.raises(ValueError, match="holds pfs.png"):
+        check_docs_dir(docs)
+    check_docs_dir(REPO_ROOT / "docs" / "mini-study")  # written by an earlier --docs: may be rewritten
+    check_docs_dir(tmp_path / "new")
+
+
 @pytest.mark.slow
 def test_committed_mini_study_regenerates_from_its_results(tmp_path):
     """docs/mini-study is what the report stage makes of the results committed beside it, number for number."""
