@@ -307,6 +307,7 @@ def test_intermediate_checkpoint_card(tmp_path, summary_csv):
     card = build_model_card(ckpt, summary_csv, repo_id="org/610m-clm-42k", revision="step-1000",
                             results_dir=tmp_path / "results")
     assert card.data.model_name == "610m-clm-42k-1000"
+    # the card's usage snippet, as text: nothing is downloaded or loaded
     assert ('AutoModel.from_pretrained("org/610m-clm-42k", revision="step-1000", trust_remote_code=True, '
             "is_causal=False)") in card.text
     assert "was not evaluated" in card.text and card.data.eval_results is None
