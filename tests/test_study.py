@@ -6,12 +6,13 @@ import dataclasses
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from core.paths import REPO_ROOT
 from recipes import manifest
-from recipes.study import STUDIES, main, run_study
+from recipes.study import STUDIES, eval_batches, main, run_study
 
 
 @pytest.fixture(scope="module")
@@ -207,6 +208,21 @@ def test_paper_plan_lists_every_run_with_compute_and_launch_scripts(tmp_path, ca
     grid = (tmp_path / "launch" / "eval_grid.tsv").read_text().splitlines()
     assert len(grid) == (38 + 12) * 12 * 30  # the intermediate checkpoints too (data-efficiency figure)
     assert "610m-clm-42k-5000=out/paper/610m-clm-42k/intermediate/step-5000\tsst2\t1e-05\t0" in grid
+
+
+def test_mini_evaluation_runs_as_one_grid_process_per_task_group():
+    """The checkpoints that share their tasks and evaluation arguments are evaluated by one grid process: the mini
+    study's six final models in three (QA and IR have their own budgets), its six intermediate checkpoints in one."""
+    mini = STUDIES["mini"]
+    finals = [Path("/s/models") / name for name in mini.models]
+    intermediates = [Path("/s/models") / name / "intermediate" / f"step-{step}"
+                     for name in ("610m-clm-42k", "610m-mlm40-42k") for step in (125, 250, 500)]
+    batches = eval_batches(finals + intermediates, mini)
+    assert [(models, tasks) for models, tasks, _ in batches] == [
+        (finals, ["sst2", "mnli", "conll2003"]), (finals, ["squad"]), (finals, ["scifact"]),
+        (intermediates, ["conll2003"])]
+    assert [args.get("max_steps") for _, _, args in batches] == [None, 500, 300, None]
+    assert batches[0][2] == mini.eval_args
 
 
 @pytest.mark.slow
