@@ -494,8 +494,11 @@ def _lines_per_task(rows, output: Path, name: str, points, xlabel: str, title: s
 
 
 def plot_pretraining_steps(rows, output: Path) -> list[Path]:
-    """Score vs pretraining step: intermediate checkpoints `<name>-<step>` plus the final `<name>` itself."""
-    bases = {p.run_name for r in rows if (p := names.try_parse_name(r["model"])) and p.step is not None}
+    """Score vs pretraining step: intermediate checkpoints `<name>-<step>` plus the final `<name>` itself, on the
+    tasks the intermediate checkpoints were evaluated on (a lone final point is no curve)."""
+    steps = [r for r in rows if (p := names.try_parse_name(r["model"])) and p.step is not None]
+    bases, tasks = {names.try_parse_name(r["model"]).run_name for r in steps}, {r["task"] for r in steps}
+    rows = [r for r in rows if r["task"] in tasks]
 
     def points(r):
         p = names.try_parse_name(r["model"])
