@@ -515,7 +515,8 @@ def run_study(study_name: str, output: Path, data_dir: str | None = None, org: s
             return output / "report"
         batches = eval_batches(evaluated_models(study, output), study)
         cost = [len(models) * sum(run_seconds(task, study) for task in tasks) for models, tasks, _ in batches]
-        shares = [progress.units.pop("evaluation", 0) * c / max(sum(cost), 1) for c in cost]
+        evaluation = progress.units.pop("evaluation", 0)
+        shares = [evaluation * c / max(sum(cost), 1) for c in cost]
         for i, (models, tasks, eval_args) in enumerate(batches):
             what = f"{len(models)} checkpoint(s) on {', '.join(tasks)} ({i + 1}/{len(batches)})"
             progress.start("evaluation", what)
