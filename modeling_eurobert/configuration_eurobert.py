@@ -9,6 +9,7 @@ from huggingface_hub.dataclasses import strict
 from transformers import PreTrainedConfig
 
 POOLINGS = ("bos", "mean", "late")
+DECODER_SWITCHES = ("qkv_bias", "qk_norm")  # converted decoders only; written to config.json only when on
 
 
 @strict
@@ -25,6 +26,12 @@ class EuroBertClmMlmConfig(PreTrainedConfig):
         rope_parameters (`dict`, *optional*):
             RoPE settings; `{"rope_type": "default", "rope_theta": 10000.0}` for the study. `linear` and `llama3`
             scaling are also supported so converted Llama-3.x decoders keep their positions.
+        qkv_bias (`bool`, defaults to `False`):
+            Biases on the query, key and value projections only, as Qwen2/Qwen2.5 (`attention_bias` puts them on
+            q, k, v and o, as Llama). For converted decoders; the study's models have none.
+        qk_norm (`bool`, defaults to `False`):
+            RMSNorm over each head's queries and keys before RoPE (`self_attn.q_norm`, `self_attn.k_norm`), as Qwen3.
+            For converted decoders; the study's models have none.
     """
 
     model_type = "eurobert_clm_mlm"
@@ -53,6 +60,8 @@ class EuroBertClmMlmConfig(PreTrainedConfig):
     mask_token_id: int | None = 128002
     is_causal: bool = False
     classifier_pooling: str = "late"
+    qkv_bias: bool = False
+    qk_norm: bool = False
 
     def __post_init__(self, **kwargs):
         # Derived defaults live here and nowhere else.
@@ -63,6 +72,11 @@ class EuroBertClmMlmConfig(PreTrainedConfig):
         if self.rope_parameters is None:
             self.rope_parameters = {"rope_type": "default", "rope_theta": 10000.0}
         super().__post_init__(**kwargs)
+
+    def to_diff_dict(self) -> dict:
+        # The study's config.json files stay as they were: a decoder switch that is off is not written.
+        return {key: value for key, value in super().to_diff_dict().items()
+                if key not in DECODER_SWITCHES or value}
 
     def validate_architecture(self):
         """Raise a one-line error on head counts that cannot form a valid attention layer."""

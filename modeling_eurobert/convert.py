@@ -1,28 +1,41 @@
-"""Turn a Llama-architecture causal LM (local dir or Hub id) into an `EuroBertClmMlmForCausalLM` checkpoint, the start
-of MLM continued pretraining (CPT) from an existing decoder:
+"""Turn a decoder causal LM (local dir or Hub id) into an `EuroBertClmMlmForCausalLM` checkpoint, the start of MLM
+continued pretraining (CPT) from an existing decoder:
 
     python -m modeling_eurobert.convert meta-llama/Llama-3.2-1B out/llama-3.2-1b-eurobert
+    python -m modeling_eurobert.convert Qwen/Qwen2.5-0.5B out/qwen2.5-0.5b-eurobert
     python -m modeling_eurobert.convert ./my-llama out/my-eurobert --mask_token "<|reserved_special_token_0|>" \
         --pad_token "<|finetune_right_pad_id|>" --dtype bfloat16
 
-Parameter names are Llama's, so the weights load with no key mapping; the output is causal (`is_causal=True`) and
-loads unchanged into `EuroBertClmMlmForMaskedLM` for MLM training.
+Families that convert exactly (`FAMILIES`; parameter names are Llama's in all of them, so the weights load with no
+key mapping), and the real checkpoints each covers:
+- `llama` (`LlamaForCausalLM`): Llama-2, Llama-3.x (Llama-3.2-1B/3B, Llama-3.1-8B: llama3 RoPE scaling, tied
+  embeddings), SmolLM2-135M/360M/1.7B, TinyLlama; `attention_bias` and `mlp_bias` carry over.
+- `mistral` (`MistralForCausalLM`): Mistral-7B-v0.3 and Mistral-Nemo (no sliding window; Nemo's explicit
+  head_dim=128); Mistral-7B-v0.1 (sliding_window=4096) with `--max_position_embeddings 4096`.
+- `qwen2` (`Qwen2ForCausalLM`): Qwen2 and Qwen2.5 (0.5B, 1.5B, 3B, 7B: `use_sliding_window=false`): q/k/v biases
+  (`qkv_bias`).
+- `qwen3` (`Qwen3ForCausalLM`): Qwen3-0.6B/1.7B/4B/8B: per-head q/k RMSNorm (`qk_norm`), explicit head_dim.
+The output is causal (`is_causal=True`) and loads unchanged into `EuroBertClmMlmForMaskedLM` for MLM training.
 
 What the conversion changes, explicitly:
-- Tied embeddings (`tie_word_embeddings=True`, e.g. Llama-3.2-1B/3B) are untied: `lm_head` starts as a copy of the
-  input embedding, and the two train separately afterwards (the study's architecture has untied embeddings).
+- Tied embeddings (`tie_word_embeddings=True`, e.g. Llama-3.2-1B/3B, Qwen2.5-0.5B, Qwen3-0.6B) are untied: `lm_head`
+  starts as a copy of the input embedding, and the two train separately afterwards (the study's architecture has
+  untied embeddings).
 - `<|mask|>` (or `--mask_token`) is added to the tokenizer when it lacks it. Passing an existing token (Llama-3's
   `<|reserved_special_token_0|>` is id 128002, EuroBERT's mask id) adds nothing. The mask token strips the space
-  before it (`lstrip`) and `model_max_length` is the decoder's `max_position_embeddings`
+  before it (`lstrip`) and `model_max_length` is the model's `max_position_embeddings`
   (`tokenizer_settings.configure_tokenizer`).
 - A pad token distinct from eos is required (SPEC pitfall). The source's pad is kept when it is not eos; otherwise
   `--pad_token` (default `<|pad|>`) is used, added when missing.
 - Every added token's embedding and LM-head rows are initialised to the mean of the source's rows, so the new
   token starts as an "average" token instead of random noise (a token that already exists keeps its rows). When
   an added id falls outside the matrices, both are resized to the tokenizer length (no rounding up).
-Everything else (biases, sliding windows, other RoPE types, other activations, head_dim != hidden/heads,
-quantised or non-Llama checkpoints) is refused with an error that names the incompatibility, before anything is
-written. The output appears only when complete: it is written to a temporary dir beside OUTPUT and renamed.
+- A sliding window is no difference when it does not bind within the model's positions (window >=
+  max_position_embeddings: every query sees its whole past anyway); one that binds is refused, unless
+  `--max_position_embeddings` (at most the window) shortens the converted model's context so that it does not.
+Everything else (other families: Gemma, OLMo, Phi-3, ...; other RoPE types, other activations, quantised
+checkpoints) is refused with an error that names the incompatibility, before anything is written. The output
+appears only when complete: it is written to a temporary dir beside OUTPUT and renamed.
 """
 
 import argparse
@@ -32,7 +45,7 @@ from pathlib import Path
 
 import torch
 from huggingface_hub.errors import StrictDataclassError
-from transformers import AutoTokenizer, LlamaConfig
+from transformers import AutoTokenizer, LlamaConfig, MistralConfig, PreTrainedConfig, Qwen2Config, Qwen3Config
 
 from core import artifacts, cli
 
@@ -40,6 +53,13 @@ from . import EuroBertClmMlmConfig, EuroBertClmMlmForCausalLM
 from .tokenizer_settings import configure_tokenizer
 
 SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3")
+# model_type -> (the causal LM class its checkpoints are saved from, its transformers config class)
+FAMILIES = {
+    "llama": ("LlamaForCausalLM", LlamaConfig),
+    "mistral": ("MistralForCausalLM", MistralConfig),
+    "qwen2": ("Qwen2ForCausalLM", Qwen2Config),
+    "qwen3": ("Qwen3ForCausalLM", Qwen3Config),
+}
 WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 logger = logging.getLogger(__name__)
@@ -49,18 +69,19 @@ class ConversionError(ValueError):
     """A source that cannot be converted; the message names the problem and how to fix it."""
 
 
-def resolve_source(source: str) -> Path:
+def resolve_source(source: str, max_positions: int | None = None) -> Path:
     """Return a local dir holding SOURCE. For a Hub id, config.json is fetched and checked before any weights.
 
     Args:
         source: a local directory or a Hub repo id (`org/name`).
+        max_positions: the `--max_position_embeddings` override, if any (checked with the config).
 
     Returns:
         The local directory (the source itself, or the Hub snapshot).
     """
     path = Path(source)
     if path.is_dir():
-        check_llama_config(read_config(path))
+        check_source_config(read_config(path), max_positions)
         return path
     if path.exists() or source.count("/") != 1:
         raise ConversionError(f"SOURCE {source!r} is neither a directory nor a Hub id of the form 'org/name'")
@@ -70,7 +91,7 @@ def resolve_source(source: str) -> Path:
         config_file = hf_hub_download(source, "config.json")
     except Exception as error:  # offline, unknown repo, gated: say which, in one line
         raise ConversionError(f"cannot fetch config.json of {source!r} from the Hub: {type(error).__name__}") from error
-    check_llama_config(read_config(Path(config_file).parent))
+    check_source_config(read_config(Path(config_file).parent), max_positions)
     patterns = ["*.json", "tokenizer.model", *WEIGHT_PATTERNS]
     return Path(snapshot_download(source, allow_patterns=patterns))
 
@@ -82,26 +103,29 @@ def read_config(source_dir: Path) -> dict:
     return json.loads(config_file.read_text())
 
 
-def check_llama_config(raw: dict) -> None:
-    """Raise a one-line ConversionError naming the first incompatibility of a raw Llama config.json dict."""
-    model_type, architectures = raw.get("model_type"), raw.get("architectures") or ["LlamaForCausalLM"]
-    if model_type != "llama" or architectures != ["LlamaForCausalLM"]:
+def check_source_config(raw: dict, max_positions: int | None = None) -> PreTrainedConfig:
+    """Raise a one-line ConversionError naming the first incompatibility of a raw config.json dict.
+
+    Args:
+        raw: the source's config.json.
+        max_positions: `--max_position_embeddings`, the converted model's context, if shorter than the source's.
+
+    Returns:
+        The source config, as its family's transformers config class reads it.
+    """
+    model_type = raw.get("model_type")
+    if model_type not in FAMILIES:
         raise ConversionError(
-            f"unsupported source architecture: model_type={model_type!r}, architectures={architectures}; "
-            "only model_type 'llama' with LlamaForCausalLM converts"
+            f"unsupported source architecture: model_type={model_type!r}; supported: {', '.join(FAMILIES)} "
+            "(each with its *ForCausalLM class)"
         )
+    causal_lm, config_class = FAMILIES[model_type]
+    architectures = raw.get("architectures") or [causal_lm]
+    if architectures != [causal_lm]:
+        raise ConversionError(f"architectures={architectures} is not supported; a {model_type} source must be "
+                              f"a {causal_lm} checkpoint")
     if raw.get("quantization_config"):
         raise ConversionError("quantized checkpoints (quantization_config) are not supported; use unquantized weights")
-    for flag in ("attention_bias", "mlp_bias"):
-        if raw.get(flag):
-            raise ConversionError(f"{flag}=true is not supported: the EuroBERT architecture has no biases")
-    if raw.get("sliding_window") or raw.get("use_sliding_window"):
-        raise ConversionError(f"sliding-window attention (sliding_window={raw.get('sliding_window')}) is not supported")
-    if raw.get("hidden_act", "silu") != "silu":
-        raise ConversionError(f"hidden_act={raw['hidden_act']!r} is not supported: the MLP is SwiGLU (silu)")
-    hidden, heads = raw.get("hidden_size"), raw.get("num_attention_heads")
-    if raw.get("head_dim") is not None and heads and raw["head_dim"] * heads != hidden:
-        raise ConversionError(f"head_dim={raw['head_dim']} != hidden_size/num_attention_heads ({hidden}/{heads})")
     # transformers 5 writes `rope_parameters`; older config.json files (Llama 3.x on the Hub) say `rope_scaling`.
     for rope in (raw.get("rope_parameters") or {}, raw.get("rope_scaling") or {}):
         rope_type = rope.get("rope_type", rope.get("type", "default"))
@@ -109,6 +133,34 @@ def check_llama_config(raw: dict) -> None:
             raise ConversionError(
                 f"rope_type {rope_type!r} is not supported; supported: {', '.join(SUPPORTED_ROPE_TYPES)}"
             )
+    try:  # head counts etc. are validated by the strict configs; report their message on one line
+        source = config_class.from_dict(raw)
+    except (ValueError, TypeError, StrictDataclassError) as error:
+        raise ConversionError(f"invalid source config: {error.__cause__ or error}") from error
+    if source.hidden_act != "silu":
+        raise ConversionError(f"hidden_act={source.hidden_act!r} is not supported: the MLP is SwiGLU (silu)")
+    if max_positions is not None and not 0 < max_positions <= source.max_position_embeddings:
+        raise ConversionError(f"--max_position_embeddings {max_positions} must be in [1, the source's "
+                              f"max_position_embeddings={source.max_position_embeddings}]")
+    positions = max_positions or source.max_position_embeddings
+    window = sliding_window(source)
+    if window is not None and window < positions:
+        raise ConversionError(
+            f"sliding_window={window} binds within max_position_embeddings={positions} (queries would not see "
+            f"tokens {window} or more positions back) and this architecture has no sliding window; pass "
+            f"--max_position_embeddings {window} to convert a model whose context the window never limits"
+        )
+    return source
+
+
+def sliding_window(source: PreTrainedConfig) -> int | None:
+    """The window any layer of the source attends within, or None: Mistral's applies to every layer, Qwen2/3's to
+    the layers `layer_types` marks (none unless `use_sliding_window`), Llama has none."""
+    window = getattr(source, "sliding_window", None)
+    layer_types = getattr(source, "layer_types", None)
+    if layer_types is not None and "sliding_attention" not in layer_types:
+        return None
+    return window
 
 
 def check_source_files(source_dir: Path) -> None:
@@ -119,23 +171,28 @@ def check_source_files(source_dir: Path) -> None:
         raise ConversionError(f"missing tokenizer in {source_dir}: none of {', '.join(artifacts.TOKENIZER_FILES)}")
 
 
-def eurobert_config(llama: LlamaConfig, dtype: torch.dtype) -> EuroBertClmMlmConfig:
-    """The causal EuroBERT config with the Llama architecture fields copied over (ids are set later)."""
+def eurobert_config(source: PreTrainedConfig, dtype: torch.dtype, max_positions: int | None = None
+                    ) -> EuroBertClmMlmConfig:
+    """The causal EuroBERT config with the source's architecture fields copied over (ids are set later)."""
     return EuroBertClmMlmConfig(
-        vocab_size=llama.vocab_size,
-        hidden_size=llama.hidden_size,
-        intermediate_size=llama.intermediate_size,
-        num_hidden_layers=llama.num_hidden_layers,
-        num_attention_heads=llama.num_attention_heads,
-        num_key_value_heads=llama.num_key_value_heads,
-        head_dim=llama.head_dim,
-        max_position_embeddings=llama.max_position_embeddings,
-        initializer_range=llama.initializer_range,
-        rms_norm_eps=llama.rms_norm_eps,
-        rope_parameters=dict(llama.rope_parameters),
-        attention_dropout=float(llama.attention_dropout or 0.0),
-        bos_token_id=llama.bos_token_id,
-        eos_token_id=llama.eos_token_id,
+        vocab_size=source.vocab_size,
+        hidden_size=source.hidden_size,
+        intermediate_size=source.intermediate_size,
+        num_hidden_layers=source.num_hidden_layers,
+        num_attention_heads=source.num_attention_heads,
+        num_key_value_heads=source.num_key_value_heads,
+        head_dim=getattr(source, "head_dim", None) or source.hidden_size // source.num_attention_heads,
+        max_position_embeddings=max_positions or source.max_position_embeddings,
+        initializer_range=source.initializer_range,
+        rms_norm_eps=source.rms_norm_eps,
+        rope_parameters=dict(source.rope_parameters),
+        attention_bias=bool(getattr(source, "attention_bias", False)),  # Llama, Qwen3: q, k, v and o
+        mlp_bias=bool(getattr(source, "mlp_bias", False)),
+        qkv_bias=source.model_type == "qwen2",  # Qwen2/2.5: q, k, v always, o never
+        qk_norm=source.model_type == "qwen3",
+        attention_dropout=float(source.attention_dropout or 0.0),
+        bos_token_id=source.bos_token_id,
+        eos_token_id=source.eos_token_id,
         pad_token_id=None,  # mask and pad ids come from the tokenizer, once the vocabulary is final
         mask_token_id=None,
         tie_word_embeddings=False,  # untied below, explicitly
@@ -173,7 +230,7 @@ def init_added_rows(model: EuroBertClmMlmForCausalLM, added_ids: list[int]) -> N
 
 
 def load_weights(source_dir: Path, config: EuroBertClmMlmConfig, tied: bool) -> EuroBertClmMlmForCausalLM:
-    """Load the Llama weights straight into EuroBertClmMlmForCausalLM (same keys) and untie a tied LM head."""
+    """Load the source weights straight into EuroBertClmMlmForCausalLM (same keys) and untie a tied LM head."""
     model, info = EuroBertClmMlmForCausalLM.from_pretrained(
         source_dir, config=config, dtype=config.dtype, output_loading_info=True
     )
@@ -181,7 +238,7 @@ def load_weights(source_dir: Path, config: EuroBertClmMlmConfig, tied: bool) -> 
     missing = set(info["missing_keys"]) - ({"lm_head.weight"} if tied else set())
     if missing or info["unexpected_keys"] or info.get("mismatched_keys"):
         raise ConversionError(
-            f"weights of {source_dir} do not match the Llama layout: missing {sorted(missing)}, "
+            f"weights of {source_dir} do not match the converted layout: missing {sorted(missing)}, "
             f"unexpected {sorted(info['unexpected_keys'])}, mismatched {info.get('mismatched_keys')}"
         )
     if tied:  # untie: the output embedding starts as a copy of the input one
@@ -192,15 +249,17 @@ def load_weights(source_dir: Path, config: EuroBertClmMlmConfig, tied: bool) -> 
 
 
 def convert(source: str, output: str | Path, mask_token: str = "<|mask|>", pad_token: str = "<|pad|>",
-            dtype: str = "float32") -> Path:
-    """Convert a Llama causal LM and its tokenizer into a causal EuroBERT checkpoint at `output`.
+            dtype: str = "float32", max_positions: int | None = None) -> Path:
+    """Convert a decoder causal LM of one of `FAMILIES` and its tokenizer into a causal EuroBERT checkpoint.
 
     Args:
-        source: local dir or Hub id of a `LlamaForCausalLM` checkpoint with its tokenizer.
+        source: local dir or Hub id of a `*ForCausalLM` checkpoint of one of `FAMILIES`, with its tokenizer.
         output: directory to create; must not exist.
         mask_token: the MLM mask token, added to the tokenizer when missing.
         pad_token: the pad token used when the source has none or pads with eos; added when missing.
         dtype: `float32` or `bfloat16` for the saved weights.
+        max_positions: the converted model's context (`max_position_embeddings`) when shorter than the source's,
+            e.g. so that a sliding window does not bind.
 
     Returns:
         The output directory.
@@ -210,21 +269,22 @@ def convert(source: str, output: str | Path, mask_token: str = "<|mask|>", pad_t
         raise ConversionError(f"OUTPUT {output} already exists; remove it or choose another path")
     if dtype not in DTYPES:
         raise ConversionError(f"--dtype {dtype!r} is not one of {', '.join(DTYPES)}")
-    source_dir = resolve_source(source)
+    source_dir = resolve_source(source, max_positions)
     check_source_files(source_dir)
-    try:  # head counts etc. are validated by the strict configs; report their message on one line
-        llama = LlamaConfig.from_pretrained(source_dir)
-        config = eurobert_config(llama, DTYPES[dtype])
+    source_config = check_source_config(read_config(source_dir), max_positions)
+    try:
+        config = eurobert_config(source_config, DTYPES[dtype], max_positions)
     except (ValueError, StrictDataclassError) as error:
         raise ConversionError(f"invalid source config: {error.__cause__ or error}") from error
     tokenizer = AutoTokenizer.from_pretrained(source_dir)
-    eos_ids = {llama.eos_token_id} if isinstance(llama.eos_token_id, int) else set(llama.eos_token_id or [])
+    eos = source_config.eos_token_id
+    eos_ids = {eos} if isinstance(eos, int) else set(eos or [])
     if tokenizer.eos_token_id is not None:
         eos_ids.add(tokenizer.eos_token_id)
     added_ids = set_special_tokens(tokenizer, mask_token, pad_token, eos_ids)
-    configure_tokenizer(tokenizer, llama.max_position_embeddings)
+    configure_tokenizer(tokenizer, config.max_position_embeddings)
 
-    model = load_weights(source_dir, config, tied=llama.tie_word_embeddings)
+    model = load_weights(source_dir, config, tied=source_config.tie_word_embeddings)
     init_added_rows(model, added_ids)
     model.config.mask_token_id, model.config.pad_token_id = tokenizer.mask_token_id, tokenizer.pad_token_id
 
@@ -236,18 +296,21 @@ def convert(source: str, output: str | Path, mask_token: str = "<|mask|>", pad_t
 
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("source", help="local dir or Hub id of a LlamaForCausalLM checkpoint")
+    parser.add_argument("source", help="local dir or Hub id of a causal LM of one of: " + ", ".join(FAMILIES))
     parser.add_argument("output", help="directory to create (must not exist)")
     parser.add_argument("--mask_token", default="<|mask|>", help="MLM mask token, added when missing")
     parser.add_argument("--pad_token", default="<|pad|>", help="pad token when the source has none or pads with eos")
     parser.add_argument("--dtype", default="float32", choices=list(DTYPES), help="dtype of the saved weights")
+    parser.add_argument("--max_position_embeddings", type=int, default=None, dest="max_positions",
+                        help="context of the converted model when shorter than the source's (at most a sliding "
+                             "window, so that it does not bind)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> None:
     args = make_parser().parse_args(argv)
     with cli.bad_input_exits():
-        out = convert(args.source, args.output, args.mask_token, args.pad_token, args.dtype)
+        out = convert(args.source, args.output, args.mask_token, args.pad_token, args.dtype, args.max_positions)
     print(f"wrote {out}")
 
 

@@ -15,10 +15,12 @@ so that is the one way they can run there, and the way the paper fine-tunes and 
 classes: `from_pretrained(dir, is_causal=False, trust_remote_code=True)`). A causal LM head becomes native
 `EuroBertForMaskedLM` (same weights), and the exported config.json records `"pretraining_attention": "causal"`.
 
-Also refused, with a one-line error: the QA head (native EuroBERT has none), and pad_token_id equal to eos (the
-native embedding uses `padding_idx=pad_token_id`, whose row never gets a gradient: eos, the document separator,
-would stop learning). A checkpoint without a pad id exports with `pad_token_id: null` (no padding_idx), not with the
-native default 128001, which is eos.
+Also refused, with a one-line error: the QA head (native EuroBERT has none), the converted-decoder switches
+native EuroBERT lacks (`qkv_bias`: Qwen2's q/k/v-only biases; `qk_norm`: Qwen3's q/k RMSNorm; `mlp_bias` on an LM
+head, to which native EuroBERT would add a bias), and pad_token_id
+equal to eos (the native embedding uses `padding_idx=pad_token_id`, whose row never gets a gradient: eos, the
+document separator, would stop learning). A checkpoint without a pad id exports with `pad_token_id: null` (no
+padding_idx), not with the native default 128001, which is eos.
 """
 
 import argparse
@@ -79,6 +81,15 @@ def check_exportable(raw: dict, bidirectional: bool = False) -> str:
     if architecture not in NATIVE_CLASSES and architecture != "EuroBertClmMlmForCausalLM":
         supported = ", ".join(NATIVE_CLASSES)
         raise ExportError(f"architecture {architecture!r} has no native EuroBERT class; supported: {supported}")
+    if raw.get("qkv_bias") and not raw.get("attention_bias"):
+        raise ExportError("qkv_bias=true (q/k/v biases without an o bias, a converted Qwen2) has no native EuroBERT "
+                          "form: its attention_bias puts biases on q, k, v and o; use it with trust_remote_code")
+    if raw.get("qk_norm"):
+        raise ExportError("qk_norm=true (q/k RMSNorm, a converted Qwen3) has no native EuroBERT form; use it with "
+                          "trust_remote_code")
+    if raw.get("mlp_bias") and architecture in ("EuroBertClmMlmForMaskedLM", "EuroBertClmMlmForCausalLM"):
+        raise ExportError("mlp_bias=true gives native EuroBertForMaskedLM an LM-head bias this checkpoint lacks; "
+                          "export its backbone or a task head, or use it with trust_remote_code")
     eos = raw.get("eos_token_id")
     eos_ids = set(eos) if isinstance(eos, list) else {eos}
     if raw.get("pad_token_id") is not None and raw["pad_token_id"] in eos_ids:

@@ -124,16 +124,23 @@ class EuroBertClmMlmAttention(nn.Module):
         self.scaling = self.head_dim**-0.5
         self.is_causal = config.is_causal  # default only: the per-call `is_causal` kwarg wins
         bias = config.attention_bias
-        self.q_proj = nn.Linear(config.hidden_size, config.num_attention_heads * self.head_dim, bias=bias)
-        self.k_proj = nn.Linear(config.hidden_size, config.num_key_value_heads * self.head_dim, bias=bias)
-        self.v_proj = nn.Linear(config.hidden_size, config.num_key_value_heads * self.head_dim, bias=bias)
+        qkv_bias = bias or config.qkv_bias  # Qwen2: biases on q, k, v but not o
+        self.q_proj = nn.Linear(config.hidden_size, config.num_attention_heads * self.head_dim, bias=qkv_bias)
+        self.k_proj = nn.Linear(config.hidden_size, config.num_key_value_heads * self.head_dim, bias=qkv_bias)
+        self.v_proj = nn.Linear(config.hidden_size, config.num_key_value_heads * self.head_dim, bias=qkv_bias)
         self.o_proj = nn.Linear(config.num_attention_heads * self.head_dim, config.hidden_size, bias=bias)
+        if config.qk_norm:  # Qwen3: per-head RMSNorm of queries and keys, before RoPE
+            self.q_norm = EuroBertClmMlmRMSNorm(self.head_dim, eps=config.rms_norm_eps)
+            self.k_norm = EuroBertClmMlmRMSNorm(self.head_dim, eps=config.rms_norm_eps)
 
     def forward(self, hidden_states, position_embeddings, attention_mask, is_causal: bool, **kwargs):
         input_shape = hidden_states.shape[:-1]
         hidden_shape = (*input_shape, -1, self.head_dim)
-        query = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)  # (B, nh, T, hd)
-        key = self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2)  # (B, nkv, T, hd)
+        query = self.q_proj(hidden_states).view(hidden_shape)  # (B, T, nh, hd)
+        key = self.k_proj(hidden_states).view(hidden_shape)  # (B, T, nkv, hd)
+        if self.config.qk_norm:
+            query, key = self.q_norm(query), self.k_norm(key)
+        query, key = query.transpose(1, 2), key.transpose(1, 2)  # (B, nh, T, hd), (B, nkv, T, hd)
         value = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
         query, key = apply_rotary_pos_emb(query, key, *position_embeddings)
 

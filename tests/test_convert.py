@@ -16,13 +16,22 @@ from transformers import (
     AutoTokenizer,
     LlamaConfig,
     LlamaForCausalLM,
+    MistralConfig,
+    MistralForCausalLM,
     PreTrainedTokenizerFast,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+    Qwen3Config,
+    Qwen3ForCausalLM,
 )
 
 from modeling_eurobert import EuroBertClmMlmForCausalLM
+from modeling_eurobert import export_native as export_native_cli
 from modeling_eurobert.convert import ConversionError, convert, main
 
 ROOT = Path(__file__).resolve().parents[1]
+FAMILY_CLASSES = {"llama": (LlamaConfig, LlamaForCausalLM), "mistral": (MistralConfig, MistralForCausalLM),
+                  "qwen2": (Qwen2Config, Qwen2ForCausalLM), "qwen3": (Qwen3Config, Qwen3ForCausalLM)}
 WORDS = "the cat sat on a mat and dog ran to house big small red blue".split()
 LLAMA3_ROPE = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 32.0, "low_freq_factor": 1.0,
                "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
@@ -36,15 +45,20 @@ def build_tokenizer(extra_tokens=()) -> PreTrainedTokenizerFast:
     return PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="<unk>", bos_token="<s>", eos_token="</s>")
 
 
-def save_llama(path, tokenizer, vocab_size=None, **config_overrides):
-    """Save a tiny random LlamaForCausalLM (4 heads / 2 kv heads) and its tokenizer at `path`."""
-    config = LlamaConfig(
+def save_llama(path, tokenizer, vocab_size=None, family="llama", **config_overrides):
+    """Save a tiny random decoder of `family` (4 heads / 2 kv heads) and its tokenizer at `path`."""
+    config_class, model_class = FAMILY_CLASSES[family]
+    config = config_class(
         vocab_size=vocab_size or len(tokenizer), hidden_size=32, intermediate_size=37, num_hidden_layers=2,
         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128, bos_token_id=1, eos_token_id=2,
         **config_overrides,
     )
     torch.manual_seed(0)
-    llama = LlamaForCausalLM(config).eval()
+    llama = model_class(config).eval()
+    with torch.no_grad():  # biases and q/k norms start at 0 and 1: make them random so that a dropped one shows
+        for name, parameter in llama.named_parameters():
+            if name.endswith("bias") or "_norm" in name:
+                parameter.normal_(1.0 if "_norm" in name else 0.0, 0.1)
     llama.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return llama
@@ -91,6 +105,79 @@ def test_converted_clm_matches_llama(tmp_path, overrides):
     # The converted vocabulary has two more rows (mask, pad); the source rows must match exactly.
     assert actual.shape[-1] == expected.shape[-1] + 2
     assert (actual[..., : expected.shape[-1]] - expected).abs().max() <= 1e-5
+
+
+LINEAR_ROPE = {"rope_type": "linear", "rope_theta": 10000.0, "factor": 2.0}
+# family -> (source config overrides, the switches the converted config must have, native export error or None).
+# Each has something Llama lacks: biases, an explicit head_dim (heads * head_dim != hidden_size), a sliding window
+# that never binds within the positions, tied embeddings, RoPE scaling.
+FAMILIES = {
+    "llama-biases": ("llama", {"attention_bias": True, "mlp_bias": True, "rope_parameters": LLAMA3_ROPE},
+                     {"attention_bias": True, "mlp_bias": True}, "mlp_bias=true"),
+    "llama-attention-bias": ("llama", {"attention_bias": True}, {"attention_bias": True, "mlp_bias": False}, None),
+    "mistral": ("mistral", {"head_dim": 16, "sliding_window": 128, "rope_parameters": LINEAR_ROPE},
+                {"head_dim": 16}, None),
+    "qwen2": ("qwen2", {"tie_word_embeddings": True, "rope_parameters": LLAMA3_ROPE},
+              {"qkv_bias": True, "attention_bias": False}, "qkv_bias=true"),
+    "qwen3": ("qwen3", {"head_dim": 16, "tie_word_embeddings": True, "rope_parameters": LINEAR_ROPE},
+              {"qk_norm": True, "head_dim": 16}, "qk_norm=true"),
+}
+
+
+def long_padded_batch(vocab_size):
+    """80 positions (past llama3's original_max_position_embeddings=64), right padding in two rows."""
+    torch.manual_seed(1)
+    input_ids = torch.randint(0, vocab_size, (3, 80))
+    attention_mask = torch.ones_like(input_ids)
+    attention_mask[1, 70:] = 0
+    attention_mask[2, 20:] = 0
+    return input_ids, attention_mask
+
+
+@pytest.mark.parametrize("case", list(FAMILIES))
+def test_decoder_families_convert_exactly(tmp_path, case):
+    family, overrides, switches, export_error = FAMILIES[case]
+    source = save_llama(tmp_path / "source", build_tokenizer(), family=family, **overrides)
+    out = convert(str(tmp_path / "source"), tmp_path / "out")
+    ours = AutoModelForCausalLM.from_pretrained(out).eval()
+    assert {key: getattr(ours.config, key) for key in switches} == switches
+    input_ids, attention_mask = long_padded_batch(source.config.vocab_size)
+    with torch.no_grad():
+        expected = source(input_ids, attention_mask=attention_mask).logits
+        actual = ours(input_ids, attention_mask=attention_mask).logits[..., : expected.shape[-1]]
+    keep = attention_mask.bool()
+    assert (actual - expected)[keep].abs().max() <= 1e-5
+
+    if export_error:  # what native EuroBERT cannot hold is refused in one line, nothing written
+        with pytest.raises(SystemExit, match=f"^error: {export_error} .* trust_remote_code$"):
+            export_native_cli.main([str(out), str(tmp_path / "native"), "--bidirectional"])
+        assert not (tmp_path / "native").exists()
+        return
+    export_native_cli.export_native(out, tmp_path / "native", bidirectional=True)
+    native = AutoModelForMaskedLM.from_pretrained(tmp_path / "native").eval()  # no remote code
+    assert type(native).__name__ == "EuroBertForMaskedLM"
+    with torch.no_grad():
+        bidirectional = ours(input_ids, attention_mask=attention_mask, is_causal=False).logits
+        exported = native(input_ids, attention_mask=attention_mask).logits
+    assert (exported - bidirectional)[keep].abs().max() <= 1e-5
+
+
+def test_binding_sliding_window_is_refused_or_made_explicit(tmp_path):
+    """A window shorter than the positions is refused; `--max_position_embeddings` at the window converts exactly."""
+    source = save_llama(tmp_path / "mistral", build_tokenizer(), family="mistral", sliding_window=16)
+    with pytest.raises(SystemExit, match="error: sliding_window=16 binds within max_position_embeddings=128 .*"
+                                         "--max_position_embeddings 16"):
+        main([str(tmp_path / "mistral"), str(tmp_path / "refused")])
+    assert not (tmp_path / "refused").exists()
+    main([str(tmp_path / "mistral"), str(tmp_path / "out"), "--max_position_embeddings", "16"])
+    ours = AutoModelForCausalLM.from_pretrained(tmp_path / "out").eval()
+    assert ours.config.max_position_embeddings == AutoTokenizer.from_pretrained(tmp_path / "out").model_max_length == 16
+    input_ids = long_padded_batch(source.config.vocab_size)[0][:, :16]
+    with torch.no_grad():
+        expected = source(input_ids).logits
+        assert (ours(input_ids).logits[..., : expected.shape[-1]] - expected).abs().max() <= 1e-5
+    with pytest.raises(SystemExit, match="error: --max_position_embeddings 200 must be in"):
+        main([str(tmp_path / "mistral"), str(tmp_path / "refused"), "--max_position_embeddings", "200"])
 
 
 def test_mask_and_pad_tokens_are_added_with_mean_rows(llama_dir, tmp_path):
@@ -148,16 +235,14 @@ def test_mlm_class_loads_the_converted_checkpoint(llama_dir, tmp_path):
 
 
 REFUSALS = {
-    "attention_bias": ({"attention_bias": True}, "attention_bias"),
-    "mlp_bias": ({"mlp_bias": True}, "mlp_bias"),
-    "sliding_window": ({"sliding_window": 4096}, "sliding-window"),
     "rope_yarn": ({"rope_parameters": {"rope_type": "yarn", "rope_theta": 1e4, "factor": 4.0}}, "rope_type 'yarn'"),
     "legacy_rope_scaling": ({"rope_parameters": None, "rope_scaling": {"type": "dynamic", "factor": 2.0}},
                             "rope_type 'dynamic'"),
     "activation": ({"hidden_act": "gelu"}, "hidden_act"),
-    "head_dim": ({"head_dim": 16}, "head_dim=16"),
-    "model_type": ({"model_type": "mistral"}, "model_type='mistral'"),
+    "gemma": ({"model_type": "gemma2"}, "model_type='gemma2'; supported: llama, mistral, qwen2, qwen3"),
     "architectures": ({"architectures": ["LlamaForSequenceClassification"]}, "LlamaForSequenceClassification"),
+    "qwen2_window": ({"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"], "use_sliding_window": True,
+                      "sliding_window": 32, "max_window_layers": 1}, "sliding_window=32 binds"),
     "kv_heads": ({"num_key_value_heads": 3}, "invalid source config: .*num_key_value_heads"),
     "quantized": ({"quantization_config": {"quant_method": "gptq"}}, "quantization_config"),
 }
@@ -206,25 +291,25 @@ def test_hub_id_source_is_checked_before_weights_are_downloaded(llama_dir, tmp_p
     try:
         monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)  # conftest switched it off
         api = HfApi(endpoint=hub.endpoint, token=token)
-        mistral = shutil.copytree(llama_dir, tmp_path / "mistral")
-        edit_config(mistral, model_type="mistral", architectures=["MistralForCausalLM"])
-        for repo_id, folder in [("org/tiny-llama", llama_dir), ("org/tiny-mistral", mistral)]:
+        gemma = shutil.copytree(llama_dir, tmp_path / "gemma")
+        edit_config(gemma, model_type="gemma2", architectures=["Gemma2ForCausalLM"])
+        for repo_id, folder in [("org/tiny-llama", llama_dir), ("org/tiny-gemma", gemma)]:
             api.create_repo(repo_id)
             api.upload_folder(repo_id=repo_id, folder_path=folder)
         script = (
             "import sys\nfrom modeling_eurobert.convert import ConversionError, convert\n"
             "convert('org/tiny-llama', sys.argv[1])\n"
-            "try:\n    convert('org/tiny-mistral', sys.argv[2])\nexcept ConversionError as error:\n    print(error)\n"
+            "try:\n    convert('org/tiny-gemma', sys.argv[2])\nexcept ConversionError as error:\n    print(error)\n"
         )
         env = {**os.environ, "HF_ENDPOINT": hub.endpoint, "HF_HUB_OFFLINE": "0", "HF_TOKEN": token,
                "HF_HOME": str(tmp_path / "hf-home")}
         result = subprocess.run([sys.executable, "-c", script, str(tmp_path / "out"), str(tmp_path / "out2")],
                                 cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
         assert result.returncode == 0, result.stderr[-2000:]
-        assert "model_type='mistral'" in result.stdout and not (tmp_path / "out2").exists()
+        assert "model_type='gemma2'" in result.stdout and not (tmp_path / "out2").exists()
         fetched = [path for method, path in hub.requests if method == "GET" and "/resolve/" in path]
         assert any("tiny-llama" in path and path.endswith("model.safetensors") for path in fetched)
-        assert not any("tiny-mistral" in path and path.endswith(".safetensors") for path in fetched)
+        assert not any("tiny-gemma" in path and path.endswith(".safetensors") for path in fetched)
     finally:
         hub.stop()
     assert AutoModelForCausalLM.from_pretrained(tmp_path / "out").config.is_causal
