@@ -48,11 +48,10 @@ def build_tokenizer(extra_tokens=()) -> PreTrainedTokenizerFast:
 def save_llama(path, tokenizer, vocab_size=None, family="llama", **config_overrides):
     """Save a tiny random decoder of `family` (4 heads / 2 kv heads) and its tokenizer at `path`."""
     config_class, model_class = FAMILY_CLASSES[family]
-    config = config_class(
-        vocab_size=vocab_size or len(tokenizer), hidden_size=32, intermediate_size=37, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128, bos_token_id=1, eos_token_id=2,
-        **config_overrides,
-    )
+    fields = dict(vocab_size=vocab_size or len(tokenizer), hidden_size=32, intermediate_size=37, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128, bos_token_id=1,
+                  eos_token_id=2)
+    config = config_class(**(fields | config_overrides))
     torch.manual_seed(0)
     llama = model_class(config).eval()
     with torch.no_grad():  # biases and q/k norms start at 0 and 1: make them random so that a dropped one shows
@@ -313,3 +312,51 @@ def test_hub_id_source_is_checked_before_weights_are_downloaded(llama_dir, tmp_p
     finally:
         hub.stop()
     assert AutoModelForCausalLM.from_pretrained(tmp_path / "out").config.is_causal
+
+
+@pytest.mark.slow  # ~20 s: two CPT runs, two fine-tuning runs, one fresh process (the issue's end-to-end check)
+def test_converted_qwen2_and_qwen3_run_cpt_and_the_grid(tmp_path, data_dir, tmp_path_factory):
+    """Converted tiny Qwen2- and Qwen3-style decoders: a 2-step CPT (`recipes.cpt`), then a 2-step fine-tuning run
+    (`evaluation.run`), in-process; the CPT output loads in a fresh process with the weights it saved."""
+    from evaluation import run
+    from recipes import cpt
+    from tests.fixtures.tiny_models import build_tiny_tokenizer
+
+    tokenizer = build_tiny_tokenizer(data_dir, vocab_size=500)
+    cache_dir = tmp_path_factory.getbasetemp() / "pretrain-cache"  # shared with the other recipe tests
+    outputs = []
+    for family, overrides in [("qwen2", {"tie_word_embeddings": True}), ("qwen3", {"head_dim": 16})]:
+        save_llama(tmp_path / family, tokenizer, family=family, eos_token_id=tokenizer.eos_token_id,
+                   bos_token_id=tokenizer.bos_token_id, **overrides)
+        converted = convert(str(tmp_path / family), tmp_path / f"{family}-eurobert", mask_token="<mask>")
+        before = AutoModelForMaskedLM.from_pretrained(converted).state_dict()
+        out = tmp_path / f"{family}-cpt"
+        cpt.main(["--config", "recipes/configs/debug.yaml", "--architecture", "null", "--model_name_or_path",
+                  str(converted), "--switch_step", "null", "--intermediate_steps", "1", "--max_steps", "2",
+                  "--max_docs", "50", "--block_size", "32", "--per_device_train_batch_size", "2",
+                  "--warmup_steps", "1", "--report_to", "none", "--data_cache_dir", str(cache_dir),
+                  "--lr_scheduler_kwargs", '{"num_decay_steps": 1, "decay_type": "linear"}',
+                  "--output_dir", str(out)])
+        trained = AutoModelForMaskedLM.from_pretrained(out)
+        assert trained.config.is_causal is False and trained.config.qkv_bias == (family == "qwen2")
+        assert trained.config.qk_norm == (family == "qwen3")
+        changed = {key for key, value in trained.state_dict().items() if not torch.equal(value, before[key])}
+        assert any(".q_norm." in key for key in changed) == (family == "qwen3")
+        assert any("q_proj.bias" in key for key in changed) == (family == "qwen2")
+        run.main(["--model", str(out), "--tasks", "sst2", "--lrs", "1e-3", "--seeds", "0", "--max_steps", "2",
+                  "--max_train", "16", "--max_eval", "8", "--max_length", "32", "--batch_size", "8",
+                  "--precision", "fp32", "--data_dir", str(data_dir), "--output", str(tmp_path / "results")])
+        result = json.loads((tmp_path / "results" / f"{family}-cpt" / "sst2" / "lr0.001-seed0.json").read_text())
+        assert result["status"] == "ok"
+        outputs.append(out)
+    script = ("import sys, torch\nfrom safetensors.torch import load_file\n"
+              "from transformers import AutoModelForMaskedLM\n"
+              "for path in sys.argv[1:]:\n"
+              "    model = AutoModelForMaskedLM.from_pretrained(path, trust_remote_code=True)\n"
+              "    saved = load_file(path + '/model.safetensors')\n"
+              "    assert type(model).__module__.startswith('transformers_modules'), type(model).__module__\n"
+              "    assert all(torch.equal(model.state_dict()[key], value) for key, value in saved.items())\n"
+              "    assert model(torch.tensor([[0, 5, 6, 1]])).logits.isfinite().all()\n")
+    result = subprocess.run([sys.executable, "-c", script, *map(str, outputs)], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert result.returncode == 0, result.stderr[-2000:]
