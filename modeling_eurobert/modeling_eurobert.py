@@ -8,6 +8,8 @@ How it differs from Llama (`transformers.LlamaForCausalLM`):
   per-call `is_causal=` override; everything else (RMSNorm, RoPE rotate-half, SwiGLU, GQA, no biases, untied
   embeddings) is Llama's, with Llama's parameter names, so a CLM checkpoint loads into `EuroBertClmMlmForMaskedLM`
   unchanged and converted Llama decoders need no key mapping;
+- for converted decoders only, off in the study's models: `qkv_bias` (Qwen2's q/k/v biases) and `qk_norm` (Qwen3's
+  per-head q/k RMSNorm, parameters `self_attn.q_norm`/`k_norm`), with the source's names again;
 - the embedding has no `padding_idx` (SPEC pitfall: a pad id equal to eos would freeze the document separator);
 - LM heads project only the positions that carry a label (`labels != -100`) when a loss is asked for: same loss
   and gradients as full-vocabulary logits, far less compute at 20-50% masking; with `mlm_positions` (a fixed
