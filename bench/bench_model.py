@@ -27,7 +27,10 @@ matmul timed in the same process (fp32 on CPU, bf16 on GPU). On CUDA the script 
 seq 2048 (MLM 40% with the fixed-shape head; the issue's targets: 210m >= 50%, 610m >= 60% of the measured matmul
 peak, i.e. >= 39% / 47% MFU); `--mfu on --mfu_architecture tiny` smoke-tests it on CPU. MFU divides by the GPU's dense
 bf16 spec peak (989 TFLOP/s on H100/H200), as the trainer's log and the plan; the share of the measured matmul
-peak is printed beside it.
+peak is printed beside it. `--mfu_architecture 210m,610m --mfu_batch 8,16,max --memory_gb 80` measures one row per
+architecture, micro-batch and mode (each compiled anew: static shapes), `max` being the largest multiple of 8 whose
+peak memory, extrapolated from the eager rows, fits in 80 GB (an H100); `--json` keeps every figure
+(`bench/gpu_check.sh` runs it so on the device).
 
 What to expect: the input embedding is a third of the parameters but does no matmul, so the LM head is about half
 of the matmul FLOPs; projecting 40% of the positions caps the MLM FLOP saving at 1 / (0.5 + 0.5 * 0.4) = 1.4x
@@ -345,34 +348,37 @@ def report_mfu(args, peak: float, figures: dict) -> None:
         config = load_architecture(architecture)
         batches = cli.split_list(args.mfu_batch)
         numbered = [int(b) for b in batches if b != "max"]
-        peaks = {}
-        for batch_size in numbered:
-            for mode in modes:
+        peaks, largest = {}, None
+        for mode in modes:  # every eager row first: a compile that runs out of time loses only compiled rows
+            for batch_size in numbered:
                 row = mfu_row(config, architecture, mode, batch_size, attn, args, peak)
                 if mode == "eager" and row.get("peak_memory_gb") is not None:
                     peaks[batch_size] = row["peak_memory_gb"] * 1e9
                 rows.append(row)
                 print_mfu_row(row)
                 write_json(args.json, figures)
-        if "max" in batches:
-            largest = fitting_batch(peaks, args.memory_gb * 1e9) if args.memory_gb else None
-            if largest is None or largest <= max(numbered, default=0):
-                why = (f"no multiple of 8 above {max(numbered, default=0)} fits in {args.memory_gb} GB" if largest
-                       else "needs the CUDA peak memory of two numbered batches and --memory_gb")
-                rows.append({"architecture": architecture, "mode": "eager", "batch": "max", "error": why})
-                print(f"{architecture} architecture, largest batch: {why}")
-            else:
-                for mode in modes:
-                    size = largest
-                    while True:  # the extrapolation may be a little optimistic: step down on out-of-memory
-                        row = mfu_row(config, architecture, mode, size, attn, args, peak)
-                        if row.get("error") != "out of memory" or size - 8 <= max(numbered):
-                            break
-                        size -= 8
-                    row["largest_in_gb"] = args.memory_gb
-                    rows.append(row)
-                    print_mfu_row(row)
+            if "max" not in batches:
+                continue
+            if mode == "eager":
+                largest = fitting_batch(peaks, args.memory_gb * 1e9) if args.memory_gb else None
+                if largest is None or largest <= max(numbered, default=0):
+                    why = (f"no multiple of 8 above {max(numbered, default=0)} fits in {args.memory_gb} GB"
+                           if largest else "needs the CUDA peak memory of two numbered batches and --memory_gb")
+                    rows.append({"architecture": architecture, "mode": "eager", "batch": "max", "error": why})
+                    print(f"{architecture} architecture, largest batch: {why}")
+                    largest = None
                     write_json(args.json, figures)
+            if largest:
+                size = largest
+                while True:  # the extrapolation may be a little optimistic: step down on out-of-memory
+                    row = mfu_row(config, architecture, mode, size, attn, args, peak)
+                    if row.get("error") != "out of memory" or size - 8 <= max(numbered):
+                        break
+                    size -= 8
+                row["largest_in_gb"] = args.memory_gb
+                rows.append(row)
+                print_mfu_row(row)
+                write_json(args.json, figures)
     for architecture in cli.split_list(args.mfu_architecture):
         done = {(r["mode"], r["batch"]): r for r in rows if r["architecture"] == architecture and "mfu" in r}
         for (mode, batch_size), row in done.items():

@@ -43,13 +43,13 @@ GPU_TESTS = ["tests/test_fsdp.py", "tests/test_modeling.py", "-k", "gpu", "-q", 
 # name -> (time budget on the device in seconds, module, device arguments, dry-run arguments); the dry run's budget
 # is the same (a slow shared CPU), the device's sum plus the install stays under 8 minutes.
 SECTIONS = {
-    "model_210m": (85, "bench.bench_model", [*GPU_MODEL, *A210M, "--pairs", "mlm", "--mfu_architecture", "210m"],
+    "model_210m": (95, "bench.bench_model", [*GPU_MODEL, *A210M, "--pairs", "mlm", "--mfu_architecture", "210m"],
                    [*DRY_MODEL, "--pairs", "mlm", "--mfu_batch", "2,4,max"]),
-    "model_610m": (85, "bench.bench_model", [*GPU_MODEL, "--pairs", "", "--mfu_architecture", "610m"],
+    "model_610m": (80, "bench.bench_model", [*GPU_MODEL, "--pairs", "", "--mfu_architecture", "610m"],
                    [*DRY_MODEL, "--pairs", "", "--mfu_batch", "2,max"]),
     "pretrain": (110, "bench.bench_pretrain", GPU_PRETRAIN, DRY_PRETRAIN),
-    "gpu_tests": (60, "pytest", GPU_TESTS, GPU_TESTS),
-    "grid": (80, "bench.bench_grid", ["--architecture", "210m", "--vocab_size", "128256", "--tasks", "sst2",
+    "gpu_tests": (50, "pytest", GPU_TESTS, GPU_TESTS),
+    "grid": (85, "bench.bench_grid", ["--architecture", "210m", "--vocab_size", "128256", "--tasks", "sst2",
                                       "--lrs", "1e-4,5e-4", "--seeds", "0,1", "--max_steps", "100",
                                       "--workers", "1,2,4"],
              ["--tasks", "sst2", "--lrs", "1e-4", "--seeds", "0", "--max_steps", "2", "--max_train", "64",
