@@ -137,14 +137,17 @@ def main(argv: list[str] | None = None) -> dict:
             Path(args.json).parent.mkdir(parents=True, exist_ok=True)
             Path(args.json).write_text(json.dumps(figures, indent=2))
     for name, r in figures["results"].items():
+        if r["tokens_per_second"] is None:
+            print(f"{name:8s} no window after the first of each objective: raise --steps or lower --log_every")
+            continue
         mfu = f", MFU {100 * r['mfu']:.1f}%" if r["mfu"] is not None else ""
         line = (f"{name:8s} compile {r['compile']}: {r['tokens_per_second']:10.0f} tokens/s{mfu}, data pipeline "
                 f"{100 * r['data_time_share']:.2f}% of step time, {r['frames_compiled']} frames compiled, "
                 f"{r['graph_breaks']} graph breaks")
         if "eager" in r:
             e = r["eager"]
-            speedup = r["tokens_per_second"] / e["tokens_per_second"]
-            line += (f"; eager {e['tokens_per_second']:.0f} tokens/s ({speedup:.2f}x), losses "
+            speedup = r["tokens_per_second"] / e["tokens_per_second"] if e["tokens_per_second"] else float("nan")
+            line += (f"; eager {e['tokens_per_second'] or 0:.0f} tokens/s ({speedup:.2f}x), losses "
                      f"{'match' if r['losses_match'] else 'DIFFER'} (max rel diff {r['loss_max_rel_diff']:.2e})")
         print(line)
     return figures
