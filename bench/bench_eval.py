@@ -59,14 +59,18 @@ def main(argv: list[str] | None = None) -> None:
     data_dir = resolve_data_dir(args.data_dir)
     timer = StepTimer()
     common.TRAINER_CALLBACKS.append(timer)
-    with tempfile.TemporaryDirectory() as tmp:
-        model = build_tiny_eurobert(Path(tmp) / "tiny", build_tiny_tokenizer(data_dir))
-        grid = run.GridArgs(model=str(model), tasks=args.task, lrs="1e-4,5e-4", seeds="0,1", output=f"{tmp}/results")
-        protocol = common.ProtocolArgs(max_steps=args.max_steps, max_train=args.max_train, max_eval=args.max_eval,
-                                       max_length=args.max_length, data_dir=str(data_dir))
-        start = time.perf_counter()
-        run.run_grid(grid, protocol)
-        wall = time.perf_counter() - start
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            model = build_tiny_eurobert(Path(tmp) / "tiny", build_tiny_tokenizer(data_dir))
+            grid = run.GridArgs(model=str(model), tasks=args.task, lrs="1e-4,5e-4", seeds="0,1",
+                                output=f"{tmp}/results")
+            protocol = common.ProtocolArgs(max_steps=args.max_steps, max_train=args.max_train,
+                                           max_eval=args.max_eval, max_length=args.max_length, data_dir=str(data_dir))
+            start = time.perf_counter()
+            run.run_grid(grid, protocol)
+            wall = time.perf_counter() - start
+    finally:  # a caller's later grids (tests call main in-process) run without this timer
+        common.TRAINER_CALLBACKS.remove(timer)
     outside = wall - timer.seconds
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else f"CPU ({torch.get_num_threads()} threads)"
     print(f"device: {device}; task {args.task}; 4 runs x {args.max_steps} steps, batch 32, "

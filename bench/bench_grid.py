@@ -3,6 +3,8 @@
     python -m bench.bench_grid [--single_thread]   # tiny architecture, sst2, 2 LRs x 2 seeds, workers 1 and 2
     python -m bench.bench_grid --model out/610m-mlm40-42k --tasks sst2 --max_steps 0 --max_length 0 \
         --max_train 0 --workers 1,2,4,8                         # a GPU, the paper's budget and input lengths
+    python -m bench.bench_grid --architecture 210m --vocab_size 128256 --max_steps 100 --workers 1,2,4
+    # a GPU without a trained checkpoint: a random 210m model with the paper's vocabulary size
 
 Runs the real command line (`python -m evaluation.run ... --workers N`) once per worker count, each into a fresh
 output folder, and times it from start to exit (imports, input checks, data loading, every run, result files: what
@@ -55,7 +57,25 @@ def scores(output: Path) -> dict:
             for p in artifacts.result_files(output)}
 
 
-def main(argv: list[str] | None = None) -> None:
+def random_model(output_dir: Path, args, data_dir: Path) -> Path:
+    """A randomly initialised MLM checkpoint of `args.architecture` with the tests' small bundle tokenizer; the
+    vocabulary is `args.vocab_size` rows (ids above the tokenizer's are never used) or the tokenizer's."""
+    import torch
+
+    import modeling_eurobert
+    from tests.fixtures.tiny_models import build_tiny_tokenizer
+
+    tokenizer = build_tiny_tokenizer(data_dir)
+    config = modeling_eurobert.load_architecture(
+        args.architecture, vocab_size=max(args.vocab_size or 0, len(tokenizer)), bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, mask_token_id=tokenizer.mask_token_id)
+    torch.manual_seed(0)
+    modeling_eurobert.EuroBertClmMlmForMaskedLM(config).save_pretrained(output_dir)
+    tokenizer.save_pretrained(output_dir)
+    return output_dir
+
+
+def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default=None, help="checkpoint directory or Hub id (default: the tiny architecture)")
     parser.add_argument("--tasks", default="sst2")
@@ -71,6 +91,11 @@ def main(argv: list[str] | None = None) -> None:
                         "single-thread workers do)")
     parser.add_argument("--repeat", type=int, default=1, help="measure every worker count this many times, "
                         "interleaved; the median wall time is reported (shared machines are noisy)")
+    parser.add_argument("--architecture", default="tiny",
+                        help="without --model: a random model of this architecture (with the tests' small tokenizer)")
+    parser.add_argument("--vocab_size", type=int, default=None,
+                        help="without --model: the model's vocabulary size (paper: 128256; default the tokenizer's)")
+    parser.add_argument("--json", default=None, help="also write the figures to this JSON file")
     parser.add_argument("--data_dir", default=None)
     args = parser.parse_args(argv)
     data_dir = resolve_data_dir(args.data_dir)
@@ -80,17 +105,13 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         model = args.model
         if model is None:
-            from tests.fixtures.tiny_models import (
-                build_tiny_eurobert,
-                build_tiny_tokenizer,
-            )
-
-            model = str(build_tiny_eurobert(Path(tmp) / "tiny", build_tiny_tokenizer(data_dir)))
+            model = str(random_model(Path(tmp) / args.architecture, args, data_dir))
         import torch
 
         cpu = f"CPU, {len(os.sched_getaffinity(0))} cores"
         device = torch.cuda.get_device_name() if torch.cuda.is_available() else cpu
-        print(f"device: {device}; model {args.model or 'tiny architecture'}; tasks {args.tasks}; {n_runs} runs of "
+        print(f"device: {device}; model {args.model or args.architecture + ' architecture'}; tasks {args.tasks}; "
+              f"{n_runs} runs of "
               f"{args.max_steps or 'the task budget'} steps, batch 32, max_length {args.max_length or 'default'}")
         walls, results = {setting: [] for setting in settings}, {}
         for attempt in range(args.repeat):
@@ -99,6 +120,8 @@ def main(argv: list[str] | None = None) -> None:
                 walls[(workers, threads)].append(run_grid(model, output, workers, args, data_dir, threads))
                 results[(workers, threads, attempt)] = scores(output)
         base, reference = None, results[(*settings[0], 0)]
+        figures = {"device": device, "model": args.model or f"random {args.architecture}", "runs": n_runs,
+                   "settings": vars(args), "rows": []}
         for workers, threads in settings:
             wall = statistics.median(walls[(workers, threads)])
             rate = n_runs / wall * 3600
@@ -108,6 +131,17 @@ def main(argv: list[str] | None = None) -> None:
             print(f"{label:<22}: {wall:7.1f} s wall (median of "
                   f"{', '.join(f'{w:.1f}' for w in walls[(workers, threads)])}), {rate:8.1f} runs/hour "
                   f"({rate / base:.2f}x), results {'identical' if same else 'DIFFERENT'} to the first row's")
+            figures["rows"].append({"workers": workers, "threads": threads, "wall_s": wall, "runs_per_hour": rate,
+                                    "results_identical": same})
+    best = max(figures["rows"], key=lambda row: row["runs_per_hour"])
+    figures["best"] = best
+    print(f"best: --workers {best['workers']}, {best['runs_per_hour']:.1f} runs/hour "
+          f"({best['runs_per_hour'] / figures['rows'][0]['runs_per_hour']:.2f}x the first row)")
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(figures, indent=2))
+    return figures
+
 
 if __name__ == "__main__":
     main()

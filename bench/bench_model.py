@@ -9,7 +9,7 @@
 Pairs, same weights and same batch, steps interleaved ABAB... (warmup steps excluded), each step = forward +
 backward + AdamW step:
   (a) MLM, 40% masking: our `EuroBertClmMlmForMaskedLM` (LM head on masked positions only) vs native
-      `transformers.EuroBertClmMlmForMaskedLM` (full-vocabulary logits). Target ratio >= 1.8x.
+      `transformers.EuroBertForMaskedLM` (full-vocabulary logits). Target ratio >= 1.8x.
   (b) CLM: our `EuroBertClmMlmForCausalLM` vs `transformers.LlamaForCausalLM`. Target ratio >= 1.0x.
 The default config has its LM head at about a third of all parameters, as in the 210m architecture (vocab * hidden =
 16 * layers * hidden^2 with a 4x MLP), small enough for 2 CPU cores.
@@ -27,7 +27,10 @@ matmul timed in the same process (fp32 on CPU, bf16 on GPU). On CUDA the script 
 seq 2048 (MLM 40% with the fixed-shape head; the issue's targets: 210m >= 50%, 610m >= 60% of the measured matmul
 peak, i.e. >= 39% / 47% MFU); `--mfu on --mfu_architecture tiny` smoke-tests it on CPU. MFU divides by the GPU's dense
 bf16 spec peak (989 TFLOP/s on H100/H200), as the trainer's log and the plan; the share of the measured matmul
-peak is printed beside it.
+peak is printed beside it. `--mfu_architecture 210m,610m --mfu_batch 8,16,max --memory_gb 80` measures one row per
+architecture, micro-batch and mode (each compiled anew: static shapes), `max` being the largest multiple of 8 whose
+peak memory, extrapolated from the eager rows, fits in 80 GB (an H100); `--json` keeps every figure
+(`bench/gpu_check.sh` runs it so on the device).
 
 What to expect: the input embedding is a third of the parameters but does no matmul, so the LM head is about half
 of the matmul FLOPs; projecting 40% of the positions caps the MLM FLOP saving at 1 / (0.5 + 0.5 * 0.4) = 1.4x
@@ -41,8 +44,11 @@ CPU, steps are timed in process CPU time (`--clock`), so other tenants' work is 
 
 import argparse
 import copy
+import json
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import torch
 import transformers
@@ -84,9 +90,18 @@ def make_parser() -> argparse.ArgumentParser:
         help="regional: also time our models with every decoder layer compiled, beside the eager ones")
     add("--mfu", default="auto", choices=["auto", "on", "off"],
         help="report an architecture's bf16 MFU (MLM 40%%); auto = only on CUDA")
-    add("--mfu_architecture", default="210m", help="architecture for the MFU run (tiny: a quick CPU smoke check)")
-    add("--mfu_seq", type=int, default=2048, help="sequence length of the MFU run")
-    add("--mfu_batch", type=int, default=8, help="sequences per step of the MFU run")
+    add("--mfu_architecture", default="210m",
+        help="architectures for the MFU runs, comma-separated (tiny: a quick CPU smoke check)")
+    add("--mfu_seq", type=int, default=2048, help="sequence length of the MFU runs")
+    add("--mfu_batch", default="8", help="micro-batches of the MFU runs, comma-separated; max = the largest multiple "
+        "of 8 that fits in --memory_gb (extrapolated from the eager peaks of the others)")
+    add("--memory_gb", type=float, default=None,
+        help="cap CUDA memory at this many GB (80: an H100's memory, on an H200); the bound of --mfu_batch max")
+    add("--compile_table", default="on", choices=["on", "off"],
+        help="with --compile regional: the eager vs compiled table at the pair config (off: MFU rows only)")
+    add("--json", default=None, help="also write the figures to this JSON file (rewritten after each measurement)")
+    add("--peak_size", type=int, default=None, help="side of the square matmul timed as the peak (default: 8192 on "
+        "CUDA, 2048 on CPU)")
     return parser
 
 
@@ -102,8 +117,8 @@ def build_pair(kind: str, config: EuroBertClmMlmConfig, args) -> dict[str, torch
     """Our head and its reference, with identical weights."""
     if kind == "mlm":
         ours = EuroBertClmMlmForMaskedLM(config)
-        reference = transformers.EuroBertClmMlmForMaskedLM(native_config(config.to_dict()))
-        names = ("ours EuroBertClmMlmForMaskedLM", "native EuroBertClmMlmForMaskedLM")
+        reference = transformers.EuroBertForMaskedLM(native_config(config.to_dict()))
+        names = ("ours EuroBertClmMlmForMaskedLM", "native EuroBertForMaskedLM")
     else:
         ours = EuroBertClmMlmForCausalLM(config)
         dropped = ("model_type", "is_causal", "mask_token_id", "classifier_pooling")
@@ -243,53 +258,163 @@ def report_compile(config, args, dtype, peak) -> dict[str, float]:
     return ratios
 
 
-def report_mfu(args, peak: float) -> None:
-    """bf16-autocast MFU of an architecture (210m by default) training MLM 40% (fixed-shape head) at seq 2048, with
-    flash_attention_2 when importable, else sdpa; with `--compile regional` also with compiled decoder layers.
-    MFU = FLOPs of `recipes.flops` / best step time / the bf16 spec peak (and the share of the measured matmul peak)."""
+def fitting_batch(peaks: dict[int, float], limit: float, multiple: int = 8) -> int | None:
+    """The largest micro-batch (a multiple of `multiple`) whose peak memory fits in `limit` bytes, extrapolated
+    linearly from the two largest measured `peaks` ({batch: peak bytes}: weights, gradients and AdamW states are the
+    fixed part, activations grow with the batch); None when fewer than two batches were measured or none fits."""
+    if len(peaks) < 2:
+        return None
+    (b1, m1), (b2, m2) = sorted(peaks.items())[-2:]
+    per_sequence = (m2 - m1) / (b2 - b1)
+    if per_sequence <= 0:
+        return None
+    batch = int((limit - (m2 - per_sequence * b2)) / per_sequence) // multiple * multiple
+    return batch if batch >= multiple else None
+
+
+def time_alone(model, batch: dict, args) -> dict:
+    """Best and median step (one model, `args.warmup` untimed steps first) and its peak CUDA memory (None on CPU)."""
+    on_gpu = args.device.startswith("cuda")
+    if on_gpu:
+        torch.cuda.reset_peak_memory_stats()
+    times = time_pair({"model": model}, batch, args, torch.bfloat16)["model"]
+    peak = torch.cuda.max_memory_allocated() if on_gpu else None
+    return {"best": min(times), "median": statistics.median(times), "peak_memory": peak}
+
+
+def mfu_row(config, architecture: str, mode: str, batch_size: int, attn: str, args, peak: float) -> dict:
+    """One MFU measurement: a fresh model (compiled anew for `regional`, so each batch size gets its own static
+    graph), MLM 40% with the fixed-shape head, bf16 autocast; an out-of-memory step is a row with `error`."""
+    run = argparse.Namespace(**{**vars(args), "seq": args.mfu_seq, "batch": batch_size})
+    row = {"architecture": architecture, "mode": mode, "batch": batch_size, "seq": run.seq, "attn": attn}
+    model = None
+    try:
+        torch.manual_seed(0)
+        model = EuroBertClmMlmForMaskedLM(config)
+        model.set_attn_implementation(attn)
+        model = model.to(args.device).train()
+        if mode == "regional":
+            torch._dynamo.reset()
+            compile_decoder_layers(model)
+        batch = make_batch("mlm", config, run.batch, run.seq, args.mask_ratio, args.device, fixed_shape=True)
+        timed = time_alone(model, batch, run)
+    except torch.OutOfMemoryError:
+        row["error"] = "out of memory"
+        return row
+    except Exception as error:  # e.g. a compile failure: the row says so, the other rows are still measured
+        row["error"] = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+        return row
+    finally:
+        del model
+        if args.device.startswith("cuda"):
+            torch.cuda.empty_cache()
+    tokens = run.batch * run.seq
+    flops = flops_per_step(config, tokens, round(tokens * args.mask_ratio), run.seq)
+    spec = bf16_peak_flops(torch.cuda.get_device_name()) if args.device.startswith("cuda") else None
+    row.update(tokens_per_s=tokens / timed["best"], step_ms_best=1e3 * timed["best"],
+               step_ms_median=1e3 * timed["median"], tflops=flops / timed["best"] / 1e12,
+               mfu=flops / timed["best"] / spec if spec else None, share_of_measured_peak=flops / timed["best"] / peak,
+               peak_memory_gb=timed["peak_memory"] / 1e9 if timed["peak_memory"] is not None else None)
+    return row
+
+
+def print_mfu_row(row: dict) -> None:
+    where = f"{row['architecture']} architecture, {row['mode']}, MLM 40%, bf16 autocast, {row['attn']}, " \
+            f"batch {row['batch']} x {row['seq']}"
+    if "error" in row:
+        print(f"{where}: {row['error']}")
+        return
+    mfu = f"MFU {100 * row['mfu']:.1f}% of the bf16 spec peak, " if row["mfu"] is not None else ""
+    memory = f", peak memory {row['peak_memory_gb']:.1f} GB" if row["peak_memory_gb"] is not None else ""
+    print(f"{where}: {row['tokens_per_s']:,.0f} tokens/s, {row['tflops']:.2f} TFLOP/s, {mfu}"
+          f"{100 * row['share_of_measured_peak']:.1f}% of the measured bf16 matmul peak{memory}")
+
+
+def report_mfu(args, peak: float, figures: dict) -> None:
+    """bf16-autocast MFU of each `--mfu_architecture` (210m by default) training MLM 40% (fixed-shape head) at
+    `--mfu_seq`, for each `--mfu_batch` (`max`: the largest multiple of 8 that fits in `--memory_gb`, extrapolated
+    from the eager peaks of the numbered batches), eager and, with `--compile regional`, compiled; flash_attention_2
+    when importable, else sdpa. MFU = FLOPs of `recipes.flops` / best step time / the bf16 spec peak (and the share
+    of the measured matmul peak). Rows go to `figures["mfu"]` (and `--json`) as they are measured."""
     try:
         import flash_attn  # noqa: F401
 
         attn = "flash_attention_2"
     except ImportError:
         attn = "sdpa"
-    config = load_architecture(args.mfu_architecture)
-    run = argparse.Namespace(**{**vars(args), "seq": args.mfu_seq, "batch": args.mfu_batch})
-    model = EuroBertClmMlmForMaskedLM(config)
-    model.set_attn_implementation(attn)
-    model = model.to(args.device).train()
-    models = {"eager": model}
-    if args.compile == "regional":
-        models["regional compile"] = compiled_twin(model)
-    batch = make_batch("mlm", config, run.batch, run.seq, args.mask_ratio, args.device, fixed_shape=True)
-    times = time_pair(models, batch, run, torch.bfloat16)
-    tokens = run.batch * run.seq
-    flops = flops_per_step(config, tokens, round(tokens * args.mask_ratio), run.seq)
-    for name in models:
-        step = min(times[name])
-        spec = bf16_peak_flops(torch.cuda.get_device_name()) if torch.cuda.is_available() else None
-        mfu = f"MFU {100 * flops / step / spec:.1f}% of the bf16 spec peak, " if spec else ""
-        print(f"{args.mfu_architecture} architecture, {name}, MLM {args.mask_ratio:.0%}, bf16 autocast, {attn}, "
-              f"batch {run.batch} x "
-              f"{run.seq}: {tokens / step:,.0f} tokens/s, {flops / step / 1e12:.2f} TFLOP/s, {mfu}"
-              f"{100 * flops / step / peak:.1f}% of the measured bf16 matmul peak")
-    if len(models) == 2:
-        speedup = min(times["eager"]) / min(times["regional compile"])
-        print(f"{args.mfu_architecture} regional compile / eager: {speedup:.2f}x")
+    modes = ["eager"] + (["regional"] if args.compile == "regional" else [])
+    rows = figures.setdefault("mfu", [])
+    for architecture in cli.split_list(args.mfu_architecture):
+        config = load_architecture(architecture)
+        batches = cli.split_list(args.mfu_batch)
+        numbered = [int(b) for b in batches if b != "max"]
+        peaks, largest = {}, None
+        for mode in modes:  # every eager row first: a compile that runs out of time loses only compiled rows
+            for batch_size in numbered:
+                row = mfu_row(config, architecture, mode, batch_size, attn, args, peak)
+                if mode == "eager" and row.get("peak_memory_gb") is not None:
+                    peaks[batch_size] = row["peak_memory_gb"] * 1e9
+                rows.append(row)
+                print_mfu_row(row)
+                write_json(args.json, figures)
+            if "max" not in batches:
+                continue
+            if mode == "eager":
+                largest = fitting_batch(peaks, args.memory_gb * 1e9) if args.memory_gb else None
+                if largest is None or largest <= max(numbered, default=0):
+                    why = (f"no multiple of 8 above {max(numbered, default=0)} fits in {args.memory_gb} GB"
+                           if largest else "needs the CUDA peak memory of two numbered batches and --memory_gb")
+                    rows.append({"architecture": architecture, "mode": "eager", "batch": "max", "error": why})
+                    print(f"{architecture} architecture, largest batch: {why}")
+                    largest = None
+                    write_json(args.json, figures)
+            if largest:
+                size = largest
+                while True:  # the extrapolation may be a little optimistic: step down on out-of-memory
+                    row = mfu_row(config, architecture, mode, size, attn, args, peak)
+                    if row.get("error") != "out of memory" or size - 8 <= max(numbered):
+                        break
+                    size -= 8
+                row["largest_in_gb"] = args.memory_gb
+                rows.append(row)
+                print_mfu_row(row)
+                write_json(args.json, figures)
+    for architecture in cli.split_list(args.mfu_architecture):
+        done = {(r["mode"], r["batch"]): r for r in rows if r["architecture"] == architecture and "mfu" in r}
+        for (mode, batch_size), row in done.items():
+            eager = done.get(("eager", batch_size))
+            if mode == "regional" and eager:
+                print(f"{architecture} batch {batch_size} regional compile / eager: "
+                      f"{eager['step_ms_best'] / row['step_ms_best']:.2f}x")
 
 
-def main(argv: list[str] | None = None) -> None:
+def write_json(path: str | None, figures: dict) -> None:
+    """Write the figures so far (each measurement rewrites the file: a run cut short keeps what it measured)."""
+    if path:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(json.dumps(figures, indent=2))
+
+
+def main(argv: list[str] | None = None) -> dict:
     args = make_parser().parse_args(argv)
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[args.dtype]
     on_gpu = args.device.startswith("cuda")
+    if on_gpu and args.memory_gb:  # e.g. 80 on an H200: what fits on an H100
+        total = torch.cuda.get_device_properties(args.device).total_memory
+        torch.cuda.set_per_process_memory_fraction(min(1.0, args.memory_gb * 1e9 / total))
     # On a shared CPU, one thread's CPU time is the step's cost without the other tenants' work in it.
     cpu_clock = args.clock == "cpu" or (args.clock == "auto" and not on_gpu and args.threads == 1)
     args.timer = time.process_time if cpu_clock else time.perf_counter
-    peak = matmul_peak(args.device, torch.bfloat16 if on_gpu else torch.float32, 8192 if on_gpu else 2048, args.timer)
+    size = args.peak_size or (8192 if on_gpu else 2048)
+    peak = matmul_peak(args.device, torch.bfloat16 if on_gpu else torch.float32, size, args.timer)
     config = bench_config(args)
     n_head, n_all = config.vocab_size * config.hidden_size, EuroBertClmMlmForMaskedLM(config).num_parameters()
+    device = torch.cuda.get_device_name() if on_gpu else "cpu"
+    figures = {"setup": {"torch": torch.__version__, "transformers": transformers.__version__, "device": device,
+                         "argv": sys.argv[1:] if argv is None else argv, "matmul_peak_tflops": peak / 1e12,
+                         "matmul_peak_dtype": "bfloat16" if on_gpu else "float32"}}
     print(f"torch {torch.__version__}, transformers {transformers.__version__}, device {args.device}, "
           f"threads {torch.get_num_threads()}, autocast {args.dtype}, attn {args.attn}, "
           f"clock {'process CPU time' if cpu_clock else 'wall time'}")
@@ -297,25 +422,33 @@ def main(argv: list[str] | None = None) -> None:
           f"batch {args.batch} x seq {args.seq}; {n_all / 1e6:.1f}M params, LM head {100 * n_head / n_all:.0f}%")
     print(f"matmul peak ({'bf16' if on_gpu else 'fp32'}): {peak / 1e9:.1f} GFLOP/s; steps {args.steps} timed "
           f"(+{args.warmup} warmup) per model; tokens/s and GFLOP/s from the best step\n")
-    print(f"| {'model':<28} | {'tokens/s':>10} | {'best ms':>9} | {'median ms':>9} | {'GFLOP/s':>9} | {'%peak':>7} |")
-    print(f"|{'-' * 30}|{'-' * 12}|{'-' * 11}|{'-' * 11}|{'-' * 11}|{'-' * 9}|")
-    ratios = {}
+    ratios = figures["pairs"] = {}
+    if cli.split_list(args.pairs):
+        print(f"| {'model':<28} | {'tokens/s':>10} | {'best ms':>9} | {'median ms':>9} | {'GFLOP/s':>9} "
+              f"| {'%peak':>7} |")
+        print(f"|{'-' * 30}|{'-' * 12}|{'-' * 11}|{'-' * 11}|{'-' * 11}|{'-' * 9}|")
     for kind in cli.split_list(args.pairs):
         models = build_pair(kind, config, args)
         batch = make_batch(kind, config, args.batch, args.seq, args.mask_ratio, args.device)
         ratios[kind] = report_pair(kind, models, time_pair(models, batch, args, dtype), config, args, peak)
         del models
+        write_json(args.json, figures)
     print()
     targets = {"mlm": 1.8, "clm": 1.0}
     for kind, ratio in ratios.items():
         verdict = "meets" if ratio["best"] >= targets[kind] else "BELOW"
         print(f"{kind.upper()} throughput ours / reference: {ratio['best']:.2f}x on best steps, {ratio['median']:.2f}x "
               f"on medians ({verdict} the {targets[kind]}x target); FLOP ratio {ratio['flops']:.2f}x")
-    if args.compile == "regional":
-        report_compile(config, args, dtype, peak)
+    if args.compile == "regional" and args.compile_table == "on":
+        figures["compile"] = report_compile(config, args, dtype, peak)
+        write_json(args.json, figures)
     if args.mfu == "on" or (args.mfu == "auto" and on_gpu):
-        bf16_peak = peak if on_gpu else matmul_peak(args.device, torch.bfloat16, 2048, args.timer)
-        report_mfu(args, bf16_peak)
+        # a CPU's bf16 matmul is slow and its peak means little: a small one, for a smoke check only
+        bf16_peak = peak if on_gpu else matmul_peak(args.device, torch.bfloat16, 256, args.timer, trials=3)
+        figures["setup"]["bf16_matmul_peak_tflops"] = bf16_peak / 1e12
+        report_mfu(args, bf16_peak, figures)
+    write_json(args.json, figures)
+    return figures
 
 
 if __name__ == "__main__":

@@ -1,10 +1,21 @@
-"""Throughput of the pretraining recipe on the tiny architecture: tokens/s for CLM, MLM and across the PFS switch, and
-the data pipeline's share of step time (fetching + collating batches / wall time; target <= 5%).
+"""Throughput of the pretraining recipe: tokens/s (and on CUDA MFU) for CLM, MLM and across the PFS switch, and the
+data pipeline's share of step time (fetching + collating batches / wall time; target <= 5%).
 
-    python -m bench.bench_pretrain                       # CPU, 30 steps per run, block 128, batch 8
+    python -m bench.bench_pretrain                       # CPU, tiny architecture, 30 steps per run, block 128, batch 8
     python -m bench.bench_pretrain --steps 100 --block_size 512 --batch_size 16 --output_dir /tmp/bench
-Runs the real `recipes/pretrain.py` main and reads the throughput the trainer logs (`tokens_per_second`,
-`data_time_share`, measured per logging window); the first window (warm-up) is left out of the means.
+    python -m bench.bench_pretrain --config recipes/configs/paper/210m-mlm40-42k.yaml --runs pfs --steps 40 \
+        --block_size 2048 --batch_size 8 --accumulation 2 --vocab_size 128256 --max_docs 6000 --compare_eager
+    # one GPU: the 210m paper config (bf16, regional compile, fixed-shape head) through a PFS switch, offline
+
+Runs the real `recipes/pretrain.py` and reads what the trainer logs per logging window (`tokens_per_second`,
+`data_time_share`, `mfu` on CUDA). The means leave out the first window of each objective (compilation and
+warm-up: the PFS switch compiles the MLM graph). Any config runs offline: the corpus is the bundle and the global
+batch is this machine's (`--batch_size` x `--accumulation`); `--vocab_size` pads the toy BPE's vocabulary with
+ids no text produces, so the LM head has the paper's 128,256 rows (the throughput depends on the size, not on the
+words). `--compare_eager` runs each run again with `compile: none` and reports the largest relative loss
+difference per logging window (`--loss_rtol`: bf16 0.01). Compiles are counted per run (dynamo frames compiled,
+graph breaks: a PFS run compiles one graph per attention pattern). Other arguments go to the recipe unchanged
+(`--bf16 false --architecture tiny`).
 """
 
 import argparse
@@ -12,42 +23,134 @@ import json
 import tempfile
 from pathlib import Path
 
-from recipes import pretrain
+from recipes import data, pretrain
+
+RUNS = {  # name -> recipe arguments (PFS switches at half the steps)
+    "clm": lambda steps: ["--objective", "clm", "--switch_step", "null"],
+    "mlm40": lambda steps: ["--objective", "mlm", "--mlm_probability", "0.4", "--switch_step", "null"],
+    "pfs": lambda steps: ["--objective", "mlm", "--switch_step", str(steps // 2)],
+}
 
 
-def bench(objective_args: list[str], args, output_dir: Path) -> dict:
-    argv = ["--config", "recipes/configs/debug.yaml", "--output_dir", str(output_dir),
-            "--data_cache_dir", args.cache_dir, "--max_docs", str(args.max_docs), "--block_size", str(args.block_size),
-            "--per_device_train_batch_size", str(args.batch_size), "--max_steps", str(args.steps),
-            "--logging_steps", str(args.log_every), "--intermediate_steps", str(args.steps), "--report_to", "none",
-            "--disable_tqdm", "true", "--save_strategy", "no", *objective_args]
-    trainer = pretrain.pretrain(*pretrain.make_parser().parse_args_and_config(argv))
-    logs = [log for log in trainer.state.log_history if "tokens_per_second" in log][1:]
-    return {"tokens_per_second": sum(log["tokens_per_second"] for log in logs) / len(logs),
-            "data_time_share": sum(log["data_time_share"] for log in logs) / len(logs)}
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add = parser.add_argument
+    add("--config", default="recipes/configs/debug.yaml", help="the recipe config (e.g. a paper config on a GPU)")
+    add("--runs", default="clm,mlm40,pfs", help=f"runs to time, comma-separated: {', '.join(RUNS)}")
+    add("--steps", type=int, default=30)
+    add("--log_every", type=int, default=5)
+    add("--block_size", type=int, default=128)
+    add("--batch_size", type=int, default=8, help="micro-batch (per_device_train_batch_size)")
+    add("--accumulation", type=int, default=1, help="gradient_accumulation_steps")
+    add("--max_docs", type=int, default=2000)
+    add("--vocab_size", type=int, default=None,
+        help="pad the toy BPE (8192) to this vocabulary (paper: 128256); default: the config's tokenizer setting")
+    add("--compare_eager", action="store_true", help="also run each run with compile: none and compare the losses")
+    add("--loss_rtol", type=float, default=0.01, help="largest relative loss difference accepted by --compare_eager")
+    add("--cache_dir", default=".cache/pretrain")
+    add("--data_dir", default=None)
+    add("--output_dir", default=None, help="default: a temporary directory")
+    add("--json", default=None, help="also write the figures to this JSON file")
+    return parser
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--log_every", type=int, default=5)
-    parser.add_argument("--block_size", type=int, default=128)
-    parser.add_argument("--batch_size", type=int, default=8)
-    parser.add_argument("--max_docs", type=int, default=2000)
-    parser.add_argument("--cache_dir", default=".cache/pretrain")
-    parser.add_argument("--output_dir", default=None, help="default: a temporary directory")
-    args = parser.parse_args(argv)
+def padded_toy_tokenizer(args, path: Path) -> Path:
+    """The toy BPE (8192, trained on the run's documents) with its vocabulary padded to `args.vocab_size` by entries
+    no text produces (no merge builds them), saved in `path`."""
+    if (path / "tokenizer.json").is_file():
+        return path
+    corpus = data.load_corpus("bundle", data_dir=args.data_dir)
+    corpus = corpus.select(range(min(args.max_docs, len(corpus))))
+    tokenizer = data.train_toy_tokenizer(corpus, 8192, path)
+    if args.vocab_size < len(tokenizer):
+        raise ValueError(f"--vocab_size {args.vocab_size} is below the toy BPE's {len(tokenizer)}")
+    spec = json.loads((path / "tokenizer.json").read_text())
+    vocab = spec["model"]["vocab"]
+    vocab.update({f"<|unused_{i}|>": i for i in range(len(tokenizer), args.vocab_size)})
+    (path / "tokenizer.json").write_text(json.dumps(spec, ensure_ascii=False))
+    return path
+
+
+def phases(logs: list[dict], switch_step: int | None) -> list[list[dict]]:
+    """The logging windows of each objective, in order (one list without a switch)."""
+    if switch_step is None:
+        return [logs]
+    return [[log for log in logs if log["step"] <= switch_step], [log for log in logs if log["step"] > switch_step]]
+
+
+def mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def bench(name: str, args, extra: list[str], output_dir: Path, eager: bool = False) -> dict:
+    """One run of the recipe; its logged windows, steady-state means and compile counts."""
+    import torch
+    from torch._dynamo.utils import counters
+
+    argv = ["--config", args.config, "--output_dir", str(output_dir), "--data_cache_dir", args.cache_dir,
+            "--corpus_source", "bundle", "--corpus_name", "null", "--global_batch_size", "null",
+            "--max_docs", str(args.max_docs), "--block_size", str(args.block_size),
+            "--per_device_train_batch_size", str(args.batch_size), "--gradient_accumulation_steps",
+            str(args.accumulation), "--max_steps", str(args.steps), "--logging_steps", str(args.log_every),
+            "--intermediate_steps", str(args.steps), "--report_to", "none", "--disable_tqdm", "true",
+            "--save_strategy", "no", *RUNS[name](args.steps), *extra, *(["--compile", "none"] if eager else [])]
+    if args.data_dir:
+        argv += ["--data_dir", args.data_dir]
+    argv += ["--tokenizer_name_or_path", args.tokenizer]
+    run_args, training_args = pretrain.make_parser().parse_args_and_config(argv)
+    torch._dynamo.reset()  # count this run's compiles only
+    counters.clear()
+    trainer = pretrain.pretrain(run_args, training_args)
+    logs = [log for log in trainer.state.log_history if "tokens_per_second" in log]
+    steady = [log for phase in phases(logs, run_args.switch_step) for log in phase[1:]]
+    return {"compile": run_args.compile, "mlm_fixed_shape": run_args.mlm_fixed_shape, "bf16": training_args.bf16,
+            "switch_step": run_args.switch_step,
+            "windows": [{key: log.get(key) for key in ("step", "loss", "tokens_per_second", "mfu", "data_time_share",
+                                                       "mlm_overflow_batches")} for log in logs],
+            "tokens_per_second": mean([log["tokens_per_second"] for log in steady]),
+            "mfu": mean([log["mfu"] for log in steady if "mfu" in log]),
+            "data_time_share": mean([log["data_time_share"] for log in steady]),
+            "frames_compiled": counters["frames"]["ok"], "graph_breaks": sum(counters["graph_break"].values())}
+
+
+def loss_difference(run: dict, eager: dict) -> float:
+    """Largest relative difference of the logged window losses."""
+    pairs = list(zip((w["loss"] for w in run["windows"]), (w["loss"] for w in eager["windows"]), strict=True))
+    return max(abs(a - b) / abs(b) for a, b in pairs)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args, extra = make_parser().parse_known_args(argv)  # the recipe's parser refuses what neither knows
     root = Path(args.output_dir or tempfile.mkdtemp(prefix="bench_pretrain-"))
-    runs = {
-        "clm": ["--objective", "clm", "--switch_step", "null"],
-        "mlm40": ["--objective", "mlm", "--mlm_probability", "0.4", "--switch_step", "null"],
-        "pfs (switch at half)": ["--objective", "mlm", "--switch_step", str(args.steps // 2)],
-    }
-    results = {name: bench(extra, args, root / name.split()[0]) for name, extra in runs.items()}
-    print(json.dumps({"settings": vars(args), "results": results}, indent=2))
-    for name, r in results.items():
-        print(f"{name:22s} {r['tokens_per_second']:10.0f} tokens/s   "
-              f"data pipeline {100 * r['data_time_share']:.2f}% of step time")
+    args.tokenizer = "null"  # the config's own toy BPE (a paper config's tokenizer is on the Hub)
+    if args.vocab_size:
+        args.tokenizer = str(padded_toy_tokenizer(args, Path(args.cache_dir) / f"padded-toy-{args.vocab_size}"))
+    figures = {"settings": {**vars(args), "recipe_arguments": extra}, "results": {}}
+    for name in [run.strip() for run in args.runs.split(",") if run.strip()]:
+        result = bench(name, args, extra, root / name)
+        if args.compare_eager:
+            result["eager"] = bench(name, args, extra, root / f"{name}-eager", eager=True)
+            result["loss_max_rel_diff"] = loss_difference(result, result["eager"])
+            result["losses_match"] = result["loss_max_rel_diff"] <= args.loss_rtol
+        figures["results"][name] = result
+        if args.json:
+            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.json).write_text(json.dumps(figures, indent=2))
+    for name, r in figures["results"].items():
+        if r["tokens_per_second"] is None:
+            print(f"{name:8s} no window after the first of each objective: raise --steps or lower --log_every")
+            continue
+        mfu = f", MFU {100 * r['mfu']:.1f}%" if r["mfu"] is not None else ""
+        line = (f"{name:8s} compile {r['compile']}: {r['tokens_per_second']:10.0f} tokens/s{mfu}, data pipeline "
+                f"{100 * r['data_time_share']:.2f}% of step time, {r['frames_compiled']} frames compiled, "
+                f"{r['graph_breaks']} graph breaks")
+        if "eager" in r:
+            e = r["eager"]
+            speedup = r["tokens_per_second"] / e["tokens_per_second"] if e["tokens_per_second"] else float("nan")
+            line += (f"; eager {e['tokens_per_second'] or 0:.0f} tokens/s ({speedup:.2f}x), losses "
+                     f"{'match' if r['losses_match'] else 'DIFFER'} (max rel diff {r['loss_max_rel_diff']:.2e})")
+        print(line)
+    return figures
 
 
 if __name__ == "__main__":

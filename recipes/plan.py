@@ -18,7 +18,7 @@ branches add only their own 2k decay steps to the stable run they branch from. E
 MS MARCO pairs, so `evaluation.run` trains one retrieval model per (model, LR, seed) and scores it on all three:
 10 fine-tunings per (model, LR, seed) for 12 tasks. Wall-clock throughput with several grid runs packed on one GPU
 (`evaluation.run --workers N`) is a measurement, not a formula: `eval_runs_per_gpu_hour` takes it once measured
-(`python bench/bench_grid.py --device cuda --workers 1,2,4`).
+(`python -m bench.bench_grid --workers 1,2,4` on the GPU; `bench/gpu_check.sh` runs it).
 """
 
 import csv

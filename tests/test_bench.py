@@ -1,0 +1,67 @@
+"""Every benchmark under bench/ runs one tiny step: `bench/gpu_check.sh --dry_run` (the device's prepared call, on
+the CPU) runs bench_model, bench_pretrain and bench_grid as its sections; bench_data and bench_eval run here through
+their `main(argv)`. Nothing else runs the benchmarks, so a rename they use (`transformers.EuroBertForMaskedLM`)
+would otherwise break them unseen."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from bench import bench_data, bench_eval, gpu_check
+from bench.bench_model import fitting_batch
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_gpu_check_dry_run_writes_every_section(tmp_path):
+    """The dry run in one process (one start-up; the sections' code and arguments are the device's, tiny):
+    every section ends ok and its figures reach gpu_check.json and gpu_check.md."""
+    out = tmp_path / "out"
+    env = {**os.environ, "OUT": str(out), "PYTHON": sys.executable, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(["bash", "bench/gpu_check.sh", "--dry_run", "--one_process"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    log = (out / "gpu_check.log").read_text() if (out / "gpu_check.log").is_file() else ""
+    assert done.returncode == 0, done.stdout[-2000:] + log[-4000:]
+    summary = json.loads((out / "gpu_check.json").read_text())
+    assert list(summary["sections"]) == list(gpu_check.SECTIONS)
+    assert all(s["status"] == "ok" and s["figures"] for s in summary["sections"].values()), summary["sections"]
+    figures = {name: s["figures"] for name, s in summary["sections"].items()}
+    assert figures["model_210m"]["pairs"]["mlm"]["best"] > 0  # ours vs transformers.EuroBertForMaskedLM
+    rows = figures["model_210m"]["mfu"]
+    assert [row["batch"] for row in rows] == [2, 4, "max"] and rows[0]["tokens_per_s"] > 0
+    assert [row["batch"] for row in figures["model_610m"]["mfu"]] == [2, "max"]
+    pfs = figures["pretrain"]["results"]["pfs"]
+    assert pfs["losses_match"] and pfs["switch_step"] == 2 and len(pfs["windows"]) == 4
+    assert pfs["tokens_per_second"] > 0 and pfs["frames_compiled"] == 0  # dry run: compile none
+    assert "tests.test_fsdp::test_fsdp_trains_saves_resumes_and_loads" in figures["gpu_tests"]["tests"]
+    assert figures["grid"]["best"]["runs_per_hour"] > 0 and figures["grid"]["rows"][0]["results_identical"]
+    markdown = (out / "gpu_check.md").read_text()
+    assert all(f"## {name}" in markdown for name in gpu_check.SECTIONS)
+    assert sorted(p.name for p in out.iterdir()) == ["gpu_check.json", "gpu_check.log", "gpu_check.md"]
+
+
+def test_gpu_check_budget_fits_one_device_call():
+    assert sum(budget for budget, *_ in gpu_check.SECTIONS.values()) + gpu_check.INSTALL_BUDGET <= 8 * 60
+
+
+def test_largest_batch_is_extrapolated_from_two_peaks():
+    gb = 1e9
+    # 20 GB fixed (weights, gradients, AdamW) + 2 GB per sequence: 80 GB holds 30 -> 24 (a multiple of 8)
+    assert fitting_batch({8: 36 * gb, 16: 52 * gb}, 80 * gb) == 24
+    assert fitting_batch({8: 36 * gb}, 80 * gb) is None  # one point: no slope
+    assert fitting_batch({8: 60 * gb, 16: 76 * gb}, 80 * gb) == 16  # nothing above the measured (the bench says so)
+
+
+def test_bench_data_runs_one_tiny_step(data_dir, tmp_path, one_thread):
+    figures = bench_data.main(["--num_docs", "60", "--vocab_size", "300", "--block_size", "32", "--batch_size", "2",
+                               "--num_batches", "1", "--num_workers", "0", "--cache_dir", str(tmp_path),
+                               "--json", str(tmp_path / "bench_data.json")])
+    assert set(figures["objectives"]) == set(bench_data.OBJECTIVES)
+    assert json.loads((tmp_path / "bench_data.json").read_text())["build_tokens_per_s"] > 0
+
+
+def test_bench_eval_runs_one_tiny_step(data_dir, capsys, one_thread):
+    bench_eval.main(["--max_steps", "1", "--max_train", "32", "--max_eval", "16", "--max_length", "32"])
+    assert "share of wall time outside optimizer steps" in capsys.readouterr().out
