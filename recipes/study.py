@@ -413,7 +413,8 @@ def report_from_archive(study_name: str, archive: Path, output: Path) -> Path:
         if stored.get("study") != study_name:
             raise ValueError(f"{archive} holds the {stored.get('study')!r} study, not {study_name!r}")
         compare = stored["definition"].get("compare")
-        study = dataclasses.replace(STUDIES[study_name], compare=tuple(compare) if compare else None)
+        study = dataclasses.replace(STUDIES[study_name], compare=tuple(compare) if compare else None,
+                                    scale=stored["definition"]["scale"])  # the report reads the scale's regime
         with artifacts.atomic_directory(output) as staging:  # a failed report leaves no half-made study directory
             tar.extractall(staging, filter="data")
             report(study, staging)
