@@ -76,7 +76,7 @@ STUDIES = {
 }
 # The mini study: the paper's comparisons at the smallest scale where they can show on 2 CPU cores (docs/mini-study).
 # Fine-tuning budgets are the paper's (1,000 steps for SC, one epoch for CoNLL) except QA (500 steps) and IR (300),
-# cut to fit about 150 minutes (docs/mini-study/PILOT.md); inputs of 128 tokens, the first 1,000 test examples.
+# cut to fit about 150 minutes (docs/mini-study/PILOT.md); inputs of 128 tokens, test sets cut to a seeded random 1,000.
 _MINI = Study(
     scale="mini",
     models=("610m-clm-42k", "610m-mlm20-42k", "610m-mlm40-42k", "610m-clm-21k-mlm40-42k",
@@ -309,8 +309,25 @@ def heldout_loss(study: Study, output: Path, data_dir: str | None) -> None:
     artifacts.write_json_atomic(stamp_path, stamp)
 
 
+def regime(study: Study) -> tuple[float, int]:
+    """(pretraining tokens per step of the model names, parameters incl. the input embedding, excl. the LM head) of
+    the study's scale: what `evaluation.findings` compares with the paper's tokens per parameter."""
+    import torch
+
+    from modeling_eurobert import EuroBertClmMlmModel, load_architecture
+
+    scale = manifest.SCALES[study.scale]
+    with torch.device("meta"):
+        parameters = sum(p.numel() for p in EuroBertClmMlmModel(load_architecture(scale["model"])).parameters())
+    batch = scale["per_device_train_batch_size"] * scale["gradient_accumulation_steps"] * scale["block_size"]
+    return batch / scale["step_divisor"], parameters
+
+
 def report(study: Study, output: Path) -> None:
     args = [sys.executable, "-m", "evaluation.report", str(output / "results"), "--output", str(output / "report")]
+    if manifest.SCALES[study.scale]["model"] is not None:  # a toy scale: the paper's own regime otherwise
+        tokens_per_step, parameters = regime(study)
+        args += ["--tokens_per_step", f"{tokens_per_step:g}", "--parameters", str(parameters)]
     if study.compare:
         args += ["--compare", ",".join(study.compare)]
     run_logged(args, output / "logs" / "report.log")
@@ -396,7 +413,8 @@ def report_from_archive(study_name: str, archive: Path, output: Path) -> Path:
         if stored.get("study") != study_name:
             raise ValueError(f"{archive} holds the {stored.get('study')!r} study, not {study_name!r}")
         compare = stored["definition"].get("compare")
-        study = dataclasses.replace(STUDIES[study_name], compare=tuple(compare) if compare else None)
+        study = dataclasses.replace(STUDIES[study_name], compare=tuple(compare) if compare else None,
+                                    scale=stored["definition"]["scale"])  # the report reads the scale's regime
         with artifacts.atomic_directory(output) as staging:  # a failed report leaves no half-made study directory
             tar.extractall(staging, filter="data")
             report(study, staging)

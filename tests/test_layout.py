@@ -57,6 +57,44 @@ def test_the_check_sees_an_upward_import(tmp_path):
                                         "core/names.py:2 imports evaluation.report (a layer above core)"]
 
 
+def module_circles(root: Path) -> list[str]:
+    """Circles among the tree's modules: every import, at module level or inside a function, is an edge (an import
+    deferred into a function hides a circle from Python, not from a reader)."""
+    modules = {".".join(path.relative_to(root).with_suffix("").parts): path for package in LAYERS
+               for path in sorted((root / package).rglob("*.py"))}
+    modules = {name.removesuffix(".__init__"): path for name, path in modules.items()}
+    edges = {name: sorted({m for _, imported in imported_modules(path) for m in (imported, imported.rpartition(".")[0])
+                           if m in modules and m != name}) for name, path in modules.items()}
+    circles, state = [], {}
+
+    def visit(name, stack):
+        state[name] = "open"
+        for target in edges[name]:
+            if state.get(target) == "open":
+                circles.append(" -> ".join(stack[stack.index(target):] + [target]))
+            elif target not in state:
+                visit(target, stack + [target])
+        state[name] = "done"
+
+    for name in sorted(modules):
+        if name not in state:
+            visit(name, [name])
+    return circles
+
+
+def test_modules_import_as_a_dag():
+    assert module_circles(ROOT) == []
+
+
+def test_the_check_sees_a_module_circle(tmp_path):
+    for package in LAYERS:
+        (tmp_path / package).mkdir()
+    (tmp_path / "evaluation" / "findings.py").write_text("from evaluation import report\n")
+    (tmp_path / "evaluation" / "report.py").write_text("def main():\n    from evaluation import findings\n")
+    (tmp_path / "evaluation" / "statistics.py").write_text("import numpy\n")
+    assert module_circles(tmp_path) == ["evaluation.findings -> evaluation.report -> evaluation.findings"]
+
+
 def test_the_study_driver_is_on_top():
     users = [str(path.relative_to(ROOT)) for package in LAYERS[:5] for path in sorted((ROOT / package).rglob("*.py"))
              if any(module == "recipes.study" for _, module in imported_modules(path))]

@@ -13,7 +13,7 @@ import pytest
 
 from core import artifacts
 from core.sentence_transformers_files import write_sentence_transformers_files
-from evaluation import baselines, common, metrics, report, retrieval, run, tasks
+from evaluation import baselines, common, metrics, report, retrieval, run, statistics, tasks
 from evaluation import mteb as mteb_eval
 from tests.fixtures.tiny_models import (
     build_tiny_bert,
@@ -138,7 +138,7 @@ def test_fine_tuned_model_scores_what_the_grid_recorded(models, data_dir, tmp_pa
     assert (record["finetuned_from"]["lr"], record["finetuned_from"]["seed"]) == (1e-3, 0)
     assert record["test"]["ndcg@10"] == pytest.approx(grid_record["test"]["ndcg@10"], abs=1e-4)
     assert record["identity"]["model"]["sentence_transformers"]  # its pooling and prompts are part of its identity
-    summary = report.summarize(report.load_results(tmp_path / "grid"))
+    summary = statistics.summarize(statistics.load_results(tmp_path / "grid"))
     assert sorted((r["model"], r["task"]) for r in summary) == [
         ("tiny-mlm", "scifact"), ("tiny-mlm-scifact-lr0.001-seed0", "scifact-mteb")]
 

@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 from core import artifacts, names
-from evaluation import report
+from evaluation import report, statistics
 
 LRS = (1e-5, 5e-5, 1e-4)
 N_TEST = 40
@@ -48,7 +48,8 @@ def results(tmp_path):
 
 
 def test_model_kinds_and_name_parts():
-    assert [report.model_kind(n) for n in ("610m-mlm40-42k", "610m-clm-21k-mlm40-42k", "610m-mlm40-dec42k-mlm40-64k",
+    kind = statistics.model_kind
+    assert [kind(n) for n in ("610m-mlm40-42k", "610m-clm-21k-mlm40-42k", "610m-mlm40-dec42k-mlm40-64k",
                                            "610m-clm-42k-5000", "bert-base-uncased")] == \
         ["single", "pfs", "cpt", "intermediate", "other"]
     pfs = names.parse_name("610m-clm-21k-mlm40-42k")
@@ -61,8 +62,8 @@ def test_model_kinds_and_name_parts():
 
 
 def test_best_lr_and_t_interval(results):
-    records = report.load_results(results)
-    rows = {r["model"]: r for r in report.summarize(records)}
+    records = statistics.load_results(results)
+    rows = {r["model"]: r for r in statistics.summarize(records)}
     row = rows["610m-mlm40-42k"]
     assert row["best_lr"] == 5e-5 and row["n_seeds"] == 5 and row["n_diverged"] == 0
     test = [r["test"]["accuracy"] for r in records if r["model"] == "610m-mlm40-42k" and r["lr"] == 5e-5]
@@ -79,19 +80,20 @@ def test_diverged_lr_is_not_picked(results):
     for seed in range(4):
         write_run(results, "610m-mlm40-42k", "sst2", 1e-3, seed, 0.99, np.ones(N_TEST))
     write_run(results, "610m-mlm40-42k", "sst2", 1e-3, 4, None, None, status="diverged")
-    row = {r["model"]: r for r in report.summarize(report.load_results(results))}["610m-mlm40-42k"]
+    row = {r["model"]: r for r in statistics.summarize(statistics.load_results(results))}["610m-mlm40-42k"]
     assert row["best_lr"] == 5e-5 and row["n_diverged"] == 1 and row["n_runs"] == 20
 
 
 def test_bootstrap_interval_contains_mean(results):
-    row = {r["model"]: r for r in report.summarize(report.load_results(results), bootstrap=True)}["610m-clm-42k"]
+    rows = statistics.summarize(statistics.load_results(results), bootstrap=True)
+    row = {r["model"]: r for r in rows}["610m-clm-42k"]
     assert row["ci_low"] <= row["mean"] <= row["ci_high"]
 
 
 def test_paired_comparison(results):
-    records = report.load_results(results)
-    rows = report.summarize(records)
-    (cmp,) = report.compare(records, rows, "610m-mlm40-42k", "610m-clm-42k")
+    records = statistics.load_results(results)
+    rows = statistics.summarize(records)
+    (cmp,) = statistics.compare(records, rows, "610m-mlm40-42k", "610m-clm-42k")
     pick = lambda m: np.mean([[i["accuracy"] for i in r["per_instance"]["test"]] for r in records  # noqa: E731
                               if r["model"] == m and r["lr"] == 5e-5], axis=0)
     a, b = pick("610m-mlm40-42k"), pick("610m-clm-42k")
@@ -120,7 +122,7 @@ def test_entity_f1_beside_the_main_metric_for_tc(results, tmp_path):
             entity = 0.0 if lr == 5e-5 else 0.3 + 0.1 * seed  # the best LR (5e-5) predicts no entity at all
             write_run(results, "610m-clm-42k", "conll2003", lr, seed, val, np.full(10, 0.88 + 0.01 * seed), family="tc",
                       metric="sentence_macro_f1", test_extra={"entity_f1": entity, "token_micro_f1": 0.8})
-    rows = {(r["model"], r["task"]): r for r in report.summarize(report.load_results(results))}
+    rows = {(r["model"], r["task"]): r for r in statistics.summarize(statistics.load_results(results))}
     tc_row = rows[("610m-clm-42k", "conll2003")]
     assert tc_row["best_lr"] == 5e-5 and tc_row["mean"] == pytest.approx(0.89) and tc_row["entity_f1"] == 0.0
     assert rows[("610m-clm-42k", "sst2")]["entity_f1"] is None
@@ -137,7 +139,7 @@ def test_figures_without_data_are_skipped(tmp_path):
     write_run(tmp_path, "bert-tiny", "sst2", 1e-5, 0, 0.5, np.ones(4))
     out = report.main([str(tmp_path), "--output", str(tmp_path / "report")])
     assert sorted(p.name for p in out.glob("*.png")) == ["objective_sc.png"]
-    row = report.summarize(report.load_results(tmp_path))[0]
+    row = statistics.summarize(statistics.load_results(tmp_path))[0]
     assert row["n_seeds"] == 1 and np.isnan(row["ci_low"])  # one seed: no interval, not a fake one
 
 
@@ -153,7 +155,7 @@ def test_results_of_different_protocols_are_never_averaged_in_one_row(results):
     # one seed of one LR re-run with another protocol (e.g. --max_steps 500) in the same results directory
     write_run(results, "610m-mlm40-42k", "sst2", 5e-5, 4, 0.9, np.ones(N_TEST), protocol={"max_steps": 500})
     with pytest.raises(ValueError, match=r"made differently \(protocol\.max_steps: 1000 -> 500\)"):
-        report.summarize(report.load_results(results))
+        statistics.summarize(statistics.load_results(results))
     proc = subprocess.run([sys.executable, "-m", "evaluation.report", str(results)], capture_output=True, text=True)
     assert proc.returncode == 2 and "made differently" in proc.stderr.splitlines()[-1]
 
@@ -165,46 +167,146 @@ def test_paired_comparison_resamples_seeds_too(results):
     for model, flips in (("a-model", (0.95, 0.55)), ("b-model", (0.55, 0.95))):
         for seed, level in enumerate(flips):
             write_run(results, model, "sst2", 5e-5, seed, 0.5, (rng.random(400) < level).astype(float))
-    records = report.load_results(results)
-    rows = report.summarize(records)
-    (cmp,) = report.compare(records, rows, "a-model", "b-model")
+    records = statistics.load_results(results)
+    rows = statistics.summarize(records)
+    (cmp,) = statistics.compare(records, rows, "a-model", "b-model")
     assert cmp["ci_low"] < 0 < cmp["ci_high"] and cmp["p_bootstrap"] > 0.05
 
 
-def test_findings_give_a_verdict_per_paper_claim(tmp_path):
-    """MLM40 clearly beats CLM, PFS beats MLM40, CPT from the CLM base beats the MLM base, CLM is flat over LRs
-    and better at the early checkpoint: every finding these models allow agrees."""
+def write_levels(root, levels, task="sst2", lrs=(1e-5, 5e-5, 1e-4), n=1000, **kwargs):
+    """3 seeds per LR of each model; `levels[model]` = (score at 5e-5, score at the other LRs): 5e-5 is best."""
     rng = np.random.default_rng(0)
-    levels = {"610m-clm-42k": (0.70, 0.70), "610m-mlm40-42k": (0.80, 0.60), "610m-clm-21k-mlm40-42k": (0.90, 0.9),
-              "610m-clm-dec42k-mlm40-44k": (0.90, 0.9), "610m-mlm40-dec42k-mlm40-44k": (0.75, 0.75),
-              "610m-clm-42k-1000": (0.7, 0.7), "610m-mlm40-42k-1000": (0.55, 0.55)}
     for model, (best, other) in levels.items():
-        for lr, level in ((5e-5, best), (1e-4, other)):
+        for lr in lrs:
+            level = best if lr == 5e-5 else other
             for seed in range(3):
-                correct = (rng.random(300) < level).astype(float)
-                write_run(tmp_path, model, "sst2", lr, seed, level, correct)
-    records = report.load_results(tmp_path)
-    rows = report.summarize(records)
+                write_run(root, model, task, lr, seed, level, (rng.random(n) < level).astype(float), **kwargs)
+    records = statistics.load_results(root)
+    return records, statistics.summarize(records)
+
+
+KNOWN = {"610m-clm-42k": (0.70, 0.68), "610m-mlm40-42k": (0.80, 0.60), "610m-clm-21k-mlm40-42k": (0.90, 0.85),
+         "610m-clm-dec42k-mlm40-54k": (0.90, 0.85), "610m-mlm40-dec42k-mlm40-54k": (0.75, 0.7),
+         "610m-clm-42k-1000": (0.70, 0.65), "610m-mlm40-42k-1000": (0.55, 0.5)}
+
+
+def test_findings_give_a_verdict_per_paper_claim(tmp_path):
+    """Paper-scale names (163 tokens per parameter), every optimum inside the LR grid: MLM40 beats CLM on SC, CLM
+    leads at the early checkpoint and the gap closes, CLM is flat over LRs relative to its gain, PFS and CPT win:
+    every finding agrees; there is no TC task, so the TC finding is not testable."""
     from evaluation import findings
 
+    records, rows = write_levels(tmp_path, KNOWN)
     tested = findings.comparisons(records, rows)
-    verdict = {v["finding"]: v["verdict"] for v in findings.verdicts(tested)}
-    assert verdict == {"mlm_vs_clm_sc": "agrees at this scale", "data_efficiency": "agrees at this scale",
-                       "stability": "agrees at this scale", "pfs": "agrees at this scale",
-                       "cpt": "agrees at this scale"}
-    flipped = next(r for r in tested if r["finding"] == "mlm_vs_clm_sc")
+    verdict = {v["finding"]: v["verdict"] for v in findings.verdicts(tested, {"sc"})}
+    assert verdict == {**{f"{f}_{claim}": f"not testable at this scale: no {f.upper()} task"
+                          for f, claim in (("tc", "clm_on_par"), ("qa", "mlm_better"), ("ir", "mlm_better"))},
+                       **{k: "agrees at this scale" for k in ("sc_mlm_better", "data_efficiency", "stability",
+                                                              "pfs_vs_mlm", "pfs_vs_clm", "cpt_vs_mlm_cpt",
+                                                              "cpt_vs_base")}}
+    flipped = next(r for r in tested if r["finding"] == "sc_mlm_better")
     assert (flipped["a"], flipped["b"]) == ("610m-mlm40-42k", "610m-clm-42k") and flipped["delta"] > 0
+    p = [r["p"] for r in tested]
+    assert [r["p_holm"] for r in tested] == pytest.approx(statistics.holm(p)) and min(p) > 0
     out = report.main([str(tmp_path), "--output", str(tmp_path / "report")])
-    assert "## The paper's findings at this scale" in (out / "summary.md").read_text()
-    assert (out / "findings.csv").read_text().startswith("finding,task,a,b,measure,delta")
+    text = (out / "summary.md").read_text()
+    assert "## The paper's findings at this scale" in text and "conditional on those runs" in text
+    assert (out / "findings.csv").read_text().startswith("finding,task,a,b,measure,delta,ci_low,ci_high,p,p_holm")
+
+
+def test_each_reason_a_finding_is_not_testable(tmp_path):
+    from evaluation import findings
+
+    # tokens per parameter: the mini study's regime (2048 tokens per 40 paper steps, 0.6M parameters): 3.5
+    records, rows = write_levels(tmp_path / "a", KNOWN)
+    toy = findings.Regime(tokens_per_step=2048 / 40, parameters=615232)
+    tested = findings.comparisons(records, rows, toy)
+    assert {r["verdict"] for r in tested} == {"not testable"}
+    sc = next(v for v in findings.verdicts(tested) if v["finding"] == "sc_mlm_better")["verdict"]
+    assert sc.startswith("not testable at this scale: 610m-mlm40-42k saw 3.5 tokens per parameter, below the "
+                         "paper's crossover (39)")
+    # the LR grid's edge: every best LR is the largest of the grid
+    records, rows = write_levels(tmp_path / "b", {m: KNOWN[m] for m in ("610m-clm-42k", "610m-mlm40-42k")},
+                                 lrs=(1e-5, 2e-5, 5e-5))
+    (mlm_vs_clm, stability) = [v["verdict"] for v in findings.verdicts(findings.comparisons(records, rows))
+                               if v["finding"] in ("sc_mlm_better", "stability")]
+    for verdict in (mlm_vs_clm, stability):
+        assert verdict.startswith("not testable at this scale: the LR grid does not bracket 610m-")
+        assert verdict.endswith("'s optimum (best LR 5e-05 at the grid's edge)")
+    # the budget: a PFS run at 11k steps (43 tokens per parameter) is past the crossover, below the paper's 12k
+    records, rows = write_levels(tmp_path / "c", {"610m-clm-11k": (0.7, 0.6), "610m-mlm40-11k": (0.8, 0.6),
+                                                  "610m-clm-5k-mlm40-11k": (0.9, 0.6)})
+    pfs = {v["finding"]: v["verdict"] for v in findings.verdicts(findings.comparisons(records, rows))}
+    assert pfs["sc_mlm_better"] == "agrees at this scale"
+    assert pfs["pfs_vs_mlm"] == ("not testable at this scale: budget of 42.7 tokens per parameter, below the "
+                                 "paper's smallest (47)")
+
+
+def test_tc_claim_is_on_par_or_better_and_p_is_never_zero(tmp_path):
+    """TC: CLM on par with MLM (no significant gap) supports the paper's claim; a bootstrap p with no sample past 0
+    prints as "< 1/2000", never 0."""
+    from evaluation import findings
+
+    records, rows = write_levels(tmp_path, {"610m-clm-42k": (0.80, 0.7), "610m-mlm40-42k": (0.80, 0.7)},
+                                 task="conll2003", family="tc", metric="sentence_macro_f1")
+    (tc,) = [r for r in findings.comparisons(records, rows) if r["finding"] == "tc_clm_on_par"]
+    assert tc["verdict"] == "supports" and tc["p_holm"] > 0.05
+    assert report._fmt_p(0.0005, bound=True) == "< 1/2000" and report._fmt_p(1e-9) == "< 1e-06"
+
+
+def test_stability_does_not_call_a_model_that_learns_more_less_stable(tmp_path):
+    """Two models whose per-LR curves have the same shape relative to the baseline, one learning twice as much: the
+    same relative spread (the raw std over LRs would call the better learner twice as unstable)."""
+    from evaluation import findings
+
+    baseline = 0.5
+    for model, gain in (("weak", 0.1), ("strong", 0.2)):
+        for lr, share in ((1e-5, 0.5), (5e-5, 1.0), (1e-4, 0.75)):
+            for seed in range(3):
+                write_run(tmp_path, model, "sst2", lr, seed, share, np.full(10, baseline + gain * share))
+    records = statistics.load_results(tmp_path)
+    spread = {m: findings.relative_lr_spread([r for r in records if r["model"] == m], baseline, 5e-5)[0]
+              for m in ("weak", "strong")}
+    raw = {m: np.std([baseline + g * s for s in (0.5, 1.0, 0.75)]) for m, g in (("weak", 0.1), ("strong", 0.2))}
+    assert spread["weak"] == pytest.approx(spread["strong"]) and raw["strong"] == pytest.approx(2 * raw["weak"])
+
+
+def test_every_figure_shows_its_baseline_and_labels(tmp_path, monkeypatch):
+    """Each figure from a small result set: the trivial baseline inside every score axis, axes labelled, bars from
+    0, the chosen LR starred on LR curves, data efficiency in tokens seen."""
+    import matplotlib.pyplot as plt
+
+    from evaluation import figures
+
+    records, rows = write_levels(tmp_path, KNOWN, n=50)
+    drawn, close = {}, plt.close
+    monkeypatch.setattr(plt, "close", lambda fig: (drawn.setdefault(len(drawn), fig), close(fig)))
+    paths = figures.plot_all(rows, tmp_path, tokens_per_step=2048 / 40)  # CPT: one point per base, no curve
+    assert sorted(p.name for p in paths) == ["learning_rate_sst2.png", "objective_sc.png", "pfs.png",
+                                             "pretraining_steps.png"]
+    for path, fig in zip(paths, drawn.values()):
+        for ax in [a for a in fig.axes if a.get_visible()]:
+            low, high = ax.get_ylim()
+            assert low <= 0.5 <= high and ax.get_ylabel() and ax.get_xlabel() + "".join(
+                t.get_text() for t in ax.get_xticklabels()), path.name
+            labels = ax.get_legend_handles_labels()[1]
+            assert "trivial baseline" in labels and ax.get_legend() is not None, path.name
+            if path.name == "objective_sc.png":
+                assert low == 0.0
+            if path.name == "learning_rate_sst2.png":
+                assert "chosen LR (best validation)" in labels
+            if path.name == "pretraining_steps.png":
+                assert ax.get_xlabel() == "pretraining tokens seen (millions)"
+        assert fig.texts and max(len(line) for line in fig.texts[-1].get_text().splitlines()) <= \
+            fig.get_figwidth() * figures.CHARS_PER_INCH, path.name
 
 
 def test_seeds_needed_is_the_fewest_seeds_for_the_target_half_width():
     for std in (0.005, 0.0125, 0.03, 0.1):
-        n = report.seeds_needed(std)
+        n = statistics.seeds_needed(std)
         half = lambda k: stats.t.ppf(0.975, k - 1) * std / np.sqrt(k)  # noqa: E731
-        assert half(n) <= report.TARGET_HALF_WIDTH and (n == 2 or half(n - 1) > report.TARGET_HALF_WIDTH)
-    assert report.seeds_needed(0.0125) == 4 and report.seeds_needed(float("nan")) is None
+        assert half(n) <= statistics.TARGET_HALF_WIDTH and (n == 2 or half(n - 1) > statistics.TARGET_HALF_WIDTH)
+    assert statistics.seeds_needed(0.0125) == 4 and statistics.seeds_needed(float("nan")) is None
 
 
 def test_report_names_means_below_the_baseline_and_too_wide_for_the_target(tmp_path):

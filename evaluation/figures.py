@@ -1,0 +1,262 @@
+"""The report's figures (matplotlib, Agg), each skipped when the results hold no data for it.
+
+Bar charts start at 0 and draw each task's trivial baseline; line charts show the mean test score with its 95%
+CI over seeds. Score vs learning rate marks each model's chosen LR (highest mean validation score); score vs
+pretraining progress is drawn against the tokens seen when the study says how many one step is (`tokens_per_step`),
+its final (decayed) checkpoints hollow. Legends sit under the axes; captions are wrapped to the figure's width.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import textwrap
+from pathlib import Path
+
+import numpy as np
+
+from core import names
+from evaluation.statistics import model_kind, model_order, trivial_baseline
+
+MIN_SPAN = 0.2  # a score axis spans at least this much, so run-to-run noise never looks like a trend
+
+
+def _axes(n: int):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cols = min(n, 3)
+    fig, axes = plt.subplots((n + cols - 1) // cols, cols, figsize=(5.6 * cols, 4.6 * ((n + cols - 1) // cols)),
+                             squeeze=False)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    return fig, list(axes.flat[:n])
+
+
+CHARS_PER_INCH = 19  # about as many 7-point characters fit in an inch of caption
+
+
+def _save(fig, path: Path, caption: str) -> Path:
+    """The caption under the figure, wrapped at word boundaries to the figure's width (never by matplotlib)."""
+    import matplotlib.pyplot as plt
+
+    lines = textwrap.wrap(caption, int(fig.get_figwidth() * CHARS_PER_INCH), break_on_hyphens=False)
+    fig.tight_layout()
+    fig.text(0.0, -0.02, "\n".join(lines), fontsize=7, va="top", ha="left", transform=fig.transFigure)
+    fig.savefig(path, dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+STYLES = ("-", "--", "-.", ":")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+
+
+def _style(i: int) -> dict:
+    """Line i's look: colour, marker and dash all vary, so overlapping lines stay apart."""
+    return {"color": f"C{i % 10}", "marker": MARKERS[i % len(MARKERS)], "linestyle": STYLES[i % len(STYLES)]}
+
+
+def _legend(ax) -> None:
+    """A compact legend under the axes, in columns, so it never takes the plot's width."""
+    handles, labels = ax.get_legend_handles_labels()
+    ax.legend(handles, labels, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), frameon=False,
+              ncol=min(3, max(1, len(labels))), handlelength=2.5)
+
+
+def _score_axis(ax, values, baseline: float | None, label: str) -> None:
+    """Label the axis with the metric, draw the trivial baseline, and show at least MIN_SPAN of the [0, 1] scale."""
+    values = [v for v in values if v is not None and not math.isnan(v)]
+    if baseline is not None and not math.isnan(baseline):
+        ax.axhline(baseline, color="grey", linestyle="--", linewidth=1, label="trivial baseline")
+        values.append(baseline)
+    if values:
+        low, high = min(values), max(values)
+        pad = max(0.0, MIN_SPAN - (high - low)) / 2
+        low, high = max(0.0, low - pad - 0.02), min(1.0, high + pad + 0.02)
+        if high - low < MIN_SPAN:  # pushed against 0 or 1
+            low, high = (0.0, MIN_SPAN) if low == 0.0 else (1.0 - MIN_SPAN, 1.0)
+        ax.set_ylim(low, high)
+    ax.set_ylabel(label)
+
+
+def _errors(rows):
+    return np.array([[r["mean"] - r["ci_low"], r["ci_high"] - r["mean"]] for r in rows]).T
+
+
+def plot_objectives(rows: list[dict], output: Path) -> list[Path]:
+    """Score by objective per task family: bars per model (final single-objective checkpoints when there are any),
+    grouped by task, with 95% CI bars and each task's trivial baseline."""
+    written = []
+    for family in sorted({r["family"] for r in rows}):
+        fam = [r for r in rows if r["family"] == family and r["best_lr"] is not None]
+        single = [r for r in fam if model_kind(r["model"]) == "single"]
+        fam = single or fam
+        if not fam:
+            continue
+        task_names, models = sorted({r["task"] for r in fam}), sorted({r["model"] for r in fam}, key=model_order)
+        fig, (ax,) = _axes(1)
+        width = 0.8 / len(models)
+        for i, model in enumerate(models):
+            cells = [next((r for r in fam if r["model"] == model and r["task"] == t), None) for t in task_names]
+            xs = [j + i * width for j, c in enumerate(cells) if c]
+            present = [c for c in cells if c]
+            ax.bar(xs, [c["mean"] for c in present], width, yerr=np.nan_to_num(_errors(present)), label=model,
+                   capsize=2, color=f"C{i % 10}")
+        for j, task in enumerate(task_names):
+            if (base := trivial_baseline(rows, task)) is not None:
+                ax.hlines(base, j - width / 2, j + 0.8 - width / 2, colors="black", linestyles="--", linewidth=1,
+                          label="trivial baseline" if j == 0 else None)
+        ax.set_xticks([j + 0.4 - width / 2 for j in range(len(task_names))], task_names)
+        metrics = sorted({r["metric"] for r in fam})
+        values = [r["ci_high"] if not math.isnan(r["ci_high"]) else r["mean"] for r in fam]
+        values += [b for t in task_names if (b := trivial_baseline(rows, t)) is not None]
+        ax.set_ylim(0.0, min(1.0, max(values) * 1.08 + 0.02))  # bars start at 0: their heights compare as ratios
+        ax.set_ylabel("test " + " / ".join(metrics))
+        ax.set_title(f"{family.upper()}: test score by pretraining objective")
+        _legend(ax)
+        written.append(_save(fig, output / f"objective_{family}.png",
+                             f"Family {family.upper()}: mean test score over seeds at each model's best learning rate, "
+                             "with 95% confidence intervals over seeds (Student t); dashed: the task's trivial "
+                             "baseline. The axis starts at 0."))
+    return written
+
+
+def _lines_per_task(rows, output: Path, name: str, points, xlabel: str, title: str, caption: str, logx: bool = False):
+    """One subplot per task; `points(row) -> (line label, x[, hollow]) | None` selects and places each summary row
+    (hollow: drawn as an open marker, e.g. a decayed final checkpoint among stable-phase ones)."""
+    series = collections.defaultdict(list)
+    for r in rows:
+        placed = points(r) if r["best_lr"] is not None else None
+        if placed:
+            hollow = len(placed) > 2 and placed[2]
+            series[(r["task"], placed[0])].append((placed[1], r["mean"], r["ci_low"], r["ci_high"], hollow))
+    task_names = sorted({t for t, _ in series})
+    if not any(len(v) > 1 for v in series.values()):
+        return []
+    fig, axes = _axes(len(task_names))
+    for ax, task in zip(axes, task_names):
+        values = []
+        for i, ((t, label), pts) in enumerate(sorted(series.items())):
+            if t != task:
+                continue
+            pts.sort()
+            style = _style(i)
+            errors = np.nan_to_num(np.array([[p[1] - p[2], p[3] - p[1]] for p in pts]).T)
+            ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=errors, capsize=2, label=label, **style)
+            hollow = [p for p in pts if p[4]]
+            if hollow:
+                ax.plot([p[0] for p in hollow], [p[1] for p in hollow], linestyle="none", marker=style["marker"],
+                        markersize=9, markerfacecolor="white", markeredgecolor=style["color"])
+            values += [v for p in pts for v in p[1:4]]
+        metric = next(r["metric"] for r in rows if r["task"] == task)
+        _score_axis(ax, values, trivial_baseline(rows, task), f"test {metric}")
+        ax.set_title(f"{task}: {title}")
+        ax.set_xlabel(xlabel)
+        ax.set_xscale("log" if logx else "linear")
+        _legend(ax)
+    return [_save(fig, output / name, caption)]
+
+
+def plot_pretraining_steps(rows, output: Path, tokens_per_step: float | None = None) -> list[Path]:
+    """Score vs pretraining progress: intermediate checkpoints `<name>-<step>` plus the final `<name>` itself
+    (decayed, drawn hollow), on the tasks the intermediate checkpoints were evaluated on (a lone final point is no
+    curve); x is the tokens seen when `tokens_per_step` (tokens per step of the names) is known, else the step."""
+    steps = [r for r in rows if (p := names.try_parse_name(r["model"])) and p.step is not None]
+    bases, tasks = {names.try_parse_name(r["model"]).run_name for r in steps}, {r["task"] for r in steps}
+    rows = [r for r in rows if r["task"] in tasks]
+    scale = (lambda step: step * tokens_per_step / 1e6) if tokens_per_step else (lambda step: step)  # noqa: E731
+
+    def points(r):
+        p = names.try_parse_name(r["model"])
+        if p is not None and p.step is not None:
+            return p.run_name, scale(p.step)
+        if p is not None and p.kind == "single" and r["model"] in bases:
+            return r["model"], scale(p.total_steps), True
+        return None
+
+    xlabel = "pretraining tokens seen (millions)" if tokens_per_step else "pretraining step (as in the names)"
+    return _lines_per_task(rows, output, "pretraining_steps.png", points, xlabel, "score vs pretraining",
+                           "Data efficiency: mean test score (95% CI over seeds) of the intermediate (stable-phase) "
+                           "and final checkpoints of each run, fine-tuned with the same protocol; open marker: the "
+                           "final checkpoint, after the learning-rate decay; dashed: trivial baseline.")
+
+
+def plot_learning_rates(rows, output: Path) -> list[Path]:
+    """Score vs fine-tuning learning rate (mean test score over seeds at each LR with its 95% CI over seeds), one
+    line per final checkpoint (intermediate checkpoints have their own figure), each model's chosen LR starred."""
+    written = []
+    for task in sorted({r["task"] for r in rows}):
+        task_rows = sorted((r for r in rows if r["task"] == task and model_kind(r["model"]) != "intermediate"),
+                           key=lambda r: model_order(r["model"]))
+        if not any(len([v for v in r["per_lr"].values() if v[2]]) > 1 for r in task_rows):
+            continue
+        fig, (ax,) = _axes(1)
+        values, lrs = [], set()
+        for i, r in enumerate(task_rows):
+            pts = [(lr, v[1], *r["per_lr_ci"][lr]) for lr, v in sorted(r["per_lr"].items()) if v[2]]
+            errors = np.nan_to_num(np.array([[p[1] - p[2], p[3] - p[1]] for p in pts]).T)
+            style = _style(i)
+            ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=errors, capsize=2, label=r["model"], **style)
+            if r["best_lr"] is not None:
+                ax.plot([r["best_lr"]], [r["per_lr"][r["best_lr"]][1]], linestyle="none", marker="*", markersize=14,
+                        color=style["color"], markeredgecolor="black", zorder=5)
+            values += [v for p in pts for v in p[1:]]
+            lrs.update(p[0] for p in pts)
+        ax.plot([], [], linestyle="none", marker="*", markersize=10, color="white", markeredgecolor="black",
+                label="chosen LR (best validation)")
+        ax.set_xscale("log")
+        ax.set_xticks(sorted(lrs), [f"{lr:g}" for lr in sorted(lrs)])
+        ax.minorticks_off()
+        ax.set_xlabel("fine-tuning learning rate")
+        _score_axis(ax, values, trivial_baseline(rows, task), f"mean test {task_rows[0]['metric']}")
+        ax.set_title(f"{task}: score vs learning rate")
+        _legend(ax)
+        written.append(_save(fig, output / f"learning_rate_{task}.png",
+                             "Mean test score over seeds at each fine-tuning learning rate, with its 95% CI over "
+                             "seeds (Student t); star: the LR each model's row reports (best mean validation score); "
+                             "dashed: trivial baseline. A best LR at the grid's edge means the optimum may lie outside "
+                             "it."))
+    return written
+
+
+def plot_pfs(rows, output: Path) -> list[Path]:
+    """PFS: score vs share of CLM steps, one line per total budget (pure MLM40 = 0, pure CLM = 1 when present)."""
+    final = [p for r in rows if (p := names.try_parse_name(r["model"])) is not None and p.step is None]
+    budgets = {p.total_steps for p in final if p.kind == "pfs"}
+
+    def points(r):
+        p = names.try_parse_name(r["model"])
+        if p is None or p.step is not None:
+            return None
+        if p.kind == "pfs" and p.objective_label == "mlm40":
+            return f"{p.size} {p.total_steps // 1000}k", p.switch_step / p.total_steps
+        if p.kind == "single" and p.total_steps in budgets and p.objective_label in ("clm", "mlm40"):
+            return f"{p.size} {p.total_steps // 1000}k", 1.0 if p.objective == "clm" else 0.0
+        return None
+
+    return _lines_per_task(rows, output, "pfs.png", points, "share of CLM steps (0 = MLM40 only, 1 = CLM only)",
+                           "PFS split at a fixed budget",
+                           "Two-phase pretraining (CLM then MLM40) at a fixed step budget: mean test score (95% CI "
+                           "over seeds) against the share of CLM steps; dashed: trivial baseline.")
+
+
+def plot_cpt(rows, output: Path) -> list[Path]:
+    """CPT: score vs total steps of MLM40 continued pretraining, one line per base objective."""
+    def points(r):
+        p = names.try_parse_name(r["model"])
+        return (f"{p.size} {p.base} base", p.total_steps) if p is not None and p.kind == "cpt" and p.step is None \
+            else None
+
+    return _lines_per_task(rows, output, "cpt.png", points, "total steps (base + CPT, paper scale)", "CPT curves",
+                           "MLM40 continued pretraining from a decayed CLM or MLM40 base: mean test score (95% CI "
+                           "over seeds) against the total number of steps; dashed: trivial baseline.")
+
+
+
+def plot_all(rows: list[dict], output: Path, tokens_per_step: float | None = None) -> list[Path]:
+    """Every figure the results have data for; returns the files written."""
+    return [*plot_objectives(rows, output), *plot_pretraining_steps(rows, output, tokens_per_step),
+            *plot_learning_rates(rows, output), *plot_pfs(rows, output), *plot_cpt(rows, output)]

@@ -1,0 +1,279 @@
+"""The numbers behind the report: results loaded and summarised per model x task, confidence intervals, paired
+comparisons on per-instance scores, Holm's correction. `evaluation.findings` tests the paper's claims with them,
+`evaluation.figures` draws them and `evaluation.report` renders them; this module imports none of those.
+
+Intervals over fine-tuning seeds are Student t (a bootstrap over 3 seeds is about 2.7x too narrow). A paired
+comparison of two models adds the test-instance part (a paired bootstrap over instances, seeds averaged) to the
+seed part (Welch over each model's per-seed scores) and takes Welch-Satterthwaite degrees of freedom.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+from core import artifacts, names
+from evaluation import identity
+
+SUMMARY_COLUMNS = artifacts.SUMMARY_COLUMNS
+N_RESAMPLES = 2000  # bootstrap samples of every interval and p-value the report computes by resampling
+
+
+def model_kind(name: str) -> str:
+    """How the report groups a model: its grammar kind (single, pfs, cpt), "intermediate" or "other" (a BERT, a
+    local run: outside the grammar of `core.names`)."""
+    p = names.try_parse_name(name)
+    return "other" if p is None else "intermediate" if p.step is not None else p.kind
+
+
+def load_results(results_dir: str | Path) -> list[dict]:
+    """Every result file under `results_dir` (temp files of interrupted writes and moved-aside files are not),
+    each with its path under "_path"; a corrupt or older-format file is refused, naming it."""
+    files = artifacts.result_files(results_dir)
+    if not files:
+        raise FileNotFoundError(f"no result files under {results_dir}; "
+                                f"run `python -m evaluation.run ... --output {results_dir}`")
+    return [{**artifacts.read_result(p), "_path": str(p)} for p in files]
+
+
+def check_same_protocol(records: list[dict]) -> None:
+    """Refuse to average, in one summary row, runs of one (model, task) whose identities differ (other weights,
+    other task data, other protocol): such a row would mix two experiments."""
+    first = records[0]
+    for record in records[1:]:
+        differences = identity.diff(first["identity"], record["identity"])
+        if differences:
+            raise ValueError(f"{record['_path']} and {first['_path']} are results of {first['model']} on "
+                             f"{first['task']} made differently ({'; '.join(differences[:3])}); re-run one of them "
+                             "(evaluation.run --rerun_changed) or keep them in separate results directories")
+
+
+def confidence_interval(scores, bootstrap: bool = False, level: float = 0.95) -> tuple[float, float]:
+    """95% CI of the mean over seeds: Student t (default) or percentile bootstrap, clipped to [0, 1] (scores are
+    fractions: a t-interval of few seeds can otherwise reach past them); (nan, nan) with < 2 scores."""
+    scores = np.asarray(scores, dtype=float)
+    if len(scores) < 2:
+        return math.nan, math.nan
+    if bootstrap:
+        res = stats.bootstrap((scores,), np.mean, confidence_level=level, method="percentile", random_state=0)
+        return float(res.confidence_interval.low), float(res.confidence_interval.high)
+    if np.all(scores == scores[0]):  # no spread over seeds: the interval is the point
+        return float(scores[0]), float(scores[0])
+    low, high = stats.t.interval(level, len(scores) - 1, loc=scores.mean(), scale=stats.sem(scores))
+    return max(0.0, float(low)), min(1.0, float(high))
+
+
+def main_score(record: dict, split: str) -> float:
+    if record[split] is None:  # a split not evaluated: mteb records (evaluation.mteb) have no validation
+        return math.nan
+    return float(record[split][record["main_metric"]])
+
+
+def summarize_group(records: list[dict], bootstrap: bool = False) -> dict:
+    """One summary row from all runs of one (model, task).
+
+    Returns:
+        A dict with SUMMARY_COLUMNS, plus "per_lr" {lr: (mean validation, mean test, n ok, n diverged)} and
+        "per_lr_ci" {lr: (low, high)}, the Student-t 95% CI over that LR's seeds of its mean test score.
+        `entity_f1` (TC only, else None) is the mean test entity F1 of the best LR's runs, shown beside any main
+        metric so that a model predicting no entity is never hidden by a lenient one (sentence_macro_f1).
+    """
+    first = records[0]
+    ok = [r for r in records if r["status"] == "ok"]
+    per_lr = {}
+    for lr in sorted({r["lr"] for r in records}):
+        runs = [r for r in records if r["lr"] == lr]
+        done = [r for r in runs if r["status"] == "ok"]
+        per_lr[lr] = (np.mean([main_score(r, "validation") for r in done]) if done else math.nan,
+                      np.mean([main_score(r, "test") for r in done]) if done else math.nan,
+                      len(done), len(runs) - len(done))
+    candidates = [lr for lr, (val, _, n, _) in per_lr.items() if n > 0]
+    row = {"model": first["model"], "task": first["task"], "family": first["family"], "metric": first["main_metric"],
+           "n_runs": len(records), "n_diverged": len(records) - len(ok), "per_lr": per_lr,
+           "per_lr_ci": {lr: confidence_interval([main_score(r, "test") for r in ok if r["lr"] == lr])
+                         for lr in per_lr}}
+    if not candidates:
+        return {**row, **{k: math.nan for k in SUMMARY_COLUMNS if k not in row}, "best_lr": None, "n_seeds": 0,
+                "entity_f1": None}
+    best = min(candidates, key=lambda lr: (per_lr[lr][3], -per_lr[lr][0]))
+    test = [main_score(r, "test") for r in ok if r["lr"] == best]
+    low, high = confidence_interval(test, bootstrap)
+    baselines = {round(r["trivial_baseline"]["test"][first["main_metric"]], 12)
+                 for r in records if "trivial_baseline" in r}
+    if len(baselines) > 1:
+        raise ValueError(f"results of {first['model']} on {first['task']} disagree on the trivial baseline "
+                         f"({sorted(baselines)}): they were scored on different test data")
+    entity = [r["test"]["entity_f1"] for r in ok if r["lr"] == best and "entity_f1" in r["test"]]
+    entity_f1 = float(np.mean(entity)) if first["family"] == "tc" and entity else None
+    lr_means = [per_lr[lr][1] for lr in candidates]
+    return {**row, "best_lr": best, "n_seeds": len(test), "mean": float(np.mean(test)), "ci_low": low,
+            "ci_high": high, "trivial_baseline": baselines.pop() if baselines else None, "entity_f1": entity_f1,
+            "std": float(np.std(test, ddof=1)) if len(test) > 1 else math.nan,
+            "val_mean": float(per_lr[best][0]),
+            "stability_std": float(np.std([main_score(r, "test") for r in ok], ddof=1)) if len(ok) > 1 else math.nan,
+            "lr_range": float(max(lr_means) - min(lr_means))}
+
+
+def summarize(records: list[dict], bootstrap: bool = False) -> list[dict]:
+    """Summary rows for every (model, task) in the results, sorted by task then model."""
+    groups = collections.defaultdict(list)
+    for record in records:
+        groups[(record["model"], record["task"])].append(record)
+    for group in groups.values():
+        check_same_protocol(group)
+    rows = [summarize_group(g, bootstrap) for g in groups.values()]
+    return sorted(rows, key=lambda r: (r["task"], r["model"]))
+
+
+
+def instance_matrix(records: list[dict], metric: str) -> tuple[np.ndarray, np.ndarray]:
+    """(numerator, denominator), each (runs, test instances), so that sum(num) / sum(den) is one run's metric.
+
+    Mean metrics (accuracy, f1, ndcg@10, sentence_macro_f1) have denominator 1; token_micro_f1 / token_accuracy
+    are correct/count tokens; entity_f1 is rebuilt from its counts (numerator = tp, denominator = (pred + gold) / 2).
+    """
+    def columns(record):
+        rows = record["per_instance"]["test"]
+        if metric in ("token_micro_f1", "token_accuracy"):
+            return [r["token_correct"] for r in rows], [r["token_count"] for r in rows]
+        if metric == "entity_f1":
+            return [r["entity_tp"] for r in rows], [(r["entity_pred"] + r["entity_gold"]) / 2 for r in rows]
+        return [r[metric] for r in rows], [1.0] * len(rows)
+
+    pairs = [columns(r) for r in records]
+    return np.array([p[0] for p in pairs], dtype=float), np.array([p[1] for p in pairs], dtype=float)
+
+
+def paired_comparison(records_a: list[dict], records_b: list[dict], metric: str, n_resamples: int = N_RESAMPLES,
+                      seed: int = 0, level: float = 0.95) -> dict:
+    """Model A minus model B on the same test instances: a Student-t interval combining seeds and instances, a
+    paired bootstrap and a sign test.
+
+    The variance of the difference is the seed part (each model's per-seed scores: s_a^2/n_a + s_b^2/n_b) plus the
+    instance part (the paired bootstrap's variance of the difference of seed-averaged scores over resampled test
+    instances); the interval is delta +- t(df) * sqrt(that), df by Welch-Satterthwaite on the seed part (infinite
+    for the instance part). With one seed on a side its seed part is unknown and only the instance part is used
+    (df infinite: the interval is then too narrow, and says so in `n_seeds`). `p` is the t-test of delta = 0.
+    `p_bootstrap` resamples seeds and instances (as before) and is never 0: with no sample on the other side of 0
+    it is 1 / n_resamples, an upper bound (`p_bootstrap_bound` True).
+
+    Args:
+        records_a, records_b: the best-LR runs of each model on one task (status "ok").
+        metric: the task's main metric.
+        n_resamples: bootstrap samples.
+
+    Returns:
+        {"delta", "ci_low", "ci_high", "df", "p", "p_bootstrap", "p_bootstrap_bound", "wins", "losses", "p_sign"}.
+    """
+    num_a, den_a = instance_matrix(records_a, metric)
+    num_b, den_b = instance_matrix(records_b, metric)
+    if num_a.shape[1] != num_b.shape[1]:
+        raise ValueError(f"models were scored on different test sets ({num_a.shape[1]} vs {num_b.shape[1]} instances)")
+    rng = np.random.default_rng(seed)
+    n = num_a.shape[1]
+    mean_a, mean_b, mden_a, mden_b = num_a.mean(0), num_b.mean(0), den_a.mean(0), den_b.mean(0)
+    deltas, instance_deltas = [], []
+    for start in range(0, n_resamples, 250):  # chunks keep the (samples x instances) matrices small
+        size = min(250, n_resamples - start)
+        weights = rng.multinomial(n, np.full(n, 1.0 / n), size=size)  # instance counts, shared by A and B
+        runs_a = rng.multinomial(len(num_a), np.full(len(num_a), 1.0 / len(num_a)), size=size) / len(num_a)
+        runs_b = rng.multinomial(len(num_b), np.full(len(num_b), 1.0 / len(num_b)), size=size) / len(num_b)
+        score_a = ((runs_a @ num_a) * weights).sum(1) / ((runs_a @ den_a) * weights).sum(1).clip(1e-12)
+        score_b = ((runs_b @ num_b) * weights).sum(1) / ((runs_b @ den_b) * weights).sum(1).clip(1e-12)
+        deltas.append(score_a - score_b)
+        instance_deltas.append((weights @ mean_a) / (weights @ mden_a).clip(1e-12)
+                               - (weights @ mean_b) / (weights @ mden_b).clip(1e-12))
+    deltas, instance_deltas = np.concatenate(deltas), np.concatenate(instance_deltas)
+    delta = mean_a.sum() / max(mden_a.sum(), 1e-12) - mean_b.sum() / max(mden_b.sum(), 1e-12)
+    seed_parts = [np.var(num.sum(1) / den.sum(1).clip(1e-12), ddof=1) / len(num) if len(num) > 1 else 0.0
+                  for num, den in ((num_a, den_a), (num_b, den_b))]
+    seed_dfs = [len(num_a) - 1, len(num_b) - 1]
+    variance = sum(seed_parts) + float(np.var(instance_deltas, ddof=1))
+    welch = sum(part ** 2 / df for part, df in zip(seed_parts, seed_dfs) if df > 0 and part > 0)
+    df = variance ** 2 / welch if welch > 0 else math.inf
+    if variance > 0:
+        half = float(stats.t.ppf((1 + level) / 2, df)) * math.sqrt(variance)
+        p = float(2 * stats.t.sf(abs(delta) / math.sqrt(variance), df))
+    else:
+        half, p = 0.0, 1.0 if delta == 0 else 0.0
+    per_a = mean_a / np.where(mden_a > 0, mden_a, 1)
+    per_b = mean_b / np.where(mden_b > 0, mden_b, 1)
+    wins, losses = int((per_a > per_b).sum()), int((per_a < per_b).sum())
+    p_sign = stats.binomtest(wins, wins + losses, 0.5).pvalue if wins + losses else 1.0
+    p_boot, bound = bootstrap_p(deltas)
+    return {"delta": float(delta), "ci_low": float(delta - half), "ci_high": float(delta + half), "df": df, "p": p,
+            "p_bootstrap": p_boot, "p_bootstrap_bound": bound, "wins": wins, "losses": losses,
+            "p_sign": float(p_sign)}
+
+
+def bootstrap_p(samples: np.ndarray) -> tuple[float, bool]:
+    """Two-sided bootstrap p-value of "the statistic is 0" from its bootstrap samples, and whether it is only the
+    bound 1 / len(samples) (no sample on the far side of 0): a p-value is never 0."""
+    p = min(1.0, 2 * min((samples <= 0).mean(), (samples >= 0).mean()))
+    return (float(p), False) if p > 0 else (1.0 / len(samples), True)
+
+
+def holm(p_values: list[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (family-wise error rate), in the order given."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    adjusted, running = [0.0] * len(p_values), 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(p_values) - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def compare(records: list[dict], rows: list[dict], model_a: str, model_b: str) -> list[dict]:
+    """Paired comparisons of two models on every task both have, each at its own best LR."""
+    out = []
+    for task in sorted({r["task"] for r in rows}):
+        runs_a, runs_b = best_runs(records, rows, model_a, task), best_runs(records, rows, model_b, task)
+        if runs_a and runs_b:
+            metric = runs_a[0]["main_metric"]
+            out.append({"task": task, "a": model_a, "b": model_b, "metric": metric,
+                        **paired_comparison(runs_a, runs_b, metric)})
+    return out
+
+
+def best_runs(records: list[dict], rows: list[dict], model: str, task: str) -> list[dict]:
+    """The finished runs of `model` on `task` at its best learning rate ([] when it has none)."""
+    best = next((r["best_lr"] for r in rows if r["model"] == model and r["task"] == task), None)
+    return [r for r in records if r["model"] == model and r["task"] == task and r["lr"] == best and r["status"] == "ok"]
+
+
+
+TARGET_HALF_WIDTH = 0.02  # the precision asked of a SC or TC mean over seeds (fractions)
+
+
+def seeds_needed(std: float, half_width: float = TARGET_HALF_WIDTH, level: float = 0.95,
+                 max_seeds: int = 1000) -> int | None:
+    """The fewest seeds whose Student-t CI of the mean is at most `half_width` wide on each side, at this spread
+    over seeds (itself an estimate from the seeds run); None when the spread is unknown or would need more."""
+    if not std > 0:
+        return None
+    return next((n for n in range(2, max_seeds + 1)
+                 if stats.t.ppf((1 + level) / 2, n - 1) * std / math.sqrt(n) <= half_width), None)
+
+
+
+KIND_ORDER = {"single": 0, "pfs": 1, "cpt": 2, "intermediate": 3, "other": 4}
+
+
+def model_order(name: str):
+    """Single-objective runs (CLM first, then MLM by ratio), PFS, CPT, intermediate checkpoints, other encoders."""
+    p = names.try_parse_name(name)
+    if p is None:
+        return (KIND_ORDER["other"], "", "", 0, 0, 0, name)
+    return (KIND_ORDER[model_kind(name)], p.size, p.run_name if p.step is not None else "", p.ratio or 0,
+            p.step or 0, p.total_steps, name)
+
+
+
+def trivial_baseline(rows: list[dict], task: str) -> float | None:
+    """The task's trivial baseline test score (`evaluation.baselines`) from its summary rows, None when unknown."""
+    return next((r["trivial_baseline"] for r in rows if r["task"] == task and r.get("trivial_baseline") is not None),
+                None)
