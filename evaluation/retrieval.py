@@ -32,15 +32,14 @@ TOP_K = 100  # documents kept per query: enough for recall@100 and NDCG@10
 def build_model(model_path, task, args: common.FinetuneArgs) -> SentenceTransformer:
     """A mean-pooling SentenceTransformer over any Hugging Face encoder, with the task's query/document prompts."""
     set_seed(args.seed)
-    # The attention choice is a config field: sentence-transformers loads the config first, then the model.
     transformer = Transformer(
         str(model_path), model_kwargs={"trust_remote_code": True, "dtype": args.model_dtype()},
-        config_kwargs=common.model_kwargs(model_path, args.attention),
         processor_kwargs={"trust_remote_code": True}, max_seq_length=args.max_length,
     )
-    tokenizer = transformer.tokenizer
+    tokenizer = common.pad_right(transformer.tokenizer)  # absolute positions count from the first token
     if tokenizer.pad_token is None:  # Llama-3 tokenizers: padded positions are masked, any valid id will do
         tokenizer.pad_token = tokenizer.eos_token
+    common.set_attention(transformer.auto_model, args.attention)
     pooling = Pooling(transformer.get_embedding_dimension(), pooling_mode="mean")
     return SentenceTransformer(
         modules=[transformer, pooling], prompts={"query": task.query_prefix, "document": task.document_prefix},
