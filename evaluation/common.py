@@ -73,12 +73,12 @@ class ProtocolArgs:
         "help": "Fine-tuning attention: bidirectional (paper default, also for CLM checkpoints), causal, or "
                 "checkpoint (the checkpoint's own config.is_causal).", "choices": ATTENTION_CHOICES})
     max_length: int | None = field(default=None, metadata={
-        "help": "Max tokens per SC/TC/IR input, at most the model's max_position_embeddings; default: "
-                "round(0.99 * min(max_position_embeddings, 2048)), as the original harness (2028 for 2048 positions "
-                "or more)."})
+        "help": "Max tokens per SC/TC/IR input, at most the model's max_position_embeddings; default: 99%% of "
+                "the model's max_position_embeddings counted up to 2048, as the original harness (2028 for 2048 "
+                "positions or more)."})
     qa_max_length: int = field(default=384, metadata={
-        "help": "Max tokens per QA window (question + context); capped at the model's default input length "
-                "(round(0.99 * min(max_position_embeddings, 2048)))."})
+        "help": "Max tokens per QA window (question + context); capped at the default input length (99%% of "
+                "the model's positions counted up to 2048)."})
     doc_stride: int = field(default=128, metadata={
         "help": "QA: overlap between consecutive context windows; at most a third of a window cut to fit the model."})
     n_best: int = field(default=20, metadata={"help": "QA: start/end candidates kept per window."})
