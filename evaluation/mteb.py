@@ -311,12 +311,15 @@ def load_encoder(model: Model, prompts: dict, args: MtebArgs):
 
 
 def encoder_settings(encoder) -> dict:
-    """What decides the embeddings besides the weights: prompts, pooling, max length, similarity, dtype."""
+    """What decides the embeddings besides the weights: prompts, pooling, max length, similarity, dtype, and the
+    attention pattern the encoder really uses (probed, `common.attention_pattern`)."""
     pooling = [m for m in encoder if type(m).__name__ == "Pooling"]
+    transformers_modules = [m for m in encoder if hasattr(m, "auto_model")]
     return {"prompts": dict(encoder.prompts), "pooling": pooling[0].get_config_dict() if pooling else None,
             "max_seq_length": encoder.max_seq_length, "similarity": encoder.similarity_fn_name,
             "dtype": str(next(encoder.parameters()).dtype).removeprefix("torch."),
-            "modules": [type(m).__name__ for m in encoder]}
+            "modules": [type(m).__name__ for m in encoder],
+            "attention": common.attention_pattern(transformers_modules[0].auto_model) if transformers_modules else None}
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -162,6 +162,11 @@ def test_raw_decoder_is_finetuned_bidirectionally_for_real(models, data_dir):
             hidden = model.base_model(input_ids=ids, attention_mask=mask).last_hidden_state
             assert torch.allclose(hidden[0, 0], hidden[1, 0]) == (attention == "causal")
         assert common.attention_pattern(model) == attention
+    # retrieval and mteb (a plain encoder: mean pooling built by `retrieval.build_model`) too
+    from evaluation import mteb
+
+    encoder = retrieval.build_model(models["llama"], tasks.load_task("scifact"), smoke(data_dir))
+    assert mteb.encoder_settings(encoder)["attention"] == "bidirectional"
 
 
 def test_result_records_the_attention_used_and_the_length_cap(models, data_dir, tmp_path):
