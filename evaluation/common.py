@@ -36,6 +36,7 @@ import modeling_eurobert  # noqa: F401  (registers our Auto classes, so our chec
 ATTENTION_CHOICES = ("bidirectional", "causal", "checkpoint")
 PRECISIONS = ("auto", "bf16_weights", "bf16_autocast", "fp32")
 IR_CORPORA = ("pooled", "judged", "full")
+IR_POOLINGS = ("mean", "cls", "last")
 LENGTH_MARGIN = 0.99  # the original harness: max length = round(0.99 * min(the model's positions, 2048))
 LENGTH_LIMIT = 2048  # the original harness's default max_length (EncodEval): 2028 tokens at most
 QA_STRIDE_SHARE = 3  # a QA window shorter than --qa_max_length overlaps by at most a third of it (128 / 384)
@@ -52,9 +53,9 @@ class ProtocolArgs:
 
     Protocol: `batch_size`, `warmup_ratio`, `adam_beta1/2`, `adam_epsilon`, `weight_decay`,
     `max_steps` (overrides the task's steps/epochs), `precision`. Inputs: `max_length`, `doc_stride` (QA),
-    `max_answer_length`/`n_best` (QA post-processing), `ir_corpus`, `ir_relevance`, `tc_labelling` (overrides the
-    task's). Data: `source`, `data_dir`, `max_train`, `max_eval`. Every default is the paper's protocol
-    (`docs/protocol.md`).
+    `max_answer_length`/`n_best` (QA post-processing), `ir_corpus`, `ir_relevance`, `ir_pooling`,
+    `query_prompt`/`document_prompt` (override the task's), `tc_labelling` (overrides the task's). Data: `source`,
+    `data_dir`, `max_train`, `max_eval`. Every default is the paper's protocol (`docs/protocol.md`).
     """
 
     batch_size: int = field(default=32, metadata={"help": "Train batch size (paper: 32)."})
@@ -92,6 +93,13 @@ class ProtocolArgs:
     tc_labelling: str | None = field(default=None, metadata={
         "help": "TC sub-token labelling: first or all (majority vote per word); default: the task's own.",
         "choices": ("first", "all")})
+    ir_pooling: str = field(default="mean", metadata={
+        "help": "IR embedding pooling: mean over the tokens (the original), cls (the first token) or last (the last "
+                "real token, as decoder embedders do).", "choices": IR_POOLINGS})
+    query_prompt: str | None = field(default=None, metadata={
+        "help": "IR: the text put before every query; default: the task's (\"Query: \")."})
+    document_prompt: str | None = field(default=None, metadata={
+        "help": "IR: the text put before every document; default: the task's (\"Document: \")."})
     logging_steps: int = field(default=10, metadata={"help": "Steps between loss checks for divergence."})
     source: str = field(default="offline", metadata={"help": "Task data: the offline bundle or each task's Hub source.",
                                                      "choices": ("offline", "hub")})
@@ -112,7 +120,8 @@ class ProtocolArgs:
         if self.attention not in ATTENTION_CHOICES:
             raise ValueError(f"attention={self.attention!r} is not one of {ATTENTION_CHOICES}")
         for name, choices in (("precision", PRECISIONS), ("ir_corpus", IR_CORPORA),
-                              ("ir_relevance", ("binary", "graded")), ("tc_labelling", (None, "first", "all"))):
+                              ("ir_relevance", ("binary", "graded")), ("tc_labelling", (None, "first", "all")),
+                              ("ir_pooling", IR_POOLINGS)):
             if getattr(self, name) not in choices:
                 raise ValueError(f"{name}={getattr(self, name)!r}: use one of {choices}")
 

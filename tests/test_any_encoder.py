@@ -199,3 +199,20 @@ def test_qa_windows_fit_the_model(models, data_dir, tmp_path):
               "--batch_size", "4", "--precision", "fp32"])
     record = json.loads(next(tmp_path.rglob("*.json")).read_text())
     assert record["status"] == "ok" and record["identity"]["inputs"]["qa_max_length"] == 253
+
+
+@pytest.mark.parametrize("pooling", ["mean", "cls", "last"])
+def test_ir_pooling_and_prompts_are_options_recorded(models, data_dir, pooling):
+    from evaluation import identity, mteb
+
+    task = tasks.load_task("scifact")
+    args = smoke(data_dir, ir_pooling=pooling, query_prompt="q: ")
+    encoders = [retrieval.build_model(models[name], task, args) for name in ("bert", "bert-left")]
+    settings = mteb.encoder_settings(encoders[0])
+    assert settings["prompts"] == {"query": "q: ", "document": "Document: "}
+    assert settings["pooling"]["pooling_mode"] == {"mean": "mean", "cls": "cls", "last": "lasttoken"}[pooling]
+    texts = ["a short one", "a much longer text with many more words in it than the first"]
+    embeddings = [encoder.encode_query(texts, convert_to_tensor=True) for encoder in encoders]
+    assert torch.equal(embeddings[0], embeddings[1])  # the same whatever the tokenizer's padding side
+    recorded = identity.protocol_identity(args)
+    assert (recorded["ir_pooling"], recorded["query_prompt"], recorded["document_prompt"]) == (pooling, "q: ", None)
