@@ -3,7 +3,9 @@ divergence detection, the tokenized-dataset cache and atomic result files.
 
 Protocol defaults are the paper's (SPEC "Evaluation protocol"): batch 32, linear schedule with 10% warmup, AdamW
 (0.9, 0.95) eps 1e-5, weight decay 0.1, steps or epochs from the task, the last checkpoint evaluated, bf16 weights
-on GPU, inputs up to 99% of the model's positions, IR on the pooled judged corpus with binary relevance.
+on GPU, inputs up to 99% of the model's positions (at most 2048: 2028 tokens), IR on the pooled judged corpus
+with binary relevance. Whatever the tokenizer ships, inputs are padded and truncated on the right, and the
+attention a run uses is probed on the model itself (`attention_pattern`), never assumed from its config.
 Scores are fractions in [0, 1] everywhere (as `evaluation.metrics` returns them), never percentages.
 """
 
@@ -34,7 +36,10 @@ import modeling_eurobert  # noqa: F401  (registers our Auto classes, so our chec
 ATTENTION_CHOICES = ("bidirectional", "causal", "checkpoint")
 PRECISIONS = ("auto", "bf16_weights", "bf16_autocast", "fp32")
 IR_CORPORA = ("pooled", "judged", "full")
-LENGTH_MARGIN = 0.99  # the original harness: max length = round(0.99 * the model's max positions)
+IR_POOLINGS = ("mean", "cls", "last")
+LENGTH_MARGIN = 0.99  # the original harness: max length = round(0.99 * min(the model's positions, 2048))
+LENGTH_LIMIT = 2048  # the original harness's default max_length (EncodEval): 2028 tokens at most
+QA_STRIDE_SHARE = 3  # a QA window shorter than --qa_max_length overlaps by at most a third of it (128 / 384)
 # The paper's evaluation grid (SPEC "Evaluation"): its 12 tasks (registry names), 6 learning rates, 5 seeds.
 PAPER_TASKS = ("sst2", "mnli", "qqp", "conll2003", "ontonotes", "uner", "squad", "squad_v2", "record", "msmarco", "nq",
                "mldr")
@@ -48,9 +53,9 @@ class ProtocolArgs:
 
     Protocol: `batch_size`, `warmup_ratio`, `adam_beta1/2`, `adam_epsilon`, `weight_decay`,
     `max_steps` (overrides the task's steps/epochs), `precision`. Inputs: `max_length`, `doc_stride` (QA),
-    `max_answer_length`/`n_best` (QA post-processing), `ir_corpus`, `ir_relevance`, `tc_labelling` (overrides the
-    task's). Data: `source`, `data_dir`, `max_train`, `max_eval`. Every default is the paper's protocol
-    (`docs/protocol.md`).
+    `max_answer_length`/`n_best` (QA post-processing), `ir_corpus`, `ir_relevance`, `ir_pooling`,
+    `query_prompt`/`document_prompt` (override the task's), `tc_labelling` (overrides the task's). Data: `source`,
+    `data_dir`, `max_train`, `max_eval`. Every default is the paper's protocol (`docs/protocol.md`).
     """
 
     batch_size: int = field(default=32, metadata={"help": "Train batch size (paper: 32)."})
@@ -69,10 +74,14 @@ class ProtocolArgs:
         "help": "Fine-tuning attention: bidirectional (paper default, also for CLM checkpoints), causal, or "
                 "checkpoint (the checkpoint's own config.is_causal).", "choices": ATTENTION_CHOICES})
     max_length: int | None = field(default=None, metadata={
-        "help": "Max tokens per SC/TC/IR input; default: 99%% of the model's max_position_embeddings (2028 for "
-                "2048), as the original harness's shared loader."})
-    qa_max_length: int = field(default=384, metadata={"help": "Max tokens per QA window (question + context)."})
-    doc_stride: int = field(default=128, metadata={"help": "QA: overlap between consecutive context windows."})
+        "help": "Max tokens per SC/TC/IR input, at most the model's max_position_embeddings; default: 99%% of "
+                "the model's max_position_embeddings counted up to 2048, as the original harness (2028 for 2048 "
+                "positions or more)."})
+    qa_max_length: int = field(default=384, metadata={
+        "help": "Max tokens per QA window (question + context); capped at the default input length (99%% of "
+                "the model's positions counted up to 2048)."})
+    doc_stride: int = field(default=128, metadata={
+        "help": "QA: overlap between consecutive context windows; at most a third of a window cut to fit the model."})
     n_best: int = field(default=20, metadata={"help": "QA: start/end candidates kept per window."})
     max_answer_length: int = field(default=30, metadata={"help": "QA: longest answer span in tokens."})
     ir_corpus: str = field(default="pooled", metadata={
@@ -84,6 +93,13 @@ class ProtocolArgs:
     tc_labelling: str | None = field(default=None, metadata={
         "help": "TC sub-token labelling: first or all (majority vote per word); default: the task's own.",
         "choices": ("first", "all")})
+    ir_pooling: str = field(default="mean", metadata={
+        "help": "IR embedding pooling: mean over the tokens (the original), cls (the first token) or last (the last "
+                "real token, as decoder embedders do).", "choices": IR_POOLINGS})
+    query_prompt: str | None = field(default=None, metadata={
+        "help": "IR: the text put before every query; default: the task's (\"Query: \")."})
+    document_prompt: str | None = field(default=None, metadata={
+        "help": "IR: the text put before every document; default: the task's (\"Document: \")."})
     logging_steps: int = field(default=10, metadata={"help": "Steps between loss checks for divergence."})
     source: str = field(default="offline", metadata={"help": "Task data: the offline bundle or each task's Hub source.",
                                                      "choices": ("offline", "hub")})
@@ -104,7 +120,8 @@ class ProtocolArgs:
         if self.attention not in ATTENTION_CHOICES:
             raise ValueError(f"attention={self.attention!r} is not one of {ATTENTION_CHOICES}")
         for name, choices in (("precision", PRECISIONS), ("ir_corpus", IR_CORPORA),
-                              ("ir_relevance", ("binary", "graded")), ("tc_labelling", (None, "first", "all"))):
+                              ("ir_relevance", ("binary", "graded")), ("tc_labelling", (None, "first", "all")),
+                              ("ir_pooling", IR_POOLINGS)):
             if getattr(self, name) not in choices:
                 raise ValueError(f"{name}={getattr(self, name)!r}: use one of {choices}")
 
@@ -133,7 +150,8 @@ class FinetuneArgs(ProtocolArgs):
 
 
 def load_tokenizer(model_path: str | os.PathLike):
-    """Load a model directory's tokenizer, with a one-line error when it has none.
+    """Load a model directory's tokenizer, with a one-line error when it has none, padding and truncating on the
+    right (`pad_right`).
 
     A tokenizer without a pad token (Llama-3) pads with eos: padded positions are masked out by the attention mask,
     so the id only has to be a valid one.
@@ -147,36 +165,119 @@ def load_tokenizer(model_path: str | os.PathLike):
         if tokenizer.eos_token is None:
             raise ValueError(f"tokenizer of {model_path} has neither a pad nor an eos token; set pad_token")
         tokenizer.pad_token = tokenizer.eos_token
+    return pad_right(tokenizer)
+
+
+def pad_right(tokenizer):
+    """Pad and truncate on the right, whatever the tokenizer ships (decoders often ship `padding_side="left"`):
+    TC labels, QA start/end positions and their post-processing index tokens from the start of the text, CLS
+    pooling reads position 0, absolute position embeddings count from the first token. Returns the tokenizer."""
+    tokenizer.padding_side = tokenizer.truncation_side = "right"
     return tokenizer
 
 
-def model_kwargs(model_path: str | os.PathLike, attention: str) -> dict:
-    """`from_pretrained` kwargs choosing the fine-tuning attention pattern.
+def set_attention(model, attention: str) -> None:
+    """Give a loaded model the fine-tuning attention pattern and check that it really attends so.
 
-    Our checkpoints carry `config.is_causal` (True for CLM). `bidirectional` (the paper's default for every
-    checkpoint) or `causal` overrides it; `checkpoint` keeps it. Encoders without the field (BERT, native EuroBERT)
-    are bidirectional by construction, so only `causal` is refused for them.
+    `bidirectional` or `causal` sets `config.is_causal`, which our checkpoints read at every forward and
+    transformers' mask helpers honour for decoders (Llama, Qwen...: `masking_utils.create_causal_mask` builds a
+    bidirectional mask when it is False); `checkpoint` keeps the model as it is.
+
+    Raises:
+        ValueError: the model does not attend as asked (`attention_pattern`), e.g. an encoder without a causal switch.
     """
+    if attention == "checkpoint":
+        return
+    model.config.is_causal = attention == "causal"
+    used = attention_pattern(model)
+    if used != attention:
+        raise ValueError(f"--attention {attention}: {model.config.model_type} models attend {used}ly whatever "
+                         f"config.is_causal says; use --attention {used} (or checkpoint)")
+
+
+@torch.no_grad()
+def attention_pattern(model) -> str:
+    """"causal" or "bidirectional": how `model` (any transformers model) really attends, probed on two 3-token
+    inputs that differ only in their last token: a causal model's first output does not see the change."""
+    base = getattr(model, "base_model", model)
+    vocab = model.config.get_text_config().vocab_size
+    ids = torch.tensor([[vocab - 4, vocab - 3, vocab - 2], [vocab - 4, vocab - 3, vocab - 1]], device=model.device)
+    training = base.training
+    base.eval()
+    try:
+        hidden = base(input_ids=ids, attention_mask=torch.ones_like(ids)).last_hidden_state.float()
+    finally:
+        base.train(training)
+    return "causal" if torch.allclose(hidden[0, 0], hidden[1, 0], atol=1e-4) else "bidirectional"
+
+
+_ATTENTION: dict = {}
+
+
+def resolved_attention(model_path: str | os.PathLike, attention: str) -> str:
+    """The attention pattern ("bidirectional" or "causal") a run with `--attention attention` uses on
+    `model_path`: `set_attention` on a one-layer random copy of the model (no weights read); `checkpoint` resolves
+    to the model's own pattern. Raises `set_attention`'s ValueError."""
+    key = (str(model_path), attention)
+    if key not in _ATTENTION:
+        from transformers import AutoModel
+
+        config = AutoConfig.from_pretrained(model_path, trust_remote_code=True)
+        for name in ("num_hidden_layers", "n_layers", "num_layers"):
+            if isinstance(getattr(config, name, None), int):
+                setattr(config, name, 1)
+        if isinstance(getattr(config, "layer_types", None), list):
+            config.layer_types = config.layer_types[:1]
+        model = AutoModel.from_config(config, trust_remote_code=True)
+        set_attention(model, attention)
+        _ATTENTION[key] = attention_pattern(model)
+    return _ATTENTION[key]
+
+
+def positions(model_path: str | os.PathLike) -> int:
+    """The model's max_position_embeddings (one line when its config has none)."""
     config = AutoConfig.from_pretrained(model_path, trust_remote_code=True)
-    kwargs = {"trust_remote_code": True}
-    if "is_causal" not in config.to_dict():
-        if attention == "causal":
-            raise ValueError("--attention causal needs a checkpoint with `is_causal` in its config; "
-                             f"{model_path} has none")
-        return kwargs
-    if attention != "checkpoint":
-        kwargs["is_causal"] = attention == "causal"
-    return kwargs
+    value = getattr(config.get_text_config(), "max_position_embeddings", None)
+    if not value:
+        raise ValueError(f"{model_path} has no max_position_embeddings in its config; pass --max_length")
+    return int(value)
+
+
+def default_length(model_path: str | os.PathLike) -> int:
+    """The original harness's input length: round(0.99 * min(max_position_embeddings, 2048)), 2028 at most."""
+    return round(LENGTH_MARGIN * min(positions(model_path), LENGTH_LIMIT))
 
 
 def max_length(args: ProtocolArgs, model_path) -> int:
-    """`--max_length`, or 99% of the model's max_position_embeddings (the original harness: 2028 for 2048)."""
-    if args.max_length is not None:
-        return args.max_length
-    positions = getattr(AutoConfig.from_pretrained(model_path, trust_remote_code=True), "max_position_embeddings", None)
-    if not positions:
-        raise ValueError(f"{model_path} has no max_position_embeddings in its config; pass --max_length")
-    return round(LENGTH_MARGIN * positions)
+    """`--max_length` (at most the model's positions), or `default_length` (the original harness: 2028 for 2048
+    positions or more, 507 for 512)."""
+    if args.max_length is None:
+        return default_length(model_path)
+    if args.max_length > positions(model_path):
+        raise ValueError(f"--max_length {args.max_length} exceeds the {positions(model_path)} positions of "
+                         f"{model_path}; pass at most {positions(model_path)} or leave it unset")
+    return args.max_length
+
+
+def qa_windows(args: ProtocolArgs, model_path) -> tuple[int, int]:
+    """(window length, stride) of the QA windows on `model_path`: `--qa_max_length` capped at `default_length`,
+    `--doc_stride` at most a third of a window that had to be cut (BERT with 256 positions: 253 and 84)."""
+    length = min(args.qa_max_length, default_length(model_path))
+    stride = args.doc_stride if length == args.qa_max_length else min(args.doc_stride, length // QA_STRIDE_SHARE)
+    return length, stride
+
+
+def resolve_inputs(args: ProtocolArgs, model_path) -> ProtocolArgs:
+    """`args` with what a run on `model_path` really uses filled in: max_length, the QA window and stride, and
+    the attention pattern ("bidirectional" or "causal"; `checkpoint` resolved). The result records these."""
+    length, stride = qa_windows(args, model_path)
+    return dataclasses.replace(args, max_length=max_length(args, model_path), qa_max_length=length,
+                               doc_stride=stride, attention=resolved_attention(model_path, args.attention))
+
+
+def inputs_identity(args: ProtocolArgs) -> dict:
+    """The resolved input settings of `resolve_inputs` (part of a result's identity)."""
+    return {name: getattr(args, name) for name in ("max_length", "qa_max_length", "doc_stride", "attention")}
 
 
 def training_arguments(args: FinetuneArgs, output_dir: str, max_steps: int | None, epochs: float | None,
@@ -401,10 +502,10 @@ def label_kwargs(task) -> dict:
 
 def load_for_finetuning(auto_class, model_path, tokenizer, args: FinetuneArgs, **kwargs):
     """`auto_class.from_pretrained` with the run's seed set first (the new head's init depends on it), the chosen
-    attention pattern and a pad id the head can use."""
+    attention pattern (checked on the loaded model) and a pad id the head can use."""
     set_seed(args.seed)
-    model = auto_class.from_pretrained(model_path, dtype=args.model_dtype(), **model_kwargs(model_path, args.attention),
-                                       **kwargs)
+    model = auto_class.from_pretrained(model_path, dtype=args.model_dtype(), trust_remote_code=True, **kwargs)
+    set_attention(model, args.attention)
     if model.config.pad_token_id is None:
         model.config.pad_token_id = tokenizer.pad_token_id
     return model

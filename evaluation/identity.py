@@ -6,6 +6,8 @@ A result file `<output>/<model>/<task>/lr<lr>-seed<seed>.json` records the ident
   and process (a 1B-parameter checkpoint takes seconds), never per run;
 - `task`: its definition (the task YAML minus free text) and the sha256 of every local data file it reads;
 - `protocol`: every fine-tuning setting that can change a score (steps, batch, lengths, subsets, precision...).
+- `inputs`: what the protocol resolves to on this model (`common.resolve_inputs`): the input length cap
+  (round(0.99 * min(positions, 2048)) unless --max_length), the QA window and stride, the attention used.
 
 How the grid runs (`--workers`, `--save_models`) is not part of it: neither changes a score. `ir_training_key` says
 which retrieval tasks train the same model, so the grid trains it once for all of them.

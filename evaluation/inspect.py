@@ -20,6 +20,7 @@ tokenizer, task without offline data): one line `error: ...` on stderr, exit sta
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -77,6 +78,9 @@ def _show_tc(task, split, tokenizer, args) -> list[str]:
 def _show_qa(task, split, tokenizer, args) -> list[str]:
     """Question, answer, windows and the answer span in the tokens of the window holding it."""
     settings = common.FinetuneArgs(qa_max_length=args.max_length or common.FinetuneArgs.qa_max_length)
+    if (Path(args.model) / "config.json").is_file():  # the grid's windows: cut to fit the model's positions
+        length, stride = common.qa_windows(settings, args.model)
+        settings = dataclasses.replace(settings, qa_max_length=length, doc_stride=stride)
     lines = []
     for i, row in enumerate(split):
         windows = extractive_qa.prepare_train({k: [v] for k, v in row.items()}, tokenizer, settings)

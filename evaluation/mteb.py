@@ -25,7 +25,8 @@ Models (`--model`, comma-separated, `NAME=DIR|ID` to choose the name results are
   --save_models` writes fine-tuned IR models so): `SentenceTransformer(dir, trust_remote_code=True)`, i.e. the
   model's own pooling, prompts, attention and max length. A fine-tuned model (it has `finetune_info.json`) is filed
   as `<base model>-<task>-lr<lr>-seed<seed>` and its record says what it was fine-tuned from.
-- a plain Hugging Face encoder directory: mean pooling over it with the task's "Query: " / "Document: " prompts,
+- a plain Hugging Face encoder directory: mean pooling over it (`--pooling cls|last`) with the task's "Query: " /
+  "Document: " prompts (`--query_prompt`, `--document_prompt`),
   bidirectional, inputs up to 99% of its positions, as the grid builds it (`evaluation.retrieval.build_model`).
 - a Hub id `org/name[@revision]`, resolved as `evaluation.run` does (the Hub cache; offline, the cache alone).
 
@@ -96,6 +97,13 @@ class MtebArgs:
     precision: str = field(default="auto", metadata={
         "help": "Model weights: fp32 or bf16; auto: bf16 on a GPU, fp32 on CPU (as the grid).",
         "choices": ("auto", "fp32", "bf16")})
+    pooling: str = field(default="mean", metadata={
+        "help": "A plain encoder's pooling: mean (default), cls or last (a sentence-transformers folder keeps its "
+                "own).", "choices": common.IR_POOLINGS})
+    query_prompt: str | None = field(default=None, metadata={
+        "help": "A plain encoder's query prompt; default: the task's (\"Query: \")."})
+    document_prompt: str | None = field(default=None, metadata={
+        "help": "A plain encoder's document prompt; default: the task's (\"Document: \")."})
     rerun_changed: bool = field(default=False, metadata={
         "help": "Redo finished records whose identity changed; the old files are moved aside."})
 
@@ -302,7 +310,8 @@ def load_encoder(model: Model, prompts: dict, args: MtebArgs):
         import torch
 
         precision = "bf16_weights" if args.dtype() == torch.bfloat16 else "fp32"
-        settings = common.FinetuneArgs(max_length=args.max_length, precision=precision)
+        settings = common.FinetuneArgs(max_length=args.max_length, precision=precision, ir_pooling=args.pooling,
+                                       query_prompt=args.query_prompt, document_prompt=args.document_prompt)
         settings = dataclasses.replace(settings, max_length=common.max_length(settings, model.path))
         encoder = retrieval.build_model(model.path, types.SimpleNamespace(
             query_prefix=prompts["query"], document_prefix=prompts["document"]), settings)
@@ -311,12 +320,15 @@ def load_encoder(model: Model, prompts: dict, args: MtebArgs):
 
 
 def encoder_settings(encoder) -> dict:
-    """What decides the embeddings besides the weights: prompts, pooling, max length, similarity, dtype."""
+    """What decides the embeddings besides the weights: prompts, pooling, max length, similarity, dtype, and the
+    attention pattern the encoder really uses (probed, `common.attention_pattern`)."""
     pooling = [m for m in encoder if type(m).__name__ == "Pooling"]
+    transformers_modules = [m for m in encoder if hasattr(m, "auto_model")]
     return {"prompts": dict(encoder.prompts), "pooling": pooling[0].get_config_dict() if pooling else None,
             "max_seq_length": encoder.max_seq_length, "similarity": encoder.similarity_fn_name,
             "dtype": str(next(encoder.parameters()).dtype).removeprefix("torch."),
-            "modules": [type(m).__name__ for m in encoder]}
+            "modules": [type(m).__name__ for m in encoder],
+            "attention": common.attention_pattern(transformers_modules[0].auto_model) if transformers_modules else None}
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -1,9 +1,11 @@
 """Retrieval (MS MARCO, NQ, MLDR, SciFact): a sentence-embedding model trained with in-batch negatives, NDCG@10.
 
-The encoder becomes a `SentenceTransformer` (`Transformer` + mean `Pooling`), trained on (query, positive) pairs
+The encoder becomes a `SentenceTransformer` (`Transformer` + `Pooling`: mean by default, `--ir_pooling cls|last`),
+trained on (query, positive) pairs
 with `MultipleNegativesRankingLoss` (in-batch negatives only, SPEC) and the `NO_DUPLICATES` batch sampler, so a
 paragraph that answers several queries never appears twice in one batch (a duplicate would be a false negative).
-Queries and documents carry the task's prefixes ("Query: " / "Document: "), in training and at evaluation.
+Queries and documents carry the task's prefixes ("Query: " / "Document: ", or `--query_prompt`/`--document_prompt`),
+in training and at evaluation.
 Evaluation ranks the corpus (by default the documents judged in validation or test, pooled into one corpus, with
 binary relevance, as the original harness does) by cosine similarity and scores NDCG@10, MRR@10 and recall@100 with
 `evaluation.metrics.retrieval_scores`.
@@ -29,22 +31,28 @@ from evaluation import common, metrics
 TOP_K = 100  # documents kept per query: enough for recall@100 and NDCG@10
 
 
+POOLING_MODES = {"mean": "mean", "cls": "cls", "last": "lasttoken"}  # `--ir_pooling` -> sentence-transformers' mode
+
+
+def prompts(task, args: common.FinetuneArgs) -> dict[str, str]:
+    """The query and document prompts of a run: `--query_prompt`/`--document_prompt`, else the task's prefixes."""
+    return {"query": task.query_prefix if args.query_prompt is None else args.query_prompt,
+            "document": task.document_prefix if args.document_prompt is None else args.document_prompt}
+
+
 def build_model(model_path, task, args: common.FinetuneArgs) -> SentenceTransformer:
-    """A mean-pooling SentenceTransformer over any Hugging Face encoder, with the task's query/document prompts."""
+    """A SentenceTransformer over any Hugging Face encoder: `--ir_pooling` (mean by default) and the run's prompts."""
     set_seed(args.seed)
-    # The attention choice is a config field: sentence-transformers loads the config first, then the model.
     transformer = Transformer(
         str(model_path), model_kwargs={"trust_remote_code": True, "dtype": args.model_dtype()},
-        config_kwargs=common.model_kwargs(model_path, args.attention),
         processor_kwargs={"trust_remote_code": True}, max_seq_length=args.max_length,
     )
-    tokenizer = transformer.tokenizer
+    tokenizer = common.pad_right(transformer.tokenizer)  # absolute positions count from the first token
     if tokenizer.pad_token is None:  # Llama-3 tokenizers: padded positions are masked, any valid id will do
         tokenizer.pad_token = tokenizer.eos_token
-    pooling = Pooling(transformer.get_embedding_dimension(), pooling_mode="mean")
-    return SentenceTransformer(
-        modules=[transformer, pooling], prompts={"query": task.query_prefix, "document": task.document_prefix},
-    )
+    common.set_attention(transformer.auto_model, args.attention)
+    pooling = Pooling(transformer.get_embedding_dimension(), pooling_mode=POOLING_MODES[args.ir_pooling])
+    return SentenceTransformer(modules=[transformer, pooling], prompts=prompts(task, args))
 
 
 def rank(model: SentenceTransformer, split, batch_size: int = 64, top_k: int = TOP_K) -> dict[str, dict[str, float]]:
@@ -85,7 +93,7 @@ def finetune(model_path, task, args: common.FinetuneArgs, tokenizer=None) -> com
     training_args = common.training_arguments(
         args, common.trainer_dir(args), max_steps, epochs, cls=SentenceTransformerTrainingArguments,
         batch_sampler=BatchSamplers.NO_DUPLICATES,
-        prompts={"query": task.query_prefix, "positive": task.document_prefix},
+        prompts={"query": prompts(task, args)["query"], "positive": prompts(task, args)["document"]},
     )
     trainer = SentenceTransformerTrainer(
         model=model, args=training_args, train_dataset=splits["train"].select_columns(["query", "positive"]),

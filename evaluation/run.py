@@ -259,13 +259,13 @@ def list_runs(grid: GridArgs, protocol: common.ProtocolArgs) -> tuple[list[Run],
     names = [name for name, _, _ in models]
     if len(set(names)) != len(names):
         raise ValueError(f"two models share a name ({names}); results are filed by name: use NAME=DIR for one")
-    tokenizers, model_ids = {}, {}
+    tokenizers, model_ids, inputs = {}, {}, {}
     for _, model, _ in models:
         if not (Path(model) / "config.json").is_file():
             raise FileNotFoundError(f"model directory {model} has no config.json; pass a saved checkpoint directory")
         artifacts.check_weights(model)
         tokenizers[model] = common.load_tokenizer(model)
-        common.model_kwargs(model, protocol.attention)  # refuses --attention causal on encoders without the switch
+        inputs[model] = common.inputs_identity(common.resolve_inputs(protocol, model))  # refuses what cannot fit
         for task in task_list:
             common.check_head(model, task.family)
             common.check_labels(model, task)
@@ -279,7 +279,8 @@ def list_runs(grid: GridArgs, protocol: common.ProtocolArgs) -> tuple[list[Run],
         if task.family == "ir":
             training[task.name] = identity.ir_training_key(task, splits["train"], common.schedule(task, protocol))
     protocol_id = identity.protocol_identity(protocol)
-    runs = [Run(name, m, t, lr, s, {"model": model_ids[m], "task": task_ids[t.name], "protocol": protocol_id},
+    runs = [Run(name, m, t, lr, s, {"model": model_ids[m], "task": task_ids[t.name], "protocol": protocol_id,
+                                    "inputs": inputs[m]},
                 source=source, training=training.get(t.name), save_model=(t.name, lr, s) in saved)
             for name, m, source in models for t in task_list for lr in lrs for s in seeds]
     return runs, tokenizers
@@ -330,7 +331,7 @@ def _model_saved(run: Run, output) -> bool:
 
 def _run_args(run: Run, protocol: common.ProtocolArgs, scratch: str) -> common.FinetuneArgs:
     args = common.FinetuneArgs(**{**dataclasses.asdict(protocol), "scratch_dir": scratch}, lr=run.lr, seed=run.seed)
-    return dataclasses.replace(args, max_length=common.max_length(args, run.model_path))
+    return common.resolve_inputs(args, run.model_path)
 
 
 def execute(unit: list[Run], protocol: common.ProtocolArgs, tokenizer, scratch: str) -> list[tuple[Run, dict, object]]:

@@ -22,7 +22,8 @@ What the conversion changes, explicitly:
   starts as a copy of the input embedding, and the two train separately afterwards (the study's architecture has
   untied embeddings).
 - `<|mask|>` (or `--mask_token`) is added to the tokenizer when it lacks it. Passing an existing token (Llama-3's
-  `<|reserved_special_token_0|>` is id 128002, EuroBERT's mask id) adds nothing. The mask token strips the space
+  `<|reserved_special_token_0|>` is id 128002, EuroBERT's mask id) adds nothing; an ordinary token that text
+  encodes to (`the`) is refused, as it would be matched inside words once special. The mask token strips the space
   before it (`lstrip`) and `model_max_length` is the model's `max_position_embeddings`
   (`tokenizer_settings.configure_tokenizer`).
 - A pad token distinct from eos is required (SPEC pitfall). The source's pad is kept when it is not eos; otherwise
@@ -202,7 +203,18 @@ def eurobert_config(source: PreTrainedConfig, dtype: torch.dtype, max_positions:
 
 
 def set_special_tokens(tokenizer, mask_token: str, pad_token: str, eos_ids: set[int]) -> list[int]:
-    """Give the tokenizer a mask token and a pad token that is not eos. Returns the ids of tokens it added."""
+    """Give the tokenizer a mask token and a pad token that is not eos. Returns the ids of tokens it added.
+
+    The mask token must be special or reserved already, or new: an ordinary token that text encodes to (`the`) made
+    special would then be matched inside words ("other", "weather") and never be seen as text again.
+    """
+    for role, token in (("mask", mask_token), ("pad", pad_token)):
+        added = {str(t) for t in tokenizer.added_tokens_decoder.values()}
+        if token in tokenizer.get_vocab() and token not in added and \
+                tokenizer(token, add_special_tokens=False)["input_ids"] == [tokenizer.convert_tokens_to_ids(token)]:
+            raise ConversionError(f"--{role}_token {token!r} is an ordinary token of the vocabulary (text encodes "
+                                  "to it); pass a special or reserved token (Llama-3: <|reserved_special_token_0|>) "
+                                  f"or a new one (default <|{role}|>)")
     size_before = len(tokenizer)
     tokenizer.add_special_tokens({"mask_token": mask_token})
     if tokenizer.pad_token_id is None or tokenizer.pad_token_id in eos_ids:

@@ -107,13 +107,22 @@ def last_complete_checkpoint(directory: str | os.PathLike) -> str | None:
 
 
 def check_sources(run_args: PretrainArguments) -> None:
-    """The paths a run reads exist (a Hub id is checked for its form only; loading it tells the rest)."""
+    """The paths a run reads exist (a Hub id is checked for its form only; loading it tells the rest), and CPT's
+    blocks fit the base model's positions."""
     for what, source in (("model_name_or_path", run_args.model_name_or_path),
                          ("tokenizer_name_or_path", run_args.tokenizer_name_or_path)):
         if source:
             artifacts.local_or_hub(source, what)
     if run_args.branch_from and not Path(run_args.branch_from).is_dir():
         raise FileNotFoundError(f"branch_from {run_args.branch_from} does not exist; train the stable run first")
+    if isinstance(run_args, CptArguments) and run_args.model_name_or_path:  # CPT keeps the base model's positions
+        from transformers import AutoConfig
+
+        config = AutoConfig.from_pretrained(run_args.model_name_or_path, trust_remote_code=True)
+        positions = getattr(config, "max_position_embeddings", None)
+        if positions and run_args.block_size > positions:
+            raise ValueError(f"block_size {run_args.block_size} exceeds the {positions} positions of "
+                             f"{run_args.model_name_or_path}; pass --block_size {positions} or less")
 
 
 def check_output_dir(run_args: PretrainArguments, training_args: TrainingArguments) -> str | None:

@@ -223,6 +223,13 @@ def test_existing_tokens_add_nothing(tmp_path):
     assert str(mask) == "<|mask|>" and mask.lstrip and not mask.rstrip  # an existing mask token gets the flag too
 
 
+@pytest.mark.parametrize("flag", ["mask_token", "pad_token"])
+def test_an_ordinary_word_is_refused_as_mask_or_pad_token(llama_dir, tmp_path, flag):
+    with pytest.raises(ConversionError, match=f"--{flag} 'the' is an ordinary token"):
+        convert(str(llama_dir), tmp_path / "out", **{flag: "the"})
+    assert not (tmp_path / "out").exists()
+
+
 def test_mlm_class_loads_the_converted_checkpoint(llama_dir, tmp_path):
     out = convert(str(llama_dir), tmp_path / "out")
     mlm, info = AutoModelForMaskedLM.from_pretrained(out, output_loading_info=True)

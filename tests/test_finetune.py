@@ -51,11 +51,10 @@ def check_scores(result, n_test, task=None):
 
 
 def test_clm_checkpoint_is_finetuned_bidirectionally_by_default(tiny):
-    assert common.model_kwargs(tiny["clm"], "bidirectional")["is_causal"] is False
-    assert common.model_kwargs(tiny["clm"], "causal")["is_causal"] is True
-    assert "is_causal" not in common.model_kwargs(tiny["clm"], "checkpoint")
-    with pytest.raises(ValueError, match="is_causal"):
-        common.model_kwargs(tiny["bert"], "causal")
+    assert common.resolved_attention(tiny["clm"], "bidirectional") == "bidirectional"
+    assert common.resolved_attention(tiny["clm"], "causal") == "causal"
+    assert common.resolved_attention(tiny["clm"], "checkpoint") == "causal"
+    assert common.resolved_attention(tiny["bert"], "checkpoint") == "bidirectional"
 
 
 def test_sequence_classification(tiny, data_dir):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from recipes import cpt, data, pretrain
+from recipes import checks, cpt, data, pretrain
 
 ROOT = Path(__file__).resolve().parents[1]
 DEBUG = "recipes/configs/debug.yaml"
@@ -124,6 +124,14 @@ def test_bad_input_is_one_line_and_writes_nothing(case, base, tmp_path, cache_di
 
 
 @pytest.mark.slow
+def test_cpt_refuses_blocks_longer_than_the_base_model_positions(base, tmp_path, cache_dir):
+    argv = small(tmp_path / "out", cache_dir, "--architecture", "null", "--model_name_or_path", base,
+                 "--block_size", "1024")
+    run_args, _ = cpt.make_parser().parse_args_and_config(list(map(str, argv)))
+    with pytest.raises(ValueError, match="block_size 1024 exceeds the 512 positions"):
+        checks.check_sources(run_args)
+
+
 def test_cpt_defaults_to_the_base_tokenizer(base, tmp_path, cache_dir):
     out = tmp_path / "cpt"
     argv = small(out, cache_dir, "--architecture", "null", "--model_name_or_path", str(base))
