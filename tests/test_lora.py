@@ -94,7 +94,6 @@ def test_killed_lora_run_resumes_exactly(base, runs, tmp_path):
     assert all(torch.equal(got[key], expected[key]) for key in expected), {k: v for k, v in diffs.items() if v}
 
 
-@pytest.mark.skip(reason='evaluation --peft lora: next commit')
 def test_peft_lora_finetuning_runs_and_is_recorded(base, data_dir, tmp_path):
     from evaluation import run
 
@@ -112,3 +111,17 @@ def test_peft_lora_finetuning_runs_and_is_recorded(base, data_dir, tmp_path):
     with pytest.raises(SystemExit) as error:  # a full fine-tuning grid over the same files: refused, not mixed
         run.main(argv)
     assert error.value.code == 2
+
+
+def test_lora_finetuning_trains_the_task_head_fully(base):
+    from transformers import AutoModelForSequenceClassification
+
+    from core import lora
+
+    model = AutoModelForSequenceClassification.from_pretrained(base, num_labels=3)
+    heads = lora.head_modules(model)
+    assert heads and all(name != model.base_model_prefix for name in heads)
+    wrapped = lora.wrap(model, rank=4, alpha=8, modules_to_save=heads)
+    trainable = {name for name, p in wrapped.named_parameters() if p.requires_grad}
+    assert trainable and all("lora_" in name or "modules_to_save" in name for name in trainable)
+    assert any(f"{heads[-1]}.modules_to_save" in name for name in trainable)
