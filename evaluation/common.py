@@ -32,6 +32,7 @@ from transformers import (
 from transformers.trainer_callback import PrinterCallback
 
 import modeling_eurobert  # noqa: F401  (registers our Auto classes, so our checkpoints load in-process)
+from core import lora
 
 ATTENTION_CHOICES = ("bidirectional", "causal", "checkpoint")
 PRECISIONS = ("auto", "bf16_weights", "bf16_autocast", "fp32")
@@ -40,6 +41,7 @@ IR_POOLINGS = ("mean", "cls", "last")
 LENGTH_MARGIN = 0.99  # the original harness: max length = round(0.99 * min(the model's positions, 2048))
 LENGTH_LIMIT = 2048  # the original harness's default max_length (EncodEval): 2028 tokens at most
 QA_STRIDE_SHARE = 3  # a QA window shorter than --qa_max_length overlaps by at most a third of it (128 / 384)
+PEFT_CHOICES = ("none", "lora")
 # The paper's evaluation grid (SPEC "Evaluation"): its 12 tasks (registry names), 6 learning rates, 5 seeds.
 PAPER_TASKS = ("sst2", "mnli", "qqp", "conll2003", "ontonotes", "uner", "squad", "squad_v2", "record", "msmarco", "nq",
                "mldr")
@@ -100,6 +102,11 @@ class ProtocolArgs:
         "help": "IR: the text put before every query; default: the task's (\"Query: \")."})
     document_prompt: str | None = field(default=None, metadata={
         "help": "IR: the text put before every document; default: the task's (\"Document: \")."})
+    peft: str = field(default="none", metadata={
+        "help": "none (paper: full fine-tuning) or lora: LoRA adapters (core/lora.py) on the attention and MLP "
+                "projections, the task head trained fully (SC/TC/QA; saved models merged)", "choices": PEFT_CHOICES})
+    lora_rank: int = field(default=8, metadata={"help": "--peft lora: rank r"})
+    lora_alpha: float = field(default=16.0, metadata={"help": "--peft lora: alpha (updates scaled by alpha / r)"})
     logging_steps: int = field(default=10, metadata={"help": "Steps between loss checks for divergence."})
     source: str = field(default="offline", metadata={"help": "Task data: the offline bundle or each task's Hub source.",
                                                      "choices": ("offline", "hub")})
@@ -121,7 +128,7 @@ class ProtocolArgs:
             raise ValueError(f"attention={self.attention!r} is not one of {ATTENTION_CHOICES}")
         for name, choices in (("precision", PRECISIONS), ("ir_corpus", IR_CORPORA),
                               ("ir_relevance", ("binary", "graded")), ("tc_labelling", (None, "first", "all")),
-                              ("ir_pooling", IR_POOLINGS)):
+                              ("ir_pooling", IR_POOLINGS), ("peft", PEFT_CHOICES)):
             if getattr(self, name) not in choices:
                 raise ValueError(f"{name}={getattr(self, name)!r}: use one of {choices}")
 
@@ -354,7 +361,7 @@ def save_finetuned(finetuned: Finetuned, directory: str | os.PathLike) -> None:
 
     `Trainer.save_model` is not used: it also writes `training_args.bin`, which holds local paths.
     """
-    finetuned.trainer.model.save_pretrained(directory)
+    lora.save_merged(finetuned.trainer.model, directory)  # a LoRA model merged: loads without peft
     finetuned.trainer.processing_class.save_pretrained(directory)
 
 
@@ -508,4 +515,7 @@ def load_for_finetuning(auto_class, model_path, tokenizer, args: FinetuneArgs, *
     set_attention(model, args.attention)
     if model.config.pad_token_id is None:
         model.config.pad_token_id = tokenizer.pad_token_id
+    if args.peft == "lora":  # adapters on the encoder, the task head trained fully
+        model = lora.wrap(model, args.lora_rank, args.lora_alpha, modules_to_save=lora.head_modules(model),
+                          seed=args.seed)
     return model

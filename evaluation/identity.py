@@ -65,8 +65,10 @@ def task_identity(task: tasks.Task, source: str, data_dir) -> dict:
 
 
 def protocol_identity(protocol) -> dict:
-    """Every protocol setting that can change a score (paths and logging excluded)."""
-    return {k: v for k, v in dataclasses.asdict(protocol).items() if k not in NOT_PROTOCOL | {"lr", "seed"}}
+    """Every protocol setting that can change a score (paths and logging excluded). The LoRA settings only with
+    `--peft lora`: full fine-tuning results keep the identity they had before LoRA existed."""
+    skip = NOT_PROTOCOL | {"lr", "seed"} | ({"peft", "lora_rank", "lora_alpha"} if protocol.peft == "none" else set())
+    return {k: v for k, v in dataclasses.asdict(protocol).items() if k not in skip}
 
 
 def ir_training_key(task: tasks.Task, pairs, schedule) -> str:

@@ -87,6 +87,8 @@ def finetune(model_path, task, args: common.FinetuneArgs, tokenizer=None) -> com
         args: the run's settings.
         tokenizer: unused (sentence-transformers loads its own); accepted for a uniform signature.
     """
+    if args.peft != "none":
+        raise ValueError(f"--peft {args.peft} covers SC/TC/QA tasks; ir task {task.name} fine-tunes fully only")
     splits = common.task_splits(task, args)
     model = build_model(model_path, task, args)
     max_steps, epochs = common.schedule(task, args)

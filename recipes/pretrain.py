@@ -26,7 +26,7 @@ from pathlib import Path
 
 from transformers import TrainingArguments
 
-from core import artifacts, cli
+from core import artifacts, cli, lora
 from core.sentence_transformers_files import write_sentence_transformers_files
 from modeling_eurobert.tokenizer_settings import configure_tokenizer
 from recipes import data
@@ -107,6 +107,10 @@ def prepare(run_args: PretrainArguments, training_args: TrainingArguments) -> Pr
     blocks_per_step = global_batch(training_args)
     train_blocks = select_blocks(blocks, first_block, training_args.max_steps * blocks_per_step, run_args.epochs)
     model = build_model(run_args, tokenizer, training_args.seed)
+    if getattr(run_args, "lora", False):  # CPT --lora: adapters on the frozen base (core/lora.py)
+        model = lora.wrap(model, run_args.lora_rank, run_args.lora_alpha, run_args.lora_dropout,
+                          run_args.lora_target_modules, ("embed_tokens", "lm_head") * run_args.lora_train_embeddings,
+                          seed=training_args.seed)
     configure_tokenizer(tokenizer, model.config.max_position_embeddings)  # what every checkpoint's tokenizer says
     if run_args.compile == "regional":
         compile_decoder_layers(model)  # in place: parameter names, checkpoints and resume as in an eager run
@@ -147,15 +151,19 @@ def train(run: PreparedRun) -> PretrainingTrainer:
             flops_per_token=step_flops_per_token(run.model.config, run_args.block_size, run.collator),
             weight_decay_scope=run_args.weight_decay_scope,
         )
+        lora_run = getattr(run_args, "lora", False)
+        save = (lambda path: lora.save_trainer_model(trainer, path)) if lora_run else trainer.save_model
+        if lora_run:  # checkpoint-N: the adapters (what resume reads) and config.json; saved models are merged
+            trainer.add_callback(lora.CheckpointConfigCallback(trainer))
         trainer.add_callback(SchedulePlanCallback(
-            trainer.save_model,
+            save,
             save_steps={b - decay_steps(training_args) for b in run_args.decay_branches},
             intermediate_steps=set(run_args.intermediate_steps),
             reset_at=run_args.switch_step if run_args.reset_optimizer_at_switch else None,
             info=info,
         ))
         trainer.train(resume_from_checkpoint=run.resume)
-        trainer.save_model(str(output_dir))
+        save(str(output_dir))
         if trainer.is_world_process_zero():
             write_run_info(output_dir, info(trainer.state.global_step))
             write_sentence_transformers_files(output_dir, overwrite=True)

@@ -15,6 +15,7 @@ from pathlib import Path
 import yaml
 from transformers import HfArgumentParser, TrainingArguments
 
+from core import lora
 from modeling_eurobert import ARCHITECTURES
 from recipes import data
 
@@ -131,7 +132,8 @@ class PretrainArguments:
 class CptArguments(PretrainArguments):
     """MLM continued pretraining (CPT) from a decayed checkpoint or a converted decoder.
 
-    Adds `keep_optimizer_state` and `data_start_block` to `PretrainArguments`; `model_name_or_path` is required.
+    Adds `keep_optimizer_state`, `data_start_block` and the `lora*` settings to `PretrainArguments`;
+    `model_name_or_path` is required.
     """
 
     keep_optimizer_state: bool = field(default=False, metadata={
@@ -139,6 +141,16 @@ class CptArguments(PretrainArguments):
     data_start_block: int | None = field(default=None, metadata={
         "help": "first block of the fixed order to read; default: continue after the base run's blocks (0 for a "
                 "converted decoder)"})
+    lora: bool = field(default=False, metadata={
+        "help": "train LoRA adapters (peft) instead of every weight, for a decoder too large to train fully; every "
+                "saved model is merged (loads without peft), Trainer checkpoints hold the adapters (core/lora.py)"})
+    lora_rank: int = field(default=16, metadata={"help": "LoRA rank r"})
+    lora_alpha: float = field(default=32.0, metadata={"help": "LoRA alpha (the update is scaled by alpha / r)"})
+    lora_dropout: float = field(default=0.0, metadata={"help": "dropout on the LoRA branch"})
+    lora_target_modules: list[str] = field(default_factory=lambda: list(lora.TARGET_MODULES), metadata={
+        "help": "module names that get adapters (default: every attention and MLP projection)"})
+    lora_train_embeddings: bool = field(default=False, metadata={
+        "help": "also train the embeddings and the LM head fully (peft modules_to_save); default: frozen"})
 
     def __post_init__(self):
         super().__post_init__()
