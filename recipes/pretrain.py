@@ -3,11 +3,13 @@
 CPU smoke run (toy BPE, tiny model, bundle corpus):
     python -m recipes.pretrain --config recipes/configs/debug.yaml --output_dir out/debug
 Two CPU processes (gloo):
-    accelerate launch --config_file recipes/accelerate/cpu.yaml --num_processes 2 -m recipes.pretrain \
+    accelerate launch --config_file recipes/accelerate/cpu.yaml --num_processes 2 recipes/pretrain.py \
         --config recipes/configs/debug.yaml --output_dir out/debug-ddp
 One of the study's 38 models (regenerate configs with `python -m recipes.manifest --write_configs paper`):
-    accelerate launch --config_file recipes/accelerate/fsdp.yaml -m recipes.pretrain \
+    accelerate launch --config_file recipes/accelerate/fsdp.yaml recipes/pretrain.py \
         --config recipes/configs/paper/610m-clm-10k-mlm40-42k.yaml
+By path (from any directory) or as a module (`accelerate launch -m recipes.pretrain`): the setup installs the
+repository as a package (`-e .` in requirements.txt).
 A 12k decay branch of the 42k stable run (its config has `branch_from: out/paper/610m-clm-42k`):
     accelerate launch --config_file recipes/accelerate/multi_gpu.yaml -m recipes.pretrain \
         --config recipes/configs/paper/610m-clm-12k.yaml

@@ -55,6 +55,28 @@ def base(tmp_path_factory, cache_dir):
     return output_dir
 
 
+@pytest.mark.slow
+def test_scripts_launch_by_path_from_the_root_and_from_another_directory(tmp_path):
+    """`accelerate launch recipes/pretrain.py` (repository root, the shipped CPU config) and `accelerate launch
+    /abs/path/recipes/cpt.py` (another directory) run the scripts, as the design card and README write them: the
+    project is an installed package (requirements.txt: `-e .`), not a folder on sys.path. Both at once (2 cores)."""
+    accelerate = str(Path(sys.executable).parent / "accelerate")
+    launches = {
+        "pretrain": ([accelerate, "launch", "--config_file", "recipes/accelerate/cpu.yaml", "recipes/pretrain.py",
+                      "--help"], ROOT),
+        "cpt": ([accelerate, "launch", "--num_processes", "1", "--cpu", str(ROOT / "recipes" / "cpt.py"), "--help"],
+                tmp_path),
+    }
+    env = {k: v for k, v in ENV.items() if k != "PYTHONPATH"}
+    running = {name: subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True) for name, (command, cwd) in launches.items()}
+    for name, process in running.items():
+        out, err = process.communicate(timeout=180)
+        assert process.returncode == 0, f"{name}: {err[-3000:]}"
+        assert f"usage: {name}.py" in out and "--model_name_or_path" in out, out[-2000:]
+    assert "--keep_optimizer_state" in out  # the CPT settings: cpt.py's own parser ran
+
+
 def _write(path, text):
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
