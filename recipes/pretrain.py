@@ -29,7 +29,6 @@ from pathlib import Path
 from transformers import TrainingArguments
 
 from core import artifacts, cli
-from core.sentence_transformers_files import write_sentence_transformers_files
 from modeling_eurobert.tokenizer_settings import configure_tokenizer
 from recipes import data
 from recipes.checks import (
@@ -48,7 +47,7 @@ from recipes.inputs import (
     select_blocks,
     toy_tokenizer,
 )
-from recipes.provenance import data_identity, make_run_info, resolved_config, write_run_info
+from recipes.provenance import data_identity, make_run_info, resolved_config
 from recipes.settings import PretrainArguments, RecipeParser, decay_steps, global_batch
 from recipes.trainer import (
     LoadOptimizerStateCallback,
@@ -58,6 +57,7 @@ from recipes.trainer import (
     build_collator,
     build_model,
     compile_decoder_layers,
+    finish_checkpoint,
     step_flops_per_token,
 )
 
@@ -159,8 +159,7 @@ def train(run: PreparedRun) -> PretrainingTrainer:
         trainer.train(resume_from_checkpoint=run.resume)
         trainer.save_model(str(output_dir))
         if trainer.is_world_process_zero():
-            write_run_info(output_dir, info(trainer.state.global_step))
-            write_sentence_transformers_files(output_dir, overwrite=True)
+            finish_checkpoint(output_dir, info(trainer.state.global_step))
         # Every rank waits for the saves, then leaves the process group: a rank that exits with the group still
         # alive can abort in its C++ destructors ("terminate called without an active exception").
         trainer.accelerator.wait_for_everyone()
