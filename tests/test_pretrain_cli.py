@@ -234,3 +234,43 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().split(") ")[1].split()[0]
     except (FileNotFoundError, IndexError):
         return "gone"
+
+
+def test_readme_decoder_cpt_command_trains_a_converted_llama_under_its_own_name(tmp_path, cache_dir):
+    """The README's convert -> CPT commands, exactly, on a tiny converted Llama (paths swapped for the tiny ones,
+    CPU-sized overrides appended): no optimizer state asked for, the run named after its output_dir with the
+    decoder as its CPT base, never as the paper recipe whose settings it borrows."""
+    import re
+    import shlex
+
+    import yaml
+
+    from modeling_eurobert import convert
+    from tests.test_convert import build_tokenizer, save_llama
+
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("**CPT from a decayed run or any decoder.**", 1)[1].split("```bash\n", 1)[1].split("```")[0]
+    convert_line, cpt_command = [" ".join(part.split()) for part in block.replace("\\\n", " ").strip().split("\n")]
+    llama = tmp_path / "llama"
+    save_llama(llama, build_tokenizer())
+    convert.main([str(llama), str(tmp_path / "llama-3.2-1b-eurobert")])
+    assert convert_line.endswith("out/llama-3.2-1b-eurobert")
+    argv = shlex.split(re.sub(r"\bout/", f"{tmp_path}/", cpt_command))
+    assert argv[:3] == ["accelerate", "launch", "recipes/cpt.py"]
+    cpu = ["--corpus_source", "bundle", "--max_docs", "200", "--block_size", "32", "--num_proc", "1",
+           "--global_batch_size", "2", "--per_device_train_batch_size", "2", "--gradient_accumulation_steps", "1",
+           "--max_steps", "2", "--warmup_steps", "1", "--lr_scheduler_kwargs", '{"num_decay_steps": 1}',
+           "--bf16", "false", "--compile", "none", "--mlm_fixed_shape", "false", "--report_to", "none",
+           "--dataloader_num_workers", "0", "--save_steps", "2", "--data_cache_dir", str(cache_dir)]
+    cpt.main([arg.replace("recipes/", str(ROOT / "recipes") + "/", 1) if arg.endswith(".yaml") else arg
+              for arg in argv[3:]] + cpu)
+    output = tmp_path / "llama-3.2-1b-eurobert-mlm40-cpt"
+    info = json.loads((output / "run_info.json").read_text())
+    assert info["name"] == output.name and info["cpt_base"] == "llama-3.2-1b-eurobert" and info["scale"] is None
+    assert info["run_config"]["run_settings"]["keep_optimizer_state"] is False
+    # the decoder config is the paper CPT recipe less what only the study's own bases have
+    paper = yaml.safe_load((ROOT / "recipes/configs/paper/610m-clm-dec42k-mlm40-44k.yaml").read_text())
+    decoder = yaml.safe_load((ROOT / "recipes/configs/cpt-from-decoder.yaml").read_text())
+    assert decoder == {k: v for k, v in paper.items()
+                       if k not in ("model_name_or_path", "keep_optimizer_state", "scale", "output_dir", "run_name")}
+    assert decoder["warmup_steps"] == decoder["max_steps"] // 100  # "warmup over 1%", as documented
