@@ -231,13 +231,15 @@ def test_yaml_cli_precedence_and_unknown_keys(tmp_path, cache_dir):
 
 def test_every_shipped_yaml_parses():
     configs = sorted(Path("recipes/configs").rglob("*.yaml"))
-    assert len(configs) == 1 + 5 * 38  # debug + paper, mini, mini-gpu, toy, smoke
+    assert len(configs) == 2 + 5 * 38  # debug, cpt-from-decoder + paper, mini, mini-gpu, toy, smoke
     for path in configs:
         recipe = manifest.recipes().get(path.stem)
-        parser = cpt.make_parser() if recipe and recipe.cpt_base else pretrain.make_parser()
+        decoder = path.stem == "cpt-from-decoder"  # its base comes from the command line
+        parser = cpt.make_parser() if (recipe and recipe.cpt_base) or decoder else pretrain.make_parser()
         # use_cpu: TrainingArguments refuses bf16 (paper configs) on a machine without a bf16 GPU otherwise
         # paper configs assume 8 GPUs (global batch 1152); here there is one CPU process
-        extra = ["--global_batch_size", "null"] if "paper" in path.parts else []
+        extra = ["--global_batch_size", "null"] if "paper" in path.parts or decoder else []
+        extra += ["--model_name_or_path", "out/decoder"] if decoder else []
         run_args, training_args = parser.parse_args_and_config(["--config", str(path), "--use_cpu", "true", *extra])
         check_run_settings(run_args, training_args)
         if recipe:
