@@ -11,15 +11,13 @@ import pytest
 import torch
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import (
-    AutoModelForCausalLM,
-    AutoModelForMaskedLM,
     AutoTokenizer,
     LlamaConfig,
     LlamaForCausalLM,
     PreTrainedTokenizerFast,
 )
 
-from modeling_eurobert import EuroBertClmMlmForCausalLM
+from modeling_eurobert import EuroBertClmMlmForCausalLM, EuroBertClmMlmForMaskedLM
 from modeling_eurobert.convert import ConversionError, convert, main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,7 +80,7 @@ def test_converted_clm_matches_llama(tmp_path, overrides):
     llama = save_llama(tmp_path / "llama", build_tokenizer(), **overrides)
     out = convert(str(tmp_path / "llama"), tmp_path / "out")
 
-    ours = AutoModelForCausalLM.from_pretrained(out).eval()
+    ours = EuroBertClmMlmForCausalLM.from_pretrained(out).eval()
     assert isinstance(ours, EuroBertClmMlmForCausalLM) and ours.config.is_causal
     input_ids, attention_mask = random_batch(llama.config.vocab_size)
     with torch.no_grad():
@@ -96,7 +94,7 @@ def test_converted_clm_matches_llama(tmp_path, overrides):
 def test_mask_and_pad_tokens_are_added_with_mean_rows(llama_dir, tmp_path):
     source = LlamaForCausalLM.from_pretrained(llama_dir)
     out = convert(str(llama_dir), tmp_path / "out")
-    tokenizer, model = AutoTokenizer.from_pretrained(out), AutoModelForCausalLM.from_pretrained(out)
+    tokenizer, model = AutoTokenizer.from_pretrained(out), EuroBertClmMlmForCausalLM.from_pretrained(out)
 
     assert tokenizer.mask_token == "<|mask|>" and tokenizer.pad_token == "<|pad|>"
     assert model.config.mask_token_id == tokenizer.mask_token_id == source.config.vocab_size
@@ -117,7 +115,7 @@ def test_mask_and_pad_tokens_are_added_with_mean_rows(llama_dir, tmp_path):
 def test_tied_embeddings_are_untied(tmp_path):
     save_llama(tmp_path / "llama", build_tokenizer(), tie_word_embeddings=True)
     out = convert(str(tmp_path / "llama"), tmp_path / "out", dtype="bfloat16")
-    model = AutoModelForCausalLM.from_pretrained(out)
+    model = EuroBertClmMlmForCausalLM.from_pretrained(out)
     assert model.config.tie_word_embeddings is False and model.lm_head.weight.dtype == torch.bfloat16
     embed, head = model.model.embed_tokens.weight, model.lm_head.weight
     assert embed.data_ptr() != head.data_ptr()
@@ -130,7 +128,7 @@ def test_existing_tokens_add_nothing(tmp_path):
     tokenizer.add_special_tokens({"pad_token": "<pad>"})
     save_llama(tmp_path / "llama", tokenizer, vocab_size=len(tokenizer) + 5)  # padded vocab, as many decoders
     out = convert(str(tmp_path / "llama"), tmp_path / "out")
-    model = AutoModelForCausalLM.from_pretrained(out)
+    model = EuroBertClmMlmForCausalLM.from_pretrained(out)
     assert model.config.vocab_size == len(tokenizer) + 5
     assert (model.config.mask_token_id, model.config.pad_token_id) == (3, 4)
     mask = AutoTokenizer.from_pretrained(out).added_tokens_decoder[3]
@@ -139,7 +137,7 @@ def test_existing_tokens_add_nothing(tmp_path):
 
 def test_mlm_class_loads_the_converted_checkpoint(llama_dir, tmp_path):
     out = convert(str(llama_dir), tmp_path / "out")
-    mlm, info = AutoModelForMaskedLM.from_pretrained(out, output_loading_info=True)
+    mlm, info = EuroBertClmMlmForMaskedLM.from_pretrained(out, output_loading_info=True)
     assert type(mlm).__name__ == "EuroBertClmMlmForMaskedLM"
     assert not info["missing_keys"] and not info["unexpected_keys"] and not info["mismatched_keys"]
     config = json.loads((out / "config.json").read_text())
@@ -227,4 +225,4 @@ def test_hub_id_source_is_checked_before_weights_are_downloaded(llama_dir, tmp_p
         assert not any("tiny-mistral" in path and path.endswith(".safetensors") for path in fetched)
     finally:
         hub.stop()
-    assert AutoModelForCausalLM.from_pretrained(tmp_path / "out").config.is_causal
+    assert EuroBertClmMlmForCausalLM.from_pretrained(tmp_path / "out").config.is_causal
