@@ -1,7 +1,8 @@
 """The command-line convention every entry point of this project follows.
 
-- Run as a module from the repository root: `python -m recipes.study ...`, `accelerate launch -m recipes.pretrain
-  ...`, `python -m bench.bench_model ...`.
+- Run as a module (`python -m recipes.study ...`, `accelerate launch -m recipes.pretrain ...`, `python -m
+  bench.bench_model ...`) or, for the training scripts, by path from any directory (`accelerate launch
+  recipes/cpt.py ...`): the project is an installed package (`-e .` in requirements.txt).
 - `main(argv=None)` parses `argv` (default: `sys.argv[1:]`), so a test calls it like the shell does.
 - Flags are spelled with underscores (`--output_dir`, `--repo_id`), as transformers' `TrainingArguments`.
 - A list is one comma-separated value: `--tasks sst2,mnli`, `--model a,b` (`split_list`).

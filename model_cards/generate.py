@@ -52,6 +52,7 @@ from model_cards.results_dataset import (
     record_source,
     task_test_data,
 )
+from modeling_eurobert.export_native import is_causal_checkpoint
 
 TEMPLATE = Path(__file__).with_name("template.md")
 RESULTS_TEMPLATE = Path(__file__).with_name("results_template.md")
@@ -332,7 +333,7 @@ def _base_model(info: dict, repo_id: str | None, override: str | None) -> tuple[
 
 def _is_causal(checkpoint_dir: Path) -> bool:
     """The attention that `AutoModel` and the task heads use by default (config.json's `is_causal`)."""
-    return bool(artifacts.read_json(Path(checkpoint_dir) / "config.json", "model config").get("is_causal", False))
+    return is_causal_checkpoint(artifacts.read_json(Path(checkpoint_dir) / "config.json", "model config"))
 
 
 def _branches(checkpoint_dir: Path) -> list[tuple[str, int]]:
@@ -486,11 +487,29 @@ def _disclaimer(info: dict, name: str, parsed: ModelName | None, params: tuple[i
     return ""
 
 
-def _usage(name: str, repo_id: str | None, revision: str | None, causal: bool) -> dict:
+def _loads_natively(checkpoint_dir: Path) -> bool:
+    """config.json names transformers' own EuroBERT (`modeling_eurobert.export_native.make_plain_loadable`)."""
+    return artifacts.read_json(Path(checkpoint_dir) / "config.json", "model config").get("model_type") == "eurobert"
+
+
+def _usage(name: str, repo_id: str | None, revision: str | None, causal: bool, native: bool = False) -> dict:
     repo = repo_id or f"<{PLACEHOLDER_ORG}>/{name}"
     usage = {"repo_id": repo, "revision_arg": f', revision="{revision}"' if revision else "",
-             "load_kwargs": ", is_causal=False" if causal else "", "usage_notes": []}
-    if causal:
+             "load_kwargs": ", trust_remote_code=True" + (", is_causal=False" if causal else ""), "usage_notes": [],
+             "usage_intro": "The modeling code ships with the weights, so loading needs `trust_remote_code=True`:"}
+    if native:
+        usage.update(load_kwargs="", usage_intro=(
+            "Plain transformers loads it as its own EuroBERT (`EuroBertModel`, `EuroBertForMaskedLM`, sequence and "
+            "token classification), bidirectional as the study fine-tunes, with no flag; `trust_remote_code=True` "
+            "gives this project's classes instead (same outputs, plus the causal LM and QA heads):"))
+        usage["usage_notes"] = [("`SentenceTransformer(repo_id)` gives the mean-pooled embedding with the study's "
+                                 "\"Query: \" / \"Document: \" prompts (`encode_query`, `encode_document`).")]
+        if causal:
+            usage["usage_notes"].append(
+                "This is a CLM checkpoint (`config.json`: `\"pretraining_attention\": \"causal\"`): with "
+                "`trust_remote_code=True`, `AutoModel` and the task heads attend causally unless "
+                "`is_causal=False` is passed.")
+    elif causal:
         usage["usage_notes"] = [
             ("This is a CLM checkpoint: its `config.json` sets `is_causal: true`, so `AutoModel`, "
             "`AutoModelForCausalLM` and the task heads (`AutoModelForSequenceClassification`, "
@@ -576,7 +595,7 @@ def build_model_card(checkpoint_dir, summary_csv=None, repo_id: str | None = Non
         summary=summary, name_lines=name_lines(name) if parsed else [],
         facts=_facts(info, name, parsed, params, data_text, base_text), hyperparameters=hyperparameter_groups(info),
         eval_intro=eval_intro, eval_rows=_table_rows(rows), branches=_branches(checkpoint_dir),
-        **_usage(name, repo_id, revision, causal), limitations=_limitations(info),
+        **_usage(name, repo_id, revision, causal, _loads_natively(checkpoint_dir)), limitations=_limitations(info),
         versions=sorted(info["versions"].items()))
 
 

@@ -63,6 +63,19 @@ class EuroBertClmMlmConfig(PreTrainedConfig):
     qkv_bias: bool = False
     qk_norm: bool = False
 
+    @classmethod
+    def get_config_dict(cls, *args, **kwargs):
+        # A checkpoint that transformers' native EuroBERT can hold is saved as model_type "eurobert" (plain Auto
+        # classes load it natively, bidirectional; `auto_map` names this class for trust_remote_code), its causal
+        # pretraining recorded as `pretraining_attention` (native EuroBERT would attend causally on is_causal=true):
+        # read it as ours, with the attention pattern it was pretrained with.
+        config_dict, kwargs = super().get_config_dict(*args, **kwargs)
+        if config_dict.get("model_type") == "eurobert" and "auto_map" in config_dict:
+            config_dict = {**config_dict, "model_type": cls.model_type}
+            if config_dict.pop("pretraining_attention", None) == "causal":
+                config_dict["is_causal"] = True
+        return config_dict, kwargs
+
     def __post_init__(self, **kwargs):
         # Derived defaults live here and nowhere else.
         if self.num_key_value_heads is None:

@@ -51,6 +51,7 @@ from transformers import AutoTokenizer, LlamaConfig, MistralConfig, PreTrainedCo
 from core import artifacts, cli
 
 from . import EuroBertClmMlmConfig, EuroBertClmMlmForCausalLM
+from .export_native import make_plain_loadable
 from .tokenizer_settings import configure_tokenizer
 
 SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3")
@@ -303,6 +304,7 @@ def convert(source: str, output: str | Path, mask_token: str = "<|mask|>", pad_t
     with artifacts.atomic_directory(output) as staging:
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
+        make_plain_loadable(staging)
     return output
 
 

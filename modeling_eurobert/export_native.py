@@ -24,6 +24,7 @@ padding_idx), not with the native default 128001, which is eos.
 """
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 
@@ -47,13 +48,21 @@ DROPPED_KEYS = ("model_type", "architectures", "auto_map", "is_causal", "transfo
 CAUSAL_RECORD = {"pretraining_attention": "causal"}  # written into the config of a --bidirectional export
 
 
+NATIVE_MODEL_TYPE = EuroBertConfig.model_type  # "eurobert"
+# Our config fields that native EuroBERT has no field for: each must hold our default, or native EuroBERT would
+# silently compute something else. `is_causal` is the exception (native EuroBERT is bidirectional only: see below).
+NATIVE_FIELDS = {field.name for field in dataclasses.fields(EuroBertConfig)}
+OUR_DEFAULTS = EuroBertClmMlmConfig().to_dict()
+
+
 class ExportError(ValueError):
     """A checkpoint that cannot be exported to the native classes; the message says why."""
 
 
 def is_causal_checkpoint(raw: dict) -> bool:
     """A checkpoint whose saved attention is causal: a CLM run, a converted decoder, or a causal LM head."""
-    return bool(raw.get("is_causal")) or (raw.get("architectures") or [None])[0] == "EuroBertClmMlmForCausalLM"
+    return (bool(raw.get("is_causal")) or raw.get("pretraining_attention") == "causal"
+            or (raw.get("architectures") or [None])[0] == "EuroBertClmMlmForCausalLM")
 
 
 def check_exportable(raw: dict, bidirectional: bool = False) -> str:
@@ -66,7 +75,7 @@ def check_exportable(raw: dict, bidirectional: bool = False) -> str:
     Returns:
         The name of the native class to export to.
     """
-    if raw.get("model_type") != EuroBertClmMlmConfig.model_type:
+    if not is_ours(raw):
         expected = EuroBertClmMlmConfig.model_type
         raise ExportError(f"model_type={raw.get('model_type')!r}; expected a {expected!r} checkpoint of this project")
     architecture = (raw.get("architectures") or ["EuroBertClmMlmModel"])[0]
@@ -90,6 +99,10 @@ def check_exportable(raw: dict, bidirectional: bool = False) -> str:
     if raw.get("mlp_bias") and architecture in ("EuroBertClmMlmForMaskedLM", "EuroBertClmMlmForCausalLM"):
         raise ExportError("mlp_bias=true gives native EuroBertForMaskedLM an LM-head bias this checkpoint lacks; "
                           "export its backbone or a task head, or use it with trust_remote_code")
+    ours_only = set(raw) & set(OUR_DEFAULTS) - NATIVE_FIELDS - {"is_causal", "model_type"}
+    unknown = {key: raw[key] for key in sorted(ours_only) if raw[key] != OUR_DEFAULTS[key]}
+    if unknown:
+        raise ExportError(f"native EuroBERT has no setting for {unknown}; it would compute another model")
     eos = raw.get("eos_token_id")
     eos_ids = set(eos) if isinstance(eos, list) else {eos}
     if raw.get("pad_token_id") is not None and raw["pad_token_id"] in eos_ids:
@@ -100,6 +113,52 @@ def check_exportable(raw: dict, bidirectional: bool = False) -> str:
     if architecture == "EuroBertClmMlmForCausalLM":
         return "EuroBertForMaskedLM"  # same parameters: the native MLM head is the bidirectional LM head
     return NATIVE_CLASSES[architecture]
+
+
+def is_ours(raw: dict) -> bool:
+    """A config.json saved by this project: our model_type, or the native one with our remote code in `auto_map`
+    (`make_plain_loadable`)."""
+    if raw.get("model_type") == EuroBertClmMlmConfig.model_type:
+        return True
+    auto_config = (raw.get("auto_map") or {}).get("AutoConfig", "")
+    return raw.get("model_type") == NATIVE_MODEL_TYPE and auto_config.endswith(EuroBertClmMlmConfig.__name__)
+
+
+def make_plain_loadable(directory: str | Path) -> bool:
+    """Give a checkpoint of ours the model_type transformers knows, when native EuroBERT can hold it.
+
+    config.json then says `model_type: "eurobert"` and keeps our `auto_map`: plain `AutoModel*.from_pretrained(dir)`,
+    `AutoTokenizer` and `SentenceTransformer(dir)` load transformers' own EuroBERT classes with no flag and no
+    prompt (transformers runs its own code for a model_type it knows), bidirectional as the paper fine-tunes, with
+    the same outputs; `trust_remote_code=True` still gives this project's classes (also the causal LM and QA heads).
+    A causal checkpoint (CLM run, converted decoder) says `is_causal: false` and `"pretraining_attention":
+    "causal"`: native EuroBERT reads `is_causal` and would attend causally, while this project's config class reads
+    the record back as `is_causal: true` (AutoModel and the task heads causal unless `is_causal=False`).
+    Every field is written out, so no native default (pad 128001 = eos, 8192 positions) fills a gap. The rule is
+    `check_exportable` (bidirectional): a checkpoint native EuroBERT cannot hold keeps our model_type, which forces
+    remote code.
+
+    Returns:
+        True when config.json now names the native model_type, False when it keeps ours.
+    """
+    path = Path(directory) / "config.json"
+    raw = json.loads(path.read_text())
+    try:
+        check_exportable(raw, bidirectional=True)
+    except ExportError:
+        return False
+    fields = EuroBertClmMlmConfig.from_pretrained(directory).to_dict()
+    fields = {**fields, **{key: raw[key] for key in ("auto_map", "architectures") if key in raw},
+              "model_type": NATIVE_MODEL_TYPE}
+    fields.pop("_name_or_path", None)
+    if fields["is_causal"]:  # native EuroBERT follows config.is_causal: plain loads must be bidirectional
+        fields.update(is_causal=False, **CAUSAL_RECORD)
+    native = EuroBertConfig(**{k: v for k, v in fields.items() if k != "model_type"}).to_dict()
+    differ = sorted(key for key in NATIVE_FIELDS & set(fields) if native.get(key) != fields[key])
+    if differ:
+        raise ExportError(f"native EuroBertConfig reads {differ} differently from {path}")
+    artifacts.write_json_atomic(path, fields)
+    return True
 
 
 def native_config(config: dict) -> EuroBertConfig:

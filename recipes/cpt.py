@@ -5,10 +5,9 @@ From one of the study's decayed runs (regenerate configs with `python -m recipes
         --config recipes/configs/paper/610m-clm-dec42k-mlm40-44k.yaml
 From any decoder: convert it, then continue with MLM 40% (its own warmup and decay, a fresh optimizer):
     python -m modeling_eurobert.convert meta-llama/Llama-3.2-1B out/llama-3.2-1b-eurobert
-    accelerate launch -m recipes.cpt --model_name_or_path out/llama-3.2-1b-eurobert \
-        --tokenizer_name_or_path out/llama-3.2-1b-eurobert \
-        --config recipes/configs/paper/610m-clm-dec42k-mlm40-44k.yaml \
-        --output_dir out/llama-3.2-1b-mlm40-cpt
+    accelerate launch recipes/cpt.py --config recipes/configs/cpt-from-decoder.yaml \
+        --model_name_or_path out/llama-3.2-1b-eurobert --output_dir out/llama-3.2-1b-eurobert-mlm40-cpt
+(the paper CPT recipe's settings without keep_optimizer_state, run_name or scale: named after its output_dir)
 CPU smoke run on top of the debug run:
     python -m recipes.cpt --config recipes/configs/debug.yaml --architecture null --model_name_or_path out/debug \
         --switch_step null --max_steps 10 --output_dir out/debug-cpt

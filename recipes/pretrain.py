@@ -3,11 +3,13 @@
 CPU smoke run (toy BPE, tiny model, bundle corpus):
     python -m recipes.pretrain --config recipes/configs/debug.yaml --output_dir out/debug
 Two CPU processes (gloo):
-    accelerate launch --config_file recipes/accelerate/cpu.yaml --num_processes 2 -m recipes.pretrain \
+    accelerate launch --config_file recipes/accelerate/cpu.yaml --num_processes 2 recipes/pretrain.py \
         --config recipes/configs/debug.yaml --output_dir out/debug-ddp
 One of the study's 38 models (regenerate configs with `python -m recipes.manifest --write_configs paper`):
-    accelerate launch --config_file recipes/accelerate/fsdp.yaml -m recipes.pretrain \
+    accelerate launch --config_file recipes/accelerate/fsdp.yaml recipes/pretrain.py \
         --config recipes/configs/paper/610m-clm-10k-mlm40-42k.yaml
+By path (from any directory) or as a module (`accelerate launch -m recipes.pretrain`): the setup installs the
+repository as a package (`-e .` in requirements.txt).
 A 12k decay branch of the 42k stable run (its config has `branch_from: out/paper/610m-clm-42k`):
     accelerate launch --config_file recipes/accelerate/multi_gpu.yaml -m recipes.pretrain \
         --config recipes/configs/paper/610m-clm-12k.yaml
@@ -27,7 +29,6 @@ from pathlib import Path
 from transformers import TrainingArguments
 
 from core import artifacts, cli, lora
-from core.sentence_transformers_files import write_sentence_transformers_files
 from modeling_eurobert.tokenizer_settings import configure_tokenizer
 from recipes import data
 from recipes.checks import (
@@ -46,7 +47,7 @@ from recipes.inputs import (
     select_blocks,
     toy_tokenizer,
 )
-from recipes.provenance import data_identity, make_run_info, resolved_config, write_run_info
+from recipes.provenance import data_identity, make_run_info, resolved_config
 from recipes.settings import PretrainArguments, RecipeParser, decay_steps, global_batch
 from recipes.trainer import (
     LoadOptimizerStateCallback,
@@ -56,6 +57,7 @@ from recipes.trainer import (
     build_collator,
     build_model,
     compile_decoder_layers,
+    finish_checkpoint,
     step_flops_per_token,
 )
 
@@ -165,8 +167,7 @@ def train(run: PreparedRun) -> PretrainingTrainer:
         trainer.train(resume_from_checkpoint=run.resume)
         save(str(output_dir))
         if trainer.is_world_process_zero():
-            write_run_info(output_dir, info(trainer.state.global_step))
-            write_sentence_transformers_files(output_dir, overwrite=True)
+            finish_checkpoint(output_dir, info(trainer.state.global_step))
         # Every rank waits for the saves, then leaves the process group: a rank that exits with the group still
         # alive can abort in its C++ destructors ("terminate called without an active exception").
         trainer.accelerator.wait_for_everyone()

@@ -40,6 +40,7 @@ from core import artifacts
 from core.artifacts import INTERMEDIATE_DIR
 from core.sentence_transformers_files import write_sentence_transformers_files
 from modeling_eurobert import EuroBertClmMlmForCausalLM, EuroBertClmMlmForMaskedLM, load_architecture
+from modeling_eurobert.export_native import make_plain_loadable
 from modeling_eurobert.modeling_eurobert import EuroBertClmMlmDecoderLayer
 from recipes import data, flops
 from recipes.provenance import write_run_info
@@ -64,6 +65,14 @@ def build_model(run_args: PretrainArguments, tokenizer, seed: int) -> EuroBertCl
     )
     set_seed(seed)  # the initial weights depend on the run seed only
     return model_class(config)
+
+
+def finish_checkpoint(path: str | Path, info: dict) -> None:
+    """What every saved checkpoint holds besides weights and tokenizer: `run_info.json`, the sentence-transformers
+    files, and a config.json that plain transformers loads natively when native EuroBERT can hold the model."""
+    write_run_info(path, info)
+    write_sentence_transformers_files(path, overwrite=True)
+    make_plain_loadable(path)
 
 
 def compile_decoder_layers(model: torch.nn.Module) -> int:
@@ -263,15 +272,13 @@ class SchedulePlanCallback(TrainerCallback):
             path = Path(args.output_dir) / INTERMEDIATE_DIR / f"step-{state.global_step}"
             self.save_model(str(path))
             if state.is_world_process_zero:
-                write_run_info(path, self.info(state.global_step, intermediate=True))
-                write_sentence_transformers_files(path, overwrite=True)
+                finish_checkpoint(path, self.info(state.global_step, intermediate=True))
         return control
 
     def on_save(self, args, state, control, **kwargs):
         if state.is_world_process_zero:
             path = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
-            write_run_info(path, self.info(state.global_step))
-            write_sentence_transformers_files(path, overwrite=True)
+            finish_checkpoint(path, self.info(state.global_step))
 
 
 class LoadOptimizerStateCallback(TrainerCallback):

@@ -11,7 +11,6 @@ import pytest
 import torch
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import (
-    AutoModelForCausalLM,
     AutoModelForMaskedLM,
     AutoTokenizer,
     LlamaConfig,
@@ -25,7 +24,7 @@ from transformers import (
     Qwen3ForCausalLM,
 )
 
-from modeling_eurobert import EuroBertClmMlmForCausalLM
+from modeling_eurobert import EuroBertClmMlmForCausalLM, EuroBertClmMlmForMaskedLM
 from modeling_eurobert import export_native as export_native_cli
 from modeling_eurobert.convert import ConversionError, convert, main
 
@@ -95,7 +94,7 @@ def test_converted_clm_matches_llama(tmp_path, overrides):
     llama = save_llama(tmp_path / "llama", build_tokenizer(), **overrides)
     out = convert(str(tmp_path / "llama"), tmp_path / "out")
 
-    ours = AutoModelForCausalLM.from_pretrained(out).eval()
+    ours = EuroBertClmMlmForCausalLM.from_pretrained(out).eval()
     assert isinstance(ours, EuroBertClmMlmForCausalLM) and ours.config.is_causal
     input_ids, attention_mask = random_batch(llama.config.vocab_size)
     with torch.no_grad():
@@ -138,7 +137,7 @@ def test_decoder_families_convert_exactly(tmp_path, case):
     family, overrides, switches, export_error = FAMILIES[case]
     source = save_llama(tmp_path / "source", build_tokenizer(), family=family, **overrides)
     out = convert(str(tmp_path / "source"), tmp_path / "out")
-    ours = AutoModelForCausalLM.from_pretrained(out).eval()
+    ours = EuroBertClmMlmForCausalLM.from_pretrained(out).eval()
     assert {key: getattr(ours.config, key) for key in switches} == switches
     input_ids, attention_mask = long_padded_batch(source.config.vocab_size)
     with torch.no_grad():
@@ -169,7 +168,7 @@ def test_binding_sliding_window_is_refused_or_made_explicit(tmp_path):
         main([str(tmp_path / "mistral"), str(tmp_path / "refused")])
     assert not (tmp_path / "refused").exists()
     main([str(tmp_path / "mistral"), str(tmp_path / "out"), "--max_position_embeddings", "16"])
-    ours = AutoModelForCausalLM.from_pretrained(tmp_path / "out").eval()
+    ours = EuroBertClmMlmForCausalLM.from_pretrained(tmp_path / "out").eval()
     assert ours.config.max_position_embeddings == AutoTokenizer.from_pretrained(tmp_path / "out").model_max_length == 16
     input_ids = long_padded_batch(source.config.vocab_size)[0][:, :16]
     with torch.no_grad():
@@ -182,7 +181,7 @@ def test_binding_sliding_window_is_refused_or_made_explicit(tmp_path):
 def test_mask_and_pad_tokens_are_added_with_mean_rows(llama_dir, tmp_path):
     source = LlamaForCausalLM.from_pretrained(llama_dir)
     out = convert(str(llama_dir), tmp_path / "out")
-    tokenizer, model = AutoTokenizer.from_pretrained(out), AutoModelForCausalLM.from_pretrained(out)
+    tokenizer, model = AutoTokenizer.from_pretrained(out), EuroBertClmMlmForCausalLM.from_pretrained(out)
 
     assert tokenizer.mask_token == "<|mask|>" and tokenizer.pad_token == "<|pad|>"
     assert model.config.mask_token_id == tokenizer.mask_token_id == source.config.vocab_size
@@ -203,7 +202,7 @@ def test_mask_and_pad_tokens_are_added_with_mean_rows(llama_dir, tmp_path):
 def test_tied_embeddings_are_untied(tmp_path):
     save_llama(tmp_path / "llama", build_tokenizer(), tie_word_embeddings=True)
     out = convert(str(tmp_path / "llama"), tmp_path / "out", dtype="bfloat16")
-    model = AutoModelForCausalLM.from_pretrained(out)
+    model = EuroBertClmMlmForCausalLM.from_pretrained(out)
     assert model.config.tie_word_embeddings is False and model.lm_head.weight.dtype == torch.bfloat16
     embed, head = model.model.embed_tokens.weight, model.lm_head.weight
     assert embed.data_ptr() != head.data_ptr()
@@ -216,7 +215,7 @@ def test_existing_tokens_add_nothing(tmp_path):
     tokenizer.add_special_tokens({"pad_token": "<pad>"})
     save_llama(tmp_path / "llama", tokenizer, vocab_size=len(tokenizer) + 5)  # padded vocab, as many decoders
     out = convert(str(tmp_path / "llama"), tmp_path / "out")
-    model = AutoModelForCausalLM.from_pretrained(out)
+    model = EuroBertClmMlmForCausalLM.from_pretrained(out)
     assert model.config.vocab_size == len(tokenizer) + 5
     assert (model.config.mask_token_id, model.config.pad_token_id) == (3, 4)
     mask = AutoTokenizer.from_pretrained(out).added_tokens_decoder[3]
@@ -232,7 +231,7 @@ def test_an_ordinary_word_is_refused_as_mask_or_pad_token(llama_dir, tmp_path, f
 
 def test_mlm_class_loads_the_converted_checkpoint(llama_dir, tmp_path):
     out = convert(str(llama_dir), tmp_path / "out")
-    mlm, info = AutoModelForMaskedLM.from_pretrained(out, output_loading_info=True)
+    mlm, info = EuroBertClmMlmForMaskedLM.from_pretrained(out, output_loading_info=True)
     assert type(mlm).__name__ == "EuroBertClmMlmForMaskedLM"
     assert not info["missing_keys"] and not info["unexpected_keys"] and not info["mismatched_keys"]
     config = json.loads((out / "config.json").read_text())
@@ -318,7 +317,7 @@ def test_hub_id_source_is_checked_before_weights_are_downloaded(llama_dir, tmp_p
         assert not any("tiny-gemma" in path and path.endswith(".safetensors") for path in fetched)
     finally:
         hub.stop()
-    assert AutoModelForCausalLM.from_pretrained(tmp_path / "out").config.is_causal
+    assert EuroBertClmMlmForCausalLM.from_pretrained(tmp_path / "out").config.is_causal
 
 
 @pytest.mark.slow  # ~20 s: two CPT runs, two fine-tuning runs, one fresh process (the end-to-end check)
@@ -336,7 +335,7 @@ def test_converted_qwen2_and_qwen3_run_cpt_and_the_grid(tmp_path, data_dir, tmp_
         save_llama(tmp_path / family, tokenizer, family=family, eos_token_id=tokenizer.eos_token_id,
                    bos_token_id=tokenizer.bos_token_id, **overrides)
         converted = convert(str(tmp_path / family), tmp_path / f"{family}-eurobert", mask_token="<mask>")
-        before = AutoModelForMaskedLM.from_pretrained(converted).state_dict()
+        before = EuroBertClmMlmForMaskedLM.from_pretrained(converted).state_dict()
         out = tmp_path / f"{family}-cpt"
         cpt.main(["--config", "recipes/configs/debug.yaml", "--architecture", "null", "--model_name_or_path",
                   str(converted), "--switch_step", "null", "--intermediate_steps", "1", "--max_steps", "2",
@@ -344,7 +343,7 @@ def test_converted_qwen2_and_qwen3_run_cpt_and_the_grid(tmp_path, data_dir, tmp_
                   "--warmup_steps", "1", "--report_to", "none", "--data_cache_dir", str(cache_dir),
                   "--lr_scheduler_kwargs", '{"num_decay_steps": 1, "decay_type": "linear"}',
                   "--output_dir", str(out)])
-        trained = AutoModelForMaskedLM.from_pretrained(out)
+        trained = EuroBertClmMlmForMaskedLM.from_pretrained(out)
         assert trained.config.is_causal is False and trained.config.qkv_bias == (family == "qwen2")
         assert trained.config.qk_norm == (family == "qwen3")
         changed = {key for key, value in trained.state_dict().items() if not torch.equal(value, before[key])}

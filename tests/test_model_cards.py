@@ -462,3 +462,19 @@ def test_cli_bad_input_is_one_line(tmp_path, case):
                 "summary_without_results": "--summary and --results go together"}[case]
     assert expected in lines[-1]
     assert not (ckpt / "README.md").exists()
+
+
+@pytest.mark.parametrize("objective", ["clm", "mlm"])
+def test_card_of_a_natively_loadable_checkpoint_shows_plain_transformers(tmp_path, objective):
+    """A checkpoint whose config.json names transformers' own EuroBERT (what the recipes save): the usage snippet is
+    plain `AutoModel.from_pretrained(repo)`, no flag; a CLM one says how to get its causal attention back."""
+    config = {"model_type": "eurobert", "auto_map": {"AutoConfig": "configuration_eurobert.EuroBertClmMlmConfig"},
+              "is_causal": False}
+    if objective == "clm":
+        config["pretraining_attention"] = "causal"
+    ckpt = make_checkpoint(tmp_path / "run", f"610m-{objective if objective == 'clm' else 'mlm40'}-42k",
+                           objective=objective, mlm_probability=None if objective == "clm" else 0.4)
+    (ckpt / "config.json").write_text(json.dumps({**json.loads((ckpt / "config.json").read_text()), **config}))
+    text = build_model_card(ckpt, repo_id="org/m").text
+    assert 'model = AutoModel.from_pretrained("org/m")\n' in text and "Plain transformers loads it" in text
+    assert ("pretraining_attention" in text) == (objective == "clm")

@@ -231,13 +231,15 @@ def test_yaml_cli_precedence_and_unknown_keys(tmp_path, cache_dir):
 
 def test_every_shipped_yaml_parses():
     configs = sorted(Path("recipes/configs").rglob("*.yaml"))
-    assert len(configs) == 1 + 5 * 38  # debug + paper, mini, mini-gpu, toy, smoke
+    assert len(configs) == 2 + 5 * 38  # debug, cpt-from-decoder + paper, mini, mini-gpu, toy, smoke
     for path in configs:
         recipe = manifest.recipes().get(path.stem)
-        parser = cpt.make_parser() if recipe and recipe.cpt_base else pretrain.make_parser()
+        decoder = path.stem == "cpt-from-decoder"  # its base comes from the command line
+        parser = cpt.make_parser() if (recipe and recipe.cpt_base) or decoder else pretrain.make_parser()
         # use_cpu: TrainingArguments refuses bf16 (paper configs) on a machine without a bf16 GPU otherwise
         # paper configs assume 8 GPUs (global batch 1152); here there is one CPU process
-        extra = ["--global_batch_size", "null"] if "paper" in path.parts else []
+        extra = ["--global_batch_size", "null"] if "paper" in path.parts or decoder else []
+        extra += ["--model_name_or_path", "out/decoder"] if decoder else []
         run_args, training_args = parser.parse_args_and_config(["--config", str(path), "--use_cpu", "true", *extra])
         check_run_settings(run_args, training_args)
         if recipe:
@@ -311,3 +313,86 @@ def test_several_corpus_sources_are_concatenated_in_order(tmp_path):
     assert len(both) == len(bundle) + 5 and both[len(bundle)]["text"] == "extra document 0"
     assert paths.is_hub_id("HuggingFaceFW/fineweb-edu")
     assert not paths.is_hub_id("bundle") and not paths.is_hub_id(str(extra))
+
+
+PLAIN_LOAD = """
+import json, sys, torch, transformers
+from sentence_transformers import SentenceTransformer
+dirs, ids = json.loads(sys.argv[1]), torch.tensor(json.loads(sys.argv[2]))
+report = {}
+for name, path in dirs.items():
+    tok = transformers.AutoTokenizer.from_pretrained(path)
+    with torch.no_grad():
+        heads = {auto: getattr(transformers, auto).from_pretrained(path).eval()
+                 for auto in ("AutoModel", "AutoModelForMaskedLM", "AutoModelForSequenceClassification",
+                              "AutoModelForTokenClassification")}
+        remote = transformers.AutoModelForCausalLM.from_pretrained(path, trust_remote_code=True)
+        st = SentenceTransformer(path, device="cpu")
+        report[name] = {
+            "classes": {auto: type(m).__name__ for auto, m in heads.items()}, "remote": type(remote).__module__,
+            "tokens": tok("The capital is <|mask|>.")["input_ids"],
+            "hidden": heads["AutoModel"](ids).last_hidden_state.tolist(),
+            "logits": heads["AutoModelForMaskedLM"](ids).logits.tolist(),
+            "embedding": st.encode_query(["what is the capital"], convert_to_tensor=True).tolist()}
+print("REPORT " + json.dumps(report))
+"""
+
+
+def test_every_objective_loads_with_plain_auto_classes_in_a_fresh_process(three_runs, tmp_path, cache_dir):
+    """CLM, MLM, PFS and CPT checkpoints load with plain `AutoModel*`, `AutoTokenizer` and `SentenceTransformer`
+    (no flag; a process that cannot import this project, stdin closed, so a [y/N] prompt would fail it) as
+    transformers' own EuroBERT, bidirectional, with hidden states, MLM logits and embeddings equal to this project's
+    classes; `trust_remote_code=True` still gives this project's classes (here the causal LM head)."""
+    from evaluation import common, retrieval, tasks
+    from modeling_eurobert import EuroBertClmMlmForMaskedLM, EuroBertClmMlmModel
+    from tests.fixtures.fresh_process import run_fresh
+
+    base = three_runs["clm"][1].output_dir
+    cpt_args = parse(tmp_path / "cpt", cache_dir, "--architecture", "null", "--model_name_or_path", base,
+                     "--switch_step", "null", "--max_steps", "2",
+                     parser=cpt.make_parser())
+    cpt.pretrain(*cpt_args)
+    dirs = {name: str(three_runs[name][1].output_dir) for name in ("clm", "mlm", "pfs")}
+    dirs["cpt"] = str(tmp_path / "cpt")
+    ids = [[0, 5, 17, 42, 8, 99, 3, 1]]
+    result = run_fresh(PLAIN_LOAD, tmp_path, timeout=240, args=(json.dumps(dirs), json.dumps(ids)))
+    assert result.returncode == 0, result.stderr[-3000:]
+    output = result.stdout + result.stderr
+    assert not [notice for notice in ("custom code", "trust_remote_code", "[y/N]", "model of type") if notice in output]
+    report = json.loads(result.stdout.split("REPORT ", 1)[1])
+    scifact = tasks.load_task("scifact")
+    for name, path in dirs.items():
+        config = json.loads((Path(path) / "config.json").read_text())
+        assert config["model_type"] == "eurobert" and config["is_causal"] is False
+        assert config.get("pretraining_attention") == ("causal" if name == "clm" else None)
+        loaded = report[name]
+        assert loaded["classes"] == {"AutoModel": "EuroBertModel", "AutoModelForMaskedLM": "EuroBertForMaskedLM",
+                                     "AutoModelForSequenceClassification": "EuroBertForSequenceClassification",
+                                     "AutoModelForTokenClassification": "EuroBertForTokenClassification"}
+        assert loaded["remote"].startswith("transformers_modules")  # this project's code, from the checkpoint
+        with torch.no_grad():
+            ours = EuroBertClmMlmModel.from_pretrained(path, is_causal=False).eval()(torch.tensor(ids))
+            logits = EuroBertClmMlmForMaskedLM.from_pretrained(path).eval()(torch.tensor(ids)).logits
+        torch.testing.assert_close(torch.tensor(loaded["hidden"]), ours.last_hidden_state, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(torch.tensor(loaded["logits"]), logits, atol=1e-5, rtol=1e-5)
+        embedding = retrieval.build_model(path, scifact, common.FinetuneArgs()).eval().encode_query(
+            ["what is the capital"], convert_to_tensor=True)
+        torch.testing.assert_close(torch.tensor(loaded["embedding"]), embedding, atol=1e-5, rtol=1e-5)
+    # our classes read the CLM run's record back: causal by default, as it was pretrained
+    assert EuroBertClmMlmModel.from_pretrained(dirs["clm"]).config.is_causal is True
+
+
+def test_a_checkpoint_native_eurobert_cannot_hold_keeps_remote_code(tmp_path):
+    """`make_plain_loadable` follows `check_exportable`: an LM head with an MLP bias (native EuroBERT's LM head would
+    gain a bias) or a QA head keeps this project's model_type, so plain transformers cannot load it silently wrong."""
+    from modeling_eurobert import EuroBertClmMlmForMaskedLM, EuroBertClmMlmForQuestionAnswering, load_architecture
+    from modeling_eurobert.export_native import make_plain_loadable
+
+    for name, model in {"mlp_bias": EuroBertClmMlmForMaskedLM(load_architecture("tiny", mlp_bias=True)),
+                        "qa": EuroBertClmMlmForQuestionAnswering(load_architecture("tiny"))}.items():
+        model.save_pretrained(tmp_path / name)
+        assert make_plain_loadable(tmp_path / name) is False
+        assert json.loads((tmp_path / name / "config.json").read_text())["model_type"] == "eurobert_clm_mlm"
+    model = EuroBertClmMlmForMaskedLM(load_architecture("tiny"))
+    model.save_pretrained(tmp_path / "plain")
+    assert make_plain_loadable(tmp_path / "plain") is True

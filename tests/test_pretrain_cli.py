@@ -55,6 +55,28 @@ def base(tmp_path_factory, cache_dir):
     return output_dir
 
 
+@pytest.mark.slow
+def test_scripts_launch_by_path_from_the_root_and_from_another_directory(tmp_path):
+    """`accelerate launch recipes/pretrain.py` (repository root, the shipped CPU config) and `accelerate launch
+    /abs/path/recipes/cpt.py` (another directory) run the scripts, as the design card and README write them: the
+    project is an installed package (requirements.txt: `-e .`), not a folder on sys.path. Both at once (2 cores)."""
+    accelerate = str(Path(sys.executable).parent / "accelerate")
+    launches = {
+        "pretrain": ([accelerate, "launch", "--config_file", "recipes/accelerate/cpu.yaml", "recipes/pretrain.py",
+                      "--help"], ROOT),
+        "cpt": ([accelerate, "launch", "--num_processes", "1", "--cpu", str(ROOT / "recipes" / "cpt.py"), "--help"],
+                tmp_path),
+    }
+    env = {k: v for k, v in ENV.items() if k != "PYTHONPATH"}
+    running = {name: subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True) for name, (command, cwd) in launches.items()}
+    for name, process in running.items():
+        out, err = process.communicate(timeout=180)
+        assert process.returncode == 0, f"{name}: {err[-3000:]}"
+        assert f"usage: {name}.py" in out and "--model_name_or_path" in out, out[-2000:]
+    assert "--keep_optimizer_state" in out  # the CPT settings: cpt.py's own parser ran
+
+
 def _write(path, text):
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
@@ -220,3 +242,43 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().split(") ")[1].split()[0]
     except (FileNotFoundError, IndexError):
         return "gone"
+
+
+def test_readme_decoder_cpt_command_trains_a_converted_llama_under_its_own_name(tmp_path, cache_dir):
+    """The README's convert -> CPT commands, exactly, on a tiny converted Llama (paths swapped for the tiny ones,
+    CPU-sized overrides appended): no optimizer state asked for, the run named after its output_dir with the
+    decoder as its CPT base, never as the paper recipe whose settings it borrows."""
+    import re
+    import shlex
+
+    import yaml
+
+    from modeling_eurobert import convert
+    from tests.test_convert import build_tokenizer, save_llama
+
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("**CPT from a decayed run or any decoder.**", 1)[1].split("```bash\n", 1)[1].split("```")[0]
+    convert_line, cpt_command = [" ".join(part.split()) for part in block.replace("\\\n", " ").strip().split("\n")]
+    llama = tmp_path / "llama"
+    save_llama(llama, build_tokenizer())
+    convert.main([str(llama), str(tmp_path / "llama-3.2-1b-eurobert")])
+    assert convert_line.endswith("out/llama-3.2-1b-eurobert")
+    argv = shlex.split(re.sub(r"\bout/", f"{tmp_path}/", cpt_command))
+    assert argv[:3] == ["accelerate", "launch", "recipes/cpt.py"]
+    cpu = ["--corpus_source", "bundle", "--max_docs", "200", "--block_size", "32", "--num_proc", "1",
+           "--global_batch_size", "2", "--per_device_train_batch_size", "2", "--gradient_accumulation_steps", "1",
+           "--max_steps", "2", "--warmup_steps", "1", "--lr_scheduler_kwargs", '{"num_decay_steps": 1}',
+           "--bf16", "false", "--compile", "none", "--mlm_fixed_shape", "false", "--report_to", "none",
+           "--dataloader_num_workers", "0", "--save_steps", "2", "--data_cache_dir", str(cache_dir)]
+    cpt.main([arg.replace("recipes/", str(ROOT / "recipes") + "/", 1) if arg.endswith(".yaml") else arg
+              for arg in argv[3:]] + cpu)
+    output = tmp_path / "llama-3.2-1b-eurobert-mlm40-cpt"
+    info = json.loads((output / "run_info.json").read_text())
+    assert info["name"] == output.name and info["cpt_base"] == "llama-3.2-1b-eurobert" and info["scale"] is None
+    assert info["run_config"]["run_settings"]["keep_optimizer_state"] is False
+    # the decoder config is the paper CPT recipe less what only the study's own bases have
+    paper = yaml.safe_load((ROOT / "recipes/configs/paper/610m-clm-dec42k-mlm40-44k.yaml").read_text())
+    decoder = yaml.safe_load((ROOT / "recipes/configs/cpt-from-decoder.yaml").read_text())
+    assert decoder == {k: v for k, v in paper.items()
+                       if k not in ("model_name_or_path", "keep_optimizer_state", "scale", "output_dir", "run_name")}
+    assert decoder["warmup_steps"] == decoder["max_steps"] // 100  # "warmup over 1%", as documented
