@@ -254,6 +254,17 @@ def list_runs(grid: GridArgs, protocol: common.ProtocolArgs) -> tuple[list[Run],
     lrs, seeds = _split(grid.lrs, float, "lrs"), _split(grid.seeds, int, "seeds")
     if not (specs and task_list and lrs and seeds):
         raise ValueError("empty grid: give at least one --model, --tasks entry, --lrs value and --seeds value")
+    if bad := [lr for lr in lrs if not lr > 0]:
+        raise ValueError(f"--lrs {bad} must be > 0 (paper: 1e-5 to 5e-4)")
+    if not 0 <= protocol.warmup_ratio < 1:
+        raise ValueError(f"--warmup_ratio {protocol.warmup_ratio} must be in [0, 1) (paper: 0.1)")
+    names = [task.name for task in task_list]
+    if dupes := sorted({n for n in names if names.count(n) > 1}):
+        raise ValueError(f"--tasks names {dupes} more than once (results and caches are filed by task name); "
+                         "give each task YAML a unique name")
+    if bad := [n for n in names if not n or "/" in n or "\\" in n or n.startswith(".")]:
+        raise ValueError(f"task name(s) {bad} cannot name a results folder (no '/', no leading '.'); "
+                         "fix the YAML's name")
     saved = models_to_save(grid.save_models, task_list, lrs, seeds)
     models = [resolve_model(spec) for spec in specs]
     names = [name for name, _, _ in models]
@@ -396,6 +407,11 @@ def check(grid: GridArgs, protocol: common.ProtocolArgs) -> tuple[list[Run], dic
                          f"e.g. {run.path(grid.output)}: {'; '.join(states[id(run)][1][:4])}; "
                          "pass --rerun_changed to redo them (old files are moved aside) or another --output")
     todo = [run for run in runs if states[id(run)][0] != "done"]
+    for run in todo:  # --save_models replaces <result>.model/: only one this grid saved (it holds finetune_info.json)
+        model_dir = run.model_dir(grid.output)
+        if run.save_model and model_dir.exists() and not (model_dir / FINETUNE_INFO_NAME).is_file():
+            raise ValueError(f"{model_dir} exists and was not saved by the grid (no {FINETUNE_INFO_NAME}); move it "
+                             "away or use another --output (nothing was written)")
     shared = f" ({len(units(todo))} fine-tunings: retrieval tasks with the same training pairs share one)" \
         if len(units(todo)) < len(todo) else ""
     print(f"{len(runs)} runs in the grid, {len(runs) - len(todo)} already finished, {len(todo)} to run{shared}",
@@ -403,8 +419,34 @@ def check(grid: GridArgs, protocol: common.ProtocolArgs) -> tuple[list[Run], dic
     return todo, tokenizers
 
 
-def _claim(unit: list[Run], output, stack: contextlib.ExitStack) -> list[Run]:
-    """Lock the unit's runs that no other process holds and that are still to do; move aside changed results."""
+class GridMixed(ValueError):
+    """A concurrent grid of another identity wrote into this grid's output: stop rather than mix or redo its runs."""
+
+
+_PROTOCOLS: dict = {}  # (result path, mtime) -> its protocol identity, read once per process
+
+
+def _other_protocol(run: Run, folder: Path) -> Path | None:
+    """A finished result beside `run`'s made under another protocol (a concurrent grid with other settings)."""
+    for path in sorted(p for p in folder.glob("lr*-seed*.json") if not p.name.startswith(".")):
+        key = (path, path.stat().st_mtime_ns)
+        if key not in _PROTOCOLS:
+            try:
+                _PROTOCOLS[key] = artifacts.read_result(path).get("identity", {}).get("protocol")
+            except ValueError:
+                _PROTOCOLS[key] = None
+        if _PROTOCOLS[key] is not None and _PROTOCOLS[key] != run.identity["protocol"]:
+            return path
+    return None
+
+
+def _claim(unit: list[Run], output, stack: contextlib.ExitStack, rerun_changed: bool = False) -> list[Run]:
+    """Lock the unit's runs that no other process holds and that are still to do, re-checking identity now (another
+    grid may have written since the start); move aside changed results only with `rerun_changed`.
+
+    Raises:
+        GridMixed: a result of another identity appeared since the grid's check (a concurrent grid).
+    """
     mine = []
     for run in unit:
         path = run.path(output)
@@ -412,9 +454,15 @@ def _claim(unit: list[Run], output, stack: contextlib.ExitStack) -> list[Run]:
             stack.enter_context(artifacts.exclusive_lock(path.with_name(f".{path.name}.lock"), f"run {path}"))
         except artifacts.LockHeld:  # another grid process is running it
             continue
-        state, _ = status(run, output)  # another process may have finished it meanwhile
+        state, why = status(run, output)  # another process may have finished it meanwhile
         if state == "done":
             continue
+        if state == "changed" and not rerun_changed:  # finished since the grid's check by a grid of another identity
+            raise GridMixed(f"{path} was just written by another grid with another identity ({'; '.join(why[:4])}); "
+                            "one --output holds one protocol: use another --output")
+        if not rerun_changed and (other := _other_protocol(run, path.parent)):
+            raise GridMixed(f"{other} was written by another grid with another protocol; one --output holds one "
+                            "protocol: use another --output")
         for stale in artifacts.stale_temp_files(path):  # left by a killed writer of this very file
             stale.unlink()
         if state == "changed":
@@ -439,7 +487,7 @@ def run_all(todo: list[Run], tokenizers: dict, grid: GridArgs, protocol: common.
             tasks_of = "+".join(run.task.name for run in unit)
             progress.set_postfix_str(f"{unit[0].model_name} {tasks_of} lr={unit[0].lr:g} seed={unit[0].seed}")
             with contextlib.ExitStack() as locks:
-                mine = _claim(unit, grid.output, locks)
+                mine = _claim(unit, grid.output, locks, grid.rerun_changed)
                 if not mine:
                     continue
                 for run, record, finetuned in execute(mine, protocol, tokenizers[unit[0].model_path], scratch):
@@ -544,6 +592,8 @@ def main(argv: list[str] | None = None) -> None:
         todo, tokenizers = check(grid_args, protocol_args)
     try:
         run_all(todo, tokenizers, grid_args, protocol_args)
+    except GridMixed as error:  # refused before this run wrote anything
+        raise cli.bad_input(error) from None
     except GridFailed as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(1)
