@@ -34,6 +34,19 @@ def check_run_settings(run_args: PretrainArguments, training_args: TrainingArgum
     total = training_args.max_steps
     if total is None or total <= 0:
         raise ValueError("set max_steps > 0: budgets are counted in optimizer steps (paper: 42000)")
+    for name, value, low in (("per_device_train_batch_size", training_args.per_device_train_batch_size, 1),
+                             ("gradient_accumulation_steps", training_args.gradient_accumulation_steps, 1),
+                             ("max_grad_norm", training_args.max_grad_norm or 0, 0),
+                             ("block_size", run_args.block_size, 2),
+                             ("data_start_block", getattr(run_args, "data_start_block", None) or 0, 0)):
+        if value < low:
+            raise ValueError(f"{name}={value} is out of range; use a value >= {low:g}")
+    for name in ("learning_rate", "save_steps"):
+        if not getattr(training_args, name) > 0:
+            raise ValueError(f"{name}={getattr(training_args, name)} must be > 0")
+    if not isinstance(training_args.lr_scheduler_kwargs, dict):
+        raise ValueError(f"lr_scheduler_kwargs={training_args.lr_scheduler_kwargs!r} is not a JSON object; write it "
+                         "as '{\"num_decay_steps\": 4200, \"decay_type\": \"1-sqrt\"}'")
     if training_args.train_sampling_strategy != "sequential":
         raise ValueError("set train_sampling_strategy: sequential "
                          "(every objective must read the blocks in the same order)")

@@ -22,6 +22,7 @@ status 2; a failure while training with exit status 1. Only one process trains i
 """
 
 import contextlib
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,6 +92,9 @@ def prepare(run_args: PretrainArguments, training_args: TrainingArguments) -> Pr
     """
     # 1. settings and where to start
     check_run_settings(run_args, training_args)
+    if training_args.hub_token:  # never pickled into training_args.bin: huggingface_hub reads it from the environment
+        os.environ["HF_TOKEN"] = training_args.hub_token
+        training_args.hub_token = None
     check_sources(run_args)
     resume = check_output_dir(run_args, training_args)
     cpt_base, first_block, optimizer_file = cpt_start(run_args)

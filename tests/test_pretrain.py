@@ -2,6 +2,7 @@
 input."""
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -169,6 +170,13 @@ def _tokenizer_without_mask(path):
     (["--corpus_source", "EMPTY"], "is empty"),
     (["--tokenizer_name_or_path", "NOMASK"], "no mask token"),
     (["--train_sampling_strategy", "random"], "sequential"),
+    (["--per_device_train_batch_size", "0"], "per_device_train_batch_size=0 is out of range"),
+    (["--gradient_accumulation_steps", "0"], "gradient_accumulation_steps=0 is out of range"),
+    (["--learning_rate", "-1"], "learning_rate=-1.0 must be > 0"),
+    (["--save_steps", "0"], "save_steps=0.0 must be > 0"),
+    (["--max_grad_norm", "-1"], "max_grad_norm=-1.0 is out of range"),
+    (["--block_size", "0"], "block_size=0 is out of range"),
+    (["--lr_scheduler_kwargs", "not-json"], "is not a JSON object"),
 ])
 def test_bad_input_fails_before_writing(tmp_path, cache_dir, extra, message):
     if "EMPTY" in extra:
@@ -396,3 +404,27 @@ def test_a_checkpoint_native_eurobert_cannot_hold_keeps_remote_code(tmp_path):
     model = EuroBertClmMlmForMaskedLM(load_architecture("tiny"))
     model.save_pretrained(tmp_path / "plain")
     assert make_plain_loadable(tmp_path / "plain") is True
+
+
+def test_hub_token_is_never_written(tmp_path, cache_dir, monkeypatch):
+    """`--hub_token` reaches huggingface_hub through the environment; no file of the run holds it (training_args.bin
+    is a pickle of the TrainingArguments)."""
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    secret = "hf_not_a_real_token_0123456789"
+    run_args, training_args = parse(tmp_path / "out", cache_dir, "--objective", "clm", "--switch_step", "null",
+                                    "--max_steps", "2", "--save_steps", "1", "--hub_token", secret)
+    pretrain.pretrain(run_args, training_args)
+    files = [path for path in (tmp_path / "out").rglob("*") if path.is_file()]
+    assert any(path.name == "training_args.bin" for path in files)
+    assert [path for path in files if secret.encode() in path.read_bytes()] == []
+    assert os.environ["HF_TOKEN"] == secret
+
+
+def test_cpt_refuses_a_negative_data_start_block(tmp_path, cache_dir):
+    from recipes import cpt
+
+    args = parse(tmp_path / "out", cache_dir, "--data_start_block", "-5", "--model_name_or_path", str(tmp_path),
+                 "--architecture", "null", "--switch_step", "null", parser=cpt.make_parser())
+    with pytest.raises(ValueError, match="data_start_block=-5 is out of range"):
+        pretrain.pretrain(*args)
+    assert not (tmp_path / "out").exists()
