@@ -199,6 +199,28 @@ def write_tables(rows: list[dict], comparisons: list[dict], output: Path, tested
 
 
 
+REPORT_MARK = ".evaluation-report.json"  # the files an earlier report wrote into its --output directory
+
+
+def check_output(output: Path) -> None:
+    """Refuse an --output that is a file or holds files this tool did not write (before anything is written)."""
+    if output.exists() and not output.is_dir():
+        raise ValueError(f"--output {output} is a file; pass a directory")
+    if output.is_dir() and not (output / REPORT_MARK).is_file() and any(output.iterdir()):
+        raise ValueError(f"--output {output} holds files evaluation.report did not write; pass a new or empty "
+                         "directory, or one an earlier report wrote")
+
+
+def clear_earlier_report(output: Path) -> set[str]:
+    """Remove what an earlier report wrote here (no stale findings or figure survives); return what is left."""
+    mark = output / REPORT_MARK
+    if mark.is_file():
+        for name in artifacts.read_json(mark, "report marker")["files"]:
+            (output / Path(name).name).unlink(missing_ok=True)
+        mark.unlink()
+    return {p.name for p in output.iterdir()}
+
+
 def main(argv=None) -> Path:
     """Write summary.csv, summary.md, findings.csv and the figures; return the output directory."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -219,12 +241,14 @@ def main(argv=None) -> Path:
         rows = summarize(records, args.bootstrap)
         models = {r["model"] for r in records}
         pair = cli.split_list(args.compare) or None
-        if pair and (len(pair) != 2 or not set(pair) <= models):
+        if pair and (len(pair) != 2 or len(set(pair)) != 2 or not set(pair) <= models):
             raise ValueError(f"--compare needs two model names from the results ({sorted(models)}), "
                              f"got {args.compare!r}")
+        output = Path(args.output or Path(args.results) / "report")
+        check_output(output)
     regime = findings.Regime(args.tokens_per_step, args.parameters) if args.parameters else findings.Regime()
-    output = Path(args.output or Path(args.results) / "report")
     output.mkdir(parents=True, exist_ok=True)
+    before = clear_earlier_report(output)
     comparisons = compare(records, rows, *pair) if pair else []
     tested = findings.comparisons(records, rows, regime)
     write_tables(rows, comparisons, output, tested)
@@ -235,6 +259,8 @@ def main(argv=None) -> Path:
         writer.writerows({k: _finding_cell(r, k) for k in FINDING_KEYS} for r in tested)
         artifacts.write_text_atomic(output / "findings.csv", buffer.getvalue())
     figures.plot_all(rows, output, regime.tokens_per_step if args.parameters else None)
+    written = sorted({p.name for p in output.iterdir()} - before)
+    artifacts.write_json_atomic(output / REPORT_MARK, {"files": written})
     print(f"report written to {output}")
     return output
 

@@ -325,3 +325,29 @@ def test_report_names_means_below_the_baseline_and_too_wide_for_the_target(tmp_p
     # std 0.04 over seeds: t(0.975, n-1) * 0.04 / sqrt(n) <= 0.02 first at n = 18
     assert "| 610m-mlm40-42k | sst2 | 3 |" in wide and wide.rstrip().endswith("| 0.04 | 18 |")
     assert "610m-clm-42k" not in wide
+
+
+def test_report_never_replaces_files_it_did_not_write_and_leaves_nothing_stale(results, tmp_path, capsys):
+    user = tmp_path / "mine"
+    user.mkdir()
+    (user / "summary.md").write_text("my notes")
+    with pytest.raises(SystemExit) as exit_info:
+        report.main([str(results), "--output", str(user)])
+    assert exit_info.value.code == 2 and "did not write" in capsys.readouterr().err
+    assert [p.name for p in user.iterdir()] == ["summary.md"] and (user / "summary.md").read_text() == "my notes"
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(SystemExit):
+        report.main([str(results), "--output", str(tmp_path / "afile")])
+    with pytest.raises(SystemExit):  # a comparison of a model with itself
+        report.main([str(results), "--output", str(tmp_path / "new"), "--compare", "610m-clm-42k,610m-clm-42k"])
+    assert not (tmp_path / "new").exists()
+
+    out = tmp_path / "report"
+    report.main([str(results), "--output", str(out)])
+    first = {p.name for p in out.iterdir()}
+    assert "findings.csv" in first and any(name.endswith(".png") for name in first)
+    other = tmp_path / "other"
+    write_run(other, "bert-tiny", "sst2", 1e-5, 0, 0.5, np.ones(4))
+    report.main([str(other), "--output", str(out)])  # an earlier report's folder: rewritten, nothing stale left
+    assert sorted(p.name for p in out.glob("*.png")) == ["objective_sc.png"]
+    assert not (out / "findings.csv").exists() and "bert-tiny" in (out / "summary.md").read_text()
