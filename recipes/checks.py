@@ -11,7 +11,10 @@
 They read only; bad input raises one `ValueError` / `FileNotFoundError` line naming the fix.
 """
 
+import json
 import os
+import sys
+import zipfile
 from pathlib import Path
 
 from transformers import TrainingArguments
@@ -110,13 +113,42 @@ def _read_run_config(path: Path) -> dict:
     return stored
 
 
+def checkpoint_problem(checkpoint: str | os.PathLike) -> str | None:
+    """Why `checkpoint` cannot be resumed from, or None: the Trainer's state, this recipe's run_info.json (written
+    last: a kill before it leaves an unchecked checkpoint), readable weights and optimizer state."""
+    path = Path(checkpoint)
+    try:
+        json.loads((path / "trainer_state.json").read_text())
+    except FileNotFoundError:
+        return "no trainer_state.json"
+    except (ValueError, OSError) as error:
+        return f"trainer_state.json is unreadable ({error})"
+    if not (path / artifacts.RUN_INFO_NAME).is_file():
+        return f"no {artifacts.RUN_INFO_NAME} (the save was interrupted)"
+    try:
+        artifacts.check_weights(path)
+        for optimizer in path.glob("optimizer*.pt"):
+            zipfile.ZipFile(optimizer).close()
+    except ValueError as error:
+        return str(error)
+    except (zipfile.BadZipFile, OSError) as error:
+        return f"{optimizer.name} is unreadable ({error})"
+    return None
+
+
 def last_complete_checkpoint(directory: str | os.PathLike) -> str | None:
-    """Newest `checkpoint-N` under `directory` whose trainer_state.json exists (the Trainer writes it last)."""
+    """Newest intact `checkpoint-N` under `directory` (`checkpoint_problem`); each newer broken one is named on
+    stderr as it is skipped."""
     directory = Path(directory)
     if not directory.is_dir():
         return None
-    done = [p for p in directory.glob(f"{PREFIX_CHECKPOINT_DIR}-*") if (p / "trainer_state.json").is_file()]
-    return str(max(done, key=lambda p: int(p.name.split("-")[-1]))) if done else None
+    found = sorted(directory.glob(f"{PREFIX_CHECKPOINT_DIR}-*"), key=lambda p: int(p.name.split("-")[-1]))
+    for checkpoint in reversed(found):
+        problem = checkpoint_problem(checkpoint)
+        if problem is None:
+            return str(checkpoint)
+        print(f"warning: skipping {checkpoint}: {problem}", file=sys.stderr)
+    return None
 
 
 def check_sources(run_args: PretrainArguments) -> None:
@@ -178,9 +210,9 @@ def check_output_dir(run_args: PretrainArguments, training_args: TrainingArgumen
 def _check_resume_checkpoint(checkpoint: str, current: dict) -> str:
     """An explicit `--resume_from_checkpoint` must be a complete Trainer checkpoint of a run with these settings."""
     path = Path(checkpoint)
-    if not (path / "trainer_state.json").is_file():
-        raise ValueError(f"--resume_from_checkpoint {checkpoint} is not a complete Trainer checkpoint (no "
-                         "trainer_state.json); pass <output_dir>/checkpoint-N")
+    if problem := checkpoint_problem(path):
+        raise ValueError(f"--resume_from_checkpoint {checkpoint} is not a complete checkpoint of this recipe "
+                         f"({problem}); pass an intact <output_dir>/checkpoint-N")
     info = artifacts.read_run_info(path)
     if info is not None:
         diff = _config_diff(info.get("run_config", {}), current, ignore=_BUDGET_KEYS | set(_LAYOUT_KEYS))

@@ -428,3 +428,26 @@ def test_cpt_refuses_a_negative_data_start_block(tmp_path, cache_dir):
     with pytest.raises(ValueError, match="data_start_block=-5 is out of range"):
         pretrain.pretrain(*args)
     assert not (tmp_path / "out").exists()
+
+
+def test_resume_skips_broken_checkpoints_and_refuses_an_unchecked_one(tmp_path, cache_dir, capsys):
+    """A checkpoint killed before its run_info.json, or with truncated weights or optimizer state, is never resumed
+    from: auto-resume falls back to the newest intact one and names what it skipped; an explicit one is refused."""
+    from recipes.checks import check_output_dir
+
+    args = ("--objective", "clm", "--switch_step", "null", "--max_steps", "4", "--save_steps", "1",
+            "--intermediate_steps", "4", "--save_strategy", "steps")
+    run_args, training_args = parse(tmp_path / "out", cache_dir, *args)
+    pretrain.pretrain(run_args, training_args)
+    out = tmp_path / "out"
+    (out / "checkpoint-2" / "run_info.json").unlink()  # killed right after trainer_state.json
+    for checkpoint, name in (("checkpoint-4", "model.safetensors"), ("checkpoint-3", "optimizer.pt")):
+        data = (out / checkpoint / name).read_bytes()
+        (out / checkpoint / name).write_bytes(data[: len(data) // 2])
+    capsys.readouterr()
+    assert check_output_dir(*parse(out, cache_dir, *args)) == str(out / "checkpoint-1")
+    skipped = capsys.readouterr().err
+    assert all(f"skipping {out / c}" in skipped for c in ("checkpoint-4", "checkpoint-3", "checkpoint-2"))
+    assert "no run_info.json" in skipped and "optimizer.pt is unreadable" in skipped
+    with pytest.raises(ValueError, match="is not a complete checkpoint of this recipe \\(no run_info.json"):
+        check_output_dir(*parse(out, cache_dir, *args, "--resume_from_checkpoint", str(out / "checkpoint-2")))
