@@ -45,7 +45,8 @@ def build_model(model_path, task, args: common.FinetuneArgs) -> SentenceTransfor
     set_seed(args.seed)
     transformer = Transformer(
         str(model_path), model_kwargs={"trust_remote_code": True, "dtype": args.model_dtype()},
-        processor_kwargs={"trust_remote_code": True}, max_seq_length=args.max_length,
+        processor_kwargs={"trust_remote_code": True}, config_kwargs={"trust_remote_code": True},
+        max_seq_length=args.max_length,
     )
     tokenizer = common.pad_right(transformer.tokenizer)  # absolute positions count from the first token
     if tokenizer.pad_token is None:  # Llama-3 tokenizers: padded positions are masked, any valid id will do
