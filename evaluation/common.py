@@ -260,9 +260,9 @@ def max_length(args: ProtocolArgs, model_path) -> int:
     positions or more, 507 for 512)."""
     if args.max_length is None:
         return default_length(model_path)
-    if args.max_length > positions(model_path):
-        raise ValueError(f"--max_length {args.max_length} exceeds the {positions(model_path)} positions of "
-                         f"{model_path}; pass at most {positions(model_path)} or leave it unset")
+    if args.max_length > (limit := positions(model_path)):
+        raise ValueError(f"--max_length {args.max_length} exceeds the {limit} positions of {model_path}; pass at "
+                         f"most {limit} or leave it unset")
     return args.max_length
 
 

@@ -69,10 +69,11 @@ def build_model(run_args: PretrainArguments, tokenizer, seed: int) -> EuroBertCl
 
 def finish_checkpoint(path: str | Path, info: dict) -> None:
     """What every saved checkpoint holds besides weights and tokenizer: `run_info.json`, the sentence-transformers
-    files, and a config.json that plain transformers loads natively when native EuroBERT can hold the model."""
-    write_run_info(path, info)
+    files, and a config.json that plain transformers loads natively when native EuroBERT can hold the model.
+    `run_info.json` comes last: a checkpoint without it was interrupted (`checks.checkpoint_problem`)."""
     write_sentence_transformers_files(path, overwrite=True)
     make_plain_loadable(path)
+    write_run_info(path, info)
 
 
 def compile_decoder_layers(model: torch.nn.Module) -> int:

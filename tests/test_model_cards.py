@@ -475,6 +475,6 @@ def test_card_of_a_natively_loadable_checkpoint_shows_plain_transformers(tmp_pat
     ckpt = make_checkpoint(tmp_path / "run", f"610m-{objective if objective == 'clm' else 'mlm40'}-42k",
                            objective=objective, mlm_probability=None if objective == "clm" else 0.4)
     (ckpt / "config.json").write_text(json.dumps({**json.loads((ckpt / "config.json").read_text()), **config}))
-    text = build_model_card(ckpt, repo_id="org/m").text
+    text = build_model_card(ckpt, repo_id="org/m").text  # the card's usage snippet, as text: nothing is loaded
     assert 'model = AutoModel.from_pretrained("org/m")\n' in text and "Plain transformers loads it" in text
     assert ("pretraining_attention" in text) == (objective == "clm")
