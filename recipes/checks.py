@@ -211,7 +211,7 @@ def _check_resume_checkpoint(checkpoint: str, current: dict) -> str:
     """An explicit `--resume_from_checkpoint` must be a complete Trainer checkpoint of a run with these settings."""
     path = Path(checkpoint)
     if problem := checkpoint_problem(path):
-        raise ValueError(f"--resume_from_checkpoint {checkpoint} is not a complete checkpoint of this recipe "
+        raise ValueError(f"--resume_from_checkpoint {checkpoint} is not a complete Trainer checkpoint "
                          f"({problem}); pass an intact <output_dir>/checkpoint-N")
     info = artifacts.read_run_info(path)
     if info is not None:

@@ -449,5 +449,5 @@ def test_resume_skips_broken_checkpoints_and_refuses_an_unchecked_one(tmp_path, 
     skipped = capsys.readouterr().err
     assert all(f"skipping {out / c}" in skipped for c in ("checkpoint-4", "checkpoint-3", "checkpoint-2"))
     assert "no run_info.json" in skipped and "optimizer.pt is unreadable" in skipped
-    with pytest.raises(ValueError, match="is not a complete checkpoint of this recipe \\(no run_info.json"):
+    with pytest.raises(ValueError, match="is not a complete Trainer checkpoint \\(no run_info.json"):
         check_output_dir(*parse(out, cache_dir, *args, "--resume_from_checkpoint", str(out / "checkpoint-2")))
