@@ -188,7 +188,7 @@ def _pair(records, rows, regime, finding, task, model_a, model_b, budget=None, c
     reason = untestable(rows, regime, task, family, check or [model_a, model_b], budget)
     if not reason and check:  # the checkpoints compared (intermediate ones too) must be bracketed as well
         reason = _bracket_only(rows, task, [model_a, model_b])
-    return [{"finding": finding, "task": task, "a": model_a, "b": model_b, "measure": metric,
+    return [{"finding": finding, "task": task, "family": family, "a": model_a, "b": model_b, "measure": metric,
              "delta": result["delta"], "ci_low": result["ci_low"], "ci_high": result["ci_high"], "p": result["p"],
              "p_bound": False, "n_seeds": f"{len(runs_a)}/{len(runs_b)}", "untestable": reason}]
 
@@ -309,3 +309,50 @@ def verdicts(rows: list[dict], families: set[str] | None = None) -> list[dict]:
         out.append({"finding": finding, "claim": claim, "tasks": tasks, "comparisons": count, "supporting": support,
                     "contradicting": against, "verdict": f"{verdict} at this scale"})
     return out
+
+
+def gap_over_pretraining(tested: list[dict], regime: Regime) -> list[dict]:
+    """The CLM - MLM40 gap along pretraining, per task: the data-efficiency comparisons (intermediate checkpoints,
+    then the final, decayed one) with the tokens per parameter their checkpoints saw and the paper's crossover for
+    the task's family, in pretraining order."""
+    out = []
+    for r in tested:
+        if r["finding"] == "data_efficiency":
+            p = names.parse_name(r["a"])
+            out.append({**r, "tokens_per_parameter": regime.tokens_per_parameter(r["a"]), "final": p.step is None,
+                        "crossover": CROSSOVER[r["family"]]})
+    return sorted(out, key=lambda r: (r["task"], r["tokens_per_parameter"]))
+
+
+def gap_trend(curve: list[dict]) -> str:
+    """What one task's gap curve shows, in words. A checkpoint counts as a lead for one objective when the gap's 95%
+    CI excludes 0. The gap *crosses* when one objective leads at an earlier checkpoint and the other at a later one;
+    CLM - MLM40 *falls* (or *rises*) when the last gap is below (above) the first and their CIs do not overlap."""
+    if len(curve) < 2:
+        return "one checkpoint: no curve"
+    tpp = lambda r: f"{r['tokens_per_parameter']:.3g}"  # noqa: E731
+    leads = [(r, "CLM" if r["ci_low"] > 0 else "MLM40" if r["ci_high"] < 0 else None) for r in curve]
+    decisive = [(r, lead) for r, lead in leads if lead]
+    switches = [(a, b) for a, b in zip(decisive, decisive[1:]) if a[1] != b[1]]
+    if switches:
+        (a, lead_a), (b, lead_b) = switches[0]
+        text = (f"{lead_a} leads at {tpp(a)} tokens per parameter and {lead_b} at {tpp(b)}: the gap crosses "
+                "between them")
+        text += f" (and the lead switches {len(switches) - 1} more time(s))" if len(switches) > 1 else ""
+    elif decisive:
+        lead = decisive[0][1]
+        text = (f"{lead} leads at {len(decisive)} of {len(curve)} checkpoints up to {tpp(curve[-1])} tokens per "
+                "parameter and the other objective at none: no crossing within the study")
+    else:
+        text = f"no checkpoint's CI excludes 0 up to {tpp(curve[-1])} tokens per parameter"
+    first, last = curve[0], curve[-1]
+    if not _overlap(first, last):  # signed: the paper's finding 2 predicts CLM - MLM falls as pretraining goes on
+        change = f"CLM - MLM40 {'falls' if last['delta'] < first['delta'] else 'rises'} from {first['delta']:+.3f} " \
+                 f"to {last['delta']:+.3f}"
+    else:
+        change = f"from {first['delta']:+.3f} to {last['delta']:+.3f}, a change the overlapping 95% CIs do not resolve"
+    return f"{text}; {change}"
+
+
+def _overlap(a: dict, b: dict) -> bool:
+    return not (a["ci_high"] < b["ci_low"] or b["ci_high"] < a["ci_low"])

@@ -62,6 +62,11 @@ SCALES = {
     "mini-gpu": {"step_divisor": 10, "model": "small", "block_size": 256, "per_device_train_batch_size": 32,
                  "gradient_accumulation_steps": 1, "global_batch_size": None, "max_docs": None, "epochs": 4,
                  "bf16": True},
+    # the horizon study (docs/horizon-study): CLM and MLM40 pretrained to 48 tokens per parameter without repeating
+    # data (10.8M of the bundle corpus's 14.4M tokens), with a 2k vocabulary: the LM head that dominates the tiny
+    # model's cost shrinks 4x (docs/horizon-study/PILOT.md)
+    "horizon": {"step_divisor": 8, "model": "tiny", "block_size": 128, "per_device_train_batch_size": 16,
+                "gradient_accumulation_steps": 1, "global_batch_size": None, "max_docs": None, "vocab_size": 2048},
     # the shortened smoke study of the test suite: same stages and structure, a few steps per run
     "ci": {"step_divisor": 1000, "model": "tiny", "block_size": 32, "per_device_train_batch_size": 2,
            "gradient_accumulation_steps": 1, "global_batch_size": None, "max_docs": 300},

@@ -102,8 +102,26 @@ STUDIES["mini-gpu"] = dataclasses.replace(
     eval_args={"max_length": 256, "qa_max_length": 256, "doc_stride": 128, "batch_size": 32, "eval_batch_size": 256,
                "max_eval": 2000},
     task_eval_args={}, workers=8, heldout_blocks=256)
+# The horizon study (docs/horizon-study): does the CLM - MLM gap shrink as tokens per parameter grow (the paper's
+# finding 2), and where does it cross? CLM and MLM40 only, pretrained to 48 tokens per parameter (the paper's
+# crossover: about 39 for SC/QA/TC, 78 for IR), evaluated at 3 points of each run; sized by a measured pilot
+# (docs/horizon-study/PILOT.md) to fit about 150 minutes on 2 CPU cores.
+STUDIES["horizon"] = Study(
+    scale="horizon",
+    models=("610m-clm-42k", "610m-mlm40-42k"),
+    tasks=("conll2003", "scifact", "mnli"),
+    lrs=(3e-4, 1e-3, 3e-3),
+    seeds=(0, 1, 2),
+    eval_args={"max_length": 128, "batch_size": 32, "eval_batch_size": 128, "max_eval": 1000},
+    task_eval_args={"scifact": {"max_steps": 200}, "mnli": {"max_steps": 500}},
+    compare=("610m-mlm40-42k", "610m-clm-42k"),
+    evaluate_intermediate=True,
+    intermediate_steps=(10000, 20000),
+    workers=2,
+    heldout_blocks=64,
+)
 STUDY_NAMES = (*STUDIES, "paper")
-TOY_VOCAB_SIZE = 8192  # the tiny architecture's vocabulary
+TOY_VOCAB_SIZE = 8192  # the tiny architecture's vocabulary (a scale may set its own `vocab_size`)
 STAGES = ("tokenizer", "pretraining", "held-out loss", "evaluation", "report", "model cards", "hub export")
 
 
@@ -193,7 +211,12 @@ def train_tokenizer(study: Study, output: Path, data_dir: str | None) -> None:
     max_docs = manifest.SCALES[study.scale].get("max_docs")
     if max_docs:
         corpus = corpus.select(range(min(max_docs, len(corpus))))
-    data.cached_toy_tokenizer(corpus, TOY_VOCAB_SIZE, output / "tokenizer")  # trained when absent or unreadable
+    data.cached_toy_tokenizer(corpus, vocab_size(study), output / "tokenizer")  # trained when absent or unreadable
+
+
+def vocab_size(study: Study) -> int:
+    """The toy BPE's vocabulary at the study's scale."""
+    return manifest.SCALES[study.scale].get("vocab_size", TOY_VOCAB_SIZE)
 
 
 def pretrain(recipe: manifest.Recipe, study: Study, output: Path, data_dir: str | None) -> None:
@@ -318,7 +341,8 @@ def regime(study: Study) -> tuple[float, int]:
 
     scale = manifest.SCALES[study.scale]
     with torch.device("meta"):
-        parameters = sum(p.numel() for p in EuroBertClmMlmModel(load_architecture(scale["model"])).parameters())
+        model = EuroBertClmMlmModel(load_architecture(scale["model"], vocab_size=vocab_size(study)))
+        parameters = sum(p.numel() for p in model.parameters())
     batch = scale["per_device_train_batch_size"] * scale["gradient_accumulation_steps"] * scale["block_size"]
     return batch / scale["step_divisor"], parameters
 
@@ -369,7 +393,16 @@ DOCS_INTRO = {
              "(0.6M parameters) pretrained on about 2.2M tokens of the offline Wikipedia stand-in, fine-tuned with "
              "the paper's grid at 3 learning rates x 3 seeds. It tests the paper's findings at this scale; it does "
              "not reproduce the paper's numbers."),
+    "horizon": ("**The question: does the CLM - MLM gap shrink as tokens per parameter grow, as the paper's finding 2 "
+                "predicts, and where does it cross, if it does?** CLM and MLM40 only: the `tiny` architecture with a "
+                "2k vocabulary (0.22M parameters, input embedding in, LM head out) pretrained on 10.8M tokens of the "
+                "offline Wikipedia stand-in without repeating data (48 tokens per parameter), evaluated at 2.6M and "
+                "5.1M tokens (11.5 and 23 tokens per parameter, stable phase) and at the end (decayed), each fine-tuned "
+                "on CoNLL, SciFact and MNLI at 3 learning rates x 3 seeds. The paper's crossover is at about 39 tokens "
+                "per parameter for SC and TC and 78 for IR. The answer at this scale, per task (generated from the "
+                "results below):"),
 }
+GAP_SECTION = "## The CLM - MLM40 gap over pretraining"  # evaluation.report's; its bullets answer the horizon question
 
 
 RESULTS_ARCHIVE = "results.tar.xz"  # written beside a study's docs: what its report is regenerated from
@@ -455,6 +488,9 @@ def write_docs(study_name: str, output: Path, docs: Path) -> Path:
     intro = DOCS_INTRO.get(study_name, "Tiny models on the offline bundle: these numbers show the pipeline and the "
                                         "protocol at toy scale, not the paper's results.")
     summary = (report / "summary.md").read_text().split("\n", 1)[1]  # its own title dropped
+    if study_name == "horizon" and GAP_SECTION in summary:  # the answer right under the question
+        intro += "\n\n" + "\n".join(line for line in summary.split(GAP_SECTION, 1)[1].split("\n\n")[2].splitlines()
+                                     if line.startswith("- "))
     lines = [f"# The `{study_name}` study", "", intro, "",
              f"Generated by `python -m recipes.study {study_name} --output <dir> --docs <this dir>`; "
              "nothing here is written by hand. The results it is computed from are in "
@@ -518,7 +554,7 @@ def run_study(study_name: str, output: Path, data_dir: str | None = None, org: s
     started = time.time()
     progress = Progress(estimate_seconds(order, study))
     try:
-        progress.start("tokenizer", f"toy BPE ({TOY_VOCAB_SIZE} tokens)")
+        progress.start("tokenizer", f"toy BPE ({vocab_size(study)} tokens)")
         train_tokenizer(study, output, data_dir)
         progress.done("tokenizer")
         for i, recipe in enumerate(order, 1):

@@ -351,3 +351,45 @@ def test_report_never_replaces_files_it_did_not_write_and_leaves_nothing_stale(r
     report.main([str(other), "--output", str(out)])  # an earlier report's folder: rewritten, nothing stale left
     assert sorted(p.name for p in out.glob("*.png")) == ["objective_sc.png"]
     assert not (out / "findings.csv").exists() and "bert-tiny" in (out / "summary.md").read_text()
+
+
+def test_gap_over_pretraining_says_where_it_crosses(tmp_path, monkeypatch):
+    """Known curves at paper scale (tokens per parameter 19, 78, 163): CLM leads at the first checkpoint and MLM40
+    at the last, so the gap crosses between them and falls; a second task where CLM leads throughout by a steady
+    margin: no crossing and no change the CIs resolve. The report states both and draws the gap figure around 0
+    with the paper's crossover marked."""
+    import re
+
+    import matplotlib.pyplot as plt
+
+    from evaluation import figures, findings
+
+    levels = {"610m-clm-42k-5000": (0.75, 0.7), "610m-mlm40-42k-5000": (0.60, 0.55),
+              "610m-clm-42k-20000": (0.72, 0.7), "610m-mlm40-42k-20000": (0.72, 0.7),
+              "610m-clm-42k": (0.70, 0.65), "610m-mlm40-42k": (0.85, 0.8)}
+    write_levels(tmp_path, levels, n=300)
+    write_levels(tmp_path, {m: (0.8 if "clm" in m else 0.7, 0.6) for m in levels}, task="mrpc", n=300)
+    records = statistics.load_results(tmp_path)
+    rows = statistics.summarize(records)
+    gap = findings.gap_over_pretraining(findings.comparisons(records, rows), findings.Regime())
+    sst2 = [r for r in gap if r["task"] == "sst2"]
+    assert [round(r["tokens_per_parameter"]) for r in sst2] == [19, 78, 163]
+    assert [r["final"] for r in sst2] == [False, False, True]
+    assert re.fullmatch(r"CLM leads at 19.4 tokens per parameter and MLM40 at 163: the gap crosses between them; "
+                        r"CLM - MLM40 falls from \+0\.1\d\d to -0\.1\d\d", findings.gap_trend(sst2))
+    mrpc = findings.gap_trend([r for r in gap if r["task"] == "mrpc"])
+    assert re.fullmatch(r"CLM leads at 3 of 3 checkpoints up to 163 tokens per parameter and the other objective at "
+                        r"none: no crossing within the study; from \+0\.\d+ to \+0\.\d+, a change the "
+                        r"overlapping 95% CIs do not resolve", mrpc)
+    out = report.main([str(tmp_path), "--output", str(tmp_path / "report")])
+    text = (out / "summary.md").read_text()
+    assert "## The CLM - MLM40 gap over pretraining" in text
+    assert f"- **sst2** (accuracy): {findings.gap_trend(sst2)}." in text and (out / "gap.png").is_file()
+    drawn, close = [], plt.close
+    monkeypatch.setattr(plt, "close", lambda fig: (drawn.append(fig), close(fig)))
+    (path,) = figures.plot_gap(gap, tmp_path)
+    for ax in [a for a in drawn[0].axes if a.get_visible()]:
+        low, high = ax.get_ylim()
+        assert low < 0 < high and low == pytest.approx(-high)
+        assert "paper's crossover (39)" in ax.get_legend_handles_labels()[1]
+        assert ax.get_xscale() == "log" and ax.get_xlabel() == "pretraining tokens per parameter"
