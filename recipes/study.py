@@ -131,7 +131,7 @@ def check_study_dir(output: Path, study_name: str, definition: dict) -> None:
     marker = output / "study.json"
     if marker.is_file():
         stored = artifacts.read_json(marker, "study marker")
-        stored_name = stored.get("study", stored.get("preset"))  # `preset`: the key before the study vocabulary
+        stored_name = stored.get("study")
         if stored_name != study_name or stored.get("definition") != definition:
             raise ValueError(f"{output} holds a different study (study {stored_name!r}); "
                              f"pass another --output or delete that directory")
