@@ -135,9 +135,3 @@ def save(finetuned: common.Finetuned, directory) -> None:
     `trust_remote_code=True` for our checkpoints) encodes exactly as the evaluation did. No generated model card:
     sentence-transformers would guess Hub ids from the base model's local path and look them up on the Hub."""
     finetuned.trainer.model.save_pretrained(str(directory), create_model_card=False)
-
-
-def evaluate(model_path, task, args: common.FinetuneArgs, tokenizer=None) -> dict:
-    """Fine-tune `model_path` on the task's pairs and score retrieval (`finetune` then `score`; the arguments are
-    `finetune`'s, the result `score`'s)."""
-    return score(finetune(model_path, task, args, tokenizer), task, args)
