@@ -31,7 +31,8 @@ What the Trainer-based recipe must set so that every objective sees the same blo
 `TrainingArguments(train_sampling_strategy="sequential", remove_unused_columns=False, ...)` (the collator needs
 "block_index"), and build the blocks under `accelerator.main_process_first()` in multi-process runs.
 Masks depend only on (collator seed, block_index), never on workers, processes or batch composition; a block read
-again in a second epoch gets the same mask (the paper never repeats data).
+again in a later epoch (`epochs` > 1; the paper never repeats data) gets a fresh mask, as its `block_index` is its
+position in the run's stream (`BlockStream`).
 """
 
 import hashlib

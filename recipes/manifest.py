@@ -4,9 +4,10 @@ Each name follows the model-card grammar (SPEC): `<size>-<objective>[ratio]-<ste
 `<size>-clm-<k1>-mlm40-<total>`, CPT `<size>-<base>-dec<steps>-mlm40-<total>`, intermediate `<name>-<step>`.
 `recipes(scale)` returns every model's `Recipe`; `run_config(recipe, scale)` the YAML settings that reproduce it.
 
-Presets: `paper` (SPEC's numbers), `mini` (tiny model, steps / 40, 128-token blocks, the whole bundle corpus: the
-mini study), `toy` (tiny model, steps / 100, 128-token blocks) and `smoke` (tiny model, steps / 200, 64-token
-blocks: every run of the study in minutes on a CPU). Same structure at every scale.
+Scales (`SCALES`): `paper` (the paper's numbers), `mini` (tiny model, steps / 40, 128-token blocks, the whole bundle
+corpus: the mini study), `mini-gpu` (small model, steps / 10, 256-token blocks, 4 epochs of the bundle: the mini study
+on one GPU), `toy` (tiny model, steps / 100, 128-token blocks) and `smoke` (tiny model, steps / 200, 64-token blocks:
+every run of the study in minutes on a CPU). Same structure at every scale.
 
 Inferred choices (configurable in the YAML):
 - the 12k/22k budgets are 2k-step decay branches of the 42k stable run (`branch_from`), which keeps checkpoints at

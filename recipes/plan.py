@@ -7,8 +7,8 @@ folder `launch/` (`recipes.launch`: `submit.sh` submits data preparation, the pr
 dependencies and the evaluation grid; `pretrain.sh` runs the pretraining on one machine without SLURM).
 
 Compute model (per optimizer step, global batch B blocks of T tokens, L layers, width d, vocab V):
-    FLOPs = 6 * N_body * B*T  +  6 * L * T * d * B*T  (attention scores and values, full T x T)
-            + 6 * d * V * (tokens projected by the LM head)
+    FLOPs = 6 * N_body * B*T  +  12 * L * T * d * B*T  (attention scores and values, full T x T, forward and
+            backward: PaLM's count)  +  6 * d * V * (tokens projected by the LM head)
 N_body = parameters without the input embedding and the LM head. The LM head projects every token under CLM and
 only the masked ones under MLM (this repository's labelled-positions loss). The formula and the GPU peaks live in
 `recipes/flops.py`, shared with the trainer's `mfu` log. Shared work is counted once: decay

@@ -478,10 +478,10 @@ def write_docs(study_name: str, output: Path, docs: Path) -> Path:
 # ---------------------------------------------------------------------------------------------------- driver
 def run_study(study_name: str, output: Path, data_dir: str | None = None, org: str | None = None,
               study: Study | None = None, until: str | None = None) -> Path:
-    """Run (or finish) a toy-scale study; return the report directory.
+    """Run (or finish) a study that trains (every one but `paper`, which is a plan); return the report directory.
 
     Args:
-        study_name: `smoke` or `toy`.
+        study_name: a key of `STUDIES`: `smoke`, `toy`, `mini` or `mini-gpu`.
         output: the study directory (created; an existing one is resumed if it holds the same study).
         data_dir: the data bundle (default: $MLM_VS_CLM_DATA, then ../shared/data).
         org: Hub namespace of the exported repo folders and cards; default the placeholder `your-org`, which
