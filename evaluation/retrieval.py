@@ -1,9 +1,9 @@
 """Retrieval (MS MARCO, NQ, MLDR, SciFact): a sentence-embedding model trained with in-batch negatives, NDCG@10.
 
 The encoder becomes a `SentenceTransformer` (`Transformer` + `Pooling`: mean by default, `--ir_pooling cls|last`),
-trained on (query, positive) pairs
-with `MultipleNegativesRankingLoss` (in-batch negatives only, SPEC) and the `NO_DUPLICATES` batch sampler, so a
-paragraph that answers several queries never appears twice in one batch (a duplicate would be a false negative).
+trained on (query, positive) pairs with `MultipleNegativesRankingLoss` (in-batch negatives only, as in the paper) and
+the `NO_DUPLICATES` batch sampler, so a paragraph that answers several queries never appears twice in one batch (a
+duplicate would be a false negative).
 Queries and documents carry the task's prefixes ("Query: " / "Document: ", or `--query_prompt`/`--document_prompt`),
 in training and at evaluation.
 Evaluation ranks the corpus (by default the documents judged in validation or test, pooled into one corpus, with

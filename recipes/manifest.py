@@ -1,6 +1,6 @@
 """The study's 38 trained models (+ 12 intermediate checkpoints) as recipes, at the paper scale and at toy scales.
 
-Each name follows the model-card grammar (SPEC): `<size>-<objective>[ratio]-<steps>`, two-phase
+Each name follows the released model-card grammar (`core.names`): `<size>-<objective>[ratio]-<steps>`, two-phase
 `<size>-clm-<k1>-mlm40-<total>`, CPT `<size>-<base>-dec<steps>-mlm40-<total>`, intermediate `<name>-<step>`.
 `recipes(scale)` returns every model's `Recipe`; `run_config(recipe, scale)` the YAML settings that reproduce it.
 
@@ -12,7 +12,7 @@ every run of the study in minutes on a CPU). Same structure at every scale.
 Inferred choices (configurable in the YAML):
 - the 12k/22k budgets are 2k-step decay branches of the 42k stable run (`branch_from`), which keeps checkpoints at
   10k/20k (`decay_branches`);
-- global batch 1152 blocks of 2048 tokens (2.36M tokens per step, SPEC "about 2.4M");
+- global batch 1152 blocks of 2048 tokens (2.36M tokens per step, the paper's "about 2.4M");
 - CPT (the original's resume path): the base's AdamW state kept, warmup 1% of the CPT steps (Optimus's
   `pct_start` default); inferred: linear decay over min(2000, the rest), the CPT data continue after the blocks the
   base run consumed.
@@ -128,7 +128,7 @@ def recipe_of(name: str) -> Recipe:
 
 
 def model_names() -> list[str]:
-    """SPEC's 38 released names, block by block."""
+    """The 38 released names, block by block."""
     names = [f"{s}-{o}-42k" for s in SIZES for o in ("clm", *(f"mlm{r}" for r in RATIOS))]
     names += ["610m-clm-12k", "610m-clm-22k", "610m-mlm40-12k", "610m-mlm40-22k"]
     names += [f"610m-clm-{k // 1000}k-mlm40-{b // 1000}k" for b, ks in PFS_SWITCHES.items() for k in ks]
@@ -226,7 +226,8 @@ def run_config(recipe: Recipe, scale: str) -> dict:
 
 
 def _training_args(recipe: Recipe, p: dict, div: int, warmup: int, decay: int, output_dir: str) -> dict:
-    """SPEC's optimiser: AdamW (0.9, 0.95), eps 1e-5, wd 0.1, clip 1.0, WSD peak 5e-4 with linear decay, bf16."""
+    """The original code's optimiser: AdamW (0.9, 0.95), eps 1e-5, wd 0.1, clip 1.0, WSD peak 5e-4, linear decay, bf16.
+    """
     paper = p["step_divisor"] == 1
     return {
         "output_dir": output_dir, "run_name": recipe.name, "max_steps": recipe.steps // div,

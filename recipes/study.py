@@ -33,7 +33,8 @@ from recipes import manifest
 
 @dataclass(frozen=True)
 class Study:
-    """What one study runs. Model names are SPEC's; `scale` is the manifest scale (steps, architecture)."""
+    """What one study runs. Model names are the released ones (`core.names`); `scale` is the manifest scale (steps,
+    architecture)."""
 
     scale: str
     models: tuple[str, ...]

@@ -1,10 +1,10 @@
-"""The manifest against SPEC's table of the 38 trained models (+ 12 intermediate checkpoints)."""
+"""The manifest against the paper's table of the 38 trained models (+ 12 intermediate checkpoints)."""
 
 import pytest
 
 from recipes import manifest
 
-SPEC_BLOCKS = {  # SPEC "The 38 trained models", block by block
+PAPER_BLOCKS = {  # the paper's 38 trained models, block by block
     "single objective 42k": [f"{s}-{o}-42k" for s in ("210m", "610m", "1b")
                              for o in ("clm", "mlm20", "mlm30", "mlm40", "mlm50")],
     "smaller budgets": ["610m-clm-12k", "610m-clm-22k", "610m-mlm40-12k", "610m-mlm40-22k"],
@@ -17,19 +17,19 @@ SPEC_BLOCKS = {  # SPEC "The 38 trained models", block by block
 
 
 def test_paper_names_match_spec():
-    assert sorted(manifest.model_names()) == sorted(n for block in SPEC_BLOCKS.values() for n in block)
-    assert [len(b) for b in SPEC_BLOCKS.values()] == [15, 4, 9, 4, 6] and len(manifest.model_names()) == 38
+    assert sorted(manifest.model_names()) == sorted(n for block in PAPER_BLOCKS.values() for n in block)
+    assert [len(b) for b in PAPER_BLOCKS.values()] == [15, 4, 9, 4, 6] and len(manifest.model_names()) == 38
     assert len(manifest.intermediate_names()) == 12 and len(manifest.recipes()) == 50
 
 
 def test_paper_recipes_match_spec_numbers():
     table = manifest.recipes()
-    switches = {n: table[n].switch_step for n in SPEC_BLOCKS["pfs"] + SPEC_BLOCKS["mlm in decay only"]}
+    switches = {n: table[n].switch_step for n in PAPER_BLOCKS["pfs"] + PAPER_BLOCKS["mlm in decay only"]}
     assert sorted(set(switches.values())) == [3000, 5000, 6000, 9000, 10000, 11000, 17000, 21000, 32000, 40000]
-    assert all(table[n].objective == "mlm" and table[n].mlm_probability == 0.4 for n in SPEC_BLOCKS["pfs"])
-    assert [table[n].steps for n in SPEC_BLOCKS["pfs"]] == [12000] * 3 + [22000] * 3 + [42000] * 3
-    assert [table[n].steps for n in SPEC_BLOCKS["cpt"]] == [2000, 12000, 22000] * 2
-    assert {table[n].cpt_base for n in SPEC_BLOCKS["cpt"]} == {"610m-clm-42k", "610m-mlm40-42k"}
+    assert all(table[n].objective == "mlm" and table[n].mlm_probability == 0.4 for n in PAPER_BLOCKS["pfs"])
+    assert [table[n].steps for n in PAPER_BLOCKS["pfs"]] == [12000] * 3 + [22000] * 3 + [42000] * 3
+    assert [table[n].steps for n in PAPER_BLOCKS["cpt"]] == [2000, 12000, 22000] * 2
+    assert {table[n].cpt_base for n in PAPER_BLOCKS["cpt"]} == {"610m-clm-42k", "610m-mlm40-42k"}
     assert table["610m-clm-12k"].branch_from == "610m-clm-42k" and table["610m-mlm40-22k"].steps == 22000
     assert table["610m-clm-42k"].decay_branches == (12000, 22000) and table["1b-mlm50-42k"].mlm_probability == 0.5
     assert (table["610m-mlm40-42k-5000"].intermediate_of == "610m-mlm40-42k"
