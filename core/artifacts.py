@@ -38,11 +38,8 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json")
 
 # run_info.json (recipes.provenance.make_run_info): what a checkpoint is and how it was made; read by the cards, the
 # study, the held-out loss and the CPT and resume checks. Format 2 names the PFS switch `switch_step` and the
-# manifest scale `scale` (format 1, without a "format" key: `pfs_switch_step`, `preset`, and the run settings
-# `model_preset` / `study_preset` for `architecture` / `scale`); `read_run_info` reads format 1 as format 2.
+# manifest scale `scale` (format 1, without a "format" key, is refused: retrain or re-save).
 RUN_INFO_FORMAT = 2
-_RUN_INFO_1_TO_2 = {"pfs_switch_step": "switch_step", "preset": "scale"}
-_RUN_SETTINGS_1_TO_2 = {"model_preset": "architecture", "study_preset": "scale"}
 RUN_INFO_KEYS = ("format", "name", "size", "objective", "mlm_probability", "steps", "switch_step", "cpt_base", "scale",
                  "run_config", "training_args", "versions", "git_commit", "data", "tokens_seen")
 # summary.csv (evaluation.report): one row per model x task; the model cards read it back.
@@ -136,8 +133,6 @@ def read_run_info(directory: str | os.PathLike | None) -> dict | None:
         return None
     path = Path(directory) / RUN_INFO_NAME
     info = read_json(path, "run info")
-    if isinstance(info, dict) and "format" not in info and set(_RUN_INFO_1_TO_2) <= set(info):
-        info = run_info_from_format_1(info)
     if not isinstance(info, dict) or info.get("format", 1) != RUN_INFO_FORMAT:
         found = info.get("format", 1) if isinstance(info, dict) else "unknown"
         raise ValueError(f"{path} is run_info format {found}, this code reads format {RUN_INFO_FORMAT}: retrain or "
@@ -146,17 +141,6 @@ def read_run_info(directory: str | os.PathLike | None) -> dict | None:
     if missing:
         raise ValueError(f"{path} lacks {missing}: re-save the checkpoint with the current recipes/pretrain.py")
     return info
-
-
-def run_info_from_format_1(info: dict) -> dict:
-    """A format-1 run_info (written before the vocabulary of architecture / scale / switch step) as format 2: the
-    same values under today's keys, nothing else changed (the file on disk is left as it is)."""
-    upgraded = {"format": RUN_INFO_FORMAT, **{_RUN_INFO_1_TO_2.get(key, key): value for key, value in info.items()}}
-    settings = (upgraded.get("run_config") or {}).get("run_settings")
-    if isinstance(settings, dict):
-        upgraded["run_config"] = {**upgraded["run_config"], "run_settings": {
-            _RUN_SETTINGS_1_TO_2.get(key, key): value for key, value in settings.items()}}
-    return upgraded
 
 
 # -------------------------------------------------------------------------------------------------------- locks

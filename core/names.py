@@ -1,4 +1,5 @@
-"""The study's model-name grammar (SPEC "model card naming"), parsed in one place for recipes, evaluation and cards.
+"""The study's model-name grammar (the released checkpoints' names), parsed in one place for recipes, evaluation and
+cards.
 
     <size>-<objective>[ratio]-<steps>            610m-mlm40-42k, 610m-clm-42k          single objective
     <size>-clm-<k1>-mlm<ratio>-<total>           610m-clm-10k-mlm40-42k                 two-phase (PFS)

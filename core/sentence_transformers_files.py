@@ -10,7 +10,7 @@
 The pipeline is the one the evaluation builds for retrieval (`evaluation/retrieval.py::build_model`): the encoder
 (`AutoModel`, bidirectional: `is_causal=False` even for a CLM checkpoint, as the paper fine-tunes every model),
 masked mean pooling over every token (prompt included), cosine similarity, and the prompts "Query: " / "Document: "
-(SPEC), applied by `encode_query` / `encode_document`. The same input gives the same embedding as `build_model`
+(the paper's), applied by `encode_query` / `encode_document`. The same input gives the same embedding as `build_model`
 (tested). The pretraining recipes write these files into every checkpoint they save (final, `checkpoint-N`,
 `intermediate/step-N`); any other saved model directory (a fine-tuned IR model, another encoder) can get them too.
 
@@ -32,7 +32,7 @@ from pathlib import Path
 
 from core import artifacts
 
-PROMPTS = {"query": "Query: ", "document": "Document: "}  # SPEC's IR prefixes
+PROMPTS = {"query": "Query: ", "document": "Document: "}  # the paper's IR prefixes
 POOLING_DIR = "1_Pooling"
 SENTENCE_TRANSFORMERS_FILES = ("modules.json", "sentence_bert_config.json", "config_sentence_transformers.json",
                                f"{POOLING_DIR}/config.json")  # what a Hub upload of a checkpoint must include

@@ -1,10 +1,10 @@
 """What every task family shares: the fine-tuning protocol, model/tokenizer loading, the Trainer set-up with
 divergence detection, the tokenized-dataset cache and atomic result files.
 
-Protocol defaults are the paper's (SPEC "Evaluation protocol"): batch 32, linear schedule with 10% warmup, AdamW
-(0.9, 0.95) eps 1e-5, weight decay 0.1, steps or epochs from the task, the last checkpoint evaluated, bf16 weights
-on GPU, inputs up to 99% of the model's positions (at most 2048: 2028 tokens), IR on the pooled judged corpus
-with binary relevance. Whatever the tokenizer ships, inputs are padded and truncated on the right, and the
+Protocol defaults are the paper's (EncodEval's; `docs/protocol.md` "Evaluation"): batch 32, linear schedule with 10%
+warmup, AdamW (0.9, 0.95) eps 1e-5, weight decay 0.1, steps or epochs from the task, the last checkpoint evaluated,
+bf16 weights on GPU, inputs up to 99% of the model's positions (at most 2048: 2028 tokens), IR on the pooled judged
+corpus with binary relevance. Whatever the tokenizer ships, inputs are padded and truncated on the right, and the
 attention a run uses is probed on the model itself (`attention_pattern`), never assumed from its config.
 Scores are fractions in [0, 1] everywhere (as `evaluation.metrics` returns them), never percentages.
 """
@@ -42,7 +42,7 @@ LENGTH_MARGIN = 0.99  # the original harness: max length = round(0.99 * min(the 
 LENGTH_LIMIT = 2048  # the original harness's default max_length (EncodEval): 2028 tokens at most
 QA_STRIDE_SHARE = 3  # a QA window shorter than --qa_max_length overlaps by at most a third of it (128 / 384)
 PEFT_CHOICES = ("none", "lora")
-# The paper's evaluation grid (SPEC "Evaluation"): its 12 tasks (registry names), 6 learning rates, 5 seeds.
+# The paper's evaluation grid: its 12 tasks (registry names), 6 learning rates, 5 seeds.
 PAPER_TASKS = ("sst2", "mnli", "qqp", "conll2003", "ontonotes", "uner", "squad", "squad_v2", "record", "msmarco", "nq",
                "mldr")
 PAPER_LRS = (1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4)

@@ -52,7 +52,8 @@ from evaluation import statistics
 
 ALPHA = 0.05
 PAPER_TOKENS_PER_STEP = 1152 * 2048  # the paper's global batch x block: 2.36M tokens per step
-PAPER_PARAMETERS = {"210m": 211.8e6, "610m": 607.9e6, "1b": 1187.9e6}  # SPEC: incl. input embedding, excl. LM head
+# the paper's parameter counts, input embedding included, LM head excluded
+PAPER_PARAMETERS = {"210m": 211.8e6, "610m": 607.9e6, "1b": 1187.9e6}
 # The paper's crossover, where MLM overtakes CLM, in steps of its 610m model: SC and QA by 10k, IR by 20k
 CROSSOVER_STEPS = {"sc": 10_000, "qa": 10_000, "tc": 10_000, "ir": 20_000}
 PFS_SMALLEST_BUDGET = 12_000  # the paper's smallest PFS budget (steps)

@@ -2,7 +2,7 @@
 
 Every function is pure: it takes Python lists (or numpy arrays) of predictions and references and returns a dict
 of aggregate scores plus a `"per_instance"` dict of lists aligned with the inputs (kept so that paired tests
-between two models are possible, SPEC "Report"). All scores are fractions in [0, 1], not percentages.
+between two models are possible). All scores are fractions in [0, 1], not percentages.
 
 | family | function | aggregate keys | per-instance keys |
 |---|---|---|---|
@@ -46,12 +46,12 @@ results.json`, whose `validation`/`test` hold `score` and per-sentence `scores_i
 It is lenient: a model that predicts no entity still scores about 0.45 per sentence with one entity (and 1.0 on
 sentences without any), so always read it beside entity F1 (the report shows both).
 
-Token-level micro-F1 (kept beside it; SPEC took it for the harness's number before the released results were
-read): sklearn `f1_score(average="micro")` over the flattened *word-level* label ids of every sentence. Positions
-labelled -100 (special tokens, padding, words cut by truncation) are excluded before the call; "O" is a class like
-any other and counts, so with every class included micro-F1 equals word accuracy (`include_o=False` gives the variant
-that restricts the average to entity labels).
-The community-standard number is seqeval's entity F1 in strict mode with the IOB2 scheme; report both (SPEC).
+Token-level micro-F1 (kept beside it; taken for the harness's number before its released results were read,
+`docs/protocol.md` "TC score"): sklearn `f1_score(average="micro")` over the flattened *word-level* label ids of every
+sentence. Positions labelled -100 (special tokens, padding, words cut by truncation) are excluded before the call; "O"
+is a class like any other and counts, so with every class included micro-F1 equals word accuracy (`include_o=False`
+gives the variant that restricts the average to entity labels). The community-standard number is seqeval's entity F1
+in strict mode with the IOB2 scheme; the report shows it beside the main metric.
 
 Retrieval follows trec_eval (what pytrec_eval, BEIR and mteb call): documents ranked by score, ties broken by
 document id in descending string order; a document is relevant when its qrels score is > 0; NDCG gains are the

@@ -2,7 +2,7 @@
 
     python -m evaluation.report results/ --output report/ [--bootstrap] [--compare 610m-mlm40-42k,610m-clm-42k]
 
-Per model x task (SPEC "Report"): the best learning rate is the one with the highest mean validation score over
+Per model x task (the paper's reporting): the best learning rate is the one with the highest mean validation score over
 seeds; the test score is the mean over that LR's seeds with a 95% confidence interval (Student t over seeds, or a
 percentile bootstrap with --bootstrap). The spread across LRs and seeds is described by the standard deviation of
 the test score over every finished run and the range of the per-LR mean test scores (the paper's stability

@@ -1,9 +1,9 @@
 """Retrieval (MS MARCO, NQ, MLDR, SciFact): a sentence-embedding model trained with in-batch negatives, NDCG@10.
 
 The encoder becomes a `SentenceTransformer` (`Transformer` + `Pooling`: mean by default, `--ir_pooling cls|last`),
-trained on (query, positive) pairs
-with `MultipleNegativesRankingLoss` (in-batch negatives only, SPEC) and the `NO_DUPLICATES` batch sampler, so a
-paragraph that answers several queries never appears twice in one batch (a duplicate would be a false negative).
+trained on (query, positive) pairs with `MultipleNegativesRankingLoss` (in-batch negatives only, as in the paper) and
+the `NO_DUPLICATES` batch sampler, so a paragraph that answers several queries never appears twice in one batch (a
+duplicate would be a false negative).
 Queries and documents carry the task's prefixes ("Query: " / "Document: ", or `--query_prompt`/`--document_prompt`),
 in training and at evaluation.
 Evaluation ranks the corpus (by default the documents judged in validation or test, pooled into one corpus, with
@@ -135,9 +135,3 @@ def save(finetuned: common.Finetuned, directory) -> None:
     `trust_remote_code=True` for our checkpoints) encodes exactly as the evaluation did. No generated model card:
     sentence-transformers would guess Hub ids from the base model's local path and look them up on the Hub."""
     finetuned.trainer.model.save_pretrained(str(directory), create_model_card=False)
-
-
-def evaluate(model_path, task, args: common.FinetuneArgs, tokenizer=None) -> dict:
-    """Fine-tune `model_path` on the task's pairs and score retrieval (`finetune` then `score`; the arguments are
-    `finetune`'s, the result `score`'s)."""
-    return score(finetune(model_path, task, args, tokenizer), task, args)

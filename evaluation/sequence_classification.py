@@ -74,9 +74,3 @@ def score(finetuned: common.Finetuned, task, args: common.FinetuneArgs) -> dict:
 
 
 save = common.save_finetuned
-
-
-def evaluate(model_path, task, args: common.FinetuneArgs, tokenizer=None) -> dict:
-    """Fine-tune `model_path` on the task's train split, then score the last checkpoint on validation and test
-    (`finetune` then `score`; the arguments are `finetune`'s, the result `score`'s)."""
-    return score(finetune(model_path, task, args, tokenizer), task, args)

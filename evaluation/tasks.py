@@ -51,7 +51,7 @@ queries sampled with seed 42, and N pairs for train), taken after the validation
 train set, so validation does not depend on them.
 
 Choices (documented per task in its YAML `notes`):
-    - The official validation split is the test set and validation is 5% of train (seed 42), as SPEC says and the
+    - The official validation split is the test set and validation is 5% of train (seed 42), as the paper says and the
       EncodEval harness does for SC and QA. Where a source ships a labelled dev *and* test (CoNLL-2003 testa/testb,
       WikiANN, MRPC) the dev is the validation set, as the harness uses its TC datasets' own splits.
     - ir corpus and relevance (`load_splits(corpus=, relevance=)`): by default, as the original harness, one corpus

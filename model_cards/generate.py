@@ -10,7 +10,7 @@ A card never replaces a file that this tool did not write (`--force` to do it an
 A card is filled from what the run recorded (`run_info.json` and `config.json` next to the weights), from the
 evaluation summary (`summary.csv`) and from the per-run results (which data each score was computed on, and proof
 that the scores are of these very weights); the Jinja templates (`template.md`, `results_template.md`) hold no
-logic beyond loops and optional sections. Names of the study's grammar (SPEC "Model card naming grammar", parsed
+logic beyond loops and optional sections. Names of the study's grammar (the released checkpoints' names, parsed
 by `core.names.parse_name`) are explained part by part:
 
     <size>-<objective>[ratio]-<steps>            610m-mlm40-42k, 1b-clm-42k
@@ -63,7 +63,7 @@ LICENSE = "apache-2.0"
 RESULTS_LICENSE = "cc-by-sa-4.0"
 PLACEHOLDER_ORG = "your-org"  # namespace of repo ids when no --org/--repo_id is given; model_cards.push refuses it
 
-# model-index task types, one per evaluation family (SPEC "Evaluation protocol").
+# model-index task types, one per evaluation family (the paper's four).
 FAMILY_TASK_TYPES = {
     "SC": ("text-classification", "Sequence classification"),
     "TC": ("token-classification", "Token classification"),
@@ -99,7 +99,7 @@ def _objective_words(objective: str, ratio: int | None) -> str:
 def name_lines(name: str) -> list[str]:
     """One line per part of the name, for the card's "What the name means" list."""
     p = parse_name(name)
-    lines = [f"`{p.size}`: model size, about {p.size.upper()} parameters (SPEC size table)."]
+    lines = [f"`{p.size}`: model size, about {p.size.upper()} parameters (the paper's size table)."]
     if p.kind == "single":
         lines.append(f"`{p.objective}{p.ratio or ''}`: {_objective_words(p.objective, p.ratio)} "
                      "for the whole run.")
@@ -541,7 +541,7 @@ def _limitations(info: dict) -> list[str]:
     lines += [("English only; a pretrained backbone, not fine-tuned for any task: fine-tune it or pool its "
                "hidden states before use."),
               ("Some training settings of the original study were inferred from its code and checkpoint names "
-              "(marked in the project's SPEC and `docs/protocol.md`); `run_info.json` records what this run used.")]
+              "(marked in the project's `docs/protocol.md`); `run_info.json` records what this run used.")]
     return lines
 
 
@@ -579,7 +579,7 @@ def build_model_card(checkpoint_dir, summary_csv=None, repo_id: str | None = Non
         tags=["eurobert", "encoder", "mlm-vs-clm", info["objective"], f"arxiv:{ARXIV_ID}"],
         datasets=hub_ids or None, base_model=base_id, eval_results=_eval_results(rows) or None)
     if rows:
-        eval_intro = ("Fine-tuning results (SPEC protocol): for each task the learning rate is chosen by mean "
+        eval_intro = ("Fine-tuning results (the paper's protocol): for each task the learning rate is chosen by mean "
                       "validation score over seeds; the table gives the test mean with a 95% confidence interval "
                       "over seeds (clipped to [0, 1]), the standard deviation and the number of diverged runs, and "
                       "names the data each test score comes from.")

@@ -1,8 +1,8 @@
 """Configuration of the EuroBERT-architecture model used for both objectives of the MLM-vs-CLM study.
 
 Field names are Llama's, so weights map one-to-one onto `LlamaForCausalLM` and transformers' native
-`EuroBertClmMlmForMaskedLM`. The only objective-dependent field is `is_causal`: CLM checkpoints set it to True, MLM
-checkpoints to False, and any forward call may override it.
+`EuroBertForMaskedLM` (`export_native.py`). The only objective-dependent field is `is_causal`: CLM checkpoints set it
+to True, MLM checkpoints to False, and any forward call may override it.
 """
 
 from huggingface_hub.dataclasses import strict

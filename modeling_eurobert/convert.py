@@ -26,8 +26,8 @@ What the conversion changes, explicitly:
   encodes to (`the`) is refused, as it would be matched inside words once special. The mask token strips the space
   before it (`lstrip`) and `model_max_length` is the model's `max_position_embeddings`
   (`tokenizer_settings.configure_tokenizer`).
-- A pad token distinct from eos is required (SPEC pitfall). The source's pad is kept when it is not eos; otherwise
-  `--pad_token` (default `<|pad|>`) is used, added when missing.
+- A pad token distinct from eos is required (eos must not be treated as padding). The source's pad is kept when it is
+  not eos; otherwise `--pad_token` (default `<|pad|>`) is used, added when missing.
 - Every added token's embedding and LM-head rows are initialised to the mean of the source's rows, so the new
   token starts as an "average" token instead of random noise (a token that already exists keeps its rows). When
   an added id falls outside the matrices, both are resized to the tokenizer length (no rounding up).

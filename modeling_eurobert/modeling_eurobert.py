@@ -10,7 +10,7 @@ How it differs from Llama (`transformers.LlamaForCausalLM`):
   unchanged and converted Llama decoders need no key mapping;
 - for converted decoders only, off in the study's models: `qkv_bias` (Qwen2's q/k/v biases) and `qk_norm` (Qwen3's
   per-head q/k RMSNorm, parameters `self_attn.q_norm`/`k_norm`), with the source's names again;
-- the embedding has no `padding_idx` (SPEC pitfall: a pad id equal to eos would freeze the document separator);
+- the embedding has no `padding_idx` (a pad id equal to eos would freeze the document separator);
 - LM heads project only the positions that carry a label (`labels != -100`) when a loss is asked for: same loss
   and gradients as full-vocabulary logits, far less compute at 20-50% masking; with `mlm_positions` (a fixed
   number of positions per row, from the pretraining collator) and in causal mode the head has static shapes, so
@@ -416,7 +416,7 @@ class EuroBertClmMlmForTokenClassification(EuroBertClmMlmPreTrainedModel):
 
 
 class EuroBertClmMlmForQuestionAnswering(EuroBertClmMlmPreTrainedModel):
-    """Extractive QA as two-label token classification: a start and an end logit per token (SPEC)."""
+    """Extractive QA as two-label token classification: a start and an end logit per token (as in the paper)."""
 
     def __init__(self, config: EuroBertClmMlmConfig):
         super().__init__(config)

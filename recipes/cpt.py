@@ -1,4 +1,4 @@
-"""MLM continued pretraining (CPT) from a decayed checkpoint or a converted decoder (SPEC "The 38 trained models").
+"""MLM continued pretraining (CPT) from a decayed checkpoint or a converted decoder (the paper's CPT runs).
 
 From one of the study's decayed runs (regenerate configs with `python -m recipes.manifest --write_configs paper`):
     accelerate launch --config_file recipes/accelerate/fsdp.yaml -m recipes.cpt \
@@ -13,9 +13,10 @@ CPU smoke run on top of the debug run:
         --switch_step null --max_steps 10 --output_dir out/debug-cpt
 
 The tokenizer is the base model's own unless `--tokenizer_name_or_path` names one with the same ids (checked).
-`--keep_optimizer_state` takes the AdamW moments from the base run's last Trainer checkpoint (SPEC: unconfirmed
-whether the paper did; default: fresh optimizer). The data continue after the blocks the base run consumed
-(`--data_start_block` to choose). Same training loop as `recipes/pretrain.py` (`pretrain` is shared).
+`--keep_optimizer_state` takes the AdamW moments from the base run's last Trainer checkpoint (the paper does not say;
+the original's resume path keeps them, `docs/protocol.md`; default: fresh optimizer). The data continue after the
+blocks the base run consumed (`--data_start_block` to choose). Same training loop as `recipes/pretrain.py` (`pretrain`
+is shared).
 """
 
 from recipes.pretrain import main as _main

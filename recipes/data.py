@@ -1,4 +1,4 @@
-"""Pretraining data: corpus, tokenizers, packed blocks and the CLM / MLM collator (SPEC "Data and objectives").
+"""Pretraining data: corpus, tokenizers, packed blocks and the CLM / MLM collator (`docs/protocol.md` "Pretraining").
 
 Every objective reads the same blocks in the same order; only the collator changes. The pipeline:
 
@@ -14,9 +14,9 @@ Public API:
   (.jsonl/.json/.txt, optionally .gz; a directory contributes the files named `<split>.*`; a .txt file is one
   document per line), or a Hub dataset id with its config `name` (online; paper: `FINEWEB_EDU`).
 - `train_toy_tokenizer(corpus, vocab_size, output_dir)` -> byte-level BPE with Llama-3's pre-tokenizer regex and
-  special-token roles, deterministic. Ids: bos `<|begin_of_text|>` 0, eos `<|end_of_text|>` 1, mask `<|mask|>` 2,
-  pad `<|pad|>` 3 (Llama-3: 128000, 128001, 128002; pad differs from eos, SPEC pitfall). It adds no bos/eos, and
-  `<|mask|>` strips the space before it (`modeling_eurobert.tokenizer_settings`; checkpoints also get
+  special-token roles, deterministic. Ids: bos `<|begin_of_text|>` 0, eos `<|end_of_text|>` 1, mask `<|mask|>` 2, pad
+  `<|pad|>` 3 (Llama-3: 128000, 128001, 128002; pad differs from eos, or eos would be treated as padding). It adds no
+  bos/eos, and `<|mask|>` strips the space before it (`modeling_eurobert.tokenizer_settings`; checkpoints also get
   `model_max_length` from the model).
 - `load_tokenizer(name_or_path, objective)` -> any fast tokenizer (paper: Llama-3 with `<|mask|>` = 128002).
 - `build_packed_dataset(tokenizer, corpus, block_size, data_seed, cache_dir, num_proc)` -> blocks with columns
@@ -31,7 +31,8 @@ What the Trainer-based recipe must set so that every objective sees the same blo
 `TrainingArguments(train_sampling_strategy="sequential", remove_unused_columns=False, ...)` (the collator needs
 "block_index"), and build the blocks under `accelerator.main_process_first()` in multi-process runs.
 Masks depend only on (collator seed, block_index), never on workers, processes or batch composition; a block read
-again in a second epoch gets the same mask (the paper never repeats data).
+again in a later epoch (`epochs` > 1; the paper never repeats data) gets a fresh mask, as its `block_index` is its
+position in the run's stream (`BlockStream`).
 """
 
 import hashlib
@@ -249,10 +250,10 @@ def _text_batches(corpus: datasets.Dataset, batch_size: int = 1000) -> Iterator[
 def load_tokenizer(name_or_path: str | os.PathLike, objective: str | None = None) -> PreTrainedTokenizerBase:
     """Load a fast tokenizer for pretraining and check it has the tokens the objective needs.
 
-    Paper scale: the Llama-3 tokenizer with `<|mask|>` = 128002 (e.g. EuroBERT's), by local path or Hub id.
-    If the tokenizer has no mask token but its vocabulary holds `<|mask|>`, that becomes the mask token. If it has
-    no pad token, or pads with eos (SPEC pitfall), pad becomes the first of `PAD_CANDIDATES` in the vocabulary
-    (`<|pad|>`, `<|finetune_right_pad_id|>`, `<|reserved_special_token_1|>`), and the change is logged.
+    Paper scale: the Llama-3 tokenizer with `<|mask|>` = 128002 (e.g. EuroBERT's), by local path or Hub id. If the
+    tokenizer has no mask token but its vocabulary holds `<|mask|>`, that becomes the mask token. If it has no pad
+    token, or pads with eos (eos would then be treated as padding), pad becomes the first of `PAD_CANDIDATES` in the
+    vocabulary (`<|pad|>`, `<|finetune_right_pad_id|>`, `<|reserved_special_token_1|>`), and the change is logged.
 
     Args:
         name_or_path: directory or Hub id accepted by `AutoTokenizer.from_pretrained`.

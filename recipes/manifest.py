@@ -1,17 +1,18 @@
 """The study's 38 trained models (+ 12 intermediate checkpoints) as recipes, at the paper scale and at toy scales.
 
-Each name follows the model-card grammar (SPEC): `<size>-<objective>[ratio]-<steps>`, two-phase
+Each name follows the released model-card grammar (`core.names`): `<size>-<objective>[ratio]-<steps>`, two-phase
 `<size>-clm-<k1>-mlm40-<total>`, CPT `<size>-<base>-dec<steps>-mlm40-<total>`, intermediate `<name>-<step>`.
 `recipes(scale)` returns every model's `Recipe`; `run_config(recipe, scale)` the YAML settings that reproduce it.
 
-Presets: `paper` (SPEC's numbers), `mini` (tiny model, steps / 40, 128-token blocks, the whole bundle corpus: the
-mini study), `toy` (tiny model, steps / 100, 128-token blocks) and `smoke` (tiny model, steps / 200, 64-token
-blocks: every run of the study in minutes on a CPU). Same structure at every scale.
+Scales (`SCALES`): `paper` (the paper's numbers), `mini` (tiny model, steps / 40, 128-token blocks, the whole bundle
+corpus: the mini study), `mini-gpu` (small model, steps / 10, 256-token blocks, 4 epochs of the bundle: the mini study
+on one GPU), `toy` (tiny model, steps / 100, 128-token blocks) and `smoke` (tiny model, steps / 200, 64-token blocks:
+every run of the study in minutes on a CPU). Same structure at every scale.
 
 Inferred choices (configurable in the YAML):
 - the 12k/22k budgets are 2k-step decay branches of the 42k stable run (`branch_from`), which keeps checkpoints at
   10k/20k (`decay_branches`);
-- global batch 1152 blocks of 2048 tokens (2.36M tokens per step, SPEC "about 2.4M");
+- global batch 1152 blocks of 2048 tokens (2.36M tokens per step, the paper's "about 2.4M");
 - CPT (the original's resume path): the base's AdamW state kept, warmup 1% of the CPT steps (Optimus's
   `pct_start` default); inferred: linear decay over min(2000, the rest), the CPT data continue after the blocks the
   base run consumed.
@@ -19,8 +20,9 @@ Inferred choices (configurable in the YAML):
 Paper configs also set GPU speed settings that leave the losses unchanged (`compile: regional`, and
 `mlm_fixed_shape: true` for MLM runs); toy scales, meant for CPUs, run eager.
 
-Write the YAML files: `python -m recipes.manifest --write_configs paper,mini,mini-gpu,toy,smoke`
-(-> recipes/configs/<scale>/).
+Write the YAML files: `python -m recipes.manifest --write_configs paper` (-> recipes/configs/paper/, committed);
+other scales to a chosen folder: `--write_configs mini,toy --output out/configs` (-> out/configs/<scale>/; the study
+writes its own into `<output>/configs/`).
 """
 
 import argparse
@@ -44,7 +46,7 @@ PAPER_CORPUS_CONFIG = "sample-350BT"
 CPT_WARMUP_SHARE = 0.01  # Optimus's pct_start default, which its resume path (CPT) uses
 INTERMEDIATE_STEPS = (1_000, 2_000, 5_000, 10_000, 20_000, 40_000)
 CONFIGS_DIR = Path(__file__).parent / "configs"
-COMMITTED_SCALES = ("paper", "mini", "mini-gpu", "toy", "smoke")  # recipes/configs/<scale>/ (tests keep them equal)
+COMMITTED_SCALES = ("paper",)  # recipes/configs/<scale>/ (tests keep them equal to what write_configs writes)
 
 # scale: paper steps are divided by `step_divisor`; toy scales use the tiny model and the bundle corpus.
 SCALES = {
@@ -131,7 +133,7 @@ def recipe_of(name: str) -> Recipe:
 
 
 def model_names() -> list[str]:
-    """SPEC's 38 released names, block by block."""
+    """The 38 released names, block by block."""
     names = [f"{s}-{o}-42k" for s in SIZES for o in ("clm", *(f"mlm{r}" for r in RATIOS))]
     names += ["610m-clm-12k", "610m-clm-22k", "610m-mlm40-12k", "610m-mlm40-22k"]
     names += [f"610m-clm-{k // 1000}k-mlm40-{b // 1000}k" for b, ks in PFS_SWITCHES.items() for k in ks]
@@ -229,7 +231,8 @@ def run_config(recipe: Recipe, scale: str) -> dict:
 
 
 def _training_args(recipe: Recipe, p: dict, div: int, warmup: int, decay: int, output_dir: str) -> dict:
-    """SPEC's optimiser: AdamW (0.9, 0.95), eps 1e-5, wd 0.1, clip 1.0, WSD peak 5e-4 with linear decay, bf16."""
+    """The original code's optimiser: AdamW (0.9, 0.95), eps 1e-5, wd 0.1, clip 1.0, WSD peak 5e-4, linear decay, bf16.
+    """
     paper = p["step_divisor"] == 1
     return {
         "output_dir": output_dir, "run_name": recipe.name, "max_steps": recipe.steps // div,
@@ -250,7 +253,8 @@ def _training_args(recipe: Recipe, p: dict, div: int, warmup: int, decay: int, o
 
 
 def write_configs(scale: str, directory: Path = CONFIGS_DIR) -> list[Path]:
-    """Write one YAML per trained model of `scale` to `<directory>/<scale>/<name>.yaml`."""
+    """Write one YAML per trained model of `scale` to `<directory>/<scale>/<name>.yaml` (the text does not depend on
+    `directory`)."""
     written = []
     (directory / scale).mkdir(parents=True, exist_ok=True)
     for recipe in recipes().values():
@@ -259,7 +263,7 @@ def write_configs(scale: str, directory: Path = CONFIGS_DIR) -> list[Path]:
         path = directory / scale / f"{recipe.name}.yaml"
         header = (f"# {recipe.name} ({scale} scale), generated by "
                   f"`python -m recipes.manifest --write_configs {scale}`.\n")
-        header += f"#   accelerate launch -m {recipe.module} --config recipes/configs/{scale}/{recipe.name}.yaml\n"
+        header += f"#   accelerate launch -m {recipe.module} --config <this file>\n"
         if recipe.branch_from or recipe.cpt_base:
             header += f"# Needs {recipe.branch_from or recipe.cpt_base} trained first.\n"
         path.write_text(header + yaml.safe_dump(run_config(recipe, scale), sort_keys=False))
@@ -272,6 +276,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--write_configs", default="",
                         help="comma-separated scales to write YAML configs for "
                              f"(committed: {','.join(COMMITTED_SCALES)})")
+    parser.add_argument("--output", type=Path, default=None,
+                        help="folder the configs go to, one subfolder per scale (default, for the committed scales "
+                             "only: recipes/configs)")
     parser.add_argument("--list", action="store_true", help="print every name with its recipe")
     args = parser.parse_args(argv)
     with cli.bad_input_exits():
@@ -279,8 +286,13 @@ def main(argv: list[str] | None = None) -> None:
         unknown = [scale for scale in scales if scale not in SCALES]
         if unknown:
             raise ValueError(f"unknown scale(s) {', '.join(unknown)}; choose from {', '.join(SCALES)}")
+        uncommitted = [scale for scale in scales if scale not in COMMITTED_SCALES]
+        if uncommitted and args.output is None:
+            raise ValueError(f"the {', '.join(uncommitted)} configs are not kept in recipes/configs: pass --output "
+                             "<folder> to write them there")
+    output = args.output or CONFIGS_DIR
     for scale_name in scales:
-        print(f"{scale_name}: {len(write_configs(scale_name))} configs")
+        print(f"{scale_name}: {len(write_configs(scale_name, output))} configs in {output / scale_name}")
     if args.list:
         for r in recipes().values():
             print(r)

@@ -7,12 +7,12 @@ folder `launch/` (`recipes.launch`: `submit.sh` submits data preparation, the pr
 dependencies and the evaluation grid; `pretrain.sh` runs the pretraining on one machine without SLURM).
 
 Compute model (per optimizer step, global batch B blocks of T tokens, L layers, width d, vocab V):
-    FLOPs = 6 * N_body * B*T  +  6 * L * T * d * B*T  (attention scores and values, full T x T)
-            + 6 * d * V * (tokens projected by the LM head)
+    FLOPs = 6 * N_body * B*T  +  12 * L * T * d * B*T  (attention scores and values, full T x T, forward and
+            backward: PaLM's count)  +  6 * d * V * (tokens projected by the LM head)
 N_body = parameters without the input embedding and the LM head. The LM head projects every token under CLM and
 only the masked ones under MLM (this repository's labelled-positions loss). The formula and the GPU peaks live in
 `recipes/flops.py`, shared with the trainer's `mfu` log. Shared work is counted once: decay
-branches add only their own 2k decay steps to the stable run they branch from. Evaluation: SPEC's grid (6 LRs x
+branches add only their own 2k decay steps to the stable run they branch from. Evaluation: the paper's grid (6 LRs x
 5 seeds) on the 12 paper tasks for the 38 models and the 12 intermediate checkpoints (the data-efficiency figure),
 1,000 steps x 32 x 512 tokens per fine-tuning (FLOPs only, no overhead). MS MARCO, NQ and MLDR train on the same
 MS MARCO pairs, so `evaluation.run` trains one retrieval model per (model, LR, seed) and scores it on all three:
@@ -32,7 +32,7 @@ from recipes import launch, manifest
 from recipes.flops import BF16_PEAK_FLOPS, MEASURED_MFU, training_flops_per_token
 
 GPUS = BF16_PEAK_FLOPS  # dense bf16 peak FLOP/s
-PAPER_GPU_HOURS = 110_000  # SPEC: about 110k GPU hours for the whole study
+PAPER_GPU_HOURS = 110_000  # the paper: about 110k GPU hours for the whole study
 EVAL_TASKS = len(PAPER_TASKS)
 # Paper tasks that train on the same pairs (`hub.train_pairs` of their task YAMLs: MS MARCO pairs): one fine-tuning
 # per (model, LR, seed) serves all of them. tests/test_grid_models.py checks this against the YAMLs.

@@ -1,4 +1,4 @@
-"""Run settings and their parser, for `recipes/pretrain.py` and `recipes/cpt.py` (SPEC "Optimisation").
+"""Run settings and their parser, for `recipes/pretrain.py` and `recipes/cpt.py` (`docs/protocol.md` "Pretraining").
 
 - `PretrainArguments` / `CptArguments`: the study-specific run settings (everything else is `TrainingArguments`);
 - `RecipeParser`: `--config FILE.yaml` + CLI overrides, unknown keys raise (`load_config` checks the YAML's keys and

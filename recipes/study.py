@@ -33,7 +33,8 @@ from recipes import manifest
 
 @dataclass(frozen=True)
 class Study:
-    """What one study runs. Model names are SPEC's; `scale` is the manifest scale (steps, architecture)."""
+    """What one study runs. Model names are the released ones (`core.names`); `scale` is the manifest scale (steps,
+    architecture)."""
 
     scale: str
     models: tuple[str, ...]
@@ -149,7 +150,7 @@ def check_study_dir(output: Path, study_name: str, definition: dict) -> None:
     marker = output / "study.json"
     if marker.is_file():
         stored = artifacts.read_json(marker, "study marker")
-        stored_name = stored.get("study", stored.get("preset"))  # `preset`: the key before the study vocabulary
+        stored_name = stored.get("study")
         if stored_name != study_name or stored.get("definition") != definition:
             raise ValueError(f"{output} holds a different study (study {stored_name!r}); "
                              f"pass another --output or delete that directory")
@@ -159,26 +160,33 @@ def check_study_dir(output: Path, study_name: str, definition: dict) -> None:
 
 # ------------------------------------------------------------------------------------------------------ stages
 class Progress:
-    """One bar over the whole study, weighted by estimated seconds, so tqdm's rate gives the time left."""
+    """One bar over the whole study, counting its jobs: the tokenizer, each pretraining run, the held-out loss, each
+    fine-tuning run (a result file), the report, the cards and the export. Jobs differ in length by orders of
+    magnitude and by machine, so the bar says how many are done, not how long the rest will take."""
 
-    def __init__(self, units: dict[str, float]):
+    def __init__(self, units: dict[str, int]):
         self.units, self.moved, self.stage = units, {}, ""
-        self.bar = tqdm(total=round(sum(units.values())), unit="s", desc="study", dynamic_ncols=True,
-                        bar_format="{desc} |{bar}| {percentage:3.0f}% [{elapsed}<{remaining}]")
+        self.bar = tqdm(total=sum(units.values()), unit="job", desc="study", dynamic_ncols=True,
+                        bar_format="{desc} |{bar}| {n}/{total} jobs [{elapsed}]")
 
     def start(self, stage: str, what: str) -> None:
         self.stage = f"[{STAGES.index(stage) + 1}/{len(STAGES)} {stage}]"
         self.bar.set_description_str(f"{self.stage} {what}")
 
-    def follow(self, key: str, fraction: float, what: str) -> None:
-        """Move the bar to `fraction` of unit `key` (a long stage that reports as it goes), `what` as its label."""
-        target = round(fraction * self.units.get(key, 0))
+    def add(self, key: str, jobs: int) -> None:
+        """Count `jobs` more under `key` (the fine-tuning runs, known once pretraining has saved its checkpoints)."""
+        self.units[key] = jobs
+        self.bar.total += jobs
+        self.bar.refresh()
+
+    def follow(self, key: str, done: int, what: str) -> None:
+        """Move the bar to `done` jobs of `key` (a stage that reports as it goes), `what` as its label."""
         self.bar.set_description_str(f"{self.stage} {what}", refresh=False)
-        self.bar.update(target - self.moved.get(key, 0))
-        self.moved[key] = target
+        self.bar.update(done - self.moved.get(key, 0))
+        self.moved[key] = done
 
     def done(self, key: str) -> None:
-        self.bar.update(round(self.units.pop(key, 0) - self.moved.pop(key, 0)))
+        self.bar.update(self.units.pop(key, 0) - self.moved.pop(key, 0))
 
     def close(self):
         self.bar.close()
@@ -505,35 +513,12 @@ def write_docs(study_name: str, output: Path, docs: Path) -> Path:
 
 
 # ---------------------------------------------------------------------------------------------------- driver
-def run_seconds(task: str, study: Study) -> float:
-    """Rough seconds of one task's learning-rate x seed grid on one checkpoint, the workers side by side (the
-    mini study's grid, 2 cores: 44 s per SST-2 run of 1,000 steps, 92 for MNLI, 60 for 500 of SQuAD)."""
-    steps = {**study.eval_args, **study.task_eval_args.get(task, {})}.get("max_steps", 1000)
-    return len(study.lrs) * len(study.seeds) * (8 + 0.07 * steps) / study.workers
-
-
-def estimate_seconds(recipes_to_train, study: Study) -> dict[str, float]:
-    """Rough cost model for the progress bar (calibrated on 2 CPU cores; only the ETA depends on it)."""
-    scale = manifest.SCALES[study.scale]
-    per_step = 0.02 + 1.2e-5 * scale["per_device_train_batch_size"] * scale["block_size"]
-    units = {"tokenizer": 20.0, "held-out loss": 30.0 if study.heldout_blocks else 0.0}
-    for recipe in recipes_to_train:
-        units[f"pretrain:{recipe.name}"] = 15 + per_step * recipe.steps / scale["step_divisor"]
-    n_intermediate = study.evaluate_intermediate * (len(study.intermediate_steps) or 6) * sum(
-        n in ("610m-clm-42k", "610m-mlm40-42k") for n in study.models)
-    final, intermediate = study.tasks, study.intermediate_tasks or study.tasks
-    units["evaluation"] = (len(study.models) * sum(run_seconds(t, study) for t in final)
-                           + n_intermediate * sum(run_seconds(t, study) for t in intermediate))
-    units.update({"report": 20.0, "model cards": 5.0, "hub export": 5.0})
-    return units
-
-
 def run_study(study_name: str, output: Path, data_dir: str | None = None, org: str | None = None,
               study: Study | None = None, until: str | None = None) -> Path:
-    """Run (or finish) a toy-scale study; return the report directory.
+    """Run (or finish) a study that trains (every one but `paper`, which is a plan); return the report directory.
 
     Args:
-        study_name: `smoke` or `toy`.
+        study_name: a key of `STUDIES`: `smoke`, `toy`, `mini` or `mini-gpu`.
         output: the study directory (created; an existing one is resumed if it holds the same study).
         data_dir: the data bundle (default: $MLM_VS_CLM_DATA, then ../shared/data).
         org: Hub namespace of the exported repo folders and cards; default the placeholder `your-org`, which
@@ -552,7 +537,9 @@ def run_study(study_name: str, output: Path, data_dir: str | None = None, org: s
     output.mkdir(parents=True, exist_ok=True)
     artifacts.write_json_atomic(output / "study.json", {"study": study_name, "definition": definition})
     started = time.time()
-    progress = Progress(estimate_seconds(order, study))
+    progress = Progress({"tokenizer": 1, **{f"pretrain:{recipe.name}": 1 for recipe in order},
+                         "held-out loss": int(bool(study.heldout_blocks)), "report": 1, "model cards": 1,
+                         "hub export": 1})
     try:
         progress.start("tokenizer", f"toy BPE ({vocab_size(study)} tokens)")
         train_tokenizer(study, output, data_dir)
@@ -568,15 +555,13 @@ def run_study(study_name: str, output: Path, data_dir: str | None = None, org: s
         if until == "pretraining":
             return output / "report"
         batches = eval_batches(evaluated_models(study, output), study)
-        cost = [len(models) * sum(run_seconds(task, study) for task in tasks) for models, tasks, _ in batches]
-        evaluation = progress.units.pop("evaluation", 0)
-        shares = [evaluation * c / max(sum(cost), 1) for c in cost]
+        for i, (models, tasks, _) in enumerate(batches):
+            progress.add(f"evaluation {i}", len(models) * len(tasks) * len(study.lrs) * len(study.seeds))
         for i, (models, tasks, eval_args) in enumerate(batches):
             what = f"{len(models)} checkpoint(s) on {', '.join(tasks)} ({i + 1}/{len(batches)})"
             progress.start("evaluation", what)
-            progress.units[f"evaluation {i}"] = shares[i]
             evaluate(models, tasks, eval_args, study, output, data_dir,
-                     progress=lambda done, total: progress.follow(f"evaluation {i}", done / total, f"{what}: "
+                     progress=lambda done, total: progress.follow(f"evaluation {i}", done, f"{what}: "
                                                                   f"{done}/{total} runs"))
             progress.done(f"evaluation {i}")
         if until == "evaluation":

@@ -1,4 +1,4 @@
-"""The trainer and its pieces, shared by `recipes/pretrain.py` and `recipes/cpt.py` (SPEC "Optimisation").
+"""The trainer and its pieces, shared by `recipes/pretrain.py` and `recipes/cpt.py` (`docs/protocol.md` "Pretraining").
 
 - `build_model`: a fresh model of the named architecture, or existing weights (CPT, a converted decoder);
 - `ObjectiveCollator` (`build_collator`): picks CLM or MLM for a batch from the step its blocks belong to (this is how

@@ -8,6 +8,7 @@ import pytest
 
 from core.cli import BadInput
 from evaluation import run as grid
+from recipes import manifest
 
 ROWS = [
     (grid.main, ["--model", "x", "--tasks", "sst2", "--lrs", "0", "--seeds", "0", "--output", "{out}"], "--lrs"),
@@ -16,6 +17,7 @@ ROWS = [
                  "--output", "{out}"], "--warmup_ratio"),
     (grid.main, ["--model", "x", "--tasks", "sst2,sst2", "--lrs", "1e-5", "--seeds", "0", "--output", "{out}"],
      "more than once"),
+    (manifest.main, ["--write_configs", "paper,toy"], "pass --output"),
 ]
 
 

@@ -38,6 +38,11 @@ def smoke_args(data_dir, **overrides):
     return common.FinetuneArgs(**{**settings, **overrides})
 
 
+def finetune_and_score(family, model, task, args) -> dict:
+    """What the grid does with one run (`evaluation.run.execute`): fine-tune, then score the last step."""
+    return family.score(family.finetune(model, task, args), task, args)
+
+
 def check_scores(result, n_test, task=None):
     assert result["status"] == "ok"
     for split in ("validation", "test"):
@@ -59,7 +64,7 @@ def test_clm_checkpoint_is_finetuned_bidirectionally_by_default(tiny):
 
 def test_sequence_classification(tiny, data_dir):
     task = tasks.load_task("sst2")
-    result = sequence_classification.evaluate(tiny["clm"], task, smoke_args(data_dir))
+    result = finetune_and_score(sequence_classification, tiny["clm"], task, smoke_args(data_dir))
     check_scores(result, 24, task)
     assert set(result["per_instance"]["test"][0]) == {"accuracy", "prediction", "reference"}
 
@@ -78,7 +83,7 @@ def test_token_classification_aligns_first_subtoken(tiny, data_dir):
 @pytest.mark.parametrize("labelling", [None, "first"])  # the task's own (all, the harness's) and the override
 def test_token_classification(tiny, data_dir, labelling):
     task = tasks.load_task("conll2003")
-    result = token_classification.evaluate(tiny["bert"], task, smoke_args(data_dir, tc_labelling=labelling))
+    result = finetune_and_score(token_classification, tiny["bert"], task, smoke_args(data_dir, tc_labelling=labelling))
     check_scores(result, 24, task)
     assert result["main_metric"] == "sentence_macro_f1"
     assert {"entity_f1", "token_micro_f1"} <= set(result["test"]) and 0.0 <= result["test"]["entity_f1"] <= 1.0
@@ -99,7 +104,7 @@ def test_qa_postprocess_picks_best_span_and_null():
 
 def test_extractive_qa_v2(tiny, data_dir):
     task = tasks.load_task("squad_v2")
-    result = extractive_qa.evaluate(tiny["clm"], task, smoke_args(data_dir))
+    result = finetune_and_score(extractive_qa, tiny["clm"], task, smoke_args(data_dir))
     check_scores(result, 24, task)
     assert "NoAns_f1" in result["test"] and task.squad_version == "v2.0"
     assert tasks.load_task("squad").squad_version == tasks.load_task("record").squad_version == "v1.1"
@@ -107,7 +112,7 @@ def test_extractive_qa_v2(tiny, data_dir):
 
 def test_retrieval(tiny, data_dir):
     task = tasks.load_task("scifact")
-    result = retrieval.evaluate(tiny["bert"], task, smoke_args(data_dir, max_steps=3))
+    result = finetune_and_score(retrieval, tiny["bert"], task, smoke_args(data_dir, max_steps=3))
     check_scores(result, 24, task)
     assert all(len(r["ranking"]) == min(100, len(common.task_splits(task, smoke_args(data_dir))["test"].corpus))
                for r in result["per_instance"]["test"])

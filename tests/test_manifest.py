@@ -1,10 +1,10 @@
-"""The manifest against SPEC's table of the 38 trained models (+ 12 intermediate checkpoints)."""
+"""The manifest against the paper's table of the 38 trained models (+ 12 intermediate checkpoints)."""
 
 import pytest
 
 from recipes import manifest
 
-SPEC_BLOCKS = {  # SPEC "The 38 trained models", block by block
+PAPER_BLOCKS = {  # the paper's 38 trained models, block by block
     "single objective 42k": [f"{s}-{o}-42k" for s in ("210m", "610m", "1b")
                              for o in ("clm", "mlm20", "mlm30", "mlm40", "mlm50")],
     "smaller budgets": ["610m-clm-12k", "610m-clm-22k", "610m-mlm40-12k", "610m-mlm40-22k"],
@@ -17,19 +17,19 @@ SPEC_BLOCKS = {  # SPEC "The 38 trained models", block by block
 
 
 def test_paper_names_match_spec():
-    assert sorted(manifest.model_names()) == sorted(n for block in SPEC_BLOCKS.values() for n in block)
-    assert [len(b) for b in SPEC_BLOCKS.values()] == [15, 4, 9, 4, 6] and len(manifest.model_names()) == 38
+    assert sorted(manifest.model_names()) == sorted(n for block in PAPER_BLOCKS.values() for n in block)
+    assert [len(b) for b in PAPER_BLOCKS.values()] == [15, 4, 9, 4, 6] and len(manifest.model_names()) == 38
     assert len(manifest.intermediate_names()) == 12 and len(manifest.recipes()) == 50
 
 
 def test_paper_recipes_match_spec_numbers():
     table = manifest.recipes()
-    switches = {n: table[n].switch_step for n in SPEC_BLOCKS["pfs"] + SPEC_BLOCKS["mlm in decay only"]}
+    switches = {n: table[n].switch_step for n in PAPER_BLOCKS["pfs"] + PAPER_BLOCKS["mlm in decay only"]}
     assert sorted(set(switches.values())) == [3000, 5000, 6000, 9000, 10000, 11000, 17000, 21000, 32000, 40000]
-    assert all(table[n].objective == "mlm" and table[n].mlm_probability == 0.4 for n in SPEC_BLOCKS["pfs"])
-    assert [table[n].steps for n in SPEC_BLOCKS["pfs"]] == [12000] * 3 + [22000] * 3 + [42000] * 3
-    assert [table[n].steps for n in SPEC_BLOCKS["cpt"]] == [2000, 12000, 22000] * 2
-    assert {table[n].cpt_base for n in SPEC_BLOCKS["cpt"]} == {"610m-clm-42k", "610m-mlm40-42k"}
+    assert all(table[n].objective == "mlm" and table[n].mlm_probability == 0.4 for n in PAPER_BLOCKS["pfs"])
+    assert [table[n].steps for n in PAPER_BLOCKS["pfs"]] == [12000] * 3 + [22000] * 3 + [42000] * 3
+    assert [table[n].steps for n in PAPER_BLOCKS["cpt"]] == [2000, 12000, 22000] * 2
+    assert {table[n].cpt_base for n in PAPER_BLOCKS["cpt"]} == {"610m-clm-42k", "610m-mlm40-42k"}
     assert table["610m-clm-12k"].branch_from == "610m-clm-42k" and table["610m-mlm40-22k"].steps == 22000
     assert table["610m-clm-42k"].decay_branches == (12000, 22000) and table["1b-mlm50-42k"].mlm_probability == 0.5
     assert (table["610m-mlm40-42k-5000"].intermediate_of == "610m-mlm40-42k"
@@ -71,9 +71,23 @@ def test_toy_scales_keep_the_structure(scale, divisor):
             assert config["switch_step"] == recipe.switch_step // divisor
 
 
-@pytest.mark.parametrize("name", manifest.model_names() + manifest.intermediate_names())
-def test_names_parse_back(name):
-    assert manifest.recipe_of(name).name == name
+def spelled(recipe: manifest.Recipe) -> str:
+    """A recipe's name written back from its fields alone (not from the name it stores)."""
+    if recipe.intermediate_of:
+        return f"{recipe.intermediate_of}-{recipe.steps}"
+    label = "clm" if recipe.objective == "clm" else f"mlm{round(recipe.mlm_probability * 100)}"
+    if recipe.cpt_base:
+        base = manifest.recipe_of(recipe.cpt_base)
+        return (f"{recipe.size}-{base.name.split('-')[1]}-dec{base.steps // 1000}k-{label}-"
+                f"{(base.steps + recipe.steps) // 1000}k")
+    switch = f"clm-{recipe.switch_step // 1000}k-" if recipe.switch_step else ""
+    return f"{recipe.size}-{switch}{label}-{recipe.steps // 1000}k"
+
+
+def test_names_parse_back():
+    """Each name's recipe (size, objective, ratio, steps, switch, CPT base, parent) spells that name again."""
+    for name in manifest.model_names() + manifest.intermediate_names():
+        assert spelled(manifest.recipe_of(name)) == name
 
 
 @pytest.mark.parametrize("bad", ["610m-mlm-42k", "610m-clm40-42k", "2b-clm-42k", "610m-clm-42", "610m-clm-dec42k-44k"])

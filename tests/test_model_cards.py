@@ -136,7 +136,7 @@ def write_report(report_dir, checkpoints, results_dir=None):
 
 # ----- the name grammar -----
 
-SPEC_NAMES = (
+RELEASED_NAMES = (
     [f"{s}-{o}-42k" for s in ("210m", "610m", "1b") for o in ("clm", "mlm20", "mlm30", "mlm40", "mlm50")]
     + ["610m-clm-12k", "610m-clm-22k", "610m-mlm40-12k", "610m-mlm40-22k"]
     + [f"610m-clm-{k}k-mlm40-{t}" for t, ks in (("12k", (3, 6, 9)), ("22k", (5, 11, 17)), ("42k", (10, 21, 32)))
@@ -147,8 +147,8 @@ SPEC_NAMES = (
 
 
 def test_every_spec_name_parses_to_its_kind():
-    kinds = [parse_name(n).kind + ("+step" if parse_name(n).step else "") for n in SPEC_NAMES]
-    assert len(set(SPEC_NAMES)) == 50  # 38 models + 12 intermediate checkpoints
+    kinds = [parse_name(n).kind + ("+step" if parse_name(n).step else "") for n in RELEASED_NAMES]
+    assert len(set(RELEASED_NAMES)) == 50  # 38 models + 12 intermediate checkpoints
     assert {k: kinds.count(k) for k in set(kinds)} == {"single": 19, "pfs": 13, "cpt": 6, "single+step": 12}
 
 

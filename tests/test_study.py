@@ -54,26 +54,10 @@ def test_short_smoke_study_runs_every_stage(short_study):
     assert len(published) > 50 and leaks == []
 
 
-@pytest.mark.slow
-def as_format_1(info: dict) -> dict:
-    """run_info.json as the recipes wrote it before the architecture / scale / switch_step names."""
-    old = {("pfs_switch_step" if k == "switch_step" else "preset" if k == "scale" else k): v
-           for k, v in info.items() if k != "format"}
-    renamed = {"architecture": "model_preset", "scale": "study_preset"}
-    settings = {renamed.get(k, k): v for k, v in info["run_config"]["run_settings"].items()}
-    return {**old, "run_config": {**info["run_config"], "run_settings": settings}}
-
-
 def test_rerun_redoes_nothing_finished(short_study):
-    """Also when the study directory was written by the version before the study vocabulary (study.json's key
-    `preset`, run_info.json format 1): it resumes, and the cards read the old run_info files."""
     study, output, _ = short_study
     finished = {p: p.stat().st_mtime_ns for p in (output / "results").rglob("*.json")}
     finished.update({p: p.stat().st_mtime_ns for p in (output / "models").glob("*/model.safetensors")})
-    marker = json.loads((output / "study.json").read_text())
-    (output / "study.json").write_text(json.dumps({"preset": marker["study"], "definition": marker["definition"]}))
-    for path in (output / "models").glob("*/run_info.json"):
-        path.write_text(json.dumps(as_format_1(json.loads(path.read_text()))))
     run_study("smoke", output, study=study)
     assert {p: p.stat().st_mtime_ns for p in finished} == finished
     assert json.loads((output / "study.json").read_text())["study"] == "smoke"

@@ -51,7 +51,7 @@ def test_registry_holds_paper_tasks_with_hub_sources_and_budgets():
     for name in PAPER_TASKS:
         task = load_task(name)
         assert task.hub and task.hub.path, name
-        # SPEC: 1,000 steps for SC, QA, OntoNotes and IR; one epoch for CoNLL and UNER
+        # the paper: 1,000 steps for SC, QA, OntoNotes and IR; one epoch for CoNLL and UNER
         assert task.budget == ({"epochs": 1} if name in ("conll2003", "uner") else {"max_steps": 1000}), name
     assert load_task("mnli").template == "Premise: {premise}\nHypothesis: {hypothesis}"
     assert load_task("qqp").template == "Question 1: {question1}\nQuestion 2: {question2}"
