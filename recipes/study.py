@@ -405,10 +405,10 @@ DOCS_INTRO = {
                 "predicts, and where does it cross, if it does?** CLM and MLM40 only: the `tiny` architecture with a "
                 "2k vocabulary (0.22M parameters, input embedding in, LM head out) pretrained on 10.8M tokens of the "
                 "offline Wikipedia stand-in without repeating data (48 tokens per parameter), evaluated at 2.6M "
-                "and 5.1M tokens (11.5 and 23 tokens per parameter, stable phase) and at the end (decayed), each fine-tuned "
-                "on CoNLL, SciFact and MNLI at 3 learning rates x 3 seeds. The paper's crossover is at about 39 tokens "
-                "per parameter for SC and TC and 78 for IR. The answer at this scale, per task (generated from the "
-                "results below):"),
+                "and 5.1M tokens (11.5 and 23 tokens per parameter, stable phase) and at the end (decayed), each "
+                "fine-tuned on CoNLL, SciFact and MNLI at 3 learning rates x 3 seeds. The paper's crossover is at "
+                "about 39 tokens per parameter for SC and TC and 78 for IR. The answer at this scale, per task "
+                "(generated from the results below):"),
 }
 GAP_SECTION = "## The CLM - MLM40 gap over pretraining"  # evaluation.report's; its bullets answer the horizon question
 
