@@ -463,8 +463,6 @@ def _claim(unit: list[Run], output, stack: contextlib.ExitStack, rerun_changed: 
         if not rerun_changed and (other := _other_protocol(run, path.parent)):
             raise GridMixed(f"{other} was written by another grid with another protocol; one --output holds one "
                             "protocol: use another --output")
-        for stale in artifacts.stale_temp_files(path):  # left by a killed writer of this very file
-            stale.unlink()
         if state == "changed":
             _move_aside(path)
             if run.model_dir(output).is_dir():  # the model saved with the old result goes with it
