@@ -159,6 +159,12 @@ def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
         os.close(held)
 
 
+def is_folder_name(name) -> bool:
+    """Whether `name` (a model or task name) can name a folder under an output directory: a non-empty string with
+    no path separator that is not hidden (no leading '.', so neither '.' nor '..')."""
+    return isinstance(name, str) and bool(name) and not any(sep in name for sep in "/\\") and not name.startswith(".")
+
+
 # ------------------------------------------------------------------------------------------------------ reading
 def read_json(path: str | os.PathLike, what: str = "file"):
     """Parse a JSON file, with a one-line error naming it when it is missing, unreadable or not JSON."""
