@@ -6,6 +6,8 @@ the old file or the new one, never half of one:
 - `atomic_file` (and `write_json_atomic` / `write_text_atomic`): a temp file in the same directory, then
   `os.replace`;
 - `atomic_directory`: build a whole directory (a tokenizer, a checkpoint export) in a hidden sibling, then rename;
+- both first remove the temp files and folders a killed writer of the same target left (`remove_stale_temp_files`:
+  only `.<name>.<random>.tmp` beside it that no live writer holds locked);
 - `read_json`: a one-line error naming the file when it is missing or not valid JSON;
 - `exclusive_lock`: an advisory `flock` on a lock file, so two processes never write the same run or result;
 - `git_commit` / `package_versions`: recorded beside every checkpoint and result.
@@ -18,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import glob
 import hashlib
 import json
 import os
@@ -59,14 +62,16 @@ def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
     rename, on any error it is removed: readers never see half a file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
+    remove_stale_temp_files(path)
+    tmp, held = _claimed_temp(path, directory=False)
     try:
-        yield Path(tmp)
+        yield tmp
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
+    finally:
+        os.close(held)
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
@@ -83,10 +88,49 @@ def write_json_atomic(path: str | os.PathLike, payload, indent: int | None = 2) 
     return write_text_atomic(path, json.dumps(payload, indent=indent, allow_nan=False, default=str) + "\n")
 
 
-def stale_temp_files(path: str | os.PathLike) -> list[Path]:
-    """Temp files that `write_text_atomic` left for `path` when it was killed before the rename."""
+def _claimed_temp(path: Path, directory: bool) -> tuple[Path, int]:
+    """Create a temp file or folder `.<name>.<random>.tmp` beside `path` and hold an exclusive `flock` on it while
+    it is written, so that `remove_stale_temp_files` of a concurrent writer of `path` leaves it alone; returns
+    (temp, the descriptor that holds the lock)."""
+    while True:
+        if directory:
+            tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+        else:
+            fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            os.close(fd)
+            tmp = Path(name)
+        held = os.open(tmp, os.O_RDONLY)
+        fcntl.flock(held, fcntl.LOCK_EX)
+        if tmp.exists() and os.stat(tmp).st_ino == os.fstat(held).st_ino:
+            return tmp, held
+        os.close(held)  # removed as stale in the instant before the lock: make another
+
+
+def remove_stale_temp_files(path: str | os.PathLike) -> list[Path]:
+    """Remove the temp files and folders that a killed `atomic_file` / `atomic_directory` writer of `path` left
+    (`.<name>.<random>.tmp` beside it, not locked by a live writer); both call it before writing, so a rerun leaves
+    no half-written copy behind. Returns what it removed."""
     path = Path(path)
-    return sorted(path.parent.glob(f".{path.name}.*.tmp")) if path.parent.is_dir() else []
+    removed = []
+    for stale in sorted(path.parent.glob(f".{glob.escape(path.name)}.*.tmp")):
+        try:
+            handle = os.open(stale, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:  # gone meanwhile (renamed into place), or a link: not ours
+            continue
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if not stale.exists() or os.stat(stale).st_ino != os.fstat(handle).st_ino:
+                continue  # its writer finished (renamed it into place) meanwhile
+            if stale.is_dir():
+                shutil.rmtree(stale)
+            else:
+                stale.unlink()
+            removed.append(stale)
+        except BlockingIOError:  # a live writer's
+            continue
+        finally:
+            os.close(handle)
+    return removed
 
 
 @contextlib.contextmanager
@@ -98,7 +142,8 @@ def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    remove_stale_temp_files(path)
+    staging, held = _claimed_temp(path, directory=True)
     try:
         yield staging
         if path.exists():
@@ -107,6 +152,14 @@ def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    finally:
+        os.close(held)
+
+
+def is_folder_name(name) -> bool:
+    """Whether `name` (a model or task name) can name a folder under an output directory: a non-empty string with
+    no path separator that is not hidden (no leading '.', so neither '.' nor '..')."""
+    return isinstance(name, str) and bool(name) and not any(sep in name for sep in "/\\") and not name.startswith(".")
 
 
 # ------------------------------------------------------------------------------------------------------ reading

@@ -120,10 +120,19 @@ class ProtocolArgs:
         if self.max_steps is not None and self.max_steps < 1:
             raise ValueError(f"max_steps={self.max_steps} must be >= 1; leave it unset for the task's own budget "
                              "(1,000 steps, or one epoch for CoNLL and UNER)")
-        for name in ("batch_size", "eval_batch_size", "max_length", "qa_max_length", "max_train", "max_eval"):
+        for name in ("batch_size", "eval_batch_size", "max_length", "qa_max_length", "max_train", "max_eval",
+                     "n_best", "max_answer_length", "lora_rank", "logging_steps"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name}={value} must be >= 1")
+        for name, ok, rule in (("adam_beta1", 0 <= self.adam_beta1 < 1, "in [0, 1)"),
+                               ("adam_beta2", 0 <= self.adam_beta2 < 1, "in [0, 1)"),
+                               ("adam_epsilon", self.adam_epsilon > 0, "> 0"),
+                               ("weight_decay", self.weight_decay >= 0, ">= 0"),
+                               ("doc_stride", self.doc_stride >= 0, ">= 0"),
+                               ("lora_alpha", self.lora_alpha > 0, "> 0")):
+            if not ok:
+                raise ValueError(f"{name}={getattr(self, name)} must be {rule}")
         if self.attention not in ATTENTION_CHOICES:
             raise ValueError(f"attention={self.attention!r} is not one of {ATTENTION_CHOICES}")
         for name, choices in (("precision", PRECISIONS), ("ir_corpus", IR_CORPORA),

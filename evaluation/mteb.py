@@ -500,8 +500,6 @@ def execute(jobs: list[Job], args: MtebArgs) -> list[Path]:
                 record["model_source"] = job.model.source
             if job.model.finetuned_from:
                 record["finetuned_from"] = job.model.finetuned_from
-            for stale in artifacts.stale_temp_files(path):  # left by a killed writer of this very file
-                stale.unlink()
             if job.replace and path.is_file():
                 path.rename(path.with_name(f"{path.name}.replaced-{time.strftime('%Y%m%dT%H%M%S')}"))
             artifacts.write_json_atomic(path, record, indent=None)

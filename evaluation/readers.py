@@ -61,6 +61,8 @@ def read_tsv(path: str, columns: dict | None, header: bool = True) -> list[dict]
     columns = _required_columns(path, columns)
     with _open_text(path) as f:
         rows = [row for row in csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE) if row]
+    if not rows:
+        raise ValueError(f"{path} is empty; give it {'a header row and ' if header else ''}one example per row")
     if header:
         names, rows = rows[0], rows[1:]
         missing = [c for c in columns.values() if c not in names]

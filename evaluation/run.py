@@ -167,7 +167,7 @@ def model_name(spec: str) -> tuple[str, str]:
 
 
 def _check_name(name: str, spec: str) -> None:
-    if not name or "/" in name or name.startswith("."):
+    if not artifacts.is_folder_name(name):
         raise ValueError(f"--model {spec!r}: {name!r} cannot name a results folder; use NAME=DIR")
 
 
@@ -260,11 +260,9 @@ def list_runs(grid: GridArgs, protocol: common.ProtocolArgs) -> tuple[list[Run],
         raise ValueError(f"--warmup_ratio {protocol.warmup_ratio} must be in [0, 1) (paper: 0.1)")
     names = [task.name for task in task_list]
     if dupes := sorted({n for n in names if names.count(n) > 1}):
-        raise ValueError(f"--tasks names {dupes} more than once (results and caches are filed by task name); "
-                         "give each task YAML a unique name")
-    if bad := [n for n in names if not n or "/" in n or "\\" in n or n.startswith(".")]:
-        raise ValueError(f"task name(s) {bad} cannot name a results folder (no '/', no leading '.'); "
-                         "fix the YAML's name")
+        files = [str(task.path) for task in task_list if task.name == dupes[0]]
+        raise ValueError(f"--tasks names task {dupes[0]!r} more than once ({', '.join(files)}); results and caches "
+                         "are filed by task name: give each task YAML a unique name")
     saved = models_to_save(grid.save_models, task_list, lrs, seeds)
     models = [resolve_model(spec) for spec in specs]
     names = [name for name, _, _ in models]
@@ -463,8 +461,6 @@ def _claim(unit: list[Run], output, stack: contextlib.ExitStack, rerun_changed: 
         if not rerun_changed and (other := _other_protocol(run, path.parent)):
             raise GridMixed(f"{other} was written by another grid with another protocol; one --output holds one "
                             "protocol: use another --output")
-        for stale in artifacts.stale_temp_files(path):  # left by a killed writer of this very file
-            stale.unlink()
         if state == "changed":
             _move_aside(path)
             if run.model_dir(output).is_dir():  # the model saved with the old result goes with it

@@ -66,6 +66,7 @@ Choices (documented per task in its YAML `notes`):
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import math
@@ -78,6 +79,7 @@ import numpy as np
 import yaml
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Sequence, Value
 
+from core import artifacts
 from core.paths import DATA_ENV_VAR, resolve_data_dir
 from evaluation import readers
 from evaluation.metrics import METRICS, SQUAD_VERSIONS, iob1_to_iob2
@@ -285,8 +287,11 @@ def load_task(name_or_path: str | os.PathLike) -> Task:
             raise ValueError(
                 f"unknown task {str(name_or_path)!r}; known tasks: {', '.join(list_tasks())} (or pass a task YAML path)"
             )
-    with open(path, encoding="utf-8") as f:
-        raw = yaml.safe_load(f)
+    try:
+        with open(path, encoding="utf-8") as f:
+            raw = yaml.safe_load(f)
+    except (yaml.YAMLError, UnicodeDecodeError) as error:
+        raise ValueError(f"{path} is not valid YAML ({' '.join(str(error).split())}); fix it") from None
     return _validate_task(raw, path)
 
 
@@ -301,6 +306,9 @@ def _validate_task(raw: Any, path: Path) -> Task:
     if missing:
         raise ValueError(f"{path}: missing required task field(s) {missing}")
     task = Task(**{k: v for k, v in raw.items() if k not in ("offline", "hub")}, path=path)
+    if not artifacts.is_folder_name(task.name):
+        raise ValueError(f"{path}: name {task.name!r} cannot name a results folder (a string with no '/' or '\\' "
+                         "and no leading '.'); results and caches are filed by task name")
     if task.family not in FAMILIES:
         raise ValueError(f"{path}: family must be one of {FAMILIES}, got {task.family!r}")
     budget = task.budget
@@ -315,6 +323,7 @@ def _validate_task(raw: Any, path: Path) -> Task:
         raise ValueError(f"{path}: tc_labelling must be one of {TC_LABELLINGS}, got {task.tc_labelling!r}")
     if task.family in ("sc", "tc") and not task.labels:
         raise ValueError(f"{path}: an {task.family} task needs a `labels` list")
+    _check_label_names(path, "labels", task.labels, strings=True)
     if raw.get("hub") is None and raw.get("offline") is None:
         raise ValueError(f"{path}: give at least one source, `hub` or `offline`")
     for block, settings in (("offline", OfflineSource), ("hub", HubSource)):
@@ -324,11 +333,26 @@ def _validate_task(raw: Any, path: Path) -> Task:
         source = getattr(task, block)
         for role, rule in ((source.derive if source else None) or {}).items():
             _check_derive_rule(path, block, role, rule)
+        _check_label_names(path, f"{block}.label_values", source.label_values if source else None, strings=False)
         if source is not None and source.scheme not in SCHEMES:
             raise ValueError(f"{path}: {block}.scheme must be one of {SCHEMES}, got {source.scheme!r}")
     if task.offline and task.offline.unavailable is None and task.offline.format not in FORMATS:
         raise ValueError(f"{path}: offline.format must be one of {FORMATS}, got {task.offline.format!r}")
     return task
+
+
+def _check_label_names(path: Path, key: str, values, strings: bool) -> None:
+    """Refuse what YAML reads in place of the text written: unquoted yes/no/true/false/on/off become booleans (and,
+    for `labels`, which name classes, numbers are not names either)."""
+    if values is None:
+        return
+    if not isinstance(values, list):
+        raise ValueError(f"{path}: {key} must be a list, got {values!r}")
+    bad = [v for v in values if isinstance(v, bool) or (strings and not isinstance(v, str))]
+    if bad:
+        raise ValueError(f"{path}: {key} holds {bad}, not the text written: YAML reads unquoted yes/no/"
+                         f"true/false/on/off as booleans and digits as numbers; quote each value, e.g. "
+                         f'["yes", "no"]')
 
 
 def _check_derive_rule(path: Path, block: str, role: str, rule) -> None:
@@ -379,6 +403,22 @@ def load_splits(
     """
 
     task = task if isinstance(task, Task) else load_task(task)
+    with _naming_yaml(task):
+        return _load_splits(task, data_dir, max_train, max_eval, source, corpus, relevance)
+
+
+@contextlib.contextmanager
+def _naming_yaml(task: Task):
+    """Inside the block, a one-line error (ValueError, FileNotFoundError) about a task's data names its YAML."""
+    try:
+        yield
+    except (ValueError, FileNotFoundError) as error:
+        if task.path is None or str(task.path) in str(error):
+            raise
+        raise type(error)(f"{error} (task YAML {task.path})") from None
+
+
+def _load_splits(task: Task, data_dir, max_train, max_eval, source, corpus, relevance) -> DatasetDict | dict:
     if source not in ("offline", "hub"):
         raise ValueError(f"source must be 'offline' or 'hub', got {source!r}")
     if corpus not in ("pooled", "judged", "full"):
@@ -415,14 +455,16 @@ def data_files(task: Task, source: str = "offline", data_dir=None) -> list[Path]
     """Every local file a task reads (offline source; [] for the Hub, whose data is named by path and revision)."""
     if source != "offline":
         return []
-    spec = _source_spec(task, source)
-    root, where = _data_root(task, spec, data_dir)
-    if spec.format == "beir":  # the corpus and queries files, then each role's qrels file
-        _check_beir(task, spec)
-        groups = [{"train": [spec.corpus, spec.queries]}, {r: [p] for r, p in spec.qrels.items()}]
-    else:
-        groups = [spec.files or {}]
-    return sorted({p for files in groups for paths in _resolve_files(task, files, root, where).values() for p in paths})
+    with _naming_yaml(task):
+        spec = _source_spec(task, source)
+        root, where = _data_root(task, spec, data_dir)
+        if spec.format == "beir":  # the corpus and queries files, then each role's qrels file
+            _check_beir(task, spec)
+            groups = [{"train": [spec.corpus, spec.queries]}, {r: [p] for r, p in spec.qrels.items()}]
+        else:
+            groups = [spec.files or {}]
+        resolved = [_resolve_files(task, files, root, where) for files in groups]
+    return sorted({p for files in resolved for paths in files.values() for p in paths})
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -182,6 +182,9 @@ def _only_text(corpus: datasets.Dataset, source: str) -> datasets.Dataset:
 
 
 # ------------------------------------------------------------------------------------------------------- tokenizers
+TOY_MIN_VOCAB = 256 + len(TOY_SPECIAL_TOKENS) + 1  # the byte alphabet, the special tokens and one merge
+
+
 def train_toy_tokenizer(
     corpus: datasets.Dataset, vocab_size: int, output_dir: str | os.PathLike
 ) -> PreTrainedTokenizerFast:
@@ -200,8 +203,9 @@ def train_toy_tokenizer(
         The trained tokenizer.
     """
     alphabet = pre_tokenizers.ByteLevel.alphabet()
-    if vocab_size < len(alphabet) + len(TOY_SPECIAL_TOKENS) + 1:
-        raise ValueError(f"vocab_size={vocab_size} is too small for byte-level BPE; use at least 261 (toy: 8k-16k)")
+    if vocab_size < TOY_MIN_VOCAB:
+        raise ValueError(f"vocab_size={vocab_size} is too small for byte-level BPE; use at least {TOY_MIN_VOCAB} "
+                         "(toy: 8k-16k)")
     if "text" not in corpus.column_names or len(corpus) == 0:
         raise ValueError("train_toy_tokenizer needs a corpus with a 'text' column and at least one document")
     backend = Tokenizer(models.BPE())

@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 from core import artifacts, cli
+from core.paths import resolve_data_dir
 from recipes import data
 
 CSV_COLUMNS = ("model", "step", "tokens_seen", "clm_loss", "mlm_loss", "mlm_probability", "blocks", "block_size")
@@ -145,6 +146,11 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     models = cli.split_list(args.model)
     with cli.bad_input_exits():
+        if args.block_size < 2 or args.blocks < 1 or not 0 < args.mlm_probability < 1:
+            raise ValueError(f"--block_size {args.block_size} must be >= 2, --blocks {args.blocks} >= 1 and "
+                             f"--mlm_probability {args.mlm_probability} in (0, 1)")
+        artifacts.local_or_hub(args.tokenizer, "--tokenizer")
+        resolve_data_dir(args.data_dir)
         for model in models:
             if not (Path(model) / artifacts.RUN_INFO_NAME).is_file():
                 raise FileNotFoundError(f"{model} has no {artifacts.RUN_INFO_NAME}; pass checkpoints of "

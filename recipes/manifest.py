@@ -290,6 +290,8 @@ def main(argv: list[str] | None = None) -> None:
         if uncommitted and args.output is None:
             raise ValueError(f"the {', '.join(uncommitted)} configs are not kept in recipes/configs: pass --output "
                              "<folder> to write them there")
+        if args.output is not None and args.output.exists() and not args.output.is_dir():
+            raise ValueError(f"--output {args.output} is a file; pass a folder")
     output = args.output or CONFIGS_DIR
     for scale_name in scales:
         print(f"{scale_name}: {len(write_configs(scale_name, output))} configs in {output / scale_name}")

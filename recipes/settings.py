@@ -6,6 +6,7 @@
 - `decay_steps`, `global_batch`: the WSD decay length and the blocks per optimizer step of a `TrainingArguments`.
 """
 
+import json
 import os
 import types
 import typing
@@ -16,6 +17,7 @@ import yaml
 from transformers import HfArgumentParser, TrainingArguments
 
 from core import lora
+from core.paths import is_hub_id
 from modeling_eurobert import ARCHITECTURES
 from recipes import data
 
@@ -126,6 +128,17 @@ class PretrainArguments:
             raise ValueError(f"compile={self.compile!r} is unknown; use one of {COMPILE_MODES}")
         if self.mlm_fixed_shape_std < 0:
             raise ValueError(f"mlm_fixed_shape_std={self.mlm_fixed_shape_std} must be >= 0 (default 4)")
+        for name, low in (("toy_vocab_size", data.TOY_MIN_VOCAB), ("num_proc", 1), ("masking_seed", 0),
+                          ("step_divisor", 1)):
+            if getattr(self, name) < low:
+                raise ValueError(f"{name}={getattr(self, name)} must be >= {low}")
+        shares = (self.mask_replace_prob, self.random_replace_prob)
+        if not (0 <= shares[0] <= 1 and 0 <= shares[1] <= 1 and sum(shares) <= 1):
+            raise ValueError(f"mask_replace_prob={shares[0]} and random_replace_prob={shares[1]} must each be in "
+                             "[0, 1] and sum to at most 1 (the rest of the masked tokens stay as they are)")
+        if self.corpus_name is not None and not any(is_hub_id(s.split(":")[0]) for s in self.corpus_source.split(",")):
+            raise ValueError(f"corpus_name={self.corpus_name!r} names a config of a Hub dataset, but corpus_source="
+                             f"{self.corpus_source!r} is not one; drop corpus_name")
 
 
 @dataclass
@@ -160,6 +173,12 @@ class CptArguments(PretrainArguments):
         if self.objective != "mlm" or self.switch_step is not None or self.branch_from or self.decay_branches:
             raise ValueError("CPT is MLM only: "
                              "drop objective/switch_step/branch_from/decay_branches from the CPT config")
+        if self.lora and not (self.lora_rank >= 1 and self.lora_alpha > 0 and 0 <= self.lora_dropout < 1):
+            raise ValueError(f"lora_rank={self.lora_rank} must be >= 1, lora_alpha={self.lora_alpha} > 0 and "
+                             f"lora_dropout={self.lora_dropout} in [0, 1)")
+        if self.lora and not set(self.lora_target_modules or ["none"]) <= set(lora.TARGET_MODULES):
+            raise ValueError(f"lora_target_modules={self.lora_target_modules}: name projections of the EuroBERT "
+                             f"layers, some of {list(lora.TARGET_MODULES)}")
 
 
 class RecipeParser(HfArgumentParser):
@@ -192,7 +211,12 @@ class RecipeParser(HfArgumentParser):
             at = argv.index("--config")
             config_path, argv = argv[at + 1], argv[:at] + argv[at + 2 :]
             self.set_defaults(**load_config(config_path, self.dataclass_types))
-        return tuple(self.parse_args_into_dataclasses(args=argv, look_for_args_file=False))
+        try:
+            return tuple(self.parse_args_into_dataclasses(args=argv, look_for_args_file=False))
+        except json.JSONDecodeError as error:  # TrainingArguments parses its dict settings (lr_scheduler_kwargs, ...)
+            given = [a.lstrip("-").split("=")[0] for a in argv if a.lstrip("-").split("=")[0].endswith("kwargs")]
+            raise ValueError(f"{', '.join(given) or 'a dict setting'} is not a JSON object ({error}); write it as "
+                             '\'{"key": value}\'') from None
 
 
 def _nullable(convert):

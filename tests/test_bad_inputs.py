@@ -4,11 +4,20 @@ Rows are (CLI main, argv, expected message fragment); `{out}` is replaced by a f
 refused before work starts (no training), so the table stays fast. A new flag ships with its row here.
 """
 
+import argparse
+import dataclasses
+import functools
+import importlib
+from pathlib import Path
+
 import pytest
+import yaml
+from transformers import TrainingArguments
 
 from core.cli import BadInput
+from core.paths import REPO_ROOT
 from evaluation import run as grid
-from recipes import manifest
+from recipes.settings import PretrainArguments
 
 ROWS = [
     (grid.main, ["--model", "x", "--tasks", "sst2", "--lrs", "0", "--seeds", "0", "--output", "{out}"], "--lrs"),
@@ -17,7 +26,6 @@ ROWS = [
                  "--output", "{out}"], "--warmup_ratio"),
     (grid.main, ["--model", "x", "--tasks", "sst2,sst2", "--lrs", "1e-5", "--seeds", "0", "--output", "{out}"],
      "more than once"),
-    (manifest.main, ["--write_configs", "paper,toy"], "pass --output"),
 ]
 
 
@@ -30,3 +38,363 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(main, argv, fragment, t
     err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
     assert len(err) == 1 and fragment in err[0]
     assert not out.exists()
+
+
+# ================================================================================================ the table per CLI
+# One table per command line: {module: [(argv, fragment of the one-line message)]}. Placeholders: {out} a path that
+# does not exist yet (nothing may appear there), {tmp} the test's folder, {file} a plain file in it, {repo} the
+# repository, {model} a tiny saved model (outside {tmp}), {dup_a}/{dup_b} two task YAMLs of one name, {bad_yaml} a
+# YAML syntax error, {escaped} a task named ../../escaped. Each row runs `main(argv)` in-process in {tmp}: exit 2, one
+# `error:` line holding the fragment, no traceback, and {tmp} unchanged.
+DEBUG = ["--config", "{repo}/recipes/configs/debug.yaml", "--output_dir", "{out}"]
+GRID = ["--model", "{model}", "--tasks", "sst2", "--lrs", "1e-3", "--seeds", "0", "--output", "{out}"]
+MTEB = ["--model", "{model}", "--tasks", "scifact", "--output", "{out}"]
+INSPECT = ["--model", "{model}", "--task", "sst2"]
+CPT = [*DEBUG, "--architecture", "none", "--model_name_or_path", "{model}", "--switch_step", "none"]
+HELDOUT = ["--model", "{model}", "--tokenizer", "{model}", "--block_size", "16", "--output", "{out}/loss.csv"]
+
+CLI_ROWS = {
+    "recipes.pretrain": [
+        (["--config", "{tmp}/missing.yaml", "--output_dir", "{out}"], "missing.yaml does not exist"),
+        ([*DEBUG, "--architecture", "nope"], "architecture='nope' is unknown"),
+        ([*DEBUG, "--architecture", "none", "--model_name_or_path", "{tmp}/missing"], "missing does not exist"),
+        ([*DEBUG, "--tokenizer_name_or_path", "{tmp}/missing"], "missing does not exist"),
+        ([*DEBUG, "--toy_vocab_size", "0"], "toy_vocab_size=0 must be >= 261"),
+        ([*DEBUG, "--corpus_source", "{tmp}/missing.txt"], "missing.txt"),
+        ([*DEBUG, "--corpus_name", "sample-10BT"], "corpus_name='sample-10BT' names a config"),
+        ([*DEBUG, "--data_dir", "{tmp}/missing"], "data bundle not found"),
+        ([*DEBUG, "--max_docs", "0"], "max_docs=0 must be >= 1"),
+        ([*DEBUG, "--block_size", "1"], "block_size=1 is out of range"),
+        ([*DEBUG, "--num_proc", "0"], "num_proc=0 must be >= 1"),
+        ([*DEBUG, "--epochs", "0"], "epochs=0 must be >= 1"),
+        ([*DEBUG, "--global_batch_size", "7"], "global_batch_size"),
+        ([*DEBUG, "--objective", "nope"], "objective='nope' is unknown"),
+        ([*DEBUG, "--mlm_probability", "1.5"], "mlm_probability=1.5 must be in (0, 1)"),
+        ([*DEBUG, "--mask_replace_prob", "2"], "mask_replace_prob=2.0 and random_replace_prob=0.0"),
+        ([*DEBUG, "--random_replace_prob=-1"], "random_replace_prob=-1.0 must each be in [0, 1]"),
+        ([*DEBUG, "--masking_seed=-1"], "masking_seed=-1 must be >= 0"),
+        ([*DEBUG, "--switch_step", "100"], "switch_step=100 must be strictly between 0 and max_steps=20"),
+        ([*DEBUG, "--weight_decay_scope", "nope"], "weight_decay_scope='nope'"),
+        ([*DEBUG, "--reset_optimizer_at_switch", "maybe"], "--reset_optimizer_at_switch"),
+        ([*DEBUG, "--decay_branches", "5"], "decay_branches [5] must lie in"),
+        ([*DEBUG, "--branch_from", "{tmp}/missing"], "branch_from"),
+        ([*DEBUG, "--intermediate_steps", "30"], "intermediate_steps [30] fall outside"),
+        ([*DEBUG, "--step_divisor", "0"], "step_divisor=0 must be >= 1"),
+        ([*DEBUG, "--log_block_order", "maybe"], "--log_block_order"),
+        ([*DEBUG, "--compile", "nope"], "compile='nope' is unknown"),
+        ([*DEBUG, "--mlm_fixed_shape", "maybe"], "--mlm_fixed_shape"),
+        ([*DEBUG, "--mlm_fixed_shape_std=-1"], "mlm_fixed_shape_std=-1.0 must be >= 0"),
+        ([*DEBUG, "--max_steps", "0"], "set max_steps > 0"),
+        ([*DEBUG, "--per_device_train_batch_size", "0"], "per_device_train_batch_size=0 is out of range"),
+        ([*DEBUG, "--gradient_accumulation_steps", "0"], "gradient_accumulation_steps=0 is out of range"),
+        ([*DEBUG, "--max_grad_norm=-1"], "max_grad_norm=-1.0 is out of range"),
+        ([*DEBUG, "--learning_rate=-1e-4"], "learning_rate=-0.0001 must be > 0"),
+        ([*DEBUG, "--save_steps", "0"], "save_steps=0"),
+        ([*DEBUG, "--lr_scheduler_kwargs", "{oops"], "lr_scheduler_kwargs is not a JSON object"),
+        ([*DEBUG, "--train_sampling_strategy", "random"], "set train_sampling_strategy: sequential"),
+        ([*DEBUG, "--remove_unused_columns", "true"], "set remove_unused_columns: false"),
+        ([*DEBUG, "--data_seed", "none"], "--data_seed"),
+        ([*DEBUG, "--compile", "regional", "--torch_compile", "true"], "drop torch_compile"),
+        ([*DEBUG, "--decay_branches", "20", "--save_total_limit", "1", "--switch_step", "none", "--objective", "clm"],
+         "save_total_limit would delete the decay-branch checkpoints"),
+        ([*DEBUG, "--warmup_steps", "18", "--decay_branches", "20", "--switch_step", "none", "--objective", "clm"],
+         "decay_branches [20] must lie in (warmup + decay"),
+        ([*DEBUG, "--resume_from_checkpoint", "{tmp}/missing"], "--resume_from_checkpoint"),
+        (["--config", "{repo}/recipes/configs/debug.yaml", "--output_dir", "{tmp}"], "is not empty"),
+    ],
+    "recipes.cpt": [
+        ([*CPT, "--keep_optimizer_state", "maybe"], "--keep_optimizer_state"),
+        ([*CPT, "--data_start_block=-5"], "data_start_block=-5 is out of range"),
+        ([*CPT, "--lora", "maybe"], "--lora"),
+        ([*CPT, "--lora", "true", "--lora_rank", "0"], "lora_rank=0 must be >= 1"),
+        ([*CPT, "--lora", "true", "--lora_alpha", "0"], "lora_alpha=0.0 > 0"),
+        ([*CPT, "--lora", "true", "--lora_dropout", "1.5"], "lora_dropout=1.5 in [0, 1)"),
+        ([*CPT, "--lora", "true", "--lora_target_modules", "nope"], "lora_target_modules=['nope']"),
+        ([*CPT, "--lora", "true", "--lora_train_embeddings", "maybe"], "--lora_train_embeddings"),
+        ([*CPT, "--objective", "clm"], "CPT is MLM only"),
+    ],
+    "recipes.study": [
+        (["nope", "--output", "{out}"], "unknown study 'nope'"),
+        (["smoke", "--output", "{tmp}"], "{tmp}"),
+        (["smoke", "--output", "{out}", "--data_dir", "{tmp}/missing"], "data bundle not found"),
+        (["smoke", "--output", "{out}", "--org", "bad org!!"], "--org 'bad org!!'"),
+        (["smoke", "--output", "{out}", "--until", "nope"], "--until"),
+        (["smoke", "--output", "{out}", "--from_results", "{tmp}/missing.tar.xz"], "missing.tar.xz"),
+        (["paper", "--output", "{out}", "--gpu", "nope"], "nope"),
+        (["paper", "--output", "{out}", "--mfu", "0"], "mfu=0.0 must be in (0, 1]"),
+    ],
+    "recipes.prepare_data": [
+        (["nope"], "invalid choice: 'nope'"),
+        (["pretraining", "--config", "{tmp}/missing.yaml"], "missing.yaml does not exist"),
+        (["evaluation", "--tasks", "nope"], "unknown task 'nope'"),
+        (["evaluation", "--tasks", "{bad_yaml}"], "bad.yaml is not valid YAML"),
+        (["evaluation", "--tasks", "sst2", "--source", "web"], "--source"),
+        (["evaluation", "--tasks", "sst2", "--source", "offline", "--data_dir", "{tmp}/missing"],
+         "data bundle not found"),
+    ],
+    "recipes.manifest": [
+        (["--write_configs", "nope"], "nope"),
+        (["--write_configs", "paper,toy"], "pass --output"),
+        (["--write_configs", "toy", "--output", "{file}"], "is a file"),
+    ],
+    "recipes.heldout": [
+        (["--model", "{tmp}/missing", "--tokenizer", "{model}", "--block_size", "16", "--output", "{out}/loss.csv"],
+         "missing"),
+        (["--model", "{model}", "--tokenizer", "{tmp}/missing", "--block_size", "16", "--output", "{out}/loss.csv"],
+         "missing"),
+        ([*HELDOUT[:4], "--block_size", "1", *HELDOUT[6:]], "--block_size 1 must be >= 2"),
+        ([*HELDOUT, "--blocks", "0"], "--blocks 0 >= 1"),
+        ([*HELDOUT, "--mlm_probability", "1.5"], "--mlm_probability 1.5 in (0, 1)"),
+        ([*HELDOUT, "--data_dir", "{tmp}/missing"], "data bundle not found"),
+    ],
+    "evaluation.run": [
+        ([*GRID, "--model", "{tmp}/missing"], "missing does not exist"),
+        ([*GRID, "--tasks", "{dup_a},{dup_b}"], "a/task.yaml, "),
+        ([*GRID, "--tasks", "{escaped}"], "name '../../escaped' cannot name a results folder"),
+        ([*GRID, "--tasks", "{bad_yaml}"], "bad.yaml is not valid YAML"),
+        ([*GRID, "--seeds", "x"], "--seeds"),
+        ([*GRID, "--workers", "0"], "--workers 0 must be >= 1"),
+        ([*GRID, "--save_models", "nope:1:0"], "--save_models entry 'nope:1:0'"),
+        ([*GRID, "--batch_size", "0"], "batch_size=0 must be >= 1"),
+        ([*GRID, "--eval_batch_size", "0"], "eval_batch_size=0 must be >= 1"),
+        ([*GRID, "--adam_beta1", "1.5"], "adam_beta1=1.5"),
+        ([*GRID, "--adam_beta2=-1"], "adam_beta2=-1.0"),
+        ([*GRID, "--adam_epsilon", "0"], "adam_epsilon=0.0"),
+        ([*GRID, "--weight_decay=-1"], "weight_decay=-1.0"),
+        ([*GRID, "--max_steps", "0"], "max_steps=0 must be >= 1"),
+        ([*GRID, "--precision", "nope"], "--precision"),
+        ([*GRID, "--attention", "nope"], "--attention"),
+        ([*GRID, "--max_length", "0"], "max_length=0 must be >= 1"),
+        ([*GRID, "--qa_max_length", "0"], "qa_max_length=0 must be >= 1"),
+        ([*GRID, "--doc_stride=-1"], "doc_stride=-1"),
+        ([*GRID, "--n_best", "0"], "n_best=0"),
+        ([*GRID, "--max_answer_length", "0"], "max_answer_length=0"),
+        ([*GRID, "--ir_corpus", "nope"], "--ir_corpus"),
+        ([*GRID, "--ir_relevance", "nope"], "--ir_relevance"),
+        ([*GRID, "--tc_labelling", "nope"], "--tc_labelling"),
+        ([*GRID, "--ir_pooling", "nope"], "--ir_pooling"),
+        ([*GRID, "--peft", "nope"], "--peft"),
+        ([*GRID, "--peft", "lora", "--lora_rank", "0"], "lora_rank=0"),
+        ([*GRID, "--peft", "lora", "--lora_alpha", "0"], "lora_alpha=0.0"),
+        ([*GRID, "--logging_steps", "0"], "logging_steps=0"),
+        ([*GRID, "--source", "nope"], "--source"),
+        ([*GRID, "--data_dir", "{tmp}/missing"], "data bundle not found"),
+        ([*GRID, "--max_train", "0"], "max_train=0 must be >= 1"),
+        ([*GRID, "--max_eval", "0"], "max_eval=0 must be >= 1"),
+    ],
+    "evaluation.report": [
+        (["{tmp}/missing"], "missing"),
+        (["{tmp}", "--tokens_per_step", "0", "--parameters", "1e6"], "--tokens_per_step and --parameters go together"),
+        (["{tmp}", "--parameters", "1e6"], "--tokens_per_step and --parameters go together"),
+    ],
+    "evaluation.inspect": [
+        (["--model", "{tmp}/missing", "--task", "sst2"], "missing"),
+        (["--model", "{model}", "--task", "nope"], "unknown task 'nope'"),
+        (["--model", "{model}", "--task", "{bad_yaml}"], "bad.yaml is not valid YAML"),
+        ([*INSPECT, "--n", "0"], "--n"),
+        ([*INSPECT, "--split", "nope"], "--split"),
+        ([*INSPECT, "--data_dir", "{tmp}/missing"], "data bundle not found"),
+        ([*INSPECT, "--max_length", "x"], "--max_length"),
+        ([*INSPECT, "--tc_labelling", "nope"], "--tc_labelling"),
+    ],
+    "evaluation.mteb": [
+        ([*MTEB, "--model", "{tmp}/missing"], "missing"),
+        ([*MTEB, "--tasks", "NoSuchTask"], "unknown task 'NoSuchTask'"),
+        ([*MTEB, "--max_eval", "0"], "max_eval"),
+        ([*MTEB, "--ir_corpus", "nope"], "--ir_corpus"),
+        ([*MTEB, "--ir_relevance", "nope"], "--ir_relevance"),
+        ([*MTEB, "--source", "nope"], "--source"),
+        ([*MTEB, "--data_dir", "{tmp}/missing"], "data bundle not found"),
+        ([*MTEB, "--batch_size", "0"], "batch_size"),
+        ([*MTEB, "--max_length", "0"], "max_length"),
+        ([*MTEB, "--precision", "nope"], "--precision"),
+        ([*MTEB, "--pooling", "nope"], "--pooling"),
+    ],
+    "model_cards.generate": [
+        (["{tmp}/missing"], "missing"),
+        (["{model}"], "run_info.json"),
+        (["{model}", "--summary", "{tmp}/missing.csv"], "--summary and --results go together"),
+        (["{model}", "--results", "{tmp}/missing"], "--summary and --results go together"),
+    ],
+    "model_cards.push": [
+        (["{tmp}/missing", "--repo_id", "org/name", "--dry_run", "{out}"], "missing"),
+        (["{model}", "--repo_id", "bad id!!", "--dry_run", "{out}"], "bad id!!"),
+        (["--results", "{tmp}/missing", "--repo_id", "org/name", "--dry_run", "{out}"], "missing"),
+        (["--results_dir", "{tmp}/missing", "--repo_id", "org/name", "--dry_run", "{out}"], "nothing to push"),
+        (["{model}", "--repo_id", "org/name", "--results_repo_id", "bad id!!", "--dry_run", "{out}"], "bad id!!"),
+    ],
+    "modeling_eurobert.convert": [
+        (["{tmp}/missing", "{out}"], "missing"),
+        (["{model}", "{tmp}"], "{tmp}"),
+        (["{model}", "{out}"], "unsupported source architecture"),
+        (["{model}", "{out}", "--dtype", "nope"], "--dtype"),
+        (["{model}", "{out}", "--max_position_embeddings", "x"], "--max_position_embeddings"),
+    ],
+    "modeling_eurobert.export_native": [
+        (["{tmp}/missing", "{out}"], "missing"),
+        (["{model}", "{tmp}"], "{tmp}"),
+    ],
+}
+
+CLIS = sorted(CLI_ROWS)
+POSITIONALS = {  # {module: the positionals that rows above give a bad value}
+    "recipes.study": {"study", "output"}, "recipes.prepare_data": {"what"}, "evaluation.report": {"results"},
+    "model_cards.generate": {"checkpoint"}, "model_cards.push": {"checkpoint"},
+    "modeling_eurobert.convert": {"source", "output"}, "modeling_eurobert.export_native": {"checkpoint", "output"}}
+
+# Flags without a row of their own, each with the reason. A new flag needs a row above or an entry here.
+TRAINING_ARGUMENTS_CHECKED = {"max_steps", "per_device_train_batch_size", "gradient_accumulation_steps",
+                              "max_grad_norm", "learning_rate", "save_steps", "lr_scheduler_kwargs",
+                              "train_sampling_strategy", "remove_unused_columns", "data_seed", "torch_compile",
+                              "save_total_limit", "warmup_steps", "resume_from_checkpoint", "output_dir"}
+EXEMPT = {
+    "recipes.pretrain": {f"--{f.name}": "a TrainingArguments flag the recipes pass to transformers, which parses "
+                         "and checks it (the ones the recipes check have rows)"
+                         for f in dataclasses.fields(TrainingArguments) if f.name not in TRAINING_ARGUMENTS_CHECKED},
+}
+EXEMPT["recipes.pretrain"].update({
+    "--scale": "a free label recorded in run_info.json (provenance only); any text is valid",
+    "--data_cache_dir": "a file there is H2's row (issue 24 point 6); any folder path is valid",
+})
+EXEMPT["recipes.heldout"] = {
+    "--cache_dir": "a file there is H2's kind of row (output paths that are files, issue 24 point 6)",
+    "--output": "the CSV to write; an existing file is replaced (left to the lead: issue 24 point 1, overwrites)",
+}
+EXEMPT["model_cards.generate"] = {
+    "--repo_id": "H2's rows (issue 24 point 5)", "--output": "H2's rows (issue 24 point 6: an --output folder)",
+    "--base_model": "checked with the checkpoint's run_info.json (tests/test_model_cards.py); no value is bad alone",
+    "--force": "a switch: no value to get wrong",
+}
+EXEMPT["model_cards.push"] = {"--retries": "H2's rows (issue 24 point 5)",
+                              "--base_model": EXEMPT["model_cards.generate"]["--base_model"],
+                              "--dry_run": "H2's rows (issue 24 point 6: a file)"}
+ANY_TOKEN = "any token text is valid (added when missing); the source must be a decoder (tests/test_convert.py)"
+EXEMPT["modeling_eurobert.convert"] = {"--mask_token": ANY_TOKEN, "--pad_token": ANY_TOKEN}
+EXEMPT["modeling_eurobert.export_native"] = {"--bidirectional": "a switch: no value to get wrong"}
+EXEMPT["evaluation.run"] = {"--rerun_changed": "a switch: no value to get wrong",
+                            "--query_prompt": "any text is a prompt", "--document_prompt": "any text is a prompt",
+                            "--scratch_dir": "a file there is H2's kind of row (output paths that are files)"}
+EXEMPT["evaluation.mteb"] = {"--rerun_changed": "a switch: no value to get wrong",
+                             "--query_prompt": "any text is a prompt", "--document_prompt": "any text is a prompt",
+                             "--output": "H2's rows (issue 24 point 6: an --output that is a file)"}
+EXEMPT["evaluation.report"] = {"--bootstrap": "a switch: no value to get wrong",
+                               "--output": "H2's rows (issue 24 point 6) and tests/test_report.py (foreign files)",
+                               "--compare": "needs results: tests/test_report.py refuses A,A and unknown names"}
+EXEMPT["recipes.manifest"] = {"--list": "a switch: no value to get wrong"}
+EXEMPT["recipes.study"] = {"--docs": "H2's rows (issue 24 point 4: --docs FILE)"}
+EXEMPT["recipes.cpt"] = {**EXEMPT["recipes.pretrain"], **{
+    f"--{f.name}": "parsed and checked as in recipes.pretrain (CptArguments extends PretrainArguments; same main)"
+    for f in dataclasses.fields(PretrainArguments)}, **{
+    f"--{name}": "parsed and checked as in recipes.pretrain (the same main)" for name in TRAINING_ARGUMENTS_CHECKED}}
+EXEMPT["recipes.cpt"].pop("--objective")
+
+
+class _Parsed(Exception):
+    """Raised by the first parse of a CLI's parser in `cli_flags`, carrying the parser."""
+
+
+def cli_flags(module: str, monkeypatch) -> dict[str, set[str]]:
+    """The settings of a CLI's parser as its main builds it: {name: the flags that set it} (a positional: {name:
+    {"<dest>"}}; `--x` and HfArgumentParser's `--no_x` set one); a sub-command's are prefixed with its name
+    (`evaluation --tasks`)."""
+    def parsed(parser, *args, **kwargs):
+        raise _Parsed(parser)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(argparse.ArgumentParser, "parse_known_args", parsed)
+        with pytest.raises(_Parsed) as caught:
+            importlib.import_module(module).main(["--help"])
+    settings = {}
+
+    def walk(parser, prefix=""):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    walk(sub, f"{prefix}{name} ")
+            elif not isinstance(action, argparse._HelpAction):
+                flags = set(action.option_strings) or {f"<{action.dest}>"}
+                settings.setdefault(prefix + action.dest, set()).update(prefix + flag for flag in flags)
+    walk(caught.value.args[0])
+    return settings
+
+
+def _all_rows() -> dict[str, list[tuple[list[str], str]]]:
+    """Every row of this file, per CLI module: the tables here and any other module-level `*ROWS` constant
+    ((main, argv, fragment) lists, as the first table)."""
+    rows = {}
+    for name, value in globals().items():
+        if not name.endswith("ROWS"):
+            continue
+        entries = value.items() if isinstance(value, dict) else [
+            (row[0].__module__, [row[1:]]) for row in value if callable(row[0])]
+        for module, module_rows in entries:
+            rows.setdefault(module, []).extend(module_rows)
+    return rows
+
+
+def _placeholders(tmp_path, model_dir) -> dict:
+    task = {"family": "sc", "metric": "accuracy", "budget": {"max_steps": 1}, "labels": ["negative", "positive"],
+            "offline": {"format": "tsv", "files": {"train": "sc/sst2/dev.tsv", "test": "sc/sst2/dev.tsv"},
+                        "columns": {"text": "sentence", "label": "label"}, "label_values": ["0", "1"]}}
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "task.yaml").write_text(yaml.safe_dump({"name": "dup", **task}))
+    (tmp_path / "escaped.yaml").write_text(yaml.safe_dump({"name": "../../escaped", **task}))
+    (tmp_path / "bad.yaml").write_text("name: t\nfamily: [sc\n")
+    (tmp_path / "file.txt").write_text("a plain file\n")
+    return {"{out}": str(tmp_path / "out"), "{tmp}": str(tmp_path), "{file}": str(tmp_path / "file.txt"),
+            "{repo}": str(REPO_ROOT), "{model}": str(model_dir), "{dup_a}": str(tmp_path / "a" / "task.yaml"),
+            "{dup_b}": str(tmp_path / "b" / "task.yaml"), "{bad_yaml}": str(tmp_path / "bad.yaml"),
+            "{escaped}": str(tmp_path / "escaped.yaml")}
+
+
+def _listing(folder: Path) -> dict:
+    return {str(p.relative_to(folder)): p.stat().st_size if p.is_file() else None for p in folder.rglob("*")}
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory, data_dir):
+    from tests.fixtures.tiny_models import build_tiny_eurobert, build_tiny_tokenizer
+
+    return build_tiny_eurobert(tmp_path_factory.mktemp("tiny") / "model", build_tiny_tokenizer(data_dir, 300))
+
+
+@pytest.mark.parametrize("module, argv, fragment", [(m, a, f) for m, rows in CLI_ROWS.items() for a, f in rows],
+                         ids=lambda v: " ".join(v) if isinstance(v, list) else v if "." in v else None)
+def test_every_cli_refuses_bad_input_in_one_line_before_writing(module, argv, fragment, request, tmp_path,
+                                                                monkeypatch, capsys):
+    model_dir = request.getfixturevalue("tiny_model") if any("{model}" in a for a in argv) else tmp_path / "none"
+    values = _placeholders(tmp_path, model_dir)
+    monkeypatch.chdir(tmp_path)
+    before = _listing(tmp_path)
+    argv = [functools.reduce(lambda text, key: text.replace(key, values[key]), values, a) for a in argv]
+    with pytest.raises(SystemExit) as refused:
+        importlib.import_module(module).main(argv)
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if "error:" in line]
+    assert refused.value.code == 2 and len(lines) == 1 and "Traceback" not in err, err
+    assert functools.reduce(lambda text, key: text.replace(key, values[key]), values, fragment) in lines[0]
+    assert _listing(tmp_path) == before
+
+
+def test_every_flag_of_every_cli_has_a_bad_input_row_or_a_reason(monkeypatch):
+    rows = _all_rows()
+    missing = {}
+    for module in CLIS:
+        covered = {arg.split("=")[0] for argv, _ in rows.get(module, []) for arg in argv if arg.startswith("--")}
+        covered |= {f"<{dest}>" for dest in POSITIONALS.get(module, ())} | set(EXEMPT.get(module, {}))
+        uncovered = sorted(max(flags) for flags in cli_flags(module, monkeypatch).values()
+                           if not {flag.split(" ")[-1] for flag in flags} & covered and not flags & covered)
+        if uncovered:
+            missing[module] = uncovered
+    assert not missing, f"flags without a bad-input row in tests/test_bad_inputs.py (or a reason in EXEMPT): {missing}"
+
+
+def test_every_command_line_of_the_project_has_a_table():
+    """A module of the installed packages with a `main(argv)` is a command line (`python -m ...`): it needs its table
+    (bench/ holds developer benchmarks, not shipped: pyproject's packages leave it out)."""
+    modules = {".".join(path.relative_to(REPO_ROOT).with_suffix("").parts)
+               for package in ("core", "recipes", "evaluation", "model_cards", "modeling_eurobert")
+               for path in (REPO_ROOT / package).glob("*.py") if "\ndef main(" in path.read_text(encoding="utf-8")}
+    assert modules == set(CLIS)
+

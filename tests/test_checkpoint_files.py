@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from core import artifacts
 from core.sentence_transformers_files import (
     PROMPTS,
     SENTENCE_TRANSFORMERS_FILES,
@@ -164,3 +165,23 @@ def test_writer_keeps_what_it_did_not_write_and_skips_configs_without_is_causal(
         sentence_transformers_files({"max_position_embeddings": 16})
     with pytest.raises(FileNotFoundError, match="config.json"):
         write_sentence_transformers_files(tmp_path / "missing")
+
+
+def test_a_rerun_removes_the_temp_files_its_killed_writer_left_and_only_those(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert", "hidden_size": 8,
+                                                      "max_position_embeddings": 16}))
+    stale = tmp_path / ".modules.json.k1ll3d00.tmp"  # what a writer killed before its rename leaves
+    stale.write_text('[{"idx": 0, ')
+    others = [tmp_path / ".modules.json.tmp", tmp_path / "modules.json.k1ll3d00.tmp",
+              tmp_path / ".config.json.k1ll3d00.tmp"]  # not this writer's pattern for this file: kept
+    for other in others:
+        other.write_text("mine")
+    write_sentence_transformers_files(tmp_path)
+    assert not stale.exists() and json.loads((tmp_path / "modules.json").read_text())[0]["idx"] == 0
+    assert all(other.read_text() == "mine" for other in others)
+    target = tmp_path / "state.json"
+    with artifacts.atomic_file(target) as live:  # a live writer's temp survives a concurrent writer's cleanup
+        live.write_text("{}")
+        artifacts.write_json_atomic(target, {"other": 1})
+        assert live.exists()
+    assert json.loads(target.read_text()) == {}

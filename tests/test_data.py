@@ -3,6 +3,7 @@
 import gzip
 import json
 import os
+from pathlib import Path
 
 import datasets
 import numpy as np
@@ -19,6 +20,7 @@ from recipes.data import (
     PAD,
     PretrainingCollator,
     build_packed_dataset,
+    cached_toy_tokenizer,
     data_fingerprint,
     load_corpus,
     load_tokenizer,
@@ -211,6 +213,26 @@ def test_cached_blocks_are_reused(tokenizer, corpus, blocks, cache_dir):
     mtime = os.stat(path).st_mtime_ns
     again = build_packed_dataset(tokenizer, corpus, BLOCK_SIZE, data_seed=0, cache_dir=cache_dir)
     assert again.cache_files[0]["filename"] == path and os.stat(path).st_mtime_ns == mtime
+
+
+
+def test_a_rebuild_removes_what_its_killed_writer_left(tokenizer, corpus, tmp_path):
+    small = corpus.select(range(40))
+    first = build_packed_dataset(tokenizer, small, BLOCK_SIZE, data_seed=0, cache_dir=tmp_path / "cache")
+    packed = Path(first.cache_files[0]["filename"])
+    expected = first[:]["input_ids"]
+    del first
+    packed.unlink()
+    half = packed.with_name(f".{packed.name}.k1ll3d00.tmp")  # a build killed mid-write (SIGKILL: no cleanup)
+    half.write_bytes(b"ARROW1 half a file")
+    again = build_packed_dataset(tokenizer, small, BLOCK_SIZE, data_seed=0, cache_dir=tmp_path / "cache")
+    assert not half.exists() and [p.name for p in packed.parent.glob(".*.tmp")] == []
+    np.testing.assert_array_equal(again[:]["input_ids"], expected)
+    staging = tmp_path / ".toy-tokenizer.k1ll3d00.tmp"  # a toy tokenizer save killed mid-write
+    staging.mkdir()
+    (staging / "tokenizer.json").write_text('{"version": ')
+    cached_toy_tokenizer(small, 300, tmp_path / "toy-tokenizer")
+    assert not staging.exists() and (tmp_path / "toy-tokenizer" / "tokenizer.json").is_file()
 
 
 # ----------------------------------------------------------------------------------------------------------- collator

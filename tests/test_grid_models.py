@@ -188,8 +188,12 @@ def test_a_missing_saved_model_is_trained_again_and_the_selection_is_checked(gri
     before = result(grid.output, "sst2")
     assert run.run_grid(dataclasses.replace(grid, save_models=""), protocol) == []  # saving is not in the identity
     __import__("shutil").rmtree(model_dir)
+    half = model_dir.with_name(f".{model_dir.name}.k1ll3d00.tmp")  # a save killed mid-write leaves its staging
+    half.mkdir()
+    (half / "model.safetensors").write_bytes(b"half")
     again = run.run_grid(dataclasses.replace(grid, tasks="sst2", save_models="sst2"), protocol)
     assert again == [Path(grid.output, "tiny-clm", "sst2", "lr0.001-seed0.json")] and model_dir.is_dir()
+    assert not half.exists()
     assert scored(result(grid.output, "sst2")) == scored(before)
     for selection in ("sst3", "sst2:1e-2:0", "sst2:1e-3", "squad:x:0"):
         with pytest.raises(ValueError, match=f"--save_models entry '{selection}' names no run of this grid"):

@@ -546,13 +546,34 @@ def test_label_outside_label_set_is_one_line_error(tmp_path):
     ({"hub": {"name": "sst2"}}, "hub needs ['path']"),
     ({"offline": ["tsv"]}, "offline must be a mapping of settings"),
     ({"offline": {"format": "conll", "scheme": "bio"}}, "offline.scheme must be one of ('iob1', 'iob2')"),
+    ({"name": "../../escaped"}, "name '../../escaped' cannot name a results folder"),  # would write outside --output
+    ({"name": "sub\\task"}, "cannot name a results folder"),
+    ({"name": 7}, "name 7 cannot name a results folder"),
+    ({"labels": [True, False]}, "labels holds [True, False], not the text written"),  # unquoted `[yes, no]`
+    ({"labels": ["O", 1]}, "quote each value"),
+    ({"offline": {"format": "tsv", "files": {"train": "x"}, "label_values": [False, True]}},
+     "offline.label_values holds [False, True]"),
 ])
 def test_invalid_task_yaml_is_rejected(tmp_path, change, expected):
     data = {"name": "t", "family": "sc", "metric": "accuracy", "budget": {"max_steps": 1}, "labels": ["a"],
             "offline": {"format": "tsv", "files": {"train": "x"}}}
+    path = _write_yaml(tmp_path / "t.yaml", {**data, **change})
     with pytest.raises(ValueError) as excinfo:
-        load_task(_write_yaml(tmp_path / "t.yaml", {**data, **change}))
-    assert expected in _one_line_error(excinfo)
+        load_task(path)
+    assert expected in _one_line_error(excinfo) and str(path) in str(excinfo.value)
+
+
+def test_unquoted_yes_no_labels_and_yaml_syntax_errors_are_one_line_naming_the_yaml(tmp_path):
+    path = tmp_path / "t.yaml"
+    path.write_text("name: t\nfamily: sc\nmetric: accuracy\nbudget: {max_steps: 1}\nlabels: [yes, no]\n"
+                    "offline: {format: tsv, files: {train: x}}\n")
+    with pytest.raises(ValueError) as excinfo:
+        load_task(path)
+    assert f"{path}: labels holds [True, False]" in _one_line_error(excinfo) and '["yes", "no"]' in str(excinfo.value)
+    path.write_text("name: t\nfamily: [sc\n")
+    with pytest.raises(ValueError) as excinfo:
+        load_task(path)
+    assert _one_line_error(excinfo).startswith(f"{path} is not valid YAML (") and "line 2" in str(excinfo.value)
 
 
 @pytest.mark.parametrize("kwargs,expected", [
@@ -602,6 +623,8 @@ def _squad_file(path, answer):
     ("derive_without_seed", "needs from, fraction and seed"),
     ("header_false_named_columns", "must give 0-based column numbers, not names"),
     ("missing_absolute_path", "(an absolute path in"),
+    ("empty_tsv", "d.tsv is empty"),
+    ("tsv_as_jsonl", "is not a valid jsonl file (JSONDecodeError"),
 ])
 def test_malformed_task_data_is_one_line_naming_the_problem(tmp_path, case, expected):
     base = {"name": "t", "budget": {"max_steps": 1}}
@@ -631,12 +654,17 @@ def test_malformed_task_data_is_one_line_naming_the_problem(tmp_path, case, expe
             offline["columns"] = {"label": "label", "text": "sentence"}
         if case == "missing_absolute_path":
             offline["files"] = {"train": str(tmp_path / "gone" / "train.tsv"), "test": "d.tsv"}
+        if case == "empty_tsv":
+            (tmp_path / "d.tsv").write_text("")
+        if case == "tsv_as_jsonl":
+            offline = {**offline, "format": "jsonl", "columns": {"label": "label", "text": "text"}}
+            del offline["header"]
         task = {**base, "family": "sc", "metric": "accuracy", "labels": ["a", "b"], "offline": offline}
     path = _write_yaml(tmp_path / "t.yaml", task)
     with pytest.raises((ValueError, FileNotFoundError)) as excinfo:
         load_splits(path)
     message = _one_line_error(excinfo)
-    assert expected in message, message
+    assert expected in message and str(path) in message, message  # every one-line task error names the YAML
     if case == "missing_absolute_path":
         assert "MLM_VS_CLM_DATA" not in message and "data dir" not in message
 
