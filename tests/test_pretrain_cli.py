@@ -92,7 +92,6 @@ def _write(path, text):
     return path
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("case", [
     "unknown_yaml_key", "yaml_list", "scalar_for_list", "missing_tokenizer", "missing_base", "blank_corpus",
     "truncated_weights", "bad_resume_checkpoint", "output_is_base", "foreign_output_dir", "other_tokenizer",
@@ -154,7 +153,6 @@ def test_bad_input_is_one_line_and_writes_nothing(case, base, tmp_path, cache_di
     assert (sorted(p.name for p in out.iterdir()) if out.exists() else None) == before  # nothing written
 
 
-@pytest.mark.slow
 def test_cpt_refuses_blocks_longer_than_the_base_model_positions(base, tmp_path, cache_dir):
     argv = small(tmp_path / "out", cache_dir, "--architecture", "null", "--model_name_or_path", base,
                  "--block_size", "1024")
