@@ -62,9 +62,6 @@ SCALES = {
     "mini-gpu": {"step_divisor": 10, "model": "small", "block_size": 256, "per_device_train_batch_size": 32,
                  "gradient_accumulation_steps": 1, "global_batch_size": None, "max_docs": None, "epochs": 4,
                  "bf16": True},
-    # the shortened smoke study of the test suite: same stages and structure, a few steps per run
-    "ci": {"step_divisor": 1000, "model": "tiny", "block_size": 32, "per_device_train_batch_size": 2,
-           "gradient_accumulation_steps": 1, "global_batch_size": None, "max_docs": 300},
 }
 
 @dataclass(frozen=True)
