@@ -69,9 +69,6 @@ SCALES = {
     # model's cost shrinks 4x (docs/horizon-study/PILOT.md)
     "horizon": {"step_divisor": 8, "model": "tiny", "block_size": 128, "per_device_train_batch_size": 16,
                 "gradient_accumulation_steps": 1, "global_batch_size": None, "max_docs": None, "vocab_size": 2048},
-    # the shortened smoke study of the test suite: same stages and structure, a few steps per run
-    "ci": {"step_divisor": 1000, "model": "tiny", "block_size": 32, "per_device_train_batch_size": 2,
-           "gradient_accumulation_steps": 1, "global_batch_size": None, "max_docs": 300},
 }
 
 @dataclass(frozen=True)

@@ -9,12 +9,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from bench import bench_data, bench_eval, gpu_check
 from bench.bench_model import fitting_batch
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow  # the process boundary: bench/gpu_check.sh in its own process
 def test_gpu_check_dry_run_writes_every_section(tmp_path):
     """The dry run in one process (one start-up; the sections' code and arguments are the device's, tiny):
     every section ends ok and its figures reach gpu_check.json and gpu_check.md."""

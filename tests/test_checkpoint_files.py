@@ -106,6 +106,7 @@ def fresh_process(clm_run, tmp_path_factory):
     return report, torch.load(work / "embeddings.pt"), result.stdout + result.stderr
 
 
+@pytest.mark.slow  # a fresh process (the `fresh_process` fixture)
 def test_tokenizer_loads_in_a_fresh_process_without_prompt_with_max_length_and_mask_lstrip(clm_run, fresh_process):
     report, _, output = fresh_process
     max_positions = json.loads((clm_run / "config.json").read_text())["max_position_embeddings"]
@@ -129,6 +130,7 @@ def test_plain_autotokenizer_without_trust_remote_code_prints_no_prompt(clm_run,
     assert not [notice for notice in REMOTE_CODE_NOTICES if notice in output], output[-2000:]
 
 
+@pytest.mark.slow  # a fresh process (the `fresh_process` fixture)
 def test_sentence_transformers_zero_shot_equals_the_evaluation_pipeline(clm_run, fresh_process):
     """`SentenceTransformer(checkpoint, trust_remote_code=True)` in a fresh process gives the embeddings of
     `evaluation.retrieval.build_model` (bidirectional, mean pooling, "Query: " / "Document: " prompts)."""

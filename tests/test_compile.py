@@ -51,6 +51,7 @@ def runs(tmp_path_factory, one_thread):
     return {"eager": eager, "compiled": compiled, "overflow": overflow, "compiles": compiles, "cache_dir": cache_dir}
 
 
+@pytest.mark.slow  # three pretraining runs, one compiled (the `runs` fixture)
 def test_regional_compile_gives_the_eager_losses_across_the_pfs_switch(runs):
     eager, compiled = losses(runs["eager"]), losses(runs["compiled"])
     assert len(eager) == len(compiled) == STEPS
@@ -62,6 +63,7 @@ def test_regional_compile_gives_the_eager_losses_across_the_pfs_switch(runs):
     assert len(compiled_layers) == layers
 
 
+@pytest.mark.slow  # three pretraining runs, one compiled (the `runs` fixture)
 def test_compiled_checkpoints_have_eager_keys_and_reload(runs):
     eager_keys = list(runs["eager"].model.state_dict())
     trained = runs["compiled"].model.state_dict()
@@ -74,6 +76,7 @@ def test_compiled_checkpoints_have_eager_keys_and_reload(runs):
     assert all(torch.equal(reloaded[key], trained[key].detach()) for key in trained)
 
 
+@pytest.mark.slow  # three pretraining runs, one compiled (the `runs` fixture)
 def test_compiled_run_resumes_from_a_checkpoint_and_finishes(runs, tmp_path):
     """A copy of the compiled run's checkpoint-4, run again with the same settings: it resumes at step 4 and ends
     with the uninterrupted run's weights."""
@@ -92,6 +95,7 @@ def test_compiled_run_resumes_from_a_checkpoint_and_finishes(runs, tmp_path):
         torch.testing.assert_close(got[key], expected[key], atol=1e-6, rtol=1e-5, msg=key)
 
 
+@pytest.mark.slow  # three pretraining runs, one compiled (the `runs` fixture)
 def test_overflow_batches_take_the_exact_path_and_are_counted(runs):
     """K at the mean mask count: some MLM micro-batches have a row above K. They are computed exactly (the losses
     are the exact head's) and `mlm_overflow_batches` counts them, window by window."""
@@ -106,6 +110,7 @@ def test_overflow_batches_take_the_exact_path_and_are_counted(runs):
     assert "mfu" not in trainer.state.log_history[0]  # CPU: no mfu
 
 
+@pytest.mark.slow  # three pretraining runs, one compiled (the `runs` fixture)
 def test_mfu_flops_follow_the_objective_and_the_plan(runs):
     """The trainer's FLOPs per token are the plan's formula (one function), with the LM head share of the step's
     objective."""

@@ -272,18 +272,15 @@ def test_token_estimate_is_close_to_the_real_count(tmp_path):
     assert abs(estimate["tokens"] - real) / real < 0.05, (estimate, real)
 
 
-def test_undersized_corpus_is_refused_before_tokenizing(tmp_path):
-    import subprocess
-    import sys
-
+def test_undersized_corpus_is_refused_before_tokenizing(tmp_path, capsys):
     cache = tmp_path / "cache"
     argv = ["--config", DEBUG, "--output_dir", str(tmp_path / "out"), "--data_cache_dir", str(cache),
             "--max_docs", "30", "--block_size", "64", "--per_device_train_batch_size", "4", "--max_steps", "5000",
             "--report_to", "none"]
-    result = subprocess.run([sys.executable, "-m", "recipes.pretrain", *argv], capture_output=True, text=True,
-                            timeout=300)
-    last = result.stderr.strip().splitlines()[-1]
-    assert result.returncode == 2 and last.startswith("error: corpus bundle yields about") and "set epochs" in last
+    with pytest.raises(SystemExit) as error:
+        pretrain.main(argv)
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error.value.code == 2 and last.startswith("error: corpus bundle yields about") and "set epochs" in last
     assert "needs 20,000 blocks" in last
     assert not list(cache.glob("tokenized-*")) and not list(cache.glob("packed-*"))  # refused before tokenizing
     assert not (tmp_path / "out").exists()

@@ -34,15 +34,24 @@ def small(output_dir, cache_dir, *extra):
             "--lr_scheduler_kwargs", '{"num_decay_steps": 1, "decay_type": "linear"}', *extra]
 
 
-def run_cli(module, *argv, timeout=300):
-    return subprocess.run([sys.executable, "-m", module, *map(str, argv)], cwd=ROOT, capture_output=True, text=True,
-                          env=ENV, timeout=timeout)
+def run_cli(module, *argv, capsys):
+    """`python -m <module> argv` in this process (its `main(argv)`, as the shell calls it): (exit status, stderr).
+    The process boundary itself: test_scripts_launch_by_path_from_the_root_and_from_another_directory."""
+    main = {"recipes.pretrain": pretrain.main, "recipes.cpt": cpt.main}[module]
+    capsys.readouterr()
+    try:
+        main(list(map(str, argv)))
+        code = 0
+    except SystemExit as error:
+        code = error.code
+    return code, capsys.readouterr().err
 
 
 def assert_one_line_error(result, *fragments, code=2):
-    assert result.returncode == code, result.stderr[-3000:]
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert lines[-1].startswith("error: ") and "Traceback" not in result.stderr, result.stderr[-3000:]
+    status, stderr = result
+    assert status == code, stderr[-3000:]
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert lines[-1].startswith("error: "), stderr[-3000:]
     for fragment in fragments:
         assert fragment in lines[-1], (fragment, lines[-1])
 
@@ -83,12 +92,11 @@ def _write(path, text):
     return path
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("case", [
     "unknown_yaml_key", "yaml_list", "scalar_for_list", "missing_tokenizer", "missing_base", "blank_corpus",
     "truncated_weights", "bad_resume_checkpoint", "output_is_base", "foreign_output_dir", "other_tokenizer",
 ])
-def test_bad_input_is_one_line_and_writes_nothing(case, base, tmp_path, cache_dir):
+def test_bad_input_is_one_line_and_writes_nothing(case, base, tmp_path, cache_dir, capsys):
     out = tmp_path / "out"
     script, argv, expect = "recipes.pretrain", small(out, cache_dir), []
     if case == "unknown_yaml_key":
@@ -140,12 +148,11 @@ def test_bad_input_is_one_line_and_writes_nothing(case, base, tmp_path, cache_di
         argv += ["--architecture", "null", "--model_name_or_path", base, "--tokenizer_name_or_path", other]
         expect = ["differs from the base model's own"]
     before = sorted(p.name for p in out.iterdir()) if out.exists() else None
-    result = run_cli(script, *argv)
+    result = run_cli(script, *argv, capsys=capsys)
     assert_one_line_error(result, *expect)
     assert (sorted(p.name for p in out.iterdir()) if out.exists() else None) == before  # nothing written
 
 
-@pytest.mark.slow
 def test_cpt_refuses_blocks_longer_than_the_base_model_positions(base, tmp_path, cache_dir):
     argv = small(tmp_path / "out", cache_dir, "--architecture", "null", "--model_name_or_path", base,
                  "--block_size", "1024")
@@ -164,25 +171,27 @@ def test_cpt_defaults_to_the_base_tokenizer(base, tmp_path, cache_dir):
 
 
 @pytest.mark.slow
-def test_resume_on_other_data_is_refused(base, tmp_path, cache_dir):
+def test_resume_on_other_data_is_refused(base, tmp_path, cache_dir, capsys):
     """Same command and settings, but `--data_dir` points at a bundle whose corpus differs: refused, untouched."""
     other = tmp_path / "bundle"
     corpus = other / "pretrain" / "enwiki" / "train.jsonl.gz"
     corpus.parent.mkdir(parents=True)
     shutil.copy(Path(data.resolve_data_dir()) / "pretrain" / "enwiki" / "valid.jsonl.gz", corpus)
     before = {p: p.stat().st_mtime_ns for p in base.rglob("*") if p.is_file()}
-    result = run_cli("recipes.pretrain", *small(base, cache_dir, "--objective", "mlm", "--data_dir", other))
+    result = run_cli("recipes.pretrain", *small(base, cache_dir, "--objective", "mlm", "--data_dir", other),
+                     capsys=capsys)
     assert_one_line_error(result, "reads other data", "data.fingerprint")
     assert {p: p.stat().st_mtime_ns for p in base.rglob("*") if p.is_file()} == before
     # the same data found through another path is the same data: the finished run resumes and does nothing
     copy = tmp_path / "bundle-copy"
     shutil.copytree(data.resolve_data_dir() / "pretrain", copy / "pretrain")
-    ok = run_cli("recipes.pretrain", *small(base, cache_dir, "--objective", "mlm", "--data_dir", copy))
-    assert ok.returncode == 0, ok.stderr[-3000:]
+    status, stderr = run_cli("recipes.pretrain", *small(base, cache_dir, "--objective", "mlm", "--data_dir", copy),
+                             capsys=capsys)
+    assert status == 0, stderr[-3000:]
 
 
 @pytest.mark.slow
-def test_second_process_on_one_output_dir_is_refused(tmp_path, cache_dir):
+def test_second_process_on_one_output_dir_is_refused(tmp_path, cache_dir, capsys):
     out = tmp_path / "locked"
     argv = small(out, cache_dir, "--max_steps", "400", "--save_steps", "1000")
     first = subprocess.Popen([sys.executable, "-m", "recipes.pretrain", *argv], cwd=ROOT, env=ENV,
@@ -192,7 +201,7 @@ def test_second_process_on_one_output_dir_is_refused(tmp_path, cache_dir):
         while not (out / "run_config.json").is_file():  # written while the lock is held
             assert first.poll() is None and time.time() < deadline, first.stderr.read()[-3000:]
             time.sleep(0.1)
-        second = run_cli("recipes.pretrain", *argv)
+        second = run_cli("recipes.pretrain", *argv, capsys=capsys)  # this process: the lock is the other's
         assert_one_line_error(second, "in use by another process", str(out))
     finally:
         first.kill()
@@ -214,9 +223,12 @@ def test_truncated_toy_tokenizer_cache_is_rebuilt(tmp_path):
 @pytest.mark.slow
 def test_killed_study_takes_its_pretraining_child_with_it(tmp_path):
     """SIGKILL the study while it pretrains: its child run ends too (no orphan keeps training)."""
-    code = ("import dataclasses, sys; from pathlib import Path; from recipes.study import STUDIES, run_study; "
-            "study = dataclasses.replace(STUDIES['smoke'], scale='ci', pretrain_overrides={'max_steps': 1500, "
-            "'save_steps': 100000, 'intermediate_steps': []}); run_study('smoke', Path(sys.argv[1]), study=study)")
+    # the smoke study at a scale of 1,500 CLM steps of 32-token blocks (more than the kill needs)
+    code = ("import dataclasses, sys; from pathlib import Path; from recipes import manifest; "
+            "from recipes.study import STUDIES, run_study; "
+            "manifest.SCALES['kill'] = {'step_divisor': 28, 'model': 'tiny', 'block_size': 32, "
+            "'per_device_train_batch_size': 2, 'gradient_accumulation_steps': 1, 'max_docs': 300}; "
+            "run_study('smoke', Path(sys.argv[1]), study=dataclasses.replace(STUDIES['smoke'], scale='kill'))")
     study = subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "study")], cwd=ROOT, env=ENV,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

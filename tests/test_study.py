@@ -1,30 +1,51 @@
 """The whole study in one command: a shortened smoke study (same stages, a few steps), idempotence, the paper plan."""
 
-import concurrent.futures
 import csv
 import dataclasses
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from core import artifacts
 from core.paths import REPO_ROOT
 from recipes import manifest
 from recipes.study import STUDIES, eval_batches, main, run_study
 
+# The test suite's scale: the smoke study's structure at a few steps per run (the manifest's scales are the studies').
+CI_SCALE = {"step_divisor": 1000, "model": "tiny", "block_size": 32, "per_device_train_batch_size": 2,
+            "gradient_accumulation_steps": 1, "global_batch_size": None, "max_docs": 300}
+# The smoke study's models (CLM, MLM40, PFS, CPT), tasks (one per family) and 2 LRs x 2 seeds, with the mini study's
+# stages too: intermediate checkpoints evaluated on their own task (named with paper steps) and the held-out loss.
+CI_STUDY = dataclasses.replace(
+    STUDIES["smoke"], scale="ci",
+    eval_args={"max_length": 64, "qa_max_length": 96, "doc_stride": 32, "batch_size": 8, "eval_batch_size": 32,
+               "max_steps": 3, "max_train": 64, "max_eval": 24},
+    evaluate_intermediate=True, intermediate_steps=(20000,), intermediate_tasks=("sst2",), heldout_blocks=4)
+INTERMEDIATE = ("610m-clm-42k-20000", "610m-mlm40-42k-20000")  # step 20 of the two runs that save intermediates
+
 
 @pytest.fixture(scope="module")
-def short_study(tmp_path_factory):
-    """The smoke study's models, tasks, 2 LRs x 2 seeds and every stage, at the `ci` scale (a few steps)."""
-    study = dataclasses.replace(
-        STUDIES["smoke"], scale="ci",
-        eval_args={"max_length": 64, "qa_max_length": 96, "doc_stride": 32, "batch_size": 8, "eval_batch_size": 32,
-                   "max_steps": 3, "max_train": 64, "max_eval": 24})
+def ci_scale():
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(manifest.SCALES, "ci", CI_SCALE)
+        yield
+
+
+@pytest.fixture(scope="module")
+def short_study(tmp_path_factory, ci_scale):
+    """The one study run of this file (every stage); tests that change its directory work on a copy."""
     output = tmp_path_factory.mktemp("study") / "smoke"
-    report = run_study("smoke", output, study=study)
-    return study, output, report
+    report = run_study("smoke", output, study=CI_STUDY)
+    return CI_STUDY, output, report
+
+
+def copy_of(output: Path, tmp_path: Path) -> Path:
+    """A copy of a study directory (modification times kept)."""
+    return Path(shutil.copytree(output, tmp_path / output.name, symlinks=True))
 
 
 @pytest.mark.slow
@@ -36,13 +57,19 @@ def test_short_smoke_study_runs_every_stage(short_study):
         assert (output / "models" / name / "README.md").read_text().count(name) >= 2  # model card
     cpt = json.loads((output / "models" / "610m-clm-dec42k-mlm40-44k" / "run_info.json").read_text())
     assert cpt["cpt_base"] == "610m-clm-42k"
-    results = list((output / "results").rglob("*.json"))
-    assert len(results) == len(study.models) * len(study.tasks) * len(study.lrs) * len(study.seeds)
+    results = sorted(p.relative_to(output / "results") for p in (output / "results").rglob("lr*.json"))
+    runs = len(study.lrs) * len(study.seeds)
+    assert len(results) == len(study.models) * len(study.tasks) * runs + len(INTERMEDIATE) * runs
+    # intermediates named with paper steps, evaluated on their own task only
+    assert {p.parts[0] for p in results if p.parts[0] not in study.models} == set(INTERMEDIATE)
+    assert {p.parts[1] for p in results if p.parts[0] in INTERMEDIATE} == {"sst2"}
     with open(report / "summary.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert {r["family"] for r in rows} == {"sc", "tc", "qa", "ir"}
-    assert {r["model"] for r in rows} == set(study.models) and all(r["n_seeds"] == "2" for r in rows)
-    assert "ci_low" in rows[0] and list(report.glob("*.png"))
+    assert {r["model"] for r in rows} >= set(study.models) and all(r["n_seeds"] == "2" for r in rows)
+    assert "ci_low" in rows[0] and "trivial_baseline" in rows[0] and list(report.glob("*.png"))
+    heldout = (output / "heldout" / "heldout.csv").read_text()
+    assert heldout.count("\n") == 1 + len(study.models) + 2 * 6  # finals + every intermediate of the two runs
     # Without --org the export sits in the placeholder namespace (model_cards.push refuses to push it).
     hub = output / "hub" / "models" / "your-org" / "610m-mlm40-42k" / "main"
     assert (hub / "model.safetensors").is_file() and (hub / "README.md").is_file()
@@ -54,8 +81,35 @@ def test_short_smoke_study_runs_every_stage(short_study):
     assert len(published) > 50 and leaks == []
 
 
-def test_rerun_redoes_nothing_finished(short_study):
+@pytest.mark.slow
+def test_study_is_deterministic(short_study, tmp_path):
+    """The same seeds give the same numbers: in a copy of the study, one run (with its intermediate checkpoints and
+    every result of them), the tokenizer, the data cache and the held-out losses deleted and made again by the study
+    itself give the same weights, the same results file for file and the same held-out losses."""
     study, output, _ = short_study
+    name = "610m-mlm40-42k"  # the MLM run: a leaf (no run starts from it) that saves intermediate checkpoints
+    again = copy_of(output, tmp_path)
+    for gone in ("tokenizer", "cache", "heldout", f"models/{name}", f"results/{name}", f"results/{name}-20000"):
+        shutil.rmtree(again / gone)
+    run_study("smoke", again, study=study, until="evaluation")
+    for checkpoint in (f"models/{name}", f"models/{name}/intermediate/step-20"):
+        assert (artifacts.checkpoint_identity(again / checkpoint) ==
+                artifacts.checkpoint_identity(output / checkpoint)), checkpoint
+    results = sorted(p.relative_to(output / "results") for p in (output / "results").rglob("lr*.json"))
+    assert sorted(p.relative_to(again / "results") for p in (again / "results").rglob("lr*.json")) == results
+    redone = [p for p in results if p.parts[0] in (name, f"{name}-20000")]
+    assert len(redone) == (len(study.tasks) + 1) * len(study.lrs) * len(study.seeds)
+    for path in redone:
+        a, b = (json.loads((o / "results" / path).read_text()) for o in (output, again))
+        assert (a["validation"], a["test"], a["per_instance"]) == (b["validation"], b["test"], b["per_instance"]), path
+    assert (again / "heldout" / "heldout.csv").read_text() == (output / "heldout" / "heldout.csv").read_text()
+
+
+@pytest.mark.slow
+def test_rerun_redoes_nothing_finished(short_study, tmp_path):
+    """A second run of a finished study (in a copy) rewrites no result file and no weights."""
+    study, output, _ = short_study
+    output = copy_of(output, tmp_path)
     finished = {p: p.stat().st_mtime_ns for p in (output / "results").rglob("*.json")}
     finished.update({p: p.stat().st_mtime_ns for p in (output / "models").glob("*/model.safetensors")})
     run_study("smoke", output, study=study)
@@ -63,6 +117,7 @@ def test_rerun_redoes_nothing_finished(short_study):
     assert json.loads((output / "study.json").read_text())["study"] == "smoke"
 
 
+@pytest.mark.slow
 def test_output_dir_with_another_study_is_refused(short_study, tmp_path):
     _, output, _ = short_study
     with pytest.raises(ValueError, match="holds a different study"):
@@ -85,6 +140,7 @@ def same_docs(a, b) -> None:
     assert sorted(p.name for p in a.glob("*.png")) == sorted(p.name for p in b.glob("*.png"))
 
 
+@pytest.mark.slow
 def test_docs_regenerate_from_their_results_archive(short_study, tmp_path, capsys):
     """--docs writes the results archive beside the report; --from_results rebuilds the same docs from it alone
     (into a new directory, nothing trained), and the archive it writes again has the same bytes."""
@@ -144,18 +200,20 @@ def test_committed_mini_study_regenerates_from_its_results(tmp_path):
     assert len({r["model"] for r in summary}) == 12 and {r["task"] for r in summary} == set(STUDIES["mini"].tasks)
 
 
+@pytest.mark.slow
 def test_unknown_study_is_one_clear_error(tmp_path):
+    """The entry point's process boundary (`python -m recipes.study`): bad input exits non-zero with its message."""
     result = subprocess.run([sys.executable, "-m", "recipes.study", "huge", "--output", str(tmp_path / "x")],
                             cwd=REPO_ROOT, capture_output=True, text=True)
     assert result.returncode != 0 and "unknown study 'huge'" in result.stderr
     assert not (tmp_path / "x").exists()
 
 
-def test_bad_org_is_one_clear_error(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "recipes.study", "smoke", "--output", str(tmp_path / "x"),
-                             "--org", "my org"], cwd=REPO_ROOT, capture_output=True, text=True)
-    last_line = result.stderr.strip().splitlines()[-1]
-    assert result.returncode != 0 and last_line.startswith("error: --org 'my org': repo id")
+def test_bad_org_is_one_clear_error(tmp_path, capsys):
+    with pytest.raises(SystemExit) as error:
+        main(["smoke", "--output", str(tmp_path / "x"), "--org", "my org"])
+    last_line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error.value.code == 2 and last_line.startswith("error: --org 'my org': repo id")
     assert not (tmp_path / "x").exists()
 
 
@@ -207,27 +265,3 @@ def test_mini_evaluation_runs_as_one_grid_process_per_task_group():
         (intermediates, ["conll2003"])]
     assert [args.get("max_steps") for _, _, args in batches] == [None, 500, 300, None]
     assert batches[0][2] == mini.eval_args
-
-
-@pytest.mark.slow
-def test_shortened_mini_study_is_deterministic(tmp_path_factory):
-    """The mini study's structure (intermediate checkpoints on their own tasks, per-task budgets, two grid workers,
-    the held-out loss stage) at the ci scale, run twice: the same seeds give the same numbers, file for file."""
-    study = dataclasses.replace(
-        STUDIES["mini"], scale="ci", models=("610m-clm-42k", "610m-mlm40-42k"), tasks=("sst2", "conll2003"),
-        lrs=(5e-4,), seeds=(0, 1), intermediate_steps=(20000,), intermediate_tasks=("sst2",), heldout_blocks=4,
-        eval_args={"max_length": 32, "batch_size": 8, "eval_batch_size": 32, "max_train": 48, "max_eval": 16,
-                   "max_steps": 3}, task_eval_args={}, workers=1)  # two workers: tests/test_grid.py
-    outputs = [tmp_path_factory.mktemp(f"mini-{copy}") / "mini" for copy in ("a", "b")]
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:  # the two studies side by side: mostly subprocesses
-        list(pool.map(lambda output: run_study("mini", output, study=study), outputs))
-    results = [sorted(p.relative_to(o / "results") for p in (o / "results").rglob("lr*.json")) for o in outputs]
-    assert results[0] == results[1] and len(results[0]) == 2 * 2 * 2 + 2 * 1 * 2  # finals + one step of each run
-    assert any("610m-clm-42k-20000" in str(p) for p in results[0])  # intermediates named with paper steps
-    for name in results[0]:
-        a, b = (json.loads((o / "results" / name).read_text()) for o in outputs)
-        assert (a["validation"], a["test"], a["per_instance"]) == (b["validation"], b["test"], b["per_instance"]), name
-    heldout = [(o / "heldout" / "heldout.csv").read_text() for o in outputs]
-    assert heldout[0] == heldout[1] and heldout[0].count("\n") == 1 + 2 + 2 * 6  # finals + every intermediate
-    summary = [(o / "report" / "summary.csv").read_text() for o in outputs]
-    assert summary[0] == summary[1] and "trivial_baseline" in summary[0].splitlines()[0]
