@@ -290,6 +290,7 @@ def read_result(path: str | os.PathLike) -> dict:
 WEIGHT_PATTERNS = ("*.safetensors", "model.safetensors.index.json", "pytorch_model*.bin")
 TOKENIZER_PATTERNS = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
                       "vocab.*", "merges.txt", "added_tokens.json")
+CODE_PATTERNS = ("*.py",)  # the remote code a checkpoint ships (modeling_eurobert.py...): it computes the scores too
 
 
 def _sha256(path: Path) -> str:
@@ -301,17 +302,18 @@ _IDENTITIES: dict = {}
 
 
 def checkpoint_identity(directory: str | os.PathLike) -> dict:
-    """Content identity of a checkpoint directory: its config and the size and sha256 of every weights and
-    tokenizer file. Independent of paths and modification times; computed once per directory state and process
+    """Content identity of a checkpoint directory: its config and the size and sha256 of every weights, tokenizer
+    and remote-code (`*.py`) file. Independent of paths and modification times; computed once per directory state and process
     (hashing a 1B-parameter checkpoint takes seconds)."""
     directory = Path(directory).resolve()
     files = sorted(p for p in directory.iterdir() if p.is_file())
     key = (str(directory), tuple((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in files))
     if key not in _IDENTITIES:
-        config = json.loads((directory / "config.json").read_text(encoding="utf-8"))
+        config = read_json(directory / "config.json", "model config")
         config.pop("transformers_version", None)  # written by whichever version saved it
         identity = {"config": hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()}
-        for group, patterns in (("weights", WEIGHT_PATTERNS), ("tokenizer", TOKENIZER_PATTERNS)):
+        for group, patterns in (("weights", WEIGHT_PATTERNS), ("tokenizer", TOKENIZER_PATTERNS),
+                                ("code", CODE_PATTERNS)):
             identity[group] = {p.name: {"size": p.stat().st_size, "sha256": _sha256(p)}
                                for pattern in patterns for p in sorted(directory.glob(pattern)) if p.is_file()}
         _IDENTITIES[key] = identity

@@ -240,8 +240,11 @@ def checkpoint_name(path: Path) -> str:
 
 
 def is_evaluated(model: Path, tasks: list[str], study: Study, output: Path) -> bool:
-    """Every grid result of this checkpoint on `tasks` exists, is readable and was made from these very weights."""
-    model_id, name = artifacts.checkpoint_identity(model), checkpoint_name(model)
+    """Every grid result of this checkpoint on `tasks` exists, is readable and was made from these very weights and
+    code (the checkpoint's and the project's fine-tuning code: `evaluation.identity`)."""
+    from evaluation.identity import code_identity
+
+    model_id, name, code_id = artifacts.checkpoint_identity(model), checkpoint_name(model), code_identity()
     for task in tasks:
         for lr in study.lrs:
             for seed in study.seeds:
@@ -250,7 +253,7 @@ def is_evaluated(model: Path, tasks: list[str], study: Study, output: Path) -> b
                     record = artifacts.read_result(path)
                 except (FileNotFoundError, ValueError):
                     return False
-                if record.get("identity", {}).get("model") != model_id:
+                if (record.get("identity", {}).get("model"), record["identity"].get("code")) != (model_id, code_id):
                     return False
     return True
 
