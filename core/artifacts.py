@@ -112,6 +112,26 @@ def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
         raise
 
 
+def check_output_dir(path: str | os.PathLike, flag: str) -> Path:
+    """Refuse, before anything is written, an output directory that cannot be one: an existing file, or a path under
+    a file or under a directory this user cannot write to.
+
+    Raises:
+        ValueError: one line naming `flag` and what is wrong.
+    """
+    path = Path(path).expanduser()
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{flag} {path} is a file, not a directory; pass a directory (new or one this tool wrote)")
+    parent = path
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ValueError(f"{flag} {path} is under {parent}, which is a file; pass a directory path")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ValueError(f"{flag} {path}: {parent} is not writable by this user; pass a directory you can write to")
+    return path
+
+
 # ------------------------------------------------------------------------------------------------------ reading
 def read_json(path: str | os.PathLike, what: str = "file"):
     """Parse a JSON file, with a one-line error naming it when it is missing, unreadable or not JSON."""
@@ -303,8 +323,8 @@ _IDENTITIES: dict = {}
 
 def checkpoint_identity(directory: str | os.PathLike) -> dict:
     """Content identity of a checkpoint directory: its config and the size and sha256 of every weights, tokenizer
-    and remote-code (`*.py`) file. Independent of paths and modification times; computed once per directory state and process
-    (hashing a 1B-parameter checkpoint takes seconds)."""
+    and remote-code (`*.py`) file. Independent of paths and modification times; computed once per directory state
+    and process (hashing a 1B-parameter checkpoint takes seconds)."""
     directory = Path(directory).resolve()
     files = sorted(p for p in directory.iterdir() if p.is_file())
     key = (str(directory), tuple((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in files))

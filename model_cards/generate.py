@@ -563,6 +563,7 @@ def build_model_card(checkpoint_dir, summary_csv=None, repo_id: str | None = Non
     """
     checkpoint_dir = Path(checkpoint_dir)
     info = load_run_info(checkpoint_dir)
+    artifacts.check_weights(checkpoint_dir)
     name, parsed, borrowed = resolve_name(checkpoint_dir, info, repo_id)
     rows = evaluation_rows(checkpoint_dir, checkpoint_name(checkpoint_dir, info), summary_csv, results_dir) \
         if summary_csv else []
@@ -672,6 +673,10 @@ def main(argv=None) -> None:
     parser.add_argument("--force", action="store_true", help="replace an --output file this tool did not write")
     args = parser.parse_args(argv)
     with cli.bad_input_exits():
+        if args.repo_id is not None:
+            from model_cards.push import check_repo_id
+
+            check_repo_id(args.repo_id)
         if args.checkpoint is None and args.results is None:
             raise ValueError("give a CHECKPOINT folder, or --results DIR with --summary for the results dataset card")
         if args.checkpoint is None and args.base_model:
