@@ -145,6 +145,9 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     models = cli.split_list(args.model)
     with cli.bad_input_exits():
+        if args.block_size < 2 or args.blocks < 1:
+            raise ValueError(f"--block_size {args.block_size} must be >= 2 and --blocks {args.blocks} >= 1")
+        artifacts.check_output_dir(args.cache_dir, "--cache_dir")
         for model in models:
             if not (Path(model) / artifacts.RUN_INFO_NAME).is_file():
                 raise FileNotFoundError(f"{model} has no {artifacts.RUN_INFO_NAME}; pass checkpoints of "
