@@ -145,6 +145,19 @@ def read_json(path: str | os.PathLike, what: str = "file"):
                          "restore it") from None
 
 
+MODEL_JSON_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                    "generation_config.json")  # what loading a model or tokenizer directory parses
+
+
+def check_json_files(directory: str | os.PathLike) -> None:
+    """Parse the JSON files of a model or tokenizer directory (`MODEL_JSON_FILES`), so a corrupt one is named in one
+    line (`read_json`) rather than reported by transformers as a missing tokenizer or an anonymous JSON error."""
+    directory = Path(directory)
+    for name in MODEL_JSON_FILES if directory.is_dir() else ():
+        if (directory / name).is_file():
+            read_json(directory / name, name)
+
+
 def read_run_info(directory: str | os.PathLike | None) -> dict | None:
     """The `run_info.json` of a saved model directory, or None when it has none (a converted decoder, another
     encoder).

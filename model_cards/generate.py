@@ -377,12 +377,16 @@ def read_summary(summary_csv: Path, model: str | None = None) -> list[dict]:
     Returns:
         list of dicts keyed by the summary columns (strings, as in the file).
     """
-    with open(summary_csv, newline="") as f:
-        reader = csv.DictReader(f)
-        missing = [c for c in artifacts.SUMMARY_COLUMNS if c not in (reader.fieldnames or [])]
-        if missing:
-            raise ValueError(f"{summary_csv} lacks columns {missing}: pass the summary.csv written by evaluation")
-        rows = list(reader)
+    try:
+        with open(summary_csv, newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            missing = [c for c in artifacts.SUMMARY_COLUMNS if c not in (reader.fieldnames or [])]
+            rows = list(reader)
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{summary_csv} is not UTF-8 text ({error}): pass the summary.csv written by evaluation") \
+            from None
+    if missing:
+        raise ValueError(f"{summary_csv} lacks columns {missing}: pass the summary.csv written by evaluation")
     unknown = sorted({r["family"].upper() for r in rows} - set(FAMILY_TASK_TYPES))
     if unknown:
         raise ValueError(f"{summary_csv}: unknown task families {unknown}; expected {sorted(FAMILY_TASK_TYPES)}")
@@ -652,6 +656,9 @@ def build_results_card(results_dir, summary_csv, repo_id: str | None = None) -> 
 def write_card(card, path: Path, force: bool = False) -> Path:
     """Write a card atomically, refusing to replace a file that this tool did not write (unless `force`)."""
     path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"--output {path} is a directory; pass the card's file path (e.g. {path / 'README.md'})")
+    artifacts.check_output_dir(path.parent, f"--output {path}: its folder")
     if path.exists() and not force and GENERATED_MARKER not in path.read_text(encoding="utf-8", errors="replace"):
         raise ValueError(f"{path} exists and was not written by model_cards.generate; pass --force to replace it "
                          "or --output another file")
