@@ -132,6 +132,21 @@ def check_output_dir(path: str | os.PathLike, flag: str) -> Path:
     return path
 
 
+# How a write that ran out of room fails: OSError's errno, or the message of torch's zip writer (a short write is
+# "unexpected pos"), of safetensors ("os error 28") and of others that drop the errno.
+_NO_ROOM_ERRNOS = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}
+_NO_ROOM_TEXT = ("No space left", "File too large", "Disk quota", "os error 28", "os error 27", "os error 122",
+                 "PytorchStreamWriter failed writing", "unexpected pos")
+
+
+def out_of_room(error: BaseException) -> bool:
+    """Whether `error` is a write that failed for disk space, quota or the file size limit (`ulimit -f`)."""
+    if isinstance(error, OSError) and error.errno in _NO_ROOM_ERRNOS:
+        return True
+    kind_fits = isinstance(error, (OSError, RuntimeError)) or type(error).__name__ == "SafetensorError"
+    return kind_fits and any(text in str(error) for text in _NO_ROOM_TEXT)
+
+
 # ------------------------------------------------------------------------------------------------------ reading
 def read_json(path: str | os.PathLike, what: str = "file"):
     """Parse a JSON file, with a one-line error naming it when it is missing, unreadable or not JSON."""
