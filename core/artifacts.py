@@ -170,7 +170,7 @@ def check_json_files(directory: str | os.PathLike) -> None:
     directory = Path(directory)
     for name in MODEL_JSON_FILES if directory.is_dir() else ():
         if (directory / name).is_file():
-            read_json(directory / name, name)
+            read_json(directory / name, "model file")
 
 
 def read_run_info(directory: str | os.PathLike | None) -> dict | None:

@@ -267,7 +267,8 @@ def is_evaluated(model: Path, tasks: list[str], study: Study, output: Path) -> b
                     record = artifacts.read_result(path)
                 except (FileNotFoundError, ValueError):
                     return False
-                if (record.get("identity", {}).get("model"), record["identity"].get("code")) != (model_id, code_id):
+                recorded = record.get("identity") or {}
+                if (recorded.get("model"), recorded.get("code")) != (model_id, code_id):
                     return False
     return True
 
