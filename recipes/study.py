@@ -422,6 +422,7 @@ def report_from_archive(study_name: str, archive: Path, output: Path) -> Path:
     committed report regenerated from the committed results, with nothing trained or fine-tuned."""
     import tarfile
 
+    artifacts.check_output_dir(output, "--output")
     if output.exists() and any(output.iterdir()):
         raise ValueError(f"{output} is not empty; --from_results unpacks into a new directory")
     if not archive.is_file():
