@@ -18,9 +18,9 @@ unreadable weights, label set mismatch, empty grid, a --save_models entry outsid
 (`evaluation.identity`: model weights and code, task definition and data, protocol, the project's fine-tuning
 code), the predictions, the library versions and the git commit. A finished run with the same identity is
 skipped; one with another identity is refused, naming what changed, unless `--rerun_changed` (the old file, and
-its saved model, are then moved aside as `<file>.replaced-<time>` and the run redone). Several grid processes (or SLURM array tasks) may share one output
-directory: each run is locked while it trains. A run whose loss turns NaN/inf stops early and is recorded with
-status "diverged"; the grid goes on.
+its saved model, are then moved aside as `<file>.replaced-<time>` and the run redone). Several grid processes
+(or SLURM array tasks) may share one output directory: each run is locked while it trains. A run whose loss
+turns NaN/inf stops early and is recorded with status "diverged"; the grid goes on.
 
 Retrieval tasks that train on the same pairs with the same prompts and budget (`identity.ir_training_key`: MS MARCO,
 NQ and MLDR all train on MS MARCO pairs) are trained once per (model, lr, seed) and scored on each task; each task
