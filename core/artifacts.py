@@ -162,6 +162,41 @@ def is_folder_name(name) -> bool:
     return isinstance(name, str) and bool(name) and not any(sep in name for sep in "/\\") and not name.startswith(".")
 
 
+def check_output_dir(path: str | os.PathLike, flag: str) -> Path:
+    """Refuse, before anything is written, an output directory that cannot be one: an existing file, or a path under
+    a file or under a directory this user cannot write to.
+
+    Raises:
+        ValueError: one line naming `flag` and what is wrong.
+    """
+    path = Path(path).expanduser()
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{flag} {path} is a file, not a directory; pass a directory (new or one this tool wrote)")
+    parent = path
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ValueError(f"{flag} {path} is under {parent}, which is a file; pass a directory path")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ValueError(f"{flag} {path}: {parent} is not writable by this user; pass a directory you can write to")
+    return path
+
+
+# How a write that ran out of room fails: OSError's errno, or the message of torch's zip writer (a short write is
+# "unexpected pos"), of safetensors ("os error 28") and of others that drop the errno.
+_NO_ROOM_ERRNOS = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}
+_NO_ROOM_TEXT = ("No space left", "File too large", "Disk quota", "os error 28", "os error 27", "os error 122",
+                 "PytorchStreamWriter failed writing", "unexpected pos")
+
+
+def out_of_room(error: BaseException) -> bool:
+    """Whether `error` is a write that failed for disk space, quota or the file size limit (`ulimit -f`)."""
+    if isinstance(error, OSError) and error.errno in _NO_ROOM_ERRNOS:
+        return True
+    kind_fits = isinstance(error, (OSError, RuntimeError)) or type(error).__name__ == "SafetensorError"
+    return kind_fits and any(text in str(error) for text in _NO_ROOM_TEXT)
+
+
 # ------------------------------------------------------------------------------------------------------ reading
 def read_json(path: str | os.PathLike, what: str = "file"):
     """Parse a JSON file, with a one-line error naming it when it is missing, unreadable or not JSON."""
@@ -173,6 +208,19 @@ def read_json(path: str | os.PathLike, what: str = "file"):
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise ValueError(f"{what} {path} is not valid JSON ({error}); it is corrupt or truncated: delete it or "
                          "restore it") from None
+
+
+MODEL_JSON_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                    "generation_config.json")  # what loading a model or tokenizer directory parses
+
+
+def check_json_files(directory: str | os.PathLike) -> None:
+    """Parse the JSON files of a model or tokenizer directory (`MODEL_JSON_FILES`), so a corrupt one is named in one
+    line (`read_json`) rather than reported by transformers as a missing tokenizer or an anonymous JSON error."""
+    directory = Path(directory)
+    for name in MODEL_JSON_FILES if directory.is_dir() else ():
+        if (directory / name).is_file():
+            read_json(directory / name, "model file")
 
 
 def read_run_info(directory: str | os.PathLike | None) -> dict | None:
@@ -327,6 +375,7 @@ def read_result(path: str | os.PathLike) -> dict:
 WEIGHT_PATTERNS = ("*.safetensors", "model.safetensors.index.json", "pytorch_model*.bin")
 TOKENIZER_PATTERNS = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
                       "vocab.*", "merges.txt", "added_tokens.json")
+CODE_PATTERNS = ("*.py",)  # the remote code a checkpoint ships (modeling_eurobert.py...): it computes the scores too
 
 
 def _sha256(path: Path) -> str:
@@ -338,17 +387,18 @@ _IDENTITIES: dict = {}
 
 
 def checkpoint_identity(directory: str | os.PathLike) -> dict:
-    """Content identity of a checkpoint directory: its config and the size and sha256 of every weights and
-    tokenizer file. Independent of paths and modification times; computed once per directory state and process
-    (hashing a 1B-parameter checkpoint takes seconds)."""
+    """Content identity of a checkpoint directory: its config and the size and sha256 of every weights, tokenizer
+    and remote-code (`*.py`) file. Independent of paths and modification times; computed once per directory state
+    and process (hashing a 1B-parameter checkpoint takes seconds)."""
     directory = Path(directory).resolve()
     files = sorted(p for p in directory.iterdir() if p.is_file())
     key = (str(directory), tuple((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in files))
     if key not in _IDENTITIES:
-        config = json.loads((directory / "config.json").read_text(encoding="utf-8"))
+        config = read_json(directory / "config.json", "model config")
         config.pop("transformers_version", None)  # written by whichever version saved it
         identity = {"config": hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()}
-        for group, patterns in (("weights", WEIGHT_PATTERNS), ("tokenizer", TOKENIZER_PATTERNS)):
+        for group, patterns in (("weights", WEIGHT_PATTERNS), ("tokenizer", TOKENIZER_PATTERNS),
+                                ("code", CODE_PATTERNS)):
             identity[group] = {p.name: {"size": p.stat().st_size, "sha256": _sha256(p)}
                                for pattern in patterns for p in sorted(directory.glob(pattern)) if p.is_file()}
         _IDENTITIES[key] = identity

@@ -62,6 +62,12 @@ def exit_on_bad_input(main):
     return wrapper
 
 
+def not_a_command(module: str, command: str, does: str) -> None:
+    """`main` of a library module run with `python -m` (which would otherwise exit 0 doing nothing): one line naming
+    the command that does the job, exit status 2."""
+    raise bad_input(ValueError(f"{module} is a library module, not a command: `{command}` {does}"))
+
+
 def split_list(value: str | None) -> list[str]:
     """The items of a comma-separated flag value, stripped, empty items dropped (`"sst2, mnli,"` -> 2 items)."""
     return [item.strip() for item in (value or "").split(",") if item.strip()]

@@ -32,7 +32,7 @@ from transformers import (
 from transformers.trainer_callback import PrinterCallback
 
 import modeling_eurobert  # noqa: F401  (registers our Auto classes, so our checkpoints load in-process)
-from core import lora
+from core import artifacts, lora
 
 ATTENTION_CHOICES = ("bidirectional", "causal", "checkpoint")
 PRECISIONS = ("auto", "bf16_weights", "bf16_autocast", "fp32")
@@ -172,11 +172,15 @@ def load_tokenizer(model_path: str | os.PathLike):
     A tokenizer without a pad token (Llama-3) pads with eos: padded positions are masked out by the attention mask,
     so the id only has to be a valid one.
     """
+    directory = Path(model_path)
+    if directory.is_dir() and not any((directory / name).is_file() for name in artifacts.TOKENIZER_FILES):
+        raise ValueError(f"no tokenizer found in {model_path} (none of {', '.join(artifacts.TOKENIZER_FILES)}); "
+                         "save one beside the model (tokenizer.save_pretrained)")
+    artifacts.check_json_files(model_path)  # a corrupt config or tokenizer file is named
     try:
         tokenizer = AutoTokenizer.from_pretrained(model_path, trust_remote_code=True)
     except (OSError, ValueError, TypeError) as error:
-        raise ValueError(f"no tokenizer found in {model_path}; save one beside the model "
-                         "(tokenizer.save_pretrained)") from error
+        raise artifacts.hub_load_error(str(model_path), "the tokenizer", error) from None
     if tokenizer.pad_token is None:
         if tokenizer.eos_token is None:
             raise ValueError(f"tokenizer of {model_path} has neither a pad nor an eos token; set pad_token")

@@ -2,10 +2,12 @@
 
 A result file `<output>/<model>/<task>/lr<lr>-seed<seed>.json` records the identity of what produced it:
 
-- `model`: its config (content hash) and every weights and tokenizer file (size and sha256), hashed once per model
-  and process (a 1B-parameter checkpoint takes seconds), never per run;
+- `model`: its config (content hash) and every weights, tokenizer and remote-code `*.py` file (size and sha256),
+  hashed once per model and process (a 1B-parameter checkpoint takes seconds), never per run;
 - `task`: its definition (the task YAML minus free text) and the sha256 of every local data file it reads;
 - `protocol`: every fine-tuning setting that can change a score (steps, batch, lengths, subsets, precision...).
+- `code`: the sha256 of each of this project's files that fine-tune and score (`FINETUNE_CODE`): an edit to any of
+  them makes every stored result "changed" (library versions and the git commit are recorded, not compared);
 - `inputs`: what the protocol resolves to on this model (`common.resolve_inputs`): the input length cap
   (round(0.99 * min(positions, 2048)) unless --max_length), the QA window and stride, the attention used.
 
@@ -26,11 +28,16 @@ import json
 import os
 
 from core import artifacts
+from core.paths import REPO_ROOT
 from evaluation import tasks
 
 # Settings that never change a score: where files live, how often the loss is logged, how many workers run.
 NOT_PROTOCOL = {"data_dir", "scratch_dir", "logging_steps", "workers"}
 TASK_FREE_TEXT = {"description", "notes", "path"}
+# The project's code that decides a score: data reading, fine-tuning, the four families, metrics, baselines, LoRA.
+FINETUNE_CODE = ("core/lora.py", "evaluation/baselines.py", "evaluation/common.py", "evaluation/extractive_qa.py",
+                 "evaluation/metrics.py", "evaluation/readers.py", "evaluation/retrieval.py",
+                 "evaluation/sequence_classification.py", "evaluation/tasks.py", "evaluation/token_classification.py")
 
 
 def _sha256_json(value) -> str:
@@ -47,6 +54,16 @@ def model_identity(model_path: str | os.PathLike) -> dict:
 def _file_hash(path: str, size: int, mtime_ns: int) -> str:
     with open(path, "rb") as f:
         return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def code_identity() -> dict:
+    """The sha256 of each project file that fine-tunes and scores (`FINETUNE_CODE`), by path in the repository."""
+    return {name: _file_hash(str(REPO_ROOT / name), *_stamp(REPO_ROOT / name)) for name in FINETUNE_CODE}
+
+
+def _stamp(path) -> tuple[int, int]:
+    stat = os.stat(path)
+    return stat.st_size, stat.st_mtime_ns
 
 
 def task_identity(task: tasks.Task, source: str, data_dir) -> dict:

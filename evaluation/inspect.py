@@ -180,6 +180,9 @@ def main(argv=None) -> None:
     with cli.bad_input_exits():
         if args.n < 1:
             raise ValueError(f"--n must be at least 1, got {args.n}")
+        if args.max_length is not None and args.max_length < 1:
+            raise ValueError(f"--max_length must be at least 1 token, got {args.max_length} (leave it unset for the "
+                             "grid's default)")
         report = inspect(args)
     print(report)
 

@@ -15,12 +15,12 @@ alone): models load through the Auto classes. A model is filed under the name it
 Every input is checked before the first run (unknown task, missing dataset files, model without tokenizer or with
 unreadable weights, label set mismatch, empty grid, a --save_models entry outside the grid). Results go to
 `<output>/<model>/<task>/lr<lr>-seed<seed>.json`, written atomically, with the identity of what produced them
-(`evaluation.identity`: model weights, task definition and data, protocol), the predictions, the library versions
-and the git commit. A finished run with the same identity is skipped; one with another identity is refused, naming
-what changed, unless `--rerun_changed` (the old file, and its saved model, are then moved aside as
-`<file>.replaced-<time>` and the run redone). Several grid processes (or SLURM array tasks) may share one output
-directory: each run is locked while it trains. A run whose loss turns NaN/inf stops early and is recorded with
-status "diverged"; the grid goes on.
+(`evaluation.identity`: model weights and code, task definition and data, protocol, the project's fine-tuning
+code), the predictions, the library versions and the git commit. A finished run with the same identity is
+skipped; one with another identity is refused, naming what changed, unless `--rerun_changed` (the old file, and
+its saved model, are then moved aside as `<file>.replaced-<time>` and the run redone). Several grid processes
+(or SLURM array tasks) may share one output directory: each run is locked while it trains. A run whose loss
+turns NaN/inf stops early and is recorded with status "diverged"; the grid goes on.
 
 Retrieval tasks that train on the same pairs with the same prompts and budget (`identity.ir_training_key`: MS MARCO,
 NQ and MLDR all train on MS MARCO pairs) are trained once per (model, lr, seed) and scored on each task; each task
@@ -287,9 +287,9 @@ def list_runs(grid: GridArgs, protocol: common.ProtocolArgs) -> tuple[list[Run],
         task_ids[task.name] = identity.task_identity(task, protocol.source, protocol.data_dir)
         if task.family == "ir":
             training[task.name] = identity.ir_training_key(task, splits["train"], common.schedule(task, protocol))
-    protocol_id = identity.protocol_identity(protocol)
+    protocol_id, code_id = identity.protocol_identity(protocol), identity.code_identity()
     runs = [Run(name, m, t, lr, s, {"model": model_ids[m], "task": task_ids[t.name], "protocol": protocol_id,
-                                    "inputs": inputs[m]},
+                                    "code": code_id, "inputs": inputs[m]},
                 source=source, training=training.get(t.name), save_model=(t.name, lr, s) in saved)
             for name, m, source in models for t in task_list for lr in lrs for s in seeds]
     return runs, tokenizers

@@ -377,12 +377,16 @@ def read_summary(summary_csv: Path, model: str | None = None) -> list[dict]:
     Returns:
         list of dicts keyed by the summary columns (strings, as in the file).
     """
-    with open(summary_csv, newline="") as f:
-        reader = csv.DictReader(f)
-        missing = [c for c in artifacts.SUMMARY_COLUMNS if c not in (reader.fieldnames or [])]
-        if missing:
-            raise ValueError(f"{summary_csv} lacks columns {missing}: pass the summary.csv written by evaluation")
-        rows = list(reader)
+    try:
+        with open(summary_csv, newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            missing = [c for c in artifacts.SUMMARY_COLUMNS if c not in (reader.fieldnames or [])]
+            rows = list(reader)
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{summary_csv} is not UTF-8 text ({error}): pass the summary.csv written by evaluation") \
+            from None
+    if missing:
+        raise ValueError(f"{summary_csv} lacks columns {missing}: pass the summary.csv written by evaluation")
     unknown = sorted({r["family"].upper() for r in rows} - set(FAMILY_TASK_TYPES))
     if unknown:
         raise ValueError(f"{summary_csv}: unknown task families {unknown}; expected {sorted(FAMILY_TASK_TYPES)}")
@@ -563,6 +567,7 @@ def build_model_card(checkpoint_dir, summary_csv=None, repo_id: str | None = Non
     """
     checkpoint_dir = Path(checkpoint_dir)
     info = load_run_info(checkpoint_dir)
+    artifacts.check_weights(checkpoint_dir)
     name, parsed, borrowed = resolve_name(checkpoint_dir, info, repo_id)
     rows = evaluation_rows(checkpoint_dir, checkpoint_name(checkpoint_dir, info), summary_csv, results_dir) \
         if summary_csv else []
@@ -651,6 +656,9 @@ def build_results_card(results_dir, summary_csv, repo_id: str | None = None) -> 
 def write_card(card, path: Path, force: bool = False) -> Path:
     """Write a card atomically, refusing to replace a file that this tool did not write (unless `force`)."""
     path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"--output {path} is a directory; pass the card's file path (e.g. {path / 'README.md'})")
+    artifacts.check_output_dir(path.parent, f"--output {path}: its folder")
     if path.exists() and not force and GENERATED_MARKER not in path.read_text(encoding="utf-8", errors="replace"):
         raise ValueError(f"{path} exists and was not written by model_cards.generate; pass --force to replace it "
                          "or --output another file")
@@ -672,6 +680,10 @@ def main(argv=None) -> None:
     parser.add_argument("--force", action="store_true", help="replace an --output file this tool did not write")
     args = parser.parse_args(argv)
     with cli.bad_input_exits():
+        if args.repo_id is not None:
+            from model_cards.push import check_repo_id
+
+            check_repo_id(args.repo_id)
         if args.checkpoint is None and args.results is None:
             raise ValueError("give a CHECKPOINT folder, or --results DIR with --summary for the results dataset card")
         if args.checkpoint is None and args.base_model:

@@ -335,6 +335,10 @@ def stage_commits(args, workdir: Path) -> list[RepoCommit]:
     empty scratch folder for the results dataset's derived files, kept until the commits are pushed)."""
     if args.checkpoint is None and args.results is None:
         raise PushError("nothing to push: give a CHECKPOINT_OR_RUN_DIR and/or --results REPORT_DIR")
+    if args.retries < 0:
+        raise PushError(f"--retries {args.retries} must be >= 0 (extra attempts per commit; default 3)")
+    if args.dry_run is not None:
+        artifacts.check_output_dir(args.dry_run, "--dry_run")
     if args.checkpoint is not None and not args.repo_id:
         raise PushError("--repo_id ORG/NAME is required to push a checkpoint")
     results_repo = args.results_repo_id or (f"{args.repo_id}-results" if args.repo_id else None)

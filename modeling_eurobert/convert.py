@@ -40,7 +40,6 @@ appears only when complete: it is written to a temporary dir beside OUTPUT and r
 """
 
 import argparse
-import json
 import logging
 from pathlib import Path
 
@@ -102,7 +101,7 @@ def read_config(source_dir: Path) -> dict:
     config_file = source_dir / "config.json"
     if not config_file.is_file():
         raise ConversionError(f"missing config.json in {source_dir}; SOURCE must be a saved transformers model")
-    return json.loads(config_file.read_text())
+    return artifacts.read_json(config_file, "model config")
 
 
 def check_source_config(raw: dict, max_positions: int | None = None) -> PreTrainedConfig:
@@ -171,6 +170,7 @@ def check_source_files(source_dir: Path) -> None:
         raise ConversionError(f"missing weights in {source_dir}: no *.safetensors or pytorch_model*.bin")
     if not any((source_dir / name).is_file() for name in artifacts.TOKENIZER_FILES):
         raise ConversionError(f"missing tokenizer in {source_dir}: none of {', '.join(artifacts.TOKENIZER_FILES)}")
+    artifacts.check_weights(source_dir)
 
 
 def eurobert_config(source: PreTrainedConfig, dtype: torch.dtype, max_positions: int | None = None

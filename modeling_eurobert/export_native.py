@@ -25,7 +25,6 @@ padding_idx), not with the native default 128001, which is eos.
 
 import argparse
 import dataclasses
-import json
 from pathlib import Path
 
 import transformers
@@ -142,7 +141,7 @@ def make_plain_loadable(directory: str | Path) -> bool:
         True when config.json now names the native model_type, False when it keeps ours.
     """
     path = Path(directory) / "config.json"
-    raw = json.loads(path.read_text())
+    raw = artifacts.read_json(path, "model config")
     try:
         check_exportable(raw, bidirectional=True)
     except ExportError:
@@ -188,8 +187,9 @@ def export_native(checkpoint: str | Path, output: str | Path, bidirectional: boo
         raise ExportError(f"missing config.json in {checkpoint}; CHECKPOINT must be a saved model directory")
     if output.exists():
         raise ExportError(f"OUTPUT {output} already exists; remove it or choose another path")
-    raw = json.loads((checkpoint / "config.json").read_text())
+    raw = artifacts.read_json(checkpoint / "config.json", "model config")
     native_class = getattr(transformers, check_exportable(raw, bidirectional))
+    artifacts.check_weights(checkpoint)
 
     model, info = native_class.from_pretrained(
         checkpoint, config=native_config(raw), dtype="auto", output_loading_info=True
@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> None:
     with cli.bad_input_exits():
         out = export_native(args.checkpoint, args.output, args.bidirectional)
     note = ""
-    if is_causal_checkpoint(json.loads((Path(args.checkpoint) / "config.json").read_text())):
+    if is_causal_checkpoint(artifacts.read_json(Path(args.checkpoint) / "config.json", "model config")):
         note = " (pretrained causally, exported bidirectional: config.json says pretraining_attention=causal)"
     print(f"wrote {out}{note}; load it with transformers' AutoModel* classes, no trust_remote_code needed")
 

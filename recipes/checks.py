@@ -32,15 +32,23 @@ _BUDGET_KEYS = {"max_steps", "decay_branches", "branch_from", "intermediate_step
 _LAYOUT_KEYS = ("world_size", "per_device_train_batch_size", "gradient_accumulation_steps")
 
 
+def check_data_settings(run_args: PretrainArguments) -> None:
+    """The settings that decide the packed blocks, checked before any data work (`recipes.prepare_data` too)."""
+    artifacts.check_output_dir(run_args.data_cache_dir, "data_cache_dir")
+    if run_args.block_size < 2:
+        raise ValueError(f"block_size={run_args.block_size} is out of range; use a value >= 2 (paper: 2048)")
+
+
 def check_run_settings(run_args: PretrainArguments, training_args: TrainingArguments) -> None:
     """Refuse contradictory settings before any file is written (one-line errors)."""
+    artifacts.check_output_dir(training_args.output_dir, "output_dir")
+    check_data_settings(run_args)
     total = training_args.max_steps
     if total is None or total <= 0:
         raise ValueError("set max_steps > 0: budgets are counted in optimizer steps (paper: 42000)")
     for name, value, low in (("per_device_train_batch_size", training_args.per_device_train_batch_size, 1),
                              ("gradient_accumulation_steps", training_args.gradient_accumulation_steps, 1),
                              ("max_grad_norm", training_args.max_grad_norm or 0, 0),
-                             ("block_size", run_args.block_size, 2),
                              ("data_start_block", getattr(run_args, "data_start_block", None) or 0, 0)):
         if value < low:
             raise ValueError(f"{name}={value} is out of range; use a value >= {low:g}")

@@ -272,6 +272,7 @@ def load_tokenizer(name_or_path: str | os.PathLike, objective: str | None = None
     if Path(source).is_dir() and not any((Path(source) / name).is_file() for name in artifacts.TOKENIZER_FILES):
         raise ValueError(f"{source} holds no tokenizer ({' / '.join(artifacts.TOKENIZER_FILES)}); "
                          "pass --tokenizer_name_or_path")
+    artifacts.check_json_files(source)  # a corrupt tokenizer file is named
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
     except (OSError, ValueError) as error:

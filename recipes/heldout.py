@@ -151,6 +151,7 @@ def main(argv=None) -> None:
                              f"--mlm_probability {args.mlm_probability} in (0, 1)")
         artifacts.local_or_hub(args.tokenizer, "--tokenizer")
         resolve_data_dir(args.data_dir)
+        artifacts.check_output_dir(args.cache_dir, "--cache_dir")
         for model in models:
             if not (Path(model) / artifacts.RUN_INFO_NAME).is_file():
                 raise FileNotFoundError(f"{model} has no {artifacts.RUN_INFO_NAME}; pass checkpoints of "

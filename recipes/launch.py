@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from core import artifacts
+from core import artifacts, cli
 from modeling_eurobert import EuroBertClmMlmForMaskedLM, load_architecture
 from recipes import manifest
 
@@ -423,3 +423,13 @@ accelerate_config=${ACCELERATE_CONFIG:-@@ACCELERATE@@}
 bash "$launch/prepare_data.sbatch"
 @@RUNS@@
 """
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m recipes.launch` has no job of its own: it names the command that writes the paper plan."""
+    cli.not_a_command("recipes.launch", "python -m recipes.study paper --output DIR [--gpu H100] [--mfu 0.4]",
+                      "writes the paper plan with its launch scripts (DIR/launch/)")
+
+
+if __name__ == "__main__":
+    main()

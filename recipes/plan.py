@@ -25,7 +25,7 @@ import csv
 import io
 from pathlib import Path
 
-from core import artifacts
+from core import artifacts, cli
 from evaluation.common import PAPER_LRS, PAPER_SEEDS, PAPER_TASKS
 from modeling_eurobert import load_architecture
 from recipes import launch, manifest
@@ -164,3 +164,13 @@ def _write_launch_scripts(launch_dir: Path, rows: list[dict]) -> None:
     grid = [f"{m}={dirs[m]}\t{t}\t{lr:g}\t{s}" for m in dirs for t in PAPER_TASKS for lr in PAPER_LRS
             for s in PAPER_SEEDS]
     launch.write_launch_scripts(launch_dir, rows, grid, PAPER_TASKS)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m recipes.plan` has no job of its own: it names the command that writes the paper plan."""
+    cli.not_a_command("recipes.plan", "python -m recipes.study paper --output DIR [--gpu H100] [--mfu 0.4]",
+                      "writes the paper plan (plan.md, plan.csv, launch/) in DIR")
+
+
+if __name__ == "__main__":
+    main()

@@ -18,7 +18,7 @@ import sys
 
 from core import cli
 from recipes import data, pretrain
-from recipes.checks import check_sources
+from recipes.checks import check_data_settings, check_sources
 from recipes.inputs import (
     build_blocks,
     given_tokenizer,
@@ -48,6 +48,7 @@ def prepare_pretraining(argv: list[str]) -> dict:
                          "the data of the run that made them")
     if training_args.max_steps <= 0:
         raise ValueError("set max_steps > 0: the furthest step any run reads from this data")
+    check_data_settings(run_args)
     check_sources(run_args)
     # the global batch of the real launch, not of this single process
     blocks_per_step = run_args.global_batch_size or global_batch(training_args)

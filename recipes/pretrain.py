@@ -38,6 +38,7 @@ from recipes.checks import (
     check_run_settings,
     check_sources,
     check_token_budget,
+    last_complete_checkpoint,
 )
 from recipes.inputs import (
     build_blocks,
@@ -196,9 +197,24 @@ def main(argv: list[str] | None = None, run_settings=PretrainArguments) -> None:
         train(run)
     except artifacts.LockHeld as error:  # refused before anything was written
         raise cli.bad_input(error) from None
-    except OSError as error:  # disk full, permissions: one line; other failures keep their traceback
-        print(f"error: {error}", file=sys.stderr)
+    except Exception as error:  # disk full, permissions: one line; other failures keep their traceback
+        if not (isinstance(error, OSError) or artifacts.out_of_room(error)):
+            raise
+        print(f"error: {_write_failure(error, run.training_args.output_dir)}", file=sys.stderr)
         sys.exit(1)
+
+
+def _write_failure(error: Exception, output_dir: str) -> str:
+    """One line for a failed write; for a save that ran out of room (disk, quota, `ulimit -f`), what it left: the
+    newest complete checkpoint is intact (a half-written newer one lacks run_info.json, written last: resume skips
+    it)."""
+    first = str(error).strip().splitlines()[0]
+    if not artifacts.out_of_room(error):
+        return first
+    intact = last_complete_checkpoint(output_dir)
+    kept = f"the newest complete checkpoint {intact} is intact" if intact else "no checkpoint was complete yet"
+    return (f"a save ran out of disk space or hit the file size limit ({first}); {kept}: free space and rerun the "
+            "same command to resume")
 
 
 if __name__ == "__main__":

@@ -233,8 +233,8 @@ def load_config(path: str | os.PathLike, dataclass_types) -> dict:
     if not path.is_file():
         raise FileNotFoundError(f"config file {path} does not exist")
     try:
-        config = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as error:
+        config = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as error:
         raise ValueError(f"{path} is not valid YAML: {str(error).splitlines()[0]}") from None
     config = {} if config is None else config
     if not isinstance(config, dict):

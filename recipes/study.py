@@ -14,6 +14,7 @@ the commands a user would type; the grid runs `evaluation.run` per model, also a
 """
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
@@ -141,12 +142,25 @@ def run_settings(recipe: manifest.Recipe, study: Study, output: Path, data_dir: 
     return config
 
 
+STUDY_LOCK = ".study.lock"  # held by the process that runs a study in its output directory
+
+
+@contextlib.contextmanager
+def study_lock(output: Path):
+    """One study process per output directory: a second is refused (LockHeld, naming the lock); the lock dies with
+    its process, so a killed study's lock (its pid still in the file) is taken over by the next run."""
+    output.mkdir(parents=True, exist_ok=True)
+    with artifacts.exclusive_lock(output / STUDY_LOCK, f"study directory {output}"):
+        yield
+
+
 def is_trained(output: Path, name: str) -> bool:
     return (output / "models" / name / artifacts.RUN_INFO_NAME).is_file()
 
 
 def check_study_dir(output: Path, study_name: str, definition: dict) -> None:
     """Refuse an output directory that holds another study (one line, before anything is written)."""
+    artifacts.check_output_dir(output, "--output")
     marker = output / "study.json"
     if marker.is_file():
         stored = artifacts.read_json(marker, "study marker")
@@ -154,7 +168,7 @@ def check_study_dir(output: Path, study_name: str, definition: dict) -> None:
         if stored_name != study_name or stored.get("definition") != definition:
             raise ValueError(f"{output} holds a different study (study {stored_name!r}); "
                              f"pass another --output or delete that directory")
-    elif output.is_dir() and any(output.iterdir()):
+    elif output.is_dir() and any(p.name != STUDY_LOCK for p in output.iterdir()):
         raise ValueError(f"{output} is not empty and holds no study.json; pass an empty or new --output directory")
 
 
@@ -271,8 +285,11 @@ def checkpoint_name(path: Path) -> str:
 
 
 def is_evaluated(model: Path, tasks: list[str], study: Study, output: Path) -> bool:
-    """Every grid result of this checkpoint on `tasks` exists, is readable and was made from these very weights."""
-    model_id, name = artifacts.checkpoint_identity(model), checkpoint_name(model)
+    """Every grid result of this checkpoint on `tasks` exists, is readable and was made from these very weights and
+    code (the checkpoint's and the project's fine-tuning code: `evaluation.identity`)."""
+    from evaluation.identity import code_identity
+
+    model_id, name, code_id = artifacts.checkpoint_identity(model), checkpoint_name(model), code_identity()
     for task in tasks:
         for lr in study.lrs:
             for seed in study.seeds:
@@ -281,7 +298,8 @@ def is_evaluated(model: Path, tasks: list[str], study: Study, output: Path) -> b
                     record = artifacts.read_result(path)
                 except (FileNotFoundError, ValueError):
                     return False
-                if record.get("identity", {}).get("model") != model_id:
+                recorded = record.get("identity") or {}
+                if (recorded.get("model"), recorded.get("code")) != (model_id, code_id):
                     return False
     return True
 
@@ -445,6 +463,7 @@ def report_from_archive(study_name: str, archive: Path, output: Path) -> Path:
     committed report regenerated from the committed results, with nothing trained or fine-tuned."""
     import tarfile
 
+    artifacts.check_output_dir(output, "--output")
     if output.exists() and any(output.iterdir()):
         raise ValueError(f"{output} is not empty; --from_results unpacks into a new directory")
     if not archive.is_file():
@@ -467,7 +486,9 @@ DOCS_FILES = ("README.md", "summary.*", "findings.csv", "heldout.*", RESULTS_ARC
 
 
 def check_docs_dir(docs: Path) -> None:
-    """Refuse a --docs directory holding files write_docs would replace but did not write (its README says so)."""
+    """Refuse a --docs path that cannot be a directory, or a directory holding files write_docs would replace but
+    did not write (its README says so)."""
+    artifacts.check_output_dir(docs, "--docs")
     readme = docs / "README.md"
     if readme.is_file() and DOCS_MARK in readme.read_text(errors="replace"):
         return
@@ -533,8 +554,14 @@ def run_study(study_name: str, output: Path, data_dir: str | None = None, org: s
     study = study or STUDIES[study_name]
     definition = json.loads(json.dumps(dataclasses.asdict(study)))
     check_study_dir(output, study_name, definition)
+    with study_lock(output):
+        check_study_dir(output, study_name, definition)  # again under the lock: another study may have started
+        return _run_study(study_name, study, definition, output, data_dir, org, until)
+
+
+def _run_study(study_name: str, study: Study, definition: dict, output: Path, data_dir: str | None, org: str,
+               until: str | None) -> Path:
     order = manifest.training_order(study.models)
-    output.mkdir(parents=True, exist_ok=True)
     artifacts.write_json_atomic(output / "study.json", {"study": study_name, "definition": definition})
     started = time.time()
     progress = Progress({"tokenizer": 1, **{f"pretrain:{recipe.name}": 1 for recipe in order},

@@ -70,3 +70,23 @@ def test_sigkill_and_resume_is_bit_identical(tmp_path, tmp_path_factory):
     assert expected.keys() == got.keys()
     assert all(torch.equal(expected[k], got[k]) for k in expected)
     assert (killed / "intermediate" / "step-2" / "model.safetensors").is_file()
+
+
+@pytest.mark.slow
+def test_a_save_out_of_room_is_one_line_and_leaves_no_complete_checkpoint(tmp_path):
+    """`ulimit -f` (RLIMIT_FSIZE) below the optimizer state's size: the first checkpoint's save fails like on a full
+    disk; the run ends with one line saying so and what is intact (here: nothing yet), exit 1, no traceback."""
+    import resource
+
+    from recipes.checks import last_complete_checkpoint
+
+    limit = 6_000_000  # above the data cache and the tiny model's weights (4.5 MB), below its optimizer.pt (9 MB)
+    result = subprocess.run([sys.executable, "-m", "recipes.pretrain", *argv(tmp_path / "out", tmp_path / "cache")],
+                            cwd=ROOT, capture_output=True, text=True, timeout=240,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"},
+                            preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)))
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: a save ran out of disk space or hit the file size limit"), last
+    assert "no checkpoint was complete yet: free space and rerun the same command to resume" in last
+    assert (tmp_path / "out" / "checkpoint-1").is_dir() and last_complete_checkpoint(tmp_path / "out") is None
