@@ -45,8 +45,7 @@ def model_identity(model_path: str | os.PathLike) -> dict:
 
 @functools.lru_cache(maxsize=None)
 def _file_hash(path: str, size: int, mtime_ns: int) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
+    return artifacts.file_sha256(path)  # cached per (path, size, mtime)
 
 
 def task_identity(task: tasks.Task, source: str, data_dir) -> dict:

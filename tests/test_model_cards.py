@@ -11,7 +11,7 @@ from safetensors.torch import save_file
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import TrainingArguments
 
-from core import artifacts
+from core import artifacts, store
 from model_cards.generate import (
     build_model_card,
     build_results_card,
@@ -110,7 +110,7 @@ def write_results(results_dir, checkpoints, tasks=TASKS, source="offline"):
                 diverged = seed == 1 and task == "squad"
                 instances = [] if diverged else INSTANCES[family]
                 scores = {} if diverged else {metric: 0.55, **({"entity_f1": 0.25} if family == "tc" else {})}
-                run = {"format": artifacts.RESULT_FORMAT, "model": model, "task": task, "family": family, "lr": 5e-5,
+                run = {"format": store.RESULT_FORMAT, "model": model, "task": task, "family": family, "lr": 5e-5,
                        "seed": seed, "status": "diverged" if diverged else "ok", "main_metric": metric,
                        "validation": scores and {metric: 0.6}, "test": scores,
                        "per_instance": {"validation": instances[:1], "test": instances},
@@ -119,7 +119,7 @@ def write_results(results_dir, checkpoints, tasks=TASKS, source="offline"):
                                     "task": {"definition": "d" * 64, "source": source,
                                              "data": {"dev.tsv": "h" * 64, str(results_dir / "x" / "dev.tsv"): "h"}}},
                        "versions": {"transformers": "5.24.0"}, "git_commit": "448d4bc"}
-                out = artifacts.result_path(results_dir, model, task, 5e-5, seed)
+                out = store.result_path(results_dir, model, task, 5e-5, seed)
                 out.parent.mkdir(parents=True, exist_ok=True)
                 out.write_text(json.dumps(run))
     return results_dir
