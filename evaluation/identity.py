@@ -65,8 +65,10 @@ def task_identity(task: tasks.Task, source: str, data_dir) -> dict:
 
 def protocol_identity(protocol) -> dict:
     """Every protocol setting that can change a score (paths and logging excluded). The LoRA settings only with
-    `--peft lora`: full fine-tuning results keep the identity they had before LoRA existed."""
+    `--peft lora`, the pair encoding only with `--pair_encoding segments`: other results keep the identity they had
+    before those settings existed."""
     skip = NOT_PROTOCOL | {"lr", "seed"} | ({"peft", "lora_rank", "lora_alpha"} if protocol.peft == "none" else set())
+    skip |= {"pair_encoding"} if protocol.pair_encoding == "joined" else set()
     return {k: v for k, v in dataclasses.asdict(protocol).items() if k not in skip}
 
 
