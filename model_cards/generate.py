@@ -41,6 +41,7 @@ from huggingface_hub import (
 from core import artifacts, cli, store
 from core.names import ModelName, parse_name, try_parse_name
 from core.paths import is_hub_id
+from evaluation import resolve
 from model_cards.public import LOCAL, without_local_paths
 from model_cards.results_dataset import (
     OFFLINE_DATA,
@@ -172,10 +173,10 @@ def describe_run(name: str, info: dict, step: int | None) -> str:
     return f"{name}: {size} {body}."
 
 
-def checkpoint_name(checkpoint_dir: Path, info: dict) -> str:
-    """The name a checkpoint's results are filed under (as `evaluation.run` files them): run_info's name, which
-    for `<run>/intermediate/step-<N>/` already ends with the paper-scale step (`<run>-<N x step_divisor>`)."""
-    return info["name"]
+def checkpoint_name(checkpoint_dir: Path) -> str:
+    """The name a checkpoint's results are filed under, by the grid's resolver (`evaluation.resolve.model_name`):
+    run_info's name, which for `<run>/intermediate/step-<N>/` already ends with the paper-scale step."""
+    return resolve.model_name(str(checkpoint_dir))[0]
 
 
 def _contradictions(p: ModelName, info: dict) -> list[str]:
@@ -201,7 +202,7 @@ def resolve_name(checkpoint_dir: Path, info: dict, repo_id: str | None) -> tuple
     run_info contradicts (the config of a recipe, trained from another base or with other settings) is replaced by
     the repo's name (else the run folder's), which must not itself be a contradicted study name.
     """
-    recorded = checkpoint_name(checkpoint_dir, info)
+    recorded = checkpoint_name(checkpoint_dir)
     parsed = try_parse_name(recorded)
     if parsed is None or not (problems := _contradictions(parsed, info)):
         return recorded, parsed, None
@@ -555,7 +556,7 @@ def build_model_card(checkpoint_dir, summary_csv=None, repo_id: str | None = Non
     checkpoint_dir = Path(checkpoint_dir)
     info = load_run_info(checkpoint_dir)
     name, parsed, borrowed = resolve_name(checkpoint_dir, info, repo_id)
-    rows = evaluation_rows(checkpoint_dir, checkpoint_name(checkpoint_dir, info), summary_csv, results_dir) \
+    rows = evaluation_rows(checkpoint_dir, checkpoint_name(checkpoint_dir), summary_csv, results_dir) \
         if summary_csv else []
     params, causal = parameter_count(checkpoint_dir), _is_causal(checkpoint_dir)
     hub_ids, data_text = pretraining_data(info)

@@ -28,6 +28,7 @@ from tqdm.auto import tqdm
 
 from core import artifacts, cli, store
 from core.paths import REPO_ROOT
+from evaluation import resolve
 from recipes import manifest
 
 
@@ -243,8 +244,9 @@ def eval_groups(tasks: tuple[str, ...], study: Study) -> list[tuple[list[str], d
 
 
 def checkpoint_name(path: Path) -> str:
-    """The name a checkpoint's run recorded (`<run>-<step>` for `<run>/intermediate/step-<N>`)."""
-    return artifacts.read_run_info(path)["name"]
+    """The name the grid files a checkpoint's results under (`evaluation.resolve.model_name`: the name its run
+    recorded, `<run>-<step>` for `<run>/intermediate/step-<N>`)."""
+    return resolve.model_name(str(path))[0]
 
 
 def is_evaluated(model: Path, tasks: list[str], study: Study, output: Path) -> bool:
