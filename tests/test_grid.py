@@ -292,3 +292,12 @@ def test_a_failing_worker_fails_the_grid_with_its_log(models, data_dir, tmp_path
     assert re.search(r"error: worker \d of 2 failed \(exit status 1\); the grid stopped", result.stderr)
     assert "Truncation error" in result.stderr  # the worker's own traceback, from its log
     assert store.result_files(tmp_path) == []
+
+
+def test_finetune_info_carries_its_format(tmp_path):
+    store.write_finetune_info(tmp_path, {"base_model": "m", "task": "sst2"})
+    assert store.read_finetune_info(tmp_path)["format"] == store.FINETUNE_INFO_FORMAT
+    (tmp_path / store.FINETUNE_INFO_NAME).write_text('{"base_model": "m"}')  # written before the format existed
+    with pytest.raises(ValueError, match="finetune_info format None, this code reads format 1"):
+        store.read_finetune_info(tmp_path)
+    assert store.read_finetune_info(tmp_path / "none") is None

@@ -134,6 +134,7 @@ def test_saved_models_reload_in_a_fresh_process_and_reproduce_the_predictions(gr
         info = json.loads((dirs[task] / store.FINETUNE_INFO_NAME).read_text())
         record = result(output, task)
         assert info["identity"] == record["identity"] and info["test"] == record["test"] and info["lr"] == 1e-3
+        assert info["format"] == store.FINETUNE_INFO_FORMAT
         for path in dirs[task].rglob("*.json"):  # publishable: no local path anywhere
             assert str(grid_run["root"]) not in path.read_text() and "/tmp" not in path.read_text(), path
     assert {"modules.json", "config_sentence_transformers.json", "modeling_eurobert.py"} <= {

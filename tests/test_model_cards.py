@@ -299,6 +299,9 @@ def test_run_card_lists_its_step_branches(tmp_path):
     text = build_model_card(run, repo_id="org/610m-clm-42k").text
     assert "| `step-5` | 5 |\n| `step-20` | 20 |" in text
     assert 'revision="step-5", trust_remote_code=True, is_causal=False)' in text
+    (run / "intermediate" / "step-last").mkdir()  # the one listing of intermediate checkpoints refuses it
+    with pytest.raises(ValueError, match=r"\['step-last'\]: intermediate checkpoints must be named step-<N>"):
+        build_model_card(run, repo_id="org/610m-clm-42k")
 
 
 def test_intermediate_checkpoint_card(tmp_path, summary_csv):

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from core import artifacts
 from core.paths import REPO_ROOT
 from recipes import manifest
 from recipes.study import STUDIES, eval_batches, main, run_study
@@ -77,6 +78,7 @@ def test_rerun_redoes_nothing_finished(short_study):
     run_study("smoke", output, study=study)
     assert {p: p.stat().st_mtime_ns for p in finished} == finished
     assert json.loads((output / "study.json").read_text())["study"] == "smoke"
+    assert json.loads((output / "study.json").read_text())["format"] == artifacts.STUDY_FORMAT
 
 
 def test_output_dir_with_another_study_is_refused(short_study, tmp_path):
