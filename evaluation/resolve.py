@@ -56,12 +56,11 @@ def _check_name(name: str, spec: str) -> None:
 
 
 def resolve_model(spec: str) -> Resolved:
-    """One `--model` entry resolved: a local directory, or a Hub id
-    `org/name[@revision]` resolved through the Hub cache (`snapshot_download`: offline, the cache alone).
+    """One `--model` entry resolved: a local directory, or a Hub id `org/name[@revision]` resolved through the Hub
+    cache (`snapshot_download`: offline, the cache alone).
 
     A Hub model is filed under its repo name (`@step-N`: `<repo>-N`, as intermediate checkpoints; another branch or
     tag: `<repo>-<revision>`; a commit: the repo name), unless `NAME=ID`. Its identity is that of the snapshot's files.
-
 
     Raises:
         ValueError / FileNotFoundError: one line; a Hub id that cannot be resolved says whether the Hub was offline.
@@ -83,7 +82,7 @@ def resolve_model(spec: str) -> Resolved:
     except (OSError, ValueError) as error:  # offline and not cached, unknown repo or revision, network failure
         raise artifacts.hub_load_error(location, "model", error) from None
     if not name:
-        name = repo_id.split("/")[1]
+        name = repo_id.split("/")[-1]  # a bare id ("gpt2") is its own name
         if revision and not _COMMIT.fullmatch(revision):
             match = _GENERIC_DIR.fullmatch(revision)
             name = f"{name}-{match[2] if match and match[1] == 'step' else revision}"
