@@ -301,3 +301,11 @@ def test_finetune_info_carries_its_format(tmp_path):
     with pytest.raises(ValueError, match="finetune_info format None, this code reads format 1"):
         store.read_finetune_info(tmp_path)
     assert store.read_finetune_info(tmp_path / "none") is None
+
+
+def test_a_dotted_hub_id_is_resolved_as_a_hub_id():
+    """Offline and not cached: the Hub is named as what failed, not a missing local path."""
+    with pytest.raises(ValueError, match=r"cannot load model 'org/model-1\.0@step-5' from the Hub"):
+        resolve.resolve_model("org/model-1.0@step-5")
+    with pytest.raises(ValueError, match="cannot load model 'gpt2' from the Hub"):
+        resolve.resolve_model("gpt2")
