@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from core import artifacts, cli  # standard library only: nothing loads tokenizers before the line below
+from core import cli, store  # standard library only: nothing loads tokenizers before the line below
 from core.paths import resolve_data_dir
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,7 +54,7 @@ def run_grid(model: str, output: Path, workers: int, args, data_dir: Path, threa
 def scores(output: Path) -> dict:
     """{result file: (validation, test, per-instance records)} of a results folder."""
     return {str(p.relative_to(output)): [json.loads(p.read_text())[k] for k in ("validation", "test", "per_instance")]
-            for p in artifacts.result_files(output)}
+            for p in store.result_files(output)}
 
 
 def random_model(output_dir: Path, args, data_dir: Path) -> Path:

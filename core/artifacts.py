@@ -31,7 +31,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from core.paths import REPO_ROOT
+from core.paths import REPO_ROOT, is_hub_id
 
 RUN_CONFIG_NAME = "run_config.json"  # resolved settings of a pretraining run, compared on resume
 RUN_INFO_NAME = "run_info.json"  # provenance beside every saved model
@@ -43,6 +43,9 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json")
 # study, the held-out loss and the CPT and resume checks. Format 2 names the PFS switch `switch_step` and the
 # manifest scale `scale` (format 1, without a "format" key, is refused: retrain or re-save).
 RUN_INFO_FORMAT = 2
+# study.json (recipes.study): which study an output directory holds. A file without "format" is format 1: the
+# committed docs/mini-study archive's predates the key.
+STUDY_FORMAT = 1
 RUN_INFO_KEYS = ("format", "name", "size", "objective", "mlm_probability", "steps", "switch_step", "cpt_base", "scale",
                  "run_config", "training_args", "versions", "git_commit", "data", "tokens_seen")
 # summary.csv (evaluation.report): one row per model x task; the model cards read it back.
@@ -197,6 +200,27 @@ def out_of_room(error: BaseException) -> bool:
     return kind_fits and any(text in str(error) for text in _NO_ROOM_TEXT)
 
 
+def intermediate_checkpoints(run_dir: str | os.PathLike) -> list[Path]:
+    """The intermediate checkpoints a run saved, `<run_dir>/intermediate/step-<N>`, in step order ([] if none).
+
+    Raises:
+        ValueError: a folder there is named `step-*` but not `step-<N>` (one line).
+    """
+    folder = Path(run_dir) / INTERMEDIATE_DIR
+    found = [p for p in folder.glob("step-*") if p.is_dir()] if folder.is_dir() else []
+    if bad := sorted(p.name for p in found if intermediate_step(p) is None):
+        raise ValueError(f"{folder} holds {bad}: intermediate checkpoints must be named step-<N>")
+    return sorted(found, key=intermediate_step)
+
+
+def intermediate_step(checkpoint_dir: str | os.PathLike) -> int | None:
+    """N for an intermediate checkpoint `.../intermediate/step-<N>`, else None."""
+    path = Path(checkpoint_dir)
+    step = path.name.removeprefix("step-")
+    return int(step) if path.name.startswith("step-") and step.isdigit() and path.parent.name == INTERMEDIATE_DIR \
+        else None
+
+
 # ------------------------------------------------------------------------------------------------------ reading
 def read_json(path: str | os.PathLike, what: str = "file"):
     """Parse a JSON file, with a one-line error naming it when it is missing, unreadable or not JSON."""
@@ -297,7 +321,8 @@ def package_versions(*names: str) -> dict:
 
 # ------------------------------------------------------------------------------------------------------ sources
 def local_or_hub(source: str | os.PathLike, what: str) -> str:
-    """Check a model/tokenizer/dataset source before loading it: an existing local path, or a well-formed Hub id.
+    """Check a model/tokenizer/dataset source before loading it: an existing local path, or a Hub id
+    (`core.paths.is_hub_id`).
 
     Without this, transformers reports a missing local directory as "Repo id must be in the form ..." or as a
     failed Hub connection.
@@ -308,14 +333,7 @@ def local_or_hub(source: str | os.PathLike, what: str) -> str:
     text = str(source)
     if Path(text).expanduser().exists():
         return str(Path(text).expanduser())
-    from huggingface_hub.utils import HFValidationError, validate_repo_id
-
-    looks_local = text.startswith((".", "/", "~")) or text.count("/") != 1
-    try:
-        validate_repo_id(text)
-    except HFValidationError:
-        looks_local = True
-    if looks_local:
+    if not is_hub_id(text):  # the rule of `core.paths.is_local_path`
         raise FileNotFoundError(f"{what} {text} does not exist (it is neither a local path nor a Hub id org/name)")
     return text
 
@@ -346,31 +364,6 @@ def check_weights(directory: str | os.PathLike) -> None:
                              "re-download the checkpoint") from None
 
 
-# ------------------------------------------------------------------------------------------ fine-tuning results
-RESULT_FORMAT = 2  # 2: identity (model, task, protocol), predictions and git commit in every result file
-RESULT_GLOB = "*/*/lr*-seed*.json"  # under a results directory: <model>/<task>/lr<lr>-seed<seed>.json
-
-
-def result_path(output: str | os.PathLike, model: str, task: str, lr: float, seed: int) -> Path:
-    """Where the grid files the result of one (model, task, learning rate, seed) run."""
-    return Path(output) / model / task / f"lr{lr:g}-seed{seed}.json"
-
-
-def result_files(results_dir: str | os.PathLike) -> list[Path]:
-    """Every result file under a results directory (temp files of interrupted writes and moved-aside files are not)."""
-    return sorted(p for p in Path(results_dir).glob(RESULT_GLOB) if not p.name.startswith("."))
-
-
-def read_result(path: str | os.PathLike) -> dict:
-    """A result file, refused in one line when corrupt or written by an older format."""
-    record = read_json(path, "result file")
-    if not isinstance(record, dict) or record.get("format") != RESULT_FORMAT:
-        found = record.get("format", 1) if isinstance(record, dict) else "unknown"
-        raise ValueError(f"result file {path} has format {found}, this version reads {RESULT_FORMAT}: re-run its grid "
-                         "with `python -m evaluation.run ... --rerun_changed` to replace it")
-    return record
-
-
 # ------------------------------------------------------------------------------------------- checkpoint identity
 WEIGHT_PATTERNS = ("*.safetensors", "model.safetensors.index.json", "pytorch_model*.bin")
 TOKENIZER_PATTERNS = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
@@ -378,7 +371,8 @@ TOKENIZER_PATTERNS = ("tokenizer.json", "tokenizer_config.json", "special_tokens
 CODE_PATTERNS = ("*.py",)  # the remote code a checkpoint ships (modeling_eurobert.py...): it computes the scores too
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: str | os.PathLike) -> str:
+    """The sha256 hex digest of a file's bytes (checkpoints, data files, sentence-transformers files)."""
     with open(path, "rb") as f:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
@@ -399,7 +393,7 @@ def checkpoint_identity(directory: str | os.PathLike) -> dict:
         identity = {"config": hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()}
         for group, patterns in (("weights", WEIGHT_PATTERNS), ("tokenizer", TOKENIZER_PATTERNS),
                                 ("code", CODE_PATTERNS)):
-            identity[group] = {p.name: {"size": p.stat().st_size, "sha256": _sha256(p)}
+            identity[group] = {p.name: {"size": p.stat().st_size, "sha256": file_sha256(p)}
                                for pattern in patterns for p in sorted(directory.glob(pattern)) if p.is_file()}
         _IDENTITIES[key] = identity
     return _IDENTITIES[key]

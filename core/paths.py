@@ -1,4 +1,5 @@
-"""Where things are: the repository, the offline data bundle, and whether a source names a Hub id or a local path.
+"""Where things are: the repository, the offline data bundle, and whether a source names a Hub id or a local path
+(`is_local_path` / `is_hub_id`: the one rule every loader, check and card uses).
 
 Resolution order: an explicit path (a command-line flag), then the environment variable `MLM_VS_CLM_DATA`, then
 `../shared/data` beside the repository. Online runs use Hub dataset ids instead and never call this.
@@ -11,15 +12,31 @@ DATA_ENV_VAR = "MLM_VS_CLM_DATA"
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
+def is_local_path(source: str) -> bool:
+    """The one rule for "local path or Hub id?": a string is a local path when it exists, starts with `/`, `~`, `./`
+    or `../` (or is `.` / `..`), has more than one `/`, or has one `/` and cannot be a Hub repo id. A URL is not."""
+    if Path(source).expanduser().exists() or source.startswith(("/", "~", "./", "../")) or source in (".", ".."):
+        return True
+    if "://" in source or "/" not in source:
+        return False
+    return source.count("/") > 1 or not _valid_repo_id(source)
+
+
 def is_hub_id(source: str) -> bool:
-    """A corpus source that names a Hub dataset (not "bundle", not a local path)."""
-    return source != "bundle" and not looks_like_path(source)
+    """A Hub repo id (`org/name`, dots allowed: `mlfoundations/dclm-baseline-1.0`; or a bare `name`): not a local
+    path by `is_local_path`, accepted by `huggingface_hub`'s `validate_repo_id`, and not the word "bundle" (the
+    offline data bundle)."""
+    return source != "bundle" and not is_local_path(source) and _valid_repo_id(source)
 
 
-def looks_like_path(source: str) -> bool:
-    """A Hub id is "owner/name"; anything that exists, is absolute/relative-looking or has a file suffix is a path."""
-    path = Path(source).expanduser()
-    return path.exists() or source.startswith((".", "/", "~")) or source.count("/") != 1 or bool(path.suffix)
+def _valid_repo_id(source: str) -> bool:
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(source)
+    except HFValidationError:
+        return False
+    return True
 
 
 def resolve_data_dir(path: str | os.PathLike | None = None) -> Path:

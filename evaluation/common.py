@@ -37,6 +37,7 @@ from core import artifacts, lora
 ATTENTION_CHOICES = ("bidirectional", "causal", "checkpoint")
 PRECISIONS = ("auto", "bf16_weights", "bf16_autocast", "fp32")
 IR_CORPORA = ("pooled", "judged", "full")
+PAIR_ENCODINGS = ("joined", "segments")  # SC sentence pairs: the template's one text, or two segments
 IR_POOLINGS = ("mean", "cls", "last")
 LENGTH_MARGIN = 0.99  # the original harness: max length = round(0.99 * min(the model's positions, 2048))
 LENGTH_LIMIT = 2048  # the original harness's default max_length (EncodEval): 2028 tokens at most
@@ -56,7 +57,8 @@ class ProtocolArgs:
     Protocol: `batch_size`, `warmup_ratio`, `adam_beta1/2`, `adam_epsilon`, `weight_decay`,
     `max_steps` (overrides the task's steps/epochs), `precision`. Inputs: `max_length`, `doc_stride` (QA),
     `max_answer_length`/`n_best` (QA post-processing), `ir_corpus`, `ir_relevance`, `ir_pooling`,
-    `query_prompt`/`document_prompt` (override the task's), `tc_labelling` (overrides the task's). Data: `source`,
+    `query_prompt`/`document_prompt` (override the task's), `tc_labelling` (overrides the task's), `pair_encoding`
+    (SC sentence pairs). Data: `source`,
     `data_dir`, `max_train`, `max_eval`. Every default is the paper's protocol (`docs/protocol.md`).
     """
 
@@ -95,6 +97,11 @@ class ProtocolArgs:
     tc_labelling: str | None = field(default=None, metadata={
         "help": "TC sub-token labelling: first or all (majority vote per word); default: the task's own.",
         "choices": ("first", "all")})
+    pair_encoding: str = field(default="joined", metadata={
+        "help": "SC sentence pairs (MNLI, QQP, MRPC): joined = one text, the task's template (the paper); segments = "
+                "the template's two fields as two segments, the tokenizer's pair encoding with token_type_ids (as "
+                "run_glue), for models with token-type embeddings (type_vocab_size > 1); a model without them keeps "
+                "the joined text, and its result's inputs identity says which it got.", "choices": PAIR_ENCODINGS})
     ir_pooling: str = field(default="mean", metadata={
         "help": "IR embedding pooling: mean over the tokens (the original), cls (the first token) or last (the last "
                 "real token, as decoder embedders do).", "choices": IR_POOLINGS})
@@ -137,7 +144,7 @@ class ProtocolArgs:
             raise ValueError(f"attention={self.attention!r} is not one of {ATTENTION_CHOICES}")
         for name, choices in (("precision", PRECISIONS), ("ir_corpus", IR_CORPORA),
                               ("ir_relevance", ("binary", "graded")), ("tc_labelling", (None, "first", "all")),
-                              ("ir_pooling", IR_POOLINGS), ("peft", PEFT_CHOICES)):
+                              ("ir_pooling", IR_POOLINGS), ("peft", PEFT_CHOICES), ("pair_encoding", PAIR_ENCODINGS)):
             if getattr(self, name) not in choices:
                 raise ValueError(f"{name}={getattr(self, name)!r}: use one of {choices}")
 
@@ -287,17 +294,31 @@ def qa_windows(args: ProtocolArgs, model_path) -> tuple[int, int]:
     return length, stride
 
 
+def resolved_pair_encoding(model_path: str | os.PathLike, pair_encoding: str) -> str:
+    """The pair encoding a model gets: `segments` only when it has token-type embeddings (`type_vocab_size` > 1, as
+    BERT and ELECTRA); a model without them (EuroBERT, RoBERTa, decoders) reads the joined text."""
+    if pair_encoding == "joined":
+        return "joined"
+    config = AutoConfig.from_pretrained(model_path, trust_remote_code=True).get_text_config()
+    return "segments" if (getattr(config, "type_vocab_size", None) or 0) > 1 else "joined"
+
+
 def resolve_inputs(args: ProtocolArgs, model_path) -> ProtocolArgs:
-    """`args` with what a run on `model_path` really uses filled in: max_length, the QA window and stride, and
-    the attention pattern ("bidirectional" or "causal"; `checkpoint` resolved). The result records these."""
+    """`args` with what a run on `model_path` really uses filled in: max_length, the QA window and stride, the
+    attention pattern ("bidirectional" or "causal"; `checkpoint` resolved) and the pair encoding. The result records
+    these."""
     length, stride = qa_windows(args, model_path)
     return dataclasses.replace(args, max_length=max_length(args, model_path), qa_max_length=length,
-                               doc_stride=stride, attention=resolved_attention(model_path, args.attention))
+                               doc_stride=stride, attention=resolved_attention(model_path, args.attention),
+                               pair_encoding=resolved_pair_encoding(model_path, args.pair_encoding))
 
 
 def inputs_identity(args: ProtocolArgs) -> dict:
-    """The resolved input settings of `resolve_inputs` (part of a result's identity)."""
-    return {name: getattr(args, name) for name in ("max_length", "qa_max_length", "doc_stride", "attention")}
+    """The resolved input settings of `resolve_inputs` (part of a result's identity; the pair encoding only when
+    it is `segments`, so joined-text results keep the identity they had before the setting existed)."""
+    names = ("max_length", "qa_max_length", "doc_stride", "attention", *(("pair_encoding",) * (
+        args.pair_encoding == "segments")))
+    return {name: getattr(args, name) for name in names}
 
 
 def training_arguments(args: FinetuneArgs, output_dir: str, max_steps: int | None, epochs: float | None,
@@ -407,9 +428,10 @@ def task_splits(task, args: FinetuneArgs):
     from evaluation import tasks
 
     key = (str(task.path or task.name), args.source, args.data_dir, args.max_train, args.max_eval, args.ir_corpus,
-           args.ir_relevance)
+           args.ir_relevance, args.pair_encoding)
     if key not in _SPLITS:
         extra = {"corpus": args.ir_corpus, "relevance": args.ir_relevance} if task.family == "ir" else {}
+        extra = {"pair_encoding": args.pair_encoding} if task.family == "sc" else extra
         _SPLITS[key] = tasks.load_splits(
             task, data_dir=args.data_dir, max_train=args.max_train, max_eval=args.max_eval, source=args.source, **extra
         )

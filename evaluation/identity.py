@@ -52,8 +52,7 @@ def model_identity(model_path: str | os.PathLike) -> dict:
 
 @functools.lru_cache(maxsize=None)
 def _file_hash(path: str, size: int, mtime_ns: int) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
+    return artifacts.file_sha256(path)  # cached per (path, size, mtime)
 
 
 def code_identity() -> dict:
@@ -83,8 +82,10 @@ def task_identity(task: tasks.Task, source: str, data_dir) -> dict:
 
 def protocol_identity(protocol) -> dict:
     """Every protocol setting that can change a score (paths and logging excluded). The LoRA settings only with
-    `--peft lora`: full fine-tuning results keep the identity they had before LoRA existed."""
+    `--peft lora`, the pair encoding only with `--pair_encoding segments`: other results keep the identity they had
+    before those settings existed."""
     skip = NOT_PROTOCOL | {"lr", "seed"} | ({"peft", "lora_rank", "lora_alpha"} if protocol.peft == "none" else set())
+    skip |= {"pair_encoding"} if protocol.pair_encoding == "joined" else set()
     return {k: v for k, v in dataclasses.asdict(protocol).items() if k not in skip}
 
 

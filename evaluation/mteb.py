@@ -28,7 +28,8 @@ Models (`--model`, comma-separated, `NAME=DIR|ID` to choose the name results are
 - a plain Hugging Face encoder directory: mean pooling over it (`--pooling cls|last`) with the task's "Query: " /
   "Document: " prompts (`--query_prompt`, `--document_prompt`),
   bidirectional, inputs up to 99% of its positions, as the grid builds it (`evaluation.retrieval.build_model`).
-- a Hub id `org/name[@revision]`, resolved as `evaluation.run` does (the Hub cache; offline, the cache alone).
+- a Hub id `org/name[@revision]`, resolved as `evaluation.run` does (`evaluation.resolve`: the Hub cache; offline,
+  the cache alone).
 
 Results: one record per (model, task) in the grid's layout, `<output>/<model>/<task>-mteb/lr0-seed0.json`
 (`result_path`), so `evaluation.report` lists it as its own row (task `<task>-mteb`, one "run", best_lr 0), never
@@ -48,7 +49,6 @@ loaded) is one line and exit status 2 before any model is run.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import math
 import random
@@ -61,9 +61,9 @@ from pathlib import Path
 import transformers
 from transformers import HfArgumentParser
 
-from core import artifacts, cli
+from core import artifacts, cli, store
 from core.sentence_transformers_files import PROMPTS, SENTENCE_TRANSFORMERS_FILES
-from evaluation import baselines, common, identity, metrics, retrieval, run, tasks
+from evaluation import baselines, common, identity, metrics, resolve, retrieval, tasks
 
 TASK_SUFFIX = "-mteb"  # results of task T are filed under task T-mteb: their own report row
 LR, SEED = 0.0, 0  # the record's grid coordinates: lr0-seed0.json (nothing is trained)
@@ -266,20 +266,10 @@ def resolve_task(spec: str, args: MtebArgs) -> Target:
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def _sha256(path: Path) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
-
 def resolve_model_entry(spec: str) -> Model:
     """One `--model` entry: resolved as `evaluation.run` does (a fine-tuned model is named after what it was
     fine-tuned from), checked, and identified by its files."""
-    name, sep, location = spec.partition("=")
-    info_path = Path(location if sep else spec) / run.FINETUNE_INFO_NAME
-    info = artifacts.read_json(info_path, "fine-tuned model info") if info_path.is_file() else None
-    if info and not sep:
-        spec = f"{info['base_model']}-{info['task']}-lr{info['lr']:g}-seed{info['seed']}={spec}"
-    name, path, source = run.resolve_model(spec)
+    name, path, source, info = resolve.resolve_model(spec)
     if not (Path(path) / "config.json").is_file():
         raise FileNotFoundError(f"model directory {path} has no config.json; pass a saved checkpoint directory, a "
                                 "sentence-transformers folder or a Hub id")
@@ -289,8 +279,8 @@ def resolve_model_entry(spec: str) -> Model:
         common.load_tokenizer(path)  # a plain encoder needs its tokenizer: one line now rather than mid-run
     model_id = dict(identity.model_identity(path))
     if has_st:  # the pooling, prompts and max length decide the embeddings too
-        model_id["sentence_transformers"] = {f: _sha256(Path(path) / f) for f in SENTENCE_TRANSFORMERS_FILES
-                                             if (Path(path) / f).is_file()}
+        model_id["sentence_transformers"] = {f: artifacts.file_sha256(Path(path) / f)
+                                             for f in SENTENCE_TRANSFORMERS_FILES if (Path(path) / f).is_file()}
     finetuned = None
     if info:
         finetuned = {k: info.get(k) for k in ("base_model", "base_model_source", "task", "lr", "seed", "result")}
@@ -408,7 +398,7 @@ def state(path: Path, ident: dict) -> tuple[str, list[str]]:
     if not path.is_file():
         return "todo", []
     try:
-        record = artifacts.read_result(path)
+        record = store.read_result(path)
     except ValueError as error:
         return "foreign", [str(error)]
     if record.get("evaluation") != "mteb":
@@ -454,7 +444,7 @@ def list_jobs(args: MtebArgs) -> list[Job]:
             if key not in settings:
                 settings[key] = encoder_settings(load_encoder(model, target.prompts, args))
             ident = record_identity(model, target, settings[key], args)
-            path = artifacts.result_path(args.output, model.name, target.name, LR, SEED)
+            path = store.result_path(args.output, model.name, target.name, LR, SEED)
             status, why = state(path, ident)
             if status == "foreign":
                 raise ValueError(f"{path} exists and was not written by evaluation.mteb ({why[0]}); move it away or "
@@ -486,10 +476,10 @@ def execute(jobs: list[Job], args: MtebArgs) -> list[Path]:
             encoders.clear()  # one model in memory at a time
             encoders[key] = load_encoder(job.model, job.target.prompts, args)
         path = job.path
-        with artifacts.exclusive_lock(path.with_name(f".{path.name}.lock"), f"record {path}"):
+        with store.lock(path, "record"):
             started = time.monotonic()
             evaluated = evaluate(encoders[key], job.target, args.batch_size)
-            record = {"format": artifacts.RESULT_FORMAT, "model": job.model.name, "task": job.target.name,
+            record = {"format": store.RESULT_FORMAT, "model": job.model.name, "task": job.target.name,
                       "family": "ir", "lr": LR, "seed": SEED, "evaluation": "mteb",
                       "zero_shot": job.model.finetuned_from is None, **scores_record(evaluated),
                       "config": {**job.identity["protocol"], "split": job.target.split, "subset": job.target.subset,
@@ -501,8 +491,8 @@ def execute(jobs: list[Job], args: MtebArgs) -> list[Path]:
             if job.model.finetuned_from:
                 record["finetuned_from"] = job.model.finetuned_from
             if job.replace and path.is_file():
-                path.rename(path.with_name(f"{path.name}.replaced-{time.strftime('%Y%m%dT%H%M%S')}"))
-            artifacts.write_json_atomic(path, record, indent=None)
+                store.move_aside(path)
+            store.write_result(path, record)
         written.append(path)
         print(f"{job.model.name} {job.target.name}: ndcg@10 {record['test']['ndcg@10']:.4f} -> {path}",
               file=sys.stderr)

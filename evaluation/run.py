@@ -10,7 +10,8 @@ Any Hugging Face encoder directory with a tokenizer works (our checkpoints, a BE
 id `org/name[@revision]`, resolved through the Hub cache (`huggingface_hub.snapshot_download`; offline, the cache
 alone): models load through the Auto classes. A model is filed under the name its `run_info.json` records
 (intermediate checkpoints: `<run>-<step>`), else its directory name (a Hub id: the repo name, `-<N>` appended for a
-`@step-N` revision, `-<revision>` for another branch or tag), or under `NAME` with `--model NAME=DIR|ID`.
+`@step-N` revision, `-<revision>` for another branch or tag; a model the grid saved: `<base>-<task>-lr<lr>-seed<seed>`),
+or under `NAME` with `--model NAME=DIR|ID` (`evaluation.resolve`).
 
 Every input is checked before the first run (unknown task, missing dataset files, model without tokenizer or with
 unreadable weights, label set mismatch, empty grid, a --save_models entry outside the grid). Results go to
@@ -48,13 +49,14 @@ import transformers
 from tqdm.auto import tqdm
 from transformers import AutoConfig, HfArgumentParser
 
-from core import artifacts, cli
+from core import artifacts, cli, store
 from core.paths import REPO_ROOT
 from evaluation import (
     baselines,
     common,
     extractive_qa,
     identity,
+    resolve,
     retrieval,
     sequence_classification,
     tasks,
@@ -67,9 +69,6 @@ FAMILIES = {
     "qa": extractive_qa,
     "ir": retrieval,
 }
-
-
-FINETUNE_INFO_NAME = "finetune_info.json"  # beside a saved fine-tuned model: its result's identity and scores
 
 
 @dataclass
@@ -121,7 +120,7 @@ class Run:
     save_model: bool = False
 
     def path(self, output: str | os.PathLike) -> Path:
-        return artifacts.result_path(output, self.model_name, self.task.name, self.lr, self.seed)
+        return store.result_path(output, self.model_name, self.task.name, self.lr, self.seed)
 
     def model_dir(self, output: str | os.PathLike) -> Path:
         """Where `--save_models` keeps this run's fine-tuned model: beside its result, `lr<lr>-seed<seed>.model/`."""
@@ -138,72 +137,6 @@ def _split(value: str, cast, what: str) -> list:
         return [cast(x) for x in items]
     except ValueError:
         raise ValueError(f"--{what} must be a comma-separated list of numbers, got {value!r}") from None
-
-
-_GENERIC_DIR = re.compile(r"(checkpoint|step)-(\d+)")
-_COMMIT = re.compile(r"[0-9a-f]{40}")
-
-
-def model_name(spec: str) -> tuple[str, str]:
-    """(name, directory) of one local `--model` entry: `NAME=DIR`, else run_info.json's name, else the directory name.
-
-    A bare `checkpoint-N` / `step-N` directory is named after its run (`<run>-checkpoint-N`, `<run>-N`), so two
-    runs' checkpoints never share a name.
-    """
-    name, sep, path = spec.partition("=")
-    if not sep:
-        name, path = "", spec
-    path = path.rstrip("/")
-    if not name:
-        info = Path(path) / artifacts.RUN_INFO_NAME
-        recorded = artifacts.read_json(info, "run info").get("name") if info.is_file() else None
-        name = recorded or Path(path).name
-        if not recorded and (match := _GENERIC_DIR.fullmatch(name)):
-            run_dir = Path(path).resolve().parent
-            run_dir = run_dir.parent if run_dir.name == artifacts.INTERMEDIATE_DIR else run_dir
-            name = f"{run_dir.name}-{name if match[1] == 'checkpoint' else match[2]}"
-    _check_name(name, spec)
-    return name, path
-
-
-def _check_name(name: str, spec: str) -> None:
-    if not artifacts.is_folder_name(name):
-        raise ValueError(f"--model {spec!r}: {name!r} cannot name a results folder; use NAME=DIR")
-
-
-def resolve_model(spec: str) -> tuple[str, str, str | None]:
-    """(name, local directory, Hub source) of one `--model` entry: a local directory, or a Hub id
-    `org/name[@revision]` resolved through the Hub cache (`snapshot_download`: offline, the cache alone).
-
-    A Hub model is filed under its repo name (`@step-N`: `<repo>-N`, as intermediate checkpoints; another branch or
-    tag: `<repo>-<revision>`; a commit: the repo name), unless `NAME=ID`. Its identity is that of the snapshot's files.
-
-    Returns:
-        (name, directory, "org/name@commit" for a Hub model or None for a local one).
-
-    Raises:
-        ValueError / FileNotFoundError: one line; a Hub id that cannot be resolved says whether the Hub was offline.
-    """
-    name, sep, location = spec.partition("=")
-    if not sep:
-        name, location = "", spec
-    repo_id, _, revision = location.partition("@")
-    if Path(location).expanduser().exists() or Path(repo_id).expanduser().exists():
-        return (*model_name(spec), None)
-    artifacts.local_or_hub(repo_id, "model")  # a path that does not exist, or a malformed id: one line
-    from huggingface_hub import snapshot_download
-
-    try:  # the whole repo: its weights, config, tokenizer and modeling code
-        path = snapshot_download(repo_id, revision=revision or None)
-    except (OSError, ValueError) as error:  # offline and not cached, unknown repo or revision, network failure
-        raise artifacts.hub_load_error(location, "model", error) from None
-    if not name:
-        name = repo_id.split("/")[1]
-        if revision and not _COMMIT.fullmatch(revision):
-            match = _GENERIC_DIR.fullmatch(revision)
-            name = f"{name}-{match[2] if match and match[1] == 'step' else revision}"
-    _check_name(name, spec)
-    return name, path, f"{repo_id}@{Path(path).name}"  # snapshot folders are named by commit
 
 
 def models_to_save(selection: str, task_list: list, lrs: list[float], seeds: list[int]) -> set[tuple[str, float, int]]:
@@ -264,7 +197,7 @@ def list_runs(grid: GridArgs, protocol: common.ProtocolArgs) -> tuple[list[Run],
         raise ValueError(f"--tasks names task {dupes[0]!r} more than once ({', '.join(files)}); results and caches "
                          "are filed by task name: give each task YAML a unique name")
     saved = models_to_save(grid.save_models, task_list, lrs, seeds)
-    models = [resolve_model(spec) for spec in specs]
+    models = [resolve.resolve_model(spec)[:3] for spec in specs]
     names = [name for name, _, _ in models]
     if len(set(names)) != len(names):
         raise ValueError(f"two models share a name ({names}); results are filed by name: use NAME=DIR for one")
@@ -317,7 +250,7 @@ def status(run: Run, output: str | os.PathLike) -> tuple[str, list[str]]:
     if not path.is_file():
         return "todo", []
     try:
-        record = artifacts.read_result(path)
+        record = store.read_result(path)
     except ValueError as error:
         return "changed", [str(error)]
     if record.get("status") not in ("ok", "diverged"):
@@ -331,11 +264,11 @@ def status(run: Run, output: str | os.PathLike) -> tuple[str, list[str]]:
 
 
 def _model_saved(run: Run, output) -> bool:
-    info = run.model_dir(output) / FINETUNE_INFO_NAME
     try:
-        return info.is_file() and artifacts.read_json(info, "fine-tuned model info").get("identity") == run.identity
-    except ValueError:  # unreadable: the model is saved again
+        info = store.read_finetune_info(run.model_dir(output))
+    except ValueError:  # unreadable or of another format: the model is saved again
         return False
+    return info is not None and info.get("identity") == run.identity
 
 
 def _run_args(run: Run, protocol: common.ProtocolArgs, scratch: str) -> common.FinetuneArgs:
@@ -359,7 +292,7 @@ def execute(unit: list[Run], protocol: common.ProtocolArgs, tokenizer, scratch: 
               "model_config": AutoConfig.from_pretrained(first.model_path, trust_remote_code=True).model_type}
     out = []
     for run in unit:
-        record = {"format": artifacts.RESULT_FORMAT, "model": run.model_name, "task": run.task.name,
+        record = {"format": store.RESULT_FORMAT, "model": run.model_name, "task": run.task.name,
                   "family": run.task.family, "lr": run.lr, "seed": run.seed, **family.score(finetuned, run.task, args),
                   "trivial_baseline": baselines.trivial_baseline(run.task, common.task_splits(run.task, args)),
                   "config": config, "identity": run.identity, "versions": common.versions(),
@@ -384,14 +317,8 @@ def save_model(run: Run, record: dict, finetuned, output) -> Path:
             "versions": record["versions"], "git_commit": record["git_commit"]}
     with artifacts.atomic_directory(run.model_dir(output)) as staging:
         FAMILIES[run.task.family].save(finetuned, staging)
-        artifacts.write_json_atomic(staging / FINETUNE_INFO_NAME, info)
+        store.write_finetune_info(staging, info)
     return run.model_dir(output)
-
-
-def _move_aside(path: Path) -> Path:
-    aside = path.with_name(f"{path.name}.replaced-{time.strftime('%Y%m%dT%H%M%S')}")
-    path.rename(aside)
-    return aside
 
 
 def check(grid: GridArgs, protocol: common.ProtocolArgs) -> tuple[list[Run], dict]:
@@ -407,9 +334,9 @@ def check(grid: GridArgs, protocol: common.ProtocolArgs) -> tuple[list[Run], dic
     todo = [run for run in runs if states[id(run)][0] != "done"]
     for run in todo:  # --save_models replaces <result>.model/: only one this grid saved (it holds finetune_info.json)
         model_dir = run.model_dir(grid.output)
-        if run.save_model and model_dir.exists() and not (model_dir / FINETUNE_INFO_NAME).is_file():
-            raise ValueError(f"{model_dir} exists and was not saved by the grid (no {FINETUNE_INFO_NAME}); move it "
-                             "away or use another --output (nothing was written)")
+        if run.save_model and model_dir.exists() and not (model_dir / store.FINETUNE_INFO_NAME).is_file():
+            raise ValueError(f"{model_dir} exists and was not saved by the grid (no {store.FINETUNE_INFO_NAME}); move "
+                             "it away or use another --output (nothing was written)")
     shared = f" ({len(units(todo))} fine-tunings: retrieval tasks with the same training pairs share one)" \
         if len(units(todo)) < len(todo) else ""
     print(f"{len(runs)} runs in the grid, {len(runs) - len(todo)} already finished, {len(todo)} to run{shared}",
@@ -430,7 +357,7 @@ def _other_protocol(run: Run, folder: Path) -> Path | None:
         key = (path, path.stat().st_mtime_ns)
         if key not in _PROTOCOLS:
             try:
-                _PROTOCOLS[key] = artifacts.read_result(path).get("identity", {}).get("protocol")
+                _PROTOCOLS[key] = store.read_result(path).get("identity", {}).get("protocol")
             except ValueError:
                 _PROTOCOLS[key] = None
         if _PROTOCOLS[key] is not None and _PROTOCOLS[key] != run.identity["protocol"]:
@@ -449,7 +376,7 @@ def _claim(unit: list[Run], output, stack: contextlib.ExitStack, rerun_changed: 
     for run in unit:
         path = run.path(output)
         try:
-            stack.enter_context(artifacts.exclusive_lock(path.with_name(f".{path.name}.lock"), f"run {path}"))
+            stack.enter_context(store.lock(path, "run"))
         except artifacts.LockHeld:  # another grid process is running it
             continue
         state, why = status(run, output)  # another process may have finished it meanwhile
@@ -462,9 +389,9 @@ def _claim(unit: list[Run], output, stack: contextlib.ExitStack, rerun_changed: 
             raise GridMixed(f"{other} was written by another grid with another protocol; one --output holds one "
                             "protocol: use another --output")
         if state == "changed":
-            _move_aside(path)
+            store.move_aside(path)
             if run.model_dir(output).is_dir():  # the model saved with the old result goes with it
-                _move_aside(run.model_dir(output))
+                store.move_aside(run.model_dir(output))
         mine.append(run)
     return mine
 
@@ -489,7 +416,7 @@ def run_all(todo: list[Run], tokenizers: dict, grid: GridArgs, protocol: common.
                 for run, record, finetuned in execute(mine, protocol, tokenizers[unit[0].model_path], scratch):
                     if run.save_model and record["status"] == "ok":  # the model first: a result asking for one has it
                         save_model(run, record, finetuned, grid.output)
-                    artifacts.write_json_atomic(run.path(grid.output), record, indent=None)
+                    store.write_result(run.path(grid.output), record)
                     written.append(run.path(grid.output))
     print(f"wrote {len(written)} result file(s) to {grid.output}", file=sys.stderr)
     return written

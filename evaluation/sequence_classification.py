@@ -1,8 +1,10 @@
 """Sequence classification (SST-2, MNLI, QQP, MRPC): a classification head on the encoder, accuracy.
 
 Pair tasks arrive as one text ("Premise: ...\\nHypothesis: ...", the task's template applied by `tasks.py`), so the
-model sees exactly the paper's input. The head and its pooling are the checkpoint's own (`AutoModelFor
-SequenceClassification`): EuroBERT-style checkpoints pool as their config says, a BERT uses its pooler.
+model sees exactly the paper's input; with `--pair_encoding segments` a model with token-type embeddings gets them
+as two segments instead (the tokenizer's pair encoding, `token_type_ids` 1 on the second), as `run_glue` does. The
+head and its pooling are the checkpoint's own (`AutoModelForSequenceClassification`): EuroBERT-style checkpoints
+pool as their config says, a BERT uses its pooler.
 """
 
 from __future__ import annotations
@@ -21,10 +23,14 @@ def tokenize(task, tokenizer, args: common.FinetuneArgs):
     """The task's splits tokenized once per (tokenizer, task, max_length) and shared by every run of the grid."""
     def build():
         splits = common.task_splits(task, args)
-        encode = lambda batch: tokenizer(batch["text"], truncation=True, max_length=args.max_length)  # noqa: E731
-        return splits.map(encode, batched=True, remove_columns=["text"])
+        texts = [column for column in ("text", "text_pair") if column in splits["train"].column_names]
+        encode = lambda batch: tokenizer(*[batch[c] for c in texts], truncation=True,  # noqa: E731
+                                         max_length=args.max_length, **pair)
+        pair = {"return_token_type_ids": True} if len(texts) == 2 else {}  # asked for: not every tokenizer lists them
+        return splits.map(encode, batched=True, remove_columns=texts)
 
-    key = (common.tokenizer_fingerprint(tokenizer), task.name, args.max_length, args.max_train, args.max_eval, "sc")
+    key = (common.tokenizer_fingerprint(tokenizer), task.name, args.max_length, args.max_train, args.max_eval,
+           args.pair_encoding, "sc")
     return common.cached(key, build)
 
 

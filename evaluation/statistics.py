@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from core import artifacts, names
+from core import artifacts, names, store
 from evaluation import identity
 
 SUMMARY_COLUMNS = artifacts.SUMMARY_COLUMNS
@@ -33,11 +33,11 @@ def model_kind(name: str) -> str:
 def load_results(results_dir: str | Path) -> list[dict]:
     """Every result file under `results_dir` (temp files of interrupted writes and moved-aside files are not),
     each with its path under "_path"; a corrupt or older-format file is refused, naming it."""
-    files = artifacts.result_files(results_dir)
+    files = store.result_files(results_dir)
     if not files:
         raise FileNotFoundError(f"no result files under {results_dir}; "
                                 f"run `python -m evaluation.run ... --output {results_dir}`")
-    return [{**artifacts.read_result(p), "_path": str(p)} for p in files]
+    return [{**store.read_result(p), "_path": str(p)} for p in files]
 
 
 def check_same_protocol(records: list[dict]) -> None:

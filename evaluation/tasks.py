@@ -383,6 +383,7 @@ def load_splits(
     source: str = "offline",
     corpus: str = "pooled",
     relevance: str = "binary",
+    pair_encoding: str = "joined",
 ) -> DatasetDict | dict:
     """Load a task's train / validation / test splits in the family's normalised layout.
 
@@ -396,6 +397,9 @@ def load_splits(
             test; "judged": each split's corpus is the documents its own qrels judge; "full": the whole corpus.
         relevance: ir only; "binary" (the original harness): a judgement >= 1 is relevant with gain 1, lower
             judgements are dropped; "graded": the qrels scores are the gains.
+        pair_encoding: sc only; "joined" (the paper): "text" is the template applied; "segments": a template of
+            two fields gives "text" (the first field's value) and "text_pair" (the second's), to be encoded as two
+            segments; other templates give "text" as with "joined".
 
     Returns:
         A `DatasetDict` with "train", "validation", "test" for sc/tc/qa; for ir a dict with a pairs `Dataset` under
@@ -404,7 +408,7 @@ def load_splits(
 
     task = task if isinstance(task, Task) else load_task(task)
     with _naming_yaml(task):
-        return _load_splits(task, data_dir, max_train, max_eval, source, corpus, relevance)
+        return _load_splits(task, data_dir, max_train, max_eval, source, corpus, relevance, pair_encoding)
 
 
 @contextlib.contextmanager
@@ -418,13 +422,16 @@ def _naming_yaml(task: Task):
         raise type(error)(f"{error} (task YAML {task.path})") from None
 
 
-def _load_splits(task: Task, data_dir, max_train, max_eval, source, corpus, relevance) -> DatasetDict | dict:
+def _load_splits(task: Task, data_dir, max_train, max_eval, source, corpus, relevance,
+                 pair_encoding) -> DatasetDict | dict:
     if source not in ("offline", "hub"):
         raise ValueError(f"source must be 'offline' or 'hub', got {source!r}")
     if corpus not in ("pooled", "judged", "full"):
         raise ValueError(f"corpus must be 'pooled', 'judged' or 'full', got {corpus!r}")
     if relevance not in ("binary", "graded"):
         raise ValueError(f"relevance must be 'binary' or 'graded', got {relevance!r}")
+    if pair_encoding not in ("joined", "segments"):
+        raise ValueError(f"pair_encoding must be 'joined' or 'segments', got {pair_encoding!r}")
     for name, value in (("max_train", max_train), ("max_eval", max_eval)):
         if value is not None and (not isinstance(value, int) or value < 1):
             raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
@@ -437,7 +444,8 @@ def _load_splits(task: Task, data_dir, max_train, max_eval, source, corpus, rele
     _check_inputs(task, records, spec)  # every row of every split, before any split is carved
     records = _derive_splits(task, records, spec)
     limits = {"train": max_train, "validation": max_eval, "test": max_eval}
-    return DatasetDict({role: _to_dataset(task, _subset(records[role], limits[role]), spec) for role in ROLES})
+    return DatasetDict({role: _to_dataset(task, _subset(records[role], limits[role]), spec, pair_encoding)
+                        for role in ROLES})
 
 
 def _source_spec(task: Task, source: str) -> OfflineSource | HubSource:
@@ -567,18 +575,25 @@ def _check_inputs(task: Task, records: dict[str, list[dict]], spec: OfflineSourc
             )
 
 
-def _template_fields(template: str) -> set[str]:
+def _template_fields(template: str) -> list[str]:
+    """The input fields a template names, in order, each once."""
     import string
 
-    return {field for _, field, _, _ in string.Formatter().parse(template) if field}
+    return list(dict.fromkeys(field for _, field, _, _ in string.Formatter().parse(template) if field))
 
 
-def _to_dataset(task: Task, rows: list[dict], spec: OfflineSource | HubSource) -> Dataset:
+def _to_dataset(task: Task, rows: list[dict], spec: OfflineSource | HubSource, pair_encoding: str) -> Dataset:
     """Build the family's normalised Dataset (labels already checked by `_check_inputs`)."""
     if task.family == "sc":
         index, template = _label_index(task, spec), task.template or "{text}"
-        data = {"text": [template.format(**r) for r in rows], "label": [index[str(r["label"])] for r in rows]}
-        features = Features({"text": Value("string"), "label": ClassLabel(names=task.labels)})
+        fields = _template_fields(template)
+        if pair_encoding == "segments" and len(fields) == 2:  # two segments: the fields' values, no template text
+            data = {"text": [str(r[fields[0]]) for r in rows], "text_pair": [str(r[fields[1]]) for r in rows]}
+        else:
+            data = {"text": [template.format(**r) for r in rows]}
+        data["label"] = [index[str(r["label"])] for r in rows]
+        features = Features({**{column: Value("string") for column in data if column != "label"},
+                             "label": ClassLabel(names=task.labels)})
     elif task.family == "tc":
         index = _label_index(task, spec)
         data = {"tokens": [list(r["tokens"]) for r in rows],

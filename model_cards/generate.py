@@ -28,7 +28,6 @@ import argparse
 import csv
 import json
 import math
-import re
 from pathlib import Path
 
 from huggingface_hub import (
@@ -39,9 +38,10 @@ from huggingface_hub import (
     ModelCardData,
 )
 
-from core import artifacts, cli
+from core import artifacts, cli, store
 from core.names import ModelName, parse_name, try_parse_name
 from core.paths import is_hub_id
+from evaluation import resolve
 from model_cards.public import LOCAL, without_local_paths
 from model_cards.results_dataset import (
     OFFLINE_DATA,
@@ -173,15 +173,10 @@ def describe_run(name: str, info: dict, step: int | None) -> str:
     return f"{name}: {size} {body}."
 
 
-def _intermediate_step(checkpoint_dir: Path) -> int | None:
-    match = re.fullmatch(r"step-(\d+)", checkpoint_dir.name)
-    return int(match[1]) if match and checkpoint_dir.parent.name == artifacts.INTERMEDIATE_DIR else None
-
-
-def checkpoint_name(checkpoint_dir: Path, info: dict) -> str:
-    """The name a checkpoint's results are filed under (as `evaluation.run` files them): run_info's name, which
-    for `<run>/intermediate/step-<N>/` already ends with the paper-scale step (`<run>-<N x step_divisor>`)."""
-    return info["name"]
+def checkpoint_name(checkpoint_dir: Path) -> str:
+    """The name a checkpoint's results are filed under, by the grid's resolver (`evaluation.resolve.model_name`):
+    run_info's name, which for `<run>/intermediate/step-<N>/` already ends with the paper-scale step."""
+    return resolve.model_name(str(checkpoint_dir))[0]
 
 
 def _contradictions(p: ModelName, info: dict) -> list[str]:
@@ -207,11 +202,11 @@ def resolve_name(checkpoint_dir: Path, info: dict, repo_id: str | None) -> tuple
     run_info contradicts (the config of a recipe, trained from another base or with other settings) is replaced by
     the repo's name (else the run folder's), which must not itself be a contradicted study name.
     """
-    recorded = checkpoint_name(checkpoint_dir, info)
+    recorded = checkpoint_name(checkpoint_dir)
     parsed = try_parse_name(recorded)
     if parsed is None or not (problems := _contradictions(parsed, info)):
         return recorded, parsed, None
-    step = _intermediate_step(checkpoint_dir)
+    step = artifacts.intermediate_step(checkpoint_dir)
     run_folder = checkpoint_dir.parent.parent if step is not None else checkpoint_dir
     own = repo_id.split("/")[-1] if repo_id else run_folder.name
     name = f"{own}-{step}" if step is not None and not own.endswith(f"-{step}") else own
@@ -338,10 +333,7 @@ def _is_causal(checkpoint_dir: Path) -> bool:
 
 def _branches(checkpoint_dir: Path) -> list[tuple[str, int]]:
     """The run's intermediate checkpoints as Hub branches: [("step-1000", 1000), ...] (`model_cards.push` layout)."""
-    folder = Path(checkpoint_dir) / artifacts.INTERMEDIATE_DIR
-    steps = ([int(p.name[5:]) for p in folder.glob("step-*") if p.is_dir() and p.name[5:].isdigit()]
-             if folder.is_dir() else [])
-    return [(f"step-{s}", s) for s in sorted(steps)]
+    return [(p.name, artifacts.intermediate_step(p)) for p in artifacts.intermediate_checkpoints(checkpoint_dir)]
 
 
 # ------------------------------------------------------------------------------------------------ evaluation
@@ -403,14 +395,14 @@ def evaluation_rows(checkpoint_dir: Path, model: str, summary_csv, results_dir) 
         raise ValueError("an evaluation summary needs its per-run results folder too (--results): they say which "
                          "data each score was computed on, and that it was computed on these weights")
     identity, paths = artifacts.checkpoint_identity(checkpoint_dir), {}
-    for path in artifacts.result_files(results_dir):
+    for path in store.result_files(results_dir):
         paths.setdefault((path.parent.parent.name, path.parent.name), path)
     for row in rows:
         path = paths.get((model, row["task"]))
         if path is None:
             raise ValueError(f"{results_dir} holds no result file of {model} on {row['task']}, which the summary "
                              "reports: pass the results folder the summary was made from")
-        record = artifacts.read_result(path)  # one per (model, task): the report refuses mixed identities in a row
+        record = store.read_result(path)  # one per (model, task): the report refuses mixed identities in a row
         if (record.get("identity") or {}).get("model") != identity:
             raise ValueError(f"{path} was made from other weights than {checkpoint_dir} (identity.model differs): "
                              "the summary is not this checkpoint's; evaluate it, or pass the right results")
@@ -569,12 +561,12 @@ def build_model_card(checkpoint_dir, summary_csv=None, repo_id: str | None = Non
     info = load_run_info(checkpoint_dir)
     artifacts.check_weights(checkpoint_dir)
     name, parsed, borrowed = resolve_name(checkpoint_dir, info, repo_id)
-    rows = evaluation_rows(checkpoint_dir, checkpoint_name(checkpoint_dir, info), summary_csv, results_dir) \
+    rows = evaluation_rows(checkpoint_dir, checkpoint_name(checkpoint_dir), summary_csv, results_dir) \
         if summary_csv else []
     params, causal = parameter_count(checkpoint_dir), _is_causal(checkpoint_dir)
     hub_ids, data_text = pretraining_data(info)
     base_id, base_text = _base_model(info, repo_id, base_model)
-    step = _intermediate_step(checkpoint_dir)
+    step = artifacts.intermediate_step(checkpoint_dir)
     summary = describe_name(name) if parsed else describe_run(name, info, step)
     if borrowed:
         summary += " " + borrowed
@@ -607,12 +599,12 @@ def build_model_card(checkpoint_dir, summary_csv=None, repo_id: str | None = Non
 # -------------------------------------------------------------------------------------------- results card
 def _scan_runs(results_dir: Path) -> list[dict]:
     """(model, task, status, data source) of every result file, checked; per-instance data is not kept."""
-    paths = artifacts.result_files(results_dir)
+    paths = store.result_files(results_dir)
     if not paths:
         raise FileNotFoundError(f"no per-run results under {results_dir}: expected <model>/<task>/lr<lr>-seed<s>.json")
     runs = []
     for path in paths:
-        run = artifacts.read_result(path)
+        run = store.read_result(path)
         if run.get("status") not in ("ok", "diverged"):
             raise ValueError(f"{path}: status must be 'ok' or 'diverged', got {run.get('status')!r}")
         runs.append({"model": run["model"], "task": run["task"], "status": run["status"], "source": record_source(run)})

@@ -11,27 +11,9 @@ Hub ids (`org/name`), URLs and bare names are kept.
 import hashlib
 from pathlib import Path
 
-from huggingface_hub.utils import HFValidationError, validate_repo_id
+from core.paths import is_local_path
 
 LOCAL = "<local>"
-
-
-def is_local_path(text: str) -> bool:
-    """Whether a string from a config names a local file or folder (absolute or relative), not a Hub id or URL.
-
-    A single `org/name` that is a valid repo id and does not exist here is read as a Hub id (as the recipes do).
-    """
-    if text.startswith(("/", "~", "./", "../")) or text in (".", ".."):
-        return True
-    if "://" in text or "/" not in text:
-        return False
-    if text.count("/") == 1:
-        try:
-            validate_repo_id(text)
-        except HFValidationError:
-            return True
-        return Path(text).exists()
-    return True
 
 
 def _public_text(text: str) -> str:

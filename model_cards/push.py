@@ -46,7 +46,7 @@ from huggingface_hub import (
 )
 from huggingface_hub.errors import HfHubHTTPError
 
-from core import artifacts, cli
+from core import artifacts, cli, store
 from model_cards import results_dataset
 from model_cards.generate import (
     PLACEHOLDER_ORG,
@@ -132,12 +132,11 @@ def stage_run(run_dir: Path, repo_id: str, summary_csv: Path | None = None, resu
     if not run_dir.is_dir():
         raise PushError(f"{run_dir} is not a folder: pass a checkpoint or run folder holding run_info.json")
     commits = [stage_checkpoint(run_dir, repo_id, "main", summary_csv, results_dir, base_model)]
-    intermediate = run_dir / "intermediate"
-    step_dirs = [p for p in intermediate.glob("step-*") if p.is_dir()] if intermediate.is_dir() else []
-    bad = [p.name for p in step_dirs if not p.name[5:].isdigit()]
-    if bad:
-        raise PushError(f"{intermediate} holds {bad}: intermediate checkpoints must be named step-<N>")
-    for step_dir in sorted(step_dirs, key=lambda p: int(p.name[5:])):
+    try:
+        step_dirs = artifacts.intermediate_checkpoints(run_dir)
+    except ValueError as error:
+        raise PushError(str(error)) from None
+    for step_dir in step_dirs:
         commits.append(stage_checkpoint(step_dir, repo_id, step_dir.name, summary_csv, results_dir, base_model))
     return commits
 
@@ -176,7 +175,7 @@ def stage_results(report_dir: Path, repo_id: str, results_dir: Path | None, work
         if inside and p.resolve().is_relative_to(results.resolve()):
             continue  # published below from the result files themselves, without local paths
         files[p.relative_to(report_dir).as_posix()] = p
-    derived = results_dataset.write_tables(artifacts.result_files(results), Path(workdir))
+    derived = results_dataset.write_tables(store.result_files(results), Path(workdir))
     derived.update(results_dataset.write_summary_table(summary, Path(workdir)))
     clash = sorted(set(files) & set(derived))
     if clash:

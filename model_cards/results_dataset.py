@@ -24,7 +24,7 @@ from pathlib import Path
 
 import yaml
 
-from core import artifacts
+from core import store
 from model_cards.public import public_result
 
 OFFLINE_DATA = yaml.safe_load(Path(__file__).with_name("offline_data.yaml").read_text(encoding="utf-8"))
@@ -195,7 +195,7 @@ def write_tables(result_paths: list[Path], out_dir: Path) -> dict[str, Path]:
     Files are streamed one result at a time, so the memory used does not grow with the grid.
 
     Args:
-        result_paths: per-run result files (`artifacts.result_files`), under `<results_dir>/<model>/<task>/`.
+        result_paths: per-run result files (`store.result_files`), under `<results_dir>/<model>/<task>/`.
         out_dir: an empty scratch folder.
 
     Returns:
@@ -205,7 +205,7 @@ def write_tables(result_paths: list[Path], out_dir: Path) -> dict[str, Path]:
     with contextlib.ExitStack() as stack:
         runs = stack.enter_context(open(out_dir / RUNS_FILE, "w", encoding="utf-8"))
         for path in result_paths:
-            record = public_result(artifacts.read_result(path))
+            record = public_result(store.read_result(path))
             if record.get("status") not in ("ok", "diverged"):
                 raise ValueError(f"{path}: status must be 'ok' or 'diverged', got {record.get('status')!r}")
             repo_path = f"{RESULTS_FOLDER}/{path.parent.parent.name}/{path.parent.name}/{path.name}"

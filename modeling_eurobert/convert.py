@@ -47,7 +47,7 @@ import torch
 from huggingface_hub.errors import StrictDataclassError
 from transformers import AutoTokenizer, LlamaConfig, MistralConfig, PreTrainedConfig, Qwen2Config, Qwen3Config
 
-from core import artifacts, cli
+from core import artifacts, cli, paths
 
 from . import EuroBertClmMlmConfig, EuroBertClmMlmForCausalLM
 from .export_native import make_plain_loadable
@@ -84,7 +84,7 @@ def resolve_source(source: str, max_positions: int | None = None) -> Path:
     if path.is_dir():
         check_source_config(read_config(path), max_positions)
         return path
-    if path.exists() or source.count("/") != 1:
+    if not paths.is_hub_id(source):
         raise ConversionError(f"SOURCE {source!r} is neither a directory nor a Hub id of the form 'org/name'")
     from huggingface_hub import hf_hub_download, snapshot_download
 

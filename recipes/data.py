@@ -59,7 +59,7 @@ from tokenizers import (
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 from core import artifacts, cli
-from core.paths import is_hub_id, looks_like_path, resolve_data_dir
+from core.paths import is_hub_id, is_local_path, resolve_data_dir
 from modeling_eurobert.tokenizer_settings import configure_tokenizer
 
 logger = logging.getLogger(__name__)
@@ -107,7 +107,7 @@ def load_corpus(
     """
     if source == "bundle":
         files = [resolve_data_dir(data_dir) / BUNDLE_CORPUS / f"{split}.jsonl.gz"]
-    elif looks_like_path(source):
+    elif is_local_path(source) or not is_hub_id(source):
         files = _local_corpus_files(Path(source).expanduser(), split)
     else:
         try:

@@ -27,8 +27,9 @@ from pathlib import Path
 import yaml
 from tqdm.auto import tqdm
 
-from core import artifacts, cli
+from core import artifacts, cli, store
 from core.paths import REPO_ROOT
+from evaluation import resolve
 from recipes import manifest
 
 
@@ -158,12 +159,21 @@ def is_trained(output: Path, name: str) -> bool:
     return (output / "models" / name / artifacts.RUN_INFO_NAME).is_file()
 
 
+def read_study_marker(stored, where) -> dict:
+    """A study.json's content, refused in one line when of another format (`artifacts.STUDY_FORMAT`)."""
+    found = stored.get("format", 1) if isinstance(stored, dict) else "unknown"
+    if found != artifacts.STUDY_FORMAT:
+        raise ValueError(f"{where} is study.json format {found}, this code reads format {artifacts.STUDY_FORMAT}: "
+                         "pass another --output, or use the commit that wrote it")
+    return stored
+
+
 def check_study_dir(output: Path, study_name: str, definition: dict) -> None:
     """Refuse an output directory that holds another study (one line, before anything is written)."""
     artifacts.check_output_dir(output, "--output")
     marker = output / "study.json"
     if marker.is_file():
-        stored = artifacts.read_json(marker, "study marker")
+        stored = read_study_marker(artifacts.read_json(marker, "study marker"), marker)
         stored_name = stored.get("study")
         if stored_name != study_name or stored.get("definition") != definition:
             raise ValueError(f"{output} holds a different study (study {stored_name!r}); "
@@ -255,8 +265,7 @@ def evaluated_models(study: Study, output: Path) -> list[Path]:
     at `intermediate_steps`, paper scale, when the study names some)."""
     paths = [output / "models" / name for name in study.models]
     for name in study.models if study.evaluate_intermediate else ():
-        for step_dir in sorted((output / "models" / name / artifacts.INTERMEDIATE_DIR).glob("step-*"),
-                               key=lambda p: int(p.name[5:])):
+        for step_dir in artifacts.intermediate_checkpoints(output / "models" / name):
             step = int(checkpoint_name(step_dir).rsplit("-", 1)[1])
             if not study.intermediate_steps or step in study.intermediate_steps:
                 paths.append(step_dir)
@@ -280,8 +289,9 @@ def eval_groups(tasks: tuple[str, ...], study: Study) -> list[tuple[list[str], d
 
 
 def checkpoint_name(path: Path) -> str:
-    """The name a checkpoint's run recorded (`<run>-<step>` for `<run>/intermediate/step-<N>`)."""
-    return artifacts.read_run_info(path)["name"]
+    """The name the grid files a checkpoint's results under (`evaluation.resolve.model_name`: the name its run
+    recorded, `<run>-<step>` for `<run>/intermediate/step-<N>`)."""
+    return resolve.model_name(str(path))[0]
 
 
 def is_evaluated(model: Path, tasks: list[str], study: Study, output: Path) -> bool:
@@ -293,9 +303,9 @@ def is_evaluated(model: Path, tasks: list[str], study: Study, output: Path) -> b
     for task in tasks:
         for lr in study.lrs:
             for seed in study.seeds:
-                path = artifacts.result_path(output / "results", name, task, lr, seed)
+                path = store.result_path(output / "results", name, task, lr, seed)
                 try:
-                    record = artifacts.read_result(path)
+                    record = store.read_result(path)
                 except (FileNotFoundError, ValueError):
                     return False
                 recorded = record.get("identity") or {}
@@ -322,7 +332,7 @@ def evaluate(models: list[Path], tasks: list[str], eval_args: dict, study: Study
     todo = [model for model in models if not is_evaluated(model, tasks, study, output)]
     if not todo:
         return
-    results = [artifacts.result_path(output / "results", checkpoint_name(model), task, lr, seed)
+    results = [store.result_path(output / "results", checkpoint_name(model), task, lr, seed)
                for model in todo for task in tasks for lr in study.lrs for seed in study.seeds]
     poll = progress and (lambda: progress(sum(path.is_file() for path in results), len(results)))
     args = [sys.executable, "-m", "evaluation.run",
@@ -341,8 +351,7 @@ def heldout_loss(study: Study, output: Path, data_dir: str | None) -> None:
     if not study.heldout_blocks:
         return
     models = [output / "models" / name for name in study.models]
-    models += [p for name in study.models
-               for p in sorted((output / "models" / name / artifacts.INTERMEDIATE_DIR).glob("step-*"))]
+    models += [p for name in study.models for p in artifacts.intermediate_checkpoints(output / "models" / name)]
     target = output / "heldout" / "heldout.csv"
     stamp = {str(m.relative_to(output)): artifacts.checkpoint_identity(m)["weights"] for m in models}
     stamp_path = target.with_suffix(".identity.json")
@@ -441,7 +450,7 @@ def _heldout_files(output: Path) -> list[Path]:
 
 def _archived_files(output: Path) -> list[Path]:
     """What a study's report is made from: study.json, every result file and the held-out losses."""
-    return [output / "study.json", *artifacts.result_files(output / "results"), *_heldout_files(output)]
+    return [output / "study.json", *store.result_files(output / "results"), *_heldout_files(output)]
 
 
 def write_results_archive(output: Path, archive: Path) -> Path:
@@ -469,7 +478,7 @@ def report_from_archive(study_name: str, archive: Path, output: Path) -> Path:
     if not archive.is_file():
         raise FileNotFoundError(f"results archive {archive} not found (write one with --docs)")
     with tarfile.open(archive, "r:xz") as tar:
-        stored = json.load(tar.extractfile("study.json"))
+        stored = read_study_marker(json.load(tar.extractfile("study.json")), f"{archive}:study.json")
         if stored.get("study") != study_name:
             raise ValueError(f"{archive} holds the {stored.get('study')!r} study, not {study_name!r}")
         compare = stored["definition"].get("compare")
@@ -504,7 +513,8 @@ def write_docs(study_name: str, output: Path, docs: Path) -> Path:
     archive the report is regenerated from (`--from_results`)."""
     import shutil
 
-    report, definition = output / "report", artifacts.read_json(output / "study.json", "study marker")
+    report = output / "report"
+    definition = read_study_marker(artifacts.read_json(output / "study.json", "study marker"), output / "study.json")
     if not (report / "summary.md").is_file():
         raise ValueError(f"{output} has no finished report; run the study first")
     check_docs_dir(docs)
@@ -562,7 +572,8 @@ def run_study(study_name: str, output: Path, data_dir: str | None = None, org: s
 def _run_study(study_name: str, study: Study, definition: dict, output: Path, data_dir: str | None, org: str,
                until: str | None) -> Path:
     order = manifest.training_order(study.models)
-    artifacts.write_json_atomic(output / "study.json", {"study": study_name, "definition": definition})
+    artifacts.write_json_atomic(output / "study.json", {"format": artifacts.STUDY_FORMAT, "study": study_name,
+                                                         "definition": definition})
     started = time.time()
     progress = Progress({"tokenizer": 1, **{f"pretrain:{recipe.name}": 1 for recipe in order},
                          "held-out loss": int(bool(study.heldout_blocks)), "report": 1, "model cards": 1,

@@ -208,3 +208,36 @@ def test_ir_pooling_and_prompts_are_options_recorded(models, data_dir, pooling):
     assert torch.equal(embeddings[0], embeddings[1])  # the same whatever the tokenizer's padding side
     recorded = identity.protocol_identity(args)
     assert (recorded["ir_pooling"], recorded["query_prompt"], recorded["document_prompt"]) == (pooling, "q: ", None)
+
+
+def test_sentence_pairs_as_two_segments_reach_a_bert(models, data_dir):
+    """`--pair_encoding segments`: a BERT (token-type embeddings) gets MNLI's two fields as two segments, typed 1 on
+    the second, through the real fine-tuning; EuroBERT (no token types) keeps the joined text; both recorded."""
+    from evaluation import identity
+
+    task, joined, segments = tasks.load_task("mnli"), smoke(data_dir), smoke(data_dir, pair_encoding="segments")
+    bert, eurobert = (common.resolve_inputs(segments, models[name]) for name in ("bert", "eurobert"))
+    assert (bert.pair_encoding, eurobert.pair_encoding) == ("segments", "joined")
+    raw = common.task_splits(task, joined)["train"][0]
+    pair = common.task_splits(task, bert)["train"][0]
+    assert raw["text"] == f"Premise: {pair['text']}\nHypothesis: {pair['text_pair']}"
+    tokenizer = common.load_tokenizer(models["bert"])
+    seen = []
+    trainer = sequence_classification.build_trainer(models["bert"], task, bert, tokenizer,
+                                                    sequence_classification.tokenize(task, tokenizer, bert)["train"])
+    trainer.model.bert.embeddings.register_forward_pre_hook(
+        lambda module, args, kwargs: seen.append((kwargs["input_ids"], kwargs["token_type_ids"])), with_kwargs=True)
+    common.train(trainer)
+    ids, types = seen[0]
+    for row_ids, row_types in zip(ids.tolist(), types.tolist()):
+        real = [(i, t) for i, t in zip(row_ids, row_types) if i != tokenizer.pad_token_id]
+        first_end = [i for i, _ in real].index(tokenizer.eos_token_id)  # <s> A </s> | B </s>, then the padding
+        assert {t for _, t in real[: first_end + 1]} == {0} and {t for _, t in real[first_end + 1:]} == {1}
+    # EuroBERT: exactly today's inputs, and the joined identity has no pair_encoding entry
+    eurobert_tokenizer = common.load_tokenizer(models["eurobert"])
+    encoded = sequence_classification.tokenize(task, eurobert_tokenizer, eurobert)["train"][0]
+    assert encoded["input_ids"] == eurobert_tokenizer(raw["text"], truncation=True, max_length=64)["input_ids"]
+    assert "pair_encoding" not in identity.protocol_identity(joined) and "pair_encoding" not in \
+        common.inputs_identity(eurobert)
+    assert identity.protocol_identity(segments)["pair_encoding"] == common.inputs_identity(bert)["pair_encoding"] == \
+        "segments"

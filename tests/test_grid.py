@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from core import artifacts
-from evaluation import common, run
+from core import store
+from evaluation import common, resolve, run
 from tests.fixtures.tiny_models import (
     build_tiny_bert,
     build_tiny_eurobert,
@@ -153,7 +153,7 @@ def test_changed_protocol_is_refused_then_rerun_with_old_file_moved_aside(models
     assert again == first and json.loads(first[0].read_text())["identity"]["protocol"]["max_steps"] == 5
     aside = list(first[0].parent.glob(f"{first[0].name}.replaced-*"))
     assert len(aside) == 1 and json.loads(aside[0].read_text()) == before
-    assert artifacts.result_files(tmp_path) == first  # the moved-aside file is not a result any more
+    assert store.result_files(tmp_path) == first  # the moved-aside file is not a result any more
 
 
 def dataclasses_replace(obj, **changes):
@@ -200,11 +200,11 @@ def test_checkpoint_directories_are_named_after_their_run(tmp_path):
     for path in (tmp_path / "runA" / "intermediate" / "step-1000", tmp_path / "runA" / "checkpoint-500"):
         path.mkdir(parents=True)
     step = tmp_path / "runA" / "intermediate" / "step-1000"
-    assert run.model_name(str(step)) == ("runA-1000", str(step))
-    assert run.model_name(str(tmp_path / "runA" / "checkpoint-500"))[0] == "runA-checkpoint-500"
-    assert run.model_name(f"mine={tmp_path / 'runA'}") == ("mine", str(tmp_path / "runA"))
+    assert resolve.model_name(str(step)) == ("runA-1000", str(step))
+    assert resolve.model_name(str(tmp_path / "runA" / "checkpoint-500"))[0] == "runA-checkpoint-500"
+    assert resolve.model_name(f"mine={tmp_path / 'runA'}") == ("mine", str(tmp_path / "runA"))
     (step / "run_info.json").write_text(json.dumps({"name": "610m-clm-42k-1000"}))
-    assert run.model_name(str(step))[0] == "610m-clm-42k-1000"
+    assert resolve.model_name(str(step))[0] == "610m-clm-42k-1000"
 
 
 def test_corrupt_or_old_result_is_never_reused(models, data_dir, tmp_path):
@@ -221,7 +221,7 @@ def test_corrupt_or_old_result_is_never_reused(models, data_dir, tmp_path):
 
 
 def test_stale_temp_file_of_a_killed_writer_is_removed(models, data_dir, tmp_path):
-    target = artifacts.result_path(tmp_path, "tiny-mlm", "sst2", 1e-3, 0)
+    target = store.result_path(tmp_path, "tiny-mlm", "sst2", 1e-3, 0)
     target.parent.mkdir(parents=True)
     stale = target.with_name(f".{target.name}.k1ll3d.tmp")
     stale.write_text('{"half": ')
@@ -251,7 +251,7 @@ def test_two_grid_processes_share_one_output_directory(models, data_dir, tmp_pat
     outputs = [w.communicate(timeout=600)[1] for w in workers]
     assert [w.returncode for w in workers] == [0, 0], outputs
     counts = [int(re.search(r"wrote (\d+) result file", out).group(1)) for out in outputs]
-    assert sum(counts) == 4 and len(artifacts.result_files(tmp_path)) == 4  # no run done twice, none missing
+    assert sum(counts) == 4 and len(store.result_files(tmp_path)) == 4  # no run done twice, none missing
 
 
 # ------------------------------------------------------------------------------------- workers and Hub ids
@@ -285,7 +285,7 @@ def test_workers_on_a_hub_id_give_the_results_of_a_sequential_grid(models, data_
     result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "2 workers, " in result.stderr and "wrote 4 result file(s)" in result.stderr
-    parallel = artifacts.result_files(tmp_path / "workers")
+    parallel = store.result_files(tmp_path / "workers")
     assert [p.relative_to(tmp_path / "workers") for p in parallel] == \
         [p.relative_to(tmp_path / "sequential") for p in sorted(sequential)]  # filed under the repo name
     for ours, theirs in zip(sorted(sequential), parallel):
@@ -307,4 +307,21 @@ def test_a_failing_worker_fails_the_grid_with_its_log(models, data_dir, tmp_path
     assert result.returncode == 1, result.stderr[-3000:]
     assert re.search(r"error: worker \d of 2 failed \(exit status 1\); the grid stopped", result.stderr)
     assert "Truncation error" in result.stderr  # the worker's own traceback, from its log
-    assert artifacts.result_files(tmp_path) == []
+    assert store.result_files(tmp_path) == []
+
+
+def test_finetune_info_carries_its_format(tmp_path):
+    store.write_finetune_info(tmp_path, {"base_model": "m", "task": "sst2"})
+    assert store.read_finetune_info(tmp_path)["format"] == store.FINETUNE_INFO_FORMAT
+    (tmp_path / store.FINETUNE_INFO_NAME).write_text('{"base_model": "m"}')  # written before the format existed
+    with pytest.raises(ValueError, match="finetune_info format None, this code reads format 1"):
+        store.read_finetune_info(tmp_path)
+    assert store.read_finetune_info(tmp_path / "none") is None
+
+
+def test_a_dotted_hub_id_is_resolved_as_a_hub_id():
+    """Offline and not cached: the Hub is named as what failed, not a missing local path."""
+    with pytest.raises(ValueError, match=r"cannot load model 'org/model-1\.0@step-5' from the Hub"):
+        resolve.resolve_model("org/model-1.0@step-5")
+    with pytest.raises(ValueError, match="cannot load model 'gpt2' from the Hub"):
+        resolve.resolve_model("gpt2")

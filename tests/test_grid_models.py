@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from transformers import TrainerCallback
 
+from core import store
 from evaluation import common, extractive_qa, run, tasks, token_classification
 from recipes import plan
 from tests.fixtures.tiny_models import build_tiny_eurobert, build_tiny_tokenizer
@@ -130,9 +131,10 @@ def test_saved_models_reload_in_a_fresh_process_and_reproduce_the_predictions(gr
     dirs = {task: Path(output, "tiny-clm", task, "lr0.001-seed0.model") for task in (*SAVED, "scifact")}
     assert [t for t, d in dirs.items() if d.is_dir()] == list(SAVED)  # scifact's model was not asked for
     for task in SAVED:
-        info = json.loads((dirs[task] / run.FINETUNE_INFO_NAME).read_text())
+        info = json.loads((dirs[task] / store.FINETUNE_INFO_NAME).read_text())
         record = result(output, task)
         assert info["identity"] == record["identity"] and info["test"] == record["test"] and info["lr"] == 1e-3
+        assert info["format"] == store.FINETUNE_INFO_FORMAT
         for path in dirs[task].rglob("*.json"):  # publishable: no local path anywhere
             assert str(grid_run["root"]) not in path.read_text() and "/tmp" not in path.read_text(), path
     assert {"modules.json", "config_sentence_transformers.json", "modeling_eurobert.py"} <= {

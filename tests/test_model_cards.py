@@ -11,7 +11,7 @@ from safetensors.torch import save_file
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import TrainingArguments
 
-from core import artifacts
+from core import artifacts, store
 from model_cards.generate import (
     build_model_card,
     build_results_card,
@@ -110,7 +110,7 @@ def write_results(results_dir, checkpoints, tasks=TASKS, source="offline"):
                 diverged = seed == 1 and task == "squad"
                 instances = [] if diverged else INSTANCES[family]
                 scores = {} if diverged else {metric: 0.55, **({"entity_f1": 0.25} if family == "tc" else {})}
-                run = {"format": artifacts.RESULT_FORMAT, "model": model, "task": task, "family": family, "lr": 5e-5,
+                run = {"format": store.RESULT_FORMAT, "model": model, "task": task, "family": family, "lr": 5e-5,
                        "seed": seed, "status": "diverged" if diverged else "ok", "main_metric": metric,
                        "validation": scores and {metric: 0.6}, "test": scores,
                        "per_instance": {"validation": instances[:1], "test": instances},
@@ -119,7 +119,7 @@ def write_results(results_dir, checkpoints, tasks=TASKS, source="offline"):
                                     "task": {"definition": "d" * 64, "source": source,
                                              "data": {"dev.tsv": "h" * 64, str(results_dir / "x" / "dev.tsv"): "h"}}},
                        "versions": {"transformers": "5.24.0"}, "git_commit": "448d4bc"}
-                out = artifacts.result_path(results_dir, model, task, 5e-5, seed)
+                out = store.result_path(results_dir, model, task, 5e-5, seed)
                 out.parent.mkdir(parents=True, exist_ok=True)
                 out.write_text(json.dumps(run))
     return results_dir
@@ -299,6 +299,9 @@ def test_run_card_lists_its_step_branches(tmp_path):
     text = build_model_card(run, repo_id="org/610m-clm-42k").text
     assert "| `step-5` | 5 |\n| `step-20` | 20 |" in text
     assert 'revision="step-5", trust_remote_code=True, is_causal=False)' in text
+    (run / "intermediate" / "step-last").mkdir()  # the one listing of intermediate checkpoints refuses it
+    with pytest.raises(ValueError, match=r"\['step-last'\]: intermediate checkpoints must be named step-<N>"):
+        build_model_card(run, repo_id="org/610m-clm-42k")
 
 
 def test_intermediate_checkpoint_card(tmp_path, summary_csv):

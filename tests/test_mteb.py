@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from core import artifacts
+from core import store
 from core.sentence_transformers_files import write_sentence_transformers_files
 from evaluation import baselines, common, metrics, report, retrieval, run, statistics, tasks
 from evaluation import mteb as mteb_eval
@@ -58,8 +58,8 @@ def test_cli_scores_with_mteb_and_files_a_record_the_report_reads(models, data_d
                  "--output", str(out), "--data_dir", str(data_dir))
     assert result.returncode == 0, result.stderr[-3000:]
     path = out / "tiny-mlm" / "scifact-mteb" / "lr0-seed0.json"
-    assert artifacts.result_files(out) == [path] == [artifacts.result_path(out, "tiny-mlm", "scifact-mteb", 0, 0)]
-    record = artifacts.read_result(path)
+    assert store.result_files(out) == [path] == [store.result_path(out, "tiny-mlm", "scifact-mteb", 0, 0)]
+    record = store.read_result(path)
     assert {"format", "model", "task", "family", "lr", "seed", "status", "main_metric", "validation", "test",
             "per_instance", "trivial_baseline", "config", "identity", "versions", "git_commit"} <= set(record)
     assert (record["evaluation"], record["zero_shot"], record["main_metric"], record["validation"]) == \
@@ -103,7 +103,7 @@ def test_cli_scores_with_mteb_and_files_a_record_the_report_reads(models, data_d
     with pytest.raises(ValueError, match=r"made by something else: .*max_eval: 40 -> 20"):
         mteb_eval.run_mteb(dataclasses.replace(args, max_eval=20))
     assert mteb_eval.run_mteb(dataclasses.replace(args, max_eval=20, rerun_changed=True)) == [path]
-    assert len(artifacts.read_result(path)["per_instance"]["test"]) == 20
+    assert len(store.read_result(path)["per_instance"]["test"]) == 20
     assert len(list(path.parent.glob("lr0-seed0.json.replaced-*"))) == 1
 
 
@@ -112,7 +112,7 @@ def test_plain_encoder_gets_mean_pooling_and_the_task_prompts(models, data_dir, 
     args = mteb_eval.MtebArgs(model=f"bert={models['bert']}", tasks="scifact", max_eval=20, output=str(tmp_path),
                               data_dir=str(data_dir), max_length=48)
     (path,) = mteb_eval.run_mteb(args)
-    record = artifacts.read_result(path)
+    record = store.read_result(path)
     encoder = record["identity"]["protocol"]["encoder"]
     assert path.parent.parent.name == "bert" and encoder["pooling"]["pooling_mode"] == "mean"
     assert encoder["prompts"] == {"query": "Query: ", "document": "Document: "} and encoder["max_seq_length"] == 48
@@ -133,7 +133,7 @@ def test_fine_tuned_model_scores_what_the_grid_recorded(models, data_dir, tmp_pa
     (path,) = mteb_eval.run_mteb(mteb_eval.MtebArgs(model=str(model_dir), tasks="scifact", max_eval=16,
                                                 output=str(tmp_path / "grid"), data_dir=str(data_dir)))
     assert path == tmp_path / "grid" / "tiny-mlm-scifact-lr0.001-seed0" / "scifact-mteb" / "lr0-seed0.json"
-    record, grid_record = artifacts.read_result(path), artifacts.read_result(finetuned)
+    record, grid_record = store.read_result(path), store.read_result(finetuned)
     assert record["zero_shot"] is False and record["finetuned_from"]["base_model"] == "tiny-mlm"
     assert (record["finetuned_from"]["lr"], record["finetuned_from"]["seed"]) == (1e-3, 0)
     assert record["test"]["ndcg@10"] == pytest.approx(grid_record["test"]["ndcg@10"], abs=1e-4)
@@ -183,14 +183,14 @@ def test_tasks_mteb_cannot_run_here_are_refused_before_any_work(models, tmp_path
 
 
 def test_a_file_it_did_not_write_is_never_touched(models, data_dir, tmp_path):
-    path = artifacts.result_path(tmp_path, "tiny-mlm", "scifact-mteb", 0, 0)
+    path = store.result_path(tmp_path, "tiny-mlm", "scifact-mteb", 0, 0)
     path.parent.mkdir(parents=True)
-    path.write_text(json.dumps({"format": artifacts.RESULT_FORMAT, "status": "ok"}))
+    path.write_text(json.dumps({"format": store.RESULT_FORMAT, "status": "ok"}))
     args = mteb_eval.MtebArgs(model=str(models["checkpoint"]), tasks="scifact", max_eval=8, output=str(tmp_path),
                               data_dir=str(data_dir), rerun_changed=True)
     with pytest.raises(ValueError, match="was not written by evaluation.mteb"):
         mteb_eval.run_mteb(args)
-    assert json.loads(path.read_text()) == {"format": artifacts.RESULT_FORMAT, "status": "ok"}
+    assert json.loads(path.read_text()) == {"format": store.RESULT_FORMAT, "status": "ok"}
 
 
 def test_help_renders(capsys):

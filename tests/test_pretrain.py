@@ -316,6 +316,23 @@ def test_several_corpus_sources_are_concatenated_in_order(tmp_path):
     assert not paths.is_hub_id("bundle") and not paths.is_hub_id(str(extra))
 
 
+def test_one_rule_tells_a_hub_id_from_a_local_path(tmp_path, monkeypatch):
+    """Dotted ids are Hub ids (`looks_like_path` once read `dclm-baseline-1.0` as a missing file)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "org").mkdir()
+    (tmp_path / "org" / "name.jsonl").write_text("")
+    for hub_id in ("mlfoundations/dclm-baseline-1.0", "HuggingFaceFW/fineweb-edu", "gpt2"):
+        assert paths.is_hub_id(hub_id) and not paths.is_local_path(hub_id), hub_id
+    for path in ("org/name.jsonl", "./x", "../x", "/x", "~/x", "a/b/c", "a b/c", "."):
+        assert paths.is_local_path(path) and not paths.is_hub_id(path), path
+    for neither in ("a b", "https://huggingface.co/org/name"):
+        assert not paths.is_local_path(neither) and not paths.is_hub_id(neither), neither
+    with pytest.raises(ValueError, match="'mlfoundations/dclm-baseline-1.0' from the Hub"):  # offline: not "missing"
+        data.load_corpus("mlfoundations/dclm-baseline-1.0")
+    with pytest.raises(FileNotFoundError, match="neither a local path nor a Hub id"):
+        artifacts.local_or_hub("a b", "tokenizer")
+
+
 PLAIN_LOAD = """
 import json, sys, torch, transformers
 from sentence_transformers import SentenceTransformer

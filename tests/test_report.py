@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from core import artifacts, names
+from core import artifacts, names, store
 from evaluation import report, statistics
 
 LRS = (1e-5, 5e-5, 1e-4)
@@ -18,7 +18,7 @@ N_TEST = 40
 
 def write_run(root, model, task, lr, seed, val, test_scores, status="ok", family="sc", metric="accuracy",
               protocol=None, test_extra=None):
-    record = {"format": artifacts.RESULT_FORMAT, "model": model, "task": task, "family": family, "lr": lr,
+    record = {"format": store.RESULT_FORMAT, "model": model, "task": task, "family": family, "lr": lr,
               "seed": seed, "status": status, "main_metric": metric, "validation": {}, "test": {},
               "per_instance": {"validation": [], "test": []}, "config": {}, "versions": {},
               "identity": {"model": {"config": model}, "task": {"definition": task},
@@ -28,7 +28,7 @@ def write_run(root, model, task, lr, seed, val, test_scores, status="ok", family
         record["validation"] = {metric: val}
         record["test"] = {metric: float(np.mean(test_scores)), **(test_extra or {})}
         record["per_instance"]["test"] = [{metric: float(s)} for s in test_scores]
-    artifacts.write_json_atomic(artifacts.result_path(root, model, task, lr, seed), record)
+    artifacts.write_json_atomic(store.result_path(root, model, task, lr, seed), record)
     return record
 
 

@@ -115,6 +115,7 @@ def test_rerun_redoes_nothing_finished(short_study, tmp_path):
     run_study("smoke", output, study=study)
     assert {p: p.stat().st_mtime_ns for p in finished} == finished
     assert json.loads((output / "study.json").read_text())["study"] == "smoke"
+    assert json.loads((output / "study.json").read_text())["format"] == artifacts.STUDY_FORMAT
 
 
 @pytest.mark.slow

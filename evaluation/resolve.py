@@ -1,0 +1,90 @@
+"""The model resolver of `evaluation.run` and `evaluation.mteb`: one `--model` entry (`DIR`, `org/name[@revision]`,
+`NAME=DIR|ID`) to the name its results are filed under, a local directory and, for a Hub model, its pinned source.
+
+Local path or Hub id is decided by `core.paths.is_local_path` (an existing path is always local). A model saved by
+the grid (`--save_models`, it holds `finetune_info.json`) is named `<base model>-<task>-lr<lr>-seed<seed>` unless
+`NAME=DIR`.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import NamedTuple
+
+from core import artifacts, store
+
+
+class Resolved(NamedTuple):
+    """One resolved `--model` entry."""
+
+    name: str  # the results folder's name
+    path: str  # the local directory (a Hub model: its snapshot in the Hub cache)
+    source: str | None  # "org/name@commit" for a Hub model, None for a local directory
+    finetune_info: dict | None  # the `finetune_info.json` of a model saved by the grid
+
+
+_GENERIC_DIR = re.compile(r"(checkpoint|step)-(\d+)")
+_COMMIT = re.compile(r"[0-9a-f]{40}")
+
+
+def model_name(spec: str) -> tuple[str, str]:
+    """(name, directory) of one local `--model` entry: `NAME=DIR`, else run_info.json's name, else the directory name.
+
+    A bare `checkpoint-N` / `step-N` directory is named after its run (`<run>-checkpoint-N`, `<run>-N`), so two
+    runs' checkpoints never share a name.
+    """
+    name, sep, path = spec.partition("=")
+    if not sep:
+        name, path = "", spec
+    path = path.rstrip("/")
+    if not name:
+        info = Path(path) / artifacts.RUN_INFO_NAME
+        recorded = artifacts.read_json(info, "run info").get("name") if info.is_file() else None
+        name = recorded or Path(path).name
+        if not recorded and (match := _GENERIC_DIR.fullmatch(name)):
+            run_dir = Path(path).resolve().parent
+            run_dir = run_dir.parent if run_dir.name == artifacts.INTERMEDIATE_DIR else run_dir
+            name = f"{run_dir.name}-{name if match[1] == 'checkpoint' else match[2]}"
+    _check_name(name, spec)
+    return name, path
+
+
+def _check_name(name: str, spec: str) -> None:
+    if not artifacts.is_folder_name(name):
+        raise ValueError(f"--model {spec!r}: {name!r} cannot name a results folder; use NAME=DIR")
+
+
+def resolve_model(spec: str) -> Resolved:
+    """One `--model` entry resolved: a local directory, or a Hub id `org/name[@revision]` resolved through the Hub
+    cache (`snapshot_download`: offline, the cache alone).
+
+    A Hub model is filed under its repo name (`@step-N`: `<repo>-N`, as intermediate checkpoints; another branch or
+    tag: `<repo>-<revision>`; a commit: the repo name), unless `NAME=ID`. Its identity is that of the snapshot's files.
+
+    Raises:
+        ValueError / FileNotFoundError: one line; a Hub id that cannot be resolved says whether the Hub was offline.
+    """
+    name, sep, location = spec.partition("=")
+    if not sep:
+        name, location = "", spec
+    repo_id, _, revision = location.partition("@")
+    if Path(location).expanduser().exists() or Path(repo_id).expanduser().exists():
+        info = store.read_finetune_info(location)
+        if info and not sep:
+            spec = f"{info['base_model']}-{info['task']}-lr{info['lr']:g}-seed{info['seed']}={location}"
+        return Resolved(*model_name(spec), None, info)
+    artifacts.local_or_hub(repo_id, "model")  # a path that does not exist, or a malformed id: one line
+    from huggingface_hub import snapshot_download
+
+    try:  # the whole repo: its weights, config, tokenizer and modeling code
+        path = snapshot_download(repo_id, revision=revision or None)
+    except (OSError, ValueError) as error:  # offline and not cached, unknown repo or revision, network failure
+        raise artifacts.hub_load_error(location, "model", error) from None
+    if not name:
+        name = repo_id.split("/")[-1]  # a bare id ("gpt2") is its own name
+        if revision and not _COMMIT.fullmatch(revision):
+            match = _GENERIC_DIR.fullmatch(revision)
+            name = f"{name}-{match[2] if match and match[1] == 'step' else revision}"
+    _check_name(name, spec)
+    return Resolved(name, path, f"{repo_id}@{Path(path).name}", None)  # snapshot folders are named by commit
