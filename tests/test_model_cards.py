@@ -156,6 +156,41 @@ def test_every_spec_name_parses_to_its_kind():
     assert {k: kinds.count(k) for k in set(kinds)} == {"single": 19, "pfs": 13, "cpt": 6, "single+step": 12}
 
 
+def test_a_scaled_name_parses_back_as_a_hub_repo_id():
+    """One rule (core.names.scaled_name): `<scale>-<name>` at every non-paper scale, the name itself at the paper's;
+    it reads back to the same run and scale and is a valid Hub repo name."""
+    from huggingface_hub.utils import validate_repo_id
+
+    from recipes.manifest import SCALES
+
+    for scale in [s for s in SCALES if s != "paper"]:
+        for name in SPEC_NAMES:
+            shown = scaled_name(name, scale)
+            p, plain = parse_name(shown), parse_name(name)
+            assert shown == f"{scale}-{name}" and p.scale == scale and validate_repo_id(f"org/{shown}") is None
+            assert (p.kind, p.size, p.ratio, p.total_steps, p.step) == (plain.kind, plain.size, plain.ratio,
+                                                                       plain.total_steps, plain.step)
+            assert p.run_name == scaled_name(plain.run_name, scale)
+    assert scaled_name("610m-clm-42k", "paper") == scaled_name("610m-clm-42k", None) == "610m-clm-42k"
+    assert parse_name("610m-clm-42k").scale is None and scaled_name("my-encoder", "mini") == "my-encoder"
+    for bad, message in (("Mini", "lower-case words"), ("1x", "lower-case words")):
+        with pytest.raises(ValueError, match=message):
+            scaled_name("610m-clm-42k", bad)
+    with pytest.raises(ValueError, match="already carries the scale 'mini'"):
+        scaled_name("mini-610m-clm-42k", "toy")
+    with pytest.raises(ValueError, match="paper-scale names carry no scale prefix"):
+        parse_name("paper-610m-clm-42k")
+
+
+def test_a_study_name_trained_outside_the_study_does_not_claim_the_papers_run(tmp_path):
+    """No scale recorded (not a manifest config) and a tiny model of 200 steps named 610m-clm-42k: `custom-`."""
+    ckpt = make_checkpoint(tmp_path / "c", "610m-clm-42k", objective="clm", mlm_probability=None, scale=None)
+    card = build_model_card(ckpt)
+    assert card.data.model_name == "custom-610m-clm-42k"
+    assert card.text.split("# custom-610m-clm-42k\n", 1)[1].lstrip().startswith(
+        "> **Not a study run: 4,192 parameters trained on 102,400 tokens (200 steps).**")
+
+
 @pytest.mark.parametrize("name, expected", [
     ("610m-mlm40-42k", ["610m encoder", "42,000 steps", "masked language modeling (MLM) with a 40% masking ratio"]),
     ("1b-clm-42k", ["1b encoder", "causal language modeling (CLM"]),
