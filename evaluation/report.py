@@ -1,6 +1,10 @@
 """Tables and figures from a results directory written by `evaluation.run`.
 
-    python -m evaluation.report results/ --output report/ [--bootstrap] [--compare 610m-mlm40-42k,610m-clm-42k]
+    python -m evaluation.report results/ --output report/ [--bootstrap] [--compare 610m-mlm40-42k,610m-clm-42k] \
+        [--scale mini]
+
+`--scale` (recipes.study passes its scale) shows every study name as `<scale>-<name>` (`core.names.scaled_name`) in
+the tables, findings and figures, and records it in the report's marker for the results dataset.
 
 Per model x task (SPEC "Report"): the best learning rate is the one with the highest mean validation score over
 seeds; the test score is the mean over that LR's seeds with a 95% confidence interval (Student t over seeds, or a

@@ -17,6 +17,7 @@ by `core.names.parse_name`) are explained part by part:
     <size>-clm-<k1>-mlm<ratio>-<total>           610m-clm-10k-mlm40-42k   (two phases, PFS)
     <size>-<base>-dec<steps>-mlm<ratio>-<total>  610m-clm-dec42k-mlm40-44k (continued pretraining, CPT)
     <name>-<step>                                610m-clm-42k-1000        (intermediate checkpoint)
+    <scale>-<name>                               mini-610m-clm-42k        (that run at a study scale)
 
 Any other checkpoint with a `run_info.json` (an encoder made with `recipes/cpt.py` from your own decoder, a run
 named `my-encoder`) is described from what `run_info.json` records. A run that borrowed a recipe's config (and so
