@@ -5,12 +5,20 @@ cards.
     <size>-clm-<k1>-mlm<ratio>-<total>           610m-clm-10k-mlm40-42k                 two-phase (PFS)
     <size>-<base>-dec<steps>-mlm<ratio>-<total>  610m-clm-dec42k-mlm40-44k              CPT from a decayed run
     <name>-<step>                                610m-clm-42k-1000                      intermediate checkpoint
+    <scale>-<name>                               mini-610m-clm-42k                      that recipe at a manifest scale
+
+A model trained at a scale other than the paper's carries that scale before its name wherever a reader sees it
+(tables, figure legends, cards, Hub repo ids): `scaled_name("610m-clm-42k", "mini") == "mini-610m-clm-42k"`, a
+valid Hub repo name that parses back (a scale's words start with a letter, a size with a digit). Paper-scale
+names are exactly the paper's.
 """
 
 import re
 from dataclasses import dataclass
 
-_SIZE = r"(?P<size>\d+(?:\.\d+)?[mb])"
+PAPER_SCALE = "paper"
+_SCALE = r"(?:(?P<scale>[a-z][a-z0-9]*(?:-[a-z][a-z0-9]*)*)-)?"  # words that start with a letter (mini, mini-gpu)
+_SIZE = _SCALE + r"(?P<size>\d+(?:\.\d+)?[mb])"
 _STEP = r"(?:-(?P<step>\d+))?"  # intermediate checkpoint suffix: a plain step count, no "k"
 _PATTERNS = {
     "single": re.compile(rf"^{_SIZE}-(?P<objective>clm|mlm(?P<ratio>\d+))-(?P<total>\d+k){_STEP}$"),
@@ -31,7 +39,8 @@ class ModelName:
     kind: "single" (one objective), "pfs" (CLM then MLM) or "cpt" (MLM continued from a decayed base); size ("610m");
     objective of the last phase ("clm" | "mlm"); ratio: masking ratio in percent (None for CLM); total_steps;
     switch_step (PFS: the last CLM step); base ("clm" | "mlm40") and base_steps (CPT); step (intermediate checkpoint,
-    None for a final one); run_name (the name without the step).
+    None for a final one); run_name (the name without the step); scale (the manifest scale a `<scale>-` prefix
+    names, None without one: the paper's).
     """
 
     name: str
@@ -45,6 +54,7 @@ class ModelName:
     base_steps: int | None = None
     step: int | None = None
     run_name: str = ""
+    scale: str | None = None
 
     @property
     def objective_label(self) -> str:
@@ -71,16 +81,39 @@ def parse_name(name: str) -> ModelName:
             "(610m-mlm40-42k), <size>-clm-<k1>-mlm40-<total> (610m-clm-10k-mlm40-42k), "
             "<size>-<base>-dec<steps>-mlm40-<total> (610m-clm-dec42k-mlm40-44k) or <name>-<step>")
     g = match.groupdict()
+    if g["scale"] == PAPER_SCALE:
+        raise ValueError(f"model name {name!r}: paper-scale names carry no scale prefix ({name[len('paper-'):]!r})")
     parsed = ModelName(
         name=name, kind=kind, size=g["size"], objective="clm" if g.get("objective") == "clm" else "mlm",
         ratio=int(g["ratio"]) if g.get("ratio") else None, total_steps=_steps(g["total"]),
         switch_step=_steps(g["switch"]) if g.get("switch") else None,
         base=g.get("base"), base_steps=_steps(g["base_steps"]) if g.get("base_steps") else None,
         step=int(g["step"]) if g.get("step") else None,
-        run_name=name.rsplit("-", 1)[0] if g.get("step") else name,
+        run_name=name.rsplit("-", 1)[0] if g.get("step") else name, scale=g["scale"],
     )
     _check(parsed)
     return parsed
+
+
+def scaled_name(name: str, scale: str | None) -> str:
+    """The name a reader sees for a model `name` trained at manifest `scale`: `<scale>-<name>`, or `name` itself at
+    the paper's scale (or None: no scale recorded), and a name outside the grammar as it is. The one rule for
+    tables, figures, cards, the results dataset and Hub repo ids.
+
+    Raises:
+        ValueError: `scale` is not lower-case words starting with letters (it could not be read back), or `name`
+            already carries a scale.
+    """
+    if scale in (None, PAPER_SCALE):
+        return name
+    if not re.fullmatch(_SCALE, f"{scale}-"):
+        raise ValueError(f"scale {scale!r} must be lower-case words joined by '-', each starting with a letter")
+    parsed = try_parse_name(name)
+    if parsed is None:  # a name of its own (a BERT, my-encoder) claims no paper run
+        return name
+    if parsed.scale is not None:
+        raise ValueError(f"model name {name!r} already carries the scale {parsed.scale!r}")
+    return f"{scale}-{name}"
 
 
 def try_parse_name(name: str) -> ModelName | None:

@@ -50,6 +50,18 @@ def _save(fig, path: Path, caption: str) -> Path:
     return path
 
 
+def _at_scale(rows) -> str:
+    """" (mini scale)" when the study's names in `rows` carry one scale (`core.names.scaled_name`), for the titles;
+    "" at the paper's."""
+    scales = {p.scale for r in rows if (p := names.try_parse_name(r["model"])) is not None}
+    return f" ({scales.pop()} scale)" if len(scales) == 1 and None not in scales else ""
+
+
+def _size(p: names.ModelName) -> str:
+    """A line label's size with the scale first, as the names write it ("mini-610m"; "610m" at the paper's)."""
+    return f"{p.scale}-{p.size}" if p.scale else p.size
+
+
 STYLES = ("-", "--", "-.", ":")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 
@@ -115,7 +127,7 @@ def plot_objectives(rows: list[dict], output: Path) -> list[Path]:
         values += [b for t in task_names if (b := trivial_baseline(rows, t)) is not None]
         ax.set_ylim(0.0, min(1.0, max(values) * 1.08 + 0.02))  # bars start at 0: their heights compare as ratios
         ax.set_ylabel("test " + " / ".join(metrics))
-        ax.set_title(f"{family.upper()}: test score by pretraining objective")
+        ax.set_title(f"{family.upper()}: test score by pretraining objective{_at_scale(fam)}")
         _legend(ax)
         written.append(_save(fig, output / f"objective_{family}.png",
                              f"Family {family.upper()}: mean test score over seeds at each model's best learning rate, "
@@ -153,7 +165,7 @@ def _lines_per_task(rows, output: Path, name: str, points, xlabel: str, title: s
             values += [v for p in pts for v in p[1:4]]
         metric = next(r["metric"] for r in rows if r["task"] == task)
         _score_axis(ax, values, trivial_baseline(rows, task), f"test {metric}")
-        ax.set_title(f"{task}: {title}")
+        ax.set_title(f"{task}: {title}{_at_scale(rows)}")
         ax.set_xlabel(xlabel)
         ax.set_xscale("log" if logx else "linear")
         _legend(ax)
@@ -212,7 +224,7 @@ def plot_learning_rates(rows, output: Path) -> list[Path]:
         ax.minorticks_off()
         ax.set_xlabel("fine-tuning learning rate")
         _score_axis(ax, values, trivial_baseline(rows, task), f"mean test {task_rows[0]['metric']}")
-        ax.set_title(f"{task}: score vs learning rate")
+        ax.set_title(f"{task}: score vs learning rate{_at_scale(task_rows)}")
         _legend(ax)
         written.append(_save(fig, output / f"learning_rate_{task}.png",
                              "Mean test score over seeds at each fine-tuning learning rate, with its 95% CI over "
@@ -232,9 +244,9 @@ def plot_pfs(rows, output: Path) -> list[Path]:
         if p is None or p.step is not None:
             return None
         if p.kind == "pfs" and p.objective_label == "mlm40":
-            return f"{p.size} {p.total_steps // 1000}k", p.switch_step / p.total_steps
+            return f"{_size(p)} {p.total_steps // 1000}k", p.switch_step / p.total_steps
         if p.kind == "single" and p.total_steps in budgets and p.objective_label in ("clm", "mlm40"):
-            return f"{p.size} {p.total_steps // 1000}k", 1.0 if p.objective == "clm" else 0.0
+            return f"{_size(p)} {p.total_steps // 1000}k", 1.0 if p.objective == "clm" else 0.0
         return None
 
     return _lines_per_task(rows, output, "pfs.png", points, "share of CLM steps (0 = MLM40 only, 1 = CLM only)",
@@ -247,7 +259,7 @@ def plot_cpt(rows, output: Path) -> list[Path]:
     """CPT: score vs total steps of MLM40 continued pretraining, one line per base objective."""
     def points(r):
         p = names.try_parse_name(r["model"])
-        return (f"{p.size} {p.base} base", p.total_steps) if p is not None and p.kind == "cpt" and p.step is None \
+        return (f"{_size(p)} {p.base} base", p.total_steps) if p is not None and p.kind == "cpt" and p.step is None \
             else None
 
     return _lines_per_task(rows, output, "cpt.png", points, "total steps (base + CPT, paper scale)", "CPT curves",
@@ -281,7 +293,7 @@ def plot_gap(gap: list[dict], output: Path) -> list[Path]:
         ax.set_xlim(min(*xs, crossover) / 1.5, max(*xs, crossover) * 1.5)
         ax.set_xlabel("pretraining tokens per parameter")
         ax.set_ylabel(f"CLM - MLM40, test {curve[0]['measure']}")
-        ax.set_title(f"{task}: the gap over pretraining")
+        ax.set_title(f"{task}: the gap over pretraining{_at_scale([{'model': r['a']} for r in curve])}")
         _legend(ax)
     return [_save(fig, output / "gap.png", "The CLM - MLM40 gap in test score (mean over seeds at each model's best "
                   "learning rate, 95% CI Student t over seeds and test instances) at each checkpoint both runs saved, "

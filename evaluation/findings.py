@@ -73,6 +73,10 @@ class Regime:
 
     tokens_per_step: float = PAPER_TOKENS_PER_STEP
     parameters: float | dict = field(default_factory=lambda: dict(PAPER_PARAMETERS))
+    scale: str | None = None  # the manifest scale of the names: the reasons name models as a reader sees them
+
+    def shown(self, model: str) -> str:
+        return names.scaled_name(model, self.scale)
 
     def tokens_per_parameter(self, model: str) -> float | None:
         p = names.try_parse_name(model)
@@ -114,9 +118,9 @@ def untestable(rows, regime: Regime, task: str, family: str, models: list[str], 
     for model in models:
         tpp = regime.tokens_per_parameter(model)
         if tpp is None:
-            return f"{model}: tokens per parameter unknown"
+            return f"{regime.shown(model)}: tokens per parameter unknown"
         if tpp < CROSSOVER[family]:
-            return (f"{model} saw {tpp:.3g} tokens per parameter, below the paper's crossover "
+            return (f"{regime.shown(model)} saw {tpp:.3g} tokens per parameter, below the paper's crossover "
                     f"({CROSSOVER[family]:.0f}) for {family.upper()}")
     if budget is not None and (tpp := regime.tokens_per_parameter(models[0])) is not None \
             and tpp < _per_parameter(budget):
@@ -125,9 +129,9 @@ def untestable(rows, regime: Regime, task: str, family: str, models: list[str], 
         row = _row(rows, model, task)
         lrs = sorted(lr for lr, v in row["per_lr"].items() if v[2]) if row else []
         if row is None or row["best_lr"] is None or len(lrs) < 3 or row["best_lr"] in (lrs[0], lrs[-1]):
-            best = row["best_lr"] if row else None
-            return f"the LR grid does not bracket {model}'s optimum (best LR {best:g} at the grid's edge)" \
-                if best is not None and len(lrs) > 1 else f"the LR grid does not bracket {model}'s optimum"
+            best, shown = (row["best_lr"] if row else None), regime.shown(model)
+            return f"the LR grid does not bracket {shown}'s optimum (best LR {best:g} at the grid's edge)" \
+                if best is not None and len(lrs) > 1 else f"the LR grid does not bracket {shown}'s optimum"
     return ""
 
 
@@ -188,19 +192,20 @@ def _pair(records, rows, regime, finding, task, model_a, model_b, budget=None, c
     family = runs_a[0]["family"]
     reason = untestable(rows, regime, task, family, check or [model_a, model_b], budget)
     if not reason and check:  # the checkpoints compared (intermediate ones too) must be bracketed as well
-        reason = _bracket_only(rows, task, [model_a, model_b])
+        reason = _bracket_only(rows, regime, task, [model_a, model_b])
     return [{"finding": finding, "task": task, "family": family, "a": model_a, "b": model_b, "measure": metric,
              "delta": result["delta"], "ci_low": result["ci_low"], "ci_high": result["ci_high"], "p": result["p"],
              "p_bound": False, "n_seeds": f"{len(runs_a)}/{len(runs_b)}", "untestable": reason}]
 
 
-def _bracket_only(rows, task, models) -> str:
+def _bracket_only(rows, regime, task, models) -> str:
     """The LR-grid check alone (intermediate checkpoints sit below the crossover by design)."""
     for model in models:
         row = _row(rows, model, task)
         lrs = sorted(lr for lr, v in row["per_lr"].items() if v[2])
         if row["best_lr"] is None or len(lrs) < 3 or row["best_lr"] in (lrs[0], lrs[-1]):
-            return f"the LR grid does not bracket {model}'s optimum (best LR {row['best_lr']:g} at the grid's edge)"
+            return (f"the LR grid does not bracket {regime.shown(model)}'s optimum (best LR {row['best_lr']:g} at "
+                    "the grid's edge)")
     return ""
 
 
@@ -238,7 +243,7 @@ def _stability(records, rows, regime, task, clm, mlm) -> list[dict]:
     else:
         for m in (clm, mlm):
             if not reason and row[m]["mean"] <= baseline:
-                reason = f"{m} does not clear the trivial baseline"
+                reason = f"{regime.shown(m)} does not clear the trivial baseline"
     base = baseline if baseline is not None else 0.0
     if not reason:
         spread_a, samples_a = relative_lr_spread(runs[clm], base, row[clm]["best_lr"])

@@ -1,6 +1,10 @@
 """Tables and figures from a results directory written by `evaluation.run`.
 
-    python -m evaluation.report results/ --output report/ [--bootstrap] [--compare 610m-mlm40-42k,610m-clm-42k]
+    python -m evaluation.report results/ --output report/ [--bootstrap] [--compare 610m-mlm40-42k,610m-clm-42k] \
+        [--scale mini]
+
+`--scale` (recipes.study passes its scale) shows every study name as `<scale>-<name>` (`core.names.scaled_name`) in
+the tables, findings and figures, and records it in the report's marker for the results dataset.
 
 Per model x task (the paper's reporting): the best learning rate is the one with the highest mean validation score over
 seeds; the test score is the mean over that LR's seeds with a 95% confidence interval (Student t over seeds, or a
@@ -35,7 +39,7 @@ import io
 import math
 from pathlib import Path
 
-from core import artifacts, cli
+from core import artifacts, cli, names
 from evaluation import figures, findings, statistics
 from evaluation.statistics import (
     SUMMARY_COLUMNS,
@@ -228,6 +232,19 @@ def write_tables(rows: list[dict], comparisons: list[dict], output: Path, tested
 REPORT_MARK = ".evaluation-report.json"  # the files an earlier report wrote into its --output directory
 
 
+def shown_at_scale(items: list[dict], scale: str | None) -> list[dict]:
+    """Summary rows, comparisons or findings with every model name as a reader sees it at `scale`
+    (`core.names.scaled_name`): computed on the recorded names, shown with the scale first."""
+    return [{**item, **{k: names.scaled_name(item[k], scale) for k in ("model", "a", "b") if k in item}}
+            for item in items]
+
+
+def report_scale(report_dir: Path) -> str | None:
+    """The scale a report's names carry (`--scale`), as its marker records it (None: the names as recorded)."""
+    mark = Path(report_dir) / REPORT_MARK
+    return artifacts.read_json(mark, "report marker").get("scale") if mark.is_file() else None
+
+
 def check_output(output: Path) -> None:
     """Refuse an --output that is a file or holds files this tool did not write (before anything is written)."""
     if output.exists() and not output.is_dir():
@@ -258,8 +275,13 @@ def main(argv=None) -> Path:
                         help="pretraining tokens per step of the model names (default: the paper's 2.36M)")
     parser.add_argument("--parameters", type=float, default=None,
                         help="parameters of every model, input embedding in, LM head out (default: the paper's sizes)")
+    parser.add_argument("--scale", default=None,
+                        help="manifest scale the study's models were trained at (recipes.study passes it): every "
+                             "table, figure and finding names them <scale>-<name> (mini-610m-clm-42k); default: the "
+                             "names as recorded (the paper's)")
     args = parser.parse_args(argv)
     with cli.bad_input_exits():
+        names.scaled_name("610m-clm-42k", args.scale)  # a scale that could not be read back is refused here
         if (args.tokens_per_step is None) != (args.parameters is None) or \
                 any(v is not None and not v > 0 for v in (args.tokens_per_step, args.parameters)):
             raise ValueError("--tokens_per_step and --parameters go together, both positive (or neither: the paper's)")
@@ -272,12 +294,14 @@ def main(argv=None) -> Path:
                              f"got {args.compare!r}")
         output = Path(args.output or Path(args.results) / "report")
         check_output(output)
-    regime = findings.Regime(args.tokens_per_step, args.parameters) if args.parameters else findings.Regime()
+    regime = findings.Regime(args.tokens_per_step, args.parameters, args.scale) if args.parameters else \
+        findings.Regime(scale=args.scale)
     output.mkdir(parents=True, exist_ok=True)
     before = clear_earlier_report(output)
     comparisons = compare(records, rows, *pair) if pair else []
     tested = findings.comparisons(records, rows, regime)
     gap = findings.gap_over_pretraining(tested, regime)
+    rows, comparisons, tested, gap = (shown_at_scale(items, args.scale) for items in (rows, comparisons, tested, gap))
     write_tables(rows, comparisons, output, tested, gap)
     if tested:
         buffer = io.StringIO()
@@ -288,7 +312,7 @@ def main(argv=None) -> Path:
     figures.plot_all(rows, output, regime.tokens_per_step if args.parameters else None)
     figures.plot_gap(gap, output)
     written = sorted({p.name for p in output.iterdir()} - before)
-    artifacts.write_json_atomic(output / REPORT_MARK, {"files": written})
+    artifacts.write_json_atomic(output / REPORT_MARK, {"files": written, "scale": args.scale})
     print(f"report written to {output}")
     return output
 

@@ -17,6 +17,7 @@ by `core.names.parse_name`) are explained part by part:
     <size>-clm-<k1>-mlm<ratio>-<total>           610m-clm-10k-mlm40-42k   (two phases, PFS)
     <size>-<base>-dec<steps>-mlm<ratio>-<total>  610m-clm-dec42k-mlm40-44k (continued pretraining, CPT)
     <name>-<step>                                610m-clm-42k-1000        (intermediate checkpoint)
+    <scale>-<name>                               mini-610m-clm-42k        (that run at a study scale)
 
 Any other checkpoint with a `run_info.json` (an encoder made with `recipes/cpt.py` from your own decoder, a run
 named `my-encoder`) is described from what `run_info.json` records. A run that borrowed a recipe's config (and so
@@ -39,7 +40,7 @@ from huggingface_hub import (
 )
 
 from core import artifacts, cli, store
-from core.names import ModelName, parse_name, try_parse_name
+from core.names import PAPER_SCALE, ModelName, parse_name, scaled_name, try_parse_name
 from core.paths import is_hub_id
 from evaluation import resolve
 from model_cards.public import LOCAL, without_local_paths
@@ -99,7 +100,11 @@ def _objective_words(objective: str, ratio: int | None) -> str:
 def name_lines(name: str) -> list[str]:
     """One line per part of the name, for the card's "What the name means" list."""
     p = parse_name(name)
-    lines = [f"`{p.size}`: model size, about {p.size.upper()} parameters (the paper's size table)."]
+    lines = [f"`{p.scale}`: trained at the study's `{p.scale}` scale, not the paper's: the paper's recipe named by "
+             "the rest of the name, with its steps divided down and a small architecture (the Training table gives "
+             "what this checkpoint really has)."] if p.scale else []
+    lines.append(f"`{p.size}`: model size of the paper's run, about {p.size.upper()} parameters (the paper's size "
+                 "table).")
     if p.kind == "single":
         lines.append(f"`{p.objective}{p.ratio or ''}`: {_objective_words(p.objective, p.ratio)} "
                      "for the whole run.")
@@ -111,17 +116,19 @@ def name_lines(name: str) -> list[str]:
     else:
         base_ratio = int(p.base[3:]) if p.base != "clm" else None
         lines.append(f"`{p.base}-dec{p.base_steps // 1000}k`: continued pretraining (CPT) starts from the "
-                     f"decayed {p.base_steps:,}-step checkpoint `{_cpt_base_name(p)}` "
+                     f"decayed {p.base_steps:,}-step checkpoint `{scaled_name(_cpt_base_name(p), p.scale)}` "
                      f"({_objective_words(p.base[:3], base_ratio)}).")
         lines.append(f"`mlm{p.ratio}`: CPT objective, {_objective_words('mlm', p.ratio)} for "
                      f"{p.total_steps - p.base_steps:,} more steps.")
-    lines.append(f"`{p.total_steps // 1000}k`: {p.total_steps:,} training steps in all (the paper's budget).")
+    lines.append(f"`{p.total_steps // 1000}k`: {p.total_steps:,} training steps in all (the paper's budget"
+                 f"{', divided down at this scale' if p.scale else ''}).")
     if p.step is not None:
         lines.append(f"`{p.step}`: intermediate checkpoint saved at step {p.step:,} of `{p.run_name}`.")
     return lines
 
 
 def _cpt_base_name(p: ModelName) -> str:
+    """The CPT base's name as run_info records it (without the scale a card shows)."""
     return f"{p.size}-{p.base}-{p.base_steps // 1000}k"
 
 
@@ -138,7 +145,8 @@ def describe_name(name: str) -> str:
         ValueError: the name is outside the grammar.
     """
     p = parse_name(name)
-    head = f"{name}: a {p.size} encoder"
+    head = f"{name}: at the `{p.scale}` scale, the recipe of a {p.size} encoder" if p.scale else \
+        f"{name}: a {p.size} encoder"
     if p.kind == "single":
         body = f"trained for {p.total_steps:,} steps with {_objective_words(p.objective, p.ratio)}"
     elif p.kind == "pfs":
@@ -218,6 +226,24 @@ def resolve_name(checkpoint_dir: Path, info: dict, repo_id: str | None) -> tuple
             f"({'; '.join(problems)}): it was trained with that recipe's settings otherwise. This card names it "
             f"`{name}` and describes what was trained.")
     return name, own_parsed, note
+
+
+CUSTOM_SCALE = "custom"  # a study name trained outside the manifest's scales, at another size or length
+
+
+def card_scale(info: dict, parsed: ModelName | None) -> str | None:
+    """The scale a card shows a study name at: the manifest scale run_info records; for a run outside the study
+    (no scale) whose size or steps are not those its name says, `custom`; else None (the name as it is)."""
+    if info["scale"] is not None or parsed is None:
+        return info["scale"]
+    steps = parsed.step or parsed.total_steps - (parsed.base_steps or 0)  # a CPT run trains the extra steps
+    return None if (info["size"], info["steps"]) == (parsed.size, steps) else CUSTOM_SCALE
+
+
+def shown_name(name: str, parsed: ModelName | None, info: dict) -> str:
+    """The card's name as a reader sees it first: a study name trained at another scale says it
+    (`core.names.scaled_name`: mini-610m-clm-42k); a name that carries its scale already, or no study name, as is."""
+    return name if parsed is None or parsed.scale is not None else scaled_name(name, card_scale(info, parsed))
 
 
 def load_run_info(checkpoint_dir: Path) -> dict:
@@ -306,7 +332,8 @@ def pretraining_data(info: dict) -> tuple[list[str], str]:
 
 def _base_model(info: dict, repo_id: str | None, override: str | None) -> tuple[str | None, str | None]:
     """(Hub id for the card's `base_model`, a sentence naming the run's starting point) for CPT runs and decay
-    branches, and for their intermediate checkpoints. A study base is `<org of repo_id>/<base name>`."""
+    branches, and for their intermediate checkpoints. A study base is `<org of repo_id>/<base name>`, at this run's
+    scale (`<org>/mini-610m-clm-42k`)."""
     branch_from = info["run_config"].get("run_settings", {}).get("branch_from")
     if info["cpt_base"] is not None:
         base, role = info["cpt_base"], "continued pretraining (CPT) started from"
@@ -317,7 +344,7 @@ def _base_model(info: dict, repo_id: str | None, override: str | None) -> tuple[
             raise ValueError(f"--base_model {override}: run_info.json records neither a CPT base nor a decay branch "
                              "(a run from scratch has no base model)")
         return None, None
-    hub_id = override
+    hub_id, base = override, scaled_name(base, info["scale"])  # a study base is published under its shown name
     base_parsed = try_parse_name(base)
     if hub_id is None and repo_id and base_parsed is not None and base_parsed.step is None:
         hub_id = f"{repo_id.split('/')[0]}/{base}"
@@ -385,10 +412,11 @@ def read_summary(summary_csv: Path, model: str | None = None) -> list[dict]:
     return [r for r in rows if model is None or r["model"] == model]
 
 
-def evaluation_rows(checkpoint_dir: Path, model: str, summary_csv, results_dir) -> list[dict]:
-    """The summary rows of this checkpoint, each with the test data it was scored on (`task_test_data`), after
-    checking that its results were made from these very weights (the identity every result records)."""
-    rows = read_summary(summary_csv, model)
+def evaluation_rows(checkpoint_dir: Path, model: str, summary_csv, results_dir, shown: str | None = None) -> list[dict]:
+    """The summary rows of this checkpoint (filed under `shown`, the name the report shows it by at its scale;
+    default `model`), each with the test data it was scored on (`task_test_data`), after checking that its results
+    (filed under `model`, the name run_info records) were made from these very weights (their identity)."""
+    rows = read_summary(summary_csv, shown or model)
     if not rows:
         return []
     if results_dir is None:
@@ -470,16 +498,17 @@ def _facts(info: dict, name: str, parsed: ModelName | None, params: tuple[int, i
 
 def _disclaimer(info: dict, name: str, parsed: ModelName | None, params: tuple[int, int], data_text: str) -> str:
     """The first thing a card says when the checkpoint is not one of the paper's models."""
-    trained = (f"{_millions(params[0])} parameters trained for {info['steps']:,} steps ({info['tokens_seen']:,} "
-               f"tokens) on {data_text}")
-    if info["scale"] not in (None, "paper"):
-        claim = (f"`{name}` is the name of the paper's run that this reproduces at toy scale, not a claim about "
+    trained = (f"{_millions(params[0])} parameters trained on {info['tokens_seen']:,} tokens ({info['steps']:,} "
+               "steps)")
+    paper = parsed.name[len(parsed.scale) + 1:] if parsed and parsed.scale else parsed and parsed.name
+    if info["scale"] not in (None, PAPER_SCALE):
+        claim = (f"`{name}` is the paper's `{paper}` reproduced at the `{info['scale']}` scale, not a claim about "
                  "this checkpoint's size or budget. " if parsed else "")
-        return (f"> **Toy-scale reproduction (`{info['scale']}` scale), not a paper model.** {claim}This checkpoint "
-                f"has {trained}. Its scores are not comparable with the paper's.")
+        return (f"> **Toy-scale reproduction (`{info['scale']}` scale), not a paper model: {trained}.** {claim}"
+                f"Pretraining data: {data_text}. Its scores are not comparable with the paper's.")
     if info["scale"] is None and parsed is not None:
-        return (f"> **Not a study run.** `{name}` names a run of the study, but this checkpoint was trained "
-                f"outside the study's scales: {trained}; `run_info.json` records its settings.")
+        return (f"> **Not a study run: {trained}.** `{paper}` names a run of the study, but this checkpoint was "
+                f"trained outside the study's scales, on {data_text}; `run_info.json` records its settings.")
     return ""
 
 
@@ -561,8 +590,10 @@ def build_model_card(checkpoint_dir, summary_csv=None, repo_id: str | None = Non
     info = load_run_info(checkpoint_dir)
     artifacts.check_weights(checkpoint_dir)
     name, parsed, borrowed = resolve_name(checkpoint_dir, info, repo_id)
-    rows = evaluation_rows(checkpoint_dir, checkpoint_name(checkpoint_dir), summary_csv, results_dir) \
-        if summary_csv else []
+    name = shown_name(name, parsed, info)  # the scale first, wherever the card names the model
+    parsed = try_parse_name(name)
+    rows = evaluation_rows(checkpoint_dir, checkpoint_name(checkpoint_dir), summary_csv, results_dir,
+                           name) if summary_csv else []
     params, causal = parameter_count(checkpoint_dir), _is_causal(checkpoint_dir)
     hub_ids, data_text = pretraining_data(info)
     base_id, base_text = _base_model(info, repo_id, base_model)
@@ -611,19 +642,20 @@ def _scan_runs(results_dir: Path) -> list[dict]:
     return runs
 
 
-def build_results_card(results_dir, summary_csv, repo_id: str | None = None) -> DatasetCard:
+def build_results_card(results_dir, summary_csv, repo_id: str | None = None, scale: str | None = None) -> DatasetCard:
     """Build the dataset card of the per-run evaluation results.
 
     Args:
         results_dir: folder of per-run JSON files `<model>/<task>/lr<lr>-seed<seed>.json`.
         summary_csv: the evaluation `summary.csv` (one row per model, task and metric).
         repo_id: dataset repo id shown in the loading snippet.
+        scale: the manifest scale of the study's models: named as the report names them (`scaled_name`).
 
     Returns:
         a `huggingface_hub.DatasetCard` whose `configs` expose `runs` (one row per run), `predictions` (one row per
         run, split and instance) and `summary`, with their schemas in `dataset_info`.
     """
-    runs = _scan_runs(Path(results_dir))
+    runs = [{**r, "model": scaled_name(r["model"], scale)} for r in _scan_runs(Path(results_dir))]
     rows = read_summary(summary_csv)
     models = sorted({r["model"] for r in runs})
     configs, info = dataset_configs()

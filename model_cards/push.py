@@ -165,7 +165,10 @@ def stage_results(report_dir: Path, repo_id: str, results_dir: Path | None, work
     summary = report_dir / "summary.csv"
     if not summary.is_file():
         raise PushError(f"{report_dir} is not an evaluation report: expected summary.csv in it")
-    card = build_results_card(results, summary, repo_id=repo_id)
+    from evaluation.report import report_scale
+
+    scale = report_scale(report_dir)  # the scale the report's names carry: the dataset's rows carry it too
+    card = build_results_card(results, summary, repo_id=repo_id, scale=scale)
     inside = results.resolve().is_relative_to(report_dir.resolve())
     files = {}
     for p in sorted(report_dir.rglob("*")):
@@ -175,7 +178,7 @@ def stage_results(report_dir: Path, repo_id: str, results_dir: Path | None, work
         if inside and p.resolve().is_relative_to(results.resolve()):
             continue  # published below from the result files themselves, without local paths
         files[p.relative_to(report_dir).as_posix()] = p
-    derived = results_dataset.write_tables(store.result_files(results), Path(workdir))
+    derived = results_dataset.write_tables(store.result_files(results), Path(workdir), scale)
     derived.update(results_dataset.write_summary_table(summary, Path(workdir)))
     clash = sorted(set(files) & set(derived))
     if clash:

@@ -25,6 +25,7 @@ from pathlib import Path
 import yaml
 
 from core import store
+from core.names import scaled_name
 from model_cards.public import public_result
 
 OFFLINE_DATA = yaml.safe_load(Path(__file__).with_name("offline_data.yaml").read_text(encoding="utf-8"))
@@ -189,7 +190,7 @@ def prediction_rows(record: dict):
                    "scores": _json({k: v for k, v in instance.items() if k not in known})}
 
 
-def write_tables(result_paths: list[Path], out_dir: Path) -> dict[str, Path]:
+def write_tables(result_paths: list[Path], out_dir: Path, scale: str | None = None) -> dict[str, Path]:
     """Write the published copies of the result files and the `runs` / `predictions` tables under `out_dir`.
 
     Files are streamed one result at a time, so the memory used does not grow with the grid.
@@ -197,6 +198,8 @@ def write_tables(result_paths: list[Path], out_dir: Path) -> dict[str, Path]:
     Args:
         result_paths: per-run result files (`store.result_files`), under `<results_dir>/<model>/<task>/`.
         out_dir: an empty scratch folder.
+        scale: the manifest scale of the study's models (`evaluation.report --scale`): the `runs` and `predictions`
+            rows name them as the report does (`core.names.scaled_name`); the result files stay as recorded.
 
     Returns:
         path in the dataset repo -> local file.
@@ -213,6 +216,7 @@ def write_tables(result_paths: list[Path], out_dir: Path) -> dict[str, Path]:
             copy.parent.mkdir(parents=True, exist_ok=True)
             copy.write_text(json.dumps(record, indent=2, allow_nan=False) + "\n", encoding="utf-8")
             files[repo_path] = copy
+            record = {**record, "model": scaled_name(record["model"], scale)}  # the rows: as the report names it
             runs.write(json.dumps(run_row(record), ensure_ascii=False, allow_nan=False) + "\n")
             shard = f"{PREDICTIONS_FOLDER}/{record['model']}.jsonl"
             if shard not in shards:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from core import artifacts, cli
+from core import artifacts, cli, names
 from core.paths import resolve_data_dir
 from recipes import data
 
@@ -77,7 +77,8 @@ def score_checkpoints(models: list[str | Path], tokenizer_dir: str | Path, block
         run, _, step = info["name"].rpartition("-")
         paper_steps = int(step) if step.isdigit() and Path(model).parent.name == artifacts.INTERMEDIATE_DIR else None
         losses = heldout_losses(model, blocks, tokenizer, mlm_probability)
-        rows.append({"model": run if paper_steps else info["name"], "step": paper_steps or _final_step(info),
+        shown = names.scaled_name(run if paper_steps else info["name"], info["scale"])  # the scale first
+        rows.append({"model": shown, "step": paper_steps or _final_step(info),
                      "tokens_seen": info["tokens_seen"], **losses, "mlm_probability": mlm_probability,
                      "blocks": len(blocks), "block_size": block_size})
     return rows
@@ -85,8 +86,6 @@ def score_checkpoints(models: list[str | Path], tokenizer_dir: str | Path, block
 
 def _final_step(info: dict) -> int:
     """The paper-scale step of a final checkpoint: the total steps its name says."""
-    from core import names
-
     try:
         return names.parse_name(info["name"]).total_steps
     except ValueError:

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from transformers import TrainingArguments
 
-from core import artifacts, cli, lora
+from core import artifacts, cli, lora, names
 from modeling_eurobert.tokenizer_settings import configure_tokenizer
 from recipes import data
 from recipes.checks import (
@@ -128,6 +128,19 @@ def prepare(run_args: PretrainArguments, training_args: TrainingArguments) -> Pr
                        cpt_base, optimizer_file)
 
 
+def name_tensorboard_run(trainer: PretrainingTrainer, run_args, training_args: TrainingArguments) -> None:
+    """TensorBoard shows a run by its log folder: `<output_dir>/runs/<name as shown>` (`mini-610m-clm-42k` at the
+    mini scale: `core.names.scaled_name`), instead of transformers' `runs/<date>_<host>`, so a run at another scale
+    than the paper's says so there too; a resumed run logs on into the same folder. TENSORBOARD_LOGGING_DIR, when
+    set, still decides."""
+    from transformers.integrations import TensorBoardCallback
+
+    name = names.scaled_name(training_args.run_name or Path(training_args.output_dir).name, run_args.scale)
+    for callback in trainer.callback_handler.callbacks:
+        if isinstance(callback, TensorBoardCallback) and callback.logging_dir is None:
+            callback.logging_dir = str(Path(training_args.output_dir) / "runs" / name)
+
+
 def train(run: PreparedRun) -> PretrainingTrainer:
     """Lock `output_dir`, record the config, train (resuming if a checkpoint exists) and save weights, tokenizer,
     `run_info.json` and the sentence-transformers files."""
@@ -158,6 +171,7 @@ def train(run: PreparedRun) -> PretrainingTrainer:
             flops_per_token=step_flops_per_token(run.model.config, run_args.block_size, run.collator),
             weight_decay_scope=run_args.weight_decay_scope,
         )
+        name_tensorboard_run(trainer, run_args, training_args)
         lora_run = getattr(run_args, "lora", False)
         save = (lambda path: lora.save_trainer_model(trainer, path)) if lora_run else trainer.save_model
         if lora_run:  # checkpoint-N: the adapters (what resume reads) and config.json; saved models are merged

@@ -27,7 +27,7 @@ from pathlib import Path
 import yaml
 from tqdm.auto import tqdm
 
-from core import artifacts, cli, store
+from core import artifacts, cli, names, store
 from core.paths import REPO_ROOT
 from evaluation import resolve
 from recipes import manifest
@@ -389,7 +389,13 @@ def report(study: Study, output: Path) -> None:
         args += ["--tokens_per_step", f"{tokens_per_step:g}", "--parameters", str(parameters)]
     if study.compare:
         args += ["--compare", ",".join(study.compare)]
-    run_logged(args, output / "logs" / "report.log")
+    run_logged(args + ["--scale", study.scale], output / "logs" / "report.log")
+
+
+def hub_id(org: str, name: str, study: Study) -> str:
+    """A study model's Hub repo id: its name with the study's scale first (`org/mini-610m-clm-42k`), so a model
+    trained at another scale than the paper's never sits under a paper model's id."""
+    return f"{org}/{names.scaled_name(name, study.scale)}"
 
 
 def model_cards(study: Study, output: Path, org: str) -> None:
@@ -398,7 +404,7 @@ def model_cards(study: Study, output: Path, org: str) -> None:
     summary, results = output / "report" / "summary.csv", output / "results"
     for name in study.models:
         checkpoint = output / "models" / name
-        card = build_model_card(checkpoint, summary, repo_id=f"{org}/{name}", results_dir=results)
+        card = build_model_card(checkpoint, summary, repo_id=hub_id(org, name, study), results_dir=results)
         write_card(card, checkpoint / "README.md")
 
 
@@ -413,7 +419,7 @@ def hub_export(study_name: str, study: Study, output: Path, org: str) -> None:
 
     summary, results = output / "report" / "summary.csv", output / "results"
     commits = [commit for name in study.models
-               for commit in push.stage_run(output / "models" / name, f"{org}/{name}", summary, results)]
+               for commit in push.stage_run(output / "models" / name, hub_id(org, name, study), summary, results)]
     with tempfile.TemporaryDirectory(prefix="hub-export-") as workdir:
         commits.append(push.stage_results(output / "report", f"{org}/{study_name}-study-results", results,
                                           Path(workdir)))

@@ -24,7 +24,7 @@ from modeling_eurobert import (
     EuroBertClmMlmForTokenClassification,
     EuroBertClmMlmModel,
 )
-from modeling_eurobert.export_native import ExportError, export_native, main
+from modeling_eurobert.export_native import ExportError, export_native, main, make_plain_loadable
 
 
 def tiny_config(**overrides) -> EuroBertClmMlmConfig:
@@ -74,6 +74,21 @@ def test_export_loads_natively_with_identical_outputs(tmp_path, head):
     with torch.no_grad():
         expected = getattr(ours(input_ids, attention_mask=attention_mask), field)
         actual = getattr(native(input_ids, attention_mask=attention_mask), field)
+    torch.testing.assert_close(actual, expected, rtol=0, atol=0)
+
+
+def test_plain_loadable_llama3_rope_checkpoint_loads_natively_with_identical_outputs(tmp_path):
+    """make_plain_loadable on a converted Llama-3.x's RoPE (llama3 scaling): plain AutoModelForMaskedLM (no remote
+    code) computes the same logits as our class."""
+    ours = EuroBertClmMlmForMaskedLM(tiny_config(rope_parameters=LLAMA3_ROPE)).eval()
+    ours.save_pretrained(tmp_path / "ours")
+    assert make_plain_loadable(tmp_path / "ours")
+    native = AutoModelForMaskedLM.from_pretrained(tmp_path / "ours").eval()
+    assert type(native) is transformers.EuroBertForMaskedLM and native.config.rope_parameters["rope_type"] == "llama3"
+    input_ids, attention_mask = padded_batch()
+    with torch.no_grad():
+        expected = ours(input_ids, attention_mask=attention_mask).logits
+        actual = native(input_ids, attention_mask=attention_mask).logits
     torch.testing.assert_close(actual, expected, rtol=0, atol=0)
 
 

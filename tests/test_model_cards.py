@@ -12,6 +12,8 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import TrainingArguments
 
 from core import artifacts, store
+from core.names import scaled_name
+from evaluation.report import REPORT_MARK
 from model_cards.generate import (
     build_model_card,
     build_results_card,
@@ -125,11 +127,13 @@ def write_results(results_dir, checkpoints, tasks=TASKS, source="offline"):
     return results_dir
 
 
-def write_report(report_dir, checkpoints, results_dir=None):
-    """An evaluation report folder (summary.csv) and the per-run results behind it: `<report_dir>/results` by
-    default, or `results_dir` (the study's layout: study/<study>/report beside study/<study>/results)."""
+def write_report(report_dir, checkpoints, results_dir=None, scale="toy"):
+    """An evaluation report folder (summary.csv, its names at `scale` as `evaluation.report --scale` writes them,
+    and its marker) and the per-run results behind it: `<report_dir>/results` by default, or `results_dir` (the
+    study's layout: study/<study>/report beside study/<study>/results)."""
     report_dir.mkdir(parents=True)
-    write_summary(report_dir / "summary.csv", list(checkpoints))
+    write_summary(report_dir / "summary.csv", [scaled_name(n, scale) for n in checkpoints])
+    artifacts.write_json_atomic(report_dir / REPORT_MARK, {"files": ["summary.csv"], "scale": scale})
     write_results(results_dir or report_dir / "results", checkpoints)
     return report_dir
 
@@ -150,6 +154,41 @@ def test_every_spec_name_parses_to_its_kind():
     kinds = [parse_name(n).kind + ("+step" if parse_name(n).step else "") for n in RELEASED_NAMES]
     assert len(set(RELEASED_NAMES)) == 50  # 38 models + 12 intermediate checkpoints
     assert {k: kinds.count(k) for k in set(kinds)} == {"single": 19, "pfs": 13, "cpt": 6, "single+step": 12}
+
+
+def test_a_scaled_name_parses_back_as_a_hub_repo_id():
+    """One rule (core.names.scaled_name): `<scale>-<name>` at every non-paper scale, the name itself at the paper's;
+    it reads back to the same run and scale and is a valid Hub repo name."""
+    from huggingface_hub.utils import validate_repo_id
+
+    from recipes.manifest import SCALES
+
+    for scale in [s for s in SCALES if s != "paper"]:
+        for name in RELEASED_NAMES:
+            shown = scaled_name(name, scale)
+            p, plain = parse_name(shown), parse_name(name)
+            assert shown == f"{scale}-{name}" and p.scale == scale and validate_repo_id(f"org/{shown}") is None
+            assert (p.kind, p.size, p.ratio, p.total_steps, p.step) == (plain.kind, plain.size, plain.ratio,
+                                                                       plain.total_steps, plain.step)
+            assert p.run_name == scaled_name(plain.run_name, scale)
+    assert scaled_name("610m-clm-42k", "paper") == scaled_name("610m-clm-42k", None) == "610m-clm-42k"
+    assert parse_name("610m-clm-42k").scale is None and scaled_name("my-encoder", "mini") == "my-encoder"
+    for bad, message in (("Mini", "lower-case words"), ("1x", "lower-case words")):
+        with pytest.raises(ValueError, match=message):
+            scaled_name("610m-clm-42k", bad)
+    with pytest.raises(ValueError, match="already carries the scale 'mini'"):
+        scaled_name("mini-610m-clm-42k", "toy")
+    with pytest.raises(ValueError, match="paper-scale names carry no scale prefix"):
+        parse_name("paper-610m-clm-42k")
+
+
+def test_a_study_name_trained_outside_the_study_does_not_claim_the_papers_run(tmp_path):
+    """No scale recorded (not a manifest config) and a tiny model of 200 steps named 610m-clm-42k: `custom-`."""
+    ckpt = make_checkpoint(tmp_path / "c", "610m-clm-42k", objective="clm", mlm_probability=None, scale=None)
+    card = build_model_card(ckpt)
+    assert card.data.model_name == "custom-610m-clm-42k"
+    assert card.text.split("# custom-610m-clm-42k\n", 1)[1].lstrip().startswith(
+        "> **Not a study run: 4,192 parameters trained on 102,400 tokens (200 steps).**")
 
 
 @pytest.mark.parametrize("name, expected", [
@@ -196,16 +235,22 @@ FIXTURES = {  # name -> run_info fields
 }
 
 
+def toy(name: str) -> str:
+    """A toy-scale run's name as the report, the cards and the Hub show it: the scale first."""
+    return scaled_name(name, "toy")
+
+
 @pytest.fixture
 def summary_csv(tmp_path):
-    return write_summary(tmp_path / "summary.csv", list(FIXTURES))
+    return write_summary(tmp_path / "summary.csv", [toy(n) for n in FIXTURES])  # the report at --scale toy
 
 
 def evaluated(tmp_path, name, **fields):
     """A checkpoint, the per-run results of its weights and the summary: (checkpoint, summary.csv, results dir)."""
     ckpt = make_checkpoint(tmp_path / "models" / name, name, **fields)
     results = write_results(tmp_path / "results", {name: ckpt})
-    return ckpt, write_summary(tmp_path / "summary.csv", list(FIXTURES)), results
+    shown = [scaled_name(n, fields.get("scale", "toy")) for n in FIXTURES]  # as the report names them at that scale
+    return ckpt, write_summary(tmp_path / "summary.csv", shown), results
 
 
 def load(card, tmp_path) -> ModelCard:
@@ -217,14 +262,15 @@ def load(card, tmp_path) -> ModelCard:
 def test_model_card_contents(tmp_path, name):
     ckpt, summary, results = evaluated(tmp_path, name, **FIXTURES[name])
     loaded = load(build_model_card(ckpt, summary, repo_id=f"org/{name}", results_dir=results), tmp_path)
-    text = loaded.text
+    text, shown = loaded.text, toy(name)
 
-    assert loaded.data.library_name == "transformers" and loaded.data.model_name == name
+    assert loaded.data.library_name == "transformers" and loaded.data.model_name == shown
     assert loaded.data.license == "apache-2.0" and loaded.data.pipeline_tag
     assert loaded.data.datasets is None  # toy runs read the bundle's Wikipedia, not a Hub dataset
-    # The toy-scale disclaimer comes first, then the name's meaning.
-    assert text.split(f"# {name}\n", 1)[1].lstrip().startswith("> **Toy-scale reproduction (`toy` scale)")
-    assert describe_name(name) in text and "a stand-in for FineWeb-Edu" in text
+    # The title and the first line say the scale, then the parameters and tokens really trained.
+    assert text.split(f"# {shown}\n", 1)[1].lstrip().startswith(
+        "> **Toy-scale reproduction (`toy` scale), not a paper model: 4,192 parameters trained on 102,400 tokens")
+    assert describe_name(shown) in text and "a stand-in for FineWeb-Edu" in text
     # Evaluation table: this model's rows only, with 95% CIs and the data of each test score.
     m = list(FIXTURES).index(name)
     mean = 0.5 + 0.1 * m
@@ -254,8 +300,8 @@ def test_model_card_contents(tmp_path, name):
     if "switch_step" in FIXTURES[name]:
         assert "| PFS switch | CLM until step 50, then MLM |" in text and "| switch_step | `50` |" in text
     if "cpt_base" in FIXTURES[name]:  # the base is the study's own run, published beside it
-        assert loaded.data.base_model == "org/610m-clm-42k"
-        assert "| starting point | continued pretraining (CPT) started from [`org/610m-clm-42k`]" in text
+        assert loaded.data.base_model == "org/toy-610m-clm-42k"  # published under its shown name
+        assert "| starting point | continued pretraining (CPT) started from [`org/toy-610m-clm-42k`]" in text
     else:
         assert loaded.data.base_model is None
     if name == "610m-clm-42k":
@@ -282,7 +328,7 @@ def test_paper_scale_card_has_no_toy_caveats(tmp_path, summary_csv):
 def test_confidence_intervals_stay_in_the_unit_interval(tmp_path):
     name = "610m-mlm40-42k"
     ckpt, _, results = evaluated(tmp_path, name)
-    wide = {"model": name, "task": "sst2", "family": "sc", "metric": "accuracy", "best_lr": "5e-05", "n_seeds": 2,
+    wide = {"model": toy(name), "task": "sst2", "family": "sc", "metric": "accuracy", "best_lr": "5e-05", "n_seeds": 2,
             "mean": 0.97, "ci_low": 0.62, "ci_high": 1.32, "entity_f1": "", "std": 0.04, "n_diverged": 0}
     summary = write_summary(tmp_path / "wide.csv", [], rows=[wide])
     card = build_model_card(ckpt, summary, results_dir=results)
@@ -309,7 +355,7 @@ def test_intermediate_checkpoint_card(tmp_path, summary_csv):
                            mlm_probability=None, steps=1000)  # run_info names an intermediate <run>-<paper step>
     card = build_model_card(ckpt, summary_csv, repo_id="org/610m-clm-42k", revision="step-1000",
                             results_dir=tmp_path / "results")
-    assert card.data.model_name == "610m-clm-42k-1000"
+    assert card.data.model_name == "toy-610m-clm-42k-1000"
     # the card's usage snippet, as text: nothing is downloaded or loaded
     assert ('AutoModel.from_pretrained("org/610m-clm-42k", revision="step-1000", trust_remote_code=True, '
             "is_causal=False)") in card.text
@@ -321,16 +367,16 @@ def test_decay_branch_and_its_base_model(tmp_path):
     stable = tmp_path / "models" / "610m-clm-42k"
     ckpt = make_checkpoint(tmp_path / "models" / "610m-clm-12k", "610m-clm-12k", objective="clm",
                            mlm_probability=None, branch_from=str(stable))
-    card = build_model_card(ckpt, repo_id="me/610m-clm-12k")
-    assert card.data.base_model == "me/610m-clm-42k"
-    assert "this decay branch started from the stable phase of [`me/610m-clm-42k`]" in card.text
+    card = build_model_card(ckpt, repo_id="me/toy-610m-clm-12k")
+    assert card.data.base_model == "me/toy-610m-clm-42k"  # a toy-scale base: the scale in its repo id too
+    assert "this decay branch started from the stable phase of [`me/toy-610m-clm-42k`]" in card.text
     assert "| branch_from | `<local>/610m-clm-42k` |" in card.text and str(tmp_path) not in card.text
     assert build_model_card(ckpt).data.base_model is None  # no org known: the text names the base instead
     cpt = make_checkpoint(tmp_path / "models" / "cpt", "610m-clm-dec42k-mlm40-64k", cpt_base="610m-clm-42k")
     step = make_checkpoint(cpt / "intermediate" / "step-10", "610m-clm-dec42k-mlm40-64k-10", steps=10,
                            cpt_base="610m-clm-42k")
-    card = build_model_card(step, repo_id="me/610m-clm-dec42k-mlm40-64k", revision="step-10")
-    assert card.data.base_model == "me/610m-clm-42k"  # an intermediate checkpoint keeps its run's starting point
+    card = build_model_card(step, repo_id="me/toy-610m-clm-dec42k-mlm40-64k", revision="step-10")
+    assert card.data.base_model == "me/toy-610m-clm-42k"  # an intermediate checkpoint keeps its run's starting point
 
 
 def test_any_run_is_described_from_its_run_info(tmp_path):
@@ -404,13 +450,13 @@ def test_test_data_follows_the_task_definition(task, source, dataset, split, sta
 def test_results_card(tmp_path):
     ckpts = {n: make_checkpoint(tmp_path / "models" / n, n, **FIXTURES[n]) for n in ("610m-mlm40-42k", "610m-clm-42k")}
     report = write_report(tmp_path / "report", ckpts)
-    card = build_results_card(report / "results", report / "summary.csv", repo_id="org/results")
+    card = build_results_card(report / "results", report / "summary.csv", repo_id="org/results", scale="toy")
     (tmp_path / "README.md").write_text(str(card))
     loaded = DatasetCard.load(tmp_path / "README.md")
     assert [c["config_name"] for c in loaded.data.configs] == ["runs", "predictions", "summary"]
     assert loaded.data.license == "cc-by-sa-4.0"
     assert "16 runs\n(2 diverged) of 2 models on 4 tasks" in loaded.text
-    assert "| 610m-clm-42k | IR | scifact | ndcg@10 | 0.6300 | [0.6100, 0.6500] |" in loaded.text
+    assert "| toy-610m-clm-42k | IR | scifact | ndcg@10 | 0.6300 | [0.6100, 0.6500] |" in loaded.text
     assert "| sst2 | offline | `nyu-mll/glue` (sst2), validation (offline bundle copy) |" in loaded.text
     assert 'load_dataset("org/results", "predictions", split="train")' in loaded.text
 
@@ -440,7 +486,7 @@ def test_cli_writes_into_the_checkpoint_and_never_over_a_file_it_did_not_write(t
     proc = _generate(ckpt, "--summary", summary, "--results", results)  # the README's own command: no --output
     assert proc.returncode == 0, proc.stderr
     assert project_readme.read_text() == "# my project\n"
-    assert ModelCard.load(ckpt / "README.md").data.model_name == "610m-mlm40-42k"
+    assert ModelCard.load(ckpt / "README.md").data.model_name == "toy-610m-mlm40-42k"
     assert _generate(ckpt).returncode == 0  # its own card: regenerated
     refused = _generate(ckpt, "--output", project_readme)
     assert refused.returncode == 2 and "was not written by model_cards.generate; pass --force" in refused.stderr

@@ -272,6 +272,15 @@ def test_token_estimate_is_close_to_the_real_count(tmp_path):
     assert abs(estimate["tokens"] - real) / real < 0.05, (estimate, real)
 
 
+def test_tensorboard_run_is_named_with_its_scale(tmp_path, cache_dir):
+    """A run at the smoke scale logs to runs/smoke-610m-clm-42k, where TensorBoard shows its name."""
+    run_args, training_args = parse(tmp_path / "run", cache_dir, "--objective", "clm", "--switch_step", "null",
+                                    "--report_to", "tensorboard", "--run_name", "610m-clm-42k", "--scale", "smoke")
+    pretrain.pretrain(run_args, training_args)
+    assert [p.name for p in (tmp_path / "run" / "runs").iterdir()] == ["smoke-610m-clm-42k"]
+    assert list((tmp_path / "run" / "runs" / "smoke-610m-clm-42k").glob("events.out.tfevents.*"))
+
+
 def test_undersized_corpus_is_refused_before_tokenizing(tmp_path, capsys):
     cache = tmp_path / "cache"
     argv = ["--config", DEBUG, "--output_dir", str(tmp_path / "out"), "--data_cache_dir", str(cache),

@@ -104,12 +104,14 @@ def test_push_is_byte_identical_to_dry_run_with_branches_and_results(hub, online
     card = ModelCard.load(main_dir / "README.md")
     assert "| `step-1000` | 1,000 |" in card.text and "| `step-2000` | 2,000 |" in card.text  # the run's branches
     step_card = (tmp_path / "dry" / "models" / "org" / RUN / "step-1000" / "README.md").read_text()
-    assert f"# {RUN}-1000" in step_card and 'revision="step-1000"' in step_card
+    assert f"# toy-{RUN}-1000" in step_card and 'revision="step-1000"' in step_card  # a toy run says its scale
     assert "| SC | sst2 | `nyu-mll/glue` (sst2), validation" in card.text  # card filled from --results
     results_dir = tmp_path / "dry" / "datasets" / "org" / f"{RUN}-results" / "main"
     published = sha256_tree(results_dir)
-    assert {"summary.csv", "runs.jsonl", f"predictions/{RUN}.jsonl", f"results/{RUN}/sst2/lr5e-05-seed0.json"} <= \
-        published.keys()
+    assert {"summary.csv", "runs.jsonl", f"predictions/toy-{RUN}.jsonl", f"results/{RUN}/sst2/lr5e-05-seed0.json"} <= \
+        published.keys()  # the rows name the model as the report does; the result files stay as recorded
+    assert {json.loads(line)["model"] for line in (results_dir / "runs.jsonl").read_text().splitlines()} == {
+        f"toy-{RUN}"}
     # Nothing published names a local folder: not the checkpoints', the report's, nor the test's.
     for path in (tmp_path / "dry").rglob("*"):
         assert not path.is_file() or str(tmp_path).encode() not in path.read_bytes(), path

@@ -115,6 +115,34 @@ def test_report_writes_tables_and_figures(results, tmp_path):
         assert (out / name).stat().st_size > 1000, name
 
 
+def test_report_shows_the_scale_first_in_every_name(results, tmp_path, monkeypatch):
+    """At a non-paper scale (--scale, what recipes.study passes) no table, finding, figure title or legend shows a
+    bare paper name; at the paper scale the names are the paper's, untouched."""
+    import re
+
+    import matplotlib.pyplot as plt
+
+    drawn, close = [], plt.close
+    monkeypatch.setattr(plt, "close", lambda fig: (drawn.append(fig), close(fig)))
+    pair = ["--compare", "610m-mlm40-42k,610m-clm-42k"]
+    regime = ["--tokens_per_step", "51.2", "--parameters", "615232"]  # the mini scale's: below the crossover
+    out = report.main([str(results), "--output", str(tmp_path / "mini"), "--scale", "mini", *pair, *regime])
+    axes = [ax for fig in drawn for ax in fig.axes if ax.get_visible()]
+    lines = {label for ax in axes for label in ax.get_legend_handles_labels()[1]} - {
+        "trivial baseline", "chosen LR (best validation)"}
+    assert len(drawn) == 5 and lines and all(label.startswith("mini-610m") for label in lines), lines
+    assert all(ax.get_title().endswith("(mini scale)") for ax in axes)
+    rows = list(csv.DictReader(open(out / "summary.csv", newline="")))
+    assert {r["model"] for r in rows} == {f"mini-{m}" for m in {r["model"] for r in statistics.load_results(results)}}
+    text = (out / "summary.md").read_text() + (out / "findings.csv").read_text()
+    assert "| mini-610m-clm-42k | " in text and "mini-610m-clm-42k saw " in text  # tables and the reasons
+    assert not re.search(r"(?<![\w-])610m-", text)  # every model name carries the scale
+    assert report.report_scale(out) == "mini"
+    paper = report.main([str(results), "--output", str(tmp_path / "paper"), "--scale", "paper", *pair])
+    assert "| 610m-clm-42k | " in (paper / "summary.md").read_text() and report.report_scale(paper) == "paper"
+    assert "mini-" not in (paper / "summary.md").read_text()
+
+
 def test_entity_f1_beside_the_main_metric_for_tc(results, tmp_path):
     """A TC model predicting no entity scores well on the lenient sentence_macro_f1; entity_f1 shows it."""
     for lr, val in ((1e-5, 0.4), (5e-5, 0.5)):

@@ -66,12 +66,12 @@ def test_short_smoke_study_runs_every_stage(short_study):
     with open(report / "summary.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert {r["family"] for r in rows} == {"sc", "tc", "qa", "ir"}
-    assert {r["model"] for r in rows} >= set(study.models) and all(r["n_seeds"] == "2" for r in rows)
+    assert {r["model"] for r in rows} >= {f"ci-{m}" for m in study.models} and all(r["n_seeds"] == "2" for r in rows)
     assert "ci_low" in rows[0] and "trivial_baseline" in rows[0] and list(report.glob("*.png"))
     heldout = (output / "heldout" / "heldout.csv").read_text()
     assert heldout.count("\n") == 1 + len(study.models) + 2 * 6  # finals + every intermediate of the two runs
     # Without --org the export sits in the placeholder namespace (model_cards.push refuses to push it).
-    hub = output / "hub" / "models" / "your-org" / "610m-mlm40-42k" / "main"
+    hub = output / "hub" / "models" / "your-org" / "ci-610m-mlm40-42k" / "main"  # the scale in the repo id
     assert (hub / "model.safetensors").is_file() and (hub / "README.md").is_file()
     assert (output / "hub" / "datasets" / "your-org" / "smoke-study-results" / "main" / "runs.jsonl").is_file()
     # Real run_info.json and result files record the study's absolute paths: none is published, nor in a card.
