@@ -98,6 +98,19 @@ def write_csv(rows: list[dict], path: str | Path) -> Path:
     return artifacts.write_text_atomic(path, "\n".join(lines) + "\n")
 
 
+def check_output(path: Path) -> None:
+    """Refuse an --output this tool would overwrite but did not write: an existing file (or its PNG beside it) whose
+    first line is not the held-out CSV header, or a directory."""
+    header = ",".join(CSV_COLUMNS)
+    if path.is_dir():
+        raise ValueError(f"--output {path} is a directory; pass a CSV file path")
+    ours = path.is_file() and path.read_text(encoding="utf-8", errors="replace").split("\n", 1)[0] == header
+    if path.exists() and not ours:
+        raise ValueError(f"--output {path} exists and is not a held-out CSV this tool wrote; pass a new file path")
+    if path.with_suffix(".png").exists() and not ours:
+        raise ValueError(f"{path.with_suffix('.png')} exists and this tool did not write it; pass another --output")
+
+
 def _fmt(value) -> str:
     return f"{value:.5f}" if isinstance(value, float) and math.isfinite(value) else str(value)
 
@@ -151,6 +164,7 @@ def main(argv=None) -> None:
         artifacts.local_or_hub(args.tokenizer, "--tokenizer")
         resolve_data_dir(args.data_dir)
         artifacts.check_output_dir(args.cache_dir, "--cache_dir")
+        check_output(Path(args.output))
         for model in models:
             if not (Path(model) / artifacts.RUN_INFO_NAME).is_file():
                 raise FileNotFoundError(f"{model} has no {artifacts.RUN_INFO_NAME}; pass checkpoints of "

@@ -147,6 +147,8 @@ CLI_ROWS = {
         ([*HELDOUT, "--blocks", "0"], "--blocks 0 >= 1"),
         ([*HELDOUT, "--mlm_probability", "1.5"], "--mlm_probability 1.5 in (0, 1)"),
         ([*HELDOUT, "--data_dir", "{tmp}/missing"], "data bundle not found"),
+        ([*HELDOUT, "--output", "{file}"], "is not a held-out CSV this tool wrote"),
+        ([*HELDOUT, "--output", "{tmp}"], "is a directory"),
     ],
     "evaluation.run": [
         ([*GRID, "--model", "{tmp}/missing"], "missing does not exist"),
