@@ -65,10 +65,8 @@ def move_aside(path: str | os.PathLike) -> Path:
 
 
 def write_result(path: str | os.PathLike, record: dict) -> Path:
-    """Write a result atomically (one JSON line), first removing the temp files a killed writer of this very file
-    left. Call it holding the result's `lock`."""
-    for stale in artifacts.stale_temp_files(path):
-        stale.unlink()
+    """Write a result atomically (one JSON line; `artifacts.atomic_file` first removes the temp files a killed writer
+    of this very file left). Call it holding the result's `lock`."""
     return artifacts.write_json_atomic(path, record, indent=None)
 
 

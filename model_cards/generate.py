@@ -43,6 +43,7 @@ from core import artifacts, cli, store
 from core.names import PAPER_SCALE, ModelName, parse_name, scaled_name, try_parse_name
 from core.paths import is_hub_id
 from evaluation import resolve
+from model_cards import public
 from model_cards.public import LOCAL, without_local_paths
 from model_cards.results_dataset import (
     OFFLINE_DATA,
@@ -705,9 +706,7 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     with cli.bad_input_exits():
         if args.repo_id is not None:
-            from model_cards.push import check_repo_id
-
-            check_repo_id(args.repo_id)
+            public.check_repo_id(args.repo_id)
         if args.checkpoint is None and args.results is None:
             raise ValueError("give a CHECKPOINT folder, or --results DIR with --summary for the results dataset card")
         if args.checkpoint is None and args.base_model:

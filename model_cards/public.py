@@ -57,3 +57,16 @@ def local_roots(*paths) -> list[str]:
         resolved = Path(path).resolve()
         roots.update((resolved, resolved.parent, resolved.parent.parent))
     return sorted({str(r) for r in roots if len(r.parts) > 2}, key=len, reverse=True)
+
+
+def check_repo_id(repo_id: str) -> None:
+    """Refuse a repo id the Hub would refuse: ORG/NAME, each made of letters, digits, "-", "_" and ".", not starting
+    or ending with "-" or ".", no "--" or "..", at most 96 characters (one-line ValueError)."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    if repo_id.count("/") != 1 or not all(repo_id.split("/")):
+        raise ValueError(f"repo id {repo_id!r} must be ORG/NAME")
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError as error:
+        raise ValueError(f"repo id {repo_id!r} would be refused by the Hub: {str(error).splitlines()[0]}") from None

@@ -47,7 +47,7 @@ from huggingface_hub import (
 from huggingface_hub.errors import HfHubHTTPError
 
 from core import artifacts, cli, store
-from model_cards import results_dataset
+from model_cards import public, results_dataset
 from model_cards.generate import (
     PLACEHOLDER_ORG,
     build_model_card,
@@ -313,16 +313,11 @@ def make_parser() -> argparse.ArgumentParser:
 
 
 def check_repo_id(repo_id: str) -> None:
-    """Refuse, before any work and in dry runs too, a repo id the Hub would refuse: ORG/NAME, each made of letters,
-    digits, "-", "_" and ".", not starting or ending with "-" or ".", no "--" or "..", at most 96 characters."""
-    from huggingface_hub.utils import HFValidationError, validate_repo_id
-
-    if repo_id.count("/") != 1 or not all(repo_id.split("/")):
-        raise PushError(f"repo id {repo_id!r} must be ORG/NAME")
+    """`model_cards.public.check_repo_id` as a PushError (one line, before any work, in dry runs too)."""
     try:
-        validate_repo_id(repo_id)
-    except HFValidationError as error:
-        raise PushError(f"repo id {repo_id!r} would be refused by the Hub: {str(error).splitlines()[0]}") from None
+        public.check_repo_id(repo_id)
+    except ValueError as error:
+        raise PushError(str(error)) from None
 
 
 def check_not_placeholder(repo_id: str) -> None:
