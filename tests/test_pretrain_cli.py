@@ -277,8 +277,9 @@ def test_readme_decoder_cpt_command_trains_a_converted_llama_under_its_own_name(
     assert convert_line.endswith("out/llama-3.2-1b-eurobert")
     argv = shlex.split(re.sub(r"\bout/", f"{tmp_path}/", cpt_command))
     assert argv[:3] == ["accelerate", "launch", "recipes/cpt.py"]
-    cpu = ["--corpus_source", "bundle", "--max_docs", "200", "--block_size", "32", "--num_proc", "1",
-           "--global_batch_size", "2", "--per_device_train_batch_size", "2", "--gradient_accumulation_steps", "1",
+    cpu = ["--corpus_source", "bundle", "--corpus_name", "null", "--max_docs", "200", "--block_size", "32",
+           "--num_proc", "1", "--global_batch_size", "2", "--per_device_train_batch_size", "2",
+           "--gradient_accumulation_steps", "1",
            "--max_steps", "2", "--warmup_steps", "1", "--lr_scheduler_kwargs", '{"num_decay_steps": 1}',
            "--bf16", "false", "--compile", "none", "--mlm_fixed_shape", "false", "--report_to", "none",
            "--dataloader_num_workers", "0", "--save_steps", "2", "--data_cache_dir", str(cache_dir)]
