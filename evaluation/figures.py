@@ -271,6 +271,8 @@ def plot_cpt(rows, output: Path) -> list[Path]:
 def plot_gap(gap: list[dict], output: Path) -> list[Path]:
     """The CLM - MLM40 gap against tokens per parameter (log), one subplot per task: 95% CI bars, zero marked, the
     paper's crossover for the task's family as a vertical line, the final (decayed) checkpoint hollow."""
+    from matplotlib.ticker import NullFormatter
+
     tasks = sorted({r["task"] for r in gap if sum(g["task"] == r["task"] for g in gap) > 1})
     if not tasks:
         return []
@@ -291,6 +293,9 @@ def plot_gap(gap: list[dict], output: Path) -> list[Path]:
         ax.set_ylim(-1.15 * reach, 1.15 * reach)  # symmetric about 0: which objective leads reads at a glance
         ax.set_xscale("log")
         ax.set_xlim(min(*xs, crossover) / 1.5, max(*xs, crossover) * 1.5)
+        ticks = sorted({*xs, crossover})  # the checkpoints and the crossover, labelled plainly (no 2x10^1 clutter)
+        ax.set_xticks(ticks, [f"{t:.3g}" for t in ticks])
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("pretraining tokens per parameter")
         ax.set_ylabel(f"CLM - MLM40, test {curve[0]['measure']}")
         ax.set_title(f"{task}: the gap over pretraining{_at_scale([{'model': r['a']} for r in curve])}")

@@ -191,14 +191,16 @@ def test_docs_dir_with_files_it_did_not_write_is_refused(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_committed_mini_study_regenerates_from_its_results(tmp_path):
-    """docs/mini-study is what the report stage makes of the results committed beside it, number for number."""
-    committed = REPO_ROOT / "docs" / "mini-study"
-    main(["mini", "--from_results", str(committed / "results.tar.xz"), "--output", str(tmp_path / "mini"),
+@pytest.mark.parametrize("study_name, models", [("mini", 12), ("horizon", 6)])
+def test_committed_study_regenerates_from_its_results(tmp_path, study_name, models):
+    """docs/<study>-study is what the report stage makes of the results committed beside it, number for number."""
+    committed = REPO_ROOT / "docs" / f"{study_name}-study"
+    main([study_name, "--from_results", str(committed / "results.tar.xz"), "--output", str(tmp_path / study_name),
           "--docs", str(tmp_path / "docs")])
     same_docs(committed, tmp_path / "docs")
     summary = list(csv.DictReader(open(committed / "summary.csv", newline="")))
-    assert len({r["model"] for r in summary}) == 12 and {r["task"] for r in summary} == set(STUDIES["mini"].tasks)
+    assert len({r["model"] for r in summary}) == models
+    assert {r["task"] for r in summary} == set(STUDIES[study_name].tasks)
 
 
 @pytest.mark.slow
