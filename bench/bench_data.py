@@ -22,8 +22,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from torch.utils.data import DataLoader, SequentialSampler
 
 from core import cli
-from recipes.data import (
-    PretrainingCollator,
+from pretraining.collator import PretrainingCollator
+from pretraining.data import (
     build_packed_dataset,
     load_corpus,
     load_tokenizer,

@@ -16,11 +16,11 @@ The default config has its LM head at about a third of all parameters, as in the
 
 `--compile regional` adds a second table, eager vs compiled, same weights, same batch, same process, interleaved
 likewise: our MLM with the fixed-shape head (`mlm_positions`, K per row as the recipe's `mlm_fixed_shape`) and
-our CLM, each as is and with every decoder layer compiled in place (`recipes.trainer.compile_decoder_layers`, the
+our CLM, each as is and with every decoder layer compiled in place (`pretraining.trainer.compile_decoder_layers`, the
 recipe's `compile: regional`); compile time falls in the warmup steps. On CUDA the 210m MFU line gets its compiled
 twin and the ratio.
 
-FLOP count per step: `recipes/flops.py`, the one formula of the plan, the trainer's `mfu` log and this bench
+FLOP count per step: `pretraining/flops.py`, the one formula of the plan, the trainer's `mfu` log and this bench
 (6 * N_body + 12 * L * T * d + 6 * d * V * s per token; input-embedding lookup excluded since it does no matmul;
 s = 1 for the reference classes and CLM, the masking ratio for our MLM). Achieved FLOP/s is compared to a large
 matmul timed in the same process (fp32 on CPU, bf16 on GPU). On CUDA the script adds the 210m architecture's bf16 MFU at
@@ -61,9 +61,9 @@ from modeling_eurobert import (
     load_architecture,
 )
 from modeling_eurobert.export_native import native_config
-from recipes.data import masked_positions_bound
-from recipes.flops import bf16_peak_flops, training_flops_per_token
-from recipes.trainer import compile_decoder_layers
+from pretraining.collator import masked_positions_bound
+from pretraining.flops import bf16_peak_flops, training_flops_per_token
+from pretraining.trainer import compile_decoder_layers
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -167,7 +167,7 @@ def train_step(model, optimizer, batch, args, dtype: torch.dtype) -> float:
 
 
 def flops_per_step(config, tokens: int, projected: int, seq: int) -> float:
-    """`recipes.flops.training_flops_per_token` (the one FLOPs formula of the plan, the trainer's `mfu` log and this
+    """`pretraining.flops.training_flops_per_token` (the one FLOPs formula of the plan, the trainer's `mfu` log and this
     bench) for `tokens` tokens of which `projected` go through the LM head, at block length `seq`."""
     return tokens * training_flops_per_token(config, seq, projected / tokens)
 
@@ -334,7 +334,7 @@ def report_mfu(args, peak: float, figures: dict) -> None:
     """bf16-autocast MFU of each `--mfu_architecture` (210m by default) training MLM 40% (fixed-shape head) at
     `--mfu_seq`, for each `--mfu_batch` (`max`: the largest multiple of 8 that fits in `--memory_gb`, extrapolated
     from the eager peaks of the numbered batches), eager and, with `--compile regional`, compiled; flash_attention_2
-    when importable, else sdpa. MFU = FLOPs of `recipes.flops` / best step time / the bf16 spec peak (and the share
+    when importable, else sdpa. MFU = FLOPs of `pretraining.flops` / best step time / the bf16 spec peak (and the share
     of the measured matmul peak). Rows go to `figures["mfu"]` (and `--json`) as they are measured."""
     try:
         import flash_attn  # noqa: F401

@@ -23,7 +23,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from recipes import data, pretrain
+from pretraining import data, pretrain
 
 RUNS = {  # name -> recipe arguments (PFS switches at half the steps)
     "clm": lambda steps: ["--objective", "clm", "--switch_step", "null"],

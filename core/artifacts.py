@@ -39,7 +39,7 @@ INTERMEDIATE_DIR = "intermediate"  # <output_dir>/intermediate/step-<N>
 LOCK_NAME = ".lock"  # held by the process that trains into an output_dir
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json")  # any one: a tokenizer folder
 
-# run_info.json (recipes.provenance.make_run_info): what a checkpoint is and how it was made; read by the cards, the
+# run_info.json (pretraining.provenance.make_run_info): what a checkpoint is and how it was made; read by the cards, the
 # study, the held-out loss and the CPT and resume checks. Format 2 names the PFS switch `switch_step` and the
 # manifest scale `scale` (format 1, without a "format" key, is refused: retrain or re-save).
 RUN_INFO_FORMAT = 2

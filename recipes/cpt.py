@@ -15,27 +15,23 @@ CPU smoke run on top of the debug run:
 The tokenizer is the base model's own unless `--tokenizer_name_or_path` names one with the same ids (checked).
 `--keep_optimizer_state` takes the AdamW moments from the base run's last Trainer checkpoint (the paper does not say;
 the original's resume path keeps them, `docs/protocol.md`; default: fresh optimizer). The data continue after the
-blocks the base run consumed (`--data_start_block` to choose). Same training loop as `recipes/pretrain.py` (`pretrain`
-is shared).
+blocks the base run consumed (`--data_start_block` to choose). The same loop as `recipes/pretrain.py`
+(`pretraining.pretrain`) with `cpt: true`, which a config may also set.
 """
 
-from recipes.pretrain import main as _main
-from recipes.pretrain import make_parser as _make_parser
-from recipes.pretrain import pretrain
-from recipes.settings import CptArguments
+from pretraining.pretrain import main as _main
+from pretraining.pretrain import make_parser as _make_parser
 
 
 def make_parser():
-    """Parser over (CPT run settings, TrainingArguments); `--config FILE.yaml`, the CLI overrides the file."""
-    return _make_parser(CptArguments)
+    """The run settings' parser with `cpt: true` by default."""
+    return _make_parser(cpt=True)
 
 
 def main(argv: list[str] | None = None) -> None:
     """The command line (exit 2 with one line for bad input, 1 for a failure while training)."""
-    _main(argv, CptArguments)
+    _main(argv, cpt=True)
 
-
-__all__ = ["main", "make_parser", "pretrain"]
 
 if __name__ == "__main__":
     main()

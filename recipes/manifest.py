@@ -216,7 +216,7 @@ def run_config(recipe: Recipe, scale: str) -> dict:
     if recipe.cpt_base:  # the original's resume path: the base's AdamW state kept, a 1% warmup (pct_start 0.01)
         del config["architecture"]
         config.pop("tokenizer_name_or_path", None)  # the base model's own tokenizer
-        config.update(model_name_or_path=f"{out}/{recipe.cpt_base}", keep_optimizer_state=True)
+        config.update(cpt=True, model_name_or_path=f"{out}/{recipe.cpt_base}", keep_optimizer_state=True)
         warmup = max(1, round(CPT_WARMUP_SHARE * recipe.steps / div))
         decay = min(DECAY, recipe.steps - round(CPT_WARMUP_SHARE * recipe.steps)) // div
     config["weight_decay_scope"] = "all"  # the original AdamW decays every parameter (one group)

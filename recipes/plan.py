@@ -11,7 +11,7 @@ Compute model (per optimizer step, global batch B blocks of T tokens, L layers, 
             backward: PaLM's count)  +  6 * d * V * (tokens projected by the LM head)
 N_body = parameters without the input embedding and the LM head. The LM head projects every token under CLM and
 only the masked ones under MLM (this repository's labelled-positions loss). The formula and the GPU peaks live in
-`recipes/flops.py`, shared with the trainer's `mfu` log. Shared work is counted once: decay
+`pretraining/flops.py`, shared with the trainer's `mfu` log. Shared work is counted once: decay
 branches add only their own 2k decay steps to the stable run they branch from. Evaluation: the paper's grid (6 LRs x
 5 seeds) on the 12 paper tasks for the 38 models and the 12 intermediate checkpoints (the data-efficiency figure),
 1,000 steps x 32 x 512 tokens per fine-tuning (FLOPs only, no overhead). MS MARCO, NQ and MLDR train on the same
@@ -28,8 +28,8 @@ from pathlib import Path
 from core import artifacts, cli
 from evaluation.common import PAPER_LRS, PAPER_SEEDS, PAPER_TASKS
 from modeling_eurobert import load_architecture
+from pretraining.flops import BF16_PEAK_FLOPS, MEASURED_MFU, training_flops_per_token
 from recipes import launch, manifest
-from recipes.flops import BF16_PEAK_FLOPS, MEASURED_MFU, training_flops_per_token
 
 GPUS = BF16_PEAK_FLOPS  # dense bf16 peak FLOP/s
 PAPER_GPU_HOURS = 110_000  # the paper: about 110k GPU hours for the whole study
@@ -114,9 +114,9 @@ def write_plan(output: Path, gpu: str = "H100", mfu: float | None = None,
 
     Args:
         output: the plan folder.
-        gpu: a GPU of `recipes.flops.BF16_PEAK_FLOPS` (dense bf16 peak).
+        gpu: a GPU of `pretraining.flops.BF16_PEAK_FLOPS` (dense bf16 peak).
         mfu: model FLOPs utilisation of every run; None (default): the MFU measured per model size
-            (`recipes.flops.MEASURED_MFU`, spec-peak definition; the 1b takes the 610m figure).
+            (`pretraining.flops.MEASURED_MFU`, spec-peak definition; the 1b takes the 610m figure).
         eval_runs_per_gpu_hour: measured fine-tunings per GPU-hour of the evaluation grid (with its best
             `evaluation.run --workers` packing, from `bench/bench_grid.py` on that GPU); None: not measured yet, the
             evaluation line then gives the compute-only estimate and says so.
@@ -141,7 +141,7 @@ def write_plan(output: Path, gpu: str = "H100", mfu: float | None = None,
     writer.writerows(rows)
     artifacts.write_text_atomic(output / "plan.csv", table.getvalue())
     mfu_text = f"{mfu:.0%} MFU" if mfu else "MFU " + ", ".join(f"{s} {m:.0%}" for s, m in size_mfu.items()) + \
-        " (measured: recipes/flops.py)"
+        " (measured: pretraining/flops.py)"
     lines = [f"# Paper-scale plan ({gpu}, {mfu_text}, {GPUS[gpu] / 1e12:.0f} TFLOP/s peak bf16)", "",
              "| run | module | steps | tokens (B) | PFLOPs | GPU-hours | needs |", "|---|---|---|---|---|---|---|"]
     lines += [f"| {r['name']} | {r['module']} | {r['steps']:,} | {r['tokens'] / 1e9:.1f} | {r['flops'] / 1e15:,.0f} "

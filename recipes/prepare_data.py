@@ -17,18 +17,11 @@ import argparse
 import sys
 
 from core import cli
-from recipes import data, pretrain
-from recipes.checks import check_data_settings, check_sources
-from recipes.inputs import (
-    build_blocks,
-    given_tokenizer,
-    hub_token_estimate,
-    load_training_corpus,
-    select_blocks,
-    toy_tokenizer,
-)
-from recipes.provenance import data_identity
-from recipes.settings import global_batch
+from pretraining import pretrain
+from pretraining.checks import check_data_settings, check_sources
+from pretraining.inputs import select_blocks, training_blocks
+from pretraining.provenance import data_identity
+from pretraining.settings import global_batch
 
 
 def prepare_pretraining(argv: list[str]) -> dict:
@@ -53,23 +46,10 @@ def prepare_pretraining(argv: list[str]) -> dict:
     # the global batch of the real launch, not of this single process
     blocks_per_step = run_args.global_batch_size or global_batch(training_args)
     needed = training_args.max_steps * blocks_per_step
-    tokenizer = given_tokenizer(run_args)
-    _check_estimate(hub_token_estimate(run_args, tokenizer), run_args, needed)
-    corpus = load_training_corpus(run_args)
-    tokenizer = tokenizer or toy_tokenizer(run_args, corpus, training_args.main_process_first)
-    _check_estimate(data.estimate_tokens(corpus, tokenizer), run_args, needed)
-    blocks = build_blocks(run_args, tokenizer, corpus, training_args.data_seed, training_args.main_process_first)
+    tokenizer, blocks = training_blocks(run_args, training_args.data_seed, training_args.main_process_first, needed)
     select_blocks(blocks, 0, needed, run_args.epochs)  # the exact count: one line if it falls short
     return {"blocks": len(blocks), "steps": len(blocks) * run_args.epochs // blocks_per_step,
             **data_identity(blocks, tokenizer)}
-
-
-def _check_estimate(estimate: dict | None, run_args, needed: int) -> None:
-    """Refuse early (before tokenizing) a corpus whose estimated tokens cannot fill `needed` blocks."""
-    if estimate is not None and estimate["tokens"] // run_args.block_size * run_args.epochs < needed:
-        raise ValueError(f"corpus {run_args.corpus_source} yields about {estimate['tokens']:,} tokens (estimated "
-                         f"from {estimate['sampled']:,} documents) but {needed:,} blocks of {run_args.block_size} are "
-                         "needed; add corpus_source entries, a bigger corpus_name, or set epochs")
 
 
 def prepare_evaluation(task_names: list[str], source: str, data_dir: str | None) -> dict[str, dict[str, int]]:

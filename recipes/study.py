@@ -51,7 +51,7 @@ class Study:
     intermediate_steps: tuple[int, ...] = ()  # paper-scale steps of the intermediate checkpoints to evaluate (all)
     intermediate_tasks: tuple[str, ...] = ()  # tasks the intermediate checkpoints are evaluated on (all)
     workers: int = 1  # concurrent grid processes (evaluation.run --workers), one CPU thread each when > 1
-    heldout_blocks: int = 0  # held-out blocks scored by recipes.heldout after pretraining (0: no held-out stage)
+    heldout_blocks: int = 0  # held-out blocks scored by pretraining.heldout after pretraining (0: no held-out stage)
     task_lrs: dict = field(default_factory=dict)  # task -> its own LR grid (`lrs` otherwise)
 
     def lrs_of(self, task: str) -> tuple[float, ...]:
@@ -244,7 +244,7 @@ def run_logged(command: list[str], log_path: Path, cwd: Path = REPO_ROOT, poll=N
 
 def train_tokenizer(study: Study, output: Path, data_dir: str | None) -> None:
     """The toy BPE every run of the study shares, trained on the study's pretraining corpus."""
-    from recipes import data
+    from pretraining import data
 
     corpus = data.load_corpus("bundle", data_dir, split="train")
     max_docs = manifest.SCALES[study.scale].get("max_docs")
@@ -355,7 +355,7 @@ def evaluate(models: list[Path], tasks: list[str], eval_args: dict, study: Study
 
 def heldout_loss(study: Study, output: Path, data_dir: str | None) -> None:
     """Held-out CLM and MLM losses of every trained checkpoint (final and intermediate), as learning curves:
-    `<output>/heldout/heldout.csv` and `.png` (recipes.heldout). Recomputed only when a checkpoint changed."""
+    `<output>/heldout/heldout.csv` and `.png` (pretraining.heldout). Recomputed only when a checkpoint changed."""
     if not study.heldout_blocks:
         return
     models = [output / "models" / name for name in study.models]
@@ -366,7 +366,7 @@ def heldout_loss(study: Study, output: Path, data_dir: str | None) -> None:
     if target.is_file() and stamp_path.is_file() and artifacts.read_json(stamp_path, "held-out stamp") == stamp:
         return
     block_size = manifest.SCALES[study.scale]["block_size"]
-    args = [sys.executable, "-m", "recipes.heldout", "--tokenizer", str(output / "tokenizer"), "--block_size",
+    args = [sys.executable, "-m", "pretraining.heldout", "--tokenizer", str(output / "tokenizer"), "--block_size",
             str(block_size), "--blocks", str(study.heldout_blocks), "--cache_dir", str(output / "cache"),
             "--output", str(target), "--model", ",".join(map(str, models))]
     if data_dir is not None:
@@ -647,7 +647,7 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--gpu", default="H100", help="paper plan: GPU to estimate GPU-hours for")
     parser.add_argument("--mfu", type=float, default=None,
                         help="paper plan: model FLOPs utilisation of every run (default: the MFU measured per model "
-                             "size, recipes/flops.py)")
+                             "size, pretraining/flops.py)")
     return parser
 
 

@@ -18,7 +18,7 @@ from transformers import TrainingArguments
 from core.cli import BadInput
 from core.paths import REPO_ROOT
 from evaluation import run as grid
-from recipes.settings import PretrainArguments
+from pretraining.settings import CPT_SETTINGS, PretrainArguments
 
 ROWS = [
     (grid.main, ["--model", "x", "--tasks", "sst2", "--lrs", "0", "--seeds", "0", "--output", "{out}"], "--lrs"),
@@ -70,6 +70,9 @@ CLI_ROWS = {
         ([*DEBUG, "--epochs", "0"], "epochs=0 must be >= 1"),
         ([*DEBUG, "--global_batch_size", "7"], "global_batch_size"),
         ([*DEBUG, "--objective", "nope"], "objective='nope' is unknown"),
+        ([*DEBUG, "--keep_optimizer_state", "true"], "keep_optimizer_state is a CPT setting: set cpt: true"),
+        ([*DEBUG, "--lora_rank", "4"], "lora_rank is a CPT setting"),
+        ([*DEBUG, "--cpt", "true"], "CPT starts from existing weights"),
         ([*DEBUG, "--mlm_probability", "1.5"], "mlm_probability=1.5 must be in (0, 1)"),
         ([*DEBUG, "--mask_replace_prob", "2"], "mask_replace_prob=2.0 and random_replace_prob=0.0"),
         ([*DEBUG, "--random_replace_prob=-1"], "random_replace_prob=-1.0 must each be in [0, 1]"),
@@ -138,7 +141,7 @@ CLI_ROWS = {
         (["--write_configs", "paper,toy"], "pass --output"),
         (["--write_configs", "toy", "--output", "{file}"], "is a file"),
     ],
-    "recipes.heldout": [
+    "pretraining.heldout": [
         (["--model", "{tmp}/missing", "--tokenizer", "{model}", "--block_size", "16", "--output", "{out}/loss.csv"],
          "missing"),
         (["--model", "{model}", "--tokenizer", "{tmp}/missing", "--block_size", "16", "--output", "{out}/loss.csv"],
@@ -260,8 +263,11 @@ EXEMPT = {
 EXEMPT["recipes.pretrain"].update({
     "--scale": "a free label recorded in run_info.json (provenance only); any text is valid",
     "--data_cache_dir": "a file there is H2's row (issue 24 point 6); any folder path is valid",
+    **{f"--{name}": "a CPT setting: refused outside CPT (the --keep_optimizer_state and --lora_rank rows), its "
+       "values checked in recipes.cpt's rows" for name in CPT_SETTINGS if name not in ("cpt", "keep_optimizer_state",
+                                                                                      "lora_rank")},
 })
-EXEMPT["recipes.heldout"] = {
+EXEMPT["pretraining.heldout"] = {
     "--cache_dir": "a file there is H2's kind of row (output paths that are files, issue 24 point 6)",
     "--output": "the CSV to write; an existing file is replaced (left to the lead: issue 24 point 1, overwrites)",
 }
@@ -288,7 +294,7 @@ EXEMPT["evaluation.report"] = {"--bootstrap": "a switch: no value to get wrong",
 EXEMPT["recipes.manifest"] = {"--list": "a switch: no value to get wrong"}
 EXEMPT["recipes.study"] = {"--docs": "H2's rows (issue 24 point 4: --docs FILE)"}
 EXEMPT["recipes.cpt"] = {**EXEMPT["recipes.pretrain"], **{
-    f"--{f.name}": "parsed and checked as in recipes.pretrain (CptArguments extends PretrainArguments; same main)"
+    f"--{f.name}": "parsed and checked as in recipes.pretrain (the same settings and main, cpt: true)"
     for f in dataclasses.fields(PretrainArguments)}, **{
     f"--{name}": "parsed and checked as in recipes.pretrain (the same main)" for name in TRAINING_ARGUMENTS_CHECKED}}
 EXEMPT["recipes.cpt"].pop("--objective")
@@ -400,10 +406,12 @@ def test_every_command_line_of_the_project_has_a_table():
     (bench/ holds developer benchmarks, not shipped: pyproject's packages leave it out; a library module whose main
     only names the real command, `cli.not_a_command`, has its row among the writers')."""
     sources = {".".join(path.relative_to(REPO_ROOT).with_suffix("").parts): path.read_text(encoding="utf-8")
-               for package in ("core", "recipes", "evaluation", "model_cards", "modeling_eurobert")
+               for package in ("core", "pretraining", "recipes", "evaluation", "model_cards", "modeling_eurobert")
                for path in (REPO_ROOT / package).glob("*.py")}
     modules = {m for m, text in sources.items() if "\ndef main(" in text and "cli.not_a_command(" not in text}
-    assert modules == set(CLIS)
+    # the training loop's main is the command recipes/pretrain.py (and, with cpt: true, recipes/cpt.py)
+    assert "from pretraining.pretrain import main\n" in sources["recipes.pretrain"]
+    assert modules - {"pretraining.pretrain"} | {"recipes.pretrain"} == set(CLIS)
 
 
 
@@ -417,7 +425,8 @@ def _writer_rows():
     from evaluation import inspect
     from model_cards import generate, push
     from modeling_eurobert import convert, export_native
-    from recipes import heldout, launch, plan, prepare_data, pretrain, study
+    from pretraining import heldout, pretrain
+    from recipes import launch, plan, prepare_data, study
 
     debug = ["--config", str(REPO_ROOT / "recipes" / "configs" / "debug.yaml")]
     return [

@@ -18,7 +18,7 @@ from core.sentence_transformers_files import (
     write_sentence_transformers_files,
 )
 from evaluation import common, retrieval, tasks
-from recipes import pretrain
+from pretraining import pretrain
 from tests.fixtures.fresh_process import run_fresh
 
 DEBUG = "recipes/configs/debug.yaml"

@@ -13,9 +13,11 @@ from transformers import AutoModelForMaskedLM
 
 from core import artifacts
 from modeling_eurobert import load_architecture
-from recipes import flops, plan, pretrain
-from recipes.checks import check_run_settings
-from recipes.trainer import build_collator, step_flops_per_token
+from pretraining import flops, pretrain
+from pretraining.checks import check_run_settings
+from pretraining.collator import build_collator
+from pretraining.trainer import step_flops_per_token
+from recipes import plan
 
 DEBUG = "recipes/configs/debug.yaml"
 STEPS, SWITCH = 6, 3  # steps 1-3 CLM, 4-6 MLM 40%

@@ -1,4 +1,4 @@
-"""Pretraining data pipeline (recipes/data.py) on a subset of the bundle's corpus, a small BPE and small blocks."""
+"""Pretraining data pipeline (pretraining/data.py) on a subset of the bundle's corpus, a small BPE and small blocks."""
 
 import gzip
 import json
@@ -13,18 +13,17 @@ from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers, trainers
 from torch.utils.data import DataLoader, SequentialSampler
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-from recipes.data import (
+from pretraining.collator import PretrainingCollator, masked_positions_bound
+from pretraining.data import (
     BOS,
     EOS,
     MASK,
     PAD,
-    PretrainingCollator,
     build_packed_dataset,
     cached_toy_tokenizer,
     data_fingerprint,
     load_corpus,
     load_tokenizer,
-    masked_positions_bound,
     tokenize_corpus,
     tokenizer_hash,
     train_toy_tokenizer,

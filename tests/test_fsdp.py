@@ -20,8 +20,8 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForMaskedLM
 
-from recipes import pretrain
-from recipes.checks import check_run_settings
+from pretraining import pretrain
+from pretraining.checks import check_run_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = "recipes/accelerate/fsdp.yaml"

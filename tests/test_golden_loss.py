@@ -15,7 +15,7 @@ import pytest
 import torch
 import transformers
 
-from recipes import pretrain
+from pretraining import pretrain
 
 GOLDEN = Path(__file__).parent / "golden" / "debug_recipe.json"
 DEBUG = str(Path(__file__).resolve().parents[1] / "recipes" / "configs" / "debug.yaml")

@@ -17,8 +17,9 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForMaskedLM
 
-from recipes import manifest, prepare_data, pretrain
-from recipes.checks import check_batch_layout, check_output_dir
+from pretraining import pretrain
+from pretraining.checks import check_batch_layout, check_output_dir
+from recipes import manifest, prepare_data
 from recipes.plan import write_plan
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -356,7 +357,7 @@ def test_prepare_refuses_too_few_blocks(cluster, capsys):
                            "--global_batch_size", "4"])
     error = capsys.readouterr().err.strip()
     assert exit_status.value.code == 2 and error.startswith("error: ") and len(error.splitlines()) == 1
-    assert "400,000 blocks of 64 are needed" in error
+    assert "the run needs 400,000 blocks (25,600,000 tokens, from block 0)" in error
 
 
 def test_prepare_loads_every_evaluation_task_once(capsys):

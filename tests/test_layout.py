@@ -9,9 +9,20 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-# Ground floor first: a package may import the ones before it, never one after it. The benchmarks sit on top:
-# they build their models with the tests' fixtures.
-LAYERS = ("core", "modeling_eurobert", "evaluation", "model_cards", "recipes", "tests", "bench")
+# The package graph, a DAG: what each package may import. The library (pretraining, evaluation, model_cards) defines;
+# recipes only choose and orchestrate; pretraining and evaluation sit on the same floor and never import each other.
+# The benchmarks sit on top: they build their models with the tests' fixtures.
+MAY_IMPORT = {
+    "core": set(),
+    "modeling_eurobert": {"core"},
+    "pretraining": {"core", "modeling_eurobert"},
+    "evaluation": {"core", "modeling_eurobert"},
+    "model_cards": {"core", "modeling_eurobert", "evaluation"},
+    "recipes": {"core", "modeling_eurobert", "pretraining", "evaluation", "model_cards"},
+    "tests": {"core", "modeling_eurobert", "pretraining", "evaluation", "model_cards", "recipes"},
+    "bench": {"core", "modeling_eurobert", "pretraining", "evaluation", "model_cards", "recipes", "tests"},
+}
+PACKAGES = tuple(MAY_IMPORT)
 # Copied into every checkpoint and loaded with trust_remote_code: only torch, transformers and each other.
 # The one exception: the benchmarks' own test runs them (their `main(argv)`), as a user's command line would.
 ALLOWED_UPWARD = {("tests/test_bench.py", "bench")}
@@ -30,37 +41,60 @@ def imported_modules(path: Path) -> list[tuple[int, str]]:
     return found
 
 
-def upward_imports(root: Path) -> list[str]:
+def forbidden_imports(root: Path, graph: dict = MAY_IMPORT) -> list[str]:
+    """Imports of a package the graph does not let the importing package reach."""
     problems = []
-    for rank, package in enumerate(LAYERS):
+    for package, allowed in graph.items():
         for path in sorted((root / package).rglob("*.py")):
             seen = set()
             for line, module in imported_modules(path):
                 top = module.split(".")[0]
-                allowed = (str(path.relative_to(root)), top) in ALLOWED_UPWARD
-                if top in LAYERS and LAYERS.index(top) > rank and line not in seen and not allowed:
+                exempt = (str(path.relative_to(root)), top) in ALLOWED_UPWARD
+                if top in graph and top != package and top not in allowed and line not in seen and not exempt:
                     seen.add(line)
-                    problems.append(f"{path.relative_to(root)}:{line} imports {module} (a layer above {package})")
+                    problems.append(f"{path.relative_to(root)}:{line} imports {module} ({package} may not import "
+                                    f"{top})")
     return problems
 
 
-def test_packages_import_downward_only():
-    assert upward_imports(ROOT) == []
+def test_the_package_graph_is_a_dag():
+    order, state = [], {}
+
+    def visit(package):
+        assert state.get(package) != "open", f"the package graph has a circle through {package}"
+        if package not in state:
+            state[package] = "open"
+            for target in sorted(MAY_IMPORT[package]):
+                visit(target)
+            state[package] = "done"
+            order.append(package)
+
+    for package in PACKAGES:
+        visit(package)
+    assert not MAY_IMPORT["pretraining"] & {"evaluation", "model_cards", "recipes"}  # the library beside evaluation
+    assert "pretraining" not in MAY_IMPORT["evaluation"]
 
 
-def test_the_check_sees_an_upward_import(tmp_path):
-    for package in LAYERS:
+def test_packages_import_along_the_graph_only():
+    assert forbidden_imports(ROOT) == []
+
+
+def test_the_check_sees_a_forbidden_import(tmp_path):
+    for package in PACKAGES:
         (tmp_path / package).mkdir()
     (tmp_path / "core" / "names.py").write_text("from recipes import manifest\nimport evaluation.report\n")
-    (tmp_path / "recipes" / "study.py").write_text("from core import names\n")
-    assert upward_imports(tmp_path) == ["core/names.py:1 imports recipes (a layer above core)",
-                                        "core/names.py:2 imports evaluation.report (a layer above core)"]
+    (tmp_path / "pretraining" / "data.py").write_text("from evaluation import tasks\nfrom core import cli\n")
+    (tmp_path / "recipes" / "study.py").write_text("from core import names\nfrom pretraining import data\n")
+    assert forbidden_imports(tmp_path) == [
+        "core/names.py:1 imports recipes (core may not import recipes)",
+        "core/names.py:2 imports evaluation.report (core may not import evaluation)",
+        "pretraining/data.py:1 imports evaluation (pretraining may not import evaluation)"]
 
 
 def module_circles(root: Path) -> list[str]:
     """Circles among the tree's modules: every import, at module level or inside a function, is an edge (an import
     deferred into a function hides a circle from Python, not from a reader)."""
-    modules = {".".join(path.relative_to(root).with_suffix("").parts): path for package in LAYERS
+    modules = {".".join(path.relative_to(root).with_suffix("").parts): path for package in PACKAGES
                for path in sorted((root / package).rglob("*.py"))}
     modules = {name.removesuffix(".__init__"): path for name, path in modules.items()}
     edges = {name: sorted({m for _, imported in imported_modules(path) for m in (imported, imported.rpartition(".")[0])
@@ -87,7 +121,7 @@ def test_modules_import_as_a_dag():
 
 
 def test_the_check_sees_a_module_circle(tmp_path):
-    for package in LAYERS:
+    for package in PACKAGES:
         (tmp_path / package).mkdir()
     (tmp_path / "evaluation" / "findings.py").write_text("from evaluation import report\n")
     (tmp_path / "evaluation" / "report.py").write_text("def main():\n    from evaluation import findings\n")
@@ -96,7 +130,7 @@ def test_the_check_sees_a_module_circle(tmp_path):
 
 
 def test_the_study_driver_is_on_top():
-    users = [str(path.relative_to(ROOT)) for package in LAYERS[:5] for path in sorted((ROOT / package).rglob("*.py"))
+    users = [str(path.relative_to(ROOT)) for package in PACKAGES[:6] for path in sorted((ROOT / package).rglob("*.py"))
              if any(module == "recipes.study" for _, module in imported_modules(path))]
     assert users == [], "recipes/study.py drives everything; nothing below the tests imports it"
 
@@ -104,7 +138,7 @@ def test_the_study_driver_is_on_top():
 @pytest.mark.parametrize("file", REMOTE_CODE)
 def test_remote_code_files_stand_alone(file):
     path = ROOT / file
-    outside = [module for _, module in imported_modules(path) if module.split(".")[0] in LAYERS]
+    outside = [module for _, module in imported_modules(path) if module.split(".")[0] in PACKAGES]
     assert outside == [], f"{file} is shipped with checkpoints and must not import {outside}"
     relative = [node.module for node in ast.walk(ast.parse(path.read_text()))
                 if isinstance(node, ast.ImportFrom) and node.level]

@@ -11,6 +11,7 @@ from safetensors.torch import load_file
 from transformers import AutoModelForMaskedLM
 
 from core import artifacts
+from pretraining import pretrain
 from recipes import cpt
 from tests.fixtures.tiny_models import build_tiny_eurobert, build_tiny_tokenizer
 
@@ -38,7 +39,8 @@ def runs(base, tmp_path_factory):
     out = tmp_path_factory.mktemp("lora-runs")
     captured = {}
     for name, extra in (("frozen", ()), ("embeddings", ("--lora_train_embeddings", "true"))):
-        trainer = cpt.pretrain(*cpt.make_parser().parse_args_and_config(cpt_argv(base, out / name, cache_dir, *extra)))
+        argv = cpt_argv(base, out / name, cache_dir, *extra)
+        trainer = pretrain.pretrain(*cpt.make_parser().parse_args_and_config(argv))
         captured[name] = trainer
     return {"out": out, "cache_dir": cache_dir, **captured}
 
@@ -84,7 +86,8 @@ def test_killed_lora_run_resumes_exactly(base, runs, tmp_path):
     resumed_dir.mkdir()
     shutil.copy(source / artifacts.RUN_CONFIG_NAME, resumed_dir)
     shutil.copytree(source / "checkpoint-2", resumed_dir / "checkpoint-2")
-    resumed = cpt.pretrain(*cpt.make_parser().parse_args_and_config(cpt_argv(base, resumed_dir, runs["cache_dir"])))
+    argv = cpt_argv(base, resumed_dir, runs["cache_dir"])
+    resumed = pretrain.pretrain(*cpt.make_parser().parse_args_and_config(argv))
     assert resumed.state.global_step == STEPS
     losses = [log["loss"] for log in resumed.state.log_history if "loss" in log]
     full = [log["loss"] for log in runs["frozen"].state.log_history if "loss" in log]

@@ -22,8 +22,8 @@ from model_cards.generate import (
     parse_name,
 )
 from model_cards.results_dataset import task_test_data
-from recipes.provenance import make_run_info
-from recipes.settings import CptArguments, PretrainArguments
+from pretraining.provenance import make_run_info
+from pretraining.settings import PretrainArguments
 
 TASKS = [("sst2", "sc", "accuracy"), ("conll2003", "tc", "sentence_macro_f1"), ("squad", "qa", "f1"),
          ("scifact", "ir", "ndcg@10")]  # as evaluation.report writes them
@@ -43,7 +43,7 @@ INSTANCES = {
 def make_checkpoint(path, name, objective="mlm", mlm_probability=0.4, steps=200, switch_step=None,
                     cpt_base=None, scale="toy", extra_files=True, is_causal=None, branch_from=None):
     """A small but complete `save_pretrained` folder whose run_info.json is written by the real
-    `recipes.provenance.make_run_info`, with the local paths a real run records (output_dir, tokenizer, base...)."""
+    `pretraining.provenance.make_run_info`, with the local paths a real run records (output_dir, tokenizer, base...)."""
     path.mkdir(parents=True)
     auto_map = {"AutoConfig": "configuration_eurobert.EuroBertConfig", "AutoModel": "modeling_eurobert.EuroBertModel",
                 "AutoModelForMaskedLM": "modeling_eurobert.EuroBertForMaskedLM"}
@@ -73,7 +73,9 @@ def make_checkpoint(path, name, objective="mlm", mlm_probability=0.4, steps=200,
                     scale=scale, tokenizer_name_or_path=str(path.parent / "tokenizer"),
                     corpus_source="bundle", max_docs=2000, block_size=64, branch_from=branch_from)
     if cpt_base:
-        run_args = CptArguments(model_name_or_path=str(path.parent / cpt_base), keep_optimizer_state=True, **settings)
+        run_args = PretrainArguments(cpt=True, model_name_or_path=str(path.parent / cpt_base),
+                                     keep_optimizer_state=True,
+                                     **settings)
     else:
         run_args = PretrainArguments(architecture="tiny", **settings)
     training_args = TrainingArguments(output_dir=str(path), run_name=name, max_steps=steps, learning_rate=5e-4,

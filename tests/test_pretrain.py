@@ -13,9 +13,10 @@ from safetensors.torch import load_file
 from transformers import AutoModelForMaskedLM
 
 from core import artifacts, paths
-from recipes import cpt, data, manifest, pretrain
-from recipes.checks import check_run_settings
-from recipes.trainer import build_model
+from pretraining import data, pretrain
+from pretraining.checks import check_run_settings
+from pretraining.trainer import build_model
+from recipes import cpt, manifest
 
 DEBUG = "recipes/configs/debug.yaml"
 
@@ -140,7 +141,7 @@ def test_cpt_continues_after_the_base_blocks(three_runs, tmp_path, cache_dir):
             "--keep_optimizer_state", "true", "--max_steps", "2", "--log_block_order", "true",
             "--intermediate_steps", "1"]
     run_args, training_args = parse(tmp_path / "cpt", cache_dir, *argv, parser=cpt.make_parser())
-    trainer = cpt.pretrain(run_args, training_args)
+    trainer = pretrain.pretrain(run_args, training_args)
     order = block_order(training_args.output_dir)
     assert order[1] == (False, [8, 9]) and order[2] == (False, [10, 11])  # base read blocks 0..7
     info = json.loads((Path(training_args.output_dir) / "run_info.json").read_text())
@@ -378,7 +379,7 @@ def test_every_objective_loads_with_plain_auto_classes_in_a_fresh_process(three_
     cpt_args = parse(tmp_path / "cpt", cache_dir, "--architecture", "null", "--model_name_or_path", base,
                      "--switch_step", "null", "--max_steps", "2",
                      parser=cpt.make_parser())
-    cpt.pretrain(*cpt_args)
+    pretrain.pretrain(*cpt_args)
     dirs = {name: str(three_runs[name][1].output_dir) for name in ("clm", "mlm", "pfs")}
     dirs["cpt"] = str(tmp_path / "cpt")
     ids = [[0, 5, 17, 42, 8, 99, 3, 1]]
@@ -452,7 +453,7 @@ def test_cpt_refuses_a_negative_data_start_block(tmp_path, cache_dir):
 def test_resume_skips_broken_checkpoints_and_refuses_an_unchecked_one(tmp_path, cache_dir, capsys):
     """A checkpoint killed before its run_info.json, or with truncated weights or optimizer state, is never resumed
     from: auto-resume falls back to the newest intact one and names what it skipped; an explicit one is refused."""
-    from recipes.checks import check_output_dir
+    from pretraining.checks import check_output_dir
 
     args = ("--objective", "clm", "--switch_step", "null", "--max_steps", "4", "--save_steps", "1",
             "--intermediate_steps", "4", "--save_strategy", "steps")

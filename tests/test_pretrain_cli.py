@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from recipes import checks, cpt, data, pretrain
+from pretraining import checks, data, pretrain
+from recipes import cpt
 
 ROOT = Path(__file__).resolve().parents[1]
 DEBUG = "recipes/configs/debug.yaml"
@@ -164,7 +165,7 @@ def test_cpt_refuses_blocks_longer_than_the_base_model_positions(base, tmp_path,
 def test_cpt_defaults_to_the_base_tokenizer(base, tmp_path, cache_dir):
     out = tmp_path / "cpt"
     argv = small(out, cache_dir, "--architecture", "null", "--model_name_or_path", str(base))
-    cpt.pretrain(*cpt.make_parser().parse_args_and_config(argv))
+    pretrain.pretrain(*cpt.make_parser().parse_args_and_config(argv))
     assert (out / "tokenizer.json").read_bytes() == (base / "tokenizer.json").read_bytes()
     info = json.loads((out / "run_info.json").read_text())
     assert info["data"]["tokenizer"] == json.loads((base / "run_info.json").read_text())["data"]["tokenizer"]

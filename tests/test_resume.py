@@ -12,7 +12,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from recipes import pretrain
+from pretraining import pretrain
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -78,7 +78,7 @@ def test_a_save_out_of_room_is_one_line_and_leaves_no_complete_checkpoint(tmp_pa
     disk; the run ends with one line saying so and what is intact (here: nothing yet), exit 1, no traceback."""
     import resource
 
-    from recipes.checks import last_complete_checkpoint
+    from pretraining.checks import last_complete_checkpoint
 
     limit = 6_000_000  # above the data cache and the tiny model's weights (4.5 MB), below its optimizer.pt (9 MB)
     result = subprocess.run([sys.executable, "-m", "recipes.pretrain", *argv(tmp_path / "out", tmp_path / "cache")],

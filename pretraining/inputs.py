@@ -1,6 +1,8 @@
 """What a run reads, built once the settings are checked (`recipes/pretrain.py`, `recipes/prepare_data.py`): thin
-wrappers over `recipes.data`.
+wrappers over `pretraining.data`.
 
+- `training_blocks`: tokenizer and packed blocks, with the token budget checked before anything is downloaded and
+  again before anything is tokenized;
 - `given_tokenizer` / `toy_tokenizer`: the given tokenizer (or the base model's own), else the toy BPE trained on
   the corpus;
 - `hub_token_estimate`, `load_training_corpus`, `build_blocks`, `select_blocks`: the corpus's token estimate before
@@ -13,9 +15,23 @@ from pathlib import Path
 import datasets
 
 from core import artifacts, cli, paths
-from recipes import data
-from recipes.checks import check_tokenizer_matches_base, last_complete_checkpoint
-from recipes.settings import CptArguments, PretrainArguments
+from pretraining import data
+from pretraining.checks import check_token_budget, check_tokenizer_matches_base, last_complete_checkpoint
+from pretraining.settings import PretrainArguments
+
+
+def training_blocks(run_args: PretrainArguments, data_seed: int, main_process_first, needed: int,
+                    first_block: int = 0) -> tuple:
+    """(tokenizer, packed blocks in the `data_seed` order) of a run that reads blocks up to `needed`: the given
+    tokenizer (or the base model's own), the corpus's token estimate checked before any download
+    (`check_token_budget`), the corpus, the toy BPE when no tokenizer is given, the estimate checked again before
+    tokenizing, then the blocks (built once, by the main process first)."""
+    tokenizer = given_tokenizer(run_args)
+    check_token_budget(run_args, needed, hub_token_estimate(run_args, tokenizer), first_block)
+    corpus = load_training_corpus(run_args)
+    tokenizer = tokenizer or toy_tokenizer(run_args, corpus, main_process_first)
+    check_token_budget(run_args, needed, data.estimate_tokens(corpus, tokenizer), first_block)
+    return tokenizer, build_blocks(run_args, tokenizer, corpus, data_seed, main_process_first)
 
 
 def given_tokenizer(run_args: PretrainArguments):
@@ -84,7 +100,7 @@ def cpt_start(run_args: PretrainArguments) -> tuple[str | None, int, str | None]
     The first block continues after the blocks the base run consumed (its `tokens_seen` / block size), so CPT
     sees unseen data; a converted decoder (no run_info) starts at block 0 unless `data_start_block` says otherwise.
     """
-    if not isinstance(run_args, CptArguments):
+    if not run_args.cpt:
         return None, 0, None
     base = artifacts.read_run_info(run_args.model_name_or_path) or {}
     base_name = base.get("name") or Path(run_args.model_name_or_path).name

@@ -1,12 +1,13 @@
 """Held-out pretraining loss: CLM and MLM losses of checkpoints on blocks no run trains on.
 
-    python -m recipes.heldout --model out/610m-clm-42k --model out/610m-mlm40-42k --tokenizer out/610m-clm-42k \
+    python -m pretraining.heldout --model out/610m-clm-42k --model out/610m-mlm40-42k --tokenizer out/610m-clm-42k \
         --block_size 128 --blocks 64 --output heldout.csv
 
 Every checkpoint is scored with both objectives on the same blocks of the corpus's validation split (the bundle's
 `valid`), packed exactly as training packs (eos after every document, `block_size` blocks, the `data_seed` order):
 the next-token loss with causal attention and the MLM loss at `mlm_probability` with bidirectional attention and
-masks seeded per block (`recipes.data.PretrainingCollator`), so every model is scored on the same masked positions. A
+masks seeded per block (`pretraining.collator.PretrainingCollator`), so every model is scored on the same masked
+positions. A
 checkpoint and its intermediate checkpoints give a learning curve; comparing the CLM and MLM runs on both losses
 shows what each objective learned, beside the fine-tuning results.
 """
@@ -22,7 +23,7 @@ import torch
 
 from core import artifacts, cli, names
 from core.paths import resolve_data_dir
-from recipes import data
+from pretraining import collator, data
 
 CSV_COLUMNS = ("model", "step", "tokens_seen", "clm_loss", "mlm_loss", "mlm_probability", "blocks", "block_size")
 
@@ -43,8 +44,8 @@ def heldout_losses(model_dir: str | Path, blocks, tokenizer, mlm_probability: fl
     from modeling_eurobert import EuroBertClmMlmForMaskedLM
 
     model = EuroBertClmMlmForMaskedLM.from_pretrained(str(model_dir), dtype=torch.float32).eval()
-    clm = data.PretrainingCollator("clm", tokenizer)
-    mlm = data.PretrainingCollator("mlm", tokenizer, mlm_probability=mlm_probability, seed=masking_seed)
+    clm = collator.PretrainingCollator("clm", tokenizer)
+    mlm = collator.PretrainingCollator("mlm", tokenizer, mlm_probability=mlm_probability, seed=masking_seed)
     totals = {"clm": [0.0, 0], "mlm": [0.0, 0]}
     for start in range(0, len(blocks), batch_size):
         examples = [blocks[i] for i in range(start, min(start + batch_size, len(blocks)))]

@@ -1,6 +1,8 @@
 """Run settings and their parser, for `recipes/pretrain.py` and `recipes/cpt.py` (`docs/protocol.md` "Pretraining").
 
-- `PretrainArguments` / `CptArguments`: the study-specific run settings (everything else is `TrainingArguments`);
+- `PretrainArguments`: the study-specific run settings of every run, CLM, MLM, PFS or CPT (`cpt: true`: continued
+  MLM pretraining of `model_name_or_path`, with its own settings `CPT_SETTINGS`); everything else is
+  `TrainingArguments`;
 - `RecipeParser`: `--config FILE.yaml` + CLI overrides, unknown keys raise (`load_config` checks the YAML's keys and
   value types before any work);
 - `decay_steps`, `global_batch`: the WSD decay length and the blocks per optimizer step of a `TrainingArguments`.
@@ -10,7 +12,7 @@ import json
 import os
 import types
 import typing
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 
 import yaml
@@ -19,9 +21,13 @@ from transformers import HfArgumentParser, TrainingArguments
 from core import lora
 from core.paths import is_hub_id
 from modeling_eurobert import ARCHITECTURES
-from recipes import data
+from pretraining import data
+from pretraining.collator import MASKED_POSITIONS_STD
 
 COMPILE_MODES = ("none", "regional")
+# Settings of CPT runs only (`cpt: true`): refused in other runs, and left out of their run_config.json
+CPT_SETTINGS = ("cpt", "keep_optimizer_state", "data_start_block", "lora", "lora_rank", "lora_alpha", "lora_dropout",
+                "lora_target_modules", "lora_train_embeddings")
 WEIGHT_DECAY_SCOPES = ("all", "no_norms_biases")
 
 
@@ -37,7 +43,8 @@ class PretrainArguments:
     `random_replace_prob`, `masking_seed`, PFS `switch_step`, `reset_optimizer_at_switch`); optimiser
     (`weight_decay_scope`); budgets
     (`decay_branches`, `branch_from`, `intermediate_steps`); provenance (`scale`, `log_block_order`);
-    speed, same losses (`compile`, `mlm_fixed_shape`, `mlm_fixed_shape_std`).
+    speed, same losses (`compile`, `mlm_fixed_shape`, `mlm_fixed_shape_std`); CPT (`cpt`, `keep_optimizer_state`,
+    `data_start_block`, `lora*`).
     """
 
     architecture: str | None = field(default=None, metadata={
@@ -103,9 +110,28 @@ class PretrainArguments:
         "help": "MLM batches carry each block's masked positions padded to a fixed K, so the LM head has static "
                 "shapes (no host sync, compilable); a batch with a row above K takes the exact path, counted as "
                 "mlm_overflow_batches in the logs. Same loss. Paper configs: true"})
-    mlm_fixed_shape_std: float = field(default=data.MASKED_POSITIONS_STD, metadata={
+    mlm_fixed_shape_std: float = field(default=MASKED_POSITIONS_STD, metadata={
         "help": "margin of K in standard deviations of the binomial mask count: "
-                "K = ceil(T p + std sqrt(T p (1 - p))), T = block_size (see recipes.data.masked_positions_bound)"})
+                "K = ceil(T p + std sqrt(T p (1 - p))), T = block_size (pretraining.collator.masked_positions_bound)"})
+    # CPT: continued MLM pretraining of existing weights (`cpt: true`; the other settings below need it)
+    cpt: bool = field(default=False, metadata={
+        "help": "continued MLM pretraining (CPT) of model_name_or_path: the data continue after the base run's blocks; "
+                "recipes/cpt.py sets it"})
+    keep_optimizer_state: bool = field(default=False, metadata={
+        "help": "load AdamW moments from the base's last Trainer checkpoint (default: fresh optimizer)"})
+    data_start_block: int | None = field(default=None, metadata={
+        "help": "first block of the fixed order to read; default: continue after the base run's blocks (0 for a "
+                "converted decoder)"})
+    lora: bool = field(default=False, metadata={
+        "help": "train LoRA adapters (peft) instead of every weight, for a decoder too large to train fully; every "
+                "saved model is merged (loads without peft), Trainer checkpoints hold the adapters (core/lora.py)"})
+    lora_rank: int = field(default=16, metadata={"help": "LoRA rank r"})
+    lora_alpha: float = field(default=32.0, metadata={"help": "LoRA alpha (the update is scaled by alpha / r)"})
+    lora_dropout: float = field(default=0.0, metadata={"help": "dropout on the LoRA branch"})
+    lora_target_modules: list[str] = field(default_factory=lambda: list(lora.TARGET_MODULES), metadata={
+        "help": "module names that get adapters (default: every attention and MLP projection)"})
+    lora_train_embeddings: bool = field(default=False, metadata={
+        "help": "also train the embeddings and the LM head fully (peft modules_to_save); default: frozen"})
 
     def __post_init__(self):
         if self.objective not in data.OBJECTIVES:
@@ -139,34 +165,13 @@ class PretrainArguments:
         if self.corpus_name is not None and not any(is_hub_id(s.split(":")[0]) for s in self.corpus_source.split(",")):
             raise ValueError(f"corpus_name={self.corpus_name!r} names a config of a Hub dataset, but corpus_source="
                              f"{self.corpus_source!r} is not one; drop corpus_name")
+        if self.cpt:
+            self._check_cpt()
+        elif changed := [f.name for f in fields(self)
+                         if f.name in CPT_SETTINGS and getattr(self, f.name) != _default(f)]:
+            raise ValueError(f"{changed[0]} is a CPT setting: set cpt: true (or launch recipes/cpt.py)")
 
-
-@dataclass
-class CptArguments(PretrainArguments):
-    """MLM continued pretraining (CPT) from a decayed checkpoint or a converted decoder.
-
-    Adds `keep_optimizer_state`, `data_start_block` and the `lora*` settings to `PretrainArguments`;
-    `model_name_or_path` is required.
-    """
-
-    keep_optimizer_state: bool = field(default=False, metadata={
-        "help": "load AdamW moments from the base's last Trainer checkpoint (default: fresh optimizer)"})
-    data_start_block: int | None = field(default=None, metadata={
-        "help": "first block of the fixed order to read; default: continue after the base run's blocks (0 for a "
-                "converted decoder)"})
-    lora: bool = field(default=False, metadata={
-        "help": "train LoRA adapters (peft) instead of every weight, for a decoder too large to train fully; every "
-                "saved model is merged (loads without peft), Trainer checkpoints hold the adapters (core/lora.py)"})
-    lora_rank: int = field(default=16, metadata={"help": "LoRA rank r"})
-    lora_alpha: float = field(default=32.0, metadata={"help": "LoRA alpha (the update is scaled by alpha / r)"})
-    lora_dropout: float = field(default=0.0, metadata={"help": "dropout on the LoRA branch"})
-    lora_target_modules: list[str] = field(default_factory=lambda: list(lora.TARGET_MODULES), metadata={
-        "help": "module names that get adapters (default: every attention and MLP projection)"})
-    lora_train_embeddings: bool = field(default=False, metadata={
-        "help": "also train the embeddings and the LM head fully (peft modules_to_save); default: frozen"})
-
-    def __post_init__(self):
-        super().__post_init__()
+    def _check_cpt(self):
         if self.model_name_or_path is None:
             raise ValueError("CPT starts from existing weights: pass --model_name_or_path "
                              "(a decayed run or a converted decoder)")
@@ -179,6 +184,10 @@ class CptArguments(PretrainArguments):
         if self.lora and not set(self.lora_target_modules or ["none"]) <= set(lora.TARGET_MODULES):
             raise ValueError(f"lora_target_modules={self.lora_target_modules}: name projections of the EuroBERT "
                              f"layers, some of {list(lora.TARGET_MODULES)}")
+
+
+def _default(f):
+    return f.default_factory() if f.default_factory is not MISSING else f.default
 
 
 class RecipeParser(HfArgumentParser):

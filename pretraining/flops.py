@@ -1,5 +1,5 @@
 """Training FLOPs per token, the bf16 peaks MFU divides by, and the MFU measured so far: one definition for the
-paper plan (`recipes/plan.py`), the trainer's `mfu` log (`recipes/trainer.py`) and `bench/bench_model.py`.
+paper plan (`recipes/plan.py`), the trainer's `mfu` log (`pretraining/trainer.py`) and `bench/bench_model.py`.
 
     FLOPs per token = 6 * N_body + 12 * L * T * d + 6 * d * V * s
 

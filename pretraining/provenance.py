@@ -3,7 +3,7 @@ checkpoint (intermediate ones included).
 
 - `resolved_config`: the settings that decide the trained weights (`run_config.json`, and `run_config` inside
   `run_info.json`), with the data identity (`data_identity`: the packed blocks' fingerprint, the tokenizer hash);
-  what a resume, a decay branch or CPT checks (`recipes.checks`);
+  what a resume, a decay branch or CPT checks (`pretraining.checks`);
 - `make_run_info` / `write_run_info`: what a checkpoint is and how it was made (format: `core.artifacts`), read by
   the cards, the study, the held-out loss and the CPT and resume checks.
 """
@@ -18,8 +18,8 @@ from transformers import TrainingArguments
 
 from core import artifacts
 from core.artifacts import RUN_INFO_NAME
-from recipes import data
-from recipes.settings import PretrainArguments, global_batch
+from pretraining import data
+from pretraining.settings import CPT_SETTINGS, PretrainArguments, global_batch
 
 # 2: run_config.json records the data identity (packed blocks + tokenizer) checked on resume; 3: the run settings
 # `architecture` and `scale` (were `model_preset` and `study_preset`).
@@ -45,7 +45,8 @@ def resolved_config(run_args: PretrainArguments, training_args: TrainingArgument
     `data_identity` (`data_identity(blocks, tokenizer)`) is added once the blocks are built; it is what a resume,
     a decay branch or CPT checks so that a run never continues on other data or another tokenizer.
     """
-    settings = {k: v for k, v in asdict(run_args).items() if k not in _NOT_RESULT_SETTINGS}
+    ignored = _NOT_RESULT_SETTINGS | (set() if run_args.cpt else set(CPT_SETTINGS))  # unset outside CPT
+    settings = {k: v for k, v in asdict(run_args).items() if k not in ignored}
     optimisation = {k: getattr(training_args, k) for k in _RESULT_TRAINING_ARGS}
     optimisation["lr_scheduler_type"] = str(getattr(training_args.lr_scheduler_type, "value",
                                                     training_args.lr_scheduler_type))

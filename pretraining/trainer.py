@@ -5,7 +5,7 @@
   PFS switches objective inside one run, whatever the number of workers, processes or resumes);
 - `PretrainingTrainer` and the callbacks: tokens/s, data-pipeline share and MFU (`step_flops_per_token`) in the
   logs, planned checkpoints (decay-branch points, final step), intermediate checkpoints, optimizer reset at the PFS
-  switch, `run_info.json` (`recipes.provenance`) and the sentence-transformers files
+  switch, `run_info.json` (`pretraining.provenance`) and the sentence-transformers files
   (`core.sentence_transformers_files`) in every saved checkpoint;
 - `compile_decoder_layers` (`compile: regional`) and, with `mlm_fixed_shape`, MLM batches whose masked positions
   have a fixed count per block (a static-shape LM head; overflow batches counted in the logs).
@@ -29,7 +29,6 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -42,9 +41,10 @@ from core.sentence_transformers_files import write_sentence_transformers_files
 from modeling_eurobert import EuroBertClmMlmForCausalLM, EuroBertClmMlmForMaskedLM, load_architecture
 from modeling_eurobert.export_native import make_plain_loadable
 from modeling_eurobert.modeling_eurobert import EuroBertClmMlmDecoderLayer
-from recipes import data, flops
-from recipes.provenance import write_run_info
-from recipes.settings import PretrainArguments
+from pretraining import flops
+from pretraining.collator import ObjectiveCollator
+from pretraining.provenance import write_run_info
+from pretraining.settings import PretrainArguments
 
 logger = logging.getLogger(__name__)
 
@@ -95,86 +95,17 @@ def compile_decoder_layers(model: torch.nn.Module) -> int:
     return len(layers)
 
 
-def step_flops_per_token(config, block_size: int, collator: "ObjectiveCollator") -> Callable[[int], float]:
-    """Training FLOPs per token of a 0-based optimizer step (`recipes.flops` formula): the LM head projects every
+def step_flops_per_token(config, block_size: int, collator: ObjectiveCollator) -> Callable[[int], float]:
+    """Training FLOPs per token of a 0-based optimizer step (`pretraining.flops` formula): the LM head projects every
     token on CLM steps and the masked share on MLM steps, so a PFS run changes cost at the switch."""
     clm = flops.training_flops_per_token(config, block_size, 1.0)
     mlm = flops.training_flops_per_token(config, block_size, collator.mlm.mlm_probability) if collator.mlm else clm
     return lambda step: clm if collator.objective_at(step) == "clm" else mlm
 
 
-@dataclass
-class ObjectiveCollator:
-    """Collate a batch for the objective of the step its blocks belong to.
-
-    The blocks are read sequentially, so a block's step is `(block_index - first_block) // blocks_per_step`
-    (0-based); steps `< switch_step` are CLM in a PFS run. The choice depends on the data position only, so it is
-    the same with any number of dataloader workers, processes, prefetching or resumes. Each batch carries
-    `is_causal`, the one per-step decision the model reads; CLM labels are the input ids (the model shifts them).
-
-    Args:
-        clm: CLM collator (None for a pure MLM run).
-        mlm: MLM collator (None for a pure CLM run).
-        switch_step: PFS switch step, or None.
-        blocks_per_step: global batch in blocks.
-        first_block: block_index of the first block this run reads (CPT continues after its base).
-    """
-
-    clm: data.PretrainingCollator | None
-    mlm: data.PretrainingCollator | None
-    switch_step: int | None
-    blocks_per_step: int
-    first_block: int = 0
-
-    def objective_at(self, step_index: int) -> str:
-        """Objective of the 0-based optimizer step `step_index`."""
-        if self.mlm is None:
-            return "clm"
-        if self.clm is None or self.switch_step is None or step_index >= self.switch_step:
-            return "mlm"
-        return "clm"
-
-    def __call__(self, examples: list[dict]) -> dict:
-        block_index = torch.tensor([int(example["block_index"]) for example in examples])
-        objective = self.objective_at((int(block_index[0]) - self.first_block) // self.blocks_per_step)
-        if objective == "clm":
-            batch = self.clm(examples)
-        else:
-            batch = self.mlm(examples)
-            if self.mlm.positions_per_block is not None:  # fixed-shape head: did a row exceed K (exact path)?
-                batch["mlm_overflow"] = "mlm_positions" not in batch  # counted by PretrainingTrainer, not the model
-        batch["is_causal"] = objective == "clm"
-        batch["block_index"] = block_index  # consumed by PretrainingTrainer.compute_loss (logs), never by the model
-        return batch
-
-
-def build_collator(run_args: PretrainArguments, tokenizer, blocks_per_step: int,
-                   first_block: int = 0) -> ObjectiveCollator:
-    """CLM and/or MLM collators over `recipes.data.PretrainingCollator`, wrapped by `ObjectiveCollator`."""
-    positions_per_block = None  # K of the fixed-shape MLM head, one value for the whole run
-    if run_args.mlm_fixed_shape:
-        positions_per_block = data.masked_positions_bound(run_args.block_size, run_args.mlm_probability,
-                                                          run_args.mlm_fixed_shape_std)
-
-    def make(objective):
-        return data.PretrainingCollator(
-            objective, tokenizer, run_args.mlm_probability, run_args.mask_replace_prob,
-            run_args.random_replace_prob, run_args.masking_seed, positions_per_block,
-        )
-
-    needs_clm = run_args.objective == "clm" or run_args.switch_step is not None
-    return ObjectiveCollator(
-        clm=make("clm") if needs_clm else None,
-        mlm=make("mlm") if run_args.objective == "mlm" else None,
-        switch_step=run_args.switch_step,
-        blocks_per_step=blocks_per_step,
-        first_block=first_block,
-    )
-
-
 class PretrainingTrainer(Trainer):
     """`Trainer` plus throughput logs: tokens/s and the data pipeline's share of wall time, per logging window;
-    on CUDA also `mfu` (`recipes.flops`: FLOPs per token x tokens/s / (devices x the GPU's dense bf16 spec peak));
+    on CUDA also `mfu` (`pretraining.flops`: FLOPs per token x tokens/s / (devices x the GPU's dense bf16 spec peak));
     with the fixed-shape MLM head, `mlm_overflow_batches` (micro-batches of the window, over all processes, that
     took the exact path because a block had more masked tokens than K).
 
@@ -198,7 +129,7 @@ class PretrainingTrainer(Trainer):
             device_name = torch.cuda.get_device_name(self.args.device)
             self.peak_flops = flops.bf16_peak_flops(device_name)
             if self.peak_flops is None:
-                logger.info("no mfu in the logs: %s has no bf16 peak in recipes.flops.BF16_PEAK_FLOPS", device_name)
+                logger.info("no mfu in the logs: %s has no bf16 peak in pretraining.flops.BF16_PEAK_FLOPS", device_name)
 
     def get_decay_parameter_names(self, model) -> list[str]:
         """Weight decay on every parameter (`all`: the original AdamW has one parameter group) or on all but norms

@@ -22,9 +22,9 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from core import artifacts
 from core.artifacts import RUN_CONFIG_NAME
-from recipes import data
-from recipes.provenance import RUN_CONFIG_FORMAT, resolved_config
-from recipes.settings import CptArguments, PretrainArguments, decay_steps, global_batch
+from pretraining import data
+from pretraining.provenance import RUN_CONFIG_FORMAT, resolved_config
+from pretraining.settings import PretrainArguments, decay_steps, global_batch
 
 _BUDGET_KEYS = {"max_steps", "decay_branches", "branch_from", "intermediate_steps"}  # differ between a run's branches
 
@@ -49,7 +49,7 @@ def check_run_settings(run_args: PretrainArguments, training_args: TrainingArgum
     for name, value, low in (("per_device_train_batch_size", training_args.per_device_train_batch_size, 1),
                              ("gradient_accumulation_steps", training_args.gradient_accumulation_steps, 1),
                              ("max_grad_norm", training_args.max_grad_norm or 0, 0),
-                             ("data_start_block", getattr(run_args, "data_start_block", None) or 0, 0)):
+                             ("data_start_block", run_args.data_start_block or 0, 0)):
         if value < low:
             raise ValueError(f"{name}={value} is out of range; use a value >= {low:g}")
     for name in ("learning_rate", "save_steps"):
@@ -168,7 +168,7 @@ def check_sources(run_args: PretrainArguments) -> None:
             artifacts.local_or_hub(source, what)
     if run_args.branch_from and not Path(run_args.branch_from).is_dir():
         raise FileNotFoundError(f"branch_from {run_args.branch_from} does not exist; train the stable run first")
-    if isinstance(run_args, CptArguments) and run_args.model_name_or_path:  # CPT keeps the base model's positions
+    if run_args.cpt:  # CPT keeps the base model's positions
         from transformers import AutoConfig
 
         config = AutoConfig.from_pretrained(run_args.model_name_or_path, trust_remote_code=True)
@@ -306,7 +306,7 @@ def check_data_identity(run_args: PretrainArguments, training_args: TrainingArgu
                        _read_run_config(Path(run_args.branch_from) / RUN_CONFIG_NAME).get("data")))
     if resume and (info := artifacts.read_run_info(resume)) is not None:
         stored.append((resume, info.get("data")))
-    base = artifacts.read_run_info(run_args.model_name_or_path) if isinstance(run_args, CptArguments) else None
+    base = artifacts.read_run_info(run_args.model_name_or_path) if run_args.cpt else None
     if base is not None and run_args.data_start_block is None:
         stored.append((run_args.model_name_or_path, base.get("data")))
     for where, recorded in stored:
@@ -345,13 +345,12 @@ def check_tokenizer_matches_base(tokenizer, run_args: PretrainArguments) -> None
                              "drop --tokenizer_name_or_path to use the base's")
 
 
-def check_token_budget(run_args: PretrainArguments, training_args: TrainingArguments, first_block: int,
-                       estimate: dict | None) -> None:
-    """Refuse, before the corpus is tokenized, a run whose blocks the corpus cannot fill (an estimate from a
-    tokenized sample: `recipes.data.estimate_tokens`); the exact count is checked again once the blocks exist."""
+def check_token_budget(run_args: PretrainArguments, needed: int, estimate: dict | None, first_block: int = 0) -> None:
+    """Refuse, before the corpus is tokenized, a run that needs `needed` blocks (up to the last it reads) the corpus
+    cannot fill (an estimate from a tokenized sample: `pretraining.data.estimate_tokens`); the exact count is checked
+    again once the blocks exist."""
     if estimate is None:
         return
-    needed = first_block + training_args.max_steps * global_batch(training_args)
     available = estimate["tokens"] // run_args.block_size * run_args.epochs
     if available < needed:
         raise ValueError(

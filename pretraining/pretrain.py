@@ -1,0 +1,204 @@
+"""One training loop for every run: CLM, MLM at any masking ratio, CLM then MLM (PFS), a decay branch, and CPT
+(`cpt: true`) from a decayed run or a converted decoder. `prepare` checks everything and builds tokenizer, blocks
+and model before anything is written to `output_dir`; `train` locks it, trains (resuming from the newest complete
+checkpoint) and saves. The commands are `recipes/pretrain.py` and `recipes/cpt.py` (their docstrings show them).
+"""
+
+import contextlib
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from transformers import TrainingArguments
+
+from core import artifacts, cli, lora, names
+from modeling_eurobert.tokenizer_settings import configure_tokenizer
+from pretraining import data
+from pretraining.checks import (
+    check_data_identity,
+    check_output_dir,
+    check_run_settings,
+    check_sources,
+    last_complete_checkpoint,
+)
+from pretraining.collator import ObjectiveCollator, build_collator
+from pretraining.inputs import cpt_start, select_blocks, training_blocks
+from pretraining.provenance import data_identity, make_run_info, resolved_config
+from pretraining.settings import PretrainArguments, RecipeParser, decay_steps, global_batch
+from pretraining.trainer import (
+    LoadOptimizerStateCallback,
+    PretrainingTrainer,
+    SchedulePlanCallback,
+    build_model,
+    compile_decoder_layers,
+    finish_checkpoint,
+    step_flops_per_token,
+)
+
+
+def make_parser(cpt: bool = False) -> RecipeParser:
+    """Parser over (run settings, TrainingArguments); `--config FILE.yaml`, the CLI overrides the file. `cpt`: the
+    default of the `cpt` setting (`recipes/cpt.py`)."""
+    parser = RecipeParser((PretrainArguments, TrainingArguments))
+    parser.set_defaults(cpt=cpt)
+    return parser
+
+
+@dataclass
+class PreparedRun:
+    """Everything a run needs once every check has passed; nothing of it is written to `output_dir` yet."""
+
+    run_args: PretrainArguments
+    training_args: TrainingArguments
+    resume: str | None  # checkpoint to resume from
+    tokenizer: object
+    train_blocks: data.BlockStream  # the blocks this run reads, in order
+    identity: dict  # data_identity(blocks, tokenizer), recorded in run_config.json and run_info.json
+    model: object
+    collator: ObjectiveCollator
+    cpt_base: str | None
+    optimizer_file: str | None  # CPT keep_optimizer_state
+
+
+def prepare(run_args: PretrainArguments, training_args: TrainingArguments) -> PreparedRun:
+    """Check the settings and build tokenizer, blocks and model. Writes nothing to `output_dir`.
+
+    Raises:
+        ValueError / FileNotFoundError: one line naming the bad setting, path or data and how to fix it.
+    """
+    # 1. settings and where to start
+    check_run_settings(run_args, training_args)
+    if training_args.hub_token:  # never pickled into training_args.bin: huggingface_hub reads it from the environment
+        os.environ["HF_TOKEN"] = training_args.hub_token
+        training_args.hub_token = None
+    check_sources(run_args)
+    resume = check_output_dir(run_args, training_args)
+    cpt_base, first_block, optimizer_file = cpt_start(run_args)
+    first_process = training_args.main_process_first
+
+    # 2. tokenizer -> token budget (estimated before anything is downloaded or tokenized) -> blocks in the fixed
+    #    order (the same data as a resumed or branched run) -> model
+    blocks_per_step = global_batch(training_args)
+    needed = training_args.max_steps * blocks_per_step
+    tokenizer, blocks = training_blocks(run_args, training_args.data_seed, first_process, first_block + needed,
+                                        first_block)
+    identity = data_identity(blocks, tokenizer)
+    check_data_identity(run_args, training_args, identity, resume)
+    train_blocks = select_blocks(blocks, first_block, needed, run_args.epochs)
+    model = build_model(run_args, tokenizer, training_args.seed)
+    if run_args.lora:  # CPT --lora: adapters on the frozen base (core/lora.py)
+        model = lora.wrap(model, run_args.lora_rank, run_args.lora_alpha, run_args.lora_dropout,
+                          run_args.lora_target_modules, ("embed_tokens", "lm_head") * run_args.lora_train_embeddings,
+                          seed=training_args.seed)
+    configure_tokenizer(tokenizer, model.config.max_position_embeddings)  # what every checkpoint's tokenizer says
+    if run_args.compile == "regional":
+        compile_decoder_layers(model)  # in place: parameter names, checkpoints and resume as in an eager run
+
+    # 3. the collator picks CLM or MLM from each batch's step (PFS flips inside the run)
+    collator = build_collator(run_args, tokenizer, blocks_per_step, first_block)
+    return PreparedRun(run_args, training_args, resume, tokenizer, train_blocks, identity, model, collator,
+                       cpt_base, optimizer_file)
+
+
+def name_tensorboard_run(trainer: PretrainingTrainer, run_args, training_args: TrainingArguments) -> None:
+    """TensorBoard shows a run by its log folder: `<output_dir>/runs/<name as shown>` (`mini-610m-clm-42k` at the
+    mini scale: `core.names.scaled_name`), instead of transformers' `runs/<date>_<host>`, so a run at another scale
+    than the paper's says so there too; a resumed run logs on into the same folder. TENSORBOARD_LOGGING_DIR, when
+    set, still decides."""
+    from transformers.integrations import TensorBoardCallback
+
+    name = names.scaled_name(training_args.run_name or Path(training_args.output_dir).name, run_args.scale)
+    for callback in trainer.callback_handler.callbacks:
+        if isinstance(callback, TensorBoardCallback) and callback.logging_dir is None:
+            callback.logging_dir = str(Path(training_args.output_dir) / "runs" / name)
+
+
+def train(run: PreparedRun) -> PretrainingTrainer:
+    """Lock `output_dir`, record the config, train (resuming if a checkpoint exists) and save weights, tokenizer,
+    `run_info.json` and the sentence-transformers files."""
+    run_args, training_args = run.run_args, run.training_args
+    output_dir = Path(training_args.output_dir)
+
+    def info(step, intermediate=False):
+        return make_run_info(run_args, training_args, step=step, identity=run.identity, cpt_base=run.cpt_base,
+                             intermediate=intermediate)
+
+    callbacks = []
+    if run.optimizer_file:
+        callbacks.append(LoadOptimizerStateCallback(run.optimizer_file, resuming=run.resume is not None))
+    block_log = None
+    if run_args.log_block_order:
+        block_log = output_dir / f"block_order-rank{training_args.process_index}.jsonl"
+
+    # Rank 0 holds the output_dir lock for the whole run: a second launch on the same directory is refused.
+    lock = artifacts.exclusive_lock(output_dir / artifacts.LOCK_NAME, f"output_dir {output_dir}")
+    with lock if training_args.should_save else contextlib.nullcontext():
+        if training_args.should_save:
+            artifacts.write_json_atomic(output_dir / artifacts.RUN_CONFIG_NAME,
+                                        resolved_config(run_args, training_args, run.identity))
+        trainer = PretrainingTrainer(
+            model=run.model, args=training_args, train_dataset=run.train_blocks, data_collator=run.collator,
+            processing_class=run.tokenizer, callbacks=callbacks,
+            tokens_per_step=global_batch(training_args) * run_args.block_size, block_order_path=block_log,
+            flops_per_token=step_flops_per_token(run.model.config, run_args.block_size, run.collator),
+            weight_decay_scope=run_args.weight_decay_scope,
+        )
+        name_tensorboard_run(trainer, run_args, training_args)
+        lora_run = run_args.lora
+        save = (lambda path: lora.save_trainer_model(trainer, path)) if lora_run else trainer.save_model
+        if lora_run:  # checkpoint-N: the adapters (what resume reads) and config.json; saved models are merged
+            trainer.add_callback(lora.CheckpointConfigCallback(trainer))
+        trainer.add_callback(SchedulePlanCallback(
+            save,
+            save_steps={b - decay_steps(training_args) for b in run_args.decay_branches},
+            intermediate_steps=set(run_args.intermediate_steps),
+            reset_at=run_args.switch_step if run_args.reset_optimizer_at_switch else None,
+            info=info,
+        ))
+        trainer.train(resume_from_checkpoint=run.resume)
+        save(str(output_dir))
+        if trainer.is_world_process_zero():
+            finish_checkpoint(output_dir, info(trainer.state.global_step))
+        # Every rank waits for the saves, then leaves the process group: a rank that exits with the group still
+        # alive can abort in its C++ destructors ("terminate called without an active exception").
+        trainer.accelerator.wait_for_everyone()
+        trainer.accelerator.end_training()
+    return trainer
+
+
+def pretrain(run_args: PretrainArguments, training_args: TrainingArguments) -> PretrainingTrainer:
+    """Train one run (pretraining, PFS, decay branch or CPT) and save it to `training_args.output_dir`.
+
+    Returns:
+        The trainer, after training and saving (tests read its state and model).
+    """
+    return train(prepare(run_args, training_args))
+
+
+def main(argv: list[str] | None = None, cpt: bool = False) -> None:
+    """The command line: exit 2 with one line for bad input (nothing written), 1 for a failure while training."""
+    with cli.bad_input_exits():
+        run = prepare(*make_parser(cpt).parse_args_and_config(argv))
+    try:
+        train(run)
+    except artifacts.LockHeld as error:  # refused before anything was written
+        raise cli.bad_input(error) from None
+    except Exception as error:  # disk full, permissions: one line; other failures keep their traceback
+        if not (isinstance(error, OSError) or artifacts.out_of_room(error)):
+            raise
+        print(f"error: {_write_failure(error, run.training_args.output_dir)}", file=sys.stderr)
+        sys.exit(1)
+
+
+def _write_failure(error: Exception, output_dir: str) -> str:
+    """One line for a failed write; for a save that ran out of room (disk, quota, `ulimit -f`), what it left: the
+    newest complete checkpoint is intact (a half-written newer one lacks run_info.json, written last: resume skips
+    it)."""
+    first = str(error).strip().splitlines()[0]
+    if not artifacts.out_of_room(error):
+        return first
+    intact = last_complete_checkpoint(output_dir)
+    kept = f"the newest complete checkpoint {intact} is intact" if intact else "no checkpoint was complete yet"
+    return (f"a save ran out of disk space or hit the file size limit ({first}); {kept}: free space and rerun the "
+            "same command to resume")
