@@ -1,1 +1,2 @@
-"""Pretraining recipes: data pipeline, objectives, schedules, the study's run manifest and the study driver."""
+"""Recipes: what the study chooses and how it is launched: the run manifest and configs, the accelerate configs, the
+entry points (`pretrain.py`, `cpt.py`), the study driver, the paper-scale plan, launch scripts and data preparation."""
