@@ -6,8 +6,9 @@ Each name follows the released model-card grammar (`core.names`): `<size>-<objec
 
 Scales (`SCALES`): `paper` (the paper's numbers), `mini` (tiny model, steps / 40, 128-token blocks, the whole bundle
 corpus: the mini study), `mini-gpu` (small model, steps / 10, 256-token blocks, 4 epochs of the bundle: the mini study
-on one GPU), `toy` (tiny model, steps / 100, 128-token blocks) and `smoke` (tiny model, steps / 200, 64-token blocks:
-every run of the study in minutes on a CPU). Same structure at every scale.
+on one GPU), `toy` (tiny model, steps / 100, 128-token blocks), `smoke` (tiny model, steps / 200, 64-token blocks:
+every run of the study in minutes on a CPU) and `horizon` (tiny model with a 2k vocabulary, steps / 8: the horizon
+study's CLM and MLM40 to 48 tokens per parameter). Same structure at every scale.
 
 Inferred choices (configurable in the YAML):
 - the 12k/22k budgets are 2k-step decay branches of the 42k stable run (`branch_from`), which keeps checkpoints at

@@ -44,7 +44,6 @@ class Study:
     lrs: tuple[float, ...]
     seeds: tuple[int, ...]
     eval_args: dict = field(default_factory=dict)  # evaluation.common.ProtocolArgs overrides
-    pretrain_overrides: dict = field(default_factory=dict)  # run settings / TrainingArguments overrides
     compare: tuple[str, str] | None = None
     evaluate_intermediate: bool = False  # also evaluate the intermediate checkpoints (score vs pretraining step)
     task_eval_args: dict = field(default_factory=dict)  # task -> ProtocolArgs overrides on top of eval_args
@@ -142,7 +141,7 @@ def run_settings(recipe: manifest.Recipe, study: Study, output: Path, data_dir: 
     config = manifest.run_config(recipe, study.scale)
     models = output / "models"
     config.update(output_dir=str(models / recipe.name), data_cache_dir=str(output / "cache"),
-                  tokenizer_name_or_path=str(output / "tokenizer"), data_dir=data_dir, **study.pretrain_overrides)
+                  tokenizer_name_or_path=str(output / "tokenizer"), data_dir=data_dir)
     if recipe.branch_from:
         config["branch_from"] = str(models / recipe.branch_from)
     if recipe.cpt_base:

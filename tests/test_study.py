@@ -24,7 +24,8 @@ CI_STUDY = dataclasses.replace(
     STUDIES["smoke"], scale="ci",
     eval_args={"max_length": 64, "qa_max_length": 96, "doc_stride": 32, "batch_size": 8, "eval_batch_size": 32,
                "max_steps": 3, "max_train": 64, "max_eval": 24},
-    evaluate_intermediate=True, intermediate_steps=(20000,), intermediate_tasks=("sst2",), heldout_blocks=4)
+    evaluate_intermediate=True, intermediate_steps=(20000,), intermediate_tasks=("sst2",), heldout_blocks=4,
+    task_lrs={"scifact": (2e-4, 1e-3)})  # a task with its own LR grid (the horizon study's MNLI and CoNLL)
 INTERMEDIATE = ("610m-clm-42k-20000", "610m-mlm40-42k-20000")  # step 20 of the two runs that save intermediates
 
 
@@ -63,6 +64,9 @@ def test_short_smoke_study_runs_every_stage(short_study):
     # intermediates named with paper steps, evaluated on their own task only
     assert {p.parts[0] for p in results if p.parts[0] not in study.models} == set(INTERMEDIATE)
     assert {p.parts[1] for p in results if p.parts[0] in INTERMEDIATE} == {"sst2"}
+    lrs = {task: {json.loads((output / "results" / p).read_text())["lr"] for p in results if p.parts[1] == task}
+           for task in study.tasks}
+    assert lrs == {**{task: set(study.lrs) for task in study.tasks}, "scifact": {2e-4, 1e-3}}
     with open(report / "summary.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert {r["family"] for r in rows} == {"sc", "tc", "qa", "ir"}
@@ -268,3 +272,6 @@ def test_mini_evaluation_runs_as_one_grid_process_per_task_group():
         (intermediates, ["conll2003"])]
     assert [args.get("max_steps") for _, _, args in batches] == [None, 500, 300, None]
     assert batches[0][2] == mini.eval_args
+    horizon = STUDIES["horizon"]  # a task with its own LR grid has its own grid process
+    assert [tasks for _, tasks, _ in eval_batches(finals, horizon)] == [["conll2003"], ["scifact"], ["mnli"]]
+    assert horizon.lrs_of("mnli") == (1e-4, 3e-4, 1e-3, 3e-3) and horizon.lrs_of("scifact") == horizon.lrs
