@@ -1,6 +1,8 @@
 """Shared fixtures. Tests never touch the network: the Hub is switched off before transformers is imported."""
 
 import os
+import subprocess
+import sys
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
@@ -31,3 +33,26 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def call_main(capsys):
+    """`python -m <module> ARGV` as the shell runs it, in this process: `call_main(module.main, *argv)` gives
+    `CompletedProcess(argv, exit status, stdout, stderr)` (the exit status of its SystemExit, 0 when it returns).
+    An exception `main` lets through propagates, traceback and all (a process would exit 1 printing it)."""
+
+    def call(main, *argv):
+        argv = [str(arg) for arg in argv]
+        capsys.readouterr()
+        try:
+            main(argv)
+            code = 0
+        except SystemExit as stop:
+            code = stop.code
+            if code is not None and not isinstance(code, int):  # sys.exit("message"): printed, exit status 1
+                print(code, file=sys.stderr)
+                code = 1
+        out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(argv, code or 0, out, err)
+
+    return call

@@ -285,6 +285,7 @@ def test_cli_reports_one_line_error(tmp_path, llama_dir):
         main([str(tmp_path / "no" / "such" / "dir"), str(tmp_path / "out2")])
 
 
+@pytest.mark.slow  # the process boundary: the Hub client configured from the environment (HF_ENDPOINT, HF_TOKEN)
 def test_hub_id_source_is_checked_before_weights_are_downloaded(llama_dir, tmp_path, monkeypatch):
     """Hub ids go through huggingface_hub's real client against the loopback Hub of tests/hub_server.py."""
     import huggingface_hub

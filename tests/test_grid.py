@@ -7,10 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import huggingface_hub
 import pytest
 
 from core import store
-from evaluation import common, resolve, run
+from evaluation import common, report, resolve, run
 from tests.fixtures.tiny_models import (
     build_tiny_bert,
     build_tiny_eurobert,
@@ -207,13 +208,12 @@ def test_checkpoint_directories_are_named_after_their_run(tmp_path):
     assert resolve.model_name(str(step))[0] == "610m-clm-42k-1000"
 
 
-def test_corrupt_or_old_result_is_never_reused(models, data_dir, tmp_path):
+def test_corrupt_or_old_result_is_never_reused(models, data_dir, tmp_path, call_main):
     written = run.run_grid(grid(models["eurobert"], tmp_path, lrs="1e-3", seeds="0"), protocol(data_dir))
     written[0].write_text(written[0].read_text()[:50])  # damaged by something else
     with pytest.raises(ValueError, match=f"{written[0]} is not valid JSON"):
         run.run_grid(grid(models["eurobert"], tmp_path, lrs="1e-3", seeds="0"), protocol(data_dir))
-    result = subprocess.run([sys.executable, "-m", "evaluation.report", str(tmp_path)], cwd=ROOT, capture_output=True,
-                            text=True)
+    result = call_main(report.main, tmp_path)
     assert result.returncode == 2 and f"{written[0]} is not valid JSON" in result.stderr.splitlines()[-1]
     written[0].write_text(json.dumps({"status": "ok", "model": "tiny-mlm"}))  # a format-1 file
     with pytest.raises(ValueError, match="has format 1"):
@@ -230,10 +230,9 @@ def test_stale_temp_file_of_a_killed_writer_is_removed(models, data_dir, tmp_pat
 
 
 @pytest.mark.parametrize("steps", ["0", "-1"])
-def test_cli_refuses_a_grid_that_would_not_train(models, tmp_path, steps):
-    result = subprocess.run([sys.executable, "-m", "evaluation.run", "--model", str(models["eurobert"]), "--tasks",
-                             "sst2", "--max_steps", steps, "--output", str(tmp_path / "out")],
-                            cwd=ROOT, capture_output=True, text=True)
+def test_cli_refuses_a_grid_that_would_not_train(models, tmp_path, steps, call_main):
+    result = call_main(run.main, "--model", models["eurobert"], "--tasks", "sst2", "--max_steps", steps, "--output",
+                       tmp_path / "out")
     assert result.returncode == 2 and f"max_steps={steps} must be >= 1" in result.stderr.splitlines()[-1]
     assert not (tmp_path / "out").exists()
 
@@ -272,17 +271,20 @@ def scored(record: dict) -> dict:
     return {k: record[k] for k in ("status", "validation", "test", "per_instance", "identity", "config")}
 
 
-def test_workers_on_a_hub_id_give_the_results_of_a_sequential_grid(models, data_dir, tmp_path):
+@pytest.mark.slow  # two worker processes
+def test_workers_on_a_hub_id_give_the_results_of_a_sequential_grid(models, data_dir, tmp_path, call_main,
+                                                                    monkeypatch):
     """`--workers 2` on a Hub id (read from the Hub cache, offline) writes the results a sequential grid writes for
     the same model from its directory: same scores, predictions and identity (the snapshot's files)."""
     sequential = run.run_grid(grid(f"tiny-mlm={models['eurobert']}", tmp_path / "sequential", lrs="1e-3,2e-3"),
                           protocol(data_dir))
     commit = plant_hub_snapshot(tmp_path / "hub", "org/tiny-mlm", models["eurobert"])
-    command = [sys.executable, "-m", "evaluation.run", "--model", "org/tiny-mlm", "--tasks", "sst2", "--lrs",
-               "1e-3,2e-3", "--seeds", "0,1", "--workers", "2", "--output", str(tmp_path / "workers"), "--data_dir",
-               str(data_dir), *[f"--{k}={v}" for k, v in SMOKE.items()]]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "hub")}
-    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=env)
+    # HF_HUB_CACHE: read at import by huggingface_hub here (its constant), from the environment by the workers
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    result = call_main(run.main, "--model", "org/tiny-mlm", "--tasks", "sst2", "--lrs", "1e-3,2e-3", "--seeds", "0,1",
+                       "--workers", "2", "--output", tmp_path / "workers", "--data_dir", data_dir,
+                       *[f"--{k}={v}" for k, v in SMOKE.items()])
     assert result.returncode == 0, result.stderr[-3000:]
     assert "2 workers, " in result.stderr and "wrote 4 result file(s)" in result.stderr
     parallel = store.result_files(tmp_path / "workers")
@@ -297,13 +299,13 @@ def test_workers_on_a_hub_id_give_the_results_of_a_sequential_grid(models, data_
     assert not (tmp_path / "none").exists()
 
 
-def test_a_failing_worker_fails_the_grid_with_its_log(models, data_dir, tmp_path):
+@pytest.mark.slow  # two worker processes
+def test_a_failing_worker_fails_the_grid_with_its_log(models, data_dir, tmp_path, call_main):
     """A run that fails while training (8-token QA windows cannot hold the questions) fails the grid: exit 1 and
     the end of the worker's log, no result written."""
-    command = [sys.executable, "-m", "evaluation.run", "--model", str(models["eurobert"]), "--tasks", "squad",
-               "--lrs", "1e-3", "--seeds", "0,1", "--workers", "2", "--output", str(tmp_path), "--data_dir",
-               str(data_dir), *[f"--{k}={v}" for k, v in SMOKE.items()], "--qa_max_length", "8", "--doc_stride", "4"]
-    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    result = call_main(run.main, "--model", models["eurobert"], "--tasks", "squad", "--lrs", "1e-3", "--seeds", "0,1",
+                       "--workers", "2", "--output", tmp_path, "--data_dir", data_dir,
+                       *[f"--{k}={v}" for k, v in SMOKE.items()], "--qa_max_length", "8", "--doc_stride", "4")
     assert result.returncode == 1, result.stderr[-3000:]
     assert re.search(r"error: worker \d of 2 failed \(exit status 1\); the grid stopped", result.stderr)
     assert "Truncation error" in result.stderr  # the worker's own traceback, from its log

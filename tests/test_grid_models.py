@@ -126,6 +126,7 @@ json.dump(out, open(sys.argv[2], "w"))
 """
 
 
+@pytest.mark.slow  # a fresh process that cannot import this project
 def test_saved_models_reload_in_a_fresh_process_and_reproduce_the_predictions(grid_run, tmp_path):
     output, protocol = grid_run["grid"].output, grid_run["protocol"]
     dirs = {task: Path(output, "tiny-clm", task, "lr0.001-seed0.model") for task in (*SAVED, "scifact")}

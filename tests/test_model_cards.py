@@ -471,34 +471,30 @@ def test_cli_writes_a_loadable_card(tmp_path):
 
 # ----- the CLI as a user meets it -----
 
-def _generate(*args):
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[1]
-    return subprocess.run([sys.executable, "-m", "model_cards.generate", *map(str, args)], cwd=root,
-                          capture_output=True, text=True, timeout=120)
+@pytest.fixture
+def generate(call_main):
+    """`python -m model_cards.generate ARGS`, in this process."""
+    return lambda *args: call_main(main, *args)
 
 
-def test_cli_writes_into_the_checkpoint_and_never_over_a_file_it_did_not_write(tmp_path):
+def test_cli_writes_into_the_checkpoint_and_never_over_a_file_it_did_not_write(tmp_path, generate):
     ckpt, summary, results = evaluated(tmp_path, "610m-mlm40-42k")
     project_readme = tmp_path / "README.md"
     project_readme.write_text("# my project\n")
-    proc = _generate(ckpt, "--summary", summary, "--results", results)  # the README's own command: no --output
+    proc = generate(ckpt, "--summary", summary, "--results", results)  # the README's own command: no --output
     assert proc.returncode == 0, proc.stderr
     assert project_readme.read_text() == "# my project\n"
     assert ModelCard.load(ckpt / "README.md").data.model_name == "toy-610m-mlm40-42k"
-    assert _generate(ckpt).returncode == 0  # its own card: regenerated
-    refused = _generate(ckpt, "--output", project_readme)
+    assert generate(ckpt).returncode == 0  # its own card: regenerated
+    refused = generate(ckpt, "--output", project_readme)
     assert refused.returncode == 2 and "was not written by model_cards.generate; pass --force" in refused.stderr
     assert project_readme.read_text() == "# my project\n"
-    assert _generate(ckpt, "--output", project_readme, "--force").returncode == 0
+    assert generate(ckpt, "--output", project_readme, "--force").returncode == 0
     assert "610m-mlm40-42k" in project_readme.read_text()
 
 
 @pytest.mark.parametrize("case", ["no_run_info", "bad_summary", "summary_without_results"])
-def test_cli_bad_input_is_one_line(tmp_path, case):
+def test_cli_bad_input_is_one_line(tmp_path, case, generate):
     ckpt = make_checkpoint(tmp_path / "c", "610m-mlm40-42k")
     args = [ckpt]
     if case == "no_run_info":
@@ -506,7 +502,7 @@ def test_cli_bad_input_is_one_line(tmp_path, case):
     else:
         (tmp_path / "summary.csv").write_text("model,task\nx,y\n")
         args += ["--summary", tmp_path / "summary.csv"] + (["--results", tmp_path] if case == "bad_summary" else [])
-    proc = _generate(*args)
+    proc = generate(*args)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     expected = {"no_run_info": "run_info.json not found", "bad_summary": "lacks columns",

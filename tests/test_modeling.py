@@ -396,6 +396,7 @@ def test_in_process_auto_classes_round_trip(tmp_path):
                      model(input_ids, attention_mask=attention_mask).logits, atol=0, rtol=0)
 
 
+@pytest.mark.slow  # a fresh process that cannot import this project
 def test_remote_code_in_fresh_process_without_project_gives_identical_outputs(tmp_path):
     """Every Auto class loads a saved checkpoint with trust_remote_code in a process that cannot import this
     project, and gives the in-process outputs bit for bit."""
@@ -434,6 +435,7 @@ def test_remote_code_in_fresh_process_without_project_gives_identical_outputs(tm
     assert result.returncode == 0 and "remote-ok" in result.stdout, result.stderr[-3000:]
 
 
+@pytest.mark.slow  # a fresh process that cannot import this project
 def test_clm_checkpoint_loads_bidirectionally_with_is_causal_override_in_fresh_process(tmp_path):
     """A CLM checkpoint (the MLM class saved with is_causal=true, as the pretraining recipe saves it) loads causal
     into AutoModel and the task heads by default; `from_pretrained(dir, is_causal=False, trust_remote_code=True)`

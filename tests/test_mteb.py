@@ -3,10 +3,7 @@ results layout and read by the report; a fine-tuned IR model scores what the gri
 
 import dataclasses
 import json
-import os
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -38,10 +35,10 @@ def models(tmp_path_factory, data_dir):
     return {"checkpoint": checkpoint, "bert": build_tiny_bert(root / "tiny-bert", tokenizer)}
 
 
-def cli(*argv: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TQDM_DISABLE": "1"}
-    return subprocess.run([sys.executable, "-m", "evaluation.mteb", *argv], cwd=ROOT, capture_output=True, text=True,
-                          env=env)
+@pytest.fixture
+def cli(call_main):
+    """`python -m evaluation.mteb ARGV`, in this process."""
+    return lambda *argv: call_main(mteb_eval.main, *argv)
 
 
 def ours(model, data_dir, max_eval=N_QUERIES, task="scifact") -> tuple[dict, tasks.RetrievalSplit]:
@@ -50,7 +47,7 @@ def ours(model, data_dir, max_eval=N_QUERIES, task="scifact") -> tuple[dict, tas
     return metrics.retrieval_scores(retrieval.rank(model, split), split.qrels), split
 
 
-def test_cli_scores_with_mteb_and_files_a_record_the_report_reads(models, data_dir, tmp_path):
+def test_cli_scores_with_mteb_and_files_a_record_the_report_reads(models, data_dir, tmp_path, cli):
     from sentence_transformers import SentenceTransformer
 
     out = tmp_path / "results"
@@ -155,7 +152,7 @@ def test_registry_queries_are_subset_as_the_project_tasks_are():
 
 
 @pytest.mark.parametrize("what", ["unknown task", "model without config"])
-def test_cli_refuses_bad_input_in_one_line(models, tmp_path, what):
+def test_cli_refuses_bad_input_in_one_line(models, tmp_path, what, cli):
     model, task = str(models["checkpoint"]), "scifact"
     if what == "unknown task":
         task, message = "NoSuchTask", "unknown task 'NoSuchTask': not a project IR task (mldr, msmarco, nq, scifact"

@@ -16,6 +16,7 @@ from test_model_cards import make_checkpoint, write_report, write_results, write
 
 from model_cards.push import (
     PushError,
+    main,
     make_parser,
     push_commits,
     stage_commits,
@@ -217,9 +218,18 @@ def test_any_checkpoint_can_be_published(tmp_path):
     assert "my-encoder: a `tiny`-size encoder trained for 200 steps with causal" in readme
 
 
-# ----- the CLI in a subprocess: the environment is read at import, as for a user -----
+# ----- the CLI -----
+
+@pytest.fixture
+def no_login(tmp_path, monkeypatch):
+    """No token for the CLI in this process: none in the environment, no login file (HF_HOME is read at import)."""
+    for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_TOKEN_PATH", str(tmp_path / "hf_home" / "token"))
+
 
 def run_cli(args, tmp_path, **env_overrides):
+    """The CLI in its own process, as a user runs it: the environment is read at import (HF_ENDPOINT, HF_TOKEN)."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_ENDPOINT")}
     env.update(HF_HOME=str(tmp_path / "hf_home"), HF_HUB_DISABLE_TELEMETRY="1", HF_HUB_VERBOSITY="debug",
@@ -228,9 +238,11 @@ def run_cli(args, tmp_path, **env_overrides):
                           capture_output=True, text=True, timeout=120)
 
 
-def test_cli_without_token_fails_in_one_line_and_pushes_nothing(hub, study, tmp_path):
+def test_cli_without_token_fails_in_one_line_and_pushes_nothing(hub, study, call_main, no_login, monkeypatch):
     run_dir, report = study
-    proc = run_cli([run_dir, "--repo_id", "org/m", "--results", report], tmp_path, HF_ENDPOINT=hub.endpoint)
+    monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", hub.endpoint)  # online, on the loopback Hub
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    proc = call_main(main, run_dir, "--repo_id", "org/m", "--results", report)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         "error: no Hugging Face token: set HF_TOKEN or run `hf auth login` "
@@ -238,6 +250,7 @@ def test_cli_without_token_fails_in_one_line_and_pushes_nothing(hub, study, tmp_
     assert hub.requests == [] and hub.repos == {}
 
 
+@pytest.mark.slow  # the process boundary: the Hub client configured from the environment, as for a user
 def test_cli_push_never_writes_the_token(hub, study, tmp_path):
     run_dir, report = study
     proc = run_cli([run_dir, "--repo_id", "org/m", "--results", report], tmp_path,
@@ -269,14 +282,14 @@ def test_push_refuses_offline_mode(hub, tmp_path):
 
 @pytest.mark.parametrize("repo_id", ["org/na me", "org/-name", "org/a--b", "org/x.", "org/" + "a" * 97, "noslash",
                                      "a/b/c"])
-def test_dry_run_refuses_repo_ids_the_hub_refuses(study, tmp_path, repo_id):
+def test_dry_run_refuses_repo_ids_the_hub_refuses(study, tmp_path, repo_id, call_main):
     run_dir, _ = study
-    proc = run_cli([run_dir, "--repo_id", repo_id, "--dry_run", tmp_path / "dry"], tmp_path, HF_HUB_OFFLINE="1")
+    proc = call_main(main, run_dir, "--repo_id", repo_id, "--dry_run", tmp_path / "dry")  # conftest: HF_HUB_OFFLINE
     assert proc.returncode != 0 and proc.stderr.strip().splitlines()[-1].startswith(f"error: repo id {repo_id!r}")
     assert not (tmp_path / "dry").exists()
 
 
-def test_results_dataset_of_the_study_layout_loads_with_datasets(study, tmp_path):
+def test_results_dataset_of_the_study_layout_loads_with_datasets(study, tmp_path, call_main):
     """The README's publish command on a study's folders (report/ beside results/): every task family in one
     `runs` table and one `predictions` table, read back by `datasets.load_dataset` from the dry-run folder."""
     run_dir, _ = study
@@ -284,8 +297,8 @@ def test_results_dataset_of_the_study_layout_loads_with_datasets(study, tmp_path
     write_results(tmp_path / "study" / "results", {RUN: run_dir, "610m-clm-42k": other})
     (tmp_path / "study" / "report").mkdir()
     write_summary(tmp_path / "study" / "report" / "summary.csv", [RUN, "610m-clm-42k"])
-    proc = run_cli([run_dir, "--repo_id", "org/m", "--results", tmp_path / "study" / "report", "--results_dir",
-                    tmp_path / "study" / "results", "--dry_run", tmp_path / "dry"], tmp_path, HF_HUB_OFFLINE="1")
+    proc = call_main(main, run_dir, "--repo_id", "org/m", "--results", tmp_path / "study" / "report", "--results_dir",
+                     tmp_path / "study" / "results", "--dry_run", tmp_path / "dry")  # conftest: HF_HUB_OFFLINE=1
     assert proc.returncode == 0, proc.stderr
     folder = tmp_path / "dry" / "datasets" / "org" / "m-results" / "main"
     assert DatasetCard.load(folder / "README.md").data.license == "cc-by-sa-4.0"

@@ -2,8 +2,6 @@
 
 
 import csv
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -171,20 +169,20 @@ def test_figures_without_data_are_skipped(tmp_path):
     assert row["n_seeds"] == 1 and np.isnan(row["ci_low"])  # one seed: no interval, not a fake one
 
 
-def test_report_cli(results, tmp_path):
-    cli = [sys.executable, "-m", "evaluation.report", str(results), "--output", str(tmp_path / "cli")]
-    subprocess.run(cli, check=True, capture_output=True)
+def test_report_cli(results, tmp_path, call_main):
+    cli = [results, "--output", tmp_path / "cli"]
+    assert call_main(report.main, *cli).returncode == 0
     assert (tmp_path / "cli" / "summary.md").is_file()
-    bad = subprocess.run(cli + ["--compare", "610m-mlm40-42k,nope"], capture_output=True, text=True)
+    bad = call_main(report.main, *cli, "--compare", "610m-mlm40-42k,nope")
     assert bad.returncode == 2 and "--compare needs two model names" in bad.stderr
 
 
-def test_results_of_different_protocols_are_never_averaged_in_one_row(results):
+def test_results_of_different_protocols_are_never_averaged_in_one_row(results, call_main):
     # one seed of one LR re-run with another protocol (e.g. --max_steps 500) in the same results directory
     write_run(results, "610m-mlm40-42k", "sst2", 5e-5, 4, 0.9, np.ones(N_TEST), protocol={"max_steps": 500})
     with pytest.raises(ValueError, match=r"made differently \(protocol\.max_steps: 1000 -> 500\)"):
         statistics.summarize(statistics.load_results(results))
-    proc = subprocess.run([sys.executable, "-m", "evaluation.report", str(results)], capture_output=True, text=True)
+    proc = call_main(report.main, results)
     assert proc.returncode == 2 and "made differently" in proc.stderr.splitlines()[-1]
 
 
