@@ -258,8 +258,8 @@ def _state(pid: int) -> str:
 
 
 def test_documented_decoder_cpt_command_trains_a_converted_llama_under_its_own_name(tmp_path, cache_dir):
-    """docs/pretraining.md's convert -> CPT commands, exactly, on a tiny converted Llama (paths swapped for the tiny ones,
-    CPU-sized overrides appended): no optimizer state asked for, the run named after its output_dir with the
+    """docs/pretraining.md's convert -> CPT commands, exactly, on a tiny converted Llama (paths swapped for the tiny
+    ones, CPU-sized overrides appended): no optimizer state asked for, the run named after its output_dir with the
     decoder as its CPT base, never as the paper recipe whose settings it borrows."""
     import re
     import shlex
