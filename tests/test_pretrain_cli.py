@@ -257,9 +257,9 @@ def _state(pid: int) -> str:
         return "gone"
 
 
-def test_readme_decoder_cpt_command_trains_a_converted_llama_under_its_own_name(tmp_path, cache_dir):
-    """The README's convert -> CPT commands, exactly, on a tiny converted Llama (paths swapped for the tiny ones,
-    CPU-sized overrides appended): no optimizer state asked for, the run named after its output_dir with the
+def test_documented_decoder_cpt_command_trains_a_converted_llama_under_its_own_name(tmp_path, cache_dir):
+    """docs/pretraining.md's convert -> CPT commands, exactly, on a tiny converted Llama (paths swapped for the tiny
+    ones, CPU-sized overrides appended): no optimizer state asked for, the run named after its output_dir with the
     decoder as its CPT base, never as the paper recipe whose settings it borrows."""
     import re
     import shlex
@@ -269,8 +269,8 @@ def test_readme_decoder_cpt_command_trains_a_converted_llama_under_its_own_name(
     from modeling_eurobert import convert
     from tests.test_convert import build_tokenizer, save_llama
 
-    readme = (ROOT / "README.md").read_text()
-    block = readme.split("**CPT from a decayed run or any decoder.**", 1)[1].split("```bash\n", 1)[1].split("```")[0]
+    page = (ROOT / "docs" / "pretraining.md").read_text()
+    block = page.split("**CPT from a decayed run or any decoder.**", 1)[1].split("```bash\n", 1)[1].split("```")[0]
     convert_line, cpt_command = [" ".join(part.split()) for part in block.replace("\\\n", " ").strip().split("\n")]
     llama = tmp_path / "llama"
     save_llama(llama, build_tokenizer())
