@@ -339,12 +339,13 @@ def evaluate(models: list[Path], tasks: list[str], eval_args: dict, study: Study
     todo = [model for model in models if not is_evaluated(model, tasks, study, output)]
     if not todo:
         return
+    lrs = study.lrs_of(tasks[0])  # one LR grid for the whole group (`eval_groups`)
     results = [store.result_path(output / "results", checkpoint_name(model), task, lr, seed)
-               for model in todo for task in tasks for lr in study.lrs_of(task) for seed in study.seeds]
+               for model in todo for task in tasks for lr in lrs for seed in study.seeds]
     poll = progress and (lambda: progress(sum(path.is_file() for path in results), len(results)))
     args = [sys.executable, "-m", "evaluation.run",
             "--model", ",".join(f"{checkpoint_name(model)}={model}" for model in todo), "--tasks", ",".join(tasks),
-            "--lrs", ",".join(f"{lr:g}" for lr in study.lrs_of(tasks[0])), "--seeds", ",".join(map(str, study.seeds)),
+            "--lrs", ",".join(f"{lr:g}" for lr in lrs), "--seeds", ",".join(map(str, study.seeds)),
             "--output", str(output / "results"), "--workers", str(study.workers)]
     for key, value in {**eval_args, "data_dir": data_dir}.items():
         if value is not None:

@@ -1,8 +1,6 @@
 """Shared fixtures. Tests never touch the network: the Hub is switched off before transformers is imported."""
 
 import os
-import subprocess
-import sys
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
@@ -13,6 +11,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from core.paths import resolve_data_dir  # noqa: E402
+from tests.fixtures.in_process import run_main  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -37,22 +36,6 @@ def one_thread():
 
 @pytest.fixture
 def call_main(capsys):
-    """`python -m <module> ARGV` as the shell runs it, in this process: `call_main(module.main, *argv)` gives
-    `CompletedProcess(argv, exit status, stdout, stderr)` (the exit status of its SystemExit, 0 when it returns).
-    An exception `main` lets through propagates, traceback and all (a process would exit 1 printing it)."""
-
-    def call(main, *argv):
-        argv = [str(arg) for arg in argv]
-        capsys.readouterr()
-        try:
-            main(argv)
-            code = 0
-        except SystemExit as stop:
-            code = stop.code
-            if code is not None and not isinstance(code, int):  # sys.exit("message"): printed, exit status 1
-                print(code, file=sys.stderr)
-                code = 1
-        out, err = capsys.readouterr()
-        return subprocess.CompletedProcess(argv, code or 0, out, err)
-
-    return call
+    """`call_main(module.main, *argv)`: `python -m <module> ARGV` as the shell runs it, in this process
+    (`tests.fixtures.in_process.run_main`)."""
+    return lambda main, *argv: run_main(main, argv, capsys)

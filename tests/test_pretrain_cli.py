@@ -15,6 +15,7 @@ import pytest
 
 from pretraining import checks, data, pretrain
 from recipes import cpt
+from tests.fixtures.in_process import run_main
 
 ROOT = Path(__file__).resolve().parents[1]
 DEBUG = "recipes/configs/debug.yaml"
@@ -38,14 +39,8 @@ def small(output_dir, cache_dir, *extra):
 def run_cli(module, *argv, capsys):
     """`python -m <module> argv` in this process (its `main(argv)`, as the shell calls it): (exit status, stderr).
     The process boundary itself: test_scripts_launch_by_path_from_the_root_and_from_another_directory."""
-    main = {"recipes.pretrain": pretrain.main, "recipes.cpt": cpt.main}[module]
-    capsys.readouterr()
-    try:
-        main(list(map(str, argv)))
-        code = 0
-    except SystemExit as error:
-        code = error.code
-    return code, capsys.readouterr().err
+    done = run_main({"recipes.pretrain": pretrain.main, "recipes.cpt": cpt.main}[module], argv, capsys)
+    return done.returncode, done.stderr
 
 
 def assert_one_line_error(result, *fragments, code=2):
