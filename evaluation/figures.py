@@ -3,7 +3,8 @@
 Bar charts start at 0 and draw each task's trivial baseline; line charts show the mean test score with its 95%
 CI over seeds. Score vs learning rate marks each model's chosen LR (highest mean validation score); score vs
 pretraining progress is drawn against the tokens seen when the study says how many one step is (`tokens_per_step`),
-its final (decayed) checkpoints hollow. Legends sit under the axes; captions are wrapped to the figure's width.
+its final (decayed) checkpoints hollow. Legends sit under the axes; captions are wrapped to the figure's width. Each
+objective has one colour in every figure (`core.colours`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from core import names
+from core import colours, names
 from evaluation.statistics import model_kind, model_order, trivial_baseline
 
 MIN_SPAN = 0.2  # a score axis spans at least this much, so run-to-run noise never looks like a trend
@@ -66,9 +67,13 @@ STYLES = ("-", "--", "-.", ":")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 
 
-def _style(i: int) -> dict:
-    """Line i's look: colour, marker and dash all vary, so overlapping lines stay apart."""
-    return {"color": f"C{i % 10}", "marker": MARKERS[i % len(MARKERS)], "linestyle": STYLES[i % len(STYLES)]}
+def _styles(labels) -> dict:
+    """Each label's look: its objective's colour (`core.colours`, the same in every figure), marker and dash by its
+    place, so lines of one colour stay apart; a label looks the same in every subplot of a figure."""
+    outside = [label for label in labels if colours.objective_key(label) is None]
+    return {label: {"color": colours.of(label, outside.index(label) if label in outside else 0),
+                    "marker": MARKERS[i % len(MARKERS)], "linestyle": STYLES[i % len(STYLES)]}
+            for i, label in enumerate(labels)}
 
 
 def _legend(ax) -> None:
@@ -110,13 +115,13 @@ def plot_objectives(rows: list[dict], output: Path) -> list[Path]:
             continue
         task_names, models = sorted({r["task"] for r in fam}), sorted({r["model"] for r in fam}, key=model_order)
         fig, (ax,) = _axes(1)
-        width = 0.8 / len(models)
+        width, styles = 0.8 / len(models), _styles(models)
         for i, model in enumerate(models):
             cells = [next((r for r in fam if r["model"] == model and r["task"] == t), None) for t in task_names]
             xs = [j + i * width for j, c in enumerate(cells) if c]
             present = [c for c in cells if c]
             ax.bar(xs, [c["mean"] for c in present], width, yerr=np.nan_to_num(_errors(present)), label=model,
-                   capsize=2, color=f"C{i % 10}")
+                   capsize=2, color=styles[model]["color"])
         for j, task in enumerate(task_names):
             if (base := trivial_baseline(rows, task)) is not None:
                 ax.hlines(base, j - width / 2, j + 0.8 - width / 2, colors="black", linestyles="--", linewidth=1,
@@ -148,14 +153,15 @@ def _lines_per_task(rows, output: Path, name: str, points, xlabel: str, title: s
     task_names = sorted({t for t, _ in series})
     if not any(len(v) > 1 for v in series.values()):
         return []
+    styles = _styles(sorted({label for _, label in series}))
     fig, axes = _axes(len(task_names))
     for ax, task in zip(axes, task_names):
         values = []
-        for i, ((t, label), pts) in enumerate(sorted(series.items())):
+        for (t, label), pts in sorted(series.items()):
             if t != task:
                 continue
             pts.sort()
-            style = _style(i)
+            style = styles[label]
             errors = np.nan_to_num(np.array([[p[1] - p[2], p[3] - p[1]] for p in pts]).T)
             ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=errors, capsize=2, label=label, **style)
             hollow = [p for p in pts if p[4]]
@@ -200,17 +206,18 @@ def plot_learning_rates(rows, output: Path) -> list[Path]:
     """Score vs fine-tuning learning rate (mean test score over seeds at each LR with its 95% CI over seeds), one
     line per final checkpoint (intermediate checkpoints have their own figure), each model's chosen LR starred."""
     written = []
+    final = [r for r in rows if model_kind(r["model"]) != "intermediate"]
+    styles = _styles(sorted({r["model"] for r in final}, key=model_order))  # one look per model in every figure
     for task in sorted({r["task"] for r in rows}):
-        task_rows = sorted((r for r in rows if r["task"] == task and model_kind(r["model"]) != "intermediate"),
-                           key=lambda r: model_order(r["model"]))
+        task_rows = sorted((r for r in final if r["task"] == task), key=lambda r: model_order(r["model"]))
         if not any(len([v for v in r["per_lr"].values() if v[2]]) > 1 for r in task_rows):
             continue
         fig, (ax,) = _axes(1)
         values, lrs = [], set()
-        for i, r in enumerate(task_rows):
+        for r in task_rows:
             pts = [(lr, v[1], *r["per_lr_ci"][lr]) for lr, v in sorted(r["per_lr"].items()) if v[2]]
             errors = np.nan_to_num(np.array([[p[1] - p[2], p[3] - p[1]] for p in pts]).T)
-            style = _style(i)
+            style = styles[r["model"]]
             ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=errors, capsize=2, label=r["model"], **style)
             if r["best_lr"] is not None:
                 ax.plot([r["best_lr"]], [r["per_lr"][r["best_lr"]][1]], linestyle="none", marker="*", markersize=14,
@@ -281,10 +288,11 @@ def plot_gap(gap: list[dict], output: Path) -> list[Path]:
         curve = [r for r in gap if r["task"] == task]
         xs, ys = [r["tokens_per_parameter"] for r in curve], [r["delta"] for r in curve]
         errors = np.nan_to_num(np.array([[r["delta"] - r["ci_low"], r["ci_high"] - r["delta"]] for r in curve]).T)
-        ax.errorbar(xs, ys, yerr=errors, capsize=3, label="CLM - MLM40 (95% CI)", **_style(0))
+        ax.errorbar(xs, ys, yerr=errors, capsize=3, label="CLM - MLM40 (95% CI)", color="black",
+                    marker=MARKERS[0], linestyle=STYLES[0])  # a difference of two objectives: neither one's colour
         final = [r for r in curve if r["final"]]
         ax.plot([r["tokens_per_parameter"] for r in final], [r["delta"] for r in final], linestyle="none",
-                marker=MARKERS[0], markersize=9, markerfacecolor="white", markeredgecolor="C0",
+                marker=MARKERS[0], markersize=9, markerfacecolor="white", markeredgecolor="black",
                 label="final checkpoint (decayed)")
         ax.axhline(0.0, color="black", linewidth=1)
         crossover = curve[0]["crossover"]

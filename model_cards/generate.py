@@ -486,7 +486,7 @@ def _facts(info: dict, name: str, parsed: ModelName | None, params: tuple[int, i
     facts = [("scale", f"`{info['scale']}`" if info["scale"] else "none (not a study run)"),
              ("parameters", f"{_millions(params[0])} without the LM head ({_millions(params[1])} with it)"),
              ("objective (last phase)", _objective_words(info["objective"], ratio)),
-             ("steps trained", steps), ("tokens seen", f"{info['tokens_seen']:,}")]
+             ("steps trained", steps), ("tokens seen", _tokens_text(info))]
     if info["switch_step"] is not None:
         facts.append(("PFS switch", f"CLM until step {info['switch_step']:,}, then MLM"))
     if base_text:
@@ -497,10 +497,19 @@ def _facts(info: dict, name: str, parsed: ModelName | None, params: tuple[int, i
     return facts
 
 
+def _tokens_text(info: dict) -> str:
+    """The tokens a checkpoint saw: a CPT run's own, then its base's (run_info `tokens_before_cpt`)."""
+    own = f"{info['tokens_seen']:,} tokens"
+    if not info["cpt_base"]:
+        return own
+    before = info["tokens_before_cpt"]
+    return own + (" after a base of unknown pretraining" if before is None else
+                  f" after {before:,} in its base ({before + info['tokens_seen']:,} in all)")
+
+
 def _disclaimer(info: dict, name: str, parsed: ModelName | None, params: tuple[int, int], data_text: str) -> str:
     """The first thing a card says when the checkpoint is not one of the paper's models."""
-    trained = (f"{_millions(params[0])} parameters trained on {info['tokens_seen']:,} tokens ({info['steps']:,} "
-               "steps)")
+    trained = f"{_millions(params[0])} parameters trained on {_tokens_text(info)} ({info['steps']:,} steps)"
     paper = parsed.name[len(parsed.scale) + 1:] if parsed and parsed.scale else parsed and parsed.name
     if info["scale"] not in (None, PAPER_SCALE):
         claim = (f"`{name}` is the paper's `{paper}` reproduced at the `{info['scale']}` scale, not a claim about "

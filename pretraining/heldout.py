@@ -21,11 +21,15 @@ from pathlib import Path
 
 import torch
 
-from core import artifacts, cli, names
+from core import artifacts, cli, colours, names
 from core.paths import resolve_data_dir
 from pretraining import collator, data
 
-CSV_COLUMNS = ("model", "step", "tokens_seen", "clm_loss", "mlm_loss", "mlm_probability", "blocks", "block_size")
+# heldout.csv: one row per checkpoint. `tokens_seen` counts every token the checkpoint saw, a CPT run's base included;
+# `tokens_before_cpt` is the part before this run (0 from scratch). For a CPT run from a base without run_info (a
+# converted decoder) both say `unknown`.
+CSV_COLUMNS = ("model", "step", "tokens_seen", "tokens_before_cpt", "clm_loss", "mlm_loss", "mlm_probability",
+               "blocks", "block_size")
 
 
 @torch.no_grad()
@@ -69,7 +73,8 @@ def heldout_blocks(tokenizer, block_size: int, n_blocks: int, cache_dir: str | P
 
 def score_checkpoints(models: list[str | Path], tokenizer_dir: str | Path, block_size: int, n_blocks: int,
                       cache_dir: str | Path, data_dir=None, mlm_probability: float = 0.4) -> list[dict]:
-    """One row per checkpoint: its run_info name, paper-scale step, tokens seen and both held-out losses."""
+    """One row per checkpoint: its run_info name, paper-scale step, tokens seen (a CPT base's included) and both
+    held-out losses."""
     tokenizer = data.load_tokenizer(tokenizer_dir, objective="mlm")
     blocks = heldout_blocks(tokenizer, block_size, n_blocks, cache_dir, data_dir)
     rows = []
@@ -79,9 +84,11 @@ def score_checkpoints(models: list[str | Path], tokenizer_dir: str | Path, block
         paper_steps = int(step) if step.isdigit() and Path(model).parent.name == artifacts.INTERMEDIATE_DIR else None
         losses = heldout_losses(model, blocks, tokenizer, mlm_probability)
         shown = names.scaled_name(run if paper_steps else info["name"], info["scale"])  # the scale first
+        before = info["tokens_before_cpt"]
         rows.append({"model": shown, "step": paper_steps or _final_step(info),
-                     "tokens_seen": info["tokens_seen"], **losses, "mlm_probability": mlm_probability,
-                     "blocks": len(blocks), "block_size": block_size})
+                     "tokens_seen": "unknown" if before is None else before + info["tokens_seen"],
+                     "tokens_before_cpt": "unknown" if before is None else before, **losses,
+                     "mlm_probability": mlm_probability, "blocks": len(blocks), "block_size": block_size})
     return rows
 
 
@@ -97,6 +104,25 @@ def write_csv(rows: list[dict], path: str | Path) -> Path:
     lines = [",".join(CSV_COLUMNS)]
     lines += [",".join(_fmt(r[c]) for c in CSV_COLUMNS) for r in rows]
     return artifacts.write_text_atomic(path, "\n".join(lines) + "\n")
+
+
+def read_csv(path: str | Path) -> list[dict]:
+    """The rows `write_csv` wrote, typed as `score_checkpoints` made them.
+
+    Raises:
+        ValueError: the file's header is not `CSV_COLUMNS` (another tool's file, or an older held-out CSV).
+    """
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    if not lines or lines[0] != ",".join(CSV_COLUMNS):
+        raise ValueError(f"{path} is not a held-out CSV of this version (header {','.join(CSV_COLUMNS)}); rerun "
+                         "python -m pretraining.heldout")
+    typed = {"model": str, "step": int, "tokens_seen": _count, "tokens_before_cpt": _count, "clm_loss": float,
+             "mlm_loss": float, "mlm_probability": float, "blocks": int, "block_size": int}
+    return [{c: typed[c](v) for c, v in zip(CSV_COLUMNS, line.split(","), strict=True)} for line in lines[1:]]
+
+
+def _count(text: str) -> int | str:
+    return text if text == "unknown" else int(text)
 
 
 def check_output(path: Path) -> None:
@@ -117,7 +143,10 @@ def _fmt(value) -> str:
 
 
 def plot(rows: list[dict], path: str | Path) -> Path | None:
-    """Held-out CLM and MLM loss against the pretraining step, one line per run (the learning curves)."""
+    """Held-out CLM and MLM loss against the tokens seen (a CPT base's included), one line per run (the learning
+    curves); a CPT run from a base of unknown tokens has no place on that axis and is left out (the caption says so)."""
+    unplaced = sorted({r["model"] for r in rows if r["tokens_seen"] == "unknown"})
+    rows = [r for r in rows if r["tokens_seen"] != "unknown"]
     runs = sorted({r["model"] for r in rows})
     if not any(sum(r["model"] == m for r in rows) > 1 for m in runs):
         return None
@@ -129,16 +158,17 @@ def plot(rows: list[dict], path: str | Path) -> Path | None:
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
     for ax, loss in zip(axes, ("clm_loss", "mlm_loss")):
         for run in runs:
-            points = sorted((r["step"], r[loss]) for r in rows if r["model"] == run)
-            ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=run)
-        ax.set_xlabel("pretraining step (paper scale)")
+            points = sorted((int(r["tokens_seen"]) / 1e6, float(r[loss])) for r in rows if r["model"] == run)
+            ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=run, color=colours.of(run))
+        ax.set_xlabel("pretraining tokens seen (millions; a CPT run's base included)")
         ax.set_ylabel(f"held-out {loss.split('_')[0].upper()} loss (nats/token)")
         ax.set_title(f"held-out {loss.split('_')[0].upper()} loss")
     axes[1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     mlm_p = rows[0]["mlm_probability"]
     fig.text(0.01, 0.005, f"Learning curves on {rows[0]['blocks']} held-out blocks of {rows[0]['block_size']} tokens "
              f"(the corpus's validation split): next-token loss with causal attention (left) and masked-token loss at "
-             f"{mlm_p:.0%} masking with bidirectional attention, the same masks for every model (right).",
+             f"{mlm_p:.0%} masking with bidirectional attention, the same masks for every model (right)."
+             + (f" Not shown (their base's tokens are unknown): {', '.join(unplaced)}." if unplaced else ""),
              fontsize=7, va="bottom", ha="left", wrap=True)
     fig.tight_layout(rect=(0, 0.08, 1, 1))
     fig.savefig(path, dpi=100, bbox_inches="tight")

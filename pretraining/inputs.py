@@ -11,6 +11,7 @@ wrappers over `pretraining.data`.
 """
 
 from pathlib import Path
+from typing import NamedTuple
 
 import datasets
 
@@ -94,14 +95,24 @@ def select_blocks(blocks: datasets.Dataset, first_block: int, needed: int, epoch
     return data.BlockStream(blocks, first_block, needed)
 
 
-def cpt_start(run_args: PretrainArguments) -> tuple[str | None, int, str | None]:
-    """For a CPT run: (base name, first block to read, optimizer file to keep); (None, 0, None) otherwise.
+class CptStart(NamedTuple):
+    """Where a CPT run starts: its base, the first block it reads, the optimizer state it keeps and the tokens the
+    base had seen in all (its own and its bases'; None when the base has no run_info, as a converted decoder)."""
+
+    base: str | None
+    first_block: int
+    optimizer_file: str | None
+    tokens_before: int | None
+
+
+def cpt_start(run_args: PretrainArguments) -> CptStart:
+    """For a CPT run: where it starts (`CptStart`); `CptStart(None, 0, None, 0)` otherwise.
 
     The first block continues after the blocks the base run consumed (its `tokens_seen` / block size), so CPT
     sees unseen data; a converted decoder (no run_info) starts at block 0 unless `data_start_block` says otherwise.
     """
     if not run_args.cpt:
-        return None, 0, None
+        return CptStart(None, 0, None, 0)
     base = artifacts.read_run_info(run_args.model_name_or_path) or {}
     base_name = base.get("name") or Path(run_args.model_name_or_path).name
     first_block = run_args.data_start_block
@@ -117,4 +128,7 @@ def cpt_start(run_args: PretrainArguments) -> tuple[str | None, int, str | None]
             raise ValueError(f"keep_optimizer_state: no optimizer.pt in {run_args.model_name_or_path} "
                              "or its last checkpoint; drop the option")
         optimizer_file = str(found[-1])
-    return base_name, first_block, optimizer_file
+    tokens_before = None
+    if base and base["tokens_before_cpt"] is not None:
+        tokens_before = base["tokens_before_cpt"] + base["tokens_seen"]
+    return CptStart(base_name, first_block, optimizer_file, tokens_before)

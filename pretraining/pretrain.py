@@ -23,7 +23,7 @@ from pretraining.checks import (
     last_complete_checkpoint,
 )
 from pretraining.collator import ObjectiveCollator, build_collator
-from pretraining.inputs import cpt_start, select_blocks, training_blocks
+from pretraining.inputs import CptStart, cpt_start, select_blocks, training_blocks
 from pretraining.provenance import data_identity, make_run_info, resolved_config
 from pretraining.settings import PretrainArguments, RecipeParser, decay_steps, global_batch
 from pretraining.trainer import (
@@ -57,8 +57,7 @@ class PreparedRun:
     identity: dict  # data_identity(blocks, tokenizer), recorded in run_config.json and run_info.json
     model: object
     collator: ObjectiveCollator
-    cpt_base: str | None
-    optimizer_file: str | None  # CPT keep_optimizer_state
+    start: CptStart  # a CPT run's base, first block, kept optimizer state and tokens before it
 
 
 def prepare(run_args: PretrainArguments, training_args: TrainingArguments) -> PreparedRun:
@@ -74,7 +73,8 @@ def prepare(run_args: PretrainArguments, training_args: TrainingArguments) -> Pr
         training_args.hub_token = None
     check_sources(run_args)
     resume = check_output_dir(run_args, training_args)
-    cpt_base, first_block, optimizer_file = cpt_start(run_args)
+    start = cpt_start(run_args)
+    first_block = start.first_block
     first_process = training_args.main_process_first
 
     # 2. tokenizer -> token budget (estimated before anything is downloaded or tokenized) -> blocks in the fixed
@@ -98,7 +98,7 @@ def prepare(run_args: PretrainArguments, training_args: TrainingArguments) -> Pr
     # 3. the collator picks CLM or MLM from each batch's step (PFS flips inside the run)
     collator = build_collator(run_args, tokenizer, blocks_per_step, first_block)
     return PreparedRun(run_args, training_args, resume, tokenizer, train_blocks, identity, model, collator,
-                       cpt_base, optimizer_file)
+                       start)
 
 
 def name_tensorboard_run(trainer: PretrainingTrainer, run_args, training_args: TrainingArguments) -> None:
@@ -121,12 +121,12 @@ def train(run: PreparedRun) -> PretrainingTrainer:
     output_dir = Path(training_args.output_dir)
 
     def info(step, intermediate=False):
-        return make_run_info(run_args, training_args, step=step, identity=run.identity, cpt_base=run.cpt_base,
+        return make_run_info(run_args, training_args, step=step, identity=run.identity, start=run.start,
                              intermediate=intermediate)
 
     callbacks = []
-    if run.optimizer_file:
-        callbacks.append(LoadOptimizerStateCallback(run.optimizer_file, resuming=run.resume is not None))
+    if run.start.optimizer_file:
+        callbacks.append(LoadOptimizerStateCallback(run.start.optimizer_file, resuming=run.resume is not None))
     block_log = None
     if run_args.log_block_order:
         block_log = output_dir / f"block_order-rank{training_args.process_index}.jsonl"

@@ -71,15 +71,15 @@ def run_size(run_args: PretrainArguments) -> str | None:
     return base.get("size") if base else None
 
 
-def make_run_info(run_args, training_args, *, step: int, identity: dict, cpt_base: str | None,
-                  intermediate: bool = False) -> dict:
+def make_run_info(run_args, training_args, *, step: int, identity: dict, start, intermediate: bool = False) -> dict:
     """Everything needed to know what a checkpoint is and how it was made (written as `run_info.json`).
 
     Args:
         run_args, training_args: the resolved settings.
         step: optimizer steps done (this run's global step).
         identity: `data_identity(blocks, tokenizer)`: the packed blocks' fingerprint and the tokenizer hash.
-        cpt_base: name of the CPT base model (None unless CPT).
+        start: `pretraining.inputs.CptStart`: the CPT base's name (None unless CPT) and the tokens the starting model
+            had seen before this run (`tokens_before_cpt`: 0 from scratch, None for a base without run_info).
         intermediate: an intermediate checkpoint, named `<run>-<step>` with the step at paper scale (the step times
             `step_divisor`, so a toy run's checkpoints carry the names of the paper's).
     """
@@ -95,14 +95,15 @@ def make_run_info(run_args, training_args, *, step: int, identity: dict, cpt_bas
         "mlm_probability": run_args.mlm_probability if run_args.objective == "mlm" else None,
         "steps": step,
         "switch_step": run_args.switch_step,
-        "cpt_base": cpt_base,
+        "cpt_base": start.base,
         "scale": run_args.scale,
         "run_config": resolved_config(run_args, training_args, identity),
         "training_args": training,
         "versions": artifacts.package_versions(),
         "git_commit": artifacts.git_commit(),
         "data": {"source": run_args.corpus_source, **identity},
-        "tokens_seen": step * global_batch(training_args) * run_args.block_size,
+        "tokens_seen": step * global_batch(training_args) * run_args.block_size,  # this run's, after its start
+        "tokens_before_cpt": start.tokens_before,
     }
 
 

@@ -398,6 +398,10 @@ def report(study: Study, output: Path) -> None:
     if study.compare:
         args += ["--compare", ",".join(study.compare)]
     run_logged(args + ["--scale", study.scale], output / "logs" / "report.log")
+    if (csv := output / "heldout" / "heldout.csv").is_file():  # the curves redrawn from the CSV: always in step
+        from pretraining import heldout
+
+        heldout.plot(heldout.read_csv(csv), csv.with_suffix(".png"))
 
 
 def hub_id(org: str, name: str, study: Study) -> str:

@@ -345,6 +345,8 @@ def test_converted_qwen2_and_qwen3_run_cpt_and_the_grid(tmp_path, data_dir, tmp_
                   "--lr_scheduler_kwargs", '{"num_decay_steps": 1, "decay_type": "linear"}',
                   "--output_dir", str(out)])
         trained = EuroBertClmMlmForMaskedLM.from_pretrained(out)
+        info = json.loads((out / "run_info.json").read_text())
+        assert info["tokens_before_cpt"] is None and info["tokens_seen"] == 2 * 2 * 32  # the decoder's: unknown
         assert trained.config.is_causal is False and trained.config.qkv_bias == (family == "qwen2")
         assert trained.config.qk_norm == (family == "qwen3")
         changed = {key for key, value in trained.state_dict().items() if not torch.equal(value, before[key])}

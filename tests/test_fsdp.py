@@ -46,6 +46,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_launcher_accepts_the_fsdp_config(tmp_path):
     probe = tmp_path / "probe.py"
     probe.write_text(PROBE)

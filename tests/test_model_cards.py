@@ -22,6 +22,7 @@ from model_cards.generate import (
     parse_name,
 )
 from model_cards.results_dataset import task_test_data
+from pretraining.inputs import CptStart
 from pretraining.provenance import make_run_info
 from pretraining.settings import PretrainArguments
 
@@ -41,7 +42,8 @@ INSTANCES = {
 
 
 def make_checkpoint(path, name, objective="mlm", mlm_probability=0.4, steps=200, switch_step=None,
-                    cpt_base=None, scale="toy", extra_files=True, is_causal=None, branch_from=None):
+                    cpt_base=None, scale="toy", extra_files=True, is_causal=None, branch_from=None,
+                    tokens_before_cpt=400 * 8 * 64):
     """A small but complete `save_pretrained` folder whose run_info.json is written by the real
     `pretraining.provenance.make_run_info`, with the local paths a real run records (output_dir, tokenizer, base...)."""
     path.mkdir(parents=True)
@@ -83,7 +85,7 @@ def make_checkpoint(path, name, objective="mlm", mlm_probability=0.4, steps=200,
                                       adam_beta2=0.95, per_device_train_batch_size=8, data_seed=0, report_to="none",
                                       use_cpu=True)
     info = make_run_info(run_args, training_args, step=steps, identity={"fingerprint": "abc123", "tokenizer": "t0"},
-                         cpt_base=cpt_base)
+                         start=CptStart(cpt_base, 0, None, tokens_before_cpt if cpt_base else 0))
     (path / "run_info.json").write_text(json.dumps(info, indent=2))
     return path
 
@@ -379,6 +381,7 @@ def test_decay_branch_and_its_base_model(tmp_path):
                            cpt_base="610m-clm-42k")
     card = build_model_card(step, repo_id="me/toy-610m-clm-dec42k-mlm40-64k", revision="step-10")
     assert card.data.base_model == "me/toy-610m-clm-42k"  # an intermediate checkpoint keeps its run's starting point
+    assert "| tokens seen | 5,120 tokens after 204,800 in its base (209,920 in all) |" in card.text
 
 
 def test_any_run_is_described_from_its_run_info(tmp_path):
@@ -394,8 +397,9 @@ def test_any_run_is_described_from_its_run_info(tmp_path):
 def test_cpt_from_another_base_is_named_and_described_as_what_it_is(tmp_path):
     """CPT from a converted Llama with the 610m-clm-dec42k-mlm40-44k config: run_info keeps the recipe's name."""
     ckpt = make_checkpoint(tmp_path / "llama-cpt", "610m-clm-dec42k-mlm40-44k", cpt_base="llama-3.2-1b-eurobert",
-                           scale=None)
+                           scale=None, tokens_before_cpt=None)  # a converted decoder: no run_info, tokens unknown
     card = build_model_card(ckpt, repo_id="me/llama-3.2-1b-mlm40-cpt")
+    assert "| tokens seen | 102,400 tokens after a base of unknown pretraining |" in card.text
     assert card.data.model_name == "llama-3.2-1b-mlm40-cpt" and "## What the name means" not in card.text
     assert "continued pretraining (CPT) of `llama-3.2-1b-eurobert`" in card.text
     assert "calls this run `610m-clm-dec42k-mlm40-44k`, the study's name for a run it is not" in card.text

@@ -109,6 +109,7 @@ def test_run_trains_every_parameter_and_reloads(three_runs, name):
     assert trainer.model.config.is_causal == (name == "clm")  # saved default attention follows the last objective
     info = json.loads((Path(training_args.output_dir) / "run_info.json").read_text())
     assert info["steps"] == 4 and info["tokens_seen"] == 4 * 2 * 64 and info["size"] == "tiny"
+    assert info["tokens_before_cpt"] == 0  # from scratch
 
 
 def test_decay_branch_of_the_stable_run(tmp_path, cache_dir):
@@ -146,6 +147,7 @@ def test_cpt_continues_after_the_base_blocks(three_runs, tmp_path, cache_dir):
     assert order[1] == (False, [8, 9]) and order[2] == (False, [10, 11])  # base read blocks 0..7
     info = json.loads((Path(training_args.output_dir) / "run_info.json").read_text())
     assert info["cpt_base"] == Path(base).name and info["size"] == "tiny"
+    assert info["tokens_seen"] == 2 * 2 * 64 and info["tokens_before_cpt"] == 4 * 2 * 64  # this run's; the base's
     assert {float(s["step"]) for s in trainer.optimizer.state.values()} == {6.0}  # 4 kept + 2 new
 
 
@@ -216,9 +218,11 @@ def test_a_run_config_of_another_format_is_refused_in_one_line(three_runs, cache
 def test_run_info_of_another_format_is_refused(three_runs, tmp_path):
     """A run_info.json without the current format (format 1 had no "format" key) is refused in one line."""
     today = artifacts.read_run_info(Path(three_runs["pfs"][1].output_dir))
-    for stored, found in (({k: v for k, v in today.items() if k != "format"}, 1), ({**today, "format": 3}, 3)):
+    format_2 = {k: v for k, v in today.items() if k != "tokens_before_cpt"} | {"format": 2}  # before tokens_before_cpt
+    for stored, found in (({k: v for k, v in today.items() if k != "format"}, 1), (format_2, 2),
+                          ({**today, "format": 4}, 4)):
         (tmp_path / "run_info.json").write_text(json.dumps(stored))
-        with pytest.raises(ValueError, match=f"run_info format {found}, this code reads format 2"):
+        with pytest.raises(ValueError, match=f"run_info format {found}, this code reads format 3"):
             artifacts.read_run_info(tmp_path)
 
 
@@ -366,6 +370,7 @@ print("REPORT " + json.dumps(report))
 """
 
 
+@pytest.mark.slow
 def test_every_objective_loads_with_plain_auto_classes_in_a_fresh_process(three_runs, tmp_path, cache_dir):
     """CLM, MLM, PFS and CPT checkpoints load with plain `AutoModel*`, `AutoTokenizer` and `SentenceTransformer`
     (no flag; a process that cannot import this project, stdin closed, so a [y/N] prompt would fail it) as
@@ -471,3 +476,39 @@ def test_resume_skips_broken_checkpoints_and_refuses_an_unchecked_one(tmp_path, 
     assert "no run_info.json" in skipped and "optimizer.pt is unreadable" in skipped
     with pytest.raises(ValueError, match="is not a complete Trainer checkpoint \\(no run_info.json"):
         check_output_dir(*parse(out, cache_dir, *args, "--resume_from_checkpoint", str(out / "checkpoint-2")))
+
+
+def test_heldout_figure_places_every_row_at_its_csv_tokens(tmp_path, monkeypatch):
+    """The held-out curves from a CSV: each line at the tokens its rows count (a CPT run's base included), in its
+    objective's colour; a CPT run from a base of unknown tokens is left out of the axis and named in the caption."""
+    import matplotlib.colors
+    import matplotlib.pyplot as plt
+
+    from core import colours
+    from pretraining import heldout
+
+    common = {"mlm_probability": 0.4, "blocks": 4, "block_size": 64}
+    rows = [{"model": "mini-610m-clm-42k", "step": s, "tokens_seen": s * 50, "tokens_before_cpt": 0,
+             "clm_loss": 9 - s / 1e4, "mlm_loss": 9.5 - s / 1e4, **common} for s in (1000, 20000, 42000)]
+    rows += [{"model": "mini-610m-clm-dec42k-mlm40-54k", "step": 54000, "tokens_seen": 2_700_000,
+              "tokens_before_cpt": 2_100_000, "clm_loss": 6.0, "mlm_loss": 6.1, **common},
+             {"model": "custom-llama-mlm", "step": 10, "tokens_seen": "unknown", "tokens_before_cpt": "unknown",
+              "clm_loss": 5.0, "mlm_loss": 5.5, **common}]
+    path = tmp_path / "heldout.csv"
+    heldout.write_csv(rows, path)
+    assert heldout.read_csv(path) == rows  # the CSV reads back as it was written
+    drawn, close = [], plt.close
+    monkeypatch.setattr(plt, "close", lambda fig: (drawn.append(fig), close(fig)))
+    heldout.plot(heldout.read_csv(path), path.with_suffix(".png"))
+    (fig,) = drawn
+    for ax in fig.axes:
+        lines = {line.get_label(): line for line in ax.get_lines()}
+        assert set(lines) == {"mini-610m-clm-42k", "mini-610m-clm-dec42k-mlm40-54k"}
+        for model, line in lines.items():
+            assert list(line.get_xdata()) == [r["tokens_seen"] / 1e6 for r in rows if r["model"] == model]
+            assert matplotlib.colors.to_hex(line.get_color()) == matplotlib.colors.to_hex(colours.of(model))
+        assert "tokens seen" in ax.get_xlabel()
+    assert "custom-llama-mlm" in fig.texts[-1].get_text()
+    path.write_text(path.read_text().replace(",tokens_before_cpt", ""))  # an older CSV: refused, not misread
+    with pytest.raises(ValueError, match="not a held-out CSV of this version"):
+        heldout.read_csv(path)

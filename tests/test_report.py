@@ -327,6 +327,42 @@ def test_every_figure_shows_its_baseline_and_labels(tmp_path, monkeypatch):
             fig.get_figwidth() * figures.CHARS_PER_INCH, path.name
 
 
+def test_a_model_has_one_colour_in_every_figure_and_subplot(tmp_path, monkeypatch):
+    """Two tasks, so the PFS and data-efficiency figures have two subplots each: every line or bar label has one
+    colour in all of them, a model of the study's grammar its objective's (`core.colours`) whatever its scale, size
+    or step, and the objectives of one figure each their own."""
+    import matplotlib.colors
+    import matplotlib.pyplot as plt
+
+    from core import colours
+    from evaluation import figures
+
+    write_levels(tmp_path, KNOWN)
+    _, rows = write_levels(tmp_path, KNOWN, task="mnli")
+    drawn, close = [], plt.close
+    monkeypatch.setattr(plt, "close", lambda fig: (drawn.append(fig), close(fig)))
+    paths = figures.plot_all(rows, tmp_path, tokens_per_step=2048 / 40)
+    assert {"pfs.png", "pretraining_steps.png", "learning_rate_mnli.png", "objective_sc.png"} <= {p.name for p in paths}
+    seen = {}
+    for fig in drawn:
+        subplots = [a for a in fig.axes if a.get_visible()]
+        for ax in subplots:
+            for handle, label in zip(*ax.get_legend_handles_labels()):
+                if label in ("trivial baseline", "chosen LR (best validation)"):
+                    continue
+                artist = handle.patches[0] if hasattr(handle, "patches") else handle[0]
+                colour = matplotlib.colors.to_hex(artist.get_facecolor() if hasattr(handle, "patches")
+                                                  else artist.get_color())
+                key = label if colours.objective_key(label) else (id(fig), label)  # others: one look per figure
+                assert seen.setdefault(key, colour) == colour, (label, fig.axes[0].get_title())
+    grammar = {label: colour for label, colour in seen.items() if isinstance(label, str)}
+    assert grammar and all(colour == matplotlib.colors.to_hex(colours.of(label)) for label, colour in grammar.items())
+    assert len(set(grammar.values())) == len({colours.objective_key(label) for label in grammar})
+    assert colours.of("mini-610m-clm-42k-1000") == colours.of("210m-clm-10k") != colours.of("610m-mlm40-42k")
+    assert len({colours.of(n) for n in ("610m-clm-42k", "610m-mlm20-42k", "610m-mlm40-42k", "610m-clm-21k-mlm40-42k",
+                                        "610m-clm-dec42k-mlm40-54k", "610m-mlm40-dec42k-mlm40-54k")}) == 6
+
+
 def test_seeds_needed_is_the_fewest_seeds_for_the_target_half_width():
     for std in (0.005, 0.0125, 0.03, 0.1):
         n = statistics.seeds_needed(std)

@@ -12,6 +12,7 @@ import pytest
 
 from core import artifacts
 from core.paths import REPO_ROOT
+from pretraining import heldout as heldout_csv
 from recipes import manifest
 from recipes.study import STUDIES, eval_batches, main, run_study
 
@@ -74,6 +75,12 @@ def test_short_smoke_study_runs_every_stage(short_study):
     assert "ci_low" in rows[0] and "trivial_baseline" in rows[0] and list(report.glob("*.png"))
     heldout = (output / "heldout" / "heldout.csv").read_text()
     assert heldout.count("\n") == 1 + len(study.models) + 2 * 6  # finals + every intermediate of the two runs
+    # The CPT row counts its base's tokens too, as the figure places it: the base's run_info plus the CPT run's.
+    base = json.loads((output / "models" / "610m-clm-42k" / "run_info.json").read_text())
+    row = next(r for r in heldout_csv.read_csv(output / "heldout" / "heldout.csv")
+               if r["model"] == "ci-610m-clm-dec42k-mlm40-44k")
+    assert cpt["tokens_before_cpt"] == row["tokens_before_cpt"] == base["tokens_seen"] > 0
+    assert row["tokens_seen"] == base["tokens_seen"] + cpt["tokens_seen"]
     # Without --org the export sits in the placeholder namespace (model_cards.push refuses to push it).
     hub = output / "hub" / "models" / "your-org" / "ci-610m-mlm40-42k" / "main"  # the scale in the repo id
     assert (hub / "model.safetensors").is_file() and (hub / "README.md").is_file()
