@@ -10,7 +10,8 @@ from its last checkpoint), an evaluation run when its result file exists; the re
 rebuilt from those. Re-running after a crash or Ctrl-C redoes nothing finished. `<output>/study.json` records which
 study a directory holds; a different study in the same directory is refused.
 Pretraining runs are subprocesses of `recipes/pretrain.py` / `recipes/cpt.py` (logs in `<output>/logs/`), exactly
-the commands a user would type; the grid runs `evaluation.run` per model, also as a subprocess.
+the commands a user would type; the grid runs `evaluation.run` per task group, also as a subprocess. The held-out
+loss and the report run in this process (`run_here`), their output in the logs too.
 """
 
 import argparse
@@ -232,13 +233,40 @@ def run_logged(command: list[str], log_path: Path, cwd: Path = REPO_ROOT, poll=N
         log.flush()
         process = subprocess.Popen(command, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=env,
                                    preexec_fn=artifacts.die_with_parent())
-        while (code := process.poll()) is None:
-            if poll:
-                poll()
-            time.sleep(2)
+        while True:
+            try:
+                code = process.wait(timeout=2)  # returns as soon as the stage ends
+                break
+            except subprocess.TimeoutExpired:
+                if poll:
+                    poll()
     if code != 0:
-        tail = "".join(log_path.read_text().splitlines(keepends=True)[-25:])
-        raise RuntimeError(f"{' '.join(command[:3])} failed (exit {code}); log {log_path}:\n{tail}")
+        stage_failed(' '.join(command[:3]), code, log_path)
+
+
+def run_here(module: str, argv: list[str], log_path: Path) -> None:
+    """`python -m <module> ARGV` run in this process, its output in `log_path` as `run_logged` writes it: for the
+    stages that need no process of their own (the held-out loss, the report), where starting one, importing torch
+    and transformers again, would cost more than the stage. On failure raise with the log's last lines."""
+    import importlib
+
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "a") as log:
+        log.write(f"\n$ python -m {module} {' '.join(argv)}\n")
+        log.flush()
+        try:
+            with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+                importlib.import_module(module).main(argv)
+            code = 0
+        except SystemExit as exit:  # bad input: its one line is in the log
+            code = exit.code
+    if code not in (0, None):
+        stage_failed(f"python -m {module}", code, log_path)
+
+
+def stage_failed(command: str, code, log_path: Path):
+    tail = "".join(log_path.read_text().splitlines(keepends=True)[-25:])
+    raise RuntimeError(f"{command} failed (exit {code}); log {log_path}:\n{tail}")
 
 
 def train_tokenizer(study: Study, output: Path, data_dir: str | None) -> None:
@@ -366,12 +394,12 @@ def heldout_loss(study: Study, output: Path, data_dir: str | None) -> None:
     if target.is_file() and stamp_path.is_file() and artifacts.read_json(stamp_path, "held-out stamp") == stamp:
         return
     block_size = manifest.SCALES[study.scale]["block_size"]
-    args = [sys.executable, "-m", "pretraining.heldout", "--tokenizer", str(output / "tokenizer"), "--block_size",
+    args = ["--tokenizer", str(output / "tokenizer"), "--block_size",
             str(block_size), "--blocks", str(study.heldout_blocks), "--cache_dir", str(output / "cache"),
             "--output", str(target), "--model", ",".join(map(str, models))]
     if data_dir is not None:
         args += ["--data_dir", data_dir]
-    run_logged(args, output / "logs" / "heldout.log")
+    run_here("pretraining.heldout", args, output / "logs" / "heldout.log")
     artifacts.write_json_atomic(stamp_path, stamp)
 
 
@@ -391,13 +419,13 @@ def regime(study: Study) -> tuple[float, int]:
 
 
 def report(study: Study, output: Path) -> None:
-    args = [sys.executable, "-m", "evaluation.report", str(output / "results"), "--output", str(output / "report")]
+    args = [str(output / "results"), "--output", str(output / "report")]
     if manifest.SCALES[study.scale]["model"] is not None:  # a toy scale: the paper's own regime otherwise
         tokens_per_step, parameters = regime(study)
         args += ["--tokens_per_step", f"{tokens_per_step:g}", "--parameters", str(parameters)]
     if study.compare:
         args += ["--compare", ",".join(study.compare)]
-    run_logged(args + ["--scale", study.scale], output / "logs" / "report.log")
+    run_here("evaluation.report", args + ["--scale", study.scale], output / "logs" / "report.log")
     if (csv := output / "heldout" / "heldout.csv").is_file():  # the curves redrawn from the CSV: always in step
         from pretraining import heldout
 
@@ -471,11 +499,31 @@ def _archived_files(output: Path) -> list[Path]:
     return [output / "study.json", *store.result_files(output / "results"), *_heldout_files(output)]
 
 
-def write_results_archive(output: Path, archive: Path) -> Path:
-    """Pack `_archived_files` into a tar.xz whose bytes depend only on their contents (sorted, no times or owners),
-    so regenerating an unchanged study rewrites the same archive."""
+def holds_exactly(archive: Path, output: Path) -> bool:
+    """Whether a results archive holds `_archived_files(output)` and nothing else, byte for byte."""
     import tarfile
 
+    files = {path.relative_to(output).as_posix(): path for path in _archived_files(output)}
+    with tarfile.open(archive, "r:xz") as tar:
+        members = tar.getmembers()
+        if sorted(m.name for m in members) != sorted(files) or not all(m.isfile() for m in members):
+            return False
+        return all(tar.extractfile(m).read() == files[m.name].read_bytes() for m in members)
+
+
+def write_results_archive(output: Path, archive: Path, reuse: Path | None = None) -> Path:
+    """Pack `_archived_files` into a tar.xz whose bytes depend only on their contents (sorted, no times or owners),
+    so regenerating an unchanged study rewrites the same archive. `reuse`, an archive the report was regenerated
+    from, is copied instead when it holds exactly those files (xz takes half a minute on the mini study's 126 MB;
+    reading it back, a second)."""
+    import shutil
+    import tarfile
+
+    if reuse is not None and reuse.is_file() and holds_exactly(reuse, output):
+        if not archive.exists() or not archive.samefile(reuse):
+            with artifacts.atomic_file(archive) as tmp:
+                shutil.copyfile(reuse, tmp)
+        return archive
     with artifacts.atomic_file(archive) as tmp, tarfile.open(tmp, "w:xz", preset=6, format=tarfile.PAX_FORMAT) as tar:
         for path in sorted(_archived_files(output)):
             info = tarfile.TarInfo(path.relative_to(output).as_posix())
@@ -525,10 +573,11 @@ def check_docs_dir(docs: Path) -> None:
                          "directory, or one an earlier --docs wrote")
 
 
-def write_docs(study_name: str, output: Path, docs: Path) -> Path:
+def write_docs(study_name: str, output: Path, docs: Path, from_results: Path | None = None) -> Path:
     """Copy a finished study's report into `docs`: a README that starts with the results table and the paper's
     findings, then the figures with their captions, and ends with the study's definition; beside it the results
-    archive the report is regenerated from (`--from_results`)."""
+    archive the report is regenerated from (`--from_results`, reused when it still holds exactly the study's
+    files)."""
     import shutil
 
     report = output / "report"
@@ -541,7 +590,7 @@ def write_docs(study_name: str, output: Path, docs: Path) -> Path:
               *sorted(report.glob("*.png")), *_heldout_files(output)]
     for path in copied:
         shutil.copy2(path, docs / path.name)
-    write_results_archive(output, docs / RESULTS_ARCHIVE)
+    write_results_archive(output, docs / RESULTS_ARCHIVE, reuse=from_results)
     intro = DOCS_INTRO.get(study_name, "Tiny models on the offline bundle: these numbers show the pipeline and the "
                                         "protocol at toy scale, not the paper's results.")
     summary = (report / "summary.md").read_text().split("\n", 1)[1]  # its own title dropped
@@ -671,7 +720,7 @@ def main(argv=None) -> None:
             report_dir = report_from_archive(args.study, args.from_results, args.output)
             print(f"report regenerated from {args.from_results} in {report_dir}")
             if args.docs:
-                print(f"report copied to {write_docs(args.study, args.output, args.docs)}")
+                print(f"report copied to {write_docs(args.study, args.output, args.docs, args.from_results)}")
             return
         from core.paths import resolve_data_dir
         from model_cards.push import PushError, check_repo_id

@@ -156,7 +156,7 @@ def same_docs(a, b) -> None:
 def test_docs_regenerate_from_their_results_archive(short_study, tmp_path, capsys):
     """--docs writes the results archive beside the report; --from_results rebuilds the same docs from it alone
     (into a new directory, nothing trained), and the archive it writes again has the same bytes."""
-    from recipes.study import RESULTS_ARCHIVE, write_docs
+    from recipes.study import RESULTS_ARCHIVE, holds_exactly, write_docs, write_results_archive
 
     _, output, _ = short_study
     docs = write_docs("smoke", output, tmp_path / "docs")
@@ -168,6 +168,16 @@ def test_docs_regenerate_from_their_results_archive(short_study, tmp_path, capsy
     same_docs(docs, tmp_path / "docs-again")
     assert (tmp_path / "docs-again" / RESULTS_ARCHIVE).read_bytes() == archive.read_bytes()
     assert not (tmp_path / "again" / "models").exists()
+    # The bytes depend only on the files' contents: packed again from a copy with new times, the same archive.
+    fresh = Path(shutil.copytree(output, tmp_path / "fresh-times", copy_function=shutil.copy))
+    assert write_results_archive(fresh, tmp_path / "packed.tar.xz").read_bytes() == archive.read_bytes()
+    # The archive --from_results read is reused only while it holds exactly the study's files: one result changed,
+    # it is packed anew.
+    changed = next((tmp_path / "again" / "results").rglob("lr*.json"))
+    changed.write_text(changed.read_text().replace('"status": "ok"', '"status": "ok" ', 1))
+    repacked = write_results_archive(tmp_path / "again", tmp_path / "repacked.tar.xz", reuse=archive)
+    assert not holds_exactly(archive, tmp_path / "again") and holds_exactly(repacked, tmp_path / "again")
+    assert repacked.read_bytes() != archive.read_bytes()
     # Bad input: one line, nothing written.
     for argv, message in ((["mini", "--from_results", str(archive), "--output", str(tmp_path / "x")],
                            "holds the 'smoke' study, not 'mini'"),
