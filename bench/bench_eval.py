@@ -7,10 +7,13 @@ Builds the tiny architecture (with a small BPE tokenizer trained on the bundle),
 (`evaluation.run.main`) on a 2-LR x 2-seed grid and times every optimizer step (forward, backward, clip, AdamW,
 scheduler) with a Trainer callback. Everything else (input checks, data loading and tokenization, model loading,
 prediction, metrics, result files) is overhead. Tokenization happens once for the whole grid, so the share falls as
-the grid grows; model loading and evaluation are paid per run.
+the grid grows; model loading and evaluation are paid per run. It also times the full collection every
+Trainer.train starts with, over the heap as the grid leaves it (what was loaded before the first run frozen out of
+the collector, `evaluation.run.run_all`) and with that heap unfrozen.
 """
 
 import argparse
+import gc
 import os
 import tempfile
 import time
@@ -78,6 +81,18 @@ def main(argv: list[str] | None = None) -> None:
     print(f"wall {wall:.1f} s; optimizer steps {timer.seconds:.1f} s over {timer.steps} steps "
           f"({1000 * timer.seconds / max(timer.steps, 1):.1f} ms/step)")
     print(f"share of wall time outside optimizer steps: {100 * outside / wall:.1f}% (target <= 15%)")
+    frozen = timed_collection()
+    gc.unfreeze()
+    unfrozen = timed_collection()
+    gc.freeze()
+    print(f"a full collection (Trainer.train starts with one): {1000 * frozen:.1f} ms with the grid's start-up heap "
+          f"frozen, {1000 * unfrozen:.0f} ms without ({unfrozen / max(frozen, 1e-9):.0f}x)")
+
+
+def timed_collection() -> float:
+    start = time.perf_counter()
+    gc.collect()
+    return time.perf_counter() - start
 
 
 if __name__ == "__main__":

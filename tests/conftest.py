@@ -1,17 +1,28 @@
 """Shared fixtures. Tests never touch the network: the Hub is switched off before transformers is imported."""
 
+import gc
 import os
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("WANDB_DISABLED", "true")
+if "PYTEST_XDIST_WORKER_COUNT" in os.environ:  # pytest -n N: the cores shared out, in this worker and its children
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, len(os.sched_getaffinity(0))
+                                                    // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))))
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from core.paths import resolve_data_dir  # noqa: E402
 from tests.fixtures.in_process import run_main  # noqa: E402
+
+
+def pytest_collection_finish(session):
+    """The modules every test imported live as long as the session: out of the collector's way, so the full
+    collection each Trainer.train starts with (accelerate's free_memory) scans only what the tests made since."""
+    gc.collect()
+    gc.freeze()
 
 
 @pytest.fixture(scope="session")

@@ -67,4 +67,5 @@ def test_bench_data_runs_one_tiny_step(data_dir, tmp_path, one_thread):
 
 def test_bench_eval_runs_one_tiny_step(data_dir, capsys, one_thread):
     bench_eval.main(["--max_steps", "1", "--max_train", "32", "--max_eval", "16", "--max_length", "32"])
-    assert "share of wall time outside optimizer steps" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "share of wall time outside optimizer steps" in out and "a full collection" in out

@@ -1,0 +1,131 @@
+"""The study driver apart from a study run: the committed studies regenerated from their archives, the paper plan,
+the task groups, bad input and the stages run in process. (tests/test_study.py runs the shortened study; apart, the
+two files run side by side under pytest -n.)"""
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from core.paths import REPO_ROOT
+from recipes import manifest
+from recipes.study import STUDIES, eval_batches, main
+from tests.test_study import same_docs
+
+
+def test_docs_dir_with_files_it_did_not_write_is_refused(tmp_path, capsys):
+    """--docs never replaces a file recipes.study did not write: refused in one line before any work starts."""
+    from recipes.study import check_docs_dir
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "README.md").write_text("# my notes\n")
+    with pytest.raises(SystemExit) as error:
+        main(["smoke", "--output", str(tmp_path / "x"), "--docs", str(docs)])
+    assert error.value.code == 2
+    assert "holds README.md, which recipes.study did not write" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists() and (docs / "README.md").read_text() == "# my notes\n"
+    (docs / "README.md").unlink()
+    (docs / "pfs.png").write_bytes(b"not ours")
+    with pytest.raises(ValueError, match="holds pfs.png"):
+        check_docs_dir(docs)
+    check_docs_dir(REPO_ROOT / "docs" / "mini-study")  # written by an earlier --docs: may be rewritten
+    check_docs_dir(tmp_path / "new")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("study_name, models", [("mini", 12), ("horizon", 6)])
+def test_committed_study_regenerates_from_its_results(tmp_path, study_name, models):
+    """docs/<study>-study is what the report stage makes of the results committed beside it, number for number."""
+    committed = REPO_ROOT / "docs" / f"{study_name}-study"
+    main([study_name, "--from_results", str(committed / "results.tar.xz"), "--output", str(tmp_path / study_name),
+          "--docs", str(tmp_path / "docs")])
+    same_docs(committed, tmp_path / "docs")
+    summary = list(csv.DictReader(open(committed / "summary.csv", newline="")))
+    assert len({r["model"] for r in summary}) == models
+    assert {r["task"] for r in summary} == set(STUDIES[study_name].tasks)
+
+
+@pytest.mark.slow
+def test_unknown_study_is_one_clear_error(tmp_path):
+    """The entry point's process boundary (`python -m recipes.study`): bad input exits non-zero with its message."""
+    result = subprocess.run([sys.executable, "-m", "recipes.study", "huge", "--output", str(tmp_path / "x")],
+                            cwd=REPO_ROOT, capture_output=True, text=True)
+    assert result.returncode != 0 and "unknown study 'huge'" in result.stderr
+    assert not (tmp_path / "x").exists()
+
+
+def test_bad_org_is_one_clear_error(tmp_path, capsys):
+    with pytest.raises(SystemExit) as error:
+        main(["smoke", "--output", str(tmp_path / "x"), "--org", "my org"])
+    last_line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error.value.code == 2 and last_line.startswith("error: --org 'my org': repo id")
+    assert not (tmp_path / "x").exists()
+
+
+def test_training_order_puts_prerequisites_first():
+    names = [r.name for r in manifest.training_order(manifest.model_names())]
+    assert len(names) == 38
+    for recipe in manifest.recipes().values():
+        for needed in (recipe.branch_from, recipe.cpt_base):
+            if needed and recipe.name in names:
+                assert names.index(needed) < names.index(recipe.name)
+
+
+def test_paper_plan_lists_every_run_with_compute_and_launch_scripts(tmp_path, capsys):
+    main(["paper", "--output", str(tmp_path), "--gpu", "H100", "--mfu", "0.4"])
+    with open(tmp_path / "plan.csv", newline="") as f:
+        rows = {r["name"]: r for r in csv.DictReader(f)}
+    assert set(rows) == set(manifest.model_names())
+    full = rows["610m-mlm40-42k"]
+    assert int(full["steps"]) == 42_000 and int(full["tokens"]) == 42_000 * 1152 * 2048
+    # MLM projects 40% of tokens through the LM head, CLM all of them: CLM costs more per step.
+    assert float(rows["610m-clm-42k"]["flops"]) > float(full["flops"]) > float(rows["210m-mlm40-42k"]["flops"])
+    assert int(rows["610m-clm-12k"]["steps"]) == 2_000  # a decay branch adds only its decay
+    plan = (tmp_path / "plan.md").read_text()
+    assert "GPU-hours" in capsys.readouterr().out and "110,000" in plan
+    # disk: one checkpoint per 1,000 steps a run trains itself (a decay branch only its 2k), none deleted
+    checkpoints = sum(-(-int(r["steps"]) // 1000) for r in rows.values())
+    assert f"{checkpoints:,} checkpoints" in plan and "12 bytes per parameter" in plan and "64,000 steps" in plan
+    # launch/: SLURM scripts (tests/test_launch.py runs them) and the same runs in order without SLURM
+    assert {p.name for p in (tmp_path / "launch").iterdir()} == {
+        "submit.sh", "prepare_data.sbatch", "pretrain.sbatch", "eval_grid.sbatch", "eval_grid.tsv", "pretrain.sh"}
+    script = (tmp_path / "launch" / "pretrain.sh").read_text().splitlines()
+    order = [line.split("pretrain.sbatch\" ")[-1].split()[0] for line in script if "pretrain.sbatch\" recipes/" in line]
+    assert order == [f"recipes/configs/paper/{r.name}.yaml" for r in manifest.training_order(manifest.model_names())]
+    grid = (tmp_path / "launch" / "eval_grid.tsv").read_text().splitlines()
+    assert len(grid) == (38 + 12) * 12 * 30  # the intermediate checkpoints too (data-efficiency figure)
+    assert "610m-clm-42k-5000=out/paper/610m-clm-42k/intermediate/step-5000\tsst2\t1e-05\t0" in grid
+
+
+def test_mini_evaluation_runs_as_one_grid_process_per_task_group():
+    """The checkpoints that share their tasks and evaluation arguments are evaluated by one grid process: the mini
+    study's six final models in three (QA and IR have their own budgets), its six intermediate checkpoints in one."""
+    mini = STUDIES["mini"]
+    finals = [Path("/s/models") / name for name in mini.models]
+    intermediates = [Path("/s/models") / name / "intermediate" / f"step-{step}"
+                     for name in ("610m-clm-42k", "610m-mlm40-42k") for step in (125, 250, 500)]
+    batches = eval_batches(finals + intermediates, mini)
+    assert [(models, tasks) for models, tasks, _ in batches] == [
+        (finals, ["sst2", "mnli", "conll2003"]), (finals, ["squad"]), (finals, ["scifact"]),
+        (intermediates, ["conll2003"])]
+    assert [args.get("max_steps") for _, _, args in batches] == [None, 500, 300, None]
+    assert batches[0][2] == mini.eval_args
+    horizon = STUDIES["horizon"]  # a task with its own LR grid has its own grid process
+    assert [tasks for _, tasks, _ in eval_batches(finals, horizon)] == [["conll2003"], ["scifact"], ["mnli"]]
+    assert horizon.lrs_of("mnli") == (1e-4, 3e-4, 1e-3, 3e-3) and horizon.lrs_of("scifact") == horizon.lrs
+
+
+def test_a_stage_run_in_process_logs_its_output_and_fails_with_its_last_lines(tmp_path, capsys):
+    """`run_here` (the held-out loss, the report): output to the stage's log, not the terminal; bad input ends the
+    stage with the log's last lines, the one-line error among them, as a failed subprocess stage does."""
+    from recipes.study import run_here
+
+    log = tmp_path / "logs" / "report.log"
+    with pytest.raises(RuntimeError, match=r"python -m evaluation.report failed \(exit 2\)") as failure:
+        run_here("evaluation.report", [str(tmp_path / "no-results"), "--output", str(tmp_path / "report")], log)
+    assert "no-results" in str(failure.value) and "no-results" in log.read_text()
+    assert log.read_text().startswith(f"\n$ python -m evaluation.report {tmp_path / 'no-results'}")
+    assert capsys.readouterr().err == "" and not (tmp_path / "report").exists()
