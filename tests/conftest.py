@@ -17,6 +17,13 @@ import torch  # noqa: E402
 from core.paths import resolve_data_dir  # noqa: E402
 from tests.fixtures.in_process import run_main  # noqa: E402
 
+# The shortened study run first: under -n, one worker starts it while the others take the rest.
+LONGEST_FIRST = ("test_study.py",)
+
+
+def pytest_collection_modifyitems(items):
+    items.sort(key=lambda item: item.path.name not in LONGEST_FIRST)  # stable: otherwise in collection order
+
 
 def pytest_collection_finish(session):
     """The modules every test imported live as long as the session: out of the collector's way, so the full
