@@ -38,7 +38,8 @@ DRY_PRETRAIN = ["--config", PAPER_210M, "--runs", "pfs", "--steps", "4", "--log_
                 "--batch_size", "2", "--max_docs", "200", "--vocab_size", "9000", "--compare_eager", "--loss_rtol",
                 "1e-4", "--architecture", "tiny", "--bf16", "false", "--use_cpu", "true", "--num_proc", "1",
                 "--dataloader_num_workers", "0"]
-GPU_TESTS = ["tests/test_fsdp.py", "tests/test_modeling.py", "-k", "gpu", "-q", "-p", "no:cacheprovider"]
+# -n 0: in this process (pyproject.toml runs the suite with one worker per core; the GPU tests share one device)
+GPU_TESTS = ["tests/test_fsdp.py", "tests/test_modeling.py", "-k", "gpu", "-q", "-p", "no:cacheprovider", "-n", "0"]
 
 # name -> (time budget on the device in seconds, module, device arguments, dry-run arguments); the dry run's budget
 # is the same (a slow shared CPU), the device's sum plus the install stays under 8 minutes.

@@ -251,14 +251,14 @@ def test_cli_without_token_fails_in_one_line_and_pushes_nothing(hub, study, call
 
 
 @pytest.mark.slow  # the process boundary: the Hub client configured from the environment, as for a user
-def test_cli_push_never_writes_the_token(hub, study, tmp_path):
+def test_cli_push_never_writes_the_token(hub, study, tmp_path, call_main, monkeypatch):
     run_dir, report = study
     proc = run_cli([run_dir, "--repo_id", "org/m", "--results", report], tmp_path,
                    HF_ENDPOINT=hub.endpoint, HF_TOKEN=TOKEN)
     assert proc.returncode == 0, proc.stderr
     assert "pushed model org/m@step-2000" in proc.stdout and "pushed dataset org/m-results@main" in proc.stdout
-    dry = run_cli([run_dir, "--repo_id", "org/m", "--results", report, "--dry_run", tmp_path / "dry"], tmp_path,
-                  HF_TOKEN=TOKEN, HF_HUB_OFFLINE="1")  # a dry run needs no network
+    monkeypatch.setenv("HF_TOKEN", TOKEN)  # a dry run needs no network (conftest: HF_HUB_OFFLINE): in this process
+    dry = call_main(main, run_dir, "--repo_id", "org/m", "--results", report, "--dry_run", tmp_path / "dry")
     assert dry.returncode == 0, dry.stderr
     assert len(hub.repos) == 2 and len(hub.repo("org/m").commits) == 4
 
