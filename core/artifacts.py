@@ -51,7 +51,7 @@ STUDY_FORMAT = 1
 RUN_INFO_KEYS = ("format", "name", "size", "objective", "mlm_probability", "steps", "switch_step", "cpt_base", "scale",
                  "run_config", "training_args", "versions", "git_commit", "data", "tokens_seen",
                  "tokens_before_cpt")
-# summary.csv (evaluation.report): one row per model x task; the model cards read it back.
+# summary.csv (analysis.report): one row per model x task; the model cards read it back.
 SUMMARY_COLUMNS = ("model", "task", "family", "metric", "best_lr", "n_seeds", "mean", "ci_low", "ci_high",
                    "trivial_baseline", "entity_f1", "std", "val_mean", "stability_std", "lr_range", "n_runs",
                    "n_diverged")

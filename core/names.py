@@ -5,12 +5,17 @@ cards.
     <size>-clm-<k1>-mlm<ratio>-<total>           610m-clm-10k-mlm40-42k                 two-phase (PFS)
     <size>-<base>-dec<steps>-mlm<ratio>-<total>  610m-clm-dec42k-mlm40-44k              CPT from a decayed run
     <name>-<step>                                610m-clm-42k-1000                      intermediate checkpoint
+    <name>-pseed<k>[-<step>]                     610m-clm-42k-pseed1-1000               pretraining run k (replicate)
     <scale>-<name>                               mini-610m-clm-42k                      that recipe at a manifest scale
 
 A model trained at a scale other than the paper's carries that scale before its name wherever a reader sees it
 (tables, figure legends, cards, Hub repo ids): `scaled_name("610m-clm-42k", "mini") == "mini-610m-clm-42k"`, a
 valid Hub repo name that parses back (a scale's words start with a letter, a size with a digit). Paper-scale
 names are exactly the paper's.
+
+A study that trains each model several times with different pretraining seeds (`pretrain_seeds`) names run k
+`<name>-pseed<k>`: the replicates of one model share `replicate_group` (the name without `-pseed<k>`), which the
+analysis treats as one model with the pretraining run as a random effect. A name without `-pseed` is a single run.
 """
 
 import re
@@ -19,7 +24,7 @@ from dataclasses import dataclass
 PAPER_SCALE = "paper"
 _SCALE = r"(?:(?P<scale>[a-z][a-z0-9]*(?:-[a-z][a-z0-9]*)*)-)?"  # words that start with a letter (mini, mini-gpu)
 _SIZE = _SCALE + r"(?P<size>\d+(?:\.\d+)?[mb])"
-_STEP = r"(?:-(?P<step>\d+))?"  # intermediate checkpoint suffix: a plain step count, no "k"
+_STEP = r"(?:-pseed(?P<pseed>\d+))?(?:-(?P<step>\d+))?"  # pretraining replicate, then a plain step count (no "k")
 _PATTERNS = {
     "single": re.compile(rf"^{_SIZE}-(?P<objective>clm|mlm(?P<ratio>\d+))-(?P<total>\d+k){_STEP}$"),
     "pfs": re.compile(rf"^{_SIZE}-clm-(?P<switch>\d+k)-mlm(?P<ratio>\d+)-(?P<total>\d+k){_STEP}$"),
@@ -40,7 +45,7 @@ class ModelName:
     objective of the last phase ("clm" | "mlm"); ratio: masking ratio in percent (None for CLM); total_steps;
     switch_step (PFS: the last CLM step); base ("clm" | "mlm40") and base_steps (CPT); step (intermediate checkpoint,
     None for a final one); run_name (the name without the step); scale (the manifest scale a `<scale>-` prefix
-    names, None without one: the paper's).
+    names, None without one: the paper's); pretrain_seed (k of a `-pseed<k>` replicate, None for a single run).
     """
 
     name: str
@@ -55,6 +60,12 @@ class ModelName:
     step: int | None = None
     run_name: str = ""
     scale: str | None = None
+    pretrain_seed: int | None = None
+
+    @property
+    def replicate_group(self) -> str:
+        """The name without its `-pseed<k>` part: what the replicates of one model (its pretraining runs) share."""
+        return self.name if self.pretrain_seed is None else self.name.replace(f"-pseed{self.pretrain_seed}", "", 1)
 
     @property
     def objective_label(self) -> str:
@@ -90,6 +101,7 @@ def parse_name(name: str) -> ModelName:
         base=g.get("base"), base_steps=_steps(g["base_steps"]) if g.get("base_steps") else None,
         step=int(g["step"]) if g.get("step") else None,
         run_name=name.rsplit("-", 1)[0] if g.get("step") else name, scale=g["scale"],
+        pretrain_seed=int(g["pseed"]) if g.get("pseed") else None,
     )
     _check(parsed)
     return parsed

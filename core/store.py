@@ -90,3 +90,29 @@ def read_finetune_info(directory: str | os.PathLike) -> dict | None:
         raise ValueError(f"{path} is finetune_info format {found}, this code reads format {FINETUNE_INFO_FORMAT}: "
                          "save the model again (`python -m evaluation.run ... --save_models`)")
     return info
+
+
+def flatten(value, prefix: str = "") -> dict:
+    """{"model": {"weights": {...}}} -> {"model.weights....": leaf}."""
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            out.update(flatten(item, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    return {prefix: value}
+
+
+def identity_diff(old: dict, new: dict) -> list[str]:
+    """The fields where two identities differ, as "field: old -> new" (hashes shortened)."""
+    a, b = flatten(old), flatten(new)
+    out = []
+    for key in sorted(a.keys() | b.keys()):
+        if a.get(key) != b.get(key):
+            out.append(f"{key}: {_short(a.get(key))} -> {_short(b.get(key))}")
+    return out
+
+
+def _short(value) -> str:
+    if isinstance(value, str) and len(value) == 64:
+        return value[:10]
+    return repr(value)

@@ -32,7 +32,7 @@ Models (`--model`, comma-separated, `NAME=DIR|ID` to choose the name results are
   the cache alone).
 
 Results: one record per (model, task) in the grid's layout, `<output>/<model>/<task>-mteb/lr0-seed0.json`
-(`result_path`), so `evaluation.report` lists it as its own row (task `<task>-mteb`, one "run", best_lr 0), never
+(`result_path`), so `analysis.report` lists it as its own row (task `<task>-mteb`, one "run", best_lr 0), never
 averaged with fine-tuned runs; the report's findings leave such tasks out. The record has the grid's fields
 (format, model, task, family "ir", status, main_metric "ndcg@10", test scores under the project's names, per query
 ndcg@10 / mrr@10 / recall@100 as mteb computed them with the top-100 ranking and the judgements, trivial_baseline,
@@ -403,7 +403,7 @@ def state(path: Path, ident: dict) -> tuple[str, list[str]]:
         return "foreign", [str(error)]
     if record.get("evaluation") != "mteb":
         return "foreign", ["not written by evaluation.mteb"]
-    differences = identity.diff(record.get("identity", {}), ident)
+    differences = store.identity_diff(record.get("identity", {}), ident)
     return ("changed", differences) if differences else ("done", [])
 
 

@@ -256,7 +256,7 @@ def status(run: Run, output: str | os.PathLike) -> tuple[str, list[str]]:
         return "changed", [str(error)]
     if record.get("status") not in ("ok", "diverged"):
         return "changed", [f"status {record.get('status')!r}"]
-    differences = identity.diff(record.get("identity", {}), run.identity)
+    differences = store.identity_diff(record.get("identity", {}), run.identity)
     if differences:
         return "changed", differences
     if run.save_model and record["status"] == "ok" and not _model_saved(run, output):

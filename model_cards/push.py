@@ -8,7 +8,7 @@
   ONE commit. A run folder's intermediate checkpoints (`RUN_DIR/intermediate/step-<N>/`) go to branches `step-<N>`
   of the same repo, one commit each. Files on a branch that the checkpoint no longer has are deleted in that commit,
   so every branch holds exactly the pushed folder (plus the Hub's `.gitattributes`).
-- `--results REPORT_DIR` (`evaluation.report`'s folder, `summary.csv`) with `--results_dir` (the per-run results
+- `--results REPORT_DIR` (`analysis.report`'s folder, `summary.csv`) with `--results_dir` (the per-run results
   `evaluation.run` wrote; default `REPORT_DIR/results`; the study's layout is `study/<study>/report` and
   `study/<study>/results`) becomes a dataset repo with its own card and `runs` / `predictions` / `summary`
   configs (`model_cards.results_dataset`), and fills the evaluation table of the checkpoint cards.
@@ -155,7 +155,7 @@ def stage_results(report_dir: Path, repo_id: str, results_dir: Path | None, work
     `predictions` tables (`model_cards.results_dataset`) and the card.
 
     Args:
-        report_dir: `evaluation.report`'s output (summary.csv, summary.md, figures).
+        report_dir: `analysis.report`'s output (summary.csv, summary.md, figures).
         repo_id: dataset repo id.
         results_dir: the per-run result files (default `<report_dir>/results`).
         workdir: an empty scratch folder that outlives the staging: the derived files are written there.
@@ -165,7 +165,7 @@ def stage_results(report_dir: Path, repo_id: str, results_dir: Path | None, work
     summary = report_dir / "summary.csv"
     if not summary.is_file():
         raise PushError(f"{report_dir} is not an evaluation report: expected summary.csv in it")
-    from evaluation.report import report_scale
+    from analysis.report import report_scale
 
     scale = report_scale(report_dir)  # the scale the report's names carry: the dataset's rows carry it too
     card = build_results_card(results, summary, repo_id=repo_id, scale=scale)

@@ -198,7 +198,7 @@ def write_tables(result_paths: list[Path], out_dir: Path, scale: str | None = No
     Args:
         result_paths: per-run result files (`store.result_files`), under `<results_dir>/<model>/<task>/`.
         out_dir: an empty scratch folder.
-        scale: the manifest scale of the study's models (`evaluation.report --scale`): the `runs` and `predictions`
+        scale: the manifest scale of the study's models (`analysis.report --scale`): the `runs` and `predictions`
             rows name them as the report does (`core.names.scaled_name`); the result files stay as recorded.
 
     Returns:

@@ -405,7 +405,7 @@ def heldout_loss(study: Study, output: Path, data_dir: str | None) -> None:
 
 def regime(study: Study) -> tuple[float, int]:
     """(pretraining tokens per step of the model names, parameters incl. the input embedding, excl. the LM head) of
-    the study's scale: what `evaluation.findings` compares with the paper's tokens per parameter."""
+    the study's scale: what `analysis.findings` compares with the paper's tokens per parameter."""
     import torch
 
     from modeling_eurobert import EuroBertClmMlmModel, load_architecture
@@ -425,7 +425,7 @@ def report(study: Study, output: Path) -> None:
         args += ["--tokens_per_step", f"{tokens_per_step:g}", "--parameters", str(parameters)]
     if study.compare:
         args += ["--compare", ",".join(study.compare)]
-    run_here("evaluation.report", args + ["--scale", study.scale], output / "logs" / "report.log")
+    run_here("analysis.report", args + ["--scale", study.scale], output / "logs" / "report.log")
     if (csv := output / "heldout" / "heldout.csv").is_file():  # the curves redrawn from the CSV: always in step
         from pretraining import heldout
 
@@ -483,7 +483,7 @@ DOCS_INTRO = {
                 "about 39 tokens per parameter for SC and TC and 78 for IR. The answer at this scale, per task "
                 "(generated from the results below):"),
 }
-GAP_SECTION = "## The CLM - MLM40 gap over pretraining"  # evaluation.report's; its bullets answer the horizon question
+GAP_SECTION = "## The CLM - MLM40 gap over pretraining"  # analysis.report's; its bullets answer the horizon question
 
 
 RESULTS_ARCHIVE = "results.tar.xz"  # written beside a study's docs: what its report is regenerated from

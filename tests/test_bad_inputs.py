@@ -189,7 +189,7 @@ CLI_ROWS = {
         ([*GRID, "--max_train", "0"], "max_train=0 must be >= 1"),
         ([*GRID, "--max_eval", "0"], "max_eval=0 must be >= 1"),
     ],
-    "evaluation.report": [
+    "analysis.report": [
         (["{tmp}/missing"], "missing"),
         (["{tmp}", "--tokens_per_step", "0", "--parameters", "1e6"], "--tokens_per_step and --parameters go together"),
         (["{tmp}", "--parameters", "1e6"], "--tokens_per_step and --parameters go together"),
@@ -246,7 +246,7 @@ CLI_ROWS = {
 
 CLIS = sorted(CLI_ROWS)
 POSITIONALS = {  # {module: the positionals that rows above give a bad value}
-    "recipes.study": {"study", "output"}, "recipes.prepare_data": {"what"}, "evaluation.report": {"results"},
+    "recipes.study": {"study", "output"}, "recipes.prepare_data": {"what"}, "analysis.report": {"results"},
     "model_cards.generate": {"checkpoint"}, "model_cards.push": {"checkpoint"},
     "modeling_eurobert.convert": {"source", "output"}, "modeling_eurobert.export_native": {"checkpoint", "output"}}
 
@@ -288,7 +288,7 @@ EXEMPT["evaluation.run"] = {"--rerun_changed": "a switch: no value to get wrong"
 EXEMPT["evaluation.mteb"] = {"--rerun_changed": "a switch: no value to get wrong",
                              "--query_prompt": "any text is a prompt", "--document_prompt": "any text is a prompt",
                              "--output": "H2's rows (issue 24 point 6: an --output that is a file)"}
-EXEMPT["evaluation.report"] = {"--bootstrap": "a switch: no value to get wrong",
+EXEMPT["analysis.report"] = {"--bootstrap": "a switch: no value to get wrong",
                                "--output": "H2's rows (issue 24 point 6) and tests/test_report.py (foreign files)",
                                "--compare": "needs results: tests/test_report.py refuses A,A and unknown names"}
 EXEMPT["recipes.manifest"] = {"--list": "a switch: no value to get wrong"}
@@ -406,7 +406,8 @@ def test_every_command_line_of_the_project_has_a_table():
     (bench/ holds developer benchmarks, not shipped: pyproject's packages leave it out; a library module whose main
     only names the real command, `cli.not_a_command`, has its row among the writers')."""
     sources = {".".join(path.relative_to(REPO_ROOT).with_suffix("").parts): path.read_text(encoding="utf-8")
-               for package in ("core", "pretraining", "recipes", "evaluation", "model_cards", "modeling_eurobert")
+               for package in ("core", "pretraining", "recipes", "evaluation", "analysis", "model_cards",
+                               "modeling_eurobert")
                for path in (REPO_ROOT / package).glob("*.py")}
     modules = {m for m, text in sources.items() if "\ndef main(" in text and "cli.not_a_command(" not in text}
     # the training loop's main is the command recipes/pretrain.py (and, with cpt: true, recipes/cpt.py)

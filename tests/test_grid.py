@@ -10,8 +10,9 @@ from pathlib import Path
 import huggingface_hub
 import pytest
 
+from analysis import report
 from core import store
-from evaluation import common, report, resolve, run
+from evaluation import common, resolve, run
 from tests.fixtures.tiny_models import (
     build_tiny_bert,
     build_tiny_eurobert,

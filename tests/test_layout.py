@@ -17,10 +17,11 @@ MAY_IMPORT = {
     "modeling_eurobert": {"core"},
     "pretraining": {"core", "modeling_eurobert"},
     "evaluation": {"core", "modeling_eurobert"},
-    "model_cards": {"core", "modeling_eurobert", "evaluation"},
-    "recipes": {"core", "modeling_eurobert", "pretraining", "evaluation", "model_cards"},
-    "tests": {"core", "modeling_eurobert", "pretraining", "evaluation", "model_cards", "recipes"},
-    "bench": {"core", "modeling_eurobert", "pretraining", "evaluation", "model_cards", "recipes", "tests"},
+    "analysis": {"core"},
+    "model_cards": {"core", "modeling_eurobert", "evaluation", "analysis"},
+    "recipes": {"core", "modeling_eurobert", "pretraining", "evaluation", "analysis", "model_cards"},
+    "tests": {"core", "modeling_eurobert", "pretraining", "evaluation", "analysis", "model_cards", "recipes"},
+    "bench": {"core", "modeling_eurobert", "pretraining", "evaluation", "analysis", "model_cards", "recipes", "tests"},
 }
 PACKAGES = tuple(MAY_IMPORT)
 # Copied into every checkpoint and loaded with trust_remote_code: only torch, transformers and each other.

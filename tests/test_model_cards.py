@@ -11,9 +11,9 @@ from safetensors.torch import save_file
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import TrainingArguments
 
+from analysis.report import REPORT_MARK
 from core import artifacts, store
 from core.names import scaled_name
-from evaluation.report import REPORT_MARK
 from model_cards.generate import (
     build_model_card,
     build_results_card,
@@ -27,7 +27,7 @@ from pretraining.provenance import make_run_info
 from pretraining.settings import PretrainArguments
 
 TASKS = [("sst2", "sc", "accuracy"), ("conll2003", "tc", "sentence_macro_f1"), ("squad", "qa", "f1"),
-         ("scifact", "ir", "ndcg@10")]  # as evaluation.report writes them
+         ("scifact", "ir", "ndcg@10")]  # as analysis.report writes them
 # Per-instance records as each family's evaluate() writes them (evaluation.common.result).
 INSTANCES = {
     "sc": [{"prediction": "positive", "reference": "positive", "accuracy": 1.0},
@@ -132,7 +132,7 @@ def write_results(results_dir, checkpoints, tasks=TASKS, source="offline"):
 
 
 def write_report(report_dir, checkpoints, results_dir=None, scale="toy"):
-    """An evaluation report folder (summary.csv, its names at `scale` as `evaluation.report --scale` writes them,
+    """An evaluation report folder (summary.csv, its names at `scale` as `analysis.report --scale` writes them,
     and its marker) and the per-run results behind it: `<report_dir>/results` by default, or `results_dir` (the
     study's layout: study/<study>/report beside study/<study>/results)."""
     report_dir.mkdir(parents=True)

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from analysis import report, statistics
 from core import store
 from core.sentence_transformers_files import write_sentence_transformers_files
-from evaluation import baselines, common, metrics, report, retrieval, run, statistics, tasks
+from evaluation import baselines, common, metrics, retrieval, run, tasks
 from evaluation import mteb as mteb_eval
 from tests.fixtures.tiny_models import (
     build_tiny_bert,

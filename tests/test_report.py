@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from analysis import report, statistics
 from core import artifacts, names, store
-from evaluation import report, statistics
 
 LRS = (1e-5, 5e-5, 1e-4)
 N_TEST = 40
@@ -220,7 +220,7 @@ def test_findings_give_a_verdict_per_paper_claim(tmp_path):
     """Paper-scale names (163 tokens per parameter), every optimum inside the LR grid: MLM40 beats CLM on SC, CLM
     leads at the early checkpoint and the gap closes, CLM is flat over LRs relative to its gain, PFS and CPT win:
     every finding agrees; there is no TC task, so the TC finding is not testable."""
-    from evaluation import findings
+    from analysis import findings
 
     records, rows = write_levels(tmp_path, KNOWN)
     tested = findings.comparisons(records, rows)
@@ -241,7 +241,7 @@ def test_findings_give_a_verdict_per_paper_claim(tmp_path):
 
 
 def test_each_reason_a_finding_is_not_testable(tmp_path):
-    from evaluation import findings
+    from analysis import findings
 
     # tokens per parameter: the mini study's regime (2048 tokens per 40 paper steps, 0.6M parameters): 3.5
     records, rows = write_levels(tmp_path / "a", KNOWN)
@@ -271,7 +271,7 @@ def test_each_reason_a_finding_is_not_testable(tmp_path):
 def test_tc_claim_is_on_par_or_better_and_p_is_never_zero(tmp_path):
     """TC: CLM on par with MLM (no significant gap) supports the paper's claim; a bootstrap p with no sample past 0
     prints as "< 1/2000", never 0."""
-    from evaluation import findings
+    from analysis import findings
 
     records, rows = write_levels(tmp_path, {"610m-clm-42k": (0.80, 0.7), "610m-mlm40-42k": (0.80, 0.7)},
                                  task="conll2003", family="tc", metric="sentence_macro_f1")
@@ -283,7 +283,7 @@ def test_tc_claim_is_on_par_or_better_and_p_is_never_zero(tmp_path):
 def test_stability_does_not_call_a_model_that_learns_more_less_stable(tmp_path):
     """Two models whose per-LR curves have the same shape relative to the baseline, one learning twice as much: the
     same relative spread (the raw std over LRs would call the better learner twice as unstable)."""
-    from evaluation import findings
+    from analysis import findings
 
     baseline = 0.5
     for model, gain in (("weak", 0.1), ("strong", 0.2)):
@@ -302,7 +302,7 @@ def test_every_figure_shows_its_baseline_and_labels(tmp_path, monkeypatch):
     0, the chosen LR starred on LR curves, data efficiency in tokens seen."""
     import matplotlib.pyplot as plt
 
-    from evaluation import figures
+    from analysis import figures
 
     records, rows = write_levels(tmp_path, KNOWN, n=50)
     drawn, close = {}, plt.close
@@ -334,8 +334,8 @@ def test_a_model_has_one_colour_in_every_figure_and_subplot(tmp_path, monkeypatc
     import matplotlib.colors
     import matplotlib.pyplot as plt
 
+    from analysis import figures
     from core import colours
-    from evaluation import figures
 
     write_levels(tmp_path, KNOWN)
     _, rows = write_levels(tmp_path, KNOWN, task="mnli")
@@ -424,7 +424,7 @@ def test_gap_over_pretraining_says_where_it_crosses(tmp_path, monkeypatch):
 
     import matplotlib.pyplot as plt
 
-    from evaluation import figures, findings
+    from analysis import figures, findings
 
     levels = {"610m-clm-42k-5000": (0.75, 0.7), "610m-mlm40-42k-5000": (0.60, 0.55),
               "610m-clm-42k-20000": (0.72, 0.7), "610m-mlm40-42k-20000": (0.72, 0.7),

@@ -124,8 +124,8 @@ def test_a_stage_run_in_process_logs_its_output_and_fails_with_its_last_lines(tm
     from recipes.study import run_here
 
     log = tmp_path / "logs" / "report.log"
-    with pytest.raises(RuntimeError, match=r"python -m evaluation.report failed \(exit 2\)") as failure:
-        run_here("evaluation.report", [str(tmp_path / "no-results"), "--output", str(tmp_path / "report")], log)
+    with pytest.raises(RuntimeError, match=r"python -m analysis.report failed \(exit 2\)") as failure:
+        run_here("analysis.report", [str(tmp_path / "no-results"), "--output", str(tmp_path / "report")], log)
     assert "no-results" in str(failure.value) and "no-results" in log.read_text()
-    assert log.read_text().startswith(f"\n$ python -m evaluation.report {tmp_path / 'no-results'}")
+    assert log.read_text().startswith(f"\n$ python -m analysis.report {tmp_path / 'no-results'}")
     assert capsys.readouterr().err == "" and not (tmp_path / "report").exists()

@@ -32,7 +32,7 @@ gain over the trivial baseline at its best LR (`relative_lr_spread`); the grid m
 so the spread is over LRs on both sides of the optimum. Its CI and p come from resampling seeds within each LR.
 
 Each testable comparison has a 95% CI (Student t combining seeds and test instances:
-`evaluation.statistics.paired_comparison`) and a p-value; the p-values of all testable comparisons are corrected
+`analysis.statistics.paired_comparison`) and a p-value; the p-values of all testable comparisons are corrected
 together (Holm). A comparison **supports** the claim when its Holm-adjusted p is below 0.05 with the difference on
 the claim's side, **contradicts** it on the other side, and is **not significant** otherwise. A finding **agrees**
 at this scale when at least one comparison supports it and none contradicts it, **disagrees** in the reverse case,
@@ -47,8 +47,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from analysis import statistics
 from core import names
-from evaluation import statistics
 
 ALPHA = 0.05
 PAPER_TOKENS_PER_STEP = 1152 * 2048  # the paper's global batch x block: 2.36M tokens per step

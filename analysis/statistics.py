@@ -1,6 +1,6 @@
 """The numbers behind the report: results loaded and summarised per model x task, confidence intervals, paired
-comparisons on per-instance scores, Holm's correction. `evaluation.findings` tests the paper's claims with them,
-`evaluation.figures` draws them and `evaluation.report` renders them; this module imports none of those.
+comparisons on per-instance scores, Holm's correction. `analysis.findings` tests the paper's claims with them,
+`analysis.figures` draws them and `analysis.report` renders them; this module imports none of those.
 
 Intervals over fine-tuning seeds are Student t (a bootstrap over 3 seeds is about 2.7x too narrow). A paired
 comparison of two models adds the test-instance part (a paired bootstrap over instances, seeds averaged) to the
@@ -17,7 +17,6 @@ import numpy as np
 from scipy import stats
 
 from core import artifacts, names, store
-from evaluation import identity
 
 SUMMARY_COLUMNS = artifacts.SUMMARY_COLUMNS
 N_RESAMPLES = 2000  # bootstrap samples of every interval and p-value the report computes by resampling
@@ -45,7 +44,7 @@ def check_same_protocol(records: list[dict]) -> None:
     other task data, other protocol): such a row would mix two experiments."""
     first = records[0]
     for record in records[1:]:
-        differences = identity.diff(first["identity"], record["identity"])
+        differences = store.identity_diff(first["identity"], record["identity"])
         if differences:
             raise ValueError(f"{record['_path']} and {first['_path']} are results of {first['model']} on "
                              f"{first['task']} made differently ({'; '.join(differences[:3])}); re-run one of them "

@@ -1,6 +1,6 @@
 """Tables and figures from a results directory written by `evaluation.run`.
 
-    python -m evaluation.report results/ --output report/ [--bootstrap] [--compare 610m-mlm40-42k,610m-clm-42k] \
+    python -m analysis.report results/ --output report/ [--bootstrap] [--compare 610m-mlm40-42k,610m-clm-42k] \
         [--scale mini]
 
 `--scale` (recipes.study passes its scale) shows every study name as `<scale>-<name>` (`core.names.scaled_name`) in
@@ -10,20 +10,20 @@ Per model x task (the paper's reporting): the best learning rate is the one with
 seeds; the test score is the mean over that LR's seeds with a 95% confidence interval (Student t over seeds, or a
 percentile bootstrap with --bootstrap). The spread across LRs and seeds is described by the standard deviation of
 the test score over every finished run and the range of the per-LR mean test scores (the paper's stability
-finding uses the spread relative to the gain: `evaluation.findings`). Diverged runs are counted
+finding uses the spread relative to the gain: `analysis.findings`). Diverged runs are counted
 (`n_diverged`) and left out of means; an LR with a diverged seed ranks below every LR without one, so an unstable
 LR is never picked on the strength of its surviving seeds. TC rows also show `entity_f1` (seqeval, mean over the
 best LR's test runs) beside the main metric, so a model that predicts no entity is visible whatever the task's
 main metric (the paper's sentence_macro_f1 is lenient); other rows leave it empty. `--compare A,B` adds a
 paired comparison per task on per-instance test scores: a Student-t CI combining seeds and test instances
-(`evaluation.statistics.paired_comparison`), a paired bootstrap p (never 0: "< 1/B") and a sign test.
+(`analysis.statistics.paired_comparison`), a paired bootstrap p (never 0: "< 1/B") and a sign test.
 
 `summary.md` starts with the results table (mean ± CI half-width per model and task, and each task's trivial
 baseline: `evaluation.baselines`), the means whose CI does not clear that baseline, the SC/TC means wider than
 ±0.02 with the seeds that would take (`seeds_needed`), then the paper's findings tested on these results
-(`evaluation.findings`: `findings.csv`; `--tokens_per_step` and `--parameters` give a toy scale's tokens per
+(`analysis.findings`: `findings.csv`; `--tokens_per_step` and `--parameters` give a toy scale's tokens per
 parameter, the paper's by default), the paired comparisons and every column. The numbers come from
-`evaluation.statistics`, the figures from `evaluation.figures`; this module renders them.
+`analysis.statistics`, the figures from `analysis.figures`; this module renders them.
 
 Writes `summary.csv`, `summary.md` and PNG figures (only those with data): score by objective per task family,
 score vs pretraining step (intermediate checkpoints `<name>-<step>`), score vs learning rate per objective, PFS
@@ -39,9 +39,8 @@ import io
 import math
 from pathlib import Path
 
-from core import artifacts, cli, names
-from evaluation import figures, findings, statistics
-from evaluation.statistics import (
+from analysis import figures, findings, statistics
+from analysis.statistics import (
     SUMMARY_COLUMNS,
     TARGET_HALF_WIDTH,
     compare,
@@ -51,6 +50,7 @@ from evaluation.statistics import (
     summarize,
     trivial_baseline,
 )
+from core import artifacts, cli, names
 
 __all__ = ["SUMMARY_COLUMNS", "compare", "load_results", "main", "summarize", "write_tables"]
 
@@ -250,7 +250,7 @@ def check_output(output: Path) -> None:
     if output.exists() and not output.is_dir():
         raise ValueError(f"--output {output} is a file; pass a directory")
     if output.is_dir() and not (output / REPORT_MARK).is_file() and any(output.iterdir()):
-        raise ValueError(f"--output {output} holds files evaluation.report did not write; pass a new or empty "
+        raise ValueError(f"--output {output} holds files analysis.report did not write; pass a new or empty "
                          "directory, or one an earlier report wrote")
 
 

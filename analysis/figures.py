@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from analysis.statistics import model_kind, model_order, trivial_baseline
 from core import colours, names
-from evaluation.statistics import model_kind, model_order, trivial_baseline
 
 MIN_SPAN = 0.2  # a score axis spans at least this much, so run-to-run noise never looks like a trend
 
