@@ -63,7 +63,9 @@ from modeling_eurobert.tokenizer_settings import configure_tokenizer
 logger = logging.getLogger(__name__)
 
 FINEWEB_EDU = ("HuggingFaceFW/fineweb-edu", "sample-350BT")  # the paper scale's corpus (docs/protocol.md)
-BUNDLE_CORPUS = Path("pretrain") / "enwiki"  # offline stand-in, relative to the data bundle
+# offline stand-ins, relative to the data bundle: "bundle" (enwiki: train and valid) and "bundle_more" (3x more
+# documents of the same dump, disjoint from enwiki; train only) for runs that must not repeat data
+BUNDLE_CORPORA = {"bundle": Path("pretrain") / "enwiki", "bundle_more": Path("pretrain") / "enwiki_more"}
 OBJECTIVES = ("clm", "mlm")
 BOS, EOS, MASK, PAD = "<|begin_of_text|>", "<|end_of_text|>", "<|mask|>", "<|pad|>"
 TOY_SPECIAL_TOKENS = (BOS, EOS, MASK, PAD)  # trained first, so their ids are 0, 1, 2, 3
@@ -92,8 +94,9 @@ def load_corpus(
     """Load the pretraining corpus as a memory-mapped `datasets.Dataset` with a single column "text".
 
     Args:
-        source: "bundle" (the offline data bundle's Wikipedia corpus), a local file or directory, or a Hub dataset
-            id such as "HuggingFaceFW/fineweb-edu" (needs network).
+        source: "bundle" (the offline data bundle's Wikipedia corpus), "bundle_more" (its disjoint 3x larger
+            companion, train split only), a local file or directory, or a Hub dataset id such as
+            "HuggingFaceFW/fineweb-edu" (needs network).
         data_dir: data bundle directory for "bundle" (flag > $MLM_VS_CLM_DATA > ../shared/data).
         split: "train" or "valid" for the bundle and local directories; any split expression for Hub datasets.
         name: Hub dataset config name (e.g. "sample-100BT"); only for Hub ids.
@@ -102,8 +105,8 @@ def load_corpus(
     Returns:
         The corpus, one document per row.
     """
-    if source == "bundle":
-        files = [resolve_data_dir(data_dir) / BUNDLE_CORPUS / f"{split}.jsonl.gz"]
+    if source in BUNDLE_CORPORA:
+        files = [resolve_data_dir(data_dir) / BUNDLE_CORPORA[source] / f"{split}.jsonl.gz"]
     elif is_local_path(source) or not is_hub_id(source):
         files = _local_corpus_files(Path(source).expanduser(), split)
     else:

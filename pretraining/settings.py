@@ -56,7 +56,8 @@ class PretrainArguments:
     toy_vocab_size: int = field(default=8192, metadata={
         "help": "vocabulary of the toy BPE trained when no tokenizer is given"})
     corpus_source: str = field(default="bundle", metadata={
-        "help": "'bundle' (offline Wikipedia), a local file/dir, or a Hub id (paper: HuggingFaceFW/fineweb-edu); "
+        "help": "'bundle' (offline Wikipedia), 'bundle_more' (3x more of it), a local file/dir, or a Hub id (paper: "
+                "HuggingFaceFW/fineweb-edu); "
                 "several, comma-separated, are concatenated in order (a Hub id may name its config: id:config)"})
     corpus_name: str | None = field(default=None, metadata={
         "help": "Hub dataset config (paper: sample-350BT, see docs/protocol.md)"})

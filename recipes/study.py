@@ -5,6 +5,8 @@ export folders.
     python -m recipes.study mini --output study/mini --docs docs/mini-study   # the paper's comparisons (docs/)
     python -m recipes.study paper --output study/paper   # trains nothing: the plan + launch scripts
 
+The studies themselves are defined in `recipes.studies`; `recipes.study_docs` writes a finished one into docs/.
+
 Every stage is idempotent: a pretraining run is done when its `run_info.json` exists (an interrupted one resumes
 from its last checkpoint), an evaluation run when its result file exists; the report, cards and Hub folders are
 rebuilt from those. Re-running after a crash or Ctrl-C redoes nothing finished. `<output>/study.json` records which
@@ -22,7 +24,6 @@ import os
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -32,122 +33,35 @@ from core import artifacts, cli, names, store
 from core.paths import REPO_ROOT
 from evaluation import resolve
 from recipes import manifest
+from recipes.studies import STUDIES, STUDY_NAMES, TOY_VOCAB_SIZE, Study, read_study_marker, replicate_name
+from recipes.study_docs import RESULTS_ARCHIVE, check_docs_dir, write_docs
 
-
-@dataclass(frozen=True)
-class Study:
-    """What one study runs. Model names are the released ones (`core.names`); `scale` is the manifest scale (steps,
-    architecture)."""
-
-    scale: str
-    models: tuple[str, ...]
-    tasks: tuple[str, ...]
-    lrs: tuple[float, ...]
-    seeds: tuple[int, ...]
-    eval_args: dict = field(default_factory=dict)  # evaluation.common.ProtocolArgs overrides
-    compare: tuple[str, str] | None = None
-    evaluate_intermediate: bool = False  # also evaluate the intermediate checkpoints (score vs pretraining step)
-    task_eval_args: dict = field(default_factory=dict)  # task -> ProtocolArgs overrides on top of eval_args
-    intermediate_steps: tuple[int, ...] = ()  # paper-scale steps of the intermediate checkpoints to evaluate (all)
-    intermediate_tasks: tuple[str, ...] = ()  # tasks the intermediate checkpoints are evaluated on (all)
-    workers: int = 1  # concurrent grid processes (evaluation.run --workers), one CPU thread each when > 1
-    heldout_blocks: int = 0  # held-out blocks scored by pretraining.heldout after pretraining (0: no held-out stage)
-    task_lrs: dict = field(default_factory=dict)  # task -> its own LR grid (`lrs` otherwise)
-
-    def lrs_of(self, task: str) -> tuple[float, ...]:
-        return tuple(self.task_lrs.get(task, self.lrs))
-
-
-_TOY_EVAL = {"max_length": 128, "qa_max_length": 192, "doc_stride": 64, "batch_size": 32, "eval_batch_size": 128}
-STUDIES = {
-    "smoke": Study(
-        scale="smoke",
-        models=("610m-clm-42k", "610m-mlm40-42k", "610m-clm-21k-mlm40-42k", "610m-clm-dec42k-mlm40-44k"),
-        tasks=("sst2", "conll2003", "squad", "scifact"),
-        lrs=(2e-4, 5e-4),
-        seeds=(0, 1),
-        eval_args={**_TOY_EVAL, "max_steps": 30, "max_train": 1000, "max_eval": 200},
-        compare=("610m-mlm40-42k", "610m-clm-42k"),
-    ),
-    "toy": Study(
-        scale="toy",
-        models=("610m-clm-42k", "610m-mlm20-42k", "610m-mlm30-42k", "610m-mlm40-42k", "610m-mlm50-42k",
-                "610m-clm-10k-mlm40-42k", "610m-clm-21k-mlm40-42k", "610m-clm-32k-mlm40-42k",
-                "610m-clm-dec42k-mlm40-54k", "610m-mlm40-dec42k-mlm40-54k"),
-        tasks=("sst2", "mnli", "conll2003", "squad", "scifact"),
-        lrs=(2e-4, 5e-4),
-        seeds=(0, 1, 2),
-        eval_args={**_TOY_EVAL, "max_steps": 60, "max_train": 3000, "max_eval": 500},
-        compare=("610m-mlm40-42k", "610m-clm-42k"),
-    ),
-}
-# The mini study: the paper's comparisons at the smallest scale where they can show on 2 CPU cores (docs/mini-study).
-# Fine-tuning budgets are the paper's (1,000 steps for SC, one epoch for CoNLL) except QA (500 steps) and IR (300),
-# cut to fit about 150 minutes (docs/mini-study/PILOT.md); inputs of 128 tokens, test sets cut to a seeded random 1,000.
-_MINI = Study(
-    scale="mini",
-    models=("610m-clm-42k", "610m-mlm20-42k", "610m-mlm40-42k", "610m-clm-21k-mlm40-42k",
-            "610m-clm-dec42k-mlm40-54k", "610m-mlm40-dec42k-mlm40-54k"),
-    tasks=("sst2", "mnli", "conll2003", "squad", "scifact"),
-    lrs=(5e-5, 2e-4, 5e-4),
-    seeds=(0, 1, 2),
-    eval_args={"max_length": 128, "qa_max_length": 128, "doc_stride": 64, "batch_size": 32, "eval_batch_size": 128,
-               "max_eval": 1000},
-    task_eval_args={"squad": {"max_steps": 500}, "scifact": {"max_steps": 300}},
-    compare=("610m-mlm40-42k", "610m-clm-42k"),
-    evaluate_intermediate=True,
-    intermediate_steps=(5000, 10000, 20000),
-    intermediate_tasks=("conll2003",),  # SST-2 as well cost 17 min and showed no data-efficiency gap (first run)
-    workers=2,
-    heldout_blocks=64,
-)
-STUDIES["mini"] = _MINI
-# The same study on one GPU (bigger model, 4 epochs of the bundle, the paper's budgets, 8 grid processes): about 10
-# minutes on an H100 by estimate, unmeasured. Fits time-limited jobs with --until pretraining, then --until evaluation.
-STUDIES["mini-gpu"] = dataclasses.replace(
-    _MINI, scale="mini-gpu",
-    eval_args={"max_length": 256, "qa_max_length": 256, "doc_stride": 128, "batch_size": 32, "eval_batch_size": 256,
-               "max_eval": 2000},
-    task_eval_args={}, workers=8, heldout_blocks=256)
-# The horizon study (docs/horizon-study): does the CLM - MLM gap shrink as tokens per parameter grow (the paper's
-# finding 2), and where does it cross? CLM and MLM40 only, pretrained to 48 tokens per parameter (the paper's
-# crossover: about 39 for SC/QA/TC, 78 for IR), evaluated at 3 points of each run; sized by a measured pilot
-# (docs/horizon-study/PILOT.md) to fit about 150 minutes on 2 CPU cores.
-STUDIES["horizon"] = Study(
-    scale="horizon",
-    models=("610m-clm-42k", "610m-mlm40-42k"),
-    tasks=("conll2003", "scifact", "mnli"),
-    lrs=(1e-3, 3e-3, 1e-2),
-    # the first run's grid left optima at its edges: CLM's on MNLI at 1e-3 (1e-2 at chance for every model), MLM40's
-    # 10k-step checkpoint's on CoNLL at 1e-2 (docs/horizon-study/PILOT.md); shifted so each optimum is interior
-    task_lrs={"conll2003": (1e-3, 3e-3, 1e-2, 3e-2), "mnli": (1e-4, 3e-4, 1e-3, 3e-3)},
-    seeds=(0, 1, 2),
-    eval_args={"max_length": 128, "batch_size": 32, "eval_batch_size": 128, "max_eval": 1000},
-    task_eval_args={"scifact": {"max_steps": 200}, "mnli": {"max_steps": 500}},
-    compare=("610m-mlm40-42k", "610m-clm-42k"),
-    evaluate_intermediate=True,
-    intermediate_steps=(10000, 20000),
-    workers=2,
-    heldout_blocks=64,
-)
-STUDY_NAMES = (*STUDIES, "paper")
-TOY_VOCAB_SIZE = 8192  # the tiny architecture's vocabulary (a scale may set its own `vocab_size`)
 STAGES = ("tokenizer", "pretraining", "held-out loss", "evaluation", "report", "model cards", "hub export")
 
 
 # --------------------------------------------------------------------------------------------------- planning
-def run_settings(recipe: manifest.Recipe, study: Study, output: Path, data_dir: str | None) -> dict:
+def run_settings(recipe: manifest.Recipe, study: Study, output: Path, data_dir: str | None,
+                 pretrain_seed: int | None = None) -> dict:
     """The manifest's config for `recipe`, with every path moved under the study directory and the study's
-    tokenizer shared by all runs."""
+    tokenizer shared by all runs; for pretraining replicate `pretrain_seed`, its run name, its seeds (initial
+    weights and MLM masks; the block order stays the study's) and the base runs of the same replicate."""
     config = manifest.run_config(recipe, study.scale)
-    models = output / "models"
-    config.update(output_dir=str(models / recipe.name), data_cache_dir=str(output / "cache"),
-                  tokenizer_name_or_path=str(output / "tokenizer"), data_dir=data_dir)
+    models, name = output / "models", replicate_name(recipe.name, pretrain_seed)
+    config.update(output_dir=str(models / name), data_cache_dir=str(output / "cache"),
+                  tokenizer_name_or_path=str(output / "tokenizer"), data_dir=data_dir, run_name=name)
+    if pretrain_seed is not None:
+        config.update(seed=pretrain_seed, masking_seed=pretrain_seed)
     if recipe.branch_from:
-        config["branch_from"] = str(models / recipe.branch_from)
+        config["branch_from"] = str(models / replicate_name(recipe.branch_from, pretrain_seed))
     if recipe.cpt_base:
-        config["model_name_or_path"] = str(models / recipe.cpt_base)
+        config["model_name_or_path"] = str(models / replicate_name(recipe.cpt_base, pretrain_seed))
     return config
+
+
+def training_runs(study: Study) -> list[tuple[manifest.Recipe, int | None]]:
+    """(recipe, pretraining seed) of every pretraining run, bases before the runs that start from them."""
+    seeds = study.pretrain_seeds or (None,)
+    return [(recipe, k) for recipe in manifest.training_order(study.models) for k in seeds]
 
 
 STUDY_LOCK = ".study.lock"  # held by the process that runs a study in its output directory
@@ -164,15 +78,6 @@ def study_lock(output: Path):
 
 def is_trained(output: Path, name: str) -> bool:
     return (output / "models" / name / artifacts.RUN_INFO_NAME).is_file()
-
-
-def read_study_marker(stored, where) -> dict:
-    """A study.json's content, refused in one line when of another format (`artifacts.STUDY_FORMAT`)."""
-    found = stored.get("format", 1) if isinstance(stored, dict) else "unknown"
-    if found != artifacts.STUDY_FORMAT:
-        raise ValueError(f"{where} is study.json format {found}, this code reads format {artifacts.STUDY_FORMAT}: "
-                         "pass another --output, or use the commit that wrote it")
-    return stored
 
 
 def check_study_dir(output: Path, study_name: str, definition: dict) -> None:
@@ -285,20 +190,21 @@ def vocab_size(study: Study) -> int:
     return manifest.SCALES[study.scale].get("vocab_size", TOY_VOCAB_SIZE)
 
 
-def pretrain(recipe: manifest.Recipe, study: Study, output: Path, data_dir: str | None) -> None:
-    config_path = output / "configs" / f"{recipe.name}.yaml"
+def pretrain(recipe: manifest.Recipe, study: Study, output: Path, data_dir: str | None,
+             pretrain_seed: int | None = None) -> None:
+    name = replicate_name(recipe.name, pretrain_seed)
+    config_path = output / "configs" / f"{name}.yaml"
     config_path.parent.mkdir(parents=True, exist_ok=True)
-    settings = run_settings(recipe, study, output, data_dir)
+    settings = run_settings(recipe, study, output, data_dir, pretrain_seed)
     artifacts.write_text_atomic(config_path, yaml.safe_dump(settings, sort_keys=False))
-    run_logged([sys.executable, "-m", recipe.module, "--config", str(config_path)],
-               output / "logs" / f"{recipe.name}.log")
+    run_logged([sys.executable, "-m", recipe.module, "--config", str(config_path)], output / "logs" / f"{name}.log")
 
 
 def evaluated_models(study: Study, output: Path) -> list[Path]:
     """Checkpoint dirs to evaluate: the study's models, then the intermediate checkpoints their runs saved (those
     at `intermediate_steps`, paper scale, when the study names some)."""
-    paths = [output / "models" / name for name in study.models]
-    for name in study.models if study.evaluate_intermediate else ():
+    paths = [output / "models" / name for name in study.trained_names()]
+    for name in study.trained_names() if study.evaluate_intermediate else ():
         for step_dir in artifacts.intermediate_checkpoints(output / "models" / name):
             step = int(checkpoint_name(step_dir).rsplit("-", 1)[1])
             if not study.intermediate_steps or step in study.intermediate_steps:
@@ -386,8 +292,8 @@ def heldout_loss(study: Study, output: Path, data_dir: str | None) -> None:
     `<output>/heldout/heldout.csv` and `.png` (pretraining.heldout). Recomputed only when a checkpoint changed."""
     if not study.heldout_blocks:
         return
-    models = [output / "models" / name for name in study.models]
-    models += [p for name in study.models for p in artifacts.intermediate_checkpoints(output / "models" / name)]
+    runs = [output / "models" / name for name in study.trained_names()]
+    models = runs + [p for run in runs for p in artifacts.intermediate_checkpoints(run)]
     target = output / "heldout" / "heldout.csv"
     stamp = {str(m.relative_to(output)): artifacts.checkpoint_identity(m)["weights"] for m in models}
     stamp_path = target.with_suffix(".identity.json")
@@ -442,7 +348,7 @@ def model_cards(study: Study, output: Path, org: str) -> None:
     from model_cards.generate import build_model_card, write_card
 
     summary, results = output / "report" / "summary.csv", output / "results"
-    for name in study.models:
+    for name in study.trained_names():
         checkpoint = output / "models" / name
         card = build_model_card(checkpoint, summary, repo_id=hub_id(org, name, study), results_dir=results)
         write_card(card, checkpoint / "README.md")
@@ -458,7 +364,7 @@ def hub_export(study_name: str, study: Study, output: Path, org: str) -> None:
     from model_cards.public import local_roots
 
     summary, results = output / "report" / "summary.csv", output / "results"
-    commits = [commit for name in study.models
+    commits = [commit for name in study.trained_names()
                for commit in push.stage_run(output / "models" / name, hub_id(org, name, study), summary, results)]
     with tempfile.TemporaryDirectory(prefix="hub-export-") as workdir:
         commits.append(push.stage_results(output / "report", f"{org}/{study_name}-study-results", results,
@@ -467,70 +373,6 @@ def hub_export(study_name: str, study: Study, output: Path, org: str) -> None:
         target = output / "hub"
         shutil.rmtree(target, ignore_errors=True)
         push.write_dry_run(commits, target)
-
-
-DOCS_INTRO = {
-    "mini": ("The smallest study where the paper's comparisons can show on 2 CPU cores: the `tiny` architecture "
-             "(0.6M parameters) pretrained on about 2.2M tokens of the offline Wikipedia stand-in, fine-tuned with "
-             "the paper's grid at 3 learning rates x 3 seeds. It tests the paper's findings at this scale; it does "
-             "not reproduce the paper's numbers."),
-    "horizon": ("**The question: does the CLM - MLM gap shrink as tokens per parameter grow, as the paper's finding 2 "
-                "predicts, and where does it cross, if it does?** CLM and MLM40 only: the `tiny` architecture with a "
-                "2k vocabulary (0.22M parameters, input embedding in, LM head out) pretrained on 10.8M tokens of the "
-                "offline Wikipedia stand-in without repeating data (48 tokens per parameter), evaluated at 2.6M "
-                "and 5.1M tokens (11.5 and 23 tokens per parameter, stable phase) and at the end (decayed), each "
-                "fine-tuned on CoNLL, SciFact and MNLI at 3 learning rates x 3 seeds. The paper's crossover is at "
-                "about 39 tokens per parameter for SC and TC and 78 for IR. The answer at this scale, per task "
-                "(generated from the results below):"),
-}
-GAP_SECTION = "## The CLM - MLM40 gap over pretraining"  # analysis.report's; its bullets answer the horizon question
-
-
-RESULTS_ARCHIVE = "results.tar.xz"  # written beside a study's docs: what its report is regenerated from
-
-
-def _heldout_files(output: Path) -> list[Path]:
-    """The held-out losses of a study (csv + figure), where that stage ran."""
-    return [p for p in (output / "heldout" / "heldout.csv", output / "heldout" / "heldout.png") if p.is_file()]
-
-
-def _archived_files(output: Path) -> list[Path]:
-    """What a study's report is made from: study.json, every result file and the held-out losses."""
-    return [output / "study.json", *store.result_files(output / "results"), *_heldout_files(output)]
-
-
-def holds_exactly(archive: Path, output: Path) -> bool:
-    """Whether a results archive holds `_archived_files(output)` and nothing else, byte for byte."""
-    import tarfile
-
-    files = {path.relative_to(output).as_posix(): path for path in _archived_files(output)}
-    with tarfile.open(archive, "r:xz") as tar:
-        members = tar.getmembers()
-        if sorted(m.name for m in members) != sorted(files) or not all(m.isfile() for m in members):
-            return False
-        return all(tar.extractfile(m).read() == files[m.name].read_bytes() for m in members)
-
-
-def write_results_archive(output: Path, archive: Path, reuse: Path | None = None) -> Path:
-    """Pack `_archived_files` into a tar.xz whose bytes depend only on their contents (sorted, no times or owners),
-    so regenerating an unchanged study rewrites the same archive. `reuse`, an archive the report was regenerated
-    from, is copied instead when it holds exactly those files (xz takes half a minute on the mini study's 126 MB;
-    reading it back, a second)."""
-    import shutil
-    import tarfile
-
-    if reuse is not None and reuse.is_file() and holds_exactly(reuse, output):
-        if not archive.exists() or not archive.samefile(reuse):
-            with artifacts.atomic_file(archive) as tmp:
-                shutil.copyfile(reuse, tmp)
-        return archive
-    with artifacts.atomic_file(archive) as tmp, tarfile.open(tmp, "w:xz", preset=6, format=tarfile.PAX_FORMAT) as tar:
-        for path in sorted(_archived_files(output)):
-            info = tarfile.TarInfo(path.relative_to(output).as_posix())
-            info.size, info.mode = path.stat().st_size, 0o644
-            with path.open("rb") as f:
-                tar.addfile(info, f)
-    return archive
 
 
 def report_from_archive(study_name: str, archive: Path, output: Path) -> Path:
@@ -556,60 +398,6 @@ def report_from_archive(study_name: str, archive: Path, output: Path) -> Path:
     return output / "report"
 
 
-DOCS_MARK = "Generated by `python -m recipes.study"  # in every README write_docs makes
-DOCS_FILES = ("README.md", "summary.*", "findings.csv", "heldout.*", RESULTS_ARCHIVE, "*.png")  # what it may replace
-
-
-def check_docs_dir(docs: Path) -> None:
-    """Refuse a --docs path that cannot be a directory, or a directory holding files write_docs would replace but
-    did not write (its README says so)."""
-    artifacts.check_output_dir(docs, "--docs")
-    readme = docs / "README.md"
-    if readme.is_file() and DOCS_MARK in readme.read_text(errors="replace"):
-        return
-    clash = sorted(p.name for pattern in DOCS_FILES for p in docs.glob(pattern))
-    if clash:
-        raise ValueError(f"--docs {docs} holds {clash[0]}, which recipes.study did not write; pass a new or empty "
-                         "directory, or one an earlier --docs wrote")
-
-
-def write_docs(study_name: str, output: Path, docs: Path, from_results: Path | None = None) -> Path:
-    """Copy a finished study's report into `docs`: a README that starts with the results table and the paper's
-    findings, then the figures with their captions, and ends with the study's definition; beside it the results
-    archive the report is regenerated from (`--from_results`, reused when it still holds exactly the study's
-    files)."""
-    import shutil
-
-    report = output / "report"
-    definition = read_study_marker(artifacts.read_json(output / "study.json", "study marker"), output / "study.json")
-    if not (report / "summary.md").is_file():
-        raise ValueError(f"{output} has no finished report; run the study first")
-    check_docs_dir(docs)
-    docs.mkdir(parents=True, exist_ok=True)
-    copied = [report / "summary.md", report / "summary.csv", *sorted(report.glob("findings.csv")),
-              *sorted(report.glob("*.png")), *_heldout_files(output)]
-    for path in copied:
-        shutil.copy2(path, docs / path.name)
-    write_results_archive(output, docs / RESULTS_ARCHIVE, reuse=from_results)
-    intro = DOCS_INTRO.get(study_name, "Tiny models on the offline bundle: these numbers show the pipeline and the "
-                                        "protocol at toy scale, not the paper's results.")
-    summary = (report / "summary.md").read_text().split("\n", 1)[1]  # its own title dropped
-    if study_name == "horizon" and GAP_SECTION in summary:  # the answer right under the question
-        intro += "\n\n" + "\n".join(line for line in summary.split(GAP_SECTION, 1)[1].split("\n\n")[2].splitlines()
-                                     if line.startswith("- "))
-    lines = [f"# The `{study_name}` study", "", intro, "",
-             f"Generated by `python -m recipes.study {study_name} --output <dir> --docs <this dir>`; "
-             "nothing here is written by hand. The results it is computed from are in "
-             f"[`{RESULTS_ARCHIVE}`]({RESULTS_ARCHIVE}) (every result file, with per-instance predictions, and the "
-             f"held-out losses); `python -m recipes.study {study_name} --from_results {RESULTS_ARCHIVE} --output "
-             "<new dir> --docs <dir>` regenerates this page from them without training anything.",
-             summary, "", "## Figures", ""]
-    lines += [f"![{p.stem}]({p.name})" for p in copied if p.suffix == ".png"]
-    lines += ["", "## Definition", "", "```json", json.dumps(definition["definition"], indent=2), "```"]
-    artifacts.write_text_atomic(docs / "README.md", "\n".join(lines) + "\n")
-    return docs
-
-
 # ---------------------------------------------------------------------------------------------------- driver
 def run_study(study_name: str, output: Path, data_dir: str | None = None, org: str | None = None,
               study: Study | None = None, until: str | None = None) -> Path:
@@ -629,7 +417,7 @@ def run_study(study_name: str, output: Path, data_dir: str | None = None, org: s
 
     org = org or PLACEHOLDER_ORG
     study = study or STUDIES[study_name]
-    definition = json.loads(json.dumps(dataclasses.asdict(study)))
+    definition = study.definition()
     check_study_dir(output, study_name, definition)
     with study_lock(output):
         check_study_dir(output, study_name, definition)  # again under the lock: another study may have started
@@ -638,22 +426,23 @@ def run_study(study_name: str, output: Path, data_dir: str | None = None, org: s
 
 def _run_study(study_name: str, study: Study, definition: dict, output: Path, data_dir: str | None, org: str,
                until: str | None) -> Path:
-    order = manifest.training_order(study.models)
+    runs = training_runs(study)
     artifacts.write_json_atomic(output / "study.json", {"format": artifacts.STUDY_FORMAT, "study": study_name,
                                                          "definition": definition})
     started = time.time()
-    progress = Progress({"tokenizer": 1, **{f"pretrain:{recipe.name}": 1 for recipe in order},
+    progress = Progress({"tokenizer": 1, **{f"pretrain:{replicate_name(r.name, k)}": 1 for r, k in runs},
                          "held-out loss": int(bool(study.heldout_blocks)), "report": 1, "model cards": 1,
                          "hub export": 1})
     try:
         progress.start("tokenizer", f"toy BPE ({vocab_size(study)} tokens)")
         train_tokenizer(study, output, data_dir)
         progress.done("tokenizer")
-        for i, recipe in enumerate(order, 1):
-            progress.start("pretraining", f"{recipe.name} ({i}/{len(order)})")
-            if not is_trained(output, recipe.name):
-                pretrain(recipe, study, output, data_dir)
-            progress.done(f"pretrain:{recipe.name}")
+        for i, (recipe, pretrain_seed) in enumerate(runs, 1):
+            name = replicate_name(recipe.name, pretrain_seed)
+            progress.start("pretraining", f"{name} ({i}/{len(runs)})")
+            if not is_trained(output, name):
+                pretrain(recipe, study, output, data_dir, pretrain_seed)
+            progress.done(f"pretrain:{name}")
         progress.start("held-out loss", f"{study.heldout_blocks} blocks")
         heldout_loss(study, output, data_dir)
         progress.done("held-out loss")

@@ -366,3 +366,19 @@ def test_mlm_collator_needs_block_index(tokenizer, blocks):
     example = {"input_ids": blocks[0]["input_ids"]}  # what the Trainer passes if remove_unused_columns=True
     with pytest.raises(ValueError, match="remove_unused_columns=False"):
         PretrainingCollator("mlm", tokenizer)([example])
+
+
+def test_bundle_more_is_the_disjoint_companion_corpus_with_a_train_split_only(tmp_path):
+    """`bundle_more` reads `pretrain/enwiki_more/` (the horizon study's second source, after `bundle`); it has no
+    validation split, and asking for one names the missing file."""
+    from core.paths import resolve_data_dir
+    from pretraining.data import BUNDLE_CORPORA, load_corpora
+
+    bundle = resolve_data_dir(None)
+    with gzip.open(bundle / BUNDLE_CORPORA["bundle_more"] / "train.jsonl.gz", "rt") as f:
+        first_more = json.loads(f.readline())["text"]
+    with gzip.open(bundle / BUNDLE_CORPORA["bundle"] / "train.jsonl.gz", "rt") as f:
+        first = json.loads(f.readline())["text"]
+    assert first != first_more
+    with pytest.raises(FileNotFoundError, match="enwiki_more/valid.jsonl.gz does not exist"):
+        load_corpora("bundle,bundle_more", split="valid", cache_dir=tmp_path)

@@ -12,7 +12,8 @@ import pytest
 from core import artifacts
 from pretraining import heldout as heldout_csv
 from recipes import manifest
-from recipes.study import STUDIES, main, run_study
+from recipes.studies import STUDIES
+from recipes.study import main, run_study
 
 # The test suite's scale: the smoke study's structure at a few steps per run (the manifest's scales are the studies').
 CI_SCALE = {"step_divisor": 1000, "model": "tiny", "block_size": 32, "per_device_train_batch_size": 2,
@@ -154,7 +155,7 @@ def same_docs(a, b) -> None:
 def test_docs_regenerate_from_their_results_archive(short_study, tmp_path, capsys):
     """--docs writes the results archive beside the report; --from_results rebuilds the same docs from it alone
     (into a new directory, nothing trained), and the archive it writes again has the same bytes."""
-    from recipes.study import RESULTS_ARCHIVE, holds_exactly, write_docs, write_results_archive
+    from recipes.study_docs import RESULTS_ARCHIVE, holds_exactly, write_docs, write_results_archive
 
     _, output, _ = short_study
     docs = write_docs("smoke", output, tmp_path / "docs")

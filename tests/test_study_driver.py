@@ -3,21 +3,26 @@ the task groups, bad input and the stages run in process. (tests/test_study.py r
 two files run side by side under pytest -n.)"""
 
 import csv
+import dataclasses
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 
+from core import names
 from core.paths import REPO_ROOT
 from recipes import manifest
-from recipes.study import STUDIES, eval_batches, main
+from recipes.studies import STUDIES
+from recipes.study import eval_batches, main
 from tests.test_study import same_docs
 
 
 def test_docs_dir_with_files_it_did_not_write_is_refused(tmp_path, capsys):
     """--docs never replaces a file recipes.study did not write: refused in one line before any work starts."""
-    from recipes.study import check_docs_dir
+    from recipes.study_docs import check_docs_dir
 
     docs = tmp_path / "docs"
     docs.mkdir()
@@ -129,3 +134,36 @@ def test_a_stage_run_in_process_logs_its_output_and_fails_with_its_last_lines(tm
     assert "no-results" in str(failure.value) and "no-results" in log.read_text()
     assert log.read_text().startswith(f"\n$ python -m analysis.report {tmp_path / 'no-results'}")
     assert capsys.readouterr().err == "" and not (tmp_path / "report").exists()
+
+
+@pytest.mark.slow
+def test_pretraining_replicates_differ_by_their_seeds_only(tmp_path):
+    """`pretrain_seeds`: each model trained once per seed, named `<name>-pseed<k>`, with k as its weight and mask
+    seeds and the study's block order; a CPT run starts from the base of its own replicate."""
+    from recipes.study import run_settings, run_study, training_runs
+
+    study = dataclasses.replace(STUDIES["smoke"], scale="ci-replicates", models=("610m-mlm40-42k",),
+                                pretrain_seeds=(0, 1), heldout_blocks=0)
+    assert study.trained_names() == ("610m-mlm40-42k-pseed0", "610m-mlm40-42k-pseed1")
+    assert names.parse_name("610m-mlm40-42k-pseed1").replicate_group == "610m-mlm40-42k"
+    cpt = dataclasses.replace(study, models=("610m-clm-dec42k-mlm40-44k",))
+    assert [(r.name, k) for r, k in training_runs(cpt)] == [
+        ("610m-clm-42k", 0), ("610m-clm-42k", 1), ("610m-clm-dec42k-mlm40-44k", 0), ("610m-clm-dec42k-mlm40-44k", 1)]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(manifest.SCALES, "ci-replicates", {
+            "step_divisor": 1000, "model": "tiny", "block_size": 32, "per_device_train_batch_size": 2,
+            "gradient_accumulation_steps": 1, "global_batch_size": None, "max_docs": 200})
+        settings = run_settings(manifest.recipes()["610m-clm-dec42k-mlm40-44k"], cpt, tmp_path, None, 1)
+        assert settings["model_name_or_path"] == str(tmp_path / "models" / "610m-clm-42k-pseed1")
+        run_study("smoke", tmp_path / "study", study=study, until="pretraining")
+    runs = [tmp_path / "study" / "models" / name for name in study.trained_names()]
+    infos = [json.loads((run / "run_info.json").read_text()) for run in runs]
+    configs = [json.loads((run / "run_config.json").read_text()) for run in runs]
+    assert [c["training_args"]["seed"] for c in configs] == [0, 1]
+    assert [c["run_settings"]["masking_seed"] for c in configs] == [0, 1]
+    assert {c["training_args"]["data_seed"] for c in configs} == {0}  # the same blocks in the same order
+    assert [i["name"] for i in infos] == list(study.trained_names())
+    from safetensors.torch import load_file
+
+    first, second = (load_file(run / "model.safetensors") for run in runs)
+    assert not all(torch.equal(first[k], second[k]) for k in first)  # other initial weights and masks

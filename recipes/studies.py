@@ -1,0 +1,144 @@
+"""The studies: what each one trains, evaluates and reports (data, like `recipes.manifest`); `recipes.study` runs
+them and `recipes.study_docs` writes a finished one into docs/.
+
+A study is a scale (`recipes.manifest.SCALES`), the models of the manifest it trains there (each once, or once per
+pretraining seed), the tasks and the LR x seed grid it fine-tunes them with, and the evaluation settings. Its
+definition is recorded in `<output>/study.json` (`artifacts.STUDY_FORMAT`), which a resumed study must match.
+"""
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+
+from core import artifacts
+
+
+@dataclass(frozen=True)
+class Study:
+    """What one study runs. Model names are the released ones (`core.names`); `scale` is the manifest scale (steps,
+    architecture)."""
+
+    scale: str
+    models: tuple[str, ...]
+    tasks: tuple[str, ...]
+    lrs: tuple[float, ...]
+    seeds: tuple[int, ...]
+    eval_args: dict = field(default_factory=dict)  # evaluation.common.ProtocolArgs overrides
+    compare: tuple[str, str] | None = None
+    evaluate_intermediate: bool = False  # also evaluate the intermediate checkpoints (score vs pretraining step)
+    task_eval_args: dict = field(default_factory=dict)  # task -> ProtocolArgs overrides on top of eval_args
+    intermediate_steps: tuple[int, ...] = ()  # paper-scale steps of the intermediate checkpoints to evaluate (all)
+    intermediate_tasks: tuple[str, ...] = ()  # tasks the intermediate checkpoints are evaluated on (all)
+    workers: int = 1  # concurrent grid processes (evaluation.run --workers), one CPU thread each when > 1
+    heldout_blocks: int = 0  # held-out blocks scored by pretraining.heldout after pretraining (0: no held-out stage)
+    task_lrs: dict = field(default_factory=dict)  # task -> its own LR grid (`lrs` otherwise)
+    # pretraining replicates: each model trained once per seed, run k named `<name>-pseed<k>` (`core.names`), its
+    # `seed` (initial weights) and `masking_seed` (MLM masks) set to k; the block order (`data_seed`) is the same for
+    # every run, as the paper's. Empty: one run per model, with the manifest's seeds.
+    pretrain_seeds: tuple[int, ...] = ()
+
+    def lrs_of(self, task: str) -> tuple[float, ...]:
+        return tuple(self.task_lrs.get(task, self.lrs))
+
+    def trained_names(self) -> tuple[str, ...]:
+        """The pretraining runs of the study: its models, or each model once per pretraining seed."""
+        return tuple(replicate_name(name, k) for name in self.models for k in (self.pretrain_seeds or (None,)))
+
+    def definition(self) -> dict:
+        """What study.json records (a resumed study must match it): every field, `pretrain_seeds` only when set, so
+        the directories of studies defined before it existed still resume."""
+        definition = json.loads(json.dumps(dataclasses.asdict(self)))
+        if not self.pretrain_seeds:
+            del definition["pretrain_seeds"]
+        return definition
+
+
+def replicate_name(name: str, pretrain_seed: int | None) -> str:
+    """The run name of pretraining replicate `pretrain_seed` of model `name` (`name` itself for None)."""
+    return name if pretrain_seed is None else f"{name}-pseed{pretrain_seed}"
+
+
+
+_TOY_EVAL = {"max_length": 128, "qa_max_length": 192, "doc_stride": 64, "batch_size": 32, "eval_batch_size": 128}
+STUDIES = {
+    "smoke": Study(
+        scale="smoke",
+        models=("610m-clm-42k", "610m-mlm40-42k", "610m-clm-21k-mlm40-42k", "610m-clm-dec42k-mlm40-44k"),
+        tasks=("sst2", "conll2003", "squad", "scifact"),
+        lrs=(2e-4, 5e-4),
+        seeds=(0, 1),
+        eval_args={**_TOY_EVAL, "max_steps": 30, "max_train": 1000, "max_eval": 200},
+        compare=("610m-mlm40-42k", "610m-clm-42k"),
+    ),
+    "toy": Study(
+        scale="toy",
+        models=("610m-clm-42k", "610m-mlm20-42k", "610m-mlm30-42k", "610m-mlm40-42k", "610m-mlm50-42k",
+                "610m-clm-10k-mlm40-42k", "610m-clm-21k-mlm40-42k", "610m-clm-32k-mlm40-42k",
+                "610m-clm-dec42k-mlm40-54k", "610m-mlm40-dec42k-mlm40-54k"),
+        tasks=("sst2", "mnli", "conll2003", "squad", "scifact"),
+        lrs=(2e-4, 5e-4),
+        seeds=(0, 1, 2),
+        eval_args={**_TOY_EVAL, "max_steps": 60, "max_train": 3000, "max_eval": 500},
+        compare=("610m-mlm40-42k", "610m-clm-42k"),
+    ),
+}
+# The mini study: the paper's comparisons at the smallest scale where they can show on 2 CPU cores (docs/mini-study).
+# Fine-tuning budgets are the paper's (1,000 steps for SC, one epoch for CoNLL) except QA (500 steps) and IR (300),
+# cut to fit about 150 minutes (docs/mini-study/PILOT.md); inputs of 128 tokens, test sets cut to a seeded random 1,000.
+_MINI = Study(
+    scale="mini",
+    models=("610m-clm-42k", "610m-mlm20-42k", "610m-mlm40-42k", "610m-clm-21k-mlm40-42k",
+            "610m-clm-dec42k-mlm40-54k", "610m-mlm40-dec42k-mlm40-54k"),
+    tasks=("sst2", "mnli", "conll2003", "squad", "scifact"),
+    lrs=(5e-5, 2e-4, 5e-4),
+    seeds=(0, 1, 2),
+    eval_args={"max_length": 128, "qa_max_length": 128, "doc_stride": 64, "batch_size": 32, "eval_batch_size": 128,
+               "max_eval": 1000},
+    task_eval_args={"squad": {"max_steps": 500}, "scifact": {"max_steps": 300}},
+    compare=("610m-mlm40-42k", "610m-clm-42k"),
+    evaluate_intermediate=True,
+    intermediate_steps=(5000, 10000, 20000),
+    intermediate_tasks=("conll2003",),  # SST-2 as well cost 17 min and showed no data-efficiency gap (first run)
+    workers=2,
+    heldout_blocks=64,
+)
+STUDIES["mini"] = _MINI
+# The same study on one GPU (bigger model, 4 epochs of the bundle, the paper's budgets, 8 grid processes): about 10
+# minutes on an H100 by estimate, unmeasured. Fits time-limited jobs with --until pretraining, then --until evaluation.
+STUDIES["mini-gpu"] = dataclasses.replace(
+    _MINI, scale="mini-gpu",
+    eval_args={"max_length": 256, "qa_max_length": 256, "doc_stride": 128, "batch_size": 32, "eval_batch_size": 256,
+               "max_eval": 2000},
+    task_eval_args={}, workers=8, heldout_blocks=256)
+# The horizon study (docs/horizon-study): does the CLM - MLM gap shrink as tokens per parameter grow (the paper's
+# finding 2), and where does it cross? CLM and MLM40 only, pretrained to 48 tokens per parameter (the paper's
+# crossover: about 39 for SC/QA/TC, 78 for IR), evaluated at 3 points of each run; sized by a measured pilot
+# (docs/horizon-study/PILOT.md) to fit about 150 minutes on 2 CPU cores.
+STUDIES["horizon"] = Study(
+    scale="horizon",
+    models=("610m-clm-42k", "610m-mlm40-42k"),
+    tasks=("conll2003", "scifact", "mnli"),
+    lrs=(1e-3, 3e-3, 1e-2),
+    # the first run's grid left optima at its edges: CLM's on MNLI at 1e-3 (1e-2 at chance for every model), MLM40's
+    # 10k-step checkpoint's on CoNLL at 1e-2 (docs/horizon-study/PILOT.md); shifted so each optimum is interior
+    task_lrs={"conll2003": (1e-3, 3e-3, 1e-2, 3e-2), "mnli": (1e-4, 3e-4, 1e-3, 3e-3)},
+    seeds=(0, 1, 2),
+    eval_args={"max_length": 128, "batch_size": 32, "eval_batch_size": 128, "max_eval": 1000},
+    task_eval_args={"scifact": {"max_steps": 200}, "mnli": {"max_steps": 500}},
+    compare=("610m-mlm40-42k", "610m-clm-42k"),
+    evaluate_intermediate=True,
+    intermediate_steps=(10000, 20000),
+    workers=2,
+    heldout_blocks=64,
+)
+STUDY_NAMES = (*STUDIES, "paper")
+TOY_VOCAB_SIZE = 8192  # the tiny architecture's vocabulary (a scale may set its own `vocab_size`)
+
+
+def read_study_marker(stored, where) -> dict:
+    """A study.json's content, refused in one line when of another format (`artifacts.STUDY_FORMAT`)."""
+    found = stored.get("format", 1) if isinstance(stored, dict) else "unknown"
+    if found != artifacts.STUDY_FORMAT:
+        raise ValueError(f"{where} is study.json format {found}, this code reads format {artifacts.STUDY_FORMAT}: "
+                         "pass another --output, or use the commit that wrote it")
+    return stored
