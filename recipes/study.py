@@ -324,6 +324,12 @@ def regime(study: Study) -> tuple[float, int]:
     return batch / scale["step_divisor"], parameters
 
 
+def docs_regime(output: Path) -> tuple[float, int]:
+    """`regime` of the study a directory holds (its study.json's scale), for the docs' first paragraph."""
+    stored = read_study_marker(artifacts.read_json(output / "study.json", "study marker"), output / "study.json")
+    return regime(dataclasses.replace(STUDIES[stored["study"]], scale=stored["definition"]["scale"]))
+
+
 def report(study: Study, output: Path) -> None:
     args = [str(output / "results"), "--output", str(output / "report")]
     if manifest.SCALES[study.scale]["model"] is not None:  # a toy scale: the paper's own regime otherwise
@@ -509,7 +515,8 @@ def main(argv=None) -> None:
             report_dir = report_from_archive(args.study, args.from_results, args.output)
             print(f"report regenerated from {args.from_results} in {report_dir}")
             if args.docs:
-                print(f"report copied to {write_docs(args.study, args.output, args.docs, args.from_results)}")
+                docs = write_docs(args.study, args.output, args.docs, docs_regime(args.output), args.from_results)
+                print(f"report copied to {docs}")
             return
         from core.paths import resolve_data_dir
         from model_cards.push import PushError, check_repo_id
@@ -522,7 +529,7 @@ def main(argv=None) -> None:
                 raise ValueError(f"--org {args.org!r}: {error}") from None
         run_study(args.study, args.output, args.data_dir, args.org, until=args.until)
         if args.docs and args.until is None:
-            print(f"report copied to {write_docs(args.study, args.output, args.docs)}")
+            print(f"report copied to {write_docs(args.study, args.output, args.docs, docs_regime(args.output))}")
 
 
 if __name__ == "__main__":

@@ -9,20 +9,51 @@ from pathlib import Path
 from core import artifacts, store
 from recipes.studies import read_study_marker
 
-DOCS_INTRO = {
-    "mini": ("The smallest study where the paper's comparisons can show on 2 CPU cores: the `tiny` architecture "
-             "(0.6M parameters) pretrained on about 2.2M tokens of the offline Wikipedia stand-in, fine-tuned with "
-             "the paper's grid at 3 learning rates x 3 seeds. It tests the paper's findings at this scale; it does "
-             "not reproduce the paper's numbers."),
-    "horizon": ("**The question: does the CLM - MLM gap shrink as tokens per parameter grow, as the paper's finding 2 "
-                "predicts, and where does it cross, if it does?** CLM and MLM40 only: the `tiny` architecture with a "
-                "2k vocabulary (0.22M parameters, input embedding in, LM head out) pretrained on 10.8M tokens of the "
-                "offline Wikipedia stand-in without repeating data (48 tokens per parameter), evaluated at 2.6M "
-                "and 5.1M tokens (11.5 and 23 tokens per parameter, stable phase) and at the end (decayed), each "
-                "fine-tuned on CoNLL, SciFact and MNLI at 3 learning rates x 3 seeds. The paper's crossover is at "
-                "about 39 tokens per parameter for SC and TC and 78 for IR. The answer at this scale, per task "
-                "(generated from the results below):"),
-}
+
+def intro(study_name: str, definition: dict, tokens_per_step: float, parameters: int) -> str:
+    """The docs README's first paragraph, every number from the study's definition and its scale's regime
+    (`recipes.study.regime`: tokens per paper step, parameters with the input embedding and without the LM head)."""
+    final = TOTAL_STEPS * tokens_per_step
+    grid = _grid_text(definition)
+    if study_name == "mini":
+        return (f"The smallest study where the paper's comparisons can show on 2 CPU cores: the `tiny` architecture "
+                f"({parameters / 1e6:.1f}M parameters) pretrained on about {final / 1e6:.1f}M tokens of the offline "
+                f"Wikipedia stand-in, fine-tuned with the paper's grid at {grid}. It tests the paper's findings at "
+                "this scale; it does not reproduce the paper's numbers.")
+    if study_name == "horizon":
+        steps = definition["intermediate_steps"]
+        replicates = definition.get("pretrain_seeds") or []
+        runs = f", each pretrained {len(replicates)} times (seeds {_listed(replicates)})" if replicates else ""
+        return ("**The question: does the CLM - MLM gap shrink as tokens per parameter grow, as the paper's finding 2 "
+                f"predicts?** CLM and MLM40 only{runs}: the `tiny` architecture ({parameters / 1e6:.2f}M parameters, "
+                f"input embedding in, LM head out) pretrained on {final / 1e6:.1f}M tokens of the offline Wikipedia "
+                f"stand-in without repeating data ({final / parameters:.0f} tokens per parameter), evaluated at "
+                f"{_listed([f'{s * tokens_per_step / 1e6:.1f}M' for s in steps])} tokens "
+                f"({_listed([f'{s * tokens_per_step / parameters:.1f}' for s in steps])} tokens per parameter, stable "
+                f"phase) and at the end (decayed), each fine-tuned on {_listed(definition['tasks'])} at {grid}. "
+                "The answer at this scale, per task (generated from the results below):")
+    return ("Tiny models on the offline bundle: these numbers show the pipeline and the protocol at toy scale, not the "
+            "paper's results.")
+
+
+TOTAL_STEPS = 42_000  # the paper steps of the single-objective runs (`recipes.manifest.TOTAL`)
+
+
+def _grid_text(definition: dict) -> str:
+    """"3 learning rates x 3 seeds", or each task's own grid when they differ."""
+    grids = {task: definition.get("task_lrs", {}).get(task, definition["lrs"]) for task in definition["tasks"]}
+    seeds = f"{len(definition['seeds'])} seeds"
+    if len({tuple(g) for g in grids.values()}) == 1:
+        return f"{len(next(iter(grids.values())))} learning rates x {seeds}"
+    per_task = "; ".join(f"{task} {_listed([f'{lr:g}' for lr in lrs])}" for task, lrs in grids.items())
+    return f"each task's own learning rates ({per_task}) x {seeds}"
+
+
+def _listed(items) -> str:
+    items = [str(i) for i in items]
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
 GAP_SECTION = "## The CLM - MLM40 gap over pretraining"  # analysis.report's; its bullets answer the horizon question
 
 
@@ -90,11 +121,12 @@ def check_docs_dir(docs: Path) -> None:
                          "directory, or one an earlier --docs wrote")
 
 
-def write_docs(study_name: str, output: Path, docs: Path, from_results: Path | None = None) -> Path:
+def write_docs(study_name: str, output: Path, docs: Path, regime: tuple[float, int],
+               from_results: Path | None = None) -> Path:
     """Copy a finished study's report into `docs`: a README that starts with the results table and the paper's
     findings, then the figures with their captions, and ends with the study's definition; beside it the results
     archive the report is regenerated from (`--from_results`, reused when it still holds exactly the study's
-    files)."""
+    files). `regime`: (tokens per paper step, parameters) of the study's scale, for the README's first paragraph."""
     import shutil
 
     report = output / "report"
@@ -108,13 +140,12 @@ def write_docs(study_name: str, output: Path, docs: Path, from_results: Path | N
     for path in copied:
         shutil.copy2(path, docs / path.name)
     write_results_archive(output, docs / RESULTS_ARCHIVE, reuse=from_results)
-    intro = DOCS_INTRO.get(study_name, "Tiny models on the offline bundle: these numbers show the pipeline and the "
-                                        "protocol at toy scale, not the paper's results.")
+    first = intro(study_name, definition["definition"], *regime)
     summary = (report / "summary.md").read_text().split("\n", 1)[1]  # its own title dropped
     if study_name == "horizon" and GAP_SECTION in summary:  # the answer right under the question
-        intro += "\n\n" + "\n".join(line for line in summary.split(GAP_SECTION, 1)[1].split("\n\n")[2].splitlines()
+        first += "\n\n" + "\n".join(line for line in summary.split(GAP_SECTION, 1)[1].split("\n\n")[2].splitlines()
                                      if line.startswith("- "))
-    lines = [f"# The `{study_name}` study", "", intro, "",
+    lines = [f"# The `{study_name}` study", "", first, "",
              f"Generated by `python -m recipes.study {study_name} --output <dir> --docs <this dir>`; "
              "nothing here is written by hand. The results it is computed from are in "
              f"[`{RESULTS_ARCHIVE}`]({RESULTS_ARCHIVE}) (every result file, with per-instance predictions, and the "
