@@ -483,9 +483,9 @@ DOCS_INTRO = {
                 "offline Wikipedia stand-in without repeating data (48 tokens per parameter), evaluated at 2.6M "
                 "and 5.1M tokens (11.5 and 23 tokens per parameter, stable phase) and at the end (decayed), each "
                 "fine-tuned on CoNLL, SciFact and MNLI on the learning-rate grid of the definition below x 3 seeds. "
-                "The paper's crossover lies between the released checkpoints that bracket it: 19-78 tokens per parameter "
-                "for SC, 39-155 for IR (counted; TC has none). The answer at this scale, per task (generated from "
-                "the results below):"),
+                "The paper's crossover lies between the released checkpoints that bracket it: 19-78 tokens per "
+                "parameter for SC, 39-155 for IR (counted; TC has none). The answer at this scale, per task "
+                "(generated from the results below):"),
 }
 GAP_SECTION = "## The CLM - MLM40 gap over pretraining"  # analysis.report's; its bullets answer the horizon question
 
