@@ -101,6 +101,10 @@ class Regime:
     scale: str | None = None  # the manifest scale of the names: the reasons name models as a reader sees them
     embeddings: float | dict | None = field(default_factory=lambda: dict(PAPER_EMBEDDINGS))
 
+    def __post_init__(self):
+        if not isinstance(self.parameters, dict) and isinstance(self.embeddings, dict):  # a toy count, paper embeddings
+            object.__setattr__(self, "embeddings", None)
+
     def shown(self, model: str) -> str:
         return names.scaled_name(model, self.scale)
 
