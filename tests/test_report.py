@@ -220,7 +220,7 @@ KNOWN = {"610m-clm-42k": (0.70, 0.68), "610m-mlm40-42k": (0.80, 0.60), "610m-clm
 def test_findings_give_a_verdict_per_paper_claim(tmp_path):
     """Paper-scale names (163 tokens per parameter), every optimum inside the LR grid: MLM40 beats CLM on SC, CLM
     leads at the early checkpoints and the gap closes (+0.25 at 1k steps, +0.05 at 2k), CLM is flat over LRs
-    relative to its gain, PFS and CPT win: every finding agrees; there is no TC task, so the TC finding is not testable."""
+    relative to its gain, PFS and CPT win: every finding agrees; no TC task: the TC finding is not testable."""
     from analysis import findings
 
     records, rows = write_levels(tmp_path, KNOWN)
