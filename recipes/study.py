@@ -432,7 +432,7 @@ def report(study: Study, output: Path) -> None:
     if (csv := output / "heldout" / "heldout.csv").is_file():  # the curves redrawn from the CSV: always in step
         from pretraining import heldout
 
-        heldout.plot(heldout.read_csv(csv), csv.with_suffix(".png"))
+        heldout.plot(heldout.read_csv(csv), csv.with_suffix(".png"), study.scale)
 
 
 def hub_id(org: str, name: str, study: Study) -> str:
