@@ -77,11 +77,11 @@ def _styles(labels) -> dict:
             for i, label in enumerate(labels)}
 
 
-def _legend(ax) -> None:
+def _legend(ax, columns: int = 3) -> None:
     """A compact legend under the axes, in columns, so it never takes the plot's width."""
     handles, labels = ax.get_legend_handles_labels()
     ax.legend(handles, labels, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), frameon=False,
-              ncol=min(3, max(1, len(labels))), handlelength=2.5)
+              ncol=min(columns, max(1, len(labels))), handlelength=2.5)
 
 
 def _score_axis(ax, values, baseline: float | None, label: str) -> None:
@@ -335,13 +335,13 @@ def plot_gap(gap: list[dict], tests: list[dict], output: Path) -> list[Path]:
         ax.set_xscale("log")
         ends = [*xs, *(interval or ())]
         ax.set_xlim(min(ends) / 1.5, max(ends) * 1.5)
-        ticks = sorted({*xs, *(interval or ())})  # the checkpoints and the interval, labelled plainly
+        ticks = sorted(set(xs))  # the checkpoints, labelled plainly (the interval's ends are in the legend)
         ax.set_xticks(ticks, [f"{t:.3g}" for t in ticks])
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("pretraining tokens per parameter (input embedding in, LM head out)")
         ax.set_ylabel(f"CLM - MLM40, test {curve[0]['measure']}")
         ax.set_title(f"{task}: the gap over pretraining{_at_scale([{'model': r['a']} for r in curve])}")
-        _legend(ax)
+        _legend(ax, columns=1)
     return [_save(fig, output / "gap.png", "The CLM - MLM40 gap in test score (mean at each model's best learning "
                   "rate) at each checkpoint both runs saved, against the tokens per parameter seen; above 0 CLM is "
                   "ahead. Error bars: the 95% CIs of the gap table (Student t over seeds or pretraining runs and test "
