@@ -52,10 +52,10 @@ def _save(fig, path: Path, caption: str) -> Path:
 
 
 def _at_scale(rows) -> str:
-    """" (mini scale)" when the study's names in `rows` carry one scale (`core.names.scaled_name`), for the titles;
-    "" at the paper's."""
+    """" (mini scale)" when the study's names in `rows` carry one scale (`core.names.scaled_name`), " (paper
+    scale)" when they carry none, for the titles; "" for names outside the grammar or of several scales."""
     scales = {p.scale for r in rows if (p := names.try_parse_name(r["model"])) is not None}
-    return f" ({scales.pop()} scale)" if len(scales) == 1 and None not in scales else ""
+    return f" ({scales.pop() or names.PAPER_SCALE} scale)" if len(scales) == 1 else ""
 
 
 def _size(p: names.ModelName) -> str:
@@ -63,7 +63,8 @@ def _size(p: names.ModelName) -> str:
     return f"{p.scale}-{p.size}" if p.scale else p.size
 
 
-STYLES = ("-", "--", "-.", ":")
+STYLES = ("-", "-.", (0, (1, 1)), (0, (3, 1, 1, 1, 1, 1)))  # never "--": that is the trivial baseline's
+BASELINE = {"color": "grey", "linestyle": "--", "linewidth": 1}
 MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 
 
@@ -76,18 +77,18 @@ def _styles(labels) -> dict:
             for i, label in enumerate(labels)}
 
 
-def _legend(ax) -> None:
+def _legend(ax, columns: int = 3) -> None:
     """A compact legend under the axes, in columns, so it never takes the plot's width."""
     handles, labels = ax.get_legend_handles_labels()
     ax.legend(handles, labels, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), frameon=False,
-              ncol=min(3, max(1, len(labels))), handlelength=2.5)
+              ncol=min(columns, max(1, len(labels))), handlelength=2.5)
 
 
 def _score_axis(ax, values, baseline: float | None, label: str) -> None:
     """Label the axis with the metric, draw the trivial baseline, and show at least MIN_SPAN of the [0, 1] scale."""
     values = [v for v in values if v is not None and not math.isnan(v)]
     if baseline is not None and not math.isnan(baseline):
-        ax.axhline(baseline, color="grey", linestyle="--", linewidth=1, label="trivial baseline")
+        ax.axhline(baseline, **BASELINE, label="trivial baseline")
         values.append(baseline)
     if values:
         low, high = min(values), max(values)
@@ -125,7 +126,7 @@ def plot_objectives(rows: list[dict], output: Path) -> list[Path]:
         for j, task in enumerate(task_names):
             if (base := trivial_baseline(rows, task)) is not None:
                 ax.hlines(base, j - width / 2, j + 0.8 - width / 2, colors="black", linestyles="--", linewidth=1,
-                          label="trivial baseline" if j == 0 else None)
+                          label="trivial baseline" if j == 0 else None)  # bars have no dashes of their own
         ax.set_xticks([j + 0.4 - width / 2 for j in range(len(task_names))], task_names)
         metrics = sorted({r["metric"] for r in fam})
         values = [r["ci_high"] if not math.isnan(r["ci_high"]) else r["mean"] for r in fam]
@@ -162,12 +163,17 @@ def _lines_per_task(rows, output: Path, name: str, points, xlabel: str, title: s
                 continue
             pts.sort()
             style = styles[label]
-            errors = np.nan_to_num(np.array([[p[1] - p[2], p[3] - p[1]] for p in pts]).T)
-            ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=errors, capsize=2, label=label, **style)
+            errors = lambda ps: np.nan_to_num(np.array([[p[1] - p[2], p[3] - p[1]] for p in ps]).T)  # noqa: E731
+            line = [p for p in pts if not p[4]]  # the hollow (decayed) points are never joined to the curve
+            if line:
+                ax.errorbar([p[0] for p in line], [p[1] for p in line], yerr=errors(line), capsize=2, label=label,
+                            **style)
             hollow = [p for p in pts if p[4]]
             if hollow:
-                ax.plot([p[0] for p in hollow], [p[1] for p in hollow], linestyle="none", marker=style["marker"],
-                        markersize=9, markerfacecolor="white", markeredgecolor=style["color"])
+                ax.errorbar([p[0] for p in hollow], [p[1] for p in hollow], yerr=errors(hollow), capsize=2,
+                            linestyle="none", marker=style["marker"], markersize=9, markerfacecolor="white",
+                            markeredgecolor=style["color"], color=style["color"],
+                            label=None if line else label)
             values += [v for p in pts for v in p[1:4]]
         metric = next(r["metric"] for r in rows if r["task"] == task)
         _score_axis(ax, values, trivial_baseline(rows, task), f"test {metric}")
@@ -197,9 +203,10 @@ def plot_pretraining_steps(rows, output: Path, tokens_per_step: float | None = N
 
     xlabel = "pretraining tokens seen (millions)" if tokens_per_step else "pretraining step (as in the names)"
     return _lines_per_task(rows, output, "pretraining_steps.png", points, xlabel, "score vs pretraining",
-                           "Data efficiency: mean test score (95% CI over seeds) of the intermediate (stable-phase) "
-                           "and final checkpoints of each run, fine-tuned with the same protocol; open marker: the "
-                           "final checkpoint, after the learning-rate decay; dashed: trivial baseline.")
+                           "Data efficiency: mean test score (95% CI over seeds, or over pretraining runs) of the "
+                           "intermediate (stable-phase) checkpoints of each run, joined, and its final checkpoint "
+                           "(open marker, not joined: after the learning-rate decay, another phase), fine-tuned with "
+                           "the same protocol; dashed grey: trivial baseline.")
 
 
 def plot_learning_rates(rows, output: Path) -> list[Path]:
@@ -241,6 +248,9 @@ def plot_learning_rates(rows, output: Path) -> list[Path]:
     return written
 
 
+PAPER_PFS_SHARES = (0.25, 0.5, 0.75)  # the paper's CLM shares of a PFS budget
+
+
 def plot_pfs(rows, output: Path) -> list[Path]:
     """PFS: score vs share of CLM steps, one line per total budget (pure MLM40 = 0, pure CLM = 1 when present)."""
     final = [p for r in rows if (p := names.try_parse_name(r["model"])) is not None and p.step is None]
@@ -256,10 +266,17 @@ def plot_pfs(rows, output: Path) -> list[Path]:
             return f"{_size(p)} {p.total_steps // 1000}k", 1.0 if p.objective == "clm" else 0.0
         return None
 
+    shares = sorted({x for r in rows if (placed := points(r)) for x in [placed[1]]})
+    missing = [share for share in PAPER_PFS_SHARES if not any(abs(share - x) < 0.01 for x in shares)]
+    shown = ", ".join(f"{x:.0%}" for x in shares)
     return _lines_per_task(rows, output, "pfs.png", points, "share of CLM steps (0 = MLM40 only, 1 = CLM only)",
                            "PFS split at a fixed budget",
                            "Two-phase pretraining (CLM then MLM40) at a fixed step budget: mean test score (95% CI "
-                           "over seeds) against the share of CLM steps; dashed: trivial baseline.")
+                           f"over seeds) against the share of CLM steps. These results have the shares {shown}; "
+                           + (f"they cannot show the paper's {', '.join(f'{x:.0%}' for x in missing)} split(s), so "
+                              "no claim about those splits reads from this figure" if missing else
+                              "every split of the paper (25, 50, 75%) is here")
+                           + ". Dashed grey: trivial baseline.")
 
 
 def plot_cpt(rows, output: Path) -> list[Path]:
@@ -275,10 +292,14 @@ def plot_cpt(rows, output: Path) -> list[Path]:
 
 
 
-def plot_gap(gap: list[dict], output: Path) -> list[Path]:
-    """The CLM - MLM40 gap against tokens per parameter (log), one subplot per task: 95% CI bars, zero marked, the
-    paper's crossover for the task's family as a vertical line, the final (decayed) checkpoint hollow."""
+def plot_gap(gap: list[dict], tests: list[dict], output: Path) -> list[Path]:
+    """The CLM - MLM40 gap against tokens per parameter (log), one subplot per task: the stable-phase checkpoints
+    joined, the decayed final apart (open marker), each with the 95% CI of the gap table; the paper's crossover
+    interval shaded; the slope test of the findings table (`tests`, its data-efficiency rows) drawn over the
+    checkpoints it was fitted on, with its estimate and Holm-adjusted p in the legend."""
     from matplotlib.ticker import NullFormatter
+
+    from analysis import findings
 
     tasks = sorted({r["task"] for r in gap if sum(g["task"] == r["task"] for g in gap) > 1})
     if not tasks:
@@ -286,32 +307,48 @@ def plot_gap(gap: list[dict], output: Path) -> list[Path]:
     fig, axes = _axes(len(tasks))
     for ax, task in zip(axes, tasks):
         curve = [r for r in gap if r["task"] == task]
-        xs, ys = [r["tokens_per_parameter"] for r in curve], [r["delta"] for r in curve]
-        errors = np.nan_to_num(np.array([[r["delta"] - r["ci_low"], r["ci_high"] - r["delta"]] for r in curve]).T)
-        ax.errorbar(xs, ys, yerr=errors, capsize=3, label="CLM - MLM40 (95% CI)", color="black",
-                    marker=MARKERS[0], linestyle=STYLES[0])  # a difference of two objectives: neither one's colour
-        final = [r for r in curve if r["final"]]
-        ax.plot([r["tokens_per_parameter"] for r in final], [r["delta"] for r in final], linestyle="none",
-                marker=MARKERS[0], markersize=9, markerfacecolor="white", markeredgecolor="black",
-                label="final checkpoint (decayed)")
+        for points, hollow in (([r for r in curve if not r["final"]], False), ([r for r in curve if r["final"]], True)):
+            if not points:
+                continue
+            errors = np.nan_to_num(np.array([[r["delta"] - r["ci_low"], r["ci_high"] - r["delta"]] for r in points]).T)
+            ax.errorbar([r["tokens_per_parameter"] for r in points], [r["delta"] for r in points], yerr=errors,
+                        capsize=3, color="black", marker=MARKERS[0], linestyle="none" if hollow else STYLES[0],
+                        markersize=9 if hollow else 6, markerfacecolor="white" if hollow else "black",
+                        label="final checkpoint (decayed), 95% CI" if hollow else "stable phase, 95% CI")
+        xs = [r["tokens_per_parameter"] for r in curve]
+        interval = findings.crossover_interval(curve[0]["family"])
+        if interval:
+            ax.axvspan(*interval, color="grey", alpha=0.15,
+                       label=f"paper's crossover interval ({interval[0]:.0f}-{interval[1]:.0f})")
+        test = next((t for t in tests if t["task"] == task), None)
+        if test is not None and not math.isnan(test["delta"]):
+            used = [r for r in curve if not r["final"] and r["tokens_per_parameter"] in test["checkpoints"]]
+            x = np.log2([r["tokens_per_parameter"] for r in used])
+            centre = float(np.mean([r["delta"] for r in used]))
+            ax.plot([r["tokens_per_parameter"] for r in used], centre + test["delta"] * (x - x.mean()), color="C3",
+                    linestyle=STYLES[1], linewidth=2,
+                    label=f"slope {test['delta']:+.3f} per doubling, p (Holm) {findings.format_p(test['p_holm'])}"
+                    + (" (not testable)" if test["untestable"] else ""))
         ax.axhline(0.0, color="black", linewidth=1)
-        crossover = curve[0]["crossover"]
-        ax.axvline(crossover, color="grey", linestyle=":", label=f"paper's crossover ({crossover:.0f})")
         reach = max(abs(v) for r in curve for v in (r["ci_low"], r["ci_high"], r["delta"]) if not math.isnan(v))
-        ax.set_ylim(-1.15 * reach, 1.15 * reach)  # symmetric about 0: which objective leads reads at a glance
+        ax.set_ylim(-1.15 * reach, 1.15 * reach)  # symmetric about 0: which objective is ahead reads at a glance
         ax.set_xscale("log")
-        ax.set_xlim(min(*xs, crossover) / 1.5, max(*xs, crossover) * 1.5)
-        ticks = sorted({*xs, crossover})  # the checkpoints and the crossover, labelled plainly (no 2x10^1 clutter)
+        ends = [*xs, *(interval or ())]
+        ax.set_xlim(min(ends) / 1.5, max(ends) * 1.5)
+        ticks = sorted(set(xs))  # the checkpoints, labelled plainly (the interval's ends are in the legend)
         ax.set_xticks(ticks, [f"{t:.3g}" for t in ticks])
         ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.set_xlabel("pretraining tokens per parameter")
+        ax.set_xlabel("pretraining tokens per parameter (input embedding in, LM head out)")
         ax.set_ylabel(f"CLM - MLM40, test {curve[0]['measure']}")
         ax.set_title(f"{task}: the gap over pretraining{_at_scale([{'model': r['a']} for r in curve])}")
-        _legend(ax)
-    return [_save(fig, output / "gap.png", "The CLM - MLM40 gap in test score (mean over seeds at each model's best "
-                  "learning rate, 95% CI Student t over seeds and test instances) at each checkpoint both runs saved, "
-                  "against the tokens per parameter seen; above 0 CLM leads. Dotted: the paper's crossover for the "
-                  "task's family; open marker: the final checkpoint, after the learning-rate decay.")]
+        _legend(ax, columns=1)
+    return [_save(fig, output / "gap.png", "The CLM - MLM40 gap in test score (mean at each model's best learning "
+                  "rate) at each checkpoint both runs saved, against the tokens per parameter seen; above 0 CLM is "
+                  "ahead. Error bars: the 95% CIs of the gap table (Student t over seeds or pretraining runs and test "
+                  "instances), descriptive, not tests. The test is the slope (red, over the stable-phase checkpoints "
+                  "before the crossover interval; its p is the findings table's, Holm within the finding). Shaded: "
+                  "the paper's crossover interval (between the released checkpoints bracketing it); open marker: "
+                  "the final checkpoint, after the learning-rate decay, not joined to the stable-phase curve.")]
 
 
 def plot_all(rows: list[dict], output: Path, tokens_per_step: float | None = None) -> list[Path]:

@@ -1,43 +1,54 @@
-"""The paper's findings, stated as the paper states them, tested on a results directory only where the study can
-test them: a paired comparison per task, a testability check per comparison, and a verdict per finding.
+"""The paper's findings, each a pre-declared hypothesis with its own test, tested on a results directory only where
+the study can test them, and a verdict per finding.
 
 The models each finding compares are found by their names (`core.names`): `<s>-clm-<T>` and `<s>-mlm40-<T>`, their
 intermediate checkpoints `<run>-<step>`, PFS runs `<s>-clm-<k>-mlm40-<T>` and the CPT pair `<s>-clm-dec<B>-mlm40-<T>`
-/ `<s>-mlm40-dec<B>-mlm40-<T>`.
+/ `<s>-mlm40-dec<B>-mlm40-<T>`. A model pretrained several times (`<name>-pseed<k>`) is one model, its pretraining
+run a random effect (`analysis.statistics`: units are the runs' means).
 
-| finding (the paper) | comparison (A - B) | claim holds when |
+| finding (the paper) | comparison | supports when (one-sided, Holm within the finding) |
 |---|---|---|
-| TC: CLM is on par with MLM or better | CLM - MLM40, final checkpoints | A is not significantly below B |
-| SC / QA: MLM is better once past the crossover (about 39 tokens per parameter) | MLM40 - CLM | A > B |
-| IR: MLM is better past its crossover (about 78), the gap narrowing with size | MLM40 - CLM | A > B |
-| data efficiency: CLM leads early, the gap closes | CLM - MLM40 early, and at the end | A > B early, less at the end |
-| stability: CLM fine-tuning is more stable across learning rates | relative LR spread, CLM - MLM40 | A < B |
-| PFS (CLM then MLM40) beats MLM40 alone at the same budget | PFS - MLM40 | A > B |
-| PFS beats CLM alone at the same budget | PFS - CLM | A > B |
-| MLM CPT from a CLM base beats continued MLM on an MLM base | CPT(CLM base) - CPT(MLM40 base) | A > B |
-| MLM CPT improves the CLM base itself | CPT(CLM base) - the CLM base | A > B |
+| TC: CLM is on par with MLM or better | CLM - MLM40, finals | > -0.01 (non-inferiority, TOST lower test: `TC_MARGIN`) |
+| SC / QA: MLM is better past the crossover | MLM40 - CLM, final checkpoints | MLM40 - CLM > 0 |
+| IR: MLM is better past its crossover | MLM40 - CLM, final checkpoints | MLM40 - CLM > 0 |
+| data efficiency: CLM leads early, the gap closes | slope of CLM - MLM40 on log2(tokens/parameter) | < 0 |
+| stability: CLM fine-tuning is more stable across LRs | relative LR spread, CLM - MLM40 | CLM - MLM40 < 0 |
+| PFS beats MLM40 / CLM alone at the same budget | PFS - MLM40, PFS - CLM | > 0 |
+| MLM CPT from a CLM base beats continued MLM on an MLM base | CPT(CLM base) - CPT(MLM40 base) | > 0 |
+| MLM CPT improves the CLM base itself | CPT(CLM base) - the CLM base | > 0 |
 
-**Testable at this scale** means, for every model a comparison uses: the tokens it saw per parameter reach the
-paper's crossover for the task's family (the crossover where MLM overtakes CLM on SC/QA is at 10k steps of the
-610m model, 10,000 x 2.36M tokens / 607.9M parameters = 39 tokens per parameter; for IR at 20k steps, 78; TC uses
-39); a PFS budget reaches the paper's smallest (12k steps, 47 tokens per parameter); the LR grid brackets the
-model's optimum (its best LR is not the grid's smallest or largest); and for data efficiency, the run has
-intermediate checkpoints on the task. Otherwise the comparison is **not testable at this scale**, with the reason,
-and is left out of the verdict and of the correction. Tokens per parameter come from `Regime` (the paper's own
-by default; a toy study passes its scale's).
+A comparison **supports** the claim when its one-sided p on the claim's side, Holm-corrected within its finding
+(the family: that finding's tested comparisons, one per task and model pair, each counted once), is below 0.05;
+it **contradicts** it only when the one-sided p on the other side (for TC: CLM - MLM40 < -0.01), corrected the same
+way, is below 0.05; otherwise it is **not significant**. Not significant is never support: "on par" must be shown
+(the difference's interval inside the margin's side), not assumed. A finding **agrees** at this scale when at least
+one comparison supports it and none contradicts it, **disagrees** in the reverse case, is **mixed** when both happen
+and **inconclusive** when none is significant.
 
-**Stability** is the paper's "more stable across learning rates" measured so that a model that learns more is not
-called less stable: the standard deviation over the grid's LRs of the mean test score, divided by the model's
-gain over the trivial baseline at its best LR (`relative_lr_spread`); the grid must bracket both models' optima,
-so the spread is over LRs on both sides of the optimum. Its CI and p come from resampling seeds within each LR.
+**The gap** (data efficiency) is one test per task: the slope of the CLM - MLM40 difference against log2(tokens per
+parameter), fitted by least squares over the stable-phase checkpoints both runs saved before the task family's
+crossover interval (TC has none: all of them), its variance the sum over checkpoints of the squared weights times
+each difference's variance (units and test instances, `paired_comparison`; the checkpoints' differences taken as
+independent), df by Welch-Satterthwaite. With several pretraining runs on both sides the slope is fitted per run
+and the runs are the units (Welch over the two objectives' run slopes). The differences at checkpoints inside and
+past the interval and at the decayed final are reported beside it, not tested.
 
-Each testable comparison has a 95% CI (Student t combining seeds and test instances:
-`analysis.statistics.paired_comparison`) and a p-value; the p-values of all testable comparisons are corrected
-together (Holm). A comparison **supports** the claim when its Holm-adjusted p is below 0.05 with the difference on
-the claim's side, **contradicts** it on the other side, and is **not significant** otherwise. A finding **agrees**
-at this scale when at least one comparison supports it and none contradicts it, **disagrees** in the reverse case,
-is **mixed** when both happen, and **inconclusive** when no testable comparison is significant. Every model is one
-pretraining run: the verdicts are conditional on those runs (pretraining seeds are not resampled).
+**Testable at this scale** means, for every model a comparison uses: the tokens it saw per parameter are past the
+paper's crossover interval for the task's family under both parameter conventions (`Regime`); a PFS budget reaches
+the paper's smallest (12k steps); the LR grid brackets the model's optimum (at least 3 LRs, the best neither the
+smallest nor the largest). Every reason that applies is named. The paper's crossover (MLM overtakes CLM: SC/QA by
+10k steps of its 610m model, IR by 20k) is only known to lie between the two released checkpoints bracketing it
+(1k/2k/5k/10k/20k/40k): SC/QA 5k-20k steps, 19-78 tokens per parameter counted, IR 10k-40k, 39-155. TC has no
+crossover (the paper's TC finding is "on par or better" throughout). Tokens per parameter are counted as the paper's
+model sizes are (input embedding in, LM head out) and without embeddings (both embeddings out: the paper's 610m
+has 460M such parameters); a model inside the interval is "inside the crossover interval", and one past it under
+one convention only is not testable either.
+
+**Stability** is the standard deviation over the grid's LRs of the mean test score, divided by the model's gain over
+the trivial baseline at its best LR (`relative_lr_spread`). Its interval resamples units (seeds, or runs) within
+each LR; the bootstrap standard error is scaled by sqrt(n/(n-1)) (n units per LR) and used with a Student t
+quantile on n-1 degrees of freedom (Welch-Satterthwaite across the two models): a percentile bootstrap over 3 seeds
+would be about 2.7x too narrow.
 """
 
 from __future__ import annotations
@@ -51,50 +62,97 @@ from analysis import statistics
 from core import names
 
 ALPHA = 0.05
+TC_MARGIN = 0.01  # "on par": CLM - MLM40 above -0.01 of the task's metric (fractions), declared before any result
 PAPER_TOKENS_PER_STEP = 1152 * 2048  # the paper's global batch x block: 2.36M tokens per step
-# the paper's parameter counts, input embedding included, LM head excluded
+# the paper's parameter counts, input embedding included, LM head excluded; and its input embeddings (128,256 x hidden)
 PAPER_PARAMETERS = {"210m": 211.8e6, "610m": 607.9e6, "1b": 1187.9e6}
-# The paper's crossover, where MLM overtakes CLM, in steps of its 610m model: SC and QA by 10k, IR by 20k
-CROSSOVER_STEPS = {"sc": 10_000, "qa": 10_000, "tc": 10_000, "ir": 20_000}
+PAPER_EMBEDDINGS = {"210m": 128_256 * 768, "610m": 128_256 * 1152, "1b": 128_256 * 1728}
+PAPER_CHECKPOINTS = (1000, 2000, 5000, 10000, 20000, 40000)  # the released intermediate checkpoints (steps)
+# The paper's crossover, where MLM overtakes CLM, in steps of its 610m model: SC and QA by 10k, IR by 20k; TC has none
+CROSSOVER_STEPS = {"sc": 10_000, "qa": 10_000, "ir": 20_000}
 PFS_SMALLEST_BUDGET = 12_000  # the paper's smallest PFS budget (steps)
+CONVENTIONS = ("counted", "no embeddings")  # input embedding in, LM head out | neither embedding
 
 
-def _per_parameter(steps: int) -> float:
-    return steps * PAPER_TOKENS_PER_STEP / PAPER_PARAMETERS["610m"]
+def _per_parameter(steps: int, convention: str = "counted") -> float:
+    """Tokens per parameter of the paper's 610m model after `steps`, under `convention`."""
+    count = PAPER_PARAMETERS["610m"] - (PAPER_EMBEDDINGS["610m"] if convention == "no embeddings" else 0)
+    return steps * PAPER_TOKENS_PER_STEP / count
 
 
-CROSSOVER = {family: _per_parameter(steps) for family, steps in CROSSOVER_STEPS.items()}  # tokens per parameter
+def crossover_interval(family: str, convention: str = "counted") -> tuple[float, float] | None:
+    """The tokens per parameter between the two released checkpoints that bracket the paper's crossover for
+    `family` (None: no crossover, TC)."""
+    step = CROSSOVER_STEPS.get(family)
+    if step is None:
+        return None
+    i = PAPER_CHECKPOINTS.index(step)
+    return _per_parameter(PAPER_CHECKPOINTS[i - 1], convention), _per_parameter(PAPER_CHECKPOINTS[i + 1], convention)
 
 
 @dataclass(frozen=True)
 class Regime:
     """How many tokens a model's name means: `tokens_per_step` tokens per step of the names, over `parameters`
-    (one count for every size, or {size: count}). The default is the paper's."""
+    (input embedding in, LM head out; one count for every size, or {size: count}), of which `embeddings` are the
+    input embedding (None: unknown, the no-embeddings convention is then not shown). The default is the paper's."""
 
     tokens_per_step: float = PAPER_TOKENS_PER_STEP
     parameters: float | dict = field(default_factory=lambda: dict(PAPER_PARAMETERS))
     scale: str | None = None  # the manifest scale of the names: the reasons name models as a reader sees them
+    embeddings: float | dict | None = field(default_factory=lambda: dict(PAPER_EMBEDDINGS))
+
+    def __post_init__(self):
+        if not isinstance(self.parameters, dict) and isinstance(self.embeddings, dict):  # a toy count, paper embeddings
+            object.__setattr__(self, "embeddings", None)
 
     def shown(self, model: str) -> str:
         return names.scaled_name(model, self.scale)
 
-    def tokens_per_parameter(self, model: str) -> float | None:
+    def tokens_per_parameter(self, model: str, convention: str = "counted") -> float | None:
         p = names.try_parse_name(model)
         if p is None:
             return None
-        count = self.parameters.get(p.size) if isinstance(self.parameters, dict) else self.parameters
+        pick = lambda v: v.get(p.size) if isinstance(v, dict) else v  # noqa: E731
+        count = pick(self.parameters)
+        if convention == "no embeddings":
+            embeddings = pick(self.embeddings) if self.embeddings is not None else None
+            count = count - embeddings if count and embeddings is not None else None
         steps = p.step if p.step is not None else p.total_steps
         return steps * self.tokens_per_step / count if count else None
 
+    def both(self, model: str) -> str:
+        """"48.4 (118 without embeddings)": the tokens per parameter under both conventions."""
+        counted, bare = (self.tokens_per_parameter(model, c) for c in CONVENTIONS)
+        return f"{counted:.3g}" + (f" ({bare:.3g} without embeddings)" if bare is not None else "")
+
+
+def phase(regime: Regime, model: str, family: str) -> str:
+    """Where `model` stands against the family's crossover interval: "before", "inside" or "past" it under every
+    known convention, both places named when the conventions disagree ("before (counted) / inside (no
+    embeddings)"), "no crossover" (TC) or "unknown"."""
+    if family not in CROSSOVER_STEPS:
+        return "no crossover"
+    places = {}
+    for convention in CONVENTIONS:
+        tpp = regime.tokens_per_parameter(model, convention)
+        if tpp is not None:
+            low, high = crossover_interval(family, convention)
+            places[convention] = "before" if tpp < low else "inside" if tpp <= high else "past"
+    if not places or "counted" not in places:
+        return "unknown"
+    if len(set(places.values())) == 1:
+        return places["counted"]
+    return " / ".join(f"{place} ({convention})" for convention, place in places.items())
+
 
 FAMILY_NAMES = {"sc": "sequence classification", "tc": "token classification", "qa": "extractive QA", "ir": "retrieval"}
-# finding -> (the claim as the paper states it, the sign of A - B the claim predicts; 0: "A not below B")
+# finding -> (the claim as the paper states it, the side of A - B the claim predicts: +1 above, -1 below the bound)
 CLAIMS = {
-    "tc_clm_on_par": ("TC: CLM is on par with MLM or better", 0),
-    "sc_mlm_better": ("SC: MLM is better once past the crossover (~39 tokens/parameter)", +1),
-    "qa_mlm_better": ("QA: MLM is better once past the crossover (~39 tokens/parameter)", +1),
-    "ir_mlm_better": ("IR: MLM is better past its crossover (~78 tokens/parameter); the gap narrows with size", +1),
-    "data_efficiency": ("CLM leads early in pretraining and the gap closes", +1),
+    "tc_clm_on_par": ("TC: CLM is on par with MLM or better", +1),
+    "sc_mlm_better": ("SC: MLM is better past the crossover (19-78 tokens/parameter)", +1),
+    "qa_mlm_better": ("QA: MLM is better past the crossover (19-78 tokens/parameter)", +1),
+    "ir_mlm_better": ("IR: MLM is better past its crossover (39-155 tokens/parameter); the gap narrows with size", +1),
+    "data_efficiency": ("CLM leads early in pretraining and the gap closes", -1),
     "stability": ("CLM fine-tuning is more stable across learning rates (spread relative to the gain)", -1),
     "pfs_vs_mlm": ("PFS (CLM then MLM40) beats MLM40 alone at the same budget", +1),
     "pfs_vs_clm": ("PFS (CLM then MLM40) beats CLM alone at the same budget", +1),
@@ -102,6 +160,14 @@ CLAIMS = {
     "cpt_vs_base": ("MLM CPT improves the CLM base itself", +1),
 }
 FAMILY_FINDING = {"tc": "tc_clm_on_par", "sc": "sc_mlm_better", "qa": "qa_mlm_better", "ir": "ir_mlm_better"}
+BOUND = {"tc_clm_on_par": -TC_MARGIN}  # the claim's bound on A - B (0 for every other finding)
+
+
+def hypothesis(finding: str) -> str:
+    """The one-sided alternative a finding's comparisons test, in words ("A - B > 0")."""
+    side, bound = CLAIMS[finding][1], BOUND.get(finding, 0.0)
+    what = "slope of CLM - MLM40 per doubling" if finding == "data_efficiency" else "A - B"
+    return f"{what} {'>' if side > 0 else '<'} {bound:g}"
 
 
 def _single(models, size, objective, total):
@@ -113,30 +179,53 @@ def _row(rows, model, task):
     return next((r for r in rows if r["model"] == model and r["task"] == task), None)
 
 
-def untestable(rows, regime: Regime, task: str, family: str, models: list[str], budget: int | None = None) -> str:
-    """Why a comparison of `models` on `task` cannot test the paper's claim at this scale ("" when it can)."""
-    for model in models:
-        tpp = regime.tokens_per_parameter(model)
-        if tpp is None:
-            return f"{regime.shown(model)}: tokens per parameter unknown"
-        if tpp < CROSSOVER[family]:
-            return (f"{regime.shown(model)} saw {tpp:.3g} tokens per parameter, below the paper's crossover "
-                    f"({CROSSOVER[family]:.0f}) for {family.upper()}")
-    if budget is not None and (tpp := regime.tokens_per_parameter(models[0])) is not None \
-            and tpp < _per_parameter(budget):
-        return f"budget of {tpp:.3g} tokens per parameter, below the paper's smallest ({_per_parameter(budget):.0f})"
-    for model in models:
+def edge_reasons(rows, regime: Regime, task: str, models: list[str]) -> list[str]:
+    """One reason per model whose LR grid does not bracket its optimum on `task` (its best LR at the grid's edge,
+    or fewer than 3 LRs finished)."""
+    out = []
+    for model in dict.fromkeys(models):
         row = _row(rows, model, task)
         lrs = sorted(lr for lr, v in row["per_lr"].items() if v[2]) if row else []
-        if row is None or row["best_lr"] is None or len(lrs) < 3 or row["best_lr"] in (lrs[0], lrs[-1]):
-            best, shown = (row["best_lr"] if row else None), regime.shown(model)
-            return f"the LR grid does not bracket {shown}'s optimum (best LR {best:g} at the grid's edge)" \
-                if best is not None and len(lrs) > 1 else f"the LR grid does not bracket {shown}'s optimum"
-    return ""
+        best, shown = (row["best_lr"] if row else None), regime.shown(model)
+        if best is None:
+            out.append(f"{shown} has no finished run")
+        elif len(lrs) < 3:
+            out.append(f"{shown}'s LR grid has {len(lrs)} finished LR(s): an optimum is never bracketed by fewer "
+                       "than 3")
+        elif best in (lrs[0], lrs[-1]):
+            out.append(f"best LR on the grid's edge: {shown}'s optimum is not bracketed (best LR {best:g}, grid "
+                       f"{lrs[0]:g}-{lrs[-1]:g})")
+    return out
+
+
+def untestable(rows, regime: Regime, task: str, family: str, models: list[str], budget: int | None = None,
+               grid: list[str] | None = None) -> str:
+    """Every reason a comparison of `models` on `task` cannot test the paper's claim at this scale ("" when it
+    can), joined by "; ": the crossover interval, the PFS budget, the LR grid's edge (of the models in `grid`,
+    default `models`)."""
+    reasons = []
+    for model in dict.fromkeys(models):
+        where, shown = phase(regime, model, family), regime.shown(model)
+        if where == "unknown":
+            reasons.append(f"{shown}: tokens per parameter unknown")
+        elif where not in ("past", "no crossover"):
+            low, high = crossover_interval(family)
+            text = "past the crossover interval under one parameter convention only" if "past" in where else \
+                "inside the crossover interval" if "inside" in where else "below the paper's crossover interval"
+            reasons.append(f"{text}: {shown} saw {regime.both(model)} tokens per parameter; the paper's "
+                           f"{family.upper()} crossover lies in {low:.0f}-{high:.0f} "
+                           f"({'-'.join(f'{v:.0f}' for v in crossover_interval(family, 'no embeddings'))} without "
+                           "embeddings)")
+    if budget is not None and (tpp := regime.tokens_per_parameter(models[0])) is not None \
+            and tpp < _per_parameter(budget):
+        reasons.append(f"budget of {tpp:.3g} tokens per parameter, below the paper's smallest "
+                       f"({_per_parameter(budget):.0f})")
+    return "; ".join(reasons + edge_reasons(rows, regime, task, grid or models))
 
 
 def comparisons(records: list[dict], rows: list[dict], regime: Regime | None = None) -> list[dict]:
-    """Every (finding, task) comparison the results allow, with its testability, CI, Holm-adjusted p and verdict."""
+    """Every (finding, task) comparison the results allow, with its testability, CI, Holm-adjusted p (within its
+    finding) and verdict. Model names are replicate groups (`analysis.statistics.summarize`'s rows)."""
     regime = regime or Regime()
     models = {r["model"] for r in rows}
     parsed = {m: p for m in models if (p := names.try_parse_name(m)) is not None}
@@ -153,16 +242,7 @@ def comparisons(records: list[dict], rows: list[dict], regime: Regime | None = N
                 a, b = (clm, mlm) if finding == "tc_clm_on_par" else (mlm, clm)
                 out += _pair(records, rows, regime, finding, task, a, b)
                 out += _stability(records, rows, regime, task, clm, mlm)
-            steps = sorted({p.step for p in parsed.values() if p.step is not None and p.run_name == clm}
-                           & {p.step for p in parsed.values() if p.step is not None and p.run_name == mlm})
-            for task in tasks:
-                early = [s for s in steps if s <= total / 2 and _row(rows, f"{clm}-{s}", task)
-                         and _row(rows, f"{mlm}-{s}", task)]
-                for step in early:
-                    out += _pair(records, rows, regime, "data_efficiency", task, f"{clm}-{step}", f"{mlm}-{step}",
-                                 check=[clm, mlm])
-                if early:
-                    out += _pair(records, rows, regime, "data_efficiency", task, clm, mlm)
+                out += _slope(records, rows, regime, task, family[task], clm, mlm)
         for model, p in sorted(parsed.items()):
             if p.kind == "pfs" and p.step is None and (p.size, p.total_steps) == (size, total) and p.ratio == 40:
                 for task in tasks:
@@ -182,6 +262,12 @@ def comparisons(records: list[dict], rows: list[dict], regime: Regime | None = N
     return _corrected(out)
 
 
+def _n_units(runs: list[dict]) -> str:
+    """"3" seeds, or "3 runs x 3" when the model has several pretraining runs."""
+    count = len({r["model"] for r in runs})
+    return str(len(runs)) if count == 1 else f"{count} runs x {len(runs) // count}"
+
+
 def _pair(records, rows, regime, finding, task, model_a, model_b, budget=None, check=None) -> list[dict]:
     runs_a = statistics.best_runs(records, rows, model_a, task)
     runs_b = statistics.best_runs(records, rows, model_b, task)
@@ -190,94 +276,178 @@ def _pair(records, rows, regime, finding, task, model_a, model_b, budget=None, c
     metric = runs_a[0]["main_metric"]
     result = statistics.paired_comparison(runs_a, runs_b, metric)
     family = runs_a[0]["family"]
-    reason = untestable(rows, regime, task, family, check or [model_a, model_b], budget)
-    if not reason and check:  # the checkpoints compared (intermediate ones too) must be bracketed as well
-        reason = _bracket_only(rows, regime, task, [model_a, model_b])
+    reason = untestable(rows, regime, task, family, check or [model_a, model_b], budget,
+                        grid=[*(check or []), model_a, model_b])
     return [{"finding": finding, "task": task, "family": family, "a": model_a, "b": model_b, "measure": metric,
-             "delta": result["delta"], "ci_low": result["ci_low"], "ci_high": result["ci_high"], "p": result["p"],
-             "p_bound": False, "n_seeds": f"{len(runs_a)}/{len(runs_b)}", "untestable": reason}]
+             **_tested(finding, result["delta"], result["se"], result["df"]),
+             "ci_low": result["ci_low"], "ci_high": result["ci_high"], "p_bound": False,
+             "n_seeds": f"{_n_units(runs_a)}/{_n_units(runs_b)}", "untestable": reason}]
 
 
-def _bracket_only(rows, regime, task, models) -> str:
-    """The LR-grid check alone (intermediate checkpoints sit below the crossover by design)."""
-    for model in models:
-        row = _row(rows, model, task)
-        lrs = sorted(lr for lr, v in row["per_lr"].items() if v[2])
-        if row["best_lr"] is None or len(lrs) < 3 or row["best_lr"] in (lrs[0], lrs[-1]):
-            return (f"the LR grid does not bracket {regime.shown(model)}'s optimum (best LR {row['best_lr']:g} at "
-                    "the grid's edge)")
-    return ""
+def _tested(finding: str, estimate: float, se: float, df: float) -> dict:
+    """The finding's one-sided test of `estimate` (its hypothesis) and of the other side, from a t statistic."""
+    side, bound = CLAIMS[finding][1], BOUND.get(finding, 0.0)
+    claim = statistics.one_sided(side * estimate, se, df, side * bound)
+    other = statistics.one_sided(-side * estimate, se, df, -side * bound)
+    return {"delta": estimate, "hypothesis": hypothesis(finding), "p": claim, "p_other": other}
 
 
 def relative_lr_spread(records: list[dict], baseline: float, best_lr: float,
-                       n_resamples: int = statistics.N_RESAMPLES, seed: int = 0) -> tuple[float, np.ndarray]:
+                       n_resamples: int = statistics.N_RESAMPLES, seed: int = 0) -> tuple[float, np.ndarray, int]:
     """Std over learning rates of the mean test score, divided by the gain of the best LR's mean over the trivial
-    baseline; and its bootstrap samples (seeds resampled within each LR). A model that learns more is not called
-    less stable for it: the spread is measured in units of what it learned."""
-    by_lr = {}
-    for r in records:
-        if r["status"] == "ok":
-            by_lr.setdefault(r["lr"], []).append(float(r["test"][r["main_metric"]]))
-    lrs = sorted(by_lr)
-    scores = [np.asarray(by_lr[lr]) for lr in lrs]
+    baseline; its bootstrap samples (units: seeds, or pretraining runs' means, resampled within each LR); and the
+    fewest units of any LR. A model that learns more is not called less stable for it: the spread is measured in
+    units of what it learned."""
+    lrs = sorted({r["lr"] for r in records if r["status"] == "ok"})
+    scores = [statistics.unit_scores([r for r in records if r["status"] == "ok" and r["lr"] == lr]) for lr in lrs]
     best = lrs.index(best_lr)
     means = np.array([s.mean() for s in scores])
     value = float(np.std(means) / (means[best] - baseline))
     rng = np.random.default_rng(seed)
     resampled = np.stack([rng.choice(s, size=(n_resamples, len(s))).mean(1) for s in scores], axis=1)
     gains = (resampled[:, best] - baseline).clip(1e-12)
-    return value, np.std(resampled, axis=1) / gains
+    return value, np.std(resampled, axis=1) / gains, min(len(s) for s in scores)
 
 
 def _stability(records, rows, regime, task, clm, mlm) -> list[dict]:
-    runs = {m: [r for r in records if r["model"] == m and r["task"] == task] for m in (clm, mlm)}
+    runs = {m: [r for r in records if statistics.replicate_group(r["model"]) == m and r["task"] == task]
+            for m in (clm, mlm)}
     row = {m: _row(rows, m, task) for m in (clm, mlm)}
     if any(row[m] is None or row[m]["best_lr"] is None or len({r["lr"] for r in runs[m] if r["status"] == "ok"}) < 2
            for m in (clm, mlm)):
         return []
     family = row[clm]["family"]
     baseline = statistics.trivial_baseline(rows, task)
-    reason = untestable(rows, regime, task, family, [clm, mlm])
+    reasons = [untestable(rows, regime, task, family, [clm, mlm])]
     if baseline is None:
-        reason = reason or "the task's trivial baseline is unknown"
+        reasons.append("the task's trivial baseline is unknown")
     else:
-        for m in (clm, mlm):
-            if not reason and row[m]["mean"] <= baseline:
-                reason = f"{regime.shown(m)} does not clear the trivial baseline"
-    base = baseline if baseline is not None else 0.0
+        reasons += [f"{regime.shown(m)} does not clear the trivial baseline" for m in (clm, mlm)
+                    if row[m]["mean"] <= baseline]
+    reason = "; ".join(filter(None, reasons))
+    tested = {"delta": math.nan, "hypothesis": hypothesis("stability"), "p": math.nan, "p_other": math.nan}
+    low = high = math.nan
     if not reason:
-        spread_a, samples_a = relative_lr_spread(runs[clm], base, row[clm]["best_lr"])
-        spread_b, samples_b = relative_lr_spread(runs[mlm], base, row[mlm]["best_lr"], seed=1)
-        deltas = samples_a - samples_b
-        low, high = float(np.percentile(deltas, 2.5)), float(np.percentile(deltas, 97.5))
-        p, bound = statistics.bootstrap_p(deltas)
-        delta = spread_a - spread_b
-    else:
-        delta = low = high = p = math.nan
-        bound = False
-    return [{"finding": "stability", "task": task, "a": clm, "b": mlm, "measure": "LR spread / gain", "delta": delta,
-             "ci_low": low, "ci_high": high, "p": p, "p_bound": bound,
+        parts, spreads = [], []
+        for i, m in enumerate((clm, mlm)):
+            spread, samples, n = relative_lr_spread(runs[m], baseline, row[m]["best_lr"], seed=i)
+            spreads.append(spread)
+            # the bootstrap's SE of a mean over n units is sqrt((n-1)/n) of the sample SE: undone here
+            parts.append((float(np.var(samples, ddof=1)) * n / (n - 1) if n > 1 else math.nan, n - 1))
+        variance = sum(part for part, _ in parts)
+        df = variance ** 2 / sum(part ** 2 / k for part, k in parts) if variance > 0 else math.inf
+        se = math.sqrt(variance)
+        tested = _tested("stability", spreads[0] - spreads[1], se, df)
+        half = float(statistics.stats.t.ppf(0.975, df)) * se
+        low, high = tested["delta"] - half, tested["delta"] + half
+    return [{"finding": "stability", "task": task, "family": family, "a": clm, "b": mlm, "measure": "LR spread / gain",
+             **tested, "ci_low": low, "ci_high": high, "p_bound": False,
              "n_seeds": f"{len(runs[clm])}/{len(runs[mlm])} runs", "untestable": reason}]
 
 
-def _corrected(out: list[dict]) -> list[dict]:
-    """Holm across every testable comparison, then each one's verdict on its claim."""
-    testable = [r for r in out if not r["untestable"]]
-    for r, adjusted in zip(testable, statistics.holm([r["p"] for r in testable])):
-        r["p_holm"] = adjusted
-    for r in out:
-        r.setdefault("p_holm", math.nan)
-        r["verdict"] = "not testable" if r["untestable"] else _verdict(r, CLAIMS[r["finding"]][1])
+def checkpoints(rows, clm: str, mlm: str, task: str) -> list[tuple[str, str]]:
+    """The (CLM, MLM40) checkpoint pairs both runs saved and evaluated on `task`, in pretraining order, the final
+    (decayed) pair last."""
+    steps = lambda run: {p.step for m in {r["model"] for r in rows if r["task"] == task}  # noqa: E731
+                         if (p := names.try_parse_name(m)) and p.step is not None and p.run_name == run}
+    pairs = [(f"{clm}-{s}", f"{mlm}-{s}") for s in sorted(steps(clm) & steps(mlm))]
+    return [*pairs, (clm, mlm)] if pairs else []
+
+
+def gap_points(records, rows, regime: Regime, task: str, family: str, clm: str, mlm: str) -> list[dict]:
+    """The CLM - MLM40 difference at every checkpoint pair (a paired comparison each: descriptive, not a test),
+    with its tokens per parameter under both conventions and its place against the crossover interval."""
+    out = []
+    for a, b in checkpoints(rows, clm, mlm, task):
+        runs_a, runs_b = (statistics.best_runs(records, rows, m, task) for m in (a, b))
+        if not runs_a or not runs_b:
+            continue
+        result = statistics.paired_comparison(runs_a, runs_b, runs_a[0]["main_metric"])
+        final = names.parse_name(a).step is None
+        out.append({"task": task, "family": family, "a": a, "b": b, "measure": runs_a[0]["main_metric"],
+                    **{k: result[k] for k in ("delta", "se", "df", "ci_low", "ci_high", "parts")},
+                    "tokens_per_parameter": regime.tokens_per_parameter(a),
+                    "tokens_per_parameter_bare": regime.tokens_per_parameter(a, "no embeddings"),
+                    "final": final, "phase": phase(regime, a, family), "runs": (runs_a, runs_b)})
     return out
 
 
-def _verdict(r: dict, direction: int) -> str:
-    significant = r["p_holm"] < ALPHA
-    if direction == 0:  # "A on par or better": only A significantly below B contradicts it
-        return "contradicts" if significant and r["delta"] < 0 else "supports"
-    if significant and r["delta"] * direction > 0:
-        return "supports"
-    return "contradicts" if significant else "not significant"
+def slope_fit(points: list[dict]) -> tuple[float, float, float]:
+    """(slope, se, df) of the least-squares line of the points' differences on log2(tokens per parameter): the
+    slope's variance is sum(w_c^2 var_c) over checkpoints (each difference's variance, `paired_comparison`), df by
+    Welch-Satterthwaite over the unit parts. With several pretraining runs on both sides the slope is fitted per
+    run (run means of the seeds at each checkpoint's best LR) and the runs are the units."""
+    x = np.log2([p["tokens_per_parameter"] for p in points])
+    weights = (x - x.mean()) / ((x - x.mean()) ** 2).sum()
+    run_slopes = []
+    for side in (0, 1):
+        by_run = {}
+        for p in points:
+            for r in p["runs"][side]:
+                by_run.setdefault(names.parse_name(r["model"]).pretrain_seed, {}).setdefault(p["a"], []).append(
+                    statistics.main_score(r, "test"))
+        complete = [run for run in by_run.values() if len(run) == len(points)]
+        run_slopes.append([float(weights @ np.array([np.mean(run[p["a"]]) for p in points])) for run in complete])
+    if all(len(s) > 1 for s in run_slopes):  # the pretraining runs are the units
+        parts = [(float(np.var(s, ddof=1)) / len(s), len(s) - 1) for s in run_slopes]
+        estimate, variance = float(np.mean(run_slopes[0]) - np.mean(run_slopes[1])), sum(p for p, _ in parts)
+    else:  # one run on a side: the checkpoints' differences, each with its unit and instance variance
+        parts = [(w ** 2 * part, df) for w, p in zip(weights, points) for part, df in p["parts"]]
+        estimate = float(weights @ np.array([p["delta"] for p in points]))
+        variance = float(sum(w ** 2 * p["se"] ** 2 for w, p in zip(weights, points)))
+    welch = sum(part ** 2 / df for part, df in parts if df > 0 and part > 0)
+    return estimate, math.sqrt(variance), variance ** 2 / welch if welch > 0 else math.inf
+
+
+def _slope(records, rows, regime, task, family, clm, mlm) -> list[dict]:
+    """The data-efficiency test on `task`: the slope of the gap over the stable-phase checkpoints before the
+    crossover interval (all of them where there is none)."""
+    points = gap_points(records, rows, regime, task, family, clm, mlm)
+    if not points:
+        return []
+    early = [p for p in points if not p["final"] and p["phase"] in ("before", "no crossover")]  # both conventions
+    reasons = [] if len(early) > 1 else [f"{len(early)} stable-phase checkpoint(s) before the crossover interval: "
+                                         "a slope needs 2"]
+    reasons += edge_reasons(rows, regime, task, [m for p in early for m in (p["a"], p["b"])])
+    row = {"finding": "data_efficiency", "task": task, "family": family, "a": clm, "b": mlm,
+           "measure": f"slope of CLM - MLM40 per doubling ({points[0]['measure']})", "p_bound": False,
+           "n_seeds": f"{len(early)} checkpoints", "untestable": "; ".join(reasons),
+           "checkpoints": [p["tokens_per_parameter"] for p in early]}
+    if len(early) < 2:
+        return [{**row, "delta": math.nan, "hypothesis": hypothesis("data_efficiency"), "p": math.nan,
+                 "p_other": math.nan, "ci_low": math.nan, "ci_high": math.nan}]
+    estimate, se, df = slope_fit(early)
+    half = float(statistics.stats.t.ppf(0.975, df)) * se
+    return [{**row, **_tested("data_efficiency", estimate, se, df), "ci_low": estimate - half,
+             "ci_high": estimate + half}]
+
+
+def _corrected(out: list[dict]) -> list[dict]:
+    """Holm within each finding (its tested comparisons: one per task and model pair), on each side, then each
+    comparison's verdict on its claim."""
+    for finding in CLAIMS:
+        testable = [r for r in out if r["finding"] == finding and not r["untestable"]]
+        for key in ("p", "p_other"):
+            for r, adjusted in zip(testable, statistics.holm([r[key] for r in testable])):
+                r[f"{key}_holm"] = adjusted
+    for r in out:
+        r.setdefault("p_holm", math.nan)
+        r.setdefault("p_other_holm", math.nan)
+        r["verdict"] = "not testable" if r["untestable"] else \
+            "supports" if r["p_holm"] < ALPHA else "contradicts" if r["p_other_holm"] < ALPHA else "not significant"
+    return out
+
+
+def families(tested: list[dict]) -> list[str]:
+    """The Holm family of each finding, in words: its tested comparisons (tasks), each counted once."""
+    out = []
+    for finding in CLAIMS:
+        mine = [r for r in tested if r["finding"] == finding and not r["untestable"]]
+        if mine:
+            tasks = ", ".join(f"{r['task']}" + (f" ({r['a']})" if finding.startswith(("pfs", "cpt")) else "")
+                              for r in mine)
+            out.append(f"{finding}: {len(mine)} test(s) of {hypothesis(finding)} ({tasks})")
+    return out
 
 
 def verdicts(rows: list[dict], families: set[str] | None = None) -> list[dict]:
@@ -287,78 +457,70 @@ def verdicts(rows: list[dict], families: set[str] | None = None) -> list[dict]:
     for finding, (claim, _) in CLAIMS.items():
         mine = [r for r in rows if r["finding"] == finding]
         family = next((f for f, k in FAMILY_FINDING.items() if k == finding), None)
+        base = {"finding": finding, "claim": claim, "rule": hypothesis(finding)}
         if not mine:
             if family and families is not None and family not in families:
-                out.append({"finding": finding, "claim": claim, "tasks": "", "comparisons": "0", "supporting": 0,
-                            "contradicting": 0, "verdict": f"not testable at this scale: no {family.upper()} task"})
+                out.append({**base, "tasks": "", "comparisons": "0", "supporting": 0, "contradicting": 0,
+                            "verdict": f"not testable at this scale: no {family.upper()} task"})
             continue
         tested = [r for r in mine if not r["untestable"]]
         tasks = ", ".join(sorted({r["task"] for r in mine}))
         count = f"{len(tested)} of {len(mine)}"
         if not tested:
-            reasons = list(dict.fromkeys(r["untestable"] for r in mine))
+            reasons = list(dict.fromkeys(reason for r in mine for reason in r["untestable"].split("; ")))
             more = f" (and {len(reasons) - 2} more)" if len(reasons) > 2 else ""
-            out.append({"finding": finding, "claim": claim, "tasks": tasks, "comparisons": count, "supporting": 0,
-                        "contradicting": 0,
+            out.append({**base, "tasks": tasks, "comparisons": count, "supporting": 0, "contradicting": 0,
                         "verdict": "not testable at this scale: " + "; ".join(reasons[:2]) + more})
             continue
-        counted = [r for r in tested if finding != "data_efficiency" or names.parse_name(r["a"]).step is not None]
-        support = sum(r["verdict"] == "supports" for r in counted)
-        against = sum(r["verdict"] == "contradicts" for r in counted)
-        if finding == "data_efficiency":  # the gap must also close: the end's gap below the earliest one
-            for task in {r["task"] for r in tested}:
-                curve = [r for r in tested if r["task"] == task]
-                if len(curve) > 1 and curve[-1]["delta"] >= curve[0]["delta"]:
-                    against += 1
+        support = sum(r["verdict"] == "supports" for r in tested)
+        against = sum(r["verdict"] == "contradicts" for r in tested)
         verdict = ("agrees" if support and not against else "disagrees" if against and not support
                    else "mixed" if support else "inconclusive")
-        out.append({"finding": finding, "claim": claim, "tasks": tasks, "comparisons": count, "supporting": support,
-                    "contradicting": against, "verdict": f"{verdict} at this scale"})
+        out.append({**base, "tasks": tasks, "comparisons": count, "supporting": support, "contradicting": against,
+                    "verdict": f"{verdict} at this scale"})
     return out
 
 
-def gap_over_pretraining(tested: list[dict], regime: Regime) -> list[dict]:
-    """The CLM - MLM40 gap along pretraining, per task: the data-efficiency comparisons (intermediate checkpoints,
-    then the final, decayed one) with the tokens per parameter their checkpoints saw and the paper's crossover for
-    the task's family, in pretraining order."""
+def gap_over_pretraining(records: list[dict], rows: list[dict], regime: Regime) -> list[dict]:
+    """The CLM - MLM40 gap along pretraining, per task and final pair: every checkpoint pair's difference
+    (`gap_points`, descriptive), in pretraining order, the decayed final last."""
+    models = {r["model"] for r in rows}
+    family = {r["task"]: r["family"] for r in rows}
+    finals = sorted({(p.size, p.total_steps) for m in models if (p := names.try_parse_name(m))
+                     and p.kind == "single" and p.step is None})
     out = []
-    for r in tested:
-        if r["finding"] == "data_efficiency":
-            p = names.parse_name(r["a"])
-            out.append({**r, "tokens_per_parameter": regime.tokens_per_parameter(r["a"]), "final": p.step is None,
-                        "crossover": CROSSOVER[r["family"]]})
-    return sorted(out, key=lambda r: (r["task"], r["tokens_per_parameter"]))
+    for size, total in finals:
+        clm, mlm = _single(models, size, "clm", total), _single(models, size, "mlm40", total)
+        if clm and mlm:
+            for task in sorted(family):
+                out += [{k: v for k, v in p.items() if k not in ("runs", "parts")}
+                        for p in gap_points(records, rows, regime, task, family[task], clm, mlm)]
+    return out
 
 
-def gap_trend(curve: list[dict]) -> str:
-    """What one task's gap curve shows, in words. A checkpoint counts as a lead for one objective when the gap's 95%
-    CI excludes 0. The gap *crosses* when one objective leads at an earlier checkpoint and the other at a later one;
-    CLM - MLM40 *falls* (or *rises*) when the last gap is below (above) the first and their CIs do not overlap."""
-    if len(curve) < 2:
-        return "one checkpoint: no curve"
+def gap_trend(curve: list[dict], test: dict | None) -> str:
+    """What one task's gap shows, in words, from its slope test (`test`, the data-efficiency row: the same numbers
+    as the findings table) and the differences past the crossover interval and at the decayed final."""
     tpp = lambda r: f"{r['tokens_per_parameter']:.3g}"  # noqa: E731
-    leads = [(r, "CLM" if r["ci_low"] > 0 else "MLM40" if r["ci_high"] < 0 else None) for r in curve]
-    decisive = [(r, lead) for r, lead in leads if lead]
-    switches = [(a, b) for a, b in zip(decisive, decisive[1:]) if a[1] != b[1]]
-    if switches:
-        (a, lead_a), (b, lead_b) = switches[0]
-        text = (f"{lead_a} leads at {tpp(a)} tokens per parameter and {lead_b} at {tpp(b)}: the gap crosses "
-                "between them")
-        text += f" (and the lead switches {len(switches) - 1} more time(s))" if len(switches) > 1 else ""
-    elif decisive:
-        lead = decisive[0][1]
-        text = (f"{lead} leads at {len(decisive)} of {len(curve)} checkpoints up to {tpp(curve[-1])} tokens per "
-                "parameter and the other objective at none: no crossing within the study")
+    ci = lambda r: f"{r['delta']:+.3f} [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]"  # noqa: E731
+    if test is None or math.isnan(test["delta"]):
+        text = "no slope: " + (test["untestable"] if test else "no checkpoint pair")
     else:
-        text = f"no checkpoint's CI excludes 0 up to {tpp(curve[-1])} tokens per parameter"
-    first, last = curve[0], curve[-1]
-    if not _overlap(first, last):  # signed: the paper's finding 2 predicts CLM - MLM falls as pretraining goes on
-        change = f"CLM - MLM40 {'falls' if last['delta'] < first['delta'] else 'rises'} from {first['delta']:+.3f} " \
-                 f"to {last['delta']:+.3f}"
-    else:
-        change = f"from {first['delta']:+.3f} to {last['delta']:+.3f}, a change the overlapping 95% CIs do not resolve"
-    return f"{text}; {change}"
+        span = test["checkpoints"]
+        text = (f"slope of CLM - MLM40 per doubling of tokens per parameter over {len(span)} stable-phase "
+                f"checkpoints ({span[0]:.3g}-{span[-1]:.3g}): {ci(test)}, one-sided p (slope < 0, Holm within the "
+                f"finding) {format_p(test['p_holm'])}: ")
+        text += (f"not testable ({test['untestable']})" if test["untestable"] else
+                 {"supports": "the gap closes", "contradicts": "the gap widens",
+                  "not significant": "not significant"}[test["verdict"]])
+    past = [r for r in curve if r["phase"] == "past" and not r["final"]]
+    if past:
+        text += "; past the crossover interval: " + ", ".join(f"{ci(r)} at {tpp(r)}" for r in past)
+    final = next((r for r in curve if r["final"]), None)
+    if final:
+        text += f"; final (decayed) at {tpp(final)}: {ci(final)} (95% CI, not a test)"
+    return text
 
 
-def _overlap(a: dict, b: dict) -> bool:
-    return not (a["ci_high"] < b["ci_low"] or b["ci_high"] < a["ci_low"])
+def format_p(p: float) -> str:
+    return "n/a" if math.isnan(p) else "< 1e-06" if p < 1e-6 else f"{p:.3g}"

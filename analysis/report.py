@@ -16,7 +16,7 @@ LR is never picked on the strength of its surviving seeds. TC rows also show `en
 best LR's test runs) beside the main metric, so a model that predicts no entity is visible whatever the task's
 main metric (the paper's sentence_macro_f1 is lenient); other rows leave it empty. `--compare A,B` adds a
 paired comparison per task on per-instance test scores: a Student-t CI combining seeds and test instances
-(`analysis.statistics.paired_comparison`), a paired bootstrap p (never 0: "< 1/B") and a sign test.
+(`analysis.statistics.paired_comparison`) and a paired bootstrap p (never 0: "< 1/B").
 
 `summary.md` starts with the results table (mean ± CI half-width per model and task, and each task's trivial
 baseline: `evaluation.baselines`), the means whose CI does not clear that baseline, the SC/TC means wider than
@@ -71,54 +71,68 @@ def _fmt_p(p: float, bound: bool = False, n_resamples: int = statistics.N_RESAMP
 
 
 def _finding_cell(row: dict, key: str) -> str:
-    if key in ("p", "p_holm"):
+    if key in ("p", "p_holm", "p_other_holm"):
         return _fmt_p(row[key], row.get("p_bound", False) and key == "p")
     return _fmt(row[key])
 
 
-FINDING_KEYS = ["finding", "task", "a", "b", "measure", "delta", "ci_low", "ci_high", "p", "p_holm", "n_seeds",
-                "verdict", "untestable"]
+FINDING_KEYS = ["finding", "task", "a", "b", "measure", "hypothesis", "delta", "ci_low", "ci_high", "p", "p_holm",
+                "p_other_holm", "n_seeds", "verdict", "untestable"]
+UNITS = ("Units of every interval: a model's mean - Student t over its fine-tuning seeds (over its pretraining runs' "
+         "means when it has several runs); a paired difference - Student t, the unit part (seeds or runs) plus the "
+         "test-instance bootstrap part, Welch-Satterthwaite df; the gap's slope - least squares over checkpoints "
+         "with each difference's variance (runs as units when both objectives have several); stability - units "
+         "resampled within each LR, the bootstrap SE scaled by sqrt(n/(n-1)), Student t.")
 
 
 def findings_markdown(tested: list[dict], families: set[str]) -> list[str]:
-    """The verdicts (each one testable at this scale or not, and why), then every comparison behind them."""
+    """The verdicts (each one testable at this scale or not, and why), their Holm families, then every comparison
+    behind them."""
     lines = ["## The paper's findings at this scale", "",
-             "Each finding as the paper states it. A comparison is tested only where this study can test it: every "
-             "model it uses saw at least the paper's crossover in tokens per parameter (39 for SC, QA and TC, 78 for "
-             "IR), a PFS budget reaches the paper's smallest, and the LR grid brackets each model's optimum (its best "
-             "LR is neither the grid's smallest nor its largest); otherwise it is *not testable at this scale* and "
-             "says why. A tested comparison supports the claim when its p-value, Holm-corrected across every tested "
-             "comparison, is below 0.05 with the difference on the claim's side; the 95% CIs are Student t over "
-             "seeds combined with the test-instance bootstrap (stability: seeds resampled within each LR). Every "
-             "model is one pretraining run: the verdicts are conditional on those runs.", "",
-             "| finding (the paper) | tasks | comparisons tested | supporting | contradicting | verdict |",
-             "|---|---|---|---|---|---|"]
-    lines += [f"| {v['claim']} | {v['tasks']} | {v['comparisons']} | {v['supporting']} | {v['contradicting']} | "
-              f"**{v['verdict']}** |" for v in findings.verdicts(tested, families)]
+             "Each finding as the paper states it, with its one pre-declared test (`analysis.findings`): a "
+             "comparison supports the claim when its one-sided p on the claim's side (the rule column), "
+             "Holm-corrected within the finding, is below 0.05, and contradicts it only when the one-sided p on the "
+             "other side is; not significant is never support. TC's \"on par or better\" is a non-inferiority "
+             f"test at the declared margin {findings.TC_MARGIN:g} (CLM - MLM40 > -{findings.TC_MARGIN:g}). A "
+             "comparison is tested only where this study can test it: every model it uses is past the paper's "
+             "crossover interval (between the released checkpoints that bracket it: 19-78 tokens per parameter for "
+             "SC and QA, 39-155 for IR, none for TC) under both parameter conventions (counted: input embedding in, "
+             "LM head out; and without embeddings), a PFS budget reaches the paper's smallest, and the LR grid "
+             "brackets each model's optimum; otherwise it is *not testable at this scale*, with every reason. " + UNITS,
+             "", "| finding (the paper) | rule | tasks | comparisons tested | supporting | contradicting | verdict |",
+             "|---|---|---|---|---|---|---|"]
+    lines += [f"| {v['claim']} | {v['rule']} | {v['tasks']} | {v['comparisons']} | {v['supporting']} | "
+              f"{v['contradicting']} | **{v['verdict']}** |" for v in findings.verdicts(tested, families)]
+    holm = findings.families(tested)
+    lines += ["", "Holm families (one per finding, each comparison counted once): "
+              + ("; ".join(holm) if holm else "none (no comparison is testable)") + "."]
     lines += ["", "| " + " | ".join(FINDING_KEYS) + " |", "|" + "---|" * len(FINDING_KEYS)]
     lines += ["| " + " | ".join(_finding_cell(r, k) for k in FINDING_KEYS) + " |" for r in tested]
     return lines
 
 
-def gap_markdown(gap: list[dict]) -> list[str]:
-    """The CLM - MLM40 gap along pretraining per task: what each curve shows in words, then its points."""
+def gap_markdown(gap: list[dict], tested: list[dict]) -> list[str]:
+    """The CLM - MLM40 gap along pretraining per task: its slope test in words, then every checkpoint's difference."""
     lines = ["## The CLM - MLM40 gap over pretraining", "",
-             "Per task, CLM minus MLM40 at each checkpoint both runs saved (stable phase; the last is the final, "
-             "decayed one), against the tokens per parameter they had seen; the paper's crossover, where MLM "
-             "overtakes CLM, is at about 39 tokens per parameter for SC, QA and TC and 78 for IR (its finding 2: CLM "
-             "leads early, the gap closes). A checkpoint is a lead when the gap's 95% CI excludes 0; the gap "
-             "*crosses* when CLM leads at one checkpoint and MLM40 at a later one (or the reverse); it *falls* or "
-             "*rises* only when its first and last CIs do not overlap.", ""]
+             "Per task, one test of the paper's finding 2 (CLM leads early, the gap closes): the slope of CLM - "
+             "MLM40 against log2(tokens per parameter) over the stable-phase checkpoints both runs saved before the "
+             "paper's crossover interval (19-78 tokens per parameter for SC and QA, 39-155 for IR; TC has none), "
+             "one-sided (slope < 0), Holm-corrected over the tasks: the data-efficiency row of the findings table. "
+             "The differences at each checkpoint (the table under the bullets, and gap.png) are 95% CIs that "
+             "describe the curve; they are not tests. Tokens per parameter are counted with the input embedding "
+             "and without the LM head (without embeddings in brackets).", ""]
     for task in sorted({r["task"] for r in gap}):
         curve = [r for r in gap if r["task"] == task]
-        lines.append(f"- **{task}** ({curve[0]['measure']}): {findings.gap_trend(curve)}.")
-    lines += ["", "| task | checkpoint (CLM) | tokens per parameter | CLM - MLM40 | 95% CI | p (Holm) | note |",
-              "|---|---|---|---|---|---|---|"]
+        test = next((r for r in tested if r["finding"] == "data_efficiency" and r["task"] == task), None)
+        lines.append(f"- **{task}** ({curve[0]['measure']}): {findings.gap_trend(curve, test)}.")
+    lines += ["", "| task | checkpoint (CLM) | tokens per parameter | crossover interval | CLM - MLM40 | 95% CI | "
+              "note |", "|---|---|---|---|---|---|---|"]
     for r in gap:
-        note = "final (decayed)" if r["final"] else ""
-        note = "; ".join(filter(None, [note, r["untestable"] and f"untested: {r['untestable']}"]))
-        lines.append(f"| {r['task']} | {r['a']} | {r['tokens_per_parameter']:.3g} | {r['delta']:+.4f} | "
-                     f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}] | {_finding_cell(r, 'p_holm')} | {note} |")
+        bare = r["tokens_per_parameter_bare"]
+        tpp = f"{r['tokens_per_parameter']:.3g}" + (f" ({bare:.3g})" if bare is not None else "")
+        note = "final (decayed)" if r["final"] else "stable phase"
+        lines.append(f"| {r['task']} | {r['a']} | {tpp} | {r['phase']} | {r['delta']:+.4f} | "
+                     f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}] | {note} |")
     return lines
 
 
@@ -142,13 +156,16 @@ def results_table(rows: list[dict]) -> list[str]:
     models = sorted({r["model"] for r in rows}, key=model_order)
     cell = {(r["model"], r["task"]): r for r in rows}
     metric = {r["task"]: r["metric"] for r in rows}
-    header = ["model", *[f"{t} ({metric[t]})" for t in tasks]]
+    runs = {r["model"]: r["n_pretrain_runs"] for r in rows}
+    replicated = any(n > 1 for n in runs.values())  # a column of its own: a group is not one run
+    header = ["model", *(["pretraining runs"] if replicated else []), *[f"{t} ({metric[t]})" for t in tasks]]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for model in models:
         cells = [_cell(cell[(model, t)]) if (model, t) in cell else "" for t in tasks]
-        lines.append("| " + " | ".join([model, *cells]) + " |")
+        lines.append("| " + " | ".join([model, *([str(runs[model])] if replicated else []), *cells]) + " |")
     baseline = {t: trivial_baseline(rows, t) for t in tasks}
-    lines.append("| " + " | ".join(["*trivial baseline*", *[_fmt(baseline[t]) for t in tasks]]) + " |")
+    lines.append("| " + " | ".join(["*trivial baseline*", *([""] if replicated else []),
+                                    *[_fmt(baseline[t]) for t in tasks]]) + " |")
     tc = [t for t in tasks if any(r["task"] == t and r["family"] == "tc" for r in rows)]
     if tc:
         lines += ["", "Entity F1 (seqeval) of the same TC runs, beside the main metric: a model that predicts no "
@@ -158,6 +175,25 @@ def results_table(rows: list[dict]) -> list[str]:
             lines.append("| " + " | ".join([m, *entity]) + " |")
     return lines
 
+
+
+def run_variance_lines(rows: list[dict]) -> list[str]:
+    """Markdown: the pretraining-run variance of every model trained more than once (`statistics.run_variance`),
+    or nothing when every model is one run."""
+    replicated = sorted((r for r in rows if r["best_lr"] is not None and r["n_pretrain_runs"] > 1),
+                        key=lambda r: (r["task"], model_order(r["model"])))
+    if not replicated:
+        return []
+    lines = ["## Pretraining-run variance", "",
+             "Models pretrained several times (`-pseed<k>`), each shown as one model: its mean and CI are over its "
+             "runs' means (each a mean over fine-tuning seeds at the model's best LR). The SDs come from a two-level "
+             "decomposition: seed SD = root of the mean within-run variance; pretraining-run SD = root of (variance "
+             "of the run means - seed variance / seeds per run), 0 when negative.", "",
+             "| model | task | pretraining runs | seeds per run | mean | SD of run means over seeds: pretraining run | "
+             "fine-tuning seed |", "|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['model']} | {r['task']} | {r['n_pretrain_runs']} | {r['n_seeds']} | {_fmt(r['mean'])} | "
+              f"{_fmt(r['pretrain_sd'])} | {_fmt(r['seed_sd'])} |" for r in replicated]
+    return lines
 
 
 def checks_lines(rows: list[dict]) -> list[str]:
@@ -203,26 +239,30 @@ def write_tables(rows: list[dict], comparisons: list[dict], output: Path, tested
     artifacts.write_text_atomic(output / "summary.csv", buffer.getvalue())
     lines = ["# Fine-tuning results", "",
              "Test score at the best learning rate (highest mean validation score over seeds): mean over seeds ± the "
-             "half-width of its 95% confidence interval (Student t over seeds). Scores are fractions in [0, 1]. The "
+             "half-width of its 95% confidence interval (Student t over seeds; over pretraining runs for a model "
+             "trained several times). Scores are fractions in [0, 1]. The "
              "trivial baseline is what a model scores without learning the task (majority class, all \"O\", the "
              "passage's first words, a random ranking).", "", *results_table(rows)]
     if gap:
-        lines += ["", *gap_markdown(gap)]
+        lines += ["", *gap_markdown(gap, tested or [])]
+    if variance := run_variance_lines(rows):
+        lines += ["", *variance]
     lines += ["", *checks_lines(rows)]
     if tested:
         lines += ["", *findings_markdown(tested, {r["family"] for r in rows})]
     if comparisons:
-        keys = ["task", "a", "b", "metric", "delta", "ci_low", "ci_high", "p", "p_bootstrap", "wins", "losses",
-                "p_sign"]
-        lines += ["", "## Paired comparisons (A - B, per-instance test scores; CI Student t over seeds and "
-                  "instances, p_bootstrap resampling both)", "",
+        keys = ["task", "a", "b", "metric", "delta", "ci_low", "ci_high", "p", "p_bootstrap", "wins", "losses"]
+        lines += ["", "## Paired comparisons (A - B, per-instance test scores; CI Student t over units - seeds, or "
+                  "pretraining runs - and instances, p_bootstrap resampling both; wins / losses count test "
+                  "instances, a description, not a test)", "",
                   "| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
         lines += ["| " + " | ".join(_fmt_p(c[k]) if k == "p" else _fmt_p(c[k], c["p_bootstrap_bound"])
                                     if k == "p_bootstrap" else _fmt(c[k]) for k in keys) + " |"
                   for c in comparisons]
     lines += ["", "## Every column", "",
               "entity_f1 = TC entity F1 (seqeval) of the best LR's runs; std = over the best LR's seeds; "
-              "stability_std = std over all finished runs; lr_range = range of the per-LR mean test scores.", "",
+              "stability_std = std over all finished runs; lr_range = range of the per-LR mean test scores; "
+              "n_pretrain_runs, pretrain_sd, seed_sd: the pretraining runs and the two-level SDs.", "",
               "| " + " | ".join(SUMMARY_COLUMNS) + " |", "|" + "---|" * len(SUMMARY_COLUMNS)]
     lines += ["| " + " | ".join(_fmt(r[k]) for k in SUMMARY_COLUMNS) + " |" for r in rows]
     artifacts.write_text_atomic(output / "summary.md", "\n".join(lines) + "\n")
@@ -275,6 +315,9 @@ def main(argv=None) -> Path:
                         help="pretraining tokens per step of the model names (default: the paper's 2.36M)")
     parser.add_argument("--parameters", type=float, default=None,
                         help="parameters of every model, input embedding in, LM head out (default: the paper's sizes)")
+    parser.add_argument("--embedding_parameters", type=float, default=None,
+                        help="of --parameters, those of the input embedding: tokens per parameter are shown without "
+                             "embeddings too (default: the paper's sizes' with the paper's regime; unknown otherwise)")
     parser.add_argument("--scale", default=None,
                         help="manifest scale the study's models were trained at (recipes.study passes it): every "
                              "table, figure and finding names them <scale>-<name> (mini-610m-clm-42k); default: the "
@@ -294,13 +337,13 @@ def main(argv=None) -> Path:
                              f"got {args.compare!r}")
         output = Path(args.output or Path(args.results) / "report")
         check_output(output)
-    regime = findings.Regime(args.tokens_per_step, args.parameters, args.scale) if args.parameters else \
-        findings.Regime(scale=args.scale)
+    regime = findings.Regime(args.tokens_per_step, args.parameters, args.scale, args.embedding_parameters) \
+        if args.parameters else findings.Regime(scale=args.scale)
     output.mkdir(parents=True, exist_ok=True)
     before = clear_earlier_report(output)
     comparisons = compare(records, rows, *pair) if pair else []
     tested = findings.comparisons(records, rows, regime)
-    gap = findings.gap_over_pretraining(tested, regime)
+    gap = findings.gap_over_pretraining(records, rows, regime)
     rows, comparisons, tested, gap = (shown_at_scale(items, args.scale) for items in (rows, comparisons, tested, gap))
     write_tables(rows, comparisons, output, tested, gap)
     if tested:
@@ -310,7 +353,7 @@ def main(argv=None) -> Path:
         writer.writerows({k: _finding_cell(r, k) for k in FINDING_KEYS} for r in tested)
         artifacts.write_text_atomic(output / "findings.csv", buffer.getvalue())
     figures.plot_all(rows, output, regime.tokens_per_step if args.parameters else None)
-    figures.plot_gap(gap, output)
+    figures.plot_gap(gap, [r for r in tested if r["finding"] == "data_efficiency"], output)
     written = sorted({p.name for p in output.iterdir()} - before)
     artifacts.write_json_atomic(output / REPORT_MARK, {"files": written, "scale": args.scale})
     print(f"report written to {output}")

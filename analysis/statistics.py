@@ -2,9 +2,13 @@
 comparisons on per-instance scores, Holm's correction. `analysis.findings` tests the paper's claims with them,
 `analysis.figures` draws them and `analysis.report` renders them; this module imports none of those.
 
-Intervals over fine-tuning seeds are Student t (a bootstrap over 3 seeds is about 2.7x too narrow). A paired
-comparison of two models adds the test-instance part (a paired bootstrap over instances, seeds averaged) to the
-seed part (Welch over each model's per-seed scores) and takes Welch-Satterthwaite degrees of freedom.
+Intervals are Student t over the unit that varies between repeats (a bootstrap over 3 seeds is about 2.7x too
+narrow): the fine-tuning seed for a model pretrained once; the pretraining run for a model pretrained several times
+(`<name>-pseed<k>`, one `replicate_group`), each run's mean over its fine-tuning seeds being one unit (the
+pretraining run is a random effect). Such a model is summarised as one row under its group name, with the number of
+runs and a two-level variance decomposition (`summarize_group`). A paired comparison of two models adds the
+test-instance part (a paired bootstrap over instances, units averaged) to the unit part (Welch over each model's
+unit scores) and takes Welch-Satterthwaite degrees of freedom.
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ from scipy import stats
 
 from core import artifacts, names, store
 
-SUMMARY_COLUMNS = artifacts.SUMMARY_COLUMNS
+# the model cards' columns, then the replicate columns: pretraining runs, their SD and the fine-tuning seeds' SD
+SUMMARY_COLUMNS = (*artifacts.SUMMARY_COLUMNS, "n_pretrain_runs", "pretrain_sd", "seed_sd")
 N_RESAMPLES = 2000  # bootstrap samples of every interval and p-value the report computes by resampling
 
 
@@ -27,6 +32,40 @@ def model_kind(name: str) -> str:
     local run: outside the grammar of `core.names`)."""
     p = names.try_parse_name(name)
     return "other" if p is None else "intermediate" if p.step is not None else p.kind
+
+
+def replicate_group(name: str) -> str:
+    """The model a result belongs to: its name without `-pseed<k>` (`core.names`), a name outside the grammar as
+    it is. Replicates of one model (its pretraining runs) share it."""
+    p = names.try_parse_name(name)
+    return name if p is None else p.replicate_group
+
+
+def unit_scores(records: list[dict], split: str = "test") -> np.ndarray:
+    """The scores an interval is over: one per fine-tuning seed for one pretraining run; one per pretraining run
+    (the mean over its seeds) when `records` span several runs of one model."""
+    runs = sorted({r["model"] for r in records})
+    scores = [main_score(r, split) for r in records]
+    if len(runs) < 2:
+        return np.asarray(scores, dtype=float)
+    return np.array([np.mean([s for s, r in zip(scores, records) if r["model"] == run]) for run in runs])
+
+
+def run_variance(records: list[dict]) -> tuple[int, float, float]:
+    """(pretraining runs, pretraining-run SD, fine-tuning seed SD) of one model's best-LR runs, by a two-level
+    decomposition: the seed variance is the mean of the within-run variances; the run variance is the variance of
+    the run means less the seed variance over the seeds per run (method of moments, 0 when negative). nan where a
+    level has fewer than 2 units."""
+    runs = sorted({r["model"] for r in records})
+    by_run = [np.array([main_score(r, "test") for r in records if r["model"] == run]) for run in runs]
+    within = [np.var(s, ddof=1) for s in by_run if len(s) > 1]
+    seed_var = float(np.mean(within)) if within else math.nan
+    if len(runs) < 2:
+        return len(runs), math.nan, math.sqrt(seed_var) if within else math.nan
+    between = float(np.var([s.mean() for s in by_run], ddof=1))
+    if within:
+        between -= seed_var * float(np.mean([1 / len(s) for s in by_run]))
+    return len(runs), math.sqrt(max(0.0, between)), math.sqrt(seed_var) if within else math.nan
 
 
 def load_results(results_dir: str | Path) -> list[dict]:
@@ -73,11 +112,13 @@ def main_score(record: dict, split: str) -> float:
 
 
 def summarize_group(records: list[dict], bootstrap: bool = False) -> dict:
-    """One summary row from all runs of one (model, task).
+    """One summary row from all runs of one (model, task), the pretraining runs of a replicated model included
+    (named by their `replicate_group`): the best LR is chosen on the mean over all of them, and the mean and CI are
+    over `unit_scores` (seeds, or run means when there are several runs).
 
     Returns:
         A dict with SUMMARY_COLUMNS, plus "per_lr" {lr: (mean validation, mean test, n ok, n diverged)} and
-        "per_lr_ci" {lr: (low, high)}, the Student-t 95% CI over that LR's seeds of its mean test score.
+        "per_lr_ci" {lr: (low, high)}, the Student-t 95% CI over that LR's units of its mean test score.
         `entity_f1` (TC only, else None) is the mean test entity F1 of the best LR's runs, shown beside any main
         metric so that a model predicting no entity is never hidden by a lenient one (sentence_macro_f1).
     """
@@ -91,16 +132,19 @@ def summarize_group(records: list[dict], bootstrap: bool = False) -> dict:
                       np.mean([main_score(r, "test") for r in done]) if done else math.nan,
                       len(done), len(runs) - len(done))
     candidates = [lr for lr, (val, _, n, _) in per_lr.items() if n > 0]
-    row = {"model": first["model"], "task": first["task"], "family": first["family"], "metric": first["main_metric"],
+    row = {"model": replicate_group(first["model"]), "task": first["task"], "family": first["family"],
+           "metric": first["main_metric"],
            "n_runs": len(records), "n_diverged": len(records) - len(ok), "per_lr": per_lr,
-           "per_lr_ci": {lr: confidence_interval([main_score(r, "test") for r in ok if r["lr"] == lr])
-                         for lr in per_lr}}
+           "per_lr_ci": {lr: confidence_interval(unit_scores([r for r in ok if r["lr"] == lr])) for lr in per_lr}}
     if not candidates:
         return {**row, **{k: math.nan for k in SUMMARY_COLUMNS if k not in row}, "best_lr": None, "n_seeds": 0,
-                "entity_f1": None}
+                "entity_f1": None, "n_pretrain_runs": len({r["model"] for r in records})}
     best = min(candidates, key=lambda lr: (per_lr[lr][3], -per_lr[lr][0]))
-    test = [main_score(r, "test") for r in ok if r["lr"] == best]
-    low, high = confidence_interval(test, bootstrap)
+    chosen = [r for r in ok if r["lr"] == best]
+    test = [main_score(r, "test") for r in chosen]
+    units = unit_scores(chosen)
+    low, high = confidence_interval(units, bootstrap)
+    n_pretrain_runs, pretrain_sd, seed_sd = run_variance(chosen)
     baselines = {round(r["trivial_baseline"]["test"][first["main_metric"]], 12)
                  for r in records if "trivial_baseline" in r}
     if len(baselines) > 1:
@@ -109,7 +153,10 @@ def summarize_group(records: list[dict], bootstrap: bool = False) -> dict:
     entity = [r["test"]["entity_f1"] for r in ok if r["lr"] == best and "entity_f1" in r["test"]]
     entity_f1 = float(np.mean(entity)) if first["family"] == "tc" and entity else None
     lr_means = [per_lr[lr][1] for lr in candidates]
-    return {**row, "best_lr": best, "n_seeds": len(test), "mean": float(np.mean(test)), "ci_low": low,
+    seeds = min(sum(r["model"] == m for r in chosen) for m in {r["model"] for r in chosen})
+    return {**row, "best_lr": best, "n_seeds": len(test) if n_pretrain_runs == 1 else seeds,
+            "n_pretrain_runs": n_pretrain_runs, "pretrain_sd": pretrain_sd, "seed_sd": seed_sd,
+            "mean": float(np.mean(units)), "ci_low": low,
             "ci_high": high, "trivial_baseline": baselines.pop() if baselines else None, "entity_f1": entity_f1,
             "std": float(np.std(test, ddof=1)) if len(test) > 1 else math.nan,
             "val_mean": float(per_lr[best][0]),
@@ -118,12 +165,14 @@ def summarize_group(records: list[dict], bootstrap: bool = False) -> dict:
 
 
 def summarize(records: list[dict], bootstrap: bool = False) -> list[dict]:
-    """Summary rows for every (model, task) in the results, sorted by task then model."""
-    groups = collections.defaultdict(list)
+    """Summary rows for every (model, task) in the results, the pretraining runs of a replicated model in one row
+    (its `replicate_group`), sorted by task then model."""
+    runs, groups = collections.defaultdict(list), collections.defaultdict(list)
     for record in records:
-        groups[(record["model"], record["task"])].append(record)
-    for group in groups.values():
-        check_same_protocol(group)
+        runs[(record["model"], record["task"])].append(record)
+        groups[(replicate_group(record["model"]), record["task"])].append(record)
+    for run in runs.values():
+        check_same_protocol(run)
     rows = [summarize_group(g, bootstrap) for g in groups.values()]
     return sorted(rows, key=lambda r: (r["task"], r["model"]))
 
@@ -149,16 +198,18 @@ def instance_matrix(records: list[dict], metric: str) -> tuple[np.ndarray, np.nd
 
 def paired_comparison(records_a: list[dict], records_b: list[dict], metric: str, n_resamples: int = N_RESAMPLES,
                       seed: int = 0, level: float = 0.95) -> dict:
-    """Model A minus model B on the same test instances: a Student-t interval combining seeds and instances, a
-    paired bootstrap and a sign test.
+    """Model A minus model B on the same test instances: a Student-t interval combining units and instances, and a
+    paired bootstrap.
 
-    The variance of the difference is the seed part (each model's per-seed scores: s_a^2/n_a + s_b^2/n_b) plus the
-    instance part (the paired bootstrap's variance of the difference of seed-averaged scores over resampled test
-    instances); the interval is delta +- t(df) * sqrt(that), df by Welch-Satterthwaite on the seed part (infinite
-    for the instance part). With one seed on a side its seed part is unknown and only the instance part is used
-    (df infinite: the interval is then too narrow, and says so in `n_seeds`). `p` is the t-test of delta = 0.
-    `p_bootstrap` resamples seeds and instances (as before) and is never 0: with no sample on the other side of 0
-    it is 1 / n_resamples, an upper bound (`p_bootstrap_bound` True).
+    The variance of the difference is the unit part (each model's `unit_scores`: its fine-tuning seeds, or its
+    pretraining runs' means when it has several runs: s_a^2/n_a + s_b^2/n_b) plus the instance part (the paired
+    bootstrap's variance of the difference of unit-averaged scores over resampled test instances); the interval is
+    delta +- t(df) * se, df by Welch-Satterthwaite on the unit part (infinite for the instance part). With one unit
+    on a side its part is unknown and only the instance part is used (df infinite: the interval is then too narrow,
+    and says so in `n_seeds`). `p` is the two-sided t-test of delta = 0; `one_sided(result, bound)` gives the
+    one-sided ones. `p_bootstrap` resamples records and instances and is never 0: with no sample on the other side
+    of 0 it is 1 / n_resamples, an upper bound (`p_bootstrap_bound` True). `wins` / `losses` count test instances
+    (unit-averaged) where A is above / below B: a description, not a test (instances are not independent of seeds).
 
     Args:
         records_a, records_b: the best-LR runs of each model on one task (status "ok").
@@ -166,7 +217,8 @@ def paired_comparison(records_a: list[dict], records_b: list[dict], metric: str,
         n_resamples: bootstrap samples.
 
     Returns:
-        {"delta", "ci_low", "ci_high", "df", "p", "p_bootstrap", "p_bootstrap_bound", "wins", "losses", "p_sign"}.
+        {"delta", "se", "ci_low", "ci_high", "df", "p", "parts", "p_bootstrap", "p_bootstrap_bound", "wins",
+        "losses"}; parts: [(unit variance part, its df)] of A and B, for Welch-Satterthwaite elsewhere.
     """
     num_a, den_a = instance_matrix(records_a, metric)
     num_b, den_b = instance_matrix(records_b, metric)
@@ -188,25 +240,33 @@ def paired_comparison(records_a: list[dict], records_b: list[dict], metric: str,
                                - (weights @ mean_b) / (weights @ mden_b).clip(1e-12))
     deltas, instance_deltas = np.concatenate(deltas), np.concatenate(instance_deltas)
     delta = mean_a.sum() / max(mden_a.sum(), 1e-12) - mean_b.sum() / max(mden_b.sum(), 1e-12)
-    seed_parts = [np.var(num.sum(1) / den.sum(1).clip(1e-12), ddof=1) / len(num) if len(num) > 1 else 0.0
-                  for num, den in ((num_a, den_a), (num_b, den_b))]
-    seed_dfs = [len(num_a) - 1, len(num_b) - 1]
-    variance = sum(seed_parts) + float(np.var(instance_deltas, ddof=1))
-    welch = sum(part ** 2 / df for part, df in zip(seed_parts, seed_dfs) if df > 0 and part > 0)
+    parts = []
+    for records in (records_a, records_b):
+        units = unit_scores(records)
+        parts.append((float(np.var(units, ddof=1)) / len(units) if len(units) > 1 else 0.0, len(units) - 1))
+    variance = sum(part for part, _ in parts) + float(np.var(instance_deltas, ddof=1))
+    welch = sum(part ** 2 / df for part, df in parts if df > 0 and part > 0)
     df = variance ** 2 / welch if welch > 0 else math.inf
+    se = math.sqrt(variance)
     if variance > 0:
-        half = float(stats.t.ppf((1 + level) / 2, df)) * math.sqrt(variance)
-        p = float(2 * stats.t.sf(abs(delta) / math.sqrt(variance), df))
+        half = float(stats.t.ppf((1 + level) / 2, df)) * se
+        p = float(2 * stats.t.sf(abs(delta) / se, df))
     else:
         half, p = 0.0, 1.0 if delta == 0 else 0.0
     per_a = mean_a / np.where(mden_a > 0, mden_a, 1)
     per_b = mean_b / np.where(mden_b > 0, mden_b, 1)
-    wins, losses = int((per_a > per_b).sum()), int((per_a < per_b).sum())
-    p_sign = stats.binomtest(wins, wins + losses, 0.5).pvalue if wins + losses else 1.0
     p_boot, bound = bootstrap_p(deltas)
-    return {"delta": float(delta), "ci_low": float(delta - half), "ci_high": float(delta + half), "df": df, "p": p,
-            "p_bootstrap": p_boot, "p_bootstrap_bound": bound, "wins": wins, "losses": losses,
-            "p_sign": float(p_sign)}
+    return {"delta": float(delta), "se": se, "ci_low": float(delta - half), "ci_high": float(delta + half), "df": df,
+            "p": p, "parts": parts, "p_bootstrap": p_boot, "p_bootstrap_bound": bound,
+            "wins": int((per_a > per_b).sum()), "losses": int((per_a < per_b).sum())}
+
+
+def one_sided(estimate: float, se: float, df: float, bound: float = 0.0) -> float:
+    """p of the one-sided t-test of H1: estimate > bound (its complement, H1: estimate < bound, is
+    `one_sided(-estimate, se, df, -bound)`)."""
+    if not se > 0:
+        return 0.0 if estimate > bound else 1.0
+    return float(stats.t.sf((estimate - bound) / se, df))
 
 
 def bootstrap_p(samples: np.ndarray) -> tuple[float, bool]:
@@ -239,9 +299,11 @@ def compare(records: list[dict], rows: list[dict], model_a: str, model_b: str) -
 
 
 def best_runs(records: list[dict], rows: list[dict], model: str, task: str) -> list[dict]:
-    """The finished runs of `model` on `task` at its best learning rate ([] when it has none)."""
+    """The finished runs of `model` (a replicate group: every pretraining run of it) on `task` at its best learning
+    rate ([] when it has none)."""
     best = next((r["best_lr"] for r in rows if r["model"] == model and r["task"] == task), None)
-    return [r for r in records if r["model"] == model and r["task"] == task and r["lr"] == best and r["status"] == "ok"]
+    return [r for r in records if replicate_group(r["model"]) == model and r["task"] == task and r["lr"] == best
+            and r["status"] == "ok"]
 
 
 

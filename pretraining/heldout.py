@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+import textwrap
 from pathlib import Path
 
 import torch
@@ -142,9 +143,20 @@ def _fmt(value) -> str:
     return f"{value:.5f}" if isinstance(value, float) and math.isfinite(value) else str(value)
 
 
-def plot(rows: list[dict], path: str | Path) -> Path | None:
+def trained_on(model: str) -> set[str]:
+    """The losses a run was trained on ({"clm", "mlm"}; both for a name outside the grammar): the others are
+    off-objective, far above the informative range, and get a panel of their own."""
+    p = names.try_parse_name(model)
+    if p is None or p.kind == "pfs" or (p.kind == "cpt" and p.base == "clm"):
+        return {"clm", "mlm"}
+    return {"mlm"} if p.objective == "mlm" else {"clm"}
+
+
+def plot(rows: list[dict], path: str | Path, scale: str | None = None) -> Path | None:
     """Held-out CLM and MLM loss against the tokens seen (a CPT base's included), one line per run (the learning
-    curves); a CPT run from a base of unknown tokens has no place on that axis and is left out (the caption says so)."""
+    curves), each loss of the runs trained on it in its own panel and the off-objective losses (a CLM run's MLM
+    loss, an MLM run's CLM loss) in a third; names and titles carry the study's `scale` (`core.names`). A CPT run
+    from a base of unknown tokens has no place on that axis and is left out (the caption says so)."""
     unplaced = sorted({r["model"] for r in rows if r["tokens_seen"] == "unknown"})
     rows = [r for r in rows if r["tokens_seen"] != "unknown"]
     runs = sorted({r["model"] for r in rows})
@@ -155,22 +167,37 @@ def plot(rows: list[dict], path: str | Path) -> Path | None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
-    for ax, loss in zip(axes, ("clm_loss", "mlm_loss")):
-        for run in runs:
-            points = sorted((int(r["tokens_seen"]) / 1e6, float(r[loss])) for r in rows if r["model"] == run)
-            ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=run, color=colours.of(run))
-        ax.set_xlabel("pretraining tokens seen (millions; a CPT run's base included)")
-        ax.set_ylabel(f"held-out {loss.split('_')[0].upper()} loss (nats/token)")
-        ax.set_title(f"held-out {loss.split('_')[0].upper()} loss")
-    axes[1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    def shown(run):  # the name a reader sees: the scale first, unless the CSV's name carries one already
+        p = names.try_parse_name(run)
+        return run if p is None or p.scale else names.scaled_name(run, scale)
+
+    scale = scale or next((p.scale for r in runs if (p := names.try_parse_name(r)) and p.scale), None)
+    at = f" ({scale or names.PAPER_SCALE} scale)"
+    panels = [(f"held-out CLM loss, runs trained on CLM{at}", [(r, "clm") for r in runs if "clm" in trained_on(r)]),
+              (f"held-out MLM loss, runs trained on MLM{at}", [(r, "mlm") for r in runs if "mlm" in trained_on(r)]),
+              (f"off-objective losses{at}", [(run, loss) for run in runs for loss in ("clm", "mlm")
+                                             if loss not in trained_on(run)])]
+    panels = [(title, lines) for title, lines in panels if lines]
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.2), squeeze=False)
+    for ax, (title, lines) in zip(axes[0], panels):
+        for run, loss in lines:
+            points = sorted((int(r["tokens_seen"]) / 1e6, float(r[f"{loss}_loss"])) for r in rows if r["model"] == run)
+            ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", color=colours.of(shown(run)),
+                    linestyle="-" if loss == "clm" else "-.", label=shown(run))
+        ax.set_xlabel("pretraining tokens seen (millions; a CPT base's included)")
+        ax.set_ylabel("held-out loss (nats/token)")
+        ax.set_title(title, fontsize=9)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), frameon=False, ncol=1)
     mlm_p = rows[0]["mlm_probability"]
-    fig.text(0.01, 0.005, f"Learning curves on {rows[0]['blocks']} held-out blocks of {rows[0]['block_size']} tokens "
-             f"(the corpus's validation split): next-token loss with causal attention (left) and masked-token loss at "
-             f"{mlm_p:.0%} masking with bidirectional attention, the same masks for every model (right)."
-             + (f" Not shown (their base's tokens are unknown): {', '.join(unplaced)}." if unplaced else ""),
-             fontsize=7, va="bottom", ha="left", wrap=True)
-    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    caption = (f"Learning curves on {rows[0]['blocks']} held-out blocks of {rows[0]['block_size']} tokens (the "
+               "corpus's validation split): next-token loss with causal attention (solid) and masked-token loss at "
+               f"{mlm_p:.0%} masking with bidirectional attention, the same masks for every model (dash-dot). Each "
+               "panel has its own range: the off-objective losses (an objective the run never trained on) are far "
+               "above the others." + (f" Not shown (their base's tokens are unknown): {', '.join(unplaced)}."
+                                      if unplaced else ""))
+    fig.tight_layout()
+    fig.text(0.0, -0.02, "\n".join(textwrap.wrap(caption, int(fig.get_figwidth() * 19))), fontsize=7, va="top",
+             ha="left")
     fig.savefig(path, dpi=100, bbox_inches="tight")
     plt.close(fig)
     return Path(path)

@@ -103,7 +103,7 @@ _MINI = Study(
     heldout_blocks=64,
 )
 STUDIES["mini"] = _MINI
-# The same study on one GPU (bigger model, 4 epochs of the bundle, the paper's budgets, 8 grid processes): about 10
+# The same study on one GPU (bigger model, 4 epochs of the bundle, the paper's 1,000-step budgets, 8 workers): about 10
 # minutes on an H100 by estimate, unmeasured. Fits time-limited jobs with --until pretraining, then --until evaluation.
 STUDIES["mini-gpu"] = dataclasses.replace(
     _MINI, scale="mini-gpu",

@@ -309,9 +309,10 @@ def heldout_loss(study: Study, output: Path, data_dir: str | None) -> None:
     artifacts.write_json_atomic(stamp_path, stamp)
 
 
-def regime(study: Study) -> tuple[float, int]:
-    """(pretraining tokens per step of the model names, parameters incl. the input embedding, excl. the LM head) of
-    the study's scale: what `analysis.findings` compares with the paper's tokens per parameter."""
+def regime(study: Study) -> tuple[float, int, int]:
+    """(pretraining tokens per step of the model names, parameters incl. the input embedding, excl. the LM head, the
+    input embedding's) of the study's scale: what `analysis.findings` compares with the paper's tokens per
+    parameter, under both conventions."""
     import torch
 
     from modeling_eurobert import EuroBertClmMlmModel, load_architecture
@@ -320,11 +321,12 @@ def regime(study: Study) -> tuple[float, int]:
     with torch.device("meta"):
         model = EuroBertClmMlmModel(load_architecture(scale["model"], vocab_size=vocab_size(study)))
         parameters = sum(p.numel() for p in model.parameters())
+        embeddings = model.get_input_embeddings().weight.numel()
     batch = scale["per_device_train_batch_size"] * scale["gradient_accumulation_steps"] * scale["block_size"]
-    return batch / scale["step_divisor"], parameters
+    return batch / scale["step_divisor"], parameters, embeddings
 
 
-def docs_regime(output: Path) -> tuple[float, int]:
+def docs_regime(output: Path) -> tuple[float, int, int]:
     """`regime` of the study a directory holds (its study.json's scale), for the docs' first paragraph."""
     stored = read_study_marker(artifacts.read_json(output / "study.json", "study marker"), output / "study.json")
     return regime(dataclasses.replace(STUDIES[stored["study"]], scale=stored["definition"]["scale"]))
@@ -333,15 +335,16 @@ def docs_regime(output: Path) -> tuple[float, int]:
 def report(study: Study, output: Path) -> None:
     args = [str(output / "results"), "--output", str(output / "report")]
     if manifest.SCALES[study.scale]["model"] is not None:  # a toy scale: the paper's own regime otherwise
-        tokens_per_step, parameters = regime(study)
-        args += ["--tokens_per_step", f"{tokens_per_step:g}", "--parameters", str(parameters)]
+        tokens_per_step, parameters, embeddings = regime(study)
+        args += ["--tokens_per_step", f"{tokens_per_step:g}", "--parameters", str(parameters),
+                 "--embedding_parameters", str(embeddings)]
     if study.compare:
         args += ["--compare", ",".join(study.compare)]
     run_here("analysis.report", args + ["--scale", study.scale], output / "logs" / "report.log")
     if (csv := output / "heldout" / "heldout.csv").is_file():  # the curves redrawn from the CSV: always in step
         from pretraining import heldout
 
-        heldout.plot(heldout.read_csv(csv), csv.with_suffix(".png"))
+        heldout.plot(heldout.read_csv(csv), csv.with_suffix(".png"), study.scale)
 
 
 def hub_id(org: str, name: str, study: Study) -> str:

@@ -10,9 +10,10 @@ from core import artifacts, store
 from recipes.studies import read_study_marker
 
 
-def intro(study_name: str, definition: dict, tokens_per_step: float, parameters: int) -> str:
+def intro(study_name: str, definition: dict, tokens_per_step: float, parameters: int, embeddings: int) -> str:
     """The docs README's first paragraph, every number from the study's definition and its scale's regime
-    (`recipes.study.regime`: tokens per paper step, parameters with the input embedding and without the LM head)."""
+    (`recipes.study.regime`: tokens per paper step, parameters with the input embedding and without the LM head, the
+    input embedding's)."""
     final = TOTAL_STEPS * tokens_per_step
     grid = _grid_text(definition)
     if study_name == "mini":
@@ -27,7 +28,8 @@ def intro(study_name: str, definition: dict, tokens_per_step: float, parameters:
         return ("**The question: does the CLM - MLM gap shrink as tokens per parameter grow, as the paper's finding 2 "
                 f"predicts?** CLM and MLM40 only{runs}: the `tiny` architecture ({parameters / 1e6:.2f}M parameters, "
                 f"input embedding in, LM head out) pretrained on {final / 1e6:.1f}M tokens of the offline Wikipedia "
-                f"stand-in without repeating data ({final / parameters:.0f} tokens per parameter), evaluated at "
+                f"stand-in without repeating data ({final / parameters:.0f} tokens per parameter; "
+                f"{final / (parameters - embeddings):.0f} without the embedding), evaluated at "
                 f"{_listed([f'{s * tokens_per_step / 1e6:.1f}M' for s in steps])} tokens "
                 f"({_listed([f'{s * tokens_per_step / parameters:.1f}' for s in steps])} tokens per parameter, stable "
                 f"phase) and at the end (decayed), each fine-tuned on {_listed(definition['tasks'])} at {grid}. "
@@ -121,12 +123,13 @@ def check_docs_dir(docs: Path) -> None:
                          "directory, or one an earlier --docs wrote")
 
 
-def write_docs(study_name: str, output: Path, docs: Path, regime: tuple[float, int],
+def write_docs(study_name: str, output: Path, docs: Path, regime: tuple[float, int, int],
                from_results: Path | None = None) -> Path:
     """Copy a finished study's report into `docs`: a README that starts with the results table and the paper's
     findings, then the figures with their captions, and ends with the study's definition; beside it the results
     archive the report is regenerated from (`--from_results`, reused when it still holds exactly the study's
-    files). `regime`: (tokens per paper step, parameters) of the study's scale, for the README's first paragraph."""
+    files). `regime`: (tokens per paper step, parameters, embedding parameters) of the study's scale, for the
+    README's first paragraph."""
     import shutil
 
     report = output / "report"

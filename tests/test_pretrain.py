@@ -501,9 +501,13 @@ def test_heldout_figure_places_every_row_at_its_csv_tokens(tmp_path, monkeypatch
     monkeypatch.setattr(plt, "close", lambda fig: (drawn.append(fig), close(fig)))
     heldout.plot(heldout.read_csv(path), path.with_suffix(".png"))
     (fig,) = drawn
-    for ax in fig.axes:
+    titles = [ax.get_title() for ax in fig.axes]  # the CLM run's MLM loss (off-objective) in a panel of its own
+    assert titles == [f"held-out {o} loss, runs trained on {o} (mini scale)" for o in ("CLM", "MLM")] + [
+        "off-objective losses (mini scale)"]
+    for ax, expected in zip(fig.axes, ({"mini-610m-clm-42k", "mini-610m-clm-dec42k-mlm40-54k"},
+                                       {"mini-610m-clm-dec42k-mlm40-54k"}, {"mini-610m-clm-42k"})):
         lines = {line.get_label(): line for line in ax.get_lines()}
-        assert set(lines) == {"mini-610m-clm-42k", "mini-610m-clm-dec42k-mlm40-54k"}
+        assert set(lines) == expected
         for model, line in lines.items():
             assert list(line.get_xdata()) == [r["tokens_seen"] / 1e6 for r in rows if r["model"] == model]
             assert matplotlib.colors.to_hex(line.get_color()) == matplotlib.colors.to_hex(colours.of(model))

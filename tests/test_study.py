@@ -158,7 +158,7 @@ def test_docs_regenerate_from_their_results_archive(short_study, tmp_path, capsy
     from recipes.study_docs import RESULTS_ARCHIVE, holds_exactly, write_docs, write_results_archive
 
     _, output, _ = short_study
-    docs = write_docs("smoke", output, tmp_path / "docs", (512.0, 222016))
+    docs = write_docs("smoke", output, tmp_path / "docs", (512.0, 222016, 131072))
     archive = docs / RESULTS_ARCHIVE
     assert "lr0.0005-seed1.json" in subprocess.run(["tar", "tJf", str(archive)], capture_output=True,
                                                    text=True).stdout

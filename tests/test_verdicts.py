@@ -1,0 +1,233 @@
+"""Each finding's rule on synthetic result sets whose right verdict is known: a true equivalence, a true difference,
+nulls with many tests, a rising and a falling gap, a grid-edge optimum, and replicated pretraining."""
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from analysis import findings, statistics
+
+LRS = (1e-4, 3e-4, 1e-3)  # 3e-4 is every model's best: an interior optimum unless a test says otherwise
+
+
+def grid(levels: dict, task="conll2003", family="tc", metric="sentence_macro_f1", n=400, noise=0.025, seed_sd=0.002,
+         best=3e-4, rng=None):
+    """In-memory result records: every model of `levels` {name: test level} on `task`, LRS x 3 seeds; the LR
+    `best` scores `level`, the others 0.1 less; per-instance scores level + N(0, noise), a seed shift N(0, seed_sd)."""
+    rng = rng or np.random.default_rng(0)
+    out = []
+    for model, level in levels.items():
+        for lr in LRS:
+            for seed in range(3):
+                mean = level - (0.0 if lr == best else 0.1) + seed_sd * rng.standard_normal()
+                scores = np.clip(mean + noise * rng.standard_normal(n), 0, 1)
+                out.append({"model": model, "task": task, "family": family, "lr": lr, "seed": seed, "status": "ok",
+                            "main_metric": metric, "validation": {metric: mean}, "test": {metric: float(scores.mean())},
+                            "per_instance": {"test": [{metric: float(s)} for s in scores]},
+                            "identity": {"model": {"config": model}}, "_path": f"{model}/{lr}/{seed}",
+                            "trivial_baseline": {"test": {metric: 0.2}}})
+    return out
+
+
+def verdicts(records, regime=None):
+    rows = statistics.summarize(records)
+    tested = findings.comparisons(records, rows, regime)
+    return tested, {v["finding"]: v["verdict"] for v in findings.verdicts(tested)}
+
+
+FINALS = ("610m-clm-42k", "610m-mlm40-42k")  # paper scale: 163 tokens per parameter, past every crossover interval
+
+
+def test_tc_on_par_is_shown_by_equivalence_never_by_non_significance():
+    """A true equivalence (tight CI inside the margin) agrees; a null measured too noisily to tell (CI wider than
+    the margin) is inconclusive, not "agrees" as non-significance read as support would have it; a true deficit
+    beyond the margin disagrees. The margin is in the rule and in every row."""
+    tested, verdict = verdicts(grid(dict.fromkeys(FINALS, 0.80)))
+    (tc,) = [r for r in tested if r["finding"] == "tc_clm_on_par"]
+    assert tc["ci_low"] > -findings.TC_MARGIN and tc["hypothesis"] == f"A - B > -{findings.TC_MARGIN:g}"
+    assert tc["verdict"] == "supports" and verdict["tc_clm_on_par"] == "agrees at this scale"
+
+    noisy = grid(dict.fromkeys(FINALS, 0.80), n=40, noise=0.3, seed_sd=0.03)
+    tested, verdict = verdicts(noisy)
+    (tc,) = [r for r in tested if r["finding"] == "tc_clm_on_par"]
+    assert tc["ci_low"] < -findings.TC_MARGIN and tc["verdict"] == "not significant"
+    assert verdict["tc_clm_on_par"] == "inconclusive at this scale"
+
+    _, verdict = verdicts(grid({FINALS[0]: 0.70, FINALS[1]: 0.80}))
+    assert verdict["tc_clm_on_par"] == "disagrees at this scale"
+
+
+def test_a_null_with_many_tests_gives_no_spurious_agreement():
+    """Six TC tasks where CLM and MLM40 are the same model, measured noisily: more tests never make "on par"
+    easier; and six SC tasks under the null: Holm within the finding, no task "supports" MLM."""
+    rng = np.random.default_rng(1)
+    records = []
+    for i in range(6):
+        records += grid(dict.fromkeys(FINALS, 0.75), task=f"ner{i}", n=40, noise=0.3, seed_sd=0.03, rng=rng)
+        records += grid(dict.fromkeys(FINALS, 0.75), task=f"cls{i}", family="sc", metric="accuracy", n=40,
+                        noise=0.3, seed_sd=0.03, rng=rng)
+    tested, verdict = verdicts(records)
+    assert verdict["tc_clm_on_par"] == "inconclusive at this scale"
+    assert verdict["sc_mlm_better"] == "inconclusive at this scale"
+    sc = [r for r in tested if r["finding"] == "sc_mlm_better"]
+    assert len(sc) == 6 and [r["p_holm"] for r in sc] == pytest.approx(statistics.holm([r["p"] for r in sc]))
+    # one Holm family per finding: the TC tests are not in the SC family
+    tc = [r for r in tested if r["finding"] == "tc_clm_on_par"]
+    assert [r["p_holm"] for r in tc] == pytest.approx(statistics.holm([r["p"] for r in tc]))
+
+
+def test_better_is_one_sided_and_contradicts_only_when_significant():
+    """MLM40 truly better on SC: supports. CLM truly better: contradicts. CLM better by a noisy, non-significant
+    margin: not significant (a point estimate on the other side never contradicts)."""
+    sc = {"task": "mnli", "family": "sc", "metric": "accuracy"}
+    _, verdict = verdicts(grid({FINALS[0]: 0.70, FINALS[1]: 0.80}, **sc))
+    assert verdict["sc_mlm_better"] == "agrees at this scale"
+    _, verdict = verdicts(grid({FINALS[0]: 0.80, FINALS[1]: 0.70}, **sc))
+    assert verdict["sc_mlm_better"] == "disagrees at this scale"
+    tested, verdict = verdicts(grid({FINALS[0]: 0.76, FINALS[1]: 0.75}, n=40, noise=0.3, seed_sd=0.03, **sc))
+    (row,) = [r for r in tested if r["finding"] == "sc_mlm_better"]
+    assert row["verdict"] == "not significant" and verdict["sc_mlm_better"] == "inconclusive at this scale"
+    # the one-sided p is half the two-sided one on the claim's side
+    (cmp,) = statistics.compare(*(lambda r: (r, statistics.summarize(r)))(grid({FINALS[0]: 0.70, FINALS[1]: 0.72},
+                                                                                **sc)), FINALS[1], FINALS[0])
+    assert statistics.one_sided(cmp["delta"], cmp["se"], cmp["df"]) == pytest.approx(cmp["p"] / 2)
+
+
+def gap_levels(gaps: list[float], final_gap: float, steps=(1000, 2000, 4000)) -> dict:
+    """CLM and MLM40 checkpoints (before the SC crossover interval: 3.9-15.5 tokens per parameter) whose CLM - MLM40
+    differences are `gaps`, and the finals'."""
+    levels = {}
+    for step, gap in zip(steps, gaps):
+        levels |= {f"{FINALS[0]}-{step}": 0.6 + gap, f"{FINALS[1]}-{step}": 0.6}
+    return levels | {FINALS[0]: 0.75 + final_gap, FINALS[1]: 0.75}
+
+
+@pytest.mark.parametrize("gaps, final_gap, expected", [
+    ((0.15, 0.10, 0.05), -0.05, "agrees at this scale"),   # CLM leads early and the gap closes
+    ((0.02, 0.06, 0.10), -0.05, "disagrees at this scale"),  # CLM leads and the gap widens: the final MLM lead is
+])                                                          # another phase, not the slope
+def test_the_gap_is_one_slope_test_per_task(gaps, final_gap, expected):
+    records = grid(gap_levels(gaps, final_gap), task="mnli", family="sc", metric="accuracy")
+    tested, verdict = verdicts(records)
+    (slope,) = [r for r in tested if r["finding"] == "data_efficiency"]
+    assert verdict["data_efficiency"] == expected
+    per_doubling = (gaps[-1] - gaps[0]) / 2  # log2(4000 / 1000) = 2 doublings
+    assert slope["delta"] == pytest.approx(per_doubling, abs=0.01)
+    assert slope["ci_low"] < slope["delta"] < slope["ci_high"] and slope["checkpoints"] == pytest.approx(
+        [step * findings.PAPER_TOKENS_PER_STEP / 607.9e6 for step in (1000, 2000, 4000)])
+    # the finals' CLM - MLM comparison is counted once: in the SC finding, not as a data-efficiency point
+    assert [r["finding"] for r in tested if r["a"] == FINALS[1] or r["b"] == FINALS[1]].count("sc_mlm_better") == 1
+    assert sum(r["finding"] == "data_efficiency" for r in tested) == 1
+
+
+def test_checkpoints_inside_the_crossover_interval_are_not_in_the_slope():
+    """The slope uses only the checkpoints before the interval: with one such checkpoint it is not testable."""
+    records = grid(gap_levels((0.15, 0.10), -0.05, steps=(2000, 10000)), task="mnli", family="sc", metric="accuracy")
+    tested, _ = verdicts(records)
+    (slope,) = [r for r in tested if r["finding"] == "data_efficiency"]
+    assert slope["verdict"] == "not testable"
+    assert slope["untestable"].startswith("1 stable-phase checkpoint(s) before the crossover interval")
+    gap = findings.gap_over_pretraining(records, statistics.summarize(records), findings.Regime())
+    assert [r["phase"] for r in gap] == ["before", "inside", "past"]
+
+
+def test_the_crossover_is_an_interval_under_two_conventions():
+    """19-78 tokens per parameter (counted) for SC, 39-155 for IR, none for TC; a final inside the interval, or past
+    it under one convention only, is not testable, and both numbers are named."""
+    assert [round(v) for v in findings.crossover_interval("sc")] == [19, 78]
+    assert [round(v) for v in findings.crossover_interval("ir")] == [39, 155]
+    assert findings.crossover_interval("tc") is None
+    # the horizon study's regime: 256 tokens per step, 222,016 parameters of which 131,072 the input embedding
+    horizon = findings.Regime(256, 222016, "horizon", 131072)
+    assert round(horizon.tokens_per_parameter("610m-clm-42k")) == 48
+    assert round(horizon.tokens_per_parameter("610m-clm-42k", "no embeddings")) == 118
+    assert findings.phase(horizon, "610m-clm-42k", "sc") == "inside (counted) / past (no embeddings)"
+    assert findings.phase(horizon, "610m-clm-42k", "ir") == "inside"
+    records = grid(dict.fromkeys(FINALS, 0.8), task="mnli", family="sc", metric="accuracy")
+    tested, verdict = verdicts(records, horizon)
+    assert verdict["sc_mlm_better"].startswith(
+        "not testable at this scale: past the crossover interval under one parameter convention only: "
+        "horizon-610m-mlm40-42k saw 48.4 (118 without embeddings) tokens per parameter")
+    _, verdict = verdicts(grid(dict.fromkeys(FINALS, 0.8)), horizon)  # TC: no crossover, testable at any scale
+    assert verdict["tc_clm_on_par"] == "agrees at this scale"
+
+
+def test_a_grid_edge_optimum_is_named_beside_every_other_reason():
+    """Every model's best LR is the grid's smallest, and the mini regime is below the crossover: both reasons are
+    named, the grid's edge as its own."""
+    mini = findings.Regime(2048 / 40, 615232, "mini", 524288)
+    records = grid(dict.fromkeys(FINALS, 0.8), task="mnli", family="sc", metric="accuracy", best=LRS[0])
+    tested, _ = verdicts(records, mini)
+    (sc,) = [r for r in tested if r["finding"] == "sc_mlm_better"]
+    reasons = sc["untestable"].split("; ")
+    assert reasons[0].startswith("below the paper's crossover interval: mini-610m-mlm40-42k saw 3.5")
+    assert "best LR on the grid's edge: mini-610m-clm-42k's optimum is not bracketed (best LR 0.0001, grid " \
+           "0.0001-0.001)" in reasons
+    # at the paper's scale the edge alone makes it not testable, and the slope's checkpoints are checked too
+    records = grid(gap_levels((0.15, 0.10, 0.05), -0.05), task="mnli", family="sc", metric="accuracy", best=LRS[-1])
+    tested, verdict = verdicts(records)
+    assert {r["verdict"] for r in tested} == {"not testable"}
+    (slope,) = [r for r in tested if r["finding"] == "data_efficiency"]
+    assert "best LR on the grid's edge: 610m-clm-42k-1000's optimum" in slope["untestable"]
+    assert verdict["data_efficiency"].startswith("not testable at this scale: best LR on the grid's edge")
+
+
+def replicated(levels: dict, run_sd: float, runs=3, rng=None, **kwargs) -> list[dict]:
+    """`runs` pretraining runs (`-pseed<k>`) of each model, each shifted by N(0, run_sd)."""
+    rng = rng or np.random.default_rng(2)
+    out = []
+    for name, level in levels.items():
+        for k in range(runs):
+            shift = run_sd * rng.standard_normal()
+            p = name.split("-")
+            pseed = "-".join(p[:3] + [f"pseed{k}"] + p[3:])  # 610m-clm-42k-pseed1[-1000]
+            out += grid({pseed: level + shift}, rng=rng, **kwargs)
+    return out
+
+
+def test_replicates_are_one_model_with_the_run_as_unit():
+    """Three pretraining runs per model: one summary row per model (the group's name, 3 runs), its CI Student t
+    over the run means, the pretraining-run SD estimated near the truth; a difference between objectives that a
+    run-to-run spread of 0.05 swamps is not called significant, as seeds alone would call it."""
+    records = replicated(dict.fromkeys(FINALS, 0.8), run_sd=0.05, runs=3, task="mnli", family="sc",
+                         metric="accuracy")
+    rows = {r["model"]: r for r in statistics.summarize(records)}
+    assert set(rows) == set(FINALS)
+    row = rows[FINALS[0]]
+    run_means = [np.mean([r["test"]["accuracy"] for r in records if r["model"] == f"610m-clm-42k-pseed{k}"
+                          and r["lr"] == 3e-4]) for k in range(3)]
+    half = stats.t.ppf(0.975, 2) * np.std(run_means, ddof=1) / np.sqrt(3)
+    assert (row["n_pretrain_runs"], row["n_seeds"], row["mean"]) == (3, 3, pytest.approx(np.mean(run_means)))
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx((np.mean(run_means) - half, np.mean(run_means) + half))
+    assert 0.01 < row["pretrain_sd"] < 0.15 and row["seed_sd"] < 0.01
+    (cmp,) = statistics.compare(records, list(rows.values()), FINALS[1], FINALS[0])
+    assert cmp["ci_high"] - cmp["ci_low"] > 0.05  # the runs' spread, not the seeds'
+    seeds_only = [dict(r, model=(group := statistics.replicate_group(r["model"])), identity={"model": group})
+                  for r in records]
+    (narrow,) = statistics.compare(seeds_only, statistics.summarize(seeds_only), FINALS[1], FINALS[0])
+    assert narrow["ci_high"] - narrow["ci_low"] < (cmp["ci_high"] - cmp["ci_low"]) / 2
+
+
+def test_the_slope_over_replicated_runs_takes_runs_as_units():
+    """A gap that closes by 0.05 per doubling in every run pair, with a run-to-run spread of the slope: the slope
+    estimate is the mean of the run slopes and its CI Welch over them."""
+    levels = gap_levels((0.15, 0.10, 0.05), -0.05)
+    records = replicated(levels, run_sd=0.0, runs=3, task="mnli", family="sc", metric="accuracy")
+    tested, verdict = verdicts(records)
+    (slope,) = [r for r in tested if r["finding"] == "data_efficiency"]
+    assert slope["delta"] == pytest.approx(-0.05, abs=0.01) and verdict["data_efficiency"] == "agrees at this scale"
+    assert slope["n_seeds"] == "3 checkpoints"
+
+
+def test_stability_interval_is_t_corrected_for_few_seeds():
+    """With 3 seeds per LR the interval is wider than a percentile bootstrap's by t(df) / z * sqrt(3/2), df by
+    Welch-Satterthwaite over the two models' 2 each: about 1.7x here."""
+    records = grid({FINALS[0]: 0.8, FINALS[1]: 0.7}, n=200, seed_sd=0.02)
+    rows = statistics.summarize(records)
+    (row,) = [r for r in findings.comparisons(records, rows) if r["finding"] == "stability"]
+    samples = []
+    for i, m in enumerate(FINALS):
+        mine = [r for r in records if r["model"] == m]
+        samples.append(findings.relative_lr_spread(mine, 0.2, 3e-4, seed=i)[1])
+    percentile = np.percentile(samples[0] - samples[1], [2.5, 97.5])
+    assert (row["ci_high"] - row["ci_low"]) > 1.5 * (percentile[1] - percentile[0])
