@@ -34,6 +34,7 @@ from transformers.trainer_callback import PrinterCallback
 import modeling_eurobert  # noqa: F401  (registers our Auto classes, so our checkpoints load in-process)
 from core import artifacts, lora
 from evaluation.attention import resolved_attention, set_attention
+from modeling_eurobert.export_native import make_plain_loadable
 
 ATTENTION_CHOICES = ("bidirectional", "causal", "checkpoint")
 PRECISIONS = ("auto", "bf16_weights", "bf16_autocast", "fp32")
@@ -333,13 +334,15 @@ class Finetuned(NamedTuple):
 
 
 def save_finetuned(finetuned: Finetuned, directory: str | os.PathLike) -> None:
-    """Save a fine-tuned transformers model with its tokenizer, loadable like any checkpoint (`AutoModelFor*`,
-    `trust_remote_code=True` for ours: `save_pretrained` copies the modeling code beside the weights).
+    """Save a fine-tuned transformers model with its tokenizer, loadable like any checkpoint: one of ours that native
+    EuroBERT can hold loads with plain `AutoModelFor*` / `AutoTokenizer` and no flag (`make_plain_loadable`), any
+    other of ours with `trust_remote_code=True` (`save_pretrained` copies the modeling code beside the weights).
 
     `Trainer.save_model` is not used: it also writes `training_args.bin`, which holds local paths.
     """
     lora.save_merged(finetuned.trainer.model, directory)  # a LoRA model merged: loads without peft
     finetuned.trainer.processing_class.save_pretrained(directory)
+    make_plain_loadable(directory)
 
 
 def train(trainer: Trainer) -> bool:

@@ -531,12 +531,15 @@ def _usage(name: str, repo_id: str | None, revision: str | None, causal: bool, n
     repo = repo_id or f"<{PLACEHOLDER_ORG}>/{name}"
     usage = {"repo_id": repo, "revision_arg": f', revision="{revision}"' if revision else "",
              "load_kwargs": ", trust_remote_code=True" + (", is_causal=False" if causal else ""), "usage_notes": [],
-             "usage_intro": "The modeling code ships with the weights, so loading needs `trust_remote_code=True`:"}
+             "tokenizer_kwargs": ", trust_remote_code=True",  # config.json's model_type is ours: no prompt with it
+             "usage_intro": "The modeling code ships with the weights, so loading needs `trust_remote_code=True` "
+                            "(the tokenizer too: transformers reads config.json first, and asks otherwise):"}
     if native:
-        usage.update(load_kwargs="", usage_intro=(
+        usage.update(load_kwargs="", tokenizer_kwargs="", usage_intro=(
             "Plain transformers loads it as its own EuroBERT (`EuroBertModel`, `EuroBertForMaskedLM`, sequence and "
             "token classification), bidirectional as the study fine-tunes, with no flag; `trust_remote_code=True` "
-            "gives this project's classes instead (same outputs, plus the causal LM and QA heads):"))
+            "gives this project's classes instead (plus the causal LM and QA heads; "
+            + ("for this CLM checkpoint they attend causally, see below):" if causal else "same outputs):")))
         usage["usage_notes"] = [("`SentenceTransformer(repo_id)` gives the mean-pooled embedding with the study's "
                                  "\"Query: \" / \"Document: \" prompts (`encode_query`, `encode_document`).")]
         if causal:
