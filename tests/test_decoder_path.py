@@ -91,7 +91,8 @@ def test_a_decoder_walks_the_whole_path_with_its_recorded_attention(family, tmp_
     cpt.main(["--config", "recipes/configs/cpt-debug.yaml", "--model_name_or_path", str(converted), "--lora", "true",
               "--max_steps", "2", "--data_cache_dir", str(tmp_path_factory.getbasetemp() / "pretrain-cache"),
               "--output_dir", str(out)])
-    assert config_of(out)["is_causal"] is False and json.loads((out / "run_info.json").read_text())["run_config"]["run_settings"]["lora"]
+    settings = json.loads((out / "run_info.json").read_text())["run_config"]["run_settings"]
+    assert config_of(out)["is_causal"] is False and settings["lora"]
     assert resolved_attention(out, "checkpoint") == "bidirectional"
 
     results = tmp_path / "results"
