@@ -40,7 +40,7 @@ from huggingface_hub import (
 )
 
 from core import artifacts, cli, store
-from core.names import PAPER_SCALE, ModelName, parse_name, scaled_name, try_parse_name
+from core.names import PAPER_SCALE, ModelName, parse_name, run_scale, scaled_name, try_parse_name
 from core.paths import is_hub_id
 from evaluation import resolve
 from model_cards import public
@@ -185,7 +185,7 @@ def describe_run(name: str, info: dict, step: int | None) -> str:
 def checkpoint_name(checkpoint_dir: Path) -> str:
     """The name a checkpoint's results are filed under, by the grid's resolver (`evaluation.resolve.model_name`):
     run_info's name, which for `<run>/intermediate/step-<N>/` already ends with the paper-scale step."""
-    return resolve.model_name(str(checkpoint_dir))[0]
+    return resolve.model_name(str(checkpoint_dir), scaled=False)[0]
 
 
 def _contradictions(p: ModelName, info: dict) -> list[str]:
@@ -229,22 +229,10 @@ def resolve_name(checkpoint_dir: Path, info: dict, repo_id: str | None) -> tuple
     return name, own_parsed, note
 
 
-CUSTOM_SCALE = "custom"  # a study name trained outside the manifest's scales, at another size or length
-
-
-def card_scale(info: dict, parsed: ModelName | None) -> str | None:
-    """The scale a card shows a study name at: the manifest scale run_info records; for a run outside the study
-    (no scale) whose size or steps are not those its name says, `custom`; else None (the name as it is)."""
-    if info["scale"] is not None or parsed is None:
-        return info["scale"]
-    steps = parsed.step or parsed.total_steps - (parsed.base_steps or 0)  # a CPT run trains the extra steps
-    return None if (info["size"], info["steps"]) == (parsed.size, steps) else CUSTOM_SCALE
-
-
 def shown_name(name: str, parsed: ModelName | None, info: dict) -> str:
     """The card's name as a reader sees it first: a study name trained at another scale says it
     (`core.names.scaled_name`: mini-610m-clm-42k); a name that carries its scale already, or no study name, as is."""
-    return name if parsed is None or parsed.scale is not None else scaled_name(name, card_scale(info, parsed))
+    return name if parsed is None or parsed.scale is not None else scaled_name(name, run_scale(info, parsed))
 
 
 def load_run_info(checkpoint_dir: Path) -> dict:
