@@ -52,6 +52,7 @@ from model_cards.results_dataset import (
     RUNS_FILE,
     dataset_configs,
     record_source,
+    scored_test,
     task_test_data,
 )
 from modeling_eurobert.export_native import is_causal_checkpoint
@@ -424,6 +425,7 @@ def evaluation_rows(checkpoint_dir: Path, model: str, summary_csv, results_dir, 
             raise ValueError(f"{path} was made from other weights than {checkpoint_dir} (identity.model differs): "
                              "the summary is not this checkpoint's; evaluate it, or pass the right results")
         row["data"] = task_test_data(row["task"], record_source(record))
+        row["scored"] = scored_test(record)
     return rows
 
 
@@ -435,7 +437,8 @@ def _table_rows(rows: list[dict]) -> list[dict]:
                     "ci": f"[{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "n/a", "std": _fmt(r["std"]),
                     "best_lr": r["best_lr"], "n_seeds": r["n_seeds"], "n_diverged": r["n_diverged"],
                     "entity_f1": _fmt(r.get("entity_f1")) if r["family"].upper() == "TC" else "",
-                    "data": r["data"]["label"] if "data" in r else ""})
+                    "data": r["data"]["label"] + (f"; scored: {r['scored']['text']}" if r.get("scored", {}).get("n")
+                                                  else "") if "data" in r else ""})
     return out
 
 
@@ -447,11 +450,13 @@ def _eval_results(rows: list[dict]) -> list[EvalResult]:
         if mean is None:  # every seed diverged: nothing to report in model-index
             continue
         task_type, task_name = FAMILY_TASK_TYPES[r["family"].upper()]
-        data = r["data"]
+        data, scored = r["data"], r.get("scored") or {}
+        subset = f" ({scored['text']})" if scored.get("capped") else ""
         where = {"task_type": task_type, "task_name": task_name, "dataset_type": data["dataset"],
-                 "dataset_name": r["task"] + (" (stand-in)" if data["stand_in"] else ""),
+                 "dataset_name": r["task"] + (" (stand-in)" if data["stand_in"] else "") + subset,
                  "dataset_config": data["config"], "dataset_split": data["split"], "dataset_revision": data["revision"]}
-        args = {"n_seeds": int(r["n_seeds"]), "learning_rate": float(r["best_lr"])}
+        args = {"n_seeds": int(r["n_seeds"]), "learning_rate": float(r["best_lr"]),
+                **({"n_test_instances": scored["n"]} if scored.get("n") else {})}
         if ci := confidence_interval(r):
             args = {"ci95_low": round(ci[0], 4), "ci95_high": round(ci[1], 4), **args}
         results.append(EvalResult(**where, metric_type=r["metric"], metric_name=r["metric"],
@@ -639,7 +644,8 @@ def _scan_runs(results_dir: Path) -> list[dict]:
         run = store.read_result(path)
         if run.get("status") not in ("ok", "diverged"):
             raise ValueError(f"{path}: status must be 'ok' or 'diverged', got {run.get('status')!r}")
-        runs.append({"model": run["model"], "task": run["task"], "status": run["status"], "source": record_source(run)})
+        runs.append({"model": run["model"], "task": run["task"], "status": run["status"], "source": record_source(run),
+                     "scored": scored_test(run)["text"]})
     return runs
 
 
@@ -669,7 +675,9 @@ def build_results_card(results_dir, summary_csv, repo_id: str | None = None, sca
     for task, source in sorted({(r["task"], r["source"]) for r in runs}):
         described = task_test_data(task, source)
         notes = " ".join(tasks.load_task(task).notes.split()) if source == "offline" else ""
-        data.append({"task": task, "source": source, "label": described["label"], "notes": notes})
+        scored = sorted({r["scored"] for r in runs if (r["task"], r["source"]) == (task, source)})
+        data.append({"task": task, "source": source, "label": described["label"], "notes": notes,
+                     "scored": "; ".join(filter(None, scored)) or "not kept"})
     return DatasetCard.from_template(
         card_data, template_path=str(RESULTS_TEMPLATE), repo_id=repo_id or f"<{PLACEHOLDER_ORG}>/<results>",
         results_folder=RESULTS_FOLDER, runs_file=RUNS_FILE, predictions_folder=PREDICTIONS_FOLDER,
