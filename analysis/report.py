@@ -331,6 +331,10 @@ def main(argv=None) -> Path:
         records = load_results(args.results)
         rows = summarize(records, args.bootstrap)
         models = {r["model"] for r in records}
+        carried = sorted(m for m in models if (parsed := names.try_parse_name(m)) and parsed.scale is not None)
+        if args.scale and carried:  # filed outside a study under the scale they were trained at (evaluation.resolve)
+            raise ValueError(f"--scale {args.scale}: these results already name the scale their models were "
+                             f"trained at ({', '.join(carried[:3])}); drop --scale")
         pair = cli.split_list(args.compare) or None
         if pair and (len(pair) != 2 or len(set(pair)) != 2 or not set(pair) <= models):
             raise ValueError(f"--compare needs two model names from the results ({sorted(models)}), "

@@ -128,6 +128,19 @@ def scaled_name(name: str, scale: str | None) -> str:
     return f"{scale}-{name}"
 
 
+CUSTOM_SCALE = "custom"  # a study name trained outside the manifest's scales, at another size or length
+
+
+def run_scale(info: dict, parsed: ModelName | None) -> str | None:
+    """The scale a run's study name is shown at, from its `run_info.json` (`info`): the manifest scale it records;
+    for a run outside the study (no scale) whose size or steps are not those its name says, `custom`; else None
+    (the name as it is)."""
+    if info.get("scale") is not None or parsed is None:
+        return info.get("scale")
+    steps = parsed.step or parsed.total_steps - (parsed.base_steps or 0)  # a CPT run trains the extra steps
+    return None if (info.get("size"), info.get("steps")) == (parsed.size, steps) else CUSTOM_SCALE
+
+
 def try_parse_name(name: str) -> ModelName | None:
     """`parse_name`, or None for a name outside the grammar (another encoder: a BERT, a local run)."""
     try:

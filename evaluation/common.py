@@ -5,7 +5,7 @@ Protocol defaults are the paper's (EncodEval's; `docs/protocol.md` "Evaluation")
 warmup, AdamW (0.9, 0.95) eps 1e-5, weight decay 0.1, steps or epochs from the task, the last checkpoint evaluated,
 bf16 weights on GPU, inputs up to 99% of the model's positions (at most 2048: 2028 tokens), IR on the pooled judged
 corpus with binary relevance. Whatever the tokenizer ships, inputs are padded and truncated on the right, and the
-attention a run uses is probed on the model itself (`attention_pattern`), never assumed from its config.
+attention a run uses is the one the checkpoint records, or else measured on the model (`evaluation.attention`).
 Scores are fractions in [0, 1] everywhere (as `evaluation.metrics` returns them), never percentages.
 """
 
@@ -33,6 +33,8 @@ from transformers.trainer_callback import PrinterCallback
 
 import modeling_eurobert  # noqa: F401  (registers our Auto classes, so our checkpoints load in-process)
 from core import artifacts, lora
+from evaluation.attention import resolved_attention, set_attention
+from modeling_eurobert.export_native import make_plain_loadable
 
 ATTENTION_CHOICES = ("bidirectional", "causal", "checkpoint")
 PRECISIONS = ("auto", "bf16_weights", "bf16_autocast", "fp32")
@@ -203,64 +205,6 @@ def pad_right(tokenizer):
     return tokenizer
 
 
-def set_attention(model, attention: str) -> None:
-    """Give a loaded model the fine-tuning attention pattern and check that it really attends so.
-
-    `bidirectional` or `causal` sets `config.is_causal`, which our checkpoints read at every forward and
-    transformers' mask helpers honour for decoders (Llama, Qwen...: `masking_utils.create_causal_mask` builds a
-    bidirectional mask when it is False); `checkpoint` keeps the model as it is.
-
-    Raises:
-        ValueError: the model does not attend as asked (`attention_pattern`), e.g. an encoder without a causal switch.
-    """
-    if attention == "checkpoint":
-        return
-    model.config.is_causal = attention == "causal"
-    used = attention_pattern(model)
-    if used != attention:
-        raise ValueError(f"--attention {attention}: {model.config.model_type} models attend {used}ly whatever "
-                         f"config.is_causal says; use --attention {used} (or checkpoint)")
-
-
-@torch.no_grad()
-def attention_pattern(model) -> str:
-    """"causal" or "bidirectional": how `model` (any transformers model) really attends, probed on two 3-token
-    inputs that differ only in their last token: a causal model's first output does not see the change."""
-    base = getattr(model, "base_model", model)
-    vocab = model.config.get_text_config().vocab_size
-    ids = torch.tensor([[vocab - 4, vocab - 3, vocab - 2], [vocab - 4, vocab - 3, vocab - 1]], device=model.device)
-    training = base.training
-    base.eval()
-    try:
-        hidden = base(input_ids=ids, attention_mask=torch.ones_like(ids)).last_hidden_state.float()
-    finally:
-        base.train(training)
-    return "causal" if torch.allclose(hidden[0, 0], hidden[1, 0], atol=1e-4) else "bidirectional"
-
-
-_ATTENTION: dict = {}
-
-
-def resolved_attention(model_path: str | os.PathLike, attention: str) -> str:
-    """The attention pattern ("bidirectional" or "causal") a run with `--attention attention` uses on
-    `model_path`: `set_attention` on a one-layer random copy of the model (no weights read); `checkpoint` resolves
-    to the model's own pattern. Raises `set_attention`'s ValueError."""
-    key = (str(model_path), attention)
-    if key not in _ATTENTION:
-        from transformers import AutoModel
-
-        config = AutoConfig.from_pretrained(model_path, trust_remote_code=True)
-        for name in ("num_hidden_layers", "n_layers", "num_layers"):
-            if isinstance(getattr(config, name, None), int):
-                setattr(config, name, 1)
-        if isinstance(getattr(config, "layer_types", None), list):
-            config.layer_types = config.layer_types[:1]
-        model = AutoModel.from_config(config, trust_remote_code=True)
-        set_attention(model, attention)
-        _ATTENTION[key] = attention_pattern(model)
-    return _ATTENTION[key]
-
-
 def positions(model_path: str | os.PathLike) -> int:
     """The model's max_position_embeddings (one line when its config has none)."""
     config = AutoConfig.from_pretrained(model_path, trust_remote_code=True)
@@ -390,13 +334,15 @@ class Finetuned(NamedTuple):
 
 
 def save_finetuned(finetuned: Finetuned, directory: str | os.PathLike) -> None:
-    """Save a fine-tuned transformers model with its tokenizer, loadable like any checkpoint (`AutoModelFor*`,
-    `trust_remote_code=True` for ours: `save_pretrained` copies the modeling code beside the weights).
+    """Save a fine-tuned transformers model with its tokenizer, loadable like any checkpoint: one of ours that native
+    EuroBERT can hold loads with plain `AutoModelFor*` / `AutoTokenizer` and no flag (`make_plain_loadable`), any
+    other of ours with `trust_remote_code=True` (`save_pretrained` copies the modeling code beside the weights).
 
     `Trainer.save_model` is not used: it also writes `training_args.bin`, which holds local paths.
     """
     lora.save_merged(finetuned.trainer.model, directory)  # a LoRA model merged: loads without peft
     finetuned.trainer.processing_class.save_pretrained(directory)
+    make_plain_loadable(directory)
 
 
 def train(trainer: Trainer) -> bool:

@@ -63,7 +63,7 @@ from transformers import HfArgumentParser
 
 from core import artifacts, cli, store
 from core.sentence_transformers_files import PROMPTS, SENTENCE_TRANSFORMERS_FILES
-from evaluation import baselines, common, identity, metrics, resolve, retrieval, tasks
+from evaluation import attention, baselines, common, identity, metrics, resolve, retrieval, tasks
 
 TASK_SUFFIX = "-mteb"  # results of task T are filed under task T-mteb: their own report row
 LR, SEED = 0.0, 0  # the record's grid coordinates: lr0-seed0.json (nothing is trained)
@@ -311,14 +311,14 @@ def load_encoder(model: Model, prompts: dict, args: MtebArgs):
 
 def encoder_settings(encoder) -> dict:
     """What decides the embeddings besides the weights: prompts, pooling, max length, similarity, dtype, and the
-    attention pattern the encoder really uses (probed, `common.attention_pattern`)."""
+    attention pattern the encoder really uses (recorded or probed, `attention.pattern`)."""
     pooling = [m for m in encoder if type(m).__name__ == "Pooling"]
     transformers_modules = [m for m in encoder if hasattr(m, "auto_model")]
     return {"prompts": dict(encoder.prompts), "pooling": pooling[0].get_config_dict() if pooling else None,
             "max_seq_length": encoder.max_seq_length, "similarity": encoder.similarity_fn_name,
             "dtype": str(next(encoder.parameters()).dtype).removeprefix("torch."),
             "modules": [type(m).__name__ for m in encoder],
-            "attention": common.attention_pattern(transformers_modules[0].auto_model) if transformers_modules else None}
+            "attention": attention.pattern(transformers_modules[0].auto_model) if transformers_modules else None}
 
 
 # ---------------------------------------------------------------------------------------------------------------

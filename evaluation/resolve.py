@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import NamedTuple
 
-from core import artifacts, store
+from core import artifacts, names, store
 
 
 class Resolved(NamedTuple):
@@ -28,9 +28,13 @@ _GENERIC_DIR = re.compile(r"(checkpoint|step)-(\d+)")
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
-def model_name(spec: str) -> tuple[str, str]:
+def model_name(spec: str, scaled: bool = True) -> tuple[str, str]:
     """(name, directory) of one local `--model` entry: `NAME=DIR`, else run_info.json's name, else the directory name.
 
+    A study name in run_info.json never claims the paper's run for a checkpoint trained otherwise: with `scaled`, it
+    carries the scale the run records, or `custom` when a run outside the study differs in size or length from its
+    name (`core.names.run_scale`: smoke-610m-mlm40-42k, custom-610m-mlm40-42k). A study files its own checkpoints
+    under the recorded name (`scaled=False`, NAME=DIR) and shows the scale in its report (`--scale`).
     A bare `checkpoint-N` / `step-N` directory is named after its run (`<run>-checkpoint-N`, `<run>-N`), so two
     runs' checkpoints never share a name.
     """
@@ -39,9 +43,12 @@ def model_name(spec: str) -> tuple[str, str]:
         name, path = "", spec
     path = path.rstrip("/")
     if not name:
-        info = Path(path) / artifacts.RUN_INFO_NAME
-        recorded = artifacts.read_json(info, "run info").get("name") if info.is_file() else None
+        info_file = Path(path) / artifacts.RUN_INFO_NAME
+        info = artifacts.read_json(info_file, "run info") if info_file.is_file() else {}
+        recorded = info.get("name")
         name = recorded or Path(path).name
+        if recorded and scaled and (parsed := names.try_parse_name(recorded)) and parsed.scale is None:
+            name = names.scaled_name(recorded, names.run_scale(info, parsed))
         if not recorded and (match := _GENERIC_DIR.fullmatch(name)):
             run_dir = Path(path).resolve().parent
             run_dir = run_dir.parent if run_dir.name == artifacts.INTERMEDIATE_DIR else run_dir

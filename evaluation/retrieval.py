@@ -26,7 +26,7 @@ from sentence_transformers.sentence_transformer.losses import (
 from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
 from transformers import set_seed
 
-from evaluation import common, metrics
+from evaluation import attention, common, metrics
 
 TOP_K = 100  # documents kept per query: enough for recall@100 and NDCG@10
 
@@ -51,7 +51,7 @@ def build_model(model_path, task, args: common.FinetuneArgs) -> SentenceTransfor
     tokenizer = common.pad_right(transformer.tokenizer)  # absolute positions count from the first token
     if tokenizer.pad_token is None:  # Llama-3 tokenizers: padded positions are masked, any valid id will do
         tokenizer.pad_token = tokenizer.eos_token
-    common.set_attention(transformer.auto_model, args.attention)
+    attention.set_attention(transformer.auto_model, args.attention)
     pooling = Pooling(transformer.get_embedding_dimension(), pooling_mode=POOLING_MODES[args.ir_pooling])
     return SentenceTransformer(modules=[transformer, pooling], prompts=prompts(task, args))
 

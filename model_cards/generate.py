@@ -40,7 +40,7 @@ from huggingface_hub import (
 )
 
 from core import artifacts, cli, store
-from core.names import PAPER_SCALE, ModelName, parse_name, scaled_name, try_parse_name
+from core.names import PAPER_SCALE, ModelName, parse_name, run_scale, scaled_name, try_parse_name
 from core.paths import is_hub_id
 from evaluation import resolve
 from model_cards import public
@@ -52,6 +52,7 @@ from model_cards.results_dataset import (
     RUNS_FILE,
     dataset_configs,
     record_source,
+    scored_test,
     task_test_data,
 )
 from modeling_eurobert.export_native import is_causal_checkpoint
@@ -185,7 +186,7 @@ def describe_run(name: str, info: dict, step: int | None) -> str:
 def checkpoint_name(checkpoint_dir: Path) -> str:
     """The name a checkpoint's results are filed under, by the grid's resolver (`evaluation.resolve.model_name`):
     run_info's name, which for `<run>/intermediate/step-<N>/` already ends with the paper-scale step."""
-    return resolve.model_name(str(checkpoint_dir))[0]
+    return resolve.model_name(str(checkpoint_dir), scaled=False)[0]
 
 
 def _contradictions(p: ModelName, info: dict) -> list[str]:
@@ -229,22 +230,10 @@ def resolve_name(checkpoint_dir: Path, info: dict, repo_id: str | None) -> tuple
     return name, own_parsed, note
 
 
-CUSTOM_SCALE = "custom"  # a study name trained outside the manifest's scales, at another size or length
-
-
-def card_scale(info: dict, parsed: ModelName | None) -> str | None:
-    """The scale a card shows a study name at: the manifest scale run_info records; for a run outside the study
-    (no scale) whose size or steps are not those its name says, `custom`; else None (the name as it is)."""
-    if info["scale"] is not None or parsed is None:
-        return info["scale"]
-    steps = parsed.step or parsed.total_steps - (parsed.base_steps or 0)  # a CPT run trains the extra steps
-    return None if (info["size"], info["steps"]) == (parsed.size, steps) else CUSTOM_SCALE
-
-
 def shown_name(name: str, parsed: ModelName | None, info: dict) -> str:
     """The card's name as a reader sees it first: a study name trained at another scale says it
     (`core.names.scaled_name`: mini-610m-clm-42k); a name that carries its scale already, or no study name, as is."""
-    return name if parsed is None or parsed.scale is not None else scaled_name(name, card_scale(info, parsed))
+    return name if parsed is None or parsed.scale is not None else scaled_name(name, run_scale(info, parsed))
 
 
 def load_run_info(checkpoint_dir: Path) -> dict:
@@ -436,6 +425,7 @@ def evaluation_rows(checkpoint_dir: Path, model: str, summary_csv, results_dir, 
             raise ValueError(f"{path} was made from other weights than {checkpoint_dir} (identity.model differs): "
                              "the summary is not this checkpoint's; evaluate it, or pass the right results")
         row["data"] = task_test_data(row["task"], record_source(record))
+        row["scored"] = scored_test(record)
     return rows
 
 
@@ -447,7 +437,8 @@ def _table_rows(rows: list[dict]) -> list[dict]:
                     "ci": f"[{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "n/a", "std": _fmt(r["std"]),
                     "best_lr": r["best_lr"], "n_seeds": r["n_seeds"], "n_diverged": r["n_diverged"],
                     "entity_f1": _fmt(r.get("entity_f1")) if r["family"].upper() == "TC" else "",
-                    "data": r["data"]["label"] if "data" in r else ""})
+                    "data": r["data"]["label"] + (f"; scored: {r['scored']['text']}" if r.get("scored", {}).get("n")
+                                                  else "") if "data" in r else ""})
     return out
 
 
@@ -459,11 +450,13 @@ def _eval_results(rows: list[dict]) -> list[EvalResult]:
         if mean is None:  # every seed diverged: nothing to report in model-index
             continue
         task_type, task_name = FAMILY_TASK_TYPES[r["family"].upper()]
-        data = r["data"]
+        data, scored = r["data"], r.get("scored") or {}
+        subset = f" ({scored['text']})" if scored.get("capped") else ""
         where = {"task_type": task_type, "task_name": task_name, "dataset_type": data["dataset"],
-                 "dataset_name": r["task"] + (" (stand-in)" if data["stand_in"] else ""),
+                 "dataset_name": r["task"] + (" (stand-in)" if data["stand_in"] else "") + subset,
                  "dataset_config": data["config"], "dataset_split": data["split"], "dataset_revision": data["revision"]}
-        args = {"n_seeds": int(r["n_seeds"]), "learning_rate": float(r["best_lr"])}
+        args = {"n_seeds": int(r["n_seeds"]), "learning_rate": float(r["best_lr"]),
+                **({"n_test_instances": scored["n"]} if scored.get("n") else {})}
         if ci := confidence_interval(r):
             args = {"ci95_low": round(ci[0], 4), "ci95_high": round(ci[1], 4), **args}
         results.append(EvalResult(**where, metric_type=r["metric"], metric_name=r["metric"],
@@ -531,12 +524,15 @@ def _usage(name: str, repo_id: str | None, revision: str | None, causal: bool, n
     repo = repo_id or f"<{PLACEHOLDER_ORG}>/{name}"
     usage = {"repo_id": repo, "revision_arg": f', revision="{revision}"' if revision else "",
              "load_kwargs": ", trust_remote_code=True" + (", is_causal=False" if causal else ""), "usage_notes": [],
-             "usage_intro": "The modeling code ships with the weights, so loading needs `trust_remote_code=True`:"}
+             "tokenizer_kwargs": ", trust_remote_code=True",  # config.json's model_type is ours: no prompt with it
+             "usage_intro": "The modeling code ships with the weights, so loading needs `trust_remote_code=True` "
+                            "(the tokenizer too: transformers reads config.json first, and asks otherwise):"}
     if native:
-        usage.update(load_kwargs="", usage_intro=(
+        usage.update(load_kwargs="", tokenizer_kwargs="", usage_intro=(
             "Plain transformers loads it as its own EuroBERT (`EuroBertModel`, `EuroBertForMaskedLM`, sequence and "
             "token classification), bidirectional as the study fine-tunes, with no flag; `trust_remote_code=True` "
-            "gives this project's classes instead (same outputs, plus the causal LM and QA heads):"))
+            "gives this project's classes instead (plus the causal LM and QA heads; "
+            + ("for this CLM checkpoint they attend causally, see below):" if causal else "same outputs):")))
         usage["usage_notes"] = [("`SentenceTransformer(repo_id)` gives the mean-pooled embedding with the study's "
                                  "\"Query: \" / \"Document: \" prompts (`encode_query`, `encode_document`).")]
         if causal:
@@ -648,7 +644,8 @@ def _scan_runs(results_dir: Path) -> list[dict]:
         run = store.read_result(path)
         if run.get("status") not in ("ok", "diverged"):
             raise ValueError(f"{path}: status must be 'ok' or 'diverged', got {run.get('status')!r}")
-        runs.append({"model": run["model"], "task": run["task"], "status": run["status"], "source": record_source(run)})
+        runs.append({"model": run["model"], "task": run["task"], "status": run["status"], "source": record_source(run),
+                     "scored": scored_test(run)["text"]})
     return runs
 
 
@@ -678,7 +675,9 @@ def build_results_card(results_dir, summary_csv, repo_id: str | None = None, sca
     for task, source in sorted({(r["task"], r["source"]) for r in runs}):
         described = task_test_data(task, source)
         notes = " ".join(tasks.load_task(task).notes.split()) if source == "offline" else ""
-        data.append({"task": task, "source": source, "label": described["label"], "notes": notes})
+        scored = sorted({r["scored"] for r in runs if (r["task"], r["source"]) == (task, source)})
+        data.append({"task": task, "source": source, "label": described["label"], "notes": notes,
+                     "scored": "; ".join(filter(None, scored)) or "not kept"})
     return DatasetCard.from_template(
         card_data, template_path=str(RESULTS_TEMPLATE), repo_id=repo_id or f"<{PLACEHOLDER_ORG}>/<results>",
         results_folder=RESULTS_FOLDER, runs_file=RUNS_FILE, predictions_folder=PREDICTIONS_FOLDER,

@@ -47,6 +47,7 @@ from huggingface_hub import (
 from huggingface_hub.errors import HfHubHTTPError
 
 from core import artifacts, cli, store
+from core.names import PAPER_SCALE, run_scale, scaled_name, try_parse_name
 from model_cards import public, results_dataset
 from model_cards.generate import (
     PLACEHOLDER_ORG,
@@ -132,6 +133,7 @@ def stage_run(run_dir: Path, repo_id: str, summary_csv: Path | None = None, resu
     if not run_dir.is_dir():
         raise PushError(f"{run_dir} is not a folder: pass a checkpoint or run folder holding run_info.json")
     commits = [stage_checkpoint(run_dir, repo_id, "main", summary_csv, results_dir, base_model)]
+    check_scale_in_repo_name(repo_id, load_run_info(run_dir))
     try:
         step_dirs = artifacts.intermediate_checkpoints(run_dir)
     except ValueError as error:
@@ -318,6 +320,19 @@ def check_repo_id(repo_id: str) -> None:
         public.check_repo_id(repo_id)
     except ValueError as error:
         raise PushError(str(error)) from None
+
+
+def check_scale_in_repo_name(repo_id: str, info: dict) -> None:
+    """Refuse a paper name (`ORG/610m-mlm40-42k`) for a checkpoint trained at another scale or, outside the study, at
+    another size or length (`core.names.run_scale`): the repo must say it (`ORG/smoke-610m-mlm40-42k`)."""
+    name = repo_id.split("/")[-1]
+    parsed = try_parse_name(name)
+    if parsed is None or parsed.scale is not None or run_scale(info, parsed) in (None, PAPER_SCALE):
+        return
+    scaled = scaled_name(name, run_scale(info, parsed))
+    raise PushError(f"--repo_id {repo_id} names the paper's {name}, but this checkpoint is a {info['size']} model "
+                    f"trained {info['steps']} steps (scale {run_scale(info, parsed)}): push it as "
+                    f"{repo_id.split('/')[0]}/{scaled}")
 
 
 def check_not_placeholder(repo_id: str) -> None:

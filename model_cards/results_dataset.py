@@ -138,6 +138,17 @@ def task_test_data(task_name: str, source: str) -> dict:
     return out
 
 
+def scored_test(record: dict) -> dict:
+    """How many test instances a result scored: {"n": the count of its per-instance test scores (None when it kept
+    none), "capped": the grid's `--max_eval` kept a seeded random subset (`evaluation.tasks.SUBSET_SEED`), "text":
+    the words the cards use}."""
+    n = len((record.get("per_instance") or {}).get("test") or []) or None
+    capped = n is not None and (record.get("config") or {}).get("max_eval") == n
+    text = ("" if n is None else f"a seeded random {n:,} of that split (--max_eval {n})" if capped
+            else f"all {n:,} instances")
+    return {"n": n, "capped": capped, "text": text}
+
+
 def record_source(record: dict) -> str:
     """The data source of a result ("offline" | "hub"), as its identity records it."""
     source = (record.get("identity") or {}).get("task", {}).get("source") or (record.get("config") or {}).get("source")

@@ -206,7 +206,9 @@ class RecipeParser(HfArgumentParser):
                 action.type = _nullable(action.type)
 
     def parse_args_and_config(self, argv: list[str] | None = None) -> tuple:
-        """Parse `argv` (default: sys.argv[1:]), reading `--config` first.
+        """Parse `argv` (default: sys.argv[1:]), reading `--config` first. `--model_name_or_path` on the command
+        line replaces the config's starting point: its `architecture` is dropped (and for CPT its PFS `switch_step`),
+        so `recipes.cpt --config recipes/configs/debug.yaml --model_name_or_path out/debug` needs no `null`s.
 
         Returns:
             (run settings, TrainingArguments).
@@ -220,13 +222,28 @@ class RecipeParser(HfArgumentParser):
         if "--config" in argv:
             at = argv.index("--config")
             config_path, argv = argv[at + 1], argv[:at] + argv[at + 2 :]
-            self.set_defaults(**load_config(config_path, self.dataclass_types))
+            config = load_config(config_path, self.dataclass_types)
+            if _given(argv, "model_name_or_path"):  # the command line's starting point replaces the config's
+                config.pop("architecture", None)
+                if config.get("cpt", self.get_default("cpt")):  # and CPT has no PFS switch
+                    config.pop("switch_step", None)
+            self.set_defaults(**config)
         try:
             return tuple(self.parse_args_into_dataclasses(args=argv, look_for_args_file=False))
         except json.JSONDecodeError as error:  # TrainingArguments parses its dict settings (lr_scheduler_kwargs, ...)
             given = [a.lstrip("-").split("=")[0] for a in argv if a.lstrip("-").split("=")[0].endswith("kwargs")]
             raise ValueError(f"{', '.join(given) or 'a dict setting'} is not a JSON object ({error}); write it as "
                              '\'{"key": value}\'') from None
+
+
+def _given(argv: list[str], name: str) -> bool:
+    """`--name VALUE` or `--name=VALUE` on the command line, with a value other than null."""
+    for i, arg in enumerate(argv):
+        if arg == f"--{name}" and i + 1 < len(argv):
+            return argv[i + 1].lower() not in ("null", "none")
+        if arg.startswith(f"--{name}="):
+            return arg.split("=", 1)[1].lower() not in ("null", "none")
+    return False
 
 
 def _nullable(convert):

@@ -8,9 +8,9 @@ From any decoder: convert it, then continue with MLM 40% (its own warmup and dec
     accelerate launch recipes/cpt.py --config recipes/configs/cpt-from-decoder.yaml \
         --model_name_or_path out/llama-3.2-1b-eurobert --output_dir out/llama-3.2-1b-eurobert-mlm40-cpt
 (the paper CPT recipe's settings without keep_optimizer_state, run_name or scale: named after its output_dir)
-CPU smoke run on top of the debug run:
-    python -m recipes.cpt --config recipes/configs/debug.yaml --architecture null --model_name_or_path out/debug \
-        --switch_step null --max_steps 10 --output_dir out/debug-cpt
+CPU smoke run on top of the debug run, or of a converted decoder (`--lora true` for LoRA CPT):
+    python -m recipes.cpt --config recipes/configs/cpt-debug.yaml --model_name_or_path out/debug \
+        --output_dir out/debug-cpt
 
 The tokenizer is the base model's own unless `--tokenizer_name_or_path` names one with the same ids (checked).
 `--keep_optimizer_state` takes the AdamW moments from the base run's last Trainer checkpoint (the paper does not say;

@@ -269,6 +269,22 @@ def write_configs(scale: str, directory: Path = CONFIGS_DIR) -> list[Path]:
     return written
 
 
+def listing(table) -> str:
+    """`--list`: a count line, then one aligned row per recipe (name, size, objective, steps, how it is trained)."""
+    rows = list(table)
+    intermediate = sum(r.intermediate_of is not None for r in rows)
+    lines = [f"{len(rows) - intermediate} models + {intermediate} intermediate checkpoints = {len(rows)} on the Hub",
+             f"{'name':<32} {'size':<5} {'objective':<10} {'steps':>6}  how"]
+    for r in rows:
+        objective = r.objective + (f"{round(r.mlm_probability * 100)}" if r.objective == "mlm" else "")
+        how = "; ".join(filter(None, (
+            r.switch_step and f"CLM until {r.switch_step}", r.branch_from and f"decay branch of {r.branch_from}",
+            r.decay_branches and f"branches at {', '.join(map(str, r.decay_branches))}",
+            r.cpt_base and f"CPT from {r.cpt_base}", r.intermediate_of and f"saved by {r.intermediate_of}")))
+        lines.append(f"{r.name:<32} {r.size:<5} {objective:<10} {r.steps:>6}  {how}".rstrip())
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--write_configs", default="",
@@ -277,7 +293,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--output", type=Path, default=None,
                         help="folder the configs go to, one subfolder per scale (default, for the committed scales "
                              "only: recipes/configs)")
-    parser.add_argument("--list", action="store_true", help="print every name with its recipe")
+    parser.add_argument("--list", action="store_true",
+                        help="print the 38 models and 12 intermediate checkpoints, one row each")
     args = parser.parse_args(argv)
     with cli.bad_input_exits():
         scales = cli.split_list(args.write_configs)
@@ -294,8 +311,7 @@ def main(argv: list[str] | None = None) -> None:
     for scale_name in scales:
         print(f"{scale_name}: {len(write_configs(scale_name, output))} configs in {output / scale_name}")
     if args.list:
-        for r in recipes().values():
-            print(r)
+        print(listing(recipes().values()))
 
 
 if __name__ == "__main__":

@@ -232,7 +232,7 @@ def eval_groups(tasks: tuple[str, ...], study: Study) -> list[tuple[list[str], d
 def checkpoint_name(path: Path) -> str:
     """The name the grid files a checkpoint's results under (`evaluation.resolve.model_name`: the name its run
     recorded, `<run>-<step>` for `<run>/intermediate/step-<N>`)."""
-    return resolve.model_name(str(path))[0]
+    return resolve.model_name(str(path), scaled=False)[0]  # shown with the scale by the report (--scale)
 
 
 def is_evaluated(model: Path, tasks: list[str], study: Study, output: Path) -> bool:

@@ -21,7 +21,8 @@ from tests.fixtures.in_process import run_main  # noqa: E402
 # tests): under -n a worker takes the next file when it is free, so the short ones fill the end evenly. This order
 # holds only with `--no-loadscope-reorder` (pyproject.toml): by default xdist hands out files by their number of tests,
 # which left the study run for last (5:50 against 4:42 on 2 cores).
-LONGEST_FIRST = ("test_study.py", "test_launch.py", "test_grid.py", "test_pretrain_cli.py", "test_bench.py",
+LONGEST_FIRST = ("test_study.py", "test_docs_commands.py", "test_launch.py", "test_decoder_path.py", "test_grid.py",
+                 "test_pretrain_cli.py", "test_bench.py",
                  "test_pretrain.py", "test_report.py", "test_resume.py", "test_study_driver.py", "test_push.py")
 
 

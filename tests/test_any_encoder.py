@@ -31,6 +31,7 @@ from evaluation import (
     tasks,
     token_classification,
 )
+from evaluation.attention import pattern, resolved_attention
 from tests.fixtures.tiny_models import build_tiny_eurobert, build_tiny_tokenizer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -133,13 +134,13 @@ def test_left_and_right_padding_tokenizers_give_identical_scores(models, data_di
 
 
 def test_attention_is_what_the_model_really_does(models):
-    resolved = {name: common.resolved_attention(models[name], "checkpoint")
+    resolved = {name: resolved_attention(models[name], "checkpoint")
                 for name in ("bert", "roberta", "llama", "eurobert")}
     assert resolved == {"bert": "bidirectional", "roberta": "bidirectional", "llama": "causal",
                         "eurobert": "bidirectional"}
     for name in ("llama", "eurobert"):  # both switch either way
         for attention in ("bidirectional", "causal"):
-            assert common.resolved_attention(models[name], attention) == attention
+            assert resolved_attention(models[name], attention) == attention
 
 
 def test_raw_decoder_is_finetuned_bidirectionally_for_real(models, data_dir):
@@ -153,7 +154,7 @@ def test_raw_decoder_is_finetuned_bidirectionally_for_real(models, data_dir):
         for mask in (torch.tensor([[1, 1, 1, 0], [1, 1, 1, 0]]), torch.ones_like(ids)):
             hidden = model.base_model(input_ids=ids, attention_mask=mask).last_hidden_state
             assert torch.allclose(hidden[0, 0], hidden[1, 0]) == (attention == "causal")
-        assert common.attention_pattern(model) == attention
+        assert pattern(model) == attention
     # retrieval and mteb (a plain encoder: mean pooling built by `retrieval.build_model`) too
     from evaluation import mteb
 

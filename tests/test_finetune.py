@@ -15,6 +15,7 @@ from evaluation import (
     tasks,
     token_classification,
 )
+from evaluation.attention import resolved_attention
 from tests.fixtures.tiny_models import (
     build_tiny_bert,
     build_tiny_eurobert,
@@ -56,10 +57,10 @@ def check_scores(result, n_test, task=None):
 
 
 def test_clm_checkpoint_is_finetuned_bidirectionally_by_default(tiny):
-    assert common.resolved_attention(tiny["clm"], "bidirectional") == "bidirectional"
-    assert common.resolved_attention(tiny["clm"], "causal") == "causal"
-    assert common.resolved_attention(tiny["clm"], "checkpoint") == "causal"
-    assert common.resolved_attention(tiny["bert"], "checkpoint") == "bidirectional"
+    assert resolved_attention(tiny["clm"], "bidirectional") == "bidirectional"
+    assert resolved_attention(tiny["clm"], "causal") == "causal"
+    assert resolved_attention(tiny["clm"], "checkpoint") == "causal"
+    assert resolved_attention(tiny["bert"], "checkpoint") == "bidirectional"
 
 
 def test_sequence_classification(tiny, data_dir):

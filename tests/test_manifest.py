@@ -105,3 +105,11 @@ def test_committed_configs_are_what_the_manifest_writes(scale, tmp_path):
     assert sorted(committed) == sorted(written), f"regenerate: python -m recipes.manifest --write_configs {scale}"
     stale = [name for name in written if committed[name] != written[name]]
     assert not stale, f"{stale} differ from the manifest: python -m recipes.manifest --write_configs {scale}"
+
+
+def test_list_is_a_readable_table(call_main):
+    """`--list`: the count (38 models + 12 intermediate checkpoints), a header, one aligned row per recipe."""
+    lines = call_main(manifest.main, "--list").stdout.splitlines()
+    assert lines[0] == "38 models + 12 intermediate checkpoints = 50 on the Hub" and len(lines) == 2 + 50
+    assert lines[1].split() == ["name", "size", "objective", "steps", "how"] and "Recipe(" not in "".join(lines)
+    assert "610m-clm-dec42k-mlm40-44k        610m  mlm40        2000  CPT from 610m-clm-42k" in lines

@@ -107,8 +107,9 @@ def write_summary(path, models, rows=None):
     return path
 
 
-def write_results(results_dir, checkpoints, tasks=TASKS, source="offline"):
-    """Per-run result files as evaluation.run writes them, each with the identity of its checkpoint's weights."""
+def write_results(results_dir, checkpoints, tasks=TASKS, source="offline", capped=False):
+    """Per-run result files as evaluation.run writes them, each with the identity of its checkpoint's weights
+    (`capped`: the test splits cut by `--max_eval` to the instances kept)."""
     for model, checkpoint in checkpoints.items():
         identity = artifacts.checkpoint_identity(checkpoint)
         for task, family, metric in tasks:
@@ -120,7 +121,8 @@ def write_results(results_dir, checkpoints, tasks=TASKS, source="offline"):
                        "seed": seed, "status": "diverged" if diverged else "ok", "main_metric": metric,
                        "validation": scores and {metric: 0.6}, "test": scores,
                        "per_instance": {"validation": instances[:1], "test": instances},
-                       "config": {"batch_size": 32, "source": source, "max_length": 128},
+                       "config": {"batch_size": 32, "source": source, "max_length": 128,
+                                  "max_eval": len(INSTANCES[family]) if capped else None},
                        "identity": {"model": identity, "protocol": {"batch_size": 32},
                                     "task": {"definition": "d" * 64, "source": source,
                                              "data": {"dev.tsv": "h" * 64, str(results_dir / "x" / "dev.tsv"): "h"}}},
@@ -278,7 +280,8 @@ def test_model_card_contents(tmp_path, name):
     # Evaluation table: this model's rows only, with 95% CIs and the data of each test score.
     m = list(FIXTURES).index(name)
     mean = 0.5 + 0.1 * m
-    assert (f"| SC | sst2 | `nyu-mll/glue` (sst2), validation (offline bundle copy) | accuracy | {mean:.4f} | "
+    assert (f"| SC | sst2 | `nyu-mll/glue` (sst2), validation (offline bundle copy); scored: all 2 instances | "
+            f"accuracy | {mean:.4f} | "
             f"[{mean - 0.02:.4f}, {mean + 0.02:.4f}] |") in text
     results = loaded.data.eval_results
     assert [r.dataset_type for r in results] == ["nyu-mll/glue", "hgissbkh/conll2003-en", "hgissbkh/conll2003-en",
@@ -292,7 +295,7 @@ def test_model_card_contents(tmp_path, name):
     assert first.metric_value == pytest.approx(mean) and first.dataset_name == "sst2" and first.dataset_config == "sst2"
     assert first.metric_name == "accuracy"  # the CI is a metric field, not part of the name
     assert first.metric_args == {"ci95_low": pytest.approx(mean - 0.02), "ci95_high": pytest.approx(mean + 0.02),
-                                 "n_seeds": 3, "learning_rate": 5e-05}
+                                 "n_seeds": 3, "learning_rate": 5e-05, "n_test_instances": 2}
     # Hyperparameters: grouped tables, each setting once, no local path.
     for group in ("**Model**", "**Data**", "**Objective**", "**Optimisation**"):
         assert group in text
@@ -465,6 +468,24 @@ def test_results_card(tmp_path):
     assert "| toy-610m-clm-42k | IR | scifact | ndcg@10 | 0.6300 | [0.6100, 0.6500] |" in loaded.text
     assert "| sst2 | offline | `nyu-mll/glue` (sst2), validation (offline bundle copy) |" in loaded.text
     assert 'load_dataset("org/results", "predictions", split="train")' in loaded.text
+
+
+def test_cards_say_how_many_test_instances_were_scored(tmp_path):
+    """A grid capped by --max_eval: the model-index and both cards give the count scored and say it is a seeded
+    random subset; an uncapped one says all N."""
+    name = "610m-mlm40-42k"
+    ckpt = make_checkpoint(tmp_path / "models" / name, name, **FIXTURES[name])
+    report = write_report(tmp_path / "report", {name: ckpt})
+    write_results(report / "results", {name: ckpt}, capped=True)
+    card = build_model_card(ckpt, report / "summary.csv", results_dir=report / "results")
+    sst2 = card.data.eval_results[0]
+    assert sst2.dataset_name == "sst2 (a seeded random 2 of that split (--max_eval 2))"
+    assert sst2.metric_args["n_test_instances"] == 2 and "scored: a seeded random 2 of that split" in card.text
+    results = build_results_card(report / "results", report / "summary.csv", scale="toy").text
+    assert "| squad | offline | `rajpurkar/squad`, validation (offline bundle copy) | a seeded random 2 of that " \
+           "split (--max_eval 2) |" in results
+    write_results(report / "results", {name: ckpt})
+    assert "| all 2 instances |" in build_results_card(report / "results", report / "summary.csv").text
 
 
 def test_cli_writes_a_loadable_card(tmp_path):

@@ -291,3 +291,16 @@ def test_documented_decoder_cpt_command_trains_a_converted_llama_under_its_own_n
     assert decoder == {k: v for k, v in paper.items()
                        if k not in ("model_name_or_path", "keep_optimizer_state", "scale", "output_dir", "run_name")}
     assert decoder["warmup_steps"] == decoder["max_steps"] // 100  # "warmup over 1%", as documented
+
+
+def test_model_name_or_path_on_the_command_line_replaces_the_configs_starting_point():
+    """`recipes.cpt --config debug.yaml --model_name_or_path DIR` needs no `--architecture null --switch_step null`:
+    the command line's base drops the config's architecture and, for CPT, its PFS switch; pretraining keeps the
+    switch (a PFS run may continue from weights) and a config's own base is untouched."""
+    argv = ["--config", "recipes/configs/debug.yaml", "--model_name_or_path", "out/debug", "--output_dir", "o"]
+    run_args, _ = cpt.make_parser().parse_args_and_config(argv)
+    assert (run_args.architecture, run_args.switch_step, run_args.model_name_or_path) == (None, None, "out/debug")
+    run_args, _ = pretrain.make_parser().parse_args_and_config(argv)
+    assert (run_args.architecture, run_args.switch_step) == (None, 10)
+    with pytest.raises(ValueError, match="CPT starts from existing weights"):
+        cpt.make_parser().parse_args_and_config([*argv[:2], "--output_dir", "o"])

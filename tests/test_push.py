@@ -27,6 +27,7 @@ from model_cards.push import (
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "hf_loopbackSecretToken0123456789"
 RUN = "610m-mlm40-42k"
+REPO = f"toy-{RUN}"  # a toy-scale run is published with its scale (a paper name is refused)
 
 
 def sha256_tree(folder: Path) -> dict[str, str]:
@@ -60,7 +61,7 @@ def study(tmp_path):
     return run_dir, report
 
 
-def plans_for(run_dir, report, workdir, repo_id="org/" + RUN):
+def plans_for(run_dir, report, workdir, repo_id="org/" + REPO):
     workdir.mkdir(exist_ok=True)
     args = make_parser().parse_args([str(run_dir), "--repo_id", repo_id, "--results", str(report)])
     return stage_commits(args, workdir)
@@ -78,19 +79,19 @@ def test_push_is_byte_identical_to_dry_run_with_branches_and_results(hub, online
     push_commits(commits, TOKEN, endpoint=hub.endpoint, log=lambda _: None)
 
     api = HfApi(endpoint=hub.endpoint, token=TOKEN)
-    refs = api.list_repo_refs("org/" + RUN)
+    refs = api.list_repo_refs("org/" + REPO)
     assert sorted(b.name for b in refs.branches) == ["main", "step-1000", "step-2000"]
     # One commit per revision on top of the Hub's initial commit.
-    assert len(hub.repo("org/" + RUN).commits) == 1 + 3
-    assert len(hub.repo(f"org/{RUN}-results", "dataset").commits) == 1 + 1
-    assert len(api.list_repo_commits("org/" + RUN, revision="step-1000")) == 3  # initial, main, branch commit
+    assert len(hub.repo("org/" + REPO).commits) == 1 + 3
+    assert len(hub.repo(f"org/{REPO}-results", "dataset").commits) == 1 + 1
+    assert len(api.list_repo_commits("org/" + REPO, revision="step-1000")) == 3  # initial, main, branch commit
 
     for commit in commits:
         fetched = sha256_tree(download(hub, commit.repo_id, commit.revision, commit.repo_type, tmp_path / "cache"))
         assert fetched.pop(".gitattributes")
         assert fetched == sha256_tree(tmp_path / "dry" / commit.folder), commit.folder
     # The dry run holds the checkpoint's Hub files byte for byte, and none of the trainer leftovers.
-    main_dir = tmp_path / "dry" / "models" / "org" / RUN / "main"
+    main_dir = tmp_path / "dry" / "models" / "org" / REPO / "main"
     local = sha256_tree(run_dir)
     assert {p: h for p, h in sha256_tree(main_dir).items() if p not in ("README.md", "run_info.json")} == {
         p: local[p] for p in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
@@ -104,10 +105,10 @@ def test_push_is_byte_identical_to_dry_run_with_branches_and_results(hub, online
         {k: v for k, v in local_info.items() if k not in ("run_config", "training_args")}
     card = ModelCard.load(main_dir / "README.md")
     assert "| `step-1000` | 1,000 |" in card.text and "| `step-2000` | 2,000 |" in card.text  # the run's branches
-    step_card = (tmp_path / "dry" / "models" / "org" / RUN / "step-1000" / "README.md").read_text()
+    step_card = (tmp_path / "dry" / "models" / "org" / REPO / "step-1000" / "README.md").read_text()
     assert f"# toy-{RUN}-1000" in step_card and 'revision="step-1000"' in step_card  # a toy run says its scale
     assert "| SC | sst2 | `nyu-mll/glue` (sst2), validation" in card.text  # card filled from --results
-    results_dir = tmp_path / "dry" / "datasets" / "org" / f"{RUN}-results" / "main"
+    results_dir = tmp_path / "dry" / "datasets" / "org" / f"{REPO}-results" / "main"
     published = sha256_tree(results_dir)
     assert {"summary.csv", "runs.jsonl", f"predictions/toy-{RUN}.jsonl", f"results/{RUN}/sst2/lr5e-05-seed0.json"} <= \
         published.keys()  # the rows name the model as the report does; the result files stay as recorded
@@ -123,10 +124,10 @@ def test_push_is_byte_identical_to_dry_run_with_branches_and_results(hub, online
 def test_repush_identical_files_makes_no_commit(hub, online, study, tmp_path):
     run_dir, report = study
     push_commits(plans_for(run_dir, report, tmp_path / "w1"), TOKEN, endpoint=hub.endpoint, log=lambda _: None)
-    n_commits = len(hub.repo("org/" + RUN).commits)
+    n_commits = len(hub.repo("org/" + REPO).commits)
     n_requests = len(hub.requests)
     push_commits(plans_for(run_dir, report, tmp_path / "w2"), TOKEN, endpoint=hub.endpoint, log=lambda _: None)
-    assert len(hub.repo("org/" + RUN).commits) == n_commits
+    assert len(hub.repo("org/" + REPO).commits) == n_commits
     # The client saw every remote oid match and skipped the commit request altogether.
     assert not [p for m, p in hub.requests[n_requests:] if m == "POST" and "/commit/" in p]
 
@@ -191,7 +192,7 @@ def test_dry_run_refuses_a_non_empty_folder(tmp_path):
 
 def test_placeholder_namespace_is_never_pushed(hub, online, tmp_path):
     ckpt = make_checkpoint(tmp_path / RUN, RUN)
-    commits = stage_run(ckpt, "your-org/" + RUN)
+    commits = stage_run(ckpt, "your-org/" + REPO)
     write_dry_run(commits, tmp_path / "dry")  # a dry run may use it: it writes folders only
     with pytest.raises(PushError, match="placeholder namespace 'your-org'"):
         push_commits(commits, TOKEN, endpoint=hub.endpoint)
@@ -326,3 +327,18 @@ def test_results_dataset_of_the_study_layout_loads_with_datasets(study, tmp_path
     summary = load_dataset(str(folder), "summary", split="train", cache_dir=str(cache))
     assert len(summary) == 8 and summary.features["n_seeds"].dtype == "int64"
     assert summary.features["mean"].dtype == "float64" and summary.features["entity_f1"].dtype == "float64"
+
+
+@pytest.mark.parametrize("scale, steps, shown", [("toy", 200, "toy-610m-mlm40-42k"),
+                                                  (None, 200, "custom-610m-mlm40-42k")])
+def test_a_paper_name_is_refused_for_a_checkpoint_of_another_scale(tmp_path, call_main, scale, steps, shown):
+    """A toy run, or a run outside the study at another size or length, is never pushed under the paper's name: one
+    line naming the repo id to use, nothing written; the grid files it under that name too."""
+    from evaluation import resolve
+
+    ckpt = make_checkpoint(tmp_path / RUN, RUN, scale=scale, steps=steps)
+    proc = call_main(main, ckpt, "--repo_id", "org/" + RUN, "--dry_run", tmp_path / "dry")
+    assert proc.returncode == 2 and proc.stderr.strip().endswith(f"push it as org/{shown}")
+    assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "dry").exists()
+    assert call_main(main, ckpt, "--repo_id", "org/" + shown, "--dry_run", tmp_path / "dry").returncode == 0
+    assert resolve.model_name(str(ckpt))[0] == shown and resolve.model_name(str(ckpt), scaled=False)[0] == RUN

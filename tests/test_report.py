@@ -177,6 +177,16 @@ def test_report_cli(results, tmp_path, call_main):
     assert bad.returncode == 2 and "--compare needs two model names" in bad.stderr
 
 
+def test_scale_is_refused_on_results_that_name_their_own(tmp_path, call_main):
+    """Results filed outside a study under the scale their model was trained at (smoke-610m-mlm40-42k: the grid's
+    name for a smoke checkpoint) already say it: `--scale` on them is refused in one line, nothing written."""
+    for seed in range(2):
+        write_run(tmp_path, "smoke-610m-mlm40-42k", "sst2", 5e-5, seed, 0.8, np.ones(N_TEST))
+    bad = call_main(report.main, tmp_path, "--output", tmp_path / "report", "--scale", "mini")
+    assert bad.returncode == 2 and "already name the scale" in bad.stderr and not (tmp_path / "report").exists()
+    assert call_main(report.main, tmp_path, "--output", tmp_path / "report").returncode == 0
+
+
 def test_results_of_different_protocols_are_never_averaged_in_one_row(results, call_main):
     # one seed of one LR re-run with another protocol (e.g. --max_steps 500) in the same results directory
     write_run(results, "610m-mlm40-42k", "sst2", 5e-5, 4, 0.9, np.ones(N_TEST), protocol={"max_steps": 500})

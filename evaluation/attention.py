@@ -1,0 +1,103 @@
+"""The attention pattern ("causal" or "bidirectional") a fine-tuning run uses: known where the checkpoint records it,
+measured where it does not.
+
+- Our checkpoints (`eurobert_clm_mlm`: the study's models, converted decoders, their CPT results, native exports of
+  them read with remote code) attend as `config.is_causal` says at every forward (an LM head as its class says:
+  `EuroBertClmMlmForCausalLM` causal): the recorded setting decides (`recorded`), nothing is guessed.
+- Any other transformers model (BERT, RoBERTa, a raw Llama or Qwen decoder, native EuroBERT) is probed (`probe`): two
+  inputs of ordinary tokens that differ in their last token only, the two last tokens chosen with different input
+  embeddings so the change cannot vanish; a causal model's outputs at every earlier position do not move, position by
+  position. (Probing with the last vocabulary ids, as before, called a converted decoder causal: `convert` adds
+  exactly those ids with identical mean rows, and LoRA CPT keeps them frozen.)
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+from transformers import AutoConfig
+
+RECORDING_TYPES = ("eurobert_clm_mlm",)  # model types whose forward reads config.is_causal (modeling_eurobert)
+PROBE_LENGTH = 6
+_RESOLVED: dict = {}
+
+
+def recorded(model) -> str | None:
+    """The pattern a model of ours attends with (its class's `causal` for an LM head, else `config.is_causal`), or
+    None for a model type that does not record it (then `probe`). A peft-wrapped model answers for its base."""
+    if model.config.model_type not in RECORDING_TYPES:
+        return None
+    return "causal" if getattr(model, "causal", model.config.is_causal) else "bidirectional"
+
+
+@torch.no_grad()
+def probe(model) -> str:
+    """How `model` really attends, measured on two inputs of ordinary tokens (ids spread over the middle of the
+    vocabulary, away from the special tokens at either end) that differ in their last token only, whose two input
+    embedding rows differ: "causal" when no earlier position's output changes.
+
+    Raises:
+        ValueError: no two candidate tokens have different input embeddings (nothing could tell the patterns apart).
+    """
+    embeddings = model.get_input_embeddings().weight
+    vocab = embeddings.shape[0]
+    candidates = torch.linspace(vocab // 4, vocab - 1 - vocab // 4, 4 * PROBE_LENGTH).long().unique().tolist()
+    ids, others = candidates[:PROBE_LENGTH], candidates[PROBE_LENGTH:]
+    last = next((i for i in others if not torch.equal(embeddings[i], embeddings[ids[-1]])), None)
+    if last is None:
+        raise ValueError(f"cannot probe the attention of {model.config.model_type}: its input embeddings of tokens "
+                         f"{candidates} are identical; pass --attention checkpoint with a model that records it")
+    batch = torch.tensor([ids, ids[:-1] + [last]], device=embeddings.device)
+    base = getattr(model, "base_model", model)
+    training = base.training
+    base.eval()
+    try:
+        hidden = base(input_ids=batch, attention_mask=torch.ones_like(batch)).last_hidden_state.float()
+    finally:
+        base.train(training)
+    return "causal" if torch.allclose(hidden[0, :-1], hidden[1, :-1], atol=1e-4) else "bidirectional"
+
+
+def pattern(model) -> str:
+    """"causal" or "bidirectional": how `model` (any transformers model) attends, recorded or else probed."""
+    return recorded(model) or probe(model)
+
+
+def set_attention(model, attention: str) -> None:
+    """Give a loaded model the fine-tuning attention pattern and check that it really attends so.
+
+    `bidirectional` or `causal` sets `config.is_causal`, which our checkpoints read at every forward and
+    transformers' mask helpers honour for decoders (Llama, Qwen...: `masking_utils.create_causal_mask` builds a
+    bidirectional mask when it is False); `checkpoint` keeps the model as it is.
+
+    Raises:
+        ValueError: the model does not attend as asked (`pattern`), e.g. an encoder without a causal switch.
+    """
+    if attention == "checkpoint":
+        return
+    model.config.is_causal = attention == "causal"
+    used = pattern(model)
+    if used != attention:
+        raise ValueError(f"--attention {attention}: {model.config.model_type} models attend {used}ly whatever "
+                         f"config.is_causal says; use --attention {used} (or checkpoint)")
+
+
+def resolved_attention(model_path: str | os.PathLike, attention: str) -> str:
+    """The attention pattern ("bidirectional" or "causal") a run with `--attention attention` uses on
+    `model_path`: `set_attention` on a one-layer random copy of the model (no weights read); `checkpoint` resolves
+    to the model's own pattern. Raises `set_attention`'s ValueError."""
+    key = (str(model_path), attention)
+    if key not in _RESOLVED:
+        from transformers import AutoModel
+
+        config = AutoConfig.from_pretrained(model_path, trust_remote_code=True)
+        for name in ("num_hidden_layers", "n_layers", "num_layers"):
+            if isinstance(getattr(config, name, None), int):
+                setattr(config, name, 1)
+        if isinstance(getattr(config, "layer_types", None), list):
+            config.layer_types = config.layer_types[:1]
+        model = AutoModel.from_config(config, trust_remote_code=True)
+        set_attention(model, attention)
+        _RESOLVED[key] = pattern(model)
+    return _RESOLVED[key]
