@@ -178,6 +178,9 @@ class PretrainArguments:
         if self.objective != "mlm" or self.switch_step is not None or self.branch_from or self.decay_branches:
             raise ValueError("CPT is MLM only: "
                              "drop objective/switch_step/branch_from/decay_branches from the CPT config")
+        if self.lora and self.keep_optimizer_state:
+            raise ValueError("keep_optimizer_state loads full-model AdamW moments, which LoRA adapters have no use "
+                             "for; drop keep_optimizer_state or lora")
         if self.lora and not (self.lora_rank >= 1 and self.lora_alpha > 0 and 0 <= self.lora_dropout < 1):
             raise ValueError(f"lora_rank={self.lora_rank} must be >= 1, lora_alpha={self.lora_alpha} > 0 and "
                              f"lora_dropout={self.lora_dropout} in [0, 1)")

@@ -101,6 +101,8 @@ CLI_ROWS = {
         ([*DEBUG, "--compile", "regional", "--torch_compile", "true"], "drop torch_compile"),
         ([*DEBUG, "--decay_branches", "20", "--save_total_limit", "1", "--switch_step", "none", "--objective", "clm"],
          "save_total_limit would delete the decay-branch checkpoints"),
+        ([*DEBUG, "--decay_branches", "20", "--save_only_model", "true", "--switch_step", "none", "--objective", "clm"],
+         "save_only_model would save the decay-branch checkpoints without optimizer"),
         ([*DEBUG, "--warmup_steps", "18", "--decay_branches", "20", "--switch_step", "none", "--objective", "clm"],
          "decay_branches [20] must lie in (warmup + decay"),
         ([*DEBUG, "--resume_from_checkpoint", "{tmp}/missing"], "--resume_from_checkpoint"),
@@ -116,6 +118,7 @@ CLI_ROWS = {
         ([*CPT, "--lora", "true", "--lora_target_modules", "nope"], "lora_target_modules=['nope']"),
         ([*CPT, "--lora", "true", "--lora_train_embeddings", "maybe"], "--lora_train_embeddings"),
         ([*CPT, "--objective", "clm"], "CPT is MLM only"),
+        ([*CPT, "--lora", "true", "--keep_optimizer_state", "true"], "drop keep_optimizer_state or lora"),
     ],
     "recipes.study": [
         (["nope", "--output", "{out}"], "unknown study 'nope'"),
@@ -254,7 +257,8 @@ POSITIONALS = {  # {module: the positionals that rows above give a bad value}
 TRAINING_ARGUMENTS_CHECKED = {"max_steps", "per_device_train_batch_size", "gradient_accumulation_steps",
                               "max_grad_norm", "learning_rate", "save_steps", "lr_scheduler_kwargs",
                               "train_sampling_strategy", "remove_unused_columns", "data_seed", "torch_compile",
-                              "save_total_limit", "warmup_steps", "resume_from_checkpoint", "output_dir"}
+                              "save_total_limit", "save_only_model", "warmup_steps", "resume_from_checkpoint",
+                              "output_dir"}
 EXEMPT = {
     "recipes.pretrain": {f"--{f.name}": "a TrainingArguments flag the recipes pass to transformers, which parses "
                          "and checks it (the ones the recipes check have rows)"
