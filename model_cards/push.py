@@ -214,11 +214,17 @@ def check_no_local_paths(commits: list[RepoCommit], roots: list[str]) -> None:
                                 "never published; remove it from that file")
 
 
-def write_dry_run(commits: list[RepoCommit], out_dir: Path) -> None:
-    """Write every staged repo revision as a folder under `out_dir` (which must be new or empty)."""
+def write_dry_run(commits: list[RepoCommit], out_dir: Path, replace: bool = False) -> None:
+    """Write every staged repo revision as a folder under `out_dir`, which must be new or empty, or with `replace`
+    hold only an earlier dry run's `models/` and `datasets/` folders (then it is replaced). Nothing that appears or
+    changes there meanwhile is removed (`artifacts.atomic_directory`). A file holding the Hub token (HF_TOKEN or
+    the login) is refused, as by a push."""
     out_dir = Path(out_dir)
-    if out_dir.exists() and any(out_dir.iterdir()):
-        raise PushError(f"--dry_run folder {out_dir} is not empty: pass a new folder")
+    found = sorted(p.name for p in out_dir.iterdir()) if out_dir.is_dir() else []
+    if found and not (replace and set(found) <= {"models", "datasets"}):
+        raise PushError(f"--dry_run folder {out_dir} is not empty (it holds {found[0]}): pass a new folder")
+    if token := get_token():  # the scan a push makes: a dry run's folders are what would be published
+        check_no_token(commits, token)
     with artifacts.atomic_directory(out_dir) as staging:  # a failure leaves nothing half-written
         for commit in commits:
             for path, source in commit.files.items():

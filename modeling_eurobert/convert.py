@@ -301,7 +301,7 @@ def convert(source: str, output: str | Path, mask_token: str = "<|mask|>", pad_t
     init_added_rows(model, added_ids)
     model.config.mask_token_id, model.config.pad_token_id = tokenizer.mask_token_id, tokenizer.pad_token_id
 
-    with artifacts.atomic_directory(output) as staging:
+    with artifacts.atomic_directory(output, expected=None) as staging:  # never over what appeared meanwhile
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
         make_plain_loadable(staging)

@@ -451,7 +451,6 @@ def model_cards(study: Study, output: Path, org: str) -> None:
 def hub_export(study_name: str, study: Study, output: Path, org: str) -> None:
     """The exact repo folders a push would upload (`python -m model_cards.push ... --dry_run`), rebuilt each time.
     Without --org they sit in the placeholder namespace, which `model_cards.push` refuses to push to."""
-    import shutil
     import tempfile
 
     from model_cards import push
@@ -464,9 +463,7 @@ def hub_export(study_name: str, study: Study, output: Path, org: str) -> None:
         commits.append(push.stage_results(output / "report", f"{org}/{study_name}-study-results", results,
                                           Path(workdir)))
         push.check_no_local_paths(commits, local_roots(output / "models", output / "report", results))
-        target = output / "hub"
-        shutil.rmtree(target, ignore_errors=True)
-        push.write_dry_run(commits, target)
+        push.write_dry_run(commits, output / "hub", replace=True)
 
 
 DOCS_INTRO = {
@@ -535,25 +532,55 @@ def write_results_archive(output: Path, archive: Path, reuse: Path | None = None
 
 def report_from_archive(study_name: str, archive: Path, output: Path) -> Path:
     """Unpack a results archive written by `--docs` into a new `output` and run the report stage on it: the
-    committed report regenerated from the committed results, with nothing trained or fine-tuned."""
+    committed report regenerated from the committed results, with nothing trained or fine-tuned. Holds the study
+    lock of `output` meanwhile, so no study runs there, and replaces nothing that appeared there meanwhile."""
     import tarfile
 
     artifacts.check_output_dir(output, "--output")
-    if output.exists() and any(output.iterdir()):
+    if output.exists() and any(p.name != STUDY_LOCK for p in output.iterdir()):
         raise ValueError(f"{output} is not empty; --from_results unpacks into a new directory")
-    if not archive.is_file():
-        raise FileNotFoundError(f"results archive {archive} not found (write one with --docs)")
-    with tarfile.open(archive, "r:xz") as tar:
-        stored = read_study_marker(json.load(tar.extractfile("study.json")), f"{archive}:study.json")
-        if stored.get("study") != study_name:
-            raise ValueError(f"{archive} holds the {stored.get('study')!r} study, not {study_name!r}")
-        compare = stored["definition"].get("compare")
-        study = dataclasses.replace(STUDIES[study_name], compare=tuple(compare) if compare else None,
-                                    scale=stored["definition"]["scale"])  # the report reads the scale's regime
-        with artifacts.atomic_directory(output) as staging:  # a failed report leaves no half-made study directory
-            tar.extractall(staging, filter="data")
+    stored = read_archive_marker(archive)
+    if stored.get("study") != study_name:
+        raise ValueError(f"{archive} holds the {stored.get('study')!r} study, not {study_name!r}")
+    definition = stored.get("definition")
+    if not isinstance(definition, dict) or "scale" not in definition:
+        raise ValueError(f"{archive}:study.json has no study definition; pass an archive written by --docs")
+    compare = definition.get("compare")
+    study = dataclasses.replace(STUDIES[study_name], compare=tuple(compare) if compare else None,
+                                scale=definition["scale"])  # the report reads the scale's regime
+    with study_lock(output):
+        if any(p.name != STUDY_LOCK for p in output.iterdir()):
+            raise ValueError(f"{output} is not empty; --from_results unpacks into a new directory")
+        with tarfile.open(archive, "r:xz") as tar, artifacts.atomic_directory(output) as staging:
+            tar.extractall(staging, filter="data")  # a failed report leaves no half-made study directory
             report(study, staging)
     return output / "report"
+
+
+def read_archive_marker(archive: Path) -> dict:
+    """The study.json of a results archive, after reading the whole archive: one line naming it when it is missing,
+    not an xz tar, truncated, without study.json, or holds a member that is not a plain file under the study."""
+    import lzma
+    import tarfile
+
+    if not archive.is_file():
+        raise FileNotFoundError(f"results archive {archive} not found (write one with --docs)")
+    try:
+        with tarfile.open(archive, "r:xz") as tar:
+            members = tar.getmembers()  # reads it all: a truncated archive fails here
+            bad = [m.name for m in members if not m.isfile() or m.name.startswith("/") or ".." in m.name.split("/")]
+            if bad:
+                raise ValueError(f"results archive {archive} holds {bad[0]!r}, not a plain file under the study "
+                                 "directory; pass an archive written by --docs")
+            if "study.json" not in {m.name for m in members}:
+                raise ValueError(f"results archive {archive} holds no study.json; pass an archive written by --docs")
+            marker = json.loads(tar.extractfile("study.json").read())
+    except (tarfile.TarError, lzma.LZMAError, EOFError, OSError) as error:
+        raise ValueError(f"results archive {archive} is not a readable tar.xz ({error}); it is truncated or of "
+                         "another format: pass the results.tar.xz written by --docs") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"{archive}:study.json is not valid JSON ({error})") from None
+    return read_study_marker(marker, f"{archive}:study.json")
 
 
 DOCS_MARK = "Generated by `python -m recipes.study"  # in every README write_docs makes

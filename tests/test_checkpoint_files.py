@@ -187,3 +187,41 @@ def test_a_rerun_removes_the_temp_files_its_killed_writer_left_and_only_those(tm
         artifacts.write_json_atomic(target, {"other": 1})
         assert live.exists()
     assert json.loads(target.read_text()) == {}
+
+
+def test_atomic_directory_never_removes_a_folder_that_appeared_or_changed_while_it_was_written(tmp_path):
+    """L1/O2: what appeared at the target (or changed there) while the new folder was built stays as it is; the
+    new content is discarded in one line (`DirectoryChanged`), no staging folder left behind."""
+    target = tmp_path / "out"
+    with pytest.raises(artifacts.DirectoryChanged, match=f"{target} appeared or changed while"):
+        with artifacts.atomic_directory(target) as staging:
+            (staging / "report.md").write_text("new")
+            target.mkdir()  # a running study, a user's notes: created after the writer started
+            (target / "NOTES.txt").write_text("mine")
+    assert [p.name for p in target.iterdir()] == ["NOTES.txt"] and [p.name for p in tmp_path.iterdir()] == ["out"]
+    with pytest.raises(artifacts.DirectoryChanged):
+        with artifacts.atomic_directory(target) as staging:  # it existed when the writer started, then changed
+            (target / "NOTES.txt").write_text("mine, edited")
+    assert (target / "NOTES.txt").read_text() == "mine, edited"
+    with pytest.raises(artifacts.DirectoryChanged):
+        with artifacts.atomic_directory(tmp_path / "empty", expected=None):  # must not exist: not even empty
+            (tmp_path / "empty").mkdir()
+    with artifacts.atomic_directory(target) as staging:  # unchanged while written: replaced
+        (staging / "report.md").write_text("new")
+    assert [p.name for p in target.iterdir()] == ["report.md"] and len(list(tmp_path.iterdir())) == 2
+
+
+@pytest.mark.parametrize("umask, file_mode, dir_mode", [(0o022, 0o644, 0o755), (0o027, 0o640, 0o750)])
+def test_atomic_writers_follow_the_umask(tmp_path, umask, file_mode, dir_mode):
+    """S18: a teammate reads what this project writes as what any other tool writes (mkstemp would give 0600)."""
+    import os
+
+    old = os.umask(umask)
+    try:
+        artifacts.write_json_atomic(tmp_path / "run_info.json", {})
+        with artifacts.atomic_directory(tmp_path / "export") as staging:
+            (staging / "a.txt").write_text("x")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "run_info.json").stat().st_mode & 0o777 == file_mode
+    assert (tmp_path / "export").stat().st_mode & 0o777 == dir_mode

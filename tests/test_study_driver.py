@@ -3,6 +3,7 @@ the task groups, bad input and the stages run in process. (tests/test_study.py r
 two files run side by side under pytest -n.)"""
 
 import csv
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -129,3 +130,44 @@ def test_a_stage_run_in_process_logs_its_output_and_fails_with_its_last_lines(tm
     assert "no-results" in str(failure.value) and "no-results" in log.read_text()
     assert log.read_text().startswith(f"\n$ python -m analysis.report {tmp_path / 'no-results'}")
     assert capsys.readouterr().err == "" and not (tmp_path / "report").exists()
+
+
+def _archive(path: Path, members: dict, mode: str = "w:xz") -> Path:
+    import io
+    import tarfile
+
+    with tarfile.open(path, mode) as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_from_results_takes_the_study_lock_and_refuses_bad_archives_in_one_line(tmp_path, capsys):
+    """O2/L1: --from_results never runs beside a study in the same --output (it takes the study lock); a bad archive
+    (not xz, truncated, no study.json, a member outside the study) is one line naming it, nothing written."""
+    from core import artifacts
+    from recipes.study import STUDY_LOCK
+
+    marker = json.dumps({"format": 1, "study": "smoke", "definition": {"scale": "smoke"}}).encode()
+    good = _archive(tmp_path / "good.tar.xz", {"study.json": marker})
+    truncated = tmp_path / "truncated.tar.xz"
+    whole = _archive(tmp_path / "big.tar.xz", {"study.json": marker, "results/x.json": bytes(range(256)) * 400})
+    truncated.write_bytes(whole.read_bytes()[:300])
+    cases = {_archive(tmp_path / "plain.tar", {"study.json": marker}, "w"): "is not a readable tar.xz",
+             truncated: "is not a readable tar.xz",
+             _archive(tmp_path / "nomarker.tar.xz", {"results/a.json": b"{}"}): "holds no study.json",
+             _archive(tmp_path / "escape.tar.xz", {"study.json": marker, "../evil": b"x"}): "holds '../evil'"}
+    for archive, message in cases.items():
+        with pytest.raises(SystemExit) as error:
+            main(["smoke", "--from_results", str(archive), "--output", str(tmp_path / "out")])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert error.value.code == 2 and len(err) == 1 and str(archive) in err[0] and message in err[0], err
+    assert not (tmp_path / "out").exists() and not (tmp_path / "evil").exists()
+    output = tmp_path / "study"
+    with artifacts.exclusive_lock(output / STUDY_LOCK, "a running study"):
+        with pytest.raises(SystemExit) as error:
+            main(["smoke", "--from_results", str(good), "--output", str(output)])
+    assert error.value.code == 2 and f"lock {output / STUDY_LOCK}" in capsys.readouterr().err
+    assert [p.name for p in output.iterdir()] == [STUDY_LOCK]
