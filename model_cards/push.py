@@ -4,9 +4,11 @@
         [--dry_run OUT]
     python -m model_cards.push --results REPORT_DIR --results_dir RESULTS_DIR --results_repo_id ORG/mlm-vs-clm-results
 
-- A checkpoint repo gets weights, config, tokenizer, modeling code, `run_info.json` and its card (README.md) in
-  ONE commit. A run folder's intermediate checkpoints (`RUN_DIR/intermediate/step-<N>/`) go to branches `step-<N>`
-  of the same repo, one commit each. Files on a branch that the checkpoint no longer has are deleted in that commit,
+- A checkpoint repo gets weights, config, tokenizer, modeling code, the sentence-transformers files (prompts,
+  pooling), `run_info.json` and its card (README.md) in ONE commit: it loads from the Hub as the local folder does.
+  A folder that is not a loadable model (a LoRA run's `checkpoint-N`, adapters only) is refused. A run folder's
+  intermediate checkpoints (`RUN_DIR/intermediate/step-<N>/`) go to branches `step-<N>` of the same repo, one commit
+  each. Files on a branch that the checkpoint no longer has are deleted in that commit,
   so every branch holds exactly the pushed folder (plus the Hub's `.gitattributes`).
 - `--results REPORT_DIR` (`analysis.report`'s folder, `summary.csv`) with `--results_dir` (the per-run results
   `evaluation.run` wrote; default `REPORT_DIR/results`; the study's layout is `study/<study>/report` and
@@ -47,6 +49,7 @@ from huggingface_hub import (
 from huggingface_hub.errors import HfHubHTTPError
 
 from core import artifacts, cli, store
+from core.sentence_transformers_files import SENTENCE_TRANSFORMERS_FILES
 from model_cards import public, results_dataset
 from model_cards.generate import (
     PLACEHOLDER_ORG,
@@ -96,11 +99,22 @@ def checkpoint_files(checkpoint_dir: Path) -> dict[str, Path]:
     checkpoint_dir = Path(checkpoint_dir)
     if not checkpoint_dir.is_dir():
         raise PushError(f"{checkpoint_dir} is not a folder: pass a checkpoint or run folder holding run_info.json")
+    if adapters := sorted(p.name for p in checkpoint_dir.glob("adapter_*") if p.is_file()):
+        raise PushError(f"{checkpoint_dir} holds LoRA adapters ({adapters[0]}), not a loadable model: a LoRA run's "
+                        "checkpoint-N is for resuming; push the run folder or an intermediate/step-N (merged weights)")
     files = {p.name: p for p in sorted(checkpoint_dir.iterdir())
              if p.is_file() and any(fnmatch(p.name, pat) for pat in CHECKPOINT_PATTERNS)}
+    # the sentence-transformers files (prompts, pooling): SentenceTransformer(repo_id) loads as the local folder
+    sentence_files = {name: checkpoint_dir / name for name in SENTENCE_TRANSFORMERS_FILES
+                      if (checkpoint_dir / name).is_file()}
+    if sentence_files and len(sentence_files) < len(SENTENCE_TRANSFORMERS_FILES):
+        missing = sorted(set(SENTENCE_TRANSFORMERS_FILES) - set(sentence_files))
+        raise PushError(f"{checkpoint_dir} has incomplete sentence-transformers files (no {', '.join(missing)}): "
+                        "write them with core.sentence_transformers_files.write_sentence_transformers_files")
+    files.update(sentence_files)
     problems = [f for f in ("config.json", "run_info.json") if f not in files]
-    if not any(f.endswith(".safetensors") for f in files):
-        problems.append("*.safetensors weights")
+    if "model.safetensors" not in files and "model.safetensors.index.json" not in files:
+        problems.append("*.safetensors weights (model.safetensors)")
     if "tokenizer.json" not in files and "tokenizer_config.json" not in files:
         problems.append("tokenizer files")
     if not any(f.endswith(".py") for f in files):

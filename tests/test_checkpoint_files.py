@@ -225,3 +225,20 @@ def test_atomic_writers_follow_the_umask(tmp_path, umask, file_mode, dir_mode):
         os.umask(old)
     assert (tmp_path / "run_info.json").stat().st_mode & 0o777 == file_mode
     assert (tmp_path / "export").stat().st_mode & 0o777 == dir_mode
+
+
+def test_the_hub_export_loads_in_sentence_transformers_as_the_local_checkpoint(clm_run, tmp_path):
+    """S9: the exported repo folder carries the sentence-transformers files (prompts, pooling), so
+    `SentenceTransformer(export)` gives the local checkpoint's embeddings (on main and on a step branch)."""
+    from sentence_transformers import SentenceTransformer
+
+    from model_cards import push
+
+    push.write_dry_run(push.stage_run(clm_run, "org/m"), tmp_path / "dry")
+    for local, revision in ((clm_run, "main"), (clm_run / "intermediate" / "step-2", "step-2")):
+        export = tmp_path / "dry" / "models" / "org" / "m" / revision
+        assert all((export / name).is_file() for name in SENTENCE_TRANSFORMERS_FILES)
+        models = [SentenceTransformer(str(path), trust_remote_code=True, device="cpu") for path in (local, export)]
+        assert models[1].prompts == models[0].prompts == PROMPTS
+        embeddings = [model.encode_query(QUERIES, convert_to_tensor=True) for model in models]
+        assert torch.equal(embeddings[0], embeddings[1])
