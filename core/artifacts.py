@@ -279,6 +279,24 @@ def read_json(path: str | os.PathLike, what: str = "file"):
                          "restore it") from None
 
 
+def load_yaml(text: str):
+    """`yaml.safe_load` that refuses a mapping with a key given twice (yaml keeps the last silently, so a task YAML
+    with `name` twice would file its results under the second). Raises `yaml.YAMLError` naming the key and line."""
+    import yaml
+
+    class UniqueKeyLoader(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):
+            seen = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                if isinstance(key, (str, int, float, bool)) and key in seen:
+                    raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+                seen.add(key if isinstance(key, (str, int, float, bool)) else id(key_node))
+            return super().construct_mapping(node, deep)
+
+    return yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader
+
+
 MODEL_JSON_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                     "generation_config.json")  # what loading a model or tokenizer directory parses
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import yaml
 from transformers import HfArgumentParser, TrainingArguments
 
-from core import lora
+from core import artifacts, lora
 from core.paths import is_hub_id
 from modeling_eurobert import ARCHITECTURES
 from pretraining import data
@@ -245,7 +245,7 @@ def load_config(path: str | os.PathLike, dataclass_types) -> dict:
     if not path.is_file():
         raise FileNotFoundError(f"config file {path} does not exist")
     try:
-        config = yaml.safe_load(path.read_text(encoding="utf-8"))
+        config = artifacts.load_yaml(path.read_text(encoding="utf-8"))
     except (yaml.YAMLError, UnicodeDecodeError) as error:
         raise ValueError(f"{path} is not valid YAML: {str(error).splitlines()[0]}") from None
     config = {} if config is None else config

@@ -569,6 +569,9 @@ def test_heldout_figure_places_every_row_at_its_csv_tokens(tmp_path, monkeypatch
             assert matplotlib.colors.to_hex(line.get_color()) == matplotlib.colors.to_hex(colours.of(model))
         assert "tokens seen" in ax.get_xlabel()
     assert "custom-llama-mlm" in fig.texts[-1].get_text()
+    assert path.with_suffix(".png").is_file()  # S11: a rerun with one checkpoint per run leaves no stale figure
+    assert heldout.plot([rows[0], rows[3]], path.with_suffix(".png")) is None
+    assert not path.with_suffix(".png").exists()
     path.write_text(path.read_text().replace(",tokens_before_cpt", ""))  # an older CSV: refused, not misread
     with pytest.raises(ValueError, match="not a held-out CSV of this version"):
         heldout.read_csv(path)
