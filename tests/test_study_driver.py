@@ -157,7 +157,7 @@ def test_from_results_takes_the_study_lock_and_refuses_bad_archives_in_one_line(
     truncated.write_bytes(whole.read_bytes()[:300])
     cases = {_archive(tmp_path / "plain.tar", {"study.json": marker}, "w"): "is not a readable tar.xz",
              truncated: "is not a readable tar.xz",
-             _archive(tmp_path / "nomarker.tar.xz", {"results/a.json": b"{}"}): "holds no study.json",
+             _archive(tmp_path / "nomarker.tar.xz", {"heldout/heldout.csv": b"x"}): "holds no study.json",
              _archive(tmp_path / "escape.tar.xz", {"study.json": marker, "../evil": b"x"}): "holds '../evil'"}
     for archive, message in cases.items():
         with pytest.raises(SystemExit) as error:
@@ -171,3 +171,33 @@ def test_from_results_takes_the_study_lock_and_refuses_bad_archives_in_one_line(
             main(["smoke", "--from_results", str(good), "--output", str(output)])
     assert error.value.code == 2 and f"lock {output / STUDY_LOCK}" in capsys.readouterr().err
     assert [p.name for p in output.iterdir()] == [STUDY_LOCK]
+
+
+def _first_result(archive: Path) -> tuple[str, dict]:
+    import tarfile
+
+    with tarfile.open(archive, "r:xz") as tar:
+        member = next(m for m in tar if m.name.startswith("results/") and m.name.endswith(".json"))
+        return member.name, json.loads(tar.extractfile(member).read())
+
+
+def test_from_results_refuses_an_edited_score_and_a_copied_result(tmp_path, capsys):
+    """S5/S6: the archive's aggregates are recomputed from each result's predictions (an edited score is refused),
+    and a result filed under a name that is not its own (a copy) is refused: it would count as one more run."""
+    name, record = _first_result(REPO_ROOT / "docs" / "horizon-study" / "results.tar.xz")
+    marker = json.dumps({"format": 1, "study": "horizon", "definition": {"scale": "horizon"}}).encode()
+    metric = record["main_metric"]
+    edited = {**record, "test": {**record["test"], metric: 0.99}}
+    cases = {
+        _archive(tmp_path / "edited.tar.xz", {"study.json": marker, name: json.dumps(edited).encode()}):
+            f"{name}: its test {metric} is 0.99 but its predictions give {record['test'][metric]}",
+        _archive(tmp_path / "copy.tar.xz", {"study.json": marker, name: json.dumps(record).encode(),
+                                            name.replace(".json", " (copy).json"): json.dumps(record).encode()}):
+            f"(copy).json holds the result of {name}",
+    }
+    for archive, message in cases.items():
+        with pytest.raises(SystemExit) as error:
+            main(["horizon", "--from_results", str(archive), "--output", str(tmp_path / "out")])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert error.value.code == 2 and len(err) == 1 and message in err[0], err
+    assert not (tmp_path / "out").exists()
