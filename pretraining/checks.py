@@ -73,11 +73,10 @@ def check_run_settings(run_args: PretrainArguments, training_args: TrainingArgum
         # accelerate enables FSDP on accelerators only; on the CPU it would quietly train with DDP instead
         raise ValueError("the accelerate config asks for FSDP, which accelerate runs on GPUs only (on the CPU it "
                          "would train with DDP instead); launch CPU runs with recipes/accelerate/cpu.yaml")
-    decay, warmup = decay_steps(training_args), training_args.get_warmup_steps(total)
-    if decay < 0 or warmup + decay > total:
-        raise ValueError(f"lr_scheduler_kwargs.num_decay_steps={decay} with warmup_steps={warmup} does not fit in "
-                         f"max_steps={total}: the learning rate would never reach its peak; use num_decay_steps in "
-                         f"[0, {max(total - warmup, 0)}]")
+    if not 0 <= decay_steps(training_args) <= total:
+        raise ValueError(f"lr_scheduler_kwargs.num_decay_steps={decay_steps(training_args)} does not fit in "
+                         f"max_steps={total}: the learning rate would decay before it reached its peak; use "
+                         f"num_decay_steps in [0, max_steps - warmup_steps]")
     if run_args.switch_step is not None and not 0 < run_args.switch_step < total:
         raise ValueError(f"switch_step={run_args.switch_step} must be strictly between 0 and max_steps={total}")
     bad = [s for s in run_args.intermediate_steps if not 0 < s <= total]

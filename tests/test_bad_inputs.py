@@ -60,7 +60,7 @@ CLI_ROWS = {
         (["--config", "{tmp}/missing.yaml", "--output_dir", "{out}"], "missing.yaml does not exist"),
         (["--config", "{dupcfg}", "--output_dir", "{out}"], "dupcfg.yaml is not valid YAML: duplicate key 'objective'"),
         ([*DEBUG, "--lr_scheduler_kwargs", '{"num_decay_steps": 100}'],
-         "num_decay_steps=100 with warmup_steps=4 does not fit in max_steps=20"),
+         "num_decay_steps=100 does not fit in max_steps=20"),
         ([*DEBUG, "--architecture", "nope"], "architecture='nope' is unknown"),
         ([*DEBUG, "--architecture", "none", "--model_name_or_path", "{tmp}/missing"], "missing does not exist"),
         ([*DEBUG, "--tokenizer_name_or_path", "{tmp}/missing"], "missing does not exist"),
