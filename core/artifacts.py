@@ -6,6 +6,8 @@ the old file or the new one, never half of one:
 - `atomic_file` (and `write_json_atomic` / `write_text_atomic`): a temp file in the same directory, then
   `os.replace`;
 - `atomic_directory`: build a whole directory (a tokenizer, a checkpoint export) in a hidden sibling, then rename;
+  it never removes a folder that appeared or changed while it was being built (`DirectoryChanged`);
+- files and folders get the modes the umask gives (0644 / 0755 under umask 022), as any other writer's;
 - both first remove the temp files and folders a killed writer of the same target left (`remove_stale_temp_files`:
   only `.<name>.<random>.tmp` beside it that no live writer holds locked);
 - `read_json`: a one-line error naming the file when it is missing or not valid JSON;
@@ -105,11 +107,19 @@ def _claimed_temp(path: Path, directory: bool) -> tuple[Path, int]:
             fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
             os.close(fd)
             tmp = Path(name)
+        tmp.chmod((0o777 if directory else 0o666) & ~_umask())  # mkstemp's 0600 / mkdtemp's 0700 would stay
         held = os.open(tmp, os.O_RDONLY)
         fcntl.flock(held, fcntl.LOCK_EX)
         if tmp.exists() and os.stat(tmp).st_ino == os.fstat(held).st_ino:
             return tmp, held
         os.close(held)  # removed as stale in the instant before the lock: make another
+
+
+def _umask() -> int:
+    """The process's file mode creation mask (reading it means setting it: set back at once)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def remove_stale_temp_files(path: str | os.PathLike) -> list[Path]:
@@ -139,22 +149,54 @@ def remove_stale_temp_files(path: str | os.PathLike) -> list[Path]:
     return removed
 
 
+class DirectoryChanged(ValueError):
+    """The folder an `atomic_directory` was to replace appeared or changed while it was being written."""
+
+
+_AT_ENTRY = object()
+
+
+def tree_state(path: str | os.PathLike) -> dict | None:
+    """What is at `path` now, to tell later whether anything appeared or changed there: None when nothing is, else
+    {relative path: (size, mtime_ns)} of it and everything under it."""
+    path = Path(path)
+    if not path.exists() and not path.is_symlink():
+        return None
+    found = [path, *path.rglob("*")] if path.is_dir() and not path.is_symlink() else [path]
+    return {str(p.relative_to(path)): (p.lstat().st_size, p.lstat().st_mtime_ns) if not p.is_dir() else None
+            for p in found}
+
+
 @contextlib.contextmanager
-def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
+def atomic_directory(path: str | os.PathLike, expected=_AT_ENTRY) -> Iterator[Path]:
     """Yield a hidden staging directory beside `path`; on success it replaces `path` in one rename.
 
     On any error (or a kill) the staging directory is what is left, never a half-written `path`. An existing `path`
-    is replaced: callers decide beforehand whether they may do that.
+    is replaced only when it is as it was when the block started, or as `expected` (a `tree_state` taken when the
+    command started; None: `path` must not exist): a folder that appeared or changed meanwhile is never removed.
+
+    Raises:
+        DirectoryChanged: `path` appeared or changed; the new content is discarded and `path` left as it is.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    if expected is _AT_ENTRY:
+        expected = tree_state(path)
     remove_stale_temp_files(path)
     staging, held = _claimed_temp(path, directory=True)
     try:
         yield staging
+        if tree_state(path) != expected:
+            raise DirectoryChanged(f"{path} appeared or changed while this command was writing it (another process or "
+                                   "a person wrote there); it was left as it is and nothing was written: rerun with a "
+                                   "new path, or once the other writer is done")
         if path.exists():
-            shutil.rmtree(path)
-        staging.rename(path)
+            old = path.with_name(f".{path.name}.{os.getpid()}.old.tmp")
+            path.rename(old)  # moved aside, then removed once the new one is in place: never a missing `path`
+            staging.rename(path)
+            shutil.rmtree(old)
+        else:
+            staging.rename(path)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -235,6 +277,24 @@ def read_json(path: str | os.PathLike, what: str = "file"):
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise ValueError(f"{what} {path} is not valid JSON ({error}); it is corrupt or truncated: delete it or "
                          "restore it") from None
+
+
+def load_yaml(text: str):
+    """`yaml.safe_load` that refuses a mapping with a key given twice (yaml keeps the last silently, so a task YAML
+    with `name` twice would file its results under the second). Raises `yaml.YAMLError` naming the key and line."""
+    import yaml
+
+    class UniqueKeyLoader(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):
+            seen = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                if isinstance(key, (str, int, float, bool)) and key in seen:
+                    raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+                seen.add(key if isinstance(key, (str, int, float, bool)) else id(key_node))
+            return super().construct_mapping(node, deep)
+
+    return yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader
 
 
 MODEL_JSON_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",

@@ -454,6 +454,37 @@ def rescore(family: str, records: Sequence[Mapping], squad_version: str = "v2.0"
     raise ValueError(f"family={family!r}: use one of {sorted(METRICS)}")
 
 
+def rescore_mismatch(record: Mapping, tolerance: float = 1e-4) -> str | None:
+    """Where a result file's aggregate scores differ from those its per-instance predictions give (`rescore`), or
+    None: an edited score, or predictions of another run. A qa result matches under the rules of either SQuAD
+    version (the file records its task by hash only). `tolerance`: mteb's own aggregation differs from `rescore` by
+    up to 1e-5."""
+    if record.get("status") != "ok":
+        return None
+    for split in ("validation", "test"):
+        stored, records = record.get(split), (record.get("per_instance") or {}).get(split)
+        if not stored or not records:
+            continue
+        problems = []
+        for version in SQUAD_VERSIONS if record["family"] == "qa" else ("v2.0",):
+            again = _tc_scores(records) if record["family"] == "tc" else rescore(record["family"], records, version)
+            problems.append(next((f"its {split} {key} is {value} but its predictions give {again[key]}"
+                                  for key, value in stored.items() if key in again and key != "per_instance"
+                                  and not abs(float(value) - float(again[key])) <= tolerance), None))
+        if all(problems):
+            return problems[0]
+    return None
+
+
+def _tc_scores(records: Sequence[Mapping]) -> dict:
+    """The sentence macro-F1 (from the predictions) and corpus entity F1 (from each sentence's stored entity counts)
+    of `token_classification_scores`, without seqeval's entity parsing: a study's archive is checked in seconds."""
+    macro = [1.0 if r["prediction"] == r["reference"] and r["reference"] else  # each label present scores 1
+             macro_f1_present_labels(r["prediction"], r["reference"]) for r in records]
+    counts = [sum(r[key] for r in records) for key in ("entity_tp", "entity_pred", "entity_gold")]
+    return {"sentence_macro_f1": _mean(macro), "entity_f1": _f1(*counts, empty=0.0)}
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Small shared helpers
 # ----------------------------------------------------------------------------------------------------------------

@@ -288,8 +288,7 @@ def load_task(name_or_path: str | os.PathLike) -> Task:
                 f"unknown task {str(name_or_path)!r}; known tasks: {', '.join(list_tasks())} (or pass a task YAML path)"
             )
     try:
-        with open(path, encoding="utf-8") as f:
-            raw = yaml.safe_load(f)
+        raw = artifacts.load_yaml(path.read_text(encoding="utf-8"))
     except (yaml.YAMLError, UnicodeDecodeError) as error:
         raise ValueError(f"{path} is not valid YAML ({' '.join(str(error).split())}); fix it") from None
     return _validate_task(raw, path)
@@ -314,6 +313,10 @@ def _validate_task(raw: Any, path: Path) -> Task:
     budget = task.budget
     if not isinstance(budget, dict) or len(set(budget) & {"max_steps", "epochs"}) != 1 or len(budget) != 1:
         raise ValueError(f"{path}: budget must be exactly one of {{max_steps: N}} or {{epochs: N}}, got {budget}")
+    (kind, amount), = budget.items()
+    if isinstance(amount, bool) or not isinstance(amount, int if kind == "max_steps" else (int, float)) or amount <= 0:
+        raise ValueError(f"{path}: budget {kind} must be a positive {'integer' if kind == 'max_steps' else 'number'}, "
+                         f"got {amount!r}")
     if task.metric not in METRICS[task.family]:
         raise ValueError(f"{path}: metric {task.metric!r} is not a {task.family} score; use one of "
                          f"{list(METRICS[task.family])}")

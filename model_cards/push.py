@@ -4,9 +4,11 @@
         [--dry_run OUT]
     python -m model_cards.push --results REPORT_DIR --results_dir RESULTS_DIR --results_repo_id ORG/mlm-vs-clm-results
 
-- A checkpoint repo gets weights, config, tokenizer, modeling code, `run_info.json` and its card (README.md) in
-  ONE commit. A run folder's intermediate checkpoints (`RUN_DIR/intermediate/step-<N>/`) go to branches `step-<N>`
-  of the same repo, one commit each. Files on a branch that the checkpoint no longer has are deleted in that commit,
+- A checkpoint repo gets weights, config, tokenizer, modeling code, the sentence-transformers files (prompts,
+  pooling), `run_info.json` and its card (README.md) in ONE commit: it loads from the Hub as the local folder does.
+  A folder that is not a loadable model (a LoRA run's `checkpoint-N`, adapters only) is refused. A run folder's
+  intermediate checkpoints (`RUN_DIR/intermediate/step-<N>/`) go to branches `step-<N>` of the same repo, one commit
+  each. Files on a branch that the checkpoint no longer has are deleted in that commit,
   so every branch holds exactly the pushed folder (plus the Hub's `.gitattributes`).
 - `--results REPORT_DIR` (`analysis.report`'s folder, `summary.csv`) with `--results_dir` (the per-run results
   `evaluation.run` wrote; default `REPORT_DIR/results`; the study's layout is `study/<study>/report` and
@@ -48,6 +50,7 @@ from huggingface_hub.errors import HfHubHTTPError
 
 from core import artifacts, cli, store
 from core.names import PAPER_SCALE, run_scale, scaled_name, try_parse_name
+from core.sentence_transformers_files import SENTENCE_TRANSFORMERS_FILES
 from model_cards import public, results_dataset
 from model_cards.generate import (
     PLACEHOLDER_ORG,
@@ -97,11 +100,22 @@ def checkpoint_files(checkpoint_dir: Path) -> dict[str, Path]:
     checkpoint_dir = Path(checkpoint_dir)
     if not checkpoint_dir.is_dir():
         raise PushError(f"{checkpoint_dir} is not a folder: pass a checkpoint or run folder holding run_info.json")
+    if adapters := sorted(p.name for p in checkpoint_dir.glob("adapter_*") if p.is_file()):
+        raise PushError(f"{checkpoint_dir} holds LoRA adapters ({adapters[0]}), not a loadable model: a LoRA run's "
+                        "checkpoint-N is for resuming; push the run folder or an intermediate/step-N (merged weights)")
     files = {p.name: p for p in sorted(checkpoint_dir.iterdir())
              if p.is_file() and any(fnmatch(p.name, pat) for pat in CHECKPOINT_PATTERNS)}
+    # the sentence-transformers files (prompts, pooling): SentenceTransformer(repo_id) loads as the local folder
+    sentence_files = {name: checkpoint_dir / name for name in SENTENCE_TRANSFORMERS_FILES
+                      if (checkpoint_dir / name).is_file()}
+    if sentence_files and len(sentence_files) < len(SENTENCE_TRANSFORMERS_FILES):
+        missing = sorted(set(SENTENCE_TRANSFORMERS_FILES) - set(sentence_files))
+        raise PushError(f"{checkpoint_dir} has incomplete sentence-transformers files (no {', '.join(missing)}): "
+                        "write them with core.sentence_transformers_files.write_sentence_transformers_files")
+    files.update(sentence_files)
     problems = [f for f in ("config.json", "run_info.json") if f not in files]
-    if not any(f.endswith(".safetensors") for f in files):
-        problems.append("*.safetensors weights")
+    if "model.safetensors" not in files and "model.safetensors.index.json" not in files:
+        problems.append("*.safetensors weights (model.safetensors)")
     if "tokenizer.json" not in files and "tokenizer_config.json" not in files:
         problems.append("tokenizer files")
     if not any(f.endswith(".py") for f in files):
@@ -216,11 +230,17 @@ def check_no_local_paths(commits: list[RepoCommit], roots: list[str]) -> None:
                                 "never published; remove it from that file")
 
 
-def write_dry_run(commits: list[RepoCommit], out_dir: Path) -> None:
-    """Write every staged repo revision as a folder under `out_dir` (which must be new or empty)."""
+def write_dry_run(commits: list[RepoCommit], out_dir: Path, replace: bool = False) -> None:
+    """Write every staged repo revision as a folder under `out_dir`, which must be new or empty, or with `replace`
+    hold only an earlier dry run's `models/` and `datasets/` folders (then it is replaced). Nothing that appears or
+    changes there meanwhile is removed (`artifacts.atomic_directory`). A file holding the Hub token (HF_TOKEN or
+    the login) is refused, as by a push."""
     out_dir = Path(out_dir)
-    if out_dir.exists() and any(out_dir.iterdir()):
-        raise PushError(f"--dry_run folder {out_dir} is not empty: pass a new folder")
+    found = sorted(p.name for p in out_dir.iterdir()) if out_dir.is_dir() else []
+    if found and not (replace and set(found) <= {"models", "datasets"}):
+        raise PushError(f"--dry_run folder {out_dir} is not empty (it holds {found[0]}): pass a new folder")
+    if token := get_token():  # the scan a push makes: a dry run's folders are what would be published
+        check_no_token(commits, token)
     with artifacts.atomic_directory(out_dir) as staging:  # a failure leaves nothing half-written
         for commit in commits:
             for path, source in commit.files.items():

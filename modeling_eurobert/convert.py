@@ -282,6 +282,10 @@ def convert(source: str, output: str | Path, mask_token: str = "<|mask|>", pad_t
         raise ConversionError(f"OUTPUT {output} already exists; remove it or choose another path")
     if dtype not in DTYPES:
         raise ConversionError(f"--dtype {dtype!r} is not one of {', '.join(DTYPES)}")
+    for role, token in (("mask", mask_token), ("pad", pad_token)):
+        if not token.strip():
+            raise ConversionError(f"--{role}_token {token!r} is empty: pass a special or reserved token or a new one "
+                                  f"(default <|{role}|>)")
     source_dir = resolve_source(source, max_positions)
     check_source_files(source_dir)
     source_config = check_source_config(read_config(source_dir), max_positions)
@@ -301,7 +305,7 @@ def convert(source: str, output: str | Path, mask_token: str = "<|mask|>", pad_t
     init_added_rows(model, added_ids)
     model.config.mask_token_id, model.config.pad_token_id = tokenizer.mask_token_id, tokenizer.pad_token_id
 
-    with artifacts.atomic_directory(output) as staging:
+    with artifacts.atomic_directory(output, expected=None) as staging:  # never over what appeared meanwhile
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
         make_plain_loadable(staging)

@@ -198,7 +198,7 @@ def export_native(checkpoint: str | Path, output: str | Path, bidirectional: boo
         raise ExportError(f"weights of {checkpoint} do not match {native_class.__name__}: {info}")
     has_tokenizer = any((checkpoint / name).is_file() for name in artifacts.TOKENIZER_FILES)
 
-    with artifacts.atomic_directory(output) as staging:
+    with artifacts.atomic_directory(output, expected=None) as staging:  # never over what appeared meanwhile
         model.save_pretrained(staging)
         if has_tokenizer:
             tokenizer = AutoTokenizer.from_pretrained(checkpoint)

@@ -73,6 +73,10 @@ def check_run_settings(run_args: PretrainArguments, training_args: TrainingArgum
         # accelerate enables FSDP on accelerators only; on the CPU it would quietly train with DDP instead
         raise ValueError("the accelerate config asks for FSDP, which accelerate runs on GPUs only (on the CPU it "
                          "would train with DDP instead); launch CPU runs with recipes/accelerate/cpu.yaml")
+    if not 0 <= decay_steps(training_args) <= total:
+        raise ValueError(f"lr_scheduler_kwargs.num_decay_steps={decay_steps(training_args)} does not fit in "
+                         f"max_steps={total}: the learning rate would decay before it reached its peak; use "
+                         f"num_decay_steps in [0, max_steps - warmup_steps]")
     if run_args.switch_step is not None and not 0 < run_args.switch_step < total:
         raise ValueError(f"switch_step={run_args.switch_step} must be strictly between 0 and max_steps={total}")
     bad = [s for s in run_args.intermediate_steps if not 0 < s <= total]
@@ -95,6 +99,9 @@ def _check_budgets(run_args: PretrainArguments, training_args: TrainingArguments
     bad = [b for b in run_args.decay_branches if not training_args.warmup_steps + decay < b <= training_args.max_steps]
     if bad:
         raise ValueError(f"decay_branches {bad} must lie in (warmup + decay, max_steps={training_args.max_steps}]")
+    if run_args.decay_branches and training_args.save_only_model:
+        raise ValueError("save_only_model would save the decay-branch checkpoints without optimizer, scheduler and RNG "
+                         "state, so no branch could continue them; unset it for a stable run")
     if run_args.decay_branches and training_args.save_total_limit is not None:
         raise ValueError("save_total_limit would delete the decay-branch checkpoints; unset it for a stable run")
     if run_args.branch_from and run_args.decay_branches:
@@ -121,26 +128,46 @@ def _read_run_config(path: Path) -> dict:
     return stored
 
 
+# What a Trainer checkpoint must hold to continue exactly, as (what, any of these names): one process saves
+# optimizer.pt and rng_state.pth, several rng_state_<rank>.pth, FSDP optimizer.bin and pytorch_model_fsdp.bin, a LoRA
+# run adapter_model.safetensors. A checkpoint saved with `save_only_model: true` has no optimizer, scheduler or RNG
+# state: a resume from it would restart AdamW and the warmup.
+_RESUME_FILES = (
+    ("weights", ("model.safetensors", "model.safetensors.index.json", "adapter_model.safetensors",
+                 "pytorch_model_fsdp.bin")),
+    ("optimizer state", ("optimizer.pt", "optimizer.bin")),
+    ("scheduler state", ("scheduler.pt",)),
+    ("RNG state", ("rng_state.pth", "rng_state_0.pth")),
+)
+
+
 def checkpoint_problem(checkpoint: str | os.PathLike) -> str | None:
-    """Why `checkpoint` cannot be resumed from, or None: the Trainer's state, this recipe's run_info.json (written
-    last: a kill before it leaves an unchecked checkpoint), readable weights and optimizer state."""
+    """Why `checkpoint` cannot be resumed from exactly, or None: the Trainer's state, this recipe's run_info.json
+    (written last: a kill before it leaves an unchecked checkpoint), config.json, and readable weights, optimizer,
+    scheduler and RNG state (`_RESUME_FILES`; none of them in a checkpoint saved with `save_only_model`)."""
     path = Path(checkpoint)
-    try:
-        json.loads((path / "trainer_state.json").read_text())
-    except FileNotFoundError:
-        return "no trainer_state.json"
-    except (ValueError, OSError) as error:
-        return f"trainer_state.json is unreadable ({error})"
+    for name in ("trainer_state.json", "config.json"):
+        try:
+            json.loads((path / name).read_text())
+        except FileNotFoundError:
+            return f"no {name}"
+        except (ValueError, OSError) as error:
+            return f"{name} is unreadable ({error})"
     if not (path / artifacts.RUN_INFO_NAME).is_file():
         return f"no {artifacts.RUN_INFO_NAME} (the save was interrupted)"
+    for what, names in _RESUME_FILES:
+        if not any((path / name).is_file() for name in names):
+            return (f"no {what} ({' or '.join(names)}): it was saved without it (save_only_model: true?) or the save "
+                    "was interrupted, and a resume would not continue the run exactly")
     try:
         artifacts.check_weights(path)
-        for optimizer in path.glob("optimizer*.pt"):
-            zipfile.ZipFile(optimizer).close()
     except ValueError as error:
         return str(error)
-    except (zipfile.BadZipFile, OSError) as error:
-        return f"{optimizer.name} is unreadable ({error})"
+    for saved in sorted(path.glob("*.pt")) + sorted(path.glob("*.pth")) + sorted(path.glob("*.bin")):
+        try:
+            zipfile.ZipFile(saved).close()
+        except (zipfile.BadZipFile, OSError) as error:
+            return f"{saved.name} is unreadable ({error}); it is truncated or corrupt"
     return None
 
 
@@ -212,6 +239,9 @@ def check_output_dir(run_args: PretrainArguments, training_args: TrainingArgumen
         return resume
     if run_args.branch_from:
         return _branch_checkpoint(run_args, training_args, current)
+    if any(output_dir.glob(f"{PREFIX_CHECKPOINT_DIR}-*")):
+        print(f"warning: no checkpoint in {output_dir} can be resumed exactly: training starts again from step 0",
+              file=sys.stderr)
     return None
 
 
@@ -235,9 +265,12 @@ def _branch_checkpoint(run_args: PretrainArguments, training_args: TrainingArgum
     """The stable checkpoint a decay branch starts from, after checking the stable run used the same settings."""
     start = training_args.max_steps - decay_steps(training_args)
     checkpoint = Path(run_args.branch_from) / f"{PREFIX_CHECKPOINT_DIR}-{start}"
-    if not (checkpoint / "trainer_state.json").is_file():
+    if not checkpoint.is_dir():
         raise ValueError(f"decay branch needs the stable checkpoint {checkpoint}; "
                          f"run the stable run with decay_branches including {training_args.max_steps}")
+    if problem := checkpoint_problem(checkpoint):
+        raise ValueError(f"decay branch cannot continue the stable checkpoint {checkpoint} exactly ({problem}); "
+                         "rerun the stable run to restore it")
     stable = _read_run_config(Path(run_args.branch_from) / RUN_CONFIG_NAME)
     diff = _config_diff(stable, current, ignore=_BUDGET_KEYS | set(_LAYOUT_KEYS))
     if diff:

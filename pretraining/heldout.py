@@ -156,11 +156,14 @@ def plot(rows: list[dict], path: str | Path, scale: str | None = None) -> Path |
     """Held-out CLM and MLM loss against the tokens seen (a CPT base's included), one line per run (the learning
     curves), each loss of the runs trained on it in its own panel and the off-objective losses (a CLM run's MLM
     loss, an MLM run's CLM loss) in a third; names and titles carry the study's `scale` (`core.names`). A CPT run
-    from a base of unknown tokens has no place on that axis and is left out (the caption says so)."""
+    from a base of unknown tokens has no place on that axis and is left out (the caption says so). With no curve to
+    draw (one checkpoint per run), a figure an earlier run left at `path` is removed: it would show checkpoints the
+    CSV beside it no longer holds."""
     unplaced = sorted({r["model"] for r in rows if r["tokens_seen"] == "unknown"})
     rows = [r for r in rows if r["tokens_seen"] != "unknown"]
     runs = sorted({r["model"] for r in rows})
     if not any(sum(r["model"] == m for r in rows) > 1 for m in runs):
+        Path(path).unlink(missing_ok=True)
         return None
     import matplotlib
 

@@ -17,7 +17,7 @@ import datasets
 
 from core import artifacts, cli, paths
 from pretraining import data
-from pretraining.checks import check_token_budget, check_tokenizer_matches_base, last_complete_checkpoint
+from pretraining.checks import check_token_budget, check_tokenizer_matches_base, checkpoint_problem
 from pretraining.settings import PretrainArguments
 
 
@@ -118,17 +118,34 @@ def cpt_start(run_args: PretrainArguments) -> CptStart:
     first_block = run_args.data_start_block
     if first_block is None:
         first_block = base.get("tokens_seen", 0) // run_args.block_size
-    optimizer_file = None
-    if run_args.keep_optimizer_state:
-        candidates = [Path(run_args.model_name_or_path)]
-        if last := last_complete_checkpoint(run_args.model_name_or_path):
-            candidates.append(Path(last))
-        found = [c / "optimizer.pt" for c in candidates if (c / "optimizer.pt").is_file()]
-        if not found:
-            raise ValueError(f"keep_optimizer_state: no optimizer.pt in {run_args.model_name_or_path} "
-                             "or its last checkpoint; drop the option")
-        optimizer_file = str(found[-1])
+    optimizer_file = kept_optimizer_state(run_args.model_name_or_path, base) if run_args.keep_optimizer_state else None
     tokens_before = None
     if base and base["tokens_before_cpt"] is not None:
         tokens_before = base["tokens_before_cpt"] + base["tokens_seen"]
     return CptStart(base_name, first_block, optimizer_file, tokens_before)
+
+
+def kept_optimizer_state(base_dir: str, base_info: dict) -> str:
+    """The `optimizer.pt` a CPT run with `keep_optimizer_state` loads: the one of the checkpoint whose weights it
+    continues, the base folder itself when it is a Trainer checkpoint, else `<base>/checkpoint-<steps>` at the step
+    of the base's weights (its run_info.json). An older checkpoint's moments would not match the weights.
+
+    Raises:
+        ValueError: there is no such complete checkpoint (one line naming it).
+    """
+    base = Path(base_dir)
+    step = base_info.get("steps")
+    if step is None and not (base / "optimizer.pt").is_file():
+        raise ValueError(f"keep_optimizer_state: {base} has no run_info.json, so the checkpoint of its weights is "
+                         "unknown (a converted decoder has no optimizer state); drop the option")
+    checkpoint = base if (base / "optimizer.pt").is_file() else base / f"checkpoint-{step}"
+    if not checkpoint.is_dir():
+        raise ValueError(f"keep_optimizer_state: the weights of {base} are from step {step} but {checkpoint} does not "
+                         "exist, and an older checkpoint's optimizer state would not match them; drop the option")
+    if problem := checkpoint_problem(checkpoint):
+        raise ValueError(f"keep_optimizer_state: {checkpoint}, the checkpoint of the base's weights, is not complete "
+                         f"({problem}); drop the option")
+    if (checkpoint / "adapter_model.safetensors").is_file() or not (checkpoint / "optimizer.pt").is_file():
+        raise ValueError(f"keep_optimizer_state: {checkpoint} holds no full-model optimizer.pt (LoRA adapters' or "
+                         "FSDP state); drop the option")
+    return str(checkpoint / "optimizer.pt")

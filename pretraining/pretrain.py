@@ -114,6 +114,28 @@ def name_tensorboard_run(trainer: PretrainingTrainer, run_args, training_args: T
             callback.logging_dir = str(Path(training_args.output_dir) / "runs" / name)
 
 
+class OutputChanged(ValueError):
+    """`output_dir` changed between `prepare` and taking its lock: another run wrote there meanwhile."""
+
+
+def check_unchanged(run: PreparedRun) -> None:
+    """With the output_dir lock held: the checks of `prepare` again, since another launch may have trained there
+    while this one prepared (then this one would overwrite its run_config.json and retrain over it).
+
+    Raises:
+        OutputChanged: one line saying what changed.
+    """
+    try:
+        resume = check_output_dir(run.run_args, run.training_args)
+        check_data_identity(run.run_args, run.training_args, run.identity, resume)
+    except ValueError as error:
+        raise OutputChanged(f"another run wrote to the output_dir while this one was being prepared: {error}") from None
+    if resume != run.resume:
+        raise OutputChanged(f"another run wrote to output_dir {run.training_args.output_dir} while this one was being "
+                            f"prepared (it would now start from {resume or 'step 0'}, not from "
+                            f"{run.resume or 'step 0'}); rerun the same command")
+
+
 def train(run: PreparedRun) -> PretrainingTrainer:
     """Lock `output_dir`, record the config, train (resuming if a checkpoint exists) and save weights, tokenizer,
     `run_info.json` and the sentence-transformers files."""
@@ -135,6 +157,7 @@ def train(run: PreparedRun) -> PretrainingTrainer:
     lock = artifacts.exclusive_lock(output_dir / artifacts.LOCK_NAME, f"output_dir {output_dir}")
     with lock if training_args.should_save else contextlib.nullcontext():
         if training_args.should_save:
+            check_unchanged(run)
             artifacts.write_json_atomic(output_dir / artifacts.RUN_CONFIG_NAME,
                                         resolved_config(run_args, training_args, run.identity))
         trainer = PretrainingTrainer(
@@ -182,7 +205,7 @@ def main(argv: list[str] | None = None, cpt: bool = False) -> None:
         run = prepare(*make_parser(cpt).parse_args_and_config(argv))
     try:
         train(run)
-    except artifacts.LockHeld as error:  # refused before anything was written
+    except (artifacts.LockHeld, OutputChanged) as error:  # refused before anything was written
         raise cli.bad_input(error) from None
     except Exception as error:  # disk full, permissions: one line; other failures keep their traceback
         if not (isinstance(error, OSError) or artifacts.out_of_room(error)):

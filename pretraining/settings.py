@@ -18,7 +18,7 @@ from pathlib import Path
 import yaml
 from transformers import HfArgumentParser, TrainingArguments
 
-from core import lora
+from core import artifacts, lora
 from core.paths import is_hub_id
 from modeling_eurobert import ARCHITECTURES
 from pretraining import data
@@ -179,6 +179,9 @@ class PretrainArguments:
         if self.objective != "mlm" or self.switch_step is not None or self.branch_from or self.decay_branches:
             raise ValueError("CPT is MLM only: "
                              "drop objective/switch_step/branch_from/decay_branches from the CPT config")
+        if self.lora and self.keep_optimizer_state:
+            raise ValueError("keep_optimizer_state loads full-model AdamW moments, which LoRA adapters have no use "
+                             "for; drop keep_optimizer_state or lora")
         if self.lora and not (self.lora_rank >= 1 and self.lora_alpha > 0 and 0 <= self.lora_dropout < 1):
             raise ValueError(f"lora_rank={self.lora_rank} must be >= 1, lora_alpha={self.lora_alpha} > 0 and "
                              f"lora_dropout={self.lora_dropout} in [0, 1)")
@@ -260,7 +263,7 @@ def load_config(path: str | os.PathLike, dataclass_types) -> dict:
     if not path.is_file():
         raise FileNotFoundError(f"config file {path} does not exist")
     try:
-        config = yaml.safe_load(path.read_text(encoding="utf-8"))
+        config = artifacts.load_yaml(path.read_text(encoding="utf-8"))
     except (yaml.YAMLError, UnicodeDecodeError) as error:
         raise ValueError(f"{path} is not valid YAML: {str(error).splitlines()[0]}") from None
     config = {} if config is None else config

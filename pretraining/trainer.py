@@ -56,9 +56,15 @@ def build_model(run_args: PretrainArguments, tokenizer, seed: int) -> EuroBertCl
     if run_args.model_name_or_path:
         artifacts.check_weights(run_args.model_name_or_path)
         try:
-            return model_class.from_pretrained(run_args.model_name_or_path, dtype=torch.float32)
+            model, loading = model_class.from_pretrained(run_args.model_name_or_path, dtype=torch.float32,
+                                                         output_loading_info=True)
         except OSError as error:
             raise artifacts.hub_load_error(run_args.model_name_or_path, "the base model", error) from None
+        if missing := sorted(loading["missing_keys"]):
+            raise ValueError(f"{run_args.model_name_or_path} lacks {len(missing)} weights of a language model "
+                             f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}), which would start from "
+                             "random values (a fine-tuned classifier?); continue a pretraining checkpoint instead")
+        return model
     config = load_architecture(
         run_args.architecture, vocab_size=len(tokenizer), bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, mask_token_id=tokenizer.mask_token_id,

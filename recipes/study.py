@@ -366,7 +366,6 @@ def model_cards(study: Study, output: Path, org: str) -> None:
 def hub_export(study_name: str, study: Study, output: Path, org: str) -> None:
     """The exact repo folders a push would upload (`python -m model_cards.push ... --dry_run`), rebuilt each time.
     Without --org they sit in the placeholder namespace, which `model_cards.push` refuses to push to."""
-    import shutil
     import tempfile
 
     from model_cards import push
@@ -379,32 +378,84 @@ def hub_export(study_name: str, study: Study, output: Path, org: str) -> None:
         commits.append(push.stage_results(output / "report", f"{org}/{study_name}-study-results", results,
                                           Path(workdir)))
         push.check_no_local_paths(commits, local_roots(output / "models", output / "report", results))
-        target = output / "hub"
-        shutil.rmtree(target, ignore_errors=True)
-        push.write_dry_run(commits, target)
+        push.write_dry_run(commits, output / "hub", replace=True)
 
 
 def report_from_archive(study_name: str, archive: Path, output: Path) -> Path:
     """Unpack a results archive written by `--docs` into a new `output` and run the report stage on it: the
-    committed report regenerated from the committed results, with nothing trained or fine-tuned."""
+    committed report regenerated from the committed results, with nothing trained or fine-tuned. Holds the study
+    lock of `output` meanwhile, so no study runs there, and replaces nothing that appeared there meanwhile."""
     import tarfile
 
     artifacts.check_output_dir(output, "--output")
-    if output.exists() and any(output.iterdir()):
+    if output.exists() and any(p.name != STUDY_LOCK for p in output.iterdir()):
         raise ValueError(f"{output} is not empty; --from_results unpacks into a new directory")
-    if not archive.is_file():
-        raise FileNotFoundError(f"results archive {archive} not found (write one with --docs)")
-    with tarfile.open(archive, "r:xz") as tar:
-        stored = read_study_marker(json.load(tar.extractfile("study.json")), f"{archive}:study.json")
-        if stored.get("study") != study_name:
-            raise ValueError(f"{archive} holds the {stored.get('study')!r} study, not {study_name!r}")
-        compare = stored["definition"].get("compare")
-        study = dataclasses.replace(STUDIES[study_name], compare=tuple(compare) if compare else None,
-                                    scale=stored["definition"]["scale"])  # the report reads the scale's regime
-        with artifacts.atomic_directory(output) as staging:  # a failed report leaves no half-made study directory
-            tar.extractall(staging, filter="data")
+    stored = read_archive_marker(archive)
+    if stored.get("study") != study_name:
+        raise ValueError(f"{archive} holds the {stored.get('study')!r} study, not {study_name!r}")
+    definition = stored.get("definition")
+    if not isinstance(definition, dict) or "scale" not in definition:
+        raise ValueError(f"{archive}:study.json has no study definition; pass an archive written by --docs")
+    compare = definition.get("compare")
+    study = dataclasses.replace(STUDIES[study_name], compare=tuple(compare) if compare else None,
+                                scale=definition["scale"])  # the report reads the scale's regime
+    with study_lock(output):
+        if any(p.name != STUDY_LOCK for p in output.iterdir()):
+            raise ValueError(f"{output} is not empty; --from_results unpacks into a new directory")
+        with tarfile.open(archive, "r:xz") as tar, artifacts.atomic_directory(output) as staging:
+            tar.extractall(staging, filter="data")  # a failed report leaves no half-made study directory
             report(study, staging)
     return output / "report"
+
+
+def read_archive_marker(archive: Path) -> dict:
+    """The study.json of a results archive, after reading the whole archive: one line naming it when it is missing,
+    not an xz tar, truncated, without study.json, or holds a member that is not a plain file under the study, a
+    result filed under another name than its own (a copy: it would count as one more run), or a result whose scores
+    differ from those its predictions give (`evaluation.metrics.rescore_mismatch`: an edited score)."""
+    import lzma
+    import tarfile
+
+    if not archive.is_file():
+        raise FileNotFoundError(f"results archive {archive} not found (write one with --docs)")
+    marker, seen = None, set()
+    try:
+        with tarfile.open(archive, "r:xz") as tar:
+            for member in tar:  # in order: xz reads forward
+                if not member.isfile() or member.name.startswith("/") or ".." in member.name.split("/"):
+                    raise ValueError(f"results archive {archive} holds {member.name!r}, not a plain file under the "
+                                     "study directory; pass an archive written by --docs")
+                if member.name in seen:
+                    raise ValueError(f"results archive {archive} holds {member.name} twice; pass an archive written "
+                                     "by --docs")
+                seen.add(member.name)
+                data = tar.extractfile(member).read()
+                if member.name == "study.json":
+                    marker = json.loads(data)
+                elif member.name.startswith("results/") and member.name.endswith(".json"):
+                    _check_archived_result(f"{archive}:{member.name}", member.name, json.loads(data))
+    except (tarfile.TarError, lzma.LZMAError, EOFError, OSError) as error:
+        raise ValueError(f"results archive {archive} is not a readable tar.xz ({error}); it is truncated or of "
+                         "another format: pass the results.tar.xz written by --docs") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"results archive {archive} holds a file that is not valid JSON ({error})") from None
+    if marker is None:
+        raise ValueError(f"results archive {archive} holds no study.json; pass an archive written by --docs")
+    return read_study_marker(marker, f"{archive}:study.json")
+
+
+def _check_archived_result(where: str, name: str, record) -> None:
+    from evaluation import metrics
+
+    if not isinstance(record, dict) or not all(k in record for k in ("model", "task", "lr", "seed", "family")):
+        raise ValueError(f"{where} is not a result file (no model, task, lr, seed and family)")
+    own = "results/" + store.result_path("", record["model"], record["task"], record["lr"], record["seed"]).as_posix()
+    if name != own:
+        raise ValueError(f"{where} holds the result of {own} (its model, task, lr and seed): a copy or a renamed file "
+                         "would count as one more run; remove it from the archive")
+    if problem := metrics.rescore_mismatch(record):
+        raise ValueError(f"{where}: {problem} (an edited score?); the report is made from results as the grid wrote "
+                         "them")
 
 
 # ---------------------------------------------------------------------------------------------------- driver

@@ -45,8 +45,9 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(main, argv, fragment, t
 # One table per command line: {module: [(argv, fragment of the one-line message)]}. Placeholders: {out} a path that
 # does not exist yet (nothing may appear there), {tmp} the test's folder, {file} a plain file in it, {repo} the
 # repository, {model} a tiny saved model (outside {tmp}), {dup_a}/{dup_b} two task YAMLs of one name, {bad_yaml} a
-# YAML syntax error, {escaped} a task named ../../escaped. Each row runs `main(argv)` in-process in {tmp}: exit 2, one
-# `error:` line holding the fragment, no traceback, and {tmp} unchanged.
+# YAML syntax error, {escaped} a task named ../../escaped, {dupkey} a task YAML giving `name` twice, {negbudget} one
+# with max_steps -1, {dupcfg} a recipe YAML giving `objective` twice. Each row runs `main(argv)` in-process in {tmp}:
+# exit 2, one `error:` line holding the fragment, no traceback, and {tmp} unchanged.
 DEBUG = ["--config", "{repo}/recipes/configs/debug.yaml", "--output_dir", "{out}"]
 GRID = ["--model", "{model}", "--tasks", "sst2", "--lrs", "1e-3", "--seeds", "0", "--output", "{out}"]
 MTEB = ["--model", "{model}", "--tasks", "scifact", "--output", "{out}"]
@@ -57,6 +58,9 @@ HELDOUT = ["--model", "{model}", "--tokenizer", "{model}", "--block_size", "16",
 CLI_ROWS = {
     "recipes.pretrain": [
         (["--config", "{tmp}/missing.yaml", "--output_dir", "{out}"], "missing.yaml does not exist"),
+        (["--config", "{dupcfg}", "--output_dir", "{out}"], "dupcfg.yaml is not valid YAML: duplicate key 'objective'"),
+        ([*DEBUG, "--lr_scheduler_kwargs", '{"num_decay_steps": 100}'],
+         "num_decay_steps=100 does not fit in max_steps=20"),
         ([*DEBUG, "--architecture", "nope"], "architecture='nope' is unknown"),
         ([*DEBUG, "--architecture", "none", "--model_name_or_path", "{tmp}/missing"], "missing does not exist"),
         ([*DEBUG, "--tokenizer_name_or_path", "{tmp}/missing"], "missing does not exist"),
@@ -101,8 +105,10 @@ CLI_ROWS = {
         ([*DEBUG, "--compile", "regional", "--torch_compile", "true"], "drop torch_compile"),
         ([*DEBUG, "--decay_branches", "20", "--save_total_limit", "1", "--switch_step", "none", "--objective", "clm"],
          "save_total_limit would delete the decay-branch checkpoints"),
-        ([*DEBUG, "--warmup_steps", "18", "--decay_branches", "20", "--switch_step", "none", "--objective", "clm"],
-         "decay_branches [20] must lie in (warmup + decay"),
+        ([*DEBUG, "--decay_branches", "20", "--save_only_model", "true", "--switch_step", "none", "--objective", "clm"],
+         "save_only_model would save the decay-branch checkpoints without optimizer"),
+        ([*DEBUG, "--warmup_steps", "14", "--decay_branches", "18", "--switch_step", "none", "--objective", "clm"],
+         "decay_branches [18] must lie in (warmup + decay"),
         ([*DEBUG, "--resume_from_checkpoint", "{tmp}/missing"], "--resume_from_checkpoint"),
         (["--config", "{repo}/recipes/configs/debug.yaml", "--output_dir", "{tmp}"], "is not empty"),
     ],
@@ -116,6 +122,7 @@ CLI_ROWS = {
         ([*CPT, "--lora", "true", "--lora_target_modules", "nope"], "lora_target_modules=['nope']"),
         ([*CPT, "--lora", "true", "--lora_train_embeddings", "maybe"], "--lora_train_embeddings"),
         ([*CPT, "--objective", "clm"], "CPT is MLM only"),
+        ([*CPT, "--lora", "true", "--keep_optimizer_state", "true"], "drop keep_optimizer_state or lora"),
     ],
     "recipes.study": [
         (["nope", "--output", "{out}"], "unknown study 'nope'"),
@@ -158,6 +165,8 @@ CLI_ROWS = {
         ([*GRID, "--tasks", "{dup_a},{dup_b}"], "a/task.yaml, "),
         ([*GRID, "--tasks", "{escaped}"], "name '../../escaped' cannot name a results folder"),
         ([*GRID, "--tasks", "{bad_yaml}"], "bad.yaml is not valid YAML"),
+        ([*GRID, "--tasks", "{dupkey}"], "dupkey.yaml is not valid YAML (duplicate key 'name'"),
+        ([*GRID, "--tasks", "{negbudget}"], "budget max_steps must be a positive integer, got -1"),
         ([*GRID, "--seeds", "x"], "--seeds"),
         ([*GRID, "--workers", "0"], "--workers 0 must be >= 1"),
         ([*GRID, "--save_models", "nope:1:0"], "--save_models entry 'nope:1:0'"),
@@ -236,6 +245,8 @@ CLI_ROWS = {
         (["{model}", "{tmp}"], "{tmp}"),
         (["{model}", "{out}"], "unsupported source architecture"),
         (["{model}", "{out}", "--dtype", "nope"], "--dtype"),
+        (["{model}", "{out}", "--mask_token", ""], "--mask_token '' is empty"),
+        (["{model}", "{out}", "--pad_token", " "], "--pad_token ' ' is empty"),
         (["{model}", "{out}", "--max_position_embeddings", "x"], "--max_position_embeddings"),
     ],
     "modeling_eurobert.export_native": [
@@ -254,7 +265,8 @@ POSITIONALS = {  # {module: the positionals that rows above give a bad value}
 TRAINING_ARGUMENTS_CHECKED = {"max_steps", "per_device_train_batch_size", "gradient_accumulation_steps",
                               "max_grad_norm", "learning_rate", "save_steps", "lr_scheduler_kwargs",
                               "train_sampling_strategy", "remove_unused_columns", "data_seed", "torch_compile",
-                              "save_total_limit", "warmup_steps", "resume_from_checkpoint", "output_dir"}
+                              "save_total_limit", "save_only_model", "warmup_steps", "resume_from_checkpoint",
+                              "output_dir"}
 EXEMPT = {
     "recipes.pretrain": {f"--{f.name}": "a TrainingArguments flag the recipes pass to transformers, which parses "
                          "and checks it (the ones the recipes check have rows)"
@@ -279,8 +291,6 @@ EXEMPT["model_cards.generate"] = {
 EXEMPT["model_cards.push"] = {"--retries": "H2's rows (issue 24 point 5)",
                               "--base_model": EXEMPT["model_cards.generate"]["--base_model"],
                               "--dry_run": "H2's rows (issue 24 point 6: a file)"}
-ANY_TOKEN = "any token text is valid (added when missing); the source must be a decoder (tests/test_convert.py)"
-EXEMPT["modeling_eurobert.convert"] = {"--mask_token": ANY_TOKEN, "--pad_token": ANY_TOKEN}
 EXEMPT["modeling_eurobert.export_native"] = {"--bidirectional": "a switch: no value to get wrong"}
 EXEMPT["evaluation.run"] = {"--rerun_changed": "a switch: no value to get wrong",
                             "--query_prompt": "any text is a prompt", "--document_prompt": "any text is a prompt",
@@ -352,11 +362,15 @@ def _placeholders(tmp_path, model_dir) -> dict:
         (tmp_path / folder / "task.yaml").write_text(yaml.safe_dump({"name": "dup", **task}))
     (tmp_path / "escaped.yaml").write_text(yaml.safe_dump({"name": "../../escaped", **task}))
     (tmp_path / "bad.yaml").write_text("name: t\nfamily: [sc\n")
+    (tmp_path / "dupkey.yaml").write_text("name: first\n" + yaml.safe_dump({"name": "second", **task}))
+    (tmp_path / "negbudget.yaml").write_text(yaml.safe_dump({"name": "neg", **task, "budget": {"max_steps": -1}}))
+    (tmp_path / "dupcfg.yaml").write_text("objective: mlm\narchitecture: tiny\nobjective: clm\n")
     (tmp_path / "file.txt").write_text("a plain file\n")
     return {"{out}": str(tmp_path / "out"), "{tmp}": str(tmp_path), "{file}": str(tmp_path / "file.txt"),
             "{repo}": str(REPO_ROOT), "{model}": str(model_dir), "{dup_a}": str(tmp_path / "a" / "task.yaml"),
             "{dup_b}": str(tmp_path / "b" / "task.yaml"), "{bad_yaml}": str(tmp_path / "bad.yaml"),
-            "{escaped}": str(tmp_path / "escaped.yaml")}
+            "{escaped}": str(tmp_path / "escaped.yaml"), "{dupkey}": str(tmp_path / "dupkey.yaml"),
+            "{negbudget}": str(tmp_path / "negbudget.yaml"), "{dupcfg}": str(tmp_path / "dupcfg.yaml")}
 
 
 def _listing(folder: Path) -> dict:

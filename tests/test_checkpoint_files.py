@@ -187,3 +187,58 @@ def test_a_rerun_removes_the_temp_files_its_killed_writer_left_and_only_those(tm
         artifacts.write_json_atomic(target, {"other": 1})
         assert live.exists()
     assert json.loads(target.read_text()) == {}
+
+
+def test_atomic_directory_never_removes_a_folder_that_appeared_or_changed_while_it_was_written(tmp_path):
+    """L1/O2: what appeared at the target (or changed there) while the new folder was built stays as it is; the
+    new content is discarded in one line (`DirectoryChanged`), no staging folder left behind."""
+    target = tmp_path / "out"
+    with pytest.raises(artifacts.DirectoryChanged, match=f"{target} appeared or changed while"):
+        with artifacts.atomic_directory(target) as staging:
+            (staging / "report.md").write_text("new")
+            target.mkdir()  # a running study, a user's notes: created after the writer started
+            (target / "NOTES.txt").write_text("mine")
+    assert [p.name for p in target.iterdir()] == ["NOTES.txt"] and [p.name for p in tmp_path.iterdir()] == ["out"]
+    with pytest.raises(artifacts.DirectoryChanged):
+        with artifacts.atomic_directory(target) as staging:  # it existed when the writer started, then changed
+            (target / "NOTES.txt").write_text("mine, edited")
+    assert (target / "NOTES.txt").read_text() == "mine, edited"
+    with pytest.raises(artifacts.DirectoryChanged):
+        with artifacts.atomic_directory(tmp_path / "empty", expected=None):  # must not exist: not even empty
+            (tmp_path / "empty").mkdir()
+    with artifacts.atomic_directory(target) as staging:  # unchanged while written: replaced
+        (staging / "report.md").write_text("new")
+    assert [p.name for p in target.iterdir()] == ["report.md"] and len(list(tmp_path.iterdir())) == 2
+
+
+@pytest.mark.parametrize("umask, file_mode, dir_mode", [(0o022, 0o644, 0o755), (0o027, 0o640, 0o750)])
+def test_atomic_writers_follow_the_umask(tmp_path, umask, file_mode, dir_mode):
+    """S18: a teammate reads what this project writes as what any other tool writes (mkstemp would give 0600)."""
+    import os
+
+    old = os.umask(umask)
+    try:
+        artifacts.write_json_atomic(tmp_path / "run_info.json", {})
+        with artifacts.atomic_directory(tmp_path / "export") as staging:
+            (staging / "a.txt").write_text("x")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "run_info.json").stat().st_mode & 0o777 == file_mode
+    assert (tmp_path / "export").stat().st_mode & 0o777 == dir_mode
+
+
+def test_the_hub_export_loads_in_sentence_transformers_as_the_local_checkpoint(clm_run, tmp_path):
+    """S9: the exported repo folder carries the sentence-transformers files (prompts, pooling), so
+    `SentenceTransformer(export)` gives the local checkpoint's embeddings (on main and on a step branch)."""
+    from sentence_transformers import SentenceTransformer
+
+    from model_cards import push
+
+    push.write_dry_run(push.stage_run(clm_run, "org/m"), tmp_path / "dry")
+    for local, revision in ((clm_run, "main"), (clm_run / "intermediate" / "step-2", "step-2")):
+        export = tmp_path / "dry" / "models" / "org" / "m" / revision
+        assert all((export / name).is_file() for name in SENTENCE_TRANSFORMERS_FILES)
+        models = [SentenceTransformer(str(path), trust_remote_code=True, device="cpu") for path in (local, export)]
+        assert models[1].prompts == models[0].prompts == PROMPTS
+        embeddings = [model.encode_query(QUERIES, convert_to_tensor=True) for model in models]
+        assert torch.equal(embeddings[0], embeddings[1])

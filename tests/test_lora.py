@@ -128,3 +128,15 @@ def test_lora_finetuning_trains_the_task_head_fully(base):
     trainable = {name for name, p in wrapped.named_parameters() if p.requires_grad}
     assert trainable and all("lora_" in name or "modules_to_save" in name for name in trainable)
     assert any(f"{heads[-1]}.modules_to_save" in name for name in trainable)
+
+
+def test_a_lora_trainer_checkpoint_is_not_published_as_a_model(runs):
+    """S10: checkpoint-N of a LoRA run holds adapters (for resuming), not a loadable model: the Hub export refuses it
+    in one line; the run folder (merged weights) is what gets published."""
+    from model_cards import push
+
+    checkpoint = runs["out"] / "frozen" / "checkpoint-2"
+    assert (checkpoint / "adapter_model.safetensors").is_file()
+    with pytest.raises(push.PushError, match="holds LoRA adapters \\(adapter_config.json\\), not a loadable model"):
+        push.stage_run(checkpoint, "org/m")
+    assert [c.revision for c in push.stage_run(runs["out"] / "frozen", "org/m")] == ["main", "step-2"]

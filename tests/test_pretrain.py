@@ -134,6 +134,44 @@ def test_decay_branch_of_the_stable_run(tmp_path, cache_dir):
                   "--mlm_probability", "0.2")
     with pytest.raises(ValueError, match="differs from its stable run"):
         pretrain.pretrain(*other)
+    (tmp_path / "stable" / "checkpoint-2" / "optimizer.pt").unlink()  # a branch never restarts AdamW silently
+    with pytest.raises(ValueError, match="cannot continue the stable checkpoint .*-2 exactly \\(no optimizer"):
+        pretrain.prepare(*parse(tmp_path / "b4y", cache_dir, "--max_steps", "4", *branch_from, *common))
+    assert not (tmp_path / "b4y").exists()
+
+
+def test_cpt_from_a_fine_tuned_classifier_is_refused(three_runs, tmp_path, cache_dir):
+    """Its LM head is not in the checkpoint: CPT would train from a random head, so it is refused naming it."""
+    from modeling_eurobert import EuroBertClmMlmForSequenceClassification
+
+    base = three_runs["mlm"][1].output_dir
+    classifier = EuroBertClmMlmForSequenceClassification.from_pretrained(base, num_labels=2)
+    classifier.save_pretrained(tmp_path / "classifier")
+    shutil.copy(Path(base) / "tokenizer.json", tmp_path / "classifier")
+    shutil.copy(Path(base) / "tokenizer_config.json", tmp_path / "classifier")
+    args = parse(tmp_path / "cpt", cache_dir, "--architecture", "null", "--model_name_or_path",
+                 str(tmp_path / "classifier"), "--switch_step", "null", "--data_start_block", "0",
+                 parser=cpt.make_parser())
+    with pytest.raises(ValueError, match="lacks 1 weights of a language model \\(lm_head.weight\\)"):
+        pretrain.prepare(*args)
+    assert not (tmp_path / "cpt").exists()
+
+
+def test_a_run_that_wrote_the_output_dir_while_another_prepared_is_not_overwritten(tmp_path, cache_dir):
+    """O1: the checks are repeated once the lock is held. Run A is prepared, run B (another learning rate) trains
+    into the same output_dir meanwhile, then A takes the freed lock: A is refused and B's files stay."""
+    out = tmp_path / "out"
+    common = ("--objective", "clm", "--switch_step", "null", "--max_steps", "2", "--intermediate_steps", "1")
+    run_a = pretrain.prepare(*parse(out, cache_dir, *common, "--learning_rate", "1e-3"))
+    pretrain.pretrain(*parse(out, cache_dir, *common))
+    before = (out / "run_config.json").read_text(), (out / "model.safetensors").read_bytes()
+    with pytest.raises(pretrain.OutputChanged, match="made by a different config .*learning_rate"):
+        pretrain.train(run_a)
+    assert ((out / "run_config.json").read_text(), (out / "model.safetensors").read_bytes()) == before
+    run_b = pretrain.prepare(*parse(tmp_path / "b", cache_dir, *common))
+    pretrain.pretrain(*parse(tmp_path / "b", cache_dir, *common))  # the same run, finished meanwhile
+    with pytest.raises(pretrain.OutputChanged, match="would now start from .*checkpoint-2, not from step 0"):
+        pretrain.train(run_b)
 
 
 def test_cpt_continues_after_the_base_blocks(three_runs, tmp_path, cache_dir):
@@ -238,12 +276,12 @@ def test_yaml_cli_precedence_and_unknown_keys(tmp_path, cache_dir):
 def test_every_shipped_yaml_parses(tmp_path):
     """The committed configs, and those the manifest writes for the other scales."""
     configs = sorted(Path("recipes/configs").rglob("*.yaml"))
-    assert len(configs) == 2 + 38  # debug, cpt-from-decoder + paper
+    assert len(configs) == 3 + 38  # debug, cpt-debug, cpt-from-decoder + paper
     for scale in (scale for scale in manifest.SCALES if scale not in manifest.COMMITTED_SCALES):
         configs += manifest.write_configs(scale, tmp_path)
     for path in configs:
         recipe = manifest.recipes().get(path.stem)
-        decoder = path.stem == "cpt-from-decoder"  # its base comes from the command line
+        decoder = path.stem in ("cpt-from-decoder", "cpt-debug")  # their base comes from the command line
         parser = cpt.make_parser() if (recipe and recipe.cpt_base) or decoder else pretrain.make_parser()
         # use_cpu: TrainingArguments refuses bf16 (paper configs) on a machine without a bf16 GPU otherwise
         # paper configs assume 8 GPUs (global batch 1152); here there is one CPU process
@@ -465,6 +503,24 @@ def test_resume_skips_broken_checkpoints_and_refuses_an_unchecked_one(tmp_path, 
     run_args, training_args = parse(tmp_path / "out", cache_dir, *args)
     pretrain.pretrain(run_args, training_args)
     out = tmp_path / "out"
+    from pretraining.checks import checkpoint_problem
+
+    assert checkpoint_problem(out / "checkpoint-1") is None
+    for damage, named in (("optimizer.pt", "no optimizer state"), ("scheduler.pt", "no scheduler state"),
+                          ("rng_state.pth", "no RNG state"), ("model.safetensors", "no weights"),
+                          ("config.json", "no config.json"), ("truncate rng_state.pth", "rng_state.pth is unreadable"),
+                          ("truncate scheduler.pt", "scheduler.pt is unreadable")):
+        copy = shutil.copytree(out / "checkpoint-1", tmp_path / "damaged" / damage)
+        *truncate, name = damage.split()
+        (copy / name).write_bytes((copy / name).read_bytes()[:100]) if truncate else (copy / name).unlink()
+        assert named in checkpoint_problem(copy), damage
+    # a checkpoint saved with save_only_model (no optimizer, scheduler or RNG state) is never resumed from
+    cpt_args = ("--architecture", "null", "--model_name_or_path", str(out), "--switch_step", "null",
+                "--keep_optimizer_state", "true", "--max_steps", "1", "--intermediate_steps", "1")
+    (out / "checkpoint-4" / "scheduler.pt").unlink()
+    with pytest.raises(ValueError, match=f"keep_optimizer_state: {out / 'checkpoint-4'}, the checkpoint of the "
+                                         "base's weights, is not complete \\(no scheduler state"):
+        pretrain.prepare(*parse(tmp_path / "cpt", cache_dir, *cpt_args, parser=cpt.make_parser()))
     (out / "checkpoint-2" / "run_info.json").unlink()  # killed right after trainer_state.json
     for checkpoint, name in (("checkpoint-4", "model.safetensors"), ("checkpoint-3", "optimizer.pt")):
         data = (out / checkpoint / name).read_bytes()
@@ -473,7 +529,11 @@ def test_resume_skips_broken_checkpoints_and_refuses_an_unchecked_one(tmp_path, 
     assert check_output_dir(*parse(out, cache_dir, *args)) == str(out / "checkpoint-1")
     skipped = capsys.readouterr().err
     assert all(f"skipping {out / c}" in skipped for c in ("checkpoint-4", "checkpoint-3", "checkpoint-2"))
-    assert "no run_info.json" in skipped and "optimizer.pt is unreadable" in skipped
+    assert "no run_info.json" in skipped and "optimizer.pt is unreadable" in skipped and "no scheduler" in skipped
+    for checkpoint in out.glob("checkpoint-*"):  # as saved with save_only_model: training starts again, and says so
+        (checkpoint / "optimizer.pt").unlink(missing_ok=True)
+    assert check_output_dir(*parse(out, cache_dir, *args)) is None
+    assert "no checkpoint in" in capsys.readouterr().err
     with pytest.raises(ValueError, match="is not a complete Trainer checkpoint \\(no run_info.json"):
         check_output_dir(*parse(out, cache_dir, *args, "--resume_from_checkpoint", str(out / "checkpoint-2")))
 
@@ -513,6 +573,9 @@ def test_heldout_figure_places_every_row_at_its_csv_tokens(tmp_path, monkeypatch
             assert matplotlib.colors.to_hex(line.get_color()) == matplotlib.colors.to_hex(colours.of(model))
         assert "tokens seen" in ax.get_xlabel()
     assert "custom-llama-mlm" in fig.texts[-1].get_text()
+    assert path.with_suffix(".png").is_file()  # S11: a rerun with one checkpoint per run leaves no stale figure
+    assert heldout.plot([rows[0], rows[3]], path.with_suffix(".png")) is None
+    assert not path.with_suffix(".png").exists()
     path.write_text(path.read_text().replace(",tokens_before_cpt", ""))  # an older CSV: refused, not misread
     with pytest.raises(ValueError, match="not a held-out CSV of this version"):
         heldout.read_csv(path)

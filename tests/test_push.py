@@ -175,6 +175,17 @@ def test_file_containing_the_token_is_refused_before_any_request(hub, online, tm
     assert hub.requests == []
 
 
+def test_dry_run_makes_the_token_scan_of_a_push(tmp_path, call_main, monkeypatch):
+    """K1: the folders a dry run writes are what a push would publish: a file holding the token is refused too."""
+    ckpt = make_checkpoint(tmp_path / RUN, RUN)
+    (ckpt / "tokenizer_config.json").write_text(f'{{"hub_token": "{TOKEN}"}}')
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    proc = call_main(main, ckpt, "--repo_id", "org/m", "--dry_run", tmp_path / "dry")
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+        "error: org/m:tokenizer_config.json contains your Hugging Face token: remove it before pushing"]
+    assert not (tmp_path / "dry").exists()
+
+
 def test_incomplete_checkpoint_is_refused(tmp_path):
     ckpt = make_checkpoint(tmp_path / RUN, RUN)
     (ckpt / "model.safetensors").unlink()

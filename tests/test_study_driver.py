@@ -167,3 +167,74 @@ def test_pretraining_replicates_differ_by_their_seeds_only(tmp_path):
 
     first, second = (load_file(run / "model.safetensors") for run in runs)
     assert not all(torch.equal(first[k], second[k]) for k in first)  # other initial weights and masks
+
+
+def _archive(path: Path, members: dict, mode: str = "w:xz") -> Path:
+    import io
+    import tarfile
+
+    with tarfile.open(path, mode) as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_from_results_takes_the_study_lock_and_refuses_bad_archives_in_one_line(tmp_path, capsys):
+    """O2/L1: --from_results never runs beside a study in the same --output (it takes the study lock); a bad archive
+    (not xz, truncated, no study.json, a member outside the study) is one line naming it, nothing written."""
+    from core import artifacts
+    from recipes.study import STUDY_LOCK
+
+    marker = json.dumps({"format": 1, "study": "smoke", "definition": {"scale": "smoke"}}).encode()
+    good = _archive(tmp_path / "good.tar.xz", {"study.json": marker})
+    truncated = tmp_path / "truncated.tar.xz"
+    whole = _archive(tmp_path / "big.tar.xz", {"study.json": marker, "results/x.json": bytes(range(256)) * 400})
+    truncated.write_bytes(whole.read_bytes()[:300])
+    cases = {_archive(tmp_path / "plain.tar", {"study.json": marker}, "w"): "is not a readable tar.xz",
+             truncated: "is not a readable tar.xz",
+             _archive(tmp_path / "nomarker.tar.xz", {"heldout/heldout.csv": b"x"}): "holds no study.json",
+             _archive(tmp_path / "escape.tar.xz", {"study.json": marker, "../evil": b"x"}): "holds '../evil'"}
+    for archive, message in cases.items():
+        with pytest.raises(SystemExit) as error:
+            main(["smoke", "--from_results", str(archive), "--output", str(tmp_path / "out")])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert error.value.code == 2 and len(err) == 1 and str(archive) in err[0] and message in err[0], err
+    assert not (tmp_path / "out").exists() and not (tmp_path / "evil").exists()
+    output = tmp_path / "study"
+    with artifacts.exclusive_lock(output / STUDY_LOCK, "a running study"):
+        with pytest.raises(SystemExit) as error:
+            main(["smoke", "--from_results", str(good), "--output", str(output)])
+    assert error.value.code == 2 and f"lock {output / STUDY_LOCK}" in capsys.readouterr().err
+    assert [p.name for p in output.iterdir()] == [STUDY_LOCK]
+
+
+def _first_result(archive: Path) -> tuple[str, dict]:
+    import tarfile
+
+    with tarfile.open(archive, "r:xz") as tar:
+        member = next(m for m in tar if m.name.startswith("results/") and m.name.endswith(".json"))
+        return member.name, json.loads(tar.extractfile(member).read())
+
+
+def test_from_results_refuses_an_edited_score_and_a_copied_result(tmp_path, capsys):
+    """S5/S6: the archive's aggregates are recomputed from each result's predictions (an edited score is refused),
+    and a result filed under a name that is not its own (a copy) is refused: it would count as one more run."""
+    name, record = _first_result(REPO_ROOT / "docs" / "horizon-study" / "results.tar.xz")
+    marker = json.dumps({"format": 1, "study": "horizon", "definition": {"scale": "horizon"}}).encode()
+    metric = record["main_metric"]
+    edited = {**record, "test": {**record["test"], metric: 0.99}}
+    cases = {
+        _archive(tmp_path / "edited.tar.xz", {"study.json": marker, name: json.dumps(edited).encode()}):
+            f"{name}: its test {metric} is 0.99 but its predictions give {record['test'][metric]}",
+        _archive(tmp_path / "copy.tar.xz", {"study.json": marker, name: json.dumps(record).encode(),
+                                            name.replace(".json", " (copy).json"): json.dumps(record).encode()}):
+            f"(copy).json holds the result of {name}",
+    }
+    for archive, message in cases.items():
+        with pytest.raises(SystemExit) as error:
+            main(["horizon", "--from_results", str(archive), "--output", str(tmp_path / "out")])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert error.value.code == 2 and len(err) == 1 and message in err[0], err
+    assert not (tmp_path / "out").exists()
