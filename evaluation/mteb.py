@@ -403,8 +403,7 @@ def state(path: Path, ident: dict) -> tuple[str, list[str]]:
         return "foreign", [str(error)]
     if record.get("evaluation") != "mteb":
         return "foreign", ["not written by evaluation.mteb"]
-    differences = store.identity_diff(record.get("identity", {}), ident)
-    return ("changed", differences) if differences else ("done", [])
+    return store.result_state(path, ident)
 
 
 @dataclass
@@ -467,8 +466,6 @@ def _encoder_key(model: Model, target: Target) -> str:
 
 def execute(jobs: list[Job], args: MtebArgs) -> list[Path]:
     """Evaluate each job with mteb and write its record atomically; return the files written."""
-    import mteb
-
     written, encoders = [], {}
     for job in jobs:
         key = (job.model.name, _encoder_key(job.model, job.target))
@@ -479,17 +476,13 @@ def execute(jobs: list[Job], args: MtebArgs) -> list[Path]:
         with store.lock(path, "record"):
             started = time.monotonic()
             evaluated = evaluate(encoders[key], job.target, args.batch_size)
-            record = {"format": store.RESULT_FORMAT, "model": job.model.name, "task": job.target.name,
-                      "family": "ir", "lr": LR, "seed": SEED, "evaluation": "mteb",
-                      "zero_shot": job.model.finetuned_from is None, **scores_record(evaluated),
+            fields = {"evaluation": "mteb", "zero_shot": job.model.finetuned_from is None, **scores_record(evaluated),
                       "config": {**job.identity["protocol"], "split": job.target.split, "subset": job.target.subset,
-                                 "seconds": round(time.monotonic() - started, 3)},
-                      "identity": job.identity, "versions": {**common.versions(), "mteb": mteb.__version__},
-                      "git_commit": artifacts.git_commit()}
-            if job.model.source:
-                record["model_source"] = job.model.source
-            if job.model.finetuned_from:
-                record["finetuned_from"] = job.model.finetuned_from
+                                 "seconds": round(time.monotonic() - started, 3)}}
+            record = store.new_result(job.model.name, job.target.name, "ir", LR, SEED, fields, job.identity,
+                                      artifacts.package_versions("sentence_transformers", "mteb"),
+                                      store.pretrain_seed(job.model.name),
+                                      model_source=job.model.source, finetuned_from=job.model.finetuned_from)
             if job.replace and path.is_file():
                 store.move_aside(path)
             store.write_result(path, record)

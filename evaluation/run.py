@@ -16,12 +16,12 @@ or under `NAME` with `--model NAME=DIR|ID` (`evaluation.resolve`).
 Every input is checked before the first run (unknown task, missing dataset files, model without tokenizer or with
 unreadable weights, label set mismatch, empty grid, a --save_models entry outside the grid). Results go to
 `<output>/<model>/<task>/lr<lr>-seed<seed>.json`, written atomically, with the identity of what produced them
-(`evaluation.identity`: model weights and code, task definition and data, protocol, the project's fine-tuning
-code), the predictions, the library versions and the git commit. A finished run with the same identity is
-skipped; one with another identity is refused, naming what changed, unless `--rerun_changed` (the old file, and
-its saved model, are then moved aside as `<file>.replaced-<time>` and the run redone). Several grid processes
-(or SLURM array tasks) may share one output directory: each run is locked while it trains. A run whose loss
-turns NaN/inf stops early and is recorded with status "diverged"; the grid goes on.
+(`evaluation.identity`: model weights and code, task definition and data, protocol, the declared versions of the
+fine-tuning and scoring code), the predictions, the library versions and the git commit (`core.store.new_result`). A
+finished run with the same identity is skipped; one with another identity is refused, naming what changed, unless
+`--rerun_changed` (the old file, and its saved model, are then moved aside as `<file>.replaced-<time>` and the run
+redone). Several grid processes (or SLURM array tasks) may share one output directory: each run is locked while it
+trains. A run whose loss turns NaN/inf stops early and is recorded with status "diverged"; the grid goes on.
 
 Retrieval tasks that train on the same pairs with the same prompts and budget (`identity.ir_training_key`: MS MARCO,
 NQ and MLDR all train on MS MARCO pairs) are trained once per (model, lr, seed) and scored on each task; each task
@@ -221,9 +221,9 @@ def list_runs(grid: GridArgs, protocol: common.ProtocolArgs) -> tuple[list[Run],
         task_ids[task.name] = identity.task_identity(task, protocol.source, protocol.data_dir)
         if task.family == "ir":
             training[task.name] = identity.ir_training_key(task, splits["train"], common.schedule(task, protocol))
-    protocol_id, code_id = identity.protocol_identity(protocol), identity.code_identity()
+    protocol_id = identity.protocol_identity(protocol)
     runs = [Run(name, m, t, lr, s, {"model": model_ids[m], "task": task_ids[t.name], "protocol": protocol_id,
-                                    "code": code_id, "inputs": inputs[m]},
+                                    "scoring": identity.scoring_identity(t.family), "inputs": inputs[m]},
                 source=source, training=training.get(t.name), save_model=(t.name, lr, s) in saved)
             for name, m, source in models for t in task_list for lr in lrs for s in seeds]
     return runs, tokenizers
@@ -243,25 +243,16 @@ def status(run: Run, output: str | os.PathLike) -> tuple[str, list[str]]:
     """("todo" | "done" | "changed", what differs) for one run's result file.
 
     "changed" covers a result of another identity, an older format and a corrupt file (results are written
-    atomically, so a corrupt one was damaged by something else): none of them is ever silently reused. A finished
+    atomically, so a corrupt one was damaged by something else): none of them is ever silently reused
+    (`store.result_state`). A finished
     run whose model is asked for (`run.save_model`) and not saved beside it with the same identity is "todo": it is
     run again (same identity, so the same scores up to hardware) and its result rewritten with the model.
     """
-    path = run.path(output)
-    if not path.is_file():
-        return "todo", []
-    try:
-        record = store.read_result(path)
-    except ValueError as error:
-        return "changed", [str(error)]
-    if record.get("status") not in ("ok", "diverged"):
-        return "changed", [f"status {record.get('status')!r}"]
-    differences = store.identity_diff(record.get("identity", {}), run.identity)
-    if differences:
-        return "changed", differences
-    if run.save_model and record["status"] == "ok" and not _model_saved(run, output):
+    state, why = store.result_state(run.path(output), run.identity)
+    if state == "done" and run.save_model and not _model_saved(run, output) \
+            and store.read_result(run.path(output))["status"] == "ok":
         return "todo", ["fine-tuned model asked for (--save_models) but not saved"]
-    return "done", []
+    return state, why
 
 
 def _model_saved(run: Run, output) -> bool:
@@ -293,15 +284,14 @@ def execute(unit: list[Run], protocol: common.ProtocolArgs, tokenizer, scratch: 
               "model_config": AutoConfig.from_pretrained(first.model_path, trust_remote_code=True).model_type}
     out = []
     for run in unit:
-        record = {"format": store.RESULT_FORMAT, "model": run.model_name, "task": run.task.name,
-                  "family": run.task.family, "lr": run.lr, "seed": run.seed, **family.score(finetuned, run.task, args),
+        fields = {**family.score(finetuned, run.task, args),
                   "trivial_baseline": baselines.trivial_baseline(run.task, common.task_splits(run.task, args)),
-                  "config": config, "identity": run.identity, "versions": common.versions(),
-                  "git_commit": artifacts.git_commit()}
-        if run.source:
-            record["model_source"] = run.source
-        if len(unit) > 1:
-            record["shared_training"] = [r.task.name for r in unit]  # one fine-tuning, scored on each of these
+                  "config": config}
+        record = store.new_result(
+            run.model_name, run.task.name, run.task.family, run.lr, run.seed, fields, run.identity,
+            artifacts.package_versions("sentence_transformers"), store.pretrain_seed(run.model_name),
+            model_source=run.source,
+            shared_training=[r.task.name for r in unit] if len(unit) > 1 else None)  # one fine-tuning, several tasks
         out.append((run, record, finetuned))
     return out
 

@@ -330,21 +330,18 @@ def checkpoint_name(path: Path) -> str:
 
 
 def is_evaluated(model: Path, tasks: list[str], study: Study, output: Path) -> bool:
-    """Every grid result of this checkpoint on `tasks` exists, is readable and was made from these very weights and
-    code (the checkpoint's and the project's fine-tuning code: `evaluation.identity`)."""
-    from evaluation.identity import code_identity
+    """Every grid result of this checkpoint on `tasks` is current (`store.result_state`) for these very weights and
+    the scoring versions of the task's family (`evaluation.identity.scoring_identity`)."""
+    from evaluation import identity
+    from evaluation.tasks import load_task
 
-    model_id, name, code_id = artifacts.checkpoint_identity(model), checkpoint_name(model), code_identity()
+    model_id, name = artifacts.checkpoint_identity(model), checkpoint_name(model)
     for task in tasks:
+        expected = {"model": model_id, "scoring": identity.scoring_identity(load_task(task).family)}
         for lr in study.lrs_of(task):
             for seed in study.seeds:
                 path = store.result_path(output / "results", name, task, lr, seed)
-                try:
-                    record = store.read_result(path)
-                except (FileNotFoundError, ValueError):
-                    return False
-                recorded = record.get("identity") or {}
-                if (recorded.get("model"), recorded.get("code")) != (model_id, code_id):
+                if store.result_state(path, expected)[0] != "done":
                     return False
     return True
 

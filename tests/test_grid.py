@@ -183,15 +183,15 @@ def test_another_model_under_the_same_name_is_refused(models, data_dir, tmp_path
 
 
 def test_edited_model_code_is_refused_not_reused(models, data_dir, tmp_path):
-    """The checkpoint's remote code (modeling_eurobert.py) and the project's fine-tuning code are in the identity: a
-    stored result made by other code is refused as "changed", never silently reused."""
+    """The checkpoint's remote code (modeling_eurobert.py) and the project's declared scoring versions are in the
+    identity: a stored result made by other code is refused as "changed", never silently reused."""
     import shutil
 
     from evaluation import identity
 
     model = shutil.copytree(models["eurobert"], tmp_path / "models" / "tiny-mlm")
     first = run.run_grid(grid(model, tmp_path / "out", lrs="1e-3", seeds="0"), protocol(data_dir))
-    assert json.loads(first[0].read_text())["identity"]["code"] == identity.code_identity()
+    assert json.loads(first[0].read_text())["identity"]["scoring"] == identity.scoring_identity("sc")
     with open(model / "modeling_eurobert.py", "a") as f:
         f.write("\n# edited\n")
     with pytest.raises(ValueError, match=r"model\.code\.modeling_eurobert\.py\.sha256: .* -> .*--rerun_changed"):
