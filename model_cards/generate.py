@@ -54,7 +54,6 @@ from model_cards.results_dataset import (
     record_source,
     task_test_data,
 )
-from modeling_eurobert.export_native import is_causal_checkpoint
 
 TEMPLATE = Path(__file__).with_name("template.md")
 RESULTS_TEMPLATE = Path(__file__).with_name("results_template.md")
@@ -356,7 +355,7 @@ def _base_model(info: dict, repo_id: str | None, override: str | None) -> tuple[
 
 def _is_causal(checkpoint_dir: Path) -> bool:
     """The attention that `AutoModel` and the task heads use by default (config.json's `is_causal`)."""
-    return is_causal_checkpoint(artifacts.read_json(Path(checkpoint_dir) / "config.json", "model config"))
+    return artifacts.is_causal_checkpoint(artifacts.read_json(Path(checkpoint_dir) / "config.json", "model config"))
 
 
 def _branches(checkpoint_dir: Path) -> list[tuple[str, int]]:
