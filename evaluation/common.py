@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import platform
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -162,6 +161,10 @@ class ProtocolArgs:
     def use_bf16(self) -> bool:
         """bf16 autocast in the Trainer (only for bf16_autocast: bf16 weights need none)."""
         return self.resolved_precision() == "bf16_autocast"
+
+    def for_run(self, **changes) -> FinetuneArgs:
+        """One run's settings: this protocol with `changes` (lr, seed, scratch_dir...) as `FinetuneArgs`."""
+        return FinetuneArgs(**{**dataclasses.asdict(self), **changes})
 
 
 @dataclass
@@ -486,18 +489,6 @@ def result(task, status: str, scores: dict | None = None, predictions: dict | No
         per_instance[role] = [{k: v[i] for k, v in columns.items()} for i in range(n)]
     out["per_instance"] = per_instance
     return out
-
-
-def versions() -> dict:
-    """Library versions recorded in every result file."""
-    import accelerate
-    import datasets
-    import sentence_transformers
-    import transformers
-
-    return {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
-            "datasets": datasets.__version__, "accelerate": accelerate.__version__,
-            "sentence_transformers": sentence_transformers.__version__}
 
 
 def args_dict(args: FinetuneArgs) -> dict:

@@ -217,7 +217,7 @@ def list_runs(grid: GridArgs, protocol: common.ProtocolArgs) -> tuple[list[Run],
         model_ids[model] = identity.model_identity(model)
     task_ids, training = {}, {}
     for task in task_list:  # loads (and caches) every dataset: missing files and bad labels raise here
-        splits = common.task_splits(task, common.FinetuneArgs(**dataclasses.asdict(protocol)))
+        splits = common.task_splits(task, protocol.for_run())
         task_ids[task.name] = identity.task_identity(task, protocol.source, protocol.data_dir)
         if task.family == "ir":
             training[task.name] = identity.ir_training_key(task, splits["train"], common.schedule(task, protocol))
@@ -264,7 +264,7 @@ def _model_saved(run: Run, output) -> bool:
 
 
 def _run_args(run: Run, protocol: common.ProtocolArgs, scratch: str) -> common.FinetuneArgs:
-    args = common.FinetuneArgs(**{**dataclasses.asdict(protocol), "scratch_dir": scratch}, lr=run.lr, seed=run.seed)
+    args = protocol.for_run(scratch_dir=scratch, lr=run.lr, seed=run.seed)
     return common.resolve_inputs(args, run.model_path)
 
 

@@ -42,7 +42,7 @@ from huggingface_hub import (
 from core import artifacts, cli, store
 from core.names import PAPER_SCALE, ModelName, parse_name, scaled_name, try_parse_name
 from core.paths import is_hub_id
-from evaluation import resolve
+from evaluation.resolve import checkpoint_name
 from model_cards import public
 from model_cards.public import LOCAL, without_local_paths
 from model_cards.results_dataset import (
@@ -179,12 +179,6 @@ def describe_run(name: str, info: dict, step: int | None) -> str:
     if step is not None:
         return f"{name}: {size}, intermediate checkpoint at step {step:,} of its run, which is {body}."
     return f"{name}: {size} {body}."
-
-
-def checkpoint_name(checkpoint_dir: Path) -> str:
-    """The name a checkpoint's results are filed under, by the grid's resolver (`evaluation.resolve.model_name`):
-    run_info's name, which for `<run>/intermediate/step-<N>/` already ends with the paper-scale step."""
-    return resolve.model_name(str(checkpoint_dir))[0]
 
 
 def _contradictions(p: ModelName, info: dict) -> list[str]:

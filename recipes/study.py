@@ -30,7 +30,7 @@ from tqdm.auto import tqdm
 
 from core import artifacts, cli, names, store
 from core.paths import REPO_ROOT
-from evaluation import resolve
+from evaluation.resolve import checkpoint_name
 from recipes import manifest
 
 
@@ -321,12 +321,6 @@ def eval_groups(tasks: tuple[str, ...], study: Study) -> list[tuple[list[str], d
         key = json.dumps([args, study.lrs_of(task)], sort_keys=True)
         groups.setdefault(key, ([], args))[0].append(task)
     return list(groups.values())
-
-
-def checkpoint_name(path: Path) -> str:
-    """The name the grid files a checkpoint's results under (`evaluation.resolve.model_name`: the name its run
-    recorded, `<run>-<step>` for `<run>/intermediate/step-<N>`)."""
-    return resolve.model_name(str(path))[0]
 
 
 def is_evaluated(model: Path, tasks: list[str], study: Study, output: Path) -> bool:

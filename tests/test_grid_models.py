@@ -144,7 +144,7 @@ def test_saved_models_reload_in_a_fresh_process_and_reproduce_the_predictions(gr
         "query": "Query: ", "document": "Document: "}
 
     # What the evaluation fed each model, rebuilt with this repository's own code.
-    args = dataclasses.replace(common.FinetuneArgs(**dataclasses.asdict(protocol)), lr=1e-3)
+    args = protocol.for_run(lr=1e-3)
     tokenizer = common.load_tokenizer(grid_run["model"])
     sst2, conll, squad = (tasks.load_task(t) for t in ("sst2", "conll2003", "squad"))
     tagged = token_classification.tokenize(conll, tokenizer, args)["test"]
