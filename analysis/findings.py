@@ -87,7 +87,6 @@ class Regime:
         return steps * self.tokens_per_step / count if count else None
 
 
-FAMILY_NAMES = {"sc": "sequence classification", "tc": "token classification", "qa": "extractive QA", "ir": "retrieval"}
 # finding -> (the claim as the paper states it, the sign of A - B the claim predicts; 0: "A not below B")
 CLAIMS = {
     "tc_clm_on_par": ("TC: CLM is on par with MLM or better", 0),

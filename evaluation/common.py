@@ -513,18 +513,20 @@ def check_labels(model_path: str | os.PathLike, task) -> None:
 
 def check_head(model_path: str | os.PathLike, family: str) -> None:
     """Refuse a model whose architecture has no head for the task family (e.g. native EuroBERT has no QA head)."""
-    from transformers import (
-        AutoModel,
-        AutoModelForQuestionAnswering,
-        AutoModelForSequenceClassification,
-        AutoModelForTokenClassification,
+    from transformers import (  # the public mappings behind the Auto classes (our classes registered in them)
+        MODEL_FOR_QUESTION_ANSWERING_MAPPING,
+        MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING,
+        MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING,
+        MODEL_MAPPING,
     )
 
-    auto = {"sc": AutoModelForSequenceClassification, "tc": AutoModelForTokenClassification,
-            "qa": AutoModelForQuestionAnswering, "ir": AutoModel}[family]
+    auto, mapping = {"sc": ("AutoModelForSequenceClassification", MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING),
+                     "tc": ("AutoModelForTokenClassification", MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING),
+                     "qa": ("AutoModelForQuestionAnswering", MODEL_FOR_QUESTION_ANSWERING_MAPPING),
+                     "ir": ("AutoModel", MODEL_MAPPING)}[family]
     config = AutoConfig.from_pretrained(model_path, trust_remote_code=True)
-    if type(config) not in auto._model_mapping and auto.__name__ not in (getattr(config, "auto_map", None) or {}):
-        raise ValueError(f"{model_path} ({config.model_type}) has no {auto.__name__} class; drop its {family} tasks")
+    if type(config) not in mapping and auto not in (getattr(config, "auto_map", None) or {}):
+        raise ValueError(f"{model_path} ({config.model_type}) has no {auto} class; drop its {family} tasks")
 
 
 def label_kwargs(task) -> dict:

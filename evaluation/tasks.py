@@ -194,10 +194,6 @@ class HubSource(_Source):
     written: tuple[str, ...] = dataclasses.field(default=(), repr=False, compare=False)
 
 
-OFFLINE_KEYS = OfflineSource.keys()
-HUB_KEYS = HubSource.keys()
-
-
 @dataclasses.dataclass
 class Task:
     """One evaluation task, as written in its YAML file (see the module docstring for every field)."""

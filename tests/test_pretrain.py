@@ -512,3 +512,21 @@ def test_heldout_figure_places_every_row_at_its_csv_tokens(tmp_path, monkeypatch
     path.write_text(path.read_text().replace(",tokens_before_cpt", ""))  # an older CSV: refused, not misread
     with pytest.raises(ValueError, match="not a held-out CSV of this version"):
         heldout.read_csv(path)
+
+
+def test_the_private_trainer_api_the_pretraining_trainer_relies_on_is_still_there():
+    """pretraining/trainer.py is the one place that uses transformers' private Trainer API: it overrides
+    `Trainer._get_num_items_in_batch` and sets `_loss_shifts_labels`, which that method must still read (else CLM
+    steps would count one label too many per row, silently)."""
+    import inspect
+
+    import transformers
+    from transformers import Trainer
+
+    from pretraining.trainer import PretrainingTrainer
+
+    method, flag = PretrainingTrainer.PRIVATE_API
+    assert callable(getattr(Trainer, method, None)), f"transformers {transformers.__version__} has no Trainer.{method}"
+    assert flag in inspect.getsource(getattr(Trainer, method)), (
+        f"transformers {transformers.__version__}: Trainer.{method} no longer reads {flag}; count the CLM labels "
+        "another way in pretraining/trainer.py")
