@@ -12,7 +12,7 @@ A result file `<output>/<model>/<task>/lr<lr>-seed<seed>.json` records the ident
   family's golden test (tests/test_scoring.py) until its version is bumped here and the golden files regenerated
   (`GOLDEN_UPDATE=1 python -m pytest tests/test_scoring.py`). Library versions and the git commit are recorded,
   not compared;
-- `inputs`: what the protocol resolves to on this model (`common.resolve_inputs`): the input length cap
+- `inputs`: what the protocol resolves to on this model (`model_inputs.resolve_inputs`): the input length cap
   (round(0.99 * min(positions, 2048)) unless --max_length), the QA window and stride, the attention used.
 
 How the grid runs (`--workers`, `--save_models`) is not part of it: neither changes a score. `ir_training_key` says
@@ -106,7 +106,7 @@ def ir_training_key(task: tasks.Task, pairs, schedule) -> str:
     Args:
         task: an ir task.
         pairs: its training `Dataset` (columns "query", "positive"), as `tasks.load_splits` returns it.
-        schedule: (max_steps, epochs) of the task under the grid's protocol (`common.schedule`).
+        schedule: (max_steps, epochs) of the task under the grid's protocol (`finetune_args.schedule`).
 
     Returns:
         A sha256 hex digest.

@@ -63,7 +63,7 @@ from transformers import HfArgumentParser
 
 from core import artifacts, cli, store
 from core.sentence_transformers_files import PROMPTS, SENTENCE_TRANSFORMERS_FILES
-from evaluation import baselines, common, identity, metrics, resolve, retrieval, tasks
+from evaluation import baselines, common, finetune_args, identity, metrics, model_inputs, resolve, retrieval, tasks
 
 TASK_SUFFIX = "-mteb"  # results of task T are filed under task T-mteb: their own report row
 LR, SEED = 0.0, 0  # the record's grid coordinates: lr0-seed0.json (nothing is trained)
@@ -83,7 +83,8 @@ class MtebArgs:
     output: str = field(default="results", metadata={"help": "Results directory (the grid's layout)."})
     max_eval: int | None = field(default=None, metadata={"help": "Keep at most N test queries (seed 42)."})
     ir_corpus: str = field(default="pooled", metadata={
-        "help": "Project tasks: the corpus, as the grid's flag (pooled, judged, full).", "choices": common.IR_CORPORA})
+        "help": "Project tasks: the corpus, as the grid's flag (pooled, judged, full).",
+        "choices": finetune_args.IR_CORPORA})
     ir_relevance: str = field(default="binary", metadata={
         "help": "Project tasks: binary or graded relevance, as the grid's flag.", "choices": ("binary", "graded")})
     source: str = field(default="offline", metadata={
@@ -99,7 +100,7 @@ class MtebArgs:
         "choices": ("auto", "fp32", "bf16")})
     pooling: str = field(default="mean", metadata={
         "help": "A plain encoder's pooling: mean (default), cls or last (a sentence-transformers folder keeps its "
-                "own).", "choices": common.IR_POOLINGS})
+                "own).", "choices": finetune_args.IR_POOLINGS})
     query_prompt: str | None = field(default=None, metadata={
         "help": "A plain encoder's query prompt; default: the task's (\"Query: \")."})
     document_prompt: str | None = field(default=None, metadata={
@@ -276,7 +277,7 @@ def resolve_model_entry(spec: str) -> Model:
     artifacts.check_weights(path)
     has_st = (Path(path) / "modules.json").is_file()
     if not has_st:
-        common.load_tokenizer(path)  # a plain encoder needs its tokenizer: one line now rather than mid-run
+        model_inputs.load_finetuning_tokenizer(path)  # a plain encoder needs its tokenizer: one line now, not mid-run
     model_id = dict(identity.model_identity(path))
     if has_st:  # the pooling, prompts and max length decide the embeddings too
         model_id["sentence_transformers"] = {f: artifacts.file_sha256(Path(path) / f)
@@ -300,9 +301,9 @@ def load_encoder(model: Model, prompts: dict, args: MtebArgs):
         import torch
 
         precision = "bf16_weights" if args.dtype() == torch.bfloat16 else "fp32"
-        settings = common.FinetuneArgs(max_length=args.max_length, precision=precision, ir_pooling=args.pooling,
+        settings = finetune_args.FinetuneArgs(max_length=args.max_length, precision=precision, ir_pooling=args.pooling,
                                        query_prompt=args.query_prompt, document_prompt=args.document_prompt)
-        settings = dataclasses.replace(settings, max_length=common.max_length(settings, model.path))
+        settings = dataclasses.replace(settings, max_length=model_inputs.max_length(settings, model.path))
         encoder = retrieval.build_model(model.path, types.SimpleNamespace(
             query_prefix=prompts["query"], document_prefix=prompts["document"]), settings)
     encoder.eval()

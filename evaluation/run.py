@@ -56,7 +56,9 @@ from evaluation import (
     baselines,
     common,
     extractive_qa,
+    finetune_args,
     identity,
+    model_inputs,
     resolve,
     retrieval,
     sequence_classification,
@@ -81,8 +83,9 @@ class GridArgs:
                                          "run_info.json, else the directory or repo name)."})
     tasks: str = field(metadata={"help": "Task names or task YAML paths, comma-separated "
                                          f"({', '.join(tasks.list_tasks())})."})
-    lrs: str = field(default=",".join(f"{lr:g}" for lr in common.PAPER_LRS), metadata={"help": "Learning rates."})
-    seeds: str = field(default=",".join(map(str, common.PAPER_SEEDS)), metadata={"help": "Seeds."})
+    lrs: str = field(default=",".join(f"{lr:g}" for lr in finetune_args.PAPER_LRS),
+                     metadata={"help": "Learning rates."})
+    seeds: str = field(default=",".join(map(str, finetune_args.PAPER_SEEDS)), metadata={"help": "Seeds."})
     output: str = field(default="results", metadata={"help": "Results directory."})
     rerun_changed: bool = field(default=False, metadata={
         "help": "Re-run finished runs whose identity (model, task, protocol) changed; the old files are moved aside."})
@@ -172,7 +175,7 @@ def models_to_save(selection: str, task_list: list, lrs: list[float], seeds: lis
     return chosen
 
 
-def list_runs(grid: GridArgs, protocol: common.ProtocolArgs) -> tuple[list[Run], dict]:
+def list_runs(grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> tuple[list[Run], dict]:
     """Check every input and list the runs with their identities, before any training.
 
     Returns:
@@ -207,11 +210,12 @@ def list_runs(grid: GridArgs, protocol: common.ProtocolArgs) -> tuple[list[Run],
         if not (Path(model) / "config.json").is_file():
             raise FileNotFoundError(f"model directory {model} has no config.json; pass a saved checkpoint directory")
         artifacts.check_weights(model)
-        tokenizers[model] = common.load_tokenizer(model)
-        inputs[model] = common.inputs_identity(common.resolve_inputs(protocol, model))  # refuses what cannot fit
+        tokenizers[model] = model_inputs.load_finetuning_tokenizer(model)
+        resolved = model_inputs.resolve_inputs(protocol, model)  # refuses what cannot fit
+        inputs[model] = model_inputs.inputs_identity(resolved)
         for task in task_list:
-            common.check_head(model, task.family)
-            common.check_labels(model, task)
+            model_inputs.check_head(model, task.family)
+            model_inputs.check_labels(model, task)
             if task.family in ("tc", "qa") and not tokenizers[model].is_fast:
                 raise ValueError(f"{task.name} needs a fast tokenizer (word ids / offsets); {model} has a slow one")
         model_ids[model] = identity.model_identity(model)
@@ -220,7 +224,8 @@ def list_runs(grid: GridArgs, protocol: common.ProtocolArgs) -> tuple[list[Run],
         splits = common.task_splits(task, protocol.for_run())
         task_ids[task.name] = identity.task_identity(task, protocol.source, protocol.data_dir)
         if task.family == "ir":
-            training[task.name] = identity.ir_training_key(task, splits["train"], common.schedule(task, protocol))
+            budget = finetune_args.schedule(task, protocol)
+            training[task.name] = identity.ir_training_key(task, splits["train"], budget)
     protocol_id = identity.protocol_identity(protocol)
     runs = [Run(name, m, t, lr, s, {"model": model_ids[m], "task": task_ids[t.name], "protocol": protocol_id,
                                     "scoring": identity.scoring_identity(t.family), "inputs": inputs[m]},
@@ -263,12 +268,13 @@ def _model_saved(run: Run, output) -> bool:
     return info is not None and info.get("identity") == run.identity
 
 
-def _run_args(run: Run, protocol: common.ProtocolArgs, scratch: str) -> common.FinetuneArgs:
+def _run_args(run: Run, protocol: finetune_args.ProtocolArgs, scratch: str) -> finetune_args.FinetuneArgs:
     args = protocol.for_run(scratch_dir=scratch, lr=run.lr, seed=run.seed)
-    return common.resolve_inputs(args, run.model_path)
+    return model_inputs.resolve_inputs(args, run.model_path)
 
 
-def execute(unit: list[Run], protocol: common.ProtocolArgs, tokenizer, scratch: str) -> list[tuple[Run, dict, object]]:
+def execute(unit: list[Run], protocol: finetune_args.ProtocolArgs, tokenizer,
+            scratch: str) -> list[tuple[Run, dict, object]]:
     """Fine-tune once for `unit` (one run, or ir runs sharing their training) and score each of its tasks.
 
     Returns:
@@ -278,7 +284,7 @@ def execute(unit: list[Run], protocol: common.ProtocolArgs, tokenizer, scratch: 
     args = _run_args(first, protocol, scratch)
     family = FAMILIES[first.task.family]
     finetuned = family.finetune(first.model_path, first.task, args, tokenizer=tokenizer)
-    max_steps, epochs = common.schedule(first.task, args)
+    max_steps, epochs = finetune_args.schedule(first.task, args)
     config = {**{k: v for k, v in common.args_dict(args).items() if k not in ("scratch_dir", "data_dir")},
               "schedule": {"max_steps": max_steps, "epochs": epochs},
               "model_config": AutoConfig.from_pretrained(first.model_path, trust_remote_code=True).model_type}
@@ -312,7 +318,7 @@ def save_model(run: Run, record: dict, finetuned, output) -> Path:
     return run.model_dir(output)
 
 
-def check(grid: GridArgs, protocol: common.ProtocolArgs) -> tuple[list[Run], dict]:
+def check(grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> tuple[list[Run], dict]:
     """Plan the grid and refuse finished results made by something else; returns (runs to do, tokenizers)."""
     runs, tokenizers = list_runs(grid, protocol)
     states = {id(run): status(run, grid.output) for run in runs}
@@ -387,7 +393,7 @@ def _claim(unit: list[Run], output, stack: contextlib.ExitStack, rerun_changed: 
     return mine
 
 
-def run_all(todo: list[Run], tokenizers: dict, grid: GridArgs, protocol: common.ProtocolArgs) -> list[Path]:
+def run_all(todo: list[Run], tokenizers: dict, grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> list[Path]:
     """Train and score every run of `todo` (each locked while it runs); return the result files written.
 
     With `grid.workers` > 1 the runs are done by that many worker processes (`run_workers`).
@@ -422,7 +428,7 @@ def run_all(todo: list[Run], tokenizers: dict, grid: GridArgs, protocol: common.
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def worker_command(todo: list[Run], grid: GridArgs, protocol: common.ProtocolArgs) -> list[str]:
+def worker_command(todo: list[Run], grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> list[str]:
     """The command line of one worker: this grid as a sequential grid process, its models named as here (a Hub
     model pinned to the commit resolved here, so every worker reads the same snapshot)."""
     models = dict.fromkeys(f"{run.model_name}={run.source or run.model_path}" for run in todo)
@@ -439,7 +445,7 @@ def _log_tail(path: Path, lines: int = 25) -> str:
     return "\n".join([line for line in re.split(r"[\r\n]+", text) if line.strip()][-lines:])
 
 
-def run_workers(todo: list[Run], grid: GridArgs, protocol: common.ProtocolArgs) -> list[Path]:
+def run_workers(todo: list[Run], grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> list[Path]:
     """Run `todo` with `grid.workers` worker processes and return the result files they wrote.
 
     Each worker is this grid as a sequential grid process (`worker_command`) with cores // workers CPU threads; they
@@ -487,7 +493,7 @@ def run_workers(todo: list[Run], grid: GridArgs, protocol: common.ProtocolArgs) 
     return written
 
 
-def run_grid(grid: GridArgs, protocol: common.ProtocolArgs) -> list[Path]:
+def run_grid(grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> list[Path]:
     """Run the grid; return the result files written by this call (finished runs are skipped).
 
     Args:
@@ -498,7 +504,7 @@ def run_grid(grid: GridArgs, protocol: common.ProtocolArgs) -> list[Path]:
 
 
 def make_parser() -> HfArgumentParser:
-    return HfArgumentParser((GridArgs, common.ProtocolArgs))
+    return HfArgumentParser((GridArgs, finetune_args.ProtocolArgs))
 
 
 def main(argv: list[str] | None = None) -> None:

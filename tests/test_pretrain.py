@@ -13,6 +13,7 @@ from safetensors.torch import load_file
 from transformers import AutoModelForMaskedLM
 
 from core import artifacts, paths
+from evaluation import finetune_args
 from pretraining import data, pretrain
 from pretraining.checks import check_run_settings
 from pretraining.trainer import build_model
@@ -376,7 +377,7 @@ def test_every_objective_loads_with_plain_auto_classes_in_a_fresh_process(three_
     (no flag; a process that cannot import this project, stdin closed, so a [y/N] prompt would fail it) as
     transformers' own EuroBERT, bidirectional, with hidden states, MLM logits and embeddings equal to this project's
     classes; `trust_remote_code=True` still gives this project's classes (here the causal LM head)."""
-    from evaluation import common, retrieval, tasks
+    from evaluation import retrieval, tasks
     from modeling_eurobert import EuroBertClmMlmForMaskedLM, EuroBertClmMlmModel
     from tests.fixtures.fresh_process import run_fresh
 
@@ -408,7 +409,7 @@ def test_every_objective_loads_with_plain_auto_classes_in_a_fresh_process(three_
             logits = EuroBertClmMlmForMaskedLM.from_pretrained(path).eval()(torch.tensor(ids)).logits
         torch.testing.assert_close(torch.tensor(loaded["hidden"]), ours.last_hidden_state, atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(torch.tensor(loaded["logits"]), logits, atol=1e-5, rtol=1e-5)
-        embedding = retrieval.build_model(path, scifact, common.FinetuneArgs()).eval().encode_query(
+        embedding = retrieval.build_model(path, scifact, finetune_args.FinetuneArgs()).eval().encode_query(
             ["what is the capital"], convert_to_tensor=True)
         torch.testing.assert_close(torch.tensor(loaded["embedding"]), embedding, atol=1e-5, rtol=1e-5)
     # our classes read the CLM run's record back: causal by default, as it was pretrained

@@ -24,8 +24,8 @@ import transformers
 from core import store
 from core.paths import REPO_ROOT
 from evaluation import (
-    common,
     extractive_qa,
+    finetune_args,
     identity,
     metrics,
     retrieval,
@@ -63,7 +63,7 @@ def finetuned(tiny, data_dir):
         if family not in cache:
             name, module = FAMILIES[family]
             task = tasks.load_task(name)
-            args = common.FinetuneArgs(**SETTINGS, data_dir=str(data_dir))
+            args = finetune_args.FinetuneArgs(**SETTINGS, data_dir=str(data_dir))
             cache[family] = task, args, module.finetune(tiny, task, args)
         return cache[family]
 
@@ -147,10 +147,11 @@ def grid_identities(model: Path, data_dir, root: Path | None = None) -> list[dic
     `root`."""
     protocol = dict(max_train=64, max_eval=16, data_dir=str(data_dir))
     if root is None:
-        runs = run.list_runs(run.GridArgs(model=str(model), **GRID), common.ProtocolArgs(**protocol))[0]
+        runs = run.list_runs(run.GridArgs(model=str(model), **GRID), finetune_args.ProtocolArgs(**protocol))[0]
         return json.loads(json.dumps([r.identity for r in runs]))
-    code = ("import json, sys; from evaluation import common, run; runs = run.list_runs(run.GridArgs(model=sys.argv[1],"
-            f" **{GRID!r}), common.ProtocolArgs(**{protocol!r}))[0]; print(json.dumps([r.identity for r in runs]))")
+    code = ("import json, sys; from evaluation import finetune_args, run; runs = run.list_runs(run.GridArgs("
+            f"model=sys.argv[1], **{GRID!r}), finetune_args.ProtocolArgs(**{protocol!r}))[0]; "
+            "print(json.dumps([r.identity for r in runs]))")
     done = subprocess.run([sys.executable, "-c", code, str(model)], cwd=root, capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(root)})
     assert done.returncode == 0, done.stderr[-2000:]
