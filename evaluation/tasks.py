@@ -58,7 +58,7 @@ Choices (documented per task in its YAML `notes`):
       pooled from the documents judged in validation and test, and binary relevance (a judgement >= 1); "judged"
       (each split's own judged documents), "full" and "graded" are the alternatives.
     - Offline stand-ins: UNER trains on its dev file; SQuAD v2 splits its labelled dev half by article; MNLI trains
-      on TaxiNLI + non-gold dev-mismatched pairs; QQP is a balanced Quora split (see /work/shared/data/README.md).
+      on TaxiNLI + non-gold dev-mismatched pairs; QQP is a balanced Quora split (see the data bundle's README.md).
     - Hub sources follow the harness (`encodeval/datasets.py`, MLM_vs_CLM branch) where its datasets load with
       datasets>=4, and mteb's copies for IR; they need network and are not exercised by the offline tests beyond
       a local-folder stand-in.

@@ -607,7 +607,7 @@ def run_study(study_name: str, output: Path, data_dir: str | None = None, org: s
     """Run (or finish) a study that trains (every one but `paper`, which is a plan); return the report directory.
 
     Args:
-        study_name: a key of `STUDIES`: `smoke`, `toy`, `mini` or `mini-gpu`.
+        study_name: a key of `STUDIES`: `smoke`, `toy`, `mini`, `mini-gpu` or `horizon`.
         output: the study directory (created; an existing one is resumed if it holds the same study).
         data_dir: the data bundle (default: $MLM_VS_CLM_DATA, then ../shared/data).
         org: Hub namespace of the exported repo folders and cards; default the placeholder `your-org`, which
