@@ -145,7 +145,6 @@ def phase(regime: Regime, model: str, family: str) -> str:
     return " / ".join(f"{place} ({convention})" for convention, place in places.items())
 
 
-FAMILY_NAMES = {"sc": "sequence classification", "tc": "token classification", "qa": "extractive QA", "ir": "retrieval"}
 # finding -> (the claim as the paper states it, the side of A - B the claim predicts: +1 above, -1 below the bound)
 CLAIMS = {
     "tc_clm_on_par": ("TC: CLM is on par with MLM or better", +1),

@@ -26,7 +26,7 @@ import transformers
 from transformers import TrainerCallback
 
 from core.paths import resolve_data_dir
-from evaluation import common, run
+from evaluation import common, finetune_args, run
 from tests.fixtures.tiny_models import build_tiny_eurobert, build_tiny_tokenizer
 
 
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> None:
             model = build_tiny_eurobert(Path(tmp) / "tiny", build_tiny_tokenizer(data_dir))
             grid = run.GridArgs(model=str(model), tasks=args.task, lrs="1e-4,5e-4", seeds="0,1",
                                 output=f"{tmp}/results")
-            protocol = common.ProtocolArgs(max_steps=args.max_steps, max_train=args.max_train,
+            protocol = finetune_args.ProtocolArgs(max_steps=args.max_steps, max_train=args.max_train,
                                            max_eval=args.max_eval, max_length=args.max_length, data_dir=str(data_dir))
             start = time.perf_counter()
             run.run_grid(grid, protocol)

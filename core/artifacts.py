@@ -462,6 +462,13 @@ def checkpoint_identity(directory: str | os.PathLike) -> dict:
     return _IDENTITIES[key]
 
 
+def is_causal_checkpoint(config: dict) -> bool:
+    """A checkpoint whose saved attention is causal (its config.json as a dict): a CLM run, a converted decoder, or
+    a causal LM head. Read from the file, so the cards need neither torch nor transformers."""
+    return (bool(config.get("is_causal")) or config.get("pretraining_attention") == "causal"
+            or (config.get("architectures") or [None])[0] == "EuroBertClmMlmForCausalLM")
+
+
 # ---------------------------------------------------------------------------------------------- child processes
 def die_with_parent(parent_pid: int | None = None):
     """A `preexec_fn` for `subprocess`: the child gets SIGTERM when the process that started it dies, even by

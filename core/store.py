@@ -16,9 +16,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from core import artifacts
+from core import artifacts, names
 
-RESULT_FORMAT = 2  # 2: identity (model, task, protocol), predictions and git commit in every result file
+RESULT_FORMAT = 3  # 3: declared scoring versions in the identity (2: source hashes, `identity.code`), `pretrain_seed`
+READ_FORMATS = (2, RESULT_FORMAT)  # the report, the cards and the migration read format 2; only format 3 is current
+MIGRATE_COMMAND = "python -m evaluation.identity --migrate RESULTS_DIR"  # format 2 -> 3, once
 RESULT_GLOB = "*/*/lr*-seed*.json"  # under a results directory: <model>/<task>/lr<lr>-seed<seed>.json
 FINETUNE_INFO_NAME = "finetune_info.json"  # beside a saved fine-tuned model: its result's identity and scores
 FINETUNE_INFO_FORMAT = 1
@@ -30,18 +32,82 @@ def result_path(output: str | os.PathLike, model: str, task: str, lr: float, see
 
 
 def result_files(results_dir: str | os.PathLike) -> list[Path]:
-    """Every result file under a results directory (temp files of interrupted writes and moved-aside files are not)."""
+    """Every result file under a results directory (temp files of interrupted writes and moved-aside files are not;
+    a copy such as `lr0.0001-seed0 (copy).json` is, and `read_result` refuses it)."""
     return sorted(p for p in Path(results_dir).glob(RESULT_GLOB) if not p.name.startswith("."))
 
 
+def new_result(model: str, task: str, family: str, lr: float, seed: int, fields: dict, identity: dict,
+               versions: dict, pretrain_seed: int | None = None, **extra) -> dict:
+    """The record of one result, as both writers (`evaluation.run`, `evaluation.mteb`) file it.
+
+    Args:
+        model, task, lr, seed: where it is filed (`result_path`); `read_result` checks the file agrees.
+        family: the task family ("sc", "tc", "qa", "ir").
+        fields: what was measured: status, main_metric, validation, test, per_instance, config... (family's own).
+        identity: what decides it (`evaluation.identity`), compared by `is_current`.
+        versions: the library versions it was made with (`artifacts.package_versions`; recorded, not compared).
+        pretrain_seed: k of a `-pseed<k>` pretraining replicate (`core.names`), None for a single run.
+        extra: optional fields written last (model_source, shared_training, finetuned_from).
+    """
+    return {"format": RESULT_FORMAT, "model": model, "task": task, "family": family, "lr": lr, "seed": seed,
+            "pretrain_seed": pretrain_seed, **fields, "identity": identity, "versions": versions,
+            "git_commit": artifacts.git_commit(), **{k: v for k, v in extra.items() if v is not None}}
+
+
+def pretrain_seed(model: str) -> int | None:
+    """k of a model named as a pretraining replicate (`<name>-pseed<k>`, `core.names`), else None."""
+    parsed = names.try_parse_name(model)
+    return parsed.pretrain_seed if parsed else None
+
+
 def read_result(path: str | os.PathLike) -> dict:
-    """A result file, refused in one line when corrupt or written by an older format."""
+    """A result file (format 2 or 3; `pretrain_seed` None when it has none), refused in one line when corrupt, of
+    another format, or filed where its content does not say (a copy or a backup never counts as a result)."""
     record = artifacts.read_json(path, "result file")
-    if not isinstance(record, dict) or record.get("format") != RESULT_FORMAT:
+    if not isinstance(record, dict) or record.get("format") not in READ_FORMATS:
         found = record.get("format", 1) if isinstance(record, dict) else "unknown"
-        raise ValueError(f"result file {path} has format {found}, this version reads {RESULT_FORMAT}: re-run its grid "
+        raise ValueError(f"result file {path} has format {found}, this version reads {READ_FORMATS}: re-run its grid "
                          "with `python -m evaluation.run ... --rerun_changed` to replace it")
+    try:
+        filed = result_path("", record["model"], record["task"], float(record["lr"]), int(record["seed"]))
+    except (KeyError, TypeError, ValueError):
+        raise ValueError(f"result file {path} does not record its model, task, lr and seed") from None
+    if Path(path).parts[-3:] != filed.parts:
+        raise ValueError(f"result file {path} records {filed}: a copy or a moved file is not a result; move it out of "
+                         "the results directory")
+    record.setdefault("pretrain_seed", None)
     return record
+
+
+def differences(record: dict, identity: dict) -> list[str]:
+    """Why a result is not current for `identity` ([] when it is): an older format, or the identity fields that
+    differ ("field: old -> new"). `identity` may hold only some fields (the study checks model and scoring)."""
+    if record.get("format") != RESULT_FORMAT:
+        return [f"format {record.get('format')}, this version writes {RESULT_FORMAT}: run `{MIGRATE_COMMAND}` once"]
+    recorded = record.get("identity") or {}
+    return identity_diff({key: recorded.get(key) for key in identity}, identity)
+
+
+def is_current(record: dict, identity: dict) -> bool:
+    """Whether a result was made by what `identity` describes (same format, same identity fields)."""
+    return not differences(record, identity)
+
+
+def result_state(path: str | os.PathLike, identity: dict) -> tuple[str, list[str]]:
+    """("todo" | "done" | "changed", why) of the result filed at `path` for `identity`: none yet; current (finished,
+    status ok or diverged); or made by something else, unreadable, of another format or unfinished (never silently
+    reused)."""
+    if not Path(path).is_file():
+        return "todo", []
+    try:
+        record = read_result(path)
+    except ValueError as error:
+        return "changed", [str(error)]
+    if record.get("status") not in ("ok", "diverged"):
+        return "changed", [f"status {record.get('status')!r}"]
+    why = differences(record, identity)
+    return ("changed", why) if why else ("done", [])
 
 
 @contextlib.contextmanager

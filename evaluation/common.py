@@ -1,12 +1,9 @@
-"""What every task family shares: the fine-tuning protocol, model/tokenizer loading, the Trainer set-up with
-divergence detection, the tokenized-dataset cache and atomic result files.
-
-Protocol defaults are the paper's (EncodEval's; `docs/protocol.md` "Evaluation"): batch 32, linear schedule with 10%
-warmup, AdamW (0.9, 0.95) eps 1e-5, weight decay 0.1, steps or epochs from the task, the last checkpoint evaluated,
-bf16 weights on GPU, inputs up to 99% of the model's positions (at most 2048: 2028 tokens), IR on the pooled judged
-corpus with binary relevance. Whatever the tokenizer ships, inputs are padded and truncated on the right, and the
-attention a run uses is the one the checkpoint records, or else measured on the model (`evaluation.attention`).
-Scores are fractions in [0, 1] everywhere (as `evaluation.metrics` returns them), never percentages.
+"""The fine-tuning loop every task family shares: the model loaded for fine-tuning with its attention pattern (the one
+the checkpoint records, or else measured on the model: `evaluation.attention`), the Trainer's arguments, training with
+divergence detection, the per-process caches of task splits and tokenized data, and the family-independent part of
+a result. The protocol's arguments are in `evaluation.finetune_args`, what the model is given in
+`evaluation.model_inputs`. Scores are fractions in [0, 1] everywhere (as `evaluation.metrics` returns them), never
+percentages.
 """
 
 from __future__ import annotations
@@ -14,16 +11,12 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import platform
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
 import torch
 from transformers import (
-    AutoConfig,
-    AutoTokenizer,
     Trainer,
     TrainerCallback,
     TrainingArguments,
@@ -32,237 +25,10 @@ from transformers import (
 from transformers.trainer_callback import PrinterCallback
 
 import modeling_eurobert  # noqa: F401  (registers our Auto classes, so our checkpoints load in-process)
-from core import artifacts, lora
-from evaluation.attention import resolved_attention, set_attention
+from core import lora
+from evaluation.attention import set_attention
+from evaluation.finetune_args import FinetuneArgs
 from modeling_eurobert.export_native import make_plain_loadable
-
-ATTENTION_CHOICES = ("bidirectional", "causal", "checkpoint")
-PRECISIONS = ("auto", "bf16_weights", "bf16_autocast", "fp32")
-IR_CORPORA = ("pooled", "judged", "full")
-PAIR_ENCODINGS = ("joined", "segments")  # SC sentence pairs: the template's one text, or two segments
-IR_POOLINGS = ("mean", "cls", "last")
-LENGTH_MARGIN = 0.99  # the original harness: max length = round(0.99 * min(the model's positions, 2048))
-LENGTH_LIMIT = 2048  # the original harness's default max_length (EncodEval): 2028 tokens at most
-QA_STRIDE_SHARE = 3  # a QA window shorter than --qa_max_length overlaps by at most a third of it (128 / 384)
-PEFT_CHOICES = ("none", "lora")
-# The paper's evaluation grid: its 12 tasks (registry names), 6 learning rates, 5 seeds.
-PAPER_TASKS = ("sst2", "mnli", "qqp", "conll2003", "ontonotes", "uner", "squad", "squad_v2", "record", "msmarco", "nq",
-               "mldr")
-PAPER_LRS = (1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4)
-PAPER_SEEDS = (0, 1, 2, 3, 4)
-
-
-@dataclass
-class ProtocolArgs:
-    """Fine-tuning settings shared by every run of a grid (command-line flags of `evaluation.run`).
-
-    Protocol: `batch_size`, `warmup_ratio`, `adam_beta1/2`, `adam_epsilon`, `weight_decay`,
-    `max_steps` (overrides the task's steps/epochs), `precision`. Inputs: `max_length`, `doc_stride` (QA),
-    `max_answer_length`/`n_best` (QA post-processing), `ir_corpus`, `ir_relevance`, `ir_pooling`,
-    `query_prompt`/`document_prompt` (override the task's), `tc_labelling` (overrides the task's), `pair_encoding`
-    (SC sentence pairs). Data: `source`,
-    `data_dir`, `max_train`, `max_eval`. Every default is the paper's protocol (`docs/protocol.md`).
-    """
-
-    batch_size: int = field(default=32, metadata={"help": "Train batch size (paper: 32)."})
-    eval_batch_size: int = field(default=64, metadata={"help": "Batch size for prediction and encoding."})
-    warmup_ratio: float = field(default=0.1, metadata={"help": "Linear warmup share of the steps (paper: 0.1)."})
-    adam_beta1: float = 0.9
-    adam_beta2: float = 0.95
-    adam_epsilon: float = 1e-5
-    weight_decay: float = 0.1
-    max_steps: int | None = field(default=None, metadata={"help": "Override the task's steps/epochs (smoke runs)."})
-    precision: str = field(default="auto", metadata={
-        "help": "bf16_weights: the model cast to bf16, so weights and AdamW states are bf16, as the original harness "
-                "does (small updates round away); bf16_autocast: fp32 weights and states under bf16 autocast; fp32. "
-                "auto (default): bf16_weights on a GPU, fp32 on CPU.", "choices": PRECISIONS})
-    attention: str = field(default="bidirectional", metadata={
-        "help": "Fine-tuning attention: bidirectional (paper default, also for CLM checkpoints), causal, or "
-                "checkpoint (the checkpoint's own config.is_causal).", "choices": ATTENTION_CHOICES})
-    max_length: int | None = field(default=None, metadata={
-        "help": "Max tokens per SC/TC/IR input, at most the model's max_position_embeddings; default: 99%% of "
-                "the model's max_position_embeddings counted up to 2048, as the original harness (2028 for 2048 "
-                "positions or more)."})
-    qa_max_length: int = field(default=384, metadata={
-        "help": "Max tokens per QA window (question + context); capped at the default input length (99%% of "
-                "the model's positions counted up to 2048)."})
-    doc_stride: int = field(default=128, metadata={
-        "help": "QA: overlap between consecutive context windows; at most a third of a window cut to fit the model."})
-    n_best: int = field(default=20, metadata={"help": "QA: start/end candidates kept per window."})
-    max_answer_length: int = field(default=30, metadata={"help": "QA: longest answer span in tokens."})
-    ir_corpus: str = field(default="pooled", metadata={
-        "help": "IR corpus: pooled = the documents judged in validation or test, one corpus for both (the original); "
-                "judged = each split's own judged documents; full = the whole corpus.", "choices": IR_CORPORA})
-    ir_relevance: str = field(default="binary", metadata={
-        "help": "IR relevance: binary = a judgement >= 1 counts as relevant with gain 1 (the original); graded = "
-                "the qrels scores as gains.", "choices": ("binary", "graded")})
-    tc_labelling: str | None = field(default=None, metadata={
-        "help": "TC sub-token labelling: first or all (majority vote per word); default: the task's own.",
-        "choices": ("first", "all")})
-    pair_encoding: str = field(default="joined", metadata={
-        "help": "SC sentence pairs (MNLI, QQP, MRPC): joined = one text, the task's template (the paper); segments = "
-                "the template's two fields as two segments, the tokenizer's pair encoding with token_type_ids (as "
-                "run_glue), for models with token-type embeddings (type_vocab_size > 1); a model without them keeps "
-                "the joined text, and its result's inputs identity says which it got.", "choices": PAIR_ENCODINGS})
-    ir_pooling: str = field(default="mean", metadata={
-        "help": "IR embedding pooling: mean over the tokens (the original), cls (the first token) or last (the last "
-                "real token, as decoder embedders do).", "choices": IR_POOLINGS})
-    query_prompt: str | None = field(default=None, metadata={
-        "help": "IR: the text put before every query; default: the task's (\"Query: \")."})
-    document_prompt: str | None = field(default=None, metadata={
-        "help": "IR: the text put before every document; default: the task's (\"Document: \")."})
-    peft: str = field(default="none", metadata={
-        "help": "none (paper: full fine-tuning) or lora: LoRA adapters (core/lora.py) on the attention and MLP "
-                "projections, the task head trained fully (SC/TC/QA; saved models merged)", "choices": PEFT_CHOICES})
-    lora_rank: int = field(default=8, metadata={"help": "--peft lora: rank r"})
-    lora_alpha: float = field(default=16.0, metadata={"help": "--peft lora: alpha (updates scaled by alpha / r)"})
-    logging_steps: int = field(default=10, metadata={"help": "Steps between loss checks for divergence."})
-    source: str = field(default="offline", metadata={"help": "Task data: the offline bundle or each task's Hub source.",
-                                                     "choices": ("offline", "hub")})
-    data_dir: str | None = field(default=None,
-                                 metadata={"help": "Data bundle (default: $MLM_VS_CLM_DATA, ../shared/data)."})
-    max_train: int | None = field(default=None, metadata={"help": "Keep at most N training examples (smoke runs)."})
-    max_eval: int | None = field(default=None, metadata={"help": "Keep at most N validation/test examples."})
-    scratch_dir: str | None = field(default=None, metadata={"help": "Scratch dir for the Trainer (temp if None)."})
-
-    def __post_init__(self):
-        if self.max_steps is not None and self.max_steps < 1:
-            raise ValueError(f"max_steps={self.max_steps} must be >= 1; leave it unset for the task's own budget "
-                             "(1,000 steps, or one epoch for CoNLL and UNER)")
-        for name in ("batch_size", "eval_batch_size", "max_length", "qa_max_length", "max_train", "max_eval",
-                     "n_best", "max_answer_length", "lora_rank", "logging_steps"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise ValueError(f"{name}={value} must be >= 1")
-        for name, ok, rule in (("adam_beta1", 0 <= self.adam_beta1 < 1, "in [0, 1)"),
-                               ("adam_beta2", 0 <= self.adam_beta2 < 1, "in [0, 1)"),
-                               ("adam_epsilon", self.adam_epsilon > 0, "> 0"),
-                               ("weight_decay", self.weight_decay >= 0, ">= 0"),
-                               ("doc_stride", self.doc_stride >= 0, ">= 0"),
-                               ("lora_alpha", self.lora_alpha > 0, "> 0")):
-            if not ok:
-                raise ValueError(f"{name}={getattr(self, name)} must be {rule}")
-        if self.attention not in ATTENTION_CHOICES:
-            raise ValueError(f"attention={self.attention!r} is not one of {ATTENTION_CHOICES}")
-        for name, choices in (("precision", PRECISIONS), ("ir_corpus", IR_CORPORA),
-                              ("ir_relevance", ("binary", "graded")), ("tc_labelling", (None, "first", "all")),
-                              ("ir_pooling", IR_POOLINGS), ("peft", PEFT_CHOICES), ("pair_encoding", PAIR_ENCODINGS)):
-            if getattr(self, name) not in choices:
-                raise ValueError(f"{name}={getattr(self, name)!r}: use one of {choices}")
-
-    def resolved_precision(self) -> str:
-        """The precision a run uses: `precision`, with auto resolved (bf16_weights on a GPU, fp32 on CPU)."""
-        if self.precision != "auto":
-            return self.precision
-        return "bf16_weights" if torch.cuda.is_available() else "fp32"
-
-    def model_dtype(self) -> torch.dtype:
-        """The dtype the model is loaded in: bf16 for bf16_weights, else fp32 (explicit in both cases: a bf16
-        checkpoint must not silently train in bf16 under autocast)."""
-        return torch.bfloat16 if self.resolved_precision() == "bf16_weights" else torch.float32
-
-    def use_bf16(self) -> bool:
-        """bf16 autocast in the Trainer (only for bf16_autocast: bf16 weights need none)."""
-        return self.resolved_precision() == "bf16_autocast"
-
-
-@dataclass
-class FinetuneArgs(ProtocolArgs):
-    """One run's settings: the grid's protocol plus the learning rate and seed the grid runner fills in."""
-
-    lr: float = 5e-5
-    seed: int = 0
-
-
-def load_tokenizer(model_path: str | os.PathLike):
-    """Load a model directory's tokenizer, with a one-line error when it has none, padding and truncating on the
-    right (`pad_right`).
-
-    A tokenizer without a pad token (Llama-3) pads with eos: padded positions are masked out by the attention mask,
-    so the id only has to be a valid one.
-    """
-    directory = Path(model_path)
-    if directory.is_dir() and not any((directory / name).is_file() for name in artifacts.TOKENIZER_FILES):
-        raise ValueError(f"no tokenizer found in {model_path} (none of {', '.join(artifacts.TOKENIZER_FILES)}); "
-                         "save one beside the model (tokenizer.save_pretrained)")
-    artifacts.check_json_files(model_path)  # a corrupt config or tokenizer file is named
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(model_path, trust_remote_code=True)
-    except (OSError, ValueError, TypeError) as error:
-        raise artifacts.hub_load_error(str(model_path), "the tokenizer", error) from None
-    if tokenizer.pad_token is None:
-        if tokenizer.eos_token is None:
-            raise ValueError(f"tokenizer of {model_path} has neither a pad nor an eos token; set pad_token")
-        tokenizer.pad_token = tokenizer.eos_token
-    return pad_right(tokenizer)
-
-
-def pad_right(tokenizer):
-    """Pad and truncate on the right, whatever the tokenizer ships (decoders often ship `padding_side="left"`):
-    TC labels, QA start/end positions and their post-processing index tokens from the start of the text, CLS
-    pooling reads position 0, absolute position embeddings count from the first token. Returns the tokenizer."""
-    tokenizer.padding_side = tokenizer.truncation_side = "right"
-    return tokenizer
-
-
-def positions(model_path: str | os.PathLike) -> int:
-    """The model's max_position_embeddings (one line when its config has none)."""
-    config = AutoConfig.from_pretrained(model_path, trust_remote_code=True)
-    value = getattr(config.get_text_config(), "max_position_embeddings", None)
-    if not value:
-        raise ValueError(f"{model_path} has no max_position_embeddings in its config; pass --max_length")
-    return int(value)
-
-
-def default_length(model_path: str | os.PathLike) -> int:
-    """The original harness's input length: round(0.99 * min(max_position_embeddings, 2048)), 2028 at most."""
-    return round(LENGTH_MARGIN * min(positions(model_path), LENGTH_LIMIT))
-
-
-def max_length(args: ProtocolArgs, model_path) -> int:
-    """`--max_length` (at most the model's positions), or `default_length` (the original harness: 2028 for 2048
-    positions or more, 507 for 512)."""
-    if args.max_length is None:
-        return default_length(model_path)
-    if args.max_length > (limit := positions(model_path)):
-        raise ValueError(f"--max_length {args.max_length} exceeds the {limit} positions of {model_path}; pass at "
-                         f"most {limit} or leave it unset")
-    return args.max_length
-
-
-def qa_windows(args: ProtocolArgs, model_path) -> tuple[int, int]:
-    """(window length, stride) of the QA windows on `model_path`: `--qa_max_length` capped at `default_length`,
-    `--doc_stride` at most a third of a window that had to be cut (BERT with 256 positions: 253 and 84)."""
-    length = min(args.qa_max_length, default_length(model_path))
-    stride = args.doc_stride if length == args.qa_max_length else min(args.doc_stride, length // QA_STRIDE_SHARE)
-    return length, stride
-
-
-def resolved_pair_encoding(model_path: str | os.PathLike, pair_encoding: str) -> str:
-    """The pair encoding a model gets: `segments` only when it has token-type embeddings (`type_vocab_size` > 1, as
-    BERT and ELECTRA); a model without them (EuroBERT, RoBERTa, decoders) reads the joined text."""
-    if pair_encoding == "joined":
-        return "joined"
-    config = AutoConfig.from_pretrained(model_path, trust_remote_code=True).get_text_config()
-    return "segments" if (getattr(config, "type_vocab_size", None) or 0) > 1 else "joined"
-
-
-def resolve_inputs(args: ProtocolArgs, model_path) -> ProtocolArgs:
-    """`args` with what a run on `model_path` really uses filled in: max_length, the QA window and stride, the
-    attention pattern ("bidirectional" or "causal"; `checkpoint` resolved) and the pair encoding. The result records
-    these."""
-    length, stride = qa_windows(args, model_path)
-    return dataclasses.replace(args, max_length=max_length(args, model_path), qa_max_length=length,
-                               doc_stride=stride, attention=resolved_attention(model_path, args.attention),
-                               pair_encoding=resolved_pair_encoding(model_path, args.pair_encoding))
-
-
-def inputs_identity(args: ProtocolArgs) -> dict:
-    """The resolved input settings of `resolve_inputs` (part of a result's identity; the pair encoding only when
-    it is `segments`, so joined-text results keep the identity they had before the setting existed)."""
-    names = ("max_length", "qa_max_length", "doc_stride", "attention", *(("pair_encoding",) * (
-        args.pair_encoding == "segments")))
-    return {name: getattr(args, name) for name in names}
 
 
 def training_arguments(args: FinetuneArgs, output_dir: str, max_steps: int | None, epochs: float | None,
@@ -289,15 +55,6 @@ def training_arguments(args: FinetuneArgs, output_dir: str, max_steps: int | Non
         # NaN/inf must reach the logs (the default filter hides them) for DivergenceCallback to see them.
         logging_steps=args.logging_steps, logging_nan_inf_filter=False, **extra,
     )
-
-
-def schedule(task, args: FinetuneArgs) -> tuple[int | None, float | None]:
-    """(max_steps, epochs) of a task: `--max_steps` wins, then the task's steps, then its epochs."""
-    if args.max_steps is not None:
-        return args.max_steps, None
-    if getattr(task, "max_steps", None):
-        return int(task.max_steps), None
-    return None, float(getattr(task, "epochs", None) or 1.0)
 
 
 # Extra callbacks added to every fine-tuning Trainer (bench/bench_eval.py times optimizer steps with one).
@@ -434,58 +191,8 @@ def result(task, status: str, scores: dict | None = None, predictions: dict | No
     return out
 
 
-def versions() -> dict:
-    """Library versions recorded in every result file."""
-    import accelerate
-    import datasets
-    import sentence_transformers
-    import transformers
-
-    return {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
-            "datasets": datasets.__version__, "accelerate": accelerate.__version__,
-            "sentence_transformers": sentence_transformers.__version__}
-
-
 def args_dict(args: FinetuneArgs) -> dict:
     return dataclasses.asdict(args)
-
-
-def check_labels(model_path: str | os.PathLike, task) -> None:
-    """Refuse a checkpoint that already has a classifier for another label set (e.g. a fine-tuned model).
-
-    Configs whose labels are the untouched defaults (LABEL_0, LABEL_1) are fine: the head is new.
-    """
-    if task.family not in ("sc", "tc"):
-        return
-    config = AutoConfig.from_pretrained(model_path, trust_remote_code=True)
-    names = [config.id2label[i] for i in sorted(config.id2label)] if config.id2label else []
-    if names and any(n != f"LABEL_{i}" for i, n in enumerate(names)) and names != list(task.labels):
-        raise ValueError(
-            f"label set mismatch: {model_path} was trained for labels {names} but task {task.name!r} "
-            f"has {task.labels}; start from a pretrained (not fine-tuned) checkpoint"
-        )
-
-
-def check_head(model_path: str | os.PathLike, family: str) -> None:
-    """Refuse a model whose architecture has no head for the task family (e.g. native EuroBERT has no QA head)."""
-    from transformers import (
-        AutoModel,
-        AutoModelForQuestionAnswering,
-        AutoModelForSequenceClassification,
-        AutoModelForTokenClassification,
-    )
-
-    auto = {"sc": AutoModelForSequenceClassification, "tc": AutoModelForTokenClassification,
-            "qa": AutoModelForQuestionAnswering, "ir": AutoModel}[family]
-    config = AutoConfig.from_pretrained(model_path, trust_remote_code=True)
-    if type(config) not in auto._model_mapping and auto.__name__ not in (getattr(config, "auto_map", None) or {}):
-        raise ValueError(f"{model_path} ({config.model_type}) has no {auto.__name__} class; drop its {family} tasks")
-
-
-def label_kwargs(task) -> dict:
-    """num_labels / id2label / label2id for a classification head over `task.labels`."""
-    return {"num_labels": len(task.labels), "id2label": dict(enumerate(task.labels)),
-            "label2id": {name: i for i, name in enumerate(task.labels)}}
 
 
 def load_for_finetuning(auto_class, model_path, tokenizer, args: FinetuneArgs, **kwargs):

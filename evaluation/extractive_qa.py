@@ -15,10 +15,10 @@ import collections
 import numpy as np
 from transformers import AutoModelForQuestionAnswering, DataCollatorWithPadding, Trainer
 
-from evaluation import common, metrics
+from evaluation import common, finetune_args, metrics, model_inputs
 
 
-def _windows(batch, tokenizer, args: common.FinetuneArgs):
+def _windows(batch, tokenizer, args: finetune_args.FinetuneArgs):
     return tokenizer(
         [q.lstrip() for q in batch["question"]], batch["context"], truncation="only_second",
         max_length=args.qa_max_length, stride=args.doc_stride, return_overflowing_tokens=True,
@@ -26,7 +26,7 @@ def _windows(batch, tokenizer, args: common.FinetuneArgs):
     )
 
 
-def prepare_train(batch, tokenizer, args: common.FinetuneArgs) -> dict:
+def prepare_train(batch, tokenizer, args: finetune_args.FinetuneArgs) -> dict:
     """Windows with `start_positions`/`end_positions` (0 = the first token when there is no answer in the window)."""
     encoded = _windows(batch, tokenizer, args)
     sample_map = encoded.pop("overflow_to_sample_mapping")
@@ -48,7 +48,7 @@ def prepare_train(batch, tokenizer, args: common.FinetuneArgs) -> dict:
     return encoded
 
 
-def prepare_eval(batch, tokenizer, args: common.FinetuneArgs) -> dict:
+def prepare_eval(batch, tokenizer, args: finetune_args.FinetuneArgs) -> dict:
     """Windows with their example id and offsets kept only on context tokens (None elsewhere)."""
     encoded = _windows(batch, tokenizer, args)
     sample_map = encoded.pop("overflow_to_sample_mapping")
@@ -60,7 +60,7 @@ def prepare_eval(batch, tokenizer, args: common.FinetuneArgs) -> dict:
     return encoded
 
 
-def tokenize(task, tokenizer, args: common.FinetuneArgs):
+def tokenize(task, tokenizer, args: finetune_args.FinetuneArgs):
     """Train windows and evaluation windows, built once per (tokenizer, task, lengths)."""
     if not tokenizer.is_fast:
         raise ValueError("extractive QA needs a fast tokenizer (offset mappings); this model ships a slow one")
@@ -116,7 +116,7 @@ def postprocess(examples, windows, start_logits, end_logits, n_best: int = 20, m
     return answers
 
 
-def finetune(model_path, task, args: common.FinetuneArgs, tokenizer=None) -> common.Finetuned:
+def finetune(model_path, task, args: finetune_args.FinetuneArgs, tokenizer=None) -> common.Finetuned:
     """Fine-tune `model_path` on the task's train windows (start/end logits; the last step is kept).
 
     Args:
@@ -125,10 +125,10 @@ def finetune(model_path, task, args: common.FinetuneArgs, tokenizer=None) -> com
         args: the run's settings (qa_max_length, doc_stride).
         tokenizer: the model's tokenizer, when the caller already loaded it.
     """
-    tokenizer = tokenizer or common.load_tokenizer(model_path)
+    tokenizer = tokenizer or model_inputs.load_finetuning_tokenizer(model_path)
     _, windows = tokenize(task, tokenizer, args)
     model = common.load_for_finetuning(AutoModelForQuestionAnswering, model_path, tokenizer, args)
-    max_steps, epochs = common.schedule(task, args)
+    max_steps, epochs = finetune_args.schedule(task, args)
     trainer = Trainer(
         model=model, args=common.training_arguments(args, common.trainer_dir(args), max_steps, epochs),
         train_dataset=windows["train"], data_collator=DataCollatorWithPadding(tokenizer), processing_class=tokenizer,
@@ -136,7 +136,7 @@ def finetune(model_path, task, args: common.FinetuneArgs, tokenizer=None) -> com
     return common.Finetuned(trainer, common.train(trainer))
 
 
-def score(finetuned: common.Finetuned, task, args: common.FinetuneArgs) -> dict:
+def score(finetuned: common.Finetuned, task, args: finetune_args.FinetuneArgs) -> dict:
     """Answer the task's validation and test questions with a fine-tuned model and score them. The task's
     `squad_version` chooses the rules: "v2.0" predicts and scores no-answer, "v1.1" (SQuAD, ReCoRD) always
     predicts a span and scores with the v1.1 script's rules.

@@ -6,9 +6,13 @@ A result file `<output>/<model>/<task>/lr<lr>-seed<seed>.json` records the ident
   hashed once per model and process (a 1B-parameter checkpoint takes seconds), never per run;
 - `task`: its definition (the task YAML minus free text) and the sha256 of every local data file it reads;
 - `protocol`: every fine-tuning setting that can change a score (steps, batch, lengths, subsets, precision...).
-- `code`: the sha256 of each of this project's files that fine-tune and score (`FINETUNE_CODE`): an edit to any of
-  them makes every stored result "changed" (library versions and the git commit are recorded, not compared);
-- `inputs`: what the protocol resolves to on this model (`common.resolve_inputs`): the input length cap
+- `scoring`: the declared versions of the code that fine-tunes and scores, {"protocol": PROTOCOL_VERSION,
+  <family>: SCORING_VERSIONS[family]} (`scoring_identity`). A refactor, a docstring or a comment leaves them (and
+  every stored result) as they are; a change that moves a family's per-instance outputs or scores fails that
+  family's golden test (tests/test_scoring.py) until its version is bumped here and the golden files regenerated
+  (`GOLDEN_UPDATE=1 python -m pytest tests/test_scoring.py`). Library versions and the git commit are recorded,
+  not compared;
+- `inputs`: what the protocol resolves to on this model (`model_inputs.resolve_inputs`): the input length cap
   (round(0.99 * min(positions, 2048)) unless --max_length), the QA window and stride, the attention used.
 
 How the grid runs (`--workers`, `--save_models`) is not part of it: neither changes a score. `ir_training_key` says
@@ -16,28 +20,34 @@ which retrieval tasks train the same model, so the grid trains it once for all o
 
 The grid compares a finished result's identity with the current one: equal -> the run is skipped; different ->
 refused with the differing fields named, unless `--rerun_changed` (then the old file is moved aside and the run
-redone). The report refuses to average results of different identities in one row. `diff` names the fields.
+redone). The report refuses to average results of different identities in one row. `core.store.differences`
+names the fields.
+
+Results of format 2 recorded the sha256 of ten source files (`identity.code`) instead; they are read by the report
+but are current for no grid until migrated once: `python -m evaluation.identity --migrate RESULTS_DIR` gives each
+the scoring versions 1 (what the code that wrote format 2 scored, frozen by the first golden files) and format 3.
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import functools
 import hashlib
 import json
 import os
 
-from core import artifacts
-from core.paths import REPO_ROOT
+from core import artifacts, cli, store
 from evaluation import tasks
 
 # Settings that never change a score: where files live, how often the loss is logged, how many workers run.
 NOT_PROTOCOL = {"data_dir", "scratch_dir", "logging_steps", "workers"}
 TASK_FREE_TEXT = {"description", "notes", "path"}
-# The project's code that decides a score: data reading, fine-tuning, the four families, metrics, baselines, LoRA.
-FINETUNE_CODE = ("core/lora.py", "evaluation/baselines.py", "evaluation/common.py", "evaluation/extractive_qa.py",
-                 "evaluation/metrics.py", "evaluation/readers.py", "evaluation/retrieval.py",
-                 "evaluation/sequence_classification.py", "evaluation/tasks.py", "evaluation/token_classification.py")
+# Bump a family's version when its per-instance outputs or scores move (its reader, inputs, head, post-processing or
+# metric), PROTOCOL_VERSION when the shared fine-tuning loop moves every family's; then regenerate the golden files.
+SCORING_VERSIONS = {"sc": 1, "tc": 1, "qa": 1, "ir": 1}
+PROTOCOL_VERSION = 1
+FORMAT2_VERSION = 1  # what `--migrate` gives a format-2 result: the versions of the code that wrote format 2
 
 
 def _sha256_json(value) -> str:
@@ -55,14 +65,9 @@ def _file_hash(path: str, size: int, mtime_ns: int) -> str:
     return artifacts.file_sha256(path)  # cached per (path, size, mtime)
 
 
-def code_identity() -> dict:
-    """The sha256 of each project file that fine-tunes and scores (`FINETUNE_CODE`), by path in the repository."""
-    return {name: _file_hash(str(REPO_ROOT / name), *_stamp(REPO_ROOT / name)) for name in FINETUNE_CODE}
-
-
-def _stamp(path) -> tuple[int, int]:
-    stat = os.stat(path)
-    return stat.st_size, stat.st_mtime_ns
+def scoring_identity(family: str) -> dict:
+    """The declared versions of the code that fine-tunes and scores a family: {"protocol": .., family: ..}."""
+    return {"protocol": PROTOCOL_VERSION, family: SCORING_VERSIONS[family]}
 
 
 def task_identity(task: tasks.Task, source: str, data_dir) -> dict:
@@ -101,7 +106,7 @@ def ir_training_key(task: tasks.Task, pairs, schedule) -> str:
     Args:
         task: an ir task.
         pairs: its training `Dataset` (columns "query", "positive"), as `tasks.load_splits` returns it.
-        schedule: (max_steps, epochs) of the task under the grid's protocol (`common.schedule`).
+        schedule: (max_steps, epochs) of the task under the grid's protocol (`finetune_args.schedule`).
 
     Returns:
         A sha256 hex digest.
@@ -110,3 +115,45 @@ def ir_training_key(task: tasks.Task, pairs, schedule) -> str:
     for column in ("query", "positive"):
         digest.update(b"\x01" + "\x00".join(pairs[column]).encode())
     return digest.hexdigest()
+
+
+
+def _migrated_identity(record: dict) -> dict:
+    """A format-2 identity with `code` (source hashes) replaced by the versions of the code that wrote format 2."""
+    ident = {k: v for k, v in (record.get("identity") or {}).items() if k != "code"}
+    if "code" in (record.get("identity") or {}):
+        ident["scoring"] = {"protocol": FORMAT2_VERSION, record["family"]: FORMAT2_VERSION}
+    return ident
+
+
+def migrate(results_dir: str | os.PathLike) -> int:
+    """Give every format-2 result under `results_dir` (and the `finetune_info.json` of a model saved beside it) the
+    format-3 identity, once; return how many results were rewritten. Everything is read and checked first: a
+    corrupt file, a copy or a file of an unknown format stops it before anything is written."""
+    paths = store.result_files(results_dir)
+    if not paths:
+        raise FileNotFoundError(f"no result files under {results_dir} (<model>/<task>/lr<lr>-seed<seed>.json)")
+    records = {path: store.read_result(path) for path in paths}
+    old = {path: record for path, record in records.items() if record["format"] != store.RESULT_FORMAT}
+    infos = {path: store.read_finetune_info(path.with_suffix(".model")) for path in old}
+    for path, record in old.items():
+        with store.lock(path, "migration of"):
+            if info := infos[path]:
+                store.write_finetune_info(path.with_suffix(".model"), {
+                    **{k: v for k, v in info.items() if k != "format"}, "identity": _migrated_identity(record)})
+            store.write_result(path, {**record, "format": store.RESULT_FORMAT, "identity": _migrated_identity(record)})
+    return len(old)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m evaluation.identity --migrate RESULTS_DIR`: results of format 2 made current, once."""
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--migrate", required=True, metavar="RESULTS_DIR", help="the grid's --output directory")
+    args = parser.parse_args(argv)
+    with cli.bad_input_exits():
+        count = migrate(args.migrate)
+    print(f"migrated {count} result file(s) of format 2 under {args.migrate} to format {store.RESULT_FORMAT}")
+
+
+if __name__ == "__main__":
+    main()

@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 from core import cli
-from evaluation import common, extractive_qa, tasks, token_classification
+from evaluation import extractive_qa, finetune_args, model_inputs, tasks, token_classification
 
 IGNORE = token_classification.IGNORE_INDEX
 
@@ -77,9 +77,9 @@ def _show_tc(task, split, tokenizer, args) -> list[str]:
 
 def _show_qa(task, split, tokenizer, args) -> list[str]:
     """Question, answer, windows and the answer span in the tokens of the window holding it."""
-    settings = common.FinetuneArgs(qa_max_length=args.max_length or common.FinetuneArgs.qa_max_length)
+    settings = finetune_args.FinetuneArgs(qa_max_length=args.max_length or finetune_args.FinetuneArgs.qa_max_length)
     if (Path(args.model) / "config.json").is_file():  # the grid's windows: cut to fit the model's positions
-        length, stride = common.qa_windows(settings, args.model)
+        length, stride = model_inputs.qa_windows(settings, args.model)
         settings = dataclasses.replace(settings, qa_max_length=length, doc_stride=stride)
     lines = []
     for i, row in enumerate(split):
@@ -130,7 +130,7 @@ def inspect(args: argparse.Namespace) -> str:
     task_list = [tasks.load_task(name) for name in cli.split_list(args.task)]
     if not task_list:
         raise ValueError("--task is empty; give a task name or a task YAML path")
-    tokenizer = common.load_tokenizer(args.model)
+    tokenizer = model_inputs.load_finetuning_tokenizer(args.model)
     reports = []
     for task in task_list:
         if task.family in ("tc", "qa") and not tokenizer.is_fast:
@@ -142,7 +142,7 @@ def inspect(args: argparse.Namespace) -> str:
         if settings.max_length is None and task.family != "qa":  # the grid's default: 99% of the model's positions
             if not (Path(args.model) / "config.json").is_file():
                 raise ValueError(f"{args.model} has no config.json to size the inputs from; pass --max_length")
-            settings.max_length = common.max_length(common.ProtocolArgs(), args.model)
+            settings.max_length = model_inputs.max_length(finetune_args.ProtocolArgs(), args.model)
         header = (f"== {task.name} ({task.family}), {args.split} split, first {args.n} example(s), tokenizer "
                   f"{type(tokenizer).__name__} of {args.model}")
         reports.append("\n".join([header, *SHOW[task.family](task, split, tokenizer, settings)]))
@@ -164,7 +164,7 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--data_dir", default=None, help="data bundle (default: $MLM_VS_CLM_DATA, ../shared/data)")
     parser.add_argument("--max_length", type=int, default=None,
                         help=f"max tokens (default: as the grid, 99%% of the model's positions; QA windows "
-                             f"{common.ProtocolArgs.qa_max_length})")
+                             f"{finetune_args.ProtocolArgs.qa_max_length})")
     parser.add_argument("--tc_labelling", default=None, choices=tasks.TC_LABELLINGS,
                         help="TC labelling (default: the task's own)")
     return parser

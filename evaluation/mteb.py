@@ -63,7 +63,17 @@ from transformers import HfArgumentParser
 
 from core import artifacts, cli, store
 from core.sentence_transformers_files import PROMPTS, SENTENCE_TRANSFORMERS_FILES
-from evaluation import attention, baselines, common, identity, metrics, resolve, retrieval, tasks
+from evaluation import (
+    attention,
+    baselines,
+    finetune_args,
+    identity,
+    metrics,
+    model_inputs,
+    resolve,
+    retrieval,
+    tasks,
+)
 
 TASK_SUFFIX = "-mteb"  # results of task T are filed under task T-mteb: their own report row
 LR, SEED = 0.0, 0  # the record's grid coordinates: lr0-seed0.json (nothing is trained)
@@ -83,7 +93,8 @@ class MtebArgs:
     output: str = field(default="results", metadata={"help": "Results directory (the grid's layout)."})
     max_eval: int | None = field(default=None, metadata={"help": "Keep at most N test queries (seed 42)."})
     ir_corpus: str = field(default="pooled", metadata={
-        "help": "Project tasks: the corpus, as the grid's flag (pooled, judged, full).", "choices": common.IR_CORPORA})
+        "help": "Project tasks: the corpus, as the grid's flag (pooled, judged, full).",
+        "choices": finetune_args.IR_CORPORA})
     ir_relevance: str = field(default="binary", metadata={
         "help": "Project tasks: binary or graded relevance, as the grid's flag.", "choices": ("binary", "graded")})
     source: str = field(default="offline", metadata={
@@ -99,7 +110,7 @@ class MtebArgs:
         "choices": ("auto", "fp32", "bf16")})
     pooling: str = field(default="mean", metadata={
         "help": "A plain encoder's pooling: mean (default), cls or last (a sentence-transformers folder keeps its "
-                "own).", "choices": common.IR_POOLINGS})
+                "own).", "choices": finetune_args.IR_POOLINGS})
     query_prompt: str | None = field(default=None, metadata={
         "help": "A plain encoder's query prompt; default: the task's (\"Query: \")."})
     document_prompt: str | None = field(default=None, metadata={
@@ -276,7 +287,7 @@ def resolve_model_entry(spec: str) -> Model:
     artifacts.check_weights(path)
     has_st = (Path(path) / "modules.json").is_file()
     if not has_st:
-        common.load_tokenizer(path)  # a plain encoder needs its tokenizer: one line now rather than mid-run
+        model_inputs.load_finetuning_tokenizer(path)  # a plain encoder needs its tokenizer: one line now, not mid-run
     model_id = dict(identity.model_identity(path))
     if has_st:  # the pooling, prompts and max length decide the embeddings too
         model_id["sentence_transformers"] = {f: artifacts.file_sha256(Path(path) / f)
@@ -300,9 +311,9 @@ def load_encoder(model: Model, prompts: dict, args: MtebArgs):
         import torch
 
         precision = "bf16_weights" if args.dtype() == torch.bfloat16 else "fp32"
-        settings = common.FinetuneArgs(max_length=args.max_length, precision=precision, ir_pooling=args.pooling,
+        settings = finetune_args.FinetuneArgs(max_length=args.max_length, precision=precision, ir_pooling=args.pooling,
                                        query_prompt=args.query_prompt, document_prompt=args.document_prompt)
-        settings = dataclasses.replace(settings, max_length=common.max_length(settings, model.path))
+        settings = dataclasses.replace(settings, max_length=model_inputs.max_length(settings, model.path))
         encoder = retrieval.build_model(model.path, types.SimpleNamespace(
             query_prefix=prompts["query"], document_prefix=prompts["document"]), settings)
     encoder.eval()
@@ -403,8 +414,7 @@ def state(path: Path, ident: dict) -> tuple[str, list[str]]:
         return "foreign", [str(error)]
     if record.get("evaluation") != "mteb":
         return "foreign", ["not written by evaluation.mteb"]
-    differences = store.identity_diff(record.get("identity", {}), ident)
-    return ("changed", differences) if differences else ("done", [])
+    return store.result_state(path, ident)
 
 
 @dataclass
@@ -467,8 +477,6 @@ def _encoder_key(model: Model, target: Target) -> str:
 
 def execute(jobs: list[Job], args: MtebArgs) -> list[Path]:
     """Evaluate each job with mteb and write its record atomically; return the files written."""
-    import mteb
-
     written, encoders = [], {}
     for job in jobs:
         key = (job.model.name, _encoder_key(job.model, job.target))
@@ -479,17 +487,13 @@ def execute(jobs: list[Job], args: MtebArgs) -> list[Path]:
         with store.lock(path, "record"):
             started = time.monotonic()
             evaluated = evaluate(encoders[key], job.target, args.batch_size)
-            record = {"format": store.RESULT_FORMAT, "model": job.model.name, "task": job.target.name,
-                      "family": "ir", "lr": LR, "seed": SEED, "evaluation": "mteb",
-                      "zero_shot": job.model.finetuned_from is None, **scores_record(evaluated),
+            fields = {"evaluation": "mteb", "zero_shot": job.model.finetuned_from is None, **scores_record(evaluated),
                       "config": {**job.identity["protocol"], "split": job.target.split, "subset": job.target.subset,
-                                 "seconds": round(time.monotonic() - started, 3)},
-                      "identity": job.identity, "versions": {**common.versions(), "mteb": mteb.__version__},
-                      "git_commit": artifacts.git_commit()}
-            if job.model.source:
-                record["model_source"] = job.model.source
-            if job.model.finetuned_from:
-                record["finetuned_from"] = job.model.finetuned_from
+                                 "seconds": round(time.monotonic() - started, 3)}}
+            record = store.new_result(job.model.name, job.target.name, "ir", LR, SEED, fields, job.identity,
+                                      artifacts.package_versions("sentence_transformers", "mteb"),
+                                      store.pretrain_seed(job.model.name),
+                                      model_source=job.model.source, finetuned_from=job.model.finetuned_from)
             if job.replace and path.is_file():
                 store.move_aside(path)
             store.write_result(path, record)

@@ -39,8 +39,11 @@ import gzip
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from datasets import ClassLabel, Dataset
+if TYPE_CHECKING:  # datasets is imported where a Hub dataset is read: task definitions load without it
+    from datasets import Dataset
+
 
 # ----------------------------------------------------------------------------------------------------------------
 # Record formats
@@ -340,6 +343,8 @@ def read_hub(
 
 
 def _class_names(feature) -> list[str] | None:
+    from datasets import ClassLabel
+
     feature = getattr(feature, "feature", feature)  # Sequence / List of ClassLabel
     return list(feature.names) if isinstance(feature, ClassLabel) else None
 
@@ -387,5 +392,7 @@ def read_hub_retrieval(
         ds = hub_split(train_pairs["path"], train_pairs.get("name"), train_pairs.get("split"),
                        train_pairs.get("revision"))
         columns = train_pairs.get("columns") or {"query": "query", "positive": "positive"}
+        from datasets import Dataset
+
         pairs = Dataset.from_dict({field: ds[col] for field, col in columns.items()})
     return docs, texts, judgements, pairs

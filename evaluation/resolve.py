@@ -8,6 +8,7 @@ the grid (`--save_models`, it holds `finetune_info.json`) is named `<base model>
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import NamedTuple
@@ -26,6 +27,13 @@ class Resolved(NamedTuple):
 
 _GENERIC_DIR = re.compile(r"(checkpoint|step)-(\d+)")
 _COMMIT = re.compile(r"[0-9a-f]{40}")
+
+
+def checkpoint_name(path: str | os.PathLike) -> str:
+    """The name a study or a card files a checkpoint directory's results under (`model_name`, unscaled): its
+    run_info's name, which for `<run>/intermediate/step-<N>/` already ends with the paper-scale step; else the
+    directory's name."""
+    return model_name(str(path), scaled=False)[0]
 
 
 def model_name(spec: str, scaled: bool = True) -> tuple[str, str]:

@@ -26,7 +26,7 @@ from sentence_transformers.sentence_transformer.losses import (
 from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
 from transformers import set_seed
 
-from evaluation import attention, common, metrics
+from evaluation import attention, common, finetune_args, metrics, model_inputs
 
 TOP_K = 100  # documents kept per query: enough for recall@100 and NDCG@10
 
@@ -34,13 +34,13 @@ TOP_K = 100  # documents kept per query: enough for recall@100 and NDCG@10
 POOLING_MODES = {"mean": "mean", "cls": "cls", "last": "lasttoken"}  # `--ir_pooling` -> sentence-transformers' mode
 
 
-def prompts(task, args: common.FinetuneArgs) -> dict[str, str]:
+def prompts(task, args: finetune_args.FinetuneArgs) -> dict[str, str]:
     """The query and document prompts of a run: `--query_prompt`/`--document_prompt`, else the task's prefixes."""
     return {"query": task.query_prefix if args.query_prompt is None else args.query_prompt,
             "document": task.document_prefix if args.document_prompt is None else args.document_prompt}
 
 
-def build_model(model_path, task, args: common.FinetuneArgs) -> SentenceTransformer:
+def build_model(model_path, task, args: finetune_args.FinetuneArgs) -> SentenceTransformer:
     """A SentenceTransformer over any Hugging Face encoder: `--ir_pooling` (mean by default) and the run's prompts."""
     set_seed(args.seed)
     transformer = Transformer(
@@ -48,7 +48,7 @@ def build_model(model_path, task, args: common.FinetuneArgs) -> SentenceTransfor
         processor_kwargs={"trust_remote_code": True}, config_kwargs={"trust_remote_code": True},
         max_seq_length=args.max_length,
     )
-    tokenizer = common.pad_right(transformer.tokenizer)  # absolute positions count from the first token
+    tokenizer = model_inputs.pad_right(transformer.tokenizer)  # absolute positions count from the first token
     if tokenizer.pad_token is None:  # Llama-3 tokenizers: padded positions are masked, any valid id will do
         tokenizer.pad_token = tokenizer.eos_token
     attention.set_attention(transformer.auto_model, args.attention)
@@ -76,7 +76,7 @@ def rank(model: SentenceTransformer, split, batch_size: int = 64, top_k: int = T
     }
 
 
-def finetune(model_path, task, args: common.FinetuneArgs, tokenizer=None) -> common.Finetuned:
+def finetune(model_path, task, args: finetune_args.FinetuneArgs, tokenizer=None) -> common.Finetuned:
     """Fine-tune `model_path` as a sentence-embedding model on the task's (query, positive) pairs.
 
     Tasks whose pairs, prompts and budget are equal (MS MARCO, NQ and MLDR all train on MS MARCO pairs) train the
@@ -92,7 +92,7 @@ def finetune(model_path, task, args: common.FinetuneArgs, tokenizer=None) -> com
         raise ValueError(f"--peft {args.peft} covers SC/TC/QA tasks; ir task {task.name} fine-tunes fully only")
     splits = common.task_splits(task, args)
     model = build_model(model_path, task, args)
-    max_steps, epochs = common.schedule(task, args)
+    max_steps, epochs = finetune_args.schedule(task, args)
     training_args = common.training_arguments(
         args, common.trainer_dir(args), max_steps, epochs, cls=SentenceTransformerTrainingArguments,
         batch_sampler=BatchSamplers.NO_DUPLICATES,
@@ -105,7 +105,7 @@ def finetune(model_path, task, args: common.FinetuneArgs, tokenizer=None) -> com
     return common.Finetuned(trainer, common.train(trainer))
 
 
-def score(finetuned: common.Finetuned, task, args: common.FinetuneArgs) -> dict:
+def score(finetuned: common.Finetuned, task, args: finetune_args.FinetuneArgs) -> dict:
     """Rank the task's corpus for its validation and test queries with a fine-tuned model and score retrieval
     (`ir_corpus`, `ir_relevance`: the corpus and relevance of evaluation).
 

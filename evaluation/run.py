@@ -16,12 +16,12 @@ or under `NAME` with `--model NAME=DIR|ID` (`evaluation.resolve`).
 Every input is checked before the first run (unknown task, missing dataset files, model without tokenizer or with
 unreadable weights, label set mismatch, empty grid, a --save_models entry outside the grid). Results go to
 `<output>/<model>/<task>/lr<lr>-seed<seed>.json`, written atomically, with the identity of what produced them
-(`evaluation.identity`: model weights and code, task definition and data, protocol, the project's fine-tuning
-code), the predictions, the library versions and the git commit. A finished run with the same identity is
-skipped; one with another identity is refused, naming what changed, unless `--rerun_changed` (the old file, and
-its saved model, are then moved aside as `<file>.replaced-<time>` and the run redone). Several grid processes
-(or SLURM array tasks) may share one output directory: each run is locked while it trains. A run whose loss
-turns NaN/inf stops early and is recorded with status "diverged"; the grid goes on.
+(`evaluation.identity`: model weights and code, task definition and data, protocol, the declared versions of the
+fine-tuning and scoring code), the predictions, the library versions and the git commit (`core.store.new_result`). A
+finished run with the same identity is skipped; one with another identity is refused, naming what changed, unless
+`--rerun_changed` (the old file, and its saved model, are then moved aside as `<file>.replaced-<time>` and the run
+redone). Several grid processes (or SLURM array tasks) may share one output directory: each run is locked while it
+trains. A run whose loss turns NaN/inf stops early and is recorded with status "diverged"; the grid goes on.
 
 Retrieval tasks that train on the same pairs with the same prompts and budget (`identity.ir_training_key`: MS MARCO,
 NQ and MLDR all train on MS MARCO pairs) are trained once per (model, lr, seed) and scored on each task; each task
@@ -56,7 +56,9 @@ from evaluation import (
     baselines,
     common,
     extractive_qa,
+    finetune_args,
     identity,
+    model_inputs,
     resolve,
     retrieval,
     sequence_classification,
@@ -81,8 +83,9 @@ class GridArgs:
                                          "run_info.json, else the directory or repo name)."})
     tasks: str = field(metadata={"help": "Task names or task YAML paths, comma-separated "
                                          f"({', '.join(tasks.list_tasks())})."})
-    lrs: str = field(default=",".join(f"{lr:g}" for lr in common.PAPER_LRS), metadata={"help": "Learning rates."})
-    seeds: str = field(default=",".join(map(str, common.PAPER_SEEDS)), metadata={"help": "Seeds."})
+    lrs: str = field(default=",".join(f"{lr:g}" for lr in finetune_args.PAPER_LRS),
+                     metadata={"help": "Learning rates."})
+    seeds: str = field(default=",".join(map(str, finetune_args.PAPER_SEEDS)), metadata={"help": "Seeds."})
     output: str = field(default="results", metadata={"help": "Results directory."})
     rerun_changed: bool = field(default=False, metadata={
         "help": "Re-run finished runs whose identity (model, task, protocol) changed; the old files are moved aside."})
@@ -172,7 +175,7 @@ def models_to_save(selection: str, task_list: list, lrs: list[float], seeds: lis
     return chosen
 
 
-def list_runs(grid: GridArgs, protocol: common.ProtocolArgs) -> tuple[list[Run], dict]:
+def list_runs(grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> tuple[list[Run], dict]:
     """Check every input and list the runs with their identities, before any training.
 
     Returns:
@@ -207,23 +210,25 @@ def list_runs(grid: GridArgs, protocol: common.ProtocolArgs) -> tuple[list[Run],
         if not (Path(model) / "config.json").is_file():
             raise FileNotFoundError(f"model directory {model} has no config.json; pass a saved checkpoint directory")
         artifacts.check_weights(model)
-        tokenizers[model] = common.load_tokenizer(model)
-        inputs[model] = common.inputs_identity(common.resolve_inputs(protocol, model))  # refuses what cannot fit
+        tokenizers[model] = model_inputs.load_finetuning_tokenizer(model)
+        resolved = model_inputs.resolve_inputs(protocol, model)  # refuses what cannot fit
+        inputs[model] = model_inputs.inputs_identity(resolved)
         for task in task_list:
-            common.check_head(model, task.family)
-            common.check_labels(model, task)
+            model_inputs.check_head(model, task.family)
+            model_inputs.check_labels(model, task)
             if task.family in ("tc", "qa") and not tokenizers[model].is_fast:
                 raise ValueError(f"{task.name} needs a fast tokenizer (word ids / offsets); {model} has a slow one")
         model_ids[model] = identity.model_identity(model)
     task_ids, training = {}, {}
     for task in task_list:  # loads (and caches) every dataset: missing files and bad labels raise here
-        splits = common.task_splits(task, common.FinetuneArgs(**dataclasses.asdict(protocol)))
+        splits = common.task_splits(task, protocol.for_run())
         task_ids[task.name] = identity.task_identity(task, protocol.source, protocol.data_dir)
         if task.family == "ir":
-            training[task.name] = identity.ir_training_key(task, splits["train"], common.schedule(task, protocol))
-    protocol_id, code_id = identity.protocol_identity(protocol), identity.code_identity()
+            budget = finetune_args.schedule(task, protocol)
+            training[task.name] = identity.ir_training_key(task, splits["train"], budget)
+    protocol_id = identity.protocol_identity(protocol)
     runs = [Run(name, m, t, lr, s, {"model": model_ids[m], "task": task_ids[t.name], "protocol": protocol_id,
-                                    "code": code_id, "inputs": inputs[m]},
+                                    "scoring": identity.scoring_identity(t.family), "inputs": inputs[m]},
                 source=source, training=training.get(t.name), save_model=(t.name, lr, s) in saved)
             for name, m, source in models for t in task_list for lr in lrs for s in seeds]
     return runs, tokenizers
@@ -243,25 +248,16 @@ def status(run: Run, output: str | os.PathLike) -> tuple[str, list[str]]:
     """("todo" | "done" | "changed", what differs) for one run's result file.
 
     "changed" covers a result of another identity, an older format and a corrupt file (results are written
-    atomically, so a corrupt one was damaged by something else): none of them is ever silently reused. A finished
+    atomically, so a corrupt one was damaged by something else): none of them is ever silently reused
+    (`store.result_state`). A finished
     run whose model is asked for (`run.save_model`) and not saved beside it with the same identity is "todo": it is
     run again (same identity, so the same scores up to hardware) and its result rewritten with the model.
     """
-    path = run.path(output)
-    if not path.is_file():
-        return "todo", []
-    try:
-        record = store.read_result(path)
-    except ValueError as error:
-        return "changed", [str(error)]
-    if record.get("status") not in ("ok", "diverged"):
-        return "changed", [f"status {record.get('status')!r}"]
-    differences = store.identity_diff(record.get("identity", {}), run.identity)
-    if differences:
-        return "changed", differences
-    if run.save_model and record["status"] == "ok" and not _model_saved(run, output):
+    state, why = store.result_state(run.path(output), run.identity)
+    if state == "done" and run.save_model and not _model_saved(run, output) \
+            and store.read_result(run.path(output))["status"] == "ok":
         return "todo", ["fine-tuned model asked for (--save_models) but not saved"]
-    return "done", []
+    return state, why
 
 
 def _model_saved(run: Run, output) -> bool:
@@ -272,12 +268,13 @@ def _model_saved(run: Run, output) -> bool:
     return info is not None and info.get("identity") == run.identity
 
 
-def _run_args(run: Run, protocol: common.ProtocolArgs, scratch: str) -> common.FinetuneArgs:
-    args = common.FinetuneArgs(**{**dataclasses.asdict(protocol), "scratch_dir": scratch}, lr=run.lr, seed=run.seed)
-    return common.resolve_inputs(args, run.model_path)
+def _run_args(run: Run, protocol: finetune_args.ProtocolArgs, scratch: str) -> finetune_args.FinetuneArgs:
+    args = protocol.for_run(scratch_dir=scratch, lr=run.lr, seed=run.seed)
+    return model_inputs.resolve_inputs(args, run.model_path)
 
 
-def execute(unit: list[Run], protocol: common.ProtocolArgs, tokenizer, scratch: str) -> list[tuple[Run, dict, object]]:
+def execute(unit: list[Run], protocol: finetune_args.ProtocolArgs, tokenizer,
+            scratch: str) -> list[tuple[Run, dict, object]]:
     """Fine-tune once for `unit` (one run, or ir runs sharing their training) and score each of its tasks.
 
     Returns:
@@ -287,21 +284,20 @@ def execute(unit: list[Run], protocol: common.ProtocolArgs, tokenizer, scratch: 
     args = _run_args(first, protocol, scratch)
     family = FAMILIES[first.task.family]
     finetuned = family.finetune(first.model_path, first.task, args, tokenizer=tokenizer)
-    max_steps, epochs = common.schedule(first.task, args)
+    max_steps, epochs = finetune_args.schedule(first.task, args)
     config = {**{k: v for k, v in common.args_dict(args).items() if k not in ("scratch_dir", "data_dir")},
               "schedule": {"max_steps": max_steps, "epochs": epochs},
               "model_config": AutoConfig.from_pretrained(first.model_path, trust_remote_code=True).model_type}
     out = []
     for run in unit:
-        record = {"format": store.RESULT_FORMAT, "model": run.model_name, "task": run.task.name,
-                  "family": run.task.family, "lr": run.lr, "seed": run.seed, **family.score(finetuned, run.task, args),
+        fields = {**family.score(finetuned, run.task, args),
                   "trivial_baseline": baselines.trivial_baseline(run.task, common.task_splits(run.task, args)),
-                  "config": config, "identity": run.identity, "versions": common.versions(),
-                  "git_commit": artifacts.git_commit()}
-        if run.source:
-            record["model_source"] = run.source
-        if len(unit) > 1:
-            record["shared_training"] = [r.task.name for r in unit]  # one fine-tuning, scored on each of these
+                  "config": config}
+        record = store.new_result(
+            run.model_name, run.task.name, run.task.family, run.lr, run.seed, fields, run.identity,
+            artifacts.package_versions("sentence_transformers"), store.pretrain_seed(run.model_name),
+            model_source=run.source,
+            shared_training=[r.task.name for r in unit] if len(unit) > 1 else None)  # one fine-tuning, several tasks
         out.append((run, record, finetuned))
     return out
 
@@ -322,7 +318,7 @@ def save_model(run: Run, record: dict, finetuned, output) -> Path:
     return run.model_dir(output)
 
 
-def check(grid: GridArgs, protocol: common.ProtocolArgs) -> tuple[list[Run], dict]:
+def check(grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> tuple[list[Run], dict]:
     """Plan the grid and refuse finished results made by something else; returns (runs to do, tokenizers)."""
     runs, tokenizers = list_runs(grid, protocol)
     states = {id(run): status(run, grid.output) for run in runs}
@@ -397,7 +393,7 @@ def _claim(unit: list[Run], output, stack: contextlib.ExitStack, rerun_changed: 
     return mine
 
 
-def run_all(todo: list[Run], tokenizers: dict, grid: GridArgs, protocol: common.ProtocolArgs) -> list[Path]:
+def run_all(todo: list[Run], tokenizers: dict, grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> list[Path]:
     """Train and score every run of `todo` (each locked while it runs); return the result files written.
 
     With `grid.workers` > 1 the runs are done by that many worker processes (`run_workers`).
@@ -432,7 +428,7 @@ def run_all(todo: list[Run], tokenizers: dict, grid: GridArgs, protocol: common.
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def worker_command(todo: list[Run], grid: GridArgs, protocol: common.ProtocolArgs) -> list[str]:
+def worker_command(todo: list[Run], grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> list[str]:
     """The command line of one worker: this grid as a sequential grid process, its models named as here (a Hub
     model pinned to the commit resolved here, so every worker reads the same snapshot)."""
     models = dict.fromkeys(f"{run.model_name}={run.source or run.model_path}" for run in todo)
@@ -449,7 +445,7 @@ def _log_tail(path: Path, lines: int = 25) -> str:
     return "\n".join([line for line in re.split(r"[\r\n]+", text) if line.strip()][-lines:])
 
 
-def run_workers(todo: list[Run], grid: GridArgs, protocol: common.ProtocolArgs) -> list[Path]:
+def run_workers(todo: list[Run], grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> list[Path]:
     """Run `todo` with `grid.workers` worker processes and return the result files they wrote.
 
     Each worker is this grid as a sequential grid process (`worker_command`) with cores // workers CPU threads; they
@@ -497,7 +493,7 @@ def run_workers(todo: list[Run], grid: GridArgs, protocol: common.ProtocolArgs) 
     return written
 
 
-def run_grid(grid: GridArgs, protocol: common.ProtocolArgs) -> list[Path]:
+def run_grid(grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> list[Path]:
     """Run the grid; return the result files written by this call (finished runs are skipped).
 
     Args:
@@ -508,7 +504,7 @@ def run_grid(grid: GridArgs, protocol: common.ProtocolArgs) -> list[Path]:
 
 
 def make_parser() -> HfArgumentParser:
-    return HfArgumentParser((GridArgs, common.ProtocolArgs))
+    return HfArgumentParser((GridArgs, finetune_args.ProtocolArgs))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -16,10 +16,10 @@ from transformers import (
     Trainer,
 )
 
-from evaluation import common, metrics
+from evaluation import common, finetune_args, metrics, model_inputs
 
 
-def tokenize(task, tokenizer, args: common.FinetuneArgs):
+def tokenize(task, tokenizer, args: finetune_args.FinetuneArgs):
     """The task's splits tokenized once per (tokenizer, task, max_length) and shared by every run of the grid."""
     def build():
         splits = common.task_splits(task, args)
@@ -34,19 +34,19 @@ def tokenize(task, tokenizer, args: common.FinetuneArgs):
     return common.cached(key, build)
 
 
-def build_trainer(model_path, task, args: common.FinetuneArgs, tokenizer, train_dataset) -> Trainer:
+def build_trainer(model_path, task, args: finetune_args.FinetuneArgs, tokenizer, train_dataset) -> Trainer:
     """The run's model (a new classification head, in the precision's dtype) and its Trainer."""
     model = common.load_for_finetuning(
-        AutoModelForSequenceClassification, model_path, tokenizer, args, **common.label_kwargs(task)
+        AutoModelForSequenceClassification, model_path, tokenizer, args, **model_inputs.label_kwargs(task)
     )
-    max_steps, epochs = common.schedule(task, args)
+    max_steps, epochs = finetune_args.schedule(task, args)
     return Trainer(
         model=model, args=common.training_arguments(args, common.trainer_dir(args), max_steps, epochs),
         train_dataset=train_dataset, data_collator=DataCollatorWithPadding(tokenizer), processing_class=tokenizer,
     )
 
 
-def finetune(model_path, task, args: common.FinetuneArgs, tokenizer=None) -> common.Finetuned:
+def finetune(model_path, task, args: finetune_args.FinetuneArgs, tokenizer=None) -> common.Finetuned:
     """Fine-tune `model_path` on the task's train split (a new classification head; the last step is kept).
 
     Args:
@@ -55,12 +55,12 @@ def finetune(model_path, task, args: common.FinetuneArgs, tokenizer=None) -> com
         args: the run's settings (lr, seed, protocol).
         tokenizer: the model's tokenizer, when the caller already loaded it.
     """
-    tokenizer = tokenizer or common.load_tokenizer(model_path)
+    tokenizer = tokenizer or model_inputs.load_finetuning_tokenizer(model_path)
     trainer = build_trainer(model_path, task, args, tokenizer, tokenize(task, tokenizer, args)["train"])
     return common.Finetuned(trainer, common.train(trainer))
 
 
-def score(finetuned: common.Finetuned, task, args: common.FinetuneArgs) -> dict:
+def score(finetuned: common.Finetuned, task, args: finetune_args.FinetuneArgs) -> dict:
     """Accuracy of a fine-tuned model on the task's validation and test splits.
 
     Returns:

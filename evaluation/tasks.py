@@ -58,7 +58,7 @@ Choices (documented per task in its YAML `notes`):
       pooled from the documents judged in validation and test, and binary relevance (a judgement >= 1); "judged"
       (each split's own judged documents), "full" and "graded" are the alternatives.
     - Offline stand-ins: UNER trains on its dev file; SQuAD v2 splits its labelled dev half by article; MNLI trains
-      on TaxiNLI + non-gold dev-mismatched pairs; QQP is a balanced Quora split (see /work/shared/data/README.md).
+      on TaxiNLI + non-gold dev-mismatched pairs; QQP is a balanced Quora split (see the data bundle's README.md).
     - Hub sources follow the harness (`encodeval/datasets.py`, MLM_vs_CLM branch) where its datasets load with
       datasets>=4, and mteb's copies for IR; they need network and are not exercised by the offline tests beyond
       a local-folder stand-in.
@@ -73,16 +73,18 @@ import math
 import os
 import random
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import yaml
-from datasets import ClassLabel, Dataset, DatasetDict, Features, Sequence, Value
 
 from core import artifacts
 from core.paths import DATA_ENV_VAR, resolve_data_dir
 from evaluation import readers
 from evaluation.metrics import METRICS, SQUAD_VERSIONS, iob1_to_iob2
+
+if TYPE_CHECKING:  # datasets is imported where splits are built: task definitions (the cards) load without it
+    from datasets import Dataset, DatasetDict
 
 TASKS_DIR = Path(__file__).resolve().parent / "tasks"
 FAMILIES = ("sc", "tc", "qa", "ir")
@@ -190,10 +192,6 @@ class HubSource(_Source):
     train_pairs: dict | None = None
     doc_template: str = "{text}"
     written: tuple[str, ...] = dataclasses.field(default=(), repr=False, compare=False)
-
-
-OFFLINE_KEYS = OfflineSource.keys()
-HUB_KEYS = HubSource.keys()
 
 
 @dataclasses.dataclass
@@ -447,6 +445,8 @@ def _load_splits(task: Task, data_dir, max_train, max_eval, source, corpus, rele
     _check_inputs(task, records, spec)  # every row of every split, before any split is carved
     records = _derive_splits(task, records, spec)
     limits = {"train": max_train, "validation": max_eval, "test": max_eval}
+    from datasets import DatasetDict
+
     return DatasetDict({role: _to_dataset(task, _subset(records[role], limits[role]), spec, pair_encoding)
                         for role in ROLES})
 
@@ -587,6 +587,8 @@ def _template_fields(template: str) -> list[str]:
 
 def _to_dataset(task: Task, rows: list[dict], spec: OfflineSource | HubSource, pair_encoding: str) -> Dataset:
     """Build the family's normalised Dataset (labels already checked by `_check_inputs`)."""
+    from datasets import ClassLabel, Dataset, Features, Sequence, Value
+
     if task.family == "sc":
         index, template = _label_index(task, spec), task.template or "{text}"
         fields = _template_fields(template)
@@ -720,6 +722,8 @@ def _evaluated_queries(qrels: dict, max_eval: int | None) -> dict:
 def _pairs_from_qrels(task, qrels, queries, docs) -> Dataset:
     rows = [(qid, did) for qid, judged in qrels.items() for did, rel in judged.items() if rel > 0]
     _check_ids(task, "train", {q for q, _ in rows}, queries, {d for _, d in rows}, docs)
+    from datasets import Dataset
+
     return Dataset.from_dict({"query": [queries[q] for q, _ in rows], "positive": [docs[d] for _, d in rows]})
 
 

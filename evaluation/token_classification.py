@@ -29,7 +29,7 @@ from transformers import (
     Trainer,
 )
 
-from evaluation import common, metrics
+from evaluation import common, finetune_args, metrics, model_inputs
 
 IGNORE_INDEX = -100
 NO_TOKEN_TAG = "O"  # the prediction of a word without a token
@@ -81,12 +81,12 @@ def align_labels(batch, tokenizer, max_length: int, labelling: str = "first") ->
     return encoded
 
 
-def labelling_of(task, args: common.FinetuneArgs) -> str:
+def labelling_of(task, args: finetune_args.FinetuneArgs) -> str:
     """The run's labelling: `--tc_labelling` when given, else the task's own."""
     return args.tc_labelling or task.tc_labelling
 
 
-def tokenize(task, tokenizer, args: common.FinetuneArgs):
+def tokenize(task, tokenizer, args: finetune_args.FinetuneArgs):
     """The task's splits with aligned labels, built once per (tokenizer, task, max_length, labelling)."""
     if not tokenizer.is_fast:
         raise ValueError("token classification needs a fast tokenizer (offsets); this model ships a slow one")
@@ -110,7 +110,7 @@ def word_tags(logits: np.ndarray, word_ids: list[int], n_words: int, labels: lis
     return [labels[i] for i in ids]
 
 
-def finetune(model_path, task, args: common.FinetuneArgs, tokenizer=None) -> common.Finetuned:
+def finetune(model_path, task, args: finetune_args.FinetuneArgs, tokenizer=None) -> common.Finetuned:
     """Fine-tune `model_path` on the task's train split (a new tagging head; the last step is kept).
 
     Args:
@@ -122,12 +122,12 @@ def finetune(model_path, task, args: common.FinetuneArgs, tokenizer=None) -> com
     if NO_TOKEN_TAG not in task.labels:
         raise ValueError(f"task {task.name!r}: labels need an {NO_TOKEN_TAG!r} tag "
                          "(predicted for words without a token)")
-    tokenizer = tokenizer or common.load_tokenizer(model_path)
+    tokenizer = tokenizer or model_inputs.load_finetuning_tokenizer(model_path)
     data = tokenize(task, tokenizer, args)
     model = common.load_for_finetuning(
-        AutoModelForTokenClassification, model_path, tokenizer, args, **common.label_kwargs(task)
+        AutoModelForTokenClassification, model_path, tokenizer, args, **model_inputs.label_kwargs(task)
     )
-    max_steps, epochs = common.schedule(task, args)
+    max_steps, epochs = finetune_args.schedule(task, args)
     trainer = Trainer(
         model=model, args=common.training_arguments(args, common.trainer_dir(args), max_steps, epochs),
         train_dataset=data["train"].remove_columns(["tokens", "tags", "word_ids"]),
@@ -136,7 +136,7 @@ def finetune(model_path, task, args: common.FinetuneArgs, tokenizer=None) -> com
     return common.Finetuned(trainer, common.train(trainer))
 
 
-def score(finetuned: common.Finetuned, task, args: common.FinetuneArgs) -> dict:
+def score(finetuned: common.Finetuned, task, args: finetune_args.FinetuneArgs) -> dict:
     """Tag the task's validation and test sentences with a fine-tuned model and score them.
 
     Returns:

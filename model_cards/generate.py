@@ -42,7 +42,7 @@ from huggingface_hub import (
 from core import artifacts, cli, store
 from core.names import PAPER_SCALE, ModelName, parse_name, run_scale, scaled_name, try_parse_name
 from core.paths import is_hub_id
-from evaluation import resolve
+from evaluation.resolve import checkpoint_name
 from model_cards import public
 from model_cards.public import LOCAL, without_local_paths
 from model_cards.results_dataset import (
@@ -55,7 +55,6 @@ from model_cards.results_dataset import (
     scored_test,
     task_test_data,
 )
-from modeling_eurobert.export_native import is_causal_checkpoint
 
 TEMPLATE = Path(__file__).with_name("template.md")
 RESULTS_TEMPLATE = Path(__file__).with_name("results_template.md")
@@ -181,12 +180,6 @@ def describe_run(name: str, info: dict, step: int | None) -> str:
     if step is not None:
         return f"{name}: {size}, intermediate checkpoint at step {step:,} of its run, which is {body}."
     return f"{name}: {size} {body}."
-
-
-def checkpoint_name(checkpoint_dir: Path) -> str:
-    """The name a checkpoint's results are filed under, by the grid's resolver (`evaluation.resolve.model_name`):
-    run_info's name, which for `<run>/intermediate/step-<N>/` already ends with the paper-scale step."""
-    return resolve.model_name(str(checkpoint_dir), scaled=False)[0]
 
 
 def _contradictions(p: ModelName, info: dict) -> list[str]:
@@ -345,7 +338,7 @@ def _base_model(info: dict, repo_id: str | None, override: str | None) -> tuple[
 
 def _is_causal(checkpoint_dir: Path) -> bool:
     """The attention that `AutoModel` and the task heads use by default (config.json's `is_causal`)."""
-    return is_causal_checkpoint(artifacts.read_json(Path(checkpoint_dir) / "config.json", "model config"))
+    return artifacts.is_causal_checkpoint(artifacts.read_json(Path(checkpoint_dir) / "config.json", "model config"))
 
 
 def _branches(checkpoint_dir: Path) -> list[tuple[str, int]]:

@@ -31,6 +31,7 @@ import transformers
 from transformers import AutoTokenizer, EuroBertConfig
 
 from core import artifacts, cli
+from core.artifacts import is_causal_checkpoint
 
 from . import EuroBertClmMlmConfig
 from .tokenizer_settings import configure_tokenizer
@@ -56,12 +57,6 @@ OUR_DEFAULTS = EuroBertClmMlmConfig().to_dict()
 
 class ExportError(ValueError):
     """A checkpoint that cannot be exported to the native classes; the message says why."""
-
-
-def is_causal_checkpoint(raw: dict) -> bool:
-    """A checkpoint whose saved attention is causal: a CLM run, a converted decoder, or a causal LM head."""
-    return (bool(raw.get("is_causal")) or raw.get("pretraining_attention") == "causal"
-            or (raw.get("architectures") or [None])[0] == "EuroBertClmMlmForCausalLM")
 
 
 def check_exportable(raw: dict, bidirectional: bool = False) -> str:

@@ -1,4 +1,4 @@
-"""What a run reads, built once the settings are checked (`recipes/pretrain.py`, `recipes/prepare_data.py`): thin
+"""What a run reads, built once the settings are checked (`pretraining.pretrain`, `recipes/prepare_data.py`): thin
 wrappers over `pretraining.data`.
 
 - `training_blocks`: tokenizer and packed blocks, with the token budget checked before anything is downloaded and

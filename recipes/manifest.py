@@ -37,7 +37,6 @@ from core import cli, names
 SIZES = ("210m", "610m", "1b")
 RATIOS = (20, 30, 40, 50)
 TOTAL, DECAY, WARMUP = 42_000, 2_000, 2_000
-BUDGETS = (12_000, 22_000, 42_000)
 PFS_SWITCHES = {12_000: (3_000, 6_000, 9_000), 22_000: (5_000, 11_000, 17_000), 42_000: (10_000, 21_000, 32_000)}
 DECAY_ONLY_SWITCH = 40_000  # 610m-clm-40k-mlm{p}-42k: CLM, then MLM during the decay only
 CPT_EXTRA = (2_000, 12_000, 22_000)

@@ -26,7 +26,7 @@ import io
 from pathlib import Path
 
 from core import artifacts, cli
-from evaluation.common import PAPER_LRS, PAPER_SEEDS, PAPER_TASKS
+from evaluation.finetune_args import PAPER_LRS, PAPER_SEEDS, PAPER_TASKS
 from modeling_eurobert import load_architecture
 from pretraining.flops import BF16_PEAK_FLOPS, MEASURED_MFU, training_flops_per_token
 from recipes import launch, manifest

@@ -23,7 +23,7 @@ class Study:
     tasks: tuple[str, ...]
     lrs: tuple[float, ...]
     seeds: tuple[int, ...]
-    eval_args: dict = field(default_factory=dict)  # evaluation.common.ProtocolArgs overrides
+    eval_args: dict = field(default_factory=dict)  # evaluation.finetune_args.ProtocolArgs overrides
     compare: tuple[str, str] | None = None
     evaluate_intermediate: bool = False  # also evaluate the intermediate checkpoints (score vs pretraining step)
     task_eval_args: dict = field(default_factory=dict)  # task -> ProtocolArgs overrides on top of eval_args

@@ -31,7 +31,7 @@ from tqdm.auto import tqdm
 
 from core import artifacts, cli, names, store
 from core.paths import REPO_ROOT
-from evaluation import resolve
+from evaluation.resolve import checkpoint_name
 from recipes import manifest
 from recipes.studies import STUDIES, STUDY_NAMES, TOY_VOCAB_SIZE, Study, read_study_marker, replicate_name
 from recipes.study_docs import RESULTS_ARCHIVE, check_docs_dir, write_docs
@@ -229,28 +229,19 @@ def eval_groups(tasks: tuple[str, ...], study: Study) -> list[tuple[list[str], d
     return list(groups.values())
 
 
-def checkpoint_name(path: Path) -> str:
-    """The name the grid files a checkpoint's results under (`evaluation.resolve.model_name`: the name its run
-    recorded, `<run>-<step>` for `<run>/intermediate/step-<N>`)."""
-    return resolve.model_name(str(path), scaled=False)[0]  # shown with the scale by the report (--scale)
-
-
 def is_evaluated(model: Path, tasks: list[str], study: Study, output: Path) -> bool:
-    """Every grid result of this checkpoint on `tasks` exists, is readable and was made from these very weights and
-    code (the checkpoint's and the project's fine-tuning code: `evaluation.identity`)."""
-    from evaluation.identity import code_identity
+    """Every grid result of this checkpoint on `tasks` is current (`store.result_state`) for these very weights and
+    the scoring versions of the task's family (`evaluation.identity.scoring_identity`)."""
+    from evaluation import identity
+    from evaluation.tasks import load_task
 
-    model_id, name, code_id = artifacts.checkpoint_identity(model), checkpoint_name(model), code_identity()
+    model_id, name = artifacts.checkpoint_identity(model), checkpoint_name(model)
     for task in tasks:
+        expected = {"model": model_id, "scoring": identity.scoring_identity(load_task(task).family)}
         for lr in study.lrs_of(task):
             for seed in study.seeds:
                 path = store.result_path(output / "results", name, task, lr, seed)
-                try:
-                    record = store.read_result(path)
-                except (FileNotFoundError, ValueError):
-                    return False
-                recorded = record.get("identity") or {}
-                if (recorded.get("model"), recorded.get("code")) != (model_id, code_id):
+                if store.result_state(path, expected)[0] != "done":
                     return False
     return True
 
@@ -464,7 +455,7 @@ def run_study(study_name: str, output: Path, data_dir: str | None = None, org: s
     """Run (or finish) a study that trains (every one but `paper`, which is a plan); return the report directory.
 
     Args:
-        study_name: a key of `STUDIES`: `smoke`, `toy`, `mini` or `mini-gpu`.
+        study_name: a key of `STUDIES`: `smoke`, `toy`, `mini`, `mini-gpu` or `horizon`.
         output: the study directory (created; an existing one is resumed if it holds the same study).
         data_dir: the data bundle (default: $MLM_VS_CLM_DATA, then ../shared/data).
         org: Hub namespace of the exported repo folders and cards; default the placeholder `your-org`, which

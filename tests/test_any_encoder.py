@@ -25,6 +25,8 @@ from transformers.modeling_outputs import TokenClassifierOutput
 from evaluation import (
     common,
     extractive_qa,
+    finetune_args,
+    model_inputs,
     retrieval,
     run,
     sequence_classification,
@@ -83,7 +85,7 @@ def models(tmp_path_factory, data_dir):
 def smoke(data_dir, **overrides):
     settings = dict(lr=1e-3, seed=0, max_steps=2, batch_size=8, eval_batch_size=8, max_train=32, max_eval=16,
                     max_length=64, qa_max_length=96, doc_stride=32, data_dir=str(data_dir), precision="fp32")
-    return common.FinetuneArgs(**{**settings, **overrides})
+    return finetune_args.FinetuneArgs(**{**settings, **overrides})
 
 
 class PerfectTagger(torch.nn.Module):
@@ -99,7 +101,7 @@ class PerfectTagger(torch.nn.Module):
 
 
 def test_left_padding_tokenizer_is_padded_on_the_right(models):
-    tokenizer = common.load_tokenizer(models["llama"])
+    tokenizer = model_inputs.load_finetuning_tokenizer(models["llama"])
     assert tokenizer.padding_side == tokenizer.truncation_side == "right"
     assert tokenizer(["a", "a b c d"], padding=True)["attention_mask"][0][0] == 1
 
@@ -145,10 +147,10 @@ def test_attention_is_what_the_model_really_does(models):
 
 def test_raw_decoder_is_finetuned_bidirectionally_for_real(models, data_dir):
     task = tasks.load_task("sst2")
-    tokenizer = common.load_tokenizer(models["llama"])
+    tokenizer = model_inputs.load_finetuning_tokenizer(models["llama"])
     for attention in ("bidirectional", "causal"):
         model = common.load_for_finetuning(AutoModelForSequenceClassification, models["llama"], tokenizer,
-                                           smoke(data_dir, attention=attention), **common.label_kwargs(task))
+                                           smoke(data_dir, attention=attention), **model_inputs.label_kwargs(task))
         # the mask the decoder really uses, with padding and without: does the first token see the third?
         ids = torch.tensor([[10, 11, 12, 13], [10, 11, 14, 13]])
         for mask in (torch.tensor([[1, 1, 1, 0], [1, 1, 1, 0]]), torch.ones_like(ids)):
@@ -176,15 +178,16 @@ def test_result_records_the_attention_used_and_the_length_cap(models, data_dir, 
 
 def test_inputs_are_capped_like_the_original_harness(models):
     # round(0.99 * min(max_position_embeddings, 2048)); a 131,072-position decoder gets 2028, not 129,761
-    lengths = {name: common.max_length(common.ProtocolArgs(), models[name])
+    lengths = {name: model_inputs.max_length(finetune_args.ProtocolArgs(), models[name])
                for name in ("bert", "bert256", "roberta", "llama", "eurobert")}
     assert lengths == {"bert": 507, "bert256": 253, "roberta": 509, "llama": 2028, "eurobert": 507}
     with pytest.raises(ValueError, match="exceeds the 256 positions"):
-        common.max_length(common.ProtocolArgs(max_length=300), models["bert256"])
+        model_inputs.max_length(finetune_args.ProtocolArgs(max_length=300), models["bert256"])
 
 
 def test_qa_windows_fit_the_model(models, data_dir, tmp_path):
-    windows = {name: common.qa_windows(common.ProtocolArgs(), models[name]) for name in ("bert", "bert256", "llama")}
+    windows = {name: model_inputs.qa_windows(finetune_args.ProtocolArgs(), models[name])
+               for name in ("bert", "bert256", "llama")}
     assert windows == {"bert": (384, 128), "bert256": (253, 84), "llama": (384, 128)}
     # a BERT with 256 positions runs QA with the default windows (it crashed past the pre-flight checks before)
     run.main(["--model", str(models["bert256"]), "--tasks", "squad", "--lrs", "1e-3", "--seeds", "0", "--output",
@@ -217,12 +220,12 @@ def test_sentence_pairs_as_two_segments_reach_a_bert(models, data_dir):
     from evaluation import identity
 
     task, joined, segments = tasks.load_task("mnli"), smoke(data_dir), smoke(data_dir, pair_encoding="segments")
-    bert, eurobert = (common.resolve_inputs(segments, models[name]) for name in ("bert", "eurobert"))
+    bert, eurobert = (model_inputs.resolve_inputs(segments, models[name]) for name in ("bert", "eurobert"))
     assert (bert.pair_encoding, eurobert.pair_encoding) == ("segments", "joined")
     raw = common.task_splits(task, joined)["train"][0]
     pair = common.task_splits(task, bert)["train"][0]
     assert raw["text"] == f"Premise: {pair['text']}\nHypothesis: {pair['text_pair']}"
-    tokenizer = common.load_tokenizer(models["bert"])
+    tokenizer = model_inputs.load_finetuning_tokenizer(models["bert"])
     seen = []
     trainer = sequence_classification.build_trainer(models["bert"], task, bert, tokenizer,
                                                     sequence_classification.tokenize(task, tokenizer, bert)["train"])
@@ -235,10 +238,10 @@ def test_sentence_pairs_as_two_segments_reach_a_bert(models, data_dir):
         first_end = [i for i, _ in real].index(tokenizer.eos_token_id)  # <s> A </s> | B </s>, then the padding
         assert {t for _, t in real[: first_end + 1]} == {0} and {t for _, t in real[first_end + 1:]} == {1}
     # EuroBERT: exactly today's inputs, and the joined identity has no pair_encoding entry
-    eurobert_tokenizer = common.load_tokenizer(models["eurobert"])
+    eurobert_tokenizer = model_inputs.load_finetuning_tokenizer(models["eurobert"])
     encoded = sequence_classification.tokenize(task, eurobert_tokenizer, eurobert)["train"][0]
     assert encoded["input_ids"] == eurobert_tokenizer(raw["text"], truncation=True, max_length=64)["input_ids"]
     assert "pair_encoding" not in identity.protocol_identity(joined) and "pair_encoding" not in \
-        common.inputs_identity(eurobert)
-    assert identity.protocol_identity(segments)["pair_encoding"] == common.inputs_identity(bert)["pair_encoding"] == \
-        "segments"
+        model_inputs.inputs_identity(eurobert)
+    assert identity.protocol_identity(segments)["pair_encoding"] == \
+        model_inputs.inputs_identity(bert)["pair_encoding"] == "segments"

@@ -204,6 +204,10 @@ CLI_ROWS = {
         (["{tmp}", "--parameters", "1e6"], "--tokens_per_step and --parameters go together"),
         (["{tmp}", "--scale", "Mini Study"], "scale 'Mini Study' must be lower-case words"),
     ],
+    "evaluation.identity": [
+        (["--migrate", "{tmp}/missing"], "no result files under"),
+        ([], "--migrate"),
+    ],
     "evaluation.inspect": [
         (["--model", "{tmp}/missing", "--task", "sst2"], "missing"),
         (["--model", "{model}", "--task", "nope"], "unknown task 'nope'"),

@@ -17,7 +17,7 @@ from core.sentence_transformers_files import (
     sentence_transformers_files,
     write_sentence_transformers_files,
 )
-from evaluation import common, retrieval, tasks
+from evaluation import finetune_args, retrieval, tasks
 from pretraining import pretrain
 from tests.fixtures.fresh_process import run_fresh
 
@@ -140,13 +140,13 @@ def test_sentence_transformers_zero_shot_equals_the_evaluation_pipeline(clm_run,
         loaded = report[str(directory)]
         assert loaded["prompts"] == {"query": task.query_prefix, "document": task.document_prefix} == PROMPTS
         assert loaded["is_causal"] is False
-        evaluation_model = retrieval.build_model(directory, task, common.FinetuneArgs()).eval()
+        evaluation_model = retrieval.build_model(directory, task, finetune_args.FinetuneArgs()).eval()
         expected = {"query": evaluation_model.encode_query(QUERIES, convert_to_tensor=True),
                     "document": evaluation_model.encode_document(DOCUMENTS, convert_to_tensor=True)}
         for role in ("query", "document"):
             torch.testing.assert_close(embeddings[str(directory)][role], expected[role], atol=1e-6, rtol=1e-6)
     # The attention setting matters: the CLM checkpoint's own causal attention gives other embeddings.
-    causal = retrieval.build_model(clm_run, task, common.FinetuneArgs(attention="checkpoint")).eval()
+    causal = retrieval.build_model(clm_run, task, finetune_args.FinetuneArgs(attention="checkpoint")).eval()
     assert not torch.allclose(causal.encode_query(QUERIES, convert_to_tensor=True),
                               embeddings[str(clm_run)]["query"], atol=1e-4)
 

@@ -9,7 +9,9 @@ import torch
 from evaluation import (
     common,
     extractive_qa,
+    finetune_args,
     metrics,
+    model_inputs,
     retrieval,
     sequence_classification,
     tasks,
@@ -36,7 +38,7 @@ def tiny(tmp_path_factory, data_dir):
 def smoke_args(data_dir, **overrides):
     settings = dict(lr=1e-3, seed=0, max_steps=4, batch_size=8, eval_batch_size=32, max_train=64, max_eval=24,
                     max_length=64, qa_max_length=96, doc_stride=32, data_dir=str(data_dir), precision="fp32")
-    return common.FinetuneArgs(**{**settings, **overrides})
+    return finetune_args.FinetuneArgs(**{**settings, **overrides})
 
 
 def finetune_and_score(family, model, task, args) -> dict:
@@ -71,7 +73,7 @@ def test_sequence_classification(tiny, data_dir):
 
 
 def test_token_classification_aligns_first_subtoken(tiny, data_dir):
-    tokenizer = common.load_tokenizer(tiny["clm"])
+    tokenizer = model_inputs.load_finetuning_tokenizer(tiny["clm"])
     batch = {"tokens": [["EU", "rejects", "German", "call"]], "tags": [[3, 0, 7, 0]]}
     encoded = token_classification.align_labels(batch, tokenizer, 64)
     word_ids, labels = encoded["word_ids"][0], encoded["labels"][0]
@@ -167,7 +169,7 @@ def test_bf16_weights_round_small_updates_away_as_the_original_does(tiny, data_d
     changed = {}
     for precision in ("bf16_weights", "fp32"):
         args = smoke_args(data_dir, lr=1e-5, max_steps=2, precision=precision, scratch_dir=str(tmp_path / precision))
-        tokenizer = common.load_tokenizer(tiny["clm"])
+        tokenizer = model_inputs.load_finetuning_tokenizer(tiny["clm"])
         trainer = sequence_classification.build_trainer(
             tiny["clm"], task, args, tokenizer, sequence_classification.tokenize(task, tokenizer, args)["train"])
         before = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if n.startswith("model.")}
@@ -185,7 +187,7 @@ def test_bf16_weights_round_small_updates_away_as_the_original_does(tiny, data_d
 
 def test_inputs_are_sized_as_the_original_harness(tiny):
     # the tiny architecture: 512 positions
-    assert common.max_length(common.ProtocolArgs(), tiny["clm"]) == round(0.99 * 512)
-    assert common.max_length(common.ProtocolArgs(max_length=64), tiny["clm"]) == 64
+    assert model_inputs.max_length(finetune_args.ProtocolArgs(), tiny["clm"]) == round(0.99 * 512)
+    assert model_inputs.max_length(finetune_args.ProtocolArgs(max_length=64), tiny["clm"]) == 64
     expected = "bf16_weights" if torch.cuda.is_available() else "fp32"
-    assert common.ProtocolArgs(precision="auto").resolved_precision() == expected
+    assert finetune_args.ProtocolArgs(precision="auto").resolved_precision() == expected

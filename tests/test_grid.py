@@ -12,7 +12,7 @@ import pytest
 
 from analysis import report
 from core import store
-from evaluation import common, resolve, run
+from evaluation import finetune_args, model_inputs, resolve, run
 from tests.fixtures.tiny_models import (
     build_tiny_bert,
     build_tiny_eurobert,
@@ -41,7 +41,7 @@ def grid(model, output, tasks="sst2", lrs="1e-3,1e6", seeds="0,1"):
 
 
 def protocol(data_dir, **overrides):
-    return common.ProtocolArgs(**{**SMOKE, "data_dir": str(data_dir), **overrides})
+    return finetune_args.ProtocolArgs(**{**SMOKE, "data_dir": str(data_dir), **overrides})
 
 
 def test_grid_writes_skips_and_records_divergence(models, data_dir, tmp_path):
@@ -75,9 +75,10 @@ def test_other_encoders_run_through_the_grid(models, data_dir, tmp_path, name, m
 def test_tokenized_datasets_are_built_once_per_tokenizer(models, data_dir):
     from evaluation import sequence_classification, tasks
 
-    args = common.FinetuneArgs(**SMOKE, data_dir=str(data_dir))
-    first = sequence_classification.tokenize(tasks.load_task("sst2"), common.load_tokenizer(models["eurobert"]), args)
-    again = sequence_classification.tokenize(tasks.load_task("sst2"), common.load_tokenizer(models["bert"]), args)
+    args = finetune_args.FinetuneArgs(**SMOKE, data_dir=str(data_dir))
+    sst2, load = tasks.load_task("sst2"), model_inputs.load_finetuning_tokenizer
+    first = sequence_classification.tokenize(sst2, load(models["eurobert"]), args)
+    again = sequence_classification.tokenize(sst2, load(models["bert"]), args)
     assert first is again  # same tokenizer content, same task and length: one tokenization for the whole grid
 
 
@@ -183,15 +184,15 @@ def test_another_model_under_the_same_name_is_refused(models, data_dir, tmp_path
 
 
 def test_edited_model_code_is_refused_not_reused(models, data_dir, tmp_path):
-    """The checkpoint's remote code (modeling_eurobert.py) and the project's fine-tuning code are in the identity: a
-    stored result made by other code is refused as "changed", never silently reused."""
+    """The checkpoint's remote code (modeling_eurobert.py) and the project's declared scoring versions are in the
+    identity: a stored result made by other code is refused as "changed", never silently reused."""
     import shutil
 
     from evaluation import identity
 
     model = shutil.copytree(models["eurobert"], tmp_path / "models" / "tiny-mlm")
     first = run.run_grid(grid(model, tmp_path / "out", lrs="1e-3", seeds="0"), protocol(data_dir))
-    assert json.loads(first[0].read_text())["identity"]["code"] == identity.code_identity()
+    assert json.loads(first[0].read_text())["identity"]["scoring"] == identity.scoring_identity("sc")
     with open(model / "modeling_eurobert.py", "a") as f:
         f.write("\n# edited\n")
     with pytest.raises(ValueError, match=r"model\.code\.modeling_eurobert\.py\.sha256: .* -> .*--rerun_changed"):

@@ -14,7 +14,7 @@ import pytest
 from transformers import TrainerCallback
 
 from core import store
-from evaluation import common, extractive_qa, run, tasks, token_classification
+from evaluation import common, extractive_qa, finetune_args, model_inputs, run, tasks, token_classification
 from recipes import plan
 from tests.fixtures.tiny_models import build_tiny_eurobert, build_tiny_tokenizer
 
@@ -48,7 +48,7 @@ def grid_run(one_thread, tmp_path_factory, data_dir):
     root = tmp_path_factory.mktemp("grid-models")
     model = build_tiny_eurobert(root / "tiny-clm", build_tiny_tokenizer(data_dir), is_causal=True)
     scifact_b = write_scifact_b(root)
-    protocol = common.ProtocolArgs(**SMOKE, data_dir=str(data_dir))
+    protocol = finetune_args.ProtocolArgs(**SMOKE, data_dir=str(data_dir))
     grid = run.GridArgs(model=str(model), tasks=f"sst2,conll2003,squad,scifact,{scifact_b}", lrs="1e-3", seeds="0",
                         output=str(root / "results"), save_models="sst2,conll2003,squad,scifact_b:1e-3:0")
     counter = CountTrainings()
@@ -144,8 +144,8 @@ def test_saved_models_reload_in_a_fresh_process_and_reproduce_the_predictions(gr
         "query": "Query: ", "document": "Document: "}
 
     # What the evaluation fed each model, rebuilt with this repository's own code.
-    args = dataclasses.replace(common.FinetuneArgs(**dataclasses.asdict(protocol)), lr=1e-3)
-    tokenizer = common.load_tokenizer(grid_run["model"])
+    args = protocol.for_run(lr=1e-3)
+    tokenizer = model_inputs.load_finetuning_tokenizer(grid_run["model"])
     sst2, conll, squad = (tasks.load_task(t) for t in ("sst2", "conll2003", "squad"))
     tagged = token_classification.tokenize(conll, tokenizer, args)["test"]
     squad_splits, windows = extractive_qa.tokenize(squad, tokenizer, args)

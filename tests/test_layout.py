@@ -162,3 +162,15 @@ def test_the_longest_test_files_are_handed_out_first():
     assert [name for name in LONGEST_FIRST if not (ROOT / "tests" / name).is_file()] == []
     addopts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["addopts"].split()
     assert "--no-loadscope-reorder" in addopts and addopts[addopts.index("--dist") + 1] == "loadfile"
+
+
+def test_the_report_and_the_cards_load_neither_torch_nor_datasets():
+    """The analysis reads result files and the cards read configs and task definitions: neither needs the fine-tuning
+    stack (torch, transformers, datasets), measured on the modules a fresh process has loaded."""
+    code = ("import sys; import analysis.report, model_cards.generate; from model_cards import results_dataset; "
+            "results_dataset.task_test_data('sst2', 'offline'); "
+            "model_cards.generate._is_causal(sys.argv[1]); "
+            "print(sorted(m for m in ('torch', 'transformers', 'datasets') if m in sys.modules))")
+    checkpoint = ROOT / "modeling_eurobert" / "architectures" / "tiny"  # a config.json, as a checkpoint holds one
+    done = subprocess.run([sys.executable, "-c", code, str(checkpoint)], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr[-2000:]

@@ -11,7 +11,7 @@ import pytest
 from analysis import report, statistics
 from core import store
 from core.sentence_transformers_files import write_sentence_transformers_files
-from evaluation import baselines, common, metrics, retrieval, run, tasks
+from evaluation import baselines, finetune_args, metrics, retrieval, run, tasks
 from evaluation import mteb as mteb_eval
 from tests.fixtures.tiny_models import (
     build_tiny_bert,
@@ -114,7 +114,7 @@ def test_plain_encoder_gets_mean_pooling_and_the_task_prompts(models, data_dir, 
     encoder = record["identity"]["protocol"]["encoder"]
     assert path.parent.parent.name == "bert" and encoder["pooling"]["pooling_mode"] == "mean"
     assert encoder["prompts"] == {"query": "Query: ", "document": "Document: "} and encoder["max_seq_length"] == 48
-    model = retrieval.build_model(models["bert"], tasks.load_task("scifact"), common.FinetuneArgs(max_length=48))
+    model = retrieval.build_model(models["bert"], tasks.load_task("scifact"), finetune_args.FinetuneArgs(max_length=48))
     expected, _ = ours(model.eval(), data_dir, max_eval=20)
     assert record["test"]["ndcg@10"] == pytest.approx(expected["ndcg@10"], abs=1e-4)
 
@@ -122,7 +122,7 @@ def test_plain_encoder_gets_mean_pooling_and_the_task_prompts(models, data_dir, 
 def test_fine_tuned_model_scores_what_the_grid_recorded(models, data_dir, tmp_path):
     """An IR model saved by `evaluation.run --save_models`, scored by mteb on the grid's test split, gets the grid's
     NDCG@10, and its record is filed under (and says) what it was fine-tuned from."""
-    protocol = common.ProtocolArgs(max_steps=2, batch_size=8, eval_batch_size=32, max_train=16, max_eval=16,
+    protocol = finetune_args.ProtocolArgs(max_steps=2, batch_size=8, eval_batch_size=32, max_train=16, max_eval=16,
                                    max_length=48, precision="fp32", data_dir=str(data_dir))
     grid = run.GridArgs(model=str(models["checkpoint"]), tasks="scifact", lrs="1e-3", seeds="0",
                         output=str(tmp_path / "grid"), save_models="scifact")

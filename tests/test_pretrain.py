@@ -13,6 +13,7 @@ from safetensors.torch import load_file
 from transformers import AutoModelForMaskedLM
 
 from core import artifacts, paths
+from evaluation import finetune_args
 from pretraining import data, pretrain
 from pretraining.checks import check_run_settings
 from pretraining.trainer import build_model
@@ -414,7 +415,7 @@ def test_every_objective_loads_with_plain_auto_classes_in_a_fresh_process(three_
     (no flag; a process that cannot import this project, stdin closed, so a [y/N] prompt would fail it) as
     transformers' own EuroBERT, bidirectional, with hidden states, MLM logits and embeddings equal to this project's
     classes; `trust_remote_code=True` still gives this project's classes (here the causal LM head)."""
-    from evaluation import common, retrieval, tasks
+    from evaluation import retrieval, tasks
     from modeling_eurobert import EuroBertClmMlmForMaskedLM, EuroBertClmMlmModel
     from tests.fixtures.fresh_process import run_fresh
 
@@ -446,7 +447,7 @@ def test_every_objective_loads_with_plain_auto_classes_in_a_fresh_process(three_
             logits = EuroBertClmMlmForMaskedLM.from_pretrained(path).eval()(torch.tensor(ids)).logits
         torch.testing.assert_close(torch.tensor(loaded["hidden"]), ours.last_hidden_state, atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(torch.tensor(loaded["logits"]), logits, atol=1e-5, rtol=1e-5)
-        embedding = retrieval.build_model(path, scifact, common.FinetuneArgs()).eval().encode_query(
+        embedding = retrieval.build_model(path, scifact, finetune_args.FinetuneArgs()).eval().encode_query(
             ["what is the capital"], convert_to_tensor=True)
         torch.testing.assert_close(torch.tensor(loaded["embedding"]), embedding, atol=1e-5, rtol=1e-5)
     # our classes read the CLM run's record back: causal by default, as it was pretrained
@@ -579,3 +580,21 @@ def test_heldout_figure_places_every_row_at_its_csv_tokens(tmp_path, monkeypatch
     path.write_text(path.read_text().replace(",tokens_before_cpt", ""))  # an older CSV: refused, not misread
     with pytest.raises(ValueError, match="not a held-out CSV of this version"):
         heldout.read_csv(path)
+
+
+def test_the_private_trainer_api_the_pretraining_trainer_relies_on_is_still_there():
+    """pretraining/trainer.py is the one place that uses transformers' private Trainer API: it overrides
+    `Trainer._get_num_items_in_batch` and sets `_loss_shifts_labels`, which that method must still read (else CLM
+    steps would count one label too many per row, silently)."""
+    import inspect
+
+    import transformers
+    from transformers import Trainer
+
+    from pretraining.trainer import PretrainingTrainer
+
+    method, flag = PretrainingTrainer.PRIVATE_API
+    assert callable(getattr(Trainer, method, None)), f"transformers {transformers.__version__} has no Trainer.{method}"
+    assert flag in inspect.getsource(getattr(Trainer, method)), (
+        f"transformers {transformers.__version__}: Trainer.{method} no longer reads {flag}; count the CLM labels "
+        "another way in pretraining/trainer.py")

@@ -15,10 +15,9 @@ from seqeval.metrics.sequence_labeling import get_entities
 from seqeval.scheme import IOB2, Entities
 
 import evaluation.tasks as tasks_module
-from evaluation import common, identity, readers
+from evaluation import finetune_args, identity, readers
 from evaluation.tasks import (
     FORMATS,
-    OFFLINE_KEYS,
     HubSource,
     OfflineSource,
     RetrievalSplit,
@@ -32,7 +31,7 @@ OFFLINE_TASKS = ["sst2", "mnli", "qqp", "mrpc", "conll2003", "wikiann", "uner", 
                  "squad_pairs"]
 HUB_ONLY = {"ontonotes": "wikiann", "record": "squad", "msmarco": "squad_pairs", "nq": "squad_pairs",
             "mldr": "squad_pairs"}
-PAPER_TASKS = list(common.PAPER_TASKS)
+PAPER_TASKS = list(finetune_args.PAPER_TASKS)
 
 
 def _one_line_error(excinfo) -> str:
@@ -351,7 +350,7 @@ def test_every_format_has_a_reader_taking_offline_settings_with_the_same_default
     defaults = {f.name: f.default for f in dataclasses.fields(OfflineSource)}
     for fmt, reader in readers.READERS.items():
         parameters = inspect.signature(reader.read).parameters
-        assert set(reader.options) <= OFFLINE_KEYS and set(reader.options) <= set(parameters), fmt
+        assert set(reader.options) <= OfflineSource.keys() and set(reader.options) <= set(parameters), fmt
         for name in reader.options:
             if parameters[name].default is not inspect.Parameter.empty:
                 assert parameters[name].default == defaults[name], (fmt, name)

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from evaluation import common, metrics, tasks
+from evaluation import finetune_args, metrics, tasks
 from evaluation import token_classification as tc
 from tests.fixtures.tokenizer_families import build_all
 
@@ -116,10 +116,10 @@ def test_first_and_majority_predictions_on_hand_made_logits():
 def test_labelling_setting_task_then_flag(tmp_path):
     task = tasks.load_task("conll2003")
     assert task.tc_labelling == "all"  # the paper scale: the harness's labelling
-    assert tc.labelling_of(task, common.FinetuneArgs()) == "all"
-    assert tc.labelling_of(task, common.FinetuneArgs(tc_labelling="first")) == "first"
+    assert tc.labelling_of(task, finetune_args.FinetuneArgs()) == "all"
+    assert tc.labelling_of(task, finetune_args.FinetuneArgs(tc_labelling="first")) == "first"
     with pytest.raises(ValueError, match="tc_labelling"):
-        common.FinetuneArgs(tc_labelling="last")
+        finetune_args.FinetuneArgs(tc_labelling="last")
     path = tmp_path / "bad.yaml"
     path.write_text("name: bad\nfamily: tc\nmetric: entity_f1\nbudget: {epochs: 1}\nlabels: [O]\n"
                     "tc_labelling: middle\noffline: {format: conll, files: {train: x}}\n")

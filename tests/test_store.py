@@ -1,0 +1,89 @@
+"""The result record as one contract (`core.store`): one constructor, one reader that finds results by what they
+record, one "current for this identity" predicate, and the one-time migration of format-2 results."""
+
+import json
+import shutil
+import tarfile
+
+import pytest
+
+from analysis import statistics
+from core import store
+from core.paths import REPO_ROOT
+from evaluation import identity
+from tests.test_scoring import FORMAT2_CODE
+
+ARCHIVED = "results/610m-clm-21k-mlm40-42k/conll2003/lr0.0002-seed0.json"  # the mini study's first result
+
+
+def write(root, model="610m-clm-42k-pseed1", task="sst2", lr=1e-4, seed=0, ident=None):
+    path = store.result_path(root, model, task, lr, seed)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    record = store.new_result(model, task, "sc", lr, seed, {"status": "ok", "main_metric": "accuracy"},
+                              ident or {"scoring": identity.scoring_identity("sc")}, {}, store.pretrain_seed(model))
+    return store.write_result(path, record)
+
+
+def test_the_record_carries_the_pretraining_replicate(tmp_path):
+    path = write(tmp_path)
+    assert store.read_result(path)["pretrain_seed"] == 1
+    assert store.read_result(write(tmp_path, model="bert-base"))["pretrain_seed"] is None
+
+
+def test_a_copy_or_a_moved_result_is_refused_in_one_line(tmp_path):
+    original = write(tmp_path)
+    copy = shutil.copy(original, original.with_name("lr0.0001-seed0 (copy).json"))
+    moved = original.parent.parent / "mnli" / original.name
+    moved.parent.mkdir()
+    shutil.copy(original, moved)
+    assert store.result_files(tmp_path) == sorted([original, copy, moved])  # found, so they cannot hide
+    for path in (copy, moved):
+        with pytest.raises(ValueError, match=r"records .*sst2/lr0.0001-seed0.json: a copy or a moved file") as error:
+            store.read_result(path)
+        assert "\n" not in str(error.value)
+    with pytest.raises(ValueError, match="a copy or a moved file"):
+        statistics.load_results(tmp_path)  # the report never counts it
+    copy.unlink(), shutil.rmtree(moved.parent)
+    assert [r["_path"] for r in statistics.load_results(tmp_path)] == [str(original)]
+
+
+def format2_result(root) -> tuple:
+    """A result of the committed mini study, as format 2 wrote it with its source hashes (`identity.code`)."""
+    with tarfile.open(REPO_ROOT / "docs" / "mini-study" / "results.tar.xz", "r:xz") as tar:
+        record = json.load(tar.extractfile(ARCHIVED))
+    assert record["format"] == 2 and record["family"] == "tc"
+    record["identity"]["code"] = {name: "0" * 64 for name in FORMAT2_CODE}
+    path = root / ARCHIVED.removeprefix("results/")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(record))
+    return path, record
+
+
+def test_format2_results_are_migrated_once(tmp_path, call_main):
+    path, old = format2_result(tmp_path)
+    saved = path.with_suffix(".model")
+    store.write_finetune_info(saved, {"task": "conll2003", "identity": old["identity"]})
+    current = {**{k: v for k, v in old["identity"].items() if k != "code"}, "scoring": identity.scoring_identity("tc")}
+    assert store.read_result(path)["test"] == old["test"]  # the report reads it as it is
+    state, why = store.result_state(path, current)
+    assert state == "changed" and why == ["format 2, this version writes 3: run `python -m evaluation.identity "
+                                          "--migrate RESULTS_DIR` once"]
+    done = call_main(identity.main, "--migrate", tmp_path)
+    assert done.returncode == 0 and "migrated 1 result file(s) of format 2" in done.stdout
+    assert store.result_state(path, current) == ("done", [])
+    record = store.read_result(path)
+    assert record["format"] == 3 and record["pretrain_seed"] is None and "code" not in record["identity"]
+    assert {k: v for k, v in record.items() if k not in ("format", "identity", "pretrain_seed")} == \
+           {k: v for k, v in old.items() if k not in ("format", "identity")}
+    assert store.read_finetune_info(saved)["identity"] == record["identity"]
+    assert "migrated 0 result file(s)" in call_main(identity.main, "--migrate", tmp_path).stdout
+
+
+def test_the_migration_writes_nothing_when_a_file_is_refused(tmp_path, call_main):
+    path, _ = format2_result(tmp_path)
+    shutil.copy(path, path.with_name("lr0.0002-seed0.json.json"))  # a backup the glob finds
+    before = path.read_bytes()
+    done = call_main(identity.main, "--migrate", tmp_path)
+    assert done.returncode == 2 and done.stderr.startswith("error: result file") and done.stderr.count("\n") == 1
+    assert path.read_bytes() == before
+    assert call_main(identity.main, "--migrate", tmp_path / "none").returncode == 2
