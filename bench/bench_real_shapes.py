@@ -76,7 +76,15 @@ def rss_bytes(field: str) -> int:
 
 
 def recipe_argv(args, size: str, objective: str, output_dir: Path, tokenizer: Path) -> list[str]:
-    argv = ["--config", f"recipes/configs/paper/{size}-{OBJECTIVES[objective]}-42k.yaml",
+    """The paper config less its 42k-step budgets (decay branches, intermediate checkpoints), then one step here."""
+    import yaml
+
+    config = yaml.safe_load((ROOT / f"recipes/configs/paper/{size}-{OBJECTIVES[objective]}-42k.yaml").read_text())
+    for key in ("decay_branches", "intermediate_steps"):
+        config.pop(key, None)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    (output_dir.parent / f"{output_dir.name}.yaml").write_text(yaml.safe_dump(config))
+    argv = ["--config", str(output_dir.parent / f"{output_dir.name}.yaml"),
             "--output_dir", str(output_dir), "--run_name", output_dir.name, "--data_cache_dir", args.cache_dir,
             "--corpus_source", "bundle", "--corpus_name", "null", "--global_batch_size", "null",
             "--max_docs", str(args.max_docs), "--block_size", str(args.block_size), "--num_proc", "1",
