@@ -19,16 +19,29 @@ MS MARCO pairs, so `evaluation.run` trains one retrieval model per (model, LR, s
 10 fine-tunings per (model, LR, seed) for 12 tasks. Wall-clock throughput with several grid runs packed on one GPU
 (`evaluation.run --workers N`) is a measurement, not a formula: `eval_runs_per_gpu_hour` takes it once measured
 (`python -m bench.bench_grid --workers 1,2,4` on the GPU; `bench/gpu_check.sh` runs it).
+
+Memory per GPU (`memory_rows`, the table at the end of plan.md): the largest micro-batch of 2048-token blocks that
+fits in 80 GB (H100) and 141 GB (H200), with all of a model's state on every GPU (DDP) and sharded over 8 GPUs (FSDP):
+    bytes = 16 * N (fp32 weights, fp32 gradients, AdamW's two fp32 moments; bf16 autocast keeps them all fp32)
+            [FSDP: / 8, plus the gathered root unit (embeddings, LM head) and one decoder layer at 8 bytes each]
+            + micro-batch * 2048 * activation bytes per token
+with 10% of the GPU left for the CUDA context, kernels' workspace and fragmentation. The activation bytes per token
+are measured (`ACTIVATION_BYTES_PER_TOKEN`, bench/bench_real_shapes.py); 16 * N is what `accelerate
+estimate-memory` gives for Adam in float32 (`accelerate_training_bytes`, its own functions on our model, offline).
 """
 
+import copy
 import csv
 import io
+import math
 from pathlib import Path
+
+import torch
 
 from core import artifacts, cli
 from evaluation.finetune_args import PAPER_LRS, PAPER_SEEDS, PAPER_TASKS
-from modeling_eurobert import load_architecture
-from pretraining.flops import BF16_PEAK_FLOPS, MEASURED_MFU, training_flops_per_token
+from modeling_eurobert import EuroBertClmMlmForMaskedLM, load_architecture
+from pretraining.flops import BF16_PEAK_FLOPS, PLAN_MFU, training_flops_per_token
 from recipes import launch, manifest
 
 GPUS = BF16_PEAK_FLOPS  # dense bf16 peak FLOP/s
@@ -41,10 +54,101 @@ EVAL_FINETUNINGS_PER_LR_SEED = EVAL_TASKS - len(SHARED_IR_TRAINING) + 1
 EVAL_RUNS_PER_TASK = len(PAPER_LRS) * len(PAPER_SEEDS)
 EVAL_TOKENS_PER_RUN = 1_000 * 32 * 512
 
+# Activation memory per trained token at block 2048 (bytes): one forward + backward of the recipe's model under bf16
+# autocast with the gradients already allocated, measured on CPU by bench/bench_real_shapes.py on 2026-12-03
+# (docs/benchmarks.md, "The paper's shapes on CPU"). The 1b is not measured (its weights, gradients and AdamW state
+# alone, 22.6 GB, outgrow the 24 GB machine): `activation_bytes_per_token` extrapolates it.
+ACTIVATION_BYTES_PER_TOKEN = {("210m", "clm"): 2_362_768, ("210m", "mlm40"): 1_505_038,
+                              ("610m", "clm"): 3_936_116, ("610m", "mlm40"): 3_078_572}
+MEMORY_OBJECTIVES = ("clm", "mlm40")
+GPU_MEMORY_GB = {"H100": 80, "H200": 141}
+FSDP_GPUS = 8
+STATE_BYTES_PER_PARAMETER = 16
+MEMORY_RESERVE = 0.10  # of each GPU: CUDA context, workspace, fragmentation
+
 
 def flops_per_token(size: str, projected_share: float) -> float:
     """Training FLOPs per token of one model size; `projected_share` = share of tokens through the LM head."""
     return training_flops_per_token(load_architecture(size), manifest.SCALES["paper"]["block_size"], projected_share)
+
+
+def parameter_counts(size: str) -> tuple[int, int, int]:
+    """(all parameters, the FSDP root unit's: embeddings, final norm and LM head, one decoder layer's) of a size."""
+    with torch.device("meta"):
+        model = EuroBertClmMlmForMaskedLM(copy.deepcopy(load_architecture(size)))
+    total = sum(p.numel() for p in model.parameters())
+    layer = sum(p.numel() for p in model.model.layers[0].parameters())
+    return total, total - layer * len(model.model.layers), layer
+
+
+def accelerate_training_bytes(size: str) -> int:
+    """What `accelerate estimate-memory` reports as "Training using Adam" in float32 for a size: its own functions
+    (`calculate_maximum_sizes`, `estimate_training_usage`) on our model built on the meta device; the command itself
+    first looks the name up on the Hub, which a local architecture is not."""
+    from accelerate.commands.estimate import estimate_training_usage
+    from accelerate.utils import calculate_maximum_sizes
+
+    with torch.device("meta"):
+        model = EuroBertClmMlmForMaskedLM(copy.deepcopy(load_architecture(size)))
+    return max(estimate_training_usage(calculate_maximum_sizes(model)[0], "float32").values())
+
+
+def activation_bytes_per_token(size: str, objective: str) -> tuple[float, bool]:
+    """(bytes per token, measured): measured for 210m and 610m; the 1b extrapolated linearly in layers x hidden
+    size through the two measured sizes (the LM head's share, the same at every size, is the intercept)."""
+    if (size, objective) in ACTIVATION_BYTES_PER_TOKEN:
+        return ACTIVATION_BYTES_PER_TOKEN[size, objective], True
+    width = {s: load_architecture(s).num_hidden_layers * load_architecture(s).hidden_size for s in ("210m", "610m")}
+    small, large = (ACTIVATION_BYTES_PER_TOKEN[s, objective] for s in ("210m", "610m"))
+    config = load_architecture(size)
+    slope = (large - small) / (width["610m"] - width["210m"])
+    return small + slope * (config.num_hidden_layers * config.hidden_size - width["210m"]), False
+
+
+def memory_rows(block_size: int = 2048) -> list[dict]:
+    """Per size and objective: the state and activation bytes and the largest micro-batch (blocks per GPU) that fits
+    each GPU of `GPU_MEMORY_GB`, without and with FSDP over `FSDP_GPUS` (module docstring)."""
+    rows = []
+    for size in manifest.SIZES:
+        total, root, layer = parameter_counts(size)
+        state = STATE_BYTES_PER_PARAMETER * total
+        fixed = {"ddp": state, "fsdp": state / FSDP_GPUS + 8 * (root + layer)}
+        for objective in MEMORY_OBJECTIVES:
+            per_token, measured = activation_bytes_per_token(size, objective)
+            row = {"size": size, "objective": objective, "parameters": total, "state_bytes": state,
+                   "accelerate_bytes": accelerate_training_bytes(size), "activation_bytes_per_token": per_token,
+                   "measured": measured}
+            for gpu, gb in GPU_MEMORY_GB.items():
+                for mode, held in fixed.items():
+                    room = gb * 1e9 * (1 - MEMORY_RESERVE) - held
+                    row[f"{gpu}_{mode}"] = max(0, math.floor(room / (per_token * block_size)))
+            rows.append(row)
+    return rows
+
+
+def memory_lines(rows: list[dict]) -> list[str]:
+    """The plan.md table of `memory_rows`."""
+    gpus = list(GPU_MEMORY_GB)
+    lines = ["", f"## Memory per GPU: largest micro-batch of 2048-token blocks (bf16 autocast, AdamW; FSDP over "
+             f"{FSDP_GPUS} GPUs)", "",
+             "| size | objective | parameters | weights+grads+AdamW (GB) | accelerate estimate-memory, Adam fp32 (GB) "
+             "| activations (MB/token) | " + " | ".join(f"{g} {gb} GB, {m}" for g, gb in GPU_MEMORY_GB.items()
+                                                       for m in ("DDP", "FSDP")) + " |",
+             "|---" * (6 + 2 * len(gpus)) + "|"]
+    for r in rows:
+        note = "" if r["measured"] else " (extrapolated)"
+        lines.append(f"| {r['size']} | {r['objective']} | {r['parameters'] / 1e6:,.1f}M | {r['state_bytes'] / 1e9:.1f} "
+                     f"| {r['accelerate_bytes'] / 1e9:.1f} | {r['activation_bytes_per_token'] / 1e6:.3f}{note} | "
+                     + " | ".join(str(r[f"{g}_{m}"]) for g in gpus for m in ("ddp", "fsdp")) + " |")
+    micro = manifest.SCALES["paper"]["per_device_train_batch_size"]
+    short = [f"{r['size']} {r['objective']} on {g} {m.upper()}" for r in rows for g in gpus for m in ("ddp", "fsdp")
+             if r[f"{g}_{m}"] < micro]
+    verdict = (f"The paper configs' micro-batch of {micro} does not fit: {'; '.join(short)} (lower "
+               "`per_device_train_batch_size` and raise `gradient_accumulation_steps` by the same factor: the global "
+               "batch stays)." if short else f"The paper configs' micro-batch of {micro} fits everywhere.")
+    return lines + ["", verdict, "Activation bytes per token measured on CPU under bf16 autocast "
+                    "(bench/bench_real_shapes.py; docs/benchmarks.md): a CUDA step's kernels differ, so check the "
+                    "batch with bench/gpu_check.sh before a long run. 10% of each GPU is left free."]
 
 
 def run_rows() -> list[dict]:
@@ -116,7 +220,7 @@ def write_plan(output: Path, gpu: str = "H100", mfu: float | None = None,
         output: the plan folder.
         gpu: a GPU of `pretraining.flops.BF16_PEAK_FLOPS` (dense bf16 peak).
         mfu: model FLOPs utilisation of every run; None (default): the MFU measured per model size
-            (`pretraining.flops.MEASURED_MFU`, spec-peak definition; the 1b takes the 610m figure).
+            (`pretraining.flops.PLAN_MFU`, spec-peak definition; the unmeasured 1b assumes the 610m figure).
         eval_runs_per_gpu_hour: measured fine-tunings per GPU-hour of the evaluation grid (with its best
             `evaluation.run --workers` packing, from `bench/bench_grid.py` on that GPU); None: not measured yet, the
             evaluation line then gives the compute-only estimate and says so.
@@ -127,7 +231,7 @@ def write_plan(output: Path, gpu: str = "H100", mfu: float | None = None,
         raise ValueError(f"mfu={mfu} must be in (0, 1]")
     if eval_runs_per_gpu_hour is not None and eval_runs_per_gpu_hour <= 0:
         raise ValueError(f"eval_runs_per_gpu_hour={eval_runs_per_gpu_hour} must be > 0")
-    size_mfu = {size: mfu or MEASURED_MFU[size] for size in manifest.SIZES}
+    size_mfu = {size: mfu or PLAN_MFU[size] for size in manifest.SIZES}
     rows = run_rows()
     for row in rows:
         row["gpu_hours"] = row["flops"] / (GPUS[gpu] * size_mfu[row["size"]]) / 3600
@@ -141,7 +245,7 @@ def write_plan(output: Path, gpu: str = "H100", mfu: float | None = None,
     writer.writerows(rows)
     artifacts.write_text_atomic(output / "plan.csv", table.getvalue())
     mfu_text = f"{mfu:.0%} MFU" if mfu else "MFU " + ", ".join(f"{s} {m:.0%}" for s, m in size_mfu.items()) + \
-        " (measured: pretraining/flops.py)"
+        " (pretraining/flops.py: 210m and 610m measured, 1b assumed)"
     lines = [f"# Paper-scale plan ({gpu}, {mfu_text}, {GPUS[gpu] / 1e12:.0f} TFLOP/s peak bf16)", "",
              "| run | module | steps | tokens (B) | PFLOPs | GPU-hours | needs |", "|---|---|---|---|---|---|---|"]
     lines += [f"| {r['name']} | {r['module']} | {r['steps']:,} | {r['tokens'] / 1e9:.1f} | {r['flops'] / 1e15:,.0f} "
@@ -151,7 +255,8 @@ def write_plan(output: Path, gpu: str = "H100", mfu: float | None = None,
               f"Total: {pretrain_hours + eval_hours:,.0f} GPU-hours vs the paper's ~{PAPER_GPU_HOURS:,} "
               f"(its figure includes real utilisation, evaluation overheads, intermediate-checkpoint evaluation "
               f"and failed runs; this plan counts compute at the MFU above, so it is a lower bound)."]
-    artifacts.write_text_atomic(output / "plan.md", "\n".join(lines + launch.disk_lines(rows)) + "\n")
+    plan_lines = lines + launch.disk_lines(rows) + memory_lines(memory_rows())
+    artifacts.write_text_atomic(output / "plan.md", "\n".join(plan_lines) + "\n")
     _write_launch_scripts(output / "launch", rows)
     print("\n".join(lines[-3:]))
     print(f"plan: {output / 'plan.md'}; launch scripts: {output / 'launch'}")

@@ -1,6 +1,7 @@
 """Every benchmark under bench/ runs one tiny step: `bench/gpu_check.sh --dry_run` (the device's prepared call, on
-the CPU) runs bench_model, bench_pretrain and bench_grid as its sections; bench_data and bench_eval run here through
-their `main(argv)`. Nothing else runs the benchmarks, so a rename they use (`transformers.EuroBertForMaskedLM`)
+the CPU) runs bench_model, bench_pretrain and bench_grid as its sections; bench_data, bench_eval and
+bench_real_shapes run here through their `main(argv)` (and the plan's memory table, from bench_real_shapes'
+figures, is checked). Nothing else runs the benchmarks, so a rename they use (`transformers.EuroBertForMaskedLM`)
 would otherwise break them unseen."""
 
 import json
@@ -11,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from bench import bench_data, bench_eval, gpu_check
+from bench import bench_data, bench_eval, bench_real_shapes, gpu_check
 from bench.bench_model import fitting_batch
+from recipes import plan
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -69,3 +71,28 @@ def test_bench_eval_runs_one_tiny_step(data_dir, capsys, one_thread):
     bench_eval.main(["--max_steps", "1", "--max_train", "32", "--max_eval", "16", "--max_length", "32"])
     out = capsys.readouterr().out
     assert "share of wall time outside optimizer steps" in out and "a full collection" in out
+
+
+@pytest.mark.slow  # 2 processes per run: the recipe's step, then the reload
+def test_bench_real_shapes_dry_run_steps_saves_and_reloads(data_dir, tmp_path):
+    figures = bench_real_shapes.main(["--dry_run", "--objectives", "mlm40", "--data_dir", str(data_dir),
+                                      "--cache_dir", str(tmp_path / "cache"), "--output_dir", str(tmp_path / "out")])
+    [run] = figures["runs"]
+    assert (run["size"], run["objective"], run["tokens_per_step"]) == ("210m", "mlm40", 64) and run["mlm_fixed_shape"]
+    assert run["weights_equal"] and run["logits_finite"] and {"model.safetensors", "optimizer.pt"} <= set(run["files"])
+    assert run["step_seconds"] > 0 and run["peak_rss_gb"] >= run["resident_after_step_gb"] > 0
+    assert run["activation_bytes_per_token"] > 0
+
+
+def test_memory_table_follows_the_measured_activations_and_accelerates_state_estimate():
+    rows = {(r["size"], r["objective"]): r for r in plan.memory_rows()}
+    assert set(rows) == {(s, o) for s in ("210m", "610m", "1b") for o in plan.MEMORY_OBJECTIVES}
+    for (size, objective), row in rows.items():
+        assert row["measured"] == (size != "1b") and row["activation_bytes_per_token"] > 0
+        assert row["state_bytes"] == pytest.approx(row["accelerate_bytes"], rel=1e-6)  # 16 bytes per parameter
+        assert row["H200_ddp"] >= row["H100_ddp"] and row["H100_fsdp"] >= row["H100_ddp"]
+    r = rows["210m", "clm"]
+    room = 80e9 * (1 - plan.MEMORY_RESERVE) - 16 * r["parameters"]
+    assert r["H100_ddp"] == int(room // (plan.ACTIVATION_BYTES_PER_TOKEN["210m", "clm"] * 2048))
+    assert rows["1b", "clm"]["activation_bytes_per_token"] > rows["610m", "clm"]["activation_bytes_per_token"]
+    assert rows["1b", "clm"]["H200_ddp"] <= rows["610m", "clm"]["H200_ddp"]
