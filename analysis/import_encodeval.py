@@ -15,13 +15,15 @@ reads both alike:
 - the task under this project's name where it is the same task (`TASKS`: mnli_m -> mnli, conll2003_en ->
   conll2003, uner_en -> uner, mldr_en -> mldr; sst2, qqp, ontonotes, squad, squad_v2, record, msmarco, nq are
   already), others under their own (qed); the main metric is this project's for the family (`METRICS`);
-- the scores as `validation` / `test` and the per-instance scores as `per_instance` rows, so paired comparisons work;
+- the scores as `validation` / `test`, the per-instance test scores as `per_instance` rows, so paired comparisons
+  work (the validation ones only select the LR through their mean, `score`: left out, the records stay half as big);
 - marked as imported: `source` {"kind": "encodeval", "path": the run's file under the results folder} and
   `identity` {"imported": "encodeval"}: it carries no model files and no protocol identity (the harness recorded
   neither), so it never joins a run of this project in one summary row.
 
 A run of the paper's grid (`LRS` x `SEEDS`) absent from the tree, for a model and a dataset the tree has, is listed
-in `<output>/missing_runs.csv` and counted on stdout, never filled; the report shows the counts. A malformed or
+in `<output>/missing_runs.csv` and counted on stdout, never filled; the report shows the counts. `--models` and
+`--datasets` import a part (the report holds every per-instance score it reads in memory). A malformed or
 partial tree (a file that is not such JSON, a run folder without its file, a folder outside the layout) is refused
 in one line naming the path, before anything is written.
 """
@@ -62,7 +64,7 @@ def imported_record(model: str, task: str, family: str, lr: float, seed: int, ru
     return {"format": store.RESULT_FORMAT, "model": model, "task": task, "family": family, "lr": lr, "seed": seed,
             "status": "ok", "main_metric": metric,
             "validation": {metric: run["validation"]["score"]}, "test": {metric: run["test"]["score"]},
-            "per_instance": {split: [{metric: s} for s in run[split]["scores_i"]] for split in ("validation", "test")},
+            "per_instance": {"validation": [], "test": [{metric: s} for s in run["test"]["scores_i"]]},
             "identity": dict(IDENTITY), "source": {"kind": SOURCE_KIND, "path": path}}
 
 
@@ -85,21 +87,27 @@ def _number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def read_tree(results: Path) -> tuple[list[dict], list[dict]]:
-    """Every run of an EncodEval results tree as a record, and the paper-grid runs it lacks (`MISSING_COLUMNS`).
+def read_tree(results: Path, models: set[str] | None = None, datasets: set[str] | None = None) \
+        -> tuple[list[dict], list[dict]]:
+    """Every run of an EncodEval results tree, each file checked (`_check_run`) and let go, and the paper-grid runs
+    the tree lacks (`MISSING_COLUMNS`). `models` / `datasets` (EncodEval's or this project's names) keep only those.
+
+    Returns:
+        (runs: {"model", "task", "family", "lr", "seed", "path", "source"}, missing runs).
 
     Raises:
         ValueError: a path outside the layout, a run folder without its file, a file that is not a result.
     """
-    records, tasks = [], set()
+    runs, tasks = [], set()
     for model_dir in sorted(p for p in results.iterdir() if not p.name.startswith(".")):
         for task_dir in sorted(model_dir.iterdir()) if model_dir.is_dir() else [model_dir]:
             if task_dir.name not in FAMILIES or not task_dir.is_dir():
                 raise ValueError(f"{task_dir} is outside EncodEval's layout <model>/<{'|'.join(FAMILIES)}>/<dataset>/"
                                  "[<train>_]lr<lr>_sd<seed>/results.json; pass the results folder of a clone")
-            family = FAMILIES[task_dir.name]
             for data_dir in sorted(task_dir.iterdir()):
                 task = TASKS.get(data_dir.name, data_dir.name)
+                if (models and model_dir.name not in models) or (datasets and not {data_dir.name, task} & datasets):
+                    continue
                 tasks.add(task)
                 for run_dir in sorted(data_dir.iterdir()) if data_dir.is_dir() else [data_dir]:
                     match = RUN_DIR.match(run_dir.name)
@@ -110,18 +118,20 @@ def read_tree(results: Path) -> tuple[list[dict], list[dict]]:
                     if not path.is_file():
                         raise ValueError(f"{path} is missing: the run folder is there without its result (a partial "
                                          "copy?); copy the tree again")
-                    lr, seed = float(match["lr"]), int(match["seed"])
-                    records.append(imported_record(model_dir.name, task, family, lr, seed, _check_run(path),
-                                                   path.relative_to(results).as_posix()))
-    if not records:
-        raise FileNotFoundError(f"no EncodEval results under {results}: pass the results folder of a clone of "
-                                "hgissbkh/EncodEval (branch MLM_vs_CLM)")
-    done = {(r["model"], r["task"], r["lr"], r["seed"]) for r in records}
-    models = sorted({r["model"] for r in records}, key=lambda m: (names.try_parse_name(m) is None, m))
+                    _check_run(path)
+                    runs.append({"model": model_dir.name, "task": task, "family": FAMILIES[task_dir.name],
+                                 "lr": float(match["lr"]), "seed": int(match["seed"]), "path": path,
+                                 "source": path.relative_to(results).as_posix()})
+    if not runs:
+        raise FileNotFoundError(f"no EncodEval results under {results}"
+                                f"{' for --models/--datasets' if models or datasets else ''}: pass the results "
+                                "folder of a clone of hgissbkh/EncodEval (branch MLM_vs_CLM)")
+    done = {(r["model"], r["task"], r["lr"], r["seed"]) for r in runs}
+    found = sorted({r["model"] for r in runs}, key=lambda m: (names.try_parse_name(m) is None, m))
     missing = [{"model": m, "task": task, "lr": lr, "seed": seed, "expected": "the paper's grid"}
-               for m in models for task in sorted(tasks) for lr in LRS for seed in SEEDS
+               for m in found for task in sorted(tasks) for lr in LRS for seed in SEEDS
                if (m, task, lr, seed) not in done]
-    return records, missing
+    return runs, missing
 
 
 def missing_counts(results_dir: str | Path) -> dict[tuple[str, str], int]:
@@ -133,12 +143,12 @@ def missing_counts(results_dir: str | Path) -> dict[tuple[str, str], int]:
         return dict(collections.Counter((row["model"], row["task"]) for row in csv.DictReader(f)))
 
 
-def _check_output(output: Path, records: list[dict]) -> None:
+def _check_output(output: Path, runs: list[dict]) -> None:
     """Refuse an output that holds this project's own results of a model being imported: one summary row would mix
     two experiments under one name (import into another directory, or file your run under another name)."""
     if output.exists() and not output.is_dir():
         raise ValueError(f"--output {output} is a file; pass a directory")
-    models = {r["model"] for r in records}
+    models = {r["model"] for r in runs}
     for path in store.result_files(output) if output.is_dir() else []:
         if path.parent.parent.name in models and not is_imported(artifacts.read_json(path, "result file")):
             raise ValueError(f"{path} is a result of this project for {path.parent.parent.name}, a model the import "
@@ -152,22 +162,26 @@ def main(argv=None) -> Path:
     parser.add_argument("results", help="the results/ folder of a clone of hgissbkh/EncodEval (branch MLM_vs_CLM)")
     parser.add_argument("--output", required=True, help="results directory to write the records into (it may hold "
                         "your own results of other models: the report shows them side by side)")
+    parser.add_argument("--models", default=None, help="only these models (comma-separated EncodEval names)")
+    parser.add_argument("--datasets", default=None,
+                        help="only these datasets (comma-separated; EncodEval's names or this project's: mnli_m, mnli)")
     args = parser.parse_args(argv)
     results, output = Path(args.results), Path(args.output)
     if not results.is_dir():
         raise FileNotFoundError(f"{results} is not a directory: pass the results folder of an EncodEval clone")
-    records, missing = read_tree(results)
-    _check_output(output, records)
-    for record in records:
-        store.write_result(store.result_path(output, record["model"], record["task"], record["lr"], record["seed"]),
-                           record)
+    runs, missing = read_tree(results, set(cli.split_list(args.models)), set(cli.split_list(args.datasets)))
+    _check_output(output, runs)
+    for run in runs:  # each file read again: the whole tree's per-instance scores would not fit in memory at once
+        record = imported_record(run["model"], run["task"], run["family"], run["lr"], run["seed"],
+                                 _check_run(run["path"]), run["source"])
+        store.write_result(store.result_path(output, run["model"], run["task"], run["lr"], run["seed"]), record)
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=MISSING_COLUMNS, lineterminator="\n")
     writer.writeheader()
     writer.writerows({**row, "lr": f"{row['lr']:g}"} for row in missing)
     artifacts.write_text_atomic(output / MISSING_RUNS, buffer.getvalue())
-    models = {r["model"] for r in records}
-    print(f"imported {len(records)} runs of {len(models)} models on {len({r['task'] for r in records})} tasks "
+    models = {r["model"] for r in runs}
+    print(f"imported {len(runs)} runs of {len(models)} models on {len({r['task'] for r in runs})} tasks "
           f"into {output}")
     outside = sorted(m for m in models if names.try_parse_name(m) is None)
     if outside:

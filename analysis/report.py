@@ -28,7 +28,8 @@ parameter, the paper's by default), the paired comparisons and every column. The
 Writes `summary.csv`, `summary.md` and PNG figures (only those with data): score by objective per task family,
 score vs pretraining step (intermediate checkpoints `<name>-<step>`), score vs learning rate per objective, PFS
 split vs budget (`<size>-clm-<k1>-mlm40-<total>`), CPT curves (`<size>-<base>-dec<steps>-mlm40-<total>`).
-All scores are fractions in [0, 1].
+All scores are fractions in [0, 1]. Results imported from the paper's own runs (`analysis.import_encodeval`) are
+reported like any others, with a section naming them and the runs of the paper's grid their tree lacks.
 """
 
 from __future__ import annotations

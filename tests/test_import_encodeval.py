@@ -54,7 +54,7 @@ def test_real_files_import_as_records_with_the_papers_best_lr_means(imported):
         assert r["source"]["path"].startswith(f"{r['model']}/IR/mldr_en/msmarco_pairs_lr")
         assert r["test"]["ndcg@10"] == source["test"]["score"]
         assert [row["ndcg@10"] for row in r["per_instance"]["test"]] == source["test"]["scores_i"]
-        assert len(r["per_instance"]["validation"]) == 200 and len(r["per_instance"]["test"]) == 800
+        assert r["validation"]["ndcg@10"] == source["validation"]["score"] and len(r["per_instance"]["test"]) == 800
     rows = {row["model"]: row for row in statistics.summarize(records)}
     for model in MODELS:
         hand = hand_best_lr(model)
@@ -151,6 +151,20 @@ def test_generated_tree_maps_names_and_lists_each_missing_run(tmp_path, call_mai
     assert sum(1 for m in missing if m[:2] == ("610m-mlm40-42k", "qed")) == 30
     assert len(records) == 8 + 3 * 4 - 1 and len(missing) == 2 * 4 * 30 - len(records)
     assert "610m-clm-42k mnli: 27 missing" in out.stdout
+
+
+def test_a_part_of_the_tree(tmp_path, call_main):
+    tree = generated_tree(tmp_path)
+    _score_off(tree / "610m-mlm40-42k" / "IR" / "mldr_en" / "msmarco_pairs_lr5e-05_sd1" / "results.json")  # not read
+    out = call_main(import_encodeval.main, tree, "--output", tmp_path / "imported", "--models", "610m-clm-42k",
+                    "--datasets", "mnli,conll2003_en")
+    assert out.returncode == 0, out.stderr
+    records = statistics.load_results(tmp_path / "imported")
+    assert {(r["model"], r["task"]) for r in records} == {("610m-clm-42k", "mnli"), ("610m-clm-42k", "conll2003")}
+    assert import_encodeval.missing_counts(tmp_path / "imported") == {("610m-clm-42k", "mnli"): 26,
+                                                                      ("610m-clm-42k", "conll2003"): 26}
+    out = call_main(import_encodeval.main, tree, "--output", tmp_path / "none", "--models", "1b-clm-42k")
+    assert out.returncode == 2 and "for --models/--datasets" in out.stderr
 
 
 def _truncate(path: Path) -> None:
