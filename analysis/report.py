@@ -28,7 +28,8 @@ parameter, the paper's by default), the paired comparisons and every column. The
 Writes `summary.csv`, `summary.md` and PNG figures (only those with data): score by objective per task family,
 score vs pretraining step (intermediate checkpoints `<name>-<step>`), score vs learning rate per objective, PFS
 split vs budget (`<size>-clm-<k1>-mlm40-<total>`), CPT curves (`<size>-<base>-dec<steps>-mlm40-<total>`).
-All scores are fractions in [0, 1].
+All scores are fractions in [0, 1]. Results imported from the paper's own runs (`analysis.import_encodeval`) are
+reported like any others, with a section naming them and the runs of the paper's grid their tree lacks.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ import io
 import math
 from pathlib import Path
 
-from analysis import figures, findings, statistics
+from analysis import figures, findings, import_encodeval, statistics
 from analysis.statistics import (
     SUMMARY_COLUMNS,
     TARGET_HALF_WIDTH,
@@ -228,8 +229,26 @@ def checks_lines(rows: list[dict]) -> list[str]:
 
 
 
+def imported_markdown(records: list[dict], missing: dict) -> list[str]:
+    """Which models are the paper's own runs imported from EncodEval, and the paper-grid runs its tree lacks per
+    model x task (`analysis.import_encodeval`): shown, never filled."""
+    imported = sorted({r["model"] for r in records if import_encodeval.is_imported(r)}, key=model_order)
+    if not imported:
+        return []
+    lines = ["## Imported from EncodEval", "",
+             f"{len(imported)} models are the paper's own runs, imported from its harness's released results "
+             "(hgissbkh/EncodEval, `analysis.import_encodeval`): no model files, no protocol identity. Runs of the "
+             f"paper's grid absent from that tree: {sum(missing.values())}, left out of the means, never filled."]
+    if not missing:
+        return lines
+    lines += ["", "| model | task | runs missing |", "|---|---|---|"]
+    lines += [f"| {model} | {task} | {n} |" for (model, task), n in
+              sorted(missing.items(), key=lambda item: (item[0][1], model_order(item[0][0])))]
+    return lines
+
+
 def write_tables(rows: list[dict], comparisons: list[dict], output: Path, tested: list[dict] | None = None,
-                 gap: list[dict] | None = None) -> None:
+                 gap: list[dict] | None = None, imported: list[str] | None = None) -> None:
     """`summary.csv` (one row per model x task, every column) and `summary.md`: the results table first, then the
     paper's findings at this scale, the paired comparisons and the full table."""
     buffer = io.StringIO()
@@ -243,6 +262,8 @@ def write_tables(rows: list[dict], comparisons: list[dict], output: Path, tested
              "trained several times). Scores are fractions in [0, 1]. The "
              "trivial baseline is what a model scores without learning the task (majority class, all \"O\", the "
              "passage's first words, a random ranking).", "", *results_table(rows)]
+    if imported:
+        lines += ["", *imported]
     if gap:
         lines += ["", *gap_markdown(gap, tested or [])]
     if variance := run_variance_lines(rows):
@@ -349,7 +370,8 @@ def main(argv=None) -> Path:
     tested = findings.comparisons(records, rows, regime)
     gap = findings.gap_over_pretraining(records, rows, regime)
     rows, comparisons, tested, gap = (shown_at_scale(items, args.scale) for items in (rows, comparisons, tested, gap))
-    write_tables(rows, comparisons, output, tested, gap)
+    write_tables(rows, comparisons, output, tested, gap,
+                 imported_markdown(records, import_encodeval.missing_counts(args.results)))
     if tested:
         buffer = io.StringIO()
         writer = csv.DictWriter(buffer, fieldnames=FINDING_KEYS, lineterminator="\n", extrasaction="ignore")

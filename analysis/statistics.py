@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
+from analysis.import_encodeval import is_imported
 from core import artifacts, names, store
 
 # the model cards' columns, then the replicate columns: pretraining runs, their SD and the fine-tuning seeds' SD
@@ -84,6 +85,10 @@ def check_same_protocol(records: list[dict]) -> None:
     first = records[0]
     for record in records[1:]:
         differences = store.identity_diff(first["identity"], record["identity"])
+        imported = [r["_path"] for r in (first, record) if is_imported(r)]
+        if differences and len(imported) == 1:
+            raise ValueError(f"{imported[0]} (imported from EncodEval) and a result of this project are both "
+                             f"{first['model']} on {first['task']}: keep them in separate results directories")
         if differences:
             raise ValueError(f"{record['_path']} and {first['_path']} are results of {first['model']} on "
                              f"{first['task']} made differently ({'; '.join(differences[:3])}); re-run one of them "

@@ -1,0 +1,198 @@
+"""The paper's own fine-tuning runs as result records of this project: the released per-run results of its
+evaluation harness (hgissbkh/EncodEval, branch MLM_vs_CLM, `results/`), so that `analysis.report` gives the
+paper's tables, findings and curves from the paper's own numbers, beside a user's results.
+
+    git clone --branch MLM_vs_CLM --depth 1 https://github.com/hgissbkh/EncodEval
+    python -m analysis.import_encodeval EncodEval/results --output imported/
+    python -m analysis.report imported/ --output report/
+
+Reads `<results>/<model>/<SC|TC|QA|IR>/<dataset>/[<train>_]lr<lr>_sd<seed>/results.json` (IR runs are named
+`msmarco_pairs_lr<lr>_sd<seed>`: one model trained on MS MARCO pairs, scored on msmarco, nq and mldr_en), each
+`{"validation": {"score", "scores_i"}, "test": {"score", "scores_i"}}` with the per-instance scores whose mean is
+`score`. Writes one result record per run, filed as `evaluation.run` files its own (`core.store`), so the report
+reads both alike:
+- the model under its EncodEval name, which is the paper's (`core.names`: `610m-clm-42k`, `610m-clm-42k-1000`);
+- the task under this project's name where it is the same task (`TASKS`: mnli_m -> mnli, conll2003_en ->
+  conll2003, uner_en -> uner, mldr_en -> mldr; sst2, qqp, ontonotes, squad, squad_v2, record, msmarco, nq are
+  already), others under their own (qed); the main metric is this project's for the family (`METRICS`);
+- the scores as `validation` / `test`, the per-instance test scores as `per_instance` rows, so paired comparisons
+  work (the validation ones only select the LR through their mean, `score`: left out, the records stay half as big);
+- marked as imported: `source` {"kind": "encodeval", "path": the run's file under the results folder} and
+  `identity` {"imported": "encodeval"}: it carries no model files and no protocol identity (the harness recorded
+  neither), so it never joins a run of this project in one summary row.
+
+A run of the paper's grid (`LRS` x `SEEDS`) absent from the tree, for a model and a dataset the tree has, is listed
+in `<output>/missing_runs.csv` and counted on stdout, never filled; the report shows the counts. `--models` and
+`--datasets` import a part (the report holds every per-instance score it reads in memory). A malformed or
+partial tree (a file that is not such JSON, a run folder without its file, a folder outside the layout) is refused
+in one line naming the path, before anything is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import csv
+import io
+import math
+import re
+from pathlib import Path
+
+from core import artifacts, cli, names, store
+
+FAMILIES = {"SC": "sc", "TC": "tc", "QA": "qa", "IR": "ir"}  # EncodEval's task folders -> this project's families
+METRICS = {"sc": "accuracy", "tc": "sentence_macro_f1", "qa": "f1", "ir": "ndcg@10"}  # what EncodEval's score is
+TASKS = {"mnli_m": "mnli", "conll2003_en": "conll2003", "uner_en": "uner", "mldr_en": "mldr"}  # same task, our name
+LRS = (1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4)  # the paper's grid (EncodEval's configs)
+SEEDS = range(5)
+RUN_DIR = re.compile(r"^(?:(?P<train>.+)_)?lr(?P<lr>\d+(?:\.\d+)?e[-+]?\d+)_sd(?P<seed>\d+)$")
+RESULT_NAME = "results.json"
+IDENTITY = {"imported": "encodeval"}  # no protocol identity: the harness recorded none
+SOURCE_KIND = "encodeval"
+MISSING_RUNS = "missing_runs.csv"  # beside the imported records: the paper's grid runs the tree lacks
+MISSING_COLUMNS = ["model", "task", "lr", "seed", "expected"]
+
+
+def is_imported(record: dict) -> bool:
+    """Whether a result record came from EncodEval's released runs (`imported_record`)."""
+    return (record.get("source") or {}).get("kind") == SOURCE_KIND
+
+
+def imported_record(model: str, task: str, family: str, lr: float, seed: int, run: dict, path: str) -> dict:
+    """The result record of one EncodEval run (`run`: its parsed results.json; `path`: under the results folder)."""
+    metric = METRICS[family]
+    return {"format": store.RESULT_FORMAT, "model": model, "task": task, "family": family, "lr": lr, "seed": seed,
+            "status": "ok", "main_metric": metric,
+            "validation": {metric: run["validation"]["score"]}, "test": {metric: run["test"]["score"]},
+            "per_instance": {"validation": [], "test": [{metric: s} for s in run["test"]["scores_i"]]},
+            "identity": dict(IDENTITY), "source": {"kind": SOURCE_KIND, "path": path}}
+
+
+def _check_run(path: Path) -> dict:
+    """A results.json: {"validation"|"test": {"score": number, "scores_i": [numbers]}}, score their mean."""
+    run = artifacts.read_json(path, "EncodEval result")
+    for split in ("validation", "test"):
+        part = run.get(split) if isinstance(run, dict) else None
+        score, scores = (part.get("score"), part.get("scores_i")) if isinstance(part, dict) else (None, None)
+        if not _number(score) or not isinstance(scores, list) or not scores or not all(map(_number, scores)):
+            raise ValueError(f"{path} is not an EncodEval result: `{split}` needs a finite `score` and a non-empty "
+                             "list of finite `scores_i`")
+        if not math.isclose(sum(scores) / len(scores), score, rel_tol=1e-9, abs_tol=1e-9):
+            raise ValueError(f"{path}: `{split}` score {score} is not the mean of its {len(scores)} scores_i "
+                             f"({sum(scores) / len(scores)}); the file is not what this importer reads")
+    return run
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def read_tree(results: Path, models: set[str] | None = None, datasets: set[str] | None = None) \
+        -> tuple[list[dict], list[dict]]:
+    """Every run of an EncodEval results tree, each file checked (`_check_run`) and let go, and the paper-grid runs
+    the tree lacks (`MISSING_COLUMNS`). `models` / `datasets` (EncodEval's or this project's names) keep only those.
+
+    Returns:
+        (runs: {"model", "task", "family", "lr", "seed", "path", "source"}, missing runs).
+
+    Raises:
+        ValueError: a path outside the layout, a run folder without its file, a file that is not a result.
+    """
+    runs, tasks = [], set()
+    for model_dir in sorted(p for p in results.iterdir() if not p.name.startswith(".")):
+        for task_dir in sorted(model_dir.iterdir()) if model_dir.is_dir() else [model_dir]:
+            if task_dir.name not in FAMILIES or not task_dir.is_dir():
+                raise ValueError(f"{task_dir} is outside EncodEval's layout <model>/<{'|'.join(FAMILIES)}>/<dataset>/"
+                                 "[<train>_]lr<lr>_sd<seed>/results.json; pass the results folder of a clone")
+            for data_dir in sorted(task_dir.iterdir()):
+                task = TASKS.get(data_dir.name, data_dir.name)
+                if (models and model_dir.name not in models) or (datasets and not {data_dir.name, task} & datasets):
+                    continue
+                tasks.add(task)
+                for run_dir in sorted(data_dir.iterdir()) if data_dir.is_dir() else [data_dir]:
+                    match = RUN_DIR.match(run_dir.name)
+                    if not match or not run_dir.is_dir():
+                        raise ValueError(f"{run_dir} is outside EncodEval's layout: a run folder is "
+                                         "[<train>_]lr<lr>_sd<seed> holding results.json")
+                    path = run_dir / RESULT_NAME
+                    if not path.is_file():
+                        raise ValueError(f"{path} is missing: the run folder is there without its result (a partial "
+                                         "copy?); copy the tree again")
+                    _check_run(path)
+                    runs.append({"model": model_dir.name, "task": task, "family": FAMILIES[task_dir.name],
+                                 "lr": float(match["lr"]), "seed": int(match["seed"]), "path": path,
+                                 "source": path.relative_to(results).as_posix()})
+    if not runs:
+        raise FileNotFoundError(f"no EncodEval results under {results}"
+                                f"{' for --models/--datasets' if models or datasets else ''}: pass the results "
+                                "folder of a clone of hgissbkh/EncodEval (branch MLM_vs_CLM)")
+    done = {(r["model"], r["task"], r["lr"], r["seed"]) for r in runs}
+    found = sorted({r["model"] for r in runs}, key=lambda m: (names.try_parse_name(m) is None, m))
+    missing = [{"model": m, "task": task, "lr": lr, "seed": seed, "expected": "the paper's grid"}
+               for m in found for task in sorted(tasks) for lr in LRS for seed in SEEDS
+               if (m, task, lr, seed) not in done]
+    return runs, missing
+
+
+def missing_counts(results_dir: str | Path) -> dict[tuple[str, str], int]:
+    """{(model, task): runs missing} from an imported directory's `missing_runs.csv` ({} when it has none)."""
+    path = Path(results_dir) / MISSING_RUNS
+    if not path.is_file():
+        return {}
+    with open(path, newline="", encoding="utf-8") as f:
+        return dict(collections.Counter((row["model"], row["task"]) for row in csv.DictReader(f)))
+
+
+def _check_output(output: Path, runs: list[dict]) -> None:
+    """Refuse an output that holds this project's own results of a model being imported: one summary row would mix
+    two experiments under one name (import into another directory, or file your run under another name)."""
+    if output.exists() and not output.is_dir():
+        raise ValueError(f"--output {output} is a file; pass a directory")
+    models = {r["model"] for r in runs}
+    for path in store.result_files(output) if output.is_dir() else []:
+        if path.parent.parent.name in models and not is_imported(artifacts.read_json(path, "result file")):
+            raise ValueError(f"{path} is a result of this project for {path.parent.parent.name}, a model the import "
+                             "also has: import into another directory (the report keeps one row per model name)")
+
+
+@cli.exit_on_bad_input
+def main(argv=None) -> Path:
+    """Import an EncodEval results tree; print what was imported and what is missing; return the output folder."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("results", help="the results/ folder of a clone of hgissbkh/EncodEval (branch MLM_vs_CLM)")
+    parser.add_argument("--output", required=True, help="results directory to write the records into (it may hold "
+                        "your own results of other models: the report shows them side by side)")
+    parser.add_argument("--models", default=None, help="only these models (comma-separated EncodEval names)")
+    parser.add_argument("--datasets", default=None,
+                        help="only these datasets (comma-separated; EncodEval's names or this project's: mnli_m, mnli)")
+    args = parser.parse_args(argv)
+    results, output = Path(args.results), Path(args.output)
+    if not results.is_dir():
+        raise FileNotFoundError(f"{results} is not a directory: pass the results folder of an EncodEval clone")
+    runs, missing = read_tree(results, set(cli.split_list(args.models)), set(cli.split_list(args.datasets)))
+    _check_output(output, runs)
+    for run in runs:  # each file read again: the whole tree's per-instance scores would not fit in memory at once
+        record = imported_record(run["model"], run["task"], run["family"], run["lr"], run["seed"],
+                                 _check_run(run["path"]), run["source"])
+        store.write_result(store.result_path(output, run["model"], run["task"], run["lr"], run["seed"]), record)
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=MISSING_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows({**row, "lr": f"{row['lr']:g}"} for row in missing)
+    artifacts.write_text_atomic(output / MISSING_RUNS, buffer.getvalue())
+    models = {r["model"] for r in runs}
+    print(f"imported {len(runs)} runs of {len(models)} models on {len({r['task'] for r in runs})} tasks "
+          f"into {output}")
+    outside = sorted(m for m in models if names.try_parse_name(m) is None)
+    if outside:
+        print(f"outside the paper's name grammar (reported as other encoders): {', '.join(outside)}")
+    counts = collections.Counter((row["model"], row["task"]) for row in missing)
+    print(f"missing: {len(missing)} runs of the paper's grid ({len(LRS)} LRs x {len(SEEDS)} seeds) in "
+          f"{len(counts)} model x task cells, listed in {output / MISSING_RUNS}")
+    for (model, task), n in sorted(counts.items()):
+        print(f"  {model} {task}: {n} missing")
+    return output
+
+
+if __name__ == "__main__":
+    main()

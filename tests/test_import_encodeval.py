@@ -1,0 +1,245 @@
+"""The paper's released EncodEval runs through this project's report: the importer on real result files
+(tests/fixtures/encodeval: 8 files of hgissbkh/EncodEval@7e03774, 610m CLM and MLM40 on MLDR), checked against a
+hand computation from their JSON; a generated tree in the same layout for missing runs and malformed files."""
+
+import csv
+import json
+import math
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from scipy import stats
+
+from analysis import import_encodeval, report, statistics
+from core import artifacts, store
+from evaluation import tasks
+
+REAL = Path(__file__).resolve().parent / "fixtures" / "encodeval" / "results"
+MODELS = ("610m-clm-42k", "610m-mlm40-42k")
+
+
+def hand_best_lr(model: str) -> dict:
+    """The paper's reporting computed from the raw files alone: the LR with the highest mean validation score over
+    seeds, the mean test score of its seeds and the Student-t 95% interval of that mean (clipped to [0, 1])."""
+    runs = {}
+    for path in sorted((REAL / model / "IR" / "mldr_en").glob("*/results.json")):
+        lr, seed = path.parent.name.removeprefix("msmarco_pairs_lr").split("_sd")
+        runs.setdefault(float(lr), []).append(json.loads(path.read_text()))
+    best = max(runs, key=lambda lr: sum(r["validation"]["score"] for r in runs[lr]) / len(runs[lr]))
+    test = [r["test"]["score"] for r in runs[best]]
+    mean = sum(test) / len(test)
+    sd = math.sqrt(sum((t - mean) ** 2 for t in test) / (len(test) - 1))
+    half = stats.t.ppf(0.975, len(test) - 1) * sd / math.sqrt(len(test))
+    return {"best_lr": best, "mean": mean, "ci_low": max(0.0, mean - half), "ci_high": min(1.0, mean + half),
+            "per_query": [sum(q) / len(q) for q in zip(*(r["test"]["scores_i"] for r in runs[best]))]}
+
+
+@pytest.fixture
+def imported(tmp_path, call_main):
+    out = call_main(import_encodeval.main, REAL, "--output", tmp_path / "imported")
+    assert out.returncode == 0, out.stderr
+    return tmp_path / "imported", out.stdout
+
+
+def test_real_files_import_as_records_with_the_papers_best_lr_means(imported):
+    root, stdout = imported
+    records = statistics.load_results(root)
+    assert len(records) == 8 and {r["model"] for r in records} == set(MODELS)
+    for r in records:
+        assert (r["task"], r["family"], r["main_metric"], r["status"]) == ("mldr", "ir", "ndcg@10", "ok")
+        assert r["identity"] == {"imported": "encodeval"} and import_encodeval.is_imported(r)
+        source = json.loads((REAL / r["source"]["path"]).read_text())  # the path is under the results folder
+        assert r["source"]["path"].startswith(f"{r['model']}/IR/mldr_en/msmarco_pairs_lr")
+        assert r["test"]["ndcg@10"] == source["test"]["score"]
+        assert [row["ndcg@10"] for row in r["per_instance"]["test"]] == source["test"]["scores_i"]
+        assert r["validation"]["ndcg@10"] == source["validation"]["score"] and len(r["per_instance"]["test"]) == 800
+    rows = {row["model"]: row for row in statistics.summarize(records)}
+    for model in MODELS:
+        hand = hand_best_lr(model)
+        assert rows[model]["best_lr"] == hand["best_lr"] and rows[model]["n_seeds"] == 2
+        for key in ("mean", "ci_low", "ci_high"):
+            assert rows[model][key] == pytest.approx(hand[key], abs=1e-12), (model, key)
+    # the paired comparison runs on the imported per-query scores: its delta is the difference of the hand means
+    a, b = hand_best_lr("610m-mlm40-42k"), hand_best_lr("610m-clm-42k")
+    (paired,) = statistics.compare(records, list(rows.values()), "610m-mlm40-42k", "610m-clm-42k")
+    assert paired["delta"] == pytest.approx(a["mean"] - b["mean"], abs=1e-12)
+    assert paired["wins"] == sum(x > y for x, y in zip(a["per_query"], b["per_query"]))
+    # the fixture is 2 LRs x 2 seeds of the paper's 6 x 5: the other 26 runs of each model are listed, not filled
+    with open(root / import_encodeval.MISSING_RUNS, newline="") as f:
+        missing = list(csv.DictReader(f))
+    assert len(missing) == 52 and {(m["model"], m["task"]) for m in missing} == {(m, "mldr") for m in MODELS}
+    assert {"model": "610m-clm-42k", "task": "mldr", "lr": "2e-05", "seed": "3", "expected": "the paper's grid"} \
+        in missing
+    assert not any(m["lr"] in ("5e-05", "0.0001") and m["seed"] in ("0", "1") for m in missing)
+    assert "imported 8 runs of 2 models on 1 tasks" in stdout and "  610m-clm-42k mldr: 26 missing" in stdout
+
+
+def test_report_on_the_imported_tree_shows_means_missing_runs_and_comparisons(imported, tmp_path, call_main):
+    root, _ = imported
+    out = call_main(report.main, root, "--output", tmp_path / "report", "--compare", "610m-mlm40-42k,610m-clm-42k")
+    assert out.returncode == 0, out.stderr
+    summary = (tmp_path / "report" / "summary.md").read_text()
+    hand = hand_best_lr("610m-mlm40-42k")
+    assert f"| 610m-mlm40-42k | {hand['mean']:.3f} ± {(hand['ci_high'] - hand['ci_low']) / 2:.3f} |" in summary
+    assert "## Imported from EncodEval" in summary and "2 models are the paper's own runs" in summary
+    assert "| 610m-clm-42k | mldr | 26 |" in summary and "| 610m-mlm40-42k | mldr | 26 |" in summary
+    findings = list(csv.DictReader(open(tmp_path / "report" / "findings.csv")))
+    ir = [f for f in findings if f["finding"] == "ir_mlm_better"]
+    assert ir and "does not bracket" in ir[0]["untestable"]  # 2 of the 6 LRs: the optimum is not bracketed
+
+
+def own_record(model: str, task: str = "mldr", lr: float = 1e-4, seed: int = 0) -> dict:
+    """A result of this project's own grid (evaluation.run's fields that the report reads)."""
+    scores = [1.0, 0.0, 0.5, 0.6309297535714573]
+    return {"format": store.RESULT_FORMAT, "model": model, "task": task, "family": "ir", "lr": lr, "seed": seed,
+            "status": "ok", "main_metric": "ndcg@10", "validation": {"ndcg@10": 0.5}, "test": {"ndcg@10": 0.5},
+            "per_instance": {"validation": [], "test": [{"ndcg@10": s} for s in scores]},
+            "identity": {"model": {"weights": "a" * 64}, "task": {"definition": task}, "protocol": {"lr": lr}}}
+
+
+def test_own_results_side_by_side_but_never_averaged_with_imported_ones(imported, tmp_path, call_main):
+    root, _ = imported
+    for seed in (0, 1):
+        path = store.result_path(root, "my-encoder", "mldr", 1e-4, seed)
+        store.write_result(path, own_record("my-encoder", seed=seed))
+    out = call_main(report.main, root, "--output", tmp_path / "report")
+    assert out.returncode == 0, out.stderr
+    summary = (tmp_path / "report" / "summary.md").read_text()
+    assert "| my-encoder | 0.500 ± 0.000 |" in summary and "| 610m-clm-42k | 0." in summary  # one mldr column
+    # an own result of an imported model's name: the report refuses to average the two in one row, naming both
+    path = store.write_result(store.result_path(root, "610m-clm-42k", "mldr", 2e-4, 0), own_record("610m-clm-42k"))
+    with pytest.raises(ValueError, match="imported from EncodEval.*keep them in separate results directories"):
+        statistics.summarize(statistics.load_results(root))
+    # and the importer refuses to write into a directory that holds one, naming it, before writing anything
+    (root / import_encodeval.MISSING_RUNS).unlink()
+    out = call_main(import_encodeval.main, REAL, "--output", root)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and str(path) in out.stderr
+    assert not (root / import_encodeval.MISSING_RUNS).exists()
+
+
+def generated_tree(tmp_path: Path) -> Path:
+    """The real files in EncodEval's layout, plus an SC and a TC dataset built from the same bytes (run folders
+    without the IR training prefix; names the importer maps: mnli_m -> mnli, conll2003_en -> conll2003)."""
+    tree = tmp_path / "EncodEval" / "results"
+    shutil.copytree(REAL, tree)
+    for family, dataset in (("SC", "mnli_m"), ("TC", "conll2003_en"), ("QA", "qed")):
+        for run in (tree / "610m-clm-42k" / "IR" / "mldr_en").iterdir():
+            target = tree / "610m-clm-42k" / family / dataset / run.name.removeprefix("msmarco_pairs_")
+            shutil.copytree(run, target)
+    return tree
+
+
+def test_generated_tree_maps_names_and_lists_each_missing_run(tmp_path, call_main):
+    tree = generated_tree(tmp_path)
+    shutil.rmtree(tree / "610m-clm-42k" / "SC" / "mnli_m" / "lr1e-04_sd1")  # a run the harness never wrote
+    out = call_main(import_encodeval.main, tree, "--output", tmp_path / "imported")
+    assert out.returncode == 0, out.stderr
+    records = statistics.load_results(tmp_path / "imported")
+    found = {(r["model"], r["task"], r["family"], r["main_metric"]) for r in records}
+    assert ("610m-clm-42k", "mnli", "sc", "accuracy") in found
+    assert ("610m-clm-42k", "conll2003", "tc", "sentence_macro_f1") in found
+    assert ("610m-clm-42k", "qed", "qa", "f1") in found  # no task of this project: its own name
+    for task in ("mnli", "conll2003", "mldr"):  # a mapped name is the project's task, with its family and metric
+        definition = tasks.load_task(task)
+        assert import_encodeval.METRICS[definition.family] == definition.metric
+    with open(tmp_path / "imported" / import_encodeval.MISSING_RUNS, newline="") as f:
+        missing = {(m["model"], m["task"], m["lr"], m["seed"]) for m in csv.DictReader(f)}
+    assert ("610m-clm-42k", "mnli", "0.0001", "1") in missing and ("610m-clm-42k", "mnli", "5e-05", "1") not in missing
+    # the MLM40 model has none of the three generated datasets: all 30 runs of each are listed
+    assert sum(1 for m in missing if m[:2] == ("610m-mlm40-42k", "qed")) == 30
+    assert len(records) == 8 + 3 * 4 - 1 and len(missing) == 2 * 4 * 30 - len(records)
+    assert "610m-clm-42k mnli: 27 missing" in out.stdout
+
+
+def test_a_part_of_the_tree(tmp_path, call_main):
+    tree = generated_tree(tmp_path)
+    _score_off(tree / "610m-mlm40-42k" / "IR" / "mldr_en" / "msmarco_pairs_lr5e-05_sd1" / "results.json")  # not read
+    out = call_main(import_encodeval.main, tree, "--output", tmp_path / "imported", "--models", "610m-clm-42k",
+                    "--datasets", "mnli,conll2003_en")
+    assert out.returncode == 0, out.stderr
+    records = statistics.load_results(tmp_path / "imported")
+    assert {(r["model"], r["task"]) for r in records} == {("610m-clm-42k", "mnli"), ("610m-clm-42k", "conll2003")}
+    assert import_encodeval.missing_counts(tmp_path / "imported") == {("610m-clm-42k", "mnli"): 26,
+                                                                      ("610m-clm-42k", "conll2003"): 26}
+    out = call_main(import_encodeval.main, tree, "--output", tmp_path / "none", "--models", "1b-clm-42k")
+    assert out.returncode == 2 and "for --models/--datasets" in out.stderr
+
+
+def _truncate(path: Path) -> None:
+    path.write_text(path.read_text()[:5000])
+
+
+def _score_off(path: Path) -> None:
+    run = json.loads(path.read_text())
+    run["test"]["score"] += 0.01
+    path.write_text(json.dumps(run, indent=4))
+
+
+def _no_scores(path: Path) -> None:
+    run = json.loads(path.read_text())
+    del run["validation"]["scores_i"]
+    path.write_text(json.dumps(run, indent=4))
+
+
+@pytest.mark.parametrize("damage, message", [
+    (_truncate, "is not valid JSON .*truncated"),
+    (_score_off, "is not the mean of its 800 scores_i"),
+    (_no_scores, "is not an EncodEval result: `validation` needs"),
+    (Path.unlink, "is missing: the run folder is there without its result"),
+])
+def test_malformed_or_partial_tree_is_refused_in_one_line_naming_the_file(tmp_path, call_main, damage, message):
+    tree = generated_tree(tmp_path)
+    path = tree / "610m-mlm40-42k" / "IR" / "mldr_en" / "msmarco_pairs_lr5e-05_sd1" / "results.json"
+    damage(path)
+    out = call_main(import_encodeval.main, tree, "--output", tmp_path / "imported")
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and out.stderr.startswith("error: ")
+    assert str(path) in out.stderr
+    assert re.search(message, out.stderr), out.stderr
+    assert not (tmp_path / "imported").exists()  # refused before anything is written
+
+
+@pytest.mark.parametrize("stray", ["610m-clm-42k/XX", "610m-clm-42k/SC/sst2/lr1e-04", "610m-clm-42k/SC/sst2/notes.txt"])
+def test_folders_outside_the_layout_are_refused(tmp_path, call_main, stray):
+    tree = generated_tree(tmp_path)
+    path = tree / stray
+    if path.suffix:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("x")
+    else:
+        path.mkdir(parents=True)
+    out = call_main(import_encodeval.main, tree, "--output", tmp_path / "imported")
+    assert out.returncode == 2 and str(path) in out.stderr and "outside EncodEval's layout" in out.stderr
+    assert not (tmp_path / "imported").exists()
+
+
+def test_not_a_tree(tmp_path, call_main):
+    out = call_main(import_encodeval.main, tmp_path / "nowhere", "--output", tmp_path / "imported")
+    assert out.returncode == 2 and "is not a directory" in out.stderr
+    (tmp_path / "empty").mkdir()
+    out = call_main(import_encodeval.main, tmp_path / "empty", "--output", tmp_path / "imported")
+    assert out.returncode == 2 and "no EncodEval results under" in out.stderr
+    artifacts.write_text_atomic(tmp_path / "file", "x")
+    out = call_main(import_encodeval.main, REAL, "--output", tmp_path / "file")
+    assert out.returncode == 2 and "is a file" in out.stderr
+
+
+def test_paper_curves_from_an_imported_tree_of_intermediate_pfs_and_cpt_runs(tmp_path, call_main):
+    """Imported models keep the paper's names, so the report draws the CLM - MLM40 gap over the intermediate
+    checkpoints, the PFS split and the CPT curves from them (real files, filed under those names)."""
+    tree = tmp_path / "results"
+    shutil.copytree(REAL, tree)
+    for model in ("610m-clm-42k-1000", "610m-clm-42k-20000", "610m-clm-21k-mlm40-42k", "610m-clm-dec42k-mlm40-44k",
+                  "610m-clm-dec42k-mlm40-54k"):
+        shutil.copytree(REAL / "610m-clm-42k", tree / model)
+    for model in ("610m-mlm40-42k-1000", "610m-mlm40-42k-20000"):
+        shutil.copytree(REAL / "610m-mlm40-42k", tree / model)
+    assert call_main(import_encodeval.main, tree, "--output", tmp_path / "imported").returncode == 0
+    out = call_main(report.main, tmp_path / "imported", "--output", tmp_path / "report")
+    assert out.returncode == 0, out.stderr
+    summary = (tmp_path / "report" / "summary.md").read_text()
+    assert "## The CLM - MLM40 gap over pretraining" in summary and "| mldr | 610m-clm-42k-1000 |" in summary
+    drawn = {p.name for p in (tmp_path / "report").iterdir()}
+    assert {"gap.png", "pretraining_steps.png", "pfs.png", "cpt.png"} <= drawn
+    assert "| 610m-clm-21k-mlm40-42k | mldr | 26 |" in summary
