@@ -61,11 +61,12 @@ def is_imported(record: dict) -> bool:
 def imported_record(model: str, task: str, family: str, lr: float, seed: int, run: dict, path: str) -> dict:
     """The result record of one EncodEval run (`run`: its parsed results.json; `path`: under the results folder)."""
     metric = METRICS[family]
-    return {"format": store.RESULT_FORMAT, "model": model, "task": task, "family": family, "lr": lr, "seed": seed,
-            "status": "ok", "main_metric": metric,
-            "validation": {metric: run["validation"]["score"]}, "test": {metric: run["test"]["score"]},
-            "per_instance": {"validation": [], "test": [{metric: s} for s in run["test"]["scores_i"]]},
-            "identity": dict(IDENTITY), "source": {"kind": SOURCE_KIND, "path": path}}
+    fields = {"status": "ok", "main_metric": metric,
+              "validation": {metric: run["validation"]["score"]}, "test": {metric: run["test"]["score"]},
+              "per_instance": {"validation": [], "test": [{metric: s} for s in run["test"]["scores_i"]]}}
+    # no protocol identity and no library versions: EncodEval's runs record neither
+    return store.new_result(model, task, family, lr, seed, fields, dict(IDENTITY), {}, store.pretrain_seed(model),
+                            source={"kind": SOURCE_KIND, "path": path})
 
 
 def _check_run(path: Path) -> dict:
