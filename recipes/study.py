@@ -80,6 +80,16 @@ def is_trained(output: Path, name: str) -> bool:
     return (output / "models" / name / artifacts.RUN_INFO_NAME).is_file()
 
 
+def check_device(study_name: str, study: Study) -> None:
+    """Refuse a study whose scale trains in bf16 (`mini-gpu`) on a machine without a CUDA GPU that has bf16, in one
+    line before the tokenizer is trained (its first pretraining run would fail there)."""
+    import torch
+
+    if manifest.SCALES[study.scale].get("bf16") and not (torch.cuda.is_available() and torch.cuda.is_bf16_supported()):
+        raise ValueError(f"the {study_name} study trains in bf16 and needs a CUDA GPU with bf16, which this machine "
+                         "lacks; run it on a GPU, or run the mini study (the same comparisons sized for CPU cores)")
+
+
 def check_study_dir(output: Path, study_name: str, definition: dict) -> None:
     """Refuse an output directory that holds another study (one line, before anything is written)."""
     artifacts.check_output_dir(output, "--output")
@@ -524,6 +534,7 @@ def main(argv=None) -> None:
         from core.paths import resolve_data_dir
         from model_cards.push import PushError, check_repo_id
 
+        check_device(args.study, STUDIES[args.study])
         resolve_data_dir(args.data_dir)  # fail now, not in the first subprocess
         if args.org is not None:
             try:

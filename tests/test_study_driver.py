@@ -70,6 +70,17 @@ def test_bad_org_is_one_clear_error(tmp_path, capsys):
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal is for a machine without a GPU")
+def test_mini_gpu_on_a_cpu_is_refused_before_the_tokenizer(tmp_path, capsys):
+    """mini-gpu trains in bf16: on a CPU-only machine one line and exit 2, before the tokenizer or anything is made."""
+    with pytest.raises(SystemExit) as error:
+        main(["mini-gpu", "--output", str(tmp_path / "x")])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert error.value.code == 2 and len(lines) == 1
+    assert lines[0].startswith("error: the mini-gpu study trains in bf16 and needs a CUDA GPU") and "mini" in lines[0]
+    assert not (tmp_path / "x").exists()
+
+
 def test_training_order_puts_prerequisites_first():
     names = [r.name for r in manifest.training_order(manifest.model_names())]
     assert len(names) == 38
