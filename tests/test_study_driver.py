@@ -16,7 +16,7 @@ from core import names
 from core.paths import REPO_ROOT
 from recipes import manifest
 from recipes.studies import STUDIES
-from recipes.study import eval_batches, main
+from recipes.study import Progress, eval_batches, main
 from tests.test_study import same_docs
 
 
@@ -79,6 +79,42 @@ def test_mini_gpu_on_a_cpu_is_refused_before_the_tokenizer(tmp_path, capsys):
     assert error.value.code == 2 and len(lines) == 1
     assert lines[0].startswith("error: the mini-gpu study trains in bf16 and needs a CUDA GPU") and "mini" in lines[0]
     assert not (tmp_path / "x").exists()
+
+
+def test_progress_bar_estimates_the_time_left_from_the_jobs_done_per_kind():
+    """The study's bar: time left = each kind's remaining jobs at the mean time of its jobs that ran; jobs found done
+    (a resumed study) are not timed; a kind with no job run yet makes the estimate a lower bound (`left >`)."""
+    now = [0.0]
+    progress = Progress({"tokenizer": 1, "pretrain:a": 1, "pretrain:b": 1, "pretrain:c": 1, "report": 1},
+                        clock=lambda: now[0])
+    try:
+        now[0] = 5.0
+        progress.done("tokenizer")
+        assert progress.left() == (0.0, False)
+        progress.done("pretrain:a", timed=False)  # trained by an earlier run of the study: took no time here
+        now[0] = 65.0
+        progress.done("pretrain:b")  # 60 s
+        assert progress.left() == (60.0, False)  # c at 60 s; the report not timed yet
+        assert "left > 01:00" in str(progress.bar)
+        now[0] = 125.0
+        progress.done("pretrain:c")
+        progress.add("evaluation 0", 10)
+        now[0] = 130.0
+        progress.follow("evaluation 0", 4, "grid")  # 4 result files of an earlier run: the baseline
+        now[0] = 150.0
+        progress.follow("evaluation 0", 6, "grid")  # 2 runs in 20 s
+        assert progress.left() == (40.0, False)
+        assert progress.bar.n == 4 + 6
+        now[0] = 190.0
+        progress.done("evaluation 0")  # 4 more in 40 s: 60 s for 6 runs
+        now[0] = 192.0
+        progress.add("evaluation 1", 3)
+        assert progress.left() == (30.0, False)  # a second grid at 10 s per run
+        progress.done("evaluation 1")
+        progress.done("report")
+        assert progress.left() == (0.0, True) and progress.bar.n == progress.bar.total == 18
+    finally:
+        progress.close()
 
 
 def test_training_order_puts_prerequisites_first():
