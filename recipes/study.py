@@ -551,8 +551,8 @@ def make_parser() -> argparse.ArgumentParser:
                              "regenerate the report (and --docs) from it; trains and fine-tunes nothing")
     parser.add_argument("--gpu", default="H100", help="paper plan: GPU to estimate GPU-hours for")
     parser.add_argument("--mfu", type=float, default=None,
-                        help="paper plan: model FLOPs utilisation of every run (default: the MFU measured per model "
-                             "size, pretraining/flops.py)")
+                        help="paper plan: model FLOPs utilisation of every run (default: per model size, the MFU of an "
+                             "H200 probe before the throughput work, the 1b unmeasured: pretraining/flops.py)")
     return parser
 
 
