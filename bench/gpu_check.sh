@@ -24,17 +24,33 @@ done
 PY=${PYTHON:-python3}
 OUT=${OUT:-out/gpu_check}
 started=$(date +%s)
-mkdir -p "$OUT" && work=$(mktemp -d) || exit 1
-log="$OUT/gpu_check.log"
-: > "$log"
+work=$(mktemp -d) || exit 1
 if [ ${#dry[@]} -eq 0 ] && [ -d .whl ]; then  # the device: the staged wheels, as ../shared/device/stage.sh says
   timeout 60 "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target .site .whl/*.whl \
-    >> "$log" 2>&1 || echo "gpu_check: installing .whl failed (see $log)"
+    > "$work/install.log" 2>&1 || echo "gpu_check: installing .whl failed (see $OUT/gpu_check.log)"
   export PYTHONPATH="$PWD/.site:$PWD"
 fi
 [ ${#dry[@]} -eq 0 ] && [ -d .devdata ] && export MLM_VS_CLM_DATA="$PWD/.devdata"
 export PYTHONPATH="${PYTHONPATH:-$PWD}" HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
   TOKENIZERS_PARALLELISM=false TQDM_DISABLE=1
+# Every section needs the project's environment: a missing one is named in one line, before anything is written.
+problem=""
+if ! command -v "$PY" > /dev/null; then
+  problem="$PY not found"
+else
+  missing=$("$PY" -c 'import importlib.util as u
+print(", ".join(m for m in ("torch", "transformers", "datasets", "accelerate", "peft", "pytest") if not u.find_spec(m)))')
+  [ -n "$missing" ] && problem="$missing not found by $PY"
+fi
+if [ -n "$problem" ]; then
+  echo "error: $problem: activate the environment (source .venv/bin/activate) or run the setup (README," \
+    "Quickstart); PYTHON=.venv/bin/python picks its interpreter" >&2
+  rm -rf "$work"
+  exit 2
+fi
+mkdir -p "$OUT" || exit 1
+log="$OUT/gpu_check.log"
+cat "$work/install.log" > "$log" 2>/dev/null || : > "$log"
 
 mapfile -t sections < <("$PY" -m bench.gpu_check sections "${dry[@]}")
 total=0

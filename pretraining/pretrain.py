@@ -60,11 +60,25 @@ class PreparedRun:
     start: CptStart  # a CPT run's base, first block, kept optimizer state and tokens before it
 
 
+class RunFinished(Exception):
+    """`output_dir` holds this very run, finished: same settings and data, its final weights and run_info.json."""
+
+
+def finished_steps(training_args: TrainingArguments) -> int | None:
+    """The steps of the finished run in `output_dir` (its run_info.json, written last, at `max_steps`, beside the
+    weights), or None. Called once `check_output_dir` and `check_data_identity` found the same settings and data."""
+    output_dir = Path(training_args.output_dir)
+    info = artifacts.read_run_info(output_dir)
+    weights = any(any(output_dir.glob(pattern)) for pattern in artifacts.WEIGHT_PATTERNS)
+    return info["steps"] if info and weights and info["steps"] == training_args.max_steps else None
+
+
 def prepare(run_args: PretrainArguments, training_args: TrainingArguments) -> PreparedRun:
     """Check the settings and build tokenizer, blocks and model. Writes nothing to `output_dir`.
 
     Raises:
         ValueError / FileNotFoundError: one line naming the bad setting, path or data and how to fix it.
+        RunFinished: `output_dir` already holds this run, finished (the command line says so and exits 0).
     """
     # 1. settings and where to start
     check_run_settings(run_args, training_args)
@@ -85,6 +99,10 @@ def prepare(run_args: PretrainArguments, training_args: TrainingArguments) -> Pr
                                         first_block)
     identity = data_identity(blocks, tokenizer)
     check_data_identity(run_args, training_args, identity, resume)
+    if steps := finished_steps(training_args):
+        raise RunFinished(f"{training_args.output_dir} already holds this run, finished at step {steps} (its "
+                          f"{artifacts.RUN_INFO_NAME} and weights); nothing to do: pass a new --output_dir to train "
+                          "it again")
     train_blocks = select_blocks(blocks, first_block, needed, run_args.epochs)
     model = build_model(run_args, tokenizer, training_args.seed)
     if run_args.lora:  # CPT --lora: adapters on the frozen base (core/lora.py)
@@ -201,8 +219,12 @@ def pretrain(run_args: PretrainArguments, training_args: TrainingArguments) -> P
 
 def main(argv: list[str] | None = None, cpt: bool = False) -> None:
     """The command line: exit 2 with one line for bad input (nothing written), 1 for a failure while training."""
-    with cli.bad_input_exits():
-        run = prepare(*make_parser(cpt).parse_args_and_config(argv))
+    try:
+        with cli.bad_input_exits():
+            run = prepare(*make_parser(cpt).parse_args_and_config(argv))
+    except RunFinished as done:  # a rerun of a finished run changes nothing
+        print(done)
+        return
     try:
         train(run)
     except (artifacts.LockHeld, OutputChanged) as error:  # refused before anything was written

@@ -219,8 +219,9 @@ def write_plan(output: Path, gpu: str = "H100", mfu: float | None = None,
     Args:
         output: the plan folder.
         gpu: a GPU of `pretraining.flops.BF16_PEAK_FLOPS` (dense bf16 peak).
-        mfu: model FLOPs utilisation of every run; None (default): the MFU measured per model size
-            (`pretraining.flops.PLAN_MFU`, spec-peak definition; the unmeasured 1b assumes the 610m figure).
+        mfu: model FLOPs utilisation of every run; None (default): per model size, the MFU of a probe on one H200
+            before the throughput work, not of the recipe (`pretraining.flops.PLAN_MFU`, spec-peak definition;
+            the 1b, never measured, takes the 610m figure).
         eval_runs_per_gpu_hour: measured fine-tunings per GPU-hour of the evaluation grid (with its best
             `evaluation.run --workers` packing, from `bench/bench_grid.py` on that GPU); None: not measured yet, the
             evaluation line then gives the compute-only estimate and says so.
@@ -245,7 +246,7 @@ def write_plan(output: Path, gpu: str = "H100", mfu: float | None = None,
     writer.writerows(rows)
     artifacts.write_text_atomic(output / "plan.csv", table.getvalue())
     mfu_text = f"{mfu:.0%} MFU" if mfu else "MFU " + ", ".join(f"{s} {m:.0%}" for s, m in size_mfu.items()) + \
-        " (pretraining/flops.py: 210m and 610m measured, 1b assumed)"
+        " (an H200 probe's, before the throughput work; the 1b unmeasured, at the 610m's: pretraining/flops.py)"
     lines = [f"# Paper-scale plan ({gpu}, {mfu_text}, {GPUS[gpu] / 1e12:.0f} TFLOP/s peak bf16)", "",
              "| run | module | steps | tokens (B) | PFLOPs | GPU-hours | needs |", "|---|---|---|---|---|---|---|"]
     lines += [f"| {r['name']} | {r['module']} | {r['steps']:,} | {r['tokens'] / 1e9:.1f} | {r['flops'] / 1e15:,.0f} "

@@ -80,6 +80,16 @@ def is_trained(output: Path, name: str) -> bool:
     return (output / "models" / name / artifacts.RUN_INFO_NAME).is_file()
 
 
+def check_device(study_name: str, study: Study) -> None:
+    """Refuse a study whose scale trains in bf16 (`mini-gpu`) on a machine without a CUDA GPU that has bf16, in one
+    line before the tokenizer is trained (its first pretraining run would fail there)."""
+    import torch
+
+    if manifest.SCALES[study.scale].get("bf16") and not (torch.cuda.is_available() and torch.cuda.is_bf16_supported()):
+        raise ValueError(f"the {study_name} study trains in bf16 and needs a CUDA GPU with bf16, which this machine "
+                         "lacks; run it on a GPU, or run the mini study (the same comparisons sized for CPU cores)")
+
+
 def check_study_dir(output: Path, study_name: str, definition: dict) -> None:
     """Refuse an output directory that holds another study (one line, before anything is written)."""
     artifacts.check_output_dir(output, "--output")
@@ -97,13 +107,23 @@ def check_study_dir(output: Path, study_name: str, definition: dict) -> None:
 # ------------------------------------------------------------------------------------------------------ stages
 class Progress:
     """One bar over the whole study, counting its jobs: the tokenizer, each pretraining run, the held-out loss, each
-    fine-tuning run (a result file), the report, the cards and the export. Jobs differ in length by orders of
-    magnitude and by machine, so the bar says how many are done, not how long the rest will take."""
+    fine-tuning run (a result file), the report, the cards and the export, with the time left estimated from the
+    jobs done so far: each kind of job (`kind`) at the mean time of those of its kind that ran in this process. Jobs
+    differ by orders of magnitude between kinds and by machine, so until a kind has run one job its remaining jobs are
+    not counted and the estimate says it is a lower bound (`left > ...`). Jobs found done (a resumed study) move the
+    bar without being timed."""
 
-    def __init__(self, units: dict[str, int]):
-        self.units, self.moved, self.stage = units, {}, ""
+    def __init__(self, units: dict[str, int], clock=time.monotonic):
+        self.units, self.moved, self.stage, self.clock = units, {}, "", clock
+        self.spent: dict[str, list[float]] = {}  # kind -> [seconds, jobs] of the jobs timed so far
+        self.last = clock()  # when the bar last moved: the time since goes to the next jobs done
         self.bar = tqdm(total=sum(units.values()), unit="job", desc="study", dynamic_ncols=True,
-                        bar_format="{desc} |{bar}| {n}/{total} jobs [{elapsed}]")
+                        bar_format="{desc} |{bar}| {n}/{total} jobs [{elapsed}{postfix}]")
+
+    @staticmethod
+    def kind(key: str) -> str:
+        """`pretrain:<run>` -> pretrain, `evaluation <i>` -> evaluation; a stage's own name otherwise."""
+        return key.split(":")[0].rstrip(" 0123456789")
 
     def start(self, stage: str, what: str) -> None:
         self.stage = f"[{STAGES.index(stage) + 1}/{len(STAGES)} {stage}]"
@@ -113,16 +133,45 @@ class Progress:
         """Count `jobs` more under `key` (the fine-tuning runs, known once pretraining has saved its checkpoints)."""
         self.units[key] = jobs
         self.bar.total += jobs
-        self.bar.refresh()
+        self.show_left()
 
     def follow(self, key: str, done: int, what: str) -> None:
-        """Move the bar to `done` jobs of `key` (a stage that reports as it goes), `what` as its label."""
+        """Move the bar to `done` jobs of `key` (a stage that reports as it goes), `what` as its label. The first
+        report of a key is where it starts: the jobs it counts then were done before (not timed)."""
         self.bar.set_description_str(f"{self.stage} {what}", refresh=False)
-        self.bar.update(done - self.moved.get(key, 0))
+        self.move(key, done - self.moved.get(key, 0), timed=key in self.moved)
         self.moved[key] = done
 
-    def done(self, key: str) -> None:
-        self.bar.update(self.units.pop(key, 0) - self.moved.pop(key, 0))
+    def done(self, key: str, timed: bool = True) -> None:
+        """The rest of `key`'s jobs are done; `timed=False`: they were found done, not run (a resumed study)."""
+        self.move(key, self.units.pop(key, 0) - self.moved.pop(key, 0), timed)
+
+    def move(self, key: str, jobs: int, timed: bool) -> None:
+        now = self.clock()
+        if timed and jobs > 0:
+            spent = self.spent.setdefault(self.kind(key), [0.0, 0])
+            spent[0] += now - self.last
+            spent[1] += jobs
+        self.last = now
+        self.bar.update(jobs)
+        self.show_left()
+
+    def left(self) -> tuple[float, bool]:
+        """(seconds the jobs not done yet will take at their kind's mean, whether every kind left has a mean)."""
+        seconds, known = 0.0, True
+        for key, jobs in self.units.items():
+            spent = self.spent.get(self.kind(key))
+            remaining = jobs - self.moved.get(key, 0)
+            if spent and remaining > 0:
+                seconds += remaining * spent[0] / spent[1]
+            elif remaining > 0:
+                known = False
+        return seconds, known
+
+    def show_left(self) -> None:
+        seconds, known = self.left()
+        shown = ("left ~" if known else "left > ") + tqdm.format_interval(seconds) if seconds or known else ""
+        self.bar.set_postfix_str(shown)
 
     def close(self):
         self.bar.close()
@@ -258,12 +307,13 @@ def eval_batches(models: list[Path], study: Study) -> list[tuple[list[Path], lis
 
 
 def evaluate(models: list[Path], tasks: list[str], eval_args: dict, study: Study, output: Path,
-             data_dir: str | None, progress=None) -> None:
-    """One grid process over the checkpoints of `models` not yet evaluated on `tasks` (none left: nothing starts).
-    `progress(done, total)` follows its result files while it runs."""
+             data_dir: str | None, progress=None) -> bool:
+    """One grid process over the checkpoints of `models` not yet evaluated on `tasks` (none left: nothing starts;
+    returns whether one ran). `progress(done, total)` follows its result files: once before it starts (those a
+    resumed study had), then while it runs."""
     todo = [model for model in models if not is_evaluated(model, tasks, study, output)]
     if not todo:
-        return
+        return False
     lrs = study.lrs_of(tasks[0])  # one LR grid for the whole group (`eval_groups`)
     results = [store.result_path(output / "results", checkpoint_name(model), task, lr, seed)
                for model in todo for task in tasks for lr in lrs for seed in study.seeds]
@@ -275,7 +325,10 @@ def evaluate(models: list[Path], tasks: list[str], eval_args: dict, study: Study
     for key, value in {**eval_args, "data_dir": data_dir}.items():
         if value is not None:
             args += [f"--{key}", str(value)]
+    if poll:
+        poll()
     run_logged(args, output / "logs" / f"eval-{'+'.join(tasks)}.log", poll=poll)
+    return True
 
 
 def heldout_loss(study: Study, output: Path, data_dir: str | None) -> None:
@@ -491,9 +544,10 @@ def _run_study(study_name: str, study: Study, definition: dict, output: Path, da
         for i, (recipe, pretrain_seed) in enumerate(runs, 1):
             name = replicate_name(recipe.name, pretrain_seed)
             progress.start("pretraining", f"{name} ({i}/{len(runs)})")
-            if not is_trained(output, name):
+            trained = is_trained(output, name)
+            if not trained:
                 pretrain(recipe, study, output, data_dir, pretrain_seed)
-            progress.done(f"pretrain:{name}")
+            progress.done(f"pretrain:{name}", timed=not trained)
         progress.start("held-out loss", f"{study.heldout_blocks} blocks")
         heldout_loss(study, output, data_dir)
         progress.done("held-out loss")
@@ -505,10 +559,10 @@ def _run_study(study_name: str, study: Study, definition: dict, output: Path, da
         for i, (models, tasks, eval_args) in enumerate(batches):
             what = f"{len(models)} checkpoint(s) on {', '.join(tasks)} ({i + 1}/{len(batches)})"
             progress.start("evaluation", what)
-            evaluate(models, tasks, eval_args, study, output, data_dir,
-                     progress=lambda done, total: progress.follow(f"evaluation {i}", done, f"{what}: "
-                                                                  f"{done}/{total} runs"))
-            progress.done(f"evaluation {i}")
+            ran = evaluate(models, tasks, eval_args, study, output, data_dir,
+                           progress=lambda done, total: progress.follow(f"evaluation {i}", done, f"{what}: "
+                                                                        f"{done}/{total} runs"))
+            progress.done(f"evaluation {i}", timed=ran)
         if until == "evaluation":
             return output / "report"
         for stage, action in (("report", lambda: report(study, output)),
@@ -539,8 +593,8 @@ def make_parser() -> argparse.ArgumentParser:
                              "regenerate the report (and --docs) from it; trains and fine-tunes nothing")
     parser.add_argument("--gpu", default="H100", help="paper plan: GPU to estimate GPU-hours for")
     parser.add_argument("--mfu", type=float, default=None,
-                        help="paper plan: model FLOPs utilisation of every run (default: the MFU measured per model "
-                             "size, pretraining/flops.py)")
+                        help="paper plan: model FLOPs utilisation of every run (default: per model size, the MFU of an "
+                             "H200 probe before the throughput work, the 1b unmeasured: pretraining/flops.py)")
     return parser
 
 
@@ -566,6 +620,7 @@ def main(argv=None) -> None:
         from core.paths import resolve_data_dir
         from model_cards.push import PushError, check_repo_id
 
+        check_device(args.study, STUDIES[args.study])
         resolve_data_dir(args.data_dir)  # fail now, not in the first subprocess
         if args.org is not None:
             try:

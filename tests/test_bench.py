@@ -47,6 +47,27 @@ def test_gpu_check_dry_run_writes_every_section(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["gpu_check.json", "gpu_check.log", "gpu_check.md"]
 
 
+def test_gpu_check_outside_the_environment_names_what_is_missing(tmp_path):
+    """Run without the project's environment (its `python3` a bare interpreter: no site-packages), the script says
+    which dependencies are missing and how to get them, in one line, exit 2, before writing anything; likewise for
+    an interpreter that does not exist."""
+    bare = tmp_path / "bin" / "python3"
+    bare.parent.mkdir()
+    bare.write_text(f'#!/bin/sh\nexec "{sys.executable}" -I -S "$@"\n')
+    bare.chmod(0o755)
+    out, none = tmp_path / "out", tmp_path / "none"
+    for env, problem in (({"PATH": f"{bare.parent}:/usr/bin:/bin"},
+                          "torch, transformers, datasets, accelerate, peft, pytest not found by python3"),
+                         ({"PATH": "/usr/bin:/bin", "PYTHON": str(none)}, f"{none} not found")):
+        done = subprocess.run(["bash", "bench/gpu_check.sh", "--dry_run"], cwd=ROOT, env={**env, "OUT": str(out)},
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2 and done.stdout == "", done.stdout + done.stderr
+        assert done.stderr.splitlines() == [f"error: {problem}: activate the environment (source .venv/bin/activate) "
+                                            "or run the setup (README, Quickstart); PYTHON=.venv/bin/python picks "
+                                            "its interpreter"]
+        assert not out.exists()
+
+
 def test_gpu_check_budget_fits_one_device_call():
     assert sum(budget for budget, *_ in gpu_check.SECTIONS.values()) + gpu_check.INSTALL_BUDGET <= 8 * 60
 

@@ -321,6 +321,36 @@ def test_hub_id_source_is_checked_before_weights_are_downloaded(llama_dir, tmp_p
     assert EuroBertClmMlmForCausalLM.from_pretrained(tmp_path / "out").config.is_causal
 
 
+def test_converted_qwen_decoders_load_as_the_models_page_says(tmp_path):
+    """docs/models.md, "Which loads need trust_remote_code": a converted Qwen2 or Qwen3 keeps this project's
+    model_type; in a fresh process with stdin closed, `AutoTokenizer` and `AutoModel` with the flag load it with no
+    prompt and no warning, `PreTrainedTokenizerFast` needs no flag, and `AutoModel` without the flag stops asking for
+    it (after transformers' own [y/N] question, which closed stdin answers no)."""
+    paths = []
+    for family, overrides in [("qwen2", {}), ("qwen3", {"head_dim": 16})]:
+        save_llama(tmp_path / family, build_tokenizer(), family=family, **overrides)
+        paths.append(convert(str(tmp_path / family), tmp_path / f"{family}-eurobert"))
+        assert json.loads((paths[-1] / "config.json").read_text())["model_type"] == "eurobert_clm_mlm"
+    script = ("import sys\nfrom transformers import AutoModel, AutoTokenizer, PreTrainedTokenizerFast\n"
+              "for path in sys.argv[1:]:\n"
+              "    AutoTokenizer.from_pretrained(path, trust_remote_code=True)\n"
+              "    print(type(AutoModel.from_pretrained(path, trust_remote_code=True)).__name__)\n"
+              "    print(PreTrainedTokenizerFast.from_pretrained(path).mask_token, flush=True)\n"
+              "for path in sys.argv[1:]:\n"
+              "    try:\n        AutoModel.from_pretrained(path)\n"
+              "    except ValueError as error:\n        print('refused', 'trust_remote_code=True' in str(error))\n")
+    done = subprocess.run([sys.executable, "-c", script, *map(str, paths)], cwd=tmp_path, stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    flagged, unflagged = done.stdout.split("\n", 4)[:4], done.stdout.split("\n", 4)[4]
+    assert flagged == ["EuroBertClmMlmModel", "<|mask|>"] * 2, done.stdout
+    assert "Do you wish" not in done.stderr and "model of type" not in done.stderr, done.stderr[-2000:]
+    assert unflagged.count("Do you wish to run the custom code? [y/N] refused True") == 2, unflagged
+    page = " ".join((ROOT / "docs" / "models.md").read_text().split())
+    assert "Which loads need `trust_remote_code=True`" in page and "`PreTrainedTokenizerFast.from_pretrained(dir)`" \
+        in page
+
+
 @pytest.mark.slow  # ~20 s: two CPT runs, two fine-tuning runs, one fresh process (the issue's end-to-end check)
 def test_converted_qwen2_and_qwen3_run_cpt_and_the_grid(tmp_path, data_dir, tmp_path_factory):
     """Converted tiny Qwen2- and Qwen3-style decoders: a 2-step CPT (`recipes.cpt`), then a 2-step fine-tuning run

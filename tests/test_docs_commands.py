@@ -28,6 +28,16 @@ def test_the_pages_cpu_lines_are_the_ones_expected():
         "recipes.pretrain", "launch", "recipes.cpt", "modeling_eurobert.convert", "recipes.cpt", "evaluation.run"]
 
 
+def test_every_page_with_commands_names_the_environment():
+    """The README and each docs page that shows commands say where they run (bare `python -m` and `accelerate` fail
+    outside the environment): `source .venv/bin/activate`, once per page."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    with_commands = [p for p in pages if re.search(r"python -m |accelerate launch|bash bench/", p.read_text())]
+    assert len(with_commands) >= 8
+    for page in with_commands:
+        assert " ".join(page.read_text().split()).count("`source .venv/bin/activate` once per") == 1, page.name
+
+
 @pytest.mark.slow  # ~1 min: the debug run, its 2-process twin, two CPT runs, a conversion and a fine-tuning run
 def test_pretraining_page_runs_as_written(tmp_path, data_dir):
     for name in LINKED:

@@ -207,7 +207,9 @@ def test_checkpoint_directories_are_named_after_their_run(tmp_path):
     assert resolve.model_name(str(tmp_path / "runA" / "checkpoint-500"))[0] == "runA-checkpoint-500"
     assert resolve.model_name(f"mine={tmp_path / 'runA'}") == ("mine", str(tmp_path / "runA"))
     (step / "run_info.json").write_text(json.dumps({"name": "610m-clm-42k-1000"}))
-    assert resolve.model_name(str(step))[0] == "610m-clm-42k-1000"
+    assert resolve.checkpoint_name(step) == "610m-clm-42k-1000"  # a study files it under the recorded name
+    # outside a study, a run that records nothing of its size or length never claims the paper's name
+    assert resolve.model_name(str(step))[0] == "custom-610m-clm-42k-1000"
 
 
 def test_corrupt_or_old_result_is_never_reused(models, data_dir, tmp_path, call_main):

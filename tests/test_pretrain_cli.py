@@ -149,6 +149,21 @@ def test_bad_input_is_one_line_and_writes_nothing(case, base, tmp_path, cache_di
     assert (sorted(p.name for p in out.iterdir()) if out.exists() else None) == before  # nothing written
 
 
+def test_rerunning_a_finished_run_says_so_and_changes_nothing(base, cache_dir, capsys):
+    """The same command again on a finished run: one line saying it is done, exit 0, and no file of the run or of
+    the data cache rewritten (it used to resume at the last step, log train_loss 0 and save everything again)."""
+    files = [p for root in (base, cache_dir) for p in root.rglob("*") if p.is_file()]
+    before = {p: p.stat().st_mtime_ns for p in files}
+    done = run_main(pretrain.main, small(base, cache_dir, "--objective", "mlm"), capsys)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines() == [
+        f"{base} already holds this run, finished at step 2 (its run_info.json and weights); nothing to do: pass a "
+        "new --output_dir to train it again"]
+    assert "train_loss" not in done.stdout + done.stderr
+    assert {p: p.stat().st_mtime_ns for p in files} == before
+    assert {p for root in (base, cache_dir) for p in root.rglob("*") if p.is_file()} == set(files)
+
+
 def test_cpt_refuses_blocks_longer_than_the_base_model_positions(base, tmp_path, cache_dir):
     argv = small(tmp_path / "out", cache_dir, "--architecture", "null", "--model_name_or_path", base,
                  "--block_size", "1024")

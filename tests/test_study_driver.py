@@ -5,6 +5,7 @@ two files run side by side under pytest -n.)"""
 import csv
 import dataclasses
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,7 @@ from core import names
 from core.paths import REPO_ROOT
 from recipes import manifest
 from recipes.studies import STUDIES
-from recipes.study import eval_batches, main
+from recipes.study import Progress, eval_batches, main
 from tests.test_study import same_docs
 
 
@@ -70,6 +71,80 @@ def test_bad_org_is_one_clear_error(tmp_path, capsys):
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal is for a machine without a GPU")
+def test_mini_gpu_on_a_cpu_is_refused_before_the_tokenizer(tmp_path, capsys):
+    """mini-gpu trains in bf16: on a CPU-only machine one line and exit 2, before the tokenizer or anything is made."""
+    with pytest.raises(SystemExit) as error:
+        main(["mini-gpu", "--output", str(tmp_path / "x")])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert error.value.code == 2 and len(lines) == 1
+    assert lines[0].startswith("error: the mini-gpu study trains in bf16 and needs a CUDA GPU") and "mini" in lines[0]
+    assert not (tmp_path / "x").exists()
+
+
+def test_progress_bar_estimates_the_time_left_from_the_jobs_done_per_kind():
+    """The study's bar: time left = each kind's remaining jobs at the mean time of its jobs that ran; jobs found done
+    (a resumed study) are not timed; a kind with no job run yet makes the estimate a lower bound (`left >`)."""
+    now = [0.0]
+    progress = Progress({"tokenizer": 1, "pretrain:a": 1, "pretrain:b": 1, "pretrain:c": 1, "report": 1},
+                        clock=lambda: now[0])
+    try:
+        now[0] = 5.0
+        progress.done("tokenizer")
+        assert progress.left() == (0.0, False)
+        progress.done("pretrain:a", timed=False)  # trained by an earlier run of the study: took no time here
+        now[0] = 65.0
+        progress.done("pretrain:b")  # 60 s
+        assert progress.left() == (60.0, False)  # c at 60 s; the report not timed yet
+        assert "left > 01:00" in str(progress.bar)
+        now[0] = 125.0
+        progress.done("pretrain:c")
+        progress.add("evaluation 0", 10)
+        now[0] = 130.0
+        progress.follow("evaluation 0", 4, "grid")  # 4 result files of an earlier run: the baseline
+        now[0] = 150.0
+        progress.follow("evaluation 0", 6, "grid")  # 2 runs in 20 s
+        assert progress.left() == (40.0, False)
+        assert progress.bar.n == 4 + 6
+        now[0] = 190.0
+        progress.done("evaluation 0")  # 4 more in 40 s: 60 s for 6 runs
+        now[0] = 192.0
+        progress.add("evaluation 1", 3)
+        assert progress.left() == (30.0, False)  # a second grid at 10 s per run
+        progress.done("evaluation 1")
+        progress.done("report")
+        assert progress.left() == (0.0, True) and progress.bar.n == progress.bar.total == 18
+    finally:
+        progress.close()
+
+
+def grid_runs(study) -> int:
+    """Fine-tuning runs of a study: its final models on its tasks, and the intermediate checkpoints its runs save
+    (the manifest's, at the study's steps) on its intermediate tasks, each at the task's LRs x seeds."""
+    def runs(tasks):
+        return sum(len(study.lrs_of(task)) * len(study.seeds) for task in tasks)
+
+    recipes = manifest.recipes()
+    checkpoints = [n for n in manifest.intermediate_names() if recipes[n].intermediate_of in study.trained_names()
+                   and (not study.intermediate_steps or recipes[n].steps in study.intermediate_steps)]
+    intermediate = runs(study.intermediate_tasks or study.tasks) if study.evaluate_intermediate else 0
+    return len(study.trained_names()) * runs(study.tasks) + len(checkpoints) * intermediate
+
+
+def test_studies_page_gives_each_study_its_grid():
+    """docs/studies.md's table: each study's fine-tuning runs (summed over a row's "(N runs)"), and the horizon
+    study's per-task LR grids, as the definitions in recipes/studies.py say."""
+    page = (REPO_ROOT / "docs" / "studies.md").read_text()
+    rows = {line.split("`")[1]: line for line in page.splitlines() if line.startswith("| `")}
+    for name in ("smoke", "toy", "mini", "horizon"):
+        counted = sum(int(n.replace(",", "")) for n in re.findall(r"\(([\d,]+) runs\)", rows[name]))
+        assert counted == grid_runs(STUDIES[name]), name
+    horizon = STUDIES["horizon"]
+    for task in horizon.tasks:
+        lrs = horizon.lrs_of(task)
+        assert f"{task} {lrs[0]:.0e} to {lrs[-1]:.0e}".replace("e-0", "e-") in rows["horizon"], task
+
+
 def test_training_order_puts_prerequisites_first():
     names = [r.name for r in manifest.training_order(manifest.model_names())]
     assert len(names) == 38
@@ -90,7 +165,14 @@ def test_paper_plan_lists_every_run_with_compute_and_launch_scripts(tmp_path, ca
     assert float(rows["610m-clm-42k"]["flops"]) > float(full["flops"]) > float(rows["210m-mlm40-42k"]["flops"])
     assert int(rows["610m-clm-12k"]["steps"]) == 2_000  # a decay branch adds only its decay
     plan = (tmp_path / "plan.md").read_text()
-    assert "GPU-hours" in capsys.readouterr().out and "110,000" in plan
+    printed = capsys.readouterr().out
+    assert "GPU-hours" in printed and "110,000" in plan
+    # docs/cluster.md gives the GPU-hours this plan prints (pretraining, then the grid), in thousands
+    hours = [int(h.replace(",", "")) for h in re.findall(r"([\d,]+) GPU-hours[ .]", printed)[:2]]
+    cluster = " ".join((REPO_ROOT / "docs" / "cluster.md").read_text().split())
+    assert (f"At 40% MFU on H100s (`--gpu H100 --mfu 0.4`) the 38 pretraining runs come to about "
+            f"{hours[0] / 1000:.1f}k GPU-hours and the fine-tuning grid, intermediate checkpoints included, to about "
+            f"{hours[1] / 1000:.2f}k") in cluster
     # disk: one checkpoint per 1,000 steps a run trains itself (a decay branch only its 2k), none deleted
     checkpoints = sum(-(-int(r["steps"]) // 1000) for r in rows.values())
     assert f"{checkpoints:,} checkpoints" in plan and "12 bytes per parameter" in plan and "64,000 steps" in plan
@@ -103,6 +185,16 @@ def test_paper_plan_lists_every_run_with_compute_and_launch_scripts(tmp_path, ca
     grid = (tmp_path / "launch" / "eval_grid.tsv").read_text().splitlines()
     assert len(grid) == (38 + 12) * 12 * 30  # the intermediate checkpoints too (data-efficiency figure)
     assert "610m-clm-42k-5000=out/paper/610m-clm-42k/intermediate/step-5000\tsst2\t1e-05\t0" in grid
+
+
+def test_paper_plan_default_mfu_says_where_it_comes_from(tmp_path, capsys):
+    """The default MFU is an H200 probe's from before the throughput work, and the 1b's was never measured: the plan
+    says so, and never calls it the MFU measured per size (docs/benchmarks.md: no GPU figure of this work yet)."""
+    main(["paper", "--output", str(tmp_path)])
+    title = (tmp_path / "plan.md").read_text().splitlines()[0]
+    assert "an H200 probe's, before the throughput work; the 1b unmeasured, at the 610m's" in title, title
+    assert "(measured" not in title
+    assert "The only GPU figures are an earlier probe" in (REPO_ROOT / "docs" / "benchmarks.md").read_text()
 
 
 def test_mini_evaluation_runs_as_one_grid_process_per_task_group():
