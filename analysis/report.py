@@ -349,6 +349,10 @@ def main(argv=None) -> Path:
         if (args.tokens_per_step is None) != (args.parameters is None) or \
                 any(v is not None and not v > 0 for v in (args.tokens_per_step, args.parameters)):
             raise ValueError("--tokens_per_step and --parameters go together, both positive (or neither: the paper's)")
+        if args.embedding_parameters is not None and not (args.parameters and
+                                                          0 < args.embedding_parameters < args.parameters):
+            raise ValueError("--embedding_parameters is a part of --parameters: give it with --parameters, above 0 "
+                             "and below it")
         records = load_results(args.results)
         rows = summarize(records, args.bootstrap)
         models = {r["model"] for r in records}

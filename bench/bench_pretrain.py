@@ -93,6 +93,9 @@ def bench(name: str, args, extra: list[str], output_dir: Path, eager: bool = Fal
             "--per_device_train_batch_size", str(args.batch_size), "--gradient_accumulation_steps",
             str(args.accumulation), "--max_steps", str(args.steps), "--logging_steps", str(args.log_every),
             "--intermediate_steps", str(args.steps), "--report_to", "none", "--disable_tqdm", "true",
+            # the config's schedule (2,000 warmup and decay steps) scaled to the benchmark's steps: same throughput
+            "--warmup_steps", str(max(1, args.steps // 10)),
+            "--lr_scheduler_kwargs", json.dumps({"num_decay_steps": max(1, args.steps // 10), "decay_type": "linear"}),
             "--save_strategy", "no", *RUNS[name](args.steps), *extra, *(["--compile", "none"] if eager else [])]
     if args.data_dir:
         argv += ["--data_dir", args.data_dir]

@@ -76,7 +76,7 @@ def check_run_settings(run_args: PretrainArguments, training_args: TrainingArgum
     if not 0 <= decay_steps(training_args) <= total:
         raise ValueError(f"lr_scheduler_kwargs.num_decay_steps={decay_steps(training_args)} does not fit in "
                          f"max_steps={total}: the learning rate would decay before it reached its peak; use "
-                         f"num_decay_steps in [0, max_steps - warmup_steps]")
+                         f"num_decay_steps in [0, max_steps]")
     if run_args.switch_step is not None and not 0 < run_args.switch_step < total:
         raise ValueError(f"switch_step={run_args.switch_step} must be strictly between 0 and max_steps={total}")
     bad = [s for s in run_args.intermediate_steps if not 0 < s <= total]

@@ -203,6 +203,14 @@ CLI_ROWS = {
         (["{tmp}", "--tokens_per_step", "0", "--parameters", "1e6"], "--tokens_per_step and --parameters go together"),
         (["{tmp}", "--parameters", "1e6"], "--tokens_per_step and --parameters go together"),
         (["{tmp}", "--scale", "Mini Study"], "scale 'Mini Study' must be lower-case words"),
+        (["{tmp}", "--embedding_parameters", "5"], "--embedding_parameters is a part of --parameters"),
+        (["{tmp}", "--tokens_per_step", "1", "--parameters", "10", "--embedding_parameters", "10"],
+         "--embedding_parameters is a part of --parameters"),
+    ],
+    "analysis.import_encodeval": [
+        (["{tmp}/missing", "--output", "{out}"], "is not a directory"),
+        (["{tmp}", "--output", "{out}"], "no EncodEval results under"),
+        (["{tmp}", "--output", "{file}"], "file.txt"),
     ],
     "evaluation.identity": [
         (["--migrate", "{tmp}/missing"], "no result files under"),
@@ -262,6 +270,7 @@ CLI_ROWS = {
 CLIS = sorted(CLI_ROWS)
 POSITIONALS = {  # {module: the positionals that rows above give a bad value}
     "recipes.study": {"study", "output"}, "recipes.prepare_data": {"what"}, "analysis.report": {"results"},
+    "analysis.import_encodeval": {"results"},
     "model_cards.generate": {"checkpoint"}, "model_cards.push": {"checkpoint"},
     "modeling_eurobert.convert": {"source", "output"}, "modeling_eurobert.export_native": {"checkpoint", "output"}}
 
@@ -306,6 +315,8 @@ EXEMPT["analysis.report"] = {"--bootstrap": "a switch: no value to get wrong",
                                "--output": "H2's rows (issue 24 point 6) and tests/test_report.py (foreign files)",
                                "--compare": "needs results: tests/test_report.py refuses A,A and unknown names"}
 EXEMPT["recipes.manifest"] = {"--list": "a switch: no value to get wrong"}
+EXEMPT["analysis.import_encodeval"] = {"--models": "tests/test_import_encodeval.py (a subset that matches nothing)",
+                                       "--datasets": "tests/test_import_encodeval.py (a subset that matches nothing)"}
 EXEMPT["recipes.study"] = {"--docs": "H2's rows (issue 24 point 4: --docs FILE)"}
 EXEMPT["recipes.cpt"] = {**EXEMPT["recipes.pretrain"], **{
     f"--{f.name}": "parsed and checked as in recipes.pretrain (the same settings and main, cpt: true)"
