@@ -317,3 +317,30 @@ def test_retrieval_query_missing_from_run_scores_zero():
     assert result["per_instance"]["qid"] == ["q1", "q2"]
     assert result["per_instance"]["ndcg@10"] == [1.0, 0.0]
     assert result["ndcg@10"] == pytest.approx(0.5)
+
+
+def test_squad_normalisation_is_the_official_scripts():
+    """The SQuAD v1.1/v2.0 official `normalize_answer` (character filter over string.punctuation, then articles,
+    then whitespace), written as the script writes it, against ours on strings with punctuation, articles, Unicode
+    and case changes that lengthen a string ("İ")."""
+    import re
+    import string
+
+    def official(s):
+        def remove_articles(text):
+            return re.sub(r"\b(a|an|the)\b", " ", text)
+
+        def white_space_fix(text):
+            return " ".join(text.split())
+
+        def remove_punc(text):
+            exclude = set(string.punctuation)
+            return "".join(ch for ch in text if ch not in exclude)
+
+        return white_space_fix(remove_articles(remove_punc(s.lower())))
+
+    rng = random.Random(0)
+    alphabet = string.printable + "éÀ’“”–—ßİ"
+    texts = ["The Eiffel-Tower!", "an apple, a pear & THE plum", "  İstanbul's  ", "a.n a-n"]
+    texts += ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30))) for _ in range(2000)]
+    assert [normalize_answer(t) for t in texts] == [official(t) for t in texts]
