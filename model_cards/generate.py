@@ -40,6 +40,7 @@ from huggingface_hub import (
 )
 
 from core import artifacts, cli, store
+from core.formatting import table_cell
 from core.names import PAPER_SCALE, ModelName, parse_name, run_scale, scaled_name, try_parse_name
 from core.paths import is_hub_id
 from evaluation.resolve import checkpoint_name
@@ -354,11 +355,10 @@ def _float(value) -> float | None:
     return None if math.isnan(value) else value
 
 
-def _fmt(value) -> str:
+def _card_number(value) -> str:
+    """A summary.csv cell as a card shows it: 4 decimals below 10, 2 above, "n/a" when empty."""
     value = _float(value)
-    if value is None:
-        return "n/a"
-    return f"{value:.4f}" if abs(value) < 10 else f"{value:.2f}"
+    return table_cell(value, ".4f" if value is None or abs(value) < 10 else ".2f", missing="n/a")
 
 
 def confidence_interval(row: dict) -> tuple[float, float] | None:
@@ -426,10 +426,11 @@ def _table_rows(rows: list[dict]) -> list[dict]:
     out = []
     for r in rows:
         ci = confidence_interval(r)
-        out.append({"family": r["family"].upper(), "task": r["task"], "metric": r["metric"], "mean": _fmt(r["mean"]),
-                    "ci": f"[{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "n/a", "std": _fmt(r["std"]),
+        out.append({"family": r["family"].upper(), "task": r["task"], "metric": r["metric"],
+                    "mean": _card_number(r["mean"]), "ci": f"[{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "n/a",
+                    "std": _card_number(r["std"]),
                     "best_lr": r["best_lr"], "n_seeds": r["n_seeds"], "n_diverged": r["n_diverged"],
-                    "entity_f1": _fmt(r.get("entity_f1")) if r["family"].upper() == "TC" else "",
+                    "entity_f1": _card_number(r.get("entity_f1")) if r["family"].upper() == "TC" else "",
                     "data": r["data"]["label"] + (f"; scored: {r['scored']['text']}" if r.get("scored", {}).get("n")
                                                   else "") if "data" in r else ""})
     return out

@@ -15,7 +15,6 @@ shows what each objective learned, beside the fine-tuning results.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import textwrap
 from pathlib import Path
@@ -23,6 +22,7 @@ from pathlib import Path
 import torch
 
 from core import artifacts, cli, colours, names
+from core.formatting import table_cell
 from core.paths import resolve_data_dir
 from pretraining import collator, data
 
@@ -76,7 +76,7 @@ def score_checkpoints(models: list[str | Path], tokenizer_dir: str | Path, block
                       cache_dir: str | Path, data_dir=None, mlm_probability: float = 0.4) -> list[dict]:
     """One row per checkpoint: its run_info name, paper-scale step, tokens seen (a CPT base's included) and both
     held-out losses."""
-    tokenizer = data.load_tokenizer(tokenizer_dir, objective="mlm")
+    tokenizer = data.load_pretraining_tokenizer(tokenizer_dir, objective="mlm")
     blocks = heldout_blocks(tokenizer, block_size, n_blocks, cache_dir, data_dir)
     rows = []
     for model in models:
@@ -103,7 +103,7 @@ def _final_step(info: dict) -> int:
 
 def write_csv(rows: list[dict], path: str | Path) -> Path:
     lines = [",".join(CSV_COLUMNS)]
-    lines += [",".join(_fmt(r[c]) for c in CSV_COLUMNS) for r in rows]
+    lines += [",".join(table_cell(r[c], ".5f", missing="nan") for c in CSV_COLUMNS) for r in rows]
     return artifacts.write_text_atomic(path, "\n".join(lines) + "\n")
 
 
@@ -137,10 +137,6 @@ def check_output(path: Path) -> None:
         raise ValueError(f"--output {path} exists and is not a held-out CSV this tool wrote; pass a new file path")
     if path.with_suffix(".png").exists() and not ours:
         raise ValueError(f"{path.with_suffix('.png')} exists and this tool did not write it; pass another --output")
-
-
-def _fmt(value) -> str:
-    return f"{value:.5f}" if isinstance(value, float) and math.isfinite(value) else str(value)
 
 
 def trained_on(model: str) -> set[str]:
