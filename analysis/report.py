@@ -57,7 +57,7 @@ from core.formatting import table_cell
 __all__ = ["SUMMARY_COLUMNS", "compare", "load_results", "main", "summarize", "write_tables"]
 
 
-def _p_value_cell(p: float, bound: bool = False, n_resamples: int = statistics.N_RESAMPLES) -> str:
+def _fmt_p(p: float, bound: bool = False, n_resamples: int = statistics.N_RESAMPLES) -> str:
     """A p-value, never "0": a bootstrap p with no sample past 0 is "< 1/B"; a tiny t-test p is "< 1e-06"."""
     if bound:
         return f"< 1/{n_resamples}"
@@ -68,7 +68,7 @@ def _p_value_cell(p: float, bound: bool = False, n_resamples: int = statistics.N
 
 def _finding_cell(row: dict, key: str) -> str:
     if key in ("p", "p_holm", "p_other_holm"):
-        return _p_value_cell(row[key], row.get("p_bound", False) and key == "p")
+        return _fmt_p(row[key], row.get("p_bound", False) and key == "p")
     return table_cell(row[key])
 
 
@@ -272,7 +272,7 @@ def write_tables(rows: list[dict], comparisons: list[dict], output: Path, tested
                   "pretraining runs - and instances, p_bootstrap resampling both; wins / losses count test "
                   "instances, a description, not a test)", "",
                   "| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
-        lines += ["| " + " | ".join(_p_value_cell(c[k]) if k == "p" else _p_value_cell(c[k], c["p_bootstrap_bound"])
+        lines += ["| " + " | ".join(_fmt_p(c[k]) if k == "p" else _fmt_p(c[k], c["p_bootstrap_bound"])
                                     if k == "p_bootstrap" else table_cell(c[k]) for k in keys) + " |"
                   for c in comparisons]
     lines += ["", "## Every column", "",

@@ -28,7 +28,8 @@ from pretraining import collator, data
 
 # heldout.csv: one row per checkpoint. `tokens_seen` counts every token the checkpoint saw, a CPT run's base included;
 # `tokens_before_cpt` is the part before this run (0 from scratch). For a CPT run from a base without run_info (a
-# converted decoder) both say `unknown`.
+# converted decoder) both say `unknown`. The column `step` (a recorded name, kept) holds the paper step: an
+# intermediate checkpoint's name's, a final one's total steps, at every scale.
 CSV_COLUMNS = ("model", "step", "tokens_seen", "tokens_before_cpt", "clm_loss", "mlm_loss", "mlm_probability",
                "blocks", "block_size")
 
@@ -82,11 +83,11 @@ def score_checkpoints(models: list[str | Path], tokenizer_dir: str | Path, block
     for model in models:
         info = artifacts.read_run_info(model)
         run, _, step = info["name"].rpartition("-")
-        paper_steps = int(step) if step.isdigit() and Path(model).parent.name == artifacts.INTERMEDIATE_DIR else None
+        paper_step = int(step) if step.isdigit() and Path(model).parent.name == artifacts.INTERMEDIATE_DIR else None
         losses = heldout_losses(model, blocks, tokenizer, mlm_probability)
-        shown = names.scaled_name(run if paper_steps else info["name"], info["scale"])  # the scale first
+        shown = names.scaled_name(run if paper_step else info["name"], info["scale"])  # the scale first
         before = info["tokens_before_cpt"]
-        rows.append({"model": shown, "step": paper_steps or _final_step(info),
+        rows.append({"model": shown, "step": paper_step or _final_step(info),
                      "tokens_seen": "unknown" if before is None else before + info["tokens_seen"],
                      "tokens_before_cpt": "unknown" if before is None else before, **losses,
                      "mlm_probability": mlm_probability, "blocks": len(blocks), "block_size": block_size})
