@@ -185,18 +185,18 @@ def _lines_per_task(rows, output: Path, name: str, points, xlabel: str, title: s
 
 
 def plot_pretraining_steps(rows, output: Path, tokens_per_step: float | None = None) -> list[Path]:
-    """Score vs pretraining progress: intermediate checkpoints `<name>-<step>` plus the final `<name>` itself
+    """Score vs pretraining progress: intermediate checkpoints `<name>-<paper step>` plus the final `<name>` itself
     (decayed, drawn hollow), on the tasks the intermediate checkpoints were evaluated on (a lone final point is no
     curve); x is the tokens seen when `tokens_per_step` (tokens per step of the names) is known, else the step."""
-    steps = [r for r in rows if (p := names.try_parse_name(r["model"])) and p.step is not None]
+    steps = [r for r in rows if (p := names.try_parse_name(r["model"])) and p.paper_step is not None]
     bases, tasks = {names.try_parse_name(r["model"]).run_name for r in steps}, {r["task"] for r in steps}
     rows = [r for r in rows if r["task"] in tasks]
     scale = (lambda step: step * tokens_per_step / 1e6) if tokens_per_step else (lambda step: step)  # noqa: E731
 
     def points(r):
         p = names.try_parse_name(r["model"])
-        if p is not None and p.step is not None:
-            return p.run_name, scale(p.step)
+        if p is not None and p.paper_step is not None:
+            return p.run_name, scale(p.paper_step)
         if p is not None and p.kind == "single" and r["model"] in bases:
             return r["model"], scale(p.total_steps), True
         return None
@@ -253,12 +253,12 @@ PAPER_PFS_SHARES = (0.25, 0.5, 0.75)  # the paper's CLM shares of a PFS budget
 
 def plot_pfs(rows, output: Path) -> list[Path]:
     """PFS: score vs share of CLM steps, one line per total budget (pure MLM40 = 0, pure CLM = 1 when present)."""
-    final = [p for r in rows if (p := names.try_parse_name(r["model"])) is not None and p.step is None]
+    final = [p for r in rows if (p := names.try_parse_name(r["model"])) is not None and p.paper_step is None]
     budgets = {p.total_steps for p in final if p.kind == "pfs"}
 
     def points(r):
         p = names.try_parse_name(r["model"])
-        if p is None or p.step is not None:
+        if p is None or p.paper_step is not None:
             return None
         if p.kind == "pfs" and p.objective_label == "mlm40":
             return f"{_size(p)} {p.total_steps // 1000}k", p.switch_step / p.total_steps
@@ -283,8 +283,8 @@ def plot_cpt(rows, output: Path) -> list[Path]:
     """CPT: score vs total steps of MLM40 continued pretraining, one line per base objective."""
     def points(r):
         p = names.try_parse_name(r["model"])
-        return (f"{_size(p)} {p.base} base", p.total_steps) if p is not None and p.kind == "cpt" and p.step is None \
-            else None
+        cpt = p is not None and p.kind == "cpt" and p.paper_step is None
+        return (f"{_size(p)} {p.base} base", p.total_steps) if cpt else None
 
     return _lines_per_task(rows, output, "cpt.png", points, "total steps (base + CPT, paper scale)", "CPT curves",
                            "MLM40 continued pretraining from a decayed CLM or MLM40 base: mean test score (95% CI "

@@ -117,7 +117,7 @@ class Regime:
         if convention == "no embeddings":
             embeddings = pick(self.embeddings) if self.embeddings is not None else None
             count = count - embeddings if count and embeddings is not None else None
-        steps = p.step if p.step is not None else p.total_steps
+        steps = p.paper_step if p.paper_step is not None else p.total_steps
         return steps * self.tokens_per_step / count if count else None
 
     def both(self, model: str) -> str:
@@ -232,7 +232,7 @@ def comparisons(records: list[dict], rows: list[dict], regime: Regime | None = N
     tasks = sorted({r["task"] for r in records if r.get("evaluation") != "mteb"})
     family = {r["task"]: r["family"] for r in rows}
     out = []
-    finals = {(p.size, p.total_steps) for p in parsed.values() if p.kind == "single" and p.step is None}
+    finals = {(p.size, p.total_steps) for p in parsed.values() if p.kind == "single" and p.paper_step is None}
     for size, total in sorted(finals):
         clm, mlm = _single(models, size, "clm", total), _single(models, size, "mlm40", total)
         if clm and mlm:
@@ -243,14 +243,14 @@ def comparisons(records: list[dict], rows: list[dict], regime: Regime | None = N
                 out += _stability(records, rows, regime, task, clm, mlm)
                 out += _slope(records, rows, regime, task, family[task], clm, mlm)
         for model, p in sorted(parsed.items()):
-            if p.kind == "pfs" and p.step is None and (p.size, p.total_steps) == (size, total) and p.ratio == 40:
+            if p.kind == "pfs" and p.paper_step is None and (p.size, p.total_steps) == (size, total) and p.ratio == 40:
                 for task in tasks:
                     if mlm:
                         out += _pair(records, rows, regime, "pfs_vs_mlm", task, model, mlm, budget=PFS_SMALLEST_BUDGET)
                     if clm:
                         out += _pair(records, rows, regime, "pfs_vs_clm", task, model, clm, budget=PFS_SMALLEST_BUDGET)
     for model, p in sorted(parsed.items()):
-        if p.kind == "cpt" and p.base == "clm" and p.step is None:
+        if p.kind == "cpt" and p.base == "clm" and p.paper_step is None:
             other, base = model.replace("-clm-dec", "-mlm40-dec", 1), f"{p.size}-clm-{p.base_steps // 1000}k"
             for task in tasks:
                 if other in models:
@@ -347,8 +347,8 @@ def _stability(records, rows, regime, task, clm, mlm) -> list[dict]:
 def checkpoints(rows, clm: str, mlm: str, task: str) -> list[tuple[str, str]]:
     """The (CLM, MLM40) checkpoint pairs both runs saved and evaluated on `task`, in pretraining order, the final
     (decayed) pair last."""
-    steps = lambda run: {p.step for m in {r["model"] for r in rows if r["task"] == task}  # noqa: E731
-                         if (p := names.try_parse_name(m)) and p.step is not None and p.run_name == run}
+    steps = lambda run: {p.paper_step for m in {r["model"] for r in rows if r["task"] == task}  # noqa: E731
+                         if (p := names.try_parse_name(m)) and p.paper_step is not None and p.run_name == run}
     pairs = [(f"{clm}-{s}", f"{mlm}-{s}") for s in sorted(steps(clm) & steps(mlm))]
     return [*pairs, (clm, mlm)] if pairs else []
 
@@ -362,7 +362,7 @@ def gap_points(records, rows, regime: Regime, task: str, family: str, clm: str, 
         if not runs_a or not runs_b:
             continue
         result = statistics.paired_comparison(runs_a, runs_b, runs_a[0]["main_metric"])
-        final = names.parse_name(a).step is None
+        final = names.parse_name(a).paper_step is None
         out.append({"task": task, "family": family, "a": a, "b": b, "measure": runs_a[0]["main_metric"],
                     **{k: result[k] for k in ("delta", "se", "df", "ci_low", "ci_high", "parts")},
                     "tokens_per_parameter": regime.tokens_per_parameter(a),
@@ -486,7 +486,7 @@ def gap_over_pretraining(records: list[dict], rows: list[dict], regime: Regime) 
     models = {r["model"] for r in rows}
     family = {r["task"]: r["family"] for r in rows}
     finals = sorted({(p.size, p.total_steps) for m in models if (p := names.try_parse_name(m))
-                     and p.kind == "single" and p.step is None})
+                     and p.kind == "single" and p.paper_step is None})
     out = []
     for size, total in finals:
         clm, mlm = _single(models, size, "clm", total), _single(models, size, "mlm40", total)

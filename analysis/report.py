@@ -52,14 +52,9 @@ from analysis.statistics import (
     trivial_baseline,
 )
 from core import artifacts, cli, names
+from core.formatting import table_cell
 
 __all__ = ["SUMMARY_COLUMNS", "compare", "load_results", "main", "summarize", "write_tables"]
-
-
-def _fmt(value) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return ""
-    return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
 def _fmt_p(p: float, bound: bool = False, n_resamples: int = statistics.N_RESAMPLES) -> str:
@@ -68,13 +63,13 @@ def _fmt_p(p: float, bound: bool = False, n_resamples: int = statistics.N_RESAMP
         return f"< 1/{n_resamples}"
     if isinstance(p, float) and not math.isnan(p) and p < 1e-6:
         return "< 1e-06"
-    return _fmt(p)
+    return table_cell(p)
 
 
 def _finding_cell(row: dict, key: str) -> str:
     if key in ("p", "p_holm", "p_other_holm"):
         return _fmt_p(row[key], row.get("p_bound", False) and key == "p")
-    return _fmt(row[key])
+    return table_cell(row[key])
 
 
 FINDING_KEYS = ["finding", "task", "a", "b", "measure", "hypothesis", "delta", "ci_low", "ci_high", "p", "p_holm",
@@ -133,7 +128,7 @@ def gap_markdown(gap: list[dict], tested: list[dict]) -> list[str]:
         tpp = f"{r['tokens_per_parameter']:.3g}" + (f" ({bare:.3g})" if bare is not None else "")
         note = "final (decayed)" if r["final"] else "stable phase"
         lines.append(f"| {r['task']} | {r['a']} | {tpp} | {r['phase']} | {r['delta']:+.4f} | "
-                     f"[{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}] | {note} |")
+                     f"[{table_cell(r['ci_low'])}, {table_cell(r['ci_high'])}] | {note} |")
     return lines
 
 
@@ -166,13 +161,13 @@ def results_table(rows: list[dict]) -> list[str]:
         lines.append("| " + " | ".join([model, *([str(runs[model])] if replicated else []), *cells]) + " |")
     baseline = {t: trivial_baseline(rows, t) for t in tasks}
     lines.append("| " + " | ".join(["*trivial baseline*", *([""] if replicated else []),
-                                    *[_fmt(baseline[t]) for t in tasks]]) + " |")
+                                    *[table_cell(baseline[t]) for t in tasks]]) + " |")
     tc = [t for t in tasks if any(r["task"] == t and r["family"] == "tc" for r in rows)]
     if tc:
         lines += ["", "Entity F1 (seqeval) of the same TC runs, beside the main metric: a model that predicts no "
                   "entity is visible here.", "", "| model | " + " | ".join(tc) + " |", "|" + "---|" * (len(tc) + 1)]
         for m in models:
-            entity = [_fmt(cell[(m, t)]["entity_f1"]) if (m, t) in cell else "" for t in tc]
+            entity = [table_cell(cell[(m, t)]["entity_f1"]) if (m, t) in cell else "" for t in tc]
             lines.append("| " + " | ".join([m, *entity]) + " |")
     return lines
 
@@ -192,8 +187,8 @@ def run_variance_lines(rows: list[dict]) -> list[str]:
              "of the run means - seed variance / seeds per run), 0 when negative.", "",
              "| model | task | pretraining runs | seeds per run | mean | SD of run means over seeds: pretraining run | "
              "fine-tuning seed |", "|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['model']} | {r['task']} | {r['n_pretrain_runs']} | {r['n_seeds']} | {_fmt(r['mean'])} | "
-              f"{_fmt(r['pretrain_sd'])} | {_fmt(r['seed_sd'])} |" for r in replicated]
+    lines += [f"| {r['model']} | {r['task']} | {r['n_pretrain_runs']} | {r['n_seeds']} | {table_cell(r['mean'])} | "
+              f"{table_cell(r['pretrain_sd'])} | {table_cell(r['seed_sd'])} |" for r in replicated]
     return lines
 
 
@@ -208,8 +203,8 @@ def checks_lines(rows: list[dict]) -> list[str]:
     if below:
         lines += [f"{len(below)} of {len(rows)} model x task means do not clear it:", "",
                   "| model | task | mean | ci_low | trivial_baseline |", "|---|---|---|---|---|"]
-        lines += [f"| {r['model']} | {r['task']} | {_fmt(r['mean'])} | {_fmt(r['ci_low'])} | "
-                  f"{_fmt(r['trivial_baseline'])} |" for r in below]
+        lines += [f"| {r['model']} | {r['task']} | {table_cell(r['mean'])} | {table_cell(r['ci_low'])} | "
+                  f"{table_cell(r['trivial_baseline'])} |" for r in below]
     else:
         lines.append(f"All {len(rows)} model x task means clear it.")
     precise = [r for r in rows if r["family"] in ("sc", "tc")]
@@ -223,8 +218,8 @@ def checks_lines(rows: list[dict]) -> list[str]:
               "| model | task | n_seeds | half-width | std | seeds needed |", "|---|---|---|---|---|---|"]
     for r in wide:
         needed = seeds_needed(r["std"])
-        lines.append(f"| {r['model']} | {r['task']} | {r['n_seeds']} | {_fmt(_half_width(r))} | "
-                     f"{_fmt(r['std'])} | {needed if needed is not None else 'unknown'} |")
+        lines.append(f"| {r['model']} | {r['task']} | {r['n_seeds']} | {table_cell(_half_width(r))} | "
+                     f"{table_cell(r['std'])} | {needed if needed is not None else 'unknown'} |")
     return lines
 
 
@@ -254,7 +249,7 @@ def write_tables(rows: list[dict], comparisons: list[dict], output: Path, tested
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=SUMMARY_COLUMNS, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
-    writer.writerows({k: _fmt(r[k]) for k in SUMMARY_COLUMNS} for r in rows)
+    writer.writerows({k: table_cell(r[k]) for k in SUMMARY_COLUMNS} for r in rows)
     artifacts.write_text_atomic(output / "summary.csv", buffer.getvalue())
     lines = ["# Fine-tuning results", "",
              "Test score at the best learning rate (highest mean validation score over seeds): mean over seeds ± the "
@@ -278,14 +273,14 @@ def write_tables(rows: list[dict], comparisons: list[dict], output: Path, tested
                   "instances, a description, not a test)", "",
                   "| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
         lines += ["| " + " | ".join(_fmt_p(c[k]) if k == "p" else _fmt_p(c[k], c["p_bootstrap_bound"])
-                                    if k == "p_bootstrap" else _fmt(c[k]) for k in keys) + " |"
+                                    if k == "p_bootstrap" else table_cell(c[k]) for k in keys) + " |"
                   for c in comparisons]
     lines += ["", "## Every column", "",
               "entity_f1 = TC entity F1 (seqeval) of the best LR's runs; std = over the best LR's seeds; "
               "stability_std = std over all finished runs; lr_range = range of the per-LR mean test scores; "
               "n_pretrain_runs, pretrain_sd, seed_sd: the pretraining runs and the two-level SDs.", "",
               "| " + " | ".join(SUMMARY_COLUMNS) + " |", "|" + "---|" * len(SUMMARY_COLUMNS)]
-    lines += ["| " + " | ".join(_fmt(r[k]) for k in SUMMARY_COLUMNS) + " |" for r in rows]
+    lines += ["| " + " | ".join(table_cell(r[k]) for k in SUMMARY_COLUMNS) + " |" for r in rows]
     artifacts.write_text_atomic(output / "summary.md", "\n".join(lines) + "\n")
 
 

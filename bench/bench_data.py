@@ -26,7 +26,7 @@ from pretraining.collator import PretrainingCollator
 from pretraining.data import (
     build_packed_dataset,
     load_corpus,
-    load_tokenizer,
+    load_pretraining_tokenizer,
     train_toy_tokenizer,
 )
 
@@ -79,7 +79,7 @@ def measure(args: argparse.Namespace) -> dict:
     corpus = load_corpus("bundle", data_dir=args.data_dir).select(range(args.num_docs))
     start = time.perf_counter()
     if args.tokenizer:
-        tokenizer = load_tokenizer(args.tokenizer, objective="mlm")
+        tokenizer = load_pretraining_tokenizer(args.tokenizer, objective="mlm")
     else:
         tokenizer = train_toy_tokenizer(corpus, args.vocab_size, cache_dir / "tokenizer")
     tokenizer_s = time.perf_counter() - start

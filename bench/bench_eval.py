@@ -26,7 +26,8 @@ import transformers
 from transformers import TrainerCallback
 
 from core.paths import resolve_data_dir
-from evaluation import common, finetune_args, run
+from evaluation import finetune_args, run
+from tests.fixtures.finetuning_callback import on_every_finetuning
 from tests.fixtures.tiny_models import build_tiny_eurobert, build_tiny_tokenizer
 
 
@@ -60,20 +61,15 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     transformers.logging.set_verbosity_error()
     data_dir = resolve_data_dir(args.data_dir)
-    timer = StepTimer()
-    common.TRAINER_CALLBACKS.append(timer)
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            model = build_tiny_eurobert(Path(tmp) / "tiny", build_tiny_tokenizer(data_dir))
-            grid = run.GridArgs(model=str(model), tasks=args.task, lrs="1e-4,5e-4", seeds="0,1",
-                                output=f"{tmp}/results")
-            protocol = finetune_args.ProtocolArgs(max_steps=args.max_steps, max_train=args.max_train,
-                                           max_eval=args.max_eval, max_length=args.max_length, data_dir=str(data_dir))
-            start = time.perf_counter()
-            run.run_grid(grid, protocol)
-            wall = time.perf_counter() - start
-    finally:  # a caller's later grids (tests call main in-process) run without this timer
-        common.TRAINER_CALLBACKS.remove(timer)
+    with on_every_finetuning(StepTimer()) as timer, tempfile.TemporaryDirectory() as tmp:
+        model = build_tiny_eurobert(Path(tmp) / "tiny", build_tiny_tokenizer(data_dir))
+        grid = run.GridArgs(model=str(model), tasks=args.task, lrs="1e-4,5e-4", seeds="0,1", output=f"{tmp}/results")
+        protocol = finetune_args.ProtocolArgs(max_steps=args.max_steps, max_train=args.max_train,
+                                              max_eval=args.max_eval, max_length=args.max_length,
+                                              data_dir=str(data_dir))
+        start = time.perf_counter()
+        run.run_grid(grid, protocol)
+        wall = time.perf_counter() - start
     outside = wall - timer.seconds
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else f"CPU ({torch.get_num_threads()} threads)"
     print(f"device: {device}; task {args.task}; 4 runs x {args.max_steps} steps, batch 32, "

@@ -4,14 +4,19 @@ cards.
     <size>-<objective>[ratio]-<steps>            610m-mlm40-42k, 610m-clm-42k          single objective
     <size>-clm-<k1>-mlm<ratio>-<total>           610m-clm-10k-mlm40-42k                 two-phase (PFS)
     <size>-<base>-dec<steps>-mlm<ratio>-<total>  610m-clm-dec42k-mlm40-44k              CPT from a decayed run
-    <name>-<step>                                610m-clm-42k-1000                      intermediate checkpoint
-    <name>-pseed<k>[-<step>]                     610m-clm-42k-pseed1-1000               pretraining run k (replicate)
+    <name>-<paper step>                          610m-clm-42k-1000                      intermediate checkpoint
+    <name>-pseed<k>[-<paper step>]               610m-clm-42k-pseed1-1000               pretraining run k (replicate)
     <scale>-<name>                               mini-610m-clm-42k                      that recipe at a manifest scale
 
 A model trained at a scale other than the paper's carries that scale before its name wherever a reader sees it
 (tables, figure legends, cards, Hub repo ids): `scaled_name("610m-clm-42k", "mini") == "mini-610m-clm-42k"`, a
 valid Hub repo name that parses back (a scale's words start with a letter, a size with a digit). Paper-scale
 names are exactly the paper's.
+
+Two steps, two names: an intermediate checkpoint's name carries its **paper step** (`paper_step`: the step at paper
+scale, the same at every scale), while its directory `<run>/intermediate/step-<N>` and its Hub branch `step-<N>`
+carry the **step** the run really took (the optimizer's global step: the paper step divided by the scale's
+`step_divisor`). At paper scale the two are equal.
 
 A study that trains each model several times with different pretraining seeds (`pretrain_seeds`) names run k
 `<name>-pseed<k>`: the replicates of one model share `replicate_group` (the name without `-pseed<k>`), which the
@@ -24,7 +29,7 @@ from dataclasses import dataclass
 PAPER_SCALE = "paper"
 _SCALE = r"(?:(?P<scale>[a-z][a-z0-9]*(?:-[a-z][a-z0-9]*)*)-)?"  # words that start with a letter (mini, mini-gpu)
 _SIZE = _SCALE + r"(?P<size>\d+(?:\.\d+)?[mb])"
-_STEP = r"(?:-pseed(?P<pseed>\d+))?(?:-(?P<step>\d+))?"  # pretraining replicate, then a plain step count (no "k")
+_STEP = r"(?:-pseed(?P<pseed>\d+))?(?:-(?P<paper_step>\d+))?"  # pretraining replicate, then a plain step count
 _PATTERNS = {
     "single": re.compile(rf"^{_SIZE}-(?P<objective>clm|mlm(?P<ratio>\d+))-(?P<total>\d+k){_STEP}$"),
     "pfs": re.compile(rf"^{_SIZE}-clm-(?P<switch>\d+k)-mlm(?P<ratio>\d+)-(?P<total>\d+k){_STEP}$"),
@@ -43,9 +48,10 @@ class ModelName:
 
     kind: "single" (one objective), "pfs" (CLM then MLM) or "cpt" (MLM continued from a decayed base); size ("610m");
     objective of the last phase ("clm" | "mlm"); ratio: masking ratio in percent (None for CLM); total_steps;
-    switch_step (PFS: the last CLM step); base ("clm" | "mlm40") and base_steps (CPT); step (intermediate checkpoint,
-    None for a final one); run_name (the name without the step); scale (the manifest scale a `<scale>-` prefix
-    names, None without one: the paper's); pretrain_seed (k of a `-pseed<k>` replicate, None for a single run).
+    switch_step (PFS: the last CLM step); base ("clm" | "mlm40") and base_steps (CPT); paper_step (an intermediate
+    checkpoint's step at paper scale, None for a final one); run_name (the name without it); scale (the manifest
+    scale a `<scale>-` prefix names, None without one: the paper's); pretrain_seed (k of a `-pseed<k>` replicate,
+    None for a single run).
     """
 
     name: str
@@ -57,10 +63,15 @@ class ModelName:
     switch_step: int | None = None
     base: str | None = None
     base_steps: int | None = None
-    step: int | None = None
+    paper_step: int | None = None
     run_name: str = ""
     scale: str | None = None
     pretrain_seed: int | None = None
+
+    @property
+    def step(self) -> int | None:
+        """`paper_step` under its old name, kept only for analysis/statistics.py until it reads `paper_step`."""
+        return self.paper_step
 
     @property
     def replicate_group(self) -> str:
@@ -99,8 +110,8 @@ def parse_name(name: str) -> ModelName:
         ratio=int(g["ratio"]) if g.get("ratio") else None, total_steps=_steps(g["total"]),
         switch_step=_steps(g["switch"]) if g.get("switch") else None,
         base=g.get("base"), base_steps=_steps(g["base_steps"]) if g.get("base_steps") else None,
-        step=int(g["step"]) if g.get("step") else None,
-        run_name=name.rsplit("-", 1)[0] if g.get("step") else name, scale=g["scale"],
+        paper_step=int(g["paper_step"]) if g.get("paper_step") else None,
+        run_name=name.rsplit("-", 1)[0] if g.get("paper_step") else name, scale=g["scale"],
         pretrain_seed=int(g["pseed"]) if g.get("pseed") else None,
     )
     _check(parsed)
@@ -137,7 +148,7 @@ def run_scale(info: dict, parsed: ModelName | None) -> str | None:
     (the name as it is)."""
     if info.get("scale") is not None or parsed is None:
         return info.get("scale")
-    steps = parsed.step or parsed.total_steps - (parsed.base_steps or 0)  # a CPT run trains the extra steps
+    steps = parsed.paper_step or parsed.total_steps - (parsed.base_steps or 0)  # a CPT run trains the extra steps
     return None if (info.get("size"), info.get("steps")) == (parsed.size, steps) else CUSTOM_SCALE
 
 
@@ -156,6 +167,6 @@ def _check(p: ModelName) -> None:
         value = getattr(p, key)
         if value is not None and value >= p.total_steps:
             raise ValueError(f"model name {p.name!r}: {value} steps must be fewer than the {p.total_steps} total")
-    if p.step is not None and not 0 < p.step < p.total_steps:
-        raise ValueError(f"model name {p.name!r}: intermediate step {p.step} must be within the "
+    if p.paper_step is not None and not 0 < p.paper_step < p.total_steps:
+        raise ValueError(f"model name {p.name!r}: intermediate step {p.paper_step} must be within the "
                          f"{p.total_steps}-step run (the final checkpoint has no step suffix)")

@@ -57,10 +57,6 @@ def training_arguments(args: FinetuneArgs, output_dir: str, max_steps: int | Non
     )
 
 
-# Extra callbacks added to every fine-tuning Trainer (bench/bench_eval.py times optimizer steps with one).
-TRAINER_CALLBACKS: list[TrainerCallback] = []
-
-
 class DivergenceCallback(TrainerCallback):
     """Stop training as soon as a logged loss or gradient norm is NaN/inf (the run is then recorded as diverged)."""
 
@@ -106,8 +102,6 @@ def train(trainer: Trainer) -> bool:
     """Run `trainer.train()` with divergence detection; return True if the run diverged."""
     callback = DivergenceCallback()
     trainer.add_callback(callback)
-    for extra in TRAINER_CALLBACKS:
-        trainer.add_callback(extra)
     trainer.remove_callback(PrinterCallback)  # the grid has its own progress bar; loss lines would drown it
     output = trainer.train()
     return callback.diverged or not math.isfinite(output.training_loss)

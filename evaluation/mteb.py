@@ -503,12 +503,6 @@ def execute(jobs: list[Job], args: MtebArgs) -> list[Path]:
     return written
 
 
-def run_mteb(args: MtebArgs) -> list[Path]:
-    """Check every input, then evaluate each (model, task) with mteb; return the record files written (finished
-    records with the same identity are skipped)."""
-    return execute(list_jobs(args), args)
-
-
 def make_parser() -> HfArgumentParser:
     return HfArgumentParser(MtebArgs)
 

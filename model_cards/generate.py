@@ -16,7 +16,7 @@ by `core.names.parse_name`) are explained part by part:
     <size>-<objective>[ratio]-<steps>            610m-mlm40-42k, 1b-clm-42k
     <size>-clm-<k1>-mlm<ratio>-<total>           610m-clm-10k-mlm40-42k   (two phases, PFS)
     <size>-<base>-dec<steps>-mlm<ratio>-<total>  610m-clm-dec42k-mlm40-44k (continued pretraining, CPT)
-    <name>-<step>                                610m-clm-42k-1000        (intermediate checkpoint)
+    <name>-<paper step>                          610m-clm-42k-1000        (intermediate checkpoint)
     <scale>-<name>                               mini-610m-clm-42k        (that run at a study scale)
 
 Any other checkpoint with a `run_info.json` (an encoder made with `recipes/cpt.py` from your own decoder, a run
@@ -40,6 +40,7 @@ from huggingface_hub import (
 )
 
 from core import artifacts, cli, store
+from core.formatting import table_cell
 from core.names import PAPER_SCALE, ModelName, parse_name, run_scale, scaled_name, try_parse_name
 from core.paths import is_hub_id
 from evaluation.resolve import checkpoint_name
@@ -123,8 +124,8 @@ def name_lines(name: str) -> list[str]:
                      f"{p.total_steps - p.base_steps:,} more steps.")
     lines.append(f"`{p.total_steps // 1000}k`: {p.total_steps:,} training steps in all (the paper's budget"
                  f"{', divided down at this scale' if p.scale else ''}).")
-    if p.step is not None:
-        lines.append(f"`{p.step}`: intermediate checkpoint saved at step {p.step:,} of `{p.run_name}`.")
+    if p.paper_step is not None:
+        lines.append(f"`{p.paper_step}`: intermediate checkpoint saved at step {p.paper_step:,} of `{p.run_name}`.")
     return lines
 
 
@@ -158,8 +159,8 @@ def describe_name(name: str) -> str:
         body = (f"made by continued pretraining (CPT) of the decayed {p.base_steps:,}-step "
                 f"{p.base.upper()} checkpoint with {_objective_words('mlm', p.ratio)} for "
                 f"{p.total_steps - p.base_steps:,} more steps ({p.total_steps:,} in all)")
-    if p.step is not None:
-        return f"{head}, intermediate checkpoint at step {p.step:,} of the run {p.run_name}, which is {body}."
+    if p.paper_step is not None:
+        return f"{head}, intermediate checkpoint at step {p.paper_step:,} of the run {p.run_name}, which is {body}."
     return f"{head} {body}."
 
 
@@ -329,7 +330,7 @@ def _base_model(info: dict, repo_id: str | None, override: str | None) -> tuple[
         return None, None
     hub_id, base = override, scaled_name(base, info["scale"])  # a study base is published under its shown name
     base_parsed = try_parse_name(base)
-    if hub_id is None and repo_id and base_parsed is not None and base_parsed.step is None:
+    if hub_id is None and repo_id and base_parsed is not None and base_parsed.paper_step is None:
         hub_id = f"{repo_id.split('/')[0]}/{base}"
     where = (f"[`{hub_id}`](https://huggingface.co/{hub_id})" if hub_id else
              f"`{base}` (not published under a known Hub id)")
@@ -354,11 +355,10 @@ def _float(value) -> float | None:
     return None if math.isnan(value) else value
 
 
-def _fmt(value) -> str:
+def _card_number(value) -> str:
+    """A summary.csv cell as a card shows it: 4 decimals below 10, 2 above, "n/a" when empty."""
     value = _float(value)
-    if value is None:
-        return "n/a"
-    return f"{value:.4f}" if abs(value) < 10 else f"{value:.2f}"
+    return table_cell(value, ".4f" if value is None or abs(value) < 10 else ".2f", missing="n/a")
 
 
 def confidence_interval(row: dict) -> tuple[float, float] | None:
@@ -414,8 +414,9 @@ def evaluation_rows(checkpoint_dir: Path, model: str, summary_csv, results_dir, 
             raise ValueError(f"{results_dir} holds no result file of {model} on {row['task']}, which the summary "
                              "reports: pass the results folder the summary was made from")
         record = store.read_result(path)  # one per (model, task): the report refuses mixed identities in a row
-        if (record.get("identity") or {}).get("model") != identity:
-            raise ValueError(f"{path} was made from other weights than {checkpoint_dir} (identity.model differs): "
+        why = store.differences(record, {"model": identity})  # the store's "current" rule, on the weights alone
+        if why:
+            raise ValueError(f"{path} was made from other weights than {checkpoint_dir} ({'; '.join(why)}): "
                              "the summary is not this checkpoint's; evaluate it, or pass the right results")
         row["data"] = task_test_data(row["task"], record_source(record))
         row["scored"] = scored_test(record)
@@ -426,10 +427,11 @@ def _table_rows(rows: list[dict]) -> list[dict]:
     out = []
     for r in rows:
         ci = confidence_interval(r)
-        out.append({"family": r["family"].upper(), "task": r["task"], "metric": r["metric"], "mean": _fmt(r["mean"]),
-                    "ci": f"[{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "n/a", "std": _fmt(r["std"]),
+        out.append({"family": r["family"].upper(), "task": r["task"], "metric": r["metric"],
+                    "mean": _card_number(r["mean"]), "ci": f"[{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "n/a",
+                    "std": _card_number(r["std"]),
                     "best_lr": r["best_lr"], "n_seeds": r["n_seeds"], "n_diverged": r["n_diverged"],
-                    "entity_f1": _fmt(r.get("entity_f1")) if r["family"].upper() == "TC" else "",
+                    "entity_f1": _card_number(r.get("entity_f1")) if r["family"].upper() == "TC" else "",
                     "data": r["data"]["label"] + (f"; scored: {r['scored']['text']}" if r.get("scored", {}).get("n")
                                                   else "") if "data" in r else ""})
     return out
@@ -467,7 +469,7 @@ def _facts(info: dict, name: str, parsed: ModelName | None, params: tuple[int, i
     ratio = round(info["mlm_probability"] * 100) if info["objective"] == "mlm" else None
     steps = f"{info['steps']:,}"
     if parsed is not None and info["scale"] != "paper":
-        paper = parsed.step or parsed.total_steps - (parsed.base_steps or 0)  # a CPT run trains the extra steps
+        paper = parsed.paper_step or parsed.total_steps - (parsed.base_steps or 0)  # a CPT run trains the extra steps
         steps += f" (the paper's run: {paper:,})"
     facts = [("scale", f"`{info['scale']}`" if info["scale"] else "none (not a study run)"),
              ("parameters", f"{_millions(params[0])} without the LM head ({_millions(params[1])} with it)"),

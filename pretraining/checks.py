@@ -370,7 +370,7 @@ def check_tokenizer_matches_base(tokenizer, run_args: PretrainArguments) -> None
                          "base model's own tokenizer (drop --tokenizer_name_or_path)")
     if (run_args.tokenizer_name_or_path and Path(base).is_dir()
             and any((Path(base) / f).is_file() for f in artifacts.TOKENIZER_FILES)):
-        own, given = data.load_tokenizer(base).get_vocab(), tokenizer.get_vocab()
+        own, given = data.load_pretraining_tokenizer(base).get_vocab(), tokenizer.get_vocab()
         differ = sum(own.get(token) != i for token, i in given.items()) + len(own.keys() - given.keys())
         if differ:
             raise ValueError(f"tokenizer {run_args.tokenizer_name_or_path} differs from the base model's own ({differ} "

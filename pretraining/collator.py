@@ -67,7 +67,8 @@ class PretrainingCollator:
         if not isinstance(self.seed, int) or self.seed < 0:
             raise ValueError(f"seed={self.seed!r} must be a non-negative integer")
         if self.objective == "mlm" and self.tokenizer.mask_token_id is None:
-            raise ValueError("the tokenizer has no mask token, so it cannot be used for MLM; see load_tokenizer")
+            raise ValueError("the tokenizer has no mask token, so it cannot be used for MLM; "
+                             "see load_pretraining_tokenizer")
         if self.positions_per_block is not None and self.positions_per_block < 1:
             raise ValueError(f"positions_per_block={self.positions_per_block} must be >= 1 "
                              "(see masked_positions_bound)")

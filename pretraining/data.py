@@ -3,7 +3,7 @@
 Every objective reads the same blocks in the same order; only the collator changes. The pipeline:
 
     corpus = load_corpus("bundle")                            # or a local path, or "HuggingFaceFW/fineweb-edu"
-    tokenizer = train_toy_tokenizer(corpus, 8192, out_dir)    # toy scales; paper: load_tokenizer(path, "mlm")
+    tokenizer = train_toy_tokenizer(corpus, 8192, out_dir)    # toy; paper: load_pretraining_tokenizer(path, "mlm")
     blocks = build_packed_dataset(tokenizer, corpus, block_size=2048, data_seed=0, cache_dir="cache/")
     collator = PretrainingCollator("mlm", tokenizer, mlm_probability=0.4)
     batch = collator([blocks[0], blocks[1]])                  # {"input_ids", "labels"}, LongTensor (2, 2048)
@@ -18,7 +18,7 @@ Public API:
   `<|pad|>` 3 (Llama-3: 128000, 128001, 128002; pad differs from eos, or eos would be treated as padding). It adds no
   bos/eos, and `<|mask|>` strips the space before it (`modeling_eurobert.tokenizer_settings`; checkpoints also get
   `model_max_length` from the model).
-- `load_tokenizer(name_or_path, objective)` -> any fast tokenizer (paper: Llama-3 with `<|mask|>` = 128002).
+- `load_pretraining_tokenizer(name_or_path, objective)` -> any fast tokenizer (paper: Llama-3 with `<|mask|>` = 128002).
 - `build_packed_dataset(tokenizer, corpus, block_size, data_seed, cache_dir, num_proc)` -> blocks with columns
   "input_ids" (block_size int32), "block_index" (row position = position in the fixed order) and "stream_index"
   (position of the block in the unshuffled token stream), numpy format, memory-mapped from `cache_dir`.
@@ -251,8 +251,11 @@ def _text_batches(corpus: datasets.Dataset, batch_size: int = 1000) -> Iterator[
         yield batch["text"]
 
 
-def load_tokenizer(name_or_path: str | os.PathLike, objective: str | None = None) -> PreTrainedTokenizerBase:
-    """Load a fast tokenizer for pretraining and check it has the tokens the objective needs.
+def load_pretraining_tokenizer(name_or_path: str | os.PathLike,
+                               objective: str | None = None) -> PreTrainedTokenizerBase:
+    """Load a fast tokenizer for pretraining and check it has the tokens the objective needs; its pad is never eos
+    (fine-tuning's `evaluation.model_inputs.load_finetuning_tokenizer` does the opposite: it pads with eos when a
+    tokenizer has no pad, as the attention mask hides padded positions there).
 
     Paper scale: the Llama-3 tokenizer with `<|mask|>` = 128002 (e.g. EuroBERT's), by local path or Hub id. If the
     tokenizer has no mask token but its vocabulary holds `<|mask|>`, that becomes the mask token. If it has no pad
@@ -394,7 +397,8 @@ def build_packed_dataset(
 def _check_packing_args(tokenizer, corpus, block_size, data_seed, num_proc) -> None:
     """One-line errors before any file is written."""
     if not getattr(tokenizer, "is_fast", False) or tokenizer.eos_token_id is None:
-        raise ValueError("build_packed_dataset needs a fast tokenizer with an eos token (see load_tokenizer)")
+        raise ValueError("build_packed_dataset needs a fast tokenizer with an eos token "
+                         "(see load_pretraining_tokenizer)")
     if "text" not in corpus.column_names or len(corpus) == 0:
         raise ValueError("build_packed_dataset needs a corpus with a 'text' column and at least one document")
     if not isinstance(block_size, int) or block_size < 2:

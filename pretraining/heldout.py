@@ -15,7 +15,6 @@ shows what each objective learned, beside the fine-tuning results.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import textwrap
 from pathlib import Path
@@ -23,12 +22,14 @@ from pathlib import Path
 import torch
 
 from core import artifacts, cli, colours, names
+from core.formatting import table_cell
 from core.paths import resolve_data_dir
 from pretraining import collator, data
 
 # heldout.csv: one row per checkpoint. `tokens_seen` counts every token the checkpoint saw, a CPT run's base included;
 # `tokens_before_cpt` is the part before this run (0 from scratch). For a CPT run from a base without run_info (a
-# converted decoder) both say `unknown`.
+# converted decoder) both say `unknown`. The column `step` (a recorded name, kept) holds the paper step: an
+# intermediate checkpoint's name's, a final one's total steps, at every scale.
 CSV_COLUMNS = ("model", "step", "tokens_seen", "tokens_before_cpt", "clm_loss", "mlm_loss", "mlm_probability",
                "blocks", "block_size")
 
@@ -76,17 +77,17 @@ def score_checkpoints(models: list[str | Path], tokenizer_dir: str | Path, block
                       cache_dir: str | Path, data_dir=None, mlm_probability: float = 0.4) -> list[dict]:
     """One row per checkpoint: its run_info name, paper-scale step, tokens seen (a CPT base's included) and both
     held-out losses."""
-    tokenizer = data.load_tokenizer(tokenizer_dir, objective="mlm")
+    tokenizer = data.load_pretraining_tokenizer(tokenizer_dir, objective="mlm")
     blocks = heldout_blocks(tokenizer, block_size, n_blocks, cache_dir, data_dir)
     rows = []
     for model in models:
         info = artifacts.read_run_info(model)
         run, _, step = info["name"].rpartition("-")
-        paper_steps = int(step) if step.isdigit() and Path(model).parent.name == artifacts.INTERMEDIATE_DIR else None
+        paper_step = int(step) if step.isdigit() and Path(model).parent.name == artifacts.INTERMEDIATE_DIR else None
         losses = heldout_losses(model, blocks, tokenizer, mlm_probability)
-        shown = names.scaled_name(run if paper_steps else info["name"], info["scale"])  # the scale first
+        shown = names.scaled_name(run if paper_step else info["name"], info["scale"])  # the scale first
         before = info["tokens_before_cpt"]
-        rows.append({"model": shown, "step": paper_steps or _final_step(info),
+        rows.append({"model": shown, "step": paper_step or _final_step(info),
                      "tokens_seen": "unknown" if before is None else before + info["tokens_seen"],
                      "tokens_before_cpt": "unknown" if before is None else before, **losses,
                      "mlm_probability": mlm_probability, "blocks": len(blocks), "block_size": block_size})
@@ -103,7 +104,7 @@ def _final_step(info: dict) -> int:
 
 def write_csv(rows: list[dict], path: str | Path) -> Path:
     lines = [",".join(CSV_COLUMNS)]
-    lines += [",".join(_fmt(r[c]) for c in CSV_COLUMNS) for r in rows]
+    lines += [",".join(table_cell(r[c], ".5f", missing="nan") for c in CSV_COLUMNS) for r in rows]
     return artifacts.write_text_atomic(path, "\n".join(lines) + "\n")
 
 
@@ -137,10 +138,6 @@ def check_output(path: Path) -> None:
         raise ValueError(f"--output {path} exists and is not a held-out CSV this tool wrote; pass a new file path")
     if path.with_suffix(".png").exists() and not ours:
         raise ValueError(f"{path.with_suffix('.png')} exists and this tool did not write it; pass another --output")
-
-
-def _fmt(value) -> str:
-    return f"{value:.5f}" if isinstance(value, float) and math.isfinite(value) else str(value)
 
 
 def trained_on(model: str) -> set[str]:

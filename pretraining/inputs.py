@@ -41,7 +41,7 @@ def given_tokenizer(run_args: PretrainArguments):
     source = run_args.tokenizer_name_or_path or run_args.model_name_or_path
     if not source:
         return None
-    tokenizer = data.load_tokenizer(source, objective=run_args.objective)
+    tokenizer = data.load_pretraining_tokenizer(source, objective=run_args.objective)
     if run_args.model_name_or_path:
         check_tokenizer_matches_base(tokenizer, run_args)
     return tokenizer
@@ -52,7 +52,7 @@ def toy_tokenizer(run_args: PretrainArguments, corpus: datasets.Dataset, main_pr
     path = Path(run_args.data_cache_dir) / f"toy-tokenizer-{corpus._fingerprint}-{run_args.toy_vocab_size}"
     with main_process_first(desc="toy tokenizer"):
         data.cached_toy_tokenizer(corpus, run_args.toy_vocab_size, path)
-    return data.load_tokenizer(path, objective=run_args.objective)
+    return data.load_pretraining_tokenizer(path, objective=run_args.objective)
 
 
 def hub_token_estimate(run_args: PretrainArguments, tokenizer) -> dict | None:

@@ -80,12 +80,13 @@ def make_run_info(run_args, training_args, *, step: int, identity: dict, start, 
         identity: `data_identity(blocks, tokenizer)`: the packed blocks' fingerprint and the tokenizer hash.
         start: `pretraining.inputs.CptStart`: the CPT base's name (None unless CPT) and the tokens the starting model
             had seen before this run (`tokens_before_cpt`: 0 from scratch, None for a base without run_info).
-        intermediate: an intermediate checkpoint, named `<run>-<step>` with the step at paper scale (the step times
-            `step_divisor`, so a toy run's checkpoints carry the names of the paper's).
+        intermediate: an intermediate checkpoint (saved in `intermediate/step-<step>`), named `<run>-<paper step>`:
+            the step times `step_divisor`, so a toy run's checkpoints carry the names of the paper's.
     """
     name = training_args.run_name or Path(training_args.output_dir).name
     if intermediate:
-        name += f"-{step * run_args.step_divisor}"
+        paper_step = step * run_args.step_divisor
+        name += f"-{paper_step}"
     training = json.loads(training_args.to_json_string())
     return {
         "format": artifacts.RUN_INFO_FORMAT,

@@ -1,7 +1,7 @@
 """The study's 38 trained models (+ 12 intermediate checkpoints) as recipes, at the paper scale and at toy scales.
 
 Each name follows the released model-card grammar (`core.names`): `<size>-<objective>[ratio]-<steps>`, two-phase
-`<size>-clm-<k1>-mlm40-<total>`, CPT `<size>-<base>-dec<steps>-mlm40-<total>`, intermediate `<name>-<step>`.
+`<size>-clm-<k1>-mlm40-<total>`, CPT `<size>-<base>-dec<steps>-mlm40-<total>`, intermediate `<name>-<paper step>`.
 `recipes(scale)` returns every model's `Recipe`; `run_config(recipe, scale)` the YAML settings that reproduce it.
 
 Scales (`SCALES`): `paper` (the paper's numbers), `mini` (tiny model, steps / 40, 128-token blocks, the whole bundle
@@ -116,9 +116,9 @@ def recipe_of(name: str) -> Recipe:
     if p.size not in SIZES:
         raise ValueError(f"{name!r}: size {p.size} is not one of the study's {SIZES}")
     size, ratio = p.size, (p.ratio / 100 if p.ratio else None)
-    if p.step is not None:  # intermediate checkpoint of a 42k run
+    if p.paper_step is not None:  # intermediate checkpoint of a 42k run
         parent = recipe_of(p.run_name)
-        return Recipe(name, size, parent.objective, parent.mlm_probability, p.step, intermediate_of=parent.name)
+        return Recipe(name, size, parent.objective, parent.mlm_probability, p.paper_step, intermediate_of=parent.name)
     if p.kind == "cpt":
         extra = p.total_steps - p.base_steps
         return Recipe(name, size, "mlm", ratio, extra, cpt_base=_stable_name(size, p.base))

@@ -254,9 +254,9 @@ def evaluated_models(study: Study, output: Path) -> list[Path]:
     at `intermediate_steps`, paper scale, when the study names some)."""
     paths = [output / "models" / name for name in study.trained_names()]
     for name in study.trained_names() if study.evaluate_intermediate else ():
-        for step_dir in artifacts.intermediate_checkpoints(output / "models" / name):
-            step = int(checkpoint_name(step_dir).rsplit("-", 1)[1])
-            if not study.intermediate_steps or step in study.intermediate_steps:
+        for step_dir in artifacts.intermediate_checkpoints(output / "models" / name):  # step-<real step>
+            paper_step = int(checkpoint_name(step_dir).rsplit("-", 1)[1])  # its name: <run>-<paper step>
+            if not study.intermediate_steps or paper_step in study.intermediate_steps:
                 paths.append(step_dir)
     return paths
 

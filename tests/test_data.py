@@ -23,7 +23,7 @@ from pretraining.data import (
     cached_toy_tokenizer,
     data_fingerprint,
     load_corpus,
-    load_tokenizer,
+    load_pretraining_tokenizer,
     tokenize_corpus,
     tokenizer_hash,
     train_toy_tokenizer,
@@ -49,7 +49,7 @@ def tokenizer_dir(corpus, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def tokenizer(tokenizer_dir):
-    return load_tokenizer(tokenizer_dir, objective="mlm")
+    return load_pretraining_tokenizer(tokenizer_dir, objective="mlm")
 
 
 @pytest.fixture(scope="module")
@@ -146,18 +146,18 @@ def test_load_tokenizer_replaces_eos_padding(tokenizer_dir, tmp_path):
     padded_with_eos = PreTrainedTokenizerFast.from_pretrained(str(tokenizer_dir))
     padded_with_eos.pad_token = EOS
     padded_with_eos.save_pretrained(str(tmp_path))
-    tokenizer = load_tokenizer(tmp_path, objective="clm")
+    tokenizer = load_pretraining_tokenizer(tmp_path, objective="clm")
     assert tokenizer.pad_token == PAD and tokenizer.pad_token_id != tokenizer.eos_token_id
 
 
 def test_load_tokenizer_refuses_mlm_without_mask(corpus, tmp_path):
     _save_tokenizer_without_mask(corpus, tmp_path / "no_mask", pad_token=None)
     with pytest.raises(ValueError, match="no mask token"):
-        load_tokenizer(tmp_path / "no_mask", objective="mlm")
+        load_pretraining_tokenizer(tmp_path / "no_mask", objective="mlm")
     with pytest.raises(ValueError, match="non-eos pad"):  # no candidate pad token in that vocabulary either
-        load_tokenizer(tmp_path / "no_mask", objective="clm")
+        load_pretraining_tokenizer(tmp_path / "no_mask", objective="clm")
     with pytest.raises(ValueError, match="objective"):
-        load_tokenizer(tmp_path / "no_mask", objective="mlm50")
+        load_pretraining_tokenizer(tmp_path / "no_mask", objective="mlm50")
 
 
 # ----------------------------------------------------------------------------------------------------------- packing

@@ -16,6 +16,7 @@ from transformers import TrainerCallback
 from core import store
 from evaluation import common, extractive_qa, finetune_args, model_inputs, run, tasks, token_classification
 from recipes import plan
+from tests.fixtures.finetuning_callback import on_every_finetuning
 from tests.fixtures.tiny_models import build_tiny_eurobert, build_tiny_tokenizer
 
 SMOKE = dict(max_steps=4, batch_size=8, eval_batch_size=32, max_train=48, max_eval=12, max_length=64,
@@ -24,7 +25,7 @@ SAVED = ("sst2", "conll2003", "squad", "scifact_b")
 
 
 class CountTrainings(TrainerCallback):
-    """Counts `Trainer.train()` calls (added to every fine-tuning Trainer through `common.TRAINER_CALLBACKS`)."""
+    """Counts `Trainer.train()` calls (added to every fine-tuning Trainer by `on_every_finetuning`)."""
 
     def __init__(self):
         self.n = 0
@@ -51,18 +52,14 @@ def grid_run(one_thread, tmp_path_factory, data_dir):
     protocol = finetune_args.ProtocolArgs(**SMOKE, data_dir=str(data_dir))
     grid = run.GridArgs(model=str(model), tasks=f"sst2,conll2003,squad,scifact,{scifact_b}", lrs="1e-3", seeds="0",
                         output=str(root / "results"), save_models="sst2,conll2003,squad,scifact_b:1e-3:0")
-    counter = CountTrainings()
-    common.TRAINER_CALLBACKS.append(counter)
-    try:
+    with on_every_finetuning(CountTrainings()) as counter:
         written = run.run_grid(grid, protocol)
         trainings = {"grid": counter.n}
         for name, task in (("scifact", "scifact"), ("scifact_b", str(scifact_b))):
             counter.n = 0
             run.run_grid(dataclasses.replace(grid, tasks=task, output=str(root / f"alone-{name}"), save_models=""),
-                     protocol)
+                         protocol)
             trainings[name] = counter.n
-    finally:
-        common.TRAINER_CALLBACKS.remove(counter)
     return {"root": root, "model": model, "grid": grid, "protocol": protocol, "written": written,
             "trainings": trainings, "scifact_b": scifact_b}
 

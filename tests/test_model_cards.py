@@ -157,7 +157,7 @@ RELEASED_NAMES = (
 
 
 def test_every_spec_name_parses_to_its_kind():
-    kinds = [parse_name(n).kind + ("+step" if parse_name(n).step else "") for n in RELEASED_NAMES]
+    kinds = [parse_name(n).kind + ("+step" if parse_name(n).paper_step else "") for n in RELEASED_NAMES]
     assert len(set(RELEASED_NAMES)) == 50  # 38 models + 12 intermediate checkpoints
     assert {k: kinds.count(k) for k in set(kinds)} == {"single": 19, "pfs": 13, "cpt": 6, "single+step": 12}
 
@@ -174,8 +174,8 @@ def test_a_scaled_name_parses_back_as_a_hub_repo_id():
             shown = scaled_name(name, scale)
             p, plain = parse_name(shown), parse_name(name)
             assert shown == f"{scale}-{name}" and p.scale == scale and validate_repo_id(f"org/{shown}") is None
-            assert (p.kind, p.size, p.ratio, p.total_steps, p.step) == (plain.kind, plain.size, plain.ratio,
-                                                                       plain.total_steps, plain.step)
+            assert (p.kind, p.size, p.ratio, p.total_steps, p.paper_step) == (plain.kind, plain.size, plain.ratio,
+                                                                       plain.total_steps, plain.paper_step)
             assert p.run_name == scaled_name(plain.run_name, scale)
     assert scaled_name("610m-clm-42k", "paper") == scaled_name("610m-clm-42k", None) == "610m-clm-42k"
     assert parse_name("610m-clm-42k").scale is None and scaled_name("my-encoder", "mini") == "my-encoder"

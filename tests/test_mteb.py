@@ -48,6 +48,11 @@ def ours(model, data_dir, max_eval=N_QUERIES, task="scifact") -> tuple[dict, tas
     return metrics.retrieval_scores(retrieval.rank(model, split), split.qrels), split
 
 
+def run_mteb(args: mteb_eval.MtebArgs) -> list[Path]:
+    """What `evaluation.mteb.main` runs: every input checked, then each (model, task) evaluated; the files written."""
+    return mteb_eval.execute(mteb_eval.list_jobs(args), args)
+
+
 def test_cli_scores_with_mteb_and_files_a_record_the_report_reads(models, data_dir, tmp_path, cli):
     from sentence_transformers import SentenceTransformer
 
@@ -96,11 +101,11 @@ def test_cli_scores_with_mteb_and_files_a_record_the_report_reads(models, data_d
     stamp = path.stat().st_mtime_ns
     args = mteb_eval.MtebArgs(model=str(models["checkpoint"]), tasks="scifact", max_eval=N_QUERIES, output=str(out),
                               data_dir=str(data_dir))
-    assert mteb_eval.run_mteb(args) == [] and path.stat().st_mtime_ns == stamp
+    assert run_mteb(args) == [] and path.stat().st_mtime_ns == stamp
     # another identity (more queries): refused unless --rerun_changed, which moves the old record aside
     with pytest.raises(ValueError, match=r"made by something else: .*max_eval: 40 -> 20"):
-        mteb_eval.run_mteb(dataclasses.replace(args, max_eval=20))
-    assert mteb_eval.run_mteb(dataclasses.replace(args, max_eval=20, rerun_changed=True)) == [path]
+        run_mteb(dataclasses.replace(args, max_eval=20))
+    assert run_mteb(dataclasses.replace(args, max_eval=20, rerun_changed=True)) == [path]
     assert len(store.read_result(path)["per_instance"]["test"]) == 20
     assert len(list(path.parent.glob("lr0-seed0.json.replaced-*"))) == 1
 
@@ -109,7 +114,7 @@ def test_plain_encoder_gets_mean_pooling_and_the_task_prompts(models, data_dir, 
     """A directory without sentence-transformers files is pooled as the grid pools it (`retrieval.build_model`)."""
     args = mteb_eval.MtebArgs(model=f"bert={models['bert']}", tasks="scifact", max_eval=20, output=str(tmp_path),
                               data_dir=str(data_dir), max_length=48)
-    (path,) = mteb_eval.run_mteb(args)
+    (path,) = run_mteb(args)
     record = store.read_result(path)
     encoder = record["identity"]["protocol"]["encoder"]
     assert path.parent.parent.name == "bert" and encoder["pooling"]["pooling_mode"] == "mean"
@@ -128,7 +133,7 @@ def test_fine_tuned_model_scores_what_the_grid_recorded(models, data_dir, tmp_pa
                         output=str(tmp_path / "grid"), save_models="scifact")
     (finetuned,) = run.run_grid(grid, protocol)
     model_dir = finetuned.with_suffix(".model")
-    (path,) = mteb_eval.run_mteb(mteb_eval.MtebArgs(model=str(model_dir), tasks="scifact", max_eval=16,
+    (path,) = run_mteb(mteb_eval.MtebArgs(model=str(model_dir), tasks="scifact", max_eval=16,
                                                 output=str(tmp_path / "grid"), data_dir=str(data_dir)))
     assert path == tmp_path / "grid" / "tiny-mlm-scifact-lr0.001-seed0" / "scifact-mteb" / "lr0-seed0.json"
     record, grid_record = store.read_result(path), store.read_result(finetuned)
@@ -187,7 +192,7 @@ def test_a_file_it_did_not_write_is_never_touched(models, data_dir, tmp_path):
     args = mteb_eval.MtebArgs(model=str(models["checkpoint"]), tasks="scifact", max_eval=8, output=str(tmp_path),
                               data_dir=str(data_dir), rerun_changed=True)
     with pytest.raises(ValueError, match="was not written by evaluation.mteb"):
-        mteb_eval.run_mteb(args)
+        run_mteb(args)
     assert json.loads(path.read_text()) == {"format": store.RESULT_FORMAT, "status": "ok"}
 
 

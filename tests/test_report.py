@@ -55,7 +55,7 @@ def test_model_kinds_and_name_parts():
     cpt = names.parse_name("610m-mlm40-dec42k-mlm40-64k")
     assert (cpt.kind, cpt.base, cpt.base_steps, cpt.total_steps) == ("cpt", "mlm40", 42000, 64000)
     inter = names.parse_name("610m-clm-42k-5000")
-    assert (inter.kind, inter.run_name, inter.step) == ("single", "610m-clm-42k", 5000)
+    assert (inter.kind, inter.run_name, inter.paper_step) == ("single", "610m-clm-42k", 5000)
     assert names.try_parse_name("bert-base-uncased") is None
 
 
