@@ -81,7 +81,8 @@ FINDING_KEYS = ["finding", "task", "a", "b", "measure", "hypothesis", "delta", "
                 "p_other_holm", "n_seeds", "verdict", "untestable"]
 UNITS = ("Units of every interval: a model's mean - Student t over its fine-tuning seeds (over its pretraining runs' "
          "means when it has several runs); a paired difference - Student t, the unit part (seeds or runs) plus the "
-         "test-instance bootstrap part, Welch-Satterthwaite df; the gap's slope - least squares over checkpoints "
+         "test-instance bootstrap part, Welch-Satterthwaite df (its bootstrap p - test instances, paired, and "
+         "seeds, or pretraining runs and then the seeds within each); the gap's slope - least squares over checkpoints "
          "with each difference's variance (runs as units when both objectives have several); stability - units "
          "resampled within each LR, the bootstrap SE scaled by sqrt(n/(n-1)), Student t.")
 
@@ -274,8 +275,9 @@ def write_tables(rows: list[dict], comparisons: list[dict], output: Path, tested
     if comparisons:
         keys = ["task", "a", "b", "metric", "delta", "ci_low", "ci_high", "p", "p_bootstrap", "wins", "losses"]
         lines += ["", "## Paired comparisons (A - B, per-instance test scores; CI Student t over units - seeds, or "
-                  "pretraining runs - and instances, p_bootstrap resampling both; wins / losses count test "
-                  "instances, a description, not a test)", "",
+                  "pretraining runs - and instances; p_bootstrap resampling instances (paired) and seeds, or "
+                  "pretraining runs and then the seeds within each; wins / losses count test instances, a "
+                  "description, not a test)", "",
                   "| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
         lines += ["| " + " | ".join(_fmt_p(c[k]) if k == "p" else _fmt_p(c[k], c["p_bootstrap_bound"])
                                     if k == "p_bootstrap" else _fmt(c[k]) for k in keys) + " |"

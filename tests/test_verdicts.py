@@ -208,6 +208,25 @@ def test_replicates_are_one_model_with_the_run_as_unit():
     assert narrow["ci_high"] - narrow["ci_low"] < (cmp["ci_high"] - cmp["ci_low"]) / 2
 
 
+def test_the_paired_bootstrap_resamples_pretraining_runs():
+    """Run-to-run spread large (run shifts 0.04 apart), seed spread small: the difference of two replicated models
+    (0.04, one SE of the runs' means) is not significant by the runs. Resampling records pooled across runs (the
+    old scheme, and what the same records give as one run) calls it significant: its interval is too narrow. The
+    two-stage bootstrap (runs, then seeds within each) covers 0, as the Student t over runs does."""
+    rng, records = np.random.default_rng(3), []
+    for name, shifts in ((FINALS[0], (0.0, 0.04, 0.08)), (FINALS[1], (-0.04, 0.0, 0.04))):
+        for k, shift in enumerate(shifts):
+            records += grid({name.replace("-42k", f"-42k-pseed{k}"): 0.7 + shift}, rng=rng, task="mnli",
+                            family="sc", metric="accuracy", n=200, seed_sd=0.002, noise=0.02)
+    (cmp,) = statistics.compare(records, statistics.summarize(records), FINALS[0], FINALS[1])
+    assert cmp["delta"] == pytest.approx(0.04, abs=0.005) and cmp["p"] > 0.1
+    assert cmp["p_bootstrap"] > 0.05  # 0 inside the bootstrap's 95% interval
+    pooled = [dict(r, model=(group := statistics.replicate_group(r["model"])), identity={"model": group})
+              for r in records]
+    (old,) = statistics.compare(pooled, statistics.summarize(pooled), FINALS[0], FINALS[1])
+    assert old["delta"] == pytest.approx(cmp["delta"]) and old["p_bootstrap"] < 0.05
+
+
 def test_the_slope_over_replicated_runs_takes_runs_as_units():
     """A gap that closes by 0.05 per doubling in every run pair, with a run-to-run spread of the slope: the slope
     estimate is the mean of the run slopes and its CI Welch over them."""
