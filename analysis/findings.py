@@ -36,7 +36,9 @@ past the interval and at the decayed final are reported beside it, not tested.
 **Testable at this scale** means, for every model a comparison uses: the tokens it saw per parameter are past the
 paper's crossover interval for the task's family under both parameter conventions (`Regime`); a PFS budget reaches
 the paper's smallest (12k steps); the LR grid brackets the model's optimum (at least 3 LRs, the best neither the
-smallest nor the largest). Every reason that applies is named. The paper's crossover (MLM overtakes CLM: SC/QA by
+smallest nor the largest; or, where the study declares it (`Regime.bracketed_by`), an earlier, wider grid measured
+an LR on either side of this grid worse: the row then names that bracket as declared, not measured in this
+study). Every reason that applies is named. The paper's crossover (MLM overtakes CLM: SC/QA by
 10k steps of its 610m model, IR by 20k) is only known to lie between the two released checkpoints bracketing it
 (1k/2k/5k/10k/20k/40k): SC/QA 5k-20k steps, 19-78 tokens per parameter counted, IR 10k-40k, 39-155. TC has no
 crossover (the paper's TC finding is "on par or better" throughout). Tokens per parameter are counted as the paper's
@@ -100,6 +102,9 @@ class Regime:
     parameters: float | dict = field(default_factory=lambda: dict(PAPER_PARAMETERS))
     scale: str | None = None  # the manifest scale of the names: the reasons name models as a reader sees them
     embeddings: float | dict | None = field(default_factory=lambda: dict(PAPER_EMBEDDINGS))
+    # task -> (low, high): LRs an earlier, wider grid measured worse on either side of this grid, declared by the
+    # study (`parse_brackets`); an optimum this grid cannot bracket itself counts as bracketed by them, named so
+    bracketed_by: dict = field(default_factory=dict)
 
     def __post_init__(self):
         if not isinstance(self.parameters, dict) and isinstance(self.embeddings, dict):  # a toy count, paper embeddings
@@ -178,23 +183,60 @@ def _row(rows, model, task):
     return next((r for r in rows if r["model"] == model and r["task"] == task), None)
 
 
+def parse_brackets(text: str | None) -> dict[str, tuple[float, float]]:
+    """`"conll2003=0.001,0.03;mnli=0.0001,0.003"` -> {task: (low, high)}: per task, the two LRs an earlier, wider
+    grid measured worse than this study's grid on either side (declared, not measured in this study); {} for
+    None or ""."""
+    out = {}
+    for item in filter(None, (part.strip() for part in (text or "").split(";"))):
+        task, _, values = item.partition("=")
+        try:
+            low, high = (float(v) for v in values.split(","))
+        except ValueError:
+            low = high = math.nan
+        if not task.strip() or not 0 < low < high or task.strip() in out:
+            raise ValueError(f"bracket {item!r}: give each task once as TASK=LOW,HIGH, the earlier grid's LRs "
+                             "below and above this grid (0 < LOW < HIGH), tasks separated by ';'")
+        out[task.strip()] = (low, high)
+    return out
+
+
+def _bracket(rows, regime: Regime, task: str, model: str) -> tuple[str | None, str | None]:
+    """(the reason `model`'s LR grid does not bracket its optimum on `task`, None when it does; the declared
+    bracket that makes it bracketed, None when this grid brackets it itself or no bracket applies)."""
+    row = _row(rows, model, task)
+    lrs = sorted(lr for lr, v in row["per_lr"].items() if v[2]) if row else []
+    best, shown = (row["best_lr"] if row else None), regime.shown(model)
+    if best is None:
+        return f"{shown} has no finished run", None
+    if len(lrs) < 3:
+        reason = f"{shown}'s LR grid has {len(lrs)} finished LR(s): an optimum is never bracketed by fewer than 3"
+    elif best in (lrs[0], lrs[-1]):
+        reason = (f"best LR on the grid's edge: {shown}'s optimum is not bracketed (best LR {best:g}, grid "
+                  f"{lrs[0]:g}-{lrs[-1]:g})")
+    else:
+        return None, None
+    if task not in regime.bracketed_by:
+        return reason, None
+    low, high = regime.bracketed_by[task]
+    if not low < lrs[0] <= lrs[-1] < high:
+        return (f"{reason}; the declared earlier grid's {low:g} and {high:g} do not lie on either side of this grid "
+                f"({lrs[0]:g}-{lrs[-1]:g})"), None
+    return None, (f"bracketed by an earlier grid ({task}: {low:g} and {high:g} measured worse than this grid's "
+                  f"{lrs[0]:g}-{lrs[-1]:g} in an earlier run; declared, not measured in this study)")
+
+
 def edge_reasons(rows, regime: Regime, task: str, models: list[str]) -> list[str]:
     """One reason per model whose LR grid does not bracket its optimum on `task` (its best LR at the grid's edge,
-    or fewer than 3 LRs finished)."""
-    out = []
-    for model in dict.fromkeys(models):
-        row = _row(rows, model, task)
-        lrs = sorted(lr for lr, v in row["per_lr"].items() if v[2]) if row else []
-        best, shown = (row["best_lr"] if row else None), regime.shown(model)
-        if best is None:
-            out.append(f"{shown} has no finished run")
-        elif len(lrs) < 3:
-            out.append(f"{shown}'s LR grid has {len(lrs)} finished LR(s): an optimum is never bracketed by fewer "
-                       "than 3")
-        elif best in (lrs[0], lrs[-1]):
-            out.append(f"best LR on the grid's edge: {shown}'s optimum is not bracketed (best LR {best:g}, grid "
-                       f"{lrs[0]:g}-{lrs[-1]:g})")
-    return out
+    or fewer than 3 LRs finished), unless the study declared the task's grid bracketed by an earlier one
+    (`Regime.bracketed_by`, whose neighbours must lie on either side of the grid: `declared_brackets` names it)."""
+    return [reason for model in dict.fromkeys(models) if (reason := _bracket(rows, regime, task, model)[0])]
+
+
+def declared_brackets(rows, regime: Regime, task: str, models: list[str]) -> str:
+    """The declared bracket a comparison of `models` on `task` relies on ("" when none): shown in its row, as it is
+    not measured in this study."""
+    return next((note for model in dict.fromkeys(models) if (note := _bracket(rows, regime, task, model)[1])), "")
 
 
 def untestable(rows, regime: Regime, task: str, family: str, models: list[str], budget: int | None = None,
@@ -280,7 +322,8 @@ def _pair(records, rows, regime, finding, task, model_a, model_b, budget=None, c
     return [{"finding": finding, "task": task, "family": family, "a": model_a, "b": model_b, "measure": metric,
              **_tested(finding, result["delta"], result["se"], result["df"]),
              "ci_low": result["ci_low"], "ci_high": result["ci_high"], "p_bound": False,
-             "n_seeds": f"{_n_units(runs_a)}/{_n_units(runs_b)}", "untestable": reason}]
+             "n_seeds": f"{_n_units(runs_a)}/{_n_units(runs_b)}", "untestable": reason,
+             "bracket": declared_brackets(rows, regime, task, [*(check or []), model_a, model_b])}]
 
 
 def _tested(finding: str, estimate: float, se: float, df: float) -> dict:
@@ -341,7 +384,8 @@ def _stability(records, rows, regime, task, clm, mlm) -> list[dict]:
         low, high = tested["delta"] - half, tested["delta"] + half
     return [{"finding": "stability", "task": task, "family": family, "a": clm, "b": mlm, "measure": "LR spread / gain",
              **tested, "ci_low": low, "ci_high": high, "p_bound": False,
-             "n_seeds": f"{len(runs[clm])}/{len(runs[mlm])} runs", "untestable": reason}]
+             "n_seeds": f"{len(runs[clm])}/{len(runs[mlm])} runs", "untestable": reason,
+             "bracket": declared_brackets(rows, regime, task, [clm, mlm])}]
 
 
 def checkpoints(rows, clm: str, mlm: str, task: str) -> list[tuple[str, str]]:
@@ -407,10 +451,12 @@ def _slope(records, rows, regime, task, family, clm, mlm) -> list[dict]:
     early = [p for p in points if not p["final"] and p["phase"] in ("before", "no crossover")]  # both conventions
     reasons = [] if len(early) > 1 else [f"{len(early)} stable-phase checkpoint(s) before the crossover interval: "
                                          "a slope needs 2"]
-    reasons += edge_reasons(rows, regime, task, [m for p in early for m in (p["a"], p["b"])])
+    grid = [m for p in early for m in (p["a"], p["b"])]
+    reasons += edge_reasons(rows, regime, task, grid)
     row = {"finding": "data_efficiency", "task": task, "family": family, "a": clm, "b": mlm,
            "measure": f"slope of CLM - MLM40 per doubling ({points[0]['measure']})", "p_bound": False,
            "n_seeds": f"{len(early)} checkpoints", "untestable": "; ".join(reasons),
+           "bracket": declared_brackets(rows, regime, task, grid),
            "checkpoints": [p["tokens_per_parameter"] for p in early]}
     if len(early) < 2:
         return [{**row, "delta": math.nan, "hypothesis": hypothesis("data_efficiency"), "p": math.nan,

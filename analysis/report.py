@@ -1,7 +1,7 @@
 """Tables and figures from a results directory written by `evaluation.run`.
 
     python -m analysis.report results/ --output report/ [--bootstrap] [--compare 610m-mlm40-42k,610m-clm-42k] \
-        [--scale mini]
+        [--scale mini] [--bracketed_by "conll2003=0.001,0.03;mnli=0.0001,0.003"]
 
 `--scale` (recipes.study passes its scale) shows every study name as `<scale>-<name>` (`core.names.scaled_name`) in
 the tables, findings and figures, and records it in the report's marker for the results dataset.
@@ -74,9 +74,16 @@ def _finding_cell(row: dict, key: str) -> str:
 
 FINDING_KEYS = ["finding", "task", "a", "b", "measure", "hypothesis", "delta", "ci_low", "ci_high", "p", "p_holm",
                 "p_other_holm", "n_seeds", "verdict", "untestable"]
+def finding_keys(tested: list[dict]) -> list[str]:
+    """The findings table's columns: `FINDING_KEYS`, and "bracket" where a comparison relies on an LR grid the
+    study declared bracketed by an earlier grid (`findings.Regime.bracketed_by`)."""
+    return FINDING_KEYS + (["bracket"] if any(r.get("bracket") for r in tested) else [])
+
+
 UNITS = ("Units of every interval: a model's mean - Student t over its fine-tuning seeds (over its pretraining runs' "
          "means when it has several runs); a paired difference - Student t, the unit part (seeds or runs) plus the "
-         "test-instance bootstrap part, Welch-Satterthwaite df; the gap's slope - least squares over checkpoints "
+         "test-instance bootstrap part, Welch-Satterthwaite df (its bootstrap p - test instances, paired, and "
+         "seeds, or pretraining runs and then the seeds within each); the gap's slope - least squares over checkpoints "
          "with each difference's variance (runs as units when both objectives have several); stability - units "
          "resampled within each LR, the bootstrap SE scaled by sqrt(n/(n-1)), Student t.")
 
@@ -102,8 +109,14 @@ def findings_markdown(tested: list[dict], families: set[str]) -> list[str]:
     holm = findings.families(tested)
     lines += ["", "Holm families (one per finding, each comparison counted once): "
               + ("; ".join(holm) if holm else "none (no comparison is testable)") + "."]
-    lines += ["", "| " + " | ".join(FINDING_KEYS) + " |", "|" + "---|" * len(FINDING_KEYS)]
-    lines += ["| " + " | ".join(_finding_cell(r, k) for k in FINDING_KEYS) + " |" for r in tested]
+    declared = list(dict.fromkeys(r["bracket"] for r in tested if r.get("bracket")))
+    if declared:
+        lines += ["", "LR optima this study's grid does not bracket itself, counted as bracketed because the study "
+                  "declares (`--bracketed_by`) that an earlier, wider grid measured worse LRs on either side: "
+                  + "; ".join(declared) + ". The bracket column names the comparisons that rely on it."]
+    keys = finding_keys(tested)
+    lines += ["", "| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
+    lines += ["| " + " | ".join(_finding_cell(r, k) for k in keys) + " |" for r in tested]
     return lines
 
 
@@ -269,8 +282,9 @@ def write_tables(rows: list[dict], comparisons: list[dict], output: Path, tested
     if comparisons:
         keys = ["task", "a", "b", "metric", "delta", "ci_low", "ci_high", "p", "p_bootstrap", "wins", "losses"]
         lines += ["", "## Paired comparisons (A - B, per-instance test scores; CI Student t over units - seeds, or "
-                  "pretraining runs - and instances, p_bootstrap resampling both; wins / losses count test "
-                  "instances, a description, not a test)", "",
+                  "pretraining runs - and instances; p_bootstrap resampling instances (paired) and seeds, or "
+                  "pretraining runs and then the seeds within each; wins / losses count test instances, a "
+                  "description, not a test)", "",
                   "| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
         lines += ["| " + " | ".join(_fmt_p(c[k]) if k == "p" else _fmt_p(c[k], c["p_bootstrap_bound"])
                                     if k == "p_bootstrap" else table_cell(c[k]) for k in keys) + " |"
@@ -334,6 +348,11 @@ def main(argv=None) -> Path:
     parser.add_argument("--embedding_parameters", type=float, default=None,
                         help="of --parameters, those of the input embedding: tokens per parameter are shown without "
                              "embeddings too (default: the paper's sizes' with the paper's regime; unknown otherwise)")
+    parser.add_argument("--bracketed_by", default=None,
+                        help="LR grids an earlier, wider grid bracketed, per task: 'conll2003=0.001,0.03;mnli=...' "
+                             "(the LRs measured worse below and above this grid in an earlier run). An optimum this "
+                             "grid cannot bracket (fewer than 3 LRs, or at an edge) then counts as bracketed, and "
+                             "the findings name it as declared, not measured in this study (default: none)")
     parser.add_argument("--scale", default=None,
                         help="manifest scale the study's models were trained at (recipes.study passes it): every "
                              "table, figure and finding names them <scale>-<name> (mini-610m-clm-42k); default: the "
@@ -348,8 +367,11 @@ def main(argv=None) -> Path:
                                                           0 < args.embedding_parameters < args.parameters):
             raise ValueError("--embedding_parameters is a part of --parameters: give it with --parameters, above 0 "
                              "and below it")
+        brackets = findings.parse_brackets(args.bracketed_by)
         records = load_results(args.results)
         rows = summarize(records, args.bootstrap)
+        if unknown := sorted(set(brackets) - {r["task"] for r in rows}):
+            raise ValueError(f"--bracketed_by names task(s) with no results: {', '.join(unknown)}")
         models = {r["model"] for r in records}
         carried = sorted(m for m in models if (parsed := names.try_parse_name(m)) and parsed.scale is not None)
         if args.scale and carried:  # filed outside a study under the scale they were trained at (evaluation.resolve)
@@ -361,8 +383,8 @@ def main(argv=None) -> Path:
                              f"got {args.compare!r}")
         output = Path(args.output or Path(args.results) / "report")
         check_output(output)
-    regime = findings.Regime(args.tokens_per_step, args.parameters, args.scale, args.embedding_parameters) \
-        if args.parameters else findings.Regime(scale=args.scale)
+    regime = findings.Regime(args.tokens_per_step, args.parameters, args.scale, args.embedding_parameters, brackets) \
+        if args.parameters else findings.Regime(scale=args.scale, bracketed_by=brackets)
     output.mkdir(parents=True, exist_ok=True)
     before = clear_earlier_report(output)
     comparisons = compare(records, rows, *pair) if pair else []
@@ -373,9 +395,10 @@ def main(argv=None) -> Path:
                  imported_markdown(records, import_encodeval.missing_counts(args.results)))
     if tested:
         buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=FINDING_KEYS, lineterminator="\n", extrasaction="ignore")
+        keys = finding_keys(tested)
+        writer = csv.DictWriter(buffer, fieldnames=keys, lineterminator="\n", extrasaction="ignore")
         writer.writeheader()
-        writer.writerows({k: _finding_cell(r, k) for k in FINDING_KEYS} for r in tested)
+        writer.writerows({k: _finding_cell(r, k) for k in keys} for r in tested)
         artifacts.write_text_atomic(output / "findings.csv", buffer.getvalue())
     figures.plot_all(rows, output, regime.tokens_per_step if args.parameters else None)
     figures.plot_gap(gap, [r for r in tested if r["finding"] == "data_efficiency"], output)

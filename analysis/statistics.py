@@ -8,7 +8,8 @@ narrow): the fine-tuning seed for a model pretrained once; the pretraining run f
 pretraining run is a random effect). Such a model is summarised as one row under its group name, with the number of
 runs and a two-level variance decomposition (`summarize_group`). A paired comparison of two models adds the
 test-instance part (a paired bootstrap over instances, units averaged) to the unit part (Welch over each model's
-unit scores) and takes Welch-Satterthwaite degrees of freedom.
+unit scores) and takes Welch-Satterthwaite degrees of freedom; its bootstrap p draws the test instances (paired)
+and the units: seeds, or pretraining runs and then the seeds within each drawn run (`resample_units`).
 """
 
 from __future__ import annotations
@@ -212,8 +213,12 @@ def paired_comparison(records_a: list[dict], records_b: list[dict], metric: str,
     delta +- t(df) * se, df by Welch-Satterthwaite on the unit part (infinite for the instance part). With one unit
     on a side its part is unknown and only the instance part is used (df infinite: the interval is then too narrow,
     and says so in `n_seeds`). `p` is the two-sided t-test of delta = 0; `one_sided(result, bound)` gives the
-    one-sided ones. `p_bootstrap` resamples records and instances and is never 0: with no sample on the other side
-    of 0 it is 1 / n_resamples, an upper bound (`p_bootstrap_bound` True). `wins` / `losses` count test instances
+    one-sided ones. `p_bootstrap` is a paired bootstrap, never 0: with no sample on the other side of 0 it is
+    1 / n_resamples, an upper bound (`p_bootstrap_bound` True). Each sample draws the test instances with
+    replacement (the same draw for A and B: the pairing) and, independently per model, its runs as
+    `resample_units` says: the fine-tuning seeds of a model pretrained once; its pretraining runs, then the seeds
+    within each drawn run, for a model pretrained several times (so the interval is over runs, not over records
+    pooled across runs, which a large run-to-run spread would make too narrow). `wins` / `losses` count test instances
     (unit-averaged) where A is above / below B: a description, not a test (instances are not independent of seeds).
 
     Args:
@@ -236,8 +241,7 @@ def paired_comparison(records_a: list[dict], records_b: list[dict], metric: str,
     for start in range(0, n_resamples, 250):  # chunks keep the (samples x instances) matrices small
         size = min(250, n_resamples - start)
         weights = rng.multinomial(n, np.full(n, 1.0 / n), size=size)  # instance counts, shared by A and B
-        runs_a = rng.multinomial(len(num_a), np.full(len(num_a), 1.0 / len(num_a)), size=size) / len(num_a)
-        runs_b = rng.multinomial(len(num_b), np.full(len(num_b), 1.0 / len(num_b)), size=size) / len(num_b)
+        runs_a, runs_b = resample_units(records_a, rng, size), resample_units(records_b, rng, size)
         score_a = ((runs_a @ num_a) * weights).sum(1) / ((runs_a @ den_a) * weights).sum(1).clip(1e-12)
         score_b = ((runs_b @ num_b) * weights).sum(1) / ((runs_b @ den_b) * weights).sum(1).clip(1e-12)
         deltas.append(score_a - score_b)
@@ -264,6 +268,25 @@ def paired_comparison(records_a: list[dict], records_b: list[dict], metric: str,
     return {"delta": float(delta), "se": se, "ci_low": float(delta - half), "ci_high": float(delta + half), "df": df,
             "p": p, "parts": parts, "p_bootstrap": p_boot, "p_bootstrap_bound": bound,
             "wins": int((per_a > per_b).sum()), "losses": int((per_a < per_b).sum())}
+
+
+def resample_units(records: list[dict], rng: np.random.Generator, size: int) -> np.ndarray:
+    """(size, len(records)) bootstrap weights over one model's records, each row summing to 1, so that
+    weights @ scores is a resampled mean. One pretraining run (one `model` name): its records (fine-tuning seeds)
+    drawn with replacement. Several runs (the pretraining seeds of one `replicate_group`): a two-stage bootstrap,
+    the runs drawn with replacement, then each drawn run's seeds with replacement within it; every run weighs the
+    same (the mean of run means, as `unit_scores`), and a run drawn c times has c * n_seeds of its seeds drawn."""
+    n = len(records)
+    runs = sorted({r["model"] for r in records})
+    if len(runs) < 2:
+        return rng.multinomial(n, np.full(n, 1.0 / n), size=size) / n
+    run_counts = rng.multinomial(len(runs), np.full(len(runs), 1.0 / len(runs)), size=size)
+    weights = np.zeros((size, n))
+    for k, run in enumerate(runs):
+        members = np.array([i for i, r in enumerate(records) if r["model"] == run])
+        seeds = rng.multinomial(run_counts[:, k] * len(members), np.full(len(members), 1.0 / len(members)))
+        weights[:, members] = seeds / (len(members) * len(runs))
+    return weights
 
 
 def one_sided(estimate: float, se: float, df: float, bound: float = 0.0) -> float:

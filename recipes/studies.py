@@ -36,6 +36,10 @@ class Study:
     # `seed` (initial weights) and `masking_seed` (MLM masks) set to k; the block order (`data_seed`) is the same for
     # every run, as the paper's. Empty: one run per model, with the manifest's seeds.
     pretrain_seeds: tuple[int, ...] = ()
+    # task -> (low, high): the LRs an earlier, wider grid of this study's models measured worse below and above the
+    # task's grid here (`analysis.report --bracketed_by`): an optimum this grid cannot bracket itself counts as
+    # bracketed, named in the findings as declared, not measured. A report setting: not in study.json.
+    bracketed_by: dict = field(default_factory=dict)
 
     def lrs_of(self, task: str) -> tuple[float, ...]:
         return tuple(self.task_lrs.get(task, self.lrs))
@@ -48,6 +52,7 @@ class Study:
         """What study.json records (a resumed study must match it): every field, `pretrain_seeds` only when set, so
         the directories of studies defined before it existed still resume."""
         definition = json.loads(json.dumps(dataclasses.asdict(self)))
+        del definition["bracketed_by"]  # how the report reads the grid, not what the study runs
         if not self.pretrain_seeds:
             del definition["pretrain_seeds"]
         return definition

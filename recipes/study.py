@@ -384,11 +384,18 @@ def report(study: Study, output: Path) -> None:
                  "--embedding_parameters", str(embeddings)]
     if study.compare:
         args += ["--compare", ",".join(study.compare)]
+    if study.bracketed_by:
+        args += ["--bracketed_by", bracketed_by_arg(study)]
     run_here("analysis.report", args + ["--scale", study.scale], output / "logs" / "report.log")
     if (csv := output / "heldout" / "heldout.csv").is_file():  # the curves redrawn from the CSV: always in step
         from pretraining import heldout
 
         heldout.plot(heldout.read_csv(csv), csv.with_suffix(".png"), study.scale)
+
+
+def bracketed_by_arg(study: Study) -> str:
+    """`Study.bracketed_by` as `analysis.report --bracketed_by` reads it: "conll2003=0.001,0.03;mnli=..."."""
+    return ";".join(f"{task}={low:g},{high:g}" for task, (low, high) in sorted(study.bracketed_by.items()))
 
 
 def hub_id(org: str, name: str, study: Study) -> str:

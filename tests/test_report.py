@@ -479,3 +479,41 @@ def test_gap_over_pretraining_is_one_slope_test_and_its_figure(tmp_path, monkeyp
         assert ax.get_xscale() == "log" and ax.get_title().endswith("(paper scale)")
         joined = [line for line in ax.get_lines() if line.get_linestyle() == "-" and len(line.get_xdata()) == 3]
         assert len(joined) == 1 and max(joined[0].get_xdata()) < 20  # the decayed final (163) is not on the curve
+
+
+def test_a_study_declares_its_lr_grid_bracketed_by_an_earlier_one(tmp_path):
+    """A study whose grid has 2 LRs (`Study.bracketed_by`, passed by `recipes.study.report` as --bracketed_by):
+    the report counts the optimum as bracketed, says so above the findings table and in its bracket column and
+    findings.csv; the same results without it leave every comparison not testable; a task without results is
+    refused."""
+    import dataclasses
+
+    from recipes import study as driver
+    from recipes.studies import STUDIES
+
+    levels = {m: KNOWN[m] for m in ("610m-clm-42k", "610m-mlm40-42k")}
+    write_levels(tmp_path / "results", levels, lrs=(5e-5, 1e-4))
+    study = dataclasses.replace(STUDIES["smoke"], scale="paper", compare=None, bracketed_by={"sst2": (1e-5, 5e-4)})
+    assert "bracketed_by" not in study.definition()  # how the report reads the grid, not what the study runs
+    assert driver.bracketed_by_arg(study) == "sst2=1e-05,0.0005"
+    driver.report(study, tmp_path)
+    text = (tmp_path / "report" / "summary.md").read_text()
+    note = ("bracketed by an earlier grid (sst2: 1e-05 and 0.0005 measured worse than this grid's 5e-05-0.0001 in "
+            "an earlier run; declared, not measured in this study)")
+    assert "counted as bracketed because the study declares (`--bracketed_by`)" in text and note in text
+    assert "| **agrees at this scale** |" in text and "never bracketed" not in text
+    with open(tmp_path / "report" / "findings.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert {r["bracket"] for r in rows} == {note} and {r["untestable"] for r in rows} == {""}
+
+    plain = report.main([str(tmp_path / "results"), "--output", str(tmp_path / "plain")])
+    text = (plain / "summary.md").read_text()
+    assert "an optimum is never bracketed by fewer than 3" in text and "bracketed by an earlier grid" not in text
+    assert "bracket" not in (plain / "findings.csv").read_text().splitlines()[0].split(",")
+
+
+def test_a_declared_bracket_names_a_task_with_results(results, call_main):
+    proc = call_main(report.main, results, "--bracketed_by", "mnli=1e-5,1e-3")
+    assert proc.returncode == 2 and "--bracketed_by names task(s) with no results: mnli" in proc.stderr
+    proc = call_main(report.main, results, "--bracketed_by", "sst2=1e-3")
+    assert proc.returncode == 2 and "give each task once as TASK=LOW,HIGH" in proc.stderr

@@ -208,6 +208,25 @@ def test_replicates_are_one_model_with_the_run_as_unit():
     assert narrow["ci_high"] - narrow["ci_low"] < (cmp["ci_high"] - cmp["ci_low"]) / 2
 
 
+def test_the_paired_bootstrap_resamples_pretraining_runs():
+    """Run-to-run spread large (run shifts 0.04 apart), seed spread small: the difference of two replicated models
+    (0.04, one SE of the runs' means) is not significant by the runs. Resampling records pooled across runs (the
+    old scheme, and what the same records give as one run) calls it significant: its interval is too narrow. The
+    two-stage bootstrap (runs, then seeds within each) covers 0, as the Student t over runs does."""
+    rng, records = np.random.default_rng(3), []
+    for name, shifts in ((FINALS[0], (0.0, 0.04, 0.08)), (FINALS[1], (-0.04, 0.0, 0.04))):
+        for k, shift in enumerate(shifts):
+            records += grid({name.replace("-42k", f"-42k-pseed{k}"): 0.7 + shift}, rng=rng, task="mnli",
+                            family="sc", metric="accuracy", n=200, seed_sd=0.002, noise=0.02)
+    (cmp,) = statistics.compare(records, statistics.summarize(records), FINALS[0], FINALS[1])
+    assert cmp["delta"] == pytest.approx(0.04, abs=0.005) and cmp["p"] > 0.1
+    assert cmp["p_bootstrap"] > 0.05  # 0 inside the bootstrap's 95% interval
+    pooled = [dict(r, model=(group := statistics.replicate_group(r["model"])), identity={"model": group})
+              for r in records]
+    (old,) = statistics.compare(pooled, statistics.summarize(pooled), FINALS[0], FINALS[1])
+    assert old["delta"] == pytest.approx(cmp["delta"]) and old["p_bootstrap"] < 0.05
+
+
 def test_the_slope_over_replicated_runs_takes_runs_as_units():
     """A gap that closes by 0.05 per doubling in every run pair, with a run-to-run spread of the slope: the slope
     estimate is the mean of the run slopes and its CI Welch over them."""
@@ -231,3 +250,39 @@ def test_stability_interval_is_t_corrected_for_few_seeds():
         samples.append(findings.relative_lr_spread(mine, 0.2, 3e-4, seed=i)[1])
     percentile = np.percentile(samples[0] - samples[1], [2.5, 97.5])
     assert (row["ci_high"] - row["ci_low"]) > 1.5 * (percentile[1] - percentile[0])
+
+
+def test_a_two_lr_grid_is_bracketed_only_by_a_declared_earlier_grid():
+    """A 2-LR grid (3e-4, 1e-3; 3e-4 best) never brackets an optimum by itself: every comparison is not testable.
+    A study that declares an earlier grid measured 1e-4 and 3e-3 worse makes it testable, and every row relying on
+    it names the bracket as declared, not measured; a declared bracket that does not enclose the grid does not."""
+    records = [r for r in grid(dict.fromkeys(FINALS, 0.80)) if r["lr"] != LRS[0]]
+    rows = statistics.summarize(records)
+    tested = findings.comparisons(records, rows)
+    assert {r["verdict"] for r in tested} == {"not testable"} and not any(r["bracket"] for r in tested)
+    assert all("LR grid has 2 finished LR(s)" in r["untestable"] for r in tested)
+
+    declared = findings.Regime(bracketed_by=findings.parse_brackets("conll2003=0.0001,0.003"))
+    tested = findings.comparisons(records, rows, declared)
+    (tc,) = [r for r in tested if r["finding"] == "tc_clm_on_par"]
+    assert tc["untestable"] == "" and tc["verdict"] == "supports"
+    assert {r["bracket"] for r in tested} == {
+        "bracketed by an earlier grid (conll2003: 0.0001 and 0.003 measured worse than this grid's 0.0003-0.001 in "
+        "an earlier run; declared, not measured in this study)"}
+
+    beside = findings.Regime(bracketed_by={"conll2003": (3e-4, 3e-3)})  # 3e-4 is in the grid: no bracket
+    (tc,) = [r for r in findings.comparisons(records, rows, beside) if r["finding"] == "tc_clm_on_par"]
+    assert tc["verdict"] == "not testable" and not tc["bracket"]
+    assert "the declared earlier grid's 0.0003 and 0.003 do not lie on either side of this grid" in tc["untestable"]
+    # another task's bracket is not this one's
+    other = findings.Regime(bracketed_by={"mnli": (1e-4, 3e-3)})
+    assert {r["verdict"] for r in findings.comparisons(records, rows, other)} == {"not testable"}
+
+
+@pytest.mark.parametrize("text", ["conll2003=0.03,0.001", "conll2003=0.001", "=0.001,0.03", "conll2003=a,b",
+                                  "conll2003=0.001,0.03;conll2003=0.001,0.03", "conll2003=0,0.03"])
+def test_a_declared_bracket_is_refused_unless_well_formed(text):
+    with pytest.raises(ValueError, match="give each task once as TASK=LOW,HIGH"):
+        findings.parse_brackets(text)
+    assert findings.parse_brackets(" conll2003=0.001,0.03; mnli=1e-4,3e-3;") == {"conll2003": (0.001, 0.03),
+                                                                                "mnli": (1e-4, 3e-3)}
