@@ -69,6 +69,12 @@ SCALES = {
     # model's cost shrinks 4x (docs/horizon-study/PILOT.md)
     "horizon": {"step_divisor": 8, "model": "tiny", "block_size": 128, "per_device_train_batch_size": 16,
                 "gradient_accumulation_steps": 1, "global_batch_size": None, "max_docs": None, "vocab_size": 2048},
+    # the replicated horizon study (to replace docs/horizon-study once run): CLM and MLM40, 3 pretraining runs each,
+    # to 97 tokens per parameter (21.5M tokens) without repeating data: the bundle corpus and its 3x larger companion
+    # (about 58M tokens with the 2k vocabulary)
+    "horizon-replicated": {"step_divisor": 4, "model": "tiny", "block_size": 128, "per_device_train_batch_size": 16,
+                           "gradient_accumulation_steps": 1, "global_batch_size": None, "max_docs": None,
+                           "vocab_size": 2048, "corpus_source": "bundle,bundle_more"},
 }
 
 @dataclass(frozen=True)
@@ -197,7 +203,7 @@ def run_config(recipe: Recipe, scale: str) -> dict:
         if recipe.objective == "mlm":
             config["mlm_fixed_shape"] = True  # ... and a static-shape MLM head (no host sync)
     else:
-        config.update(corpus_source="bundle")
+        config.update(corpus_source=p.get("corpus_source", "bundle"))
         if p["max_docs"]:
             config["max_docs"] = p["max_docs"]
         if p.get("epochs", 1) > 1:  # more tokens than the offline bundle holds: documented repetition

@@ -21,7 +21,7 @@ def intro(study_name: str, definition: dict, tokens_per_step: float, parameters:
                 f"({parameters / 1e6:.1f}M parameters) pretrained on about {final / 1e6:.1f}M tokens of the offline "
                 f"Wikipedia stand-in, fine-tuned with the paper's grid at {grid}. It tests the paper's findings at "
                 "this scale; it does not reproduce the paper's numbers.")
-    if study_name == "horizon":
+    if study_name.startswith("horizon"):
         steps = definition["intermediate_steps"]
         replicates = definition.get("pretrain_seeds") or []
         runs = f", each pretrained {len(replicates)} times (seeds {_listed(replicates)})" if replicates else ""
@@ -145,7 +145,7 @@ def write_docs(study_name: str, output: Path, docs: Path, regime: tuple[float, i
     write_results_archive(output, docs / RESULTS_ARCHIVE, reuse=from_results)
     first = intro(study_name, definition["definition"], *regime)
     summary = (report / "summary.md").read_text().split("\n", 1)[1]  # its own title dropped
-    if study_name == "horizon" and GAP_SECTION in summary:  # the answer right under the question
+    if study_name.startswith("horizon") and GAP_SECTION in summary:  # the answer right under the question
         first += "\n\n" + "\n".join(line for line in summary.split(GAP_SECTION, 1)[1].split("\n\n")[2].splitlines()
                                      if line.startswith("- "))
     lines = [f"# The `{study_name}` study", "", first, "",
