@@ -23,7 +23,8 @@ reads both alike:
 
 A run of the paper's grid (`LRS` x `SEEDS`) absent from the tree, for a model and a dataset the tree has, is listed
 in `<output>/missing_runs.csv` and counted on stdout, never filled; the report shows the counts. `--models` and
-`--datasets` import a part (the report holds every per-instance score it reads in memory). A malformed or
+`--datasets` import a part (the whole tree reports at once: `analysis.statistics.load_results` keeps about 8 bytes
+per test instance; docs/benchmarks.md). A malformed or
 partial tree (a file that is not such JSON, a run folder without its file, a folder outside the layout) is refused
 in one line naming the path, before anything is written.
 """
@@ -172,7 +173,7 @@ def main(argv=None) -> Path:
         raise FileNotFoundError(f"{results} is not a directory: pass the results folder of an EncodEval clone")
     runs, missing = read_tree(results, set(cli.split_list(args.models)), set(cli.split_list(args.datasets)))
     _check_output(output, runs)
-    for run in runs:  # each file read again: the whole tree's per-instance scores would not fit in memory at once
+    for run in runs:  # each file read again, one at a time: the import holds one run's scores at once
         record = imported_record(run["model"], run["task"], run["family"], run["lr"], run["seed"],
                                  _check_run(run["path"]), run["source"])
         store.write_result(store.result_path(output, run["model"], run["task"], run["lr"], run["seed"]), record)

@@ -15,6 +15,7 @@ and the units: seeds, or pretraining runs and then the seeds within each drawn r
 from __future__ import annotations
 
 import collections
+import functools
 import math
 from pathlib import Path
 
@@ -36,6 +37,7 @@ def model_kind(name: str) -> str:
     return "other" if p is None else "intermediate" if p.step is not None else p.kind
 
 
+@functools.lru_cache(maxsize=None)  # called per record by every lookup (`best_runs`): a few names, parsed once
 def replicate_group(name: str) -> str:
     """The model a result belongs to: its name without `-pseed<k>` (`core.names`), a name outside the grammar as
     it is. Replicates of one model (its pretraining runs) share it."""
@@ -72,12 +74,42 @@ def run_variance(records: list[dict]) -> tuple[int, float, float]:
 
 def load_results(results_dir: str | Path) -> list[dict]:
     """Every result file under `results_dir` (temp files of interrupted writes and moved-aside files are not),
-    each with its path under "_path"; a corrupt or older-format file is refused, naming it."""
+    each with its path under "_path"; a corrupt or older-format file is refused, naming it.
+
+    Each file is read once and its per-instance rows let go: a finished run keeps only what the paired comparisons
+    use, its test split's main metric as float arrays under "instance_scores" (`compact`), so a tree of the paper's
+    size (about 18,500 runs, 165 million test instances) is held in about 8 bytes per instance instead of a Python
+    dict each."""
     files = store.result_files(results_dir)
     if not files:
         raise FileNotFoundError(f"no result files under {results_dir}; "
                                 f"run `python -m evaluation.run ... --output {results_dir}`")
-    return [{**store.read_result(p), "_path": str(p)} for p in files]
+    return [compact({**store.read_result(p), "_path": str(p)}) for p in files]
+
+
+def compact(record: dict) -> dict:
+    """`record` without its "per_instance" rows; a finished one gets "instance_scores" {"test": (numerator,
+    denominator or None)} of its main metric instead (`instance_columns`: float64, the rows' own values)."""
+    rows = (record.pop("per_instance", None) or {}).get("test") or []
+    if record.get("status") == "ok":
+        record["instance_scores"] = {"test": instance_columns(rows, record["main_metric"])}
+    return record
+
+
+def instance_columns(rows: list[dict], metric: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """(numerator, denominator) of `metric` over per-instance rows, so that sum(num) / sum(den) is the run's metric.
+
+    Mean metrics (accuracy, f1, ndcg@10, sentence_macro_f1) have no denominator (None: 1 per instance);
+    token_micro_f1 / token_accuracy are correct/count tokens; entity_f1 is rebuilt from its counts (numerator = tp,
+    denominator = (pred + gold) / 2).
+    """
+    if metric in ("token_micro_f1", "token_accuracy"):
+        return (np.array([r["token_correct"] for r in rows], dtype=float),
+                np.array([r["token_count"] for r in rows], dtype=float))
+    if metric == "entity_f1":
+        return (np.array([r["entity_tp"] for r in rows], dtype=float),
+                np.array([(r["entity_pred"] + r["entity_gold"]) / 2 for r in rows], dtype=float))
+    return np.array([r[metric] for r in rows], dtype=float), None
 
 
 def check_same_protocol(records: list[dict]) -> None:
@@ -185,21 +217,20 @@ def summarize(records: list[dict], bootstrap: bool = False) -> list[dict]:
 
 
 def instance_matrix(records: list[dict], metric: str) -> tuple[np.ndarray, np.ndarray]:
-    """(numerator, denominator), each (runs, test instances), so that sum(num) / sum(den) is one run's metric.
-
-    Mean metrics (accuracy, f1, ndcg@10, sentence_macro_f1) have denominator 1; token_micro_f1 / token_accuracy
-    are correct/count tokens; entity_f1 is rebuilt from its counts (numerator = tp, denominator = (pred + gold) / 2).
-    """
+    """(numerator, denominator), each (runs, test instances), so that sum(num) / sum(den) is one run's metric
+    (`instance_columns`): from a loaded record's "instance_scores" (`load_results`), or from its "per_instance"
+    rows (a record built in memory)."""
     def columns(record):
-        rows = record["per_instance"]["test"]
-        if metric in ("token_micro_f1", "token_accuracy"):
-            return [r["token_correct"] for r in rows], [r["token_count"] for r in rows]
-        if metric == "entity_f1":
-            return [r["entity_tp"] for r in rows], [(r["entity_pred"] + r["entity_gold"]) / 2 for r in rows]
-        return [r[metric] for r in rows], [1.0] * len(rows)
+        if "instance_scores" not in record:
+            return instance_columns(record["per_instance"]["test"], metric)
+        if metric != record["main_metric"]:
+            raise ValueError(f"{record['_path']} keeps per-instance scores of its main metric "
+                             f"{record['main_metric']} only, not {metric}")
+        return record["instance_scores"]["test"]
 
     pairs = [columns(r) for r in records]
-    return np.array([p[0] for p in pairs], dtype=float), np.array([p[1] for p in pairs], dtype=float)
+    return (np.array([num for num, _ in pairs], dtype=float),
+            np.array([np.ones(len(num)) if den is None else den for num, den in pairs], dtype=float))
 
 
 def paired_comparison(records_a: list[dict], records_b: list[dict], metric: str, n_resamples: int = N_RESAMPLES,

@@ -1,8 +1,8 @@
 """Every benchmark under bench/ runs one tiny step: `bench/gpu_check.sh --dry_run` (the device's prepared call, on
-the CPU) runs bench_model, bench_pretrain and bench_grid as its sections; bench_data, bench_eval and
-bench_real_shapes run here through their `main(argv)` (and the plan's memory table, from bench_real_shapes'
-figures, is checked). Nothing else runs the benchmarks, so a rename they use (`transformers.EuroBertForMaskedLM`)
-would otherwise break them unseen."""
+the CPU) runs bench_model, bench_pretrain and bench_grid as its sections; bench_data, bench_eval,
+bench_real_shapes and bench_report run here through their `main(argv)` (and the plan's memory table, from
+bench_real_shapes' figures, is checked). Nothing else runs the benchmarks, so a rename they use
+(`transformers.EuroBertForMaskedLM`) would otherwise break them unseen."""
 
 import json
 import os
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import bench_data, bench_eval, bench_real_shapes, gpu_check
+from bench import bench_data, bench_eval, bench_real_shapes, bench_report, gpu_check
 from bench.bench_model import fitting_batch
 from recipes import plan
 
@@ -92,6 +92,15 @@ def test_bench_eval_runs_one_tiny_step(data_dir, capsys, one_thread):
     bench_eval.main(["--max_steps", "1", "--max_train", "32", "--max_eval", "16", "--max_length", "32"])
     out = capsys.readouterr().out
     assert "share of wall time outside optimizer steps" in out and "a full collection" in out
+
+
+@pytest.mark.slow  # 3 processes: the import, then the report with HEAD's code and with this checkout's
+def test_bench_report_dry_run_measures_both_reports_and_finds_them_the_same(tmp_path):
+    figures = bench_report.main(["--dry_run", "--workdir", str(tmp_path), "--json", str(tmp_path / "b.json")])
+    assert figures["runs"] == 4 * 2 * 30 and figures["same_report"]
+    assert all(figures[k]["peak_rss_gb"] > 0 and figures[k]["seconds"] > 0 for k in ("import", "before", "after"))
+    assert json.loads((tmp_path / "b.json").read_text()) == figures
+    assert list(tmp_path.iterdir()) == [tmp_path / "b.json"]  # the trees and the exported code are removed
 
 
 @pytest.mark.slow  # 2 processes per run: the recipe's step, then the reload
