@@ -79,7 +79,8 @@ FAMILIES = {
 class GridArgs:
     """What to run: models x tasks x learning rates x seeds, and how (workers, models kept)."""
 
-    model: str = field(metadata={"help": "Model directories or Hub ids (org/name[@revision]), comma-separated; "
+    model: str = field(metadata={"help": "Model directories or Hub ids (org/name[@revision]), comma-separated (a "
+                                         "directory whose name holds a comma is one entry); "
                                          "NAME=DIR or NAME=ID files one under NAME (default: the name in its "
                                          "run_info.json, else the directory or repo name)."})
     tasks: str = field(metadata={"help": "Task names or task YAML paths, comma-separated "
@@ -188,7 +189,7 @@ def list_runs(grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> tuple[lis
     if grid.workers < 1:
         raise ValueError(f"--workers {grid.workers} must be >= 1")
     artifacts.check_output_dir(grid.output, "--output")
-    specs = cli.split_list(grid.model)
+    specs = cli.split_paths(grid.model)
     task_list = [tasks.load_task(t) for t in cli.split_list(grid.tasks)]
     lrs, seeds = _split(grid.lrs, float, "lrs"), _split(grid.seeds, int, "seeds")
     if not (specs and task_list and lrs and seeds):
