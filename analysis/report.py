@@ -319,6 +319,7 @@ def check_output(output: Path) -> None:
     """Refuse an --output that is a file or holds files this tool did not write (before anything is written)."""
     if output.exists() and not output.is_dir():
         raise ValueError(f"--output {output} is a file; pass a directory")
+    artifacts.check_output_dir(output, "--output")  # under a file or a folder this user cannot write to
     if output.is_dir() and not (output / REPORT_MARK).is_file() and any(output.iterdir()):
         raise ValueError(f"--output {output} holds files analysis.report did not write; pass a new or empty "
                          "directory, or one an earlier report wrote")
@@ -368,6 +369,8 @@ def main(argv=None) -> Path:
             raise ValueError("--embedding_parameters is a part of --parameters: give it with --parameters, above 0 "
                              "and below it")
         brackets = findings.parse_brackets(args.bracketed_by)
+        output = Path(args.output or Path(args.results) / "report")
+        check_output(output)
         records = load_results(args.results)
         rows = summarize(records, args.bootstrap)
         if unknown := sorted(set(brackets) - {r["task"] for r in rows}):
@@ -381,8 +384,6 @@ def main(argv=None) -> Path:
         if pair and (len(pair) != 2 or len(set(pair)) != 2 or not set(pair) <= models):
             raise ValueError(f"--compare needs two model names from the results ({sorted(models)}), "
                              f"got {args.compare!r}")
-        output = Path(args.output or Path(args.results) / "report")
-        check_output(output)
     regime = findings.Regime(args.tokens_per_step, args.parameters, args.scale, args.embedding_parameters, brackets) \
         if args.parameters else findings.Regime(scale=args.scale, bracketed_by=brackets)
     output.mkdir(parents=True, exist_ok=True)

@@ -5,7 +5,8 @@
   recipes/cpt.py ...`): the project is an installed package (`-e .` in requirements.txt).
 - `main(argv=None)` parses `argv` (default: `sys.argv[1:]`), so a test calls it like the shell does.
 - Flags are spelled with underscores (`--output_dir`, `--repo_id`), as transformers' `TrainingArguments`.
-- A list is one comma-separated value: `--tasks sst2,mnli`, `--model a,b` (`split_list`).
+- A list is one comma-separated value: `--tasks sst2,mnli`, `--model a,b` (`split_list`); a path holding a comma
+  is one item when it exists as a whole (`split_paths`: `--model "runs/bs8,lr1e-4"`).
 - Bad input ends with one line `error: <what is wrong and how to fix it>` on stderr and exit status 2, before
   anything is written (`exit_on_bad_input`); a failure while working keeps its traceback (exit status 1).
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import sys
 
 from core.artifacts import LockHeld
@@ -71,3 +73,17 @@ def not_a_command(module: str, command: str, does: str) -> None:
 def split_list(value: str | None) -> list[str]:
     """The items of a comma-separated flag value, stripped, empty items dropped (`"sst2, mnli,"` -> 2 items)."""
     return [item.strip() for item in (value or "").split(",") if item.strip()]
+
+
+def split_paths(value: str | None) -> list[str]:
+    """`split_list` for a list of paths (`--model a,b`, NAME=DIR entries), where a path holding a comma is one item
+    when it exists as a whole (`--model "runs/bs8,lr1e-4"` or `--model "x=runs/bs8,lr1e-4"`)."""
+    pieces, items, i = (value or "").split(","), [], 0
+    while i < len(pieces):
+        for j in range(len(pieces), i, -1):  # the longest run of pieces naming an existing path
+            joined = ",".join(pieces[i:j]).strip()
+            if j == i + 1 or os.path.exists(joined) or "=" in joined and os.path.exists(joined.split("=", 1)[1]):
+                break
+        items += [joined] if joined else []
+        i = j
+    return items

@@ -76,6 +76,9 @@ def read_result(path: str | os.PathLike) -> dict:
     if Path(path).parts[-3:] != filed.parts:
         raise ValueError(f"result file {path} records {filed}: a copy or a moved file is not a result; move it out of "
                          "the results directory")
+    if missing := [key for key in ("family", "status", "main_metric", "identity") if key not in record]:
+        raise ValueError(f"result file {path} lacks {', '.join(missing)}: it was not written whole by evaluation.run "
+                         "(edited?); re-run its grid with --rerun_changed, or move it out of the results directory")
     record.setdefault("pretrain_seed", None)
     return record
 

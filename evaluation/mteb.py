@@ -436,7 +436,7 @@ def list_jobs(args: MtebArgs) -> list[Job]:
     Raises:
         ValueError / FileNotFoundError: one line naming the bad input.
     """
-    specs = cli.split_list(args.model)
+    specs = cli.split_paths(args.model)
     task_specs = cli.split_list(args.tasks)
     if not specs or not task_specs:
         raise ValueError("give at least one --model and one --tasks entry")

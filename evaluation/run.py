@@ -37,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
+import math
 import os
 import re
 import subprocess
@@ -78,7 +79,8 @@ FAMILIES = {
 class GridArgs:
     """What to run: models x tasks x learning rates x seeds, and how (workers, models kept)."""
 
-    model: str = field(metadata={"help": "Model directories or Hub ids (org/name[@revision]), comma-separated; "
+    model: str = field(metadata={"help": "Model directories or Hub ids (org/name[@revision]), comma-separated (a "
+                                         "directory whose name holds a comma is one entry); "
                                          "NAME=DIR or NAME=ID files one under NAME (default: the name in its "
                                          "run_info.json, else the directory or repo name)."})
     tasks: str = field(metadata={"help": "Task names or task YAML paths, comma-separated "
@@ -186,13 +188,16 @@ def list_runs(grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> tuple[lis
     """
     if grid.workers < 1:
         raise ValueError(f"--workers {grid.workers} must be >= 1")
-    specs = cli.split_list(grid.model)
+    artifacts.check_output_dir(grid.output, "--output")
+    specs = cli.split_paths(grid.model)
     task_list = [tasks.load_task(t) for t in cli.split_list(grid.tasks)]
     lrs, seeds = _split(grid.lrs, float, "lrs"), _split(grid.seeds, int, "seeds")
     if not (specs and task_list and lrs and seeds):
         raise ValueError("empty grid: give at least one --model, --tasks entry, --lrs value and --seeds value")
-    if bad := [lr for lr in lrs if not lr > 0]:
-        raise ValueError(f"--lrs {bad} must be > 0 (paper: 1e-5 to 5e-4)")
+    if bad := [lr for lr in lrs if not 0 < lr < math.inf]:
+        raise ValueError(f"--lrs {bad} must be finite and > 0 (paper: 1e-5 to 5e-4)")
+    if bad := [seed for seed in seeds if not 0 <= seed < 2**32]:
+        raise ValueError(f"--seeds {bad} must be in [0, 2**32) (numpy's and torch's seed range; paper: 0,1,2)")
     if not 0 <= protocol.warmup_ratio < 1:
         raise ValueError(f"--warmup_ratio {protocol.warmup_ratio} must be in [0, 1) (paper: 0.1)")
     names = [task.name for task in task_list]
@@ -200,6 +205,9 @@ def list_runs(grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> tuple[lis
         files = [str(task.path) for task in task_list if task.name == dupes[0]]
         raise ValueError(f"--tasks names task {dupes[0]!r} more than once ({', '.join(files)}); results and caches "
                          "are filed by task name: give each task YAML a unique name")
+    if protocol.peft != "none" and (ir := [task.name for task in task_list if task.family == "ir"]):
+        raise ValueError(f"--peft {protocol.peft} covers SC/TC/QA tasks; ir task {ir[0]} fine-tunes fully only: run "
+                         "the ir tasks in a grid without --peft")
     saved = models_to_save(grid.save_models, task_list, lrs, seeds)
     models = [resolve.resolve_model(spec)[:3] for spec in specs]
     names = [name for name, _, _ in models]
@@ -212,6 +220,11 @@ def list_runs(grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> tuple[lis
         artifacts.check_weights(model)
         tokenizers[model] = model_inputs.load_finetuning_tokenizer(model)
         resolved = model_inputs.resolve_inputs(protocol, model)  # refuses what cannot fit
+        if any(task.family == "qa" for task in task_list) and 2 * resolved.doc_stride >= resolved.qa_max_length:
+            raise ValueError(f"--doc_stride {protocol.doc_stride} must be below half the QA window of "
+                             f"{resolved.qa_max_length} tokens (--qa_max_length, capped for {model}): a window holds "
+                             f"the question, the overlap and new context; pass at most "
+                             f"{(resolved.qa_max_length - 1) // 2} (paper: 128 of 384)")
         inputs[model] = model_inputs.inputs_identity(resolved)
         for task in task_list:
             model_inputs.check_head(model, task.family)

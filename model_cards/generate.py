@@ -395,6 +395,69 @@ def read_summary(summary_csv: Path, model: str | None = None) -> list[dict]:
     return [r for r in rows if model is None or r["model"] == model]
 
 
+def _recorded_name(shown: str) -> str:
+    """The name results are filed under for a name a report shows at its scale (`<scale>-<name>`)."""
+    parsed = try_parse_name(shown)
+    return shown[len(parsed.scale) + 1:] if parsed is not None and parsed.scale else shown
+
+
+def _same(published: str, computed, integer: bool = False) -> bool:
+    """A summary cell (as `analysis.report` writes it: 4 significant digits, "" for none) equals a computed value."""
+    if computed is None or (isinstance(computed, float) and math.isnan(computed)):
+        return published.strip() == ""
+    try:
+        value = _float(published)
+    except ValueError:  # not a number
+        return False
+    if value is None:
+        return False
+    return value == computed if integer else math.isclose(value, float(computed), rel_tol=1e-3, abs_tol=1e-6)
+
+
+SUMMARY_CHECKED = ("mean", "ci_low", "ci_high", "n_seeds", "best_lr")  # what a card publishes of a summary row
+
+
+def _differences(row: dict, computed: dict) -> list[str]:
+    """The published columns of a summary row that differ from the computed row (the CI as a card shows it)."""
+    low, high = computed["ci_low"], computed["ci_high"]
+    expected = {**computed, **({} if math.isnan(low) else {"ci_low": max(0.0, low), "ci_high": min(1.0, high)})}
+    shown = {**row, **dict(zip(("ci_low", "ci_high"), confidence_interval(row) or (row["ci_low"], row["ci_high"])))}
+    given = {k: expected[k] if k in ("n_seeds", "best_lr") else _card_number(expected[k]) for k in SUMMARY_CHECKED}
+    return [f"{k} {row[k] or 'none'} (the results give {given[k]})"
+            for k in SUMMARY_CHECKED if not _same(str(shown[k]), expected[k], integer=k == "n_seeds")]
+
+
+def check_summary(rows: list[dict], results_dir, summary_csv, complete: bool = False) -> None:
+    """Refuse summary rows that the results do not give: each row's mean, 95% CI (as a card shows it, clipped to
+    [0, 1]), seed count and best LR are recomputed from `results_dir` (`analysis.statistics.summarize`, the
+    report's own computation; percentile intervals for a report made with --bootstrap). `complete`: the results
+    hold no (model, task) that the summary lacks either."""
+    from analysis.statistics import load_results, replicate_group, summarize
+
+    records = load_results(results_dir)
+    computed = {(r["model"], r["task"]): r for r in summarize(records)}
+    fix = f"regenerate it (python -m analysis.report {results_dir}) or pass the results it was made from"
+    seen = set()
+    for row in rows:
+        key = next((k for k in ((row["model"], row["task"]), (_recorded_name(row["model"]), row["task"]))
+                    if k in computed), None)
+        if key is None:
+            raise ValueError(f"{summary_csv} reports {row['model']} on {row['task']}, of which {results_dir} holds "
+                             f"no result: {fix}")
+        seen.add(key)
+        differ = _differences(row, computed[key])
+        if differ and all(d.startswith("ci_") for d in differ):
+            group = [r for r in records if r["task"] == key[1] and replicate_group(r["model"]) == key[0]]
+            differ = differ if _differences(row, summarize(group, bootstrap=True)[0]) else []
+        if differ:
+            raise ValueError(f"{summary_csv} disagrees with {results_dir} on {row['model']} / {row['task']}: "
+                             f"{'; '.join(differ)}: {fix}")
+    missing = sorted(set(computed) - seen) if complete else []
+    if missing:
+        raise ValueError(f"{summary_csv} lacks {missing[0][0]} on {missing[0][1]}, which {results_dir} holds "
+                         f"({len(missing)} model x task rows in all): {fix}")
+
+
 def evaluation_rows(checkpoint_dir: Path, model: str, summary_csv, results_dir, shown: str | None = None) -> list[dict]:
     """The summary rows of this checkpoint (filed under `shown`, the name the report shows it by at its scale;
     default `model`), each with the test data it was scored on (`task_test_data`), after checking that its results
@@ -595,6 +658,8 @@ def build_model_card(checkpoint_dir, summary_csv=None, repo_id: str | None = Non
     parsed = try_parse_name(name)
     rows = evaluation_rows(checkpoint_dir, checkpoint_name(checkpoint_dir), summary_csv, results_dir,
                            name) if summary_csv else []
+    if rows:
+        check_summary(rows, results_dir, summary_csv)
     params, causal = parameter_count(checkpoint_dir), _is_causal(checkpoint_dir)
     hub_ids, data_text = pretraining_data(info)
     base_id, base_text = _base_model(info, repo_id, base_model)
@@ -659,6 +724,7 @@ def build_results_card(results_dir, summary_csv, repo_id: str | None = None, sca
     """
     runs = [{**r, "model": scaled_name(r["model"], scale)} for r in _scan_runs(Path(results_dir))]
     rows = read_summary(summary_csv)
+    check_summary(rows, results_dir, summary_csv, complete=True)
     models = sorted({r["model"] for r in runs})
     configs, info = dataset_configs()
     card_data = DatasetCardData(

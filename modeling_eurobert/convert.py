@@ -280,6 +280,7 @@ def convert(source: str, output: str | Path, mask_token: str = "<|mask|>", pad_t
     output = Path(output)
     if output.exists():
         raise ConversionError(f"OUTPUT {output} already exists; remove it or choose another path")
+    artifacts.check_output_dir(output, "OUTPUT")  # under a file or a folder this user cannot write to
     if dtype not in DTYPES:
         raise ConversionError(f"--dtype {dtype!r} is not one of {', '.join(DTYPES)}")
     for role, token in (("mask", mask_token), ("pad", pad_token)):

@@ -182,6 +182,7 @@ def export_native(checkpoint: str | Path, output: str | Path, bidirectional: boo
         raise ExportError(f"missing config.json in {checkpoint}; CHECKPOINT must be a saved model directory")
     if output.exists():
         raise ExportError(f"OUTPUT {output} already exists; remove it or choose another path")
+    artifacts.check_output_dir(output, "OUTPUT")  # under a file or a folder this user cannot write to
     raw = artifacts.read_json(checkpoint / "config.json", "model config")
     native_class = getattr(transformers, check_exportable(raw, bidirectional))
     artifacts.check_weights(checkpoint)

@@ -22,6 +22,7 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from core import artifacts
 from core.artifacts import RUN_CONFIG_NAME
+from core.names import scaled_name
 from pretraining import data
 from pretraining.provenance import RUN_CONFIG_FORMAT, resolved_config
 from pretraining.settings import PretrainArguments, decay_steps, global_batch
@@ -39,9 +40,28 @@ def check_data_settings(run_args: PretrainArguments) -> None:
         raise ValueError(f"block_size={run_args.block_size} is out of range; use a value >= 2 (paper: 2048)")
 
 
+def tensorboard_name(run_args: PretrainArguments, training_args: TrainingArguments) -> str:
+    """The run's TensorBoard folder name under `<output_dir>/runs/`: its `run_name` (default: the output_dir's
+    name) as shown at its `scale` (`core.names.scaled_name`: mini-610m-clm-42k).
+
+    Raises:
+        ValueError: a run_name that is a path (it would log outside output_dir), or a scale that cannot be read
+            back from a name (`--scale "Bad Scale"`).
+    """
+    name = training_args.run_name or Path(training_args.output_dir).name
+    if training_args.run_name and (Path(name).name != name or name in (".", "..") or "\\" in name):
+        raise ValueError(f"run_name={name!r} names the TensorBoard folder <output_dir>/runs/<run_name>: give a plain "
+                         "name, without '/' or '..' (default: the output_dir's name)")
+    try:
+        return scaled_name(name, run_args.scale)
+    except ValueError as error:
+        raise ValueError(f"scale / run_name (the TensorBoard folder): {error}") from None
+
+
 def check_run_settings(run_args: PretrainArguments, training_args: TrainingArguments) -> None:
     """Refuse contradictory settings before any file is written (one-line errors)."""
     artifacts.check_output_dir(training_args.output_dir, "output_dir")
+    tensorboard_name(run_args, training_args)
     check_data_settings(run_args)
     total = training_args.max_steps
     if total is None or total <= 0:

@@ -214,7 +214,7 @@ def main(argv=None) -> None:
     parser.add_argument("--cache_dir", default=".cache/pretrain", help="where the packed held-out blocks are cached")
     parser.add_argument("--output", required=True, help="CSV to write (a PNG of the curves is written beside it)")
     args = parser.parse_args(argv)
-    models = cli.split_list(args.model)
+    models = cli.split_paths(args.model)
     with cli.bad_input_exits():
         if args.block_size < 2 or args.blocks < 1 or not 0 < args.mlm_probability < 1:
             raise ValueError(f"--block_size {args.block_size} must be >= 2, --blocks {args.blocks} >= 1 and "
@@ -223,6 +223,7 @@ def main(argv=None) -> None:
         resolve_data_dir(args.data_dir)
         artifacts.check_output_dir(args.cache_dir, "--cache_dir")
         check_output(Path(args.output))
+        artifacts.check_output_dir(Path(args.output).parent, f"--output {args.output}: its folder")
         for model in models:
             if not (Path(model) / artifacts.RUN_INFO_NAME).is_file():
                 raise FileNotFoundError(f"{model} has no {artifacts.RUN_INFO_NAME}; pass checkpoints of "

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from transformers import TrainingArguments
 
-from core import artifacts, cli, lora, names
+from core import artifacts, cli, lora
 from modeling_eurobert.tokenizer_settings import configure_tokenizer
 from pretraining import data
 from pretraining.checks import (
@@ -21,6 +21,7 @@ from pretraining.checks import (
     check_run_settings,
     check_sources,
     last_complete_checkpoint,
+    tensorboard_name,
 )
 from pretraining.collator import ObjectiveCollator, build_collator
 from pretraining.inputs import CptStart, cpt_start, select_blocks, training_blocks
@@ -126,7 +127,7 @@ def name_tensorboard_run(trainer: PretrainingTrainer, run_args, training_args: T
     set, still decides."""
     from transformers.integrations import TensorBoardCallback
 
-    name = names.scaled_name(training_args.run_name or Path(training_args.output_dir).name, run_args.scale)
+    name = tensorboard_name(run_args, training_args)
     for callback in trainer.callback_handler.callbacks:
         if isinstance(callback, TensorBoardCallback) and callback.logging_dir is None:
             callback.logging_dir = str(Path(training_args.output_dir) / "runs" / name)

@@ -166,6 +166,10 @@ class PretrainArguments:
         if self.corpus_name is not None and not any(is_hub_id(s.split(":")[0]) for s in self.corpus_source.split(",")):
             raise ValueError(f"corpus_name={self.corpus_name!r} names a config of a Hub dataset, but corpus_source="
                              f"{self.corpus_source!r} is not one; drop corpus_name")
+        for name in LIST_SETTINGS:
+            items = getattr(self, name) or []
+            if twice := sorted({str(item) for item in items if items.count(item) > 1}):
+                raise ValueError(f"{name} {items} names {twice[0]} more than once; give each once")
         if self.cpt:
             self._check_cpt()
         elif changed := [f.name for f in fields(self)
@@ -188,6 +192,23 @@ class PretrainArguments:
         if self.lora and not set(self.lora_target_modules or ["none"]) <= set(lora.TARGET_MODULES):
             raise ValueError(f"lora_target_modules={self.lora_target_modules}: name projections of the EuroBERT "
                              f"layers, some of {list(lora.TARGET_MODULES)}")
+
+
+LIST_SETTINGS = ("decay_branches", "intermediate_steps", "lora_target_modules")  # one comma list or several values
+
+
+def comma_lists(argv: list[str], names=LIST_SETTINGS) -> list[str]:
+    """`argv` with the values of list settings split at commas, the project's list convention (`core.cli`):
+    `--intermediate_steps 5,10` and `--intermediate_steps=5,10` read as `--intermediate_steps 5 10`."""
+    out, listing = [], False
+    for arg in argv:
+        flag, eq, value = arg.partition("=")
+        if arg.startswith("--"):
+            listing = flag[2:].replace("-", "_") in names
+            out += [flag, *[v for v in value.split(",") if v.strip()]] if listing and eq else [arg]
+        else:
+            out += [v for v in arg.split(",") if v.strip()] if listing and "," in arg else [arg]
+    return out
 
 
 def _default(f):
@@ -221,7 +242,7 @@ class RecipeParser(HfArgumentParser):
         """
         import sys
 
-        argv = list(sys.argv[1:] if argv is None else argv)
+        argv = comma_lists(list(sys.argv[1:] if argv is None else argv))
         if "--config" in argv:
             at = argv.index("--config")
             config_path, argv = argv[at + 1], argv[:at] + argv[at + 2 :]

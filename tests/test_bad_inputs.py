@@ -15,6 +15,7 @@ import pytest
 import yaml
 from transformers import TrainingArguments
 
+from core import store
 from core.cli import BadInput
 from core.paths import REPO_ROOT
 from evaluation import run as grid
@@ -46,7 +47,8 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(main, argv, fragment, t
 # does not exist yet (nothing may appear there), {tmp} the test's folder, {file} a plain file in it, {repo} the
 # repository, {model} a tiny saved model (outside {tmp}), {dup_a}/{dup_b} two task YAMLs of one name, {bad_yaml} a
 # YAML syntax error, {escaped} a task named ../../escaped, {dupkey} a task YAML giving `name` twice, {negbudget} one
-# with max_steps -1, {dupcfg} a recipe YAML giving `objective` twice. Each row runs `main(argv)` in-process in {tmp}:
+# with max_steps -1, {dupcfg} a recipe YAML giving `objective` twice, {noid} a results folder whose one result file
+# has no identity. Each row runs `main(argv)` in-process in {tmp}:
 # exit 2, one `error:` line holding the fragment, no traceback, and {tmp} unchanged.
 DEBUG = ["--config", "{repo}/recipes/configs/debug.yaml", "--output_dir", "{out}"]
 GRID = ["--model", "{model}", "--tasks", "sst2", "--lrs", "1e-3", "--seeds", "0", "--output", "{out}"]
@@ -87,6 +89,9 @@ CLI_ROWS = {
         ([*DEBUG, "--decay_branches", "5"], "decay_branches [5] must lie in"),
         ([*DEBUG, "--branch_from", "{tmp}/missing"], "branch_from"),
         ([*DEBUG, "--intermediate_steps", "30"], "intermediate_steps [30] fall outside"),
+        ([*DEBUG, "--intermediate_steps", "5,5"], "intermediate_steps [5, 5] names 5 more than once"),  # a comma list
+        ([*DEBUG, "--run_name", "../../x"], "run_name='../../x' names the TensorBoard folder"),  # logs outside
+        ([*DEBUG, "--scale", "Bad Scale"], "scale 'Bad Scale' must be lower-case words"),  # was after run_config.json
         ([*DEBUG, "--step_divisor", "0"], "step_divisor=0 must be >= 1"),
         ([*DEBUG, "--log_block_order", "maybe"], "--log_block_order"),
         ([*DEBUG, "--compile", "nope"], "compile='nope' is unknown"),
@@ -120,6 +125,8 @@ CLI_ROWS = {
         ([*CPT, "--lora", "true", "--lora_alpha", "0"], "lora_alpha=0.0 > 0"),
         ([*CPT, "--lora", "true", "--lora_dropout", "1.5"], "lora_dropout=1.5 in [0, 1)"),
         ([*CPT, "--lora", "true", "--lora_target_modules", "nope"], "lora_target_modules=['nope']"),
+        ([*CPT, "--lora", "true", "--lora_target_modules", "q_proj,q_proj"],
+         "lora_target_modules ['q_proj', 'q_proj'] names q_proj more than once"),
         ([*CPT, "--lora", "true", "--lora_train_embeddings", "maybe"], "--lora_train_embeddings"),
         ([*CPT, "--objective", "clm"], "CPT is MLM only"),
         ([*CPT, "--lora", "true", "--keep_optimizer_state", "true"], "drop keep_optimizer_state or lora"),
@@ -197,20 +204,29 @@ CLI_ROWS = {
         ([*GRID, "--data_dir", "{tmp}/missing"], "data bundle not found"),
         ([*GRID, "--max_train", "0"], "max_train=0 must be >= 1"),
         ([*GRID, "--max_eval", "0"], "max_eval=0 must be >= 1"),
+        # issue 35: each of these was a traceback after the output folder was created
+        ([*GRID, "--tasks", "squad", "--doc_stride", "500"], "--doc_stride 500 must be below half the QA window"),
+        ([*GRID, "--lrs", "inf"], "--lrs [inf] must be finite and > 0"),
+        ([*GRID, "--seeds=-1"], "--seeds [-1] must be in [0, 2**32)"),
+        ([*GRID, "--output", "{file}"], "--output {file} is a file"),
+        ([*GRID, "--output", "{file}/results"], "is under {file}, which is a file"),
+        ([*GRID, "--tasks", "scifact", "--peft", "lora"], "ir task scifact fine-tunes fully only"),
     ],
     "analysis.report": [
         (["{tmp}/missing"], "missing"),
+        (["{noid}"], "noid/m/sst2/lr1e-05-seed0.json lacks identity"),
         (["{tmp}", "--tokens_per_step", "0", "--parameters", "1e6"], "--tokens_per_step and --parameters go together"),
         (["{tmp}", "--parameters", "1e6"], "--tokens_per_step and --parameters go together"),
         (["{tmp}", "--scale", "Mini Study"], "scale 'Mini Study' must be lower-case words"),
         (["{tmp}", "--embedding_parameters", "5"], "--embedding_parameters is a part of --parameters"),
+        (["{tmp}", "--bracketed_by", "conll2003=0.1"], "give each task once as TASK=LOW,HIGH"),
         (["{tmp}", "--tokens_per_step", "1", "--parameters", "10", "--embedding_parameters", "10"],
          "--embedding_parameters is a part of --parameters"),
     ],
     "analysis.import_encodeval": [
         (["{tmp}/missing", "--output", "{out}"], "is not a directory"),
-        (["{tmp}", "--output", "{out}"], "no EncodEval results under"),
-        (["{tmp}", "--output", "{file}"], "file.txt"),
+        (["{tmp}", "--output", "{out}"], "is outside EncodEval's layout"),
+        (["{repo}/tests/fixtures/encodeval/results", "--output", "{file}"], "file.txt is a file"),
     ],
     "evaluation.identity": [
         (["--migrate", "{tmp}/missing"], "no result files under"),
@@ -286,7 +302,6 @@ EXEMPT = {
                          for f in dataclasses.fields(TrainingArguments) if f.name not in TRAINING_ARGUMENTS_CHECKED},
 }
 EXEMPT["recipes.pretrain"].update({
-    "--scale": "a free label recorded in run_info.json (provenance only); any text is valid",
     "--data_cache_dir": "a file there is H2's row (issue 24 point 6); any folder path is valid",
     **{f"--{name}": "a CPT setting: refused outside CPT (the --keep_optimizer_state and --lora_rank rows), its "
        "values checked in recipes.cpt's rows" for name in CPT_SETTINGS if name not in ("cpt", "keep_optimizer_state",
@@ -385,7 +400,17 @@ def _placeholders(tmp_path, model_dir) -> dict:
             "{repo}": str(REPO_ROOT), "{model}": str(model_dir), "{dup_a}": str(tmp_path / "a" / "task.yaml"),
             "{dup_b}": str(tmp_path / "b" / "task.yaml"), "{bad_yaml}": str(tmp_path / "bad.yaml"),
             "{escaped}": str(tmp_path / "escaped.yaml"), "{dupkey}": str(tmp_path / "dupkey.yaml"),
-            "{negbudget}": str(tmp_path / "negbudget.yaml"), "{dupcfg}": str(tmp_path / "dupcfg.yaml")}
+            "{negbudget}": str(tmp_path / "negbudget.yaml"), "{dupcfg}": str(tmp_path / "dupcfg.yaml"),
+            "{noid}": str(tmp_path / "noid")}
+
+
+def _write_noid(tmp_path) -> None:
+    """{noid}: a results folder whose one result file has no identity (written for the rows that name it only)."""
+    noid = store.result_path(tmp_path / "noid", "m", "sst2", 1e-5, 0)
+    noid.parent.mkdir(parents=True)
+    noid.write_text(json.dumps({"format": store.RESULT_FORMAT, "model": "m", "task": "sst2", "family": "sc",
+                                "lr": 1e-5, "seed": 0, "status": "ok", "main_metric": "accuracy",
+                                "validation": {"accuracy": 0.5}, "test": {"accuracy": 0.5}}))
 
 
 def _listing(folder: Path) -> dict:
@@ -406,6 +431,8 @@ def test_every_cli_refuses_bad_input_in_one_line_before_writing(module, argv, fr
     model_dir = request.getfixturevalue("tiny_model") if any("{model}" in a for a in argv) else tmp_path / "none"
     values = _placeholders(tmp_path, model_dir)
     monkeypatch.chdir(tmp_path)
+    if any("{noid}" in a for a in argv):
+        _write_noid(tmp_path)
     before = _listing(tmp_path)
     argv = [functools.reduce(lambda text, key: text.replace(key, values[key]), values, a) for a in argv]
     with pytest.raises(SystemExit) as refused:
@@ -536,6 +563,77 @@ def test_writer_bad_input_is_one_line_exit_2_and_writes_nothing(index, inputs, t
     err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
     assert len(err) == 1 and fragment in err[0], err
     assert not out.exists() and _tree(inputs["file"].parent, tmp_path) == before
+
+
+def _unwritable_rows():
+    from analysis import report
+    from model_cards import generate, push
+    from modeling_eurobert import convert, export_native
+    from pretraining import heldout
+
+    return [
+        (grid.main, ["--model", "{ckpt}", "--tasks", "sst2", "--lrs", "1e-3", "--seeds", "0", "--output", "{ro}/r"]),
+        (report.main, ["{dir}", "--output", "{ro}/report"]),
+        (heldout.main, ["--model", "{ckpt}", "--tokenizer", "{ckpt}", "--block_size", "16", "--output",
+                        "{ro}/loss.csv"]),
+        (convert.main, ["{ckpt}", "{ro}/converted"]),
+        (export_native.main, ["{ckpt}", "{ro}/native"]),
+        (generate.main, ["{ckpt}", "--output", "{ro}/README.md"]),
+        (push.main, ["{ckpt}", "--repo_id", "org/m", "--dry_run", "{ro}/dry"]),
+    ]
+
+
+@pytest.mark.parametrize("kind", ["read_only", "under_a_file"])
+@pytest.mark.parametrize("index", range(len(_unwritable_rows())), ids=lambda i: _unwritable_rows()[i][0].__module__)
+def test_an_output_that_cannot_be_written_is_one_line_naming_it(index, kind, inputs, tmp_path, capsys, monkeypatch):
+    """Issue 35: a read-only output folder (chmod 0555; as root, where chmod does not bind, a path under a file)
+    gave an OSError traceback in the grid, report, heldout, convert, export_native, generate and push."""
+    import os
+
+    if kind == "read_only" and os.geteuid() == 0:
+        pytest.skip("root writes into a chmod 0555 folder: the under_a_file case covers root")
+    main, argv = _unwritable_rows()[index]
+    monkeypatch.setenv("HF_TOKEN", "")
+    monkeypatch.chdir(tmp_path)
+    ro = tmp_path / "ro"
+    if kind == "read_only":
+        ro.mkdir()
+        ro.chmod(0o555)
+    else:
+        ro.write_text("a user's file\n")
+    values = {**{k: str(v) for k, v in inputs.items()}, "ro": str(ro)}
+    before = _tree(inputs["file"].parent, tmp_path)
+    try:
+        with pytest.raises(BadInput) as refused:
+            main([a.format(**values) for a in argv])
+    finally:
+        ro.chmod(0o755)
+    assert refused.value.code == 2
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and str(ro) in lines[0] and "Traceback" not in err, err
+    assert ("not writable" if kind == "read_only" else "is a file") in lines[0], lines[0]
+    assert _tree(inputs["file"].parent, tmp_path) == before
+
+
+def test_list_settings_take_comma_lists_and_a_model_path_may_hold_a_comma(tmp_path):
+    """The project's list convention (core/cli.py) for pretraining's list settings, and `--model` naming a folder
+    whose name holds a comma (it exists as a whole; NAME=DIR too)."""
+    from core import cli
+    from pretraining.pretrain import make_parser
+
+    debug = ["--config", str(REPO_ROOT / "recipes" / "configs" / "debug.yaml"), "--output_dir", str(tmp_path / "o")]
+    run_args, _ = make_parser().parse_args_and_config([*debug, "--intermediate_steps", "5,10",
+                                                       "--decay_branches=18,20"])
+    assert (run_args.intermediate_steps, run_args.decay_branches) == ([5, 10], [18, 20])
+    cpt = [*debug, "--architecture", "none", "--model_name_or_path", "x", "--switch_step", "none", "--lora", "true"]
+    run_args, _ = make_parser(cpt=True).parse_args_and_config([*cpt, "--lora_target_modules", "q_proj,v_proj"])
+    assert run_args.lora_target_modules == ["q_proj", "v_proj"]
+    (tmp_path / "bs8,lr1e-4").mkdir()
+    comma = str(tmp_path / "bs8,lr1e-4")
+    assert cli.split_paths(f"{comma},org/m") == [comma, "org/m"]
+    assert cli.split_paths(f"a=org/m, b={comma}") == ["a=org/m", f"b={comma}"]
+    assert cli.split_paths(f"{tmp_path}/x,y") == [f"{tmp_path}/x", "y"]  # no such folder: two entries
 
 
 def test_second_study_on_one_output_is_refused_naming_the_lock_and_a_dead_holders_lock_is_taken_over(tmp_path, capsys):

@@ -11,8 +11,10 @@ from safetensors.torch import save_file
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import TrainingArguments
 
-from analysis.report import REPORT_MARK
+from analysis.report import REPORT_MARK, shown_at_scale
+from analysis.statistics import confidence_interval, load_results, summarize
 from core import artifacts, store
+from core.formatting import table_cell
 from core.names import scaled_name
 from model_cards.generate import (
     build_model_card,
@@ -90,36 +92,43 @@ def make_checkpoint(path, name, objective="mlm", mlm_probability=0.4, steps=200,
     return path
 
 
-def write_summary(path, models, rows=None):
-    """summary.csv with one row per (model, task); scores differ per model so rows cannot be mixed up."""
+def write_summary(path, results_dir, scale="toy", rows=(), edits=None):
+    """summary.csv as `analysis.report --scale` writes it from the results in `results_dir`, `rows` appended and
+    `edits` {task: {column: value}} applied to that task's rows (a hand-edited summary)."""
+    computed = shown_at_scale(summarize(load_results(results_dir)), scale)
     with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, artifacts.SUMMARY_COLUMNS, restval="")
+        writer = csv.DictWriter(f, artifacts.SUMMARY_COLUMNS, restval="", extrasaction="ignore")
         writer.writeheader()
-        for m, model in enumerate(models):
-            for t, (task, family, metric) in enumerate(TASKS):
-                mean = 0.5 + 0.1 * m + 0.01 * t
-                writer.writerow({"model": model, "task": task, "family": family, "metric": metric,
-                                 "best_lr": "5e-05", "n_seeds": 3, "mean": mean, "ci_low": mean - 0.02,
-                                 "ci_high": mean + 0.02, "entity_f1": 0.25 if family == "tc" else "", "std": 0.01,
-                                 "n_diverged": t % 2})
-        for row in rows or []:
+        for row in computed:
+            edited = (edits or {}).get(row["task"], {})
+            writer.writerow({**{k: table_cell(row[k]) for k in artifacts.SUMMARY_COLUMNS}, **edited})
+        for row in rows:
             writer.writerow(row)
     return path
 
 
-def write_results(results_dir, checkpoints, tasks=TASKS, source="offline", capped=False):
+def score(m: int, t: int, seed: int) -> float:
+    """The test score `write_results` records for the m-th checkpoint on the t-th task with `seed`: scores differ per
+    model, task and seed, so that rows cannot be mixed up and intervals have a width."""
+    return round(0.55 + 0.1 * m + 0.01 * t + 0.02 * seed, 6)
+
+
+def write_results(results_dir, checkpoints, tasks=TASKS, source="offline", capped=False, seeds=(0, 1), lr=5e-5,
+                  scores=None, validation=0.6):
     """Per-run result files as evaluation.run writes them, each with the identity of its checkpoint's weights
-    (`capped`: the test splits cut by `--max_eval` to the instances kept)."""
-    for model, checkpoint in checkpoints.items():
+    (`capped`: the test splits cut by `--max_eval` to the instances kept; `scores` {(task, seed): test score}
+    instead of `score`'s)."""
+    for m, (model, checkpoint) in enumerate(checkpoints.items()):
         identity = artifacts.checkpoint_identity(checkpoint)
-        for task, family, metric in tasks:
-            for seed in (0, 1):
+        for t, (task, family, metric) in enumerate(tasks):
+            for seed in seeds:
                 diverged = seed == 1 and task == "squad"
                 instances = [] if diverged else INSTANCES[family]
-                scores = {} if diverged else {metric: 0.55, **({"entity_f1": 0.25} if family == "tc" else {})}
-                run = {"format": store.RESULT_FORMAT, "model": model, "task": task, "family": family, "lr": 5e-5,
+                value = (scores or {}).get((task, seed), score(m, t, seed))
+                recorded = {} if diverged else {metric: value, **({"entity_f1": 0.25} if family == "tc" else {})}
+                run = {"format": store.RESULT_FORMAT, "model": model, "task": task, "family": family, "lr": lr,
                        "seed": seed, "status": "diverged" if diverged else "ok", "main_metric": metric,
-                       "validation": scores and {metric: 0.6}, "test": scores,
+                       "validation": recorded and {metric: validation}, "test": recorded,
                        "per_instance": {"validation": instances[:1], "test": instances},
                        "config": {"batch_size": 32, "source": source, "max_length": 128,
                                   "max_eval": len(INSTANCES[family]) if capped else None},
@@ -127,7 +136,7 @@ def write_results(results_dir, checkpoints, tasks=TASKS, source="offline", cappe
                                     "task": {"definition": "d" * 64, "source": source,
                                              "data": {"dev.tsv": "h" * 64, str(results_dir / "x" / "dev.tsv"): "h"}}},
                        "versions": {"transformers": "5.24.0"}, "git_commit": "448d4bc"}
-                out = store.result_path(results_dir, model, task, 5e-5, seed)
+                out = store.result_path(results_dir, model, task, lr, seed)
                 out.parent.mkdir(parents=True, exist_ok=True)
                 out.write_text(json.dumps(run))
     return results_dir
@@ -138,9 +147,9 @@ def write_report(report_dir, checkpoints, results_dir=None, scale="toy"):
     and its marker) and the per-run results behind it: `<report_dir>/results` by default, or `results_dir` (the
     study's layout: study/<study>/report beside study/<study>/results)."""
     report_dir.mkdir(parents=True)
-    write_summary(report_dir / "summary.csv", [scaled_name(n, scale) for n in checkpoints])
-    artifacts.write_json_atomic(report_dir / REPORT_MARK, {"files": ["summary.csv"], "scale": scale})
     write_results(results_dir or report_dir / "results", checkpoints)
+    write_summary(report_dir / "summary.csv", results_dir or report_dir / "results", scale)
+    artifacts.write_json_atomic(report_dir / REPORT_MARK, {"files": ["summary.csv"], "scale": scale})
     return report_dir
 
 
@@ -248,15 +257,16 @@ def toy(name: str) -> str:
 
 @pytest.fixture
 def summary_csv(tmp_path):
-    return write_summary(tmp_path / "summary.csv", [toy(n) for n in FIXTURES])  # the report at --scale toy
+    """A report's summary.csv at --scale toy, of another checkpoint than the test's (results in tmp_path/results)."""
+    ckpt = make_checkpoint(tmp_path / "evaluated" / "610m-mlm40-42k", "610m-mlm40-42k")
+    return write_summary(tmp_path / "summary.csv", write_results(tmp_path / "results", {"610m-mlm40-42k": ckpt}))
 
 
 def evaluated(tmp_path, name, **fields):
     """A checkpoint, the per-run results of its weights and the summary: (checkpoint, summary.csv, results dir)."""
     ckpt = make_checkpoint(tmp_path / "models" / name, name, **fields)
     results = write_results(tmp_path / "results", {name: ckpt})
-    shown = [scaled_name(n, fields.get("scale", "toy")) for n in FIXTURES]  # as the report names them at that scale
-    return ckpt, write_summary(tmp_path / "summary.csv", shown), results
+    return ckpt, write_summary(tmp_path / "summary.csv", results, fields.get("scale", "toy")), results
 
 
 def load(card, tmp_path) -> ModelCard:
@@ -278,24 +288,23 @@ def test_model_card_contents(tmp_path, name):
         "> **Toy-scale reproduction (`toy` scale), not a paper model: 4,192 parameters trained on 102,400 tokens")
     assert describe_name(shown) in text and "a stand-in for FineWeb-Edu" in text
     # Evaluation table: this model's rows only, with 95% CIs and the data of each test score.
-    m = list(FIXTURES).index(name)
-    mean = 0.5 + 0.1 * m
+    mean, (low, high) = 0.56, confidence_interval([score(0, 0, 0), score(0, 0, 1)])
     assert (f"| SC | sst2 | `nyu-mll/glue` (sst2), validation (offline bundle copy); scored: all 2 instances | "
-            f"accuracy | {mean:.4f} | "
-            f"[{mean - 0.02:.4f}, {mean + 0.02:.4f}] |") in text
+            f"accuracy | {mean:.4f} | [{low:.4f}, {high:.4f}] |") in text
     results = loaded.data.eval_results
-    assert [r.dataset_type for r in results] == ["nyu-mll/glue", "hgissbkh/conll2003-en", "hgissbkh/conll2003-en",
-                                                 "rajpurkar/squad", "scifact"]
+    # in the report's order (by task)
+    assert [r.dataset_type for r in results] == ["hgissbkh/conll2003-en", "hgissbkh/conll2003-en", "scifact",
+                                                 "rajpurkar/squad", "nyu-mll/glue"]
     # The split actually used: GLUE's and SQuAD's official validation splits are the test sets.
-    assert [r.dataset_split for r in results] == ["validation", "test", "test", "validation", "test"]
-    assert [r.metric_type for r in results] == ["accuracy", "sentence_macro_f1", "entity_f1", "f1", "ndcg@10"]
-    assert [r.task_type for r in results] == ["text-classification", "token-classification", "token-classification",
-                                             "question-answering", "sentence-similarity"]
-    first = results[0]
+    assert [r.dataset_split for r in results] == ["test", "test", "test", "validation", "validation"]
+    assert [r.metric_type for r in results] == ["sentence_macro_f1", "entity_f1", "ndcg@10", "f1", "accuracy"]
+    assert [r.task_type for r in results] == ["token-classification", "token-classification", "sentence-similarity",
+                                             "question-answering", "text-classification"]
+    first = results[-1]
     assert first.metric_value == pytest.approx(mean) and first.dataset_name == "sst2" and first.dataset_config == "sst2"
     assert first.metric_name == "accuracy"  # the CI is a metric field, not part of the name
-    assert first.metric_args == {"ci95_low": pytest.approx(mean - 0.02), "ci95_high": pytest.approx(mean + 0.02),
-                                 "n_seeds": 3, "learning_rate": 5e-05, "n_test_instances": 2}
+    assert first.metric_args == {"ci95_low": pytest.approx(low, abs=1e-4), "ci95_high": pytest.approx(high, abs=1e-4),
+                                 "n_seeds": 2, "learning_rate": 5e-05, "n_test_instances": 2}
     # Hyperparameters: grouped tables, each setting once, no local path.
     for group in ("**Model**", "**Data**", "**Objective**", "**Optimisation**"):
         assert group in text
@@ -320,7 +329,7 @@ def test_model_card_contents(tmp_path, name):
         assert "is_causal=False" not in text and "export_native" not in text
 
 
-def test_paper_scale_card_has_no_toy_caveats(tmp_path, summary_csv):
+def test_paper_scale_card_has_no_toy_caveats(tmp_path):
     ckpt = make_checkpoint(tmp_path / "c", "610m-mlm40-42k", steps=42000, scale="paper")
     info = json.loads((ckpt / "run_info.json").read_text())
     info["data"]["source"] = "HuggingFaceFW/fineweb-edu"
@@ -333,15 +342,41 @@ def test_paper_scale_card_has_no_toy_caveats(tmp_path, summary_csv):
 
 
 def test_confidence_intervals_stay_in_the_unit_interval(tmp_path):
+    """A t-interval over 2 seeds reaching past 1 (as an older report wrote it) is shown clipped to [0, 1]."""
+    name = "610m-mlm40-42k"
+    ckpt = make_checkpoint(tmp_path / "models" / name, name)
+    results = write_results(tmp_path / "results", {name: ckpt}, scores={("sst2", 0): 0.94, ("sst2", 1): 1.0})
+    summary = write_summary(tmp_path / "wide.csv", results, edits={"sst2": {"ci_high": "1.351"}})
+    card = build_model_card(ckpt, summary, results_dir=results)
+    result, (low, _) = card.data.eval_results[-1], confidence_interval([0.94, 1.0])  # sst2: the report's last task
+    assert result.metric_args["ci95_low"] == round(low, 4) and result.metric_args["ci95_high"] == 1.0
+    assert f"| 0.9700 | [{low:.4f}, 1.0000] |" in card.text
+
+
+def test_a_summary_the_results_do_not_give_is_refused(tmp_path, generate):
+    """S7, S8: a card publishes no number its results do not give: a hand-edited mean beside its own CI, and a
+    stale summary (2 seeds, best LR 5e-05) of results that now hold 3 seeds with another best LR, are refused in
+    one line naming the model and task; the regenerated summary is used."""
     name = "610m-mlm40-42k"
     ckpt, _, results = evaluated(tmp_path, name)
-    wide = {"model": toy(name), "task": "sst2", "family": "sc", "metric": "accuracy", "best_lr": "5e-05", "n_seeds": 2,
-            "mean": 0.97, "ci_low": 0.62, "ci_high": 1.32, "entity_f1": "", "std": 0.04, "n_diverged": 0}
-    summary = write_summary(tmp_path / "wide.csv", [], rows=[wide])
-    card = build_model_card(ckpt, summary, results_dir=results)
-    result = card.data.eval_results[0]
-    assert result.metric_args["ci95_low"] == 0.62 and result.metric_args["ci95_high"] == 1.0
-    assert "| 0.9700 | [0.6200, 1.0000] |" in card.text
+    edited = write_summary(tmp_path / "edited.csv", results, edits={"sst2": {"mean": "0.9938"}})
+    refused(generate, ckpt, edited, results, f"on toy-{name} / sst2: mean 0.9938 (the results give 0.5600):")
+    stale = write_summary(tmp_path / "stale.csv", results)
+    write_results(results, {name: ckpt}, lr=1e-4, seeds=(0, 1, 2), validation=0.7)  # a better LR, 3 seeds
+    refused(generate, ckpt, stale, results, f"on toy-{name} / conll2003: mean", "; n_seeds 2 (the results give 3); "
+            "best_lr 5e-05 (the results give 0.0001): regenerate it")
+    report = write_summary(tmp_path / "summary.csv", results)  # regenerated: used
+    assert generate(ckpt, "--summary", report, "--results", results).returncode == 0
+    with pytest.raises(ValueError, match="stale.csv disagrees with"):
+        build_results_card(results, stale, scale="toy")
+
+
+def refused(generate, ckpt, summary, results, *expected):
+    proc = generate(ckpt, "--summary", summary, "--results", results)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    line = proc.stderr.strip().splitlines()[-1]
+    assert f"{summary} disagrees with {results} " in line and all(e in line for e in expected), line
+    assert not (ckpt / "README.md").exists()
 
 
 def test_run_card_lists_its_step_branches(tmp_path):
@@ -431,7 +466,7 @@ def test_missing_run_info_key_raises(tmp_path):
         build_model_card(ckpt)
 
 
-def test_scores_of_other_weights_are_refused(tmp_path):
+def test_recordedof_other_weights_are_refused(tmp_path):
     name = "610m-mlm40-42k"
     ckpt, summary, results = evaluated(tmp_path, name)
     with pytest.raises(ValueError, match="needs its per-run results folder too"):
@@ -465,7 +500,8 @@ def test_results_card(tmp_path):
     assert [c["config_name"] for c in loaded.data.configs] == ["runs", "predictions", "summary"]
     assert loaded.data.license == "cc-by-sa-4.0"
     assert "16 runs\n(2 diverged) of 2 models on 4 tasks" in loaded.text
-    assert "| toy-610m-clm-42k | IR | scifact | ndcg@10 | 0.6300 | [0.6100, 0.6500] |" in loaded.text
+    low, high = confidence_interval([score(1, 3, 0), score(1, 3, 1)])
+    assert f"| toy-610m-clm-42k | IR | scifact | ndcg@10 | 0.6900 | [{low:.4f}, {high:.4f}] |" in loaded.text
     assert "| sst2 | offline | `nyu-mll/glue` (sst2), validation (offline bundle copy) |" in loaded.text
     assert 'load_dataset("org/results", "predictions", split="train")' in loaded.text
 
@@ -478,7 +514,7 @@ def test_cards_say_how_many_test_instances_were_scored(tmp_path):
     report = write_report(tmp_path / "report", {name: ckpt})
     write_results(report / "results", {name: ckpt}, capped=True)
     card = build_model_card(ckpt, report / "summary.csv", results_dir=report / "results")
-    sst2 = card.data.eval_results[0]
+    sst2 = card.data.eval_results[-1]
     assert sst2.dataset_name == "sst2 (a seeded random 2 of that split (--max_eval 2))"
     assert sst2.metric_args["n_test_instances"] == 2 and "scored: a seeded random 2 of that split" in card.text
     results = build_results_card(report / "results", report / "summary.csv", scale="toy").text

@@ -308,7 +308,7 @@ def test_results_dataset_of_the_study_layout_loads_with_datasets(study, tmp_path
     other = make_checkpoint(tmp_path / "runs" / "610m-clm-42k", "610m-clm-42k", objective="clm", mlm_probability=None)
     write_results(tmp_path / "study" / "results", {RUN: run_dir, "610m-clm-42k": other})
     (tmp_path / "study" / "report").mkdir()
-    write_summary(tmp_path / "study" / "report" / "summary.csv", [RUN, "610m-clm-42k"])
+    write_summary(tmp_path / "study" / "report" / "summary.csv", tmp_path / "study" / "results", scale=None)
     proc = call_main(main, run_dir, "--repo_id", "org/m", "--results", tmp_path / "study" / "report", "--results_dir",
                      tmp_path / "study" / "results", "--dry_run", tmp_path / "dry")  # conftest: HF_HUB_OFFLINE=1
     assert proc.returncode == 0, proc.stderr
@@ -321,7 +321,7 @@ def test_results_dataset_of_the_study_layout_loads_with_datasets(study, tmp_path
     assert runs.features["lr"].dtype == "float64" and runs.features["main_score_test"].dtype == "float64"
     diverged = [r for r in runs if r["status"] == "diverged"]
     assert len(diverged) == 2 and all(r["main_score_test"] is None for r in diverged)
-    sst2 = next(r for r in runs if r["task"] == "sst2")
+    sst2 = next(r for r in runs if (r["task"], r["model"], r["seed"]) == ("sst2", RUN, 0))
     assert (sst2["test_dataset"], sst2["test_split"], sst2["data_source"]) == ("nyu-mll/glue", "validation", "offline")
     assert json.loads(sst2["test_scores"]) == {"accuracy": 0.55} and json.loads(sst2["config"])["batch_size"] == 32
     assert str(tmp_path) not in sst2["identity"] and "<local>/dev.tsv" in sst2["identity"]
