@@ -330,3 +330,21 @@ def test_from_results_refuses_an_edited_score_and_a_copied_result(tmp_path, caps
         err = capsys.readouterr().err.strip().splitlines()
         assert error.value.code == 2 and len(err) == 1 and message in err[0], err
     assert not (tmp_path / "out").exists()
+
+
+def test_the_replicated_horizon_study_can_test_the_gap_on_both_tasks():
+    """horizon-replicated's checkpoints, placed by the findings' own rule: at least two stable-phase checkpoints before
+    SC's crossover interval under both parameter conventions (MNLI's slope), and its last checkpoints past it (the
+    late gap); CoNLL (TC) has no crossover. Its 2-LR grids are declared bracketed."""
+    from analysis import findings
+    from recipes.study import regime
+
+    study = STUDIES["horizon-replicated"]
+    tokens_per_step, parameters, embeddings = regime(study)
+    at = findings.Regime(tokens_per_step, parameters, study.scale, embeddings)
+    checkpoints = [f"610m-clm-42k-pseed0-{step}" for step in study.intermediate_steps] + ["610m-clm-42k-pseed0"]
+    places = [findings.phase(at, name, "sc") for name in checkpoints]
+    assert places.count("before") >= 2 and places[-2:] == ["past", "past"], places
+    assert findings.phase(at, checkpoints[0], "tc") == "no crossover"
+    assert len(study.trained_names()) == 6 and set(study.bracketed_by) == set(study.tasks)
+    assert all(len(study.lrs_of(task)) == 2 for task in study.tasks)
