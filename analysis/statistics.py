@@ -34,7 +34,7 @@ def model_kind(name: str) -> str:
     """How the report groups a model: its grammar kind (single, pfs, cpt), "intermediate" or "other" (a BERT, a
     local run: outside the grammar of `core.names`)."""
     p = names.try_parse_name(name)
-    return "other" if p is None else "intermediate" if p.step is not None else p.kind
+    return "other" if p is None else "intermediate" if p.paper_step is not None else p.kind
 
 
 @functools.lru_cache(maxsize=None)  # called per record by every lookup (`best_runs`): a few names, parsed once
@@ -388,8 +388,8 @@ def model_order(name: str):
     p = names.try_parse_name(name)
     if p is None:
         return (KIND_ORDER["other"], "", "", 0, 0, 0, name)
-    return (KIND_ORDER[model_kind(name)], p.size, p.run_name if p.step is not None else "", p.ratio or 0,
-            p.step or 0, p.total_steps, name)
+    return (KIND_ORDER[model_kind(name)], p.size, p.run_name if p.paper_step is not None else "", p.ratio or 0,
+            p.paper_step or 0, p.total_steps, name)
 
 
 

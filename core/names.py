@@ -69,11 +69,6 @@ class ModelName:
     pretrain_seed: int | None = None
 
     @property
-    def step(self) -> int | None:
-        """`paper_step` under its old name, kept only for analysis/statistics.py until it reads `paper_step`."""
-        return self.paper_step
-
-    @property
     def replicate_group(self) -> str:
         """The name without its `-pseed<k>` part: what the replicates of one model (its pretraining runs) share."""
         return self.name if self.pretrain_seed is None else self.name.replace(f"-pseed{self.pretrain_seed}", "", 1)

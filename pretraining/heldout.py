@@ -178,13 +178,15 @@ def plot(rows: list[dict], path: str | Path, scale: str | None = None) -> Path |
               (f"off-objective losses{at}", [(run, loss) for run in runs for loss in ("clm", "mlm")
                                              if loss not in trained_on(run)])]
     panels = [(title, lines) for title, lines in panels if lines]
+    cpt = any(int(r.get("tokens_before_cpt") or 0) > 0 for r in rows)  # the x label names a CPT base only with one
+    xlabel = "pretraining tokens seen (millions" + ("; a CPT base's included)" if cpt else ")")
     fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.2), squeeze=False)
     for ax, (title, lines) in zip(axes[0], panels):
         for run, loss in lines:
             points = sorted((int(r["tokens_seen"]) / 1e6, float(r[f"{loss}_loss"])) for r in rows if r["model"] == run)
             ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", color=colours.of(shown(run)),
                     linestyle="-" if loss == "clm" else "-.", label=shown(run))
-        ax.set_xlabel("pretraining tokens seen (millions; a CPT base's included)")
+        ax.set_xlabel(xlabel)
         ax.set_ylabel("held-out loss (nats/token)")
         ax.set_title(title, fontsize=9)
         ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), frameon=False, ncol=1)

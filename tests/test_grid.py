@@ -309,7 +309,7 @@ def test_a_failing_worker_fails_the_grid_with_its_log(models, data_dir, tmp_path
     the end of the worker's log, no result written."""
     result = call_main(run.main, "--model", models["eurobert"], "--tasks", "squad", "--lrs", "1e-3", "--seeds", "0,1",
                        "--workers", "2", "--output", tmp_path, "--data_dir", data_dir,
-                       *[f"--{k}={v}" for k, v in SMOKE.items()], "--qa_max_length", "8", "--doc_stride", "4")
+                       *[f"--{k}={v}" for k, v in SMOKE.items()], "--qa_max_length", "8", "--doc_stride", "3")
     assert result.returncode == 1, result.stderr[-3000:]
     assert re.search(r"error: worker \d of 2 failed \(exit status 1\); the grid stopped", result.stderr)
     assert "Truncation error" in result.stderr  # the worker's own traceback, from its log
