@@ -387,11 +387,33 @@ def build_packed_dataset(
     tokenizer_key = tokenizer_hash(tokenizer)
     packed_key = _hash(tokenizer_key, corpus._fingerprint, block_size, data_seed, PACKING_VERSION)
     packed_path = cache_dir / f"packed-{packed_key}.arrow"
-    if not packed_path.exists():
+    blocks = _read_packed_cache(packed_path)
+    if blocks is None:
         tokenized = tokenize_corpus(tokenizer, corpus, cache_dir, num_proc, tokenizer_key)
         _write_packed_blocks(tokenized, block_size, data_seed, packed_path)
-    blocks = datasets.Dataset.from_file(str(packed_path))
+        blocks = datasets.Dataset.from_file(str(packed_path))
     return blocks.with_format("numpy")
+
+
+_ARROW_END_OF_STREAM = b"\xff\xff\xff\xff\x00\x00\x00\x00"  # the last 8 bytes of a finished Arrow stream
+
+
+def _read_packed_cache(path: Path) -> datasets.Dataset | None:
+    """The packed blocks cached at `path`, or None when there are none to reuse: absent, or unreadable (a copy cut
+    short, a full disk), which is then removed so that it is written again. A finished stream ends with Arrow's
+    end-of-stream mark, so a file cut at a record-batch boundary (readable, but short of blocks) is caught too."""
+    if not path.exists():
+        return None
+    try:
+        with open(path, "rb") as file:
+            file.seek(max(0, path.stat().st_size - len(_ARROW_END_OF_STREAM)))
+            if file.read() != _ARROW_END_OF_STREAM:
+                raise ValueError("it does not end with the Arrow end-of-stream mark")
+        return datasets.Dataset.from_file(str(path))
+    except (OSError, ValueError, pa.ArrowException) as error:  # pa.ArrowInvalid is a ValueError
+        logger.warning("packed data cache %s is unreadable (%s): removing it and packing again", path, error)
+        path.unlink(missing_ok=True)
+        return None
 
 
 def _check_packing_args(tokenizer, corpus, block_size, data_seed, num_proc) -> None:

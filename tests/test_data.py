@@ -234,6 +234,21 @@ def test_a_rebuild_removes_what_its_killed_writer_left(tokenizer, corpus, tmp_pa
     assert not staging.exists() and (tmp_path / "toy-tokenizer" / "tokenizer.json").is_file()
 
 
+@pytest.mark.parametrize("cut", ["half", "all", "end mark"])
+def test_a_truncated_packed_cache_is_rebuilt(tokenizer, corpus, tmp_path, cut):
+    small = corpus.select(range(40))
+    first = build_packed_dataset(tokenizer, small, BLOCK_SIZE, data_seed=0, cache_dir=tmp_path)
+    packed = Path(first.cache_files[0]["filename"])
+    expected = first[:]["input_ids"]
+    del first
+    data = packed.read_bytes()
+    keep = {"half": len(data) // 2, "all": 0, "end mark": len(data) - 8}[cut]  # "end mark": readable, but cut
+    packed.write_bytes(data[:keep])  # a copy cut short (full disk, interrupted sync)
+    again = build_packed_dataset(tokenizer, small, BLOCK_SIZE, data_seed=0, cache_dir=tmp_path)
+    assert packed.stat().st_size == len(data)
+    np.testing.assert_array_equal(again[:]["input_ids"], expected)
+
+
 # ----------------------------------------------------------------------------------------------------------- collator
 def test_clm_and_mlm_see_the_same_blocks_in_the_same_order(tokenizer, blocks):
     subset = blocks.select(range(96))
