@@ -140,13 +140,40 @@ def _config_diff(stored: dict, current: dict, ignore: set[str] = frozenset(),
 
 
 def _read_run_config(path: Path) -> dict:
-    stored = artifacts.read_json(path, "run config")
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(_unreadable_run_config(path, error)) from None
     if stored.get("format") != RUN_CONFIG_FORMAT:
         raise ValueError(f"{path} was written by another version of the recipes (format {stored.get('format', 1)}, "
                          f"now {RUN_CONFIG_FORMAT}), whose settings a resume cannot compare: resume it with the commit "
                          "that wrote it (run_info.json's git_commit) or use a new output_dir")
     return stored
 
+
+
+def _unreadable_run_config(path: Path, error: Exception) -> str:
+    """How to continue a run whose `run_config.json` is corrupt without losing its checkpoints: deleting it would make
+    the output_dir someone else's (refused), but every saved model's run_info.json holds the same settings."""
+    run_dir = path.parent
+    copies = []
+    for info_path in [run_dir / artifacts.RUN_INFO_NAME, *run_dir.glob(f"{PREFIX_CHECKPOINT_DIR}-*/run_info.json"),
+                      *run_dir.glob(f"{artifacts.INTERMEDIATE_DIR}/step-*/run_info.json")]:
+        try:
+            info = json.loads(info_path.read_text(encoding="utf-8"))
+            if isinstance(info.get("run_config"), dict) and info["run_config"].get("format") == RUN_CONFIG_FORMAT:
+                copies.append((int(info.get("steps") or 0), str(info_path)))
+        except (OSError, ValueError, AttributeError, TypeError):
+            continue
+    problem = f"{path} is not valid JSON ({error}); it is corrupt or truncated"
+    if not copies:
+        return (f"{problem}, and no run_info.json in {run_dir} holds a copy: move {run_dir} aside or pass a new "
+                "--output_dir")
+    copy = max(copies)[1]
+    return (f"{problem}. Do not delete it (without it {run_dir} is refused and its checkpoints are stranded): "
+            f"restore it from the copy in {copy} (the same settings) with python -c \"import json, sys; "
+            "json.dump(json.load(open(sys.argv[1]))['run_config'], open(sys.argv[2], 'w'), indent=2)\" "
+            f"{copy} {path}, then rerun; or pass a new --output_dir")
 
 # What a Trainer checkpoint must hold to continue exactly, as (what, any of these names): one process saves
 # optimizer.pt and rng_state.pth, several rng_state_<rank>.pth, FSDP optimizer.bin and pytorch_model_fsdp.bin, a LoRA

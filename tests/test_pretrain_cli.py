@@ -91,6 +91,7 @@ def _write(path, text):
 @pytest.mark.parametrize("case", [
     "unknown_yaml_key", "yaml_list", "scalar_for_list", "missing_tokenizer", "missing_base", "blank_corpus",
     "truncated_weights", "bad_resume_checkpoint", "output_is_base", "foreign_output_dir", "other_tokenizer",
+    "truncated_run_config",
 ])
 def test_bad_input_is_one_line_and_writes_nothing(case, base, tmp_path, cache_dir, capsys):
     out = tmp_path / "out"
@@ -143,10 +144,29 @@ def test_bad_input_is_one_line_and_writes_nothing(case, base, tmp_path, cache_di
         script = "recipes.cpt"
         argv += ["--architecture", "null", "--model_name_or_path", base, "--tokenizer_name_or_path", other]
         expect = ["differs from the base model's own"]
+    elif case == "truncated_run_config":  # the advice must keep the checkpoints (not "delete it")
+        shutil.copytree(base, out)
+        (out / "run_config.json").write_text((out / "run_config.json").read_text()[:40])
+        expect = [str(out / "run_config.json"), "not valid JSON", "Do not delete it",
+                  str(out / "run_info.json"), "or pass a new --output_dir"]
     before = sorted(p.name for p in out.iterdir()) if out.exists() else None
     result = run_cli(script, *argv, capsys=capsys)
     assert_one_line_error(result, *expect)
     assert (sorted(p.name for p in out.iterdir()) if out.exists() else None) == before  # nothing written
+
+
+def test_the_advice_for_a_truncated_run_config_restores_it(base, tmp_path):
+    """The command the one-line error gives writes back the very settings the run recorded."""
+    out = tmp_path / "out"
+    shutil.copytree(base, out)
+    config = out / "run_config.json"
+    original = json.loads(config.read_text())
+    config.write_text(config.read_text()[:40])
+    with pytest.raises(ValueError) as refused:
+        checks._read_run_config(config)
+    command = str(refused.value).split(" with python -c ")[1].split(", then rerun")[0]
+    subprocess.run(f"{sys.executable} -c {command}", shell=True, check=True, cwd=tmp_path)
+    assert checks._read_run_config(config) == original
 
 
 def test_rerunning_a_finished_run_says_so_and_changes_nothing(base, cache_dir, capsys):
