@@ -165,7 +165,9 @@ def sliding_window(source: PreTrainedConfig) -> int | None:
 
 
 def check_source_files(source_dir: Path) -> None:
-    """Raise when the weights or the tokenizer are missing (before anything is loaded)."""
+    """Raise when the weights or the tokenizer are missing or a JSON file of the source (tokenizer.json, config.json,
+    ...) is corrupt, naming the file in one line (before anything is loaded)."""
+    artifacts.check_json_files(source_dir)
     if not any(any(source_dir.glob(pattern)) for pattern in WEIGHT_PATTERNS):
         raise ConversionError(f"missing weights in {source_dir}: no *.safetensors or pytorch_model*.bin")
     if not any((source_dir / name).is_file() for name in artifacts.TOKENIZER_FILES):

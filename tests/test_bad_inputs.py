@@ -476,7 +476,8 @@ def test_every_command_line_of_the_project_has_a_table():
 # Writers, models and plans (issue 24, points 4-6): placeholders name prepared inputs (the `inputs` fixture): {file}
 # an existing file, {dir} an existing empty folder, {ckpt} a complete small checkpoint, {trunc} one whose
 # model.safetensors is truncated ({trunc_llama}: a Llama one), {badtok} / {badcfg} one whose tokenizer.json /
-# config.json is corrupt, {badyaml} a recipe YAML that is not UTF-8. Nothing under the test's folders may change.
+# config.json is corrupt ({badtok_llama}: a Llama one with a corrupt tokenizer.json), {badyaml} a recipe YAML that is
+# not UTF-8. Nothing under the test's folders may change.
 # ------------------------------------------------------------------------------------------------------------------
 def _writer_rows():
     from evaluation import inspect
@@ -499,6 +500,8 @@ def _writer_rows():
         (push.main, ["{trunc}", "--repo_id", "org/m", "--dry_run", "{out}"], "truncated or corrupt"),
         (export_native.main, ["{trunc}", "{out}"], "truncated or corrupt"),
         (convert.main, ["{trunc_llama}", "{out}"], "truncated or corrupt"),
+        (convert.main, ["{badtok_llama}", "{out}"], "badtok_llama/tokenizer.json is not valid JSON"),
+        (convert.main, ["{badcfg}", "{out}"], "badcfg/config.json is not valid JSON"),
         (plan.main, [], "python -m recipes.study paper"),
         (launch.main, [], "python -m recipes.study paper"),
         (pretrain.main, [*debug, "--output_dir", "{out}", "--block_size", "0"], "block_size"),
@@ -540,6 +543,8 @@ def inputs(tmp_path_factory):
     (paths["trunc_llama"] / "config.json").write_text(llama.to_json_string())
     (paths["badtok"] / "tokenizer.json").write_text('{"version": "1.0", "trunc')
     (paths["badcfg"] / "config.json").write_text('{"model_type": ')
+    paths["badtok_llama"] = shutil.copytree(paths["badtok"], root / "badtok_llama")
+    (paths["badtok_llama"] / "config.json").write_text(llama.to_json_string())
     paths["badyaml"] = root / "bad.yaml"
     paths["badyaml"].write_bytes(b"objective: mlm\nname: \xff\xfe\n")
     return paths
