@@ -58,10 +58,24 @@ def tensorboard_name(run_args: PretrainArguments, training_args: TrainingArgumen
         raise ValueError(f"scale / run_name (the TensorBoard folder): {error}") from None
 
 
+def check_tensorboard_dir(training_args: TrainingArguments) -> None:
+    """TENSORBOARD_LOGGING_DIR (where transformers' TensorBoard callback logs when it is set) can be a folder: a plain
+    file there would otherwise fail in the middle of the trainer's setup, after the run started."""
+    logging_dir = os.environ.get("TENSORBOARD_LOGGING_DIR")
+    if not logging_dir or "tensorboard" not in (training_args.report_to or []):
+        return
+    try:
+        artifacts.check_output_dir(logging_dir, "TENSORBOARD_LOGGING_DIR")
+    except ValueError as error:
+        raise ValueError(f"{error} (or unset TENSORBOARD_LOGGING_DIR to log under output_dir/runs, or pass "
+                         "--report_to none)") from None
+
+
 def check_run_settings(run_args: PretrainArguments, training_args: TrainingArguments) -> None:
     """Refuse contradictory settings before any file is written (one-line errors)."""
     artifacts.check_output_dir(training_args.output_dir, "output_dir")
     tensorboard_name(run_args, training_args)
+    check_tensorboard_dir(training_args)
     check_data_settings(run_args)
     total = training_args.max_steps
     if total is None or total <= 0:

@@ -91,9 +91,9 @@ def _write(path, text):
 @pytest.mark.parametrize("case", [
     "unknown_yaml_key", "yaml_list", "scalar_for_list", "missing_tokenizer", "missing_base", "blank_corpus",
     "truncated_weights", "bad_resume_checkpoint", "output_is_base", "foreign_output_dir", "other_tokenizer",
-    "truncated_run_config",
+    "truncated_run_config", "tensorboard_dir_is_file",
 ])
-def test_bad_input_is_one_line_and_writes_nothing(case, base, tmp_path, cache_dir, capsys):
+def test_bad_input_is_one_line_and_writes_nothing(case, base, tmp_path, cache_dir, capsys, monkeypatch):
     out = tmp_path / "out"
     script, argv, expect = "recipes.pretrain", small(out, cache_dir), []
     if case == "unknown_yaml_key":
@@ -149,6 +149,11 @@ def test_bad_input_is_one_line_and_writes_nothing(case, base, tmp_path, cache_di
         (out / "run_config.json").write_text((out / "run_config.json").read_text()[:40])
         expect = [str(out / "run_config.json"), "not valid JSON", "Do not delete it",
                   str(out / "run_info.json"), "or pass a new --output_dir"]
+    elif case == "tensorboard_dir_is_file":
+        logs = _write(tmp_path / "tb-logs", "a user's file\n")
+        monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(logs))
+        argv += ["--report_to", "tensorboard"]
+        expect = [f"TENSORBOARD_LOGGING_DIR {logs} is a file", "unset TENSORBOARD_LOGGING_DIR"]
     before = sorted(p.name for p in out.iterdir()) if out.exists() else None
     result = run_cli(script, *argv, capsys=capsys)
     assert_one_line_error(result, *expect)
