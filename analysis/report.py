@@ -326,13 +326,29 @@ def check_output(output: Path) -> None:
 
 
 def clear_earlier_report(output: Path) -> set[str]:
-    """Remove what an earlier report wrote here (no stale findings or figure survives); return what is left."""
+    """Remove what an earlier report wrote here (no stale findings or figure survives); return what is left.
+
+    A report killed mid-write left its marker in the "writing" state (`start_report`): then every plain file but those
+    it found there (`kept`) is its own, and removed."""
     mark = output / REPORT_MARK
     if mark.is_file():
-        for name in artifacts.read_json(mark, "report marker")["files"]:
-            (output / Path(name).name).unlink(missing_ok=True)
+        earlier = artifacts.read_json(mark, "report marker")
+        if earlier.get("writing"):
+            kept = set(earlier.get("kept", []))
+            names = [p.name for p in output.iterdir() if p.is_file() and p.name not in kept and p != mark]
+        else:
+            names = [Path(name).name for name in earlier["files"]]
+        for name in names:
+            (output / name).unlink(missing_ok=True)
         mark.unlink()
     return {p.name for p in output.iterdir()}
+
+
+def start_report(output: Path, before: set[str], scale: str | None) -> None:
+    """Mark `output` as a report being written, before its first file: a run killed mid-write can be rerun into the
+    same folder (`check_output` accepts it, `clear_earlier_report` replaces what it left)."""
+    artifacts.write_json_atomic(output / REPORT_MARK, {"files": [], "scale": scale, "writing": True,
+                                                        "kept": sorted(before)})
 
 
 def main(argv=None) -> Path:
@@ -388,6 +404,7 @@ def main(argv=None) -> Path:
         if args.parameters else findings.Regime(scale=args.scale, bracketed_by=brackets)
     output.mkdir(parents=True, exist_ok=True)
     before = clear_earlier_report(output)
+    start_report(output, before, args.scale)
     comparisons = compare(records, rows, *pair) if pair else []
     tested = findings.comparisons(records, rows, regime)
     gap = findings.gap_over_pretraining(records, rows, regime)
@@ -403,7 +420,7 @@ def main(argv=None) -> Path:
         artifacts.write_text_atomic(output / "findings.csv", buffer.getvalue())
     figures.plot_all(rows, output, regime.tokens_per_step if args.parameters else None)
     figures.plot_gap(gap, [r for r in tested if r["finding"] == "data_efficiency"], output)
-    written = sorted({p.name for p in output.iterdir()} - before)
+    written = sorted({p.name for p in output.iterdir()} - before - {REPORT_MARK})
     artifacts.write_json_atomic(output / REPORT_MARK, {"files": written, "scale": args.scale})
     print(f"report written to {output}")
     return output

@@ -437,6 +437,26 @@ def test_report_never_replaces_files_it_did_not_write_and_leaves_nothing_stale(r
     assert not (out / "findings.csv").exists() and "bert-tiny" in (out / "summary.md").read_text()
 
 
+def test_a_report_killed_mid_write_can_be_rerun_into_its_folder(results, tmp_path, monkeypatch):
+    """A run killed after summary.md (no figures yet) left a partial report: the rerun recognises it as its own and
+    replaces it, keeping a file that was there before it. A killed first run into a new folder leaves the same."""
+    out = tmp_path / "report"
+    report.main([str(results), "--output", str(out)])  # an earlier, complete report
+    (out / "notes.txt").write_text("kept")  # added to its folder since: not the report's own
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt  # the kill, after the tables were written
+
+    with monkeypatch.context() as patched:
+        patched.setattr(report.figures, "plot_all", killed)
+        with pytest.raises(KeyboardInterrupt):
+            report.main([str(results), "--output", str(out)])
+    assert (out / "summary.md").is_file() and not any(out.glob("*.png"))
+    (out / "stray.png").write_text("a figure of the killed run")
+    report.main([str(results), "--output", str(out)])
+    assert (out / "notes.txt").read_text() == "kept" and not (out / "stray.png").exists()
+    assert any(out.glob("*.png")) and "writing" not in (out / report.REPORT_MARK).read_text()
+
 def test_gap_over_pretraining_is_one_slope_test_and_its_figure(tmp_path, monkeypatch):
     """Known curves at paper scale (tokens per parameter 3.9, 7.8, 15.5 before the SC crossover interval, then the
     decayed final at 163): on sst2 the gap falls by about 0.1 per doubling, on mrpc CLM leads by a steady margin.
