@@ -21,10 +21,10 @@ reads both alike:
   `identity` {"imported": "encodeval"}: it carries no model files and no protocol identity (the harness recorded
   neither), so it never joins a run of this project in one summary row.
 
-A run of the paper's grid (`LRS` x `SEEDS`) absent from the tree, for a model and a dataset the tree has, is listed
-in `<output>/missing_runs.csv` and counted on stdout, never filled; the report shows the counts. `--models` and
-`--datasets` import a part (the whole tree reports at once: `analysis.statistics.load_results` keeps about 8 bytes
-per test instance; docs/benchmarks.md). A malformed or
+A run of the paper's grid (`core.paper_grid`: `PAPER_LRS` x `PAPER_SEEDS`) absent from the tree, for a model and a
+dataset the tree has, is listed in `<output>/missing_runs.csv` and counted on stdout, never filled; the report shows
+the counts. `--models` and `--datasets` import a part (the whole tree reports at once:
+`analysis.statistics.load_results` keeps about 8 bytes per test instance; docs/benchmarks.md). A malformed or
 partial tree (a file that is not such JSON, a run folder without its file, a folder outside the layout) is refused
 in one line naming the path, before anything is written.
 """
@@ -40,12 +40,11 @@ import re
 from pathlib import Path
 
 from core import artifacts, cli, names, store
+from core.paper_grid import PAPER_LRS, PAPER_SEEDS
 
 FAMILIES = {"SC": "sc", "TC": "tc", "QA": "qa", "IR": "ir"}  # EncodEval's task folders -> this project's families
 METRICS = {"sc": "accuracy", "tc": "sentence_macro_f1", "qa": "f1", "ir": "ndcg@10"}  # what EncodEval's score is
 TASKS = {"mnli_m": "mnli", "conll2003_en": "conll2003", "uner_en": "uner", "mldr_en": "mldr"}  # same task, our name
-LRS = (1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4)  # the paper's grid (EncodEval's configs)
-SEEDS = range(5)
 RUN_DIR = re.compile(r"^(?:(?P<train>.+)_)?lr(?P<lr>\d+(?:\.\d+)?e[-+]?\d+)_sd(?P<seed>\d+)$")
 RESULT_NAME = "results.json"
 IDENTITY = {"imported": "encodeval"}  # no protocol identity: the harness recorded none
@@ -131,7 +130,7 @@ def read_tree(results: Path, models: set[str] | None = None, datasets: set[str] 
     done = {(r["model"], r["task"], r["lr"], r["seed"]) for r in runs}
     found = sorted({r["model"] for r in runs}, key=lambda m: (names.try_parse_name(m) is None, m))
     missing = [{"model": m, "task": task, "lr": lr, "seed": seed, "expected": "the paper's grid"}
-               for m in found for task in sorted(tasks) for lr in LRS for seed in SEEDS
+               for m in found for task in sorted(tasks) for lr in PAPER_LRS for seed in PAPER_SEEDS
                if (m, task, lr, seed) not in done]
     return runs, missing
 
@@ -189,7 +188,7 @@ def main(argv=None) -> Path:
     if outside:
         print(f"outside the paper's name grammar (reported as other encoders): {', '.join(outside)}")
     counts = collections.Counter((row["model"], row["task"]) for row in missing)
-    print(f"missing: {len(missing)} runs of the paper's grid ({len(LRS)} LRs x {len(SEEDS)} seeds) in "
+    print(f"missing: {len(missing)} runs of the paper's grid ({len(PAPER_LRS)} LRs x {len(PAPER_SEEDS)} seeds) in "
           f"{len(counts)} model x task cells, listed in {output / MISSING_RUNS}")
     for (model, task), n in sorted(counts.items()):
         print(f"  {model} {task}: {n} missing")

@@ -27,8 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from analysis import import_encodeval
-from core import names
+from core import names, paper_grid
 
 ROOT = Path(__file__).resolve().parents[1]
 # finals: single objectives at 3 sizes and 5 masking ratios, the 610m budgets, PFS splits, CPT from both bases (the
@@ -59,8 +58,8 @@ def generate(root: Path, scale: float, models: list[str], datasets: list[str], s
             folder, size = DATASETS[dataset]
             n = max(8, round(size * scale))
             level = 0.55 + 0.3 * rng.random() + 0.002 * i
-            for j, lr in enumerate(import_encodeval.LRS):
-                for sd in import_encodeval.SEEDS:
+            for j, lr in enumerate(paper_grid.PAPER_LRS):
+                for sd in paper_grid.PAPER_SEEDS:
                     mean = level - 0.04 * abs(j - 2.5) + 0.01 * rng.standard_normal()
                     run = {}
                     for split, count in (("validation", max(8, n // 4)), ("test", n)):

@@ -61,6 +61,15 @@ def pretrain_seed(model: str) -> int | None:
     return parsed.pretrain_seed if parsed else None
 
 
+def filed_path(record) -> Path | None:
+    """Where a result record belongs under a results directory (`<model>/<task>/lr<lr>-seed<seed>.json`, from what
+    it records), None when it does not record its model, task, lr and seed: what tells a result from a copy."""
+    try:
+        return result_path("", record["model"], record["task"], float(record["lr"]), int(record["seed"]))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
 def read_result(path: str | os.PathLike) -> dict:
     """A result file (format 2 or 3; `pretrain_seed` None when it has none), refused in one line when corrupt, of
     another format, or filed where its content does not say (a copy or a backup never counts as a result)."""
@@ -69,10 +78,8 @@ def read_result(path: str | os.PathLike) -> dict:
         found = record.get("format", 1) if isinstance(record, dict) else "unknown"
         raise ValueError(f"result file {path} has format {found}, this version reads {READ_FORMATS}: re-run its grid "
                          "with `python -m evaluation.run ... --rerun_changed` to replace it")
-    try:
-        filed = result_path("", record["model"], record["task"], float(record["lr"]), int(record["seed"]))
-    except (KeyError, TypeError, ValueError):
-        raise ValueError(f"result file {path} does not record its model, task, lr and seed") from None
+    if (filed := filed_path(record)) is None:
+        raise ValueError(f"result file {path} does not record its model, task, lr and seed")
     if Path(path).parts[-3:] != filed.parts:
         raise ValueError(f"result file {path} records {filed}: a copy or a moved file is not a result; move it out of "
                          "the results directory")

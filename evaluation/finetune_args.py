@@ -21,11 +21,6 @@ IR_CORPORA = ("pooled", "judged", "full")
 PAIR_ENCODINGS = ("joined", "segments")  # SC sentence pairs: the template's one text, or two segments
 IR_POOLINGS = ("mean", "cls", "last")
 PEFT_CHOICES = ("none", "lora")
-# The paper's evaluation grid: its 12 tasks (registry names), 6 learning rates, 5 seeds.
-PAPER_TASKS = ("sst2", "mnli", "qqp", "conll2003", "ontonotes", "uner", "squad", "squad_v2", "record", "msmarco", "nq",
-               "mldr")
-PAPER_LRS = (1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4)
-PAPER_SEEDS = (0, 1, 2, 3, 4)
 
 
 @dataclass

@@ -498,9 +498,10 @@ def read_archive_marker(archive: Path) -> dict:
 def _check_archived_result(where: str, name: str, record) -> None:
     from evaluation import metrics
 
-    if not isinstance(record, dict) or not all(k in record for k in ("model", "task", "lr", "seed", "family")):
+    filed = store.filed_path(record) if isinstance(record, dict) and "family" in record else None
+    if filed is None:
         raise ValueError(f"{where} is not a result file (no model, task, lr, seed and family)")
-    own = "results/" + store.result_path("", record["model"], record["task"], record["lr"], record["seed"]).as_posix()
+    own = f"results/{filed.as_posix()}"
     if name != own:
         raise ValueError(f"{where} holds the result of {own} (its model, task, lr and seed): a copy or a renamed file "
                          "would count as one more run; remove it from the archive")

@@ -15,7 +15,8 @@ from seqeval.metrics.sequence_labeling import get_entities
 from seqeval.scheme import IOB2, Entities
 
 import evaluation.tasks as tasks_module
-from evaluation import finetune_args, identity, readers
+from core import paper_grid
+from evaluation import identity, readers
 from evaluation.tasks import (
     FORMATS,
     HubSource,
@@ -31,7 +32,7 @@ OFFLINE_TASKS = ["sst2", "mnli", "qqp", "mrpc", "conll2003", "wikiann", "uner", 
                  "squad_pairs"]
 HUB_ONLY = {"ontonotes": "wikiann", "record": "squad", "msmarco": "squad_pairs", "nq": "squad_pairs",
             "mldr": "squad_pairs"}
-PAPER_TASKS = list(finetune_args.PAPER_TASKS)
+PAPER_TASKS = list(paper_grid.PAPER_TASKS)
 
 
 def _one_line_error(excinfo) -> str:
