@@ -5,7 +5,9 @@ A result file `<output>/<model>/<task>/lr<lr>-seed<seed>.json` records the ident
 - `model`: its config (content hash) and every weights, tokenizer and remote-code `*.py` file (size and sha256),
   hashed once per model and process (a 1B-parameter checkpoint takes seconds), never per run;
 - `task`: its definition (the task YAML minus free text) and the sha256 of every local data file it reads;
-- `protocol`: every fine-tuning setting that can change a score (steps, batch, lengths, subsets, precision...).
+- `protocol`: every fine-tuning setting that can change a score (steps, batch, lengths, subsets, precision...)
+  of the task's family: a setting only other families read (`--ir_pooling`, `--doc_stride` for an SC task:
+  `core.store.SETTING_FAMILIES`) is left out, and left out of comparisons with results that recorded it.
 - `scoring`: the declared versions of the code that fine-tunes and scores, {"protocol": PROTOCOL_VERSION,
   <family>: SCORING_VERSIONS[family]} (`scoring_identity`). A refactor, a docstring or a comment leaves them (and
   every stored result) as they are; a change that moves a family's per-instance outputs or scores fails that
@@ -13,7 +15,8 @@ A result file `<output>/<model>/<task>/lr<lr>-seed<seed>.json` records the ident
   (`GOLDEN_UPDATE=1 python -m pytest tests/test_scoring.py`). Library versions and the git commit are recorded,
   not compared;
 - `inputs`: what the protocol resolves to on this model (`model_inputs.resolve_inputs`): the input length cap
-  (round(0.99 * min(positions, 2048)) unless --max_length), the QA window and stride, the attention used.
+  (round(0.99 * min(positions, 2048)) unless --max_length), the QA window and stride, the attention used (each
+  for the families that read it, as `protocol`).
 
 How the grid runs (`--workers`, `--save_models`) is not part of it: neither changes a score. `ir_training_key` says
 which retrieval tasks train the same model, so the grid trains it once for all of them.

@@ -20,8 +20,10 @@ unreadable weights, label set mismatch, empty grid, a --save_models entry outsid
 fine-tuning and scoring code), the predictions, the library versions and the git commit (`core.store.new_result`). A
 finished run with the same identity is skipped; one with another identity is refused, naming what changed, unless
 `--rerun_changed` (the old file, and its saved model, are then moved aside as `<file>.replaced-<time>` and the run
-redone). Several grid processes (or SLURM array tasks) may share one output directory: each run is locked while it
-trains. A run whose loss turns NaN/inf stops early and is recorded with status "diverged"; the grid goes on.
+redone). Several grid processes (or SLURM array tasks) of one protocol may share one output directory: each run is
+locked while it trains. A `<model>/<task>/` folder holds one protocol: the first grid claims it (`.protocol`, JSON)
+before anything trains, and a grid of another protocol is refused whole, even when both start together. A run whose
+loss turns NaN/inf stops early and is recorded with status "diverged"; the grid goes on.
 
 Retrieval tasks that train on the same pairs with the same prompts and budget (`identity.ir_training_key`: MS MARCO,
 NQ and MLDR all train on MS MARCO pairs) are trained once per (model, lr, seed) and scored on each task; each task
@@ -240,8 +242,9 @@ def list_runs(grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> tuple[lis
             budget = finetune_args.schedule(task, protocol)
             training[task.name] = identity.ir_training_key(task, splits["train"], budget)
     protocol_id = identity.protocol_identity(protocol)
-    runs = [Run(name, m, t, lr, s, {"model": model_ids[m], "task": task_ids[t.name], "protocol": protocol_id,
-                                    "scoring": identity.scoring_identity(t.family), "inputs": inputs[m]},
+    runs = [Run(name, m, t, lr, s, store.family_identity(t.family, {
+                "model": model_ids[m], "task": task_ids[t.name], "protocol": protocol_id,
+                "scoring": identity.scoring_identity(t.family), "inputs": inputs[m]}),
                 source=source, training=training.get(t.name), save_model=(t.name, lr, s) in saved)
             for name, m, source in models for t in task_list for lr in lrs for s in seeds]
     return runs, tokenizers
@@ -278,7 +281,7 @@ def _model_saved(run: Run, output) -> bool:
         info = store.read_finetune_info(run.model_dir(output))
     except ValueError:  # unreadable or of another format: the model is saved again
         return False
-    return info is not None and info.get("identity") == run.identity
+    return info is not None and not store.same_family_diff(run.task.family, info.get("identity") or {}, run.identity)
 
 
 def _run_args(run: Run, protocol: finetune_args.ProtocolArgs, scratch: str) -> finetune_args.FinetuneArgs:
@@ -367,7 +370,8 @@ def _other_protocol(run: Run, folder: Path) -> Path | None:
         key = (path, path.stat().st_mtime_ns)
         if key not in _PROTOCOLS:
             try:
-                _PROTOCOLS[key] = store.read_result(path).get("identity", {}).get("protocol")
+                record = store.read_result(path)
+                _PROTOCOLS[key] = store.family_identity(record["family"], record["identity"]).get("protocol")
             except ValueError:
                 _PROTOCOLS[key] = None
         if _PROTOCOLS[key] is not None and _PROTOCOLS[key] != run.identity["protocol"]:
@@ -406,11 +410,32 @@ def _claim(unit: list[Run], output, stack: contextlib.ExitStack, rerun_changed: 
     return mine
 
 
+def claim_folders(todo: list[Run], output, rerun_changed: bool = False) -> None:
+    """Claim the results folder of every run of `todo` for its protocol (`store.claim_protocol`) before anything
+    trains, so of two grids with other protocols started together on one --output, the second is refused whole
+    instead of both writing a few results and stopping.
+
+    Raises:
+        GridMixed: a folder holds, or was claimed by, results of another protocol.
+    """
+    for run in {run.path(output).parent: run for run in todo}.values():
+        folder = run.path(output).parent
+        if not rerun_changed and not (folder / store.PROTOCOL_NAME).is_file() \
+                and (other := _other_protocol(run, folder)):  # written before folders were claimed
+            raise GridMixed(f"{other} was written by another grid with another protocol; one --output holds one "
+                            "protocol: use another --output (nothing was run)")
+        if why := store.claim_protocol(folder, run.identity["protocol"], replace=rerun_changed):
+            raise GridMixed(f"{folder} is claimed by another grid with another protocol ({'; '.join(why[:4])}); one "
+                            "--output holds one protocol: use another --output (nothing was run)")
+
+
 def run_all(todo: list[Run], tokenizers: dict, grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> list[Path]:
     """Train and score every run of `todo` (each locked while it runs); return the result files written.
 
-    With `grid.workers` > 1 the runs are done by that many worker processes (`run_workers`).
+    Their folders are claimed for the protocol first (`claim_folders`). With `grid.workers` > 1 the runs are done by
+    that many worker processes (`run_workers`).
     """
+    claim_folders(todo, grid.output, grid.rerun_changed)
     if grid.workers > 1 and len(units(todo)) > 1:
         return run_workers(todo, grid, protocol)
     if gc.get_freeze_count() == 0:  # once per process: what is loaded by now lives as long as the process

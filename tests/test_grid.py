@@ -331,3 +331,58 @@ def test_a_dotted_hub_id_is_resolved_as_a_hub_id():
         resolve.resolve_model("org/model-1.0@step-5")
     with pytest.raises(ValueError, match="cannot load model 'gpt2' from the Hub"):
         resolve.resolve_model("gpt2")
+
+
+# ------------------------------------------------------------------------- settings a family does not read
+def test_settings_another_family_reads_leave_results_current_and_comparable(models, data_dir, tmp_path):
+    """An SC result does not depend on the IR pooling or the QA stride: a grid differing only there reuses it, and
+    the report averages the seeds of two such grids (the identity of each family holds only what it reads)."""
+    first = run.run_grid(grid(models["eurobert"], tmp_path, lrs="1e-3", seeds="0"),
+                         protocol(data_dir, ir_pooling="cls", doc_stride=64, n_best=5, query_prompt="Q: "))
+    recorded = json.loads(first[0].read_text())["identity"]
+    assert not {"ir_pooling", "doc_stride", "n_best", "query_prompt"} & set(recorded["protocol"])
+    assert set(recorded["inputs"]) == {"max_length", "attention"}
+    assert run.run_grid(grid(models["eurobert"], tmp_path, lrs="1e-3", seeds="0"), protocol(data_dir)) == []
+    second = run.run_grid(grid(models["eurobert"], tmp_path, lrs="1e-3", seeds="1"),
+                          protocol(data_dir, ir_pooling="last", qa_max_length=64))
+    assert len(second) == 1
+    (row,) = report.summarize(report.load_results(tmp_path))
+    assert row["n_runs"] == 2
+    # a result written before identities left such settings out (they recorded every setting) stays current
+    record = json.loads(first[0].read_text())
+    record["identity"]["protocol"] |= {"ir_pooling": "cls", "doc_stride": 64}
+    record["identity"]["inputs"] |= {"qa_max_length": 48, "doc_stride": 16}
+    store.write_result(first[0], record)
+    assert run.run_grid(grid(models["eurobert"], tmp_path, lrs="1e-3", seeds="0,1"), protocol(data_dir)) == []
+    # what an SC task reads still counts
+    with pytest.raises(ValueError, match=r"protocol\.max_length: 48 -> 40"):
+        run.run_grid(grid(models["eurobert"], tmp_path, lrs="1e-3", seeds="0"), protocol(data_dir, max_length=40))
+
+
+def test_two_grids_of_other_protocols_started_together_leave_no_mix(models, data_dir, tmp_path, monkeypatch):
+    """Grid B (max_steps 5) starts while grid A (max_steps 6) trains its first run, before A has written anything:
+    B is refused whole, A finishes, and the folder holds A's protocol only (before: B wrote its run, A then stopped
+    on it, both exited 2 and the folder held a mix). The interleaving is a hook in A's first training, not a sleep."""
+    todo_a, tokenizers = run.check(grid(models["eurobert"], tmp_path, lrs="1e-3,2e-3", seeds="0"), protocol(data_dir))
+    grid_b, protocol_b = grid(models["eurobert"], tmp_path, lrs="3e-3", seeds="0"), protocol(data_dir, max_steps=5)
+    todo_b, _ = run.check(grid_b, protocol_b)  # both grids past their checks: nothing written yet
+    real_execute, refused = run.execute, []
+
+    def execute_with_b_starting(unit, *args):
+        if not refused:
+            with pytest.raises(run.GridMixed, match=r"claimed by another grid.*max_steps: 6 -> 5.*nothing was run"):
+                run.run_all(todo_b, tokenizers, grid_b, protocol_b)
+            refused.append(True)
+        return real_execute(unit, *args)
+
+    monkeypatch.setattr(run, "execute", execute_with_b_starting)
+    written = run.run_all(todo_a, tokenizers, grid(models["eurobert"], tmp_path, lrs="1e-3,2e-3", seeds="0"),
+                          protocol(data_dir))
+    assert refused and len(written) == 2 and store.result_files(tmp_path) == sorted(written)
+    assert {store.read_result(p)["identity"]["protocol"]["max_steps"] for p in written} == {6}
+    # a folder written before folders were claimed, by another protocol, is refused before anything is claimed
+    folder = written[0].parent
+    (folder / store.PROTOCOL_NAME).unlink()
+    with pytest.raises(run.GridMixed, match="written by another grid with another protocol"):
+        run.run_all(todo_b, tokenizers, grid_b, protocol_b)
+    assert not (folder / store.PROTOCOL_NAME).exists()
