@@ -1,5 +1,6 @@
 """The model resolver of `evaluation.run` and `evaluation.mteb`: one `--model` entry (`DIR`, `org/name[@revision]`,
-`NAME=DIR|ID`) to the name its results are filed under, a local directory and, for a Hub model, its pinned source.
+`NAME=DIR|ID`, split at the first '=' unless the entry is an existing path) to the name its results are filed
+under, a local directory and, for a Hub model, its pinned source.
 
 Local path or Hub id is decided by `core.paths.is_local_path` (an existing path is always local). A model saved by
 the grid (`--save_models`, it holds `finetune_info.json`) is named `<base model>-<task>-lr<lr>-seed<seed>` unless
@@ -46,9 +47,7 @@ def model_name(spec: str, scaled: bool = True) -> tuple[str, str]:
     A bare `checkpoint-N` / `step-N` directory is named after its run (`<run>-checkpoint-N`, `<run>-N`), so two
     runs' checkpoints never share a name.
     """
-    name, sep, path = spec.partition("=")
-    if not sep:
-        name, path = "", spec
+    name, path = split_spec(spec)
     path = path.rstrip("/")
     if not name:
         info_file = Path(path) / artifacts.RUN_INFO_NAME
@@ -65,9 +64,19 @@ def model_name(spec: str, scaled: bool = True) -> tuple[str, str]:
     return name, path
 
 
+def split_spec(spec: str) -> tuple[str, str]:
+    """(NAME, location) of a `--model` entry: `NAME=DIR|ID` splits at its first '=', unless the whole entry is an
+    existing path (`out/lr=1e-4/model` is a directory); ("", spec) without a name."""
+    name, sep, location = spec.partition("=")
+    if not sep or Path(spec).expanduser().exists():
+        return "", spec
+    return name, location
+
+
 def _check_name(name: str, spec: str) -> None:
-    if not artifacts.is_folder_name(name):
-        raise ValueError(f"--model {spec!r}: {name!r} cannot name a results folder; use NAME=DIR")
+    if not artifacts.is_folder_name(name) or "=" in name:  # a name is passed on as NAME=DIR (grid workers)
+        raise ValueError(f"--model {spec!r}: {name!r} cannot name a results folder (no '/', '=' or leading '.'); "
+                         "use NAME=DIR")
 
 
 def resolve_model(spec: str) -> Resolved:
@@ -80,13 +89,11 @@ def resolve_model(spec: str) -> Resolved:
     Raises:
         ValueError / FileNotFoundError: one line; a Hub id that cannot be resolved says whether the Hub was offline.
     """
-    name, sep, location = spec.partition("=")
-    if not sep:
-        name, location = "", spec
+    name, location = split_spec(spec)
     repo_id, _, revision = location.partition("@")
     if Path(location).expanduser().exists() or Path(repo_id).expanduser().exists():
         info = store.read_finetune_info(location)
-        if info and not sep:
+        if info and not name:
             spec = f"{info['base_model']}-{info['task']}-lr{info['lr']:g}-seed{info['seed']}={location}"
         return Resolved(*model_name(spec), None, info)
     artifacts.local_or_hub(repo_id, "model")  # a path that does not exist, or a malformed id: one line

@@ -13,6 +13,7 @@ They read only; bad input raises one `ValueError` / `FileNotFoundError` line nam
 
 import json
 import os
+import shlex
 import sys
 import zipfile
 from pathlib import Path
@@ -187,7 +188,7 @@ def _unreadable_run_config(path: Path, error: Exception) -> str:
     return (f"{problem}. Do not delete it (without it {run_dir} is refused and its checkpoints are stranded): "
             f"restore it from the copy in {copy} (the same settings) with python -c \"import json, sys; "
             "json.dump(json.load(open(sys.argv[1]))['run_config'], open(sys.argv[2], 'w'), indent=2)\" "
-            f"{copy} {path}, then rerun; or pass a new --output_dir")
+            f"{shlex.quote(copy)} {shlex.quote(str(path))}, then rerun; or pass a new --output_dir")
 
 # What a Trainer checkpoint must hold to continue exactly, as (what, any of these names): one process saves
 # optimizer.pt and rng_state.pth, several rng_state_<rank>.pth, FSDP optimizer.bin and pytorch_model_fsdp.bin, a LoRA

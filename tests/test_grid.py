@@ -212,6 +212,25 @@ def test_checkpoint_directories_are_named_after_their_run(tmp_path):
     assert resolve.model_name(str(step))[0] == "custom-610m-clm-42k-1000"
 
 
+def test_a_model_path_with_an_equals_sign_is_a_path(models, data_dir, tmp_path):
+    """`--model out/sweep lr=1e-4/tiny-mlm` is a directory, not NAME=DIR (it was split at its '='), also through the
+    NAME=DIR entries the grid hands its workers; a name that would not survive that round trip is refused."""
+    import shutil
+
+    model = tmp_path / "sweep lr=1e-4" / "tiny-mlm"
+    shutil.copytree(models["eurobert"], model)
+    assert resolve.resolve_model(str(model))[:2] == ("tiny-mlm", str(model))
+    assert resolve.resolve_model(f"mine={model}")[:2] == ("mine", str(model))
+    todo, _ = run.check(grid(model, tmp_path / "out", lrs="1e-3", seeds="0"), protocol(data_dir))
+    (entry,) = [arg.removeprefix("--model=") for arg in run.worker_command(
+        todo, grid(model, tmp_path / "out", lrs="1e-3", seeds="0"), protocol(data_dir)) if arg.startswith("--model=")]
+    assert resolve.resolve_model(entry)[:2] == ("tiny-mlm", str(model))
+    unnamed = tmp_path / "a=b"
+    shutil.copytree(models["eurobert"], unnamed)
+    with pytest.raises(ValueError, match=r"'a=b' cannot name a results folder .*use NAME=DIR"):
+        resolve.resolve_model(str(unnamed))
+
+
 def test_corrupt_or_old_result_is_never_reused(models, data_dir, tmp_path, call_main):
     written = run.run_grid(grid(models["eurobert"], tmp_path, lrs="1e-3", seeds="0"), protocol(data_dir))
     written[0].write_text(written[0].read_text()[:50])  # damaged by something else

@@ -161,8 +161,9 @@ def test_bad_input_is_one_line_and_writes_nothing(case, base, tmp_path, cache_di
 
 
 def test_the_advice_for_a_truncated_run_config_restores_it(base, tmp_path):
-    """The command the one-line error gives writes back the very settings the run recorded."""
-    out = tmp_path / "out"
+    """The command the one-line error gives writes back the very settings the run recorded, in a folder whose name
+    has a space and a quote (the paths in the command are shell-quoted)."""
+    out = tmp_path / "Bob's runs" / "out 1"
     shutil.copytree(base, out)
     config = out / "run_config.json"
     original = json.loads(config.read_text())
