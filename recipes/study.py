@@ -436,12 +436,11 @@ def report_from_archive(study_name: str, archive: Path, output: Path) -> Path:
     """Unpack a results archive written by `--docs` into a new `output` and run the report stage on it: the
     committed report regenerated from the committed results, with nothing trained or fine-tuned. Holds the study
     lock of `output` meanwhile, so no study runs there, and replaces nothing that appeared there meanwhile."""
-    import tarfile
-
     artifacts.check_output_dir(output, "--output")
     if output.exists() and any(p.name != STUDY_LOCK for p in output.iterdir()):
         raise ValueError(f"{output} is not empty; --from_results unpacks into a new directory")
-    stored = read_archive_marker(archive)
+    files = read_archive(archive)
+    stored = read_study_marker(json.loads(files["study.json"]), f"{archive}:study.json")
     if stored.get("study") != study_name:
         raise ValueError(f"{archive} holds the {stored.get('study')!r} study, not {study_name!r}")
     definition = stored.get("definition")
@@ -453,36 +452,37 @@ def report_from_archive(study_name: str, archive: Path, output: Path) -> Path:
     with study_lock(output):
         if any(p.name != STUDY_LOCK for p in output.iterdir()):
             raise ValueError(f"{output} is not empty; --from_results unpacks into a new directory")
-        with tarfile.open(archive, "r:xz") as tar, artifacts.atomic_directory(output) as staging:
-            tar.extractall(staging, filter="data")  # a failed report leaves no half-made study directory
+        with artifacts.atomic_directory(output) as staging:  # a failed report leaves no half-made study directory
+            for name, data in files.items():
+                (staging / name).parent.mkdir(parents=True, exist_ok=True)
+                (staging / name).write_bytes(data)
             report(study, staging)
     return output / "report"
 
 
-def read_archive_marker(archive: Path) -> dict:
-    """The study.json of a results archive, after reading the whole archive: one line naming it when it is missing,
-    not an xz tar, truncated, without study.json, or holds a member that is not a plain file under the study, a
-    result filed under another name than its own (a copy: it would count as one more run), or a result whose scores
-    differ from those its predictions give (`evaluation.metrics.rescore_mismatch`: an edited score)."""
+def read_archive(archive: Path) -> dict[str, bytes]:
+    """The files of a results archive ({path under the study: content}), read once and checked: one line naming it
+    when it is missing, not an xz tar, truncated, without study.json, or holds a member that is not a plain file under
+    the study, a result filed under another name than its own (a copy: it would count as one more run), or a result
+    whose scores differ from those its predictions give (`evaluation.metrics.rescore_mismatch`: an edited score)."""
     import lzma
     import tarfile
 
     if not archive.is_file():
         raise FileNotFoundError(f"results archive {archive} not found (write one with --docs)")
-    marker, seen = None, set()
+    files = {}
     try:
         with tarfile.open(archive, "r:xz") as tar:
             for member in tar:  # in order: xz reads forward
                 if not member.isfile() or member.name.startswith("/") or ".." in member.name.split("/"):
                     raise ValueError(f"results archive {archive} holds {member.name!r}, not a plain file under the "
                                      "study directory; pass an archive written by --docs")
-                if member.name in seen:
+                if member.name in files:
                     raise ValueError(f"results archive {archive} holds {member.name} twice; pass an archive written "
                                      "by --docs")
-                seen.add(member.name)
-                data = tar.extractfile(member).read()
+                data = files[member.name] = tar.extractfile(member).read()
                 if member.name == "study.json":
-                    marker = json.loads(data)
+                    json.loads(data)
                 elif member.name.startswith("results/") and member.name.endswith(".json"):
                     _check_archived_result(f"{archive}:{member.name}", member.name, json.loads(data))
     except (tarfile.TarError, lzma.LZMAError, EOFError, OSError) as error:
@@ -490,9 +490,9 @@ def read_archive_marker(archive: Path) -> dict:
                          "another format: pass the results.tar.xz written by --docs") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise ValueError(f"results archive {archive} holds a file that is not valid JSON ({error})") from None
-    if marker is None:
+    if "study.json" not in files:
         raise ValueError(f"results archive {archive} holds no study.json; pass an archive written by --docs")
-    return read_study_marker(marker, f"{archive}:study.json")
+    return files
 
 
 def _check_archived_result(where: str, name: str, record) -> None:
@@ -516,7 +516,7 @@ def run_study(study_name: str, output: Path, data_dir: str | None = None, org: s
     """Run (or finish) a study that trains (every one but `paper`, which is a plan); return the report directory.
 
     Args:
-        study_name: a key of `STUDIES`: `smoke`, `toy`, `mini`, `mini-gpu` or `horizon`.
+        study_name: a key of `STUDIES`: `smoke`, `toy`, `mini`, `mini-gpu` or `horizon-replicated`.
         output: the study directory (created; an existing one is resumed if it holds the same study).
         data_dir: the data bundle (default: $MLM_VS_CLM_DATA, then ../shared/data).
         org: Hub namespace of the exported repo folders and cards; default the placeholder `your-org`, which

@@ -4,6 +4,7 @@ page is regenerated from (`--from_results`) byte for byte.
 """
 
 import json
+import re
 from pathlib import Path
 
 from core import artifacts, store
@@ -123,6 +124,17 @@ def check_docs_dir(docs: Path) -> None:
                          "directory, or one an earlier --docs wrote")
 
 
+def written_before(docs: Path) -> set[str]:
+    """The files an earlier --docs wrote into `docs`, as its README lists them (its figures, tables, held-out losses
+    and archive); none when `docs` has no README of write_docs. A file a user put beside them is not among them."""
+    readme = docs / "README.md"
+    if not readme.is_file() or DOCS_MARK not in (text := readme.read_text(errors="replace")):
+        return set()
+    figures = set(re.findall(r"^!\[[^\]]*\]\(([^)/]+\.png)\)$", text, flags=re.M))
+    tables = {"summary.md", "summary.csv", "findings.csv", "heldout.csv"}
+    return {name for name in figures | tables if (docs / name).is_file()}
+
+
 def write_docs(study_name: str, output: Path, docs: Path, regime: tuple[float, int, int],
                from_results: Path | None = None) -> Path:
     """Copy a finished study's report into `docs`: a README that starts with the results table and the paper's
@@ -138,10 +150,13 @@ def write_docs(study_name: str, output: Path, docs: Path, regime: tuple[float, i
         raise ValueError(f"{output} has no finished report; run the study first")
     check_docs_dir(docs)
     docs.mkdir(parents=True, exist_ok=True)
+    earlier = written_before(docs)
     copied = [report / "summary.md", report / "summary.csv", *sorted(report.glob("findings.csv")),
               *sorted(report.glob("*.png")), *_heldout_files(output)]
     for path in copied:
         shutil.copy2(path, docs / path.name)
+    for name in sorted(earlier - {path.name for path in copied} - {"README.md", RESULTS_ARCHIVE}):
+        (docs / name).unlink()  # an earlier --docs's figure or table this report no longer makes: not left stale
     write_results_archive(output, docs / RESULTS_ARCHIVE, reuse=from_results)
     first = intro(study_name, definition["definition"], *regime)
     summary = (report / "summary.md").read_text().split("\n", 1)[1]  # its own title dropped

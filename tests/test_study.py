@@ -177,6 +177,16 @@ def test_docs_regenerate_from_their_results_archive(short_study, tmp_path, capsy
     repacked = write_results_archive(tmp_path / "again", tmp_path / "repacked.tar.xz", reuse=archive)
     assert not holds_exactly(archive, tmp_path / "again") and holds_exactly(repacked, tmp_path / "again")
     assert repacked.read_bytes() != archive.read_bytes()
+    # Written again over an earlier --docs whose report had a figure this one lacks: that figure goes (it would sit
+    # stale beside the new README); a file the user put there stays.
+    readme = docs / "README.md"
+    figure = "![learning_rate_mnli](learning_rate_mnli.png)"  # smoke has no MNLI: an earlier study's figure
+    readme.write_text(readme.read_text().replace("## Definition", f"{figure}\n\n## Definition"))
+    (docs / "learning_rate_mnli.png").write_bytes(b"an earlier report's figure")
+    (docs / "notes.png").write_bytes(b"the user's own")
+    write_docs("smoke", output, docs, (512.0, 222016, 131072))
+    assert not (docs / "learning_rate_mnli.png").exists() and (docs / "notes.png").read_bytes() == b"the user's own"
+    assert "learning_rate_mnli.png" not in readme.read_text()
     # Bad input: one line, nothing written.
     for argv, message in ((["mini", "--from_results", str(archive), "--output", str(tmp_path / "x")],
                            "holds the 'smoke' study, not 'mini'"),
