@@ -7,8 +7,9 @@ Each name follows the released model-card grammar (`core.names`): `<size>-<objec
 Scales (`SCALES`): `paper` (the paper's numbers), `mini` (tiny model, steps / 40, 128-token blocks, the whole bundle
 corpus: the mini study), `mini-gpu` (small model, steps / 10, 256-token blocks, 4 epochs of the bundle: the mini study
 on one GPU), `toy` (tiny model, steps / 100, 128-token blocks), `smoke` (tiny model, steps / 200, 64-token blocks:
-every run of the study in minutes on a CPU) and `horizon` (tiny model with a 2k vocabulary, steps / 8: the horizon
-study's CLM and MLM40 to 48 tokens per parameter). Same structure at every scale.
+every run of the study in minutes on a CPU) and `horizon-replicated` (tiny model with a 2k vocabulary, steps / 4 on
+the bundle corpus and its larger companion: the horizon study's CLM and MLM40 to 97 tokens per parameter, 3 pretraining
+seeds each). Same structure at every scale.
 
 Inferred choices (configurable in the YAML):
 - the 12k/22k budgets are 2k-step decay branches of the 42k stable run (`branch_from`), which keeps checkpoints at
@@ -64,12 +65,7 @@ SCALES = {
     "mini-gpu": {"step_divisor": 10, "model": "small", "block_size": 256, "per_device_train_batch_size": 32,
                  "gradient_accumulation_steps": 1, "global_batch_size": None, "max_docs": None, "epochs": 4,
                  "bf16": True},
-    # the horizon study (docs/horizon-study): CLM and MLM40 pretrained to 48 tokens per parameter without repeating
-    # data (10.8M of the bundle corpus's 14.4M tokens), with a 2k vocabulary: the LM head that dominates the tiny
-    # model's cost shrinks 4x (docs/horizon-study/PILOT.md)
-    "horizon": {"step_divisor": 8, "model": "tiny", "block_size": 128, "per_device_train_batch_size": 16,
-                "gradient_accumulation_steps": 1, "global_batch_size": None, "max_docs": None, "vocab_size": 2048},
-    # the replicated horizon study (to replace docs/horizon-study once run): CLM and MLM40, 3 pretraining runs each,
+    # the replicated horizon study (docs/horizon-study): CLM and MLM40, 3 pretraining runs each,
     # to 97 tokens per parameter (21.5M tokens) without repeating data: the bundle corpus and its 3x larger companion
     # (about 58M tokens with the 2k vocabulary)
     "horizon-replicated": {"step_divisor": 4, "model": "tiny", "block_size": 128, "per_device_train_batch_size": 16,

@@ -115,34 +115,13 @@ STUDIES["mini-gpu"] = dataclasses.replace(
     eval_args={"max_length": 256, "qa_max_length": 256, "doc_stride": 128, "batch_size": 32, "eval_batch_size": 256,
                "max_eval": 2000},
     task_eval_args={}, workers=8, heldout_blocks=256)
-# The horizon study (docs/horizon-study): does the CLM - MLM gap shrink as tokens per parameter grow (the paper's
-# finding 2), and where does it cross? CLM and MLM40 only, pretrained to 48 tokens per parameter (the paper's
-# crossover: about 39 for SC/QA/TC, 78 for IR), evaluated at 3 points of each run; sized by a measured pilot
-# (docs/horizon-study/PILOT.md) to fit about 150 minutes on 2 CPU cores.
-STUDIES["horizon"] = Study(
-    scale="horizon",
-    models=("610m-clm-42k", "610m-mlm40-42k"),
-    tasks=("conll2003", "scifact", "mnli"),
-    lrs=(1e-3, 3e-3, 1e-2),
-    # the first run's grid left optima at its edges: CLM's on MNLI at 1e-3 (1e-2 at chance for every model), MLM40's
-    # 10k-step checkpoint's on CoNLL at 1e-2 (docs/horizon-study/PILOT.md); shifted so each optimum is interior
-    task_lrs={"conll2003": (1e-3, 3e-3, 1e-2, 3e-2), "mnli": (1e-4, 3e-4, 1e-3, 3e-3)},
-    seeds=(0, 1, 2),
-    eval_args={"max_length": 128, "batch_size": 32, "eval_batch_size": 128, "max_eval": 1000},
-    task_eval_args={"scifact": {"max_steps": 200}, "mnli": {"max_steps": 500}},
-    compare=("610m-mlm40-42k", "610m-clm-42k"),
-    evaluate_intermediate=True,
-    intermediate_steps=(10000, 20000),
-    workers=2,
-    heldout_blocks=64,
-)
-# The replicated horizon study (to replace docs/horizon-study once run; sized in docs/studies.md by a measured
-# pilot to about 140 minutes on 2 idle cores): does the CLM - MLM gap close as tokens per parameter grow? CLM and
-# MLM40, each pretrained with 3 seeds (the pretraining run is a random effect of the analysis), to 97 tokens per
-# parameter without repeating data, on the full CoNLL and MNLI test sets. Checkpoints: paper steps 1k and 2k (the only
-# ones before SC's crossover interval under both parameter conventions, so MNLI's slope is testable), 5k, 40k (past
-# it) and the decayed final; 2 fine-tuning seeds per pretraining run (the runs are the units of the intervals), each
-# task at the 2 LRs where the first horizon run's wider grids put every optimum.
+# The replicated horizon study (docs/horizon-study; sized by a measured pilot, docs/horizon-study/PILOT.md: about 140
+# minutes on 2 idle cores): does the CLM - MLM gap close as tokens per parameter grow? CLM and MLM40, each pretrained
+# with 3 seeds (the pretraining run is a random effect of the analysis), to 97 tokens per parameter without repeating
+# data, on the full CoNLL and MNLI test sets. Checkpoints: paper steps 1k and 2k (the only ones before SC's crossover
+# interval under both parameter conventions, so MNLI's slope is testable), 5k, 40k (past it) and the decayed final; 2
+# fine-tuning seeds per pretraining run (the runs are the units of the intervals), each task at the 2 LRs where the
+# first, unreplicated horizon run's wider grids put every optimum.
 STUDIES["horizon-replicated"] = Study(
     scale="horizon-replicated",
     models=("610m-clm-42k", "610m-mlm40-42k"),

@@ -42,10 +42,11 @@ def test_docs_dir_with_files_it_did_not_write_is_refused(tmp_path, capsys):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("study_name, models", [("mini", 12), ("horizon", 6)])
-def test_committed_study_regenerates_from_its_results(tmp_path, study_name, models):
-    """docs/<study>-study is what the report stage makes of the results committed beside it, number for number."""
-    committed = REPO_ROOT / "docs" / f"{study_name}-study"
+@pytest.mark.parametrize("study_name, folder, models", [("mini", "mini-study", 12),
+                                                        ("horizon-replicated", "horizon-study", 30)])
+def test_committed_study_regenerates_from_its_results(tmp_path, study_name, folder, models):
+    """docs/<folder> is what the report stage makes of the results committed beside it, number for number."""
+    committed = REPO_ROOT / "docs" / folder
     main([study_name, "--from_results", str(committed / "results.tar.xz"), "--output", str(tmp_path / study_name),
           "--docs", str(tmp_path / "docs")])
     same_docs(committed, tmp_path / "docs")
@@ -125,7 +126,8 @@ def grid_runs(study) -> int:
         return sum(len(study.lrs_of(task)) * len(study.seeds) for task in tasks)
 
     recipes = manifest.recipes()
-    checkpoints = [n for n in manifest.intermediate_names() if recipes[n].intermediate_of in study.trained_names()
+    trained = [name.split("-pseed")[0] for name in study.trained_names()]  # each replicate saves its recipe's
+    checkpoints = [n for name in trained for n in manifest.intermediate_names() if recipes[n].intermediate_of == name
                    and (not study.intermediate_steps or recipes[n].steps in study.intermediate_steps)]
     intermediate = runs(study.intermediate_tasks or study.tasks) if study.evaluate_intermediate else 0
     return len(study.trained_names()) * runs(study.tasks) + len(checkpoints) * intermediate
@@ -136,13 +138,13 @@ def test_studies_page_gives_each_study_its_grid():
     study's per-task LR grids, as the definitions in recipes/studies.py say."""
     page = (REPO_ROOT / "docs" / "studies.md").read_text()
     rows = {line.split("`")[1]: line for line in page.splitlines() if line.startswith("| `")}
-    for name in ("smoke", "toy", "mini", "horizon"):
+    for name in ("smoke", "toy", "mini", "horizon-replicated"):
         counted = sum(int(n.replace(",", "")) for n in re.findall(r"\(([\d,]+) runs\)", rows[name]))
         assert counted == grid_runs(STUDIES[name]), name
-    horizon = STUDIES["horizon"]
+    horizon = STUDIES["horizon-replicated"]
     for task in horizon.tasks:
-        lrs = horizon.lrs_of(task)
-        assert f"{task} {lrs[0]:.0e} to {lrs[-1]:.0e}".replace("e-0", "e-") in rows["horizon"], task
+        assert f"{task} ({', '.join(f'{lr:.0e}' for lr in horizon.lrs_of(task))})".replace("e-0", "e-") \
+            in rows["horizon-replicated"], task
 
 
 def test_training_order_puts_prerequisites_first():
@@ -210,9 +212,9 @@ def test_mini_evaluation_runs_as_one_grid_process_per_task_group():
         (intermediates, ["conll2003"])]
     assert [args.get("max_steps") for _, _, args in batches] == [None, 500, 300, None]
     assert batches[0][2] == mini.eval_args
-    horizon = STUDIES["horizon"]  # a task with its own LR grid has its own grid process
-    assert [tasks for _, tasks, _ in eval_batches(finals, horizon)] == [["conll2003"], ["scifact"], ["mnli"]]
-    assert horizon.lrs_of("mnli") == (1e-4, 3e-4, 1e-3, 3e-3) and horizon.lrs_of("scifact") == horizon.lrs
+    horizon = STUDIES["horizon-replicated"]  # a task with its own LR grid has its own grid process
+    assert [tasks for _, tasks, _ in eval_batches(finals, horizon)] == [["conll2003"], ["mnli"]]
+    assert horizon.lrs_of("mnli") == (3e-4, 1e-3) and horizon.lrs_of("conll2003") == (3e-3, 1e-2)
 
 
 def test_a_stage_run_in_process_logs_its_output_and_fails_with_its_last_lines(tmp_path, capsys):
@@ -314,7 +316,8 @@ def test_from_results_refuses_an_edited_score_and_a_copied_result(tmp_path, caps
     """S5/S6: the archive's aggregates are recomputed from each result's predictions (an edited score is refused),
     and a result filed under a name that is not its own (a copy) is refused: it would count as one more run."""
     name, record = _first_result(REPO_ROOT / "docs" / "horizon-study" / "results.tar.xz")
-    marker = json.dumps({"format": 1, "study": "horizon", "definition": {"scale": "horizon"}}).encode()
+    marker = json.dumps({"format": 1, "study": "horizon-replicated",
+                         "definition": {"scale": "horizon-replicated"}}).encode()
     metric = record["main_metric"]
     edited = {**record, "test": {**record["test"], metric: 0.99}}
     cases = {
@@ -326,7 +329,7 @@ def test_from_results_refuses_an_edited_score_and_a_copied_result(tmp_path, caps
     }
     for archive, message in cases.items():
         with pytest.raises(SystemExit) as error:
-            main(["horizon", "--from_results", str(archive), "--output", str(tmp_path / "out")])
+            main(["horizon-replicated", "--from_results", str(archive), "--output", str(tmp_path / "out")])
         err = capsys.readouterr().err.strip().splitlines()
         assert error.value.code == 2 and len(err) == 1 and message in err[0], err
     assert not (tmp_path / "out").exists()
