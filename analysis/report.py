@@ -397,8 +397,9 @@ def main(argv=None) -> Path:
             raise ValueError(f"--scale {args.scale}: these results already name the scale their models were "
                              f"trained at ({', '.join(carried[:3])}); drop --scale")
         pair = cli.split_list(args.compare) or None
-        if pair and (len(pair) != 2 or len(set(pair)) != 2 or not set(pair) <= models):
-            raise ValueError(f"--compare needs two model names from the results ({sorted(models)}), "
+        shown = {r["model"] for r in rows}  # a model's pretraining replicates (<name>-pseed<k>) are one row, <name>
+        if pair and (len(pair) != 2 or len(set(pair)) != 2 or not set(pair) <= shown):
+            raise ValueError(f"--compare needs two model names from the results ({sorted(shown)}), "
                              f"got {args.compare!r}")
     regime = findings.Regime(args.tokens_per_step, args.parameters, args.scale, args.embedding_parameters, brackets) \
         if args.parameters else findings.Regime(scale=args.scale, bracketed_by=brackets)

@@ -8,7 +8,7 @@ import pytest
 from scipy import stats
 
 from analysis import report, statistics
-from core import artifacts, names, store
+from core import artifacts, cli, names, store
 
 LRS = (1e-5, 5e-5, 1e-4)
 N_TEST = 40
@@ -537,3 +537,22 @@ def test_a_declared_bracket_names_a_task_with_results(results, call_main):
     assert proc.returncode == 2 and "--bracketed_by names task(s) with no results: mnli" in proc.stderr
     proc = call_main(report.main, results, "--bracketed_by", "sst2=1e-3")
     assert proc.returncode == 2 and "give each task once as TASK=LOW,HIGH" in proc.stderr
+
+
+def test_compare_names_the_replicated_models_as_their_rows_do(tmp_path):
+    """Pretraining replicates (`<name>-pseed<k>`) are one row named <name>: `--compare` takes those names (it
+    refused them, asking for a run's name, and stopped the replicated horizon study's report)."""
+    rng = np.random.default_rng(0)
+    for model, level in (("610m-clm-42k", 0.8), ("610m-mlm40-42k", 0.7)):
+        for k in range(3):
+            for lr in (1e-5, 5e-5, 1e-4):
+                for seed in range(2):
+                    write_run(tmp_path, f"{model}-pseed{k}", "sst2", lr, seed, level + (lr == 5e-5) * 0.05,
+                              (rng.random(200) < level).astype(float))
+    out = report.main([str(tmp_path), "--output", str(tmp_path / "report"),
+                       "--compare", "610m-mlm40-42k,610m-clm-42k"])
+    assert "| sst2 | 610m-mlm40-42k | 610m-clm-42k | accuracy |" in (out / "summary.md").read_text()
+    with pytest.raises(cli.BadInput, match=r"--compare needs two model names from the results \(\['610m-clm-42k', "
+                                         r"'610m-mlm40-42k'\]\)"):
+        report.main([str(tmp_path), "--output", str(tmp_path / "r2"),
+                     "--compare", "610m-mlm40-42k-pseed0,610m-clm-42k"])
