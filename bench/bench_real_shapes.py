@@ -136,7 +136,7 @@ def one_run(args, size: str, objective: str, output_dir: Path) -> dict:
     return {"size": size, "objective": objective, "parameters": parameters, "bf16": training_args.bf16,
             "mlm_fixed_shape": run_args.mlm_fixed_shape, "tokens_per_step": tokens,
             "loss": step_log.get("loss", trainer.state.log_history[-1].get("train_loss")),
-            "step_seconds": round(tokens / step_log["tokens_per_second"], 1),
+            "step_seconds": round(tokens / step_log["tokens_per_second"], 4),  # a tiny dry-run step: ms
             "train_seconds": round(train_seconds, 1), "peak_rss_gb": round(peak / 1e9, 2),
             "resident_after_step_gb": round(resident / 1e9, 2), "activation_gb": round(activations / 1e9, 2),
             "activation_bytes_per_token": round(activations / tokens),

@@ -171,8 +171,7 @@ def test_result_records_the_attention_used_and_the_length_cap(models, data_dir, 
               "--batch_size", "8", "--attention", "checkpoint", "--precision", "fp32"])
     record = json.loads(next(tmp_path.rglob("*.json")).read_text())
     assert record["config"]["attention"] == "causal"
-    assert record["identity"]["inputs"] == {"max_length": 2028, "qa_max_length": 384, "doc_stride": 128,
-                                            "attention": "causal"}
+    assert record["identity"]["inputs"] == {"max_length": 2028, "attention": "causal"}  # the QA window: QA's only
     assert record["config"]["max_length"] == 2028
 
 
