@@ -74,6 +74,11 @@ class ModelName:
         return self.name if self.pretrain_seed is None else self.name.replace(f"-pseed{self.pretrain_seed}", "", 1)
 
     @property
+    def unscaled(self) -> str:
+        """The name without its `<scale>-` prefix: the paper's name of the recipe (`scaled_name` reversed)."""
+        return self.name[len(self.scale) + 1:] if self.scale else self.name
+
+    @property
     def objective_label(self) -> str:
         """"clm" or "mlm<ratio>", as the names write the (last) objective."""
         return "clm" if self.objective == "clm" else f"mlm{self.ratio}"

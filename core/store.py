@@ -11,7 +11,6 @@ writer of the same file left (`write_result`).
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import time
 from collections.abc import Iterator
@@ -172,8 +171,7 @@ def claim_protocol(folder: str | os.PathLike, protocol: dict, replace: bool = Fa
         return []
     if not path.is_file():
         path.parent.mkdir(parents=True, exist_ok=True)
-        temp = path.with_name(f"{PROTOCOL_NAME}.{os.getpid()}.tmp")
-        temp.write_text(json.dumps(protocol, indent=2, sort_keys=True))
+        temp = artifacts.write_json_atomic(path.with_name(f"{PROTOCOL_NAME}.{os.getpid()}.tmp"), protocol)
         try:
             os.link(temp, path)  # fails when another grid claimed it first
         except FileExistsError:

@@ -361,20 +361,14 @@ class GridMixed(ValueError):
     """A concurrent grid of another identity wrote into this grid's output: stop rather than mix or redo its runs."""
 
 
-_PROTOCOLS: dict = {}  # (result path, mtime) -> its protocol identity, read once per process
-
-
 def _other_protocol(run: Run, folder: Path) -> Path | None:
-    """A finished result beside `run`'s made under another protocol (a concurrent grid with other settings)."""
+    """A finished result beside `run`'s made under another protocol (a folder written before folders were claimed)."""
     for path in sorted(p for p in folder.glob("lr*-seed*.json") if not p.name.startswith(".")):
-        key = (path, path.stat().st_mtime_ns)
-        if key not in _PROTOCOLS:
-            try:
-                record = store.read_result(path)
-                _PROTOCOLS[key] = store.family_identity(record["family"], record["identity"]).get("protocol")
-            except ValueError:
-                _PROTOCOLS[key] = None
-        if _PROTOCOLS[key] is not None and _PROTOCOLS[key] != run.identity["protocol"]:
+        try:
+            record = store.read_result(path)
+        except ValueError:
+            continue
+        if store.family_identity(record["family"], record["identity"]).get("protocol") != run.identity["protocol"]:
             return path
     return None
 
@@ -399,9 +393,9 @@ def _claim(unit: list[Run], output, stack: contextlib.ExitStack, rerun_changed: 
         if state == "changed" and not rerun_changed:  # finished since the grid's check by a grid of another identity
             raise GridMixed(f"{path} was just written by another grid with another identity ({'; '.join(why[:4])}); "
                             "one --output holds one protocol: use another --output")
-        if not rerun_changed and (other := _other_protocol(run, path.parent)):
-            raise GridMixed(f"{other} was written by another grid with another protocol; one --output holds one "
-                            "protocol: use another --output")
+        if not rerun_changed and (why := store.claim_protocol(path.parent, run.identity["protocol"])):
+            raise GridMixed(f"{path.parent} was claimed since by another grid with another protocol "
+                            f"({'; '.join(why[:4])}); one --output holds one protocol: use another --output")
         if state == "changed":
             store.move_aside(path)
             if run.model_dir(output).is_dir():  # the model saved with the old result goes with it
@@ -418,8 +412,7 @@ def claim_folders(todo: list[Run], output, rerun_changed: bool = False) -> None:
     Raises:
         GridMixed: a folder holds, or was claimed by, results of another protocol.
     """
-    for run in {run.path(output).parent: run for run in todo}.values():
-        folder = run.path(output).parent
+    for folder, run in {run.path(output).parent: run for run in todo}.items():
         if not rerun_changed and not (folder / store.PROTOCOL_NAME).is_file() \
                 and (other := _other_protocol(run, folder)):  # written before folders were claimed
             raise GridMixed(f"{other} was written by another grid with another protocol; one --output holds one "

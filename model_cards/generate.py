@@ -398,7 +398,7 @@ def read_summary(summary_csv: Path, model: str | None = None) -> list[dict]:
 def _recorded_name(shown: str) -> str:
     """The name results are filed under for a name a report shows at its scale (`<scale>-<name>`)."""
     parsed = try_parse_name(shown)
-    return shown[len(parsed.scale) + 1:] if parsed is not None and parsed.scale else shown
+    return parsed.unscaled if parsed is not None else shown
 
 
 def _same(published: str, computed, integer: bool = False) -> bool:
@@ -561,7 +561,7 @@ def _tokens_text(info: dict) -> str:
 def _disclaimer(info: dict, name: str, parsed: ModelName | None, params: tuple[int, int], data_text: str) -> str:
     """The first thing a card says when the checkpoint is not one of the paper's models."""
     trained = f"{_millions(params[0])} parameters trained on {_tokens_text(info)} ({info['steps']:,} steps)"
-    paper = parsed.name[len(parsed.scale) + 1:] if parsed and parsed.scale else parsed and parsed.name
+    paper = parsed and parsed.unscaled
     if info["scale"] not in (None, PAPER_SCALE):
         claim = (f"`{name}` is the paper's `{paper}` reproduced at the `{info['scale']}` scale, not a claim about "
                  "this checkpoint's size or budget. " if parsed else "")
