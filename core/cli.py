@@ -37,7 +37,7 @@ class BadInput(SystemExit):
 
 def bad_input(error: Exception) -> BadInput:
     """Print `error: <error>` to stderr and return the `BadInput` to raise."""
-    message = f"error: {error}"
+    message = f"error: {error}".encode("utf-8", "backslashreplace").decode()  # a path that is not UTF-8: \udcff
     print(message, file=sys.stderr)
     return BadInput(message)
 
