@@ -7,7 +7,8 @@ the old file or the new one, never half of one:
   `os.replace`;
 - `atomic_directory`: build a whole directory (a tokenizer, a checkpoint export) in a hidden sibling, then rename;
   it never removes a folder that appeared or changed while it was being built (`DirectoryChanged`);
-- files and folders get the modes the umask gives (0644 / 0755 under umask 022), as any other writer's;
+- files and folders get the modes the umask gives (0644 / 0755 under umask 022), as any other writer's, the weights
+  that safetensors writes 0600 included (`follow_umask`);
 - both first remove the temp files and folders a killed writer of the same target left (`remove_stale_temp_files`:
   only `.<name>.<random>.tmp` beside it that no live writer holds locked);
 - `read_json`: a one-line error naming the file when it is missing or not valid JSON;
@@ -115,6 +116,16 @@ def _claimed_temp(path: Path, directory: bool) -> tuple[Path, int]:
         os.close(held)  # removed as stale in the instant before the lock: make another
 
 
+def follow_umask(directory: str | os.PathLike) -> None:
+    """Give every file under `directory` the mode the umask gives (0644 under umask 022): safetensors' writer (model
+    weights, LoRA adapters, in every `save_pretrained` and Trainer checkpoint) creates 0600 files that a teammate
+    cannot load. Called once a folder is written: by `atomic_directory` and on every saved checkpoint."""
+    mode = 0o666 & ~_umask()
+    for path in Path(directory).rglob("*"):
+        if path.is_file() and not path.is_symlink() and path.stat().st_mode & 0o777 != mode:
+            path.chmod(mode)
+
+
 def _umask() -> int:
     """The process's file mode creation mask (reading it means setting it: set back at once)."""
     mask = os.umask(0o022)
@@ -186,6 +197,7 @@ def atomic_directory(path: str | os.PathLike, expected=_AT_ENTRY) -> Iterator[Pa
     staging, held = _claimed_temp(path, directory=True)
     try:
         yield staging
+        follow_umask(staging)
         if tree_state(path) != expected:
             raise DirectoryChanged(f"{path} appeared or changed while this command was writing it (another process or "
                                    "a person wrote there); it was left as it is and nothing was written: rerun with a "

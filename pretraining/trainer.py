@@ -79,6 +79,7 @@ def finish_checkpoint(path: str | Path, info: dict) -> None:
     `run_info.json` comes last: a checkpoint without it was interrupted (`checks.checkpoint_problem`)."""
     write_sentence_transformers_files(path, overwrite=True)
     make_plain_loadable(path)
+    artifacts.follow_umask(path)  # the weights (and a LoRA checkpoint's adapters) are written 0600
     write_run_info(path, info)
 
 

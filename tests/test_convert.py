@@ -27,6 +27,7 @@ from transformers import (
 from modeling_eurobert import EuroBertClmMlmForCausalLM, EuroBertClmMlmForMaskedLM
 from modeling_eurobert import export_native as export_native_cli
 from modeling_eurobert.convert import ConversionError, convert, main
+from tests.fixtures.file_modes import not_following_umask
 
 ROOT = Path(__file__).resolve().parents[1]
 FAMILY_CLASSES = {"llama": (LlamaConfig, LlamaForCausalLM), "mistral": (MistralConfig, MistralForCausalLM),
@@ -93,6 +94,7 @@ def random_batch(vocab_size):
 def test_converted_clm_matches_llama(tmp_path, overrides):
     llama = save_llama(tmp_path / "llama", build_tokenizer(), **overrides)
     out = convert(str(tmp_path / "llama"), tmp_path / "out")
+    assert not_following_umask(out) == []  # R4: the weights follow the umask (were 0600)
 
     ours = EuroBertClmMlmForCausalLM.from_pretrained(out).eval()
     assert isinstance(ours, EuroBertClmMlmForCausalLM) and ours.config.is_causal

@@ -18,6 +18,7 @@ from pretraining import data, pretrain
 from pretraining.checks import check_run_settings
 from pretraining.trainer import build_model
 from recipes import cpt, manifest
+from tests.fixtures.file_modes import not_following_umask
 
 DEBUG = "recipes/configs/debug.yaml"
 
@@ -111,6 +112,8 @@ def test_run_trains_every_parameter_and_reloads(three_runs, name):
     info = json.loads((Path(training_args.output_dir) / "run_info.json").read_text())
     assert info["steps"] == 4 and info["tokens_seen"] == 4 * 2 * 64 and info["size"] == "tiny"
     assert info["tokens_before_cpt"] == 0  # from scratch
+    # R4: the run, its checkpoint-4 and its intermediate step-2, weights included, follow the umask (were 0600)
+    assert not_following_umask(training_args.output_dir) == []
 
 
 def test_decay_branch_of_the_stable_run(tmp_path, cache_dir):
