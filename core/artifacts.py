@@ -422,6 +422,19 @@ def hub_load_error(source: str, what: str, error: Exception) -> ValueError:
                       "(HF_HUB_OFFLINE unset) to download it")
 
 
+def check_loadable(directory: str | os.PathLike) -> None:
+    """Refuse a folder that is not a loadable model (`check_weights` besides): a LoRA run's `checkpoint-N`, which
+    holds the adapters, for resuming only (every command that loads, exports or describes a model calls this).
+
+    Raises:
+        ValueError: one line naming the adapter file and the folders to use instead.
+    """
+    if adapters := sorted(p.name for p in Path(directory).glob("adapter_*") if p.is_file()):
+        raise ValueError(f"{directory} holds LoRA adapters ({adapters[0]}), not a loadable model: a LoRA run's "
+                         "checkpoint-N is for resuming; use the run folder or an intermediate/step-N (merged weights)")
+    check_weights(directory)
+
+
 def check_weights(directory: str | os.PathLike) -> None:
     """Open the header of every safetensors file of a checkpoint: a truncated or corrupt file is named now, before
     any work, instead of failing deep inside `from_pretrained`."""

@@ -219,7 +219,7 @@ def list_runs(grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> tuple[lis
     for _, model, _ in models:
         if not (Path(model) / "config.json").is_file():
             raise FileNotFoundError(f"model directory {model} has no config.json; pass a saved checkpoint directory")
-        artifacts.check_weights(model)
+        artifacts.check_loadable(model)
         tokenizers[model] = model_inputs.load_finetuning_tokenizer(model)
         resolved = model_inputs.resolve_inputs(protocol, model)  # refuses what cannot fit
         if any(task.family == "qa" for task in task_list) and 2 * resolved.doc_stride >= resolved.qa_max_length:

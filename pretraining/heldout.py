@@ -230,6 +230,7 @@ def main(argv=None) -> None:
             if not (Path(model) / artifacts.RUN_INFO_NAME).is_file():
                 raise FileNotFoundError(f"{model} has no {artifacts.RUN_INFO_NAME}; pass checkpoints of "
                                         "recipes.pretrain")
+            artifacts.check_loadable(model)
         rows = score_checkpoints(models, args.tokenizer, args.block_size, args.blocks, args.cache_dir,
                                  args.data_dir, args.mlm_probability)
     write_csv(rows, args.output)

@@ -54,7 +54,7 @@ def build_model(run_args: PretrainArguments, tokenizer, seed: int) -> EuroBertCl
     The head class is the run's: causal for CLM runs, bidirectional for the others (what config.json records)."""
     model_class = EuroBertClmMlmForCausalLM if run_args.objective == "clm" else EuroBertClmMlmForMaskedLM
     if run_args.model_name_or_path:
-        artifacts.check_weights(run_args.model_name_or_path)
+        artifacts.check_loadable(run_args.model_name_or_path)
         try:
             model, loading = model_class.from_pretrained(run_args.model_name_or_path, dtype=torch.float32,
                                                          output_loading_info=True)

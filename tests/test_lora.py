@@ -146,4 +146,8 @@ def test_a_lora_trainer_checkpoint_is_not_published_as_a_model(runs):
     assert (checkpoint / "adapter_model.safetensors").is_file()
     with pytest.raises(push.PushError, match="holds LoRA adapters \\(adapter_config.json\\), not a loadable model"):
         push.stage_run(checkpoint, "org/m")
+    from model_cards import generate  # R5: nor is a card written for it
+
+    with pytest.raises(ValueError, match="holds LoRA adapters \\(adapter_config.json\\), not a loadable model"):
+        generate.build_model_card(checkpoint)
     assert [c.revision for c in push.stage_run(runs["out"] / "frozen", "org/m")] == ["main", "step-2"]
