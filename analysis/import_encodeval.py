@@ -186,6 +186,7 @@ def _check_output(output: Path, results: Path, runs: list[dict]) -> list[Path]:
     return stale
 
 
+@cli.exit_on_write_failure
 @cli.exit_on_bad_input
 def main(argv=None) -> Path:
     """Import an EncodEval results tree; print what was imported and what is missing; return the output folder."""

@@ -156,8 +156,8 @@ def confidence_interval(scores, bootstrap: bool = False, level: float = 0.95) ->
     if bootstrap:
         res = stats.bootstrap((scores,), np.mean, confidence_level=level, method="percentile", random_state=0)
         return float(res.confidence_interval.low), float(res.confidence_interval.high)
-    if np.all(scores == scores[0]):  # no spread over seeds: the interval is the point
-        return float(scores[0]), float(scores[0])
+    if np.all(scores == scores[0]):  # no spread over seeds: the interval is the point, the mean (not scores[0]: the
+        return float(scores.mean()), float(scores.mean())  # mean of equal floats can differ from them by an ulp)
     low, high = stats.t.interval(level, len(scores) - 1, loc=scores.mean(), scale=stats.sem(scores))
     return max(0.0, float(low)), min(1.0, float(high))
 

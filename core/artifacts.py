@@ -64,6 +64,28 @@ class LockHeld(RuntimeError):
     """Another live process holds the lock."""
 
 
+class WriteFailed(OSError):
+    """A write that failed (disk full, quota, `ulimit -f`, permissions), raised by the atomic writers once what they
+    were writing is removed: `str()` is one line naming the file; `errno` is the failure's (`out_of_room` reads it)."""
+
+    def __init__(self, path: str | os.PathLike, error: BaseException):
+        super().__init__(getattr(error, "errno", None) or errno.EIO, str(error))
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        why = ("it ran out of disk space or hit the file size limit: free space and rerun" if out_of_room(error)
+               else "nothing was written there: fix that and rerun")
+        self.message = f"cannot write {path} ({first}); {why}"
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _write_failure(path: Path, error: BaseException) -> BaseException | None:
+    """The `WriteFailed` to raise for `error` raised while writing `path` (None: not a write failure)."""
+    if isinstance(error, WriteFailed) or not (isinstance(error, OSError) or out_of_room(error)):
+        return None
+    return WriteFailed(path, error)
+
+
 # ------------------------------------------------------------------------------------------------------ writing
 @contextlib.contextmanager
 def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
@@ -76,8 +98,10 @@ def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
     try:
         yield tmp
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as error:
         tmp.unlink(missing_ok=True)
+        if failed := _write_failure(path, error):
+            raise failed from error
         raise
     finally:
         os.close(held)
@@ -89,6 +113,18 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
         f.write(text)
         f.flush()
         os.fsync(f.fileno())
+    return Path(path)
+
+
+def save_figure(fig, path: str | os.PathLike) -> Path:
+    """Save a matplotlib figure (PNG, 100 dpi, tight) atomically (`atomic_file`), then close it."""
+    import matplotlib.pyplot as plt
+
+    try:
+        with atomic_file(path) as tmp:
+            fig.savefig(tmp, format=Path(path).suffix[1:], dpi=100, bbox_inches="tight")
+    finally:
+        plt.close(fig)
     return Path(path)
 
 
@@ -209,8 +245,10 @@ def atomic_directory(path: str | os.PathLike, expected=_AT_ENTRY) -> Iterator[Pa
             shutil.rmtree(old)
         else:
             staging.rename(path)
-    except BaseException:
+    except BaseException as error:
         shutil.rmtree(staging, ignore_errors=True)
+        if failed := _write_failure(path, error):
+            raise failed from error
         raise
     finally:
         os.close(held)
@@ -345,30 +383,42 @@ def read_run_info(directory: str | os.PathLike | None) -> dict | None:
 
 # -------------------------------------------------------------------------------------------------------- locks
 @contextlib.contextmanager
-def exclusive_lock(path: str | os.PathLike, what: str) -> Iterator[Path]:
+def exclusive_lock(path: str | os.PathLike, what: str, remove: bool = False) -> Iterator[Path]:
     """Hold an exclusive `flock` on `path` (created if needed) for the duration of the block.
 
     The lock dies with the process that holds it (even on SIGKILL), so a crashed run never blocks the next one.
+    `remove`: the lock file is removed when the block ends (still held, so a process that opened it meanwhile finds
+    it gone once it gets the lock, and takes a new one): no lock file is left beside a result.
 
     Raises:
         LockHeld: another process holds it; the message names `what` and the lock file.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle = open(path, "a+")
-    try:
+    while True:
+        handle = open(path, "a+")
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as error:
+            handle.close()
             if error.errno not in (errno.EAGAIN, errno.EACCES):
                 raise
             raise LockHeld(f"{what} is in use by another process (lock {path}); wait for it to finish") from None
+        try:
+            if os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino:
+                break
+        except FileNotFoundError:
+            pass
+        handle.close()  # its holder removed it meanwhile: lock the new one
+    try:
         handle.seek(0)
         handle.truncate()
         handle.write(f"{os.getpid()}\n")
         handle.flush()
         yield path
     finally:
+        if remove:
+            path.unlink(missing_ok=True)
         handle.close()  # releases the lock
 
 

@@ -3,9 +3,9 @@ the `finetune_info.json` beside a saved fine-tuned model. The grid (`evaluation.
 the report, the cards and the results dataset all go through here.
 
 Layout: `<results>/<model>/<task>/lr<lr>-seed<seed>.json`; while a process works on a result it holds the lock
-`.<file>.lock` beside it (`lock`); a result of another identity that is redone is first moved aside as
-`<file>.replaced-<time>` (`move_aside`); a result is written atomically, after removing the temp files a killed
-writer of the same file left (`write_result`).
+`.<file>.lock` beside it (`lock`; removed when done); a result of another identity that is redone is first moved
+aside as `<file>.replaced-<time>` (`move_aside`); a result is written atomically, after removing the temp files a
+killed writer of the same file left (`write_result`).
 """
 
 from __future__ import annotations
@@ -152,7 +152,7 @@ def lock(path: str | os.PathLike, what: str) -> Iterator[Path]:
         artifacts.LockHeld: another process is working on this result.
     """
     path = Path(path)
-    with artifacts.exclusive_lock(path.with_name(f".{path.name}.lock"), f"{what} {path}") as held:
+    with artifacts.exclusive_lock(path.with_name(f".{path.name}.lock"), f"{what} {path}", remove=True) as held:
         yield held
 
 

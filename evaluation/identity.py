@@ -144,10 +144,12 @@ def migrate(results_dir: str | os.PathLike) -> int:
             if info := infos[path]:
                 store.write_finetune_info(path.with_suffix(".model"), {
                     **{k: v for k, v in info.items() if k != "format"}, "identity": _migrated_identity(record)})
-            store.write_result(path, {**record, "format": store.RESULT_FORMAT, "identity": _migrated_identity(record)})
+            store.write_result(path, {**record, "format": store.RESULT_FORMAT, "identity": _migrated_identity(record),
+                                      "pretrain_seed": store.pretrain_seed(record["model"])})
     return len(old)
 
 
+@cli.exit_on_write_failure
 def main(argv: list[str] | None = None) -> None:
     """`python -m evaluation.identity --migrate RESULTS_DIR`: results of format 2 made current, once."""
     parser = argparse.ArgumentParser(description=main.__doc__)

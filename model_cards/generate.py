@@ -759,6 +759,7 @@ def write_card(card, path: Path, force: bool = False) -> Path:
     return artifacts.write_text_atomic(path, f"{card}\n\n{GENERATED_MARKER}\n")
 
 
+@cli.exit_on_write_failure
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("checkpoint", nargs="?", help="checkpoint folder holding run_info.json")

@@ -394,6 +394,7 @@ def stage_commits(args, workdir: Path) -> list[RepoCommit]:
     return commits
 
 
+@cli.exit_on_write_failure
 def main(argv=None) -> None:
     args = make_parser().parse_args(argv)
     with cli.bad_input_exits():  # bad input: one line, exit 2, nothing pushed

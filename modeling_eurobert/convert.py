@@ -328,6 +328,7 @@ def make_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@cli.exit_on_write_failure
 def main(argv: list[str] | None = None) -> None:
     args = make_parser().parse_args(argv)
     with cli.bad_input_exits():

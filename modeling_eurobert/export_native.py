@@ -202,6 +202,7 @@ def export_native(checkpoint: str | Path, output: str | Path, bidirectional: boo
     return output
 
 
+@cli.exit_on_write_failure
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("checkpoint", help="a checkpoint saved by this project")
