@@ -166,6 +166,9 @@ def claim_protocol(folder: str | os.PathLike, protocol: dict, replace: bool = Fa
         -> ours"). `replace` (a grid redoing changed results) claims it for `protocol` whatever claimed it before.
     """
     path = Path(folder) / PROTOCOL_NAME
+    if path.is_dir() or path.is_file() and not path.stat().st_size:
+        raise ValueError(f"results folder protocol {path} is {'a folder' if path.is_dir() else 'empty'}, not the "
+                         "claim a grid writes: remove it (the next grid claims the folder again)")
     if replace:
         artifacts.write_json_atomic(path, protocol)
         return []
@@ -178,7 +181,11 @@ def claim_protocol(folder: str | os.PathLike, protocol: dict, replace: bool = Fa
             pass
         finally:
             temp.unlink()
-    return identity_diff(artifacts.read_json(path, "results folder protocol"), protocol)
+    claimed = artifacts.read_json(path, "results folder protocol")
+    if not isinstance(claimed, dict):
+        raise ValueError(f"results folder protocol {path} is not the claim a grid writes (a JSON object): remove it "
+                         "(the next grid claims the folder again)")
+    return identity_diff(claimed, protocol)
 
 
 def move_aside(path: str | os.PathLike) -> Path:

@@ -417,7 +417,11 @@ def claim_folders(todo: list[Run], output, rerun_changed: bool = False) -> None:
                 and (other := _other_protocol(run, folder)):  # written before folders were claimed
             raise GridMixed(f"{other} was written by another grid with another protocol; one --output holds one "
                             "protocol: use another --output (nothing was run)")
-        if why := store.claim_protocol(folder, run.identity["protocol"], replace=rerun_changed):
+        try:
+            why = store.claim_protocol(folder, run.identity["protocol"], replace=rerun_changed)
+        except ValueError as error:  # a corrupt, empty or folder .protocol: nothing was run
+            raise GridMixed(str(error)) from None
+        if why:
             raise GridMixed(f"{folder} is claimed by another grid with another protocol ({'; '.join(why[:4])}); one "
                             "--output holds one protocol: use another --output (nothing was run)")
 
