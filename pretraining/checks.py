@@ -248,6 +248,9 @@ def last_complete_checkpoint(directory: str | os.PathLike) -> str | None:
     return None
 
 
+_MODEL_WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+
+
 def check_sources(run_args: PretrainArguments) -> None:
     """The paths a run reads exist (a Hub id is checked for its form only; loading it tells the rest), and CPT's
     blocks fit the base model's positions."""
@@ -255,6 +258,12 @@ def check_sources(run_args: PretrainArguments) -> None:
                          ("tokenizer_name_or_path", run_args.tokenizer_name_or_path)):
         if source:
             artifacts.local_or_hub(source, what)
+    base = Path(run_args.model_name_or_path or "").expanduser()
+    if run_args.model_name_or_path and base.exists() and not (
+            (base / "config.json").is_file() and any((base / name).is_file() for name in _MODEL_WEIGHTS)):
+        raise ValueError(f"model_name_or_path {run_args.model_name_or_path} is not a saved model: pass a folder "
+                         "holding config.json and its weights (model.safetensors), e.g. a run's output_dir or a "
+                         "converted decoder (python -m modeling_eurobert.convert)")
     if run_args.branch_from and not Path(run_args.branch_from).is_dir():
         raise FileNotFoundError(f"branch_from {run_args.branch_from} does not exist; train the stable run first")
     if run_args.cpt:  # CPT keeps the base model's positions

@@ -129,6 +129,11 @@ CLI_ROWS = {
          "lora_target_modules ['q_proj', 'q_proj'] names q_proj more than once"),
         ([*CPT, "--lora", "true", "--lora_train_embeddings", "maybe"], "--lora_train_embeddings"),
         ([*CPT, "--objective", "clm"], "CPT is MLM only"),
+        # issue 43: a file, or a folder with only config.json (transformers' "Repo id must be..." and a traceback)
+        ([*DEBUG, "--architecture", "none", "--model_name_or_path", "{file}", "--tokenizer_name_or_path", "{model}",
+          "--switch_step", "none"], "file.txt is not a saved model: pass a folder holding config.json and its weights"),
+        ([*DEBUG, "--architecture", "none", "--model_name_or_path", "{configonly}", "--tokenizer_name_or_path",
+          "{model}", "--switch_step", "none"], "configonly is not a saved model"),
         ([*CPT, "--lora", "true", "--keep_optimizer_state", "true"], "drop keep_optimizer_state or lora"),
     ],
     "recipes.study": [
@@ -396,12 +401,14 @@ def _placeholders(tmp_path, model_dir) -> dict:
     (tmp_path / "negbudget.yaml").write_text(yaml.safe_dump({"name": "neg", **task, "budget": {"max_steps": -1}}))
     (tmp_path / "dupcfg.yaml").write_text("objective: mlm\narchitecture: tiny\nobjective: clm\n")
     (tmp_path / "file.txt").write_text("a plain file\n")
+    (tmp_path / "configonly").mkdir()
+    (tmp_path / "configonly" / "config.json").write_text('{"model_type": "llama", "max_position_embeddings": 128}')
     return {"{out}": str(tmp_path / "out"), "{tmp}": str(tmp_path), "{file}": str(tmp_path / "file.txt"),
             "{repo}": str(REPO_ROOT), "{model}": str(model_dir), "{dup_a}": str(tmp_path / "a" / "task.yaml"),
             "{dup_b}": str(tmp_path / "b" / "task.yaml"), "{bad_yaml}": str(tmp_path / "bad.yaml"),
             "{escaped}": str(tmp_path / "escaped.yaml"), "{dupkey}": str(tmp_path / "dupkey.yaml"),
             "{negbudget}": str(tmp_path / "negbudget.yaml"), "{dupcfg}": str(tmp_path / "dupcfg.yaml"),
-            "{noid}": str(tmp_path / "noid")}
+            "{noid}": str(tmp_path / "noid"), "{configonly}": str(tmp_path / "configonly")}
 
 
 def _write_noid(tmp_path) -> None:
