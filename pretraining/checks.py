@@ -248,7 +248,8 @@ def last_complete_checkpoint(directory: str | os.PathLike) -> str | None:
     return None
 
 
-_MODEL_WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+_MODEL_WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                  "pytorch_model.bin.index.json")
 
 
 def check_sources(run_args: PretrainArguments) -> None:

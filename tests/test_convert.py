@@ -252,6 +252,9 @@ REFUSALS = {
                       "sliding_window": 32, "max_window_layers": 1}, "sliding_window=32 binds"),
     "kv_heads": ({"num_key_value_heads": 3}, "invalid source config: .*num_key_value_heads"),
     "quantized": ({"quantization_config": {"quant_method": "gptq"}}, "quantization_config"),
+    # issue 43: a config that disagrees with its weights was transformers' traceback ("ignore_mismatched_sizes")
+    "disagrees": ({"intermediate_size": 40}, r"mismatched \['model.layers.0.mlp.down_proj.weight: \(32, 37\) in the "
+                  r"weights, \(32, 40\) by config.json', .*'4 more'\]: its config.json disagrees with its weights"),
 }
 
 
