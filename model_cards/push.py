@@ -121,6 +121,10 @@ def checkpoint_files(checkpoint_dir: Path) -> dict[str, Path]:
         problems.append("tokenizer files")
     if not any(f.endswith(".py") for f in files):
         problems.append("modeling code (configuration_*.py, modeling_*.py)")
+    if problems == ["run_info.json"]:  # a converted decoder, or a model saved outside this project's runs
+        raise PushError(f"{checkpoint_dir} has no run_info.json, which this project's pretraining runs write beside "
+                        "every checkpoint (recipes.pretrain, recipes.cpt): push a run's output_dir; a converted "
+                        "decoder gets one once continued with recipes.cpt")
     if problems:
         raise PushError(f"{checkpoint_dir} is not a complete checkpoint: missing {', '.join(problems)}; "
                         "save it with model.save_pretrained + tokenizer.save_pretrained")

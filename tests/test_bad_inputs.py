@@ -528,6 +528,8 @@ def _writer_rows():
             (heldout.main, ["--model", "{lora}", "--tokenizer", "{ckpt}", "--block_size", "8", "--output",
                             "{out}/loss.csv"]),
             (export_native.main, ["{lora}", "{out}"]))],
+        (push.main, ["{noinfo}", "--repo_id", "org/m", "--dry_run", "{out}"],  # said "save it with save_pretrained"
+         "has no run_info.json, which this project's pretraining runs write beside every checkpoint"),
         (study.main, ["smoke", "--output", "{out}", "--docs", "{file}"], "--docs"),
     ]
 
@@ -563,6 +565,8 @@ def inputs(tmp_path_factory):
     paths["lora"] = make_checkpoint(root / "lora", "610m-mlm40-42k")  # a LoRA run's checkpoint-N: its adapters
     (paths["lora"] / "adapter_model.safetensors").write_bytes((paths["lora"] / "model.safetensors").read_bytes())
     (paths["lora"] / "adapter_config.json").write_text("{}")
+    paths["noinfo"] = make_checkpoint(root / "noinfo", "610m-mlm40-42k")  # as a converted decoder: no run_info.json
+    (paths["noinfo"] / "run_info.json").unlink()
     paths["badyaml"] = root / "bad.yaml"
     paths["badyaml"].write_bytes(b"objective: mlm\nname: \xff\xfe\n")
     return paths
