@@ -117,7 +117,7 @@ def check_same_protocol(records: list[dict]) -> None:
     other task data, other protocol): such a row would mix two experiments."""
     first = records[0]
     for record in records[1:]:
-        differences = store.same_family_diff(first["family"], first["identity"], record["identity"])
+        differences = store.identity_diff(first["identity"], record["identity"])
         imported = [r["_path"] for r in (first, record) if is_imported(r)]
         if differences and len(imported) == 1:
             raise ValueError(f"{imported[0]} (imported from EncodEval) and a result of this project are both "

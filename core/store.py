@@ -25,14 +25,6 @@ RESULT_GLOB = "*/*/lr*-seed*.json"  # under a results directory: <model>/<task>/
 FINETUNE_INFO_NAME = "finetune_info.json"  # beside a saved fine-tuned model: its result's identity and scores
 FINETUNE_INFO_FORMAT = 1
 PROTOCOL_NAME = ".protocol"  # JSON in <results>/<model>/<task>/: the protocol of its results (`claim_protocol`)
-# Protocol and input settings read by some task families only (every other setting applies to all): a result does not
-# depend on the others, so they are left out of its identity (`family_identity`) and never compared: an SC result is
-# the same whatever `--ir_pooling` or `--doc_stride` its grid had. The families that read each one (`evaluation`).
-SETTING_FAMILIES = {"max_length": ("sc", "tc", "ir"), "pair_encoding": ("sc",), "tc_labelling": ("tc",),
-                    **dict.fromkeys(("qa_max_length", "doc_stride", "n_best", "max_answer_length"), ("qa",)),
-                    **dict.fromkeys(("ir_corpus", "ir_relevance", "ir_pooling", "query_prompt", "document_prompt"),
-                                    ("ir",))}
-SCOPED_PARTS = ("protocol", "inputs")  # the identity parts holding such settings
 
 
 def result_path(output: str | os.PathLike, model: str, task: str, lr: float, seed: int) -> Path:
@@ -99,28 +91,13 @@ def read_result(path: str | os.PathLike) -> dict:
     return record
 
 
-def family_identity(family: str, identity: dict) -> dict:
-    """`identity` without the protocol and input settings that `family` does not read (`SETTING_FAMILIES`)."""
-    def keep(name):
-        return family in SETTING_FAMILIES.get(name, (family,))
-    return {part: {k: v for k, v in value.items() if keep(k)} if part in SCOPED_PARTS and isinstance(value, dict)
-            else value for part, value in identity.items()}
-
-
 def differences(record: dict, identity: dict) -> list[str]:
     """Why a result is not current for `identity` ([] when it is): an older format, or the identity fields that
-    differ ("field: old -> new"), settings its family does not read left out (`family_identity`: results written
-    before those were left out of identities compare as they did). `identity` may hold only some fields (the study
-    checks model and scoring)."""
+    differ ("field: old -> new"). `identity` may hold only some fields (the study checks model and scoring)."""
     if record.get("format") != RESULT_FORMAT:
         return [f"format {record.get('format')}, this version writes {RESULT_FORMAT}: run `{MIGRATE_COMMAND}` once"]
     recorded = record.get("identity") or {}
-    return same_family_diff(record.get("family"), {key: recorded.get(key) for key in identity}, identity)
-
-
-def same_family_diff(family: str, old: dict, new: dict) -> list[str]:
-    """`identity_diff` of two identities of one family's results, on the settings that family reads."""
-    return identity_diff(family_identity(family, old), family_identity(family, new))
+    return identity_diff({key: recorded.get(key) for key in identity}, identity)
 
 
 def is_current(record: dict, identity: dict) -> bool:

@@ -27,7 +27,7 @@ from transformers.trainer_callback import PrinterCallback
 import modeling_eurobert  # noqa: F401  (registers our Auto classes, so our checkpoints load in-process)
 from core import lora
 from evaluation.attention import set_attention
-from evaluation.finetune_args import FinetuneArgs
+from evaluation.finetune_args import FinetuneArgs, data_settings
 from modeling_eurobert.export_native import make_plain_loadable
 
 
@@ -121,17 +121,14 @@ _TOKENIZED: dict = {}
 
 
 def task_splits(task, args: FinetuneArgs):
-    """`tasks.load_splits` once per (task, data dir, subset sizes) in this process."""
+    """`tasks.load_splits` once per (task, the settings its data depends on: `finetune_args.data_settings`) in this
+    process."""
     from evaluation import tasks
 
-    key = (str(task.path or task.name), args.source, args.data_dir, args.max_train, args.max_eval, args.ir_corpus,
-           args.ir_relevance, args.pair_encoding)
+    settings = data_settings(args, task.family)
+    key = (str(task.path or task.name), *sorted(settings.items()))
     if key not in _SPLITS:
-        extra = {"corpus": args.ir_corpus, "relevance": args.ir_relevance} if task.family == "ir" else {}
-        extra = {"pair_encoding": args.pair_encoding} if task.family == "sc" else extra
-        _SPLITS[key] = tasks.load_splits(
-            task, data_dir=args.data_dir, max_train=args.max_train, max_eval=args.max_eval, source=args.source, **extra
-        )
+        _SPLITS[key] = tasks.load_splits(task, **settings)
     return _SPLITS[key]
 
 

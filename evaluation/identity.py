@@ -7,7 +7,7 @@ A result file `<output>/<model>/<task>/lr<lr>-seed<seed>.json` records the ident
 - `task`: its definition (the task YAML minus free text) and the sha256 of every local data file it reads;
 - `protocol`: every fine-tuning setting that can change a score (steps, batch, lengths, subsets, precision...)
   of the task's family: a setting only other families read (`--ir_pooling`, `--doc_stride` for an SC task:
-  `core.store.SETTING_FAMILIES`) is left out, and left out of comparisons with results that recorded it.
+  `finetune_args.SETTINGS`, where each setting is declared once) is left out.
 - `scoring`: the declared versions of the code that fine-tunes and scores, {"protocol": PROTOCOL_VERSION,
   <family>: SCORING_VERSIONS[family]} (`scoring_identity`). A refactor, a docstring or a comment leaves them (and
   every stored result) as they are; a change that moves a family's per-instance outputs or scores fails that
@@ -34,17 +34,14 @@ the scoring versions 1 (what the code that wrote format 2 scored, frozen by the 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import functools
 import hashlib
 import json
 import os
 
 from core import artifacts, cli, store
-from evaluation import tasks
+from evaluation import finetune_args, tasks
 
-# Settings that never change a score: where files live, how often the loss is logged, how many workers run.
-NOT_PROTOCOL = {"data_dir", "scratch_dir", "logging_steps", "workers"}
 TASK_FREE_TEXT = {"description", "notes", "path"}
 # Bump a family's version when its per-instance outputs or scores move (its reader, inputs, head, post-processing or
 # metric), PROTOCOL_VERSION when the shared fine-tuning loop moves every family's; then regenerate the golden files.
@@ -88,13 +85,18 @@ def task_identity(task: tasks.Task, source: str, data_dir) -> dict:
     return {"definition": _sha256_json(definition), "source": source, "data": files}
 
 
-def protocol_identity(protocol) -> dict:
-    """Every protocol setting that can change a score (paths and logging excluded). The LoRA settings only with
-    `--peft lora`, the pair encoding only with `--pair_encoding segments`: other results keep the identity they had
-    before those settings existed."""
-    skip = NOT_PROTOCOL | {"lr", "seed"} | ({"peft", "lora_rank", "lora_alpha"} if protocol.peft == "none" else set())
-    skip |= {"pair_encoding"} if protocol.pair_encoding == "joined" else set()
-    return {k: v for k, v in dataclasses.asdict(protocol).items() if k not in skip}
+def protocol_identity(protocol, family: str) -> dict:
+    """The protocol settings that can change the score of a `family` result (`finetune_args.SETTINGS`: paths and
+    logging left out, settings only other families read left out, the LoRA settings only with `--peft lora`, the
+    pair encoding only with `--pair_encoding segments`)."""
+    return finetune_args.identity_settings(protocol, family)
+
+
+def scoped(family: str, ident: dict) -> dict:
+    """A recorded identity without the protocol and input settings `family` does not read (what results written
+    before identities left those out recorded: `--migrate` rewrites them so)."""
+    return {part: {k: v for k, v in value.items() if finetune_args.reads(family, k)}
+            if part in ("protocol", "inputs") and isinstance(value, dict) else value for part, value in ident.items()}
 
 
 def ir_training_key(task: tasks.Task, pairs, schedule) -> str:
@@ -122,22 +124,25 @@ def ir_training_key(task: tasks.Task, pairs, schedule) -> str:
 
 
 def _migrated_identity(record: dict) -> dict:
-    """A format-2 identity with `code` (source hashes) replaced by the versions of the code that wrote format 2."""
+    """A recorded identity made current: a format-2 `code` (source hashes) replaced by the versions of the code that
+    wrote format 2, and the settings its family does not read left out (`scoped`)."""
     ident = {k: v for k, v in (record.get("identity") or {}).items() if k != "code"}
     if "code" in (record.get("identity") or {}):
         ident["scoring"] = {"protocol": FORMAT2_VERSION, record["family"]: FORMAT2_VERSION}
-    return ident
+    return scoped(record["family"], ident)
 
 
 def migrate(results_dir: str | os.PathLike) -> int:
-    """Give every format-2 result under `results_dir` (and the `finetune_info.json` of a model saved beside it) the
-    format-3 identity, once; return how many results were rewritten. Everything is read and checked first: a
-    corrupt file, a copy or a file of an unknown format stops it before anything is written."""
+    """Make every result under `results_dir` (and the `finetune_info.json` of a model saved beside it) current in
+    format, once: format 2 gets the format-3 identity, and an identity that recorded settings its family does not read
+    is `scoped`; return how many results were rewritten. Everything is read and checked first: a corrupt file, a copy
+    or a file of an unknown format stops it before anything is written."""
     paths = store.result_files(results_dir)
     if not paths:
         raise FileNotFoundError(f"no result files under {results_dir} (<model>/<task>/lr<lr>-seed<seed>.json)")
     records = {path: store.read_result(path) for path in paths}
-    old = {path: record for path, record in records.items() if record["format"] != store.RESULT_FORMAT}
+    old = {path: record for path, record in records.items()
+           if record["format"] != store.RESULT_FORMAT or _migrated_identity(record) != record["identity"]}
     infos = {path: store.read_finetune_info(path.with_suffix(".model")) for path in old}
     for path, record in old.items():
         with store.lock(path, "migration of"):
@@ -149,13 +154,14 @@ def migrate(results_dir: str | os.PathLike) -> int:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m evaluation.identity --migrate RESULTS_DIR`: results of format 2 made current, once."""
+    """`python -m evaluation.identity --migrate RESULTS_DIR`: results of format 2, or that recorded settings their
+    family does not read, made current, once."""
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("--migrate", required=True, metavar="RESULTS_DIR", help="the grid's --output directory")
     args = parser.parse_args(argv)
     with cli.bad_input_exits():
         count = migrate(args.migrate)
-    print(f"migrated {count} result file(s) of format 2 under {args.migrate} to format {store.RESULT_FORMAT}")
+    print(f"migrated {count} result file(s) under {args.migrate} to format {store.RESULT_FORMAT}")
 
 
 if __name__ == "__main__":

@@ -227,7 +227,7 @@ def list_runs(grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> tuple[lis
                              f"{resolved.qa_max_length} tokens (--qa_max_length, capped for {model}): a window holds "
                              f"the question, the overlap and new context; pass at most "
                              f"{(resolved.qa_max_length - 1) // 2} (paper: 128 of 384)")
-        inputs[model] = model_inputs.inputs_identity(resolved)
+        inputs[model] = resolved
         for task in task_list:
             model_inputs.check_head(model, task.family)
             model_inputs.check_labels(model, task)
@@ -241,10 +241,10 @@ def list_runs(grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> tuple[lis
         if task.family == "ir":
             budget = finetune_args.schedule(task, protocol)
             training[task.name] = identity.ir_training_key(task, splits["train"], budget)
-    protocol_id = identity.protocol_identity(protocol)
-    runs = [Run(name, m, t, lr, s, store.family_identity(t.family, {
-                "model": model_ids[m], "task": task_ids[t.name], "protocol": protocol_id,
-                "scoring": identity.scoring_identity(t.family), "inputs": inputs[m]}),
+    runs = [Run(name, m, t, lr, s, {"model": model_ids[m], "task": task_ids[t.name],
+                                    "protocol": identity.protocol_identity(protocol, t.family),
+                                    "scoring": identity.scoring_identity(t.family),
+                                    "inputs": model_inputs.inputs_identity(inputs[m], t.family)},
                 source=source, training=training.get(t.name), save_model=(t.name, lr, s) in saved)
             for name, m, source in models for t in task_list for lr in lrs for s in seeds]
     return runs, tokenizers
@@ -270,6 +270,11 @@ def status(run: Run, output: str | os.PathLike) -> tuple[str, list[str]]:
     run again (same identity, so the same scores up to hardware) and its result rewritten with the model.
     """
     state, why = store.result_state(run.path(output), run.identity)
+    if state == "changed" and why[0].startswith(("protocol.", "inputs.")):
+        recorded = store.read_result(run.path(output))["identity"]
+        if recorded != identity.scoped(run.task.family, recorded):
+            why = [f"it records settings its family does not read (written before identities left them out): run "
+                   f"`{store.MIGRATE_COMMAND}` once"]
     if state == "done" and run.save_model and not _model_saved(run, output) \
             and store.read_result(run.path(output))["status"] == "ok":
         return "todo", ["fine-tuned model asked for (--save_models) but not saved"]
@@ -281,7 +286,7 @@ def _model_saved(run: Run, output) -> bool:
         info = store.read_finetune_info(run.model_dir(output))
     except ValueError:  # unreadable or of another format: the model is saved again
         return False
-    return info is not None and not store.same_family_diff(run.task.family, info.get("identity") or {}, run.identity)
+    return info is not None and not store.identity_diff(info.get("identity") or {}, run.identity)
 
 
 def _run_args(run: Run, protocol: finetune_args.ProtocolArgs, scratch: str) -> finetune_args.FinetuneArgs:
@@ -368,7 +373,7 @@ def _other_protocol(run: Run, folder: Path) -> Path | None:
             record = store.read_result(path)
         except ValueError:
             continue
-        if store.family_identity(record["family"], record["identity"]).get("protocol") != run.identity["protocol"]:
+        if identity.scoped(record["family"], record["identity"]).get("protocol") != run.identity["protocol"]:
             return path
     return None
 

@@ -63,16 +63,18 @@ def test_format2_results_are_migrated_once(tmp_path, call_main):
     path, old = format2_result(tmp_path)
     saved = path.with_suffix(".model")
     store.write_finetune_info(saved, {"task": "conll2003", "identity": old["identity"]})
-    current = {**{k: v for k, v in old["identity"].items() if k != "code"}, "scoring": identity.scoring_identity("tc")}
+    current = identity.scoped("tc", {**{k: v for k, v in old["identity"].items() if k != "code"},
+                                     "scoring": identity.scoring_identity("tc")})  # no QA or IR setting: a TC result
     assert store.read_result(path)["test"] == old["test"]  # the report reads it as it is
     state, why = store.result_state(path, current)
     assert state == "changed" and why == ["format 2, this version writes 3: run `python -m evaluation.identity "
                                           "--migrate RESULTS_DIR` once"]
     done = call_main(identity.main, "--migrate", tmp_path)
-    assert done.returncode == 0 and "migrated 1 result file(s) of format 2" in done.stdout
+    assert done.returncode == 0 and "migrated 1 result file(s)" in done.stdout
     assert store.result_state(path, current) == ("done", [])
     record = store.read_result(path)
     assert record["format"] == 3 and record["pretrain_seed"] is None and "code" not in record["identity"]
+    assert "doc_stride" in old["identity"]["protocol"] and "doc_stride" not in record["identity"]["protocol"]
     assert {k: v for k, v in record.items() if k not in ("format", "identity", "pretrain_seed")} == \
            {k: v for k, v in old.items() if k not in ("format", "identity")}
     assert store.read_finetune_info(saved)["identity"] == record["identity"]
