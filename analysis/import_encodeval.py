@@ -21,7 +21,7 @@ reads both alike:
   `identity` {"imported": "encodeval"}: it carries no model files and no protocol identity (the harness recorded
   neither), so it never joins a run of this project in one summary row.
 
-A run of the paper's grid (`core.paper_grid`: `PAPER_LRS` x `PAPER_SEEDS`) absent from the tree, for a model and a
+A run of the paper's grid (`core.paper`: `PAPER_LRS` x `PAPER_SEEDS`) absent from the tree, for a model and a
 dataset the tree has, is listed in `<output>/missing_runs.csv` and counted on stdout, never filled; the report shows
 the counts. `--models` and `--datasets` import a part (the whole tree reports at once:
 `analysis.statistics.load_results` keeps about 8 bytes per test instance; docs/benchmarks.md). A malformed or
@@ -40,7 +40,7 @@ import re
 from pathlib import Path
 
 from core import artifacts, cli, names, store
-from core.paper_grid import PAPER_LRS, PAPER_SEEDS
+from core.paper import PAPER_LRS, PAPER_SEEDS
 
 FAMILIES = {"SC": "sc", "TC": "tc", "QA": "qa", "IR": "ir"}  # EncodEval's task folders -> this project's families
 METRICS = {"sc": "accuracy", "tc": "sentence_macro_f1", "qa": "f1", "ir": "ndcg@10"}  # what EncodEval's score is

@@ -53,7 +53,7 @@ import transformers
 from tqdm.auto import tqdm
 from transformers import AutoConfig, HfArgumentParser
 
-from core import artifacts, cli, paper_grid, store
+from core import artifacts, cli, paper, store
 from core.paths import REPO_ROOT
 from evaluation import (
     baselines,
@@ -87,9 +87,9 @@ class GridArgs:
                                          "run_info.json, else the directory or repo name)."})
     tasks: str = field(metadata={"help": "Task names or task YAML paths, comma-separated "
                                          f"({', '.join(tasks.list_tasks())})."})
-    lrs: str = field(default=",".join(f"{lr:g}" for lr in paper_grid.PAPER_LRS),
+    lrs: str = field(default=",".join(f"{lr:g}" for lr in paper.PAPER_LRS),
                      metadata={"help": "Learning rates."})
-    seeds: str = field(default=",".join(map(str, paper_grid.PAPER_SEEDS)), metadata={"help": "Seeds."})
+    seeds: str = field(default=",".join(map(str, paper.PAPER_SEEDS)), metadata={"help": "Seeds."})
     output: str = field(default="results", metadata={"help": "Results directory."})
     rerun_changed: bool = field(default=False, metadata={
         "help": "Re-run finished runs whose identity (model, task, protocol) changed; the old files are moved aside."})

@@ -33,7 +33,7 @@ from core import artifacts, cli, names, store
 from core.paths import REPO_ROOT
 from evaluation.resolve import checkpoint_name
 from recipes import manifest
-from recipes.studies import STUDIES, STUDY_NAMES, TOY_VOCAB_SIZE, Study, read_study_marker, replicate_name
+from recipes.studies import STUDIES, STUDY_NAMES, TOY_VOCAB_SIZE, Study, read_study_marker
 from recipes.study_docs import RESULTS_ARCHIVE, check_docs_dir, write_docs
 
 STAGES = ("tokenizer", "pretraining", "held-out loss", "evaluation", "report", "model cards", "hub export")
@@ -46,15 +46,15 @@ def run_settings(recipe: manifest.Recipe, study: Study, output: Path, data_dir: 
     tokenizer shared by all runs; for pretraining replicate `pretrain_seed`, its run name, its seeds (initial
     weights and MLM masks; the block order stays the study's) and the base runs of the same replicate."""
     config = manifest.run_config(recipe, study.scale)
-    models, name = output / "models", replicate_name(recipe.name, pretrain_seed)
+    models, name = output / "models", names.replicate_name(recipe.name, pretrain_seed)
     config.update(output_dir=str(models / name), data_cache_dir=str(output / "cache"),
                   tokenizer_name_or_path=str(output / "tokenizer"), data_dir=data_dir, run_name=name)
     if pretrain_seed is not None:
         config.update(seed=pretrain_seed, masking_seed=pretrain_seed)
     if recipe.branch_from:
-        config["branch_from"] = str(models / replicate_name(recipe.branch_from, pretrain_seed))
+        config["branch_from"] = str(models / names.replicate_name(recipe.branch_from, pretrain_seed))
     if recipe.cpt_base:
-        config["model_name_or_path"] = str(models / replicate_name(recipe.cpt_base, pretrain_seed))
+        config["model_name_or_path"] = str(models / names.replicate_name(recipe.cpt_base, pretrain_seed))
     return config
 
 
@@ -241,7 +241,7 @@ def vocab_size(study: Study) -> int:
 
 def pretrain(recipe: manifest.Recipe, study: Study, output: Path, data_dir: str | None,
              pretrain_seed: int | None = None) -> None:
-    name = replicate_name(recipe.name, pretrain_seed)
+    name = names.replicate_name(recipe.name, pretrain_seed)
     config_path = output / "configs" / f"{name}.yaml"
     config_path.parent.mkdir(parents=True, exist_ok=True)
     settings = run_settings(recipe, study, output, data_dir, pretrain_seed)
@@ -255,7 +255,7 @@ def evaluated_models(study: Study, output: Path) -> list[Path]:
     paths = [output / "models" / name for name in study.trained_names()]
     for name in study.trained_names() if study.evaluate_intermediate else ():
         for step_dir in artifacts.intermediate_checkpoints(output / "models" / name):  # step-<real step>
-            paper_step = int(checkpoint_name(step_dir).rsplit("-", 1)[1])  # its name: <run>-<paper step>
+            paper_step = names.split_step(checkpoint_name(step_dir))[1]  # its name: <run>-<paper step>
             if not study.intermediate_steps or paper_step in study.intermediate_steps:
                 paths.append(step_dir)
     return paths
@@ -542,7 +542,7 @@ def _run_study(study_name: str, study: Study, definition: dict, output: Path, da
     artifacts.write_json_atomic(output / "study.json", {"format": artifacts.STUDY_FORMAT, "study": study_name,
                                                          "definition": definition})
     started = time.time()
-    progress = Progress({"tokenizer": 1, **{f"pretrain:{replicate_name(r.name, k)}": 1 for r, k in runs},
+    progress = Progress({"tokenizer": 1, **{f"pretrain:{names.replicate_name(r.name, k)}": 1 for r, k in runs},
                          "held-out loss": int(bool(study.heldout_blocks)), "report": 1, "model cards": 1,
                          "hub export": 1})
     try:
@@ -550,7 +550,7 @@ def _run_study(study_name: str, study: Study, definition: dict, output: Path, da
         train_tokenizer(study, output, data_dir)
         progress.done("tokenizer")
         for i, (recipe, pretrain_seed) in enumerate(runs, 1):
-            name = replicate_name(recipe.name, pretrain_seed)
+            name = names.replicate_name(recipe.name, pretrain_seed)
             progress.start("pretraining", f"{name} ({i}/{len(runs)})")
             trained = is_trained(output, name)
             if not trained:
