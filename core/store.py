@@ -19,8 +19,7 @@ from pathlib import Path
 from core import artifacts, names
 
 RESULT_FORMAT = 3  # 3: declared scoring versions in the identity (2: source hashes, `identity.code`), `pretrain_seed`
-READ_FORMATS = (2, RESULT_FORMAT)  # the report, the cards and the migration read format 2; only format 3 is current
-MIGRATE_COMMAND = "python -m evaluation.identity --migrate RESULTS_DIR"  # format 2 -> 3, once
+MIGRATE_COMMAND = "python -m evaluation.identity --migrate RESULTS_DIR"  # format 2 -> 3 (read by it alone), once
 RESULT_GLOB = "*/*/lr*-seed*.json"  # under a results directory: <model>/<task>/lr<lr>-seed<seed>.json
 FINETUNE_INFO_NAME = "finetune_info.json"  # beside a saved fine-tuned model: its result's identity and scores
 FINETUNE_INFO_FORMAT = 1
@@ -71,14 +70,16 @@ def filed_path(record) -> Path | None:
         return None
 
 
-def read_result(path: str | os.PathLike) -> dict:
-    """A result file (format 2 or 3; `pretrain_seed` None when it has none), refused in one line when corrupt, of
-    another format, or filed where its content does not say (a copy or a backup never counts as a result)."""
+def read_result(path: str | os.PathLike, migrating: bool = False) -> dict:
+    """A result file (`pretrain_seed` None when it has none), refused in one line when corrupt, of another format
+    (format 2 is read by the migration alone, `migrating`), or filed where its content does not say (a copy or a
+    backup never counts as a result)."""
     record = artifacts.read_json(path, "result file")
-    if not isinstance(record, dict) or record.get("format") not in READ_FORMATS:
-        found = record.get("format", 1) if isinstance(record, dict) else "unknown"
-        raise ValueError(f"result file {path} has format {found}, this version reads {READ_FORMATS}: re-run its grid "
-                         "with `python -m evaluation.run ... --rerun_changed` to replace it")
+    found = record.get("format", 1) if isinstance(record, dict) else "unknown"
+    if found != RESULT_FORMAT and not (migrating and found == 2):
+        fix = f"run `{MIGRATE_COMMAND}` once" if found == 2 else \
+            "re-run its grid with `python -m evaluation.run ... --rerun_changed` to replace it"
+        raise ValueError(f"result file {path} has format {found}, this version reads format {RESULT_FORMAT}: {fix}")
     if (filed := filed_path(record)) is None:
         raise ValueError(f"result file {path} does not record its model, task, lr and seed")
     if Path(path).parts[-3:] != filed.parts:
@@ -92,16 +93,14 @@ def read_result(path: str | os.PathLike) -> dict:
 
 
 def differences(record: dict, identity: dict) -> list[str]:
-    """Why a result is not current for `identity` ([] when it is): an older format, or the identity fields that
-    differ ("field: old -> new"). `identity` may hold only some fields (the study checks model and scoring)."""
-    if record.get("format") != RESULT_FORMAT:
-        return [f"format {record.get('format')}, this version writes {RESULT_FORMAT}: run `{MIGRATE_COMMAND}` once"]
+    """Why a result is not current for `identity` ([] when it is): the identity fields that differ ("field: old ->
+    new"). `identity` may hold only some fields (the study checks model and scoring)."""
     recorded = record.get("identity") or {}
     return identity_diff({key: recorded.get(key) for key in identity}, identity)
 
 
 def is_current(record: dict, identity: dict) -> bool:
-    """Whether a result was made by what `identity` describes (same format, same identity fields)."""
+    """Whether a result was made by what `identity` describes (same identity fields)."""
     return not differences(record, identity)
 
 

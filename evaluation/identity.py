@@ -26,9 +26,11 @@ refused with the differing fields named, unless `--rerun_changed` (then the old 
 redone). The report refuses to average results of different identities in one row. `core.store.differences`
 names the fields.
 
-Results of format 2 recorded the sha256 of ten source files (`identity.code`) instead; they are read by the report
-but are current for no grid until migrated once: `python -m evaluation.identity --migrate RESULTS_DIR` gives each
-the scoring versions 1 (what the code that wrote format 2 scored, frozen by the first golden files) and format 3.
+Results of format 2 recorded the sha256 of ten source files (`identity.code`) instead; everything but the migration
+refuses them, naming it: `python -m evaluation.identity --migrate RESULTS_DIR` gives each, once, the scoring versions
+1 (what the code that wrote format 2 scored, frozen by the first golden files) and format 3; it also scopes the
+identities written before they left out the settings their family does not read, and claims the folders written
+before folders were claimed.
 """
 
 from __future__ import annotations
@@ -127,35 +129,46 @@ def _migrated_identity(record: dict) -> dict:
     """A recorded identity made current: a format-2 `code` (source hashes) replaced by the versions of the code that
     wrote format 2, and the settings its family does not read left out (`scoped`)."""
     ident = {k: v for k, v in (record.get("identity") or {}).items() if k != "code"}
-    if "code" in (record.get("identity") or {}):
+    if record["format"] == 2:
         ident["scoring"] = {"protocol": FORMAT2_VERSION, record["family"]: FORMAT2_VERSION}
     return scoped(record["family"], ident)
 
 
 def migrate(results_dir: str | os.PathLike) -> int:
-    """Make every result under `results_dir` (and the `finetune_info.json` of a model saved beside it) current in
-    format, once: format 2 gets the format-3 identity, and an identity that recorded settings its family does not read
-    is `scoped`; return how many results were rewritten. Everything is read and checked first: a corrupt file, a copy
-    or a file of an unknown format stops it before anything is written."""
+    """Make every result under `results_dir` (and the `finetune_info.json` of a model saved beside it) current, once:
+    format 2 gets the format-3 identity, an identity that recorded settings its family does not read is `scoped`, and
+    a folder written before folders were claimed is claimed for its results' protocol (`store.claim_protocol`); return
+    how many results were rewritten. Everything is read and checked first: a corrupt file, a copy, a file of an
+    unknown format or an unclaimed folder of several protocols stops it before anything is written."""
     paths = store.result_files(results_dir)
     if not paths:
         raise FileNotFoundError(f"no result files under {results_dir} (<model>/<task>/lr<lr>-seed<seed>.json)")
-    records = {path: store.read_result(path) for path in paths}
-    old = {path: record for path, record in records.items()
-           if record["format"] != store.RESULT_FORMAT or _migrated_identity(record) != record["identity"]}
+    records = {path: store.read_result(path, migrating=True) for path in paths}
+    new = {path: _migrated_identity(record) for path, record in records.items()}
+    old = [path for path, record in records.items()
+           if record["format"] != store.RESULT_FORMAT or new[path] != record["identity"]]
+    unclaimed: dict = {}
+    for path in paths:
+        if not (path.parent / store.PROTOCOL_NAME).is_file() and new[path].get("protocol") is not None:
+            unclaimed.setdefault(path.parent, {})[json.dumps(new[path]["protocol"], sort_keys=True)] = new[path]
+    if mixed := next((folder for folder, protocols in unclaimed.items() if len(protocols) > 1), None):
+        raise ValueError(f"{mixed} holds results of {len(unclaimed[mixed])} protocols: one folder holds one; move "
+                         "the results of all but one out, then migrate again")
     infos = {path: store.read_finetune_info(path.with_suffix(".model")) for path in old}
-    for path, record in old.items():
+    for path in old:
         with store.lock(path, "migration of"):
             if info := infos[path]:
                 store.write_finetune_info(path.with_suffix(".model"), {
-                    **{k: v for k, v in info.items() if k != "format"}, "identity": _migrated_identity(record)})
-            store.write_result(path, {**record, "format": store.RESULT_FORMAT, "identity": _migrated_identity(record)})
+                    **{k: v for k, v in info.items() if k != "format"}, "identity": new[path]})
+            store.write_result(path, {**records[path], "format": store.RESULT_FORMAT, "identity": new[path]})
+    for folder, protocols in unclaimed.items():
+        store.claim_protocol(folder, next(iter(protocols.values()))["protocol"])
     return len(old)
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m evaluation.identity --migrate RESULTS_DIR`: results of format 2, or that recorded settings their
-    family does not read, made current, once."""
+    """`python -m evaluation.identity --migrate RESULTS_DIR`: results of format 2, recording settings their family does
+    not read or in folders written before folders were claimed, made current, once."""
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("--migrate", required=True, metavar="RESULTS_DIR", help="the grid's --output directory")
     args = parser.parse_args(argv)

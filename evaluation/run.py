@@ -366,18 +366,6 @@ class GridMixed(ValueError):
     """A concurrent grid of another identity wrote into this grid's output: stop rather than mix or redo its runs."""
 
 
-def _other_protocol(run: Run, folder: Path) -> Path | None:
-    """A finished result beside `run`'s made under another protocol (a folder written before folders were claimed)."""
-    for path in sorted(p for p in folder.glob("lr*-seed*.json") if not p.name.startswith(".")):
-        try:
-            record = store.read_result(path)
-        except ValueError:
-            continue
-        if identity.scoped(record["family"], record["identity"]).get("protocol") != run.identity["protocol"]:
-            return path
-    return None
-
-
 def _claim(unit: list[Run], output, stack: contextlib.ExitStack, rerun_changed: bool = False) -> list[Run]:
     """Lock the unit's runs that no other process holds and that are still to do, re-checking identity now (another
     grid may have written since the start); move aside changed results only with `rerun_changed`.
@@ -418,10 +406,9 @@ def claim_folders(todo: list[Run], output, rerun_changed: bool = False) -> None:
         GridMixed: a folder holds, or was claimed by, results of another protocol.
     """
     for folder, run in {run.path(output).parent: run for run in todo}.items():
-        if not rerun_changed and not (folder / store.PROTOCOL_NAME).is_file() \
-                and (other := _other_protocol(run, folder)):  # written before folders were claimed
-            raise GridMixed(f"{other} was written by another grid with another protocol; one --output holds one "
-                            "protocol: use another --output (nothing was run)")
+        if not rerun_changed and not (folder / store.PROTOCOL_NAME).is_file() and any(folder.glob("lr*-seed*.json")):
+            raise GridMixed(f"{folder} holds results written before folders were claimed: run "
+                            f"`{store.MIGRATE_COMMAND}` once (nothing was run)")
         if why := store.claim_protocol(folder, run.identity["protocol"], replace=rerun_changed):
             raise GridMixed(f"{folder} is claimed by another grid with another protocol ({'; '.join(why[:4])}); one "
                             "--output holds one protocol: use another --output (nothing was run)")

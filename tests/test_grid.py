@@ -427,9 +427,14 @@ def test_two_grids_of_other_protocols_started_together_leave_no_mix(models, data
                           protocol(data_dir))
     assert refused and len(written) == 2 and store.result_files(tmp_path) == sorted(written)
     assert {store.read_result(p)["identity"]["protocol"]["max_steps"] for p in written} == {6}
-    # a folder written before folders were claimed, by another protocol, is refused before anything is claimed
+    # a folder written before folders were claimed is refused before anything is claimed, naming --migrate, which
+    # claims it for its results' protocol (A's: B is then refused as another protocol)
     folder = written[0].parent
     (folder / store.PROTOCOL_NAME).unlink()
-    with pytest.raises(run.GridMixed, match="written by another grid with another protocol"):
+    with pytest.raises(run.GridMixed, match="written before folders were claimed: run `python -m evaluation.identity "
+                                            "--migrate RESULTS_DIR` once"):
         run.run_all(todo_b, tokenizers, grid_b, protocol_b)
     assert not (folder / store.PROTOCOL_NAME).exists()
+    assert identity.migrate(tmp_path) == 0 and (folder / store.PROTOCOL_NAME).is_file()
+    with pytest.raises(run.GridMixed, match=r"is claimed by another grid with another protocol.*max_steps: 6 -> 5"):
+        run.run_all(todo_b, tokenizers, grid_b, protocol_b)

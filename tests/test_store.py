@@ -48,11 +48,14 @@ def test_a_copy_or_a_moved_result_is_refused_in_one_line(tmp_path):
 
 
 def format2_result(root) -> tuple:
-    """A result of the committed mini study, as format 2 wrote it with its source hashes (`identity.code`)."""
+    """A result of the committed mini study (migrated from format 2), as format 2 wrote it: source hashes
+    (`identity.code`) and not its scoring versions, every protocol setting, no `pretrain_seed`."""
     with tarfile.open(REPO_ROOT / "docs" / "mini-study" / "results.tar.xz", "r:xz") as tar:
         record = json.load(tar.extractfile(ARCHIVED))
-    assert record["format"] == 2 and record["family"] == "tc"
-    record["identity"]["code"] = {name: "0" * 64 for name in FORMAT2_CODE}
+    assert record["format"] == 3 and record["family"] == "tc" and record.pop("pretrain_seed") is None
+    record["format"], record["identity"]["code"] = 2, {name: "0" * 64 for name in FORMAT2_CODE}
+    del record["identity"]["scoring"]
+    record["identity"]["protocol"] |= {"doc_stride": 128, "ir_pooling": "mean"}  # QA's and IR's
     path = root / ARCHIVED.removeprefix("results/")
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(record))
@@ -65,10 +68,11 @@ def test_format2_results_are_migrated_once(tmp_path, call_main):
     store.write_finetune_info(saved, {"task": "conll2003", "identity": old["identity"]})
     current = identity.scoped("tc", {**{k: v for k, v in old["identity"].items() if k != "code"},
                                      "scoring": identity.scoring_identity("tc")})  # no QA or IR setting: a TC result
-    assert store.read_result(path)["test"] == old["test"]  # the report reads it as it is
-    state, why = store.result_state(path, current)
-    assert state == "changed" and why == ["format 2, this version writes 3: run `python -m evaluation.identity "
-                                          "--migrate RESULTS_DIR` once"]
+    refusal = (f"result file {path} has format 2, this version reads format 3: run `python -m evaluation.identity "
+               "--migrate RESULTS_DIR` once")
+    with pytest.raises(ValueError) as error:  # the report, the cards, the grid: only the migration reads format 2
+        statistics.load_results(tmp_path)
+    assert str(error.value) == refusal and store.result_state(path, current) == ("changed", [refusal])
     done = call_main(identity.main, "--migrate", tmp_path)
     assert done.returncode == 0 and "migrated 1 result file(s)" in done.stdout
     assert store.result_state(path, current) == ("done", [])
@@ -79,6 +83,10 @@ def test_format2_results_are_migrated_once(tmp_path, call_main):
            {k: v for k, v in old.items() if k not in ("format", "identity")}
     assert store.read_finetune_info(saved)["identity"] == record["identity"]
     assert "migrated 0 result file(s)" in call_main(identity.main, "--migrate", tmp_path).stdout
+    with tarfile.open(REPO_ROOT / "docs" / "mini-study" / "results.tar.xz", "r:xz") as tar:
+        assert record == json.load(tar.extractfile(ARCHIVED))  # what the committed archive's migration made
+    # its folder, written before folders were claimed, is claimed for its protocol
+    assert json.loads((path.parent / store.PROTOCOL_NAME).read_text()) == record["identity"]["protocol"]
 
 
 def test_the_migration_writes_nothing_when_a_file_is_refused(tmp_path, call_main):
