@@ -13,16 +13,21 @@ rebuilt from those. Re-running after a crash or Ctrl-C redoes nothing finished. 
 study a directory holds; a different study in the same directory is refused.
 Pretraining runs are subprocesses of `recipes/pretrain.py` / `recipes/cpt.py` (logs in `<output>/logs/`), exactly
 the commands a user would type; the grid runs `evaluation.run` per task group, also as a subprocess. The held-out
-loss and the report run in this process (`run_here`), their output in the logs too.
+loss and the report run in this process (`run_here`), their output in the logs too. The stages that load torch,
+transformers or datasets (tokenizer, held-out loss, grid checks, report) are imported where they run, after the
+arguments are checked; everything else is imported here.
 """
 
 import argparse
 import contextlib
 import dataclasses
 import json
+import lzma
 import os
 import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 from pathlib import Path
 
@@ -30,8 +35,12 @@ import yaml
 from tqdm.auto import tqdm
 
 from core import artifacts, cli, names, store
-from core.paths import REPO_ROOT
+from core.paths import REPO_ROOT, resolve_data_dir
 from evaluation.resolve import checkpoint_name
+from model_cards import push
+from model_cards.generate import PLACEHOLDER_ORG, build_model_card, write_card
+from model_cards.public import local_roots
+from model_cards.push import PushError, check_repo_id
 from recipes import manifest
 from recipes.studies import STUDIES, STUDY_NAMES, TOY_VOCAB_SIZE, Study, read_study_marker
 from recipes.study_docs import RESULTS_ARCHIVE, check_docs_dir, write_docs
@@ -198,19 +207,19 @@ def run_logged(command: list[str], log_path: Path, cwd: Path = REPO_ROOT, poll=N
         stage_failed(' '.join(command[:3]), code, log_path)
 
 
-def run_here(module: str, argv: list[str], log_path: Path) -> None:
-    """`python -m <module> ARGV` run in this process, its output in `log_path` as `run_logged` writes it: for the
-    stages that need no process of their own (the held-out loss, the report), where starting one, importing torch
-    and transformers again, would cost more than the stage. On failure raise with the log's last lines."""
-    import importlib
-
+def run_here(entry_point, argv: list[str], log_path: Path) -> None:
+    """`python -m <module> ARGV` run in this process as `entry_point(argv)` (the module's `main`), its output in
+    `log_path` as `run_logged` writes it: for the stages that need no process of their own (the held-out loss, the
+    report), where starting one, importing torch and transformers again, would cost more than the stage. On failure
+    raise with the log's last lines."""
+    module = entry_point.__module__
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "a") as log:
         log.write(f"\n$ python -m {module} {' '.join(argv)}\n")
         log.flush()
         try:
             with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
-                importlib.import_module(module).main(argv)
+                entry_point(argv)
             code = 0
         except SystemExit as exit:  # bad input: its one line is in the log
             code = exit.code
@@ -349,7 +358,9 @@ def heldout_loss(study: Study, output: Path, data_dir: str | None) -> None:
             "--output", str(target), "--model", ",".join(map(str, models))]
     if data_dir is not None:
         args += ["--data_dir", data_dir]
-    run_here("pretraining.heldout", args, output / "logs" / "heldout.log")
+    from pretraining import heldout  # torch: imported where the stage runs, after the arguments are checked
+
+    run_here(heldout.main, args, output / "logs" / "heldout.log")
     artifacts.write_json_atomic(stamp_path, stamp)
 
 
@@ -386,10 +397,11 @@ def report(study: Study, output: Path) -> None:
         args += ["--compare", ",".join(study.compare)]
     if study.bracketed_by:
         args += ["--bracketed_by", bracketed_by_arg(study)]
-    run_here("analysis.report", args + ["--scale", study.scale], output / "logs" / "report.log")
-    if (csv := output / "heldout" / "heldout.csv").is_file():  # the curves redrawn from the CSV: always in step
-        from pretraining import heldout
+    from analysis import report as analysis_report
+    from pretraining import heldout
 
+    run_here(analysis_report.main, args + ["--scale", study.scale], output / "logs" / "report.log")
+    if (csv := output / "heldout" / "heldout.csv").is_file():  # the curves redrawn from the CSV: always in step
         heldout.plot(heldout.read_csv(csv), csv.with_suffix(".png"), study.scale)
 
 
@@ -405,8 +417,6 @@ def hub_id(org: str, name: str, study: Study) -> str:
 
 
 def model_cards(study: Study, output: Path, org: str) -> None:
-    from model_cards.generate import build_model_card, write_card
-
     summary, results = output / "report" / "summary.csv", output / "results"
     for name in study.trained_names():
         checkpoint = output / "models" / name
@@ -417,11 +427,6 @@ def model_cards(study: Study, output: Path, org: str) -> None:
 def hub_export(study_name: str, study: Study, output: Path, org: str) -> None:
     """The exact repo folders a push would upload (`python -m model_cards.push ... --dry_run`), rebuilt each time.
     Without --org they sit in the placeholder namespace, which `model_cards.push` refuses to push to."""
-    import tempfile
-
-    from model_cards import push
-    from model_cards.public import local_roots
-
     summary, results = output / "report" / "summary.csv", output / "results"
     commits = [commit for name in study.trained_names()
                for commit in push.stage_run(output / "models" / name, hub_id(org, name, study), summary, results)]
@@ -465,9 +470,6 @@ def read_archive(archive: Path) -> dict[str, bytes]:
     when it is missing, not an xz tar, truncated, without study.json, or holds a member that is not a plain file under
     the study, a result filed under another name than its own (a copy: it would count as one more run), or a result
     whose scores differ from those its predictions give (`evaluation.metrics.rescore_mismatch`: an edited score)."""
-    import lzma
-    import tarfile
-
     if not archive.is_file():
         raise FileNotFoundError(f"results archive {archive} not found (write one with --docs)")
     files = {}
@@ -525,8 +527,6 @@ def run_study(study_name: str, output: Path, data_dir: str | None = None, org: s
         until: stop after this stage ("pretraining" or "evaluation"), e.g. to fit one stage into a time-limited
             job; running the command again continues where it stopped.
     """
-    from model_cards.generate import PLACEHOLDER_ORG
-
     org = org or PLACEHOLDER_ORG
     study = study or STUDIES[study_name]
     definition = study.definition()
@@ -625,9 +625,6 @@ def main(argv=None) -> None:
                 docs = write_docs(args.study, args.output, args.docs, docs_regime(args.output), args.from_results)
                 print(f"report copied to {docs}")
             return
-        from core.paths import resolve_data_dir
-        from model_cards.push import PushError, check_repo_id
-
         check_device(args.study, STUDIES[args.study])
         resolve_data_dir(args.data_dir)  # fail now, not in the first subprocess
         if args.org is not None:
