@@ -62,7 +62,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from analysis import statistics
-from core import names
+from core import names, store
 from core.formatting import p_cell
 from core.paper import CROSSOVER_STEPS, PAPER_CHECKPOINTS, PAPER_PFS_SWITCHES, PAPER_TOKENS_PER_STEP
 
@@ -270,7 +270,7 @@ def comparisons(records: list[dict], rows: list[dict], regime: Regime | None = N
     models = {r["model"] for r in rows}
     parsed = {m: p for m in models if (p := names.try_parse_name(m)) is not None}
     # mteb records (evaluation.mteb: no LR x seed grid, mostly zero-shot) are not the protocol these claims are about
-    tasks = sorted({r["task"] for r in records if r.get("evaluation") != "mteb"})
+    tasks = sorted({r["task"] for r in records if store.record_kind(r) != "mteb"})
     family = {r["task"]: r["family"] for r in rows}
     out = []
     finals = {(p.size, p.total_steps) for p in parsed.values() if p.kind == "single" and p.paper_step is None}

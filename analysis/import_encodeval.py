@@ -48,14 +48,13 @@ TASKS = {"mnli_m": "mnli", "conll2003_en": "conll2003", "uner_en": "uner", "mldr
 RUN_DIR = re.compile(r"^(?:(?P<train>.+)_)?lr(?P<lr>\d+(?:\.\d+)?e[-+]?\d+)_sd(?P<seed>\d+)$")
 RESULT_NAME = "results.json"
 IDENTITY = {"imported": "encodeval"}  # no protocol identity: the harness recorded none
-SOURCE_KIND = "encodeval"
 MISSING_RUNS = "missing_runs.csv"  # beside the imported records: the paper's grid runs the tree lacks
 MISSING_COLUMNS = ["model", "task", "lr", "seed", "expected"]
 
 
 def is_imported(record: dict) -> bool:
     """Whether a result record came from EncodEval's released runs (`imported_record`)."""
-    return (record.get("source") or {}).get("kind") == SOURCE_KIND
+    return store.record_kind(record) == "imported"
 
 
 def imported_record(model: str, task: str, family: str, lr: float, seed: int, run: dict, path: str) -> dict:
@@ -66,7 +65,7 @@ def imported_record(model: str, task: str, family: str, lr: float, seed: int, ru
               "per_instance": {"validation": [], "test": [{metric: s} for s in run["test"]["scores_i"]]}}
     # no protocol identity and no library versions: EncodEval's runs record neither
     return store.new_result(model, task, family, lr, seed, fields, dict(IDENTITY), {}, store.pretrain_seed(model),
-                            source={"kind": SOURCE_KIND, "path": path})
+                            source={"kind": store.IMPORTED_SOURCE, "path": path})
 
 
 def _check_run(path: Path) -> dict:

@@ -143,10 +143,7 @@ def confidence_interval(scores, bootstrap: bool = False, level: float = 0.95) ->
     return max(0.0, float(low)), min(1.0, float(high))
 
 
-def main_score(record: dict, split: str) -> float:
-    if record[split] is None:  # a split not evaluated: mteb records (evaluation.mteb) have no validation
-        return math.nan
-    return float(record[split][record["main_metric"]])
+main_score = store.main_score
 
 
 def summarize_group(records: list[dict], bootstrap: bool = False) -> dict:

@@ -11,6 +11,7 @@ writer of the same file left (`write_result`).
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import time
 from collections.abc import Iterator
@@ -23,6 +24,9 @@ MIGRATE_COMMAND = "python -m evaluation.identity --migrate RESULTS_DIR"  # forma
 RESULT_GLOB = "*/*/lr*-seed*.json"  # under a results directory: <model>/<task>/lr<lr>-seed<seed>.json
 FINETUNE_INFO_NAME = "finetune_info.json"  # beside a saved fine-tuned model: its result's identity and scores
 FINETUNE_INFO_FORMAT = 1
+STATUSES = ("ok", "diverged")  # a finished result: scored, or stopped when its loss turned NaN/inf (nothing scored)
+KINDS = ("grid", "mteb", "imported")  # who made a result: evaluation.run, evaluation.mteb, analysis.import_encodeval
+IMPORTED_SOURCE = "encodeval"  # `source.kind` of an imported result (the paper's own runs)
 PROTOCOL_NAME = ".protocol"  # JSON in <results>/<model>/<task>/: the protocol of its results (`claim_protocol`)
 
 
@@ -44,15 +48,33 @@ def new_result(model: str, task: str, family: str, lr: float, seed: int, fields:
     Args:
         model, task, lr, seed: where it is filed (`result_path`); `read_result` checks the file agrees.
         family: the task family ("sc", "tc", "qa", "ir").
-        fields: what was measured: status, main_metric, validation, test, per_instance, config... (family's own).
+        fields: what was measured: status (one of `STATUSES`), main_metric, validation, test, per_instance,
+            config... (family's own); `"evaluation": "mteb"` or `source` marks the kind (`record_kind`).
         identity: what decides it (`evaluation.identity`), compared by `is_current`.
         versions: the library versions it was made with (`artifacts.package_versions`; recorded, not compared).
         pretrain_seed: k of a `-pseed<k>` pretraining replicate (`core.names`), None for a single run.
         extra: optional fields written last (model_source, shared_training, finetuned_from).
     """
+    if fields.get("status") not in STATUSES:
+        raise ValueError(f"result status {fields.get('status')!r} is not one of {STATUSES}")
     return {"format": RESULT_FORMAT, "model": model, "task": task, "family": family, "lr": lr, "seed": seed,
             "pretrain_seed": pretrain_seed, **fields, "identity": identity, "versions": versions,
             "git_commit": artifacts.git_commit(), **{k: v for k, v in extra.items() if v is not None}}
+
+
+def record_kind(record: dict) -> str:
+    """Who made a result (`KINDS`): "mteb" (`"evaluation": "mteb"`), "imported" (`source.kind` "encodeval"), else
+    "grid"."""
+    if record.get("evaluation") == "mteb":
+        return "mteb"
+    return "imported" if (record.get("source") or {}).get("kind") == IMPORTED_SOURCE else "grid"
+
+
+def main_score(record: dict, split: str = "test") -> float:
+    """A result's main metric on `split`; NaN for a split not evaluated (mteb records have no validation)."""
+    if record[split] is None:
+        return math.nan
+    return float(record[split][record["main_metric"]])
 
 
 def pretrain_seed(model: str) -> int | None:
@@ -114,7 +136,7 @@ def result_state(path: str | os.PathLike, identity: dict) -> tuple[str, list[str
         record = read_result(path)
     except ValueError as error:
         return "changed", [str(error)]
-    if record.get("status") not in ("ok", "diverged"):
+    if record.get("status") not in STATUSES:
         return "changed", [f"status {record.get('status')!r}"]
     why = differences(record, identity)
     return ("changed", why) if why else ("done", [])

@@ -412,7 +412,7 @@ def state(path: Path, ident: dict) -> tuple[str, list[str]]:
         record = store.read_result(path)
     except ValueError as error:
         return "foreign", [str(error)]
-    if record.get("evaluation") != "mteb":
+    if store.record_kind(record) != "mteb":
         return "foreign", ["not written by evaluation.mteb"]
     return store.result_state(path, ident)
 

@@ -697,7 +697,7 @@ def _scan_runs(results_dir: Path) -> list[dict]:
     runs = []
     for path in paths:
         run = store.read_result(path)
-        if run.get("status") not in ("ok", "diverged"):
+        if run.get("status") not in store.STATUSES:
             raise ValueError(f"{path}: status must be 'ok' or 'diverged', got {run.get('status')!r}")
         runs.append({"model": run["model"], "task": run["task"], "status": run["status"], "source": record_source(run),
                      "scored": scored_test(run)["text"]})

@@ -220,7 +220,7 @@ def write_tables(result_paths: list[Path], out_dir: Path, scale: str | None = No
         runs = stack.enter_context(open(out_dir / RUNS_FILE, "w", encoding="utf-8"))
         for path in result_paths:
             record = public_result(store.read_result(path))
-            if record.get("status") not in ("ok", "diverged"):
+            if record.get("status") not in store.STATUSES:
                 raise ValueError(f"{path}: status must be 'ok' or 'diverged', got {record.get('status')!r}")
             repo_path = f"{RESULTS_FOLDER}/{path.parent.parent.name}/{path.parent.name}/{path.name}"
             copy = out_dir / repo_path

@@ -30,6 +30,29 @@ def test_the_record_carries_the_pretraining_replicate(tmp_path):
     assert store.read_result(write(tmp_path, model="bert-base"))["pretrain_seed"] is None
 
 
+# spelled only in core/store.py: the statuses, how a record's kind is told, how its main score is read
+BODY_READS = ('"ok", "diverged"', 'get("evaluation")', '["evaluation"]', 'get("kind")', '["kind"]',
+              '[record["main_metric"]]', '[r["main_metric"]]')
+
+
+def test_the_record_body_vocabulary_is_spelled_in_core_store_only():
+    """`STATUSES`, `record_kind` and `main_score` are the one reading of a result's status, kind and main score
+    (before: the statuses written 3 times, the kind told by two key tests and a third): no other library module
+    spells them (the check finds a planted one)."""
+    def offenders(files):
+        return [f"{path}: {read}" for path in files for read in BODY_READS if read in path.read_text()]
+
+    library = [p for package in ("core", "analysis", "evaluation", "model_cards", "recipes", "pretraining", "bench")
+               for p in (REPO_ROOT / package).rglob("*.py") if p != REPO_ROOT / "core" / "store.py"]
+    assert offenders(library) == []
+    assert offenders([REPO_ROOT / "core" / "store.py"]) != []
+    for status in ("done", None):
+        with pytest.raises(ValueError, match="is not one of"):
+            store.new_result("m", "sst2", "sc", 1e-4, 0, {"status": status}, {}, {})
+    assert [store.record_kind(r) for r in ({}, {"evaluation": "mteb"}, {"source": {"kind": "encodeval"}})] == \
+        list(store.KINDS)
+
+
 def test_a_copy_or_a_moved_result_is_refused_in_one_line(tmp_path):
     original = write(tmp_path)
     copy = shutil.copy(original, original.with_name("lr0.0001-seed0 (copy).json"))
