@@ -62,6 +62,38 @@ def new_result(model: str, task: str, family: str, lr: float, seed: int, fields:
             "git_commit": artifacts.git_commit(), **{k: v for k, v in extra.items() if v is not None}}
 
 
+def grid_body(main_metric: str, status: str, scores: dict | None = None, predictions: dict | None = None) -> dict:
+    """The body of a grid result (`new_result`'s `fields`, before the family's config): aggregate scores, and per
+    instance the prediction, the reference and the instance's scores, so every metric can be recomputed from the
+    result file alone.
+
+    Args:
+        main_metric: the task's main metric (`Task.metric`).
+        status: one of `STATUSES`.
+        scores: {"validation": metrics dict, "test": metrics dict} from `evaluation.metrics` (with "per_instance").
+        predictions: {"validation": {column: list}, "test": {column: list}}: predictions and references per
+            instance (e.g. {"prediction": [...], "reference": [...]}), aligned with the metric's per-instance lists.
+
+    Returns:
+        {"status", "main_metric", "validation", "test", "per_instance": {"validation": [records], "test": [records]}}.
+    """
+    scores, predictions = scores or {}, predictions or {}
+    out = {"status": status, "main_metric": main_metric}
+    per_instance = {}
+    for role in ("validation", "test"):
+        metric = scores.get(role) or {}
+        out[role] = {k: v for k, v in metric.items() if k != "per_instance"}
+        columns = {**(predictions.get(role) or {}),
+                   **{k: v for k, v in (metric.get("per_instance") or {}).items() if v is not None}}
+        n = len(next(iter(columns.values()))) if columns else 0
+        if any(len(v) != n for v in columns.values()):
+            lengths = {k: len(v) for k, v in columns.items()}
+            raise ValueError(f"per-instance columns of {role} have different lengths: {lengths}")
+        per_instance[role] = [{k: v[i] for k, v in columns.items()} for i in range(n)]
+    out["per_instance"] = per_instance
+    return out
+
+
 def record_kind(record: dict) -> str:
     """Who made a result (`KINDS`): "mteb" (`"evaluation": "mteb"`), "imported" (`source.kind` "encodeval"), else
     "grid"."""

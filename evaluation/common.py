@@ -1,9 +1,9 @@
 """The fine-tuning loop every task family shares: the model loaded for fine-tuning with its attention pattern (the one
 the checkpoint records, or else measured on the model: `evaluation.attention`), the Trainer's arguments, training with
-divergence detection, the per-process caches of task splits and tokenized data, and the family-independent part of
-a result. The protocol's arguments are in `evaluation.finetune_args`, what the model is given in
-`evaluation.model_inputs`. Scores are fractions in [0, 1] everywhere (as `evaluation.metrics` returns them), never
-percentages.
+divergence detection, and the per-process caches of task splits and tokenized data (the family-independent part of a
+result is `core.store.grid_body`). The protocol's arguments are in `evaluation.finetune_args`, what the model is
+given in `evaluation.model_inputs`. Scores are fractions in [0, 1] everywhere (as `evaluation.metrics` returns them),
+never percentages.
 """
 
 from __future__ import annotations
@@ -144,42 +144,6 @@ def cached(key: tuple, build):
     if key not in _TOKENIZED:
         _TOKENIZED[key] = build()
     return _TOKENIZED[key]
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Results
-# ---------------------------------------------------------------------------------------------------------------
-
-
-def result(task, status: str, scores: dict | None = None, predictions: dict | None = None) -> dict:
-    """The family-independent part of a run's result: aggregate scores, and per instance the prediction, the
-    reference and the instance's scores, so every metric can be recomputed from the result file alone.
-
-    Args:
-        task: the Task (its `metric` is the main metric).
-        status: "ok" or "diverged".
-        scores: {"validation": metrics dict, "test": metrics dict} from `evaluation.metrics` (with "per_instance").
-        predictions: {"validation": {column: list}, "test": {column: list}}: predictions and references per
-            instance (e.g. {"prediction": [...], "reference": [...]}), aligned with the metric's per-instance lists.
-
-    Returns:
-        {"status", "main_metric", "validation", "test", "per_instance": {"validation": [records], "test": [records]}}.
-    """
-    scores, predictions = scores or {}, predictions or {}
-    out = {"status": status, "main_metric": task.metric}
-    per_instance = {}
-    for role in ("validation", "test"):
-        metric = scores.get(role) or {}
-        out[role] = {k: v for k, v in metric.items() if k != "per_instance"}
-        columns = {**(predictions.get(role) or {}),
-                   **{k: v for k, v in (metric.get("per_instance") or {}).items() if v is not None}}
-        n = len(next(iter(columns.values()))) if columns else 0
-        if any(len(v) != n for v in columns.values()):
-            lengths = {k: len(v) for k, v in columns.items()}
-            raise ValueError(f"per-instance columns of {role} have different lengths: {lengths}")
-        per_instance[role] = [{k: v[i] for k, v in columns.items()} for i in range(n)]
-    out["per_instance"] = per_instance
-    return out
 
 
 def args_dict(args: FinetuneArgs) -> dict:

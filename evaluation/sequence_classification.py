@@ -16,6 +16,7 @@ from transformers import (
     Trainer,
 )
 
+from core import store
 from evaluation import common, finetune_args, metrics, model_inputs
 
 
@@ -64,10 +65,10 @@ def score(finetuned: common.Finetuned, task, args: finetune_args.FinetuneArgs) -
     """Accuracy of a fine-tuned model on the task's validation and test splits.
 
     Returns:
-        `common.result(...)`: status, main metric, validation/test accuracy, per-instance predictions and scores.
+        `store.grid_body(...)`: status, main metric, validation/test accuracy, per-instance predictions and scores.
     """
     if finetuned.diverged:
-        return common.result(task, "diverged")
+        return store.grid_body(task.metric, "diverged")
     trainer = finetuned.trainer
     data = tokenize(task, trainer.processing_class, args)
     scores, predictions = {}, {}
@@ -76,7 +77,7 @@ def score(finetuned: common.Finetuned, task, args: finetune_args.FinetuneArgs) -
         scores[role] = metrics.accuracy(predicted, data[role]["label"])
         predictions[role] = {"prediction": [task.labels[i] for i in predicted],
                              "reference": [task.labels[i] for i in data[role]["label"]]}
-    return common.result(task, "ok", scores, predictions)
+    return store.grid_body(task.metric, "ok", scores, predictions)
 
 
 save = common.save_finetuned

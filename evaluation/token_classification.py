@@ -29,6 +29,7 @@ from transformers import (
     Trainer,
 )
 
+from core import store
 from evaluation import common, finetune_args, metrics, model_inputs
 
 IGNORE_INDEX = -100
@@ -140,11 +141,11 @@ def score(finetuned: common.Finetuned, task, args: finetune_args.FinetuneArgs) -
     """Tag the task's validation and test sentences with a fine-tuned model and score them.
 
     Returns:
-        `common.result(...)` with sentence_macro_f1 (EncodEval's score), entity_f1 (seqeval strict IOB2),
+        `store.grid_body(...)` with sentence_macro_f1 (EncodEval's score), entity_f1 (seqeval strict IOB2),
         token_micro_f1 and per-sentence values.
     """
     if finetuned.diverged:
-        return common.result(task, "diverged")
+        return store.grid_body(task.metric, "diverged")
     trainer = finetuned.trainer
     data = tokenize(task, trainer.processing_class, args)
     labelling, scores, predictions = labelling_of(task, args), {}, {}
@@ -158,7 +159,7 @@ def score(finetuned: common.Finetuned, task, args: finetune_args.FinetuneArgs) -
         references = [[task.labels[t] for t in tags] for tags in gold]
         scores[role] = metrics.token_classification_scores(predicted, references)
         predictions[role] = {"prediction": predicted, "reference": references}
-    return common.result(task, "ok", scores, predictions)
+    return store.grid_body(task.metric, "ok", scores, predictions)
 
 
 save = common.save_finetuned

@@ -46,7 +46,7 @@ PREDICTIONS_FEATURES = {
     "model": "string", "task": "string", "family": "string", "lr": "float64", "seed": "int64", "split": "string",
     "index": "int64", "id": "string", "score": "float64", "prediction": JSON, "reference": JSON, "scores": JSON,
 }
-# Per-instance fields of the result files (evaluation.common.result): ir keeps a ranking and the judgements.
+# Per-instance fields of the result files (core.store.grid_body): ir keeps a ranking and the judgements.
 PREDICTION_KEYS, REFERENCE_KEYS, ID_KEYS = ("prediction", "ranking"), ("reference", "relevance"), ("id", "qid")
 
 
