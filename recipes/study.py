@@ -22,11 +22,9 @@ import argparse
 import contextlib
 import dataclasses
 import json
-import lzma
 import os
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -43,7 +41,7 @@ from model_cards.public import local_roots
 from model_cards.push import PushError, check_repo_id
 from recipes import manifest
 from recipes.studies import STUDIES, STUDY_NAMES, TOY_VOCAB_SIZE, Study, read_study_marker
-from recipes.study_docs import RESULTS_ARCHIVE, check_docs_dir, write_docs
+from recipes.study_docs import RESULTS_ARCHIVE, check_docs_dir, read_archive, write_docs
 
 STAGES = ("tokenizer", "pretraining", "held-out loss", "evaluation", "report", "model cards", "hub export")
 
@@ -463,53 +461,6 @@ def report_from_archive(study_name: str, archive: Path, output: Path) -> Path:
                 (staging / name).write_bytes(data)
             report(study, staging)
     return output / "report"
-
-
-def read_archive(archive: Path) -> dict[str, bytes]:
-    """The files of a results archive ({path under the study: content}), read once and checked: one line naming it
-    when it is missing, not an xz tar, truncated, without study.json, or holds a member that is not a plain file under
-    the study, a result filed under another name than its own (a copy: it would count as one more run), or a result
-    whose scores differ from those its predictions give (`evaluation.metrics.rescore_mismatch`: an edited score)."""
-    if not archive.is_file():
-        raise FileNotFoundError(f"results archive {archive} not found (write one with --docs)")
-    files = {}
-    try:
-        with tarfile.open(archive, "r:xz") as tar:
-            for member in tar:  # in order: xz reads forward
-                if not member.isfile() or member.name.startswith("/") or ".." in member.name.split("/"):
-                    raise ValueError(f"results archive {archive} holds {member.name!r}, not a plain file under the "
-                                     "study directory; pass an archive written by --docs")
-                if member.name in files:
-                    raise ValueError(f"results archive {archive} holds {member.name} twice; pass an archive written "
-                                     "by --docs")
-                data = files[member.name] = tar.extractfile(member).read()
-                if member.name == "study.json":
-                    json.loads(data)
-                elif member.name.startswith("results/") and member.name.endswith(".json"):
-                    _check_archived_result(f"{archive}:{member.name}", member.name, json.loads(data))
-    except (tarfile.TarError, lzma.LZMAError, EOFError, OSError) as error:
-        raise ValueError(f"results archive {archive} is not a readable tar.xz ({error}); it is truncated or of "
-                         "another format: pass the results.tar.xz written by --docs") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ValueError(f"results archive {archive} holds a file that is not valid JSON ({error})") from None
-    if "study.json" not in files:
-        raise ValueError(f"results archive {archive} holds no study.json; pass an archive written by --docs")
-    return files
-
-
-def _check_archived_result(where: str, name: str, record) -> None:
-    from evaluation import metrics
-
-    filed = store.filed_path(record) if isinstance(record, dict) and "family" in record else None
-    if filed is None:
-        raise ValueError(f"{where} is not a result file (no model, task, lr, seed and family)")
-    own = f"results/{filed.as_posix()}"
-    if name != own:
-        raise ValueError(f"{where} holds the result of {own} (its model, task, lr and seed): a copy or a renamed file "
-                         "would count as one more run; remove it from the archive")
-    if problem := metrics.rescore_mismatch(record):
-        raise ValueError(f"{where}: {problem} (an edited score?); the report is made from results as the grid wrote "
-                         "them")
 
 
 # ---------------------------------------------------------------------------------------------------- driver
