@@ -50,7 +50,7 @@ def new_result(model: str, task: str, family: str, lr: float, seed: int, fields:
         family: the task family ("sc", "tc", "qa", "ir").
         fields: what was measured: status (one of `STATUSES`), main_metric, validation, test, per_instance,
             config... (family's own); `"evaluation": "mteb"` or `source` marks the kind (`record_kind`).
-        identity: what decides it (`evaluation.identity`), compared by `is_current`.
+        identity: what decides it (`evaluation.identity`), compared by `differences`.
         versions: the library versions it was made with (`artifacts.package_versions`; recorded, not compared).
         pretrain_seed: k of a `-pseed<k>` pretraining replicate (`core.names`), None for a single run.
         extra: optional fields written last (model_source, shared_training, finetuned_from).
@@ -151,11 +151,6 @@ def differences(record: dict, identity: dict) -> list[str]:
     new"). `identity` may hold only some fields (the study checks model and scoring)."""
     recorded = record.get("identity") or {}
     return identity_diff({key: recorded.get(key) for key in identity}, identity)
-
-
-def is_current(record: dict, identity: dict) -> bool:
-    """Whether a result was made by what `identity` describes (same identity fields)."""
-    return not differences(record, identity)
 
 
 def result_state(path: str | os.PathLike, identity: dict) -> tuple[str, list[str]]:

@@ -8,7 +8,6 @@ never percentages.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 import tempfile
@@ -27,7 +26,7 @@ from transformers.trainer_callback import PrinterCallback
 import modeling_eurobert  # noqa: F401  (registers our Auto classes, so our checkpoints load in-process)
 from core import lora
 from evaluation.attention import set_attention
-from evaluation.finetune_args import FinetuneArgs, data_settings
+from evaluation.finetune_args import FinetuneArgs, data_settings, identity_settings
 from modeling_eurobert.export_native import make_plain_loadable
 
 
@@ -139,15 +138,14 @@ def tokenizer_fingerprint(tokenizer) -> str:
     return Hasher.hash(tokenizer.backend_tokenizer.to_str() if tokenizer.is_fast else tokenizer)
 
 
-def cached(key: tuple, build):
-    """Return `build()` computed once per key in this process (tokenized datasets reused by every grid run)."""
+def cached(tokenizer, task, args: FinetuneArgs, build):
+    """`build()` (a task's tokenized splits) once per tokenizer content, task and the settings its family's results
+    and data depend on (`finetune_args.SETTINGS`) in this process, reused by every run of a grid."""
+    settings = {**identity_settings(args, task.family), **data_settings(args, task.family)}
+    key = (tokenizer_fingerprint(tokenizer), task.name, task.family, *sorted(settings.items()))
     if key not in _TOKENIZED:
         _TOKENIZED[key] = build()
     return _TOKENIZED[key]
-
-
-def args_dict(args: FinetuneArgs) -> dict:
-    return dataclasses.asdict(args)
 
 
 def load_for_finetuning(auto_class, model_path, tokenizer, args: FinetuneArgs, **kwargs):

@@ -62,7 +62,7 @@ def prepare_eval(batch, tokenizer, args: finetune_args.FinetuneArgs) -> dict:
 
 
 def tokenize(task, tokenizer, args: finetune_args.FinetuneArgs):
-    """Train windows and evaluation windows, built once per (tokenizer, task, lengths)."""
+    """Train windows and evaluation windows, built once per tokenizer, task and settings (`common.cached`)."""
     if not tokenizer.is_fast:
         raise ValueError("extractive QA needs a fast tokenizer (offset mappings); this model ships a slow one")
 
@@ -76,9 +76,7 @@ def tokenize(task, tokenizer, args: finetune_args.FinetuneArgs):
                                              remove_columns=columns)
         return splits, windows
 
-    key = (common.tokenizer_fingerprint(tokenizer), task.name, args.qa_max_length, args.doc_stride,
-           args.max_train, args.max_eval, "qa")
-    return common.cached(key, build)
+    return common.cached(tokenizer, task, args, build)
 
 
 def postprocess(examples, windows, start_logits, end_logits, n_best: int = 20, max_answer_length: int = 30,

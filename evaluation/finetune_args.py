@@ -27,15 +27,8 @@ PEFT_CHOICES = ("none", "lora")
 
 @dataclass
 class ProtocolArgs:
-    """Fine-tuning settings shared by every run of a grid (command-line flags of `evaluation.run`).
-
-    Protocol: `batch_size`, `warmup_ratio`, `adam_beta1/2`, `adam_epsilon`, `weight_decay`,
-    `max_steps` (overrides the task's steps/epochs), `precision`. Inputs: `max_length`, `doc_stride` (QA),
-    `max_answer_length`/`n_best` (QA post-processing), `ir_corpus`, `ir_relevance`, `ir_pooling`,
-    `query_prompt`/`document_prompt` (override the task's), `tc_labelling` (overrides the task's), `pair_encoding`
-    (SC sentence pairs). Data: `source`,
-    `data_dir`, `max_train`, `max_eval`. Every default is the paper's protocol (`docs/protocol.md`).
-    """
+    """Fine-tuning settings shared by every run of a grid (command-line flags of `evaluation.run`), each field's help
+    its documentation and `SETTINGS` what it decides. Every default is the paper's protocol (`docs/protocol.md`)."""
 
     batch_size: int = field(default=32, metadata={"help": "Train batch size (paper: 32)."})
     eval_batch_size: int = field(default=64, metadata={"help": "Batch size for prediction and encoding."})
@@ -146,17 +139,10 @@ class ProtocolArgs:
 
 @dataclass(frozen=True)
 class Setting:
-    """What one protocol setting decides, declared once (`SETTINGS`): a result's identity
-    (`evaluation.identity.protocol_identity`, `model_inputs.inputs_identity`) and the data cache (`data_settings`)
-    derive from it.
-
-    Attributes:
-        families: the task families that read it: a result of another family does not depend on it, so it is left out
-            of that result's identity (an SC result is the same whatever `--ir_pooling` its grid had).
-        identity: whether it can change a score (False: where files live, how often the loss is logged); a
-            (setting, value) pair: left out while that setting has that value, so results keep the identity they
-            had before the setting existed (the LoRA settings without `--peft lora`).
-        data: the `tasks.load_splits` argument it sets (it changes the loaded splits), None when it sets none.
+    """What one protocol setting decides, declared once (`SETTINGS`); results' identities and the data cache derive
+    from it. `families`: those that read it (a result of another family does not depend on it: an SC result is the
+    same whatever `--ir_pooling`); `identity`: whether it can change a score, or a (setting, value) pair it is left
+    out at (results keep the identity they had before it existed); `data`: the `tasks.load_splits` argument it sets.
     """
 
     families: tuple = FAMILIES

@@ -56,12 +56,6 @@ def _sha256_json(value) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def model_identity(model_path: str | os.PathLike) -> dict:
-    """Content identity of a checkpoint directory: config, weights and tokenizer files
-    (`artifacts.checkpoint_identity`)."""
-    return artifacts.checkpoint_identity(model_path)
-
-
 @functools.lru_cache(maxsize=None)
 def _file_hash(path: str, size: int, mtime_ns: int) -> str:
     return artifacts.file_sha256(path)  # cached per (path, size, mtime)

@@ -288,7 +288,7 @@ def resolve_model_entry(spec: str) -> Model:
     has_st = (Path(path) / "modules.json").is_file()
     if not has_st:
         model_inputs.load_finetuning_tokenizer(path)  # a plain encoder needs its tokenizer: one line now, not mid-run
-    model_id = dict(identity.model_identity(path))
+    model_id = dict(artifacts.checkpoint_identity(path))
     if has_st:  # the pooling, prompts and max length decide the embeddings too
         model_id["sentence_transformers"] = {f: artifacts.file_sha256(Path(path) / f)
                                              for f in SENTENCE_TRANSFORMERS_FILES if (Path(path) / f).is_file()}

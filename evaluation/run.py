@@ -233,7 +233,7 @@ def list_runs(grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> tuple[lis
             model_inputs.check_labels(model, task)
             if task.family in ("tc", "qa") and not tokenizers[model].is_fast:
                 raise ValueError(f"{task.name} needs a fast tokenizer (word ids / offsets); {model} has a slow one")
-        model_ids[model] = identity.model_identity(model)
+        model_ids[model] = artifacts.checkpoint_identity(model)
     task_ids, training = {}, {}
     for task in task_list:  # loads (and caches) every dataset: missing files and bad labels raise here
         splits = common.task_splits(task, protocol.for_run())
@@ -306,7 +306,7 @@ def execute(unit: list[Run], protocol: finetune_args.ProtocolArgs, tokenizer,
     family = FAMILIES[first.task.family]
     finetuned = family.finetune(first.model_path, first.task, args, tokenizer=tokenizer)
     max_steps, epochs = finetune_args.schedule(first.task, args)
-    config = {**{k: v for k, v in common.args_dict(args).items() if k not in ("scratch_dir", "data_dir")},
+    config = {**{k: v for k, v in dataclasses.asdict(args).items() if k not in ("scratch_dir", "data_dir")},
               "schedule": {"max_steps": max_steps, "epochs": epochs},
               "model_config": AutoConfig.from_pretrained(first.model_path, trust_remote_code=True).model_type}
     out = []

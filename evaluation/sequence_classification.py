@@ -21,7 +21,7 @@ from evaluation import common, finetune_args, metrics, model_inputs
 
 
 def tokenize(task, tokenizer, args: finetune_args.FinetuneArgs):
-    """The task's splits tokenized once per (tokenizer, task, max_length) and shared by every run of the grid."""
+    """The task's splits tokenized once per tokenizer, task and settings (`common.cached`), shared by the grid."""
     def build():
         splits = common.task_splits(task, args)
         texts = [column for column in ("text", "text_pair") if column in splits["train"].column_names]
@@ -30,9 +30,7 @@ def tokenize(task, tokenizer, args: finetune_args.FinetuneArgs):
         pair = {"return_token_type_ids": True} if len(texts) == 2 else {}  # asked for: not every tokenizer lists them
         return splits.map(encode, batched=True, remove_columns=texts)
 
-    key = (common.tokenizer_fingerprint(tokenizer), task.name, args.max_length, args.max_train, args.max_eval,
-           args.pair_encoding, "sc")
-    return common.cached(key, build)
+    return common.cached(tokenizer, task, args, build)
 
 
 def build_trainer(model_path, task, args: finetune_args.FinetuneArgs, tokenizer, train_dataset) -> Trainer:

@@ -88,7 +88,7 @@ def labelling_of(task, args: finetune_args.FinetuneArgs) -> str:
 
 
 def tokenize(task, tokenizer, args: finetune_args.FinetuneArgs):
-    """The task's splits with aligned labels, built once per (tokenizer, task, max_length, labelling)."""
+    """The task's splits with aligned labels, built once per tokenizer, task and settings (`common.cached`)."""
     if not tokenizer.is_fast:
         raise ValueError("token classification needs a fast tokenizer (offsets); this model ships a slow one")
     labelling = labelling_of(task, args)
@@ -97,9 +97,7 @@ def tokenize(task, tokenizer, args: finetune_args.FinetuneArgs):
         splits = common.task_splits(task, args)
         return splits.map(lambda b: align_labels(b, tokenizer, args.max_length, labelling), batched=True)
 
-    key = (common.tokenizer_fingerprint(tokenizer), task.name, args.max_length, args.max_train, args.max_eval,
-           labelling, "tc")
-    return common.cached(key, build)
+    return common.cached(tokenizer, task, args, build)
 
 
 def word_tags(logits: np.ndarray, word_ids: list[int], n_words: int, labels: list[str], labelling: str) -> list[str]:

@@ -383,7 +383,7 @@ def test_settings_another_family_reads_leave_results_current_and_comparable(mode
         run.run_grid(grid(models["eurobert"], tmp_path, lrs="1e-3", seeds="0"), protocol(data_dir, max_length=40))
 
 
-def test_a_new_setting_is_declared_once_and_identity_and_data_cache_follow(data_dir, monkeypatch):
+def test_a_new_setting_is_declared_once_and_identity_and_data_cache_follow(models, data_dir, monkeypatch):
     """A setting is its field plus one `SETTINGS` declaration: the identity of the families that read it holds it (the
     others' do not), and it keys the data cache of exactly those families (before: the cache key was listed by hand,
     and a data setting missing from it silently returned splits built for another value)."""
@@ -400,6 +400,9 @@ def test_a_new_setting_is_declared_once_and_identity_and_data_cache_follow(data_
     conll = tasks.load_task("conll2003")  # a family that does not read it shares its splits whatever its value
     assert common.task_splits(conll, args[0]) is common.task_splits(conll, args[1])
     assert common.task_splits(conll, args[0]) is not common.task_splits(conll, dataclasses.replace(args[0], max_eval=7))
+    tokenizer, sst2 = model_inputs.load_finetuning_tokenizer(models["eurobert"]), tasks.load_task("sst2")
+    tokenized = [common.cached(tokenizer, task, a, object) for task in (sst2, conll) for a in args]
+    assert tokenized[0] is not tokenized[1] and tokenized[2] is tokenized[3]  # the tokenized splits' cache too
     # a declared identity-only setting enters no data key; one declared off the identity enters no identity
     monkeypatch.setitem(finetune_args.SETTINGS, "window", finetune_args.Setting(identity=False))
     assert "window" not in identity.protocol_identity(args[0], "sc") and "window" not in \
