@@ -62,8 +62,9 @@ import numpy as np
 
 from analysis import statistics
 from core import names
+from core.paper_grid import PAPER_LRS, PAPER_SEEDS
 
-ALPHA = 0.05
+ALPHA = 0.025  # per side: each comparison is a three-way decision (supports / contradicts / not significant), 5% in all
 TC_MARGIN = 0.01  # "on par": CLM - MLM40 above -0.01 of the task's metric (fractions), declared before any result
 PAPER_TOKENS_PER_STEP = 1152 * 2048  # the paper's global batch x block: 2.36M tokens per step
 # the paper's parameter counts, input embedding included, LM head excluded; and its input embeddings (128,256 x hidden)
@@ -209,7 +210,11 @@ def _bracket(rows, regime: Regime, task: str, model: str) -> tuple[str | None, s
     best, shown = (row["best_lr"] if row else None), regime.shown(model)
     if best is None:
         return f"{shown} has no finished run", None
-    if len(lrs) < 3:
+    if row.get("imported") and len(lrs) < len(PAPER_LRS):  # the paper's own runs: its grid, partly imported
+        missing = len(PAPER_LRS) * len(PAPER_SEEDS) - row["n_runs"]
+        reason = (f"{shown}: {len(lrs)} of the paper's {len(PAPER_LRS)} LRs imported ({missing} runs missing), the "
+                  "best of the imported LRs is not known to be the paper's optimum")
+    elif len(lrs) < 3:
         reason = f"{shown}'s LR grid has {len(lrs)} finished LR(s): an optimum is never bracketed by fewer than 3"
     elif best in (lrs[0], lrs[-1]):
         reason = (f"best LR on the grid's edge: {shown}'s optimum is not bracketed (best LR {best:g}, grid "
@@ -261,7 +266,28 @@ def untestable(rows, regime: Regime, task: str, family: str, models: list[str], 
             and tpp < _per_parameter(budget):
         reasons.append(f"budget of {tpp:.3g} tokens per parameter, below the paper's smallest "
                        f"({_per_parameter(budget):.0f})")
-    return "; ".join(reasons + edge_reasons(rows, regime, task, grid or models))
+    return "; ".join(reasons + chance_reasons(rows, regime, task, grid or models)
+                     + edge_reasons(rows, regime, task, grid or models))
+
+
+def chance_reasons(rows, regime: Regime, task: str, models: list[str]) -> list[str]:
+    """One reason per model of a comparison that is not shown to have learned `task` (its 95% CI not above the
+    task's trivial baseline: `statistics.above_baseline`), or one reason when the task has no known baseline: a
+    difference between models that have not learned the task says nothing about the claim."""
+    out = []
+    for model in dict.fromkeys(models):
+        row = _row(rows, model, task)
+        if row is None or row["best_lr"] is None:
+            continue  # no finished run: `edge_reasons` names it
+        above = statistics.above_baseline(row)
+        if above is None:
+            return [f"{task} has no known trivial baseline: whether its models learned it is not known"]
+        if not above:
+            low = row["mean"] if math.isnan(row["ci_low"]) else row["ci_low"]
+            where = "at" if statistics.at_baseline(row) else f"95% CI from {low:.4g}, not above"
+            out.append(f"{regime.shown(model)} not above chance on {task} ({where} the trivial baseline "
+                       f"{row['trivial_baseline']:.4g})")
+    return out
 
 
 def comparisons(records: list[dict], rows: list[dict], regime: Regime | None = None) -> list[dict]:
@@ -282,8 +308,8 @@ def comparisons(records: list[dict], rows: list[dict], regime: Regime | None = N
                 finding = FAMILY_FINDING[family[task]]
                 a, b = (clm, mlm) if finding == "tc_clm_on_par" else (mlm, clm)
                 out += _pair(records, rows, regime, finding, task, a, b)
-                out += _stability(records, rows, regime, task, clm, mlm)
-                out += _slope(records, rows, regime, task, family[task], clm, mlm)
+                out += stability(records, rows, regime, task, clm, mlm)
+                out += data_efficiency(records, rows, regime, task, family[task], clm, mlm)
         for model, p in sorted(parsed.items()):
             if p.kind == "pfs" and p.paper_step is None and (p.size, p.total_steps) == (size, total) and p.ratio == 40:
                 for task in tasks:
@@ -326,65 +352,85 @@ def _pair(records, rows, regime, finding, task, model_a, model_b, budget=None, c
              "bracket": declared_brackets(rows, regime, task, [*(check or []), model_a, model_b])}]
 
 
-def _tested(finding: str, estimate: float, se: float, df: float) -> dict:
-    """The finding's one-sided test of `estimate` (its hypothesis) and of the other side, from a t statistic."""
-    side, bound = CLAIMS[finding][1], BOUND.get(finding, 0.0)
+def _tested(finding: str, estimate: float, se: float, df: float, side: int | None = None) -> dict:
+    """The finding's one-sided test of `estimate` (its hypothesis, or the side `side` of its bound) and of the other
+    side, from a t statistic."""
+    side, bound = side or CLAIMS[finding][1], BOUND.get(finding, 0.0)
     claim = statistics.one_sided(side * estimate, se, df, side * bound)
     other = statistics.one_sided(-side * estimate, se, df, -side * bound)
     return {"delta": estimate, "hypothesis": hypothesis(finding), "p": claim, "p_other": other}
 
 
-def relative_lr_spread(records: list[dict], baseline: float, best_lr: float,
-                       n_resamples: int = statistics.N_RESAMPLES, seed: int = 0) -> tuple[float, np.ndarray, int]:
-    """Std over learning rates of the mean test score, divided by the gain of the best LR's mean over the trivial
-    baseline; its bootstrap samples (units: seeds, or pretraining runs' means, resampled within each LR); and the
-    fewest units of any LR. A model that learns more is not called less stable for it: the spread is measured in
-    units of what it learned."""
-    lrs = sorted({r["lr"] for r in records if r["status"] == "ok"})
-    scores = [statistics.unit_scores([r for r in records if r["status"] == "ok" and r["lr"] == lr]) for lr in lrs]
-    best = lrs.index(best_lr)
-    means = np.array([s.mean() for s in scores])
-    value = float(np.std(means) / (means[best] - baseline))
-    rng = np.random.default_rng(seed)
-    resampled = np.stack([rng.choice(s, size=(n_resamples, len(s))).mean(1) for s in scores], axis=1)
-    gains = (resampled[:, best] - baseline).clip(1e-12)
-    return value, np.std(resampled, axis=1) / gains, min(len(s) for s in scores)
+MIN_STABILITY_LRS = 3  # LRs fine-tuned in this study per model: a spread over 2 LRs next to the optimum is no spread
 
 
-def _stability(records, rows, regime, task, clm, mlm) -> list[dict]:
+def unit_curves(records: list[dict]) -> dict:
+    """{unit: {lr: mean test score}} of one model's finished runs: the unit is the fine-tuning seed (seed k at every
+    LR is one unit) for a model pretrained once, the pretraining run (its mean over seeds at each LR) for one
+    pretrained several times. Only units finished at every LR of the grid: the curves are paired across LRs."""
+    ok = [r for r in records if r["status"] == "ok"]
+    lrs = {r["lr"] for r in ok}
+    several = len({r["model"] for r in ok}) > 1
+    curves = {}
+    for r in ok:
+        curves.setdefault(r["model"] if several else r["seed"], {}).setdefault(r["lr"], []).append(
+            statistics.main_score(r, "test"))
+    return {unit: {lr: float(np.mean(v)) for lr, v in sorted(c.items())} for unit, c in sorted(curves.items())
+            if set(c) == lrs}
+
+
+def relative_lr_spread(records: list[dict], baseline: float, best_lr: float) -> np.ndarray:
+    """Per unit (`unit_curves`: a seed, or a pretraining run, with its score at every LR), the standard deviation
+    over the LRs of its test score divided by its gain over the trivial baseline at the model's best LR. A model
+    that learns more is not called less stable for it: the spread is measured in units of what it learned; and
+    each unit's whole curve is one draw, so the units are independent and the LRs stay paired."""
+    curves = unit_curves(records)
+    return np.array([np.std(list(c.values())) / (c[best_lr] - baseline) for c in curves.values()])
+
+
+def stability(records, rows, regime, task, clm, mlm) -> list[dict]:
+    """The stability test on `task`: the mean over units of the relative LR spread (`relative_lr_spread`), CLM -
+    MLM40, Welch t over the two models' units; testable only where both models were fine-tuned at
+    `MIN_STABILITY_LRS` or more LRs in this study (a bracket declared from an earlier grid does not enter the
+    spread), learned the task, and every unit's gain at the best LR is positive."""
     runs = {m: [r for r in records if statistics.replicate_group(r["model"]) == m and r["task"] == task]
             for m in (clm, mlm)}
     row = {m: _row(rows, m, task) for m in (clm, mlm)}
-    if any(row[m] is None or row[m]["best_lr"] is None or len({r["lr"] for r in runs[m] if r["status"] == "ok"}) < 2
-           for m in (clm, mlm)):
+    if any(row[m] is None or row[m]["best_lr"] is None for m in (clm, mlm)):
         return []
     family = row[clm]["family"]
     baseline = statistics.trivial_baseline(rows, task)
     reasons = [untestable(rows, regime, task, family, [clm, mlm])]
-    if baseline is None:
-        reasons.append("the task's trivial baseline is unknown")
-    else:
-        reasons += [f"{regime.shown(m)} does not clear the trivial baseline" for m in (clm, mlm)
-                    if row[m]["mean"] <= baseline]
+    for m in (clm, mlm):
+        lrs = sorted({r["lr"] for r in runs[m] if r["status"] == "ok"})
+        if len(lrs) < MIN_STABILITY_LRS:
+            reasons.append(f"{regime.shown(m)} was fine-tuned at {len(lrs)} LR(s) in this study: a spread across LRs "
+                           f"needs {MIN_STABILITY_LRS}")
+    values = {}
+    if baseline is not None and not any(reasons):
+        for m in (clm, mlm):
+            values[m] = relative_lr_spread(runs[m], baseline, row[m]["best_lr"])
+            if len(values[m]) < 2:
+                reasons.append(f"{regime.shown(m)} has {len(values[m])} unit(s) finished at every LR: a spread's "
+                               "variance needs 2")
+            elif not np.all(np.isfinite(values[m])) or np.any(values[m] <= 0):
+                reasons.append(f"a unit of {regime.shown(m)} does not clear the trivial baseline at its best LR")
     reason = "; ".join(filter(None, reasons))
     tested = {"delta": math.nan, "hypothesis": hypothesis("stability"), "p": math.nan, "p_other": math.nan}
     low = high = math.nan
     if not reason:
-        parts, spreads = [], []
-        for i, m in enumerate((clm, mlm)):
-            spread, samples, n = relative_lr_spread(runs[m], baseline, row[m]["best_lr"], seed=i)
-            spreads.append(spread)
-            # the bootstrap's SE of a mean over n units is sqrt((n-1)/n) of the sample SE: undone here
-            parts.append((float(np.var(samples, ddof=1)) * n / (n - 1) if n > 1 else math.nan, n - 1))
+        parts = [(float(np.var(values[m], ddof=1)) / len(values[m]), len(values[m]) - 1) for m in (clm, mlm)]
         variance = sum(part for part, _ in parts)
-        df = variance ** 2 / sum(part ** 2 / k for part, k in parts) if variance > 0 else math.inf
+        welch = sum(part ** 2 / k for part, k in parts if part > 0)
+        df = variance ** 2 / welch if welch > 0 else math.inf
         se = math.sqrt(variance)
-        tested = _tested("stability", spreads[0] - spreads[1], se, df)
-        half = float(statistics.stats.t.ppf(0.975, df)) * se
+        tested = _tested("stability", float(values[clm].mean() - values[mlm].mean()), se, df)
+        half = float(statistics.stats.t.ppf(1 - ALPHA, df)) * se
         low, high = tested["delta"] - half, tested["delta"] + half
+    units = lambda m: f"{len(values[m])}" if m in values else "?"  # noqa: E731
     return [{"finding": "stability", "task": task, "family": family, "a": clm, "b": mlm, "measure": "LR spread / gain",
              **tested, "ci_low": low, "ci_high": high, "p_bound": False,
-             "n_seeds": f"{len(runs[clm])}/{len(runs[mlm])} runs", "untestable": reason,
+             "n_seeds": f"{units(clm)}/{units(mlm)} units", "untestable": reason,
              "bracket": declared_brackets(rows, regime, task, [clm, mlm])}]
 
 
@@ -419,7 +465,9 @@ def slope_fit(points: list[dict]) -> tuple[float, float, float]:
     """(slope, se, df) of the least-squares line of the points' differences on log2(tokens per parameter): the
     slope's variance is sum(w_c^2 var_c) over checkpoints (each difference's variance, `paired_comparison`), df by
     Welch-Satterthwaite over the unit parts. With several pretraining runs on both sides the slope is fitted per
-    run (run means of the seeds at each checkpoint's best LR) and the runs are the units."""
+    run (run means of the seeds at each checkpoint's best LR) and the runs are the units: the variance is the
+    run slopes' (Welch) plus the test instances' part, sum(w_c^2 var_instances_c), which the run slopes, all scored
+    on one test set, do not vary (infinite df, as in `paired_comparison`)."""
     x = np.log2([p["tokens_per_parameter"] for p in points])
     weights = (x - x.mean()) / ((x - x.mean()) ** 2).sum()
     run_slopes = []
@@ -431,9 +479,12 @@ def slope_fit(points: list[dict]) -> tuple[float, float, float]:
                     statistics.main_score(r, "test"))
         complete = [run for run in by_run.values() if len(run) == len(points)]
         run_slopes.append([float(weights @ np.array([np.mean(run[p["a"]]) for p in points])) for run in complete])
-    if all(len(s) > 1 for s in run_slopes):  # the pretraining runs are the units
+    if all(len(s) > 1 for s in run_slopes):  # the pretraining runs are the units, plus the test instances' part
         parts = [(float(np.var(s, ddof=1)) / len(s), len(s) - 1) for s in run_slopes]
-        estimate, variance = float(np.mean(run_slopes[0]) - np.mean(run_slopes[1])), sum(p for p, _ in parts)
+        instances = sum(w ** 2 * max(0.0, p["se"] ** 2 - sum(part for part, _ in p["parts"]))
+                        for w, p in zip(weights, points))
+        estimate = float(np.mean(run_slopes[0]) - np.mean(run_slopes[1]))
+        variance = sum(p for p, _ in parts) + instances
     else:  # one run on a side: the checkpoints' differences, each with its unit and instance variance
         parts = [(w ** 2 * part, df) for w, p in zip(weights, points) for part, df in p["parts"]]
         estimate = float(weights @ np.array([p["delta"] for p in points]))
@@ -442,29 +493,43 @@ def slope_fit(points: list[dict]) -> tuple[float, float, float]:
     return estimate, math.sqrt(variance), variance ** 2 / welch if welch > 0 else math.inf
 
 
-def _slope(records, rows, regime, task, family, clm, mlm) -> list[dict]:
-    """The data-efficiency test on `task`: the slope of the gap over the stable-phase checkpoints before the
-    crossover interval (all of them where there is none)."""
+MIN_SLOPE_CHECKPOINTS = 3  # before the crossover under both conventions: a line through 2 points tests nothing
+EARLY_CHECKPOINTS = 1  # the declared early set: the earliest stable-phase checkpoint pair both runs saved
+LEAD = "CLM - MLM40 > 0 at the earliest checkpoint"  # the first half of the data-efficiency claim
+
+
+def data_efficiency(records, rows, regime, task, family, clm, mlm) -> list[dict]:
+    """The data-efficiency tests on `task`, both halves of "CLM leads early and the gap closes": the lead (CLM -
+    MLM40 > 0 at the declared early set: the earliest checkpoint pair) and the slope of the gap over the
+    stable-phase checkpoints before the crossover interval under both conventions (all of them where there is
+    none), at least `MIN_SLOPE_CHECKPOINTS`. One row each; the task agrees only when both support (`verdicts`), so
+    a reason either cannot be tested makes both not testable."""
     points = gap_points(records, rows, regime, task, family, clm, mlm)
     if not points:
         return []
     early = [p for p in points if not p["final"] and p["phase"] in ("before", "no crossover")]  # both conventions
-    reasons = [] if len(early) > 1 else [f"{len(early)} stable-phase checkpoint(s) before the crossover interval: "
-                                         "a slope needs 2"]
+    reasons = [] if len(early) >= MIN_SLOPE_CHECKPOINTS else [
+        f"{len(early)} stable-phase checkpoint(s) before the crossover interval under both conventions: a slope needs "
+        f"{MIN_SLOPE_CHECKPOINTS}"]
     grid = [m for p in early for m in (p["a"], p["b"])]
-    reasons += edge_reasons(rows, regime, task, grid)
-    row = {"finding": "data_efficiency", "task": task, "family": family, "a": clm, "b": mlm,
-           "measure": f"slope of CLM - MLM40 per doubling ({points[0]['measure']})", "p_bound": False,
-           "n_seeds": f"{len(early)} checkpoints", "untestable": "; ".join(reasons),
-           "bracket": declared_brackets(rows, regime, task, grid),
-           "checkpoints": [p["tokens_per_parameter"] for p in early]}
-    if len(early) < 2:
-        return [{**row, "delta": math.nan, "hypothesis": hypothesis("data_efficiency"), "p": math.nan,
-                 "p_other": math.nan, "ci_low": math.nan, "ci_high": math.nan}]
-    estimate, se, df = slope_fit(early)
-    half = float(statistics.stats.t.ppf(0.975, df)) * se
-    return [{**row, **_tested("data_efficiency", estimate, se, df), "ci_low": estimate - half,
-             "ci_high": estimate + half}]
+    reasons += chance_reasons(rows, regime, task, grid) + edge_reasons(rows, regime, task, grid)
+    common = {"finding": "data_efficiency", "task": task, "family": family, "a": clm, "b": mlm, "p_bound": False,
+              "untestable": "; ".join(reasons), "bracket": declared_brackets(rows, regime, task, grid),
+              "checkpoints": [p["tokens_per_parameter"] for p in early]}
+    nan = {"delta": math.nan, "p": math.nan, "p_other": math.nan, "ci_low": math.nan, "ci_high": math.nan}
+    lead = {**common, "part": "lead", "measure": f"CLM - MLM40 at the earliest checkpoint ({points[0]['measure']})",
+            "n_seeds": f"{EARLY_CHECKPOINTS} checkpoint", **nan, "hypothesis": LEAD}
+    slope = {**common, "part": "slope", "measure": f"slope of CLM - MLM40 per doubling ({points[0]['measure']})",
+             "n_seeds": f"{len(early)} checkpoints", **nan, "hypothesis": hypothesis("data_efficiency")}
+    if early:
+        first = early[0]
+        lead.update(_tested("data_efficiency", first["delta"], first["se"], first["df"], side=+1),
+                    hypothesis=LEAD, ci_low=first["ci_low"], ci_high=first["ci_high"])
+    if len(early) >= 2:
+        estimate, se, df = slope_fit(early)
+        half = float(statistics.stats.t.ppf(1 - ALPHA, df)) * se
+        slope.update(_tested("data_efficiency", estimate, se, df), ci_low=estimate - half, ci_high=estimate + half)
+    return [lead, slope]
 
 
 def _corrected(out: list[dict]) -> list[dict]:
@@ -484,46 +549,72 @@ def _corrected(out: list[dict]) -> list[dict]:
 
 
 def families(tested: list[dict]) -> list[str]:
-    """The Holm family of each finding, in words: its tested comparisons (tasks), each counted once."""
+    """The Holm family of each finding, in words: its tests (tasks; data efficiency's early lead and slope each
+    count), each counted once."""
     out = []
     for finding in CLAIMS:
         mine = [r for r in tested if r["finding"] == finding and not r["untestable"]]
         if mine:
             tasks = ", ".join(f"{r['task']}" + (f" ({r['a']})" if finding.startswith(("pfs", "cpt")) else "")
-                              for r in mine)
-            out.append(f"{finding}: {len(mine)} test(s) of {hypothesis(finding)} ({tasks})")
+                              + (f" {r['part']}" if r.get("part") else "") for r in mine)
+            out.append(f"{finding}: {len(mine)} test(s) of {rule(finding)} ({tasks})")
     return out
 
 
-def verdicts(rows: list[dict], families: set[str] | None = None) -> list[dict]:
-    """One verdict per finding: agrees / disagrees / mixed / inconclusive at this scale, or not testable at this
-    scale with the reasons. A family finding with no task of its family in `families` is not testable either."""
+def verdicts(rows: list[dict], families: set[str] | None = None, imported: bool = False) -> list[dict]:
+    """One verdict per finding: agrees / disagrees / mixed / inconclusive, or not testable with the reasons; "at
+    this scale" for a study's models, "with these runs" for the paper's own (`imported`). A finding's claims are
+    its (task, A, B) comparisons; one with several tests (data efficiency: the early lead and the slope) supports
+    only when all of them do and contradicts when any does (Holm over all the finding's tests keeps that at the
+    level), and is not testable when any is not. A family finding with no task of its family in `families` is not
+    testable either."""
+    where = "with these runs" if imported else "at this scale"
     out = []
     for finding, (claim, _) in CLAIMS.items():
         mine = [r for r in rows if r["finding"] == finding]
         family = next((f for f, k in FAMILY_FINDING.items() if k == finding), None)
-        base = {"finding": finding, "claim": claim, "rule": hypothesis(finding)}
+        base = {"finding": finding, "claim": claim, "rule": rule(finding)}
         if not mine:
             if family and families is not None and family not in families:
                 out.append({**base, "tasks": "", "comparisons": "0", "supporting": 0, "contradicting": 0,
-                            "verdict": f"not testable at this scale: no {family.upper()} task"})
+                            "verdict": f"not testable {where}: no {family.upper()} task"
+                                       + (" imported" if imported else "")})
             continue
-        tested = [r for r in mine if not r["untestable"]]
+        claims = {}
+        for r in mine:
+            claims.setdefault((r["task"], r["a"], r["b"]), []).append(r)
+        tested = [c for c in claims.values() if not any(r["untestable"] for r in c)]
         tasks = ", ".join(sorted({r["task"] for r in mine}))
-        count = f"{len(tested)} of {len(mine)}"
+        count = f"{len(tested)} of {len(claims)}"
+        note = size_note(finding, mine)
         if not tested:
-            reasons = list(dict.fromkeys(reason for r in mine for reason in r["untestable"].split("; ")))
+            reasons = list(dict.fromkeys(reason for r in mine for reason in r["untestable"].split("; ") if reason))
             more = f" (and {len(reasons) - 2} more)" if len(reasons) > 2 else ""
             out.append({**base, "tasks": tasks, "comparisons": count, "supporting": 0, "contradicting": 0,
-                        "verdict": "not testable at this scale: " + "; ".join(reasons[:2]) + more})
+                        "verdict": f"not testable {where}: " + "; ".join(reasons[:2]) + more + note})
             continue
-        support = sum(r["verdict"] == "supports" for r in tested)
-        against = sum(r["verdict"] == "contradicts" for r in tested)
+        support = sum(all(r["verdict"] == "supports" for r in c) for c in tested)
+        against = sum(any(r["verdict"] == "contradicts" for r in c) for c in tested)
         verdict = ("agrees" if support and not against else "disagrees" if against and not support
                    else "mixed" if support else "inconclusive")
         out.append({**base, "tasks": tasks, "comparisons": count, "supporting": support, "contradicting": against,
-                    "verdict": f"{verdict} at this scale"})
+                    "verdict": f"{verdict} {where}" + note})
     return out
+
+
+def rule(finding: str) -> str:
+    """A finding's rule in words: its hypothesis, both halves for data efficiency."""
+    return f"{LEAD}; and {hypothesis(finding)}" if finding == "data_efficiency" else hypothesis(finding)
+
+
+def size_note(finding: str, mine: list[dict]) -> str:
+    """The IR claim's second clause ("the gap narrows with size"), named untested: this report compares the
+    objectives within a size, never the gap across sizes."""
+    if finding != "ir_mlm_better":
+        return ""
+    sizes = sorted({p.size for r in mine if (p := names.try_parse_name(r["a"]))})
+    return (f"; the gap narrowing with size: not tested ({len(sizes)} model size{'s' if len(sizes) != 1 else ''}: "
+            f"{', '.join(sizes) or 'unknown'}; the report tests the objectives within a size)")
 
 
 def gap_over_pretraining(records: list[dict], rows: list[dict], regime: Regime) -> list[dict]:
@@ -543,18 +634,25 @@ def gap_over_pretraining(records: list[dict], rows: list[dict], regime: Regime) 
     return out
 
 
-def gap_trend(curve: list[dict], test: dict | None) -> str:
-    """What one task's gap shows, in words, from its slope test (`test`, the data-efficiency row: the same numbers
-    as the findings table) and the differences past the crossover interval and at the decayed final."""
+def gap_trend(curve: list[dict], test: dict | None, lead: dict | None = None) -> str:
+    """What one task's gap shows, in words, from its two data-efficiency tests (`lead`, the early lead, and `test`,
+    the slope: the same numbers as the findings table) and the differences past the crossover interval and at the
+    decayed final."""
     tpp = lambda r: f"{r['tokens_per_parameter']:.3g}"  # noqa: E731
     ci = lambda r: f"{r['delta']:+.3f} [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]"  # noqa: E731
+    words = {"supports": "CLM leads", "contradicts": "MLM40 leads", "not significant": "not significant"}
+    text = ""
+    if lead is not None and not math.isnan(lead["delta"]):
+        text = (f"CLM - MLM40 at the earliest checkpoint ({lead['checkpoints'][0]:.3g}): {ci(lead)}, one-sided p "
+                f"(> 0, Holm within the finding) {format_p(lead['p_holm'])}: "
+                + ("not testable" if lead["untestable"] else words[lead["verdict"]]) + "; ")
     if test is None or math.isnan(test["delta"]):
-        text = "no slope: " + (test["untestable"] if test else "no checkpoint pair")
+        text += "no slope: " + (test["untestable"] if test else "no checkpoint pair")
     else:
         span = test["checkpoints"]
-        text = (f"slope of CLM - MLM40 per doubling of tokens per parameter over {len(span)} stable-phase "
-                f"checkpoints ({span[0]:.3g}-{span[-1]:.3g}): {ci(test)}, one-sided p (slope < 0, Holm within the "
-                f"finding) {format_p(test['p_holm'])}: ")
+        text += (f"slope of CLM - MLM40 per doubling of tokens per parameter over {len(span)} stable-phase "
+                 f"checkpoints ({span[0]:.3g}-{span[-1]:.3g}): {ci(test)}, one-sided p (slope < 0, Holm within the "
+                 f"finding) {format_p(test['p_holm'])}: ")
         text += (f"not testable ({test['untestable']})" if test["untestable"] else
                  {"supports": "the gap closes", "contradicts": "the gap widens",
                   "not significant": "not significant"}[test["verdict"]])
