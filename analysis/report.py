@@ -69,15 +69,16 @@ def _fmt_p(p: float, bound: bool = False, n_resamples: int = statistics.N_RESAMP
 def _finding_cell(row: dict, key: str) -> str:
     if key in ("p", "p_holm", "p_other_holm"):
         return _fmt_p(row[key], row.get("p_bound", False) and key == "p")
-    return table_cell(row[key])
+    return table_cell(row.get(key))
 
 
 FINDING_KEYS = ["finding", "task", "a", "b", "measure", "hypothesis", "delta", "ci_low", "ci_high", "p", "p_holm",
                 "p_other_holm", "n_seeds", "verdict", "untestable"]
 def finding_keys(tested: list[dict]) -> list[str]:
-    """The findings table's columns: `FINDING_KEYS`, and "bracket" where a comparison relies on an LR grid the
-    study declared bracketed by an earlier grid (`findings.Regime.bracketed_by`)."""
-    return FINDING_KEYS + (["bracket"] if any(r.get("bracket") for r in tested) else [])
+    """The findings table's columns: `FINDING_KEYS`, "entity_f1" where a TC comparison has it (CLM - MLM40 entity
+    F1 with its 95% CI, beside the main metric) and "bracket" where a comparison relies on an LR grid the study
+    declared bracketed by an earlier grid (`findings.Regime.bracketed_by`)."""
+    return FINDING_KEYS + [k for k in ("entity_f1", "bracket") if any(r.get(k) for r in tested)]
 
 
 UNITS = ("Units of every interval: a model's mean - Student t over its fine-tuning seeds (over its pretraining runs' "

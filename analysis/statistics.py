@@ -89,10 +89,13 @@ def load_results(results_dir: str | Path) -> list[dict]:
 
 def compact(record: dict) -> dict:
     """`record` without its "per_instance" rows; a finished one gets "instance_scores" {"test": (numerator,
-    denominator or None)} of its main metric instead (`instance_columns`: float64, the rows' own values)."""
+    denominator or None)} of its main metric instead (`instance_columns`: float64, the rows' own values), and a TC
+    run's entity F1 counts under "entity_f1" (the TC verdict shows the strict metric beside the main one)."""
     rows = (record.pop("per_instance", None) or {}).get("test") or []
     if record.get("status") == "ok":
         record["instance_scores"] = {"test": instance_columns(rows, record["main_metric"])}
+        if record["main_metric"] != "entity_f1" and rows and "entity_tp" in rows[0]:  # TC: entity F1 beside it
+            record["instance_scores"]["entity_f1"] = instance_columns(rows, "entity_f1")
     return record
 
 
@@ -223,6 +226,8 @@ def instance_matrix(records: list[dict], metric: str) -> tuple[np.ndarray, np.nd
     def columns(record):
         if "instance_scores" not in record:
             return instance_columns(record["per_instance"]["test"], metric)
+        if metric != record["main_metric"] and metric in record["instance_scores"]:
+            return record["instance_scores"][metric]
         if metric != record["main_metric"]:
             raise ValueError(f"{record['_path']} keeps per-instance scores of its main metric "
                              f"{record['main_metric']} only, not {metric}")

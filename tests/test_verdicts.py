@@ -344,7 +344,7 @@ def test_stability_rejects_a_true_null_at_its_nominal_rate():
     rng = np.random.default_rng(0)
     rows = [stability_row(rng) for _ in range(400)]
     rate = np.mean([r["p"] < findings.ALPHA or r["p_other"] < findings.ALPHA for r in rows])
-    assert 0.02 <= rate <= 0.08 and all(r["untestable"] == "" and r["n_seeds"] == "3/3 units" for r in rows)
+    assert 0.02 <= rate <= 0.08 and all(r["untestable"] == "" and r["n_seeds"] == "3/3 LRs, 3/3 units" for r in rows)
     assert abs(np.mean([r["delta"] for r in rows])) < 0.01  # unbiased under the null
     # a true difference (CLM's spread about half MLM40's) is found more often than a null is
     power = np.mean([stability_row(rng, lrs_off=0.05)["p"] < findings.ALPHA for _ in range(100)])
@@ -373,3 +373,18 @@ def test_a_replicated_slope_keeps_the_test_instances_variance():
     tested, _ = verdicts(copies)
     (slope,) = [r for r in tested if r["finding"] == "data_efficiency" and r["part"] == "slope"]
     assert slope["ci_high"] - slope["ci_low"] > 0.01 and slope["verdict"] == "not significant"
+
+
+def test_the_tc_verdict_shows_entity_f1_beside_the_main_metric():
+    """CLM on par on sentence_macro_f1 but finding fewer entities (entity F1 0.6 against 0.7): the strict metric is
+    shown in the TC row and its verdict, with its interval, described rather than tested."""
+    records = grid(dict.fromkeys(FINALS, 0.80))
+    for r in records:
+        tp = 6 if r["model"] == FINALS[0] else 7
+        for i, row in enumerate(r["per_instance"]["test"]):
+            row.update(entity_tp=tp if i % 2 else tp + 1, entity_pred=10, entity_gold=10)
+    tested, verdict = verdicts(records)
+    (tc,) = [r for r in tested if r["finding"] == "tc_clm_on_par"]
+    assert tc["entity_f1"] == "-0.1000 [-0.1096, -0.0904]"  # the test instances' part: tp varies by instance
+    assert verdict["tc_clm_on_par"] == ("agrees at this scale; entity F1, CLM - MLM40 (95% CI, not a test): conll2003 "
+                                        "-0.1000 [-0.1096, -0.0904]")
