@@ -308,9 +308,11 @@ def write_tables(rows: list[dict], comparisons: list[dict], output: Path, tested
     writer.writerows({k: table_cell(r[k]) for k in SUMMARY_COLUMNS} for r in rows)
     artifacts.write_text_atomic(output / "summary.csv", buffer.getvalue())
     lines = ["# Fine-tuning results", "",
-             "Test score at the best learning rate (highest mean validation score over seeds): mean over seeds ± the "
-             "half-width of its 95% confidence interval (Student t over seeds; over pretraining runs for a model "
-             "trained several times). Scores are fractions in [0, 1]. The "
+             "Test score at the best learning rate (highest mean validation score over seeds; for a model trained "
+             "several times, over all its runs' seeds: one LR pooled over the runs, not one per run): mean over seeds "
+             "± the half-width of its 95% confidence interval (Student t over seeds; over pretraining runs for a "
+             "model trained several times), or the interval itself where ± would misdescribe it. Scores are "
+             "fractions in [0, 1]. The "
              "trivial baseline is what a model scores without learning the task (majority class, all \"O\", the "
              "passage's first words, a random ranking).", "", *results_table(rows)]
     if imported:
