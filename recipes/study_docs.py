@@ -20,8 +20,9 @@ def intro(study_name: str, definition: dict, tokens_per_step: float, parameters:
     if study_name == "mini":
         return (f"The smallest study where the paper's comparisons can show on 2 CPU cores: the `tiny` architecture "
                 f"({parameters / 1e6:.1f}M parameters) pretrained on about {final / 1e6:.1f}M tokens of the offline "
-                f"Wikipedia stand-in, fine-tuned with the paper's grid at {grid}. It tests the paper's findings at "
-                "this scale; it does not reproduce the paper's numbers.")
+                f"Wikipedia stand-in, fine-tuned with the paper's grid at {grid}. Its report says, finding by "
+                "finding, whether this scale can test the paper's claim and why not where it cannot; it does not "
+                "reproduce the paper's numbers.")
     if study_name.startswith("horizon"):
         steps = definition["intermediate_steps"]
         replicates = definition.get("pretrain_seeds") or []
