@@ -52,7 +52,7 @@ from analysis.statistics import (
     trivial_baseline,
 )
 from core import artifacts, cli, names
-from core.formatting import table_cell
+from core.formatting import p_cell, table_cell
 
 __all__ = ["SUMMARY_COLUMNS", "compare", "load_results", "main", "summarize", "write_tables"]
 
@@ -61,9 +61,7 @@ def _fmt_p(p: float, bound: bool = False, n_resamples: int = statistics.N_RESAMP
     """A p-value, never "0": a bootstrap p with no sample past 0 is "< 1/B"; a tiny t-test p is "< 1e-06"."""
     if bound:
         return f"< 1/{n_resamples}"
-    if isinstance(p, float) and not math.isnan(p) and p < 1e-6:
-        return "< 1e-06"
-    return table_cell(p)
+    return p_cell(p)
 
 
 def _finding_cell(row: dict, key: str) -> str:

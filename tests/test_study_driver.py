@@ -220,11 +220,12 @@ def test_mini_evaluation_runs_as_one_grid_process_per_task_group():
 def test_a_stage_run_in_process_logs_its_output_and_fails_with_its_last_lines(tmp_path, capsys):
     """`run_here` (the held-out loss, the report): output to the stage's log, not the terminal; bad input ends the
     stage with the log's last lines, the one-line error among them, as a failed subprocess stage does."""
+    from analysis import report
     from recipes.study import run_here
 
     log = tmp_path / "logs" / "report.log"
     with pytest.raises(RuntimeError, match=r"python -m analysis.report failed \(exit 2\)") as failure:
-        run_here("analysis.report", [str(tmp_path / "no-results"), "--output", str(tmp_path / "report")], log)
+        run_here(report.main, [str(tmp_path / "no-results"), "--output", str(tmp_path / "report")], log)
     assert "no-results" in str(failure.value) and "no-results" in log.read_text()
     assert log.read_text().startswith(f"\n$ python -m analysis.report {tmp_path / 'no-results'}")
     assert capsys.readouterr().err == "" and not (tmp_path / "report").exists()

@@ -15,7 +15,7 @@ from seqeval.metrics.sequence_labeling import get_entities
 from seqeval.scheme import IOB2, Entities
 
 import evaluation.tasks as tasks_module
-from core import paper_grid
+from core import paper
 from evaluation import identity, readers
 from evaluation.tasks import (
     FORMATS,
@@ -32,7 +32,7 @@ OFFLINE_TASKS = ["sst2", "mnli", "qqp", "mrpc", "conll2003", "wikiann", "uner", 
                  "squad_pairs"]
 HUB_ONLY = {"ontonotes": "wikiann", "record": "squad", "msmarco": "squad_pairs", "nq": "squad_pairs",
             "mldr": "squad_pairs"}
-PAPER_TASKS = list(paper_grid.PAPER_TASKS)
+PAPER_TASKS = list(paper.PAPER_TASKS)
 
 
 def _one_line_error(excinfo) -> str:
