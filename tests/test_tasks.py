@@ -507,6 +507,32 @@ def test_task_identity_hashes_the_yaml_as_the_untyped_registry_did():
 # ----------------------------------------------------------------------------------------------------------------
 
 
+def test_task_identity_names_data_files_apart_from_where_they_sit(tmp_path):
+    """Splits in two folders under one file name (a/data.tsv, b/data.tsv): the identity holds both files' contents,
+    each under its path from their common folder, never this machine's absolute path, so the same task and data
+    moved elsewhere keep the identity, and swapping the two files' contents changes it."""
+    import shutil
+
+    home = tmp_path / "one"
+    for folder, label in (("a", "pos"), ("b", "neg")):
+        (home / "data" / folder).mkdir(parents=True)
+        (home / "data" / folder / "data.tsv").write_text("".join(f"{label}\tline {i}\n" for i in range(30)))
+    _write_yaml(home / "task.yaml", {"name": "split_task", "family": "sc", "metric": "accuracy",
+                                     "budget": {"max_steps": 10}, "labels": ["neg", "pos"], "offline": {
+        "format": "tsv", "root": "data", "header": False, "files": {"train": "a/data.tsv", "test": "b/data.tsv"},
+        "columns": {"label": 0, "sentence": 1}}})
+    first = identity.task_identity(load_task(str(home / "task.yaml")), "offline", None)
+    assert set(first["data"]) == {"a/data.tsv", "b/data.tsv"}
+    shutil.copytree(home, tmp_path / "two")
+    moved = identity.task_identity(load_task(str(tmp_path / "two" / "task.yaml")), "offline", None)
+    assert moved == first
+    a, b = (tmp_path / "two" / "data" / folder / "data.tsv" for folder in "ab")
+    a_text, b_text = a.read_text(), b.read_text()
+    a.write_text(b_text)
+    b.write_text(a_text)
+    assert identity.task_identity(load_task(str(tmp_path / "two" / "task.yaml")), "offline", None) != first
+
+
 def test_unknown_task_lists_known_tasks():
     with pytest.raises(ValueError) as excinfo:
         load_task("sst3")
