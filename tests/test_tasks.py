@@ -253,7 +253,9 @@ def test_custom_conll_iob1_task(tmp_path):
     assert [names[t] for t in test[1]["tags"]] == ["B-LOC", "B-LOC"]
 
 
-def test_custom_squad_and_beir_tasks(tmp_path):
+def test_custom_squad_and_beir_tasks(tmp_path, capsys):
+    """Custom QA and IR tasks load; a validation split carved too small to choose an LR on is warned about, one
+    line each, with the fix."""
     qas = [{"id": f"q{i}", "question": "Where?", "answers": [{"text": "France", "answer_start": 12}]}
            for i in range(20)]
     article = {"title": "T", "paragraphs": [{"context": "Paris is in France.", "qas": qas}]}
@@ -263,6 +265,10 @@ def test_custom_squad_and_beir_tasks(tmp_path):
         "name": "my_qa", "family": "qa", "metric": "f1", "budget": {"max_steps": 5},
         "offline": {"format": "squad", "root": ".", "files": {"train": "qa.json.gz", "test": "qa.json.gz"}}})
     assert load_splits(qa)["test"][0]["answers"] == {"text": ["France"], "answer_start": [12]}
+    assert capsys.readouterr().err.splitlines() == [
+        "warning: task 'my_qa': the validation split carved from train holds 1 instances (0.05 of 20, seed 42), too "
+        "few to choose a learning rate on; carve more (derive: {validation: {from: train, fraction: 0.2, seed: "
+        "42}}) or give a validation file"]
     beir = tmp_path / "beir"
     (beir / "qrels").mkdir(parents=True)
     (beir / "corpus.jsonl").write_text("".join(json.dumps({"_id": f"d{i}", "title": "", "text": f"doc {i}"}) + "\n"
@@ -279,6 +285,7 @@ def test_custom_squad_and_beir_tasks(tmp_path):
                     "qrels": {"train": "qrels/train.tsv", "test": "qrels/test.tsv"}}})
     splits = load_splits(ir)
     assert len(splits["train"]) == 19 and len(splits["validation"]) == 1 and len(splits["test"]) == 10
+    assert "holds 1 queries (0.05 of 20, seed 42), too few" in capsys.readouterr().err
     carved = next(iter(splits["validation"].qrels))  # the validation query carved from train, and its document
     expected = {f"d{i}": f"doc {i}" for i in range(20, 30)} | {f"d{carved[1:]}": f"doc {carved[1:]}"}
     assert splits["test"].corpus == expected
