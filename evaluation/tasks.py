@@ -558,7 +558,8 @@ def _label_index(task: Task, spec: OfflineSource | HubSource) -> dict[str, int]:
 
 
 def _check_inputs(task: Task, records: dict[str, list[dict]], spec: OfflineSource | HubSource) -> None:
-    """Raise one line on a label outside the task's label set or a template field with no input column."""
+    """Raise one line on a label outside the task's label set, a template field with no input column, or a QA answer
+    that is not at its answer_start in the context."""
     for role, rows in records.items():
         if not rows:
             raise ValueError(f"task {task.name!r}: the {role} split is empty; check its files/splits")
@@ -570,6 +571,14 @@ def _check_inputs(task: Task, records: dict[str, list[dict]], spec: OfflineSourc
             seen = {str(r["label"]) for r in rows}
         elif task.family == "tc":
             seen = {str(t) for r in rows for t in r["tags"]}
+        elif task.family == "qa":  # training takes a question's first answer at its offset: a wrong one is no span
+            for r in rows:
+                for start, text in zip(r["answers"]["answer_start"], r["answers"]["text"]):
+                    if r["context"][int(start):int(start) + len(text)] != text:
+                        raise ValueError(f"task {task.name!r}: question {r['id']!r} of the {role} split: answer "
+                                         f"{text!r} is not at its answer_start {start} in the context (0-based "
+                                         "character offsets); fix the offsets in the data")
+            continue
         else:
             continue
         unknown = sorted(seen - _label_index(task, spec).keys())

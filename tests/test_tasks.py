@@ -652,6 +652,7 @@ def _squad_file(path, answer):
     ("foreign_qrels_header", "is not BEIR's query-id<TAB>corpus-id<TAB>score"),
     ("test_only_qrels", "carve one out, e.g. `derive: {train: {from: test"),
     ("squad_without_answer_start", "is not a valid squad file (KeyError: 'answer_start')"),
+    ("squad_answer_off_its_offset", "answer 'Paris' is not at its answer_start 0 in the context"),
     ("tsv_as_squad", "is not a valid squad file (JSONDecodeError"),
     ("derive_without_seed", "needs from, fraction and seed"),
     ("header_false_named_columns", "must give 0-based column numbers, not names"),
@@ -669,8 +670,8 @@ def test_malformed_task_data_is_one_line_naming_the_problem(tmp_path, case, expe
                                         "foreign_qrels_header": "qid\tdocid\trel\nq1\td1\t1\n"}.get(case),
                             qrels=("test",) if case == "test_only_qrels" else ("train", "test"))
         task = {**base, "family": "ir", "metric": "ndcg@10", "offline": spec}
-    elif case in ("squad_without_answer_start", "tsv_as_squad"):
-        path = _squad_file(tmp_path / "qa.json", {"text": "Paris"})
+    elif case in ("squad_without_answer_start", "tsv_as_squad", "squad_answer_off_its_offset"):
+        path = _squad_file(tmp_path / "qa.json", {"text": "Paris", **({"answer_start": 0} if "offset" in case else {})})
         if case == "tsv_as_squad":
             path.write_text("sentence\tlabel\nhello\t1\n")
         task = {**base, "family": "qa", "metric": "f1",
