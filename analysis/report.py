@@ -263,7 +263,8 @@ def read_folders(folders: list[Path], scale: str | None) -> tuple[list[dict], li
     it: it would join the study's report and results dataset) and is shown at the scale its study.json records
     (`--scale` must agree). With several folders every name is made the one a reader sees (`names.scaled_name`)
     as it is read, so a study's `610m-clm-42k` (mini-610m-clm-42k) and the paper's imported one stay two rows; a
-    model with results in two folders is refused."""
+    model may have some tasks in one folder and others in another (a study's checkpoint on a held-out task), but
+    results of one model on one task in two folders are refused."""
     if len({folder.resolve() for folder in folders}) < len(folders):
         raise ValueError("a results directory is given twice; give each once")
     records, sources, owner = [], [], {}
@@ -282,9 +283,10 @@ def read_folders(folders: list[Path], scale: str | None) -> tuple[list[dict], li
         for record in found:
             if len(folders) > 1:
                 record["model"] = names.scaled_name(record["model"], shown)
-            if owner.setdefault(record["model"], folder) != folder:
-                raise ValueError(f"{record['model']} has results in {owner[record['model']]} and in {folder}: keep "
-                                 "a model's results in one results directory")
+            cell = (record["model"], record["task"])
+            if owner.setdefault(cell, folder) != folder:
+                raise ValueError(f"{cell[0]} has {cell[1]} results in {owner[cell]} and in {folder}: keep a model's "
+                                 "results on a task in one results directory")
         records += found
         sources.append((folder, shown))
     return records, sources

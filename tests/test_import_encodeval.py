@@ -171,6 +171,13 @@ def test_one_report_of_a_study_ones_own_model_and_the_papers_runs(imported, tmp_
     assert "## Sources" in summary and f"| {study / 'results'} | the smoke study's results | smoke |" in summary
     heights, caption, labels = bars(drawn["objective_ir.png"])
     assert heights == {m: [pytest.approx(float(rows[m]["mean"]), rel=1e-3)] for m in rows}  # the csv: 4 digits
+    # a model may have some tasks in one folder, others in another; one model's results on one task in two are refused
+    store.write_result(store.result_path(tmp_path / "more", "my-encoder", "sst2", 1e-4, 0),
+                       {**own_record("my-encoder"), "task": "sst2"})
+    assert call_main(report.main, tmp_path / "mine", tmp_path / "more", "--output", tmp_path / "two").returncode == 0
+    store.write_result(store.result_path(tmp_path / "more", "my-encoder", "mldr", 1e-4, 0), own_record("my-encoder"))
+    twice = call_main(report.main, tmp_path / "mine", tmp_path / "more", "--output", tmp_path / "three")
+    assert twice.returncode == 2 and "my-encoder has mldr results in" in twice.stderr
     assert "trivial baseline" in labels and "dashed: the task's trivial baseline" in caption
     assert "scale)" not in drawn["objective_ir.png"].axes[0].get_title()
 
