@@ -1,6 +1,7 @@
 """The report's figures (matplotlib, Agg), each skipped when the results hold no data for it.
 
-Bar charts start at 0 and draw each task's trivial baseline; line charts show the mean test score with its 95%
+Bar charts start at 0 and draw each task's trivial baseline (where the results record one: imported runs carry
+none, and a caption says only what is drawn); line charts show the mean test score with its 95%
 CI over seeds. Score vs learning rate marks each model's chosen LR (highest mean validation score); score vs
 pretraining progress is drawn against the tokens seen when the study says how many one step is (`tokens_per_step`),
 its final (decayed) checkpoints hollow. Legends sit under the axes; captions are wrapped to the figure's width. Each

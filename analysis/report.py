@@ -1,7 +1,12 @@
-"""Tables and figures from a results directory written by `evaluation.run`.
+"""Tables and figures from one or several results directories (`evaluation.run`'s, `analysis.import_encodeval`'s).
 
     python -m analysis.report results/ --output report/ [--bootstrap] [--compare 610m-mlm40-42k,610m-clm-42k] \
         [--scale mini] [--bracketed_by "conll2003=0.001,0.03;mnli=0.0001,0.003"]
+    python -m analysis.report study/mini/results results/ imported/ --output all/   # read where they are
+
+Several directories make one report, nothing copied (`read_folders`): a study's results folder is shown at its
+study's scale, a foreign model in it is refused, one model's results on one task in two folders are refused, and
+the findings test the paper-scale names only.
 
 `--scale` (recipes.study passes its scale) shows every study name as `<scale>-<name>` (`core.names.scaled_name`) in
 the tables, findings and figures, and records it in the report's marker for the results dataset.

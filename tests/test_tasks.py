@@ -540,6 +540,48 @@ def test_task_identity_names_data_files_apart_from_where_they_sit(tmp_path):
     assert identity.task_identity(load_task(str(tmp_path / "two" / "task.yaml")), "offline", None) != first
 
 
+def test_the_worked_example_of_docs_evaluation_md_loads_as_it_says(tmp_path, capsys):
+    """docs/evaluation.md's held-out example, its two YAMLs as written, on files laid out as it shows: hashtag tokens
+    kept (no comment_prefix), whitespace-only lines ending tweets; BEIR test-only judgements split by query id
+    into disjoint training and test queries, validation carved from train (30 queries; 8 with the default 5%,
+    which is warned about)."""
+    import re
+
+    from core.paths import REPO_ROOT
+
+    page = (REPO_ROOT / "docs" / "evaluation.md").read_text(encoding="utf-8")
+    blocks = {yaml.safe_load(b)["name"]: b for b in re.findall(r"```yaml\n(.*?)```", page, flags=re.S)}
+    heldout = tmp_path / "heldout"
+    for name, text in blocks.items():
+        (heldout / name).mkdir(parents=True)
+        (heldout / f"{name}.yaml").write_text(text)
+    tweets = [[("#love", "O"), ("Paris", "B-LOC")], [("@ana", "O"), ("Ana", "B-PER"), ("Lopez", "I-PER")]]
+    conll = " \t \n".join("".join(f"{token}\t{tag}\n" for token, tag in tweet) for tweet in tweets * 20)
+    for split in ("train", "test"):
+        (heldout / "tweet_ner" / f"{split}.conll").write_text(conll)
+    splits = load_splits(str(heldout / "tweet_ner.yaml"))
+    assert len(splits["test"]) == 40 and splits["test"][0]["tokens"] == ["#love", "Paris"]
+    beir = heldout / "mini_beir"
+    (beir / "qrels").mkdir()
+    (beir / "corpus.jsonl").write_text("".join(json.dumps({"_id": f"d{i}", "text": f"doc {i}"}) + "\n"
+                                               for i in range(300)))
+    (beir / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{i}", "text": f"query {i}"}) + "\n"
+                                                for i in range(300)))
+    (beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n"
+                                             + "".join(f"q{i}\td{i}\t1\n" for i in range(300)))
+    capsys.readouterr()
+    splits = load_splits(str(heldout / "mini_beir.yaml"))
+    trained = {text.split()[1] for text in splits["train"]["query"]}
+    validation, test = set(splits["validation"].queries), set(splits["test"].queries)
+    assert len(test) == 150 and len(validation) == 30 and len(trained) == 120
+    assert not {f"q{i}" for i in trained} & test and not validation & test and not capsys.readouterr().err
+    default = yaml.safe_load(blocks["mini_beir"])
+    del default["offline"]["derive"]["validation"]
+    (heldout / "default.yaml").write_text(yaml.safe_dump({**default, "name": "mini_beir_default"}))
+    assert len(load_splits(str(heldout / "default.yaml"))["validation"].queries) == 8
+    assert "holds 8 queries" in capsys.readouterr().err
+
+
 def test_unknown_task_lists_known_tasks():
     with pytest.raises(ValueError) as excinfo:
         load_task("sst3")
