@@ -137,15 +137,17 @@ class Progress:
         self.bar.total += jobs
         self.show_left()
 
-    def follow(self, key: str, done: int, what: str) -> None:
-        """Move the bar to `done` of `key`'s jobs (a stage that reports as it goes: a grid's result files), labelled
-        `what`, its runs done and its measured time per run. The first report of a key is where it starts: the jobs
-        it counts then were done before (not timed)."""
-        jobs, timed = done - self.moved.get(key, 0), key in self.moved
-        self.moved[key] = done
+    def follow(self, key: str, done: int, total: int, what: str) -> None:
+        """Move the bar to `done` of the `total` runs a grid process of `key` has to write (a stage that reports as it
+        goes: its result files; `key`'s other jobs were found done before it started), labelled `what`, its runs
+        done and its measured time per run. The first report of a key is where it starts: the jobs it counts then
+        were done before (not timed)."""
+        done_here = done + self.units[key] - total
+        jobs, timed = done_here - self.moved.get(key, 0), key in self.moved
+        self.moved[key] = done_here
         self.move(key, jobs, timed, refresh=False)
         rate = self.spent.get(key)
-        self.bar.set_description_str(f"{self.stage} {what}: {done}/{self.units[key]} runs"
+        self.bar.set_description_str(f"{self.stage} {what}: {done}/{total} runs"
                                      + (f", {rate[0] / rate[1]:.0f} s/run" if rate else ""))
 
     def done(self, key: str, timed: bool = True) -> None:
@@ -584,7 +586,7 @@ def _run_study(study_name: str, study: Study, definition: dict, output: Path, da
             what = f"{len(models)} checkpoint(s) on {', '.join(tasks)} ({i + 1}/{len(batches)})"
             progress.start("evaluation", what)
             ran = evaluate(models, tasks, eval_args, study, output, data_dir,
-                           progress=lambda done, total: progress.follow(f"evaluation {i}", done, what))
+                           progress=lambda done, total: progress.follow(f"evaluation {i}", done, total, what))
             progress.done(f"evaluation {i}", timed=ran)
         if until == "evaluation":
             return output / "report"

@@ -106,9 +106,9 @@ def test_progress_bar_estimates_the_time_left_from_the_jobs_done_per_kind():
         progress.done("pretrain:c")
         progress.add("evaluation 0", 10)
         now[0] = 130.0
-        progress.follow("evaluation 0", 4, "grid")  # 4 result files of an earlier run: the baseline
+        progress.follow("evaluation 0", 4, 10, "grid")  # 4 result files of an earlier run: the baseline
         now[0] = 150.0
-        progress.follow("evaluation 0", 6, "grid")  # 2 runs in 20 s
+        progress.follow("evaluation 0", 6, 10, "grid")  # 2 runs in 20 s
         assert progress.left() == (40.0, False)
         assert progress.bar.n == 4 + 6
         now[0] = 190.0
@@ -126,26 +126,27 @@ def test_progress_bar_estimates_the_time_left_from_the_jobs_done_per_kind():
 def test_progress_times_a_run_from_the_result_before_it_and_each_grid_at_its_own_pace():
     """A grid is polled every few seconds: a poll that finds no new result moves nothing, so a run's time counts
     from the result before it (not from the last poll); each grid's remaining runs go at its own measured time per
-    run once it has one, shown beside its runs done."""
+    run once it has one, shown beside its runs done (of those its process writes: a resumed grid's other runs were
+    found done)."""
     now = [0.0]
     progress = Progress({"report": 1}, clock=lambda: now[0])
     try:
         progress.add("evaluation 0", 6)
         progress.add("evaluation 1", 4)
         progress.start("evaluation", "")
-        progress.follow("evaluation 0", 0, "sst2 grid")
+        progress.follow("evaluation 0", 0, 6, "sst2 grid")
         for now[0] in range(2, 60, 2):  # polls, no result yet
-            progress.follow("evaluation 0", 0, "sst2 grid")
+            progress.follow("evaluation 0", 0, 6, "sst2 grid")
         now[0] = 60.0
-        progress.follow("evaluation 0", 1, "sst2 grid")  # the first run took 60 s
+        progress.follow("evaluation 0", 1, 6, "sst2 grid")  # the first run took 60 s
         assert progress.left() == (5 * 60 + 4 * 60, False)  # the second grid at the first's pace until measured
         assert "sst2 grid: 1/6 runs, 60 s/run" in str(progress.bar) and "left > 09:00" in str(progress.bar)
         now[0] = 360.0
         progress.done("evaluation 0")
-        progress.follow("evaluation 1", 0, "scifact grid")
-        now[0] = 370.0
-        progress.follow("evaluation 1", 2, "scifact grid")  # 5 s per run here
-        assert progress.left() == (2 * 5, False) and "scifact grid: 2/4 runs, 5 s/run" in str(progress.bar)
+        progress.follow("evaluation 1", 0, 2, "scifact grid")
+        now[0] = 370.0  # a resumed grid: 2 of its 4 runs were done (a checkpoint evaluated before), 2 to run
+        progress.follow("evaluation 1", 1, 2, "scifact grid")  # 10 s per run here
+        assert progress.left() == (10.0, False) and "scifact grid: 1/2 runs, 10 s/run" in str(progress.bar)
     finally:
         progress.close()
 
