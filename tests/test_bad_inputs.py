@@ -251,6 +251,7 @@ CLI_ROWS = {
         ([*INSPECT, "--tc_labelling", "nope"], "--tc_labelling"),
     ],
     "evaluation.mteb": [
+        ([*MTEB[:-1], "{study}/results"], "is the smoke study's results folder, which holds its grid's results only"),
         ([*MTEB, "--model", "{tmp}/missing"], "missing"),
         ([*MTEB, "--tasks", "NoSuchTask"], "unknown task 'NoSuchTask'"),
         ([*MTEB, "--max_eval", "0"], "max_eval"),
