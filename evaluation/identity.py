@@ -73,12 +73,20 @@ def task_identity(task: tasks.Task, source: str, data_dir) -> dict:
     settings hash as the YAML mappings did (`tests/test_tasks.py` pins this).
     """
     definition = {k: v for k, v in task.as_dict().items() if k not in TASK_FREE_TEXT}
+    paths = tasks.data_files(task, source, data_dir)
     files = {}
-    for path in tasks.data_files(task, source, data_dir):
+    for path in paths:
         stat = path.stat()
-        key = path.name if path.name not in files else str(path)
-        files[key] = _file_hash(str(path), stat.st_size, stat.st_mtime_ns)
+        files[_data_key(path, paths)] = _file_hash(str(path), stat.st_size, stat.st_mtime_ns)
     return {"definition": _sha256_json(definition), "source": source, "data": files}
+
+
+def _data_key(path, paths) -> str:
+    """How a task's identity names one of its data files `paths`: its file name, or, for files of one name in
+    several folders (a/train.tsv, b/train.tsv), its path from their common folder: never where the data sits on
+    this machine, so a moved data folder keeps the identity; the definition says which file feeds which split."""
+    namesakes = [str(p) for p in paths if p.name == path.name]
+    return path.name if len(namesakes) == 1 else os.path.relpath(path, os.path.commonpath(namesakes))
 
 
 def protocol_identity(protocol, family: str) -> dict:

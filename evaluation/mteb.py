@@ -440,6 +440,10 @@ def list_jobs(args: MtebArgs) -> list[Job]:
     task_specs = cli.split_list(args.tasks)
     if not specs or not task_specs:
         raise ValueError("give at least one --model and one --tasks entry")
+    if (study := artifacts.study_of(args.output)) is not None:  # its report and results dataset would take them in
+        raise ValueError(f"--output {args.output} is the {study['study']} study's results folder, which holds its "
+                         "grid's results only: write mteb's records to a folder of their own and report both "
+                         f"(python -m analysis.report {args.output} mine/ --output DIR)")
     models = [resolve_model_entry(spec) for spec in specs]
     if len({m.name for m in models}) != len(models):
         raise ValueError(f"two models share a name ({[m.name for m in models]}); use NAME=DIR for one")

@@ -179,6 +179,21 @@ def models_to_save(selection: str, task_list: list, lrs: list[float], seeds: lis
     return chosen
 
 
+def check_study_folder(output, models: list[tuple[str, str, str]]) -> None:
+    """Refuse a model that is not the study's own checkpoint in a study's results folder (`<study>/results`): it
+    would join the study's report and results dataset. Report it beside the study's instead (`analysis.report` takes
+    several results directories)."""
+    if (study := artifacts.study_of(output)) is None:
+        return
+    root = Path(output).resolve().parent
+    for name, model, _ in models:
+        if root not in Path(model).resolve().parents or not artifacts.is_study_model(study, name):
+            raise ValueError(f"--output {output} is the {study['study']} study's results folder, for its own "
+                             f"checkpoints; {name} is not one of them: evaluate it into a folder of its own "
+                             f"(--output mine/) and report both (python -m analysis.report {output} mine/ --output "
+                             "DIR)")
+
+
 def list_runs(grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> tuple[list[Run], dict]:
     """Check every input and list the runs with their identities, before any training.
 
@@ -215,6 +230,7 @@ def list_runs(grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> tuple[lis
     names = [name for name, _, _ in models]
     if len(set(names)) != len(names):
         raise ValueError(f"two models share a name ({names}); results are filed by name: use NAME=DIR for one")
+    check_study_folder(grid.output, models)
     tokenizers, model_ids, inputs = {}, {}, {}
     for _, model, _ in models:
         if not (Path(model) / "config.json").is_file():

@@ -118,14 +118,16 @@ def check_study_dir(output: Path, study_name: str, definition: dict) -> None:
 class Progress:
     """One bar over the whole study, counting its jobs: the tokenizer, each pretraining run, the held-out loss, each
     fine-tuning run (a result file), the report, the cards and the export, with the time left estimated from the
-    jobs done so far: each kind of job (`kind`) at the mean time of those of its kind that ran in this process. Jobs
-    differ by orders of magnitude between kinds and by machine, so until a kind has run one job its remaining jobs are
-    not counted and the estimate says it is a lower bound (`left > ...`). Jobs found done (a resumed study) move the
-    bar without being timed."""
+    jobs done so far: the runs of a fine-tuning grid at the measured time per run of that grid (a result file's time
+    since the one before it, polls between them included: the grid's throughput with its workers), shown beside its
+    runs done; every other key at the mean time of the jobs of its kind (`kind`) that ran in this process. Jobs differ
+    by orders of magnitude between kinds and by machine, so until a kind has run one job its remaining jobs are not
+    counted and the estimate says it is a lower bound (`left > ...`). Jobs found done (a resumed study) move the bar
+    without being timed."""
 
     def __init__(self, units: dict[str, int], clock=time.monotonic):
         self.units, self.moved, self.stage, self.clock = units, {}, "", clock
-        self.spent: dict[str, list[float]] = {}  # kind -> [seconds, jobs] of the jobs timed so far
+        self.spent: dict[str, list[float]] = {}  # kind, and each grid's key -> [seconds, jobs] of its jobs timed
         self.last = clock()  # when the bar last moved: the time since goes to the next jobs done
         self.bar = tqdm(total=sum(units.values()), unit="job", desc="study", dynamic_ncols=True,
                         bar_format="{desc} |{bar}| {n}/{total} jobs [{elapsed}{postfix}]")
@@ -145,32 +147,43 @@ class Progress:
         self.bar.total += jobs
         self.show_left()
 
-    def follow(self, key: str, done: int, what: str) -> None:
-        """Move the bar to `done` jobs of `key` (a stage that reports as it goes), `what` as its label. The first
-        report of a key is where it starts: the jobs it counts then were done before (not timed)."""
-        self.bar.set_description_str(f"{self.stage} {what}", refresh=False)
-        self.move(key, done - self.moved.get(key, 0), timed=key in self.moved)
-        self.moved[key] = done
+    def follow(self, key: str, done: int, total: int, what: str) -> None:
+        """Move the bar to `done` of the `total` runs a grid process of `key` has to write (a stage that reports as it
+        goes: its result files; `key`'s other jobs were found done before it started), labelled `what`, its runs
+        done and its measured time per run. The first report of a key is where it starts: the jobs it counts then
+        were done before (not timed)."""
+        done_here = done + self.units[key] - total
+        jobs, timed = done_here - self.moved.get(key, 0), key in self.moved
+        self.moved[key] = done_here
+        self.move(key, jobs, timed, refresh=False)
+        rate = self.spent.get(key)
+        self.bar.set_description_str(f"{self.stage} {what}: {done}/{total} runs"
+                                     + (f", {rate[0] / rate[1]:.0f} s/run" if rate else ""))
 
     def done(self, key: str, timed: bool = True) -> None:
         """The rest of `key`'s jobs are done; `timed=False`: they were found done, not run (a resumed study)."""
         self.move(key, self.units.pop(key, 0) - self.moved.pop(key, 0), timed)
 
-    def move(self, key: str, jobs: int, timed: bool) -> None:
+    def move(self, key: str, jobs: int, timed: bool, refresh: bool = True) -> None:
+        """`jobs` more of `key` done; timed: the time since the bar last moved was spent on them. A report of no new
+        job (a poll between two results) moves nothing, so a run's time counts from the result before it."""
         now = self.clock()
-        if timed and jobs > 0:
-            spent = self.spent.setdefault(self.kind(key), [0.0, 0])
-            spent[0] += now - self.last
-            spent[1] += jobs
+        if jobs == 0 and timed:
+            return self.show_left(refresh)
+        if timed:
+            for spent in {self.kind(key): None, key: None}:
+                self.spent.setdefault(spent, [0.0, 0])
+                self.spent[spent][0] += now - self.last
+                self.spent[spent][1] += jobs
         self.last = now
         self.bar.update(jobs)
-        self.show_left()
+        self.show_left(refresh)
 
     def left(self) -> tuple[float, bool]:
         """(seconds the jobs not done yet will take at their kind's mean, whether every kind left has a mean)."""
         seconds, known = 0.0, True
         for key, jobs in self.units.items():
-            spent = self.spent.get(self.kind(key))
+            spent = self.spent.get(key) or self.spent.get(self.kind(key))
             remaining = jobs - self.moved.get(key, 0)
             if spent and remaining > 0:
                 seconds += remaining * spent[0] / spent[1]
@@ -178,10 +191,10 @@ class Progress:
                 known = False
         return seconds, known
 
-    def show_left(self) -> None:
+    def show_left(self, refresh: bool = True) -> None:
         seconds, known = self.left()
         shown = ("left ~" if known else "left > ") + tqdm.format_interval(seconds) if seconds or known else ""
-        self.bar.set_postfix_str(shown)
+        self.bar.set_postfix_str(shown, refresh=refresh)
 
     def close(self):
         self.bar.close()
@@ -197,13 +210,18 @@ def run_logged(command: list[str], log_path: Path, cwd: Path = REPO_ROOT, poll=N
         log.flush()
         process = subprocess.Popen(command, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=env,
                                    preexec_fn=artifacts.die_with_parent())
-        while True:
-            try:
-                code = process.wait(timeout=2)  # returns as soon as the stage ends
-                break
-            except subprocess.TimeoutExpired:
-                if poll:
-                    poll()
+        try:
+            while True:
+                try:
+                    code = process.wait(timeout=2)  # returns as soon as the stage ends
+                    break
+                except subprocess.TimeoutExpired:
+                    if poll:
+                        poll()
+        except BaseException:  # Ctrl-C (or a failing poll): the stage ends with the study, never left running
+            process.terminate()
+            process.wait()
+            raise
     if code != 0:
         stage_failed(' '.join(command[:3]), code, log_path)
 
@@ -522,8 +540,7 @@ def _run_study(study_name: str, study: Study, definition: dict, output: Path, da
             what = f"{len(models)} checkpoint(s) on {', '.join(tasks)} ({i + 1}/{len(batches)})"
             progress.start("evaluation", what)
             ran = evaluate(models, tasks, eval_args, study, output, data_dir,
-                           progress=lambda done, total: progress.follow(f"evaluation {i}", done, f"{what}: "
-                                                                        f"{done}/{total} runs"))
+                           progress=lambda done, total: progress.follow(f"evaluation {i}", done, total, what))
             progress.done(f"evaluation {i}", timed=ran)
         if until == "evaluation":
             return output / "report"
@@ -561,7 +578,16 @@ def make_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> None:
-    args = make_parser().parse_args(argv)
+    """Run the study; Ctrl-C ends it in one line and exit status 130 (what is done is kept, written atomically, and
+    the same command resumes from it; a running stage's process is ended with it: `run_logged`)."""
+    try:
+        _main(make_parser().parse_args(argv))
+    except KeyboardInterrupt:
+        print("interrupted; rerun the same command to resume", file=sys.stderr)
+        raise SystemExit(130) from None
+
+
+def _main(args: argparse.Namespace) -> None:
     with cli.bad_input_exits():  # bad input: one line, nothing started
         if args.study not in STUDY_NAMES:
             raise ValueError(f"unknown study {args.study!r}; choose one of {', '.join(STUDY_NAMES)}")
