@@ -529,7 +529,7 @@ def main(argv=None) -> Path:
     output.mkdir(parents=True, exist_ok=True)
     before = clear_earlier_report(output)
     try:
-        write_report(output, before, records, rows, pair, regime, args)
+        write_report(output, before, records, rows, pair, regime, args, (tested_records, tested_rows), sources)
     except Exception:  # a failure (a full disk) leaves no half report: what it wrote is removed (a kill: the marker)
         for path in output.iterdir():
             if path.name not in before and path.is_file():
@@ -539,9 +539,11 @@ def main(argv=None) -> Path:
     return output
 
 
-def write_report(output: Path, before: set[str], records: list[dict], rows: list[dict], pair, regime, args) -> None:
+def write_report(output: Path, before: set[str], records: list[dict], rows: list[dict], pair, regime, args,
+                 tested: tuple[list[dict], list[dict]], sources) -> None:
     """Write the report's files into `output` (emptied of an earlier report; `before`: what is left there), its
-    marker first ("writing") and last (the files written)."""
+    marker first ("writing") and last (the files written); `tested`: the records and rows the findings test."""
+    tested_records, tested_rows = tested
     start_report(output, before, args.scale)
     comparisons = compare(records, rows, *pair) if pair else []
     tested = findings.comparisons(tested_records, tested_rows, regime)
@@ -552,7 +554,7 @@ def write_report(output: Path, before: set[str], records: list[dict], rows: list
         missing.update(import_encodeval.missing_counts(folder))
     write_tables(rows, comparisons, output, tested, gap, imported_markdown(records, dict(missing)),
                  all(import_encodeval.is_imported(r) for r in tested_records),
-                 sources_markdown(sources) if len(folders) > 1 else None)
+                 sources_markdown(sources) if len(sources) > 1 else None)
     if tested:
         buffer = io.StringIO()
         keys = finding_keys(tested)

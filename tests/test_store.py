@@ -126,8 +126,8 @@ def test_a_second_migration_leaves_what_one_migration_of_both_leaves(tmp_path, c
     format2_result(tmp_path / "once")[0].with_name(other.name).write_text(json.dumps({**record, "lr": 3e-4}))
     assert call_main(identity.main, "--migrate", tmp_path / "once").returncode == 0
     assert tree(tmp_path / "twice") == tree(tmp_path / "once")
-    assert sorted(tree(tmp_path / "once")) == ["610m-clm-21k-mlm40-42k/conll2003/lr0.0002-seed0.json",
-                                               "610m-clm-21k-mlm40-42k/conll2003/lr0.0003-seed0.json"]
+    assert sorted(tree(tmp_path / "once")) == [f"610m-clm-21k-mlm40-42k/conll2003/{name}" for name in (
+        store.PROTOCOL_NAME, "lr0.0002-seed0.json", "lr0.0003-seed0.json")]  # no .lr...json.lock
 
 
 def test_the_migration_writes_nothing_when_a_file_is_refused(tmp_path, call_main):
