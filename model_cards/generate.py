@@ -42,7 +42,7 @@ from huggingface_hub import (
 from core import artifacts, cli, store
 from core.formatting import table_cell
 from core.names import PAPER_SCALE, ModelName, parse_name, run_scale, scaled_name, try_parse_name
-from core.paths import is_hub_id
+from core.paths import is_hub_id, missing_path
 from evaluation.resolve import checkpoint_name
 from model_cards import public
 from model_cards.public import LOCAL, without_local_paths
@@ -232,6 +232,8 @@ def shown_name(name: str, parsed: ModelName | None, info: dict) -> str:
 
 def load_run_info(checkpoint_dir: Path) -> dict:
     """Read and check `run_info.json` of a checkpoint folder (all contract keys present)."""
+    if not Path(checkpoint_dir).is_dir():
+        raise missing_path(checkpoint_dir, "CHECKPOINT")
     info = artifacts.read_run_info(checkpoint_dir)
     if info is None:
         path = Path(checkpoint_dir) / artifacts.RUN_INFO_NAME

@@ -47,7 +47,7 @@ import torch
 from huggingface_hub.errors import StrictDataclassError
 from transformers import AutoTokenizer, LlamaConfig, MistralConfig, PreTrainedConfig, Qwen2Config, Qwen3Config
 
-from core import artifacts, cli, paths
+from core import artifacts, cli
 
 from . import EuroBertClmMlmConfig, EuroBertClmMlmForCausalLM
 from .export_native import make_plain_loadable
@@ -84,14 +84,15 @@ def resolve_source(source: str, max_positions: int | None = None) -> Path:
     if path.is_dir():
         check_source_config(read_config(path), max_positions)
         return path
-    if not paths.is_hub_id(source):
-        raise ConversionError(f"SOURCE {source!r} is neither a directory nor a Hub id of the form 'org/name'")
+    if path.exists():
+        raise ConversionError(f"SOURCE {source} is a file; pass the directory of a saved transformers model")
+    artifacts.local_or_hub(source, "SOURCE")  # a missing local path: "no such directory", its nearest sibling
     from huggingface_hub import hf_hub_download, snapshot_download
 
     try:
         config_file = hf_hub_download(source, "config.json")
-    except Exception as error:  # offline, unknown repo, gated: say which, in one line
-        raise ConversionError(f"cannot fetch config.json of {source!r} from the Hub: {type(error).__name__}") from error
+    except Exception as error:  # offline and not cached, unknown repo, gated: say which, in one line
+        raise artifacts.hub_load_error(source, "the decoder", error) from None
     check_source_config(read_config(Path(config_file).parent), max_positions)
     patterns = ["*.json", "tokenizer.model", *WEIGHT_PATTERNS]
     return Path(snapshot_download(source, allow_patterns=patterns))

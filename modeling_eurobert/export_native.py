@@ -32,6 +32,7 @@ from transformers import AutoTokenizer, EuroBertConfig
 
 from core import artifacts, cli
 from core.artifacts import is_causal_checkpoint
+from core.paths import missing_path
 
 from . import EuroBertClmMlmConfig
 from .tokenizer_settings import configure_tokenizer
@@ -177,6 +178,8 @@ def export_native(checkpoint: str | Path, output: str | Path, bidirectional: boo
     Returns:
         The output directory.
     """
+    if not Path(checkpoint).is_dir():
+        raise missing_path(checkpoint, "CHECKPOINT")
     checkpoint, output = Path(checkpoint), Path(output)
     if not (checkpoint / "config.json").is_file():
         raise ExportError(f"missing config.json in {checkpoint}; CHECKPOINT must be a saved model directory")

@@ -55,6 +55,9 @@ GRID = ["--model", "{model}", "--tasks", "sst2", "--lrs", "1e-3", "--seeds", "0"
 MTEB = ["--model", "{model}", "--tasks", "scifact", "--output", "{out}"]
 INSPECT = ["--model", "{model}", "--task", "sst2"]
 CPT = [*DEBUG, "--architecture", "none", "--model_name_or_path", "{model}", "--switch_step", "none"]
+# issue 46 item 3: `runs/my-decoder-cp` (a typo of the folder {tmp}/runs/my-decoder-cpt, relative to {tmp}) is a
+# missing local path with its nearest sibling, not a Hub id to fetch
+TYPO = "runs/my-decoder-cp: no such directory (did you mean runs/my-decoder-cpt?)"
 HELDOUT = ["--model", "{model}", "--tokenizer", "{model}", "--block_size", "16", "--output", "{out}/loss.csv"]
 
 CLI_ROWS = {
@@ -64,8 +67,8 @@ CLI_ROWS = {
         ([*DEBUG, "--lr_scheduler_kwargs", '{"num_decay_steps": 100}'],
          "num_decay_steps=100 does not fit in max_steps=20"),
         ([*DEBUG, "--architecture", "nope"], "architecture='nope' is unknown"),
-        ([*DEBUG, "--architecture", "none", "--model_name_or_path", "{tmp}/missing"], "missing does not exist"),
-        ([*DEBUG, "--tokenizer_name_or_path", "{tmp}/missing"], "missing does not exist"),
+        ([*DEBUG, "--architecture", "none", "--model_name_or_path", "{tmp}/missing"], "missing: no such directory"),
+        ([*DEBUG, "--tokenizer_name_or_path", "{tmp}/missing"], "missing: no such directory"),
         ([*DEBUG, "--toy_vocab_size", "0"], "toy_vocab_size=0 must be >= 261"),
         ([*DEBUG, "--corpus_source", "{tmp}/missing.txt"], "missing.txt"),
         ([*DEBUG, "--corpus_name", "sample-10BT"], "corpus_name='sample-10BT' names a config"),
@@ -118,6 +121,8 @@ CLI_ROWS = {
         (["--config", "{repo}/recipes/configs/debug.yaml", "--output_dir", "{tmp}"], "is not empty"),
     ],
     "recipes.cpt": [
+        ([*DEBUG, "--architecture", "none", "--model_name_or_path", "runs/my-decoder-cp", "--switch_step", "none"],
+         TYPO),  # issue 46 item 3: a typo under an existing folder was tried as a Hub id
         ([*CPT, "--keep_optimizer_state", "maybe"], "--keep_optimizer_state"),
         ([*CPT, "--data_start_block=-5"], "data_start_block=-5 is out of range"),
         ([*CPT, "--lora", "maybe"], "--lora"),
@@ -158,6 +163,8 @@ CLI_ROWS = {
     "pretraining.heldout": [
         (["--model", "{tmp}/missing", "--tokenizer", "{model}", "--block_size", "16", "--output", "{out}/loss.csv"],
          "missing"),
+        (["--model", "runs/my-decoder-cp", "--tokenizer", "{model}", "--block_size", "16", "--output",
+          "{out}/loss.csv"], TYPO),
         (["--model", "{model}", "--tokenizer", "{tmp}/missing", "--block_size", "16", "--output", "{out}/loss.csv"],
          "missing"),
         ([*HELDOUT[:4], "--block_size", "1", *HELDOUT[6:]], "--block_size 1 must be >= 2"),
@@ -168,7 +175,8 @@ CLI_ROWS = {
         ([*HELDOUT, "--output", "{tmp}"], "is a directory"),
     ],
     "evaluation.run": [
-        ([*GRID, "--model", "{tmp}/missing"], "missing does not exist"),
+        ([*GRID, "--model", "{tmp}/missing"], "missing: no such directory"),
+        ([*GRID, "--model", "runs/my-decoder-cp"], TYPO),
         ([*GRID, "--tasks", "{dup_a},{dup_b}"], "a/task.yaml, "),
         ([*GRID, "--tasks", "{escaped}"], "name '../../escaped' cannot name a results folder"),
         ([*GRID, "--tasks", "{bad_yaml}"], "bad.yaml is not valid YAML"),
@@ -234,6 +242,7 @@ CLI_ROWS = {
     ],
     "evaluation.inspect": [
         (["--model", "{tmp}/missing", "--task", "sst2"], "missing"),
+        (["--model", "runs/my-decoder-cp", "--task", "sst2"], TYPO),
         (["--model", "{model}", "--task", "nope"], "unknown task 'nope'"),
         (["--model", "{model}", "--task", "{bad_yaml}"], "bad.yaml is not valid YAML"),
         ([*INSPECT, "--n", "0"], "--n"),
@@ -244,6 +253,7 @@ CLI_ROWS = {
     ],
     "evaluation.mteb": [
         ([*MTEB, "--model", "{tmp}/missing"], "missing"),
+        ([*MTEB, "--model", "runs/my-decoder-cp"], TYPO),
         ([*MTEB, "--tasks", "NoSuchTask"], "unknown task 'NoSuchTask'"),
         ([*MTEB, "--max_eval", "0"], "max_eval"),
         ([*MTEB, "--ir_corpus", "nope"], "--ir_corpus"),
@@ -257,6 +267,7 @@ CLI_ROWS = {
     ],
     "model_cards.generate": [
         (["{tmp}/missing"], "missing"),
+        (["runs/my-decoder-cp"], TYPO),
         (["{model}"], "run_info.json"),
         (["{model}", "--summary", "{tmp}/missing.csv"], "--summary and --results go together"),
         (["{model}", "--results", "{tmp}/missing"], "--summary and --results go together"),
@@ -270,6 +281,9 @@ CLI_ROWS = {
     ],
     "modeling_eurobert.convert": [
         (["{tmp}/missing", "{out}"], "missing"),
+        (["runs/my-decoder-cp", "{out}"], TYPO),
+        (["meta-llama/Llama-3.2-1B", "{out}"], "from the Hub: HF_HUB_OFFLINE is set and it is not in the local Hub "
+                                               "cache"),  # issue 46 item 3: was "LocalEntryNotFoundError"
         (["{model}", "{tmp}"], "{tmp}"),
         (["{model}", "{out}"], "unsupported source architecture"),
         (["{model}", "{out}", "--dtype", "nope"], "--dtype"),
@@ -279,6 +293,7 @@ CLI_ROWS = {
     ],
     "modeling_eurobert.export_native": [
         (["{tmp}/missing", "{out}"], "missing"),
+        (["runs/my-decoder-cp", "{out}"], TYPO),
         (["{model}", "{tmp}"], "{tmp}"),
     ],
 }
@@ -396,6 +411,7 @@ def _placeholders(tmp_path, model_dir) -> dict:
     (tmp_path / "negbudget.yaml").write_text(yaml.safe_dump({"name": "neg", **task, "budget": {"max_steps": -1}}))
     (tmp_path / "dupcfg.yaml").write_text("objective: mlm\narchitecture: tiny\nobjective: clm\n")
     (tmp_path / "file.txt").write_text("a plain file\n")
+    (tmp_path / "runs" / "my-decoder-cpt").mkdir(parents=True)
     return {"{out}": str(tmp_path / "out"), "{tmp}": str(tmp_path), "{file}": str(tmp_path / "file.txt"),
             "{repo}": str(REPO_ROOT), "{model}": str(model_dir), "{dup_a}": str(tmp_path / "a" / "task.yaml"),
             "{dup_b}": str(tmp_path / "b" / "task.yaml"), "{bad_yaml}": str(tmp_path / "bad.yaml"),

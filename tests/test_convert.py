@@ -281,7 +281,7 @@ def test_cli_reports_one_line_error(tmp_path, llama_dir):
     (tmp_path / "out").mkdir()
     with pytest.raises(SystemExit, match="error: OUTPUT .* already exists"):
         main([str(llama_dir), str(tmp_path / "out")])
-    with pytest.raises(SystemExit, match="neither a directory nor a Hub id"):
+    with pytest.raises(SystemExit, match="dir: no such directory"):
         main([str(tmp_path / "no" / "such" / "dir"), str(tmp_path / "out2")])
 
 

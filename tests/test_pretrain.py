@@ -380,6 +380,11 @@ def test_one_rule_tells_a_hub_id_from_a_local_path(tmp_path, monkeypatch):
         assert paths.is_local_path(path) and not paths.is_hub_id(path), path
     for neither in ("a b", "https://huggingface.co/org/name"):
         assert not paths.is_local_path(neither) and not paths.is_hub_id(neither), neither
+    (tmp_path / "out" / "my-decoder-cpt").mkdir(parents=True)  # issue 46 item 3: a typo under an existing folder
+    assert paths.is_local_path("out/my-decoder-cp") and not paths.is_hub_id("out/my-decoder-cp")
+    with pytest.raises(FileNotFoundError, match=r"^--model out/my-decoder-cp: no such directory \(did you mean "
+                                                r"out/my-decoder-cpt\?\)$"):
+        artifacts.local_or_hub("out/my-decoder-cp", "--model")
     with pytest.raises(ValueError, match="'mlfoundations/dclm-baseline-1.0' from the Hub"):  # offline: not "missing"
         data.load_corpus("mlfoundations/dclm-baseline-1.0")
     with pytest.raises(FileNotFoundError, match="neither a local path nor a Hub id"):
