@@ -543,7 +543,7 @@ def main(argv: list[str] | None = None) -> None:
     exit status 1."""
     transformers.logging.set_verbosity_error()  # per-run load reports would drown the progress bar
     with cli.bad_input_exits():
-        grid_args, protocol_args = make_parser().parse_args_into_dataclasses(args=argv)
+        grid_args, protocol_args = cli.parse_dataclasses(make_parser(), argv)
         todo, tokenizers = check(grid_args, protocol_args)
     try:
         run_all(todo, tokenizers, grid_args, protocol_args)

@@ -63,6 +63,10 @@ HELDOUT = ["--model", "{model}", "--tokenizer", "{model}", "--block_size", "16",
 CLI_ROWS = {
     "recipes.pretrain": [
         (["--config", "{tmp}/missing.yaml", "--output_dir", "{out}"], "missing.yaml does not exist"),
+        (["--config", "recipes/configs/debug.yaml", "--output_dir", "{out}"],  # issue 46 item 8: run from {tmp}
+         "does not exist (relative to the current folder {tmp}); the recipe's own config is "
+         "{repo}/recipes/configs/debug.yaml: pass that path"),
+        ([*DEBUG, "--objective", "mlm", "clm"], "--objective takes one value, and ['clm'] follow(s) it"),
         (["--config", "{dupcfg}", "--output_dir", "{out}"], "dupcfg.yaml is not valid YAML: duplicate key 'objective'"),
         ([*DEBUG, "--lr_scheduler_kwargs", '{"num_decay_steps": 100}'],
          "num_decay_steps=100 does not fit in max_steps=20"),
@@ -177,6 +181,8 @@ CLI_ROWS = {
     "evaluation.run": [
         ([*GRID, "--model", "{tmp}/missing"], "missing: no such directory"),
         ([*GRID, "--model", "runs/my-decoder-cp"], TYPO),
+        ([*GRID, "--tasks", "sst2", "conll2003"], "--tasks takes one value, and ['conll2003'] follow(s) it: a list is "
+                                                  "one comma-separated value (--tasks sst2,conll2003)"),  # issue 46 8
         ([*GRID, "--tasks", "{dup_a},{dup_b}"], "a/task.yaml, "),
         ([*GRID, "--tasks", "{escaped}"], "name '../../escaped' cannot name a results folder"),
         ([*GRID, "--tasks", "{bad_yaml}"], "bad.yaml is not valid YAML"),
@@ -254,6 +260,7 @@ CLI_ROWS = {
     "evaluation.mteb": [
         ([*MTEB, "--model", "{tmp}/missing"], "missing"),
         ([*MTEB, "--model", "runs/my-decoder-cp"], TYPO),
+        ([*MTEB, "--tasks", "scifact", "nfcorpus"], "(--tasks scifact,nfcorpus)"),
         ([*MTEB, "--tasks", "NoSuchTask"], "unknown task 'NoSuchTask'"),
         ([*MTEB, "--max_eval", "0"], "max_eval"),
         ([*MTEB, "--ir_corpus", "nope"], "--ir_corpus"),
