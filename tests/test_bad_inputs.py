@@ -127,6 +127,9 @@ CLI_ROWS = {
     "recipes.cpt": [
         ([*DEBUG, "--architecture", "none", "--model_name_or_path", "runs/my-decoder-cp", "--switch_step", "none"],
          TYPO),  # issue 46 item 3: a typo under an existing folder was tried as a Hub id
+        ([*DEBUG, "--architecture", "none", "--model_name_or_path", "{tmp}/llama", "--switch_step", "none"],
+         "llama is a llama decoder, not yet this project's model: convert it first with `python -m "
+         "modeling_eurobert.convert {tmp}/llama {tmp}/llama-eurobert`"),  # issue 46 item 9: "no mask token"
         ([*CPT, "--keep_optimizer_state", "maybe"], "--keep_optimizer_state"),
         ([*CPT, "--data_start_block=-5"], "data_start_block=-5 is out of range"),
         ([*CPT, "--lora", "maybe"], "--lora"),
@@ -419,6 +422,10 @@ def _placeholders(tmp_path, model_dir) -> dict:
     (tmp_path / "dupcfg.yaml").write_text("objective: mlm\narchitecture: tiny\nobjective: clm\n")
     (tmp_path / "file.txt").write_text("a plain file\n")
     (tmp_path / "runs" / "my-decoder-cpt").mkdir(parents=True)
+    (tmp_path / "llama").mkdir()  # an unconverted decoder: its config.json says so
+    (tmp_path / "llama" / "config.json").write_text(json.dumps({
+        "model_type": "llama", "architectures": ["LlamaForCausalLM"], "vocab_size": 99, "hidden_size": 32,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 37}))
     return {"{out}": str(tmp_path / "out"), "{tmp}": str(tmp_path), "{file}": str(tmp_path / "file.txt"),
             "{repo}": str(REPO_ROOT), "{model}": str(model_dir), "{dup_a}": str(tmp_path / "a" / "task.yaml"),
             "{dup_b}": str(tmp_path / "b" / "task.yaml"), "{bad_yaml}": str(tmp_path / "bad.yaml"),
