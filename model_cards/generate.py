@@ -171,7 +171,7 @@ def describe_run(name: str, info: dict, step: int | None) -> str:
     steps = info["run_config"].get("training_args", {}).get("max_steps") if step is not None else None
     steps = steps or info["steps"]
     if info["cpt_base"] is not None:
-        body = (f"made by continued pretraining (CPT) of `{info['cpt_base']}` with {_objective_words('mlm', ratio)} "
+        body = (f"made by {_cpt_words(info)} of `{info['cpt_base']}` with {_objective_words('mlm', ratio)} "
                 f"for {steps:,} steps")
     elif info["switch_step"] is not None:
         body = (f"trained for {steps:,} steps in two phases (PFS): CLM for the first {info['switch_step']:,} "
@@ -181,6 +181,17 @@ def describe_run(name: str, info: dict, step: int | None) -> str:
     if step is not None:
         return f"{name}: {size}, intermediate checkpoint at step {step:,} of its run, which is {body}."
     return f"{name}: {size} {body}."
+
+
+def _cpt_words(info: dict) -> str:
+    """How a CPT run trained, in words: LoRA CPT names its adapters (merged into the saved weights)."""
+    settings = info["run_config"].get("run_settings", {})
+    if not settings.get("lora"):
+        return "continued pretraining (CPT)"
+    trained = " and the embeddings and LM head fully" if settings.get("lora_train_embeddings") else ""
+    return (f"LoRA continued pretraining (CPT with LoRA adapters of rank {settings.get('lora_rank')}, alpha "
+            f"{settings.get('lora_alpha'):g}, on the frozen base{trained}; the adapters are merged into these "
+            "weights)")
 
 
 def _contradictions(p: ModelName, info: dict) -> list[str]:
@@ -320,9 +331,10 @@ def _base_model(info: dict, repo_id: str | None, override: str | None) -> tuple[
     """(Hub id for the card's `base_model`, a sentence naming the run's starting point) for CPT runs and decay
     branches, and for their intermediate checkpoints. A study base is `<org of repo_id>/<base name>`, at this run's
     scale (`<org>/mini-610m-clm-42k`)."""
-    branch_from = info["run_config"].get("run_settings", {}).get("branch_from")
+    settings = info["run_config"].get("run_settings", {})
+    branch_from = settings.get("branch_from")
     if info["cpt_base"] is not None:
-        base, role = info["cpt_base"], "continued pretraining (CPT) started from"
+        base, role = info["cpt_base"], f"{_cpt_words(info)} started from"
     elif branch_from:
         base, role = Path(branch_from).name, "this decay branch started from the stable phase of"
     else:
@@ -335,7 +347,7 @@ def _base_model(info: dict, repo_id: str | None, override: str | None) -> tuple[
     if hub_id is None and repo_id and base_parsed is not None and base_parsed.paper_step is None:
         hub_id = f"{repo_id.split('/')[0]}/{base}"
     where = (f"[`{hub_id}`](https://huggingface.co/{hub_id})" if hub_id else
-             f"`{base}` (not published under a known Hub id)")
+             f"`{base}` (not published under a known Hub id; `--base_model ORG/NAME` names the one it has)")
     return hub_id, f"{role} {where}"
 
 
