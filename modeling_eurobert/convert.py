@@ -246,10 +246,18 @@ def init_added_rows(model: EuroBertClmMlmForCausalLM, added_ids: list[int]) -> N
 
 
 def load_weights(source_dir: Path, config: EuroBertClmMlmConfig, tied: bool) -> EuroBertClmMlmForCausalLM:
-    """Load the source weights straight into EuroBertClmMlmForCausalLM (same keys) and untie a tied LM head."""
-    model, info = EuroBertClmMlmForCausalLM.from_pretrained(
-        source_dir, config=config, dtype=config.dtype, output_loading_info=True
-    )
+    """Load the source weights straight into EuroBertClmMlmForCausalLM (same keys) and untie a tied LM head.
+    The keys are checked here, so transformers' LOAD REPORT (a tied source's lm_head.weight "MISSING ... newly
+    initialized") is not printed: the untying is said in one line."""
+    report = logging.getLogger("transformers.modeling_utils")
+    level = report.level
+    report.setLevel(logging.ERROR)
+    try:
+        model, info = EuroBertClmMlmForCausalLM.from_pretrained(
+            source_dir, config=config, dtype=config.dtype, output_loading_info=True
+        )
+    finally:
+        report.setLevel(level)
     # A tied checkpoint may omit lm_head.weight; anything else missing or extra means the mapping is wrong.
     missing = set(info["missing_keys"]) - ({"lm_head.weight"} if tied else set())
     if missing or info["unexpected_keys"] or info.get("mismatched_keys"):

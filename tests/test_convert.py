@@ -209,6 +209,36 @@ def test_tied_embeddings_are_untied(tmp_path):
     torch.testing.assert_close(head, embed)  # a copy, trained separately from here on
 
 
+NOISE = """
+import sys, warnings
+from transformers import AutoModel
+from core import lora
+from modeling_eurobert import EuroBertClmMlmForMaskedLM
+from modeling_eurobert.convert import main
+main([sys.argv[1], sys.argv[2]])
+print("-- loads", file=sys.stderr)
+AutoModel.from_pretrained(sys.argv[2], trust_remote_code=True)
+warnings.simplefilter("always")
+lora.wrap(EuroBertClmMlmForMaskedLM.from_pretrained(sys.argv[2]), rank=4, alpha=8)
+"""
+
+
+def test_the_noise_the_project_handles_is_not_printed(tmp_path):
+    """Issue 46 item 11, as a user's shell shows it: convert printed transformers' LOAD REPORT (a tied source's
+    lm_head.weight "MISSING ... newly initialized") before its own line on untying; the remote-code backbone of an
+    LM checkpoint reported "lm_head.weight UNEXPECTED"; LoRA wrapping warned that `is_gradient_checkpointing` is
+    deprecated."""
+    save_llama(tmp_path / "llama", build_tokenizer(), tie_word_embeddings=True)
+    done = subprocess.run([sys.executable, "-c", NOISE, str(tmp_path / "llama"), str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    converting, loading = done.stderr.split("-- loads")
+    assert "LOAD REPORT" not in converting and "MISSING" not in converting, converting
+    assert "lm_head.weight set to a copy of embed_tokens (untied)" in converting  # one line of its own instead
+    assert "UNEXPECTED" not in loading and "is_gradient_checkpointing" not in loading, loading
+
+
 def test_existing_tokens_add_nothing(tmp_path):
     """A source that already has the mask token and a non-eos pad keeps its vocabulary and ids."""
     tokenizer = build_tokenizer(extra_tokens=["<|mask|>", "<pad>"])
