@@ -604,14 +604,15 @@ def _usage(name: str, repo_id: str | None, revision: str | None, causal: bool, n
             "Plain transformers loads it as its own EuroBERT (`EuroBertModel`, `EuroBertForMaskedLM`, sequence and "
             "token classification), bidirectional as the study fine-tunes, with no flag; `trust_remote_code=True` "
             "gives this project's classes instead (plus the causal LM and QA heads; "
-            + ("for this CLM checkpoint they attend causally, see below):" if causal else "same outputs):")))
+            + ("for this CLM checkpoint bidirectional too, see below):" if causal else "same outputs):")))
         usage["usage_notes"] = [("`SentenceTransformer(repo_id)` gives the mean-pooled embedding with the study's "
                                  "\"Query: \" / \"Document: \" prompts (`encode_query`, `encode_document`).")]
         if causal:
             usage["usage_notes"].append(
-                "This is a CLM checkpoint (`config.json`: `\"pretraining_attention\": \"causal\"`): with "
-                "`trust_remote_code=True`, `AutoModel` and the task heads attend causally unless "
-                "`is_causal=False` is passed.")
+                "This is a CLM checkpoint (`config.json`: `\"pretraining_attention\": \"causal\"`): `AutoModel` "
+                "and the task heads attend bidirectionally with or without `trust_remote_code=True` (one checkpoint, "
+                "one default), as the study fine-tunes it; its causal pretraining attention is "
+                "`AutoModelForCausalLM` with `trust_remote_code=True`, or `is_causal=True` with it.")
     elif causal:
         usage["usage_notes"] = [
             ("This is a CLM checkpoint: its `config.json` sets `is_causal: true`, so `AutoModel`, "

@@ -67,13 +67,13 @@ class EuroBertClmMlmConfig(PreTrainedConfig):
     def get_config_dict(cls, *args, **kwargs):
         # A checkpoint that transformers' native EuroBERT can hold is saved as model_type "eurobert" (plain Auto
         # classes load it natively, bidirectional; `auto_map` names this class for trust_remote_code), its causal
-        # pretraining recorded as `pretraining_attention` (native EuroBERT would attend causally on is_causal=true):
-        # read it as ours, with the attention pattern it was pretrained with.
+        # pretraining recorded as `pretraining_attention` beside `is_causal: false`. Read as ours, it attends as the
+        # plain load does (one checkpoint, one default attention, with or without remote code: issue 46 item 10);
+        # the record stays on the config (`pretraining_attention`), for `AutoModelForCausalLM`, `is_causal=True`
+        # or `evaluation.run --attention checkpoint` to give the causal pattern it was pretrained with.
         config_dict, kwargs = super().get_config_dict(*args, **kwargs)
         if config_dict.get("model_type") == "eurobert" and "auto_map" in config_dict:
             config_dict = {**config_dict, "model_type": cls.model_type}
-            if config_dict.pop("pretraining_attention", None) == "causal":
-                config_dict["is_causal"] = True
         return config_dict, kwargs
 
     def __post_init__(self, **kwargs):

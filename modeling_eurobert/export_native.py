@@ -127,8 +127,9 @@ def make_plain_loadable(directory: str | Path) -> bool:
     prompt (transformers runs its own code for a model_type it knows), bidirectional as the paper fine-tunes, with
     the same outputs; `trust_remote_code=True` still gives this project's classes (also the causal LM and QA heads).
     A causal checkpoint (CLM run, converted decoder) says `is_causal: false` and `"pretraining_attention":
-    "causal"`: native EuroBERT reads `is_causal` and would attend causally, while this project's config class reads
-    the record back as `is_causal: true` (AutoModel and the task heads causal unless `is_causal=False`).
+    "causal"`: native EuroBERT reads `is_causal` and would attend causally; this project's config class keeps
+    `is_causal: false` too (AutoModel and the task heads load alike with and without remote code) and the record as
+    `pretraining_attention` (`evaluation.run --attention checkpoint`; `is_causal=True` gives the causal pattern).
     Every field is written out, so no native default (pad 128001 = eos, 8192 positions) fills a gap. The rule is
     `check_exportable` (bidirectional): a checkpoint native EuroBERT cannot hold keeps our model_type, which forces
     remote code.

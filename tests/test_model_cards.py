@@ -600,3 +600,4 @@ def test_card_of_a_natively_loadable_checkpoint_shows_plain_transformers(tmp_pat
     text = build_model_card(ckpt, repo_id="org/m").text  # the card's usage snippet, as text: nothing is loaded
     assert 'model = AutoModel.from_pretrained("org/m")\n' in text and "Plain transformers loads it" in text
     assert ("pretraining_attention" in text) == (objective == "clm")
+    assert ("bidirectionally with or without `trust_remote_code=True`" in text) == (objective == "clm")  # issue 46

@@ -403,11 +403,13 @@ for name, path in dirs.items():
                  for auto in ("AutoModel", "AutoModelForMaskedLM", "AutoModelForSequenceClassification",
                               "AutoModelForTokenClassification")}
         remote = transformers.AutoModelForCausalLM.from_pretrained(path, trust_remote_code=True)
+        remote_backbone = transformers.AutoModel.from_pretrained(path, trust_remote_code=True).eval()
         st = SentenceTransformer(path, device="cpu")
         report[name] = {
             "classes": {auto: type(m).__name__ for auto, m in heads.items()}, "remote": type(remote).__module__,
             "tokens": tok("The capital is <|mask|>.")["input_ids"],
             "hidden": heads["AutoModel"](ids).last_hidden_state.tolist(),
+            "remote_hidden": remote_backbone(ids).last_hidden_state.tolist(),
             "logits": heads["AutoModelForMaskedLM"](ids).logits.tolist(),
             "embedding": st.encode_query(["what is the capital"], convert_to_tensor=True).tolist()}
 print("REPORT " + json.dumps(report))
@@ -451,12 +453,16 @@ def test_every_objective_loads_with_plain_auto_classes_in_a_fresh_process(three_
             ours = EuroBertClmMlmModel.from_pretrained(path, is_causal=False).eval()(torch.tensor(ids))
             logits = EuroBertClmMlmForMaskedLM.from_pretrained(path).eval()(torch.tensor(ids)).logits
         torch.testing.assert_close(torch.tensor(loaded["hidden"]), ours.last_hidden_state, atol=1e-5, rtol=1e-5)
+        # one checkpoint, one default attention: remote code gives the plain load's hidden states (issue 46 item 10)
+        torch.testing.assert_close(torch.tensor(loaded["remote_hidden"]), torch.tensor(loaded["hidden"]),
+                                   atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(torch.tensor(loaded["logits"]), logits, atol=1e-5, rtol=1e-5)
         embedding = retrieval.build_model(path, scifact, finetune_args.FinetuneArgs()).eval().encode_query(
             ["what is the capital"], convert_to_tensor=True)
         torch.testing.assert_close(torch.tensor(loaded["embedding"]), embedding, atol=1e-5, rtol=1e-5)
-    # our classes read the CLM run's record back: causal by default, as it was pretrained
-    assert EuroBertClmMlmModel.from_pretrained(dirs["clm"]).config.is_causal is True
+    # our classes keep the CLM run's record: bidirectional by default, as the plain load; causal on request
+    config = EuroBertClmMlmModel.from_pretrained(dirs["clm"]).config
+    assert config.is_causal is False and config.pretraining_attention == "causal"
 
 
 def test_a_checkpoint_native_eurobert_cannot_hold_keeps_remote_code(tmp_path):
