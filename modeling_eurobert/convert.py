@@ -15,7 +15,9 @@ key mapping), and the real checkpoints each covers:
 - `qwen2` (`Qwen2ForCausalLM`): Qwen2 and Qwen2.5 (0.5B, 1.5B, 3B, 7B: `use_sliding_window=false`): q/k/v biases
   (`qkv_bias`).
 - `qwen3` (`Qwen3ForCausalLM`): Qwen3-0.6B/1.7B/4B/8B: per-head q/k RMSNorm (`qk_norm`), explicit head_dim.
-The output is causal (`is_causal=True`) and loads unchanged into `EuroBertClmMlmForMaskedLM` for MLM training.
+The output is causal (`is_causal=True`) and loads unchanged into `EuroBertClmMlmForMaskedLM` for MLM training. Its
+config.json names a model type transformers knows (`export_native.make_plain_loadable`): native `eurobert` for Llama
+and Mistral (plain loads bidirectional), `qwen2` / `qwen3` for Qwen (plain loads causal, identical outputs).
 
 What the conversion changes, explicitly:
 - Tied embeddings (`tie_word_embeddings=True`, e.g. Llama-3.2-1B/3B, Qwen2.5-0.5B, Qwen3-0.6B) are untied: `lm_head`

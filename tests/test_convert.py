@@ -11,6 +11,7 @@ import pytest
 import torch
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import (
+    AutoModelForCausalLM,
     AutoModelForMaskedLM,
     AutoTokenizer,
     LlamaConfig,
@@ -146,6 +147,14 @@ def test_decoder_families_convert_exactly(tmp_path, case):
     keep = attention_mask.bool()
     assert (actual - expected)[keep].abs().max() <= 1e-5
 
+    if family in ("qwen2", "qwen3"):  # issue 46 item 13: plain transformers holds it as its own Qwen, identically
+        assert json.loads((out / "config.json").read_text())["model_type"] == family
+        plain = AutoModelForCausalLM.from_pretrained(out).eval()  # no trust_remote_code
+        assert type(plain) is type(source)
+        with torch.no_grad():
+            hidden = [m.model(input_ids, attention_mask=attention_mask).last_hidden_state for m in (plain, ours)]
+            logits = plain(input_ids, attention_mask=attention_mask).logits[..., : expected.shape[-1]]
+        assert torch.equal(hidden[0][keep], hidden[1][keep]) and torch.equal(logits[keep], actual[keep])
     if export_error:  # what native EuroBERT cannot hold is refused in one line, nothing written
         with pytest.raises(SystemExit, match=f"^error: {export_error} .* trust_remote_code$"):
             export_native_cli.main([str(out), str(tmp_path / "native"), "--bidirectional"])
@@ -352,30 +361,43 @@ def test_hub_id_source_is_checked_before_weights_are_downloaded(llama_dir, tmp_p
 
 
 def test_converted_qwen_decoders_load_as_the_models_page_says(tmp_path):
-    """docs/models.md, "Which loads need trust_remote_code": a converted Qwen2 or Qwen3 keeps this project's
-    model_type; in a fresh process with stdin closed, `AutoTokenizer` and `AutoModel` with the flag load it with no
-    prompt and no warning, `PreTrainedTokenizerFast` needs no flag, and `AutoModel` without the flag stops asking for
-    it (after transformers' own [y/N] question, which closed stdin answers no)."""
+    """docs/models.md, "Which loads need trust_remote_code": a converted Qwen2 or Qwen3 decoder is written as
+    transformers' own `qwen2` / `qwen3` (issue 46 item 13: it kept this project's model_type), so in a fresh process
+    with stdin closed plain `AutoTokenizer` and `AutoModel` load it with no flag and no prompt, as transformers' Qwen
+    classes, with the hidden states this project's classes give through `trust_remote_code=True`. A model made from
+    it that those classes cannot hold (a bidirectional MLM head, as CPT saves) keeps this project's model_type:
+    `PreTrainedTokenizerFast` needs no flag, and `AutoModel` without the flag stops asking for it (after
+    transformers' own [y/N] question, which closed stdin answers no)."""
     paths = []
     for family, overrides in [("qwen2", {}), ("qwen3", {"head_dim": 16})]:
         save_llama(tmp_path / family, build_tokenizer(), family=family, **overrides)
         paths.append(convert(str(tmp_path / family), tmp_path / f"{family}-eurobert"))
-        assert json.loads((paths[-1] / "config.json").read_text())["model_type"] == "eurobert_clm_mlm"
-    script = ("import sys\nfrom transformers import AutoModel, AutoTokenizer, PreTrainedTokenizerFast\n"
-              "for path in sys.argv[1:]:\n"
-              "    AutoTokenizer.from_pretrained(path, trust_remote_code=True)\n"
-              "    print(type(AutoModel.from_pretrained(path, trust_remote_code=True)).__name__)\n"
-              "    print(PreTrainedTokenizerFast.from_pretrained(path).mask_token, flush=True)\n"
-              "for path in sys.argv[1:]:\n"
-              "    try:\n        AutoModel.from_pretrained(path)\n"
-              "    except ValueError as error:\n        print('refused', 'trust_remote_code=True' in str(error))\n")
-    done = subprocess.run([sys.executable, "-c", script, *map(str, paths)], cwd=tmp_path, stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+        assert json.loads((paths[-1] / "config.json").read_text())["model_type"] == family
+    mlm = tmp_path / "qwen3-mlm"
+    EuroBertClmMlmForMaskedLM.from_pretrained(paths[-1]).save_pretrained(mlm)
+    shutil.copy(paths[-1] / "tokenizer.json", mlm)
+    shutil.copy(paths[-1] / "tokenizer_config.json", mlm)
+    assert not export_native_cli.make_plain_loadable(mlm)  # bidirectional: transformers' Qwen3 would attend causally
+    script = ("import sys, torch\nfrom transformers import AutoModel, AutoTokenizer, PreTrainedTokenizerFast\n"
+              "ids = torch.tensor([[5, 6, 7, 8]])\n"
+              "for path in sys.argv[1:3]:\n"
+              "    AutoTokenizer.from_pretrained(path)\n"
+              "    plain = AutoModel.from_pretrained(path).eval()\n"
+              "    ours = AutoModel.from_pretrained(path, trust_remote_code=True).eval()\n"
+              "    with torch.no_grad():\n"
+              "        same = torch.equal(plain(ids).last_hidden_state, ours(ids).last_hidden_state)\n"
+              "    print(type(plain).__name__, type(ours).__name__, same, flush=True)\n"
+              "print(PreTrainedTokenizerFast.from_pretrained(sys.argv[3]).mask_token, flush=True)\n"
+              "try:\n    AutoModel.from_pretrained(sys.argv[3])\n"
+              "except ValueError as error:\n    print('refused', 'trust_remote_code=True' in str(error))\n")
+    done = subprocess.run([sys.executable, "-c", script, *map(str, paths), str(mlm)], cwd=tmp_path,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert done.returncode == 0, done.stderr[-2000:]
-    flagged, unflagged = done.stdout.split("\n", 4)[:4], done.stdout.split("\n", 4)[4]
-    assert flagged == ["EuroBertClmMlmModel", "<|mask|>"] * 2, done.stdout
+    lines = done.stdout.splitlines()
+    assert lines[:3] == ["Qwen2Model EuroBertClmMlmModel True", "Qwen3Model EuroBertClmMlmModel True", "<|mask|>"]
     assert "Do you wish" not in done.stderr and "model of type" not in done.stderr, done.stderr[-2000:]
-    assert unflagged.count("Do you wish to run the custom code? [y/N] refused True") == 2, unflagged
+    assert done.stdout.count("Do you wish to run the custom code? [y/N] refused True") == 1, done.stdout
     page = " ".join((ROOT / "docs" / "models.md").read_text().split())
     assert "Which loads need `trust_remote_code=True`" in page and "`PreTrainedTokenizerFast.from_pretrained(dir)`" \
         in page
