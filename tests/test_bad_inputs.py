@@ -9,6 +9,9 @@ import dataclasses
 import functools
 import importlib
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +22,7 @@ from core import store
 from core.cli import BadInput
 from core.paths import REPO_ROOT
 from evaluation import run as grid
+from evaluation import tasks
 from pretraining.settings import CPT_SETTINGS, PretrainArguments
 
 ROWS = [
@@ -472,6 +476,32 @@ def test_every_cli_refuses_bad_input_in_one_line_before_writing(module, argv, fr
     assert refused.value.code == 2 and len(lines) == 1 and "Traceback" not in err, err
     assert functools.reduce(lambda text, key: text.replace(key, values[key]), values, fragment) in lines[0]
     assert _listing(tmp_path) == before
+
+
+GRID_CHECK = """
+import sys
+from evaluation import run
+try:
+    run.main(sys.argv[1:])
+except SystemExit as refused:
+    print(refused.code, sorted(name for name in ("torch", "datasets", "sentence_transformers") if name in sys.modules))
+"""
+
+
+@pytest.mark.parametrize("argv", [["--model", "x", "--tasks", "sst-2"], ["--model", "runs/my-decoder-cp",
+                                                                         "--tasks", "sst2"]], ids=["task", "path"])
+def test_the_grid_refuses_a_bad_task_or_path_before_loading_torch(argv, tmp_path):
+    """Issue 46 item 4: `evaluation.run` imported torch, the Trainer and datasets before checking its arguments (80 to
+    106 s to the error line on a busy machine); the task names and model paths are checked first, in a fresh process
+    with none of them loaded (transformers' argument parser only)."""
+    (tmp_path / "runs" / "my-decoder-cpt").mkdir(parents=True)
+    done = subprocess.run([sys.executable, "-c", GRID_CHECK, *argv, "--output", str(tmp_path / "out")], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1"})
+    assert done.stdout.strip() == "2 []", done.stdout + done.stderr[-2000:]
+    assert [line for line in done.stderr.splitlines() if line.startswith("error:")] == [
+        "error: unknown task 'sst-2'; known tasks: " + ", ".join(tasks.list_tasks()) + " (or pass a task YAML path)"
+        if "sst-2" in argv else f"error: model {TYPO}"]
 
 
 def test_every_flag_of_every_cli_has_a_bad_input_row_or_a_reason(monkeypatch):
