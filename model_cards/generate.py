@@ -99,8 +99,9 @@ def _objective_words(objective: str, ratio: int | None) -> str:
     return f"masked language modeling (MLM) with a {ratio}% masking ratio"
 
 
-def name_lines(name: str) -> list[str]:
-    """One line per part of the name, for the card's "What the name means" list."""
+def name_lines(name: str, step: int | None = None) -> list[str]:
+    """One line per part of the name, for the card's "What the name means" list; `step`, an intermediate
+    checkpoint's own step (`artifacts.intermediate_step`), is named where the scale divides the paper's down."""
     p = parse_name(name)
     lines = [f"`{p.scale}`: trained at the study's `{p.scale}` scale, not the paper's: the paper's recipe named by "
              "the rest of the name, with its steps divided down and a small architecture (the Training table gives "
@@ -125,8 +126,16 @@ def name_lines(name: str) -> list[str]:
     lines.append(f"`{p.total_steps // 1000}k`: {p.total_steps:,} training steps in all (the paper's budget"
                  f"{', divided down at this scale' if p.scale else ''}).")
     if p.paper_step is not None:
-        lines.append(f"`{p.paper_step}`: intermediate checkpoint saved at step {p.paper_step:,} of `{p.run_name}`.")
+        lines.append(f"`{p.paper_step}`: intermediate checkpoint {_saved_at(p, step)} of `{p.run_name}`.")
     return lines
+
+
+def _saved_at(p: ModelName, step: int | None) -> str:
+    """"saved at step 1,000", or at a scale "at the paper's step 1,000, saved at its own step 250": the name's
+    step is the paper's, the checkpoint's the run's (`core.names`)."""
+    if p.scale and step is not None and step != p.paper_step:
+        return f"at the paper's step {p.paper_step:,}, saved at its own step {step:,} at this scale,"
+    return f"saved at step {p.paper_step:,}"
 
 
 def _cpt_base_name(p: ModelName) -> str:
@@ -134,11 +143,12 @@ def _cpt_base_name(p: ModelName) -> str:
     return f"{p.size}-{p.base}-{p.base_steps // 1000}k"
 
 
-def describe_name(name: str) -> str:
+def describe_name(name: str, step: int | None = None) -> str:
     """Explain a model name of the study's grammar in one paragraph.
 
     Args:
         name: a model name of the study's grammar (see `parse_name`).
+        step: an intermediate checkpoint's own step, named where the scale divides the paper's down.
 
     Returns:
         A plain-English sentence, e.g. "610m-clm-10k-mlm40-42k: a 610m model trained for 42,000 steps: ...".
@@ -160,7 +170,9 @@ def describe_name(name: str) -> str:
                 f"{p.base.upper()} checkpoint with {_objective_words('mlm', p.ratio)} for "
                 f"{p.total_steps - p.base_steps:,} more steps ({p.total_steps:,} in all)")
     if p.paper_step is not None:
-        return f"{head}, intermediate checkpoint at step {p.paper_step:,} of the run {p.run_name}, which is {body}."
+        where = f"at step {p.paper_step:,}" if not (p.scale and step is not None and step != p.paper_step) else \
+            f"at the paper's step {p.paper_step:,} (its own step {step:,} at this scale)"
+        return f"{head}, intermediate checkpoint {where} of the run {p.run_name}, which is {body}."
     return f"{head} {body}."
 
 
@@ -679,7 +691,7 @@ def build_model_card(checkpoint_dir, summary_csv=None, repo_id: str | None = Non
     hub_ids, data_text = pretraining_data(info)
     base_id, base_text = _base_model(info, repo_id, base_model)
     step = artifacts.intermediate_step(checkpoint_dir)
-    summary = describe_name(name) if parsed else describe_run(name, info, step)
+    summary = describe_name(name, step) if parsed else describe_run(name, info, step)
     if borrowed:
         summary += " " + borrowed
     card_data = ModelCardData(
@@ -701,7 +713,7 @@ def build_model_card(checkpoint_dir, summary_csv=None, repo_id: str | None = Non
     return ModelCard.from_template(
         card_data, template_path=str(TEMPLATE), name=name, relation=relation,
         disclaimer=_disclaimer(info, name, parsed, params, data_text),
-        summary=summary, name_lines=name_lines(name) if parsed else [],
+        summary=summary, name_lines=name_lines(name, step) if parsed else [],
         facts=_facts(info, name, parsed, params, data_text, base_text), hyperparameters=hyperparameter_groups(info),
         eval_intro=eval_intro, eval_rows=_table_rows(rows), branches=_branches(checkpoint_dir),
         **_usage(name, repo_id, revision, causal, _loads_natively(checkpoint_dir)), limitations=_limitations(info),

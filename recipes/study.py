@@ -44,13 +44,16 @@ def run_settings(recipe: manifest.Recipe, study: Study, output: Path, data_dir: 
                  pretrain_seed: int | None = None) -> dict:
     """The manifest's config for `recipe`, with every path moved under the study directory and the study's
     tokenizer shared by all runs; for pretraining replicate `pretrain_seed`, its run name, its seeds (initial
-    weights and MLM masks; the block order stays the study's) and the base runs of the same replicate."""
+    weights and MLM masks; the block order too with `Study.pretrain_data_order`, else the study's) and the base runs
+    of the same replicate."""
     config = manifest.run_config(recipe, study.scale)
     models, name = output / "models", replicate_name(recipe.name, pretrain_seed)
     config.update(output_dir=str(models / name), data_cache_dir=str(output / "cache"),
                   tokenizer_name_or_path=str(output / "tokenizer"), data_dir=data_dir, run_name=name)
     if pretrain_seed is not None:
         config.update(seed=pretrain_seed, masking_seed=pretrain_seed)
+        if study.pretrain_data_order:
+            config["data_seed"] = pretrain_seed
     if recipe.branch_from:
         config["branch_from"] = str(models / replicate_name(recipe.branch_from, pretrain_seed))
     if recipe.cpt_base:

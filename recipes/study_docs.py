@@ -20,12 +20,16 @@ def intro(study_name: str, definition: dict, tokens_per_step: float, parameters:
     if study_name == "mini":
         return (f"The smallest study where the paper's comparisons can show on 2 CPU cores: the `tiny` architecture "
                 f"({parameters / 1e6:.1f}M parameters) pretrained on about {final / 1e6:.1f}M tokens of the offline "
-                f"Wikipedia stand-in, fine-tuned with the paper's grid at {grid}. It tests the paper's findings at "
-                "this scale; it does not reproduce the paper's numbers.")
+                f"Wikipedia stand-in, fine-tuned with the paper's grid at {grid}. Its report says, finding by "
+                "finding, whether this scale can test the paper's claim and why not where it cannot; it does not "
+                "reproduce the paper's numbers.")
     if study_name.startswith("horizon"):
         steps = definition["intermediate_steps"]
         replicates = definition.get("pretrain_seeds") or []
-        runs = f", each pretrained {len(replicates)} times (seeds {_listed(replicates)})" if replicates else ""
+        varied = "initial weights, masks and block order" if definition.get("pretrain_data_order") else \
+            "initial weights and masks; one block order for all"
+        runs = f", each pretrained {len(replicates)} times (seeds {_listed(replicates)}: {varied})" \
+            if replicates else ""
         return ("**The question: does the CLM - MLM gap shrink as tokens per parameter grow, as the paper's finding 2 "
                 f"predicts?** CLM and MLM40 only{runs}: the `tiny` architecture ({parameters / 1e6:.2f}M parameters, "
                 f"input embedding in, LM head out) pretrained on {final / 1e6:.1f}M tokens of the offline Wikipedia "

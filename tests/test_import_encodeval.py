@@ -88,7 +88,15 @@ def test_report_on_the_imported_tree_shows_means_missing_runs_and_comparisons(im
     assert "| 610m-clm-42k | mldr | 26 |" in summary and "| 610m-mlm40-42k | mldr | 26 |" in summary
     findings = list(csv.DictReader(open(tmp_path / "report" / "findings.csv")))
     ir = [f for f in findings if f["finding"] == "ir_mlm_better"]
-    assert ir and "never bracketed" in ir[0]["untestable"]  # 2 of the 6 LRs: the optimum is not bracketed
+    # the paper's own runs, worded as what they are: 2 of its 6 LRs imported, mldr without a trivial baseline
+    assert ir and "610m-mlm40-42k: 2 of the paper's 6 LRs imported (26 runs missing)" in ir[0]["untestable"]
+    assert "mldr has no known trivial baseline" in ir[0]["untestable"]
+    assert "## The paper's findings with these runs" in summary and "at this scale" not in summary
+    assert "**not testable with these runs: no SC task imported**" in summary
+    assert "**not testable with these runs: mldr has no known trivial baseline" in summary
+    assert "a best LR is the best of the imported LRs" in summary and "never bracketed" not in summary
+    assert "clear it." not in summary and "2 model x task means have no known trivial baseline (mldr)" in summary
+    assert "| *trivial baseline* | unknown |" in summary
 
 
 def own_record(model: str, task: str = "mldr", lr: float = 1e-4, seed: int = 0) -> dict:
@@ -108,7 +116,7 @@ def test_own_results_side_by_side_but_never_averaged_with_imported_ones(imported
     out = call_main(report.main, root, "--output", tmp_path / "report")
     assert out.returncode == 0, out.stderr
     summary = (tmp_path / "report" / "summary.md").read_text()
-    assert "| my-encoder | 0.500 ± 0.000 |" in summary and "| 610m-clm-42k | 0." in summary  # one mldr column
+    assert "| my-encoder | 0.500 [0.500, 0.500] |" in summary and "| 610m-clm-42k | 0." in summary  # one mldr column
     # an own result of an imported model's name: the report refuses to average the two in one row, naming both
     path = store.write_result(store.result_path(root, "610m-clm-42k", "mldr", 2e-4, 0),
                               own_record("610m-clm-42k", lr=2e-4))

@@ -351,3 +351,26 @@ def test_the_replicated_horizon_study_can_test_the_gap_on_both_tasks():
     assert findings.phase(at, checkpoints[0], "tc") == "no crossover"
     assert len(study.trained_names()) == 6 and set(study.bracketed_by) == set(study.tasks)
     assert all(len(study.lrs_of(task)) == 2 for task in study.tasks)
+
+
+def test_the_horizon_study_redefined_for_the_findings_rules_can_test_them():
+    """horizon-tested (defined, not run): 3 checkpoints before SC's crossover interval under both conventions (the
+    slope's minimum), 40k and the final past it, 4 LRs a task fine-tuned in the study (stability's 3, and an optimum
+    the grid can bracket itself, no declared bracket), replicates whose block order differs by their seed."""
+    from analysis import findings
+    from recipes.study import regime, run_settings
+
+    study = STUDIES["horizon-tested"]
+    tokens_per_step, parameters, embeddings = regime(study)
+    at = findings.Regime(tokens_per_step, parameters, study.scale, embeddings)
+    places = [findings.phase(at, f"610m-clm-42k-{step}", "sc") for step in study.intermediate_steps]
+    assert places.count("before") >= findings.MIN_SLOPE_CHECKPOINTS and places[-1] == "past"
+    assert findings.phase(at, "610m-clm-42k", "sc") == "past"
+    assert all(len(study.lrs_of(task)) >= findings.MIN_STABILITY_LRS + 1 for task in study.tasks)
+    assert not study.bracketed_by and study.definition()["pretrain_data_order"] is True
+    assert "pretrain_data_order" not in STUDIES["horizon-replicated"].definition()  # its archive's study.json holds
+    recipe = manifest.recipes()["610m-mlm40-42k"]
+    seeds = [run_settings(recipe, study, Path("/tmp/x"), None, k) for k in (0, 1)]
+    assert [(s["seed"], s["masking_seed"], s["data_seed"]) for s in seeds] == [(0, 0, 0), (1, 1, 1)]
+    same = run_settings(recipe, STUDIES["horizon-replicated"], Path("/tmp/x"), None, 1)
+    assert same["data_seed"] == 0
