@@ -409,7 +409,7 @@ def hub_load_error(source: str, what: str, error: Exception) -> ValueError:
     first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
     if Path(source).expanduser().exists():
         return ValueError(f"cannot load {what} from {source}: {first}")
-    if is_local_path(source):  # a missing local path was never a Hub problem
+    if is_local_path(source.partition("@")[0]):  # a missing local path (not `org/name@revision`): not a Hub problem
         return ValueError(missing_path(source, what))
     if os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE"):
         return ValueError(f"cannot load {what} {source!r} from the Hub: HF_HUB_OFFLINE is set and it is not in the "
