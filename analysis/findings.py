@@ -64,25 +64,30 @@ nominal rate (tests/test_verdicts.py: 2-8% at 5% over 400 replications of 3 LRs 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from analysis import statistics
-from core import names
-from core.paper_grid import PAPER_LRS, PAPER_SEEDS
+from core import names, store
+from core.formatting import p_cell
+from core.paper import (
+    CROSSOVER_STEPS,
+    PAPER_CHECKPOINTS,
+    PAPER_LRS,
+    PAPER_PFS_SWITCHES,
+    PAPER_SEEDS,
+    PAPER_TOKENS_PER_STEP,
+)
 
 ALPHA = 0.025  # per side: each comparison is a three-way decision (supports / contradicts / not significant), 5% in all
 TC_MARGIN = 0.01  # "on par": CLM - MLM40 above -0.01 of the task's metric (fractions), declared before any result
-PAPER_TOKENS_PER_STEP = 1152 * 2048  # the paper's global batch x block: 2.36M tokens per step
 # the paper's parameter counts, input embedding included, LM head excluded; and its input embeddings (128,256 x hidden)
 PAPER_PARAMETERS = {"210m": 211.8e6, "610m": 607.9e6, "1b": 1187.9e6}
 PAPER_EMBEDDINGS = {"210m": 128_256 * 768, "610m": 128_256 * 1152, "1b": 128_256 * 1728}
-PAPER_CHECKPOINTS = (1000, 2000, 5000, 10000, 20000, 40000)  # the released intermediate checkpoints (steps)
-# The paper's crossover, where MLM overtakes CLM, in steps of its 610m model: SC and QA by 10k, IR by 20k; TC has none
-CROSSOVER_STEPS = {"sc": 10_000, "qa": 10_000, "ir": 20_000}
-PFS_SMALLEST_BUDGET = 12_000  # the paper's smallest PFS budget (steps)
+PFS_SMALLEST_BUDGET = min(PAPER_PFS_SWITCHES)  # the paper's smallest PFS budget (steps)
 CONVENTIONS = ("counted", "no embeddings")  # input embedding in, LM head out | neither embedding
 
 
@@ -185,7 +190,7 @@ def hypothesis(finding: str) -> str:
 
 
 def _single(models, size, objective, total):
-    name = f"{size}-{objective}-{total // 1000}k"
+    name = names.compose(size, objective, total)
     return name if name in models else None
 
 
@@ -306,7 +311,7 @@ def comparisons(records: list[dict], rows: list[dict], regime: Regime | None = N
     models = {r["model"] for r in rows}
     parsed = {m: p for m in models if (p := names.try_parse_name(m)) is not None}
     # mteb records (evaluation.mteb: no LR x seed grid, mostly zero-shot) are not the protocol these claims are about
-    tasks = sorted({r["task"] for r in records if r.get("evaluation") != "mteb"})
+    tasks = sorted({r["task"] for r in records if store.record_kind(r) != "mteb"})
     family = {r["task"]: r["family"] for r in rows}
     out = []
     finals = {(p.size, p.total_steps) for p in parsed.values() if p.kind == "single" and p.paper_step is None}
@@ -328,7 +333,7 @@ def comparisons(records: list[dict], rows: list[dict], regime: Regime | None = N
                         out += _pair(records, rows, regime, "pfs_vs_clm", task, model, clm, budget=PFS_SMALLEST_BUDGET)
     for model, p in sorted(parsed.items()):
         if p.kind == "cpt" and p.base == "clm" and p.paper_step is None:
-            other, base = model.replace("-clm-dec", "-mlm40-dec", 1), f"{p.size}-clm-{p.base_steps // 1000}k"
+            other, base = dataclasses.replace(p, base="mlm40").format(), p.base_run
             for task in tasks:
                 if other in models:
                     out += _pair(records, rows, regime, "cpt_vs_mlm_cpt", task, model, other,
@@ -460,7 +465,7 @@ def checkpoints(rows, clm: str, mlm: str, task: str) -> list[tuple[str, str]]:
     (decayed) pair last."""
     steps = lambda run: {p.paper_step for m in {r["model"] for r in rows if r["task"] == task}  # noqa: E731
                          if (p := names.try_parse_name(m)) and p.paper_step is not None and p.run_name == run}
-    pairs = [(f"{clm}-{s}", f"{mlm}-{s}") for s in sorted(steps(clm) & steps(mlm))]
+    pairs = [(names.step_name(clm, s), names.step_name(mlm, s)) for s in sorted(steps(clm) & steps(mlm))]
     return [*pairs, (clm, mlm)] if pairs else []
 
 
@@ -694,4 +699,4 @@ def gap_trend(curve: list[dict], test: dict | None, lead: dict | None = None) ->
 
 
 def format_p(p: float) -> str:
-    return "n/a" if math.isnan(p) else "< 1e-06" if p < 1e-6 else f"{p:.3g}"
+    return p_cell(p, ".3g", "n/a")

@@ -1,7 +1,12 @@
-"""Tables and figures from a results directory written by `evaluation.run`.
+"""Tables and figures from one or several results directories (`evaluation.run`'s, `analysis.import_encodeval`'s).
 
     python -m analysis.report results/ --output report/ [--bootstrap] [--compare 610m-mlm40-42k,610m-clm-42k] \
         [--scale mini] [--bracketed_by "conll2003=0.001,0.03;mnli=0.0001,0.003"]
+    python -m analysis.report study/mini/results results/ imported/ --output all/   # read where they are
+
+Several directories make one report, nothing copied (`read_folders`): a study's results folder is shown at its
+study's scale, a foreign model in it is refused, one model's results on one task in two folders are refused, and
+the findings test the paper-scale names only.
 
 `--scale` (recipes.study passes its scale) shows every study name as `<scale>-<name>` (`core.names.scaled_name`) in
 the tables, findings and figures, and records it in the report's marker for the results dataset.
@@ -35,6 +40,7 @@ reported like any others, with a section naming them and the runs of the paper's
 from __future__ import annotations
 
 import argparse
+import collections
 import csv
 import io
 import math
@@ -52,7 +58,7 @@ from analysis.statistics import (
     trivial_baseline,
 )
 from core import artifacts, cli, names
-from core.formatting import table_cell
+from core.formatting import p_cell, table_cell
 
 __all__ = ["SUMMARY_COLUMNS", "compare", "load_results", "main", "summarize", "write_tables"]
 
@@ -61,9 +67,7 @@ def _fmt_p(p: float, bound: bool = False, n_resamples: int = statistics.N_RESAMP
     """A p-value, never "0": a bootstrap p with no sample past 0 is "< 1/B"; a tiny t-test p is "< 1e-06"."""
     if bound:
         return f"< 1/{n_resamples}"
-    if isinstance(p, float) and not math.isnan(p) and p < 1e-6:
-        return "< 1e-06"
-    return table_cell(p)
+    return p_cell(p)
 
 
 def _finding_cell(row: dict, key: str) -> str:
@@ -298,8 +302,57 @@ def imported_markdown(records: list[dict], missing: dict) -> list[str]:
     return lines
 
 
+def read_folders(folders: list[Path], scale: str | None) -> tuple[list[dict], list[tuple[Path, str | None]]]:
+    """Every result of `folders`, read where it is, and each folder with the scale its names are shown at.
+
+    A study's results folder (`core.artifacts.study_of`) holds its own models only (a foreign one is refused, naming
+    it: it would join the study's report and results dataset) and is shown at the scale its study.json records
+    (`--scale` must agree). With several folders every name is made the one a reader sees (`names.scaled_name`)
+    as it is read, so a study's `610m-clm-42k` (mini-610m-clm-42k) and the paper's imported one stay two rows; a
+    model may have some tasks in one folder and others in another (a study's checkpoint on a held-out task), but
+    results of one model on one task in two folders are refused."""
+    if len({folder.resolve() for folder in folders}) < len(folders):
+        raise ValueError("a results directory is given twice; give each once")
+    records, sources, owner = [], [], {}
+    for folder in folders:
+        study = artifacts.study_of(folder)
+        shown = study["definition"]["scale"] if study else scale
+        if study and scale and names.scaled_name("610m-clm-42k", scale) != names.scaled_name("610m-clm-42k", shown):
+            raise ValueError(f"--scale {scale}: {folder} is the {study['study']} study's results folder, trained at "
+                             f"the {shown} scale (its study.json); drop --scale")
+        found = load_results(folder)
+        foreign = sorted({r["model"] for r in found if study and not artifacts.is_study_model(study, r["model"])})
+        if foreign:
+            raise ValueError(f"{folder} is the {study['study']} study's results folder but holds results of "
+                             f"{foreign[0]}, not one of its models: move {folder / foreign[0]} to a folder of its "
+                             f"own and report both (analysis.report {folder} OTHER --output DIR)")
+        for record in found:
+            if len(folders) > 1:
+                record["model"] = names.scaled_name(record["model"], shown)
+            cell = (record["model"], record["task"])
+            if owner.setdefault(cell, folder) != folder:
+                raise ValueError(f"{cell[0]} has {cell[1]} results in {owner[cell]} and in {folder}: keep a model's "
+                                 "results on a task in one results directory")
+        records += found
+        sources.append((folder, shown))
+    return records, sources
+
+
+def sources_markdown(sources: list[tuple[Path, str | None]]) -> list[str]:
+    """Markdown: the results directories a report of several was made from, read where they are."""
+    lines = ["## Sources", "", "Results read where they are (nothing copied), each model shown under the name a "
+             "reader sees (its study's scale first); the findings test the paper-scale names only.", "",
+             "| results directory | what | scale |", "|---|---|---|"]
+    for folder, scale in sources:
+        study = artifacts.study_of(folder)
+        what = f"the {study['study']} study's results" if study else "results"
+        lines.append(f"| {folder} | {what} | {scale or names.PAPER_SCALE + ' (names as recorded)'} |")
+    return lines
+
+
 def write_tables(rows: list[dict], comparisons: list[dict], output: Path, tested: list[dict] | None = None,
-                 gap: list[dict] | None = None, imported: list[str] | None = None, paper_runs: bool = False) -> None:
+                 gap: list[dict] | None = None, imported: list[str] | None = None, paper_runs: bool = False,
+                 sources: list[str] | None = None) -> None:
     """`summary.csv` (one row per model x task, every column) and `summary.md`: the results table first, then the
     paper's findings at this scale, the paired comparisons and the full table."""
     buffer = io.StringIO()
@@ -315,6 +368,8 @@ def write_tables(rows: list[dict], comparisons: list[dict], output: Path, tested
              "fractions in [0, 1]. The "
              "trivial baseline is what a model scores without learning the task (majority class, all \"O\", the "
              "passage's first words, a random ranking).", "", *results_table(rows)]
+    if sources:
+        lines += ["", *sources]
     if imported:
         lines += ["", *imported]
     if gap:
@@ -399,8 +454,11 @@ def start_report(output: Path, before: set[str], scale: str | None) -> None:
 def main(argv=None) -> Path:
     """Write summary.csv, summary.md, findings.csv and the figures; return the output directory."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("results", help="results directory written by evaluation.run")
-    parser.add_argument("--output", default=None, help="report directory (default: <results>/report)")
+    parser.add_argument("results", nargs="+",
+                        help="results directories (evaluation.run's, analysis.import_encodeval's), read where they "
+                             "are: several make one report (a study's, your own, the paper's imported runs)")
+    parser.add_argument("--output", default=None,
+                        help="report directory (default with one results directory: <results>/report)")
     parser.add_argument("--bootstrap", action="store_true", help="percentile bootstrap CI instead of Student t")
     parser.add_argument("--compare", default=None, help="two model names A,B for paired comparisons")
     parser.add_argument("--tokens_per_step", type=float, default=None,
@@ -430,9 +488,23 @@ def main(argv=None) -> Path:
             raise ValueError("--embedding_parameters is a part of --parameters: give it with --parameters, above 0 "
                              "and below it")
         brackets = findings.parse_brackets(args.bracketed_by)
-        output = Path(args.output or Path(args.results) / "report")
+        folders = [Path(folder) for folder in args.results]
+        if len(folders) > 1 and (args.scale or args.parameters or args.embedding_parameters):
+            raise ValueError("--scale, --tokens_per_step and --parameters describe one study's names; a report of "
+                             "several results directories shows each at the scale its study.json records and tests "
+                             "the findings on the paper-scale names: run one study's own report for its findings")
+        if args.output is None and len(folders) > 1:
+            raise ValueError("several results directories make one report: pass --output DIR")
+        output = Path(args.output or folders[0] / "report")
+        if len(folders) > 1 and output.name == "report" and artifacts.study_of(output.parent / "results"):
+            raise ValueError(f"--output {output} is a study's own report (its study.json is beside it): a report "
+                             "of several results directories goes to a folder of its own")
         check_output(output)
-        records = load_results(args.results)
+        records, sources = read_folders(folders, args.scale)
+        if len(folders) > 1:
+            args.scale = None  # every name already reads as a reader sees it (`read_folders`)
+        elif sources[0][1] is not None:
+            args.scale = sources[0][1]
         rows = summarize(records, args.bootstrap)
         if unknown := sorted(set(brackets) - {r["task"] for r in rows}):
             raise ValueError(f"--bracketed_by names task(s) with no results: {', '.join(unknown)}")
@@ -446,18 +518,26 @@ def main(argv=None) -> Path:
         if pair and (len(pair) != 2 or len(set(pair)) != 2 or not set(pair) <= shown):
             raise ValueError(f"--compare needs two model names from the results ({sorted(shown)}), "
                              f"got {args.compare!r}")
+    tested_records, tested_rows = records, rows
+    if len(folders) > 1:  # the paper's regime: the findings and the gap test the paper-scale names only
+        tested_records, tested_rows = ([r for r in items if not names.try_parse_name(r["model"]) or
+                                        names.try_parse_name(r["model"]).scale is None]
+                                       for items in (records, rows))
     regime = findings.Regime(args.tokens_per_step, args.parameters, args.scale, args.embedding_parameters, brackets) \
         if args.parameters else findings.Regime(scale=args.scale, bracketed_by=brackets)
     output.mkdir(parents=True, exist_ok=True)
     before = clear_earlier_report(output)
     start_report(output, before, args.scale)
     comparisons = compare(records, rows, *pair) if pair else []
-    tested = findings.comparisons(records, rows, regime)
-    gap = findings.gap_over_pretraining(records, rows, regime)
+    tested = findings.comparisons(tested_records, tested_rows, regime)
+    gap = findings.gap_over_pretraining(tested_records, tested_rows, regime)
     rows, comparisons, tested, gap = (shown_at_scale(items, args.scale) for items in (rows, comparisons, tested, gap))
-    write_tables(rows, comparisons, output, tested, gap,
-                 imported_markdown(records, import_encodeval.missing_counts(args.results)),
-                 all(import_encodeval.is_imported(r) for r in records))
+    missing = collections.Counter()
+    for folder, _ in sources:
+        missing.update(import_encodeval.missing_counts(folder))
+    write_tables(rows, comparisons, output, tested, gap, imported_markdown(records, dict(missing)),
+                 all(import_encodeval.is_imported(r) for r in tested_records),
+                 sources_markdown(sources) if len(folders) > 1 else None)
     if tested:
         buffer = io.StringIO()
         keys = finding_keys(tested)

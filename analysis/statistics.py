@@ -120,7 +120,7 @@ def check_same_protocol(records: list[dict]) -> None:
     other task data, other protocol): such a row would mix two experiments."""
     first = records[0]
     for record in records[1:]:
-        differences = store.same_family_diff(first["family"], first["identity"], record["identity"])
+        differences = store.identity_diff(first["identity"], record["identity"])
         imported = [r["_path"] for r in (first, record) if is_imported(r)]
         if differences and len(imported) == 1:
             raise ValueError(f"{imported[0]} (imported from EncodEval) and a result of this project are both "
@@ -146,10 +146,7 @@ def confidence_interval(scores, bootstrap: bool = False, level: float = 0.95) ->
     return max(0.0, float(low)), min(1.0, float(high))
 
 
-def main_score(record: dict, split: str) -> float:
-    if record[split] is None:  # a split not evaluated: mteb records (evaluation.mteb) have no validation
-        return math.nan
-    return float(record[split][record["main_metric"]])
+main_score = store.main_score
 
 
 def summarize_group(records: list[dict], bootstrap: bool = False) -> dict:

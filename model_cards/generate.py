@@ -41,7 +41,7 @@ from huggingface_hub import (
 
 from core import artifacts, cli, store
 from core.formatting import table_cell
-from core.names import PAPER_SCALE, ModelName, parse_name, run_scale, scaled_name, try_parse_name
+from core.names import PAPER_SCALE, ModelName, parse_name, run_scale, scaled_name, split_step, step_name, try_parse_name
 from core.paths import is_hub_id, missing_path
 from evaluation.resolve import checkpoint_name
 from model_cards import public
@@ -119,7 +119,7 @@ def name_lines(name: str, step: int | None = None) -> list[str]:
     else:
         base_ratio = int(p.base[3:]) if p.base != "clm" else None
         lines.append(f"`{p.base}-dec{p.base_steps // 1000}k`: continued pretraining (CPT) starts from the "
-                     f"decayed {p.base_steps:,}-step checkpoint `{scaled_name(_cpt_base_name(p), p.scale)}` "
+                     f"decayed {p.base_steps:,}-step checkpoint `{scaled_name(p.base_run, p.scale)}` "
                      f"({_objective_words(p.base[:3], base_ratio)}).")
         lines.append(f"`mlm{p.ratio}`: CPT objective, {_objective_words('mlm', p.ratio)} for "
                      f"{p.total_steps - p.base_steps:,} more steps.")
@@ -136,11 +136,6 @@ def _saved_at(p: ModelName, step: int | None) -> str:
     if p.scale and step is not None and step != p.paper_step:
         return f"at the paper's step {p.paper_step:,}, saved at its own step {step:,} at this scale,"
     return f"saved at step {p.paper_step:,}"
-
-
-def _cpt_base_name(p: ModelName) -> str:
-    """The CPT base's name as run_info records it (without the scale a card shows)."""
-    return f"{p.size}-{p.base}-{p.base_steps // 1000}k"
 
 
 def describe_name(name: str, step: int | None = None) -> str:
@@ -217,8 +212,8 @@ def _contradictions(p: ModelName, info: dict) -> list[str]:
         problems.append(f"switch_step {info['switch_step']} (name kind {p.kind})")
     if (info["cpt_base"] is not None) != (p.kind == "cpt"):
         problems.append(f"cpt_base {info['cpt_base']} (name kind {p.kind})")
-    elif p.kind == "cpt" and info["cpt_base"] != _cpt_base_name(p):
-        problems.append(f"CPT base {info['cpt_base']!r} (name says {_cpt_base_name(p)!r})")
+    elif p.kind == "cpt" and info["cpt_base"] != p.base_run:
+        problems.append(f"CPT base {info['cpt_base']!r} (name says {p.base_run!r})")
     return problems
 
 
@@ -236,7 +231,7 @@ def resolve_name(checkpoint_dir: Path, info: dict, repo_id: str | None) -> tuple
     step = artifacts.intermediate_step(checkpoint_dir)
     run_folder = checkpoint_dir.parent.parent if step is not None else checkpoint_dir
     own = repo_id.split("/")[-1] if repo_id else run_folder.name
-    name = f"{own}-{step}" if step is not None and not own.endswith(f"-{step}") else own
+    name = own if split_step(own)[1] == step else step_name(own, step)
     own_parsed = try_parse_name(name)
     if own_parsed is not None and (own_problems := _contradictions(own_parsed, info)):
         raise ValueError(f"{name} would name this checkpoint, but its run_info.json contradicts that study name: "
@@ -729,7 +724,7 @@ def _scan_runs(results_dir: Path) -> list[dict]:
     runs = []
     for path in paths:
         run = store.read_result(path)
-        if run.get("status") not in ("ok", "diverged"):
+        if run.get("status") not in store.STATUSES:
             raise ValueError(f"{path}: status must be 'ok' or 'diverged', got {run.get('status')!r}")
         runs.append({"model": run["model"], "task": run["task"], "status": run["status"], "source": record_source(run),
                      "scored": scored_test(run)["text"]})

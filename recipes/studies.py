@@ -10,7 +10,7 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 
-from core import artifacts
+from core import artifacts, names
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class Study:
 
     def trained_names(self) -> tuple[str, ...]:
         """The pretraining runs of the study: its models, or each model once per pretraining seed."""
-        return tuple(replicate_name(name, k) for name in self.models for k in (self.pretrain_seeds or (None,)))
+        return tuple(names.replicate_name(name, k) for name in self.models for k in (self.pretrain_seeds or (None,)))
 
     def definition(self) -> dict:
         """What study.json records (a resumed study must match it): every field, `pretrain_seeds` and
@@ -63,9 +63,6 @@ class Study:
         return definition
 
 
-def replicate_name(name: str, pretrain_seed: int | None) -> str:
-    """The run name of pretraining replicate `pretrain_seed` of model `name` (`name` itself for None)."""
-    return name if pretrain_seed is None else f"{name}-pseed{pretrain_seed}"
 
 
 
