@@ -35,7 +35,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from core import names
-from core.paths import REPO_ROOT, is_hub_id
+from core.paths import REPO_ROOT, is_hub_id, is_local_path, missing_path
 
 RUN_CONFIG_NAME = "run_config.json"  # resolved settings of a pretraining run, compared on resume
 RUN_INFO_NAME = "run_info.json"  # provenance beside every saved model
@@ -475,12 +475,15 @@ def local_or_hub(source: str | os.PathLike, what: str) -> str:
     failed Hub connection.
 
     Raises:
-        FileNotFoundError: `source` looks like a path (or cannot be a Hub id) and does not exist.
+        FileNotFoundError: `source` looks like a path (or cannot be a Hub id) and does not exist: "no such
+            directory", with the nearest existing sibling (`core.paths.missing_path`).
     """
     text = str(source)
     if Path(text).expanduser().exists():
         return str(Path(text).expanduser())
-    if not is_hub_id(text):  # the rule of `core.paths.is_local_path`
+    if is_local_path(text):
+        raise missing_path(text, what)
+    if not is_hub_id(text):
         raise FileNotFoundError(f"{what} {text} does not exist (it is neither a local path nor a Hub id org/name)")
     return text
 
@@ -490,6 +493,11 @@ def hub_load_error(source: str, what: str, error: Exception) -> ValueError:
     first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
     if Path(source).expanduser().exists():
         return ValueError(f"cannot load {what} from {source}: {first}")
+    if is_local_path(source.partition("@")[0]):  # a missing local path (not `org/name@revision`): not a Hub problem
+        return ValueError(missing_path(source, what))
+    if os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE"):
+        return ValueError(f"cannot load {what} {source!r} from the Hub: HF_HUB_OFFLINE is set and it is not in the "
+                          "local Hub cache; pass a local path, or unset HF_HUB_OFFLINE to download it")
     return ValueError(f"cannot load {what} {source!r} from the Hub ({first}); pass a local directory, or go online "
                       "(HF_HUB_OFFLINE unset) to download it")
 

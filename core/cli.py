@@ -87,6 +87,27 @@ def not_a_command(module: str, command: str, does: str) -> None:
     raise bad_input(ValueError(f"{module} is a library module, not a command: `{command}` {does}"))
 
 
+def parse_dataclasses(parser, argv: list[str] | None, **kwargs) -> tuple:
+    """`HfArgumentParser.parse_args_into_dataclasses` whose leftover arguments are one line naming the convention:
+    `--tasks sst2 conll2003` -> "--tasks takes one value: a list is comma-separated (--tasks sst2,conll2003)"
+    (transformers says only "not used by the HfArgumentParser: ['conll2003']")."""
+    *parsed, rest = parser.parse_args_into_dataclasses(args=argv, return_remaining_strings=True, **kwargs)
+    if rest:
+        raise ValueError(stray_arguments(list(sys.argv[1:] if argv is None else argv), rest))
+    return tuple(parsed)
+
+
+def stray_arguments(argv: list[str], rest: list[str]) -> str:
+    """The message for arguments no flag takes: those after a flag's value are read as a space-separated list."""
+    first = argv.index(rest[0]) if rest[0] in argv else 0
+    at = next((i for i in range(first - 1, -1, -1) if argv[i].startswith("--")), None)
+    if at is None or "=" in argv[at] or first - at < 2:
+        return f"unexpected argument(s) {rest}: every value follows its --flag (see --help)"
+    end = next((i for i in range(at + 1, len(argv)) if argv[i].startswith("--")), len(argv))
+    return (f"{argv[at]} takes one value, and {rest} follow(s) it: a list is one comma-separated value "
+            f"({argv[at]} {','.join(argv[at + 1:end])})")
+
+
 def split_list(value: str | None) -> list[str]:
     """The items of a comma-separated flag value, stripped, empty items dropped (`"sst2, mnli,"` -> 2 items)."""
     return [item.strip() for item in (value or "").split(",") if item.strip()]

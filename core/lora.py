@@ -10,6 +10,7 @@ resume reads (bit-exact); they are not loadable models.
 
 import copy
 import os
+import warnings
 
 import torch
 from peft import LoraConfig, PeftModel, get_peft_model
@@ -26,8 +27,9 @@ def wrap(model, rank: int, alpha: float, dropout: float = 0.0, target_modules=TA
     train."""
     config = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=dropout, target_modules=list(target_modules),
                         modules_to_save=list(modules_to_save) or None)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
+        torch.manual_seed(seed)  # peft asks the deprecated `is_gradient_checkpointing` (transformers 5 warns)
+        warnings.filterwarnings("ignore", "`is_gradient_checkpointing` is deprecated", FutureWarning)
         return get_peft_model(model, config)
 
 

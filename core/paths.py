@@ -5,6 +5,7 @@ Resolution order: an explicit path (a command-line flag), then the environment v
 `../shared/data` beside the repository. Online runs use Hub dataset ids instead and never call this.
 """
 
+import difflib
 import os
 from pathlib import Path
 
@@ -14,12 +15,14 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 
 def is_local_path(source: str) -> bool:
     """The one rule for "local path or Hub id?": a string is a local path when it exists, starts with `/`, `~`, `./`
-    or `../` (or is `.` / `..`), has more than one `/`, or has one `/` and cannot be a Hub repo id. A URL is not."""
+    or `../` (or is `.` / `..`), has more than one `/`, or has one `/` and either cannot be a Hub repo id or names a
+    folder that exists here (`out/my-decoder-cp`, a typo under `out/`, is a missing path, not a Hub id). A URL is
+    not."""
     if Path(source).expanduser().exists() or source.startswith(("/", "~", "./", "../")) or source in (".", ".."):
         return True
     if "://" in source or "/" not in source:
         return False
-    return source.count("/") > 1 or not _valid_repo_id(source)
+    return source.count("/") > 1 or Path(source).parent.is_dir() or not _valid_repo_id(source)
 
 
 def is_hub_id(source: str) -> bool:
@@ -27,6 +30,21 @@ def is_hub_id(source: str) -> bool:
     path by `is_local_path`, accepted by `huggingface_hub`'s `validate_repo_id`, and not the word "bundle" (the
     offline data bundle)."""
     return source != "bundle" and not is_local_path(source) and _valid_repo_id(source)
+
+
+def missing_path(source: str | os.PathLike, what: str, kind: str = "directory") -> FileNotFoundError:
+    """The one-line error for a local path that does not exist: `<what> <path>: no such <kind>`, with the nearest
+    existing sibling when one is close (a typo: `out/my-decoder-cp` -> `did you mean out/my-decoder-cpt?`)."""
+    text = str(source).rstrip("/")
+    parent = Path(text).expanduser().parent
+    hint = ""
+    if parent.is_dir():
+        siblings = [child.name for child in parent.iterdir() if not child.name.startswith(".")]
+        if close := difflib.get_close_matches(Path(text).name, siblings, n=1, cutoff=0.6):
+            hint = f" (did you mean {os.path.join(os.path.dirname(text), close[0])}?)"
+    else:
+        hint = f" (its folder {parent} does not exist either)"
+    return FileNotFoundError(f"{what} {text}: no such {kind}{hint}")
 
 
 def _valid_repo_id(source: str) -> bool:

@@ -69,12 +69,17 @@ def set_attention(model, attention: str) -> None:
 
     `bidirectional` or `causal` sets `config.is_causal`, which our checkpoints read at every forward and
     transformers' mask helpers honour for decoders (Llama, Qwen...: `masking_utils.create_causal_mask` builds a
-    bidirectional mask when it is False); `checkpoint` keeps the model as it is.
+    bidirectional mask when it is False); `checkpoint` keeps the model as it is, except that a checkpoint of ours
+    recording a causal pretraining (`pretraining_attention`, beside `is_causal: false` for native EuroBERT) attends
+    causally, as it was pretrained.
 
     Raises:
         ValueError: the model does not attend as asked (`pattern`), e.g. an encoder without a causal switch.
     """
     if attention == "checkpoint":
+        if model.config.model_type in RECORDING_TYPES and getattr(model.config, "pretraining_attention", None) == \
+                "causal":
+            model.config.is_causal = True
         return
     model.config.is_causal = attention == "causal"
     used = pattern(model)

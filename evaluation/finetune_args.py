@@ -13,8 +13,6 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-import torch
-
 from evaluation.tasks import FAMILIES
 
 ATTENTION_CHOICES = ("bidirectional", "causal", "checkpoint")
@@ -120,11 +118,15 @@ class ProtocolArgs:
         """The precision a run uses: `precision`, with auto resolved (bf16_weights on a GPU, fp32 on CPU)."""
         if self.precision != "auto":
             return self.precision
+        import torch  # here, not at import: a command line checks its arguments before loading torch
+
         return "bf16_weights" if torch.cuda.is_available() else "fp32"
 
-    def model_dtype(self) -> torch.dtype:
-        """The dtype the model is loaded in: bf16 for bf16_weights, else fp32 (explicit in both cases: a bf16
+    def model_dtype(self):
+        """The torch dtype the model is loaded in: bf16 for bf16_weights, else fp32 (explicit in both cases: a bf16
         checkpoint must not silently train in bf16 under autocast)."""
+        import torch
+
         return torch.bfloat16 if self.resolved_precision() == "bf16_weights" else torch.float32
 
     def use_bf16(self) -> bool:

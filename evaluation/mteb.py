@@ -515,7 +515,7 @@ def main(argv: list[str] | None = None) -> None:
     """The command line: bad input -> one line and exit status 2, before any model is run."""
     transformers.logging.set_verbosity_error()
     with cli.bad_input_exits():
-        (args,) = make_parser().parse_args_into_dataclasses(args=argv)
+        (args,) = cli.parse_dataclasses(make_parser(), argv)
         jobs = list_jobs(args)
     execute(jobs, args)
 

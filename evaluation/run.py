@@ -39,6 +39,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
+import importlib
 import math
 import os
 import re
@@ -51,30 +52,21 @@ from pathlib import Path
 
 import transformers
 from tqdm.auto import tqdm
-from transformers import AutoConfig, HfArgumentParser
+from transformers import HfArgumentParser  # transformers' configs (AutoConfig) import torch: used in a run
 
 from core import artifacts, cli, paper, store
 from core.paths import REPO_ROOT
-from evaluation import (
-    baselines,
-    common,
-    extractive_qa,
-    finetune_args,
-    identity,
-    model_inputs,
-    resolve,
-    retrieval,
-    sequence_classification,
-    tasks,
-    token_classification,
-)
+from evaluation import finetune_args, identity, resolve, tasks
 
-FAMILIES = {
-    "sc": sequence_classification,
-    "tc": token_classification,
-    "qa": extractive_qa,
-    "ir": retrieval,
-}
+# The module that fine-tunes and scores each task family. It and the fine-tuning loop (`common`, `model_inputs`,
+# `baselines`) load torch and the Trainer, so they are imported where a run needs them: the command line's
+# arguments, task names and model paths are checked first, in a second rather than a minute (issue 46 item 4).
+FAMILIES = {"sc": "sequence_classification", "tc": "token_classification", "qa": "extractive_qa", "ir": "retrieval"}
+
+
+def family_module(family: str):
+    """The module of a task family (`FAMILIES`), imported on first use."""
+    return importlib.import_module(f"evaluation.{FAMILIES[family]}")
 
 
 @dataclass
@@ -231,6 +223,8 @@ def list_runs(grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> tuple[lis
     if len(set(names)) != len(names):
         raise ValueError(f"two models share a name ({names}); results are filed by name: use NAME=DIR for one")
     check_study_folder(grid.output, models)
+    from evaluation import common, model_inputs  # torch: once the arguments, tasks and model paths are checked
+
     tokenizers, model_ids, inputs = {}, {}, {}
     for _, model, _ in models:
         if not (Path(model) / "config.json").is_file():
@@ -306,6 +300,8 @@ def _model_saved(run: Run, output) -> bool:
 
 
 def _run_args(run: Run, protocol: finetune_args.ProtocolArgs, scratch: str) -> finetune_args.FinetuneArgs:
+    from evaluation import model_inputs
+
     args = protocol.for_run(scratch_dir=scratch, lr=run.lr, seed=run.seed)
     return model_inputs.resolve_inputs(args, run.model_path)
 
@@ -317,9 +313,13 @@ def execute(unit: list[Run], protocol: finetune_args.ProtocolArgs, tokenizer,
     Returns:
         (run, complete result record, `common.Finetuned`) per run of the unit.
     """
+    from transformers import AutoConfig
+
+    from evaluation import baselines, common
+
     first = unit[0]
     args = _run_args(first, protocol, scratch)
-    family = FAMILIES[first.task.family]
+    family = family_module(first.task.family)
     finetuned = family.finetune(first.model_path, first.task, args, tokenizer=tokenizer)
     max_steps, epochs = finetune_args.schedule(first.task, args)
     config = {**{k: v for k, v in dataclasses.asdict(args).items() if k not in ("scratch_dir", "data_dir")},
@@ -350,7 +350,7 @@ def save_model(run: Run, record: dict, finetuned, output) -> Path:
             "shared_training": record.get("shared_training"), "config": record["config"], "identity": run.identity,
             "versions": record["versions"], "git_commit": record["git_commit"]}
     with artifacts.atomic_directory(run.model_dir(output)) as staging:
-        FAMILIES[run.task.family].save(finetuned, staging)
+        family_module(run.task.family).save(finetuned, staging)
         store.write_finetune_info(staging, info)
     return run.model_dir(output)
 
@@ -555,7 +555,7 @@ def main(argv: list[str] | None = None) -> None:
     exit status 1."""
     transformers.logging.set_verbosity_error()  # per-run load reports would drown the progress bar
     with cli.bad_input_exits():
-        grid_args, protocol_args = make_parser().parse_args_into_dataclasses(args=argv)
+        grid_args, protocol_args = cli.parse_dataclasses(make_parser(), argv)
         todo, tokenizers = check(grid_args, protocol_args)
     try:
         run_all(todo, tokenizers, grid_args, protocol_args)

@@ -42,7 +42,7 @@ from huggingface_hub import (
 from core import artifacts, cli, store
 from core.formatting import table_cell
 from core.names import PAPER_SCALE, ModelName, parse_name, run_scale, scaled_name, split_step, step_name, try_parse_name
-from core.paths import is_hub_id
+from core.paths import is_hub_id, missing_path
 from evaluation.resolve import checkpoint_name
 from model_cards import public
 from model_cards.public import LOCAL, without_local_paths
@@ -178,7 +178,7 @@ def describe_run(name: str, info: dict, step: int | None) -> str:
     steps = info["run_config"].get("training_args", {}).get("max_steps") if step is not None else None
     steps = steps or info["steps"]
     if info["cpt_base"] is not None:
-        body = (f"made by continued pretraining (CPT) of `{info['cpt_base']}` with {_objective_words('mlm', ratio)} "
+        body = (f"made by {_cpt_words(info)} of `{info['cpt_base']}` with {_objective_words('mlm', ratio)} "
                 f"for {steps:,} steps")
     elif info["switch_step"] is not None:
         body = (f"trained for {steps:,} steps in two phases (PFS): CLM for the first {info['switch_step']:,} "
@@ -188,6 +188,17 @@ def describe_run(name: str, info: dict, step: int | None) -> str:
     if step is not None:
         return f"{name}: {size}, intermediate checkpoint at step {step:,} of its run, which is {body}."
     return f"{name}: {size} {body}."
+
+
+def _cpt_words(info: dict) -> str:
+    """How a CPT run trained, in words: LoRA CPT names its adapters (merged into the saved weights)."""
+    settings = info["run_config"].get("run_settings", {})
+    if not settings.get("lora"):
+        return "continued pretraining (CPT)"
+    trained = " and the embeddings and LM head fully" if settings.get("lora_train_embeddings") else ""
+    return (f"LoRA continued pretraining (CPT with LoRA adapters of rank {settings.get('lora_rank')}, alpha "
+            f"{settings.get('lora_alpha'):g}, on the frozen base{trained}; the adapters are merged into these "
+            "weights)")
 
 
 def _contradictions(p: ModelName, info: dict) -> list[str]:
@@ -239,6 +250,8 @@ def shown_name(name: str, parsed: ModelName | None, info: dict) -> str:
 
 def load_run_info(checkpoint_dir: Path) -> dict:
     """Read and check `run_info.json` of a checkpoint folder (all contract keys present)."""
+    if not Path(checkpoint_dir).is_dir():
+        raise missing_path(checkpoint_dir, "CHECKPOINT")
     info = artifacts.read_run_info(checkpoint_dir)
     if info is None:
         path = Path(checkpoint_dir) / artifacts.RUN_INFO_NAME
@@ -325,9 +338,10 @@ def _base_model(info: dict, repo_id: str | None, override: str | None) -> tuple[
     """(Hub id for the card's `base_model`, a sentence naming the run's starting point) for CPT runs and decay
     branches, and for their intermediate checkpoints. A study base is `<org of repo_id>/<base name>`, at this run's
     scale (`<org>/mini-610m-clm-42k`)."""
-    branch_from = info["run_config"].get("run_settings", {}).get("branch_from")
+    settings = info["run_config"].get("run_settings", {})
+    branch_from = settings.get("branch_from")
     if info["cpt_base"] is not None:
-        base, role = info["cpt_base"], "continued pretraining (CPT) started from"
+        base, role = info["cpt_base"], f"{_cpt_words(info)} started from"
     elif branch_from:
         base, role = Path(branch_from).name, "this decay branch started from the stable phase of"
     else:
@@ -340,7 +354,7 @@ def _base_model(info: dict, repo_id: str | None, override: str | None) -> tuple[
     if hub_id is None and repo_id and base_parsed is not None and base_parsed.paper_step is None:
         hub_id = f"{repo_id.split('/')[0]}/{base}"
     where = (f"[`{hub_id}`](https://huggingface.co/{hub_id})" if hub_id else
-             f"`{base}` (not published under a known Hub id)")
+             f"`{base}` (not published under a known Hub id; `--base_model ORG/NAME` names the one it has)")
     return hub_id, f"{role} {where}"
 
 
@@ -597,14 +611,15 @@ def _usage(name: str, repo_id: str | None, revision: str | None, causal: bool, n
             "Plain transformers loads it as its own EuroBERT (`EuroBertModel`, `EuroBertForMaskedLM`, sequence and "
             "token classification), bidirectional as the study fine-tunes, with no flag; `trust_remote_code=True` "
             "gives this project's classes instead (plus the causal LM and QA heads; "
-            + ("for this CLM checkpoint they attend causally, see below):" if causal else "same outputs):")))
+            + ("for this CLM checkpoint bidirectional too, see below):" if causal else "same outputs):")))
         usage["usage_notes"] = [("`SentenceTransformer(repo_id)` gives the mean-pooled embedding with the study's "
                                  "\"Query: \" / \"Document: \" prompts (`encode_query`, `encode_document`).")]
         if causal:
             usage["usage_notes"].append(
-                "This is a CLM checkpoint (`config.json`: `\"pretraining_attention\": \"causal\"`): with "
-                "`trust_remote_code=True`, `AutoModel` and the task heads attend causally unless "
-                "`is_causal=False` is passed.")
+                "This is a CLM checkpoint (`config.json`: `\"pretraining_attention\": \"causal\"`): `AutoModel` "
+                "and the task heads attend bidirectionally with or without `trust_remote_code=True` (one checkpoint, "
+                "one default), as the study fine-tunes it; its causal pretraining attention is "
+                "`AutoModelForCausalLM` with `trust_remote_code=True`, or `is_causal=True` with it.")
     elif causal:
         usage["usage_notes"] = [
             ("This is a CLM checkpoint: its `config.json` sets `is_causal: true`, so `AutoModel`, "

@@ -67,13 +67,16 @@ class EuroBertClmMlmConfig(PreTrainedConfig):
     def get_config_dict(cls, *args, **kwargs):
         # A checkpoint that transformers' native EuroBERT can hold is saved as model_type "eurobert" (plain Auto
         # classes load it natively, bidirectional; `auto_map` names this class for trust_remote_code), its causal
-        # pretraining recorded as `pretraining_attention` (native EuroBERT would attend causally on is_causal=true):
-        # read it as ours, with the attention pattern it was pretrained with.
+        # pretraining recorded as `pretraining_attention` beside `is_causal: false`. Read as ours, it attends as the
+        # plain load does (one checkpoint, one default attention, with or without remote code: issue 46 item 10);
+        # the record stays on the config (`pretraining_attention`), for `AutoModelForCausalLM`, `is_causal=True`
+        # or `evaluation.run --attention checkpoint` to give the causal pattern it was pretrained with.
+        # A causal converted Qwen2/Qwen3 decoder is saved as transformers' `qwen2` / `qwen3` (plain loads are
+        # transformers' Qwen classes, causal, identical): read as ours the same way.
         config_dict, kwargs = super().get_config_dict(*args, **kwargs)
-        if config_dict.get("model_type") == "eurobert" and "auto_map" in config_dict:
+        auto_config = (config_dict.get("auto_map") or {}).get("AutoConfig", "")
+        if config_dict.get("model_type") != cls.model_type and auto_config.endswith(cls.__name__):
             config_dict = {**config_dict, "model_type": cls.model_type}
-            if config_dict.pop("pretraining_attention", None) == "causal":
-                config_dict["is_causal"] = True
         return config_dict, kwargs
 
     def __post_init__(self, **kwargs):
@@ -87,9 +90,11 @@ class EuroBertClmMlmConfig(PreTrainedConfig):
         super().__post_init__(**kwargs)
 
     def to_diff_dict(self) -> dict:
-        # The study's config.json files stay as they were: a decoder switch that is off is not written.
+        # The study's config.json files stay as they were: a decoder switch that is off is not written. The record of
+        # a loaded CLM checkpoint's pretraining is not passed on to what is saved from it (a CPT run, a fine-tuned
+        # model): `export_native.make_plain_loadable` writes it for the causal checkpoints it rewrites.
         return {key: value for key, value in super().to_diff_dict().items()
-                if key not in DECODER_SWITCHES or value}
+                if (key not in DECODER_SWITCHES or value) and key != "pretraining_attention"}
 
     def validate_architecture(self):
         """Raise a one-line error on head counts that cannot form a valid attention layer."""

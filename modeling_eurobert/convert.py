@@ -15,7 +15,9 @@ key mapping), and the real checkpoints each covers:
 - `qwen2` (`Qwen2ForCausalLM`): Qwen2 and Qwen2.5 (0.5B, 1.5B, 3B, 7B: `use_sliding_window=false`): q/k/v biases
   (`qkv_bias`).
 - `qwen3` (`Qwen3ForCausalLM`): Qwen3-0.6B/1.7B/4B/8B: per-head q/k RMSNorm (`qk_norm`), explicit head_dim.
-The output is causal (`is_causal=True`) and loads unchanged into `EuroBertClmMlmForMaskedLM` for MLM training.
+The output is causal (`is_causal=True`) and loads unchanged into `EuroBertClmMlmForMaskedLM` for MLM training. Its
+config.json names a model type transformers knows (`export_native.make_plain_loadable`): native `eurobert` for Llama
+and Mistral (plain loads bidirectional), `qwen2` / `qwen3` for Qwen (plain loads causal, identical outputs).
 
 What the conversion changes, explicitly:
 - Tied embeddings (`tie_word_embeddings=True`, e.g. Llama-3.2-1B/3B, Qwen2.5-0.5B, Qwen3-0.6B) are untied: `lm_head`
@@ -47,7 +49,7 @@ import torch
 from huggingface_hub.errors import StrictDataclassError
 from transformers import AutoTokenizer, LlamaConfig, MistralConfig, PreTrainedConfig, Qwen2Config, Qwen3Config
 
-from core import artifacts, cli, paths
+from core import artifacts, cli
 
 from . import EuroBertClmMlmConfig, EuroBertClmMlmForCausalLM
 from .export_native import make_plain_loadable
@@ -84,14 +86,15 @@ def resolve_source(source: str, max_positions: int | None = None) -> Path:
     if path.is_dir():
         check_source_config(read_config(path), max_positions)
         return path
-    if not paths.is_hub_id(source):
-        raise ConversionError(f"SOURCE {source!r} is neither a directory nor a Hub id of the form 'org/name'")
+    if path.exists():
+        raise ConversionError(f"SOURCE {source} is a file; pass the directory of a saved transformers model")
+    artifacts.local_or_hub(source, "SOURCE")  # a missing local path: "no such directory", its nearest sibling
     from huggingface_hub import hf_hub_download, snapshot_download
 
     try:
         config_file = hf_hub_download(source, "config.json")
-    except Exception as error:  # offline, unknown repo, gated: say which, in one line
-        raise ConversionError(f"cannot fetch config.json of {source!r} from the Hub: {type(error).__name__}") from error
+    except Exception as error:  # offline and not cached, unknown repo, gated: say which, in one line
+        raise artifacts.hub_load_error(source, "the decoder", error) from None
     check_source_config(read_config(Path(config_file).parent), max_positions)
     patterns = ["*.json", "tokenizer.model", *WEIGHT_PATTERNS]
     return Path(snapshot_download(source, allow_patterns=patterns))
@@ -252,11 +255,19 @@ def _shapes(mismatched) -> list[str]:
 
 
 def load_weights(source_dir: Path, config: EuroBertClmMlmConfig, tied: bool) -> EuroBertClmMlmForCausalLM:
-    """Load the source weights straight into EuroBertClmMlmForCausalLM (same keys) and untie a tied LM head."""
-    model, info = EuroBertClmMlmForCausalLM.from_pretrained(
-        source_dir, config=config, dtype=config.dtype, output_loading_info=True,
-        ignore_mismatched_sizes=True,  # a config that disagrees with the weights is reported below, in one line
-    )
+    """Load the source weights straight into EuroBertClmMlmForCausalLM (same keys) and untie a tied LM head.
+    The keys are checked here, so transformers' LOAD REPORT (a tied source's lm_head.weight "MISSING ... newly
+    initialized") is not printed: the untying is said in one line."""
+    report = logging.getLogger("transformers.modeling_utils")
+    level = report.level
+    report.setLevel(logging.ERROR)
+    try:
+        model, info = EuroBertClmMlmForCausalLM.from_pretrained(
+            source_dir, config=config, dtype=config.dtype, output_loading_info=True,
+            ignore_mismatched_sizes=True,  # a config that disagrees with the weights is reported below, in one line
+        )
+    finally:
+        report.setLevel(level)
     # A tied checkpoint may omit lm_head.weight; anything else missing or extra means the mapping is wrong.
     missing = set(info["missing_keys"]) - ({"lm_head.weight"} if tied else set())
     if missing or info["unexpected_keys"] or info.get("mismatched_keys"):

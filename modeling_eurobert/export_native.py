@@ -28,10 +28,11 @@ import dataclasses
 from pathlib import Path
 
 import transformers
-from transformers import AutoTokenizer, EuroBertConfig
+from transformers import AutoTokenizer, EuroBertConfig, Qwen2Config, Qwen3Config
 
 from core import artifacts, cli
 from core.artifacts import is_causal_checkpoint
+from core.paths import missing_path
 
 from . import EuroBertClmMlmConfig
 from .tokenizer_settings import configure_tokenizer
@@ -49,6 +50,10 @@ CAUSAL_RECORD = {"pretraining_attention": "causal"}  # written into the config o
 
 
 NATIVE_MODEL_TYPE = EuroBertConfig.model_type  # "eurobert"
+# The decoder switch -> the transformers model type that holds a causal converted decoder with it, identically
+# (Qwen2: q/k/v biases and no o bias; Qwen3: q/k RMSNorm before RoPE); same parameter names as ours.
+DECODER_TYPES = {"qkv_bias": Qwen2Config, "qk_norm": Qwen3Config}
+PLAIN_TYPES = (NATIVE_MODEL_TYPE, *(config.model_type for config in DECODER_TYPES.values()))
 # Our config fields that native EuroBERT has no field for: each must hold our default, or native EuroBERT would
 # silently compute something else. `is_causal` is the exception (native EuroBERT is bidirectional only: see below).
 NATIVE_FIELDS = {field.name for field in dataclasses.fields(EuroBertConfig)}
@@ -110,12 +115,12 @@ def check_exportable(raw: dict, bidirectional: bool = False) -> str:
 
 
 def is_ours(raw: dict) -> bool:
-    """A config.json saved by this project: our model_type, or the native one with our remote code in `auto_map`
-    (`make_plain_loadable`)."""
+    """A config.json saved by this project: our model_type, or one transformers knows (native EuroBERT, Qwen2,
+    Qwen3) with our remote code in `auto_map` (`make_plain_loadable`)."""
     if raw.get("model_type") == EuroBertClmMlmConfig.model_type:
         return True
     auto_config = (raw.get("auto_map") or {}).get("AutoConfig", "")
-    return raw.get("model_type") == NATIVE_MODEL_TYPE and auto_config.endswith(EuroBertClmMlmConfig.__name__)
+    return raw.get("model_type") in PLAIN_TYPES and auto_config.endswith(EuroBertClmMlmConfig.__name__)
 
 
 def make_plain_loadable(directory: str | Path) -> bool:
@@ -126,8 +131,9 @@ def make_plain_loadable(directory: str | Path) -> bool:
     prompt (transformers runs its own code for a model_type it knows), bidirectional as the paper fine-tunes, with
     the same outputs; `trust_remote_code=True` still gives this project's classes (also the causal LM and QA heads).
     A causal checkpoint (CLM run, converted decoder) says `is_causal: false` and `"pretraining_attention":
-    "causal"`: native EuroBERT reads `is_causal` and would attend causally, while this project's config class reads
-    the record back as `is_causal: true` (AutoModel and the task heads causal unless `is_causal=False`).
+    "causal"`: native EuroBERT reads `is_causal` and would attend causally; this project's config class keeps
+    `is_causal: false` too (AutoModel and the task heads load alike with and without remote code) and the record as
+    `pretraining_attention` (`evaluation.run --attention checkpoint`; `is_causal=True` gives the causal pattern).
     Every field is written out, so no native default (pad 128001 = eos, 8192 positions) fills a gap. The rule is
     `check_exportable` (bidirectional): a checkpoint native EuroBERT cannot hold keeps our model_type, which forces
     remote code.
@@ -140,7 +146,7 @@ def make_plain_loadable(directory: str | Path) -> bool:
     try:
         check_exportable(raw, bidirectional=True)
     except ExportError:
-        return False
+        return _as_decoder_type(directory, raw)
     fields = EuroBertClmMlmConfig.from_pretrained(directory).to_dict()
     fields = {**fields, **{key: raw[key] for key in ("auto_map", "architectures") if key in raw},
               "model_type": NATIVE_MODEL_TYPE}
@@ -152,6 +158,33 @@ def make_plain_loadable(directory: str | Path) -> bool:
     if differ:
         raise ExportError(f"native EuroBertConfig reads {differ} differently from {path}")
     artifacts.write_json_atomic(path, fields)
+    return True
+
+
+def _as_decoder_type(directory: str | Path, raw: dict) -> bool:
+    """`make_plain_loadable` for a causal converted Qwen2/Qwen3 decoder (its LM head or backbone), which native
+    EuroBERT cannot hold: config.json names transformers' `qwen2` / `qwen3`, whose causal classes compute what ours
+    do with the same parameter names (tested: identical hidden states and logits), and keeps our `auto_map` for
+    `trust_remote_code=True`. Anything else (bidirectional, another head, both switches, Qwen2 with an o bias, an
+    MLP bias) keeps our model_type. Returns True when config.json was rewritten."""
+    fields = EuroBertClmMlmConfig.from_pretrained(directory).to_dict()
+    switches = [switch for switch in DECODER_TYPES if fields.get(switch)]
+    architecture = (raw.get("architectures") or ["EuroBertClmMlmModel"])[0]
+    if (len(switches) != 1 or not fields["is_causal"] or fields["mlp_bias"]
+            or architecture not in ("EuroBertClmMlmForCausalLM", "EuroBertClmMlmModel")
+            or switches == ["qkv_bias"] and fields["attention_bias"]):
+        return False
+    config_class = DECODER_TYPES[switches[0]]
+    fields = {**fields, **{key: raw[key] for key in ("auto_map", "architectures") if key in raw},
+              "model_type": config_class.model_type}
+    fields.pop("_name_or_path", None)
+    plain = config_class(**{k: v for k, v in fields.items() if k != "model_type"}).to_dict()
+    read = {field.name for field in dataclasses.fields(config_class)}
+    differ = sorted(key for key in read & set(fields) if plain.get(key) != fields[key])
+    if differ or plain.get("sliding_window") is not None:
+        raise ExportError(f"transformers' {config_class.__name__} reads {differ or ['sliding_window']} differently "
+                          f"from {Path(directory) / 'config.json'}")
+    artifacts.write_json_atomic(Path(directory) / "config.json", fields)
     return True
 
 
@@ -177,6 +210,8 @@ def export_native(checkpoint: str | Path, output: str | Path, bidirectional: boo
     Returns:
         The output directory.
     """
+    if not Path(checkpoint).is_dir():
+        raise missing_path(checkpoint, "CHECKPOINT")
     checkpoint, output = Path(checkpoint), Path(output)
     if not (checkpoint / "config.json").is_file():
         raise ExportError(f"missing config.json in {checkpoint}; CHECKPOINT must be a saved model directory")

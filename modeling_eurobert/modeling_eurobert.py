@@ -203,6 +203,9 @@ class EuroBertClmMlmPreTrainedModel(PreTrainedModel):
     _supports_attention_backend = True
     # Task heads average their loss themselves; only the LM heads take the Trainer's `num_items_in_batch`.
     accepts_loss_kwargs = False
+    # The backbone and the task heads load from LM checkpoints (every pretraining run): their LM head is not an
+    # unexpected weight to report (the LM heads themselves load it as usual).
+    _keys_to_ignore_on_load_unexpected = [r"^lm_head\."]
 
     def save_pretrained(self, save_directory, *args, **kwargs):
         # transformers writes only the saved class into `auto_map`; list every head so one checkpoint serves

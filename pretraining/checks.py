@@ -270,7 +270,18 @@ def check_sources(run_args: PretrainArguments) -> None:
     if run_args.cpt:  # CPT keeps the base model's positions
         from transformers import AutoConfig
 
-        config = AutoConfig.from_pretrained(run_args.model_name_or_path, trust_remote_code=True)
+        from modeling_eurobert import EuroBertClmMlmConfig
+        from modeling_eurobert.convert import FAMILIES
+
+        base = run_args.model_name_or_path
+        config = AutoConfig.from_pretrained(base, trust_remote_code=True)
+        if config.model_type in FAMILIES:
+            raise ValueError(f"{base} is a {config.model_type} decoder, not yet this project's model: convert it "
+                             f"first with `python -m modeling_eurobert.convert {base} {base.rstrip('/')}-eurobert` "
+                             "and continue that folder")
+        if config.model_type != EuroBertClmMlmConfig.model_type:
+            raise ValueError(f"{base} is a {config.model_type} model, not a checkpoint of this project: CPT continues "
+                             "a recipes.pretrain run or a decoder converted with `python -m modeling_eurobert.convert`")
         positions = getattr(config, "max_position_embeddings", None)
         if positions and run_args.block_size > positions:
             raise ValueError(f"block_size {run_args.block_size} exceeds the {positions} positions of "

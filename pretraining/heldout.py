@@ -23,7 +23,7 @@ import torch
 
 from core import artifacts, cli, colours, names
 from core.formatting import table_cell
-from core.paths import resolve_data_dir
+from core.paths import missing_path, resolve_data_dir
 from pretraining import collator, data
 
 # heldout.csv: one row per checkpoint. `tokens_seen` counts every token the checkpoint saw, a CPT run's base included;
@@ -226,6 +226,8 @@ def main(argv=None) -> None:
         check_output(Path(args.output))
         artifacts.check_output_dir(Path(args.output).parent, f"--output {args.output}: its folder")
         for model in models:
+            if not Path(model).is_dir():
+                raise missing_path(model, "--model")
             if not (Path(model) / artifacts.RUN_INFO_NAME).is_file():
                 raise FileNotFoundError(f"{model} has no {artifacts.RUN_INFO_NAME}; pass checkpoints of "
                                         "recipes.pretrain")

@@ -196,7 +196,7 @@ def train(run: PreparedRun) -> PretrainingTrainer:
             save_steps={b - decay_steps(training_args) for b in run_args.decay_branches},
             intermediate_steps=set(run_args.intermediate_steps),
             reset_at=run_args.switch_step if run_args.reset_optimizer_at_switch else None,
-            info=info,
+            info=info, save_last=not (lora_run and training_args.save_strategy == "no"),
         ))
         trainer.train(resume_from_checkpoint=run.resume)
         save(str(output_dir))

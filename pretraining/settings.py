@@ -18,8 +18,8 @@ from pathlib import Path
 import yaml
 from transformers import HfArgumentParser, TrainingArguments
 
-from core import artifacts, lora
-from core.paths import is_hub_id
+from core import artifacts, cli, lora
+from core.paths import REPO_ROOT, is_hub_id
 from modeling_eurobert import ARCHITECTURES
 from pretraining import data
 from pretraining.collator import MASKED_POSITIONS_STD
@@ -253,7 +253,7 @@ class RecipeParser(HfArgumentParser):
                     config.pop("switch_step", None)
             self.set_defaults(**config)
         try:
-            return tuple(self.parse_args_into_dataclasses(args=argv, look_for_args_file=False))
+            return cli.parse_dataclasses(self, argv, look_for_args_file=False)
         except json.JSONDecodeError as error:  # TrainingArguments parses its dict settings (lr_scheduler_kwargs, ...)
             given = [a.lstrip("-").split("=")[0] for a in argv if a.lstrip("-").split("=")[0].endswith("kwargs")]
             raise ValueError(f"{', '.join(given) or 'a dict setting'} is not a JSON object ({error}); write it as "
@@ -282,7 +282,10 @@ def load_config(path: str | os.PathLike, dataclass_types) -> dict:
     field's type (a list where a list is expected, a number where a number is), each checked before any work."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"config file {path} does not exist")
+        where = f" (relative to the current folder {Path.cwd()})" if not path.is_absolute() else ""
+        if not path.is_absolute() and (REPO_ROOT / path).is_file():
+            where += f"; the recipe's own config is {REPO_ROOT / path}: pass that path"
+        raise FileNotFoundError(f"config file {path} does not exist{where}")
     try:
         config = artifacts.load_yaml(path.read_text(encoding="utf-8"))
     except (yaml.YAMLError, UnicodeDecodeError) as error:

@@ -192,15 +192,18 @@ class PretrainingTrainer(Trainer):
 
 
 class SchedulePlanCallback(TrainerCallback):
-    """Saves full checkpoints at the decay-branch points and the last step; resets AdamW at the PFS switch if asked;
-    saves intermediate weights; writes `run_info.json` and the sentence-transformers files into every checkpoint."""
+    """Saves full checkpoints at the decay-branch points and the last step (what a later CPT with
+    keep_optimizer_state reads); resets AdamW at the PFS switch if asked; saves intermediate weights; writes
+    `run_info.json` and the sentence-transformers files into every checkpoint."""
 
     def __init__(self, save_model: Callable[[str], None], save_steps: set[int], intermediate_steps: set[int],
-                 reset_at: int | None, info: Callable[..., dict]):
+                 reset_at: int | None, info: Callable[..., dict], save_last: bool = True):
         """save_model: the trainer's `save_model` (gathers sharded weights); info(step, intermediate=False): the
-        run_info.json of a checkpoint saved at `step`."""
+        run_info.json of a checkpoint saved at `step`; save_last: a `checkpoint-<max_steps>` too (off for a LoRA run
+        with save_strategy "no": its adapters resume nothing once the run is done, and keep_optimizer_state refuses
+        LoRA)."""
         self.save_model, self.save_steps, self.intermediate_steps = save_model, save_steps, intermediate_steps
-        self.reset_at, self.info = reset_at, info
+        self.reset_at, self.info, self.save_last = reset_at, info, save_last
 
     def on_step_begin(self, args, state, control, optimizer=None, **kwargs):
         if self.reset_at is not None and state.global_step == self.reset_at:
@@ -209,7 +212,7 @@ class SchedulePlanCallback(TrainerCallback):
             logger.info("PFS switch at step %d: optimizer state reset", state.global_step)
 
     def on_step_end(self, args, state, control, **kwargs):
-        if state.global_step in self.save_steps or state.global_step == state.max_steps:
+        if state.global_step in self.save_steps or self.save_last and state.global_step == state.max_steps:
             control.should_save = True
         if state.global_step in self.intermediate_steps:
             path = Path(args.output_dir) / INTERMEDIATE_DIR / f"step-{state.global_step}"

@@ -9,6 +9,9 @@ import dataclasses
 import functools
 import importlib
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +22,7 @@ from core import artifacts, store
 from core.cli import BadInput
 from core.paths import REPO_ROOT
 from evaluation import run as grid
+from evaluation import tasks
 from pretraining.settings import CPT_SETTINGS, PretrainArguments
 
 ROWS = [
@@ -56,17 +60,24 @@ GRID = ["--model", "{model}", "--tasks", "sst2", "--lrs", "1e-3", "--seeds", "0"
 MTEB = ["--model", "{model}", "--tasks", "scifact", "--output", "{out}"]
 INSPECT = ["--model", "{model}", "--task", "sst2"]
 CPT = [*DEBUG, "--architecture", "none", "--model_name_or_path", "{model}", "--switch_step", "none"]
+# issue 46 item 3: `runs/my-decoder-cp` (a typo of the folder {tmp}/runs/my-decoder-cpt, relative to {tmp}) is a
+# missing local path with its nearest sibling, not a Hub id to fetch
+TYPO = "runs/my-decoder-cp: no such directory (did you mean runs/my-decoder-cpt?)"
 HELDOUT = ["--model", "{model}", "--tokenizer", "{model}", "--block_size", "16", "--output", "{out}/loss.csv"]
 
 CLI_ROWS = {
     "recipes.pretrain": [
         (["--config", "{tmp}/missing.yaml", "--output_dir", "{out}"], "missing.yaml does not exist"),
+        (["--config", "recipes/configs/debug.yaml", "--output_dir", "{out}"],  # issue 46 item 8: run from {tmp}
+         "does not exist (relative to the current folder {tmp}); the recipe's own config is "
+         "{repo}/recipes/configs/debug.yaml: pass that path"),
+        ([*DEBUG, "--objective", "mlm", "clm"], "--objective takes one value, and ['clm'] follow(s) it"),
         (["--config", "{dupcfg}", "--output_dir", "{out}"], "dupcfg.yaml is not valid YAML: duplicate key 'objective'"),
         ([*DEBUG, "--lr_scheduler_kwargs", '{"num_decay_steps": 100}'],
          "num_decay_steps=100 does not fit in max_steps=20"),
         ([*DEBUG, "--architecture", "nope"], "architecture='nope' is unknown"),
-        ([*DEBUG, "--architecture", "none", "--model_name_or_path", "{tmp}/missing"], "missing does not exist"),
-        ([*DEBUG, "--tokenizer_name_or_path", "{tmp}/missing"], "missing does not exist"),
+        ([*DEBUG, "--architecture", "none", "--model_name_or_path", "{tmp}/missing"], "missing: no such directory"),
+        ([*DEBUG, "--tokenizer_name_or_path", "{tmp}/missing"], "missing: no such directory"),
         ([*DEBUG, "--toy_vocab_size", "0"], "toy_vocab_size=0 must be >= 261"),
         ([*DEBUG, "--corpus_source", "{tmp}/missing.txt"], "missing.txt"),
         ([*DEBUG, "--corpus_name", "sample-10BT"], "corpus_name='sample-10BT' names a config"),
@@ -119,6 +130,11 @@ CLI_ROWS = {
         (["--config", "{repo}/recipes/configs/debug.yaml", "--output_dir", "{tmp}"], "is not empty"),
     ],
     "recipes.cpt": [
+        ([*DEBUG, "--architecture", "none", "--model_name_or_path", "runs/my-decoder-cp", "--switch_step", "none"],
+         TYPO),  # issue 46 item 3: a typo under an existing folder was tried as a Hub id
+        ([*DEBUG, "--architecture", "none", "--model_name_or_path", "{tmp}/llama", "--switch_step", "none"],
+         "llama is a llama decoder, not yet this project's model: convert it first with `python -m "
+         "modeling_eurobert.convert {tmp}/llama {tmp}/llama-eurobert`"),  # issue 46 item 9: "no mask token"
         ([*CPT, "--keep_optimizer_state", "maybe"], "--keep_optimizer_state"),
         ([*CPT, "--data_start_block=-5"], "data_start_block=-5 is out of range"),
         ([*CPT, "--lora", "maybe"], "--lora"),
@@ -164,6 +180,8 @@ CLI_ROWS = {
     "pretraining.heldout": [
         (["--model", "{tmp}/missing", "--tokenizer", "{model}", "--block_size", "16", "--output", "{out}/loss.csv"],
          "missing"),
+        (["--model", "runs/my-decoder-cp", "--tokenizer", "{model}", "--block_size", "16", "--output",
+          "{out}/loss.csv"], TYPO),
         (["--model", "{model}", "--tokenizer", "{tmp}/missing", "--block_size", "16", "--output", "{out}/loss.csv"],
          "missing"),
         ([*HELDOUT[:4], "--block_size", "1", *HELDOUT[6:]], "--block_size 1 must be >= 2"),
@@ -174,7 +192,10 @@ CLI_ROWS = {
         ([*HELDOUT, "--output", "{tmp}"], "is a directory"),
     ],
     "evaluation.run": [
-        ([*GRID, "--model", "{tmp}/missing"], "missing does not exist"),
+        ([*GRID, "--model", "{tmp}/missing"], "missing: no such directory"),
+        ([*GRID, "--model", "runs/my-decoder-cp"], TYPO),
+        ([*GRID, "--tasks", "sst2", "conll2003"], "--tasks takes one value, and ['conll2003'] follow(s) it: a list is "
+                                                  "one comma-separated value (--tasks sst2,conll2003)"),  # issue 46 8
         ([*GRID, "--tasks", "{dup_a},{dup_b}"], "a/task.yaml, "),
         ([*GRID, "--tasks", "{escaped}"], "name '../../escaped' cannot name a results folder"),
         ([*GRID, "--tasks", "{bad_yaml}"], "bad.yaml is not valid YAML"),
@@ -247,6 +268,7 @@ CLI_ROWS = {
     ],
     "evaluation.inspect": [
         (["--model", "{tmp}/missing", "--task", "sst2"], "missing"),
+        (["--model", "runs/my-decoder-cp", "--task", "sst2"], TYPO),
         (["--model", "{model}", "--task", "nope"], "unknown task 'nope'"),
         (["--model", "{model}", "--task", "{bad_yaml}"], "bad.yaml is not valid YAML"),
         ([*INSPECT, "--n", "0"], "--n"),
@@ -258,6 +280,8 @@ CLI_ROWS = {
     "evaluation.mteb": [
         ([*MTEB[:-1], "{study}/results"], "is the smoke study's results folder, which holds its grid's results only"),
         ([*MTEB, "--model", "{tmp}/missing"], "missing"),
+        ([*MTEB, "--model", "runs/my-decoder-cp"], TYPO),
+        ([*MTEB, "--tasks", "scifact", "nfcorpus"], "(--tasks scifact,nfcorpus)"),
         ([*MTEB, "--tasks", "NoSuchTask"], "unknown task 'NoSuchTask'"),
         ([*MTEB, "--max_eval", "0"], "max_eval"),
         ([*MTEB, "--ir_corpus", "nope"], "--ir_corpus"),
@@ -271,6 +295,7 @@ CLI_ROWS = {
     ],
     "model_cards.generate": [
         (["{tmp}/missing"], "missing"),
+        (["runs/my-decoder-cp"], TYPO),
         (["{model}"], "run_info.json"),
         (["{model}", "--summary", "{tmp}/missing.csv"], "--summary and --results go together"),
         (["{model}", "--results", "{tmp}/missing"], "--summary and --results go together"),
@@ -286,6 +311,9 @@ CLI_ROWS = {
     ],
     "modeling_eurobert.convert": [
         (["{tmp}/missing", "{out}"], "missing"),
+        (["runs/my-decoder-cp", "{out}"], TYPO),
+        (["meta-llama/Llama-3.2-1B", "{out}"], "from the Hub: HF_HUB_OFFLINE is set and it is not in the local Hub "
+                                               "cache"),  # issue 46 item 3: was "LocalEntryNotFoundError"
         (["{model}", "{tmp}"], "{tmp}"),
         (["{model}", "{out}"], "unsupported source architecture"),
         (["{model}", "{out}", "--dtype", "nope"], "--dtype"),
@@ -295,6 +323,7 @@ CLI_ROWS = {
     ],
     "modeling_eurobert.export_native": [
         (["{tmp}/missing", "{out}"], "missing"),
+        (["runs/my-decoder-cp", "{out}"], TYPO),
         (["{model}", "{tmp}"], "{tmp}"),
     ],
 }
@@ -412,6 +441,11 @@ def _placeholders(tmp_path, model_dir) -> dict:
     (tmp_path / "file.txt").write_text("a plain file\n")
     (tmp_path / "configonly").mkdir()
     (tmp_path / "configonly" / "config.json").write_text('{"model_type": "llama", "max_position_embeddings": 128}')
+    (tmp_path / "runs" / "my-decoder-cpt").mkdir(parents=True)
+    (tmp_path / "llama").mkdir()  # an unconverted decoder: its config.json says so
+    (tmp_path / "llama" / "config.json").write_text(json.dumps({
+        "model_type": "llama", "architectures": ["LlamaForCausalLM"], "vocab_size": 99, "hidden_size": 32,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 37}))
     return {"{out}": str(tmp_path / "out"), "{tmp}": str(tmp_path), "{file}": str(tmp_path / "file.txt"),
             "{repo}": str(REPO_ROOT), "{model}": str(model_dir), "{dup_a}": str(tmp_path / "a" / "task.yaml"),
             "{dup_b}": str(tmp_path / "b" / "task.yaml"), "{bad_yaml}": str(tmp_path / "bad.yaml"),
@@ -473,6 +507,32 @@ def test_every_cli_refuses_bad_input_in_one_line_before_writing(module, argv, fr
     assert refused.value.code == 2 and len(lines) == 1 and "Traceback" not in err, err
     assert functools.reduce(lambda text, key: text.replace(key, values[key]), values, fragment) in lines[0]
     assert _listing(tmp_path) == before
+
+
+GRID_CHECK = """
+import sys
+from evaluation import run
+try:
+    run.main(sys.argv[1:])
+except SystemExit as refused:
+    print(refused.code, sorted(name for name in ("torch", "datasets", "sentence_transformers") if name in sys.modules))
+"""
+
+
+@pytest.mark.parametrize("argv", [["--model", "x", "--tasks", "sst-2"], ["--model", "runs/my-decoder-cp",
+                                                                         "--tasks", "sst2"]], ids=["task", "path"])
+def test_the_grid_refuses_a_bad_task_or_path_before_loading_torch(argv, tmp_path):
+    """Issue 46 item 4: `evaluation.run` imported torch, the Trainer and datasets before checking its arguments (80 to
+    106 s to the error line on a busy machine); the task names and model paths are checked first, in a fresh process
+    with none of them loaded (transformers' argument parser only)."""
+    (tmp_path / "runs" / "my-decoder-cpt").mkdir(parents=True)
+    done = subprocess.run([sys.executable, "-c", GRID_CHECK, *argv, "--output", str(tmp_path / "out")], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1"})
+    assert done.stdout.strip() == "2 []", done.stdout + done.stderr[-2000:]
+    assert [line for line in done.stderr.splitlines() if line.startswith("error:")] == [
+        "error: unknown task 'sst-2'; known tasks: " + ", ".join(tasks.list_tasks()) + " (or pass a task YAML path)"
+        if "sst-2" in argv else f"error: model {TYPO}"]
 
 
 def test_every_flag_of_every_cli_has_a_bad_input_row_or_a_reason(monkeypatch):

@@ -11,6 +11,7 @@ import pytest
 import torch
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import (
+    AutoModelForCausalLM,
     AutoModelForMaskedLM,
     AutoTokenizer,
     LlamaConfig,
@@ -148,6 +149,14 @@ def test_decoder_families_convert_exactly(tmp_path, case):
     keep = attention_mask.bool()
     assert (actual - expected)[keep].abs().max() <= 1e-5
 
+    if family in ("qwen2", "qwen3"):  # issue 46 item 13: plain transformers holds it as its own Qwen, identically
+        assert json.loads((out / "config.json").read_text())["model_type"] == family
+        plain = AutoModelForCausalLM.from_pretrained(out).eval()  # no trust_remote_code
+        assert type(plain) is type(source)
+        with torch.no_grad():
+            hidden = [m.model(input_ids, attention_mask=attention_mask).last_hidden_state for m in (plain, ours)]
+            logits = plain(input_ids, attention_mask=attention_mask).logits[..., : expected.shape[-1]]
+        assert torch.equal(hidden[0][keep], hidden[1][keep]) and torch.equal(logits[keep], actual[keep])
     if export_error:  # what native EuroBERT cannot hold is refused in one line, nothing written
         with pytest.raises(SystemExit, match=f"^error: {export_error} .* trust_remote_code$"):
             export_native_cli.main([str(out), str(tmp_path / "native"), "--bidirectional"])
@@ -209,6 +218,36 @@ def test_tied_embeddings_are_untied(tmp_path):
     embed, head = model.model.embed_tokens.weight, model.lm_head.weight
     assert embed.data_ptr() != head.data_ptr()
     torch.testing.assert_close(head, embed)  # a copy, trained separately from here on
+
+
+NOISE = """
+import sys, warnings
+from transformers import AutoModel
+from core import lora
+from modeling_eurobert import EuroBertClmMlmForMaskedLM
+from modeling_eurobert.convert import main
+main([sys.argv[1], sys.argv[2]])
+print("-- loads", file=sys.stderr)
+AutoModel.from_pretrained(sys.argv[2], trust_remote_code=True)
+warnings.simplefilter("always")
+lora.wrap(EuroBertClmMlmForMaskedLM.from_pretrained(sys.argv[2]), rank=4, alpha=8)
+"""
+
+
+def test_the_noise_the_project_handles_is_not_printed(tmp_path):
+    """Issue 46 item 11, as a user's shell shows it: convert printed transformers' LOAD REPORT (a tied source's
+    lm_head.weight "MISSING ... newly initialized") before its own line on untying; the remote-code backbone of an
+    LM checkpoint reported "lm_head.weight UNEXPECTED"; LoRA wrapping warned that `is_gradient_checkpointing` is
+    deprecated."""
+    save_llama(tmp_path / "llama", build_tokenizer(), tie_word_embeddings=True)
+    done = subprocess.run([sys.executable, "-c", NOISE, str(tmp_path / "llama"), str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    converting, loading = done.stderr.split("-- loads")
+    assert "LOAD REPORT" not in converting and "MISSING" not in converting, converting
+    assert "lm_head.weight set to a copy of embed_tokens (untied)" in converting  # one line of its own instead
+    assert "UNEXPECTED" not in loading and "is_gradient_checkpointing" not in loading, loading
 
 
 def test_existing_tokens_add_nothing(tmp_path):
@@ -286,7 +325,7 @@ def test_cli_reports_one_line_error(tmp_path, llama_dir):
     (tmp_path / "out").mkdir()
     with pytest.raises(SystemExit, match="error: OUTPUT .* already exists"):
         main([str(llama_dir), str(tmp_path / "out")])
-    with pytest.raises(SystemExit, match="neither a directory nor a Hub id"):
+    with pytest.raises(SystemExit, match="dir: no such directory"):
         main([str(tmp_path / "no" / "such" / "dir"), str(tmp_path / "out2")])
 
 
@@ -327,30 +366,43 @@ def test_hub_id_source_is_checked_before_weights_are_downloaded(llama_dir, tmp_p
 
 
 def test_converted_qwen_decoders_load_as_the_models_page_says(tmp_path):
-    """docs/models.md, "Which loads need trust_remote_code": a converted Qwen2 or Qwen3 keeps this project's
-    model_type; in a fresh process with stdin closed, `AutoTokenizer` and `AutoModel` with the flag load it with no
-    prompt and no warning, `PreTrainedTokenizerFast` needs no flag, and `AutoModel` without the flag stops asking for
-    it (after transformers' own [y/N] question, which closed stdin answers no)."""
+    """docs/models.md, "Which loads need trust_remote_code": a converted Qwen2 or Qwen3 decoder is written as
+    transformers' own `qwen2` / `qwen3` (issue 46 item 13: it kept this project's model_type), so in a fresh process
+    with stdin closed plain `AutoTokenizer` and `AutoModel` load it with no flag and no prompt, as transformers' Qwen
+    classes, with the hidden states this project's classes give through `trust_remote_code=True`. A model made from
+    it that those classes cannot hold (a bidirectional MLM head, as CPT saves) keeps this project's model_type:
+    `PreTrainedTokenizerFast` needs no flag, and `AutoModel` without the flag stops asking for it (after
+    transformers' own [y/N] question, which closed stdin answers no)."""
     paths = []
     for family, overrides in [("qwen2", {}), ("qwen3", {"head_dim": 16})]:
         save_llama(tmp_path / family, build_tokenizer(), family=family, **overrides)
         paths.append(convert(str(tmp_path / family), tmp_path / f"{family}-eurobert"))
-        assert json.loads((paths[-1] / "config.json").read_text())["model_type"] == "eurobert_clm_mlm"
-    script = ("import sys\nfrom transformers import AutoModel, AutoTokenizer, PreTrainedTokenizerFast\n"
-              "for path in sys.argv[1:]:\n"
-              "    AutoTokenizer.from_pretrained(path, trust_remote_code=True)\n"
-              "    print(type(AutoModel.from_pretrained(path, trust_remote_code=True)).__name__)\n"
-              "    print(PreTrainedTokenizerFast.from_pretrained(path).mask_token, flush=True)\n"
-              "for path in sys.argv[1:]:\n"
-              "    try:\n        AutoModel.from_pretrained(path)\n"
-              "    except ValueError as error:\n        print('refused', 'trust_remote_code=True' in str(error))\n")
-    done = subprocess.run([sys.executable, "-c", script, *map(str, paths)], cwd=tmp_path, stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+        assert json.loads((paths[-1] / "config.json").read_text())["model_type"] == family
+    mlm = tmp_path / "qwen3-mlm"
+    EuroBertClmMlmForMaskedLM.from_pretrained(paths[-1]).save_pretrained(mlm)
+    shutil.copy(paths[-1] / "tokenizer.json", mlm)
+    shutil.copy(paths[-1] / "tokenizer_config.json", mlm)
+    assert not export_native_cli.make_plain_loadable(mlm)  # bidirectional: transformers' Qwen3 would attend causally
+    script = ("import sys, torch\nfrom transformers import AutoModel, AutoTokenizer, PreTrainedTokenizerFast\n"
+              "ids = torch.tensor([[5, 6, 7, 8]])\n"
+              "for path in sys.argv[1:3]:\n"
+              "    AutoTokenizer.from_pretrained(path)\n"
+              "    plain = AutoModel.from_pretrained(path).eval()\n"
+              "    ours = AutoModel.from_pretrained(path, trust_remote_code=True).eval()\n"
+              "    with torch.no_grad():\n"
+              "        same = torch.equal(plain(ids).last_hidden_state, ours(ids).last_hidden_state)\n"
+              "    print(type(plain).__name__, type(ours).__name__, same, flush=True)\n"
+              "print(PreTrainedTokenizerFast.from_pretrained(sys.argv[3]).mask_token, flush=True)\n"
+              "try:\n    AutoModel.from_pretrained(sys.argv[3])\n"
+              "except ValueError as error:\n    print('refused', 'trust_remote_code=True' in str(error))\n")
+    done = subprocess.run([sys.executable, "-c", script, *map(str, paths), str(mlm)], cwd=tmp_path,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert done.returncode == 0, done.stderr[-2000:]
-    flagged, unflagged = done.stdout.split("\n", 4)[:4], done.stdout.split("\n", 4)[4]
-    assert flagged == ["EuroBertClmMlmModel", "<|mask|>"] * 2, done.stdout
+    lines = done.stdout.splitlines()
+    assert lines[:3] == ["Qwen2Model EuroBertClmMlmModel True", "Qwen3Model EuroBertClmMlmModel True", "<|mask|>"]
     assert "Do you wish" not in done.stderr and "model of type" not in done.stderr, done.stderr[-2000:]
-    assert unflagged.count("Do you wish to run the custom code? [y/N] refused True") == 2, unflagged
+    assert done.stdout.count("Do you wish to run the custom code? [y/N] refused True") == 1, done.stdout
     page = " ".join((ROOT / "docs" / "models.md").read_text().split())
     assert "Which loads need `trust_remote_code=True`" in page and "`PreTrainedTokenizerFast.from_pretrained(dir)`" \
         in page

@@ -104,6 +104,17 @@ def test_killed_lora_run_resumes_exactly(base, runs, tmp_path):
     assert all(torch.equal(got[key], expected[key]) for key in expected), {k: v for k, v in diffs.items() if v}
 
 
+def test_lora_cpt_with_save_strategy_no_writes_no_trainer_checkpoint(base, runs, tmp_path):
+    """Issue 46 item 9: `save_strategy: "no"` (cpt-debug.yaml) left a `checkpoint-N` of adapters behind a LoRA run;
+    the merged model and its intermediate weights are all it writes."""
+    argv = cpt_argv(base, tmp_path / "out", runs["cache_dir"], "--save_strategy", "no", "--max_steps", "2",
+                    "--intermediate_steps", "1")
+    pretrain.pretrain(*cpt.make_parser().parse_args_and_config(argv))
+    out = tmp_path / "out"
+    assert not list(out.glob("checkpoint-*"))
+    assert (out / "model.safetensors").is_file() and (out / "intermediate" / "step-1").is_dir()
+
+
 def test_peft_lora_finetuning_runs_and_is_recorded(base, data_dir, tmp_path):
     from evaluation import run
 

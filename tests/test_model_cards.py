@@ -442,12 +442,26 @@ def test_cpt_from_another_base_is_named_and_described_as_what_it_is(tmp_path):
     assert "continued pretraining (CPT) of `llama-3.2-1b-eurobert`" in card.text
     assert "calls this run `610m-clm-dec42k-mlm40-44k`, the study's name for a run it is not" in card.text
     assert "decayed 42,000-step CLM checkpoint" not in card.text
-    assert card.data.base_model is None and "`llama-3.2-1b-eurobert` (not published under a known Hub id)" in card.text
+    assert card.data.base_model is None and ("`llama-3.2-1b-eurobert` (not published under a known Hub id; "
+                                             "`--base_model ORG/NAME` names the one it has)") in card.text
+    assert "LoRA" not in card.text
     card = build_model_card(ckpt, repo_id="me/llama-3.2-1b-mlm40-cpt", base_model="meta-llama/Llama-3.2-1B")
     assert card.data.base_model == "meta-llama/Llama-3.2-1B"
     assert build_model_card(ckpt).data.model_name == "llama-cpt"  # no repo id: the run folder's name
     with pytest.raises(ValueError, match="publish it under a name that says what it is"):
         build_model_card(ckpt, repo_id="me/610m-clm-dec42k-mlm40-44k")
+
+
+def test_a_lora_cpt_card_says_lora_in_prose(tmp_path):
+    """Issue 46 item 9: a LoRA CPT run's card mentioned LoRA only in its hyperparameter table."""
+    ckpt = make_checkpoint(tmp_path / "my-decoder-cpt", "my-decoder-cpt", cpt_base="my-decoder-eurobert",
+                           scale=None, tokens_before_cpt=None)
+    info = json.loads((ckpt / "run_info.json").read_text())
+    info["run_config"]["run_settings"].update(lora=True, lora_rank=4, lora_alpha=8.0, lora_train_embeddings=False)
+    (ckpt / "run_info.json").write_text(json.dumps(info))
+    prose = "\n".join(line for line in build_model_card(ckpt).text.splitlines() if not line.startswith("|"))
+    assert ("my-decoder-cpt: an encoder made by LoRA continued pretraining (CPT with LoRA adapters of rank 4, alpha 8, "
+            "on the frozen base; the adapters are merged into these weights) of `my-decoder-eurobert`") in prose
 
 
 def test_a_contradicted_study_name_is_not_used(tmp_path):
@@ -586,6 +600,7 @@ def test_card_of_a_natively_loadable_checkpoint_shows_plain_transformers(tmp_pat
     text = build_model_card(ckpt, repo_id="org/m").text  # the card's usage snippet, as text: nothing is loaded
     assert 'model = AutoModel.from_pretrained("org/m")\n' in text and "Plain transformers loads it" in text
     assert ("pretraining_attention" in text) == (objective == "clm")
+    assert ("bidirectionally with or without `trust_remote_code=True`" in text) == (objective == "clm")  # issue 46
 
 
 def test_a_toy_scale_checkpoint_card_names_its_own_step(tmp_path):

@@ -435,6 +435,28 @@ def test_remote_code_in_fresh_process_without_project_gives_identical_outputs(tm
     assert result.returncode == 0 and "remote-ok" in result.stdout, result.stderr[-3000:]
 
 
+def test_a_clm_checkpoint_attends_alike_with_and_without_remote_code(tmp_path):
+    """Issue 46 item 10: a CLM checkpoint loaded bidirectional with plain `AutoModel` (native EuroBERT) and causal
+    through this project's classes (what `trust_remote_code=True` runs): the flag silently changed the hidden states.
+    Both are bidirectional now; the causal pretraining stays recorded and is what `--attention checkpoint` uses."""
+    from evaluation.attention import resolved_attention
+    from modeling_eurobert.export_native import make_plain_loadable
+
+    torch.manual_seed(1)
+    model = EuroBertClmMlmForMaskedLM(tiny_config()).eval()
+    model.config.is_causal = True  # as a CLM run saves it
+    model.save_pretrained(tmp_path / "clm")
+    assert make_plain_loadable(tmp_path / "clm")
+    input_ids, attention_mask = batch()
+    with torch.no_grad():
+        plain = transformers.AutoModel.from_pretrained(tmp_path / "clm").eval()
+        ours = EuroBertClmMlmModel.from_pretrained(tmp_path / "clm").eval()
+        assert type(plain).__name__ == "EuroBertModel" and not ours.config.is_causal
+        assert_close(ours(input_ids, attention_mask).last_hidden_state,
+                     plain(input_ids, attention_mask).last_hidden_state)
+    assert resolved_attention(tmp_path / "clm", "checkpoint") == "causal"
+
+
 @pytest.mark.slow  # a fresh process that cannot import this project
 def test_clm_checkpoint_loads_bidirectionally_with_is_causal_override_in_fresh_process(tmp_path):
     """A CLM checkpoint (the MLM class saved with is_causal=true, as the pretraining recipe saves it) loads causal

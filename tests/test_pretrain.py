@@ -383,6 +383,11 @@ def test_one_rule_tells_a_hub_id_from_a_local_path(tmp_path, monkeypatch):
         assert paths.is_local_path(path) and not paths.is_hub_id(path), path
     for neither in ("a b", "https://huggingface.co/org/name"):
         assert not paths.is_local_path(neither) and not paths.is_hub_id(neither), neither
+    (tmp_path / "out" / "my-decoder-cpt").mkdir(parents=True)  # issue 46 item 3: a typo under an existing folder
+    assert paths.is_local_path("out/my-decoder-cp") and not paths.is_hub_id("out/my-decoder-cp")
+    with pytest.raises(FileNotFoundError, match=r"^--model out/my-decoder-cp: no such directory \(did you mean "
+                                                r"out/my-decoder-cpt\?\)$"):
+        artifacts.local_or_hub("out/my-decoder-cp", "--model")
     with pytest.raises(ValueError, match="'mlfoundations/dclm-baseline-1.0' from the Hub"):  # offline: not "missing"
         data.load_corpus("mlfoundations/dclm-baseline-1.0")
     with pytest.raises(FileNotFoundError, match="neither a local path nor a Hub id"):
@@ -401,11 +406,13 @@ for name, path in dirs.items():
                  for auto in ("AutoModel", "AutoModelForMaskedLM", "AutoModelForSequenceClassification",
                               "AutoModelForTokenClassification")}
         remote = transformers.AutoModelForCausalLM.from_pretrained(path, trust_remote_code=True)
+        remote_backbone = transformers.AutoModel.from_pretrained(path, trust_remote_code=True).eval()
         st = SentenceTransformer(path, device="cpu")
         report[name] = {
             "classes": {auto: type(m).__name__ for auto, m in heads.items()}, "remote": type(remote).__module__,
             "tokens": tok("The capital is <|mask|>.")["input_ids"],
             "hidden": heads["AutoModel"](ids).last_hidden_state.tolist(),
+            "remote_hidden": remote_backbone(ids).last_hidden_state.tolist(),
             "logits": heads["AutoModelForMaskedLM"](ids).logits.tolist(),
             "embedding": st.encode_query(["what is the capital"], convert_to_tensor=True).tolist()}
 print("REPORT " + json.dumps(report))
@@ -449,12 +456,16 @@ def test_every_objective_loads_with_plain_auto_classes_in_a_fresh_process(three_
             ours = EuroBertClmMlmModel.from_pretrained(path, is_causal=False).eval()(torch.tensor(ids))
             logits = EuroBertClmMlmForMaskedLM.from_pretrained(path).eval()(torch.tensor(ids)).logits
         torch.testing.assert_close(torch.tensor(loaded["hidden"]), ours.last_hidden_state, atol=1e-5, rtol=1e-5)
+        # one checkpoint, one default attention: remote code gives the plain load's hidden states (issue 46 item 10)
+        torch.testing.assert_close(torch.tensor(loaded["remote_hidden"]), torch.tensor(loaded["hidden"]),
+                                   atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(torch.tensor(loaded["logits"]), logits, atol=1e-5, rtol=1e-5)
         embedding = retrieval.build_model(path, scifact, finetune_args.FinetuneArgs()).eval().encode_query(
             ["what is the capital"], convert_to_tensor=True)
         torch.testing.assert_close(torch.tensor(loaded["embedding"]), embedding, atol=1e-5, rtol=1e-5)
-    # our classes read the CLM run's record back: causal by default, as it was pretrained
-    assert EuroBertClmMlmModel.from_pretrained(dirs["clm"]).config.is_causal is True
+    # our classes keep the CLM run's record: bidirectional by default, as the plain load; causal on request
+    config = EuroBertClmMlmModel.from_pretrained(dirs["clm"]).config
+    assert config.is_causal is False and config.pretraining_attention == "causal"
 
 
 def test_a_checkpoint_native_eurobert_cannot_hold_keeps_remote_code(tmp_path):

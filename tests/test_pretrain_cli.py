@@ -108,11 +108,11 @@ def test_bad_input_is_one_line_and_writes_nothing(case, base, tmp_path, cache_di
         argv, expect = ["--config", config, "--output_dir", out], ["intermediate_steps must be a list"]
     elif case == "missing_tokenizer":
         argv += ["--tokenizer_name_or_path", tmp_path / "no" / "such-tokenizer"]
-        expect = ["tokenizer_name_or_path", "does not exist"]
+        expect = ["tokenizer_name_or_path", "no such directory"]
     elif case == "missing_base":
         script = "recipes.cpt"
         argv += ["--architecture", "null", "--model_name_or_path", tmp_path / "no-such-model"]
-        expect = ["model_name_or_path", "no-such-model", "does not exist"]
+        expect = ["model_name_or_path", "no-such-model: no such directory"]
     elif case == "blank_corpus":
         corpus = _write(tmp_path / "blank.txt", "\n   \n\n\t\n")
         argv += ["--corpus_source", corpus]
