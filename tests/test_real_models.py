@@ -64,18 +64,17 @@ def test_native_export_of_the_converted_decoder_gives_the_same_states(converted,
     assert (a - b).abs().max() <= 1e-5
 
 
-def _first_state_moves_with_the_last_token(model, ids) -> bool:
+def _first_output_moves_with_the_last_token(model, ids) -> bool:
     changed = ids.clone()
     changed[0, -1] = (changed[0, -1] + 1) % 1000
     with torch.no_grad():
-        a = model(input_ids=ids).last_hidden_state[0, 0]
-        b = model(input_ids=changed).last_hidden_state[0, 0]
+        a, b = (model(input_ids=x)[0][0, 0] for x in (ids, changed))  # last_hidden_state or logits
     return not torch.equal(a, b)
 
 
 def test_a_cpt_run_of_the_real_decoder_loads_with_plain_transformers_and_attends_both_ways(converted, heldout_ids,
                                                                                            data_dir, tmp_path):
-    from transformers import AutoModel, AutoModelForMaskedLM, AutoTokenizer
+    from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
     from recipes import cpt
 
@@ -85,11 +84,11 @@ def test_a_cpt_run_of_the_real_decoder_loads_with_plain_transformers_and_attends
               "--lr_scheduler_kwargs", '{"num_decay_steps": 0}', "--data_dir", str(data_dir)])
     ids = heldout_ids[:1, :16]
     encoder = AutoModel.from_pretrained(tmp_path / "cpt", dtype=torch.float32).eval()  # plain: no remote code
-    assert _first_state_moves_with_the_last_token(encoder, ids), "a CPT (MLM) checkpoint attends bidirectionally"
+    assert _first_output_moves_with_the_last_token(encoder, ids), "a CPT (MLM) checkpoint attends bidirectionally"
     assert AutoModelForMaskedLM.from_pretrained(tmp_path / "cpt").config.vocab_size == 49154
     assert AutoTokenizer.from_pretrained(tmp_path / "cpt").mask_token == "<|mask|>"
-    decoder = AutoModel.from_pretrained(converted, dtype=torch.float32, trust_remote_code=True).eval()
-    assert not _first_state_moves_with_the_last_token(decoder, ids), "the converted decoder attends causally"
+    decoder = AutoModelForCausalLM.from_pretrained(converted, dtype=torch.float32, trust_remote_code=True).eval()
+    assert not _first_output_moves_with_the_last_token(decoder, ids), "the converted decoder's LM attends causally"
 
 
 def test_minilm_through_the_probe_ranks_scifact_as_its_own_encoder_does(real, data_dir):
