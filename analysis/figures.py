@@ -1,6 +1,7 @@
 """The report's figures (matplotlib, Agg), each skipped when the results hold no data for it.
 
-Bar charts start at 0 and draw each task's trivial baseline; line charts show the mean test score with its 95%
+Bar charts start at 0 and draw each task's trivial baseline (where the results record one: imported runs carry
+none, and a caption says only what is drawn); line charts show the mean test score with its 95%
 CI over seeds. Score vs learning rate marks each model's chosen LR (highest mean validation score); score vs
 pretraining progress is drawn against the tokens seen when the study says how many one step is (`tokens_per_step`),
 its final (decayed) checkpoints hollow. Legends sit under the axes; captions are wrapped to the figure's width. Each
@@ -52,10 +53,24 @@ def _save(fig, path: Path, caption: str) -> Path:
 
 
 def _at_scale(rows) -> str:
-    """" (mini scale)" when the study's names in `rows` carry one scale (`core.names.scaled_name`), " (paper
-    scale)" when they carry none, for the titles; "" for names outside the grammar or of several scales."""
-    scales = {p.scale for r in rows if (p := names.try_parse_name(r["model"])) is not None}
-    return f" ({scales.pop() or names.PAPER_SCALE} scale)" if len(scales) == 1 else ""
+    """" (mini scale)" when every name in `rows` is a study name of one scale (`core.names.scaled_name`), " (paper
+    scale)" when they all carry none, for the titles; "" when a name is outside the grammar (a model of one's own,
+    whose scale no name says) or the names are of several scales."""
+    scales = {p.scale if (p := names.try_parse_name(r["model"])) is not None else "" for r in rows}
+    return f" ({scales.pop() or names.PAPER_SCALE} scale)" if len(scales) == 1 and "" not in scales else ""
+
+
+def _baseline_words(rows, tasks, drawn: str) -> str:
+    """The caption's words for the trivial baseline as the figure draws it: `drawn` ("dashed: trivial baseline")
+    when every task of `tasks` has one; otherwise which tasks record none (imported EncodEval runs carry none)."""
+    tasks = list(tasks)
+    without = [t for t in tasks if trivial_baseline(rows, t) is None]
+    if not without:
+        return drawn
+    if len(without) == len(tasks):
+        words = "no trivial baseline drawn: these results record none (imported EncodEval runs carry none)"
+        return words[0].upper() + words[1:] if drawn[0].isupper() else words
+    return f"{drawn}, none recorded for {', '.join(without)} (imported EncodEval runs carry none)"
 
 
 def _size(p: names.ModelName) -> str:
@@ -110,8 +125,8 @@ def plot_objectives(rows: list[dict], output: Path) -> list[Path]:
     written = []
     for family in sorted({r["family"] for r in rows}):
         fam = [r for r in rows if r["family"] == family and r["best_lr"] is not None]
-        single = [r for r in fam if model_kind(r["model"]) == "single"]
-        fam = single or fam
+        if any(model_kind(r["model"]) == "single" for r in fam):  # the final checkpoints, and models of one's own
+            fam = [r for r in fam if model_kind(r["model"]) in ("single", "other")]
         if not fam:
             continue
         task_names, models = sorted({r["task"] for r in fam}), sorted({r["model"] for r in fam}, key=model_order)
@@ -123,10 +138,12 @@ def plot_objectives(rows: list[dict], output: Path) -> list[Path]:
             present = [c for c in cells if c]
             ax.bar(xs, [c["mean"] for c in present], width, yerr=np.nan_to_num(_errors(present)), label=model,
                    capsize=2, color=styles[model]["color"])
+        labelled = False
         for j, task in enumerate(task_names):
             if (base := trivial_baseline(rows, task)) is not None:
                 ax.hlines(base, j - width / 2, j + 0.8 - width / 2, colors="black", linestyles="--", linewidth=1,
-                          label="trivial baseline" if j == 0 else None)  # bars have no dashes of their own
+                          label=None if labelled else "trivial baseline")  # bars have no dashes of their own
+                labelled = True
         ax.set_xticks([j + 0.4 - width / 2 for j in range(len(task_names))], task_names)
         metrics = sorted({r["metric"] for r in fam})
         values = [r["ci_high"] if not math.isnan(r["ci_high"]) else r["mean"] for r in fam]
@@ -137,14 +154,17 @@ def plot_objectives(rows: list[dict], output: Path) -> list[Path]:
         _legend(ax)
         written.append(_save(fig, output / f"objective_{family}.png",
                              f"Family {family.upper()}: mean test score over seeds at each model's best learning rate, "
-                             "with 95% confidence intervals over seeds (Student t); dashed: the task's trivial "
-                             "baseline. The axis starts at 0."))
+                             "with 95% confidence intervals over seeds (Student t); "
+                             + _baseline_words(rows, task_names, "dashed: the task's trivial baseline")
+                             + ". The axis starts at 0."))
     return written
 
 
-def _lines_per_task(rows, output: Path, name: str, points, xlabel: str, title: str, caption: str, logx: bool = False):
+def _lines_per_task(rows, output: Path, name: str, points, xlabel: str, title: str, caption: str, logx: bool = False,
+                    baseline: str = "dashed: trivial baseline"):
     """One subplot per task; `points(row) -> (line label, x[, hollow]) | None` selects and places each summary row
-    (hollow: drawn as an open marker, e.g. a decayed final checkpoint among stable-phase ones)."""
+    (hollow: drawn as an open marker, e.g. a decayed final checkpoint among stable-phase ones). `caption` says how
+    the trivial baseline is drawn where it holds "{baseline}" (`_baseline_words` of `baseline`)."""
     series = collections.defaultdict(list)
     for r in rows:
         placed = points(r) if r["best_lr"] is not None else None
@@ -181,7 +201,7 @@ def _lines_per_task(rows, output: Path, name: str, points, xlabel: str, title: s
         ax.set_xlabel(xlabel)
         ax.set_xscale("log" if logx else "linear")
         _legend(ax)
-    return [_save(fig, output / name, caption)]
+    return [_save(fig, output / name, caption.replace("{baseline}", _baseline_words(rows, task_names, baseline)))]
 
 
 def plot_pretraining_steps(rows, output: Path, tokens_per_step: float | None = None) -> list[Path]:
@@ -206,7 +226,7 @@ def plot_pretraining_steps(rows, output: Path, tokens_per_step: float | None = N
                            "Data efficiency: mean test score (95% CI over seeds, or over pretraining runs) of the "
                            "intermediate (stable-phase) checkpoints of each run, joined, and its final checkpoint "
                            "(open marker, not joined: after the learning-rate decay, another phase), fine-tuned with "
-                           "the same protocol; dashed grey: trivial baseline.")
+                           "the same protocol; {baseline}.", baseline="dashed grey: trivial baseline")
 
 
 def plot_learning_rates(rows, output: Path) -> list[Path]:
@@ -243,7 +263,8 @@ def plot_learning_rates(rows, output: Path) -> list[Path]:
         written.append(_save(fig, output / f"learning_rate_{task}.png",
                              "Mean test score over seeds at each fine-tuning learning rate, with its 95% CI over "
                              "seeds (Student t); star: the LR each model's row reports (best mean validation score); "
-                             "dashed: trivial baseline. A best LR at the grid's edge means the optimum may lie outside "
+                             + _baseline_words(rows, [task], "dashed: trivial baseline") + ". A best LR at the grid's "
+                             "edge means the optimum may lie outside "
                              "it."))
     return written
 
@@ -276,7 +297,7 @@ def plot_pfs(rows, output: Path) -> list[Path]:
                            + (f"they cannot show the paper's {', '.join(f'{x:.0%}' for x in missing)} split(s), so "
                               "no claim about those splits reads from this figure" if missing else
                               "every split of the paper (25, 50, 75%) is here")
-                           + ". Dashed grey: trivial baseline.")
+                           + ". {baseline}.", baseline="Dashed grey: trivial baseline")
 
 
 def plot_cpt(rows, output: Path) -> list[Path]:
@@ -288,7 +309,7 @@ def plot_cpt(rows, output: Path) -> list[Path]:
 
     return _lines_per_task(rows, output, "cpt.png", points, "total steps (base + CPT, paper scale)", "CPT curves",
                            "MLM40 continued pretraining from a decayed CLM or MLM40 base: mean test score (95% CI "
-                           "over seeds) against the total number of steps; dashed: trivial baseline.")
+                           "over seeds) against the total number of steps; {baseline}.")
 
 
 

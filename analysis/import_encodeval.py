@@ -21,7 +21,7 @@ reads both alike:
   `identity` {"imported": "encodeval"}: it carries no model files and no protocol identity (the harness recorded
   neither), so it never joins a run of this project in one summary row.
 
-A run of the paper's grid (`core.paper_grid`: `PAPER_LRS` x `PAPER_SEEDS`) absent from the tree, for a model and a
+A run of the paper's grid (`core.paper`: `PAPER_LRS` x `PAPER_SEEDS`) absent from the tree, for a model and a
 dataset the tree has, is listed in `<output>/missing_runs.csv` and counted on stdout, never filled; the report shows
 the counts. `--models` and `--datasets` import a part (the whole tree reports at once:
 `analysis.statistics.load_results` keeps about 8 bytes per test instance; docs/benchmarks.md). A malformed or
@@ -40,7 +40,7 @@ import re
 from pathlib import Path
 
 from core import artifacts, cli, names, store
-from core.paper_grid import PAPER_LRS, PAPER_SEEDS
+from core.paper import PAPER_LRS, PAPER_SEEDS
 
 FAMILIES = {"SC": "sc", "TC": "tc", "QA": "qa", "IR": "ir"}  # EncodEval's task folders -> this project's families
 METRICS = {"sc": "accuracy", "tc": "sentence_macro_f1", "qa": "f1", "ir": "ndcg@10"}  # what EncodEval's score is
@@ -48,14 +48,13 @@ TASKS = {"mnli_m": "mnli", "conll2003_en": "conll2003", "uner_en": "uner", "mldr
 RUN_DIR = re.compile(r"^(?:(?P<train>.+)_)?lr(?P<lr>\d+(?:\.\d+)?e[-+]?\d+)_sd(?P<seed>\d+)$")
 RESULT_NAME = "results.json"
 IDENTITY = {"imported": "encodeval"}  # no protocol identity: the harness recorded none
-SOURCE_KIND = "encodeval"
 MISSING_RUNS = "missing_runs.csv"  # beside the imported records: the paper's grid runs the tree lacks
 MISSING_COLUMNS = ["model", "task", "lr", "seed", "expected"]
 
 
 def is_imported(record: dict) -> bool:
     """Whether a result record came from EncodEval's released runs (`imported_record`)."""
-    return (record.get("source") or {}).get("kind") == SOURCE_KIND
+    return store.record_kind(record) == "imported"
 
 
 def imported_record(model: str, task: str, family: str, lr: float, seed: int, run: dict, path: str) -> dict:
@@ -66,7 +65,7 @@ def imported_record(model: str, task: str, family: str, lr: float, seed: int, ru
               "per_instance": {"validation": [], "test": [{metric: s} for s in run["test"]["scores_i"]]}}
     # no protocol identity and no library versions: EncodEval's runs record neither
     return store.new_result(model, task, family, lr, seed, fields, dict(IDENTITY), {}, store.pretrain_seed(model),
-                            source={"kind": SOURCE_KIND, "path": path})
+                            source={"kind": store.IMPORTED_SOURCE, "path": path})
 
 
 def _check_run(path: Path) -> dict:

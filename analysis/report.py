@@ -1,7 +1,12 @@
-"""Tables and figures from a results directory written by `evaluation.run`.
+"""Tables and figures from one or several results directories (`evaluation.run`'s, `analysis.import_encodeval`'s).
 
     python -m analysis.report results/ --output report/ [--bootstrap] [--compare 610m-mlm40-42k,610m-clm-42k] \
         [--scale mini] [--bracketed_by "conll2003=0.001,0.03;mnli=0.0001,0.003"]
+    python -m analysis.report study/mini/results results/ imported/ --output all/   # read where they are
+
+Several directories make one report, nothing copied (`read_folders`): a study's results folder is shown at its
+study's scale, a foreign model in it is refused, one model's results on one task in two folders are refused, and
+the findings test the paper-scale names only.
 
 `--scale` (recipes.study passes its scale) shows every study name as `<scale>-<name>` (`core.names.scaled_name`) in
 the tables, findings and figures, and records it in the report's marker for the results dataset.
@@ -35,6 +40,7 @@ reported like any others, with a section naming them and the runs of the paper's
 from __future__ import annotations
 
 import argparse
+import collections
 import csv
 import io
 import math
@@ -52,7 +58,7 @@ from analysis.statistics import (
     trivial_baseline,
 )
 from core import artifacts, cli, names
-from core.formatting import table_cell
+from core.formatting import p_cell, table_cell
 
 __all__ = ["SUMMARY_COLUMNS", "compare", "load_results", "main", "summarize", "write_tables"]
 
@@ -61,51 +67,63 @@ def _fmt_p(p: float, bound: bool = False, n_resamples: int = statistics.N_RESAMP
     """A p-value, never "0": a bootstrap p with no sample past 0 is "< 1/B"; a tiny t-test p is "< 1e-06"."""
     if bound:
         return f"< 1/{n_resamples}"
-    if isinstance(p, float) and not math.isnan(p) and p < 1e-6:
-        return "< 1e-06"
-    return table_cell(p)
+    return p_cell(p)
 
 
 def _finding_cell(row: dict, key: str) -> str:
     if key in ("p", "p_holm", "p_other_holm"):
         return _fmt_p(row[key], row.get("p_bound", False) and key == "p")
-    return table_cell(row[key])
+    return table_cell(row.get(key))
 
 
 FINDING_KEYS = ["finding", "task", "a", "b", "measure", "hypothesis", "delta", "ci_low", "ci_high", "p", "p_holm",
                 "p_other_holm", "n_seeds", "verdict", "untestable"]
 def finding_keys(tested: list[dict]) -> list[str]:
-    """The findings table's columns: `FINDING_KEYS`, and "bracket" where a comparison relies on an LR grid the
-    study declared bracketed by an earlier grid (`findings.Regime.bracketed_by`)."""
-    return FINDING_KEYS + (["bracket"] if any(r.get("bracket") for r in tested) else [])
+    """The findings table's columns: `FINDING_KEYS`, "entity_f1" where a TC comparison has it (CLM - MLM40 entity
+    F1 with its 95% CI, beside the main metric) and "bracket" where a comparison relies on an LR grid the study
+    declared bracketed by an earlier grid (`findings.Regime.bracketed_by`)."""
+    return FINDING_KEYS + [k for k in ("entity_f1", "bracket") if any(r.get(k) for r in tested)]
 
 
 UNITS = ("Units of every interval: a model's mean - Student t over its fine-tuning seeds (over its pretraining runs' "
          "means when it has several runs); a paired difference - Student t, the unit part (seeds or runs) plus the "
-         "test-instance bootstrap part, Welch-Satterthwaite df (its bootstrap p - test instances, paired, and "
-         "seeds, or pretraining runs and then the seeds within each); the gap's slope - least squares over checkpoints "
-         "with each difference's variance (runs as units when both objectives have several); stability - units "
-         "resampled within each LR, the bootstrap SE scaled by sqrt(n/(n-1)), Student t.")
+         "test-instance bootstrap part, Welch-Satterthwaite df on the unit part (the instance part taken as known: "
+         "infinite df) (its bootstrap p - test instances, paired, and seeds, or pretraining runs and then the seeds "
+         "within each); the gap's slope - least squares over checkpoints with each difference's variance (runs as "
+         "units when both objectives have several, plus the test instances' part); stability - per unit (a seed, "
+         "or a pretraining run, paired across the LRs it was fine-tuned at) the spread over LRs relative to its "
+         "gain, Welch t over the two models' units.")
 
 
-def findings_markdown(tested: list[dict], families: set[str]) -> list[str]:
-    """The verdicts (each one testable at this scale or not, and why), their Holm families, then every comparison
-    behind them."""
-    lines = ["## The paper's findings at this scale", "",
-             "Each finding as the paper states it, with its one pre-declared test (`analysis.findings`): a "
+def findings_markdown(tested: list[dict], families: set[str], imported: bool = False) -> list[str]:
+    """The verdicts (each one testable or not, and why: "at this scale" for a study's models, "with these runs" for
+    the paper's own, `imported`), their Holm families and error rate, then every comparison behind them."""
+    where = "with these runs" if imported else "at this scale"
+    alpha = findings.ALPHA
+    lines = [f"## The paper's findings {where}", "",
+             "Each finding as the paper states it, with its pre-declared tests (`analysis.findings`): a "
              "comparison supports the claim when its one-sided p on the claim's side (the rule column), "
-             "Holm-corrected within the finding, is below 0.05, and contradicts it only when the one-sided p on the "
-             "other side is; not significant is never support. TC's \"on par or better\" is a non-inferiority "
-             f"test at the declared margin {findings.TC_MARGIN:g} (CLM - MLM40 > -{findings.TC_MARGIN:g}). A "
-             "comparison is tested only where this study can test it: every model it uses is past the paper's "
+             f"Holm-corrected within the finding, is below {alpha:g}, and contradicts it only when the one-sided p "
+             f"on the other side is below {alpha:g}; not significant is never support. TC's \"on par or better\" is "
+             f"a non-inferiority test at the declared margin {findings.TC_MARGIN:g} (CLM - MLM40 > "
+             f"-{findings.TC_MARGIN:g}; docs/protocol.md says why), entity F1 reported beside it. Data efficiency "
+             "is both halves of its claim: CLM ahead at the earliest checkpoint and the gap's slope below 0, each a "
+             "test, a task agreeing only when both support it. A comparison is tested only where it can be: every "
+             "model it uses learned the task (its 95% CI above the trivial baseline) and is past the paper's "
              "crossover interval (between the released checkpoints that bracket it: 19-78 tokens per parameter for "
              "SC and QA, 39-155 for IR, none for TC) under both parameter conventions (counted: input embedding in, "
-             "LM head out; and without embeddings), a PFS budget reaches the paper's smallest, and the LR grid "
-             "brackets each model's optimum; otherwise it is *not testable at this scale*, with every reason. " + UNITS,
+             "LM head out; and without embeddings), a PFS budget reaches the paper's smallest, the LR grid "
+             f"brackets each model's optimum, stability has {findings.MIN_STABILITY_LRS} or more LRs fine-tuned "
+             f"here and the slope {findings.MIN_SLOPE_CHECKPOINTS} or more checkpoints before the crossover; "
+             f"otherwise it is *not testable {where}*, with every reason. " + UNITS,
              "", "| finding (the paper) | rule | tasks | comparisons tested | supporting | contradicting | verdict |",
              "|---|---|---|---|---|---|---|"]
     lines += [f"| {v['claim']} | {v['rule']} | {v['tasks']} | {v['comparisons']} | {v['supporting']} | "
-              f"{v['contradicting']} | **{v['verdict']}** |" for v in findings.verdicts(tested, families)]
+              f"{v['contradicting']} | **{v['verdict']}** |" for v in findings.verdicts(tested, families, imported)]
+    lines += ["", f"Error rate: each test is a three-way decision at {alpha:g} per side ({2 * alpha:g} in all), "
+              "Holm-corrected within its finding, so a finding with no true effect is called \"agrees\" or "
+              f"\"disagrees\" with probability at most {2 * alpha:g}; across the findings of this report the rate is "
+              f"not controlled jointly: with k testable findings, up to k x {2 * alpha:g} by chance."]
     holm = findings.families(tested)
     lines += ["", "Holm families (one per finding, each comparison counted once): "
               + ("; ".join(holm) if holm else "none (no comparison is testable)") + "."]
@@ -123,17 +141,20 @@ def findings_markdown(tested: list[dict], families: set[str]) -> list[str]:
 def gap_markdown(gap: list[dict], tested: list[dict]) -> list[str]:
     """The CLM - MLM40 gap along pretraining per task: its slope test in words, then every checkpoint's difference."""
     lines = ["## The CLM - MLM40 gap over pretraining", "",
-             "Per task, one test of the paper's finding 2 (CLM leads early, the gap closes): the slope of CLM - "
-             "MLM40 against log2(tokens per parameter) over the stable-phase checkpoints both runs saved before the "
-             "paper's crossover interval (19-78 tokens per parameter for SC and QA, 39-155 for IR; TC has none), "
-             "one-sided (slope < 0), Holm-corrected over the tasks: the data-efficiency row of the findings table. "
+             "Per task, the two tests of the paper's finding 2 (CLM leads early, the gap closes): CLM - MLM40 at "
+             "the earliest checkpoint (one-sided, > 0), and the slope of CLM - MLM40 against log2(tokens per "
+             "parameter) over the stable-phase checkpoints both runs saved before the paper's crossover interval "
+             "under both conventions (19-78 tokens per parameter for SC and QA, 39-155 for IR; TC has none; at least "
+             f"{findings.MIN_SLOPE_CHECKPOINTS}), one-sided (slope < 0), Holm-corrected within the finding: the "
+             "data-efficiency rows of the findings table. "
              "The differences at each checkpoint (the table under the bullets, and gap.png) are 95% CIs that "
              "describe the curve; they are not tests. Tokens per parameter are counted with the input embedding "
              "and without the LM head (without embeddings in brackets).", ""]
     for task in sorted({r["task"] for r in gap}):
         curve = [r for r in gap if r["task"] == task]
-        test = next((r for r in tested if r["finding"] == "data_efficiency" and r["task"] == task), None)
-        lines.append(f"- **{task}** ({curve[0]['measure']}): {findings.gap_trend(curve, test)}.")
+        test, lead = (next((r for r in tested if r["finding"] == "data_efficiency" and r["task"] == task
+                            and r["part"] == part), None) for part in ("slope", "lead"))
+        lines.append(f"- **{task}** ({curve[0]['measure']}): {findings.gap_trend(curve, test, lead)}.")
     lines += ["", "| task | checkpoint (CLM) | tokens per parameter | crossover interval | CLM - MLM40 | 95% CI | "
               "note |", "|---|---|---|---|---|---|---|"]
     for r in gap:
@@ -146,12 +167,22 @@ def gap_markdown(gap: list[dict], tested: list[dict]) -> list[str]:
 
 
 def _cell(row: dict) -> str:
-    """"0.812 ± 0.011" (mean ± half-width of the 95% CI), or the mean alone with one seed."""
+    """"0.812 ± 0.011" (mean ± half-width of the 95% CI); the interval itself, "0.135 [0.000, 0.635]", where "±"
+    would mislead: clipped to [0, 1] or otherwise not centred on the mean (a bootstrap's), or degenerate (every unit
+    scored the same: [m, m]); the mean alone with one unit."""
     if row["best_lr"] is None:
         return "diverged"
     if math.isnan(row["ci_low"]):
         return f"{row['mean']:.3f}"
+    if not _symmetric(row):
+        return f"{row['mean']:.3f} [{row['ci_low']:.3f}, {row['ci_high']:.3f}]"
     return f"{row['mean']:.3f} ± {_half_width(row):.3f}"
+
+
+def _symmetric(row: dict) -> bool:
+    """Whether a row's CI is a proper interval centred on its mean (so "±" describes it)."""
+    low, high = row["ci_low"], row["ci_high"]
+    return high > low and abs((low + high) / 2 - row["mean"]) <= 1e-9
 
 
 def _half_width(row: dict) -> float:
@@ -174,7 +205,12 @@ def results_table(rows: list[dict]) -> list[str]:
         lines.append("| " + " | ".join([model, *([str(runs[model])] if replicated else []), *cells]) + " |")
     baseline = {t: trivial_baseline(rows, t) for t in tasks}
     lines.append("| " + " | ".join(["*trivial baseline*", *([""] if replicated else []),
-                                    *[table_cell(baseline[t]) for t in tasks]]) + " |")
+                                    *[table_cell(baseline[t]) if baseline[t] is not None else "unknown"
+                                      for t in tasks]]) + " |")
+    shown = [r for r in rows if r["best_lr"] is not None and not math.isnan(r["ci_low"])]
+    if any(not _symmetric(r) for r in shown):
+        lines += ["", "A cell shown as mean [low, high] gives its 95% CI itself: clipped to [0, 1], not centred on "
+                  "the mean (a bootstrap's), or [m, m] where every unit scored the same (no spread measured)."]
     tc = [t for t in tasks if any(r["task"] == t and r["family"] == "tc" for r in rows)]
     if tc:
         lines += ["", "Entity F1 (seqeval) of the same TC runs, beside the main metric: a model that predicts no "
@@ -210,16 +246,25 @@ def checks_lines(rows: list[dict]) -> list[str]:
     are less precise than TARGET_HALF_WIDTH, with the seeds it would take at the observed spread."""
     rows = sorted((r for r in rows if r["best_lr"] is not None), key=lambda r: (r["task"], model_order(r["model"])))
     lower = lambda r: r["mean"] if math.isnan(r["ci_low"]) else r["ci_low"]  # noqa: E731 (one seed: the mean)
-    below = [r for r in rows if r.get("trivial_baseline") is not None and lower(r) <= r["trivial_baseline"]]
+    known = [r for r in rows if statistics.above_baseline(r) is not None]
+    below = [r for r in known if not statistics.above_baseline(r)]
+    unknown = [r for r in rows if statistics.above_baseline(r) is None]
     lines = ["## Above the trivial baseline", "",
-             "A model learned a task when the 95% CI of its mean lies above the task's trivial baseline."]
+             "A model learned a task when the 95% CI of its mean lies above the task's trivial baseline (a mean "
+             f"within {statistics.BASELINE_TOLERANCE:g} of it is at it: the model predicts what the baseline does)."]
     if below:
-        lines += [f"{len(below)} of {len(rows)} model x task means do not clear it:", "",
-                  "| model | task | mean | ci_low | trivial_baseline |", "|---|---|---|---|---|"]
-        lines += [f"| {r['model']} | {r['task']} | {table_cell(r['mean'])} | {table_cell(r['ci_low'])} | "
-                  f"{table_cell(r['trivial_baseline'])} |" for r in below]
-    else:
-        lines.append(f"All {len(rows)} model x task means clear it.")
+        lines += [f"{len(below)} of {len(known)} model x task means with a known baseline do not clear it:", "",
+                  "| model | task | mean | ci_low | trivial_baseline | note |", "|---|---|---|---|---|---|"]
+        lines += [f"| {r['model']} | {r['task']} | {table_cell(r['mean'])} | {table_cell(lower(r))} | "
+                  f"{table_cell(r['trivial_baseline'])} | "
+                  f"{'at the baseline: not learned' if statistics.at_baseline(r) else 'CI reaches the baseline'} |"
+                  for r in below]
+    elif known:
+        lines.append(f"All {len(known)} model x task means with a known baseline clear it.")
+    if unknown:
+        tasks = sorted({r["task"] for r in unknown})
+        lines += ["", f"{len(unknown)} model x task means have no known trivial baseline ({', '.join(tasks)}): "
+                  "whether they clear one is not known, and they are not counted above."]
     precise = [r for r in rows if r["family"] in ("sc", "tc")]
     wide = [r for r in precise if not _half_width(r) <= TARGET_HALF_WIDTH]  # one seed (nan) counts as wide
     lines += ["", f"## Seeds for a ±{TARGET_HALF_WIDTH} interval (SC and TC)", ""]
@@ -246,7 +291,9 @@ def imported_markdown(records: list[dict], missing: dict) -> list[str]:
     lines = ["## Imported from EncodEval", "",
              f"{len(imported)} models are the paper's own runs, imported from its harness's released results "
              "(hgissbkh/EncodEval, `analysis.import_encodeval`): no model files, no protocol identity. Runs of the "
-             f"paper's grid absent from that tree: {sum(missing.values())}, left out of the means, never filled."]
+             f"paper's grid absent from that tree: {sum(missing.values())}, left out of the means, never filled: a "
+             "best LR is the best of the imported LRs, and a task EncodEval scored without a trivial baseline has "
+             "none here."]
     if not missing:
         return lines
     lines += ["", "| model | task | runs missing |", "|---|---|---|"]
@@ -255,8 +302,57 @@ def imported_markdown(records: list[dict], missing: dict) -> list[str]:
     return lines
 
 
+def read_folders(folders: list[Path], scale: str | None) -> tuple[list[dict], list[tuple[Path, str | None]]]:
+    """Every result of `folders`, read where it is, and each folder with the scale its names are shown at.
+
+    A study's results folder (`core.artifacts.study_of`) holds its own models only (a foreign one is refused, naming
+    it: it would join the study's report and results dataset) and is shown at the scale its study.json records
+    (`--scale` must agree). With several folders every name is made the one a reader sees (`names.scaled_name`)
+    as it is read, so a study's `610m-clm-42k` (mini-610m-clm-42k) and the paper's imported one stay two rows; a
+    model may have some tasks in one folder and others in another (a study's checkpoint on a held-out task), but
+    results of one model on one task in two folders are refused."""
+    if len({folder.resolve() for folder in folders}) < len(folders):
+        raise ValueError("a results directory is given twice; give each once")
+    records, sources, owner = [], [], {}
+    for folder in folders:
+        study = artifacts.study_of(folder)
+        shown = study["definition"]["scale"] if study else scale
+        if study and scale and names.scaled_name("610m-clm-42k", scale) != names.scaled_name("610m-clm-42k", shown):
+            raise ValueError(f"--scale {scale}: {folder} is the {study['study']} study's results folder, trained at "
+                             f"the {shown} scale (its study.json); drop --scale")
+        found = load_results(folder)
+        foreign = sorted({r["model"] for r in found if study and not artifacts.is_study_model(study, r["model"])})
+        if foreign:
+            raise ValueError(f"{folder} is the {study['study']} study's results folder but holds results of "
+                             f"{foreign[0]}, not one of its models: move {folder / foreign[0]} to a folder of its "
+                             f"own and report both (analysis.report {folder} OTHER --output DIR)")
+        for record in found:
+            if len(folders) > 1:
+                record["model"] = names.scaled_name(record["model"], shown)
+            cell = (record["model"], record["task"])
+            if owner.setdefault(cell, folder) != folder:
+                raise ValueError(f"{cell[0]} has {cell[1]} results in {owner[cell]} and in {folder}: keep a model's "
+                                 "results on a task in one results directory")
+        records += found
+        sources.append((folder, shown))
+    return records, sources
+
+
+def sources_markdown(sources: list[tuple[Path, str | None]]) -> list[str]:
+    """Markdown: the results directories a report of several was made from, read where they are."""
+    lines = ["## Sources", "", "Results read where they are (nothing copied), each model shown under the name a "
+             "reader sees (its study's scale first); the findings test the paper-scale names only.", "",
+             "| results directory | what | scale |", "|---|---|---|"]
+    for folder, scale in sources:
+        study = artifacts.study_of(folder)
+        what = f"the {study['study']} study's results" if study else "results"
+        lines.append(f"| {folder} | {what} | {scale or names.PAPER_SCALE + ' (names as recorded)'} |")
+    return lines
+
+
 def write_tables(rows: list[dict], comparisons: list[dict], output: Path, tested: list[dict] | None = None,
-                 gap: list[dict] | None = None, imported: list[str] | None = None) -> None:
+                 gap: list[dict] | None = None, imported: list[str] | None = None, paper_runs: bool = False,
+                 sources: list[str] | None = None) -> None:
     """`summary.csv` (one row per model x task, every column) and `summary.md`: the results table first, then the
     paper's findings at this scale, the paired comparisons and the full table."""
     buffer = io.StringIO()
@@ -265,11 +361,15 @@ def write_tables(rows: list[dict], comparisons: list[dict], output: Path, tested
     writer.writerows({k: table_cell(r[k]) for k in SUMMARY_COLUMNS} for r in rows)
     artifacts.write_text_atomic(output / "summary.csv", buffer.getvalue())
     lines = ["# Fine-tuning results", "",
-             "Test score at the best learning rate (highest mean validation score over seeds): mean over seeds ± the "
-             "half-width of its 95% confidence interval (Student t over seeds; over pretraining runs for a model "
-             "trained several times). Scores are fractions in [0, 1]. The "
+             "Test score at the best learning rate (highest mean validation score over seeds; for a model trained "
+             "several times, over all its runs' seeds: one LR pooled over the runs, not one per run): mean over seeds "
+             "± the half-width of its 95% confidence interval (Student t over seeds; over pretraining runs for a "
+             "model trained several times), or the interval itself where ± would misdescribe it. Scores are "
+             "fractions in [0, 1]. The "
              "trivial baseline is what a model scores without learning the task (majority class, all \"O\", the "
              "passage's first words, a random ranking).", "", *results_table(rows)]
+    if sources:
+        lines += ["", *sources]
     if imported:
         lines += ["", *imported]
     if gap:
@@ -278,7 +378,7 @@ def write_tables(rows: list[dict], comparisons: list[dict], output: Path, tested
         lines += ["", *variance]
     lines += ["", *checks_lines(rows)]
     if tested:
-        lines += ["", *findings_markdown(tested, {r["family"] for r in rows})]
+        lines += ["", *findings_markdown(tested, {r["family"] for r in rows}, paper_runs)]
     if comparisons:
         keys = ["task", "a", "b", "metric", "delta", "ci_low", "ci_high", "p", "p_bootstrap", "wins", "losses"]
         lines += ["", "## Paired comparisons (A - B, per-instance test scores; CI Student t over units - seeds, or "
@@ -354,8 +454,11 @@ def start_report(output: Path, before: set[str], scale: str | None) -> None:
 def main(argv=None) -> Path:
     """Write summary.csv, summary.md, findings.csv and the figures; return the output directory."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("results", help="results directory written by evaluation.run")
-    parser.add_argument("--output", default=None, help="report directory (default: <results>/report)")
+    parser.add_argument("results", nargs="+",
+                        help="results directories (evaluation.run's, analysis.import_encodeval's), read where they "
+                             "are: several make one report (a study's, your own, the paper's imported runs)")
+    parser.add_argument("--output", default=None,
+                        help="report directory (default with one results directory: <results>/report)")
     parser.add_argument("--bootstrap", action="store_true", help="percentile bootstrap CI instead of Student t")
     parser.add_argument("--compare", default=None, help="two model names A,B for paired comparisons")
     parser.add_argument("--tokens_per_step", type=float, default=None,
@@ -385,9 +488,23 @@ def main(argv=None) -> Path:
             raise ValueError("--embedding_parameters is a part of --parameters: give it with --parameters, above 0 "
                              "and below it")
         brackets = findings.parse_brackets(args.bracketed_by)
-        output = Path(args.output or Path(args.results) / "report")
+        folders = [Path(folder) for folder in args.results]
+        if len(folders) > 1 and (args.scale or args.parameters or args.embedding_parameters):
+            raise ValueError("--scale, --tokens_per_step and --parameters describe one study's names; a report of "
+                             "several results directories shows each at the scale its study.json records and tests "
+                             "the findings on the paper-scale names: run one study's own report for its findings")
+        if args.output is None and len(folders) > 1:
+            raise ValueError("several results directories make one report: pass --output DIR")
+        output = Path(args.output or folders[0] / "report")
+        if len(folders) > 1 and output.name == "report" and artifacts.study_of(output.parent / "results"):
+            raise ValueError(f"--output {output} is a study's own report (its study.json is beside it): a report "
+                             "of several results directories goes to a folder of its own")
         check_output(output)
-        records = load_results(args.results)
+        records, sources = read_folders(folders, args.scale)
+        if len(folders) > 1:
+            args.scale = None  # every name already reads as a reader sees it (`read_folders`)
+        elif sources[0][1] is not None:
+            args.scale = sources[0][1]
         rows = summarize(records, args.bootstrap)
         if unknown := sorted(set(brackets) - {r["task"] for r in rows}):
             raise ValueError(f"--bracketed_by names task(s) with no results: {', '.join(unknown)}")
@@ -401,17 +518,26 @@ def main(argv=None) -> Path:
         if pair and (len(pair) != 2 or len(set(pair)) != 2 or not set(pair) <= shown):
             raise ValueError(f"--compare needs two model names from the results ({sorted(shown)}), "
                              f"got {args.compare!r}")
+    tested_records, tested_rows = records, rows
+    if len(folders) > 1:  # the paper's regime: the findings and the gap test the paper-scale names only
+        tested_records, tested_rows = ([r for r in items if not names.try_parse_name(r["model"]) or
+                                        names.try_parse_name(r["model"]).scale is None]
+                                       for items in (records, rows))
     regime = findings.Regime(args.tokens_per_step, args.parameters, args.scale, args.embedding_parameters, brackets) \
         if args.parameters else findings.Regime(scale=args.scale, bracketed_by=brackets)
     output.mkdir(parents=True, exist_ok=True)
     before = clear_earlier_report(output)
     start_report(output, before, args.scale)
     comparisons = compare(records, rows, *pair) if pair else []
-    tested = findings.comparisons(records, rows, regime)
-    gap = findings.gap_over_pretraining(records, rows, regime)
+    tested = findings.comparisons(tested_records, tested_rows, regime)
+    gap = findings.gap_over_pretraining(tested_records, tested_rows, regime)
     rows, comparisons, tested, gap = (shown_at_scale(items, args.scale) for items in (rows, comparisons, tested, gap))
-    write_tables(rows, comparisons, output, tested, gap,
-                 imported_markdown(records, import_encodeval.missing_counts(args.results)))
+    missing = collections.Counter()
+    for folder, _ in sources:
+        missing.update(import_encodeval.missing_counts(folder))
+    write_tables(rows, comparisons, output, tested, gap, imported_markdown(records, dict(missing)),
+                 all(import_encodeval.is_imported(r) for r in tested_records),
+                 sources_markdown(sources) if len(folders) > 1 else None)
     if tested:
         buffer = io.StringIO()
         keys = finding_keys(tested)
@@ -420,7 +546,7 @@ def main(argv=None) -> Path:
         writer.writerows({k: _finding_cell(r, k) for k in keys} for r in tested)
         artifacts.write_text_atomic(output / "findings.csv", buffer.getvalue())
     figures.plot_all(rows, output, regime.tokens_per_step if args.parameters else None)
-    figures.plot_gap(gap, [r for r in tested if r["finding"] == "data_efficiency"], output)
+    figures.plot_gap(gap, [r for r in tested if r["finding"] == "data_efficiency" and r["part"] == "slope"], output)
     written = sorted({p.name for p in output.iterdir()} - before - {REPORT_MARK})
     artifacts.write_json_atomic(output / REPORT_MARK, {"files": written, "scale": args.scale})
     print(f"report written to {output}")

@@ -89,10 +89,13 @@ def load_results(results_dir: str | Path) -> list[dict]:
 
 def compact(record: dict) -> dict:
     """`record` without its "per_instance" rows; a finished one gets "instance_scores" {"test": (numerator,
-    denominator or None)} of its main metric instead (`instance_columns`: float64, the rows' own values)."""
+    denominator or None)} of its main metric instead (`instance_columns`: float64, the rows' own values), and a TC
+    run's entity F1 counts under "entity_f1" (the TC verdict shows the strict metric beside the main one)."""
     rows = (record.pop("per_instance", None) or {}).get("test") or []
     if record.get("status") == "ok":
         record["instance_scores"] = {"test": instance_columns(rows, record["main_metric"])}
+        if record["main_metric"] != "entity_f1" and rows and "entity_tp" in rows[0]:  # TC: entity F1 beside it
+            record["instance_scores"]["entity_f1"] = instance_columns(rows, "entity_f1")
     return record
 
 
@@ -117,7 +120,7 @@ def check_same_protocol(records: list[dict]) -> None:
     other task data, other protocol): such a row would mix two experiments."""
     first = records[0]
     for record in records[1:]:
-        differences = store.same_family_diff(first["family"], first["identity"], record["identity"])
+        differences = store.identity_diff(first["identity"], record["identity"])
         imported = [r["_path"] for r in (first, record) if is_imported(r)]
         if differences and len(imported) == 1:
             raise ValueError(f"{imported[0]} (imported from EncodEval) and a result of this project are both "
@@ -143,10 +146,7 @@ def confidence_interval(scores, bootstrap: bool = False, level: float = 0.95) ->
     return max(0.0, float(low)), min(1.0, float(high))
 
 
-def main_score(record: dict, split: str) -> float:
-    if record[split] is None:  # a split not evaluated: mteb records (evaluation.mteb) have no validation
-        return math.nan
-    return float(record[split][record["main_metric"]])
+main_score = store.main_score
 
 
 def summarize_group(records: list[dict], bootstrap: bool = False) -> dict:
@@ -171,7 +171,7 @@ def summarize_group(records: list[dict], bootstrap: bool = False) -> dict:
                       len(done), len(runs) - len(done))
     candidates = [lr for lr, (val, _, n, _) in per_lr.items() if n > 0]
     row = {"model": replicate_group(first["model"]), "task": first["task"], "family": first["family"],
-           "metric": first["main_metric"],
+           "metric": first["main_metric"], "imported": is_imported(first),
            "n_runs": len(records), "n_diverged": len(records) - len(ok), "per_lr": per_lr,
            "per_lr_ci": {lr: confidence_interval(unit_scores([r for r in ok if r["lr"] == lr])) for lr in per_lr}}
     if not candidates:
@@ -223,6 +223,8 @@ def instance_matrix(records: list[dict], metric: str) -> tuple[np.ndarray, np.nd
     def columns(record):
         if "instance_scores" not in record:
             return instance_columns(record["per_instance"]["test"], metric)
+        if metric != record["main_metric"] and metric in record["instance_scores"]:
+            return record["instance_scores"][metric]
         if metric != record["main_metric"]:
             raise ValueError(f"{record['_path']} keeps per-instance scores of its main metric "
                              f"{record['main_metric']} only, not {metric}")
@@ -397,3 +399,23 @@ def trivial_baseline(rows: list[dict], task: str) -> float | None:
     """The task's trivial baseline test score (`evaluation.baselines`) from its summary rows, None when unknown."""
     return next((r["trivial_baseline"] for r in rows if r["task"] == task and r.get("trivial_baseline") is not None),
                 None)
+
+
+BASELINE_TOLERANCE = 1e-9  # baselines are kept to 12 decimals: a mean this close to one is at it, not above it
+
+
+def above_baseline(row: dict) -> bool | None:
+    """Whether a summary row's 95% CI (its mean, with one unit) lies above its task's trivial baseline, by more than
+    `BASELINE_TOLERANCE`: the model learned the task. None when the task has no known baseline (imported runs,
+    mteb) or the row has no finished run."""
+    if row.get("trivial_baseline") is None or row.get("best_lr") is None:
+        return None
+    low = row["mean"] if math.isnan(row["ci_low"]) else row["ci_low"]
+    return low > row["trivial_baseline"] + BASELINE_TOLERANCE
+
+
+def at_baseline(row: dict) -> bool:
+    """Whether a summary row's mean is its task's trivial baseline (within `BASELINE_TOLERANCE`): a model that
+    predicts the majority class, or all "O", scores it exactly."""
+    return row.get("trivial_baseline") is not None and row.get("best_lr") is not None and \
+        abs(row["mean"] - row["trivial_baseline"]) <= BASELINE_TOLERANCE

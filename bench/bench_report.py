@@ -27,18 +27,11 @@ from pathlib import Path
 
 import numpy as np
 
-from core import names, paper_grid
+from core import names, paper
+from recipes import manifest
 
 ROOT = Path(__file__).resolve().parents[1]
-# finals: single objectives at 3 sizes and 5 masking ratios, the 610m budgets, PFS splits, CPT from both bases (the
-# first 38 are used: 1b's MLM-base CPT is left out)
-FINALS = ([f"{s}-{o}-42k" for s in ("210m", "610m", "1b") for o in ("clm", "mlm20", "mlm30", "mlm40", "mlm50")]
-          + [f"610m-{o}-{t}k" for t in (12, 22) for o in ("clm", "mlm40")]
-          + [f"610m-clm-{k}k-mlm40-{t}k" for t, splits in ((12, (3, 6, 9)), (22, (5, 11, 16)), (42, (10, 21, 32)))
-             for k in splits]
-          + [f"{s}-{b}-dec42k-mlm40-{t}k" for s in ("210m", "610m", "1b") for b in ("clm", "mlm40") for t in (44, 52)])
-STEPS = (1000, 2000, 5000, 10000, 20000, 40000)
-MODELS = FINALS[:38] + [f"610m-{o}-42k-{step}" for o in ("clm", "mlm40") for step in STEPS]
+MODELS = manifest.model_names() + manifest.intermediate_names()  # the paper's 38 models and 12 checkpoints
 # EncodEval dataset -> (its task folder, test instances: the public test/dev sizes, approximately)
 DATASETS = {"sst2": ("SC", 1821), "mnli_m": ("SC", 9815), "qqp": ("SC", 40430), "conll2003_en": ("TC", 3453),
             "ontonotes": ("TC", 8262), "uner_en": ("TC", 1000), "squad": ("QA", 10570), "squad_v2": ("QA", 11873),
@@ -58,8 +51,8 @@ def generate(root: Path, scale: float, models: list[str], datasets: list[str], s
             folder, size = DATASETS[dataset]
             n = max(8, round(size * scale))
             level = 0.55 + 0.3 * rng.random() + 0.002 * i
-            for j, lr in enumerate(paper_grid.PAPER_LRS):
-                for sd in paper_grid.PAPER_SEEDS:
+            for j, lr in enumerate(paper.PAPER_LRS):
+                for sd in paper.PAPER_SEEDS:
                     mean = level - 0.04 * abs(j - 2.5) + 0.01 * rng.standard_normal()
                     run = {}
                     for split, count in (("validation", max(8, n // 4)), ("test", n)):

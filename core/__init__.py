@@ -10,7 +10,7 @@
 - `cli`: the command-line convention (bad input: one line, exit status 2, nothing written);
 - `colours`: one colour per pretraining objective, the same in every figure;
 - `formatting`: how a number is written in a table (the report, the held-out CSV, the cards);
-- `paper_grid`: the paper's evaluation grid (12 tasks, 6 learning rates, 5 seeds);
+- `paper`: the paper's facts (its grid: 12 tasks, 6 learning rates, 5 seeds; batch, checkpoints, crossover);
 - `lora`: LoRA through peft, the one module of core that imports torch, peft and transformers (imported only where
   a model is built: the report and the cards never load it).
 """

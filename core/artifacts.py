@@ -33,6 +33,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from core import names
 from core.paths import REPO_ROOT, is_hub_id
 
 RUN_CONFIG_NAME = "run_config.json"  # resolved settings of a pretraining run, compared on resume
@@ -277,6 +278,27 @@ def read_json(path: str | os.PathLike, what: str = "file"):
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise ValueError(f"{what} {path} is not valid JSON ({error}); it is corrupt or truncated: delete it or "
                          "restore it") from None
+
+
+STUDY_RESULTS = "results"  # <study>/results: where a study's grid files its results, beside its study.json
+
+
+def study_of(results_dir: str | os.PathLike) -> dict | None:
+    """The study.json content of the study whose results folder `results_dir` is (`<study>/results`, study.json
+    beside it), None for any other folder: a study's folder holds its own models' results only."""
+    results_dir = Path(results_dir).resolve()
+    marker = results_dir.parent / "study.json"
+    if results_dir.name != STUDY_RESULTS or not marker.is_file():
+        return None
+    return read_json(marker, "study marker")
+
+
+def is_study_model(study: dict, model: str) -> bool:
+    """Whether `model` is a name a study files its own checkpoints' results under: one of its models (a replicate
+    `-pseed<k>`, an intermediate checkpoint `-<paper step>`), unscaled (`core.names`)."""
+    p = names.try_parse_name(model)
+    run = p and p.scale is None and names.try_parse_name(p.replicate_group)
+    return bool(run) and run.run_name in study.get("definition", {}).get("models", ())
 
 
 def load_yaml(text: str):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["table_cell"]
+__all__ = ["p_cell", "table_cell"]
 
 
 def table_cell(value, spec: str = ".4g", missing: str = "") -> str:
@@ -19,3 +19,10 @@ def table_cell(value, spec: str = ".4g", missing: str = "") -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return missing
     return format(value, spec) if isinstance(value, float) else str(value)
+
+
+def p_cell(p, spec: str = ".4g", missing: str = "") -> str:
+    """A p-value as a table cell (`table_cell`), never "0": one below 1e-6 is "< 1e-06"."""
+    if isinstance(p, float) and not math.isnan(p) and p < 1e-6:
+        return "< 1e-06"
+    return table_cell(p, spec, missing)

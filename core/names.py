@@ -83,6 +83,44 @@ class ModelName:
         """"clm" or "mlm<ratio>", as the names write the (last) objective."""
         return "clm" if self.objective == "clm" else f"mlm{self.ratio}"
 
+    @property
+    def base_run(self) -> str | None:
+        """A CPT's base run as its `run_info.json` records it (`610m-clm-42k`, no scale), None for another kind."""
+        return compose(self.size, self.base, self.base_steps) if self.kind == "cpt" else None
+
+    def format(self) -> str:
+        """The name these parts make (`parse_name` reversed; after `dataclasses.replace`, the name of the variant)."""
+        name = compose(self.size, self.objective_label, self.total_steps, switch_step=self.switch_step,
+                       base=self.base, base_steps=self.base_steps, paper_step=self.paper_step,
+                       pretrain_seed=self.pretrain_seed)
+        return scaled_name(name, self.scale)
+
+
+def compose(size: str, objective: str, total_steps: int, *, switch_step: int | None = None, base: str | None = None,
+            base_steps: int | None = None, paper_step: int | None = None, pretrain_seed: int | None = None) -> str:
+    """A name of the grammar from its parts, the one place names are built: `objective` as names write it ("clm",
+    "mlm40"); a PFS gives its `switch_step`, a CPT its `base` ("clm" | "mlm40") and `base_steps`; then the replicate
+    (`replicate_name`) and the intermediate checkpoint (`step_name`)."""
+    phase = f"clm-{switch_step // 1000}k-" if switch_step else f"{base}-dec{base_steps // 1000}k-" if base else ""
+    return step_name(replicate_name(f"{size}-{phase}{objective}-{total_steps // 1000}k", pretrain_seed), paper_step)
+
+
+def replicate_name(name: str, pretrain_seed: int | None) -> str:
+    """The run name of pretraining replicate `pretrain_seed` of model `name` (`name` itself for None)."""
+    return name if pretrain_seed is None else f"{name}-pseed{pretrain_seed}"
+
+
+def step_name(run: str, paper_step: int | None) -> str:
+    """The name of `run`'s intermediate checkpoint at `paper_step` (`run` itself for None), any run's name."""
+    return run if paper_step is None else f"{run}-{paper_step}"
+
+
+def split_step(name: str) -> tuple[str, int | None]:
+    """(run, paper step) of an intermediate checkpoint's name `<run>-<step>` (`step_name` reversed), (name, None)
+    for a name without a step; any run's name, in the grammar or not."""
+    run, _, step = name.rpartition("-")
+    return (run, int(step)) if run and step.isdigit() else (name, None)
+
 
 def parse_name(name: str) -> ModelName:
     """Parse a model name of the study's grammar.
@@ -111,7 +149,7 @@ def parse_name(name: str) -> ModelName:
         switch_step=_steps(g["switch"]) if g.get("switch") else None,
         base=g.get("base"), base_steps=_steps(g["base_steps"]) if g.get("base_steps") else None,
         paper_step=int(g["paper_step"]) if g.get("paper_step") else None,
-        run_name=name.rsplit("-", 1)[0] if g.get("paper_step") else name, scale=g["scale"],
+        run_name=split_step(name)[0] if g.get("paper_step") else name, scale=g["scale"],
         pretrain_seed=int(g["pseed"]) if g.get("pseed") else None,
     )
     _check(parsed)

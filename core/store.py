@@ -11,6 +11,7 @@ writer of the same file left (`write_result`).
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import time
 from collections.abc import Iterator
@@ -19,20 +20,14 @@ from pathlib import Path
 from core import artifacts, names
 
 RESULT_FORMAT = 3  # 3: declared scoring versions in the identity (2: source hashes, `identity.code`), `pretrain_seed`
-READ_FORMATS = (2, RESULT_FORMAT)  # the report, the cards and the migration read format 2; only format 3 is current
-MIGRATE_COMMAND = "python -m evaluation.identity --migrate RESULTS_DIR"  # format 2 -> 3, once
+MIGRATE_COMMAND = "python -m evaluation.identity --migrate RESULTS_DIR"  # format 2 -> 3 (read by it alone), once
 RESULT_GLOB = "*/*/lr*-seed*.json"  # under a results directory: <model>/<task>/lr<lr>-seed<seed>.json
 FINETUNE_INFO_NAME = "finetune_info.json"  # beside a saved fine-tuned model: its result's identity and scores
 FINETUNE_INFO_FORMAT = 1
+STATUSES = ("ok", "diverged")  # a finished result: scored, or stopped when its loss turned NaN/inf (nothing scored)
+KINDS = ("grid", "mteb", "imported")  # who made a result: evaluation.run, evaluation.mteb, analysis.import_encodeval
+IMPORTED_SOURCE = "encodeval"  # `source.kind` of an imported result (the paper's own runs)
 PROTOCOL_NAME = ".protocol"  # JSON in <results>/<model>/<task>/: the protocol of its results (`claim_protocol`)
-# Protocol and input settings read by some task families only (every other setting applies to all): a result does not
-# depend on the others, so they are left out of its identity (`family_identity`) and never compared: an SC result is
-# the same whatever `--ir_pooling` or `--doc_stride` its grid had. The families that read each one (`evaluation`).
-SETTING_FAMILIES = {"max_length": ("sc", "tc", "ir"), "pair_encoding": ("sc",), "tc_labelling": ("tc",),
-                    **dict.fromkeys(("qa_max_length", "doc_stride", "n_best", "max_answer_length"), ("qa",)),
-                    **dict.fromkeys(("ir_corpus", "ir_relevance", "ir_pooling", "query_prompt", "document_prompt"),
-                                    ("ir",))}
-SCOPED_PARTS = ("protocol", "inputs")  # the identity parts holding such settings
 
 
 def result_path(output: str | os.PathLike, model: str, task: str, lr: float, seed: int) -> Path:
@@ -53,15 +48,65 @@ def new_result(model: str, task: str, family: str, lr: float, seed: int, fields:
     Args:
         model, task, lr, seed: where it is filed (`result_path`); `read_result` checks the file agrees.
         family: the task family ("sc", "tc", "qa", "ir").
-        fields: what was measured: status, main_metric, validation, test, per_instance, config... (family's own).
-        identity: what decides it (`evaluation.identity`), compared by `is_current`.
+        fields: what was measured: status (one of `STATUSES`), main_metric, validation, test, per_instance,
+            config... (family's own); `"evaluation": "mteb"` or `source` marks the kind (`record_kind`).
+        identity: what decides it (`evaluation.identity`), compared by `differences`.
         versions: the library versions it was made with (`artifacts.package_versions`; recorded, not compared).
         pretrain_seed: k of a `-pseed<k>` pretraining replicate (`core.names`), None for a single run.
         extra: optional fields written last (model_source, shared_training, finetuned_from).
     """
+    if fields.get("status") not in STATUSES:
+        raise ValueError(f"result status {fields.get('status')!r} is not one of {STATUSES}")
     return {"format": RESULT_FORMAT, "model": model, "task": task, "family": family, "lr": lr, "seed": seed,
             "pretrain_seed": pretrain_seed, **fields, "identity": identity, "versions": versions,
             "git_commit": artifacts.git_commit(), **{k: v for k, v in extra.items() if v is not None}}
+
+
+def grid_body(main_metric: str, status: str, scores: dict | None = None, predictions: dict | None = None) -> dict:
+    """The body of a grid result (`new_result`'s `fields`, before the family's config): aggregate scores, and per
+    instance the prediction, the reference and the instance's scores, so every metric can be recomputed from the
+    result file alone.
+
+    Args:
+        main_metric: the task's main metric (`Task.metric`).
+        status: one of `STATUSES`.
+        scores: {"validation": metrics dict, "test": metrics dict} from `evaluation.metrics` (with "per_instance").
+        predictions: {"validation": {column: list}, "test": {column: list}}: predictions and references per
+            instance (e.g. {"prediction": [...], "reference": [...]}), aligned with the metric's per-instance lists.
+
+    Returns:
+        {"status", "main_metric", "validation", "test", "per_instance": {"validation": [records], "test": [records]}}.
+    """
+    scores, predictions = scores or {}, predictions or {}
+    out = {"status": status, "main_metric": main_metric}
+    per_instance = {}
+    for role in ("validation", "test"):
+        metric = scores.get(role) or {}
+        out[role] = {k: v for k, v in metric.items() if k != "per_instance"}
+        columns = {**(predictions.get(role) or {}),
+                   **{k: v for k, v in (metric.get("per_instance") or {}).items() if v is not None}}
+        n = len(next(iter(columns.values()))) if columns else 0
+        if any(len(v) != n for v in columns.values()):
+            lengths = {k: len(v) for k, v in columns.items()}
+            raise ValueError(f"per-instance columns of {role} have different lengths: {lengths}")
+        per_instance[role] = [{k: v[i] for k, v in columns.items()} for i in range(n)]
+    out["per_instance"] = per_instance
+    return out
+
+
+def record_kind(record: dict) -> str:
+    """Who made a result (`KINDS`): "mteb" (`"evaluation": "mteb"`), "imported" (`source.kind` "encodeval"), else
+    "grid"."""
+    if record.get("evaluation") == "mteb":
+        return "mteb"
+    return "imported" if (record.get("source") or {}).get("kind") == IMPORTED_SOURCE else "grid"
+
+
+def main_score(record: dict, split: str = "test") -> float:
+    """A result's main metric on `split`; NaN for a split not evaluated (mteb records have no validation)."""
+    if record[split] is None:
+        return math.nan
+    return float(record[split][record["main_metric"]])
 
 
 def pretrain_seed(model: str) -> int | None:
@@ -79,14 +124,16 @@ def filed_path(record) -> Path | None:
         return None
 
 
-def read_result(path: str | os.PathLike) -> dict:
-    """A result file (format 2 or 3; `pretrain_seed` None when it has none), refused in one line when corrupt, of
-    another format, or filed where its content does not say (a copy or a backup never counts as a result)."""
+def read_result(path: str | os.PathLike, migrating: bool = False) -> dict:
+    """A result file (`pretrain_seed` None when it has none), refused in one line when corrupt, of another format
+    (format 2 is read by the migration alone, `migrating`), or filed where its content does not say (a copy or a
+    backup never counts as a result)."""
     record = artifacts.read_json(path, "result file")
-    if not isinstance(record, dict) or record.get("format") not in READ_FORMATS:
-        found = record.get("format", 1) if isinstance(record, dict) else "unknown"
-        raise ValueError(f"result file {path} has format {found}, this version reads {READ_FORMATS}: re-run its grid "
-                         "with `python -m evaluation.run ... --rerun_changed` to replace it")
+    found = record.get("format", 1) if isinstance(record, dict) else "unknown"
+    if found != RESULT_FORMAT and not (migrating and found == 2):
+        fix = f"run `{MIGRATE_COMMAND}` once" if found == 2 else \
+            "re-run its grid with `python -m evaluation.run ... --rerun_changed` to replace it"
+        raise ValueError(f"result file {path} has format {found}, this version reads format {RESULT_FORMAT}: {fix}")
     if (filed := filed_path(record)) is None:
         raise ValueError(f"result file {path} does not record its model, task, lr and seed")
     if Path(path).parts[-3:] != filed.parts:
@@ -99,33 +146,11 @@ def read_result(path: str | os.PathLike) -> dict:
     return record
 
 
-def family_identity(family: str, identity: dict) -> dict:
-    """`identity` without the protocol and input settings that `family` does not read (`SETTING_FAMILIES`)."""
-    def keep(name):
-        return family in SETTING_FAMILIES.get(name, (family,))
-    return {part: {k: v for k, v in value.items() if keep(k)} if part in SCOPED_PARTS and isinstance(value, dict)
-            else value for part, value in identity.items()}
-
-
 def differences(record: dict, identity: dict) -> list[str]:
-    """Why a result is not current for `identity` ([] when it is): an older format, or the identity fields that
-    differ ("field: old -> new"), settings its family does not read left out (`family_identity`: results written
-    before those were left out of identities compare as they did). `identity` may hold only some fields (the study
-    checks model and scoring)."""
-    if record.get("format") != RESULT_FORMAT:
-        return [f"format {record.get('format')}, this version writes {RESULT_FORMAT}: run `{MIGRATE_COMMAND}` once"]
+    """Why a result is not current for `identity` ([] when it is): the identity fields that differ ("field: old ->
+    new"). `identity` may hold only some fields (the study checks model and scoring)."""
     recorded = record.get("identity") or {}
-    return same_family_diff(record.get("family"), {key: recorded.get(key) for key in identity}, identity)
-
-
-def same_family_diff(family: str, old: dict, new: dict) -> list[str]:
-    """`identity_diff` of two identities of one family's results, on the settings that family reads."""
-    return identity_diff(family_identity(family, old), family_identity(family, new))
-
-
-def is_current(record: dict, identity: dict) -> bool:
-    """Whether a result was made by what `identity` describes (same format, same identity fields)."""
-    return not differences(record, identity)
+    return identity_diff({key: recorded.get(key) for key in identity}, identity)
 
 
 def result_state(path: str | os.PathLike, identity: dict) -> tuple[str, list[str]]:
@@ -138,7 +163,7 @@ def result_state(path: str | os.PathLike, identity: dict) -> tuple[str, list[str
         record = read_result(path)
     except ValueError as error:
         return "changed", [str(error)]
-    if record.get("status") not in ("ok", "diverged"):
+    if record.get("status") not in STATUSES:
         return "changed", [f"status {record.get('status')!r}"]
     why = differences(record, identity)
     return ("changed", why) if why else ("done", [])

@@ -1,14 +1,13 @@
 """The fine-tuning loop every task family shares: the model loaded for fine-tuning with its attention pattern (the one
 the checkpoint records, or else measured on the model: `evaluation.attention`), the Trainer's arguments, training with
-divergence detection, the per-process caches of task splits and tokenized data, and the family-independent part of
-a result. The protocol's arguments are in `evaluation.finetune_args`, what the model is given in
-`evaluation.model_inputs`. Scores are fractions in [0, 1] everywhere (as `evaluation.metrics` returns them), never
-percentages.
+divergence detection, and the per-process caches of task splits and tokenized data (the family-independent part of a
+result is `core.store.grid_body`). The protocol's arguments are in `evaluation.finetune_args`, what the model is
+given in `evaluation.model_inputs`. Scores are fractions in [0, 1] everywhere (as `evaluation.metrics` returns them),
+never percentages.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 import tempfile
@@ -27,7 +26,7 @@ from transformers.trainer_callback import PrinterCallback
 import modeling_eurobert  # noqa: F401  (registers our Auto classes, so our checkpoints load in-process)
 from core import lora
 from evaluation.attention import set_attention
-from evaluation.finetune_args import FinetuneArgs
+from evaluation.finetune_args import FinetuneArgs, data_settings, identity_settings
 from modeling_eurobert.export_native import make_plain_loadable
 
 
@@ -121,17 +120,14 @@ _TOKENIZED: dict = {}
 
 
 def task_splits(task, args: FinetuneArgs):
-    """`tasks.load_splits` once per (task, data dir, subset sizes) in this process."""
+    """`tasks.load_splits` once per (task, the settings its data depends on: `finetune_args.data_settings`) in this
+    process."""
     from evaluation import tasks
 
-    key = (str(task.path or task.name), args.source, args.data_dir, args.max_train, args.max_eval, args.ir_corpus,
-           args.ir_relevance, args.pair_encoding)
+    settings = data_settings(args, task.family)
+    key = (str(task.path or task.name), *sorted(settings.items()))
     if key not in _SPLITS:
-        extra = {"corpus": args.ir_corpus, "relevance": args.ir_relevance} if task.family == "ir" else {}
-        extra = {"pair_encoding": args.pair_encoding} if task.family == "sc" else extra
-        _SPLITS[key] = tasks.load_splits(
-            task, data_dir=args.data_dir, max_train=args.max_train, max_eval=args.max_eval, source=args.source, **extra
-        )
+        _SPLITS[key] = tasks.load_splits(task, **settings)
     return _SPLITS[key]
 
 
@@ -142,51 +138,14 @@ def tokenizer_fingerprint(tokenizer) -> str:
     return Hasher.hash(tokenizer.backend_tokenizer.to_str() if tokenizer.is_fast else tokenizer)
 
 
-def cached(key: tuple, build):
-    """Return `build()` computed once per key in this process (tokenized datasets reused by every grid run)."""
+def cached(tokenizer, task, args: FinetuneArgs, build):
+    """`build()` (a task's tokenized splits) once per tokenizer content, task and the settings its family's results
+    and data depend on (`finetune_args.SETTINGS`) in this process, reused by every run of a grid."""
+    settings = {**identity_settings(args, task.family), **data_settings(args, task.family)}
+    key = (tokenizer_fingerprint(tokenizer), task.name, task.family, *sorted(settings.items()))
     if key not in _TOKENIZED:
         _TOKENIZED[key] = build()
     return _TOKENIZED[key]
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Results
-# ---------------------------------------------------------------------------------------------------------------
-
-
-def result(task, status: str, scores: dict | None = None, predictions: dict | None = None) -> dict:
-    """The family-independent part of a run's result: aggregate scores, and per instance the prediction, the
-    reference and the instance's scores, so every metric can be recomputed from the result file alone.
-
-    Args:
-        task: the Task (its `metric` is the main metric).
-        status: "ok" or "diverged".
-        scores: {"validation": metrics dict, "test": metrics dict} from `evaluation.metrics` (with "per_instance").
-        predictions: {"validation": {column: list}, "test": {column: list}}: predictions and references per
-            instance (e.g. {"prediction": [...], "reference": [...]}), aligned with the metric's per-instance lists.
-
-    Returns:
-        {"status", "main_metric", "validation", "test", "per_instance": {"validation": [records], "test": [records]}}.
-    """
-    scores, predictions = scores or {}, predictions or {}
-    out = {"status": status, "main_metric": task.metric}
-    per_instance = {}
-    for role in ("validation", "test"):
-        metric = scores.get(role) or {}
-        out[role] = {k: v for k, v in metric.items() if k != "per_instance"}
-        columns = {**(predictions.get(role) or {}),
-                   **{k: v for k, v in (metric.get("per_instance") or {}).items() if v is not None}}
-        n = len(next(iter(columns.values()))) if columns else 0
-        if any(len(v) != n for v in columns.values()):
-            lengths = {k: len(v) for k, v in columns.items()}
-            raise ValueError(f"per-instance columns of {role} have different lengths: {lengths}")
-        per_instance[role] = [{k: v[i] for k, v in columns.items()} for i in range(n)]
-    out["per_instance"] = per_instance
-    return out
-
-
-def args_dict(args: FinetuneArgs) -> dict:
-    return dataclasses.asdict(args)
 
 
 def load_for_finetuning(auto_class, model_path, tokenizer, args: FinetuneArgs, **kwargs):

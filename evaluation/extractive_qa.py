@@ -15,6 +15,7 @@ import collections
 import numpy as np
 from transformers import AutoModelForQuestionAnswering, DataCollatorWithPadding, Trainer
 
+from core import store
 from evaluation import common, finetune_args, metrics, model_inputs
 
 
@@ -61,7 +62,7 @@ def prepare_eval(batch, tokenizer, args: finetune_args.FinetuneArgs) -> dict:
 
 
 def tokenize(task, tokenizer, args: finetune_args.FinetuneArgs):
-    """Train windows and evaluation windows, built once per (tokenizer, task, lengths)."""
+    """Train windows and evaluation windows, built once per tokenizer, task and settings (`common.cached`)."""
     if not tokenizer.is_fast:
         raise ValueError("extractive QA needs a fast tokenizer (offset mappings); this model ships a slow one")
 
@@ -75,9 +76,7 @@ def tokenize(task, tokenizer, args: finetune_args.FinetuneArgs):
                                              remove_columns=columns)
         return splits, windows
 
-    key = (common.tokenizer_fingerprint(tokenizer), task.name, args.qa_max_length, args.doc_stride,
-           args.max_train, args.max_eval, "qa")
-    return common.cached(key, build)
+    return common.cached(tokenizer, task, args, build)
 
 
 def postprocess(examples, windows, start_logits, end_logits, n_best: int = 20, max_answer_length: int = 30,
@@ -142,11 +141,11 @@ def score(finetuned: common.Finetuned, task, args: finetune_args.FinetuneArgs) -
     predicts a span and scores with the v1.1 script's rules.
 
     Returns:
-        `common.result(...)` with SQuAD EM/F1 (plus HasAns/NoAns splits under v2.0 rules), per-question scores,
+        `store.grid_body(...)` with SQuAD EM/F1 (plus HasAns/NoAns splits under v2.0 rules), per-question scores,
         predicted answer texts and gold answers.
     """
     if finetuned.diverged:
-        return common.result(task, "diverged")
+        return store.grid_body(task.metric, "diverged")
     trainer = finetuned.trainer
     splits, windows = tokenize(task, trainer.processing_class, args)
     with_null = task.squad_version == "v2.0"
@@ -159,7 +158,7 @@ def score(finetuned: common.Finetuned, task, args: finetune_args.FinetuneArgs) -
         predicted, references = [texts[i] for i in ids], [a["text"] for a in splits[role]["answers"]]
         scores[role] = metrics.squad_scores(predicted, references, ids, version=task.squad_version)
         predictions[role] = {"prediction": predicted, "reference": references}
-    return common.result(task, "ok", scores, predictions)
+    return store.grid_body(task.metric, "ok", scores, predictions)
 
 
 save = common.save_finetuned

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from evaluation.tasks import FAMILIES
+
 ATTENTION_CHOICES = ("bidirectional", "causal", "checkpoint")
 PRECISIONS = ("auto", "bf16_weights", "bf16_autocast", "fp32")
 IR_CORPORA = ("pooled", "judged", "full")
@@ -25,15 +27,8 @@ PEFT_CHOICES = ("none", "lora")
 
 @dataclass
 class ProtocolArgs:
-    """Fine-tuning settings shared by every run of a grid (command-line flags of `evaluation.run`).
-
-    Protocol: `batch_size`, `warmup_ratio`, `adam_beta1/2`, `adam_epsilon`, `weight_decay`,
-    `max_steps` (overrides the task's steps/epochs), `precision`. Inputs: `max_length`, `doc_stride` (QA),
-    `max_answer_length`/`n_best` (QA post-processing), `ir_corpus`, `ir_relevance`, `ir_pooling`,
-    `query_prompt`/`document_prompt` (override the task's), `tc_labelling` (overrides the task's), `pair_encoding`
-    (SC sentence pairs). Data: `source`,
-    `data_dir`, `max_train`, `max_eval`. Every default is the paper's protocol (`docs/protocol.md`).
-    """
+    """Fine-tuning settings shared by every run of a grid (command-line flags of `evaluation.run`), each field's help
+    its documentation and `SETTINGS` what it decides. Every default is the paper's protocol (`docs/protocol.md`)."""
 
     batch_size: int = field(default=32, metadata={"help": "Train batch size (paper: 32)."})
     eval_batch_size: int = field(default=64, metadata={"help": "Batch size for prediction and encoding."})
@@ -140,6 +135,60 @@ class ProtocolArgs:
         """One run's settings: this protocol with `changes` (lr, seed, scratch_dir...) as `FinetuneArgs`."""
         return FinetuneArgs(**{**dataclasses.asdict(self), **changes})
 
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What one protocol setting decides, declared once (`SETTINGS`); results' identities and the data cache derive
+    from it. `families`: those that read it (a result of another family does not depend on it: an SC result is the
+    same whatever `--ir_pooling`); `identity`: whether it can change a score, or a (setting, value) pair it is left
+    out at (results keep the identity they had before it existed); `data`: the `tasks.load_splits` argument it sets.
+    """
+
+    families: tuple = FAMILIES
+    identity: bool | tuple = True
+    data: str | None = None
+
+
+# Every `ProtocolArgs` field not listed here is read by every family, enters the identity and leaves the data as it is.
+SETTINGS = {
+    "max_length": Setting(families=("sc", "tc", "ir")),
+    **dict.fromkeys(("qa_max_length", "doc_stride", "n_best", "max_answer_length"), Setting(families=("qa",))),
+    "ir_corpus": Setting(families=("ir",), data="corpus"),
+    "ir_relevance": Setting(families=("ir",), data="relevance"),
+    **dict.fromkeys(("ir_pooling", "query_prompt", "document_prompt"), Setting(families=("ir",))),
+    "tc_labelling": Setting(families=("tc",)),
+    "pair_encoding": Setting(families=("sc",), identity=("pair_encoding", "joined"), data="pair_encoding"),
+    **dict.fromkeys(("peft", "lora_rank", "lora_alpha"), Setting(identity=("peft", "none"))),
+    **dict.fromkeys(("logging_steps", "scratch_dir"), Setting(identity=False)),
+    "data_dir": Setting(identity=False, data="data_dir"),
+    **dict.fromkeys(("lr", "seed"), Setting(identity=False)),  # a run's own (`FinetuneArgs`): its result's file name
+    **{name: Setting(data=name) for name in ("source", "max_train", "max_eval")},
+}
+
+
+def reads(family: str, name: str) -> bool:
+    """Whether results of `family` depend on the protocol setting `name` (`SETTINGS`)."""
+    return family in SETTINGS.get(name, Setting()).families
+
+
+def identity_settings(args: ProtocolArgs, family: str, names=None) -> dict:
+    """{setting: value} of the settings among `names` (default: every protocol setting) that enter the identity of a
+    `family` result under `args` (`SETTINGS`)."""
+    out = {}
+    for name in names or [f.name for f in dataclasses.fields(args)]:
+        declared = SETTINGS.get(name, Setting())
+        condition = declared.identity
+        enters = getattr(args, condition[0]) != condition[1] if isinstance(condition, tuple) else condition
+        if enters and family in declared.families:
+            out[name] = getattr(args, name)
+    return out
+
+
+def data_settings(args: ProtocolArgs, family: str) -> dict:
+    """The `tasks.load_splits` arguments of a `family` task under `args`: what its loaded splits depend on."""
+    return {declared.data: getattr(args, name) for name, declared in SETTINGS.items()
+            if declared.data and family in declared.families}
 
 
 @dataclass

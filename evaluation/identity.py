@@ -7,7 +7,7 @@ A result file `<output>/<model>/<task>/lr<lr>-seed<seed>.json` records the ident
 - `task`: its definition (the task YAML minus free text) and the sha256 of every local data file it reads;
 - `protocol`: every fine-tuning setting that can change a score (steps, batch, lengths, subsets, precision...)
   of the task's family: a setting only other families read (`--ir_pooling`, `--doc_stride` for an SC task:
-  `core.store.SETTING_FAMILIES`) is left out, and left out of comparisons with results that recorded it.
+  `finetune_args.SETTINGS`, where each setting is declared once) is left out.
 - `scoring`: the declared versions of the code that fine-tunes and scores, {"protocol": PROTOCOL_VERSION,
   <family>: SCORING_VERSIONS[family]} (`scoring_identity`). A refactor, a docstring or a comment leaves them (and
   every stored result) as they are; a change that moves a family's per-instance outputs or scores fails that
@@ -26,25 +26,24 @@ refused with the differing fields named, unless `--rerun_changed` (then the old 
 redone). The report refuses to average results of different identities in one row. `core.store.differences`
 names the fields.
 
-Results of format 2 recorded the sha256 of ten source files (`identity.code`) instead; they are read by the report
-but are current for no grid until migrated once: `python -m evaluation.identity --migrate RESULTS_DIR` gives each
-the scoring versions 1 (what the code that wrote format 2 scored, frozen by the first golden files) and format 3.
+Results of format 2 recorded the sha256 of ten source files (`identity.code`) instead; everything but the migration
+refuses them, naming it: `python -m evaluation.identity --migrate RESULTS_DIR` gives each, once, the scoring versions
+1 (what the code that wrote format 2 scored, frozen by the first golden files) and format 3; it also scopes the
+identities written before they left out the settings their family does not read, and claims the folders written
+before folders were claimed.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import functools
 import hashlib
 import json
 import os
 
 from core import artifacts, cli, store
-from evaluation import tasks
+from evaluation import finetune_args, tasks
 
-# Settings that never change a score: where files live, how often the loss is logged, how many workers run.
-NOT_PROTOCOL = {"data_dir", "scratch_dir", "logging_steps", "workers"}
 TASK_FREE_TEXT = {"description", "notes", "path"}
 # Bump a family's version when its per-instance outputs or scores move (its reader, inputs, head, post-processing or
 # metric), PROTOCOL_VERSION when the shared fine-tuning loop moves every family's; then regenerate the golden files.
@@ -55,12 +54,6 @@ FORMAT2_VERSION = 1  # what `--migrate` gives a format-2 result: the versions of
 
 def _sha256_json(value) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def model_identity(model_path: str | os.PathLike) -> dict:
-    """Content identity of a checkpoint directory: config, weights and tokenizer files
-    (`artifacts.checkpoint_identity`)."""
-    return artifacts.checkpoint_identity(model_path)
 
 
 @functools.lru_cache(maxsize=None)
@@ -80,21 +73,34 @@ def task_identity(task: tasks.Task, source: str, data_dir) -> dict:
     settings hash as the YAML mappings did (`tests/test_tasks.py` pins this).
     """
     definition = {k: v for k, v in task.as_dict().items() if k not in TASK_FREE_TEXT}
+    paths = tasks.data_files(task, source, data_dir)
     files = {}
-    for path in tasks.data_files(task, source, data_dir):
+    for path in paths:
         stat = path.stat()
-        key = path.name if path.name not in files else str(path)
-        files[key] = _file_hash(str(path), stat.st_size, stat.st_mtime_ns)
+        files[_data_key(path, paths)] = _file_hash(str(path), stat.st_size, stat.st_mtime_ns)
     return {"definition": _sha256_json(definition), "source": source, "data": files}
 
 
-def protocol_identity(protocol) -> dict:
-    """Every protocol setting that can change a score (paths and logging excluded). The LoRA settings only with
-    `--peft lora`, the pair encoding only with `--pair_encoding segments`: other results keep the identity they had
-    before those settings existed."""
-    skip = NOT_PROTOCOL | {"lr", "seed"} | ({"peft", "lora_rank", "lora_alpha"} if protocol.peft == "none" else set())
-    skip |= {"pair_encoding"} if protocol.pair_encoding == "joined" else set()
-    return {k: v for k, v in dataclasses.asdict(protocol).items() if k not in skip}
+def _data_key(path, paths) -> str:
+    """How a task's identity names one of its data files `paths`: its file name, or, for files of one name in
+    several folders (a/train.tsv, b/train.tsv), its path from their common folder: never where the data sits on
+    this machine, so a moved data folder keeps the identity; the definition says which file feeds which split."""
+    namesakes = [str(p) for p in paths if p.name == path.name]
+    return path.name if len(namesakes) == 1 else os.path.relpath(path, os.path.commonpath(namesakes))
+
+
+def protocol_identity(protocol, family: str) -> dict:
+    """The protocol settings that can change the score of a `family` result (`finetune_args.SETTINGS`: paths and
+    logging left out, settings only other families read left out, the LoRA settings only with `--peft lora`, the
+    pair encoding only with `--pair_encoding segments`)."""
+    return finetune_args.identity_settings(protocol, family)
+
+
+def scoped(family: str, ident: dict) -> dict:
+    """A recorded identity without the protocol and input settings `family` does not read (what results written
+    before identities left those out recorded: `--migrate` rewrites them so)."""
+    return {part: {k: v for k, v in value.items() if finetune_args.reads(family, k)}
+            if part in ("protocol", "inputs") and isinstance(value, dict) else value for part, value in ident.items()}
 
 
 def ir_training_key(task: tasks.Task, pairs, schedule) -> str:
@@ -122,40 +128,55 @@ def ir_training_key(task: tasks.Task, pairs, schedule) -> str:
 
 
 def _migrated_identity(record: dict) -> dict:
-    """A format-2 identity with `code` (source hashes) replaced by the versions of the code that wrote format 2."""
+    """A recorded identity made current: a format-2 `code` (source hashes) replaced by the versions of the code that
+    wrote format 2, and the settings its family does not read left out (`scoped`)."""
     ident = {k: v for k, v in (record.get("identity") or {}).items() if k != "code"}
-    if "code" in (record.get("identity") or {}):
+    if record["format"] == 2:
         ident["scoring"] = {"protocol": FORMAT2_VERSION, record["family"]: FORMAT2_VERSION}
-    return ident
+    return scoped(record["family"], ident)
 
 
 def migrate(results_dir: str | os.PathLike) -> int:
-    """Give every format-2 result under `results_dir` (and the `finetune_info.json` of a model saved beside it) the
-    format-3 identity, once; return how many results were rewritten. Everything is read and checked first: a
-    corrupt file, a copy or a file of an unknown format stops it before anything is written."""
+    """Make every result under `results_dir` (and the `finetune_info.json` of a model saved beside it) current, once:
+    format 2 gets the format-3 identity, an identity that recorded settings its family does not read is `scoped`, and
+    a folder written before folders were claimed is claimed for its results' protocol (`store.claim_protocol`); return
+    how many results were rewritten. Everything is read and checked first: a corrupt file, a copy, a file of an
+    unknown format or an unclaimed folder of several protocols stops it before anything is written."""
     paths = store.result_files(results_dir)
     if not paths:
         raise FileNotFoundError(f"no result files under {results_dir} (<model>/<task>/lr<lr>-seed<seed>.json)")
-    records = {path: store.read_result(path) for path in paths}
-    old = {path: record for path, record in records.items() if record["format"] != store.RESULT_FORMAT}
+    records = {path: store.read_result(path, migrating=True) for path in paths}
+    new = {path: _migrated_identity(record) for path, record in records.items()}
+    old = [path for path, record in records.items()
+           if record["format"] != store.RESULT_FORMAT or new[path] != record["identity"]]
+    unclaimed: dict = {}
+    for path in paths:
+        if not (path.parent / store.PROTOCOL_NAME).is_file() and new[path].get("protocol") is not None:
+            unclaimed.setdefault(path.parent, {})[json.dumps(new[path]["protocol"], sort_keys=True)] = new[path]
+    if mixed := next((folder for folder, protocols in unclaimed.items() if len(protocols) > 1), None):
+        raise ValueError(f"{mixed} holds results of {len(unclaimed[mixed])} protocols: one folder holds one; move "
+                         "the results of all but one out, then migrate again")
     infos = {path: store.read_finetune_info(path.with_suffix(".model")) for path in old}
-    for path, record in old.items():
+    for path in old:
         with store.lock(path, "migration of"):
             if info := infos[path]:
                 store.write_finetune_info(path.with_suffix(".model"), {
-                    **{k: v for k, v in info.items() if k != "format"}, "identity": _migrated_identity(record)})
-            store.write_result(path, {**record, "format": store.RESULT_FORMAT, "identity": _migrated_identity(record)})
+                    **{k: v for k, v in info.items() if k != "format"}, "identity": new[path]})
+            store.write_result(path, {**records[path], "format": store.RESULT_FORMAT, "identity": new[path]})
+    for folder, protocols in unclaimed.items():
+        store.claim_protocol(folder, next(iter(protocols.values()))["protocol"])
     return len(old)
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m evaluation.identity --migrate RESULTS_DIR`: results of format 2 made current, once."""
+    """`python -m evaluation.identity --migrate RESULTS_DIR`: results of format 2, recording settings their family does
+    not read or in folders written before folders were claimed, made current, once."""
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("--migrate", required=True, metavar="RESULTS_DIR", help="the grid's --output directory")
     args = parser.parse_args(argv)
     with cli.bad_input_exits():
         count = migrate(args.migrate)
-    print(f"migrated {count} result file(s) of format 2 under {args.migrate} to format {store.RESULT_FORMAT}")
+    print(f"migrated {count} result file(s) under {args.migrate} to format {store.RESULT_FORMAT}")
 
 
 if __name__ == "__main__":

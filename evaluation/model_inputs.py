@@ -13,7 +13,7 @@ from transformers import AutoConfig, AutoTokenizer
 
 from core import artifacts
 from evaluation.attention import resolved_attention
-from evaluation.finetune_args import ProtocolArgs
+from evaluation.finetune_args import ProtocolArgs, identity_settings
 
 LENGTH_MARGIN = 0.99  # the original harness: max length = round(0.99 * min(the model's positions, 2048))
 
@@ -114,13 +114,10 @@ def resolve_inputs(args: ProtocolArgs, model_path) -> ProtocolArgs:
 
 
 
-def inputs_identity(args: ProtocolArgs) -> dict:
-    """The resolved input settings of `resolve_inputs` (part of a result's identity; the pair encoding only when
-    it is `segments`, so joined-text results keep the identity they had before the setting existed)."""
-    names = ("max_length", "qa_max_length", "doc_stride", "attention", *(("pair_encoding",) * (
-        args.pair_encoding == "segments")))
-    return {name: getattr(args, name) for name in names}
-
+def inputs_identity(args: ProtocolArgs, family: str) -> dict:
+    """The resolved input settings of `resolve_inputs` a `family` result depends on (part of its identity; the pair
+    encoding only when it is `segments`: `finetune_args.SETTINGS`)."""
+    return identity_settings(args, family, ("max_length", "qa_max_length", "doc_stride", "attention", "pair_encoding"))
 
 
 def check_labels(model_path: str | os.PathLike, task) -> None:

@@ -288,7 +288,7 @@ def resolve_model_entry(spec: str) -> Model:
     has_st = (Path(path) / "modules.json").is_file()
     if not has_st:
         model_inputs.load_finetuning_tokenizer(path)  # a plain encoder needs its tokenizer: one line now, not mid-run
-    model_id = dict(identity.model_identity(path))
+    model_id = dict(artifacts.checkpoint_identity(path))
     if has_st:  # the pooling, prompts and max length decide the embeddings too
         model_id["sentence_transformers"] = {f: artifacts.file_sha256(Path(path) / f)
                                              for f in SENTENCE_TRANSFORMERS_FILES if (Path(path) / f).is_file()}
@@ -413,7 +413,7 @@ def state(path: Path, ident: dict) -> tuple[str, list[str]]:
         record = store.read_result(path)
     except ValueError as error:
         return "foreign", [str(error)]
-    if record.get("evaluation") != "mteb":
+    if store.record_kind(record) != "mteb":
         return "foreign", ["not written by evaluation.mteb"]
     return store.result_state(path, ident)
 
@@ -441,6 +441,10 @@ def list_jobs(args: MtebArgs) -> list[Job]:
     task_specs = cli.split_list(args.tasks)
     if not specs or not task_specs:
         raise ValueError("give at least one --model and one --tasks entry")
+    if (study := artifacts.study_of(args.output)) is not None:  # its report and results dataset would take them in
+        raise ValueError(f"--output {args.output} is the {study['study']} study's results folder, which holds its "
+                         "grid's results only: write mteb's records to a folder of their own and report both "
+                         f"(python -m analysis.report {args.output} mine/ --output DIR)")
     models = [resolve_model_entry(spec) for spec in specs]
     if len({m.name for m in models}) != len(models):
         raise ValueError(f"two models share a name ({[m.name for m in models]}); use NAME=DIR for one")

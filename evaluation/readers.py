@@ -11,8 +11,10 @@ Offline formats and their options (keys of a task YAML's `offline:` block):
     jsonl   one JSON object per line. `columns` maps each input field to a key.
     conll   one token per line, a blank line between sentences. `token_column` (default 0) and `tag_column`
             (default -1: the last) are 0-based; `separator` splits a line (null, the default: any whitespace);
-            lines starting with `comment_prefix` are skipped; a line whose first column is `docstart` (default
-            -DOCSTART-) ends the sentence and is dropped; `token_prefix` (e.g. "en:") is stripped from tokens.
+            a blank or whitespace-only line ends a sentence; lines starting with `comment_prefix` (default null:
+            none) are skipped, token lines too (`#` would drop a tweet's `#love<TAB>O`); a line whose first
+            column is `docstart` (default -DOCSTART-) ends the sentence and is dropped; `token_prefix` (e.g.
+            "en:") is stripped from tokens.
     squad   SQuAD v1.1 / v2.0 JSON ({"data": [{"title", "paragraphs": [{"context", "qas": [...]}]}]}); no options.
             A question marked `is_impossible` has no answer.
     beir    `corpus` and `queries`: JSON lines of {"_id", "text"} (the corpus may add "title"); `qrels`:

@@ -26,6 +26,7 @@ from sentence_transformers.sentence_transformer.losses import (
 from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
 from transformers import set_seed
 
+from core import store
 from evaluation import attention, common, finetune_args, metrics, model_inputs
 
 TOP_K = 100  # documents kept per query: enough for recall@100 and NDCG@10
@@ -110,11 +111,11 @@ def score(finetuned: common.Finetuned, task, args: finetune_args.FinetuneArgs) -
     (`ir_corpus`, `ir_relevance`: the corpus and relevance of evaluation).
 
     Returns:
-        `common.result(...)` with ndcg@10, mrr@10, recall@100, and per query its scores, the top-100 document ids
+        `store.grid_body(...)` with ndcg@10, mrr@10, recall@100, and per query its scores, the top-100 document ids
         in rank order and the judged documents with their relevance.
     """
     if finetuned.diverged:
-        return common.result(task, "diverged")
+        return store.grid_body(task.metric, "diverged")
     model = finetuned.trainer.model
     model.eval()
     splits = common.task_splits(task, args)
@@ -126,7 +127,7 @@ def score(finetuned: common.Finetuned, task, args: finetune_args.FinetuneArgs) -
         qids = scores[role]["per_instance"]["qid"]  # sorted query ids, the per-instance order
         predictions[role] = {"ranking": [metrics.ranked_ids(run.get(q, {})) for q in qids],
                              "relevance": [qrels[q] for q in qids]}
-    return common.result(task, "ok", scores, predictions)
+    return store.grid_body(task.metric, "ok", scores, predictions)
 
 
 def save(finetuned: common.Finetuned, directory) -> None:

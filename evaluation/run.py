@@ -53,7 +53,7 @@ import transformers
 from tqdm.auto import tqdm
 from transformers import AutoConfig, HfArgumentParser
 
-from core import artifacts, cli, paper_grid, store
+from core import artifacts, cli, paper, store
 from core.paths import REPO_ROOT
 from evaluation import (
     baselines,
@@ -87,9 +87,9 @@ class GridArgs:
                                          "run_info.json, else the directory or repo name)."})
     tasks: str = field(metadata={"help": "Task names or task YAML paths, comma-separated "
                                          f"({', '.join(tasks.list_tasks())})."})
-    lrs: str = field(default=",".join(f"{lr:g}" for lr in paper_grid.PAPER_LRS),
+    lrs: str = field(default=",".join(f"{lr:g}" for lr in paper.PAPER_LRS),
                      metadata={"help": "Learning rates."})
-    seeds: str = field(default=",".join(map(str, paper_grid.PAPER_SEEDS)), metadata={"help": "Seeds."})
+    seeds: str = field(default=",".join(map(str, paper.PAPER_SEEDS)), metadata={"help": "Seeds."})
     output: str = field(default="results", metadata={"help": "Results directory."})
     rerun_changed: bool = field(default=False, metadata={
         "help": "Re-run finished runs whose identity (model, task, protocol) changed; the old files are moved aside."})
@@ -179,6 +179,21 @@ def models_to_save(selection: str, task_list: list, lrs: list[float], seeds: lis
     return chosen
 
 
+def check_study_folder(output, models: list[tuple[str, str, str]]) -> None:
+    """Refuse a model that is not the study's own checkpoint in a study's results folder (`<study>/results`): it
+    would join the study's report and results dataset. Report it beside the study's instead (`analysis.report` takes
+    several results directories)."""
+    if (study := artifacts.study_of(output)) is None:
+        return
+    root = Path(output).resolve().parent
+    for name, model, _ in models:
+        if root not in Path(model).resolve().parents or not artifacts.is_study_model(study, name):
+            raise ValueError(f"--output {output} is the {study['study']} study's results folder, for its own "
+                             f"checkpoints; {name} is not one of them: evaluate it into a folder of its own "
+                             f"(--output mine/) and report both (python -m analysis.report {output} mine/ --output "
+                             "DIR)")
+
+
 def list_runs(grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> tuple[list[Run], dict]:
     """Check every input and list the runs with their identities, before any training.
 
@@ -215,6 +230,7 @@ def list_runs(grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> tuple[lis
     names = [name for name, _, _ in models]
     if len(set(names)) != len(names):
         raise ValueError(f"two models share a name ({names}); results are filed by name: use NAME=DIR for one")
+    check_study_folder(grid.output, models)
     tokenizers, model_ids, inputs = {}, {}, {}
     for _, model, _ in models:
         if not (Path(model) / "config.json").is_file():
@@ -227,13 +243,13 @@ def list_runs(grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> tuple[lis
                              f"{resolved.qa_max_length} tokens (--qa_max_length, capped for {model}): a window holds "
                              f"the question, the overlap and new context; pass at most "
                              f"{(resolved.qa_max_length - 1) // 2} (paper: 128 of 384)")
-        inputs[model] = model_inputs.inputs_identity(resolved)
+        inputs[model] = resolved
         for task in task_list:
             model_inputs.check_head(model, task.family)
             model_inputs.check_labels(model, task)
             if task.family in ("tc", "qa") and not tokenizers[model].is_fast:
                 raise ValueError(f"{task.name} needs a fast tokenizer (word ids / offsets); {model} has a slow one")
-        model_ids[model] = identity.model_identity(model)
+        model_ids[model] = artifacts.checkpoint_identity(model)
     task_ids, training = {}, {}
     for task in task_list:  # loads (and caches) every dataset: missing files and bad labels raise here
         splits = common.task_splits(task, protocol.for_run())
@@ -241,10 +257,10 @@ def list_runs(grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> tuple[lis
         if task.family == "ir":
             budget = finetune_args.schedule(task, protocol)
             training[task.name] = identity.ir_training_key(task, splits["train"], budget)
-    protocol_id = identity.protocol_identity(protocol)
-    runs = [Run(name, m, t, lr, s, store.family_identity(t.family, {
-                "model": model_ids[m], "task": task_ids[t.name], "protocol": protocol_id,
-                "scoring": identity.scoring_identity(t.family), "inputs": inputs[m]}),
+    runs = [Run(name, m, t, lr, s, {"model": model_ids[m], "task": task_ids[t.name],
+                                    "protocol": identity.protocol_identity(protocol, t.family),
+                                    "scoring": identity.scoring_identity(t.family),
+                                    "inputs": model_inputs.inputs_identity(inputs[m], t.family)},
                 source=source, training=training.get(t.name), save_model=(t.name, lr, s) in saved)
             for name, m, source in models for t in task_list for lr in lrs for s in seeds]
     return runs, tokenizers
@@ -270,6 +286,11 @@ def status(run: Run, output: str | os.PathLike) -> tuple[str, list[str]]:
     run again (same identity, so the same scores up to hardware) and its result rewritten with the model.
     """
     state, why = store.result_state(run.path(output), run.identity)
+    if state == "changed" and why[0].startswith(("protocol.", "inputs.")):
+        recorded = store.read_result(run.path(output))["identity"]
+        if recorded != identity.scoped(run.task.family, recorded):
+            why = [f"it records settings its family does not read (written before identities left them out): run "
+                   f"`{store.MIGRATE_COMMAND}` once"]
     if state == "done" and run.save_model and not _model_saved(run, output) \
             and store.read_result(run.path(output))["status"] == "ok":
         return "todo", ["fine-tuned model asked for (--save_models) but not saved"]
@@ -281,7 +302,7 @@ def _model_saved(run: Run, output) -> bool:
         info = store.read_finetune_info(run.model_dir(output))
     except ValueError:  # unreadable or of another format: the model is saved again
         return False
-    return info is not None and not store.same_family_diff(run.task.family, info.get("identity") or {}, run.identity)
+    return info is not None and not store.identity_diff(info.get("identity") or {}, run.identity)
 
 
 def _run_args(run: Run, protocol: finetune_args.ProtocolArgs, scratch: str) -> finetune_args.FinetuneArgs:
@@ -301,7 +322,7 @@ def execute(unit: list[Run], protocol: finetune_args.ProtocolArgs, tokenizer,
     family = FAMILIES[first.task.family]
     finetuned = family.finetune(first.model_path, first.task, args, tokenizer=tokenizer)
     max_steps, epochs = finetune_args.schedule(first.task, args)
-    config = {**{k: v for k, v in common.args_dict(args).items() if k not in ("scratch_dir", "data_dir")},
+    config = {**{k: v for k, v in dataclasses.asdict(args).items() if k not in ("scratch_dir", "data_dir")},
               "schedule": {"max_steps": max_steps, "epochs": epochs},
               "model_config": AutoConfig.from_pretrained(first.model_path, trust_remote_code=True).model_type}
     out = []
@@ -361,18 +382,6 @@ class GridMixed(ValueError):
     """A concurrent grid of another identity wrote into this grid's output: stop rather than mix or redo its runs."""
 
 
-def _other_protocol(run: Run, folder: Path) -> Path | None:
-    """A finished result beside `run`'s made under another protocol (a folder written before folders were claimed)."""
-    for path in sorted(p for p in folder.glob("lr*-seed*.json") if not p.name.startswith(".")):
-        try:
-            record = store.read_result(path)
-        except ValueError:
-            continue
-        if store.family_identity(record["family"], record["identity"]).get("protocol") != run.identity["protocol"]:
-            return path
-    return None
-
-
 def _claim(unit: list[Run], output, stack: contextlib.ExitStack, rerun_changed: bool = False) -> list[Run]:
     """Lock the unit's runs that no other process holds and that are still to do, re-checking identity now (another
     grid may have written since the start); move aside changed results only with `rerun_changed`.
@@ -413,10 +422,9 @@ def claim_folders(todo: list[Run], output, rerun_changed: bool = False) -> None:
         GridMixed: a folder holds, or was claimed by, results of another protocol.
     """
     for folder, run in {run.path(output).parent: run for run in todo}.items():
-        if not rerun_changed and not (folder / store.PROTOCOL_NAME).is_file() \
-                and (other := _other_protocol(run, folder)):  # written before folders were claimed
-            raise GridMixed(f"{other} was written by another grid with another protocol; one --output holds one "
-                            "protocol: use another --output (nothing was run)")
+        if not rerun_changed and not (folder / store.PROTOCOL_NAME).is_file() and any(folder.glob("lr*-seed*.json")):
+            raise GridMixed(f"{folder} holds results written before folders were claimed: run "
+                            f"`{store.MIGRATE_COMMAND}` once (nothing was run)")
         if why := store.claim_protocol(folder, run.identity["protocol"], replace=rerun_changed):
             raise GridMixed(f"{folder} is claimed by another grid with another protocol ({'; '.join(why[:4])}); one "
                             "--output holds one protocol: use another --output (nothing was run)")

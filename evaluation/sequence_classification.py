@@ -16,11 +16,12 @@ from transformers import (
     Trainer,
 )
 
+from core import store
 from evaluation import common, finetune_args, metrics, model_inputs
 
 
 def tokenize(task, tokenizer, args: finetune_args.FinetuneArgs):
-    """The task's splits tokenized once per (tokenizer, task, max_length) and shared by every run of the grid."""
+    """The task's splits tokenized once per tokenizer, task and settings (`common.cached`), shared by the grid."""
     def build():
         splits = common.task_splits(task, args)
         texts = [column for column in ("text", "text_pair") if column in splits["train"].column_names]
@@ -29,9 +30,7 @@ def tokenize(task, tokenizer, args: finetune_args.FinetuneArgs):
         pair = {"return_token_type_ids": True} if len(texts) == 2 else {}  # asked for: not every tokenizer lists them
         return splits.map(encode, batched=True, remove_columns=texts)
 
-    key = (common.tokenizer_fingerprint(tokenizer), task.name, args.max_length, args.max_train, args.max_eval,
-           args.pair_encoding, "sc")
-    return common.cached(key, build)
+    return common.cached(tokenizer, task, args, build)
 
 
 def build_trainer(model_path, task, args: finetune_args.FinetuneArgs, tokenizer, train_dataset) -> Trainer:
@@ -64,10 +63,10 @@ def score(finetuned: common.Finetuned, task, args: finetune_args.FinetuneArgs) -
     """Accuracy of a fine-tuned model on the task's validation and test splits.
 
     Returns:
-        `common.result(...)`: status, main metric, validation/test accuracy, per-instance predictions and scores.
+        `store.grid_body(...)`: status, main metric, validation/test accuracy, per-instance predictions and scores.
     """
     if finetuned.diverged:
-        return common.result(task, "diverged")
+        return store.grid_body(task.metric, "diverged")
     trainer = finetuned.trainer
     data = tokenize(task, trainer.processing_class, args)
     scores, predictions = {}, {}
@@ -76,7 +75,7 @@ def score(finetuned: common.Finetuned, task, args: finetune_args.FinetuneArgs) -
         scores[role] = metrics.accuracy(predicted, data[role]["label"])
         predictions[role] = {"prediction": [task.labels[i] for i in predicted],
                              "reference": [task.labels[i] for i in data[role]["label"]]}
-    return common.result(task, "ok", scores, predictions)
+    return store.grid_body(task.metric, "ok", scores, predictions)
 
 
 save = common.save_finetuned

@@ -72,6 +72,7 @@ import dataclasses
 import math
 import os
 import random
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -93,6 +94,7 @@ SCHEMES = ("iob1", "iob2")
 ROLES = ("train", "validation", "test")
 SUBSET_SEED = 42
 DEFAULT_VALIDATION = {"from": "train", "fraction": 0.05, "seed": 42}
+MIN_VALIDATION = 30  # a carved validation split with fewer instances (ir: queries) is warned about: the LR rides on it
 FORMATS = tuple(readers.READERS)
 
 
@@ -556,7 +558,8 @@ def _label_index(task: Task, spec: OfflineSource | HubSource) -> dict[str, int]:
 
 
 def _check_inputs(task: Task, records: dict[str, list[dict]], spec: OfflineSource | HubSource) -> None:
-    """Raise one line on a label outside the task's label set or a template field with no input column."""
+    """Raise one line on a label outside the task's label set, a template field with no input column, or a QA answer
+    that is not at its answer_start in the context."""
     for role, rows in records.items():
         if not rows:
             raise ValueError(f"task {task.name!r}: the {role} split is empty; check its files/splits")
@@ -568,6 +571,14 @@ def _check_inputs(task: Task, records: dict[str, list[dict]], spec: OfflineSourc
             seen = {str(r["label"]) for r in rows}
         elif task.family == "tc":
             seen = {str(t) for r in rows for t in r["tags"]}
+        elif task.family == "qa":  # training takes a question's first answer at its offset: a wrong one is no span
+            for r in rows:
+                for start, text in zip(r["answers"]["answer_start"], r["answers"]["text"]):
+                    if r["context"][int(start):int(start) + len(text)] != text:
+                        raise ValueError(f"task {task.name!r}: question {r['id']!r} of the {role} split: answer "
+                                         f"{text!r} is not at its answer_start {start} in the context (0-based "
+                                         "character offsets); fix the offsets in the data")
+            continue
         else:
             continue
         unknown = sorted(seen - _label_index(task, spec).keys())
@@ -637,10 +648,21 @@ def _derive_splits(task: Task, records: dict[str, list], spec: OfflineSource | H
         else:
             keep, carved = carve_indices(len(rows), fraction, seed)
         records[source], records[role] = [rows[i] for i in keep], [rows[i] for i in carved]
+        _warn_small_validation(task, role, rule, len(carved), len(rows), "instances")
     missing = [r for r in ROLES if r not in records]
     if missing:
         raise ValueError(f"task {task.name!r}: no {missing} split; add it to files/splits or derive it")
     return records
+
+
+def _warn_small_validation(task: Task, role: str, rule: dict, carved: int, total: int, unit: str) -> None:
+    """One line on stderr when a carved validation split is too small to choose a learning rate on (fewer than
+    MIN_VALIDATION instances or queries): the grid picks each model's LR by its mean there."""
+    if role == "validation" and carved < MIN_VALIDATION:
+        print(f"warning: task {task.name!r}: the validation split carved from {rule['from']} holds {carved} {unit} "
+              f"({rule['fraction']:g} of {total}, seed {rule['seed']}), too few to choose a learning rate on; carve "
+              f"more (derive: {{validation: {{from: {rule['from']}, fraction: 0.2, seed: 42}}}}) or give a "
+              "validation file", file=sys.stderr)
 
 
 def carve_indices(n: int, fraction: float, seed: int) -> tuple[list[int], list[int]]:
@@ -696,6 +718,7 @@ def _load_retrieval(task, spec, source, data_dir, max_train, max_eval, corpus_mo
         keep, carved = _group_split(ids, float(rule["fraction"]), int(rule["seed"]))
         qrels[role] = {ids[i]: qrels[rule["from"]][ids[i]] for i in carved}
         qrels[rule["from"]] = {ids[i]: qrels[rule["from"]][ids[i]] for i in keep}
+        _warn_small_validation(task, role, rule, len(carved), len(ids), "queries")
     missing = [r for r in ("validation", "test") if r not in qrels]
     if "train" not in qrels and pairs is None:
         missing.append("train")

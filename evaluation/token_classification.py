@@ -29,6 +29,7 @@ from transformers import (
     Trainer,
 )
 
+from core import store
 from evaluation import common, finetune_args, metrics, model_inputs
 
 IGNORE_INDEX = -100
@@ -87,7 +88,7 @@ def labelling_of(task, args: finetune_args.FinetuneArgs) -> str:
 
 
 def tokenize(task, tokenizer, args: finetune_args.FinetuneArgs):
-    """The task's splits with aligned labels, built once per (tokenizer, task, max_length, labelling)."""
+    """The task's splits with aligned labels, built once per tokenizer, task and settings (`common.cached`)."""
     if not tokenizer.is_fast:
         raise ValueError("token classification needs a fast tokenizer (offsets); this model ships a slow one")
     labelling = labelling_of(task, args)
@@ -96,9 +97,7 @@ def tokenize(task, tokenizer, args: finetune_args.FinetuneArgs):
         splits = common.task_splits(task, args)
         return splits.map(lambda b: align_labels(b, tokenizer, args.max_length, labelling), batched=True)
 
-    key = (common.tokenizer_fingerprint(tokenizer), task.name, args.max_length, args.max_train, args.max_eval,
-           labelling, "tc")
-    return common.cached(key, build)
+    return common.cached(tokenizer, task, args, build)
 
 
 def word_tags(logits: np.ndarray, word_ids: list[int], n_words: int, labels: list[str], labelling: str) -> list[str]:
@@ -140,11 +139,11 @@ def score(finetuned: common.Finetuned, task, args: finetune_args.FinetuneArgs) -
     """Tag the task's validation and test sentences with a fine-tuned model and score them.
 
     Returns:
-        `common.result(...)` with sentence_macro_f1 (EncodEval's score), entity_f1 (seqeval strict IOB2),
+        `store.grid_body(...)` with sentence_macro_f1 (EncodEval's score), entity_f1 (seqeval strict IOB2),
         token_micro_f1 and per-sentence values.
     """
     if finetuned.diverged:
-        return common.result(task, "diverged")
+        return store.grid_body(task.metric, "diverged")
     trainer = finetuned.trainer
     data = tokenize(task, trainer.processing_class, args)
     labelling, scores, predictions = labelling_of(task, args), {}, {}
@@ -158,7 +157,7 @@ def score(finetuned: common.Finetuned, task, args: finetune_args.FinetuneArgs) -
         references = [[task.labels[t] for t in tags] for tags in gold]
         scores[role] = metrics.token_classification_scores(predicted, references)
         predictions[role] = {"prediction": predicted, "reference": references}
-    return common.result(task, "ok", scores, predictions)
+    return store.grid_body(task.metric, "ok", scores, predictions)
 
 
 save = common.save_finetuned

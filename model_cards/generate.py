@@ -41,7 +41,7 @@ from huggingface_hub import (
 
 from core import artifacts, cli, store
 from core.formatting import table_cell
-from core.names import PAPER_SCALE, ModelName, parse_name, run_scale, scaled_name, try_parse_name
+from core.names import PAPER_SCALE, ModelName, parse_name, run_scale, scaled_name, split_step, step_name, try_parse_name
 from core.paths import is_hub_id
 from evaluation.resolve import checkpoint_name
 from model_cards import public
@@ -99,8 +99,9 @@ def _objective_words(objective: str, ratio: int | None) -> str:
     return f"masked language modeling (MLM) with a {ratio}% masking ratio"
 
 
-def name_lines(name: str) -> list[str]:
-    """One line per part of the name, for the card's "What the name means" list."""
+def name_lines(name: str, step: int | None = None) -> list[str]:
+    """One line per part of the name, for the card's "What the name means" list; `step`, an intermediate
+    checkpoint's own step (`artifacts.intermediate_step`), is named where the scale divides the paper's down."""
     p = parse_name(name)
     lines = [f"`{p.scale}`: trained at the study's `{p.scale}` scale, not the paper's: the paper's recipe named by "
              "the rest of the name, with its steps divided down and a small architecture (the Training table gives "
@@ -118,27 +119,31 @@ def name_lines(name: str) -> list[str]:
     else:
         base_ratio = int(p.base[3:]) if p.base != "clm" else None
         lines.append(f"`{p.base}-dec{p.base_steps // 1000}k`: continued pretraining (CPT) starts from the "
-                     f"decayed {p.base_steps:,}-step checkpoint `{scaled_name(_cpt_base_name(p), p.scale)}` "
+                     f"decayed {p.base_steps:,}-step checkpoint `{scaled_name(p.base_run, p.scale)}` "
                      f"({_objective_words(p.base[:3], base_ratio)}).")
         lines.append(f"`mlm{p.ratio}`: CPT objective, {_objective_words('mlm', p.ratio)} for "
                      f"{p.total_steps - p.base_steps:,} more steps.")
     lines.append(f"`{p.total_steps // 1000}k`: {p.total_steps:,} training steps in all (the paper's budget"
                  f"{', divided down at this scale' if p.scale else ''}).")
     if p.paper_step is not None:
-        lines.append(f"`{p.paper_step}`: intermediate checkpoint saved at step {p.paper_step:,} of `{p.run_name}`.")
+        lines.append(f"`{p.paper_step}`: intermediate checkpoint {_saved_at(p, step)} of `{p.run_name}`.")
     return lines
 
 
-def _cpt_base_name(p: ModelName) -> str:
-    """The CPT base's name as run_info records it (without the scale a card shows)."""
-    return f"{p.size}-{p.base}-{p.base_steps // 1000}k"
+def _saved_at(p: ModelName, step: int | None) -> str:
+    """"saved at step 1,000", or at a scale "at the paper's step 1,000, saved at its own step 250": the name's
+    step is the paper's, the checkpoint's the run's (`core.names`)."""
+    if p.scale and step is not None and step != p.paper_step:
+        return f"at the paper's step {p.paper_step:,}, saved at its own step {step:,} at this scale,"
+    return f"saved at step {p.paper_step:,}"
 
 
-def describe_name(name: str) -> str:
+def describe_name(name: str, step: int | None = None) -> str:
     """Explain a model name of the study's grammar in one paragraph.
 
     Args:
         name: a model name of the study's grammar (see `parse_name`).
+        step: an intermediate checkpoint's own step, named where the scale divides the paper's down.
 
     Returns:
         A plain-English sentence, e.g. "610m-clm-10k-mlm40-42k: a 610m model trained for 42,000 steps: ...".
@@ -160,7 +165,9 @@ def describe_name(name: str) -> str:
                 f"{p.base.upper()} checkpoint with {_objective_words('mlm', p.ratio)} for "
                 f"{p.total_steps - p.base_steps:,} more steps ({p.total_steps:,} in all)")
     if p.paper_step is not None:
-        return f"{head}, intermediate checkpoint at step {p.paper_step:,} of the run {p.run_name}, which is {body}."
+        where = f"at step {p.paper_step:,}" if not (p.scale and step is not None and step != p.paper_step) else \
+            f"at the paper's step {p.paper_step:,} (its own step {step:,} at this scale)"
+        return f"{head}, intermediate checkpoint {where} of the run {p.run_name}, which is {body}."
     return f"{head} {body}."
 
 
@@ -194,8 +201,8 @@ def _contradictions(p: ModelName, info: dict) -> list[str]:
         problems.append(f"switch_step {info['switch_step']} (name kind {p.kind})")
     if (info["cpt_base"] is not None) != (p.kind == "cpt"):
         problems.append(f"cpt_base {info['cpt_base']} (name kind {p.kind})")
-    elif p.kind == "cpt" and info["cpt_base"] != _cpt_base_name(p):
-        problems.append(f"CPT base {info['cpt_base']!r} (name says {_cpt_base_name(p)!r})")
+    elif p.kind == "cpt" and info["cpt_base"] != p.base_run:
+        problems.append(f"CPT base {info['cpt_base']!r} (name says {p.base_run!r})")
     return problems
 
 
@@ -213,7 +220,7 @@ def resolve_name(checkpoint_dir: Path, info: dict, repo_id: str | None) -> tuple
     step = artifacts.intermediate_step(checkpoint_dir)
     run_folder = checkpoint_dir.parent.parent if step is not None else checkpoint_dir
     own = repo_id.split("/")[-1] if repo_id else run_folder.name
-    name = f"{own}-{step}" if step is not None and not own.endswith(f"-{step}") else own
+    name = own if split_step(own)[1] == step else step_name(own, step)
     own_parsed = try_parse_name(name)
     if own_parsed is not None and (own_problems := _contradictions(own_parsed, info)):
         raise ValueError(f"{name} would name this checkpoint, but its run_info.json contradicts that study name: "
@@ -664,7 +671,7 @@ def build_model_card(checkpoint_dir, summary_csv=None, repo_id: str | None = Non
     hub_ids, data_text = pretraining_data(info)
     base_id, base_text = _base_model(info, repo_id, base_model)
     step = artifacts.intermediate_step(checkpoint_dir)
-    summary = describe_name(name) if parsed else describe_run(name, info, step)
+    summary = describe_name(name, step) if parsed else describe_run(name, info, step)
     if borrowed:
         summary += " " + borrowed
     card_data = ModelCardData(
@@ -686,7 +693,7 @@ def build_model_card(checkpoint_dir, summary_csv=None, repo_id: str | None = Non
     return ModelCard.from_template(
         card_data, template_path=str(TEMPLATE), name=name, relation=relation,
         disclaimer=_disclaimer(info, name, parsed, params, data_text),
-        summary=summary, name_lines=name_lines(name) if parsed else [],
+        summary=summary, name_lines=name_lines(name, step) if parsed else [],
         facts=_facts(info, name, parsed, params, data_text, base_text), hyperparameters=hyperparameter_groups(info),
         eval_intro=eval_intro, eval_rows=_table_rows(rows), branches=_branches(checkpoint_dir),
         **_usage(name, repo_id, revision, causal, _loads_natively(checkpoint_dir)), limitations=_limitations(info),
@@ -702,7 +709,7 @@ def _scan_runs(results_dir: Path) -> list[dict]:
     runs = []
     for path in paths:
         run = store.read_result(path)
-        if run.get("status") not in ("ok", "diverged"):
+        if run.get("status") not in store.STATUSES:
             raise ValueError(f"{path}: status must be 'ok' or 'diverged', got {run.get('status')!r}")
         runs.append({"model": run["model"], "task": run["task"], "status": run["status"], "source": record_source(run),
                      "scored": scored_test(run)["text"]})

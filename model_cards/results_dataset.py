@@ -46,7 +46,7 @@ PREDICTIONS_FEATURES = {
     "model": "string", "task": "string", "family": "string", "lr": "float64", "seed": "int64", "split": "string",
     "index": "int64", "id": "string", "score": "float64", "prediction": JSON, "reference": JSON, "scores": JSON,
 }
-# Per-instance fields of the result files (evaluation.common.result): ir keeps a ranking and the judgements.
+# Per-instance fields of the result files (core.store.grid_body): ir keeps a ranking and the judgements.
 PREDICTION_KEYS, REFERENCE_KEYS, ID_KEYS = ("prediction", "ranking"), ("reference", "relevance"), ("id", "qid")
 
 
@@ -220,7 +220,7 @@ def write_tables(result_paths: list[Path], out_dir: Path, scale: str | None = No
         runs = stack.enter_context(open(out_dir / RUNS_FILE, "w", encoding="utf-8"))
         for path in result_paths:
             record = public_result(store.read_result(path))
-            if record.get("status") not in ("ok", "diverged"):
+            if record.get("status") not in store.STATUSES:
                 raise ValueError(f"{path}: status must be 'ok' or 'diverged', got {record.get('status')!r}")
             repo_path = f"{RESULTS_FOLDER}/{path.parent.parent.name}/{path.parent.name}/{path.name}"
             copy = out_dir / repo_path

@@ -110,8 +110,8 @@ def score_checkpoints(models: list[str | Path], tokenizer_dir: str | Path, block
     rows = []
     for model in models:
         info = artifacts.read_run_info(model)
-        run, _, step = info["name"].rpartition("-")
-        paper_step = int(step) if step.isdigit() and Path(model).parent.name == artifacts.INTERMEDIATE_DIR else None
+        run, step = names.split_step(info["name"])
+        paper_step = step if Path(model).parent.name == artifacts.INTERMEDIATE_DIR else None
         losses = heldout_losses(model, blocks, tokenizer, mlm_probability)
         shown = names.scaled_name(run if paper_step else info["name"], info["scale"])  # the scale first
         before = info["tokens_before_cpt"]

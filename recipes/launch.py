@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from core import artifacts, cli
+from core import artifacts, cli, paper
 from modeling_eurobert import EuroBertClmMlmForMaskedLM, load_architecture
 from recipes import manifest
 
@@ -88,7 +88,7 @@ def disk_lines(rows: list[dict]) -> list[str]:
                                for size in dict.fromkeys(r["size"] for r in rows))
     save_steps = {c["save_steps"] for c in _configs(rows).values()}
     stream = max(_stream_steps(rows).values())
-    tokens = stream * manifest.SCALES["paper"]["global_batch_size"] * manifest.SCALES["paper"]["block_size"]
+    tokens = stream * paper.PAPER_TOKENS_PER_STEP
     return [
         "", "## Disk", "",
         f"A Trainer checkpoint holds the fp32 weights and AdamW's two fp32 moments: {DDP_CHECKPOINT_BYTES} bytes per "

@@ -34,25 +34,24 @@ from pathlib import Path
 import yaml
 
 from core import cli, names
+from core.paper import PAPER_BLOCK, PAPER_CHECKPOINTS, PAPER_GLOBAL_BATCH, PAPER_PFS_SWITCHES
 
 SIZES = ("210m", "610m", "1b")
 RATIOS = (20, 30, 40, 50)
 TOTAL, DECAY, WARMUP = 42_000, 2_000, 2_000
-PFS_SWITCHES = {12_000: (3_000, 6_000, 9_000), 22_000: (5_000, 11_000, 17_000), 42_000: (10_000, 21_000, 32_000)}
 DECAY_ONLY_SWITCH = 40_000  # 610m-clm-40k-mlm{p}-42k: CLM, then MLM during the decay only
 CPT_EXTRA = (2_000, 12_000, 22_000)
 # FineWeb-Edu config of the paper scale: the 42k runs read 99B tokens and the longest CPT 151B (42k + 22k steps x
 # 2.36M); a Llama-3 tokenisation of sample-100BT (100B GPT-2 tokens) falls short, sample-350BT does not.
 PAPER_CORPUS_CONFIG = "sample-350BT"
 CPT_WARMUP_SHARE = 0.01  # Optimus's pct_start default, which its resume path (CPT) uses
-INTERMEDIATE_STEPS = (1_000, 2_000, 5_000, 10_000, 20_000, 40_000)
 CONFIGS_DIR = Path(__file__).parent / "configs"
 COMMITTED_SCALES = ("paper",)  # recipes/configs/<scale>/ (tests keep them equal to what write_configs writes)
 
 # scale: paper steps are divided by `step_divisor`; toy scales use the tiny model and the bundle corpus.
 SCALES = {
-    "paper": {"step_divisor": 1, "model": None, "block_size": 2048, "per_device_train_batch_size": 8,
-              "gradient_accumulation_steps": 18, "global_batch_size": 1152},
+    "paper": {"step_divisor": 1, "model": None, "block_size": PAPER_BLOCK, "per_device_train_batch_size": 8,
+              "gradient_accumulation_steps": 18, "global_batch_size": PAPER_GLOBAL_BATCH},
     "toy": {"step_divisor": 100, "model": "tiny", "block_size": 128, "per_device_train_batch_size": 16,
             "gradient_accumulation_steps": 1, "global_batch_size": None, "max_docs": 6000},
     "smoke": {"step_divisor": 200, "model": "tiny", "block_size": 64, "per_device_train_batch_size": 8,
@@ -71,6 +70,12 @@ SCALES = {
     "horizon-replicated": {"step_divisor": 4, "model": "tiny", "block_size": 128, "per_device_train_batch_size": 16,
                            "gradient_accumulation_steps": 1, "global_batch_size": None, "max_docs": None,
                            "vocab_size": 2048, "corpus_source": "bundle,bundle_more"},
+    # the horizon study redefined so every finding it runs is testable (recipes.studies "horizon-tested", not run):
+    # 14 blocks a step instead of 16, so paper step 5k (24.6 tokens per parameter without embeddings) is a third
+    # checkpoint before SC's crossover interval under both conventions; 40k and the final (81, 85 counted) past it
+    "horizon-tested": {"step_divisor": 4, "model": "tiny", "block_size": 128, "per_device_train_batch_size": 14,
+                       "gradient_accumulation_steps": 1, "global_batch_size": None, "max_docs": None,
+                       "vocab_size": 2048, "corpus_source": "bundle,bundle_more"},
 }
 
 @dataclass(frozen=True)
@@ -108,7 +113,7 @@ class Recipe:
 
 
 def _stable_name(size: str, objective: str) -> str:
-    return f"{size}-{objective}-42k"
+    return names.compose(size, objective, TOTAL)
 
 
 def recipe_of(name: str) -> Recipe:
@@ -133,16 +138,17 @@ def recipe_of(name: str) -> Recipe:
 
 def model_names() -> list[str]:
     """The 38 released names, block by block."""
-    names = [f"{s}-{o}-42k" for s in SIZES for o in ("clm", *(f"mlm{r}" for r in RATIOS))]
-    names += ["610m-clm-12k", "610m-clm-22k", "610m-mlm40-12k", "610m-mlm40-22k"]
-    names += [f"610m-clm-{k // 1000}k-mlm40-{b // 1000}k" for b, ks in PFS_SWITCHES.items() for k in ks]
-    names += [f"610m-clm-{DECAY_ONLY_SWITCH // 1000}k-mlm{r}-42k" for r in RATIOS]
-    names += [f"610m-{base}-dec42k-mlm40-{(TOTAL + e) // 1000}k" for base in ("clm", "mlm40") for e in CPT_EXTRA]
-    return names
+    out = [_stable_name(s, o) for s in SIZES for o in ("clm", *(f"mlm{r}" for r in RATIOS))]
+    out += [names.compose("610m", o, steps) for o in ("clm", "mlm40") for steps in (12_000, 22_000)]
+    out += [names.compose("610m", "mlm40", b, switch_step=k) for b, ks in PAPER_PFS_SWITCHES.items() for k in ks]
+    out += [names.compose("610m", f"mlm{r}", TOTAL, switch_step=DECAY_ONLY_SWITCH) for r in RATIOS]
+    out += [names.compose("610m", "mlm40", TOTAL + e, base=base, base_steps=TOTAL) for base in ("clm", "mlm40")
+            for e in CPT_EXTRA]
+    return out
 
 
 def intermediate_names() -> list[str]:
-    return [f"610m-{o}-42k-{s}" for o in ("clm", "mlm40") for s in INTERMEDIATE_STEPS]
+    return [names.compose("610m", o, TOTAL, paper_step=s) for o in ("clm", "mlm40") for s in PAPER_CHECKPOINTS]
 
 
 def recipes() -> dict[str, Recipe]:
@@ -213,7 +219,7 @@ def run_config(recipe: Recipe, scale: str) -> dict:
     if recipe.branch_from:
         config["branch_from"] = f"{out}/{recipe.branch_from}"
     if recipe.name in {i.intermediate_of for i in recipes().values()}:
-        config["intermediate_steps"] = [s // div for s in INTERMEDIATE_STEPS]
+        config["intermediate_steps"] = [s // div for s in PAPER_CHECKPOINTS]
     warmup, decay = WARMUP // div, DECAY // div
     if recipe.cpt_base:  # the original's resume path: the base's AdamW state kept, a 1% warmup (pct_start 0.01)
         del config["architecture"]

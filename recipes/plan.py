@@ -39,7 +39,7 @@ from pathlib import Path
 import torch
 
 from core import artifacts, cli
-from core.paper_grid import PAPER_LRS, PAPER_SEEDS, PAPER_TASKS
+from core.paper import PAPER_LRS, PAPER_SEEDS, PAPER_TASKS
 from modeling_eurobert import EuroBertClmMlmForMaskedLM, load_architecture
 from pretraining.flops import BF16_PEAK_FLOPS, PLAN_MFU, training_flops_per_token
 from recipes import launch, manifest

@@ -10,7 +10,7 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 
-from core import artifacts
+from core import artifacts, names
 
 
 @dataclass(frozen=True)
@@ -34,8 +34,11 @@ class Study:
     task_lrs: dict = field(default_factory=dict)  # task -> its own LR grid (`lrs` otherwise)
     # pretraining replicates: each model trained once per seed, run k named `<name>-pseed<k>` (`core.names`), its
     # `seed` (initial weights) and `masking_seed` (MLM masks) set to k; the block order (`data_seed`) is the same for
-    # every run, as the paper's. Empty: one run per model, with the manifest's seeds.
+    # every run, as the paper's, unless `pretrain_data_order`. Empty: one run per model, with the manifest's seeds.
     pretrain_seeds: tuple[int, ...] = ()
+    # replicate k also reads the blocks in its own order (`data_seed` k): the runs then vary initialisation, masks
+    # and data order, not only the first two. Recorded in study.json only when set.
+    pretrain_data_order: bool = False
     # task -> (low, high): the LRs an earlier, wider grid of this study's models measured worse below and above the
     # task's grid here (`analysis.report --bracketed_by`): an optimum this grid cannot bracket itself counts as
     # bracketed, named in the findings as declared, not measured. A report setting: not in study.json.
@@ -46,21 +49,20 @@ class Study:
 
     def trained_names(self) -> tuple[str, ...]:
         """The pretraining runs of the study: its models, or each model once per pretraining seed."""
-        return tuple(replicate_name(name, k) for name in self.models for k in (self.pretrain_seeds or (None,)))
+        return tuple(names.replicate_name(name, k) for name in self.models for k in (self.pretrain_seeds or (None,)))
 
     def definition(self) -> dict:
-        """What study.json records (a resumed study must match it): every field, `pretrain_seeds` only when set, so
-        the directories of studies defined before it existed still resume."""
+        """What study.json records (a resumed study must match it): every field, `pretrain_seeds` and
+        `pretrain_data_order` only when set, so the directories of studies defined before they existed still resume."""
         definition = json.loads(json.dumps(dataclasses.asdict(self)))
         del definition["bracketed_by"]  # how the report reads the grid, not what the study runs
         if not self.pretrain_seeds:
             del definition["pretrain_seeds"]
+        if not self.pretrain_data_order:
+            del definition["pretrain_data_order"]
         return definition
 
 
-def replicate_name(name: str, pretrain_seed: int | None) -> str:
-    """The run name of pretraining replicate `pretrain_seed` of model `name` (`name` itself for None)."""
-    return name if pretrain_seed is None else f"{name}-pseed{pretrain_seed}"
 
 
 
@@ -140,6 +142,36 @@ STUDIES["horizon-replicated"] = Study(
     workers=2,
     heldout_blocks=64,
     pretrain_seeds=(0, 1, 2),
+)
+# The horizon study as the findings' rules (issue 45) need it, defined and sized but not run. horizon-replicated cannot
+# test stability (2 LRs a task), MNLI's slope (2 checkpoints before SC's crossover interval under both conventions)
+# or vary the data order; here: 14 blocks a step (scale `horizon-tested`) put 1k, 2k and 5k before the interval under
+# both conventions (2.0, 4.0, 10.1 tokens per parameter counted; 4.9, 9.9, 24.6 without embeddings) and 40k and the
+# decayed final past it (81, 85; 197, 207); 4 LRs a task spanning the first horizon run's wider grids, so every
+# optimum is bracketed by this study's own grid and stability has 4 LRs; replicates vary the block order too
+# (`pretrain_data_order`); 1 fine-tuning seed per pretraining run (the runs are the units of every interval, and
+# each run's whole LR curve is one stability unit). Estimate from docs/horizon-study/PILOT.md's measured times:
+# pretraining 52 min x 14/16 = 46; grid 2 tasks x 30 checkpoints x 4 LRs x 1 seed = 120 runs a task, as measured
+# there (CoNLL 31 min, MNLI 47 on two workers) = 78; tokenizer, held-out loss, report and docs about 4: about 128
+# minutes on 2 idle cores, under 150. Risk it cannot remove at this budget: at 500 MNLI steps the committed study's
+# MLM40 did not clear MNLI's trivial baseline; the rules then answer "not testable" for the SC finding and MNLI's gap
+# (1,000 steps would add about 24 minutes: 152, over the limit).
+STUDIES["horizon-tested"] = Study(
+    scale="horizon-tested",
+    models=("610m-clm-42k", "610m-mlm40-42k"),
+    tasks=("conll2003", "mnli"),
+    lrs=(),
+    task_lrs={"conll2003": (1e-3, 3e-3, 1e-2, 3e-2), "mnli": (1e-4, 3e-4, 1e-3, 3e-3)},
+    seeds=(0,),
+    eval_args={"max_length": 128, "batch_size": 32, "eval_batch_size": 128},  # full test sets: no max_eval
+    task_eval_args={"mnli": {"max_steps": 500}},
+    compare=("610m-mlm40-42k", "610m-clm-42k"),
+    evaluate_intermediate=True,
+    intermediate_steps=(1000, 2000, 5000, 40000),
+    workers=2,
+    heldout_blocks=64,
+    pretrain_seeds=(0, 1, 2),
+    pretrain_data_order=True,
 )
 STUDY_NAMES = (*STUDIES, "paper")
 TOY_VOCAB_SIZE = 8192  # the tiny architecture's vocabulary (a scale may set its own `vocab_size`)

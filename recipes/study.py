@@ -13,7 +13,9 @@ rebuilt from those. Re-running after a crash or Ctrl-C redoes nothing finished. 
 study a directory holds; a different study in the same directory is refused.
 Pretraining runs are subprocesses of `recipes/pretrain.py` / `recipes/cpt.py` (logs in `<output>/logs/`), exactly
 the commands a user would type; the grid runs `evaluation.run` per task group, also as a subprocess. The held-out
-loss and the report run in this process (`run_here`), their output in the logs too.
+loss and the report run in this process (`run_here`), their output in the logs too. The stages that load torch,
+transformers or datasets (tokenizer, held-out loss, grid checks, report) are imported where they run, after the
+arguments are checked; everything else is imported here.
 """
 
 import argparse
@@ -23,6 +25,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -30,11 +33,15 @@ import yaml
 from tqdm.auto import tqdm
 
 from core import artifacts, cli, names, store
-from core.paths import REPO_ROOT
+from core.paths import REPO_ROOT, resolve_data_dir
 from evaluation.resolve import checkpoint_name
+from model_cards import push
+from model_cards.generate import PLACEHOLDER_ORG, build_model_card, write_card
+from model_cards.public import local_roots
+from model_cards.push import PushError, check_repo_id
 from recipes import manifest
-from recipes.studies import STUDIES, STUDY_NAMES, TOY_VOCAB_SIZE, Study, read_study_marker, replicate_name
-from recipes.study_docs import RESULTS_ARCHIVE, check_docs_dir, write_docs
+from recipes.studies import STUDIES, STUDY_NAMES, TOY_VOCAB_SIZE, Study, read_study_marker
+from recipes.study_docs import RESULTS_ARCHIVE, check_docs_dir, read_archive, write_docs
 
 STAGES = ("tokenizer", "pretraining", "held-out loss", "evaluation", "report", "model cards", "hub export")
 
@@ -44,17 +51,20 @@ def run_settings(recipe: manifest.Recipe, study: Study, output: Path, data_dir: 
                  pretrain_seed: int | None = None) -> dict:
     """The manifest's config for `recipe`, with every path moved under the study directory and the study's
     tokenizer shared by all runs; for pretraining replicate `pretrain_seed`, its run name, its seeds (initial
-    weights and MLM masks; the block order stays the study's) and the base runs of the same replicate."""
+    weights and MLM masks; the block order too with `Study.pretrain_data_order`, else the study's) and the base runs
+    of the same replicate."""
     config = manifest.run_config(recipe, study.scale)
-    models, name = output / "models", replicate_name(recipe.name, pretrain_seed)
+    models, name = output / "models", names.replicate_name(recipe.name, pretrain_seed)
     config.update(output_dir=str(models / name), data_cache_dir=str(output / "cache"),
                   tokenizer_name_or_path=str(output / "tokenizer"), data_dir=data_dir, run_name=name)
     if pretrain_seed is not None:
         config.update(seed=pretrain_seed, masking_seed=pretrain_seed)
+        if study.pretrain_data_order:
+            config["data_seed"] = pretrain_seed
     if recipe.branch_from:
-        config["branch_from"] = str(models / replicate_name(recipe.branch_from, pretrain_seed))
+        config["branch_from"] = str(models / names.replicate_name(recipe.branch_from, pretrain_seed))
     if recipe.cpt_base:
-        config["model_name_or_path"] = str(models / replicate_name(recipe.cpt_base, pretrain_seed))
+        config["model_name_or_path"] = str(models / names.replicate_name(recipe.cpt_base, pretrain_seed))
     return config
 
 
@@ -108,14 +118,16 @@ def check_study_dir(output: Path, study_name: str, definition: dict) -> None:
 class Progress:
     """One bar over the whole study, counting its jobs: the tokenizer, each pretraining run, the held-out loss, each
     fine-tuning run (a result file), the report, the cards and the export, with the time left estimated from the
-    jobs done so far: each kind of job (`kind`) at the mean time of those of its kind that ran in this process. Jobs
-    differ by orders of magnitude between kinds and by machine, so until a kind has run one job its remaining jobs are
-    not counted and the estimate says it is a lower bound (`left > ...`). Jobs found done (a resumed study) move the
-    bar without being timed."""
+    jobs done so far: the runs of a fine-tuning grid at the measured time per run of that grid (a result file's time
+    since the one before it, polls between them included: the grid's throughput with its workers), shown beside its
+    runs done; every other key at the mean time of the jobs of its kind (`kind`) that ran in this process. Jobs differ
+    by orders of magnitude between kinds and by machine, so until a kind has run one job its remaining jobs are not
+    counted and the estimate says it is a lower bound (`left > ...`). Jobs found done (a resumed study) move the bar
+    without being timed."""
 
     def __init__(self, units: dict[str, int], clock=time.monotonic):
         self.units, self.moved, self.stage, self.clock = units, {}, "", clock
-        self.spent: dict[str, list[float]] = {}  # kind -> [seconds, jobs] of the jobs timed so far
+        self.spent: dict[str, list[float]] = {}  # kind, and each grid's key -> [seconds, jobs] of its jobs timed
         self.last = clock()  # when the bar last moved: the time since goes to the next jobs done
         self.bar = tqdm(total=sum(units.values()), unit="job", desc="study", dynamic_ncols=True,
                         bar_format="{desc} |{bar}| {n}/{total} jobs [{elapsed}{postfix}]")
@@ -135,32 +147,43 @@ class Progress:
         self.bar.total += jobs
         self.show_left()
 
-    def follow(self, key: str, done: int, what: str) -> None:
-        """Move the bar to `done` jobs of `key` (a stage that reports as it goes), `what` as its label. The first
-        report of a key is where it starts: the jobs it counts then were done before (not timed)."""
-        self.bar.set_description_str(f"{self.stage} {what}", refresh=False)
-        self.move(key, done - self.moved.get(key, 0), timed=key in self.moved)
-        self.moved[key] = done
+    def follow(self, key: str, done: int, total: int, what: str) -> None:
+        """Move the bar to `done` of the `total` runs a grid process of `key` has to write (a stage that reports as it
+        goes: its result files; `key`'s other jobs were found done before it started), labelled `what`, its runs
+        done and its measured time per run. The first report of a key is where it starts: the jobs it counts then
+        were done before (not timed)."""
+        done_here = done + self.units[key] - total
+        jobs, timed = done_here - self.moved.get(key, 0), key in self.moved
+        self.moved[key] = done_here
+        self.move(key, jobs, timed, refresh=False)
+        rate = self.spent.get(key)
+        self.bar.set_description_str(f"{self.stage} {what}: {done}/{total} runs"
+                                     + (f", {rate[0] / rate[1]:.0f} s/run" if rate else ""))
 
     def done(self, key: str, timed: bool = True) -> None:
         """The rest of `key`'s jobs are done; `timed=False`: they were found done, not run (a resumed study)."""
         self.move(key, self.units.pop(key, 0) - self.moved.pop(key, 0), timed)
 
-    def move(self, key: str, jobs: int, timed: bool) -> None:
+    def move(self, key: str, jobs: int, timed: bool, refresh: bool = True) -> None:
+        """`jobs` more of `key` done; timed: the time since the bar last moved was spent on them. A report of no new
+        job (a poll between two results) moves nothing, so a run's time counts from the result before it."""
         now = self.clock()
-        if timed and jobs > 0:
-            spent = self.spent.setdefault(self.kind(key), [0.0, 0])
-            spent[0] += now - self.last
-            spent[1] += jobs
+        if jobs == 0 and timed:
+            return self.show_left(refresh)
+        if timed:
+            for spent in {self.kind(key): None, key: None}:
+                self.spent.setdefault(spent, [0.0, 0])
+                self.spent[spent][0] += now - self.last
+                self.spent[spent][1] += jobs
         self.last = now
         self.bar.update(jobs)
-        self.show_left()
+        self.show_left(refresh)
 
     def left(self) -> tuple[float, bool]:
         """(seconds the jobs not done yet will take at their kind's mean, whether every kind left has a mean)."""
         seconds, known = 0.0, True
         for key, jobs in self.units.items():
-            spent = self.spent.get(self.kind(key))
+            spent = self.spent.get(key) or self.spent.get(self.kind(key))
             remaining = jobs - self.moved.get(key, 0)
             if spent and remaining > 0:
                 seconds += remaining * spent[0] / spent[1]
@@ -168,10 +191,10 @@ class Progress:
                 known = False
         return seconds, known
 
-    def show_left(self) -> None:
+    def show_left(self, refresh: bool = True) -> None:
         seconds, known = self.left()
         shown = ("left ~" if known else "left > ") + tqdm.format_interval(seconds) if seconds or known else ""
-        self.bar.set_postfix_str(shown)
+        self.bar.set_postfix_str(shown, refresh=refresh)
 
     def close(self):
         self.bar.close()
@@ -187,30 +210,35 @@ def run_logged(command: list[str], log_path: Path, cwd: Path = REPO_ROOT, poll=N
         log.flush()
         process = subprocess.Popen(command, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=env,
                                    preexec_fn=artifacts.die_with_parent())
-        while True:
-            try:
-                code = process.wait(timeout=2)  # returns as soon as the stage ends
-                break
-            except subprocess.TimeoutExpired:
-                if poll:
-                    poll()
+        try:
+            while True:
+                try:
+                    code = process.wait(timeout=2)  # returns as soon as the stage ends
+                    break
+                except subprocess.TimeoutExpired:
+                    if poll:
+                        poll()
+        except BaseException:  # Ctrl-C (or a failing poll): the stage ends with the study, never left running
+            process.terminate()
+            process.wait()
+            raise
     if code != 0:
         stage_failed(' '.join(command[:3]), code, log_path)
 
 
-def run_here(module: str, argv: list[str], log_path: Path) -> None:
-    """`python -m <module> ARGV` run in this process, its output in `log_path` as `run_logged` writes it: for the
-    stages that need no process of their own (the held-out loss, the report), where starting one, importing torch
-    and transformers again, would cost more than the stage. On failure raise with the log's last lines."""
-    import importlib
-
+def run_here(entry_point, argv: list[str], log_path: Path) -> None:
+    """`python -m <module> ARGV` run in this process as `entry_point(argv)` (the module's `main`), its output in
+    `log_path` as `run_logged` writes it: for the stages that need no process of their own (the held-out loss, the
+    report), where starting one, importing torch and transformers again, would cost more than the stage. On failure
+    raise with the log's last lines."""
+    module = entry_point.__module__
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "a") as log:
         log.write(f"\n$ python -m {module} {' '.join(argv)}\n")
         log.flush()
         try:
             with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
-                importlib.import_module(module).main(argv)
+                entry_point(argv)
             code = 0
         except SystemExit as exit:  # bad input: its one line is in the log
             code = exit.code
@@ -241,7 +269,7 @@ def vocab_size(study: Study) -> int:
 
 def pretrain(recipe: manifest.Recipe, study: Study, output: Path, data_dir: str | None,
              pretrain_seed: int | None = None) -> None:
-    name = replicate_name(recipe.name, pretrain_seed)
+    name = names.replicate_name(recipe.name, pretrain_seed)
     config_path = output / "configs" / f"{name}.yaml"
     config_path.parent.mkdir(parents=True, exist_ok=True)
     settings = run_settings(recipe, study, output, data_dir, pretrain_seed)
@@ -255,7 +283,7 @@ def evaluated_models(study: Study, output: Path) -> list[Path]:
     paths = [output / "models" / name for name in study.trained_names()]
     for name in study.trained_names() if study.evaluate_intermediate else ():
         for step_dir in artifacts.intermediate_checkpoints(output / "models" / name):  # step-<real step>
-            paper_step = int(checkpoint_name(step_dir).rsplit("-", 1)[1])  # its name: <run>-<paper step>
+            paper_step = names.split_step(checkpoint_name(step_dir))[1]  # its name: <run>-<paper step>
             if not study.intermediate_steps or paper_step in study.intermediate_steps:
                 paths.append(step_dir)
     return paths
@@ -349,7 +377,9 @@ def heldout_loss(study: Study, output: Path, data_dir: str | None) -> None:
             "--output", str(target), "--model", ",".join(map(str, models))]
     if data_dir is not None:
         args += ["--data_dir", data_dir]
-    run_here("pretraining.heldout", args, output / "logs" / "heldout.log")
+    from pretraining import heldout  # torch: imported where the stage runs, after the arguments are checked
+
+    run_here(heldout.main, args, output / "logs" / "heldout.log")
     artifacts.write_json_atomic(stamp_path, stamp)
 
 
@@ -386,10 +416,11 @@ def report(study: Study, output: Path) -> None:
         args += ["--compare", ",".join(study.compare)]
     if study.bracketed_by:
         args += ["--bracketed_by", bracketed_by_arg(study)]
-    run_here("analysis.report", args + ["--scale", study.scale], output / "logs" / "report.log")
-    if (csv := output / "heldout" / "heldout.csv").is_file():  # the curves redrawn from the CSV: always in step
-        from pretraining import heldout
+    from analysis import report as analysis_report
+    from pretraining import heldout
 
+    run_here(analysis_report.main, args + ["--scale", study.scale], output / "logs" / "report.log")
+    if (csv := output / "heldout" / "heldout.csv").is_file():  # the curves redrawn from the CSV: always in step
         heldout.plot(heldout.read_csv(csv), csv.with_suffix(".png"), study.scale)
 
 
@@ -405,8 +436,6 @@ def hub_id(org: str, name: str, study: Study) -> str:
 
 
 def model_cards(study: Study, output: Path, org: str) -> None:
-    from model_cards.generate import build_model_card, write_card
-
     summary, results = output / "report" / "summary.csv", output / "results"
     for name in study.trained_names():
         checkpoint = output / "models" / name
@@ -417,11 +446,6 @@ def model_cards(study: Study, output: Path, org: str) -> None:
 def hub_export(study_name: str, study: Study, output: Path, org: str) -> None:
     """The exact repo folders a push would upload (`python -m model_cards.push ... --dry_run`), rebuilt each time.
     Without --org they sit in the placeholder namespace, which `model_cards.push` refuses to push to."""
-    import tempfile
-
-    from model_cards import push
-    from model_cards.public import local_roots
-
     summary, results = output / "report" / "summary.csv", output / "results"
     commits = [commit for name in study.trained_names()
                for commit in push.stage_run(output / "models" / name, hub_id(org, name, study), summary, results)]
@@ -460,56 +484,6 @@ def report_from_archive(study_name: str, archive: Path, output: Path) -> Path:
     return output / "report"
 
 
-def read_archive(archive: Path) -> dict[str, bytes]:
-    """The files of a results archive ({path under the study: content}), read once and checked: one line naming it
-    when it is missing, not an xz tar, truncated, without study.json, or holds a member that is not a plain file under
-    the study, a result filed under another name than its own (a copy: it would count as one more run), or a result
-    whose scores differ from those its predictions give (`evaluation.metrics.rescore_mismatch`: an edited score)."""
-    import lzma
-    import tarfile
-
-    if not archive.is_file():
-        raise FileNotFoundError(f"results archive {archive} not found (write one with --docs)")
-    files = {}
-    try:
-        with tarfile.open(archive, "r:xz") as tar:
-            for member in tar:  # in order: xz reads forward
-                if not member.isfile() or member.name.startswith("/") or ".." in member.name.split("/"):
-                    raise ValueError(f"results archive {archive} holds {member.name!r}, not a plain file under the "
-                                     "study directory; pass an archive written by --docs")
-                if member.name in files:
-                    raise ValueError(f"results archive {archive} holds {member.name} twice; pass an archive written "
-                                     "by --docs")
-                data = files[member.name] = tar.extractfile(member).read()
-                if member.name == "study.json":
-                    json.loads(data)
-                elif member.name.startswith("results/") and member.name.endswith(".json"):
-                    _check_archived_result(f"{archive}:{member.name}", member.name, json.loads(data))
-    except (tarfile.TarError, lzma.LZMAError, EOFError, OSError) as error:
-        raise ValueError(f"results archive {archive} is not a readable tar.xz ({error}); it is truncated or of "
-                         "another format: pass the results.tar.xz written by --docs") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ValueError(f"results archive {archive} holds a file that is not valid JSON ({error})") from None
-    if "study.json" not in files:
-        raise ValueError(f"results archive {archive} holds no study.json; pass an archive written by --docs")
-    return files
-
-
-def _check_archived_result(where: str, name: str, record) -> None:
-    from evaluation import metrics
-
-    filed = store.filed_path(record) if isinstance(record, dict) and "family" in record else None
-    if filed is None:
-        raise ValueError(f"{where} is not a result file (no model, task, lr, seed and family)")
-    own = f"results/{filed.as_posix()}"
-    if name != own:
-        raise ValueError(f"{where} holds the result of {own} (its model, task, lr and seed): a copy or a renamed file "
-                         "would count as one more run; remove it from the archive")
-    if problem := metrics.rescore_mismatch(record):
-        raise ValueError(f"{where}: {problem} (an edited score?); the report is made from results as the grid wrote "
-                         "them")
-
-
 # ---------------------------------------------------------------------------------------------------- driver
 def run_study(study_name: str, output: Path, data_dir: str | None = None, org: str | None = None,
               study: Study | None = None, until: str | None = None) -> Path:
@@ -525,8 +499,6 @@ def run_study(study_name: str, output: Path, data_dir: str | None = None, org: s
         until: stop after this stage ("pretraining" or "evaluation"), e.g. to fit one stage into a time-limited
             job; running the command again continues where it stopped.
     """
-    from model_cards.generate import PLACEHOLDER_ORG
-
     org = org or PLACEHOLDER_ORG
     study = study or STUDIES[study_name]
     definition = study.definition()
@@ -542,7 +514,7 @@ def _run_study(study_name: str, study: Study, definition: dict, output: Path, da
     artifacts.write_json_atomic(output / "study.json", {"format": artifacts.STUDY_FORMAT, "study": study_name,
                                                          "definition": definition})
     started = time.time()
-    progress = Progress({"tokenizer": 1, **{f"pretrain:{replicate_name(r.name, k)}": 1 for r, k in runs},
+    progress = Progress({"tokenizer": 1, **{f"pretrain:{names.replicate_name(r.name, k)}": 1 for r, k in runs},
                          "held-out loss": int(bool(study.heldout_blocks)), "report": 1, "model cards": 1,
                          "hub export": 1})
     try:
@@ -550,7 +522,7 @@ def _run_study(study_name: str, study: Study, definition: dict, output: Path, da
         train_tokenizer(study, output, data_dir)
         progress.done("tokenizer")
         for i, (recipe, pretrain_seed) in enumerate(runs, 1):
-            name = replicate_name(recipe.name, pretrain_seed)
+            name = names.replicate_name(recipe.name, pretrain_seed)
             progress.start("pretraining", f"{name} ({i}/{len(runs)})")
             trained = is_trained(output, name)
             if not trained:
@@ -568,8 +540,7 @@ def _run_study(study_name: str, study: Study, definition: dict, output: Path, da
             what = f"{len(models)} checkpoint(s) on {', '.join(tasks)} ({i + 1}/{len(batches)})"
             progress.start("evaluation", what)
             ran = evaluate(models, tasks, eval_args, study, output, data_dir,
-                           progress=lambda done, total: progress.follow(f"evaluation {i}", done, f"{what}: "
-                                                                        f"{done}/{total} runs"))
+                           progress=lambda done, total: progress.follow(f"evaluation {i}", done, total, what))
             progress.done(f"evaluation {i}", timed=ran)
         if until == "evaluation":
             return output / "report"
@@ -607,7 +578,16 @@ def make_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> None:
-    args = make_parser().parse_args(argv)
+    """Run the study; Ctrl-C ends it in one line and exit status 130 (what is done is kept, written atomically, and
+    the same command resumes from it; a running stage's process is ended with it: `run_logged`)."""
+    try:
+        _main(make_parser().parse_args(argv))
+    except KeyboardInterrupt:
+        print("interrupted; rerun the same command to resume", file=sys.stderr)
+        raise SystemExit(130) from None
+
+
+def _main(args: argparse.Namespace) -> None:
     with cli.bad_input_exits():  # bad input: one line, nothing started
         if args.study not in STUDY_NAMES:
             raise ValueError(f"unknown study {args.study!r}; choose one of {', '.join(STUDY_NAMES)}")
@@ -625,9 +605,6 @@ def main(argv=None) -> None:
                 docs = write_docs(args.study, args.output, args.docs, docs_regime(args.output), args.from_results)
                 print(f"report copied to {docs}")
             return
-        from core.paths import resolve_data_dir
-        from model_cards.push import PushError, check_repo_id
-
         check_device(args.study, STUDIES[args.study])
         resolve_data_dir(args.data_dir)  # fail now, not in the first subprocess
         if args.org is not None:

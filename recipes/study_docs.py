@@ -1,13 +1,18 @@
 """A finished study written into docs/ (`python -m recipes.study NAME --docs DIR`): its README (the results table
 and the findings first, then the figures, then the definition), the report's files, and the results archive the
-page is regenerated from (`--from_results`) byte for byte.
+page is regenerated from (`--from_results`) byte for byte: its format, writer (`write_results_archive`) and reader
+(`read_archive`), here alone.
 """
 
 import json
+import lzma
 import re
+import shutil
+import tarfile
 from pathlib import Path
 
 from core import artifacts, store
+from recipes import manifest
 from recipes.studies import read_study_marker
 
 
@@ -15,17 +20,21 @@ def intro(study_name: str, definition: dict, tokens_per_step: float, parameters:
     """The docs README's first paragraph, every number from the study's definition and its scale's regime
     (`recipes.study.regime`: tokens per paper step, parameters with the input embedding and without the LM head, the
     input embedding's)."""
-    final = TOTAL_STEPS * tokens_per_step
+    final = manifest.TOTAL * tokens_per_step  # the paper steps of the single-objective runs
     grid = _grid_text(definition)
     if study_name == "mini":
         return (f"The smallest study where the paper's comparisons can show on 2 CPU cores: the `tiny` architecture "
                 f"({parameters / 1e6:.1f}M parameters) pretrained on about {final / 1e6:.1f}M tokens of the offline "
-                f"Wikipedia stand-in, fine-tuned with the paper's grid at {grid}. It tests the paper's findings at "
-                "this scale; it does not reproduce the paper's numbers.")
+                f"Wikipedia stand-in, fine-tuned with the paper's grid at {grid}. Its report says, finding by "
+                "finding, whether this scale can test the paper's claim and why not where it cannot; it does not "
+                "reproduce the paper's numbers.")
     if study_name.startswith("horizon"):
         steps = definition["intermediate_steps"]
         replicates = definition.get("pretrain_seeds") or []
-        runs = f", each pretrained {len(replicates)} times (seeds {_listed(replicates)})" if replicates else ""
+        varied = "initial weights, masks and block order" if definition.get("pretrain_data_order") else \
+            "initial weights and masks; one block order for all"
+        runs = f", each pretrained {len(replicates)} times (seeds {_listed(replicates)}: {varied})" \
+            if replicates else ""
         return ("**The question: does the CLM - MLM gap shrink as tokens per parameter grow, as the paper's finding 2 "
                 f"predicts?** CLM and MLM40 only{runs}: the `tiny` architecture ({parameters / 1e6:.2f}M parameters, "
                 f"input embedding in, LM head out) pretrained on {final / 1e6:.1f}M tokens of the offline Wikipedia "
@@ -37,9 +46,6 @@ def intro(study_name: str, definition: dict, tokens_per_step: float, parameters:
                 "The answer at this scale, per task (generated from the results below):")
     return ("Tiny models on the offline bundle: these numbers show the pipeline and the protocol at toy scale, not the "
             "paper's results.")
-
-
-TOTAL_STEPS = 42_000  # the paper steps of the single-objective runs (`recipes.manifest.TOTAL`)
 
 
 def _grid_text(definition: dict) -> str:
@@ -75,8 +81,6 @@ def _archived_files(output: Path) -> list[Path]:
 
 def holds_exactly(archive: Path, output: Path) -> bool:
     """Whether a results archive holds `_archived_files(output)` and nothing else, byte for byte."""
-    import tarfile
-
     files = {path.relative_to(output).as_posix(): path for path in _archived_files(output)}
     with tarfile.open(archive, "r:xz") as tar:
         members = tar.getmembers()
@@ -90,9 +94,6 @@ def write_results_archive(output: Path, archive: Path, reuse: Path | None = None
     so regenerating an unchanged study rewrites the same archive. `reuse`, an archive the report was regenerated
     from, is copied instead when it holds exactly those files (xz takes half a minute on the mini study's 126 MB;
     reading it back, a second)."""
-    import shutil
-    import tarfile
-
     if reuse is not None and reuse.is_file() and holds_exactly(reuse, output):
         if not archive.exists() or not archive.samefile(reuse):
             with artifacts.atomic_file(archive) as tmp:
@@ -105,6 +106,53 @@ def write_results_archive(output: Path, archive: Path, reuse: Path | None = None
             with path.open("rb") as f:
                 tar.addfile(info, f)
     return archive
+
+
+def read_archive(archive: Path) -> dict[str, bytes]:
+    """The files of a results archive ({path under the study: content}), read once and checked: one line naming it
+    when it is missing, not an xz tar, truncated, without study.json, or holds a member that is not a plain file under
+    the study, a result filed under another name than its own (a copy: it would count as one more run), or a result
+    whose scores differ from those its predictions give (`evaluation.metrics.rescore_mismatch`: an edited score)."""
+    if not archive.is_file():
+        raise FileNotFoundError(f"results archive {archive} not found (write one with --docs)")
+    files = {}
+    try:
+        with tarfile.open(archive, "r:xz") as tar:
+            for member in tar:  # in order: xz reads forward
+                if not member.isfile() or member.name.startswith("/") or ".." in member.name.split("/"):
+                    raise ValueError(f"results archive {archive} holds {member.name!r}, not a plain file under the "
+                                     "study directory; pass an archive written by --docs")
+                if member.name in files:
+                    raise ValueError(f"results archive {archive} holds {member.name} twice; pass an archive written "
+                                     "by --docs")
+                data = files[member.name] = tar.extractfile(member).read()
+                if member.name == "study.json":
+                    json.loads(data)
+                elif member.name.startswith("results/") and member.name.endswith(".json"):
+                    _check_archived_result(f"{archive}:{member.name}", member.name, json.loads(data))
+    except (tarfile.TarError, lzma.LZMAError, EOFError, OSError) as error:
+        raise ValueError(f"results archive {archive} is not a readable tar.xz ({error}); it is truncated or of "
+                         "another format: pass the results.tar.xz written by --docs") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"results archive {archive} holds a file that is not valid JSON ({error})") from None
+    if "study.json" not in files:
+        raise ValueError(f"results archive {archive} holds no study.json; pass an archive written by --docs")
+    return files
+
+
+def _check_archived_result(where: str, name: str, record) -> None:
+    from evaluation import metrics
+
+    filed = store.filed_path(record) if isinstance(record, dict) and "family" in record else None
+    if filed is None:
+        raise ValueError(f"{where} is not a result file (no model, task, lr, seed and family)")
+    own = f"results/{filed.as_posix()}"
+    if name != own:
+        raise ValueError(f"{where} holds the result of {own} (its model, task, lr and seed): a copy or a renamed file "
+                         "would count as one more run; remove it from the archive")
+    if problem := metrics.rescore_mismatch(record):
+        raise ValueError(f"{where}: {problem} (an edited score?); the report is made from results as the grid wrote "
+                         "them")
 
 
 DOCS_MARK = "Generated by `python -m recipes.study"  # in every README write_docs makes
@@ -142,8 +190,6 @@ def write_docs(study_name: str, output: Path, docs: Path, regime: tuple[float, i
     archive the report is regenerated from (`--from_results`, reused when it still holds exactly the study's
     files). `regime`: (tokens per paper step, parameters, embedding parameters) of the study's scale, for the
     README's first paragraph."""
-    import shutil
-
     report = output / "report"
     definition = read_study_marker(artifacts.read_json(output / "study.json", "study marker"), output / "study.json")
     if not (report / "summary.md").is_file():

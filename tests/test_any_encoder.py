@@ -209,7 +209,7 @@ def test_ir_pooling_and_prompts_are_options_recorded(models, data_dir, pooling):
     texts = ["a short one", "a much longer text with many more words in it than the first"]
     embeddings = [encoder.encode_query(texts, convert_to_tensor=True) for encoder in encoders]
     assert torch.equal(embeddings[0], embeddings[1])  # the same whatever the tokenizer's padding side
-    recorded = identity.protocol_identity(args)
+    recorded = identity.protocol_identity(args, "ir")
     assert (recorded["ir_pooling"], recorded["query_prompt"], recorded["document_prompt"]) == (pooling, "q: ", None)
 
 
@@ -240,7 +240,7 @@ def test_sentence_pairs_as_two_segments_reach_a_bert(models, data_dir):
     eurobert_tokenizer = model_inputs.load_finetuning_tokenizer(models["eurobert"])
     encoded = sequence_classification.tokenize(task, eurobert_tokenizer, eurobert)["train"][0]
     assert encoded["input_ids"] == eurobert_tokenizer(raw["text"], truncation=True, max_length=64)["input_ids"]
-    assert "pair_encoding" not in identity.protocol_identity(joined) and "pair_encoding" not in \
-        model_inputs.inputs_identity(eurobert)
-    assert identity.protocol_identity(segments)["pair_encoding"] == \
-        model_inputs.inputs_identity(bert)["pair_encoding"] == "segments"
+    assert "pair_encoding" not in identity.protocol_identity(joined, "sc") and "pair_encoding" not in \
+        model_inputs.inputs_identity(eurobert, "sc")
+    assert identity.protocol_identity(segments, "sc")["pair_encoding"] == \
+        model_inputs.inputs_identity(bert, "sc")["pair_encoding"] == "segments"

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from transformers import TrainingArguments
 
-from core import store
+from core import artifacts, store
 from core.cli import BadInput
 from core.paths import REPO_ROOT
 from evaluation import run as grid
@@ -48,7 +48,8 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(main, argv, fragment, t
 # repository, {model} a tiny saved model (outside {tmp}), {dup_a}/{dup_b} two task YAMLs of one name, {bad_yaml} a
 # YAML syntax error, {escaped} a task named ../../escaped, {dupkey} a task YAML giving `name` twice, {negbudget} one
 # with max_steps -1, {dupcfg} a recipe YAML giving `objective` twice, {noid} a results folder whose one result file
-# has no identity. Each row runs `main(argv)` in-process in {tmp}:
+# has no identity, {study} a smoke study's folder whose results folder holds a result of a model not its own
+# (my-encoder). Each row runs `main(argv)` in-process in {tmp}:
 # exit 2, one `error:` line holding the fragment, no traceback, and {tmp} unchanged.
 DEBUG = ["--config", "{repo}/recipes/configs/debug.yaml", "--output_dir", "{out}"]
 GRID = ["--model", "{model}", "--tasks", "sst2", "--lrs", "1e-3", "--seeds", "0", "--output", "{out}"]
@@ -176,6 +177,7 @@ CLI_ROWS = {
         ([*GRID, "--tasks", "{negbudget}"], "budget max_steps must be a positive integer, got -1"),
         ([*GRID, "--seeds", "x"], "--seeds"),
         ([*GRID, "--workers", "0"], "--workers 0 must be >= 1"),
+        ([*GRID[:-1], "{study}/results"], "is the smoke study's results folder, for its own checkpoints"),
         ([*GRID, "--save_models", "nope:1:0"], "--save_models entry 'nope:1:0'"),
         ([*GRID, "--batch_size", "0"], "batch_size=0 must be >= 1"),
         ([*GRID, "--eval_batch_size", "0"], "eval_batch_size=0 must be >= 1"),
@@ -219,6 +221,12 @@ CLI_ROWS = {
         (["{tmp}", "--parameters", "1e6"], "--tokens_per_step and --parameters go together"),
         (["{tmp}", "--scale", "Mini Study"], "scale 'Mini Study' must be lower-case words"),
         (["{tmp}", "--embedding_parameters", "5"], "--embedding_parameters is a part of --parameters"),
+        (["{study}/results"], "holds results of my-encoder, not one of its models: move"),
+        (["{study}/results", "--scale", "mini"], "is the smoke study's results folder, trained at the smoke scale"),
+        (["{study}/results", "{noid}"], "several results directories make one report: pass --output DIR"),
+        (["{study}/results", "{study}/results/", "--output", "{out}"], "a results directory is given twice"),
+        (["{study}/results", "{noid}", "--output", "{out}", "--scale", "mini"], "describe one study's names"),
+        (["{noid}", "{study}/results", "--output", "{study}/report"], "is a study's own report"),
         (["{tmp}", "--bracketed_by", "conll2003=0.1"], "give each task once as TASK=LOW,HIGH"),
         (["{tmp}", "--tokens_per_step", "1", "--parameters", "10", "--embedding_parameters", "10"],
          "--embedding_parameters is a part of --parameters"),
@@ -243,6 +251,7 @@ CLI_ROWS = {
         ([*INSPECT, "--tc_labelling", "nope"], "--tc_labelling"),
     ],
     "evaluation.mteb": [
+        ([*MTEB[:-1], "{study}/results"], "is the smoke study's results folder, which holds its grid's results only"),
         ([*MTEB, "--model", "{tmp}/missing"], "missing"),
         ([*MTEB, "--tasks", "NoSuchTask"], "unknown task 'NoSuchTask'"),
         ([*MTEB, "--max_eval", "0"], "max_eval"),
@@ -401,7 +410,7 @@ def _placeholders(tmp_path, model_dir) -> dict:
             "{dup_b}": str(tmp_path / "b" / "task.yaml"), "{bad_yaml}": str(tmp_path / "bad.yaml"),
             "{escaped}": str(tmp_path / "escaped.yaml"), "{dupkey}": str(tmp_path / "dupkey.yaml"),
             "{negbudget}": str(tmp_path / "negbudget.yaml"), "{dupcfg}": str(tmp_path / "dupcfg.yaml"),
-            "{noid}": str(tmp_path / "noid")}
+            "{noid}": str(tmp_path / "noid"), "{study}": str(tmp_path / "study")}
 
 
 def _write_noid(tmp_path) -> None:
@@ -411,6 +420,18 @@ def _write_noid(tmp_path) -> None:
     noid.write_text(json.dumps({"format": store.RESULT_FORMAT, "model": "m", "task": "sst2", "family": "sc",
                                 "lr": 1e-5, "seed": 0, "status": "ok", "main_metric": "accuracy",
                                 "validation": {"accuracy": 0.5}, "test": {"accuracy": 0.5}}))
+
+
+def _write_study(tmp_path) -> None:
+    """{study}: a smoke study's folder (study.json) whose results folder holds a result of a model not its own."""
+    artifacts.write_json_atomic(tmp_path / "study" / "study.json", {"format": artifacts.STUDY_FORMAT, "study": "smoke",
+                                "definition": {"scale": "smoke", "models": ["610m-clm-42k"]}})
+    record = {"format": store.RESULT_FORMAT, "model": "my-encoder", "task": "sst2", "family": "sc", "lr": 1e-5,
+              "seed": 0, "status": "ok", "main_metric": "accuracy", "validation": {"accuracy": 0.5},
+              "test": {"accuracy": 0.5}, "per_instance": {"test": [{"accuracy": 0.5}]},
+              "identity": {"model": {"config": "m"}}}
+    path = store.result_path(tmp_path / "study" / "results", "my-encoder", "sst2", 1e-5, 0)
+    artifacts.write_json_atomic(path, record)
 
 
 def _listing(folder: Path) -> dict:
@@ -433,6 +454,8 @@ def test_every_cli_refuses_bad_input_in_one_line_before_writing(module, argv, fr
     monkeypatch.chdir(tmp_path)
     if any("{noid}" in a for a in argv):
         _write_noid(tmp_path)
+    if any("{study}" in a for a in argv):
+        _write_study(tmp_path)
     before = _listing(tmp_path)
     argv = [functools.reduce(lambda text, key: text.replace(key, values[key]), values, a) for a in argv]
     with pytest.raises(SystemExit) as refused:

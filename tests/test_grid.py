@@ -1,5 +1,6 @@
 """The grid runner: one atomic file per run, finished runs skipped, divergence recorded, bad input refused early."""
 
+import dataclasses
 import json
 import os
 import re
@@ -12,7 +13,7 @@ import pytest
 
 from analysis import report
 from core import store
-from evaluation import finetune_args, model_inputs, resolve, run
+from evaluation import common, finetune_args, identity, model_inputs, resolve, run, tasks
 from tests.fixtures.tiny_models import (
     build_tiny_bert,
     build_tiny_eurobert,
@@ -73,7 +74,7 @@ def test_other_encoders_run_through_the_grid(models, data_dir, tmp_path, name, m
 
 
 def test_tokenized_datasets_are_built_once_per_tokenizer(models, data_dir):
-    from evaluation import sequence_classification, tasks
+    from evaluation import sequence_classification
 
     args = finetune_args.FinetuneArgs(**SMOKE, data_dir=str(data_dir))
     sst2, load = tasks.load_task("sst2"), model_inputs.load_finetuning_tokenizer
@@ -367,15 +368,45 @@ def test_settings_another_family_reads_leave_results_current_and_comparable(mode
     assert len(second) == 1
     (row,) = report.summarize(report.load_results(tmp_path))
     assert row["n_runs"] == 2
-    # a result written before identities left such settings out (they recorded every setting) stays current
+    # a result written before identities left such settings out (they recorded every setting) is refused, naming
+    # --migrate, which makes it current
     record = json.loads(first[0].read_text())
     record["identity"]["protocol"] |= {"ir_pooling": "cls", "doc_stride": 64}
     record["identity"]["inputs"] |= {"qa_max_length": 48, "doc_stride": 16}
     store.write_result(first[0], record)
+    with pytest.raises(ValueError, match="settings its family does not read.*--migrate"):
+        run.run_grid(grid(models["eurobert"], tmp_path, lrs="1e-3", seeds="0,1"), protocol(data_dir))
+    assert identity.migrate(tmp_path) == 1 and identity.migrate(tmp_path) == 0
     assert run.run_grid(grid(models["eurobert"], tmp_path, lrs="1e-3", seeds="0,1"), protocol(data_dir)) == []
     # what an SC task reads still counts
     with pytest.raises(ValueError, match=r"protocol\.max_length: 48 -> 40"):
         run.run_grid(grid(models["eurobert"], tmp_path, lrs="1e-3", seeds="0"), protocol(data_dir, max_length=40))
+
+
+def test_a_new_setting_is_declared_once_and_identity_and_data_cache_follow(models, data_dir, monkeypatch):
+    """A setting is its field plus one `SETTINGS` declaration: the identity of the families that read it holds it (the
+    others' do not), and it keys the data cache of exactly those families (before: the cache key was listed by hand,
+    and a data setting missing from it silently returned splits built for another value)."""
+    @dataclasses.dataclass
+    class WithWindow(finetune_args.ProtocolArgs):
+        window: int = 3
+
+    monkeypatch.setitem(finetune_args.SETTINGS, "window", finetune_args.Setting(families=("sc",), data="window"))
+    args = [WithWindow(**{**SMOKE, "data_dir": str(data_dir), "window": w}) for w in (3, 4)]
+    assert [identity.protocol_identity(a, "sc")["window"] for a in args] == [3, 4]
+    assert "window" not in identity.protocol_identity(args[0], "tc")
+    assert [finetune_args.data_settings(a, "sc")["window"] for a in args] == [3, 4]
+    assert "window" not in finetune_args.data_settings(args[0], "tc")
+    conll = tasks.load_task("conll2003")  # a family that does not read it shares its splits whatever its value
+    assert common.task_splits(conll, args[0]) is common.task_splits(conll, args[1])
+    assert common.task_splits(conll, args[0]) is not common.task_splits(conll, dataclasses.replace(args[0], max_eval=7))
+    tokenizer, sst2 = model_inputs.load_finetuning_tokenizer(models["eurobert"]), tasks.load_task("sst2")
+    tokenized = [common.cached(tokenizer, task, a, object) for task in (sst2, conll) for a in args]
+    assert tokenized[0] is not tokenized[1] and tokenized[2] is tokenized[3]  # the tokenized splits' cache too
+    # a declared identity-only setting enters no data key; one declared off the identity enters no identity
+    monkeypatch.setitem(finetune_args.SETTINGS, "window", finetune_args.Setting(identity=False))
+    assert "window" not in identity.protocol_identity(args[0], "sc") and "window" not in \
+        finetune_args.data_settings(args[0], "sc")
 
 
 def test_two_grids_of_other_protocols_started_together_leave_no_mix(models, data_dir, tmp_path, monkeypatch):
@@ -399,9 +430,14 @@ def test_two_grids_of_other_protocols_started_together_leave_no_mix(models, data
                           protocol(data_dir))
     assert refused and len(written) == 2 and store.result_files(tmp_path) == sorted(written)
     assert {store.read_result(p)["identity"]["protocol"]["max_steps"] for p in written} == {6}
-    # a folder written before folders were claimed, by another protocol, is refused before anything is claimed
+    # a folder written before folders were claimed is refused before anything is claimed, naming --migrate, which
+    # claims it for its results' protocol (A's: B is then refused as another protocol)
     folder = written[0].parent
     (folder / store.PROTOCOL_NAME).unlink()
-    with pytest.raises(run.GridMixed, match="written by another grid with another protocol"):
+    with pytest.raises(run.GridMixed, match="written before folders were claimed: run `python -m evaluation.identity "
+                                            "--migrate RESULTS_DIR` once"):
         run.run_all(todo_b, tokenizers, grid_b, protocol_b)
     assert not (folder / store.PROTOCOL_NAME).exists()
+    assert identity.migrate(tmp_path) == 0 and (folder / store.PROTOCOL_NAME).is_file()
+    with pytest.raises(run.GridMixed, match=r"is claimed by another grid with another protocol.*max_steps: 6 -> 5"):
+        run.run_all(todo_b, tokenizers, grid_b, protocol_b)

@@ -88,7 +88,15 @@ def test_report_on_the_imported_tree_shows_means_missing_runs_and_comparisons(im
     assert "| 610m-clm-42k | mldr | 26 |" in summary and "| 610m-mlm40-42k | mldr | 26 |" in summary
     findings = list(csv.DictReader(open(tmp_path / "report" / "findings.csv")))
     ir = [f for f in findings if f["finding"] == "ir_mlm_better"]
-    assert ir and "never bracketed" in ir[0]["untestable"]  # 2 of the 6 LRs: the optimum is not bracketed
+    # the paper's own runs, worded as what they are: 2 of its 6 LRs imported, mldr without a trivial baseline
+    assert ir and "610m-mlm40-42k: 2 of the paper's 6 LRs imported (26 runs missing)" in ir[0]["untestable"]
+    assert "mldr has no known trivial baseline" in ir[0]["untestable"]
+    assert "## The paper's findings with these runs" in summary and "at this scale" not in summary
+    assert "**not testable with these runs: no SC task imported**" in summary
+    assert "**not testable with these runs: mldr has no known trivial baseline" in summary
+    assert "a best LR is the best of the imported LRs" in summary and "never bracketed" not in summary
+    assert "clear it." not in summary and "2 model x task means have no known trivial baseline (mldr)" in summary
+    assert "| *trivial baseline* | unknown |" in summary
 
 
 def own_record(model: str, task: str = "mldr", lr: float = 1e-4, seed: int = 0) -> dict:
@@ -108,7 +116,7 @@ def test_own_results_side_by_side_but_never_averaged_with_imported_ones(imported
     out = call_main(report.main, root, "--output", tmp_path / "report")
     assert out.returncode == 0, out.stderr
     summary = (tmp_path / "report" / "summary.md").read_text()
-    assert "| my-encoder | 0.500 ± 0.000 |" in summary and "| 610m-clm-42k | 0." in summary  # one mldr column
+    assert "| my-encoder | 0.500 [0.500, 0.500] |" in summary and "| 610m-clm-42k | 0." in summary  # one mldr column
     # an own result of an imported model's name: the report refuses to average the two in one row, naming both
     path = store.write_result(store.result_path(root, "610m-clm-42k", "mldr", 2e-4, 0),
                               own_record("610m-clm-42k", lr=2e-4))
@@ -119,6 +127,92 @@ def test_own_results_side_by_side_but_never_averaged_with_imported_ones(imported
     out = call_main(import_encodeval.main, REAL, "--output", root)
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and str(path) in out.stderr
     assert not (root / import_encodeval.MISSING_RUNS).exists()
+
+
+def drawn_figures(monkeypatch) -> dict:
+    """{file name: figure} of every figure the report draws from now on (kept open to read back what it plots)."""
+    import matplotlib.pyplot as plt
+
+    from analysis import figures
+
+    drawn, save = {}, figures._save
+    monkeypatch.setattr(figures, "_save", lambda fig, path, caption: (drawn.__setitem__(path.name, fig),
+                                                                      save(fig, path, caption))[1])
+    monkeypatch.setattr(plt, "close", lambda fig: None)
+    return drawn
+
+
+def bars(fig) -> dict:
+    """{legend label: bar heights} of a bar chart, its caption and its legend's labels."""
+    from matplotlib.container import BarContainer
+
+    ax = fig.axes[0]
+    return ({c.get_label(): [p.get_height() for p in c.patches] for c in ax.containers if isinstance(c, BarContainer)},
+            " ".join(fig.texts[-1].get_text().split()), ax.get_legend_handles_labels()[1])
+
+
+def test_one_report_of_a_study_ones_own_model_and_the_papers_runs(imported, tmp_path, call_main, monkeypatch):
+    """analysis.report takes several results directories, read where they are: a smoke study's (its models shown
+    at its scale, so the study's 610m-clm-42k and the paper's imported one are two rows), one's own and the imported
+    runs. The study's folder and report are untouched. objective_ir.png plots every model's bar at its row's mean
+    (the user's model among the imported ones), claims no scale it cannot (a model outside the names), and its
+    caption names the baseline only as drawn."""
+    root, _ = imported
+    study = tmp_path / "study"
+    artifacts.write_json_atomic(study / "study.json", {"format": artifacts.STUDY_FORMAT, "study": "smoke",
+                                "definition": {"scale": "smoke", "models": list(MODELS)}})
+    baseline = {"trivial_baseline": {"validation": {"ndcg@10": 0.1}, "test": {"ndcg@10": 0.1}}}
+    for model, folder in [*((m, study / "results") for m in MODELS), ("my-encoder", tmp_path / "mine")]:
+        for seed in (0, 1):
+            store.write_result(store.result_path(folder, model, "mldr", 1e-4, seed),
+                               {**own_record(model, seed=seed), **baseline})
+    (study / "report").mkdir()
+    (study / "report" / "summary.md").write_text("the study's own report\n")
+    before = sorted((p, p.stat().st_mtime_ns) for p in study.rglob("*"))
+    drawn = drawn_figures(monkeypatch)
+    out = call_main(report.main, study / "results", tmp_path / "mine", root, "--output", tmp_path / "all")
+    assert out.returncode == 0, out.stderr
+    assert sorted((p, p.stat().st_mtime_ns) for p in study.rglob("*")) == before
+    rows = {r["model"]: r for r in csv.DictReader(open(tmp_path / "all" / "summary.csv", newline=""))}
+    assert set(rows) == {"smoke-610m-clm-42k", "smoke-610m-mlm40-42k", "my-encoder", *MODELS}
+    summary = (tmp_path / "all" / "summary.md").read_text()
+    assert "## Sources" in summary and f"| {study / 'results'} | the smoke study's results | smoke |" in summary
+    heights, caption, labels = bars(drawn["objective_ir.png"])
+    assert heights == {m: [pytest.approx(float(rows[m]["mean"]), rel=1e-3)] for m in rows}  # the csv: 4 digits
+    # a model may have some tasks in one folder, others in another; one model's results on one task in two are refused
+    store.write_result(store.result_path(tmp_path / "more", "my-encoder", "sst2", 1e-4, 0),
+                       {**own_record("my-encoder"), "task": "sst2"})
+    assert call_main(report.main, tmp_path / "mine", tmp_path / "more", "--output", tmp_path / "two").returncode == 0
+    store.write_result(store.result_path(tmp_path / "more", "my-encoder", "mldr", 1e-4, 0), own_record("my-encoder"))
+    twice = call_main(report.main, tmp_path / "mine", tmp_path / "more", "--output", tmp_path / "three")
+    assert twice.returncode == 2 and "my-encoder has mldr results in" in twice.stderr
+    assert "trivial baseline" in labels and "dashed: the task's trivial baseline" in caption
+    assert "scale)" not in drawn["objective_ir.png"].axes[0].get_title()
+
+
+def test_objective_figure_plots_every_row_and_promises_only_what_it_draws(imported, tmp_path, call_main, monkeypatch):
+    """Imported runs alone: every bar at its row's mean, titled at the paper's scale (true), and no dashed baseline
+    promised (the harness recorded none). Beside them a user's own model (its IR bar too, drawn among the imported
+    final checkpoints) with its trivial baseline: drawn and said, and no scale claimed for a name outside the
+    grammar."""
+    root, _ = imported
+    drawn = drawn_figures(monkeypatch)
+    assert call_main(report.main, root, "--output", tmp_path / "paper").returncode == 0
+    heights, caption, labels = bars(drawn["objective_ir.png"])
+    assert set(heights) == set(MODELS) and "trivial baseline" not in labels
+    assert "no trivial baseline drawn" in caption and "dashed" not in caption
+    assert drawn["objective_ir.png"].axes[0].get_title().endswith("(paper scale)")
+    baseline = {"trivial_baseline": {"validation": {"ndcg@10": 0.1}, "test": {"ndcg@10": 0.1}}}
+    for seed in (0, 1):
+        store.write_result(store.result_path(root, "my-encoder", "mldr", 1e-4, seed),
+                           {**own_record("my-encoder", seed=seed), **baseline})
+    drawn.clear()
+    assert call_main(report.main, root, "--output", tmp_path / "mine").returncode == 0
+    rows = {r["model"]: r for r in csv.DictReader(open(tmp_path / "mine" / "summary.csv", newline=""))}
+    heights, caption, labels = bars(drawn["objective_ir.png"])
+    assert heights == {m: [pytest.approx(float(rows[m]["mean"]), rel=1e-3)] for m in [*MODELS, "my-encoder"]}
+    assert "trivial baseline" in labels and "dashed: the task's trivial baseline" in caption
+    assert "scale)" not in drawn["objective_ir.png"].axes[0].get_title()
 
 
 def generated_tree(tmp_path: Path) -> Path:

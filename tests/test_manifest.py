@@ -2,6 +2,7 @@
 
 import pytest
 
+from core import names
 from recipes import manifest
 
 PAPER_BLOCKS = {  # the paper's 38 trained models, block by block
@@ -88,6 +89,19 @@ def test_names_parse_back():
     """Each name's recipe (size, objective, ratio, steps, switch, CPT base, parent) spells that name again."""
     for name in manifest.model_names() + manifest.intermediate_names():
         assert spelled(manifest.recipe_of(name)) == name
+
+
+def test_names_are_composed_and_split_in_core_only():
+    """A name's parts compose it again (`ModelName.format`, `core.names.compose`), scaled and replicated included; a
+    CPT names its base run; `split_step` reverses `step_name` for any run's name."""
+    paper = manifest.model_names() + manifest.intermediate_names()
+    for name in paper + [f"mini-{n}" for n in paper] + ["toy-610m-clm-42k-pseed2-1000", "610m-mlm40-42k-pseed1"]:
+        assert names.parse_name(name).format() == name
+    assert names.parse_name("mini-610m-mlm40-dec42k-mlm40-44k").base_run == "610m-mlm40-42k"
+    assert names.parse_name("610m-clm-42k").base_run is None
+    assert names.split_step("my-bert-1000") == ("my-bert", 1000) and names.split_step("610m-clm-42k") == \
+        ("610m-clm-42k", None)
+    assert names.split_step(names.step_name("610m-clm-42k-pseed1", 2000)) == ("610m-clm-42k-pseed1", 2000)
 
 
 @pytest.mark.parametrize("bad", ["610m-mlm-42k", "610m-clm40-42k", "2b-clm-42k", "610m-clm-42", "610m-clm-dec42k-44k"])

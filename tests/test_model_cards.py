@@ -30,7 +30,7 @@ from pretraining.settings import PretrainArguments
 
 TASKS = [("sst2", "sc", "accuracy"), ("conll2003", "tc", "sentence_macro_f1"), ("squad", "qa", "f1"),
          ("scifact", "ir", "ndcg@10")]  # as analysis.report writes them
-# Per-instance records as each family's evaluate() writes them (evaluation.common.result).
+# Per-instance records as each family's evaluate() writes them (core.store.grid_body).
 INSTANCES = {
     "sc": [{"prediction": "positive", "reference": "positive", "accuracy": 1.0},
            {"prediction": "positive", "reference": "negative", "accuracy": 0.0}],
@@ -586,3 +586,14 @@ def test_card_of_a_natively_loadable_checkpoint_shows_plain_transformers(tmp_pat
     text = build_model_card(ckpt, repo_id="org/m").text  # the card's usage snippet, as text: nothing is loaded
     assert 'model = AutoModel.from_pretrained("org/m")\n' in text and "Plain transformers loads it" in text
     assert ("pretraining_attention" in text) == (objective == "clm")
+
+
+def test_a_toy_scale_checkpoint_card_names_its_own_step(tmp_path):
+    """The name of a toy-scale intermediate checkpoint carries the paper's step (1,000); the run saved it at its own
+    step (25 here): the card names both, never "saved at step 1,000" for a model that took 25 steps."""
+    ckpt = make_checkpoint(tmp_path / "run" / "intermediate" / "step-25", "610m-clm-42k-1000", objective="clm",
+                           mlm_probability=None, steps=25)
+    text = build_model_card(ckpt, repo_id="org/610m-clm-42k", revision="step-25").text
+    assert "intermediate checkpoint at the paper's step 1,000, saved at its own step 25 at this scale, of" in text
+    assert "intermediate checkpoint at the paper's step 1,000 (its own step 25 at this scale) of the run" in text
+    assert "saved at step 1,000" not in text

@@ -30,6 +30,29 @@ def test_the_record_carries_the_pretraining_replicate(tmp_path):
     assert store.read_result(write(tmp_path, model="bert-base"))["pretrain_seed"] is None
 
 
+# spelled only in core/store.py: the statuses, how a record's kind is told, how its main score is read
+BODY_READS = ('"ok", "diverged"', 'get("evaluation")', '["evaluation"]', 'get("kind")', '["kind"]',
+              '[record["main_metric"]]', '[r["main_metric"]]')
+
+
+def test_the_record_body_vocabulary_is_spelled_in_core_store_only():
+    """`STATUSES`, `record_kind` and `main_score` are the one reading of a result's status, kind and main score
+    (before: the statuses written 3 times, the kind told by two key tests and a third): no other library module
+    spells them (the check finds a planted one)."""
+    def offenders(files):
+        return [f"{path}: {read}" for path in files for read in BODY_READS if read in path.read_text()]
+
+    library = [p for package in ("core", "analysis", "evaluation", "model_cards", "recipes", "pretraining", "bench")
+               for p in (REPO_ROOT / package).rglob("*.py") if p != REPO_ROOT / "core" / "store.py"]
+    assert offenders(library) == []
+    assert offenders([REPO_ROOT / "core" / "store.py"]) != []
+    for status in ("done", None):
+        with pytest.raises(ValueError, match="is not one of"):
+            store.new_result("m", "sst2", "sc", 1e-4, 0, {"status": status}, {}, {})
+    assert [store.record_kind(r) for r in ({}, {"evaluation": "mteb"}, {"source": {"kind": "encodeval"}})] == \
+        list(store.KINDS)
+
+
 def test_a_copy_or_a_moved_result_is_refused_in_one_line(tmp_path):
     original = write(tmp_path)
     copy = shutil.copy(original, original.with_name("lr0.0001-seed0 (copy).json"))
@@ -48,11 +71,14 @@ def test_a_copy_or_a_moved_result_is_refused_in_one_line(tmp_path):
 
 
 def format2_result(root) -> tuple:
-    """A result of the committed mini study, as format 2 wrote it with its source hashes (`identity.code`)."""
+    """A result of the committed mini study (migrated from format 2), as format 2 wrote it: source hashes
+    (`identity.code`) and not its scoring versions, every protocol setting, no `pretrain_seed`."""
     with tarfile.open(REPO_ROOT / "docs" / "mini-study" / "results.tar.xz", "r:xz") as tar:
         record = json.load(tar.extractfile(ARCHIVED))
-    assert record["format"] == 2 and record["family"] == "tc"
-    record["identity"]["code"] = {name: "0" * 64 for name in FORMAT2_CODE}
+    assert record["format"] == 3 and record["family"] == "tc" and record.pop("pretrain_seed") is None
+    record["format"], record["identity"]["code"] = 2, {name: "0" * 64 for name in FORMAT2_CODE}
+    del record["identity"]["scoring"]
+    record["identity"]["protocol"] |= {"doc_stride": 128, "ir_pooling": "mean"}  # QA's and IR's
     path = root / ARCHIVED.removeprefix("results/")
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(record))
@@ -63,20 +89,27 @@ def test_format2_results_are_migrated_once(tmp_path, call_main):
     path, old = format2_result(tmp_path)
     saved = path.with_suffix(".model")
     store.write_finetune_info(saved, {"task": "conll2003", "identity": old["identity"]})
-    current = {**{k: v for k, v in old["identity"].items() if k != "code"}, "scoring": identity.scoring_identity("tc")}
-    assert store.read_result(path)["test"] == old["test"]  # the report reads it as it is
-    state, why = store.result_state(path, current)
-    assert state == "changed" and why == ["format 2, this version writes 3: run `python -m evaluation.identity "
-                                          "--migrate RESULTS_DIR` once"]
+    current = identity.scoped("tc", {**{k: v for k, v in old["identity"].items() if k != "code"},
+                                     "scoring": identity.scoring_identity("tc")})  # no QA or IR setting: a TC result
+    refusal = (f"result file {path} has format 2, this version reads format 3: run `python -m evaluation.identity "
+               "--migrate RESULTS_DIR` once")
+    with pytest.raises(ValueError) as error:  # the report, the cards, the grid: only the migration reads format 2
+        statistics.load_results(tmp_path)
+    assert str(error.value) == refusal and store.result_state(path, current) == ("changed", [refusal])
     done = call_main(identity.main, "--migrate", tmp_path)
-    assert done.returncode == 0 and "migrated 1 result file(s) of format 2" in done.stdout
+    assert done.returncode == 0 and "migrated 1 result file(s)" in done.stdout
     assert store.result_state(path, current) == ("done", [])
     record = store.read_result(path)
     assert record["format"] == 3 and record["pretrain_seed"] is None and "code" not in record["identity"]
+    assert "doc_stride" in old["identity"]["protocol"] and "doc_stride" not in record["identity"]["protocol"]
     assert {k: v for k, v in record.items() if k not in ("format", "identity", "pretrain_seed")} == \
            {k: v for k, v in old.items() if k not in ("format", "identity")}
     assert store.read_finetune_info(saved)["identity"] == record["identity"]
     assert "migrated 0 result file(s)" in call_main(identity.main, "--migrate", tmp_path).stdout
+    with tarfile.open(REPO_ROOT / "docs" / "mini-study" / "results.tar.xz", "r:xz") as tar:
+        assert record == json.load(tar.extractfile(ARCHIVED))  # what the committed archive's migration made
+    # its folder, written before folders were claimed, is claimed for its protocol
+    assert json.loads((path.parent / store.PROTOCOL_NAME).read_text()) == record["identity"]["protocol"]
 
 
 def test_the_migration_writes_nothing_when_a_file_is_refused(tmp_path, call_main):

@@ -5,9 +5,13 @@ two files run side by side under pytest -n.)"""
 import csv
 import dataclasses
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -102,9 +106,9 @@ def test_progress_bar_estimates_the_time_left_from_the_jobs_done_per_kind():
         progress.done("pretrain:c")
         progress.add("evaluation 0", 10)
         now[0] = 130.0
-        progress.follow("evaluation 0", 4, "grid")  # 4 result files of an earlier run: the baseline
+        progress.follow("evaluation 0", 4, 10, "grid")  # 4 result files of an earlier run: the baseline
         now[0] = 150.0
-        progress.follow("evaluation 0", 6, "grid")  # 2 runs in 20 s
+        progress.follow("evaluation 0", 6, 10, "grid")  # 2 runs in 20 s
         assert progress.left() == (40.0, False)
         assert progress.bar.n == 4 + 6
         now[0] = 190.0
@@ -117,6 +121,70 @@ def test_progress_bar_estimates_the_time_left_from_the_jobs_done_per_kind():
         assert progress.left() == (0.0, True) and progress.bar.n == progress.bar.total == 18
     finally:
         progress.close()
+
+
+def test_progress_times_a_run_from_the_result_before_it_and_each_grid_at_its_own_pace():
+    """A grid is polled every few seconds: a poll that finds no new result moves nothing, so a run's time counts
+    from the result before it (not from the last poll); each grid's remaining runs go at its own measured time per
+    run once it has one, shown beside its runs done (of those its process writes: a resumed grid's other runs were
+    found done)."""
+    now = [0.0]
+    progress = Progress({"report": 1}, clock=lambda: now[0])
+    try:
+        progress.add("evaluation 0", 6)
+        progress.add("evaluation 1", 4)
+        progress.start("evaluation", "")
+        progress.follow("evaluation 0", 0, 6, "sst2 grid")
+        for now[0] in range(2, 60, 2):  # polls, no result yet
+            progress.follow("evaluation 0", 0, 6, "sst2 grid")
+        now[0] = 60.0
+        progress.follow("evaluation 0", 1, 6, "sst2 grid")  # the first run took 60 s
+        assert progress.left() == (5 * 60 + 4 * 60, False)  # the second grid at the first's pace until measured
+        assert "sst2 grid: 1/6 runs, 60 s/run" in str(progress.bar) and "left > 09:00" in str(progress.bar)
+        now[0] = 360.0
+        progress.done("evaluation 0")
+        progress.follow("evaluation 1", 0, 2, "scifact grid")
+        now[0] = 370.0  # a resumed grid: 2 of its 4 runs were done (a checkpoint evaluated before), 2 to run
+        progress.follow("evaluation 1", 1, 2, "scifact grid")  # 10 s per run here
+        assert progress.left() == (10.0, False) and "scifact grid: 1/2 runs, 10 s/run" in str(progress.bar)
+    finally:
+        progress.close()
+
+
+def _processes_naming(text: str) -> list[str]:
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:  # ended meanwhile
+            continue
+        if text in cmdline:
+            found.append(cmdline)
+    return found
+
+
+def test_ctrl_c_ends_the_study_in_one_line_and_leaves_no_stage_running(tmp_path, capsys):
+    """Ctrl-C (SIGINT) while a pretraining run is in its own process: exit 130 with one line saying how to resume,
+    no traceback, and that process ended with the study."""
+    output = tmp_path / "smoke"
+
+    def interrupt():
+        deadline = time.monotonic() + 600
+        while not (output / "logs").is_dir() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        while not _processes_naming(str(output)) and time.monotonic() < deadline:  # the first stage process started
+            time.sleep(0.1)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    thread = threading.Thread(target=interrupt, daemon=True)
+    thread.start()
+    with pytest.raises(SystemExit) as ended:
+        main(["smoke", "--output", str(output)])
+    thread.join()
+    err = capsys.readouterr().err
+    assert ended.value.code == 130 and "Traceback" not in err, err
+    assert err.strip().splitlines()[-1] == "interrupted; rerun the same command to resume"
+    assert not _processes_naming(str(output))
 
 
 def grid_runs(study) -> int:
@@ -220,11 +288,12 @@ def test_mini_evaluation_runs_as_one_grid_process_per_task_group():
 def test_a_stage_run_in_process_logs_its_output_and_fails_with_its_last_lines(tmp_path, capsys):
     """`run_here` (the held-out loss, the report): output to the stage's log, not the terminal; bad input ends the
     stage with the log's last lines, the one-line error among them, as a failed subprocess stage does."""
+    from analysis import report
     from recipes.study import run_here
 
     log = tmp_path / "logs" / "report.log"
     with pytest.raises(RuntimeError, match=r"python -m analysis.report failed \(exit 2\)") as failure:
-        run_here("analysis.report", [str(tmp_path / "no-results"), "--output", str(tmp_path / "report")], log)
+        run_here(report.main, [str(tmp_path / "no-results"), "--output", str(tmp_path / "report")], log)
     assert "no-results" in str(failure.value) and "no-results" in log.read_text()
     assert log.read_text().startswith(f"\n$ python -m analysis.report {tmp_path / 'no-results'}")
     assert capsys.readouterr().err == "" and not (tmp_path / "report").exists()
@@ -351,3 +420,26 @@ def test_the_replicated_horizon_study_can_test_the_gap_on_both_tasks():
     assert findings.phase(at, checkpoints[0], "tc") == "no crossover"
     assert len(study.trained_names()) == 6 and set(study.bracketed_by) == set(study.tasks)
     assert all(len(study.lrs_of(task)) == 2 for task in study.tasks)
+
+
+def test_the_horizon_study_redefined_for_the_findings_rules_can_test_them():
+    """horizon-tested (defined, not run): 3 checkpoints before SC's crossover interval under both conventions (the
+    slope's minimum), 40k and the final past it, 4 LRs a task fine-tuned in the study (stability's 3, and an optimum
+    the grid can bracket itself, no declared bracket), replicates whose block order differs by their seed."""
+    from analysis import findings
+    from recipes.study import regime, run_settings
+
+    study = STUDIES["horizon-tested"]
+    tokens_per_step, parameters, embeddings = regime(study)
+    at = findings.Regime(tokens_per_step, parameters, study.scale, embeddings)
+    places = [findings.phase(at, f"610m-clm-42k-{step}", "sc") for step in study.intermediate_steps]
+    assert places.count("before") >= findings.MIN_SLOPE_CHECKPOINTS and places[-1] == "past"
+    assert findings.phase(at, "610m-clm-42k", "sc") == "past"
+    assert all(len(study.lrs_of(task)) >= findings.MIN_STABILITY_LRS + 1 for task in study.tasks)
+    assert not study.bracketed_by and study.definition()["pretrain_data_order"] is True
+    assert "pretrain_data_order" not in STUDIES["horizon-replicated"].definition()  # its archive's study.json holds
+    recipe = manifest.recipes()["610m-mlm40-42k"]
+    seeds = [run_settings(recipe, study, Path("/tmp/x"), None, k) for k in (0, 1)]
+    assert [(s["seed"], s["masking_seed"], s["data_seed"]) for s in seeds] == [(0, 0, 0), (1, 1, 1)]
+    same = run_settings(recipe, STUDIES["horizon-replicated"], Path("/tmp/x"), None, 1)
+    assert same["data_seed"] == 0

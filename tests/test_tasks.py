@@ -15,7 +15,7 @@ from seqeval.metrics.sequence_labeling import get_entities
 from seqeval.scheme import IOB2, Entities
 
 import evaluation.tasks as tasks_module
-from core import paper_grid
+from core import paper
 from evaluation import identity, readers
 from evaluation.tasks import (
     FORMATS,
@@ -32,7 +32,7 @@ OFFLINE_TASKS = ["sst2", "mnli", "qqp", "mrpc", "conll2003", "wikiann", "uner", 
                  "squad_pairs"]
 HUB_ONLY = {"ontonotes": "wikiann", "record": "squad", "msmarco": "squad_pairs", "nq": "squad_pairs",
             "mldr": "squad_pairs"}
-PAPER_TASKS = list(paper_grid.PAPER_TASKS)
+PAPER_TASKS = list(paper.PAPER_TASKS)
 
 
 def _one_line_error(excinfo) -> str:
@@ -253,7 +253,9 @@ def test_custom_conll_iob1_task(tmp_path):
     assert [names[t] for t in test[1]["tags"]] == ["B-LOC", "B-LOC"]
 
 
-def test_custom_squad_and_beir_tasks(tmp_path):
+def test_custom_squad_and_beir_tasks(tmp_path, capsys):
+    """Custom QA and IR tasks load; a validation split carved too small to choose an LR on is warned about, one
+    line each, with the fix."""
     qas = [{"id": f"q{i}", "question": "Where?", "answers": [{"text": "France", "answer_start": 12}]}
            for i in range(20)]
     article = {"title": "T", "paragraphs": [{"context": "Paris is in France.", "qas": qas}]}
@@ -263,6 +265,10 @@ def test_custom_squad_and_beir_tasks(tmp_path):
         "name": "my_qa", "family": "qa", "metric": "f1", "budget": {"max_steps": 5},
         "offline": {"format": "squad", "root": ".", "files": {"train": "qa.json.gz", "test": "qa.json.gz"}}})
     assert load_splits(qa)["test"][0]["answers"] == {"text": ["France"], "answer_start": [12]}
+    assert capsys.readouterr().err.splitlines() == [
+        "warning: task 'my_qa': the validation split carved from train holds 1 instances (0.05 of 20, seed 42), too "
+        "few to choose a learning rate on; carve more (derive: {validation: {from: train, fraction: 0.2, seed: "
+        "42}}) or give a validation file"]
     beir = tmp_path / "beir"
     (beir / "qrels").mkdir(parents=True)
     (beir / "corpus.jsonl").write_text("".join(json.dumps({"_id": f"d{i}", "title": "", "text": f"doc {i}"}) + "\n"
@@ -279,6 +285,7 @@ def test_custom_squad_and_beir_tasks(tmp_path):
                     "qrels": {"train": "qrels/train.tsv", "test": "qrels/test.tsv"}}})
     splits = load_splits(ir)
     assert len(splits["train"]) == 19 and len(splits["validation"]) == 1 and len(splits["test"]) == 10
+    assert "holds 1 queries (0.05 of 20, seed 42), too few" in capsys.readouterr().err
     carved = next(iter(splits["validation"].qrels))  # the validation query carved from train, and its document
     expected = {f"d{i}": f"doc {i}" for i in range(20, 30)} | {f"d{carved[1:]}": f"doc {carved[1:]}"}
     assert splits["test"].corpus == expected
@@ -507,6 +514,74 @@ def test_task_identity_hashes_the_yaml_as_the_untyped_registry_did():
 # ----------------------------------------------------------------------------------------------------------------
 
 
+def test_task_identity_names_data_files_apart_from_where_they_sit(tmp_path):
+    """Splits in two folders under one file name (a/data.tsv, b/data.tsv): the identity holds both files' contents,
+    each under its path from their common folder, never this machine's absolute path, so the same task and data
+    moved elsewhere keep the identity, and swapping the two files' contents changes it."""
+    import shutil
+
+    home = tmp_path / "one"
+    for folder, label in (("a", "pos"), ("b", "neg")):
+        (home / "data" / folder).mkdir(parents=True)
+        (home / "data" / folder / "data.tsv").write_text("".join(f"{label}\tline {i}\n" for i in range(30)))
+    _write_yaml(home / "task.yaml", {"name": "split_task", "family": "sc", "metric": "accuracy",
+                                     "budget": {"max_steps": 10}, "labels": ["neg", "pos"], "offline": {
+        "format": "tsv", "root": "data", "header": False, "files": {"train": "a/data.tsv", "test": "b/data.tsv"},
+        "columns": {"label": 0, "sentence": 1}}})
+    first = identity.task_identity(load_task(str(home / "task.yaml")), "offline", None)
+    assert set(first["data"]) == {"a/data.tsv", "b/data.tsv"}
+    shutil.copytree(home, tmp_path / "two")
+    moved = identity.task_identity(load_task(str(tmp_path / "two" / "task.yaml")), "offline", None)
+    assert moved == first
+    a, b = (tmp_path / "two" / "data" / folder / "data.tsv" for folder in "ab")
+    a_text, b_text = a.read_text(), b.read_text()
+    a.write_text(b_text)
+    b.write_text(a_text)
+    assert identity.task_identity(load_task(str(tmp_path / "two" / "task.yaml")), "offline", None) != first
+
+
+def test_the_worked_example_of_docs_evaluation_md_loads_as_it_says(tmp_path, capsys):
+    """docs/evaluation.md's held-out example, its two YAMLs as written, on files laid out as it shows: hashtag tokens
+    kept (no comment_prefix), whitespace-only lines ending tweets; BEIR test-only judgements split by query id
+    into disjoint training and test queries, validation carved from train (30 queries; 8 with the default 5%,
+    which is warned about)."""
+    import re
+
+    from core.paths import REPO_ROOT
+
+    page = (REPO_ROOT / "docs" / "evaluation.md").read_text(encoding="utf-8")
+    blocks = {yaml.safe_load(b)["name"]: b for b in re.findall(r"```yaml\n(.*?)```", page, flags=re.S)}
+    heldout = tmp_path / "heldout"
+    for name, text in blocks.items():
+        (heldout / name).mkdir(parents=True)
+        (heldout / f"{name}.yaml").write_text(text)
+    tweets = [[("#love", "O"), ("Paris", "B-LOC")], [("@ana", "O"), ("Ana", "B-PER"), ("Lopez", "I-PER")]]
+    conll = " \t \n".join("".join(f"{token}\t{tag}\n" for token, tag in tweet) for tweet in tweets * 20)
+    for split in ("train", "test"):
+        (heldout / "tweet_ner" / f"{split}.conll").write_text(conll)
+    splits = load_splits(str(heldout / "tweet_ner.yaml"))
+    assert len(splits["test"]) == 40 and splits["test"][0]["tokens"] == ["#love", "Paris"]
+    beir = heldout / "mini_beir"
+    (beir / "qrels").mkdir()
+    (beir / "corpus.jsonl").write_text("".join(json.dumps({"_id": f"d{i}", "text": f"doc {i}"}) + "\n"
+                                               for i in range(300)))
+    (beir / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{i}", "text": f"query {i}"}) + "\n"
+                                                for i in range(300)))
+    (beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n"
+                                             + "".join(f"q{i}\td{i}\t1\n" for i in range(300)))
+    capsys.readouterr()
+    splits = load_splits(str(heldout / "mini_beir.yaml"))
+    trained = {text.split()[1] for text in splits["train"]["query"]}
+    validation, test = set(splits["validation"].queries), set(splits["test"].queries)
+    assert len(test) == 150 and len(validation) == 30 and len(trained) == 120
+    assert not {f"q{i}" for i in trained} & test and not validation & test and not capsys.readouterr().err
+    default = yaml.safe_load(blocks["mini_beir"])
+    del default["offline"]["derive"]["validation"]
+    (heldout / "default.yaml").write_text(yaml.safe_dump({**default, "name": "mini_beir_default"}))
+    assert len(load_splits(str(heldout / "default.yaml"))["validation"].queries) == 8
+    assert "holds 8 queries" in capsys.readouterr().err
+
+
 def test_unknown_task_lists_known_tasks():
     with pytest.raises(ValueError) as excinfo:
         load_task("sst3")
@@ -619,6 +694,7 @@ def _squad_file(path, answer):
     ("foreign_qrels_header", "is not BEIR's query-id<TAB>corpus-id<TAB>score"),
     ("test_only_qrels", "carve one out, e.g. `derive: {train: {from: test"),
     ("squad_without_answer_start", "is not a valid squad file (KeyError: 'answer_start')"),
+    ("squad_answer_off_its_offset", "answer 'Paris' is not at its answer_start 0 in the context"),
     ("tsv_as_squad", "is not a valid squad file (JSONDecodeError"),
     ("derive_without_seed", "needs from, fraction and seed"),
     ("header_false_named_columns", "must give 0-based column numbers, not names"),
@@ -636,8 +712,8 @@ def test_malformed_task_data_is_one_line_naming_the_problem(tmp_path, case, expe
                                         "foreign_qrels_header": "qid\tdocid\trel\nq1\td1\t1\n"}.get(case),
                             qrels=("test",) if case == "test_only_qrels" else ("train", "test"))
         task = {**base, "family": "ir", "metric": "ndcg@10", "offline": spec}
-    elif case in ("squad_without_answer_start", "tsv_as_squad"):
-        path = _squad_file(tmp_path / "qa.json", {"text": "Paris"})
+    elif case in ("squad_without_answer_start", "tsv_as_squad", "squad_answer_off_its_offset"):
+        path = _squad_file(tmp_path / "qa.json", {"text": "Paris", **({"answer_start": 0} if "offset" in case else {})})
         if case == "tsv_as_squad":
             path.write_text("sentence\tlabel\nhello\t1\n")
         task = {**base, "family": "qa", "metric": "f1",
