@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from analysis.statistics import model_kind, model_order, trivial_baseline
-from core import colours, names
+from core import artifacts, colours, names
 
 MIN_SPAN = 0.2  # a score axis spans at least this much, so run-to-run noise never looks like a trend
 
@@ -42,14 +42,10 @@ CHARS_PER_INCH = 19  # about as many 7-point characters fit in an inch of captio
 
 def _save(fig, path: Path, caption: str) -> Path:
     """The caption under the figure, wrapped at word boundaries to the figure's width (never by matplotlib)."""
-    import matplotlib.pyplot as plt
-
     lines = textwrap.wrap(caption, int(fig.get_figwidth() * CHARS_PER_INCH), break_on_hyphens=False)
     fig.tight_layout()
     fig.text(0.0, -0.02, "\n".join(lines), fontsize=7, va="top", ha="left", transform=fig.transFigure)
-    fig.savefig(path, dpi=100, bbox_inches="tight")
-    plt.close(fig)
-    return path
+    return artifacts.save_figure(fig, path)
 
 
 def _at_scale(rows) -> str:

@@ -24,9 +24,11 @@ reads both alike:
 A run of the paper's grid (`core.paper`: `PAPER_LRS` x `PAPER_SEEDS`) absent from the tree, for a model and a
 dataset the tree has, is listed in `<output>/missing_runs.csv` and counted on stdout, never filled; the report shows
 the counts. `--models` and `--datasets` import a part (the whole tree reports at once:
-`analysis.statistics.load_results` keeps about 8 bytes per test instance; docs/benchmarks.md). A malformed or
-partial tree (a file that is not such JSON, a run folder without its file, a folder outside the layout) is refused
-in one line naming the path, before anything is written.
+`analysis.statistics.load_results` keeps about 8 bytes per test instance; docs/benchmarks.md). Each import replaces
+what an earlier one left in `--output` (its records, `missing_runs.csv`): the folder holds what the last import says,
+beside your own results. A malformed or partial tree (a file that is not such JSON, a run folder without its file, a
+folder outside the layout, two files of one run) or an `--output` inside the tree is refused in one line naming the
+path, before anything is written.
 """
 
 from __future__ import annotations
@@ -119,9 +121,24 @@ def read_tree(results: Path, models: set[str] | None = None, datasets: set[str] 
                         raise ValueError(f"{path} is missing: the run folder is there without its result (a partial "
                                          "copy?); copy the tree again")
                     _check_run(path)
+                    source = path.relative_to(results).as_posix()
+                    try:
+                        source.encode("utf-8")
+                    except UnicodeEncodeError:
+                        raise ValueError(f"{path} has a name that is not UTF-8, which no result record can name; "
+                                         "rename it (EncodEval's names are ASCII)") from None
                     runs.append({"model": model_dir.name, "task": task, "family": FAMILIES[task_dir.name],
                                  "lr": float(match["lr"]), "seed": int(match["seed"]), "path": path,
-                                 "source": path.relative_to(results).as_posix()})
+                                 "source": source})
+    seen = {}
+    for run in runs:  # one record per file: two files of one run would be filed as one, the last winning
+        key = (run["model"], run["task"], run["lr"], run["seed"])
+        if key in seen:
+            raise ValueError(f"{seen[key]} and {run['path']} are both {run['model']} on {run['task']} at lr "
+                             f"{run['lr']:g} seed {run['seed']} (two spellings of one run, or one dataset under two "
+                             "families): keep one of them in the tree, or import them with --datasets into separate "
+                             "--output folders")
+        seen[key] = run["path"]
     if not runs:
         raise FileNotFoundError(f"no EncodEval results under {results}"
                                 f"{' for --models/--datasets' if models or datasets else ''}: pass the results "
@@ -143,18 +160,32 @@ def missing_counts(results_dir: str | Path) -> dict[tuple[str, str], int]:
         return dict(collections.Counter((row["model"], row["task"]) for row in csv.DictReader(f)))
 
 
-def _check_output(output: Path, runs: list[dict]) -> None:
-    """Refuse an output that holds this project's own results of a model being imported: one summary row would mix
-    two experiments under one name (import into another directory, or file your run under another name)."""
-    if output.exists() and not output.is_dir():
-        raise ValueError(f"--output {output} is a file; pass a directory")
-    models = {r["model"] for r in runs}
+def _check_output(output: Path, results: Path, runs: list[dict]) -> list[Path]:
+    """Refuse an output inside the tree (the next import would read it as part of the tree), or one that holds this
+    project's own results of a model being imported: one summary row would mix two experiments under one name
+    (import into another directory, or file your run under another name).
+
+    Returns:
+        the records of an earlier import that this one does not write: the import replaces them all, so that the
+        output holds what this import says, whatever was imported there before.
+    """
+    artifacts.check_output_dir(output, "--output")
+    if output.resolve().is_relative_to(results.resolve()):
+        raise ValueError(f"--output {output} is inside the EncodEval tree {results}, whose next import would read it "
+                         "as runs; pass a folder outside it")
+    models, written = {r["model"] for r in runs}, {r["target"] for r in runs}
+    stale = []
     for path in store.result_files(output) if output.is_dir() else []:
-        if path.parent.parent.name in models and not is_imported(artifacts.read_json(path, "result file")):
+        imported = is_imported(artifacts.read_json(path, "result file"))
+        if path.parent.parent.name in models and not imported:
             raise ValueError(f"{path} is a result of this project for {path.parent.parent.name}, a model the import "
                              "also has: import into another directory (the report keeps one row per model name)")
+        if imported and path not in written:
+            stale.append(path)
+    return stale
 
 
+@cli.exit_on_write_failure
 @cli.exit_on_bad_input
 def main(argv=None) -> Path:
     """Import an EncodEval results tree; print what was imported and what is missing; return the output folder."""
@@ -170,17 +201,26 @@ def main(argv=None) -> Path:
     if not results.is_dir():
         raise FileNotFoundError(f"{results} is not a directory: pass the results folder of an EncodEval clone")
     runs, missing = read_tree(results, set(cli.split_list(args.models)), set(cli.split_list(args.datasets)))
-    _check_output(output, runs)
+    for run in runs:
+        run["target"] = store.result_path(output, run["model"], run["task"], run["lr"], run["seed"])
+    stale = _check_output(output, results, runs)
     for run in runs:  # each file read again, one at a time: the import holds one run's scores at once
         record = imported_record(run["model"], run["task"], run["family"], run["lr"], run["seed"],
                                  _check_run(run["path"]), run["source"])
-        store.write_result(store.result_path(output, run["model"], run["task"], run["lr"], run["seed"]), record)
+        store.write_result(run["target"], record)
+    for path in stale:  # an earlier import's runs that this one lacks: gone, as in a fresh import
+        path.unlink()
+        for folder in (path.parent, path.parent.parent):
+            if not any(folder.iterdir()):
+                folder.rmdir()
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=MISSING_COLUMNS, lineterminator="\n")
     writer.writeheader()
     writer.writerows({**row, "lr": f"{row['lr']:g}"} for row in missing)
     artifacts.write_text_atomic(output / MISSING_RUNS, buffer.getvalue())
     models = {r["model"] for r in runs}
+    if stale:
+        print(f"removed {len(stale)} records of an earlier import into {output} that this import does not have")
     print(f"imported {len(runs)} runs of {len(models)} models on {len({r['task'] for r in runs})} tasks "
           f"into {output}")
     outside = sorted(m for m in models if names.try_parse_name(m) is None)

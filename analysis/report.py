@@ -451,6 +451,7 @@ def start_report(output: Path, before: set[str], scale: str | None) -> None:
                                                         "kept": sorted(before)})
 
 
+@cli.exit_on_write_failure
 def main(argv=None) -> Path:
     """Write summary.csv, summary.md, findings.csv and the figures; return the output directory."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -527,6 +528,22 @@ def main(argv=None) -> Path:
         if args.parameters else findings.Regime(scale=args.scale, bracketed_by=brackets)
     output.mkdir(parents=True, exist_ok=True)
     before = clear_earlier_report(output)
+    try:
+        write_report(output, before, records, rows, pair, regime, args, (tested_records, tested_rows), sources)
+    except Exception:  # a failure (a full disk) leaves no half report: what it wrote is removed (a kill: the marker)
+        for path in output.iterdir():
+            if path.name not in before and path.is_file():
+                path.unlink()
+        raise
+    print(f"report written to {output}")
+    return output
+
+
+def write_report(output: Path, before: set[str], records: list[dict], rows: list[dict], pair, regime, args,
+                 tested: tuple[list[dict], list[dict]], sources) -> None:
+    """Write the report's files into `output` (emptied of an earlier report; `before`: what is left there), its
+    marker first ("writing") and last (the files written); `tested`: the records and rows the findings test."""
+    tested_records, tested_rows = tested
     start_report(output, before, args.scale)
     comparisons = compare(records, rows, *pair) if pair else []
     tested = findings.comparisons(tested_records, tested_rows, regime)
@@ -537,7 +554,7 @@ def main(argv=None) -> Path:
         missing.update(import_encodeval.missing_counts(folder))
     write_tables(rows, comparisons, output, tested, gap, imported_markdown(records, dict(missing)),
                  all(import_encodeval.is_imported(r) for r in tested_records),
-                 sources_markdown(sources) if len(folders) > 1 else None)
+                 sources_markdown(sources) if len(sources) > 1 else None)
     if tested:
         buffer = io.StringIO()
         keys = finding_keys(tested)
@@ -549,8 +566,6 @@ def main(argv=None) -> Path:
     figures.plot_gap(gap, [r for r in tested if r["finding"] == "data_efficiency" and r["part"] == "slope"], output)
     written = sorted({p.name for p in output.iterdir()} - before - {REPORT_MARK})
     artifacts.write_json_atomic(output / REPORT_MARK, {"files": written, "scale": args.scale})
-    print(f"report written to {output}")
-    return output
 
 
 if __name__ == "__main__":

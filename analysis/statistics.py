@@ -131,6 +131,25 @@ def check_same_protocol(records: list[dict]) -> None:
                              "(evaluation.run --rerun_changed) or keep them in separate results directories")
 
 
+def check_replicates(records: list[dict]) -> None:
+    """Refuse what would count one pretraining run twice in a replicated model's row: a result whose
+    `pretrain_seed` is not its name's `-pseed<k>`, or a plain run (no `-pseed`) beside replicates of the same name
+    (it most likely shares one replicate's seed)."""
+    plain, replicated = {}, {}
+    for record in records:
+        named = store.pretrain_seed(record["model"])
+        where = record.get("_path", record["model"])
+        if record.get("format") == store.RESULT_FORMAT and record.get("pretrain_seed") != named:
+            raise ValueError(f"{where} records pretrain_seed {record.get('pretrain_seed')} but is filed under "
+                             f"{record['model']} (pretraining seed {named}): file it under the name of its "
+                             "pretraining run, or move it out of the results directory")
+        (plain if named is None else replicated).setdefault(replicate_group(record["model"]), record["model"])
+    for group in sorted(plain.keys() & replicated.keys()):
+        raise ValueError(f"results of {plain[group]} (one pretraining run) and of {replicated[group]} (a replicate) "
+                         f"would be pooled in one row {group}, counting a pretraining run twice: rename the plain "
+                         "run -pseed<k> after its pretraining seed, or keep it in another results directory")
+
+
 def confidence_interval(scores, bootstrap: bool = False, level: float = 0.95) -> tuple[float, float]:
     """95% CI of the mean over seeds: Student t (default) or percentile bootstrap, clipped to [0, 1] (scores are
     fractions: a t-interval of few seeds can otherwise reach past them); (nan, nan) with < 2 scores."""
@@ -140,8 +159,8 @@ def confidence_interval(scores, bootstrap: bool = False, level: float = 0.95) ->
     if bootstrap:
         res = stats.bootstrap((scores,), np.mean, confidence_level=level, method="percentile", random_state=0)
         return float(res.confidence_interval.low), float(res.confidence_interval.high)
-    if np.all(scores == scores[0]):  # no spread over seeds: the interval is the point
-        return float(scores[0]), float(scores[0])
+    if np.all(scores == scores[0]):  # no spread over seeds: the interval is the point, the mean (not scores[0]: the
+        return float(scores.mean()), float(scores.mean())  # mean of equal floats can differ from them by an ulp)
     low, high = stats.t.interval(level, len(scores) - 1, loc=scores.mean(), scale=stats.sem(scores))
     return max(0.0, float(low)), min(1.0, float(high))
 
@@ -211,6 +230,7 @@ def summarize(records: list[dict], bootstrap: bool = False) -> list[dict]:
         groups[(replicate_group(record["model"]), record["task"])].append(record)
     for run in runs.values():
         check_same_protocol(run)
+    check_replicates(records)
     rows = [summarize_group(g, bootstrap) for g in groups.values()]
     return sorted(rows, key=lambda r: (r["task"], r["model"]))
 

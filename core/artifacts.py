@@ -7,7 +7,8 @@ the old file or the new one, never half of one:
   `os.replace`;
 - `atomic_directory`: build a whole directory (a tokenizer, a checkpoint export) in a hidden sibling, then rename;
   it never removes a folder that appeared or changed while it was being built (`DirectoryChanged`);
-- files and folders get the modes the umask gives (0644 / 0755 under umask 022), as any other writer's;
+- files and folders get the modes the umask gives (0644 / 0755 under umask 022), as any other writer's, the weights
+  that safetensors writes 0600 included (`follow_umask`);
 - both first remove the temp files and folders a killed writer of the same target left (`remove_stale_temp_files`:
   only `.<name>.<random>.tmp` beside it that no live writer holds locked);
 - `read_json`: a one-line error naming the file when it is missing or not valid JSON;
@@ -64,6 +65,28 @@ class LockHeld(RuntimeError):
     """Another live process holds the lock."""
 
 
+class WriteFailed(OSError):
+    """A write that failed (disk full, quota, `ulimit -f`, permissions), raised by the atomic writers once what they
+    were writing is removed: `str()` is one line naming the file; `errno` is the failure's (`out_of_room` reads it)."""
+
+    def __init__(self, path: str | os.PathLike, error: BaseException):
+        super().__init__(getattr(error, "errno", None) or errno.EIO, str(error))
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        why = ("it ran out of disk space or hit the file size limit: free space and rerun" if out_of_room(error)
+               else "nothing was written there: fix that and rerun")
+        self.message = f"cannot write {path} ({first}); {why}"
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _write_failure(path: Path, error: BaseException) -> BaseException | None:
+    """The `WriteFailed` to raise for `error` raised while writing `path` (None: not a write failure)."""
+    if isinstance(error, WriteFailed) or not (isinstance(error, OSError) or out_of_room(error)):
+        return None
+    return WriteFailed(path, error)
+
+
 # ------------------------------------------------------------------------------------------------------ writing
 @contextlib.contextmanager
 def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
@@ -76,8 +99,10 @@ def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
     try:
         yield tmp
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as error:
         tmp.unlink(missing_ok=True)
+        if failed := _write_failure(path, error):
+            raise failed from error
         raise
     finally:
         os.close(held)
@@ -89,6 +114,18 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
         f.write(text)
         f.flush()
         os.fsync(f.fileno())
+    return Path(path)
+
+
+def save_figure(fig, path: str | os.PathLike) -> Path:
+    """Save a matplotlib figure (PNG, 100 dpi, tight) atomically (`atomic_file`), then close it."""
+    import matplotlib.pyplot as plt
+
+    try:
+        with atomic_file(path) as tmp:
+            fig.savefig(tmp, format=Path(path).suffix[1:], dpi=100, bbox_inches="tight")
+    finally:
+        plt.close(fig)
     return Path(path)
 
 
@@ -114,6 +151,16 @@ def _claimed_temp(path: Path, directory: bool) -> tuple[Path, int]:
         if tmp.exists() and os.stat(tmp).st_ino == os.fstat(held).st_ino:
             return tmp, held
         os.close(held)  # removed as stale in the instant before the lock: make another
+
+
+def follow_umask(directory: str | os.PathLike) -> None:
+    """Give every file under `directory` the mode the umask gives (0644 under umask 022): safetensors' writer (model
+    weights, LoRA adapters, in every `save_pretrained` and Trainer checkpoint) creates 0600 files that a teammate
+    cannot load. Called once a folder is written: by `atomic_directory` and on every saved checkpoint."""
+    mode = 0o666 & ~_umask()
+    for path in Path(directory).rglob("*"):
+        if path.is_file() and not path.is_symlink() and path.stat().st_mode & 0o777 != mode:
+            path.chmod(mode)
 
 
 def _umask() -> int:
@@ -187,6 +234,7 @@ def atomic_directory(path: str | os.PathLike, expected=_AT_ENTRY) -> Iterator[Pa
     staging, held = _claimed_temp(path, directory=True)
     try:
         yield staging
+        follow_umask(staging)
         if tree_state(path) != expected:
             raise DirectoryChanged(f"{path} appeared or changed while this command was writing it (another process or "
                                    "a person wrote there); it was left as it is and nothing was written: rerun with a "
@@ -198,8 +246,10 @@ def atomic_directory(path: str | os.PathLike, expected=_AT_ENTRY) -> Iterator[Pa
             shutil.rmtree(old)
         else:
             staging.rename(path)
-    except BaseException:
+    except BaseException as error:
         shutil.rmtree(staging, ignore_errors=True)
+        if failed := _write_failure(path, error):
+            raise failed from error
         raise
     finally:
         os.close(held)
@@ -355,30 +405,42 @@ def read_run_info(directory: str | os.PathLike | None) -> dict | None:
 
 # -------------------------------------------------------------------------------------------------------- locks
 @contextlib.contextmanager
-def exclusive_lock(path: str | os.PathLike, what: str) -> Iterator[Path]:
+def exclusive_lock(path: str | os.PathLike, what: str, remove: bool = False) -> Iterator[Path]:
     """Hold an exclusive `flock` on `path` (created if needed) for the duration of the block.
 
     The lock dies with the process that holds it (even on SIGKILL), so a crashed run never blocks the next one.
+    `remove`: the lock file is removed when the block ends (still held, so a process that opened it meanwhile finds
+    it gone once it gets the lock, and takes a new one): no lock file is left beside a result.
 
     Raises:
         LockHeld: another process holds it; the message names `what` and the lock file.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle = open(path, "a+")
-    try:
+    while True:
+        handle = open(path, "a+")
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as error:
+            handle.close()
             if error.errno not in (errno.EAGAIN, errno.EACCES):
                 raise
             raise LockHeld(f"{what} is in use by another process (lock {path}); wait for it to finish") from None
+        try:
+            if os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino:
+                break
+        except FileNotFoundError:
+            pass
+        handle.close()  # its holder removed it meanwhile: lock the new one
+    try:
         handle.seek(0)
         handle.truncate()
         handle.write(f"{os.getpid()}\n")
         handle.flush()
         yield path
     finally:
+        if remove:
+            path.unlink(missing_ok=True)
         handle.close()  # releases the lock
 
 
@@ -430,6 +492,19 @@ def hub_load_error(source: str, what: str, error: Exception) -> ValueError:
         return ValueError(f"cannot load {what} from {source}: {first}")
     return ValueError(f"cannot load {what} {source!r} from the Hub ({first}); pass a local directory, or go online "
                       "(HF_HUB_OFFLINE unset) to download it")
+
+
+def check_loadable(directory: str | os.PathLike) -> None:
+    """Refuse a folder that is not a loadable model (`check_weights` besides): a LoRA run's `checkpoint-N`, which
+    holds the adapters, for resuming only (every command that loads, exports or describes a model calls this).
+
+    Raises:
+        ValueError: one line naming the adapter file and the folders to use instead.
+    """
+    if adapters := sorted(p.name for p in Path(directory).glob("adapter_*") if p.is_file()):
+        raise ValueError(f"{directory} holds LoRA adapters ({adapters[0]}), not a loadable model: a LoRA run's "
+                         "checkpoint-N is for resuming; use the run folder or an intermediate/step-N (merged weights)")
+    check_weights(directory)
 
 
 def check_weights(directory: str | os.PathLike) -> None:

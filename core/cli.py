@@ -8,7 +8,9 @@
 - A list is one comma-separated value: `--tasks sst2,mnli`, `--model a,b` (`split_list`); a path holding a comma
   is one item when it exists as a whole (`split_paths`: `--model "runs/bs8,lr1e-4"`).
 - Bad input ends with one line `error: <what is wrong and how to fix it>` on stderr and exit status 2, before
-  anything is written (`exit_on_bad_input`); a failure while working keeps its traceback (exit status 1).
+  anything is written (`exit_on_bad_input`); a write that failed (disk full, `ulimit -f`) is one line naming the
+  file, exit status 1, nothing half-written left (`exit_on_write_failure`); any other failure while working keeps
+  its traceback (exit status 1).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import functools
 import os
 import sys
 
-from core.artifacts import LockHeld
+from core.artifacts import LockHeld, WriteFailed
 
 BAD_INPUT = (ValueError, FileNotFoundError, LockHeld)
 
@@ -27,19 +29,19 @@ class BadInput(SystemExit):
     """Exit status 2 whose message (`error: ...`) has already been printed to stderr; `str()` gives the message,
     so a test can match it."""
 
-    def __init__(self, message: str):
-        super().__init__(2)
+    def __init__(self, message: str, code: int = 2):
+        super().__init__(code)
         self.message = message
 
     def __str__(self) -> str:
         return self.message
 
 
-def bad_input(error: Exception) -> BadInput:
-    """Print `error: <error>` to stderr and return the `BadInput` to raise."""
-    message = f"error: {error}"
+def bad_input(error: Exception, code: int = 2) -> BadInput:
+    """Print `error: <error>` to stderr and return the `BadInput` (exit status `code`) to raise."""
+    message = f"error: {error}".encode("utf-8", "backslashreplace").decode()  # a path that is not UTF-8: \udcff
     print(message, file=sys.stderr)
-    return BadInput(message)
+    return BadInput(message, code)
 
 
 @contextlib.contextmanager
@@ -60,6 +62,21 @@ def exit_on_bad_input(main):
     def wrapper(*args, **kwargs):
         with bad_input_exits():
             return main(*args, **kwargs)
+
+    return wrapper
+
+
+def exit_on_write_failure(main):
+    """Around a whole `main(argv)` that writes files: a write that failed (disk full, `ulimit -f`, permissions;
+    `artifacts.WriteFailed`, raised once what was being written is removed) ends with one line naming the file and
+    exit status 1, instead of a traceback."""
+
+    @functools.wraps(main)
+    def wrapper(*args, **kwargs):
+        try:
+            return main(*args, **kwargs)
+        except WriteFailed as error:
+            raise bad_input(error, code=1) from None
 
     return wrapper
 

@@ -3,9 +3,9 @@ the `finetune_info.json` beside a saved fine-tuned model. The grid (`evaluation.
 the report, the cards and the results dataset all go through here.
 
 Layout: `<results>/<model>/<task>/lr<lr>-seed<seed>.json`; while a process works on a result it holds the lock
-`.<file>.lock` beside it (`lock`); a result of another identity that is redone is first moved aside as
-`<file>.replaced-<time>` (`move_aside`); a result is written atomically, after removing the temp files a killed
-writer of the same file left (`write_result`).
+`.<file>.lock` beside it (`lock`; removed when done); a result of another identity that is redone is first moved
+aside as `<file>.replaced-<time>` (`move_aside`); a result is written atomically, after removing the temp files a
+killed writer of the same file left (`write_result`).
 """
 
 from __future__ import annotations
@@ -177,7 +177,7 @@ def lock(path: str | os.PathLike, what: str) -> Iterator[Path]:
         artifacts.LockHeld: another process is working on this result.
     """
     path = Path(path)
-    with artifacts.exclusive_lock(path.with_name(f".{path.name}.lock"), f"{what} {path}") as held:
+    with artifacts.exclusive_lock(path.with_name(f".{path.name}.lock"), f"{what} {path}", remove=True) as held:
         yield held
 
 
@@ -191,6 +191,9 @@ def claim_protocol(folder: str | os.PathLike, protocol: dict, replace: bool = Fa
         -> ours"). `replace` (a grid redoing changed results) claims it for `protocol` whatever claimed it before.
     """
     path = Path(folder) / PROTOCOL_NAME
+    if path.is_dir() or path.is_file() and not path.stat().st_size:
+        raise ValueError(f"results folder protocol {path} is {'a folder' if path.is_dir() else 'empty'}, not the "
+                         "claim a grid writes: remove it (the next grid claims the folder again)")
     if replace:
         artifacts.write_json_atomic(path, protocol)
         return []
@@ -203,7 +206,11 @@ def claim_protocol(folder: str | os.PathLike, protocol: dict, replace: bool = Fa
             pass
         finally:
             temp.unlink()
-    return identity_diff(artifacts.read_json(path, "results folder protocol"), protocol)
+    claimed = artifacts.read_json(path, "results folder protocol")
+    if not isinstance(claimed, dict):
+        raise ValueError(f"results folder protocol {path} is not the claim a grid writes (a JSON object): remove it "
+                         "(the next grid claims the folder again)")
+    return identity_diff(claimed, protocol)
 
 
 def move_aside(path: str | os.PathLike) -> Path:

@@ -162,12 +162,14 @@ def migrate(results_dir: str | os.PathLike) -> int:
             if info := infos[path]:
                 store.write_finetune_info(path.with_suffix(".model"), {
                     **{k: v for k, v in info.items() if k != "format"}, "identity": new[path]})
-            store.write_result(path, {**records[path], "format": store.RESULT_FORMAT, "identity": new[path]})
+            store.write_result(path, {**records[path], "format": store.RESULT_FORMAT, "identity": new[path],
+                                      "pretrain_seed": store.pretrain_seed(records[path]["model"])})
     for folder, protocols in unclaimed.items():
         store.claim_protocol(folder, next(iter(protocols.values()))["protocol"])
     return len(old)
 
 
+@cli.exit_on_write_failure
 def main(argv: list[str] | None = None) -> None:
     """`python -m evaluation.identity --migrate RESULTS_DIR`: results of format 2, recording settings their family does
     not read or in folders written before folders were claimed, made current, once."""

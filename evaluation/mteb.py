@@ -284,7 +284,7 @@ def resolve_model_entry(spec: str) -> Model:
     if not (Path(path) / "config.json").is_file():
         raise FileNotFoundError(f"model directory {path} has no config.json; pass a saved checkpoint directory, a "
                                 "sentence-transformers folder or a Hub id")
-    artifacts.check_weights(path)
+    artifacts.check_loadable(path)
     has_st = (Path(path) / "modules.json").is_file()
     if not has_st:
         model_inputs.load_finetuning_tokenizer(path)  # a plain encoder needs its tokenizer: one line now, not mid-run

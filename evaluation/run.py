@@ -235,7 +235,7 @@ def list_runs(grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> tuple[lis
     for _, model, _ in models:
         if not (Path(model) / "config.json").is_file():
             raise FileNotFoundError(f"model directory {model} has no config.json; pass a saved checkpoint directory")
-        artifacts.check_weights(model)
+        artifacts.check_loadable(model)
         tokenizers[model] = model_inputs.load_finetuning_tokenizer(model)
         resolved = model_inputs.resolve_inputs(protocol, model)  # refuses what cannot fit
         if any(task.family == "qa" for task in task_list) and 2 * resolved.doc_stride >= resolved.qa_max_length:
@@ -425,7 +425,11 @@ def claim_folders(todo: list[Run], output, rerun_changed: bool = False) -> None:
         if not rerun_changed and not (folder / store.PROTOCOL_NAME).is_file() and any(folder.glob("lr*-seed*.json")):
             raise GridMixed(f"{folder} holds results written before folders were claimed: run "
                             f"`{store.MIGRATE_COMMAND}` once (nothing was run)")
-        if why := store.claim_protocol(folder, run.identity["protocol"], replace=rerun_changed):
+        try:
+            why = store.claim_protocol(folder, run.identity["protocol"], replace=rerun_changed)
+        except ValueError as error:  # a corrupt, empty or folder .protocol: nothing was run
+            raise GridMixed(str(error)) from None
+        if why:
             raise GridMixed(f"{folder} is claimed by another grid with another protocol ({'; '.join(why[:4])}); one "
                             "--output holds one protocol: use another --output (nothing was run)")
 

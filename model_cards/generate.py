@@ -658,8 +658,8 @@ def build_model_card(checkpoint_dir, summary_csv=None, repo_id: str | None = Non
         a `huggingface_hub.ModelCard` with `model-index` metadata (`card.data.eval_results`).
     """
     checkpoint_dir = Path(checkpoint_dir)
+    artifacts.check_loadable(checkpoint_dir)
     info = load_run_info(checkpoint_dir)
-    artifacts.check_weights(checkpoint_dir)
     name, parsed, borrowed = resolve_name(checkpoint_dir, info, repo_id)
     name = shown_name(name, parsed, info)  # the scale first, wherever the card names the model
     parsed = try_parse_name(name)
@@ -766,6 +766,7 @@ def write_card(card, path: Path, force: bool = False) -> Path:
     return artifacts.write_text_atomic(path, f"{card}\n\n{GENERATED_MARKER}\n")
 
 
+@cli.exit_on_write_failure
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("checkpoint", nargs="?", help="checkpoint folder holding run_info.json")
@@ -781,8 +782,9 @@ def main(argv=None) -> None:
     parser.add_argument("--force", action="store_true", help="replace an --output file this tool did not write")
     args = parser.parse_args(argv)
     with cli.bad_input_exits():
-        if args.repo_id is not None:
-            public.check_repo_id(args.repo_id)
+        for repo_id in (args.repo_id, args.base_model):  # `--base_model ''` would be written into the card
+            if repo_id is not None:
+                public.check_repo_id(repo_id)
         if args.checkpoint is None and args.results is None:
             raise ValueError("give a CHECKPOINT folder, or --results DIR with --summary for the results dataset card")
         if args.checkpoint is None and args.base_model:

@@ -100,9 +100,10 @@ def checkpoint_files(checkpoint_dir: Path) -> dict[str, Path]:
     checkpoint_dir = Path(checkpoint_dir)
     if not checkpoint_dir.is_dir():
         raise PushError(f"{checkpoint_dir} is not a folder: pass a checkpoint or run folder holding run_info.json")
-    if adapters := sorted(p.name for p in checkpoint_dir.glob("adapter_*") if p.is_file()):
-        raise PushError(f"{checkpoint_dir} holds LoRA adapters ({adapters[0]}), not a loadable model: a LoRA run's "
-                        "checkpoint-N is for resuming; push the run folder or an intermediate/step-N (merged weights)")
+    try:
+        artifacts.check_loadable(checkpoint_dir)
+    except ValueError as error:
+        raise PushError(str(error)) from None
     files = {p.name: p for p in sorted(checkpoint_dir.iterdir())
              if p.is_file() and any(fnmatch(p.name, pat) for pat in CHECKPOINT_PATTERNS)}
     # the sentence-transformers files (prompts, pooling): SentenceTransformer(repo_id) loads as the local folder
@@ -120,6 +121,10 @@ def checkpoint_files(checkpoint_dir: Path) -> dict[str, Path]:
         problems.append("tokenizer files")
     if not any(f.endswith(".py") for f in files):
         problems.append("modeling code (configuration_*.py, modeling_*.py)")
+    if problems == ["run_info.json"]:  # a converted decoder, or a model saved outside this project's runs
+        raise PushError(f"{checkpoint_dir} has no run_info.json, which this project's pretraining runs write beside "
+                        "every checkpoint (recipes.pretrain, recipes.cpt): push a run's output_dir; a converted "
+                        "decoder gets one once continued with recipes.cpt")
     if problems:
         raise PushError(f"{checkpoint_dir} is not a complete checkpoint: missing {', '.join(problems)}; "
                         "save it with model.save_pretrained + tokenizer.save_pretrained")
@@ -378,6 +383,8 @@ def stage_commits(args, workdir: Path) -> list[RepoCommit]:
         raise PushError("--results_repo_id ORG/NAME is required to push results without --repo_id")
     for repo_id in filter(None, (args.repo_id, results_repo)):
         check_repo_id(repo_id)
+    if args.base_model is not None:  # `--base_model ''` would be written into the card
+        check_repo_id(args.base_model)
     if args.results_dir is not None and args.results is None:
         raise PushError("--results_dir needs --results REPORT_DIR (the report made from those results)")
     summary = results = None
@@ -391,6 +398,7 @@ def stage_commits(args, workdir: Path) -> list[RepoCommit]:
     return commits
 
 
+@cli.exit_on_write_failure
 def main(argv=None) -> None:
     args = make_parser().parse_args(argv)
     with cli.bad_input_exits():  # bad input: one line, exit 2, nothing pushed

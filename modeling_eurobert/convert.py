@@ -244,17 +244,26 @@ def init_added_rows(model: EuroBertClmMlmForCausalLM, added_ids: list[int]) -> N
     logger.warning(f"added token ids {added_ids}, rows = mean of the source rows; vocab_size {model.config.vocab_size}")
 
 
+def _shapes(mismatched) -> list[str]:
+    """transformers' mismatched keys [(key, shape in the file, shape the config gives)] as 'key: file -> config'."""
+    shown = [f"{key}: {tuple(found)} in the weights, {tuple(wanted)} by config.json"
+             for key, found, wanted in sorted(mismatched or [])]
+    return shown[:2] + [f"{len(shown) - 2} more"] * (len(shown) > 2)
+
+
 def load_weights(source_dir: Path, config: EuroBertClmMlmConfig, tied: bool) -> EuroBertClmMlmForCausalLM:
     """Load the source weights straight into EuroBertClmMlmForCausalLM (same keys) and untie a tied LM head."""
     model, info = EuroBertClmMlmForCausalLM.from_pretrained(
-        source_dir, config=config, dtype=config.dtype, output_loading_info=True
+        source_dir, config=config, dtype=config.dtype, output_loading_info=True,
+        ignore_mismatched_sizes=True,  # a config that disagrees with the weights is reported below, in one line
     )
     # A tied checkpoint may omit lm_head.weight; anything else missing or extra means the mapping is wrong.
     missing = set(info["missing_keys"]) - ({"lm_head.weight"} if tied else set())
     if missing or info["unexpected_keys"] or info.get("mismatched_keys"):
         raise ConversionError(
             f"weights of {source_dir} do not match the converted layout: missing {sorted(missing)}, "
-            f"unexpected {sorted(info['unexpected_keys'])}, mismatched {info.get('mismatched_keys')}"
+            f"unexpected {sorted(info['unexpected_keys'])}, mismatched {_shapes(info.get('mismatched_keys'))}: its "
+            "config.json disagrees with its weights, or the checkpoint is of another family"
         )
     if tied:  # untie: the output embedding starts as a copy of the input one
         with torch.no_grad():
@@ -328,6 +337,7 @@ def make_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@cli.exit_on_write_failure
 def main(argv: list[str] | None = None) -> None:
     args = make_parser().parse_args(argv)
     with cli.bad_input_exits():

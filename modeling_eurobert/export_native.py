@@ -184,8 +184,8 @@ def export_native(checkpoint: str | Path, output: str | Path, bidirectional: boo
         raise ExportError(f"OUTPUT {output} already exists; remove it or choose another path")
     artifacts.check_output_dir(output, "OUTPUT")  # under a file or a folder this user cannot write to
     raw = artifacts.read_json(checkpoint / "config.json", "model config")
+    artifacts.check_loadable(checkpoint)  # before the checks of its config: a LoRA checkpoint-N is no model
     native_class = getattr(transformers, check_exportable(raw, bidirectional))
-    artifacts.check_weights(checkpoint)
 
     model, info = native_class.from_pretrained(
         checkpoint, config=native_config(raw), dtype="auto", output_loading_info=True
@@ -202,6 +202,7 @@ def export_native(checkpoint: str | Path, output: str | Path, bidirectional: boo
     return output
 
 
+@cli.exit_on_write_failure
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("checkpoint", help="a checkpoint saved by this project")

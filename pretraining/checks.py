@@ -248,6 +248,10 @@ def last_complete_checkpoint(directory: str | os.PathLike) -> str | None:
     return None
 
 
+_MODEL_WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                  "pytorch_model.bin.index.json")
+
+
 def check_sources(run_args: PretrainArguments) -> None:
     """The paths a run reads exist (a Hub id is checked for its form only; loading it tells the rest), and CPT's
     blocks fit the base model's positions."""
@@ -255,6 +259,12 @@ def check_sources(run_args: PretrainArguments) -> None:
                          ("tokenizer_name_or_path", run_args.tokenizer_name_or_path)):
         if source:
             artifacts.local_or_hub(source, what)
+    base = Path(run_args.model_name_or_path or "").expanduser()
+    if run_args.model_name_or_path and base.exists() and not (
+            (base / "config.json").is_file() and any((base / name).is_file() for name in _MODEL_WEIGHTS)):
+        raise ValueError(f"model_name_or_path {run_args.model_name_or_path} is not a saved model: pass a folder "
+                         "holding config.json and its weights (model.safetensors), e.g. a run's output_dir or a "
+                         "converted decoder (python -m modeling_eurobert.convert)")
     if run_args.branch_from and not Path(run_args.branch_from).is_dir():
         raise FileNotFoundError(f"branch_from {run_args.branch_from} does not exist; train the stable run first")
     if run_args.cpt:  # CPT keeps the base model's positions
@@ -296,15 +306,27 @@ def check_output_dir(run_args: PretrainArguments, training_args: TrainingArgumen
         raise ValueError(f"{output_dir} is not empty and has no {RUN_CONFIG_NAME}, so this recipe did not make it; "
                          "choose a new or empty output_dir (nothing was written)")
     if training_args.resume_from_checkpoint:
-        return _check_resume_checkpoint(training_args.resume_from_checkpoint, current)
+        return check_sharding(_check_resume_checkpoint(training_args.resume_from_checkpoint, current))
     if resume := last_complete_checkpoint(output_dir):
-        return resume
+        return check_sharding(resume)
     if run_args.branch_from:
         return _branch_checkpoint(run_args, training_args, current)
     if any(output_dir.glob(f"{PREFIX_CHECKPOINT_DIR}-*")):
         print(f"warning: no checkpoint in {output_dir} can be resumed exactly: training starts again from step 0",
               file=sys.stderr)
     return None
+
+
+def check_sharding(checkpoint: str) -> str:
+    """Refuse to resume a checkpoint an FSDP run saved (`pytorch_model_fsdp*`, `optimizer.bin`) in a run that is not
+    sharded: transformers loads it only under FSDP, and every rerun would stop in its traceback."""
+    saved = sorted(p.name for p in Path(checkpoint).iterdir()
+                   if p.name.startswith("pytorch_model_fsdp") or p.name == "optimizer.bin")
+    if saved and os.environ.get("ACCELERATE_USE_FSDP", "false").lower() != "true":
+        raise ValueError(f"{checkpoint} was saved by a sharded (FSDP) run ({saved[0]}), which transformers resumes "
+                         "under FSDP only: resume it with accelerate launch --config_file recipes/accelerate/fsdp.yaml "
+                         "on GPUs, or pass a new --output_dir")
+    return checkpoint
 
 
 def _check_resume_checkpoint(checkpoint: str, current: dict) -> str:

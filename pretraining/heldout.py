@@ -228,11 +228,10 @@ def plot(rows: list[dict], path: str | Path, scale: str | None = None) -> Path |
     fig.tight_layout()
     fig.text(0.0, -0.02, "\n".join(textwrap.wrap(caption, int(fig.get_figwidth() * 19))), fontsize=7, va="top",
              ha="left")
-    fig.savefig(path, dpi=100, bbox_inches="tight")
-    plt.close(fig)
-    return Path(path)
+    return artifacts.save_figure(fig, path)
 
 
+@cli.exit_on_write_failure
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", required=True, help="checkpoint directories, comma-separated")
@@ -258,6 +257,7 @@ def main(argv=None) -> None:
             if not (Path(model) / artifacts.RUN_INFO_NAME).is_file():
                 raise FileNotFoundError(f"{model} has no {artifacts.RUN_INFO_NAME}; pass checkpoints of "
                                         "recipes.pretrain")
+            artifacts.check_loadable(model)
         rows = score_checkpoints(models, args.tokenizer, args.block_size, args.blocks, args.cache_dir,
                                  args.data_dir, args.mlm_probability)
     write_csv(rows, args.output)

@@ -54,7 +54,7 @@ def build_model(run_args: PretrainArguments, tokenizer, seed: int) -> EuroBertCl
     The head class is the run's: causal for CLM runs, bidirectional for the others (what config.json records)."""
     model_class = EuroBertClmMlmForCausalLM if run_args.objective == "clm" else EuroBertClmMlmForMaskedLM
     if run_args.model_name_or_path:
-        artifacts.check_weights(run_args.model_name_or_path)
+        artifacts.check_loadable(run_args.model_name_or_path)
         try:
             model, loading = model_class.from_pretrained(run_args.model_name_or_path, dtype=torch.float32,
                                                          output_loading_info=True)
@@ -79,6 +79,7 @@ def finish_checkpoint(path: str | Path, info: dict) -> None:
     `run_info.json` comes last: a checkpoint without it was interrupted (`checks.checkpoint_problem`)."""
     write_sentence_transformers_files(path, overwrite=True)
     make_plain_loadable(path)
+    artifacts.follow_umask(path)  # the weights (and a LoRA checkpoint's adapters) are written 0600
     write_run_info(path, info)
 
 

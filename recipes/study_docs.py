@@ -6,6 +6,7 @@ page is regenerated from (`--from_results`) byte for byte: its format, writer (`
 
 import json
 import lzma
+import posixpath
 import re
 import shutil
 import tarfile
@@ -119,17 +120,18 @@ def read_archive(archive: Path) -> dict[str, bytes]:
     try:
         with tarfile.open(archive, "r:xz") as tar:
             for member in tar:  # in order: xz reads forward
-                if not member.isfile() or member.name.startswith("/") or ".." in member.name.split("/"):
+                name = posixpath.normpath(member.name)  # `./results/x` and `results//x` unpack to `results/x`
+                if not member.isfile() or name.startswith(("/", "../")) or name in (".", ".."):
                     raise ValueError(f"results archive {archive} holds {member.name!r}, not a plain file under the "
                                      "study directory; pass an archive written by --docs")
-                if member.name in files:
-                    raise ValueError(f"results archive {archive} holds {member.name} twice; pass an archive written "
-                                     "by --docs")
-                data = files[member.name] = tar.extractfile(member).read()
-                if member.name == "study.json":
+                if name in files:
+                    raise ValueError(f"results archive {archive} holds {name} twice (as {member.name!r} too); pass "
+                                     "an archive written by --docs")
+                data = files[name] = tar.extractfile(member).read()
+                if name == "study.json":
                     json.loads(data)
-                elif member.name.startswith("results/") and member.name.endswith(".json"):
-                    _check_archived_result(f"{archive}:{member.name}", member.name, json.loads(data))
+                elif name.startswith("results/") and name.endswith(".json"):
+                    _check_archived_result(f"{archive}:{member.name}", name, json.loads(data))
     except (tarfile.TarError, lzma.LZMAError, EOFError, OSError) as error:
         raise ValueError(f"results archive {archive} is not a readable tar.xz ({error}); it is truncated or of "
                          "another format: pass the results.tar.xz written by --docs") from None

@@ -130,6 +130,11 @@ CLI_ROWS = {
          "lora_target_modules ['q_proj', 'q_proj'] names q_proj more than once"),
         ([*CPT, "--lora", "true", "--lora_train_embeddings", "maybe"], "--lora_train_embeddings"),
         ([*CPT, "--objective", "clm"], "CPT is MLM only"),
+        # issue 43: a file, or a folder with only config.json (transformers' "Repo id must be..." and a traceback)
+        ([*DEBUG, "--architecture", "none", "--model_name_or_path", "{file}", "--tokenizer_name_or_path", "{model}",
+          "--switch_step", "none"], "file.txt is not a saved model: pass a folder holding config.json and its weights"),
+        ([*DEBUG, "--architecture", "none", "--model_name_or_path", "{configonly}", "--tokenizer_name_or_path",
+          "{model}", "--switch_step", "none"], "configonly is not a saved model"),
         ([*CPT, "--lora", "true", "--keep_optimizer_state", "true"], "drop keep_optimizer_state or lora"),
     ],
     "recipes.study": [
@@ -269,6 +274,7 @@ CLI_ROWS = {
         (["{model}"], "run_info.json"),
         (["{model}", "--summary", "{tmp}/missing.csv"], "--summary and --results go together"),
         (["{model}", "--results", "{tmp}/missing"], "--summary and --results go together"),
+        (["{model}", "--base_model", ""], "repo id '' must be ORG/NAME"),
     ],
     "model_cards.push": [
         (["{tmp}/missing", "--repo_id", "org/name", "--dry_run", "{out}"], "missing"),
@@ -276,6 +282,7 @@ CLI_ROWS = {
         (["--results", "{tmp}/missing", "--repo_id", "org/name", "--dry_run", "{out}"], "missing"),
         (["--results_dir", "{tmp}/missing", "--repo_id", "org/name", "--dry_run", "{out}"], "nothing to push"),
         (["{model}", "--repo_id", "org/name", "--results_repo_id", "bad id!!", "--dry_run", "{out}"], "bad id!!"),
+        (["{model}", "--repo_id", "org/name", "--base_model", "", "--dry_run", "{out}"], "repo id '' must be ORG/NAME"),
     ],
     "modeling_eurobert.convert": [
         (["{tmp}/missing", "{out}"], "missing"),
@@ -322,11 +329,9 @@ EXEMPT["pretraining.heldout"] = {
 }
 EXEMPT["model_cards.generate"] = {
     "--repo_id": "H2's rows (issue 24 point 5)", "--output": "H2's rows (issue 24 point 6: an --output folder)",
-    "--base_model": "checked with the checkpoint's run_info.json (tests/test_model_cards.py); no value is bad alone",
     "--force": "a switch: no value to get wrong",
 }
 EXEMPT["model_cards.push"] = {"--retries": "H2's rows (issue 24 point 5)",
-                              "--base_model": EXEMPT["model_cards.generate"]["--base_model"],
                               "--dry_run": "H2's rows (issue 24 point 6: a file)"}
 EXEMPT["modeling_eurobert.export_native"] = {"--bidirectional": "a switch: no value to get wrong"}
 EXEMPT["evaluation.run"] = {"--rerun_changed": "a switch: no value to get wrong",
@@ -405,12 +410,15 @@ def _placeholders(tmp_path, model_dir) -> dict:
     (tmp_path / "negbudget.yaml").write_text(yaml.safe_dump({"name": "neg", **task, "budget": {"max_steps": -1}}))
     (tmp_path / "dupcfg.yaml").write_text("objective: mlm\narchitecture: tiny\nobjective: clm\n")
     (tmp_path / "file.txt").write_text("a plain file\n")
+    (tmp_path / "configonly").mkdir()
+    (tmp_path / "configonly" / "config.json").write_text('{"model_type": "llama", "max_position_embeddings": 128}')
     return {"{out}": str(tmp_path / "out"), "{tmp}": str(tmp_path), "{file}": str(tmp_path / "file.txt"),
             "{repo}": str(REPO_ROOT), "{model}": str(model_dir), "{dup_a}": str(tmp_path / "a" / "task.yaml"),
             "{dup_b}": str(tmp_path / "b" / "task.yaml"), "{bad_yaml}": str(tmp_path / "bad.yaml"),
             "{escaped}": str(tmp_path / "escaped.yaml"), "{dupkey}": str(tmp_path / "dupkey.yaml"),
             "{negbudget}": str(tmp_path / "negbudget.yaml"), "{dupcfg}": str(tmp_path / "dupcfg.yaml"),
-            "{noid}": str(tmp_path / "noid"), "{study}": str(tmp_path / "study")}
+            "{noid}": str(tmp_path / "noid"), "{study}": str(tmp_path / "study"),
+            "{configonly}": str(tmp_path / "configonly")}
 
 
 def _write_noid(tmp_path) -> None:
@@ -536,6 +544,16 @@ def _writer_rows():
         (heldout.main, ["--model", "{ckpt}", "--tokenizer", "{ckpt}", "--block_size", "0", "--output", "{out}"],
          "--block_size"),
         (study.main, ["smoke", "--output", "{file}"], "--output"),
+        # R5 and issue 43: a LoRA run's checkpoint-N (adapters, for resuming) is no model to describe, evaluate,
+        # score or export (a card was written for it; OSError tracebacks; "causal, pass --bidirectional")
+        *[(main, argv, "lora holds LoRA adapters (adapter_config.json), not a loadable model") for main, argv in (
+            (generate.main, ["{lora}", "--force"]), (push.main, ["{lora}", "--repo_id", "org/m", "--dry_run", "{out}"]),
+            (grid.main, ["--model", "{lora}", "--tasks", "sst2", "--lrs", "1e-3", "--seeds", "0", "--output", "{out}"]),
+            (heldout.main, ["--model", "{lora}", "--tokenizer", "{ckpt}", "--block_size", "8", "--output",
+                            "{out}/loss.csv"]),
+            (export_native.main, ["{lora}", "{out}"]))],
+        (push.main, ["{noinfo}", "--repo_id", "org/m", "--dry_run", "{out}"],  # said "save it with save_pretrained"
+         "has no run_info.json, which this project's pretraining runs write beside every checkpoint"),
         (study.main, ["smoke", "--output", "{out}", "--docs", "{file}"], "--docs"),
     ]
 
@@ -568,6 +586,11 @@ def inputs(tmp_path_factory):
     (paths["badcfg"] / "config.json").write_text('{"model_type": ')
     paths["badtok_llama"] = shutil.copytree(paths["badtok"], root / "badtok_llama")
     (paths["badtok_llama"] / "config.json").write_text(llama.to_json_string())
+    paths["lora"] = make_checkpoint(root / "lora", "610m-mlm40-42k")  # a LoRA run's checkpoint-N: its adapters
+    (paths["lora"] / "adapter_model.safetensors").write_bytes((paths["lora"] / "model.safetensors").read_bytes())
+    (paths["lora"] / "adapter_config.json").write_text("{}")
+    paths["noinfo"] = make_checkpoint(root / "noinfo", "610m-mlm40-42k")  # as a converted decoder: no run_info.json
+    (paths["noinfo"] / "run_info.json").unlink()
     paths["badyaml"] = root / "bad.yaml"
     paths["badyaml"].write_bytes(b"objective: mlm\nname: \xff\xfe\n")
     return paths

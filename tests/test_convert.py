@@ -27,6 +27,7 @@ from transformers import (
 from modeling_eurobert import EuroBertClmMlmForCausalLM, EuroBertClmMlmForMaskedLM
 from modeling_eurobert import export_native as export_native_cli
 from modeling_eurobert.convert import ConversionError, convert, main
+from tests.fixtures.file_modes import not_following_umask
 
 ROOT = Path(__file__).resolve().parents[1]
 FAMILY_CLASSES = {"llama": (LlamaConfig, LlamaForCausalLM), "mistral": (MistralConfig, MistralForCausalLM),
@@ -93,6 +94,7 @@ def random_batch(vocab_size):
 def test_converted_clm_matches_llama(tmp_path, overrides):
     llama = save_llama(tmp_path / "llama", build_tokenizer(), **overrides)
     out = convert(str(tmp_path / "llama"), tmp_path / "out")
+    assert not_following_umask(out) == []  # R4: the weights follow the umask (were 0600)
 
     ours = EuroBertClmMlmForCausalLM.from_pretrained(out).eval()
     assert isinstance(ours, EuroBertClmMlmForCausalLM) and ours.config.is_causal
@@ -250,6 +252,9 @@ REFUSALS = {
                       "sliding_window": 32, "max_window_layers": 1}, "sliding_window=32 binds"),
     "kv_heads": ({"num_key_value_heads": 3}, "invalid source config: .*num_key_value_heads"),
     "quantized": ({"quantization_config": {"quant_method": "gptq"}}, "quantization_config"),
+    # issue 43: a config that disagrees with its weights was transformers' traceback ("ignore_mismatched_sizes")
+    "disagrees": ({"intermediate_size": 40}, r"mismatched \['model.layers.0.mlp.down_proj.weight: \(32, 37\) in the "
+                  r"weights, \(32, 40\) by config.json', .*'4 more'\]: its config.json disagrees with its weights"),
 }
 
 

@@ -25,6 +25,7 @@ from modeling_eurobert import (
     EuroBertClmMlmModel,
 )
 from modeling_eurobert.export_native import ExportError, export_native, main, make_plain_loadable
+from tests.fixtures.file_modes import not_following_umask
 
 
 def tiny_config(**overrides) -> EuroBertClmMlmConfig:
@@ -61,6 +62,7 @@ def test_export_loads_natively_with_identical_outputs(tmp_path, head):
     ours = our_class(tiny_config(**overrides)).eval()
     ours.save_pretrained(tmp_path / "ours")
     export_native(tmp_path / "ours", tmp_path / "native")
+    assert not_following_umask(tmp_path / "native") == []  # R4: the weights follow the umask (were 0600)
 
     native = auto_class.from_pretrained(tmp_path / "native").eval()  # no trust_remote_code
     assert type(native) is getattr(transformers, our_class.__name__.replace("ClmMlm", ""))

@@ -441,3 +441,18 @@ def test_two_grids_of_other_protocols_started_together_leave_no_mix(models, data
     assert identity.migrate(tmp_path) == 0 and (folder / store.PROTOCOL_NAME).is_file()
     with pytest.raises(run.GridMixed, match=r"is claimed by another grid with another protocol.*max_steps: 6 -> 5"):
         run.run_all(todo_b, tokenizers, grid_b, protocol_b)
+
+
+@pytest.mark.parametrize("damage", ["corrupt", "empty", "folder"])
+def test_a_damaged_protocol_claim_is_one_line_and_nothing_runs(models, data_dir, tmp_path, call_main, damage):
+    """Issue 43: a `.protocol` that is corrupt, empty or a folder was a traceback (exit 1); now one line naming it,
+    exit 2, nothing trained or written."""
+    claim = tmp_path / "tiny-mlm" / "sst2" / store.PROTOCOL_NAME
+    claim.parent.mkdir(parents=True)
+    {"corrupt": lambda: claim.write_text('{"max_steps": '), "empty": lambda: claim.write_text(""),
+     "folder": claim.mkdir}[damage]()
+    out = call_main(run.main, "--model", models["eurobert"], "--tasks", "sst2", "--lrs", "1e-3", "--seeds", "0",
+                    "--output", tmp_path, "--data_dir", data_dir)
+    errors = [line for line in out.stderr.splitlines() if line.startswith("error:")]
+    assert out.returncode == 2 and len(errors) == 1 and str(claim) in errors[0] and "Traceback" not in out.stderr
+    assert sorted(p.name for p in claim.parent.iterdir()) == [store.PROTOCOL_NAME]

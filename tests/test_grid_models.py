@@ -16,6 +16,7 @@ from transformers import TrainerCallback
 from core import store
 from evaluation import common, extractive_qa, finetune_args, model_inputs, run, tasks, token_classification
 from recipes import plan
+from tests.fixtures.file_modes import not_following_umask
 from tests.fixtures.finetuning_callback import on_every_finetuning
 from tests.fixtures.tiny_models import build_tiny_eurobert, build_tiny_tokenizer
 
@@ -128,6 +129,7 @@ def test_saved_models_reload_in_a_fresh_process_and_reproduce_the_predictions(gr
     output, protocol = grid_run["grid"].output, grid_run["protocol"]
     dirs = {task: Path(output, "tiny-clm", task, "lr0.001-seed0.model") for task in (*SAVED, "scifact")}
     assert [t for t, d in dirs.items() if d.is_dir()] == list(SAVED)  # scifact's model was not asked for
+    assert [not_following_umask(dirs[task]) for task in SAVED] == [[]] * len(SAVED)  # R4: weights were 0600
     for task in SAVED:
         info = json.loads((dirs[task] / store.FINETUNE_INFO_NAME).read_text())
         record = result(output, task)

@@ -5,6 +5,7 @@ hand computation from their JSON; a generated tree in the same layout for missin
 import csv
 import json
 import math
+import os
 import re
 import shutil
 from pathlib import Path
@@ -339,3 +340,66 @@ def test_paper_curves_from_an_imported_tree_of_intermediate_pfs_and_cpt_runs(tmp
     drawn = {p.name for p in (tmp_path / "report").iterdir()}
     assert {"gap.png", "pretraining_steps.png", "pfs.png", "cpt.png"} <= drawn
     assert "| 610m-clm-21k-mlm40-42k | mldr | 26 |" in summary
+
+
+def tree_files(root: Path) -> dict[str, bytes]:
+    """Every file under `root` (hidden ones included) with its bytes, and every folder (None)."""
+    return {p.relative_to(root).as_posix(): p.read_bytes() if p.is_file() else None for p in root.rglob("*")}
+
+
+@pytest.mark.parametrize("copy_to, names", [
+    ("610m-clm-42k/IR/mldr_en/msmarco_pairs_lr1.0e-04_sd0", "two spellings of one run"),
+    ("610m-clm-42k/IR/mldr_en/other_lr1e-04_sd0", "another train prefix"),
+    ("610m-clm-42k/SC/mldr_en/lr1e-04_sd0", "one dataset under two families"),
+])
+def test_two_files_of_one_run_are_refused_naming_both(tmp_path, call_main, copy_to, names):
+    """R3a/b: two files that would be filed as one record (the last one winning by sort order; an IR run relabelled
+    `family: sc`) are refused in one line naming both paths, nothing written."""
+    tree = tmp_path / "results"
+    shutil.copytree(REAL, tree)
+    original = tree / "610m-clm-42k" / "IR" / "mldr_en" / "msmarco_pairs_lr1e-04_sd0" / "results.json"
+    shutil.copytree(original.parent, tree / copy_to)
+    out = call_main(import_encodeval.main, tree, "--output", tmp_path / "imported")
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+    assert str(original) in out.stderr and str(tree / copy_to / "results.json") in out.stderr
+    assert "610m-clm-42k on mldr at lr 0.0001 seed 0" in out.stderr and not (tmp_path / "imported").exists()
+
+
+def test_each_import_leaves_the_output_as_a_fresh_import_of_the_same_tree(tmp_path, call_main):
+    """R3c/d and item 2: an import into a folder an earlier import wrote leaves exactly what the same import into an
+    empty folder leaves (the earlier import's records and missing runs replaced, not kept beside); the user's own
+    results stay. Before, a second `--models` import dropped the first's missing runs but kept its records, and a
+    run gone from the tree stayed as a record while being listed as missing too."""
+    tree = tmp_path / "results"
+    shutil.copytree(REAL, tree)
+    out, fresh = tmp_path / "imported", tmp_path / "fresh"
+    own = store.write_result(store.result_path(out, "my-encoder", "mldr", 1e-4, 0), own_record("my-encoder"))
+    for argv in (["--models", "610m-clm-42k"], ["--models", "610m-mlm40-42k"], []):
+        assert call_main(import_encodeval.main, tree, "--output", out, *argv).returncode == 0
+        shutil.rmtree(fresh, ignore_errors=True)
+        store.write_result(store.result_path(fresh, "my-encoder", "mldr", 1e-4, 0), own_record("my-encoder"))
+        assert call_main(import_encodeval.main, tree, "--output", fresh, *argv).returncode == 0
+        assert tree_files(out) == tree_files(fresh), argv
+    shutil.rmtree(tree / "610m-clm-42k" / "IR" / "mldr_en" / "msmarco_pairs_lr1e-04_sd1")  # lost from the tree
+    result = call_main(import_encodeval.main, tree, "--output", out)
+    assert result.returncode == 0 and "removed 1 records of an earlier import" in result.stdout
+    shutil.rmtree(fresh)
+    store.write_result(store.result_path(fresh, "my-encoder", "mldr", 1e-4, 0), own_record("my-encoder"))
+    assert call_main(import_encodeval.main, tree, "--output", fresh).returncode == 0
+    assert tree_files(out) == tree_files(fresh) and own.is_file()
+    assert ("610m-clm-42k", "mldr") in import_encodeval.missing_counts(out)
+    assert not store.result_path(out, "610m-clm-42k", "mldr", 1e-4, 1).exists()
+
+
+def test_an_output_inside_the_tree_or_a_name_that_is_not_utf8_is_refused(tmp_path, call_main):
+    tree = tmp_path / "results"
+    shutil.copytree(REAL, tree)
+    for output in (tree, tree / "610m-clm-42k" / "imported"):
+        out = call_main(import_encodeval.main, tree, "--output", output)
+        assert out.returncode == 2 and "is inside the EncodEval tree" in out.stderr, out.stderr
+    assert tree_files(tree) == tree_files(REAL)
+    bad = Path(os.fsdecode(bytes(tree / "610m-clm-42k") + b"-\xff"))
+    shutil.copytree(tree / "610m-clm-42k", bad)
+    out = call_main(import_encodeval.main, tree, "--output", tmp_path / "imported")
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "is not UTF-8" in out.stderr, out.stderr
+    assert not (tmp_path / "imported").exists()

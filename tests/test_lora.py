@@ -13,6 +13,7 @@ from transformers import AutoModelForMaskedLM
 from core import artifacts
 from pretraining import pretrain
 from recipes import cpt
+from tests.fixtures.file_modes import not_following_umask
 from tests.fixtures.tiny_models import build_tiny_eurobert, build_tiny_tokenizer
 
 STEPS = 4
@@ -64,6 +65,12 @@ def test_lora_cpt_changes_only_the_adapted_weights(base, runs):
             after = load_file(str(saved / "model.safetensors"))
             assert changed_keys(before, after) == expected, (name, saved)
         assert (directory / "checkpoint-4" / "adapter_model.safetensors").is_file()
+
+
+def test_lora_runs_follow_the_umask(runs):
+    """R4: the merged model, its intermediate weights and the adapters of its Trainer checkpoints were 0600."""
+    assert (runs["out"] / "frozen" / "checkpoint-2" / "adapter_model.safetensors").is_file()
+    assert not_following_umask(runs["out"]) == []
 
 
 def test_merged_checkpoint_equals_the_peft_model(runs):
@@ -139,4 +146,8 @@ def test_a_lora_trainer_checkpoint_is_not_published_as_a_model(runs):
     assert (checkpoint / "adapter_model.safetensors").is_file()
     with pytest.raises(push.PushError, match="holds LoRA adapters \\(adapter_config.json\\), not a loadable model"):
         push.stage_run(checkpoint, "org/m")
+    from model_cards import generate  # R5: nor is a card written for it
+
+    with pytest.raises(ValueError, match="holds LoRA adapters \\(adapter_config.json\\), not a loadable model"):
+        generate.build_model_card(checkpoint)
     assert [c.revision for c in push.stage_run(runs["out"] / "frozen", "org/m")] == ["main", "step-2"]

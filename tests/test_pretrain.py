@@ -18,6 +18,7 @@ from pretraining import data, pretrain
 from pretraining.checks import check_run_settings
 from pretraining.trainer import build_model
 from recipes import cpt, manifest
+from tests.fixtures.file_modes import not_following_umask
 
 DEBUG = "recipes/configs/debug.yaml"
 
@@ -111,6 +112,8 @@ def test_run_trains_every_parameter_and_reloads(three_runs, name):
     info = json.loads((Path(training_args.output_dir) / "run_info.json").read_text())
     assert info["steps"] == 4 and info["tokens_seen"] == 4 * 2 * 64 and info["size"] == "tiny"
     assert info["tokens_before_cpt"] == 0  # from scratch
+    # R4: the run, its checkpoint-4 and its intermediate step-2, weights included, follow the umask (were 0600)
+    assert not_following_umask(training_args.output_dir) == []
 
 
 def test_decay_branch_of_the_stable_run(tmp_path, cache_dir):
@@ -537,6 +540,17 @@ def test_resume_skips_broken_checkpoints_and_refuses_an_unchecked_one(tmp_path, 
     assert "no checkpoint in" in capsys.readouterr().err
     with pytest.raises(ValueError, match="is not a complete Trainer checkpoint \\(no run_info.json"):
         check_output_dir(*parse(out, cache_dir, *args, "--resume_from_checkpoint", str(out / "checkpoint-2")))
+    # Issue 43: a checkpoint an FSDP run saved (its weights and optimizer state under FSDP's names) passed as complete,
+    # and every rerun of a run that is not sharded then stopped in transformers' traceback: refused in one line
+    fsdp = out / "checkpoint-1"
+    (fsdp / "model.safetensors").unlink()
+    torch.save({}, fsdp / "pytorch_model_fsdp.bin")
+    torch.save({}, fsdp / "optimizer.bin")  # (its optimizer.pt was removed above)
+    (fsdp / "rng_state.pth").rename(fsdp / "rng_state_0.pth")
+    for argv in (args, (*args, "--resume_from_checkpoint", str(fsdp))):
+        with pytest.raises(ValueError, match=f"{fsdp} was saved by a sharded \\(FSDP\\) run \\(optimizer.bin\\), "
+                                             "which transformers resumes under FSDP only"):
+            check_output_dir(*parse(out, cache_dir, *argv))
 
 
 def test_heldout_figure_places_every_row_at_its_csv_tokens(tmp_path, monkeypatch):

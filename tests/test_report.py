@@ -17,7 +17,8 @@ N_TEST = 40
 def write_run(root, model, task, lr, seed, val, test_scores, status="ok", family="sc", metric="accuracy",
               protocol=None, test_extra=None):
     record = {"format": store.RESULT_FORMAT, "model": model, "task": task, "family": family, "lr": lr,
-              "seed": seed, "status": status, "main_metric": metric, "validation": {}, "test": {},
+              "seed": seed, "pretrain_seed": store.pretrain_seed(model), "status": status,
+              "main_metric": metric, "validation": {}, "test": {},
               "per_instance": {"validation": [], "test": []}, "config": {}, "versions": {},
               "identity": {"model": {"config": model}, "task": {"definition": task},
                            "protocol": protocol or {"max_steps": 1000}},
@@ -548,6 +549,49 @@ def test_a_declared_bracket_names_a_task_with_results(results, call_main):
     assert proc.returncode == 2 and "--bracketed_by names task(s) with no results: mnli" in proc.stderr
     proc = call_main(report.main, results, "--bracketed_by", "sst2=1e-3")
     assert proc.returncode == 2 and "give each task once as TASK=LOW,HIGH" in proc.stderr
+
+
+def test_a_report_over_an_earlier_one_leaves_what_a_fresh_report_leaves(tmp_path):
+    """Item 2 of issue 43: a report written into the folder of an earlier report of other results (other models,
+    another task, a comparison) holds exactly what the same report into a new folder holds: nothing of the earlier one
+    stays (its comparison, findings or figures)."""
+    rng = np.random.default_rng(0)
+    for root, models, task in ((tmp_path / "first", ("610m-clm-42k", "610m-mlm40-42k"), "mnli"),
+                               (tmp_path / "second", ("610m-clm-42k",), "sst2")):
+        for model in models:
+            for lr in LRS:
+                for seed in range(3):
+                    write_run(root, model, task, lr, seed, 0.8, (rng.random(40) < 0.8).astype(float))
+    report.main([str(tmp_path / "first"), "--output", str(tmp_path / "report"),
+                 "--compare", "610m-mlm40-42k,610m-clm-42k"])
+    report.main([str(tmp_path / "second"), "--output", str(tmp_path / "report")])
+    report.main([str(tmp_path / "second"), "--output", str(tmp_path / "fresh")])
+
+    def tree(root):
+        return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    assert tree(tmp_path / "report") == tree(tmp_path / "fresh")
+
+
+def test_a_plain_run_is_never_pooled_with_replicates_nor_a_seed_counted_twice(tmp_path):
+    """R2: `610m-clm-42k` beside `610m-clm-42k-pseed0/1` was one row of 3 pretraining runs (the plain run most
+    likely is pseed0 again, so its CI narrowed with no warning); `-pseed1` and `-pseed2` both recording
+    pretrain_seed 5 were two runs. Both are refused in one line naming the results, nothing written."""
+    rng = np.random.default_rng(0)
+    for model in ("610m-clm-42k-pseed0", "610m-clm-42k-pseed1", "610m-clm-42k"):
+        for seed in range(2):
+            write_run(tmp_path / "mixed", model, "sst2", 1e-5, seed, 0.8, (rng.random(50) < 0.8).astype(float))
+    with pytest.raises(cli.BadInput, match=r"results of 610m-clm-42k \(one pretraining run\) and of "
+                                           r"610m-clm-42k-pseed0 \(a replicate\) would be pooled in one row"):
+        report.main([str(tmp_path / "mixed"), "--output", str(tmp_path / "r1")])
+    for k in (1, 2):
+        record = write_run(tmp_path / "relabelled", f"610m-clm-42k-pseed{k}", "sst2", 1e-5, 0, 0.8, np.ones(50))
+        record["pretrain_seed"] = 5
+        artifacts.write_json_atomic(store.result_path(tmp_path / "relabelled", record["model"], "sst2", 1e-5, 0),
+                                    record)
+    with pytest.raises(cli.BadInput, match=r"lr1e-05-seed0.json records pretrain_seed 5 but is filed under "
+                                           r"610m-clm-42k-pseed1 \(pretraining seed 1\)"):
+        report.main([str(tmp_path / "relabelled"), "--output", str(tmp_path / "r2")])
+    assert not (tmp_path / "r1").exists() and not (tmp_path / "r2").exists()
 
 
 def test_compare_names_the_replicated_models_as_their_rows_do(tmp_path):

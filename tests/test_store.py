@@ -112,6 +112,24 @@ def test_format2_results_are_migrated_once(tmp_path, call_main):
     assert json.loads((path.parent / store.PROTOCOL_NAME).read_text()) == record["identity"]["protocol"]
 
 
+def test_a_second_migration_leaves_what_one_migration_of_both_leaves(tmp_path, call_main):
+    """Item 2 of issue 43: migrated, then given another format-2 result and migrated again, a folder holds what one
+    migration of both gives (no lock file beside every result: `.lr...json.lock` were left)."""
+    def tree(root):
+        return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+    path, record = format2_result(tmp_path / "twice")
+    other = path.with_name("lr0.0003-seed0.json")
+    assert call_main(identity.main, "--migrate", tmp_path / "twice").returncode == 0
+    other.write_text(json.dumps({**record, "lr": 3e-4}))
+    assert call_main(identity.main, "--migrate", tmp_path / "twice").returncode == 0
+    format2_result(tmp_path / "once")[0].with_name(other.name).write_text(json.dumps({**record, "lr": 3e-4}))
+    assert call_main(identity.main, "--migrate", tmp_path / "once").returncode == 0
+    assert tree(tmp_path / "twice") == tree(tmp_path / "once")
+    assert sorted(tree(tmp_path / "once")) == [f"610m-clm-21k-mlm40-42k/conll2003/{name}" for name in (
+        store.PROTOCOL_NAME, "lr0.0002-seed0.json", "lr0.0003-seed0.json")]  # no .lr...json.lock
+
+
 def test_the_migration_writes_nothing_when_a_file_is_refused(tmp_path, call_main):
     path, _ = format2_result(tmp_path)
     shutil.copy(path, path.with_name("lr0.0002-seed0.json.json"))  # a backup the glob finds

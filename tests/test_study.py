@@ -187,7 +187,9 @@ def test_docs_regenerate_from_their_results_archive(short_study, tmp_path, capsy
     write_docs("smoke", output, docs, (512.0, 222016, 131072))
     assert not (docs / "learning_rate_mnli.png").exists() and (docs / "notes.png").read_bytes() == b"the user's own"
     assert "learning_rate_mnli.png" not in readme.read_text()
-    # Bad input: one line, nothing written.
+    # Bad input: one line, nothing written (item 2 of issue 43: a second unpack into the study directory of the first
+    # is refused, and leaves it as the first left it).
+    again = {p: p.read_bytes() if p.is_file() else None for p in (tmp_path / "again").rglob("*")}
     for argv, message in ((["mini", "--from_results", str(archive), "--output", str(tmp_path / "x")],
                            "holds the 'smoke' study, not 'mini'"),
                           (["smoke", "--from_results", str(archive), "--output", str(tmp_path / "again")],
@@ -198,3 +200,4 @@ def test_docs_regenerate_from_their_results_archive(short_study, tmp_path, capsy
             main(argv)
         assert error.value.code == 2 and message in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+    assert {p: p.read_bytes() if p.is_file() else None for p in (tmp_path / "again").rglob("*")} == again

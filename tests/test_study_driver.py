@@ -395,6 +395,15 @@ def test_from_results_refuses_an_edited_score_and_a_copied_result(tmp_path, caps
         _archive(tmp_path / "copy.tar.xz", {"study.json": marker, name: json.dumps(record).encode(),
                                             name.replace(".json", " (copy).json"): json.dumps(record).encode()}):
             f"(copy).json holds the result of {name}",
+        # R1: a member spelled `./results/...` or `results//...` unpacks onto the checked file: checked by the path
+        # it unpacks to, so it is a second copy of that file (or an edited score) and never skips the checks
+        _archive(tmp_path / "dot.tar.xz", {"study.json": marker, name: json.dumps(record).encode(),
+                                           f"./{name}": json.dumps(edited).encode()}): f"holds {name} twice",
+        _archive(tmp_path / "slashes.tar.xz", {"study.json": marker, name: json.dumps(record).encode(),
+                                               name.replace("/", "//", 1): json.dumps(edited).encode()}):
+            f"holds {name} twice",
+        _archive(tmp_path / "dotonly.tar.xz", {"study.json": marker, f"./{name}": json.dumps(edited).encode()}):
+            f"its test {metric} is 0.99 but its predictions give {record['test'][metric]}",
     }
     for archive, message in cases.items():
         with pytest.raises(SystemExit) as error:
