@@ -52,6 +52,7 @@ from pathlib import Path
 
 import torch
 import transformers
+from safetensors.torch import load_file
 
 from core import cli
 from modeling_eurobert import (
@@ -69,6 +70,8 @@ from pretraining.trainer import compile_decoder_layers
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add = parser.add_argument
+    add("--checkpoint", default=None, help="a checkpoint of ours (a converted decoder): its shapes and weights instead "
+        "of --vocab/--hidden/--layers/--heads/--kv_heads")
     add("--vocab", type=int, default=32768, help="vocabulary size")
     add("--hidden", type=int, default=256, help="hidden size")
     add("--layers", type=int, default=8, help="transformer layers")
@@ -106,6 +109,8 @@ def make_parser() -> argparse.ArgumentParser:
 
 
 def bench_config(args) -> EuroBertClmMlmConfig:
+    if args.checkpoint:
+        return EuroBertClmMlmConfig.from_pretrained(args.checkpoint)
     return EuroBertClmMlmConfig(
         vocab_size=args.vocab, hidden_size=args.hidden, intermediate_size=4 * args.hidden,
         num_hidden_layers=args.layers, num_attention_heads=args.heads, num_key_value_heads=args.kv_heads,
@@ -125,6 +130,8 @@ def build_pair(kind: str, config: EuroBertClmMlmConfig, args) -> dict[str, torch
         llama = transformers.LlamaConfig(**{k: v for k, v in config.to_dict().items() if k not in dropped})
         reference = transformers.LlamaForCausalLM(llama)
         names = ("ours EuroBertClmMlmForCausalLM", "LlamaForCausalLM")
+    if args.checkpoint:
+        ours.load_state_dict(load_file(str(Path(args.checkpoint) / "model.safetensors")), strict=True)
     reference.load_state_dict(ours.state_dict(), strict=True)
     models = {}
     for name, model in zip(names, (ours, reference)):

@@ -251,6 +251,9 @@ class EuroBertClmMlmModel(EuroBertClmMlmPreTrainedModel):
         is_causal = self.config.is_causal if is_causal is None else is_causal
         mask_kwargs = {"config": self.config, "inputs_embeds": inputs_embeds, "attention_mask": attention_mask}
         if is_causal:
+            if not self.config.is_causal:  # transformers builds a bidirectional mask for a config.is_causal=False
+                mask_kwargs["config"] = copy.copy(self.config)
+                mask_kwargs["config"].is_causal = True
             mask = create_causal_mask(**mask_kwargs, cache=None, position_ids=position_ids)
         else:
             mask = create_bidirectional_mask(**mask_kwargs)

@@ -65,6 +65,34 @@ def heldout_losses(model_dir: str | Path, blocks, tokenizer, mlm_probability: fl
     return {f"{k}_loss": total / max(count, 1) for k, (total, count) in totals.items()}
 
 
+@torch.no_grad()
+def masked_token_scores(model, blocks, tokenizer, mlm_probability: float = 0.4, mlm_causal: bool = False,
+                        batch_size: int = 8, masking_seed: int = 0) -> dict:
+    """Masked-token loss and accuracy (the MLM objective, attention causal or bidirectional as asked) and the
+    next-token loss (causal) of a loaded `EuroBertClmMlmForMaskedLM` on `blocks`, with the per-block masks of
+    `heldout_losses`: the same masked positions for every model. A masked token is predicted at its own position."""
+    clm = collator.PretrainingCollator("clm", tokenizer)
+    mlm = collator.PretrainingCollator("mlm", tokenizer, mlm_probability=mlm_probability, seed=masking_seed)
+    sums = {"mlm_loss": 0.0, "mlm_correct": 0, "mlm_count": 0, "clm_loss": 0.0, "clm_count": 0}
+    for start in range(0, len(blocks), batch_size):
+        examples = [blocks[i] for i in range(start, min(start + batch_size, len(blocks)))]
+        masked = {k: v.to(model.device) for k, v in mlm(examples).items()}
+        hidden = model.model(input_ids=masked["input_ids"], is_causal=mlm_causal).last_hidden_state
+        keep = masked["labels"] != -100
+        logits = model.lm_head(hidden[keep]).float()
+        sums["mlm_loss"] += float(torch.nn.functional.cross_entropy(logits, masked["labels"][keep], reduction="sum"))
+        sums["mlm_correct"] += int((logits.argmax(-1) == masked["labels"][keep]).sum())
+        sums["mlm_count"] += int(keep.sum())
+        ids = clm(examples)["input_ids"].to(model.device)
+        hidden = model.model(input_ids=ids, is_causal=True).last_hidden_state[:, :-1]
+        logits = model.lm_head(hidden).float().flatten(0, 1)
+        sums["clm_loss"] += float(torch.nn.functional.cross_entropy(logits, ids[:, 1:].flatten(), reduction="sum"))
+        sums["clm_count"] += ids[:, 1:].numel()
+    return {"mlm_loss": sums["mlm_loss"] / sums["mlm_count"], "mlm_accuracy": sums["mlm_correct"] / sums["mlm_count"],
+            "clm_loss": sums["clm_loss"] / sums["clm_count"], "masked_tokens": sums["mlm_count"],
+            "next_tokens": sums["clm_count"]}
+
+
 def heldout_blocks(tokenizer, block_size: int, n_blocks: int, cache_dir: str | Path, data_dir=None, data_seed: int = 0,
                    source: str = "bundle"):
     """The first `n_blocks` packed blocks of the corpus's validation split (fewer if it holds fewer)."""

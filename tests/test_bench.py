@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import bench_data, bench_eval, bench_real_shapes, bench_report, gpu_check
+from bench import bench_data, bench_eval, bench_real_models, bench_real_shapes, bench_report, gpu_check
 from bench.bench_model import fitting_batch
 from recipes import plan
 
@@ -126,3 +126,14 @@ def test_memory_table_follows_the_measured_activations_and_accelerates_state_est
     assert r["H100_ddp"] == int(room // (plan.ACTIVATION_BYTES_PER_TOKEN["210m", "clm"] * 2048))
     assert rows["1b", "clm"]["activation_bytes_per_token"] > rows["610m", "clm"]["activation_bytes_per_token"]
     assert rows["1b", "clm"]["H200_ddp"] <= rows["610m", "clm"]["H200_ddp"]
+
+
+@pytest.mark.real
+def test_bench_real_models_dry_run_scores_minilm_and_times_converted_smollm2(real, converted, tmp_path):
+    figures = bench_real_models.main(["--real_models", str(real["all-minilm-l6-v2"].parent), "--dry_run",
+                                      "--converted", str(converted), "--json", str(tmp_path / "real.json")])
+    scifact = figures["minilm_scifact"]
+    assert scifact["queries"] == 10 and abs(scifact["project_minus_mteb"]) <= 1e-6  # one ranking, two scorers
+    assert scifact["mteb_ndcg@10"] > 0.5  # a real encoder, far above chance on its judged documents
+    assert set(figures["throughput"]["pairs"]) == {"mlm", "clm"}
+    assert all(pair["best"] > 0 for pair in figures["throughput"]["pairs"].values())

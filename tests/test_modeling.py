@@ -141,6 +141,22 @@ def test_attention_pattern_is_decided_by_config_and_overridable_per_call():
         assert_close(model(input_ids).last_hidden_state, causal[0])
 
 
+@pytest.mark.parametrize("config_causal", [False, True])
+def test_a_per_call_attention_holds_with_a_padding_mask(config_causal):
+    """`is_causal=` per call wins over the config with padded batches too: transformers builds a bidirectional mask
+    from a config saying is_causal=False, so a causal call on a bidirectional config once attended both ways whenever
+    an attention mask was passed (a frozen decoder's features were silently bidirectional)."""
+    model = EuroBertClmMlmModel(tiny_config(is_causal=config_causal)).eval()
+    input_ids, attention_mask = batch()
+    with torch.no_grad():
+        for causal in (True, False):
+            padded = model(input_ids, attention_mask=attention_mask, is_causal=causal).last_hidden_state
+            for row in (0, BATCH - 1):  # a full row and a padded one, each alone without a mask
+                n = int(attention_mask[row].sum())
+                alone = model(input_ids[row:row + 1, :n], is_causal=causal).last_hidden_state
+                assert_close(padded[row:row + 1, :n], alone)
+
+
 def test_models_built_from_one_config_stay_independent(tmp_path):
     """Each LM head records its own attention pattern on a copy of the config it is handed."""
     config = tiny_config()

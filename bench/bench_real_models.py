@@ -1,0 +1,87 @@
+"""Real weights, measured: all-MiniLM-L6-v2 against its published MTEB SciFact score, and a training step of
+converted SmolLM2-135M against transformers' Llama, each in one run.
+
+    python -m bench.bench_real_models --real_models ~/real-models --json docs/bench_real_models.json   # ~10 min
+    python -m bench.bench_real_models --real_models ~/real-models --dry_run                           # CI: a step
+
+- `minilm_scifact`: `evaluation.mteb`'s path (mteb's own encoding loop, search and pytrec_eval) on the bundle's
+  SciFact test split with the full corpus (5,183 documents, 300 queries), and this project's IR scorer
+  (`evaluation.metrics.retrieval_scores`) on the same ranking (mteb's top 1,000 per query), each against the
+  published NDCG@10 0.6451 (MTEB leaderboard, SciFact test).
+- `throughput`: `bench.bench_model --checkpoint <converted SmolLM2>` (the real shapes and weights: vocabulary
+  49,154, hidden 576, 30 layers, 9 / 3 heads), one process, 2 threads, wall clock, batch 4 x 128: our MLM 40% head
+  (masked positions only) vs transformers' native full-vocabulary `EuroBertForMaskedLM`, our CLM vs
+  `LlamaForCausalLM`, as best-step ratios.
+The dry run scores 10 queries against their judged documents and times one step of each pair at batch 1 x 32.
+"""
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+PUBLISHED_SCIFACT_NDCG10 = 0.6451  # sentence-transformers/all-MiniLM-L6-v2, MTEB SciFact test (leaderboard)
+
+
+def minilm_scifact(model_dir: Path, dry_run: bool) -> dict:
+    from evaluation import metrics, mteb
+
+    argv = ["--model", f"all-minilm-l6-v2={model_dir}", "--tasks", "scifact",
+            "--ir_corpus", "judged" if dry_run else "full", "--output", tempfile.mkdtemp(prefix="bench-real-")]
+    if dry_run:
+        argv += ["--max_eval", "10"]
+    (args,) = mteb.make_parser().parse_args_into_dataclasses(args=argv)
+    (job,) = mteb.list_jobs(args)
+    started = time.perf_counter()
+    encoder = mteb.load_encoder(job.model, job.target.prompts, args)
+    evaluated = mteb.evaluate(encoder, job.target, args.batch_size)
+    ours = metrics.retrieval_scores(evaluated["run"], evaluated["qrels"])["ndcg@10"]
+    theirs = evaluated["scores"]["ndcg_at_10"]
+    return {"queries": len(evaluated["qrels"]), "documents": evaluated["corpus_size"], "mteb_ndcg@10": theirs,
+            "project_ndcg@10": ours, "published_ndcg@10": PUBLISHED_SCIFACT_NDCG10,
+            "mteb_minus_published": theirs - PUBLISHED_SCIFACT_NDCG10,
+            "project_minus_mteb": ours - theirs, "seconds": round(time.perf_counter() - started, 1)}
+
+
+def throughput(converted: Path, dry_run: bool) -> dict:
+    from bench import bench_model
+
+    shape = ["--batch", "1", "--seq", "32", "--steps", "1", "--warmup", "0"] if dry_run else \
+        ["--batch", "4", "--seq", "128", "--steps", "3", "--warmup", "1"]
+    figures = bench_model.main(["--checkpoint", str(converted), "--threads", "2", "--clock", "wall", *shape])
+    return {"pairs": figures["pairs"], "setup": figures["setup"]}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--real_models", required=True, help="the folder of `python -m recipes.real_models`")
+    parser.add_argument("--converted", default=None, help="SmolLM2 converted by modeling_eurobert.convert (default: "
+                        "converted now into <real_models>/smollm2-135m-eurobert)")
+    parser.add_argument("--sections", default="minilm_scifact,throughput")
+    parser.add_argument("--dry_run", action="store_true")
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args(argv)
+    from core import artifacts, cli
+    from modeling_eurobert.convert import convert
+    from recipes import real_models
+
+    with cli.bad_input_exits():
+        made = real_models.main(["--output", args.real_models])
+    figures = {"dry_run": args.dry_run}
+    sections = cli.split_list(args.sections)
+    if "minilm_scifact" in sections:
+        figures["minilm_scifact"] = minilm_scifact(made["all-minilm-l6-v2"], args.dry_run)
+        print(json.dumps(figures["minilm_scifact"], indent=1))
+    if "throughput" in sections:
+        converted = Path(args.converted or Path(args.real_models) / "smollm2-135m-eurobert")
+        if not converted.exists():
+            convert(str(made["smollm2-135m-instruct"]), converted)
+        figures["throughput"] = throughput(converted, args.dry_run)
+    if args.json:
+        artifacts.write_json_atomic(args.json, figures)
+    return figures
+
+
+if __name__ == "__main__":
+    main()

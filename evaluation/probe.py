@@ -1,0 +1,137 @@
+"""Frozen-feature probes: what an encoder's features already hold, without fine-tuning it.
+
+A probe reads the last hidden states of a frozen model (any transformers encoder, or a decoder with the attention
+it is asked to use) and fits only a linear classifier on top, so it costs forward passes alone: the downstream
+measure a CPU affords for a 135M-parameter model (`recipes.real_decoder`). Per family:
+- sc: the mean of the sentence's token states (padding excluded) -> multinomial logistic regression -> accuracy.
+- tc: the state of each word's first token (`token_classification.align_labels`, "first" labelling) -> logistic
+  regression over the tags -> the task's scores (`metrics.token_classification_scores`: entity F1 and the rest).
+- ir: mean-pooled, L2-normalised query and document states, ranked by cosine -> `metrics.retrieval_scores`
+  (NDCG@10). Nothing is fitted, so there is no seed.
+
+Features are computed once per model and split; a seed draws the classifier's training subset (`n_train` of the
+encoded training pool), so seeds measure how much the probe depends on its training data. The test instances are the
+same for every model and seed (per-instance outputs are returned for paired comparisons).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from sklearn.linear_model import LogisticRegression
+from sklearn.preprocessing import StandardScaler
+from tqdm.auto import tqdm
+
+from evaluation import metrics
+from evaluation.token_classification import align_labels
+
+
+@torch.no_grad()
+def token_states(model, encodings: list[list[int]], pad_id: int, batch_size: int = 16, desc: str = "encoding",
+                 **forward_kwargs) -> list[np.ndarray]:
+    """The last hidden state of every token of each encoded text (a float32 array (tokens, hidden) per text), in
+    batches of similar lengths, right-padded with `pad_id`; `forward_kwargs` go to the model (`is_causal=`)."""
+    order = sorted(range(len(encodings)), key=lambda i: len(encodings[i]))
+    states: list[np.ndarray | None] = [None] * len(encodings)
+    for start in tqdm(range(0, len(order), batch_size), desc=desc, unit="batch", leave=False):
+        batch = [encodings[i] for i in order[start:start + batch_size]]
+        width = max(len(ids) for ids in batch)
+        ids = torch.tensor([e + [pad_id] * (width - len(e)) for e in batch], device=model.device)
+        mask = torch.tensor([[1] * len(e) + [0] * (width - len(e)) for e in batch], device=model.device)
+        hidden = model(input_ids=ids, attention_mask=mask, **forward_kwargs).last_hidden_state.float().cpu().numpy()
+        for row, i in enumerate(order[start:start + batch_size]):
+            states[i] = hidden[row, :len(encodings[i])]
+    return states
+
+
+def mean_pooled(states: list[np.ndarray], normalise: bool = False) -> np.ndarray:
+    pooled = np.stack([s.mean(axis=0) for s in states])
+    return pooled / np.linalg.norm(pooled, axis=1, keepdims=True) if normalise else pooled
+
+
+def fit_predict(train_x: np.ndarray, train_y: np.ndarray, test_x: np.ndarray) -> np.ndarray:
+    """A standardised multinomial logistic regression (L2, C=1): the probe's one classifier."""
+    scaler = StandardScaler().fit(train_x)
+    classifier = LogisticRegression(max_iter=1000).fit(scaler.transform(train_x), train_y)
+    return classifier.predict(scaler.transform(test_x))
+
+
+def subsets(n_pool: int, n_train: int, seeds) -> dict[int, np.ndarray]:
+    """The training subset of each seed: `n_train` of the pool's indices, drawn without replacement."""
+    if n_train > n_pool:
+        raise ValueError(f"a probe's training subset ({n_train}) cannot exceed its encoded pool ({n_pool})")
+    return {seed: np.sort(np.random.default_rng(seed).choice(n_pool, n_train, replace=False)) for seed in seeds}
+
+
+def probe_sc(encode, splits, n_train: int, seeds, text_column: str = "text") -> dict[int, dict]:
+    """{seed: {"accuracy", "per_instance": {"prediction", "reference"}}} of an SC task's probe; `encode(texts)`
+    returns token states per text, `splits` the task's "train" pool and "test" (`tasks.load_splits`)."""
+    train_x = mean_pooled(encode(splits["train"][text_column]))
+    test_x = mean_pooled(encode(splits["test"][text_column]))
+    train_y, test_y = np.array(splits["train"]["label"]), list(splits["test"]["label"])
+    out = {}
+    for seed, rows in subsets(len(train_y), n_train, seeds).items():
+        predicted = fit_predict(train_x[rows], train_y[rows], test_x).tolist()
+        out[seed] = {**metrics.accuracy(predicted, test_y),
+                     "per_instance": {"prediction": predicted, "reference": test_y}}
+    return out
+
+
+def word_features(encode, tokenizer, split, max_length: int) -> tuple[list[np.ndarray], list[list[int]]]:
+    """Per sentence, the states of each word's first token (words cut by truncation have none) and the word
+    indices they belong to."""
+    encoded = align_labels(split, tokenizer, max_length, "first")
+    states = encode(encoded["input_ids"])
+    features, words = [], []
+    for state, labels, word_ids in zip(states, encoded["labels"], encoded["word_ids"]):
+        firsts = [j for j, label in enumerate(labels) if label != -100]
+        features.append(state[firsts])
+        words.append([word_ids[j] for j in firsts])
+    return features, words
+
+
+def probe_tc(encode, tokenizer, splits, labels: list[str], n_train: int, seeds, max_length: int) -> dict[int, dict]:
+    """{seed: the task's TC scores, with "per_instance" predicted and gold tag sequences} of a TC task's probe
+    (`n_train` training sentences per seed; a test word without a token is predicted "O")."""
+    train_f, train_words = word_features(encode, tokenizer, splits["train"], max_length)
+    test_f, test_words = word_features(encode, tokenizer, splits["test"], max_length)
+    train_tags = [np.array(tags, dtype=int)[words] for tags, words in zip(splits["train"]["tags"], train_words)]
+    gold = [[labels[t] for t in tags] for tags in splits["test"]["tags"]]
+    test_x = np.concatenate(test_f)
+    out = {}
+    for seed, rows in subsets(len(train_f), n_train, seeds).items():
+        predicted_flat = fit_predict(np.concatenate([train_f[i] for i in rows]),
+                                     np.concatenate([train_tags[i] for i in rows]), test_x)
+        predicted, at = [], 0
+        for words, tags in zip(test_words, gold):
+            sentence = ["O"] * len(tags)
+            for w in words:
+                sentence[w] = labels[predicted_flat[at]]
+                at += 1
+            predicted.append(sentence)
+        out[seed] = {**metrics.token_classification_scores(predicted, gold),
+                     "per_instance": {"prediction": predicted, "reference": gold}}
+    return out
+
+
+def probe_ir(encode, split, query_prefix: str = "", document_prefix: str = "") -> dict:
+    """Retrieval scores of a frozen encoder on an IR split (`tasks.RetrievalSplit`): cosine of mean-pooled states,
+    every document of the split's corpus ranked for every query."""
+    doc_ids, query_ids = sorted(split.corpus), sorted(split.queries)
+    docs = mean_pooled(encode([document_prefix + split.corpus[d] for d in doc_ids]), normalise=True)
+    queries = mean_pooled(encode([query_prefix + split.queries[q] for q in query_ids]), normalise=True)
+    similarity = queries @ docs.T
+    run = {q: dict(zip(doc_ids, map(float, row))) for q, row in zip(query_ids, similarity)}
+    return {**metrics.retrieval_scores(run, split.qrels), "random_ndcg@10": random_ndcg(split)}
+
+
+def random_ndcg(split, shuffles: int = 200, seed: int = 0) -> float:
+    """The expected NDCG@10 of ranking the split's corpus at random (the mean over seeded shuffles): the trivial
+    baseline of a retrieval probe."""
+    rng = np.random.default_rng(seed)
+    doc_ids = sorted(split.corpus)
+    values = []
+    for _ in range(shuffles):
+        run = {q: dict(zip(doc_ids, rng.random(len(doc_ids)).tolist())) for q in sorted(split.queries)}
+        values.append(metrics.retrieval_scores(run, split.qrels)["ndcg@10"])
+    return float(np.mean(values))
