@@ -25,9 +25,7 @@ import sys
 from pathlib import Path
 
 from core import cli
-from evaluation import extractive_qa, finetune_args, model_inputs, tasks, token_classification
-
-IGNORE = token_classification.IGNORE_INDEX
+from evaluation import finetune_args, tasks
 
 
 def _text(value: str) -> str:
@@ -51,6 +49,9 @@ def _show_sc(task, split, tokenizer, args) -> list[str]:
 
 def _show_tc(task, split, tokenizer, args) -> list[str]:
     """Words and tags, then each token with its word and the tag it is trained on."""
+    from evaluation import token_classification
+
+    ignore = token_classification.IGNORE_INDEX
     labelling = args.tc_labelling or task.tc_labelling
     encoded = token_classification.align_labels(split[:], tokenizer, args.max_length, labelling)
     which = "every" if labelling == "all" else "the first"
@@ -62,13 +63,13 @@ def _show_tc(task, split, tokenizer, args) -> list[str]:
         tokens = tokenizer.convert_ids_to_tokens(ids)
         width = max(len(t) for t in tokens)
         for token_id, token, word, label in zip(ids, tokens, encoded["word_ids"][i], encoded["labels"][i]):
-            if word == IGNORE:
+            if word == ignore:
                 where = "special" if token_id in tokenizer.all_special_ids else "no word"
             else:
                 where = f"word {word} {row['tokens'][word]!r}"
-            tag = "-100" if label == IGNORE else task.labels[label]
+            tag = "-100" if label == ignore else task.labels[label]
             lines.append(f"    {token:<{width}}  {tag:<8}  {where}")
-        kept = {w for w in encoded["word_ids"][i] if w != IGNORE}
+        kept = {w for w in encoded["word_ids"][i] if w != ignore}
         lost = [w for w in range(len(row["tokens"])) if w not in kept]
         if lost:
             lines.append(f"    words without a token (predicted {token_classification.NO_TOKEN_TAG!r}): {lost}")
@@ -77,6 +78,8 @@ def _show_tc(task, split, tokenizer, args) -> list[str]:
 
 def _show_qa(task, split, tokenizer, args) -> list[str]:
     """Question, answer, windows and the answer span in the tokens of the window holding it."""
+    from evaluation import extractive_qa, model_inputs
+
     settings = finetune_args.FinetuneArgs(qa_max_length=args.max_length or finetune_args.FinetuneArgs.qa_max_length)
     if (Path(args.model) / "config.json").is_file():  # the grid's windows: cut to fit the model's positions
         length, stride = model_inputs.qa_windows(settings, args.model)
@@ -130,6 +133,13 @@ def inspect(args: argparse.Namespace) -> str:
     task_list = [tasks.load_task(name) for name in cli.split_list(args.task)]
     if not task_list:
         raise ValueError("--task is empty; give a task name or a task YAML path")
+    import datasets  # torch and datasets: after the flags and task names are checked
+    import transformers
+
+    from evaluation import model_inputs
+
+    transformers.logging.set_verbosity_error()  # the report is the only output
+    datasets.disable_progress_bars()
     tokenizer = model_inputs.load_finetuning_tokenizer(args.model)
     reports = []
     for task in task_list:
@@ -171,11 +181,6 @@ def make_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> None:
-    import datasets
-    import transformers
-
-    transformers.logging.set_verbosity_error()  # the report is the only output
-    datasets.disable_progress_bars()
     args = make_parser().parse_args(argv)
     with cli.bad_input_exits():
         if args.n < 1:

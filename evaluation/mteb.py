@@ -63,17 +63,7 @@ from transformers import HfArgumentParser
 
 from core import artifacts, cli, store
 from core.sentence_transformers_files import PROMPTS, SENTENCE_TRANSFORMERS_FILES
-from evaluation import (
-    attention,
-    baselines,
-    finetune_args,
-    identity,
-    metrics,
-    model_inputs,
-    resolve,
-    retrieval,
-    tasks,
-)
+from evaluation import baselines, finetune_args, identity, metrics, resolve, tasks
 
 TASK_SUFFIX = "-mteb"  # results of task T are filed under task T-mteb: their own report row
 LR, SEED = 0.0, 0  # the record's grid coordinates: lr0-seed0.json (nothing is trained)
@@ -287,6 +277,8 @@ def resolve_model_entry(spec: str) -> Model:
     artifacts.check_loadable(path)
     has_st = (Path(path) / "modules.json").is_file()
     if not has_st:
+        from evaluation import model_inputs  # torch: after the arguments are checked
+
         model_inputs.load_finetuning_tokenizer(path)  # a plain encoder needs its tokenizer: one line now, not mid-run
     model_id = dict(artifacts.checkpoint_identity(path))
     if has_st:  # the pooling, prompts and max length decide the embeddings too
@@ -310,6 +302,8 @@ def load_encoder(model: Model, prompts: dict, args: MtebArgs):
     else:
         import torch
 
+        from evaluation import model_inputs, retrieval
+
         precision = "bf16_weights" if args.dtype() == torch.bfloat16 else "fp32"
         settings = finetune_args.FinetuneArgs(max_length=args.max_length, precision=precision, ir_pooling=args.pooling,
                                        query_prompt=args.query_prompt, document_prompt=args.document_prompt)
@@ -323,6 +317,8 @@ def load_encoder(model: Model, prompts: dict, args: MtebArgs):
 def encoder_settings(encoder) -> dict:
     """What decides the embeddings besides the weights: prompts, pooling, max length, similarity, dtype, and the
     attention pattern the encoder really uses (recorded or probed, `attention.pattern`)."""
+    from evaluation import attention
+
     pooling = [m for m in encoder if type(m).__name__ == "Pooling"]
     transformers_modules = [m for m in encoder if hasattr(m, "auto_model")]
     return {"prompts": dict(encoder.prompts), "pooling": pooling[0].get_config_dict() if pooling else None,
@@ -374,6 +370,8 @@ def scores_record(evaluated: dict) -> dict:
     """The record's scores: test under the project's names, per query mteb's values with the top-100 ranking
     (so `metrics.rescore` recomputes them), every mteb score, and the random-ranking baseline."""
     from mteb._evaluators.retrieval_metrics import mrr
+
+    from evaluation import retrieval
 
     qrels, ranked = evaluated["qrels"], evaluated["run"]
     mrr_at_10 = dict(zip(ranked, mrr(qrels, ranked, [10])["MRR@10"]))  # mteb's own per-query MRR, in run order

@@ -15,16 +15,14 @@ shows what each objective learned, beside the fine-tuning results.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import textwrap
 from pathlib import Path
 
-import torch
-
 from core import artifacts, cli, colours, names
 from core.formatting import table_cell
 from core.paths import missing_path, resolve_data_dir
-from pretraining import collator, data
 
 # heldout.csv: one row per checkpoint. `tokens_seen` counts every token the checkpoint saw, a CPT run's base included;
 # `tokens_before_cpt` is the part before this run (0 from scratch). For a CPT run from a base without run_info (a
@@ -34,7 +32,18 @@ CSV_COLUMNS = ("model", "step", "tokens_seen", "tokens_before_cpt", "clm_loss", 
                "blocks", "block_size")
 
 
-@torch.no_grad()
+def _no_grad(function):
+    """`torch.no_grad()` as a decorator, torch imported at the call: a command line checks its arguments first."""
+    @functools.wraps(function)
+    def without_gradients(*args, **kwargs):
+        import torch
+
+        with torch.no_grad():
+            return function(*args, **kwargs)
+    return without_gradients
+
+
+@_no_grad
 def heldout_losses(model_dir: str | Path, blocks, tokenizer, mlm_probability: float = 0.4, batch_size: int = 16,
                    masking_seed: int = 0) -> dict:
     """Mean per-token CLM and MLM losses of one checkpoint on `blocks` (a packed dataset).
@@ -47,7 +56,10 @@ def heldout_losses(model_dir: str | Path, blocks, tokenizer, mlm_probability: fl
         batch_size: blocks per forward pass.
         masking_seed: seed of the per-block masks (the same masks for every model).
     """
+    import torch
+
     from modeling_eurobert import EuroBertClmMlmForMaskedLM
+    from pretraining import collator
 
     model = EuroBertClmMlmForMaskedLM.from_pretrained(str(model_dir), dtype=torch.float32).eval()
     clm = collator.PretrainingCollator("clm", tokenizer)
@@ -65,12 +77,16 @@ def heldout_losses(model_dir: str | Path, blocks, tokenizer, mlm_probability: fl
     return {f"{k}_loss": total / max(count, 1) for k, (total, count) in totals.items()}
 
 
-@torch.no_grad()
+@_no_grad
 def masked_token_scores(model, blocks, tokenizer, mlm_probability: float = 0.4, mlm_causal: bool = False,
                         batch_size: int = 8, masking_seed: int = 0) -> dict:
     """Masked-token loss and accuracy (the MLM objective, attention causal or bidirectional as asked) and the
     next-token loss (causal) of a loaded `EuroBertClmMlmForMaskedLM` on `blocks`, with the per-block masks of
     `heldout_losses`: the same masked positions for every model. A masked token is predicted at its own position."""
+    import torch
+
+    from pretraining import collator
+
     clm = collator.PretrainingCollator("clm", tokenizer)
     mlm = collator.PretrainingCollator("mlm", tokenizer, mlm_probability=mlm_probability, seed=masking_seed)
     sums = {"mlm_loss": 0.0, "mlm_correct": 0, "mlm_count": 0, "clm_loss": 0.0, "clm_count": 0}
@@ -96,6 +112,8 @@ def masked_token_scores(model, blocks, tokenizer, mlm_probability: float = 0.4, 
 def heldout_blocks(tokenizer, block_size: int, n_blocks: int, cache_dir: str | Path, data_dir=None, data_seed: int = 0,
                    source: str = "bundle"):
     """The first `n_blocks` packed blocks of the corpus's validation split (fewer if it holds fewer)."""
+    from pretraining import data
+
     corpus = data.load_corpora(source, data_dir, split="valid")
     blocks = data.build_packed_dataset(tokenizer, corpus, block_size, data_seed, cache_dir)
     return blocks.select(range(min(n_blocks, len(blocks))))
@@ -105,6 +123,8 @@ def score_checkpoints(models: list[str | Path], tokenizer_dir: str | Path, block
                       cache_dir: str | Path, data_dir=None, mlm_probability: float = 0.4) -> list[dict]:
     """One row per checkpoint: its run_info name, paper-scale step, tokens seen (a CPT base's included) and both
     held-out losses."""
+    from pretraining import data
+
     tokenizer = data.load_pretraining_tokenizer(tokenizer_dir, objective="mlm")
     blocks = heldout_blocks(tokenizer, block_size, n_blocks, cache_dir, data_dir)
     rows = []
