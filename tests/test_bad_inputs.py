@@ -177,6 +177,18 @@ CLI_ROWS = {
         (["--write_configs", "paper,toy"], "pass --output"),
         (["--write_configs", "toy", "--output", "{file}"], "is a file"),
     ],
+    "recipes.real_models": [
+        (["--output", "{file}"], "is a file"),
+        (["--output", "{out}", "--models", "smollm2"], "unknown ['smollm2']"),
+    ],
+    "recipes.real_decoder": [
+        (["--output", "{file}"], "is a file"),
+        (["--output", "{out}", "--scale", "huge"], "invalid choice: 'huge'"),
+        (["--output", "{out}", "--decoder", "{tmp}"], "is not a model folder (no config.json)"),
+        (["--output", "{out}", "--decoder", "{model}", "--data_dir", "{tmp}/missing"], "data bundle not found"),
+        (["--output", "{out}", "--from_results", "{tmp}/missing.tar.xz"], "missing.tar.xz is not a file"),
+        (["--output", "{out}", "--from_results", "{file}", "--docs", "{file}"], "--docs"),
+    ],
     "pretraining.heldout": [
         (["--model", "{tmp}/missing", "--tokenizer", "{model}", "--block_size", "16", "--output", "{out}/loss.csv"],
          "missing"),
@@ -373,6 +385,7 @@ EXEMPT["analysis.report"] = {"--bootstrap": "a switch: no value to get wrong",
                                "--output": "H2's rows (issue 24 point 6) and tests/test_report.py (foreign files)",
                                "--compare": "needs results: tests/test_report.py refuses A,A and unknown names"}
 EXEMPT["recipes.manifest"] = {"--list": "a switch: no value to get wrong"}
+EXEMPT["recipes.real_decoder"] = {"--real_models": "where recipes.real_models writes: its --output rows"}
 EXEMPT["analysis.import_encodeval"] = {"--models": "tests/test_import_encodeval.py (a subset that matches nothing)",
                                        "--datasets": "tests/test_import_encodeval.py (a subset that matches nothing)"}
 EXEMPT["recipes.study"] = {"--docs": "H2's rows (issue 24 point 4: --docs FILE)"}
@@ -446,6 +459,7 @@ def _placeholders(tmp_path, model_dir) -> dict:
     (tmp_path / "llama" / "config.json").write_text(json.dumps({
         "model_type": "llama", "architectures": ["LlamaForCausalLM"], "vocab_size": 99, "hidden_size": 32,
         "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 37}))
+    (tmp_path / "llama" / "model.safetensors").write_bytes(b"")  # its weights (only their presence is read first)
     return {"{out}": str(tmp_path / "out"), "{tmp}": str(tmp_path), "{file}": str(tmp_path / "file.txt"),
             "{repo}": str(REPO_ROOT), "{model}": str(model_dir), "{dup_a}": str(tmp_path / "a" / "task.yaml"),
             "{dup_b}": str(tmp_path / "b" / "task.yaml"), "{bad_yaml}": str(tmp_path / "bad.yaml"),
