@@ -12,7 +12,8 @@ converted SmolLM2-135M against transformers' Llama, each in one run.
   49,154, hidden 576, 30 layers, 9 / 3 heads), one process, 2 threads, wall clock, batch 4 x 128: our MLM 40% head
   (masked positions only) vs transformers' native full-vocabulary `EuroBertForMaskedLM`, our CLM vs
   `LlamaForCausalLM`, as best-step ratios.
-The dry run scores 10 queries against their judged documents and times one step of each pair at batch 1 x 32.
+The dry run scores 10 queries against their judged documents and times one step of each pair at batch 1 x 32 on
+the checkpoint's widths with 2 random layers.
 """
 
 import argparse
@@ -47,9 +48,14 @@ def minilm_scifact(model_dir: Path, dry_run: bool) -> dict:
 def throughput(converted: Path, dry_run: bool) -> dict:
     from bench import bench_model
 
-    shape = ["--batch", "1", "--seq", "32", "--steps", "1", "--warmup", "0"] if dry_run else \
-        ["--batch", "4", "--seq", "128", "--steps", "3", "--warmup", "1"]
-    figures = bench_model.main(["--checkpoint", str(converted), "--threads", "2", "--clock", "wall", *shape])
+    if dry_run:  # the checkpoint's widths and vocabulary, 2 random layers: one step of each pair, in seconds
+        config = json.loads((converted / "config.json").read_text())
+        shape = ["--vocab", str(config["vocab_size"]), "--hidden", str(config["hidden_size"]), "--layers", "2",
+                 "--heads", str(config["num_attention_heads"]), "--kv_heads", str(config["num_key_value_heads"]),
+                 "--batch", "1", "--seq", "32", "--steps", "1", "--warmup", "0"]
+    else:
+        shape = ["--checkpoint", str(converted), "--batch", "4", "--seq", "128", "--steps", "3", "--warmup", "1"]
+    figures = bench_model.main(["--threads", "2", "--clock", "wall", *shape])
     return {"pairs": figures["pairs"], "setup": figures["setup"]}
 
 

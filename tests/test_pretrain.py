@@ -280,12 +280,12 @@ def test_yaml_cli_precedence_and_unknown_keys(tmp_path, cache_dir):
 def test_every_shipped_yaml_parses(tmp_path):
     """The committed configs, and those the manifest writes for the other scales."""
     configs = sorted(Path("recipes/configs").rglob("*.yaml"))
-    assert len(configs) == 3 + 38  # debug, cpt-debug, cpt-from-decoder + paper
+    assert len(configs) == 4 + 38  # debug, cpt-debug, cpt-from-decoder, real-decoder-cpt + paper
     for scale in (scale for scale in manifest.SCALES if scale not in manifest.COMMITTED_SCALES):
         configs += manifest.write_configs(scale, tmp_path)
     for path in configs:
         recipe = manifest.recipes().get(path.stem)
-        decoder = path.stem in ("cpt-from-decoder", "cpt-debug")  # their base comes from the command line
+        decoder = path.stem in ("cpt-from-decoder", "cpt-debug", "real-decoder-cpt")  # base from the command line
         parser = cpt.make_parser() if (recipe and recipe.cpt_base) or decoder else pretrain.make_parser()
         # use_cpu: TrainingArguments refuses bf16 (paper configs) on a machine without a bf16 GPU otherwise
         # paper configs assume 8 GPUs (global batch 1152); here there is one CPU process
