@@ -30,6 +30,7 @@ import os
 import platform
 import shutil
 import subprocess
+import tarfile
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -253,6 +254,18 @@ def atomic_directory(path: str | os.PathLike, expected=_AT_ENTRY) -> Iterator[Pa
         raise
     finally:
         os.close(held)
+
+
+def write_tar_xz(archive: str | os.PathLike, files: dict[str, Path]) -> Path:
+    """Pack {name in the archive: file} into a tar.xz whose bytes depend only on the names and contents (sorted, no
+    times or owners), atomically: the same files always give the same archive."""
+    with atomic_file(archive) as tmp, tarfile.open(tmp, "w:xz", preset=6, format=tarfile.PAX_FORMAT) as tar:
+        for name in sorted(files):
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = files[name].stat().st_size, 0o644
+            with files[name].open("rb") as f:
+                tar.addfile(info, f)
+    return Path(archive)
 
 
 def is_folder_name(name) -> bool:

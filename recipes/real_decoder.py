@@ -398,27 +398,26 @@ def plot(rows: list[dict], baselines: dict, path: Path, title: str) -> Path:
 
 # --------------------------------------------------------------------------------------------------------- CLI
 def write_archive(results: Path, archive: Path) -> Path:
-    """results.tar.xz of every result file, sorted, with fixed metadata (the same bytes for the same results)."""
-    with artifacts.atomic_file(archive) as tmp, tarfile.open(tmp, "w:xz") as tar:
-        for path in sorted(results.glob("*/*.json")):
-            info = tar.gettarinfo(str(path), arcname=f"results/{path.relative_to(results)}")
-            info.mtime, info.uid, info.gid, info.uname, info.gname, info.mode = 0, 0, 0, "", "", 0o644
-            with open(path, "rb") as f:
-                tar.addfile(info, f)
-    return archive
+    """results.tar.xz of every result file (the same bytes for the same results)."""
+    return artifacts.write_tar_xz(archive, {f"results/{p.relative_to(results).as_posix()}": p
+                                            for p in sorted(results.glob("*/*.json"))})
 
 
 def unpack_archive(archive: Path, output: Path) -> Path:
-    """The archive's result files under `output/results/` (members must be `results/<arm>/<measure>.json`)."""
-    with tarfile.open(archive) as tar:
-        members = tar.getmembers()
-        allowed = {f"results/{arm}/{what}.json" for arm in ARMS for what in MEASURES}
-        odd = [m.name for m in members if m.name not in allowed or not m.isfile()]
-        if odd or len({m.name for m in members}) != len(members):
-            raise ValueError(f"{archive} holds members other than one results/<arm>/<measure>.json each "
-                             f"({', '.join(odd[:3]) or 'a duplicate'}); it is not a real-decoder archive")
-        for member in members:
-            artifacts.write_text_atomic(output / member.name, tar.extractfile(member).read().decode("utf-8"))
+    """The archive's result files under `output/results/`, read once and checked before any is written (members must
+    be one `results/<arm>/<measure>.json` each)."""
+    allowed = {f"results/{arm}/{what}.json" for arm in ARMS for what in MEASURES}
+    try:
+        with tarfile.open(archive) as tar:
+            members = [(m.name, tar.extractfile(m).read() if m.isfile() else None) for m in tar]
+    except (tarfile.TarError, OSError, EOFError) as error:
+        raise ValueError(f"{archive} is not a readable tar.xz ({error}); pass a results.tar.xz written by --docs")
+    odd = [name for name, data in members if name not in allowed or data is None]
+    if odd or len({name for name, _ in members}) != len(members):
+        raise ValueError(f"{archive} holds members other than one results/<arm>/<measure>.json each "
+                         f"({', '.join(odd[:3]) or 'a duplicate'}); it is not a real-decoder archive")
+    for name, data in members:
+        artifacts.write_text_atomic(output / name, data.decode("utf-8"))
     return output / "results"
 
 

@@ -100,13 +100,7 @@ def write_results_archive(output: Path, archive: Path, reuse: Path | None = None
             with artifacts.atomic_file(archive) as tmp:
                 shutil.copyfile(reuse, tmp)
         return archive
-    with artifacts.atomic_file(archive) as tmp, tarfile.open(tmp, "w:xz", preset=6, format=tarfile.PAX_FORMAT) as tar:
-        for path in sorted(_archived_files(output)):
-            info = tarfile.TarInfo(path.relative_to(output).as_posix())
-            info.size, info.mode = path.stat().st_size, 0o644
-            with path.open("rb") as f:
-                tar.addfile(info, f)
-    return archive
+    return artifacts.write_tar_xz(archive, {p.relative_to(output).as_posix(): p for p in _archived_files(output)})
 
 
 def read_archive(archive: Path) -> dict[str, bytes]:
