@@ -388,3 +388,51 @@ def test_the_tc_verdict_shows_entity_f1_beside_the_main_metric():
     assert tc["entity_f1"] == "-0.1000 [-0.1096, -0.0904]"  # the test instances' part: tp varies by instance
     assert verdict["tc_clm_on_par"] == ("agrees at this scale; entity F1, CLM - MLM40 (95% CI, not a test): conll2003 "
                                         "-0.1000 [-0.1096, -0.0904]")
+
+
+IR = {"task": "scifact", "family": "ir", "metric": "ndcg@10"}
+
+
+def sizes(gaps: dict, clm=0.6) -> dict:
+    """CLM and MLM40 finals at each size of `gaps` {size: MLM40 - CLM}, at the paper's 42k budget (past the IR
+    crossover interval at 210m and 610m)."""
+    return {name: level for size, gap in gaps.items()
+            for name, level in ((f"{size}-clm-42k", clm), (f"{size}-mlm40-42k", clm + gap))}
+
+
+@pytest.mark.parametrize("gaps, expected", [
+    ({"210m": 0.10, "610m": 0.02}, "agrees at this scale"),      # MLM's lead shrinks from 0.10 to 0.02
+    ({"210m": 0.02, "610m": 0.10}, "disagrees at this scale"),   # it grows
+    ({"210m": 0.05, "410m": 0.0, "610m": 0.05}, "inconclusive at this scale"),  # 210m to 610m: the same gap
+])
+def test_the_ir_gap_across_sizes_is_the_largest_minus_the_smallest(gaps, expected):
+    """The IR claim's second clause, tested where two or more sizes exist at one budget: (MLM40 - CLM) at the
+    largest size minus at the smallest, paired by task, with its interval; the middle size does not enter."""
+    tested, verdict = verdicts(grid(sizes(gaps), **IR))
+    (row,) = [r for r in tested if r["finding"] == "ir_gap_narrows"]
+    largest, smallest = max(gaps, key=findings.size_value), min(gaps, key=findings.size_value)
+    assert (row["a"], row["b"]) == (f"{largest}-mlm40-42k", f"{smallest}-mlm40-42k") and row["untestable"] == ""
+    assert row["delta"] == pytest.approx(gaps[largest] - gaps[smallest], abs=0.01)
+    assert row["ci_low"] < row["delta"] < row["ci_high"] and row["n_seeds"] == "3/3/3/3"
+    assert verdict["ir_gap_narrows"] == expected
+    # the four models share one test set: the gap's difference is the difference of the two paired comparisons
+    pair = {r["a"]: r["delta"] for r in tested if r["finding"] == "ir_mlm_better"}
+    assert row["delta"] == pytest.approx(pair[row["a"]] - pair[row["b"]])
+
+
+def test_the_ir_gap_across_sizes_needs_two_sizes_that_learned_the_task():
+    """One size: not testable, naming it; a model at the trivial baseline (0.2): not testable, naming it; a toy
+    study's names of two sizes trained at one architecture (one parameter count): one size too."""
+    _, verdict = verdicts(grid(sizes({"610m": 0.05}), **IR))
+    assert verdict["ir_gap_narrows"] == "not testable at this scale: one model size (610m)"
+    chance = sizes({"210m": 0.10, "610m": 0.02}) | {"210m-clm-42k": 0.2}
+    _, verdict = verdicts(grid(chance, noise=0.0, seed_sd=0.0, **IR))
+    assert verdict["ir_gap_narrows"] == ("not testable at this scale: 210m-clm-42k not above chance on scifact (at "
+                                         "the trivial baseline 0.2)")
+    toy = findings.Regime(tokens_per_step=2048.0, parameters=216_000.0)
+    _, verdict = verdicts(grid(sizes({"210m": 0.10, "610m": 0.02}), **IR), toy)
+    assert verdict["ir_gap_narrows"] == ("not testable at this scale: one model size (216,000 parameters: this study "
+                                         "trains its 210m, 610m names at one architecture)")
+    # no IR task at all: the clause says so, as the IR finding does
+    verdict = {v["finding"]: v["verdict"] for v in findings.verdicts([], {"tc"})}
+    assert verdict["ir_gap_narrows"] == verdict["ir_mlm_better"] == "not testable at this scale: no IR task"
