@@ -420,6 +420,22 @@ def test_the_ir_gap_across_sizes_is_the_largest_minus_the_smallest(gaps, expecte
     assert row["delta"] == pytest.approx(pair[row["a"]] - pair[row["b"]])
 
 
+def test_a_contrast_of_two_models_is_their_paired_comparison():
+    """`statistics.contrast` with weights (1, -1) is `paired_comparison`: the same estimate, units and df, and the
+    test instances' part drawn once for both (a shared instance effect cancels); drawn apart it would not."""
+    records = grid(dict.fromkeys(FINALS, 0.7), n=200, noise=0.0, seed_sd=0.01)
+    shared = np.random.default_rng(5).normal(0, 0.2, 200)  # every model finds the same instances easy or hard
+    for r in records:
+        for row, shift in zip(r["per_instance"]["test"], shared):
+            row["sentence_macro_f1"] += shift
+    runs = [statistics.best_runs(records, statistics.summarize(records), m, "conll2003") for m in FINALS]
+    paired = statistics.paired_comparison(*runs, "sentence_macro_f1")
+    result = statistics.contrast(runs, [1, -1], "sentence_macro_f1")
+    assert result["delta"] == pytest.approx(paired["delta"]) and result["df"] == pytest.approx(paired["df"], rel=0.05)
+    # drawn apart, the instances' part alone would be 0.2 x sqrt(2 / 200) = 0.02
+    assert result["se"] == pytest.approx(paired["se"], rel=0.05) and result["se"] < 0.01
+
+
 def test_the_ir_gap_across_sizes_needs_two_sizes_that_learned_the_task():
     """One size: not testable, naming it; a model at the trivial baseline (0.2): not testable, naming it; a toy
     study's names of two sizes trained at one architecture (one parameter count): one size too."""
