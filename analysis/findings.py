@@ -120,7 +120,9 @@ def crossover_interval(family: str, convention: str = "counted") -> tuple[float,
 class Regime:
     """How many tokens a model's name means: `tokens_per_step` tokens per step of the names, over `parameters`
     (input embedding in, LM head out; one count for every size, or {size: count}), of which `embeddings` are the
-    input embedding (None: unknown, the no-embeddings convention is then not shown). The default is the paper's."""
+    input embedding (None: unknown, the no-embeddings convention is then not shown); and which step the run took at
+    a step of its name (`step_divisor`: the name's step divided by it; None: 1 for a paper-scale name under the
+    paper's sizes, unknown otherwise). The default is the paper's."""
 
     tokens_per_step: float = PAPER_TOKENS_PER_STEP
     parameters: float | dict = field(default_factory=lambda: dict(PAPER_PARAMETERS))
@@ -129,6 +131,7 @@ class Regime:
     # task -> (low, high): LRs an earlier, wider grid measured worse on either side of this grid, declared by the
     # study (`parse_brackets`); an optimum this grid cannot bracket itself counts as bracketed by them, named so
     bracketed_by: dict = field(default_factory=dict)
+    step_divisor: int | None = None
 
     def __post_init__(self):
         if not isinstance(self.parameters, dict) and isinstance(self.embeddings, dict):  # a toy count, paper embeddings
@@ -148,6 +151,26 @@ class Regime:
             count = count - embeddings if count and embeddings is not None else None
         steps = p.paper_step if p.paper_step is not None else p.total_steps
         return steps * self.tokens_per_step / count if count else None
+
+    def parameters_of(self, shown: str) -> float | None:
+        """The parameters of the model a name stands for as a reader sees it (`shown`: its scale first), input
+        embedding in, LM head out: the study's count, or the paper's size table for a paper-scale name under the
+        paper's sizes; None when unknown (a name outside the grammar, a study's name without its study's count)."""
+        p = names.try_parse_name(shown)
+        if p is None:
+            return None
+        if isinstance(self.parameters, dict):
+            return None if p.scale else self.parameters.get(p.size)
+        return self.parameters
+
+    def steps_of(self, shown: str) -> tuple[int, int] | None:
+        """(the step the run saved this checkpoint at, the run's total) of a name as a reader sees it: the name's
+        steps (an intermediate checkpoint's paper step, the total) divided by `step_divisor`; None when unknown."""
+        p = names.try_parse_name(shown)
+        divisor = self.step_divisor or (1 if p and not p.scale and isinstance(self.parameters, dict) else None)
+        if p is None or divisor is None:
+            return None
+        return (p.paper_step or p.total_steps) // divisor, p.total_steps // divisor
 
     def both(self, model: str) -> str:
         """"48.4 (118 without embeddings)": the tokens per parameter under both conventions."""
