@@ -408,12 +408,14 @@ def gap_across_sizes(records, rows, regime: Regime, task: str, pairs: list[tuple
            "n_seeds": "/".join(_n_units(r) for r in runs), "hypothesis": hypothesis("ir_gap_narrows"),
            "delta": math.nan, "p": math.nan, "p_other": math.nan, "ci_low": math.nan, "ci_high": math.nan,
            "bracket": declared_brackets(rows, regime, task, models)}
+    one = None if isinstance(regime.parameters, dict) else (
+        f"one model size ({regime.parameters:,.0f} parameters: this study trains its "
+        f"{', '.join(size for size, _, _ in pairs)} name(s) at one architecture)")
     if len(pairs) < 2:
         return [{**row, "b": clm_small, "measure": f"MLM40 - CLM at {small} ({metric})", "bracket": "",
-                 "n_seeds": "/".join(_n_units(r) for r in runs[:2]), "untestable": f"one model size ({small})"}]
-    if not isinstance(regime.parameters, dict):
-        return [{**row, "untestable": f"one model size ({regime.parameters:,.0f} parameters: this study trains its "
-                                      f"{', '.join(size for size, _, _ in pairs)} names at one architecture)"}]
+                 "n_seeds": "/".join(_n_units(r) for r in runs[:2]), "untestable": one or f"one model size ({small})"}]
+    if one:
+        return [{**row, "untestable": one}]
     result = statistics.contrast(runs, [1, -1, -1, 1], metric)
     return [{**row, **_tested("ir_gap_narrows", result["delta"], result["se"], result["df"]),
              "ci_low": result["ci_low"], "ci_high": result["ci_high"],

@@ -448,7 +448,7 @@ def test_the_ir_gap_across_sizes_needs_two_sizes_that_learned_the_task():
     toy = findings.Regime(tokens_per_step=2048.0, parameters=216_000.0)
     _, verdict = verdicts(grid(sizes({"210m": 0.10, "610m": 0.02}), **IR), toy)
     assert verdict["ir_gap_narrows"] == ("not testable at this scale: one model size (216,000 parameters: this study "
-                                         "trains its 210m, 610m names at one architecture)")
+                                         "trains its 210m, 610m name(s) at one architecture)")
     # no IR task at all: the clause says so, as the IR finding does
     verdict = {v["finding"]: v["verdict"] for v in findings.verdicts([], {"tc"})}
     assert verdict["ir_gap_narrows"] == verdict["ir_mlm_better"] == "not testable at this scale: no IR task"
