@@ -300,13 +300,27 @@ def paired_comparison(records_a: list[dict], records_b: list[dict], metric: str,
         deltas.append(score_a - score_b)
         instance_deltas.append((weights @ mean_a) / (weights @ mden_a).clip(1e-12)
                                - (weights @ mean_b) / (weights @ mden_b).clip(1e-12))
-    deltas, instance_deltas = np.concatenate(deltas), np.concatenate(instance_deltas)
     delta = mean_a.sum() / max(mden_a.sum(), 1e-12) - mean_b.sum() / max(mden_b.sum(), 1e-12)
-    parts = []
-    for records in (records_a, records_b):
-        units = unit_scores(records)
-        parts.append((float(np.var(units, ddof=1)) / len(units) if len(units) > 1 else 0.0, len(units) - 1))
-    variance = sum(part for part, _ in parts) + float(np.var(instance_deltas, ddof=1))
+    parts = [unit_part(records) for records in (records_a, records_b)]
+    per_a = mean_a / np.where(mden_a > 0, mden_a, 1)
+    per_b = mean_b / np.where(mden_b > 0, mden_b, 1)
+    p_boot, bound = bootstrap_p(np.concatenate(deltas))
+    return {**t_test(float(delta), parts, float(np.var(np.concatenate(instance_deltas), ddof=1)), level),
+            "parts": parts, "p_bootstrap": p_boot, "p_bootstrap_bound": bound,
+            "wins": int((per_a > per_b).sum()), "losses": int((per_a < per_b).sum())}
+
+
+def unit_part(records: list[dict]) -> tuple[float, int]:
+    """One model's unit part of a difference's variance and its df: s^2 / n over its `unit_scores` (0 with one
+    unit: unknown)."""
+    units = unit_scores(records)
+    return (float(np.var(units, ddof=1)) / len(units) if len(units) > 1 else 0.0, len(units) - 1)
+
+
+def t_test(delta: float, parts: list[tuple[float, int]], instance_variance: float, level: float = 0.95) -> dict:
+    """A difference's Student-t interval and two-sided p: its variance the unit parts plus the instance part, df by
+    Welch-Satterthwaite on the unit parts (infinite for the instance part)."""
+    variance = sum(part for part, _ in parts) + instance_variance
     welch = sum(part ** 2 / df for part, df in parts if df > 0 and part > 0)
     df = variance ** 2 / welch if welch > 0 else math.inf
     se = math.sqrt(variance)
@@ -315,12 +329,7 @@ def paired_comparison(records_a: list[dict], records_b: list[dict], metric: str,
         p = float(2 * stats.t.sf(abs(delta) / se, df))
     else:
         half, p = 0.0, 1.0 if delta == 0 else 0.0
-    per_a = mean_a / np.where(mden_a > 0, mden_a, 1)
-    per_b = mean_b / np.where(mden_b > 0, mden_b, 1)
-    p_boot, bound = bootstrap_p(deltas)
-    return {"delta": float(delta), "se": se, "ci_low": float(delta - half), "ci_high": float(delta + half), "df": df,
-            "p": p, "parts": parts, "p_bootstrap": p_boot, "p_bootstrap_bound": bound,
-            "wins": int((per_a > per_b).sum()), "losses": int((per_a < per_b).sum())}
+    return {"delta": delta, "se": se, "ci_low": delta - half, "ci_high": delta + half, "df": df, "p": p}
 
 
 def instance_counts(rng: np.random.Generator, n: int, size: int) -> np.ndarray:
