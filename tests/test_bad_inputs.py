@@ -556,6 +556,10 @@ LIGHT_REFUSALS = [
                           "--resume_from_checkpoint", "runs/my-decoder-cp"], f"error: --resume_from_checkpoint {TYPO}"),
     ("recipes.cpt", ["--config", f"{REPO_ROOT}/recipes/configs/cpt-debug.yaml", "--output_dir", "out",
                      "--model_name_or_path", "runs/my-decoder-cp"], f"error: model_name_or_path {TYPO}"),
+    ("recipes.prepare_data", ["evaluation", "--tasks", "sst-2"], UNKNOWN_SST),
+    ("recipes.prepare_data", ["pretraining", "--config", f"{REPO_ROOT}/recipes/configs/debug.yaml",
+                              "--tokenizer_name_or_path", "runs/my-decoder-cp"],
+     f"error: tokenizer_name_or_path {TYPO}"),
 ]
 
 
