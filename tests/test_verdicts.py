@@ -388,3 +388,13 @@ def test_the_tc_verdict_shows_entity_f1_beside_the_main_metric():
     assert tc["entity_f1"] == "-0.1000 [-0.1096, -0.0904]"  # the test instances' part: tp varies by instance
     assert verdict["tc_clm_on_par"] == ("agrees at this scale; entity F1, CLM - MLM40 (95% CI, not a test): conll2003 "
                                         "-0.1000 [-0.1096, -0.0904]")
+
+
+def test_the_bootstraps_instance_counts_are_multinomial_draws():
+    """`instance_counts` (drawn indices, counted) replaced `rng.multinomial` for speed: each row is n draws with
+    replacement from n instances, so it sums to n, and a count has the multinomial's mean 1 and variance 1 - 1/n."""
+    rng = np.random.default_rng(0)
+    counts = statistics.instance_counts(rng, 50, 4000)
+    assert counts.shape == (4000, 50) and (counts.sum(1) == 50).all() and (counts >= 0).all()
+    assert abs(counts.mean() - 1) < 1e-12 and abs(counts.var() - (1 - 1 / 50)) < 0.03
+    assert not (counts[0] == counts[1]).all()  # rows are independent draws, not one draw repeated
