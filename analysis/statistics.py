@@ -293,20 +293,34 @@ def paired_comparison(records_a: list[dict], records_b: list[dict], metric: str,
     deltas, instance_deltas = [], []
     for start in range(0, n_resamples, 250):  # chunks keep the (samples x instances) matrices small
         size = min(250, n_resamples - start)
-        weights = rng.multinomial(n, np.full(n, 1.0 / n), size=size)  # instance counts, shared by A and B
+        weights = instance_counts(rng, n, size)  # shared by A and B
         runs_a, runs_b = resample_units(records_a, rng, size), resample_units(records_b, rng, size)
-        score_a = ((runs_a @ num_a) * weights).sum(1) / ((runs_a @ den_a) * weights).sum(1).clip(1e-12)
-        score_b = ((runs_b @ num_b) * weights).sum(1) / ((runs_b @ den_b) * weights).sum(1).clip(1e-12)
+        score_a = (runs_a * (weights @ num_a.T)).sum(1) / (runs_a * (weights @ den_a.T)).sum(1).clip(1e-12)
+        score_b = (runs_b * (weights @ num_b.T)).sum(1) / (runs_b * (weights @ den_b.T)).sum(1).clip(1e-12)
         deltas.append(score_a - score_b)
         instance_deltas.append((weights @ mean_a) / (weights @ mden_a).clip(1e-12)
                                - (weights @ mean_b) / (weights @ mden_b).clip(1e-12))
-    deltas, instance_deltas = np.concatenate(deltas), np.concatenate(instance_deltas)
     delta = mean_a.sum() / max(mden_a.sum(), 1e-12) - mean_b.sum() / max(mden_b.sum(), 1e-12)
-    parts = []
-    for records in (records_a, records_b):
-        units = unit_scores(records)
-        parts.append((float(np.var(units, ddof=1)) / len(units) if len(units) > 1 else 0.0, len(units) - 1))
-    variance = sum(part for part, _ in parts) + float(np.var(instance_deltas, ddof=1))
+    parts = [unit_part(records) for records in (records_a, records_b)]
+    per_a = mean_a / np.where(mden_a > 0, mden_a, 1)
+    per_b = mean_b / np.where(mden_b > 0, mden_b, 1)
+    p_boot, bound = bootstrap_p(np.concatenate(deltas))
+    return {**t_test(float(delta), parts, float(np.var(np.concatenate(instance_deltas), ddof=1)), level),
+            "parts": parts, "p_bootstrap": p_boot, "p_bootstrap_bound": bound,
+            "wins": int((per_a > per_b).sum()), "losses": int((per_a < per_b).sum())}
+
+
+def unit_part(records: list[dict]) -> tuple[float, int]:
+    """One model's unit part of a difference's variance and its df: s^2 / n over its `unit_scores` (0 with one
+    unit: unknown)."""
+    units = unit_scores(records)
+    return (float(np.var(units, ddof=1)) / len(units) if len(units) > 1 else 0.0, len(units) - 1)
+
+
+def t_test(delta: float, parts: list[tuple[float, int]], instance_variance: float, level: float = 0.95) -> dict:
+    """A difference's Student-t interval and two-sided p: its variance the unit parts plus the instance part, df by
+    Welch-Satterthwaite on the unit parts (infinite for the instance part)."""
+    variance = sum(part for part, _ in parts) + instance_variance
     welch = sum(part ** 2 / df for part, df in parts if df > 0 and part > 0)
     df = variance ** 2 / welch if welch > 0 else math.inf
     se = math.sqrt(variance)
@@ -315,12 +329,14 @@ def paired_comparison(records_a: list[dict], records_b: list[dict], metric: str,
         p = float(2 * stats.t.sf(abs(delta) / se, df))
     else:
         half, p = 0.0, 1.0 if delta == 0 else 0.0
-    per_a = mean_a / np.where(mden_a > 0, mden_a, 1)
-    per_b = mean_b / np.where(mden_b > 0, mden_b, 1)
-    p_boot, bound = bootstrap_p(deltas)
-    return {"delta": float(delta), "se": se, "ci_low": float(delta - half), "ci_high": float(delta + half), "df": df,
-            "p": p, "parts": parts, "p_bootstrap": p_boot, "p_bootstrap_bound": bound,
-            "wins": int((per_a > per_b).sum()), "losses": int((per_a < per_b).sum())}
+    return {"delta": delta, "se": se, "ci_low": delta - half, "ci_high": delta + half, "df": df, "p": p}
+
+
+def instance_counts(rng: np.random.Generator, n: int, size: int) -> np.ndarray:
+    """(size, n) bootstrap counts of n test instances drawn with replacement (each row multinomial(n, uniform)),
+    made from drawn indices: `rng.multinomial` draws one binomial per instance, ten times slower at test-set sizes."""
+    draws = rng.integers(0, n, size=(size, n)) + n * np.arange(size)[:, None]
+    return np.bincount(draws.ravel(), minlength=size * n).reshape(size, n).astype(float)
 
 
 def contrast(groups: list[list[dict]], weights: list[float], metric: str, n_resamples: int = N_RESAMPLES,
@@ -339,7 +355,7 @@ def contrast(groups: list[list[dict]], weights: list[float], metric: str, n_resa
         metric: the task's main metric.
 
     Returns:
-        {"delta", "se", "df", "ci_low", "ci_high"}.
+        {"delta", "se", "df", "ci_low", "ci_high", "p"} (`t_test`'s).
     """
     matrices = [instance_matrix(g, metric) for g in groups]
     if len({num.shape[1] for num, _ in matrices}) > 1:
@@ -350,18 +366,11 @@ def contrast(groups: list[list[dict]], weights: list[float], metric: str, n_resa
     rng = np.random.default_rng(seed)
     draws = []
     for start in range(0, n_resamples, 250):  # chunks keep the (samples x instances) matrices small
-        counts = rng.multinomial(n, np.full(n, 1.0 / n), size=min(250, n_resamples - start))
+        counts = instance_counts(rng, n, min(250, n_resamples - start))
         draws.append(sum(w * (counts @ num) / (counts @ den).clip(1e-12) for w, (num, den) in zip(weights, means)))
     delta = float(sum(w * num.sum() / max(den.sum(), 1e-12) for w, (num, den) in zip(weights, means)))
-    parts = []
-    for w, records in zip(weights, groups):
-        units = unit_scores(records)
-        parts.append((w ** 2 * float(np.var(units, ddof=1)) / len(units) if len(units) > 1 else 0.0, len(units) - 1))
-    variance = sum(part for part, _ in parts) + float(np.var(np.concatenate(draws), ddof=1))
-    welch = sum(part ** 2 / df for part, df in parts if df > 0 and part > 0)
-    df = variance ** 2 / welch if welch > 0 else math.inf
-    half = float(stats.t.ppf((1 + level) / 2, df)) * math.sqrt(variance)
-    return {"delta": delta, "se": math.sqrt(variance), "df": df, "ci_low": delta - half, "ci_high": delta + half}
+    parts = [(w ** 2 * part, df) for w, (part, df) in zip(weights, map(unit_part, groups))]
+    return t_test(delta, parts, float(np.var(np.concatenate(draws), ddof=1)), level)
 
 
 def resample_units(records: list[dict], rng: np.random.Generator, size: int) -> np.ndarray:

@@ -75,7 +75,7 @@ def random_model(output_dir: Path, args, data_dir: Path) -> Path:
     return output_dir
 
 
-def main(argv: list[str] | None = None) -> dict:
+def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default=None, help="checkpoint directory or Hub id (default: the tiny architecture)")
     parser.add_argument("--tasks", default="sst2")
@@ -97,7 +97,11 @@ def main(argv: list[str] | None = None) -> dict:
                         help="without --model: the model's vocabulary size (paper: 128256; default the tokenizer's)")
     parser.add_argument("--json", default=None, help="also write the figures to this JSON file")
     parser.add_argument("--data_dir", default=None)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = make_parser().parse_args(argv)
     data_dir = resolve_data_dir(args.data_dir)
     counts = [int(n) for n in cli.split_list(args.workers)]
     settings = [(n, None) for n in counts] + ([(1, 1)] if args.single_thread else [])  # (workers, threads of one)

@@ -23,11 +23,13 @@ from transformers import (
 )
 from transformers.trainer_callback import PrinterCallback
 
-import modeling_eurobert  # noqa: F401  (registers our Auto classes, so our checkpoints load in-process)
 from core import lora
 from evaluation.attention import set_attention
 from evaluation.finetune_args import FinetuneArgs, data_settings, identity_settings
+from modeling_eurobert import register
 from modeling_eurobert.export_native import make_plain_loadable
+
+register()  # our Auto classes, so that our checkpoints load in-process
 
 
 def training_arguments(args: FinetuneArgs, output_dir: str, max_steps: int | None, epochs: float | None,

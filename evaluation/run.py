@@ -186,15 +186,9 @@ def check_study_folder(output, models: list[tuple[str, str, str]]) -> None:
                              "DIR)")
 
 
-def list_runs(grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> tuple[list[Run], dict]:
-    """Check every input and list the runs with their identities, before any training.
-
-    Returns:
-        (runs in model, task, lr, seed order; {model path: tokenizer}).
-
-    Raises:
-        ValueError / FileNotFoundError: one line naming the bad input and the fix.
-    """
+def check_arguments(grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> tuple:
+    """The grid's flags, tasks, models' paths and output folder, checked without torch: (tasks, LRs, seeds,
+    [(name, model path, source)], the runs whose models are saved)."""
     if grid.workers < 1:
         raise ValueError(f"--workers {grid.workers} must be >= 1")
     artifacts.check_output_dir(grid.output, "--output")
@@ -223,6 +217,19 @@ def list_runs(grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> tuple[lis
     if len(set(names)) != len(names):
         raise ValueError(f"two models share a name ({names}); results are filed by name: use NAME=DIR for one")
     check_study_folder(grid.output, models)
+    return task_list, lrs, seeds, models, saved
+
+
+def list_runs(grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> tuple[list[Run], dict]:
+    """Check every input and list the runs with their identities, before any training.
+
+    Returns:
+        (runs in model, task, lr, seed order; {model path: tokenizer}).
+
+    Raises:
+        ValueError / FileNotFoundError: one line naming the bad input and the fix.
+    """
+    task_list, lrs, seeds, models, saved = check_arguments(grid, protocol)
     from evaluation import common, model_inputs  # torch: once the arguments, tasks and model paths are checked
 
     tokenizers, model_ids, inputs = {}, {}, {}

@@ -1,53 +1,61 @@
 """EuroBERT-architecture models for the MLM-vs-CLM study.
 
-Importing this package registers every class with the transformers Auto classes (in-process use) and marks them
-for `auto_map`, so `save_pretrained` writes the modeling code beside the weights and any process can load a
-checkpoint with `AutoModel*.from_pretrained(path, trust_remote_code=True)`, without this project installed.
+Importing this package is light (no torch): `ARCHITECTURES` and `ARCHITECTURES_DIR` are plain, so the command lines
+(`convert`, `export_native`, the recipes) check their input first. The classes load on first use
+(`from modeling_eurobert import EuroBertClmMlmForMaskedLM`, `load_architecture`), which calls `register()`: every
+class is registered with the transformers Auto classes (in-process use) and marked for `auto_map`, so
+`save_pretrained` writes the modeling code beside the weights and any process can load a checkpoint with
+`AutoModel*.from_pretrained(path, trust_remote_code=True)`, without this project installed.
 """
 
+import functools
 from pathlib import Path
-
-import transformers
-from transformers import AutoConfig
-
-from . import modeling_eurobert as _modeling
-from .configuration_eurobert import EuroBertClmMlmConfig
-from .modeling_eurobert import (
-    AUTO_MAP,
-    EuroBertClmMlmForCausalLM,
-    EuroBertClmMlmForMaskedLM,
-    EuroBertClmMlmForQuestionAnswering,
-    EuroBertClmMlmForSequenceClassification,
-    EuroBertClmMlmForTokenClassification,
-    EuroBertClmMlmModel,
-    EuroBertClmMlmPreTrainedModel,
-    pool,
-)
 
 ARCHITECTURES_DIR = Path(__file__).parent / "architectures"
 ARCHITECTURES = ("tiny", "small", "210m", "610m", "1b")
 
-# One list of heads: the `auto_map` every checkpoint carries ("AutoModelForMaskedLM": "modeling_eurobert.X").
-AUTO_CLASSES = {
-    getattr(transformers, auto_name): getattr(_modeling, target.split(".")[-1])
-    for auto_name, target in AUTO_MAP.items() if auto_name != "AutoConfig"
-}
 
-AutoConfig.register(EuroBertClmMlmConfig.model_type, EuroBertClmMlmConfig, exist_ok=True)
-EuroBertClmMlmConfig.register_for_auto_class()
-for _auto_class, _model_class in AUTO_CLASSES.items():
-    _auto_class.register(EuroBertClmMlmConfig, _model_class, exist_ok=True)
-    _model_class.register_for_auto_class(_auto_class.__name__)
+@functools.cache
+def register() -> None:
+    """Import the modeling code (torch) and register its classes with the transformers Auto classes, once: our
+    checkpoints then load in-process with `AutoModel*.from_pretrained(path)`. Not in modeling_eurobert.py itself:
+    that file is copied beside checkpoints, and registering from the remote copy would remap the in-process classes."""
+    import transformers
+
+    from . import modeling_eurobert as modeling
+    from .configuration_eurobert import EuroBertClmMlmConfig
+
+    transformers.AutoConfig.register(EuroBertClmMlmConfig.model_type, EuroBertClmMlmConfig, exist_ok=True)
+    EuroBertClmMlmConfig.register_for_auto_class()
+    for auto_name, target in modeling.AUTO_MAP.items():  # one list of heads: the `auto_map` every checkpoint carries
+        if auto_name != "AutoConfig":
+            model_class = getattr(modeling, target.split(".")[-1])
+            getattr(transformers, auto_name).register(EuroBertClmMlmConfig, model_class, exist_ok=True)
+            model_class.register_for_auto_class(auto_name)
+    globals().update(EuroBertClmMlmConfig=EuroBertClmMlmConfig,
+                     **{name: getattr(modeling, name) for name in modeling.__all__})
 
 
-def load_architecture(name: str, **overrides) -> EuroBertClmMlmConfig:
-    """Load a committed architecture (`tiny`, `210m`, `610m`, `1b`), optionally overriding fields.
+def __getattr__(name: str):
+    """The classes and `pool` of `__all__`, loaded (and registered) on first use (PEP 562)."""
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    register()
+    return globals()[name]
+
+
+def load_architecture(name: str, **overrides):
+    """Load a committed architecture (`tiny`, `210m`, `610m`, `1b`) as an `EuroBertClmMlmConfig`, optionally
+    overriding fields.
 
     Raises:
         ValueError: unknown architecture name.
     """
     if name not in ARCHITECTURES:
         raise ValueError(f"unknown architecture {name!r}; choose one of {', '.join(ARCHITECTURES)}")
+    from .configuration_eurobert import EuroBertClmMlmConfig
+
+    register()  # so that AutoModel*.from_config of it builds our classes
     return EuroBertClmMlmConfig.from_pretrained(ARCHITECTURES_DIR / name, **overrides)
 
 
@@ -62,5 +70,6 @@ __all__ = [
     "EuroBertClmMlmForQuestionAnswering",
     "ARCHITECTURES",
     "load_architecture",
+    "register",
     "pool",
 ]

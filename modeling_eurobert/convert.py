@@ -41,30 +41,31 @@ checkpoints) is refused with an error that names the incompatibility, before any
 appears only when complete: it is written to a temporary dir beside OUTPUT and renamed.
 """
 
+from __future__ import annotations
+
 import argparse
 import logging
 from pathlib import Path
 
-import torch
+import transformers  # light until a class of it is reached: the input is checked before torch loads
 from huggingface_hub.errors import StrictDataclassError
-from transformers import AutoTokenizer, LlamaConfig, MistralConfig, PreTrainedConfig, Qwen2Config, Qwen3Config
 
+import modeling_eurobert as ours  # light too: its classes load on first use
 from core import artifacts, cli
 
-from . import EuroBertClmMlmConfig, EuroBertClmMlmForCausalLM
 from .export_native import make_plain_loadable
 from .tokenizer_settings import configure_tokenizer
 
 SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3")
-# model_type -> (the causal LM class its checkpoints are saved from, its transformers config class)
+# model_type -> (the causal LM class its checkpoints are saved from, its transformers config class), by name
 FAMILIES = {
-    "llama": ("LlamaForCausalLM", LlamaConfig),
-    "mistral": ("MistralForCausalLM", MistralConfig),
-    "qwen2": ("Qwen2ForCausalLM", Qwen2Config),
-    "qwen3": ("Qwen3ForCausalLM", Qwen3Config),
+    "llama": ("LlamaForCausalLM", "LlamaConfig"),
+    "mistral": ("MistralForCausalLM", "MistralConfig"),
+    "qwen2": ("Qwen2ForCausalLM", "Qwen2Config"),
+    "qwen3": ("Qwen3ForCausalLM", "Qwen3Config"),
 }
 WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin")
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+DTYPES = ("float32", "bfloat16")
 logger = logging.getLogger(__name__)
 
 
@@ -107,7 +108,7 @@ def read_config(source_dir: Path) -> dict:
     return artifacts.read_json(config_file, "model config")
 
 
-def check_source_config(raw: dict, max_positions: int | None = None) -> PreTrainedConfig:
+def check_source_config(raw: dict, max_positions: int | None = None) -> transformers.PreTrainedConfig:
     """Raise a one-line ConversionError naming the first incompatibility of a raw config.json dict.
 
     Args:
@@ -138,7 +139,7 @@ def check_source_config(raw: dict, max_positions: int | None = None) -> PreTrain
                 f"rope_type {rope_type!r} is not supported; supported: {', '.join(SUPPORTED_ROPE_TYPES)}"
             )
     try:  # head counts etc. are validated by the strict configs; report their message on one line
-        source = config_class.from_dict(raw)
+        source = getattr(transformers, config_class).from_dict(raw)
     except (ValueError, TypeError, StrictDataclassError) as error:
         raise ConversionError(f"invalid source config: {error.__cause__ or error}") from error
     if source.hidden_act != "silu":
@@ -157,7 +158,7 @@ def check_source_config(raw: dict, max_positions: int | None = None) -> PreTrain
     return source
 
 
-def sliding_window(source: PreTrainedConfig) -> int | None:
+def sliding_window(source: transformers.PreTrainedConfig) -> int | None:
     """The window any layer of the source attends within, or None: Mistral's applies to every layer, Qwen2/3's to
     the layers `layer_types` marks (none unless `use_sliding_window`), Llama has none."""
     window = getattr(source, "sliding_window", None)
@@ -178,10 +179,10 @@ def check_source_files(source_dir: Path) -> None:
     artifacts.check_weights(source_dir)
 
 
-def eurobert_config(source: PreTrainedConfig, dtype: torch.dtype, max_positions: int | None = None
-                    ) -> EuroBertClmMlmConfig:
+def eurobert_config(source: transformers.PreTrainedConfig, dtype: str, max_positions: int | None = None
+                    ) -> ours.EuroBertClmMlmConfig:
     """The causal EuroBERT config with the source's architecture fields copied over (ids are set later)."""
-    return EuroBertClmMlmConfig(
+    return ours.EuroBertClmMlmConfig(
         vocab_size=source.vocab_size,
         hidden_size=source.hidden_size,
         intermediate_size=source.intermediate_size,
@@ -233,17 +234,19 @@ def set_special_tokens(tokenizer, mask_token: str, pad_token: str, eos_ids: set[
     return list(range(size_before, len(tokenizer)))
 
 
-@torch.no_grad()
-def init_added_rows(model: EuroBertClmMlmForCausalLM, added_ids: list[int]) -> None:
+def init_added_rows(model: ours.EuroBertClmMlmForCausalLM, added_ids: list[int]) -> None:
     """Resize to the tokenizer if needed and set every added token's rows to the mean of the source rows."""
+    import torch
+
     if not added_ids:
         return
-    embed_mean = model.model.embed_tokens.weight.float().mean(dim=0)
-    head_mean = model.lm_head.weight.float().mean(dim=0)
-    if max(added_ids) >= model.config.vocab_size:
-        model.resize_token_embeddings(max(added_ids) + 1, mean_resizing=False)
-    model.model.embed_tokens.weight[added_ids] = embed_mean.to(model.dtype)
-    model.lm_head.weight[added_ids] = head_mean.to(model.dtype)
+    with torch.no_grad():
+        embed_mean = model.model.embed_tokens.weight.float().mean(dim=0)
+        head_mean = model.lm_head.weight.float().mean(dim=0)
+        if max(added_ids) >= model.config.vocab_size:
+            model.resize_token_embeddings(max(added_ids) + 1, mean_resizing=False)
+        model.model.embed_tokens.weight[added_ids] = embed_mean.to(model.dtype)
+        model.lm_head.weight[added_ids] = head_mean.to(model.dtype)
     logger.warning(f"added token ids {added_ids}, rows = mean of the source rows; vocab_size {model.config.vocab_size}")
 
 
@@ -254,7 +257,7 @@ def _shapes(mismatched) -> list[str]:
     return shown[:2] + [f"{len(shown) - 2} more"] * (len(shown) > 2)
 
 
-def load_weights(source_dir: Path, config: EuroBertClmMlmConfig, tied: bool) -> EuroBertClmMlmForCausalLM:
+def load_weights(source_dir: Path, config: ours.EuroBertClmMlmConfig, tied: bool) -> ours.EuroBertClmMlmForCausalLM:
     """Load the source weights straight into EuroBertClmMlmForCausalLM (same keys) and untie a tied LM head.
     The keys are checked here, so transformers' LOAD REPORT (a tied source's lm_head.weight "MISSING ... newly
     initialized") is not printed: the untying is said in one line."""
@@ -262,7 +265,7 @@ def load_weights(source_dir: Path, config: EuroBertClmMlmConfig, tied: bool) -> 
     level = report.level
     report.setLevel(logging.ERROR)
     try:
-        model, info = EuroBertClmMlmForCausalLM.from_pretrained(
+        model, info = ours.EuroBertClmMlmForCausalLM.from_pretrained(
             source_dir, config=config, dtype=config.dtype, output_loading_info=True,
             ignore_mismatched_sizes=True,  # a config that disagrees with the weights is reported below, in one line
         )
@@ -277,6 +280,8 @@ def load_weights(source_dir: Path, config: EuroBertClmMlmConfig, tied: bool) -> 
             "config.json disagrees with its weights, or the checkpoint is of another family"
         )
     if tied:  # untie: the output embedding starts as a copy of the input one
+        import torch
+
         with torch.no_grad():
             model.lm_head.weight.copy_(model.model.embed_tokens.weight)
         logger.warning("tie_word_embeddings=true in the source: lm_head.weight set to a copy of embed_tokens (untied)")
@@ -313,10 +318,10 @@ def convert(source: str, output: str | Path, mask_token: str = "<|mask|>", pad_t
     check_source_files(source_dir)
     source_config = check_source_config(read_config(source_dir), max_positions)
     try:
-        config = eurobert_config(source_config, DTYPES[dtype], max_positions)
+        config = eurobert_config(source_config, dtype, max_positions)
     except (ValueError, StrictDataclassError) as error:
         raise ConversionError(f"invalid source config: {error.__cause__ or error}") from error
-    tokenizer = AutoTokenizer.from_pretrained(source_dir)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(source_dir)
     eos = source_config.eos_token_id
     eos_ids = {eos} if isinstance(eos, int) else set(eos or [])
     if tokenizer.eos_token_id is not None:
@@ -341,7 +346,7 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("output", help="directory to create (must not exist)")
     parser.add_argument("--mask_token", default="<|mask|>", help="MLM mask token, added when missing")
     parser.add_argument("--pad_token", default="<|pad|>", help="pad token when the source has none or pads with eos")
-    parser.add_argument("--dtype", default="float32", choices=list(DTYPES), help="dtype of the saved weights")
+    parser.add_argument("--dtype", default="float32", choices=DTYPES, help="dtype of the saved weights")
     parser.add_argument("--max_position_embeddings", type=int, default=None, dest="max_positions",
                         help="context of the converted model when shorter than the source's (at most a sliding "
                              "window, so that it does not bind)")

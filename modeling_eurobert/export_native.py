@@ -23,18 +23,19 @@ document separator, would stop learning). A checkpoint without a pad id exports 
 padding_idx), not with the native default 128001, which is eos.
 """
 
+from __future__ import annotations
+
 import argparse
 import dataclasses
 from pathlib import Path
 
-import transformers
-from transformers import AutoTokenizer, EuroBertConfig, Qwen2Config, Qwen3Config
+import transformers  # light until a class of it is reached: the input is checked before torch loads
 
+import modeling_eurobert as ours  # light too: its classes load on first use
 from core import artifacts, cli
 from core.artifacts import is_causal_checkpoint
 from core.paths import missing_path
 
-from . import EuroBertClmMlmConfig
 from .tokenizer_settings import configure_tokenizer
 
 # Our head -> the native class with the same parameters and the same forward.
@@ -47,17 +48,14 @@ NATIVE_CLASSES = {
 # Keys of our config that the native one must not carry.
 DROPPED_KEYS = ("model_type", "architectures", "auto_map", "is_causal", "transformers_version")
 CAUSAL_RECORD = {"pretraining_attention": "causal"}  # written into the config of a --bidirectional export
+# The decoder switch -> the transformers config class (by name) that holds a causal converted decoder with it,
+# identically (Qwen2: q/k/v biases and no o bias; Qwen3: q/k RMSNorm before RoPE); same parameter names as ours.
+DECODER_TYPES = {"qkv_bias": "Qwen2Config", "qk_norm": "Qwen3Config"}
 
 
-NATIVE_MODEL_TYPE = EuroBertConfig.model_type  # "eurobert"
-# The decoder switch -> the transformers model type that holds a causal converted decoder with it, identically
-# (Qwen2: q/k/v biases and no o bias; Qwen3: q/k RMSNorm before RoPE); same parameter names as ours.
-DECODER_TYPES = {"qkv_bias": Qwen2Config, "qk_norm": Qwen3Config}
-PLAIN_TYPES = (NATIVE_MODEL_TYPE, *(config.model_type for config in DECODER_TYPES.values()))
-# Our config fields that native EuroBERT has no field for: each must hold our default, or native EuroBERT would
-# silently compute something else. `is_causal` is the exception (native EuroBERT is bidirectional only: see below).
-NATIVE_FIELDS = {field.name for field in dataclasses.fields(EuroBertConfig)}
-OUR_DEFAULTS = EuroBertClmMlmConfig().to_dict()
+def _native_fields() -> set[str]:
+    """The fields of native EuroBERT's config (transformers.EuroBertConfig)."""
+    return {field.name for field in dataclasses.fields(transformers.EuroBertConfig)}
 
 
 class ExportError(ValueError):
@@ -75,7 +73,7 @@ def check_exportable(raw: dict, bidirectional: bool = False) -> str:
         The name of the native class to export to.
     """
     if not is_ours(raw):
-        expected = EuroBertClmMlmConfig.model_type
+        expected = ours.EuroBertClmMlmConfig.model_type
         raise ExportError(f"model_type={raw.get('model_type')!r}; expected a {expected!r} checkpoint of this project")
     architecture = (raw.get("architectures") or ["EuroBertClmMlmModel"])[0]
     if architecture == "EuroBertClmMlmForQuestionAnswering":
@@ -98,8 +96,11 @@ def check_exportable(raw: dict, bidirectional: bool = False) -> str:
     if raw.get("mlp_bias") and architecture in ("EuroBertClmMlmForMaskedLM", "EuroBertClmMlmForCausalLM"):
         raise ExportError("mlp_bias=true gives native EuroBertForMaskedLM an LM-head bias this checkpoint lacks; "
                           "export its backbone or a task head, or use it with trust_remote_code")
-    ours_only = set(raw) & set(OUR_DEFAULTS) - NATIVE_FIELDS - {"is_causal", "model_type"}
-    unknown = {key: raw[key] for key in sorted(ours_only) if raw[key] != OUR_DEFAULTS[key]}
+    # Our config fields that native EuroBERT has no field for: each must hold our default, or native EuroBERT would
+    # silently compute something else. `is_causal` is the exception (native EuroBERT is bidirectional only: above).
+    defaults = ours.EuroBertClmMlmConfig().to_dict()
+    ours_only = set(raw) & set(defaults) - _native_fields() - {"is_causal", "model_type"}
+    unknown = {key: raw[key] for key in sorted(ours_only) if raw[key] != defaults[key]}
     if unknown:
         raise ExportError(f"native EuroBERT has no setting for {unknown}; it would compute another model")
     eos = raw.get("eos_token_id")
@@ -117,10 +118,11 @@ def check_exportable(raw: dict, bidirectional: bool = False) -> str:
 def is_ours(raw: dict) -> bool:
     """A config.json saved by this project: our model_type, or one transformers knows (native EuroBERT, Qwen2,
     Qwen3) with our remote code in `auto_map` (`make_plain_loadable`)."""
-    if raw.get("model_type") == EuroBertClmMlmConfig.model_type:
+    if raw.get("model_type") == ours.EuroBertClmMlmConfig.model_type:
         return True
     auto_config = (raw.get("auto_map") or {}).get("AutoConfig", "")
-    return raw.get("model_type") in PLAIN_TYPES and auto_config.endswith(EuroBertClmMlmConfig.__name__)
+    plain_types = {getattr(transformers, name).model_type for name in ("EuroBertConfig", *DECODER_TYPES.values())}
+    return raw.get("model_type") in plain_types and auto_config.endswith(ours.EuroBertClmMlmConfig.__name__)
 
 
 def make_plain_loadable(directory: str | Path) -> bool:
@@ -147,14 +149,14 @@ def make_plain_loadable(directory: str | Path) -> bool:
         check_exportable(raw, bidirectional=True)
     except ExportError:
         return _as_decoder_type(directory, raw)
-    fields = EuroBertClmMlmConfig.from_pretrained(directory).to_dict()
+    fields = ours.EuroBertClmMlmConfig.from_pretrained(directory).to_dict()
     fields = {**fields, **{key: raw[key] for key in ("auto_map", "architectures") if key in raw},
-              "model_type": NATIVE_MODEL_TYPE}
+              "model_type": transformers.EuroBertConfig.model_type}
     fields.pop("_name_or_path", None)
     if fields["is_causal"]:  # native EuroBERT follows config.is_causal: plain loads must be bidirectional
         fields.update(is_causal=False, **CAUSAL_RECORD)
-    native = EuroBertConfig(**{k: v for k, v in fields.items() if k != "model_type"}).to_dict()
-    differ = sorted(key for key in NATIVE_FIELDS & set(fields) if native.get(key) != fields[key])
+    native = transformers.EuroBertConfig(**{k: v for k, v in fields.items() if k != "model_type"}).to_dict()
+    differ = sorted(key for key in _native_fields() & set(fields) if native.get(key) != fields[key])
     if differ:
         raise ExportError(f"native EuroBertConfig reads {differ} differently from {path}")
     artifacts.write_json_atomic(path, fields)
@@ -167,14 +169,14 @@ def _as_decoder_type(directory: str | Path, raw: dict) -> bool:
     do with the same parameter names (tested: identical hidden states and logits), and keeps our `auto_map` for
     `trust_remote_code=True`. Anything else (bidirectional, another head, both switches, Qwen2 with an o bias, an
     MLP bias) keeps our model_type. Returns True when config.json was rewritten."""
-    fields = EuroBertClmMlmConfig.from_pretrained(directory).to_dict()
+    fields = ours.EuroBertClmMlmConfig.from_pretrained(directory).to_dict()
     switches = [switch for switch in DECODER_TYPES if fields.get(switch)]
     architecture = (raw.get("architectures") or ["EuroBertClmMlmModel"])[0]
     if (len(switches) != 1 or not fields["is_causal"] or fields["mlp_bias"]
             or architecture not in ("EuroBertClmMlmForCausalLM", "EuroBertClmMlmModel")
             or switches == ["qkv_bias"] and fields["attention_bias"]):
         return False
-    config_class = DECODER_TYPES[switches[0]]
+    config_class = getattr(transformers, DECODER_TYPES[switches[0]])
     fields = {**fields, **{key: raw[key] for key in ("auto_map", "architectures") if key in raw},
               "model_type": config_class.model_type}
     fields.pop("_name_or_path", None)
@@ -188,14 +190,14 @@ def _as_decoder_type(directory: str | Path, raw: dict) -> bool:
     return True
 
 
-def native_config(config: dict) -> EuroBertConfig:
+def native_config(config: dict) -> transformers.EuroBertConfig:
     """Our config dict -> native EuroBertConfig. pad_token_id is passed even when None, so the native default
     (128001, eos) never applies; a causal checkpoint's config records `CAUSAL_RECORD`."""
     fields = {key: value for key, value in config.items() if key not in DROPPED_KEYS}
     fields["pad_token_id"] = config.get("pad_token_id")
     if is_causal_checkpoint(config):
         fields.update(CAUSAL_RECORD)
-    return EuroBertConfig(**fields)
+    return transformers.EuroBertConfig(**fields)
 
 
 def export_native(checkpoint: str | Path, output: str | Path, bidirectional: bool = False) -> Path:
@@ -232,7 +234,7 @@ def export_native(checkpoint: str | Path, output: str | Path, bidirectional: boo
     with artifacts.atomic_directory(output, expected=None) as staging:  # never over what appeared meanwhile
         model.save_pretrained(staging)
         if has_tokenizer:
-            tokenizer = AutoTokenizer.from_pretrained(checkpoint)
+            tokenizer = transformers.AutoTokenizer.from_pretrained(checkpoint)
             configure_tokenizer(tokenizer, raw.get("max_position_embeddings")).save_pretrained(staging)
     return output
 

@@ -25,6 +25,7 @@ from core import artifacts
 from core.artifacts import RUN_CONFIG_NAME
 from core.names import scaled_name
 from pretraining import data
+from pretraining.preflight import check_paths
 from pretraining.provenance import RUN_CONFIG_FORMAT, resolved_config
 from pretraining.settings import PretrainArguments, decay_steps, global_batch
 
@@ -253,20 +254,14 @@ _MODEL_WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_
 
 
 def check_sources(run_args: PretrainArguments) -> None:
-    """The paths a run reads exist (a Hub id is checked for its form only; loading it tells the rest), and CPT's
-    blocks fit the base model's positions."""
-    for what, source in (("model_name_or_path", run_args.model_name_or_path),
-                         ("tokenizer_name_or_path", run_args.tokenizer_name_or_path)):
-        if source:
-            artifacts.local_or_hub(source, what)
+    """The paths a run reads exist (`preflight.check_paths`), and CPT's blocks fit the base model's positions."""
+    check_paths(run_args.model_name_or_path, run_args.tokenizer_name_or_path, run_args.branch_from)
     base = Path(run_args.model_name_or_path or "").expanduser()
     if run_args.model_name_or_path and base.exists() and not (
             (base / "config.json").is_file() and any((base / name).is_file() for name in _MODEL_WEIGHTS)):
         raise ValueError(f"model_name_or_path {run_args.model_name_or_path} is not a saved model: pass a folder "
                          "holding config.json and its weights (model.safetensors), e.g. a run's output_dir or a "
                          "converted decoder (python -m modeling_eurobert.convert)")
-    if run_args.branch_from and not Path(run_args.branch_from).is_dir():
-        raise FileNotFoundError(f"branch_from {run_args.branch_from} does not exist; train the stable run first")
     if run_args.cpt:  # CPT keeps the base model's positions
         from transformers import AutoConfig
 

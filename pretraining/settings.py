@@ -13,16 +13,16 @@ import os
 import types
 import typing
 from dataclasses import MISSING, dataclass, field, fields
-from pathlib import Path
 
 import yaml
 from transformers import HfArgumentParser, TrainingArguments
 
 from core import artifacts, cli, lora
-from core.paths import REPO_ROOT, is_hub_id
+from core.paths import is_hub_id
 from modeling_eurobert import ARCHITECTURES
 from pretraining import data
 from pretraining.collator import MASKED_POSITIONS_STD
+from pretraining.preflight import config_file, flag_value
 
 COMPILE_MODES = ("none", "regional")
 # Settings of CPT runs only (`cpt: true`): refused in other runs, and left out of their run_config.json
@@ -247,7 +247,7 @@ class RecipeParser(HfArgumentParser):
             at = argv.index("--config")
             config_path, argv = argv[at + 1], argv[:at] + argv[at + 2 :]
             config = load_config(config_path, self.dataclass_types)
-            if _given(argv, "model_name_or_path"):  # the command line's starting point replaces the config's
+            if flag_value(argv, "model_name_or_path"):  # the command line's starting point replaces the config's
                 config.pop("architecture", None)
                 if config.get("cpt", self.get_default("cpt")):  # and CPT has no PFS switch
                     config.pop("switch_step", None)
@@ -260,16 +260,6 @@ class RecipeParser(HfArgumentParser):
                              '\'{"key": value}\'') from None
 
 
-def _given(argv: list[str], name: str) -> bool:
-    """`--name VALUE` or `--name=VALUE` on the command line, with a value other than null."""
-    for i, arg in enumerate(argv):
-        if arg == f"--{name}" and i + 1 < len(argv):
-            return argv[i + 1].lower() not in ("null", "none")
-        if arg.startswith(f"--{name}="):
-            return arg.split("=", 1)[1].lower() not in ("null", "none")
-    return False
-
-
 def _nullable(convert):
     def parse(text: str):
         return None if text.lower() in ("null", "none") else convert(text)
@@ -280,12 +270,7 @@ def _nullable(convert):
 def load_config(path: str | os.PathLike, dataclass_types) -> dict:
     """Read a recipe YAML: a mapping whose keys some dataclass of `dataclass_types` defines, with values of the
     field's type (a list where a list is expected, a number where a number is), each checked before any work."""
-    path = Path(path)
-    if not path.is_file():
-        where = f" (relative to the current folder {Path.cwd()})" if not path.is_absolute() else ""
-        if not path.is_absolute() and (REPO_ROOT / path).is_file():
-            where += f"; the recipe's own config is {REPO_ROOT / path}: pass that path"
-        raise FileNotFoundError(f"config file {path} does not exist{where}")
+    path = config_file(path)
     try:
         config = artifacts.load_yaml(path.read_text(encoding="utf-8"))
     except (yaml.YAMLError, UnicodeDecodeError) as error:

@@ -19,18 +19,19 @@ blocks the base run consumed (`--data_start_block` to choose). The same loop as 
 (`pretraining.pretrain`) with `cpt: true`, which a config may also set.
 """
 
-from pretraining.pretrain import main as _main
-from pretraining.pretrain import make_parser as _make_parser
+from recipes import pretrain
 
 
 def make_parser():
     """The run settings' parser with `cpt: true` by default."""
-    return _make_parser(cpt=True)
+    from pretraining.pretrain import make_parser
+
+    return make_parser(cpt=True)
 
 
 def main(argv: list[str] | None = None) -> None:
     """The command line (exit 2 with one line for bad input, 1 for a failure while training)."""
-    _main(argv, cpt=True)
+    pretrain.main(argv, cpt=True)
 
 
 if __name__ == "__main__":

@@ -17,11 +17,7 @@ import argparse
 import sys
 
 from core import cli
-from pretraining import pretrain
-from pretraining.checks import check_data_settings, check_sources
-from pretraining.inputs import select_blocks, training_blocks
-from pretraining.provenance import data_identity
-from pretraining.settings import global_batch
+from pretraining.preflight import check_command_line
 
 
 def prepare_pretraining(argv: list[str]) -> dict:
@@ -33,6 +29,12 @@ def prepare_pretraining(argv: list[str]) -> dict:
     Raises:
         ValueError / FileNotFoundError: bad settings, a run that continues other weights, or too few blocks.
     """
+    from pretraining import pretrain
+    from pretraining.checks import check_data_settings, check_sources
+    from pretraining.inputs import select_blocks, training_blocks
+    from pretraining.provenance import data_identity
+    from pretraining.settings import global_batch
+
     # data work runs on the CPU whatever the run's precision (a bf16 config would refuse a node without a GPU)
     cpu_argv = [*argv, "--use_cpu", "true", "--bf16", "false"]
     run_args, training_args = pretrain.make_parser().parse_args_and_config(cpu_argv)
@@ -83,6 +85,7 @@ def main(argv: list[str] | None = None) -> None:
     args, rest = make_parser().parse_known_args(argv)
     with cli.bad_input_exits():
         if args.what == "pretraining":
+            check_command_line(rest)  # before torch and datasets load
             result = prepare_pretraining(rest)
             print(f"pretraining data ready: {result['blocks']:,} blocks ({result['steps']:,} steps); data "
                   f"fingerprint {result['fingerprint']}, tokenizer {result['tokenizer']}")

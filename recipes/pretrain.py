@@ -18,11 +18,27 @@ or pass `--resume_from_checkpoint <output_dir>/checkpoint-N`.
 
 The loop is `pretraining.pretrain` (CPT too: `recipes/cpt.py`). Everything is checked before anything is written to
 `output_dir`: settings, paths, the tokenizer against the base model, the data against what a resumed run or its
-stable run read. Bad input ends with one line on stderr and exit status 2; a failure while training with exit status
-1. Only one process trains into an `output_dir` at a time.
+stable run read; the `--config` file and the paths the command line names first, before torch loads
+(`pretraining.preflight`). Bad input ends with one line on stderr and exit status 2; a failure while training with
+exit status 1. Only one process trains into an `output_dir` at a time.
 """
 
-from pretraining.pretrain import main
+import sys
+
+from core import cli
+from pretraining.preflight import check_command_line
+
+
+def main(argv: list[str] | None = None, cpt: bool = False) -> None:
+    """The command line: `--config` and the paths it names are checked before torch loads, then the loop runs
+    (`pretraining.pretrain.main`; `cpt`: the default of the `cpt` setting, `recipes/cpt.py`)."""
+    argv = sys.argv[1:] if argv is None else argv
+    with cli.bad_input_exits():
+        check_command_line(argv)
+    from pretraining.pretrain import main as run
+
+    run(argv, cpt)
+
 
 if __name__ == "__main__":
     main()

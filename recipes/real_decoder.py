@@ -298,8 +298,6 @@ def write_report(records: dict, report: Path) -> list[Path]:
     rows = summary_rows(records)
     baselines = {task: trivial(records, task) for task, _, _ in TASKS}
     tests = comparisons(records, baselines)
-    settings = next(iter(records.values()))["settings"]
-    scale = next(iter(records.values()))["scale"]
     report.mkdir(parents=True, exist_ok=True)
     columns = ["arm", "attention", "cpt_steps", "mlm_loss", "mlm_accuracy", "clm_loss"]
     columns += [f"{t}{s}" for t, _, _ in TASKS for s in ("", "_low", "_high", "_n")]
@@ -308,8 +306,14 @@ def write_report(records: dict, report: Path) -> list[Path]:
     written = [artifacts.write_text_atomic(report / "results.csv", "\n".join(csv) + "\n")]
     first = next(iter(records.values()))
     written.append(plot(rows, baselines, report / "real-decoder.png", f"{first['decoder']} ({first['scale']} scale)"))
+    written.append(artifacts.write_text_atomic(report / "README.md", readme(first, rows, baselines, tests)))
+    return written
+
+
+def readme(first: dict, rows: list[dict], baselines: dict, tests: list[dict]) -> str:
+    """The report's README.md: the settings of its first record, the rows, baselines and comparisons."""
+    settings, scale, decoder = first["settings"], first["scale"], first["decoder"]
     tokens = settings["cpt_steps"] * settings["cpt_batch"] * settings["block_size"]
-    decoder = next(iter(records.values()))["decoder"]
     what = ("a real pretrained decoder (SmolLM2-135M-Instruct, its 4-bit GGUF release dequantised: docs/models.md)"
             if decoder == BASE else f"the decoder {decoder}")
     lines = [f"# The real-decoder study ({scale} scale): MLM CPT of {decoder}", "",
@@ -362,8 +366,7 @@ def write_report(records: dict, report: Path) -> list[Path]:
               "of the first steps, not where CPT ends.",
               "", "Figure: real-decoder.png (held-out masked-token accuracy and each probe's mean with its 95% CI; "
               "dashed: the trivial baseline).", ""]
-    written.append(artifacts.write_text_atomic(report / "README.md", "\n".join(lines)))
-    return written
+    return "\n".join(lines)
 
 
 def plot(rows: list[dict], baselines: dict, path: Path, title: str) -> Path:

@@ -23,14 +23,15 @@ from core.paths import resolve_data_dir  # noqa: E402
 from recipes import real_models  # noqa: E402
 from tests.fixtures.in_process import run_main  # noqa: E402
 
-# The longest files first (measured, longest first: the shortened study run, then the launch, grid and CLI process
-# tests): under -n a worker takes the next file when it is free, so the short ones fill the end evenly. This order
-# holds only with `--no-loadscope-reorder` (pyproject.toml): by default xdist hands out files by their number of tests,
-# which left the study run for last (5:50 against 4:42 on 2 cores).
-LONGEST_FIRST = ("test_real_models.py", "test_study.py", "test_docs_commands.py", "test_launch.py",
-                 "test_decoder_path.py", "test_grid.py",
-                 "test_pretrain_cli.py", "test_bench.py",
-                 "test_pretrain.py", "test_report.py", "test_resume.py", "test_study_driver.py", "test_push.py")
+# The longest files first (measured on 2 cores, 2026-12-04: the shortened study run, the committed studies'
+# regeneration, then the launch, benchmark, FSDP and docs process tests): under -n a worker takes the next file when
+# it is free, so the short ones fill the end evenly. This order holds only with `--no-loadscope-reorder`
+# (pyproject.toml): by default xdist hands out files by their number of tests, which left the study run for last.
+LONGEST_FIRST = ("test_study.py", "test_study_driver.py", "test_launch.py", "test_bench.py", "test_fsdp.py",
+                 "test_docs_commands.py", "test_grid_models.py", "test_grid.py", "test_real_models.py",
+                 "test_pretrain_cli.py", "test_decoder_path.py", "test_pretrain.py", "test_resume.py",
+                 "test_convert.py", "test_checkpoint_files.py", "test_bad_inputs.py", "test_real_decoder.py",
+                 "test_modeling.py")
 
 
 def pytest_collection_modifyitems(items):

@@ -535,9 +535,7 @@ except SystemExit as refused:
                                if name in sys.modules))
 """
 UNKNOWN_SST = "error: unknown task 'sst-2'; known tasks: {} (or pass a task YAML path)"
-# (command, bad argv, its error line). Not here, each for one reason: modeling_eurobert.convert and .export_native
-# (importing the package registers the model classes with transformers' Auto classes: torch), recipes.pretrain and
-# recipes.cpt (their settings are parsed with transformers' TrainingArguments, whose module imports torch).
+# (command, bad argv, its error line; {tmp} the folder it runs in, {repo} the repository)
 LIGHT_REFUSALS = [
     ("evaluation.run", ["--model", "x", "--tasks", "sst-2", "--output", "out"], UNKNOWN_SST),
     ("evaluation.run", ["--model", "runs/my-decoder-cp", "--tasks", "sst2", "--output", "out"], f"error: model {TYPO}"),
@@ -549,6 +547,21 @@ LIGHT_REFUSALS = [
     ("model_cards.push", ["runs/my-decoder-cp", "--repo_id", "org/name", "--dry_run", "out"], None),
     ("recipes.real_models", ["--output", "out", "--models", "nope"], None),
     ("recipes.real_decoder", ["--output", "out", "--decoder", "runs/my-decoder-cp"], None),
+    ("modeling_eurobert.convert", ["runs/my-decoder-cp", "out"], f"error: SOURCE {TYPO}"),
+    ("modeling_eurobert.convert", ["runs/my-decoder-cpt", "out", "--mask_token", " "],
+     "error: --mask_token ' ' is empty: pass a special or reserved token or a new one (default <|mask|>)"),
+    ("modeling_eurobert.export_native", ["runs/my-decoder-cp", "out"], f"error: CHECKPOINT {TYPO}"),
+    ("recipes.pretrain", ["--config", "recipes/configs/debug.yaml", "--output_dir", "out"],
+     "error: config file recipes/configs/debug.yaml does not exist (relative to the current folder {tmp}); the "
+     "recipe's own config is {repo}/recipes/configs/debug.yaml: pass that path"),
+    ("recipes.pretrain", ["--config", f"{REPO_ROOT}/recipes/configs/debug.yaml", "--output_dir", "out",
+                          "--resume_from_checkpoint", "runs/my-decoder-cp"], f"error: --resume_from_checkpoint {TYPO}"),
+    ("recipes.cpt", ["--config", f"{REPO_ROOT}/recipes/configs/cpt-debug.yaml", "--output_dir", "out",
+                     "--model_name_or_path", "runs/my-decoder-cp"], f"error: model_name_or_path {TYPO}"),
+    ("recipes.prepare_data", ["evaluation", "--tasks", "sst-2"], UNKNOWN_SST),
+    ("recipes.prepare_data", ["pretraining", "--config", f"{REPO_ROOT}/recipes/configs/debug.yaml",
+                              "--tokenizer_name_or_path", "runs/my-decoder-cp"],
+     f"error: tokenizer_name_or_path {TYPO}"),
 ]
 
 
@@ -566,7 +579,7 @@ def test_clis_refuse_bad_input_before_loading_torch(command, argv, line, tmp_pat
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr[-2000:]
     if line is not None:
-        assert lines[0] == line.format(", ".join(tasks.list_tasks()))
+        assert lines[0] == line.format(", ".join(tasks.list_tasks()), tmp=tmp_path, repo=REPO_ROOT)
     assert not (tmp_path / "out").exists()
 
 
@@ -592,9 +605,9 @@ def test_every_command_line_of_the_project_has_a_table():
                                "modeling_eurobert")
                for path in (REPO_ROOT / package).glob("*.py")}
     modules = {m for m, text in sources.items() if "\ndef main(" in text and "cli.not_a_command(" not in text}
-    # the training loop's main is the command recipes/pretrain.py (and, with cpt: true, recipes/cpt.py)
-    assert "from pretraining.pretrain import main\n" in sources["recipes.pretrain"]
-    assert modules - {"pretraining.pretrain"} | {"recipes.pretrain"} == set(CLIS)
+    # the training loop's main is run by the command recipes/pretrain.py (and, with cpt: true, recipes/cpt.py)
+    assert "from pretraining.pretrain import main as run\n" in sources["recipes.pretrain"]
+    assert modules - {"pretraining.pretrain"} == set(CLIS)
 
 
 

@@ -19,14 +19,20 @@ from recipes.study import main, regime, run_study
 # The test suite's scale: the smoke study's structure at a few steps per run (the manifest's scales are the studies').
 CI_SCALE = {"step_divisor": 1000, "model": "tiny", "block_size": 32, "per_device_train_batch_size": 2,
             "gradient_accumulation_steps": 1, "global_batch_size": None, "max_docs": 300}
-# The smoke study's models (CLM, MLM40, PFS, CPT), tasks (one per family) and 2 LRs x 2 seeds, with the mini study's
-# stages too: intermediate checkpoints evaluated on their own task (named with paper steps) and the held-out loss.
+# The smoke study's models (CLM, MLM40, PFS, CPT), tasks (one per family) and 2 seeds, one LR (a task with its own grid
+# of 2, as the horizon study's MNLI and CoNLL: the best-LR choice runs too), with the mini study's stages too:
+# intermediate checkpoints evaluated on their own task (named with paper steps) and the held-out loss.
 CI_STUDY = dataclasses.replace(
-    STUDIES["smoke"], scale="ci",
+    STUDIES["smoke"], scale="ci", lrs=(5e-4,),
     eval_args={"max_length": 64, "qa_max_length": 96, "doc_stride": 32, "batch_size": 8, "eval_batch_size": 32,
                "max_steps": 3, "max_train": 64, "max_eval": 24},
     evaluate_intermediate=True, intermediate_steps=(20000,), intermediate_tasks=("sst2",), heldout_blocks=4,
-    task_lrs={"scifact": (2e-4, 1e-3)})  # a task with its own LR grid (the horizon study's MNLI and CoNLL)
+    task_lrs={"scifact": (2e-4, 1e-3)})
+
+
+def runs_of(study, task: str) -> int:
+    """A model's fine-tuning runs on one task: its LRs x the seeds."""
+    return len(study.task_lrs.get(task, study.lrs)) * len(study.seeds)
 INTERMEDIATE = ("610m-clm-42k-20000", "610m-mlm40-42k-20000")  # step 20 of the two runs that save intermediates
 
 
@@ -60,8 +66,8 @@ def test_short_smoke_study_runs_every_stage(short_study):
     cpt = json.loads((output / "models" / "610m-clm-dec42k-mlm40-44k" / "run_info.json").read_text())
     assert cpt["cpt_base"] == "610m-clm-42k"
     results = sorted(p.relative_to(output / "results") for p in (output / "results").rglob("lr*.json"))
-    runs = len(study.lrs) * len(study.seeds)
-    assert len(results) == len(study.models) * len(study.tasks) * runs + len(INTERMEDIATE) * runs
+    assert len(results) == (len(study.models) * sum(runs_of(study, task) for task in study.tasks)
+                            + len(INTERMEDIATE) * runs_of(study, "sst2"))
     # intermediates named with paper steps, evaluated on their own task only
     assert {p.parts[0] for p in results if p.parts[0] not in study.models} == set(INTERMEDIATE)
     assert {p.parts[1] for p in results if p.parts[0] in INTERMEDIATE} == {"sst2"}
@@ -117,7 +123,7 @@ def test_study_is_deterministic(short_study, tmp_path):
     results = sorted(p.relative_to(output / "results") for p in (output / "results").rglob("lr*.json"))
     assert sorted(p.relative_to(again / "results") for p in (again / "results").rglob("lr*.json")) == results
     redone = [p for p in results if p.parts[0] in (name, f"{name}-20000")]
-    assert len(redone) == (len(study.tasks) + 1) * len(study.lrs) * len(study.seeds)
+    assert len(redone) == sum(runs_of(study, task) for task in (*study.tasks, "sst2"))
     for path in redone:
         a, b = (json.loads((o / "results" / path).read_text()) for o in (output, again))
         assert (a["validation"], a["test"], a["per_instance"]) == (b["validation"], b["test"], b["per_instance"]), path

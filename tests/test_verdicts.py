@@ -452,3 +452,13 @@ def test_the_ir_gap_across_sizes_needs_two_sizes_that_learned_the_task():
     # no IR task at all: the clause says so, as the IR finding does
     verdict = {v["finding"]: v["verdict"] for v in findings.verdicts([], {"tc"})}
     assert verdict["ir_gap_narrows"] == verdict["ir_mlm_better"] == "not testable at this scale: no IR task"
+
+
+def test_the_bootstraps_instance_counts_are_multinomial_draws():
+    """`instance_counts` (drawn indices, counted) replaced `rng.multinomial` for speed: each row is n draws with
+    replacement from n instances, so it sums to n, and a count has the multinomial's mean 1 and variance 1 - 1/n."""
+    rng = np.random.default_rng(0)
+    counts = statistics.instance_counts(rng, 50, 4000)
+    assert counts.shape == (4000, 50) and (counts.sum(1) == 50).all() and (counts >= 0).all()
+    assert abs(counts.mean() - 1) < 1e-12 and abs(counts.var() - (1 - 1 / 50)) < 0.03
+    assert not (counts[0] == counts[1]).all()  # rows are independent draws, not one draw repeated
