@@ -11,6 +11,7 @@ run a random effect (`analysis.statistics`: units are the runs' means).
 | TC: CLM is on par with MLM or better | CLM - MLM40, finals | > -0.01 (non-inferiority, TOST lower test: `TC_MARGIN`) |
 | SC / QA: MLM is better past the crossover | MLM40 - CLM, final checkpoints | MLM40 - CLM > 0 |
 | IR: MLM is better past its crossover | MLM40 - CLM, final checkpoints | MLM40 - CLM > 0 |
+| IR: the gap narrows with model size | (MLM40 - CLM) at the largest size - at the smallest, one budget | < 0 |
 | data efficiency: CLM leads early, the gap closes | CLM - MLM40 at the first checkpoint; its slope | > 0; < 0 (both) |
 | stability: CLM fine-tuning is more stable across LRs | relative LR spread per unit, CLM - MLM40 | CLM - MLM40 < 0 |
 | PFS beats MLM40 / CLM alone at the same budget | PFS - MLM40, PFS - CLM | > 0 |
@@ -27,7 +28,15 @@ inside the margin's side), not assumed. A claim (task and model pair) supports t
 finding **agrees** when at least one claim supports it and none contradicts it, **disagrees** in the reverse case,
 is **mixed** when both happen and **inconclusive** when none is significant; "at this scale" for a study, "with
 these runs" for the paper's own imported runs. The TC verdict shows entity F1 (CLM - MLM40, 95% CI) beside it,
-described, not tested; the IR verdict names its second clause (the gap narrows with size) as not tested.
+described, not tested.
+
+**The IR gap across sizes** (the IR claim's second clause) is one test per IR task and budget where the CLM and
+MLM40 finals exist at two or more model sizes: the MLM40 - CLM difference at the largest size minus the one at the
+smallest, on the same test instances (`statistics.contrast`: the four models' unit parts plus the instances' part,
+drawn once for all four), one-sided (< 0), Holm within the finding: "agrees" only when its interval excludes 0 on
+the narrowing side, "disagrees" only when it excludes 0 on the other. With one size it is "not testable: one model
+size (<size>)"; a study whose regime counts one number of parameters for every name (a toy scale: every size is
+one architecture) has one size too, whatever its names say.
 
 **The gap** (data efficiency) is two tests per task: the lead, CLM - MLM40 > 0 at the declared early set (the
 earliest stable-phase checkpoint pair both runs saved: `EARLY_CHECKPOINTS`), and the slope of the CLM - MLM40
@@ -111,7 +120,9 @@ def crossover_interval(family: str, convention: str = "counted") -> tuple[float,
 class Regime:
     """How many tokens a model's name means: `tokens_per_step` tokens per step of the names, over `parameters`
     (input embedding in, LM head out; one count for every size, or {size: count}), of which `embeddings` are the
-    input embedding (None: unknown, the no-embeddings convention is then not shown). The default is the paper's."""
+    input embedding (None: unknown, the no-embeddings convention is then not shown); and which step the run took at
+    a step of its name (`step_divisor`: the name's step divided by it; None: 1 for a paper-scale name under the
+    paper's sizes, unknown otherwise). The default is the paper's."""
 
     tokens_per_step: float = PAPER_TOKENS_PER_STEP
     parameters: float | dict = field(default_factory=lambda: dict(PAPER_PARAMETERS))
@@ -120,6 +131,7 @@ class Regime:
     # task -> (low, high): LRs an earlier, wider grid measured worse on either side of this grid, declared by the
     # study (`parse_brackets`); an optimum this grid cannot bracket itself counts as bracketed by them, named so
     bracketed_by: dict = field(default_factory=dict)
+    step_divisor: int | None = None
 
     def __post_init__(self):
         if not isinstance(self.parameters, dict) and isinstance(self.embeddings, dict):  # a toy count, paper embeddings
@@ -139,6 +151,26 @@ class Regime:
             count = count - embeddings if count and embeddings is not None else None
         steps = p.paper_step if p.paper_step is not None else p.total_steps
         return steps * self.tokens_per_step / count if count else None
+
+    def parameters_of(self, shown: str) -> float | None:
+        """The parameters of the model a name stands for as a reader sees it (`shown`: its scale first), input
+        embedding in, LM head out: the study's count, or the paper's size table for a paper-scale name under the
+        paper's sizes; None when unknown (a name outside the grammar, a study's name without its study's count)."""
+        p = names.try_parse_name(shown)
+        if p is None:
+            return None
+        if isinstance(self.parameters, dict):
+            return None if p.scale else self.parameters.get(p.size)
+        return self.parameters
+
+    def steps_of(self, shown: str) -> tuple[int, int] | None:
+        """(the step the run saved this checkpoint at, the run's total) of a name as a reader sees it: the name's
+        steps (an intermediate checkpoint's paper step, the total) divided by `step_divisor`; None when unknown."""
+        p = names.try_parse_name(shown)
+        divisor = self.step_divisor or (1 if p and not p.scale and isinstance(self.parameters, dict) else None)
+        if p is None or divisor is None:
+            return None
+        return (p.paper_step or p.total_steps) // divisor, p.total_steps // divisor
 
     def both(self, model: str) -> str:
         """"48.4 (118 without embeddings)": the tokens per parameter under both conventions."""
@@ -170,7 +202,8 @@ CLAIMS = {
     "tc_clm_on_par": ("TC: CLM is on par with MLM or better", +1),
     "sc_mlm_better": ("SC: MLM is better past the crossover (19-78 tokens/parameter)", +1),
     "qa_mlm_better": ("QA: MLM is better past the crossover (19-78 tokens/parameter)", +1),
-    "ir_mlm_better": ("IR: MLM is better past its crossover (39-155 tokens/parameter); the gap narrows with size", +1),
+    "ir_mlm_better": ("IR: MLM is better past its crossover (39-155 tokens/parameter)", +1),
+    "ir_gap_narrows": ("IR: the MLM - CLM gap narrows with model size", -1),
     "data_efficiency": ("CLM leads early in pretraining and the gap closes", -1),
     "stability": ("CLM fine-tuning is more stable across learning rates (spread relative to the gain)", -1),
     "pfs_vs_mlm": ("PFS (CLM then MLM40) beats MLM40 alone at the same budget", +1),
@@ -179,13 +212,15 @@ CLAIMS = {
     "cpt_vs_base": ("MLM CPT improves the CLM base itself", +1),
 }
 FAMILY_FINDING = {"tc": "tc_clm_on_par", "sc": "sc_mlm_better", "qa": "qa_mlm_better", "ir": "ir_mlm_better"}
+FINDING_FAMILY = {**{finding: family for family, finding in FAMILY_FINDING.items()}, "ir_gap_narrows": "ir"}
 BOUND = {"tc_clm_on_par": -TC_MARGIN}  # the claim's bound on A - B (0 for every other finding)
 
 
 def hypothesis(finding: str) -> str:
     """The one-sided alternative a finding's comparisons test, in words ("A - B > 0")."""
     side, bound = CLAIMS[finding][1], BOUND.get(finding, 0.0)
-    what = "slope of CLM - MLM40 per doubling" if finding == "data_efficiency" else "A - B"
+    what = {"data_efficiency": "slope of CLM - MLM40 per doubling",
+            "ir_gap_narrows": "(MLM40 - CLM) at the largest size - at the smallest"}.get(finding, "A - B")
     return f"{what} {'>' if side > 0 else '<'} {bound:g}"
 
 
@@ -315,9 +350,11 @@ def comparisons(records: list[dict], rows: list[dict], regime: Regime | None = N
     family = {r["task"]: r["family"] for r in rows}
     out = []
     finals = {(p.size, p.total_steps) for p in parsed.values() if p.kind == "single" and p.paper_step is None}
+    sizes = {}  # budget -> [(size, CLM, MLM40)]: the IR gap across sizes compares pairs of one budget
     for size, total in sorted(finals):
         clm, mlm = _single(models, size, "clm", total), _single(models, size, "mlm40", total)
         if clm and mlm:
+            sizes.setdefault(total, []).append((size, clm, mlm))
             for task in tasks:
                 finding = FAMILY_FINDING[family[task]]
                 a, b = (clm, mlm) if finding == "tc_clm_on_par" else (mlm, clm)
@@ -340,7 +377,49 @@ def comparisons(records: list[dict], rows: list[dict], regime: Regime | None = N
                                  check=[base, model, other])
                 if base in models:
                     out += _pair(records, rows, regime, "cpt_vs_base", task, model, base, check=[base, model])
+    for total, pairs in sorted(sizes.items()):
+        for task in (t for t in tasks if family[t] == "ir"):
+            out += gap_across_sizes(records, rows, regime, task, pairs)
     return _corrected(out)
+
+
+def size_value(size: str) -> float:
+    """The parameters a name's size says ("210m" -> 2.1e8, "1b" -> 1e9): the order of the sizes."""
+    return float(size[:-1]) * (1e6 if size.endswith("m") else 1e9)
+
+
+def gap_across_sizes(records, rows, regime: Regime, task: str, pairs: list[tuple[str, str, str]]) -> list[dict]:
+    """The IR claim's second clause on `task` (an IR task), at one budget: the MLM40 - CLM gap at the largest model
+    size minus the gap at the smallest, `pairs` [(size, CLM, MLM40)] the final pairs of that budget. One row: a =
+    the largest size's MLM40, b = the smallest's, the CLM of each size implied; the difference of the two paired
+    differences on the same test instances with its 95% CI (`statistics.contrast`), one-sided (< 0: the gap
+    narrows). Not testable with one model size (the study trains every name at one architecture when its regime
+    has one parameter count: one size too), or for any reason one of the four models is (`untestable`: not above
+    chance, before the crossover, an unbracketed LR optimum)."""
+    pairs = sorted(pairs, key=lambda pair: size_value(pair[0]))
+    (small, clm_small, mlm_small), (large, clm_large, mlm_large) = pairs[0], pairs[-1]
+    models = [mlm_large, clm_large, mlm_small, clm_small]
+    runs = [statistics.best_runs(records, rows, m, task) for m in models]
+    if not all(runs):
+        return []
+    metric = runs[0][0]["main_metric"]
+    row = {"finding": "ir_gap_narrows", "task": task, "family": "ir", "a": mlm_large, "b": mlm_small,
+           "measure": f"(MLM40 - CLM) at {large} - at {small} ({metric})", "entity_f1": "", "p_bound": False,
+           "n_seeds": "/".join(_n_units(r) for r in runs), "hypothesis": hypothesis("ir_gap_narrows"),
+           "delta": math.nan, "p": math.nan, "p_other": math.nan, "ci_low": math.nan, "ci_high": math.nan,
+           "bracket": declared_brackets(rows, regime, task, models)}
+    one = None if isinstance(regime.parameters, dict) else (
+        f"one model size ({regime.parameters:,.0f} parameters: this study trains its "
+        f"{', '.join(size for size, _, _ in pairs)} name(s) at one architecture)")
+    if len(pairs) < 2:
+        return [{**row, "b": clm_small, "measure": f"MLM40 - CLM at {small} ({metric})", "bracket": "",
+                 "n_seeds": "/".join(_n_units(r) for r in runs[:2]), "untestable": one or f"one model size ({small})"}]
+    if one:
+        return [{**row, "untestable": one}]
+    result = statistics.contrast(runs, [1, -1, -1, 1], metric)
+    return [{**row, **_tested("ir_gap_narrows", result["delta"], result["se"], result["df"]),
+             "ci_low": result["ci_low"], "ci_high": result["ci_high"],
+             "untestable": untestable(rows, regime, task, "ir", models)}]
 
 
 def _n_units(runs: list[dict]) -> str:
@@ -598,7 +677,7 @@ def verdicts(rows: list[dict], families: set[str] | None = None, imported: bool 
     out = []
     for finding, (claim, _) in CLAIMS.items():
         mine = [r for r in rows if r["finding"] == finding]
-        family = next((f for f, k in FAMILY_FINDING.items() if k == finding), None)
+        family = FINDING_FAMILY.get(finding)
         base = {"finding": finding, "claim": claim, "rule": rule(finding)}
         if not mine:
             if family and families is not None and family not in families:
@@ -612,7 +691,7 @@ def verdicts(rows: list[dict], families: set[str] | None = None, imported: bool 
         tested = [c for c in claims.values() if not any(r["untestable"] for r in c)]
         tasks = ", ".join(sorted({r["task"] for r in mine}))
         count = f"{len(tested)} of {len(claims)}"
-        note = size_note(finding, mine) + entity_note(finding, mine)
+        note = entity_note(finding, mine)
         if not tested:
             reasons = list(dict.fromkeys(reason for r in mine for reason in r["untestable"].split("; ") if reason))
             more = f" (and {len(reasons) - 2} more)" if len(reasons) > 2 else ""
@@ -638,16 +717,6 @@ def entity_note(finding: str, mine: list[dict]) -> str:
     CI, described, not tested (the claim's test is on the task's main metric)."""
     shown = [f"{r['task']} {r['entity_f1']}" for r in mine if finding == "tc_clm_on_par" and r.get("entity_f1")]
     return f"; entity F1, CLM - MLM40 (95% CI, not a test): {', '.join(shown)}" if shown else ""
-
-
-def size_note(finding: str, mine: list[dict]) -> str:
-    """The IR claim's second clause ("the gap narrows with size"), named untested: this report compares the
-    objectives within a size, never the gap across sizes."""
-    if finding != "ir_mlm_better":
-        return ""
-    sizes = sorted({p.size for r in mine if (p := names.try_parse_name(r["a"]))})
-    return (f"; the gap narrowing with size: not tested ({len(sizes)} model size{'s' if len(sizes) != 1 else ''}: "
-            f"{', '.join(sizes) or 'unknown'}; the report tests the objectives within a size)")
 
 
 def gap_over_pretraining(records: list[dict], rows: list[dict], regime: Regime) -> list[dict]:

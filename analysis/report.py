@@ -1,7 +1,7 @@
 """Tables and figures from one or several results directories (`evaluation.run`'s, `analysis.import_encodeval`'s).
 
     python -m analysis.report results/ --output report/ [--bootstrap] [--compare 610m-mlm40-42k,610m-clm-42k] \
-        [--scale mini] [--bracketed_by "conll2003=0.001,0.03;mnli=0.0001,0.003"]
+        [--scale mini --step_divisor 40] [--bracketed_by "conll2003=0.001,0.03;mnli=0.0001,0.003"]
     python -m analysis.report study/mini/results results/ imported/ --output all/   # read where they are
 
 Several directories make one report, nothing copied (`read_folders`): a study's results folder is shown at its
@@ -9,7 +9,10 @@ study's scale, a foreign model in it is refused, one model's results on one task
 the findings test the paper-scale names only.
 
 `--scale` (recipes.study passes its scale) shows every study name as `<scale>-<name>` (`core.names.scaled_name`) in
-the tables, findings and figures, and records it in the report's marker for the results dataset.
+the tables, findings and figures, and records it in the report's marker for the results dataset. Every table that
+names a model gives its parameters and the step its run saved it at beside the paper's step its name stands for
+(`model_cells`: from `--parameters` and `--step_divisor`, which recipes.study passes; the paper's size table and
+steps for the paper's names; "?" where unknown), so a study's model is never read as the paper's.
 
 Per model x task (the paper's reporting): the best learning rate is the one with the highest mean validation score over
 seeds; the test score is the mean over that LR's seeds with a 95% confidence interval (Student t over seeds, or a
@@ -76,8 +79,46 @@ def _finding_cell(row: dict, key: str) -> str:
     return table_cell(row.get(key))
 
 
-FINDING_KEYS = ["finding", "task", "a", "b", "measure", "hypothesis", "delta", "ci_low", "ci_high", "p", "p_holm",
-                "p_other_holm", "n_seeds", "verdict", "untestable"]
+def count_cell(count: float | None) -> str:
+    """A parameter count in a table: "0.216M", "608M", "1.19B" (3 significant digits); "?" when unknown."""
+    if count is None:
+        return "?"
+    return f"{count / 1e9:.3g}B" if count >= 1e9 else f"{count / 1e6:.3g}M"
+
+
+def model_cells(regime: findings.Regime, model: str) -> list[str]:
+    """[parameters, step] of a model as a reader sees its name (`findings.Regime.parameters_of`, `steps_of`), so a
+    study's name is never read as the paper's model: its parameters, and the step the run saved it at of the run's
+    total with the paper's step its name stands for beside it ("250 of 10,500 (paper 1,000 of 42,000)"; the paper's
+    alone where they are the same); "?" where the report was not given them (a name outside the grammar)."""
+    p, steps = names.try_parse_name(model), regime.steps_of(model)
+    if p is None:
+        return [count_cell(regime.parameters_of(model)), "?"]
+    written = lambda step, total: f"{step:,} of {total:,}" if p.paper_step else f"{total:,}"  # noqa: E731
+    paper = written(p.paper_step, p.total_steps)
+    own = "?" if steps is None else written(*steps)
+    return [count_cell(regime.parameters_of(model)), paper if own == paper else f"{own} (paper {paper})"]
+
+
+def _model_part(regime: findings.Regime, model: str) -> str:
+    return " | ".join(model_cells(regime, model))
+
+
+def pair_cells(regime: findings.Regime, row: dict) -> dict:
+    """{"parameters", "step"} of a comparison's models A and B ("A / B"), for the findings and comparisons tables."""
+    a, b = model_cells(regime, row["a"]), model_cells(regime, row["b"])
+    return {"parameters": f"{a[0]} / {b[0]}", "step": f"{a[1]} / {b[1]}"}
+
+
+MODEL_COLUMNS = ("parameters: the model's, counted with the input embedding and without the LM head (the study's "
+                 "count at a study's scale, the paper's size table for the paper's names; ? where the report was "
+                 "not given it: `--parameters`); step: the optimizer step the run saved the checkpoint at, of its "
+                 "run's total, with the paper's step its name stands for in brackets where they differ "
+                 "(`--step_divisor`). Every table naming a model gives both.")
+
+
+FINDING_KEYS = ["finding", "task", "a", "b", "parameters", "step", "measure", "hypothesis", "delta", "ci_low",
+                "ci_high", "p", "p_holm", "p_other_holm", "n_seeds", "verdict", "untestable"]
 def finding_keys(tested: list[dict]) -> list[str]:
     """The findings table's columns: `FINDING_KEYS`, "entity_f1" where a TC comparison has it (CLM - MLM40 entity
     F1 with its 95% CI, beside the main metric) and "bracket" where a comparison relies on an LR grid the study
@@ -108,7 +149,9 @@ def findings_markdown(tested: list[dict], families: set[str], imported: bool = F
              f"a non-inferiority test at the declared margin {findings.TC_MARGIN:g} (CLM - MLM40 > "
              f"-{findings.TC_MARGIN:g}; docs/protocol.md says why), entity F1 reported beside it. Data efficiency "
              "is both halves of its claim: CLM ahead at the earliest checkpoint and the gap's slope below 0, each a "
-             "test, a task agreeing only when both support it. A comparison is tested only where it can be: every "
+             "test, a task agreeing only when both support it. IR's \"the gap narrows with size\" is (MLM40 - CLM) at "
+             "the largest model size minus at the smallest, at one budget, on the same test instances (< 0); with "
+             "one size it is not testable. A comparison is tested only where it can be: every "
              "model it uses learned the task (its 95% CI above the trivial baseline) and is past the paper's "
              "crossover interval (between the released checkpoints that bracket it: 19-78 tokens per parameter for "
              "SC and QA, 39-155 for IR, none for TC) under both parameter conventions (counted: input embedding in, "
@@ -138,7 +181,7 @@ def findings_markdown(tested: list[dict], families: set[str], imported: bool = F
     return lines
 
 
-def gap_markdown(gap: list[dict], tested: list[dict]) -> list[str]:
+def gap_markdown(gap: list[dict], tested: list[dict], regime: findings.Regime) -> list[str]:
     """The CLM - MLM40 gap along pretraining per task: its slope test in words, then every checkpoint's difference."""
     lines = ["## The CLM - MLM40 gap over pretraining", "",
              "Per task, the two tests of the paper's finding 2 (CLM leads early, the gap closes): CLM - MLM40 at "
@@ -155,14 +198,14 @@ def gap_markdown(gap: list[dict], tested: list[dict]) -> list[str]:
         test, lead = (next((r for r in tested if r["finding"] == "data_efficiency" and r["task"] == task
                             and r["part"] == part), None) for part in ("slope", "lead"))
         lines.append(f"- **{task}** ({curve[0]['measure']}): {findings.gap_trend(curve, test, lead)}.")
-    lines += ["", "| task | checkpoint (CLM) | tokens per parameter | crossover interval | CLM - MLM40 | 95% CI | "
-              "note |", "|---|---|---|---|---|---|---|"]
+    lines += ["", "| task | checkpoint (CLM) | parameters | step | tokens per parameter | crossover interval | "
+              "CLM - MLM40 | 95% CI | note |", "|---|---|---|---|---|---|---|---|---|"]
     for r in gap:
         bare = r["tokens_per_parameter_bare"]
         tpp = f"{r['tokens_per_parameter']:.3g}" + (f" ({bare:.3g})" if bare is not None else "")
         note = "final (decayed)" if r["final"] else "stable phase"
-        lines.append(f"| {r['task']} | {r['a']} | {tpp} | {r['phase']} | {r['delta']:+.4f} | "
-                     f"[{table_cell(r['ci_low'])}, {table_cell(r['ci_high'])}] | {note} |")
+        lines.append(f"| {r['task']} | {r['a']} | {_model_part(regime, r['a'])} | {tpp} | {r['phase']} | "
+                     f"{r['delta']:+.4f} | [{table_cell(r['ci_low'])}, {table_cell(r['ci_high'])}] | {note} |")
     return lines
 
 
@@ -190,23 +233,27 @@ def _half_width(row: dict) -> float:
     return (row["ci_high"] - row["ci_low"]) / 2
 
 
-def results_table(rows: list[dict]) -> list[str]:
-    """Markdown: one line per model, one column per task (mean ± CI half-width), the trivial baseline last."""
+def results_table(rows: list[dict], regime: findings.Regime) -> list[str]:
+    """Markdown: one line per model, its parameters and step (`model_cells`), one column per task (mean ± CI
+    half-width), the trivial baseline last."""
     tasks = sorted({r["task"] for r in rows})
     models = sorted({r["model"] for r in rows}, key=model_order)
     cell = {(r["model"], r["task"]): r for r in rows}
     metric = {r["task"]: r["metric"] for r in rows}
     runs = {r["model"]: r["n_pretrain_runs"] for r in rows}
     replicated = any(n > 1 for n in runs.values())  # a column of its own: a group is not one run
-    header = ["model", *(["pretraining runs"] if replicated else []), *[f"{t} ({metric[t]})" for t in tasks]]
+    header = ["model", "parameters", "step", *(["pretraining runs"] if replicated else []),
+              *[f"{t} ({metric[t]})" for t in tasks]]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for model in models:
         cells = [_cell(cell[(model, t)]) if (model, t) in cell else "" for t in tasks]
-        lines.append("| " + " | ".join([model, *([str(runs[model])] if replicated else []), *cells]) + " |")
+        lines.append("| " + " | ".join([model, *model_cells(regime, model), *([str(runs[model])] if replicated else []),
+                                        *cells]) + " |")
     baseline = {t: trivial_baseline(rows, t) for t in tasks}
-    lines.append("| " + " | ".join(["*trivial baseline*", *([""] if replicated else []),
+    lines.append("| " + " | ".join(["*trivial baseline*", "", "", *([""] if replicated else []),
                                     *[table_cell(baseline[t]) if baseline[t] is not None else "unknown"
                                       for t in tasks]]) + " |")
+    lines += ["", MODEL_COLUMNS]
     shown = [r for r in rows if r["best_lr"] is not None and not math.isnan(r["ci_low"])]
     if any(not _symmetric(r) for r in shown):
         lines += ["", "A cell shown as mean [low, high] gives its 95% CI itself: clipped to [0, 1], not centred on "
@@ -214,15 +261,16 @@ def results_table(rows: list[dict]) -> list[str]:
     tc = [t for t in tasks if any(r["task"] == t and r["family"] == "tc" for r in rows)]
     if tc:
         lines += ["", "Entity F1 (seqeval) of the same TC runs, beside the main metric: a model that predicts no "
-                  "entity is visible here.", "", "| model | " + " | ".join(tc) + " |", "|" + "---|" * (len(tc) + 1)]
+                  "entity is visible here.", "", "| model | parameters | step | " + " | ".join(tc) + " |",
+                  "|" + "---|" * (len(tc) + 3)]
         for m in models:
             entity = [table_cell(cell[(m, t)]["entity_f1"]) if (m, t) in cell else "" for t in tc]
-            lines.append("| " + " | ".join([m, *entity]) + " |")
+            lines.append("| " + " | ".join([m, *model_cells(regime, m), *entity]) + " |")
     return lines
 
 
 
-def run_variance_lines(rows: list[dict]) -> list[str]:
+def run_variance_lines(rows: list[dict], regime: findings.Regime) -> list[str]:
     """Markdown: the pretraining-run variance of every model trained more than once (`statistics.run_variance`),
     or nothing when every model is one run."""
     replicated = sorted((r for r in rows if r["best_lr"] is not None and r["n_pretrain_runs"] > 1),
@@ -234,14 +282,15 @@ def run_variance_lines(rows: list[dict]) -> list[str]:
              "runs' means (each a mean over fine-tuning seeds at the model's best LR). The SDs come from a two-level "
              "decomposition: seed SD = root of the mean within-run variance; pretraining-run SD = root of (variance "
              "of the run means - seed variance / seeds per run), 0 when negative.", "",
-             "| model | task | pretraining runs | seeds per run | mean | SD of run means over seeds: pretraining run | "
-             "fine-tuning seed |", "|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['model']} | {r['task']} | {r['n_pretrain_runs']} | {r['n_seeds']} | {table_cell(r['mean'])} | "
-              f"{table_cell(r['pretrain_sd'])} | {table_cell(r['seed_sd'])} |" for r in replicated]
+             "| model | parameters | step | task | pretraining runs | seeds per run | mean | SD of run means over "
+             "seeds: pretraining run | fine-tuning seed |", "|---|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['model']} | {_model_part(regime, r['model'])} | {r['task']} | {r['n_pretrain_runs']} | "
+              f"{r['n_seeds']} | {table_cell(r['mean'])} | {table_cell(r['pretrain_sd'])} | "
+              f"{table_cell(r['seed_sd'])} |" for r in replicated]
     return lines
 
 
-def checks_lines(rows: list[dict]) -> list[str]:
+def checks_lines(rows: list[dict], regime: findings.Regime) -> list[str]:
     """Markdown: which means do not clear their task's trivial baseline (95% CI above it), and which SC/TC means
     are less precise than TARGET_HALF_WIDTH, with the seeds it would take at the observed spread."""
     rows = sorted((r for r in rows if r["best_lr"] is not None), key=lambda r: (r["task"], model_order(r["model"])))
@@ -254,9 +303,10 @@ def checks_lines(rows: list[dict]) -> list[str]:
              f"within {statistics.BASELINE_TOLERANCE:g} of it is at it: the model predicts what the baseline does)."]
     if below:
         lines += [f"{len(below)} of {len(known)} model x task means with a known baseline do not clear it:", "",
-                  "| model | task | mean | ci_low | trivial_baseline | note |", "|---|---|---|---|---|---|"]
-        lines += [f"| {r['model']} | {r['task']} | {table_cell(r['mean'])} | {table_cell(lower(r))} | "
-                  f"{table_cell(r['trivial_baseline'])} | "
+                  "| model | parameters | step | task | mean | ci_low | trivial_baseline | note |",
+                  "|---|---|---|---|---|---|---|---|"]
+        lines += [f"| {r['model']} | {_model_part(regime, r['model'])} | {r['task']} | {table_cell(r['mean'])} | "
+                  f"{table_cell(lower(r))} | {table_cell(r['trivial_baseline'])} | "
                   f"{'at the baseline: not learned' if statistics.at_baseline(r) else 'CI reaches the baseline'} |"
                   for r in below]
     elif known:
@@ -273,16 +323,18 @@ def checks_lines(rows: list[dict]) -> list[str]:
                         f"{TARGET_HALF_WIDTH}."]
     lines += [f"{len(wide)} of {len(precise)} SC and TC means have a wider 95% CI; the seeds a ±{TARGET_HALF_WIDTH} "
               "interval would take at the spread seen over their seeds (itself uncertain with few seeds):", "",
-              "| model | task | n_seeds | half-width | std | seeds needed |", "|---|---|---|---|---|---|"]
+              "| model | parameters | step | task | n_seeds | half-width | std | seeds needed |",
+              "|---|---|---|---|---|---|---|---|"]
     for r in wide:
         needed = seeds_needed(r["std"])
-        lines.append(f"| {r['model']} | {r['task']} | {r['n_seeds']} | {table_cell(_half_width(r))} | "
-                     f"{table_cell(r['std'])} | {needed if needed is not None else 'unknown'} |")
+        lines.append(f"| {r['model']} | {_model_part(regime, r['model'])} | {r['task']} | {r['n_seeds']} | "
+                     f"{table_cell(_half_width(r))} | {table_cell(r['std'])} | "
+                     f"{needed if needed is not None else 'unknown'} |")
     return lines
 
 
 
-def imported_markdown(records: list[dict], missing: dict) -> list[str]:
+def imported_markdown(records: list[dict], missing: dict, regime: findings.Regime) -> list[str]:
     """Which models are the paper's own runs imported from EncodEval, and the paper-grid runs its tree lacks per
     model x task (`analysis.import_encodeval`): shown, never filled."""
     imported = sorted({r["model"] for r in records if import_encodeval.is_imported(r)}, key=model_order)
@@ -296,8 +348,8 @@ def imported_markdown(records: list[dict], missing: dict) -> list[str]:
              "none here."]
     if not missing:
         return lines
-    lines += ["", "| model | task | runs missing |", "|---|---|---|"]
-    lines += [f"| {model} | {task} | {n} |" for (model, task), n in
+    lines += ["", "| model | parameters | step | task | runs missing |", "|---|---|---|---|---|"]
+    lines += [f"| {model} | {_model_part(regime, model)} | {task} | {n} |" for (model, task), n in
               sorted(missing.items(), key=lambda item: (item[0][1], model_order(item[0][0])))]
     return lines
 
@@ -350,11 +402,12 @@ def sources_markdown(sources: list[tuple[Path, str | None]]) -> list[str]:
     return lines
 
 
-def write_tables(rows: list[dict], comparisons: list[dict], output: Path, tested: list[dict] | None = None,
-                 gap: list[dict] | None = None, imported: list[str] | None = None, paper_runs: bool = False,
-                 sources: list[str] | None = None) -> None:
+def write_tables(rows: list[dict], comparisons: list[dict], output: Path, regime: findings.Regime,
+                 tested: list[dict] | None = None, gap: list[dict] | None = None, imported: list[str] | None = None,
+                 paper_runs: bool = False, sources: list[str] | None = None) -> None:
     """`summary.csv` (one row per model x task, every column) and `summary.md`: the results table first, then the
-    paper's findings at this scale, the paired comparisons and the full table."""
+    paper's findings at this scale, the paired comparisons and the full table; every name as a reader sees it, each
+    table naming a model with its parameters and step (`model_cells`, from `regime`)."""
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=SUMMARY_COLUMNS, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
@@ -367,20 +420,21 @@ def write_tables(rows: list[dict], comparisons: list[dict], output: Path, tested
              "model trained several times), or the interval itself where ± would misdescribe it. Scores are "
              "fractions in [0, 1]. The "
              "trivial baseline is what a model scores without learning the task (majority class, all \"O\", the "
-             "passage's first words, a random ranking).", "", *results_table(rows)]
+             "passage's first words, a random ranking).", "", *results_table(rows, regime)]
     if sources:
         lines += ["", *sources]
     if imported:
         lines += ["", *imported]
     if gap:
-        lines += ["", *gap_markdown(gap, tested or [])]
-    if variance := run_variance_lines(rows):
+        lines += ["", *gap_markdown(gap, tested or [], regime)]
+    if variance := run_variance_lines(rows, regime):
         lines += ["", *variance]
-    lines += ["", *checks_lines(rows)]
+    lines += ["", *checks_lines(rows, regime)]
     if tested:
         lines += ["", *findings_markdown(tested, {r["family"] for r in rows}, paper_runs)]
     if comparisons:
-        keys = ["task", "a", "b", "metric", "delta", "ci_low", "ci_high", "p", "p_bootstrap", "wins", "losses"]
+        keys = ["task", "a", "b", "parameters", "step", "metric", "delta", "ci_low", "ci_high", "p", "p_bootstrap",
+                "wins", "losses"]
         lines += ["", "## Paired comparisons (A - B, per-instance test scores; CI Student t over units - seeds, or "
                   "pretraining runs - and instances; p_bootstrap resampling instances (paired) and seeds, or "
                   "pretraining runs and then the seeds within each; wins / losses count test instances, a "
@@ -392,9 +446,12 @@ def write_tables(rows: list[dict], comparisons: list[dict], output: Path, tested
     lines += ["", "## Every column", "",
               "entity_f1 = TC entity F1 (seqeval) of the best LR's runs; std = over the best LR's seeds; "
               "stability_std = std over all finished runs; lr_range = range of the per-LR mean test scores; "
-              "n_pretrain_runs, pretrain_sd, seed_sd: the pretraining runs and the two-level SDs.", "",
-              "| " + " | ".join(SUMMARY_COLUMNS) + " |", "|" + "---|" * len(SUMMARY_COLUMNS)]
-    lines += ["| " + " | ".join(table_cell(r[k]) for k in SUMMARY_COLUMNS) + " |" for r in rows]
+              "n_pretrain_runs, pretrain_sd, seed_sd: the pretraining runs and the two-level SDs; parameters and "
+              "step (not in summary.csv) as in the results table.", "",
+              "| model | parameters | step | " + " | ".join(SUMMARY_COLUMNS[1:]) + " |",
+              "|" + "---|" * (len(SUMMARY_COLUMNS) + 2)]
+    lines += [f"| {r['model']} | {_model_part(regime, r['model'])} | " + " | ".join(
+        table_cell(r[k]) for k in SUMMARY_COLUMNS[1:]) + " |" for r in rows]
     artifacts.write_text_atomic(output / "summary.md", "\n".join(lines) + "\n")
 
 
@@ -469,6 +526,10 @@ def main(argv=None) -> Path:
     parser.add_argument("--embedding_parameters", type=float, default=None,
                         help="of --parameters, those of the input embedding: tokens per parameter are shown without "
                              "embeddings too (default: the paper's sizes' with the paper's regime; unknown otherwise)")
+    parser.add_argument("--step_divisor", type=int, default=None,
+                        help="the names' steps over the steps the runs took (a study's scale divides the paper's "
+                             "steps by it: recipes.study passes it): every table gives a checkpoint's own step beside "
+                             "its name's (default: 1 for the paper's names, unknown for a study's)")
     parser.add_argument("--bracketed_by", default=None,
                         help="LR grids an earlier, wider grid bracketed, per task: 'conll2003=0.001,0.03;mnli=...' "
                              "(the LRs measured worse below and above this grid in an earlier run). An optimum this "
@@ -488,12 +549,16 @@ def main(argv=None) -> Path:
                                                           0 < args.embedding_parameters < args.parameters):
             raise ValueError("--embedding_parameters is a part of --parameters: give it with --parameters, above 0 "
                              "and below it")
+        if args.step_divisor is not None and args.step_divisor < 1:
+            raise ValueError(f"--step_divisor {args.step_divisor}: give a whole number of 1 or more (the paper's "
+                             "steps per step a run took)")
         brackets = findings.parse_brackets(args.bracketed_by)
         folders = [Path(folder) for folder in args.results]
-        if len(folders) > 1 and (args.scale or args.parameters or args.embedding_parameters):
-            raise ValueError("--scale, --tokens_per_step and --parameters describe one study's names; a report of "
-                             "several results directories shows each at the scale its study.json records and tests "
-                             "the findings on the paper-scale names: run one study's own report for its findings")
+        if len(folders) > 1 and (args.scale or args.parameters or args.embedding_parameters or args.step_divisor):
+            raise ValueError("--scale, --tokens_per_step, --parameters and --step_divisor describe one study's names; "
+                             "a report of several results directories shows each at the scale its study.json records "
+                             "and tests the findings on the paper-scale names: run one study's own report for its "
+                             "findings")
         if args.output is None and len(folders) > 1:
             raise ValueError("several results directories make one report: pass --output DIR")
         output = Path(args.output or folders[0] / "report")
@@ -524,8 +589,9 @@ def main(argv=None) -> Path:
         tested_records, tested_rows = ([r for r in items if not names.try_parse_name(r["model"]) or
                                         names.try_parse_name(r["model"]).scale is None]
                                        for items in (records, rows))
-    regime = findings.Regime(args.tokens_per_step, args.parameters, args.scale, args.embedding_parameters, brackets) \
-        if args.parameters else findings.Regime(scale=args.scale, bracketed_by=brackets)
+    regime = findings.Regime(args.tokens_per_step, args.parameters, args.scale, args.embedding_parameters, brackets,
+                             args.step_divisor) if args.parameters else \
+        findings.Regime(scale=args.scale, bracketed_by=brackets, step_divisor=args.step_divisor)
     output.mkdir(parents=True, exist_ok=True)
     before = clear_earlier_report(output)
     try:
@@ -549,10 +615,11 @@ def write_report(output: Path, before: set[str], records: list[dict], rows: list
     tested = findings.comparisons(tested_records, tested_rows, regime)
     gap = findings.gap_over_pretraining(tested_records, tested_rows, regime)
     rows, comparisons, tested, gap = (shown_at_scale(items, args.scale) for items in (rows, comparisons, tested, gap))
+    comparisons, tested = ([{**r, **pair_cells(regime, r)} for r in items] for items in (comparisons, tested))
     missing = collections.Counter()
     for folder, _ in sources:
         missing.update(import_encodeval.missing_counts(folder))
-    write_tables(rows, comparisons, output, tested, gap, imported_markdown(records, dict(missing)),
+    write_tables(rows, comparisons, output, regime, tested, gap, imported_markdown(records, dict(missing), regime),
                  all(import_encodeval.is_imported(r) for r in tested_records),
                  sources_markdown(sources) if len(sources) > 1 else None)
     if tested:

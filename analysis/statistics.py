@@ -339,6 +339,40 @@ def instance_counts(rng: np.random.Generator, n: int, size: int) -> np.ndarray:
     return np.bincount(draws.ravel(), minlength=size * n).reshape(size, n).astype(float)
 
 
+def contrast(groups: list[list[dict]], weights: list[float], metric: str, n_resamples: int = N_RESAMPLES,
+             seed: int = 0, level: float = 0.95) -> dict:
+    """sum_k weights[k] x score of model k, every model scored on the same test instances: a difference of paired
+    differences (the IR gap at one size minus at another) with its Student-t interval, as `paired_comparison`'s.
+
+    The variance is the unit part (sum_k w_k^2 s_k^2 / n_k over each model's `unit_scores`; 0 with one unit) plus
+    the test instances' part (the variance of the contrast of unit-averaged scores over test instances drawn with
+    replacement, one draw for every model: the instances the gaps share covary, so their parts are not added as if
+    independent); df by Welch-Satterthwaite on the unit part.
+
+    Args:
+        groups: the best-LR runs of each model on one task (status "ok").
+        weights: one per group (e.g. [1, -1, -1, 1]).
+        metric: the task's main metric.
+
+    Returns:
+        {"delta", "se", "df", "ci_low", "ci_high", "p"} (`t_test`'s).
+    """
+    matrices = [instance_matrix(g, metric) for g in groups]
+    if len({num.shape[1] for num, _ in matrices}) > 1:
+        raise ValueError(f"models were scored on different test sets ({[num.shape[1] for num, _ in matrices]} "
+                         "instances)")
+    means = [(num.mean(0), den.mean(0)) for num, den in matrices]
+    n = matrices[0][0].shape[1]
+    rng = np.random.default_rng(seed)
+    draws = []
+    for start in range(0, n_resamples, 250):  # chunks keep the (samples x instances) matrices small
+        counts = instance_counts(rng, n, min(250, n_resamples - start))
+        draws.append(sum(w * (counts @ num) / (counts @ den).clip(1e-12) for w, (num, den) in zip(weights, means)))
+    delta = float(sum(w * num.sum() / max(den.sum(), 1e-12) for w, (num, den) in zip(weights, means)))
+    parts = [(w ** 2 * part, df) for w, (part, df) in zip(weights, map(unit_part, groups))]
+    return t_test(delta, parts, float(np.var(np.concatenate(draws), ddof=1)), level)
+
+
 def resample_units(records: list[dict], rng: np.random.Generator, size: int) -> np.ndarray:
     """(size, len(records)) bootstrap weights over one model's records, each row summing to 1, so that
     weights @ scores is a resampled mean. One pretraining run (one `model` name): its records (fine-tuning seeds)

@@ -411,7 +411,8 @@ def report(study: Study, output: Path) -> None:
     if manifest.SCALES[study.scale]["model"] is not None:  # a toy scale: the paper's own regime otherwise
         tokens_per_step, parameters, embeddings = regime(study)
         args += ["--tokens_per_step", f"{tokens_per_step:g}", "--parameters", str(parameters),
-                 "--embedding_parameters", str(embeddings)]
+                 "--embedding_parameters", str(embeddings),
+                 "--step_divisor", str(manifest.SCALES[study.scale]["step_divisor"])]
     if study.compare:
         args += ["--compare", ",".join(study.compare)]
     if study.bracketed_by:

@@ -266,6 +266,8 @@ CLI_ROWS = {
         (["{study}/results", "{noid}", "--output", "{out}", "--scale", "mini"], "describe one study's names"),
         (["{noid}", "{study}/results", "--output", "{study}/report"], "is a study's own report"),
         (["{tmp}", "--bracketed_by", "conll2003=0.1"], "give each task once as TASK=LOW,HIGH"),
+        (["{tmp}", "--step_divisor", "0"], "--step_divisor 0: give a whole number of 1 or more"),
+        (["{study}/results", "{noid}", "--output", "{out}", "--step_divisor", "4"], "describe one study's names"),
         (["{tmp}", "--tokens_per_step", "1", "--parameters", "10", "--embedding_parameters", "10"],
          "--embedding_parameters is a part of --parameters"),
     ],

@@ -84,9 +84,11 @@ def test_report_on_the_imported_tree_shows_means_missing_runs_and_comparisons(im
     assert out.returncode == 0, out.stderr
     summary = (tmp_path / "report" / "summary.md").read_text()
     hand = hand_best_lr("610m-mlm40-42k")
-    assert f"| 610m-mlm40-42k | {hand['mean']:.3f} ± {(hand['ci_high'] - hand['ci_low']) / 2:.3f} |" in summary
+    cell = f"{hand['mean']:.3f} ± {(hand['ci_high'] - hand['ci_low']) / 2:.3f}"
+    assert f"| 610m-mlm40-42k | 608M | 42,000 | {cell} |" in summary  # the paper's own size and steps
     assert "## Imported from EncodEval" in summary and "2 models are the paper's own runs" in summary
-    assert "| 610m-clm-42k | mldr | 26 |" in summary and "| 610m-mlm40-42k | mldr | 26 |" in summary
+    assert "| 610m-clm-42k | 608M | 42,000 | mldr | 26 |" in summary
+    assert "| 610m-mlm40-42k | 608M | 42,000 | mldr | 26 |" in summary
     findings = list(csv.DictReader(open(tmp_path / "report" / "findings.csv")))
     ir = [f for f in findings if f["finding"] == "ir_mlm_better"]
     # the paper's own runs, worded as what they are: 2 of its 6 LRs imported, mldr without a trivial baseline
@@ -97,7 +99,7 @@ def test_report_on_the_imported_tree_shows_means_missing_runs_and_comparisons(im
     assert "**not testable with these runs: mldr has no known trivial baseline" in summary
     assert "a best LR is the best of the imported LRs" in summary and "never bracketed" not in summary
     assert "clear it." not in summary and "2 model x task means have no known trivial baseline (mldr)" in summary
-    assert "| *trivial baseline* | unknown |" in summary
+    assert "| *trivial baseline* |  |  | unknown |" in summary
 
 
 def own_record(model: str, task: str = "mldr", lr: float = 1e-4, seed: int = 0) -> dict:
@@ -117,7 +119,8 @@ def test_own_results_side_by_side_but_never_averaged_with_imported_ones(imported
     out = call_main(report.main, root, "--output", tmp_path / "report")
     assert out.returncode == 0, out.stderr
     summary = (tmp_path / "report" / "summary.md").read_text()
-    assert "| my-encoder | 0.500 [0.500, 0.500] |" in summary and "| 610m-clm-42k | 0." in summary  # one mldr column
+    assert "| my-encoder | ? | ? | 0.500 [0.500, 0.500] |" in summary  # a size and steps the report was not given
+    assert "| 610m-clm-42k | 608M | 42,000 | 0." in summary  # one mldr column
     # an own result of an imported model's name: the report refuses to average the two in one row, naming both
     path = store.write_result(store.result_path(root, "610m-clm-42k", "mldr", 2e-4, 0),
                               own_record("610m-clm-42k", lr=2e-4))
@@ -339,7 +342,7 @@ def test_paper_curves_from_an_imported_tree_of_intermediate_pfs_and_cpt_runs(tmp
     assert "## The CLM - MLM40 gap over pretraining" in summary and "| mldr | 610m-clm-42k-1000 |" in summary
     drawn = {p.name for p in (tmp_path / "report").iterdir()}
     assert {"gap.png", "pretraining_steps.png", "pfs.png", "cpt.png"} <= drawn
-    assert "| 610m-clm-21k-mlm40-42k | mldr | 26 |" in summary
+    assert "| 610m-clm-21k-mlm40-42k | 608M | 42,000 | mldr | 26 |" in summary
 
 
 def tree_files(root: Path) -> dict[str, bytes]:

@@ -109,7 +109,8 @@ def test_report_writes_tables_and_figures(results, tmp_path):
     text = (out / "summary.md").read_text()
     assert "Paired comparisons" in text
     table = text.split("\n\n")[2]  # the page starts with the results table: mean ± CI half-width per model
-    assert table.startswith("| model | sst2 (accuracy) |") and "| *trivial baseline* | 0.5 |" in table
+    assert table.startswith("| model | parameters | step | sst2 (accuracy) |")
+    assert "| *trivial baseline* |  |  | 0.5 |" in table
     for name in ("objective_sc.png", "pretraining_steps.png", "learning_rate_sst2.png", "pfs.png", "cpt.png"):
         assert (out / name).stat().st_size > 1000, name
 
@@ -159,7 +160,9 @@ def test_entity_f1_beside_the_main_metric_for_tc(results, tmp_path):
     assert csv_rows[("610m-clm-42k", "conll2003")]["entity_f1"] == "0"
     assert csv_rows[("610m-clm-42k", "sst2")]["entity_f1"] == ""
     md = (out / "summary.md").read_text()
-    assert "| entity_f1 |" in md and "| 610m-clm-42k | conll2003 | tc | sentence_macro_f1 | 5e-05 | 3 | 0.89 |" in md
+    assert "| entity_f1 |" in md
+    assert "| 610m-clm-42k | 608M | 42,000 | conll2003 | tc | sentence_macro_f1 | 5e-05 | 3 | 0.89 |" in md
+    assert "| model | parameters | step | conll2003 |\n|---|---|---|---|\n| 610m-clm-42k | 608M | 42,000 | 0 |" in md
 
 
 def test_figures_without_data_are_skipped(tmp_path):
@@ -239,7 +242,8 @@ def test_findings_give_a_verdict_per_paper_claim(tmp_path):
     tested = findings.comparisons(records, rows)
     verdict = {v["finding"]: v["verdict"] for v in findings.verdicts(tested, {"sc"})}
     assert verdict == {**{f"{f}_{claim}": f"not testable at this scale: no {f.upper()} task"
-                          for f, claim in (("tc", "clm_on_par"), ("qa", "mlm_better"), ("ir", "mlm_better"))},
+                          for f, claim in (("tc", "clm_on_par"), ("qa", "mlm_better"), ("ir", "mlm_better"),
+                                           ("ir", "gap_narrows"))},
                        **{k: "agrees at this scale" for k in ("sc_mlm_better", "data_efficiency", "stability",
                                                               "pfs_vs_mlm", "pfs_vs_clm", "cpt_vs_mlm_cpt",
                                                               "cpt_vs_base")}}
@@ -256,7 +260,7 @@ def test_findings_give_a_verdict_per_paper_claim(tmp_path):
     assert "sc_mlm_better: 1 test(s) of A - B > 0 (sst2); data_efficiency: 2 test(s) of CLM - MLM40 > 0 at the " \
         "earliest checkpoint; and slope of CLM - MLM40 per doubling < 0 (sst2 lead, sst2 slope)" in text
     assert (out / "findings.csv").read_text().startswith(
-        "finding,task,a,b,measure,hypothesis,delta,ci_low,ci_high,p,p_holm,p_other_holm")
+        "finding,task,a,b,parameters,step,measure,hypothesis,delta,ci_low,ci_high,p,p_holm,p_other_holm")
 
 
 def test_each_reason_a_finding_is_not_testable(tmp_path):
@@ -407,11 +411,11 @@ def test_report_names_means_below_the_baseline_and_too_wide_for_the_target(tmp_p
     text = (out / "summary.md").read_text()
     below = text.split("## Above the trivial baseline")[1].split("##")[0]
     assert "1 of 2 model x task means with a known baseline do not clear it" in below
-    assert "| 610m-mlm40-42k | sst2 |" in below and "610m-clm-42k" not in below
+    assert "| 610m-mlm40-42k | 608M | 42,000 | sst2 |" in below and "610m-clm-42k" not in below
     assert "| 0.5 | at the baseline: not learned |" in below
     wide = text.split("## Seeds for a ±0.02 interval (SC and TC)")[1].split("##")[0]
     # std 0.04 over seeds: t(0.975, n-1) * 0.04 / sqrt(n) <= 0.02 first at n = 18
-    assert "| 610m-mlm40-42k | sst2 | 3 |" in wide and wide.rstrip().endswith("| 0.04 | 18 |")
+    assert "| 610m-mlm40-42k | 608M | 42,000 | sst2 | 3 |" in wide and wide.rstrip().endswith("| 0.04 | 18 |")
     assert "610m-clm-42k" not in wide
 
 
@@ -606,7 +610,8 @@ def test_compare_names_the_replicated_models_as_their_rows_do(tmp_path):
                               (rng.random(200) < level).astype(float))
     out = report.main([str(tmp_path), "--output", str(tmp_path / "report"),
                        "--compare", "610m-mlm40-42k,610m-clm-42k"])
-    assert "| sst2 | 610m-mlm40-42k | 610m-clm-42k | accuracy |" in (out / "summary.md").read_text()
+    assert "| sst2 | 610m-mlm40-42k | 610m-clm-42k | 608M / 608M | 42,000 / 42,000 | accuracy |" in \
+        (out / "summary.md").read_text()
     with pytest.raises(cli.BadInput, match=r"--compare needs two model names from the results \(\['610m-clm-42k', "
                                          r"'610m-mlm40-42k'\]\)"):
         report.main([str(tmp_path), "--output", str(tmp_path / "r2"),
@@ -631,7 +636,7 @@ def test_a_row_at_its_baseline_or_without_one_is_never_counted_a_learner(tmp_pat
     text = (report.main([str(tmp_path), "--output", str(tmp_path / "report")]) / "summary.md").read_text()
     below = text.split("## Above the trivial baseline")[1].split("##")[0]
     assert "1 of 2 model x task means with a known baseline do not clear it" in below
-    assert "| 610m-clm-42k | sst2 | 0.5 | 0.5 | 0.5 | at the baseline: not learned |" in below
+    assert "| 610m-clm-42k | 608M | 42,000 | sst2 | 0.5 | 0.5 | 0.5 | at the baseline: not learned |" in below
     assert "1 model x task means have no known trivial baseline (mrpc)" in below and "clear it." not in below
 
 
@@ -646,4 +651,32 @@ def test_an_interval_that_plus_minus_would_misdescribe_is_shown_itself(tmp_path)
     for seed in range(3):
         write_run(tmp_path, "610m-clm-42k", "sst2", 1e-4, seed, 0.5, np.full(N_TEST, 0.05 + 0.1 * (seed == 2)))
     text = (report.main([str(tmp_path), "--output", str(tmp_path / "report")]) / "summary.md").read_text()
-    assert "| 610m-clm-42k | 0.083 [0.000, 0.227] |" in text and "clipped to [0, 1]" in text
+    assert "| 610m-clm-42k | 608M | 42,000 | 0.083 [0.000, 0.227] |" in text and "clipped to [0, 1]" in text
+
+
+def test_every_table_names_a_study_model_with_its_parameters_and_its_own_step(results, tmp_path):
+    """A study's names are the paper's (`mini-610m-clm-42k-1000`), its models are not: every table that names a model
+    gives the parameters counted for it and the step its run saved it at, the paper's step its name stands for
+    beside it; what the report was not told is "?", never the paper's numbers."""
+    for lr in LRS:  # MLM40's checkpoint at the paper's step 1,000 too: the gap table
+        for seed in range(5):
+            write_run(results, "610m-mlm40-42k-1000", "sst2", lr, seed, 0.7, np.ones(N_TEST) * (seed % 2))
+    mini = ["--scale", "mini", "--tokens_per_step", "51.2", "--parameters", "615232", "--compare",
+            "610m-mlm40-42k,610m-clm-42k"]
+    out = report.main([str(results), "--output", str(tmp_path / "mini"), *mini, "--step_divisor", "40"])
+    text = (out / "summary.md").read_text()
+    assert "| mini-610m-clm-42k | 0.615M | 1,050 (paper 42,000) |" in text
+    assert "| mini-610m-clm-42k-1000 | 0.615M | 25 of 1,050 (paper 1,000 of 42,000) |" in text
+    assert "| mini-610m-clm-dec42k-mlm40-44k | 0.615M | 1,100 (paper 44,000) |" in text
+    assert "| sst2 | mini-610m-clm-42k-1000 | 0.615M | 25 of 1,050 (paper 1,000 of 42,000) | 0.0832 | before |" \
+        in text  # the gap table, beside the tokens per parameter
+    assert "| sst2 | mini-610m-mlm40-42k | mini-610m-clm-42k | 0.615M / 0.615M | 1,050 (paper 42,000) / 1,050 " \
+        "(paper 42,000) | accuracy |" in text  # the paired comparisons
+    (row,) = [r for r in csv.DictReader(open(out / "findings.csv")) if r["finding"] == "sc_mlm_better"]
+    assert (row["parameters"], row["step"]) == ("0.615M / 0.615M", "1,050 (paper 42,000) / 1,050 (paper 42,000)")
+    tables = [block.splitlines()[0] for block in text.split("\n\n") if block.startswith("| ")]
+    named = [h for h in tables if {"model", "a", "checkpoint (CLM)"} & {c.strip() for c in h.split("|")}]
+    # results, gap, below the baseline, seeds needed, findings, comparisons, every column
+    assert len(named) == 7 and all("| parameters | step |" in h for h in named), named
+    untold = report.main([str(results), "--output", str(tmp_path / "untold"), "--scale", "mini"])
+    assert "| mini-610m-clm-42k-1000 | ? | ? (paper 1,000 of 42,000) |" in (untold / "summary.md").read_text()

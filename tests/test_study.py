@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from analysis.report import count_cell
 from core import artifacts
 from pretraining import heldout as heldout_csv
 from recipes import manifest
 from recipes.studies import STUDIES
-from recipes.study import main, run_study
+from recipes.study import main, regime, run_study
 
 # The test suite's scale: the smoke study's structure at a few steps per run (the manifest's scales are the studies').
 CI_SCALE = {"step_divisor": 1000, "model": "tiny", "block_size": 32, "per_device_train_batch_size": 2,
@@ -78,6 +79,14 @@ def test_short_smoke_study_runs_every_stage(short_study):
     assert {r["family"] for r in rows} == {"sc", "tc", "qa", "ir"}
     assert {r["model"] for r in rows} >= {f"ci-{m}" for m in study.models} and all(r["n_seeds"] == "2" for r in rows)
     assert "ci_low" in rows[0] and "trivial_baseline" in rows[0] and list(report.glob("*.png"))
+    # the report's step of a checkpoint is the one its run saved it at (run_info.json), the paper's beside it
+    run = output / "models" / "610m-clm-42k"
+    (saved,) = [info["steps"] for p in run.glob("intermediate/step-*/run_info.json")
+                if (info := json.loads(p.read_text()))["name"] == "610m-clm-42k-20000"]
+    total = json.loads((run / "run_info.json").read_text())["steps"]
+    count = count_cell(regime(study)[1])  # the study's own count, not the paper's 610m
+    assert f"| ci-610m-clm-42k-20000 | {count} | {saved} of {total} (paper 20,000 of 42,000) |" in \
+        (report / "summary.md").read_text()
     heldout = (output / "heldout" / "heldout.csv").read_text()
     assert heldout.count("\n") == 1 + len(study.models) + 2 * 6  # finals + every intermediate of the two runs
     # The CPT row counts its base's tokens too, as the figure places it: the base's run_info plus the CPT run's.

@@ -390,6 +390,70 @@ def test_the_tc_verdict_shows_entity_f1_beside_the_main_metric():
                                         "-0.1000 [-0.1096, -0.0904]")
 
 
+IR = {"task": "scifact", "family": "ir", "metric": "ndcg@10"}
+
+
+def sizes(gaps: dict, clm=0.6) -> dict:
+    """CLM and MLM40 finals at each size of `gaps` {size: MLM40 - CLM}, at the paper's 42k budget (past the IR
+    crossover interval at 210m and 610m)."""
+    return {name: level for size, gap in gaps.items()
+            for name, level in ((f"{size}-clm-42k", clm), (f"{size}-mlm40-42k", clm + gap))}
+
+
+@pytest.mark.parametrize("gaps, expected", [
+    ({"210m": 0.10, "610m": 0.02}, "agrees at this scale"),      # MLM's lead shrinks from 0.10 to 0.02
+    ({"210m": 0.02, "610m": 0.10}, "disagrees at this scale"),   # it grows
+    ({"210m": 0.05, "410m": 0.0, "610m": 0.05}, "inconclusive at this scale"),  # 210m to 610m: the same gap
+])
+def test_the_ir_gap_across_sizes_is_the_largest_minus_the_smallest(gaps, expected):
+    """The IR claim's second clause, tested where two or more sizes exist at one budget: (MLM40 - CLM) at the
+    largest size minus at the smallest, paired by task, with its interval; the middle size does not enter."""
+    tested, verdict = verdicts(grid(sizes(gaps), **IR))
+    (row,) = [r for r in tested if r["finding"] == "ir_gap_narrows"]
+    largest, smallest = max(gaps, key=findings.size_value), min(gaps, key=findings.size_value)
+    assert (row["a"], row["b"]) == (f"{largest}-mlm40-42k", f"{smallest}-mlm40-42k") and row["untestable"] == ""
+    assert row["delta"] == pytest.approx(gaps[largest] - gaps[smallest], abs=0.01)
+    assert row["ci_low"] < row["delta"] < row["ci_high"] and row["n_seeds"] == "3/3/3/3"
+    assert verdict["ir_gap_narrows"] == expected
+    # the four models share one test set: the gap's difference is the difference of the two paired comparisons
+    pair = {r["a"]: r["delta"] for r in tested if r["finding"] == "ir_mlm_better"}
+    assert row["delta"] == pytest.approx(pair[row["a"]] - pair[row["b"]])
+
+
+def test_a_contrast_of_two_models_is_their_paired_comparison():
+    """`statistics.contrast` with weights (1, -1) is `paired_comparison`: the same estimate, units and df, and the
+    test instances' part drawn once for both (a shared instance effect cancels); drawn apart it would not."""
+    records = grid(dict.fromkeys(FINALS, 0.7), n=200, noise=0.0, seed_sd=0.01)
+    shared = np.random.default_rng(5).normal(0, 0.2, 200)  # every model finds the same instances easy or hard
+    for r in records:
+        for row, shift in zip(r["per_instance"]["test"], shared):
+            row["sentence_macro_f1"] += shift
+    runs = [statistics.best_runs(records, statistics.summarize(records), m, "conll2003") for m in FINALS]
+    paired = statistics.paired_comparison(*runs, "sentence_macro_f1")
+    result = statistics.contrast(runs, [1, -1], "sentence_macro_f1")
+    assert result["delta"] == pytest.approx(paired["delta"]) and result["df"] == pytest.approx(paired["df"], rel=0.05)
+    # drawn apart, the instances' part alone would be 0.2 x sqrt(2 / 200) = 0.02
+    assert result["se"] == pytest.approx(paired["se"], rel=0.05) and result["se"] < 0.01
+
+
+def test_the_ir_gap_across_sizes_needs_two_sizes_that_learned_the_task():
+    """One size: not testable, naming it; a model at the trivial baseline (0.2): not testable, naming it; a toy
+    study's names of two sizes trained at one architecture (one parameter count): one size too."""
+    _, verdict = verdicts(grid(sizes({"610m": 0.05}), **IR))
+    assert verdict["ir_gap_narrows"] == "not testable at this scale: one model size (610m)"
+    chance = sizes({"210m": 0.10, "610m": 0.02}) | {"210m-clm-42k": 0.2}
+    _, verdict = verdicts(grid(chance, noise=0.0, seed_sd=0.0, **IR))
+    assert verdict["ir_gap_narrows"] == ("not testable at this scale: 210m-clm-42k not above chance on scifact (at "
+                                         "the trivial baseline 0.2)")
+    toy = findings.Regime(tokens_per_step=2048.0, parameters=216_000.0)
+    _, verdict = verdicts(grid(sizes({"210m": 0.10, "610m": 0.02}), **IR), toy)
+    assert verdict["ir_gap_narrows"] == ("not testable at this scale: one model size (216,000 parameters: this study "
+                                         "trains its 210m, 610m name(s) at one architecture)")
+    # no IR task at all: the clause says so, as the IR finding does
+    verdict = {v["finding"]: v["verdict"] for v in findings.verdicts([], {"tc"})}
+    assert verdict["ir_gap_narrows"] == verdict["ir_mlm_better"] == "not testable at this scale: no IR task"
+
+
 def test_the_bootstraps_instance_counts_are_multinomial_draws():
     """`instance_counts` (drawn indices, counted) replaced `rng.multinomial` for speed: each row is n draws with
     replacement from n instances, so it sums to n, and a count has the multinomial's mean 1 and variance 1 - 1/n."""
