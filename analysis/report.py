@@ -60,7 +60,7 @@ from analysis.statistics import (
     summarize,
     trivial_baseline,
 )
-from core import artifacts, cli, names
+from core import artifacts, cli, names, run_folders
 from core.formatting import p_cell, table_cell
 
 __all__ = ["SUMMARY_COLUMNS", "compare", "load_results", "main", "summarize", "write_tables"]
@@ -357,7 +357,7 @@ def imported_markdown(records: list[dict], missing: dict, regime: findings.Regim
 def read_folders(folders: list[Path], scale: str | None) -> tuple[list[dict], list[tuple[Path, str | None]]]:
     """Every result of `folders`, read where it is, and each folder with the scale its names are shown at.
 
-    A study's results folder (`core.artifacts.study_of`) holds its own models only (a foreign one is refused, naming
+    A study's results folder (`core.run_folders.study_of`) holds its own models only (a foreign one is refused, naming
     it: it would join the study's report and results dataset) and is shown at the scale its study.json records
     (`--scale` must agree). With several folders every name is made the one a reader sees (`names.scaled_name`)
     as it is read, so a study's `610m-clm-42k` (mini-610m-clm-42k) and the paper's imported one stay two rows; a
@@ -367,13 +367,13 @@ def read_folders(folders: list[Path], scale: str | None) -> tuple[list[dict], li
         raise ValueError("a results directory is given twice; give each once")
     records, sources, owner = [], [], {}
     for folder in folders:
-        study = artifacts.study_of(folder)
+        study = run_folders.study_of(folder)
         shown = study["definition"]["scale"] if study else scale
         if study and scale and names.scaled_name("610m-clm-42k", scale) != names.scaled_name("610m-clm-42k", shown):
             raise ValueError(f"--scale {scale}: {folder} is the {study['study']} study's results folder, trained at "
                              f"the {shown} scale (its study.json); drop --scale")
         found = load_results(folder)
-        foreign = sorted({r["model"] for r in found if study and not artifacts.is_study_model(study, r["model"])})
+        foreign = sorted({r["model"] for r in found if study and not run_folders.is_study_model(study, r["model"])})
         if foreign:
             raise ValueError(f"{folder} is the {study['study']} study's results folder but holds results of "
                              f"{foreign[0]}, not one of its models: move {folder / foreign[0]} to a folder of its "
@@ -396,7 +396,7 @@ def sources_markdown(sources: list[tuple[Path, str | None]]) -> list[str]:
              "reader sees (its study's scale first); the findings test the paper-scale names only.", "",
              "| results directory | what | scale |", "|---|---|---|"]
     for folder, scale in sources:
-        study = artifacts.study_of(folder)
+        study = run_folders.study_of(folder)
         what = f"the {study['study']} study's results" if study else "results"
         lines.append(f"| {folder} | {what} | {scale or names.PAPER_SCALE + ' (names as recorded)'} |")
     return lines
@@ -562,7 +562,7 @@ def main(argv=None) -> Path:
         if args.output is None and len(folders) > 1:
             raise ValueError("several results directories make one report: pass --output DIR")
         output = Path(args.output or folders[0] / "report")
-        if len(folders) > 1 and output.name == "report" and artifacts.study_of(output.parent / "results"):
+        if len(folders) > 1 and output.name == "report" and run_folders.study_of(output.parent / "results"):
             raise ValueError(f"--output {output} is a study's own report (its study.json is beside it): a report "
                              "of several results directories goes to a folder of its own")
         check_output(output)

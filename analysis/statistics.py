@@ -23,10 +23,10 @@ import numpy as np
 from scipy import stats
 
 from analysis.import_encodeval import is_imported
-from core import artifacts, names, store
+from core import names, run_folders, store
 
 # the model cards' columns, then the replicate columns: pretraining runs, their SD and the fine-tuning seeds' SD
-SUMMARY_COLUMNS = (*artifacts.SUMMARY_COLUMNS, "n_pretrain_runs", "pretrain_sd", "seed_sd")
+SUMMARY_COLUMNS = (*run_folders.SUMMARY_COLUMNS, "n_pretrain_runs", "pretrain_sd", "seed_sd")
 N_RESAMPLES = 2000  # bootstrap samples of every interval and p-value the report computes by resampling
 
 

@@ -1,4 +1,4 @@
-"""The files this project writes, and how it writes them: names, atomic writes, locks and provenance.
+"""How this project writes and reads its files: atomic writes, locks, one-line read errors.
 
 Every file a tool of this project writes goes through here, so that a kill at any point (even SIGKILL) leaves either
 the old file or the new one, never half of one:
@@ -12,10 +12,9 @@ the old file or the new one, never half of one:
 - both first remove the temp files and folders a killed writer of the same target left (`remove_stale_temp_files`:
   only `.<name>.<random>.tmp` beside it that no live writer holds locked);
 - `read_json`: a one-line error naming the file when it is missing or not valid JSON;
-- `exclusive_lock`: an advisory `flock` on a lock file, so two processes never write the same run or result;
-- `git_commit` / `package_versions`: recorded beside every checkpoint and result.
+- `exclusive_lock`: an advisory `flock` on a lock file, so two processes never write the same run or result.
 
-File names shared by the pretraining recipes, the study, the evaluation grid and the cards live here too.
+What a run folder holds and records is `core.run_folders`; what makes a model folder loadable, `core.model_folders`.
 """
 
 from __future__ import annotations
@@ -29,37 +28,10 @@ import json
 import os
 import platform
 import shutil
-import subprocess
 import tarfile
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-
-from core import names
-from core.paths import REPO_ROOT, is_hub_id, is_local_path, missing_path
-
-RUN_CONFIG_NAME = "run_config.json"  # resolved settings of a pretraining run, compared on resume
-RUN_INFO_NAME = "run_info.json"  # provenance beside every saved model
-INTERMEDIATE_DIR = "intermediate"  # <output_dir>/intermediate/step-<N>
-LOCK_NAME = ".lock"  # held by the process that trains into an output_dir
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json")  # any one: a tokenizer folder
-
-# run_info.json (pretraining.provenance.make_run_info): what a checkpoint is and how it was made; read by the cards, the
-# study, the held-out loss and the CPT and resume checks. Format 2 named the PFS switch `switch_step` and the
-# manifest scale `scale`; format 3 adds `tokens_before_cpt`, the tokens the starting model had seen before the run
-# (0 from scratch, the base's own plus its bases' for CPT, null for a base without run_info). `tokens_seen` is the
-# run's own. Older formats are refused: retrain or re-save.
-RUN_INFO_FORMAT = 3
-# study.json (recipes.study): which study an output directory holds. A file without "format" is format 1: the
-# committed docs/mini-study archive's predates the key.
-STUDY_FORMAT = 1
-RUN_INFO_KEYS = ("format", "name", "size", "objective", "mlm_probability", "steps", "switch_step", "cpt_base", "scale",
-                 "run_config", "training_args", "versions", "git_commit", "data", "tokens_seen",
-                 "tokens_before_cpt")
-# summary.csv (analysis.report): one row per model x task; the model cards read it back.
-SUMMARY_COLUMNS = ("model", "task", "family", "metric", "best_lr", "n_seeds", "mean", "ci_low", "ci_high",
-                   "trivial_baseline", "entity_f1", "std", "val_mean", "stability_std", "lr_range", "n_runs",
-                   "n_diverged")
 
 
 class LockHeld(RuntimeError):
@@ -309,27 +281,6 @@ def out_of_room(error: BaseException) -> bool:
     return kind_fits and any(text in str(error) for text in _NO_ROOM_TEXT)
 
 
-def intermediate_checkpoints(run_dir: str | os.PathLike) -> list[Path]:
-    """The intermediate checkpoints a run saved, `<run_dir>/intermediate/step-<N>`, in step order ([] if none).
-
-    Raises:
-        ValueError: a folder there is named `step-*` but not `step-<N>` (one line).
-    """
-    folder = Path(run_dir) / INTERMEDIATE_DIR
-    found = [p for p in folder.glob("step-*") if p.is_dir()] if folder.is_dir() else []
-    if bad := sorted(p.name for p in found if intermediate_step(p) is None):
-        raise ValueError(f"{folder} holds {bad}: intermediate checkpoints must be named step-<N>")
-    return sorted(found, key=intermediate_step)
-
-
-def intermediate_step(checkpoint_dir: str | os.PathLike) -> int | None:
-    """N for an intermediate checkpoint `.../intermediate/step-<N>`, else None."""
-    path = Path(checkpoint_dir)
-    step = path.name.removeprefix("step-")
-    return int(step) if path.name.startswith("step-") and step.isdigit() and path.parent.name == INTERMEDIATE_DIR \
-        else None
-
-
 # ------------------------------------------------------------------------------------------------------ reading
 def read_json(path: str | os.PathLike, what: str = "file"):
     """Parse a JSON file, with a one-line error naming it when it is missing, unreadable or not JSON."""
@@ -341,27 +292,6 @@ def read_json(path: str | os.PathLike, what: str = "file"):
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise ValueError(f"{what} {path} is not valid JSON ({error}); it is corrupt or truncated: delete it or "
                          "restore it") from None
-
-
-STUDY_RESULTS = "results"  # <study>/results: where a study's grid files its results, beside its study.json
-
-
-def study_of(results_dir: str | os.PathLike) -> dict | None:
-    """The study.json content of the study whose results folder `results_dir` is (`<study>/results`, study.json
-    beside it), None for any other folder: a study's folder holds its own models' results only."""
-    results_dir = Path(results_dir).resolve()
-    marker = results_dir.parent / "study.json"
-    if results_dir.name != STUDY_RESULTS or not marker.is_file():
-        return None
-    return read_json(marker, "study marker")
-
-
-def is_study_model(study: dict, model: str) -> bool:
-    """Whether `model` is a name a study files its own checkpoints' results under: one of its models (a replicate
-    `-pseed<k>`, an intermediate checkpoint `-<paper step>`), unscaled (`core.names`)."""
-    p = names.try_parse_name(model)
-    run = p and p.scale is None and names.try_parse_name(p.replicate_group)
-    return bool(run) and run.run_name in study.get("definition", {}).get("models", ())
 
 
 def load_yaml(text: str):
@@ -380,40 +310,6 @@ def load_yaml(text: str):
             return super().construct_mapping(node, deep)
 
     return yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader
-
-
-MODEL_JSON_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-                    "generation_config.json")  # what loading a model or tokenizer directory parses
-
-
-def check_json_files(directory: str | os.PathLike) -> None:
-    """Parse the JSON files of a model or tokenizer directory (`MODEL_JSON_FILES`), so a corrupt one is named in one
-    line (`read_json`) rather than reported by transformers as a missing tokenizer or an anonymous JSON error."""
-    directory = Path(directory)
-    for name in MODEL_JSON_FILES if directory.is_dir() else ():
-        if (directory / name).is_file():
-            read_json(directory / name, "model file")
-
-
-def read_run_info(directory: str | os.PathLike | None) -> dict | None:
-    """The `run_info.json` of a saved model directory, or None when it has none (a converted decoder, another
-    encoder).
-
-    Raises:
-        ValueError: the file is not of the current format or lacks keys (one line: what to do).
-    """
-    if directory is None or not (Path(directory) / RUN_INFO_NAME).is_file():
-        return None
-    path = Path(directory) / RUN_INFO_NAME
-    info = read_json(path, "run info")
-    if not isinstance(info, dict) or info.get("format", 1) != RUN_INFO_FORMAT:
-        found = info.get("format", 1) if isinstance(info, dict) else "unknown"
-        raise ValueError(f"{path} is run_info format {found}, this code reads format {RUN_INFO_FORMAT}: retrain or "
-                         "re-save the checkpoint with the current recipes, or use the commit that wrote it")
-    missing = [key for key in RUN_INFO_KEYS if key not in info]
-    if missing:
-        raise ValueError(f"{path} lacks {missing}: re-save the checkpoint with the current recipes/pretrain.py")
-    return info
 
 
 # -------------------------------------------------------------------------------------------------------- locks
@@ -457,134 +353,10 @@ def exclusive_lock(path: str | os.PathLike, what: str, remove: bool = False) -> 
         handle.close()  # releases the lock
 
 
-# --------------------------------------------------------------------------------------------------- provenance
-def git_commit() -> str:
-    """HEAD of the repository, with "-dirty" when tracked files have changes; "unknown" outside a git checkout."""
-    try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, check=True)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
-                               capture_output=True, text=True, check=True)
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
-
-
-def package_versions(*names: str) -> dict:
-    """Versions of python, torch, transformers, datasets, accelerate and any other imported package named."""
-    import importlib
-
-    versions = {"python": platform.python_version()}
-    for name in ("torch", "transformers", "datasets", "accelerate", *names):
-        versions[name] = getattr(importlib.import_module(name), "__version__", "unknown")
-    return versions
-
-
-# ------------------------------------------------------------------------------------------------------ sources
-def local_or_hub(source: str | os.PathLike, what: str) -> str:
-    """Check a model/tokenizer/dataset source before loading it: an existing local path, or a Hub id
-    (`core.paths.is_hub_id`).
-
-    Without this, transformers reports a missing local directory as "Repo id must be in the form ..." or as a
-    failed Hub connection.
-
-    Raises:
-        FileNotFoundError: `source` looks like a path (or cannot be a Hub id) and does not exist: "no such
-            directory", with the nearest existing sibling (`core.paths.missing_path`).
-    """
-    text = str(source)
-    if Path(text).expanduser().exists():
-        return str(Path(text).expanduser())
-    if is_local_path(text):
-        raise missing_path(text, what)
-    if not is_hub_id(text):
-        raise FileNotFoundError(f"{what} {text} does not exist (it is neither a local path nor a Hub id org/name)")
-    return text
-
-
-def hub_load_error(source: str, what: str, error: Exception) -> ValueError:
-    """One line for a source that failed to load: say whether it was read as a local path or as a Hub id."""
-    first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-    if Path(source).expanduser().exists():
-        return ValueError(f"cannot load {what} from {source}: {first}")
-    if is_local_path(source.partition("@")[0]):  # a missing local path (not `org/name@revision`): not a Hub problem
-        return ValueError(missing_path(source, what))
-    if os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE"):
-        return ValueError(f"cannot load {what} {source!r} from the Hub: HF_HUB_OFFLINE is set and it is not in the "
-                          "local Hub cache; pass a local path, or unset HF_HUB_OFFLINE to download it")
-    return ValueError(f"cannot load {what} {source!r} from the Hub ({first}); pass a local directory, or go online "
-                      "(HF_HUB_OFFLINE unset) to download it")
-
-
-def check_loadable(directory: str | os.PathLike) -> None:
-    """Refuse a folder that is not a loadable model (`check_weights` besides): a LoRA run's `checkpoint-N`, which
-    holds the adapters, for resuming only (every command that loads, exports or describes a model calls this).
-
-    Raises:
-        ValueError: one line naming the adapter file and the folders to use instead.
-    """
-    if adapters := sorted(p.name for p in Path(directory).glob("adapter_*") if p.is_file()):
-        raise ValueError(f"{directory} holds LoRA adapters ({adapters[0]}), not a loadable model: a LoRA run's "
-                         "checkpoint-N is for resuming; use the run folder or an intermediate/step-N (merged weights)")
-    check_weights(directory)
-
-
-def check_weights(directory: str | os.PathLike) -> None:
-    """Open the header of every safetensors file of a checkpoint: a truncated or corrupt file is named now, before
-    any work, instead of failing deep inside `from_pretrained`."""
-    directory = Path(directory)
-    if not directory.is_dir():
-        return  # a Hub id: the Hub client checks what it downloads
-    from safetensors import SafetensorError, safe_open
-
-    for path in sorted(directory.glob("*.safetensors")):
-        try:
-            with safe_open(str(path), "pt"):
-                pass
-        except (SafetensorError, OSError) as error:
-            raise ValueError(f"weights file {path} is unreadable ({error}); it is truncated or corrupt: re-save or "
-                             "re-download the checkpoint") from None
-
-
-# ------------------------------------------------------------------------------------------- checkpoint identity
-WEIGHT_PATTERNS = ("*.safetensors", "model.safetensors.index.json", "pytorch_model*.bin")
-TOKENIZER_PATTERNS = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
-                      "vocab.*", "merges.txt", "added_tokens.json")
-CODE_PATTERNS = ("*.py",)  # the remote code a checkpoint ships (modeling_eurobert.py...): it computes the scores too
-
-
 def file_sha256(path: str | os.PathLike) -> str:
     """The sha256 hex digest of a file's bytes (checkpoints, data files, sentence-transformers files)."""
     with open(path, "rb") as f:
         return hashlib.file_digest(f, "sha256").hexdigest()
-
-
-_IDENTITIES: dict = {}
-
-
-def checkpoint_identity(directory: str | os.PathLike) -> dict:
-    """Content identity of a checkpoint directory: its config and the size and sha256 of every weights, tokenizer
-    and remote-code (`*.py`) file. Independent of paths and modification times; computed once per directory state
-    and process (hashing a 1B-parameter checkpoint takes seconds)."""
-    directory = Path(directory).resolve()
-    files = sorted(p for p in directory.iterdir() if p.is_file())
-    key = (str(directory), tuple((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in files))
-    if key not in _IDENTITIES:
-        config = read_json(directory / "config.json", "model config")
-        config.pop("transformers_version", None)  # written by whichever version saved it
-        identity = {"config": hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()}
-        for group, patterns in (("weights", WEIGHT_PATTERNS), ("tokenizer", TOKENIZER_PATTERNS),
-                                ("code", CODE_PATTERNS)):
-            identity[group] = {p.name: {"size": p.stat().st_size, "sha256": file_sha256(p)}
-                               for pattern in patterns for p in sorted(directory.glob(pattern)) if p.is_file()}
-        _IDENTITIES[key] = identity
-    return _IDENTITIES[key]
-
-
-def is_causal_checkpoint(config: dict) -> bool:
-    """A checkpoint whose saved attention is causal (its config.json as a dict): a CLM run, a converted decoder, or
-    a causal LM head. Read from the file, so the cards need neither torch nor transformers."""
-    return (bool(config.get("is_causal")) or config.get("pretraining_attention") == "causal"
-            or (config.get("architectures") or [None])[0] == "EuroBertClmMlmForCausalLM")
 
 
 # ---------------------------------------------------------------------------------------------- child processes

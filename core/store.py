@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from core import artifacts, names
+from core import artifacts, names, run_folders
 
 RESULT_FORMAT = 3  # 3: declared scoring versions in the identity (2: source hashes, `identity.code`), `pretrain_seed`
 MIGRATE_COMMAND = "python -m evaluation.identity --migrate RESULTS_DIR"  # format 2 -> 3 (read by it alone), once
@@ -51,7 +51,7 @@ def new_result(model: str, task: str, family: str, lr: float, seed: int, fields:
         fields: what was measured: status (one of `STATUSES`), main_metric, validation, test, per_instance,
             config... (family's own); `"evaluation": "mteb"` or `source` marks the kind (`record_kind`).
         identity: what decides it (`evaluation.identity`), compared by `differences`.
-        versions: the library versions it was made with (`artifacts.package_versions`; recorded, not compared).
+        versions: the library versions it was made with (`run_folders.package_versions`; recorded, not compared).
         pretrain_seed: k of a `-pseed<k>` pretraining replicate (`core.names`), None for a single run.
         extra: optional fields written last (model_source, shared_training, finetuned_from).
     """
@@ -59,7 +59,7 @@ def new_result(model: str, task: str, family: str, lr: float, seed: int, fields:
         raise ValueError(f"result status {fields.get('status')!r} is not one of {STATUSES}")
     return {"format": RESULT_FORMAT, "model": model, "task": task, "family": family, "lr": lr, "seed": seed,
             "pretrain_seed": pretrain_seed, **fields, "identity": identity, "versions": versions,
-            "git_commit": artifacts.git_commit(), **{k: v for k, v in extra.items() if v is not None}}
+            "git_commit": run_folders.git_commit(), **{k: v for k, v in extra.items() if v is not None}}
 
 
 def grid_body(main_metric: str, status: str, scores: dict | None = None, predictions: dict | None = None) -> dict:

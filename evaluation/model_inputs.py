@@ -11,7 +11,7 @@ from pathlib import Path
 
 from transformers import AutoConfig, AutoTokenizer
 
-from core import artifacts
+from core import model_folders
 from evaluation.attention import resolved_attention
 from evaluation.finetune_args import ProtocolArgs, identity_settings
 
@@ -31,14 +31,14 @@ def load_finetuning_tokenizer(model_path: str | os.PathLike):
     so the id only has to be a valid one.
     """
     directory = Path(model_path)
-    if directory.is_dir() and not any((directory / name).is_file() for name in artifacts.TOKENIZER_FILES):
-        raise ValueError(f"no tokenizer found in {model_path} (none of {', '.join(artifacts.TOKENIZER_FILES)}); "
+    if directory.is_dir() and not any((directory / name).is_file() for name in model_folders.TOKENIZER_FILES):
+        raise ValueError(f"no tokenizer found in {model_path} (none of {', '.join(model_folders.TOKENIZER_FILES)}); "
                          "save one beside the model (tokenizer.save_pretrained)")
-    artifacts.check_json_files(model_path)  # a corrupt config or tokenizer file is named
+    model_folders.check_json_files(model_path)  # a corrupt config or tokenizer file is named
     try:
         tokenizer = AutoTokenizer.from_pretrained(model_path, trust_remote_code=True)
     except (OSError, ValueError, TypeError) as error:
-        raise artifacts.hub_load_error(str(model_path), "the tokenizer", error) from None
+        raise model_folders.hub_load_error(str(model_path), "the tokenizer", error) from None
     if tokenizer.pad_token is None:
         if tokenizer.eos_token is None:
             raise ValueError(f"tokenizer of {model_path} has neither a pad nor an eos token; set pad_token")

@@ -61,7 +61,7 @@ from pathlib import Path
 import transformers
 from transformers import HfArgumentParser
 
-from core import artifacts, cli, store
+from core import artifacts, cli, model_folders, run_folders, store
 from core.sentence_transformers_files import PROMPTS, SENTENCE_TRANSFORMERS_FILES
 from evaluation import baselines, finetune_args, identity, metrics, resolve, tasks
 
@@ -274,13 +274,13 @@ def resolve_model_entry(spec: str) -> Model:
     if not (Path(path) / "config.json").is_file():
         raise FileNotFoundError(f"model directory {path} has no config.json; pass a saved checkpoint directory, a "
                                 "sentence-transformers folder or a Hub id")
-    artifacts.check_loadable(path)
+    model_folders.check_loadable(path)
     has_st = (Path(path) / "modules.json").is_file()
     if not has_st:
         from evaluation import model_inputs  # torch: after the arguments are checked
 
         model_inputs.load_finetuning_tokenizer(path)  # a plain encoder needs its tokenizer: one line now, not mid-run
-    model_id = dict(artifacts.checkpoint_identity(path))
+    model_id = dict(model_folders.checkpoint_identity(path))
     if has_st:  # the pooling, prompts and max length decide the embeddings too
         model_id["sentence_transformers"] = {f: artifacts.file_sha256(Path(path) / f)
                                              for f in SENTENCE_TRANSFORMERS_FILES if (Path(path) / f).is_file()}
@@ -439,7 +439,7 @@ def list_jobs(args: MtebArgs) -> list[Job]:
     task_specs = cli.split_list(args.tasks)
     if not specs or not task_specs:
         raise ValueError("give at least one --model and one --tasks entry")
-    if (study := artifacts.study_of(args.output)) is not None:  # its report and results dataset would take them in
+    if (study := run_folders.study_of(args.output)) is not None:  # its report and results dataset would take them in
         raise ValueError(f"--output {args.output} is the {study['study']} study's results folder, which holds its "
                          "grid's results only: write mteb's records to a folder of their own and report both "
                          f"(python -m analysis.report {args.output} mine/ --output DIR)")
@@ -494,7 +494,7 @@ def execute(jobs: list[Job], args: MtebArgs) -> list[Path]:
                       "config": {**job.identity["protocol"], "split": job.target.split, "subset": job.target.subset,
                                  "seconds": round(time.monotonic() - started, 3)}}
             record = store.new_result(job.model.name, job.target.name, "ir", LR, SEED, fields, job.identity,
-                                      artifacts.package_versions("sentence_transformers", "mteb"),
+                                      run_folders.package_versions("sentence_transformers", "mteb"),
                                       store.pretrain_seed(job.model.name),
                                       model_source=job.model.source, finetuned_from=job.model.finetuned_from)
             if job.replace and path.is_file():

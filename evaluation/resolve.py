@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import NamedTuple
 
-from core import artifacts, names, store
+from core import artifacts, model_folders, names, run_folders, store
 
 
 class Resolved(NamedTuple):
@@ -50,7 +50,7 @@ def model_name(spec: str, scaled: bool = True) -> tuple[str, str]:
     name, path = split_spec(spec)
     path = path.rstrip("/")
     if not name:
-        info_file = Path(path) / artifacts.RUN_INFO_NAME
+        info_file = Path(path) / run_folders.RUN_INFO_NAME
         info = artifacts.read_json(info_file, "run info") if info_file.is_file() else {}
         recorded = info.get("name")
         name = recorded or Path(path).name
@@ -58,7 +58,7 @@ def model_name(spec: str, scaled: bool = True) -> tuple[str, str]:
             name = names.scaled_name(recorded, names.run_scale(info, parsed))
         if not recorded and (match := _GENERIC_DIR.fullmatch(name)):
             run_dir = Path(path).resolve().parent
-            run_dir = run_dir.parent if run_dir.name == artifacts.INTERMEDIATE_DIR else run_dir
+            run_dir = run_dir.parent if run_dir.name == run_folders.INTERMEDIATE_DIR else run_dir
             name = f"{run_dir.name}-{name if match[1] == 'checkpoint' else match[2]}"
     _check_name(name, spec)
     return name, path
@@ -96,13 +96,13 @@ def resolve_model(spec: str) -> Resolved:
         if info and not name:
             spec = f"{info['base_model']}-{info['task']}-lr{info['lr']:g}-seed{info['seed']}={location}"
         return Resolved(*model_name(spec), None, info)
-    artifacts.local_or_hub(repo_id, "model")  # a path that does not exist, or a malformed id: one line
+    model_folders.local_or_hub(repo_id, "model")  # a path that does not exist, or a malformed id: one line
     from huggingface_hub import snapshot_download
 
     try:  # the whole repo: its weights, config, tokenizer and modeling code
         path = snapshot_download(repo_id, revision=revision or None)
     except (OSError, ValueError) as error:  # offline and not cached, unknown repo or revision, network failure
-        raise artifacts.hub_load_error(location, "model", error) from None
+        raise model_folders.hub_load_error(location, "model", error) from None
     if not name:
         name = repo_id.split("/")[-1]  # a bare id ("gpt2") is its own name
         if revision and not _COMMIT.fullmatch(revision):

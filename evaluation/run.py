@@ -54,7 +54,7 @@ import transformers
 from tqdm.auto import tqdm
 from transformers import HfArgumentParser  # transformers' configs (AutoConfig) import torch: used in a run
 
-from core import artifacts, cli, paper, store
+from core import artifacts, cli, model_folders, paper, run_folders, store
 from core.paths import REPO_ROOT
 from evaluation import finetune_args, identity, resolve, tasks
 
@@ -175,11 +175,11 @@ def check_study_folder(output, models: list[tuple[str, str, str]]) -> None:
     """Refuse a model that is not the study's own checkpoint in a study's results folder (`<study>/results`): it
     would join the study's report and results dataset. Report it beside the study's instead (`analysis.report` takes
     several results directories)."""
-    if (study := artifacts.study_of(output)) is None:
+    if (study := run_folders.study_of(output)) is None:
         return
     root = Path(output).resolve().parent
     for name, model, _ in models:
-        if root not in Path(model).resolve().parents or not artifacts.is_study_model(study, name):
+        if root not in Path(model).resolve().parents or not run_folders.is_study_model(study, name):
             raise ValueError(f"--output {output} is the {study['study']} study's results folder, for its own "
                              f"checkpoints; {name} is not one of them: evaluate it into a folder of its own "
                              f"(--output mine/) and report both (python -m analysis.report {output} mine/ --output "
@@ -236,7 +236,7 @@ def list_runs(grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> tuple[lis
     for _, model, _ in models:
         if not (Path(model) / "config.json").is_file():
             raise FileNotFoundError(f"model directory {model} has no config.json; pass a saved checkpoint directory")
-        artifacts.check_loadable(model)
+        model_folders.check_loadable(model)
         tokenizers[model] = model_inputs.load_finetuning_tokenizer(model)
         resolved = model_inputs.resolve_inputs(protocol, model)  # refuses what cannot fit
         if any(task.family == "qa" for task in task_list) and 2 * resolved.doc_stride >= resolved.qa_max_length:
@@ -250,7 +250,7 @@ def list_runs(grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> tuple[lis
             model_inputs.check_labels(model, task)
             if task.family in ("tc", "qa") and not tokenizers[model].is_fast:
                 raise ValueError(f"{task.name} needs a fast tokenizer (word ids / offsets); {model} has a slow one")
-        model_ids[model] = artifacts.checkpoint_identity(model)
+        model_ids[model] = model_folders.checkpoint_identity(model)
     task_ids, training = {}, {}
     for task in task_list:  # loads (and caches) every dataset: missing files and bad labels raise here
         splits = common.task_splits(task, protocol.for_run())
@@ -339,7 +339,7 @@ def execute(unit: list[Run], protocol: finetune_args.ProtocolArgs, tokenizer,
                   "config": config}
         record = store.new_result(
             run.model_name, run.task.name, run.task.family, run.lr, run.seed, fields, run.identity,
-            artifacts.package_versions("sentence_transformers"), store.pretrain_seed(run.model_name),
+            run_folders.package_versions("sentence_transformers"), store.pretrain_seed(run.model_name),
             model_source=run.source,
             shared_training=[r.task.name for r in unit] if len(unit) > 1 else None)  # one fine-tuning, several tasks
         out.append((run, record, finetuned))

@@ -39,7 +39,7 @@ from huggingface_hub import (
     ModelCardData,
 )
 
-from core import artifacts, cli, store
+from core import artifacts, cli, model_folders, run_folders, store
 from core.formatting import table_cell
 from core.names import PAPER_SCALE, ModelName, parse_name, run_scale, scaled_name, split_step, step_name, try_parse_name
 from core.paths import is_hub_id, missing_path
@@ -101,7 +101,7 @@ def _objective_words(objective: str, ratio: int | None) -> str:
 
 def name_lines(name: str, step: int | None = None) -> list[str]:
     """One line per part of the name, for the card's "What the name means" list; `step`, an intermediate
-    checkpoint's own step (`artifacts.intermediate_step`), is named where the scale divides the paper's down."""
+    checkpoint's own step (`run_folders.intermediate_step`), is named where the scale divides the paper's down."""
     p = parse_name(name)
     lines = [f"`{p.scale}`: trained at the study's `{p.scale}` scale, not the paper's: the paper's recipe named by "
              "the rest of the name, with its steps divided down and a small architecture (the Training table gives "
@@ -228,7 +228,7 @@ def resolve_name(checkpoint_dir: Path, info: dict, repo_id: str | None) -> tuple
     parsed = try_parse_name(recorded)
     if parsed is None or not (problems := _contradictions(parsed, info)):
         return recorded, parsed, None
-    step = artifacts.intermediate_step(checkpoint_dir)
+    step = run_folders.intermediate_step(checkpoint_dir)
     run_folder = checkpoint_dir.parent.parent if step is not None else checkpoint_dir
     own = repo_id.split("/")[-1] if repo_id else run_folder.name
     name = own if split_step(own)[1] == step else step_name(own, step)
@@ -252,9 +252,9 @@ def load_run_info(checkpoint_dir: Path) -> dict:
     """Read and check `run_info.json` of a checkpoint folder (all contract keys present)."""
     if not Path(checkpoint_dir).is_dir():
         raise missing_path(checkpoint_dir, "CHECKPOINT")
-    info = artifacts.read_run_info(checkpoint_dir)
+    info = run_folders.read_run_info(checkpoint_dir)
     if info is None:
-        path = Path(checkpoint_dir) / artifacts.RUN_INFO_NAME
+        path = Path(checkpoint_dir) / run_folders.RUN_INFO_NAME
         raise FileNotFoundError(f"{path} not found: pass a checkpoint folder written by recipes/pretrain.py")
     return info
 
@@ -360,12 +360,12 @@ def _base_model(info: dict, repo_id: str | None, override: str | None) -> tuple[
 
 def _is_causal(checkpoint_dir: Path) -> bool:
     """The attention that `AutoModel` and the task heads use by default (config.json's `is_causal`)."""
-    return artifacts.is_causal_checkpoint(artifacts.read_json(Path(checkpoint_dir) / "config.json", "model config"))
+    return model_folders.is_causal_checkpoint(artifacts.read_json(Path(checkpoint_dir) / "config.json", "model config"))
 
 
 def _branches(checkpoint_dir: Path) -> list[tuple[str, int]]:
     """The run's intermediate checkpoints as Hub branches: [("step-1000", 1000), ...] (`model_cards.push` layout)."""
-    return [(p.name, artifacts.intermediate_step(p)) for p in artifacts.intermediate_checkpoints(checkpoint_dir)]
+    return [(p.name, run_folders.intermediate_step(p)) for p in run_folders.intermediate_checkpoints(checkpoint_dir)]
 
 
 # ------------------------------------------------------------------------------------------------ evaluation
@@ -403,7 +403,7 @@ def read_summary(summary_csv: Path, model: str | None = None) -> list[dict]:
     try:
         with open(summary_csv, newline="", encoding="utf-8") as f:
             reader = csv.DictReader(f)
-            missing = [c for c in artifacts.SUMMARY_COLUMNS if c not in (reader.fieldnames or [])]
+            missing = [c for c in run_folders.SUMMARY_COLUMNS if c not in (reader.fieldnames or [])]
             rows = list(reader)
     except UnicodeDecodeError as error:
         raise ValueError(f"{summary_csv} is not UTF-8 text ({error}): pass the summary.csv written by evaluation") \
@@ -489,7 +489,7 @@ def evaluation_rows(checkpoint_dir: Path, model: str, summary_csv, results_dir, 
     if results_dir is None:
         raise ValueError("an evaluation summary needs its per-run results folder too (--results): they say which "
                          "data each score was computed on, and that it was computed on these weights")
-    identity, paths = artifacts.checkpoint_identity(checkpoint_dir), {}
+    identity, paths = model_folders.checkpoint_identity(checkpoint_dir), {}
     for path in store.result_files(results_dir):
         paths.setdefault((path.parent.parent.name, path.parent.name), path)
     for row in rows:
@@ -673,7 +673,7 @@ def build_model_card(checkpoint_dir, summary_csv=None, repo_id: str | None = Non
         a `huggingface_hub.ModelCard` with `model-index` metadata (`card.data.eval_results`).
     """
     checkpoint_dir = Path(checkpoint_dir)
-    artifacts.check_loadable(checkpoint_dir)
+    model_folders.check_loadable(checkpoint_dir)
     info = load_run_info(checkpoint_dir)
     name, parsed, borrowed = resolve_name(checkpoint_dir, info, repo_id)
     name = shown_name(name, parsed, info)  # the scale first, wherever the card names the model
@@ -685,7 +685,7 @@ def build_model_card(checkpoint_dir, summary_csv=None, repo_id: str | None = Non
     params, causal = parameter_count(checkpoint_dir), _is_causal(checkpoint_dir)
     hub_ids, data_text = pretraining_data(info)
     base_id, base_text = _base_model(info, repo_id, base_model)
-    step = artifacts.intermediate_step(checkpoint_dir)
+    step = run_folders.intermediate_step(checkpoint_dir)
     summary = describe_name(name, step) if parsed else describe_run(name, info, step)
     if borrowed:
         summary += " " + borrowed

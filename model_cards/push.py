@@ -48,7 +48,7 @@ from huggingface_hub import (
 )
 from huggingface_hub.errors import HfHubHTTPError
 
-from core import artifacts, cli, store
+from core import artifacts, cli, model_folders, run_folders, store
 from core.names import PAPER_SCALE, run_scale, scaled_name, try_parse_name
 from core.sentence_transformers_files import SENTENCE_TRANSFORMERS_FILES
 from model_cards import public, results_dataset
@@ -101,7 +101,7 @@ def checkpoint_files(checkpoint_dir: Path) -> dict[str, Path]:
     if not checkpoint_dir.is_dir():
         raise PushError(f"{checkpoint_dir} is not a folder: pass a checkpoint or run folder holding run_info.json")
     try:
-        artifacts.check_loadable(checkpoint_dir)
+        model_folders.check_loadable(checkpoint_dir)
     except ValueError as error:
         raise PushError(str(error)) from None
     files = {p.name: p for p in sorted(checkpoint_dir.iterdir())
@@ -139,7 +139,7 @@ def stage_checkpoint(checkpoint_dir: Path, repo_id: str, revision: str, summary_
                             revision=None if revision == "main" else revision,
                             results_dir=results_dir, base_model=base_model)
     public_info = without_local_paths(load_run_info(checkpoint_dir))
-    files[artifacts.RUN_INFO_NAME] = (json.dumps(public_info, indent=2, allow_nan=False) + "\n").encode("utf-8")
+    files[run_folders.RUN_INFO_NAME] = (json.dumps(public_info, indent=2, allow_nan=False) + "\n").encode("utf-8")
     files["README.md"] = str(card).encode("utf-8")
     name = card.data.model_name
     return RepoCommit(repo_id, "model", revision, files, f"Upload {name}")
@@ -154,7 +154,7 @@ def stage_run(run_dir: Path, repo_id: str, summary_csv: Path | None = None, resu
     commits = [stage_checkpoint(run_dir, repo_id, "main", summary_csv, results_dir, base_model)]
     check_scale_in_repo_name(repo_id, load_run_info(run_dir))
     try:
-        step_dirs = artifacts.intermediate_checkpoints(run_dir)
+        step_dirs = run_folders.intermediate_checkpoints(run_dir)
     except ValueError as error:
         raise PushError(str(error)) from None
     for step_dir in step_dirs:

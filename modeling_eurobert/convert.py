@@ -51,7 +51,7 @@ import transformers  # light until a class of it is reached: the input is checke
 from huggingface_hub.errors import StrictDataclassError
 
 import modeling_eurobert as ours  # light too: its classes load on first use
-from core import artifacts, cli
+from core import artifacts, cli, model_folders
 
 from .export_native import make_plain_loadable
 from .tokenizer_settings import configure_tokenizer
@@ -89,13 +89,13 @@ def resolve_source(source: str, max_positions: int | None = None) -> Path:
         return path
     if path.exists():
         raise ConversionError(f"SOURCE {source} is a file; pass the directory of a saved transformers model")
-    artifacts.local_or_hub(source, "SOURCE")  # a missing local path: "no such directory", its nearest sibling
+    model_folders.local_or_hub(source, "SOURCE")  # a missing local path: "no such directory", its nearest sibling
     from huggingface_hub import hf_hub_download, snapshot_download
 
     try:
         config_file = hf_hub_download(source, "config.json")
     except Exception as error:  # offline and not cached, unknown repo, gated: say which, in one line
-        raise artifacts.hub_load_error(source, "the decoder", error) from None
+        raise model_folders.hub_load_error(source, "the decoder", error) from None
     check_source_config(read_config(Path(config_file).parent), max_positions)
     patterns = ["*.json", "tokenizer.model", *WEIGHT_PATTERNS]
     return Path(snapshot_download(source, allow_patterns=patterns))
@@ -171,12 +171,12 @@ def sliding_window(source: transformers.PreTrainedConfig) -> int | None:
 def check_source_files(source_dir: Path) -> None:
     """Raise when the weights or the tokenizer are missing or a JSON file of the source (tokenizer.json, config.json,
     ...) is corrupt, naming the file in one line (before anything is loaded)."""
-    artifacts.check_json_files(source_dir)
+    model_folders.check_json_files(source_dir)
     if not any(any(source_dir.glob(pattern)) for pattern in WEIGHT_PATTERNS):
         raise ConversionError(f"missing weights in {source_dir}: no *.safetensors or pytorch_model*.bin")
-    if not any((source_dir / name).is_file() for name in artifacts.TOKENIZER_FILES):
-        raise ConversionError(f"missing tokenizer in {source_dir}: none of {', '.join(artifacts.TOKENIZER_FILES)}")
-    artifacts.check_weights(source_dir)
+    if not any((source_dir / name).is_file() for name in model_folders.TOKENIZER_FILES):
+        raise ConversionError(f"missing tokenizer in {source_dir}: none of {', '.join(model_folders.TOKENIZER_FILES)}")
+    model_folders.check_weights(source_dir)
 
 
 def eurobert_config(source: transformers.PreTrainedConfig, dtype: str, max_positions: int | None = None

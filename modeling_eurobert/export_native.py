@@ -32,8 +32,8 @@ from pathlib import Path
 import transformers  # light until a class of it is reached: the input is checked before torch loads
 
 import modeling_eurobert as ours  # light too: its classes load on first use
-from core import artifacts, cli
-from core.artifacts import is_causal_checkpoint
+from core import artifacts, cli, model_folders
+from core.model_folders import is_causal_checkpoint
 from core.paths import missing_path
 
 from .tokenizer_settings import configure_tokenizer
@@ -221,7 +221,7 @@ def export_native(checkpoint: str | Path, output: str | Path, bidirectional: boo
         raise ExportError(f"OUTPUT {output} already exists; remove it or choose another path")
     artifacts.check_output_dir(output, "OUTPUT")  # under a file or a folder this user cannot write to
     raw = artifacts.read_json(checkpoint / "config.json", "model config")
-    artifacts.check_loadable(checkpoint)  # before the checks of its config: a LoRA checkpoint-N is no model
+    model_folders.check_loadable(checkpoint)  # before the checks of its config: a LoRA checkpoint-N is no model
     native_class = getattr(transformers, check_exportable(raw, bidirectional))
 
     model, info = native_class.from_pretrained(
@@ -229,7 +229,7 @@ def export_native(checkpoint: str | Path, output: str | Path, bidirectional: boo
     )
     if any(info[key] for key in ("missing_keys", "unexpected_keys", "mismatched_keys")):
         raise ExportError(f"weights of {checkpoint} do not match {native_class.__name__}: {info}")
-    has_tokenizer = any((checkpoint / name).is_file() for name in artifacts.TOKENIZER_FILES)
+    has_tokenizer = any((checkpoint / name).is_file() for name in model_folders.TOKENIZER_FILES)
 
     with artifacts.atomic_directory(output, expected=None) as staging:  # never over what appeared meanwhile
         model.save_pretrained(staging)

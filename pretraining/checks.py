@@ -21,9 +21,9 @@ from pathlib import Path
 from transformers import TrainingArguments
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from core import artifacts
-from core.artifacts import RUN_CONFIG_NAME
+from core import artifacts, model_folders, run_folders
 from core.names import scaled_name
+from core.run_folders import RUN_CONFIG_NAME
 from pretraining import data
 from pretraining.preflight import check_paths
 from pretraining.provenance import RUN_CONFIG_FORMAT, resolved_config
@@ -173,8 +173,8 @@ def _unreadable_run_config(path: Path, error: Exception) -> str:
     the output_dir someone else's (refused), but every saved model's run_info.json holds the same settings."""
     run_dir = path.parent
     copies = []
-    for info_path in [run_dir / artifacts.RUN_INFO_NAME, *run_dir.glob(f"{PREFIX_CHECKPOINT_DIR}-*/run_info.json"),
-                      *run_dir.glob(f"{artifacts.INTERMEDIATE_DIR}/step-*/run_info.json")]:
+    for info_path in [run_dir / run_folders.RUN_INFO_NAME, *run_dir.glob(f"{PREFIX_CHECKPOINT_DIR}-*/run_info.json"),
+                      *run_dir.glob(f"{run_folders.INTERMEDIATE_DIR}/step-*/run_info.json")]:
         try:
             info = json.loads(info_path.read_text(encoding="utf-8"))
             if isinstance(info.get("run_config"), dict) and info["run_config"].get("format") == RUN_CONFIG_FORMAT:
@@ -216,14 +216,14 @@ def checkpoint_problem(checkpoint: str | os.PathLike) -> str | None:
             return f"no {name}"
         except (ValueError, OSError) as error:
             return f"{name} is unreadable ({error})"
-    if not (path / artifacts.RUN_INFO_NAME).is_file():
-        return f"no {artifacts.RUN_INFO_NAME} (the save was interrupted)"
+    if not (path / run_folders.RUN_INFO_NAME).is_file():
+        return f"no {run_folders.RUN_INFO_NAME} (the save was interrupted)"
     for what, names in _RESUME_FILES:
         if not any((path / name).is_file() for name in names):
             return (f"no {what} ({' or '.join(names)}): it was saved without it (save_only_model: true?) or the save "
                     "was interrupted, and a resume would not continue the run exactly")
     try:
-        artifacts.check_weights(path)
+        model_folders.check_weights(path)
     except ValueError as error:
         return str(error)
     for saved in sorted(path.glob("*.pt")) + sorted(path.glob("*.pth")) + sorted(path.glob("*.bin")):
@@ -308,7 +308,7 @@ def check_output_dir(run_args: PretrainArguments, training_args: TrainingArgumen
         if diff:
             raise ValueError(f"{output_dir} was made by a different config ({'; '.join(diff)}); use a new output_dir")
         check_batch_layout(stored, current, str(output_dir))
-    elif output_dir.is_dir() and any(p.name != artifacts.LOCK_NAME for p in output_dir.iterdir()):
+    elif output_dir.is_dir() and any(p.name != run_folders.LOCK_NAME for p in output_dir.iterdir()):
         raise ValueError(f"{output_dir} is not empty and has no {RUN_CONFIG_NAME}, so this recipe did not make it; "
                          "choose a new or empty output_dir (nothing was written)")
     if training_args.resume_from_checkpoint:
@@ -341,7 +341,7 @@ def _check_resume_checkpoint(checkpoint: str, current: dict) -> str:
     if problem := checkpoint_problem(path):
         raise ValueError(f"--resume_from_checkpoint {checkpoint} is not a complete Trainer checkpoint "
                          f"({problem}); pass an intact <output_dir>/checkpoint-N")
-    info = artifacts.read_run_info(path)
+    info = run_folders.read_run_info(path)
     if info is not None:
         diff = _config_diff(info.get("run_config", {}), current, ignore=_BUDGET_KEYS | set(_LAYOUT_KEYS))
         if diff:
@@ -427,9 +427,9 @@ def check_data_identity(run_args: PretrainArguments, training_args: TrainingArgu
     if run_args.branch_from:
         stored.append((run_args.branch_from,
                        _read_run_config(Path(run_args.branch_from) / RUN_CONFIG_NAME).get("data")))
-    if resume and (info := artifacts.read_run_info(resume)) is not None:
+    if resume and (info := run_folders.read_run_info(resume)) is not None:
         stored.append((resume, info.get("data")))
-    base = artifacts.read_run_info(run_args.model_name_or_path) if run_args.cpt else None
+    base = run_folders.read_run_info(run_args.model_name_or_path) if run_args.cpt else None
     if base is not None and run_args.data_start_block is None:
         stored.append((run_args.model_name_or_path, base.get("data")))
     for where, recorded in stored:
@@ -454,12 +454,12 @@ def check_tokenizer_matches_base(tokenizer, run_args: PretrainArguments) -> None
     try:
         vocab_size = AutoConfig.from_pretrained(base, trust_remote_code=True).vocab_size
     except (OSError, ValueError) as error:
-        raise artifacts.hub_load_error(base, "the base model's config", error) from None
+        raise model_folders.hub_load_error(base, "the base model's config", error) from None
     if len(tokenizer) > vocab_size:
         raise ValueError(f"the tokenizer has {len(tokenizer)} tokens but {base} has {vocab_size} embeddings; use the "
                          "base model's own tokenizer (drop --tokenizer_name_or_path)")
     if (run_args.tokenizer_name_or_path and Path(base).is_dir()
-            and any((Path(base) / f).is_file() for f in artifacts.TOKENIZER_FILES)):
+            and any((Path(base) / f).is_file() for f in model_folders.TOKENIZER_FILES)):
         own, given = data.load_pretraining_tokenizer(base).get_vocab(), tokenizer.get_vocab()
         differ = sum(own.get(token) != i for token, i in given.items()) + len(own.keys() - given.keys())
         if differ:

@@ -56,7 +56,7 @@ from tokenizers import (
 )
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
-from core import artifacts, cli
+from core import artifacts, cli, model_folders
 from core.paths import is_hub_id, is_local_path, resolve_data_dir
 from modeling_eurobert.tokenizer_settings import configure_tokenizer
 
@@ -113,7 +113,7 @@ def load_corpus(
         try:
             corpus = datasets.load_dataset(source, name=name, split=split, cache_dir=cache_dir)
         except (OSError, ValueError, ConnectionError) as error:
-            raise artifacts.hub_load_error(source, "the corpus", error) from None
+            raise model_folders.hub_load_error(source, "the corpus", error) from None
         return _only_text(corpus, source)
     for path in files:
         if not path.is_file():
@@ -271,15 +271,15 @@ def load_pretraining_tokenizer(name_or_path: str | os.PathLike,
     """
     if objective is not None and objective not in OBJECTIVES:
         raise ValueError(f"objective={objective!r} is unknown; use one of {OBJECTIVES}")
-    source = artifacts.local_or_hub(name_or_path, "tokenizer")
-    if Path(source).is_dir() and not any((Path(source) / name).is_file() for name in artifacts.TOKENIZER_FILES):
-        raise ValueError(f"{source} holds no tokenizer ({' / '.join(artifacts.TOKENIZER_FILES)}); "
+    source = model_folders.local_or_hub(name_or_path, "tokenizer")
+    if Path(source).is_dir() and not any((Path(source) / name).is_file() for name in model_folders.TOKENIZER_FILES):
+        raise ValueError(f"{source} holds no tokenizer ({' / '.join(model_folders.TOKENIZER_FILES)}); "
                          "pass --tokenizer_name_or_path")
-    artifacts.check_json_files(source)  # a corrupt tokenizer file is named
+    model_folders.check_json_files(source)  # a corrupt tokenizer file is named
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
     except (OSError, ValueError) as error:
-        raise artifacts.hub_load_error(source, "the tokenizer", error) from None
+        raise model_folders.hub_load_error(source, "the tokenizer", error) from None
     if not tokenizer.is_fast:
         raise ValueError(f"tokenizer {name_or_path} is not a fast tokenizer; packing needs a tokenizers-backed one")
     if tokenizer.eos_token_id is None:

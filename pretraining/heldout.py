@@ -20,7 +20,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from core import artifacts, cli, colours, names
+from core import artifacts, cli, colours, model_folders, names, run_folders
 from core.formatting import table_cell
 from core.paths import missing_path, resolve_data_dir
 
@@ -129,9 +129,9 @@ def score_checkpoints(models: list[str | Path], tokenizer_dir: str | Path, block
     blocks = heldout_blocks(tokenizer, block_size, n_blocks, cache_dir, data_dir)
     rows = []
     for model in models:
-        info = artifacts.read_run_info(model)
+        info = run_folders.read_run_info(model)
         run, step = names.split_step(info["name"])
-        paper_step = step if Path(model).parent.name == artifacts.INTERMEDIATE_DIR else None
+        paper_step = step if Path(model).parent.name == run_folders.INTERMEDIATE_DIR else None
         losses = heldout_losses(model, blocks, tokenizer, mlm_probability)
         shown = names.scaled_name(run if paper_step else info["name"], info["scale"])  # the scale first
         before = info["tokens_before_cpt"]
@@ -268,7 +268,7 @@ def main(argv=None) -> None:
         if args.block_size < 2 or args.blocks < 1 or not 0 < args.mlm_probability < 1:
             raise ValueError(f"--block_size {args.block_size} must be >= 2, --blocks {args.blocks} >= 1 and "
                              f"--mlm_probability {args.mlm_probability} in (0, 1)")
-        artifacts.local_or_hub(args.tokenizer, "--tokenizer")
+        model_folders.local_or_hub(args.tokenizer, "--tokenizer")
         resolve_data_dir(args.data_dir)
         artifacts.check_output_dir(args.cache_dir, "--cache_dir")
         check_output(Path(args.output))
@@ -276,10 +276,10 @@ def main(argv=None) -> None:
         for model in models:
             if not Path(model).is_dir():
                 raise missing_path(model, "--model")
-            if not (Path(model) / artifacts.RUN_INFO_NAME).is_file():
-                raise FileNotFoundError(f"{model} has no {artifacts.RUN_INFO_NAME}; pass checkpoints of "
+            if not (Path(model) / run_folders.RUN_INFO_NAME).is_file():
+                raise FileNotFoundError(f"{model} has no {run_folders.RUN_INFO_NAME}; pass checkpoints of "
                                         "recipes.pretrain")
-            artifacts.check_loadable(model)
+            model_folders.check_loadable(model)
         rows = score_checkpoints(models, args.tokenizer, args.block_size, args.blocks, args.cache_dir,
                                  args.data_dir, args.mlm_probability)
     write_csv(rows, args.output)

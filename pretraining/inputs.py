@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import datasets
 
-from core import artifacts, cli, paths
+from core import cli, paths, run_folders
 from pretraining import data
 from pretraining.checks import check_token_budget, check_tokenizer_matches_base, checkpoint_problem
 from pretraining.settings import PretrainArguments
@@ -113,7 +113,7 @@ def cpt_start(run_args: PretrainArguments) -> CptStart:
     """
     if not run_args.cpt:
         return CptStart(None, 0, None, 0)
-    base = artifacts.read_run_info(run_args.model_name_or_path) or {}
+    base = run_folders.read_run_info(run_args.model_name_or_path) or {}
     base_name = base.get("name") or Path(run_args.model_name_or_path).name
     first_block = run_args.data_start_block
     if first_block is None:

@@ -8,7 +8,7 @@ functions later, whether a value came from the command line or the YAML (`settin
 import os
 from pathlib import Path
 
-from core import artifacts
+from core import model_folders
 from core.paths import REPO_ROOT, missing_path
 
 
@@ -41,7 +41,7 @@ def check_paths(model_name_or_path: str | None, tokenizer_name_or_path: str | No
     for what, source in (("model_name_or_path", model_name_or_path),
                          ("tokenizer_name_or_path", tokenizer_name_or_path)):
         if source:
-            artifacts.local_or_hub(source, what)
+            model_folders.local_or_hub(source, what)
     if branch_from and not Path(branch_from).is_dir():
         raise FileNotFoundError(f"branch_from {branch_from} does not exist; train the stable run first")
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from transformers import TrainingArguments
 
-from core import artifacts, cli, lora
+from core import artifacts, cli, lora, model_folders, run_folders
 from modeling_eurobert.tokenizer_settings import configure_tokenizer
 from pretraining import data
 from pretraining.checks import (
@@ -69,8 +69,8 @@ def finished_steps(training_args: TrainingArguments) -> int | None:
     """The steps of the finished run in `output_dir` (its run_info.json, written last, at `max_steps`, beside the
     weights), or None. Called once `check_output_dir` and `check_data_identity` found the same settings and data."""
     output_dir = Path(training_args.output_dir)
-    info = artifacts.read_run_info(output_dir)
-    weights = any(any(output_dir.glob(pattern)) for pattern in artifacts.WEIGHT_PATTERNS)
+    info = run_folders.read_run_info(output_dir)
+    weights = any(any(output_dir.glob(pattern)) for pattern in model_folders.WEIGHT_PATTERNS)
     return info["steps"] if info and weights and info["steps"] == training_args.max_steps else None
 
 
@@ -102,7 +102,7 @@ def prepare(run_args: PretrainArguments, training_args: TrainingArguments) -> Pr
     check_data_identity(run_args, training_args, identity, resume)
     if steps := finished_steps(training_args):
         raise RunFinished(f"{training_args.output_dir} already holds this run, finished at step {steps} (its "
-                          f"{artifacts.RUN_INFO_NAME} and weights); nothing to do: pass a new --output_dir to train "
+                          f"{run_folders.RUN_INFO_NAME} and weights); nothing to do: pass a new --output_dir to train "
                           "it again")
     train_blocks = select_blocks(blocks, first_block, needed, run_args.epochs)
     model = build_model(run_args, tokenizer, training_args.seed)
@@ -173,11 +173,11 @@ def train(run: PreparedRun) -> PretrainingTrainer:
         block_log = output_dir / f"block_order-rank{training_args.process_index}.jsonl"
 
     # Rank 0 holds the output_dir lock for the whole run: a second launch on the same directory is refused.
-    lock = artifacts.exclusive_lock(output_dir / artifacts.LOCK_NAME, f"output_dir {output_dir}")
+    lock = artifacts.exclusive_lock(output_dir / run_folders.LOCK_NAME, f"output_dir {output_dir}")
     with lock if training_args.should_save else contextlib.nullcontext():
         if training_args.should_save:
             check_unchanged(run)
-            artifacts.write_json_atomic(output_dir / artifacts.RUN_CONFIG_NAME,
+            artifacts.write_json_atomic(output_dir / run_folders.RUN_CONFIG_NAME,
                                         resolved_config(run_args, training_args, run.identity))
         trainer = PretrainingTrainer(
             model=run.model, args=training_args, train_dataset=run.train_blocks, data_collator=run.collator,

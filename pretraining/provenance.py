@@ -4,7 +4,7 @@ checkpoint (intermediate ones included).
 - `resolved_config`: the settings that decide the trained weights (`run_config.json`, and `run_config` inside
   `run_info.json`), with the data identity (`data_identity`: the packed blocks' fingerprint, the tokenizer hash);
   what a resume, a decay branch or CPT checks (`pretraining.checks`);
-- `make_run_info` / `write_run_info`: what a checkpoint is and how it was made (format: `core.artifacts`), read by
+- `make_run_info` / `write_run_info`: what a checkpoint is and how it was made (format: `core.run_folders`), read by
   the cards, the study, the held-out loss and the CPT and resume checks.
 """
 
@@ -16,8 +16,8 @@ from pathlib import Path
 import datasets
 from transformers import TrainingArguments
 
-from core import artifacts
-from core.artifacts import RUN_INFO_NAME
+from core import artifacts, run_folders
+from core.run_folders import RUN_INFO_NAME
 from pretraining import data
 from pretraining.settings import CPT_SETTINGS, PretrainArguments, global_batch
 
@@ -67,7 +67,7 @@ def run_size(run_args: PretrainArguments) -> str | None:
     """Model size name: the architecture, or the base run's size for CPT (None for a converted decoder without one)."""
     if run_args.architecture:
         return run_args.architecture
-    base = artifacts.read_run_info(run_args.model_name_or_path)
+    base = run_folders.read_run_info(run_args.model_name_or_path)
     return base.get("size") if base else None
 
 
@@ -89,7 +89,7 @@ def make_run_info(run_args, training_args, *, step: int, identity: dict, start, 
         name += f"-{paper_step}"
     training = json.loads(training_args.to_json_string())
     return {
-        "format": artifacts.RUN_INFO_FORMAT,
+        "format": run_folders.RUN_INFO_FORMAT,
         "name": name,
         "size": run_size(run_args),
         "objective": run_args.objective,
@@ -100,8 +100,8 @@ def make_run_info(run_args, training_args, *, step: int, identity: dict, start, 
         "scale": run_args.scale,
         "run_config": resolved_config(run_args, training_args, identity),
         "training_args": training,
-        "versions": artifacts.package_versions(),
-        "git_commit": artifacts.git_commit(),
+        "versions": run_folders.package_versions(),
+        "git_commit": run_folders.git_commit(),
         "data": {"source": run_args.corpus_source, **identity},
         "tokens_seen": step * global_batch(training_args) * run_args.block_size,  # this run's, after its start
         "tokens_before_cpt": start.tokens_before,

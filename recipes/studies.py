@@ -3,14 +3,14 @@ them and `recipes.study_docs` writes a finished one into docs/.
 
 A study is a scale (`recipes.manifest.SCALES`), the models of the manifest it trains there (each once, or once per
 pretraining seed), the tasks and the LR x seed grid it fine-tunes them with, and the evaluation settings. Its
-definition is recorded in `<output>/study.json` (`artifacts.STUDY_FORMAT`), which a resumed study must match.
+definition is recorded in `<output>/study.json` (`run_folders.STUDY_FORMAT`), which a resumed study must match.
 """
 
 import dataclasses
 import json
 from dataclasses import dataclass, field
 
-from core import artifacts, names
+from core import names, run_folders
 
 
 @dataclass(frozen=True)
@@ -164,9 +164,9 @@ TOY_VOCAB_SIZE = 8192  # the tiny architecture's vocabulary (a scale may set its
 
 
 def read_study_marker(stored, where) -> dict:
-    """A study.json's content, refused in one line when of another format (`artifacts.STUDY_FORMAT`)."""
+    """A study.json's content, refused in one line when of another format (`run_folders.STUDY_FORMAT`)."""
     found = stored.get("format", 1) if isinstance(stored, dict) else "unknown"
-    if found != artifacts.STUDY_FORMAT:
-        raise ValueError(f"{where} is study.json format {found}, this code reads format {artifacts.STUDY_FORMAT}: "
+    if found != run_folders.STUDY_FORMAT:
+        raise ValueError(f"{where} is study.json format {found}, this code reads format {run_folders.STUDY_FORMAT}: "
                          "pass another --output, or use the commit that wrote it")
     return stored

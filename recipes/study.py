@@ -32,7 +32,7 @@ from pathlib import Path
 import yaml
 from tqdm.auto import tqdm
 
-from core import artifacts, cli, names, store
+from core import artifacts, cli, model_folders, names, run_folders, store
 from core.paths import REPO_ROOT, resolve_data_dir
 from evaluation.resolve import checkpoint_name
 from model_cards import push
@@ -87,7 +87,7 @@ def study_lock(output: Path):
 
 
 def is_trained(output: Path, name: str) -> bool:
-    return (output / "models" / name / artifacts.RUN_INFO_NAME).is_file()
+    return (output / "models" / name / run_folders.RUN_INFO_NAME).is_file()
 
 
 def check_device(study_name: str, study: Study) -> None:
@@ -282,7 +282,7 @@ def evaluated_models(study: Study, output: Path) -> list[Path]:
     at `intermediate_steps`, paper scale, when the study names some)."""
     paths = [output / "models" / name for name in study.trained_names()]
     for name in study.trained_names() if study.evaluate_intermediate else ():
-        for step_dir in artifacts.intermediate_checkpoints(output / "models" / name):  # step-<real step>
+        for step_dir in run_folders.intermediate_checkpoints(output / "models" / name):  # step-<real step>
             paper_step = names.split_step(checkpoint_name(step_dir))[1]  # its name: <run>-<paper step>
             if not study.intermediate_steps or paper_step in study.intermediate_steps:
                 paths.append(step_dir)
@@ -291,7 +291,7 @@ def evaluated_models(study: Study, output: Path) -> list[Path]:
 
 def tasks_of(model: Path, study: Study) -> tuple[str, ...]:
     """The tasks a checkpoint is evaluated on (intermediate checkpoints: `intermediate_tasks` when set)."""
-    if model.parent.name == artifacts.INTERMEDIATE_DIR and study.intermediate_tasks:
+    if model.parent.name == run_folders.INTERMEDIATE_DIR and study.intermediate_tasks:
         return study.intermediate_tasks
     return study.tasks
 
@@ -312,7 +312,7 @@ def is_evaluated(model: Path, tasks: list[str], study: Study, output: Path) -> b
     from evaluation import identity
     from evaluation.tasks import load_task
 
-    model_id, name = artifacts.checkpoint_identity(model), checkpoint_name(model)
+    model_id, name = model_folders.checkpoint_identity(model), checkpoint_name(model)
     for task in tasks:
         expected = {"model": model_id, "scoring": identity.scoring_identity(load_task(task).family)}
         for lr in study.lrs_of(task):
@@ -365,9 +365,9 @@ def heldout_loss(study: Study, output: Path, data_dir: str | None) -> None:
     if not study.heldout_blocks:
         return
     runs = [output / "models" / name for name in study.trained_names()]
-    models = runs + [p for run in runs for p in artifacts.intermediate_checkpoints(run)]
+    models = runs + [p for run in runs for p in run_folders.intermediate_checkpoints(run)]
     target = output / "heldout" / "heldout.csv"
-    stamp = {str(m.relative_to(output)): artifacts.checkpoint_identity(m)["weights"] for m in models}
+    stamp = {str(m.relative_to(output)): model_folders.checkpoint_identity(m)["weights"] for m in models}
     stamp_path = target.with_suffix(".identity.json")
     if target.is_file() and stamp_path.is_file() and artifacts.read_json(stamp_path, "held-out stamp") == stamp:
         return
@@ -512,7 +512,7 @@ def run_study(study_name: str, output: Path, data_dir: str | None = None, org: s
 def _run_study(study_name: str, study: Study, definition: dict, output: Path, data_dir: str | None, org: str,
                until: str | None) -> Path:
     runs = training_runs(study)
-    artifacts.write_json_atomic(output / "study.json", {"format": artifacts.STUDY_FORMAT, "study": study_name,
+    artifacts.write_json_atomic(output / "study.json", {"format": run_folders.STUDY_FORMAT, "study": study_name,
                                                          "definition": definition})
     started = time.time()
     progress = Progress({"tokenizer": 1, **{f"pretrain:{names.replicate_name(r.name, k)}": 1 for r, k in runs},

@@ -18,7 +18,7 @@ import pytest
 import yaml
 from transformers import TrainingArguments
 
-from core import artifacts, store
+from core import artifacts, run_folders, store
 from core.cli import BadInput
 from core.paths import REPO_ROOT
 from evaluation import run as grid
@@ -482,8 +482,9 @@ def _write_noid(tmp_path) -> None:
 
 def _write_study(tmp_path) -> None:
     """{study}: a smoke study's folder (study.json) whose results folder holds a result of a model not its own."""
-    artifacts.write_json_atomic(tmp_path / "study" / "study.json", {"format": artifacts.STUDY_FORMAT, "study": "smoke",
-                                "definition": {"scale": "smoke", "models": ["610m-clm-42k"]}})
+    artifacts.write_json_atomic(tmp_path / "study" / "study.json",
+                                {"format": run_folders.STUDY_FORMAT, "study": "smoke",
+                                 "definition": {"scale": "smoke", "models": ["610m-clm-42k"]}})
     record = {"format": store.RESULT_FORMAT, "model": "my-encoder", "task": "sst2", "family": "sc", "lr": 1e-5,
               "seed": 0, "status": "ok", "main_metric": "accuracy", "validation": {"accuracy": 0.5},
               "test": {"accuracy": 0.5}, "per_instance": {"test": [{"accuracy": 0.5}]},

@@ -11,7 +11,7 @@ from safetensors.torch import load_file
 from torch._dynamo.utils import counters
 from transformers import AutoModelForMaskedLM
 
-from core import artifacts
+from core import run_folders
 from modeling_eurobert import load_architecture
 from pretraining import flops, pretrain
 from pretraining.checks import check_run_settings
@@ -84,7 +84,7 @@ def test_compiled_run_resumes_from_a_checkpoint_and_finishes(runs, tmp_path):
     with the uninterrupted run's weights."""
     source = Path(runs["compiled"].args.output_dir)
     (tmp_path / "resumed").mkdir()
-    shutil.copy(source / artifacts.RUN_CONFIG_NAME, tmp_path / "resumed")
+    shutil.copy(source / run_folders.RUN_CONFIG_NAME, tmp_path / "resumed")
     shutil.copytree(source / "checkpoint-4", tmp_path / "resumed" / "checkpoint-4")
     resumed = pretrain.pretrain(*parse(tmp_path / "resumed", runs["cache_dir"], "--compile", "regional",
                                    "--mlm_fixed_shape", "true", "--save_strategy", "steps", "--save_steps", "2"))

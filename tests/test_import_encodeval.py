@@ -14,7 +14,7 @@ import pytest
 from scipy import stats
 
 from analysis import import_encodeval, report, statistics
-from core import artifacts, store
+from core import artifacts, run_folders, store
 from evaluation import tasks
 
 REAL = Path(__file__).resolve().parent / "fixtures" / "encodeval" / "results"
@@ -163,7 +163,7 @@ def test_one_report_of_a_study_ones_own_model_and_the_papers_runs(imported, tmp_
     caption names the baseline only as drawn."""
     root, _ = imported
     study = tmp_path / "study"
-    artifacts.write_json_atomic(study / "study.json", {"format": artifacts.STUDY_FORMAT, "study": "smoke",
+    artifacts.write_json_atomic(study / "study.json", {"format": run_folders.STUDY_FORMAT, "study": "smoke",
                                 "definition": {"scale": "smoke", "models": list(MODELS)}})
     baseline = {"trivial_baseline": {"validation": {"ndcg@10": 0.1}, "test": {"ndcg@10": 0.1}}}
     for model, folder in [*((m, study / "results") for m in MODELS), ("my-encoder", tmp_path / "mine")]:

@@ -10,7 +10,7 @@ from peft import PeftModel
 from safetensors.torch import load_file
 from transformers import AutoModelForMaskedLM
 
-from core import artifacts
+from core import run_folders
 from pretraining import pretrain
 from recipes import cpt
 from tests.fixtures.file_modes import not_following_umask
@@ -91,7 +91,7 @@ def test_killed_lora_run_resumes_exactly(base, runs, tmp_path):
     source = runs["out"] / "frozen"
     resumed_dir = tmp_path / "resumed"
     resumed_dir.mkdir()
-    shutil.copy(source / artifacts.RUN_CONFIG_NAME, resumed_dir)
+    shutil.copy(source / run_folders.RUN_CONFIG_NAME, resumed_dir)
     shutil.copytree(source / "checkpoint-2", resumed_dir / "checkpoint-2")
     argv = cpt_argv(base, resumed_dir, runs["cache_dir"])
     resumed = pretrain.pretrain(*cpt.make_parser().parse_args_and_config(argv))

@@ -13,7 +13,7 @@ from transformers import TrainingArguments
 
 from analysis.report import REPORT_MARK, shown_at_scale
 from analysis.statistics import confidence_interval, load_results, summarize
-from core import artifacts, store
+from core import artifacts, model_folders, run_folders, store
 from core.formatting import table_cell
 from core.names import scaled_name
 from model_cards.generate import (
@@ -97,11 +97,11 @@ def write_summary(path, results_dir, scale="toy", rows=(), edits=None):
     `edits` {task: {column: value}} applied to that task's rows (a hand-edited summary)."""
     computed = shown_at_scale(summarize(load_results(results_dir)), scale)
     with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, artifacts.SUMMARY_COLUMNS, restval="", extrasaction="ignore")
+        writer = csv.DictWriter(f, run_folders.SUMMARY_COLUMNS, restval="", extrasaction="ignore")
         writer.writeheader()
         for row in computed:
             edited = (edits or {}).get(row["task"], {})
-            writer.writerow({**{k: table_cell(row[k]) for k in artifacts.SUMMARY_COLUMNS}, **edited})
+            writer.writerow({**{k: table_cell(row[k]) for k in run_folders.SUMMARY_COLUMNS}, **edited})
         for row in rows:
             writer.writerow(row)
     return path
@@ -119,7 +119,7 @@ def write_results(results_dir, checkpoints, tasks=TASKS, source="offline", cappe
     (`capped`: the test splits cut by `--max_eval` to the instances kept; `scores` {(task, seed): test score}
     instead of `score`'s)."""
     for m, (model, checkpoint) in enumerate(checkpoints.items()):
-        identity = artifacts.checkpoint_identity(checkpoint)
+        identity = model_folders.checkpoint_identity(checkpoint)
         for t, (task, family, metric) in enumerate(tasks):
             for seed in seeds:
                 diverged = seed == 1 and task == "squad"

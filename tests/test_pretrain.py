@@ -12,7 +12,7 @@ import yaml
 from safetensors.torch import load_file
 from transformers import AutoModelForMaskedLM
 
-from core import artifacts, paths
+from core import model_folders, paths, run_folders
 from evaluation import finetune_args
 from pretraining import data, pretrain
 from pretraining.checks import check_run_settings
@@ -259,13 +259,13 @@ def test_a_run_config_of_another_format_is_refused_in_one_line(three_runs, cache
 
 def test_run_info_of_another_format_is_refused(three_runs, tmp_path):
     """A run_info.json without the current format (format 1 had no "format" key) is refused in one line."""
-    today = artifacts.read_run_info(Path(three_runs["pfs"][1].output_dir))
+    today = run_folders.read_run_info(Path(three_runs["pfs"][1].output_dir))
     format_2 = {k: v for k, v in today.items() if k != "tokens_before_cpt"} | {"format": 2}  # before tokens_before_cpt
     for stored, found in (({k: v for k, v in today.items() if k != "format"}, 1), (format_2, 2),
                           ({**today, "format": 4}, 4)):
         (tmp_path / "run_info.json").write_text(json.dumps(stored))
         with pytest.raises(ValueError, match=f"run_info format {found}, this code reads format 3"):
-            artifacts.read_run_info(tmp_path)
+            run_folders.read_run_info(tmp_path)
 
 
 def test_yaml_cli_precedence_and_unknown_keys(tmp_path, cache_dir):
@@ -387,11 +387,11 @@ def test_one_rule_tells_a_hub_id_from_a_local_path(tmp_path, monkeypatch):
     assert paths.is_local_path("out/my-decoder-cp") and not paths.is_hub_id("out/my-decoder-cp")
     with pytest.raises(FileNotFoundError, match=r"^--model out/my-decoder-cp: no such directory \(did you mean "
                                                 r"out/my-decoder-cpt\?\)$"):
-        artifacts.local_or_hub("out/my-decoder-cp", "--model")
+        model_folders.local_or_hub("out/my-decoder-cp", "--model")
     with pytest.raises(ValueError, match="'mlfoundations/dclm-baseline-1.0' from the Hub"):  # offline: not "missing"
         data.load_corpus("mlfoundations/dclm-baseline-1.0")
     with pytest.raises(FileNotFoundError, match="neither a local path nor a Hub id"):
-        artifacts.local_or_hub("a b", "tokenizer")
+        model_folders.local_or_hub("a b", "tokenizer")
 
 
 PLAIN_LOAD = """

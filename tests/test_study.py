@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from analysis.report import count_cell
-from core import artifacts
+from core import model_folders, run_folders
 from pretraining import heldout as heldout_csv
 from recipes import manifest
 from recipes.studies import STUDIES
@@ -118,8 +118,8 @@ def test_study_is_deterministic(short_study, tmp_path):
         shutil.rmtree(again / gone)
     run_study("smoke", again, study=study, until="evaluation")
     for checkpoint in (f"models/{name}", f"models/{name}/intermediate/step-20"):
-        assert (artifacts.checkpoint_identity(again / checkpoint) ==
-                artifacts.checkpoint_identity(output / checkpoint)), checkpoint
+        assert (model_folders.checkpoint_identity(again / checkpoint) ==
+                model_folders.checkpoint_identity(output / checkpoint)), checkpoint
     results = sorted(p.relative_to(output / "results") for p in (output / "results").rglob("lr*.json"))
     assert sorted(p.relative_to(again / "results") for p in (again / "results").rglob("lr*.json")) == results
     redone = [p for p in results if p.parts[0] in (name, f"{name}-20000")]
@@ -140,7 +140,7 @@ def test_rerun_redoes_nothing_finished(short_study, tmp_path):
     run_study("smoke", output, study=study)
     assert {p: p.stat().st_mtime_ns for p in finished} == finished
     assert json.loads((output / "study.json").read_text())["study"] == "smoke"
-    assert json.loads((output / "study.json").read_text())["format"] == artifacts.STUDY_FORMAT
+    assert json.loads((output / "study.json").read_text())["format"] == run_folders.STUDY_FORMAT
 
 
 @pytest.mark.slow
