@@ -3,6 +3,7 @@
 intermediate checkpoints and the crossover where MLM overtakes CLM. The grid's defaults (`evaluation.run`), the plan,
 the EncodEval importer, the manifest, the findings and the benchmarks read them here."""
 
+PAPER_ARXIV_ID = "2507.00994"  # cited by every card
 PAPER_TASKS = ("sst2", "mnli", "qqp", "conll2003", "ontonotes", "uner", "squad", "squad_v2", "record", "msmarco", "nq",
                "mldr")
 PAPER_LRS = (1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4)

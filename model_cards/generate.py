@@ -1,4 +1,5 @@
-"""Model cards and the results dataset card, built with huggingface_hub's `ModelCard` / `DatasetCard`.
+"""Model cards, built with huggingface_hub's `ModelCard`, and the command that writes both cards (the results
+dataset card is `model_cards.results_card`).
 
     # -> CHECKPOINT_DIR/README.md
     python -m model_cards.generate CHECKPOINT_DIR [--summary report/summary.csv --results results/]
@@ -26,53 +27,25 @@ is named after its repo (or folder) and described as what it is.
 """
 
 import argparse
-import csv
 import json
 import math
 from pathlib import Path
 
-from huggingface_hub import (
-    DatasetCard,
-    DatasetCardData,
-    EvalResult,
-    ModelCard,
-    ModelCardData,
-)
+from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
-from core import artifacts, cli, model_folders, run_folders, store
-from core.formatting import table_cell
+from core import artifacts, cli, model_folders, run_folders
 from core.names import PAPER_SCALE, ModelName, parse_name, run_scale, scaled_name, split_step, step_name, try_parse_name
+from core.paper import PAPER_ARXIV_ID
 from core.paths import is_hub_id, missing_path
 from evaluation.resolve import checkpoint_name
-from model_cards import public
-from model_cards.public import LOCAL, without_local_paths
-from model_cards.results_dataset import (
-    OFFLINE_DATA,
-    PREDICTIONS_FOLDER,
-    RESULTS_FOLDER,
-    RUNS_FILE,
-    dataset_configs,
-    record_source,
-    scored_test,
-    task_test_data,
-)
+from model_cards import public, results_card, summary
+from model_cards.public import PLACEHOLDER_ORG, without_local_paths
+from model_cards.results_dataset import OFFLINE_DATA
 
 TEMPLATE = Path(__file__).with_name("template.md")
-RESULTS_TEMPLATE = Path(__file__).with_name("results_template.md")
-ARXIV_ID = "2507.00994"
 # the repository's LICENSE; EuroBERT, whose architecture and tokenizer the study uses, is Apache-2.0
 LICENSE = "apache-2.0"
-# The results quote task data (SQuAD answer spans, CC BY-SA 4.0), so they are share-alike; the scores are ours.
-RESULTS_LICENSE = "cc-by-sa-4.0"
-PLACEHOLDER_ORG = "your-org"  # namespace of repo ids when no --org/--repo_id is given; model_cards.push refuses it
 
-# model-index task types, one per evaluation family (the paper's four).
-FAMILY_TASK_TYPES = {
-    "SC": ("text-classification", "Sequence classification"),
-    "TC": ("token-classification", "Token classification"),
-    "QA": ("question-answering", "Extractive question answering"),
-    "IR": ("sentence-similarity", "Retrieval"),
-}
 # The card's hyperparameter tables: the settings that decide the weights (run_info's `run_config`), grouped. Keys
 # not listed land in "Other", so nothing recorded is hidden; run_info.json keeps the complete TrainingArguments.
 HYPERPARAMETER_GROUPS = (
@@ -368,167 +341,14 @@ def _branches(checkpoint_dir: Path) -> list[tuple[str, int]]:
     return [(p.name, run_folders.intermediate_step(p)) for p in run_folders.intermediate_checkpoints(checkpoint_dir)]
 
 
-# ------------------------------------------------------------------------------------------------ evaluation
-def _float(value) -> float | None:
-    if value in (None, ""):
-        return None
-    value = float(value)
-    return None if math.isnan(value) else value
-
-
-def _card_number(value) -> str:
-    """A summary.csv cell as a card shows it: 4 decimals below 10, 2 above, "n/a" when empty."""
-    value = _float(value)
-    return table_cell(value, ".4f" if value is None or abs(value) < 10 else ".2f", missing="n/a")
-
-
-def confidence_interval(row: dict) -> tuple[float, float] | None:
-    """The row's 95% CI, clipped to [0, 1] (scores are fractions; a t-interval over few seeds can overshoot)."""
-    low, high = _float(row["ci_low"]), _float(row["ci_high"])
-    if low is None or high is None:
-        return None
-    return max(0.0, min(1.0, low)), max(0.0, min(1.0, high))
-
-
-def read_summary(summary_csv: Path, model: str | None = None) -> list[dict]:
-    """Rows of `summary.csv` (all, or those of one model), with the contract's columns checked.
-
-    Args:
-        summary_csv: the evaluation report's summary table.
-        model: keep only this model's rows.
-
-    Returns:
-        list of dicts keyed by the summary columns (strings, as in the file).
-    """
-    try:
-        with open(summary_csv, newline="", encoding="utf-8") as f:
-            reader = csv.DictReader(f)
-            missing = [c for c in run_folders.SUMMARY_COLUMNS if c not in (reader.fieldnames or [])]
-            rows = list(reader)
-    except UnicodeDecodeError as error:
-        raise ValueError(f"{summary_csv} is not UTF-8 text ({error}): pass the summary.csv written by evaluation") \
-            from None
-    if missing:
-        raise ValueError(f"{summary_csv} lacks columns {missing}: pass the summary.csv written by evaluation")
-    unknown = sorted({r["family"].upper() for r in rows} - set(FAMILY_TASK_TYPES))
-    if unknown:
-        raise ValueError(f"{summary_csv}: unknown task families {unknown}; expected {sorted(FAMILY_TASK_TYPES)}")
-    return [r for r in rows if model is None or r["model"] == model]
-
-
-def _recorded_name(shown: str) -> str:
-    """The name results are filed under for a name a report shows at its scale (`<scale>-<name>`)."""
-    parsed = try_parse_name(shown)
-    return parsed.unscaled if parsed is not None else shown
-
-
-def _same(published: str, computed, integer: bool = False) -> bool:
-    """A summary cell (as `analysis.report` writes it: 4 significant digits, "" for none) equals a computed value."""
-    if computed is None or (isinstance(computed, float) and math.isnan(computed)):
-        return published.strip() == ""
-    try:
-        value = _float(published)
-    except ValueError:  # not a number
-        return False
-    if value is None:
-        return False
-    return value == computed if integer else math.isclose(value, float(computed), rel_tol=1e-3, abs_tol=1e-6)
-
-
-SUMMARY_CHECKED = ("mean", "ci_low", "ci_high", "n_seeds", "best_lr")  # what a card publishes of a summary row
-
-
-def _differences(row: dict, computed: dict) -> list[str]:
-    """The published columns of a summary row that differ from the computed row (the CI as a card shows it)."""
-    low, high = computed["ci_low"], computed["ci_high"]
-    expected = {**computed, **({} if math.isnan(low) else {"ci_low": max(0.0, low), "ci_high": min(1.0, high)})}
-    shown = {**row, **dict(zip(("ci_low", "ci_high"), confidence_interval(row) or (row["ci_low"], row["ci_high"])))}
-    given = {k: expected[k] if k in ("n_seeds", "best_lr") else _card_number(expected[k]) for k in SUMMARY_CHECKED}
-    return [f"{k} {row[k] or 'none'} (the results give {given[k]})"
-            for k in SUMMARY_CHECKED if not _same(str(shown[k]), expected[k], integer=k == "n_seeds")]
-
-
-def check_summary(rows: list[dict], results_dir, summary_csv, complete: bool = False) -> None:
-    """Refuse summary rows that the results do not give: each row's mean, 95% CI (as a card shows it, clipped to
-    [0, 1]), seed count and best LR are recomputed from `results_dir` (`analysis.statistics.summarize`, the
-    report's own computation; percentile intervals for a report made with --bootstrap). `complete`: the results
-    hold no (model, task) that the summary lacks either."""
-    from analysis.statistics import load_results, replicate_group, summarize
-
-    records = load_results(results_dir)
-    computed = {(r["model"], r["task"]): r for r in summarize(records)}
-    fix = f"regenerate it (python -m analysis.report {results_dir}) or pass the results it was made from"
-    seen = set()
-    for row in rows:
-        key = next((k for k in ((row["model"], row["task"]), (_recorded_name(row["model"]), row["task"]))
-                    if k in computed), None)
-        if key is None:
-            raise ValueError(f"{summary_csv} reports {row['model']} on {row['task']}, of which {results_dir} holds "
-                             f"no result: {fix}")
-        seen.add(key)
-        differ = _differences(row, computed[key])
-        if differ and all(d.startswith("ci_") for d in differ):
-            group = [r for r in records if r["task"] == key[1] and replicate_group(r["model"]) == key[0]]
-            differ = differ if _differences(row, summarize(group, bootstrap=True)[0]) else []
-        if differ:
-            raise ValueError(f"{summary_csv} disagrees with {results_dir} on {row['model']} / {row['task']}: "
-                             f"{'; '.join(differ)}: {fix}")
-    missing = sorted(set(computed) - seen) if complete else []
-    if missing:
-        raise ValueError(f"{summary_csv} lacks {missing[0][0]} on {missing[0][1]}, which {results_dir} holds "
-                         f"({len(missing)} model x task rows in all): {fix}")
-
-
-def evaluation_rows(checkpoint_dir: Path, model: str, summary_csv, results_dir, shown: str | None = None) -> list[dict]:
-    """The summary rows of this checkpoint (filed under `shown`, the name the report shows it by at its scale;
-    default `model`), each with the test data it was scored on (`task_test_data`), after checking that its results
-    (filed under `model`, the name run_info records) were made from these very weights (their identity)."""
-    rows = read_summary(summary_csv, shown or model)
-    if not rows:
-        return []
-    if results_dir is None:
-        raise ValueError("an evaluation summary needs its per-run results folder too (--results): they say which "
-                         "data each score was computed on, and that it was computed on these weights")
-    identity, paths = model_folders.checkpoint_identity(checkpoint_dir), {}
-    for path in store.result_files(results_dir):
-        paths.setdefault((path.parent.parent.name, path.parent.name), path)
-    for row in rows:
-        path = paths.get((model, row["task"]))
-        if path is None:
-            raise ValueError(f"{results_dir} holds no result file of {model} on {row['task']}, which the summary "
-                             "reports: pass the results folder the summary was made from")
-        record = store.read_result(path)  # one per (model, task): the report refuses mixed identities in a row
-        why = store.differences(record, {"model": identity})  # the store's "current" rule, on the weights alone
-        if why:
-            raise ValueError(f"{path} was made from other weights than {checkpoint_dir} ({'; '.join(why)}): "
-                             "the summary is not this checkpoint's; evaluate it, or pass the right results")
-        row["data"] = task_test_data(row["task"], record_source(record))
-        row["scored"] = scored_test(record)
-    return rows
-
-
-def _table_rows(rows: list[dict]) -> list[dict]:
-    out = []
-    for r in rows:
-        ci = confidence_interval(r)
-        out.append({"family": r["family"].upper(), "task": r["task"], "metric": r["metric"],
-                    "mean": _card_number(r["mean"]), "ci": f"[{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "n/a",
-                    "std": _card_number(r["std"]),
-                    "best_lr": r["best_lr"], "n_seeds": r["n_seeds"], "n_diverged": r["n_diverged"],
-                    "entity_f1": _card_number(r.get("entity_f1")) if r["family"].upper() == "TC" else "",
-                    "data": r["data"]["label"] + (f"; scored: {r['scored']['text']}" if r.get("scored", {}).get("n")
-                                                  else "") if "data" in r else ""})
-    return out
-
-
 def _eval_results(rows: list[dict]) -> list[EvalResult]:
     """model-index entries: the test mean at the best LR, its 95% CI and seed count as metric arguments."""
     results = []
     for r in rows:
-        mean = _float(r["mean"])
+        mean = summary.number(r["mean"])
         if mean is None:  # every seed diverged: nothing to report in model-index
             continue
-        task_type, task_name = FAMILY_TASK_TYPES[r["family"].upper()]
+        task_type, task_name = summary.FAMILY_TASK_TYPES[r["family"].upper()]
         data, scored = r["data"], r.get("scored") or {}
         subset = f" ({scored['text']})" if scored.get("capped") else ""
         where = {"task_type": task_type, "task_name": task_name, "dataset_type": data["dataset"],
@@ -536,11 +356,11 @@ def _eval_results(rows: list[dict]) -> list[EvalResult]:
                  "dataset_config": data["config"], "dataset_split": data["split"], "dataset_revision": data["revision"]}
         args = {"n_seeds": int(r["n_seeds"]), "learning_rate": float(r["best_lr"]),
                 **({"n_test_instances": scored["n"]} if scored.get("n") else {})}
-        if ci := confidence_interval(r):
+        if ci := summary.confidence_interval(r):
             args = {"ci95_low": round(ci[0], 4), "ci95_high": round(ci[1], 4), **args}
         results.append(EvalResult(**where, metric_type=r["metric"], metric_name=r["metric"],
                                   metric_value=round(mean, 4), metric_args=args))
-        entity = _float(r.get("entity_f1"))
+        entity = summary.number(r.get("entity_f1"))
         if r["family"].upper() == "TC" and entity is not None and r["metric"] != "entity_f1":
             results.append(EvalResult(**where, metric_type="entity_f1", metric_name="entity_f1",
                                       metric_value=round(entity, 4), metric_args={"n_seeds": int(r["n_seeds"])}))
@@ -678,21 +498,21 @@ def build_model_card(checkpoint_dir, summary_csv=None, repo_id: str | None = Non
     name, parsed, borrowed = resolve_name(checkpoint_dir, info, repo_id)
     name = shown_name(name, parsed, info)  # the scale first, wherever the card names the model
     parsed = try_parse_name(name)
-    rows = evaluation_rows(checkpoint_dir, checkpoint_name(checkpoint_dir), summary_csv, results_dir,
+    rows = summary.evaluation_rows(checkpoint_dir, checkpoint_name(checkpoint_dir), summary_csv, results_dir,
                            name) if summary_csv else []
     if rows:
-        check_summary(rows, results_dir, summary_csv)
+        summary.check_summary(rows, results_dir, summary_csv)
     params, causal = parameter_count(checkpoint_dir), _is_causal(checkpoint_dir)
     hub_ids, data_text = pretraining_data(info)
     base_id, base_text = _base_model(info, repo_id, base_model)
     step = run_folders.intermediate_step(checkpoint_dir)
-    summary = describe_name(name, step) if parsed else describe_run(name, info, step)
+    description = describe_name(name, step) if parsed else describe_run(name, info, step)
     if borrowed:
-        summary += " " + borrowed
+        description += " " + borrowed
     card_data = ModelCardData(
         library_name="transformers", model_name=name, language="en", license=LICENSE,
         pipeline_tag="fill-mask" if info["objective"] == "mlm" and not causal else "feature-extraction",
-        tags=["eurobert", "encoder", "mlm-vs-clm", info["objective"], f"arxiv:{ARXIV_ID}"],
+        tags=["eurobert", "encoder", "mlm-vs-clm", info["objective"], f"arxiv:{PAPER_ARXIV_ID}"],
         datasets=hub_ids or None, base_model=base_id, eval_results=_eval_results(rows) or None)
     if rows:
         eval_intro = ("Fine-tuning results (the paper's protocol): for each task the learning rate is chosen by mean "
@@ -708,65 +528,11 @@ def build_model_card(checkpoint_dir, summary_csv=None, repo_id: str | None = Non
     return ModelCard.from_template(
         card_data, template_path=str(TEMPLATE), name=name, relation=relation,
         disclaimer=_disclaimer(info, name, parsed, params, data_text),
-        summary=summary, name_lines=name_lines(name, step) if parsed else [],
+        summary=description, name_lines=name_lines(name, step) if parsed else [],
         facts=_facts(info, name, parsed, params, data_text, base_text), hyperparameters=hyperparameter_groups(info),
-        eval_intro=eval_intro, eval_rows=_table_rows(rows), branches=_branches(checkpoint_dir),
+        eval_intro=eval_intro, eval_rows=summary.table_rows(rows), branches=_branches(checkpoint_dir),
         **_usage(name, repo_id, revision, causal, _loads_natively(checkpoint_dir)), limitations=_limitations(info),
         versions=sorted(info["versions"].items()))
-
-
-# -------------------------------------------------------------------------------------------- results card
-def _scan_runs(results_dir: Path) -> list[dict]:
-    """(model, task, status, data source) of every result file, checked; per-instance data is not kept."""
-    paths = store.result_files(results_dir)
-    if not paths:
-        raise FileNotFoundError(f"no per-run results under {results_dir}: expected <model>/<task>/lr<lr>-seed<s>.json")
-    runs = []
-    for path in paths:
-        run = store.read_result(path)
-        if run.get("status") not in store.STATUSES:
-            raise ValueError(f"{path}: status must be 'ok' or 'diverged', got {run.get('status')!r}")
-        runs.append({"model": run["model"], "task": run["task"], "status": run["status"], "source": record_source(run),
-                     "scored": scored_test(run)["text"]})
-    return runs
-
-
-def build_results_card(results_dir, summary_csv, repo_id: str | None = None, scale: str | None = None) -> DatasetCard:
-    """Build the dataset card of the per-run evaluation results.
-
-    Args:
-        results_dir: folder of per-run JSON files `<model>/<task>/lr<lr>-seed<seed>.json`.
-        summary_csv: the evaluation `summary.csv` (one row per model, task and metric).
-        repo_id: dataset repo id shown in the loading snippet.
-        scale: the manifest scale of the study's models: named as the report names them (`scaled_name`).
-
-    Returns:
-        a `huggingface_hub.DatasetCard` whose `configs` expose `runs` (one row per run), `predictions` (one row per
-        run, split and instance) and `summary`, with their schemas in `dataset_info`.
-    """
-    runs = [{**r, "model": scaled_name(r["model"], scale)} for r in _scan_runs(Path(results_dir))]
-    rows = read_summary(summary_csv)
-    check_summary(rows, results_dir, summary_csv, complete=True)
-    models = sorted({r["model"] for r in runs})
-    configs, info = dataset_configs()
-    card_data = DatasetCardData(
-        pretty_name="MLM vs CLM encoder study: fine-tuning results", language="en", license=RESULTS_LICENSE,
-        tags=["mlm-vs-clm", "evaluation", f"arxiv:{ARXIV_ID}"], configs=configs, dataset_info=info)
-    from evaluation import tasks
-
-    data = []
-    for task, source in sorted({(r["task"], r["source"]) for r in runs}):
-        described = task_test_data(task, source)
-        notes = " ".join(tasks.load_task(task).notes.split()) if source == "offline" else ""
-        scored = sorted({r["scored"] for r in runs if (r["task"], r["source"]) == (task, source)})
-        data.append({"task": task, "source": source, "label": described["label"], "notes": notes,
-                     "scored": "; ".join(filter(None, scored)) or "not kept"})
-    return DatasetCard.from_template(
-        card_data, template_path=str(RESULTS_TEMPLATE), repo_id=repo_id or f"<{PLACEHOLDER_ORG}>/<results>",
-        results_folder=RESULTS_FOLDER, runs_file=RUNS_FILE, predictions_folder=PREDICTIONS_FOLDER,
-        n_runs=len(runs), n_models=len(models), n_tasks=len({r["task"] for r in runs}),
-        n_diverged=sum(r["status"] == "diverged" for r in runs), models=models, data=data,
-        summary_rows=[{"model": r["model"], **row} for r, row in zip(rows, _table_rows(rows))], local=LOCAL)
 
 
 def write_card(card, path: Path, force: bool = False) -> Path:
@@ -807,7 +573,7 @@ def main(argv=None) -> None:
         if (args.summary is None) != (args.results is None):
             raise ValueError("--summary and --results go together: the summary's statistics and the runs behind them")
         if args.checkpoint is None:
-            card = build_results_card(args.results, args.summary, args.repo_id)
+            card = results_card.build_results_card(args.results, args.summary, args.repo_id)
             output = Path(args.output or Path(args.summary).parent / "README.md")
         else:
             card = build_model_card(args.checkpoint, args.summary, args.repo_id, results_dir=args.results,

@@ -14,6 +14,7 @@ from pathlib import Path
 from core.paths import is_local_path
 
 LOCAL = "<local>"
+PLACEHOLDER_ORG = "your-org"  # namespace of repo ids when no --org/--repo_id is given; model_cards.push refuses it
 
 
 def _public_text(text: str) -> str:

@@ -52,13 +52,9 @@ from core import artifacts, cli, model_folders, run_folders, store
 from core.names import PAPER_SCALE, run_scale, scaled_name, try_parse_name
 from core.sentence_transformers_files import SENTENCE_TRANSFORMERS_FILES
 from model_cards import public, results_dataset
-from model_cards.generate import (
-    PLACEHOLDER_ORG,
-    build_model_card,
-    build_results_card,
-    load_run_info,
-)
-from model_cards.public import local_roots, without_local_paths
+from model_cards.generate import build_model_card, load_run_info
+from model_cards.public import PLACEHOLDER_ORG, local_roots, without_local_paths
+from model_cards.results_card import build_results_card
 
 # What a checkpoint repo holds (a `save_pretrained` folder); trainer state, optimizer and pickles stay local.
 CHECKPOINT_PATTERNS = ("config.json", "generation_config.json", "*.safetensors", "model.safetensors.index.json",

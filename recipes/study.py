@@ -36,8 +36,8 @@ from core import artifacts, cli, model_folders, names, run_folders, store
 from core.paths import REPO_ROOT, resolve_data_dir
 from evaluation.resolve import checkpoint_name
 from model_cards import push
-from model_cards.generate import PLACEHOLDER_ORG, build_model_card, write_card
-from model_cards.public import local_roots
+from model_cards.generate import build_model_card, write_card
+from model_cards.public import PLACEHOLDER_ORG, local_roots
 from model_cards.push import PushError, check_repo_id
 from recipes import manifest
 from recipes.studies import STUDIES, STUDY_NAMES, TOY_VOCAB_SIZE, Study, read_study_marker

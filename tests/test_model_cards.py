@@ -16,13 +16,8 @@ from analysis.statistics import confidence_interval, load_results, summarize
 from core import artifacts, model_folders, run_folders, store
 from core.formatting import table_cell
 from core.names import scaled_name
-from model_cards.generate import (
-    build_model_card,
-    build_results_card,
-    describe_name,
-    main,
-    parse_name,
-)
+from model_cards.generate import build_model_card, describe_name, main, parse_name
+from model_cards.results_card import build_results_card
 from model_cards.results_dataset import task_test_data
 from pretraining.inputs import CptStart
 from pretraining.provenance import make_run_info

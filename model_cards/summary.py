@@ -1,0 +1,172 @@
+"""What a card publishes of a report: the rows of its `summary.csv`, checked against the per-run results behind
+them (`check_summary`: a card never shows a number its results do not give), each with the test data it was scored
+on, and as the cards' tables show them."""
+
+import csv
+import math
+from pathlib import Path
+
+from core import model_folders, run_folders, store
+from core.formatting import table_cell
+from core.names import try_parse_name
+from model_cards.results_dataset import record_source, scored_test, task_test_data
+
+# model-index task types, one per evaluation family (the paper's four).
+FAMILY_TASK_TYPES = {
+    "SC": ("text-classification", "Sequence classification"),
+    "TC": ("token-classification", "Token classification"),
+    "QA": ("question-answering", "Extractive question answering"),
+    "IR": ("sentence-similarity", "Retrieval"),
+}
+
+
+def number(value) -> float | None:
+    if value in (None, ""):
+        return None
+    value = float(value)
+    return None if math.isnan(value) else value
+
+
+def card_number(value) -> str:
+    """A summary.csv cell as a card shows it: 4 decimals below 10, 2 above, "n/a" when empty."""
+    value = number(value)
+    return table_cell(value, ".4f" if value is None or abs(value) < 10 else ".2f", missing="n/a")
+
+
+def confidence_interval(row: dict) -> tuple[float, float] | None:
+    """The row's 95% CI, clipped to [0, 1] (scores are fractions; a t-interval over few seeds can overshoot)."""
+    low, high = number(row["ci_low"]), number(row["ci_high"])
+    if low is None or high is None:
+        return None
+    return max(0.0, min(1.0, low)), max(0.0, min(1.0, high))
+
+
+def read_summary(summary_csv: Path, model: str | None = None) -> list[dict]:
+    """Rows of `summary.csv` (all, or those of one model), with the contract's columns checked.
+
+    Args:
+        summary_csv: the evaluation report's summary table.
+        model: keep only this model's rows.
+
+    Returns:
+        list of dicts keyed by the summary columns (strings, as in the file).
+    """
+    try:
+        with open(summary_csv, newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            missing = [c for c in run_folders.SUMMARY_COLUMNS if c not in (reader.fieldnames or [])]
+            rows = list(reader)
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{summary_csv} is not UTF-8 text ({error}): pass the summary.csv written by evaluation") \
+            from None
+    if missing:
+        raise ValueError(f"{summary_csv} lacks columns {missing}: pass the summary.csv written by evaluation")
+    unknown = sorted({r["family"].upper() for r in rows} - set(FAMILY_TASK_TYPES))
+    if unknown:
+        raise ValueError(f"{summary_csv}: unknown task families {unknown}; expected {sorted(FAMILY_TASK_TYPES)}")
+    return [r for r in rows if model is None or r["model"] == model]
+
+
+def _recorded_name(shown: str) -> str:
+    """The name results are filed under for a name a report shows at its scale (`<scale>-<name>`)."""
+    parsed = try_parse_name(shown)
+    return parsed.unscaled if parsed is not None else shown
+
+
+def _same(published: str, computed, integer: bool = False) -> bool:
+    """A summary cell (as `analysis.report` writes it: 4 significant digits, "" for none) equals a computed value."""
+    if computed is None or (isinstance(computed, float) and math.isnan(computed)):
+        return published.strip() == ""
+    try:
+        value = number(published)
+    except ValueError:  # not a number
+        return False
+    if value is None:
+        return False
+    return value == computed if integer else math.isclose(value, float(computed), rel_tol=1e-3, abs_tol=1e-6)
+
+
+SUMMARY_CHECKED = ("mean", "ci_low", "ci_high", "n_seeds", "best_lr")  # what a card publishes of a summary row
+
+
+def _differences(row: dict, computed: dict) -> list[str]:
+    """The published columns of a summary row that differ from the computed row (the CI as a card shows it)."""
+    low, high = computed["ci_low"], computed["ci_high"]
+    expected = {**computed, **({} if math.isnan(low) else {"ci_low": max(0.0, low), "ci_high": min(1.0, high)})}
+    shown = {**row, **dict(zip(("ci_low", "ci_high"), confidence_interval(row) or (row["ci_low"], row["ci_high"])))}
+    given = {k: expected[k] if k in ("n_seeds", "best_lr") else card_number(expected[k]) for k in SUMMARY_CHECKED}
+    return [f"{k} {row[k] or 'none'} (the results give {given[k]})"
+            for k in SUMMARY_CHECKED if not _same(str(shown[k]), expected[k], integer=k == "n_seeds")]
+
+
+def check_summary(rows: list[dict], results_dir, summary_csv, complete: bool = False) -> None:
+    """Refuse summary rows that the results do not give: each row's mean, 95% CI (as a card shows it, clipped to
+    [0, 1]), seed count and best LR are recomputed from `results_dir` (`analysis.statistics.summarize`, the
+    report's own computation; percentile intervals for a report made with --bootstrap). `complete`: the results
+    hold no (model, task) that the summary lacks either."""
+    from analysis.statistics import load_results, replicate_group, summarize
+
+    records = load_results(results_dir)
+    computed = {(r["model"], r["task"]): r for r in summarize(records)}
+    fix = f"regenerate it (python -m analysis.report {results_dir}) or pass the results it was made from"
+    seen = set()
+    for row in rows:
+        key = next((k for k in ((row["model"], row["task"]), (_recorded_name(row["model"]), row["task"]))
+                    if k in computed), None)
+        if key is None:
+            raise ValueError(f"{summary_csv} reports {row['model']} on {row['task']}, of which {results_dir} holds "
+                             f"no result: {fix}")
+        seen.add(key)
+        differ = _differences(row, computed[key])
+        if differ and all(d.startswith("ci_") for d in differ):
+            group = [r for r in records if r["task"] == key[1] and replicate_group(r["model"]) == key[0]]
+            differ = differ if _differences(row, summarize(group, bootstrap=True)[0]) else []
+        if differ:
+            raise ValueError(f"{summary_csv} disagrees with {results_dir} on {row['model']} / {row['task']}: "
+                             f"{'; '.join(differ)}: {fix}")
+    missing = sorted(set(computed) - seen) if complete else []
+    if missing:
+        raise ValueError(f"{summary_csv} lacks {missing[0][0]} on {missing[0][1]}, which {results_dir} holds "
+                         f"({len(missing)} model x task rows in all): {fix}")
+
+
+def evaluation_rows(checkpoint_dir: Path, model: str, summary_csv, results_dir, shown: str | None = None) -> list[dict]:
+    """The summary rows of this checkpoint (filed under `shown`, the name the report shows it by at its scale;
+    default `model`), each with the test data it was scored on (`task_test_data`), after checking that its results
+    (filed under `model`, the name run_info records) were made from these very weights (their identity)."""
+    rows = read_summary(summary_csv, shown or model)
+    if not rows:
+        return []
+    if results_dir is None:
+        raise ValueError("an evaluation summary needs its per-run results folder too (--results): they say which "
+                         "data each score was computed on, and that it was computed on these weights")
+    identity, paths = model_folders.checkpoint_identity(checkpoint_dir), {}
+    for path in store.result_files(results_dir):
+        paths.setdefault((path.parent.parent.name, path.parent.name), path)
+    for row in rows:
+        path = paths.get((model, row["task"]))
+        if path is None:
+            raise ValueError(f"{results_dir} holds no result file of {model} on {row['task']}, which the summary "
+                             "reports: pass the results folder the summary was made from")
+        record = store.read_result(path)  # one per (model, task): the report refuses mixed identities in a row
+        why = store.differences(record, {"model": identity})  # the store's "current" rule, on the weights alone
+        if why:
+            raise ValueError(f"{path} was made from other weights than {checkpoint_dir} ({'; '.join(why)}): "
+                             "the summary is not this checkpoint's; evaluate it, or pass the right results")
+        row["data"] = task_test_data(row["task"], record_source(record))
+        row["scored"] = scored_test(record)
+    return rows
+
+
+def table_rows(rows: list[dict]) -> list[dict]:
+    out = []
+    for r in rows:
+        ci = confidence_interval(r)
+        out.append({"family": r["family"].upper(), "task": r["task"], "metric": r["metric"],
+                    "mean": card_number(r["mean"]), "ci": f"[{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "n/a",
+                    "std": card_number(r["std"]),
+                    "best_lr": r["best_lr"], "n_seeds": r["n_seeds"], "n_diverged": r["n_diverged"],
+                    "entity_f1": card_number(r.get("entity_f1")) if r["family"].upper() == "TC" else "",
+                    "data": r["data"]["label"] + (f"; scored: {r['scored']['text']}" if r.get("scored", {}).get("n")
+                                                  else "") if "data" in r else ""})
+    return out
