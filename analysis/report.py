@@ -509,8 +509,8 @@ def start_report(output: Path, before: set[str], scale: str | None) -> None:
 
 
 @cli.exit_on_write_failure
-def main(argv=None) -> Path:
-    """Write summary.csv, summary.md, findings.csv and the figures; return the output directory."""
+def make_parser() -> argparse.ArgumentParser:
+    """The command line of `python -m analysis.report`."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("results", nargs="+",
                         help="results directories (evaluation.run's, analysis.import_encodeval's), read where they "
@@ -539,33 +539,45 @@ def main(argv=None) -> Path:
                         help="manifest scale the study's models were trained at (recipes.study passes it): every "
                              "table, figure and finding names them <scale>-<name> (mini-610m-clm-42k); default: the "
                              "names as recorded (the paper's)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def check_arguments(args) -> tuple[list[Path], Path, dict]:
+    """The command line's own checks, before any result is read (one line each): the regime's flags, the
+    results folders and the output folder. Returns the folders, the output folder and `--bracketed_by`."""
+    names.scaled_name("610m-clm-42k", args.scale)  # a scale that could not be read back is refused here
+    if (args.tokens_per_step is None) != (args.parameters is None) or \
+            any(v is not None and not v > 0 for v in (args.tokens_per_step, args.parameters)):
+        raise ValueError("--tokens_per_step and --parameters go together, both positive (or neither: the paper's)")
+    if args.embedding_parameters is not None and not (args.parameters and
+                                                      0 < args.embedding_parameters < args.parameters):
+        raise ValueError("--embedding_parameters is a part of --parameters: give it with --parameters, above 0 "
+                         "and below it")
+    if args.step_divisor is not None and args.step_divisor < 1:
+        raise ValueError(f"--step_divisor {args.step_divisor}: give a whole number of 1 or more (the paper's "
+                         "steps per step a run took)")
+    brackets = findings.parse_brackets(args.bracketed_by)
+    folders = [Path(folder) for folder in args.results]
+    if len(folders) > 1 and (args.scale or args.parameters or args.embedding_parameters or args.step_divisor):
+        raise ValueError("--scale, --tokens_per_step, --parameters and --step_divisor describe one study's names; "
+                         "a report of several results directories shows each at the scale its study.json records "
+                         "and tests the findings on the paper-scale names: run one study's own report for its "
+                         "findings")
+    if args.output is None and len(folders) > 1:
+        raise ValueError("several results directories make one report: pass --output DIR")
+    output = Path(args.output or folders[0] / "report")
+    if len(folders) > 1 and output.name == "report" and run_folders.study_of(output.parent / "results"):
+        raise ValueError(f"--output {output} is a study's own report (its study.json is beside it): a report "
+                         "of several results directories goes to a folder of its own")
+    check_output(output)
+    return folders, output, brackets
+
+
+def main(argv=None) -> Path:
+    """Write summary.csv, summary.md, findings.csv and the figures; return the output directory."""
+    args = make_parser().parse_args(argv)
     with cli.bad_input_exits():
-        names.scaled_name("610m-clm-42k", args.scale)  # a scale that could not be read back is refused here
-        if (args.tokens_per_step is None) != (args.parameters is None) or \
-                any(v is not None and not v > 0 for v in (args.tokens_per_step, args.parameters)):
-            raise ValueError("--tokens_per_step and --parameters go together, both positive (or neither: the paper's)")
-        if args.embedding_parameters is not None and not (args.parameters and
-                                                          0 < args.embedding_parameters < args.parameters):
-            raise ValueError("--embedding_parameters is a part of --parameters: give it with --parameters, above 0 "
-                             "and below it")
-        if args.step_divisor is not None and args.step_divisor < 1:
-            raise ValueError(f"--step_divisor {args.step_divisor}: give a whole number of 1 or more (the paper's "
-                             "steps per step a run took)")
-        brackets = findings.parse_brackets(args.bracketed_by)
-        folders = [Path(folder) for folder in args.results]
-        if len(folders) > 1 and (args.scale or args.parameters or args.embedding_parameters or args.step_divisor):
-            raise ValueError("--scale, --tokens_per_step, --parameters and --step_divisor describe one study's names; "
-                             "a report of several results directories shows each at the scale its study.json records "
-                             "and tests the findings on the paper-scale names: run one study's own report for its "
-                             "findings")
-        if args.output is None and len(folders) > 1:
-            raise ValueError("several results directories make one report: pass --output DIR")
-        output = Path(args.output or folders[0] / "report")
-        if len(folders) > 1 and output.name == "report" and run_folders.study_of(output.parent / "results"):
-            raise ValueError(f"--output {output} is a study's own report (its study.json is beside it): a report "
-                             "of several results directories goes to a folder of its own")
-        check_output(output)
+        folders, output, brackets = check_arguments(args)
         records, sources = read_folders(folders, args.scale)
         if len(folders) > 1:
             args.scale = None  # every name already reads as a reader sees it (`read_folders`)

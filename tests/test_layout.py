@@ -146,6 +146,29 @@ def test_remote_code_files_stand_alone(file):
     assert set(relative) <= {"configuration_eurobert"}, relative
 
 
+LONGEST_FUNCTION = 60  # lines, docstring included: a longer one does several things
+
+
+def long_functions(root: Path) -> list[str]:
+    """Functions of the library (every package but the tests) longer than `LONGEST_FUNCTION` lines."""
+    found = []
+    for package in (p for p in PACKAGES if p != "tests"):
+        for path in sorted((root / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                        node.end_lineno - node.lineno >= LONGEST_FUNCTION:
+                    found.append(f"{path.relative_to(root)}:{node.lineno} {node.name} "
+                                 f"({node.end_lineno - node.lineno + 1} lines)")
+    return found
+
+
+def test_no_library_function_is_longer_than_60_lines(tmp_path):
+    assert long_functions(ROOT) == []
+    (tmp_path / "analysis").mkdir()  # the check sees one
+    (tmp_path / "analysis" / "long.py").write_text("def f():\n" + "    x = 1\n" * 60)
+    assert long_functions(tmp_path) == ["analysis/long.py:1 f (61 lines)"]
+
+
 def test_ruff_finds_nothing():
     result = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "--output-format", "concise", "."],
                             cwd=ROOT, capture_output=True, text=True)
