@@ -27,10 +27,8 @@ FINETUNE_INFO_FORMAT = 1
 OK, DIVERGED = "ok", "diverged"  # a finished result: scored, or stopped when its loss turned NaN/inf (nothing scored)
 STATUSES = (OK, DIVERGED)
 SPLITS = ("validation", "test")  # the splits a result scores (mteb: test only, its validation None)
-# A result's body (`new_result`'s fields): what every result holds (`result_body`), then what a kind may add: mteb's
-# marker, zero-shot flag and own scores; the trivial baseline (`evaluation.baselines`) and the run's settings
-BODY = ("status", "main_metric", *SPLITS, "per_instance")
-OPTIONAL_BODY = ("evaluation", "zero_shot", "mteb_scores", "trivial_baseline", "config")
+BODY = ("status", "main_metric", *SPLITS, "per_instance")  # every result's body (`new_result`'s fields, `result_body`)
+OPTIONAL_BODY = ("evaluation", "zero_shot", "mteb_scores", "trivial_baseline", "config")  # what a kind adds to it
 KINDS = ("grid", "mteb", "imported")  # who made a result: evaluation.run, evaluation.mteb, analysis.import_encodeval
 IMPORTED_SOURCE = "encodeval"  # `source.kind` of an imported result (the paper's own runs)
 PROTOCOL_NAME = ".protocol"  # JSON in <results>/<model>/<task>/: the protocol of its results (`claim_protocol`)
@@ -49,8 +47,7 @@ def result_files(results_dir: str | os.PathLike) -> list[Path]:
 
 def new_result(model: str, task: str, family: str, lr: float, seed: int, fields: dict, identity: dict,
                versions: dict, pretrain_seed: int | None = None, **extra) -> dict:
-    """The record of one result, as every writer (`evaluation.run`, `evaluation.mteb`, `analysis.import_encodeval`)
-    files it.
+    """The record of one result, as its writers (`evaluation.run`, `evaluation.mteb`, the importer) file it.
 
     Args:
         model, task, lr, seed: where it is filed (`result_path`); `read_result` checks the file agrees.
@@ -206,8 +203,7 @@ def read_result(path: str | os.PathLike, migrating: bool = False) -> dict:
         raise ValueError(f"result file {path} lacks {', '.join(missing)}: it was not written whole by evaluation.run "
                          "(edited?); re-run its grid with --rerun_changed, or move it out of the results directory")
     if record["status"] not in STATUSES:
-        raise ValueError(f"result file {path} has status {record['status']!r}, not one of {STATUSES}: it was not "
-                         "finished; re-run its grid with --rerun_changed, or move it out of the results directory")
+        raise ValueError(f"result file {path} has status {record['status']!r}, not one of {STATUSES}: re-run it")
     record.setdefault("pretrain_seed", None)
     return record
 
