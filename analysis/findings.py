@@ -402,7 +402,7 @@ def gap_across_sizes(records, rows, regime: Regime, task: str, pairs: list[tuple
     runs = [statistics.best_runs(records, rows, m, task) for m in models]
     if not all(runs):
         return []
-    metric = runs[0][0]["main_metric"]
+    metric = store.main_metric(runs[0][0])
     row = {"finding": "ir_gap_narrows", "task": task, "family": "ir", "a": mlm_large, "b": mlm_small,
            "measure": f"(MLM40 - CLM) at {large} - at {small} ({metric})", "entity_f1": "", "p_bound": False,
            "n_seeds": "/".join(_n_units(r) for r in runs), "hypothesis": hypothesis("ir_gap_narrows"),
@@ -433,7 +433,7 @@ def _pair(records, rows, regime, finding, task, model_a, model_b, budget=None, c
     runs_b = statistics.best_runs(records, rows, model_b, task)
     if not runs_a or not runs_b:
         return []
-    metric = runs_a[0]["main_metric"]
+    metric = store.main_metric(runs_a[0])
     result = statistics.paired_comparison(runs_a, runs_b, metric)
     family = runs_a[0]["family"]
     reason = untestable(rows, regime, task, family, check or [model_a, model_b], budget,
@@ -451,9 +451,9 @@ def _pair(records, rows, regime, finding, task, model_a, model_b, budget=None, c
 
 def _has_entity(record: dict) -> bool:
     """Whether a TC run kept its per-instance entity counts (this project's runs do; imported ones do not)."""
-    if "instance_scores" in record:
-        return "entity_f1" in record["instance_scores"]
-    rows = (record.get("per_instance") or {}).get("test") or []
+    if (kept := store.kept_scores(record)) is not None:
+        return "entity_f1" in kept
+    rows = store.instances(record)
     return bool(rows) and "entity_tp" in rows[0]
 
 
@@ -473,7 +473,7 @@ def unit_curves(records: list[dict]) -> dict:
     """{unit: {lr: mean test score}} of one model's finished runs: the unit is the fine-tuning seed (seed k at every
     LR is one unit) for a model pretrained once, the pretraining run (its mean over seeds at each LR) for one
     pretrained several times. Only units finished at every LR of the grid: the curves are paired across LRs."""
-    ok = [r for r in records if r["status"] == "ok"]
+    ok = [r for r in records if store.scored(r)]
     lrs = {r["lr"] for r in ok}
     several = len({r["model"] for r in ok}) > 1
     curves = {}
@@ -506,7 +506,7 @@ def stability(records, rows, regime, task, clm, mlm) -> list[dict]:
     family = row[clm]["family"]
     baseline = statistics.trivial_baseline(rows, task)
     reasons = [untestable(rows, regime, task, family, [clm, mlm])]
-    grids = {m: sorted({r["lr"] for r in runs[m] if r["status"] == "ok"}) for m in (clm, mlm)}
+    grids = {m: sorted({r["lr"] for r in runs[m] if store.scored(r)}) for m in (clm, mlm)}
     for m, lrs in grids.items():
         if len(lrs) < MIN_STABILITY_LRS:
             reasons.append(f"{regime.shown(m)} was fine-tuned at {len(lrs)} LR(s) in this study: a spread across LRs "
@@ -556,9 +556,10 @@ def gap_points(records, rows, regime: Regime, task: str, family: str, clm: str, 
         runs_a, runs_b = (statistics.best_runs(records, rows, m, task) for m in (a, b))
         if not runs_a or not runs_b:
             continue
-        result = statistics.paired_comparison(runs_a, runs_b, runs_a[0]["main_metric"])
+        metric = store.main_metric(runs_a[0])
+        result = statistics.paired_comparison(runs_a, runs_b, metric)
         final = names.parse_name(a).paper_step is None
-        out.append({"task": task, "family": family, "a": a, "b": b, "measure": runs_a[0]["main_metric"],
+        out.append({"task": task, "family": family, "a": a, "b": b, "measure": metric,
                     **{k: result[k] for k in ("delta", "se", "df", "ci_low", "ci_high", "parts")},
                     "tokens_per_parameter": regime.tokens_per_parameter(a),
                     "tokens_per_parameter_bare": regime.tokens_per_parameter(a, "no embeddings"),

@@ -62,12 +62,11 @@ def is_imported(record: dict) -> bool:
 def imported_record(model: str, task: str, family: str, lr: float, seed: int, run: dict, path: str) -> dict:
     """The result record of one EncodEval run (`run`: its parsed results.json; `path`: under the results folder)."""
     metric = METRICS[family]
-    fields = {"status": "ok", "main_metric": metric,
-              "validation": {metric: run["validation"]["score"]}, "test": {metric: run["test"]["score"]},
-              "per_instance": {"validation": [], "test": [{metric: s} for s in run["test"]["scores_i"]]}}
+    scores = {"validation": {metric: run["validation"]["score"]},
+              "test": {metric: run["test"]["score"], "per_instance": {metric: run["test"]["scores_i"]}}}
     # no protocol identity and no library versions: EncodEval's runs record neither
-    return store.new_result(model, task, family, lr, seed, fields, dict(IDENTITY), {}, store.pretrain_seed(model),
-                            source={"kind": store.IMPORTED_SOURCE, "path": path})
+    return store.new_result(model, task, family, lr, seed, store.result_body(metric, scores), dict(IDENTITY), {},
+                            store.pretrain_seed(model), source={"kind": store.IMPORTED_SOURCE, "path": path})
 
 
 def _check_run(path: Path) -> dict:

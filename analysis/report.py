@@ -60,7 +60,7 @@ from analysis.statistics import (
     summarize,
     trivial_baseline,
 )
-from core import artifacts, cli, names, run_folders
+from core import artifacts, cli, names, run_folders, store
 from core.formatting import p_cell, table_cell
 
 __all__ = ["SUMMARY_COLUMNS", "compare", "load_results", "main", "summarize", "write_tables"]
@@ -214,7 +214,7 @@ def _cell(row: dict) -> str:
     would mislead: clipped to [0, 1] or otherwise not centred on the mean (a bootstrap's), or degenerate (every unit
     scored the same: [m, m]); the mean alone with one unit."""
     if row["best_lr"] is None:
-        return "diverged"
+        return store.DIVERGED
     if math.isnan(row["ci_low"]):
         return f"{row['mean']:.3f}"
     if not _symmetric(row):

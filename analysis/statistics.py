@@ -77,7 +77,7 @@ def load_results(results_dir: str | Path) -> list[dict]:
     each with its path under "_path"; a corrupt or older-format file is refused, naming it.
 
     Each file is read once and its per-instance rows let go: a finished run keeps only what the paired comparisons
-    use, its test split's main metric as float arrays under "instance_scores" (`compact`), so a tree of the paper's
+    use, its test split's main metric as float arrays (`compact`), so a tree of the paper's
     size (about 18,500 runs, 165 million test instances) is held in about 8 bytes per instance instead of a Python
     dict each."""
     files = store.result_files(results_dir)
@@ -88,15 +88,14 @@ def load_results(results_dir: str | Path) -> list[dict]:
 
 
 def compact(record: dict) -> dict:
-    """`record` without its "per_instance" rows; a finished one gets "instance_scores" {"test": (numerator,
-    denominator or None)} of its main metric instead (`instance_columns`: float64, the rows' own values), and a TC
-    run's entity F1 counts under "entity_f1" (the TC verdict shows the strict metric beside the main one)."""
-    rows = (record.pop("per_instance", None) or {}).get("test") or []
-    if record.get("status") == "ok":
-        record["instance_scores"] = {"test": instance_columns(rows, record["main_metric"])}
-        if record["main_metric"] != "entity_f1" and rows and "entity_tp" in rows[0]:  # TC: entity F1 beside it
-            record["instance_scores"]["entity_f1"] = instance_columns(rows, "entity_f1")
-    return record
+    """`record` without its per-instance rows (`store.compact`); a finished one keeps its test split's main metric
+    as (numerator, denominator or None) instead (`instance_columns`: float64, the rows' own values), and a TC run its
+    entity F1 counts beside it (the TC verdict shows the strict metric beside the main one)."""
+    rows, metric = store.instances(record), store.main_metric(record)
+    kept = [metric] if store.scored(record) else []
+    if kept and metric != "entity_f1" and rows and "entity_tp" in rows[0]:  # TC: entity F1 beside it
+        kept.append("entity_f1")
+    return store.compact(record, {m: instance_columns(rows, m) for m in kept})
 
 
 def instance_columns(rows: list[dict], metric: str) -> tuple[np.ndarray, np.ndarray | None]:
@@ -180,17 +179,17 @@ def summarize_group(records: list[dict], bootstrap: bool = False) -> dict:
         metric so that a model predicting no entity is never hidden by a lenient one (sentence_macro_f1).
     """
     first = records[0]
-    ok = [r for r in records if r["status"] == "ok"]
+    ok = [r for r in records if store.scored(r)]
     per_lr = {}
     for lr in sorted({r["lr"] for r in records}):
         runs = [r for r in records if r["lr"] == lr]
-        done = [r for r in runs if r["status"] == "ok"]
+        done = [r for r in runs if store.scored(r)]
         per_lr[lr] = (np.mean([main_score(r, "validation") for r in done]) if done else math.nan,
                       np.mean([main_score(r, "test") for r in done]) if done else math.nan,
                       len(done), len(runs) - len(done))
     candidates = [lr for lr, (val, _, n, _) in per_lr.items() if n > 0]
     row = {"model": replicate_group(first["model"]), "task": first["task"], "family": first["family"],
-           "metric": first["main_metric"], "imported": is_imported(first),
+           "metric": store.main_metric(first), "imported": is_imported(first),
            "n_runs": len(records), "n_diverged": len(records) - len(ok), "per_lr": per_lr,
            "per_lr_ci": {lr: confidence_interval(unit_scores([r for r in ok if r["lr"] == lr])) for lr in per_lr}}
     if not candidates:
@@ -202,12 +201,11 @@ def summarize_group(records: list[dict], bootstrap: bool = False) -> dict:
     units = unit_scores(chosen)
     low, high = confidence_interval(units, bootstrap)
     n_pretrain_runs, pretrain_sd, seed_sd = run_variance(chosen)
-    baselines = {round(r["trivial_baseline"]["test"][first["main_metric"]], 12)
-                 for r in records if "trivial_baseline" in r}
+    baselines = {round(b, 12) for r in records if (b := store.baseline_score(r)) is not None}
     if len(baselines) > 1:
         raise ValueError(f"results of {first['model']} on {first['task']} disagree on the trivial baseline "
                          f"({sorted(baselines)}): they were scored on different test data")
-    entity = [r["test"]["entity_f1"] for r in ok if r["lr"] == best and "entity_f1" in r["test"]]
+    entity = [s["entity_f1"] for r in chosen if "entity_f1" in (s := store.split_scores(r, "test"))]
     entity_f1 = float(np.mean(entity)) if first["family"] == "tc" and entity else None
     lr_means = [per_lr[lr][1] for lr in candidates]
     seeds = min(sum(r["model"] == m for r in chosen) for m in {r["model"] for r in chosen})
@@ -238,17 +236,14 @@ def summarize(records: list[dict], bootstrap: bool = False) -> list[dict]:
 
 def instance_matrix(records: list[dict], metric: str) -> tuple[np.ndarray, np.ndarray]:
     """(numerator, denominator), each (runs, test instances), so that sum(num) / sum(den) is one run's metric
-    (`instance_columns`): from a loaded record's "instance_scores" (`load_results`), or from its "per_instance"
-    rows (a record built in memory)."""
+    (`instance_columns`): from what a loaded record kept (`load_results`), or from its per-instance rows (a record
+    built in memory)."""
     def columns(record):
-        if "instance_scores" not in record:
-            return instance_columns(record["per_instance"]["test"], metric)
-        if metric != record["main_metric"] and metric in record["instance_scores"]:
-            return record["instance_scores"][metric]
-        if metric != record["main_metric"]:
-            raise ValueError(f"{record['_path']} keeps per-instance scores of its main metric "
-                             f"{record['main_metric']} only, not {metric}")
-        return record["instance_scores"]["test"]
+        if (kept := store.kept_scores(record)) is None:
+            return instance_columns(store.instances(record), metric)
+        if metric not in kept:
+            raise ValueError(f"{record['_path']} keeps per-instance scores of {', '.join(kept)} only, not {metric}")
+        return kept[metric]
 
     pairs = [columns(r) for r in records]
     return (np.array([num for num, _ in pairs], dtype=float),
@@ -423,7 +418,7 @@ def compare(records: list[dict], rows: list[dict], model_a: str, model_b: str) -
     for task in sorted({r["task"] for r in rows}):
         runs_a, runs_b = best_runs(records, rows, model_a, task), best_runs(records, rows, model_b, task)
         if runs_a and runs_b:
-            metric = runs_a[0]["main_metric"]
+            metric = store.main_metric(runs_a[0])
             out.append({"task": task, "a": model_a, "b": model_b, "metric": metric,
                         **paired_comparison(runs_a, runs_b, metric)})
     return out
@@ -434,7 +429,7 @@ def best_runs(records: list[dict], rows: list[dict], model: str, task: str) -> l
     rate ([] when it has none)."""
     best = next((r["best_lr"] for r in rows if r["model"] == model and r["task"] == task), None)
     return [r for r in records if replicate_group(r["model"]) == model and r["task"] == task and r["lr"] == best
-            and r["status"] == "ok"]
+            and store.scored(r)]
 
 
 

@@ -24,7 +24,11 @@ MIGRATE_COMMAND = "python -m evaluation.identity --migrate RESULTS_DIR"  # forma
 RESULT_GLOB = "*/*/lr*-seed*.json"  # under a results directory: <model>/<task>/lr<lr>-seed<seed>.json
 FINETUNE_INFO_NAME = "finetune_info.json"  # beside a saved fine-tuned model: its result's identity and scores
 FINETUNE_INFO_FORMAT = 1
-STATUSES = ("ok", "diverged")  # a finished result: scored, or stopped when its loss turned NaN/inf (nothing scored)
+OK, DIVERGED = "ok", "diverged"  # a finished result: scored, or stopped when its loss turned NaN/inf (nothing scored)
+STATUSES = (OK, DIVERGED)
+SPLITS = ("validation", "test")  # the splits a result scores (mteb: test only, its validation None)
+BODY = ("status", "main_metric", *SPLITS, "per_instance")  # every result's body (`new_result`'s fields, `result_body`)
+OPTIONAL_BODY = ("evaluation", "zero_shot", "mteb_scores", "trivial_baseline", "config")  # what a kind adds to it
 KINDS = ("grid", "mteb", "imported")  # who made a result: evaluation.run, evaluation.mteb, analysis.import_encodeval
 IMPORTED_SOURCE = "encodeval"  # `source.kind` of an imported result (the paper's own runs)
 PROTOCOL_NAME = ".protocol"  # JSON in <results>/<model>/<task>/: the protocol of its results (`claim_protocol`)
@@ -43,48 +47,56 @@ def result_files(results_dir: str | os.PathLike) -> list[Path]:
 
 def new_result(model: str, task: str, family: str, lr: float, seed: int, fields: dict, identity: dict,
                versions: dict, pretrain_seed: int | None = None, **extra) -> dict:
-    """The record of one result, as both writers (`evaluation.run`, `evaluation.mteb`) file it.
+    """The record of one result, as its writers (`evaluation.run`, `evaluation.mteb`, the importer) file it.
 
     Args:
         model, task, lr, seed: where it is filed (`result_path`); `read_result` checks the file agrees.
         family: the task family ("sc", "tc", "qa", "ir").
-        fields: what was measured: status (one of `STATUSES`), main_metric, validation, test, per_instance,
-            config... (family's own); `"evaluation": "mteb"` or `source` marks the kind (`record_kind`).
+        fields: the body: `result_body`'s, and what its kind adds (`OPTIONAL_BODY`).
         identity: what decides it (`evaluation.identity`), compared by `differences`.
         versions: the library versions it was made with (`run_folders.package_versions`; recorded, not compared).
         pretrain_seed: k of a `-pseed<k>` pretraining replicate (`core.names`), None for a single run.
-        extra: optional fields written last (model_source, shared_training, finetuned_from).
+        extra: optional fields written last (model_source, shared_training, finetuned_from; an imported result's
+            `source`, which marks its kind).
     """
     if fields.get("status") not in STATUSES:
         raise ValueError(f"result status {fields.get('status')!r} is not one of {STATUSES}")
-    return {"format": RESULT_FORMAT, "model": model, "task": task, "family": family, "lr": lr, "seed": seed,
-            "pretrain_seed": pretrain_seed, **fields, "identity": identity, "versions": versions,
-            "git_commit": run_folders.git_commit(), **{k: v for k, v in extra.items() if v is not None}}
+    missing, unknown = [key for key in BODY if key not in fields], sorted(fields.keys() - {*BODY, *OPTIONAL_BODY})
+    if missing or unknown:
+        raise ValueError(f"a result body holds {', '.join(BODY)} (`result_body`) and some of "
+                         f"{', '.join(OPTIONAL_BODY)}: this one lacks {missing} and has {unknown}")
+    if fields["status"] == OK and fields["main_metric"] not in (fields["test"] or {}):
+        raise ValueError(f"a scored result has no test score of its main metric {fields['main_metric']!r}")
+    record = {"format": RESULT_FORMAT, "model": model, "task": task, "family": family, "lr": lr, "seed": seed,
+              "pretrain_seed": pretrain_seed, **fields, "identity": identity, "versions": versions,
+              "git_commit": run_folders.git_commit(), **{k: v for k, v in extra.items() if v is not None}}
+    record_kind(record)  # refuses a kind marker outside KINDS
+    return record
 
 
-def grid_body(main_metric: str, status: str, scores: dict | None = None, predictions: dict | None = None) -> dict:
-    """The body of a grid result (`new_result`'s `fields`, before the family's config): aggregate scores, and per
+def result_body(main_metric: str, scores: dict | None = None, predictions: dict | None = None) -> dict:
+    """The body of a result (`new_result`'s `fields`, before what its kind adds): status, aggregate scores, and per
     instance the prediction, the reference and the instance's scores, so every metric can be recomputed from the
     result file alone.
 
     Args:
         main_metric: the task's main metric (`Task.metric`).
-        status: one of `STATUSES`.
-        scores: {"validation": metrics dict, "test": metrics dict} from `evaluation.metrics` (with "per_instance").
+        scores: {"validation": metrics dict, "test": metrics dict} from `evaluation.metrics` (with "per_instance";
+            a split's None: not evaluated); None: the run diverged (status "diverged", nothing scored).
         predictions: {"validation": {column: list}, "test": {column: list}}: predictions and references per
             instance (e.g. {"prediction": [...], "reference": [...]}), aligned with the metric's per-instance lists.
 
     Returns:
         {"status", "main_metric", "validation", "test", "per_instance": {"validation": [records], "test": [records]}}.
     """
-    scores, predictions = scores or {}, predictions or {}
-    out = {"status": status, "main_metric": main_metric}
+    predictions = predictions or {}
+    out = {"status": DIVERGED if scores is None else OK, "main_metric": main_metric}
     per_instance = {}
-    for role in ("validation", "test"):
-        metric = scores.get(role) or {}
-        out[role] = {k: v for k, v in metric.items() if k != "per_instance"}
+    for role in SPLITS:
+        metric = {} if scores is None else scores.get(role, {})
+        out[role] = None if metric is None else {k: v for k, v in metric.items() if k != "per_instance"}
         columns = {**(predictions.get(role) or {}),
-                   **{k: v for k, v in (metric.get("per_instance") or {}).items() if v is not None}}
+                   **{k: v for k, v in ((metric or {}).get("per_instance") or {}).items() if v is not None}}
         n = len(next(iter(columns.values()))) if columns else 0
         if any(len(v) != n for v in columns.values()):
             lengths = {k: len(v) for k, v in columns.items()}
@@ -96,10 +108,28 @@ def grid_body(main_metric: str, status: str, scores: dict | None = None, predict
 
 def record_kind(record: dict) -> str:
     """Who made a result (`KINDS`): "mteb" (`"evaluation": "mteb"`), "imported" (`source.kind` "encodeval"), else
-    "grid"."""
-    if record.get("evaluation") == "mteb":
-        return "mteb"
-    return "imported" if (record.get("source") or {}).get("kind") == IMPORTED_SOURCE else "grid"
+    "grid"; another marker is refused."""
+    marks = (record.get("evaluation"), (record.get("source") or {}).get("kind"))
+    kind = {(None, None): "grid", ("mteb", None): "mteb", (None, IMPORTED_SOURCE): "imported"}.get(marks)
+    if kind is None:
+        raise ValueError(f"result of {record.get('model')} on {record.get('task')} is marked evaluation {marks[0]!r}, "
+                         f"source {marks[1]!r}: not one of {KINDS}")
+    return kind
+
+
+def scored(record: dict) -> bool:
+    """Whether a result finished scored (status "ok"), not diverged."""
+    return record["status"] == OK
+
+
+def main_metric(record: dict) -> str:
+    """The metric a result is ranked and compared by (its task's)."""
+    return record["main_metric"]
+
+
+def split_scores(record: dict, split: str) -> dict | None:
+    """A result's aggregate scores on `split` ({} diverged; None: not evaluated, an mteb result's validation)."""
+    return record[split]
 
 
 def main_score(record: dict, split: str = "test") -> float:
@@ -107,6 +137,36 @@ def main_score(record: dict, split: str = "test") -> float:
     if record[split] is None:
         return math.nan
     return float(record[split][record["main_metric"]])
+
+
+def instances(record: dict, split: str = "test") -> list[dict]:
+    """A result's per-instance rows of `split` (`result_body`); [] when it kept none, or after `compact`."""
+    return (record.get("per_instance") or {}).get(split) or []
+
+
+def compact(record: dict, columns: dict) -> dict:
+    """`record` without its per-instance rows, holding instead `columns` {metric: its per-instance test scores}
+    (read back by `kept_scores`): how the report holds a results tree of the paper's size."""
+    record.pop("per_instance", None)
+    record["instance_scores"] = columns
+    return record
+
+
+def kept_scores(record: dict) -> dict | None:
+    """The per-instance test scores a compacted result kept, {metric: scores} (`compact`); None when it was not."""
+    return record.get("instance_scores")
+
+
+def baseline_score(record: dict, split: str = "test") -> float | None:
+    """The task's trivial baseline on `split` in the result's main metric (`evaluation.baselines`), None when the
+    result records none (an imported one)."""
+    baseline = record.get("trivial_baseline")
+    return None if baseline is None else baseline[split][record["main_metric"]]
+
+
+def run_config(record: dict) -> dict:
+    """The settings a result was made with: the grid's fine-tuning arguments, mteb's protocol ({} when none)."""
+    return record.get("config") or {}
 
 
 def pretrain_seed(model: str) -> int | None:
@@ -142,6 +202,8 @@ def read_result(path: str | os.PathLike, migrating: bool = False) -> dict:
     if missing := [key for key in ("family", "status", "main_metric", "identity") if key not in record]:
         raise ValueError(f"result file {path} lacks {', '.join(missing)}: it was not written whole by evaluation.run "
                          "(edited?); re-run its grid with --rerun_changed, or move it out of the results directory")
+    if record["status"] not in STATUSES:
+        raise ValueError(f"result file {path} has status {record['status']!r}, not one of {STATUSES}: re-run it")
     record.setdefault("pretrain_seed", None)
     return record
 
@@ -163,8 +225,6 @@ def result_state(path: str | os.PathLike, identity: dict) -> tuple[str, list[str
         record = read_result(path)
     except ValueError as error:
         return "changed", [str(error)]
-    if record.get("status") not in STATUSES:
-        return "changed", [f"status {record.get('status')!r}"]
     why = differences(record, identity)
     return ("changed", why) if why else ("done", [])
 

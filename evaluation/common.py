@@ -1,7 +1,7 @@
 """The fine-tuning loop every task family shares: the model loaded for fine-tuning with its attention pattern (the one
 the checkpoint records, or else measured on the model: `evaluation.attention`), the Trainer's arguments, training with
 divergence detection, and the per-process caches of task splits and tokenized data (the family-independent part of a
-result is `core.store.grid_body`). The protocol's arguments are in `evaluation.finetune_args`, what the model is
+result is `core.store.result_body`). The protocol's arguments are in `evaluation.finetune_args`, what the model is
 given in `evaluation.model_inputs`. Scores are fractions in [0, 1] everywhere (as `evaluation.metrics` returns them),
 never percentages.
 """

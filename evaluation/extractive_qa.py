@@ -141,11 +141,11 @@ def score(finetuned: common.Finetuned, task, args: finetune_args.FinetuneArgs) -
     predicts a span and scores with the v1.1 script's rules.
 
     Returns:
-        `store.grid_body(...)` with SQuAD EM/F1 (plus HasAns/NoAns splits under v2.0 rules), per-question scores,
+        `store.result_body(...)` with SQuAD EM/F1 (plus HasAns/NoAns splits under v2.0 rules), per-question scores,
         predicted answer texts and gold answers.
     """
     if finetuned.diverged:
-        return store.grid_body(task.metric, "diverged")
+        return store.result_body(task.metric)
     trainer = finetuned.trainer
     splits, windows = tokenize(task, trainer.processing_class, args)
     with_null = task.squad_version == "v2.0"
@@ -158,7 +158,7 @@ def score(finetuned: common.Finetuned, task, args: finetune_args.FinetuneArgs) -
         predicted, references = [texts[i] for i in ids], [a["text"] for a in splits[role]["answers"]]
         scores[role] = metrics.squad_scores(predicted, references, ids, version=task.squad_version)
         predictions[role] = {"prediction": predicted, "reference": references}
-    return store.grid_body(task.metric, "ok", scores, predictions)
+    return store.result_body(task.metric, scores, predictions)
 
 
 save = common.save_finetuned

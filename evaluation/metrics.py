@@ -75,6 +75,8 @@ from seqeval.metrics import recall_score as seqeval_recall_score
 from seqeval.scheme import IOB2, Entities
 from sklearn.metrics import f1_score as sklearn_f1_score
 
+from core import store
+
 IGNORE_INDEX = -100
 # The aggregate keys each family's scorer returns: a task's `metric:` (its main score) must be one of them.
 METRICS = {
@@ -462,10 +464,10 @@ def rescore_mismatch(record: Mapping, tolerance: float = 1e-4) -> str | None:
     None: an edited score, or predictions of another run. A qa result matches under the rules of either SQuAD
     version (the file records its task by hash only). `tolerance`: mteb's own aggregation differs from `rescore` by
     up to 1e-5."""
-    if record.get("status") != "ok":
+    if not store.scored(record):
         return None
-    for split in ("validation", "test"):
-        stored, records = record.get(split), (record.get("per_instance") or {}).get(split)
+    for split in store.SPLITS:
+        stored, records = store.split_scores(record, split), store.instances(record, split)
         if not stored or not records:
             continue
         problems = []

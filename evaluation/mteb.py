@@ -373,25 +373,21 @@ def scores_record(evaluated: dict) -> dict:
 
     from evaluation import retrieval
 
-    qrels, ranked = evaluated["qrels"], evaluated["run"]
+    qrels, ranked, per_query = evaluated["qrels"], evaluated["run"], evaluated["per_query"]
     mrr_at_10 = dict(zip(ranked, mrr(qrels, ranked, [10])["MRR@10"]))  # mteb's own per-query MRR, in run order
-    per_instance = []
-    for qid in sorted(evaluated["per_query"]):
-        values = evaluated["per_query"][qid]
-        per_instance.append({"qid": qid, **{ours: float(values[theirs]) for ours, theirs in PER_QUERY.items()},
-                             "mrr@10": float(mrr_at_10[qid]),
-                             "ranking": metrics.ranked_ids(ranked[qid])[:retrieval.TOP_K],
-                             "relevance": dict(qrels[qid])})
+    qids = sorted(per_query)
+    columns = {"qid": qids, **{ours: [float(per_query[q][k]) for q in qids] for ours, k in PER_QUERY.items()},
+               "mrr@10": [float(mrr_at_10[q]) for q in qids],
+               "ranking": [metrics.ranked_ids(ranked[q])[:retrieval.TOP_K] for q in qids],
+               "relevance": [dict(qrels[q]) for q in qids]}
     scores = evaluated["scores"]
     # NaN (e.g. an nAUC over a constant score) is not JSON: null, as mteb's own result files write it
     mteb_scores = {k: (v if math.isfinite(v) else None) if isinstance(v, float) else v for k, v in scores.items()
                    if isinstance(v, (int, float)) or k in ("hf_subset", "languages")}
-    judged = {q: qrels[q] for q in evaluated["per_query"]}
-    return {"status": "ok", "main_metric": "ndcg@10", "validation": None,
-            "test": {ours: float(scores[theirs]) for ours, theirs in METRIC_NAMES.items()},
-            "per_instance": {"validation": [], "test": per_instance}, "mteb_scores": {"test": mteb_scores},
-            "trivial_baseline": {"validation": None,
-                                 "test": baselines.random_ranking(judged, evaluated["corpus_size"])}}
+    test = {ours: float(scores[theirs]) for ours, theirs in METRIC_NAMES.items()}
+    baseline = baselines.random_ranking({q: qrels[q] for q in per_query}, evaluated["corpus_size"])
+    return {**store.result_body("ndcg@10", {"validation": None, "test": test}, {"test": columns}),
+            "mteb_scores": {"test": mteb_scores}, "trivial_baseline": {"validation": None, "test": baseline}}
 
 
 def record_identity(model: Model, target: Target, settings: dict, args: MtebArgs) -> dict:
@@ -501,7 +497,7 @@ def execute(jobs: list[Job], args: MtebArgs) -> list[Path]:
                 store.move_aside(path)
             store.write_result(path, record)
         written.append(path)
-        print(f"{job.model.name} {job.target.name}: ndcg@10 {record['test']['ndcg@10']:.4f} -> {path}",
+        print(f"{job.model.name} {job.target.name}: ndcg@10 {store.main_score(record):.4f} -> {path}",
               file=sys.stderr)
     return written
 

@@ -111,11 +111,11 @@ def score(finetuned: common.Finetuned, task, args: finetune_args.FinetuneArgs) -
     (`ir_corpus`, `ir_relevance`: the corpus and relevance of evaluation).
 
     Returns:
-        `store.grid_body(...)` with ndcg@10, mrr@10, recall@100, and per query its scores, the top-100 document ids
+        `store.result_body(...)` with ndcg@10, mrr@10, recall@100, and per query its scores, the top-100 document ids
         in rank order and the judged documents with their relevance.
     """
     if finetuned.diverged:
-        return store.grid_body(task.metric, "diverged")
+        return store.result_body(task.metric)
     model = finetuned.trainer.model
     model.eval()
     splits = common.task_splits(task, args)
@@ -127,7 +127,7 @@ def score(finetuned: common.Finetuned, task, args: finetune_args.FinetuneArgs) -
         qids = scores[role]["per_instance"]["qid"]  # sorted query ids, the per-instance order
         predictions[role] = {"ranking": [metrics.ranked_ids(run.get(q, {})) for q in qids],
                              "relevance": [qrels[q] for q in qids]}
-    return store.grid_body(task.metric, "ok", scores, predictions)
+    return store.result_body(task.metric, scores, predictions)
 
 
 def save(finetuned: common.Finetuned, directory) -> None:

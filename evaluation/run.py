@@ -293,7 +293,7 @@ def status(run: Run, output: str | os.PathLike) -> tuple[str, list[str]]:
             why = [f"it records settings its family does not read (written before identities left them out): run "
                    f"`{store.MIGRATE_COMMAND}` once"]
     if state == "done" and run.save_model and not _model_saved(run, output) \
-            and store.read_result(run.path(output))["status"] == "ok":
+            and store.scored(store.read_result(run.path(output))):
         return "todo", ["fine-tuned model asked for (--save_models) but not saved"]
     return state, why
 
@@ -353,9 +353,9 @@ def save_model(run: Run, record: dict, finetuned, output) -> Path:
     task, lr, seed, scores, the result's identity, versions; no local paths)."""
     info = {"base_model": run.model_name, "base_model_source": run.source, "task": run.task.name,
             "family": run.task.family, "lr": run.lr, "seed": run.seed, "result": run.path(output).name,
-            "main_metric": record["main_metric"], "validation": record["validation"], "test": record["test"],
-            "shared_training": record.get("shared_training"), "config": record["config"], "identity": run.identity,
-            "versions": record["versions"], "git_commit": record["git_commit"]}
+            "main_metric": store.main_metric(record), **{s: store.split_scores(record, s) for s in store.SPLITS},
+            "shared_training": record.get("shared_training"), "config": store.run_config(record),
+            "identity": run.identity, "versions": record["versions"], "git_commit": record["git_commit"]}
     with artifacts.atomic_directory(run.model_dir(output)) as staging:
         family_module(run.task.family).save(finetuned, staging)
         store.write_finetune_info(staging, info)
@@ -465,7 +465,7 @@ def run_all(todo: list[Run], tokenizers: dict, grid: GridArgs, protocol: finetun
                 if not mine:
                     continue
                 for run, record, finetuned in execute(mine, protocol, tokenizers[unit[0].model_path], scratch):
-                    if run.save_model and record["status"] == "ok":  # the model first: a result asking for one has it
+                    if run.save_model and store.scored(record):  # the model first: a result asking for one has it
                         save_model(run, record, finetuned, grid.output)
                     store.write_result(run.path(grid.output), record)
                     written.append(run.path(grid.output))

@@ -63,10 +63,10 @@ def score(finetuned: common.Finetuned, task, args: finetune_args.FinetuneArgs) -
     """Accuracy of a fine-tuned model on the task's validation and test splits.
 
     Returns:
-        `store.grid_body(...)`: status, main metric, validation/test accuracy, per-instance predictions and scores.
+        `store.result_body(...)`: status, main metric, validation/test accuracy, per-instance predictions and scores.
     """
     if finetuned.diverged:
-        return store.grid_body(task.metric, "diverged")
+        return store.result_body(task.metric)
     trainer = finetuned.trainer
     data = tokenize(task, trainer.processing_class, args)
     scores, predictions = {}, {}
@@ -75,7 +75,7 @@ def score(finetuned: common.Finetuned, task, args: finetune_args.FinetuneArgs) -
         scores[role] = metrics.accuracy(predicted, data[role]["label"])
         predictions[role] = {"prediction": [task.labels[i] for i in predicted],
                              "reference": [task.labels[i] for i in data[role]["label"]]}
-    return store.grid_body(task.metric, "ok", scores, predictions)
+    return store.result_body(task.metric, scores, predictions)
 
 
 save = common.save_finetuned

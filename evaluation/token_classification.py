@@ -139,11 +139,11 @@ def score(finetuned: common.Finetuned, task, args: finetune_args.FinetuneArgs) -
     """Tag the task's validation and test sentences with a fine-tuned model and score them.
 
     Returns:
-        `store.grid_body(...)` with sentence_macro_f1 (EncodEval's score), entity_f1 (seqeval strict IOB2),
+        `store.result_body(...)` with sentence_macro_f1 (EncodEval's score), entity_f1 (seqeval strict IOB2),
         token_micro_f1 and per-sentence values.
     """
     if finetuned.diverged:
-        return store.grid_body(task.metric, "diverged")
+        return store.result_body(task.metric)
     trainer = finetuned.trainer
     data = tokenize(task, trainer.processing_class, args)
     labelling, scores, predictions = labelling_of(task, args), {}, {}
@@ -157,7 +157,7 @@ def score(finetuned: common.Finetuned, task, args: finetune_args.FinetuneArgs) -
         references = [[task.labels[t] for t in tags] for tags in gold]
         scores[role] = metrics.token_classification_scores(predicted, references)
         predictions[role] = {"prediction": predicted, "reference": references}
-    return store.grid_body(task.metric, "ok", scores, predictions)
+    return store.result_body(task.metric, scores, predictions)
 
 
 save = common.save_finetuned

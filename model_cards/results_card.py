@@ -27,17 +27,15 @@ RESULTS_LICENSE = "cc-by-sa-4.0"
 
 
 def _scan_runs(results_dir: Path) -> list[dict]:
-    """(model, task, status, data source) of every result file, checked; per-instance data is not kept."""
+    """(model, task, whether diverged, data source) of every result file, checked; per-instance data is not kept."""
     paths = store.result_files(results_dir)
     if not paths:
         raise FileNotFoundError(f"no per-run results under {results_dir}: expected <model>/<task>/lr<lr>-seed<s>.json")
     runs = []
     for path in paths:
         run = store.read_result(path)
-        if run.get("status") not in store.STATUSES:
-            raise ValueError(f"{path}: status must be 'ok' or 'diverged', got {run.get('status')!r}")
-        runs.append({"model": run["model"], "task": run["task"], "status": run["status"], "source": record_source(run),
-                     "scored": scored_test(run)["text"]})
+        runs.append({"model": run["model"], "task": run["task"], "diverged": not store.scored(run),
+                     "source": record_source(run), "scored": scored_test(run)["text"]})
     return runs
 
 
@@ -75,5 +73,5 @@ def build_results_card(results_dir, summary_csv, repo_id: str | None = None, sca
         card_data, template_path=str(RESULTS_TEMPLATE), repo_id=repo_id or f"<{PLACEHOLDER_ORG}>/<results>",
         results_folder=RESULTS_FOLDER, runs_file=RUNS_FILE, predictions_folder=PREDICTIONS_FOLDER,
         n_runs=len(runs), n_models=len(models), n_tasks=len({r["task"] for r in runs}),
-        n_diverged=sum(r["status"] == "diverged" for r in runs), models=models, data=data,
+        n_diverged=sum(r["diverged"] for r in runs), models=models, data=data,
         summary_rows=[{"model": r["model"], **row} for r, row in zip(rows, table_rows(rows))], local=LOCAL)

@@ -46,7 +46,7 @@ PREDICTIONS_FEATURES = {
     "model": "string", "task": "string", "family": "string", "lr": "float64", "seed": "int64", "split": "string",
     "index": "int64", "id": "string", "score": "float64", "prediction": JSON, "reference": JSON, "scores": JSON,
 }
-# Per-instance fields of the result files (core.store.grid_body): ir keeps a ranking and the judgements.
+# Per-instance fields of the result files (core.store.result_body): ir keeps a ranking and the judgements.
 PREDICTION_KEYS, REFERENCE_KEYS, ID_KEYS = ("prediction", "ranking"), ("reference", "relevance"), ("id", "qid")
 
 
@@ -142,8 +142,8 @@ def scored_test(record: dict) -> dict:
     """How many test instances a result scored: {"n": the count of its per-instance test scores (None when it kept
     none), "capped": the grid's `--max_eval` kept a seeded random subset (`evaluation.tasks.SUBSET_SEED`), "text":
     the words the cards use}."""
-    n = len((record.get("per_instance") or {}).get("test") or []) or None
-    capped = n is not None and (record.get("config") or {}).get("max_eval") == n
+    n = len(store.instances(record)) or None
+    capped = n is not None and store.run_config(record).get("max_eval") == n
     text = ("" if n is None else f"a seeded random {n:,} of that split (--max_eval {n})" if capped
             else f"all {n:,} instances")
     return {"n": n, "capped": capped, "text": text}
@@ -151,7 +151,7 @@ def scored_test(record: dict) -> dict:
 
 def record_source(record: dict) -> str:
     """The data source of a result ("offline" | "hub"), as its identity records it."""
-    source = (record.get("identity") or {}).get("task", {}).get("source") or (record.get("config") or {}).get("source")
+    source = (record.get("identity") or {}).get("task", {}).get("source") or store.run_config(record).get("source")
     if source is None:
         raise ValueError(f"result of {record.get('model')} on {record.get('task')} records no data source "
                          "(identity.task.source): re-run it with the current evaluation.run")
@@ -170,15 +170,14 @@ def _main(scores: dict, metric: str):
 
 def run_row(record: dict) -> dict:
     """One `runs` row (every column of RUNS_FEATURES) from a published result record."""
-    source, metric = record_source(record), record["main_metric"]
+    source, metric = record_source(record), store.main_metric(record)
     data = task_test_data(record["task"], source)
     return {"model": record["model"], "task": record["task"], "family": record["family"], "lr": float(record["lr"]),
             "seed": int(record["seed"]), "status": record["status"], "main_metric": metric,
-            "main_score_validation": _main(record.get("validation"), metric),
-            "main_score_test": _main(record.get("test"), metric),
-            "validation_scores": _json(record.get("validation") or {}), "test_scores": _json(record.get("test") or {}),
+            **{f"main_score_{s}": _main(store.split_scores(record, s), metric) for s in store.SPLITS},
+            **{f"{s}_scores": _json(store.split_scores(record, s) or {}) for s in store.SPLITS},
             "data_source": source, "test_dataset": data["dataset"], "test_split": data["split"],
-            "config": _json(record.get("config") or {}), "versions": _json(record.get("versions") or {}),
+            "config": _json(store.run_config(record)), "versions": _json(record.get("versions") or {}),
             "git_commit": record.get("git_commit"), "identity": _json(record.get("identity") or {})}
 
 
@@ -188,9 +187,9 @@ def _first(instance: dict, keys: tuple[str, ...]):
 
 def prediction_rows(record: dict):
     """`predictions` rows (every column of PREDICTIONS_FEATURES) of one result record, split by split."""
-    metric, known = record["main_metric"], {*PREDICTION_KEYS, *REFERENCE_KEYS, *ID_KEYS}
-    for split, instances in (record.get("per_instance") or {}).items():
-        for index, instance in enumerate(instances):
+    metric, known = store.main_metric(record), {*PREDICTION_KEYS, *REFERENCE_KEYS, *ID_KEYS}
+    for split in store.SPLITS:
+        for index, instance in enumerate(store.instances(record, split)):
             instance_id, score = _first(instance, ID_KEYS), instance.get(metric)
             yield {"model": record["model"], "task": record["task"], "family": record["family"],
                    "lr": float(record["lr"]), "seed": int(record["seed"]), "split": split, "index": index,
@@ -220,8 +219,6 @@ def write_tables(result_paths: list[Path], out_dir: Path, scale: str | None = No
         runs = stack.enter_context(open(out_dir / RUNS_FILE, "w", encoding="utf-8"))
         for path in result_paths:
             record = public_result(store.read_result(path))
-            if record.get("status") not in store.STATUSES:
-                raise ValueError(f"{path}: status must be 'ok' or 'diverged', got {record.get('status')!r}")
             repo_path = f"{RESULTS_FOLDER}/{path.parent.parent.name}/{path.parent.name}/{path.name}"
             copy = out_dir / repo_path
             copy.parent.mkdir(parents=True, exist_ok=True)

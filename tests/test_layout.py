@@ -130,6 +130,62 @@ def test_the_check_sees_a_module_circle(tmp_path):
     assert module_circles(tmp_path) == ["evaluation.findings -> evaluation.report -> evaluation.findings"]
 
 
+# A result record's own keys and status words: read through core/store.py's accessors only (`scored`, ...)
+RECORD_KEYS = {"per_instance", "main_metric", "instance_scores", "trivial_baseline", "evaluation", "kind"}
+STATUS_WORDS = {"ok", "diverged"}
+# (file, function) whose reads of those names are of another dict: summary rows (the trivial_baseline column), a
+# scorer's or a probe's metrics (their per_instance columns), a command's exit status
+NOT_RECORDS = {("analysis/statistics.py", f) for f in ("trivial_baseline", "above_baseline", "at_baseline")} | {
+    ("analysis/report.py", "checks_lines"), ("analysis/findings.py", "chance_reasons"),
+    ("evaluation/retrieval.py", "score"), ("recipes/real_decoder.py", "units"), ("recipes/real_decoder.py", "trivial"),
+    ("bench/gpu_check.py", "report")}
+
+
+def _in_functions(node, function=None):
+    """(node, the outermost function or method around it) of every node under `node`."""
+    for child in ast.iter_child_nodes(node):
+        inner = child.name if function is None and isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+            else function
+        yield child, inner
+        yield from _in_functions(child, inner)
+
+
+def _read_key(node):
+    """What a node reads a dict by: x["key"], x.get("key"), x.pop("key"), "key" in x; else None."""
+    if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+        return node.slice
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("get", "pop"):
+        return node.args[0] if node.args else None
+    return node.left if isinstance(node, ast.Compare) and isinstance(node.ops[0], (ast.In, ast.NotIn)) else None
+
+
+def raw_record_reads(root: Path) -> list[str]:
+    """Reads of `RECORD_KEYS` and status words used as values (not in a docstring, a dict key or a subscript)
+    outside core/store.py, in every package but the tests."""
+    found = []
+    for path in [p for package in PACKAGES if package != "tests" for p in sorted((root / package).rglob("*.py"))]:
+        name, nodes = str(path.relative_to(root)), list(_in_functions(ast.parse(path.read_text())))
+        names = {id(n.value) for n, _ in nodes if isinstance(n, ast.Expr)}  # docstrings, subscripts, dict keys
+        names |= {id(n.slice) for n, _ in nodes if isinstance(n, ast.Subscript)}
+        names |= {id(key) for n, _ in nodes if isinstance(n, ast.Dict) for key in n.keys}
+        for node, function in nodes:
+            read = isinstance(key := _read_key(node), ast.Constant) and key.value in RECORD_KEYS
+            word = isinstance(node, ast.Constant) and node.value in STATUS_WORDS and id(node) not in names
+            if (read or word) and name != "core/store.py" and (name, function) not in NOT_RECORDS:
+                found.append(f"{name}:{node.lineno} {ast.unparse(node)}")
+    return found
+
+
+def test_result_records_are_read_through_core_store_only(tmp_path):
+    """(Before issue 44 it found 49 raw reads: statistics, findings, the importer, mteb, run, metrics, the cards.)"""
+    assert raw_record_reads(ROOT) == []
+    (tmp_path / "analysis").mkdir()
+    (tmp_path / "analysis" / "x.py").write_text('"""ok"""\ndef f(r, s):\n    s["ok"] = r.get("kind")\n'
+                                                '    return r["main_metric"] if r["status"] == "ok" else None\n')
+    assert raw_record_reads(tmp_path) == ["analysis/x.py:3 r.get('kind')", "analysis/x.py:4 'ok'",
+                                          "analysis/x.py:4 r['main_metric']"]
+
+
 def test_the_study_driver_is_on_top():
     users = [str(path.relative_to(ROOT)) for package in PACKAGES[:6] for path in sorted((ROOT / package).rglob("*.py"))
              if any(module == "recipes.study" for _, module in imported_modules(path))]

@@ -25,7 +25,7 @@ from pretraining.settings import PretrainArguments
 
 TASKS = [("sst2", "sc", "accuracy"), ("conll2003", "tc", "sentence_macro_f1"), ("squad", "qa", "f1"),
          ("scifact", "ir", "ndcg@10")]  # as analysis.report writes them
-# Per-instance records as each family's evaluate() writes them (core.store.grid_body).
+# Per-instance records as each family's evaluate() writes them (core.store.result_body).
 INSTANCES = {
     "sc": [{"prediction": "positive", "reference": "positive", "accuracy": 1.0},
            {"prediction": "positive", "reference": "negative", "accuracy": 0.0}],

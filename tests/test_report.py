@@ -93,7 +93,7 @@ def test_paired_comparison(results):
     records = statistics.load_results(results)
     rows = statistics.summarize(records)
     (cmp,) = statistics.compare(records, rows, "610m-mlm40-42k", "610m-clm-42k")
-    pick = lambda m: np.mean([r["instance_scores"]["test"][0] for r in records  # noqa: E731
+    pick = lambda m: np.mean([store.kept_scores(r)[store.main_metric(r)][0] for r in records  # noqa: E731
                               if r["model"] == m and r["lr"] == 5e-5], axis=0)
     a, b = pick("610m-mlm40-42k"), pick("610m-clm-42k")
     assert cmp["delta"] == pytest.approx(a.mean() - b.mean())

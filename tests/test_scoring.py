@@ -132,7 +132,7 @@ def test_a_bumped_version_refuses_old_results_in_one_line(tmp_path, monkeypatch)
     ident = {"model": {"config": "c"}, "scoring": identity.scoring_identity("sc")}
     path = store.result_path(tmp_path, "tiny", "sst2", 1e-4, 0)
     path.parent.mkdir(parents=True)
-    fields = {"status": "ok", "main_metric": "accuracy"}
+    fields = store.result_body("accuracy", {"test": {"accuracy": 1.0}})
     store.write_result(path, store.new_result("tiny", "sst2", "sc", 1e-4, 0, fields, ident, {}))
     assert store.result_state(path, ident) == ("done", [])
     monkeypatch.setattr(identity, "SCORING_VERSIONS", {**identity.SCORING_VERSIONS, "sc": 2})

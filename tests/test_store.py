@@ -19,7 +19,7 @@ ARCHIVED = "results/610m-clm-21k-mlm40-42k/conll2003/lr0.0002-seed0.json"  # the
 def write(root, model="610m-clm-42k-pseed1", task="sst2", lr=1e-4, seed=0, ident=None):
     path = store.result_path(root, model, task, lr, seed)
     path.parent.mkdir(parents=True, exist_ok=True)
-    record = store.new_result(model, task, "sc", lr, seed, {"status": "ok", "main_metric": "accuracy"},
+    record = store.new_result(model, task, "sc", lr, seed, store.result_body("accuracy", {"test": {"accuracy": 1.0}}),
                               ident or {"scoring": identity.scoring_identity("sc")}, {}, store.pretrain_seed(model))
     return store.write_result(path, record)
 
@@ -30,22 +30,15 @@ def test_the_record_carries_the_pretraining_replicate(tmp_path):
     assert store.read_result(write(tmp_path, model="bert-base"))["pretrain_seed"] is None
 
 
-# spelled only in core/store.py: the statuses, how a record's kind is told, how its main score is read
-BODY_READS = ('"ok", "diverged"', 'get("evaluation")', '["evaluation"]', 'get("kind")', '["kind"]',
-              '[record["main_metric"]]', '[r["main_metric"]]')
-
-
-def test_the_record_body_vocabulary_is_spelled_in_core_store_only():
-    """`STATUSES`, `record_kind` and `main_score` are the one reading of a result's status, kind and main score
-    (before: the statuses written 3 times, the kind told by two key tests and a third): no other library module
-    spells them (the check finds a planted one)."""
-    def offenders(files):
-        return [f"{path}: {read}" for path in files for read in BODY_READS if read in path.read_text()]
-
-    library = [p for package in ("core", "analysis", "evaluation", "model_cards", "recipes", "pretraining", "bench")
-               for p in (REPO_ROOT / package).rglob("*.py") if p != REPO_ROOT / "core" / "store.py"]
-    assert offenders(library) == []
-    assert offenders([REPO_ROOT / "core" / "store.py"]) != []
+def test_the_record_body_is_declared_and_checked_in_core_store():
+    """`new_result` files only a declared body (`BODY`, `OPTIONAL_BODY`), of a status in `STATUSES`, scored with
+    its main metric, of a kind in `KINDS` (`record_kind`); tests/test_layout.py checks nothing else reads it raw."""
+    body = store.result_body("accuracy", {"test": {"accuracy": 1.0}})
+    for fields, refused in [({**body, "main_metric": "f1"}, "no test score of its main metric"),
+                            ({**body, "scores": {}}, r"has \['scores'\]"), ({"status": "ok"}, "lacks"),
+                            ({**body, "evaluation": "other"}, "not one of")]:
+        with pytest.raises(ValueError, match=refused):
+            store.new_result("m", "sst2", "sc", 1e-4, 0, fields, {}, {})
     for status in ("done", None):
         with pytest.raises(ValueError, match="is not one of"):
             store.new_result("m", "sst2", "sc", 1e-4, 0, {"status": status}, {}, {})
