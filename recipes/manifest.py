@@ -70,7 +70,8 @@ SCALES = {
     "horizon-replicated": {"step_divisor": 4, "model": "tiny", "block_size": 128, "per_device_train_batch_size": 16,
                            "gradient_accumulation_steps": 1, "global_batch_size": None, "max_docs": None,
                            "vocab_size": 2048, "corpus_source": "bundle,bundle_more"},
-    # the horizon study redefined so every finding it runs is testable (recipes.studies "horizon-tested", not run):
+    # the horizon study redefined so every finding it runs is testable (recipes.studies "horizon-tested",
+    # docs/horizon-tested-study):
     # 14 blocks a step instead of 16, so paper step 5k (24.6 tokens per parameter without embeddings) is a third
     # checkpoint before SC's crossover interval under both conventions; 40k and the final (81, 85 counted) past it
     "horizon-tested": {"step_divisor": 4, "model": "tiny", "block_size": 128, "per_device_train_batch_size": 14,

@@ -143,7 +143,7 @@ STUDIES["horizon-replicated"] = Study(
     heldout_blocks=64,
     pretrain_seeds=(0, 1, 2),
 )
-# The horizon study as the findings' rules (issue 45) need it, defined and sized but not run. horizon-replicated cannot
+# The horizon study as the findings' rules (issue 45) need it (docs/horizon-tested-study). horizon-replicated cannot
 # test stability (2 LRs a task), MNLI's slope (2 checkpoints before SC's crossover interval under both conventions)
 # or vary the data order; here: 14 blocks a step (scale `horizon-tested`) put 1k, 2k and 5k before the interval under
 # both conventions (2.0, 4.0, 10.1 tokens per parameter counted; 4.9, 9.9, 24.6 without embeddings) and 40k and the

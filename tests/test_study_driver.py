@@ -47,7 +47,8 @@ def test_docs_dir_with_files_it_did_not_write_is_refused(tmp_path, capsys):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("study_name, folder, models", [("mini", "mini-study", 12),
-                                                        ("horizon-replicated", "horizon-study", 10)])
+                                                        ("horizon-replicated", "horizon-study", 10),
+                                                        ("horizon-tested", "horizon-tested-study", 10)])
 def test_committed_study_regenerates_from_its_results(tmp_path, study_name, folder, models):
     """docs/<folder> is what the report stage makes of the results committed beside it, number for number."""
     committed = REPO_ROOT / "docs" / folder
@@ -206,13 +207,13 @@ def test_studies_page_gives_each_study_its_grid():
     study's per-task LR grids, as the definitions in recipes/studies.py say."""
     page = (REPO_ROOT / "docs" / "studies.md").read_text()
     rows = {line.split("`")[1]: line for line in page.splitlines() if line.startswith("| `")}
-    for name in ("smoke", "toy", "mini", "horizon-replicated"):
+    for name in ("smoke", "toy", "mini", "horizon-replicated", "horizon-tested"):
         counted = sum(int(n.replace(",", "")) for n in re.findall(r"\(([\d,]+) runs\)", rows[name]))
         assert counted == grid_runs(STUDIES[name]), name
-    horizon = STUDIES["horizon-replicated"]
-    for task in horizon.tasks:
-        assert f"{task} ({', '.join(f'{lr:.0e}' for lr in horizon.lrs_of(task))})".replace("e-0", "e-") \
-            in rows["horizon-replicated"], task
+    for name in ("horizon-replicated", "horizon-tested"):
+        for task in STUDIES[name].tasks:
+            assert f"{task} ({', '.join(f'{lr:.0e}' for lr in STUDIES[name].lrs_of(task))})".replace("e-0", "e-") \
+                in rows[name], (name, task)
 
 
 def test_training_order_puts_prerequisites_first():
@@ -432,9 +433,10 @@ def test_the_replicated_horizon_study_can_test_the_gap_on_both_tasks():
 
 
 def test_the_horizon_study_redefined_for_the_findings_rules_can_test_them():
-    """horizon-tested (defined, not run): 3 checkpoints before SC's crossover interval under both conventions (the
-    slope's minimum), 40k and the final past it, 4 LRs a task fine-tuned in the study (stability's 3, and an optimum
-    the grid can bracket itself, no declared bracket), replicates whose block order differs by their seed."""
+    """horizon-tested (docs/horizon-tested-study): 3 checkpoints before SC's crossover interval under both
+    conventions (the slope's minimum), 40k and the final past it, 4 LRs a task fine-tuned in the study (stability's 3,
+    and an optimum the grid can bracket itself, no declared bracket), replicates whose block order differs by their
+    seed."""
     from analysis import findings
     from recipes.study import regime, run_settings
 
