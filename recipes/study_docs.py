@@ -52,7 +52,7 @@ def intro(study_name: str, definition: dict, tokens_per_step: float, parameters:
 def _grid_text(definition: dict) -> str:
     """"3 learning rates x 3 seeds", or each task's own grid when they differ."""
     grids = {task: definition.get("task_lrs", {}).get(task, definition["lrs"]) for task in definition["tasks"]}
-    seeds = f"{len(definition['seeds'])} seeds"
+    seeds = f"{len(definition['seeds'])} seed{'s' * (len(definition['seeds']) != 1)}"
     if len({tuple(g) for g in grids.values()}) == 1:
         return f"{len(next(iter(grids.values())))} learning rates x {seeds}"
     per_task = "; ".join(f"{task} {_listed([f'{lr:g}' for lr in lrs])}" for task, lrs in grids.items())
