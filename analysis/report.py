@@ -508,7 +508,6 @@ def start_report(output: Path, before: set[str], scale: str | None) -> None:
                                                         "kept": sorted(before)})
 
 
-@cli.exit_on_write_failure
 def make_parser() -> argparse.ArgumentParser:
     """The command line of `python -m analysis.report`."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -573,6 +572,7 @@ def check_arguments(args) -> tuple[list[Path], Path, dict]:
     return folders, output, brackets
 
 
+@cli.exit_on_write_failure
 def main(argv=None) -> Path:
     """Write summary.csv, summary.md, findings.csv and the figures; return the output directory."""
     args = make_parser().parse_args(argv)
