@@ -352,8 +352,10 @@ def plot_gap(gap: list[dict], tests: list[dict], output: Path) -> list[Path]:
         ax.set_xscale("log")
         ends = [*xs, *(interval or ())]
         ax.set_xlim(min(ends) / 1.5, max(ends) * 1.5)
-        ticks = sorted(set(xs))  # the checkpoints, labelled plainly (the interval's ends are in the legend)
-        ax.set_xticks(ticks, [f"{t:.3g}" for t in ticks])
+        ticks = sorted(set(xs))  # the checkpoints, labelled plainly (the interval's ends are in the legend); a tick
+        # within 20% of the next one (the last stable-phase checkpoint beside the final) is left unlabelled: no overlap
+        ax.set_xticks(ticks, [f"{t:.3g}" if t == ticks[-1] or ticks[i + 1] / t > 1.2 else ""
+                              for i, t in enumerate(ticks)])
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("pretraining tokens per parameter (input embedding in, LM head out)")
         ax.set_ylabel(f"CLM - MLM40, test {curve[0]['measure']}")
