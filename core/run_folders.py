@@ -19,15 +19,16 @@ LOCK_NAME = ".lock"  # held by the process that trains into an output_dir
 # run_info.json (pretraining.provenance.make_run_info): what a checkpoint is and how it was made; read by the cards, the
 # study, the held-out loss and the CPT and resume checks. Format 2 named the PFS switch `switch_step` and the
 # manifest scale `scale`; format 3 adds `tokens_before_cpt`, the tokens the starting model had seen before the run
-# (0 from scratch, the base's own plus its bases' for CPT, null for a base without run_info). `tokens_seen` is the
-# run's own. Older formats are refused: retrain or re-save.
-RUN_INFO_FORMAT = 3
-# study.json (recipes.study): which study an output directory holds. A file without "format" is format 1: the
-# committed docs/mini-study archive's predates the key.
-STUDY_FORMAT = 1
+# (0 from scratch, the base's own plus its bases' for CPT, null for a base without run_info); format 4 adds
+# `parameters` (`total`: the encoder's with the input embedding, without the LM head; `input_embedding`). `tokens_seen`
+# is the run's own. Older formats are refused: retrain or re-save.
+RUN_INFO_FORMAT = 4
+# study.json (recipes.study): which study an output directory holds; format 2 adds `parameters` (a toy scale's one
+# count, as its runs recorded it in run_info.json) once its models are pretrained.
+STUDY_FORMAT = 2
 RUN_INFO_KEYS = ("format", "name", "size", "objective", "mlm_probability", "steps", "switch_step", "cpt_base", "scale",
                  "run_config", "training_args", "versions", "git_commit", "data", "tokens_seen",
-                 "tokens_before_cpt")
+                 "tokens_before_cpt", "parameters")
 # summary.csv (analysis.report): one row per model x task; the model cards read it back.
 SUMMARY_COLUMNS = ("model", "task", "family", "metric", "best_lr", "n_seeds", "mean", "ci_low", "ci_high",
                    "trivial_baseline", "entity_f1", "std", "val_mean", "stability_std", "lr_range", "n_runs",

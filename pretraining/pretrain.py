@@ -25,7 +25,7 @@ from pretraining.checks import (
 )
 from pretraining.collator import ObjectiveCollator, build_collator
 from pretraining.inputs import CptStart, cpt_start, select_blocks, training_blocks
-from pretraining.provenance import data_identity, make_run_info, resolved_config
+from pretraining.provenance import data_identity, make_run_info, parameter_counts, resolved_config
 from pretraining.settings import PretrainArguments, RecipeParser, decay_steps, global_batch
 from pretraining.trainer import (
     LoadOptimizerStateCallback,
@@ -57,6 +57,7 @@ class PreparedRun:
     train_blocks: data.BlockStream  # the blocks this run reads, in order
     identity: dict  # data_identity(blocks, tokenizer), recorded in run_config.json and run_info.json
     model: object
+    parameters: dict  # parameter_counts(model), recorded in run_info.json
     collator: ObjectiveCollator
     start: CptStart  # a CPT run's base, first block, kept optimizer state and tokens before it
 
@@ -106,6 +107,7 @@ def prepare(run_args: PretrainArguments, training_args: TrainingArguments) -> Pr
                           "it again")
     train_blocks = select_blocks(blocks, first_block, needed, run_args.epochs)
     model = build_model(run_args, tokenizer, training_args.seed)
+    parameters = parameter_counts(model)
     if run_args.lora:  # CPT --lora: adapters on the frozen base (core/lora.py)
         model = lora.wrap(model, run_args.lora_rank, run_args.lora_alpha, run_args.lora_dropout,
                           run_args.lora_target_modules, ("embed_tokens", "lm_head") * run_args.lora_train_embeddings,
@@ -116,8 +118,8 @@ def prepare(run_args: PretrainArguments, training_args: TrainingArguments) -> Pr
 
     # 3. the collator picks CLM or MLM from each batch's step (PFS flips inside the run)
     collator = build_collator(run_args, tokenizer, blocks_per_step, first_block)
-    return PreparedRun(run_args, training_args, resume, tokenizer, train_blocks, identity, model, collator,
-                       start)
+    return PreparedRun(run_args, training_args, resume, tokenizer, train_blocks, identity, model, parameters,
+                       collator, start)
 
 
 def name_tensorboard_run(trainer: PretrainingTrainer, run_args, training_args: TrainingArguments) -> None:
@@ -163,7 +165,7 @@ def train(run: PreparedRun) -> PretrainingTrainer:
 
     def info(step, intermediate=False):
         return make_run_info(run_args, training_args, step=step, identity=run.identity, start=run.start,
-                             intermediate=intermediate)
+                             parameters=run.parameters, intermediate=intermediate)
 
     callbacks = []
     if run.start.optimizer_file:

@@ -71,7 +71,15 @@ def run_size(run_args: PretrainArguments) -> str | None:
     return base.get("size") if base else None
 
 
-def make_run_info(run_args, training_args, *, step: int, identity: dict, start, intermediate: bool = False) -> dict:
+def parameter_counts(model) -> dict:
+    """The model's parameters as the paper counts them: its encoder with the input embedding, without the LM head
+    (`total`), and the input embedding's (`input_embedding`). Counted before LoRA adapters are added."""
+    return {"total": sum(p.numel() for p in model.base_model.parameters()),
+            "input_embedding": model.get_input_embeddings().weight.numel()}
+
+
+def make_run_info(run_args, training_args, *, step: int, identity: dict, start, parameters: dict,
+                  intermediate: bool = False) -> dict:
     """Everything needed to know what a checkpoint is and how it was made (written as `run_info.json`).
 
     Args:
@@ -80,6 +88,7 @@ def make_run_info(run_args, training_args, *, step: int, identity: dict, start, 
         identity: `data_identity(blocks, tokenizer)`: the packed blocks' fingerprint and the tokenizer hash.
         start: `pretraining.inputs.CptStart`: the CPT base's name (None unless CPT) and the tokens the starting model
             had seen before this run (`tokens_before_cpt`: 0 from scratch, None for a base without run_info).
+        parameters: `parameter_counts(model)`.
         intermediate: an intermediate checkpoint (saved in `intermediate/step-<step>`), named `<run>-<paper step>`:
             the step times `step_divisor`, so a toy run's checkpoints carry the names of the paper's.
     """
@@ -105,6 +114,7 @@ def make_run_info(run_args, training_args, *, step: int, identity: dict, start, 
         "data": {"source": run_args.corpus_source, **identity},
         "tokens_seen": step * global_batch(training_args) * run_args.block_size,  # this run's, after its start
         "tokens_before_cpt": start.tokens_before,
+        "parameters": parameters,
     }
 
 

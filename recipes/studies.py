@@ -9,8 +9,11 @@ definition is recorded in `<output>/study.json` (`run_folders.STUDY_FORMAT`), wh
 import dataclasses
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from core import names, run_folders
+from core.artifacts import read_json
+from recipes import manifest
 
 
 @dataclass(frozen=True)
@@ -170,3 +173,19 @@ def read_study_marker(stored, where) -> dict:
         raise ValueError(f"{where} is study.json format {found}, this code reads format {run_folders.STUDY_FORMAT}: "
                          "pass another --output, or use the commit that wrote it")
     return stored
+
+
+def study_marker(output: Path) -> dict:
+    """The study.json of a study directory."""
+    return read_study_marker(read_json(output / "study.json", "study marker"), output / "study.json")
+
+
+def regime(stored: dict) -> tuple[float, int, int]:
+    """(pretraining tokens per step of the model names, parameters incl. the input embedding, excl. the LM head, the
+    input embedding's) of a study as its study.json records them (its scale, `recipes.study.record_parameters`): what
+    `analysis.findings` compares with the paper's tokens per parameter, under both conventions."""
+    if "parameters" not in stored:
+        raise ValueError("study.json records no parameter counts: the study's models are not all pretrained yet")
+    scale = manifest.SCALES[stored["definition"]["scale"]]
+    batch = scale["per_device_train_batch_size"] * scale["gradient_accumulation_steps"] * scale["block_size"]
+    return batch / scale["step_divisor"], stored["parameters"]["total"], stored["parameters"]["input_embedding"]

@@ -40,7 +40,7 @@ from model_cards.generate import build_model_card, write_card
 from model_cards.public import PLACEHOLDER_ORG, local_roots
 from model_cards.push import PushError, check_repo_id
 from recipes import manifest
-from recipes.studies import STUDIES, STUDY_NAMES, TOY_VOCAB_SIZE, Study, read_study_marker
+from recipes.studies import STUDIES, STUDY_NAMES, TOY_VOCAB_SIZE, Study, read_study_marker, regime, study_marker
 from recipes.study_docs import RESULTS_ARCHIVE, check_docs_dir, read_archive, write_docs
 
 STAGES = ("tokenizer", "pretraining", "held-out loss", "evaluation", "report", "model cards", "hub export")
@@ -105,7 +105,7 @@ def check_study_dir(output: Path, study_name: str, definition: dict) -> None:
     artifacts.check_output_dir(output, "--output")
     marker = output / "study.json"
     if marker.is_file():
-        stored = read_study_marker(artifacts.read_json(marker, "study marker"), marker)
+        stored = study_marker(output)
         stored_name = stored.get("study")
         if stored_name != study_name or stored.get("definition") != definition:
             raise ValueError(f"{output} holds a different study (study {stored_name!r}); "
@@ -383,33 +383,23 @@ def heldout_loss(study: Study, output: Path, data_dir: str | None) -> None:
     artifacts.write_json_atomic(stamp_path, stamp)
 
 
-def regime(study: Study) -> tuple[float, int, int]:
-    """(pretraining tokens per step of the model names, parameters incl. the input embedding, excl. the LM head, the
-    input embedding's) of the study's scale: what `analysis.findings` compares with the paper's tokens per
-    parameter, under both conventions."""
-    import torch
-
-    from modeling_eurobert import EuroBertClmMlmModel, load_architecture
-
-    scale = manifest.SCALES[study.scale]
-    with torch.device("meta"):
-        model = EuroBertClmMlmModel(load_architecture(scale["model"], vocab_size=vocab_size(study)))
-        parameters = sum(p.numel() for p in model.parameters())
-        embeddings = model.get_input_embeddings().weight.numel()
-    batch = scale["per_device_train_batch_size"] * scale["gradient_accumulation_steps"] * scale["block_size"]
-    return batch / scale["step_divisor"], parameters, embeddings
-
-
-def docs_regime(output: Path) -> tuple[float, int, int]:
-    """`regime` of the study a directory holds (its study.json's scale), for the docs' first paragraph."""
-    stored = read_study_marker(artifacts.read_json(output / "study.json", "study marker"), output / "study.json")
-    return regime(dataclasses.replace(STUDIES[stored["study"]], scale=stored["definition"]["scale"]))
+def record_parameters(study: Study, output: Path) -> None:
+    """Record in study.json the parameters of a toy scale's models as their runs recorded them (`run_info.json`):
+    one count, every name trained at the scale's one architecture; what `regime` reads."""
+    if manifest.SCALES[study.scale]["model"] is None:
+        return
+    counts = {json.dumps(run_folders.read_run_info(output / "models" / name)["parameters"], sort_keys=True)
+              for name in study.trained_names()}
+    if len(counts) != 1:
+        raise ValueError(f"the models in {output / 'models'} recorded {len(counts)} parameter counts; a study at a "
+                         "toy scale trains every name at its one architecture")
+    artifacts.write_json_atomic(output / "study.json", {**study_marker(output), "parameters": json.loads(counts.pop())})
 
 
 def report(study: Study, output: Path) -> None:
     args = [str(output / "results"), "--output", str(output / "report")]
     if manifest.SCALES[study.scale]["model"] is not None:  # a toy scale: the paper's own regime otherwise
-        tokens_per_step, parameters, embeddings = regime(study)
+        tokens_per_step, parameters, embeddings = regime(study_marker(output))
         args += ["--tokens_per_step", f"{tokens_per_step:g}", "--parameters", str(parameters),
                  "--embedding_parameters", str(embeddings),
                  "--step_divisor", str(manifest.SCALES[study.scale]["step_divisor"])]
@@ -529,6 +519,7 @@ def _run_study(study_name: str, study: Study, definition: dict, output: Path, da
             if not trained:
                 pretrain(recipe, study, output, data_dir, pretrain_seed)
             progress.done(f"pretrain:{name}", timed=not trained)
+        record_parameters(study, output)
         progress.start("held-out loss", f"{study.heldout_blocks} blocks")
         heldout_loss(study, output, data_dir)
         progress.done("held-out loss")
@@ -603,7 +594,7 @@ def _main(args: argparse.Namespace) -> None:
             report_dir = report_from_archive(args.study, args.from_results, args.output)
             print(f"report regenerated from {args.from_results} in {report_dir}")
             if args.docs:
-                docs = write_docs(args.study, args.output, args.docs, docs_regime(args.output), args.from_results)
+                docs = write_docs(args.study, args.output, args.docs, args.from_results)
                 print(f"report copied to {docs}")
             return
         check_device(args.study, STUDIES[args.study])
@@ -615,7 +606,7 @@ def _main(args: argparse.Namespace) -> None:
                 raise ValueError(f"--org {args.org!r}: {error}") from None
         run_study(args.study, args.output, args.data_dir, args.org, until=args.until)
         if args.docs and args.until is None:
-            print(f"report copied to {write_docs(args.study, args.output, args.docs, docs_regime(args.output))}")
+            print(f"report copied to {write_docs(args.study, args.output, args.docs)}")
 
 
 if __name__ == "__main__":

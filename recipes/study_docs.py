@@ -14,12 +14,12 @@ from pathlib import Path
 
 from core import artifacts, store
 from recipes import manifest
-from recipes.studies import read_study_marker
+from recipes.studies import regime, study_marker
 
 
 def intro(study_name: str, definition: dict, tokens_per_step: float, parameters: int, embeddings: int) -> str:
     """The docs README's first paragraph, every number from the study's definition and its scale's regime
-    (`recipes.study.regime`: tokens per paper step, parameters with the input embedding and without the LM head, the
+    (`recipes.studies.regime`: tokens per paper step, parameters with the input embedding and without the LM head, the
     input embedding's)."""
     final = manifest.TOTAL * tokens_per_step  # the paper steps of the single-objective runs
     grid = _grid_text(definition)
@@ -179,15 +179,13 @@ def written_before(docs: Path) -> set[str]:
     return {name for name in figures | tables if (docs / name).is_file()}
 
 
-def write_docs(study_name: str, output: Path, docs: Path, regime: tuple[float, int, int],
-               from_results: Path | None = None) -> Path:
+def write_docs(study_name: str, output: Path, docs: Path, from_results: Path | None = None) -> Path:
     """Copy a finished study's report into `docs`: a README that starts with the results table and the paper's
     findings, then the figures with their captions, and ends with the study's definition; beside it the results
     archive the report is regenerated from (`--from_results`, reused when it still holds exactly the study's
-    files). `regime`: (tokens per paper step, parameters, embedding parameters) of the study's scale, for the
-    README's first paragraph."""
+    files)."""
     report = output / "report"
-    definition = read_study_marker(artifacts.read_json(output / "study.json", "study marker"), output / "study.json")
+    definition = study_marker(output)
     if not (report / "summary.md").is_file():
         raise ValueError(f"{output} has no finished report; run the study first")
     check_docs_dir(docs)
@@ -200,7 +198,7 @@ def write_docs(study_name: str, output: Path, docs: Path, regime: tuple[float, i
     for name in sorted(earlier - {path.name for path in copied} - {"README.md", RESULTS_ARCHIVE}):
         (docs / name).unlink()  # an earlier --docs's figure or table this report no longer makes: not left stale
     write_results_archive(output, docs / RESULTS_ARCHIVE, reuse=from_results)
-    first = intro(study_name, definition["definition"], *regime)
+    first = intro(study_name, definition["definition"], *regime(definition))
     summary = (report / "summary.md").read_text().split("\n", 1)[1]  # its own title dropped
     if study_name.startswith("horizon") and GAP_SECTION in summary:  # the answer right under the question
         first += "\n\n" + "\n".join(line for line in summary.split(GAP_SECTION, 1)[1].split("\n\n")[2].splitlines()

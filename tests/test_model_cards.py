@@ -82,7 +82,8 @@ def make_checkpoint(path, name, objective="mlm", mlm_probability=0.4, steps=200,
                                       adam_beta2=0.95, per_device_train_batch_size=8, data_seed=0, report_to="none",
                                       use_cpu=True)
     info = make_run_info(run_args, training_args, step=steps, identity={"fingerprint": "abc123", "tokenizer": "t0"},
-                         start=CptStart(cpt_base, 0, None, tokens_before_cpt if cpt_base else 0))
+                         start=CptStart(cpt_base, 0, None, tokens_before_cpt if cpt_base else 0),
+                         parameters={"total": 615232, "input_embedding": 524288})
     (path / "run_info.json").write_text(json.dumps(info, indent=2))
     return path
 

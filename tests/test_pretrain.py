@@ -10,7 +10,7 @@ import pytest
 import torch
 import yaml
 from safetensors.torch import load_file
-from transformers import AutoModelForMaskedLM
+from transformers import AutoModel, AutoModelForMaskedLM
 
 from core import model_folders, paths, run_folders
 from evaluation import finetune_args
@@ -112,6 +112,9 @@ def test_run_trains_every_parameter_and_reloads(three_runs, name):
     info = json.loads((Path(training_args.output_dir) / "run_info.json").read_text())
     assert info["steps"] == 4 and info["tokens_seen"] == 4 * 2 * 64 and info["size"] == "tiny"
     assert info["tokens_before_cpt"] == 0  # from scratch
+    encoder = AutoModel.from_pretrained(training_args.output_dir, trust_remote_code=True)  # the head-less encoder
+    assert info["parameters"] == {"total": sum(p.numel() for p in encoder.parameters()),
+                                  "input_embedding": encoder.get_input_embeddings().weight.numel()}
     # R4: the run, its checkpoint-4 and its intermediate step-2, weights included, follow the umask (were 0600)
     assert not_following_umask(training_args.output_dir) == []
 
@@ -260,11 +263,12 @@ def test_a_run_config_of_another_format_is_refused_in_one_line(three_runs, cache
 def test_run_info_of_another_format_is_refused(three_runs, tmp_path):
     """A run_info.json without the current format (format 1 had no "format" key) is refused in one line."""
     today = run_folders.read_run_info(Path(three_runs["pfs"][1].output_dir))
-    format_2 = {k: v for k, v in today.items() if k != "tokens_before_cpt"} | {"format": 2}  # before tokens_before_cpt
-    for stored, found in (({k: v for k, v in today.items() if k != "format"}, 1), (format_2, 2),
-                          ({**today, "format": 4}, 4)):
+    format_2 = {k: v for k, v in today.items() if k not in ("tokens_before_cpt", "parameters")} | {"format": 2}
+    format_3 = {k: v for k, v in today.items() if k != "parameters"} | {"format": 3}  # before parameter counts
+    for stored, found in (({k: v for k, v in today.items() if k != "format"}, 1), (format_2, 2), (format_3, 3),
+                          ({**today, "format": 5}, 5)):
         (tmp_path / "run_info.json").write_text(json.dumps(stored))
-        with pytest.raises(ValueError, match=f"run_info format {found}, this code reads format 3"):
+        with pytest.raises(ValueError, match=f"run_info format {found}, this code reads format 4"):
             run_folders.read_run_info(tmp_path)
 
 

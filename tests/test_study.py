@@ -13,8 +13,8 @@ from analysis.report import count_cell
 from core import model_folders, run_folders
 from pretraining import heldout as heldout_csv
 from recipes import manifest
-from recipes.studies import STUDIES
-from recipes.study import main, regime, run_study
+from recipes.studies import STUDIES, regime, study_marker
+from recipes.study import main, run_study
 
 # The test suite's scale: the smoke study's structure at a few steps per run (the manifest's scales are the studies').
 CI_SCALE = {"step_divisor": 1000, "model": "tiny", "block_size": 32, "per_device_train_batch_size": 2,
@@ -84,7 +84,9 @@ def test_short_smoke_study_runs_every_stage(short_study):
     (saved,) = [info["steps"] for p in run.glob("intermediate/step-*/run_info.json")
                 if (info := json.loads(p.read_text()))["name"] == "610m-clm-42k-20000"]
     total = json.loads((run / "run_info.json").read_text())["steps"]
-    count = count_cell(regime(study)[1])  # the study's own count, not the paper's 610m
+    count = count_cell(regime(study_marker(output))[1])  # the study's own count, not the paper's 610m
+    assert json.loads((output / "study.json").read_text())["parameters"] == \
+        json.loads((run / "run_info.json").read_text())["parameters"]  # as the runs recorded it
     assert f"| ci-610m-clm-42k-20000 | {count} | {saved} of {total} (paper 20,000 of 42,000) |" in \
         (report / "summary.md").read_text()
     heldout = (output / "heldout" / "heldout.csv").read_text()
@@ -173,7 +175,7 @@ def test_docs_regenerate_from_their_results_archive(short_study, tmp_path, capsy
     from recipes.study_docs import RESULTS_ARCHIVE, holds_exactly, write_docs, write_results_archive
 
     _, output, _ = short_study
-    docs = write_docs("smoke", output, tmp_path / "docs", (512.0, 222016, 131072))
+    docs = write_docs("smoke", output, tmp_path / "docs")
     archive = docs / RESULTS_ARCHIVE
     assert "lr0.0005-seed1.json" in subprocess.run(["tar", "tJf", str(archive)], capture_output=True,
                                                    text=True).stdout
@@ -199,7 +201,7 @@ def test_docs_regenerate_from_their_results_archive(short_study, tmp_path, capsy
     readme.write_text(readme.read_text().replace("## Definition", f"{figure}\n\n## Definition"))
     (docs / "learning_rate_mnli.png").write_bytes(b"an earlier report's figure")
     (docs / "notes.png").write_bytes(b"the user's own")
-    write_docs("smoke", output, docs, (512.0, 222016, 131072))
+    write_docs("smoke", output, docs)
     assert not (docs / "learning_rate_mnli.png").exists() and (docs / "notes.png").read_bytes() == b"the user's own"
     assert "learning_rate_mnli.png" not in readme.read_text()
     # Bad input: one line, nothing written (item 2 of issue 43: a second unpack into the study directory of the first

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from core import names
+from core import names, run_folders
 from core.paths import REPO_ROOT
 from recipes import manifest
-from recipes.studies import STUDIES
+from recipes.studies import STUDIES, regime
 from recipes.study import Progress, eval_batches, main
 from tests.test_study import same_docs
 
@@ -351,7 +351,8 @@ def test_from_results_takes_the_study_lock_and_refuses_bad_archives_in_one_line(
     from core import artifacts
     from recipes.study import STUDY_LOCK
 
-    marker = json.dumps({"format": 1, "study": "smoke", "definition": {"scale": "smoke"}}).encode()
+    marker = json.dumps({"format": run_folders.STUDY_FORMAT, "study": "smoke",
+                         "definition": {"scale": "smoke"}}).encode()
     good = _archive(tmp_path / "good.tar.xz", {"study.json": marker})
     truncated = tmp_path / "truncated.tar.xz"
     whole = _archive(tmp_path / "big.tar.xz", {"study.json": marker, "results/x.json": bytes(range(256)) * 400})
@@ -386,7 +387,7 @@ def test_from_results_refuses_an_edited_score_and_a_copied_result(tmp_path, caps
     """S5/S6: the archive's aggregates are recomputed from each result's predictions (an edited score is refused),
     and a result filed under a name that is not its own (a copy) is refused: it would count as one more run."""
     name, record = _first_result(REPO_ROOT / "docs" / "horizon-study" / "results.tar.xz")
-    marker = json.dumps({"format": 1, "study": "horizon-replicated",
+    marker = json.dumps({"format": run_folders.STUDY_FORMAT, "study": "horizon-replicated",
                          "definition": {"scale": "horizon-replicated"}}).encode()
     metric = record["main_metric"]
     edited = {**record, "test": {**record["test"], metric: 0.99}}
@@ -414,15 +415,22 @@ def test_from_results_refuses_an_edited_score_and_a_copied_result(tmp_path, caps
     assert not (tmp_path / "out").exists()
 
 
+def committed_marker(docs: str) -> dict:
+    """The study.json of a committed study's archive: its scale and the parameter counts its runs recorded."""
+    import tarfile
+
+    with tarfile.open(REPO_ROOT / "docs" / docs / "results.tar.xz", "r:xz") as tar:
+        return json.loads(tar.extractfile("study.json").read())
+
+
 def test_the_replicated_horizon_study_can_test_the_gap_on_both_tasks():
     """horizon-replicated's checkpoints, placed by the findings' own rule: at least two stable-phase checkpoints before
     SC's crossover interval under both parameter conventions (MNLI's slope), and its last checkpoints past it (the
     late gap); CoNLL (TC) has no crossover. Its 2-LR grids are declared bracketed."""
     from analysis import findings
-    from recipes.study import regime
 
     study = STUDIES["horizon-replicated"]
-    tokens_per_step, parameters, embeddings = regime(study)
+    tokens_per_step, parameters, embeddings = regime(committed_marker("horizon-study"))
     at = findings.Regime(tokens_per_step, parameters, study.scale, embeddings)
     checkpoints = [f"610m-clm-42k-pseed0-{step}" for step in study.intermediate_steps] + ["610m-clm-42k-pseed0"]
     places = [findings.phase(at, name, "sc") for name in checkpoints]
@@ -438,10 +446,10 @@ def test_the_horizon_study_redefined_for_the_findings_rules_can_test_them():
     and an optimum the grid can bracket itself, no declared bracket), replicates whose block order differs by their
     seed."""
     from analysis import findings
-    from recipes.study import regime, run_settings
+    from recipes.study import run_settings
 
     study = STUDIES["horizon-tested"]
-    tokens_per_step, parameters, embeddings = regime(study)
+    tokens_per_step, parameters, embeddings = regime(committed_marker("horizon-tested-study"))
     at = findings.Regime(tokens_per_step, parameters, study.scale, embeddings)
     places = [findings.phase(at, f"610m-clm-42k-{step}", "sc") for step in study.intermediate_steps]
     assert places.count("before") >= findings.MIN_SLOPE_CHECKPOINTS and places[-1] == "past"
