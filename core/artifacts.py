@@ -1,18 +1,11 @@
 """How this project writes and reads its files: atomic writes, locks, one-line read errors.
 
 Every file a tool of this project writes goes through here, so that a kill at any point (even SIGKILL) leaves either
-the old file or the new one, never half of one:
-
-- `atomic_file` (and `write_json_atomic` / `write_text_atomic`): a temp file in the same directory, then
-  `os.replace`;
-- `atomic_directory`: build a whole directory (a tokenizer, a checkpoint export) in a hidden sibling, then rename;
-  it never removes a folder that appeared or changed while it was being built (`DirectoryChanged`);
-- files and folders get the modes the umask gives (0644 / 0755 under umask 022), as any other writer's, the weights
-  that safetensors writes 0600 included (`follow_umask`);
-- both first remove the temp files and folders a killed writer of the same target left (`remove_stale_temp_files`:
-  only `.<name>.<random>.tmp` beside it that no live writer holds locked);
-- `read_json`: a one-line error naming the file when it is missing or not valid JSON;
-- `exclusive_lock`: an advisory `flock` on a lock file, so two processes never write the same run or result.
+the old file or the new one, never half of one: `atomic_file` (a temp file beside it, then `os.replace`) and
+`atomic_directory` (a hidden sibling, then a rename; never removing a folder that changed meanwhile), both first
+removing what a killed writer of the same target left (`remove_stale_temp_files`), with the modes the umask gives
+(`follow_umask`: safetensors writes 0600). `read_json` fails in one line naming the file; `exclusive_lock` (`flock`)
+keeps two processes from writing the same run or result.
 
 What a run folder holds and records is `core.run_folders`; what makes a model folder loadable, `core.model_folders`.
 """
@@ -190,15 +183,10 @@ def tree_state(path: str | os.PathLike) -> dict | None:
 
 @contextlib.contextmanager
 def atomic_directory(path: str | os.PathLike, expected=_AT_ENTRY) -> Iterator[Path]:
-    """Yield a hidden staging directory beside `path`; on success it replaces `path` in one rename.
-
-    On any error (or a kill) the staging directory is what is left, never a half-written `path`. An existing `path`
-    is replaced only when it is as it was when the block started, or as `expected` (a `tree_state` taken when the
-    command started; None: `path` must not exist): a folder that appeared or changed meanwhile is never removed.
-
-    Raises:
-        DirectoryChanged: `path` appeared or changed; the new content is discarded and `path` left as it is.
-    """
+    """Yield a hidden staging directory beside `path`; on success it replaces `path` in one rename, on any error (or
+    a kill) `path` is left as it was. An existing `path` is replaced only when it is as it was when the block started,
+    or as `expected` (a `tree_state` taken earlier; None: it must not exist); else `DirectoryChanged`, nothing
+    written."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if expected is _AT_ENTRY:
@@ -247,12 +235,8 @@ def is_folder_name(name) -> bool:
 
 
 def check_output_dir(path: str | os.PathLike, flag: str) -> Path:
-    """Refuse, before anything is written, an output directory that cannot be one: an existing file, or a path under
-    a file or under a directory this user cannot write to.
-
-    Raises:
-        ValueError: one line naming `flag` and what is wrong.
-    """
+    """Refuse (ValueError, one line naming `flag`), before anything is written, an output directory that cannot be
+    one: an existing file, or a path under a file or under a directory this user cannot write to."""
     path = Path(path).expanduser()
     if path.exists() and not path.is_dir():
         raise ValueError(f"{flag} {path} is a file, not a directory; pass a directory (new or one this tool wrote)")
@@ -315,15 +299,9 @@ def load_yaml(text: str):
 # -------------------------------------------------------------------------------------------------------- locks
 @contextlib.contextmanager
 def exclusive_lock(path: str | os.PathLike, what: str, remove: bool = False) -> Iterator[Path]:
-    """Hold an exclusive `flock` on `path` (created if needed) for the duration of the block.
-
-    The lock dies with the process that holds it (even on SIGKILL), so a crashed run never blocks the next one.
-    `remove`: the lock file is removed when the block ends (still held, so a process that opened it meanwhile finds
-    it gone once it gets the lock, and takes a new one): no lock file is left beside a result.
-
-    Raises:
-        LockHeld: another process holds it; the message names `what` and the lock file.
-    """
+    """Hold an exclusive `flock` on `path` (created if needed) for the block, or raise `LockHeld` naming `what`.
+    The lock dies with its process (even on SIGKILL), so a crashed run never blocks the next one. `remove`: the file
+    is removed when the block ends, still held (a process that opened it meanwhile takes a new one)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     while True:

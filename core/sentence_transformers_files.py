@@ -7,21 +7,11 @@
     model = SentenceTransformer("out/610m-mlm40-42k", trust_remote_code=True)
     model.encode_query(["what is MLM?"]); model.encode_document(["Masked language modeling is ..."])
 
-The pipeline is the one the evaluation builds for retrieval (`evaluation/retrieval.py::build_model`): the encoder
-(`AutoModel`, bidirectional: `is_causal=False` even for a CLM checkpoint, as the paper fine-tunes every model),
-masked mean pooling over every token (prompt included), cosine similarity, and the prompts "Query: " / "Document: "
-(the paper's), applied by `encode_query` / `encode_document`. The same input gives the same embedding as `build_model`
-(tested). The pretraining recipes write these files into every checkpoint they save (final, `checkpoint-N`,
-`intermediate/step-N`); any other saved model directory (a fine-tuned IR model, another encoder) can get them too.
-
-Files (relative to the model directory), in the layout sentence-transformers has read since v3 (module types
-`sentence_transformers.models.*`, `config_args`, legacy pooling keys), so older installs load them as well; the
-tests load them with the pinned 6.2:
-- `modules.json`: Transformer (the directory itself) -> Pooling (`1_Pooling/`);
-- `sentence_bert_config.json`: `max_seq_length` (default: the model's `max_position_embeddings`) and, for configs
-  with an `is_causal` field (this project's), `config_args: {"is_causal": false}`;
-- `config_sentence_transformers.json`: the prompts and cosine similarity;
-- `1_Pooling/config.json`: mean pooling over `hidden_size` dimensions.
+The pipeline is the evaluation's for retrieval (`evaluation/retrieval.py::build_model`, same embeddings: tested):
+the encoder bidirectional (`is_causal=False` even for a CLM checkpoint, as the paper fine-tunes every model), masked
+mean pooling over every token (prompt included), cosine similarity, the paper's prompts "Query: " / "Document: ".
+The pretraining recipes write these files into every checkpoint they save. They use the layout sentence-transformers
+has read since v3 (module types `sentence_transformers.models.*`, `config_args`, legacy pooling keys).
 """
 
 from __future__ import annotations
@@ -40,16 +30,9 @@ SENTENCE_TRANSFORMERS_FILES = ("modules.json", "sentence_bert_config.json", "con
 
 def sentence_transformers_files(config: dict, max_seq_length: int | None = None, prompts: dict | None = None,
                                 is_causal: bool | None = False) -> dict[str, dict | list]:
-    """The contents of the files, {relative path: JSON payload}, for a model whose config.json is `config`.
-
-    Args:
-        config: the model's config.json as a dict (needs `hidden_size`; `max_position_embeddings` when
-            `max_seq_length` is None).
-        max_seq_length: longest input in tokens (longer ones are truncated); default: `max_position_embeddings`.
-        prompts: {"query": ..., "document": ...}; default `PROMPTS`.
-        is_causal: attention of the encoder when the config has an `is_causal` field: False (bidirectional, the
-            evaluation's default), True, or None (the checkpoint's own `is_causal`).
-    """
+    """The contents of the files, {relative path: JSON payload}, for a model whose config.json is `config`:
+    `max_seq_length` defaults to its `max_position_embeddings`, `prompts` to `PROMPTS`; `is_causal` (for configs with
+    that field: this project's) False is the evaluation's bidirectional encoder, None the checkpoint's own."""
     prompts = dict(PROMPTS if prompts is None else prompts)
     if not prompts or not all(isinstance(k, str) and isinstance(v, str) for k, v in prompts.items()):
         raise ValueError(f"prompts={prompts!r} must map prompt names to strings, e.g. {PROMPTS}")
@@ -85,21 +68,9 @@ def sentence_transformers_files(config: dict, max_seq_length: int | None = None,
 def write_sentence_transformers_files(directory: str | os.PathLike, max_seq_length: int | None = None,
                                       prompts: dict | None = None, is_causal: bool | None = False,
                                       overwrite: bool = False) -> list[Path]:
-    """Write the sentence-transformers files into a saved model directory (each one atomically).
-
-    Args:
-        directory: a `save_pretrained` directory holding config.json (and the tokenizer).
-        max_seq_length, prompts, is_causal: see `sentence_transformers_files`.
-        overwrite: replace files that exist with other contents (a caller that owns the directory, such as the
-            pretraining recipes); otherwise such a file is refused. Files with the same contents are left as they are.
-
-    Returns:
-        The paths written.
-
-    Raises:
-        FileNotFoundError: no config.json in `directory`.
-        FileExistsError: a file exists with other contents and `overwrite` is False.
-    """
+    """Write the sentence-transformers files into a `save_pretrained` directory (each atomically; the same contents
+    left as they are) and return the paths written. A file with other contents is replaced with `overwrite` (a
+    caller that owns the directory: the pretraining recipes), else refused (FileExistsError)."""
     directory = Path(directory)
     config = artifacts.read_json(directory / "config.json", "model config")
     payloads = sentence_transformers_files(config, max_seq_length, prompts, is_causal)

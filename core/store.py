@@ -47,18 +47,11 @@ def result_files(results_dir: str | os.PathLike) -> list[Path]:
 
 def new_result(model: str, task: str, family: str, lr: float, seed: int, fields: dict, identity: dict,
                versions: dict, pretrain_seed: int | None = None, **extra) -> dict:
-    """The record of one result, as its writers (`evaluation.run`, `evaluation.mteb`, the importer) file it.
-
-    Args:
-        model, task, lr, seed: where it is filed (`result_path`); `read_result` checks the file agrees.
-        family: the task family ("sc", "tc", "qa", "ir").
-        fields: the body: `result_body`'s, and what its kind adds (`OPTIONAL_BODY`).
-        identity: what decides it (`evaluation.identity`), compared by `differences`.
-        versions: the library versions it was made with (`run_folders.package_versions`; recorded, not compared).
-        pretrain_seed: k of a `-pseed<k>` pretraining replicate (`core.names`), None for a single run.
-        extra: optional fields written last (model_source, shared_training, finetuned_from; an imported result's
-            `source`, which marks its kind).
-    """
+    """The record of one result as its writers (`evaluation.run`, `evaluation.mteb`, the importer) file it: where
+    (`result_path`'s arguments, checked by `read_result`), the task family, the body (`fields`: `result_body`'s and
+    what its kind adds, `OPTIONAL_BODY`), what decides it (`identity`, compared by `differences`), the library
+    `versions` (recorded, not compared), the replicate's `pretrain_seed`, and `extra` optional fields written last
+    (model_source, shared_training, finetuned_from; an imported result's `source`, which marks its kind)."""
     if fields.get("status") not in STATUSES:
         raise ValueError(f"result status {fields.get('status')!r} is not one of {STATUSES}")
     missing, unknown = [key for key in BODY if key not in fields], sorted(fields.keys() - {*BODY, *OPTIONAL_BODY})
@@ -75,20 +68,10 @@ def new_result(model: str, task: str, family: str, lr: float, seed: int, fields:
 
 
 def result_body(main_metric: str, scores: dict | None = None, predictions: dict | None = None) -> dict:
-    """The body of a result (`new_result`'s `fields`, before what its kind adds): status, aggregate scores, and per
-    instance the prediction, the reference and the instance's scores, so every metric can be recomputed from the
-    result file alone.
-
-    Args:
-        main_metric: the task's main metric (`Task.metric`).
-        scores: {"validation": metrics dict, "test": metrics dict} from `evaluation.metrics` (with "per_instance";
-            a split's None: not evaluated); None: the run diverged (status "diverged", nothing scored).
-        predictions: {"validation": {column: list}, "test": {column: list}}: predictions and references per
-            instance (e.g. {"prediction": [...], "reference": [...]}), aligned with the metric's per-instance lists.
-
-    Returns:
-        {"status", "main_metric", "validation", "test", "per_instance": {"validation": [records], "test": [records]}}.
-    """
+    """The body of a result (`BODY`): status, aggregate scores per split and, per instance, the prediction, the
+    reference and the instance's scores, so every metric can be recomputed from the result file alone. `scores`:
+    {split: `evaluation.metrics` dict with "per_instance", or None when not evaluated}, None when the run diverged;
+    `predictions`: {split: {column: list}} aligned with the metrics' per-instance lists."""
     predictions = predictions or {}
     out = {"status": DIVERGED if scores is None else OK, "main_metric": main_metric}
     per_instance = {}
@@ -231,25 +214,18 @@ def result_state(path: str | os.PathLike, identity: dict) -> tuple[str, list[str
 
 @contextlib.contextmanager
 def lock(path: str | os.PathLike, what: str) -> Iterator[Path]:
-    """Hold the lock of one result file (`.<file>.lock` beside it) for the block.
-
-    Raises:
-        artifacts.LockHeld: another process is working on this result.
-    """
+    """Hold the lock of one result file (`.<file>.lock` beside it) for the block; `artifacts.LockHeld` when another
+    process is working on this result."""
     path = Path(path)
     with artifacts.exclusive_lock(path.with_name(f".{path.name}.lock"), f"{what} {path}", remove=True) as held:
         yield held
 
 
 def claim_protocol(folder: str | os.PathLike, protocol: dict, replace: bool = False) -> list[str]:
-    """Claim a results folder (`<results>/<model>/<task>/`) for the grid `protocol` before any of its runs trains: one
-    folder holds the results of one protocol. The first grid writes `.protocol` (JSON, created whole and exclusively:
-    of two grids started together exactly one claims it); a later grid reads it.
-
-    Returns:
-        [] when the folder is this protocol's, else the differing fields of the protocol that claimed it ("field: theirs
-        -> ours"). `replace` (a grid redoing changed results) claims it for `protocol` whatever claimed it before.
-    """
+    """Claim a results folder (`<results>/<model>/<task>/`) for the grid `protocol` before any of its runs trains:
+    one folder holds the results of one protocol. The first grid writes `.protocol` (created whole and exclusively:
+    of two grids started together exactly one claims it). Returns [] when the folder is this protocol's, else the
+    fields that differ ("field: theirs -> ours"); `replace` (a grid redoing changed results) claims it regardless."""
     path = Path(folder) / PROTOCOL_NAME
     if path.is_dir() or path.is_file() and not path.stat().st_size:
         raise ValueError(f"results folder protocol {path} is {'a folder' if path.is_dir() else 'empty'}, not the "
@@ -293,11 +269,8 @@ def write_finetune_info(directory: str | os.PathLike, info: dict) -> Path:
 
 
 def read_finetune_info(directory: str | os.PathLike) -> dict | None:
-    """The `finetune_info.json` of a saved fine-tuned model, or None when the directory has none.
-
-    Raises:
-        ValueError: corrupt, or of another format (one line: what to do).
-    """
+    """The `finetune_info.json` of a saved fine-tuned model, None when the directory has none; corrupt or of another
+    format: ValueError (one line: what to do)."""
     path = Path(directory) / FINETUNE_INFO_NAME
     if not path.is_file():
         return None
@@ -311,22 +284,17 @@ def read_finetune_info(directory: str | os.PathLike) -> dict | None:
 
 def flatten(value, prefix: str = "") -> dict:
     """{"model": {"weights": {...}}} -> {"model.weights....": leaf}."""
-    if isinstance(value, dict):
-        out = {}
-        for key, item in value.items():
-            out.update(flatten(item, f"{prefix}.{key}" if prefix else str(key)))
-        return out
-    return {prefix: value}
+    if not isinstance(value, dict):
+        return {prefix: value}
+    return {k: v for key, item in value.items()
+            for k, v in flatten(item, f"{prefix}.{key}" if prefix else str(key)).items()}
 
 
 def identity_diff(old: dict, new: dict) -> list[str]:
     """The fields where two identities differ, as "field: old -> new" (hashes shortened)."""
     a, b = flatten(old), flatten(new)
-    out = []
-    for key in sorted(a.keys() | b.keys()):
-        if a.get(key) != b.get(key):
-            out.append(f"{key}: {_short(a.get(key))} -> {_short(b.get(key))}")
-    return out
+    return [f"{key}: {_short(a.get(key))} -> {_short(b.get(key))}" for key in sorted(a.keys() | b.keys())
+            if a.get(key) != b.get(key)]
 
 
 def _short(value) -> str:

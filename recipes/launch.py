@@ -1,22 +1,11 @@
 """SLURM launch scripts and the checkpoint disk estimate of the paper plan (`recipes.plan.write_plan` calls them).
 
-`write_launch_scripts` fills `<plan>/launch/`:
-
-    submit.sh            submits everything with `sbatch --parsable`, in the manifest's order (run it from the
-                         repository root): prepare_data, then each pretraining run with --dependency=afterok on the
-                         preparation and its prerequisite (decay branches on their stable run, CPT on its base),
-                         then the evaluation grid in arrays that wait for every pretraining job
-    prepare_data.sbatch  downloads the tokenizer, the corpus and the evaluation datasets, tokenizes and packs once
-    pretrain.sbatch      one pretraining run on SLURM_NNODES nodes: srun starts one `accelerate launch` per node
-                         (machine rank SLURM_NODEID, main process the allocation's first host); requeues itself
-                         before its time limit and resumes from its newest checkpoint
-    eval_grid.sbatch     one array task = one line (NAME=DIR, task, lr, seed) of eval_grid.tsv
-    pretrain.sh          the same pretraining runs one after another on one machine, without SLURM
-
-The scripts hold no absolute path: they run from the repository root (the submit directory), and everything that
-differs between clusters (partition, account, nodes, GPUs per node, times, caches, the environment) is an
-environment variable read by submit.sh and the jobs (listed in submit.sh's header).
-Data work happens once: the jobs after prepare_data run with HF_HUB_OFFLINE=1 and read the caches.
+`write_launch_scripts` fills `<plan>/launch/`: `submit.sh` (data preparation, then each pretraining run after its
+prerequisite, then the evaluation grid as arrays, all with `sbatch --parsable`), `prepare_data.sbatch`,
+`pretrain.sbatch` (one `accelerate launch` per node through srun; requeues itself and resumes), `eval_grid.sbatch`
+(one array task per line of eval_grid.tsv) and `pretrain.sh` (the pretraining on one machine, no SLURM). No absolute
+path: they run from the repository root, and what differs between clusters is an environment variable (listed in
+submit.sh's header); docs/cluster.md says more.
 """
 
 import functools

@@ -4,23 +4,9 @@ Each name follows the released model-card grammar (`core.names`): `<size>-<objec
 `<size>-clm-<k1>-mlm40-<total>`, CPT `<size>-<base>-dec<steps>-mlm40-<total>`, intermediate `<name>-<paper step>`.
 `recipes(scale)` returns every model's `Recipe`; `run_config(recipe, scale)` the YAML settings that reproduce it.
 
-Scales (`SCALES`): `paper` (the paper's numbers), `mini` (tiny model, steps / 40, 128-token blocks, the whole bundle
-corpus: the mini study), `mini-gpu` (small model, steps / 10, 256-token blocks, 4 epochs of the bundle: the mini study
-on one GPU), `toy` (tiny model, steps / 100, 128-token blocks), `smoke` (tiny model, steps / 200, 64-token blocks:
-every run of the study in minutes on a CPU) and `horizon-replicated` (tiny model with a 2k vocabulary, steps / 4 on
-the bundle corpus and its larger companion: the horizon study's CLM and MLM40 to 97 tokens per parameter, 3 pretraining
-seeds each). Same structure at every scale.
-
-Inferred choices (configurable in the YAML):
-- the 12k/22k budgets are 2k-step decay branches of the 42k stable run (`branch_from`), which keeps checkpoints at
-  10k/20k (`decay_branches`);
-- global batch 1152 blocks of 2048 tokens (2.36M tokens per step, the paper's "about 2.4M");
-- CPT (the original's resume path): the base's AdamW state kept, warmup 1% of the CPT steps (Optimus's
-  `pct_start` default); inferred: linear decay over min(2000, the rest), the CPT data continue after the blocks the
-  base run consumed.
-- weight decay on every parameter (`weight_decay_scope: all`), as the original's single AdamW group.
-Paper configs also set GPU speed settings that leave the losses unchanged (`compile: regional`, and
-`mlm_fixed_shape: true` for MLM runs); toy scales, meant for CPUs, run eager.
+Scales: `SCALES` below (the studies run at them: docs/studies.md). The choices the paper leaves open (decay branches,
+batch, CPT warmup and decay, weight-decay scope) are settings of the YAML, each in docs/protocol.md's table. Paper
+configs also set GPU speed settings that leave the losses unchanged (`compile: regional`, `mlm_fixed_shape`).
 
 Write the YAML files: `python -m recipes.manifest --write_configs paper` (-> recipes/configs/paper/, committed);
 other scales to a chosen folder: `--write_configs mini,toy --output out/configs` (-> out/configs/<scale>/; the study

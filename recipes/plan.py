@@ -6,28 +6,7 @@ Writes `plan.md` (with the disk space the checkpoints and the data cache take), 
 folder `launch/` (`recipes.launch`: `submit.sh` submits data preparation, the pretraining runs with their
 dependencies and the evaluation grid; `pretrain.sh` runs the pretraining on one machine without SLURM).
 
-Compute model (per optimizer step, global batch B blocks of T tokens, L layers, width d, vocab V):
-    FLOPs = 6 * N_body * B*T  +  12 * L * T * d * B*T  (attention scores and values, full T x T, forward and
-            backward: PaLM's count)  +  6 * d * V * (tokens projected by the LM head)
-N_body = parameters without the input embedding and the LM head. The LM head projects every token under CLM and
-only the masked ones under MLM (this repository's labelled-positions loss). The formula and the GPU peaks live in
-`pretraining/flops.py`, shared with the trainer's `mfu` log. Shared work is counted once: decay
-branches add only their own 2k decay steps to the stable run they branch from. Evaluation: the paper's grid (6 LRs x
-5 seeds) on the 12 paper tasks for the 38 models and the 12 intermediate checkpoints (the data-efficiency figure),
-1,000 steps x 32 x 512 tokens per fine-tuning (FLOPs only, no overhead). MS MARCO, NQ and MLDR train on the same
-MS MARCO pairs, so `evaluation.run` trains one retrieval model per (model, LR, seed) and scores it on all three:
-10 fine-tunings per (model, LR, seed) for 12 tasks. Wall-clock throughput with several grid runs packed on one GPU
-(`evaluation.run --workers N`) is a measurement, not a formula: `eval_runs_per_gpu_hour` takes it once measured
-(`python -m bench.bench_grid --workers 1,2,4` on the GPU; `bench/gpu_check.sh` runs it).
-
-Memory per GPU (`memory_rows`, the table at the end of plan.md): the largest micro-batch of 2048-token blocks that
-fits in 80 GB (H100) and 141 GB (H200), with all of a model's state on every GPU (DDP) and sharded over 8 GPUs (FSDP):
-    bytes = 16 * N (fp32 weights, fp32 gradients, AdamW's two fp32 moments; bf16 autocast keeps them all fp32)
-            [FSDP: / 8, plus the gathered root unit (embeddings, LM head) and one decoder layer at 8 bytes each]
-            + micro-batch * 2048 * activation bytes per token
-with 10% of the GPU left for the CUDA context, kernels' workspace and fragmentation. The activation bytes per token
-are measured (`ACTIVATION_BYTES_PER_TOKEN`, bench/bench_real_shapes.py); 16 * N is what `accelerate
-estimate-memory` gives for Adam in float32 (`accelerate_training_bytes`, its own functions on our model, offline).
+The compute and memory models (FLOPs per step, evaluation FLOPs, bytes per GPU) are in docs/cluster.md.
 """
 
 import copy

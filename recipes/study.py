@@ -7,15 +7,12 @@ export folders.
 
 The studies themselves are defined in `recipes.studies`; `recipes.study_docs` writes a finished one into docs/.
 
-Every stage is idempotent: a pretraining run is done when its `run_info.json` exists (an interrupted one resumes
-from its last checkpoint), an evaluation run when its result file exists; the report, cards and Hub folders are
-rebuilt from those. Re-running after a crash or Ctrl-C redoes nothing finished. `<output>/study.json` records which
-study a directory holds; a different study in the same directory is refused.
-Pretraining runs are subprocesses of `recipes/pretrain.py` / `recipes/cpt.py` (logs in `<output>/logs/`), exactly
-the commands a user would type; the grid runs `evaluation.run` per task group, also as a subprocess. The held-out
-loss and the report run in this process (`run_here`), their output in the logs too. The stages that load torch,
-transformers or datasets (tokenizer, held-out loss, grid checks, report) are imported where they run, after the
-arguments are checked; everything else is imported here.
+Every stage is idempotent: a pretraining run is done when its `run_info.json` exists (an interrupted one resumes),
+an evaluation run when its result file exists; the report, cards and Hub folders are rebuilt from those.
+`<output>/study.json` records which study a directory holds. Pretraining runs and the grid are subprocesses (the
+commands a user would type, logs in `<output>/logs/`); the held-out loss and the report run in this process
+(`run_here`). Stages that load torch, transformers or datasets are imported where they run, after the arguments are
+checked.
 """
 
 import argparse
@@ -116,14 +113,10 @@ def check_study_dir(output: Path, study_name: str, definition: dict) -> None:
 
 # ------------------------------------------------------------------------------------------------------ stages
 class Progress:
-    """One bar over the whole study, counting its jobs: the tokenizer, each pretraining run, the held-out loss, each
-    fine-tuning run (a result file), the report, the cards and the export, with the time left estimated from the
-    jobs done so far: the runs of a fine-tuning grid at the measured time per run of that grid (a result file's time
-    since the one before it, polls between them included: the grid's throughput with its workers), shown beside its
-    runs done; every other key at the mean time of the jobs of its kind (`kind`) that ran in this process. Jobs differ
-    by orders of magnitude between kinds and by machine, so until a kind has run one job its remaining jobs are not
-    counted and the estimate says it is a lower bound (`left > ...`). Jobs found done (a resumed study) move the bar
-    without being timed."""
+    """One bar over the whole study's jobs (tokenizer, each pretraining run, held-out loss, each fine-tuning run,
+    report, cards, export) with the time left: a grid's runs at that grid's measured time per run (its throughput
+    with its workers), every other job at the mean of its kind (`kind`) in this process. A kind with no job timed yet
+    is not counted and the estimate says it is a lower bound (`left > ...`). Jobs found done move the bar untimed."""
 
     def __init__(self, units: dict[str, int], clock=time.monotonic):
         self.units, self.moved, self.stage, self.clock = units, {}, "", clock
@@ -148,10 +141,8 @@ class Progress:
         self.show_left()
 
     def follow(self, key: str, done: int, total: int, what: str) -> None:
-        """Move the bar to `done` of the `total` runs a grid process of `key` has to write (a stage that reports as it
-        goes: its result files; `key`'s other jobs were found done before it started), labelled `what`, its runs
-        done and its measured time per run. The first report of a key is where it starts: the jobs it counts then
-        were done before (not timed)."""
+        """Move the bar to `done` of the `total` result files a grid process of `key` writes, labelled `what` with
+        its runs done and time per run; the first report of a key counts the jobs done before it started (untimed)."""
         done_here = done + self.units[key] - total
         jobs, timed = done_here - self.moved.get(key, 0), key in self.moved
         self.moved[key] = done_here
@@ -227,10 +218,9 @@ def run_logged(command: list[str], log_path: Path, cwd: Path = REPO_ROOT, poll=N
 
 
 def run_here(entry_point, argv: list[str], log_path: Path) -> None:
-    """`python -m <module> ARGV` run in this process as `entry_point(argv)` (the module's `main`), its output in
-    `log_path` as `run_logged` writes it: for the stages that need no process of their own (the held-out loss, the
-    report), where starting one, importing torch and transformers again, would cost more than the stage. On failure
-    raise with the log's last lines."""
+    """`python -m <module> ARGV` run in this process as `entry_point(argv)`, its output in `log_path` as `run_logged`
+    writes it (a process of its own would import torch again: more than the stage costs); on failure raise with the
+    log's last lines."""
     module = entry_point.__module__
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "a") as log:
@@ -478,18 +468,10 @@ def report_from_archive(study_name: str, archive: Path, output: Path) -> Path:
 # ---------------------------------------------------------------------------------------------------- driver
 def run_study(study_name: str, output: Path, data_dir: str | None = None, org: str | None = None,
               study: Study | None = None, until: str | None = None) -> Path:
-    """Run (or finish) a study that trains (every one but `paper`, which is a plan); return the report directory.
-
-    Args:
-        study_name: a key of `STUDIES`: `smoke`, `toy`, `mini`, `mini-gpu` or `horizon-replicated`.
-        output: the study directory (created; an existing one is resumed if it holds the same study).
-        data_dir: the data bundle (default: $MLM_VS_CLM_DATA, then ../shared/data).
-        org: Hub namespace of the exported repo folders and cards; default the placeholder `your-org`, which
-            `model_cards.push` refuses (toy exports never default to a real organisation).
-        study: a custom definition (the test suite's shortened smoke study); default `STUDIES[study_name]`.
-        until: stop after this stage ("pretraining" or "evaluation"), e.g. to fit one stage into a time-limited
-            job; running the command again continues where it stopped.
-    """
+    """Run (or finish, resuming `output`) the study `study_name` of `STUDIES`; return the report directory. `org`:
+    the Hub namespace of the exported folders and cards (default the placeholder, which `model_cards.push` refuses);
+    `study`: a custom definition (the suite's shortened smoke study); `until`: stop after "pretraining" or
+    "evaluation" (running the command again continues)."""
     org = org or PLACEHOLDER_ORG
     study = study or STUDIES[study_name]
     definition = study.definition()
