@@ -252,9 +252,8 @@ def plot_learning_rates(rows, output: Path) -> list[Path]:
         written.append(_save(fig, output / f"learning_rate_{task}.png",
                              "Mean test score over seeds at each fine-tuning learning rate, with its 95% CI over "
                              "seeds (Student t); star: the LR each model's row reports (best mean validation score); "
-                             + _baseline_words(rows, [task], "dashed: trivial baseline") + ". A best LR at the grid's "
-                             "edge means the optimum may lie outside "
-                             "it."))
+                             + _baseline_words(rows, [task], "dashed: trivial baseline")
+                             + ". A best LR at the grid's edge means the optimum may lie outside it."))
     return written
 
 

@@ -19,22 +19,14 @@ run a random effect (`analysis.statistics`: units are the runs' means).
 | MLM CPT from a CLM base beats continued MLM on an MLM base | CPT(CLM base) - CPT(MLM40 base) | > 0 |
 | MLM CPT improves the CLM base itself | CPT(CLM base) - the CLM base | > 0 |
 
-A test **supports** the claim when its Holm-corrected one-sided p on the claim's side is below `ALPHA` = 0.025,
-**contradicts** it when the p on the other side is, else is **not significant** (never support). A claim (task and
-model pair) supports the finding when all its tests do, contradicts it when any does, and is not testable when any
-is. A finding **agrees** when at least one claim supports it and none contradicts it, **disagrees** in the reverse
-case, is **mixed** when both happen and **inconclusive** when none is significant: "at this scale" for a study,
-"with these runs" for the paper's imported runs.
-
-**Testable** means, for every model a comparison uses: it learned the task (its 95% CI above the trivial baseline,
-`statistics.above_baseline`); its tokens per parameter are past the paper's crossover interval for the task's family
-under both parameter conventions (`Regime`); a PFS budget reaches the paper's smallest (12k steps); the LR grid
-brackets its optimum (at least 3 LRs, the best at neither edge; or an earlier, wider grid the study declares,
-`Regime.bracketed_by`, named as declared). Every reason that applies is named. The paper's crossover (MLM overtakes
-CLM: SC/QA by 10k steps of its 610m model, IR by 20k) is only known to lie between the released checkpoints that
-bracket it (1k/2k/5k/10k/20k/40k): SC/QA 5k-20k steps, 19-78 tokens per parameter counted, IR 10k-40k, 39-155; TC has
-none. Tokens per parameter are counted as the paper's model sizes are (input embedding in, LM head out) and without
-embeddings (the paper's 610m has 460M such parameters).
+A test **supports** the claim when its Holm-corrected (within the finding) one-sided p on the claim's side is below
+`ALPHA`, **contradicts** it when the p on the other side is, else is not significant (never support). A comparison is
+**testable** when every model it uses learned the task, is past the paper's crossover interval for the task's family
+under both parameter conventions (`Regime`, `crossover_interval`; TC has none), reaches the paper's smallest PFS
+budget, and has its LR optimum bracketed (or declared bracketed, `Regime.bracketed_by`); every reason that applies is
+named. The crossover (MLM overtakes CLM: SC/QA by 10k steps of the paper's 610m model, IR by 20k) is only known to lie
+between the released checkpoints that bracket it (1k/2k/5k/10k/20k/40k): SC/QA 19-78 tokens per parameter counted
+(input embedding in, LM head out), IR 39-155.
 """
 
 from __future__ import annotations
@@ -188,9 +180,14 @@ def hypothesis(finding: str) -> str:
     return f"{what} {'>' if side > 0 else '<'} {bound:g}"
 
 
-def _single(models, size, objective, total):
-    name = names.compose(size, objective, total)
-    return name if name in models else None
+def _final_pairs(models: set[str]) -> list[tuple[str, int, str | None, str | None]]:
+    """(size, budget, its CLM final, its MLM40 final; None where absent) of every final single-objective run."""
+    finals = sorted({(p.size, p.total_steps) for m in models if (p := names.try_parse_name(m))
+                     and p.kind == "single" and p.paper_step is None})
+    pairs = [(size, total, names.compose(size, "clm", total), names.compose(size, "mlm40", total))
+             for size, total in finals]
+    return [(size, total, clm if clm in models else None, mlm if mlm in models else None)
+            for size, total, clm, mlm in pairs]
 
 
 def _row(rows, model, task):
@@ -308,10 +305,8 @@ def comparisons(records: list[dict], rows: list[dict], regime: Regime | None = N
     tasks = sorted({r["task"] for r in records if store.record_kind(r) != "mteb"})
     family = {r["task"]: r["family"] for r in rows}
     out = []
-    finals = {(p.size, p.total_steps) for p in parsed.values() if p.kind == "single" and p.paper_step is None}
     sizes = {}  # budget -> [(size, CLM, MLM40)]: the IR gap across sizes compares pairs of one budget
-    for size, total in sorted(finals):
-        clm, mlm = _single(models, size, "clm", total), _single(models, size, "mlm40", total)
+    for size, total, clm, mlm in _final_pairs(models):
         if clm and mlm:
             sizes.setdefault(total, []).append((size, clm, mlm))
             for task in tasks:
@@ -662,11 +657,8 @@ def gap_over_pretraining(records: list[dict], rows: list[dict], regime: Regime) 
     """Every checkpoint pair's CLM - MLM40 difference (`gap_points`) per task and final pair, the decayed final last."""
     models = {r["model"] for r in rows}
     family = {r["task"]: r["family"] for r in rows}
-    finals = sorted({(p.size, p.total_steps) for m in models if (p := names.try_parse_name(m))
-                     and p.kind == "single" and p.paper_step is None})
     out = []
-    for size, total in finals:
-        clm, mlm = _single(models, size, "clm", total), _single(models, size, "mlm40", total)
+    for _, _, clm, mlm in _final_pairs(models):
         if clm and mlm:
             for task in sorted(family):
                 out += [{k: v for k, v in p.items() if k not in ("runs", "parts")}

@@ -81,7 +81,8 @@ def read_tree(results: Path, models: set[str] | None = None, datasets: set[str] 
     tree lacks (`MISSING_COLUMNS`); `models` / `datasets` (EncodEval's or this project's names) keep only those.
 
     Returns:
-        (runs: {"model", "task", "family", "lr", "seed", "path", "source"}, missing runs)."""
+        (runs: {"model", "task", "family", "lr", "seed", "path", "source"}, missing runs).
+    """
     runs, tasks = [], set()
     for model_dir in sorted(p for p in results.iterdir() if not p.name.startswith(".")):
         for task_dir in sorted(model_dir.iterdir()) if model_dir.is_dir() else [model_dir]:

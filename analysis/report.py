@@ -26,16 +26,7 @@ import math
 from pathlib import Path
 
 from analysis import figures, findings, import_encodeval, statistics
-from analysis.statistics import (
-    SUMMARY_COLUMNS,
-    TARGET_HALF_WIDTH,
-    compare,
-    load_results,
-    model_order,
-    seeds_needed,
-    summarize,
-    trivial_baseline,
-)
+from analysis.statistics import SUMMARY_COLUMNS, compare, load_results, summarize
 from core import artifacts, cli, names, run_folders, store
 from core.formatting import p_cell, table_cell
 
@@ -203,7 +194,7 @@ def _half_width(row: dict) -> float:
 def results_table(rows: list[dict], regime: findings.Regime) -> list[str]:
     """Markdown: one line per model with its parameters and step, one column per task, the trivial baseline last."""
     tasks = sorted({r["task"] for r in rows})
-    models = sorted({r["model"] for r in rows}, key=model_order)
+    models = sorted({r["model"] for r in rows}, key=statistics.model_order)
     cell = {(r["model"], r["task"]): r for r in rows}
     metric = {r["task"]: r["metric"] for r in rows}
     runs = {r["model"]: r["n_pretrain_runs"] for r in rows}
@@ -215,7 +206,7 @@ def results_table(rows: list[dict], regime: findings.Regime) -> list[str]:
         cells = [_cell(cell[(model, t)]) if (model, t) in cell else "" for t in tasks]
         lines.append("| " + " | ".join([model, *model_cells(regime, model), *([str(runs[model])] if replicated else []),
                                         *cells]) + " |")
-    baseline = {t: trivial_baseline(rows, t) for t in tasks}
+    baseline = {t: statistics.trivial_baseline(rows, t) for t in tasks}
     lines.append("| " + " | ".join(["*trivial baseline*", "", "", *([""] if replicated else []),
                                     *[table_cell(baseline[t]) if baseline[t] is not None else "unknown"
                                       for t in tasks]]) + " |")
@@ -238,7 +229,7 @@ def results_table(rows: list[dict], regime: findings.Regime) -> list[str]:
 def run_variance_lines(rows: list[dict], regime: findings.Regime) -> list[str]:
     """Markdown: the pretraining-run variance of every model trained more than once (nothing when there is none)."""
     replicated = sorted((r for r in rows if r["best_lr"] is not None and r["n_pretrain_runs"] > 1),
-                        key=lambda r: (r["task"], model_order(r["model"])))
+                        key=lambda r: (r["task"], statistics.model_order(r["model"])))
     if not replicated:
         return []
     lines = ["## Pretraining-run variance", "",
@@ -256,8 +247,9 @@ def run_variance_lines(rows: list[dict], regime: findings.Regime) -> list[str]:
 
 def checks_lines(rows: list[dict], regime: findings.Regime) -> list[str]:
     """Markdown: the means that do not clear their task's trivial baseline, and the SC/TC means wider than
-    TARGET_HALF_WIDTH with the seeds it would take."""
-    rows = sorted((r for r in rows if r["best_lr"] is not None), key=lambda r: (r["task"], model_order(r["model"])))
+    `statistics.TARGET_HALF_WIDTH` with the seeds it would take."""
+    rows = sorted((r for r in rows if r["best_lr"] is not None),
+                  key=lambda r: (r["task"], statistics.model_order(r["model"])))
     lower = lambda r: r["mean"] if math.isnan(r["ci_low"]) else r["ci_low"]  # noqa: E731 (one seed: the mean)
     known = [r for r in rows if statistics.above_baseline(r) is not None]
     below = [r for r in known if not statistics.above_baseline(r)]
@@ -280,17 +272,18 @@ def checks_lines(rows: list[dict], regime: findings.Regime) -> list[str]:
         lines += ["", f"{len(unknown)} model x task means have no known trivial baseline ({', '.join(tasks)}): "
                   "whether they clear one is not known, and they are not counted above."]
     precise = [r for r in rows if r["family"] in ("sc", "tc")]
-    wide = [r for r in precise if not _half_width(r) <= TARGET_HALF_WIDTH]  # one seed (nan) counts as wide
-    lines += ["", f"## Seeds for a ±{TARGET_HALF_WIDTH} interval (SC and TC)", ""]
+    wide = [r for r in precise if not _half_width(r) <= statistics.TARGET_HALF_WIDTH]  # one seed (nan) counts as wide
+    lines += ["", f"## Seeds for a ±{statistics.TARGET_HALF_WIDTH} interval (SC and TC)", ""]
     if not wide:
         return lines + [f"Every SC and TC mean ({len(precise)}) has a 95% CI half-width of at most "
-                        f"{TARGET_HALF_WIDTH}."]
-    lines += [f"{len(wide)} of {len(precise)} SC and TC means have a wider 95% CI; the seeds a ±{TARGET_HALF_WIDTH} "
-              "interval would take at the spread seen over their seeds (itself uncertain with few seeds):", "",
+                        f"{statistics.TARGET_HALF_WIDTH}."]
+    lines += [f"{len(wide)} of {len(precise)} SC and TC means have a wider 95% CI; the seeds a "
+              f"±{statistics.TARGET_HALF_WIDTH} interval would take at the spread seen over their seeds (itself "
+              "uncertain with few seeds):", "",
               "| model | parameters | step | task | n_seeds | half-width | std | seeds needed |",
               "|---|---|---|---|---|---|---|---|"]
     for r in wide:
-        needed = seeds_needed(r["std"])
+        needed = statistics.seeds_needed(r["std"])
         lines.append(f"| {r['model']} | {_model_part(regime, r['model'])} | {r['task']} | {r['n_seeds']} | "
                      f"{table_cell(_half_width(r))} | {table_cell(r['std'])} | "
                      f"{needed if needed is not None else 'unknown'} |")
@@ -300,7 +293,7 @@ def checks_lines(rows: list[dict], regime: findings.Regime) -> list[str]:
 def imported_markdown(records: list[dict], missing: dict, regime: findings.Regime) -> list[str]:
     """The models imported from EncodEval, and the paper-grid runs its tree lacks per model x task: shown, never filled.
     """
-    imported = sorted({r["model"] for r in records if import_encodeval.is_imported(r)}, key=model_order)
+    imported = sorted({r["model"] for r in records if import_encodeval.is_imported(r)}, key=statistics.model_order)
     if not imported:
         return []
     lines = ["## Imported from EncodEval", "",
@@ -313,7 +306,7 @@ def imported_markdown(records: list[dict], missing: dict, regime: findings.Regim
         return lines
     lines += ["", "| model | parameters | step | task | runs missing |", "|---|---|---|---|---|"]
     lines += [f"| {model} | {_model_part(regime, model)} | {task} | {n} |" for (model, task), n in
-              sorted(missing.items(), key=lambda item: (item[0][1], model_order(item[0][0])))]
+              sorted(missing.items(), key=lambda item: (item[0][1], statistics.model_order(item[0][0])))]
     return lines
 
 

@@ -157,7 +157,8 @@ def summarize_group(records: list[dict], bootstrap: bool = False) -> dict:
     Returns:
         SUMMARY_COLUMNS, plus "per_lr" {lr: (mean validation, mean test, n ok, n diverged)} and "per_lr_ci" {lr: (low,
         high)}; `entity_f1` (TC only, else None) is the best LR's mean test entity F1, shown beside a lenient main
-        metric."""
+        metric.
+    """
     first = records[0]
     ok = [r for r in records if store.scored(r)]
     per_lr = {}
@@ -240,7 +241,8 @@ def paired_comparison(records_a: list[dict], records_b: list[dict], metric: str,
 
     Returns:
         {"delta", "se", "ci_low", "ci_high", "df", "p", "parts", "p_bootstrap", "p_bootstrap_bound", "wins", "losses"};
-        parts: [(unit variance part, its df)] of A and B."""
+        parts: [(unit variance part, its df)] of A and B.
+    """
     num_a, den_a = instance_matrix(records_a, metric)
     num_b, den_b = instance_matrix(records_b, metric)
     if num_a.shape[1] != num_b.shape[1]:
@@ -303,7 +305,8 @@ def contrast(groups: list[list[dict]], weights: list[float], metric: str, n_resa
     drawn once for every model (the gaps share their instances, so their parts are not independent).
 
     Returns:
-        `t_test`'s {"delta", "se", "df", "ci_low", "ci_high", "p"}."""
+        `t_test`'s {"delta", "se", "df", "ci_low", "ci_high", "p"}.
+    """
     matrices = [instance_matrix(g, metric) for g in groups]
     if len({num.shape[1] for num, _ in matrices}) > 1:
         raise ValueError(f"models were scored on different test sets ({[num.shape[1] for num, _ in matrices]} "
