@@ -378,15 +378,12 @@ def _n_units(runs: list[dict]) -> str:
 
 
 def _pair(records, rows, regime, finding, task, model_a, model_b, budget=None, check=None) -> list[dict]:
-    runs_a = statistics.best_runs(records, rows, model_a, task)
-    runs_b = statistics.best_runs(records, rows, model_b, task)
+    runs_a, runs_b = (statistics.best_runs(records, rows, m, task) for m in (model_a, model_b))
     if not runs_a or not runs_b:
         return []
-    metric = store.main_metric(runs_a[0])
+    metric, family, grid = store.main_metric(runs_a[0]), runs_a[0]["family"], [*(check or []), model_a, model_b]
     result = statistics.paired_comparison(runs_a, runs_b, metric)
-    family = runs_a[0]["family"]
-    reason = untestable(rows, regime, task, family, check or [model_a, model_b], budget,
-                        grid=[*(check or []), model_a, model_b])
+    reason = untestable(rows, regime, task, family, check or [model_a, model_b], budget, grid=grid)
     entity = ""
     if finding == "tc_clm_on_par" and all(_has_entity(r) for r in runs_a + runs_b):
         e = statistics.paired_comparison(runs_a, runs_b, "entity_f1")
@@ -394,7 +391,7 @@ def _pair(records, rows, regime, finding, task, model_a, model_b, budget=None, c
     return [{"finding": finding, "task": task, "family": family, "a": model_a, "b": model_b, "measure": metric,
              "entity_f1": entity, **_tested_interval(finding, result),
              "n_seeds": f"{_n_units(runs_a)}/{_n_units(runs_b)}", "untestable": reason,
-             "bracket": declared_brackets(rows, regime, task, [*(check or []), model_a, model_b])}]
+             "bracket": declared_brackets(rows, regime, task, grid)}]
 
 
 def _has_entity(record: dict) -> bool:
