@@ -1,10 +1,7 @@
 """The report's figures (matplotlib, Agg), each skipped when the results hold no data for it.
 
-Bar charts start at 0 and draw each task's trivial baseline (where the results record one: imported runs carry
-none, and a caption says only what is drawn); line charts show the mean test score with its 95%
-CI over seeds. Score vs learning rate marks each model's chosen LR (highest mean validation score); score vs
-pretraining progress is drawn against the tokens seen when the study says how many one step is (`tokens_per_step`),
-its final (decayed) checkpoints hollow. Legends sit under the axes; captions are wrapped to the figure's width. Each
+Bar charts start at 0 and draw each task's trivial baseline where the results record one; line charts show the mean
+test score with its 95% CI. Legends sit under the axes, captions are wrapped to the figure's width, and each
 objective has one colour in every figure (`core.colours`).
 """
 
@@ -49,16 +46,14 @@ def _save(fig, path: Path, caption: str) -> Path:
 
 
 def _at_scale(rows) -> str:
-    """" (mini scale)" when every name in `rows` is a study name of one scale (`core.names.scaled_name`), " (paper
-    scale)" when they all carry none, for the titles; "" when a name is outside the grammar (a model of one's own,
-    whose scale no name says) or the names are of several scales."""
+    """" (mini scale)" when every name in `rows` is of one scale (" (paper scale)": none), for the titles; "" otherwise.
+    """
     scales = {p.scale if (p := names.try_parse_name(r["model"])) is not None else "" for r in rows}
     return f" ({scales.pop() or names.PAPER_SCALE} scale)" if len(scales) == 1 and "" not in scales else ""
 
 
 def _baseline_words(rows, tasks, drawn: str) -> str:
-    """The caption's words for the trivial baseline as the figure draws it: `drawn` ("dashed: trivial baseline")
-    when every task of `tasks` has one; otherwise which tasks record none (imported EncodEval runs carry none)."""
+    """The caption's words for the trivial baseline: `drawn` when every task has one, else which tasks record none."""
     tasks = list(tasks)
     without = [t for t in tasks if trivial_baseline(rows, t) is None]
     if not without:
@@ -80,8 +75,8 @@ MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 
 
 def _styles(labels) -> dict:
-    """Each label's look: its objective's colour (`core.colours`, the same in every figure), marker and dash by its
-    place, so lines of one colour stay apart; a label looks the same in every subplot of a figure."""
+    """Each label's look: its objective's colour (`core.colours`), marker and dash by its place, the same in every
+    subplot."""
     outside = [label for label in labels if colours.objective_key(label) is None]
     return {label: {"color": colours.of(label, outside.index(label) if label in outside else 0),
                     "marker": MARKERS[i % len(MARKERS)], "linestyle": STYLES[i % len(STYLES)]}
@@ -111,12 +106,13 @@ def _score_axis(ax, values, baseline: float | None, label: str) -> None:
     ax.set_ylabel(label)
 
 
-def _errors(rows):
-    return np.array([[r["mean"] - r["ci_low"], r["ci_high"] - r["mean"]] for r in rows]).T
+def _errors(points):
+    """Error bars of (x, mean, low, high, ...) points, a missing CI drawn as none."""
+    return np.nan_to_num(np.array([[p[1] - p[2], p[3] - p[1]] for p in points]).T)
 
 
 def plot_objectives(rows: list[dict], output: Path) -> list[Path]:
-    """Score by objective per task family: bars per model (final single-objective checkpoints when there are any),
+    """Score by objective per task family: bars per model (the final single-objective checkpoints when there are any),
     grouped by task, with 95% CI bars and each task's trivial baseline."""
     written = []
     for family in sorted({r["family"] for r in rows}):
@@ -132,7 +128,8 @@ def plot_objectives(rows: list[dict], output: Path) -> list[Path]:
             cells = [next((r for r in fam if r["model"] == model and r["task"] == t), None) for t in task_names]
             xs = [j + i * width for j, c in enumerate(cells) if c]
             present = [c for c in cells if c]
-            ax.bar(xs, [c["mean"] for c in present], width, yerr=np.nan_to_num(_errors(present)), label=model,
+            ax.bar(xs, [c["mean"] for c in present], width, label=model,
+                   yerr=_errors([(x, c["mean"], c["ci_low"], c["ci_high"]) for x, c in zip(xs, present)]),
                    capsize=2, color=styles[model]["color"])
         labelled = False
         for j, task in enumerate(task_names):
@@ -158,9 +155,8 @@ def plot_objectives(rows: list[dict], output: Path) -> list[Path]:
 
 def _lines_per_task(rows, output: Path, name: str, points, xlabel: str, title: str, caption: str, logx: bool = False,
                     baseline: str = "dashed: trivial baseline"):
-    """One subplot per task; `points(row) -> (line label, x[, hollow]) | None` selects and places each summary row
-    (hollow: drawn as an open marker, e.g. a decayed final checkpoint among stable-phase ones). `caption` says how
-    the trivial baseline is drawn where it holds "{baseline}" (`_baseline_words` of `baseline`)."""
+    """One subplot per task; `points(row) -> (line label, x[, hollow]) | None` places each summary row (hollow: an open
+    marker, not joined, e.g. a decayed final). "{baseline}" in `caption` becomes `_baseline_words` of `baseline`."""
     series = collections.defaultdict(list)
     for r in rows:
         placed = points(r) if r["best_lr"] is not None else None
@@ -179,14 +175,13 @@ def _lines_per_task(rows, output: Path, name: str, points, xlabel: str, title: s
                 continue
             pts.sort()
             style = styles[label]
-            errors = lambda ps: np.nan_to_num(np.array([[p[1] - p[2], p[3] - p[1]] for p in ps]).T)  # noqa: E731
             line = [p for p in pts if not p[4]]  # the hollow (decayed) points are never joined to the curve
             if line:
-                ax.errorbar([p[0] for p in line], [p[1] for p in line], yerr=errors(line), capsize=2, label=label,
+                ax.errorbar([p[0] for p in line], [p[1] for p in line], yerr=_errors(line), capsize=2, label=label,
                             **style)
             hollow = [p for p in pts if p[4]]
             if hollow:
-                ax.errorbar([p[0] for p in hollow], [p[1] for p in hollow], yerr=errors(hollow), capsize=2,
+                ax.errorbar([p[0] for p in hollow], [p[1] for p in hollow], yerr=_errors(hollow), capsize=2,
                             linestyle="none", marker=style["marker"], markersize=9, markerfacecolor="white",
                             markeredgecolor=style["color"], color=style["color"],
                             label=None if line else label)
@@ -201,9 +196,8 @@ def _lines_per_task(rows, output: Path, name: str, points, xlabel: str, title: s
 
 
 def plot_pretraining_steps(rows, output: Path, tokens_per_step: float | None = None) -> list[Path]:
-    """Score vs pretraining progress: intermediate checkpoints `<name>-<paper step>` plus the final `<name>` itself
-    (decayed, drawn hollow), on the tasks the intermediate checkpoints were evaluated on (a lone final point is no
-    curve); x is the tokens seen when `tokens_per_step` (tokens per step of the names) is known, else the step."""
+    """Score vs pretraining progress: the intermediate checkpoints `<name>-<paper step>` and the final `<name>` (hollow)
+    on the tasks the intermediate checkpoints have; x is tokens seen when `tokens_per_step` is known, else the step."""
     steps = [r for r in rows if (p := names.try_parse_name(r["model"])) and p.paper_step is not None]
     bases, tasks = {names.try_parse_name(r["model"]).run_name for r in steps}, {r["task"] for r in steps}
     rows = [r for r in rows if r["task"] in tasks]
@@ -226,8 +220,7 @@ def plot_pretraining_steps(rows, output: Path, tokens_per_step: float | None = N
 
 
 def plot_learning_rates(rows, output: Path) -> list[Path]:
-    """Score vs fine-tuning learning rate (mean test score over seeds at each LR with its 95% CI over seeds), one
-    line per final checkpoint (intermediate checkpoints have their own figure), each model's chosen LR starred."""
+    """Score vs fine-tuning LR, one line per final checkpoint, each model's chosen LR starred."""
     written = []
     final = [r for r in rows if model_kind(r["model"]) != "intermediate"]
     styles = _styles(sorted({r["model"] for r in final}, key=model_order))  # one look per model in every figure
@@ -239,9 +232,9 @@ def plot_learning_rates(rows, output: Path) -> list[Path]:
         values, lrs = [], set()
         for r in task_rows:
             pts = [(lr, v[1], *r["per_lr_ci"][lr]) for lr, v in sorted(r["per_lr"].items()) if v[2]]
-            errors = np.nan_to_num(np.array([[p[1] - p[2], p[3] - p[1]] for p in pts]).T)
             style = styles[r["model"]]
-            ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=errors, capsize=2, label=r["model"], **style)
+            ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=_errors(pts), capsize=2, label=r["model"],
+                        **style)
             if r["best_lr"] is not None:
                 ax.plot([r["best_lr"]], [r["per_lr"][r["best_lr"]][1]], linestyle="none", marker="*", markersize=14,
                         color=style["color"], markeredgecolor="black", zorder=5)
@@ -259,9 +252,8 @@ def plot_learning_rates(rows, output: Path) -> list[Path]:
         written.append(_save(fig, output / f"learning_rate_{task}.png",
                              "Mean test score over seeds at each fine-tuning learning rate, with its 95% CI over "
                              "seeds (Student t); star: the LR each model's row reports (best mean validation score); "
-                             + _baseline_words(rows, [task], "dashed: trivial baseline") + ". A best LR at the grid's "
-                             "edge means the optimum may lie outside "
-                             "it."))
+                             + _baseline_words(rows, [task], "dashed: trivial baseline")
+                             + ". A best LR at the grid's edge means the optimum may lie outside it."))
     return written
 
 
@@ -308,12 +300,10 @@ def plot_cpt(rows, output: Path) -> list[Path]:
                            "over seeds) against the total number of steps; {baseline}.")
 
 
-
 def plot_gap(gap: list[dict], tests: list[dict], output: Path) -> list[Path]:
     """The CLM - MLM40 gap against tokens per parameter (log), one subplot per task: the stable-phase checkpoints
-    joined, the decayed final apart (open marker), each with the 95% CI of the gap table; the paper's crossover
-    interval shaded; the slope test of the findings table (`tests`, its data-efficiency rows) drawn over the
-    checkpoints it was fitted on, with its estimate and Holm-adjusted p in the legend."""
+    joined, the decayed final apart, the paper's crossover interval shaded, and the slope test (`tests`) over the
+    checkpoints it was fitted on."""
     from matplotlib.ticker import NullFormatter
 
     from analysis import findings

@@ -1,5 +1,6 @@
 """The paper's findings, each a pre-declared hypothesis with its own test, tested on a results directory only where
-the study can test them, and a verdict per finding.
+the study can test them, and a verdict per finding. docs/protocol.md ("The findings' decision rules") gives the
+rules and why; the report prints them under its findings table.
 
 The models each finding compares are found by their names (`core.names`): `<s>-clm-<T>` and `<s>-mlm40-<T>`, their
 intermediate checkpoints `<run>-<step>`, PFS runs `<s>-clm-<k>-mlm40-<T>` and the CPT pair `<s>-clm-dec<B>-mlm40-<T>`
@@ -18,57 +19,14 @@ run a random effect (`analysis.statistics`: units are the runs' means).
 | MLM CPT from a CLM base beats continued MLM on an MLM base | CPT(CLM base) - CPT(MLM40 base) | > 0 |
 | MLM CPT improves the CLM base itself | CPT(CLM base) - the CLM base | > 0 |
 
-A test **supports** the claim when its one-sided p on the claim's side, Holm-corrected within its finding (the
-family: that finding's tests, one per task and model pair, two for data efficiency, each counted once), is below
-`ALPHA` = 0.025; it **contradicts** it only when the one-sided p on the other side (for TC: CLM - MLM40 < -0.01),
-corrected the same way, is below 0.025; otherwise it is **not significant**. Each test is a three-way decision at
-2.5% per side, 5% in all. Not significant is never support: "on par" must be shown (the difference's interval
-inside the margin's side), not assumed. A claim (task and model pair) supports the finding when all its tests do
-(data efficiency: both the lead and the slope), contradicts it when any does, and is not testable when any is. A
-finding **agrees** when at least one claim supports it and none contradicts it, **disagrees** in the reverse case,
-is **mixed** when both happen and **inconclusive** when none is significant; "at this scale" for a study, "with
-these runs" for the paper's own imported runs. The TC verdict shows entity F1 (CLM - MLM40, 95% CI) beside it,
-described, not tested.
-
-**The IR gap across sizes** (the IR claim's second clause) is one test per IR task and budget where the CLM and
-MLM40 finals exist at two or more model sizes: the MLM40 - CLM difference at the largest size minus the one at the
-smallest, on the same test instances (`statistics.contrast`: the four models' unit parts plus the instances' part,
-drawn once for all four), one-sided (< 0), Holm within the finding: "agrees" only when its interval excludes 0 on
-the narrowing side, "disagrees" only when it excludes 0 on the other. With one size it is "not testable: one model
-size (<size>)"; a study whose regime counts one number of parameters for every name (a toy scale: every size is
-one architecture) has one size too, whatever its names say.
-
-**The gap** (data efficiency) is two tests per task: the lead, CLM - MLM40 > 0 at the declared early set (the
-earliest stable-phase checkpoint pair both runs saved: `EARLY_CHECKPOINTS`), and the slope of the CLM - MLM40
-difference against log2(tokens per parameter), fitted by least squares over the stable-phase checkpoints both runs
-saved before the task family's crossover interval under both conventions (TC has none: all of them), at least
-`MIN_SLOPE_CHECKPOINTS` = 3; its variance the sum over checkpoints of the squared weights times each difference's
-variance (units and test instances, `paired_comparison`; the checkpoints' differences taken as independent), df by
-Welch-Satterthwaite. With several pretraining runs on both sides the slope is fitted per run and the runs are the
-units (Welch over the two objectives' run slopes), the test instances' part added. The differences at checkpoints
-inside and past the interval and at the decayed final are reported beside it, not tested.
-
-**Testable** means, for every model a comparison uses: it learned the task (its 95% CI above the task's trivial
-baseline, `statistics.above_baseline`; a task without a known baseline is not testable); the tokens it saw per
-parameter are past the paper's crossover interval for the task's family under both parameter conventions
-(`Regime`); a PFS budget reaches the paper's smallest (12k steps); the LR grid brackets the model's optimum (at
-least 3 LRs, the best neither the smallest nor the largest; or, where the study declares it
-(`Regime.bracketed_by`), an earlier, wider grid measured an LR on either side of this grid worse: the row then names
-that bracket as declared, not measured in this study; the paper's imported runs name how many of its LRs were
-imported). Every reason that applies is named. The paper's crossover (MLM overtakes CLM: SC/QA by
-10k steps of its 610m model, IR by 20k) is only known to lie between the two released checkpoints bracketing it
-(1k/2k/5k/10k/20k/40k): SC/QA 5k-20k steps, 19-78 tokens per parameter counted, IR 10k-40k, 39-155. TC has no
-crossover (the paper's TC finding is "on par or better" throughout). Tokens per parameter are counted as the paper's
-model sizes are (input embedding in, LM head out) and without embeddings (both embeddings out: the paper's 610m
-has 460M such parameters); a model inside the interval is "inside the crossover interval", and one past it under
-one convention only is not testable either.
-
-**Stability** is, per unit (a fine-tuning seed, fine-tuned at every LR; or a pretraining run, its mean over seeds at
-each LR: `unit_curves`), the standard deviation over the grid's LRs of its test score divided by its gain over the
-trivial baseline at the model's best LR (`relative_lr_spread`); the test is Welch's t over the two models' units
-(each unit's whole curve one draw: the LRs stay paired). It needs `MIN_STABILITY_LRS` = 3 LRs fine-tuned in this
-study per model (a declared earlier bracket does not enter the spread). Under a true null it rejects at about the
-nominal rate (tests/test_verdicts.py: 2-8% at 5% over 400 replications of 3 LRs x 3 seeds).
+A test **supports** the claim when its Holm-corrected (within the finding) one-sided p on the claim's side is below
+`ALPHA`, **contradicts** it when the p on the other side is, else is not significant (never support). A comparison is
+**testable** when every model it uses learned the task, is past the paper's crossover interval for the task's family
+under both parameter conventions (`Regime`, `crossover_interval`; TC has none), reaches the paper's smallest PFS
+budget, and has its LR optimum bracketed (or declared bracketed, `Regime.bracketed_by`); every reason that applies is
+named. The crossover (MLM overtakes CLM: SC/QA by 10k steps of the paper's 610m model, IR by 20k) is only known to lie
+between the released checkpoints that bracket it (1k/2k/5k/10k/20k/40k): SC/QA 19-78 tokens per parameter counted
+(input embedding in, LM head out), IR 39-155.
 """
 
 from __future__ import annotations
@@ -107,8 +65,8 @@ def _per_parameter(steps: int, convention: str = "counted") -> float:
 
 
 def crossover_interval(family: str, convention: str = "counted") -> tuple[float, float] | None:
-    """The tokens per parameter between the two released checkpoints that bracket the paper's crossover for
-    `family` (None: no crossover, TC)."""
+    """The tokens per parameter between the released checkpoints that bracket the paper's crossover for `family` (None:
+    TC)."""
     step = CROSSOVER_STEPS.get(family)
     if step is None:
         return None
@@ -118,11 +76,10 @@ def crossover_interval(family: str, convention: str = "counted") -> tuple[float,
 
 @dataclass(frozen=True)
 class Regime:
-    """How many tokens a model's name means: `tokens_per_step` tokens per step of the names, over `parameters`
-    (input embedding in, LM head out; one count for every size, or {size: count}), of which `embeddings` are the
-    input embedding (None: unknown, the no-embeddings convention is then not shown); and which step the run took at
-    a step of its name (`step_divisor`: the name's step divided by it; None: 1 for a paper-scale name under the
-    paper's sizes, unknown otherwise). The default is the paper's."""
+    """How many tokens a model's name means: `tokens_per_step` per step of the names, over `parameters` (input embedding
+    in, LM head out; one count for every size, or {size: count}), of which `embeddings` are the input embedding (None:
+    unknown, the no-embeddings convention not shown); `step_divisor`: the name's steps over the run's (None: 1 for a
+    paper-scale name under the paper's sizes, else unknown). The default is the paper's."""
 
     tokens_per_step: float = PAPER_TOKENS_PER_STEP
     parameters: float | dict = field(default_factory=lambda: dict(PAPER_PARAMETERS))
@@ -153,9 +110,8 @@ class Regime:
         return steps * self.tokens_per_step / count if count else None
 
     def parameters_of(self, shown: str) -> float | None:
-        """The parameters of the model a name stands for as a reader sees it (`shown`: its scale first), input
-        embedding in, LM head out: the study's count, or the paper's size table for a paper-scale name under the
-        paper's sizes; None when unknown (a name outside the grammar, a study's name without its study's count)."""
+        """The parameters (input embedding in, LM head out) of a name as a reader sees it (its scale first): the study's
+        count, or the paper's size table for a paper-scale name under the paper's sizes; None when unknown."""
         p = names.try_parse_name(shown)
         if p is None:
             return None
@@ -164,8 +120,8 @@ class Regime:
         return self.parameters
 
     def steps_of(self, shown: str) -> tuple[int, int] | None:
-        """(the step the run saved this checkpoint at, the run's total) of a name as a reader sees it: the name's
-        steps (an intermediate checkpoint's paper step, the total) divided by `step_divisor`; None when unknown."""
+        """(the step the run saved this checkpoint at, the run's total) of a name as a reader sees it; None when
+        unknown."""
         p = names.try_parse_name(shown)
         divisor = self.step_divisor or (1 if p and not p.scale and isinstance(self.parameters, dict) else None)
         if p is None or divisor is None:
@@ -179,9 +135,8 @@ class Regime:
 
 
 def phase(regime: Regime, model: str, family: str) -> str:
-    """Where `model` stands against the family's crossover interval: "before", "inside" or "past" it under every
-    known convention, both places named when the conventions disagree ("before (counted) / inside (no
-    embeddings)"), "no crossover" (TC) or "unknown"."""
+    """"before", "inside" or "past" the family's crossover interval under every known convention, both places named when
+    the conventions disagree ("before (counted) / inside (no embeddings)"); "no crossover" (TC) or "unknown"."""
     if family not in CROSSOVER_STEPS:
         return "no crossover"
     places = {}
@@ -214,6 +169,7 @@ CLAIMS = {
 FAMILY_FINDING = {"tc": "tc_clm_on_par", "sc": "sc_mlm_better", "qa": "qa_mlm_better", "ir": "ir_mlm_better"}
 FINDING_FAMILY = {**{finding: family for family, finding in FAMILY_FINDING.items()}, "ir_gap_narrows": "ir"}
 BOUND = {"tc_clm_on_par": -TC_MARGIN}  # the claim's bound on A - B (0 for every other finding)
+UNTESTED = dict.fromkeys(("delta", "p", "p_other", "ci_low", "ci_high"), math.nan)
 
 
 def hypothesis(finding: str) -> str:
@@ -224,9 +180,14 @@ def hypothesis(finding: str) -> str:
     return f"{what} {'>' if side > 0 else '<'} {bound:g}"
 
 
-def _single(models, size, objective, total):
-    name = names.compose(size, objective, total)
-    return name if name in models else None
+def _final_pairs(models: set[str]) -> list[tuple[str, int, str | None, str | None]]:
+    """(size, budget, its CLM final, its MLM40 final; None where absent) of every final single-objective run."""
+    finals = sorted({(p.size, p.total_steps) for m in models if (p := names.try_parse_name(m))
+                     and p.kind == "single" and p.paper_step is None})
+    pairs = [(size, total, names.compose(size, "clm", total), names.compose(size, "mlm40", total))
+             for size, total in finals]
+    return [(size, total, clm if clm in models else None, mlm if mlm in models else None)
+            for size, total, clm, mlm in pairs]
 
 
 def _row(rows, model, task):
@@ -234,9 +195,8 @@ def _row(rows, model, task):
 
 
 def parse_brackets(text: str | None) -> dict[str, tuple[float, float]]:
-    """`"conll2003=0.001,0.03;mnli=0.0001,0.003"` -> {task: (low, high)}: per task, the two LRs an earlier, wider
-    grid measured worse than this study's grid on either side (declared, not measured in this study); {} for
-    None or ""."""
+    """`"conll2003=0.001,0.03;mnli=0.0001,0.003"` -> {task: (low, high)}, the LRs an earlier, wider grid measured worse
+    on either side of this study's grid; {} for None or ""."""
     out = {}
     for item in filter(None, (part.strip() for part in (text or "").split(";"))):
         task, _, values = item.partition("=")
@@ -252,8 +212,8 @@ def parse_brackets(text: str | None) -> dict[str, tuple[float, float]]:
 
 
 def _bracket(rows, regime: Regime, task: str, model: str) -> tuple[str | None, str | None]:
-    """(the reason `model`'s LR grid does not bracket its optimum on `task`, None when it does; the declared
-    bracket that makes it bracketed, None when this grid brackets it itself or no bracket applies)."""
+    """(why `model`'s LR grid does not bracket its optimum on `task`, or None; the declared bracket that makes it
+    bracketed, or None)."""
     row = _row(rows, model, task)
     lrs = sorted(lr for lr, v in row["per_lr"].items() if v[2]) if row else []
     best, shown = (row["best_lr"] if row else None), regime.shown(model)
@@ -281,23 +241,20 @@ def _bracket(rows, regime: Regime, task: str, model: str) -> tuple[str | None, s
 
 
 def edge_reasons(rows, regime: Regime, task: str, models: list[str]) -> list[str]:
-    """One reason per model whose LR grid does not bracket its optimum on `task` (its best LR at the grid's edge,
-    or fewer than 3 LRs finished), unless the study declared the task's grid bracketed by an earlier one
-    (`Regime.bracketed_by`, whose neighbours must lie on either side of the grid: `declared_brackets` names it)."""
+    """One reason per model whose LR grid does not bracket its optimum on `task`, unless a declared bracket does
+    (`_bracket`)."""
     return [reason for model in dict.fromkeys(models) if (reason := _bracket(rows, regime, task, model)[0])]
 
 
 def declared_brackets(rows, regime: Regime, task: str, models: list[str]) -> str:
-    """The declared bracket a comparison of `models` on `task` relies on ("" when none): shown in its row, as it is
-    not measured in this study."""
+    """The declared bracket a comparison of `models` on `task` relies on, shown in its row ("" when none)."""
     return next((note for model in dict.fromkeys(models) if (note := _bracket(rows, regime, task, model)[1])), "")
 
 
 def untestable(rows, regime: Regime, task: str, family: str, models: list[str], budget: int | None = None,
                grid: list[str] | None = None) -> str:
-    """Every reason a comparison of `models` on `task` cannot test the paper's claim at this scale ("" when it
-    can), joined by "; ": the crossover interval, the PFS budget, the LR grid's edge (of the models in `grid`,
-    default `models`)."""
+    """Every reason a comparison of `models` on `task` cannot test the claim, joined by "; " ("" when it can): the
+    crossover interval, the PFS budget, chance and the LR grid's edge (of the models in `grid`, default `models`)."""
     reasons = []
     for model in dict.fromkeys(models):
         where, shown = phase(regime, model, family), regime.shown(model)
@@ -320,9 +277,8 @@ def untestable(rows, regime: Regime, task: str, family: str, models: list[str], 
 
 
 def chance_reasons(rows, regime: Regime, task: str, models: list[str]) -> list[str]:
-    """One reason per model of a comparison that is not shown to have learned `task` (its 95% CI not above the
-    task's trivial baseline: `statistics.above_baseline`), or one reason when the task has no known baseline: a
-    difference between models that have not learned the task says nothing about the claim."""
+    """One reason per model not shown to have learned `task` (`statistics.above_baseline`), or one when the task has no
+    known baseline: a difference between models that have not learned the task says nothing about the claim."""
     out = []
     for model in dict.fromkeys(models):
         row = _row(rows, model, task)
@@ -340,8 +296,8 @@ def chance_reasons(rows, regime: Regime, task: str, models: list[str]) -> list[s
 
 
 def comparisons(records: list[dict], rows: list[dict], regime: Regime | None = None) -> list[dict]:
-    """Every (finding, task) comparison the results allow, with its testability, CI, Holm-adjusted p (within its
-    finding) and verdict. Model names are replicate groups (`analysis.statistics.summarize`'s rows)."""
+    """Every (finding, task) comparison the results allow, with its testability, CI, Holm-adjusted p and verdict. Model
+    names are replicate groups (`statistics.summarize`'s rows)."""
     regime = regime or Regime()
     models = {r["model"] for r in rows}
     parsed = {m: p for m in models if (p := names.try_parse_name(m)) is not None}
@@ -349,10 +305,8 @@ def comparisons(records: list[dict], rows: list[dict], regime: Regime | None = N
     tasks = sorted({r["task"] for r in records if store.record_kind(r) != "mteb"})
     family = {r["task"]: r["family"] for r in rows}
     out = []
-    finals = {(p.size, p.total_steps) for p in parsed.values() if p.kind == "single" and p.paper_step is None}
     sizes = {}  # budget -> [(size, CLM, MLM40)]: the IR gap across sizes compares pairs of one budget
-    for size, total in sorted(finals):
-        clm, mlm = _single(models, size, "clm", total), _single(models, size, "mlm40", total)
+    for size, total, clm, mlm in _final_pairs(models):
         if clm and mlm:
             sizes.setdefault(total, []).append((size, clm, mlm))
             for task in tasks:
@@ -389,13 +343,10 @@ def size_value(size: str) -> float:
 
 
 def gap_across_sizes(records, rows, regime: Regime, task: str, pairs: list[tuple[str, str, str]]) -> list[dict]:
-    """The IR claim's second clause on `task` (an IR task), at one budget: the MLM40 - CLM gap at the largest model
-    size minus the gap at the smallest, `pairs` [(size, CLM, MLM40)] the final pairs of that budget. One row: a =
-    the largest size's MLM40, b = the smallest's, the CLM of each size implied; the difference of the two paired
-    differences on the same test instances with its 95% CI (`statistics.contrast`), one-sided (< 0: the gap
-    narrows). Not testable with one model size (the study trains every name at one architecture when its regime
-    has one parameter count: one size too), or for any reason one of the four models is (`untestable`: not above
-    chance, before the crossover, an unbracketed LR optimum)."""
+    """The IR gap across sizes on `task` at one budget (`pairs`: [(size, CLM, MLM40)]): (MLM40 - CLM) at the largest
+    size minus at the smallest on the same test instances (`statistics.contrast`), one-sided (< 0). One row, a = the
+    largest size's MLM40, b = the smallest's. Not testable with one size (a regime with one parameter count has one size
+    whatever its names say) or when any of the four models is not (`untestable`)."""
     pairs = sorted(pairs, key=lambda pair: size_value(pair[0]))
     (small, clm_small, mlm_small), (large, clm_large, mlm_large) = pairs[0], pairs[-1]
     models = [mlm_large, clm_large, mlm_small, clm_small]
@@ -404,10 +355,9 @@ def gap_across_sizes(records, rows, regime: Regime, task: str, pairs: list[tuple
         return []
     metric = store.main_metric(runs[0][0])
     row = {"finding": "ir_gap_narrows", "task": task, "family": "ir", "a": mlm_large, "b": mlm_small,
-           "measure": f"(MLM40 - CLM) at {large} - at {small} ({metric})", "entity_f1": "", "p_bound": False,
+           "measure": f"(MLM40 - CLM) at {large} - at {small} ({metric})", "entity_f1": "",
            "n_seeds": "/".join(_n_units(r) for r in runs), "hypothesis": hypothesis("ir_gap_narrows"),
-           "delta": math.nan, "p": math.nan, "p_other": math.nan, "ci_low": math.nan, "ci_high": math.nan,
-           "bracket": declared_brackets(rows, regime, task, models)}
+           **UNTESTED, "bracket": declared_brackets(rows, regime, task, models)}
     one = None if isinstance(regime.parameters, dict) else (
         f"one model size ({regime.parameters:,.0f} parameters: this study trains its "
         f"{', '.join(size for size, _, _ in pairs)} name(s) at one architecture)")
@@ -417,8 +367,7 @@ def gap_across_sizes(records, rows, regime: Regime, task: str, pairs: list[tuple
     if one:
         return [{**row, "untestable": one}]
     result = statistics.contrast(runs, [1, -1, -1, 1], metric)
-    return [{**row, **_tested("ir_gap_narrows", result["delta"], result["se"], result["df"]),
-             "ci_low": result["ci_low"], "ci_high": result["ci_high"],
+    return [{**row, **_tested_interval("ir_gap_narrows", result),
              "untestable": untestable(rows, regime, task, "ir", models)}]
 
 
@@ -429,24 +378,20 @@ def _n_units(runs: list[dict]) -> str:
 
 
 def _pair(records, rows, regime, finding, task, model_a, model_b, budget=None, check=None) -> list[dict]:
-    runs_a = statistics.best_runs(records, rows, model_a, task)
-    runs_b = statistics.best_runs(records, rows, model_b, task)
+    runs_a, runs_b = (statistics.best_runs(records, rows, m, task) for m in (model_a, model_b))
     if not runs_a or not runs_b:
         return []
-    metric = store.main_metric(runs_a[0])
+    metric, family, grid = store.main_metric(runs_a[0]), runs_a[0]["family"], [*(check or []), model_a, model_b]
     result = statistics.paired_comparison(runs_a, runs_b, metric)
-    family = runs_a[0]["family"]
-    reason = untestable(rows, regime, task, family, check or [model_a, model_b], budget,
-                        grid=[*(check or []), model_a, model_b])
+    reason = untestable(rows, regime, task, family, check or [model_a, model_b], budget, grid=grid)
     entity = ""
     if finding == "tc_clm_on_par" and all(_has_entity(r) for r in runs_a + runs_b):
         e = statistics.paired_comparison(runs_a, runs_b, "entity_f1")
         entity = f"{e['delta']:+.4f} [{e['ci_low']:+.4f}, {e['ci_high']:+.4f}]"
     return [{"finding": finding, "task": task, "family": family, "a": model_a, "b": model_b, "measure": metric,
-             "entity_f1": entity, **_tested(finding, result["delta"], result["se"], result["df"]),
-             "ci_low": result["ci_low"], "ci_high": result["ci_high"], "p_bound": False,
+             "entity_f1": entity, **_tested_interval(finding, result),
              "n_seeds": f"{_n_units(runs_a)}/{_n_units(runs_b)}", "untestable": reason,
-             "bracket": declared_brackets(rows, regime, task, [*(check or []), model_a, model_b])}]
+             "bracket": declared_brackets(rows, regime, task, grid)}]
 
 
 def _has_entity(record: dict) -> bool:
@@ -458,21 +403,26 @@ def _has_entity(record: dict) -> bool:
 
 
 def _tested(finding: str, estimate: float, se: float, df: float, side: int | None = None) -> dict:
-    """The finding's one-sided test of `estimate` (its hypothesis, or the side `side` of its bound) and of the other
-    side, from a t statistic."""
+    """The one-sided tests of `estimate` on the finding's side (or `side`) of its bound, and on the other side."""
     side, bound = side or CLAIMS[finding][1], BOUND.get(finding, 0.0)
     claim = statistics.one_sided(side * estimate, se, df, side * bound)
     other = statistics.one_sided(-side * estimate, se, df, -side * bound)
     return {"delta": estimate, "hypothesis": hypothesis(finding), "p": claim, "p_other": other}
 
 
+def _tested_interval(finding: str, result: dict) -> dict:
+    """`_tested` of a `statistics.t_test` result, with its 95% CI."""
+    return {**_tested(finding, result["delta"], result["se"], result["df"]), "ci_low": result["ci_low"],
+            "ci_high": result["ci_high"]}
+
+
 MIN_STABILITY_LRS = 3  # LRs fine-tuned in this study per model: a spread over 2 LRs next to the optimum is no spread
 
 
 def unit_curves(records: list[dict]) -> dict:
-    """{unit: {lr: mean test score}} of one model's finished runs: the unit is the fine-tuning seed (seed k at every
-    LR is one unit) for a model pretrained once, the pretraining run (its mean over seeds at each LR) for one
-    pretrained several times. Only units finished at every LR of the grid: the curves are paired across LRs."""
+    """{unit: {lr: mean test score}} of one model's finished runs; the unit is the fine-tuning seed for a model
+    pretrained once, the pretraining run (its mean over seeds) for one pretrained several times. Only units finished at
+    every LR: the curves are paired across LRs."""
     ok = [r for r in records if store.scored(r)]
     lrs = {r["lr"] for r in ok}
     several = len({r["model"] for r in ok}) > 1
@@ -485,19 +435,16 @@ def unit_curves(records: list[dict]) -> dict:
 
 
 def relative_lr_spread(records: list[dict], baseline: float, best_lr: float) -> np.ndarray:
-    """Per unit (`unit_curves`: a seed, or a pretraining run, with its score at every LR), the standard deviation
-    over the LRs of its test score divided by its gain over the trivial baseline at the model's best LR. A model
-    that learns more is not called less stable for it: the spread is measured in units of what it learned; and
-    each unit's whole curve is one draw, so the units are independent and the LRs stay paired."""
+    """Per unit (`unit_curves`), the standard deviation over LRs of its test score divided by its gain over the trivial
+    baseline at the model's best LR: a model that learns more is not called less stable for it."""
     curves = unit_curves(records)
     return np.array([np.std(list(c.values())) / (c[best_lr] - baseline) for c in curves.values()])
 
 
 def stability(records, rows, regime, task, clm, mlm) -> list[dict]:
-    """The stability test on `task`: the mean over units of the relative LR spread (`relative_lr_spread`), CLM -
-    MLM40, Welch t over the two models' units; testable only where both models were fine-tuned at
-    `MIN_STABILITY_LRS` or more LRs in this study (a bracket declared from an earlier grid does not enter the
-    spread), learned the task, and every unit's gain at the best LR is positive."""
+    """The stability test on `task`: the mean relative LR spread (`relative_lr_spread`), CLM - MLM40, Welch t over the
+    two models' units. Testable where both models were fine-tuned at `MIN_STABILITY_LRS` or more LRs in this study (a
+    declared bracket does not enter the spread), learned the task, and every unit's gain at the best LR is positive."""
     runs = {m: [r for r in records if statistics.replicate_group(r["model"]) == m and r["task"] == task]
             for m in (clm, mlm)}
     row = {m: _row(rows, m, task) for m in (clm, mlm)}
@@ -521,27 +468,21 @@ def stability(records, rows, regime, task, clm, mlm) -> list[dict]:
             elif not np.all(np.isfinite(values[m])) or np.any(values[m] <= 0):
                 reasons.append(f"a unit of {regime.shown(m)} does not clear the trivial baseline at its best LR")
     reason = "; ".join(filter(None, reasons))
-    tested = {"delta": math.nan, "hypothesis": hypothesis("stability"), "p": math.nan, "p_other": math.nan}
-    low = high = math.nan
+    tested = {**UNTESTED, "hypothesis": hypothesis("stability")}
     if not reason:
         parts = [(float(np.var(values[m], ddof=1)) / len(values[m]), len(values[m]) - 1) for m in (clm, mlm)]
-        variance = sum(part for part, _ in parts)
-        welch = sum(part ** 2 / k for part, k in parts if part > 0)
-        df = variance ** 2 / welch if welch > 0 else math.inf
-        se = math.sqrt(variance)
-        tested = _tested("stability", float(values[clm].mean() - values[mlm].mean()), se, df)
-        half = float(statistics.stats.t.ppf(1 - ALPHA, df)) * se
-        low, high = tested["delta"] - half, tested["delta"] + half
+        tested = _tested_interval("stability", statistics.t_test(float(values[clm].mean() - values[mlm].mean()),
+                                                                 parts, 0.0))
     count = f"{len(grids[clm])}/{len(grids[mlm])} LRs" + (
         f", {len(values[clm])}/{len(values[mlm])} units" if len(values) == 2 else "")
     return [{"finding": "stability", "task": task, "family": family, "a": clm, "b": mlm, "measure": "LR spread / gain",
-             **tested, "ci_low": low, "ci_high": high, "p_bound": False, "n_seeds": count, "untestable": reason,
+             **tested, "n_seeds": count, "untestable": reason,
              "bracket": declared_brackets(rows, regime, task, [clm, mlm])}]
 
 
 def checkpoints(rows, clm: str, mlm: str, task: str) -> list[tuple[str, str]]:
-    """The (CLM, MLM40) checkpoint pairs both runs saved and evaluated on `task`, in pretraining order, the final
-    (decayed) pair last."""
+    """The (CLM, MLM40) checkpoint pairs both runs saved and evaluated on `task`, in pretraining order, the final pair
+    last."""
     steps = lambda run: {p.paper_step for m in {r["model"] for r in rows if r["task"] == task}  # noqa: E731
                          if (p := names.try_parse_name(m)) and p.paper_step is not None and p.run_name == run}
     pairs = [(names.step_name(clm, s), names.step_name(mlm, s)) for s in sorted(steps(clm) & steps(mlm))]
@@ -549,8 +490,8 @@ def checkpoints(rows, clm: str, mlm: str, task: str) -> list[tuple[str, str]]:
 
 
 def gap_points(records, rows, regime: Regime, task: str, family: str, clm: str, mlm: str) -> list[dict]:
-    """The CLM - MLM40 difference at every checkpoint pair (a paired comparison each: descriptive, not a test),
-    with its tokens per parameter under both conventions and its place against the crossover interval."""
+    """The CLM - MLM40 difference at every checkpoint pair (descriptive), with its tokens per parameter under both
+    conventions and its place against the crossover interval."""
     out = []
     for a, b in checkpoints(rows, clm, mlm, task):
         runs_a, runs_b = (statistics.best_runs(records, rows, m, task) for m in (a, b))
@@ -568,12 +509,10 @@ def gap_points(records, rows, regime: Regime, task: str, family: str, clm: str, 
 
 
 def slope_fit(points: list[dict]) -> tuple[float, float, float]:
-    """(slope, se, df) of the least-squares line of the points' differences on log2(tokens per parameter): the
-    slope's variance is sum(w_c^2 var_c) over checkpoints (each difference's variance, `paired_comparison`), df by
-    Welch-Satterthwaite over the unit parts. With several pretraining runs on both sides the slope is fitted per
-    run (run means of the seeds at each checkpoint's best LR) and the runs are the units: the variance is the
-    run slopes' (Welch) plus the test instances' part, sum(w_c^2 var_instances_c), which the run slopes, all scored
-    on one test set, do not vary (infinite df, as in `paired_comparison`)."""
+    """(slope, se, df) of the least-squares line of the points' differences on log2(tokens per parameter): variance
+    sum(w_c^2 var_c) over checkpoints, df by Welch-Satterthwaite over the unit parts. With several pretraining runs on
+    both sides the slope is fitted per run (run means at each checkpoint's best LR) and the runs are the units, plus the
+    test instances' part sum(w_c^2 var_instances_c) (infinite df, as in `paired_comparison`)."""
     x = np.log2([p["tokens_per_parameter"] for p in points])
     weights = (x - x.mean()) / ((x - x.mean()) ** 2).sum()
     run_slopes = []
@@ -605,11 +544,9 @@ LEAD = "CLM - MLM40 > 0 at the earliest checkpoint"  # the first half of the dat
 
 
 def data_efficiency(records, rows, regime, task, family, clm, mlm) -> list[dict]:
-    """The data-efficiency tests on `task`, both halves of "CLM leads early and the gap closes": the lead (CLM -
-    MLM40 > 0 at the declared early set: the earliest checkpoint pair) and the slope of the gap over the
-    stable-phase checkpoints before the crossover interval under both conventions (all of them where there is
-    none), at least `MIN_SLOPE_CHECKPOINTS`. One row each; the task agrees only when both support (`verdicts`), so
-    a reason either cannot be tested makes both not testable."""
+    """Both data-efficiency tests on `task`, one row each: the lead (CLM - MLM40 > 0 at the earliest checkpoint pair)
+    and the slope of the gap over the stable-phase checkpoints before the crossover interval under both conventions (all
+    of them for TC), at least `MIN_SLOPE_CHECKPOINTS`. A reason either cannot be tested makes both not testable."""
     points = gap_points(records, rows, regime, task, family, clm, mlm)
     if not points:
         return []
@@ -619,14 +556,13 @@ def data_efficiency(records, rows, regime, task, family, clm, mlm) -> list[dict]
         f"{MIN_SLOPE_CHECKPOINTS}"]
     grid = [m for p in early for m in (p["a"], p["b"])]
     reasons += chance_reasons(rows, regime, task, grid) + edge_reasons(rows, regime, task, grid)
-    common = {"finding": "data_efficiency", "task": task, "family": family, "a": clm, "b": mlm, "p_bound": False,
+    common = {"finding": "data_efficiency", "task": task, "family": family, "a": clm, "b": mlm,
               "untestable": "; ".join(reasons), "bracket": declared_brackets(rows, regime, task, grid),
               "checkpoints": [p["tokens_per_parameter"] for p in early]}
-    nan = {"delta": math.nan, "p": math.nan, "p_other": math.nan, "ci_low": math.nan, "ci_high": math.nan}
     lead = {**common, "part": "lead", "measure": f"CLM - MLM40 at the earliest checkpoint ({points[0]['measure']})",
-            "n_seeds": f"{EARLY_CHECKPOINTS} checkpoint", **nan, "hypothesis": LEAD}
+            "n_seeds": f"{EARLY_CHECKPOINTS} checkpoint", **UNTESTED, "hypothesis": LEAD}
     slope = {**common, "part": "slope", "measure": f"slope of CLM - MLM40 per doubling ({points[0]['measure']})",
-             "n_seeds": f"{len(early)} checkpoints", **nan, "hypothesis": hypothesis("data_efficiency")}
+             "n_seeds": f"{len(early)} checkpoints", **UNTESTED, "hypothesis": hypothesis("data_efficiency")}
     if early:
         first = early[0]
         lead.update(_tested("data_efficiency", first["delta"], first["se"], first["df"], side=+1),
@@ -639,8 +575,7 @@ def data_efficiency(records, rows, regime, task, family, clm, mlm) -> list[dict]
 
 
 def _corrected(out: list[dict]) -> list[dict]:
-    """Holm within each finding (its tested comparisons: one per task and model pair), on each side, then each
-    comparison's verdict on its claim."""
+    """Holm within each finding, on each side, then each comparison's verdict."""
     for finding in CLAIMS:
         testable = [r for r in out if r["finding"] == finding and not r["untestable"]]
         for key in ("p", "p_other"):
@@ -655,8 +590,7 @@ def _corrected(out: list[dict]) -> list[dict]:
 
 
 def families(tested: list[dict]) -> list[str]:
-    """The Holm family of each finding, in words: its tests (tasks; data efficiency's early lead and slope each
-    count), each counted once."""
+    """The Holm family of each finding, in words: its tests, each counted once."""
     out = []
     for finding in CLAIMS:
         mine = [r for r in tested if r["finding"] == finding and not r["untestable"]]
@@ -668,12 +602,9 @@ def families(tested: list[dict]) -> list[str]:
 
 
 def verdicts(rows: list[dict], families: set[str] | None = None, imported: bool = False) -> list[dict]:
-    """One verdict per finding: agrees / disagrees / mixed / inconclusive, or not testable with the reasons; "at
-    this scale" for a study's models, "with these runs" for the paper's own (`imported`). A finding's claims are
-    its (task, A, B) comparisons; one with several tests (data efficiency: the early lead and the slope) supports
-    only when all of them do and contradicts when any does (Holm over all the finding's tests keeps that at the
-    level), and is not testable when any is not. A family finding with no task of its family in `families` is not
-    testable either."""
+    """One verdict per finding (agrees / disagrees / mixed / inconclusive, or not testable with the reasons; "with these
+    runs" when `imported`). A finding's claims are its (task, A, B) comparisons, each supporting only when all its tests
+    do. A family finding with no task of its family in `families` is not testable."""
     where = "with these runs" if imported else "at this scale"
     out = []
     for finding, (claim, _) in CLAIMS.items():
@@ -714,22 +645,17 @@ def rule(finding: str) -> str:
 
 
 def entity_note(finding: str, mine: list[dict]) -> str:
-    """The TC verdict's strict metric beside the main one: CLM - MLM40 entity F1 (seqeval) per task, with its 95%
-    CI, described, not tested (the claim's test is on the task's main metric)."""
+    """The TC verdict's CLM - MLM40 entity F1 per task with its 95% CI: described, not tested."""
     shown = [f"{r['task']} {r['entity_f1']}" for r in mine if finding == "tc_clm_on_par" and r.get("entity_f1")]
     return f"; entity F1, CLM - MLM40 (95% CI, not a test): {', '.join(shown)}" if shown else ""
 
 
 def gap_over_pretraining(records: list[dict], rows: list[dict], regime: Regime) -> list[dict]:
-    """The CLM - MLM40 gap along pretraining, per task and final pair: every checkpoint pair's difference
-    (`gap_points`, descriptive), in pretraining order, the decayed final last."""
+    """Every checkpoint pair's CLM - MLM40 difference (`gap_points`) per task and final pair, the decayed final last."""
     models = {r["model"] for r in rows}
     family = {r["task"]: r["family"] for r in rows}
-    finals = sorted({(p.size, p.total_steps) for m in models if (p := names.try_parse_name(m))
-                     and p.kind == "single" and p.paper_step is None})
     out = []
-    for size, total in finals:
-        clm, mlm = _single(models, size, "clm", total), _single(models, size, "mlm40", total)
+    for _, _, clm, mlm in _final_pairs(models):
         if clm and mlm:
             for task in sorted(family):
                 out += [{k: v for k, v in p.items() if k not in ("runs", "parts")}
@@ -738,9 +664,8 @@ def gap_over_pretraining(records: list[dict], rows: list[dict], regime: Regime) 
 
 
 def gap_trend(curve: list[dict], test: dict | None, lead: dict | None = None) -> str:
-    """What one task's gap shows, in words, from its two data-efficiency tests (`lead`, the early lead, and `test`,
-    the slope: the same numbers as the findings table) and the differences past the crossover interval and at the
-    decayed final."""
+    """One task's gap in words: its data-efficiency tests (`lead`, `test`: the slope) and the differences past the
+    crossover interval and at the decayed final."""
     tpp = lambda r: f"{r['tokens_per_parameter']:.3g}"  # noqa: E731
     ci = lambda r: f"{r['delta']:+.3f} [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]"  # noqa: E731
     words = {"supports": "CLM leads", "contradicts": "MLM40 leads", "not significant": "not significant"}

@@ -6,29 +6,16 @@ paper's tables, findings and curves from the paper's own numbers, beside a user'
     python -m analysis.import_encodeval EncodEval/results --output imported/
     python -m analysis.report imported/ --output report/
 
-Reads `<results>/<model>/<SC|TC|QA|IR>/<dataset>/[<train>_]lr<lr>_sd<seed>/results.json` (IR runs are named
-`msmarco_pairs_lr<lr>_sd<seed>`: one model trained on MS MARCO pairs, scored on msmarco, nq and mldr_en), each
-`{"validation": {"score", "scores_i"}, "test": {"score", "scores_i"}}` with the per-instance scores whose mean is
-`score`. Writes one result record per run, filed as `evaluation.run` files its own (`core.store`), so the report
-reads both alike:
-- the model under its EncodEval name, which is the paper's (`core.names`: `610m-clm-42k`, `610m-clm-42k-1000`);
-- the task under this project's name where it is the same task (`TASKS`: mnli_m -> mnli, conll2003_en ->
-  conll2003, uner_en -> uner, mldr_en -> mldr; sst2, qqp, ontonotes, squad, squad_v2, record, msmarco, nq are
-  already), others under their own (qed); the main metric is this project's for the family (`METRICS`);
-- the scores as `validation` / `test`, the per-instance test scores as `per_instance` rows, so paired comparisons
-  work (the validation ones only select the LR through their mean, `score`: left out, the records stay half as big);
-- marked as imported: `source` {"kind": "encodeval", "path": the run's file under the results folder} and
-  `identity` {"imported": "encodeval"}: it carries no model files and no protocol identity (the harness recorded
-  neither), so it never joins a run of this project in one summary row.
+Reads `<results>/<model>/<SC|TC|QA|IR>/<dataset>/[<train>_]lr<lr>_sd<seed>/results.json` (IR: one model trained on
+`msmarco_pairs`, scored on msmarco, nq and mldr_en), each `{"validation"|"test": {"score", "scores_i"}}`, `score` the
+mean of the per-instance scores. Writes one result record per run, filed as `evaluation.run` files its own: the model
+under its EncodEval name (the paper's), the task under this project's name where it is the same task (`TASKS`), the
+family's main metric (`METRICS`), the per-instance test scores (paired comparisons work), and marked imported (no
+model files and no protocol identity: it never joins a run of this project in one summary row).
 
-A run of the paper's grid (`core.paper`: `PAPER_LRS` x `PAPER_SEEDS`) absent from the tree, for a model and a
-dataset the tree has, is listed in `<output>/missing_runs.csv` and counted on stdout, never filled; the report shows
-the counts. `--models` and `--datasets` import a part (the whole tree reports at once:
-`analysis.statistics.load_results` keeps about 8 bytes per test instance; docs/benchmarks.md). Each import replaces
-what an earlier one left in `--output` (its records, `missing_runs.csv`): the folder holds what the last import says,
-beside your own results. A malformed or partial tree (a file that is not such JSON, a run folder without its file, a
-folder outside the layout, two files of one run) or an `--output` inside the tree is refused in one line naming the
-path, before anything is written.
+A run of the paper's grid absent from the tree is listed in `<output>/missing_runs.csv`, never filled. Each import
+replaces what an earlier one left in `--output`. A malformed or partial tree or an `--output` inside it is refused in
+one line naming the path, before anything is written.
 """
 
 from __future__ import annotations
@@ -90,14 +77,11 @@ def _number(value) -> bool:
 
 def read_tree(results: Path, models: set[str] | None = None, datasets: set[str] | None = None) \
         -> tuple[list[dict], list[dict]]:
-    """Every run of an EncodEval results tree, each file checked (`_check_run`) and let go, and the paper-grid runs
-    the tree lacks (`MISSING_COLUMNS`). `models` / `datasets` (EncodEval's or this project's names) keep only those.
+    """Every run of an EncodEval results tree, each file checked (`_check_run`) and let go, and the paper-grid runs the
+    tree lacks (`MISSING_COLUMNS`); `models` / `datasets` (EncodEval's or this project's names) keep only those.
 
     Returns:
         (runs: {"model", "task", "family", "lr", "seed", "path", "source"}, missing runs).
-
-    Raises:
-        ValueError: a path outside the layout, a run folder without its file, a file that is not a result.
     """
     runs, tasks = [], set()
     for model_dir in sorted(p for p in results.iterdir() if not p.name.startswith(".")):
@@ -160,14 +144,9 @@ def missing_counts(results_dir: str | Path) -> dict[tuple[str, str], int]:
 
 
 def _check_output(output: Path, results: Path, runs: list[dict]) -> list[Path]:
-    """Refuse an output inside the tree (the next import would read it as part of the tree), or one that holds this
-    project's own results of a model being imported: one summary row would mix two experiments under one name
-    (import into another directory, or file your run under another name).
-
-    Returns:
-        the records of an earlier import that this one does not write: the import replaces them all, so that the
-        output holds what this import says, whatever was imported there before.
-    """
+    """Refuse an output inside the tree, or one holding this project's own results of a model being imported (one row
+    would mix two experiments); return the records of an earlier import that this one does not rewrite (removed: the
+    output holds what this import says)."""
     artifacts.check_output_dir(output, "--output")
     if output.resolve().is_relative_to(results.resolve()):
         raise ValueError(f"--output {output} is inside the EncodEval tree {results}, whose next import would read it "

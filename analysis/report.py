@@ -4,40 +4,16 @@
         [--scale mini --step_divisor 40] [--bracketed_by "conll2003=0.001,0.03;mnli=0.0001,0.003"]
     python -m analysis.report study/mini/results results/ imported/ --output all/   # read where they are
 
-Several directories make one report, nothing copied (`read_folders`): a study's results folder is shown at its
-study's scale, a foreign model in it is refused, one model's results on one task in two folders are refused, and
-the findings test the paper-scale names only.
+Several directories make one report, nothing copied (`read_folders`); the findings then test the paper-scale names
+only. `--scale` shows every study name as `<scale>-<name>`, and every table that names a model gives its parameters
+and the step its run saved it at beside the paper's step its name stands for (`model_cells`), so a study's model is
+never read as the paper's.
 
-`--scale` (recipes.study passes its scale) shows every study name as `<scale>-<name>` (`core.names.scaled_name`) in
-the tables, findings and figures, and records it in the report's marker for the results dataset. Every table that
-names a model gives its parameters and the step its run saved it at beside the paper's step its name stands for
-(`model_cells`: from `--parameters` and `--step_divisor`, which recipes.study passes; the paper's size table and
-steps for the paper's names; "?" where unknown), so a study's model is never read as the paper's.
-
-Per model x task (the paper's reporting): the best learning rate is the one with the highest mean validation score over
-seeds; the test score is the mean over that LR's seeds with a 95% confidence interval (Student t over seeds, or a
-percentile bootstrap with --bootstrap). The spread across LRs and seeds is described by the standard deviation of
-the test score over every finished run and the range of the per-LR mean test scores (the paper's stability
-finding uses the spread relative to the gain: `analysis.findings`). Diverged runs are counted
-(`n_diverged`) and left out of means; an LR with a diverged seed ranks below every LR without one, so an unstable
-LR is never picked on the strength of its surviving seeds. TC rows also show `entity_f1` (seqeval, mean over the
-best LR's test runs) beside the main metric, so a model that predicts no entity is visible whatever the task's
-main metric (the paper's sentence_macro_f1 is lenient); other rows leave it empty. `--compare A,B` adds a
-paired comparison per task on per-instance test scores: a Student-t CI combining seeds and test instances
-(`analysis.statistics.paired_comparison`) and a paired bootstrap p (never 0: "< 1/B").
-
-`summary.md` starts with the results table (mean ± CI half-width per model and task, and each task's trivial
-baseline: `evaluation.baselines`), the means whose CI does not clear that baseline, the SC/TC means wider than
-±0.02 with the seeds that would take (`seeds_needed`), then the paper's findings tested on these results
-(`analysis.findings`: `findings.csv`; `--tokens_per_step` and `--parameters` give a toy scale's tokens per
-parameter, the paper's by default), the paired comparisons and every column. The numbers come from
-`analysis.statistics`, the figures from `analysis.figures`; this module renders them.
-
-Writes `summary.csv`, `summary.md` and PNG figures (only those with data): score by objective per task family,
-score vs pretraining step (intermediate checkpoints `<name>-<step>`), score vs learning rate per objective, PFS
-split vs budget (`<size>-clm-<k1>-mlm40-<total>`), CPT curves (`<size>-<base>-dec<steps>-mlm40-<total>`).
-All scores are fractions in [0, 1]. Results imported from the paper's own runs (`analysis.import_encodeval`) are
-reported like any others, with a section naming them and the runs of the paper's grid their tree lacks.
+Per model x task (the paper's reporting): the best LR has the highest mean validation score over seeds (an LR with a
+diverged seed ranks below every LR without one); the test score is that LR's mean with a 95% CI (`analysis.statistics`).
+Writes `summary.csv`, `summary.md` (the results table, the checks against the trivial baseline and the seeds a
+±0.02 interval takes, the paper's findings tested: `findings.csv`, the `--compare A,B` paired comparisons, every
+column) and the PNG figures that have data (`analysis.figures`). Scores are fractions in [0, 1].
 """
 
 from __future__ import annotations
@@ -50,33 +26,20 @@ import math
 from pathlib import Path
 
 from analysis import figures, findings, import_encodeval, statistics
-from analysis.statistics import (
-    SUMMARY_COLUMNS,
-    TARGET_HALF_WIDTH,
-    compare,
-    load_results,
-    model_order,
-    seeds_needed,
-    summarize,
-    trivial_baseline,
-)
+from analysis.statistics import SUMMARY_COLUMNS, compare, load_results, summarize
 from core import artifacts, cli, names, run_folders, store
 from core.formatting import p_cell, table_cell
 
 __all__ = ["SUMMARY_COLUMNS", "compare", "load_results", "main", "summarize", "write_tables"]
 
 
-def _fmt_p(p: float, bound: bool = False, n_resamples: int = statistics.N_RESAMPLES) -> str:
+def _fmt_p(p: float, bound: bool = False) -> str:
     """A p-value, never "0": a bootstrap p with no sample past 0 is "< 1/B"; a tiny t-test p is "< 1e-06"."""
-    if bound:
-        return f"< 1/{n_resamples}"
-    return p_cell(p)
+    return f"< 1/{statistics.N_RESAMPLES}" if bound else p_cell(p)
 
 
 def _finding_cell(row: dict, key: str) -> str:
-    if key in ("p", "p_holm", "p_other_holm"):
-        return _fmt_p(row[key], row.get("p_bound", False) and key == "p")
-    return table_cell(row.get(key))
+    return p_cell(row[key]) if key in ("p", "p_holm", "p_other_holm") else table_cell(row.get(key))
 
 
 def count_cell(count: float | None) -> str:
@@ -87,10 +50,9 @@ def count_cell(count: float | None) -> str:
 
 
 def model_cells(regime: findings.Regime, model: str) -> list[str]:
-    """[parameters, step] of a model as a reader sees its name (`findings.Regime.parameters_of`, `steps_of`), so a
-    study's name is never read as the paper's model: its parameters, and the step the run saved it at of the run's
-    total with the paper's step its name stands for beside it ("250 of 10,500 (paper 1,000 of 42,000)"; the paper's
-    alone where they are the same); "?" where the report was not given them (a name outside the grammar)."""
+    """[parameters, step] of a model as a reader sees its name (`findings.Regime.parameters_of`, `steps_of`): the step
+    the run saved it at with the paper's step its name stands for beside it ("250 of 10,500 (paper 1,000 of 42,000)";
+    the paper's alone where they are the same); "?" where unknown."""
     p, steps = names.try_parse_name(model), regime.steps_of(model)
     if p is None:
         return [count_cell(regime.parameters_of(model)), "?"]
@@ -120,9 +82,7 @@ MODEL_COLUMNS = ("parameters: the model's, counted with the input embedding and 
 FINDING_KEYS = ["finding", "task", "a", "b", "parameters", "step", "measure", "hypothesis", "delta", "ci_low",
                 "ci_high", "p", "p_holm", "p_other_holm", "n_seeds", "verdict", "untestable"]
 def finding_keys(tested: list[dict]) -> list[str]:
-    """The findings table's columns: `FINDING_KEYS`, "entity_f1" where a TC comparison has it (CLM - MLM40 entity
-    F1 with its 95% CI, beside the main metric) and "bracket" where a comparison relies on an LR grid the study
-    declared bracketed by an earlier grid (`findings.Regime.bracketed_by`)."""
+    """The findings table's columns: `FINDING_KEYS`, plus "entity_f1" and "bracket" where a comparison has them."""
     return FINDING_KEYS + [k for k in ("entity_f1", "bracket") if any(r.get(k) for r in tested)]
 
 
@@ -137,8 +97,7 @@ UNITS = ("Units of every interval: a model's mean - Student t over its fine-tuni
 
 
 def findings_markdown(tested: list[dict], families: set[str], imported: bool = False) -> list[str]:
-    """The verdicts (each one testable or not, and why: "at this scale" for a study's models, "with these runs" for
-    the paper's own, `imported`), their Holm families and error rate, then every comparison behind them."""
+    """The verdicts, their Holm families and error rate, then every comparison behind them."""
     where = "with these runs" if imported else "at this scale"
     alpha = findings.ALPHA
     lines = [f"## The paper's findings {where}", "",
@@ -210,9 +169,8 @@ def gap_markdown(gap: list[dict], tested: list[dict], regime: findings.Regime) -
 
 
 def _cell(row: dict) -> str:
-    """"0.812 ± 0.011" (mean ± half-width of the 95% CI); the interval itself, "0.135 [0.000, 0.635]", where "±"
-    would mislead: clipped to [0, 1] or otherwise not centred on the mean (a bootstrap's), or degenerate (every unit
-    scored the same: [m, m]); the mean alone with one unit."""
+    """"0.812 ± 0.011" (mean ± half-width of the 95% CI); the interval, "0.135 [0.000, 0.635]", where "±" would mislead
+    (clipped, not centred on the mean, or degenerate); the mean alone with one unit."""
     if row["best_lr"] is None:
         return store.DIVERGED
     if math.isnan(row["ci_low"]):
@@ -234,10 +192,9 @@ def _half_width(row: dict) -> float:
 
 
 def results_table(rows: list[dict], regime: findings.Regime) -> list[str]:
-    """Markdown: one line per model, its parameters and step (`model_cells`), one column per task (mean ± CI
-    half-width), the trivial baseline last."""
+    """Markdown: one line per model with its parameters and step, one column per task, the trivial baseline last."""
     tasks = sorted({r["task"] for r in rows})
-    models = sorted({r["model"] for r in rows}, key=model_order)
+    models = sorted({r["model"] for r in rows}, key=statistics.model_order)
     cell = {(r["model"], r["task"]): r for r in rows}
     metric = {r["task"]: r["metric"] for r in rows}
     runs = {r["model"]: r["n_pretrain_runs"] for r in rows}
@@ -249,7 +206,7 @@ def results_table(rows: list[dict], regime: findings.Regime) -> list[str]:
         cells = [_cell(cell[(model, t)]) if (model, t) in cell else "" for t in tasks]
         lines.append("| " + " | ".join([model, *model_cells(regime, model), *([str(runs[model])] if replicated else []),
                                         *cells]) + " |")
-    baseline = {t: trivial_baseline(rows, t) for t in tasks}
+    baseline = {t: statistics.trivial_baseline(rows, t) for t in tasks}
     lines.append("| " + " | ".join(["*trivial baseline*", "", "", *([""] if replicated else []),
                                     *[table_cell(baseline[t]) if baseline[t] is not None else "unknown"
                                       for t in tasks]]) + " |")
@@ -269,12 +226,10 @@ def results_table(rows: list[dict], regime: findings.Regime) -> list[str]:
     return lines
 
 
-
 def run_variance_lines(rows: list[dict], regime: findings.Regime) -> list[str]:
-    """Markdown: the pretraining-run variance of every model trained more than once (`statistics.run_variance`),
-    or nothing when every model is one run."""
+    """Markdown: the pretraining-run variance of every model trained more than once (nothing when there is none)."""
     replicated = sorted((r for r in rows if r["best_lr"] is not None and r["n_pretrain_runs"] > 1),
-                        key=lambda r: (r["task"], model_order(r["model"])))
+                        key=lambda r: (r["task"], statistics.model_order(r["model"])))
     if not replicated:
         return []
     lines = ["## Pretraining-run variance", "",
@@ -291,9 +246,10 @@ def run_variance_lines(rows: list[dict], regime: findings.Regime) -> list[str]:
 
 
 def checks_lines(rows: list[dict], regime: findings.Regime) -> list[str]:
-    """Markdown: which means do not clear their task's trivial baseline (95% CI above it), and which SC/TC means
-    are less precise than TARGET_HALF_WIDTH, with the seeds it would take at the observed spread."""
-    rows = sorted((r for r in rows if r["best_lr"] is not None), key=lambda r: (r["task"], model_order(r["model"])))
+    """Markdown: the means that do not clear their task's trivial baseline, and the SC/TC means wider than
+    `statistics.TARGET_HALF_WIDTH` with the seeds it would take."""
+    rows = sorted((r for r in rows if r["best_lr"] is not None),
+                  key=lambda r: (r["task"], statistics.model_order(r["model"])))
     lower = lambda r: r["mean"] if math.isnan(r["ci_low"]) else r["ci_low"]  # noqa: E731 (one seed: the mean)
     known = [r for r in rows if statistics.above_baseline(r) is not None]
     below = [r for r in known if not statistics.above_baseline(r)]
@@ -316,28 +272,28 @@ def checks_lines(rows: list[dict], regime: findings.Regime) -> list[str]:
         lines += ["", f"{len(unknown)} model x task means have no known trivial baseline ({', '.join(tasks)}): "
                   "whether they clear one is not known, and they are not counted above."]
     precise = [r for r in rows if r["family"] in ("sc", "tc")]
-    wide = [r for r in precise if not _half_width(r) <= TARGET_HALF_WIDTH]  # one seed (nan) counts as wide
-    lines += ["", f"## Seeds for a ±{TARGET_HALF_WIDTH} interval (SC and TC)", ""]
+    wide = [r for r in precise if not _half_width(r) <= statistics.TARGET_HALF_WIDTH]  # one seed (nan) counts as wide
+    lines += ["", f"## Seeds for a ±{statistics.TARGET_HALF_WIDTH} interval (SC and TC)", ""]
     if not wide:
         return lines + [f"Every SC and TC mean ({len(precise)}) has a 95% CI half-width of at most "
-                        f"{TARGET_HALF_WIDTH}."]
-    lines += [f"{len(wide)} of {len(precise)} SC and TC means have a wider 95% CI; the seeds a ±{TARGET_HALF_WIDTH} "
-              "interval would take at the spread seen over their seeds (itself uncertain with few seeds):", "",
+                        f"{statistics.TARGET_HALF_WIDTH}."]
+    lines += [f"{len(wide)} of {len(precise)} SC and TC means have a wider 95% CI; the seeds a "
+              f"±{statistics.TARGET_HALF_WIDTH} interval would take at the spread seen over their seeds (itself "
+              "uncertain with few seeds):", "",
               "| model | parameters | step | task | n_seeds | half-width | std | seeds needed |",
               "|---|---|---|---|---|---|---|---|"]
     for r in wide:
-        needed = seeds_needed(r["std"])
+        needed = statistics.seeds_needed(r["std"])
         lines.append(f"| {r['model']} | {_model_part(regime, r['model'])} | {r['task']} | {r['n_seeds']} | "
                      f"{table_cell(_half_width(r))} | {table_cell(r['std'])} | "
                      f"{needed if needed is not None else 'unknown'} |")
     return lines
 
 
-
 def imported_markdown(records: list[dict], missing: dict, regime: findings.Regime) -> list[str]:
-    """Which models are the paper's own runs imported from EncodEval, and the paper-grid runs its tree lacks per
-    model x task (`analysis.import_encodeval`): shown, never filled."""
-    imported = sorted({r["model"] for r in records if import_encodeval.is_imported(r)}, key=model_order)
+    """The models imported from EncodEval, and the paper-grid runs its tree lacks per model x task: shown, never filled.
+    """
+    imported = sorted({r["model"] for r in records if import_encodeval.is_imported(r)}, key=statistics.model_order)
     if not imported:
         return []
     lines = ["## Imported from EncodEval", "",
@@ -350,19 +306,16 @@ def imported_markdown(records: list[dict], missing: dict, regime: findings.Regim
         return lines
     lines += ["", "| model | parameters | step | task | runs missing |", "|---|---|---|---|---|"]
     lines += [f"| {model} | {_model_part(regime, model)} | {task} | {n} |" for (model, task), n in
-              sorted(missing.items(), key=lambda item: (item[0][1], model_order(item[0][0])))]
+              sorted(missing.items(), key=lambda item: (item[0][1], statistics.model_order(item[0][0])))]
     return lines
 
 
 def read_folders(folders: list[Path], scale: str | None) -> tuple[list[dict], list[tuple[Path, str | None]]]:
     """Every result of `folders`, read where it is, and each folder with the scale its names are shown at.
 
-    A study's results folder (`core.run_folders.study_of`) holds its own models only (a foreign one is refused, naming
-    it: it would join the study's report and results dataset) and is shown at the scale its study.json records
-    (`--scale` must agree). With several folders every name is made the one a reader sees (`names.scaled_name`)
-    as it is read, so a study's `610m-clm-42k` (mini-610m-clm-42k) and the paper's imported one stay two rows; a
-    model may have some tasks in one folder and others in another (a study's checkpoint on a held-out task), but
-    results of one model on one task in two folders are refused."""
+    A study's results folder (`core.run_folders.study_of`) holds its own models only and is shown at its study.json's
+    scale (`--scale` must agree). With several folders every name is made the one a reader sees as it is read, so a
+    study's `610m-clm-42k` and the paper's stay two rows; one model's results on one task in two folders are refused."""
     if len({folder.resolve() for folder in folders}) < len(folders):
         raise ValueError("a results directory is given twice; give each once")
     records, sources, owner = [], [], {}
@@ -402,17 +355,20 @@ def sources_markdown(sources: list[tuple[Path, str | None]]) -> list[str]:
     return lines
 
 
+def _write_csv(path: Path, columns, rows) -> None:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    artifacts.write_text_atomic(path, buffer.getvalue())
+
+
 def write_tables(rows: list[dict], comparisons: list[dict], output: Path, regime: findings.Regime,
                  tested: list[dict] | None = None, gap: list[dict] | None = None, imported: list[str] | None = None,
                  paper_runs: bool = False, sources: list[str] | None = None) -> None:
-    """`summary.csv` (one row per model x task, every column) and `summary.md`: the results table first, then the
-    paper's findings at this scale, the paired comparisons and the full table; every name as a reader sees it, each
-    table naming a model with its parameters and step (`model_cells`, from `regime`)."""
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=SUMMARY_COLUMNS, extrasaction="ignore", lineterminator="\n")
-    writer.writeheader()
-    writer.writerows({k: table_cell(r[k]) for k in SUMMARY_COLUMNS} for r in rows)
-    artifacts.write_text_atomic(output / "summary.csv", buffer.getvalue())
+    """`summary.csv` and `summary.md` (the results table first, then the findings, the paired comparisons and the full
+    table), every name as a reader sees it, with its parameters and step (`model_cells`, from `regime`)."""
+    _write_csv(output / "summary.csv", SUMMARY_COLUMNS, ({k: table_cell(r[k]) for k in SUMMARY_COLUMNS} for r in rows))
     lines = ["# Fine-tuning results", "",
              "Test score at the best learning rate (highest mean validation score over seeds; for a model trained "
              "several times, over all its runs' seeds: one LR pooled over the runs, not one per run): mean over seeds "
@@ -455,13 +411,12 @@ def write_tables(rows: list[dict], comparisons: list[dict], output: Path, regime
     artifacts.write_text_atomic(output / "summary.md", "\n".join(lines) + "\n")
 
 
-
 REPORT_MARK = ".evaluation-report.json"  # the files an earlier report wrote into its --output directory
 
 
 def shown_at_scale(items: list[dict], scale: str | None) -> list[dict]:
-    """Summary rows, comparisons or findings with every model name as a reader sees it at `scale`
-    (`core.names.scaled_name`): computed on the recorded names, shown with the scale first."""
+    """Summary rows, comparisons or findings with every model name as a reader sees it at `scale` (`names.scaled_name`).
+    """
     return [{**item, **{k: names.scaled_name(item[k], scale) for k in ("model", "a", "b") if k in item}}
             for item in items]
 
@@ -483,10 +438,8 @@ def check_output(output: Path) -> None:
 
 
 def clear_earlier_report(output: Path) -> set[str]:
-    """Remove what an earlier report wrote here (no stale findings or figure survives); return what is left.
-
-    A report killed mid-write left its marker in the "writing" state (`start_report`): then every plain file but those
-    it found there (`kept`) is its own, and removed."""
+    """Remove what an earlier report wrote here (no stale findings or figure survives); return what is left. A report
+    killed mid-write left its marker "writing": then every plain file but those it found there (`kept`) is removed."""
     mark = output / REPORT_MARK
     if mark.is_file():
         earlier = artifacts.read_json(mark, "report marker")
@@ -502,8 +455,7 @@ def clear_earlier_report(output: Path) -> set[str]:
 
 
 def start_report(output: Path, before: set[str], scale: str | None) -> None:
-    """Mark `output` as a report being written, before its first file: a run killed mid-write can be rerun into the
-    same folder (`check_output` accepts it, `clear_earlier_report` replaces what it left)."""
+    """Mark `output` as a report being written, before its first file, so a killed run can be rerun into it."""
     artifacts.write_json_atomic(output / REPORT_MARK, {"files": [], "scale": scale, "writing": True,
                                                         "kept": sorted(before)})
 
@@ -542,8 +494,8 @@ def make_parser() -> argparse.ArgumentParser:
 
 
 def check_arguments(args) -> tuple[list[Path], Path, dict]:
-    """The command line's own checks, before any result is read (one line each): the regime's flags, the
-    results folders and the output folder. Returns the folders, the output folder and `--bracketed_by`."""
+    """The command line's own checks, before any result is read: returns the folders, the output folder and
+    `--bracketed_by`."""
     names.scaled_name("610m-clm-42k", args.scale)  # a scale that could not be read back is refused here
     if (args.tokens_per_step is None) != (args.parameters is None) or \
             any(v is not None and not v > 0 for v in (args.tokens_per_step, args.parameters)):
@@ -598,9 +550,8 @@ def main(argv=None) -> Path:
                              f"got {args.compare!r}")
     tested_records, tested_rows = records, rows
     if len(folders) > 1:  # the paper's regime: the findings and the gap test the paper-scale names only
-        tested_records, tested_rows = ([r for r in items if not names.try_parse_name(r["model"]) or
-                                        names.try_parse_name(r["model"]).scale is None]
-                                       for items in (records, rows))
+        tested_records, tested_rows = ([r for r in items if not (p := names.try_parse_name(r["model"])) or
+                                        p.scale is None] for items in (records, rows))
     regime = findings.Regime(args.tokens_per_step, args.parameters, args.scale, args.embedding_parameters, brackets,
                              args.step_divisor) if args.parameters else \
         findings.Regime(scale=args.scale, bracketed_by=brackets, step_divisor=args.step_divisor)
@@ -619,8 +570,8 @@ def main(argv=None) -> Path:
 
 def write_report(output: Path, before: set[str], records: list[dict], rows: list[dict], pair, regime, args,
                  tested: tuple[list[dict], list[dict]], sources) -> None:
-    """Write the report's files into `output` (emptied of an earlier report; `before`: what is left there), its
-    marker first ("writing") and last (the files written); `tested`: the records and rows the findings test."""
+    """Write the report into `output` (`before`: what was there), its marker first ("writing") and last (the files
+    written); `tested`: the records and rows the findings test."""
     tested_records, tested_rows = tested
     start_report(output, before, args.scale)
     comparisons = compare(records, rows, *pair) if pair else []
@@ -635,12 +586,8 @@ def write_report(output: Path, before: set[str], records: list[dict], rows: list
                  all(import_encodeval.is_imported(r) for r in tested_records),
                  sources_markdown(sources) if len(sources) > 1 else None)
     if tested:
-        buffer = io.StringIO()
         keys = finding_keys(tested)
-        writer = csv.DictWriter(buffer, fieldnames=keys, lineterminator="\n", extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows({k: _finding_cell(r, k) for k in keys} for r in tested)
-        artifacts.write_text_atomic(output / "findings.csv", buffer.getvalue())
+        _write_csv(output / "findings.csv", keys, ({k: _finding_cell(r, k) for k in keys} for r in tested))
     figures.plot_all(rows, output, regime.tokens_per_step if args.parameters else None)
     figures.plot_gap(gap, [r for r in tested if r["finding"] == "data_efficiency" and r["part"] == "slope"], output)
     written = sorted({p.name for p in output.iterdir()} - before - {REPORT_MARK})

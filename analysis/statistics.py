@@ -1,15 +1,10 @@
 """The numbers behind the report: results loaded and summarised per model x task, confidence intervals, paired
-comparisons on per-instance scores, Holm's correction. `analysis.findings` tests the paper's claims with them,
-`analysis.figures` draws them and `analysis.report` renders them; this module imports none of those.
+comparisons on per-instance scores, Holm's correction (`findings` tests, `figures` draws, `report` renders them).
 
 Intervals are Student t over the unit that varies between repeats (a bootstrap over 3 seeds is about 2.7x too
-narrow): the fine-tuning seed for a model pretrained once; the pretraining run for a model pretrained several times
-(`<name>-pseed<k>`, one `replicate_group`), each run's mean over its fine-tuning seeds being one unit (the
-pretraining run is a random effect). Such a model is summarised as one row under its group name, with the number of
-runs and a two-level variance decomposition (`summarize_group`). A paired comparison of two models adds the
-test-instance part (a paired bootstrap over instances, units averaged) to the unit part (Welch over each model's
-unit scores) and takes Welch-Satterthwaite degrees of freedom; its bootstrap p draws the test instances (paired)
-and the units: seeds, or pretraining runs and then the seeds within each drawn run (`resample_units`).
+narrow): the fine-tuning seed for a model pretrained once; for a model pretrained several times (`<name>-pseed<k>`,
+one `replicate_group`, one summary row) the pretraining run, a random effect, each run's mean over its seeds one
+unit. A paired comparison adds the test instances' part (a paired bootstrap) to the units' (Welch-Satterthwaite df).
 """
 
 from __future__ import annotations
@@ -31,23 +26,22 @@ N_RESAMPLES = 2000  # bootstrap samples of every interval and p-value the report
 
 
 def model_kind(name: str) -> str:
-    """How the report groups a model: its grammar kind (single, pfs, cpt), "intermediate" or "other" (a BERT, a
-    local run: outside the grammar of `core.names`)."""
+    """How the report groups a model: its grammar kind (single, pfs, cpt), "intermediate" or "other" (outside the
+    grammar)."""
     p = names.try_parse_name(name)
     return "other" if p is None else "intermediate" if p.paper_step is not None else p.kind
 
 
 @functools.lru_cache(maxsize=None)  # called per record by every lookup (`best_runs`): a few names, parsed once
 def replicate_group(name: str) -> str:
-    """The model a result belongs to: its name without `-pseed<k>` (`core.names`), a name outside the grammar as
-    it is. Replicates of one model (its pretraining runs) share it."""
+    """The model a result belongs to: its name without `-pseed<k>` (a name outside the grammar as it is)."""
     p = names.try_parse_name(name)
     return name if p is None else p.replicate_group
 
 
 def unit_scores(records: list[dict], split: str = "test") -> np.ndarray:
-    """The scores an interval is over: one per fine-tuning seed for one pretraining run; one per pretraining run
-    (the mean over its seeds) when `records` span several runs of one model."""
+    """The scores an interval is over: one per fine-tuning seed for one pretraining run; one per pretraining run (its
+    mean over seeds) when `records` span several runs of one model."""
     runs = sorted({r["model"] for r in records})
     scores = [main_score(r, split) for r in records]
     if len(runs) < 2:
@@ -56,10 +50,9 @@ def unit_scores(records: list[dict], split: str = "test") -> np.ndarray:
 
 
 def run_variance(records: list[dict]) -> tuple[int, float, float]:
-    """(pretraining runs, pretraining-run SD, fine-tuning seed SD) of one model's best-LR runs, by a two-level
-    decomposition: the seed variance is the mean of the within-run variances; the run variance is the variance of
-    the run means less the seed variance over the seeds per run (method of moments, 0 when negative). nan where a
-    level has fewer than 2 units."""
+    """(pretraining runs, pretraining-run SD, fine-tuning seed SD) of one model's best-LR runs: the seed variance is the
+    mean within-run variance, the run variance that of the run means less the seed variance over the seeds per run
+    (method of moments, 0 when negative); nan where a level has fewer than 2 units."""
     runs = sorted({r["model"] for r in records})
     by_run = [np.array([main_score(r, "test") for r in records if r["model"] == run]) for run in runs]
     within = [np.var(s, ddof=1) for s in by_run if len(s) > 1]
@@ -73,13 +66,8 @@ def run_variance(records: list[dict]) -> tuple[int, float, float]:
 
 
 def load_results(results_dir: str | Path) -> list[dict]:
-    """Every result file under `results_dir` (temp files of interrupted writes and moved-aside files are not),
-    each with its path under "_path"; a corrupt or older-format file is refused, naming it.
-
-    Each file is read once and its per-instance rows let go: a finished run keeps only what the paired comparisons
-    use, its test split's main metric as float arrays (`compact`), so a tree of the paper's
-    size (about 18,500 runs, 165 million test instances) is held in about 8 bytes per instance instead of a Python
-    dict each."""
+    """Every result file under `results_dir` (not temp or moved-aside files), each with its path under "_path",
+    compacted (`compact`); a corrupt or older-format file is refused, naming it."""
     files = store.result_files(results_dir)
     if not files:
         raise FileNotFoundError(f"no result files under {results_dir}; "
@@ -88,9 +76,9 @@ def load_results(results_dir: str | Path) -> list[dict]:
 
 
 def compact(record: dict) -> dict:
-    """`record` without its per-instance rows (`store.compact`); a finished one keeps its test split's main metric
-    as (numerator, denominator or None) instead (`instance_columns`: float64, the rows' own values), and a TC run its
-    entity F1 counts beside it (the TC verdict shows the strict metric beside the main one)."""
+    """`record` without its per-instance rows (`store.compact`): a finished one keeps its test split's main metric as
+    (numerator, denominator) float arrays (`instance_columns`), a TC run its entity F1 beside it; about 8 bytes per
+    instance, for trees of the paper's size (165 million test instances)."""
     rows, metric = store.instances(record), store.main_metric(record)
     kept = [metric] if store.scored(record) else []
     if kept and metric != "entity_f1" and rows and "entity_tp" in rows[0]:  # TC: entity F1 beside it
@@ -99,12 +87,9 @@ def compact(record: dict) -> dict:
 
 
 def instance_columns(rows: list[dict], metric: str) -> tuple[np.ndarray, np.ndarray | None]:
-    """(numerator, denominator) of `metric` over per-instance rows, so that sum(num) / sum(den) is the run's metric.
-
-    Mean metrics (accuracy, f1, ndcg@10, sentence_macro_f1) have no denominator (None: 1 per instance);
-    token_micro_f1 / token_accuracy are correct/count tokens; entity_f1 is rebuilt from its counts (numerator = tp,
-    denominator = (pred + gold) / 2).
-    """
+    """(numerator, denominator) of `metric` over per-instance rows, so that sum(num) / sum(den) is the run's metric:
+    mean metrics have no denominator (None), token_micro_f1 / token_accuracy are correct / count tokens, entity_f1 is tp
+    / ((pred + gold) / 2)."""
     if metric in ("token_micro_f1", "token_accuracy"):
         return (np.array([r["token_correct"] for r in rows], dtype=float),
                 np.array([r["token_count"] for r in rows], dtype=float))
@@ -115,8 +100,7 @@ def instance_columns(rows: list[dict], metric: str) -> tuple[np.ndarray, np.ndar
 
 
 def check_same_protocol(records: list[dict]) -> None:
-    """Refuse to average, in one summary row, runs of one (model, task) whose identities differ (other weights,
-    other task data, other protocol): such a row would mix two experiments."""
+    """Refuse to average in one row runs of one (model, task) whose identities differ: it would mix two experiments."""
     first = records[0]
     for record in records[1:]:
         differences = store.identity_diff(first["identity"], record["identity"])
@@ -131,9 +115,8 @@ def check_same_protocol(records: list[dict]) -> None:
 
 
 def check_replicates(records: list[dict]) -> None:
-    """Refuse what would count one pretraining run twice in a replicated model's row: a result whose
-    `pretrain_seed` is not its name's `-pseed<k>`, or a plain run (no `-pseed`) beside replicates of the same name
-    (it most likely shares one replicate's seed)."""
+    """Refuse what would count one pretraining run twice in a replicated model's row: a result whose `pretrain_seed` is
+    not its name's `-pseed<k>`, or a plain run beside replicates of the same name (it most likely shares one's seed)."""
     plain, replicated = {}, {}
     for record in records:
         named = store.pretrain_seed(record["model"])
@@ -150,8 +133,8 @@ def check_replicates(records: list[dict]) -> None:
 
 
 def confidence_interval(scores, bootstrap: bool = False, level: float = 0.95) -> tuple[float, float]:
-    """95% CI of the mean over seeds: Student t (default) or percentile bootstrap, clipped to [0, 1] (scores are
-    fractions: a t-interval of few seeds can otherwise reach past them); (nan, nan) with < 2 scores."""
+    """95% CI of the mean over seeds, Student t or percentile bootstrap, clipped to [0, 1]; (nan, nan) with < 2 scores.
+    """
     scores = np.asarray(scores, dtype=float)
     if len(scores) < 2:
         return math.nan, math.nan
@@ -168,15 +151,13 @@ main_score = store.main_score
 
 
 def summarize_group(records: list[dict], bootstrap: bool = False) -> dict:
-    """One summary row from all runs of one (model, task), the pretraining runs of a replicated model included
-    (named by their `replicate_group`): the best LR is chosen on the mean over all of them, and the mean and CI are
-    over `unit_scores` (seeds, or run means when there are several runs).
+    """One summary row from all runs of one (model, task), every pretraining run of a replicated model included: the
+    best LR is chosen on the mean over all of them, the mean and CI are over `unit_scores`.
 
     Returns:
-        A dict with SUMMARY_COLUMNS, plus "per_lr" {lr: (mean validation, mean test, n ok, n diverged)} and
-        "per_lr_ci" {lr: (low, high)}, the Student-t 95% CI over that LR's units of its mean test score.
-        `entity_f1` (TC only, else None) is the mean test entity F1 of the best LR's runs, shown beside any main
-        metric so that a model predicting no entity is never hidden by a lenient one (sentence_macro_f1).
+        SUMMARY_COLUMNS, plus "per_lr" {lr: (mean validation, mean test, n ok, n diverged)} and "per_lr_ci" {lr: (low,
+        high)}; `entity_f1` (TC only, else None) is the best LR's mean test entity F1, shown beside a lenient main
+        metric.
     """
     first = records[0]
     ok = [r for r in records if store.scored(r)]
@@ -211,17 +192,15 @@ def summarize_group(records: list[dict], bootstrap: bool = False) -> dict:
     seeds = min(sum(r["model"] == m for r in chosen) for m in {r["model"] for r in chosen})
     return {**row, "best_lr": best, "n_seeds": len(test) if n_pretrain_runs == 1 else seeds,
             "n_pretrain_runs": n_pretrain_runs, "pretrain_sd": pretrain_sd, "seed_sd": seed_sd,
-            "mean": float(np.mean(units)), "ci_low": low,
-            "ci_high": high, "trivial_baseline": baselines.pop() if baselines else None, "entity_f1": entity_f1,
-            "std": float(np.std(test, ddof=1)) if len(test) > 1 else math.nan,
-            "val_mean": float(per_lr[best][0]),
+            "mean": float(np.mean(units)), "ci_low": low, "ci_high": high,
+            "trivial_baseline": baselines.pop() if baselines else None, "entity_f1": entity_f1,
+            "std": float(np.std(test, ddof=1)) if len(test) > 1 else math.nan, "val_mean": float(per_lr[best][0]),
             "stability_std": float(np.std([main_score(r, "test") for r in ok], ddof=1)) if len(ok) > 1 else math.nan,
             "lr_range": float(max(lr_means) - min(lr_means))}
 
 
 def summarize(records: list[dict], bootstrap: bool = False) -> list[dict]:
-    """Summary rows for every (model, task) in the results, the pretraining runs of a replicated model in one row
-    (its `replicate_group`), sorted by task then model."""
+    """Summary rows for every (model, task), a replicated model's runs in one row, sorted by task then model."""
     runs, groups = collections.defaultdict(list), collections.defaultdict(list)
     for record in records:
         runs[(record["model"], record["task"])].append(record)
@@ -233,11 +212,9 @@ def summarize(records: list[dict], bootstrap: bool = False) -> list[dict]:
     return sorted(rows, key=lambda r: (r["task"], r["model"]))
 
 
-
 def instance_matrix(records: list[dict], metric: str) -> tuple[np.ndarray, np.ndarray]:
-    """(numerator, denominator), each (runs, test instances), so that sum(num) / sum(den) is one run's metric
-    (`instance_columns`): from what a loaded record kept (`load_results`), or from its per-instance rows (a record
-    built in memory)."""
+    """(numerator, denominator), each (runs, test instances), of one metric (`instance_columns`): from what a loaded
+    record kept, or from a record's per-instance rows."""
     def columns(record):
         if (kept := store.kept_scores(record)) is None:
             return instance_columns(store.instances(record), metric)
@@ -255,28 +232,16 @@ def paired_comparison(records_a: list[dict], records_b: list[dict], metric: str,
     """Model A minus model B on the same test instances: a Student-t interval combining units and instances, and a
     paired bootstrap.
 
-    The variance of the difference is the unit part (each model's `unit_scores`: its fine-tuning seeds, or its
-    pretraining runs' means when it has several runs: s_a^2/n_a + s_b^2/n_b) plus the instance part (the paired
-    bootstrap's variance of the difference of unit-averaged scores over resampled test instances); the interval is
-    delta +- t(df) * se, df by Welch-Satterthwaite on the unit part (infinite for the instance part). With one unit
-    on a side its part is unknown and only the instance part is used (df infinite: the interval is then too narrow,
-    and says so in `n_seeds`). `p` is the two-sided t-test of delta = 0; `one_sided(result, bound)` gives the
-    one-sided ones. `p_bootstrap` is a paired bootstrap, never 0: with no sample on the other side of 0 it is
-    1 / n_resamples, an upper bound (`p_bootstrap_bound` True). Each sample draws the test instances with
-    replacement (the same draw for A and B: the pairing) and, independently per model, its runs as
-    `resample_units` says: the fine-tuning seeds of a model pretrained once; its pretraining runs, then the seeds
-    within each drawn run, for a model pretrained several times (so the interval is over runs, not over records
-    pooled across runs, which a large run-to-run spread would make too narrow). `wins` / `losses` count test instances
-    (unit-averaged) where A is above / below B: a description, not a test (instances are not independent of seeds).
-
-    Args:
-        records_a, records_b: the best-LR runs of each model on one task (status "ok").
-        metric: the task's main metric.
-        n_resamples: bootstrap samples.
+    The variance is the unit part (s_a^2/n_a + s_b^2/n_b over each model's `unit_scores`) plus the instance part (the
+    variance of the unit-averaged difference over resampled test instances); df by Welch-Satterthwaite on the unit part
+    (with one unit on a side only the instance part is known: the interval is then too narrow). `p` is two-sided
+    (`one_sided` gives the one-sided ones). `p_bootstrap` resamples the test instances (paired) and, per model, its
+    units (`resample_units`); never 0: with no sample past 0 it is 1 / n_resamples (`p_bootstrap_bound`). `wins` /
+    `losses` count test instances where A is above / below B: a description, not a test.
 
     Returns:
-        {"delta", "se", "ci_low", "ci_high", "df", "p", "parts", "p_bootstrap", "p_bootstrap_bound", "wins",
-        "losses"}; parts: [(unit variance part, its df)] of A and B, for Welch-Satterthwaite elsewhere.
+        {"delta", "se", "ci_low", "ci_high", "df", "p", "parts", "p_bootstrap", "p_bootstrap_bound", "wins", "losses"};
+        parts: [(unit variance part, its df)] of A and B.
     """
     num_a, den_a = instance_matrix(records_a, metric)
     num_b, den_b = instance_matrix(records_b, metric)
@@ -306,15 +271,14 @@ def paired_comparison(records_a: list[dict], records_b: list[dict], metric: str,
 
 
 def unit_part(records: list[dict]) -> tuple[float, int]:
-    """One model's unit part of a difference's variance and its df: s^2 / n over its `unit_scores` (0 with one
-    unit: unknown)."""
+    """One model's unit part of a difference's variance and its df: s^2 / n over its `unit_scores` (0 with one unit)."""
     units = unit_scores(records)
     return (float(np.var(units, ddof=1)) / len(units) if len(units) > 1 else 0.0, len(units) - 1)
 
 
 def t_test(delta: float, parts: list[tuple[float, int]], instance_variance: float, level: float = 0.95) -> dict:
-    """A difference's Student-t interval and two-sided p: its variance the unit parts plus the instance part, df by
-    Welch-Satterthwaite on the unit parts (infinite for the instance part)."""
+    """A difference's Student-t interval and two-sided p: the unit parts plus the instance part, df by
+    Welch-Satterthwaite on the unit parts."""
     variance = sum(part for part, _ in parts) + instance_variance
     welch = sum(part ** 2 / df for part, df in parts if df > 0 and part > 0)
     df = variance ** 2 / welch if welch > 0 else math.inf
@@ -328,29 +292,20 @@ def t_test(delta: float, parts: list[tuple[float, int]], instance_variance: floa
 
 
 def instance_counts(rng: np.random.Generator, n: int, size: int) -> np.ndarray:
-    """(size, n) bootstrap counts of n test instances drawn with replacement (each row multinomial(n, uniform)),
-    made from drawn indices: `rng.multinomial` draws one binomial per instance, ten times slower at test-set sizes."""
+    """(size, n) bootstrap counts of n instances drawn with replacement, from drawn indices (`rng.multinomial` is ten
+    times slower here)."""
     draws = rng.integers(0, n, size=(size, n)) + n * np.arange(size)[:, None]
     return np.bincount(draws.ravel(), minlength=size * n).reshape(size, n).astype(float)
 
 
 def contrast(groups: list[list[dict]], weights: list[float], metric: str, n_resamples: int = N_RESAMPLES,
              seed: int = 0, level: float = 0.95) -> dict:
-    """sum_k weights[k] x score of model k, every model scored on the same test instances: a difference of paired
-    differences (the IR gap at one size minus at another) with its Student-t interval, as `paired_comparison`'s.
-
-    The variance is the unit part (sum_k w_k^2 s_k^2 / n_k over each model's `unit_scores`; 0 with one unit) plus
-    the test instances' part (the variance of the contrast of unit-averaged scores over test instances drawn with
-    replacement, one draw for every model: the instances the gaps share covary, so their parts are not added as if
-    independent); df by Welch-Satterthwaite on the unit part.
-
-    Args:
-        groups: the best-LR runs of each model on one task (status "ok").
-        weights: one per group (e.g. [1, -1, -1, 1]).
-        metric: the task's main metric.
+    """sum_k weights[k] x score of model k on the same test instances (the IR gap at one size minus at another), with
+    its Student-t interval as `paired_comparison`'s: the unit part sum_k w_k^2 s_k^2 / n_k plus the instances' part,
+    drawn once for every model (the gaps share their instances, so their parts are not independent).
 
     Returns:
-        {"delta", "se", "df", "ci_low", "ci_high", "p"} (`t_test`'s).
+        `t_test`'s {"delta", "se", "df", "ci_low", "ci_high", "p"}.
     """
     matrices = [instance_matrix(g, metric) for g in groups]
     if len({num.shape[1] for num, _ in matrices}) > 1:
@@ -369,11 +324,9 @@ def contrast(groups: list[list[dict]], weights: list[float], metric: str, n_resa
 
 
 def resample_units(records: list[dict], rng: np.random.Generator, size: int) -> np.ndarray:
-    """(size, len(records)) bootstrap weights over one model's records, each row summing to 1, so that
-    weights @ scores is a resampled mean. One pretraining run (one `model` name): its records (fine-tuning seeds)
-    drawn with replacement. Several runs (the pretraining seeds of one `replicate_group`): a two-stage bootstrap,
-    the runs drawn with replacement, then each drawn run's seeds with replacement within it; every run weighs the
-    same (the mean of run means, as `unit_scores`), and a run drawn c times has c * n_seeds of its seeds drawn."""
+    """(size, len(records)) bootstrap weights over one model's records, each row summing to 1. One pretraining run: its
+    seeds drawn with replacement. Several: the runs drawn, then each drawn run's seeds within it, every run weighing the
+    same (as `unit_scores`)."""
     n = len(records)
     runs = sorted({r["model"] for r in records})
     if len(runs) < 2:
@@ -388,22 +341,20 @@ def resample_units(records: list[dict], rng: np.random.Generator, size: int) -> 
 
 
 def one_sided(estimate: float, se: float, df: float, bound: float = 0.0) -> float:
-    """p of the one-sided t-test of H1: estimate > bound (its complement, H1: estimate < bound, is
-    `one_sided(-estimate, se, df, -bound)`)."""
+    """p of the one-sided t-test of H1: estimate > bound (the other side: `one_sided(-estimate, se, df, -bound)`)."""
     if not se > 0:
         return 0.0 if estimate > bound else 1.0
     return float(stats.t.sf((estimate - bound) / se, df))
 
 
 def bootstrap_p(samples: np.ndarray) -> tuple[float, bool]:
-    """Two-sided bootstrap p-value of "the statistic is 0" from its bootstrap samples, and whether it is only the
-    bound 1 / len(samples) (no sample on the far side of 0): a p-value is never 0."""
+    """Two-sided bootstrap p of "the statistic is 0", and whether it is only the bound 1 / len(samples): never 0."""
     p = min(1.0, 2 * min((samples <= 0).mean(), (samples >= 0).mean()))
     return (float(p), False) if p > 0 else (1.0 / len(samples), True)
 
 
 def holm(p_values: list[float]) -> list[float]:
-    """Holm's step-down adjusted p-values (family-wise error rate), in the order given."""
+    """Holm's step-down adjusted p-values, in the order given."""
     order = sorted(range(len(p_values)), key=lambda i: p_values[i])
     adjusted, running = [0.0] * len(p_values), 0.0
     for rank, i in enumerate(order):
@@ -425,12 +376,10 @@ def compare(records: list[dict], rows: list[dict], model_a: str, model_b: str) -
 
 
 def best_runs(records: list[dict], rows: list[dict], model: str, task: str) -> list[dict]:
-    """The finished runs of `model` (a replicate group: every pretraining run of it) on `task` at its best learning
-    rate ([] when it has none)."""
+    """The finished runs of `model` (a replicate group) on `task` at its best LR ([] when none)."""
     best = next((r["best_lr"] for r in rows if r["model"] == model and r["task"] == task), None)
     return [r for r in records if replicate_group(r["model"]) == model and r["task"] == task and r["lr"] == best
             and store.scored(r)]
-
 
 
 TARGET_HALF_WIDTH = 0.02  # the precision asked of a SC or TC mean over seeds (fractions)
@@ -438,13 +387,12 @@ TARGET_HALF_WIDTH = 0.02  # the precision asked of a SC or TC mean over seeds (f
 
 def seeds_needed(std: float, half_width: float = TARGET_HALF_WIDTH, level: float = 0.95,
                  max_seeds: int = 1000) -> int | None:
-    """The fewest seeds whose Student-t CI of the mean is at most `half_width` wide on each side, at this spread
-    over seeds (itself an estimate from the seeds run); None when the spread is unknown or would need more."""
+    """The fewest seeds whose Student-t CI half-width is at most `half_width` at this spread; None when unknown or more
+    than `max_seeds`."""
     if not std > 0:
         return None
     return next((n for n in range(2, max_seeds + 1)
                  if stats.t.ppf((1 + level) / 2, n - 1) * std / math.sqrt(n) <= half_width), None)
-
 
 
 KIND_ORDER = {"single": 0, "pfs": 1, "cpt": 2, "intermediate": 3, "other": 4}
@@ -459,9 +407,8 @@ def model_order(name: str):
             p.paper_step or 0, p.total_steps, name)
 
 
-
 def trivial_baseline(rows: list[dict], task: str) -> float | None:
-    """The task's trivial baseline test score (`evaluation.baselines`) from its summary rows, None when unknown."""
+    """The task's trivial baseline test score from its summary rows, None when unknown."""
     return next((r["trivial_baseline"] for r in rows if r["task"] == task and r.get("trivial_baseline") is not None),
                 None)
 
@@ -470,9 +417,8 @@ BASELINE_TOLERANCE = 1e-9  # baselines are kept to 12 decimals: a mean this clos
 
 
 def above_baseline(row: dict) -> bool | None:
-    """Whether a summary row's 95% CI (its mean, with one unit) lies above its task's trivial baseline, by more than
-    `BASELINE_TOLERANCE`: the model learned the task. None when the task has no known baseline (imported runs,
-    mteb) or the row has no finished run."""
+    """Whether a summary row's 95% CI (its mean, with one unit) lies above its task's trivial baseline by more than
+    `BASELINE_TOLERANCE`; None without a known baseline or a finished run."""
     if row.get("trivial_baseline") is None or row.get("best_lr") is None:
         return None
     low = row["mean"] if math.isnan(row["ci_low"]) else row["ci_low"]
@@ -480,7 +426,6 @@ def above_baseline(row: dict) -> bool | None:
 
 
 def at_baseline(row: dict) -> bool:
-    """Whether a summary row's mean is its task's trivial baseline (within `BASELINE_TOLERANCE`): a model that
-    predicts the majority class, or all "O", scores it exactly."""
+    """Whether a summary row's mean is its task's trivial baseline (within `BASELINE_TOLERANCE`)."""
     return row.get("trivial_baseline") is not None and row.get("best_lr") is not None and \
         abs(row["mean"] - row["trivial_baseline"]) <= BASELINE_TOLERANCE

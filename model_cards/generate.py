@@ -6,24 +6,11 @@ dataset card is `model_cards.results_card`).
     # -> report/README.md
     python -m model_cards.generate --results results/ --summary report/summary.csv
 
-A card never replaces a file that this tool did not write (`--force` to do it anyway).
-
-A card is filled from what the run recorded (`run_info.json` and `config.json` next to the weights), from the
-evaluation summary (`summary.csv`) and from the per-run results (which data each score was computed on, and proof
-that the scores are of these very weights); the Jinja templates (`template.md`, `results_template.md`) hold no
-logic beyond loops and optional sections. Names of the study's grammar (the released checkpoints' names, parsed
-by `core.names.parse_name`) are explained part by part:
-
-    <size>-<objective>[ratio]-<steps>            610m-mlm40-42k, 1b-clm-42k
-    <size>-clm-<k1>-mlm<ratio>-<total>           610m-clm-10k-mlm40-42k   (two phases, PFS)
-    <size>-<base>-dec<steps>-mlm<ratio>-<total>  610m-clm-dec42k-mlm40-44k (continued pretraining, CPT)
-    <name>-<paper step>                          610m-clm-42k-1000        (intermediate checkpoint)
-    <scale>-<name>                               mini-610m-clm-42k        (that run at a study scale)
-
-Any other checkpoint with a `run_info.json` (an encoder made with `recipes/cpt.py` from your own decoder, a run
-named `my-encoder`) is described from what `run_info.json` records. A run that borrowed a recipe's config (and so
-its name) but trained something else, e.g. CPT from a converted Llama with the `610m-clm-dec42k-mlm40-44k` config,
-is named after its repo (or folder) and described as what it is.
+A card is filled from what the run recorded (`run_info.json`, `config.json`), the evaluation summary and the per-run
+results (the data each score was computed on, and proof that the scores are of these weights); the Jinja template
+holds no logic. A name of the study's grammar (`core.names`) is explained part by part; any other checkpoint, or one
+whose `run_info.json` contradicts its recipe's name, is named after its repo (or folder) and described from
+`run_info.json`. A card never replaces a file this tool did not write (`--force` does).
 """
 
 import argparse
@@ -73,8 +60,8 @@ def _objective_words(objective: str, ratio: int | None) -> str:
 
 
 def name_lines(name: str, step: int | None = None) -> list[str]:
-    """One line per part of the name, for the card's "What the name means" list; `step`, an intermediate
-    checkpoint's own step (`run_folders.intermediate_step`), is named where the scale divides the paper's down."""
+    """One line per part of the name, for the card's "What the name means"; `step`, an intermediate checkpoint's own
+    step, is named where the scale divides the paper's down."""
     p = parse_name(name)
     lines = [f"`{p.scale}`: trained at the study's `{p.scale}` scale, not the paper's: the paper's recipe named by "
              "the rest of the name, with its steps divided down and a small architecture (the Training table gives "
@@ -104,26 +91,15 @@ def name_lines(name: str, step: int | None = None) -> list[str]:
 
 
 def _saved_at(p: ModelName, step: int | None) -> str:
-    """"saved at step 1,000", or at a scale "at the paper's step 1,000, saved at its own step 250": the name's
-    step is the paper's, the checkpoint's the run's (`core.names`)."""
+    """"saved at step 1,000", or at a scale "at the paper's step 1,000, saved at its own step 250"."""
     if p.scale and step is not None and step != p.paper_step:
         return f"at the paper's step {p.paper_step:,}, saved at its own step {step:,} at this scale,"
     return f"saved at step {p.paper_step:,}"
 
 
 def describe_name(name: str, step: int | None = None) -> str:
-    """Explain a model name of the study's grammar in one paragraph.
-
-    Args:
-        name: a model name of the study's grammar (see `parse_name`).
-        step: an intermediate checkpoint's own step, named where the scale divides the paper's down.
-
-    Returns:
-        A plain-English sentence, e.g. "610m-clm-10k-mlm40-42k: a 610m model trained for 42,000 steps: ...".
-
-    Raises:
-        ValueError: the name is outside the grammar.
-    """
+    """One paragraph explaining a name of the study's grammar ("610m-clm-10k-mlm40-42k: a 610m encoder trained for
+    ..."); `step` as in `name_lines`. Raises ValueError outside the grammar."""
     p = parse_name(name)
     head = f"{name}: at the `{p.scale}` scale, the recipe of a {p.size} encoder" if p.scale else \
         f"{name}: a {p.size} encoder"
@@ -145,7 +121,7 @@ def describe_name(name: str, step: int | None = None) -> str:
 
 
 def describe_run(name: str, info: dict, step: int | None) -> str:
-    """Explain a checkpoint whose name is outside the grammar, from what its `run_info.json` records."""
+    """Explain a checkpoint whose name is outside the grammar, from its `run_info.json`."""
     size = f"a `{info['size']}`-size encoder" if info["size"] else "an encoder"
     ratio = round(info["mlm_probability"] * 100) if info["objective"] == "mlm" else None
     steps = info["run_config"].get("training_args", {}).get("max_steps") if step is not None else None
@@ -164,7 +140,7 @@ def describe_run(name: str, info: dict, step: int | None) -> str:
 
 
 def _cpt_words(info: dict) -> str:
-    """How a CPT run trained, in words: LoRA CPT names its adapters (merged into the saved weights)."""
+    """How a CPT run trained, in words (LoRA CPT names its adapters, merged into the weights)."""
     settings = info["run_config"].get("run_settings", {})
     if not settings.get("lora"):
         return "continued pretraining (CPT)"
@@ -191,12 +167,9 @@ def _contradictions(p: ModelName, info: dict) -> list[str]:
 
 
 def resolve_name(checkpoint_dir: Path, info: dict, repo_id: str | None) -> tuple[str, ModelName | None, str | None]:
-    """(card name, its parsed grammar or None, a note when run_info's name belongs to another run).
-
-    run_info's name is used when it is outside the grammar or tells the same story as run_info; a study name that
-    run_info contradicts (the config of a recipe, trained from another base or with other settings) is replaced by
-    the repo's name (else the run folder's), which must not itself be a contradicted study name.
-    """
+    """(card name, its parsed grammar or None, a note when run_info's name belongs to another run). A study name that
+    run_info contradicts is replaced by the repo's name (else the run folder's), which must not itself be a contradicted
+    study name."""
     recorded = checkpoint_name(checkpoint_dir)
     parsed = try_parse_name(recorded)
     if parsed is None or not (problems := _contradictions(parsed, info)):
@@ -215,14 +188,8 @@ def resolve_name(checkpoint_dir: Path, info: dict, repo_id: str | None) -> tuple
     return name, own_parsed, note
 
 
-def shown_name(name: str, parsed: ModelName | None, info: dict) -> str:
-    """The card's name as a reader sees it first: a study name trained at another scale says it
-    (`core.names.scaled_name`: mini-610m-clm-42k); a name that carries its scale already, or no study name, as is."""
-    return name if parsed is None or parsed.scale is not None else scaled_name(name, run_scale(info, parsed))
-
-
 def load_run_info(checkpoint_dir: Path) -> dict:
-    """Read and check `run_info.json` of a checkpoint folder (all contract keys present)."""
+    """Read and check `run_info.json` of a checkpoint folder."""
     if not Path(checkpoint_dir).is_dir():
         raise missing_path(checkpoint_dir, "CHECKPOINT")
     info = run_folders.read_run_info(checkpoint_dir)
@@ -247,8 +214,8 @@ def _value(value) -> str:
 
 
 def hyperparameter_groups(info: dict) -> list[tuple[str, list[tuple[str, str]]]]:
-    """The card's hyperparameter tables: (group, [(setting, value)]), each setting once, no local paths, settings
-    that do not apply to this run (unset ones, masking of a CLM run) left out."""
+    """The card's hyperparameter tables, [(group, [(setting, value)])]: each setting once, no local paths, none that
+    does not apply to this run."""
     settings = without_local_paths(_settings(info))
     clm_only = settings.get("objective") == "clm" and settings.get("switch_step") is None
     skip = {k for k, v in settings.items() if v is None or v == []}
@@ -272,7 +239,7 @@ def hyperparameter_groups(info: dict) -> list[tuple[str, list[tuple[str, str]]]]
 
 
 def parameter_count(checkpoint_dir: Path) -> tuple[int, int]:
-    """(parameters without the LM head, with it), read from the safetensors headers (no weights loaded)."""
+    """(parameters without the LM head, with it), from the safetensors headers."""
     from safetensors import safe_open
 
     total = head = 0
@@ -308,9 +275,8 @@ def pretraining_data(info: dict) -> tuple[list[str], str]:
 
 
 def _base_model(info: dict, repo_id: str | None, override: str | None) -> tuple[str | None, str | None]:
-    """(Hub id for the card's `base_model`, a sentence naming the run's starting point) for CPT runs and decay
-    branches, and for their intermediate checkpoints. A study base is `<org of repo_id>/<base name>`, at this run's
-    scale (`<org>/mini-610m-clm-42k`)."""
+    """(Hub id for the card's `base_model`, a sentence naming the starting point) of a CPT run or decay branch: a study
+    base is `<org of repo_id>/<base name>` at this run's scale."""
     settings = info["run_config"].get("run_settings", {})
     branch_from = settings.get("branch_from")
     if info["cpt_base"] is not None:
@@ -332,17 +298,12 @@ def _base_model(info: dict, repo_id: str | None, override: str | None) -> tuple[
 
 
 def _is_causal(checkpoint_dir: Path) -> bool:
-    """The attention that `AutoModel` and the task heads use by default (config.json's `is_causal`)."""
+    """Whether `AutoModel` and the task heads attend causally by default (config.json's `is_causal`)."""
     return model_folders.is_causal_checkpoint(artifacts.read_json(Path(checkpoint_dir) / "config.json", "model config"))
 
 
-def _branches(checkpoint_dir: Path) -> list[tuple[str, int]]:
-    """The run's intermediate checkpoints as Hub branches: [("step-1000", 1000), ...] (`model_cards.push` layout)."""
-    return [(p.name, run_folders.intermediate_step(p)) for p in run_folders.intermediate_checkpoints(checkpoint_dir)]
-
-
 def _eval_results(rows: list[dict]) -> list[EvalResult]:
-    """model-index entries: the test mean at the best LR, its 95% CI and seed count as metric arguments."""
+    """model-index entries: the test mean at the best LR, with its 95% CI and seed count as metric arguments."""
     results = []
     for r in rows:
         mean = summary.number(r["mean"])
@@ -390,7 +351,7 @@ def _facts(info: dict, name: str, parsed: ModelName | None, params: tuple[int, i
 
 
 def _tokens_text(info: dict) -> str:
-    """The tokens a checkpoint saw: a CPT run's own, then its base's (run_info `tokens_before_cpt`)."""
+    """The tokens a checkpoint saw: a CPT run's own, then its base's."""
     own = f"{info['tokens_seen']:,} tokens"
     if not info["cpt_base"]:
         return own
@@ -412,11 +373,6 @@ def _disclaimer(info: dict, name: str, parsed: ModelName | None, params: tuple[i
         return (f"> **Not a study run: {trained}.** `{paper}` names a run of the study, but this checkpoint was "
                 f"trained outside the study's scales, on {data_text}; `run_info.json` records its settings.")
     return ""
-
-
-def _loads_natively(checkpoint_dir: Path) -> bool:
-    """config.json names transformers' own EuroBERT (`modeling_eurobert.export_native.make_plain_loadable`)."""
-    return artifacts.read_json(Path(checkpoint_dir) / "config.json", "model config").get("model_type") == "eurobert"
 
 
 def _usage(name: str, repo_id: str | None, revision: str | None, causal: bool, native: bool = False) -> dict:
@@ -478,7 +434,7 @@ def _limitations(info: dict) -> list[str]:
 
 def build_model_card(checkpoint_dir, summary_csv=None, repo_id: str | None = None, revision: str | None = None,
                      results_dir=None, base_model: str | None = None) -> ModelCard:
-    """Build the model card of one checkpoint folder.
+    """The model card of one checkpoint folder, with `model-index` metadata.
 
     Args:
         checkpoint_dir: a `save_pretrained` folder holding `run_info.json` (final, or `<run>/intermediate/step-<N>`).
@@ -486,23 +442,22 @@ def build_model_card(checkpoint_dir, summary_csv=None, repo_id: str | None = Non
         repo_id: Hub repo id (usage snippet, name of a run that borrowed a recipe's name, org of a study base).
         revision: Hub branch of this checkpoint (intermediate checkpoints live on `step-<N>` branches).
         results_dir: the per-run results behind `summary_csv` (required with it).
-        base_model: Hub id of the model a CPT run or decay branch started from (default: `<org>/<base name>` for
-            a base of the study's grammar when `repo_id` gives the org; none otherwise).
-
-    Returns:
-        a `huggingface_hub.ModelCard` with `model-index` metadata (`card.data.eval_results`).
+        base_model: Hub id of a CPT run's or decay branch's start (default: `<org>/<base name>` for a study base).
     """
     checkpoint_dir = Path(checkpoint_dir)
     model_folders.check_loadable(checkpoint_dir)
     info = load_run_info(checkpoint_dir)
     name, parsed, borrowed = resolve_name(checkpoint_dir, info, repo_id)
-    name = shown_name(name, parsed, info)  # the scale first, wherever the card names the model
+    if parsed is not None and parsed.scale is None:  # a study name trained at another scale says it, everywhere
+        name = scaled_name(name, run_scale(info, parsed))
     parsed = try_parse_name(name)
     rows = summary.evaluation_rows(checkpoint_dir, checkpoint_name(checkpoint_dir), summary_csv, results_dir,
                            name) if summary_csv else []
     if rows:
         summary.check_summary(rows, results_dir, summary_csv)
     params, causal = parameter_count(checkpoint_dir), _is_causal(checkpoint_dir)
+    # transformers' own EuroBERT loads it natively (`modeling_eurobert.export_native.make_plain_loadable`)
+    native = artifacts.read_json(checkpoint_dir / "config.json", "model config").get("model_type") == "eurobert"
     hub_ids, data_text = pretraining_data(info)
     base_id, base_text = _base_model(info, repo_id, base_model)
     step = run_folders.intermediate_step(checkpoint_dir)
@@ -530,13 +485,15 @@ def build_model_card(checkpoint_dir, summary_csv=None, repo_id: str | None = Non
         disclaimer=_disclaimer(info, name, parsed, params, data_text),
         summary=description, name_lines=name_lines(name, step) if parsed else [],
         facts=_facts(info, name, parsed, params, data_text, base_text), hyperparameters=hyperparameter_groups(info),
-        eval_intro=eval_intro, eval_rows=summary.table_rows(rows), branches=_branches(checkpoint_dir),
-        **_usage(name, repo_id, revision, causal, _loads_natively(checkpoint_dir)), limitations=_limitations(info),
+        eval_intro=eval_intro, eval_rows=summary.table_rows(rows),
+        branches=[(p.name, run_folders.intermediate_step(p))  # Hub branches, as `model_cards.push` makes them
+                  for p in run_folders.intermediate_checkpoints(checkpoint_dir)],
+        **_usage(name, repo_id, revision, causal, native), limitations=_limitations(info),
         versions=sorted(info["versions"].items()))
 
 
 def write_card(card, path: Path, force: bool = False) -> Path:
-    """Write a card atomically, refusing to replace a file that this tool did not write (unless `force`)."""
+    """Write a card atomically, refusing to replace a file this tool did not write (unless `force`)."""
     path = Path(path)
     if path.is_dir():
         raise ValueError(f"--output {path} is a directory; pass the card's file path (e.g. {path / 'README.md'})")

@@ -1,11 +1,6 @@
-"""What is published of the files a run wrote: the same records with every local path replaced.
-
-`run_info.json` records the resolved config and the `TrainingArguments` of a run (`output_dir`, `logging_dir`,
-`model_name_or_path`, `tokenizer_name_or_path`, `branch_from`, a local `corpus_source`...), and result files
-can name a data file by its absolute path. Locally those paths are provenance; on the Hub they say nothing useful
-and expose the machine's layout. Publishing replaces each one by `<local>/<last component>` (e.g.
-`<local>/610m-clm-42k`), so the record keeps its keys and shape and still says which run or file it was.
-Hub ids (`org/name`), URLs and bare names are kept.
+"""What is published of the files a run wrote: the same records with every local path (`output_dir`, a local
+`corpus_source`, a data file...) written `<local>/<last component>`, so a record keeps its keys and shape and still
+says which run or file it was, without exposing the machine's layout. Hub ids, URLs and bare names are kept.
 """
 
 import hashlib
@@ -23,11 +18,8 @@ def _public_text(text: str) -> str:
 
 
 def without_local_paths(value):
-    """A copy of a JSON-like value (dicts, lists, strings, numbers) with every local path replaced.
-
-    Dict keys are rewritten too (a result file keys its data files by name, or by path when two share a name);
-    two keys that become equal keep apart by a short hash of the original path.
-    """
+    """A copy of a JSON-like value with every local path replaced, dict keys too (two keys that become equal are kept
+    apart by a short hash of the original)."""
     if isinstance(value, dict):
         out = {}
         for key, item in value.items():
@@ -50,9 +42,8 @@ def public_result(record: dict) -> dict:
 
 
 def local_roots(*paths) -> list[str]:
-    """Absolute local folders whose names must not appear in published files: the given inputs, their parent
-    and grandparent (a study folder), the working directory and the home directory (roots of one or no component,
-    such as `/tmp`, are too short to search for)."""
+    """Absolute local folders that must not appear in published files: the inputs, their parent and grandparent, the
+    working and the home directory (roots of under two components, such as `/tmp`, are too short to search for)."""
     roots = {Path.cwd().resolve(), Path.home().resolve()}
     for path in filter(None, paths):
         resolved = Path(path).resolve()
@@ -61,8 +52,7 @@ def local_roots(*paths) -> list[str]:
 
 
 def check_repo_id(repo_id: str) -> None:
-    """Refuse a repo id the Hub would refuse: ORG/NAME, each made of letters, digits, "-", "_" and ".", not starting
-    or ending with "-" or ".", no "--" or "..", at most 96 characters (one-line ValueError)."""
+    """Refuse, in one line, a repo id the Hub would refuse (ORG/NAME, `huggingface_hub.utils.validate_repo_id`)."""
     from huggingface_hub.utils import HFValidationError, validate_repo_id
 
     if repo_id.count("/") != 1 or not all(repo_id.split("/")):

@@ -4,29 +4,21 @@
         [--dry_run OUT]
     python -m model_cards.push --results REPORT_DIR --results_dir RESULTS_DIR --results_repo_id ORG/mlm-vs-clm-results
 
-- A checkpoint repo gets weights, config, tokenizer, modeling code, the sentence-transformers files (prompts,
-  pooling), `run_info.json` and its card (README.md) in ONE commit: it loads from the Hub as the local folder does.
-  A folder that is not a loadable model (a LoRA run's `checkpoint-N`, adapters only) is refused. A run folder's
-  intermediate checkpoints (`RUN_DIR/intermediate/step-<N>/`) go to branches `step-<N>` of the same repo, one commit
-  each. Files on a branch that the checkpoint no longer has are deleted in that commit,
-  so every branch holds exactly the pushed folder (plus the Hub's `.gitattributes`).
-- `--results REPORT_DIR` (`analysis.report`'s folder, `summary.csv`) with `--results_dir` (the per-run results
-  `evaluation.run` wrote; default `REPORT_DIR/results`; the study's layout is `study/<study>/report` and
-  `study/<study>/results`) becomes a dataset repo with its own card and `runs` / `predictions` / `summary`
-  configs (`model_cards.results_dataset`), and fills the evaluation table of the checkpoint cards.
-- Nothing published holds a local path: `run_info.json` and the result files are published with every path
-  written `<local>/<last component>` (`model_cards.public`), and a staged file that still contains one of the
-  input folders' absolute paths is refused.
+- A checkpoint repo gets weights, config, tokenizer, modeling code, the sentence-transformers files, `run_info.json`
+  and its card in ONE commit, so it loads from the Hub as the local folder does; a folder that is not a loadable
+  model is refused. Intermediate checkpoints (`RUN_DIR/intermediate/step-<N>/`) go to branches `step-<N>`, one commit
+  each; files a branch holds that the checkpoint no longer has are deleted in that commit.
+- `--results REPORT_DIR` with `--results_dir` (default `REPORT_DIR/results`) becomes a dataset repo with its own card
+  and `runs` / `predictions` / `summary` configs (`model_cards.results_dataset`), and fills the checkpoint cards'
+  evaluation tables.
+- Nothing published holds a local path (`model_cards.public`); a staged file that still contains one of the input
+  folders' absolute paths, or the Hub token, is refused.
 - `--dry_run OUT` writes the exact repo folders, `OUT/<models|datasets>/<org>/<name>/<revision>/`, and contacts
-  nothing.
-- Repo ids in the `your-org` placeholder namespace (what `recipes.study` exports without `--org`) are refused when
-  pushing, so a toy export never lands in someone else's organisation by mistake.
+  nothing. Pushing to the `your-org` placeholder namespace is refused.
 
-One commit per repo revision: `HfApi.create_commit` (not `upload_folder`, which with hf_xet installed streams big
-folders as several commits). Re-pushing identical files makes no commit: the client drops files whose remote oid
-matches and skips an empty commit. A failed commit (HTTP 5xx, dropped connection) is retried; a commit is atomic on
-the Hub, so the end state is one complete commit. The token comes from HF_TOKEN or the huggingface_hub login
-(`huggingface_hub.get_token()`); it is passed to the client only, never printed or written.
+One commit per repo revision with `HfApi.create_commit` (`upload_folder` may split big folders into several);
+re-pushing identical files makes no commit. Transient failures (HTTP 5xx, a dropped connection) are retried: a commit
+is atomic on the Hub. The token (HF_TOKEN or the login) is passed to the client only, never printed or written.
 """
 
 import argparse
@@ -39,13 +31,7 @@ from fnmatch import fnmatch
 from pathlib import Path
 
 import httpx2
-from huggingface_hub import (
-    CommitOperationAdd,
-    CommitOperationDelete,
-    HfApi,
-    constants,
-    get_token,
-)
+from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi, constants, get_token
 from huggingface_hub.errors import HfHubHTTPError
 
 from core import artifacts, cli, model_folders, run_folders, store
@@ -85,14 +71,7 @@ class RepoCommit:
 
 
 def checkpoint_files(checkpoint_dir: Path) -> dict[str, Path]:
-    """The files of a checkpoint folder that go to the Hub, checked for completeness.
-
-    Args:
-        checkpoint_dir: a `save_pretrained` folder with `run_info.json`.
-
-    Returns:
-        path in repo -> local path.
-    """
+    """The files of a checkpoint folder that go to the Hub (path in repo -> local path), checked for completeness."""
     checkpoint_dir = Path(checkpoint_dir)
     if not checkpoint_dir.is_dir():
         raise PushError(f"{checkpoint_dir} is not a folder: pass a checkpoint or run folder holding run_info.json")
@@ -129,7 +108,7 @@ def checkpoint_files(checkpoint_dir: Path) -> dict[str, Path]:
 
 def stage_checkpoint(checkpoint_dir: Path, repo_id: str, revision: str, summary_csv: Path | None,
                     results_dir: Path | None = None, base_model: str | None = None) -> RepoCommit:
-    """Stage the commit of one checkpoint folder to `repo_id@revision` (files, public run_info, generated card)."""
+    """The commit of one checkpoint folder to `repo_id@revision`: its files, public run_info and generated card."""
     files = checkpoint_files(checkpoint_dir)
     card = build_model_card(checkpoint_dir, summary_csv, repo_id=repo_id,
                             revision=None if revision == "main" else revision,
@@ -137,8 +116,7 @@ def stage_checkpoint(checkpoint_dir: Path, repo_id: str, revision: str, summary_
     public_info = without_local_paths(load_run_info(checkpoint_dir))
     files[run_folders.RUN_INFO_NAME] = (json.dumps(public_info, indent=2, allow_nan=False) + "\n").encode("utf-8")
     files["README.md"] = str(card).encode("utf-8")
-    name = card.data.model_name
-    return RepoCommit(repo_id, "model", revision, files, f"Upload {name}")
+    return RepoCommit(repo_id, "model", revision, files, f"Upload {card.data.model_name}")
 
 
 def stage_run(run_dir: Path, repo_id: str, summary_csv: Path | None = None, results_dir: Path | None = None,
@@ -168,15 +146,8 @@ def resolve_results_dir(report_dir: Path, results_dir: Path | None) -> Path:
 
 
 def stage_results(report_dir: Path, repo_id: str, results_dir: Path | None, workdir: Path) -> RepoCommit:
-    """Stage the results dataset repo: the report folder, the published result files, the `runs` and
-    `predictions` tables (`model_cards.results_dataset`) and the card.
-
-    Args:
-        report_dir: `analysis.report`'s output (summary.csv, summary.md, figures).
-        repo_id: dataset repo id.
-        results_dir: the per-run result files (default `<report_dir>/results`).
-        workdir: an empty scratch folder that outlives the staging: the derived files are written there.
-    """
+    """The results dataset commit: the report folder, the published result files, the `runs` and `predictions` tables
+    and the card; the derived files are written to `workdir`, a scratch folder that outlives the staging."""
     report_dir = Path(report_dir)
     results = resolve_results_dir(report_dir, results_dir)
     summary = report_dir / "summary.csv"
@@ -218,7 +189,7 @@ def check_no_token(commits: list[RepoCommit], token: str) -> None:
 
 
 def check_no_local_paths(commits: list[RepoCommit], roots: list[str]) -> None:
-    """Refuse to publish a text file that contains one of the local folders `roots` (`public.local_roots`)."""
+    """Refuse to publish a text file that contains one of the local folders `roots`."""
     needles = [root.encode() for root in roots]
     for commit in commits:
         for path, source in commit.files.items():
@@ -232,10 +203,9 @@ def check_no_local_paths(commits: list[RepoCommit], roots: list[str]) -> None:
 
 
 def write_dry_run(commits: list[RepoCommit], out_dir: Path, replace: bool = False) -> None:
-    """Write every staged repo revision as a folder under `out_dir`, which must be new or empty, or with `replace`
-    hold only an earlier dry run's `models/` and `datasets/` folders (then it is replaced). Nothing that appears or
-    changes there meanwhile is removed (`artifacts.atomic_directory`). A file holding the Hub token (HF_TOKEN or
-    the login) is refused, as by a push."""
+    """Write every staged repo revision as a folder under `out_dir`: new or empty, or with `replace` an earlier dry
+    run's (`models/`, `datasets/`). Nothing that appears there meanwhile is removed (`artifacts.atomic_directory`); a
+    file holding the Hub token is refused, as by a push."""
     out_dir = Path(out_dir)
     found = sorted(p.name for p in out_dir.iterdir()) if out_dir.is_dir() else []
     if found and not (replace and set(found) <= {"models", "datasets"}):
@@ -274,26 +244,14 @@ def _commit_once(api: HfApi, commit: RepoCommit) -> str:
     remote = set(api.list_repo_files(commit.repo_id, repo_type=commit.repo_type, revision=commit.revision))
     operations = [CommitOperationDelete(path) for path in sorted(remote - set(commit.files) - KEPT_REMOTE_FILES)]
     operations += [CommitOperationAdd(path, source) for path, source in commit.files.items()]
-    info = api.create_commit(commit.repo_id, operations, commit_message=commit.commit_message,
-                             repo_type=commit.repo_type, revision=commit.revision)
-    return info.oid
+    return api.create_commit(commit.repo_id, operations, commit_message=commit.commit_message,
+                             repo_type=commit.repo_type, revision=commit.revision).oid
 
 
 def push_commits(commits: list[RepoCommit], token: str, endpoint: str | None = None, retries: int = 3,
                backoff_s: float = 2.0, log=print) -> list[str]:
-    """Push every staged repo revision, one commit each, retrying transient failures.
-
-    Args:
-        commits: from `stage_run` / `stage_results`.
-        token: Hub token (never logged).
-        endpoint: Hub URL; default `HF_ENDPOINT` or https://huggingface.co.
-        retries: extra attempts per revision after a 5xx answer or a dropped connection.
-        backoff_s: wait before the first retry, doubled after each.
-        log: where progress lines go.
-
-    Returns:
-        the head commit id of each revision after the push.
-    """
+    """Push every staged repo revision, one commit each, retrying transient failures `retries` times (waiting
+    `backoff_s`, doubled each time); returns each revision's head commit id."""
     if constants.HF_HUB_OFFLINE:
         raise PushError("HF_HUB_OFFLINE is set: unset it to push (or use --dry_run OUT)")
     for commit in commits:
@@ -344,8 +302,8 @@ def check_repo_id(repo_id: str) -> None:
 
 
 def check_scale_in_repo_name(repo_id: str, info: dict) -> None:
-    """Refuse a paper name (`ORG/610m-mlm40-42k`) for a checkpoint trained at another scale or, outside the study, at
-    another size or length (`core.names.run_scale`): the repo must say it (`ORG/smoke-610m-mlm40-42k`)."""
+    """Refuse a paper name (`ORG/610m-mlm40-42k`) for a checkpoint trained at another scale (`core.names.run_scale`):
+    the repo must say it (`ORG/smoke-610m-mlm40-42k`)."""
     name = repo_id.split("/")[-1]
     parsed = try_parse_name(name)
     if parsed is None or parsed.scale is not None or run_scale(info, parsed) in (None, PAPER_SCALE):
@@ -364,8 +322,8 @@ def check_not_placeholder(repo_id: str) -> None:
 
 
 def stage_commits(args, workdir: Path) -> list[RepoCommit]:
-    """Turn CLI arguments into repo commits, checking them all before anything is written or pushed (`workdir`: an
-    empty scratch folder for the results dataset's derived files, kept until the commits are pushed)."""
+    """The repo commits the CLI arguments ask for, all checked before anything is written or pushed (`workdir`: scratch
+    for the results dataset's derived files, kept until the push)."""
     if args.checkpoint is None and args.results is None:
         raise PushError("nothing to push: give a CHECKPOINT_OR_RUN_DIR and/or --results REPORT_DIR")
     if args.retries < 0:

@@ -9,16 +9,8 @@ from huggingface_hub import DatasetCard, DatasetCardData
 from core import store
 from core.names import scaled_name
 from core.paper import PAPER_ARXIV_ID
+from model_cards import results_dataset
 from model_cards.public import LOCAL, PLACEHOLDER_ORG
-from model_cards.results_dataset import (
-    PREDICTIONS_FOLDER,
-    RESULTS_FOLDER,
-    RUNS_FILE,
-    dataset_configs,
-    record_source,
-    scored_test,
-    task_test_data,
-)
 from model_cards.summary import check_summary, read_summary, table_rows
 
 RESULTS_TEMPLATE = Path(__file__).with_name("results_template.md")
@@ -35,28 +27,19 @@ def _scan_runs(results_dir: Path) -> list[dict]:
     for path in paths:
         run = store.read_result(path)
         runs.append({"model": run["model"], "task": run["task"], "diverged": not store.scored(run),
-                     "source": record_source(run), "scored": scored_test(run)["text"]})
+                     "source": results_dataset.record_source(run), "scored": results_dataset.scored_test(run)["text"]})
     return runs
 
 
 def build_results_card(results_dir, summary_csv, repo_id: str | None = None, scale: str | None = None) -> DatasetCard:
-    """Build the dataset card of the per-run evaluation results.
-
-    Args:
-        results_dir: folder of per-run JSON files `<model>/<task>/lr<lr>-seed<seed>.json`.
-        summary_csv: the evaluation `summary.csv` (one row per model, task and metric).
-        repo_id: dataset repo id shown in the loading snippet.
-        scale: the manifest scale of the study's models: named as the report names them (`scaled_name`).
-
-    Returns:
-        a `huggingface_hub.DatasetCard` whose `configs` expose `runs` (one row per run), `predictions` (one row per
-        run, split and instance) and `summary`, with their schemas in `dataset_info`.
-    """
+    """The dataset card of the per-run results in `results_dir` (`summary_csv`: the report's summary; `repo_id`: shown
+    in the loading snippet; `scale`: models named as the report names them), with the `runs`, `predictions` and
+    `summary` configs and their schemas."""
     runs = [{**r, "model": scaled_name(r["model"], scale)} for r in _scan_runs(Path(results_dir))]
     rows = read_summary(summary_csv)
     check_summary(rows, results_dir, summary_csv, complete=True)
     models = sorted({r["model"] for r in runs})
-    configs, info = dataset_configs()
+    configs, info = results_dataset.dataset_configs()
     card_data = DatasetCardData(
         pretty_name="MLM vs CLM encoder study: fine-tuning results", language="en", license=RESULTS_LICENSE,
         tags=["mlm-vs-clm", "evaluation", f"arxiv:{PAPER_ARXIV_ID}"], configs=configs, dataset_info=info)
@@ -64,14 +47,15 @@ def build_results_card(results_dir, summary_csv, repo_id: str | None = None, sca
 
     data = []
     for task, source in sorted({(r["task"], r["source"]) for r in runs}):
-        described = task_test_data(task, source)
+        described = results_dataset.task_test_data(task, source)
         notes = " ".join(tasks.load_task(task).notes.split()) if source == "offline" else ""
         scored = sorted({r["scored"] for r in runs if (r["task"], r["source"]) == (task, source)})
         data.append({"task": task, "source": source, "label": described["label"], "notes": notes,
                      "scored": "; ".join(filter(None, scored)) or "not kept"})
     return DatasetCard.from_template(
         card_data, template_path=str(RESULTS_TEMPLATE), repo_id=repo_id or f"<{PLACEHOLDER_ORG}>/<results>",
-        results_folder=RESULTS_FOLDER, runs_file=RUNS_FILE, predictions_folder=PREDICTIONS_FOLDER,
+        results_folder=results_dataset.RESULTS_FOLDER, runs_file=results_dataset.RUNS_FILE,
+        predictions_folder=results_dataset.PREDICTIONS_FOLDER,
         n_runs=len(runs), n_models=len(models), n_tasks=len({r["task"] for r in runs}),
         n_diverged=sum(r["diverged"] for r in runs), models=models, data=data,
         summary_rows=[{"model": r["model"], **row} for r, row in zip(rows, table_rows(rows))], local=LOCAL)

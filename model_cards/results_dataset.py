@@ -1,19 +1,12 @@
-"""The results dataset: which data each score was computed on, and the per-run result files as flat tables.
+"""The results dataset: which data each score was computed on (`task_test_data`), and the per-run result files as
+flat tables (`write_tables`) with one typed schema for every task family, declared in the dataset card so that
+`datasets.load_dataset(repo, "runs")` never guesses a column's type:
 
-`task_test_data(task, source)` reads the task definition (`evaluation/tasks/<task>.yaml`): the Hub dataset, config and
-split that the test role maps to (SST-2's test set is GLUE's `validation` split), or, for results computed on the
-offline bundle, the split its test file is a copy of, or a carved split, or a stand-in (`offline_data.yaml`).
-
-`write_tables` turns the per-run result files into the dataset's `runs` and `predictions` configs, with one typed
-schema for every task family (`RUNS_FEATURES`, `PREDICTIONS_FEATURES`, declared in the dataset card so that
-`datasets.load_dataset(repo, "runs")` never has to guess a column's type from its first rows):
-
-- `runs.jsonl`: one row per fine-tuning run (model, task, family, lr, seed, status, main metric and its validation
-  and test scores, every metric as a JSON object, the data used, config, versions, git commit, identity);
-- `predictions/<model>.jsonl`: one row per (run, split, instance): the instance's main-metric score, its
-  prediction and reference (JSON: a label, a tag list, an answer text, a ranking) and all its scores (JSON);
-- `summary.jsonl`: `summary.csv` with typed values (counts `n_*` as integers, other numbers as floats, empty
-  cells as null), since `datasets` picks one builder (here JSON) for every config of a repository.
+- `runs.jsonl`: one row per fine-tuning run (its scores, every metric as a JSON object, data, config, identity);
+- `predictions/<model>.jsonl`: one row per (run, split, instance): its main-metric score, prediction and reference
+  (JSON: a label, a tag list, an answer text, a ranking) and all its scores (JSON);
+- `summary.jsonl`: `summary.csv` with typed values (`n_*` integers, other numbers floats, empty cells null), since
+  `datasets` picks one builder (here JSON) for every config of a repository.
 """
 
 import contextlib
@@ -57,8 +50,8 @@ def _carve(rule: dict) -> str:
 
 
 def _role_split(mapping: dict, derive: dict, role: str, name_of=str, outer: bool = True) -> str:
-    """What a role of a task source is: a named split (`mapping`: role -> split or files) or a carve of another
-    role, less what later carves take out of it."""
+    """What a role of a task source is: a named split (`mapping`) or a carve of another role, less what later carves
+    take out of it."""
     if role in mapping:
         text = name_of(mapping[role])
     elif role in derive:
@@ -88,16 +81,13 @@ def _hub_splits(hub) -> dict:
 
 @functools.cache
 def task_test_data(task_name: str, source: str) -> dict:
-    """Which data the test scores of a task come from, as the model-index and the cards name it.
-
-    Args:
-        task_name: a task of the registry (`evaluation/tasks/<name>.yaml`).
-        source: "hub" or "offline", as the result's identity records it.
+    """Which data the test scores of `task_name` come from (`source`: "hub" or "offline", as the result's identity
+    records it), as the model-index and the cards name it: the Hub dataset, config and split the test role maps to, or
+    the split an offline file copies, a carved split, or a stand-in (`offline_data.yaml`).
 
     Returns:
-        {"dataset": a Hub id (the task name when the data is not a Hub dataset's split), "config", "split",
-        "revision", "origin" ("Hub" | "offline bundle"), "stand_in": None or what the data is instead, "label":
-        one line for tables}.
+        {"dataset": a Hub id (the task name when not a Hub split), "config", "split", "revision", "origin", "stand_in":
+        None or what the data is instead, "label": one line for tables}.
     """
     from evaluation import (
         tasks,  # the task registry (seqeval, datasets): imported only when scores are described
@@ -139,9 +129,8 @@ def task_test_data(task_name: str, source: str) -> dict:
 
 
 def scored_test(record: dict) -> dict:
-    """How many test instances a result scored: {"n": the count of its per-instance test scores (None when it kept
-    none), "capped": the grid's `--max_eval` kept a seeded random subset (`evaluation.tasks.SUBSET_SEED`), "text":
-    the words the cards use}."""
+    """How many test instances a result scored: {"n" (None when it kept none), "capped" (by the grid's `--max_eval`),
+    "text": the cards' words}."""
     n = len(store.instances(record)) or None
     capped = n is not None and store.run_config(record).get("max_eval") == n
     text = ("" if n is None else f"a seeded random {n:,} of that split (--max_eval {n})" if capped
@@ -201,19 +190,9 @@ def prediction_rows(record: dict):
 
 
 def write_tables(result_paths: list[Path], out_dir: Path, scale: str | None = None) -> dict[str, Path]:
-    """Write the published copies of the result files and the `runs` / `predictions` tables under `out_dir`.
-
-    Files are streamed one result at a time, so the memory used does not grow with the grid.
-
-    Args:
-        result_paths: per-run result files (`store.result_files`), under `<results_dir>/<model>/<task>/`.
-        out_dir: an empty scratch folder.
-        scale: the manifest scale of the study's models (`analysis.report --scale`): the `runs` and `predictions`
-            rows name them as the report does (`core.names.scaled_name`); the result files stay as recorded.
-
-    Returns:
-        path in the dataset repo -> local file.
-    """
+    """Write the published copies of the result files and the `runs` / `predictions` tables into the scratch folder
+    `out_dir`, one result at a time (memory does not grow with the grid); returns path in the dataset repo -> local
+    file. `scale`: the rows name the models as the report does (`scaled_name`); the result files stay as recorded."""
     files, shards = {}, {}
     with contextlib.ExitStack() as stack:
         runs = stack.enter_context(open(out_dir / RUNS_FILE, "w", encoding="utf-8"))

@@ -42,15 +42,7 @@ def confidence_interval(row: dict) -> tuple[float, float] | None:
 
 
 def read_summary(summary_csv: Path, model: str | None = None) -> list[dict]:
-    """Rows of `summary.csv` (all, or those of one model), with the contract's columns checked.
-
-    Args:
-        summary_csv: the evaluation report's summary table.
-        model: keep only this model's rows.
-
-    Returns:
-        list of dicts keyed by the summary columns (strings, as in the file).
-    """
+    """Rows of `summary.csv` (all, or `model`'s), as strings, with the contract's columns checked."""
     try:
         with open(summary_csv, newline="", encoding="utf-8") as f:
             reader = csv.DictReader(f)
@@ -81,9 +73,8 @@ def _same(published: str, computed, integer: bool = False) -> bool:
         value = number(published)
     except ValueError:  # not a number
         return False
-    if value is None:
-        return False
-    return value == computed if integer else math.isclose(value, float(computed), rel_tol=1e-3, abs_tol=1e-6)
+    return value is not None and (value == computed if integer else
+                                  math.isclose(value, float(computed), rel_tol=1e-3, abs_tol=1e-6))
 
 
 SUMMARY_CHECKED = ("mean", "ci_low", "ci_high", "n_seeds", "best_lr")  # what a card publishes of a summary row
@@ -100,10 +91,9 @@ def _differences(row: dict, computed: dict) -> list[str]:
 
 
 def check_summary(rows: list[dict], results_dir, summary_csv, complete: bool = False) -> None:
-    """Refuse summary rows that the results do not give: each row's mean, 95% CI (as a card shows it, clipped to
-    [0, 1]), seed count and best LR are recomputed from `results_dir` (`analysis.statistics.summarize`, the
-    report's own computation; percentile intervals for a report made with --bootstrap). `complete`: the results
-    hold no (model, task) that the summary lacks either."""
+    """Refuse summary rows the results do not give: each row's mean, 95% CI (as a card shows it), seed count and best LR
+    are recomputed from `results_dir` (`analysis.statistics.summarize`; percentile intervals for a --bootstrap report).
+    `complete`: the results hold no (model, task) the summary lacks either."""
     from analysis.statistics import load_results, replicate_group, summarize
 
     records = load_results(results_dir)
@@ -131,9 +121,8 @@ def check_summary(rows: list[dict], results_dir, summary_csv, complete: bool = F
 
 
 def evaluation_rows(checkpoint_dir: Path, model: str, summary_csv, results_dir, shown: str | None = None) -> list[dict]:
-    """The summary rows of this checkpoint (filed under `shown`, the name the report shows it by at its scale;
-    default `model`), each with the test data it was scored on (`task_test_data`), after checking that its results
-    (filed under `model`, the name run_info records) were made from these very weights (their identity)."""
+    """This checkpoint's summary rows (filed under `shown`, default `model`), each with the test data it was scored on,
+    once its results (filed under `model`) are checked to be of these very weights."""
     rows = read_summary(summary_csv, shown or model)
     if not rows:
         return []
