@@ -116,15 +116,13 @@ def prepare(run_args: PretrainArguments, training_args: TrainingArguments) -> Pr
 
     # 3. the collator picks CLM or MLM from each batch's step (PFS flips inside the run)
     collator = build_collator(run_args, tokenizer, blocks_per_step, first_block)
-    return PreparedRun(run_args, training_args, resume, tokenizer, train_blocks, identity, model, collator,
-                       start)
+    return PreparedRun(run_args, training_args, resume, tokenizer, train_blocks, identity, model, collator, start)
 
 
 def name_tensorboard_run(trainer: PretrainingTrainer, run_args, training_args: TrainingArguments) -> None:
-    """TensorBoard shows a run by its log folder: `<output_dir>/runs/<name as shown>` (`mini-610m-clm-42k` at the
-    mini scale: `core.names.scaled_name`), instead of transformers' `runs/<date>_<host>`, so a run at another scale
-    than the paper's says so there too; a resumed run logs on into the same folder. TENSORBOARD_LOGGING_DIR, when
-    set, still decides."""
+    """Log TensorBoard into `<output_dir>/runs/<name as shown>` (`mini-610m-clm-42k`: `core.names.scaled_name`), not
+    transformers' `runs/<date>_<host>`: the scale shows there, and a resumed run logs on into the same folder.
+    TENSORBOARD_LOGGING_DIR, when set, still decides."""
     from transformers.integrations import TensorBoardCallback
 
     name = tensorboard_name(run_args, training_args)
@@ -139,11 +137,7 @@ class OutputChanged(ValueError):
 
 def check_unchanged(run: PreparedRun) -> None:
     """With the output_dir lock held: the checks of `prepare` again, since another launch may have trained there
-    while this one prepared (then this one would overwrite its run_config.json and retrain over it).
-
-    Raises:
-        OutputChanged: one line saying what changed.
-    """
+    while this one prepared (this one would overwrite it); raises `OutputChanged`, one line saying what changed."""
     try:
         resume = check_output_dir(run.run_args, run.training_args)
         check_data_identity(run.run_args, run.training_args, run.identity, resume)
@@ -210,11 +204,8 @@ def train(run: PreparedRun) -> PretrainingTrainer:
 
 
 def pretrain(run_args: PretrainArguments, training_args: TrainingArguments) -> PretrainingTrainer:
-    """Train one run (pretraining, PFS, decay branch or CPT) and save it to `training_args.output_dir`.
-
-    Returns:
-        The trainer, after training and saving (tests read its state and model).
-    """
+    """Train one run (pretraining, PFS, decay branch or CPT), save it to `training_args.output_dir`; returns the
+    trainer (tests read its state and model)."""
     return train(prepare(run_args, training_args))
 
 
