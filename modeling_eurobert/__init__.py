@@ -45,12 +45,8 @@ def __getattr__(name: str):
 
 
 def load_architecture(name: str, **overrides):
-    """Load a committed architecture (`tiny`, `210m`, `610m`, `1b`) as an `EuroBertClmMlmConfig`, optionally
-    overriding fields.
-
-    Raises:
-        ValueError: unknown architecture name.
-    """
+    """A committed architecture (`ARCHITECTURES`) as an `EuroBertClmMlmConfig`, `overrides` applied; ValueError for
+    an unknown name."""
     if name not in ARCHITECTURES:
         raise ValueError(f"unknown architecture {name!r}; choose one of {', '.join(ARCHITECTURES)}")
     from .configuration_eurobert import EuroBertClmMlmConfig

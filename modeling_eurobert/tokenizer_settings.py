@@ -28,15 +28,8 @@ def mask_added_token(content: str) -> AddedToken:
 
 
 def configure_tokenizer(tokenizer, model_max_length: int | None = None):
-    """Set the mask token's strip flags and `model_max_length` on a fast tokenizer, in place.
-
-    Args:
-        tokenizer: a transformers fast tokenizer; one without a mask token keeps its tokens as they are.
-        model_max_length: the model's `max_position_embeddings`; None leaves the tokenizer's own value.
-
-    Returns:
-        The same tokenizer (its vocabulary and ids are unchanged).
-    """
+    """Set the mask token's strip flags (if it has one) and `model_max_length` (the model's `max_position_embeddings`;
+    None keeps the tokenizer's own) on a fast tokenizer, in place; returns it, vocabulary and ids unchanged."""
     if model_max_length is not None:
         if not isinstance(model_max_length, int) or model_max_length < 1:
             raise ValueError(f"model_max_length={model_max_length!r} must be a positive integer "
