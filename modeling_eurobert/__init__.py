@@ -55,17 +55,7 @@ def load_architecture(name: str, **overrides):
     return EuroBertClmMlmConfig.from_pretrained(ARCHITECTURES_DIR / name, **overrides)
 
 
-__all__ = [
-    "EuroBertClmMlmConfig",
-    "EuroBertClmMlmPreTrainedModel",
-    "EuroBertClmMlmModel",
-    "EuroBertClmMlmForMaskedLM",
-    "EuroBertClmMlmForCausalLM",
-    "EuroBertClmMlmForSequenceClassification",
-    "EuroBertClmMlmForTokenClassification",
-    "EuroBertClmMlmForQuestionAnswering",
-    "ARCHITECTURES",
-    "load_architecture",
-    "register",
-    "pool",
-]
+__all__ = ["EuroBertClmMlmConfig", "EuroBertClmMlmPreTrainedModel", "EuroBertClmMlmModel", "EuroBertClmMlmForMaskedLM",
+           "EuroBertClmMlmForCausalLM", "EuroBertClmMlmForSequenceClassification",
+           "EuroBertClmMlmForTokenClassification", "EuroBertClmMlmForQuestionAnswering", "ARCHITECTURES",
+           "load_architecture", "register", "pool"]

@@ -95,10 +95,8 @@ def check_exportable(raw: dict, bidirectional: bool = False) -> str:
     eos = raw.get("eos_token_id")
     eos_ids = set(eos) if isinstance(eos, list) else {eos}
     if raw.get("pad_token_id") is not None and raw["pad_token_id"] in eos_ids:
-        raise ExportError(
-            f"pad_token_id={raw['pad_token_id']} equals eos; the native embedding freezes the pad row "
-            "(padding_idx), so set a distinct pad_token_id in config.json first"
-        )
+        raise ExportError(f"pad_token_id={raw['pad_token_id']} equals eos; the native embedding freezes the pad row "
+                          "(padding_idx), so set a distinct pad_token_id in config.json first")
     if architecture == "EuroBertClmMlmForCausalLM":
         return "EuroBertForMaskedLM"  # same parameters: the native MLM head is the bidirectional LM head
     return NATIVE_CLASSES[architecture]

@@ -1,20 +1,12 @@
-"""The settings every tokenizer saved beside a model of this project carries (toy BPE, converted decoders and every
-checkpoint the recipes save):
+"""The settings every tokenizer saved beside a model of this project carries (`configure_tokenizer`):
 
-    from modeling_eurobert.tokenizer_settings import configure_tokenizer
-    configure_tokenizer(tokenizer, model.config.max_position_embeddings)
-    tokenizer.save_pretrained(directory)
+- the mask token strips the space before it (as RoBERTa's `<mask>`): "The capital is <|mask|>." gives [..., "Ġis",
+  <|mask|>, "."], with no stray "Ġ" the model never saw (pretraining masks whole tokens, space included);
+- `model_max_length` is the model's `max_position_embeddings` (a tokenizer trained here or a Llama's has none, or
+  131072);
+- loader bookkeeping (`is_local`, `local_files_only`) is dropped from a published tokenizer_config.json.
 
-- The mask token strips the space before it (`lstrip=True, rstrip=False`, as RoBERTa's `<mask>`), so
-  "The capital is <|mask|>." gives [..., "Ġis", <|mask|>, "."], not a stray "Ġ" token before the mask: the model
-  never saw one there, since pretraining replaces a whole token (space included) with the mask.
-- `model_max_length` is the model's `max_position_embeddings`, so truncation and the "sequence too long" warning
-  know the model's context (a tokenizer trained here or loaded from a Llama has none, or 131072).
-- Loader bookkeeping that transformers copies into `init_kwargs` (`is_local`, `local_files_only`) is dropped, so a
-  published tokenizer_config.json does not say `"local_files_only": true`.
-
-Pretraining is unaffected: it tokenizes special-token text as plain text (`split_special_tokens=True`), so the mask
-token's strip flags never change a packed block (tested in tests/test_data.py).
+Pretraining tokenizes special-token text as plain text, so the strip flags never change a packed block.
 """
 
 from tokenizers import AddedToken
