@@ -27,15 +27,7 @@ import datasets
 import numpy as np
 import pyarrow as pa
 import torch
-from tokenizers import (
-    AddedToken,
-    Regex,
-    Tokenizer,
-    decoders,
-    models,
-    pre_tokenizers,
-    trainers,
-)
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 from core import artifacts, cli, model_folders
@@ -44,7 +36,6 @@ from modeling_eurobert.tokenizer_settings import configure_tokenizer
 
 logger = logging.getLogger(__name__)
 
-FINEWEB_EDU = ("HuggingFaceFW/fineweb-edu", "sample-350BT")  # the paper scale's corpus (docs/protocol.md)
 # offline stand-ins, relative to the data bundle: "bundle" (enwiki: train and valid) and "bundle_more" (3x more
 # documents of the same dump, disjoint from enwiki; train only) for runs that must not repeat data
 BUNDLE_CORPORA = {"bundle": Path("pretrain") / "enwiki", "bundle_more": Path("pretrain") / "enwiki_more"}
@@ -66,13 +57,8 @@ _BLOCKS_PER_WRITE = 1024  # rows per arrow record batch when writing packed bloc
 
 
 # ----------------------------------------------------------------------------------------------------------- corpus
-def load_corpus(
-    source: str = "bundle",
-    data_dir: str | os.PathLike | None = None,
-    split: str = "train",
-    name: str | None = None,
-    cache_dir: str | os.PathLike | None = None,
-) -> datasets.Dataset:
+def load_corpus(source: str = "bundle", data_dir: str | os.PathLike | None = None, split: str = "train",
+                name: str | None = None, cache_dir: str | os.PathLike | None = None) -> datasets.Dataset:
     """The pretraining corpus, one document per row, as a memory-mapped `datasets.Dataset` with one column "text".
 
     Args:
@@ -110,13 +96,9 @@ def load_corpus(
 
 def load_corpora(sources: str, data_dir=None, split: str = "train", name: str | None = None,
                  cache_dir=None) -> datasets.Dataset:
-    """One or several corpora, concatenated in the order given (more tokens than one source holds).
-
-    Args:
-        sources: comma-separated entries, each as `load_corpus` takes it; a Hub entry may name its config after a
-            colon (`HuggingFaceFW/fineweb-edu:sample-100BT`), else `name` applies.
-        data_dir, split, name, cache_dir: as for `load_corpus`.
-    """
+    """One or several corpora, concatenated in the order given: `sources` holds comma-separated entries, each as
+    `load_corpus` takes it (a Hub entry may name its config after a colon, `HuggingFaceFW/fineweb-edu:sample-100BT`,
+    else `name` applies); the other arguments are `load_corpus`'s."""
     entries = cli.split_list(sources)
     if not entries:
         raise ValueError("corpus_source is empty; give 'bundle', a local path or a Hub id (several: comma-separated)")
@@ -164,9 +146,8 @@ def _only_text(corpus: datasets.Dataset, source: str) -> datasets.Dataset:
 TOY_MIN_VOCAB = 256 + len(TOY_SPECIAL_TOKENS) + 1  # the byte alphabet, the special tokens and one merge
 
 
-def train_toy_tokenizer(
-    corpus: datasets.Dataset, vocab_size: int, output_dir: str | os.PathLike
-) -> PreTrainedTokenizerFast:
+def train_toy_tokenizer(corpus: datasets.Dataset, vocab_size: int, output_dir: str | os.PathLike
+                        ) -> PreTrainedTokenizerFast:
     """Train the toy scales' byte-level BPE on `corpus` (a "text" column) and save it to `output_dir`.
 
     Deterministic: the same corpus and `vocab_size` (the 4 special tokens and 256 byte symbols included; toy: 8k-16k)
@@ -254,16 +235,11 @@ ESTIMATE_SAMPLE = 2000  # documents tokenized to estimate a corpus's tokens
 
 def estimate_tokens(corpus: datasets.Dataset, tokenizer: PreTrainedTokenizerBase,
                     sample: int = ESTIMATE_SAMPLE) -> dict:
-    """Tokens (eos included) the corpus will yield, from a tokenized sample of evenly spaced documents.
-
-    Cheap at any corpus size (`sample` documents are tokenized), so a run that cannot meet its budget is refused
-    before the corpus is tokenized. Returns {"documents", "sampled", "tokens_per_document", "tokens"}.
-    """
-    n = len(corpus)
-    rows = sorted({int(i) for i in np.linspace(0, n - 1, num=min(n, sample))})
-    texts = list(corpus.select(rows)["text"])
-    per_document = float(np.mean([len(ids) for ids in _tokenize_batch({"text": texts}, tokenizer)["input_ids"]]))
-    return {"documents": n, "sampled": len(rows), "tokens_per_document": per_document, "tokens": int(n * per_document)}
+    """Tokens (eos included) the corpus will yield, {"documents", "sampled", "tokens_per_document", "tokens"}, from
+    `sample` evenly spaced documents tokenized: cheap at any size, so a run that cannot meet its budget is refused
+    before the corpus is tokenized."""
+    rows = sorted({int(i) for i in np.linspace(0, len(corpus) - 1, num=min(len(corpus), sample))})
+    return _estimate(len(corpus), list(corpus.select(rows)["text"]), tokenizer)
 
 
 def estimate_hub_tokens(source: str, name: str | None, split: str, tokenizer,
@@ -275,8 +251,11 @@ def estimate_hub_tokens(source: str, name: str | None, split: str, tokenizer,
     if split not in splits or not splits[split].num_examples:
         return None
     texts = [row["text"] for row in datasets.load_dataset(source, name, split=split, streaming=True).take(sample)]
+    return _estimate(splits[split].num_examples, texts, tokenizer)
+
+
+def _estimate(n: int, texts: list[str], tokenizer) -> dict:
     per_document = float(np.mean([len(ids) for ids in _tokenize_batch({"text": texts}, tokenizer)["input_ids"]]))
-    n = splits[split].num_examples
     return {"documents": n, "sampled": len(texts), "tokens_per_document": per_document, "tokens": int(n * per_document)}
 
 
@@ -298,14 +277,8 @@ class BlockStream(torch.utils.data.Dataset):
 
 
 # -------------------------------------------------------------------------------------------------------- packing
-def build_packed_dataset(
-    tokenizer: PreTrainedTokenizerBase,
-    corpus: datasets.Dataset,
-    block_size: int,
-    data_seed: int,
-    cache_dir: str | os.PathLike,
-    num_proc: int = 1,
-) -> datasets.Dataset:
+def build_packed_dataset(tokenizer: PreTrainedTokenizerBase, corpus: datasets.Dataset, block_size: int, data_seed: int,
+                         cache_dir: str | os.PathLike, num_proc: int = 1) -> datasets.Dataset:
     """Tokenize, append eos to every document, pack greedily into `block_size` blocks, fix their order by `data_seed`.
 
     Documents are concatenated in corpus order and cut into blocks (documents split across blocks, no padding, the
@@ -364,22 +337,14 @@ def _check_packing_args(tokenizer, corpus, block_size, data_seed, num_proc) -> N
         raise ValueError(f"num_proc={num_proc} must be >= 1")
 
 
-def tokenize_corpus(
-    tokenizer: PreTrainedTokenizerBase,
-    corpus: datasets.Dataset,
-    cache_dir: str | os.PathLike,
-    num_proc: int = 1,
-    tokenizer_key: str | None = None,
-) -> datasets.Dataset:
+def tokenize_corpus(tokenizer: PreTrainedTokenizerBase, corpus: datasets.Dataset, cache_dir: str | os.PathLike,
+                    num_proc: int = 1, tokenizer_key: str | None = None) -> datasets.Dataset:
     """One "input_ids" row per document (int32, no bos, ending with eos; literal special-token text kept as text),
     in corpus order, cached under `cache_dir`; `tokenizer_key` is a precomputed `tokenizer_hash(tokenizer)`."""
     tokenizer_key = tokenizer_key or tokenizer_hash(tokenizer)
     key = _hash(tokenizer_key, corpus._fingerprint, PACKING_VERSION)
     return corpus.select_columns(["text"]).map(
-        _tokenize_batch,
-        batched=True,
-        num_proc=num_proc if num_proc > 1 else None,
-        remove_columns=["text"],
+        _tokenize_batch, batched=True, num_proc=num_proc if num_proc > 1 else None, remove_columns=["text"],
         fn_kwargs={"tokenizer": tokenizer},
         features=datasets.Features({"input_ids": datasets.List(datasets.Value("int32"))}),
         cache_file_name=str(Path(cache_dir) / f"tokenized-{key}.arrow"),
@@ -391,9 +356,8 @@ def tokenize_corpus(
 def _tokenize_batch(batch: dict, tokenizer: PreTrainedTokenizerBase) -> dict:
     """Token ids of each document followed by eos (the document separator the model learns)."""
     # verbose=False: documents longer than the model's context are expected here (they are packed, not truncated)
-    encoded = tokenizer(
-        batch["text"], add_special_tokens=False, split_special_tokens=True, return_attention_mask=False, verbose=False
-    )
+    encoded = tokenizer(batch["text"], add_special_tokens=False, split_special_tokens=True, return_attention_mask=False,
+                        verbose=False)
     eos = tokenizer.eos_token_id
     return {"input_ids": [ids + [eos] for ids in encoded["input_ids"]]}
 

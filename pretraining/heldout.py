@@ -138,11 +138,8 @@ def write_csv(rows: list[dict], path: str | Path) -> Path:
 
 
 def read_csv(path: str | Path) -> list[dict]:
-    """The rows `write_csv` wrote, typed as `score_checkpoints` made them.
-
-    Raises:
-        ValueError: the file's header is not `CSV_COLUMNS` (another tool's file, or an older held-out CSV).
-    """
+    """The rows `write_csv` wrote, typed as `score_checkpoints` made them; ValueError for a file whose header is not
+    `CSV_COLUMNS` (another tool's file, or an older held-out CSV)."""
     lines = Path(path).read_text(encoding="utf-8").splitlines()
     if not lines or lines[0] != ",".join(CSV_COLUMNS):
         raise ValueError(f"{path} is not a held-out CSV of this version (header {','.join(CSV_COLUMNS)}); rerun "
@@ -179,12 +176,10 @@ def trained_on(model: str) -> set[str]:
 
 
 def plot(rows: list[dict], path: str | Path, scale: str | None = None) -> Path | None:
-    """Held-out CLM and MLM loss against the tokens seen (a CPT base's included), one line per run (the learning
-    curves), each loss of the runs trained on it in its own panel and the off-objective losses (a CLM run's MLM
-    loss, an MLM run's CLM loss) in a third; names and titles carry the study's `scale` (`core.names`). A CPT run
-    from a base of unknown tokens has no place on that axis and is left out (the caption says so). With no curve to
-    draw (one checkpoint per run), a figure an earlier run left at `path` is removed: it would show checkpoints the
-    CSV beside it no longer holds."""
+    """Held-out CLM and MLM loss against the tokens seen (a CPT base's included), one line per run: each loss of the
+    runs trained on it in its own panel, the off-objective losses in a third; names carry the study's `scale`. A CPT
+    run from a base of unknown tokens is left out (the caption says so). With no curve to draw (one checkpoint per
+    run), a figure an earlier run left at `path` is removed (it would show checkpoints the CSV no longer holds)."""
     unplaced = sorted({r["model"] for r in rows if r["tokens_seen"] == "unknown"})
     rows = [r for r in rows if r["tokens_seen"] != "unknown"]
     runs = sorted({r["model"] for r in rows})

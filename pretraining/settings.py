@@ -1,11 +1,7 @@
-"""Run settings and their parser, for `recipes/pretrain.py` and `recipes/cpt.py` (`docs/protocol.md` "Pretraining").
-
-- `PretrainArguments`: the study-specific run settings of every run, CLM, MLM, PFS or CPT (`cpt: true`: continued
-  MLM pretraining of `model_name_or_path`, with its own settings `CPT_SETTINGS`); everything else is
-  `TrainingArguments`;
-- `RecipeParser`: `--config FILE.yaml` + CLI overrides, unknown keys raise (`load_config` checks the YAML's keys and
-  value types before any work);
-- `decay_steps`, `global_batch`: the WSD decay length and the blocks per optimizer step of a `TrainingArguments`.
+"""Run settings and their parser, for `recipes/pretrain.py` and `recipes/cpt.py` (`docs/protocol.md` "Pretraining"):
+`PretrainArguments` (the study-specific settings of every run, CLM, MLM, PFS or CPT; everything else is
+`TrainingArguments`), `RecipeParser` (`--config FILE.yaml` + CLI overrides; `load_config` checks the YAML's keys and
+value types before any work), and `decay_steps`, `global_batch` of a `TrainingArguments`.
 """
 
 import json
