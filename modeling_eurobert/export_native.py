@@ -3,11 +3,10 @@
     python -m modeling_eurobert.export_native out/610m-mlm40-42k out/610m-mlm40-42k-native
     python -m modeling_eurobert.export_native out/610m-clm-42k out/610m-clm-42k-native --bidirectional
 
-The result loads with `AutoModel*.from_pretrained(path)` WITHOUT `trust_remote_code` into `transformers.EuroBertModel`,
-`EuroBertForMaskedLM`, `EuroBertForSequenceClassification` or `EuroBertForTokenClassification`, with the same
-weights and identical outputs: both models share Llama's parameter names, so only config.json changes
-(model_type "eurobert", native architectures, no auto_map, no `is_causal`). `classifier_pooling`, labels and token
-ids carry over; the tokenizer is copied when the checkpoint has one (`tokenizer_settings.configure_tokenizer`).
+The result loads with `AutoModel*.from_pretrained(path)` WITHOUT `trust_remote_code` into the native class of its
+head (`NATIVE_CLASSES`), with the same weights and identical outputs: both share Llama's parameter names, so only
+config.json changes (model_type "eurobert", native architectures, no auto_map, no `is_causal`); the tokenizer is
+copied when the checkpoint has one.
 
 Causal checkpoints (CLM runs, converted decoders) are refused unless `--bidirectional` says to export them as a
 bidirectional encoder on purpose (native EuroBERT is bidirectional only; the paper fine-tunes CLM checkpoints so): a

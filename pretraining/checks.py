@@ -1,14 +1,9 @@
-"""Checks that run before anything is written to `output_dir`, and the checks of a run that continues another.
-
-- `check_run_settings`, `check_sources`, `check_tokenizer_matches_base`, `check_token_budget`: contradictory
-  settings, missing paths, a tokenizer whose ids the base model's embeddings do not mean, a corpus too small for the
-  run (estimated before it is tokenized);
-- `check_output_dir`: where training starts (`--resume_from_checkpoint`, auto-resume from the newest complete
-  checkpoint, the stable checkpoint of a decay branch), refusing to mix runs or to write over what this recipe did
-  not make; `check_batch_layout`: a resume on another number of processes keeps the same optimizer steps;
-- `check_data_identity`: a resume, a decay branch or CPT never continues on other data or another tokenizer.
-
-They read only; bad input raises one `ValueError` / `FileNotFoundError` line naming the fix.
+"""Checks that run before anything is written to `output_dir`, and the checks of a run that continues another:
+contradictory settings, missing paths, a tokenizer the base model's embeddings do not mean, a corpus too small for the
+run (`check_run_settings`, `check_sources`, `check_tokenizer_matches_base`, `check_token_budget`); where training
+starts, refusing to mix runs or to write over what this recipe did not make (`check_output_dir`,
+`check_batch_layout`); never other data or another tokenizer for a resume, a decay branch or CPT
+(`check_data_identity`). They read only; bad input raises one `ValueError` / `FileNotFoundError` line naming the fix.
 """
 
 import json
@@ -281,12 +276,9 @@ def check_sources(run_args: PretrainArguments) -> None:
 
 def check_output_dir(run_args: PretrainArguments, training_args: TrainingArguments) -> str | None:
     """The checkpoint training starts from: `--resume_from_checkpoint`, else the newest complete one in `output_dir`
-    (auto-resume), else a decay branch's stable checkpoint, else None. Reads only.
-
-    Raises:
-        ValueError: `output_dir` is an input of the run, holds files of something else, or a run made with other
-            settings; the resume checkpoint is not a complete one of this run; the branch's stable run is missing.
-    """
+    (auto-resume), else a decay branch's stable checkpoint, else None. ValueError: `output_dir` is an input of the
+    run, holds something else or a run with other settings; the resume checkpoint is not a complete one of this run;
+    the branch's stable run is missing."""
     output_dir = Path(training_args.output_dir)
     for role, source in (("model_name_or_path", run_args.model_name_or_path), ("branch_from", run_args.branch_from),
                          ("tokenizer_name_or_path", run_args.tokenizer_name_or_path)):

@@ -162,9 +162,8 @@ def train(run: PreparedRun) -> PretrainingTrainer:
     callbacks = []
     if run.start.optimizer_file:
         callbacks.append(LoadOptimizerStateCallback(run.start.optimizer_file, resuming=run.resume is not None))
-    block_log = None
-    if run_args.log_block_order:
-        block_log = output_dir / f"block_order-rank{training_args.process_index}.jsonl"
+    block_log = (output_dir / f"block_order-rank{training_args.process_index}.jsonl" if run_args.log_block_order
+                 else None)
 
     # Rank 0 holds the output_dir lock for the whole run: a second launch on the same directory is refused.
     lock = artifacts.exclusive_lock(output_dir / run_folders.LOCK_NAME, f"output_dir {output_dir}")
@@ -181,16 +180,15 @@ def train(run: PreparedRun) -> PretrainingTrainer:
             weight_decay_scope=run_args.weight_decay_scope,
         )
         name_tensorboard_run(trainer, run_args, training_args)
-        lora_run = run_args.lora
-        save = (lambda path: lora.save_trainer_model(trainer, path)) if lora_run else trainer.save_model
-        if lora_run:  # checkpoint-N: the adapters (what resume reads) and config.json; saved models are merged
+        save = (lambda path: lora.save_trainer_model(trainer, path)) if run_args.lora else trainer.save_model
+        if run_args.lora:  # checkpoint-N: the adapters (what resume reads) and config.json; saved models are merged
             trainer.add_callback(lora.CheckpointConfigCallback(trainer))
         trainer.add_callback(SchedulePlanCallback(
             save,
             save_steps={b - decay_steps(training_args) for b in run_args.decay_branches},
             intermediate_steps=set(run_args.intermediate_steps),
             reset_at=run_args.switch_step if run_args.reset_optimizer_at_switch else None,
-            info=info, save_last=not (lora_run and training_args.save_strategy == "no"),
+            info=info, save_last=not (run_args.lora and training_args.save_strategy == "no"),
         ))
         trainer.train(resume_from_checkpoint=run.resume)
         save(str(output_dir))

@@ -182,8 +182,7 @@ class SchedulePlanCallback(TrainerCallback):
                  reset_at: int | None, info: Callable[..., dict], save_last: bool = True):
         """save_model: the trainer's `save_model` (gathers sharded weights); info(step, intermediate=False): the
         run_info.json of a checkpoint saved at `step`; save_last: a `checkpoint-<max_steps>` too (off for a LoRA run
-        with save_strategy "no": its adapters resume nothing once the run is done, and keep_optimizer_state refuses
-        LoRA)."""
+        with save_strategy "no": its adapters resume nothing once the run is done)."""
         self.save_model, self.save_steps, self.intermediate_steps = save_model, save_steps, intermediate_steps
         self.reset_at, self.info, self.save_last = reset_at, info, save_last
 
