@@ -4,10 +4,9 @@
     .venv/bin/python -m bench.bench_data --block_size 2048 --batch_size 8 --tokenizer path/to/llama3  # paper blocks
     .venv/bin/python -m bench.bench_data --json out/bench_data.json         # also write the figures as JSON
 
-Measures, on a subset of the bundle's corpus: building the packed blocks (tokenize + pack, tokens/s), the
-collator alone on batches already in memory (ms per batch), and a real DataLoader with a SequentialSampler reading
-the memory-mapped blocks through the collator (blocks/s, tokens/s), for each objective and worker count. The
-training bench puts these next to the step time to get the data pipeline's share.
+Measures, on a subset of the bundle's corpus: building the packed blocks (tokens/s), the collator alone on batches in
+memory (ms per batch), and a real sequential DataLoader through the collator (blocks/s, tokens/s), for each objective
+and worker count.
 """
 
 import argparse
@@ -23,12 +22,7 @@ from torch.utils.data import DataLoader, SequentialSampler
 
 from core import cli
 from pretraining.collator import PretrainingCollator
-from pretraining.data import (
-    build_packed_dataset,
-    load_corpus,
-    load_pretraining_tokenizer,
-    train_toy_tokenizer,
-)
+from pretraining.data import build_packed_dataset, load_corpus, load_pretraining_tokenizer, train_toy_tokenizer
 
 OBJECTIVES = {  # name -> collator arguments
     "clm": dict(objective="clm"),
@@ -66,9 +60,8 @@ def bench_collator(collator, examples: list[dict], batch_size: int, num_batches:
 def bench_loader(blocks, collator, batch_size: int, num_batches: int, num_workers: int) -> float:
     """Blocks per second through a real DataLoader (sequential order, as the Trainer reads it)."""
     subset = blocks.select(range(batch_size * num_batches))
-    loader = DataLoader(
-        subset, batch_size=batch_size, sampler=SequentialSampler(subset), collate_fn=collator, num_workers=num_workers
-    )
+    loader = DataLoader(subset, batch_size=batch_size, sampler=SequentialSampler(subset), collate_fn=collator,
+                        num_workers=num_workers)
     start = time.perf_counter()
     count = sum(len(batch["input_ids"]) for batch in loader)  # includes worker start-up, as in a real epoch
     return count / (time.perf_counter() - start)
@@ -90,14 +83,10 @@ def measure(args: argparse.Namespace) -> dict:
     num_batches = min(args.num_batches, len(blocks) // args.batch_size)
     if num_batches == 0:
         raise ValueError(f"only {len(blocks)} blocks for batch_size={args.batch_size}; raise --num_docs")
-    results = {
-        "setup": {**vars(args), "num_blocks": len(blocks), "num_batches": num_batches, "vocab": len(tokenizer)},
-        "tokenizer_s": tokenizer_s,
-        "build_s": build_s,
-        "build_cached": Path(blocks.cache_files[0]["filename"]) in cached_before,
-        "build_tokens_per_s": len(blocks) * args.block_size / build_s,
-        "objectives": {},
-    }
+    results = {"setup": {**vars(args), "num_blocks": len(blocks), "num_batches": num_batches, "vocab": len(tokenizer)},
+               "tokenizer_s": tokenizer_s, "build_s": build_s,
+               "build_cached": Path(blocks.cache_files[0]["filename"]) in cached_before,
+               "build_tokens_per_s": len(blocks) * args.block_size / build_s, "objectives": {}}
     examples = [blocks[i] for i in range(num_batches * args.batch_size)]
     for name, kwargs in OBJECTIVES.items():
         collator = PretrainingCollator(tokenizer=tokenizer, **kwargs)
@@ -111,10 +100,8 @@ def measure(args: argparse.Namespace) -> dict:
 
 def print_results(results: dict) -> None:
     setup = results["setup"]
-    print(
-        f"setup: {setup['num_docs']} docs, vocab {setup['vocab']}, block {setup['block_size']}, "
-        f"batch {setup['batch_size']}, {setup['num_blocks']} blocks, {setup['num_batches']} batches per measurement"
-    )
+    print(f"setup: {setup['num_docs']} docs, vocab {setup['vocab']}, block {setup['block_size']}, "
+          f"batch {setup['batch_size']}, {setup['num_blocks']} blocks, {setup['num_batches']} batches per measurement")
     cached = " (read from cache)" if results["build_cached"] else ""
     print(f"tokenizer {results['tokenizer_s']:.1f} s; tokenize+pack {results['build_s']:.1f} s{cached} "
           f"({results['build_tokens_per_s']:,.0f} tokens/s)")

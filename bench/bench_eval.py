@@ -3,13 +3,10 @@
     python -m bench.bench_eval                      # tiny architecture, sst2, 2 LRs x 2 seeds, 300 steps per run
     python -m bench.bench_eval --task conll2003 --max_steps 100
 
-Builds the tiny architecture (with a small BPE tokenizer trained on the bundle), runs the real grid runner
-(`evaluation.run.main`) on a 2-LR x 2-seed grid and times every optimizer step (forward, backward, clip, AdamW,
-scheduler) with a Trainer callback. Everything else (input checks, data loading and tokenization, model loading,
-prediction, metrics, result files) is overhead. Tokenization happens once for the whole grid, so the share falls as
-the grid grows; model loading and evaluation are paid per run. It also times the full collection every
-Trainer.train starts with, over the heap as the grid leaves it (what was loaded before the first run frozen out of
-the collector, `evaluation.run.run_all`) and with that heap unfrozen.
+Runs the real grid runner on the tiny architecture (a small BPE trained on the bundle), 2 LRs x 2 seeds, and times
+every optimizer step with a Trainer callback; everything else (input checks, data, model loading, prediction,
+metrics, result files) is overhead. It also times the full collection every Trainer.train starts with, with the
+grid's start-up heap frozen out of the collector (`evaluation.run.run_all`) and unfrozen.
 """
 
 import argparse

@@ -6,13 +6,10 @@
     python -m bench.bench_grid --architecture 210m --vocab_size 128256 --max_steps 100 --workers 1,2,4
     # a GPU without a trained checkpoint: a random 210m model with the paper's vocabulary size
 
-Runs the real command line (`python -m evaluation.run ... --workers N`) once per worker count, each into a fresh
-output folder, and times it from start to exit (imports, input checks, data loading, every run, result files: what
-a user waits for). Runs per hour = runs / wall time. With one worker the grid process has every CPU thread
-(`--single_thread` adds one worker with one thread); with N, each worker has cores // N. The results of every
-setting are compared with the first one's (scores and predictions).
-On a GPU, the figure to put in the plan (`recipes.plan.write_plan(eval_runs_per_gpu_hour=...)`) is the best
-runs/hour with the paper's settings (the default --max_steps of each task, batch 32, the real model sizes).
+Runs the real command line once per worker count, each into a fresh output folder, timed from start to exit (what a
+user waits for); one worker has every CPU thread (`--single_thread` adds one with one thread), N workers cores // N
+each. Every setting's scores and predictions are compared with the first one's. On a GPU, the figure for the plan
+(`recipes.plan.write_plan(eval_runs_per_gpu_hour=...)`) is the best runs/hour with the paper's settings.
 """
 
 import argparse

@@ -6,40 +6,24 @@
         --heads 12 --kv_heads 12 --batch 8 --seq 2048 --compile regional
     # (210m shapes on a GPU; adds the 210m bf16 MFU)
 
-Pairs, same weights and same batch, steps interleaved ABAB... (warmup steps excluded), each step = forward +
-backward + AdamW step:
-  (a) MLM, 40% masking: our `EuroBertClmMlmForMaskedLM` (LM head on masked positions only) vs native
-      `transformers.EuroBertForMaskedLM` (full-vocabulary logits). Target ratio >= 1.8x.
-  (b) CLM: our `EuroBertClmMlmForCausalLM` vs `transformers.LlamaForCausalLM`. Target ratio >= 1.0x.
-The default config has its LM head at about a third of all parameters, as in the 210m architecture (vocab * hidden =
-16 * layers * hidden^2 with a 4x MLP), small enough for 2 CPU cores.
+Pairs, same weights and batch, steps (forward + backward + fused AdamW) interleaved ABAB..., warmup excluded: (a) MLM
+40%: our `EuroBertClmMlmForMaskedLM` (LM head on masked positions only) vs native `EuroBertForMaskedLM`, target
+>= 1.8x; (b) CLM: our `EuroBertClmMlmForCausalLM` vs `LlamaForCausalLM`, target >= 1.0x. The default config's LM
+head is about a third of all parameters, as in the 210m architecture, small enough for 2 CPU cores. `--compile
+regional` adds eager vs compiled decoder layers (`compile_decoder_layers`) of our MLM (fixed-shape head) and CLM.
 
-`--compile regional` adds a second table, eager vs compiled, same weights, same batch, same process, interleaved
-likewise: our MLM with the fixed-shape head (`mlm_positions`, K per row as the recipe's `mlm_fixed_shape`) and
-our CLM, each as is and with every decoder layer compiled in place (`pretraining.trainer.compile_decoder_layers`, the
-recipe's `compile: regional`); compile time falls in the warmup steps. On CUDA the 210m MFU line gets its compiled
-twin and the ratio.
+FLOPs per step: `pretraining/flops.py`, the plan's and the trainer's one formula; achieved FLOP/s is compared to a
+large matmul timed in the same process (fp32 on CPU, bf16 on GPU). On CUDA (or `--mfu on`, e.g. with
+`--mfu_architecture tiny` on CPU) the 210m architecture's bf16 MFU at seq 2048 (MLM 40%, fixed-shape head) divides
+by the GPU's dense bf16 spec peak, as the trainer's log; `--mfu_architecture 210m,610m --mfu_batch 8,16,max
+--memory_gb 80` measures one row per architecture, micro-batch and mode, `max` being the largest multiple of 8 whose
+peak memory, extrapolated from the eager rows, fits in 80 GB (`bench/gpu_check.sh` runs it so on the device).
 
-FLOP count per step: `pretraining/flops.py`, the one formula of the plan, the trainer's `mfu` log and this bench
-(6 * N_body + 12 * L * T * d + 6 * d * V * s per token; input-embedding lookup excluded since it does no matmul;
-s = 1 for the reference classes and CLM, the masking ratio for our MLM). Achieved FLOP/s is compared to a large
-matmul timed in the same process (fp32 on CPU, bf16 on GPU). On CUDA the script adds the 210m architecture's bf16 MFU at
-seq 2048 (MLM 40% with the fixed-shape head; the issue's targets: 210m >= 50%, 610m >= 60% of the measured matmul
-peak, i.e. >= 39% / 47% MFU); `--mfu on --mfu_architecture tiny` smoke-tests it on CPU. MFU divides by the GPU's dense
-bf16 spec peak (989 TFLOP/s on H100/H200), as the trainer's log and the plan; the share of the measured matmul
-peak is printed beside it. `--mfu_architecture 210m,610m --mfu_batch 8,16,max --memory_gb 80` measures one row per
-architecture, micro-batch and mode (each compiled anew: static shapes), `max` being the largest multiple of 8 whose
-peak memory, extrapolated from the eager rows, fits in 80 GB (an H100); `--json` keeps every figure
-(`bench/gpu_check.sh` runs it so on the device).
-
-What to expect: the input embedding is a third of the parameters but does no matmul, so the LM head is about half
-of the matmul FLOPs; projecting 40% of the positions caps the MLM FLOP saving at 1 / (0.5 + 0.5 * 0.4) = 1.4x
-(less with long sequences, where attention grows). Ratios above that come from the memory-bound full-vocabulary
-log-softmax and its backward in the reference. AdamW is `fused=True` (one pass over the parameters, as
-`adamw_torch_fused` in the Trainer). Steps are reported as the best of N and the median: the best step is the
-interference-free time on a shared machine. `--threads` defaults to 1 because on 2 shared cores two OpenMP
-threads ran about 10x slower than one (every parallel region waits for a descheduled thread); with one thread on
-CPU, steps are timed in process CPU time (`--clock`), so other tenants' work is not counted.
+What to expect: the input embedding does no matmul, so the LM head is about half of the matmul FLOPs and projecting
+40% of the positions caps the MLM FLOP saving at 1 / (0.5 + 0.5 * 0.4) = 1.4x; ratios above that come from the
+reference's memory-bound full-vocabulary log-softmax. Steps are reported as the best of N (the interference-free
+time on a shared machine) and the median. `--threads` defaults to 1: on 2 shared cores two OpenMP threads ran about
+10x slower than one; with one thread on CPU, steps are timed in process CPU time (`--clock`).
 """
 
 import argparse
@@ -142,8 +126,8 @@ def build_pair(kind: str, config: EuroBertClmMlmConfig, args) -> dict[str, torch
 
 def make_batch(kind: str, config, batch: int, seq: int, mask_ratio: float, device,
                fixed_shape: bool = False) -> dict[str, torch.Tensor]:
-    """Random ids; MLM replaces `mask_ratio` of them by the mask token and labels only those, CLM labels all.
-    `fixed_shape` adds the MLM `mlm_positions` (B, K), K as the recipe's `mlm_fixed_shape` (4 sd margin)."""
+    """Random ids; MLM masks `mask_ratio` of them and labels only those (`fixed_shape`: with the `mlm_positions` of
+    the recipe's `mlm_fixed_shape`), CLM labels all."""
     generator = torch.Generator().manual_seed(0)
     input_ids = torch.randint(4, config.vocab_size, (batch, seq), generator=generator)
     if kind == "clm":
@@ -174,8 +158,7 @@ def train_step(model, optimizer, batch, args, dtype: torch.dtype) -> float:
 
 
 def flops_per_step(config, tokens: int, projected: int, seq: int) -> float:
-    """`pretraining.flops.training_flops_per_token` (the one FLOPs formula of the plan, the trainer's `mfu` log and this
-    bench) for `tokens` tokens of which `projected` go through the LM head, at block length `seq`."""
+    """`pretraining.flops` FLOPs for `tokens` tokens of which `projected` go through the LM head, at block `seq`."""
     return tokens * training_flops_per_token(config, seq, projected / tokens)
 
 
@@ -225,13 +208,6 @@ def report_pair(kind, models, times, config, args, peak) -> dict[str, float]:
             "flops": flops[1] / flops[0]}
 
 
-def compiled_twin(model: torch.nn.Module) -> torch.nn.Module:
-    """A copy of `model` (same weights) with every decoder layer compiled in place, as `compile: regional` does."""
-    twin = copy.deepcopy(model)
-    compile_decoder_layers(twin)
-    return twin
-
-
 def report_compile(config, args, dtype, peak) -> dict[str, float]:
     """Eager vs regional compile of our models (MLM with the fixed-shape head, CLM): one table, compiled / eager
     throughput ratios (best step, median step)."""
@@ -245,7 +221,9 @@ def report_compile(config, args, dtype, peak) -> dict[str, float]:
         eager.set_attn_implementation(args.attn)
         eager = eager.to(args.device).train()
         label = f"ours {kind.upper()}{', ' + head if head else ''}"
-        models = {f"{label}, eager": eager, f"{label}, regional": compiled_twin(eager)}
+        compiled = copy.deepcopy(eager)  # same weights, every decoder layer compiled in place as `compile: regional`
+        compile_decoder_layers(compiled)
+        models = {f"{label}, eager": eager, f"{label}, regional": compiled}
         batch = make_batch(kind, config, args.batch, args.seq, args.mask_ratio, args.device, fixed_shape=kind == "mlm")
         times = time_pair(models, batch, args, dtype)
         projected = round(tokens * args.mask_ratio) if kind == "mlm" else args.batch * (args.seq - 1)
@@ -338,11 +316,9 @@ def print_mfu_row(row: dict) -> None:
 
 
 def report_mfu(args, peak: float, figures: dict) -> None:
-    """bf16-autocast MFU of each `--mfu_architecture` (210m by default) training MLM 40% (fixed-shape head) at
-    `--mfu_seq`, for each `--mfu_batch` (`max`: the largest multiple of 8 that fits in `--memory_gb`, extrapolated
-    from the eager peaks of the numbered batches), eager and, with `--compile regional`, compiled; flash_attention_2
-    when importable, else sdpa. MFU = FLOPs of `pretraining.flops` / best step time / the bf16 spec peak (and the share
-    of the measured matmul peak). Rows go to `figures["mfu"]` (and `--json`) as they are measured."""
+    """bf16-autocast MFU of each `--mfu_architecture` training MLM 40% (fixed-shape head) at `--mfu_seq`, for each
+    `--mfu_batch`, eager and, with `--compile regional`, compiled; flash_attention_2 when importable, else sdpa. Rows
+    go to `figures["mfu"]` (and `--json`) as they are measured."""
     try:
         import flash_attn  # noqa: F401
 

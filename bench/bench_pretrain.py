@@ -7,15 +7,12 @@ data pipeline's share of step time (fetching + collating batches / wall time; ta
         --block_size 2048 --batch_size 8 --accumulation 2 --vocab_size 128256 --max_docs 6000 --compare_eager
     # one GPU: the 210m paper config (bf16, regional compile, fixed-shape head) through a PFS switch, offline
 
-Runs the real `recipes/pretrain.py` and reads what the trainer logs per logging window (`tokens_per_second`,
-`data_time_share`, `mfu` on CUDA). The means leave out the first window of each objective (compilation and
-warm-up: the PFS switch compiles the MLM graph). Any config runs offline: the corpus is the bundle and the global
-batch is this machine's (`--batch_size` x `--accumulation`); `--vocab_size` pads the toy BPE's vocabulary with
-ids no text produces, so the LM head has the paper's 128,256 rows (the throughput depends on the size, not on the
-words). `--compare_eager` runs each run again with `compile: none` and reports the largest relative loss
-difference per logging window (`--loss_rtol`: bf16 0.01). Compiles are counted per run (dynamo frames compiled,
-graph breaks: a PFS run compiles one graph per attention pattern). Other arguments go to the recipe unchanged
-(`--bf16 false --architecture tiny`).
+Runs the real `recipes/pretrain.py` and averages what the trainer logs per logging window, leaving out the first
+window of each objective (compilation and warm-up). Any config runs offline: the corpus is the bundle, the global
+batch this machine's (`--batch_size` x `--accumulation`); `--vocab_size` pads the toy BPE's vocabulary with ids no
+text produces (the LM head gets the paper's 128,256 rows). `--compare_eager` runs each run again with `compile: none`
+and reports the largest relative loss difference per logging window. Compiles are counted per run (a PFS run
+compiles one graph per attention pattern). Other arguments go to the recipe unchanged (`--bf16 false`).
 """
 
 import argparse
@@ -55,8 +52,8 @@ def make_parser() -> argparse.ArgumentParser:
 
 
 def padded_toy_tokenizer(args, path: Path) -> Path:
-    """The toy BPE (8192, trained on the run's documents) with its vocabulary padded to `args.vocab_size` by entries
-    no text produces (no merge builds them), saved in `path`."""
+    """The toy BPE (8192, trained on the run's documents) saved in `path`, its vocabulary padded to `args.vocab_size`
+    by entries no merge builds."""
     if (path / "tokenizer.json").is_file():
         return path
     corpus = data.load_corpus("bundle", data_dir=args.data_dir)
@@ -116,12 +113,6 @@ def bench(name: str, args, extra: list[str], output_dir: Path, eager: bool = Fal
             "frames_compiled": counters["frames"]["ok"], "graph_breaks": sum(counters["graph_break"].values())}
 
 
-def loss_difference(run: dict, eager: dict) -> float:
-    """Largest relative difference of the logged window losses."""
-    pairs = list(zip((w["loss"] for w in run["windows"]), (w["loss"] for w in eager["windows"]), strict=True))
-    return max(abs(a - b) / abs(b) for a, b in pairs)
-
-
 def main(argv: list[str] | None = None) -> dict:
     args, extra = make_parser().parse_known_args(argv)  # the recipe's parser refuses what neither knows
     root = Path(args.output_dir or tempfile.mkdtemp(prefix="bench_pretrain-"))
@@ -133,7 +124,8 @@ def main(argv: list[str] | None = None) -> dict:
         result = bench(name, args, extra, root / name)
         if args.compare_eager:
             result["eager"] = bench(name, args, extra, root / f"{name}-eager", eager=True)
-            result["loss_max_rel_diff"] = loss_difference(result, result["eager"])
+            losses = zip(*([w["loss"] for w in r["windows"]] for r in (result, result["eager"])), strict=True)
+            result["loss_max_rel_diff"] = max(abs(a - b) / abs(b) for a, b in losses)  # over the logged windows
             result["losses_match"] = result["loss_max_rel_diff"] <= args.loss_rtol
         figures["results"][name] = result
         if args.json:

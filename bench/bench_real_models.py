@@ -4,14 +4,11 @@ converted SmolLM2-135M against transformers' Llama, each in one run.
     python -m bench.bench_real_models --real_models ~/real-models --json docs/bench_real_models.json   # ~10 min
     python -m bench.bench_real_models --real_models ~/real-models --dry_run                           # CI: a step
 
-- `minilm_scifact`: `evaluation.mteb`'s path (mteb's own encoding loop, search and pytrec_eval) on the bundle's
-  SciFact test split with the full corpus (5,183 documents, 300 queries), and this project's IR scorer
-  (`evaluation.metrics.retrieval_scores`) on the same ranking (mteb's top 1,000 per query), each against the
-  published NDCG@10 0.6451 (MTEB leaderboard, SciFact test).
-- `throughput`: `bench.bench_model --checkpoint <converted SmolLM2>` (the real shapes and weights: vocabulary
-  49,154, hidden 576, 30 layers, 9 / 3 heads), one process, 2 threads, wall clock, batch 4 x 128: our MLM 40% head
-  (masked positions only) vs transformers' native full-vocabulary `EuroBertForMaskedLM`, our CLM vs
-  `LlamaForCausalLM`, as best-step ratios.
+- `minilm_scifact`: `evaluation.mteb`'s path (mteb's own encoding, search and pytrec_eval) on the bundle's SciFact
+  test split with the full corpus, and this project's IR scorer on the same ranking, each against the published
+  NDCG@10 0.6451 (MTEB leaderboard).
+- `throughput`: `bench.bench_model --checkpoint <converted SmolLM2>` (the real shapes and weights), 2 threads, wall
+  clock, batch 4 x 128: best-step ratios of our MLM 40% head vs native `EuroBertForMaskedLM`, our CLM vs Llama.
 The dry run scores 10 queries against their judged documents and times one step of each pair at batch 1 x 32 on
 the checkpoint's widths with 2 random layers.
 """

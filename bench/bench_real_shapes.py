@@ -5,18 +5,14 @@ and the checkpoint it saves reloaded in a fresh process.
     python -m bench.bench_real_shapes --sizes 210m,610m --json docs/real_shapes.json    # CPU, one run at a time
     python -m bench.bench_real_shapes --dry_run                                          # tiny, what CI runs
 
-Each (size, objective) runs in its own process (its peak RSS is its own): the paper config
-(`recipes/configs/paper/<size>-{clm,mlm40}-42k.yaml`: bf16 autocast, the fixed-shape MLM head, AdamW fp32 states)
-with this machine's batch (`--batch` blocks, one step, eager, no dataloader workers) on the bundle's documents,
-tokenized by the toy BPE padded to 128,256 ids (`bench_pretrain.padded_toy_tokenizer`: the shapes, not the
-words, matter). Recorded: the step time (the trainer's tokens/s of step 1: fetching, collating, forward, backward,
-AdamW), the wall time of `pretrain.train` (the step, checkpoint-1 with optimizer.pt, the final save), the peak RSS
-of the process, the size of checkpoint-1; then, on the same model and batch, one more forward + backward with the
-gradients already allocated (as under gradient accumulation) and AdamW's moments dropped: the memory it adds over
-the resident weights and gradients is the activations' (bf16 autocast's weight copies included), divided by its tokens
-(`activation_bytes_per_token`, what `recipes.plan.memory_rows` uses). Freed memory goes back to the system
-(`MALLOC_MMAP_THRESHOLD_`), so RSS follows what is alive. Finally a fresh process loads the saved model with
-`AutoModelForMaskedLM.from_pretrained(trust_remote_code=True)`, checks its weights equal the saved file and runs it.
+Each (size, objective) runs in its own process (its peak RSS is its own): the paper config (bf16 autocast, the
+fixed-shape MLM head) with `--batch` blocks, one eager step, on the bundle's documents tokenized by the toy BPE padded
+to 128,256 ids (`bench_pretrain.padded_toy_tokenizer`: the shapes, not the words, matter). Recorded: the step time,
+the wall time of `pretrain.train` (with checkpoint-1 and the final save), the peak RSS, checkpoint-1's size; then one
+more forward + backward on the same model and batch with the gradients allocated and AdamW's moments dropped: the
+memory it adds is the activations' (`activation_bytes_per_token`, what `recipes.plan.memory_rows` uses; freed
+memory goes back to the system, `MALLOC_MMAP_THRESHOLD_`). Finally a fresh process loads the saved model
+(`trust_remote_code=True`), checks its weights equal the saved file and runs it.
 """
 
 import argparse

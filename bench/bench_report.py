@@ -3,15 +3,12 @@ change, side by side in one run.
 
     python -m bench.bench_report --scale 0.05 --before main [--json bench_report.json]
 
-Generates an EncodEval results tree (`analysis.import_encodeval`'s layout) of the paper's shape: 50 models (38
-finals and 12 intermediate checkpoints, all in the paper's name grammar so every finding is computed) x 13 datasets
-x 6 LRs x 5 seeds, 19,500 runs, each with per-instance test scores of the dataset's test size times `--scale` (qqp
-about 40,000 at 1.0: the whole tree holds about 165 million). It imports the tree (`python -m
-analysis.import_encodeval`, timed and measured too), then runs `python -m analysis.report` over the imported records
-once with the code of `--before` (a git revision, exported with `git archive` into a temporary folder: nothing
-else of the repository changes) and once with this checkout's, each in its own process; peak RSS is that process's
-(`os.wait4`). Both reports must be the same file for file (summary.csv, summary.md, findings.csv). `--dry_run` is
-a tiny tree of 4 models and 2 datasets, before = HEAD: what tests/test_bench.py runs.
+Generates an EncodEval results tree of the paper's shape: 50 models (38 finals and 12 intermediate checkpoints, all
+in the paper's name grammar so every finding is computed) x 13 datasets x 6 LRs x 5 seeds, each run with per-instance
+test scores of the dataset's test size times `--scale` (1.0: about 165 million in all). It imports the tree (timed
+too), then runs `python -m analysis.report` over the records with the code of `--before` (a git revision, exported
+with `git archive`) and with this checkout's, each in its own process (peak RSS: `os.wait4`); both reports must be
+the same file for file. `--dry_run`: 4 models, 2 datasets, before = HEAD (what tests/test_bench.py runs).
 """
 
 from __future__ import annotations

@@ -4,17 +4,11 @@
     python -m bench.gpu_check section NAME --work DIR [--dry_run] [--dry_compile]   # one section (NAME=all: every one)
     python -m bench.gpu_check report --work DIR --out OUT      # OUT/gpu_check.json and OUT/gpu_check.md
 
-Each section is a benchmark's own `main(argv)` with the device's settings (or, with `--dry_run`, a tiny CPU run of
-the same code), writing its figures to DIR/NAME.json:
-- model_210m: `bench.bench_model` at the 210m shapes (seq 2048, vocab 128,256, bf16): our MLM head vs native
-  full-vocabulary `EuroBertForMaskedLM`, and MFU eager vs `--compile regional` at micro-batch 8, 16 and the largest
-  that fits in 80 GB (an H100's memory), with peak memory;
-- model_610m: the same MFU rows for the 610m architecture;
-- pretrain: 40 steps of `recipes/pretrain.py` with the 210m paper config (bf16, regional compile, fixed-shape head)
-  through a PFS switch at step 20, with tokens/s and MFU from the recipe's logs, compiles counted, and the losses of
-  the same run eager (`bench.bench_pretrain --compare_eager`);
-- gpu_tests: the GPU-only tests (the FSDP run of tests/test_fsdp.py, tests/test_modeling.py's `*_on_gpu`);
-- grid: `bench.bench_grid`, runs/hour of `evaluation.run` with --workers 1, 2 and 4 (a random 210m model).
+Each section (`SECTIONS`) is a benchmark's own `main(argv)` with the device's settings (or, with `--dry_run`, a tiny
+CPU run of the same code), writing its figures to DIR/NAME.json: `bench.bench_model` at the 210m shapes (MLM head vs
+native, MFU eager vs `--compile regional` up to the largest micro-batch that fits in 80 GB) and the 610m MFU rows;
+40 steps of the 210m paper config through a PFS switch (`bench.bench_pretrain --compare_eager`); the GPU-only tests;
+`bench.bench_grid` with --workers 1, 2 and 4.
 """
 
 import argparse
@@ -119,13 +113,9 @@ def run_all(work: Path, dry_run: bool, dry_compile: bool) -> int:
         except (Exception, SystemExit):
             traceback.print_exc()
             code = 1
-        write_status(work, name, code, time.perf_counter() - start)
+        (work / f"{name}.status").write_text(json.dumps({"rc": code, "seconds": round(time.perf_counter() - start, 1)}))
         failed |= code
     return failed
-
-
-def write_status(work: Path, name: str, code: int, seconds: float) -> None:
-    (work / f"{name}.status").write_text(json.dumps({"rc": code, "seconds": round(seconds, 1)}))
 
 
 def fmt(value, spec: str = ".1f", scale: float = 1.0) -> str:

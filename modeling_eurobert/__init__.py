@@ -45,12 +45,8 @@ def __getattr__(name: str):
 
 
 def load_architecture(name: str, **overrides):
-    """Load a committed architecture (`tiny`, `210m`, `610m`, `1b`) as an `EuroBertClmMlmConfig`, optionally
-    overriding fields.
-
-    Raises:
-        ValueError: unknown architecture name.
-    """
+    """A committed architecture (`ARCHITECTURES`) as an `EuroBertClmMlmConfig`, `overrides` applied; ValueError for
+    an unknown name."""
     if name not in ARCHITECTURES:
         raise ValueError(f"unknown architecture {name!r}; choose one of {', '.join(ARCHITECTURES)}")
     from .configuration_eurobert import EuroBertClmMlmConfig
@@ -59,17 +55,7 @@ def load_architecture(name: str, **overrides):
     return EuroBertClmMlmConfig.from_pretrained(ARCHITECTURES_DIR / name, **overrides)
 
 
-__all__ = [
-    "EuroBertClmMlmConfig",
-    "EuroBertClmMlmPreTrainedModel",
-    "EuroBertClmMlmModel",
-    "EuroBertClmMlmForMaskedLM",
-    "EuroBertClmMlmForCausalLM",
-    "EuroBertClmMlmForSequenceClassification",
-    "EuroBertClmMlmForTokenClassification",
-    "EuroBertClmMlmForQuestionAnswering",
-    "ARCHITECTURES",
-    "load_architecture",
-    "register",
-    "pool",
-]
+__all__ = ["EuroBertClmMlmConfig", "EuroBertClmMlmPreTrainedModel", "EuroBertClmMlmModel", "EuroBertClmMlmForMaskedLM",
+           "EuroBertClmMlmForCausalLM", "EuroBertClmMlmForSequenceClassification",
+           "EuroBertClmMlmForTokenClassification", "EuroBertClmMlmForQuestionAnswering", "ARCHITECTURES",
+           "load_architecture", "register", "pool"]

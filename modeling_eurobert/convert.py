@@ -6,39 +6,20 @@ continued pretraining (CPT) from an existing decoder:
     python -m modeling_eurobert.convert ./my-llama out/my-eurobert --mask_token "<|reserved_special_token_0|>" \
         --pad_token "<|finetune_right_pad_id|>" --dtype bfloat16
 
-Families that convert exactly (`FAMILIES`; parameter names are Llama's in all of them, so the weights load with no
-key mapping), and the real checkpoints each covers:
-- `llama` (`LlamaForCausalLM`): Llama-2, Llama-3.x (Llama-3.2-1B/3B, Llama-3.1-8B: llama3 RoPE scaling, tied
-  embeddings), SmolLM2-135M/360M/1.7B, TinyLlama; `attention_bias` and `mlp_bias` carry over.
-- `mistral` (`MistralForCausalLM`): Mistral-7B-v0.3 and Mistral-Nemo (no sliding window; Nemo's explicit
-  head_dim=128); Mistral-7B-v0.1 (sliding_window=4096) with `--max_position_embeddings 4096`.
-- `qwen2` (`Qwen2ForCausalLM`): Qwen2 and Qwen2.5 (0.5B, 1.5B, 3B, 7B: `use_sliding_window=false`): q/k/v biases
-  (`qkv_bias`).
-- `qwen3` (`Qwen3ForCausalLM`): Qwen3-0.6B/1.7B/4B/8B: per-head q/k RMSNorm (`qk_norm`), explicit head_dim.
-The output is causal (`is_causal=True`) and loads unchanged into `EuroBertClmMlmForMaskedLM` for MLM training. Its
-config.json names a model type transformers knows (`export_native.make_plain_loadable`): native `eurobert` for Llama
-and Mistral (plain loads bidirectional), `qwen2` / `qwen3` for Qwen (plain loads causal, identical outputs).
-
-What the conversion changes, explicitly:
-- Tied embeddings (`tie_word_embeddings=True`, e.g. Llama-3.2-1B/3B, Qwen2.5-0.5B, Qwen3-0.6B) are untied: `lm_head`
-  starts as a copy of the input embedding, and the two train separately afterwards (the study's architecture has
-  untied embeddings).
-- `<|mask|>` (or `--mask_token`) is added to the tokenizer when it lacks it. Passing an existing token (Llama-3's
-  `<|reserved_special_token_0|>` is id 128002, EuroBERT's mask id) adds nothing; an ordinary token that text
-  encodes to (`the`) is refused, as it would be matched inside words once special. The mask token strips the space
-  before it (`lstrip`) and `model_max_length` is the model's `max_position_embeddings`
-  (`tokenizer_settings.configure_tokenizer`).
-- A pad token distinct from eos is required (eos must not be treated as padding). The source's pad is kept when it is
-  not eos; otherwise `--pad_token` (default `<|pad|>`) is used, added when missing.
-- Every added token's embedding and LM-head rows are initialised to the mean of the source's rows, so the new
-  token starts as an "average" token instead of random noise (a token that already exists keeps its rows). When
-  an added id falls outside the matrices, both are resized to the tokenizer length (no rounding up).
-- A sliding window is no difference when it does not bind within the model's positions (window >=
-  max_position_embeddings: every query sees its whole past anyway); one that binds is refused, unless
-  `--max_position_embeddings` (at most the window) shortens the converted model's context so that it does not.
-Everything else (other families: Gemma, OLMo, Phi-3, ...; other RoPE types, other activations, quantised
-checkpoints) is refused with an error that names the incompatibility, before anything is written. The output
-appears only when complete: it is written to a temporary dir beside OUTPUT and renamed.
+The families that convert exactly are `FAMILIES` (Llama's parameter names in all, so no key mapping; the real
+checkpoints each covers: docs/models.md). The output is causal and loads unchanged into `EuroBertClmMlmForMaskedLM`;
+its config.json names a model type transformers knows (`export_native.make_plain_loadable`). The conversion:
+- unties tied embeddings: `lm_head` starts as a copy of the input embedding (the study's models are untied);
+- adds `<|mask|>` (or `--mask_token`) when missing (an existing one such as Llama-3's `<|reserved_special_token_0|>`,
+  id 128002, adds nothing; an ordinary token that text encodes to, `the`, is refused: once special it would be
+  matched inside words), and a pad distinct from eos: the source's unless it is eos, else `--pad_token`;
+  `tokenizer_settings.configure_tokenizer` sets the mask's lstrip and `model_max_length`;
+- initialises every added token's embedding and LM-head rows to the mean of the source's rows (resizing both to the
+  tokenizer length when an added id falls outside them);
+- accepts a sliding window only where it does not bind (window >= the positions, or `--max_position_embeddings`
+  shortened to at most the window).
+Everything else (Gemma, OLMo, Phi-3, other RoPE types or activations, quantised checkpoints) is refused in one line
+naming the incompatibility, before anything is written; the output appears only when complete (renamed into place).
 """
 
 from __future__ import annotations
@@ -74,15 +55,8 @@ class ConversionError(ValueError):
 
 
 def resolve_source(source: str, max_positions: int | None = None) -> Path:
-    """Return a local dir holding SOURCE. For a Hub id, config.json is fetched and checked before any weights.
-
-    Args:
-        source: a local directory or a Hub repo id (`org/name`).
-        max_positions: the `--max_position_embeddings` override, if any (checked with the config).
-
-    Returns:
-        The local directory (the source itself, or the Hub snapshot).
-    """
+    """The local dir holding `source` (a directory, or a Hub id's snapshot: its config.json is fetched and checked,
+    with the `--max_position_embeddings` override `max_positions`, before any weights)."""
     path = Path(source)
     if path.is_dir():
         check_source_config(read_config(path), max_positions)
@@ -109,15 +83,8 @@ def read_config(source_dir: Path) -> dict:
 
 
 def check_source_config(raw: dict, max_positions: int | None = None) -> transformers.PreTrainedConfig:
-    """Raise a one-line ConversionError naming the first incompatibility of a raw config.json dict.
-
-    Args:
-        raw: the source's config.json.
-        max_positions: `--max_position_embeddings`, the converted model's context, if shorter than the source's.
-
-    Returns:
-        The source config, as its family's transformers config class reads it.
-    """
+    """The source config (`raw`: its config.json), as its family's transformers config class reads it; a one-line
+    ConversionError names the first incompatibility (`max_positions`: `--max_position_embeddings`, if given)."""
     model_type = raw.get("model_type")
     if model_type not in FAMILIES:
         raise ConversionError(
@@ -182,25 +149,18 @@ def check_source_files(source_dir: Path) -> None:
 def eurobert_config(source: transformers.PreTrainedConfig, dtype: str, max_positions: int | None = None
                     ) -> ours.EuroBertClmMlmConfig:
     """The causal EuroBERT config with the source's architecture fields copied over (ids are set later)."""
+    copied = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+              "num_key_value_heads", "initializer_range", "rms_norm_eps", "bos_token_id", "eos_token_id")
     return ours.EuroBertClmMlmConfig(
-        vocab_size=source.vocab_size,
-        hidden_size=source.hidden_size,
-        intermediate_size=source.intermediate_size,
-        num_hidden_layers=source.num_hidden_layers,
-        num_attention_heads=source.num_attention_heads,
-        num_key_value_heads=source.num_key_value_heads,
+        **{name: getattr(source, name) for name in copied},
         head_dim=getattr(source, "head_dim", None) or source.hidden_size // source.num_attention_heads,
         max_position_embeddings=max_positions or source.max_position_embeddings,
-        initializer_range=source.initializer_range,
-        rms_norm_eps=source.rms_norm_eps,
         rope_parameters=dict(source.rope_parameters),
         attention_bias=bool(getattr(source, "attention_bias", False)),  # Llama, Qwen3: q, k, v and o
         mlp_bias=bool(getattr(source, "mlp_bias", False)),
         qkv_bias=source.model_type == "qwen2",  # Qwen2/2.5: q, k, v always, o never
         qk_norm=source.model_type == "qwen3",
         attention_dropout=float(source.attention_dropout or 0.0),
-        bos_token_id=source.bos_token_id,
-        eos_token_id=source.eos_token_id,
         pad_token_id=None,  # mask and pad ids come from the tokenizer, once the vocabulary is final
         mask_token_id=None,
         tie_word_embeddings=False,  # untied below, explicitly
@@ -210,11 +170,8 @@ def eurobert_config(source: transformers.PreTrainedConfig, dtype: str, max_posit
 
 
 def set_special_tokens(tokenizer, mask_token: str, pad_token: str, eos_ids: set[int]) -> list[int]:
-    """Give the tokenizer a mask token and a pad token that is not eos. Returns the ids of tokens it added.
-
-    The mask token must be special or reserved already, or new: an ordinary token that text encodes to (`the`) made
-    special would then be matched inside words ("other", "weather") and never be seen as text again.
-    """
+    """Give the tokenizer a mask token and a pad token that is not eos (each special or reserved already, or new: not
+    an ordinary token, module docstring); returns the ids of tokens it added."""
     for role, token in (("mask", mask_token), ("pad", pad_token)):
         added = {str(t) for t in tokenizer.added_tokens_decoder.values()}
         if token in tokenizer.get_vocab() and token not in added and \
@@ -290,20 +247,9 @@ def load_weights(source_dir: Path, config: ours.EuroBertClmMlmConfig, tied: bool
 
 def convert(source: str, output: str | Path, mask_token: str = "<|mask|>", pad_token: str = "<|pad|>",
             dtype: str = "float32", max_positions: int | None = None) -> Path:
-    """Convert a decoder causal LM of one of `FAMILIES` and its tokenizer into a causal EuroBERT checkpoint.
-
-    Args:
-        source: local dir or Hub id of a `*ForCausalLM` checkpoint of one of `FAMILIES`, with its tokenizer.
-        output: directory to create; must not exist.
-        mask_token: the MLM mask token, added to the tokenizer when missing.
-        pad_token: the pad token used when the source has none or pads with eos; added when missing.
-        dtype: `float32` or `bfloat16` for the saved weights.
-        max_positions: the converted model's context (`max_position_embeddings`) when shorter than the source's,
-            e.g. so that a sliding window does not bind.
-
-    Returns:
-        The output directory.
-    """
+    """Convert `source` (local dir or Hub id of a `*ForCausalLM` checkpoint of one of `FAMILIES`, with its tokenizer)
+    into a causal EuroBERT checkpoint at `output` (which must not exist), returned. `dtype` (`float32`, `bfloat16`):
+    of the saved weights; `max_positions`: the converted model's context when shorter than the source's."""
     output = Path(output)
     if output.exists():
         raise ConversionError(f"OUTPUT {output} already exists; remove it or choose another path")

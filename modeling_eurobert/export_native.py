@@ -3,24 +3,19 @@
     python -m modeling_eurobert.export_native out/610m-mlm40-42k out/610m-mlm40-42k-native
     python -m modeling_eurobert.export_native out/610m-clm-42k out/610m-clm-42k-native --bidirectional
 
-The result loads with `AutoModel*.from_pretrained(path)` WITHOUT `trust_remote_code` into `transformers.EuroBertModel`,
-`EuroBertForMaskedLM`, `EuroBertForSequenceClassification` or `EuroBertForTokenClassification`, with the same
-weights and identical outputs: both models share Llama's parameter names, so only config.json changes
-(model_type "eurobert", native architectures, no auto_map, no `is_causal`). `classifier_pooling`, labels and token
-ids carry over; the tokenizer is copied when the checkpoint has one (`tokenizer_settings.configure_tokenizer`).
+The result loads with `AutoModel*.from_pretrained(path)` WITHOUT `trust_remote_code` into the native class of its
+head (`NATIVE_CLASSES`), with the same weights and identical outputs: both share Llama's parameter names, so only
+config.json changes (model_type "eurobert", native architectures, no auto_map, no `is_causal`); the tokenizer is
+copied when the checkpoint has one.
 
-Causal checkpoints (CLM runs, converted decoders: `is_causal: true` or `EuroBertClmMlmForCausalLM`) are refused unless
-`--bidirectional` says to export them as a bidirectional encoder on purpose. Native EuroBERT is bidirectional only,
-so that is the one way they can run there, and the way the paper fine-tunes and evaluates CLM checkpoints (with our
-classes: `from_pretrained(dir, is_causal=False, trust_remote_code=True)`). A causal LM head becomes native
-`EuroBertForMaskedLM` (same weights), and the exported config.json records `"pretraining_attention": "causal"`.
+Causal checkpoints (CLM runs, converted decoders) are refused unless `--bidirectional` says to export them as a
+bidirectional encoder on purpose (native EuroBERT is bidirectional only; the paper fine-tunes CLM checkpoints so): a
+causal LM head becomes native `EuroBertForMaskedLM`, and config.json records `"pretraining_attention": "causal"`.
 
-Also refused, with a one-line error: the QA head (native EuroBERT has none), the converted-decoder switches
-native EuroBERT lacks (`qkv_bias`: Qwen2's q/k/v-only biases; `qk_norm`: Qwen3's q/k RMSNorm; `mlp_bias` on an LM
-head, to which native EuroBERT would add a bias), and pad_token_id
-equal to eos (the native embedding uses `padding_idx=pad_token_id`, whose row never gets a gradient: eos, the
-document separator, would stop learning). A checkpoint without a pad id exports with `pad_token_id: null` (no
-padding_idx), not with the native default 128001, which is eos.
+Also refused, in one line: the QA head (native EuroBERT has none), the converted-decoder switches native EuroBERT
+lacks (`qkv_bias`, `qk_norm`, `mlp_bias` on an LM head, to which it would add a bias), and pad_token_id equal to eos
+(the native embedding's `padding_idx` row never gets a gradient: eos, the document separator, would stop learning). A
+checkpoint without a pad id exports with `pad_token_id: null`, not with the native default 128001, which is eos.
 """
 
 from __future__ import annotations
@@ -53,9 +48,9 @@ CAUSAL_RECORD = {"pretraining_attention": "causal"}  # written into the config o
 DECODER_TYPES = {"qkv_bias": "Qwen2Config", "qk_norm": "Qwen3Config"}
 
 
-def _native_fields() -> set[str]:
-    """The fields of native EuroBERT's config (transformers.EuroBertConfig)."""
-    return {field.name for field in dataclasses.fields(transformers.EuroBertConfig)}
+def _fields(config_class) -> set[str]:
+    """The fields a transformers config class reads."""
+    return {field.name for field in dataclasses.fields(config_class)}
 
 
 class ExportError(ValueError):
@@ -63,15 +58,8 @@ class ExportError(ValueError):
 
 
 def check_exportable(raw: dict, bidirectional: bool = False) -> str:
-    """Raise a one-line ExportError for checkpoints the native classes cannot reproduce.
-
-    Args:
-        raw: the checkpoint's config.json as a dict.
-        bidirectional: export a causal checkpoint as a bidirectional encoder (otherwise refused).
-
-    Returns:
-        The name of the native class to export to.
-    """
+    """The name of the native class to export a checkpoint (`raw`: its config.json) to; a one-line ExportError for
+    one the native classes cannot reproduce (a causal one unless `bidirectional`)."""
     if not is_ours(raw):
         expected = ours.EuroBertClmMlmConfig.model_type
         raise ExportError(f"model_type={raw.get('model_type')!r}; expected a {expected!r} checkpoint of this project")
@@ -99,17 +87,15 @@ def check_exportable(raw: dict, bidirectional: bool = False) -> str:
     # Our config fields that native EuroBERT has no field for: each must hold our default, or native EuroBERT would
     # silently compute something else. `is_causal` is the exception (native EuroBERT is bidirectional only: above).
     defaults = ours.EuroBertClmMlmConfig().to_dict()
-    ours_only = set(raw) & set(defaults) - _native_fields() - {"is_causal", "model_type"}
+    ours_only = set(raw) & set(defaults) - _fields(transformers.EuroBertConfig) - {"is_causal", "model_type"}
     unknown = {key: raw[key] for key in sorted(ours_only) if raw[key] != defaults[key]}
     if unknown:
         raise ExportError(f"native EuroBERT has no setting for {unknown}; it would compute another model")
     eos = raw.get("eos_token_id")
     eos_ids = set(eos) if isinstance(eos, list) else {eos}
     if raw.get("pad_token_id") is not None and raw["pad_token_id"] in eos_ids:
-        raise ExportError(
-            f"pad_token_id={raw['pad_token_id']} equals eos; the native embedding freezes the pad row "
-            "(padding_idx), so set a distinct pad_token_id in config.json first"
-        )
+        raise ExportError(f"pad_token_id={raw['pad_token_id']} equals eos; the native embedding freezes the pad row "
+                          "(padding_idx), so set a distinct pad_token_id in config.json first")
     if architecture == "EuroBertClmMlmForCausalLM":
         return "EuroBertForMaskedLM"  # same parameters: the native MLM head is the bidirectional LM head
     return NATIVE_CLASSES[architecture]
@@ -126,49 +112,32 @@ def is_ours(raw: dict) -> bool:
 
 
 def make_plain_loadable(directory: str | Path) -> bool:
-    """Give a checkpoint of ours the model_type transformers knows, when native EuroBERT can hold it.
+    """Give a checkpoint of ours the model_type transformers knows, when native EuroBERT can hold it (the rule is
+    `check_exportable(bidirectional=True)`); returns True when config.json now names it, False when it keeps ours.
 
     config.json then says `model_type: "eurobert"` and keeps our `auto_map`: plain `AutoModel*.from_pretrained(dir)`,
     `AutoTokenizer` and `SentenceTransformer(dir)` load transformers' own EuroBERT classes with no flag and no
-    prompt (transformers runs its own code for a model_type it knows), bidirectional as the paper fine-tunes, with
-    the same outputs; `trust_remote_code=True` still gives this project's classes (also the causal LM and QA heads).
-    A causal checkpoint (CLM run, converted decoder) says `is_causal: false` and `"pretraining_attention":
-    "causal"`: native EuroBERT reads `is_causal` and would attend causally; this project's config class keeps
-    `is_causal: false` too (AutoModel and the task heads load alike with and without remote code) and the record as
-    `pretraining_attention` (`evaluation.run --attention checkpoint`; `is_causal=True` gives the causal pattern).
-    Every field is written out, so no native default (pad 128001 = eos, 8192 positions) fills a gap. The rule is
-    `check_exportable` (bidirectional): a checkpoint native EuroBERT cannot hold keeps our model_type, which forces
-    remote code.
-
-    Returns:
-        True when config.json now names the native model_type, False when it keeps ours.
+    prompt, bidirectional as the paper fine-tunes, with the same outputs; `trust_remote_code=True` still gives this
+    project's classes (also the causal LM and QA heads). A causal checkpoint says `is_causal: false` (native EuroBERT
+    would attend causally; our config class reads it alike, so the task heads load alike with and without remote
+    code) and `"pretraining_attention": "causal"` (`evaluation.run --attention checkpoint`). Every field is written
+    out, so no native default (pad 128001 = eos, 8192 positions) fills a gap.
     """
-    path = Path(directory) / "config.json"
-    raw = artifacts.read_json(path, "model config")
+    raw = artifacts.read_json(Path(directory) / "config.json", "model config")
     try:
         check_exportable(raw, bidirectional=True)
     except ExportError:
         return _as_decoder_type(directory, raw)
     fields = ours.EuroBertClmMlmConfig.from_pretrained(directory).to_dict()
-    fields = {**fields, **{key: raw[key] for key in ("auto_map", "architectures") if key in raw},
-              "model_type": transformers.EuroBertConfig.model_type}
-    fields.pop("_name_or_path", None)
-    if fields["is_causal"]:  # native EuroBERT follows config.is_causal: plain loads must be bidirectional
-        fields.update(is_causal=False, **CAUSAL_RECORD)
-    native = transformers.EuroBertConfig(**{k: v for k, v in fields.items() if k != "model_type"}).to_dict()
-    differ = sorted(key for key in _native_fields() & set(fields) if native.get(key) != fields[key])
-    if differ:
-        raise ExportError(f"native EuroBertConfig reads {differ} differently from {path}")
-    artifacts.write_json_atomic(path, fields)
-    return True
+    causal = dict(is_causal=False, **CAUSAL_RECORD) if fields["is_causal"] else {}
+    return _write_as(directory, raw, fields, transformers.EuroBertConfig, "native EuroBertConfig", causal)
 
 
 def _as_decoder_type(directory: str | Path, raw: dict) -> bool:
     """`make_plain_loadable` for a causal converted Qwen2/Qwen3 decoder (its LM head or backbone), which native
     EuroBERT cannot hold: config.json names transformers' `qwen2` / `qwen3`, whose causal classes compute what ours
-    do with the same parameter names (tested: identical hidden states and logits), and keeps our `auto_map` for
-    `trust_remote_code=True`. Anything else (bidirectional, another head, both switches, Qwen2 with an o bias, an
-    MLP bias) keeps our model_type. Returns True when config.json was rewritten."""
+    do with the same parameter names (tested: identical hidden states and logits). Anything else (bidirectional,
+    another head, both switches, Qwen2 with an o bias, an MLP bias) keeps our model_type (returns False)."""
     fields = ours.EuroBertClmMlmConfig.from_pretrained(directory).to_dict()
     switches = [switch for switch in DECODER_TYPES if fields.get(switch)]
     architecture = (raw.get("architectures") or ["EuroBertClmMlmModel"])[0]
@@ -177,16 +146,23 @@ def _as_decoder_type(directory: str | Path, raw: dict) -> bool:
             or switches == ["qkv_bias"] and fields["attention_bias"]):
         return False
     config_class = getattr(transformers, DECODER_TYPES[switches[0]])
+    return _write_as(directory, raw, fields, config_class, f"transformers' {config_class.__name__}")
+
+
+def _write_as(directory: str | Path, raw: dict, fields: dict, config_class, what: str,
+              record: dict | None = None) -> bool:
+    """Rewrite config.json with `config_class`'s model_type, our `auto_map` kept and `record` set, once `what` (that
+    class) reads every field as written and has no sliding window."""
+    path = Path(directory) / "config.json"
     fields = {**fields, **{key: raw[key] for key in ("auto_map", "architectures") if key in raw},
               "model_type": config_class.model_type}
     fields.pop("_name_or_path", None)
+    fields.update(record or {})
     plain = config_class(**{k: v for k, v in fields.items() if k != "model_type"}).to_dict()
-    read = {field.name for field in dataclasses.fields(config_class)}
-    differ = sorted(key for key in read & set(fields) if plain.get(key) != fields[key])
+    differ = sorted(key for key in _fields(config_class) & set(fields) if plain.get(key) != fields[key])
     if differ or plain.get("sliding_window") is not None:
-        raise ExportError(f"transformers' {config_class.__name__} reads {differ or ['sliding_window']} differently "
-                          f"from {Path(directory) / 'config.json'}")
-    artifacts.write_json_atomic(Path(directory) / "config.json", fields)
+        raise ExportError(f"{what} reads {differ or ['sliding_window']} differently from {path}")
+    artifacts.write_json_atomic(path, fields)
     return True
 
 
@@ -201,17 +177,8 @@ def native_config(config: dict) -> transformers.EuroBertConfig:
 
 
 def export_native(checkpoint: str | Path, output: str | Path, bidirectional: bool = False) -> Path:
-    """Write `checkpoint` (one of our heads) as a native transformers EuroBERT checkpoint.
-
-    Args:
-        checkpoint: a directory saved by this project (`save_pretrained`).
-        output: directory to create; must not exist.
-        bidirectional: export a causal checkpoint (CLM run, converted decoder) as a bidirectional encoder, recorded
-            as `"pretraining_attention": "causal"` in its config; without it such a checkpoint is refused.
-
-    Returns:
-        The output directory.
-    """
+    """Write `checkpoint` (one of our heads, saved by this project) as a native transformers EuroBERT checkpoint at
+    `output` (which must not exist), returned; `bidirectional`: export a causal checkpoint (module docstring)."""
     if not Path(checkpoint).is_dir():
         raise missing_path(checkpoint, "CHECKPOINT")
     checkpoint, output = Path(checkpoint), Path(output)

@@ -1,20 +1,12 @@
-"""The settings every tokenizer saved beside a model of this project carries (toy BPE, converted decoders and every
-checkpoint the recipes save):
+"""The settings every tokenizer saved beside a model of this project carries (`configure_tokenizer`):
 
-    from modeling_eurobert.tokenizer_settings import configure_tokenizer
-    configure_tokenizer(tokenizer, model.config.max_position_embeddings)
-    tokenizer.save_pretrained(directory)
+- the mask token strips the space before it (as RoBERTa's `<mask>`): "The capital is <|mask|>." gives [..., "Ġis",
+  <|mask|>, "."], with no stray "Ġ" the model never saw (pretraining masks whole tokens, space included);
+- `model_max_length` is the model's `max_position_embeddings` (a tokenizer trained here or a Llama's has none, or
+  131072);
+- loader bookkeeping (`is_local`, `local_files_only`) is dropped from a published tokenizer_config.json.
 
-- The mask token strips the space before it (`lstrip=True, rstrip=False`, as RoBERTa's `<mask>`), so
-  "The capital is <|mask|>." gives [..., "Ġis", <|mask|>, "."], not a stray "Ġ" token before the mask: the model
-  never saw one there, since pretraining replaces a whole token (space included) with the mask.
-- `model_max_length` is the model's `max_position_embeddings`, so truncation and the "sequence too long" warning
-  know the model's context (a tokenizer trained here or loaded from a Llama has none, or 131072).
-- Loader bookkeeping that transformers copies into `init_kwargs` (`is_local`, `local_files_only`) is dropped, so a
-  published tokenizer_config.json does not say `"local_files_only": true`.
-
-Pretraining is unaffected: it tokenizes special-token text as plain text (`split_special_tokens=True`), so the mask
-token's strip flags never change a packed block (tested in tests/test_data.py).
+Pretraining tokenizes special-token text as plain text, so the strip flags never change a packed block.
 """
 
 from tokenizers import AddedToken
@@ -28,15 +20,8 @@ def mask_added_token(content: str) -> AddedToken:
 
 
 def configure_tokenizer(tokenizer, model_max_length: int | None = None):
-    """Set the mask token's strip flags and `model_max_length` on a fast tokenizer, in place.
-
-    Args:
-        tokenizer: a transformers fast tokenizer; one without a mask token keeps its tokens as they are.
-        model_max_length: the model's `max_position_embeddings`; None leaves the tokenizer's own value.
-
-    Returns:
-        The same tokenizer (its vocabulary and ids are unchanged).
-    """
+    """Set the mask token's strip flags (if it has one) and `model_max_length` (the model's `max_position_embeddings`;
+    None keeps the tokenizer's own) on a fast tokenizer, in place; returns it, vocabulary and ids unchanged."""
     if model_max_length is not None:
         if not isinstance(model_max_length, int) or model_max_length < 1:
             raise ValueError(f"model_max_length={model_max_length!r} must be a positive integer "

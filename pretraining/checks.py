@@ -1,14 +1,9 @@
-"""Checks that run before anything is written to `output_dir`, and the checks of a run that continues another.
-
-- `check_run_settings`, `check_sources`, `check_tokenizer_matches_base`, `check_token_budget`: contradictory
-  settings, missing paths, a tokenizer whose ids the base model's embeddings do not mean, a corpus too small for the
-  run (estimated before it is tokenized);
-- `check_output_dir`: where training starts (`--resume_from_checkpoint`, auto-resume from the newest complete
-  checkpoint, the stable checkpoint of a decay branch), refusing to mix runs or to write over what this recipe did
-  not make; `check_batch_layout`: a resume on another number of processes keeps the same optimizer steps;
-- `check_data_identity`: a resume, a decay branch or CPT never continues on other data or another tokenizer.
-
-They read only; bad input raises one `ValueError` / `FileNotFoundError` line naming the fix.
+"""Checks that run before anything is written to `output_dir`, and the checks of a run that continues another:
+contradictory settings, missing paths, a tokenizer the base model's embeddings do not mean, a corpus too small for the
+run (`check_run_settings`, `check_sources`, `check_tokenizer_matches_base`, `check_token_budget`); where training
+starts, refusing to mix runs or to write over what this recipe did not make (`check_output_dir`,
+`check_batch_layout`); never other data or another tokenizer for a resume, a decay branch or CPT
+(`check_data_identity`). They read only; bad input raises one `ValueError` / `FileNotFoundError` line naming the fix.
 """
 
 import json
@@ -36,20 +31,16 @@ _LAYOUT_KEYS = ("world_size", "per_device_train_batch_size", "gradient_accumulat
 
 
 def check_data_settings(run_args: PretrainArguments) -> None:
-    """The settings that decide the packed blocks, checked before any data work (`recipes.prepare_data` too)."""
+    """The settings that decide the packed blocks, checked before any data work."""
     artifacts.check_output_dir(run_args.data_cache_dir, "data_cache_dir")
     if run_args.block_size < 2:
         raise ValueError(f"block_size={run_args.block_size} is out of range; use a value >= 2 (paper: 2048)")
 
 
 def tensorboard_name(run_args: PretrainArguments, training_args: TrainingArguments) -> str:
-    """The run's TensorBoard folder name under `<output_dir>/runs/`: its `run_name` (default: the output_dir's
-    name) as shown at its `scale` (`core.names.scaled_name`: mini-610m-clm-42k).
-
-    Raises:
-        ValueError: a run_name that is a path (it would log outside output_dir), or a scale that cannot be read
-            back from a name (`--scale "Bad Scale"`).
-    """
+    """The run's TensorBoard folder under `<output_dir>/runs/`: its `run_name` (default: the output_dir's name) at its
+    `scale` (`core.names.scaled_name`: mini-610m-clm-42k). Refuses a run_name that is a path (it would log outside
+    output_dir) and a scale a name cannot carry (`--scale "Bad Scale"`)."""
     name = training_args.run_name or Path(training_args.output_dir).name
     if training_args.run_name and (Path(name).name != name or name in (".", "..") or "\\" in name):
         raise ValueError(f"run_name={name!r} names the TensorBoard folder <output_dir>/runs/<run_name>: give a plain "
@@ -284,16 +275,10 @@ def check_sources(run_args: PretrainArguments) -> None:
 
 
 def check_output_dir(run_args: PretrainArguments, training_args: TrainingArguments) -> str | None:
-    """Decide where training starts, refusing to mix runs or to write over what this recipe did not make. Reads only.
-
-    Returns:
-        The checkpoint to resume from: `--resume_from_checkpoint`, else the newest complete checkpoint in
-        `output_dir` (auto-resume), else the stable checkpoint of a decay branch, else None.
-
-    Raises:
-        ValueError: `output_dir` is an input of the run, holds files of something else, or a run made with other
-            settings; the resume checkpoint is not a complete one of this run; the branch's stable run is missing.
-    """
+    """The checkpoint training starts from: `--resume_from_checkpoint`, else the newest complete one in `output_dir`
+    (auto-resume), else a decay branch's stable checkpoint, else None. ValueError: `output_dir` is an input of the
+    run, holds something else or a run with other settings; the resume checkpoint is not a complete one of this run;
+    the branch's stable run is missing."""
     output_dir = Path(training_args.output_dir)
     for role, source in (("model_name_or_path", run_args.model_name_or_path), ("branch_from", run_args.branch_from),
                          ("tokenizer_name_or_path", run_args.tokenizer_name_or_path)):
@@ -370,22 +355,14 @@ def _branch_checkpoint(run_args: PretrainArguments, training_args: TrainingArgum
 
 
 def check_batch_layout(stored: dict, current: dict, where: str) -> None:
-    """Allow a run to continue on another number of processes, per-device batch or accumulation when its optimizer
-    steps stay the same; refuse otherwise, naming the numbers.
+    """Allow a run (`stored`: its run_config, from `where`) to continue on another number of processes, per-device
+    batch or accumulation when its optimizer steps stay the same; refuse otherwise, naming the numbers.
 
-    The update is the same when (1) the global batch (processes x per-device batch x accumulation) is unchanged:
-    the blocks are read in order, so step s reads blocks [s G, (s + 1) G) whatever the layout, the Trainer skips
-    s x G blocks on resume, and each block's MLM mask is seeded by its index; and (2) the loss of a step is the sum
-    over its labelled tokens divided by their count over all processes (`average_tokens_across_devices: true`, the
-    default; the LM heads take the Trainer's `num_items_in_batch`). At most the order of floating-point sums changes
-    (2 processes <-> 1 is bit-identical: tests/test_launch.py). The RNG states of the old ranks are not needed:
-    masks come from block indices and the architectures have no dropout. A DDP checkpoint holds the whole optimizer
-    state; an FSDP one resumed on another world size is untested.
-
-    Args:
-        stored: the `run_config.json` (or a checkpoint's `run_info.json` run_config) of the run continued.
-        current: `resolved_config` of this launch.
-        where: what `stored` came from, for the message.
+    The update is the same when (1) the global batch G is unchanged: step s reads blocks [s G, (s + 1) G) whatever
+    the layout and each block's MLM mask is seeded by its index; and (2) a step's loss is divided by its token count
+    over all processes (`average_tokens_across_devices: true`, the default). At most the order of floating-point sums
+    changes (2 processes <-> 1 is bit-identical: tests/test_launch.py). The old ranks' RNG states are not needed (no
+    dropout). A DDP checkpoint holds the whole optimizer state; an FSDP one on another world size is untested.
     """
     old = {k: stored.get("training_args", {}).get(k) for k in _LAYOUT_KEYS}
     new = {k: current["training_args"][k] for k in _LAYOUT_KEYS}
@@ -414,12 +391,9 @@ def check_batch_layout(stored: dict, current: dict, where: str) -> None:
 
 def check_data_identity(run_args: PretrainArguments, training_args: TrainingArguments, identity: dict,
                         resume: str | None) -> None:
-    """Refuse to continue a run (resume, decay branch, CPT) on other blocks or with another tokenizer.
-
-    Compared with: the output_dir's own `run_config.json` (resume), the stable run's (decay branch), the resume
-    checkpoint's `run_info.json`, and for CPT the base's `run_info.json` unless `data_start_block` says where to
-    start in data the base did not see.
-    """
+    """Refuse to continue a run (resume, decay branch, CPT) on other blocks or with another tokenizer: compared with
+    the output_dir's `run_config.json`, the stable run's, the resume checkpoint's `run_info.json`, and for CPT the
+    base's `run_info.json` unless `data_start_block` says where to start in data the base did not see."""
     stored = []
     if (Path(training_args.output_dir) / RUN_CONFIG_NAME).is_file():
         stored.append((training_args.output_dir,
@@ -443,11 +417,8 @@ def check_data_identity(run_args: PretrainArguments, training_args: TrainingArgu
 
 
 def check_tokenizer_matches_base(tokenizer, run_args: PretrainArguments) -> None:
-    """Refuse a tokenizer whose ids do not mean what the base model's embeddings learned.
-
-    The base's embedding rows must cover the tokenizer, and when the base directory ships its own tokenizer, the
-    given one must map every token to the same id (a new toy BPE would keep a few hundred ids of 8192).
-    """
+    """Refuse a tokenizer whose ids do not mean what the base model's embeddings learned: the base's embedding rows
+    must cover it, and a base that ships its own tokenizer must map every token to the same id."""
     from transformers import AutoConfig
 
     base = run_args.model_name_or_path

@@ -1,11 +1,6 @@
-"""The pretraining collators: CLM or MLM batches from packed blocks, and the choice of objective per step.
-
-- `PretrainingCollator(objective, tokenizer, mlm_probability, mask_replace_prob, random_replace_prob, seed,
-  positions_per_block)`: one objective; MLM masks are seeded per block, so a block gets the same mask whatever the
-  workers, processes or batch it lands in; `masked_positions_bound(block_size, mlm_probability, num_std)` is the K a
-  run passes as `positions_per_block` for a fixed-shape MLM head;
-- `ObjectiveCollator` (`build_collator`): picks CLM or MLM for a batch from the step its blocks belong to (this is how
-  PFS switches objective inside one run, whatever the number of workers, processes or resumes).
+"""The pretraining collators: `PretrainingCollator` (CLM or MLM batches from packed blocks, MLM masks seeded per
+block) and `ObjectiveCollator` (`build_collator`: CLM or MLM for a batch from the step its blocks belong to, which is
+how PFS switches objective inside one run, whatever the number of workers, processes or resumes).
 """
 
 import math
@@ -22,28 +17,19 @@ MASKED_POSITIONS_STD = 4.0  # default margin of `masked_positions_bound`, in sta
 
 @dataclass
 class PretrainingCollator:
-    """Turn packed blocks into a CLM or MLM batch; MLM masks are seeded per block.
+    """Turn packed blocks into a CLM or MLM batch (no padding, so no attention_mask).
 
-    CLM: labels = input_ids (the model shifts them). MLM: special tokens are never masked; each other token is
-    selected with probability `mlm_probability`; a selected token becomes `<|mask|>` with probability
-    `mask_replace_prob`, a random non-special token with probability `random_replace_prob`, and is kept otherwise;
-    labels are -100 except at selected positions. These are the semantics of
-    `transformers.DataCollatorForLanguageModeling` (whose generator is shared by a whole worker), but the random
-    stream of each block is a torch generator seeded from (seed, block_index), so a block gets the same mask whatever
-    the number of dataloader workers, processes or the batch it lands in. Blocks have no padding, so no
-    attention_mask is returned.
+    CLM: labels = input_ids (the model shifts them). MLM: the semantics of `DataCollatorForLanguageModeling` (special
+    tokens never masked; each other token selected with probability `mlm_probability` (paper: 0.2 to 0.5), then
+    replaced by `<|mask|>` with probability `mask_replace_prob` (original code: 1.0), by a random non-special token
+    with `random_replace_prob` (BERT: 0.1), kept otherwise; labels -100 except at selected positions), but the random
+    stream of each block is a torch generator seeded from (`seed`, block_index), so a block gets the same mask
+    whatever the dataloader workers, processes or batch it lands in.
 
-    Args:
-        objective: "clm" or "mlm".
-        tokenizer: tokenizer of the blocks (MLM needs its mask token).
-        mlm_probability: masking ratio p, in (0, 1) (paper: 0.2 to 0.5; 0.4 for two-phase and CPT runs).
-        mask_replace_prob: share of selected tokens replaced by `<|mask|>` (original code: 1.0).
-        random_replace_prob: share of selected tokens replaced by a random token (BERT: 0.1).
-        seed: masking seed, combined with each example's "block_index".
-        positions_per_block: K for a fixed-shape MLM head (see `masked_positions_bound`), or None. When set, an MLM
-            batch also holds `mlm_positions` (B, K) long: each row's masked positions in increasing order, padded
-            with -1, unless a row has more than K masked tokens; then the key is absent and the model takes its
-            exact path (never truncated). The masks themselves do not depend on it.
+    `positions_per_block`: K for a fixed-shape MLM head (`masked_positions_bound`), or None. When set, an MLM batch
+    also holds `mlm_positions` (B, K) long: each row's masked positions in increasing order, padded with -1, unless a
+    row has more than K masked tokens; then the key is absent and the model takes its exact path (never truncated).
+    The masks themselves do not depend on it.
     """
 
     objective: str
@@ -119,21 +105,13 @@ class PretrainingCollator:
 
 
 def masked_positions_bound(block_size: int, mlm_probability: float, num_std: float = MASKED_POSITIONS_STD) -> int:
-    """K, the masked positions per block a fixed-shape MLM head makes room for.
+    """K, the masked positions per block a fixed-shape MLM head makes room for, fixed for a whole run.
 
-    The masked count of a block is at most Binomial(block_size, p) (special tokens are never masked), so
-    K = min(block_size, ceil(T p + num_std * sqrt(T p (1 - p)))) with T = block_size. Paper MLM 40%, T = 2048, the
-    default 4 standard deviations: K = 908 for a mean of 819 (10% of the head's rows are padding) and a row
-    overflows with probability 3e-5 (exact binomial tail), so about 1 micro-batch of 8 blocks in 4,000 takes the
-    exact path, which costs one host sync, not a recompile. 6 standard deviations: K = 953, 14% padding, 1e-9.
-
-    Args:
-        block_size: tokens per block.
-        mlm_probability: masking ratio p.
-        num_std: margin in standard deviations of the binomial.
-
-    Returns:
-        K, fixed for a whole run.
+    The masked count of a block is at most Binomial(T = block_size, p = mlm_probability), so
+    K = min(T, ceil(T p + num_std * sqrt(T p (1 - p)))). Paper MLM 40%, T = 2048, the default 4 standard deviations:
+    K = 908 for a mean of 819 (10% of the head's rows are padding) and a row overflows with probability 3e-5, so
+    about 1 micro-batch of 8 blocks in 4,000 takes the exact path (one host sync, not a recompile). 6 standard
+    deviations: K = 953, 14% padding, 1e-9.
     """
     mean = block_size * mlm_probability
     return min(block_size, math.ceil(mean + num_std * math.sqrt(mean * (1 - mlm_probability))))
@@ -162,19 +140,14 @@ def _mix_seed(seed: int, block_index: int) -> int:
 
 @dataclass
 class ObjectiveCollator:
-    """Collate a batch for the objective of the step its blocks belong to.
+    """Collate a batch for the objective of the step its blocks belong to (`clm` / `mlm`: None in a pure MLM / CLM
+    run).
 
     The blocks are read sequentially, so a block's step is `(block_index - first_block) // blocks_per_step`
-    (0-based); steps `< switch_step` are CLM in a PFS run. The choice depends on the data position only, so it is
-    the same with any number of dataloader workers, processes, prefetching or resumes. Each batch carries
-    `is_causal`, the one per-step decision the model reads; CLM labels are the input ids (the model shifts them).
-
-    Args:
-        clm: CLM collator (None for a pure MLM run).
-        mlm: MLM collator (None for a pure CLM run).
-        switch_step: PFS switch step, or None.
-        blocks_per_step: global batch in blocks.
-        first_block: block_index of the first block this run reads (CPT continues after its base).
+    (0-based; `blocks_per_step` is the global batch, `first_block` the first this run reads); steps `< switch_step`
+    are CLM in a PFS run. The choice depends on the data position only, so it is the same with any number of
+    dataloader workers, processes, prefetching or resumes. Each batch carries `is_causal`, the one per-step decision
+    the model reads.
     """
 
     clm: PretrainingCollator | None
@@ -207,23 +180,17 @@ class ObjectiveCollator:
 
 def build_collator(run_args, tokenizer, blocks_per_step: int,
                    first_block: int = 0) -> ObjectiveCollator:
-    """CLM and/or MLM collators over `recipes.PretrainingCollator`, wrapped by `ObjectiveCollator`."""
+    """The run's CLM and/or MLM `PretrainingCollator`s, wrapped by `ObjectiveCollator`."""
     positions_per_block = None  # K of the fixed-shape MLM head, one value for the whole run
     if run_args.mlm_fixed_shape:
         positions_per_block = masked_positions_bound(run_args.block_size, run_args.mlm_probability,
-                                                          run_args.mlm_fixed_shape_std)
+                                                     run_args.mlm_fixed_shape_std)
 
     def make(objective):
-        return PretrainingCollator(
-            objective, tokenizer, run_args.mlm_probability, run_args.mask_replace_prob,
-            run_args.random_replace_prob, run_args.masking_seed, positions_per_block,
-        )
+        return PretrainingCollator(objective, tokenizer, run_args.mlm_probability, run_args.mask_replace_prob,
+                                   run_args.random_replace_prob, run_args.masking_seed, positions_per_block)
 
     needs_clm = run_args.objective == "clm" or run_args.switch_step is not None
-    return ObjectiveCollator(
-        clm=make("clm") if needs_clm else None,
-        mlm=make("mlm") if run_args.objective == "mlm" else None,
-        switch_step=run_args.switch_step,
-        blocks_per_step=blocks_per_step,
-        first_block=first_block,
-    )
+    return ObjectiveCollator(clm=make("clm") if needs_clm else None,
+                             mlm=make("mlm") if run_args.objective == "mlm" else None,
+                             switch_step=run_args.switch_step, blocks_per_step=blocks_per_step, first_block=first_block)

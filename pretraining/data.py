@@ -1,59 +1,33 @@
-"""Pretraining data: corpus, tokenizers, packed blocks and the CLM / MLM collator (`docs/protocol.md` "Pretraining").
+"""Pretraining data: corpus, tokenizers and packed blocks (`docs/protocol.md` "Pretraining").
 
-Every objective reads the same blocks in the same order; only the collator changes. The pipeline:
+Every objective reads the same blocks in the same order; only the collator (`pretraining.collator`) changes:
 
     corpus = load_corpus("bundle")                            # or a local path, or "HuggingFaceFW/fineweb-edu"
     tokenizer = train_toy_tokenizer(corpus, 8192, out_dir)    # toy; paper: load_pretraining_tokenizer(path, "mlm")
     blocks = build_packed_dataset(tokenizer, corpus, block_size=2048, data_seed=0, cache_dir="cache/")
-    collator = PretrainingCollator("mlm", tokenizer, mlm_probability=0.4)
-    batch = collator([blocks[0], blocks[1]])                  # {"input_ids", "labels"}, LongTensor (2, 2048)
 
-Public API:
-- `load_corpus(source, data_dir, split, name, cache_dir)` -> `datasets.Dataset` with one column "text".
-  `source` is "bundle" (`<data_dir>/pretrain/enwiki/{split}.jsonl.gz`, offline), a local file or directory
-  (.jsonl/.json/.txt, optionally .gz; a directory contributes the files named `<split>.*`; a .txt file is one
-  document per line), or a Hub dataset id with its config `name` (online; paper: `FINEWEB_EDU`).
-- `train_toy_tokenizer(corpus, vocab_size, output_dir)` -> byte-level BPE with Llama-3's pre-tokenizer regex and
-  special-token roles, deterministic. Ids: bos `<|begin_of_text|>` 0, eos `<|end_of_text|>` 1, mask `<|mask|>` 2, pad
-  `<|pad|>` 3 (Llama-3: 128000, 128001, 128002; pad differs from eos, or eos would be treated as padding). It adds no
-  bos/eos, and `<|mask|>` strips the space before it (`modeling_eurobert.tokenizer_settings`; checkpoints also get
-  `model_max_length` from the model).
-- `load_pretraining_tokenizer(name_or_path, objective)` -> any fast tokenizer (paper: Llama-3 with `<|mask|>` = 128002).
-- `build_packed_dataset(tokenizer, corpus, block_size, data_seed, cache_dir, num_proc)` -> blocks with columns
-  "input_ids" (block_size int32), "block_index" (row position = position in the fixed order) and "stream_index"
-  (position of the block in the unshuffled token stream), numpy format, memory-mapped from `cache_dir`.
-- `PretrainingCollator(objective, tokenizer, mlm_probability, mask_replace_prob, random_replace_prob, seed,
-  positions_per_block)`; `masked_positions_bound(block_size, mlm_probability, num_std)` is the K a run passes as
-  `positions_per_block` for a fixed-shape MLM head.
-- `data_fingerprint(blocks)` -> 16 hex characters naming the packed blocks, to record beside checkpoints.
+The toy BPE has Llama-3's pre-tokenizer regex and special-token roles at ids bos `<|begin_of_text|>` 0, eos
+`<|end_of_text|>` 1, mask `<|mask|>` 2, pad `<|pad|>` 3 (Llama-3: 128000, 128001, 128002; pad differs from eos, or eos
+would be treated as padding). Blocks have columns "input_ids" (block_size int32), "block_index" (row = position in the
+fixed order) and "stream_index" (position in the unshuffled token stream), numpy format, memory-mapped from
+`cache_dir`; `data_fingerprint(blocks)` names them beside checkpoints.
 
-What the Trainer-based recipe must set so that every objective sees the same blocks in the same order:
-`TrainingArguments(train_sampling_strategy="sequential", remove_unused_columns=False, ...)` (the collator needs
-"block_index"), and build the blocks under `accelerator.main_process_first()` in multi-process runs.
-Masks depend only on (collator seed, block_index), never on workers, processes or batch composition; a block read
-again in a later epoch (`epochs` > 1; the paper never repeats data) gets a fresh mask, as its `block_index` is its
-position in the run's stream (`BlockStream`).
+The Trainer must read them with `train_sampling_strategy="sequential", remove_unused_columns=False` (the collator
+needs "block_index"), built under `accelerator.main_process_first()`. Masks depend only on (collator seed,
+block_index); a block read again in a later epoch gets a fresh mask, as its `block_index` is its position in the
+run's stream (`BlockStream`).
 """
 
 import hashlib
 import logging
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import datasets
 import numpy as np
 import pyarrow as pa
 import torch
-from tokenizers import (
-    AddedToken,
-    Regex,
-    Tokenizer,
-    decoders,
-    models,
-    pre_tokenizers,
-    trainers,
-)
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 from core import artifacts, cli, model_folders
@@ -62,7 +36,6 @@ from modeling_eurobert.tokenizer_settings import configure_tokenizer
 
 logger = logging.getLogger(__name__)
 
-FINEWEB_EDU = ("HuggingFaceFW/fineweb-edu", "sample-350BT")  # the paper scale's corpus (docs/protocol.md)
 # offline stand-ins, relative to the data bundle: "bundle" (enwiki: train and valid) and "bundle_more" (3x more
 # documents of the same dump, disjoint from enwiki; train only) for runs that must not repeat data
 BUNDLE_CORPORA = {"bundle": Path("pretrain") / "enwiki", "bundle_more": Path("pretrain") / "enwiki_more"}
@@ -84,26 +57,18 @@ _BLOCKS_PER_WRITE = 1024  # rows per arrow record batch when writing packed bloc
 
 
 # ----------------------------------------------------------------------------------------------------------- corpus
-def load_corpus(
-    source: str = "bundle",
-    data_dir: str | os.PathLike | None = None,
-    split: str = "train",
-    name: str | None = None,
-    cache_dir: str | os.PathLike | None = None,
-) -> datasets.Dataset:
-    """Load the pretraining corpus as a memory-mapped `datasets.Dataset` with a single column "text".
+def load_corpus(source: str = "bundle", data_dir: str | os.PathLike | None = None, split: str = "train",
+                name: str | None = None, cache_dir: str | os.PathLike | None = None) -> datasets.Dataset:
+    """The pretraining corpus, one document per row, as a memory-mapped `datasets.Dataset` with one column "text".
 
     Args:
-        source: "bundle" (the offline data bundle's Wikipedia corpus), "bundle_more" (its disjoint 3x larger
-            companion, train split only), a local file or directory, or a Hub dataset id such as
-            "HuggingFaceFW/fineweb-edu" (needs network).
+        source: "bundle" (the offline bundle's Wikipedia, `<data_dir>/pretrain/enwiki/{split}.jsonl.gz`),
+            "bundle_more" (its disjoint 3x larger companion, train only), a local .jsonl/.json/.txt file (optionally
+            .gz; .txt: one document per line) or a directory of `<split>.*` files, or a Hub dataset id (online).
         data_dir: data bundle directory for "bundle" (flag > $MLM_VS_CLM_DATA > ../shared/data).
         split: "train" or "valid" for the bundle and local directories; any split expression for Hub datasets.
         name: Hub dataset config name (e.g. "sample-100BT"); only for Hub ids.
         cache_dir: `datasets` cache directory for the Arrow copy (default: the `datasets` cache).
-
-    Returns:
-        The corpus, one document per row.
     """
     if source in BUNDLE_CORPORA:
         files = [resolve_data_dir(data_dir) / BUNDLE_CORPORA[source] / f"{split}.jsonl.gz"]
@@ -131,13 +96,9 @@ def load_corpus(
 
 def load_corpora(sources: str, data_dir=None, split: str = "train", name: str | None = None,
                  cache_dir=None) -> datasets.Dataset:
-    """One or several corpora, concatenated in the order given (more tokens than one source holds).
-
-    Args:
-        sources: comma-separated entries, each as `load_corpus` takes it; a Hub entry may name its config after a
-            colon (`HuggingFaceFW/fineweb-edu:sample-100BT`), else `name` applies.
-        data_dir, split, name, cache_dir: as for `load_corpus`.
-    """
+    """One or several corpora, concatenated in the order given: `sources` holds comma-separated entries, each as
+    `load_corpus` takes it (a Hub entry may name its config after a colon, `HuggingFaceFW/fineweb-edu:sample-100BT`,
+    else `name` applies); the other arguments are `load_corpus`'s."""
     entries = cli.split_list(sources)
     if not entries:
         raise ValueError("corpus_source is empty; give 'bundle', a local path or a Hub id (several: comma-separated)")
@@ -185,22 +146,13 @@ def _only_text(corpus: datasets.Dataset, source: str) -> datasets.Dataset:
 TOY_MIN_VOCAB = 256 + len(TOY_SPECIAL_TOKENS) + 1  # the byte alphabet, the special tokens and one merge
 
 
-def train_toy_tokenizer(
-    corpus: datasets.Dataset, vocab_size: int, output_dir: str | os.PathLike
-) -> PreTrainedTokenizerFast:
-    """Train the toy scales' byte-level BPE on `corpus` and save it to `output_dir`.
+def train_toy_tokenizer(corpus: datasets.Dataset, vocab_size: int, output_dir: str | os.PathLike
+                        ) -> PreTrainedTokenizerFast:
+    """Train the toy scales' byte-level BPE on `corpus` (a "text" column) and save it to `output_dir`.
 
-    Same special-token roles as the paper's Llama-3 tokenizer, at ids bos 0, eos 1, mask 2, pad 3. Deterministic:
-    the same corpus and vocab size give a byte-identical tokenizer.json. The tokenizer adds no bos/eos itself
-    (packing appends eos to every document); `<|mask|>` strips the space before it, as RoBERTa's `<mask>`.
-
-    Args:
-        corpus: dataset with a "text" column (e.g. from `load_corpus`).
-        vocab_size: total vocabulary size including the 4 special tokens and the 256 byte symbols (toy: 8k-16k).
-        output_dir: directory written with `save_pretrained`.
-
-    Returns:
-        The trained tokenizer.
+    Deterministic: the same corpus and `vocab_size` (the 4 special tokens and 256 byte symbols included; toy: 8k-16k)
+    give a byte-identical tokenizer.json. It adds no bos/eos itself (packing appends eos to every document);
+    `<|mask|>` strips the space before it, as RoBERTa's `<mask>`.
     """
     alphabet = pre_tokenizers.ByteLevel.alphabet()
     if vocab_size < TOY_MIN_VOCAB:
@@ -210,24 +162,17 @@ def train_toy_tokenizer(
         raise ValueError("train_toy_tokenizer needs a corpus with a 'text' column and at least one document")
     backend = Tokenizer(models.BPE())
     # Llama-3 splits with its regex, then maps bytes to printable symbols (no regex of ByteLevel's own).
-    backend.pre_tokenizer = pre_tokenizers.Sequence(
-        [
-            pre_tokenizers.Split(Regex(LLAMA3_SPLIT_PATTERN), behavior="isolated"),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-        ]
-    )
+    backend.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(LLAMA3_SPLIT_PATTERN), behavior="isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
     backend.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=list(TOY_SPECIAL_TOKENS),
-        initial_alphabet=alphabet,
-        min_frequency=2,
-        show_progress=False,
-    )
-    backend.train_from_iterator(_text_batches(corpus), trainer=trainer, length=len(corpus))
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=backend, bos_token=BOS, eos_token=EOS, mask_token=MASK, pad_token=PAD
-    )
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(TOY_SPECIAL_TOKENS),
+                                  initial_alphabet=alphabet, min_frequency=2, show_progress=False)
+    texts = (batch["text"] for batch in corpus.select_columns(["text"]).iter(batch_size=1000))  # bounded memory
+    backend.train_from_iterator(texts, trainer=trainer, length=len(corpus))
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, bos_token=BOS, eos_token=EOS, mask_token=MASK,
+                                        pad_token=PAD)
     configure_tokenizer(tokenizer)  # mask lstrip; model_max_length is set by the model that ships it
     with artifacts.atomic_directory(output_dir) as staging:  # a kill mid-save never leaves a truncated tokenizer
         tokenizer.save_pretrained(str(staging))
@@ -245,29 +190,14 @@ def cached_toy_tokenizer(corpus: datasets.Dataset, vocab_size: int, output_dir: 
     return train_toy_tokenizer(corpus, vocab_size, output_dir)
 
 
-def _text_batches(corpus: datasets.Dataset, batch_size: int = 1000) -> Iterator[list[str]]:
-    """Stream the corpus text in batches (bounded memory)."""
-    for batch in corpus.select_columns(["text"]).iter(batch_size=batch_size):
-        yield batch["text"]
-
-
 def load_pretraining_tokenizer(name_or_path: str | os.PathLike,
                                objective: str | None = None) -> PreTrainedTokenizerBase:
-    """Load a fast tokenizer for pretraining and check it has the tokens the objective needs; its pad is never eos
-    (fine-tuning's `evaluation.model_inputs.load_finetuning_tokenizer` does the opposite: it pads with eos when a
-    tokenizer has no pad, as the attention mask hides padded positions there).
+    """A fast tokenizer (directory or Hub id) with eos, a non-eos pad and, for `objective` "mlm", a mask token.
 
-    Paper scale: the Llama-3 tokenizer with `<|mask|>` = 128002 (e.g. EuroBERT's), by local path or Hub id. If the
-    tokenizer has no mask token but its vocabulary holds `<|mask|>`, that becomes the mask token. If it has no pad
-    token, or pads with eos (eos would then be treated as padding), pad becomes the first of `PAD_CANDIDATES` in the
-    vocabulary (`<|pad|>`, `<|finetune_right_pad_id|>`, `<|reserved_special_token_1|>`), and the change is logged.
-
-    Args:
-        name_or_path: directory or Hub id accepted by `AutoTokenizer.from_pretrained`.
-        objective: "clm", "mlm" or None; "mlm" requires a mask token.
-
-    Returns:
-        The tokenizer, with eos, a non-eos pad and (for MLM) a mask token.
+    Paper scale: the Llama-3 tokenizer with `<|mask|>` = 128002 (e.g. EuroBERT's). A vocabulary's `<|mask|>` becomes
+    the mask token if there is none. With no pad, or eos as pad (eos would then be treated as padding), pad becomes
+    the first of `PAD_CANDIDATES` in the vocabulary, logged. (Fine-tuning's `load_finetuning_tokenizer` does the
+    opposite: it pads with eos, as the attention mask hides padded positions there.)
     """
     if objective is not None and objective not in OBJECTIVES:
         raise ValueError(f"objective={objective!r} is unknown; use one of {OBJECTIVES}")
@@ -305,38 +235,33 @@ ESTIMATE_SAMPLE = 2000  # documents tokenized to estimate a corpus's tokens
 
 def estimate_tokens(corpus: datasets.Dataset, tokenizer: PreTrainedTokenizerBase,
                     sample: int = ESTIMATE_SAMPLE) -> dict:
-    """Tokens (eos included) the corpus will yield, from a tokenized sample of evenly spaced documents.
-
-    Cheap at any corpus size (`sample` documents are tokenized), so a run that cannot meet its budget is refused
-    before the corpus is tokenized. Returns {"documents", "sampled", "tokens_per_document", "tokens"}.
-    """
-    n = len(corpus)
-    rows = sorted({int(i) for i in np.linspace(0, n - 1, num=min(n, sample))})
-    texts = list(corpus.select(rows)["text"])
-    per_document = float(np.mean([len(ids) for ids in _tokenize_batch({"text": texts}, tokenizer)["input_ids"]]))
-    return {"documents": n, "sampled": len(rows), "tokens_per_document": per_document, "tokens": int(n * per_document)}
+    """Tokens (eos included) the corpus will yield, {"documents", "sampled", "tokens_per_document", "tokens"}, from
+    `sample` evenly spaced documents tokenized: cheap at any size, so a run that cannot meet its budget is refused
+    before the corpus is tokenized."""
+    rows = sorted({int(i) for i in np.linspace(0, len(corpus) - 1, num=min(len(corpus), sample))})
+    return _estimate(len(corpus), list(corpus.select(rows)["text"]), tokenizer)
 
 
 def estimate_hub_tokens(source: str, name: str | None, split: str, tokenizer,
                         sample: int = ESTIMATE_SAMPLE) -> dict | None:
-    """`estimate_tokens` for a Hub corpus before downloading it: the number of documents from the dataset's
-    metadata, the tokens per document from the first `sample` documents streamed. None when the Hub gives no
-    document count for that split (the estimate then runs on the downloaded corpus)."""
+    """`estimate_tokens` for a Hub corpus before downloading it: documents from the dataset's metadata, tokens per
+    document from the first `sample` streamed; None when the Hub gives no document count for that split."""
     builder = datasets.load_dataset_builder(source, name)
     splits = builder.info.splits or {}
     if split not in splits or not splits[split].num_examples:
         return None
     texts = [row["text"] for row in datasets.load_dataset(source, name, split=split, streaming=True).take(sample)]
+    return _estimate(splits[split].num_examples, texts, tokenizer)
+
+
+def _estimate(n: int, texts: list[str], tokenizer) -> dict:
     per_document = float(np.mean([len(ids) for ids in _tokenize_batch({"text": texts}, tokenizer)["input_ids"]]))
-    n = splits[split].num_examples
     return {"documents": n, "sampled": len(texts), "tokens_per_document": per_document, "tokens": int(n * per_document)}
 
 
 class BlockStream(torch.utils.data.Dataset):
-    """`length` blocks of the fixed order read from position `start`, wrapping around after the last block for
-    runs of several epochs. Item k is block `(start + k) % len(blocks)` with `block_index = start + k`, its
-    position in the run's stream, so a block read again in a later epoch gets a fresh MLM mask; with one epoch
-    `block_index` is the block's row, exactly as reading the blocks themselves."""
+    """`length` blocks of the fixed order from position `start`, wrapping around for runs of several epochs: item k
+    is block `(start + k) % len(blocks)` with `block_index = start + k` (a fresh MLM mask in a later epoch)."""
 
     def __init__(self, blocks: datasets.Dataset, start: int, length: int):
         self.blocks, self.start, self.length = blocks.select_columns(["input_ids"]), start, length
@@ -352,34 +277,15 @@ class BlockStream(torch.utils.data.Dataset):
 
 
 # -------------------------------------------------------------------------------------------------------- packing
-def build_packed_dataset(
-    tokenizer: PreTrainedTokenizerBase,
-    corpus: datasets.Dataset,
-    block_size: int,
-    data_seed: int,
-    cache_dir: str | os.PathLike,
-    num_proc: int = 1,
-) -> datasets.Dataset:
-    """Tokenize, append eos to every document, pack greedily into blocks and fix their order by `data_seed`.
+def build_packed_dataset(tokenizer: PreTrainedTokenizerBase, corpus: datasets.Dataset, block_size: int, data_seed: int,
+                         cache_dir: str | os.PathLike, num_proc: int = 1) -> datasets.Dataset:
+    """Tokenize, append eos to every document, pack greedily into `block_size` blocks, fix their order by `data_seed`.
 
-    Documents are concatenated in corpus order into one token stream and cut into `block_size` blocks (documents
-    split across blocks, no padding); the incomplete tail is dropped. The blocks are then permuted with
-    `np.random.default_rng(data_seed)` and written in that order, so reading the result sequentially gives every
-    objective the same blocks in the same order. Both the tokenized documents and the blocks are Arrow files under
-    `cache_dir`, named by a hash of (tokenizer, corpus fingerprint, block_size, data_seed), and reused when present.
-    Memory stays bounded: tokens are read from memory-mapped files and written a few blocks at a time.
-
-    Args:
-        tokenizer: fast tokenizer with an eos token (literal special-token strings in documents stay plain text).
-        corpus: dataset with a "text" column.
-        block_size: tokens per block (paper: 2048).
-        data_seed: seed of the block order (same seed -> byte-identical blocks in identical order).
-        cache_dir: directory for the Arrow caches.
-        num_proc: processes for tokenization.
-
-    Returns:
-        Dataset in numpy format with "input_ids" (block_size int32), "block_index" (row position) and
-        "stream_index" (position of the block in the unshuffled stream).
+    Documents are concatenated in corpus order and cut into blocks (documents split across blocks, no padding, the
+    incomplete tail dropped); the blocks are permuted with `np.random.default_rng(data_seed)` and written in that
+    order. Tokens and blocks are Arrow files under `cache_dir`, named by a hash of (tokenizer, corpus fingerprint,
+    block_size, data_seed) and reused; memory stays bounded (memory-mapped reads, a few blocks written at a time).
+    Literal special-token strings in documents stay plain text. Returns the blocks (module docstring).
     """
     _check_packing_args(tokenizer, corpus, block_size, data_seed, num_proc)
     cache_dir = Path(cache_dir)
@@ -431,32 +337,14 @@ def _check_packing_args(tokenizer, corpus, block_size, data_seed, num_proc) -> N
         raise ValueError(f"num_proc={num_proc} must be >= 1")
 
 
-def tokenize_corpus(
-    tokenizer: PreTrainedTokenizerBase,
-    corpus: datasets.Dataset,
-    cache_dir: str | os.PathLike,
-    num_proc: int = 1,
-    tokenizer_key: str | None = None,
-) -> datasets.Dataset:
-    """Tokenize every document (no bos, literal special-token text kept as text) and append eos.
-
-    Args:
-        tokenizer: fast tokenizer with an eos token.
-        corpus: dataset with a "text" column.
-        cache_dir: directory of the cached Arrow file.
-        num_proc: tokenization processes.
-        tokenizer_key: precomputed `tokenizer_hash(tokenizer)`.
-
-    Returns:
-        Dataset with one column "input_ids" (int32 list per document, ending with eos), in corpus order.
-    """
+def tokenize_corpus(tokenizer: PreTrainedTokenizerBase, corpus: datasets.Dataset, cache_dir: str | os.PathLike,
+                    num_proc: int = 1, tokenizer_key: str | None = None) -> datasets.Dataset:
+    """One "input_ids" row per document (int32, no bos, ending with eos; literal special-token text kept as text),
+    in corpus order, cached under `cache_dir`; `tokenizer_key` is a precomputed `tokenizer_hash(tokenizer)`."""
     tokenizer_key = tokenizer_key or tokenizer_hash(tokenizer)
     key = _hash(tokenizer_key, corpus._fingerprint, PACKING_VERSION)
     return corpus.select_columns(["text"]).map(
-        _tokenize_batch,
-        batched=True,
-        num_proc=num_proc if num_proc > 1 else None,
-        remove_columns=["text"],
+        _tokenize_batch, batched=True, num_proc=num_proc if num_proc > 1 else None, remove_columns=["text"],
         fn_kwargs={"tokenizer": tokenizer},
         features=datasets.Features({"input_ids": datasets.List(datasets.Value("int32"))}),
         cache_file_name=str(Path(cache_dir) / f"tokenized-{key}.arrow"),
@@ -468,9 +356,8 @@ def tokenize_corpus(
 def _tokenize_batch(batch: dict, tokenizer: PreTrainedTokenizerBase) -> dict:
     """Token ids of each document followed by eos (the document separator the model learns)."""
     # verbose=False: documents longer than the model's context are expected here (they are packed, not truncated)
-    encoded = tokenizer(
-        batch["text"], add_special_tokens=False, split_special_tokens=True, return_attention_mask=False, verbose=False
-    )
+    encoded = tokenizer(batch["text"], add_special_tokens=False, split_special_tokens=True, return_attention_mask=False,
+                        verbose=False)
     eos = tokenizer.eos_token_id
     return {"input_ids": [ids + [eos] for ids in encoded["input_ids"]]}
 
@@ -483,27 +370,19 @@ def _write_packed_blocks(tokenized: datasets.Dataset, block_size: int, data_seed
     if num_blocks == 0:
         raise ValueError(f"corpus has {starts[-1]} tokens, fewer than one block of {block_size}; add documents")
     order = np.random.default_rng(data_seed).permutation(num_blocks)
-    features = datasets.Features(
-        {
-            "input_ids": datasets.List(datasets.Value("int32"), length=block_size),
-            "block_index": datasets.Value("int64"),
-            "stream_index": datasets.Value("int64"),
-        }
-    )
+    features = datasets.Features({"input_ids": datasets.List(datasets.Value("int32"), length=block_size),
+                                  "block_index": datasets.Value("int64"), "stream_index": datasets.Value("int64")})
     # a killed build never leaves a half-written cache behind
     with artifacts.atomic_file(path) as tmp_path, \
             datasets.arrow_writer.ArrowWriter(features=features, path=str(tmp_path)) as writer:
         for first in range(0, num_blocks, _BLOCKS_PER_WRITE):
             stream_index = order[first : first + _BLOCKS_PER_WRITE]
             rows = np.stack([_read_span(pieces, starts, i * block_size, block_size) for i in stream_index])
-            table = pa.table(
-                {
-                    "input_ids": pa.FixedSizeListArray.from_arrays(pa.array(rows.ravel()), block_size),
-                    "block_index": pa.array(np.arange(first, first + len(rows), dtype=np.int64)),
-                    "stream_index": pa.array(stream_index.astype(np.int64)),
-                }
-            )
-            writer.write_table(table)
+            writer.write_table(pa.table({
+                "input_ids": pa.FixedSizeListArray.from_arrays(pa.array(rows.ravel()), block_size),
+                "block_index": pa.array(np.arange(first, first + len(rows), dtype=np.int64)),
+                "stream_index": pa.array(stream_index.astype(np.int64)),
+            }))
         writer.finalize()
     logger.info("packed %d tokens into %d blocks of %d (%s)", starts[-1], num_blocks, block_size, path.name)
 
@@ -523,10 +402,8 @@ def _read_span(pieces: list[np.ndarray], starts: np.ndarray, offset: int, length
 def tokenizer_hash(tokenizer: PreTrainedTokenizerBase) -> str:
     """Identity of a tokenizer (caches, resume checks): its full tokenizer.json and its eos id.
 
-    The strip flags of special tokens are left out (hashed as lstrip = rstrip = False): pretraining tokenizes
-    special-token text as text (`split_special_tokens=True`), so they cannot change a block. That keeps the identity
-    of tokenizers saved before `<|mask|>` got `lstrip=True` (`modeling_eurobert.tokenizer_settings`), so their runs
-    still resume and their packed caches are reused.
+    Special tokens' strip flags are hashed as False: pretraining tokenizes special-token text as text, so they cannot
+    change a block, and tokenizers saved before `<|mask|>` got `lstrip=True` keep their identity (runs resume).
     """
     backend = tokenizer.backend_tokenizer
     stripping = [t for t in backend.get_added_tokens_decoder().values() if t.special and (t.lstrip or t.rstrip)]
@@ -548,18 +425,11 @@ FINGERPRINT_SAMPLE = 64  # blocks hashed in full by `data_fingerprint`: the firs
 
 
 def data_fingerprint(blocks: datasets.Dataset) -> str:
-    """Short content fingerprint of packed blocks, recorded beside checkpoints and checked on resume.
+    """16 hex characters naming packed blocks (`build_packed_dataset`), recorded beside checkpoints, checked on resume.
 
-    Hashes the number of blocks, their length and the tokens of `FINGERPRINT_SAMPLE` blocks spread over the whole
-    fixed order. The blocks are a permutation of the corpus's token stream, so another corpus, another document cap
-    or another tokenizer changes the sampled tokens, while the same data built anywhere (another data_dir, another
-    machine, a rebuilt cache) gives the same fingerprint. Reading 64 memory-mapped rows keeps it cheap at any size.
-
-    Args:
-        blocks: the output of `build_packed_dataset` (rows with a fixed-length "input_ids").
-
-    Returns:
-        16 hex characters.
+    Hashes the number of blocks, their length and the tokens of `FINGERPRINT_SAMPLE` blocks spread over the fixed
+    order: another corpus, document cap or tokenizer changes them, while the same data built anywhere (another
+    data_dir or machine, a rebuilt cache) does not. 64 memory-mapped rows keep it cheap at any size.
     """
     n = len(blocks)
     if n == 0 or "input_ids" not in blocks.column_names:

@@ -3,14 +3,11 @@ paper plan (`recipes/plan.py`), the trainer's `mfu` log (`pretraining/trainer.py
 
     FLOPs per token = 6 * N_body + 12 * L * T * d + 6 * d * V * s
 
-N_body = parameters without the input embedding and the LM head (the embedding is a lookup, no matmul), L layers,
-T the block size, d the hidden size, V the vocabulary and s the share of tokens the LM head projects: 1 for CLM,
-the masking ratio p for MLM (the labelled-positions head; padding of the fixed-shape head is not useful work and
-is not counted). 12 * L * T * d is the attention score and value products, forward and backward (PaLM's count).
-
-MFU = achieved FLOP/s per device / the device's dense bf16 spec peak (`BF16_PEAK_FLOPS`: H100 and H200 SXM
-989 TFLOP/s). `bench/bench_model.py` also prints the share of a bf16 matmul peak it measures in the same process
-(about 780 TFLOP/s on an H200): that share is MFU x 989 / 780, about 1.27 x MFU.
+N_body = parameters without the input embedding (a lookup, no matmul) and the LM head, L layers, T the block size, d
+the hidden size, V the vocabulary and s the share of tokens the LM head projects: 1 for CLM, the masking ratio for
+MLM (the fixed-shape head's padding is not counted). 12 * L * T * d: attention scores and values (PaLM's count).
+MFU = achieved FLOP/s per device / the device's dense bf16 spec peak (`BF16_PEAK_FLOPS`); the share of a measured
+bf16 matmul peak (about 780 TFLOP/s on an H200) that `bench/bench_model.py` prints is about 1.27 x MFU there.
 """
 
 import copy
@@ -23,13 +20,8 @@ BF16_PEAK_FLOPS = {"H100": 989e12, "A100": 312e12, "H200": 989e12, "MI250X": 383
 
 
 def training_flops_per_token(config, block_size: int, projected_share: float) -> float:
-    """Forward + backward FLOPs per trained token (module docstring formula).
-
-    Args:
-        config: the model's `EuroBertClmMlmConfig`.
-        block_size: tokens per packed block (the attention span T).
-        projected_share: share of tokens the LM head projects (CLM 1.0, MLM the masking ratio).
-    """
+    """Forward + backward FLOPs per trained token (module docstring) of an `EuroBertClmMlmConfig` at `block_size`
+    (T), the LM head projecting `projected_share` of the tokens (s)."""
     with torch.device("meta"):  # count parameters without allocating them
         body = sum(p.numel() for p in EuroBertClmMlmModel(copy.deepcopy(config)).parameters())
     body -= config.vocab_size * config.hidden_size  # the input embedding does no matmul

@@ -7,15 +7,13 @@ Every checkpoint is scored with both objectives on the same blocks of the corpus
 `valid`), packed exactly as training packs (eos after every document, `block_size` blocks, the `data_seed` order):
 the next-token loss with causal attention and the MLM loss at `mlm_probability` with bidirectional attention and
 masks seeded per block (`pretraining.collator.PretrainingCollator`), so every model is scored on the same masked
-positions. A
-checkpoint and its intermediate checkpoints give a learning curve; comparing the CLM and MLM runs on both losses
-shows what each objective learned, beside the fine-tuning results.
+positions. A checkpoint and its intermediate checkpoints give a learning curve; comparing the CLM and MLM runs on both
+losses shows what each objective learned, beside the fine-tuning results.
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
 import sys
 import textwrap
 from pathlib import Path
@@ -32,78 +30,61 @@ CSV_COLUMNS = ("model", "step", "tokens_seen", "tokens_before_cpt", "clm_loss", 
                "blocks", "block_size")
 
 
-def _no_grad(function):
-    """`torch.no_grad()` as a decorator, torch imported at the call: a command line checks its arguments first."""
-    @functools.wraps(function)
-    def without_gradients(*args, **kwargs):
-        import torch
+def _batches(blocks, tokenizer, mlm_probability: float, batch_size: int, masking_seed: int):
+    """(CLM batch, MLM batch) of every `batch_size` blocks; the MLM masks are seeded per block (`masking_seed`), so
+    every model is scored on the same masked positions."""
+    from pretraining import collator
 
-        with torch.no_grad():
-            return function(*args, **kwargs)
-    return without_gradients
+    clm = collator.PretrainingCollator("clm", tokenizer)
+    mlm = collator.PretrainingCollator("mlm", tokenizer, mlm_probability=mlm_probability, seed=masking_seed)
+    for start in range(0, len(blocks), batch_size):
+        examples = [blocks[i] for i in range(start, min(start + batch_size, len(blocks)))]
+        yield clm(examples), mlm(examples)
 
 
-@_no_grad
 def heldout_losses(model_dir: str | Path, blocks, tokenizer, mlm_probability: float = 0.4, batch_size: int = 16,
                    masking_seed: int = 0) -> dict:
-    """Mean per-token CLM and MLM losses of one checkpoint on `blocks` (a packed dataset).
-
-    Args:
-        model_dir: a checkpoint directory (loaded with `EuroBertClmMlmForMaskedLM`; CLM checkpoints load unchanged).
-        blocks: packed blocks ("input_ids", "block_index").
-        tokenizer: the tokenizer the blocks were packed with (its mask token is used).
-        mlm_probability: masking ratio of the MLM loss.
-        batch_size: blocks per forward pass.
-        masking_seed: seed of the per-block masks (the same masks for every model).
-    """
+    """Mean per-token CLM and MLM losses of one checkpoint (loaded with `EuroBertClmMlmForMaskedLM`; CLM checkpoints
+    load unchanged) on packed `blocks`, through the model's own loss; `tokenizer` packed them."""
     import torch
 
     from modeling_eurobert import EuroBertClmMlmForMaskedLM
-    from pretraining import collator
 
     model = EuroBertClmMlmForMaskedLM.from_pretrained(str(model_dir), dtype=torch.float32).eval()
-    clm = collator.PretrainingCollator("clm", tokenizer)
-    mlm = collator.PretrainingCollator("mlm", tokenizer, mlm_probability=mlm_probability, seed=masking_seed)
     totals = {"clm": [0.0, 0], "mlm": [0.0, 0]}
-    for start in range(0, len(blocks), batch_size):
-        examples = [blocks[i] for i in range(start, min(start + batch_size, len(blocks)))]
-        for objective, collate in (("clm", clm), ("mlm", mlm)):
-            batch = collate(examples)
-            labels = batch["labels"]  # CLM: the input ids, shifted by the model (position t predicts token t + 1)
-            count = int((labels[:, 1:] if objective == "clm" else labels).ne(-100).sum())
-            loss = model(input_ids=batch["input_ids"], labels=labels, is_causal=objective == "clm").loss
-            totals[objective][0] += float(loss) * count
-            totals[objective][1] += count
+    with torch.no_grad():
+        for batches in _batches(blocks, tokenizer, mlm_probability, batch_size, masking_seed):
+            for objective, batch in zip(("clm", "mlm"), batches):
+                labels = batch["labels"]  # CLM: the input ids, shifted by the model (position t predicts t + 1)
+                count = int((labels[:, 1:] if objective == "clm" else labels).ne(-100).sum())
+                loss = model(input_ids=batch["input_ids"], labels=labels, is_causal=objective == "clm").loss
+                totals[objective][0] += float(loss) * count
+                totals[objective][1] += count
     return {f"{k}_loss": total / max(count, 1) for k, (total, count) in totals.items()}
 
 
-@_no_grad
 def masked_token_scores(model, blocks, tokenizer, mlm_probability: float = 0.4, mlm_causal: bool = False,
                         batch_size: int = 8, masking_seed: int = 0) -> dict:
-    """Masked-token loss and accuracy (the MLM objective, attention causal or bidirectional as asked) and the
-    next-token loss (causal) of a loaded `EuroBertClmMlmForMaskedLM` on `blocks`, with the per-block masks of
-    `heldout_losses`: the same masked positions for every model. A masked token is predicted at its own position."""
+    """Masked-token loss and accuracy (attention causal or bidirectional as asked; a masked token is predicted at its
+    own position) and the next-token loss (causal) of a loaded `EuroBertClmMlmForMaskedLM` on `blocks`."""
     import torch
+    from torch.nn.functional import cross_entropy
 
-    from pretraining import collator
-
-    clm = collator.PretrainingCollator("clm", tokenizer)
-    mlm = collator.PretrainingCollator("mlm", tokenizer, mlm_probability=mlm_probability, seed=masking_seed)
     sums = {"mlm_loss": 0.0, "mlm_correct": 0, "mlm_count": 0, "clm_loss": 0.0, "clm_count": 0}
-    for start in range(0, len(blocks), batch_size):
-        examples = [blocks[i] for i in range(start, min(start + batch_size, len(blocks)))]
-        masked = {k: v.to(model.device) for k, v in mlm(examples).items()}
-        hidden = model.model(input_ids=masked["input_ids"], is_causal=mlm_causal).last_hidden_state
-        keep = masked["labels"] != -100
-        logits = model.lm_head(hidden[keep]).float()
-        sums["mlm_loss"] += float(torch.nn.functional.cross_entropy(logits, masked["labels"][keep], reduction="sum"))
-        sums["mlm_correct"] += int((logits.argmax(-1) == masked["labels"][keep]).sum())
-        sums["mlm_count"] += int(keep.sum())
-        ids = clm(examples)["input_ids"].to(model.device)
-        hidden = model.model(input_ids=ids, is_causal=True).last_hidden_state[:, :-1]
-        logits = model.lm_head(hidden).float().flatten(0, 1)
-        sums["clm_loss"] += float(torch.nn.functional.cross_entropy(logits, ids[:, 1:].flatten(), reduction="sum"))
-        sums["clm_count"] += ids[:, 1:].numel()
+    with torch.no_grad():
+        for clm_batch, mlm_batch in _batches(blocks, tokenizer, mlm_probability, batch_size, masking_seed):
+            masked = {k: v.to(model.device) for k, v in mlm_batch.items()}
+            hidden = model.model(input_ids=masked["input_ids"], is_causal=mlm_causal).last_hidden_state
+            keep = masked["labels"] != -100
+            logits = model.lm_head(hidden[keep]).float()
+            sums["mlm_loss"] += float(cross_entropy(logits, masked["labels"][keep], reduction="sum"))
+            sums["mlm_correct"] += int((logits.argmax(-1) == masked["labels"][keep]).sum())
+            sums["mlm_count"] += int(keep.sum())
+            ids = clm_batch["input_ids"].to(model.device)
+            hidden = model.model(input_ids=ids, is_causal=True).last_hidden_state[:, :-1]
+            logits = model.lm_head(hidden).float().flatten(0, 1)
+            sums["clm_loss"] += float(cross_entropy(logits, ids[:, 1:].flatten(), reduction="sum"))
+            sums["clm_count"] += ids[:, 1:].numel()
     return {"mlm_loss": sums["mlm_loss"] / sums["mlm_count"], "mlm_accuracy": sums["mlm_correct"] / sums["mlm_count"],
             "clm_loss": sums["clm_loss"] / sums["clm_count"], "masked_tokens": sums["mlm_count"],
             "next_tokens": sums["clm_count"]}
@@ -157,11 +138,8 @@ def write_csv(rows: list[dict], path: str | Path) -> Path:
 
 
 def read_csv(path: str | Path) -> list[dict]:
-    """The rows `write_csv` wrote, typed as `score_checkpoints` made them.
-
-    Raises:
-        ValueError: the file's header is not `CSV_COLUMNS` (another tool's file, or an older held-out CSV).
-    """
+    """The rows `write_csv` wrote, typed as `score_checkpoints` made them; ValueError for a file whose header is not
+    `CSV_COLUMNS` (another tool's file, or an older held-out CSV)."""
     lines = Path(path).read_text(encoding="utf-8").splitlines()
     if not lines or lines[0] != ",".join(CSV_COLUMNS):
         raise ValueError(f"{path} is not a held-out CSV of this version (header {','.join(CSV_COLUMNS)}); rerun "
@@ -198,12 +176,10 @@ def trained_on(model: str) -> set[str]:
 
 
 def plot(rows: list[dict], path: str | Path, scale: str | None = None) -> Path | None:
-    """Held-out CLM and MLM loss against the tokens seen (a CPT base's included), one line per run (the learning
-    curves), each loss of the runs trained on it in its own panel and the off-objective losses (a CLM run's MLM
-    loss, an MLM run's CLM loss) in a third; names and titles carry the study's `scale` (`core.names`). A CPT run
-    from a base of unknown tokens has no place on that axis and is left out (the caption says so). With no curve to
-    draw (one checkpoint per run), a figure an earlier run left at `path` is removed: it would show checkpoints the
-    CSV beside it no longer holds."""
+    """Held-out CLM and MLM loss against the tokens seen (a CPT base's included), one line per run: each loss of the
+    runs trained on it in its own panel, the off-objective losses in a third; names carry the study's `scale`. A CPT
+    run from a base of unknown tokens is left out (the caption says so). With no curve to draw (one checkpoint per
+    run), a figure an earlier run left at `path` is removed (it would show checkpoints the CSV no longer holds)."""
     unplaced = sorted({r["model"] for r in rows if r["tokens_seen"] == "unknown"})
     rows = [r for r in rows if r["tokens_seen"] != "unknown"]
     runs = sorted({r["model"] for r in rows})

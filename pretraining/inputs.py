@@ -1,13 +1,6 @@
-"""What a run reads, built once the settings are checked (`pretraining.pretrain`, `recipes/prepare_data.py`): thin
-wrappers over `pretraining.data`.
-
-- `training_blocks`: tokenizer and packed blocks, with the token budget checked before anything is downloaded and
-  again before anything is tokenized;
-- `given_tokenizer` / `toy_tokenizer`: the given tokenizer (or the base model's own), else the toy BPE trained on
-  the corpus;
-- `hub_token_estimate`, `load_training_corpus`, `build_blocks`, `select_blocks`: the corpus's token estimate before
-  any download, the corpus, its packed blocks in the fixed order, and the blocks this run reads;
-- `cpt_start`: where a CPT run starts in the data, and the optimizer state it keeps.
+"""What a run reads, built once the settings are checked (`pretraining.pretrain`, `recipes/prepare_data.py`) over
+`pretraining.data`: `training_blocks` (tokenizer and packed blocks), `select_blocks` (the blocks this run reads) and
+`cpt_start` (where a CPT run starts in the data, and the optimizer state it keeps).
 """
 
 from pathlib import Path
@@ -25,14 +18,19 @@ def training_blocks(run_args: PretrainArguments, data_seed: int, main_process_fi
                     first_block: int = 0) -> tuple:
     """(tokenizer, packed blocks in the `data_seed` order) of a run that reads blocks up to `needed`: the given
     tokenizer (or the base model's own), the corpus's token estimate checked before any download
-    (`check_token_budget`), the corpus, the toy BPE when no tokenizer is given, the estimate checked again before
-    tokenizing, then the blocks (built once, by the main process first)."""
+    (`check_token_budget`), the corpus (capped at `max_docs`), the toy BPE when no tokenizer is given, the estimate
+    checked again before tokenizing, then the blocks (built once, by the main process first)."""
     tokenizer = given_tokenizer(run_args)
     check_token_budget(run_args, needed, hub_token_estimate(run_args, tokenizer), first_block)
-    corpus = load_training_corpus(run_args)
+    corpus = data.load_corpora(run_args.corpus_source, run_args.data_dir, split="train", name=run_args.corpus_name)
+    if run_args.max_docs is not None:
+        corpus = corpus.select(range(min(run_args.max_docs, len(corpus))))
     tokenizer = tokenizer or toy_tokenizer(run_args, corpus, main_process_first)
     check_token_budget(run_args, needed, data.estimate_tokens(corpus, tokenizer), first_block)
-    return tokenizer, build_blocks(run_args, tokenizer, corpus, data_seed, main_process_first)
+    with main_process_first(desc="packing"):
+        blocks = data.build_packed_dataset(tokenizer, corpus, run_args.block_size, data_seed, run_args.data_cache_dir,
+                                           run_args.num_proc)
+    return tokenizer, blocks
 
 
 def given_tokenizer(run_args: PretrainArguments):
@@ -66,23 +64,6 @@ def hub_token_estimate(run_args: PretrainArguments, tokenizer) -> dict | None:
     return data.estimate_hub_tokens(source, config or run_args.corpus_name, "train", tokenizer)
 
 
-def load_training_corpus(run_args: PretrainArguments) -> datasets.Dataset:
-    """The training corpus (several sources concatenated in order), capped at `max_docs` documents."""
-    corpus = data.load_corpora(run_args.corpus_source, run_args.data_dir, split="train", name=run_args.corpus_name)
-    if run_args.max_docs is not None:
-        corpus = corpus.select(range(min(run_args.max_docs, len(corpus))))
-    return corpus
-
-
-def build_blocks(run_args: PretrainArguments, tokenizer, corpus: datasets.Dataset, data_seed: int,
-                 main_process_first) -> datasets.Dataset:
-    """The corpus's packed blocks in the `data_seed` order (built once, by the main process first)."""
-    with main_process_first(desc="packing"):
-        return data.build_packed_dataset(
-            tokenizer, corpus, run_args.block_size, data_seed, run_args.data_cache_dir, run_args.num_proc
-        )
-
-
 def select_blocks(blocks: datasets.Dataset, first_block: int, needed: int, epochs: int = 1) -> data.BlockStream:
     """`needed` blocks of the fixed order from `first_block`; with `epochs` > 1 the order is read again from its
     start (documented repetition), otherwise a run that needs more blocks than the corpus packs into is refused."""
@@ -106,11 +87,8 @@ class CptStart(NamedTuple):
 
 
 def cpt_start(run_args: PretrainArguments) -> CptStart:
-    """For a CPT run: where it starts (`CptStart`); `CptStart(None, 0, None, 0)` otherwise.
-
-    The first block continues after the blocks the base run consumed (its `tokens_seen` / block size), so CPT
-    sees unseen data; a converted decoder (no run_info) starts at block 0 unless `data_start_block` says otherwise.
-    """
+    """Where a CPT run starts (`CptStart(None, 0, None, 0)` for other runs): by default after the blocks the base run
+    consumed (its `tokens_seen` / block size), so CPT sees unseen data; a converted decoder (no run_info) at block 0."""
     if not run_args.cpt:
         return CptStart(None, 0, None, 0)
     base = run_folders.read_run_info(run_args.model_name_or_path) or {}
@@ -126,13 +104,9 @@ def cpt_start(run_args: PretrainArguments) -> CptStart:
 
 
 def kept_optimizer_state(base_dir: str, base_info: dict) -> str:
-    """The `optimizer.pt` a CPT run with `keep_optimizer_state` loads: the one of the checkpoint whose weights it
-    continues, the base folder itself when it is a Trainer checkpoint, else `<base>/checkpoint-<steps>` at the step
-    of the base's weights (its run_info.json). An older checkpoint's moments would not match the weights.
-
-    Raises:
-        ValueError: there is no such complete checkpoint (one line naming it).
-    """
+    """The `optimizer.pt` a CPT run with `keep_optimizer_state` loads: the base folder's own when it is a Trainer
+    checkpoint, else `<base>/checkpoint-<steps>` at the step of the base's weights (an older checkpoint's moments
+    would not match them). Raises ValueError, in one line, when there is no such complete checkpoint."""
     base = Path(base_dir)
     step = base_info.get("steps")
     if step is None and not (base / "optimizer.pt").is_file():

@@ -1,8 +1,6 @@
-"""What the pretraining command lines (`recipes/pretrain.py`, `recipes/cpt.py`, `recipes.prepare_data pretraining`)
-check before torch, datasets and the Trainer load (this module imports `core` only): the `--config` file and the
-local paths named on the command line. Each check is written here once; the parsed settings go through the same
-functions later, whether a value came from the command line or the YAML (`settings.load_config`,
-`checks.check_sources`).
+"""What the pretraining command lines check before torch, datasets and the Trainer load (this module imports `core`
+only): the `--config` file and the local paths they name. The parsed settings go through the same functions later,
+whether a value came from the command line or the YAML (`settings.load_config`, `checks.check_sources`).
 """
 
 import os

@@ -123,10 +123,9 @@ def prepare(run_args: PretrainArguments, training_args: TrainingArguments) -> Pr
 
 
 def name_tensorboard_run(trainer: PretrainingTrainer, run_args, training_args: TrainingArguments) -> None:
-    """TensorBoard shows a run by its log folder: `<output_dir>/runs/<name as shown>` (`mini-610m-clm-42k` at the
-    mini scale: `core.names.scaled_name`), instead of transformers' `runs/<date>_<host>`, so a run at another scale
-    than the paper's says so there too; a resumed run logs on into the same folder. TENSORBOARD_LOGGING_DIR, when
-    set, still decides."""
+    """Log TensorBoard into `<output_dir>/runs/<name as shown>` (`mini-610m-clm-42k`: `core.names.scaled_name`), not
+    transformers' `runs/<date>_<host>`: the scale shows there, and a resumed run logs on into the same folder.
+    TENSORBOARD_LOGGING_DIR, when set, still decides."""
     from transformers.integrations import TensorBoardCallback
 
     name = tensorboard_name(run_args, training_args)
@@ -141,11 +140,7 @@ class OutputChanged(ValueError):
 
 def check_unchanged(run: PreparedRun) -> None:
     """With the output_dir lock held: the checks of `prepare` again, since another launch may have trained there
-    while this one prepared (then this one would overwrite its run_config.json and retrain over it).
-
-    Raises:
-        OutputChanged: one line saying what changed.
-    """
+    while this one prepared (this one would overwrite it); raises `OutputChanged`, one line saying what changed."""
     try:
         resume = check_output_dir(run.run_args, run.training_args)
         check_data_identity(run.run_args, run.training_args, run.identity, resume)
@@ -170,9 +165,8 @@ def train(run: PreparedRun) -> PretrainingTrainer:
     callbacks = []
     if run.start.optimizer_file:
         callbacks.append(LoadOptimizerStateCallback(run.start.optimizer_file, resuming=run.resume is not None))
-    block_log = None
-    if run_args.log_block_order:
-        block_log = output_dir / f"block_order-rank{training_args.process_index}.jsonl"
+    block_log = (output_dir / f"block_order-rank{training_args.process_index}.jsonl" if run_args.log_block_order
+                 else None)
 
     # Rank 0 holds the output_dir lock for the whole run: a second launch on the same directory is refused.
     lock = artifacts.exclusive_lock(output_dir / run_folders.LOCK_NAME, f"output_dir {output_dir}")
@@ -189,16 +183,15 @@ def train(run: PreparedRun) -> PretrainingTrainer:
             weight_decay_scope=run_args.weight_decay_scope,
         )
         name_tensorboard_run(trainer, run_args, training_args)
-        lora_run = run_args.lora
-        save = (lambda path: lora.save_trainer_model(trainer, path)) if lora_run else trainer.save_model
-        if lora_run:  # checkpoint-N: the adapters (what resume reads) and config.json; saved models are merged
+        save = (lambda path: lora.save_trainer_model(trainer, path)) if run_args.lora else trainer.save_model
+        if run_args.lora:  # checkpoint-N: the adapters (what resume reads) and config.json; saved models are merged
             trainer.add_callback(lora.CheckpointConfigCallback(trainer))
         trainer.add_callback(SchedulePlanCallback(
             save,
             save_steps={b - decay_steps(training_args) for b in run_args.decay_branches},
             intermediate_steps=set(run_args.intermediate_steps),
             reset_at=run_args.switch_step if run_args.reset_optimizer_at_switch else None,
-            info=info, save_last=not (lora_run and training_args.save_strategy == "no"),
+            info=info, save_last=not (run_args.lora and training_args.save_strategy == "no"),
         ))
         trainer.train(resume_from_checkpoint=run.resume)
         save(str(output_dir))
@@ -212,11 +205,8 @@ def train(run: PreparedRun) -> PretrainingTrainer:
 
 
 def pretrain(run_args: PretrainArguments, training_args: TrainingArguments) -> PretrainingTrainer:
-    """Train one run (pretraining, PFS, decay branch or CPT) and save it to `training_args.output_dir`.
-
-    Returns:
-        The trainer, after training and saving (tests read its state and model).
-    """
+    """Train one run (pretraining, PFS, decay branch or CPT), save it to `training_args.output_dir`; returns the
+    trainer (tests read its state and model)."""
     return train(prepare(run_args, training_args))
 
 

@@ -1,11 +1,7 @@
-"""Run settings and their parser, for `recipes/pretrain.py` and `recipes/cpt.py` (`docs/protocol.md` "Pretraining").
-
-- `PretrainArguments`: the study-specific run settings of every run, CLM, MLM, PFS or CPT (`cpt: true`: continued
-  MLM pretraining of `model_name_or_path`, with its own settings `CPT_SETTINGS`); everything else is
-  `TrainingArguments`;
-- `RecipeParser`: `--config FILE.yaml` + CLI overrides, unknown keys raise (`load_config` checks the YAML's keys and
-  value types before any work);
-- `decay_steps`, `global_batch`: the WSD decay length and the blocks per optimizer step of a `TrainingArguments`.
+"""Run settings and their parser, for `recipes/pretrain.py` and `recipes/cpt.py` (`docs/protocol.md` "Pretraining"):
+`PretrainArguments` (the study-specific settings of every run, CLM, MLM, PFS or CPT; everything else is
+`TrainingArguments`), `RecipeParser` (`--config FILE.yaml` + CLI overrides; `load_config` checks the YAML's keys and
+value types before any work), and `decay_steps`, `global_batch` of a `TrainingArguments`.
 """
 
 import json
@@ -33,17 +29,15 @@ WEIGHT_DECAY_SCOPES = ("all", "no_norms_biases")
 
 @dataclass
 class PretrainArguments:
-    """Study-specific run settings; optimisation and logging stay in `TrainingArguments`.
+    """Study-specific run settings; optimisation and logging stay in `TrainingArguments`, whose `data_seed` (required:
+    every objective must share it) seeds the fixed block order.
 
-    The seed of the fixed block order is `TrainingArguments.data_seed` (required: every objective must share it).
-
-    Groups: model (`architecture` | `model_name_or_path`, `tokenizer_name_or_path`, `toy_vocab_size`);
-    data (`corpus_source`, `corpus_name`, `data_dir`, `max_docs`, `block_size`, `data_cache_dir`,
-    `num_proc`, `epochs`, `global_batch_size`); objective (`objective`, `mlm_probability`, `mask_replace_prob`,
-    `random_replace_prob`, `masking_seed`, PFS `switch_step`, `reset_optimizer_at_switch`); optimiser
-    (`weight_decay_scope`); budgets
-    (`decay_branches`, `branch_from`, `intermediate_steps`); provenance (`scale`, `log_block_order`);
-    speed, same losses (`compile`, `mlm_fixed_shape`, `mlm_fixed_shape_std`); CPT (`cpt`, `keep_optimizer_state`,
+    Groups: model (`architecture` | `model_name_or_path`, `tokenizer_name_or_path`, `toy_vocab_size`); data
+    (`corpus_source`, `corpus_name`, `data_dir`, `max_docs`, `block_size`, `data_cache_dir`, `num_proc`, `epochs`,
+    `global_batch_size`); objective (`objective`, `mlm_probability`, `mask_replace_prob`, `random_replace_prob`,
+    `masking_seed`, PFS `switch_step`, `reset_optimizer_at_switch`); optimiser (`weight_decay_scope`); budgets
+    (`decay_branches`, `branch_from`, `intermediate_steps`); provenance (`scale`, `log_block_order`); speed, same
+    losses (`compile`, `mlm_fixed_shape`, `mlm_fixed_shape_std`); CPT (`cpt`, `keep_optimizer_state`,
     `data_start_block`, `lora*`).
     """
 
@@ -217,9 +211,7 @@ def _default(f):
 
 class RecipeParser(HfArgumentParser):
     """`HfArgumentParser` over (run settings, `TrainingArguments`) with `--config FILE.yaml`; CLI overrides YAML.
-
-    Optional run settings also accept `null` on the command line, to unset a value the YAML sets.
-    """
+    Optional run settings also accept `null` on the command line, to unset a value the YAML sets."""
 
     def __init__(self, dataclass_types, **kwargs):
         super().__init__(dataclass_types, **kwargs)
@@ -230,15 +222,10 @@ class RecipeParser(HfArgumentParser):
                 action.type = _nullable(action.type)
 
     def parse_args_and_config(self, argv: list[str] | None = None) -> tuple:
-        """Parse `argv` (default: sys.argv[1:]), reading `--config` first. `--model_name_or_path` on the command
-        line replaces the config's starting point: its `architecture` is dropped (and for CPT its PFS `switch_step`),
-        so `recipes.cpt --config recipes/configs/debug.yaml --model_name_or_path out/debug` needs no `null`s.
-
-        Returns:
-            (run settings, TrainingArguments).
-
-        Raises:
-            ValueError: the YAML holds keys no dataclass knows.
+        """(run settings, TrainingArguments) from `argv` (default: sys.argv[1:]), reading `--config` first; raises
+        ValueError on YAML keys no dataclass knows. `--model_name_or_path` on the command line replaces the config's
+        starting point: its `architecture` is dropped (and for CPT its PFS `switch_step`), so
+        `recipes.cpt --config recipes/configs/debug.yaml --model_name_or_path out/debug` needs no `null`s.
         """
         import sys
 
@@ -298,26 +285,14 @@ def load_config(path: str | os.PathLike, dataclass_types) -> dict:
     return config
 
 
+_SCALAR_KINDS = {bool: (bool,), int: (int,), float: (int, float), str: (str,)}
+
+
 def _expected_kinds(annotation) -> tuple[type, ...]:
-    """The YAML value types a dataclass field accepts; () when the annotation is too loose to check."""
-    if isinstance(annotation, str):  # postponed annotations ("int | None")
-        kinds = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,)}
-        parts = [part.strip() for part in annotation.split("|")]
-        if any(part.startswith(("list", "List")) for part in parts):
-            return (list,) + ((type(None),) if "None" in parts else ())
-        found = [kind for part in parts for kind in kinds.get(part, ())]
-        if len(found) != sum(len(kinds[p]) for p in parts if p in kinds) or not found:
-            return ()
-        return tuple(found) + ((type(None),) if "None" in parts else ())
+    """The YAML value types a (resolved) field annotation accepts; () when it is too loose to check."""
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
-    if annotation is bool:
-        return (bool,)
-    if annotation is int:
-        return (int,)
-    if annotation is float:
-        return (int, float)
-    if annotation is str:
-        return (str,)
+    if annotation in _SCALAR_KINDS:
+        return _SCALAR_KINDS[annotation]
     if origin is list:
         return (list,)
     if origin in (typing.Union, types.UnionType):

@@ -1,28 +1,16 @@
 """The trainer and its pieces, shared by `recipes/pretrain.py` and `recipes/cpt.py` (`docs/protocol.md` "Pretraining").
 
 - `build_model`: a fresh model of the named architecture, or existing weights (CPT, a converted decoder);
-- `ObjectiveCollator` (`build_collator`): picks CLM or MLM for a batch from the step its blocks belong to (this is how
-  PFS switches objective inside one run, whatever the number of workers, processes or resumes);
-- `PretrainingTrainer` and the callbacks: tokens/s, data-pipeline share and MFU (`step_flops_per_token`) in the
-  logs, planned checkpoints (decay-branch points, final step), intermediate checkpoints, optimizer reset at the PFS
-  switch, `run_info.json` (`pretraining.provenance`) and the sentence-transformers files
-  (`core.sentence_transformers_files`) in every saved checkpoint;
-- `compile_decoder_layers` (`compile: regional`) and, with `mlm_fixed_shape`, MLM batches whose masked positions
-  have a fixed count per block (a static-shape LM head; overflow batches counted in the logs).
+- `PretrainingTrainer` and the callbacks: tokens/s, data-pipeline share and MFU in the logs, planned and
+  intermediate checkpoints, optimizer reset at the PFS switch, `run_info.json` and the sentence-transformers files
+  in every saved checkpoint; `compile_decoder_layers` (`compile: regional`).
 
-Design choices (documented in the README):
-- One model object for both objectives: the LM head, called with `is_causal=True` and the input ids as labels for
-  CLM steps (the model shifts them: next-token prediction goes with causal attention, in the model only) and
-  `is_causal=False` with MLM labels for MLM steps; each batch says which (`ObjectiveCollator`). CLM runs use
-  `EuroBertClmMlmForCausalLM`, MLM, PFS and CPT runs `EuroBertClmMlmForMaskedLM`: same parameters and state-dict
-  keys, so every checkpoint loads into either, and the head class decides the attention pattern a checkpoint's
-  config.json records (a PFS run's checkpoints say bidirectional, also during its CLM phase).
-- Budgets: a stable run with `decay_branches: [12000, 22000]` keeps full Trainer checkpoints at 10000 and 20000
-  (budget - decay steps); a branch run (`branch_from: <stable output_dir>`, `max_steps: 12000`) resumes from that
-  checkpoint (weights, optimizer, scheduler step, data position, RNG) under the WSD schedule of a 12000-step run,
-  whose decay starts exactly there. The 42k stable run's own last 2000 steps are its decay branch.
-- The WSD schedule is transformers' `warmup_stable_decay` (`lr_scheduler_kwargs`: num_decay_steps, decay_type
-  linear, min_lr_ratio 0), not a hand-written one.
+One model object serves both objectives: each batch says `is_causal` (`ObjectiveCollator`); CLM steps pass the input
+ids as labels (the model shifts them). CLM runs use `EuroBertClmMlmForCausalLM`, the others `…ForMaskedLM`: same
+state-dict keys, and the head class decides the attention pattern config.json records (a PFS run's checkpoints say
+bidirectional, also during its CLM phase). A stable run with `decay_branches: [12000, 22000]` keeps full checkpoints
+at budget - decay steps; a branch (`branch_from`, `max_steps: 12000`) resumes from one under the WSD schedule
+(transformers' `warmup_stable_decay`) of a 12000-step run, whose decay starts exactly there.
 """
 
 import json
@@ -84,15 +72,12 @@ def finish_checkpoint(path: str | Path, info: dict) -> None:
 
 
 def compile_decoder_layers(model: torch.nn.Module) -> int:
-    """Compile every `EuroBertClmMlmDecoderLayer` of `model` in place with `nn.Module.compile` (inductor); returns
-    how many.
+    """Compile every `EuroBertClmMlmDecoderLayer` of `model` in place (`nn.Module.compile`); returns how many.
 
-    Regional compilation: the layers are identical, so dynamo compiles one graph that every layer reuses (with
-    inlined nn modules the parameters are graph inputs); the embedding, the final norm and the LM head stay eager.
-    In place rather than `torch.compile(model)`: parameter names get no `_orig_mod.` prefix, so state dicts,
-    checkpoints and resume are those of an eager model, and accelerate's FSDP2 wrapping still finds the layers (its
-    own regional path, `compile_regions_fsdp2`, compiles the same way). The attention pattern reaches the layers as
-    a Python bool that dynamo guards on, so a PFS run compiles one graph per pattern: one recompile at the switch.
+    The layers are identical, so dynamo compiles one graph they all reuse; the embedding, final norm and LM head stay
+    eager. In place rather than `torch.compile(model)`: parameter names get no `_orig_mod.` prefix (state dicts and
+    resume are an eager model's) and accelerate's FSDP2 wrapping still finds the layers. The attention pattern is a
+    Python bool that dynamo guards on: a PFS run recompiles once, at the switch.
     """
     layers = [module for module in model.modules() if isinstance(module, EuroBertClmMlmDecoderLayer)]
     if not layers:
@@ -111,13 +96,10 @@ def step_flops_per_token(config, block_size: int, collator: ObjectiveCollator) -
 
 
 class PretrainingTrainer(Trainer):
-    """`Trainer` plus throughput logs: tokens/s and the data pipeline's share of wall time, per logging window;
-    on CUDA also `mfu` (`pretraining.flops`: FLOPs per token x tokens/s / (devices x the GPU's dense bf16 spec peak));
-    with the fixed-shape MLM head, `mlm_overflow_batches` (micro-batches of the window, over all processes, that
-    took the exact path because a block had more masked tokens than K).
-
-    Also takes the `block_index` tensor that `ObjectiveCollator` adds to each batch out of the model inputs, and
-    appends it to `<output_dir>/block_order-rank<R>.jsonl` when `log_block_order` is set.
+    """`Trainer` plus throughput logs per logging window: tokens/s, the data pipeline's share of wall time, on CUDA
+    `mfu` (`pretraining.flops`), and with the fixed-shape MLM head `mlm_overflow_batches` (micro-batches over all
+    processes that took the exact path). Takes the batches' `block_index` out of the model inputs, appending it to
+    `<output_dir>/block_order-rank<R>.jsonl` when `log_block_order` is set.
     """
 
     def __init__(self, *args, tokens_per_step: int, block_order_path: str | None = None,
@@ -200,8 +182,7 @@ class SchedulePlanCallback(TrainerCallback):
                  reset_at: int | None, info: Callable[..., dict], save_last: bool = True):
         """save_model: the trainer's `save_model` (gathers sharded weights); info(step, intermediate=False): the
         run_info.json of a checkpoint saved at `step`; save_last: a `checkpoint-<max_steps>` too (off for a LoRA run
-        with save_strategy "no": its adapters resume nothing once the run is done, and keep_optimizer_state refuses
-        LoRA)."""
+        with save_strategy "no": its adapters resume nothing once the run is done)."""
         self.save_model, self.save_steps, self.intermediate_steps = save_model, save_steps, intermediate_steps
         self.reset_at, self.info, self.save_last = reset_at, info, save_last
 
@@ -228,10 +209,8 @@ class SchedulePlanCallback(TrainerCallback):
 
 
 class LoadOptimizerStateCallback(TrainerCallback):
-    """CPT `keep_optimizer_state`: load AdamW moments from the base run's checkpoint at the start of a fresh run.
-
-    The learning rates of the new schedule are kept: only the per-parameter state (moments, step) is taken over.
-    """
+    """CPT `keep_optimizer_state`: load AdamW moments and steps from the base run's checkpoint at the start of a fresh
+    run; the learning rates of the new schedule are kept."""
 
     def __init__(self, optimizer_file: str, resuming: bool):
         self.optimizer_file, self.resuming = optimizer_file, resuming
