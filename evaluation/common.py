@@ -113,12 +113,8 @@ def trainer_dir(args: FinetuneArgs) -> str:
     return args.scratch_dir or str(Path(tempfile.gettempdir()) / "mlm-vs-clm-finetune")
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Caches shared by every run of a grid: raw splits per task, tokenized splits per (tokenizer, task, length)
-# ---------------------------------------------------------------------------------------------------------------
-
-_SPLITS: dict = {}
-_TOKENIZED: dict = {}
+_SPLITS: dict = {}  # per process, shared by every run of a grid: raw splits per task and data settings
+_TOKENIZED: dict = {}  # tokenized splits per tokenizer, task and settings
 
 
 def task_splits(task, args: FinetuneArgs):

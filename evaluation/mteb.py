@@ -153,11 +153,6 @@ class Model:
     sentence_transformers: bool  # ships sentence-transformers files (else: mean pooling built here)
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Tasks
-# ---------------------------------------------------------------------------------------------------------------
-
-
 def project_task(task: tasks.Task, args: MtebArgs) -> Target:
     """A project IR task's test split (as `tasks.load_splits` gives it to the grid) as a local mteb task."""
     from datasets import Dataset
@@ -262,11 +257,6 @@ def resolve_task(spec: str, args: MtebArgs) -> Target:
     return registry_task(spec, args)
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Models
-# ---------------------------------------------------------------------------------------------------------------
-
-
 def resolve_model_entry(spec: str) -> Model:
     """One `--model` entry: resolved as `evaluation.run` does (a fine-tuned model is named after what it was
     fine-tuned from), checked, and identified by its files."""
@@ -326,11 +316,6 @@ def encoder_settings(encoder) -> dict:
             "dtype": str(next(encoder.parameters()).dtype).removeprefix("torch."),
             "modules": [type(m).__name__ for m in encoder],
             "attention": attention.pattern(transformers_modules[0].auto_model) if transformers_modules else None}
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Evaluation and records
-# ---------------------------------------------------------------------------------------------------------------
 
 
 def evaluate(encoder, target: Target, batch_size: int) -> dict:

@@ -47,11 +47,6 @@ if TYPE_CHECKING:  # datasets is imported where a Hub dataset is read: task defi
     from datasets import Dataset
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# Record formats
-# ----------------------------------------------------------------------------------------------------------------
-
-
 def read_tsv(path: str, columns: dict | None, header: bool = True) -> list[dict]:
     """Records of a tab-separated file (quoting off).
 
@@ -171,11 +166,6 @@ def read_squad(path: str) -> list[dict]:
     return records
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# BEIR
-# ----------------------------------------------------------------------------------------------------------------
-
-
 def read_beir(
     corpus: str, queries: str, qrels: dict[str, str], doc_template: str = "{text}"
 ) -> tuple[dict[str, str], dict[str, str], dict[str, dict[str, dict[str, int]]]]:
@@ -240,11 +230,6 @@ def _is_number(text: str) -> bool:
     return True
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# The table the registry uses
-# ----------------------------------------------------------------------------------------------------------------
-
-
 @dataclasses.dataclass(frozen=True)
 class Reader:
     """An offline format: its reader, and the `offline:` settings passed to it as keyword arguments.
@@ -297,11 +282,6 @@ def _read_file(fmt: str, path: str, mtime: float, options_json: str) -> tuple[di
 
 def _open_text(path: str):
     return gzip.open(path, "rt", encoding="utf-8") if path.endswith(".gz") else open(path, encoding="utf-8")
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Hub
-# ----------------------------------------------------------------------------------------------------------------
 
 
 def hub_split(path: str, name: str | None, split: str | None, revision: str | None) -> Dataset:

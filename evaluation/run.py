@@ -473,11 +473,6 @@ def run_all(todo: list[Run], tokenizers: dict, grid: GridArgs, protocol: finetun
     return written
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# --workers: N grid processes side by side
-# ---------------------------------------------------------------------------------------------------------------
-
-
 def worker_command(todo: list[Run], grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> list[str]:
     """The command line of one worker: this grid as a sequential grid process, its models named as here (a Hub
     model pinned to the commit resolved here, so every worker reads the same snapshot)."""
