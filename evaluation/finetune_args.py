@@ -1,11 +1,6 @@
-"""The fine-tuning protocol and its arguments: `ProtocolArgs` (the flags every run of a grid shares), `FinetuneArgs`
-(one run's: plus its learning rate and seed), the paper's grid (tasks, learning rates, seeds) and a task's budget
-(`schedule`).
-
-Protocol defaults are the paper's (EncodEval's; `docs/protocol.md` "Evaluation"): batch 32, linear schedule with 10%
-warmup, AdamW (0.9, 0.95) eps 1e-5, weight decay 0.1, steps or epochs from the task, the last checkpoint evaluated,
-bf16 weights on GPU, inputs up to 99% of the model's positions (at most 2048: 2028 tokens), IR on the pooled judged
-corpus with binary relevance.
+"""The fine-tuning protocol and its arguments: `ProtocolArgs` (the flags every run of a grid shares, each default the
+paper's: EncodEval's, `docs/protocol.md` "Evaluation"), `FinetuneArgs` (one run's: plus its learning rate and seed),
+`SETTINGS` (what each setting decides) and a task's budget (`schedule`).
 """
 
 from __future__ import annotations
@@ -138,7 +133,6 @@ class ProtocolArgs:
         return FinetuneArgs(**{**dataclasses.asdict(self), **changes})
 
 
-
 @dataclass(frozen=True)
 class Setting:
     """What one protocol setting decides, declared once (`SETTINGS`); results' identities and the data cache derive
@@ -199,7 +193,6 @@ class FinetuneArgs(ProtocolArgs):
 
     lr: float = 5e-5
     seed: int = 0
-
 
 
 def schedule(task, args: FinetuneArgs) -> tuple[int | None, float | None]:

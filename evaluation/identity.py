@@ -1,30 +1,18 @@
 """What decides a fine-tuning result, so a result is never reused for something else.
 
-A result file `<output>/<model>/<task>/lr<lr>-seed<seed>.json` records the identity of what produced it:
-
+A result file records the identity of what produced it:
 - `model`: its config (content hash) and every weights, tokenizer and remote-code `*.py` file (size and sha256),
-  hashed once per model and process (a 1B-parameter checkpoint takes seconds), never per run;
+  hashed once per model and process, never per run;
 - `task`: its definition (the task YAML minus free text) and the sha256 of every local data file it reads;
-- `protocol`: every fine-tuning setting that can change a score (steps, batch, lengths, subsets, precision...)
-  of the task's family: a setting only other families read (`--ir_pooling`, `--doc_stride` for an SC task:
-  `finetune_args.SETTINGS`, where each setting is declared once) is left out.
-- `scoring`: the declared versions of the code that fine-tunes and scores, {"protocol": PROTOCOL_VERSION,
-  <family>: SCORING_VERSIONS[family]} (`scoring_identity`). A refactor, a docstring or a comment leaves them (and
-  every stored result) as they are; a change that moves a family's per-instance outputs or scores fails that
-  family's golden test (tests/test_scoring.py) until its version is bumped here and the golden files regenerated
-  (`GOLDEN_UPDATE=1 python -m pytest tests/test_scoring.py`). Library versions and the git commit are recorded,
-  not compared;
-- `inputs`: what the protocol resolves to on this model (`model_inputs.resolve_inputs`): the input length cap
-  (round(0.99 * min(positions, 2048)) unless --max_length), the QA window and stride, the attention used (each
-  for the families that read it, as `protocol`).
-
-How the grid runs (`--workers`, `--save_models`) is not part of it: neither changes a score. `ir_training_key` says
-which retrieval tasks train the same model, so the grid trains it once for all of them.
-
-The grid compares a finished result's identity with the current one: equal -> the run is skipped; different ->
-refused with the differing fields named, unless `--rerun_changed` (then the old file is moved aside and the run
-redone). The report refuses to average results of different identities in one row. `core.store.differences`
-names the fields.
+- `protocol`: every fine-tuning setting its family reads that can change a score (`finetune_args.SETTINGS`);
+- `scoring`: the declared versions of the code that fine-tunes and scores (`scoring_identity`). A refactor, a
+  docstring or a comment leaves them (and every stored result) as they are; a change that moves a family's
+  per-instance outputs or scores fails that family's golden test (tests/test_scoring.py) until its version is bumped
+  here and the golden files regenerated (`GOLDEN_UPDATE=1 python -m pytest tests/test_scoring.py`);
+- `inputs`: what the protocol resolves to on this model (`model_inputs.resolve_inputs`), for the families that read it.
+How the grid runs (`--workers`, `--save_models`) is no part of it, and library versions and the git commit are
+recorded, not compared. A finished result of another identity is refused with the differing fields named
+(`core.store.differences`); the report never averages results of different identities in one row.
 
 Results of format 2 recorded the sha256 of ten source files (`identity.code`) instead; everything but the migration
 refuses them, naming it: `python -m evaluation.identity --migrate RESULTS_DIR` gives each, once, the scoring versions
@@ -67,11 +55,8 @@ def scoring_identity(family: str) -> dict:
 
 
 def task_identity(task: tasks.Task, source: str, data_dir) -> dict:
-    """Identity of a task: its definition (YAML fields that decide the data and the metric) and its data files.
-
-    The definition is `Task.as_dict()`: every field, each source as the mapping its YAML wrote, so the typed source
-    settings hash as the YAML mappings did (`tests/test_tasks.py` pins this).
-    """
+    """Identity of a task: its definition (`Task.as_dict()`, each source as the mapping its YAML wrote, free text left
+    out) and its data files."""
     definition = {k: v for k, v in task.as_dict().items() if k not in TASK_FREE_TEXT}
     paths = tasks.data_files(task, source, data_dir)
     files = {}
@@ -104,27 +89,19 @@ def scoped(family: str, ident: dict) -> dict:
 
 
 def ir_training_key(task: tasks.Task, pairs, schedule) -> str:
-    """What an ir task's fine-tuning depends on besides the model, the protocol, the learning rate and the seed: the
-    content of its (query, positive) training pairs, its prompts and its budget.
+    """What an ir task's fine-tuning depends on besides the model, the protocol, the learning rate and the seed, as a
+    sha256 hex digest: the content of its training `pairs` ("query", "positive"), its prompts and its `schedule`
+    ((max_steps, epochs): `finetune_args.schedule`).
 
     Tasks with equal keys train the very same model (MS MARCO, NQ and MLDR all train on MS MARCO pairs), so the grid
     trains once and scores each of them. Hashing the pairs themselves (not the file names or Hub ids) also matches
     tasks that read the same pairs through different sources, and never matches tasks whose carved validation
     queries leave different pairs for training.
-
-    Args:
-        task: an ir task.
-        pairs: its training `Dataset` (columns "query", "positive"), as `tasks.load_splits` returns it.
-        schedule: (max_steps, epochs) of the task under the grid's protocol (`finetune_args.schedule`).
-
-    Returns:
-        A sha256 hex digest.
     """
     digest = hashlib.sha256(json.dumps([task.query_prefix, task.document_prefix, list(schedule), len(pairs)]).encode())
     for column in ("query", "positive"):
         digest.update(b"\x01" + "\x00".join(pairs[column]).encode())
     return digest.hexdigest()
-
 
 
 def _migrated_identity(record: dict) -> dict:
