@@ -5,10 +5,8 @@ metrics. A fine-tuned encoder that does not clear it has learned nothing the rep
 |---|---|---|
 | SC | the majority class of the training split, predicted for every example | accuracy |
 | TC | "O" for every word | the task's TC metrics |
-| QA | the first N words of the passage (N: see below) | SQuAD EM/F1 with the task's rules |
+| QA | the first N words of the passage (N: the training split's median gold answer length) | SQuAD EM/F1, its rules |
 | IR | a uniformly random ranking of the split's corpus | expected NDCG@10, MRR@10, recall@100 (exact) |
-
-QA: N = the median gold answer length (words) of the training split.
 
 The IR expectation is exact, not sampled: by linearity, a random permutation puts each document at rank i with
 probability 1/N, so E[DCG@k] = (sum of gains / N) x sum_{i<=k} 1/log2(i+1); recall@100 is min(100, N)/N; the first
@@ -25,12 +23,8 @@ from evaluation import metrics
 
 
 def trivial_baseline(task, splits) -> dict[str, dict[str, float]]:
-    """{"validation": scores, "test": scores} of the task family's trivial baseline (aggregates only).
-
-    Args:
-        task: the `evaluation.tasks.Task`.
-        splits: `tasks.load_splits` output for the task (as the run used it).
-    """
+    """{"validation": scores, "test": scores} of the task family's trivial baseline (aggregates only) on the task's
+    splits as the run used them (`tasks.load_splits`)."""
     family = task.family
     out = {}
     for role in ("validation", "test"):

@@ -1,10 +1,7 @@
 """The model resolver of `evaluation.run` and `evaluation.mteb`: one `--model` entry (`DIR`, `org/name[@revision]`,
 `NAME=DIR|ID`, split at the first '=' unless the entry is an existing path) to the name its results are filed
-under, a local directory and, for a Hub model, its pinned source.
-
-Local path or Hub id is decided by `core.paths.is_local_path` (an existing path is always local). A model saved by
-the grid (`--save_models`, it holds `finetune_info.json`) is named `<base model>-<task>-lr<lr>-seed<seed>` unless
-`NAME=DIR`.
+under, a local directory and, for a Hub model, its pinned source. A model saved by the grid (`--save_models`, it
+holds `finetune_info.json`) is named `<base model>-<task>-lr<lr>-seed<seed>` unless `NAME=DIR`.
 """
 
 from __future__ import annotations
@@ -81,13 +78,9 @@ def _check_name(name: str, spec: str) -> None:
 
 def resolve_model(spec: str) -> Resolved:
     """One `--model` entry resolved: a local directory, or a Hub id `org/name[@revision]` resolved through the Hub
-    cache (`snapshot_download`: offline, the cache alone).
-
-    A Hub model is filed under its repo name (`@step-N`: `<repo>-N`, as intermediate checkpoints; another branch or
-    tag: `<repo>-<revision>`; a commit: the repo name), unless `NAME=ID`. Its identity is that of the snapshot's files.
-
-    Raises:
-        ValueError / FileNotFoundError: one line; a Hub id that cannot be resolved says whether the Hub was offline.
+    cache (`snapshot_download`: offline, the cache alone; one that cannot be resolved raises one line saying whether
+    the Hub was offline). A Hub model is filed under its repo name (`@step-N`: `<repo>-N`, as intermediate
+    checkpoints; another branch or tag: `<repo>-<revision>`; a commit: the repo name), unless `NAME=ID`.
     """
     name, location = split_spec(spec)
     repo_id, _, revision = location.partition("@")
