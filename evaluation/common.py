@@ -41,7 +41,8 @@ def training_arguments(args: FinetuneArgs, task, cls=TrainingArguments, **extra)
         max_steps=max_steps if max_steps is not None else -1, num_train_epochs=epochs or 1.0,
         lr_scheduler_type="linear", warmup_steps=args.warmup_ratio,  # a float < 1 is a ratio of the steps
         adam_beta1=args.adam_beta1, adam_beta2=args.adam_beta2, adam_epsilon=args.adam_epsilon,
-        weight_decay=args.weight_decay, optim="adamw_torch", bf16=args.use_bf16(),
+        weight_decay=args.weight_decay, optim="adamw_torch",
+        bf16=args.resolved_precision() == "bf16_autocast",  # autocast for bf16_autocast only: bf16 weights need none
         save_strategy="no", eval_strategy="no", report_to="none", disable_tqdm=True, dataloader_num_workers=0,
         dataloader_pin_memory=torch.cuda.is_available(),
         # NaN/inf must reach the logs (the default filter hides them) for DivergenceCallback to see them.
@@ -116,18 +117,15 @@ def task_splits(task, args: FinetuneArgs):
     return _SPLITS[key]
 
 
-def tokenizer_fingerprint(tokenizer) -> str:
-    """Content hash of a tokenizer (vocab, merges, template), so checkpoints sharing one share the cache."""
+def cached(tokenizer, task, args: FinetuneArgs, build):
+    """`build()` (a task's tokenized splits) once per tokenizer content (vocab, merges, template: checkpoints sharing
+    one share the cache), task and the settings its family's results and data depend on (`finetune_args.SETTINGS`)
+    in this process, reused by every run of a grid."""
     from datasets.fingerprint import Hasher
 
-    return Hasher.hash(tokenizer.backend_tokenizer.to_str() if tokenizer.is_fast else tokenizer)
-
-
-def cached(tokenizer, task, args: FinetuneArgs, build):
-    """`build()` (a task's tokenized splits) once per tokenizer content, task and the settings its family's results
-    and data depend on (`finetune_args.SETTINGS`) in this process, reused by every run of a grid."""
     settings = {**identity_settings(args, task.family), **data_settings(args, task.family)}
-    key = (tokenizer_fingerprint(tokenizer), task.name, task.family, *sorted(settings.items()))
+    fingerprint = Hasher.hash(tokenizer.backend_tokenizer.to_str() if tokenizer.is_fast else tokenizer)
+    key = (fingerprint, task.name, task.family, *sorted(settings.items()))
     if key not in _TOKENIZED:
         _TOKENIZED[key] = build()
     return _TOKENIZED[key]

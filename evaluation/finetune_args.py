@@ -124,10 +124,6 @@ class ProtocolArgs:
 
         return torch.bfloat16 if self.resolved_precision() == "bf16_weights" else torch.float32
 
-    def use_bf16(self) -> bool:
-        """bf16 autocast in the Trainer (only for bf16_autocast: bf16 weights need none)."""
-        return self.resolved_precision() == "bf16_autocast"
-
     def for_run(self, **changes) -> FinetuneArgs:
         """One run's settings: this protocol with `changes` (lr, seed, scratch_dir...) as `FinetuneArgs`."""
         return FinetuneArgs(**{**dataclasses.asdict(self), **changes})

@@ -40,10 +40,6 @@ PROTOCOL_VERSION = 1
 FORMAT2_VERSION = 1  # what `--migrate` gives a format-2 result: the versions of the code that wrote format 2
 
 
-def _sha256_json(value) -> str:
-    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
-
-
 @functools.lru_cache(maxsize=None)
 def _file_hash(path: str, size: int, mtime_ns: int) -> str:
     return artifacts.file_sha256(path)  # cached per (path, size, mtime)
@@ -63,7 +59,8 @@ def task_identity(task: tasks.Task, source: str, data_dir) -> dict:
     for path in paths:
         stat = path.stat()
         files[_data_key(path, paths)] = _file_hash(str(path), stat.st_size, stat.st_mtime_ns)
-    return {"definition": _sha256_json(definition), "source": source, "data": files}
+    definition_hash = hashlib.sha256(json.dumps(definition, sort_keys=True, default=str).encode()).hexdigest()
+    return {"definition": definition_hash, "source": source, "data": files}
 
 
 def _data_key(path, paths) -> str:

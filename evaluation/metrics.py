@@ -17,26 +17,10 @@ token_correct, token_count.
 
 The TC number the paper reports (`sentence_macro_f1`): for each sentence, sklearn's `f1_score(gold, pred,
 average="macro")` over the word-level tags, i.e. the unweighted mean of the per-label F1 over the labels present in
-that sentence's gold *or* predicted tags, "O" included; then the plain mean over sentences. Read from the released
-per-run results of the original harness (hgissbkh/EncodEval at 7e03774, `results/<model>/TC/<task>/lr<lr>_sd<seed>/
-results.json`, whose `validation`/`test` hold `score` and per-sentence `scores_i`; the scoring code is not public):
-    - A sentence of n + 1 words with one entity word, all predicted "O", scores n / (2n + 1) (O: F1 2n / (2n + 1);
-      the entity label: 0; two labels present). `1b-clm-42k/TC/conll2003_en/lr5e-04_sd0` and
-      `1b-mlm50-42k/TC/conll2003_en/lr5e-04_sd0` open with 10/21 on CoNLL testa's first sentence (11 words,
-      LEICESTERSHIRE the only entity); `1b-clm-42k/TC/uner_en/lr5e-05_sd0` test opens with 4/9 ("What is this
-      Miramar ?"), and 0.4737 = 9/19, 0.4865 = 18/37 on UNER test sentences 25 and 32 (10 and 19 words, one entity).
-    - Values such as 1/3 where the gold has two labels (sentence 0 of `1b-clm-42k/TC/conll2003_en/lr5e-05_sd0`: a
-      third, predicted label entered the average) rule out averaging over the gold labels only; values of 1.0 on most
-      sentences rule out averaging over the whole tag set.
-    - On the first 50 validation (testa) sentences of those three CoNLL runs, 51 of the 54 values below 1.0 are
-      reproduced by this formula with at most two words changed from the gold or from all-"O" (the other 3 need
-      more changes), on the IOB1 tags of the original CoNLL files (I-X opens an entity; the harness's
-      `hgissbkh/conll2003-en` keeps them); on IOB2 tags 34 of 54, averaging over gold labels only 42 of 54.
-      This code scores the tags it is given: the offline CoNLL task converts to IOB2 on load, so its
-      sentence_macro_f1 counts B-X and I-X as two labels where the paper counted one (close to, not identical
-      with, the paper's CoNLL number).
-    - `score` is the mean of `scores_i`: over the 2,077 UNER test sentences of `1b-clm-42k/TC/uner_en/lr5e-05_sd0`
-      the mean equals the released 0.9288702053960113 to the last digit.
+that sentence's gold *or* predicted tags, "O" included; then the plain mean over sentences. The scoring code is not
+public: this was read from the original harness's released per-sentence results (the evidence: docs/protocol.md,
+"The TC score"). This code scores the tags it is given: the offline CoNLL task converts to IOB2 on load, so its
+sentence_macro_f1 counts B-X and I-X as two labels where the paper counted one.
 It is lenient: a model that predicts no entity still scores about 0.45 per sentence with one entity (and 1.0 on
 sentences without any), so always read it beside entity F1 (seqeval, strict IOB2: the community-standard number)
 and token micro-F1 (word accuracy when "O" counts), which the report shows beside it.
@@ -135,7 +119,11 @@ def token_micro_f1(
     """Token-level micro-F1: sklearn's micro average over the flattened word labels (ids or strings) of every
     sentence, positions whose gold is -100 dropped. With `include_o` the outside label `o_label` counts like any
     other class and the score equals word accuracy; without, the average is over the entity labels only."""
-    gold, pred = _flatten_labelled(predictions, references)
+    _check_same_length(predictions, references, "predictions", "references")
+    pairs = [(g if isinstance(g, str) else int(g), p if isinstance(p, str) else int(p))
+             for p_seq, g_seq in zip(predictions, references) for p, g in zip(p_seq, g_seq)
+             if isinstance(g, str) or g != IGNORE_INDEX]
+    gold, pred = [g for g, _ in pairs], [p for _, p in pairs]
     labels = None
     if not include_o:
         labels = sorted({x for x in gold + pred if x != o_label}, key=str)
@@ -147,7 +135,7 @@ def token_micro_f1(
 def macro_f1_present_labels(prediction: Sequence, reference: Sequence) -> float:
     """One sentence's EncodEval TC score: macro-F1 over the labels present in its gold or predicted tags ("O" too),
     one label per word on each side; sklearn `f1_score(reference, prediction, average="macro")` (a label on one side
-    only has F1 0; an empty sentence scores 0.0). See the module docstring for the evidence."""
+    only has F1 0; an empty sentence scores 0.0); the evidence: docs/protocol.md, "The TC score"."""
     if len(prediction) != len(reference):
         raise ValueError(f"{len(prediction)} predicted labels for {len(reference)} gold labels; align to words first")
     predicted, gold = collections.Counter(prediction), collections.Counter(reference)
@@ -200,17 +188,6 @@ def token_classification_scores(predictions: Sequence[Sequence[str]], references
 def _strict_entities(tags: list[str]) -> set[tuple]:
     """The (type, start, end) entities seqeval's strict IOB2 mode extracts from one sentence."""
     return {e.to_tuple()[1:] for e in Entities([tags], IOB2).entities[0]}
-
-
-def _flatten_labelled(predictions, references) -> tuple[list, list]:
-    _check_same_length(predictions, references, "predictions", "references")
-    gold, pred = [], []
-    for p_seq, g_seq in zip(predictions, references):
-        for p, g in zip(p_seq, g_seq):
-            if isinstance(g, str) or g != IGNORE_INDEX:
-                gold.append(g if isinstance(g, str) else int(g))
-                pred.append(p if isinstance(p, str) else int(p))
-    return gold, pred
 
 
 _PUNCTUATION = str.maketrans("", "", string.punctuation)
