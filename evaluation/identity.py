@@ -1,24 +1,12 @@
-"""What decides a fine-tuning result, so a result is never reused for something else.
-
-A result file records the identity of what produced it:
-- `model`: its config (content hash) and every weights, tokenizer and remote-code `*.py` file (size and sha256),
-  hashed once per model and process, never per run;
-- `task`: its definition (the task YAML minus free text) and the sha256 of every local data file it reads;
-- `protocol`: every fine-tuning setting its family reads that can change a score (`finetune_args.SETTINGS`);
-- `scoring`: the declared versions of the code that fine-tunes and scores (`scoring_identity`). A refactor, a
-  docstring or a comment leaves them (and every stored result) as they are; a change that moves a family's
-  per-instance outputs or scores fails that family's golden test (tests/test_scoring.py) until its version is bumped
-  here and the golden files regenerated (`GOLDEN_UPDATE=1 python -m pytest tests/test_scoring.py`);
-- `inputs`: what the protocol resolves to on this model (`model_inputs.resolve_inputs`), for the families that read it.
-How the grid runs (`--workers`, `--save_models`) is no part of it, and library versions and the git commit are
-recorded, not compared. A finished result of another identity is refused with the differing fields named
-(`core.store.differences`); the report never averages results of different identities in one row.
-
-Results of format 2 recorded the sha256 of ten source files (`identity.code`) instead; everything but the migration
-refuses them, naming it: `python -m evaluation.identity --migrate RESULTS_DIR` gives each, once, the scoring versions
-1 (what the code that wrote format 2 scored, frozen by the first golden files) and format 3; it also scopes the
-identities written before they left out the settings their family does not read, and claims the folders written
-before folders were claimed.
+"""What decides a fine-tuning result, so a result is never reused for something else (docs/protocol.md, "What a
+result's identity covers"): `model` (its config and every weights, tokenizer and remote-code file), `task` (its
+definition and data files), `protocol` and `inputs` (the settings its family reads, `finetune_args.SETTINGS`, and
+what they resolve to on the model) and `scoring`, the declared versions below. A refactor, a docstring or a comment
+leaves them (and every stored result) as they are; a change that moves a family's per-instance outputs or scores fails
+its golden test (tests/test_scoring.py) until its version is bumped here and the golden files regenerated.
+`python -m evaluation.identity --migrate RESULTS_DIR` makes results of format 2 (source hashes, `identity.code`) and
+identities of settings their family does not read current, once, and claims folders written before folders were
+claimed.
 """
 
 from __future__ import annotations

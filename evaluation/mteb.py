@@ -7,20 +7,12 @@
     python -m evaluation.mteb --model out/tiny --tasks scifact --max_eval 40 --output /tmp/results           # smoke run
 
 The model goes to `mteb.evaluate`, so the numbers are mteb's own (its encoding loop, search and pytrec_eval scores);
-nothing is trained. docs/evaluation.md says what it takes and writes. In short:
-- `--tasks`: this project's IR tasks by name or YAML path, looked up first (the test split exactly as
-  `tasks.load_splits` gives it to the grid, wrapped as a local mteb `AbsTaskRetrieval`; offline), else retrieval
-  tasks of mteb's registry by name (`SciFact`; a multilingual one with its subset, `MultiLongDocRetrieval:en`; data
-  from the Hub; split "test", else its only evaluation split; `--max_eval N` keeps N queries sampled with seed 42).
-- `--model`: a directory with sentence-transformers files (`SentenceTransformer(dir, trust_remote_code=True)`: its
-  own pooling, prompts and max length; one with `finetune_info.json` is filed as `<base>-<task>-lr<lr>-seed<seed>`),
-  a plain encoder directory (pooled and prompted as the grid builds it, `evaluation.retrieval.build_model`), or a
-  Hub id, resolved as `evaluation.run` does.
-- Results: one record per (model, task) in the grid's layout, `<output>/<model>/<task>-mteb/lr0-seed0.json`
-  (`validation` null: nothing is selected on it), with `"evaluation": "mteb"`, `zero_shot`, every mteb score
-  (`mteb_scores`) and `finetuned_from`; its identity is the model's files, the task and the settings. A finished
-  record with the same identity is skipped, another identity refused unless `--rerun_changed`; a file this tool did
-  not write is never touched. Bad input is one line and exit status 2 before any model is run.
+nothing is trained. A task is a project IR task (name or YAML path, looked up first: its test split as the grid
+loads it, wrapped as a local `AbsTaskRetrieval`) or a retrieval task of mteb's registry (`NAME[:SUBSET]`, data from
+the Hub). A model is a sentence-transformers folder (its own pooling, prompts and max length), a plain encoder
+(pooled and prompted as the grid builds it) or a Hub id. Each (model, task) is one record in the grid's layout,
+`<output>/<model>/<task>-mteb/lr0-seed0.json`, skipped when finished with the same identity, refused when of another
+unless `--rerun_changed`; a file this tool did not write is never touched. docs/evaluation.md says the rest.
 """
 
 from __future__ import annotations

@@ -1,28 +1,11 @@
 """Dataset readers: one plain function per offline file format, registered in `READERS`, and the Hub readers.
 
 `evaluation.tasks` calls the reader of a task's `offline.format` with the `offline:` settings its `READERS` entry
-names, as keyword arguments. Every file may be gzip-compressed (a name ending in .gz).
-
-Offline formats and their options (keys of a task YAML's `offline:` block):
-    tsv     GLUE style, tab-separated, quoting off (a `"` is text). `columns` maps each input field to a header
-            name, or to a 0-based column number when `header: false` (default true: the first row is a header).
-            Values are stripped of surrounding whitespace.
-    jsonl   one JSON object per line. `columns` maps each input field to a key.
-    conll   one token per line, a blank line between sentences. `token_column` (default 0) and `tag_column`
-            (default -1: the last) are 0-based; `separator` splits a line (null, the default: any whitespace);
-            a blank or whitespace-only line ends a sentence; lines starting with `comment_prefix` (default null:
-            none) are skipped, token lines too (`#` would drop a tweet's `#love<TAB>O`); a line whose first
-            column is `docstart` (default -DOCSTART-) ends the sentence and is dropped; `token_prefix` (e.g.
-            "en:") is stripped from tokens.
-    squad   SQuAD v1.1 / v2.0 JSON ({"data": [{"title", "paragraphs": [{"context", "qas": [...]}]}]}); no options.
-            A question marked `is_impossible` has no answer.
-    beir    `corpus` and `queries`: JSON lines of {"_id", "text"} (the corpus may add "title"); `qrels`:
-            {role: TSV file}, each with BEIR's header query-id<TAB>corpus-id<TAB>score (optional) and one
-            judgement per line; `doc_template` (default "{text}") builds a document from "title" and "text".
-The record formats (tsv, jsonl, conll, squad) return raw records, one dict per example with the fields the task
-names (tc: "tokens" and "tags"; qa: "id", "title", "question", "context", "answers"), cached in-process by
-`read_records`; beir returns texts by id and judgements. The Hub source (`hub:`) is read by `read_hub` and, for the
-mteb/BEIR layout, `read_hub_retrieval`.
+names, as keyword arguments (docs/evaluation.md, "Adding a dataset", says what each does). Every file may be
+gzip-compressed (a name ending in .gz). The record formats (tsv, jsonl, conll, squad) return raw records, one dict
+per example with the fields the task names (tc: "tokens" and "tags"; qa: "id", "title", "question", "context",
+"answers"), cached in-process by `read_records`; beir returns texts by id and judgements. The Hub source (`hub:`) is
+read by `read_hub` and, for the mteb/BEIR layout, `read_hub_retrieval`.
 """
 
 from __future__ import annotations
@@ -97,8 +80,9 @@ def read_conll(
     docstart: str | None = "-DOCSTART-",
     token_prefix: str | None = None,
 ) -> list[dict]:
-    """One {"tokens": [...], "tags": [...]} per sentence of a CoNLL-style file, one token per line (options: see the
-    module docstring), the tags as written (IOB1 is converted by the registry)."""
+    """One {"tokens": [...], "tags": [...]} per sentence of a CoNLL-style file, one token per line, a blank or
+    whitespace-only line or a `docstart` line ending a sentence, lines starting with `comment_prefix` skipped, the
+    tags as written (IOB1 is converted by the registry)."""
     prefix = token_prefix or ""
     sentences, tokens, tags = [], [], []
     with _open_text(path) as f:

@@ -6,21 +6,13 @@
     python -m evaluation.run --model out/tiny --tasks sst2 --lrs 1e-4 --seeds 0 --max_steps 20 --max_train 500 \
         --max_eval 200 --output /tmp/results        # smoke run
 
-A model is any encoder directory with a tokenizer or a Hub id `org/name[@revision]`, loaded through the Auto classes
-and filed under the name `evaluation.resolve` gives it (`--model NAME=DIR|ID` chooses one). Every input is checked
-before the first run. Results go to `<output>/<model>/<task>/lr<lr>-seed<seed>.json`, written atomically, with the
-identity of what produced them (`evaluation.identity`), the predictions, the library versions and the git commit
-(`core.store.new_result`). A finished run with the same identity is skipped; one with another identity is refused,
-naming what changed, unless `--rerun_changed` (the old file and its saved model are moved aside as
-`<file>.replaced-<time>` and the run redone). Grid processes (or SLURM array tasks) of one protocol may share one
-output directory: each run is locked while it trains. A `<model>/<task>/` folder holds one protocol: the first grid
-claims it (`.protocol`) before anything trains, and a grid of another protocol is refused whole, even when both
-start together. A run whose loss turns NaN/inf stops early and is recorded as "diverged"; the grid goes on.
-
-Retrieval tasks with equal `identity.ir_training_key` (MS MARCO, NQ and MLDR all train on MS MARCO pairs) are trained
-once per (model, lr, seed) and scored on each; each task gets its own result file, whose `shared_training` lists the
-tasks scored on that model. `--workers N` runs N grid processes side by side (`run_workers`); `--save_models` keeps
-fine-tuned models beside their results (`save_model`).
+Every input is checked before the first run. Each run writes `<output>/<model>/<task>/lr<lr>-seed<seed>.json`
+atomically (`core.store.new_result`), with the identity of what produced it (`evaluation.identity`): a finished run
+of the same identity is skipped, one of another identity refused unless `--rerun_changed` (then moved aside with its
+saved model, and redone). Grid processes of one protocol may share an output directory: each run is locked while it
+trains, and each `<model>/<task>/` folder is claimed for one protocol (`.protocol`) before anything trains. A run
+whose loss turns NaN/inf is recorded as "diverged"; the grid goes on. Retrieval tasks with equal
+`identity.ir_training_key` are trained once per (model, lr, seed) and scored on each (`shared_training`).
 """
 
 from __future__ import annotations

@@ -15,8 +15,10 @@ YAML fields (the `Task` dataclass; unknown keys raise):
     squad_version (qa: "v1.1" scores with the v1.1 script's rules and always predicts a span; "v2.0" predicts and
     scores no-answer), tc_labelling (tc: "first" or "all", see `evaluation/token_classification.py`), description,
     notes (caveats to print next to results), hub (online source), offline (bundle source).
-Offline source (`offline:`, an `OfflineSource`; each format's options in `evaluation/readers.py`):
-    format (tsv | jsonl | conll | squad | beir), root (the folder file paths are relative to, itself relative to the
+Offline source (`offline:`, an `OfflineSource`):
+    format (tsv | jsonl | conll | squad | beir) and its reader's options (columns, header, token_column, tag_column,
+    separator, comment_prefix, docstart, token_prefix; beir: corpus, queries, qrels, doc_template; docs/evaluation.md
+    says what each does), root (the folder file paths are relative to, itself relative to the
     YAML's folder; default: the bundle), files ({train: [...], validation: [...], test: [...]}), derive ({role: {from:
     role, fraction: f, seed: s, group: field}}: carve a split out of another, in the order written; a missing
     validation is {from: train, fraction: 0.05, seed: 42}, the paper's `train_test_split(train_size=0.95, seed=42)`;
@@ -112,9 +114,8 @@ class _Source:
 
 @dataclasses.dataclass(frozen=True)
 class OfflineSource(_Source):
-    """The `offline:` block of a task YAML (see the module docstring; each format's options: `evaluation/readers.py`),
-    values as the YAML writes them (a `files` role maps to one path or a list); `written`: the keys it wrote, in order.
-    """
+    """The `offline:` block of a task YAML (see the module docstring), values as the YAML writes them (a `files` role
+    maps to one path or a list); `written`: the keys it wrote, in order."""
 
     format: str | None = None
     root: str | None = None
