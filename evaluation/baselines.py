@@ -25,35 +25,27 @@ from evaluation import metrics
 def trivial_baseline(task, splits) -> dict[str, dict[str, float]]:
     """{"validation": scores, "test": scores} of the task family's trivial baseline (aggregates only) on the task's
     splits as the run used them (`tasks.load_splits`)."""
-    family = task.family
-    out = {}
+    family, out = task.family, {}
     for role in ("validation", "test"):
+        split = splits[role]
         if family == "sc":
-            scores = _majority_class(splits["train"]["label"], splits[role]["label"])
+            counts = collections.Counter(splits["train"]["label"])
+            majority = min(counts, key=lambda label: (-counts[label], label))  # ties: the lowest class id
+            scores = metrics.accuracy([majority] * len(split["label"]), split["label"])
         elif family == "tc":
-            references = [[task.labels[t] for t in tags] for tags in splits[role]["tags"]]
+            references = [[task.labels[t] for t in tags] for tags in split["tags"]]
             scores = metrics.token_classification_scores([["O"] * len(r) for r in references], references)
         elif family == "qa":
-            scores = _leading_words(splits["train"], splits[role], task.squad_version)
+            lengths = [len(answers["text"][0].split()) for answers in splits["train"]["answers"] if answers["text"]]
+            n_words = max(1, round(statistics.median(lengths))) if lengths else 1
+            scores = metrics.squad_scores([" ".join(context.split()[:n_words]) for context in split["context"]],
+                                          [a["text"] for a in split["answers"]], version=task.squad_version)
         elif family == "ir":
-            scores = random_ranking(splits[role].qrels, len(splits[role].corpus))
+            scores = random_ranking(split.qrels, len(split.corpus))
         else:
             raise ValueError(f"family={family!r}: use one of {sorted(metrics.METRICS)}")
         out[role] = {k: v for k, v in scores.items() if k != "per_instance"}
     return out
-
-
-def _majority_class(train_labels, labels) -> dict:
-    counts = collections.Counter(train_labels)
-    majority = min(counts, key=lambda label: (-counts[label], label))  # ties: the lowest class id
-    return metrics.accuracy([majority] * len(labels), labels)
-
-
-def _leading_words(train, split, squad_version: str) -> dict:
-    lengths = [len(answers["text"][0].split()) for answers in train["answers"] if answers["text"]]
-    n_words = max(1, round(statistics.median(lengths))) if lengths else 1
-    predictions = [" ".join(context.split()[:n_words]) for context in split["context"]]
-    return metrics.squad_scores(predictions, [a["text"] for a in split["answers"]], version=squad_version)
 
 
 def random_ranking(qrels: dict[str, dict[str, int]], corpus_size: int, ndcg_k: int = 10, mrr_k: int = 10,

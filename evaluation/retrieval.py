@@ -2,13 +2,9 @@
 
 The encoder becomes a `SentenceTransformer` (`Transformer` + `Pooling`: mean by default, `--ir_pooling cls|last`),
 trained on (query, positive) pairs with `MultipleNegativesRankingLoss` (in-batch negatives only, as in the paper) and
-the `NO_DUPLICATES` batch sampler, so a paragraph that answers several queries never appears twice in one batch (a
-duplicate would be a false negative).
-Queries and documents carry the task's prefixes ("Query: " / "Document: ", or `--query_prompt`/`--document_prompt`),
-in training and at evaluation.
-Evaluation ranks the corpus (by default the documents judged in validation or test, pooled into one corpus, with
-binary relevance, as the original harness does) by cosine similarity and scores NDCG@10, MRR@10 and recall@100 with
-`evaluation.metrics.retrieval_scores`.
+the `NO_DUPLICATES` batch sampler (a paragraph answering several queries twice in a batch would be a false negative).
+Queries and documents carry the run's prompts in training and at evaluation, which ranks the corpus by cosine
+similarity and scores it with `evaluation.metrics.retrieval_scores`.
 """
 
 from __future__ import annotations

@@ -38,12 +38,10 @@ Normalised columns (`load_splits` output), so trainers need no per-dataset code:
     ir: "train" is a Dataset of pairs {"query", "positive"} (prefixes not applied: see task.query_prefix);
         "validation"/"test" are `RetrievalSplit`s {corpus, queries, qrels}.
 
-Choices (documented per task in its YAML `notes`): the official validation split is the test set and validation is
-5% of train (seed 42), as the paper says and the EncodEval harness does for SC and QA; where a source ships a
-labelled dev *and* test (CoNLL-2003 testa/testb, WikiANN, MRPC) the dev is the validation set, as the harness uses
-its TC datasets' own splits. The offline stand-ins are described in the data bundle's README.md. Hub sources follow
-the harness (`encodeval/datasets.py`, MLM_vs_CLM branch) where its datasets load with datasets>=4, and mteb's copies
-for IR; they need network and are not exercised by the offline tests beyond a local-folder stand-in.
+Choices (each task's YAML `notes`; docs/protocol.md): the official validation split is the test set and validation is
+5% of train, except where a source ships a labelled dev *and* test (CoNLL-2003 testa/testb, WikiANN, MRPC), as the
+harness does. Hub sources follow the harness (`encodeval/datasets.py`, MLM_vs_CLM branch) where its datasets load
+with datasets>=4, and mteb's copies for IR; offline tests exercise them through a local-folder stand-in only.
 """
 
 from __future__ import annotations
@@ -327,10 +325,10 @@ def load_splits(
     relevance: str = "binary",
     pair_encoding: str = "joined",
 ) -> DatasetDict | dict:
-    """Load a task's train / validation / test splits in the family's normalised layout.
+    """A task's (a `Task`, or a name or YAML path for `load_task`) train / validation / test splits in the family's
+    normalised layout (module docstring): a `DatasetDict`; for ir a dict of the pairs `Dataset` and `RetrievalSplit`s.
 
     Args:
-        task: a `Task` or a name / YAML path for `load_task`.
         data_dir: the data bundle; resolution: this argument > $MLM_VS_CLM_DATA > ../shared/data.
         max_train, max_eval: keep at most this many training (ir: pairs) / validation and test (ir: queries)
             examples: a seed-42 shuffle's first N (ir queries: sampled with seed 42), taken after validation is
@@ -343,10 +341,6 @@ def load_splits(
         pair_encoding: sc only; "joined" (the paper): "text" is the template applied; "segments": a template of
             two fields gives "text" (the first field's value) and "text_pair" (the second's), to be encoded as two
             segments; other templates give "text" as with "joined".
-
-    Returns:
-        A `DatasetDict` with "train", "validation", "test" for sc/tc/qa; for ir a dict with a pairs `Dataset` under
-        "train" and `RetrievalSplit`s under "validation" and "test".
     """
     task = task if isinstance(task, Task) else load_task(task)
     with _naming_yaml(task):
@@ -541,16 +535,10 @@ def _to_dataset(task: Task, rows: list[dict], spec: OfflineSource | HubSource, p
                 "tags": [[index[str(t)] for t in r["tags"]] for r in rows]}
         features = Features({"tokens": Sequence(Value("string")), "tags": Sequence(ClassLabel(names=task.labels))})
     else:  # qa
-        data = {
-            "id": [str(r["id"]) for r in rows],
-            "title": [r.get("title") or "" for r in rows],
-            "question": [r["question"] for r in rows],
-            "context": [r["context"] for r in rows],
-            "answers": [
-                {"text": list(r["answers"]["text"]), "answer_start": [int(s) for s in r["answers"]["answer_start"]]}
-                for r in rows
-            ],
-        }
+        data = {"id": [str(r["id"]) for r in rows], "title": [r.get("title") or "" for r in rows],
+                "question": [r["question"] for r in rows], "context": [r["context"] for r in rows],
+                "answers": [{"text": list(r["answers"]["text"]),
+                             "answer_start": [int(s) for s in r["answers"]["answer_start"]]} for r in rows]}
         features = Features({
             "id": Value("string"), "title": Value("string"), "question": Value("string"), "context": Value("string"),
             "answers": {"text": Sequence(Value("string")), "answer_start": Sequence(Value("int32"))},

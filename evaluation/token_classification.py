@@ -2,20 +2,15 @@
 seqeval entity F1 and token micro-F1.
 
 Input: a sentence's words are joined with single spaces and tokenized as running text, with character offsets, as
-the EncodEval harness does. Every word is thus tokenized as it appears in a sentence, whatever the tokenizer: a
-byte-level BPE without a prefix space (Llama-3, the toy BPE) gives "EU rejects" -> `EU Ġrejects`, where
-`is_split_into_words=True` would give `EU rej ects` (each word encoded alone, its space lost). A token belongs to
-the word holding its first character; a token that starts in the space before a word (`Ġrejects`, or Llama-3's
-lone `Ġ` before digits) belongs to that word; special tokens belong to none.
+the EncodEval harness does, so a byte-level BPE without a prefix space (Llama-3) gives "EU rejects" -> `EU Ġrejects`
+where `is_split_into_words=True` would give `EU rej ects`. A token belongs to the word holding its first character,
+or, when it starts in the space before a word (`Ġrejects`, Llama-3's lone `Ġ` before digits), to that word.
 
-Labelling (`tc_labelling`: the task YAML's, or `--tc_labelling`):
-    first: the word's tag on its first token, -100 (ignored) on the others, as transformers' `run_ner.py`; the
-           word's prediction is its first token's.
-    all:   the word's tag on every one of its tokens, as the EncodEval harness; the word's prediction is the
-           majority over its tokens, ties to the first seen (the harness's `max(set(preds), key=preds.count)`
-           takes a tie in set order instead).
-A word left without any token, cut by truncation or emptied by the normalizer (U+FE0F under accent stripping), is
-predicted "O" and counted against the model; every later word keeps its position (the harness drops such words).
+Labelling (`tc_labelling`: the task YAML's, or `--tc_labelling`): "first" puts the word's tag on its first token,
+-100 on the others, and predicts the first token's (transformers' `run_ner.py`); "all" tags every token and predicts
+the majority, ties to the first seen (the EncodEval harness, whose `max(set(preds), key=preds.count)` breaks a tie in
+set order). A word left without any token (truncation, or emptied by the normalizer: U+FE0F under accent stripping)
+is predicted "O" and counted against the model; later words keep their positions (the harness drops such words).
 """
 
 from __future__ import annotations
