@@ -81,15 +81,9 @@ def tokenize(task, tokenizer, args: finetune_args.FinetuneArgs):
 
 def postprocess(examples, windows, start_logits, end_logits, n_best: int = 20, max_answer_length: int = 30,
                 with_null: bool = False) -> dict[str, str]:
-    """{example id: answer text ("" = no answer)} from window logits (utils_qa.postprocess_qa_predictions, simplified).
-
-    Args:
-        examples: the raw split (columns id, context).
-        windows: the evaluation windows (columns example_id, offset_mapping; None offsets outside the context).
-        start_logits, end_logits: (n_windows, seq_len) arrays; padding past a window's length is ignored.
-        n_best, max_answer_length: start and end candidates per window; longest span, in tokens.
-        with_null: allow the empty answer (SQuAD v2): chosen when the null score beats the best span score.
-    """
+    """{example id: answer text ("" = no answer)} of the raw split `examples` from its evaluation windows' (n_windows,
+    seq_len) logits (utils_qa.postprocess_qa_predictions, simplified); `with_null` (SQuAD v2): the empty answer when
+    the null score beats the best span score."""
     by_example = collections.defaultdict(list)
     for i, example_id in enumerate(windows["example_id"]):
         by_example[example_id].append(i)

@@ -84,19 +84,10 @@ def word_level_predictions(
     n_words: int | None = None,
     default: int | None = None,
 ) -> list[int]:
-    """Collapse one sequence's sub-token predictions to one prediction per word.
-
-    Args:
-        predictions: predicted label id per sub-token.
-        word_ids: word index per sub-token (`BatchEncoding.word_ids()`); None or -100 for special tokens.
-        strategy: "first" (the first sub-token's label, as training labels) or "majority" (the most frequent, ties
-            to the first seen, as the EncodEval harness).
-        n_words: when given, the result holds exactly one label per word (position i for word i), a word without any
-            sub-token (cut by truncation, or emptied by the normalizer) getting `default` (then required).
-
-    Returns:
-        One label id per word; without `n_words`, only for the words that kept a sub-token, in word order.
-    """
+    """One sequence's predicted label ids per sub-token collapsed to one per word, by `word_ids` (None or -100 for
+    special tokens): the first sub-token's ("first", as training labels) or the most frequent, ties to the first seen
+    ("majority", as the EncodEval harness). Only the words that kept a sub-token, in word order; with `n_words`,
+    exactly one label per word (position i for word i), a word without a sub-token getting `default`."""
     if strategy not in ("first", "majority"):
         raise ValueError(f"strategy must be 'first' or 'majority', got {strategy!r}")
     if n_words is not None and default is None:
@@ -146,13 +137,9 @@ def macro_f1_present_labels(prediction: Sequence, reference: Sequence) -> float:
 
 
 def token_classification_scores(predictions: Sequence[Sequence[str]], references: Sequence[Sequence[str]]) -> dict:
-    """The TC scores (`METRICS["tc"]`) of predicted against gold IOB2 tag strings, per sentence one per word.
-
-    Returns:
-        The aggregates and "per_instance" (the keys of the module's table). sentence_macro_f1 is the mean of its
-        per-sentence values (the paper's TC score). Per-sentence entity F1 is 1.0 when a sentence has no gold and no
-        predicted entity; the counts let a bootstrap recompute corpus-level F1 exactly (sum tp / sum pred / sum gold).
-    """
+    """The TC scores (`METRICS["tc"]`, and "per_instance": the module's table) of predicted against gold IOB2 tag
+    strings, per sentence one per word. Per-sentence entity F1 is 1.0 when a sentence has no gold and no predicted
+    entity; the counts let a bootstrap recompute corpus-level F1 exactly (sum tp / sum pred / sum gold)."""
     _check_same_length(predictions, references, "predictions", "references")
     for i, (pred, gold) in enumerate(zip(predictions, references)):
         if len(pred) != len(gold):
@@ -229,12 +216,9 @@ def squad_scores(
     predictions: Sequence[str], references: Sequence[Sequence[str]], ids: Sequence[str] | None = None,
     version: str = "v2.0",
 ) -> dict:
-    """SQuAD EM/F1 averaged over questions (`squad_exact_f1` per question: its text, its gold answer texts).
-
-    Returns:
-        {"exact_match", "f1", "per_instance": {"id" (`ids`, or None), "exact_match", "f1"}}, plus under v2.0, when any
-        question is unanswerable, HasAns_ / NoAns_ exact_match, f1 and total, as the official v2.0 script reports.
-    """
+    """SQuAD EM/F1 averaged over questions (`squad_exact_f1` of each text and its gold answer texts), with
+    "per_instance" {"id" (`ids`, or None), "exact_match", "f1"}; under v2.0, when any question is unanswerable, also
+    HasAns_ / NoAns_ exact_match, f1 and total, as the official v2.0 script reports."""
     _check_same_length(predictions, references, "predictions", "references")
     scores = [squad_exact_f1(p, golds, version) for p, golds in zip(predictions, references)]
     exact = [s[0] for s in scores]
@@ -258,13 +242,9 @@ def retrieval_scores(
     mrr_k: int = 10,
     recall_k: int = 100,
 ) -> dict:
-    """NDCG@k, MRR@k and recall@k (paper: 10, 10, 100) of a run {query id: {doc id: score}} (higher = more relevant)
-    against qrels {query id: {doc id: graded relevance}}, trec_eval conventions (see the module docstring).
-
-    Returns:
-        {"ndcg@10", "mrr@10", "recall@100", "per_instance": {"qid", "ndcg@10", "mrr@10", "recall@100"}}, keys named
-        after the cut-offs; per-instance lists follow sorted query ids.
-    """
+    """NDCG@k, MRR@k and recall@k (keys named after the cut-offs; paper: 10, 10, 100) of a run {query id: {doc id:
+    score}} (higher = more relevant) against qrels {query id: {doc id: graded relevance}}, trec_eval conventions
+    (module docstring), and "per_instance": the same per query, in sorted query id order under "qid"."""
     names = (f"ndcg@{ndcg_k}", f"mrr@{mrr_k}", f"recall@{recall_k}")
     per = {"qid": sorted(qrels), **{n: [] for n in names}}
     for qid in per["qid"]:

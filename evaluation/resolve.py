@@ -35,15 +35,10 @@ def checkpoint_name(path: str | os.PathLike) -> str:
 
 
 def model_name(spec: str, scaled: bool = True) -> tuple[str, str]:
-    """(name, directory) of one local `--model` entry: `NAME=DIR`, else run_info.json's name, else the directory name.
-
-    A study name in run_info.json never claims the paper's run for a checkpoint trained otherwise: with `scaled`, it
-    carries the scale the run records, or `custom` when a run outside the study differs in size or length from its
-    name (`core.names.run_scale`: smoke-610m-mlm40-42k, custom-610m-mlm40-42k). A study files its own checkpoints
-    under the recorded name (`scaled=False`, NAME=DIR) and shows the scale in its report (`--scale`).
-    A bare `checkpoint-N` / `step-N` directory is named after its run (`<run>-checkpoint-N`, `<run>-N`), so two
-    runs' checkpoints never share a name.
-    """
+    """(name, directory) of one local `--model` entry: `NAME=DIR`, else run_info.json's name, else the directory name
+    (a bare `checkpoint-N` / `step-N` one after its run: `<run>-checkpoint-N`, `<run>-N`). With `scaled`, a study name
+    in run_info.json carries the scale the run records, or `custom` when it differs in size or length from its name
+    (`core.names.run_scale`), so it never claims the paper's run; a study files its own checkpoints unscaled."""
     name, path = split_spec(spec)
     path = path.rstrip("/")
     if not name:

@@ -344,7 +344,30 @@ def load_splits(
     """
     task = task if isinstance(task, Task) else load_task(task)
     with _naming_yaml(task):
-        return _load_splits(task, data_dir, max_train, max_eval, source, corpus, relevance, pair_encoding)
+        if source not in ("offline", "hub"):
+            raise ValueError(f"source must be 'offline' or 'hub', got {source!r}")
+        if corpus not in ("pooled", "judged", "full"):
+            raise ValueError(f"corpus must be 'pooled', 'judged' or 'full', got {corpus!r}")
+        if relevance not in ("binary", "graded"):
+            raise ValueError(f"relevance must be 'binary' or 'graded', got {relevance!r}")
+        if pair_encoding not in ("joined", "segments"):
+            raise ValueError(f"pair_encoding must be 'joined' or 'segments', got {pair_encoding!r}")
+        for name, value in (("max_train", max_train), ("max_eval", max_eval)):
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
+        spec = _source_spec(task, source)
+        if task.family == "ir":
+            return _load_retrieval(task, spec, source, data_dir, max_train, max_eval, corpus, relevance)
+        records = _read_offline(task, spec, data_dir) if source == "offline" else _read_hub(task, spec)
+        if task.family == "tc" and spec.scheme == "iob1":  # any reader: tags become IOB2 here
+            records = {role: [{**r, "tags": iob1_to_iob2(r["tags"])} for r in rows] for role, rows in records.items()}
+        _check_inputs(task, records, spec)  # every row of every split, before any split is carved
+        records = _derive_splits(task, records, spec)
+        limits = {"train": max_train, "validation": max_eval, "test": max_eval}
+        from datasets import DatasetDict
+
+        return DatasetDict({role: _to_dataset(task, _subset(records[role], limits[role]), spec, pair_encoding)
+                            for role in ROLES})
 
 
 @contextlib.contextmanager
@@ -356,34 +379,6 @@ def _naming_yaml(task: Task):
         if task.path is None or str(task.path) in str(error):
             raise
         raise type(error)(f"{error} (task YAML {task.path})") from None
-
-
-def _load_splits(task: Task, data_dir, max_train, max_eval, source, corpus, relevance,
-                 pair_encoding) -> DatasetDict | dict:
-    if source not in ("offline", "hub"):
-        raise ValueError(f"source must be 'offline' or 'hub', got {source!r}")
-    if corpus not in ("pooled", "judged", "full"):
-        raise ValueError(f"corpus must be 'pooled', 'judged' or 'full', got {corpus!r}")
-    if relevance not in ("binary", "graded"):
-        raise ValueError(f"relevance must be 'binary' or 'graded', got {relevance!r}")
-    if pair_encoding not in ("joined", "segments"):
-        raise ValueError(f"pair_encoding must be 'joined' or 'segments', got {pair_encoding!r}")
-    for name, value in (("max_train", max_train), ("max_eval", max_eval)):
-        if value is not None and (not isinstance(value, int) or value < 1):
-            raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
-    spec = _source_spec(task, source)
-    if task.family == "ir":
-        return _load_retrieval(task, spec, source, data_dir, max_train, max_eval, corpus, relevance)
-    records = _read_offline(task, spec, data_dir) if source == "offline" else _read_hub(task, spec)
-    if task.family == "tc" and spec.scheme == "iob1":  # any reader: tags become IOB2 here
-        records = {role: [{**r, "tags": iob1_to_iob2(r["tags"])} for r in rows] for role, rows in records.items()}
-    _check_inputs(task, records, spec)  # every row of every split, before any split is carved
-    records = _derive_splits(task, records, spec)
-    limits = {"train": max_train, "validation": max_eval, "test": max_eval}
-    from datasets import DatasetDict
-
-    return DatasetDict({role: _to_dataset(task, _subset(records[role], limits[role]), spec, pair_encoding)
-                        for role in ROLES})
 
 
 def _source_spec(task: Task, source: str) -> OfflineSource | HubSource:
