@@ -62,14 +62,10 @@ def pattern(model) -> str:
 
 def set_attention(model, attention: str) -> None:
     """Give a loaded model the fine-tuning attention pattern and check that it really attends so (else ValueError,
-    e.g. an encoder without a causal switch).
-
-    `bidirectional` or `causal` sets `config.is_causal`, which our checkpoints read at every forward and
-    transformers' mask helpers honour for decoders (Llama, Qwen...: `masking_utils.create_causal_mask` builds a
-    bidirectional mask when it is False); `checkpoint` keeps the model as it is, except that a checkpoint of ours
-    recording a causal pretraining (`pretraining_attention`, beside `is_causal: false` for native EuroBERT) attends
-    causally, as it was pretrained.
-    """
+    e.g. an encoder without a causal switch). `bidirectional` or `causal` sets `config.is_causal`, which our
+    checkpoints read at every forward and transformers' mask helpers honour for decoders (Llama, Qwen...);
+    `checkpoint` keeps the model as it is, except that a checkpoint of ours recording a causal pretraining
+    (`pretraining_attention`, beside `is_causal: false` for native EuroBERT) attends causally, as it was pretrained."""
     if attention == "checkpoint":
         if model.config.model_type in RECORDING_TYPES and getattr(model.config, "pretraining_attention", None) == \
                 "causal":

@@ -59,11 +59,8 @@ def _data_key(path, paths) -> str:
     return path.name if len(namesakes) == 1 else os.path.relpath(path, os.path.commonpath(namesakes))
 
 
-def protocol_identity(protocol, family: str) -> dict:
-    """The protocol settings that can change the score of a `family` result (`finetune_args.SETTINGS`: paths and
-    logging left out, settings only other families read left out, the LoRA settings only with `--peft lora`, the
-    pair encoding only with `--pair_encoding segments`)."""
-    return finetune_args.identity_settings(protocol, family)
+# The protocol settings that can change the score of a `family` result: `protocol_identity(protocol, family)`.
+protocol_identity = finetune_args.identity_settings
 
 
 def scoped(family: str, ident: dict) -> dict:
@@ -79,9 +76,8 @@ def ir_training_key(task: tasks.Task, pairs, schedule) -> str:
     ((max_steps, epochs): `finetune_args.schedule`).
 
     Tasks with equal keys train the very same model (MS MARCO, NQ and MLDR all train on MS MARCO pairs), so the grid
-    trains once and scores each of them. Hashing the pairs themselves (not the file names or Hub ids) also matches
-    tasks that read the same pairs through different sources, and never matches tasks whose carved validation
-    queries leave different pairs for training.
+    trains once and scores each of them. Hashed by content, pairs read through different sources match, and pairs
+    left by different carved validation queries do not.
     """
     digest = hashlib.sha256(json.dumps([task.query_prefix, task.document_prefix, list(schedule), len(pairs)]).encode())
     for column in ("query", "positive"):

@@ -9,11 +9,9 @@ lists aligned with the inputs (for paired tests between two models).
 | QA | `squad_scores` | exact_match, f1 (+ HasAns_* / NoAns_* under v2.0 rules) | id, exact_match, f1 |
 | IR | `retrieval_scores` | ndcg@10, mrr@10, recall@100 | qid, ndcg@10, mrr@10, recall@100 |
 
-TC aggregate keys: sentence_macro_f1 (EncodEval's score), entity_precision/recall/f1 (seqeval strict IOB2),
-token_micro_f1, token_accuracy; per-instance keys: sentence_macro_f1, entity_f1, entity_tp, entity_pred, entity_gold,
-token_correct, token_count.
-
-`rescore` recomputes a family's scores from the predictions and references a result file stores per instance.
+TC aggregate keys: `METRICS["tc"]`; per-instance keys: sentence_macro_f1, entity_f1, entity_tp, entity_pred,
+entity_gold, token_correct, token_count. `rescore` recomputes a family's scores from a result file's per-instance
+predictions and references.
 
 The TC number the paper reports (`sentence_macro_f1`): for each sentence, sklearn's `f1_score(gold, pred,
 average="macro")` over the word-level tags, i.e. the unweighted mean of the per-label F1 over the labels present in

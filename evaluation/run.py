@@ -426,13 +426,10 @@ def _log_tail(path: Path, lines: int = 25) -> str:
 
 
 def run_workers(todo: list[Run], grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> list[Path]:
-    """Run `todo` with `grid.workers` worker processes and return the result files they wrote.
-
-    Each worker is this grid as a sequential grid process (`worker_command`) with cores // workers CPU threads; they
-    walk the same run order and split it through the per-run locks, so each run is done once, exactly as a sequential
-    grid would do it. The workers die with this process; one that fails stops the others, and `GridFailed` carries
-    the end of its log.
-    """
+    """Run `todo` with `grid.workers` worker processes (this grid as a sequential grid process, `worker_command`, with
+    cores // workers CPU threads; they split the runs through the per-run locks, so each is done once, as a sequential
+    grid would) and return the result files they wrote. The workers die with this process; one that fails stops the
+    others, and `GridFailed` carries the end of its log."""
     n = min(grid.workers, len(units(todo)))
     threads = max(1, len(os.sched_getaffinity(0)) // n)
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), "TQDM_DISABLE": "1",
