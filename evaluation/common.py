@@ -83,9 +83,7 @@ class Finetuned(NamedTuple):
 def save_finetuned(finetuned: Finetuned, directory: str | os.PathLike) -> None:
     """Save a fine-tuned transformers model with its tokenizer, loadable like any checkpoint: one of ours that native
     EuroBERT can hold loads with plain `AutoModelFor*` / `AutoTokenizer` and no flag (`make_plain_loadable`), any
-    other of ours with `trust_remote_code=True` (`save_pretrained` copies the modeling code beside the weights).
-
-    `Trainer.save_model` is not used: it also writes `training_args.bin`, which holds local paths.
+    other of ours with `trust_remote_code=True`. Not `Trainer.save_model`: its `training_args.bin` holds local paths.
     """
     lora.save_merged(finetuned.trainer.model, directory)  # a LoRA model merged: loads without peft
     finetuned.trainer.processing_class.save_pretrained(directory)

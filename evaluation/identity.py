@@ -43,10 +43,7 @@ def task_identity(task: tasks.Task, source: str, data_dir) -> dict:
     out) and its data files."""
     definition = {k: v for k, v in task.as_dict().items() if k not in TASK_FREE_TEXT}
     paths = tasks.data_files(task, source, data_dir)
-    files = {}
-    for path in paths:
-        stat = path.stat()
-        files[_data_key(path, paths)] = _file_hash(str(path), stat.st_size, stat.st_mtime_ns)
+    files = {_data_key(p, paths): _file_hash(str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in paths}
     definition_hash = hashlib.sha256(json.dumps(definition, sort_keys=True, default=str).encode()).hexdigest()
     return {"definition": definition_hash, "source": source, "data": files}
 

@@ -147,8 +147,7 @@ def token_classification_scores(predictions: Sequence[Sequence[str]], references
     keys = ("sentence_macro_f1", "entity_f1", "entity_tp", "entity_pred", "entity_gold", "token_correct", "token_count")
     per = {k: [] for k in keys}
     for pred, gold in zip(y_pred, y_true):
-        gold_entities = _strict_entities(gold)
-        pred_entities = _strict_entities(pred)
+        gold_entities, pred_entities = _strict_entities(gold), _strict_entities(pred)
         tp = len(gold_entities & pred_entities)
         per["sentence_macro_f1"].append(macro_f1_present_labels(pred, gold))
         per["entity_tp"].append(tp)

@@ -235,9 +235,8 @@ def resolve_model_entry(spec: str) -> Model:
     if has_st:  # the pooling, prompts and max length decide the embeddings too
         model_id["sentence_transformers"] = {f: artifacts.file_sha256(Path(path) / f)
                                              for f in SENTENCE_TRANSFORMERS_FILES if (Path(path) / f).is_file()}
-    finetuned = None
-    if info:
-        finetuned = {k: info.get(k) for k in ("base_model", "base_model_source", "task", "lr", "seed", "result")}
+    finetuned = {k: info.get(k) for k in ("base_model", "base_model_source", "task", "lr", "seed", "result")} \
+        if info else None
     return Model(name, path, source, model_id, finetuned, has_st)
 
 
@@ -281,11 +280,8 @@ def encoder_settings(encoder) -> dict:
 
 def evaluate(encoder, target: Target, batch_size: int) -> dict:
     """Run `mteb.evaluate` on one task: {"scores": mteb's score dict of the split, "per_query": {qid: pytrec_eval
-    scores}, "qrels", "run": {qid: {doc: score}} (mteb's top 1000), "corpus_size"}.
-
-    The per-query scores and the ranking are kept by wrapping, on the task instance, the `task_specific_scores` hook
-    mteb passes them to; nothing of mteb's scoring is replaced.
-    """
+    scores}, "qrels", "run": {qid: {doc: score}} (mteb's top 1000), "corpus_size"}. The per-query scores and the
+    ranking are kept by wrapping the task instance's `task_specific_scores` hook; mteb's scoring is not replaced."""
     import mteb
 
     task, captured = target.task, {}

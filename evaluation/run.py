@@ -113,24 +113,22 @@ def models_to_save(selection: str, task_list: list, lrs: list[float], seeds: lis
     "" (none), "all", or a comma list of TASK and TASK:LR:SEED entries; a malformed one, or one naming no run of the
     grid (`task_list`, `lrs`, `seeds`), raises ValueError."""
     names = [task.name for task in task_list]
+    grid = {(t, lr, s) for t in names for lr in lrs for s in seeds}
     entries = cli.split_list(selection)
     if entries == ["all"]:
-        return {(t, lr, s) for t in names for lr in lrs for s in seeds}
+        return grid
     chosen = set()
     for entry in entries:
-        parts = entry.split(":")
-        valid = len(parts) in (1, 3) and parts[0] in names
-        if valid and len(parts) == 3:
-            try:
-                lr, seed = float(parts[1]), int(parts[2])
-            except ValueError:
-                lr, seed = None, None
-            valid = lr in lrs and seed in seeds
-        if not valid:
+        task, *point = entry.split(":")
+        try:
+            key = (task, float(point[0]), int(point[1])) if len(point) == 2 else None
+        except ValueError:
+            key = None
+        if not (matched := {run for run in grid if run[0] == task and (not point or run == key)}):
             raise ValueError(f"--save_models entry {entry!r} names no run of this grid: use 'all' or TASK / "
                              f"TASK:LR:SEED with a task of {names}, an LR of {[f'{x:g}' for x in lrs]} and a "
                              f"seed of {seeds}")
-        chosen |= {(parts[0], x, y) for x in lrs for y in seeds if len(parts) == 1 or (x, y) == (lr, seed)}
+        chosen |= matched
     return chosen
 
 
@@ -235,12 +233,10 @@ def units(runs: list[Run]) -> list[list[Run]]:
 
 
 def status(run: Run, output: str | os.PathLike) -> tuple[str, list[str]]:
-    """("todo" | "done" | "changed", what differs) for one run's result file.
-
-    "changed" covers a result of another identity, an older format and a corrupt file: none is ever silently reused
-    (`store.result_state`). A finished run whose model is asked for (`run.save_model`) and not saved beside it with
-    the same identity is "todo": it is run again (same identity, so the same scores up to hardware).
-    """
+    """("todo" | "done" | "changed", what differs) for one run's result file: "changed" covers a result of another
+    identity, an older format and a corrupt file (`store.result_state`); a finished run whose model is asked for
+    (`run.save_model`) and not saved beside it with the same identity is "todo" (run again: same scores up to
+    hardware)."""
     state, why = store.result_state(run.path(output), run.identity)
     if state == "changed" and why[0].startswith(("protocol.", "inputs.")):
         recorded = store.read_result(run.path(output))["identity"]

@@ -338,9 +338,8 @@ def load_splits(
             test; "judged": each split's corpus is the documents its own qrels judge; "full": the whole corpus.
         relevance: ir only; "binary" (the original harness): a judgement >= 1 is relevant with gain 1, lower
             judgements are dropped; "graded": the qrels scores are the gains.
-        pair_encoding: sc only; "joined" (the paper): "text" is the template applied; "segments": a template of
-            two fields gives "text" (the first field's value) and "text_pair" (the second's), to be encoded as two
-            segments; other templates give "text" as with "joined".
+        pair_encoding: sc only; "joined" (the paper): "text" is the template applied; "segments": a template of two
+            fields gives "text" and "text_pair", the fields' values, to be encoded as two segments (others: "joined").
     """
     task = task if isinstance(task, Task) else load_task(task)
     with _naming_yaml(task):
@@ -585,10 +584,8 @@ def carve_indices(n: int, fraction: float, seed: int) -> tuple[list[int], list[i
 def _group_split(groups: list, fraction: float, seed: int) -> tuple[list[int], list[int]]:
     """Row indices kept and carved when whole groups move (EncodEval's split_retrieval_dataset recipe)."""
     unique = sorted(set(groups))
-    kept_groups = set(random.Random(seed).sample(unique, round((1.0 - fraction) * len(unique))))
-    keep = [i for i, g in enumerate(groups) if g in kept_groups]
-    carved = [i for i, g in enumerate(groups) if g not in kept_groups]
-    return keep, carved
+    kept = set(random.Random(seed).sample(unique, round((1.0 - fraction) * len(unique))))
+    return [i for i, g in enumerate(groups) if g in kept], [i for i, g in enumerate(groups) if g not in kept]
 
 
 def _subset(rows: list, limit: int | None) -> list:
