@@ -235,8 +235,8 @@ def resolve_model_entry(spec: str) -> Model:
     if has_st:  # the pooling, prompts and max length decide the embeddings too
         model_id["sentence_transformers"] = {f: artifacts.file_sha256(Path(path) / f)
                                              for f in SENTENCE_TRANSFORMERS_FILES if (Path(path) / f).is_file()}
-    finetuned = {k: info.get(k) for k in ("base_model", "base_model_source", "task", "lr", "seed", "result")} \
-        if info else None
+    keys = ("base_model", "base_model_source", "task", "lr", "seed", "result")
+    finetuned = {k: info.get(k) for k in keys} if info else None
     return Model(name, path, source, model_id, finetuned, has_st)
 
 
