@@ -6,9 +6,8 @@ measured where it does not.
   `EuroBertClmMlmForCausalLM` causal): the recorded setting decides (`recorded`), nothing is guessed.
 - Any other transformers model (BERT, RoBERTa, a raw Llama or Qwen decoder, native EuroBERT) is probed (`probe`): two
   inputs of ordinary tokens that differ in their last token only, the two last tokens chosen with different input
-  embeddings so the change cannot vanish; a causal model's outputs at every earlier position do not move, position by
-  position. (Probing with the last vocabulary ids, as before, called a converted decoder causal: `convert` adds
-  exactly those ids with identical mean rows, and LoRA CPT keeps them frozen.)
+  embeddings so the change cannot vanish (`convert` adds the last vocabulary ids with identical mean rows); a causal
+  model's outputs at every earlier position do not move.
 """
 
 from __future__ import annotations
@@ -35,11 +34,8 @@ def recorded(model) -> str | None:
 def probe(model) -> str:
     """How `model` really attends, measured on two inputs of ordinary tokens (ids spread over the middle of the
     vocabulary, away from the special tokens at either end) that differ in their last token only, whose two input
-    embedding rows differ: "causal" when no earlier position's output changes.
-
-    Raises:
-        ValueError: no two candidate tokens have different input embeddings (nothing could tell the patterns apart).
-    """
+    embedding rows differ: "causal" when no earlier position's output changes. ValueError when no two candidate
+    tokens have different input embeddings."""
     embeddings = model.get_input_embeddings().weight
     vocab = embeddings.shape[0]
     candidates = torch.linspace(vocab // 4, vocab - 1 - vocab // 4, 4 * PROBE_LENGTH).long().unique().tolist()
@@ -65,17 +61,11 @@ def pattern(model) -> str:
 
 
 def set_attention(model, attention: str) -> None:
-    """Give a loaded model the fine-tuning attention pattern and check that it really attends so.
-
-    `bidirectional` or `causal` sets `config.is_causal`, which our checkpoints read at every forward and
-    transformers' mask helpers honour for decoders (Llama, Qwen...: `masking_utils.create_causal_mask` builds a
-    bidirectional mask when it is False); `checkpoint` keeps the model as it is, except that a checkpoint of ours
-    recording a causal pretraining (`pretraining_attention`, beside `is_causal: false` for native EuroBERT) attends
-    causally, as it was pretrained.
-
-    Raises:
-        ValueError: the model does not attend as asked (`pattern`), e.g. an encoder without a causal switch.
-    """
+    """Give a loaded model the fine-tuning attention pattern and check that it really attends so (else ValueError,
+    e.g. an encoder without a causal switch). `bidirectional` or `causal` sets `config.is_causal`, which our
+    checkpoints read at every forward and transformers' mask helpers honour for decoders (Llama, Qwen...);
+    `checkpoint` keeps the model as it is, except that a checkpoint of ours recording a causal pretraining
+    (`pretraining_attention`, beside `is_causal: false` for native EuroBERT) attends causally, as it was pretrained."""
     if attention == "checkpoint":
         if model.config.model_type in RECORDING_TYPES and getattr(model.config, "pretraining_attention", None) == \
                 "causal":

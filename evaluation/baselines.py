@@ -5,10 +5,8 @@ metrics. A fine-tuned encoder that does not clear it has learned nothing the rep
 |---|---|---|
 | SC | the majority class of the training split, predicted for every example | accuracy |
 | TC | "O" for every word | the task's TC metrics |
-| QA | the first N words of the passage (N: see below) | SQuAD EM/F1 with the task's rules |
+| QA | the first N words of the passage (N: the training split's median gold answer length) | SQuAD EM/F1, its rules |
 | IR | a uniformly random ranking of the split's corpus | expected NDCG@10, MRR@10, recall@100 (exact) |
-
-QA: N = the median gold answer length (words) of the training split.
 
 The IR expectation is exact, not sampled: by linearity, a random permutation puts each document at rank i with
 probability 1/N, so E[DCG@k] = (sum of gains / N) x sum_{i<=k} 1/log2(i+1); recall@100 is min(100, N)/N; the first
@@ -25,41 +23,29 @@ from evaluation import metrics
 
 
 def trivial_baseline(task, splits) -> dict[str, dict[str, float]]:
-    """{"validation": scores, "test": scores} of the task family's trivial baseline (aggregates only).
-
-    Args:
-        task: the `evaluation.tasks.Task`.
-        splits: `tasks.load_splits` output for the task (as the run used it).
-    """
-    family = task.family
-    out = {}
+    """{"validation": scores, "test": scores} of the task family's trivial baseline (aggregates only) on the task's
+    splits as the run used them (`tasks.load_splits`)."""
+    family, out = task.family, {}
     for role in ("validation", "test"):
+        split = splits[role]
         if family == "sc":
-            scores = _majority_class(splits["train"]["label"], splits[role]["label"])
+            counts = collections.Counter(splits["train"]["label"])
+            majority = min(counts, key=lambda label: (-counts[label], label))  # ties: the lowest class id
+            scores = metrics.accuracy([majority] * len(split["label"]), split["label"])
         elif family == "tc":
-            references = [[task.labels[t] for t in tags] for tags in splits[role]["tags"]]
+            references = [[task.labels[t] for t in tags] for tags in split["tags"]]
             scores = metrics.token_classification_scores([["O"] * len(r) for r in references], references)
         elif family == "qa":
-            scores = _leading_words(splits["train"], splits[role], task.squad_version)
+            lengths = [len(answers["text"][0].split()) for answers in splits["train"]["answers"] if answers["text"]]
+            n_words = max(1, round(statistics.median(lengths))) if lengths else 1
+            scores = metrics.squad_scores([" ".join(context.split()[:n_words]) for context in split["context"]],
+                                          [a["text"] for a in split["answers"]], version=task.squad_version)
         elif family == "ir":
-            scores = random_ranking(splits[role].qrels, len(splits[role].corpus))
+            scores = random_ranking(split.qrels, len(split.corpus))
         else:
             raise ValueError(f"family={family!r}: use one of {sorted(metrics.METRICS)}")
         out[role] = {k: v for k, v in scores.items() if k != "per_instance"}
     return out
-
-
-def _majority_class(train_labels, labels) -> dict:
-    counts = collections.Counter(train_labels)
-    majority = min(counts, key=lambda label: (-counts[label], label))  # ties: the lowest class id
-    return metrics.accuracy([majority] * len(labels), labels)
-
-
-def _leading_words(train, split, squad_version: str) -> dict:
-    lengths = [len(answers["text"][0].split()) for answers in train["answers"] if answers["text"]]
-    n_words = max(1, round(statistics.median(lengths))) if lengths else 1
-    predictions = [" ".join(context.split()[:n_words]) for context in split["context"]]
-    return metrics.squad_scores(predictions, [a["text"] for a in split["answers"]], version=squad_version)
 
 
 def random_ranking(qrels: dict[str, dict[str, int]], corpus_size: int, ndcg_k: int = 10, mrr_k: int = 10,

@@ -1,9 +1,6 @@
-"""The fine-tuning loop every task family shares: the model loaded for fine-tuning with its attention pattern (the one
-the checkpoint records, or else measured on the model: `evaluation.attention`), the Trainer's arguments, training with
-divergence detection, and the per-process caches of task splits and tokenized data (the family-independent part of a
-result is `core.store.result_body`). The protocol's arguments are in `evaluation.finetune_args`, what the model is
-given in `evaluation.model_inputs`. Scores are fractions in [0, 1] everywhere (as `evaluation.metrics` returns them),
-never percentages.
+"""The fine-tuning loop every task family shares: the model loaded for fine-tuning with its attention pattern
+(`evaluation.attention`), the Trainer and its arguments, training with divergence detection, and the per-process
+caches of task splits and tokenized data. Scores are fractions in [0, 1] everywhere, never percentages.
 """
 
 from __future__ import annotations
@@ -25,37 +22,38 @@ from transformers.trainer_callback import PrinterCallback
 
 from core import lora
 from evaluation.attention import set_attention
-from evaluation.finetune_args import FinetuneArgs, data_settings, identity_settings
+from evaluation.finetune_args import FinetuneArgs, data_settings, identity_settings, schedule
 from modeling_eurobert import register
 from modeling_eurobert.export_native import make_plain_loadable
 
 register()  # our Auto classes, so that our checkpoints load in-process
 
 
-def training_arguments(args: FinetuneArgs, output_dir: str, max_steps: int | None, epochs: float | None,
-                       cls=TrainingArguments, **extra) -> TrainingArguments:
-    """TrainingArguments of the paper's protocol; nothing is saved (the last step is evaluated in memory).
-
-    Args:
-        args: run settings.
-        output_dir: scratch directory.
-        max_steps: optimizer steps (SC, QA, IR, OntoNotes: 1,000) or None to train `epochs`.
-        epochs: epochs when `max_steps` is None (CoNLL, UNER: 1).
-        cls: the arguments class (`SentenceTransformerTrainingArguments` for IR).
-        extra: more fields (e.g. the sentence-transformers batch sampler and prompts).
-    """
+def training_arguments(args: FinetuneArgs, task, cls=TrainingArguments, **extra) -> TrainingArguments:
+    """`cls` (`SentenceTransformerTrainingArguments` for IR, with `extra` fields) of the paper's protocol for the
+    task's budget (`finetune_args.schedule`). Nothing is saved (the last step is evaluated in memory), but the
+    Trainer needs a directory: `args.scratch_dir` or a temporary one."""
+    max_steps, epochs = schedule(task, args)
     return cls(
-        output_dir=output_dir, learning_rate=args.lr, seed=args.seed, data_seed=args.seed,
+        output_dir=args.scratch_dir or str(Path(tempfile.gettempdir()) / "mlm-vs-clm-finetune"),
+        learning_rate=args.lr, seed=args.seed, data_seed=args.seed,
         per_device_train_batch_size=args.batch_size, per_device_eval_batch_size=args.eval_batch_size,
         max_steps=max_steps if max_steps is not None else -1, num_train_epochs=epochs or 1.0,
         lr_scheduler_type="linear", warmup_steps=args.warmup_ratio,  # a float < 1 is a ratio of the steps
         adam_beta1=args.adam_beta1, adam_beta2=args.adam_beta2, adam_epsilon=args.adam_epsilon,
-        weight_decay=args.weight_decay, optim="adamw_torch", bf16=args.use_bf16(),
+        weight_decay=args.weight_decay, optim="adamw_torch",
+        bf16=args.resolved_precision() == "bf16_autocast",  # autocast for bf16_autocast only: bf16 weights need none
         save_strategy="no", eval_strategy="no", report_to="none", disable_tqdm=True, dataloader_num_workers=0,
         dataloader_pin_memory=torch.cuda.is_available(),
         # NaN/inf must reach the logs (the default filter hides them) for DivergenceCallback to see them.
         logging_steps=args.logging_steps, logging_nan_inf_filter=False, **extra,
     )
+
+
+def make_trainer(model, task, args: FinetuneArgs, tokenizer, train_dataset, data_collator) -> Trainer:
+    """The Trainer of an SC, TC or QA run."""
+    return Trainer(model=model, args=training_arguments(args, task), train_dataset=train_dataset,
+                   data_collator=data_collator, processing_class=tokenizer)
 
 
 class DivergenceCallback(TrainerCallback):
@@ -76,23 +74,16 @@ class DivergenceCallback(TrainerCallback):
 class Finetuned(NamedTuple):
     """A fine-tuned model between training and scoring: each family's `finetune` returns one, its `score` reads it
     (once per task, so retrieval tasks that share training data are scored on one trained model), and its `save`
-    keeps it (`evaluation.run --save_models`).
+    keeps it (`evaluation.run --save_models`)."""
 
-    Attributes:
-        trainer: the Trainer; `trainer.model` is the fine-tuned model, `trainer.processing_class` its tokenizer.
-        diverged: the loss or gradient norm turned NaN/inf (nothing to score or save).
-    """
-
-    trainer: Trainer
-    diverged: bool
+    trainer: Trainer  # `trainer.model` is the fine-tuned model, `trainer.processing_class` its tokenizer
+    diverged: bool  # the loss or gradient norm turned NaN/inf (nothing to score or save)
 
 
 def save_finetuned(finetuned: Finetuned, directory: str | os.PathLike) -> None:
     """Save a fine-tuned transformers model with its tokenizer, loadable like any checkpoint: one of ours that native
     EuroBERT can hold loads with plain `AutoModelFor*` / `AutoTokenizer` and no flag (`make_plain_loadable`), any
-    other of ours with `trust_remote_code=True` (`save_pretrained` copies the modeling code beside the weights).
-
-    `Trainer.save_model` is not used: it also writes `training_args.bin`, which holds local paths.
+    other of ours with `trust_remote_code=True`. Not `Trainer.save_model`: its `training_args.bin` holds local paths.
     """
     lora.save_merged(finetuned.trainer.model, directory)  # a LoRA model merged: loads without peft
     finetuned.trainer.processing_class.save_pretrained(directory)
@@ -108,17 +99,8 @@ def train(trainer: Trainer) -> bool:
     return callback.diverged or not math.isfinite(output.training_loss)
 
 
-def trainer_dir(args: FinetuneArgs) -> str:
-    """Where the Trainer may write. Nothing is saved (save_strategy "no"), but TrainingArguments needs a path."""
-    return args.scratch_dir or str(Path(tempfile.gettempdir()) / "mlm-vs-clm-finetune")
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Caches shared by every run of a grid: raw splits per task, tokenized splits per (tokenizer, task, length)
-# ---------------------------------------------------------------------------------------------------------------
-
-_SPLITS: dict = {}
-_TOKENIZED: dict = {}
+_SPLITS: dict = {}  # per process, shared by every run of a grid: raw splits per task and data settings
+_TOKENIZED: dict = {}  # tokenized splits per tokenizer, task and settings
 
 
 def task_splits(task, args: FinetuneArgs):
@@ -133,18 +115,15 @@ def task_splits(task, args: FinetuneArgs):
     return _SPLITS[key]
 
 
-def tokenizer_fingerprint(tokenizer) -> str:
-    """Content hash of a tokenizer (vocab, merges, template), so checkpoints sharing one share the cache."""
+def cached(tokenizer, task, args: FinetuneArgs, build):
+    """`build()` (a task's tokenized splits) once per tokenizer content (vocab, merges, template: checkpoints sharing
+    one share the cache), task and the settings its family's results and data depend on (`finetune_args.SETTINGS`)
+    in this process, reused by every run of a grid."""
     from datasets.fingerprint import Hasher
 
-    return Hasher.hash(tokenizer.backend_tokenizer.to_str() if tokenizer.is_fast else tokenizer)
-
-
-def cached(tokenizer, task, args: FinetuneArgs, build):
-    """`build()` (a task's tokenized splits) once per tokenizer content, task and the settings its family's results
-    and data depend on (`finetune_args.SETTINGS`) in this process, reused by every run of a grid."""
     settings = {**identity_settings(args, task.family), **data_settings(args, task.family)}
-    key = (tokenizer_fingerprint(tokenizer), task.name, task.family, *sorted(settings.items()))
+    fingerprint = Hasher.hash(tokenizer.backend_tokenizer.to_str() if tokenizer.is_fast else tokenizer)
+    key = (fingerprint, task.name, task.family, *sorted(settings.items()))
     if key not in _TOKENIZED:
         _TOKENIZED[key] = build()
     return _TOKENIZED[key]

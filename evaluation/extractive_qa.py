@@ -13,7 +13,7 @@ from __future__ import annotations
 import collections
 
 import numpy as np
-from transformers import AutoModelForQuestionAnswering, DataCollatorWithPadding, Trainer
+from transformers import AutoModelForQuestionAnswering, DataCollatorWithPadding
 
 from core import store
 from evaluation import common, finetune_args, metrics, model_inputs
@@ -81,19 +81,9 @@ def tokenize(task, tokenizer, args: finetune_args.FinetuneArgs):
 
 def postprocess(examples, windows, start_logits, end_logits, n_best: int = 20, max_answer_length: int = 30,
                 with_null: bool = False) -> dict[str, str]:
-    """Best answer text per example id from window logits (utils_qa.postprocess_qa_predictions, simplified).
-
-    Args:
-        examples: the raw split (columns id, context).
-        windows: the evaluation windows (columns example_id, offset_mapping; None offsets outside the context).
-        start_logits, end_logits: (n_windows, seq_len) arrays; padding past a window's length is ignored.
-        n_best: start and end candidates per window.
-        max_answer_length: longest span, in tokens.
-        with_null: allow the empty answer (SQuAD v2): chosen when the null score beats the best span score.
-
-    Returns:
-        {example id: answer text ("" = no answer)}.
-    """
+    """{example id: answer text ("" = no answer)} of the raw split `examples` from its evaluation windows' (n_windows,
+    seq_len) logits (utils_qa.postprocess_qa_predictions, simplified); `with_null` (SQuAD v2): the empty answer when
+    the null score beats the best span score."""
     by_example = collections.defaultdict(list)
     for i, example_id in enumerate(windows["example_id"]):
         by_example[example_id].append(i)
@@ -116,34 +106,19 @@ def postprocess(examples, windows, start_logits, end_logits, n_best: int = 20, m
 
 
 def finetune(model_path, task, args: finetune_args.FinetuneArgs, tokenizer=None) -> common.Finetuned:
-    """Fine-tune `model_path` on the task's train windows (start/end logits; the last step is kept).
-
-    Args:
-        model_path: a pretrained checkpoint directory with a fast tokenizer.
-        task: a qa `Task`.
-        args: the run's settings (qa_max_length, doc_stride).
-        tokenizer: the model's tokenizer, when the caller already loaded it.
-    """
+    """Fine-tune a checkpoint with a fast tokenizer (`tokenizer` when the caller already loaded it) on a qa task's
+    train windows: start/end logits, the last step kept."""
     tokenizer = tokenizer or model_inputs.load_finetuning_tokenizer(model_path)
     _, windows = tokenize(task, tokenizer, args)
     model = common.load_for_finetuning(AutoModelForQuestionAnswering, model_path, tokenizer, args)
-    max_steps, epochs = finetune_args.schedule(task, args)
-    trainer = Trainer(
-        model=model, args=common.training_arguments(args, common.trainer_dir(args), max_steps, epochs),
-        train_dataset=windows["train"], data_collator=DataCollatorWithPadding(tokenizer), processing_class=tokenizer,
-    )
+    trainer = common.make_trainer(model, task, args, tokenizer, windows["train"], DataCollatorWithPadding(tokenizer))
     return common.Finetuned(trainer, common.train(trainer))
 
 
 def score(finetuned: common.Finetuned, task, args: finetune_args.FinetuneArgs) -> dict:
-    """Answer the task's validation and test questions with a fine-tuned model and score them. The task's
-    `squad_version` chooses the rules: "v2.0" predicts and scores no-answer, "v1.1" (SQuAD, ReCoRD) always
-    predicts a span and scores with the v1.1 script's rules.
-
-    Returns:
-        `store.result_body(...)` with SQuAD EM/F1 (plus HasAns/NoAns splits under v2.0 rules), per-question scores,
-        predicted answer texts and gold answers.
-    """
+    """`store.result_body(...)` of a fine-tuned model's answers to the task's validation and test questions: SQuAD
+    EM/F1 and per-question scores, predicted and gold answers. The task's `squad_version` chooses the rules: "v2.0"
+    predicts and scores no-answer, "v1.1" (SQuAD, ReCoRD) always predicts a span and scores by the v1.1 script."""
     if finetuned.diverged:
         return store.result_body(task.metric)
     trainer = finetuned.trainer

@@ -1,11 +1,6 @@
-"""The fine-tuning protocol and its arguments: `ProtocolArgs` (the flags every run of a grid shares), `FinetuneArgs`
-(one run's: plus its learning rate and seed), the paper's grid (tasks, learning rates, seeds) and a task's budget
-(`schedule`).
-
-Protocol defaults are the paper's (EncodEval's; `docs/protocol.md` "Evaluation"): batch 32, linear schedule with 10%
-warmup, AdamW (0.9, 0.95) eps 1e-5, weight decay 0.1, steps or epochs from the task, the last checkpoint evaluated,
-bf16 weights on GPU, inputs up to 99% of the model's positions (at most 2048: 2028 tokens), IR on the pooled judged
-corpus with binary relevance.
+"""The fine-tuning protocol and its arguments: `ProtocolArgs` (the flags every run of a grid shares, each default the
+paper's: EncodEval's, `docs/protocol.md` "Evaluation"), `FinetuneArgs` (one run's: plus its learning rate and seed),
+`SETTINGS` (what each setting decides) and a task's budget (`schedule`).
 """
 
 from __future__ import annotations
@@ -129,14 +124,9 @@ class ProtocolArgs:
 
         return torch.bfloat16 if self.resolved_precision() == "bf16_weights" else torch.float32
 
-    def use_bf16(self) -> bool:
-        """bf16 autocast in the Trainer (only for bf16_autocast: bf16 weights need none)."""
-        return self.resolved_precision() == "bf16_autocast"
-
     def for_run(self, **changes) -> FinetuneArgs:
         """One run's settings: this protocol with `changes` (lr, seed, scratch_dir...) as `FinetuneArgs`."""
         return FinetuneArgs(**{**dataclasses.asdict(self), **changes})
-
 
 
 @dataclass(frozen=True)
@@ -199,7 +189,6 @@ class FinetuneArgs(ProtocolArgs):
 
     lr: float = 5e-5
     seed: int = 0
-
 
 
 def schedule(task, args: FinetuneArgs) -> tuple[int | None, float | None]:

@@ -1,36 +1,12 @@
-"""What decides a fine-tuning result, so a result is never reused for something else.
-
-A result file `<output>/<model>/<task>/lr<lr>-seed<seed>.json` records the identity of what produced it:
-
-- `model`: its config (content hash) and every weights, tokenizer and remote-code `*.py` file (size and sha256),
-  hashed once per model and process (a 1B-parameter checkpoint takes seconds), never per run;
-- `task`: its definition (the task YAML minus free text) and the sha256 of every local data file it reads;
-- `protocol`: every fine-tuning setting that can change a score (steps, batch, lengths, subsets, precision...)
-  of the task's family: a setting only other families read (`--ir_pooling`, `--doc_stride` for an SC task:
-  `finetune_args.SETTINGS`, where each setting is declared once) is left out.
-- `scoring`: the declared versions of the code that fine-tunes and scores, {"protocol": PROTOCOL_VERSION,
-  <family>: SCORING_VERSIONS[family]} (`scoring_identity`). A refactor, a docstring or a comment leaves them (and
-  every stored result) as they are; a change that moves a family's per-instance outputs or scores fails that
-  family's golden test (tests/test_scoring.py) until its version is bumped here and the golden files regenerated
-  (`GOLDEN_UPDATE=1 python -m pytest tests/test_scoring.py`). Library versions and the git commit are recorded,
-  not compared;
-- `inputs`: what the protocol resolves to on this model (`model_inputs.resolve_inputs`): the input length cap
-  (round(0.99 * min(positions, 2048)) unless --max_length), the QA window and stride, the attention used (each
-  for the families that read it, as `protocol`).
-
-How the grid runs (`--workers`, `--save_models`) is not part of it: neither changes a score. `ir_training_key` says
-which retrieval tasks train the same model, so the grid trains it once for all of them.
-
-The grid compares a finished result's identity with the current one: equal -> the run is skipped; different ->
-refused with the differing fields named, unless `--rerun_changed` (then the old file is moved aside and the run
-redone). The report refuses to average results of different identities in one row. `core.store.differences`
-names the fields.
-
-Results of format 2 recorded the sha256 of ten source files (`identity.code`) instead; everything but the migration
-refuses them, naming it: `python -m evaluation.identity --migrate RESULTS_DIR` gives each, once, the scoring versions
-1 (what the code that wrote format 2 scored, frozen by the first golden files) and format 3; it also scopes the
-identities written before they left out the settings their family does not read, and claims the folders written
-before folders were claimed.
+"""What decides a fine-tuning result, so a result is never reused for something else (docs/protocol.md, "What a
+result's identity covers"): `model` (its config and every weights, tokenizer and remote-code file), `task` (its
+definition and data files), `protocol` and `inputs` (the settings its family reads, `finetune_args.SETTINGS`, and
+what they resolve to on the model) and `scoring`, the declared versions below. A refactor, a docstring or a comment
+leaves them (and every stored result) as they are; a change that moves a family's per-instance outputs or scores fails
+its golden test (tests/test_scoring.py) until its version is bumped here and the golden files regenerated.
+`python -m evaluation.identity --migrate RESULTS_DIR` makes results of format 2 (source hashes, `identity.code`) and
+identities of settings their family does not read current, once, and claims folders written before folders were
+claimed.
 """
 
 from __future__ import annotations
@@ -52,10 +28,6 @@ PROTOCOL_VERSION = 1
 FORMAT2_VERSION = 1  # what `--migrate` gives a format-2 result: the versions of the code that wrote format 2
 
 
-def _sha256_json(value) -> str:
-    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
-
-
 @functools.lru_cache(maxsize=None)
 def _file_hash(path: str, size: int, mtime_ns: int) -> str:
     return artifacts.file_sha256(path)  # cached per (path, size, mtime)
@@ -67,18 +39,13 @@ def scoring_identity(family: str) -> dict:
 
 
 def task_identity(task: tasks.Task, source: str, data_dir) -> dict:
-    """Identity of a task: its definition (YAML fields that decide the data and the metric) and its data files.
-
-    The definition is `Task.as_dict()`: every field, each source as the mapping its YAML wrote, so the typed source
-    settings hash as the YAML mappings did (`tests/test_tasks.py` pins this).
-    """
+    """Identity of a task: its definition (`Task.as_dict()`, each source as the mapping its YAML wrote, free text left
+    out) and its data files."""
     definition = {k: v for k, v in task.as_dict().items() if k not in TASK_FREE_TEXT}
     paths = tasks.data_files(task, source, data_dir)
-    files = {}
-    for path in paths:
-        stat = path.stat()
-        files[_data_key(path, paths)] = _file_hash(str(path), stat.st_size, stat.st_mtime_ns)
-    return {"definition": _sha256_json(definition), "source": source, "data": files}
+    files = {_data_key(p, paths): _file_hash(str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in paths}
+    definition_hash = hashlib.sha256(json.dumps(definition, sort_keys=True, default=str).encode()).hexdigest()
+    return {"definition": definition_hash, "source": source, "data": files}
 
 
 def _data_key(path, paths) -> str:
@@ -89,11 +56,8 @@ def _data_key(path, paths) -> str:
     return path.name if len(namesakes) == 1 else os.path.relpath(path, os.path.commonpath(namesakes))
 
 
-def protocol_identity(protocol, family: str) -> dict:
-    """The protocol settings that can change the score of a `family` result (`finetune_args.SETTINGS`: paths and
-    logging left out, settings only other families read left out, the LoRA settings only with `--peft lora`, the
-    pair encoding only with `--pair_encoding segments`)."""
-    return finetune_args.identity_settings(protocol, family)
+# The protocol settings that can change the score of a `family` result: `protocol_identity(protocol, family)`.
+protocol_identity = finetune_args.identity_settings
 
 
 def scoped(family: str, ident: dict) -> dict:
@@ -104,27 +68,18 @@ def scoped(family: str, ident: dict) -> dict:
 
 
 def ir_training_key(task: tasks.Task, pairs, schedule) -> str:
-    """What an ir task's fine-tuning depends on besides the model, the protocol, the learning rate and the seed: the
-    content of its (query, positive) training pairs, its prompts and its budget.
+    """What an ir task's fine-tuning depends on besides the model, the protocol, the learning rate and the seed, as a
+    sha256 hex digest: the content of its training `pairs` ("query", "positive"), its prompts and its `schedule`
+    ((max_steps, epochs): `finetune_args.schedule`).
 
     Tasks with equal keys train the very same model (MS MARCO, NQ and MLDR all train on MS MARCO pairs), so the grid
-    trains once and scores each of them. Hashing the pairs themselves (not the file names or Hub ids) also matches
-    tasks that read the same pairs through different sources, and never matches tasks whose carved validation
-    queries leave different pairs for training.
-
-    Args:
-        task: an ir task.
-        pairs: its training `Dataset` (columns "query", "positive"), as `tasks.load_splits` returns it.
-        schedule: (max_steps, epochs) of the task under the grid's protocol (`finetune_args.schedule`).
-
-    Returns:
-        A sha256 hex digest.
+    trains once and scores each of them. Hashed by content, pairs read through different sources match, and pairs
+    left by different carved validation queries do not.
     """
     digest = hashlib.sha256(json.dumps([task.query_prefix, task.document_prefix, list(schedule), len(pairs)]).encode())
     for column in ("query", "positive"):
         digest.update(b"\x01" + "\x00".join(pairs[column]).encode())
     return digest.hexdigest()
-
 
 
 def _migrated_identity(record: dict) -> dict:

@@ -13,8 +13,7 @@ How to check a new dataset or tokenizer before a grid. For the first `--n` examp
     ir: query and document texts with their prefixes and their tokens (train: the pairs; validation/test: each
         query with its most relevant judged document).
 The inputs are built by the same functions as fine-tuning (`token_classification.align_labels`,
-`extractive_qa.prepare_train`, the task's template and prefixes). Bad input (unknown task, model directory without a
-tokenizer, task without offline data): one line `error: ...` on stderr, exit status 2.
+`extractive_qa.prepare_train`, the task's template and prefixes).
 """
 
 from __future__ import annotations
@@ -28,27 +27,22 @@ from core import cli
 from evaluation import finetune_args, tasks
 
 
-def _text(value: str) -> str:
-    return repr(value)  # quotes and escapes show a template's "\n" and stray spaces
-
-
 def _tokens(tokenizer, ids) -> str:
     tokens = tokenizer.convert_ids_to_tokens(ids)
     return f"({len(tokens)}) " + " ".join(tokens)
 
 
 def _show_sc(task, split, tokenizer, args) -> list[str]:
-    """Text, label and tokens of each example."""
     lines = []
     for i, row in enumerate(split):
         ids = tokenizer(row["text"], truncation=True, max_length=args.max_length)["input_ids"]
-        lines += [f"[{i}] text: {_text(row['text'])}", f"    label: {row['label']} ({task.labels[row['label']]})",
+        # texts are shown as repr: quotes and escapes show a template's "\n" and stray spaces
+        lines += [f"[{i}] text: {row['text']!r}", f"    label: {row['label']} ({task.labels[row['label']]})",
                   f"    tokens {_tokens(tokenizer, ids)}"]
     return lines
 
 
 def _show_tc(task, split, tokenizer, args) -> list[str]:
-    """Words and tags, then each token with its word and the tag it is trained on."""
     from evaluation import token_classification
 
     ignore = token_classification.IGNORE_INDEX
@@ -77,7 +71,6 @@ def _show_tc(task, split, tokenizer, args) -> list[str]:
 
 
 def _show_qa(task, split, tokenizer, args) -> list[str]:
-    """Question, answer, windows and the answer span in the tokens of the window holding it."""
     from evaluation import extractive_qa, model_inputs
 
     settings = finetune_args.FinetuneArgs(qa_max_length=args.max_length or finetune_args.FinetuneArgs.qa_max_length)
@@ -94,14 +87,13 @@ def _show_qa(task, split, tokenizer, args) -> list[str]:
         span = (f"tokens {start}..{end}: {' '.join(tokenizer.convert_ids_to_tokens(ids[start:end + 1]))}"
                 if start > 0 else "token 0 (no answer in any window)")
         windowing = f"max_length {settings.qa_max_length}, stride {settings.doc_stride}"
-        lines += [f"[{i}] question: {_text(row['question'])}", f"    answer: {answer}",
+        lines += [f"[{i}] question: {row['question']!r}", f"    answer: {answer}",
                   f"    windows: {len(windows['input_ids'])} ({windowing}); answer span in window {hit}: {span}",
                   f"    window {hit} tokens {_tokens(tokenizer, ids)}"]
     return lines
 
 
 def _show_ir(task, split, tokenizer, args) -> list[str]:
-    """Query and document texts with their prefixes, and their tokens."""
     if isinstance(split, tasks.RetrievalSplit):
         pairs = []
         for qid in list(split.queries)[: args.n]:
@@ -113,7 +105,7 @@ def _show_ir(task, split, tokenizer, args) -> list[str]:
     for i, (query, document) in enumerate(pairs):
         for name, text in (("query", task.query_prefix + query), ("document", task.document_prefix + document)):
             ids = tokenizer(text, truncation=True, max_length=args.max_length)["input_ids"]
-            lines += [f"[{i}] {name}: {_text(text)}", f"    tokens {_tokens(tokenizer, ids)}"]
+            lines += [f"[{i}] {name}: {text!r}", f"    tokens {_tokens(tokenizer, ids)}"]
     return lines
 
 
@@ -121,15 +113,8 @@ SHOW = {"sc": _show_sc, "tc": _show_tc, "qa": _show_qa, "ir": _show_ir}
 
 
 def inspect(args: argparse.Namespace) -> str:
-    """What the model is fed for each task of `args.task`, as one printable report.
-
-    Args:
-        args: the parsed flags: model, task (names or YAML paths, comma-separated), n, split, data_dir, max_length,
-            tc_labelling.
-
-    Returns:
-        The report. Every task is read and tokenized before it returns, so a bad one leaves no partial output.
-    """
+    """What the model is fed for each task of `args.task` (the parsed flags), as one printable report. Every task is
+    read and tokenized before it returns, so a bad one leaves no partial output."""
     task_list = [tasks.load_task(name) for name in cli.split_list(args.task)]
     if not task_list:
         raise ValueError("--task is empty; give a task name or a task YAML path")

@@ -1,8 +1,6 @@
-"""Offline metrics for the four task families (never `evaluate.load`).
-
-Every function is pure: it takes Python lists (or numpy arrays) of predictions and references and returns a dict
-of aggregate scores plus a `"per_instance"` dict of lists aligned with the inputs (kept so that paired tests
-between two models are possible). All scores are fractions in [0, 1], not percentages.
+"""Offline metrics for the four task families (never `evaluate.load`): pure functions taking lists (or numpy arrays)
+of predictions and references and returning aggregate scores, fractions in [0, 1], plus a `"per_instance"` dict of
+lists aligned with the inputs (for paired tests between two models).
 
 | family | function | aggregate keys | per-instance keys |
 |---|---|---|---|
@@ -11,47 +9,19 @@ between two models are possible). All scores are fractions in [0, 1], not percen
 | QA | `squad_scores` | exact_match, f1 (+ HasAns_* / NoAns_* under v2.0 rules) | id, exact_match, f1 |
 | IR | `retrieval_scores` | ndcg@10, mrr@10, recall@100 | qid, ndcg@10, mrr@10, recall@100 |
 
-TC aggregate keys: sentence_macro_f1 (EncodEval's score), entity_precision/recall/f1 (seqeval strict IOB2),
-token_micro_f1, token_accuracy; per-instance keys: sentence_macro_f1, entity_f1, entity_tp, entity_pred, entity_gold,
-token_correct, token_count.
-
-`METRICS` lists each family's aggregate keys (a task's main metric must be one); `rescore` recomputes them from the
-predictions and references a result file stores per instance.
-Helpers: `iob1_to_iob2` (CoNLL-2003 ships IOB1), `normalize_answer` (official SQuAD normalisation),
-`word_level_predictions` (sub-token predictions -> one label per word, "first" or EncodEval's "majority"),
-`macro_f1_present_labels` (one sentence's EncodEval score).
+TC aggregate keys: `METRICS["tc"]`; per-instance keys: sentence_macro_f1, entity_f1, entity_tp, entity_pred,
+entity_gold, token_correct, token_count. `rescore` recomputes a family's scores from a result file's per-instance
+predictions and references.
 
 The TC number the paper reports (`sentence_macro_f1`): for each sentence, sklearn's `f1_score(gold, pred,
 average="macro")` over the word-level tags, i.e. the unweighted mean of the per-label F1 over the labels present in
-that sentence's gold *or* predicted tags, "O" included; then the plain mean over sentences. Read from the released
-per-run results of the original harness (hgissbkh/EncodEval at 7e03774, `results/<model>/TC/<task>/lr<lr>_sd<seed>/
-results.json`, whose `validation`/`test` hold `score` and per-sentence `scores_i`; the scoring code is not public):
-    - A sentence of n + 1 words with one entity word, all predicted "O", scores n / (2n + 1) (O: F1 2n / (2n + 1);
-      the entity label: 0; two labels present). `1b-clm-42k/TC/conll2003_en/lr5e-04_sd0` and
-      `1b-mlm50-42k/TC/conll2003_en/lr5e-04_sd0` open with 10/21 on CoNLL testa's first sentence (11 words,
-      LEICESTERSHIRE the only entity); `1b-clm-42k/TC/uner_en/lr5e-05_sd0` test opens with 4/9 ("What is this
-      Miramar ?"), and 0.4737 = 9/19, 0.4865 = 18/37 on UNER test sentences 25 and 32 (10 and 19 words, one entity).
-    - Values such as 1/3 where the gold has two labels (sentence 0 of `1b-clm-42k/TC/conll2003_en/lr5e-05_sd0`: a
-      third, predicted label entered the average) rule out averaging over the gold labels only; values of 1.0 on most
-      sentences rule out averaging over the whole tag set.
-    - On the first 50 validation (testa) sentences of those three CoNLL runs, 51 of the 54 values below 1.0 are
-      reproduced by this formula with at most two words changed from the gold or from all-"O" (the other 3 need
-      more changes), on the IOB1 tags of the original CoNLL files (I-X opens an entity; the harness's
-      `hgissbkh/conll2003-en` keeps them); on IOB2 tags 34 of 54, averaging over gold labels only 42 of 54.
-      This code scores the tags it is given: the offline CoNLL task converts to IOB2 on load, so its
-      sentence_macro_f1 counts B-X and I-X as two labels where the paper counted one (close to, not identical
-      with, the paper's CoNLL number).
-    - `score` is the mean of `scores_i`: over the 2,077 UNER test sentences of `1b-clm-42k/TC/uner_en/lr5e-05_sd0`
-      the mean equals the released 0.9288702053960113 to the last digit.
+that sentence's gold *or* predicted tags, "O" included; then the plain mean over sentences. The scoring code is not
+public: this was read from the original harness's released per-sentence results (the evidence: docs/protocol.md,
+"The TC score"). This code scores the tags it is given: the offline CoNLL task converts to IOB2 on load, so its
+sentence_macro_f1 counts B-X and I-X as two labels where the paper counted one.
 It is lenient: a model that predicts no entity still scores about 0.45 per sentence with one entity (and 1.0 on
-sentences without any), so always read it beside entity F1 (the report shows both).
-
-Token-level micro-F1 (kept beside it; taken for the harness's number before its released results were read,
-`docs/protocol.md` "TC score"): sklearn `f1_score(average="micro")` over the flattened *word-level* label ids of every
-sentence. Positions labelled -100 (special tokens, padding, words cut by truncation) are excluded before the call; "O"
-is a class like any other and counts, so with every class included micro-F1 equals word accuracy (`include_o=False`
-gives the variant that restricts the average to entity labels). The community-standard number is seqeval's entity F1
-in strict mode with the IOB2 scheme; the report shows it beside the main metric.
+sentences without any), so always read it beside entity F1 (seqeval, strict IOB2: the community-standard number)
+and token micro-F1 (word accuracy when "O" counts), which the report shows beside it.
 
 Retrieval follows trec_eval (what pytrec_eval, BEIR and mteb call): documents ranked by score, ties broken by
 document id in descending string order; a document is relevant when its qrels score is > 0; NDCG gains are the
@@ -69,17 +39,14 @@ import string
 from collections.abc import Mapping, Sequence
 
 import numpy as np
-from seqeval.metrics import f1_score as seqeval_f1_score
-from seqeval.metrics import precision_score as seqeval_precision_score
-from seqeval.metrics import recall_score as seqeval_recall_score
+import seqeval.metrics
 from seqeval.scheme import IOB2, Entities
 from sklearn.metrics import f1_score as sklearn_f1_score
 
 from core import store
 
 IGNORE_INDEX = -100
-# The aggregate keys each family's scorer returns: a task's `metric:` (its main score) must be one of them.
-METRICS = {
+METRICS = {  # the aggregate keys each family's scorer returns: a task's `metric:` must be one of them
     "sc": ("accuracy",),
     "tc": ("sentence_macro_f1", "entity_f1", "entity_precision", "entity_recall", "token_micro_f1", "token_accuracy"),
     "qa": ("f1", "exact_match"),
@@ -87,44 +54,17 @@ METRICS = {
 }
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# Sequence classification
-# ----------------------------------------------------------------------------------------------------------------
-
-
 def accuracy(predictions: Sequence[int], references: Sequence[int]) -> dict:
-    """Accuracy of class predictions.
-
-    Args:
-        predictions: predicted class ids, one per example.
-        references: gold class ids, same length.
-
-    Returns:
-        {"accuracy": float, "per_instance": {"accuracy": [0.0 | 1.0, ...]}}.
-    """
+    """Accuracy of predicted class ids against gold ids: {"accuracy", "per_instance": {"accuracy": [0.0 | 1.0]}}."""
     predictions, references = np.asarray(predictions), np.asarray(references)
     _check_same_length(predictions, references, "predictions", "references")
     correct = (predictions == references).astype(float)
     return {"accuracy": float(correct.mean()) if len(correct) else 0.0, "per_instance": {"accuracy": correct.tolist()}}
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# Token classification
-# ----------------------------------------------------------------------------------------------------------------
-
-
 def iob1_to_iob2(tags: Sequence[str]) -> list[str]:
-    """Convert one sentence's IOB1 tags (CoNLL-2003 files) to IOB2 (every entity starts with B-).
-
-    In IOB1 an entity starts with I- and B- appears only between two adjacent entities of the same type. An I-X tag
-    becomes B-X when the previous tag is O or has another type; IOB2 input is returned unchanged.
-
-    Args:
-        tags: tag strings such as "O", "I-PER", "B-LOC".
-
-    Returns:
-        The IOB2 tags, a new list of the same length.
-    """
+    """One sentence's IOB1 tags (CoNLL-2003 files: an entity starts with I-, B- only separates two adjacent entities
+    of one type) as IOB2, a new list: I-X becomes B-X after O or another type; IOB2 input comes back unchanged."""
     converted = []
     for i, tag in enumerate(tags):
         if tag.startswith("I-"):
@@ -142,22 +82,10 @@ def word_level_predictions(
     n_words: int | None = None,
     default: int | None = None,
 ) -> list[int]:
-    """Collapse one sequence's sub-token predictions to one prediction per word.
-
-    Args:
-        predictions: predicted label id per sub-token.
-        word_ids: word index per sub-token (`BatchEncoding.word_ids()`); None or -100 for special tokens.
-        strategy: "first" (label of the first sub-token, the transformers convention used for training labels) or
-            "majority" (most frequent sub-token label, ties to the first seen, as the EncodEval harness does).
-        n_words: the sentence's number of words. When given, the result has exactly one entry per word and a word
-            without any sub-token (cut by truncation, or emptied by the tokenizer's normalizer) gets `default`, so
-            later words keep their positions.
-        default: the label id for words without a sub-token (required with `n_words`).
-
-    Returns:
-        Without `n_words`: one predicted label id per word that kept at least one sub-token, in word order.
-        With `n_words`: `n_words` label ids, position i for word i.
-    """
+    """One sequence's predicted label ids per sub-token collapsed to one per word, by `word_ids` (None or -100 for
+    special tokens): the first sub-token's ("first", as training labels) or the most frequent, ties to the first seen
+    ("majority", as the EncodEval harness). Only the words that kept a sub-token, in word order; with `n_words`,
+    exactly one label per word (position i for word i), a word without a sub-token getting `default`."""
     if strategy not in ("first", "majority"):
         raise ValueError(f"strategy must be 'first' or 'majority', got {strategy!r}")
     if n_words is not None and default is None:
@@ -177,18 +105,14 @@ def word_level_predictions(
 def token_micro_f1(
     predictions: Sequence[Sequence], references: Sequence[Sequence], include_o: bool = True, o_label="O"
 ) -> float:
-    """Token-level micro-F1 (sklearn micro average over flattened word labels; word accuracy when "O" counts).
-
-    Args:
-        predictions: per sentence, predicted labels (ids or strings) per word.
-        references: per sentence, gold labels per word; positions whose gold is -100 are dropped.
-        include_o: count the "O" class (then the score equals word accuracy).
-        o_label: the outside label, as it appears in the inputs (e.g. "O" or its id).
-
-    Returns:
-        The micro-F1 in [0, 1].
-    """
-    gold, pred = _flatten_labelled(predictions, references)
+    """Token-level micro-F1: sklearn's micro average over the flattened word labels (ids or strings) of every
+    sentence, positions whose gold is -100 dropped. With `include_o` the outside label `o_label` counts like any
+    other class and the score equals word accuracy; without, the average is over the entity labels only."""
+    _check_same_length(predictions, references, "predictions", "references")
+    pairs = [(g if isinstance(g, str) else int(g), p if isinstance(p, str) else int(p))
+             for p_seq, g_seq in zip(predictions, references) for p, g in zip(p_seq, g_seq)
+             if isinstance(g, str) or g != IGNORE_INDEX]
+    gold, pred = [g for g, _ in pairs], [p for _, p in pairs]
     labels = None
     if not include_o:
         labels = sorted({x for x in gold + pred if x != o_label}, key=str)
@@ -198,18 +122,9 @@ def token_micro_f1(
 
 
 def macro_f1_present_labels(prediction: Sequence, reference: Sequence) -> float:
-    """One sentence's EncodEval TC score: macro-F1 over the labels present in its gold or predicted tags ("O" too).
-
-    Equals sklearn `f1_score(reference, prediction, average="macro")` (its default label set is the union of both
-    sides; a label present on one side only has F1 0). See the module docstring for the evidence.
-
-    Args:
-        prediction: predicted labels (strings or ids), one per word.
-        reference: gold labels, one per word (same length).
-
-    Returns:
-        The macro-F1 in [0, 1] (0.0 for an empty sentence, as sklearn).
-    """
+    """One sentence's EncodEval TC score: macro-F1 over the labels present in its gold or predicted tags ("O" too),
+    one label per word on each side; sklearn `f1_score(reference, prediction, average="macro")` (a label on one side
+    only has F1 0; an empty sentence scores 0.0); the evidence: docs/protocol.md, "The TC score"."""
     if len(prediction) != len(reference):
         raise ValueError(f"{len(prediction)} predicted labels for {len(reference)} gold labels; align to words first")
     predicted, gold = collections.Counter(prediction), collections.Counter(reference)
@@ -220,19 +135,9 @@ def macro_f1_present_labels(prediction: Sequence, reference: Sequence) -> float:
 
 
 def token_classification_scores(predictions: Sequence[Sequence[str]], references: Sequence[Sequence[str]]) -> dict:
-    """EncodEval's per-sentence macro-F1, entity F1 (seqeval, strict IOB2) and token micro-F1, with per-sentence values.
-
-    Args:
-        predictions: per sentence, predicted IOB2 tag strings per word.
-        references: per sentence, gold IOB2 tag strings per word (same lengths).
-
-    Returns:
-        {"sentence_macro_f1", "entity_precision", "entity_recall", "entity_f1", "token_micro_f1", "token_accuracy",
-        "per_instance": {"sentence_macro_f1", "entity_f1", "entity_tp", "entity_pred", "entity_gold",
-        "token_correct", "token_count"}}. sentence_macro_f1 is the mean of its per-sentence values (the paper's TC
-        score). Per-sentence entity F1 is 1.0 when a sentence has no gold and no predicted entity; the counts let a
-        bootstrap recompute corpus-level F1 exactly (sum tp / sum pred / sum gold).
-    """
+    """The TC scores (`METRICS["tc"]`, and "per_instance": the module's table) of predicted against gold IOB2 tag
+    strings, per sentence one per word. Per-sentence entity F1 is 1.0 when a sentence has no gold and no predicted
+    entity; the counts let a bootstrap recompute corpus-level F1 exactly (sum tp / sum pred / sum gold)."""
     _check_same_length(predictions, references, "predictions", "references")
     for i, (pred, gold) in enumerate(zip(predictions, references)):
         if len(pred) != len(gold):
@@ -242,8 +147,7 @@ def token_classification_scores(predictions: Sequence[Sequence[str]], references
     keys = ("sentence_macro_f1", "entity_f1", "entity_tp", "entity_pred", "entity_gold", "token_correct", "token_count")
     per = {k: [] for k in keys}
     for pred, gold in zip(y_pred, y_true):
-        gold_entities = _strict_entities(gold)
-        pred_entities = _strict_entities(pred)
+        gold_entities, pred_entities = _strict_entities(gold), _strict_entities(pred)
         tp = len(gold_entities & pred_entities)
         per["sentence_macro_f1"].append(macro_f1_present_labels(pred, gold))
         per["entity_tp"].append(tp)
@@ -256,9 +160,9 @@ def token_classification_scores(predictions: Sequence[Sequence[str]], references
     n_tokens = sum(per["token_count"])
     return {
         "sentence_macro_f1": _mean(per["sentence_macro_f1"]),
-        "entity_precision": float(seqeval_precision_score(y_true, y_pred, **kwargs)),
-        "entity_recall": float(seqeval_recall_score(y_true, y_pred, **kwargs)),
-        "entity_f1": float(seqeval_f1_score(y_true, y_pred, **kwargs)),
+        "entity_precision": float(seqeval.metrics.precision_score(y_true, y_pred, **kwargs)),
+        "entity_recall": float(seqeval.metrics.recall_score(y_true, y_pred, **kwargs)),
+        "entity_f1": float(seqeval.metrics.f1_score(y_true, y_pred, **kwargs)),
         "token_micro_f1": token_micro_f1(y_pred, y_true),
         "token_accuracy": sum(per["token_correct"]) / n_tokens if n_tokens else 0.0,
         "per_instance": per,
@@ -270,24 +174,9 @@ def _strict_entities(tags: list[str]) -> set[tuple]:
     return {e.to_tuple()[1:] for e in Entities([tags], IOB2).entities[0]}
 
 
-def _flatten_labelled(predictions, references) -> tuple[list, list]:
-    _check_same_length(predictions, references, "predictions", "references")
-    gold, pred = [], []
-    for p_seq, g_seq in zip(predictions, references):
-        for p, g in zip(p_seq, g_seq):
-            if isinstance(g, str) or g != IGNORE_INDEX:
-                gold.append(g if isinstance(g, str) else int(g))
-                pred.append(p if isinstance(p, str) else int(p))
-    return gold, pred
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Extractive QA (SQuAD v1.1 and v2.0 official rules)
-# ----------------------------------------------------------------------------------------------------------------
-
-
 _PUNCTUATION = str.maketrans("", "", string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
+SQUAD_VERSIONS = ("v1.1", "v2.0")
 
 
 def normalize_answer(text: str) -> str:
@@ -297,51 +186,26 @@ def normalize_answer(text: str) -> str:
     return " ".join(text.split())
 
 
-SQUAD_VERSIONS = ("v1.1", "v2.0")
-
-
 def squad_exact_f1(prediction: str, gold_answers: Sequence[str], version: str = "v2.0") -> tuple[float, float]:
-    """EM and F1 of one prediction, max over gold answers, by the rules of the official script of `version`.
+    """(exact_match, f1) of one predicted answer ("" = none), max over the gold answer texts, by the official script
+    of `version`: "v1.1" (SQuAD, ReCoRD) or "v2.0" (SQuAD v2).
 
-    v2.0: gold answers that normalise to "" are dropped; if none is left the question is unanswerable and both
-    scores are 1 iff the prediction normalises to "" too. v1.1: every gold answer counts as given; a pair with no
-    common token scores F1 0, even when both sides normalise to "" (the v1.1 script's rule).
-
-    Args:
-        prediction: predicted answer text ("" = no answer).
-        gold_answers: gold answer texts; under v2.0 an empty list marks an unanswerable question.
-        version: "v1.1" (SQuAD, ReCoRD) or "v2.0" (SQuAD v2).
-
-    Returns:
-        (exact_match, f1), each in [0, 1].
+    v2.0: gold answers that normalise to "" are dropped; if none is left (an empty list too) the question is
+    unanswerable and both scores are 1 iff the prediction normalises to "" too. v1.1: every gold answer counts as
+    given; a pair with no common token scores F1 0, even when both sides normalise to "" (the v1.1 script's rule).
     """
     if version not in SQUAD_VERSIONS:
         raise ValueError(f"version={version!r}: use one of {SQUAD_VERSIONS}")
-    if version == "v1.1":
-        golds = list(gold_answers) or [""]
-        exact = max(float(normalize_answer(prediction) == normalize_answer(g)) for g in golds)
-        return exact, max(_token_f1_v1(prediction, g) for g in golds)
-    golds = [g for g in gold_answers if normalize_answer(g)] or [""]
-    exact = max(float(normalize_answer(prediction) == normalize_answer(g)) for g in golds)
-    return exact, max(_token_f1(prediction, g) for g in golds)
+    golds = list(gold_answers) if version == "v1.1" else [g for g in gold_answers if normalize_answer(g)]
+    exact = max(float(normalize_answer(prediction) == normalize_answer(g)) for g in golds or [""])
+    return exact, max(_token_f1(prediction, g, version) for g in golds or [""])
 
 
-def _token_f1_v1(prediction: str, gold: str) -> float:
-    common = (collections.Counter(normalize_answer(prediction).split())
-              & collections.Counter(normalize_answer(gold).split()))
-    overlap = sum(common.values())
-    if overlap == 0:
-        return 0.0
-    return _f1(overlap, len(normalize_answer(prediction).split()), len(normalize_answer(gold).split()), empty=0.0)
-
-
-def _token_f1(prediction: str, gold: str) -> float:
+def _token_f1(prediction: str, gold: str, version: str) -> float:
     pred_tokens, gold_tokens = normalize_answer(prediction).split(), normalize_answer(gold).split()
-    if not pred_tokens or not gold_tokens:
-        # The v2 script's rule: if either side is empty, F1 is 1 iff both are.
+    if version == "v2.0" and (not pred_tokens or not gold_tokens):  # v2: if either side is empty, F1 is 1 iff both are
         return float(pred_tokens == gold_tokens)
-    common = collections.Counter(pred_tokens) & collections.Counter(gold_tokens)
-    overlap = sum(common.values())
+    overlap = sum((collections.Counter(pred_tokens) & collections.Counter(gold_tokens)).values())
     return _f1(overlap, len(pred_tokens), len(gold_tokens), empty=0.0)
 
 
@@ -349,19 +213,9 @@ def squad_scores(
     predictions: Sequence[str], references: Sequence[Sequence[str]], ids: Sequence[str] | None = None,
     version: str = "v2.0",
 ) -> dict:
-    """SQuAD EM/F1 averaged over questions, by the official rules of `version`.
-
-    Args:
-        predictions: predicted answer text per question ("" = no answer).
-        references: gold answer texts per question (the "text" list of the `answers` column; [] = no answer).
-        ids: optional question ids, copied into the per-instance dict.
-        version: "v2.0" (adds HasAns/NoAns splits when a gold list is empty or normalises to empty) or "v1.1".
-
-    Returns:
-        {"exact_match", "f1", "per_instance": {"id", "exact_match", "f1"}}, plus under v2.0 "HasAns_exact_match",
-        "HasAns_f1", "HasAns_total", "NoAns_exact_match", "NoAns_f1", "NoAns_total" when any question is
-        unanswerable, as the official v2.0 script reports.
-    """
+    """SQuAD EM/F1 averaged over questions (`squad_exact_f1` of each text and its gold answer texts), with
+    "per_instance" {"id" (`ids`, or None), "exact_match", "f1"}; under v2.0, when any question is unanswerable, also
+    HasAns_ / NoAns_ exact_match, f1 and total, as the official v2.0 script reports."""
     _check_same_length(predictions, references, "predictions", "references")
     scores = [squad_exact_f1(p, golds, version) for p, golds in zip(predictions, references)]
     exact = [s[0] for s in scores]
@@ -378,11 +232,6 @@ def squad_scores(
     return result
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# Retrieval
-# ----------------------------------------------------------------------------------------------------------------
-
-
 def retrieval_scores(
     run: Mapping[str, Mapping[str, float]],
     qrels: Mapping[str, Mapping[str, int]],
@@ -390,17 +239,9 @@ def retrieval_scores(
     mrr_k: int = 10,
     recall_k: int = 100,
 ) -> dict:
-    """NDCG@k, MRR@k and recall@k of a run against qrels, trec_eval conventions (see module docstring).
-
-    Args:
-        run: {query id: {doc id: score}}, higher score = more relevant; any number of documents per query.
-        qrels: {query id: {doc id: graded relevance}}; documents with relevance > 0 are relevant.
-        ndcg_k, mrr_k, recall_k: cut-offs (paper: 10, 10, 100).
-
-    Returns:
-        {"ndcg@10", "mrr@10", "recall@100", "per_instance": {"qid", "ndcg@10", "mrr@10", "recall@100"}} with the
-        keys named after the cut-offs; per-instance lists follow sorted query ids.
-    """
+    """NDCG@k, MRR@k and recall@k (keys named after the cut-offs; paper: 10, 10, 100) of a run {query id: {doc id:
+    score}} (higher = more relevant) against qrels {query id: {doc id: graded relevance}}, trec_eval conventions
+    (module docstring), and "per_instance": the same per query, in sorted query id order under "qid"."""
     names = (f"ndcg@{ndcg_k}", f"mrr@{mrr_k}", f"recall@{recall_k}")
     per = {"qid": sorted(qrels), **{n: [] for n in names}}
     for qid in per["qid"]:
@@ -429,23 +270,10 @@ def _ndcg(top: list[str], judged: Mapping[str, int], k: int) -> float:
     return dcg / idcg if idcg > 0 else 0.0
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# Recomputing a result file's scores from its stored predictions
-# ----------------------------------------------------------------------------------------------------------------
-
-
 def rescore(family: str, records: Sequence[Mapping], squad_version: str = "v2.0") -> dict:
-    """The aggregate scores of one split, recomputed from the per-instance records of a result file.
-
-    Args:
-        family: "sc", "tc", "qa" or "ir".
-        records: `result["per_instance"][split]`: each holds the prediction and the reference (ir: the ranking
-            and the judged documents' relevance).
-        squad_version: the qa task's rules ("v1.1" or "v2.0").
-
-    Returns:
-        The same dict the family's scorer returned when the run was scored (per-instance lists included).
-    """
+    """The dict `family`'s scorer returned for one split, recomputed from the result file's per-instance `records`
+    (`result["per_instance"][split]`: prediction and reference; ir: the ranking and the judged documents'
+    relevance); `squad_version`: a qa task's rules."""
     if family == "sc":
         return accuracy([r["prediction"] for r in records], [r["reference"] for r in records])
     if family == "tc":
@@ -488,11 +316,6 @@ def _tc_scores(records: Sequence[Mapping]) -> dict:
              macro_f1_present_labels(r["prediction"], r["reference"]) for r in records]
     counts = [sum(r[key] for r in records) for key in ("entity_tp", "entity_pred", "entity_gold")]
     return {"sentence_macro_f1": _mean(macro), "entity_f1": _f1(*counts, empty=0.0)}
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Small shared helpers
-# ----------------------------------------------------------------------------------------------------------------
 
 
 def _f1(tp: int, n_pred: int, n_gold: int, empty: float) -> float:

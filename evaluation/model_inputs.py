@@ -16,19 +16,13 @@ from evaluation.attention import resolved_attention
 from evaluation.finetune_args import ProtocolArgs, identity_settings
 
 LENGTH_MARGIN = 0.99  # the original harness: max length = round(0.99 * min(the model's positions, 2048))
-
 LENGTH_LIMIT = 2048  # the original harness's default max_length (EncodEval): 2028 tokens at most
-
 QA_STRIDE_SHARE = 3  # a QA window shorter than --qa_max_length overlaps by at most a third of it (128 / 384)
 
 
-
 def load_finetuning_tokenizer(model_path: str | os.PathLike):
-    """Load a model directory's tokenizer, with a one-line error when it has none, padding and truncating on the
-    right (`pad_right`).
-
-    A tokenizer without a pad token (Llama-3) pads with eos: padded positions are masked out by the attention mask,
-    so the id only has to be a valid one.
+    """A model directory's tokenizer (a one-line error when it has none), padding and truncating on the right
+    (`pad_right`); one without a pad token (Llama-3) pads with eos: padded positions are masked, any valid id will do.
     """
     directory = Path(model_path)
     if directory.is_dir() and not any((directory / name).is_file() for name in model_folders.TOKENIZER_FILES):
@@ -46,14 +40,12 @@ def load_finetuning_tokenizer(model_path: str | os.PathLike):
     return pad_right(tokenizer)
 
 
-
 def pad_right(tokenizer):
     """Pad and truncate on the right, whatever the tokenizer ships (decoders often ship `padding_side="left"`):
     TC labels, QA start/end positions and their post-processing index tokens from the start of the text, CLS
     pooling reads position 0, absolute position embeddings count from the first token. Returns the tokenizer."""
     tokenizer.padding_side = tokenizer.truncation_side = "right"
     return tokenizer
-
 
 
 def positions(model_path: str | os.PathLike) -> int:
@@ -65,11 +57,9 @@ def positions(model_path: str | os.PathLike) -> int:
     return int(value)
 
 
-
 def default_length(model_path: str | os.PathLike) -> int:
     """The original harness's input length: round(0.99 * min(max_position_embeddings, 2048)), 2028 at most."""
     return round(LENGTH_MARGIN * min(positions(model_path), LENGTH_LIMIT))
-
 
 
 def max_length(args: ProtocolArgs, model_path) -> int:
@@ -83,14 +73,12 @@ def max_length(args: ProtocolArgs, model_path) -> int:
     return args.max_length
 
 
-
 def qa_windows(args: ProtocolArgs, model_path) -> tuple[int, int]:
     """(window length, stride) of the QA windows on `model_path`: `--qa_max_length` capped at `default_length`,
     `--doc_stride` at most a third of a window that had to be cut (BERT with 256 positions: 253 and 84)."""
     length = min(args.qa_max_length, default_length(model_path))
     stride = args.doc_stride if length == args.qa_max_length else min(args.doc_stride, length // QA_STRIDE_SHARE)
     return length, stride
-
 
 
 def resolved_pair_encoding(model_path: str | os.PathLike, pair_encoding: str) -> str:
@@ -100,7 +88,6 @@ def resolved_pair_encoding(model_path: str | os.PathLike, pair_encoding: str) ->
         return "joined"
     config = AutoConfig.from_pretrained(model_path, trust_remote_code=True).get_text_config()
     return "segments" if (getattr(config, "type_vocab_size", None) or 0) > 1 else "joined"
-
 
 
 def resolve_inputs(args: ProtocolArgs, model_path) -> ProtocolArgs:
@@ -113,7 +100,6 @@ def resolve_inputs(args: ProtocolArgs, model_path) -> ProtocolArgs:
                                pair_encoding=resolved_pair_encoding(model_path, args.pair_encoding))
 
 
-
 def inputs_identity(args: ProtocolArgs, family: str) -> dict:
     """The resolved input settings of `resolve_inputs` a `family` result depends on (part of its identity; the pair
     encoding only when it is `segments`: `finetune_args.SETTINGS`)."""
@@ -121,10 +107,8 @@ def inputs_identity(args: ProtocolArgs, family: str) -> dict:
 
 
 def check_labels(model_path: str | os.PathLike, task) -> None:
-    """Refuse a checkpoint that already has a classifier for another label set (e.g. a fine-tuned model).
-
-    Configs whose labels are the untouched defaults (LABEL_0, LABEL_1) are fine: the head is new.
-    """
+    """Refuse a checkpoint that already has a classifier for another label set (e.g. a fine-tuned model); labels
+    that are the untouched defaults (LABEL_0, LABEL_1) are fine: the head is new."""
     if task.family not in ("sc", "tc"):
         return
     config = AutoConfig.from_pretrained(model_path, trust_remote_code=True)
@@ -134,7 +118,6 @@ def check_labels(model_path: str | os.PathLike, task) -> None:
             f"label set mismatch: {model_path} was trained for labels {names} but task {task.name!r} "
             f"has {task.labels}; start from a pretrained (not fine-tuned) checkpoint"
         )
-
 
 
 def check_head(model_path: str | os.PathLike, family: str) -> None:
@@ -153,7 +136,6 @@ def check_head(model_path: str | os.PathLike, family: str) -> None:
     config = AutoConfig.from_pretrained(model_path, trust_remote_code=True)
     if type(config) not in mapping and auto not in (getattr(config, "auto_map", None) or {}):
         raise ValueError(f"{model_path} ({config.model_type}) has no {auto} class; drop its {family} tasks")
-
 
 
 def label_kwargs(task) -> dict:

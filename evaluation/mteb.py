@@ -6,44 +6,13 @@
     python -m evaluation.mteb --model results/610m-mlm40-42k/msmarco/lr5e-05-seed0.model --tasks scifact  # fine-tuned
     python -m evaluation.mteb --model out/tiny --tasks scifact --max_eval 40 --output /tmp/results           # smoke run
 
-`evaluation.run` scores retrieval with this project's NDCG (`evaluation.metrics`, tested equal to mteb's). This tool
-hands the model to `mteb.evaluate` instead, so the numbers are mteb's own: its encoding loop, its search, its
-pytrec_eval scores. It never trains.
-
-Tasks (`--tasks`, comma-separated):
-- this project's IR tasks by name or YAML path (`scifact`, `squad_pairs`, a custom BEIR YAML; `msmarco`, `nq`,
-  `mldr` with `--source hub`): the test split exactly as `evaluation.tasks.load_splits` gives it to the grid (same
-  `--ir_corpus` / `--ir_relevance` / `--max_eval`), wrapped as a local mteb `AbsTaskRetrieval`. Offline.
-- any retrieval task of mteb's registry by its mteb name (`SciFact`, `NQ`, `MSMARCO`; a multilingual one needs its
-  subset, `MultiLongDocRetrieval:en`): mteb loads its data from the Hub (online, or from the datasets cache). Its
-  split is "test" when the task has one, else its only evaluation split (MSMARCO: "dev"); its corpus is mteb's full
-  corpus; `--max_eval N` keeps N queries sampled with seed 42. Project names are looked up first (`scifact` is the
-  bundle's SciFact, `SciFact` mteb's).
-
-Models (`--model`, comma-separated, `NAME=DIR|ID` to choose the name results are filed under):
-- a directory with sentence-transformers files (our pretrained checkpoints ship them; `evaluation.run
-  --save_models` writes fine-tuned IR models so): `SentenceTransformer(dir, trust_remote_code=True)`, i.e. the
-  model's own pooling, prompts, attention and max length. A fine-tuned model (it has `finetune_info.json`) is filed
-  as `<base model>-<task>-lr<lr>-seed<seed>` and its record says what it was fine-tuned from.
-- a plain Hugging Face encoder directory: mean pooling over it (`--pooling cls|last`) with the task's "Query: " /
-  "Document: " prompts (`--query_prompt`, `--document_prompt`),
-  bidirectional, inputs up to 99% of its positions, as the grid builds it (`evaluation.retrieval.build_model`).
-- a Hub id `org/name[@revision]`, resolved as `evaluation.run` does (`evaluation.resolve`: the Hub cache; offline,
-  the cache alone).
-
-Results: one record per (model, task) in the grid's layout, `<output>/<model>/<task>-mteb/lr0-seed0.json`
-(`result_path`), so `analysis.report` lists it as its own row (task `<task>-mteb`, one "run", best_lr 0), never
-averaged with fine-tuned runs; the report's findings leave such tasks out. The record has the grid's fields
-(format, model, task, family "ir", status, main_metric "ndcg@10", test scores under the project's names, per query
-ndcg@10 / mrr@10 / recall@100 as mteb computed them with the top-100 ranking and the judgements, trivial_baseline,
-identity, versions, git_commit) plus `"evaluation": "mteb"`, `"zero_shot"`, every mteb score of the split
-(`mteb_scores`) and `finetuned_from` for a fine-tuned model. `validation` is null: nothing is selected on it.
-Identity = the model's files (weights, tokenizer, sentence-transformers files), the task (definition and data
-files, or mteb name, dataset revision, subset and split) and the settings (mteb version, prompts, pooling, max
-length, dtype, batch size, subsets). A finished record with the same identity is skipped; another identity is
-refused unless `--rerun_changed` (the old file is moved aside); a file there that this tool did not write is never
-touched. Bad input (unknown task, a non-retrieval mteb task, a model without config.json, mteb data that cannot be
-loaded) is one line and exit status 2 before any model is run.
+The model goes to `mteb.evaluate`, so the numbers are mteb's own (its encoding loop, search and pytrec_eval scores);
+nothing is trained. A task is a project IR task (name or YAML path, looked up first: its test split as the grid
+loads it, wrapped as a local `AbsTaskRetrieval`) or a retrieval task of mteb's registry (`NAME[:SUBSET]`, data from
+the Hub). A model is a sentence-transformers folder (its own pooling, prompts and max length), a plain encoder
+(pooled and prompted as the grid builds it) or a Hub id. Each (model, task) is one record in the grid's layout,
+`<output>/<model>/<task>-mteb/lr0-seed0.json`, skipped when finished with the same identity, refused when of another
+unless `--rerun_changed`; a file this tool did not write is never touched. docs/evaluation.md says the rest.
 """
 
 from __future__ import annotations
@@ -123,20 +92,12 @@ class MtebArgs:
 
 @dataclass
 class Target:
-    """One task as mteb evaluates it.
+    """One task as mteb evaluates it."""
 
-    Attributes:
-        name: the results' task name (`<task>-mteb`).
-        task: the mteb `AbsTaskRetrieval`, its data loaded (one subset, one split).
-        identity: what decides its scores besides the model and the settings.
-        prompts: the prompts a model without sentence-transformers files is given.
-        split, subset: what mteb evaluates.
-    """
-
-    name: str
-    task: object
-    identity: dict
-    prompts: dict
+    name: str  # the results' task name (`<task>-mteb`)
+    task: object  # the mteb `AbsTaskRetrieval`, its data loaded (one subset, one split)
+    identity: dict  # what decides its scores besides the model and the settings
+    prompts: dict  # what a model without sentence-transformers files is given
     split: str
     subset: str
 
@@ -151,11 +112,6 @@ class Model:
     identity: dict
     finetuned_from: dict | None
     sentence_transformers: bool  # ships sentence-transformers files (else: mean pooling built here)
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Tasks
-# ---------------------------------------------------------------------------------------------------------------
 
 
 def project_task(task: tasks.Task, args: MtebArgs) -> Target:
@@ -262,11 +218,6 @@ def resolve_task(spec: str, args: MtebArgs) -> Target:
     return registry_task(spec, args)
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Models
-# ---------------------------------------------------------------------------------------------------------------
-
-
 def resolve_model_entry(spec: str) -> Model:
     """One `--model` entry: resolved as `evaluation.run` does (a fine-tuned model is named after what it was
     fine-tuned from), checked, and identified by its files."""
@@ -284,9 +235,8 @@ def resolve_model_entry(spec: str) -> Model:
     if has_st:  # the pooling, prompts and max length decide the embeddings too
         model_id["sentence_transformers"] = {f: artifacts.file_sha256(Path(path) / f)
                                              for f in SENTENCE_TRANSFORMERS_FILES if (Path(path) / f).is_file()}
-    finetuned = None
-    if info:
-        finetuned = {k: info.get(k) for k in ("base_model", "base_model_source", "task", "lr", "seed", "result")}
+    keys = ("base_model", "base_model_source", "task", "lr", "seed", "result")
+    finetuned = {k: info.get(k) for k in keys} if info else None
     return Model(name, path, source, model_id, finetuned, has_st)
 
 
@@ -328,22 +278,10 @@ def encoder_settings(encoder) -> dict:
             "attention": attention.pattern(transformers_modules[0].auto_model) if transformers_modules else None}
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Evaluation and records
-# ---------------------------------------------------------------------------------------------------------------
-
-
 def evaluate(encoder, target: Target, batch_size: int) -> dict:
-    """Run `mteb.evaluate` on one task.
-
-    mteb computes per-query scores (pytrec_eval) and the ranking, then passes them to the task's
-    `task_specific_scores` hook, which subclasses may override; this wraps the hook on the task instance to keep
-    them. Nothing of mteb's scoring is replaced.
-
-    Returns:
-        {"scores": mteb's score dict of the split, "per_query": {qid: pytrec_eval scores}, "qrels", "run":
-        {qid: {doc: score}} (mteb's top 1000), "corpus_size"}.
-    """
+    """Run `mteb.evaluate` on one task: {"scores": mteb's score dict of the split, "per_query": {qid: pytrec_eval
+    scores}, "qrels", "run": {qid: {doc: score}} (mteb's top 1000), "corpus_size"}. The per-query scores and the
+    ranking are kept by wrapping the task instance's `task_specific_scores` hook; mteb's scoring is not replaced."""
     import mteb
 
     task, captured = target.task, {}
@@ -424,13 +362,8 @@ class Job:
 
 
 def list_jobs(args: MtebArgs) -> list[Job]:
-    """Check every input and list the records to write, before any model is run.
-
-    Each model is loaded once here (its encoder settings are part of the identity) and again to evaluate.
-
-    Raises:
-        ValueError / FileNotFoundError: one line naming the bad input.
-    """
+    """Check every input (one-line ValueError / FileNotFoundError) and list the records to write, before any model is
+    run. Each model is loaded once here (its encoder settings are part of the identity) and again to evaluate."""
     specs = cli.split_paths(args.model)
     task_specs = cli.split_list(args.tasks)
     if not specs or not task_specs:

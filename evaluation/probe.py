@@ -1,8 +1,8 @@
 """Frozen-feature probes: what an encoder's features already hold, without fine-tuning it.
 
 A probe reads the last hidden states of a frozen model (any transformers encoder, or a decoder with the attention
-it is asked to use) and fits only a linear classifier on top, so it costs forward passes alone: the downstream
-measure a CPU affords for a 135M-parameter model (`recipes.real_decoder`). Per family:
+it is asked to use) and fits only a linear classifier on top: forward passes alone, the downstream measure a CPU
+affords for a 135M-parameter model (`recipes.real_decoder`). Per family:
 - sc: the mean of the sentence's token states (padding excluded) -> multinomial logistic regression -> accuracy.
 - tc: the state of each word's first token (`token_classification.align_labels`, "first" labelling) -> logistic
   regression over the tags -> the task's scores (`metrics.token_classification_scores`: entity F1 and the rest).

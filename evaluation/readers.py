@@ -1,35 +1,11 @@
-"""Dataset readers: one plain function per offline file format, registered in `READERS`, and the Hub reader.
+"""Dataset readers: one plain function per offline file format, registered in `READERS`, and the Hub readers.
 
-The task registry (`evaluation.tasks`) resolves a task's files, then calls the reader of its `offline.format`
-with the `offline:` settings that the format's `READERS` entry names, as keyword arguments. Every file may be
-gzip-compressed (a name ending in .gz).
-
-Offline formats and their options (keys of a task YAML's `offline:` block):
-    tsv     GLUE style, tab-separated, quoting off (a `"` is text). `columns` maps each input field to a header
-            name, or to a 0-based column number when `header: false` (default true: the first row is a header).
-            Values are stripped of surrounding whitespace.
-    jsonl   one JSON object per line. `columns` maps each input field to a key.
-    conll   one token per line, a blank line between sentences. `token_column` (default 0) and `tag_column`
-            (default -1: the last) are 0-based; `separator` splits a line (null, the default: any whitespace);
-            a blank or whitespace-only line ends a sentence; lines starting with `comment_prefix` (default null:
-            none) are skipped, token lines too (`#` would drop a tweet's `#love<TAB>O`); a line whose first
-            column is `docstart` (default -DOCSTART-) ends the sentence and is dropped; `token_prefix` (e.g.
-            "en:") is stripped from tokens.
-    squad   SQuAD v1.1 / v2.0 JSON ({"data": [{"title", "paragraphs": [{"context", "qas": [...]}]}]}); no options.
-            A question marked `is_impossible` has no answer.
-    beir    `corpus` and `queries`: JSON lines of {"_id", "text"} (the corpus may add "title"); `qrels`:
-            {role: TSV file}, each with BEIR's header query-id<TAB>corpus-id<TAB>score (optional) and one
-            judgement per line; `doc_template` (default "{text}") builds a document from "title" and "text".
-The record formats (tsv, jsonl, conll, squad) return raw records, one dict per example with the fields the task
-names (tc: "tokens" and "tags"; qa: "id", "title", "question", "context", "answers"); they are cached in-process
-per (format, path, modification time, options) by `read_records`. beir returns texts by id and judgements.
-
-Hub source (`hub:`): `read_hub` reads the `splits` ({role: Hub split}) of a Hub dataset (or a local folder) with
-`datasets.load_dataset(path, name, revision=revision)` and keeps its `columns` ({field: column}; default: every
-column under its own name); integer labels stored as `ClassLabel` become the feature's names. `read_hub_retrieval`
-reads the mteb/BEIR layout: `corpus` / `queries` ({name, split}: a config and, when it has several, its split),
-`qrels` ({name, splits: {role: split}}), and training pairs from another dataset (`train_pairs`: {path, name,
-split, revision, columns: {"query": column, "positive": column}}).
+`evaluation.tasks` calls the reader of a task's `offline.format` with the `offline:` settings its `READERS` entry
+names, as keyword arguments (docs/evaluation.md, "Adding a dataset", says what each does). Every file may be
+gzip-compressed (a name ending in .gz). The record formats (tsv, jsonl, conll, squad) return raw records, one dict
+per example with the fields the task names (tc: "tokens" and "tags"; qa: "id", "title", "question", "context",
+"answers"), cached in-process by `read_records`; beir returns texts by id and judgements. The Hub source (`hub:`) is
+read by `read_hub` and, for the mteb/BEIR layout, `read_hub_retrieval`.
 """
 
 from __future__ import annotations
@@ -47,22 +23,9 @@ if TYPE_CHECKING:  # datasets is imported where a Hub dataset is read: task defi
     from datasets import Dataset
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# Record formats
-# ----------------------------------------------------------------------------------------------------------------
-
-
 def read_tsv(path: str, columns: dict | None, header: bool = True) -> list[dict]:
-    """Records of a tab-separated file (quoting off).
-
-    Args:
-        path: the file (.gz allowed).
-        columns: {field: header name}, or {field: 0-based column number} when `header` is false.
-        header: whether the first non-empty row names the columns.
-
-    Returns:
-        One {field: stripped cell} per non-empty row.
-    """
+    """One {field: stripped cell} per non-empty row of a tab-separated file (quoting off); `columns`: {field: header
+    name}, or {field: 0-based column number} when the first row is no `header`."""
     columns = _required_columns(path, columns)
     with _open_text(path) as f:
         rows = [row for row in csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE) if row]
@@ -117,11 +80,9 @@ def read_conll(
     docstart: str | None = "-DOCSTART-",
     token_prefix: str | None = None,
 ) -> list[dict]:
-    """Sentences of a CoNLL-style file, one token per line (options: see the module docstring).
-
-    Returns:
-        One {"tokens": [...], "tags": [...]} per sentence, the tags as written (IOB1 is converted by the registry).
-    """
+    """One {"tokens": [...], "tags": [...]} per sentence of a CoNLL-style file, one token per line, a blank or
+    whitespace-only line or a `docstart` line ending a sentence, lines starting with `comment_prefix` skipped, the
+    tags as written (IOB1 is converted by the registry)."""
     prefix = token_prefix or ""
     sentences, tokens, tags = [], [], []
     with _open_text(path) as f:
@@ -147,12 +108,8 @@ def read_conll(
 
 
 def read_squad(path: str) -> list[dict]:
-    """Questions of a SQuAD v1.1 / v2.0 JSON file.
-
-    Returns:
-        One {"id", "title", "question", "context", "answers": {"text": [...], "answer_start": [...]}} per
-        question; an `is_impossible` question has empty answer lists.
-    """
+    """One {"id", "title", "question", "context", "answers": {"text": [...], "answer_start": [...]}} per question of
+    a SQuAD v1.1 / v2.0 JSON file; an `is_impossible` question has empty answer lists."""
     with _open_text(path) as f:
         data = json.load(f)["data"]
     records = []
@@ -171,25 +128,12 @@ def read_squad(path: str) -> list[dict]:
     return records
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# BEIR
-# ----------------------------------------------------------------------------------------------------------------
-
-
 def read_beir(
     corpus: str, queries: str, qrels: dict[str, str], doc_template: str = "{text}"
 ) -> tuple[dict[str, str], dict[str, str], dict[str, dict[str, dict[str, int]]]]:
-    """A BEIR folder's texts and judgements.
-
-    Args:
-        corpus: the corpus JSON-lines file ({"_id", "text", optional "title"} per line).
-        queries: the queries JSON-lines file ({"_id", "text"} per line).
-        qrels: {role: qrels TSV file}.
-        doc_template: str.format template over "title" and "text" (the result is stripped).
-
-    Returns:
-        ({doc id: document}, {query id: query}, {role: {query id: {doc id: score}}}).
-    """
+    """A BEIR folder's texts and judgements, ({doc id: document}, {query id: query}, {role: {query id: {doc id:
+    score}}}), from the `corpus` and `queries` JSON-lines files and {role: qrels TSV file}; a document is
+    `doc_template` over "title" and "text", stripped."""
     docs = {r["_id"]: doc_template.format(title=r.get("title", ""), text=r["text"]).strip()
             for r in _read_beir_jsonl(corpus, ("_id", "text"))}
     texts = {r["_id"]: r["text"] for r in _read_beir_jsonl(queries, ("_id", "text"))}
@@ -240,24 +184,13 @@ def _is_number(text: str) -> bool:
     return True
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# The table the registry uses
-# ----------------------------------------------------------------------------------------------------------------
-
-
 @dataclasses.dataclass(frozen=True)
 class Reader:
-    """An offline format: its reader, and the `offline:` settings passed to it as keyword arguments.
+    """An offline format: its reader, and the `offline:` settings passed to it as keyword arguments."""
 
-    Attributes:
-        read: a record reader `read(path, **options) -> list[dict]`, or for beir `read_beir`.
-        options: names of the `OfflineSource` fields the reader takes.
-        records: True for the record formats (sc, tc, qa tasks); False for beir, read by the ir loader.
-    """
-
-    read: Callable
-    options: tuple[str, ...] = ()
-    records: bool = True
+    read: Callable  # a record reader `read(path, **options) -> list[dict]`, or for beir `read_beir`
+    options: tuple[str, ...] = ()  # names of the `OfflineSource` fields the reader takes
+    records: bool = True  # a record format (sc, tc, qa tasks); False for beir, read by the ir loader
 
 
 READERS: dict[str, Reader] = {
@@ -271,13 +204,8 @@ READERS: dict[str, Reader] = {
 
 
 def read_records(fmt: str, path: Path, options: dict) -> tuple[dict, ...]:
-    """The raw records of one file in a record format (cached in-process: callers must not mutate the records).
-
-    Args:
-        fmt: a record format of `READERS`.
-        path: the file.
-        options: the reader's keyword arguments (its `READERS` entry's options).
-    """
+    """The raw records of one file in the record format `fmt`, read with `options` (the keyword arguments its
+    `READERS` entry names), cached in-process per path, modification time and options: do not mutate them."""
     return _read_file(fmt, str(path), path.stat().st_mtime, json.dumps(options, sort_keys=True))
 
 
@@ -299,11 +227,6 @@ def _open_text(path: str):
     return gzip.open(path, "rt", encoding="utf-8") if path.endswith(".gz") else open(path, encoding="utf-8")
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# Hub
-# ----------------------------------------------------------------------------------------------------------------
-
-
 def hub_split(path: str, name: str | None, split: str | None, revision: str | None) -> Dataset:
     """One split of a Hub (or local folder) dataset; with split None the dataset must have a single split."""
     import datasets
@@ -321,16 +244,9 @@ def hub_split(path: str, name: str | None, split: str | None, revision: str | No
 def read_hub(
     path: str, name: str | None, revision: str | None, splits: dict[str, str], columns: dict | None
 ) -> dict[str, list[dict]]:
-    """Raw records of a Hub dataset's splits.
-
-    Args:
-        path, name, revision: the dataset, as `datasets.load_dataset` takes them.
-        splits: {role: Hub split}.
-        columns: {field: column}; None keeps every column under its own name.
-
-    Returns:
-        {role: [{field: value}]}, `ClassLabel` integers replaced by their names.
-    """
+    """{role: [{field: value}]} of the `splits` ({role: Hub split}) of `datasets.load_dataset(path, name,
+    revision=revision)` (a Hub dataset or a local folder), `columns` {field: column} kept (None: every column under
+    its own name), `ClassLabel` integers replaced by their names."""
     records = {}
     for role, split in splits.items():
         ds = hub_split(path, name, split, revision)
@@ -366,18 +282,10 @@ def read_hub_retrieval(
     train_pairs: dict | None = None,
     doc_template: str = "{text}",
 ) -> tuple[dict[str, str], dict[str, str], dict[str, dict[str, dict[str, int]]], Dataset | None]:
-    """mteb/BEIR layout on the Hub: configs for corpus, queries and qrels; training pairs from another dataset.
-
-    Args:
-        path, revision: the dataset.
-        corpus, queries: {name: config, split: split (optional when the config has one split)}.
-        qrels: {name: config, splits: {role: split}}.
-        train_pairs: {path, name, split, revision, columns: {"query": column, "positive": column}}, or None.
-        doc_template: str.format template over "title" and "text".
-
-    Returns:
-        ({doc id: document}, {query id: query}, {role: {query id: {doc id: score}}}, pairs Dataset or None).
-    """
+    """The mteb/BEIR layout on the Hub, as `read_beir` plus the training pairs Dataset (or None): `corpus` and
+    `queries` {name: config, split (optional when the config has one)}, `qrels` {name: config, splits: {role:
+    split}}, `train_pairs` from another dataset {path, name, split, revision, columns: {"query": column, "positive":
+    column}}."""
     corpus_ds = hub_split(path, corpus.get("name"), corpus.get("split"), revision)
     id_col = "_id" if "_id" in corpus_ds.column_names else "id"
     docs = {str(r[id_col]): doc_template.format(title=r.get("title") or "", text=r["text"]).strip()

@@ -1,10 +1,7 @@
 """The model resolver of `evaluation.run` and `evaluation.mteb`: one `--model` entry (`DIR`, `org/name[@revision]`,
 `NAME=DIR|ID`, split at the first '=' unless the entry is an existing path) to the name its results are filed
-under, a local directory and, for a Hub model, its pinned source.
-
-Local path or Hub id is decided by `core.paths.is_local_path` (an existing path is always local). A model saved by
-the grid (`--save_models`, it holds `finetune_info.json`) is named `<base model>-<task>-lr<lr>-seed<seed>` unless
-`NAME=DIR`.
+under, a local directory and, for a Hub model, its pinned source. A model saved by the grid (`--save_models`, it
+holds `finetune_info.json`) is named `<base model>-<task>-lr<lr>-seed<seed>` unless `NAME=DIR`.
 """
 
 from __future__ import annotations
@@ -38,15 +35,10 @@ def checkpoint_name(path: str | os.PathLike) -> str:
 
 
 def model_name(spec: str, scaled: bool = True) -> tuple[str, str]:
-    """(name, directory) of one local `--model` entry: `NAME=DIR`, else run_info.json's name, else the directory name.
-
-    A study name in run_info.json never claims the paper's run for a checkpoint trained otherwise: with `scaled`, it
-    carries the scale the run records, or `custom` when a run outside the study differs in size or length from its
-    name (`core.names.run_scale`: smoke-610m-mlm40-42k, custom-610m-mlm40-42k). A study files its own checkpoints
-    under the recorded name (`scaled=False`, NAME=DIR) and shows the scale in its report (`--scale`).
-    A bare `checkpoint-N` / `step-N` directory is named after its run (`<run>-checkpoint-N`, `<run>-N`), so two
-    runs' checkpoints never share a name.
-    """
+    """(name, directory) of one local `--model` entry: `NAME=DIR`, else run_info.json's name, else the directory name
+    (a bare `checkpoint-N` / `step-N` one after its run: `<run>-checkpoint-N`, `<run>-N`). With `scaled`, a study name
+    in run_info.json carries the scale the run records, or `custom` when it differs in size or length from its name
+    (`core.names.run_scale`), so it never claims the paper's run; a study files its own checkpoints unscaled."""
     name, path = split_spec(spec)
     path = path.rstrip("/")
     if not name:
@@ -81,13 +73,9 @@ def _check_name(name: str, spec: str) -> None:
 
 def resolve_model(spec: str) -> Resolved:
     """One `--model` entry resolved: a local directory, or a Hub id `org/name[@revision]` resolved through the Hub
-    cache (`snapshot_download`: offline, the cache alone).
-
-    A Hub model is filed under its repo name (`@step-N`: `<repo>-N`, as intermediate checkpoints; another branch or
-    tag: `<repo>-<revision>`; a commit: the repo name), unless `NAME=ID`. Its identity is that of the snapshot's files.
-
-    Raises:
-        ValueError / FileNotFoundError: one line; a Hub id that cannot be resolved says whether the Hub was offline.
+    cache (`snapshot_download`: offline, the cache alone; one that cannot be resolved raises one line saying whether
+    the Hub was offline). A Hub model is filed under its repo name (`@step-N`: `<repo>-N`, as intermediate
+    checkpoints; another branch or tag: `<repo>-<revision>`; a commit: the repo name), unless `NAME=ID`.
     """
     name, location = split_spec(spec)
     repo_id, _, revision = location.partition("@")

@@ -2,13 +2,9 @@
 
 The encoder becomes a `SentenceTransformer` (`Transformer` + `Pooling`: mean by default, `--ir_pooling cls|last`),
 trained on (query, positive) pairs with `MultipleNegativesRankingLoss` (in-batch negatives only, as in the paper) and
-the `NO_DUPLICATES` batch sampler, so a paragraph that answers several queries never appears twice in one batch (a
-duplicate would be a false negative).
-Queries and documents carry the task's prefixes ("Query: " / "Document: ", or `--query_prompt`/`--document_prompt`),
-in training and at evaluation.
-Evaluation ranks the corpus (by default the documents judged in validation or test, pooled into one corpus, with
-binary relevance, as the original harness does) by cosine similarity and scores NDCG@10, MRR@10 and recall@100 with
-`evaluation.metrics.retrieval_scores`.
+the `NO_DUPLICATES` batch sampler (a paragraph answering several queries twice in a batch would be a false negative).
+Queries and documents carry the run's prompts in training and at evaluation, which ranks the corpus by cosine
+similarity and scores it with `evaluation.metrics.retrieval_scores`.
 """
 
 from __future__ import annotations
@@ -20,9 +16,7 @@ from sentence_transformers import (
     SentenceTransformerTrainingArguments,
 )
 from sentence_transformers.base.sampler import BatchSamplers
-from sentence_transformers.sentence_transformer.losses import (
-    MultipleNegativesRankingLoss,
-)
+from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
 from transformers import set_seed
 
@@ -30,8 +24,6 @@ from core import store
 from evaluation import attention, common, finetune_args, metrics, model_inputs
 
 TOP_K = 100  # documents kept per query: enough for recall@100 and NDCG@10
-
-
 POOLING_MODES = {"mean": "mean", "cls": "cls", "last": "lasttoken"}  # `--ir_pooling` -> sentence-transformers' mode
 
 
@@ -58,14 +50,8 @@ def build_model(model_path, task, args: finetune_args.FinetuneArgs) -> SentenceT
 
 
 def rank(model: SentenceTransformer, split, batch_size: int = 64, top_k: int = TOP_K) -> dict[str, dict[str, float]]:
-    """Cosine scores of the `top_k` best documents per query: {query id: {doc id: score}}.
-
-    Args:
-        model: the sentence-embedding model (its "query"/"document" prompts are applied).
-        split: a `tasks.RetrievalSplit` (corpus, queries, qrels).
-        batch_size: encoding batch size.
-        top_k: documents kept per query.
-    """
+    """{query id: {doc id: cosine score}} of the `top_k` best documents per query of a `tasks.RetrievalSplit`, encoded
+    by `model` with its "query"/"document" prompts."""
     doc_ids, query_ids = list(split.corpus), list(split.queries)
     docs = model.encode_document([split.corpus[d] for d in doc_ids], batch_size=batch_size, convert_to_tensor=True)
     queries = model.encode_query([split.queries[q] for q in query_ids], batch_size=batch_size, convert_to_tensor=True)
@@ -78,25 +64,15 @@ def rank(model: SentenceTransformer, split, batch_size: int = 64, top_k: int = T
 
 
 def finetune(model_path, task, args: finetune_args.FinetuneArgs, tokenizer=None) -> common.Finetuned:
-    """Fine-tune `model_path` as a sentence-embedding model on the task's (query, positive) pairs.
-
-    Tasks whose pairs, prompts and budget are equal (MS MARCO, NQ and MLDR all train on MS MARCO pairs) train the
-    same model: `evaluation.run` fine-tunes once and calls `score` for each of them.
-
-    Args:
-        model_path: a pretrained checkpoint directory with a tokenizer.
-        task: an ir `Task` (its query_prefix / document_prefix are the prompts).
-        args: the run's settings.
-        tokenizer: unused (sentence-transformers loads its own); accepted for a uniform signature.
-    """
+    """Fine-tune a checkpoint as a sentence-embedding model on an ir task's (query, positive) pairs, with the run's
+    prompts (`tokenizer`: unused, sentence-transformers loads its own). Tasks whose pairs, prompts and budget are
+    equal train the same model: `evaluation.run` fine-tunes once and calls `score` for each of them."""
     if args.peft != "none":
         raise ValueError(f"--peft {args.peft} covers SC/TC/QA tasks; ir task {task.name} fine-tunes fully only")
     splits = common.task_splits(task, args)
     model = build_model(model_path, task, args)
-    max_steps, epochs = finetune_args.schedule(task, args)
     training_args = common.training_arguments(
-        args, common.trainer_dir(args), max_steps, epochs, cls=SentenceTransformerTrainingArguments,
-        batch_sampler=BatchSamplers.NO_DUPLICATES,
+        args, task, cls=SentenceTransformerTrainingArguments, batch_sampler=BatchSamplers.NO_DUPLICATES,
         prompts={"query": prompts(task, args)["query"], "positive": prompts(task, args)["document"]},
     )
     trainer = SentenceTransformerTrainer(
@@ -107,13 +83,9 @@ def finetune(model_path, task, args: finetune_args.FinetuneArgs, tokenizer=None)
 
 
 def score(finetuned: common.Finetuned, task, args: finetune_args.FinetuneArgs) -> dict:
-    """Rank the task's corpus for its validation and test queries with a fine-tuned model and score retrieval
-    (`ir_corpus`, `ir_relevance`: the corpus and relevance of evaluation).
-
-    Returns:
-        `store.result_body(...)` with ndcg@10, mrr@10, recall@100, and per query its scores, the top-100 document ids
-        in rank order and the judged documents with their relevance.
-    """
+    """`store.result_body(...)` of a fine-tuned model's ranking of the task's corpus for its validation and test
+    queries: ndcg@10, mrr@10, recall@100, and per query its scores, the top-100 document ids in rank order and the
+    judged documents with their relevance."""
     if finetuned.diverged:
         return store.result_body(task.metric)
     model = finetuned.trainer.model

@@ -1,4 +1,4 @@
-"""The fine-tuning grid: every (model, task, learning rate, seed), one result file per run.
+"""The fine-tuning grid: every (model, task, learning rate, seed), one result file per run (docs/evaluation.md).
 
     python -m evaluation.run --model out/610m-mlm40-42k,out/610m-clm-42k --tasks sst2,conll2003,squad,scifact \
         --lrs 1e-5,2e-5,5e-5,1e-4,2e-4,5e-4 --seeds 0,1,2,3,4 --output results/ [--workers 4]
@@ -6,32 +6,13 @@
     python -m evaluation.run --model out/tiny --tasks sst2 --lrs 1e-4 --seeds 0 --max_steps 20 --max_train 500 \
         --max_eval 200 --output /tmp/results        # smoke run
 
-Any Hugging Face encoder directory with a tokenizer works (our checkpoints, a BERT, the native EuroBERT), or a Hub
-id `org/name[@revision]`, resolved through the Hub cache (`huggingface_hub.snapshot_download`; offline, the cache
-alone): models load through the Auto classes. A model is filed under the name its `run_info.json` records
-(intermediate checkpoints: `<run>-<step>`), else its directory name (a Hub id: the repo name, `-<N>` appended for a
-`@step-N` revision, `-<revision>` for another branch or tag; a model the grid saved: `<base>-<task>-lr<lr>-seed<seed>`),
-or under `NAME` with `--model NAME=DIR|ID` (`evaluation.resolve`).
-
-Every input is checked before the first run (unknown task, missing dataset files, model without tokenizer or with
-unreadable weights, label set mismatch, empty grid, a --save_models entry outside the grid). Results go to
-`<output>/<model>/<task>/lr<lr>-seed<seed>.json`, written atomically, with the identity of what produced them
-(`evaluation.identity`: model weights and code, task definition and data, protocol, the declared versions of the
-fine-tuning and scoring code), the predictions, the library versions and the git commit (`core.store.new_result`). A
-finished run with the same identity is skipped; one with another identity is refused, naming what changed, unless
-`--rerun_changed` (the old file, and its saved model, are then moved aside as `<file>.replaced-<time>` and the run
-redone). Several grid processes (or SLURM array tasks) of one protocol may share one output directory: each run is
-locked while it trains. A `<model>/<task>/` folder holds one protocol: the first grid claims it (`.protocol`, JSON)
-before anything trains, and a grid of another protocol is refused whole, even when both start together. A run whose
-loss turns NaN/inf stops early and is recorded with status "diverged"; the grid goes on.
-
-Retrieval tasks that train on the same pairs with the same prompts and budget (`identity.ir_training_key`: MS MARCO,
-NQ and MLDR all train on MS MARCO pairs) are trained once per (model, lr, seed) and scored on each task; each task
-still gets its own result file with its full identity, and `shared_training` lists the tasks scored on that model.
-
-`--workers N` runs N grid processes side by side (e.g. several small fine-tuning runs on one GPU), each with
-cores // N CPU threads; they split the runs through the per-run locks, so the results are those of a sequential
-grid. `--save_models` keeps fine-tuned models beside their results (`<result>.model/`, see `save_model`).
+Every input is checked before the first run. Each run writes `<output>/<model>/<task>/lr<lr>-seed<seed>.json`
+atomically (`core.store.new_result`), with the identity of what produced it (`evaluation.identity`): a finished run
+of the same identity is skipped, one of another identity refused unless `--rerun_changed` (then moved aside with its
+saved model, and redone). Grid processes of one protocol may share an output directory: each run is locked while it
+trains, and each `<model>/<task>/` folder is claimed for one protocol (`.protocol`) before anything trains. A run
+whose loss turns NaN/inf is recorded as "diverged"; the grid goes on. Retrieval tasks with equal
+`identity.ir_training_key` are trained once per (model, lr, seed) and scored on each (`shared_training`).
 """
 
 from __future__ import annotations
@@ -58,9 +39,8 @@ from core import artifacts, cli, model_folders, paper, run_folders, store
 from core.paths import REPO_ROOT
 from evaluation import finetune_args, identity, resolve, tasks
 
-# The module that fine-tunes and scores each task family. It and the fine-tuning loop (`common`, `model_inputs`,
-# `baselines`) load torch and the Trainer, so they are imported where a run needs them: the command line's
-# arguments, task names and model paths are checked first, in a second rather than a minute (issue 46 item 4).
+# The module of each task family. The families and the fine-tuning loop load torch and the Trainer, so they are imported
+# where a run needs them: arguments, task names and model paths are checked first, in a second rather than a minute.
 FAMILIES = {"sc": "sequence_classification", "tc": "token_classification", "qa": "extractive_qa", "ir": "retrieval"}
 
 
@@ -96,28 +76,17 @@ class GridArgs:
 
 @dataclass
 class Run:
-    """One (model, task, lr, seed) of the grid.
+    """One (model, task, lr, seed) of the grid."""
 
-    Attributes:
-        model_name: the name results are filed under.
-        model_path: the local checkpoint directory (a Hub model's snapshot in the Hub cache).
-        task, lr, seed: what to fine-tune.
-        identity: what decides the result (`evaluation.identity`); compared with a finished result's.
-        source: for a Hub model, "org/name@commit" (recorded in the result); None for a local directory.
-        training: for ir tasks, `identity.ir_training_key`: runs of one model, lr and seed with equal keys share
-            one fine-tuning; None for other families.
-        save_model: keep the fine-tuned model (`--save_models`); never part of the identity.
-    """
-
-    model_name: str
-    model_path: str
+    model_name: str  # the name results are filed under
+    model_path: str  # the local checkpoint directory (a Hub model's snapshot in the Hub cache)
     task: tasks.Task
     lr: float
     seed: int
-    identity: dict
-    source: str | None = None
-    training: str | None = None
-    save_model: bool = False
+    identity: dict  # what decides the result (`evaluation.identity`); compared with a finished result's
+    source: str | None = None  # a Hub model's "org/name@commit" (recorded in the result)
+    training: str | None = None  # ir: `identity.ir_training_key` (equal keys, one model, lr, seed: one fine-tuning)
+    save_model: bool = False  # keep the fine-tuned model (`--save_models`); never part of the identity
 
     def path(self, output: str | os.PathLike) -> Path:
         return store.result_path(output, self.model_name, self.task.name, self.lr, self.seed)
@@ -140,34 +109,26 @@ def _split(value: str, cast, what: str) -> list:
 
 
 def models_to_save(selection: str, task_list: list, lrs: list[float], seeds: list[int]) -> set[tuple[str, float, int]]:
-    """The (task, lr, seed) whose fine-tuned model `--save_models` keeps, for every model of the grid.
-
-    Args:
-        selection: "" (none), "all", or a comma list of TASK and TASK:LR:SEED entries.
-        task_list, lrs, seeds: the grid's.
-
-    Raises:
-        ValueError: an entry that is malformed or names no run of the grid.
-    """
+    """The (task, lr, seed) whose fine-tuned model `--save_models` keeps, for every model of the grid: `selection` is
+    "" (none), "all", or a comma list of TASK and TASK:LR:SEED entries; a malformed one, or one naming no run of the
+    grid (`task_list`, `lrs`, `seeds`), raises ValueError."""
     names = [task.name for task in task_list]
+    grid = {(t, lr, s) for t in names for lr in lrs for s in seeds}
     entries = cli.split_list(selection)
     if entries == ["all"]:
-        return {(t, lr, s) for t in names for lr in lrs for s in seeds}
+        return grid
     chosen = set()
     for entry in entries:
-        parts = entry.split(":")
-        valid = len(parts) in (1, 3) and parts[0] in names
-        if valid and len(parts) == 3:
-            try:
-                lr, seed = float(parts[1]), int(parts[2])
-            except ValueError:
-                lr, seed = None, None
-            valid = lr in lrs and seed in seeds
-        if not valid:
+        task, *point = entry.split(":")
+        try:
+            key = (task, float(point[0]), int(point[1])) if len(point) == 2 else None
+        except ValueError:
+            key = None
+        if not (matched := {run for run in grid if run[0] == task and (not point or run == key)}):
             raise ValueError(f"--save_models entry {entry!r} names no run of this grid: use 'all' or TASK / "
                              f"TASK:LR:SEED with a task of {names}, an LR of {[f'{x:g}' for x in lrs]} and a "
                              f"seed of {seeds}")
-        chosen |= {(parts[0], x, y) for x in lrs for y in seeds if len(parts) == 1 or (x, y) == (lr, seed)}
+        chosen |= matched
     return chosen
 
 
@@ -221,14 +182,8 @@ def check_arguments(grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> tup
 
 
 def list_runs(grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> tuple[list[Run], dict]:
-    """Check every input and list the runs with their identities, before any training.
-
-    Returns:
-        (runs in model, task, lr, seed order; {model path: tokenizer}).
-
-    Raises:
-        ValueError / FileNotFoundError: one line naming the bad input and the fix.
-    """
+    """Check every input (one-line ValueError / FileNotFoundError naming it and the fix) and list the runs with their
+    identities, before any training: (runs in model, task, lr, seed order; {model path: tokenizer})."""
     task_list, lrs, seeds, models, saved = check_arguments(grid, protocol)
     from evaluation import common, model_inputs  # torch: once the arguments, tasks and model paths are checked
 
@@ -278,14 +233,10 @@ def units(runs: list[Run]) -> list[list[Run]]:
 
 
 def status(run: Run, output: str | os.PathLike) -> tuple[str, list[str]]:
-    """("todo" | "done" | "changed", what differs) for one run's result file.
-
-    "changed" covers a result of another identity, an older format and a corrupt file (results are written
-    atomically, so a corrupt one was damaged by something else): none of them is ever silently reused
-    (`store.result_state`). A finished
-    run whose model is asked for (`run.save_model`) and not saved beside it with the same identity is "todo": it is
-    run again (same identity, so the same scores up to hardware) and its result rewritten with the model.
-    """
+    """("todo" | "done" | "changed", what differs) for one run's result file: "changed" covers a result of another
+    identity, an older format and a corrupt file (`store.result_state`); a finished run whose model is asked for
+    (`run.save_model`) and not saved beside it with the same identity is "todo" (run again: same scores up to
+    hardware)."""
     state, why = store.result_state(run.path(output), run.identity)
     if state == "changed" and why[0].startswith(("protocol.", "inputs.")):
         recorded = store.read_result(run.path(output))["identity"]
@@ -306,26 +257,17 @@ def _model_saved(run: Run, output) -> bool:
     return info is not None and not store.identity_diff(info.get("identity") or {}, run.identity)
 
 
-def _run_args(run: Run, protocol: finetune_args.ProtocolArgs, scratch: str) -> finetune_args.FinetuneArgs:
-    from evaluation import model_inputs
-
-    args = protocol.for_run(scratch_dir=scratch, lr=run.lr, seed=run.seed)
-    return model_inputs.resolve_inputs(args, run.model_path)
-
-
 def execute(unit: list[Run], protocol: finetune_args.ProtocolArgs, tokenizer,
             scratch: str) -> list[tuple[Run, dict, object]]:
-    """Fine-tune once for `unit` (one run, or ir runs sharing their training) and score each of its tasks.
-
-    Returns:
-        (run, complete result record, `common.Finetuned`) per run of the unit.
-    """
+    """Fine-tune once for `unit` (one run, or ir runs sharing their training) and score each of its tasks: (run,
+    complete result record, `common.Finetuned`) per run of the unit."""
     from transformers import AutoConfig
 
-    from evaluation import baselines, common
+    from evaluation import baselines, common, model_inputs
 
     first = unit[0]
-    args = _run_args(first, protocol, scratch)
+    args = model_inputs.resolve_inputs(protocol.for_run(scratch_dir=scratch, lr=first.lr, seed=first.seed),
+                                       first.model_path)
     family = family_module(first.task.family)
     finetuned = family.finetune(first.model_path, first.task, args, tokenizer=tokenizer)
     max_steps, epochs = finetune_args.schedule(first.task, args)
@@ -390,12 +332,8 @@ class GridMixed(ValueError):
 
 
 def _claim(unit: list[Run], output, stack: contextlib.ExitStack, rerun_changed: bool = False) -> list[Run]:
-    """Lock the unit's runs that no other process holds and that are still to do, re-checking identity now (another
-    grid may have written since the start); move aside changed results only with `rerun_changed`.
-
-    Raises:
-        GridMixed: a result of another identity appeared since the grid's check (a concurrent grid).
-    """
+    """Lock the unit's runs that no other process holds and that are still to do, re-checking identity now; move
+    aside changed results only with `rerun_changed`, else raise GridMixed (a concurrent grid wrote since the check)."""
     mine = []
     for run in unit:
         path = run.path(output)
@@ -423,11 +361,7 @@ def _claim(unit: list[Run], output, stack: contextlib.ExitStack, rerun_changed: 
 def claim_folders(todo: list[Run], output, rerun_changed: bool = False) -> None:
     """Claim the results folder of every run of `todo` for its protocol (`store.claim_protocol`) before anything
     trains, so of two grids with other protocols started together on one --output, the second is refused whole
-    instead of both writing a few results and stopping.
-
-    Raises:
-        GridMixed: a folder holds, or was claimed by, results of another protocol.
-    """
+    (GridMixed) instead of both writing a few results and stopping."""
     for folder, run in {run.path(output).parent: run for run in todo}.items():
         if not rerun_changed and not (folder / store.PROTOCOL_NAME).is_file() and any(folder.glob("lr*-seed*.json")):
             raise GridMixed(f"{folder} holds results written before folders were claimed: run "
@@ -442,11 +376,8 @@ def claim_folders(todo: list[Run], output, rerun_changed: bool = False) -> None:
 
 
 def run_all(todo: list[Run], tokenizers: dict, grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> list[Path]:
-    """Train and score every run of `todo` (each locked while it runs); return the result files written.
-
-    Their folders are claimed for the protocol first (`claim_folders`). With `grid.workers` > 1 the runs are done by
-    that many worker processes (`run_workers`).
-    """
+    """Train and score every run of `todo` (folders claimed first, each run locked while it runs; `grid.workers` > 1:
+    by worker processes, `run_workers`); return the result files written."""
     claim_folders(todo, grid.output, grid.rerun_changed)
     if grid.workers > 1 and len(units(todo)) > 1:
         return run_workers(todo, grid, protocol)
@@ -473,11 +404,6 @@ def run_all(todo: list[Run], tokenizers: dict, grid: GridArgs, protocol: finetun
     return written
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# --workers: N grid processes side by side
-# ---------------------------------------------------------------------------------------------------------------
-
-
 def worker_command(todo: list[Run], grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> list[str]:
     """The command line of one worker: this grid as a sequential grid process, its models named as here (a Hub
     model pinned to the commit resolved here, so every worker reads the same snapshot)."""
@@ -496,14 +422,10 @@ def _log_tail(path: Path, lines: int = 25) -> str:
 
 
 def run_workers(todo: list[Run], grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> list[Path]:
-    """Run `todo` with `grid.workers` worker processes and return the result files they wrote.
-
-    Each worker is this grid as a sequential grid process (`worker_command`) with cores // workers CPU threads; they
-    walk the same run order and split it through the per-run locks (a run held by one worker is skipped by the
-    others), so each run is done once, by whichever worker is free, exactly as a sequential grid would do it. The
-    workers die with this process. A worker that fails stops the grid: the others are stopped and `GridFailed`
-    carries the end of its log.
-    """
+    """Run `todo` with `grid.workers` worker processes (this grid as a sequential grid process, `worker_command`, with
+    cores // workers CPU threads; they split the runs through the per-run locks, so each is done once, as a sequential
+    grid would) and return the result files they wrote. The workers die with this process; one that fails stops the
+    others, and `GridFailed` carries the end of its log."""
     n = min(grid.workers, len(units(todo)))
     threads = max(1, len(os.sched_getaffinity(0)) // n)
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), "TQDM_DISABLE": "1",
@@ -544,12 +466,7 @@ def run_workers(todo: list[Run], grid: GridArgs, protocol: finetune_args.Protoco
 
 
 def run_grid(grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> list[Path]:
-    """Run the grid; return the result files written by this call (finished runs are skipped).
-
-    Args:
-        grid: models, tasks, learning rates, seeds, output directory, workers, models to keep.
-        protocol: the fine-tuning settings shared by every run.
-    """
+    """Run the grid; return the result files written by this call (finished runs are skipped)."""
     return run_all(*check(grid, protocol), grid, protocol)
 
 

@@ -2,19 +2,15 @@
 
 Pair tasks arrive as one text ("Premise: ...\\nHypothesis: ...", the task's template applied by `tasks.py`), so the
 model sees exactly the paper's input; with `--pair_encoding segments` a model with token-type embeddings gets them
-as two segments instead (the tokenizer's pair encoding, `token_type_ids` 1 on the second), as `run_glue` does. The
-head and its pooling are the checkpoint's own (`AutoModelForSequenceClassification`): EuroBERT-style checkpoints
-pool as their config says, a BERT uses its pooler.
+as two segments instead (the tokenizer's pair encoding), as `run_glue` does. The head and its pooling are the
+checkpoint's own (`AutoModelForSequenceClassification`): EuroBERT-style checkpoints pool as their config says, a
+BERT uses its pooler.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from transformers import (
-    AutoModelForSequenceClassification,
-    DataCollatorWithPadding,
-    Trainer,
-)
+from transformers import AutoModelForSequenceClassification, DataCollatorWithPadding, Trainer
 
 from core import store
 from evaluation import common, finetune_args, metrics, model_inputs
@@ -38,33 +34,20 @@ def build_trainer(model_path, task, args: finetune_args.FinetuneArgs, tokenizer,
     model = common.load_for_finetuning(
         AutoModelForSequenceClassification, model_path, tokenizer, args, **model_inputs.label_kwargs(task)
     )
-    max_steps, epochs = finetune_args.schedule(task, args)
-    return Trainer(
-        model=model, args=common.training_arguments(args, common.trainer_dir(args), max_steps, epochs),
-        train_dataset=train_dataset, data_collator=DataCollatorWithPadding(tokenizer), processing_class=tokenizer,
-    )
+    return common.make_trainer(model, task, args, tokenizer, train_dataset, DataCollatorWithPadding(tokenizer))
 
 
 def finetune(model_path, task, args: finetune_args.FinetuneArgs, tokenizer=None) -> common.Finetuned:
-    """Fine-tune `model_path` on the task's train split (a new classification head; the last step is kept).
-
-    Args:
-        model_path: a pretrained checkpoint directory (any encoder with a tokenizer).
-        task: an sc `Task`.
-        args: the run's settings (lr, seed, protocol).
-        tokenizer: the model's tokenizer, when the caller already loaded it.
-    """
+    """Fine-tune a checkpoint (any encoder with a tokenizer, `tokenizer` when the caller already loaded it) on an sc
+    task's train split: a new classification head, the last step kept."""
     tokenizer = tokenizer or model_inputs.load_finetuning_tokenizer(model_path)
     trainer = build_trainer(model_path, task, args, tokenizer, tokenize(task, tokenizer, args)["train"])
     return common.Finetuned(trainer, common.train(trainer))
 
 
 def score(finetuned: common.Finetuned, task, args: finetune_args.FinetuneArgs) -> dict:
-    """Accuracy of a fine-tuned model on the task's validation and test splits.
-
-    Returns:
-        `store.result_body(...)`: status, main metric, validation/test accuracy, per-instance predictions and scores.
-    """
+    """`store.result_body(...)` of a fine-tuned model's accuracy on the task's validation and test splits, with the
+    per-instance predictions and scores."""
     if finetuned.diverged:
         return store.result_body(task.metric)
     trainer = finetuned.trainer

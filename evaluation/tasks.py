@@ -1,43 +1,34 @@
 """Evaluation task registry and dataset loaders: one YAML per task, one normalised layout per family.
 
-A task is a YAML file in `evaluation/tasks/` (or any path passed to `load_task`). Adding a dataset in a standard
-format needs no code: copy a YAML of the same family, point `offline.files` at the new files (paths are relative to
-the data bundle, or to `offline.root`, itself relative to the YAML's folder), set the reader options, and pass the
-path (`load_task("path/to/mytask.yaml")`) or drop the file in `evaluation/tasks/`.
+A task is a YAML file in `evaluation/tasks/` (or any path passed to `load_task`); a dataset in a standard format
+needs no code (docs/evaluation.md, "Adding a dataset": where files are found, splits, subsets, identity).
 
     from evaluation.tasks import list_tasks, load_task, load_splits
     task = load_task("sst2")                    # or load_task("path/to/mytask.yaml")
     splits = load_splits(task, max_train=2000)  # offline bundle by default; source="hub" for the Hub datasets
     splits["train"][0]                          # {"text": "...", "label": 1}
 
-YAML fields (the `Task` dataclass):
+YAML fields (the `Task` dataclass; unknown keys raise):
     name, family (sc | tc | qa | ir), metric (main score key of `evaluation.metrics`), budget ({max_steps: N} or
     {epochs: N}), labels (sc: class names; tc: IOB2 tag names, in id order), template (sc: str.format template over
     the input fields, e.g. "Premise: {premise}\\nHypothesis: {hypothesis}"), query_prefix / document_prefix (ir),
     squad_version (qa: "v1.1" scores with the v1.1 script's rules and always predicts a span; "v2.0" predicts and
-    scores no-answer), tc_labelling (tc: "first" (default) puts a word's tag on its first sub-token and predicts
-    from it; "all" tags every sub-token and predicts by majority vote per word, as the EncodEval harness; see
-    `evaluation/token_classification.py`), description, notes (caveats to print next to results), hub (online
-    source), offline (bundle source). Unknown keys raise.
-
-Offline source (`offline:`, an `OfflineSource`), read by the format readers of `evaluation/readers.py`, whose
-docstring gives each format's options (columns, header, token_column, tag_column, separator, comment_prefix,
-docstart, token_prefix, corpus, queries, qrels, doc_template):
-    format: tsv | jsonl | conll | squad | beir
-    root: the folder the file paths are relative to (itself relative to the YAML's folder; default: the bundle)
-    files: {train: [...], validation: [...], test: [...]} (a role may be absent; see derive)
-    derive: {role: {from: role, fraction: f, seed: s, group: field}}: carve a split out of another one, in the
-            order written. A missing validation split defaults to {from: train, fraction: 0.05, seed: 42}, the
-            paper's protocol (`Dataset.train_test_split(train_size=0.95, seed=42)`, as the EncodEval harness
-            does). With `group` (and always for ir, by query id), whole groups move: the sorted group ids are
-            sampled with `random.Random(seed)`, as the harness's `split_retrieval_dataset` does.
-    label_values: raw label values in the order of `labels` when the file does not store the names.
-    scheme: tc only, iob1 | iob2 (default); IOB1 tags (from any reader) are converted to IOB2 on load.
-    unavailable + stand_in: the dataset is not in the bundle; loading offline raises, naming the stand-in task.
-Hub source (`hub:`, a `HubSource`): path (required), name, revision, splits {role: hub split}, columns,
-    label_values, derive, scheme; for ir: corpus/queries {name, split}, qrels {name, splits}, train_pairs {path,
-    name, split, columns}, doc_template. Read by `readers.read_hub` / `readers.read_hub_retrieval`; integer labels
-    stored as `ClassLabel` are converted through the feature's names.
+    scores no-answer), tc_labelling (tc: "first" or "all", see `evaluation/token_classification.py`), description,
+    notes (caveats to print next to results), hub (online source), offline (bundle source).
+Offline source (`offline:`, an `OfflineSource`):
+    format (tsv | jsonl | conll | squad | beir) and its reader's options (columns, header, token_column, tag_column,
+    separator, comment_prefix, docstart, token_prefix; beir: corpus, queries, qrels, doc_template; docs/evaluation.md
+    says what each does), root (the folder file paths are relative to, itself relative to the
+    YAML's folder; default: the bundle), files ({train: [...], validation: [...], test: [...]}), derive ({role: {from:
+    role, fraction: f, seed: s, group: field}}: carve a split out of another, in the order written; a missing
+    validation is {from: train, fraction: 0.05, seed: 42}, the paper's `train_test_split(train_size=0.95, seed=42)`;
+    with `group`, and always for ir by query id, whole groups move, sampled as EncodEval's split_retrieval_dataset),
+    label_values (raw label values in the order of `labels` when the file does not store the names), scheme (tc:
+    iob1 | iob2, IOB1 converted on load), unavailable + stand_in (not in the bundle: loading offline raises, naming
+    the stand-in task).
+Hub source (`hub:`, a `HubSource`, read by `readers.read_hub` / `readers.read_hub_retrieval`): path (required), name,
+    revision, splits {role: hub split}, columns, label_values, derive, scheme; for ir: corpus/queries {name, split},
+    qrels {name, splits}, train_pairs {path, name, split, columns}, doc_template.
 A source remembers which settings its YAML wrote (`as_dict`): the task identity hashes the YAML as written.
 
 Normalised columns (`load_splits` output), so trainers need no per-dataset code:
@@ -46,22 +37,11 @@ Normalised columns (`load_splits` output), so trainers need no per-dataset code:
     qa: "id", "title", "question", "context", "answers" {"text": [...], "answer_start": [...]} ([] = no answer)
     ir: "train" is a Dataset of pairs {"query", "positive"} (prefixes not applied: see task.query_prefix);
         "validation"/"test" are `RetrievalSplit`s {corpus, queries, qrels}.
-`max_train` / `max_eval` keep a deterministic subset (seeded shuffle, seed 42, then the first N rows; for ir N
-queries sampled with seed 42, and N pairs for train), taken after the validation split is carved from the full
-train set, so validation does not depend on them.
 
-Choices (documented per task in its YAML `notes`):
-    - The official validation split is the test set and validation is 5% of train (seed 42), as the paper says and the
-      EncodEval harness does for SC and QA. Where a source ships a labelled dev *and* test (CoNLL-2003 testa/testb,
-      WikiANN, MRPC) the dev is the validation set, as the harness uses its TC datasets' own splits.
-    - ir corpus and relevance (`load_splits(corpus=, relevance=)`): by default, as the original harness, one corpus
-      pooled from the documents judged in validation and test, and binary relevance (a judgement >= 1); "judged"
-      (each split's own judged documents), "full" and "graded" are the alternatives.
-    - Offline stand-ins: UNER trains on its dev file; SQuAD v2 splits its labelled dev half by article; MNLI trains
-      on TaxiNLI + non-gold dev-mismatched pairs; QQP is a balanced Quora split (see the data bundle's README.md).
-    - Hub sources follow the harness (`encodeval/datasets.py`, MLM_vs_CLM branch) where its datasets load with
-      datasets>=4, and mteb's copies for IR; they need network and are not exercised by the offline tests beyond
-      a local-folder stand-in.
+Choices (each task's YAML `notes`; docs/protocol.md): the official validation split is the test set and validation is
+5% of train, except where a source ships a labelled dev *and* test (CoNLL-2003 testa/testb, WikiANN, MRPC), as the
+harness does. Hub sources follow the harness (`encodeval/datasets.py`, MLM_vs_CLM branch) where its datasets load
+with datasets>=4, and mteb's copies for IR; offline tests exercise them through a local-folder stand-in only.
 """
 
 from __future__ import annotations
@@ -98,11 +78,6 @@ MIN_VALIDATION = 30  # a carved validation split with fewer instances (ir: queri
 FORMATS = tuple(readers.READERS)
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# Typed settings
-# ----------------------------------------------------------------------------------------------------------------
-
-
 class _Source:
     """What the two source settings share: built from a task YAML's mapping, and written back as one."""
 
@@ -113,13 +88,8 @@ class _Source:
 
     @classmethod
     def from_yaml(cls, raw: Any, path: Path, block: str):
-        """The settings of one YAML block; an unknown or missing key raises one line naming the file.
-
-        Args:
-            raw: the block's mapping as `yaml.safe_load` gives it.
-            path: the task YAML (for messages).
-            block: "offline" or "hub" (for messages).
-        """
+        """The settings of YAML block `block` ("offline" or "hub") of task file `path`, from its mapping `raw`; an
+        unknown or missing key raises one line naming the file."""
         if not isinstance(raw, dict):
             raise ValueError(f"{path}: {block} must be a mapping of settings, got {raw!r}")
         allowed = cls.keys()
@@ -142,12 +112,8 @@ class _Source:
 
 @dataclasses.dataclass(frozen=True)
 class OfflineSource(_Source):
-    """The `offline:` block of a task YAML: the data bundle's files and how to read them.
-
-    The module docstring describes format, root, files, derive, label_values, scheme, unavailable and stand_in;
-    `evaluation/readers.py` the options of each format. Values are kept as the YAML writes them (`files` roles map
-    to one path or a list). `written` lists the keys the YAML wrote, in its order.
-    """
+    """The `offline:` block of a task YAML (see the module docstring), values as the YAML writes them (a `files` role
+    maps to one path or a list); `written`: the keys it wrote, in order."""
 
     format: str | None = None
     root: str | None = None
@@ -174,11 +140,8 @@ class OfflineSource(_Source):
 
 @dataclasses.dataclass(frozen=True)
 class HubSource(_Source):
-    """The `hub:` block of a task YAML: a Hugging Face dataset (or a local folder `datasets` loads).
-
-    Fields: see the module docstring and `readers.read_hub` / `readers.read_hub_retrieval`. `written` lists the
-    keys the YAML wrote, in its order.
-    """
+    """The `hub:` block of a task YAML: a Hugging Face dataset (or a local folder `datasets` loads), see the module
+    docstring; `written`: the keys the YAML wrote, in order."""
 
     path: str
     name: str | None = None
@@ -217,18 +180,15 @@ class Task:
     path: Path | None = None
 
     @property
-    def max_steps(self) -> int | None:
-        """Fine-tuning budget in optimizer steps (None when the budget is in epochs)."""
+    def max_steps(self) -> int | None:  # the budget in optimizer steps, or None when it is in epochs
         return self.budget.get("max_steps")
 
     @property
     def epochs(self) -> float | None:
-        """Fine-tuning budget in epochs (None when the budget is in steps)."""
         return self.budget.get("epochs")
 
     @property
     def num_labels(self) -> int | None:
-        """Number of classes (sc) or tags (tc)."""
         return len(self.labels) if self.labels else None
 
     def as_dict(self) -> dict:
@@ -241,25 +201,14 @@ class Task:
 
 @dataclasses.dataclass
 class RetrievalSplit:
-    """An ir evaluation split: texts by id and graded judgements.
+    """An ir evaluation split: texts by id and graded judgements."""
 
-    Attributes:
-        corpus: {doc id: document text} (`doc_template` applied, prefix not applied).
-        queries: {query id: query text}, exactly the queries of `qrels`.
-        qrels: {query id: {doc id: relevance}}; the run passed to `metrics.retrieval_scores` is scored against it.
-    """
-
-    corpus: dict[str, str]
-    queries: dict[str, str]
-    qrels: dict[str, dict[str, int]]
+    corpus: dict[str, str]  # {doc id: text}, `doc_template` applied, prefix not applied
+    queries: dict[str, str]  # {query id: text}, exactly the queries of `qrels`
+    qrels: dict[str, dict[str, int]]  # {query id: {doc id: relevance}}
 
     def __len__(self) -> int:
         return len(self.queries)
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Registry
-# ----------------------------------------------------------------------------------------------------------------
 
 
 def list_tasks() -> list[str]:
@@ -268,14 +217,7 @@ def list_tasks() -> list[str]:
 
 
 def load_task(name_or_path: str | os.PathLike) -> Task:
-    """Load a task by registered name or from a YAML path.
-
-    Args:
-        name_or_path: a name from `list_tasks()` or a path to a task YAML file.
-
-    Returns:
-        The validated `Task`.
-    """
+    """The validated `Task` of a registered name (`list_tasks()`) or of a task YAML path."""
     candidate = Path(name_or_path)
     if candidate.suffix in (".yaml", ".yml") or candidate.is_file():
         if not candidate.is_file():
@@ -373,11 +315,6 @@ def _check_derive_rule(path: Path, block: str, role: str, rule) -> None:
         raise ValueError(f"{path}: {block}.derive.{role}: fraction must be in (0, 1) and seed an integer, got {rule}")
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# Entry point
-# ----------------------------------------------------------------------------------------------------------------
-
-
 def load_splits(
     task: Task | str,
     data_dir: str | os.PathLike | None = None,
@@ -388,30 +325,48 @@ def load_splits(
     relevance: str = "binary",
     pair_encoding: str = "joined",
 ) -> DatasetDict | dict:
-    """Load a task's train / validation / test splits in the family's normalised layout.
+    """A task's (a `Task`, or a name or YAML path for `load_task`) train / validation / test splits in the family's
+    normalised layout (module docstring): a `DatasetDict`; for ir a dict of the pairs `Dataset` and `RetrievalSplit`s.
 
     Args:
-        task: a `Task` or a name / YAML path for `load_task`.
         data_dir: the data bundle; resolution: this argument > $MLM_VS_CLM_DATA > ../shared/data.
-        max_train: keep at most this many training examples (ir: pairs); deterministic, see module docstring.
-        max_eval: keep at most this many validation and test examples (ir: queries).
+        max_train, max_eval: keep at most this many training (ir: pairs) / validation and test (ir: queries)
+            examples: a seed-42 shuffle's first N (ir queries: sampled with seed 42), taken after validation is
+            carved from the full train set.
         source: "offline" (the data bundle) or "hub" (the Hugging Face datasets of the paper; needs network).
         corpus: ir only; "pooled" (the original harness): one corpus of the documents judged in validation or
             test; "judged": each split's corpus is the documents its own qrels judge; "full": the whole corpus.
         relevance: ir only; "binary" (the original harness): a judgement >= 1 is relevant with gain 1, lower
             judgements are dropped; "graded": the qrels scores are the gains.
-        pair_encoding: sc only; "joined" (the paper): "text" is the template applied; "segments": a template of
-            two fields gives "text" (the first field's value) and "text_pair" (the second's), to be encoded as two
-            segments; other templates give "text" as with "joined".
-
-    Returns:
-        A `DatasetDict` with "train", "validation", "test" for sc/tc/qa; for ir a dict with a pairs `Dataset` under
-        "train" and `RetrievalSplit`s under "validation" and "test".
+        pair_encoding: sc only; "joined" (the paper): "text" is the template applied; "segments": a template of two
+            fields gives "text" and "text_pair", the fields' values, to be encoded as two segments (others: "joined").
     """
-
     task = task if isinstance(task, Task) else load_task(task)
     with _naming_yaml(task):
-        return _load_splits(task, data_dir, max_train, max_eval, source, corpus, relevance, pair_encoding)
+        if source not in ("offline", "hub"):
+            raise ValueError(f"source must be 'offline' or 'hub', got {source!r}")
+        if corpus not in ("pooled", "judged", "full"):
+            raise ValueError(f"corpus must be 'pooled', 'judged' or 'full', got {corpus!r}")
+        if relevance not in ("binary", "graded"):
+            raise ValueError(f"relevance must be 'binary' or 'graded', got {relevance!r}")
+        if pair_encoding not in ("joined", "segments"):
+            raise ValueError(f"pair_encoding must be 'joined' or 'segments', got {pair_encoding!r}")
+        for name, value in (("max_train", max_train), ("max_eval", max_eval)):
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
+        spec = _source_spec(task, source)
+        if task.family == "ir":
+            return _load_retrieval(task, spec, source, data_dir, max_train, max_eval, corpus, relevance)
+        records = _read_offline(task, spec, data_dir) if source == "offline" else _read_hub(task, spec)
+        if task.family == "tc" and spec.scheme == "iob1":  # any reader: tags become IOB2 here
+            records = {role: [{**r, "tags": iob1_to_iob2(r["tags"])} for r in rows] for role, rows in records.items()}
+        _check_inputs(task, records, spec)  # every row of every split, before any split is carved
+        records = _derive_splits(task, records, spec)
+        limits = {"train": max_train, "validation": max_eval, "test": max_eval}
+        from datasets import DatasetDict
+
+        return DatasetDict({role: _to_dataset(task, _subset(records[role], limits[role]), spec, pair_encoding)
+                            for role in ROLES})
 
 
 @contextlib.contextmanager
@@ -423,34 +378,6 @@ def _naming_yaml(task: Task):
         if task.path is None or str(task.path) in str(error):
             raise
         raise type(error)(f"{error} (task YAML {task.path})") from None
-
-
-def _load_splits(task: Task, data_dir, max_train, max_eval, source, corpus, relevance,
-                 pair_encoding) -> DatasetDict | dict:
-    if source not in ("offline", "hub"):
-        raise ValueError(f"source must be 'offline' or 'hub', got {source!r}")
-    if corpus not in ("pooled", "judged", "full"):
-        raise ValueError(f"corpus must be 'pooled', 'judged' or 'full', got {corpus!r}")
-    if relevance not in ("binary", "graded"):
-        raise ValueError(f"relevance must be 'binary' or 'graded', got {relevance!r}")
-    if pair_encoding not in ("joined", "segments"):
-        raise ValueError(f"pair_encoding must be 'joined' or 'segments', got {pair_encoding!r}")
-    for name, value in (("max_train", max_train), ("max_eval", max_eval)):
-        if value is not None and (not isinstance(value, int) or value < 1):
-            raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
-    spec = _source_spec(task, source)
-    if task.family == "ir":
-        return _load_retrieval(task, spec, source, data_dir, max_train, max_eval, corpus, relevance)
-    records = _read_offline(task, spec, data_dir) if source == "offline" else _read_hub(task, spec)
-    if task.family == "tc" and spec.scheme == "iob1":  # any reader: tags become IOB2 here
-        records = {role: [{**r, "tags": iob1_to_iob2(r["tags"])} for r in rows] for role, rows in records.items()}
-    _check_inputs(task, records, spec)  # every row of every split, before any split is carved
-    records = _derive_splits(task, records, spec)
-    limits = {"train": max_train, "validation": max_eval, "test": max_eval}
-    from datasets import DatasetDict
-
-    return DatasetDict({role: _to_dataset(task, _subset(records[role], limits[role]), spec, pair_encoding)
-                        for role in ROLES})
 
 
 def _source_spec(task: Task, source: str) -> OfflineSource | HubSource:
@@ -470,19 +397,11 @@ def data_files(task: Task, source: str = "offline", data_dir=None) -> list[Path]
         return []
     with _naming_yaml(task):
         spec = _source_spec(task, source)
-        root, where = _data_root(task, spec, data_dir)
-        if spec.format == "beir":  # the corpus and queries files, then each role's qrels file
-            _check_beir(task, spec)
-            groups = [{"train": [spec.corpus, spec.queries]}, {r: [p] for r, p in spec.qrels.items()}]
-        else:
-            groups = [spec.files or {}]
-        resolved = [_resolve_files(task, files, root, where) for files in groups]
-    return sorted({p for files in resolved for paths in files.values() for p in paths})
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Offline files
-# ----------------------------------------------------------------------------------------------------------------
+        if spec.format == "beir":
+            corpus, queries, qrels = _beir_files(task, spec, data_dir)
+            return sorted({corpus, queries, *qrels.values()})
+        files = _resolve_files(task, spec.files or {}, *_data_root(task, spec, data_dir))
+    return sorted({p for paths in files.values() for p in paths})
 
 
 def _data_root(task: Task, spec: OfflineSource, data_dir) -> tuple[Path, str]:
@@ -527,8 +446,7 @@ def _reader_options(spec: OfflineSource, reader: readers.Reader) -> dict:
 
 
 def _read_offline(task: Task, spec: OfflineSource, data_dir) -> dict[str, list[dict]]:
-    root, where = _data_root(task, spec, data_dir)
-    files = _resolve_files(task, spec.files or {}, root, where)
+    files = _resolve_files(task, spec.files or {}, *_data_root(task, spec, data_dir))
     if "train" not in files:
         raise ValueError(f"task {task.name!r}: offline.files needs a train role")
     options = _reader_options(spec, readers.READERS[spec.format])
@@ -542,11 +460,6 @@ def _read_hub(task: Task, spec: HubSource) -> dict[str, list[dict]]:
     if "train" not in (spec.splits or {}):
         raise ValueError(f"task {task.name!r}: hub.splits needs a train role")
     return readers.read_hub(spec.path, spec.name, spec.revision, spec.splits, spec.columns)
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Normalisation per family
-# ----------------------------------------------------------------------------------------------------------------
 
 
 def _label_index(task: Task, spec: OfflineSource | HubSource) -> dict[str, int]:
@@ -616,16 +529,10 @@ def _to_dataset(task: Task, rows: list[dict], spec: OfflineSource | HubSource, p
                 "tags": [[index[str(t)] for t in r["tags"]] for r in rows]}
         features = Features({"tokens": Sequence(Value("string")), "tags": Sequence(ClassLabel(names=task.labels))})
     else:  # qa
-        data = {
-            "id": [str(r["id"]) for r in rows],
-            "title": [r.get("title") or "" for r in rows],
-            "question": [r["question"] for r in rows],
-            "context": [r["context"] for r in rows],
-            "answers": [
-                {"text": list(r["answers"]["text"]), "answer_start": [int(s) for s in r["answers"]["answer_start"]]}
-                for r in rows
-            ],
-        }
+        data = {"id": [str(r["id"]) for r in rows], "title": [r.get("title") or "" for r in rows],
+                "question": [r["question"] for r in rows], "context": [r["context"] for r in rows],
+                "answers": [{"text": list(r["answers"]["text"]),
+                             "answer_start": [int(s) for s in r["answers"]["answer_start"]]} for r in rows]}
         features = Features({
             "id": Value("string"), "title": Value("string"), "question": Value("string"), "context": Value("string"),
             "answers": {"text": Sequence(Value("string")), "answer_start": Sequence(Value("int32"))},
@@ -666,10 +573,8 @@ def _warn_small_validation(task: Task, role: str, rule: dict, carved: int, total
 
 
 def carve_indices(n: int, fraction: float, seed: int) -> tuple[list[int], list[int]]:
-    """(kept, carved) row indices, exactly as `Dataset.train_test_split(train_size=1 - fraction, seed=seed)`.
-
-    Done on indices so that a subset run never has to build the full Dataset; tests check the equality.
-    """
+    """(kept, carved) row indices, exactly as `Dataset.train_test_split(train_size=1 - fraction, seed=seed)` (tested),
+    so that a subset run never builds the full Dataset."""
     n_train = math.floor(round(1.0 - fraction, 10) * n)
     n_test = n - n_train
     permutation = np.random.default_rng(seed).permutation(n)
@@ -679,10 +584,8 @@ def carve_indices(n: int, fraction: float, seed: int) -> tuple[list[int], list[i
 def _group_split(groups: list, fraction: float, seed: int) -> tuple[list[int], list[int]]:
     """Row indices kept and carved when whole groups move (EncodEval's split_retrieval_dataset recipe)."""
     unique = sorted(set(groups))
-    kept_groups = set(random.Random(seed).sample(unique, round((1.0 - fraction) * len(unique))))
-    keep = [i for i, g in enumerate(groups) if g in kept_groups]
-    carved = [i for i, g in enumerate(groups) if g not in kept_groups]
-    return keep, carved
+    kept = set(random.Random(seed).sample(unique, round((1.0 - fraction) * len(unique))))
+    return [i for i, g in enumerate(groups) if g in kept], [i for i, g in enumerate(groups) if g not in kept]
 
 
 def _subset(rows: list, limit: int | None) -> list:
@@ -690,11 +593,6 @@ def _subset(rows: list, limit: int | None) -> list:
     if limit is None or limit >= len(rows):
         return rows
     return [rows[i] for i in np.random.default_rng(SUBSET_SEED).permutation(len(rows))[:limit]]
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Retrieval
-# ----------------------------------------------------------------------------------------------------------------
 
 
 def _load_retrieval(task, spec, source, data_dir, max_train, max_eval, corpus_mode, relevance) -> dict:
@@ -770,18 +668,20 @@ def _check_ids(task, role, qids, queries, dids, docs) -> None:
         )
 
 
-def _check_beir(task: Task, spec: OfflineSource) -> None:
+def _beir_files(task: Task, spec: OfflineSource, data_dir) -> tuple[Path, Path, dict[str, Path]]:
+    """A beir source's corpus and queries files and {role: qrels file}, each checked to exist."""
+    root, where = _data_root(task, spec, data_dir)
     if not spec.qrels or spec.corpus is None or spec.queries is None:
         raise ValueError(f"task {task.name!r}: a beir source needs corpus, queries and qrels {{role: file}}")
+    corpus, queries = _resolve_files(task, {"train": [spec.corpus, spec.queries]}, root, where)["train"]
+    qrels = _resolve_files(task, {r: [p] for r, p in spec.qrels.items()}, root, where)
+    return corpus, queries, {role: paths[0] for role, paths in qrels.items()}
 
 
 def _read_beir_offline(task: Task, spec: OfflineSource, data_dir):
-    root, where = _data_root(task, spec, data_dir)
-    _check_beir(task, spec)
-    corpus, queries = _resolve_files(task, {"train": [spec.corpus, spec.queries]}, root, where)["train"]
-    qrels = _resolve_files(task, {r: [p] for r, p in spec.qrels.items()}, root, where)
+    corpus, queries, qrels = _beir_files(task, spec, data_dir)
     reader = readers.READERS["beir"]
-    return reader.read(str(corpus), str(queries), {role: str(paths[0]) for role, paths in qrels.items()},
+    return reader.read(str(corpus), str(queries), {role: str(path) for role, path in qrels.items()},
                        **_reader_options(spec, reader))
 
 

@@ -2,20 +2,15 @@
 seqeval entity F1 and token micro-F1.
 
 Input: a sentence's words are joined with single spaces and tokenized as running text, with character offsets, as
-the EncodEval harness does. Every word is thus tokenized as it appears in a sentence, whatever the tokenizer: a
-byte-level BPE without a prefix space (Llama-3, the toy BPE) gives "EU rejects" -> `EU Ġrejects`, where
-`is_split_into_words=True` would give `EU rej ects` (each word encoded alone, its space lost). A token belongs to
-the word holding its first character; a token that starts in the space before a word (`Ġrejects`, or Llama-3's
-lone `Ġ` before digits) belongs to that word; special tokens belong to none.
+the EncodEval harness does, so a byte-level BPE without a prefix space (Llama-3) gives "EU rejects" -> `EU Ġrejects`
+where `is_split_into_words=True` would give `EU rej ects`. A token belongs to the word holding its first character,
+or, when it starts in the space before a word (`Ġrejects`, Llama-3's lone `Ġ` before digits), to that word.
 
-Labelling (`tc_labelling`: the task YAML's, or `--tc_labelling`):
-    first: the word's tag on its first token, -100 (ignored) on the others, as transformers' `run_ner.py`; the
-           word's prediction is its first token's.
-    all:   the word's tag on every one of its tokens, as the EncodEval harness; the word's prediction is the
-           majority over its tokens, ties to the first seen (the harness's `max(set(preds), key=preds.count)`
-           takes a tie in set order instead).
-A word left without any token, cut by truncation or emptied by the normalizer (U+FE0F under accent stripping), is
-predicted "O" and counted against the model; every later word keeps its position (the harness drops such words).
+Labelling (`tc_labelling`: the task YAML's, or `--tc_labelling`): "first" puts the word's tag on its first token,
+-100 on the others, and predicts the first token's (transformers' `run_ner.py`); "all" tags every token and predicts
+the majority, ties to the first seen (the EncodEval harness, whose `max(set(preds), key=preds.count)` breaks a tie in
+set order). A word left without any token (truncation, or emptied by the normalizer: U+FE0F under accent stripping)
+is predicted "O" and counted against the model; later words keep their positions (the harness drops such words).
 """
 
 from __future__ import annotations
@@ -23,11 +18,7 @@ from __future__ import annotations
 import bisect
 
 import numpy as np
-from transformers import (
-    AutoModelForTokenClassification,
-    DataCollatorForTokenClassification,
-    Trainer,
-)
+from transformers import AutoModelForTokenClassification, DataCollatorForTokenClassification
 
 from core import store
 from evaluation import common, finetune_args, metrics, model_inputs
@@ -62,10 +53,8 @@ def token_words(offsets, special_mask, spans: list[tuple[int, int]]) -> list[int
 
 
 def align_labels(batch, tokenizer, max_length: int, labelling: str = "first") -> dict:
-    """Tokenize each sentence as running text and label its tokens ("first" or "all", see the module docstring).
-
-    Returns the tokenizer's encoding plus "labels" (tag id or -100 per token) and "word_ids" (word index or -100).
-    """
+    """Each sentence tokenized as running text, its tokens labelled ("first" or "all", see the module docstring): the
+    tokenizer's encoding plus "labels" (tag id or -100 per token) and "word_ids" (word index or -100)."""
     joined = [join_words(words) for words in batch["tokens"]]
     encoded = tokenizer([text for text, _ in joined], truncation=True, max_length=max_length,
                         return_offsets_mapping=True, return_special_tokens_mask=True)
@@ -110,14 +99,8 @@ def word_tags(logits: np.ndarray, word_ids: list[int], n_words: int, labels: lis
 
 
 def finetune(model_path, task, args: finetune_args.FinetuneArgs, tokenizer=None) -> common.Finetuned:
-    """Fine-tune `model_path` on the task's train split (a new tagging head; the last step is kept).
-
-    Args:
-        model_path: a pretrained checkpoint directory with a fast tokenizer.
-        task: a tc `Task` (labels are IOB2 tag names, "O" among them).
-        args: the run's settings.
-        tokenizer: the model's tokenizer, when the caller already loaded it.
-    """
+    """Fine-tune a checkpoint with a fast tokenizer (`tokenizer` when the caller already loaded it) on a tc task's
+    train split (IOB2 tag names, "O" among them): a new tagging head, the last step kept."""
     if NO_TOKEN_TAG not in task.labels:
         raise ValueError(f"task {task.name!r}: labels need an {NO_TOKEN_TAG!r} tag "
                          "(predicted for words without a token)")
@@ -126,22 +109,14 @@ def finetune(model_path, task, args: finetune_args.FinetuneArgs, tokenizer=None)
     model = common.load_for_finetuning(
         AutoModelForTokenClassification, model_path, tokenizer, args, **model_inputs.label_kwargs(task)
     )
-    max_steps, epochs = finetune_args.schedule(task, args)
-    trainer = Trainer(
-        model=model, args=common.training_arguments(args, common.trainer_dir(args), max_steps, epochs),
-        train_dataset=data["train"].remove_columns(["tokens", "tags", "word_ids"]),
-        data_collator=DataCollatorForTokenClassification(tokenizer), processing_class=tokenizer,
-    )
+    train = data["train"].remove_columns(["tokens", "tags", "word_ids"])
+    trainer = common.make_trainer(model, task, args, tokenizer, train, DataCollatorForTokenClassification(tokenizer))
     return common.Finetuned(trainer, common.train(trainer))
 
 
 def score(finetuned: common.Finetuned, task, args: finetune_args.FinetuneArgs) -> dict:
-    """Tag the task's validation and test sentences with a fine-tuned model and score them.
-
-    Returns:
-        `store.result_body(...)` with sentence_macro_f1 (EncodEval's score), entity_f1 (seqeval strict IOB2),
-        token_micro_f1 and per-sentence values.
-    """
+    """`store.result_body(...)` of a fine-tuned model's tags on the task's validation and test sentences: the TC
+    scores of `metrics.token_classification_scores` and per-sentence values."""
     if finetuned.diverged:
         return store.result_body(task.metric)
     trainer = finetuned.trainer
