@@ -8,6 +8,7 @@ path: they run from the repository root, and what differs between clusters is an
 submit.sh's header); docs/cluster.md says more.
 """
 
+import copy
 import functools
 import shlex
 from pathlib import Path
@@ -31,10 +32,15 @@ if [[ -n "${SETUP:-}" ]]; then source "$SETUP"; else source .venv/bin/activate; 
 
 
 @functools.cache
-def count_parameters(size: str) -> int:
-    """Parameters of a paper-size model, LM head included (counted on the meta device, nothing allocated)."""
+def meta_model(size: str) -> EuroBertClmMlmForMaskedLM:
+    """A paper-size model on the meta device (nothing allocated), to count and size."""
     with torch.device("meta"):
-        return sum(p.numel() for p in EuroBertClmMlmForMaskedLM(load_architecture(size)).parameters())
+        return EuroBertClmMlmForMaskedLM(copy.deepcopy(load_architecture(size)))
+
+
+def count_parameters(size: str) -> int:
+    """Parameters of a paper-size model, LM head included."""
+    return sum(p.numel() for p in meta_model(size).parameters())
 
 
 def _configs(rows: list[dict]) -> dict[str, dict]:
