@@ -258,10 +258,8 @@ def comparisons(records: dict, baselines: dict) -> list[dict]:
             va, vb = np.array(units(records[a, task], metric)), np.array(units(records[b, task], metric))
             diff = va - vb
             mean = float(diff.mean())
-            if np.all(diff == diff[0]):
-                low = high = mean
-            else:
-                low, high = (float(x) for x in stats.t.interval(0.95, len(diff) - 1, loc=mean, scale=stats.sem(diff)))
+            low, high = (mean, mean) if np.all(diff == diff[0]) else \
+                (float(x) for x in stats.t.interval(0.95, len(diff) - 1, loc=mean, scale=stats.sem(diff)))
             unlearned = [arm for arm, v in ((a, va), (b, vb)) if not _above(v, baselines[task])]
             if unlearned:
                 verdict = f"not testable: {' and '.join(unlearned)} not shown above the trivial baseline"
@@ -285,12 +283,6 @@ def _above(values, baseline: float) -> bool:
 
 ARM_WORDS = {"decoder-causal": "the decoder as is (causal)", "decoder-bidirectional": "same weights, bidirectional",
              "cpt-lora": "LoRA MLM CPT", "cpt-full": "full MLM CPT"}
-
-
-def _cell(value: float, low: float | None = None, high: float | None = None) -> str:
-    if low is None:
-        return f"{value:.4f}"
-    return f"{value:.4f} [{low:.4f}, {high:.4f}]"
 
 
 def write_report(records: dict, report: Path) -> list[Path]:
@@ -342,7 +334,7 @@ def readme(first: dict, rows: list[dict], baselines: dict, tests: list[dict]) ->
               "fixed) for SST-2 and CoNLL, over queries for SciFact (nothing is fitted).", "",
               "| arm | " + " | ".join(label for _, _, label in TASKS) + " |", "|---|" + "---:|" * len(TASKS)]
     for r in rows:
-        cells = [_cell(r[t], r[f"{t}_low"], r[f"{t}_high"]) for t, _, _ in TASKS]
+        cells = [f"{r[t]:.4f} [{r[f'{t}_low']:.4f}, {r[f'{t}_high']:.4f}]" for t, _, _ in TASKS]
         lines.append(f"| {r['arm']} | " + " | ".join(cells) + " |")
     lines.append("| trivial baseline | " + " | ".join(f"{baselines[t]:.4f}" for t, _, _ in TASKS) + " |")
     below = [f"{r['arm']} on {label}" for r in rows for t, _, label in TASKS if r[f"{t}_low"] <= baselines[t]]
@@ -400,12 +392,6 @@ def plot(rows: list[dict], baselines: dict, path: Path, title: str) -> Path:
 
 
 # --------------------------------------------------------------------------------------------------------- CLI
-def write_archive(results: Path, archive: Path) -> Path:
-    """results.tar.xz of every result file (the same bytes for the same results)."""
-    return artifacts.write_tar_xz(archive, {f"results/{p.relative_to(results).as_posix()}": p
-                                            for p in sorted(results.glob("*/*.json"))})
-
-
 def unpack_archive(archive: Path, output: Path) -> Path:
     """The archive's result files under `output/results/`, read once and checked before any is written (members must
     be one `results/<arm>/<measure>.json` each)."""
@@ -477,7 +463,8 @@ def main(argv: list[str] | None = None) -> Path:
         for path in written:
             with artifacts.atomic_file(docs / path.name) as tmp:
                 shutil.copyfile(path, tmp)
-        write_archive(results, docs / "results.tar.xz")
+        artifacts.write_tar_xz(docs / "results.tar.xz", {f"results/{p.relative_to(results).as_posix()}": p
+                                                          for p in results.glob("*/*.json")})
     print(f"report: {output / 'report' / 'README.md'}")
     return output / "report"
 
