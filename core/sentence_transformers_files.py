@@ -75,17 +75,13 @@ def write_sentence_transformers_files(directory: str | os.PathLike, max_seq_leng
     config = artifacts.read_json(directory / "config.json", "model config")
     payloads = sentence_transformers_files(config, max_seq_length, prompts, is_causal)
     texts = {name: json.dumps(payload, indent=2) + "\n" for name, payload in payloads.items()}
-    clashes = [name for name, text in texts.items()
-               if (directory / name).is_file() and (directory / name).read_text(encoding="utf-8") != text]
+    changed = [name for name, text in texts.items()
+               if not (directory / name).is_file() or (directory / name).read_text(encoding="utf-8") != text]
+    clashes = [name for name in changed if (directory / name).is_file()]
     if clashes and not overwrite:
         raise FileExistsError(f"{directory} already holds {', '.join(clashes)} with other contents; remove them "
                               "or pass overwrite=True")
-    written = []
-    for name, text in texts.items():
-        path = directory / name
-        if not path.is_file() or path.read_text(encoding="utf-8") != text:
-            written.append(artifacts.write_text_atomic(path, text))
-    return written
+    return [artifacts.write_text_atomic(directory / name, texts[name]) for name in changed]
 
 
 __all__ = ["PROMPTS", "SENTENCE_TRANSFORMERS_FILES", "sentence_transformers_files", "write_sentence_transformers_files"]
