@@ -1,11 +1,8 @@
 """SLURM launch scripts and the checkpoint disk estimate of the paper plan (`recipes.plan.write_plan` calls them).
 
-`write_launch_scripts` fills `<plan>/launch/`: `submit.sh` (data preparation, then each pretraining run after its
-prerequisite, then the evaluation grid as arrays, all with `sbatch --parsable`), `prepare_data.sbatch`,
-`pretrain.sbatch` (one `accelerate launch` per node through srun; requeues itself and resumes), `eval_grid.sbatch`
-(one array task per line of eval_grid.tsv) and `pretrain.sh` (the pretraining on one machine, no SLURM). No absolute
-path: they run from the repository root, and what differs between clusters is an environment variable (listed in
-submit.sh's header); docs/cluster.md says more.
+`write_launch_scripts` fills `<plan>/launch/` (docs/cluster.md): `submit.sh`, `prepare_data.sbatch`,
+`pretrain.sbatch`, `eval_grid.sbatch` and `pretrain.sh` (one machine, no SLURM), each described in its header. No
+absolute path: they run from the repository root; what differs between clusters is an environment variable.
 """
 
 import copy
@@ -48,17 +45,9 @@ def _configs(rows: list[dict]) -> dict[str, dict]:
 
 
 def checkpoint_disk(rows: list[dict]) -> list[dict]:
-    """What each pretraining run of the plan writes to disk, in bytes.
-
-    Args:
-        rows: `recipes.plan.run_rows()` (name, size, steps: the optimizer steps the run itself trains).
-
-    Returns:
-        Per run: `checkpoints` (Trainer checkpoints, one per save_steps, none deleted) and their `checkpoint_bytes`;
-        `weights_bytes` (the exported and intermediate weights); `kept_bytes` (what outlives the run: those weights
-        and the checkpoints later runs start from, the decay-branch points and a CPT base's last checkpoint, whose
-        optimizer state CPT keeps).
-    """
+    """What each run of `recipes.plan.run_rows()` writes to disk, in bytes: `checkpoints` (one per save_steps, none
+    deleted) and their `checkpoint_bytes`; `weights_bytes` (the exported and intermediate weights); `kept_bytes`
+    (those weights and the checkpoints later runs start from: the decay-branch points, a CPT base's last one)."""
     table, configs = manifest.recipes(), _configs(rows)
     cpt_bases = {table[row["name"]].cpt_base for row in rows} - {None}
     out = []
@@ -110,18 +99,10 @@ def _stream_steps(rows: list[dict]) -> dict[str, int]:
 
 
 def write_launch_scripts(launch: Path, rows: list[dict], grid: list[str], tasks: tuple[str, ...]) -> list[Path]:
-    """Write the SLURM scripts of the module docstring into `launch`; return their paths.
-
-    Every run uses DDP (`ACCELERATE_CONFIG`; the variable of the same name in submit.sh's environment changes
-    it): FSDP has not been run on GPUs yet (`tests/test_fsdp.py` holds that device check), and CPT with
-    `keep_optimizer_state` reads the base's `optimizer.pt`, which an FSDP checkpoint does not have.
-
-    Args:
-        launch: the folder (created).
-        rows: `recipes.plan.run_rows()`, prerequisites first.
-        grid: eval_grid.tsv lines, `NAME=DIR\\ttask\\tlr\\tseed`.
-        tasks: the evaluation tasks whose datasets prepare_data downloads.
-    """
+    """Write the launch scripts into `launch` for `recipes.plan.run_rows()` (prerequisites first), the grid's
+    eval_grid.tsv lines (`NAME=DIR\\ttask\\tlr\\tseed`) and the `tasks` prepare_data downloads; return their paths.
+    Every run uses DDP (`ACCELERATE_CONFIG`): FSDP has not been run on GPUs yet (`tests/test_fsdp.py`), and CPT with
+    `keep_optimizer_state` reads the base's `optimizer.pt`, which an FSDP checkpoint does not have."""
     configs = _configs(rows)
     scratch = [name for name, config in configs.items() if "architecture" in config]
     data_keys = {_data_key(configs[name]) for name in scratch}
