@@ -57,13 +57,7 @@ def bad_input_exits():
 def exit_on_bad_input(main):
     """`bad_input_exits` around a whole `main(argv)`: for entry points that check, then do work whose own
     ValueErrors are bad input too (reports, cards, plans)."""
-
-    @functools.wraps(main)
-    def wrapper(*args, **kwargs):
-        with bad_input_exits():
-            return main(*args, **kwargs)
-
-    return wrapper
+    return bad_input_exits()(main)  # a contextmanager is also a decorator (contextlib.ContextDecorator)
 
 
 def exit_on_write_failure(main):

@@ -10,11 +10,9 @@ killed writer of the same file left (`write_result`).
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 from core import artifacts, names, run_folders
@@ -209,13 +207,11 @@ def result_state(path: str | os.PathLike, identity: dict) -> tuple[str, list[str
     return ("changed", why) if why else ("done", [])
 
 
-@contextlib.contextmanager
-def lock(path: str | os.PathLike, what: str) -> Iterator[Path]:
-    """Hold the lock of one result file (`.<file>.lock` beside it) for the block; `artifacts.LockHeld` when another
-    process is working on this result."""
+def lock(path: str | os.PathLike, what: str):
+    """The lock of one result file (`.<file>.lock` beside it), held for a `with` block; `artifacts.LockHeld` when
+    another process is working on this result."""
     path = Path(path)
-    with artifacts.exclusive_lock(path.with_name(f".{path.name}.lock"), f"{what} {path}", remove=True) as held:
-        yield held
+    return artifacts.exclusive_lock(path.with_name(f".{path.name}.lock"), f"{what} {path}", remove=True)
 
 
 def claim_protocol(folder: str | os.PathLike, protocol: dict, replace: bool = False) -> list[str]:
