@@ -7,11 +7,9 @@
     model = SentenceTransformer("out/610m-mlm40-42k", trust_remote_code=True)
     model.encode_query(["what is MLM?"]); model.encode_document(["Masked language modeling is ..."])
 
-The pipeline is the evaluation's for retrieval (`evaluation/retrieval.py::build_model`, same embeddings: tested):
-the encoder bidirectional (`is_causal=False` even for a CLM checkpoint, as the paper fine-tunes every model), masked
-mean pooling over every token (prompt included), cosine similarity, the paper's prompts "Query: " / "Document: ".
-The pretraining recipes write these files into every checkpoint they save. They use the layout sentence-transformers
-has read since v3 (module types `sentence_transformers.models.*`, `config_args`, legacy pooling keys).
+The pipeline is the evaluation's for retrieval (`evaluation/retrieval.py::build_model`, same embeddings: tested): the
+encoder bidirectional (even for a CLM checkpoint, as the paper fine-tunes every model), masked mean pooling over every
+token, cosine similarity, the paper's prompts. The pretraining recipes write these files into every checkpoint.
 """
 
 from __future__ import annotations
