@@ -151,11 +151,8 @@ def training_order(names) -> list[Recipe]:
 
 
 def run_config(recipe: Recipe, scale: str) -> dict:
-    """YAML settings (run settings + TrainingArguments) reproducing `recipe` at `scale`.
-
-    Raises:
-        ValueError: unknown scale, or an intermediate checkpoint (saved by its parent run, not trained alone).
-    """
+    """YAML settings (run settings + TrainingArguments) reproducing `recipe` at `scale`; ValueError for an unknown
+    scale or an intermediate checkpoint (saved by its parent run, not trained alone)."""
     if scale not in SCALES:
         raise ValueError(f"unknown scale {scale!r}; choose one of {', '.join(SCALES)}")
     if recipe.intermediate_of:
@@ -223,8 +220,7 @@ def _training_args(recipe: Recipe, p: dict, div: int, warmup: int, decay: int, o
 
 
 def write_configs(scale: str, directory: Path = CONFIGS_DIR) -> list[Path]:
-    """Write one YAML per trained model of `scale` to `<directory>/<scale>/<name>.yaml` (the text does not depend on
-    `directory`)."""
+    """Write one YAML per trained model of `scale` to `<directory>/<scale>/<name>.yaml`."""
     written = []
     (directory / scale).mkdir(parents=True, exist_ok=True)
     for recipe in recipes().values():

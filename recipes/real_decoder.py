@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core import artifacts, cli, model_folders, run_folders
+from core.paths import resolve_data_dir
+from recipes import real_models
 
 RESULTS_FORMAT = 1
 BASE = "smollm2-135m-instruct"
@@ -86,7 +88,7 @@ def prepare_models(output: Path, scale: Scale, decoder: Path | None, real_models
     """The converted decoder (`decoder`, or SmolLM2 from `recipes.real_models`) and its two CPT runs under
     `output/models/` (each made once)."""
     from modeling_eurobert.convert import convert
-    from recipes import cpt, real_models
+    from recipes import cpt
 
     models = output / "models"
     if not (models / "converted").exists():
@@ -163,8 +165,7 @@ def run_measures(output: Path, models: Path, scale_name: str, decoder: str, data
         info = run_folders.read_run_info(directory)
         artifacts.write_json_atomic(result_path(output, arm, what), {
             "format": RESULTS_FORMAT, "study": "real-decoder", "decoder": decoder, "scale": scale_name,
-            "scale_key": scale.key(),
-            "settings": dataclasses.asdict(scale), "arm": arm, "measure": what,
+            "scale_key": scale.key(), "settings": dataclasses.asdict(scale), "arm": arm, "measure": what,
             "attention": "causal" if causal else "bidirectional",
             "checkpoint": model_folders.checkpoint_identity(directory),
             "cpt_steps": info["steps"] if info else 0, "seconds": round(time.time() - started, 1),
@@ -198,10 +199,6 @@ def read_results(results: Path) -> dict[tuple[str, str], dict]:
     return found
 
 
-def seed_scores(record: dict, metric: str) -> list[float]:
-    return [seed[metric] for _, seed in sorted(record["scores"]["seeds"].items(), key=lambda kv: int(kv[0]))]
-
-
 TASKS = (("sst2", "accuracy", "SST-2 accuracy"), ("conll2003", "entity_f1", "CoNLL-2003 entity F1"),
          ("scifact", "ndcg@10", "SciFact NDCG@10"))
 COMPARISONS = (("decoder-bidirectional", "decoder-causal"), ("cpt-lora", "decoder-bidirectional"),
@@ -211,7 +208,7 @@ COMPARISONS = (("decoder-bidirectional", "decoder-causal"), ("cpt-lora", "decode
 def units(record: dict, metric: str) -> list[float]:
     """The values a CI is taken over: per seed for a probe (its training subset), per query for retrieval."""
     if "seeds" in record["scores"]:
-        return seed_scores(record, metric)
+        return [seed[metric] for _, seed in sorted(record["scores"]["seeds"].items(), key=lambda kv: int(kv[0]))]
     return record["scores"]["per_instance"][metric]
 
 
@@ -428,26 +425,22 @@ def main(argv: list[str] | None = None) -> Path:
     args = make_parser().parse_args(argv)
     with cli.bad_input_exits():
         output = artifacts.check_output_dir(args.output, "--output")
+        real_models_dir = Path(args.real_models or output / "real-models")
         if args.from_results and not Path(args.from_results).is_file():
             raise FileNotFoundError(f"--from_results {args.from_results} is not a file; pass a results.tar.xz")
         if args.docs:
             artifacts.check_output_dir(args.docs, "--docs")
-        if not args.from_results:
-            from core.paths import resolve_data_dir
-
+        if args.from_results:
+            results = unpack_archive(Path(args.from_results), output)
+        else:
             resolve_data_dir(args.data_dir)
-            from recipes import real_models
-
             if args.decoder and not Path(args.decoder, "config.json").is_file():
                 raise FileNotFoundError(f"--decoder {args.decoder} is not a model folder (no config.json)")
             if not args.decoder and not (output / "models" / "converted").exists():
-                real_models.check_extras([BASE], Path(args.real_models or output / "real-models"))
-    if args.from_results:
-        with cli.bad_input_exits():
-            results = unpack_archive(Path(args.from_results), output)
-    else:
-        models = prepare_models(output, SCALES[args.scale], args.decoder and Path(args.decoder),
-                                Path(args.real_models or output / "real-models"), args.data_dir)
+                real_models.check_extras([BASE], real_models_dir)
+    if not args.from_results:
+        models = prepare_models(output, SCALES[args.scale], args.decoder and Path(args.decoder), real_models_dir,
+                                args.data_dir)
         with cli.bad_input_exits():
             check_resumable(output, args.scale)
         run_measures(output, models, args.scale, Path(args.decoder).name if args.decoder else BASE, args.data_dir)

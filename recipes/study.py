@@ -64,8 +64,7 @@ def run_settings(recipe: manifest.Recipe, study: Study, output: Path, data_dir: 
 
 def training_runs(study: Study) -> list[tuple[manifest.Recipe, int | None]]:
     """(recipe, pretraining seed) of every pretraining run, bases before the runs that start from them."""
-    seeds = study.pretrain_seeds or (None,)
-    return [(recipe, k) for recipe in manifest.training_order(study.models) for k in seeds]
+    return [(recipe, k) for recipe in manifest.training_order(study.models) for k in study.pretrain_seeds or (None,)]
 
 
 STUDY_LOCK = ".study.lock"  # held by the process that runs a study in its output directory
@@ -252,7 +251,6 @@ def pretrain(recipe: manifest.Recipe, study: Study, output: Path, data_dir: str 
              pretrain_seed: int | None = None) -> None:
     name = names.replicate_name(recipe.name, pretrain_seed)
     config_path = output / "configs" / f"{name}.yaml"
-    config_path.parent.mkdir(parents=True, exist_ok=True)
     settings = run_settings(recipe, study, output, data_dir, pretrain_seed)
     artifacts.write_text_atomic(config_path, yaml.safe_dump(settings, sort_keys=False))
     run_logged([sys.executable, "-m", recipe.module, "--config", str(config_path)], output / "logs" / f"{name}.log")
@@ -270,23 +268,6 @@ def evaluated_models(study: Study, output: Path) -> list[Path]:
     return paths
 
 
-def tasks_of(model: Path, study: Study) -> tuple[str, ...]:
-    """The tasks a checkpoint is evaluated on (intermediate checkpoints: `intermediate_tasks` when set)."""
-    if model.parent.name == run_folders.INTERMEDIATE_DIR and study.intermediate_tasks:
-        return study.intermediate_tasks
-    return study.tasks
-
-
-def eval_groups(tasks: tuple[str, ...], study: Study) -> list[tuple[list[str], dict]]:
-    """Tasks that share their evaluation arguments and LR grid, each group run by one grid process."""
-    groups: dict[str, tuple[list[str], dict]] = {}
-    for task in tasks:
-        args = {**study.eval_args, **study.task_eval_args.get(task, {})}
-        key = json.dumps([args, study.lrs_of(task)], sort_keys=True)
-        groups.setdefault(key, ([], args))[0].append(task)
-    return list(groups.values())
-
-
 def is_evaluated(model: Path, tasks: list[str], study: Study, output: Path) -> bool:
     """Every grid result of this checkpoint on `tasks` is current (`store.result_state`) for these weights and the
     scoring versions of the task's family."""
@@ -294,22 +275,24 @@ def is_evaluated(model: Path, tasks: list[str], study: Study, output: Path) -> b
     from evaluation.tasks import load_task
 
     model_id, name = model_folders.checkpoint_identity(model), checkpoint_name(model)
-    for task in tasks:
-        expected = {"model": model_id, "scoring": identity.scoring_identity(load_task(task).family)}
-        for lr in study.lrs_of(task):
-            for seed in study.seeds:
-                path = store.result_path(output / "results", name, task, lr, seed)
-                if store.result_state(path, expected)[0] != "done":
-                    return False
-    return True
+    expected = {task: {"model": model_id, "scoring": identity.scoring_identity(load_task(task).family)}
+                for task in tasks}
+    return all(store.result_state(store.result_path(output / "results", name, task, lr, seed), expected[task])[0]
+               == "done" for task in tasks for lr in study.lrs_of(task) for seed in study.seeds)
 
 
 def eval_batches(models: list[Path], study: Study) -> list[tuple[list[Path], list[str], dict]]:
-    """The evaluation as grid processes: (checkpoints, tasks, evaluation arguments). Checkpoints that share their
-    tasks and arguments go to one process, whose workers then stay busy from one checkpoint to the next."""
+    """The evaluation as grid processes: (checkpoints, tasks, evaluation arguments). A checkpoint's tasks that share
+    their arguments and LR grid form one group (an intermediate checkpoint's are `intermediate_tasks` when set);
+    checkpoints with the same group go to one process, whose workers then stay busy from one to the next."""
     batches: dict[str, tuple[list[Path], list[str], dict]] = {}
     for model in models:
-        for tasks, args in eval_groups(tasks_of(model, study), study):
+        intermediate = model.parent.name == run_folders.INTERMEDIATE_DIR and study.intermediate_tasks
+        groups: dict[str, tuple[list[str], dict]] = {}
+        for task in study.intermediate_tasks if intermediate else study.tasks:
+            args = {**study.eval_args, **study.task_eval_args.get(task, {})}
+            groups.setdefault(json.dumps([args, study.lrs_of(task)], sort_keys=True), ([], args))[0].append(task)
+        for tasks, args in groups.values():
             batches.setdefault(json.dumps([tasks, args], sort_keys=True), ([], tasks, args))[0].append(model)
     return list(batches.values())
 
@@ -321,7 +304,7 @@ def evaluate(models: list[Path], tasks: list[str], eval_args: dict, study: Study
     todo = [model for model in models if not is_evaluated(model, tasks, study, output)]
     if not todo:
         return False
-    lrs = study.lrs_of(tasks[0])  # one LR grid for the whole group (`eval_groups`)
+    lrs = study.lrs_of(tasks[0])  # one LR grid for the whole group (`eval_batches`)
     results = [store.result_path(output / "results", checkpoint_name(model), task, lr, seed)
                for model in todo for task in tasks for lr in lrs for seed in study.seeds]
     poll = progress and (lambda: progress(sum(path.is_file() for path in results), len(results)))

@@ -100,10 +100,9 @@ def write_results_archive(output: Path, archive: Path, reuse: Path | None = None
 
 
 def read_archive(archive: Path) -> dict[str, bytes]:
-    """The files of a results archive ({path under the study: content}), read once and checked: one line naming it
-    when it is missing, not an xz tar, truncated, without study.json, or holds a member that is not a plain file under
-    the study, a result filed under another name than its own (a copy: it would count as one more run), or a result
-    whose scores differ from those its predictions give (`evaluation.metrics.rescore_mismatch`: an edited score)."""
+    """The files of a results archive ({path under the study: content}), read once and checked: refused in one line
+    when it is missing, unreadable, without study.json, or holds a member that is not a plain file under the study, a
+    result filed under another name than its own (it would count as one more run), or an edited score."""
     if not archive.is_file():
         raise FileNotFoundError(f"results archive {archive} not found (write one with --docs)")
     files = {}
