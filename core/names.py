@@ -13,10 +13,8 @@ A model trained at a scale other than the paper's carries that scale before its 
 valid Hub repo name that parses back (a scale's words start with a letter, a size with a digit). Paper-scale
 names are exactly the paper's.
 
-Two steps, two names: an intermediate checkpoint's name carries its **paper step** (`paper_step`: the step at paper
-scale, the same at every scale), while its directory `<run>/intermediate/step-<N>` and its Hub branch `step-<N>`
-carry the **step** the run really took (the optimizer's global step: the paper step divided by the scale's
-`step_divisor`). At paper scale the two are equal.
+Two steps, two names (docs/pretraining.md): an intermediate checkpoint's name carries its **paper step**, its
+directory `<run>/intermediate/step-<N>` and Hub branch the **step** the run took (the paper step / `step_divisor`).
 
 A study that trains each model several times with different pretraining seeds (`pretrain_seeds`) names run k
 `<name>-pseed<k>`: the replicates of one model share `replicate_group` (the name without `-pseed<k>`), which the
