@@ -24,8 +24,10 @@ WEIGHT_BYTES, DDP_CHECKPOINT_BYTES, FSDP_CHECKPOINT_BYTES = 4, 12, 16
 TOKEN_CACHE_BYTES = 8  # int32 tokenized documents + int32 packed blocks, per corpus token
 
 _ENV_SETUP = """\
+set -eo pipefail
 # environment: $SETUP if set (a script that loads modules, activates conda, ...), else the repository's .venv
-if [[ -n "${SETUP:-}" ]]; then source "$SETUP"; else source .venv/bin/activate; fi"""
+if [[ -n "${SETUP:-}" ]]; then source "$SETUP"; else source .venv/bin/activate; fi
+set -u"""
 
 
 @functools.cache
@@ -288,9 +290,7 @@ _PREPARE = r"""#!/usr/bin/env bash
 # base's blocks), then the evaluation tasks' datasets into the `datasets` cache. Needs the network: where compute
 # nodes have none, run it on a login node from the repository root (bash <plan>/launch/prepare_data.sbatch) and
 # submit with SKIP_PREPARE=1.
-set -eo pipefail
 @@ENV_SETUP@@
-set -u
 @@PREPARE@@
 """
 
@@ -313,9 +313,7 @@ _PRETRAIN = r"""#!/usr/bin/env bash
 # so any node count trains the same steps (and a resume may use another one). 10 minutes before the time limit
 # the job requeues itself; the run then resumes from its newest checkpoint. Without SLURM (one machine with
 # GPUS_PER_NODE GPUs): bash pretrain.sbatch ..., from the repository root.
-set -eo pipefail
 @@ENV_SETUP@@
-set -u
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1  # prepare_data filled the caches: no rank of any node calls the Hub
 config=$1 module=$2 accelerate_config=$3 global_batch=$4 per_device=${PER_DEVICE_BATCH:-$5}
 shift 5
@@ -370,9 +368,7 @@ _EVAL = r"""#!/usr/bin/env bash
 # FIRST + SLURM_ARRAY_TASK_ID of GRID, whose tab-separated columns are NAME=DIR, task, learning rate, seed.
 #   sbatch --array=0-999%256 eval_grid.sbatch GRID FIRST           (submit.sh does this, ARRAY_MAX lines per array)
 # A finished run is skipped, so a task can be submitted again. EVAL_ARGS adds evaluation.run options.
-set -eo pipefail
 @@ENV_SETUP@@
-set -u
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1  # prepare_data downloaded the datasets: no array task calls the Hub
 grid=$1
 line=$(($2 + SLURM_ARRAY_TASK_ID))
