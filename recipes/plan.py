@@ -69,11 +69,11 @@ def activation_bytes_per_token(size: str, objective: str) -> tuple[float, bool]:
     size through the two measured sizes (the LM head's share, the same at every size, is the intercept)."""
     if (size, objective) in ACTIVATION_BYTES_PER_TOKEN:
         return ACTIVATION_BYTES_PER_TOKEN[size, objective], True
-    width = {s: load_architecture(s).num_hidden_layers * load_architecture(s).hidden_size for s in ("210m", "610m")}
+    width = {s: load_architecture(s).num_hidden_layers * load_architecture(s).hidden_size
+             for s in ("210m", "610m", size)}
     small, large = (ACTIVATION_BYTES_PER_TOKEN[s, objective] for s in ("210m", "610m"))
-    config = load_architecture(size)
     slope = (large - small) / (width["610m"] - width["210m"])
-    return small + slope * (config.num_hidden_layers * config.hidden_size - width["210m"]), False
+    return small + slope * (width[size] - width["210m"]), False
 
 
 def memory_rows(block_size: int = 2048) -> list[dict]:
@@ -148,12 +148,8 @@ def eval_flops() -> float:
 
 
 def evaluation_line(rate: float, eval_runs_per_gpu_hour: float | None = None) -> tuple[float, str]:
-    """(GPU-hours, the plan's evaluation line) of the evaluation grid.
-
-    Args:
-        rate: achieved FLOP/s per GPU (peak x MFU), for the compute-only estimate.
-        eval_runs_per_gpu_hour: measured fine-tunings per GPU-hour (see `write_plan`), or None.
-    """
+    """(GPU-hours, the plan's evaluation line) of the evaluation grid: at `eval_runs_per_gpu_hour` when measured
+    (`write_plan`), else compute only at `rate`, the achieved FLOP/s per GPU (peak x MFU)."""
     n_results = len(evaluated_models()) * EVAL_TASKS * EVAL_RUNS_PER_TASK
     n_finetunings = len(evaluated_models()) * EVAL_FINETUNINGS_PER_LR_SEED * EVAL_RUNS_PER_TASK
     if eval_runs_per_gpu_hour is None:

@@ -114,13 +114,10 @@ STUDIES["mini-gpu"] = dataclasses.replace(
     eval_args={"max_length": 256, "qa_max_length": 256, "doc_stride": 128, "batch_size": 32, "eval_batch_size": 256,
                "max_eval": 2000},
     task_eval_args={}, workers=8, heldout_blocks=256)
-# The replicated horizon study (docs/horizon-study; sized by a measured pilot, docs/horizon-study/PILOT.md: about 140
-# minutes on 2 idle cores): does the CLM - MLM gap close as tokens per parameter grow? CLM and MLM40, each pretrained
-# with 3 seeds (the pretraining run is a random effect of the analysis), to 97 tokens per parameter without repeating
-# data, on the full CoNLL and MNLI test sets. Checkpoints: paper steps 1k and 2k (the only ones before SC's crossover
-# interval under both parameter conventions, so MNLI's slope is testable), 5k, 40k (past it) and the decayed final; 2
-# fine-tuning seeds per pretraining run (the runs are the units of the intervals), each task at the 2 LRs where the
-# first, unreplicated horizon run's wider grids put every optimum.
+# The replicated horizon study (docs/horizon-study, sized in its PILOT.md): does the CLM - MLM gap close as tokens per
+# parameter grow? Paper steps 1k and 2k are the only checkpoints before SC's crossover interval under both parameter
+# conventions (so MNLI's slope is testable), 40k is past it; 2 fine-tuning seeds per pretraining run (the runs are the
+# units of the intervals), each task at the 2 LRs where the first horizon run's wider grids put every optimum.
 STUDIES["horizon-replicated"] = Study(
     scale="horizon-replicated",
     models=("610m-clm-42k", "610m-mlm40-42k"),
