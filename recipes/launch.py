@@ -73,7 +73,7 @@ def disk_lines(rows: list[dict]) -> list[str]:
     per_checkpoint = ", ".join(f"{size} {count_parameters(size) * DDP_CHECKPOINT_BYTES / 1e9:.1f} GB"
                                for size in dict.fromkeys(r["size"] for r in rows))
     save_steps = {c["save_steps"] for c in _configs(rows).values()}
-    stream = max(_stream_steps(rows).values())
+    stream = _furthest_step(rows)
     tokens = stream * paper.PAPER_TOKENS_PER_STEP
     return [
         "", "## Disk", "",
@@ -93,11 +93,10 @@ def disk_lines(rows: list[dict]) -> list[str]:
     ]
 
 
-def _stream_steps(rows: list[dict]) -> dict[str, int]:
-    """How far into the shared block order each run reads, in steps (a CPT run continues after its base)."""
+def _furthest_step(rows: list[dict]) -> int:
+    """How far into the shared block order the runs read, in steps (a CPT run continues after its base)."""
     table = manifest.recipes()
-    recipes = [table[row["name"]] for row in rows]
-    return {r.name: r.steps + (table[r.cpt_base].steps if r.cpt_base else 0) for r in recipes}
+    return max(r.steps + (table[r.cpt_base].steps if r.cpt_base else 0) for r in (table[row["name"]] for row in rows))
 
 
 def write_launch_scripts(launch: Path, rows: list[dict], grid: list[str], tasks: tuple[str, ...]) -> list[Path]:
@@ -116,7 +115,7 @@ def write_launch_scripts(launch: Path, rows: list[dict], grid: list[str], tasks:
            for c in configs.values()):
         raise ValueError("paper runs differ in global or per-device batch; submit.sh passes one of each")
     prepare = (f"python -m recipes.prepare_data pretraining --config recipes/configs/paper/{scratch[0]}.yaml "
-               f"--max_steps {max(_stream_steps(rows).values())} "
+               f"--max_steps {_furthest_step(rows)} "
                f"--data_cache_dir \"${{DATA_CACHE:-.cache/pretrain}}\"\n"
                f"python -m recipes.prepare_data evaluation --tasks {','.join(tasks)} --source hub")
     runs = [(row["name"], configs[row["name"]]["output_dir"], row["module"], row["size"], row["needs"]) for row in rows]
