@@ -2,10 +2,8 @@
 the `finetune_info.json` beside a saved fine-tuned model. The grid (`evaluation.run`), `evaluation.mteb`, the study,
 the report, the cards and the results dataset all go through here.
 
-Layout: `<results>/<model>/<task>/lr<lr>-seed<seed>.json`; while a process works on a result it holds the lock
-`.<file>.lock` beside it (`lock`; removed when done); a result of another identity that is redone is first moved
-aside as `<file>.replaced-<time>` (`move_aside`); a result is written atomically, after removing the temp files a
-killed writer of the same file left (`write_result`).
+Layout: `<results>/<model>/<task>/lr<lr>-seed<seed>.json`, with `.<file>.lock` beside a result being worked on
+(`lock`) and `<file>.replaced-<time>` for one of another identity that was redone (`move_aside`).
 """
 
 from __future__ import annotations
