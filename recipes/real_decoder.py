@@ -249,6 +249,8 @@ def comparisons(records: dict, baselines: dict) -> list[dict]:
     import numpy as np
     from scipy import stats
 
+    from analysis.statistics import confidence_interval
+
     out = []
     for task, metric, _ in TASKS:
         for a, b in COMPARISONS:
@@ -257,7 +259,7 @@ def comparisons(records: dict, baselines: dict) -> list[dict]:
             mean = float(diff.mean())
             low, high = (mean, mean) if np.all(diff == diff[0]) else \
                 (float(x) for x in stats.t.interval(0.95, len(diff) - 1, loc=mean, scale=stats.sem(diff)))
-            unlearned = [arm for arm, v in ((a, va), (b, vb)) if not _above(v, baselines[task])]
+            unlearned = [arm for arm, v in ((a, va), (b, vb)) if not confidence_interval(v)[0] > baselines[task]]
             if unlearned:
                 verdict = f"not testable: {' and '.join(unlearned)} not shown above the trivial baseline"
             elif low > 0:
@@ -269,13 +271,6 @@ def comparisons(records: dict, baselines: dict) -> list[dict]:
             out.append({"task": task, "a": a, "b": b, "difference": mean, "low": low, "high": high,
                         "n": len(diff), "verdict": verdict})
     return out
-
-
-def _above(values, baseline: float) -> bool:
-    from analysis.statistics import confidence_interval
-
-    low, _ = confidence_interval(values)
-    return low > baseline
 
 
 ARM_WORDS = {"decoder-causal": "the decoder as is (causal)", "decoder-bidirectional": "same weights, bidirectional",
