@@ -1,13 +1,9 @@
 """How this project writes and reads its files: atomic writes, locks, one-line read errors.
 
 Every file a tool of this project writes goes through here, so that a kill at any point (even SIGKILL) leaves either
-the old file or the new one, never half of one: `atomic_file` (a temp file beside it, then `os.replace`) and
-`atomic_directory` (a hidden sibling, then a rename; never removing a folder that changed meanwhile), both first
-removing what a killed writer of the same target left (`remove_stale_temp_files`), with the modes the umask gives
-(`follow_umask`: safetensors writes 0600). `read_json` fails in one line naming the file; `exclusive_lock` (`flock`)
-keeps two processes from writing the same run or result.
-
-What a run folder holds and records is `core.run_folders`; what makes a model folder loadable, `core.model_folders`.
+the old file or the new one, never half of one (`atomic_file`, `atomic_directory`), with the modes the umask gives
+(`follow_umask`). `read_json` fails in one line naming the file; `exclusive_lock` keeps two processes from writing the
+same run or result.
 """
 
 from __future__ import annotations
@@ -101,9 +97,8 @@ def write_json_atomic(path: str | os.PathLike, payload, indent: int | None = 2) 
 
 
 def _claimed_temp(path: Path, directory: bool) -> tuple[Path, int]:
-    """Create a temp file or folder `.<name>.<random>.tmp` beside `path` and hold an exclusive `flock` on it while
-    it is written, so that `remove_stale_temp_files` of a concurrent writer of `path` leaves it alone; returns
-    (temp, the descriptor that holds the lock)."""
+    """(a temp file or folder `.<name>.<random>.tmp` beside `path`, the descriptor of the `flock` held on it while it
+    is written, so that `remove_stale_temp_files` of a concurrent writer of `path` leaves it alone)."""
     while True:
         if directory:
             tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
@@ -120,9 +115,8 @@ def _claimed_temp(path: Path, directory: bool) -> tuple[Path, int]:
 
 
 def follow_umask(directory: str | os.PathLike) -> None:
-    """Give every file under `directory` the mode the umask gives (0644 under umask 022): safetensors' writer (model
-    weights, LoRA adapters, in every `save_pretrained` and Trainer checkpoint) creates 0600 files that a teammate
-    cannot load. Called once a folder is written: by `atomic_directory` and on every saved checkpoint."""
+    """Give every file under `directory` the mode the umask gives (0644 under umask 022): safetensors writes 0600
+    files (weights, LoRA adapters) that a teammate cannot load. Called by `atomic_directory` and on every checkpoint."""
     mode = 0o666 & ~_umask()
     for path in Path(directory).rglob("*"):
         if path.is_file() and not path.is_symlink() and path.stat().st_mode & 0o777 != mode:
@@ -137,9 +131,8 @@ def _umask() -> int:
 
 
 def remove_stale_temp_files(path: str | os.PathLike) -> list[Path]:
-    """Remove the temp files and folders that a killed `atomic_file` / `atomic_directory` writer of `path` left
-    (`.<name>.<random>.tmp` beside it, not locked by a live writer); both call it before writing, so a rerun leaves
-    no half-written copy behind. Returns what it removed."""
+    """Remove (and return) the temp files and folders a killed `atomic_file` / `atomic_directory` writer of `path`
+    left (`.<name>.<random>.tmp` beside it, not locked by a live writer); both call it before writing."""
     path = Path(path)
     removed = []
     for stale in sorted(path.parent.glob(f".{glob.escape(path.name)}.*.tmp")):
@@ -279,8 +272,8 @@ def read_json(path: str | os.PathLike, what: str = "file"):
 
 
 def load_yaml(text: str):
-    """`yaml.safe_load` that refuses a mapping with a key given twice (yaml keeps the last silently, so a task YAML
-    with `name` twice would file its results under the second). Raises `yaml.YAMLError` naming the key and line."""
+    """`yaml.safe_load` that refuses (`yaml.YAMLError` naming the key and line) a mapping with a key given twice, which
+    yaml would keep the last of silently."""
     import yaml
 
     class UniqueKeyLoader(yaml.SafeLoader):
@@ -299,9 +292,8 @@ def load_yaml(text: str):
 # -------------------------------------------------------------------------------------------------------- locks
 @contextlib.contextmanager
 def exclusive_lock(path: str | os.PathLike, what: str, remove: bool = False) -> Iterator[Path]:
-    """Hold an exclusive `flock` on `path` (created if needed) for the block, or raise `LockHeld` naming `what`.
-    The lock dies with its process (even on SIGKILL), so a crashed run never blocks the next one. `remove`: the file
-    is removed when the block ends, still held (a process that opened it meanwhile takes a new one)."""
+    """Hold an exclusive `flock` on `path` (created if needed) for the block, or raise `LockHeld` naming `what`; it
+    dies with its process (even on SIGKILL). `remove`: the file is removed when the block ends, still held."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     while True:

@@ -1,16 +1,7 @@
-"""The command-line convention every entry point of this project follows.
-
-- Run as a module (`python -m recipes.study ...`, `accelerate launch -m recipes.pretrain ...`, `python -m
-  bench.bench_model ...`) or, for the training scripts, by path from any directory (`accelerate launch
-  recipes/cpt.py ...`): the project is an installed package (`-e .` in requirements.txt).
-- `main(argv=None)` parses `argv` (default: `sys.argv[1:]`), so a test calls it like the shell does.
-- Flags are spelled with underscores (`--output_dir`, `--repo_id`), as transformers' `TrainingArguments`.
-- A list is one comma-separated value: `--tasks sst2,mnli`, `--model a,b` (`split_list`); a path holding a comma
-  is one item when it exists as a whole (`split_paths`: `--model "runs/bs8,lr1e-4"`).
-- Bad input ends with one line `error: <what is wrong and how to fix it>` on stderr and exit status 2, before
-  anything is written (`exit_on_bad_input`); a write that failed (disk full, `ulimit -f`) is one line naming the
-  file, exit status 1, nothing half-written left (`exit_on_write_failure`); any other failure while working keeps
-  its traceback (exit status 1).
+"""The command-line convention every entry point of this project follows (README, "One CLI convention"): a list is
+one comma-separated value (`split_list`, `split_paths`); bad input ends with one line `error: ...` on stderr and exit
+status 2 (`bad_input_exits`, `exit_on_bad_input`); a failed write with one line naming the file and exit status 1
+(`exit_on_write_failure`); any other failure while working keeps its traceback (exit status 1).
 """
 
 from __future__ import annotations
@@ -57,13 +48,7 @@ def bad_input_exits():
 def exit_on_bad_input(main):
     """`bad_input_exits` around a whole `main(argv)`: for entry points that check, then do work whose own
     ValueErrors are bad input too (reports, cards, plans)."""
-
-    @functools.wraps(main)
-    def wrapper(*args, **kwargs):
-        with bad_input_exits():
-            return main(*args, **kwargs)
-
-    return wrapper
+    return bad_input_exits()(main)  # a contextmanager is also a decorator (contextlib.ContextDecorator)
 
 
 def exit_on_write_failure(main):

@@ -1,10 +1,6 @@
-"""One colour per pretraining objective, the same in every figure (the report's, the held-out curves'), so a reader
-who learned that CLM is blue in one figure reads every other one the same way.
-
-A model of the study's grammar (`core.names`) gets its objective's colour whatever its size, scale or step: CLM,
-MLM at each masking ratio, PFS (CLM then MLM) and CPT from a CLM or an MLM base each have their own. Lines of one
-colour in one figure (two sizes of one objective) are told apart by their markers and dashes. A label outside the
-grammar (another encoder, a budget line) gets a colour none of the objectives uses, by its place in the figure.
+"""One colour per pretraining objective, the same in every figure: a model of the study's grammar (`core.names`) gets
+its objective's colour whatever its size, scale or step (CLM, MLM at each masking ratio, PFS, and CPT from a CLM or an
+MLM base each have their own); a label outside the grammar, one no objective uses, by its place in the figure.
 """
 
 from core import names
@@ -21,11 +17,9 @@ def objective_key(name: str) -> str | None:
     parsed = names.try_parse_name(name)
     if parsed is None:
         return None
-    if parsed.kind == "pfs":
-        return "pfs"
     if parsed.kind == "cpt":
         return "cpt-clm" if parsed.base == "clm" else "cpt-mlm"
-    return parsed.objective_label
+    return "pfs" if parsed.kind == "pfs" else parsed.objective_label
 
 
 def of(name: str, index: int = 0) -> str:

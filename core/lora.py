@@ -1,11 +1,9 @@
 """LoRA through peft, for CPT of a decoder too large to train fully (`recipes.cpt --lora`) and for fine-tuning
 (`evaluation.run --peft lora`).
 
-A LoRA run trains low-rank adapters on the attention and MLP projections (and, if asked, the embeddings and the LM
-head, or a task head, as full copies: peft's `modules_to_save`); the base weights stay frozen. Every model a run
-publishes is saved merged (`merge_and_unload` of a copy), so it loads without peft, as a plain checkpoint. The
-Trainer checkpoints (`checkpoint-N`) hold the adapters, the model's config.json and the optimizer state: what
-resume reads (bit-exact); they are not loadable models.
+A LoRA run trains adapters on the attention and MLP projections (and, if asked, full copies of other modules: peft's
+`modules_to_save`). Every model a run publishes is saved merged, so it loads without peft; the Trainer checkpoints
+(`checkpoint-N`) hold the adapters, the config and the optimizer state for resuming, and are not loadable models.
 """
 
 import copy

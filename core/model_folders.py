@@ -27,16 +27,9 @@ def check_json_files(directory: str | os.PathLike) -> None:
 
 
 def local_or_hub(source: str | os.PathLike, what: str) -> str:
-    """Check a model/tokenizer/dataset source before loading it: an existing local path, or a Hub id
-    (`core.paths.is_hub_id`).
-
-    Without this, transformers reports a missing local directory as "Repo id must be in the form ..." or as a
-    failed Hub connection.
-
-    Raises:
-        FileNotFoundError: `source` looks like a path (or cannot be a Hub id) and does not exist: "no such
-            directory", with the nearest existing sibling (`core.paths.missing_path`).
-    """
+    """Check a model/tokenizer/dataset source before loading it: an existing local path, or a Hub id. Else
+    FileNotFoundError naming the nearest existing sibling (`core.paths.missing_path`), where transformers would say
+    "Repo id must be in the form ..." or report a failed Hub connection."""
     text = str(source)
     if Path(text).expanduser().exists():
         return str(Path(text).expanduser())
@@ -62,12 +55,8 @@ def hub_load_error(source: str, what: str, error: Exception) -> ValueError:
 
 
 def check_loadable(directory: str | os.PathLike) -> None:
-    """Refuse a folder that is not a loadable model (`check_weights` besides): a LoRA run's `checkpoint-N`, which
-    holds the adapters, for resuming only (every command that loads, exports or describes a model calls this).
-
-    Raises:
-        ValueError: one line naming the adapter file and the folders to use instead.
-    """
+    """Refuse (ValueError, one line) a folder that is not a loadable model: unreadable weights (`check_weights`), or a
+    LoRA run's `checkpoint-N`, which holds the adapters for resuming only."""
     if adapters := sorted(p.name for p in Path(directory).glob("adapter_*") if p.is_file()):
         raise ValueError(f"{directory} holds LoRA adapters ({adapters[0]}), not a loadable model: a LoRA run's "
                          "checkpoint-N is for resuming; use the run folder or an intermediate/step-N (merged weights)")

@@ -13,10 +13,8 @@ A model trained at a scale other than the paper's carries that scale before its 
 valid Hub repo name that parses back (a scale's words start with a letter, a size with a digit). Paper-scale
 names are exactly the paper's.
 
-Two steps, two names: an intermediate checkpoint's name carries its **paper step** (`paper_step`: the step at paper
-scale, the same at every scale), while its directory `<run>/intermediate/step-<N>` and its Hub branch `step-<N>`
-carry the **step** the run really took (the optimizer's global step: the paper step divided by the scale's
-`step_divisor`). At paper scale the two are equal.
+Two steps, two names (docs/pretraining.md): an intermediate checkpoint's name carries its **paper step**, its
+directory `<run>/intermediate/step-<N>` and Hub branch the **step** the run took (the paper step / `step_divisor`).
 
 A study that trains each model several times with different pretraining seeds (`pretrain_seeds`) names run k
 `<name>-pseed<k>`: the replicates of one model share `replicate_group` (the name without `-pseed<k>`), which the
@@ -44,29 +42,21 @@ def _steps(text: str) -> int:
 
 @dataclass(frozen=True)
 class ModelName:
-    """A model name of the study's grammar, read part by part (the one vocabulary recipes, evaluation and cards use).
-
-    kind: "single" (one objective), "pfs" (CLM then MLM) or "cpt" (MLM continued from a decayed base); size ("610m");
-    objective of the last phase ("clm" | "mlm"); ratio: masking ratio in percent (None for CLM); total_steps;
-    switch_step (PFS: the last CLM step); base ("clm" | "mlm40") and base_steps (CPT); paper_step (an intermediate
-    checkpoint's step at paper scale, None for a final one); run_name (the name without it); scale (the manifest
-    scale a `<scale>-` prefix names, None without one: the paper's); pretrain_seed (k of a `-pseed<k>` replicate,
-    None for a single run).
-    """
+    """A model name of the study's grammar, read part by part (the one vocabulary recipes, evaluation and cards use)."""
 
     name: str
-    kind: str
-    size: str
-    objective: str
-    ratio: int | None
+    kind: str  # "single" (one objective), "pfs" (CLM then MLM) or "cpt" (MLM continued from a decayed base)
+    size: str  # "610m"
+    objective: str  # of the last phase: "clm" | "mlm"
+    ratio: int | None  # masking ratio in percent (None for CLM)
     total_steps: int
-    switch_step: int | None = None
-    base: str | None = None
-    base_steps: int | None = None
-    paper_step: int | None = None
-    run_name: str = ""
-    scale: str | None = None
-    pretrain_seed: int | None = None
+    switch_step: int | None = None  # PFS: the last CLM step
+    base: str | None = None  # CPT: "clm" | "mlm40"
+    base_steps: int | None = None  # CPT
+    paper_step: int | None = None  # an intermediate checkpoint's step at paper scale (None for a final one)
+    run_name: str = ""  # the name without the paper step
+    scale: str | None = None  # the manifest scale a `<scale>-` prefix names (None without one: the paper's)
+    pretrain_seed: int | None = None  # k of a `-pseed<k>` replicate (None for a single run)
 
     @property
     def replicate_group(self) -> str:
@@ -123,14 +113,8 @@ def split_step(name: str) -> tuple[str, int | None]:
 
 
 def parse_name(name: str) -> ModelName:
-    """Parse a model name of the study's grammar.
-
-    Args:
-        name: e.g. "610m-mlm40-42k", "610m-clm-10k-mlm40-42k", "610m-clm-dec42k-mlm40-44k", "610m-clm-42k-1000".
-
-    Raises:
-        ValueError: the name is outside the grammar or internally inconsistent.
-    """
+    """Parse a model name of the study's grammar (module docstring); ValueError when it is outside the grammar or
+    internally inconsistent."""
     for kind, pattern in _PATTERNS.items():
         match = pattern.match(name)
         if match:
@@ -152,19 +136,21 @@ def parse_name(name: str) -> ModelName:
         run_name=split_step(name)[0] if g.get("paper_step") else name, scale=g["scale"],
         pretrain_seed=int(g["pseed"]) if g.get("pseed") else None,
     )
-    _check(parsed)
+    if parsed.ratio is not None and not 0 < parsed.ratio < 100:
+        raise ValueError(f"model name {name!r}: masking ratio {parsed.ratio}% must be between 1 and 99")
+    for value in (parsed.switch_step, parsed.base_steps):
+        if value is not None and value >= parsed.total_steps:
+            raise ValueError(f"model name {name!r}: {value} steps must be fewer than the {parsed.total_steps} total")
+    if parsed.paper_step is not None and not 0 < parsed.paper_step < parsed.total_steps:
+        raise ValueError(f"model name {name!r}: intermediate step {parsed.paper_step} must be within the "
+                         f"{parsed.total_steps}-step run (the final checkpoint has no step suffix)")
     return parsed
 
 
 def scaled_name(name: str, scale: str | None) -> str:
     """The name a reader sees for a model `name` trained at manifest `scale`: `<scale>-<name>`, or `name` itself at
-    the paper's scale (or None: no scale recorded), and a name outside the grammar as it is. The one rule for
-    tables, figures, cards, the results dataset and Hub repo ids.
-
-    Raises:
-        ValueError: `scale` is not lower-case words starting with letters (it could not be read back), or `name`
-            already carries a scale.
-    """
+    the paper's scale (or None: no scale recorded), and a name outside the grammar as it is. ValueError when `scale`
+    could not be read back (not lower-case words starting with letters) or `name` already carries a scale."""
     if scale in (None, PAPER_SCALE):
         return name
     if not re.fullmatch(_SCALE, f"{scale}-"):
@@ -197,14 +183,3 @@ def try_parse_name(name: str) -> ModelName | None:
     except ValueError:
         return None
 
-
-def _check(p: ModelName) -> None:
-    if p.ratio is not None and not 0 < p.ratio < 100:
-        raise ValueError(f"model name {p.name!r}: masking ratio {p.ratio}% must be between 1 and 99")
-    for key in ("switch_step", "base_steps"):
-        value = getattr(p, key)
-        if value is not None and value >= p.total_steps:
-            raise ValueError(f"model name {p.name!r}: {value} steps must be fewer than the {p.total_steps} total")
-    if p.paper_step is not None and not 0 < p.paper_step < p.total_steps:
-        raise ValueError(f"model name {p.name!r}: intermediate step {p.paper_step} must be within the "
-                         f"{p.total_steps}-step run (the final checkpoint has no step suffix)")

@@ -58,11 +58,8 @@ def _valid_repo_id(source: str) -> bool:
 
 
 def resolve_data_dir(path: str | os.PathLike | None = None) -> Path:
-    """Return the data bundle directory, raising a one-line error if it does not exist.
-
-    Args:
-        path: explicit directory (from a flag); falls back to `$MLM_VS_CLM_DATA`, then `../shared/data`.
-    """
+    """The data bundle directory: `path` (from a flag), else `$MLM_VS_CLM_DATA`, else `../shared/data`; a one-line
+    FileNotFoundError when it does not exist."""
     if path is not None:
         source, candidate = "the --data_dir flag", Path(path)
     elif os.environ.get(DATA_ENV_VAR):
@@ -71,7 +68,6 @@ def resolve_data_dir(path: str | os.PathLike | None = None) -> Path:
         source, candidate = "the default ../shared/data", REPO_ROOT.parent / "shared" / "data"
     candidate = candidate.expanduser().resolve()
     if not candidate.is_dir():
-        raise FileNotFoundError(
-            f"data bundle not found at {candidate} (from {source}); pass --data_dir or set ${DATA_ENV_VAR}"
-        )
+        raise FileNotFoundError(f"data bundle not found at {candidate} (from {source}); pass --data_dir or set "
+                                f"${DATA_ENV_VAR}")
     return candidate

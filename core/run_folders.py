@@ -16,12 +16,10 @@ RUN_CONFIG_NAME = "run_config.json"  # resolved settings of a pretraining run, c
 RUN_INFO_NAME = "run_info.json"  # provenance beside every saved model
 INTERMEDIATE_DIR = "intermediate"  # <output_dir>/intermediate/step-<N>
 LOCK_NAME = ".lock"  # held by the process that trains into an output_dir
-# run_info.json (pretraining.provenance.make_run_info): what a checkpoint is and how it was made; read by the cards, the
-# study, the held-out loss and the CPT and resume checks. Format 2 named the PFS switch `switch_step` and the
-# manifest scale `scale`; format 3 adds `tokens_before_cpt`, the tokens the starting model had seen before the run
-# (0 from scratch, the base's own plus its bases' for CPT, null for a base without run_info); format 4 adds
-# `parameters` (`total`: the encoder's with the input embedding, without the LM head; `input_embedding`). `tokens_seen`
-# is the run's own. Older formats are refused: retrain or re-save.
+# run_info.json (pretraining.provenance.make_run_info): what a checkpoint is and how it was made. `tokens_seen` is the
+# run's own, `tokens_before_cpt` the starting model's (0 from scratch, its bases' for CPT, null for a base without
+# run_info); `parameters`: `total` (the encoder's with the input embedding, without the LM head), `input_embedding`.
+# Older formats are refused: retrain or re-save.
 RUN_INFO_FORMAT = 4
 # study.json (recipes.study): which study an output directory holds; format 2 adds `parameters` (a toy scale's one
 # count, as its runs recorded it in run_info.json) once its models are pretrained.
@@ -36,11 +34,8 @@ SUMMARY_COLUMNS = ("model", "task", "family", "metric", "best_lr", "n_seeds", "m
 
 
 def intermediate_checkpoints(run_dir: str | os.PathLike) -> list[Path]:
-    """The intermediate checkpoints a run saved, `<run_dir>/intermediate/step-<N>`, in step order ([] if none).
-
-    Raises:
-        ValueError: a folder there is named `step-*` but not `step-<N>` (one line).
-    """
+    """The intermediate checkpoints a run saved, `<run_dir>/intermediate/step-<N>`, in step order ([] if none);
+    ValueError for a folder there named `step-*` but not `step-<N>`."""
     folder = Path(run_dir) / INTERMEDIATE_DIR
     found = [p for p in folder.glob("step-*") if p.is_dir()] if folder.is_dir() else []
     if bad := sorted(p.name for p in found if intermediate_step(p) is None):
@@ -78,12 +73,8 @@ def is_study_model(study: dict, model: str) -> bool:
 
 
 def read_run_info(directory: str | os.PathLike | None) -> dict | None:
-    """The `run_info.json` of a saved model directory, or None when it has none (a converted decoder, another
-    encoder).
-
-    Raises:
-        ValueError: the file is not of the current format or lacks keys (one line: what to do).
-    """
+    """The `run_info.json` of a saved model directory, None when it has none (a converted decoder, another encoder);
+    ValueError (one line) when it is of another format or lacks keys."""
     if directory is None or not (Path(directory) / RUN_INFO_NAME).is_file():
         return None
     path = Path(directory) / RUN_INFO_NAME

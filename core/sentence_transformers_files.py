@@ -7,11 +7,9 @@
     model = SentenceTransformer("out/610m-mlm40-42k", trust_remote_code=True)
     model.encode_query(["what is MLM?"]); model.encode_document(["Masked language modeling is ..."])
 
-The pipeline is the evaluation's for retrieval (`evaluation/retrieval.py::build_model`, same embeddings: tested):
-the encoder bidirectional (`is_causal=False` even for a CLM checkpoint, as the paper fine-tunes every model), masked
-mean pooling over every token (prompt included), cosine similarity, the paper's prompts "Query: " / "Document: ".
-The pretraining recipes write these files into every checkpoint they save. They use the layout sentence-transformers
-has read since v3 (module types `sentence_transformers.models.*`, `config_args`, legacy pooling keys).
+The pipeline is the evaluation's for retrieval (`evaluation/retrieval.py::build_model`, same embeddings: tested): the
+encoder bidirectional (even for a CLM checkpoint, as the paper fine-tunes every model), masked mean pooling over every
+token, cosine similarity, the paper's prompts. The pretraining recipes write these files into every checkpoint.
 """
 
 from __future__ import annotations
@@ -75,17 +73,13 @@ def write_sentence_transformers_files(directory: str | os.PathLike, max_seq_leng
     config = artifacts.read_json(directory / "config.json", "model config")
     payloads = sentence_transformers_files(config, max_seq_length, prompts, is_causal)
     texts = {name: json.dumps(payload, indent=2) + "\n" for name, payload in payloads.items()}
-    clashes = [name for name, text in texts.items()
-               if (directory / name).is_file() and (directory / name).read_text(encoding="utf-8") != text]
+    changed = [name for name, text in texts.items()
+               if not (directory / name).is_file() or (directory / name).read_text(encoding="utf-8") != text]
+    clashes = [name for name in changed if (directory / name).is_file()]
     if clashes and not overwrite:
         raise FileExistsError(f"{directory} already holds {', '.join(clashes)} with other contents; remove them "
                               "or pass overwrite=True")
-    written = []
-    for name, text in texts.items():
-        path = directory / name
-        if not path.is_file() or path.read_text(encoding="utf-8") != text:
-            written.append(artifacts.write_text_atomic(path, text))
-    return written
+    return [artifacts.write_text_atomic(directory / name, texts[name]) for name in changed]
 
 
 __all__ = ["PROMPTS", "SENTENCE_TRANSFORMERS_FILES", "sentence_transformers_files", "write_sentence_transformers_files"]

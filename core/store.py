@@ -2,19 +2,15 @@
 the `finetune_info.json` beside a saved fine-tuned model. The grid (`evaluation.run`), `evaluation.mteb`, the study,
 the report, the cards and the results dataset all go through here.
 
-Layout: `<results>/<model>/<task>/lr<lr>-seed<seed>.json`; while a process works on a result it holds the lock
-`.<file>.lock` beside it (`lock`; removed when done); a result of another identity that is redone is first moved
-aside as `<file>.replaced-<time>` (`move_aside`); a result is written atomically, after removing the temp files a
-killed writer of the same file left (`write_result`).
+Layout: `<results>/<model>/<task>/lr<lr>-seed<seed>.json`, with `.<file>.lock` beside a result being worked on
+(`lock`) and `<file>.replaced-<time>` for one of another identity that was redone (`move_aside`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 from core import artifacts, names, run_folders
@@ -47,11 +43,10 @@ def result_files(results_dir: str | os.PathLike) -> list[Path]:
 
 def new_result(model: str, task: str, family: str, lr: float, seed: int, fields: dict, identity: dict,
                versions: dict, pretrain_seed: int | None = None, **extra) -> dict:
-    """The record of one result as its writers (`evaluation.run`, `evaluation.mteb`, the importer) file it: where
-    (`result_path`'s arguments, checked by `read_result`), the task family, the body (`fields`: `result_body`'s and
-    what its kind adds, `OPTIONAL_BODY`), what decides it (`identity`, compared by `differences`), the library
-    `versions` (recorded, not compared), the replicate's `pretrain_seed`, and `extra` optional fields written last
-    (model_source, shared_training, finetuned_from; an imported result's `source`, which marks its kind)."""
+    """The record of one result as its writers file it: where (`result_path`'s arguments), the task family, the body
+    (`fields`: `result_body`'s and `OPTIONAL_BODY`), what decides it (`identity`, compared by `differences`), the
+    library `versions` (recorded, not compared), the replicate's `pretrain_seed`, and `extra` optional fields written
+    last (model_source, shared_training, finetuned_from; an imported result's `source`, which marks its kind)."""
     if fields.get("status") not in STATUSES:
         raise ValueError(f"result status {fields.get('status')!r} is not one of {STATUSES}")
     missing, unknown = [key for key in BODY if key not in fields], sorted(fields.keys() - {*BODY, *OPTIONAL_BODY})
@@ -68,10 +63,9 @@ def new_result(model: str, task: str, family: str, lr: float, seed: int, fields:
 
 
 def result_body(main_metric: str, scores: dict | None = None, predictions: dict | None = None) -> dict:
-    """The body of a result (`BODY`): status, aggregate scores per split and, per instance, the prediction, the
-    reference and the instance's scores, so every metric can be recomputed from the result file alone. `scores`:
-    {split: `evaluation.metrics` dict with "per_instance", or None when not evaluated}, None when the run diverged;
-    `predictions`: {split: {column: list}} aligned with the metrics' per-instance lists."""
+    """The body of a result (`BODY`): status, aggregate scores per split and per-instance rows (prediction, reference,
+    scores), so every metric can be recomputed from the file alone. `scores`: {split: `evaluation.metrics` dict, or
+    None when not evaluated}, None when the run diverged; `predictions`: {split: {column: list}} aligned with them."""
     predictions = predictions or {}
     out = {"status": DIVERGED if scores is None else OK, "main_metric": main_metric}
     per_instance = {}
@@ -199,9 +193,8 @@ def differences(record: dict, identity: dict) -> list[str]:
 
 
 def result_state(path: str | os.PathLike, identity: dict) -> tuple[str, list[str]]:
-    """("todo" | "done" | "changed", why) of the result filed at `path` for `identity`: none yet; current (finished,
-    status ok or diverged); or made by something else, unreadable, of another format or unfinished (never silently
-    reused)."""
+    """("todo" | "done" | "changed", why) of the result filed at `path` for `identity`: none yet; current; or made by
+    something else, unreadable or of another format (never silently reused)."""
     if not Path(path).is_file():
         return "todo", []
     try:
@@ -212,13 +205,11 @@ def result_state(path: str | os.PathLike, identity: dict) -> tuple[str, list[str
     return ("changed", why) if why else ("done", [])
 
 
-@contextlib.contextmanager
-def lock(path: str | os.PathLike, what: str) -> Iterator[Path]:
-    """Hold the lock of one result file (`.<file>.lock` beside it) for the block; `artifacts.LockHeld` when another
-    process is working on this result."""
+def lock(path: str | os.PathLike, what: str):
+    """The lock of one result file (`.<file>.lock` beside it), held for a `with` block; `artifacts.LockHeld` when
+    another process is working on this result."""
     path = Path(path)
-    with artifacts.exclusive_lock(path.with_name(f".{path.name}.lock"), f"{what} {path}", remove=True) as held:
-        yield held
+    return artifacts.exclusive_lock(path.with_name(f".{path.name}.lock"), f"{what} {path}", remove=True)
 
 
 def claim_protocol(folder: str | os.PathLike, protocol: dict, replace: bool = False) -> list[str]:
@@ -258,8 +249,7 @@ def move_aside(path: str | os.PathLike) -> Path:
 
 
 def write_result(path: str | os.PathLike, record: dict) -> Path:
-    """Write a result atomically (one JSON line; `artifacts.atomic_file` first removes the temp files a killed writer
-    of this very file left). Call it holding the result's `lock`."""
+    """Write a result atomically, as one JSON line; call it holding the result's `lock`."""
     return artifacts.write_json_atomic(path, record, indent=None)
 
 

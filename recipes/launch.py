@@ -1,13 +1,11 @@
 """SLURM launch scripts and the checkpoint disk estimate of the paper plan (`recipes.plan.write_plan` calls them).
 
-`write_launch_scripts` fills `<plan>/launch/`: `submit.sh` (data preparation, then each pretraining run after its
-prerequisite, then the evaluation grid as arrays, all with `sbatch --parsable`), `prepare_data.sbatch`,
-`pretrain.sbatch` (one `accelerate launch` per node through srun; requeues itself and resumes), `eval_grid.sbatch`
-(one array task per line of eval_grid.tsv) and `pretrain.sh` (the pretraining on one machine, no SLURM). No absolute
-path: they run from the repository root, and what differs between clusters is an environment variable (listed in
-submit.sh's header); docs/cluster.md says more.
+`write_launch_scripts` fills `<plan>/launch/` (docs/cluster.md): `submit.sh`, `prepare_data.sbatch`,
+`pretrain.sbatch`, `eval_grid.sbatch` and `pretrain.sh` (one machine, no SLURM), each described in its header. No
+absolute path: they run from the repository root; what differs between clusters is an environment variable.
 """
 
+import copy
 import functools
 import shlex
 from pathlib import Path
@@ -26,15 +24,22 @@ WEIGHT_BYTES, DDP_CHECKPOINT_BYTES, FSDP_CHECKPOINT_BYTES = 4, 12, 16
 TOKEN_CACHE_BYTES = 8  # int32 tokenized documents + int32 packed blocks, per corpus token
 
 _ENV_SETUP = """\
+set -eo pipefail
 # environment: $SETUP if set (a script that loads modules, activates conda, ...), else the repository's .venv
-if [[ -n "${SETUP:-}" ]]; then source "$SETUP"; else source .venv/bin/activate; fi"""
+if [[ -n "${SETUP:-}" ]]; then source "$SETUP"; else source .venv/bin/activate; fi
+set -u"""
 
 
 @functools.cache
-def count_parameters(size: str) -> int:
-    """Parameters of a paper-size model, LM head included (counted on the meta device, nothing allocated)."""
+def meta_model(size: str) -> EuroBertClmMlmForMaskedLM:
+    """A paper-size model on the meta device (nothing allocated), to count and size."""
     with torch.device("meta"):
-        return sum(p.numel() for p in EuroBertClmMlmForMaskedLM(load_architecture(size)).parameters())
+        return EuroBertClmMlmForMaskedLM(copy.deepcopy(load_architecture(size)))
+
+
+def count_parameters(size: str) -> int:
+    """Parameters of a paper-size model, LM head included."""
+    return sum(p.numel() for p in meta_model(size).parameters())
 
 
 def _configs(rows: list[dict]) -> dict[str, dict]:
@@ -42,17 +47,9 @@ def _configs(rows: list[dict]) -> dict[str, dict]:
 
 
 def checkpoint_disk(rows: list[dict]) -> list[dict]:
-    """What each pretraining run of the plan writes to disk, in bytes.
-
-    Args:
-        rows: `recipes.plan.run_rows()` (name, size, steps: the optimizer steps the run itself trains).
-
-    Returns:
-        Per run: `checkpoints` (Trainer checkpoints, one per save_steps, none deleted) and their `checkpoint_bytes`;
-        `weights_bytes` (the exported and intermediate weights); `kept_bytes` (what outlives the run: those weights
-        and the checkpoints later runs start from, the decay-branch points and a CPT base's last checkpoint, whose
-        optimizer state CPT keeps).
-    """
+    """What each run of `recipes.plan.run_rows()` writes to disk, in bytes: `checkpoints` (one per save_steps, none
+    deleted) and their `checkpoint_bytes`; `weights_bytes` (the exported and intermediate weights); `kept_bytes`
+    (those weights and the checkpoints later runs start from: the decay-branch points, a CPT base's last one)."""
     table, configs = manifest.recipes(), _configs(rows)
     cpt_bases = {table[row["name"]].cpt_base for row in rows} - {None}
     out = []
@@ -76,7 +73,7 @@ def disk_lines(rows: list[dict]) -> list[str]:
     per_checkpoint = ", ".join(f"{size} {count_parameters(size) * DDP_CHECKPOINT_BYTES / 1e9:.1f} GB"
                                for size in dict.fromkeys(r["size"] for r in rows))
     save_steps = {c["save_steps"] for c in _configs(rows).values()}
-    stream = max(_stream_steps(rows).values())
+    stream = _furthest_step(rows)
     tokens = stream * paper.PAPER_TOKENS_PER_STEP
     return [
         "", "## Disk", "",
@@ -96,26 +93,17 @@ def disk_lines(rows: list[dict]) -> list[str]:
     ]
 
 
-def _stream_steps(rows: list[dict]) -> dict[str, int]:
-    """How far into the shared block order each run reads, in steps (a CPT run continues after its base)."""
+def _furthest_step(rows: list[dict]) -> int:
+    """How far into the shared block order the runs read, in steps (a CPT run continues after its base)."""
     table = manifest.recipes()
-    recipes = [table[row["name"]] for row in rows]
-    return {r.name: r.steps + (table[r.cpt_base].steps if r.cpt_base else 0) for r in recipes}
+    return max(r.steps + (table[r.cpt_base].steps if r.cpt_base else 0) for r in (table[row["name"]] for row in rows))
 
 
 def write_launch_scripts(launch: Path, rows: list[dict], grid: list[str], tasks: tuple[str, ...]) -> list[Path]:
-    """Write the SLURM scripts of the module docstring into `launch`; return their paths.
-
-    Every run uses DDP (`ACCELERATE_CONFIG`; the variable of the same name in submit.sh's environment changes
-    it): FSDP has not been run on GPUs yet (`tests/test_fsdp.py` holds that device check), and CPT with
-    `keep_optimizer_state` reads the base's `optimizer.pt`, which an FSDP checkpoint does not have.
-
-    Args:
-        launch: the folder (created).
-        rows: `recipes.plan.run_rows()`, prerequisites first.
-        grid: eval_grid.tsv lines, `NAME=DIR\\ttask\\tlr\\tseed`.
-        tasks: the evaluation tasks whose datasets prepare_data downloads.
-    """
+    """Write the launch scripts into `launch` for `recipes.plan.run_rows()` (prerequisites first), the grid's
+    eval_grid.tsv lines (`NAME=DIR\\ttask\\tlr\\tseed`) and the `tasks` prepare_data downloads; return their paths.
+    Every run uses DDP (`ACCELERATE_CONFIG`): FSDP has not been run on GPUs yet (`tests/test_fsdp.py`), and CPT with
+    `keep_optimizer_state` reads the base's `optimizer.pt`, which an FSDP checkpoint does not have."""
     configs = _configs(rows)
     scratch = [name for name, config in configs.items() if "architecture" in config]
     data_keys = {_data_key(configs[name]) for name in scratch}
@@ -127,7 +115,7 @@ def write_launch_scripts(launch: Path, rows: list[dict], grid: list[str], tasks:
            for c in configs.values()):
         raise ValueError("paper runs differ in global or per-device batch; submit.sh passes one of each")
     prepare = (f"python -m recipes.prepare_data pretraining --config recipes/configs/paper/{scratch[0]}.yaml "
-               f"--max_steps {max(_stream_steps(rows).values())} "
+               f"--max_steps {_furthest_step(rows)} "
                f"--data_cache_dir \"${{DATA_CACHE:-.cache/pretrain}}\"\n"
                f"python -m recipes.prepare_data evaluation --tasks {','.join(tasks)} --source hub")
     runs = [(row["name"], configs[row["name"]]["output_dir"], row["module"], row["size"], row["needs"]) for row in rows]
@@ -301,9 +289,7 @@ _PREPARE = r"""#!/usr/bin/env bash
 # base's blocks), then the evaluation tasks' datasets into the `datasets` cache. Needs the network: where compute
 # nodes have none, run it on a login node from the repository root (bash <plan>/launch/prepare_data.sbatch) and
 # submit with SKIP_PREPARE=1.
-set -eo pipefail
 @@ENV_SETUP@@
-set -u
 @@PREPARE@@
 """
 
@@ -326,9 +312,7 @@ _PRETRAIN = r"""#!/usr/bin/env bash
 # so any node count trains the same steps (and a resume may use another one). 10 minutes before the time limit
 # the job requeues itself; the run then resumes from its newest checkpoint. Without SLURM (one machine with
 # GPUS_PER_NODE GPUs): bash pretrain.sbatch ..., from the repository root.
-set -eo pipefail
 @@ENV_SETUP@@
-set -u
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1  # prepare_data filled the caches: no rank of any node calls the Hub
 config=$1 module=$2 accelerate_config=$3 global_batch=$4 per_device=${PER_DEVICE_BATCH:-$5}
 shift 5
@@ -383,9 +367,7 @@ _EVAL = r"""#!/usr/bin/env bash
 # FIRST + SLURM_ARRAY_TASK_ID of GRID, whose tab-separated columns are NAME=DIR, task, learning rate, seed.
 #   sbatch --array=0-999%256 eval_grid.sbatch GRID FIRST           (submit.sh does this, ARRAY_MAX lines per array)
 # A finished run is skipped, so a task can be submitted again. EVAL_ARGS adds evaluation.run options.
-set -eo pipefail
 @@ENV_SETUP@@
-set -u
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1  # prepare_data downloaded the datasets: no array task calls the Hub
 grid=$1
 line=$(($2 + SLURM_ARRAY_TASK_ID))

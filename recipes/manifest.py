@@ -14,6 +14,7 @@ writes its own into `<output>/configs/`).
 """
 
 import argparse
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,63 +36,43 @@ CONFIGS_DIR = Path(__file__).parent / "configs"
 COMMITTED_SCALES = ("paper",)  # recipes/configs/<scale>/ (tests keep them equal to what write_configs writes)
 
 # scale: paper steps are divided by `step_divisor`; toy scales use the tiny model and the bundle corpus.
+_TOY = {"model": "tiny", "gradient_accumulation_steps": 1, "global_batch_size": None, "max_docs": None}
+# the horizon studies (docs/horizon-study): to 97 tokens per parameter (21.5M tokens) without repeating data, from the
+# bundle corpus and its 3x larger companion (about 58M tokens with the 2k vocabulary)
+_HORIZON = {**_TOY, "step_divisor": 4, "block_size": 128, "per_device_train_batch_size": 16, "vocab_size": 2048,
+            "corpus_source": "bundle,bundle_more"}
 SCALES = {
     "paper": {"step_divisor": 1, "model": None, "block_size": PAPER_BLOCK, "per_device_train_batch_size": 8,
               "gradient_accumulation_steps": 18, "global_batch_size": PAPER_GLOBAL_BATCH},
-    "toy": {"step_divisor": 100, "model": "tiny", "block_size": 128, "per_device_train_batch_size": 16,
-            "gradient_accumulation_steps": 1, "global_batch_size": None, "max_docs": 6000},
-    "smoke": {"step_divisor": 200, "model": "tiny", "block_size": 64, "per_device_train_batch_size": 8,
-              "gradient_accumulation_steps": 1, "global_batch_size": None, "max_docs": 2000},
+    "toy": {**_TOY, "step_divisor": 100, "block_size": 128, "per_device_train_batch_size": 16, "max_docs": 6000},
+    "smoke": {**_TOY, "step_divisor": 200, "block_size": 64, "per_device_train_batch_size": 8, "max_docs": 2000},
     # the mini study (docs/mini-study): the smallest scale where the paper's comparisons can show on 2 CPU cores
     # (the tiny architecture: docs/mini-study/PILOT.md shows a 4-layer variant cost 1.6x per fine-tuning run)
-    "mini": {"step_divisor": 40, "model": "tiny", "block_size": 128, "per_device_train_batch_size": 16,
-             "gradient_accumulation_steps": 1, "global_batch_size": None, "max_docs": None},
+    "mini": {**_TOY, "step_divisor": 40, "block_size": 128, "per_device_train_batch_size": 16},
     # the mini study on one GPU (about 10 minutes on an H100 by estimate): a bigger model, 4 epochs of the bundle
-    "mini-gpu": {"step_divisor": 10, "model": "small", "block_size": 256, "per_device_train_batch_size": 32,
-                 "gradient_accumulation_steps": 1, "global_batch_size": None, "max_docs": None, "epochs": 4,
-                 "bf16": True},
-    # the replicated horizon study (docs/horizon-study): CLM and MLM40, 3 pretraining runs each,
-    # to 97 tokens per parameter (21.5M tokens) without repeating data: the bundle corpus and its 3x larger companion
-    # (about 58M tokens with the 2k vocabulary)
-    "horizon-replicated": {"step_divisor": 4, "model": "tiny", "block_size": 128, "per_device_train_batch_size": 16,
-                           "gradient_accumulation_steps": 1, "global_batch_size": None, "max_docs": None,
-                           "vocab_size": 2048, "corpus_source": "bundle,bundle_more"},
-    # the horizon study redefined so every finding it runs is testable (recipes.studies "horizon-tested",
-    # docs/horizon-tested-study):
+    "mini-gpu": {**_TOY, "step_divisor": 10, "model": "small", "block_size": 256, "per_device_train_batch_size": 32,
+                 "epochs": 4, "bf16": True},
+    "horizon-replicated": _HORIZON,
     # 14 blocks a step instead of 16, so paper step 5k (24.6 tokens per parameter without embeddings) is a third
     # checkpoint before SC's crossover interval under both conventions; 40k and the final (81, 85 counted) past it
-    "horizon-tested": {"step_divisor": 4, "model": "tiny", "block_size": 128, "per_device_train_batch_size": 14,
-                       "gradient_accumulation_steps": 1, "global_batch_size": None, "max_docs": None,
-                       "vocab_size": 2048, "corpus_source": "bundle,bundle_more"},
+    "horizon-tested": {**_HORIZON, "per_device_train_batch_size": 14},
 }
+
 
 @dataclass(frozen=True)
 class Recipe:
-    """How one released model is trained (paper-scale steps; `scaled` gives a toy scale's).
-
-    Attributes:
-        name: released name.
-        size: model size (210m, 610m, 1b).
-        objective: "clm" or "mlm" (the objective after the switch for PFS runs).
-        mlm_probability: masking ratio (None for CLM).
-        steps: optimizer steps of the run (for CPT: the extra steps only).
-        switch_step: PFS switch step (None if single objective).
-        branch_from: stable run this run is a decay branch of (12k/22k budgets).
-        decay_branches: budgets branching off this stable run.
-        cpt_base: decayed run CPT starts from.
-        intermediate_of: for intermediate checkpoints: the run that saves them (at `steps`).
-    """
+    """How one released model is trained, in paper-scale steps (`run_config` divides them for a toy scale)."""
 
     name: str
-    size: str
-    objective: str
-    mlm_probability: float | None
-    steps: int
-    switch_step: int | None = None
-    branch_from: str | None = None
-    decay_branches: tuple[int, ...] = ()
-    cpt_base: str | None = None
-    intermediate_of: str | None = None
+    size: str  # 210m, 610m, 1b
+    objective: str  # "clm" or "mlm" (for PFS runs: the objective after the switch)
+    mlm_probability: float | None  # masking ratio (None for CLM)
+    steps: int  # optimizer steps of the run (for CPT: the extra steps only); an intermediate checkpoint's step
+    switch_step: int | None = None  # PFS switch step
+    branch_from: str | None = None  # the stable run this run is a decay branch of (12k/22k budgets)
+    decay_branches: tuple[int, ...] = ()  # the budgets branching off this stable run
+    cpt_base: str | None = None  # the decayed run CPT starts from
+    intermediate_of: str | None = None  # for an intermediate checkpoint: the run that saves it
 
     @property
     def module(self) -> str:
@@ -144,12 +125,9 @@ def recipes() -> dict[str, Recipe]:
     for recipe in list(table.values()):
         if recipe.branch_from:
             stable = table[recipe.branch_from]
-            table[stable.name] = _replace(stable, decay_branches=tuple(sorted({*stable.decay_branches, recipe.steps})))
+            table[stable.name] = dataclasses.replace(
+                stable, decay_branches=tuple(sorted({*stable.decay_branches, recipe.steps})))
     return table
-
-
-def _replace(recipe: Recipe, **changes) -> Recipe:
-    return Recipe(**{**recipe.__dict__, **changes})
 
 
 def training_order(names) -> list[Recipe]:
@@ -173,11 +151,8 @@ def training_order(names) -> list[Recipe]:
 
 
 def run_config(recipe: Recipe, scale: str) -> dict:
-    """YAML settings (run settings + TrainingArguments) reproducing `recipe` at `scale`.
-
-    Raises:
-        ValueError: unknown scale, or an intermediate checkpoint (saved by its parent run, not trained alone).
-    """
+    """YAML settings (run settings + TrainingArguments) reproducing `recipe` at `scale`; ValueError for an unknown
+    scale or an intermediate checkpoint (saved by its parent run, not trained alone)."""
     if scale not in SCALES:
         raise ValueError(f"unknown scale {scale!r}; choose one of {', '.join(SCALES)}")
     if recipe.intermediate_of:
@@ -245,8 +220,7 @@ def _training_args(recipe: Recipe, p: dict, div: int, warmup: int, decay: int, o
 
 
 def write_configs(scale: str, directory: Path = CONFIGS_DIR) -> list[Path]:
-    """Write one YAML per trained model of `scale` to `<directory>/<scale>/<name>.yaml` (the text does not depend on
-    `directory`)."""
+    """Write one YAML per trained model of `scale` to `<directory>/<scale>/<name>.yaml`."""
     written = []
     (directory / scale).mkdir(parents=True, exist_ok=True)
     for recipe in recipes().values():

@@ -9,17 +9,14 @@ dependencies and the evaluation grid; `pretrain.sh` runs the pretraining on one 
 The compute and memory models (FLOPs per step, evaluation FLOPs, bytes per GPU) are in docs/cluster.md.
 """
 
-import copy
 import csv
 import io
 import math
 from pathlib import Path
 
-import torch
-
 from core import artifacts, cli
 from core.paper import PAPER_LRS, PAPER_SEEDS, PAPER_TASKS
-from modeling_eurobert import EuroBertClmMlmForMaskedLM, load_architecture
+from modeling_eurobert import load_architecture
 from pretraining.flops import BF16_PEAK_FLOPS, PLAN_MFU, training_flops_per_token
 from recipes import launch, manifest
 
@@ -53,23 +50,18 @@ def flops_per_token(size: str, projected_share: float) -> float:
 
 def parameter_counts(size: str) -> tuple[int, int, int]:
     """(all parameters, the FSDP root unit's: embeddings, final norm and LM head, one decoder layer's) of a size."""
-    with torch.device("meta"):
-        model = EuroBertClmMlmForMaskedLM(copy.deepcopy(load_architecture(size)))
-    total = sum(p.numel() for p in model.parameters())
-    layer = sum(p.numel() for p in model.model.layers[0].parameters())
-    return total, total - layer * len(model.model.layers), layer
+    total, layers = launch.count_parameters(size), launch.meta_model(size).model.layers
+    layer = sum(p.numel() for p in layers[0].parameters())
+    return total, total - layer * len(layers), layer
 
 
 def accelerate_training_bytes(size: str) -> int:
-    """What `accelerate estimate-memory` reports as "Training using Adam" in float32 for a size: its own functions
-    (`calculate_maximum_sizes`, `estimate_training_usage`) on our model built on the meta device; the command itself
-    first looks the name up on the Hub, which a local architecture is not."""
+    """What `accelerate estimate-memory` reports as "Training using Adam" in float32 for a size, by its own functions
+    on our meta-device model (the command itself looks the name up on the Hub, which a local architecture is not)."""
     from accelerate.commands.estimate import estimate_training_usage
     from accelerate.utils import calculate_maximum_sizes
 
-    with torch.device("meta"):
-        model = EuroBertClmMlmForMaskedLM(copy.deepcopy(load_architecture(size)))
-    return max(estimate_training_usage(calculate_maximum_sizes(model)[0], "float32").values())
+    return max(estimate_training_usage(calculate_maximum_sizes(launch.meta_model(size))[0], "float32").values())
 
 
 def activation_bytes_per_token(size: str, objective: str) -> tuple[float, bool]:
@@ -77,11 +69,11 @@ def activation_bytes_per_token(size: str, objective: str) -> tuple[float, bool]:
     size through the two measured sizes (the LM head's share, the same at every size, is the intercept)."""
     if (size, objective) in ACTIVATION_BYTES_PER_TOKEN:
         return ACTIVATION_BYTES_PER_TOKEN[size, objective], True
-    width = {s: load_architecture(s).num_hidden_layers * load_architecture(s).hidden_size for s in ("210m", "610m")}
+    width = {s: load_architecture(s).num_hidden_layers * load_architecture(s).hidden_size
+             for s in ("210m", "610m", size)}
     small, large = (ACTIVATION_BYTES_PER_TOKEN[s, objective] for s in ("210m", "610m"))
-    config = load_architecture(size)
     slope = (large - small) / (width["610m"] - width["210m"])
-    return small + slope * (config.num_hidden_layers * config.hidden_size - width["210m"]), False
+    return small + slope * (width[size] - width["210m"]), False
 
 
 def memory_rows(block_size: int = 2048) -> list[dict]:
@@ -137,9 +129,7 @@ def run_rows() -> list[dict]:
     rows = []
     for recipe in manifest.training_order(manifest.model_names()):
         own_steps = manifest.DECAY if recipe.branch_from else recipe.steps
-        clm_steps = recipe.switch_step or (own_steps if recipe.objective == "clm" else 0)
-        if recipe.branch_from:
-            clm_steps = own_steps if recipe.objective == "clm" else 0
+        clm_steps = recipe.switch_step or (own_steps if recipe.objective == "clm" else 0)  # a branch never switches
         mlm_steps = own_steps - clm_steps
         flops = tokens_per_step * (clm_steps * flops_per_token(recipe.size, 1.0)
                                    + mlm_steps * flops_per_token(recipe.size, recipe.mlm_probability or 0))
@@ -158,12 +148,8 @@ def eval_flops() -> float:
 
 
 def evaluation_line(rate: float, eval_runs_per_gpu_hour: float | None = None) -> tuple[float, str]:
-    """(GPU-hours, the plan's evaluation line) of the evaluation grid.
-
-    Args:
-        rate: achieved FLOP/s per GPU (peak x MFU), for the compute-only estimate.
-        eval_runs_per_gpu_hour: measured fine-tunings per GPU-hour (see `write_plan`), or None.
-    """
+    """(GPU-hours, the plan's evaluation line) of the evaluation grid: at `eval_runs_per_gpu_hour` when measured
+    (`write_plan`), else compute only at `rate`, the achieved FLOP/s per GPU (peak x MFU)."""
     n_results = len(evaluated_models()) * EVAL_TASKS * EVAL_RUNS_PER_TASK
     n_finetunings = len(evaluated_models()) * EVAL_FINETUNINGS_PER_LR_SEED * EVAL_RUNS_PER_TASK
     if eval_runs_per_gpu_hour is None:
@@ -198,12 +184,9 @@ def write_plan(output: Path, gpu: str = "H100", mfu: float | None = None,
     Args:
         output: the plan folder.
         gpu: a GPU of `pretraining.flops.BF16_PEAK_FLOPS` (dense bf16 peak).
-        mfu: model FLOPs utilisation of every run; None (default): per model size, the MFU of a probe on one H200
-            before the throughput work, not of the recipe (`pretraining.flops.PLAN_MFU`, spec-peak definition;
-            the 1b, never measured, takes the 610m figure).
-        eval_runs_per_gpu_hour: measured fine-tunings per GPU-hour of the evaluation grid (with its best
-            `evaluation.run --workers` packing, from `bench/bench_grid.py` on that GPU); None: not measured yet, the
-            evaluation line then gives the compute-only estimate and says so.
+        mfu: model FLOPs utilisation of every run; None: per model size, `pretraining.flops.PLAN_MFU`.
+        eval_runs_per_gpu_hour: measured fine-tunings per GPU-hour of the evaluation grid (`bench/bench_grid.py`);
+            None: the evaluation line gives the compute-only estimate and says so.
     """
     if gpu not in GPUS:
         raise ValueError(f"unknown GPU {gpu!r}; choose one of {', '.join(GPUS)}")

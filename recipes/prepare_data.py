@@ -6,11 +6,9 @@ Pretraining: the tokenizer and the corpus are downloaded, tokenized and packed i
 Evaluation: every task's datasets are downloaded into the `datasets` cache:
     python -m recipes.prepare_data evaluation --tasks sst2,mnli,qqp,conll2003 --source hub
 
-Afterwards the jobs run with `HF_HUB_OFFLINE=1`: 38 pretraining runs (each rank of each node) and thousands of
-evaluation array tasks read the caches and never call the Hub. Preparing twice reuses the caches. The pretraining
-data of every paper run is the same (one corpus, tokenizer, block size and block order); pass the config of a run
-from scratch, with `max_steps` the furthest step any run reads (a CPT run continues after its base's blocks).
-Bad input ends with one line on stderr and exit status 2.
+Afterwards the jobs run with `HF_HUB_OFFLINE=1` and never call the Hub; preparing twice reuses the caches. Every paper
+run reads the same pretraining data (one corpus, tokenizer, block size and block order): pass the config of a run from
+scratch, with `max_steps` the furthest step any run reads (a CPT run continues after its base's blocks).
 """
 
 import argparse
@@ -21,14 +19,9 @@ from pretraining.preflight import check_command_line
 
 
 def prepare_pretraining(argv: list[str]) -> dict:
-    """Build the packed blocks of a run's config (`--config FILE.yaml` plus overrides, as `recipes/pretrain.py`).
-
-    Returns:
-        {"blocks": packed blocks, "steps": steps they cover at the global batch, **data identity}.
-
-    Raises:
-        ValueError / FileNotFoundError: bad settings, a run that continues other weights, or too few blocks.
-    """
+    """Build the packed blocks of a run's config (`--config FILE.yaml` plus overrides, as `recipes/pretrain.py`):
+    {"blocks": packed blocks, "steps": steps they cover at the global batch, **data identity}. ValueError or
+    FileNotFoundError for bad settings, a run that continues other weights, or too few blocks."""
     from pretraining import pretrain
     from pretraining.checks import check_data_settings, check_sources
     from pretraining.inputs import select_blocks, training_blocks
@@ -45,8 +38,7 @@ def prepare_pretraining(argv: list[str]) -> dict:
         raise ValueError("set max_steps > 0: the furthest step any run reads from this data")
     check_data_settings(run_args)
     check_sources(run_args)
-    # the global batch of the real launch, not of this single process
-    blocks_per_step = run_args.global_batch_size or global_batch(training_args)
+    blocks_per_step = run_args.global_batch_size or global_batch(training_args)  # the launch's, not this process's
     needed = training_args.max_steps * blocks_per_step
     tokenizer, blocks = training_blocks(run_args, training_args.data_seed, training_args.main_process_first, needed)
     select_blocks(blocks, 0, needed, run_args.epochs)  # the exact count: one line if it falls short
@@ -55,11 +47,8 @@ def prepare_pretraining(argv: list[str]) -> dict:
 
 
 def prepare_evaluation(task_names: list[str], source: str, data_dir: str | None) -> dict[str, dict[str, int]]:
-    """Load every split of each task once (from the Hub with `source="hub"`, filling the `datasets` cache).
-
-    Returns:
-        {task: {split: examples}}.
-    """
+    """Load every split of each task once (from the Hub with `source="hub"`, filling the `datasets` cache):
+    {task: {split: examples}}."""
     from evaluation import tasks
 
     loaded = [tasks.load_task(name) for name in task_names]  # every name is checked before any download
@@ -92,8 +81,7 @@ def main(argv: list[str] | None = None) -> None:
         else:
             if rest:
                 raise ValueError(f"unknown arguments {rest}")
-            for name, splits in prepare_evaluation(cli.split_list(args.tasks),
-                                                   args.source, args.data_dir).items():
+            for name, splits in prepare_evaluation(cli.split_list(args.tasks), args.source, args.data_dir).items():
                 print(f"{name}: " + ", ".join(f"{split} {n:,}" for split, n in splits.items()))
 
 

@@ -17,10 +17,7 @@ Resume after a crash: run the same command again (auto-resume from the newest co
 or pass `--resume_from_checkpoint <output_dir>/checkpoint-N`.
 
 The loop is `pretraining.pretrain` (CPT too: `recipes/cpt.py`). Everything is checked before anything is written to
-`output_dir`: settings, paths, the tokenizer against the base model, the data against what a resumed run or its
-stable run read; the `--config` file and the paths the command line names first, before torch loads
-(`pretraining.preflight`). Bad input ends with one line on stderr and exit status 2; a failure while training with
-exit status 1. Only one process trains into an `output_dir` at a time.
+`output_dir` (docs/testing.md); the `--config` file and the paths it names first, before torch loads.
 """
 
 import sys

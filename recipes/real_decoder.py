@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core import artifacts, cli, model_folders, run_folders
+from core.paths import resolve_data_dir
+from recipes import real_models
 
 RESULTS_FORMAT = 1
 BASE = "smollm2-135m-instruct"
@@ -86,7 +88,7 @@ def prepare_models(output: Path, scale: Scale, decoder: Path | None, real_models
     """The converted decoder (`decoder`, or SmolLM2 from `recipes.real_models`) and its two CPT runs under
     `output/models/` (each made once)."""
     from modeling_eurobert.convert import convert
-    from recipes import cpt, real_models
+    from recipes import cpt
 
     models = output / "models"
     if not (models / "converted").exists():
@@ -163,8 +165,7 @@ def run_measures(output: Path, models: Path, scale_name: str, decoder: str, data
         info = run_folders.read_run_info(directory)
         artifacts.write_json_atomic(result_path(output, arm, what), {
             "format": RESULTS_FORMAT, "study": "real-decoder", "decoder": decoder, "scale": scale_name,
-            "scale_key": scale.key(),
-            "settings": dataclasses.asdict(scale), "arm": arm, "measure": what,
+            "scale_key": scale.key(), "settings": dataclasses.asdict(scale), "arm": arm, "measure": what,
             "attention": "causal" if causal else "bidirectional",
             "checkpoint": model_folders.checkpoint_identity(directory),
             "cpt_steps": info["steps"] if info else 0, "seconds": round(time.time() - started, 1),
@@ -198,10 +199,6 @@ def read_results(results: Path) -> dict[tuple[str, str], dict]:
     return found
 
 
-def seed_scores(record: dict, metric: str) -> list[float]:
-    return [seed[metric] for _, seed in sorted(record["scores"]["seeds"].items(), key=lambda kv: int(kv[0]))]
-
-
 TASKS = (("sst2", "accuracy", "SST-2 accuracy"), ("conll2003", "entity_f1", "CoNLL-2003 entity F1"),
          ("scifact", "ndcg@10", "SciFact NDCG@10"))
 COMPARISONS = (("decoder-bidirectional", "decoder-causal"), ("cpt-lora", "decoder-bidirectional"),
@@ -211,7 +208,7 @@ COMPARISONS = (("decoder-bidirectional", "decoder-causal"), ("cpt-lora", "decode
 def units(record: dict, metric: str) -> list[float]:
     """The values a CI is taken over: per seed for a probe (its training subset), per query for retrieval."""
     if "seeds" in record["scores"]:
-        return seed_scores(record, metric)
+        return [seed[metric] for _, seed in sorted(record["scores"]["seeds"].items(), key=lambda kv: int(kv[0]))]
     return record["scores"]["per_instance"][metric]
 
 
@@ -252,17 +249,17 @@ def comparisons(records: dict, baselines: dict) -> list[dict]:
     import numpy as np
     from scipy import stats
 
+    from analysis.statistics import confidence_interval
+
     out = []
     for task, metric, _ in TASKS:
         for a, b in COMPARISONS:
             va, vb = np.array(units(records[a, task], metric)), np.array(units(records[b, task], metric))
             diff = va - vb
             mean = float(diff.mean())
-            if np.all(diff == diff[0]):
-                low = high = mean
-            else:
-                low, high = (float(x) for x in stats.t.interval(0.95, len(diff) - 1, loc=mean, scale=stats.sem(diff)))
-            unlearned = [arm for arm, v in ((a, va), (b, vb)) if not _above(v, baselines[task])]
+            low, high = (mean, mean) if np.all(diff == diff[0]) else \
+                (float(x) for x in stats.t.interval(0.95, len(diff) - 1, loc=mean, scale=stats.sem(diff)))
+            unlearned = [arm for arm, v in ((a, va), (b, vb)) if not confidence_interval(v)[0] > baselines[task]]
             if unlearned:
                 verdict = f"not testable: {' and '.join(unlearned)} not shown above the trivial baseline"
             elif low > 0:
@@ -276,21 +273,8 @@ def comparisons(records: dict, baselines: dict) -> list[dict]:
     return out
 
 
-def _above(values, baseline: float) -> bool:
-    from analysis.statistics import confidence_interval
-
-    low, _ = confidence_interval(values)
-    return low > baseline
-
-
 ARM_WORDS = {"decoder-causal": "the decoder as is (causal)", "decoder-bidirectional": "same weights, bidirectional",
              "cpt-lora": "LoRA MLM CPT", "cpt-full": "full MLM CPT"}
-
-
-def _cell(value: float, low: float | None = None, high: float | None = None) -> str:
-    if low is None:
-        return f"{value:.4f}"
-    return f"{value:.4f} [{low:.4f}, {high:.4f}]"
 
 
 def write_report(records: dict, report: Path) -> list[Path]:
@@ -342,7 +326,7 @@ def readme(first: dict, rows: list[dict], baselines: dict, tests: list[dict]) ->
               "fixed) for SST-2 and CoNLL, over queries for SciFact (nothing is fitted).", "",
               "| arm | " + " | ".join(label for _, _, label in TASKS) + " |", "|---|" + "---:|" * len(TASKS)]
     for r in rows:
-        cells = [_cell(r[t], r[f"{t}_low"], r[f"{t}_high"]) for t, _, _ in TASKS]
+        cells = [f"{r[t]:.4f} [{r[f'{t}_low']:.4f}, {r[f'{t}_high']:.4f}]" for t, _, _ in TASKS]
         lines.append(f"| {r['arm']} | " + " | ".join(cells) + " |")
     lines.append("| trivial baseline | " + " | ".join(f"{baselines[t]:.4f}" for t, _, _ in TASKS) + " |")
     below = [f"{r['arm']} on {label}" for r in rows for t, _, label in TASKS if r[f"{t}_low"] <= baselines[t]]
@@ -400,12 +384,6 @@ def plot(rows: list[dict], baselines: dict, path: Path, title: str) -> Path:
 
 
 # --------------------------------------------------------------------------------------------------------- CLI
-def write_archive(results: Path, archive: Path) -> Path:
-    """results.tar.xz of every result file (the same bytes for the same results)."""
-    return artifacts.write_tar_xz(archive, {f"results/{p.relative_to(results).as_posix()}": p
-                                            for p in sorted(results.glob("*/*.json"))})
-
-
 def unpack_archive(archive: Path, output: Path) -> Path:
     """The archive's result files under `output/results/`, read once and checked before any is written (members must
     be one `results/<arm>/<measure>.json` each)."""
@@ -442,26 +420,22 @@ def main(argv: list[str] | None = None) -> Path:
     args = make_parser().parse_args(argv)
     with cli.bad_input_exits():
         output = artifacts.check_output_dir(args.output, "--output")
+        real_models_dir = Path(args.real_models or output / "real-models")
         if args.from_results and not Path(args.from_results).is_file():
             raise FileNotFoundError(f"--from_results {args.from_results} is not a file; pass a results.tar.xz")
         if args.docs:
             artifacts.check_output_dir(args.docs, "--docs")
-        if not args.from_results:
-            from core.paths import resolve_data_dir
-
+        if args.from_results:
+            results = unpack_archive(Path(args.from_results), output)
+        else:
             resolve_data_dir(args.data_dir)
-            from recipes import real_models
-
             if args.decoder and not Path(args.decoder, "config.json").is_file():
                 raise FileNotFoundError(f"--decoder {args.decoder} is not a model folder (no config.json)")
             if not args.decoder and not (output / "models" / "converted").exists():
-                real_models.check_extras([BASE], Path(args.real_models or output / "real-models"))
-    if args.from_results:
-        with cli.bad_input_exits():
-            results = unpack_archive(Path(args.from_results), output)
-    else:
-        models = prepare_models(output, SCALES[args.scale], args.decoder and Path(args.decoder),
-                                Path(args.real_models or output / "real-models"), args.data_dir)
+                real_models.check_extras([BASE], real_models_dir)
+    if not args.from_results:
+        models = prepare_models(output, SCALES[args.scale], args.decoder and Path(args.decoder), real_models_dir,
+                                args.data_dir)
         with cli.bad_input_exits():
             check_resumable(output, args.scale)
         run_measures(output, models, args.scale, Path(args.decoder).name if args.decoder else BASE, args.data_dir)
@@ -477,7 +451,8 @@ def main(argv: list[str] | None = None) -> Path:
         for path in written:
             with artifacts.atomic_file(docs / path.name) as tmp:
                 shutil.copyfile(path, tmp)
-        write_archive(results, docs / "results.tar.xz")
+        artifacts.write_tar_xz(docs / "results.tar.xz", {f"results/{p.relative_to(results).as_posix()}": p
+                                                          for p in results.glob("*/*.json")})
     print(f"report: {output / 'report' / 'README.md'}")
     return output / "report"
 

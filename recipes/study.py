@@ -5,13 +5,11 @@ export folders.
     python -m recipes.study mini --output study/mini --docs docs/mini-study   # the paper's comparisons (docs/)
     python -m recipes.study paper --output study/paper   # trains nothing: the plan + launch scripts
 
-The studies themselves are defined in `recipes.studies`; `recipes.study_docs` writes a finished one into docs/.
-
-Every stage is idempotent: a pretraining run is done when its `run_info.json` exists (an interrupted one resumes),
-an evaluation run when its result file exists; the report, cards and Hub folders are rebuilt from those.
-`<output>/study.json` records which study a directory holds. Pretraining runs and the grid are subprocesses (the
-commands a user would type, logs in `<output>/logs/`); the held-out loss and the report run in this process
-(`run_here`). Stages that load torch, transformers or datasets are imported where they run, after the arguments are
+The studies are defined in `recipes.studies`; `recipes.study_docs` writes a finished one into docs/. Every stage is
+idempotent: a pretraining run is done when its `run_info.json` exists (an interrupted one resumes), an evaluation run
+when its result file exists; the report, cards and Hub folders are rebuilt from those. `<output>/study.json` records
+which study a directory holds. Pretraining runs and the grid are subprocesses (logs in `<output>/logs/`); the
+held-out loss and the report run in this process (`run_here`), their torch imports deferred until the arguments are
 checked.
 """
 
@@ -46,10 +44,9 @@ STAGES = ("tokenizer", "pretraining", "held-out loss", "evaluation", "report", "
 # --------------------------------------------------------------------------------------------------- planning
 def run_settings(recipe: manifest.Recipe, study: Study, output: Path, data_dir: str | None,
                  pretrain_seed: int | None = None) -> dict:
-    """The manifest's config for `recipe`, with every path moved under the study directory and the study's
-    tokenizer shared by all runs; for pretraining replicate `pretrain_seed`, its run name, its seeds (initial
-    weights and MLM masks; the block order too with `Study.pretrain_data_order`, else the study's) and the base runs
-    of the same replicate."""
+    """The manifest's config for `recipe`, its paths under the study directory, the study's one tokenizer; for
+    replicate `pretrain_seed`: its run name, seeds (weights and masks; the block order too with
+    `Study.pretrain_data_order`) and the base runs of the same replicate."""
     config = manifest.run_config(recipe, study.scale)
     models, name = output / "models", names.replicate_name(recipe.name, pretrain_seed)
     config.update(output_dir=str(models / name), data_cache_dir=str(output / "cache"),
@@ -67,8 +64,7 @@ def run_settings(recipe: manifest.Recipe, study: Study, output: Path, data_dir: 
 
 def training_runs(study: Study) -> list[tuple[manifest.Recipe, int | None]]:
     """(recipe, pretraining seed) of every pretraining run, bases before the runs that start from them."""
-    seeds = study.pretrain_seeds or (None,)
-    return [(recipe, k) for recipe in manifest.training_order(study.models) for k in seeds]
+    return [(recipe, k) for recipe in manifest.training_order(study.models) for k in study.pretrain_seeds or (None,)]
 
 
 STUDY_LOCK = ".study.lock"  # held by the process that runs a study in its output directory
@@ -76,20 +72,14 @@ STUDY_LOCK = ".study.lock"  # held by the process that runs a study in its outpu
 
 @contextlib.contextmanager
 def study_lock(output: Path):
-    """One study process per output directory: a second is refused (LockHeld, naming the lock); the lock dies with
-    its process, so a killed study's lock (its pid still in the file) is taken over by the next run."""
+    """One study process per output directory: a second is refused (LockHeld); a killed study's lock dies with it."""
     output.mkdir(parents=True, exist_ok=True)
     with artifacts.exclusive_lock(output / STUDY_LOCK, f"study directory {output}"):
         yield
 
 
-def is_trained(output: Path, name: str) -> bool:
-    return (output / "models" / name / run_folders.RUN_INFO_NAME).is_file()
-
-
 def check_device(study_name: str, study: Study) -> None:
-    """Refuse a study whose scale trains in bf16 (`mini-gpu`) on a machine without a CUDA GPU that has bf16, in one
-    line before the tokenizer is trained (its first pretraining run would fail there)."""
+    """Refuse a study whose scale trains in bf16 (`mini-gpu`) on a machine without a CUDA GPU that has bf16."""
     import torch
 
     if manifest.SCALES[study.scale].get("bf16") and not (torch.cuda.is_available() and torch.cuda.is_bf16_supported()):
@@ -100,12 +90,10 @@ def check_device(study_name: str, study: Study) -> None:
 def check_study_dir(output: Path, study_name: str, definition: dict) -> None:
     """Refuse an output directory that holds another study (one line, before anything is written)."""
     artifacts.check_output_dir(output, "--output")
-    marker = output / "study.json"
-    if marker.is_file():
+    if (output / "study.json").is_file():
         stored = study_marker(output)
-        stored_name = stored.get("study")
-        if stored_name != study_name or stored.get("definition") != definition:
-            raise ValueError(f"{output} holds a different study (study {stored_name!r}); "
+        if stored.get("study") != study_name or stored.get("definition") != definition:
+            raise ValueError(f"{output} holds a different study (study {stored.get('study')!r}); "
                              f"pass another --output or delete that directory")
     elif output.is_dir() and any(p.name != STUDY_LOCK for p in output.iterdir()):
         raise ValueError(f"{output} is not empty and holds no study.json; pass an empty or new --output directory")
@@ -113,10 +101,9 @@ def check_study_dir(output: Path, study_name: str, definition: dict) -> None:
 
 # ------------------------------------------------------------------------------------------------------ stages
 class Progress:
-    """One bar over the whole study's jobs (tokenizer, each pretraining run, held-out loss, each fine-tuning run,
-    report, cards, export) with the time left: a grid's runs at that grid's measured time per run (its throughput
-    with its workers), every other job at the mean of its kind (`kind`) in this process. A kind with no job timed yet
-    is not counted and the estimate says it is a lower bound (`left > ...`). Jobs found done move the bar untimed."""
+    """One bar over the whole study's jobs with the time left: a grid's runs at that grid's measured time per run,
+    every other job at the mean of its kind (`kind`). A kind with no job timed yet is not counted and the estimate
+    says it is a lower bound (`left > ...`). Jobs found done move the bar untimed."""
 
     def __init__(self, units: dict[str, int], clock=time.monotonic):
         self.units, self.moved, self.stage, self.clock = units, {}, "", clock
@@ -141,8 +128,8 @@ class Progress:
         self.show_left()
 
     def follow(self, key: str, done: int, total: int, what: str) -> None:
-        """Move the bar to `done` of the `total` result files a grid process of `key` writes, labelled `what` with
-        its runs done and time per run; the first report of a key counts the jobs done before it started (untimed)."""
+        """Move the bar to `done` of the `total` result files a grid process of `key` writes; the first report of a
+        key counts the jobs done before it started (untimed)."""
         done_here = done + self.units[key] - total
         jobs, timed = done_here - self.moved.get(key, 0), key in self.moved
         self.moved[key] = done_here
@@ -156,8 +143,8 @@ class Progress:
         self.move(key, self.units.pop(key, 0) - self.moved.pop(key, 0), timed)
 
     def move(self, key: str, jobs: int, timed: bool, refresh: bool = True) -> None:
-        """`jobs` more of `key` done; timed: the time since the bar last moved was spent on them. A report of no new
-        job (a poll between two results) moves nothing, so a run's time counts from the result before it."""
+        """`jobs` more of `key` done; timed: the time since the bar last moved was spent on them (a poll that saw no
+        new job moves nothing, so a run's time counts from the result before it)."""
         now = self.clock()
         if jobs == 0 and timed:
             return self.show_left(refresh)
@@ -191,14 +178,21 @@ class Progress:
         self.bar.close()
 
 
+@contextlib.contextmanager
+def _stage_log(log_path: Path, command: str):
+    """`log_path` opened for appending, the command that writes to it on its first line."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "a") as log:
+        log.write(f"\n$ {command}\n")
+        log.flush()
+        yield log
+
+
 def run_logged(command: list[str], log_path: Path, cwd: Path = REPO_ROOT, poll=None) -> None:
     """Run a stage command with its output in `log_path`, calling `poll()` every few seconds while it runs (the
     progress bar); on failure raise with the log's last lines."""
-    log_path.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
-    with open(log_path, "a") as log:
-        log.write(f"\n$ {' '.join(command)}\n")
-        log.flush()
+    with _stage_log(log_path, " ".join(command)) as log:
         process = subprocess.Popen(command, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=env,
                                    preexec_fn=artifacts.die_with_parent())
         try:
@@ -218,14 +212,10 @@ def run_logged(command: list[str], log_path: Path, cwd: Path = REPO_ROOT, poll=N
 
 
 def run_here(entry_point, argv: list[str], log_path: Path) -> None:
-    """`python -m <module> ARGV` run in this process as `entry_point(argv)`, its output in `log_path` as `run_logged`
-    writes it (a process of its own would import torch again: more than the stage costs); on failure raise with the
-    log's last lines."""
+    """`python -m <module> ARGV` run in this process as `entry_point(argv)` (a process of its own would import torch
+    again: more than the stage costs), logged as `run_logged` logs; on failure raise with the log's last lines."""
     module = entry_point.__module__
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "a") as log:
-        log.write(f"\n$ python -m {module} {' '.join(argv)}\n")
-        log.flush()
+    with _stage_log(log_path, f"python -m {module} {' '.join(argv)}") as log:
         try:
             with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
                 entry_point(argv)
@@ -261,15 +251,14 @@ def pretrain(recipe: manifest.Recipe, study: Study, output: Path, data_dir: str 
              pretrain_seed: int | None = None) -> None:
     name = names.replicate_name(recipe.name, pretrain_seed)
     config_path = output / "configs" / f"{name}.yaml"
-    config_path.parent.mkdir(parents=True, exist_ok=True)
     settings = run_settings(recipe, study, output, data_dir, pretrain_seed)
     artifacts.write_text_atomic(config_path, yaml.safe_dump(settings, sort_keys=False))
     run_logged([sys.executable, "-m", recipe.module, "--config", str(config_path)], output / "logs" / f"{name}.log")
 
 
 def evaluated_models(study: Study, output: Path) -> list[Path]:
-    """Checkpoint dirs to evaluate: the study's models, then the intermediate checkpoints their runs saved (those
-    at `intermediate_steps`, paper scale, when the study names some)."""
+    """Checkpoint dirs to evaluate: the study's models, then their intermediate checkpoints (those at the study's
+    `intermediate_steps`, paper scale, when it names some)."""
     paths = [output / "models" / name for name in study.trained_names()]
     for name in study.trained_names() if study.evaluate_intermediate else ():
         for step_dir in run_folders.intermediate_checkpoints(output / "models" / name):  # step-<real step>
@@ -279,60 +268,43 @@ def evaluated_models(study: Study, output: Path) -> list[Path]:
     return paths
 
 
-def tasks_of(model: Path, study: Study) -> tuple[str, ...]:
-    """The tasks a checkpoint is evaluated on (intermediate checkpoints: `intermediate_tasks` when set)."""
-    if model.parent.name == run_folders.INTERMEDIATE_DIR and study.intermediate_tasks:
-        return study.intermediate_tasks
-    return study.tasks
-
-
-def eval_groups(tasks: tuple[str, ...], study: Study) -> list[tuple[list[str], dict]]:
-    """Tasks that share their evaluation arguments and LR grid, each group run by one grid process."""
-    groups: dict[str, tuple[list[str], dict]] = {}
-    for task in tasks:
-        args = {**study.eval_args, **study.task_eval_args.get(task, {})}
-        key = json.dumps([args, study.lrs_of(task)], sort_keys=True)
-        groups.setdefault(key, ([], args))[0].append(task)
-    return list(groups.values())
-
-
 def is_evaluated(model: Path, tasks: list[str], study: Study, output: Path) -> bool:
-    """Every grid result of this checkpoint on `tasks` is current (`store.result_state`) for these very weights and
-    the scoring versions of the task's family (`evaluation.identity.scoring_identity`)."""
+    """Every grid result of this checkpoint on `tasks` is current (`store.result_state`) for these weights and the
+    scoring versions of the task's family."""
     from evaluation import identity
     from evaluation.tasks import load_task
 
     model_id, name = model_folders.checkpoint_identity(model), checkpoint_name(model)
-    for task in tasks:
-        expected = {"model": model_id, "scoring": identity.scoring_identity(load_task(task).family)}
-        for lr in study.lrs_of(task):
-            for seed in study.seeds:
-                path = store.result_path(output / "results", name, task, lr, seed)
-                if store.result_state(path, expected)[0] != "done":
-                    return False
-    return True
+    expected = {task: {"model": model_id, "scoring": identity.scoring_identity(load_task(task).family)}
+                for task in tasks}
+    return all(store.result_state(store.result_path(output / "results", name, task, lr, seed), expected[task])[0]
+               == "done" for task in tasks for lr in study.lrs_of(task) for seed in study.seeds)
 
 
 def eval_batches(models: list[Path], study: Study) -> list[tuple[list[Path], list[str], dict]]:
-    """The evaluation as grid processes: (checkpoints, tasks, evaluation arguments). Checkpoints that share their
-    tasks and arguments go to one grid process, so its workers stay busy from one checkpoint to the next (a grid
-    process per checkpoint and task group left a worker idle at each one's end, about 15% of the mini study)."""
+    """The evaluation as grid processes: (checkpoints, tasks, evaluation arguments). A checkpoint's tasks that share
+    their arguments and LR grid form one group (an intermediate checkpoint's are `intermediate_tasks` when set);
+    checkpoints with the same group go to one process, whose workers then stay busy from one to the next."""
     batches: dict[str, tuple[list[Path], list[str], dict]] = {}
     for model in models:
-        for tasks, args in eval_groups(tasks_of(model, study), study):
+        intermediate = model.parent.name == run_folders.INTERMEDIATE_DIR and study.intermediate_tasks
+        groups: dict[str, tuple[list[str], dict]] = {}
+        for task in study.intermediate_tasks if intermediate else study.tasks:
+            args = {**study.eval_args, **study.task_eval_args.get(task, {})}
+            groups.setdefault(json.dumps([args, study.lrs_of(task)], sort_keys=True), ([], args))[0].append(task)
+        for tasks, args in groups.values():
             batches.setdefault(json.dumps([tasks, args], sort_keys=True), ([], tasks, args))[0].append(model)
     return list(batches.values())
 
 
 def evaluate(models: list[Path], tasks: list[str], eval_args: dict, study: Study, output: Path,
              data_dir: str | None, progress=None) -> bool:
-    """One grid process over the checkpoints of `models` not yet evaluated on `tasks` (none left: nothing starts;
-    returns whether one ran). `progress(done, total)` follows its result files: once before it starts (those a
-    resumed study had), then while it runs."""
+    """One grid process over the checkpoints of `models` not yet evaluated on `tasks`; returns whether one ran.
+    `progress(done, total)` follows its result files: once before it starts, then while it runs."""
     todo = [model for model in models if not is_evaluated(model, tasks, study, output)]
     if not todo:
         return False
-    lrs = study.lrs_of(tasks[0])  # one LR grid for the whole group (`eval_groups`)
+    lrs = study.lrs_of(tasks[0])  # one LR grid for the whole group (`eval_batches`)
     results = [store.result_path(output / "results", checkpoint_name(model), task, lr, seed)
                for model in todo for task in tasks for lr in lrs for seed in study.seeds]
     poll = progress and (lambda: progress(sum(path.is_file() for path in results), len(results)))
@@ -350,8 +322,8 @@ def evaluate(models: list[Path], tasks: list[str], eval_args: dict, study: Study
 
 
 def heldout_loss(study: Study, output: Path, data_dir: str | None) -> None:
-    """Held-out CLM and MLM losses of every trained checkpoint (final and intermediate), as learning curves:
-    `<output>/heldout/heldout.csv` and `.png` (pretraining.heldout). Recomputed only when a checkpoint changed."""
+    """Held-out CLM and MLM losses of every trained checkpoint, final and intermediate (`pretraining.heldout`):
+    `<output>/heldout/heldout.csv` and `.png`, recomputed only when a checkpoint changed."""
     if not study.heldout_blocks:
         return
     runs = [output / "models" / name for name in study.trained_names()]
@@ -361,9 +333,8 @@ def heldout_loss(study: Study, output: Path, data_dir: str | None) -> None:
     stamp_path = target.with_suffix(".identity.json")
     if target.is_file() and stamp_path.is_file() and artifacts.read_json(stamp_path, "held-out stamp") == stamp:
         return
-    block_size = manifest.SCALES[study.scale]["block_size"]
-    args = ["--tokenizer", str(output / "tokenizer"), "--block_size",
-            str(block_size), "--blocks", str(study.heldout_blocks), "--cache_dir", str(output / "cache"),
+    args = ["--tokenizer", str(output / "tokenizer"), "--block_size", str(manifest.SCALES[study.scale]["block_size"]),
+            "--blocks", str(study.heldout_blocks), "--cache_dir", str(output / "cache"),
             "--output", str(target), "--model", ",".join(map(str, models))]
     if data_dir is not None:
         args += ["--data_dir", data_dir]
@@ -374,8 +345,8 @@ def heldout_loss(study: Study, output: Path, data_dir: str | None) -> None:
 
 
 def record_parameters(study: Study, output: Path) -> None:
-    """Record in study.json the parameters of a toy scale's models as their runs recorded them (`run_info.json`):
-    one count, every name trained at the scale's one architecture; what `regime` reads."""
+    """Record in study.json the one parameter count of a toy scale's models, from their `run_info.json` (what
+    `regime` reads)."""
     if manifest.SCALES[study.scale]["model"] is None:
         return
     counts = {json.dumps(run_folders.read_run_info(output / "models" / name)["parameters"], sort_keys=True)
@@ -411,8 +382,7 @@ def bracketed_by_arg(study: Study) -> str:
 
 
 def hub_id(org: str, name: str, study: Study) -> str:
-    """A study model's Hub repo id: its name with the study's scale first (`org/mini-610m-clm-42k`), so a model
-    trained at another scale than the paper's never sits under a paper model's id."""
+    """A study model's Hub repo id, the study's scale first (`org/mini-610m-clm-42k`): never a paper model's id."""
     return f"{org}/{names.scaled_name(name, study.scale)}"
 
 
@@ -425,8 +395,8 @@ def model_cards(study: Study, output: Path, org: str) -> None:
 
 
 def hub_export(study_name: str, study: Study, output: Path, org: str) -> None:
-    """The exact repo folders a push would upload (`python -m model_cards.push ... --dry_run`), rebuilt each time.
-    Without --org they sit in the placeholder namespace, which `model_cards.push` refuses to push to."""
+    """The exact repo folders a push would upload (`model_cards.push --dry_run`), rebuilt each time; without --org
+    in the placeholder namespace, which `model_cards.push` refuses."""
     summary, results = output / "report" / "summary.csv", output / "results"
     commits = [commit for name in study.trained_names()
                for commit in push.stage_run(output / "models" / name, hub_id(org, name, study), summary, results)]
@@ -438,12 +408,14 @@ def hub_export(study_name: str, study: Study, output: Path, org: str) -> None:
 
 
 def report_from_archive(study_name: str, archive: Path, output: Path) -> Path:
-    """Unpack a results archive written by `--docs` into a new `output` and run the report stage on it: the
-    committed report regenerated from the committed results, with nothing trained or fine-tuned. Holds the study
-    lock of `output` meanwhile, so no study runs there, and replaces nothing that appeared there meanwhile."""
+    """Unpack a results archive written by `--docs` into a new `output` and run the report stage on it, nothing
+    trained or fine-tuned; under the study lock of `output`, replacing nothing that appeared there meanwhile."""
+    def check_empty():
+        if output.exists() and any(p.name != STUDY_LOCK for p in output.iterdir()):
+            raise ValueError(f"{output} is not empty; --from_results unpacks into a new directory")
+
     artifacts.check_output_dir(output, "--output")
-    if output.exists() and any(p.name != STUDY_LOCK for p in output.iterdir()):
-        raise ValueError(f"{output} is not empty; --from_results unpacks into a new directory")
+    check_empty()
     files = read_archive(archive)
     stored = read_study_marker(json.loads(files["study.json"]), f"{archive}:study.json")
     if stored.get("study") != study_name:
@@ -455,8 +427,7 @@ def report_from_archive(study_name: str, archive: Path, output: Path) -> Path:
     study = dataclasses.replace(STUDIES[study_name], compare=tuple(compare) if compare else None,
                                 scale=definition["scale"])  # the report reads the scale's regime
     with study_lock(output):
-        if any(p.name != STUDY_LOCK for p in output.iterdir()):
-            raise ValueError(f"{output} is not empty; --from_results unpacks into a new directory")
+        check_empty()
         with artifacts.atomic_directory(output) as staging:  # a failed report leaves no half-made study directory
             for name, data in files.items():
                 (staging / name).parent.mkdir(parents=True, exist_ok=True)
@@ -468,10 +439,9 @@ def report_from_archive(study_name: str, archive: Path, output: Path) -> Path:
 # ---------------------------------------------------------------------------------------------------- driver
 def run_study(study_name: str, output: Path, data_dir: str | None = None, org: str | None = None,
               study: Study | None = None, until: str | None = None) -> Path:
-    """Run (or finish, resuming `output`) the study `study_name` of `STUDIES`; return the report directory. `org`:
-    the Hub namespace of the exported folders and cards (default the placeholder, which `model_cards.push` refuses);
-    `study`: a custom definition (the suite's shortened smoke study); `until`: stop after "pretraining" or
-    "evaluation" (running the command again continues)."""
+    """Run (or resume in `output`) the study `study_name`; return the report directory. `org`: the Hub namespace of
+    the exported folders and cards; `study`: a custom definition (the suite's shortened smoke study); `until`: stop
+    after "pretraining" or "evaluation"."""
     org = org or PLACEHOLDER_ORG
     study = study or STUDIES[study_name]
     definition = study.definition()
@@ -497,7 +467,7 @@ def _run_study(study_name: str, study: Study, definition: dict, output: Path, da
         for i, (recipe, pretrain_seed) in enumerate(runs, 1):
             name = names.replicate_name(recipe.name, pretrain_seed)
             progress.start("pretraining", f"{name} ({i}/{len(runs)})")
-            trained = is_trained(output, name)
+            trained = (output / "models" / name / run_folders.RUN_INFO_NAME).is_file()
             if not trained:
                 pretrain(recipe, study, output, data_dir, pretrain_seed)
             progress.done(f"pretrain:{name}", timed=not trained)
@@ -552,8 +522,8 @@ def make_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> None:
-    """Run the study; Ctrl-C ends it in one line and exit status 130 (what is done is kept, written atomically, and
-    the same command resumes from it; a running stage's process is ended with it: `run_logged`)."""
+    """Run the study; Ctrl-C ends it (and a running stage's process) in one line with exit status 130, what is done
+    kept for the same command to resume from."""
     try:
         _main(make_parser().parse_args(argv))
     except KeyboardInterrupt:

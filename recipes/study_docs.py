@@ -1,7 +1,5 @@
-"""A finished study written into docs/ (`python -m recipes.study NAME --docs DIR`): its README (the results table
-and the findings first, then the figures, then the definition), the report's files, and the results archive the
-page is regenerated from (`--from_results`) byte for byte: its format, writer (`write_results_archive`) and reader
-(`read_archive`), here alone.
+"""A finished study written into docs/ (`python -m recipes.study NAME --docs DIR`): its README, the report's files,
+and the results archive the page is regenerated from (`--from_results`) byte for byte, with its writer and reader.
 """
 
 import json
@@ -19,8 +17,7 @@ from recipes.studies import regime, study_marker
 
 def intro(study_name: str, definition: dict, tokens_per_step: float, parameters: int, embeddings: int) -> str:
     """The docs README's first paragraph, every number from the study's definition and its scale's regime
-    (`recipes.studies.regime`: tokens per paper step, parameters with the input embedding and without the LM head, the
-    input embedding's)."""
+    (`recipes.studies.regime`)."""
     final = manifest.TOTAL * tokens_per_step  # the paper steps of the single-objective runs
     grid = _grid_text(definition)
     if study_name == "mini":
@@ -91,10 +88,9 @@ def holds_exactly(archive: Path, output: Path) -> bool:
 
 
 def write_results_archive(output: Path, archive: Path, reuse: Path | None = None) -> Path:
-    """Pack `_archived_files` into a tar.xz whose bytes depend only on their contents (sorted, no times or owners),
-    so regenerating an unchanged study rewrites the same archive. `reuse`, an archive the report was regenerated
-    from, is copied instead when it holds exactly those files (xz takes half a minute on the mini study's 126 MB;
-    reading it back, a second)."""
+    """Pack `_archived_files` into a tar.xz whose bytes depend only on their contents (`artifacts.write_tar_xz`).
+    `reuse`, an archive the report was regenerated from, is copied instead when it holds exactly those files (xz
+    takes half a minute on the mini study's 126 MB; reading it back, a second)."""
     if reuse is not None and reuse.is_file() and holds_exactly(reuse, output):
         if not archive.exists() or not archive.samefile(reuse):
             with artifacts.atomic_file(archive) as tmp:
@@ -104,10 +100,9 @@ def write_results_archive(output: Path, archive: Path, reuse: Path | None = None
 
 
 def read_archive(archive: Path) -> dict[str, bytes]:
-    """The files of a results archive ({path under the study: content}), read once and checked: one line naming it
-    when it is missing, not an xz tar, truncated, without study.json, or holds a member that is not a plain file under
-    the study, a result filed under another name than its own (a copy: it would count as one more run), or a result
-    whose scores differ from those its predictions give (`evaluation.metrics.rescore_mismatch`: an edited score)."""
+    """The files of a results archive ({path under the study: content}), read once and checked: refused in one line
+    when it is missing, unreadable, without study.json, or holds a member that is not a plain file under the study, a
+    result filed under another name than its own (it would count as one more run), or an edited score."""
     if not archive.is_file():
         raise FileNotFoundError(f"results archive {archive} not found (write one with --docs)")
     files = {}
@@ -156,8 +151,8 @@ DOCS_FILES = ("README.md", "summary.*", "findings.csv", "heldout.*", RESULTS_ARC
 
 
 def check_docs_dir(docs: Path) -> None:
-    """Refuse a --docs path that cannot be a directory, or a directory holding files write_docs would replace but
-    did not write (its README says so)."""
+    """Refuse a --docs path that cannot be a directory, or one holding files write_docs would replace but did not
+    write (its README says so)."""
     artifacts.check_output_dir(docs, "--docs")
     readme = docs / "README.md"
     if readme.is_file() and DOCS_MARK in readme.read_text(errors="replace"):
@@ -169,8 +164,8 @@ def check_docs_dir(docs: Path) -> None:
 
 
 def written_before(docs: Path) -> set[str]:
-    """The files an earlier --docs wrote into `docs`, as its README lists them (its figures, tables, held-out losses
-    and archive); none when `docs` has no README of write_docs. A file a user put beside them is not among them."""
+    """The figures and tables an earlier --docs wrote into `docs`, as its README lists them (none without a README
+    of write_docs): not a file a user put beside them."""
     readme = docs / "README.md"
     if not readme.is_file() or DOCS_MARK not in (text := readme.read_text(errors="replace")):
         return set()
@@ -180,9 +175,8 @@ def written_before(docs: Path) -> set[str]:
 
 
 def write_docs(study_name: str, output: Path, docs: Path, from_results: Path | None = None) -> Path:
-    """Copy a finished study's report into `docs`: a README that starts with the results table and the paper's
-    findings, then the figures with their captions, and ends with the study's definition; beside it the results
-    archive the report is regenerated from (`--from_results`, reused when it still holds exactly the study's
+    """Copy a finished study's report into `docs`: a README (the results table and the findings, the figures, the
+    study's definition) and beside it the results archive (`from_results` reused when it holds exactly the study's
     files)."""
     report = output / "report"
     definition = study_marker(output)
