@@ -195,6 +195,6 @@ def schedule(task, args: FinetuneArgs) -> tuple[int | None, float | None]:
     """(max_steps, epochs) of a task: `--max_steps` wins, then the task's steps, then its epochs."""
     if args.max_steps is not None:
         return args.max_steps, None
-    if getattr(task, "max_steps", None):
-        return int(task.max_steps), None
-    return None, float(getattr(task, "epochs", None) or 1.0)
+    if "max_steps" in task.budget:
+        return int(task.budget["max_steps"]), None
+    return None, float(task.budget["epochs"])

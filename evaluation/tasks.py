@@ -8,27 +8,25 @@ needs no code (docs/evaluation.md, "Adding a dataset": where files are found, sp
     splits = load_splits(task, max_train=2000)  # offline bundle by default; source="hub" for the Hub datasets
     splits["train"][0]                          # {"text": "...", "label": 1}
 
-YAML fields (the `Task` dataclass; unknown keys raise):
-    name, family (sc | tc | qa | ir), metric (main score key of `evaluation.metrics`), budget ({max_steps: N} or
-    {epochs: N}), labels (sc: class names; tc: IOB2 tag names, in id order), template (sc: str.format template over
-    the input fields, e.g. "Premise: {premise}\\nHypothesis: {hypothesis}"), query_prefix / document_prefix (ir),
-    squad_version (qa: "v1.1" scores with the v1.1 script's rules and always predicts a span; "v2.0" predicts and
-    scores no-answer), tc_labelling (tc: "first" or "all", see `evaluation/token_classification.py`), description,
-    notes (caveats to print next to results), hub (online source), offline (bundle source).
-Offline source (`offline:`, an `OfflineSource`):
-    format (tsv | jsonl | conll | squad | beir) and its reader's options (columns, header, token_column, tag_column,
-    separator, comment_prefix, docstart, token_prefix; beir: corpus, queries, qrels, doc_template; docs/evaluation.md
-    says what each does), root (the folder file paths are relative to, itself relative to the
-    YAML's folder; default: the bundle), files ({train: [...], validation: [...], test: [...]}), derive ({role: {from:
-    role, fraction: f, seed: s, group: field}}: carve a split out of another, in the order written; a missing
-    validation is {from: train, fraction: 0.05, seed: 42}, the paper's `train_test_split(train_size=0.95, seed=42)`;
-    with `group`, and always for ir by query id, whole groups move, sampled as EncodEval's split_retrieval_dataset),
-    label_values (raw label values in the order of `labels` when the file does not store the names), scheme (tc:
-    iob1 | iob2, IOB1 converted on load), unavailable + stand_in (not in the bundle: loading offline raises, naming
-    the stand-in task).
+YAML fields (the `Task` dataclass; unknown keys raise): name, family (sc | tc | qa | ir), metric (main score key of
+`evaluation.metrics`), budget ({max_steps: N} or {epochs: N}), labels (sc: class names; tc: IOB2 tag names, in id
+order), template (sc: str.format template over the input fields, e.g. "Premise: {premise}\nHypothesis:
+{hypothesis}"), query_prefix / document_prefix (ir), squad_version (qa: "v1.1" scores with the v1.1 script's rules
+and always predicts a span; "v2.0" predicts and scores no-answer), tc_labelling (tc: "first" or "all", see
+`evaluation/token_classification.py`), description, notes (caveats printed next to results), hub, offline.
+Offline source (`offline:`, an `OfflineSource`): format (tsv | jsonl | conll | squad | beir) and its reader's
+options (columns, header, token_column, tag_column, separator, comment_prefix, docstart, token_prefix; beir: corpus,
+queries, qrels, doc_template; docs/evaluation.md says what each does), root (the folder file paths are relative to,
+itself relative to the YAML's folder; default: the bundle), files ({train: [...], validation: [...], test: [...]}),
+derive ({role: {from: role, fraction: f, seed: s, group: field}}: carve a split out of another, in the order
+written; a missing validation is {from: train, fraction: 0.05, seed: 42}, the paper's
+`train_test_split(train_size=0.95, seed=42)`; with `group`, and always for ir by query id, whole groups move, sampled
+as EncodEval's split_retrieval_dataset), label_values (raw label values in the order of `labels` when the file does
+not store the names), scheme (tc: iob1 | iob2, IOB1 converted on load), unavailable + stand_in (not in the bundle:
+loading offline raises, naming the stand-in task).
 Hub source (`hub:`, a `HubSource`, read by `readers.read_hub` / `readers.read_hub_retrieval`): path (required), name,
-    revision, splits {role: hub split}, columns, label_values, derive, scheme; for ir: corpus/queries {name, split},
-    qrels {name, splits}, train_pairs {path, name, split, columns}, doc_template.
+revision, splits {role: hub split}, columns, label_values, derive, scheme; for ir: corpus/queries {name, split},
+qrels {name, splits}, train_pairs {path, name, split, columns}, doc_template.
 A source remembers which settings its YAML wrote (`as_dict`): the task identity hashes the YAML as written.
 
 Normalised columns (`load_splits` output), so trainers need no per-dataset code:
@@ -38,10 +36,9 @@ Normalised columns (`load_splits` output), so trainers need no per-dataset code:
     ir: "train" is a Dataset of pairs {"query", "positive"} (prefixes not applied: see task.query_prefix);
         "validation"/"test" are `RetrievalSplit`s {corpus, queries, qrels}.
 
-Choices (each task's YAML `notes`; docs/protocol.md): the official validation split is the test set and validation is
-5% of train, except where a source ships a labelled dev *and* test (CoNLL-2003 testa/testb, WikiANN, MRPC), as the
-harness does. Hub sources follow the harness (`encodeval/datasets.py`, MLM_vs_CLM branch) where its datasets load
-with datasets>=4, and mteb's copies for IR; offline tests exercise them through a local-folder stand-in only.
+Splits follow docs/protocol.md (each task's YAML `notes` says its own); Hub sources follow the harness
+(`encodeval/datasets.py`, MLM_vs_CLM branch) where its datasets load with datasets>=4, and mteb's copies for IR;
+offline tests exercise them through a local-folder stand-in only.
 """
 
 from __future__ import annotations
@@ -178,18 +175,6 @@ class Task:
     hub: HubSource | None = None
     offline: OfflineSource | None = None
     path: Path | None = None
-
-    @property
-    def max_steps(self) -> int | None:  # the budget in optimizer steps, or None when it is in epochs
-        return self.budget.get("max_steps")
-
-    @property
-    def epochs(self) -> float | None:
-        return self.budget.get("epochs")
-
-    @property
-    def num_labels(self) -> int | None:
-        return len(self.labels) if self.labels else None
 
     def as_dict(self) -> dict:
         """Every field (a copy), each source as the mapping its YAML wrote: what the task identity hashes
@@ -343,14 +328,12 @@ def load_splits(
     """
     task = task if isinstance(task, Task) else load_task(task)
     with _naming_yaml(task):
-        if source not in ("offline", "hub"):
-            raise ValueError(f"source must be 'offline' or 'hub', got {source!r}")
-        if corpus not in ("pooled", "judged", "full"):
-            raise ValueError(f"corpus must be 'pooled', 'judged' or 'full', got {corpus!r}")
-        if relevance not in ("binary", "graded"):
-            raise ValueError(f"relevance must be 'binary' or 'graded', got {relevance!r}")
-        if pair_encoding not in ("joined", "segments"):
-            raise ValueError(f"pair_encoding must be 'joined' or 'segments', got {pair_encoding!r}")
+        choices = {"source": (source, "offline", "hub"), "corpus": (corpus, "pooled", "judged", "full"),
+                   "relevance": (relevance, "binary", "graded"), "pair_encoding": (pair_encoding, "joined", "segments")}
+        for name, (value, *allowed) in choices.items():
+            if value not in allowed:
+                quoted = [repr(a) for a in allowed]
+                raise ValueError(f"{name} must be {', '.join(quoted[:-1])} or {quoted[-1]}, got {value!r}")
         for name, value in (("max_train", max_train), ("max_eval", max_eval)):
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
@@ -440,16 +423,11 @@ def _resolve_files(task: Task, files: dict[str, Any], root: Path, where: str) ->
     return resolved
 
 
-def _reader_options(spec: OfflineSource, reader: readers.Reader) -> dict:
-    """The source's settings that its format's reader takes, as keyword arguments."""
-    return {name: getattr(spec, name) for name in reader.options}
-
-
 def _read_offline(task: Task, spec: OfflineSource, data_dir) -> dict[str, list[dict]]:
     files = _resolve_files(task, spec.files or {}, *_data_root(task, spec, data_dir))
     if "train" not in files:
         raise ValueError(f"task {task.name!r}: offline.files needs a train role")
-    options = _reader_options(spec, readers.READERS[spec.format])
+    options = {name: getattr(spec, name) for name in readers.READERS[spec.format].options}  # the reader's settings
     return {
         role: [row for path in paths for row in readers.read_records(spec.format, path, options)]
         for role, paths in files.items()
@@ -494,12 +472,10 @@ def _check_inputs(task: Task, records: dict[str, list[dict]], spec: OfflineSourc
             continue
         else:
             continue
-        unknown = sorted(seen - _label_index(task, spec).keys())
-        if unknown:
-            raise ValueError(
-                f"task {task.name!r}: label(s) {unknown} in the {role} split are not in the task's label set "
-                f"{list(_label_index(task, spec))}; fix `labels` / `label_values` in {task.path}"
-            )
+        known = _label_index(task, spec)
+        if unknown := sorted(seen - known.keys()):
+            raise ValueError(f"task {task.name!r}: label(s) {unknown} in the {role} split are not in the task's label "
+                             f"set {list(known)}; fix `labels` / `label_values` in {task.path}")
 
 
 def _template_fields(template: str) -> list[str]:
@@ -597,10 +573,16 @@ def _subset(rows: list, limit: int | None) -> list:
 
 def _load_retrieval(task, spec, source, data_dir, max_train, max_eval, corpus_mode, relevance) -> dict:
     if source == "offline":
-        docs, queries, qrels = _read_beir_offline(task, spec, data_dir)
+        corpus, queries, qrels = _beir_files(task, spec, data_dir)
+        docs, queries, qrels = readers.read_beir(str(corpus), str(queries), {r: str(p) for r, p in qrels.items()},
+                                                 spec.doc_template)
         pairs = None
     else:
-        docs, queries, qrels, pairs = _read_beir_hub(task, spec)
+        if not spec.corpus or not spec.queries or not (spec.qrels or {}).get("splits"):
+            raise ValueError(f"task {task.name!r}: a hub ir source needs corpus {{name}}, queries {{name}} and qrels "
+                             "{name, splits: {role: split}}")
+        docs, queries, qrels, pairs = readers.read_hub_retrieval(spec.path, spec.revision, spec.corpus, spec.queries,
+                                                                 spec.qrels, spec.train_pairs, spec.doc_template)
     derive = dict(spec.derive or {})
     if "train" not in qrels and "train" not in derive and pairs is None:
         raise ValueError(
@@ -677,17 +659,3 @@ def _beir_files(task: Task, spec: OfflineSource, data_dir) -> tuple[Path, Path, 
     qrels = _resolve_files(task, {r: [p] for r, p in spec.qrels.items()}, root, where)
     return corpus, queries, {role: paths[0] for role, paths in qrels.items()}
 
-
-def _read_beir_offline(task: Task, spec: OfflineSource, data_dir):
-    corpus, queries, qrels = _beir_files(task, spec, data_dir)
-    reader = readers.READERS["beir"]
-    return reader.read(str(corpus), str(queries), {role: str(path) for role, path in qrels.items()},
-                       **_reader_options(spec, reader))
-
-
-def _read_beir_hub(task: Task, spec: HubSource):
-    if not spec.corpus or not spec.queries or not (spec.qrels or {}).get("splits"):
-        raise ValueError(f"task {task.name!r}: a hub ir source needs corpus {{name}}, queries {{name}} and qrels "
-                         "{name, splits: {role: split}}")
-    return readers.read_hub_retrieval(spec.path, spec.revision, spec.corpus, spec.queries, spec.qrels,
-                                      spec.train_pairs, spec.doc_template)
