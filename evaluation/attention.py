@@ -2,12 +2,9 @@
 measured where it does not.
 
 - Our checkpoints (`eurobert_clm_mlm`: the study's models, converted decoders, their CPT results, native exports of
-  them read with remote code) attend as `config.is_causal` says at every forward (an LM head as its class says:
-  `EuroBertClmMlmForCausalLM` causal): the recorded setting decides (`recorded`), nothing is guessed.
-- Any other transformers model (BERT, RoBERTa, a raw Llama or Qwen decoder, native EuroBERT) is probed (`probe`): two
-  inputs of ordinary tokens that differ in their last token only, the two last tokens chosen with different input
-  embeddings so the change cannot vanish (`convert` adds the last vocabulary ids with identical mean rows); a causal
-  model's outputs at every earlier position do not move.
+  them read with remote code) attend as `config.is_causal` says (an LM head as its class says): `recorded`.
+- Any other transformers model (BERT, RoBERTa, a raw Llama or Qwen decoder, native EuroBERT) is probed (`probe`): a
+  causal model's outputs before the last position do not move when only the last token changes.
 """
 
 from __future__ import annotations
@@ -32,10 +29,9 @@ def recorded(model) -> str | None:
 
 @torch.no_grad()
 def probe(model) -> str:
-    """How `model` really attends, measured on two inputs of ordinary tokens (ids spread over the middle of the
-    vocabulary, away from the special tokens at either end) that differ in their last token only, whose two input
-    embedding rows differ: "causal" when no earlier position's output changes. ValueError when no two candidate
-    tokens have different input embeddings."""
+    """How `model` really attends, measured on two inputs of ordinary tokens (ids from the middle of the vocabulary,
+    away from the special tokens) that differ in their last token only, chosen with different input embeddings
+    (`convert` adds vocabulary rows that are all equal): "causal" when no earlier position's output changes."""
     embeddings = model.get_input_embeddings().weight
     vocab = embeddings.shape[0]
     candidates = torch.linspace(vocab // 4, vocab - 1 - vocab // 4, 4 * PROBE_LENGTH).long().unique().tolist()
@@ -79,9 +75,8 @@ def set_attention(model, attention: str) -> None:
 
 
 def resolved_attention(model_path: str | os.PathLike, attention: str) -> str:
-    """The attention pattern ("bidirectional" or "causal") a run with `--attention attention` uses on
-    `model_path`: `set_attention` on a one-layer random copy of the model (no weights read); `checkpoint` resolves
-    to the model's own pattern. Raises `set_attention`'s ValueError."""
+    """The pattern ("bidirectional" or "causal") a run with `--attention attention` uses on `model_path`, from
+    `set_attention` (and its ValueError) on a one-layer random copy of the model (no weights read)."""
     key = (str(model_path), attention)
     if key not in _RESOLVED:
         from transformers import AutoModel

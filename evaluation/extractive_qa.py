@@ -1,11 +1,10 @@
 """Extractive QA (SQuAD, SQuAD v2, ReCoRD): start/end logits per token (two-label token classification), F1/EM.
 
 Long contexts are cut into windows of `qa_max_length` tokens overlapping by `doc_stride` (question first, context
-truncated only). Training marks the answer's first/last token, or the first token (bos/CLS) when the answer is
-not in the window or the question has none (SQuAD v2). Post-processing follows transformers'
-`examples/pytorch/question-answering/utils_qa.py`: the `n_best` start and end logits of every window, spans inside
-the context of at most `max_answer_length` tokens, best span score start+end over windows; for v2 the answer is ""
-when the null score (first-token start+end, lowest over windows) beats the best span.
+truncated only). Training marks the answer's first/last token, or the first token when the window holds no answer.
+Post-processing follows transformers' `examples/pytorch/question-answering/utils_qa.py`: the `n_best` start and end
+logits of every window, context spans of at most `max_answer_length` tokens, the best start+end over windows; for
+v2 the answer is "" when the null score (first-token start+end, lowest over windows) beats the best span.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """What decides a fine-tuning result, so a result is never reused for something else (docs/protocol.md, "What a
-result's identity covers"): `model` (its config and every weights, tokenizer and remote-code file), `task` (its
-definition and data files), `protocol` and `inputs` (the settings its family reads, `finetune_args.SETTINGS`, and
-what they resolve to on the model) and `scoring`, the declared versions below. A refactor, a docstring or a comment
-leaves them (and every stored result) as they are; a change that moves a family's per-instance outputs or scores fails
-its golden test (tests/test_scoring.py) until its version is bumped here and the golden files regenerated.
-`python -m evaluation.identity --migrate RESULTS_DIR` makes results of format 2 (source hashes, `identity.code`) and
-identities of settings their family does not read current, once, and claims folders written before folders were
-claimed.
+result's identity covers"): `model` (config, weights, tokenizer and remote-code files), `task` (definition and data
+files), `protocol` and `inputs` (the settings its family reads, `finetune_args.SETTINGS`, and what they resolve to on
+the model) and `scoring`, the declared versions below: a change that moves a family's outputs fails its golden test
+(tests/test_scoring.py) until its version is bumped. `python -m evaluation.identity --migrate RESULTS_DIR` makes older
+results current (`migrate`).
 """
 
 from __future__ import annotations
@@ -69,13 +66,9 @@ def scoped(family: str, ident: dict) -> dict:
 
 def ir_training_key(task: tasks.Task, pairs, schedule) -> str:
     """What an ir task's fine-tuning depends on besides the model, the protocol, the learning rate and the seed, as a
-    sha256 hex digest: the content of its training `pairs` ("query", "positive"), its prompts and its `schedule`
-    ((max_steps, epochs): `finetune_args.schedule`).
-
-    Tasks with equal keys train the very same model (MS MARCO, NQ and MLDR all train on MS MARCO pairs), so the grid
-    trains once and scores each of them. Hashed by content, pairs read through different sources match, and pairs
-    left by different carved validation queries do not.
-    """
+    sha256 hex digest of its training `pairs`' content, its prompts and its `schedule` (`finetune_args.schedule`).
+    Tasks with equal keys train the very same model (MS MARCO, NQ and MLDR train on MS MARCO pairs): the grid trains
+    once and scores each."""
     digest = hashlib.sha256(json.dumps([task.query_prefix, task.document_prefix, list(schedule), len(pairs)]).encode())
     for column in ("query", "positive"):
         digest.update(b"\x01" + "\x00".join(pairs[column]).encode())

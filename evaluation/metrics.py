@@ -13,15 +13,12 @@ TC aggregate keys: `METRICS["tc"]`; per-instance keys: sentence_macro_f1, entity
 entity_gold, token_correct, token_count. `rescore` recomputes a family's scores from a result file's per-instance
 predictions and references.
 
-The TC number the paper reports (`sentence_macro_f1`): for each sentence, sklearn's `f1_score(gold, pred,
-average="macro")` over the word-level tags, i.e. the unweighted mean of the per-label F1 over the labels present in
-that sentence's gold *or* predicted tags, "O" included; then the plain mean over sentences. The scoring code is not
-public: this was read from the original harness's released per-sentence results (the evidence: docs/protocol.md,
-"The TC score"). This code scores the tags it is given: the offline CoNLL task converts to IOB2 on load, so its
-sentence_macro_f1 counts B-X and I-X as two labels where the paper counted one.
-It is lenient: a model that predicts no entity still scores about 0.45 per sentence with one entity (and 1.0 on
-sentences without any), so always read it beside entity F1 (seqeval, strict IOB2: the community-standard number)
-and token micro-F1 (word accuracy when "O" counts), which the report shows beside it.
+The paper's TC number (`sentence_macro_f1`) is, per sentence, sklearn's `f1_score(gold, pred, average="macro")` over
+the word-level tags (the labels of its gold *or* predicted tags, "O" included), then the plain mean over sentences
+(docs/protocol.md, "The TC score": the evidence, and why IOB2 tags, as the offline CoNLL task loads, differ from the
+paper's). It is lenient: a model that predicts no entity still scores about 0.45 per sentence with one entity (and
+1.0 on sentences without any), so always read it beside entity F1 (seqeval, strict IOB2: the community-standard
+number) and token micro-F1 (word accuracy when "O" counts), which the report shows beside it.
 
 Retrieval follows trec_eval (what pytrec_eval, BEIR and mteb call): documents ranked by score, ties broken by
 document id in descending string order; a document is relevant when its qrels score is > 0; NDCG gains are the
@@ -188,12 +185,9 @@ def normalize_answer(text: str) -> str:
 
 def squad_exact_f1(prediction: str, gold_answers: Sequence[str], version: str = "v2.0") -> tuple[float, float]:
     """(exact_match, f1) of one predicted answer ("" = none), max over the gold answer texts, by the official script
-    of `version`: "v1.1" (SQuAD, ReCoRD) or "v2.0" (SQuAD v2).
-
-    v2.0: gold answers that normalise to "" are dropped; if none is left (an empty list too) the question is
-    unanswerable and both scores are 1 iff the prediction normalises to "" too. v1.1: every gold answer counts as
-    given; a pair with no common token scores F1 0, even when both sides normalise to "" (the v1.1 script's rule).
-    """
+    of `version`: "v1.1" (SQuAD, ReCoRD) or "v2.0" (SQuAD v2). v2.0: gold answers that normalise to "" are dropped;
+    if none is left (an empty list too) the question is unanswerable and both scores are 1 iff the prediction
+    normalises to "" too. v1.1: every gold answer counts; no common token scores F1 0, even when both sides are ""."""
     if version not in SQUAD_VERSIONS:
         raise ValueError(f"version={version!r}: use one of {SQUAD_VERSIONS}")
     golds = list(gold_answers) if version == "v1.1" else [g for g in gold_answers if normalize_answer(g)]

@@ -1,17 +1,12 @@
 """Frozen-feature probes: what an encoder's features already hold, without fine-tuning it.
 
-A probe reads the last hidden states of a frozen model (any transformers encoder, or a decoder with the attention
-it is asked to use) and fits only a linear classifier on top: forward passes alone, the downstream measure a CPU
-affords for a 135M-parameter model (`recipes.real_decoder`). Per family:
-- sc: the mean of the sentence's token states (padding excluded) -> multinomial logistic regression -> accuracy.
-- tc: the state of each word's first token (`token_classification.align_labels`, "first" labelling) -> logistic
-  regression over the tags -> the task's scores (`metrics.token_classification_scores`: entity F1 and the rest).
-- ir: mean-pooled, L2-normalised query and document states, ranked by cosine -> `metrics.retrieval_scores`
-  (NDCG@10). Nothing is fitted, so there is no seed.
-
-Features are computed once per model and split; a seed draws the classifier's training subset (`n_train` of the
-encoded training pool), so seeds measure how much the probe depends on its training data. The test instances are the
-same for every model and seed (per-instance outputs are returned for paired comparisons).
+A probe fits only a linear classifier on the last hidden states of a frozen model (any transformers encoder, or a
+decoder with the attention it is asked to use): forward passes alone, what a CPU affords for a 135M-parameter model
+(`recipes.real_decoder`). sc: mean token state -> logistic regression -> accuracy; tc: each word's first-token state
+-> logistic regression over the tags -> `metrics.token_classification_scores`; ir: mean-pooled, L2-normalised states
+ranked by cosine -> `metrics.retrieval_scores` (nothing fitted, no seed). Features are computed once per model and
+split; a seed draws the classifier's `n_train` training subset of the encoded pool; the test instances are the same
+for every model and seed.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """Dataset readers: one plain function per offline file format, registered in `READERS`, and the Hub readers.
 
 `evaluation.tasks` calls the reader of a task's `offline.format` with the `offline:` settings its `READERS` entry
-names, as keyword arguments (docs/evaluation.md, "Adding a dataset", says what each does). Every file may be
-gzip-compressed (a name ending in .gz). The record formats (tsv, jsonl, conll, squad) return raw records, one dict
-per example with the fields the task names (tc: "tokens" and "tags"; qa: "id", "title", "question", "context",
-"answers"), cached in-process by `read_records`; beir returns texts by id and judgements. The Hub source (`hub:`) is
-read by `read_hub` and, for the mteb/BEIR layout, `read_hub_retrieval`.
+names (docs/evaluation.md, "Adding a dataset", says what each does). Any file may be gzip-compressed (.gz). The
+record formats (tsv, jsonl, conll, squad) return one raw dict per example (cached in-process by `read_records`);
+beir returns texts by id and judgements. The Hub source is read by `read_hub` and `read_hub_retrieval` (mteb/BEIR).
 """
 
 from __future__ import annotations
@@ -204,14 +202,13 @@ READERS: dict[str, Reader] = {
 
 
 def read_records(fmt: str, path: Path, options: dict) -> tuple[dict, ...]:
-    """The raw records of one file in the record format `fmt`, read with `options` (the keyword arguments its
-    `READERS` entry names), cached in-process per path, modification time and options: do not mutate them."""
+    """The raw records of one file in the record format `fmt`, read with `options`, cached in-process per path,
+    modification time and options: do not mutate them."""
     return _read_file(fmt, str(path), path.stat().st_mtime, json.dumps(options, sort_keys=True))
 
 
 @functools.lru_cache(maxsize=64)
 def _read_file(fmt: str, path: str, mtime: float, options_json: str) -> tuple[dict, ...]:
-    """Parse one file into raw records, cached per path, modification time and options."""
     record_formats = sorted(name for name, reader in READERS.items() if reader.records)
     if fmt not in record_formats:
         raise ValueError(f"{path}: format {fmt!r} has no record reader; use one of {record_formats}")
@@ -282,10 +279,9 @@ def read_hub_retrieval(
     train_pairs: dict | None = None,
     doc_template: str = "{text}",
 ) -> tuple[dict[str, str], dict[str, str], dict[str, dict[str, dict[str, int]]], Dataset | None]:
-    """The mteb/BEIR layout on the Hub, as `read_beir` plus the training pairs Dataset (or None): `corpus` and
-    `queries` {name: config, split (optional when the config has one)}, `qrels` {name: config, splits: {role:
-    split}}, `train_pairs` from another dataset {path, name, split, revision, columns: {"query": column, "positive":
-    column}}."""
+    """The mteb/BEIR layout on the Hub, as `read_beir` plus the training pairs Dataset (or None): `corpus`, `queries`
+    {name, split (optional for one split)}, `qrels` {name, splits: {role: split}}, `train_pairs` from another dataset
+    {path, name, split, revision, columns: {"query": column, "positive": column}}."""
     corpus_ds = hub_split(path, corpus.get("name"), corpus.get("split"), revision)
     id_col = "_id" if "_id" in corpus_ds.column_names else "id"
     docs = {str(r[id_col]): doc_template.format(title=r.get("title") or "", text=r["text"]).strip()

@@ -7,12 +7,11 @@
         --max_eval 200 --output /tmp/results        # smoke run
 
 Every input is checked before the first run. Each run writes `<output>/<model>/<task>/lr<lr>-seed<seed>.json`
-atomically (`core.store.new_result`), with the identity of what produced it (`evaluation.identity`): a finished run
-of the same identity is skipped, one of another identity refused unless `--rerun_changed` (then moved aside with its
-saved model, and redone). Grid processes of one protocol may share an output directory: each run is locked while it
-trains, and each `<model>/<task>/` folder is claimed for one protocol (`.protocol`) before anything trains. A run
-whose loss turns NaN/inf is recorded as "diverged"; the grid goes on. Retrieval tasks with equal
-`identity.ir_training_key` are trained once per (model, lr, seed) and scored on each (`shared_training`).
+atomically with the identity of what produced it (`evaluation.identity`): a finished run of the same identity is
+skipped, one of another refused unless `--rerun_changed` (then moved aside with its saved model, and redone). Grid
+processes of one protocol may share an output: each run is locked while it trains, each `<model>/<task>/` folder
+claimed for one protocol (`.protocol`) first. A run whose loss turns NaN/inf is recorded as "diverged". Retrieval
+tasks with equal `identity.ir_training_key` are trained once per (model, lr, seed) and scored on each.
 """
 
 from __future__ import annotations
@@ -109,9 +108,8 @@ def _split(value: str, cast, what: str) -> list:
 
 
 def models_to_save(selection: str, task_list: list, lrs: list[float], seeds: list[int]) -> set[tuple[str, float, int]]:
-    """The (task, lr, seed) whose fine-tuned model `--save_models` keeps, for every model of the grid: `selection` is
-    "" (none), "all", or a comma list of TASK and TASK:LR:SEED entries; a malformed one, or one naming no run of the
-    grid (`task_list`, `lrs`, `seeds`), raises ValueError."""
+    """The (task, lr, seed) whose fine-tuned model `--save_models` keeps for every model: `selection` is "" (none),
+    "all", or a comma list of TASK and TASK:LR:SEED entries; one naming no run of the grid raises ValueError."""
     names = [task.name for task in task_list]
     grid = {(t, lr, s) for t in names for lr in lrs for s in seeds}
     entries = cli.split_list(selection)
@@ -134,8 +132,7 @@ def models_to_save(selection: str, task_list: list, lrs: list[float], seeds: lis
 
 def check_study_folder(output, models: list[tuple[str, str, str]]) -> None:
     """Refuse a model that is not the study's own checkpoint in a study's results folder (`<study>/results`): it
-    would join the study's report and results dataset. Report it beside the study's instead (`analysis.report` takes
-    several results directories)."""
+    would join the study's report and results dataset."""
     if (study := run_folders.study_of(output)) is None:
         return
     root = Path(output).resolve().parent
@@ -233,10 +230,8 @@ def units(runs: list[Run]) -> list[list[Run]]:
 
 
 def status(run: Run, output: str | os.PathLike) -> tuple[str, list[str]]:
-    """("todo" | "done" | "changed", what differs) for one run's result file: "changed" covers a result of another
-    identity, an older format and a corrupt file (`store.result_state`); a finished run whose model is asked for
-    (`run.save_model`) and not saved beside it with the same identity is "todo" (run again: same scores up to
-    hardware)."""
+    """("todo" | "done" | "changed", what differs) for one run's result file (`store.result_state`); a finished run
+    whose model is asked for (`run.save_model`) and not saved beside it with the same identity is "todo"."""
     state, why = store.result_state(run.path(output), run.identity)
     if state == "changed" and why[0].startswith(("protocol.", "inputs.")):
         recorded = store.read_result(run.path(output))["identity"]
@@ -260,7 +255,7 @@ def _model_saved(run: Run, output) -> bool:
 def execute(unit: list[Run], protocol: finetune_args.ProtocolArgs, tokenizer,
             scratch: str) -> list[tuple[Run, dict, object]]:
     """Fine-tune once for `unit` (one run, or ir runs sharing their training) and score each of its tasks: (run,
-    complete result record, `common.Finetuned`) per run of the unit."""
+    result record, `common.Finetuned`) per run."""
     from transformers import AutoConfig
 
     from evaluation import baselines, common, model_inputs
@@ -289,10 +284,9 @@ def execute(unit: list[Run], protocol: finetune_args.ProtocolArgs, tokenizer,
 
 
 def save_model(run: Run, record: dict, finetuned, output) -> Path:
-    """Keep a run's fine-tuned model at `run.model_dir(output)`, written atomically: the model and tokenizer
-    (`AutoModelFor*.from_pretrained(dir, trust_remote_code=True)`; ir: a sentence-transformers folder with its
-    pooling and prompts, `SentenceTransformer(dir, trust_remote_code=True)`) and `finetune_info.json` (base model,
-    task, lr, seed, scores, the result's identity, versions; no local paths)."""
+    """Keep a run's fine-tuned model at `run.model_dir(output)`, atomically: the family's `save` (a transformers or,
+    for ir, a sentence-transformers folder) and `finetune_info.json` (what produced it and its scores; no local
+    paths)."""
     info = {"base_model": run.model_name, "base_model_source": run.source, "task": run.task.name,
             "family": run.task.family, "lr": run.lr, "seed": run.seed, "result": run.path(output).name,
             "main_metric": store.main_metric(record), **{s: store.split_scores(record, s) for s in store.SPLITS},
@@ -305,7 +299,7 @@ def save_model(run: Run, record: dict, finetuned, output) -> Path:
 
 
 def check(grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> tuple[list[Run], dict]:
-    """Plan the grid and refuse finished results made by something else; returns (runs to do, tokenizers)."""
+    """Plan the grid and refuse finished results made by something else: (runs to do, tokenizers)."""
     runs, tokenizers = list_runs(grid, protocol)
     states = {id(run): status(run, grid.output) for run in runs}
     changed = [run for run in runs if states[id(run)][0] == "changed"]
@@ -360,8 +354,7 @@ def _claim(unit: list[Run], output, stack: contextlib.ExitStack, rerun_changed: 
 
 def claim_folders(todo: list[Run], output, rerun_changed: bool = False) -> None:
     """Claim the results folder of every run of `todo` for its protocol (`store.claim_protocol`) before anything
-    trains, so of two grids with other protocols started together on one --output, the second is refused whole
-    (GridMixed) instead of both writing a few results and stopping."""
+    trains: of two grids of other protocols started on one --output, the second is refused whole (GridMixed)."""
     for folder, run in {run.path(output).parent: run for run in todo}.items():
         if not rerun_changed and not (folder / store.PROTOCOL_NAME).is_file() and any(folder.glob("lr*-seed*.json")):
             raise GridMixed(f"{folder} holds results written before folders were claimed: run "
@@ -383,8 +376,7 @@ def run_all(todo: list[Run], tokenizers: dict, grid: GridArgs, protocol: finetun
         return run_workers(todo, grid, protocol)
     if gc.get_freeze_count() == 0:  # once per process: what is loaded by now lives as long as the process
         gc.collect()
-        gc.freeze()  # Trainer.train starts with a full collection (accelerate's free_memory): 0.3-0.4 s a run over
-        # the heap of torch, transformers and the task data otherwise, a few ms over what the runs made
+        gc.freeze()  # Trainer.train's full collection (accelerate's free_memory) then skips it: 0.3-0.4 s a run
     written = []
     with tempfile.TemporaryDirectory(prefix="finetune-") as scratch:
         progress = tqdm(units(todo), desc="grid", unit="training")
@@ -422,10 +414,9 @@ def _log_tail(path: Path, lines: int = 25) -> str:
 
 
 def run_workers(todo: list[Run], grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> list[Path]:
-    """Run `todo` with `grid.workers` worker processes (this grid as a sequential grid process, `worker_command`, with
-    cores // workers CPU threads; they split the runs through the per-run locks, so each is done once, as a sequential
-    grid would) and return the result files they wrote. The workers die with this process; one that fails stops the
-    others, and `GridFailed` carries the end of its log."""
+    """Run `todo` with `grid.workers` processes (`worker_command`, cores // workers CPU threads each, splitting the runs
+    through the per-run locks) and return the result files they wrote. The workers die with this process; one that
+    fails stops the others, and `GridFailed` carries the end of its log."""
     n = min(grid.workers, len(units(todo)))
     threads = max(1, len(os.sched_getaffinity(0)) // n)
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), "TQDM_DISABLE": "1",

@@ -1,10 +1,8 @@
 """Sequence classification (SST-2, MNLI, QQP, MRPC): a classification head on the encoder, accuracy.
 
-Pair tasks arrive as one text ("Premise: ...\\nHypothesis: ...", the task's template applied by `tasks.py`), so the
-model sees exactly the paper's input; with `--pair_encoding segments` a model with token-type embeddings gets them
-as two segments instead (the tokenizer's pair encoding), as `run_glue` does. The head and its pooling are the
-checkpoint's own (`AutoModelForSequenceClassification`): EuroBERT-style checkpoints pool as their config says, a
-BERT uses its pooler.
+Pair tasks arrive as one text, the task's template applied (the paper's input); with `--pair_encoding segments` a
+model with token-type embeddings gets two segments instead, as `run_glue` does. The head and its pooling are the
+checkpoint's own (`AutoModelForSequenceClassification`).
 """
 
 from __future__ import annotations

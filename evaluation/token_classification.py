@@ -6,11 +6,10 @@ the EncodEval harness does, so a byte-level BPE without a prefix space (Llama-3)
 where `is_split_into_words=True` would give `EU rej ects`. A token belongs to the word holding its first character,
 or, when it starts in the space before a word (`Ġrejects`, Llama-3's lone `Ġ` before digits), to that word.
 
-Labelling (`tc_labelling`: the task YAML's, or `--tc_labelling`): "first" puts the word's tag on its first token,
--100 on the others, and predicts the first token's (transformers' `run_ner.py`); "all" tags every token and predicts
-the majority, ties to the first seen (the EncodEval harness, whose `max(set(preds), key=preds.count)` breaks a tie in
-set order). A word left without any token (truncation, or emptied by the normalizer: U+FE0F under accent stripping)
-is predicted "O" and counted against the model; later words keep their positions (the harness drops such words).
+Labelling (`tc_labelling`: the task YAML's, or `--tc_labelling`): "first" tags a word's first token (-100 on the
+others) and predicts its tag (transformers' `run_ner.py`); "all" tags every token and predicts the majority, ties to
+the first seen (the EncodEval harness breaks a tie in set order). A word left without any token (truncation, or
+emptied by the normalizer) is predicted "O" and counted against the model (the harness drops such words).
 """
 
 from __future__ import annotations
