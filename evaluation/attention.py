@@ -20,8 +20,7 @@ _RESOLVED: dict = {}
 
 
 def recorded(model) -> str | None:
-    """The pattern a model of ours attends with (its class's `causal` for an LM head, else `config.is_causal`), or
-    None for a model type that does not record it (then `probe`). A peft-wrapped model answers for its base."""
+    """The pattern a model of ours attends with (an LM head: its class's `causal`), else None (then `probe`)."""
     if model.config.model_type not in RECORDING_TYPES:
         return None
     return "causal" if getattr(model, "causal", model.config.is_causal) else "bidirectional"
@@ -57,10 +56,9 @@ def pattern(model) -> str:
 
 
 def set_attention(model, attention: str) -> None:
-    """Give a loaded model the fine-tuning attention pattern and check that it really attends so (else ValueError,
-    e.g. an encoder without a causal switch). `bidirectional` or `causal` sets `config.is_causal`, which our
-    checkpoints read at every forward and transformers' mask helpers honour for decoders (Llama, Qwen...);
-    `checkpoint` keeps the model as it is, except that a checkpoint of ours recording a causal pretraining
+    """Give a loaded model the fine-tuning attention pattern and check that it really attends so (else ValueError).
+    `bidirectional` or `causal` sets `config.is_causal` (read by our checkpoints and transformers' mask helpers);
+    `checkpoint` keeps the model as it is, except that one of ours recording a causal pretraining
     (`pretraining_attention`, beside `is_causal: false` for native EuroBERT) attends causally, as it was pretrained."""
     if attention == "checkpoint":
         if model.config.model_type in RECORDING_TYPES and getattr(model.config, "pretraining_attention", None) == \

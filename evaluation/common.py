@@ -29,8 +29,8 @@ register()  # our Auto classes, so that our checkpoints load in-process
 
 
 def training_arguments(args: FinetuneArgs, task, cls=TrainingArguments, **extra) -> TrainingArguments:
-    """`cls` (`SentenceTransformerTrainingArguments` for IR, with `extra` fields) of the paper's protocol for the
-    task's budget; nothing is saved, but the Trainer needs a directory: `args.scratch_dir` or a temporary one."""
+    """`cls` (`SentenceTransformerTrainingArguments` for IR, with `extra`) of the paper's protocol for the
+    task's budget; nothing is saved, but the Trainer needs a directory."""
     max_steps, epochs = schedule(task, args)
     return cls(
         output_dir=args.scratch_dir or str(Path(tempfile.gettempdir()) / "mlm-vs-clm-finetune"),
@@ -111,8 +111,8 @@ def task_splits(task, args: FinetuneArgs):
 
 
 def cached(tokenizer, task, args: FinetuneArgs, build):
-    """`build()` (a task's tokenized splits) once per tokenizer content (checkpoints sharing one share the cache),
-    task and the settings its family's results and data depend on (`finetune_args.SETTINGS`) in this process."""
+    """`build()` (a task's tokenized splits) once per tokenizer content, task and the settings its family's
+    results and data depend on (`finetune_args.SETTINGS`) in this process."""
     from datasets.fingerprint import Hasher
 
     settings = {**identity_settings(args, task.family), **data_settings(args, task.family)}
@@ -124,8 +124,8 @@ def cached(tokenizer, task, args: FinetuneArgs, build):
 
 
 def load_for_finetuning(auto_class, model_path, tokenizer, args: FinetuneArgs, **kwargs):
-    """`auto_class.from_pretrained` with the run's seed set first (the new head's init depends on it), the chosen
-    attention pattern (checked on the loaded model) and a pad id the head can use."""
+    """`auto_class.from_pretrained` with the run's seed set first (it draws the new head), the attention
+    pattern (checked on the loaded model) and a pad id the head can use."""
     set_seed(args.seed)
     model = auto_class.from_pretrained(model_path, dtype=args.model_dtype(), trust_remote_code=True, **kwargs)
     set_attention(model, args.attention)

@@ -105,8 +105,7 @@ def postprocess(examples, windows, start_logits, end_logits, n_best: int = 20, m
 
 
 def finetune(model_path, task, args: finetune_args.FinetuneArgs, tokenizer=None) -> common.Finetuned:
-    """Fine-tune a checkpoint with a fast tokenizer (`tokenizer` when the caller already loaded it) on a qa task's
-    train windows: start/end logits, the last step kept."""
+    """Fine-tune a checkpoint with a fast tokenizer on a qa task's train windows, the last step kept."""
     tokenizer = tokenizer or model_inputs.load_finetuning_tokenizer(model_path)
     _, windows = tokenize(task, tokenizer, args)
     model = common.load_for_finetuning(AutoModelForQuestionAnswering, model_path, tokenizer, args)

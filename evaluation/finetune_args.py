@@ -20,8 +20,7 @@ PEFT_CHOICES = ("none", "lora")
 
 @dataclass
 class ProtocolArgs:
-    """Fine-tuning settings shared by every run of a grid (command-line flags of `evaluation.run`), each field's help
-    its documentation and `SETTINGS` what it decides. Every default is the paper's protocol (`docs/protocol.md`)."""
+    """Fine-tuning settings shared by every run of a grid (flags of `evaluation.run`); defaults: the paper's."""
 
     batch_size: int = field(default=32, metadata={"help": "Train batch size (paper: 32)."})
     eval_batch_size: int = field(default=64, metadata={"help": "Batch size for prediction and encoding."})
@@ -131,11 +130,9 @@ class ProtocolArgs:
 
 @dataclass(frozen=True)
 class Setting:
-    """What one protocol setting decides, declared once (`SETTINGS`); results' identities and the data cache derive
-    from it. `families`: those that read it (a result of another family does not depend on it: an SC result is the
-    same whatever `--ir_pooling`); `identity`: whether it can change a score, or a (setting, value) pair it is left
-    out at (results keep the identity they had before it existed); `data`: the `tasks.load_splits` argument it sets.
-    """
+    """What one protocol setting decides (`SETTINGS`): `families`, those that read it (an SC result does not depend on
+    `--ir_pooling`); `identity`, whether it can change a score, or a (setting, value) pair it is left out at (results
+    keep the identity they had before it existed); `data`, the `tasks.load_splits` argument it sets."""
 
     families: tuple = FAMILIES
     identity: bool | tuple = True
@@ -165,8 +162,7 @@ def reads(family: str, name: str) -> bool:
 
 
 def identity_settings(args: ProtocolArgs, family: str, names=None) -> dict:
-    """{setting: value} of the settings among `names` (default: every protocol setting) that enter the identity of a
-    `family` result under `args` (`SETTINGS`)."""
+    """{setting: value} of the settings among `names` (default: all) entering a `family` result's identity."""
     out = {}
     for name in names or [f.name for f in dataclasses.fields(args)]:
         declared = SETTINGS.get(name, Setting())

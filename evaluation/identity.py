@@ -36,8 +36,7 @@ def scoring_identity(family: str) -> dict:
 
 
 def task_identity(task: tasks.Task, source: str, data_dir) -> dict:
-    """Identity of a task: its definition (`Task.as_dict()`, each source as the mapping its YAML wrote, free text left
-    out) and its data files."""
+    """A task's definition (`Task.as_dict()`, free text left out) hashed, and its data files' hashes."""
     definition = {k: v for k, v in task.as_dict().items() if k not in TASK_FREE_TEXT}
     paths = tasks.data_files(task, source, data_dir)
     files = {_data_key(p, paths): _file_hash(str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in paths}
@@ -46,9 +45,8 @@ def task_identity(task: tasks.Task, source: str, data_dir) -> dict:
 
 
 def _data_key(path, paths) -> str:
-    """How a task's identity names one of its data files `paths`: its file name, or, for files of one name in
-    several folders (a/train.tsv, b/train.tsv), its path from their common folder: never where the data sits on
-    this machine, so a moved data folder keeps the identity; the definition says which file feeds which split."""
+    """How a task's identity names one of its data files `paths`: its file name, or its path from the common folder
+    of its namesakes (a/train.tsv, b/train.tsv); never where the data sits, so moved data keeps the identity."""
     namesakes = [str(p) for p in paths if p.name == path.name]
     return path.name if len(namesakes) == 1 else os.path.relpath(path, os.path.commonpath(namesakes))
 
@@ -58,8 +56,7 @@ protocol_identity = finetune_args.identity_settings
 
 
 def scoped(family: str, ident: dict) -> dict:
-    """A recorded identity without the protocol and input settings `family` does not read (what results written
-    before identities left those out recorded: `--migrate` rewrites them so)."""
+    """A recorded identity without the protocol and input settings `family` does not read."""
     return {part: {k: v for k, v in value.items() if finetune_args.reads(family, k)}
             if part in ("protocol", "inputs") and isinstance(value, dict) else value for part, value in ident.items()}
 
@@ -76,8 +73,7 @@ def ir_training_key(task: tasks.Task, pairs, schedule) -> str:
 
 
 def _migrated_identity(record: dict) -> dict:
-    """A recorded identity made current: a format-2 `code` (source hashes) replaced by the versions of the code that
-    wrote format 2, and the settings its family does not read left out (`scoped`)."""
+    """A recorded identity made current: format 2's `code` replaced by `FORMAT2_VERSION`s, `scoped`."""
     ident = {k: v for k, v in (record.get("identity") or {}).items() if k != "code"}
     if record["format"] == 2:
         ident["scoring"] = {"protocol": FORMAT2_VERSION, record["family"]: FORMAT2_VERSION}
@@ -85,11 +81,10 @@ def _migrated_identity(record: dict) -> dict:
 
 
 def migrate(results_dir: str | os.PathLike) -> int:
-    """Make every result under `results_dir` (and the `finetune_info.json` of a model saved beside it) current, once:
-    format 2 gets the format-3 identity, an identity that recorded settings its family does not read is `scoped`, and
-    a folder written before folders were claimed is claimed for its results' protocol (`store.claim_protocol`); return
-    how many results were rewritten. Everything is read and checked first: a corrupt file, a copy, a file of an
-    unknown format or an unclaimed folder of several protocols stops it before anything is written."""
+    """Make every result under `results_dir` (and its saved model's `finetune_info.json`) current, once: format 2
+    gets the format-3 identity, settings its family does not read are left out (`scoped`), and an unclaimed folder is
+    claimed for its results' protocol; return how many results were rewritten. Everything is checked first: a
+    corrupt or unknown file or an unclaimed folder of several protocols stops it before anything is written."""
     paths = store.result_files(results_dir)
     if not paths:
         raise FileNotFoundError(f"no result files under {results_dir} (<model>/<task>/lr<lr>-seed<seed>.json)")
@@ -119,8 +114,7 @@ def migrate(results_dir: str | os.PathLike) -> int:
 
 @cli.exit_on_write_failure
 def main(argv: list[str] | None = None) -> None:
-    """`python -m evaluation.identity --migrate RESULTS_DIR`: results of format 2, recording settings their family does
-    not read or in folders written before folders were claimed, made current, once."""
+    """`python -m evaluation.identity --migrate RESULTS_DIR`: older results made current, once (`migrate`)."""
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("--migrate", required=True, metavar="RESULTS_DIR", help="the grid's --output directory")
     args = parser.parse_args(argv)

@@ -108,8 +108,8 @@ SHOW = {"sc": _show_sc, "tc": _show_tc, "qa": _show_qa, "ir": _show_ir}
 
 
 def inspect(args: argparse.Namespace) -> str:
-    """What the model is fed for each task of `args.task` (the parsed flags), as one printable report. Every task is
-    read and tokenized before it returns, so a bad one leaves no partial output."""
+    """What the model is fed for each task of `args.task`, as one report: every task is read and tokenized
+    before it returns, so a bad one leaves no partial output."""
     task_list = [tasks.load_task(name) for name in cli.split_list(args.task)]
     if not task_list:
         raise ValueError("--task is empty; give a task name or a task YAML path")

@@ -177,8 +177,7 @@ SQUAD_VERSIONS = ("v1.1", "v2.0")
 
 
 def normalize_answer(text: str) -> str:
-    """Official SQuAD normalisation: lowercase, drop punctuation, drop articles a/an/the, squeeze whitespace (the
-    official script's character filter, as one translation table)."""
+    """Official SQuAD normalisation: lowercase, drop punctuation and articles, squeeze whitespace."""
     text = _ARTICLES.sub(" ", text.lower().translate(_PUNCTUATION))
     return " ".join(text.split())
 
@@ -265,9 +264,7 @@ def _ndcg(top: list[str], judged: Mapping[str, int], k: int) -> float:
 
 
 def rescore(family: str, records: Sequence[Mapping], squad_version: str = "v2.0") -> dict:
-    """The dict `family`'s scorer returned for one split, recomputed from the result file's per-instance `records`
-    (`result["per_instance"][split]`: prediction and reference; ir: the ranking and the judged documents'
-    relevance); `squad_version`: a qa task's rules."""
+    """The dict `family`'s scorer returned for one split, recomputed from a result file's per-instance `records`."""
     if family == "sc":
         return accuracy([r["prediction"] for r in records], [r["reference"] for r in records])
     if family == "tc":
@@ -283,9 +280,8 @@ def rescore(family: str, records: Sequence[Mapping], squad_version: str = "v2.0"
 
 def rescore_mismatch(record: Mapping, tolerance: float = 1e-4) -> str | None:
     """Where a result file's aggregate scores differ from those its per-instance predictions give (`rescore`), or
-    None: an edited score, or predictions of another run. A qa result matches under the rules of either SQuAD
-    version (the file records its task by hash only). `tolerance`: mteb's own aggregation differs from `rescore` by
-    up to 1e-5."""
+    None. A qa result matches under either SQuAD version's rules (the file records its task by hash only);
+    `tolerance`: mteb's own aggregation differs from `rescore` by up to 1e-5."""
     if not store.scored(record):
         return None
     for split in store.SPLITS:
@@ -304,8 +300,8 @@ def rescore_mismatch(record: Mapping, tolerance: float = 1e-4) -> str | None:
 
 
 def _tc_scores(records: Sequence[Mapping]) -> dict:
-    """The sentence macro-F1 (from the predictions) and corpus entity F1 (from each sentence's stored entity counts)
-    of `token_classification_scores`, without seqeval's entity parsing: a study's archive is checked in seconds."""
+    """`token_classification_scores`' sentence macro-F1 and corpus entity F1 from the stored entity counts,
+    without seqeval's entity parsing: a study's archive is checked in seconds."""
     macro = [1.0 if r["prediction"] == r["reference"] and r["reference"] else  # each label present scores 1
              macro_f1_present_labels(r["prediction"], r["reference"]) for r in records]
     counts = [sum(r[key] for r in records) for key in ("entity_tp", "entity_pred", "entity_gold")]

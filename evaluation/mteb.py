@@ -192,8 +192,7 @@ def registry_task(spec: str, args: MtebArgs) -> Target:
 
 
 def subset_queries(data: dict, max_eval: int) -> None:
-    """Keep `max_eval` of a loaded mteb split's judged queries (in place), sampled as the project's tasks do (sorted
-    ids, `random.Random(42).sample`), with their judgements; the corpus is kept whole."""
+    """Keep `max_eval` of a loaded mteb split's judged queries in place, sampled as `tasks` does."""
     qrels = data["relevant_docs"]
     qids = sorted(q for q, judged in qrels.items() if judged)
     if max_eval < len(qids):
@@ -262,8 +261,7 @@ def load_encoder(model: Model, prompts: dict, args: MtebArgs):
 
 
 def encoder_settings(encoder) -> dict:
-    """What decides the embeddings besides the weights: prompts, pooling, max length, similarity, dtype, and the
-    attention pattern the encoder really uses (recorded or probed, `attention.pattern`)."""
+    """What decides the embeddings besides the weights, the attention pattern included."""
     from evaluation import attention
 
     pooling = [m for m in encoder if type(m).__name__ == "Pooling"]
@@ -302,8 +300,8 @@ def evaluate(encoder, target: Target, batch_size: int) -> dict:
 
 
 def scores_record(evaluated: dict) -> dict:
-    """The record's scores: test under the project's names, per query mteb's values with the top-100 ranking (for
-    `metrics.rescore`), every mteb score, and the random-ranking baseline."""
+    """The record's scores: test under the project's names, per query mteb's values and the top-100
+    ranking (for `metrics.rescore`), every mteb score, and the random-ranking baseline."""
     from mteb._evaluators.retrieval_metrics import mrr
 
     from evaluation import retrieval

@@ -60,7 +60,7 @@ def subsets(n_pool: int, n_train: int, seeds) -> dict[int, np.ndarray]:
 
 def probe_sc(encode, splits, n_train: int, seeds, text_column: str = "text") -> dict[int, dict]:
     """{seed: {"accuracy", "per_instance": {"prediction", "reference"}}} of an SC task's probe; `encode(texts)`
-    returns token states per text, `splits` the task's "train" pool and "test" (`tasks.load_splits`)."""
+    returns token states per text, `splits` holds the "train" pool and "test"."""
     train_x = mean_pooled(encode(splits["train"][text_column]))
     test_x = mean_pooled(encode(splits["test"][text_column]))
     train_y, test_y = np.array(splits["train"]["label"]), list(splits["test"]["label"])
@@ -73,8 +73,7 @@ def probe_sc(encode, splits, n_train: int, seeds, text_column: str = "text") -> 
 
 
 def word_features(encode, tokenizer, split, max_length: int) -> tuple[list[np.ndarray], list[list[int]]]:
-    """Per sentence, the states of each word's first token (words cut by truncation have none) and the word
-    indices they belong to."""
+    """Per sentence, the states of each word's first token and the word indices they belong to."""
     encoded = align_labels(split, tokenizer, max_length, "first")
     states = encode(encoded["input_ids"])
     features, words = [], []
@@ -110,8 +109,7 @@ def probe_tc(encode, tokenizer, splits, labels: list[str], n_train: int, seeds, 
 
 
 def probe_ir(encode, split, query_prefix: str = "", document_prefix: str = "") -> dict:
-    """Retrieval scores of a frozen encoder on an IR split (`tasks.RetrievalSplit`): cosine of mean-pooled states,
-    every document of the split's corpus ranked for every query."""
+    """Retrieval scores of a frozen encoder on a `tasks.RetrievalSplit`: cosine of mean-pooled states."""
     doc_ids, query_ids = sorted(split.corpus), sorted(split.queries)
     docs = mean_pooled(encode([document_prefix + split.corpus[d] for d in doc_ids]), normalise=True)
     queries = mean_pooled(encode([query_prefix + split.queries[q] for q in query_ids]), normalise=True)
@@ -121,8 +119,7 @@ def probe_ir(encode, split, query_prefix: str = "", document_prefix: str = "") -
 
 
 def random_ndcg(split, shuffles: int = 200, seed: int = 0) -> float:
-    """The expected NDCG@10 of ranking the split's corpus at random (the mean over seeded shuffles): the trivial
-    baseline of a retrieval probe."""
+    """The NDCG@10 of a random ranking of the split's corpus (mean over seeded shuffles): the trivial baseline."""
     rng = np.random.default_rng(seed)
     doc_ids = sorted(split.corpus)
     values = []

@@ -202,8 +202,7 @@ READERS: dict[str, Reader] = {
 
 
 def read_records(fmt: str, path: Path, options: dict) -> tuple[dict, ...]:
-    """The raw records of one file in the record format `fmt`, read with `options`, cached in-process per path,
-    modification time and options: do not mutate them."""
+    """The raw records of one file, read with `options` and cached in-process: do not mutate them."""
     return _read_file(fmt, str(path), path.stat().st_mtime, json.dumps(options, sort_keys=True))
 
 

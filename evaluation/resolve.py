@@ -28,9 +28,7 @@ _COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
 def checkpoint_name(path: str | os.PathLike) -> str:
-    """The name a study or a card files a checkpoint directory's results under (`model_name`, unscaled): its
-    run_info's name, which for `<run>/intermediate/step-<N>/` already ends with the paper-scale step; else the
-    directory's name."""
+    """The name a study or a card files a checkpoint directory's results under: `model_name`, unscaled."""
     return model_name(str(path), scaled=False)[0]
 
 
@@ -72,11 +70,9 @@ def _check_name(name: str, spec: str) -> None:
 
 
 def resolve_model(spec: str) -> Resolved:
-    """One `--model` entry resolved: a local directory, or a Hub id `org/name[@revision]` resolved through the Hub
-    cache (`snapshot_download`: offline, the cache alone; one that cannot be resolved raises one line saying whether
-    the Hub was offline). A Hub model is filed under its repo name (`@step-N`: `<repo>-N`, as intermediate
-    checkpoints; another branch or tag: `<repo>-<revision>`; a commit: the repo name), unless `NAME=ID`.
-    """
+    """One `--model` entry resolved: a local directory, or a Hub id `org/name[@revision]` through the Hub cache
+    (`snapshot_download`; offline, the cache alone), filed under its repo name (`@step-N`: `<repo>-N`, as
+    intermediate checkpoints; another branch or tag: `<repo>-<revision>`; a commit: the repo name) unless `NAME=ID`."""
     name, location = split_spec(spec)
     repo_id, _, revision = location.partition("@")
     if Path(location).expanduser().exists() or Path(repo_id).expanduser().exists():

@@ -49,8 +49,7 @@ def build_model(model_path, task, args: finetune_args.FinetuneArgs) -> SentenceT
 
 
 def rank(model: SentenceTransformer, split, batch_size: int = 64, top_k: int = TOP_K) -> dict[str, dict[str, float]]:
-    """{query id: {doc id: cosine score}} of the `top_k` best documents per query of a `tasks.RetrievalSplit`, encoded
-    by `model` with its "query"/"document" prompts."""
+    """{query id: {doc id: cosine score}} of the `top_k` best documents per query of a `tasks.RetrievalSplit`."""
     doc_ids, query_ids = list(split.corpus), list(split.queries)
     docs = model.encode_document([split.corpus[d] for d in doc_ids], batch_size=batch_size, convert_to_tensor=True)
     queries = model.encode_query([split.queries[q] for q in query_ids], batch_size=batch_size, convert_to_tensor=True)
@@ -63,8 +62,7 @@ def rank(model: SentenceTransformer, split, batch_size: int = 64, top_k: int = T
 
 
 def finetune(model_path, task, args: finetune_args.FinetuneArgs, tokenizer=None) -> common.Finetuned:
-    """Fine-tune a checkpoint as a sentence-embedding model on an ir task's (query, positive) pairs, with the run's
-    prompts (`tokenizer`: unused, sentence-transformers loads its own)."""
+    """Fine-tune a checkpoint as a sentence-embedding model on an ir task's (query, positive) pairs."""
     if args.peft != "none":
         raise ValueError(f"--peft {args.peft} covers SC/TC/QA tasks; ir task {task.name} fine-tunes fully only")
     splits = common.task_splits(task, args)

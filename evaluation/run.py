@@ -131,8 +131,7 @@ def models_to_save(selection: str, task_list: list, lrs: list[float], seeds: lis
 
 
 def check_study_folder(output, models: list[tuple[str, str, str]]) -> None:
-    """Refuse a model that is not the study's own checkpoint in a study's results folder (`<study>/results`): it
-    would join the study's report and results dataset."""
+    """Refuse a model that is not the study's own checkpoint in a study's results folder."""
     if (study := run_folders.study_of(output)) is None:
         return
     root = Path(output).resolve().parent
@@ -145,8 +144,7 @@ def check_study_folder(output, models: list[tuple[str, str, str]]) -> None:
 
 
 def check_arguments(grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> tuple:
-    """The grid's flags, tasks, models' paths and output folder, checked without torch: (tasks, LRs, seeds,
-    [(name, model path, source)], the runs whose models are saved)."""
+    """The grid's inputs checked without torch: (tasks, LRs, seeds, [(name, path, source)], saved runs)."""
     if grid.workers < 1:
         raise ValueError(f"--workers {grid.workers} must be >= 1")
     artifacts.check_output_dir(grid.output, "--output")
@@ -254,8 +252,7 @@ def _model_saved(run: Run, output) -> bool:
 
 def execute(unit: list[Run], protocol: finetune_args.ProtocolArgs, tokenizer,
             scratch: str) -> list[tuple[Run, dict, object]]:
-    """Fine-tune once for `unit` (one run, or ir runs sharing their training) and score each of its tasks: (run,
-    result record, `common.Finetuned`) per run."""
+    """Fine-tune once for `unit` and score each of its runs: (run, result record, `common.Finetuned`) per run."""
     from transformers import AutoConfig
 
     from evaluation import baselines, common, model_inputs
@@ -369,8 +366,8 @@ def claim_folders(todo: list[Run], output, rerun_changed: bool = False) -> None:
 
 
 def run_all(todo: list[Run], tokenizers: dict, grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> list[Path]:
-    """Train and score every run of `todo` (folders claimed first, each run locked while it runs; `grid.workers` > 1:
-    by worker processes, `run_workers`); return the result files written."""
+    """Train and score every run of `todo` (folders claimed first, each run locked while it runs); return the
+    result files written."""
     claim_folders(todo, grid.output, grid.rerun_changed)
     if grid.workers > 1 and len(units(todo)) > 1:
         return run_workers(todo, grid, protocol)
@@ -397,8 +394,7 @@ def run_all(todo: list[Run], tokenizers: dict, grid: GridArgs, protocol: finetun
 
 
 def worker_command(todo: list[Run], grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> list[str]:
-    """The command line of one worker: this grid as a sequential grid process, its models named as here (a Hub
-    model pinned to the commit resolved here, so every worker reads the same snapshot)."""
+    """One worker's command line: this grid, sequential, a Hub model pinned to the commit resolved here."""
     models = dict.fromkeys(f"{run.model_name}={run.source or run.model_path}" for run in todo)
     flags = {**dataclasses.asdict(grid), "model": ",".join(models), "workers": 1, **dataclasses.asdict(protocol)}
     return [sys.executable, "-m", "evaluation.run", *[f"--{k}={v}" for k, v in flags.items() if v is not None]]
@@ -466,8 +462,7 @@ def make_parser() -> HfArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """The command line: bad input -> one line and exit status 2, before any run starts; a failed run or worker ->
-    exit status 1."""
+    """The command line: bad input -> one line, exit status 2, before any run; a failed run or worker -> 1."""
     transformers.logging.set_verbosity_error()  # per-run load reports would drown the progress bar
     with cli.bad_input_exits():
         grid_args, protocol_args = cli.parse_dataclasses(make_parser(), argv)

@@ -109,8 +109,7 @@ class _Source:
 
 @dataclasses.dataclass(frozen=True)
 class OfflineSource(_Source):
-    """The `offline:` block of a task YAML (see the module docstring), values as the YAML writes them (a `files` role
-    maps to one path or a list); `written`: the keys it wrote, in order."""
+    """The `offline:` block of a task YAML (module docstring), as written; `written`: its keys, in order."""
 
     format: str | None = None
     root: str | None = None
@@ -137,8 +136,7 @@ class OfflineSource(_Source):
 
 @dataclasses.dataclass(frozen=True)
 class HubSource(_Source):
-    """The `hub:` block of a task YAML: a Hugging Face dataset (or a local folder `datasets` loads), see the module
-    docstring; `written`: the keys the YAML wrote, in order."""
+    """The `hub:` block of a task YAML (module docstring); `written`: the keys the YAML wrote, in order."""
 
     path: str
     name: str | None = None
@@ -315,16 +313,14 @@ def load_splits(
 
     Args:
         data_dir: the data bundle; resolution: this argument > $MLM_VS_CLM_DATA > ../shared/data.
-        max_train, max_eval: keep at most this many training (ir: pairs) / validation and test (ir: queries)
-            examples: a seed-42 shuffle's first N (ir queries: sampled with seed 42), taken after validation is
-            carved from the full train set.
+        max_train, max_eval: keep at most N training (ir: pairs) / validation and test (ir: queries) examples, a
+            seed-42 shuffle's first N (ir queries: sampled with seed 42), after validation is carved from train.
         source: "offline" (the data bundle) or "hub" (the Hugging Face datasets of the paper; needs network).
-        corpus: ir only; "pooled" (the original harness): one corpus of the documents judged in validation or
-            test; "judged": each split's corpus is the documents its own qrels judge; "full": the whole corpus.
-        relevance: ir only; "binary" (the original harness): a judgement >= 1 is relevant with gain 1, lower
-            judgements are dropped; "graded": the qrels scores are the gains.
-        pair_encoding: sc only; "joined" (the paper): "text" is the template applied; "segments": a template of two
-            fields gives "text" and "text_pair", the fields' values, to be encoded as two segments (others: "joined").
+        corpus (ir): "pooled" (the harness: the documents judged in validation or test), "judged" (each split's own
+            judged documents) or "full". relevance (ir): "binary" (the harness: a judgement >= 1 is relevant, gain 1,
+            lower ones dropped) or "graded" (the qrels scores are the gains).
+        pair_encoding (sc): "joined" (the paper: the template applied) or "segments" (a two-field template gives
+            "text" and "text_pair", the fields' values).
     """
     task = task if isinstance(task, Task) else load_task(task)
     with _naming_yaml(task):
@@ -449,8 +445,7 @@ def _label_index(task: Task, spec: OfflineSource | HubSource) -> dict[str, int]:
 
 
 def _check_inputs(task: Task, records: dict[str, list[dict]], spec: OfflineSource | HubSource) -> None:
-    """Raise one line on a label outside the task's label set, a template field with no input column, or a QA answer
-    that is not at its answer_start in the context."""
+    """Refuse an unknown label, a template field with no input column, or a QA answer not at its offset."""
     for role, rows in records.items():
         if not rows:
             raise ValueError(f"task {task.name!r}: the {role} split is empty; check its files/splits")
@@ -549,8 +544,7 @@ def _warn_small_validation(task: Task, role: str, rule: dict, carved: int, total
 
 
 def carve_indices(n: int, fraction: float, seed: int) -> tuple[list[int], list[int]]:
-    """(kept, carved) row indices, exactly as `Dataset.train_test_split(train_size=1 - fraction, seed=seed)` (tested),
-    so that a subset run never builds the full Dataset."""
+    """(kept, carved) row indices as `Dataset.train_test_split(train_size=1 - fraction, seed=seed)`, no Dataset."""
     n_train = math.floor(round(1.0 - fraction, 10) * n)
     n_test = n - n_train
     permutation = np.random.default_rng(seed).permutation(n)

@@ -98,8 +98,7 @@ def word_tags(logits: np.ndarray, word_ids: list[int], n_words: int, labels: lis
 
 
 def finetune(model_path, task, args: finetune_args.FinetuneArgs, tokenizer=None) -> common.Finetuned:
-    """Fine-tune a checkpoint with a fast tokenizer (`tokenizer` when the caller already loaded it) on a tc task's
-    train split (IOB2 tag names, "O" among them): a new tagging head, the last step kept."""
+    """Fine-tune a checkpoint with a fast tokenizer on a tc task's train split, the last step kept."""
     if NO_TOKEN_TAG not in task.labels:
         raise ValueError(f"task {task.name!r}: labels need an {NO_TOKEN_TAG!r} tag "
                          "(predicted for words without a token)")
@@ -114,8 +113,7 @@ def finetune(model_path, task, args: finetune_args.FinetuneArgs, tokenizer=None)
 
 
 def score(finetuned: common.Finetuned, task, args: finetune_args.FinetuneArgs) -> dict:
-    """`store.result_body(...)` of a fine-tuned model's tags on the task's validation and test sentences: the TC
-    scores of `metrics.token_classification_scores` and per-sentence values."""
+    """`store.result_body(...)` of a fine-tuned model's TC scores on the validation and test sentences."""
     if finetuned.diverged:
         return store.result_body(task.metric)
     trainer = finetuned.trainer
