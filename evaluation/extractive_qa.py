@@ -80,9 +80,8 @@ def tokenize(task, tokenizer, args: finetune_args.FinetuneArgs):
 
 def postprocess(examples, windows, start_logits, end_logits, n_best: int = 20, max_answer_length: int = 30,
                 with_null: bool = False) -> dict[str, str]:
-    """{example id: answer text ("" = no answer)} of the raw split `examples` from its evaluation windows' (n_windows,
-    seq_len) logits (utils_qa.postprocess_qa_predictions, simplified); `with_null` (SQuAD v2): the empty answer when
-    the null score beats the best span score."""
+    """{example id: answer text ("" = no answer)} of the raw split `examples` from its windows' logits
+    (utils_qa.postprocess_qa_predictions, simplified); `with_null`: "" when the null score wins."""
     by_example = collections.defaultdict(list)
     for i, example_id in enumerate(windows["example_id"]):
         by_example[example_id].append(i)
@@ -114,9 +113,8 @@ def finetune(model_path, task, args: finetune_args.FinetuneArgs, tokenizer=None)
 
 
 def score(finetuned: common.Finetuned, task, args: finetune_args.FinetuneArgs) -> dict:
-    """`store.result_body(...)` of a fine-tuned model's answers to the task's validation and test questions: SQuAD
-    EM/F1 and per-question scores, predicted and gold answers. The task's `squad_version` chooses the rules: "v2.0"
-    predicts and scores no-answer, "v1.1" (SQuAD, ReCoRD) always predicts a span and scores by the v1.1 script."""
+    """`store.result_body(...)` of a fine-tuned model's answers to the validation and test questions: SQuAD EM/F1
+    under the task's `squad_version` rules ("v2.0" predicts and scores no-answer), per question too."""
     if finetuned.diverged:
         return store.result_body(task.metric)
     trainer = finetuned.trainer

@@ -102,9 +102,8 @@ def word_level_predictions(
 def token_micro_f1(
     predictions: Sequence[Sequence], references: Sequence[Sequence], include_o: bool = True, o_label="O"
 ) -> float:
-    """Token-level micro-F1: sklearn's micro average over the flattened word labels (ids or strings) of every
-    sentence, positions whose gold is -100 dropped. With `include_o` the outside label `o_label` counts like any
-    other class and the score equals word accuracy; without, the average is over the entity labels only."""
+    """sklearn's micro-F1 over every sentence's word labels (gold -100 dropped): word accuracy with
+    `include_o`; without, over the labels other than `o_label` only."""
     _check_same_length(predictions, references, "predictions", "references")
     pairs = [(g if isinstance(g, str) else int(g), p if isinstance(p, str) else int(p))
              for p_seq, g_seq in zip(predictions, references) for p, g in zip(p_seq, g_seq)
@@ -132,9 +131,8 @@ def macro_f1_present_labels(prediction: Sequence, reference: Sequence) -> float:
 
 
 def token_classification_scores(predictions: Sequence[Sequence[str]], references: Sequence[Sequence[str]]) -> dict:
-    """The TC scores (`METRICS["tc"]`, and "per_instance": the module's table) of predicted against gold IOB2 tag
-    strings, per sentence one per word. Per-sentence entity F1 is 1.0 when a sentence has no gold and no predicted
-    entity; the counts let a bootstrap recompute corpus-level F1 exactly (sum tp / sum pred / sum gold)."""
+    """The TC scores (`METRICS["tc"]`, "per_instance") of predicted against gold IOB2 tags, one per word;
+    a sentence with no gold and no predicted entity has entity F1 1.0; the counts give corpus F1 exactly."""
     _check_same_length(predictions, references, "predictions", "references")
     for i, (pred, gold) in enumerate(zip(predictions, references)):
         if len(pred) != len(gold):
@@ -145,14 +143,11 @@ def token_classification_scores(predictions: Sequence[Sequence[str]], references
     per = {k: [] for k in keys}
     for pred, gold in zip(y_pred, y_true):
         gold_entities, pred_entities = _strict_entities(gold), _strict_entities(pred)
-        tp = len(gold_entities & pred_entities)
-        per["sentence_macro_f1"].append(macro_f1_present_labels(pred, gold))
-        per["entity_tp"].append(tp)
-        per["entity_pred"].append(len(pred_entities))
-        per["entity_gold"].append(len(gold_entities))
-        per["entity_f1"].append(_f1(tp, len(pred_entities), len(gold_entities), empty=1.0))
-        per["token_correct"].append(sum(p == g for p, g in zip(pred, gold)))
-        per["token_count"].append(len(gold))
+        tp, n_pred, n_gold = len(gold_entities & pred_entities), len(pred_entities), len(gold_entities)
+        values = (macro_f1_present_labels(pred, gold), _f1(tp, n_pred, n_gold, empty=1.0), tp, n_pred, n_gold,
+                  sum(p == g for p, g in zip(pred, gold)), len(gold))
+        for key, value in zip(keys, values):
+            per[key].append(value)
     kwargs = {"mode": "strict", "scheme": IOB2, "zero_division": 0}
     n_tokens = sum(per["token_count"])
     return {
@@ -206,13 +201,11 @@ def squad_scores(
     predictions: Sequence[str], references: Sequence[Sequence[str]], ids: Sequence[str] | None = None,
     version: str = "v2.0",
 ) -> dict:
-    """SQuAD EM/F1 averaged over questions (`squad_exact_f1` of each text and its gold answer texts), with
-    "per_instance" {"id" (`ids`, or None), "exact_match", "f1"}; under v2.0, when any question is unanswerable, also
-    HasAns_ / NoAns_ exact_match, f1 and total, as the official v2.0 script reports."""
+    """SQuAD EM/F1 averaged over questions (`squad_exact_f1`), with "per_instance" {"id", "exact_match",
+    "f1"}; under v2.0 with an unanswerable question, also HasAns_ / NoAns_ scores, as the official script."""
     _check_same_length(predictions, references, "predictions", "references")
     scores = [squad_exact_f1(p, golds, version) for p, golds in zip(predictions, references)]
-    exact = [s[0] for s in scores]
-    f1 = [s[1] for s in scores]
+    exact, f1 = [s[0] for s in scores], [s[1] for s in scores]
     result = {"exact_match": _mean(exact), "f1": _mean(f1)}
     has_answer = [any(normalize_answer(g) for g in golds) for golds in references]
     if version == "v2.0" and not all(has_answer):
@@ -232,9 +225,8 @@ def retrieval_scores(
     mrr_k: int = 10,
     recall_k: int = 100,
 ) -> dict:
-    """NDCG@k, MRR@k and recall@k (keys named after the cut-offs; paper: 10, 10, 100) of a run {query id: {doc id:
-    score}} (higher = more relevant) against qrels {query id: {doc id: graded relevance}}, trec_eval conventions
-    (module docstring), and "per_instance": the same per query, in sorted query id order under "qid"."""
+    """NDCG@k, MRR@k and recall@k of a run {query id: {doc id: score}} against qrels {query id: {doc id:
+    relevance}} (trec_eval conventions, module docstring), and "per_instance" by sorted query id."""
     names = (f"ndcg@{ndcg_k}", f"mrr@{mrr_k}", f"recall@{recall_k}")
     per = {"qid": sorted(qrels), **{n: [] for n in names}}
     for qid in per["qid"]:
@@ -245,9 +237,7 @@ def retrieval_scores(
         first = next((i for i, d in enumerate(ranking[:mrr_k]) if d in relevant), None)
         per[names[1]].append(0.0 if first is None else 1.0 / (first + 1))
         per[names[2]].append(len(relevant & set(ranking[:recall_k])) / len(relevant) if relevant else 0.0)
-    result = {n: _mean(per[n]) for n in names}
-    result["per_instance"] = per
-    return result
+    return {**{n: _mean(per[n]) for n in names}, "per_instance": per}
 
 
 def ranked_ids(scores: Mapping[str, float]) -> list[str]:

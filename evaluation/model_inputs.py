@@ -21,9 +21,8 @@ QA_STRIDE_SHARE = 3  # a QA window shorter than --qa_max_length overlaps by at m
 
 
 def load_finetuning_tokenizer(model_path: str | os.PathLike):
-    """A model directory's tokenizer (a one-line error when it has none), padding and truncating on the right
-    (`pad_right`); one without a pad token (Llama-3) pads with eos: padded positions are masked, any valid id will do.
-    """
+    """A model directory's tokenizer, `pad_right`, one without a pad token (Llama-3) padding with eos
+    (padded positions are masked); a one-line error when there is none."""
     directory = Path(model_path)
     if directory.is_dir() and not any((directory / name).is_file() for name in model_folders.TOKENIZER_FILES):
         raise ValueError(f"no tokenizer found in {model_path} (none of {', '.join(model_folders.TOKENIZER_FILES)}); "

@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import random
 import sys
 import time
 import types
@@ -194,9 +193,7 @@ def registry_task(spec: str, args: MtebArgs) -> Target:
 def subset_queries(data: dict, max_eval: int) -> None:
     """Keep `max_eval` of a loaded mteb split's judged queries in place, sampled as `tasks` does."""
     qrels = data["relevant_docs"]
-    qids = sorted(q for q, judged in qrels.items() if judged)
-    if max_eval < len(qids):
-        qids = sorted(random.Random(tasks.SUBSET_SEED).sample(qids, max_eval))
+    qids = tasks.sample_ids([q for q, judged in qrels.items() if judged], max_eval)
     keep = set(qids)
     data["relevant_docs"] = {q: qrels[q] for q in qids}
     data["queries"] = data["queries"].filter(lambda row: row["id"] in keep)

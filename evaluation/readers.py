@@ -78,9 +78,8 @@ def read_conll(
     docstart: str | None = "-DOCSTART-",
     token_prefix: str | None = None,
 ) -> list[dict]:
-    """One {"tokens": [...], "tags": [...]} per sentence of a CoNLL-style file, one token per line, a blank or
-    whitespace-only line or a `docstart` line ending a sentence, lines starting with `comment_prefix` skipped, the
-    tags as written (IOB1 is converted by the registry)."""
+    """One {"tokens", "tags"} per sentence of a CoNLL-style file, one token per line; a blank or `docstart`
+    line ends a sentence, `comment_prefix` lines are skipped, tags kept as written."""
     prefix = token_prefix or ""
     sentences, tokens, tags = [], [], []
     with _open_text(path) as f:
@@ -115,23 +114,18 @@ def read_squad(path: str) -> list[dict]:
         for paragraph in article["paragraphs"]:
             for qa in paragraph["qas"]:
                 answers = [] if qa.get("is_impossible") else qa["answers"]
-                records.append({
-                    "id": qa["id"],
-                    "title": article.get("title", ""),
-                    "question": qa["question"],
-                    "context": paragraph["context"],
-                    "answers": {"text": [a["text"] for a in answers],
-                                "answer_start": [a["answer_start"] for a in answers]},
-                })
+                records.append({"id": qa["id"], "title": article.get("title", ""), "question": qa["question"],
+                                "context": paragraph["context"],
+                                "answers": {"text": [a["text"] for a in answers],
+                                            "answer_start": [a["answer_start"] for a in answers]}})
     return records
 
 
 def read_beir(
     corpus: str, queries: str, qrels: dict[str, str], doc_template: str = "{text}"
 ) -> tuple[dict[str, str], dict[str, str], dict[str, dict[str, dict[str, int]]]]:
-    """A BEIR folder's texts and judgements, ({doc id: document}, {query id: query}, {role: {query id: {doc id:
-    score}}}), from the `corpus` and `queries` JSON-lines files and {role: qrels TSV file}; a document is
-    `doc_template` over "title" and "text", stripped."""
+    """A BEIR folder's ({doc id: document}, {query id: query}, {role: {query id: {doc id: score}}}), each
+    document `doc_template` over "title" and "text", stripped."""
     docs = {r["_id"]: doc_template.format(title=r.get("title", ""), text=r["text"]).strip()
             for r in _read_beir_jsonl(corpus, ("_id", "text"))}
     texts = {r["_id"]: r["text"] for r in _read_beir_jsonl(queries, ("_id", "text"))}
@@ -240,9 +234,8 @@ def hub_split(path: str, name: str | None, split: str | None, revision: str | No
 def read_hub(
     path: str, name: str | None, revision: str | None, splits: dict[str, str], columns: dict | None
 ) -> dict[str, list[dict]]:
-    """{role: [{field: value}]} of the `splits` ({role: Hub split}) of `datasets.load_dataset(path, name,
-    revision=revision)` (a Hub dataset or a local folder), `columns` {field: column} kept (None: every column under
-    its own name), `ClassLabel` integers replaced by their names."""
+    """{role: [{field: value}]} of the `splits` ({role: Hub split}) of a Hub dataset or local folder, `columns`
+    {field: column} kept (None: all), `ClassLabel` integers replaced by their names."""
     records = {}
     for role, split in splits.items():
         ds = hub_split(path, name, split, revision)

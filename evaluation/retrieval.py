@@ -79,9 +79,8 @@ def finetune(model_path, task, args: finetune_args.FinetuneArgs, tokenizer=None)
 
 
 def score(finetuned: common.Finetuned, task, args: finetune_args.FinetuneArgs) -> dict:
-    """`store.result_body(...)` of a fine-tuned model's ranking of the task's corpus for its validation and test
-    queries: ndcg@10, mrr@10, recall@100, and per query its scores, the top-100 document ids in rank order and the
-    judged documents with their relevance."""
+    """`store.result_body(...)` of a fine-tuned model's ranking for the validation and test queries: ndcg@10,
+    mrr@10, recall@100, per query too, with the top-100 document ids and the judged documents."""
     if finetuned.diverged:
         return store.result_body(task.metric)
     model = finetuned.trainer.model
@@ -99,7 +98,6 @@ def score(finetuned: common.Finetuned, task, args: finetune_args.FinetuneArgs) -
 
 
 def save(finetuned: common.Finetuned, directory) -> None:
-    """Save the sentence-transformers model (encoder, tokenizer, pooling, prompts), so `SentenceTransformer(directory)`
-    (`trust_remote_code=True` for our checkpoints) encodes as the evaluation did. No generated model card: it would
-    guess Hub ids from the base model's local path and look them up on the Hub."""
+    """Save the sentence-transformers folder: `SentenceTransformer(directory)` (`trust_remote_code=True` for ours)
+    encodes as the evaluation did; no model card: it would look Hub ids guessed from local paths up."""
     finetuned.trainer.model.save_pretrained(str(directory), create_model_card=False)

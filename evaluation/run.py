@@ -281,9 +281,7 @@ def execute(unit: list[Run], protocol: finetune_args.ProtocolArgs, tokenizer,
 
 
 def save_model(run: Run, record: dict, finetuned, output) -> Path:
-    """Keep a run's fine-tuned model at `run.model_dir(output)`, atomically: the family's `save` (a transformers or,
-    for ir, a sentence-transformers folder) and `finetune_info.json` (what produced it and its scores; no local
-    paths)."""
+    """Keep a run's fine-tuned model at `run.model_dir(output)`, atomically, with its `finetune_info.json`."""
     info = {"base_model": run.model_name, "base_model_source": run.source, "task": run.task.name,
             "family": run.task.family, "lr": run.lr, "seed": run.seed, "result": run.path(output).name,
             "main_metric": store.main_metric(record), **{s: store.split_scores(record, s) for s in store.SPLITS},
@@ -410,9 +408,8 @@ def _log_tail(path: Path, lines: int = 25) -> str:
 
 
 def run_workers(todo: list[Run], grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> list[Path]:
-    """Run `todo` with `grid.workers` processes (`worker_command`, cores // workers CPU threads each, splitting the runs
-    through the per-run locks) and return the result files they wrote. The workers die with this process; one that
-    fails stops the others, and `GridFailed` carries the end of its log."""
+    """Run `todo` with `grid.workers` processes (`worker_command`, splitting the runs through the per-run
+    locks); return the result files they wrote. One that fails stops the others (`GridFailed`)."""
     n = min(grid.workers, len(units(todo)))
     threads = max(1, len(os.sched_getaffinity(0)) // n)
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), "TQDM_DISABLE": "1",

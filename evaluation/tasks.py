@@ -601,19 +601,18 @@ def _load_retrieval(task, spec, source, data_dir, max_train, max_eval, corpus_mo
     if pairs is None:
         pairs = _pairs_from_qrels(task, qrels["train"], queries, docs)
     result = {"train": pairs.select(_subset(list(range(len(pairs))), max_train))}
-    evaluated = {role: _evaluated_queries(qrels[role], max_eval) for role in ("validation", "test")}
+    evaluated = {role: {q: dict(qrels[role][q]) for q in sample_ids(qrels[role], max_eval)}
+                 for role in ("validation", "test")}
     pooled = {d for role in evaluated for judged in evaluated[role].values() for d in judged}
     for role in ("validation", "test"):
         result[role] = _retrieval_split(task, evaluated[role], queries, docs, corpus_mode, relevance, pooled)
     return result
 
 
-def _evaluated_queries(qrels: dict, max_eval: int | None) -> dict:
-    """The judgements of the queries evaluated in one split (max_eval of them, sampled with seed 42)."""
-    qids = sorted(qrels)
-    if max_eval is not None and max_eval < len(qids):
-        qids = sorted(random.Random(SUBSET_SEED).sample(qids, max_eval))
-    return {q: dict(qrels[q]) for q in qids}
+def sample_ids(ids, limit: int | None) -> list:
+    """The ids evaluated when at most `limit` are (ir queries, here and in `evaluation.mteb`): seed 42's, sorted."""
+    ids = sorted(ids)
+    return sorted(random.Random(SUBSET_SEED).sample(ids, limit)) if limit is not None and limit < len(ids) else ids
 
 
 def _pairs_from_qrels(task, qrels, queries, docs) -> Dataset:
