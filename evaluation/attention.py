@@ -28,9 +28,8 @@ def recorded(model) -> str | None:
 
 @torch.no_grad()
 def probe(model) -> str:
-    """How `model` really attends, measured on two inputs of ordinary tokens (ids from the middle of the vocabulary,
-    away from the special tokens) that differ in their last token only, chosen with different input embeddings
-    (`convert` adds vocabulary rows that are all equal): "causal" when no earlier position's output changes."""
+    """How `model` really attends: "causal" when no earlier output moves between two inputs of mid-vocabulary tokens
+    differing in their last token only, whose input embeddings differ (`convert` adds equal rows)."""
     embeddings = model.get_input_embeddings().weight
     vocab = embeddings.shape[0]
     candidates = torch.linspace(vocab // 4, vocab - 1 - vocab // 4, 4 * PROBE_LENGTH).long().unique().tolist()
@@ -56,10 +55,9 @@ def pattern(model) -> str:
 
 
 def set_attention(model, attention: str) -> None:
-    """Give a loaded model the fine-tuning attention pattern and check that it really attends so (else ValueError).
-    `bidirectional` or `causal` sets `config.is_causal` (read by our checkpoints and transformers' mask helpers);
-    `checkpoint` keeps the model as it is, except that one of ours recording a causal pretraining
-    (`pretraining_attention`, beside `is_causal: false` for native EuroBERT) attends causally, as it was pretrained."""
+    """Give a loaded model the fine-tuning attention pattern (`config.is_causal`) and check it attends so (else
+    ValueError); `checkpoint` keeps the model as it is, except that one of ours recording a causal
+    pretraining (`pretraining_attention`, beside native EuroBERT's `is_causal: false`) attends causally."""
     if attention == "checkpoint":
         if model.config.model_type in RECORDING_TYPES and getattr(model.config, "pretraining_attention", None) == \
                 "causal":

@@ -29,8 +29,7 @@ register()  # our Auto classes, so that our checkpoints load in-process
 
 
 def training_arguments(args: FinetuneArgs, task, cls=TrainingArguments, **extra) -> TrainingArguments:
-    """`cls` (`SentenceTransformerTrainingArguments` for IR, with `extra`) of the paper's protocol for the
-    task's budget; nothing is saved, but the Trainer needs a directory."""
+    """`cls` (`SentenceTransformerTrainingArguments` for IR, with `extra`) of the protocol for the task's budget."""
     max_steps, epochs = schedule(task, args)
     return cls(
         output_dir=args.scratch_dir or str(Path(tempfile.gettempdir()) / "mlm-vs-clm-finetune"),
@@ -70,8 +69,7 @@ class DivergenceCallback(TrainerCallback):
 
 
 class Finetuned(NamedTuple):
-    """A fine-tuned model between training and scoring: each family's `finetune` returns one, its `score` reads it
-    (once per task: retrieval tasks sharing training data), and its `save` keeps it (`--save_models`)."""
+    """A fine-tuned model between a family's `finetune` and its `score` (once per task) and `save`."""
 
     trainer: Trainer  # `trainer.model` is the fine-tuned model, `trainer.processing_class` its tokenizer
     diverged: bool  # the loss or gradient norm turned NaN/inf (nothing to score or save)

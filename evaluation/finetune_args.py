@@ -1,6 +1,5 @@
-"""The fine-tuning protocol and its arguments: `ProtocolArgs` (the flags every run of a grid shares, each default the
-paper's: EncodEval's, `docs/protocol.md` "Evaluation"), `FinetuneArgs` (one run's: plus its learning rate and seed),
-`SETTINGS` (what each setting decides) and a task's budget (`schedule`).
+"""The fine-tuning protocol: `ProtocolArgs` (the grid's flags, defaults the paper's: `docs/protocol.md`),
+`FinetuneArgs` (one run's: plus its learning rate and seed), `SETTINGS` (what each decides) and `schedule`.
 """
 
 from __future__ import annotations

@@ -80,10 +80,9 @@ def _migrated_identity(record: dict) -> dict:
 
 
 def migrate(results_dir: str | os.PathLike) -> int:
-    """Make every result under `results_dir` (and its saved model's `finetune_info.json`) current, once: format 2
-    gets the format-3 identity, settings its family does not read are left out (`scoped`), and an unclaimed folder is
-    claimed for its results' protocol; return how many results were rewritten. Everything is checked first: a
-    corrupt or unknown file or an unclaimed folder of several protocols stops it before anything is written."""
+    """Make every result under `results_dir` (and its saved model's `finetune_info.json`) current, once (format
+    3, `scoped`, its folder claimed) and return how many were rewritten; everything is checked before anything
+    is written (a corrupt or unknown file, an unclaimed folder of several protocols stop it)."""
     paths = store.result_files(results_dir)
     if not paths:
         raise FileNotFoundError(f"no result files under {results_dir} (<model>/<task>/lr<lr>-seed<seed>.json)")

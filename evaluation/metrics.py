@@ -5,13 +5,11 @@ lists aligned with the inputs (for paired tests between two models).
 | family | function | aggregate keys | per-instance keys |
 |---|---|---|---|
 | SC | `accuracy` | accuracy | accuracy (0/1) |
-| TC | `token_classification_scores` | see below | see below |
+| TC | `token_classification_scores` | `METRICS["tc"]` | sentence_macro_f1, entity_f1, entity_* counts, token_* counts |
 | QA | `squad_scores` | exact_match, f1 (+ HasAns_* / NoAns_* under v2.0 rules) | id, exact_match, f1 |
 | IR | `retrieval_scores` | ndcg@10, mrr@10, recall@100 | qid, ndcg@10, mrr@10, recall@100 |
 
-TC aggregate keys: `METRICS["tc"]`; per-instance keys: sentence_macro_f1, entity_f1, entity_tp, entity_pred,
-entity_gold, token_correct, token_count. `rescore` recomputes a family's scores from a result file's per-instance
-predictions and references.
+`rescore` recomputes a family's scores from a result file's per-instance predictions and references.
 
 The paper's TC number (`sentence_macro_f1`) is, per sentence, sklearn's `f1_score(gold, pred, average="macro")` over
 the word-level tags (the labels of its gold *or* predicted tags, "O" included), then the plain mean over sentences
@@ -79,10 +77,9 @@ def word_level_predictions(
     n_words: int | None = None,
     default: int | None = None,
 ) -> list[int]:
-    """One sequence's predicted label ids per sub-token collapsed to one per word, by `word_ids` (None or -100 for
-    special tokens): the first sub-token's ("first", as training labels) or the most frequent, ties to the first seen
-    ("majority", as the EncodEval harness). Only the words that kept a sub-token, in word order; with `n_words`,
-    exactly one label per word (position i for word i), a word without a sub-token getting `default`."""
+    """One sequence's predicted label ids per sub-token (`word_ids`: None or -100 for special tokens) as one per
+    word: the first sub-token's ("first") or the most frequent, ties to the first seen ("majority", as
+    EncodEval); only the words with a sub-token, or with `n_words` one per word, `default` for the others."""
     if strategy not in ("first", "majority"):
         raise ValueError(f"strategy must be 'first' or 'majority', got {strategy!r}")
     if n_words is not None and default is None:
@@ -178,10 +175,9 @@ def normalize_answer(text: str) -> str:
 
 
 def squad_exact_f1(prediction: str, gold_answers: Sequence[str], version: str = "v2.0") -> tuple[float, float]:
-    """(exact_match, f1) of one predicted answer ("" = none), max over the gold answer texts, by the official script
-    of `version`: "v1.1" (SQuAD, ReCoRD) or "v2.0" (SQuAD v2). v2.0: gold answers that normalise to "" are dropped;
-    if none is left (an empty list too) the question is unanswerable and both scores are 1 iff the prediction
-    normalises to "" too. v1.1: every gold answer counts; no common token scores F1 0, even when both sides are ""."""
+    """(exact_match, f1) of one predicted answer ("" = none), max over the gold answer texts, by the official
+    script of `version`. v2.0: gold answers normalising to "" are dropped, and with none left both scores
+    are 1 iff the prediction normalises to "". v1.1: no common token scores F1 0, even when both are ""."""
     if version not in SQUAD_VERSIONS:
         raise ValueError(f"version={version!r}: use one of {SQUAD_VERSIONS}")
     golds = list(gold_answers) if version == "v1.1" else [g for g in gold_answers if normalize_answer(g)]

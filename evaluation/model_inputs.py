@@ -87,8 +87,7 @@ def resolved_pair_encoding(model_path: str | os.PathLike, pair_encoding: str) ->
 
 
 def resolve_inputs(args: ProtocolArgs, model_path) -> ProtocolArgs:
-    """`args` with what a run on `model_path` really uses filled in (recorded by its result): max_length, the QA
-    window and stride, the attention pattern (`checkpoint` resolved) and the pair encoding."""
+    """`args` with what a run on `model_path` really uses: max_length, QA windows, attention, pair encoding."""
     length, stride = qa_windows(args, model_path)
     return dataclasses.replace(args, max_length=max_length(args, model_path), qa_max_length=length,
                                doc_stride=stride, attention=resolved_attention(model_path, args.attention),

@@ -271,9 +271,8 @@ def encoder_settings(encoder) -> dict:
 
 
 def evaluate(encoder, target: Target, batch_size: int) -> dict:
-    """Run `mteb.evaluate` on one task: {"scores": mteb's score dict of the split, "per_query": {qid: pytrec_eval
-    scores}, "qrels", "run": {qid: {doc: score}} (mteb's top 1000), "corpus_size"}, the per-query values kept by
-    wrapping the task's `task_specific_scores` hook (mteb's scoring is not replaced)."""
+    """`mteb.evaluate` on one task: {"scores" of the split, "per_query" pytrec_eval scores, "qrels", "run" (mteb's
+    top 1000), "corpus_size"}, kept by wrapping the task's `task_specific_scores` hook (scoring unchanged)."""
     import mteb
 
     task, captured = target.task, {}
@@ -354,8 +353,7 @@ class Job:
 
 
 def list_jobs(args: MtebArgs) -> list[Job]:
-    """Check every input (one-line ValueError / FileNotFoundError) and list the records to write before any model
-    runs (each model is loaded here once: its encoder settings are part of the identity)."""
+    """Check every input and list the records to write, loading each model once (its encoder is in the identity)."""
     specs = cli.split_paths(args.model)
     task_specs = cli.split_list(args.tasks)
     if not specs or not task_specs:

@@ -85,8 +85,7 @@ def word_features(encode, tokenizer, split, max_length: int) -> tuple[list[np.nd
 
 
 def probe_tc(encode, tokenizer, splits, labels: list[str], n_train: int, seeds, max_length: int) -> dict[int, dict]:
-    """{seed: the task's TC scores, with "per_instance" predicted and gold tag sequences} of a TC task's probe
-    (`n_train` training sentences per seed; a test word without a token is predicted "O")."""
+    """{seed: the TC scores, "per_instance" predicted and gold tags} of a TC probe (a word without a token: "O")."""
     train_f, train_words = word_features(encode, tokenizer, splits["train"], max_length)
     test_f, test_words = word_features(encode, tokenizer, splits["test"], max_length)
     train_tags = [np.array(tags, dtype=int)[words] for tags, words in zip(splits["train"]["tags"], train_words)]

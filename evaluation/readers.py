@@ -22,8 +22,8 @@ if TYPE_CHECKING:  # datasets is imported where a Hub dataset is read: task defi
 
 
 def read_tsv(path: str, columns: dict | None, header: bool = True) -> list[dict]:
-    """One {field: stripped cell} per non-empty row of a tab-separated file (quoting off); `columns`: {field: header
-    name}, or {field: 0-based column number} when the first row is no `header`."""
+    """One {field: stripped cell} per non-empty row of a TSV file (quoting off); `columns`: {field: header name}, or
+    {field: 0-based column number} without a `header` row."""
     columns = _required_columns(path, columns)
     with _open_text(path) as f:
         rows = [row for row in csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE) if row]
@@ -124,8 +124,7 @@ def read_squad(path: str) -> list[dict]:
 def read_beir(
     corpus: str, queries: str, qrels: dict[str, str], doc_template: str = "{text}"
 ) -> tuple[dict[str, str], dict[str, str], dict[str, dict[str, dict[str, int]]]]:
-    """A BEIR folder's ({doc id: document}, {query id: query}, {role: {query id: {doc id: score}}}), each
-    document `doc_template` over "title" and "text", stripped."""
+    """A BEIR folder's ({doc id: `doc_template` over title and text}, {query id: query}, {role: qrels})."""
     docs = {r["_id"]: doc_template.format(title=r.get("title", ""), text=r["text"]).strip()
             for r in _read_beir_jsonl(corpus, ("_id", "text"))}
     texts = {r["_id"]: r["text"] for r in _read_beir_jsonl(queries, ("_id", "text"))}

@@ -177,8 +177,8 @@ def check_arguments(grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> tup
 
 
 def list_runs(grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> tuple[list[Run], dict]:
-    """Check every input (one-line ValueError / FileNotFoundError naming it and the fix) and list the runs with their
-    identities, before any training: (runs in model, task, lr, seed order; {model path: tokenizer})."""
+    """Check every input and list the runs with their identities, before any training: (runs in model, task,
+    lr, seed order; {model path: tokenizer})."""
     task_list, lrs, seeds, models, saved = check_arguments(grid, protocol)
     from evaluation import common, model_inputs  # torch: once the arguments, tasks and model paths are checked
 
@@ -218,8 +218,7 @@ def list_runs(grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> tuple[lis
 
 
 def units(runs: list[Run]) -> list[list[Run]]:
-    """The runs grouped by fine-tuning: ir runs of one model, lr and seed with equal training keys form one unit
-    (trained once, scored per task); every other run is its own unit. In the order of each unit's first run."""
+    """The runs grouped by fine-tuning (ir runs of one model, lr, seed and training key form one), in run order."""
     groups: dict = {}
     for run in runs:
         key = (run.model_path, run.lr, run.seed, run.training) if run.training else id(run)
@@ -228,8 +227,8 @@ def units(runs: list[Run]) -> list[list[Run]]:
 
 
 def status(run: Run, output: str | os.PathLike) -> tuple[str, list[str]]:
-    """("todo" | "done" | "changed", what differs) for one run's result file (`store.result_state`); a finished run
-    whose model is asked for (`run.save_model`) and not saved beside it with the same identity is "todo"."""
+    """("todo" | "done" | "changed", what differs) of one run's result file (`store.result_state`); "todo" too
+    when its model is asked for (`run.save_model`) and not saved beside it with the same identity."""
     state, why = store.result_state(run.path(output), run.identity)
     if state == "changed" and why[0].startswith(("protocol.", "inputs.")):
         recorded = store.read_result(run.path(output))["identity"]
@@ -364,8 +363,7 @@ def claim_folders(todo: list[Run], output, rerun_changed: bool = False) -> None:
 
 
 def run_all(todo: list[Run], tokenizers: dict, grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> list[Path]:
-    """Train and score every run of `todo` (folders claimed first, each run locked while it runs); return the
-    result files written."""
+    """Train and score every run of `todo` (folders claimed first, each run locked); return the files written."""
     claim_folders(todo, grid.output, grid.rerun_changed)
     if grid.workers > 1 and len(units(todo)) > 1:
         return run_workers(todo, grid, protocol)

@@ -27,7 +27,6 @@ loading offline raises, naming the stand-in task).
 Hub source (`hub:`, a `HubSource`, read by `readers.read_hub` / `readers.read_hub_retrieval`): path (required), name,
 revision, splits {role: hub split}, columns, label_values, derive, scheme; for ir: corpus/queries {name, split},
 qrels {name, splits}, train_pairs {path, name, split, columns}, doc_template.
-A source remembers which settings its YAML wrote (`as_dict`): the task identity hashes the YAML as written.
 
 Normalised columns (`load_splits` output), so trainers need no per-dataset code:
     sc: "text" (template applied), "label" (ClassLabel over task.labels)
@@ -85,8 +84,7 @@ class _Source:
 
     @classmethod
     def from_yaml(cls, raw: Any, path: Path, block: str):
-        """The settings of YAML block `block` ("offline" or "hub") of task file `path`, from its mapping `raw`; an
-        unknown or missing key raises one line naming the file."""
+        """The settings of YAML block `block` of task file `path` from its mapping `raw`; a bad key raises one line."""
         if not isinstance(raw, dict):
             raise ValueError(f"{path}: {block} must be a mapping of settings, got {raw!r}")
         allowed = cls.keys()
@@ -270,8 +268,7 @@ def _validate_task(raw: Any, path: Path) -> Task:
 
 
 def _check_label_names(path: Path, key: str, values, strings: bool) -> None:
-    """Refuse what YAML reads in place of the text written: unquoted yes/no/true/false/on/off become booleans (and,
-    for `labels`, which name classes, numbers are not names either)."""
+    """Refuse what YAML reads in place of the text written: booleans (unquoted yes/no...), numbers in `labels`."""
     if values is None:
         return
     if not isinstance(values, list):
@@ -336,7 +333,10 @@ def load_splits(
         spec = _source_spec(task, source)
         if task.family == "ir":
             return _load_retrieval(task, spec, source, data_dir, max_train, max_eval, corpus, relevance)
-        records = _read_offline(task, spec, data_dir) if source == "offline" else _read_hub(task, spec)
+        if source == "hub" and "train" not in (spec.splits or {}):
+            raise ValueError(f"task {task.name!r}: hub.splits needs a train role")
+        records = (_read_offline(task, spec, data_dir) if source == "offline"
+                   else readers.read_hub(spec.path, spec.name, spec.revision, spec.splits, spec.columns))
         if task.family == "tc" and spec.scheme == "iob1":  # any reader: tags become IOB2 here
             records = {role: [{**r, "tags": iob1_to_iob2(r["tags"])} for r in rows] for role, rows in records.items()}
         _check_inputs(task, records, spec)  # every row of every split, before any split is carved
@@ -428,12 +428,6 @@ def _read_offline(task: Task, spec: OfflineSource, data_dir) -> dict[str, list[d
         role: [row for path in paths for row in readers.read_records(spec.format, path, options)]
         for role, paths in files.items()
     }
-
-
-def _read_hub(task: Task, spec: HubSource) -> dict[str, list[dict]]:
-    if "train" not in (spec.splits or {}):
-        raise ValueError(f"task {task.name!r}: hub.splits needs a train role")
-    return readers.read_hub(spec.path, spec.name, spec.revision, spec.splits, spec.columns)
 
 
 def _label_index(task: Task, spec: OfflineSource | HubSource) -> dict[str, int]:
@@ -534,8 +528,7 @@ def _derive_splits(task: Task, records: dict[str, list], spec: OfflineSource | H
 
 
 def _warn_small_validation(task: Task, role: str, rule: dict, carved: int, total: int, unit: str) -> None:
-    """One line on stderr when a carved validation split is too small to choose a learning rate on (fewer than
-    MIN_VALIDATION instances or queries): the grid picks each model's LR by its mean there."""
+    """One line on stderr when a carved validation split is too small (< MIN_VALIDATION) to choose an LR on."""
     if role == "validation" and carved < MIN_VALIDATION:
         print(f"warning: task {task.name!r}: the validation split carved from {rule['from']} holds {carved} {unit} "
               f"({rule['fraction']:g} of {total}, seed {rule['seed']}), too few to choose a learning rate on; carve "

@@ -1,10 +1,9 @@
 """Token classification (CoNLL-2003, OntoNotes, UNER, WikiANN): a tag per word; EncodEval's per-sentence macro-F1,
 seqeval entity F1 and token micro-F1.
 
-Input: a sentence's words are joined with single spaces and tokenized as running text, with character offsets, as
-the EncodEval harness does, so a byte-level BPE without a prefix space (Llama-3) gives "EU rejects" -> `EU Ġrejects`
-where `is_split_into_words=True` would give `EU rej ects`. A token belongs to the word holding its first character,
-or, when it starts in the space before a word (`Ġrejects`, Llama-3's lone `Ġ` before digits), to that word.
+Input: a sentence's words joined with single spaces, tokenized as running text with offsets, as EncodEval does (a
+byte-level BPE gives "EU rejects" -> `EU Ġrejects`, not `is_split_into_words`' `EU rej ects`). A token belongs to the
+word holding its first character, or to the word after the space it starts in (`Ġrejects`, a lone `Ġ`).
 
 Labelling (`tc_labelling`: the task YAML's, or `--tc_labelling`): "first" tags a word's first token (-100 on the
 others) and predicts its tag (transformers' `run_ner.py`); "all" tags every token and predicts the majority, ties to
@@ -52,8 +51,8 @@ def token_words(offsets, special_mask, spans: list[tuple[int, int]]) -> list[int
 
 
 def align_labels(batch, tokenizer, max_length: int, labelling: str = "first") -> dict:
-    """Each sentence tokenized as running text, its tokens labelled ("first" or "all", see the module docstring): the
-    tokenizer's encoding plus "labels" (tag id or -100 per token) and "word_ids" (word index or -100)."""
+    """Each sentence tokenized as running text and labelled (module docstring): the tokenizer's encoding plus
+    "labels" (tag id or -100 per token) and "word_ids" (word index or -100)."""
     joined = [join_words(words) for words in batch["tokens"]]
     encoded = tokenizer([text for text, _ in joined], truncation=True, max_length=max_length,
                         return_offsets_mapping=True, return_special_tokens_mask=True)
