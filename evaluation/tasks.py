@@ -10,7 +10,7 @@ needs no code (docs/evaluation.md, "Adding a dataset": where files are found, sp
 
 YAML fields (the `Task` dataclass; unknown keys raise): name, family (sc | tc | qa | ir), metric (main score key of
 `evaluation.metrics`), budget ({max_steps: N} or {epochs: N}), labels (sc: class names; tc: IOB2 tag names, in id
-order), template (sc: str.format template over the input fields, e.g. "Premise: {premise}\nHypothesis:
+order), template (sc: str.format template over the input fields, e.g. "Premise: {premise}\\nHypothesis:
 {hypothesis}"), query_prefix / document_prefix (ir), squad_version (qa: "v1.1" scores with the v1.1 script's rules
 and always predicts a span; "v2.0" predicts and scores no-answer), tc_labelling (tc: "first" or "all", see
 `evaluation/token_classification.py`), description, notes (caveats printed next to results), hub, offline.
@@ -644,4 +644,3 @@ def _beir_files(task: Task, spec: OfflineSource, data_dir) -> tuple[Path, Path, 
     corpus, queries = _resolve_files(task, {"train": [spec.corpus, spec.queries]}, root, where)["train"]
     qrels = _resolve_files(task, {r: [p] for r, p in spec.qrels.items()}, root, where)
     return corpus, queries, {role: paths[0] for role, paths in qrels.items()}
-
