@@ -62,9 +62,8 @@ def scoped(family: str, ident: dict) -> dict:
 
 
 def ir_training_key(task: tasks.Task, pairs, schedule) -> str:
-    """What an ir task's fine-tuning depends on besides the model, the protocol, the lr and the seed, as a
-    sha256 digest of its training pairs, prompts and `schedule`: tasks with equal keys (MS MARCO, NQ and
-    MLDR train on MS MARCO pairs) are trained once."""
+    """A sha256 digest of what an ir task's fine-tuning depends on besides the model, protocol, lr and seed
+    (training pairs, prompts, `schedule`): equal keys (MS MARCO, NQ, MLDR) train one model."""
     digest = hashlib.sha256(json.dumps([task.query_prefix, task.document_prefix, list(schedule), len(pairs)]).encode())
     for column in ("query", "positive"):
         digest.update(b"\x01" + "\x00".join(pairs[column]).encode())

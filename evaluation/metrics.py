@@ -115,9 +115,8 @@ def token_micro_f1(
 
 
 def macro_f1_present_labels(prediction: Sequence, reference: Sequence) -> float:
-    """One sentence's EncodEval TC score: macro-F1 over the labels present in its gold or predicted tags ("O" too),
-    one label per word on each side; sklearn `f1_score(reference, prediction, average="macro")` (a label on one side
-    only has F1 0; an empty sentence scores 0.0); the evidence: docs/protocol.md, "The TC score"."""
+    """One sentence's EncodEval TC score: sklearn `f1_score(reference, prediction, average="macro")` over the
+    labels of either side ("O" too), one per word; an empty sentence scores 0.0 (docs/protocol.md)."""
     if len(prediction) != len(reference):
         raise ValueError(f"{len(prediction)} predicted labels for {len(reference)} gold labels; align to words first")
     predicted, gold = collections.Counter(prediction), collections.Counter(reference)

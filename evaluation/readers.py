@@ -270,9 +270,8 @@ def read_hub_retrieval(
     train_pairs: dict | None = None,
     doc_template: str = "{text}",
 ) -> tuple[dict[str, str], dict[str, str], dict[str, dict[str, dict[str, int]]], Dataset | None]:
-    """The mteb/BEIR layout on the Hub, as `read_beir` plus the training pairs Dataset (or None): `corpus`, `queries`
-    {name, split (optional for one split)}, `qrels` {name, splits: {role: split}}, `train_pairs` from another dataset
-    {path, name, split, revision, columns: {"query": column, "positive": column}}."""
+    """The mteb/BEIR layout on the Hub as `read_beir` plus the training pairs Dataset (or None): `corpus`,
+    `queries` {name, split}, `qrels` {name, splits: {role: split}}, `train_pairs` {path, name, split, columns}."""
     corpus_ds = hub_split(path, corpus.get("name"), corpus.get("split"), revision)
     id_col = "_id" if "_id" in corpus_ds.column_names else "id"
     docs = {str(r[id_col]): doc_template.format(title=r.get("title") or "", text=r["text"]).strip()
