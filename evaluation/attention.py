@@ -2,12 +2,9 @@
 measured where it does not.
 
 - Our checkpoints (`eurobert_clm_mlm`: the study's models, converted decoders, their CPT results, native exports of
-  them read with remote code) attend as `config.is_causal` says at every forward (an LM head as its class says:
-  `EuroBertClmMlmForCausalLM` causal): the recorded setting decides (`recorded`), nothing is guessed.
-- Any other transformers model (BERT, RoBERTa, a raw Llama or Qwen decoder, native EuroBERT) is probed (`probe`): two
-  inputs of ordinary tokens that differ in their last token only, the two last tokens chosen with different input
-  embeddings so the change cannot vanish (`convert` adds the last vocabulary ids with identical mean rows); a causal
-  model's outputs at every earlier position do not move.
+  them read with remote code) attend as `config.is_causal` says (an LM head as its class says): `recorded`.
+- Any other transformers model (BERT, RoBERTa, a raw Llama or Qwen decoder, native EuroBERT) is probed (`probe`): a
+  causal model's outputs before the last position do not move when only the last token changes.
 """
 
 from __future__ import annotations
@@ -23,8 +20,7 @@ _RESOLVED: dict = {}
 
 
 def recorded(model) -> str | None:
-    """The pattern a model of ours attends with (its class's `causal` for an LM head, else `config.is_causal`), or
-    None for a model type that does not record it (then `probe`). A peft-wrapped model answers for its base."""
+    """The pattern a model of ours attends with (an LM head: its class's `causal`), else None (then `probe`)."""
     if model.config.model_type not in RECORDING_TYPES:
         return None
     return "causal" if getattr(model, "causal", model.config.is_causal) else "bidirectional"
@@ -32,10 +28,8 @@ def recorded(model) -> str | None:
 
 @torch.no_grad()
 def probe(model) -> str:
-    """How `model` really attends, measured on two inputs of ordinary tokens (ids spread over the middle of the
-    vocabulary, away from the special tokens at either end) that differ in their last token only, whose two input
-    embedding rows differ: "causal" when no earlier position's output changes. ValueError when no two candidate
-    tokens have different input embeddings."""
+    """How `model` really attends: "causal" when no earlier output moves between two inputs of mid-vocabulary tokens
+    differing in their last token only, whose input embeddings differ (`convert` adds equal rows)."""
     embeddings = model.get_input_embeddings().weight
     vocab = embeddings.shape[0]
     candidates = torch.linspace(vocab // 4, vocab - 1 - vocab // 4, 4 * PROBE_LENGTH).long().unique().tolist()
@@ -61,11 +55,9 @@ def pattern(model) -> str:
 
 
 def set_attention(model, attention: str) -> None:
-    """Give a loaded model the fine-tuning attention pattern and check that it really attends so (else ValueError,
-    e.g. an encoder without a causal switch). `bidirectional` or `causal` sets `config.is_causal`, which our
-    checkpoints read at every forward and transformers' mask helpers honour for decoders (Llama, Qwen...);
-    `checkpoint` keeps the model as it is, except that a checkpoint of ours recording a causal pretraining
-    (`pretraining_attention`, beside `is_causal: false` for native EuroBERT) attends causally, as it was pretrained."""
+    """Give a loaded model the fine-tuning attention pattern (`config.is_causal`) and check it attends so (else
+    ValueError); `checkpoint` keeps the model as it is, except that one of ours recording a causal
+    pretraining (`pretraining_attention`, beside native EuroBERT's `is_causal: false`) attends causally."""
     if attention == "checkpoint":
         if model.config.model_type in RECORDING_TYPES and getattr(model.config, "pretraining_attention", None) == \
                 "causal":
@@ -79,9 +71,8 @@ def set_attention(model, attention: str) -> None:
 
 
 def resolved_attention(model_path: str | os.PathLike, attention: str) -> str:
-    """The attention pattern ("bidirectional" or "causal") a run with `--attention attention` uses on
-    `model_path`: `set_attention` on a one-layer random copy of the model (no weights read); `checkpoint` resolves
-    to the model's own pattern. Raises `set_attention`'s ValueError."""
+    """The pattern ("bidirectional" or "causal") a run with `--attention attention` uses on `model_path`, from
+    `set_attention` (and its ValueError) on a one-layer random copy of the model (no weights read)."""
     key = (str(model_path), attention)
     if key not in _RESOLVED:
         from transformers import AutoModel

@@ -1,5 +1,4 @@
-"""Trivial baselines: the score a model gets without learning anything from the task, in the units of the task's
-metrics. A fine-tuned encoder that does not clear it has learned nothing the report should compare.
+"""Trivial baselines: the score a model gets without learning anything from the task, in the task's metrics.
 
 | family | baseline | computed on |
 |---|---|---|
@@ -23,8 +22,7 @@ from evaluation import metrics
 
 
 def trivial_baseline(task, splits) -> dict[str, dict[str, float]]:
-    """{"validation": scores, "test": scores} of the task family's trivial baseline (aggregates only) on the task's
-    splits as the run used them (`tasks.load_splits`)."""
+    """{"validation": scores, "test": scores} of the task family's trivial baseline (aggregates only) on `splits`."""
     family, out = task.family, {}
     for role in ("validation", "test"):
         split = splits[role]

@@ -1,6 +1,5 @@
-"""The fine-tuning loop every task family shares: the model loaded for fine-tuning with its attention pattern
-(`evaluation.attention`), the Trainer and its arguments, training with divergence detection, and the per-process
-caches of task splits and tokenized data. Scores are fractions in [0, 1] everywhere, never percentages.
+"""The fine-tuning loop every task family shares: the model loaded with its attention pattern, the Trainer and its
+arguments, training with divergence detection, and the per-process caches of task splits and tokenized data.
 """
 
 from __future__ import annotations
@@ -30,9 +29,7 @@ register()  # our Auto classes, so that our checkpoints load in-process
 
 
 def training_arguments(args: FinetuneArgs, task, cls=TrainingArguments, **extra) -> TrainingArguments:
-    """`cls` (`SentenceTransformerTrainingArguments` for IR, with `extra` fields) of the paper's protocol for the
-    task's budget (`finetune_args.schedule`). Nothing is saved (the last step is evaluated in memory), but the
-    Trainer needs a directory: `args.scratch_dir` or a temporary one."""
+    """`cls` (`SentenceTransformerTrainingArguments` for IR, with `extra`) of the protocol for the task's budget."""
     max_steps, epochs = schedule(task, args)
     return cls(
         output_dir=args.scratch_dir or str(Path(tempfile.gettempdir()) / "mlm-vs-clm-finetune"),
@@ -72,19 +69,15 @@ class DivergenceCallback(TrainerCallback):
 
 
 class Finetuned(NamedTuple):
-    """A fine-tuned model between training and scoring: each family's `finetune` returns one, its `score` reads it
-    (once per task, so retrieval tasks that share training data are scored on one trained model), and its `save`
-    keeps it (`evaluation.run --save_models`)."""
+    """A fine-tuned model between a family's `finetune` and its `score` (once per task) and `save`."""
 
     trainer: Trainer  # `trainer.model` is the fine-tuned model, `trainer.processing_class` its tokenizer
     diverged: bool  # the loss or gradient norm turned NaN/inf (nothing to score or save)
 
 
 def save_finetuned(finetuned: Finetuned, directory: str | os.PathLike) -> None:
-    """Save a fine-tuned transformers model with its tokenizer, loadable like any checkpoint: one of ours that native
-    EuroBERT can hold loads with plain `AutoModelFor*` / `AutoTokenizer` and no flag (`make_plain_loadable`), any
-    other of ours with `trust_remote_code=True`. Not `Trainer.save_model`: its `training_args.bin` holds local paths.
-    """
+    """Save a fine-tuned transformers model with its tokenizer, loadable like any checkpoint
+    (`make_plain_loadable`); not `Trainer.save_model`, whose `training_args.bin` holds local paths."""
     lora.save_merged(finetuned.trainer.model, directory)  # a LoRA model merged: loads without peft
     finetuned.trainer.processing_class.save_pretrained(directory)
     make_plain_loadable(directory)
@@ -104,8 +97,7 @@ _TOKENIZED: dict = {}  # tokenized splits per tokenizer, task and settings
 
 
 def task_splits(task, args: FinetuneArgs):
-    """`tasks.load_splits` once per (task, the settings its data depends on: `finetune_args.data_settings`) in this
-    process."""
+    """`tasks.load_splits` once per task and data settings (`finetune_args.data_settings`) in this process."""
     from evaluation import tasks
 
     settings = data_settings(args, task.family)
@@ -116,9 +108,8 @@ def task_splits(task, args: FinetuneArgs):
 
 
 def cached(tokenizer, task, args: FinetuneArgs, build):
-    """`build()` (a task's tokenized splits) once per tokenizer content (vocab, merges, template: checkpoints sharing
-    one share the cache), task and the settings its family's results and data depend on (`finetune_args.SETTINGS`)
-    in this process, reused by every run of a grid."""
+    """`build()` (a task's tokenized splits) once per tokenizer content, task and the settings its family's
+    results and data depend on (`finetune_args.SETTINGS`) in this process."""
     from datasets.fingerprint import Hasher
 
     settings = {**identity_settings(args, task.family), **data_settings(args, task.family)}
@@ -130,8 +121,8 @@ def cached(tokenizer, task, args: FinetuneArgs, build):
 
 
 def load_for_finetuning(auto_class, model_path, tokenizer, args: FinetuneArgs, **kwargs):
-    """`auto_class.from_pretrained` with the run's seed set first (the new head's init depends on it), the chosen
-    attention pattern (checked on the loaded model) and a pad id the head can use."""
+    """`auto_class.from_pretrained` with the run's seed set first (it draws the new head), the attention
+    pattern (checked on the loaded model) and a pad id the head can use."""
     set_seed(args.seed)
     model = auto_class.from_pretrained(model_path, dtype=args.model_dtype(), trust_remote_code=True, **kwargs)
     set_attention(model, args.attention)

@@ -1,11 +1,10 @@
 """Extractive QA (SQuAD, SQuAD v2, ReCoRD): start/end logits per token (two-label token classification), F1/EM.
 
 Long contexts are cut into windows of `qa_max_length` tokens overlapping by `doc_stride` (question first, context
-truncated only). Training marks the answer's first/last token, or the first token (bos/CLS) when the answer is
-not in the window or the question has none (SQuAD v2). Post-processing follows transformers'
-`examples/pytorch/question-answering/utils_qa.py`: the `n_best` start and end logits of every window, spans inside
-the context of at most `max_answer_length` tokens, best span score start+end over windows; for v2 the answer is ""
-when the null score (first-token start+end, lowest over windows) beats the best span.
+truncated only). Training marks the answer's first/last token, or the first token when the window holds no answer.
+Post-processing follows transformers' `examples/pytorch/question-answering/utils_qa.py`: the `n_best` start and end
+logits of every window, context spans of at most `max_answer_length` tokens, the best start+end over windows; for
+v2 the answer is "" when the null score (first-token start+end, lowest over windows) beats the best span.
 """
 
 from __future__ import annotations
@@ -81,9 +80,8 @@ def tokenize(task, tokenizer, args: finetune_args.FinetuneArgs):
 
 def postprocess(examples, windows, start_logits, end_logits, n_best: int = 20, max_answer_length: int = 30,
                 with_null: bool = False) -> dict[str, str]:
-    """{example id: answer text ("" = no answer)} of the raw split `examples` from its evaluation windows' (n_windows,
-    seq_len) logits (utils_qa.postprocess_qa_predictions, simplified); `with_null` (SQuAD v2): the empty answer when
-    the null score beats the best span score."""
+    """{example id: answer text ("" = no answer)} of the raw split `examples` from its windows' logits
+    (utils_qa.postprocess_qa_predictions, simplified); `with_null`: "" when the null score wins."""
     by_example = collections.defaultdict(list)
     for i, example_id in enumerate(windows["example_id"]):
         by_example[example_id].append(i)
@@ -106,8 +104,7 @@ def postprocess(examples, windows, start_logits, end_logits, n_best: int = 20, m
 
 
 def finetune(model_path, task, args: finetune_args.FinetuneArgs, tokenizer=None) -> common.Finetuned:
-    """Fine-tune a checkpoint with a fast tokenizer (`tokenizer` when the caller already loaded it) on a qa task's
-    train windows: start/end logits, the last step kept."""
+    """Fine-tune a checkpoint with a fast tokenizer on a qa task's train windows, the last step kept."""
     tokenizer = tokenizer or model_inputs.load_finetuning_tokenizer(model_path)
     _, windows = tokenize(task, tokenizer, args)
     model = common.load_for_finetuning(AutoModelForQuestionAnswering, model_path, tokenizer, args)
@@ -116,9 +113,8 @@ def finetune(model_path, task, args: finetune_args.FinetuneArgs, tokenizer=None)
 
 
 def score(finetuned: common.Finetuned, task, args: finetune_args.FinetuneArgs) -> dict:
-    """`store.result_body(...)` of a fine-tuned model's answers to the task's validation and test questions: SQuAD
-    EM/F1 and per-question scores, predicted and gold answers. The task's `squad_version` chooses the rules: "v2.0"
-    predicts and scores no-answer, "v1.1" (SQuAD, ReCoRD) always predicts a span and scores by the v1.1 script."""
+    """`store.result_body(...)` of a fine-tuned model's answers to the validation and test questions: SQuAD EM/F1
+    under the task's `squad_version` rules ("v2.0" predicts and scores no-answer), per question too."""
     if finetuned.diverged:
         return store.result_body(task.metric)
     trainer = finetuned.trainer

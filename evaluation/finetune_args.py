@@ -1,6 +1,5 @@
-"""The fine-tuning protocol and its arguments: `ProtocolArgs` (the flags every run of a grid shares, each default the
-paper's: EncodEval's, `docs/protocol.md` "Evaluation"), `FinetuneArgs` (one run's: plus its learning rate and seed),
-`SETTINGS` (what each setting decides) and a task's budget (`schedule`).
+"""The fine-tuning protocol: `ProtocolArgs` (the grid's flags, defaults the paper's: `docs/protocol.md`),
+`FinetuneArgs` (one run's: plus its learning rate and seed), `SETTINGS` (what each decides) and `schedule`.
 """
 
 from __future__ import annotations
@@ -20,8 +19,7 @@ PEFT_CHOICES = ("none", "lora")
 
 @dataclass
 class ProtocolArgs:
-    """Fine-tuning settings shared by every run of a grid (command-line flags of `evaluation.run`), each field's help
-    its documentation and `SETTINGS` what it decides. Every default is the paper's protocol (`docs/protocol.md`)."""
+    """Fine-tuning settings shared by every run of a grid (flags of `evaluation.run`); defaults: the paper's."""
 
     batch_size: int = field(default=32, metadata={"help": "Train batch size (paper: 32)."})
     eval_batch_size: int = field(default=64, metadata={"help": "Batch size for prediction and encoding."})
@@ -131,11 +129,9 @@ class ProtocolArgs:
 
 @dataclass(frozen=True)
 class Setting:
-    """What one protocol setting decides, declared once (`SETTINGS`); results' identities and the data cache derive
-    from it. `families`: those that read it (a result of another family does not depend on it: an SC result is the
-    same whatever `--ir_pooling`); `identity`: whether it can change a score, or a (setting, value) pair it is left
-    out at (results keep the identity they had before it existed); `data`: the `tasks.load_splits` argument it sets.
-    """
+    """What one protocol setting decides (`SETTINGS`): `families`, those that read it (an SC result does not depend on
+    `--ir_pooling`); `identity`, whether it can change a score, or a (setting, value) pair it is left out at (results
+    keep the identity they had before it existed); `data`, the `tasks.load_splits` argument it sets."""
 
     families: tuple = FAMILIES
     identity: bool | tuple = True
@@ -165,8 +161,7 @@ def reads(family: str, name: str) -> bool:
 
 
 def identity_settings(args: ProtocolArgs, family: str, names=None) -> dict:
-    """{setting: value} of the settings among `names` (default: every protocol setting) that enter the identity of a
-    `family` result under `args` (`SETTINGS`)."""
+    """{setting: value} of the settings among `names` (default: all) entering a `family` result's identity."""
     out = {}
     for name in names or [f.name for f in dataclasses.fields(args)]:
         declared = SETTINGS.get(name, Setting())
@@ -195,6 +190,6 @@ def schedule(task, args: FinetuneArgs) -> tuple[int | None, float | None]:
     """(max_steps, epochs) of a task: `--max_steps` wins, then the task's steps, then its epochs."""
     if args.max_steps is not None:
         return args.max_steps, None
-    if getattr(task, "max_steps", None):
-        return int(task.max_steps), None
-    return None, float(getattr(task, "epochs", None) or 1.0)
+    if "max_steps" in task.budget:
+        return int(task.budget["max_steps"]), None
+    return None, float(task.budget["epochs"])

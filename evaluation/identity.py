@@ -1,12 +1,9 @@
 """What decides a fine-tuning result, so a result is never reused for something else (docs/protocol.md, "What a
-result's identity covers"): `model` (its config and every weights, tokenizer and remote-code file), `task` (its
-definition and data files), `protocol` and `inputs` (the settings its family reads, `finetune_args.SETTINGS`, and
-what they resolve to on the model) and `scoring`, the declared versions below. A refactor, a docstring or a comment
-leaves them (and every stored result) as they are; a change that moves a family's per-instance outputs or scores fails
-its golden test (tests/test_scoring.py) until its version is bumped here and the golden files regenerated.
-`python -m evaluation.identity --migrate RESULTS_DIR` makes results of format 2 (source hashes, `identity.code`) and
-identities of settings their family does not read current, once, and claims folders written before folders were
-claimed.
+result's identity covers"): `model` (config, weights, tokenizer and remote-code files), `task` (definition and data
+files), `protocol` and `inputs` (the settings its family reads, `finetune_args.SETTINGS`, and what they resolve to on
+the model) and `scoring`, the declared versions below: a change that moves a family's outputs fails its golden test
+(tests/test_scoring.py) until its version is bumped. `python -m evaluation.identity --migrate RESULTS_DIR` makes older
+results current (`migrate`).
 """
 
 from __future__ import annotations
@@ -39,8 +36,7 @@ def scoring_identity(family: str) -> dict:
 
 
 def task_identity(task: tasks.Task, source: str, data_dir) -> dict:
-    """Identity of a task: its definition (`Task.as_dict()`, each source as the mapping its YAML wrote, free text left
-    out) and its data files."""
+    """A task's definition (`Task.as_dict()`, free text left out) hashed, and its data files' hashes."""
     definition = {k: v for k, v in task.as_dict().items() if k not in TASK_FREE_TEXT}
     paths = tasks.data_files(task, source, data_dir)
     files = {_data_key(p, paths): _file_hash(str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in paths}
@@ -49,9 +45,8 @@ def task_identity(task: tasks.Task, source: str, data_dir) -> dict:
 
 
 def _data_key(path, paths) -> str:
-    """How a task's identity names one of its data files `paths`: its file name, or, for files of one name in
-    several folders (a/train.tsv, b/train.tsv), its path from their common folder: never where the data sits on
-    this machine, so a moved data folder keeps the identity; the definition says which file feeds which split."""
+    """How a task's identity names one of its data files `paths`: its file name, or its path from the common folder
+    of its namesakes (a/train.tsv, b/train.tsv); never where the data sits, so moved data keeps the identity."""
     namesakes = [str(p) for p in paths if p.name == path.name]
     return path.name if len(namesakes) == 1 else os.path.relpath(path, os.path.commonpath(namesakes))
 
@@ -61,21 +56,14 @@ protocol_identity = finetune_args.identity_settings
 
 
 def scoped(family: str, ident: dict) -> dict:
-    """A recorded identity without the protocol and input settings `family` does not read (what results written
-    before identities left those out recorded: `--migrate` rewrites them so)."""
+    """A recorded identity without the protocol and input settings `family` does not read."""
     return {part: {k: v for k, v in value.items() if finetune_args.reads(family, k)}
             if part in ("protocol", "inputs") and isinstance(value, dict) else value for part, value in ident.items()}
 
 
 def ir_training_key(task: tasks.Task, pairs, schedule) -> str:
-    """What an ir task's fine-tuning depends on besides the model, the protocol, the learning rate and the seed, as a
-    sha256 hex digest: the content of its training `pairs` ("query", "positive"), its prompts and its `schedule`
-    ((max_steps, epochs): `finetune_args.schedule`).
-
-    Tasks with equal keys train the very same model (MS MARCO, NQ and MLDR all train on MS MARCO pairs), so the grid
-    trains once and scores each of them. Hashed by content, pairs read through different sources match, and pairs
-    left by different carved validation queries do not.
-    """
+    """A sha256 digest of what an ir task's fine-tuning depends on besides the model, protocol, lr and seed
+    (training pairs, prompts, `schedule`): equal keys (MS MARCO, NQ, MLDR) train one model."""
     digest = hashlib.sha256(json.dumps([task.query_prefix, task.document_prefix, list(schedule), len(pairs)]).encode())
     for column in ("query", "positive"):
         digest.update(b"\x01" + "\x00".join(pairs[column]).encode())
@@ -83,8 +71,7 @@ def ir_training_key(task: tasks.Task, pairs, schedule) -> str:
 
 
 def _migrated_identity(record: dict) -> dict:
-    """A recorded identity made current: a format-2 `code` (source hashes) replaced by the versions of the code that
-    wrote format 2, and the settings its family does not read left out (`scoped`)."""
+    """A recorded identity made current: format 2's `code` replaced by `FORMAT2_VERSION`s, `scoped`."""
     ident = {k: v for k, v in (record.get("identity") or {}).items() if k != "code"}
     if record["format"] == 2:
         ident["scoring"] = {"protocol": FORMAT2_VERSION, record["family"]: FORMAT2_VERSION}
@@ -92,11 +79,9 @@ def _migrated_identity(record: dict) -> dict:
 
 
 def migrate(results_dir: str | os.PathLike) -> int:
-    """Make every result under `results_dir` (and the `finetune_info.json` of a model saved beside it) current, once:
-    format 2 gets the format-3 identity, an identity that recorded settings its family does not read is `scoped`, and
-    a folder written before folders were claimed is claimed for its results' protocol (`store.claim_protocol`); return
-    how many results were rewritten. Everything is read and checked first: a corrupt file, a copy, a file of an
-    unknown format or an unclaimed folder of several protocols stops it before anything is written."""
+    """Make every result under `results_dir` (and its saved model's `finetune_info.json`) current, once (format
+    3, `scoped`, its folder claimed) and return how many were rewritten; everything is checked before anything
+    is written (a corrupt or unknown file, an unclaimed folder of several protocols stop it)."""
     paths = store.result_files(results_dir)
     if not paths:
         raise FileNotFoundError(f"no result files under {results_dir} (<model>/<task>/lr<lr>-seed<seed>.json)")
@@ -126,8 +111,7 @@ def migrate(results_dir: str | os.PathLike) -> int:
 
 @cli.exit_on_write_failure
 def main(argv: list[str] | None = None) -> None:
-    """`python -m evaluation.identity --migrate RESULTS_DIR`: results of format 2, recording settings their family does
-    not read or in folders written before folders were claimed, made current, once."""
+    """`python -m evaluation.identity --migrate RESULTS_DIR`: older results made current, once (`migrate`)."""
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("--migrate", required=True, metavar="RESULTS_DIR", help="the grid's --output directory")
     args = parser.parse_args(argv)

@@ -4,16 +4,11 @@
     python -m evaluation.inspect --model out/tiny --task path/to/mytask.yaml --data_dir /data --max_length 128
     python -m evaluation.inspect --model out/tiny --task sst2,conll2003,squad,scifact --n 1   # several tasks
 
-How to check a new dataset or tokenizer before a grid. For the first `--n` examples of the split:
-    sc: the template-filled text, the label, the tokens.
-    tc: the words and tags, then one line per token: the token, its word, the tag it is trained on (-100 = ignored
-        by the loss), under the task's labelling (first or all sub-tokens).
-    qa: the question and answer, the number of windows, the answer span in tokens (start..end) and the tokens of
-        the window that holds it (first token = no answer in any window).
-    ir: query and document texts with their prefixes and their tokens (train: the pairs; validation/test: each
-        query with its most relevant judged document).
-The inputs are built by the same functions as fine-tuning (`token_classification.align_labels`,
-`extractive_qa.prepare_train`, the task's template and prefixes).
+For the first `--n` examples of the split, built by the functions fine-tuning uses: sc: the template-filled text,
+the label, the tokens; tc: the words and tags, then per token its word and the tag it is trained on (-100 = ignored),
+under the task's labelling; qa: the question and answer, the windows, the answer span in tokens (start..end) and
+the tokens of its window (token 0 = no answer in any window); ir: query and document texts with their prefixes and
+tokens (train: the pairs; validation/test: each query with its most relevant judged document).
 """
 
 from __future__ import annotations
@@ -113,8 +108,8 @@ SHOW = {"sc": _show_sc, "tc": _show_tc, "qa": _show_qa, "ir": _show_ir}
 
 
 def inspect(args: argparse.Namespace) -> str:
-    """What the model is fed for each task of `args.task` (the parsed flags), as one printable report. Every task is
-    read and tokenized before it returns, so a bad one leaves no partial output."""
+    """What the model is fed for each task of `args.task`, as one report: every task is read and tokenized
+    before it returns, so a bad one leaves no partial output."""
     task_list = [tasks.load_task(name) for name in cli.split_list(args.task)]
     if not task_list:
         raise ValueError("--task is empty; give a task name or a task YAML path")

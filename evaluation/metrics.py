@@ -5,23 +5,18 @@ lists aligned with the inputs (for paired tests between two models).
 | family | function | aggregate keys | per-instance keys |
 |---|---|---|---|
 | SC | `accuracy` | accuracy | accuracy (0/1) |
-| TC | `token_classification_scores` | see below | see below |
+| TC | `token_classification_scores` | `METRICS["tc"]` | sentence_macro_f1, entity_f1, entity_* counts, token_* counts |
 | QA | `squad_scores` | exact_match, f1 (+ HasAns_* / NoAns_* under v2.0 rules) | id, exact_match, f1 |
 | IR | `retrieval_scores` | ndcg@10, mrr@10, recall@100 | qid, ndcg@10, mrr@10, recall@100 |
 
-TC aggregate keys: `METRICS["tc"]`; per-instance keys: sentence_macro_f1, entity_f1, entity_tp, entity_pred,
-entity_gold, token_correct, token_count. `rescore` recomputes a family's scores from a result file's per-instance
-predictions and references.
+`rescore` recomputes a family's scores from a result file's per-instance predictions and references.
 
-The TC number the paper reports (`sentence_macro_f1`): for each sentence, sklearn's `f1_score(gold, pred,
-average="macro")` over the word-level tags, i.e. the unweighted mean of the per-label F1 over the labels present in
-that sentence's gold *or* predicted tags, "O" included; then the plain mean over sentences. The scoring code is not
-public: this was read from the original harness's released per-sentence results (the evidence: docs/protocol.md,
-"The TC score"). This code scores the tags it is given: the offline CoNLL task converts to IOB2 on load, so its
-sentence_macro_f1 counts B-X and I-X as two labels where the paper counted one.
-It is lenient: a model that predicts no entity still scores about 0.45 per sentence with one entity (and 1.0 on
-sentences without any), so always read it beside entity F1 (seqeval, strict IOB2: the community-standard number)
-and token micro-F1 (word accuracy when "O" counts), which the report shows beside it.
+The paper's TC number (`sentence_macro_f1`) is, per sentence, sklearn's `f1_score(gold, pred, average="macro")` over
+the word-level tags (the labels of its gold *or* predicted tags, "O" included), then the plain mean over sentences
+(docs/protocol.md, "The TC score": the evidence, and why IOB2 tags, as the offline CoNLL task loads, differ from the
+paper's). It is lenient: a model that predicts no entity still scores about 0.45 per sentence with one entity (and
+1.0 on sentences without any), so always read it beside entity F1 (seqeval, strict IOB2: the community-standard
+number) and token micro-F1 (word accuracy when "O" counts), which the report shows beside it.
 
 Retrieval follows trec_eval (what pytrec_eval, BEIR and mteb call): documents ranked by score, ties broken by
 document id in descending string order; a document is relevant when its qrels score is > 0; NDCG gains are the
@@ -82,10 +77,9 @@ def word_level_predictions(
     n_words: int | None = None,
     default: int | None = None,
 ) -> list[int]:
-    """One sequence's predicted label ids per sub-token collapsed to one per word, by `word_ids` (None or -100 for
-    special tokens): the first sub-token's ("first", as training labels) or the most frequent, ties to the first seen
-    ("majority", as the EncodEval harness). Only the words that kept a sub-token, in word order; with `n_words`,
-    exactly one label per word (position i for word i), a word without a sub-token getting `default`."""
+    """One sequence's predicted label ids per sub-token (`word_ids`: None or -100 for special tokens) as one per
+    word: the first sub-token's ("first") or the most frequent, ties to the first seen ("majority", as
+    EncodEval); only the words with a sub-token, or with `n_words` one per word, `default` for the others."""
     if strategy not in ("first", "majority"):
         raise ValueError(f"strategy must be 'first' or 'majority', got {strategy!r}")
     if n_words is not None and default is None:
@@ -105,9 +99,8 @@ def word_level_predictions(
 def token_micro_f1(
     predictions: Sequence[Sequence], references: Sequence[Sequence], include_o: bool = True, o_label="O"
 ) -> float:
-    """Token-level micro-F1: sklearn's micro average over the flattened word labels (ids or strings) of every
-    sentence, positions whose gold is -100 dropped. With `include_o` the outside label `o_label` counts like any
-    other class and the score equals word accuracy; without, the average is over the entity labels only."""
+    """sklearn's micro-F1 over every sentence's word labels (gold -100 dropped): word accuracy with
+    `include_o`; without, over the labels other than `o_label` only."""
     _check_same_length(predictions, references, "predictions", "references")
     pairs = [(g if isinstance(g, str) else int(g), p if isinstance(p, str) else int(p))
              for p_seq, g_seq in zip(predictions, references) for p, g in zip(p_seq, g_seq)
@@ -122,9 +115,8 @@ def token_micro_f1(
 
 
 def macro_f1_present_labels(prediction: Sequence, reference: Sequence) -> float:
-    """One sentence's EncodEval TC score: macro-F1 over the labels present in its gold or predicted tags ("O" too),
-    one label per word on each side; sklearn `f1_score(reference, prediction, average="macro")` (a label on one side
-    only has F1 0; an empty sentence scores 0.0); the evidence: docs/protocol.md, "The TC score"."""
+    """One sentence's EncodEval TC score: sklearn `f1_score(reference, prediction, average="macro")` over the
+    labels of either side ("O" too), one per word; an empty sentence scores 0.0 (docs/protocol.md)."""
     if len(prediction) != len(reference):
         raise ValueError(f"{len(prediction)} predicted labels for {len(reference)} gold labels; align to words first")
     predicted, gold = collections.Counter(prediction), collections.Counter(reference)
@@ -135,9 +127,8 @@ def macro_f1_present_labels(prediction: Sequence, reference: Sequence) -> float:
 
 
 def token_classification_scores(predictions: Sequence[Sequence[str]], references: Sequence[Sequence[str]]) -> dict:
-    """The TC scores (`METRICS["tc"]`, and "per_instance": the module's table) of predicted against gold IOB2 tag
-    strings, per sentence one per word. Per-sentence entity F1 is 1.0 when a sentence has no gold and no predicted
-    entity; the counts let a bootstrap recompute corpus-level F1 exactly (sum tp / sum pred / sum gold)."""
+    """The TC scores (`METRICS["tc"]`, "per_instance") of predicted against gold IOB2 tags, one per word;
+    a sentence with no gold and no predicted entity has entity F1 1.0; the counts give corpus F1 exactly."""
     _check_same_length(predictions, references, "predictions", "references")
     for i, (pred, gold) in enumerate(zip(predictions, references)):
         if len(pred) != len(gold):
@@ -148,14 +139,11 @@ def token_classification_scores(predictions: Sequence[Sequence[str]], references
     per = {k: [] for k in keys}
     for pred, gold in zip(y_pred, y_true):
         gold_entities, pred_entities = _strict_entities(gold), _strict_entities(pred)
-        tp = len(gold_entities & pred_entities)
-        per["sentence_macro_f1"].append(macro_f1_present_labels(pred, gold))
-        per["entity_tp"].append(tp)
-        per["entity_pred"].append(len(pred_entities))
-        per["entity_gold"].append(len(gold_entities))
-        per["entity_f1"].append(_f1(tp, len(pred_entities), len(gold_entities), empty=1.0))
-        per["token_correct"].append(sum(p == g for p, g in zip(pred, gold)))
-        per["token_count"].append(len(gold))
+        tp, n_pred, n_gold = len(gold_entities & pred_entities), len(pred_entities), len(gold_entities)
+        values = (macro_f1_present_labels(pred, gold), _f1(tp, n_pred, n_gold, empty=1.0), tp, n_pred, n_gold,
+                  sum(p == g for p, g in zip(pred, gold)), len(gold))
+        for key, value in zip(keys, values):
+            per[key].append(value)
     kwargs = {"mode": "strict", "scheme": IOB2, "zero_division": 0}
     n_tokens = sum(per["token_count"])
     return {
@@ -180,20 +168,15 @@ SQUAD_VERSIONS = ("v1.1", "v2.0")
 
 
 def normalize_answer(text: str) -> str:
-    """Official SQuAD normalisation: lowercase, drop punctuation, drop articles a/an/the, squeeze whitespace (the
-    official script's character filter, as one translation table)."""
+    """Official SQuAD normalisation: lowercase, drop punctuation and articles, squeeze whitespace."""
     text = _ARTICLES.sub(" ", text.lower().translate(_PUNCTUATION))
     return " ".join(text.split())
 
 
 def squad_exact_f1(prediction: str, gold_answers: Sequence[str], version: str = "v2.0") -> tuple[float, float]:
-    """(exact_match, f1) of one predicted answer ("" = none), max over the gold answer texts, by the official script
-    of `version`: "v1.1" (SQuAD, ReCoRD) or "v2.0" (SQuAD v2).
-
-    v2.0: gold answers that normalise to "" are dropped; if none is left (an empty list too) the question is
-    unanswerable and both scores are 1 iff the prediction normalises to "" too. v1.1: every gold answer counts as
-    given; a pair with no common token scores F1 0, even when both sides normalise to "" (the v1.1 script's rule).
-    """
+    """(exact_match, f1) of one predicted answer ("" = none), max over the gold answer texts, by the official
+    script of `version`. v2.0: gold answers normalising to "" are dropped, and with none left both scores
+    are 1 iff the prediction normalises to "". v1.1: no common token scores F1 0, even when both are ""."""
     if version not in SQUAD_VERSIONS:
         raise ValueError(f"version={version!r}: use one of {SQUAD_VERSIONS}")
     golds = list(gold_answers) if version == "v1.1" else [g for g in gold_answers if normalize_answer(g)]
@@ -213,13 +196,11 @@ def squad_scores(
     predictions: Sequence[str], references: Sequence[Sequence[str]], ids: Sequence[str] | None = None,
     version: str = "v2.0",
 ) -> dict:
-    """SQuAD EM/F1 averaged over questions (`squad_exact_f1` of each text and its gold answer texts), with
-    "per_instance" {"id" (`ids`, or None), "exact_match", "f1"}; under v2.0, when any question is unanswerable, also
-    HasAns_ / NoAns_ exact_match, f1 and total, as the official v2.0 script reports."""
+    """SQuAD EM/F1 averaged over questions (`squad_exact_f1`), with "per_instance" {"id", "exact_match",
+    "f1"}; under v2.0 with an unanswerable question, also HasAns_ / NoAns_ scores, as the official script."""
     _check_same_length(predictions, references, "predictions", "references")
     scores = [squad_exact_f1(p, golds, version) for p, golds in zip(predictions, references)]
-    exact = [s[0] for s in scores]
-    f1 = [s[1] for s in scores]
+    exact, f1 = [s[0] for s in scores], [s[1] for s in scores]
     result = {"exact_match": _mean(exact), "f1": _mean(f1)}
     has_answer = [any(normalize_answer(g) for g in golds) for golds in references]
     if version == "v2.0" and not all(has_answer):
@@ -239,9 +220,8 @@ def retrieval_scores(
     mrr_k: int = 10,
     recall_k: int = 100,
 ) -> dict:
-    """NDCG@k, MRR@k and recall@k (keys named after the cut-offs; paper: 10, 10, 100) of a run {query id: {doc id:
-    score}} (higher = more relevant) against qrels {query id: {doc id: graded relevance}}, trec_eval conventions
-    (module docstring), and "per_instance": the same per query, in sorted query id order under "qid"."""
+    """NDCG@k, MRR@k and recall@k of a run {query id: {doc id: score}} against qrels {query id: {doc id:
+    relevance}} (trec_eval conventions, module docstring), and "per_instance" by sorted query id."""
     names = (f"ndcg@{ndcg_k}", f"mrr@{mrr_k}", f"recall@{recall_k}")
     per = {"qid": sorted(qrels), **{n: [] for n in names}}
     for qid in per["qid"]:
@@ -252,9 +232,7 @@ def retrieval_scores(
         first = next((i for i, d in enumerate(ranking[:mrr_k]) if d in relevant), None)
         per[names[1]].append(0.0 if first is None else 1.0 / (first + 1))
         per[names[2]].append(len(relevant & set(ranking[:recall_k])) / len(relevant) if relevant else 0.0)
-    result = {n: _mean(per[n]) for n in names}
-    result["per_instance"] = per
-    return result
+    return {**{n: _mean(per[n]) for n in names}, "per_instance": per}
 
 
 def ranked_ids(scores: Mapping[str, float]) -> list[str]:
@@ -271,9 +249,7 @@ def _ndcg(top: list[str], judged: Mapping[str, int], k: int) -> float:
 
 
 def rescore(family: str, records: Sequence[Mapping], squad_version: str = "v2.0") -> dict:
-    """The dict `family`'s scorer returned for one split, recomputed from the result file's per-instance `records`
-    (`result["per_instance"][split]`: prediction and reference; ir: the ranking and the judged documents'
-    relevance); `squad_version`: a qa task's rules."""
+    """The dict `family`'s scorer returned for one split, recomputed from a result file's per-instance `records`."""
     if family == "sc":
         return accuracy([r["prediction"] for r in records], [r["reference"] for r in records])
     if family == "tc":
@@ -289,9 +265,8 @@ def rescore(family: str, records: Sequence[Mapping], squad_version: str = "v2.0"
 
 def rescore_mismatch(record: Mapping, tolerance: float = 1e-4) -> str | None:
     """Where a result file's aggregate scores differ from those its per-instance predictions give (`rescore`), or
-    None: an edited score, or predictions of another run. A qa result matches under the rules of either SQuAD
-    version (the file records its task by hash only). `tolerance`: mteb's own aggregation differs from `rescore` by
-    up to 1e-5."""
+    None. A qa result matches under either SQuAD version's rules (the file records its task by hash only);
+    `tolerance`: mteb's own aggregation differs from `rescore` by up to 1e-5."""
     if not store.scored(record):
         return None
     for split in store.SPLITS:
@@ -310,8 +285,8 @@ def rescore_mismatch(record: Mapping, tolerance: float = 1e-4) -> str | None:
 
 
 def _tc_scores(records: Sequence[Mapping]) -> dict:
-    """The sentence macro-F1 (from the predictions) and corpus entity F1 (from each sentence's stored entity counts)
-    of `token_classification_scores`, without seqeval's entity parsing: a study's archive is checked in seconds."""
+    """`token_classification_scores`' sentence macro-F1 and corpus entity F1 from the stored entity counts,
+    without seqeval's entity parsing: a study's archive is checked in seconds."""
     macro = [1.0 if r["prediction"] == r["reference"] and r["reference"] else  # each label present scores 1
              macro_f1_present_labels(r["prediction"], r["reference"]) for r in records]
     counts = [sum(r[key] for r in records) for key in ("entity_tp", "entity_pred", "entity_gold")]

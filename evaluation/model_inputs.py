@@ -21,9 +21,8 @@ QA_STRIDE_SHARE = 3  # a QA window shorter than --qa_max_length overlaps by at m
 
 
 def load_finetuning_tokenizer(model_path: str | os.PathLike):
-    """A model directory's tokenizer (a one-line error when it has none), padding and truncating on the right
-    (`pad_right`); one without a pad token (Llama-3) pads with eos: padded positions are masked, any valid id will do.
-    """
+    """A model directory's tokenizer, `pad_right`, one without a pad token (Llama-3) padding with eos
+    (padded positions are masked); a one-line error when there is none."""
     directory = Path(model_path)
     if directory.is_dir() and not any((directory / name).is_file() for name in model_folders.TOKENIZER_FILES):
         raise ValueError(f"no tokenizer found in {model_path} (none of {', '.join(model_folders.TOKENIZER_FILES)}); "
@@ -41,9 +40,8 @@ def load_finetuning_tokenizer(model_path: str | os.PathLike):
 
 
 def pad_right(tokenizer):
-    """Pad and truncate on the right, whatever the tokenizer ships (decoders often ship `padding_side="left"`):
-    TC labels, QA start/end positions and their post-processing index tokens from the start of the text, CLS
-    pooling reads position 0, absolute position embeddings count from the first token. Returns the tokenizer."""
+    """The tokenizer, padding and truncating on the right whatever it ships (decoders often pad left): TC labels, QA
+    positions, CLS pooling and absolute position embeddings all count tokens from the start of the text."""
     tokenizer.padding_side = tokenizer.truncation_side = "right"
     return tokenizer
 
@@ -63,8 +61,7 @@ def default_length(model_path: str | os.PathLike) -> int:
 
 
 def max_length(args: ProtocolArgs, model_path) -> int:
-    """`--max_length` (at most the model's positions), or `default_length` (the original harness: 2028 for 2048
-    positions or more, 507 for 512)."""
+    """`--max_length` (at most the model's positions), or `default_length`."""
     if args.max_length is None:
         return default_length(model_path)
     if args.max_length > (limit := positions(model_path)):
@@ -82,8 +79,7 @@ def qa_windows(args: ProtocolArgs, model_path) -> tuple[int, int]:
 
 
 def resolved_pair_encoding(model_path: str | os.PathLike, pair_encoding: str) -> str:
-    """The pair encoding a model gets: `segments` only when it has token-type embeddings (`type_vocab_size` > 1, as
-    BERT and ELECTRA); a model without them (EuroBERT, RoBERTa, decoders) reads the joined text."""
+    """`segments` only for a model with token-type embeddings (`type_vocab_size` > 1), else `joined`."""
     if pair_encoding == "joined":
         return "joined"
     config = AutoConfig.from_pretrained(model_path, trust_remote_code=True).get_text_config()
@@ -91,9 +87,7 @@ def resolved_pair_encoding(model_path: str | os.PathLike, pair_encoding: str) ->
 
 
 def resolve_inputs(args: ProtocolArgs, model_path) -> ProtocolArgs:
-    """`args` with what a run on `model_path` really uses filled in: max_length, the QA window and stride, the
-    attention pattern ("bidirectional" or "causal"; `checkpoint` resolved) and the pair encoding. The result records
-    these."""
+    """`args` with what a run on `model_path` really uses: max_length, QA windows, attention, pair encoding."""
     length, stride = qa_windows(args, model_path)
     return dataclasses.replace(args, max_length=max_length(args, model_path), qa_max_length=length,
                                doc_stride=stride, attention=resolved_attention(model_path, args.attention),
@@ -101,14 +95,12 @@ def resolve_inputs(args: ProtocolArgs, model_path) -> ProtocolArgs:
 
 
 def inputs_identity(args: ProtocolArgs, family: str) -> dict:
-    """The resolved input settings of `resolve_inputs` a `family` result depends on (part of its identity; the pair
-    encoding only when it is `segments`: `finetune_args.SETTINGS`)."""
+    """The settings of `resolve_inputs` a `family` result's identity holds (`finetune_args.SETTINGS`)."""
     return identity_settings(args, family, ("max_length", "qa_max_length", "doc_stride", "attention", "pair_encoding"))
 
 
 def check_labels(model_path: str | os.PathLike, task) -> None:
-    """Refuse a checkpoint that already has a classifier for another label set (e.g. a fine-tuned model); labels
-    that are the untouched defaults (LABEL_0, LABEL_1) are fine: the head is new."""
+    """Refuse a checkpoint with a classifier for another label set (untouched LABEL_0... names are fine)."""
     if task.family not in ("sc", "tc"):
         return
     config = AutoConfig.from_pretrained(model_path, trust_remote_code=True)

@@ -6,11 +6,10 @@
     python -m evaluation.mteb --model results/610m-mlm40-42k/msmarco/lr5e-05-seed0.model --tasks scifact  # fine-tuned
     python -m evaluation.mteb --model out/tiny --tasks scifact --max_eval 40 --output /tmp/results           # smoke run
 
-The model goes to `mteb.evaluate`, so the numbers are mteb's own (its encoding loop, search and pytrec_eval scores);
-nothing is trained. A task is a project IR task (name or YAML path, looked up first: its test split as the grid
-loads it, wrapped as a local `AbsTaskRetrieval`) or a retrieval task of mteb's registry (`NAME[:SUBSET]`, data from
-the Hub). A model is a sentence-transformers folder (its own pooling, prompts and max length), a plain encoder
-(pooled and prompted as the grid builds it) or a Hub id. Each (model, task) is one record in the grid's layout,
+The model goes to `mteb.evaluate`, so the numbers are mteb's own; nothing is trained. A task is a project IR task
+(name or YAML path, looked up first: its test split as the grid loads it) or a retrieval task of mteb's registry
+(`NAME[:SUBSET]`, data from the Hub); a model a sentence-transformers folder, a plain encoder (pooled and prompted as
+the grid builds it) or a Hub id. Each (model, task) is one record in the grid's layout,
 `<output>/<model>/<task>-mteb/lr0-seed0.json`, skipped when finished with the same identity, refused when of another
 unless `--rerun_changed`; a file this tool did not write is never touched. docs/evaluation.md says the rest.
 """
@@ -20,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import random
 import sys
 import time
 import types
@@ -193,12 +191,9 @@ def registry_task(spec: str, args: MtebArgs) -> Target:
 
 
 def subset_queries(data: dict, max_eval: int) -> None:
-    """Keep `max_eval` of a loaded mteb split's judged queries, sampled as the project's tasks do (sorted ids,
-    `random.Random(42).sample`), with their judgements; the corpus is kept whole. In place."""
+    """Keep `max_eval` of a loaded mteb split's judged queries in place, sampled as `tasks` does."""
     qrels = data["relevant_docs"]
-    qids = sorted(q for q, judged in qrels.items() if judged)
-    if max_eval < len(qids):
-        qids = sorted(random.Random(tasks.SUBSET_SEED).sample(qids, max_eval))
+    qids = tasks.sample_ids([q for q, judged in qrels.items() if judged], max_eval)
     keep = set(qids)
     data["relevant_docs"] = {q: qrels[q] for q in qids}
     data["queries"] = data["queries"].filter(lambda row: row["id"] in keep)
@@ -219,8 +214,7 @@ def resolve_task(spec: str, args: MtebArgs) -> Target:
 
 
 def resolve_model_entry(spec: str) -> Model:
-    """One `--model` entry: resolved as `evaluation.run` does (a fine-tuned model is named after what it was
-    fine-tuned from), checked, and identified by its files."""
+    """One `--model` entry: resolved as `evaluation.run` does, checked, and identified by its files."""
     name, path, source, info = resolve.resolve_model(spec)
     if not (Path(path) / "config.json").is_file():
         raise FileNotFoundError(f"model directory {path} has no config.json; pass a saved checkpoint directory, a "
@@ -241,8 +235,7 @@ def resolve_model_entry(spec: str) -> Model:
 
 
 def load_encoder(model: Model, prompts: dict, args: MtebArgs):
-    """The `SentenceTransformer` mteb is given: the folder's own (pooling, prompts, attention), or mean pooling over
-    a plain encoder with `prompts`, built as the grid builds it."""
+    """The `SentenceTransformer` mteb is given: the folder's own, or a plain encoder built as the grid builds it."""
     from sentence_transformers import SentenceTransformer
 
     if model.sentence_transformers:
@@ -265,8 +258,7 @@ def load_encoder(model: Model, prompts: dict, args: MtebArgs):
 
 
 def encoder_settings(encoder) -> dict:
-    """What decides the embeddings besides the weights: prompts, pooling, max length, similarity, dtype, and the
-    attention pattern the encoder really uses (recorded or probed, `attention.pattern`)."""
+    """What decides the embeddings besides the weights, the attention pattern included."""
     from evaluation import attention
 
     pooling = [m for m in encoder if type(m).__name__ == "Pooling"]
@@ -279,9 +271,8 @@ def encoder_settings(encoder) -> dict:
 
 
 def evaluate(encoder, target: Target, batch_size: int) -> dict:
-    """Run `mteb.evaluate` on one task: {"scores": mteb's score dict of the split, "per_query": {qid: pytrec_eval
-    scores}, "qrels", "run": {qid: {doc: score}} (mteb's top 1000), "corpus_size"}. The per-query scores and the
-    ranking are kept by wrapping the task instance's `task_specific_scores` hook; mteb's scoring is not replaced."""
+    """`mteb.evaluate` on one task: {"scores" of the split, "per_query" pytrec_eval scores, "qrels", "run" (mteb's
+    top 1000), "corpus_size"}, kept by wrapping the task's `task_specific_scores` hook (scoring unchanged)."""
     import mteb
 
     task, captured = target.task, {}
@@ -305,8 +296,8 @@ def evaluate(encoder, target: Target, batch_size: int) -> dict:
 
 
 def scores_record(evaluated: dict) -> dict:
-    """The record's scores: test under the project's names, per query mteb's values with the top-100 ranking
-    (so `metrics.rescore` recomputes them), every mteb score, and the random-ranking baseline."""
+    """The record's scores: test under the project's names, per query mteb's values and the top-100
+    ranking (for `metrics.rescore`), every mteb score, and the random-ranking baseline."""
     from mteb._evaluators.retrieval_metrics import mrr
 
     from evaluation import retrieval
@@ -362,8 +353,7 @@ class Job:
 
 
 def list_jobs(args: MtebArgs) -> list[Job]:
-    """Check every input (one-line ValueError / FileNotFoundError) and list the records to write, before any model is
-    run. Each model is loaded once here (its encoder settings are part of the identity) and again to evaluate."""
+    """Check every input and list the records to write, loading each model once (its encoder is in the identity)."""
     specs = cli.split_paths(args.model)
     task_specs = cli.split_list(args.tasks)
     if not specs or not task_specs:
@@ -402,8 +392,7 @@ def list_jobs(args: MtebArgs) -> list[Job]:
 
 
 def _encoder_key(model: Model, target: Target) -> str:
-    """Tasks that get the same encoder: all of them for a sentence-transformers folder (its own prompts), else
-    those with the same prompts."""
+    """Tasks with equal keys get the same encoder: every task for a sentence-transformers folder, else by prompts."""
     return "" if model.sentence_transformers else json.dumps(target.prompts, sort_keys=True)
 
 

@@ -1,17 +1,12 @@
 """Frozen-feature probes: what an encoder's features already hold, without fine-tuning it.
 
-A probe reads the last hidden states of a frozen model (any transformers encoder, or a decoder with the attention
-it is asked to use) and fits only a linear classifier on top: forward passes alone, the downstream measure a CPU
-affords for a 135M-parameter model (`recipes.real_decoder`). Per family:
-- sc: the mean of the sentence's token states (padding excluded) -> multinomial logistic regression -> accuracy.
-- tc: the state of each word's first token (`token_classification.align_labels`, "first" labelling) -> logistic
-  regression over the tags -> the task's scores (`metrics.token_classification_scores`: entity F1 and the rest).
-- ir: mean-pooled, L2-normalised query and document states, ranked by cosine -> `metrics.retrieval_scores`
-  (NDCG@10). Nothing is fitted, so there is no seed.
-
-Features are computed once per model and split; a seed draws the classifier's training subset (`n_train` of the
-encoded training pool), so seeds measure how much the probe depends on its training data. The test instances are the
-same for every model and seed (per-instance outputs are returned for paired comparisons).
+A probe fits only a linear classifier on the last hidden states of a frozen model (any transformers encoder, or a
+decoder with the attention it is asked to use): forward passes alone, what a CPU affords for a 135M-parameter model
+(`recipes.real_decoder`). sc: mean token state -> logistic regression -> accuracy; tc: each word's first-token state
+-> logistic regression over the tags -> `metrics.token_classification_scores`; ir: mean-pooled, L2-normalised states
+ranked by cosine -> `metrics.retrieval_scores` (nothing fitted, no seed). Features are computed once per model and
+split; a seed draws the classifier's `n_train` training subset of the encoded pool; the test instances are the same
+for every model and seed.
 """
 
 from __future__ import annotations
@@ -65,7 +60,7 @@ def subsets(n_pool: int, n_train: int, seeds) -> dict[int, np.ndarray]:
 
 def probe_sc(encode, splits, n_train: int, seeds, text_column: str = "text") -> dict[int, dict]:
     """{seed: {"accuracy", "per_instance": {"prediction", "reference"}}} of an SC task's probe; `encode(texts)`
-    returns token states per text, `splits` the task's "train" pool and "test" (`tasks.load_splits`)."""
+    returns token states per text, `splits` holds the "train" pool and "test"."""
     train_x = mean_pooled(encode(splits["train"][text_column]))
     test_x = mean_pooled(encode(splits["test"][text_column]))
     train_y, test_y = np.array(splits["train"]["label"]), list(splits["test"]["label"])
@@ -78,8 +73,7 @@ def probe_sc(encode, splits, n_train: int, seeds, text_column: str = "text") -> 
 
 
 def word_features(encode, tokenizer, split, max_length: int) -> tuple[list[np.ndarray], list[list[int]]]:
-    """Per sentence, the states of each word's first token (words cut by truncation have none) and the word
-    indices they belong to."""
+    """Per sentence, the states of each word's first token and the word indices they belong to."""
     encoded = align_labels(split, tokenizer, max_length, "first")
     states = encode(encoded["input_ids"])
     features, words = [], []
@@ -91,8 +85,7 @@ def word_features(encode, tokenizer, split, max_length: int) -> tuple[list[np.nd
 
 
 def probe_tc(encode, tokenizer, splits, labels: list[str], n_train: int, seeds, max_length: int) -> dict[int, dict]:
-    """{seed: the task's TC scores, with "per_instance" predicted and gold tag sequences} of a TC task's probe
-    (`n_train` training sentences per seed; a test word without a token is predicted "O")."""
+    """{seed: the TC scores, "per_instance" predicted and gold tags} of a TC probe (a word without a token: "O")."""
     train_f, train_words = word_features(encode, tokenizer, splits["train"], max_length)
     test_f, test_words = word_features(encode, tokenizer, splits["test"], max_length)
     train_tags = [np.array(tags, dtype=int)[words] for tags, words in zip(splits["train"]["tags"], train_words)]
@@ -115,8 +108,7 @@ def probe_tc(encode, tokenizer, splits, labels: list[str], n_train: int, seeds, 
 
 
 def probe_ir(encode, split, query_prefix: str = "", document_prefix: str = "") -> dict:
-    """Retrieval scores of a frozen encoder on an IR split (`tasks.RetrievalSplit`): cosine of mean-pooled states,
-    every document of the split's corpus ranked for every query."""
+    """Retrieval scores of a frozen encoder on a `tasks.RetrievalSplit`: cosine of mean-pooled states."""
     doc_ids, query_ids = sorted(split.corpus), sorted(split.queries)
     docs = mean_pooled(encode([document_prefix + split.corpus[d] for d in doc_ids]), normalise=True)
     queries = mean_pooled(encode([query_prefix + split.queries[q] for q in query_ids]), normalise=True)
@@ -126,8 +118,7 @@ def probe_ir(encode, split, query_prefix: str = "", document_prefix: str = "") -
 
 
 def random_ndcg(split, shuffles: int = 200, seed: int = 0) -> float:
-    """The expected NDCG@10 of ranking the split's corpus at random (the mean over seeded shuffles): the trivial
-    baseline of a retrieval probe."""
+    """The NDCG@10 of a random ranking of the split's corpus (mean over seeded shuffles): the trivial baseline."""
     rng = np.random.default_rng(seed)
     doc_ids = sorted(split.corpus)
     values = []

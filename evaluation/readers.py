@@ -1,11 +1,9 @@
 """Dataset readers: one plain function per offline file format, registered in `READERS`, and the Hub readers.
 
 `evaluation.tasks` calls the reader of a task's `offline.format` with the `offline:` settings its `READERS` entry
-names, as keyword arguments (docs/evaluation.md, "Adding a dataset", says what each does). Every file may be
-gzip-compressed (a name ending in .gz). The record formats (tsv, jsonl, conll, squad) return raw records, one dict
-per example with the fields the task names (tc: "tokens" and "tags"; qa: "id", "title", "question", "context",
-"answers"), cached in-process by `read_records`; beir returns texts by id and judgements. The Hub source (`hub:`) is
-read by `read_hub` and, for the mteb/BEIR layout, `read_hub_retrieval`.
+names (docs/evaluation.md, "Adding a dataset", says what each does). Any file may be gzip-compressed (.gz). The
+record formats (tsv, jsonl, conll, squad) return one raw dict per example (cached in-process by `read_records`);
+beir returns texts by id and judgements. The Hub source is read by `read_hub` and `read_hub_retrieval` (mteb/BEIR).
 """
 
 from __future__ import annotations
@@ -24,8 +22,8 @@ if TYPE_CHECKING:  # datasets is imported where a Hub dataset is read: task defi
 
 
 def read_tsv(path: str, columns: dict | None, header: bool = True) -> list[dict]:
-    """One {field: stripped cell} per non-empty row of a tab-separated file (quoting off); `columns`: {field: header
-    name}, or {field: 0-based column number} when the first row is no `header`."""
+    """One {field: stripped cell} per non-empty row of a TSV file (quoting off); `columns`: {field: header name}, or
+    {field: 0-based column number} without a `header` row."""
     columns = _required_columns(path, columns)
     with _open_text(path) as f:
         rows = [row for row in csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE) if row]
@@ -80,9 +78,8 @@ def read_conll(
     docstart: str | None = "-DOCSTART-",
     token_prefix: str | None = None,
 ) -> list[dict]:
-    """One {"tokens": [...], "tags": [...]} per sentence of a CoNLL-style file, one token per line, a blank or
-    whitespace-only line or a `docstart` line ending a sentence, lines starting with `comment_prefix` skipped, the
-    tags as written (IOB1 is converted by the registry)."""
+    """One {"tokens", "tags"} per sentence of a CoNLL-style file, one token per line; a blank or `docstart`
+    line ends a sentence, `comment_prefix` lines are skipped, tags kept as written."""
     prefix = token_prefix or ""
     sentences, tokens, tags = [], [], []
     with _open_text(path) as f:
@@ -117,23 +114,17 @@ def read_squad(path: str) -> list[dict]:
         for paragraph in article["paragraphs"]:
             for qa in paragraph["qas"]:
                 answers = [] if qa.get("is_impossible") else qa["answers"]
-                records.append({
-                    "id": qa["id"],
-                    "title": article.get("title", ""),
-                    "question": qa["question"],
-                    "context": paragraph["context"],
-                    "answers": {"text": [a["text"] for a in answers],
-                                "answer_start": [a["answer_start"] for a in answers]},
-                })
+                records.append({"id": qa["id"], "title": article.get("title", ""), "question": qa["question"],
+                                "context": paragraph["context"],
+                                "answers": {"text": [a["text"] for a in answers],
+                                            "answer_start": [a["answer_start"] for a in answers]}})
     return records
 
 
 def read_beir(
     corpus: str, queries: str, qrels: dict[str, str], doc_template: str = "{text}"
 ) -> tuple[dict[str, str], dict[str, str], dict[str, dict[str, dict[str, int]]]]:
-    """A BEIR folder's texts and judgements, ({doc id: document}, {query id: query}, {role: {query id: {doc id:
-    score}}}), from the `corpus` and `queries` JSON-lines files and {role: qrels TSV file}; a document is
-    `doc_template` over "title" and "text", stripped."""
+    """A BEIR folder's ({doc id: `doc_template` over title and text}, {query id: query}, {role: qrels})."""
     docs = {r["_id"]: doc_template.format(title=r.get("title", ""), text=r["text"]).strip()
             for r in _read_beir_jsonl(corpus, ("_id", "text"))}
     texts = {r["_id"]: r["text"] for r in _read_beir_jsonl(queries, ("_id", "text"))}
@@ -204,14 +195,12 @@ READERS: dict[str, Reader] = {
 
 
 def read_records(fmt: str, path: Path, options: dict) -> tuple[dict, ...]:
-    """The raw records of one file in the record format `fmt`, read with `options` (the keyword arguments its
-    `READERS` entry names), cached in-process per path, modification time and options: do not mutate them."""
+    """The raw records of one file, read with `options` and cached in-process: do not mutate them."""
     return _read_file(fmt, str(path), path.stat().st_mtime, json.dumps(options, sort_keys=True))
 
 
 @functools.lru_cache(maxsize=64)
 def _read_file(fmt: str, path: str, mtime: float, options_json: str) -> tuple[dict, ...]:
-    """Parse one file into raw records, cached per path, modification time and options."""
     record_formats = sorted(name for name, reader in READERS.items() if reader.records)
     if fmt not in record_formats:
         raise ValueError(f"{path}: format {fmt!r} has no record reader; use one of {record_formats}")
@@ -244,9 +233,8 @@ def hub_split(path: str, name: str | None, split: str | None, revision: str | No
 def read_hub(
     path: str, name: str | None, revision: str | None, splits: dict[str, str], columns: dict | None
 ) -> dict[str, list[dict]]:
-    """{role: [{field: value}]} of the `splits` ({role: Hub split}) of `datasets.load_dataset(path, name,
-    revision=revision)` (a Hub dataset or a local folder), `columns` {field: column} kept (None: every column under
-    its own name), `ClassLabel` integers replaced by their names."""
+    """{role: [{field: value}]} of the `splits` ({role: Hub split}) of a Hub dataset or local folder, `columns`
+    {field: column} kept (None: all), `ClassLabel` integers replaced by their names."""
     records = {}
     for role, split in splits.items():
         ds = hub_split(path, name, split, revision)
@@ -282,10 +270,8 @@ def read_hub_retrieval(
     train_pairs: dict | None = None,
     doc_template: str = "{text}",
 ) -> tuple[dict[str, str], dict[str, str], dict[str, dict[str, dict[str, int]]], Dataset | None]:
-    """The mteb/BEIR layout on the Hub, as `read_beir` plus the training pairs Dataset (or None): `corpus` and
-    `queries` {name: config, split (optional when the config has one)}, `qrels` {name: config, splits: {role:
-    split}}, `train_pairs` from another dataset {path, name, split, revision, columns: {"query": column, "positive":
-    column}}."""
+    """The mteb/BEIR layout on the Hub as `read_beir` plus the training pairs Dataset (or None): `corpus`,
+    `queries` {name, split}, `qrels` {name, splits: {role: split}}, `train_pairs` {path, name, split, columns}."""
     corpus_ds = hub_split(path, corpus.get("name"), corpus.get("split"), revision)
     id_col = "_id" if "_id" in corpus_ds.column_names else "id"
     docs = {str(r[id_col]): doc_template.format(title=r.get("title") or "", text=r["text"]).strip()

@@ -28,17 +28,14 @@ _COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
 def checkpoint_name(path: str | os.PathLike) -> str:
-    """The name a study or a card files a checkpoint directory's results under (`model_name`, unscaled): its
-    run_info's name, which for `<run>/intermediate/step-<N>/` already ends with the paper-scale step; else the
-    directory's name."""
+    """The name a study or a card files a checkpoint directory's results under: `model_name`, unscaled."""
     return model_name(str(path), scaled=False)[0]
 
 
 def model_name(spec: str, scaled: bool = True) -> tuple[str, str]:
-    """(name, directory) of one local `--model` entry: `NAME=DIR`, else run_info.json's name, else the directory name
-    (a bare `checkpoint-N` / `step-N` one after its run: `<run>-checkpoint-N`, `<run>-N`). With `scaled`, a study name
-    in run_info.json carries the scale the run records, or `custom` when it differs in size or length from its name
-    (`core.names.run_scale`), so it never claims the paper's run; a study files its own checkpoints unscaled."""
+    """(name, directory) of one local `--model` entry: `NAME=DIR`, else run_info.json's name, else the directory
+    name (`checkpoint-N` / `step-N`: `<run>-checkpoint-N`, `<run>-N`). With `scaled`, a study name carries the
+    scale the run records, or `custom` (`core.names.run_scale`), so it never claims the paper's run."""
     name, path = split_spec(spec)
     path = path.rstrip("/")
     if not name:
@@ -57,8 +54,8 @@ def model_name(spec: str, scaled: bool = True) -> tuple[str, str]:
 
 
 def split_spec(spec: str) -> tuple[str, str]:
-    """(NAME, location) of a `--model` entry: `NAME=DIR|ID` splits at its first '=', unless the whole entry is an
-    existing path (`out/lr=1e-4/model` is a directory); ("", spec) without a name."""
+    """(NAME, location) of a `--model` entry split at its first '=', or ("", spec) without a name or when the whole
+    entry is an existing path (`out/lr=1e-4/model`)."""
     name, sep, location = spec.partition("=")
     if not sep or Path(spec).expanduser().exists():
         return "", spec
@@ -72,11 +69,8 @@ def _check_name(name: str, spec: str) -> None:
 
 
 def resolve_model(spec: str) -> Resolved:
-    """One `--model` entry resolved: a local directory, or a Hub id `org/name[@revision]` resolved through the Hub
-    cache (`snapshot_download`: offline, the cache alone; one that cannot be resolved raises one line saying whether
-    the Hub was offline). A Hub model is filed under its repo name (`@step-N`: `<repo>-N`, as intermediate
-    checkpoints; another branch or tag: `<repo>-<revision>`; a commit: the repo name), unless `NAME=ID`.
-    """
+    """One `--model` entry resolved: a local directory, or a Hub id `org/name[@revision]` through the Hub cache,
+    filed under its repo name (`@step-N`: `<repo>-N`; a branch or tag: `<repo>-<revision>`) unless `NAME=ID`."""
     name, location = split_spec(spec)
     repo_id, _, revision = location.partition("@")
     if Path(location).expanduser().exists() or Path(repo_id).expanduser().exists():

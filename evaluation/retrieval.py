@@ -1,10 +1,9 @@
 """Retrieval (MS MARCO, NQ, MLDR, SciFact): a sentence-embedding model trained with in-batch negatives, NDCG@10.
 
-The encoder becomes a `SentenceTransformer` (`Transformer` + `Pooling`: mean by default, `--ir_pooling cls|last`),
-trained on (query, positive) pairs with `MultipleNegativesRankingLoss` (in-batch negatives only, as in the paper) and
-the `NO_DUPLICATES` batch sampler (a paragraph answering several queries twice in a batch would be a false negative).
-Queries and documents carry the run's prompts in training and at evaluation, which ranks the corpus by cosine
-similarity and scores it with `evaluation.metrics.retrieval_scores`.
+The encoder becomes a `SentenceTransformer` (`Transformer` + `Pooling`, `--ir_pooling`), trained on (query, positive)
+pairs with `MultipleNegativesRankingLoss` (in-batch negatives only, as in the paper) and the `NO_DUPLICATES` sampler
+(a paragraph answering two queries of a batch would be a false negative). Queries and documents carry the run's
+prompts in training and at evaluation, which ranks the corpus by cosine similarity.
 """
 
 from __future__ import annotations
@@ -50,8 +49,7 @@ def build_model(model_path, task, args: finetune_args.FinetuneArgs) -> SentenceT
 
 
 def rank(model: SentenceTransformer, split, batch_size: int = 64, top_k: int = TOP_K) -> dict[str, dict[str, float]]:
-    """{query id: {doc id: cosine score}} of the `top_k` best documents per query of a `tasks.RetrievalSplit`, encoded
-    by `model` with its "query"/"document" prompts."""
+    """{query id: {doc id: cosine score}} of the `top_k` best documents per query of a `tasks.RetrievalSplit`."""
     doc_ids, query_ids = list(split.corpus), list(split.queries)
     docs = model.encode_document([split.corpus[d] for d in doc_ids], batch_size=batch_size, convert_to_tensor=True)
     queries = model.encode_query([split.queries[q] for q in query_ids], batch_size=batch_size, convert_to_tensor=True)
@@ -64,9 +62,7 @@ def rank(model: SentenceTransformer, split, batch_size: int = 64, top_k: int = T
 
 
 def finetune(model_path, task, args: finetune_args.FinetuneArgs, tokenizer=None) -> common.Finetuned:
-    """Fine-tune a checkpoint as a sentence-embedding model on an ir task's (query, positive) pairs, with the run's
-    prompts (`tokenizer`: unused, sentence-transformers loads its own). Tasks whose pairs, prompts and budget are
-    equal train the same model: `evaluation.run` fine-tunes once and calls `score` for each of them."""
+    """Fine-tune a checkpoint as a sentence-embedding model on an ir task's (query, positive) pairs."""
     if args.peft != "none":
         raise ValueError(f"--peft {args.peft} covers SC/TC/QA tasks; ir task {task.name} fine-tunes fully only")
     splits = common.task_splits(task, args)
@@ -83,9 +79,8 @@ def finetune(model_path, task, args: finetune_args.FinetuneArgs, tokenizer=None)
 
 
 def score(finetuned: common.Finetuned, task, args: finetune_args.FinetuneArgs) -> dict:
-    """`store.result_body(...)` of a fine-tuned model's ranking of the task's corpus for its validation and test
-    queries: ndcg@10, mrr@10, recall@100, and per query its scores, the top-100 document ids in rank order and the
-    judged documents with their relevance."""
+    """`store.result_body(...)` of a fine-tuned model's ranking for the validation and test queries: ndcg@10,
+    mrr@10, recall@100, per query too, with the top-100 document ids and the judged documents."""
     if finetuned.diverged:
         return store.result_body(task.metric)
     model = finetuned.trainer.model
@@ -103,8 +98,6 @@ def score(finetuned: common.Finetuned, task, args: finetune_args.FinetuneArgs) -
 
 
 def save(finetuned: common.Finetuned, directory) -> None:
-    """Save the sentence-transformers model: modules.json, the encoder with its tokenizer (and our modeling code),
-    the mean pooling and the "Query: " / "Document: " prompts, so `SentenceTransformer(directory)` (plus
-    `trust_remote_code=True` for our checkpoints) encodes exactly as the evaluation did. No generated model card:
-    sentence-transformers would guess Hub ids from the base model's local path and look them up on the Hub."""
+    """Save the sentence-transformers folder: `SentenceTransformer(directory)` (`trust_remote_code=True` for ours)
+    encodes as the evaluation did; no model card: it would look Hub ids guessed from local paths up."""
     finetuned.trainer.model.save_pretrained(str(directory), create_model_card=False)

@@ -7,12 +7,11 @@
         --max_eval 200 --output /tmp/results        # smoke run
 
 Every input is checked before the first run. Each run writes `<output>/<model>/<task>/lr<lr>-seed<seed>.json`
-atomically (`core.store.new_result`), with the identity of what produced it (`evaluation.identity`): a finished run
-of the same identity is skipped, one of another identity refused unless `--rerun_changed` (then moved aside with its
-saved model, and redone). Grid processes of one protocol may share an output directory: each run is locked while it
-trains, and each `<model>/<task>/` folder is claimed for one protocol (`.protocol`) before anything trains. A run
-whose loss turns NaN/inf is recorded as "diverged"; the grid goes on. Retrieval tasks with equal
-`identity.ir_training_key` are trained once per (model, lr, seed) and scored on each (`shared_training`).
+atomically with the identity of what produced it (`evaluation.identity`): a finished run of the same identity is
+skipped, one of another refused unless `--rerun_changed` (then moved aside with its saved model, and redone). Grid
+processes of one protocol may share an output: each run is locked while it trains, each `<model>/<task>/` folder
+claimed for one protocol (`.protocol`) first. A run whose loss turns NaN/inf is recorded as "diverged". Retrieval
+tasks with equal `identity.ir_training_key` are trained once per (model, lr, seed) and scored on each.
 """
 
 from __future__ import annotations
@@ -109,9 +108,8 @@ def _split(value: str, cast, what: str) -> list:
 
 
 def models_to_save(selection: str, task_list: list, lrs: list[float], seeds: list[int]) -> set[tuple[str, float, int]]:
-    """The (task, lr, seed) whose fine-tuned model `--save_models` keeps, for every model of the grid: `selection` is
-    "" (none), "all", or a comma list of TASK and TASK:LR:SEED entries; a malformed one, or one naming no run of the
-    grid (`task_list`, `lrs`, `seeds`), raises ValueError."""
+    """The (task, lr, seed) whose fine-tuned model `--save_models` keeps for every model: `selection` is "" (none),
+    "all", or a comma list of TASK and TASK:LR:SEED entries; one naming no run of the grid raises ValueError."""
     names = [task.name for task in task_list]
     grid = {(t, lr, s) for t in names for lr in lrs for s in seeds}
     entries = cli.split_list(selection)
@@ -133,9 +131,7 @@ def models_to_save(selection: str, task_list: list, lrs: list[float], seeds: lis
 
 
 def check_study_folder(output, models: list[tuple[str, str, str]]) -> None:
-    """Refuse a model that is not the study's own checkpoint in a study's results folder (`<study>/results`): it
-    would join the study's report and results dataset. Report it beside the study's instead (`analysis.report` takes
-    several results directories)."""
+    """Refuse a model that is not the study's own checkpoint in a study's results folder."""
     if (study := run_folders.study_of(output)) is None:
         return
     root = Path(output).resolve().parent
@@ -148,8 +144,7 @@ def check_study_folder(output, models: list[tuple[str, str, str]]) -> None:
 
 
 def check_arguments(grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> tuple:
-    """The grid's flags, tasks, models' paths and output folder, checked without torch: (tasks, LRs, seeds,
-    [(name, model path, source)], the runs whose models are saved)."""
+    """The grid's inputs checked without torch: (tasks, LRs, seeds, [(name, path, source)], saved runs)."""
     if grid.workers < 1:
         raise ValueError(f"--workers {grid.workers} must be >= 1")
     artifacts.check_output_dir(grid.output, "--output")
@@ -182,8 +177,8 @@ def check_arguments(grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> tup
 
 
 def list_runs(grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> tuple[list[Run], dict]:
-    """Check every input (one-line ValueError / FileNotFoundError naming it and the fix) and list the runs with their
-    identities, before any training: (runs in model, task, lr, seed order; {model path: tokenizer})."""
+    """Check every input and list the runs with their identities, before any training: (runs in model, task,
+    lr, seed order; {model path: tokenizer})."""
     task_list, lrs, seeds, models, saved = check_arguments(grid, protocol)
     from evaluation import common, model_inputs  # torch: once the arguments, tasks and model paths are checked
 
@@ -223,8 +218,7 @@ def list_runs(grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> tuple[lis
 
 
 def units(runs: list[Run]) -> list[list[Run]]:
-    """The runs grouped by fine-tuning: ir runs of one model, lr and seed with equal training keys form one unit
-    (trained once, scored per task); every other run is its own unit. In the order of each unit's first run."""
+    """The runs grouped by fine-tuning (ir runs of one model, lr, seed and training key form one), in run order."""
     groups: dict = {}
     for run in runs:
         key = (run.model_path, run.lr, run.seed, run.training) if run.training else id(run)
@@ -233,10 +227,8 @@ def units(runs: list[Run]) -> list[list[Run]]:
 
 
 def status(run: Run, output: str | os.PathLike) -> tuple[str, list[str]]:
-    """("todo" | "done" | "changed", what differs) for one run's result file: "changed" covers a result of another
-    identity, an older format and a corrupt file (`store.result_state`); a finished run whose model is asked for
-    (`run.save_model`) and not saved beside it with the same identity is "todo" (run again: same scores up to
-    hardware)."""
+    """("todo" | "done" | "changed", what differs) of one run's result file (`store.result_state`); "todo" too
+    when its model is asked for (`run.save_model`) and not saved beside it with the same identity."""
     state, why = store.result_state(run.path(output), run.identity)
     if state == "changed" and why[0].startswith(("protocol.", "inputs.")):
         recorded = store.read_result(run.path(output))["identity"]
@@ -259,8 +251,7 @@ def _model_saved(run: Run, output) -> bool:
 
 def execute(unit: list[Run], protocol: finetune_args.ProtocolArgs, tokenizer,
             scratch: str) -> list[tuple[Run, dict, object]]:
-    """Fine-tune once for `unit` (one run, or ir runs sharing their training) and score each of its tasks: (run,
-    complete result record, `common.Finetuned`) per run of the unit."""
+    """Fine-tune once for `unit` and score each of its runs: (run, result record, `common.Finetuned`) per run."""
     from transformers import AutoConfig
 
     from evaluation import baselines, common, model_inputs
@@ -289,10 +280,7 @@ def execute(unit: list[Run], protocol: finetune_args.ProtocolArgs, tokenizer,
 
 
 def save_model(run: Run, record: dict, finetuned, output) -> Path:
-    """Keep a run's fine-tuned model at `run.model_dir(output)`, written atomically: the model and tokenizer
-    (`AutoModelFor*.from_pretrained(dir, trust_remote_code=True)`; ir: a sentence-transformers folder with its
-    pooling and prompts, `SentenceTransformer(dir, trust_remote_code=True)`) and `finetune_info.json` (base model,
-    task, lr, seed, scores, the result's identity, versions; no local paths)."""
+    """Keep a run's fine-tuned model at `run.model_dir(output)`, atomically, with its `finetune_info.json`."""
     info = {"base_model": run.model_name, "base_model_source": run.source, "task": run.task.name,
             "family": run.task.family, "lr": run.lr, "seed": run.seed, "result": run.path(output).name,
             "main_metric": store.main_metric(record), **{s: store.split_scores(record, s) for s in store.SPLITS},
@@ -305,7 +293,7 @@ def save_model(run: Run, record: dict, finetuned, output) -> Path:
 
 
 def check(grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> tuple[list[Run], dict]:
-    """Plan the grid and refuse finished results made by something else; returns (runs to do, tokenizers)."""
+    """Plan the grid and refuse finished results made by something else: (runs to do, tokenizers)."""
     runs, tokenizers = list_runs(grid, protocol)
     states = {id(run): status(run, grid.output) for run in runs}
     changed = [run for run in runs if states[id(run)][0] == "changed"]
@@ -360,8 +348,7 @@ def _claim(unit: list[Run], output, stack: contextlib.ExitStack, rerun_changed: 
 
 def claim_folders(todo: list[Run], output, rerun_changed: bool = False) -> None:
     """Claim the results folder of every run of `todo` for its protocol (`store.claim_protocol`) before anything
-    trains, so of two grids with other protocols started together on one --output, the second is refused whole
-    (GridMixed) instead of both writing a few results and stopping."""
+    trains: of two grids of other protocols started on one --output, the second is refused whole (GridMixed)."""
     for folder, run in {run.path(output).parent: run for run in todo}.items():
         if not rerun_changed and not (folder / store.PROTOCOL_NAME).is_file() and any(folder.glob("lr*-seed*.json")):
             raise GridMixed(f"{folder} holds results written before folders were claimed: run "
@@ -376,15 +363,13 @@ def claim_folders(todo: list[Run], output, rerun_changed: bool = False) -> None:
 
 
 def run_all(todo: list[Run], tokenizers: dict, grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> list[Path]:
-    """Train and score every run of `todo` (folders claimed first, each run locked while it runs; `grid.workers` > 1:
-    by worker processes, `run_workers`); return the result files written."""
+    """Train and score every run of `todo` (folders claimed first, each run locked); return the files written."""
     claim_folders(todo, grid.output, grid.rerun_changed)
     if grid.workers > 1 and len(units(todo)) > 1:
         return run_workers(todo, grid, protocol)
     if gc.get_freeze_count() == 0:  # once per process: what is loaded by now lives as long as the process
         gc.collect()
-        gc.freeze()  # Trainer.train starts with a full collection (accelerate's free_memory): 0.3-0.4 s a run over
-        # the heap of torch, transformers and the task data otherwise, a few ms over what the runs made
+        gc.freeze()  # Trainer.train's full collection (accelerate's free_memory) then skips it: 0.3-0.4 s a run
     written = []
     with tempfile.TemporaryDirectory(prefix="finetune-") as scratch:
         progress = tqdm(units(todo), desc="grid", unit="training")
@@ -405,8 +390,7 @@ def run_all(todo: list[Run], tokenizers: dict, grid: GridArgs, protocol: finetun
 
 
 def worker_command(todo: list[Run], grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> list[str]:
-    """The command line of one worker: this grid as a sequential grid process, its models named as here (a Hub
-    model pinned to the commit resolved here, so every worker reads the same snapshot)."""
+    """One worker's command line: this grid, sequential, a Hub model pinned to the commit resolved here."""
     models = dict.fromkeys(f"{run.model_name}={run.source or run.model_path}" for run in todo)
     flags = {**dataclasses.asdict(grid), "model": ",".join(models), "workers": 1, **dataclasses.asdict(protocol)}
     return [sys.executable, "-m", "evaluation.run", *[f"--{k}={v}" for k, v in flags.items() if v is not None]]
@@ -422,10 +406,8 @@ def _log_tail(path: Path, lines: int = 25) -> str:
 
 
 def run_workers(todo: list[Run], grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> list[Path]:
-    """Run `todo` with `grid.workers` worker processes (this grid as a sequential grid process, `worker_command`, with
-    cores // workers CPU threads; they split the runs through the per-run locks, so each is done once, as a sequential
-    grid would) and return the result files they wrote. The workers die with this process; one that fails stops the
-    others, and `GridFailed` carries the end of its log."""
+    """Run `todo` with `grid.workers` processes (`worker_command`, splitting the runs through the per-run
+    locks); return the result files they wrote. One that fails stops the others (`GridFailed`)."""
     n = min(grid.workers, len(units(todo)))
     threads = max(1, len(os.sched_getaffinity(0)) // n)
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), "TQDM_DISABLE": "1",
@@ -475,8 +457,7 @@ def make_parser() -> HfArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """The command line: bad input -> one line and exit status 2, before any run starts; a failed run or worker ->
-    exit status 1."""
+    """The command line: bad input -> one line, exit status 2, before any run; a failed run or worker -> 1."""
     transformers.logging.set_verbosity_error()  # per-run load reports would drown the progress bar
     with cli.bad_input_exits():
         grid_args, protocol_args = cli.parse_dataclasses(make_parser(), argv)

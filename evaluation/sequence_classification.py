@@ -1,10 +1,8 @@
 """Sequence classification (SST-2, MNLI, QQP, MRPC): a classification head on the encoder, accuracy.
 
-Pair tasks arrive as one text ("Premise: ...\\nHypothesis: ...", the task's template applied by `tasks.py`), so the
-model sees exactly the paper's input; with `--pair_encoding segments` a model with token-type embeddings gets them
-as two segments instead (the tokenizer's pair encoding), as `run_glue` does. The head and its pooling are the
-checkpoint's own (`AutoModelForSequenceClassification`): EuroBERT-style checkpoints pool as their config says, a
-BERT uses its pooler.
+Pair tasks arrive as one text, the task's template applied (the paper's input); with `--pair_encoding segments` a
+model with token-type embeddings gets two segments instead, as `run_glue` does. The head and its pooling are the
+checkpoint's own (`AutoModelForSequenceClassification`).
 """
 
 from __future__ import annotations
@@ -38,16 +36,14 @@ def build_trainer(model_path, task, args: finetune_args.FinetuneArgs, tokenizer,
 
 
 def finetune(model_path, task, args: finetune_args.FinetuneArgs, tokenizer=None) -> common.Finetuned:
-    """Fine-tune a checkpoint (any encoder with a tokenizer, `tokenizer` when the caller already loaded it) on an sc
-    task's train split: a new classification head, the last step kept."""
+    """Fine-tune a checkpoint on an sc task's train split: a new classification head, the last step kept."""
     tokenizer = tokenizer or model_inputs.load_finetuning_tokenizer(model_path)
     trainer = build_trainer(model_path, task, args, tokenizer, tokenize(task, tokenizer, args)["train"])
     return common.Finetuned(trainer, common.train(trainer))
 
 
 def score(finetuned: common.Finetuned, task, args: finetune_args.FinetuneArgs) -> dict:
-    """`store.result_body(...)` of a fine-tuned model's accuracy on the task's validation and test splits, with the
-    per-instance predictions and scores."""
+    """`store.result_body(...)` of a fine-tuned model's accuracy on the validation and test splits."""
     if finetuned.diverged:
         return store.result_body(task.metric)
     trainer = finetuned.trainer

@@ -8,28 +8,25 @@ needs no code (docs/evaluation.md, "Adding a dataset": where files are found, sp
     splits = load_splits(task, max_train=2000)  # offline bundle by default; source="hub" for the Hub datasets
     splits["train"][0]                          # {"text": "...", "label": 1}
 
-YAML fields (the `Task` dataclass; unknown keys raise):
-    name, family (sc | tc | qa | ir), metric (main score key of `evaluation.metrics`), budget ({max_steps: N} or
-    {epochs: N}), labels (sc: class names; tc: IOB2 tag names, in id order), template (sc: str.format template over
-    the input fields, e.g. "Premise: {premise}\\nHypothesis: {hypothesis}"), query_prefix / document_prefix (ir),
-    squad_version (qa: "v1.1" scores with the v1.1 script's rules and always predicts a span; "v2.0" predicts and
-    scores no-answer), tc_labelling (tc: "first" or "all", see `evaluation/token_classification.py`), description,
-    notes (caveats to print next to results), hub (online source), offline (bundle source).
-Offline source (`offline:`, an `OfflineSource`):
-    format (tsv | jsonl | conll | squad | beir) and its reader's options (columns, header, token_column, tag_column,
-    separator, comment_prefix, docstart, token_prefix; beir: corpus, queries, qrels, doc_template; docs/evaluation.md
-    says what each does), root (the folder file paths are relative to, itself relative to the
-    YAML's folder; default: the bundle), files ({train: [...], validation: [...], test: [...]}), derive ({role: {from:
-    role, fraction: f, seed: s, group: field}}: carve a split out of another, in the order written; a missing
-    validation is {from: train, fraction: 0.05, seed: 42}, the paper's `train_test_split(train_size=0.95, seed=42)`;
-    with `group`, and always for ir by query id, whole groups move, sampled as EncodEval's split_retrieval_dataset),
-    label_values (raw label values in the order of `labels` when the file does not store the names), scheme (tc:
-    iob1 | iob2, IOB1 converted on load), unavailable + stand_in (not in the bundle: loading offline raises, naming
-    the stand-in task).
+YAML fields (the `Task` dataclass; unknown keys raise): name, family (sc | tc | qa | ir), metric (main score key of
+`evaluation.metrics`), budget ({max_steps: N} or {epochs: N}), labels (sc: class names; tc: IOB2 tag names, in id
+order), template (sc: str.format template over the input fields, e.g. "Premise: {premise}\\nHypothesis:
+{hypothesis}"), query_prefix / document_prefix (ir), squad_version (qa: "v1.1" scores with the v1.1 script's rules
+and always predicts a span; "v2.0" predicts and scores no-answer), tc_labelling (tc: "first" or "all", see
+`evaluation/token_classification.py`), description, notes (caveats printed next to results), hub, offline.
+Offline source (`offline:`, an `OfflineSource`): format (tsv | jsonl | conll | squad | beir) and its reader's
+options (columns, header, token_column, tag_column, separator, comment_prefix, docstart, token_prefix; beir: corpus,
+queries, qrels, doc_template; docs/evaluation.md says what each does), root (the folder file paths are relative to,
+itself relative to the YAML's folder; default: the bundle), files ({train: [...], validation: [...], test: [...]}),
+derive ({role: {from: role, fraction: f, seed: s, group: field}}: carve a split out of another, in the order
+written; a missing validation is {from: train, fraction: 0.05, seed: 42}, the paper's
+`train_test_split(train_size=0.95, seed=42)`; with `group`, and always for ir by query id, whole groups move, sampled
+as EncodEval's split_retrieval_dataset), label_values (raw label values in the order of `labels` when the file does
+not store the names), scheme (tc: iob1 | iob2, IOB1 converted on load), unavailable + stand_in (not in the bundle:
+loading offline raises, naming the stand-in task).
 Hub source (`hub:`, a `HubSource`, read by `readers.read_hub` / `readers.read_hub_retrieval`): path (required), name,
-    revision, splits {role: hub split}, columns, label_values, derive, scheme; for ir: corpus/queries {name, split},
-    qrels {name, splits}, train_pairs {path, name, split, columns}, doc_template.
-A source remembers which settings its YAML wrote (`as_dict`): the task identity hashes the YAML as written.
+revision, splits {role: hub split}, columns, label_values, derive, scheme; for ir: corpus/queries {name, split},
+qrels {name, splits}, train_pairs {path, name, split, columns}, doc_template.
 
 Normalised columns (`load_splits` output), so trainers need no per-dataset code:
     sc: "text" (template applied), "label" (ClassLabel over task.labels)
@@ -38,10 +35,9 @@ Normalised columns (`load_splits` output), so trainers need no per-dataset code:
     ir: "train" is a Dataset of pairs {"query", "positive"} (prefixes not applied: see task.query_prefix);
         "validation"/"test" are `RetrievalSplit`s {corpus, queries, qrels}.
 
-Choices (each task's YAML `notes`; docs/protocol.md): the official validation split is the test set and validation is
-5% of train, except where a source ships a labelled dev *and* test (CoNLL-2003 testa/testb, WikiANN, MRPC), as the
-harness does. Hub sources follow the harness (`encodeval/datasets.py`, MLM_vs_CLM branch) where its datasets load
-with datasets>=4, and mteb's copies for IR; offline tests exercise them through a local-folder stand-in only.
+Splits follow docs/protocol.md (each task's YAML `notes` says its own); Hub sources follow the harness
+(`encodeval/datasets.py`, MLM_vs_CLM branch) where its datasets load with datasets>=4, and mteb's copies for IR;
+offline tests exercise them through a local-folder stand-in only.
 """
 
 from __future__ import annotations
@@ -88,8 +84,7 @@ class _Source:
 
     @classmethod
     def from_yaml(cls, raw: Any, path: Path, block: str):
-        """The settings of YAML block `block` ("offline" or "hub") of task file `path`, from its mapping `raw`; an
-        unknown or missing key raises one line naming the file."""
+        """The settings of YAML block `block` of task file `path` from its mapping `raw`; a bad key raises one line."""
         if not isinstance(raw, dict):
             raise ValueError(f"{path}: {block} must be a mapping of settings, got {raw!r}")
         allowed = cls.keys()
@@ -112,8 +107,7 @@ class _Source:
 
 @dataclasses.dataclass(frozen=True)
 class OfflineSource(_Source):
-    """The `offline:` block of a task YAML (see the module docstring), values as the YAML writes them (a `files` role
-    maps to one path or a list); `written`: the keys it wrote, in order."""
+    """The `offline:` block of a task YAML (module docstring), as written; `written`: its keys, in order."""
 
     format: str | None = None
     root: str | None = None
@@ -140,8 +134,7 @@ class OfflineSource(_Source):
 
 @dataclasses.dataclass(frozen=True)
 class HubSource(_Source):
-    """The `hub:` block of a task YAML: a Hugging Face dataset (or a local folder `datasets` loads), see the module
-    docstring; `written`: the keys the YAML wrote, in order."""
+    """The `hub:` block of a task YAML (module docstring); `written`: the keys the YAML wrote, in order."""
 
     path: str
     name: str | None = None
@@ -178,18 +171,6 @@ class Task:
     hub: HubSource | None = None
     offline: OfflineSource | None = None
     path: Path | None = None
-
-    @property
-    def max_steps(self) -> int | None:  # the budget in optimizer steps, or None when it is in epochs
-        return self.budget.get("max_steps")
-
-    @property
-    def epochs(self) -> float | None:
-        return self.budget.get("epochs")
-
-    @property
-    def num_labels(self) -> int | None:
-        return len(self.labels) if self.labels else None
 
     def as_dict(self) -> dict:
         """Every field (a copy), each source as the mapping its YAML wrote: what the task identity hashes
@@ -287,8 +268,7 @@ def _validate_task(raw: Any, path: Path) -> Task:
 
 
 def _check_label_names(path: Path, key: str, values, strings: bool) -> None:
-    """Refuse what YAML reads in place of the text written: unquoted yes/no/true/false/on/off become booleans (and,
-    for `labels`, which name classes, numbers are not names either)."""
+    """Refuse what YAML reads in place of the text written: booleans (unquoted yes/no...), numbers in `labels`."""
     if values is None:
         return
     if not isinstance(values, list):
@@ -330,34 +310,33 @@ def load_splits(
 
     Args:
         data_dir: the data bundle; resolution: this argument > $MLM_VS_CLM_DATA > ../shared/data.
-        max_train, max_eval: keep at most this many training (ir: pairs) / validation and test (ir: queries)
-            examples: a seed-42 shuffle's first N (ir queries: sampled with seed 42), taken after validation is
-            carved from the full train set.
+        max_train, max_eval: keep at most N training (ir: pairs) / validation and test (ir: queries) examples, a
+            seed-42 shuffle's first N (ir queries: sampled with seed 42), after validation is carved from train.
         source: "offline" (the data bundle) or "hub" (the Hugging Face datasets of the paper; needs network).
-        corpus: ir only; "pooled" (the original harness): one corpus of the documents judged in validation or
-            test; "judged": each split's corpus is the documents its own qrels judge; "full": the whole corpus.
-        relevance: ir only; "binary" (the original harness): a judgement >= 1 is relevant with gain 1, lower
-            judgements are dropped; "graded": the qrels scores are the gains.
-        pair_encoding: sc only; "joined" (the paper): "text" is the template applied; "segments": a template of two
-            fields gives "text" and "text_pair", the fields' values, to be encoded as two segments (others: "joined").
+        corpus (ir): "pooled" (the harness: the documents judged in validation or test), "judged" (each split's own
+            judged documents) or "full". relevance (ir): "binary" (the harness: a judgement >= 1 is relevant, gain 1,
+            lower ones dropped) or "graded" (the qrels scores are the gains).
+        pair_encoding (sc): "joined" (the paper: the template applied) or "segments" (a two-field template gives
+            "text" and "text_pair", the fields' values).
     """
     task = task if isinstance(task, Task) else load_task(task)
     with _naming_yaml(task):
-        if source not in ("offline", "hub"):
-            raise ValueError(f"source must be 'offline' or 'hub', got {source!r}")
-        if corpus not in ("pooled", "judged", "full"):
-            raise ValueError(f"corpus must be 'pooled', 'judged' or 'full', got {corpus!r}")
-        if relevance not in ("binary", "graded"):
-            raise ValueError(f"relevance must be 'binary' or 'graded', got {relevance!r}")
-        if pair_encoding not in ("joined", "segments"):
-            raise ValueError(f"pair_encoding must be 'joined' or 'segments', got {pair_encoding!r}")
+        choices = {"source": (source, "offline", "hub"), "corpus": (corpus, "pooled", "judged", "full"),
+                   "relevance": (relevance, "binary", "graded"), "pair_encoding": (pair_encoding, "joined", "segments")}
+        for name, (value, *allowed) in choices.items():
+            if value not in allowed:
+                quoted = [repr(a) for a in allowed]
+                raise ValueError(f"{name} must be {', '.join(quoted[:-1])} or {quoted[-1]}, got {value!r}")
         for name, value in (("max_train", max_train), ("max_eval", max_eval)):
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
         spec = _source_spec(task, source)
         if task.family == "ir":
             return _load_retrieval(task, spec, source, data_dir, max_train, max_eval, corpus, relevance)
-        records = _read_offline(task, spec, data_dir) if source == "offline" else _read_hub(task, spec)
+        if source == "hub" and "train" not in (spec.splits or {}):
+            raise ValueError(f"task {task.name!r}: hub.splits needs a train role")
+        records = (_read_offline(task, spec, data_dir) if source == "offline"
+                   else readers.read_hub(spec.path, spec.name, spec.revision, spec.splits, spec.columns))
         if task.family == "tc" and spec.scheme == "iob1":  # any reader: tags become IOB2 here
             records = {role: [{**r, "tags": iob1_to_iob2(r["tags"])} for r in rows] for role, rows in records.items()}
         _check_inputs(task, records, spec)  # every row of every split, before any split is carved
@@ -440,26 +419,15 @@ def _resolve_files(task: Task, files: dict[str, Any], root: Path, where: str) ->
     return resolved
 
 
-def _reader_options(spec: OfflineSource, reader: readers.Reader) -> dict:
-    """The source's settings that its format's reader takes, as keyword arguments."""
-    return {name: getattr(spec, name) for name in reader.options}
-
-
 def _read_offline(task: Task, spec: OfflineSource, data_dir) -> dict[str, list[dict]]:
     files = _resolve_files(task, spec.files or {}, *_data_root(task, spec, data_dir))
     if "train" not in files:
         raise ValueError(f"task {task.name!r}: offline.files needs a train role")
-    options = _reader_options(spec, readers.READERS[spec.format])
+    options = {name: getattr(spec, name) for name in readers.READERS[spec.format].options}  # the reader's settings
     return {
         role: [row for path in paths for row in readers.read_records(spec.format, path, options)]
         for role, paths in files.items()
     }
-
-
-def _read_hub(task: Task, spec: HubSource) -> dict[str, list[dict]]:
-    if "train" not in (spec.splits or {}):
-        raise ValueError(f"task {task.name!r}: hub.splits needs a train role")
-    return readers.read_hub(spec.path, spec.name, spec.revision, spec.splits, spec.columns)
 
 
 def _label_index(task: Task, spec: OfflineSource | HubSource) -> dict[str, int]:
@@ -471,8 +439,7 @@ def _label_index(task: Task, spec: OfflineSource | HubSource) -> dict[str, int]:
 
 
 def _check_inputs(task: Task, records: dict[str, list[dict]], spec: OfflineSource | HubSource) -> None:
-    """Raise one line on a label outside the task's label set, a template field with no input column, or a QA answer
-    that is not at its answer_start in the context."""
+    """Refuse an unknown label, a template field with no input column, or a QA answer not at its offset."""
     for role, rows in records.items():
         if not rows:
             raise ValueError(f"task {task.name!r}: the {role} split is empty; check its files/splits")
@@ -494,12 +461,10 @@ def _check_inputs(task: Task, records: dict[str, list[dict]], spec: OfflineSourc
             continue
         else:
             continue
-        unknown = sorted(seen - _label_index(task, spec).keys())
-        if unknown:
-            raise ValueError(
-                f"task {task.name!r}: label(s) {unknown} in the {role} split are not in the task's label set "
-                f"{list(_label_index(task, spec))}; fix `labels` / `label_values` in {task.path}"
-            )
+        known = _label_index(task, spec)
+        if unknown := sorted(seen - known.keys()):
+            raise ValueError(f"task {task.name!r}: label(s) {unknown} in the {role} split are not in the task's label "
+                             f"set {list(known)}; fix `labels` / `label_values` in {task.path}")
 
 
 def _template_fields(template: str) -> list[str]:
@@ -563,8 +528,7 @@ def _derive_splits(task: Task, records: dict[str, list], spec: OfflineSource | H
 
 
 def _warn_small_validation(task: Task, role: str, rule: dict, carved: int, total: int, unit: str) -> None:
-    """One line on stderr when a carved validation split is too small to choose a learning rate on (fewer than
-    MIN_VALIDATION instances or queries): the grid picks each model's LR by its mean there."""
+    """One line on stderr when a carved validation split is too small (< MIN_VALIDATION) to choose an LR on."""
     if role == "validation" and carved < MIN_VALIDATION:
         print(f"warning: task {task.name!r}: the validation split carved from {rule['from']} holds {carved} {unit} "
               f"({rule['fraction']:g} of {total}, seed {rule['seed']}), too few to choose a learning rate on; carve "
@@ -573,8 +537,7 @@ def _warn_small_validation(task: Task, role: str, rule: dict, carved: int, total
 
 
 def carve_indices(n: int, fraction: float, seed: int) -> tuple[list[int], list[int]]:
-    """(kept, carved) row indices, exactly as `Dataset.train_test_split(train_size=1 - fraction, seed=seed)` (tested),
-    so that a subset run never builds the full Dataset."""
+    """(kept, carved) row indices as `Dataset.train_test_split(train_size=1 - fraction, seed=seed)`, no Dataset."""
     n_train = math.floor(round(1.0 - fraction, 10) * n)
     n_test = n - n_train
     permutation = np.random.default_rng(seed).permutation(n)
@@ -597,10 +560,16 @@ def _subset(rows: list, limit: int | None) -> list:
 
 def _load_retrieval(task, spec, source, data_dir, max_train, max_eval, corpus_mode, relevance) -> dict:
     if source == "offline":
-        docs, queries, qrels = _read_beir_offline(task, spec, data_dir)
+        corpus, queries, qrels = _beir_files(task, spec, data_dir)
+        docs, queries, qrels = readers.read_beir(str(corpus), str(queries), {r: str(p) for r, p in qrels.items()},
+                                                 spec.doc_template)
         pairs = None
     else:
-        docs, queries, qrels, pairs = _read_beir_hub(task, spec)
+        if not spec.corpus or not spec.queries or not (spec.qrels or {}).get("splits"):
+            raise ValueError(f"task {task.name!r}: a hub ir source needs corpus {{name}}, queries {{name}} and qrels "
+                             "{name, splits: {role: split}}")
+        docs, queries, qrels, pairs = readers.read_hub_retrieval(spec.path, spec.revision, spec.corpus, spec.queries,
+                                                                 spec.qrels, spec.train_pairs, spec.doc_template)
     derive = dict(spec.derive or {})
     if "train" not in qrels and "train" not in derive and pairs is None:
         raise ValueError(
@@ -625,19 +594,18 @@ def _load_retrieval(task, spec, source, data_dir, max_train, max_eval, corpus_mo
     if pairs is None:
         pairs = _pairs_from_qrels(task, qrels["train"], queries, docs)
     result = {"train": pairs.select(_subset(list(range(len(pairs))), max_train))}
-    evaluated = {role: _evaluated_queries(qrels[role], max_eval) for role in ("validation", "test")}
+    evaluated = {role: {q: dict(qrels[role][q]) for q in sample_ids(qrels[role], max_eval)}
+                 for role in ("validation", "test")}
     pooled = {d for role in evaluated for judged in evaluated[role].values() for d in judged}
     for role in ("validation", "test"):
         result[role] = _retrieval_split(task, evaluated[role], queries, docs, corpus_mode, relevance, pooled)
     return result
 
 
-def _evaluated_queries(qrels: dict, max_eval: int | None) -> dict:
-    """The judgements of the queries evaluated in one split (max_eval of them, sampled with seed 42)."""
-    qids = sorted(qrels)
-    if max_eval is not None and max_eval < len(qids):
-        qids = sorted(random.Random(SUBSET_SEED).sample(qids, max_eval))
-    return {q: dict(qrels[q]) for q in qids}
+def sample_ids(ids, limit: int | None) -> list:
+    """The ids evaluated when at most `limit` are (ir queries, here and in `evaluation.mteb`): seed 42's, sorted."""
+    ids = sorted(ids)
+    return sorted(random.Random(SUBSET_SEED).sample(ids, limit)) if limit is not None and limit < len(ids) else ids
 
 
 def _pairs_from_qrels(task, qrels, queries, docs) -> Dataset:
@@ -676,18 +644,3 @@ def _beir_files(task: Task, spec: OfflineSource, data_dir) -> tuple[Path, Path, 
     corpus, queries = _resolve_files(task, {"train": [spec.corpus, spec.queries]}, root, where)["train"]
     qrels = _resolve_files(task, {r: [p] for r, p in spec.qrels.items()}, root, where)
     return corpus, queries, {role: paths[0] for role, paths in qrels.items()}
-
-
-def _read_beir_offline(task: Task, spec: OfflineSource, data_dir):
-    corpus, queries, qrels = _beir_files(task, spec, data_dir)
-    reader = readers.READERS["beir"]
-    return reader.read(str(corpus), str(queries), {role: str(path) for role, path in qrels.items()},
-                       **_reader_options(spec, reader))
-
-
-def _read_beir_hub(task: Task, spec: HubSource):
-    if not spec.corpus or not spec.queries or not (spec.qrels or {}).get("splits"):
-        raise ValueError(f"task {task.name!r}: a hub ir source needs corpus {{name}}, queries {{name}} and qrels "
-                         "{name, splits: {role: split}}")
-    return readers.read_hub_retrieval(spec.path, spec.revision, spec.corpus, spec.queries, spec.qrels,
-                                      spec.train_pairs, spec.doc_template)

@@ -1,16 +1,14 @@
 """Token classification (CoNLL-2003, OntoNotes, UNER, WikiANN): a tag per word; EncodEval's per-sentence macro-F1,
 seqeval entity F1 and token micro-F1.
 
-Input: a sentence's words are joined with single spaces and tokenized as running text, with character offsets, as
-the EncodEval harness does, so a byte-level BPE without a prefix space (Llama-3) gives "EU rejects" -> `EU Ġrejects`
-where `is_split_into_words=True` would give `EU rej ects`. A token belongs to the word holding its first character,
-or, when it starts in the space before a word (`Ġrejects`, Llama-3's lone `Ġ` before digits), to that word.
+Input: a sentence's words joined with single spaces, tokenized as running text with offsets, as EncodEval does (a
+byte-level BPE gives "EU rejects" -> `EU Ġrejects`, not `is_split_into_words`' `EU rej ects`). A token belongs to the
+word holding its first character, or to the word after the space it starts in (`Ġrejects`, a lone `Ġ`).
 
-Labelling (`tc_labelling`: the task YAML's, or `--tc_labelling`): "first" puts the word's tag on its first token,
--100 on the others, and predicts the first token's (transformers' `run_ner.py`); "all" tags every token and predicts
-the majority, ties to the first seen (the EncodEval harness, whose `max(set(preds), key=preds.count)` breaks a tie in
-set order). A word left without any token (truncation, or emptied by the normalizer: U+FE0F under accent stripping)
-is predicted "O" and counted against the model; later words keep their positions (the harness drops such words).
+Labelling (`tc_labelling`: the task YAML's, or `--tc_labelling`): "first" tags a word's first token (-100 on the
+others) and predicts its tag (transformers' `run_ner.py`); "all" tags every token and predicts the majority, ties to
+the first seen (the EncodEval harness breaks a tie in set order). A word left without any token (truncation, or
+emptied by the normalizer) is predicted "O" and counted against the model (the harness drops such words).
 """
 
 from __future__ import annotations
@@ -53,8 +51,8 @@ def token_words(offsets, special_mask, spans: list[tuple[int, int]]) -> list[int
 
 
 def align_labels(batch, tokenizer, max_length: int, labelling: str = "first") -> dict:
-    """Each sentence tokenized as running text, its tokens labelled ("first" or "all", see the module docstring): the
-    tokenizer's encoding plus "labels" (tag id or -100 per token) and "word_ids" (word index or -100)."""
+    """Each sentence tokenized as running text and labelled (module docstring): the tokenizer's encoding plus
+    "labels" (tag id or -100 per token) and "word_ids" (word index or -100)."""
     joined = [join_words(words) for words in batch["tokens"]]
     encoded = tokenizer([text for text, _ in joined], truncation=True, max_length=max_length,
                         return_offsets_mapping=True, return_special_tokens_mask=True)
@@ -99,8 +97,7 @@ def word_tags(logits: np.ndarray, word_ids: list[int], n_words: int, labels: lis
 
 
 def finetune(model_path, task, args: finetune_args.FinetuneArgs, tokenizer=None) -> common.Finetuned:
-    """Fine-tune a checkpoint with a fast tokenizer (`tokenizer` when the caller already loaded it) on a tc task's
-    train split (IOB2 tag names, "O" among them): a new tagging head, the last step kept."""
+    """Fine-tune a checkpoint with a fast tokenizer on a tc task's train split, the last step kept."""
     if NO_TOKEN_TAG not in task.labels:
         raise ValueError(f"task {task.name!r}: labels need an {NO_TOKEN_TAG!r} tag "
                          "(predicted for words without a token)")
@@ -115,8 +112,7 @@ def finetune(model_path, task, args: finetune_args.FinetuneArgs, tokenizer=None)
 
 
 def score(finetuned: common.Finetuned, task, args: finetune_args.FinetuneArgs) -> dict:
-    """`store.result_body(...)` of a fine-tuned model's tags on the task's validation and test sentences: the TC
-    scores of `metrics.token_classification_scores` and per-sentence values."""
+    """`store.result_body(...)` of a fine-tuned model's TC scores on the validation and test sentences."""
     if finetuned.diverged:
         return store.result_body(task.metric)
     trainer = finetuned.trainer
