@@ -1,9 +1,7 @@
-"""Checks that run before anything is written to `output_dir`, and the checks of a run that continues another:
-contradictory settings, missing paths, a tokenizer the base model's embeddings do not mean, a corpus too small for the
-run (`check_run_settings`, `check_sources`, `check_tokenizer_matches_base`, `check_token_budget`); where training
-starts, refusing to mix runs or to write over what this recipe did not make (`check_output_dir`,
-`check_batch_layout`); never other data or another tokenizer for a resume, a decay branch or CPT
-(`check_data_identity`). They read only; bad input raises one `ValueError` / `FileNotFoundError` line naming the fix.
+"""Checks before anything is written to `output_dir`: contradictory settings, missing paths, a tokenizer the base
+model's embeddings do not mean, a corpus too small for the run; where training starts, never mixing runs, data or
+tokenizers nor writing over what this recipe did not make. They read only; bad input raises one `ValueError` /
+`FileNotFoundError` line naming the fix.
 """
 
 import json
@@ -156,7 +154,6 @@ def _read_run_config(path: Path) -> dict:
                          f"now {RUN_CONFIG_FORMAT}), whose settings a resume cannot compare: resume it with the commit "
                          "that wrote it (run_info.json's git_commit) or use a new output_dir")
     return stored
-
 
 
 def _unreadable_run_config(path: Path, error: Exception) -> str:

@@ -140,8 +140,7 @@ def _mix_seed(seed: int, block_index: int) -> int:
 
 @dataclass
 class ObjectiveCollator:
-    """Collate a batch for the objective of the step its blocks belong to (`clm` / `mlm`: None in a pure MLM / CLM
-    run).
+    """Collate a batch for the objective of the step its blocks belong to (`clm` / `mlm`: None in a pure MLM / CLM run).
 
     The blocks are read sequentially, so a block's step is `(block_index - first_block) // blocks_per_step`
     (0-based; `blocks_per_step` is the global batch, `first_block` the first this run reads); steps `< switch_step`
@@ -158,33 +157,24 @@ class ObjectiveCollator:
 
     def objective_at(self, step_index: int) -> str:
         """Objective of the 0-based optimizer step `step_index`."""
-        if self.mlm is None:
-            return "clm"
-        if self.clm is None or self.switch_step is None or step_index >= self.switch_step:
-            return "mlm"
-        return "clm"
+        before_switch = self.clm is not None and self.switch_step is not None and step_index < self.switch_step
+        return "clm" if self.mlm is None or before_switch else "mlm"
 
     def __call__(self, examples: list[dict]) -> dict:
         block_index = torch.tensor([int(example["block_index"]) for example in examples])
         objective = self.objective_at((int(block_index[0]) - self.first_block) // self.blocks_per_step)
-        if objective == "clm":
-            batch = self.clm(examples)
-        else:
-            batch = self.mlm(examples)
-            if self.mlm.positions_per_block is not None:  # fixed-shape head: did a row exceed K (exact path)?
-                batch["mlm_overflow"] = "mlm_positions" not in batch  # counted by PretrainingTrainer, not the model
+        batch = (self.clm if objective == "clm" else self.mlm)(examples)
+        if objective == "mlm" and self.mlm.positions_per_block is not None:  # fixed shape: did a row exceed K?
+            batch["mlm_overflow"] = "mlm_positions" not in batch  # counted by PretrainingTrainer, not the model
         batch["is_causal"] = objective == "clm"
         batch["block_index"] = block_index  # consumed by PretrainingTrainer.compute_loss (logs), never by the model
         return batch
 
 
-def build_collator(run_args, tokenizer, blocks_per_step: int,
-                   first_block: int = 0) -> ObjectiveCollator:
+def build_collator(run_args, tokenizer, blocks_per_step: int, first_block: int = 0) -> ObjectiveCollator:
     """The run's CLM and/or MLM `PretrainingCollator`s, wrapped by `ObjectiveCollator`."""
-    positions_per_block = None  # K of the fixed-shape MLM head, one value for the whole run
-    if run_args.mlm_fixed_shape:
-        positions_per_block = masked_positions_bound(run_args.block_size, run_args.mlm_probability,
-                                                     run_args.mlm_fixed_shape_std)
+    positions_per_block = (masked_positions_bound(run_args.block_size, run_args.mlm_probability,  # K, for the run
+                                                  run_args.mlm_fixed_shape_std) if run_args.mlm_fixed_shape else None)
 
     def make(objective):
         return PretrainingCollator(objective, tokenizer, run_args.mlm_probability, run_args.mask_replace_prob,

@@ -287,7 +287,17 @@ def build_packed_dataset(tokenizer: PreTrainedTokenizerBase, corpus: datasets.Da
     block_size, data_seed) and reused; memory stays bounded (memory-mapped reads, a few blocks written at a time).
     Literal special-token strings in documents stay plain text. Returns the blocks (module docstring).
     """
-    _check_packing_args(tokenizer, corpus, block_size, data_seed, num_proc)
+    if not getattr(tokenizer, "is_fast", False) or tokenizer.eos_token_id is None:
+        raise ValueError("build_packed_dataset needs a fast tokenizer with an eos token "
+                         "(see load_pretraining_tokenizer)")
+    if "text" not in corpus.column_names or len(corpus) == 0:
+        raise ValueError("build_packed_dataset needs a corpus with a 'text' column and at least one document")
+    if not isinstance(block_size, int) or block_size < 2:
+        raise ValueError(f"block_size={block_size!r} must be an integer >= 2 (paper: 2048)")
+    if not isinstance(data_seed, int) or data_seed < 0:
+        raise ValueError(f"data_seed={data_seed!r} must be a non-negative integer")
+    if num_proc < 1:
+        raise ValueError(f"num_proc={num_proc} must be >= 1")
     cache_dir = Path(cache_dir)
     cache_dir.mkdir(parents=True, exist_ok=True)
     tokenizer_key = tokenizer_hash(tokenizer)
@@ -320,21 +330,6 @@ def _read_packed_cache(path: Path) -> datasets.Dataset | None:
         logger.warning("packed data cache %s is unreadable (%s): removing it and packing again", path, error)
         path.unlink(missing_ok=True)
         return None
-
-
-def _check_packing_args(tokenizer, corpus, block_size, data_seed, num_proc) -> None:
-    """One-line errors before any file is written."""
-    if not getattr(tokenizer, "is_fast", False) or tokenizer.eos_token_id is None:
-        raise ValueError("build_packed_dataset needs a fast tokenizer with an eos token "
-                         "(see load_pretraining_tokenizer)")
-    if "text" not in corpus.column_names or len(corpus) == 0:
-        raise ValueError("build_packed_dataset needs a corpus with a 'text' column and at least one document")
-    if not isinstance(block_size, int) or block_size < 2:
-        raise ValueError(f"block_size={block_size!r} must be an integer >= 2 (paper: 2048)")
-    if not isinstance(data_seed, int) or data_seed < 0:
-        raise ValueError(f"data_seed={data_seed!r} must be a non-negative integer")
-    if num_proc < 1:
-        raise ValueError(f"num_proc={num_proc} must be >= 1")
 
 
 def tokenize_corpus(tokenizer: PreTrainedTokenizerBase, corpus: datasets.Dataset, cache_dir: str | os.PathLike,

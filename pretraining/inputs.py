@@ -97,9 +97,8 @@ def cpt_start(run_args: PretrainArguments) -> CptStart:
     if first_block is None:
         first_block = base.get("tokens_seen", 0) // run_args.block_size
     optimizer_file = kept_optimizer_state(run_args.model_name_or_path, base) if run_args.keep_optimizer_state else None
-    tokens_before = None
-    if base and base["tokens_before_cpt"] is not None:
-        tokens_before = base["tokens_before_cpt"] + base["tokens_seen"]
+    known = base and base["tokens_before_cpt"] is not None
+    tokens_before = base["tokens_before_cpt"] + base["tokens_seen"] if known else None
     return CptStart(base_name, first_block, optimizer_file, tokens_before)
 
 

@@ -162,9 +162,8 @@ def train(run: PreparedRun) -> PretrainingTrainer:
         return make_run_info(run_args, training_args, step=step, identity=run.identity, start=run.start,
                              parameters=run.parameters, intermediate=intermediate)
 
-    callbacks = []
-    if run.start.optimizer_file:
-        callbacks.append(LoadOptimizerStateCallback(run.start.optimizer_file, resuming=run.resume is not None))
+    fresh_cpt = run.start.optimizer_file and run.resume is None  # a resume has the optimizer state of its own
+    callbacks = [LoadOptimizerStateCallback(run.start.optimizer_file)] if fresh_cpt else []
     block_log = (output_dir / f"block_order-rank{training_args.process_index}.jsonl" if run_args.log_block_order
                  else None)
 
