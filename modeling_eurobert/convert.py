@@ -128,11 +128,10 @@ def check_source_config(raw: dict, max_positions: int | None = None) -> transfor
 def sliding_window(source: transformers.PreTrainedConfig) -> int | None:
     """The window any layer of the source attends within, or None: Mistral's applies to every layer, Qwen2/3's to
     the layers `layer_types` marks (none unless `use_sliding_window`), Llama has none."""
-    window = getattr(source, "sliding_window", None)
     layer_types = getattr(source, "layer_types", None)
     if layer_types is not None and "sliding_attention" not in layer_types:
         return None
-    return window
+    return getattr(source, "sliding_window", None)
 
 
 def check_source_files(source_dir: Path) -> None:
