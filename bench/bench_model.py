@@ -7,23 +7,14 @@
     # (210m shapes on a GPU; adds the 210m bf16 MFU)
 
 Pairs, same weights and batch, steps (forward + backward + fused AdamW) interleaved ABAB..., warmup excluded: (a) MLM
-40%: our `EuroBertClmMlmForMaskedLM` (LM head on masked positions only) vs native `EuroBertForMaskedLM`, target
->= 1.8x; (b) CLM: our `EuroBertClmMlmForCausalLM` vs `LlamaForCausalLM`, target >= 1.0x. The default config's LM
-head is about a third of all parameters, as in the 210m architecture, small enough for 2 CPU cores. `--compile
-regional` adds eager vs compiled decoder layers (`compile_decoder_layers`) of our MLM (fixed-shape head) and CLM.
-
-FLOPs per step: `pretraining/flops.py`, the plan's and the trainer's one formula; achieved FLOP/s is compared to a
-large matmul timed in the same process (fp32 on CPU, bf16 on GPU). On CUDA (or `--mfu on`, e.g. with
-`--mfu_architecture tiny` on CPU) the 210m architecture's bf16 MFU at seq 2048 (MLM 40%, fixed-shape head) divides
-by the GPU's dense bf16 spec peak, as the trainer's log; `--mfu_architecture 210m,610m --mfu_batch 8,16,max
---memory_gb 80` measures one row per architecture, micro-batch and mode, `max` being the largest multiple of 8 whose
-peak memory, extrapolated from the eager rows, fits in 80 GB (`bench/gpu_check.sh` runs it so on the device).
-
-What to expect: the input embedding does no matmul, so the LM head is about half of the matmul FLOPs and projecting
-40% of the positions caps the MLM FLOP saving at 1 / (0.5 + 0.5 * 0.4) = 1.4x; ratios above that come from the
-reference's memory-bound full-vocabulary log-softmax. Steps are reported as the best of N (the interference-free
-time on a shared machine) and the median. `--threads` defaults to 1: on 2 shared cores two OpenMP threads ran about
-10x slower than one; with one thread on CPU, steps are timed in process CPU time (`--clock`).
+40%: our `EuroBertClmMlmForMaskedLM` vs native `EuroBertForMaskedLM`, target >= 1.8x; (b) CLM: ours vs
+`LlamaForCausalLM`, target >= 1.0x (docs/benchmarks.md: the figures and why). FLOPs per step are
+`pretraining/flops.py`'s; achieved FLOP/s is compared to a large matmul timed in the same process (fp32 on CPU, bf16
+on GPU). The bf16 MFU (on CUDA, or `--mfu on`) divides by the GPU's dense bf16 spec peak, as the trainer's log;
+`--mfu_batch max` is the largest multiple of 8 whose peak memory, extrapolated from the eager rows, fits in
+`--memory_gb`. Steps are reported as the best of N (the interference-free time on a shared machine) and the median.
+`--threads` defaults to 1: on 2 shared cores two OpenMP threads ran about 10x slower than one; with one thread on
+CPU, steps are timed in process CPU time.
 """
 
 import argparse
