@@ -6,20 +6,15 @@ continued pretraining (CPT) from an existing decoder:
     python -m modeling_eurobert.convert ./my-llama out/my-eurobert --mask_token "<|reserved_special_token_0|>" \
         --pad_token "<|finetune_right_pad_id|>" --dtype bfloat16
 
-The families that convert exactly are `FAMILIES` (Llama's parameter names in all, so no key mapping; the real
-checkpoints each covers: docs/models.md). The output is causal and loads unchanged into `EuroBertClmMlmForMaskedLM`;
-its config.json names a model type transformers knows (`export_native.make_plain_loadable`). The conversion:
-- unties tied embeddings: `lm_head` starts as a copy of the input embedding (the study's models are untied);
-- adds `<|mask|>` (or `--mask_token`) when missing (an existing one such as Llama-3's `<|reserved_special_token_0|>`,
-  id 128002, adds nothing; an ordinary token that text encodes to, `the`, is refused: once special it would be
-  matched inside words), and a pad distinct from eos: the source's unless it is eos, else `--pad_token`;
-  `tokenizer_settings.configure_tokenizer` sets the mask's lstrip and `model_max_length`;
-- initialises every added token's embedding and LM-head rows to the mean of the source's rows (resizing both to the
-  tokenizer length when an added id falls outside them);
-- accepts a sliding window only where it does not bind (window >= the positions, or `--max_position_embeddings`
-  shortened to at most the window).
-Everything else (Gemma, OLMo, Phi-3, other RoPE types or activations, quantised checkpoints) is refused in one line
-naming the incompatibility, before anything is written; the output appears only when complete (renamed into place).
+The families that convert exactly are `FAMILIES` (Llama's parameter names in all: no key mapping; their real
+checkpoints: docs/models.md). The output is causal, loads unchanged into `EuroBertClmMlmForMaskedLM`, and its
+config.json names a model type transformers knows (`export_native.make_plain_loadable`). The conversion unties tied
+embeddings (`lm_head` starts as a copy of the input embedding); adds `<|mask|>` (or `--mask_token`) when missing,
+refusing an ordinary token that text encodes to (`the`: once special it would be matched inside words), and a pad
+distinct from eos (the source's unless it is eos, else `--pad_token`); sets every added token's embedding and LM-head
+rows to the mean of the source's; accepts a sliding window only where it does not bind (`--max_position_embeddings`
+at most the window). Anything else (Gemma, OLMo, Phi-3, other RoPE types or activations, quantised checkpoints) is
+refused in one line before anything is written; the output appears only when complete (renamed into place).
 """
 
 from __future__ import annotations
@@ -59,7 +54,6 @@ def resolve_source(source: str, max_positions: int | None = None) -> Path:
     with the `--max_position_embeddings` override `max_positions`, before any weights)."""
     path = Path(source)
     if path.is_dir():
-        check_source_config(read_config(path), max_positions)
         return path
     if path.exists():
         raise ConversionError(f"SOURCE {source} is a file; pass the directory of a saved transformers model")
@@ -260,8 +254,8 @@ def convert(source: str, output: str | Path, mask_token: str = "<|mask|>", pad_t
             raise ConversionError(f"--{role}_token {token!r} is empty: pass a special or reserved token or a new one "
                                   f"(default <|{role}|>)")
     source_dir = resolve_source(source, max_positions)
-    check_source_files(source_dir)
     source_config = check_source_config(read_config(source_dir), max_positions)
+    check_source_files(source_dir)
     try:
         config = eurobert_config(source_config, dtype, max_positions)
     except (ValueError, StrictDataclassError) as error:

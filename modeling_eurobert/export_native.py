@@ -4,18 +4,13 @@
     python -m modeling_eurobert.export_native out/610m-clm-42k out/610m-clm-42k-native --bidirectional
 
 The result loads with `AutoModel*.from_pretrained(path)` WITHOUT `trust_remote_code` into the native class of its
-head (`NATIVE_CLASSES`), with the same weights and identical outputs: both share Llama's parameter names, so only
-config.json changes (model_type "eurobert", native architectures, no auto_map, no `is_causal`); the tokenizer is
-copied when the checkpoint has one.
-
-Causal checkpoints (CLM runs, converted decoders) are refused unless `--bidirectional` says to export them as a
-bidirectional encoder on purpose (native EuroBERT is bidirectional only; the paper fine-tunes CLM checkpoints so): a
-causal LM head becomes native `EuroBertForMaskedLM`, and config.json records `"pretraining_attention": "causal"`.
-
-Also refused, in one line: the QA head (native EuroBERT has none), the converted-decoder switches native EuroBERT
-lacks (`qkv_bias`, `qk_norm`, `mlp_bias` on an LM head, to which it would add a bias), and pad_token_id equal to eos
-(the native embedding's `padding_idx` row never gets a gradient: eos, the document separator, would stop learning). A
-checkpoint without a pad id exports with `pad_token_id: null`, not with the native default 128001, which is eos.
+head (`NATIVE_CLASSES`), with the same weights and outputs: only config.json changes (model_type "eurobert", native
+architectures, no auto_map, no `is_causal`); the tokenizer is copied when there is one. A causal checkpoint needs
+`--bidirectional` (docs/models.md): its LM head becomes native `EuroBertForMaskedLM`, and config.json records
+`"pretraining_attention": "causal"`. Refused in one line (`check_exportable`): the QA head, the converted-decoder
+switches native EuroBERT lacks (`qkv_bias`, `qk_norm`, `mlp_bias` on an LM head), and pad_token_id equal to eos (the
+native `padding_idx` row never gets a gradient: eos, the document separator, would stop learning). A checkpoint
+without a pad id exports with `pad_token_id: null`, not the native default 128001, which is eos.
 """
 
 from __future__ import annotations
@@ -73,8 +68,8 @@ def check_exportable(raw: dict, bidirectional: bool = False) -> str:
             "bidirectional encoder on purpose (how the paper fine-tunes CLM checkpoints)"
         )
     if architecture not in NATIVE_CLASSES and architecture != "EuroBertClmMlmForCausalLM":
-        supported = ", ".join(NATIVE_CLASSES)
-        raise ExportError(f"architecture {architecture!r} has no native EuroBERT class; supported: {supported}")
+        raise ExportError(f"architecture {architecture!r} has no native EuroBERT class; supported: "
+                          f"{', '.join(NATIVE_CLASSES)}")
     if raw.get("qkv_bias") and not raw.get("attention_bias"):
         raise ExportError("qkv_bias=true (q/k/v biases without an o bias, a converted Qwen2) has no native EuroBERT "
                           "form: its attention_bias puts biases on q, k, v and o; use it with trust_remote_code")
@@ -96,9 +91,7 @@ def check_exportable(raw: dict, bidirectional: bool = False) -> str:
     if raw.get("pad_token_id") is not None and raw["pad_token_id"] in eos_ids:
         raise ExportError(f"pad_token_id={raw['pad_token_id']} equals eos; the native embedding freezes the pad row "
                           "(padding_idx), so set a distinct pad_token_id in config.json first")
-    if architecture == "EuroBertClmMlmForCausalLM":
-        return "EuroBertForMaskedLM"  # same parameters: the native MLM head is the bidirectional LM head
-    return NATIVE_CLASSES[architecture]
+    return NATIVE_CLASSES.get(architecture, "EuroBertForMaskedLM")  # the causal LM head: the same parameters
 
 
 def is_ours(raw: dict) -> bool:
@@ -196,11 +189,9 @@ def export_native(checkpoint: str | Path, output: str | Path, bidirectional: boo
     )
     if any(info[key] for key in ("missing_keys", "unexpected_keys", "mismatched_keys")):
         raise ExportError(f"weights of {checkpoint} do not match {native_class.__name__}: {info}")
-    has_tokenizer = any((checkpoint / name).is_file() for name in model_folders.TOKENIZER_FILES)
-
     with artifacts.atomic_directory(output, expected=None) as staging:  # never over what appeared meanwhile
         model.save_pretrained(staging)
-        if has_tokenizer:
+        if any((checkpoint / name).is_file() for name in model_folders.TOKENIZER_FILES):
             tokenizer = transformers.AutoTokenizer.from_pretrained(checkpoint)
             configure_tokenizer(tokenizer, raw.get("max_position_embeddings")).save_pretrained(staging)
     return output
