@@ -331,9 +331,7 @@ def report_mfu(args, peak: float, figures: dict) -> None:
                 rows.append(row)
                 print_mfu_row(row)
                 write_json(args.json, figures)
-            if "max" not in batches:
-                continue
-            if mode == "eager":
+            if mode == "eager" and "max" in batches:
                 largest = fitting_batch(peaks, args.memory_gb * 1e9) if args.memory_gb else None
                 if largest is None or largest <= max(numbered, default=0):
                     why = (f"no multiple of 8 above {max(numbered, default=0)} fits in {args.memory_gb} GB"

@@ -10,12 +10,9 @@ The toy BPE has Llama-3's pre-tokenizer regex and special-token roles at ids bos
 `<|end_of_text|>` 1, mask `<|mask|>` 2, pad `<|pad|>` 3 (Llama-3: 128000, 128001, 128002; pad differs from eos, or eos
 would be treated as padding). Blocks have columns "input_ids" (block_size int32), "block_index" (row = position in the
 fixed order) and "stream_index" (position in the unshuffled token stream), numpy format, memory-mapped from
-`cache_dir`; `data_fingerprint(blocks)` names them beside checkpoints.
-
-The Trainer must read them with `train_sampling_strategy="sequential", remove_unused_columns=False` (the collator
-needs "block_index"), built under `accelerator.main_process_first()`. Masks depend only on (collator seed,
-block_index); a block read again in a later epoch gets a fresh mask, as its `block_index` is its position in the
-run's stream (`BlockStream`).
+`cache_dir`; `data_fingerprint(blocks)` names them beside checkpoints. The Trainer reads them sequentially with
+`remove_unused_columns=False`: masks depend only on (collator seed, block_index), and a block read again in a later
+epoch gets a fresh mask, its `block_index` being its position in the run's stream (`BlockStream`).
 """
 
 import hashlib
@@ -88,9 +85,8 @@ def load_corpus(source: str = "bundle", data_dir: str | os.PathLike | None = Non
     builders = {_BUILDERS[_corpus_suffix(path)] for path in files}
     if len(builders) > 1:
         raise ValueError(f"corpus files mix formats {sorted(builders)}; keep one format per corpus: {files}")
-    corpus = datasets.load_dataset(
-        builders.pop(), data_files=[str(path) for path in files], split="train", cache_dir=cache_dir
-    )
+    corpus = datasets.load_dataset(builders.pop(), data_files=[str(p) for p in files], split="train",
+                                   cache_dir=cache_dir)
     return _only_text(corpus, source)
 
 

@@ -91,14 +91,13 @@ def prepare(run_args: PretrainArguments, training_args: TrainingArguments) -> Pr
     resume = check_output_dir(run_args, training_args)
     start = cpt_start(run_args)
     first_block = start.first_block
-    first_process = training_args.main_process_first
 
     # 2. tokenizer -> token budget (estimated before anything is downloaded or tokenized) -> blocks in the fixed
     #    order (the same data as a resumed or branched run) -> model
     blocks_per_step = global_batch(training_args)
     needed = training_args.max_steps * blocks_per_step
-    tokenizer, blocks = training_blocks(run_args, training_args.data_seed, first_process, first_block + needed,
-                                        first_block)
+    tokenizer, blocks = training_blocks(run_args, training_args.data_seed, training_args.main_process_first,
+                                        first_block + needed, first_block)
     identity = data_identity(blocks, tokenizer)
     check_data_identity(run_args, training_args, identity, resume)
     if steps := finished_steps(training_args):
