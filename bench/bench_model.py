@@ -37,7 +37,7 @@ from modeling_eurobert import (
     load_architecture,
 )
 from modeling_eurobert.export_native import native_config
-from pretraining.collator import masked_positions_bound
+from pretraining.collator import masked_positions_bound, padded_positions
 from pretraining.flops import bf16_peak_flops, training_flops_per_token
 from pretraining.trainer import compile_decoder_layers
 
@@ -128,9 +128,8 @@ def make_batch(kind: str, config, batch: int, seq: int, mask_ratio: float, devic
     input_ids = torch.where(masked, torch.full_like(input_ids, config.mask_token_id), input_ids)
     out = {"input_ids": input_ids.to(device), "labels": labels.to(device)}
     if fixed_shape:
-        k = masked_positions_bound(seq, mask_ratio)
-        first_masked = torch.argsort((~masked).to(torch.int8), dim=1, stable=True)[:, :k]  # masked columns first
-        out["mlm_positions"] = torch.where(torch.arange(k) < masked.sum(1, keepdim=True), first_masked, -1).to(device)
+        positions = padded_positions(masked.numpy(), masked_positions_bound(seq, mask_ratio))
+        out["mlm_positions"] = torch.from_numpy(positions).to(device)
     return out
 
 
@@ -248,22 +247,13 @@ def fitting_batch(peaks: dict[int, float], limit: float, multiple: int = 8) -> i
     return batch if batch >= multiple else None
 
 
-def time_alone(model, batch: dict, args) -> dict:
-    """Best and median step (one model, `args.warmup` untimed steps first) and its peak CUDA memory (None on CPU)."""
-    on_gpu = args.device.startswith("cuda")
-    if on_gpu:
-        torch.cuda.reset_peak_memory_stats()
-    times = time_pair({"model": model}, batch, args, torch.bfloat16)["model"]
-    peak = torch.cuda.max_memory_allocated() if on_gpu else None
-    return {"best": min(times), "median": statistics.median(times), "peak_memory": peak}
-
-
 def mfu_row(config, architecture: str, mode: str, batch_size: int, attn: str, args, peak: float) -> dict:
     """One MFU measurement: a fresh model (compiled anew for `regional`, so each batch size gets its own static
-    graph), MLM 40% with the fixed-shape head, bf16 autocast; an out-of-memory step is a row with `error`."""
+    graph), MLM 40% with the fixed-shape head, bf16 autocast, `args.warmup` untimed steps first, and its peak CUDA
+    memory; a step that fails (out of memory, a compile failure) is a row with `error`, the other rows still run."""
     run = argparse.Namespace(**{**vars(args), "seq": args.mfu_seq, "batch": batch_size})
     row = {"architecture": architecture, "mode": mode, "batch": batch_size, "seq": run.seq, "attn": attn}
-    model = None
+    on_gpu, model = args.device.startswith("cuda"), None
     try:
         torch.manual_seed(0)
         model = EuroBertClmMlmForMaskedLM(config)
@@ -273,24 +263,24 @@ def mfu_row(config, architecture: str, mode: str, batch_size: int, attn: str, ar
             torch._dynamo.reset()
             compile_decoder_layers(model)
         batch = make_batch("mlm", config, run.batch, run.seq, args.mask_ratio, args.device, fixed_shape=True)
-        timed = time_alone(model, batch, run)
-    except torch.OutOfMemoryError:
-        row["error"] = "out of memory"
-        return row
-    except Exception as error:  # e.g. a compile failure: the row says so, the other rows are still measured
-        row["error"] = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+        if on_gpu:
+            torch.cuda.reset_peak_memory_stats()
+        times = time_pair({"model": model}, batch, run, torch.bfloat16)["model"]
+        memory_gb = torch.cuda.max_memory_allocated() / 1e9 if on_gpu else None
+    except Exception as error:
+        row["error"] = ("out of memory" if isinstance(error, torch.OutOfMemoryError)
+                        else f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}")
         return row
     finally:
         del model
-        if args.device.startswith("cuda"):
+        if on_gpu:
             torch.cuda.empty_cache()
-    tokens = run.batch * run.seq
+    tokens, best = run.batch * run.seq, min(times)
     flops = flops_per_step(config, tokens, round(tokens * args.mask_ratio), run.seq)
-    spec = bf16_peak_flops(torch.cuda.get_device_name()) if args.device.startswith("cuda") else None
-    row.update(tokens_per_s=tokens / timed["best"], step_ms_best=1e3 * timed["best"],
-               step_ms_median=1e3 * timed["median"], tflops=flops / timed["best"] / 1e12,
-               mfu=flops / timed["best"] / spec if spec else None, share_of_measured_peak=flops / timed["best"] / peak,
-               peak_memory_gb=timed["peak_memory"] / 1e9 if timed["peak_memory"] is not None else None)
+    spec = bf16_peak_flops(torch.cuda.get_device_name()) if on_gpu else None
+    row.update(tokens_per_s=tokens / best, step_ms_best=1e3 * best, step_ms_median=1e3 * statistics.median(times),
+               tflops=flops / best / 1e12, mfu=flops / best / spec if spec else None,
+               share_of_measured_peak=flops / best / peak, peak_memory_gb=memory_gb)
     return row
 
 

@@ -86,7 +86,7 @@ class PretrainingCollator:
             input_ids[randomized] = random_ids[randomized]
         batch = {"input_ids": torch.from_numpy(input_ids), "labels": torch.from_numpy(labels)}
         if self.positions_per_block is not None and selected.sum(axis=1).max() <= self.positions_per_block:
-            batch["mlm_positions"] = torch.from_numpy(_padded_positions(selected, self.positions_per_block))
+            batch["mlm_positions"] = torch.from_numpy(padded_positions(selected, self.positions_per_block))
         return batch
 
     def _draw(self, block_indices: list[int], shape: tuple[int, int]):
@@ -117,7 +117,7 @@ def masked_positions_bound(block_size: int, mlm_probability: float, num_std: flo
     return min(block_size, math.ceil(mean + num_std * math.sqrt(mean * (1 - mlm_probability))))
 
 
-def _padded_positions(selected: np.ndarray, width: int) -> np.ndarray:
+def padded_positions(selected: np.ndarray, width: int) -> np.ndarray:
     """(B, width) int64: the column indices of each row's True entries in increasing order, then -1."""
     positions = np.full((selected.shape[0], width), -1, dtype=np.int64)
     filled = min(width, selected.shape[1])
