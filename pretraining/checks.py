@@ -225,10 +225,7 @@ def checkpoint_problem(checkpoint: str | os.PathLike) -> str | None:
 def last_complete_checkpoint(directory: str | os.PathLike) -> str | None:
     """Newest intact `checkpoint-N` under `directory` (`checkpoint_problem`); each newer broken one is named on
     stderr as it is skipped."""
-    directory = Path(directory)
-    if not directory.is_dir():
-        return None
-    found = sorted(directory.glob(f"{PREFIX_CHECKPOINT_DIR}-*"), key=lambda p: int(p.name.split("-")[-1]))
+    found = sorted(Path(directory).glob(f"{PREFIX_CHECKPOINT_DIR}-*"), key=lambda p: int(p.name.split("-")[-1]))
     for checkpoint in reversed(found):
         problem = checkpoint_problem(checkpoint)
         if problem is None:

@@ -16,10 +16,8 @@ from pretraining.settings import PretrainArguments
 
 def training_blocks(run_args: PretrainArguments, data_seed: int, main_process_first, needed: int,
                     first_block: int = 0) -> tuple:
-    """(tokenizer, packed blocks in the `data_seed` order) of a run that reads blocks up to `needed`: the given
-    tokenizer (or the base model's own), the corpus's token estimate checked before any download
-    (`check_token_budget`), the corpus (capped at `max_docs`), the toy BPE when no tokenizer is given, the estimate
-    checked again before tokenizing, then the blocks (built once, by the main process first)."""
+    """(tokenizer, packed blocks in the `data_seed` order) of a run that reads blocks up to `needed`; the corpus's
+    token estimate is checked before any download and again before tokenizing (`check_token_budget`)."""
     tokenizer = given_tokenizer(run_args)
     check_token_budget(run_args, needed, hub_token_estimate(run_args, tokenizer), first_block)
     corpus = data.load_corpora(run_args.corpus_source, run_args.data_dir, split="train", name=run_args.corpus_name)

@@ -6,6 +6,7 @@ value types before any work), and `decay_steps`, `global_batch` of a `TrainingAr
 
 import json
 import os
+import sys
 import types
 import typing
 from dataclasses import MISSING, dataclass, field, fields
@@ -222,8 +223,6 @@ class RecipeParser(HfArgumentParser):
         starting point: its `architecture` is dropped (and for CPT its PFS `switch_step`), so
         `recipes.cpt --config recipes/configs/debug.yaml --model_name_or_path out/debug` needs no `null`s.
         """
-        import sys
-
         argv = comma_lists(list(sys.argv[1:] if argv is None else argv))
         if "--config" in argv:
             at = argv.index("--config")

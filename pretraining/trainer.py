@@ -118,10 +118,9 @@ class PretrainingTrainer(Trainer):
             return [name for name, _ in model.named_parameters()]
         return super().get_decay_parameter_names(model)
 
-    # The one use of transformers' private Trainer API (tests/test_pretrain.py fails loudly when it changes): the
-    # Trainer counts `labels[..., 1:]` for models whose loss shifts labels, decided once per model
-    # (`_loss_shifts_labels`); here the model shifts on CLM steps only, and every micro-batch of a step has the
-    # step's objective.
+    # The one use of transformers' private Trainer API (tests/test_pretrain.py fails loudly when it changes): it counts
+    # `labels[..., 1:]` for models whose loss shifts labels, decided once per model (`_loss_shifts_labels`); here the
+    # model shifts on CLM steps only, and every micro-batch of a step has the step's objective.
     PRIVATE_API = ("_get_num_items_in_batch", "_loss_shifts_labels")
 
     def _get_num_items_in_batch(self, batch_samples: list, device):
