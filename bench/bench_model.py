@@ -186,13 +186,12 @@ def report_pair(kind, models, times, config, args, peak) -> dict[str, float]:
     """Print one row per model; return the ours / reference throughput ratios (best step and median step)."""
     tokens = args.batch * args.seq
     projected = {"mlm": round(tokens * args.mask_ratio), "clm": args.batch * (args.seq - 1)}[kind]
-    flops = []
-    for i, name in enumerate(models):
+    flops = [flops_per_step(config, tokens, counted, args.seq)  # the native MLM head projects every token
+             for counted in (projected, tokens if kind == "mlm" else projected)]
+    for name, step_flops in zip(models, flops):
         best, median = min(times[name]), statistics.median(times[name])
-        counted = projected if (i == 0 or kind == "clm") else tokens  # the native MLM head projects every token
-        flops.append(flops_per_step(config, tokens, counted, args.seq))
         print(f"| {name:<28} | {tokens / best:>10,.0f} | {1e3 * best:>9.1f} | {1e3 * median:>9.1f} "
-              f"| {flops[i] / best / 1e9:>9.1f} | {100 * flops[i] / best / peak:>6.1f}% |")
+              f"| {step_flops / best / 1e9:>9.1f} | {100 * step_flops / best / peak:>6.1f}% |")
     ours, reference = (times[name] for name in models)
     return {"best": min(reference) / min(ours), "median": statistics.median(reference) / statistics.median(ours),
             "flops": flops[1] / flops[0]}

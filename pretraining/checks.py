@@ -179,10 +179,9 @@ def _unreadable_run_config(path: Path, error: Exception) -> str:
             "json.dump(json.load(open(sys.argv[1]))['run_config'], open(sys.argv[2], 'w'), indent=2)\" "
             f"{shlex.quote(copy)} {shlex.quote(str(path))}, then rerun; or pass a new --output_dir")
 
-# What a Trainer checkpoint must hold to continue exactly, as (what, any of these names): one process saves
-# optimizer.pt and rng_state.pth, several rng_state_<rank>.pth, FSDP optimizer.bin and pytorch_model_fsdp.bin, a LoRA
-# run adapter_model.safetensors. A checkpoint saved with `save_only_model: true` has no optimizer, scheduler or RNG
-# state: a resume from it would restart AdamW and the warmup.
+# What a Trainer checkpoint must hold to continue exactly, as (what, any of these names): one process saves optimizer.pt
+# and rng_state.pth, several rng_state_<rank>.pth, FSDP optimizer.bin and pytorch_model_fsdp.bin, a LoRA run
+# adapter_model.safetensors; `save_only_model: true` saves none of the states (a resume would restart AdamW, warmup).
 _RESUME_FILES = (
     ("weights", ("model.safetensors", "model.safetensors.index.json", "adapter_model.safetensors",
                  "pytorch_model_fsdp.bin")),
@@ -350,14 +349,12 @@ def _branch_checkpoint(run_args: PretrainArguments, training_args: TrainingArgum
 
 def check_batch_layout(stored: dict, current: dict, where: str) -> None:
     """Allow a run (`stored`: its run_config, from `where`) to continue on another number of processes, per-device
-    batch or accumulation when its optimizer steps stay the same; refuse otherwise, naming the numbers.
-
-    The update is the same when (1) the global batch G is unchanged: step s reads blocks [s G, (s + 1) G) whatever
-    the layout and each block's MLM mask is seeded by its index; and (2) a step's loss is divided by its token count
-    over all processes (`average_tokens_across_devices: true`, the default). At most the order of floating-point sums
-    changes (2 processes <-> 1 is bit-identical: tests/test_launch.py). The old ranks' RNG states are not needed (no
-    dropout). A DDP checkpoint holds the whole optimizer state; an FSDP one on another world size is untested.
-    """
+    batch or accumulation when its optimizer steps stay the same; refuse otherwise, naming the numbers. The update is
+    the same when (1) the global batch G is unchanged: step s reads blocks [s G, (s + 1) G) whatever the layout and
+    each block's MLM mask is seeded by its index; and (2) a step's loss is divided by its token count over all
+    processes (`average_tokens_across_devices: true`, the default). At most the order of floating-point sums changes
+    (2 processes <-> 1 is bit-identical: tests/test_launch.py). The old ranks' RNG states are not needed (no dropout).
+    A DDP checkpoint holds the whole optimizer state; an FSDP one on another world size is untested."""
     old = {k: stored.get("training_args", {}).get(k) for k in _LAYOUT_KEYS}
     new = {k: current["training_args"][k] for k in _LAYOUT_KEYS}
     if old == new:
