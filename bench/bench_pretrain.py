@@ -9,10 +9,9 @@ data pipeline's share of step time (fetching + collating batches / wall time; ta
 
 Runs the real `recipes/pretrain.py` and averages what the trainer logs per logging window, leaving out the first
 window of each objective (compilation and warm-up). Any config runs offline: the corpus is the bundle, the global
-batch this machine's (`--batch_size` x `--accumulation`); `--vocab_size` pads the toy BPE's vocabulary with ids no
-text produces (the LM head gets the paper's 128,256 rows). `--compare_eager` runs each run again with `compile: none`
-and reports the largest relative loss difference per logging window. Compiles are counted per run (a PFS run
-compiles one graph per attention pattern). Other arguments go to the recipe unchanged (`--bf16 false`).
+batch this machine's (`--batch_size` x `--accumulation`), the vocabulary the toy BPE's padded to `--vocab_size`
+(`padded_toy_tokenizer`). Compiles are counted per run (a PFS run compiles one graph per attention pattern). Other
+arguments go to the recipe unchanged (`--bf16 false`).
 """
 
 import argparse
