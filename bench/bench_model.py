@@ -204,12 +204,10 @@ def report_compile(config, args, dtype, peak) -> dict[str, float]:
     print(f"|{'-' * 38}|{'-' * 12}|{'-' * 11}|{'-' * 11}|{'-' * 11}|{'-' * 9}|")
     tokens, ratios = args.batch * args.seq, {}
     for kind in cli.split_list(args.pairs):
-        mlm = kind == "mlm"
-        model_class, head = (EuroBertClmMlmForMaskedLM, "fixed-shape head") if mlm else (EuroBertClmMlmForCausalLM, "")
-        eager = model_class(config)
+        eager = (EuroBertClmMlmForMaskedLM if kind == "mlm" else EuroBertClmMlmForCausalLM)(config)
         eager.set_attn_implementation(args.attn)
         eager = eager.to(args.device).train()
-        label = f"ours {kind.upper()}{', ' + head if head else ''}"
+        label = f"ours {kind.upper()}{', fixed-shape head' if kind == 'mlm' else ''}"
         compiled = copy.deepcopy(eager)  # same weights, every decoder layer compiled in place as `compile: regional`
         compile_decoder_layers(compiled)
         models = {f"{label}, eager": eager, f"{label}, regional": compiled}

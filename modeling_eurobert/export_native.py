@@ -147,10 +147,9 @@ def _write_as(directory: str | Path, raw: dict, fields: dict, config_class, what
     """Rewrite config.json with `config_class`'s model_type, our `auto_map` kept and `record` set, once `what` (that
     class) reads every field as written and has no sliding window."""
     path = Path(directory) / "config.json"
-    fields = {**fields, **{key: raw[key] for key in ("auto_map", "architectures") if key in raw},
-              "model_type": config_class.model_type}
-    fields.pop("_name_or_path", None)
-    fields.update(record or {})
+    fields = {**{key: value for key, value in fields.items() if key != "_name_or_path"},
+              **{key: raw[key] for key in ("auto_map", "architectures") if key in raw},
+              "model_type": config_class.model_type, **(record or {})}
     plain = config_class(**{k: v for k, v in fields.items() if k != "model_type"}).to_dict()
     differ = sorted(key for key in _fields(config_class) & set(fields) if plain.get(key) != fields[key])
     if differ or plain.get("sliding_window") is not None:

@@ -20,16 +20,14 @@ class PretrainingCollator:
     """Turn packed blocks into a CLM or MLM batch (no padding, so no attention_mask).
 
     CLM: labels = input_ids (the model shifts them). MLM: the semantics of `DataCollatorForLanguageModeling` (special
-    tokens never masked; each other token selected with probability `mlm_probability` (paper: 0.2 to 0.5), then
-    replaced by `<|mask|>` with probability `mask_replace_prob` (original code: 1.0), by a random non-special token
-    with `random_replace_prob` (BERT: 0.1), kept otherwise; labels -100 except at selected positions), but the random
-    stream of each block is a torch generator seeded from (`seed`, block_index), so a block gets the same mask
-    whatever the dataloader workers, processes or batch it lands in.
+    tokens never masked; each other token selected with probability `mlm_probability`, then replaced by `<|mask|>`
+    with probability `mask_replace_prob`, by a random non-special token with `random_replace_prob`, kept otherwise;
+    labels -100 except at selected positions), but the random stream of each block is a torch generator seeded from
+    (`seed`, block_index), so a block gets the same mask whatever the workers, processes or batch it lands in.
 
     `positions_per_block`: K for a fixed-shape MLM head (`masked_positions_bound`), or None. When set, an MLM batch
-    also holds `mlm_positions` (B, K) long: each row's masked positions in increasing order, padded with -1, unless a
-    row has more than K masked tokens; then the key is absent and the model takes its exact path (never truncated).
-    The masks themselves do not depend on it.
+    also holds `mlm_positions` (B, K) long (`padded_positions`), unless a row has more than K masked tokens; then the
+    key is absent and the model takes its exact path (never truncated). The masks themselves do not depend on it.
     """
 
     objective: str
