@@ -89,8 +89,7 @@ def bench_config(args) -> EuroBertClmMlmConfig:
     return EuroBertClmMlmConfig(
         vocab_size=args.vocab, hidden_size=args.hidden, intermediate_size=4 * args.hidden,
         num_hidden_layers=args.layers, num_attention_heads=args.heads, num_key_value_heads=args.kv_heads,
-        max_position_embeddings=max(args.seq, 2048), pad_token_id=3, bos_token_id=0, eos_token_id=1, mask_token_id=2,
-    )
+        max_position_embeddings=max(args.seq, 2048), pad_token_id=3, bos_token_id=0, eos_token_id=1, mask_token_id=2)
 
 
 def build_pair(kind: str, config: EuroBertClmMlmConfig, args) -> dict[str, torch.nn.Module]:

@@ -81,10 +81,8 @@ def check_source_config(raw: dict, max_positions: int | None = None) -> transfor
     ConversionError names the first incompatibility (`max_positions`: `--max_position_embeddings`, if given)."""
     model_type = raw.get("model_type")
     if model_type not in FAMILIES:
-        raise ConversionError(
-            f"unsupported source architecture: model_type={model_type!r}; supported: {', '.join(FAMILIES)} "
-            "(each with its *ForCausalLM class)"
-        )
+        raise ConversionError(f"unsupported source architecture: model_type={model_type!r}; supported: "
+                              f"{', '.join(FAMILIES)} (each with its *ForCausalLM class)")
     causal_lm, config_class = FAMILIES[model_type]
     architectures = raw.get("architectures") or [causal_lm]
     if architectures != [causal_lm]:
@@ -96,9 +94,8 @@ def check_source_config(raw: dict, max_positions: int | None = None) -> transfor
     for rope in (raw.get("rope_parameters") or {}, raw.get("rope_scaling") or {}):
         rope_type = rope.get("rope_type", rope.get("type", "default"))
         if rope_type not in SUPPORTED_ROPE_TYPES:
-            raise ConversionError(
-                f"rope_type {rope_type!r} is not supported; supported: {', '.join(SUPPORTED_ROPE_TYPES)}"
-            )
+            raise ConversionError(f"rope_type {rope_type!r} is not supported; "
+                                  f"supported: {', '.join(SUPPORTED_ROPE_TYPES)}")
     try:  # head counts etc. are validated by the strict configs; report their message on one line
         source = getattr(transformers, config_class).from_dict(raw)
     except (ValueError, TypeError, StrictDataclassError) as error:
@@ -111,11 +108,10 @@ def check_source_config(raw: dict, max_positions: int | None = None) -> transfor
     positions = max_positions or source.max_position_embeddings
     window = sliding_window(source)
     if window is not None and window < positions:
-        raise ConversionError(
-            f"sliding_window={window} binds within max_position_embeddings={positions} (queries would not see "
-            f"tokens {window} or more positions back) and this architecture has no sliding window; pass "
-            f"--max_position_embeddings {window} to convert a model whose context the window never limits"
-        )
+        raise ConversionError(f"sliding_window={window} binds within max_position_embeddings={positions} (queries "
+                              f"would not see tokens {window} or more positions back) and this architecture has no "
+                              f"sliding window; pass --max_position_embeddings {window} to convert a model whose "
+                              "context the window never limits")
     return source
 
 
@@ -158,8 +154,7 @@ def eurobert_config(source: transformers.PreTrainedConfig, dtype: str, max_posit
         mask_token_id=None,
         tie_word_embeddings=False,  # untied below, explicitly
         is_causal=True,
-        dtype=dtype,
-    )
+        dtype=dtype)
 
 
 def set_special_tokens(tokenizer, mask_token: str, pad_token: str, eos_ids: set[int]) -> list[int]:
@@ -217,18 +212,16 @@ def load_weights(source_dir: Path, config: ours.EuroBertClmMlmConfig, tied: bool
     try:
         model, info = ours.EuroBertClmMlmForCausalLM.from_pretrained(
             source_dir, config=config, dtype=config.dtype, output_loading_info=True,
-            ignore_mismatched_sizes=True,  # a config that disagrees with the weights is reported below, in one line
-        )
+            ignore_mismatched_sizes=True)  # a config that disagrees with the weights is reported below, in one line
     finally:
         report.setLevel(level)
     # A tied checkpoint may omit lm_head.weight; anything else missing or extra means the mapping is wrong.
     missing = set(info["missing_keys"]) - ({"lm_head.weight"} if tied else set())
     if missing or info["unexpected_keys"] or info.get("mismatched_keys"):
-        raise ConversionError(
-            f"weights of {source_dir} do not match the converted layout: missing {sorted(missing)}, "
-            f"unexpected {sorted(info['unexpected_keys'])}, mismatched {_shapes(info.get('mismatched_keys'))}: its "
-            "config.json disagrees with its weights, or the checkpoint is of another family"
-        )
+        raise ConversionError(f"weights of {source_dir} do not match the converted layout: missing {sorted(missing)}, "
+                              f"unexpected {sorted(info['unexpected_keys'])}, mismatched "
+                              f"{_shapes(info.get('mismatched_keys'))}: its config.json disagrees with its weights, or "
+                              "the checkpoint is of another family")
     if tied:  # untie: the output embedding starts as a copy of the input one
         import torch
 

@@ -62,11 +62,10 @@ def check_exportable(raw: dict, bidirectional: bool = False) -> str:
     if architecture == "EuroBertClmMlmForQuestionAnswering":
         raise ExportError("native transformers EuroBERT has no question-answering head; export another head")
     if is_causal_checkpoint(raw) and not bidirectional:
-        raise ExportError(
-            f"{architecture} with is_causal={str(raw.get('is_causal')).lower()} is a causal checkpoint (CLM run or "
-            "converted decoder) and native EuroBERT is bidirectional only; pass --bidirectional to export it as a "
-            "bidirectional encoder on purpose (how the paper fine-tunes CLM checkpoints)"
-        )
+        raise ExportError(f"{architecture} with is_causal={str(raw.get('is_causal')).lower()} is a causal checkpoint "
+                          "(CLM run or converted decoder) and native EuroBERT is bidirectional only; pass "
+                          "--bidirectional to export it as a bidirectional encoder on purpose (how the paper "
+                          "fine-tunes CLM checkpoints)")
     if architecture not in NATIVE_CLASSES and architecture != "EuroBertClmMlmForCausalLM":
         raise ExportError(f"architecture {architecture!r} has no native EuroBERT class; supported: "
                           f"{', '.join(NATIVE_CLASSES)}")
@@ -183,9 +182,8 @@ def export_native(checkpoint: str | Path, output: str | Path, bidirectional: boo
     model_folders.check_loadable(checkpoint)  # before the checks of its config: a LoRA checkpoint-N is no model
     native_class = getattr(transformers, check_exportable(raw, bidirectional))
 
-    model, info = native_class.from_pretrained(
-        checkpoint, config=native_config(raw), dtype="auto", output_loading_info=True
-    )
+    model, info = native_class.from_pretrained(checkpoint, config=native_config(raw), dtype="auto",
+                                               output_loading_info=True)
     if any(info[key] for key in ("missing_keys", "unexpected_keys", "mismatched_keys")):
         raise ExportError(f"weights of {checkpoint} do not match {native_class.__name__}: {info}")
     with artifacts.atomic_directory(output, expected=None) as staging:  # never over what appeared meanwhile

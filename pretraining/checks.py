@@ -108,10 +108,9 @@ def check_run_settings(run_args: PretrainArguments, training_args: TrainingArgum
     if bad:
         raise ValueError(f"intermediate_steps {bad} fall outside (0, max_steps={total}]")
     if run_args.global_batch_size is not None and run_args.global_batch_size != global_batch(training_args):
-        raise ValueError(
-            f"global_batch_size={run_args.global_batch_size} but devices x per_device_train_batch_size x "
-            f"gradient_accumulation_steps = {global_batch(training_args)}; adjust the per-device batch or accumulation"
-        )
+        raise ValueError(f"global_batch_size={run_args.global_batch_size} but devices x per_device_train_batch_size "
+                         f"x gradient_accumulation_steps = {global_batch(training_args)}; adjust the per-device batch "
+                         "or accumulation")
     if run_args.decay_branches or run_args.branch_from:
         _check_budgets(run_args, training_args)
 

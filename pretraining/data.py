@@ -340,8 +340,7 @@ def tokenize_corpus(tokenizer: PreTrainedTokenizerBase, corpus: datasets.Dataset
         features=datasets.Features({"input_ids": datasets.List(datasets.Value("int32"))}),
         cache_file_name=str(Path(cache_dir) / f"tokenized-{key}.arrow"),
         new_fingerprint=key,  # hashing the tokenizer object with dill is slow; the key already names it
-        desc="Tokenizing",
-    )
+        desc="Tokenizing")
 
 
 def _tokenize_batch(batch: dict, tokenizer: PreTrainedTokenizerBase) -> dict:

@@ -66,11 +66,9 @@ def select_blocks(blocks: datasets.Dataset, first_block: int, needed: int, epoch
     """`needed` blocks of the fixed order from `first_block`; with `epochs` > 1 the order is read again from its
     start (documented repetition), otherwise a run that needs more blocks than the corpus packs into is refused."""
     if first_block + needed > epochs * len(blocks):
-        raise ValueError(
-            f"the run needs {needed} blocks from block {first_block} but the corpus packs into {len(blocks)} "
-            f"(x {epochs} epoch(s)); add documents (max_docs, more corpus_source entries, a bigger config), set "
-            "epochs, or lower max_steps / the batch size"
-        )
+        raise ValueError(f"the run needs {needed} blocks from block {first_block} but the corpus packs into "
+                         f"{len(blocks)} (x {epochs} epoch(s)); add documents (max_docs, more corpus_source entries, a "
+                         "bigger config), set epochs, or lower max_steps / the batch size")
     return data.BlockStream(blocks, first_block, needed)
 
 

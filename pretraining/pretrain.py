@@ -178,8 +178,7 @@ def train(run: PreparedRun) -> PretrainingTrainer:
             processing_class=run.tokenizer, callbacks=callbacks,
             tokens_per_step=global_batch(training_args) * run_args.block_size, block_order_path=block_log,
             flops_per_token=step_flops_per_token(run.model.config, run_args.block_size, run.collator),
-            weight_decay_scope=run_args.weight_decay_scope,
-        )
+            weight_decay_scope=run_args.weight_decay_scope)
         name_tensorboard_run(trainer, run_args, training_args)
         save = (lambda path: lora.save_trainer_model(trainer, path)) if run_args.lora else trainer.save_model
         if run_args.lora:  # checkpoint-N: the adapters (what resume reads) and config.json; saved models are merged

@@ -46,10 +46,9 @@ def build_model(run_args: PretrainArguments, tokenizer, seed: int) -> EuroBertCl
                              f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}), which would start from "
                              "random values (a fine-tuned classifier?); continue a pretraining checkpoint instead")
         return model
-    config = load_architecture(
-        run_args.architecture, vocab_size=len(tokenizer), bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, mask_token_id=tokenizer.mask_token_id,
-    )
+    config = load_architecture(run_args.architecture, vocab_size=len(tokenizer), bos_token_id=tokenizer.bos_token_id,
+                               eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+                               mask_token_id=tokenizer.mask_token_id)
     set_seed(seed)  # the initial weights depend on the run seed only
     return model_class(config)
 
