@@ -169,9 +169,8 @@ def matmul_peak(device: str, dtype: torch.dtype, size: int, timer, repeats: int 
 
 def time_pair(models: dict, batch: dict, args, dtype) -> dict[str, list[float]]:
     """Interleave the models step by step (ABAB...) so machine noise hits both alike; drop warmup steps."""
-    optimizers = {name: torch.optim.AdamW(
-        m.parameters(), lr=1e-4, betas=(0.9, 0.95), eps=1e-5, weight_decay=0.1, fused=True)
-                  for name, m in models.items()}
+    optimizers = {name: torch.optim.AdamW(m.parameters(), lr=1e-4, betas=(0.9, 0.95), eps=1e-5, weight_decay=0.1,
+                                          fused=True) for name, m in models.items()}
     times = {name: [] for name in models}
     for step in range(args.warmup + args.steps):
         for name, model in models.items():

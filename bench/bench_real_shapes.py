@@ -76,7 +76,7 @@ def recipe_argv(args, size: str, objective: str, output_dir: Path, tokenizer: Pa
         config.pop(key, None)
     output_dir.mkdir(parents=True, exist_ok=True)
     (output_dir.parent / f"{output_dir.name}.yaml").write_text(yaml.safe_dump(config))
-    argv = ["--config", str(output_dir.parent / f"{output_dir.name}.yaml"),
+    return ["--config", str(output_dir.parent / f"{output_dir.name}.yaml"),
             "--output_dir", str(output_dir), "--run_name", output_dir.name, "--data_cache_dir", args.cache_dir,
             "--corpus_source", "bundle", "--corpus_name", "null", "--global_batch_size", "null",
             "--max_docs", str(args.max_docs), "--block_size", str(args.block_size), "--num_proc", "1",
@@ -85,7 +85,6 @@ def recipe_argv(args, size: str, objective: str, output_dir: Path, tokenizer: Pa
             "--lr_scheduler_kwargs", '{"num_decay_steps": 1}', "--logging_steps", "1", "--use_cpu", "true",
             "--compile", "none", "--dataloader_num_workers", "0", "--report_to", "none", "--disable_tqdm", "true",
             *(["--bf16", "false"] if args.fp32 else []), *(["--architecture", "tiny"] if args.dry_run else [])]
-    return argv
 
 
 def one_run(args, size: str, objective: str, output_dir: Path) -> dict:

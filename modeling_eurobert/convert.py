@@ -150,11 +150,9 @@ def eurobert_config(source: transformers.PreTrainedConfig, dtype: str, max_posit
         qkv_bias=source.model_type == "qwen2",  # Qwen2/2.5: q, k, v always, o never
         qk_norm=source.model_type == "qwen3",
         attention_dropout=float(source.attention_dropout or 0.0),
-        pad_token_id=None,  # mask and pad ids come from the tokenizer, once the vocabulary is final
-        mask_token_id=None,
+        pad_token_id=None, mask_token_id=None,  # mask and pad ids come from the tokenizer, once the vocabulary is final
         tie_word_embeddings=False,  # untied below, explicitly
-        is_causal=True,
-        dtype=dtype)
+        is_causal=True, dtype=dtype)
 
 
 def set_special_tokens(tokenizer, mask_token: str, pad_token: str, eos_ids: set[int]) -> list[int]:

@@ -339,8 +339,7 @@ def tokenize_corpus(tokenizer: PreTrainedTokenizerBase, corpus: datasets.Dataset
         fn_kwargs={"tokenizer": tokenizer},
         features=datasets.Features({"input_ids": datasets.List(datasets.Value("int32"))}),
         cache_file_name=str(Path(cache_dir) / f"tokenized-{key}.arrow"),
-        new_fingerprint=key,  # hashing the tokenizer object with dill is slow; the key already names it
-        desc="Tokenizing")
+        new_fingerprint=key, desc="Tokenizing")  # the key names the tokenizer: hashing it with dill is slow
 
 
 def _tokenize_batch(batch: dict, tokenizer: PreTrainedTokenizerBase) -> dict:

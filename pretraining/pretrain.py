@@ -184,12 +184,10 @@ def train(run: PreparedRun) -> PretrainingTrainer:
         if run_args.lora:  # checkpoint-N: the adapters (what resume reads) and config.json; saved models are merged
             trainer.add_callback(lora.CheckpointConfigCallback(trainer))
         trainer.add_callback(SchedulePlanCallback(
-            save,
-            save_steps={b - decay_steps(training_args) for b in run_args.decay_branches},
+            save, save_steps={b - decay_steps(training_args) for b in run_args.decay_branches},
             intermediate_steps=set(run_args.intermediate_steps),
             reset_at=run_args.switch_step if run_args.reset_optimizer_at_switch else None,
-            info=info, save_last=not (run_args.lora and training_args.save_strategy == "no"),
-        ))
+            info=info, save_last=not (run_args.lora and training_args.save_strategy == "no")))
         trainer.train(resume_from_checkpoint=run.resume)
         save(str(output_dir))
         if trainer.is_world_process_zero():
