@@ -71,10 +71,8 @@ def measure(args: argparse.Namespace) -> dict:
     cache_dir = Path(args.cache_dir or tempfile.mkdtemp(prefix="bench_data_"))
     corpus = load_corpus("bundle", data_dir=args.data_dir).select(range(args.num_docs))
     start = time.perf_counter()
-    if args.tokenizer:
-        tokenizer = load_pretraining_tokenizer(args.tokenizer, objective="mlm")
-    else:
-        tokenizer = train_toy_tokenizer(corpus, args.vocab_size, cache_dir / "tokenizer")
+    tokenizer = (load_pretraining_tokenizer(args.tokenizer, objective="mlm") if args.tokenizer
+                 else train_toy_tokenizer(corpus, args.vocab_size, cache_dir / "tokenizer"))
     tokenizer_s = time.perf_counter() - start
     cached_before = set(cache_dir.glob("packed-*.arrow"))
     start = time.perf_counter()

@@ -35,9 +35,8 @@ def run_grid(model: str, output: Path, workers: int, args, data_dir: Path, threa
     command = [sys.executable, "-m", "evaluation.run", "--model", model, "--tasks", args.tasks, "--lrs", args.lrs,
                "--seeds", args.seeds, "--output", str(output), "--workers", str(workers), "--data_dir", str(data_dir),
                "--max_eval", str(args.max_eval)]
-    command += ["--max_train", str(args.max_train)] if args.max_train else []
-    command += ["--max_steps", str(args.max_steps)] if args.max_steps else []
-    command += ["--max_length", str(args.max_length)] if args.max_length else []
+    for flag in ("max_train", "max_steps", "max_length"):  # 0: the command's own default
+        command += [f"--{flag}", str(getattr(args, flag))] if getattr(args, flag) else []
     # One grid process gets every core (an inherited OMP_NUM_THREADS=1 would handicap it); workers get cores // N.
     env = {**os.environ, "OMP_NUM_THREADS": str(threads or len(os.sched_getaffinity(0))), "TQDM_DISABLE": "1"}
     start = time.perf_counter()
@@ -104,16 +103,14 @@ def main(argv: list[str] | None = None) -> dict:
     settings = [(n, None) for n in counts] + ([(1, 1)] if args.single_thread else [])  # (workers, threads of one)
     n_runs = len(cli.split_list(args.tasks)) * len(cli.split_list(args.lrs)) * len(cli.split_list(args.seeds))
     with tempfile.TemporaryDirectory() as tmp:
-        model = args.model
-        if model is None:
-            model = str(random_model(Path(tmp) / args.architecture, args, data_dir))
+        model = args.model or str(random_model(Path(tmp) / args.architecture, args, data_dir))
         import torch
 
         cpu = f"CPU, {len(os.sched_getaffinity(0))} cores"
         device = torch.cuda.get_device_name() if torch.cuda.is_available() else cpu
         print(f"device: {device}; model {args.model or args.architecture + ' architecture'}; tasks {args.tasks}; "
-              f"{n_runs} runs of "
-              f"{args.max_steps or 'the task budget'} steps, batch 32, max_length {args.max_length or 'default'}")
+              f"{n_runs} runs of {args.max_steps or 'the task budget'} steps, batch 32, max_length "
+              f"{args.max_length or 'default'}")
         walls, results = {setting: [] for setting in settings}, {}
         for attempt in range(args.repeat):
             for workers, threads in settings:
@@ -134,8 +131,7 @@ def main(argv: list[str] | None = None) -> dict:
                   f"({rate / base:.2f}x), results {'identical' if same else 'DIFFERENT'} to the first row's")
             figures["rows"].append({"workers": workers, "threads": threads, "wall_s": wall, "runs_per_hour": rate,
                                     "results_identical": same})
-    best = max(figures["rows"], key=lambda row: row["runs_per_hour"])
-    figures["best"] = best
+    best = figures["best"] = max(figures["rows"], key=lambda row: row["runs_per_hour"])
     print(f"best: --workers {best['workers']}, {best['runs_per_hour']:.1f} runs/hour "
           f"({best['runs_per_hour'] / figures['rows'][0]['runs_per_hour']:.2f}x the first row)")
     if args.json:

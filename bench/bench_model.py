@@ -7,23 +7,14 @@
     # (210m shapes on a GPU; adds the 210m bf16 MFU)
 
 Pairs, same weights and batch, steps (forward + backward + fused AdamW) interleaved ABAB..., warmup excluded: (a) MLM
-40%: our `EuroBertClmMlmForMaskedLM` (LM head on masked positions only) vs native `EuroBertForMaskedLM`, target
->= 1.8x; (b) CLM: our `EuroBertClmMlmForCausalLM` vs `LlamaForCausalLM`, target >= 1.0x. The default config's LM
-head is about a third of all parameters, as in the 210m architecture, small enough for 2 CPU cores. `--compile
-regional` adds eager vs compiled decoder layers (`compile_decoder_layers`) of our MLM (fixed-shape head) and CLM.
-
-FLOPs per step: `pretraining/flops.py`, the plan's and the trainer's one formula; achieved FLOP/s is compared to a
-large matmul timed in the same process (fp32 on CPU, bf16 on GPU). On CUDA (or `--mfu on`, e.g. with
-`--mfu_architecture tiny` on CPU) the 210m architecture's bf16 MFU at seq 2048 (MLM 40%, fixed-shape head) divides
-by the GPU's dense bf16 spec peak, as the trainer's log; `--mfu_architecture 210m,610m --mfu_batch 8,16,max
---memory_gb 80` measures one row per architecture, micro-batch and mode, `max` being the largest multiple of 8 whose
-peak memory, extrapolated from the eager rows, fits in 80 GB (`bench/gpu_check.sh` runs it so on the device).
-
-What to expect: the input embedding does no matmul, so the LM head is about half of the matmul FLOPs and projecting
-40% of the positions caps the MLM FLOP saving at 1 / (0.5 + 0.5 * 0.4) = 1.4x; ratios above that come from the
-reference's memory-bound full-vocabulary log-softmax. Steps are reported as the best of N (the interference-free
-time on a shared machine) and the median. `--threads` defaults to 1: on 2 shared cores two OpenMP threads ran about
-10x slower than one; with one thread on CPU, steps are timed in process CPU time (`--clock`).
+40%: our `EuroBertClmMlmForMaskedLM` vs native `EuroBertForMaskedLM`, target >= 1.8x; (b) CLM: ours vs
+`LlamaForCausalLM`, target >= 1.0x (docs/benchmarks.md: the figures and why). FLOPs per step are
+`pretraining/flops.py`'s; achieved FLOP/s is compared to a large matmul timed in the same process (fp32 on CPU, bf16
+on GPU). The bf16 MFU (on CUDA, or `--mfu on`) divides by the GPU's dense bf16 spec peak, as the trainer's log;
+`--mfu_batch max` is the largest multiple of 8 whose peak memory, extrapolated from the eager rows, fits in
+`--memory_gb`. Steps are reported as the best of N (the interference-free time on a shared machine) and the median.
+`--threads` defaults to 1: on 2 shared cores two OpenMP threads ran about 10x slower than one; with one thread on
+CPU, steps are timed in process CPU time.
 """
 
 import argparse
@@ -46,7 +37,7 @@ from modeling_eurobert import (
     load_architecture,
 )
 from modeling_eurobert.export_native import native_config
-from pretraining.collator import masked_positions_bound
+from pretraining.collator import masked_positions_bound, padded_positions
 from pretraining.flops import bf16_peak_flops, training_flops_per_token
 from pretraining.trainer import compile_decoder_layers
 
@@ -98,8 +89,7 @@ def bench_config(args) -> EuroBertClmMlmConfig:
     return EuroBertClmMlmConfig(
         vocab_size=args.vocab, hidden_size=args.hidden, intermediate_size=4 * args.hidden,
         num_hidden_layers=args.layers, num_attention_heads=args.heads, num_key_value_heads=args.kv_heads,
-        max_position_embeddings=max(args.seq, 2048), pad_token_id=3, bos_token_id=0, eos_token_id=1, mask_token_id=2,
-    )
+        max_position_embeddings=max(args.seq, 2048), pad_token_id=3, bos_token_id=0, eos_token_id=1, mask_token_id=2)
 
 
 def build_pair(kind: str, config: EuroBertClmMlmConfig, args) -> dict[str, torch.nn.Module]:
@@ -137,9 +127,8 @@ def make_batch(kind: str, config, batch: int, seq: int, mask_ratio: float, devic
     input_ids = torch.where(masked, torch.full_like(input_ids, config.mask_token_id), input_ids)
     out = {"input_ids": input_ids.to(device), "labels": labels.to(device)}
     if fixed_shape:
-        k = masked_positions_bound(seq, mask_ratio)
-        first_masked = torch.argsort((~masked).to(torch.int8), dim=1, stable=True)[:, :k]  # masked columns first
-        out["mlm_positions"] = torch.where(torch.arange(k) < masked.sum(1, keepdim=True), first_masked, -1).to(device)
+        positions = padded_positions(masked.numpy(), masked_positions_bound(seq, mask_ratio))
+        out["mlm_positions"] = torch.from_numpy(positions).to(device)
     return out
 
 
@@ -180,9 +169,8 @@ def matmul_peak(device: str, dtype: torch.dtype, size: int, timer, repeats: int 
 
 def time_pair(models: dict, batch: dict, args, dtype) -> dict[str, list[float]]:
     """Interleave the models step by step (ABAB...) so machine noise hits both alike; drop warmup steps."""
-    optimizers = {name: torch.optim.AdamW(
-        m.parameters(), lr=1e-4, betas=(0.9, 0.95), eps=1e-5, weight_decay=0.1, fused=True)
-                  for name, m in models.items()}
+    optimizers = {name: torch.optim.AdamW(m.parameters(), lr=1e-4, betas=(0.9, 0.95), eps=1e-5, weight_decay=0.1,
+                                          fused=True) for name, m in models.items()}
     times = {name: [] for name in models}
     for step in range(args.warmup + args.steps):
         for name, model in models.items():
@@ -196,13 +184,12 @@ def report_pair(kind, models, times, config, args, peak) -> dict[str, float]:
     """Print one row per model; return the ours / reference throughput ratios (best step and median step)."""
     tokens = args.batch * args.seq
     projected = {"mlm": round(tokens * args.mask_ratio), "clm": args.batch * (args.seq - 1)}[kind]
-    flops = []
-    for i, name in enumerate(models):
+    flops = [flops_per_step(config, tokens, counted, args.seq)  # the native MLM head projects every token
+             for counted in (projected, tokens if kind == "mlm" else projected)]
+    for name, step_flops in zip(models, flops):
         best, median = min(times[name]), statistics.median(times[name])
-        counted = projected if (i == 0 or kind == "clm") else tokens  # the native MLM head projects every token
-        flops.append(flops_per_step(config, tokens, counted, args.seq))
         print(f"| {name:<28} | {tokens / best:>10,.0f} | {1e3 * best:>9.1f} | {1e3 * median:>9.1f} "
-              f"| {flops[i] / best / 1e9:>9.1f} | {100 * flops[i] / best / peak:>6.1f}% |")
+              f"| {step_flops / best / 1e9:>9.1f} | {100 * step_flops / best / peak:>6.1f}% |")
     ours, reference = (times[name] for name in models)
     return {"best": min(reference) / min(ours), "median": statistics.median(reference) / statistics.median(ours),
             "flops": flops[1] / flops[0]}
@@ -215,12 +202,10 @@ def report_compile(config, args, dtype, peak) -> dict[str, float]:
     print(f"|{'-' * 38}|{'-' * 12}|{'-' * 11}|{'-' * 11}|{'-' * 11}|{'-' * 9}|")
     tokens, ratios = args.batch * args.seq, {}
     for kind in cli.split_list(args.pairs):
-        mlm = kind == "mlm"
-        model_class, head = (EuroBertClmMlmForMaskedLM, "fixed-shape head") if mlm else (EuroBertClmMlmForCausalLM, "")
-        eager = model_class(config)
+        eager = (EuroBertClmMlmForMaskedLM if kind == "mlm" else EuroBertClmMlmForCausalLM)(config)
         eager.set_attn_implementation(args.attn)
         eager = eager.to(args.device).train()
-        label = f"ours {kind.upper()}{', ' + head if head else ''}"
+        label = f"ours {kind.upper()}{', fixed-shape head' if kind == 'mlm' else ''}"
         compiled = copy.deepcopy(eager)  # same weights, every decoder layer compiled in place as `compile: regional`
         compile_decoder_layers(compiled)
         models = {f"{label}, eager": eager, f"{label}, regional": compiled}
@@ -257,22 +242,13 @@ def fitting_batch(peaks: dict[int, float], limit: float, multiple: int = 8) -> i
     return batch if batch >= multiple else None
 
 
-def time_alone(model, batch: dict, args) -> dict:
-    """Best and median step (one model, `args.warmup` untimed steps first) and its peak CUDA memory (None on CPU)."""
-    on_gpu = args.device.startswith("cuda")
-    if on_gpu:
-        torch.cuda.reset_peak_memory_stats()
-    times = time_pair({"model": model}, batch, args, torch.bfloat16)["model"]
-    peak = torch.cuda.max_memory_allocated() if on_gpu else None
-    return {"best": min(times), "median": statistics.median(times), "peak_memory": peak}
-
-
 def mfu_row(config, architecture: str, mode: str, batch_size: int, attn: str, args, peak: float) -> dict:
     """One MFU measurement: a fresh model (compiled anew for `regional`, so each batch size gets its own static
-    graph), MLM 40% with the fixed-shape head, bf16 autocast; an out-of-memory step is a row with `error`."""
+    graph), MLM 40% with the fixed-shape head, bf16 autocast, `args.warmup` untimed steps first, and its peak CUDA
+    memory; a step that fails (out of memory, a compile failure) is a row with `error`, the other rows still run."""
     run = argparse.Namespace(**{**vars(args), "seq": args.mfu_seq, "batch": batch_size})
     row = {"architecture": architecture, "mode": mode, "batch": batch_size, "seq": run.seq, "attn": attn}
-    model = None
+    on_gpu, model = args.device.startswith("cuda"), None
     try:
         torch.manual_seed(0)
         model = EuroBertClmMlmForMaskedLM(config)
@@ -282,24 +258,24 @@ def mfu_row(config, architecture: str, mode: str, batch_size: int, attn: str, ar
             torch._dynamo.reset()
             compile_decoder_layers(model)
         batch = make_batch("mlm", config, run.batch, run.seq, args.mask_ratio, args.device, fixed_shape=True)
-        timed = time_alone(model, batch, run)
-    except torch.OutOfMemoryError:
-        row["error"] = "out of memory"
-        return row
-    except Exception as error:  # e.g. a compile failure: the row says so, the other rows are still measured
-        row["error"] = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+        if on_gpu:
+            torch.cuda.reset_peak_memory_stats()
+        times = time_pair({"model": model}, batch, run, torch.bfloat16)["model"]
+        memory_gb = torch.cuda.max_memory_allocated() / 1e9 if on_gpu else None
+    except Exception as error:
+        row["error"] = ("out of memory" if isinstance(error, torch.OutOfMemoryError)
+                        else f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}")
         return row
     finally:
         del model
-        if args.device.startswith("cuda"):
+        if on_gpu:
             torch.cuda.empty_cache()
-    tokens = run.batch * run.seq
+    tokens, best = run.batch * run.seq, min(times)
     flops = flops_per_step(config, tokens, round(tokens * args.mask_ratio), run.seq)
-    spec = bf16_peak_flops(torch.cuda.get_device_name()) if args.device.startswith("cuda") else None
-    row.update(tokens_per_s=tokens / timed["best"], step_ms_best=1e3 * timed["best"],
-               step_ms_median=1e3 * timed["median"], tflops=flops / timed["best"] / 1e12,
-               mfu=flops / timed["best"] / spec if spec else None, share_of_measured_peak=flops / timed["best"] / peak,
-               peak_memory_gb=timed["peak_memory"] / 1e9 if timed["peak_memory"] is not None else None)
+    spec = bf16_peak_flops(torch.cuda.get_device_name()) if on_gpu else None
+    row.update(tokens_per_s=tokens / best, step_ms_best=1e3 * best, step_ms_median=1e3 * statistics.median(times),
+               tflops=flops / best / 1e12, mfu=flops / best / spec if spec else None,
+               share_of_measured_peak=flops / best / peak, peak_memory_gb=memory_gb)
     return row
 
 
@@ -340,9 +316,7 @@ def report_mfu(args, peak: float, figures: dict) -> None:
                 rows.append(row)
                 print_mfu_row(row)
                 write_json(args.json, figures)
-            if "max" not in batches:
-                continue
-            if mode == "eager":
+            if mode == "eager" and "max" in batches:
                 largest = fitting_batch(peaks, args.memory_gb * 1e9) if args.memory_gb else None
                 if largest is None or largest <= max(numbered, default=0):
                     why = (f"no multiple of 8 above {max(numbered, default=0)} fits in {args.memory_gb} GB"

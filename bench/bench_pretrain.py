@@ -9,10 +9,9 @@ data pipeline's share of step time (fetching + collating batches / wall time; ta
 
 Runs the real `recipes/pretrain.py` and averages what the trainer logs per logging window, leaving out the first
 window of each objective (compilation and warm-up). Any config runs offline: the corpus is the bundle, the global
-batch this machine's (`--batch_size` x `--accumulation`); `--vocab_size` pads the toy BPE's vocabulary with ids no
-text produces (the LM head gets the paper's 128,256 rows). `--compare_eager` runs each run again with `compile: none`
-and reports the largest relative loss difference per logging window. Compiles are counted per run (a PFS run
-compiles one graph per attention pattern). Other arguments go to the recipe unchanged (`--bf16 false`).
+batch this machine's (`--batch_size` x `--accumulation`), the vocabulary the toy BPE's padded to `--vocab_size`
+(`padded_toy_tokenizer`). Compiles are counted per run (a PFS run compiles one graph per attention pattern). Other
+arguments go to the recipe unchanged (`--bf16 false`).
 """
 
 import argparse
@@ -62,8 +61,7 @@ def padded_toy_tokenizer(args, path: Path) -> Path:
     if args.vocab_size < len(tokenizer):
         raise ValueError(f"--vocab_size {args.vocab_size} is below the toy BPE's {len(tokenizer)}")
     spec = json.loads((path / "tokenizer.json").read_text())
-    vocab = spec["model"]["vocab"]
-    vocab.update({f"<|unused_{i}|>": i for i in range(len(tokenizer), args.vocab_size)})
+    spec["model"]["vocab"].update({f"<|unused_{i}|>": i for i in range(len(tokenizer), args.vocab_size)})
     (path / "tokenizer.json").write_text(json.dumps(spec, ensure_ascii=False))
     return path
 
@@ -93,10 +91,8 @@ def bench(name: str, args, extra: list[str], output_dir: Path, eager: bool = Fal
             # the config's schedule (2,000 warmup and decay steps) scaled to the benchmark's steps: same throughput
             "--warmup_steps", str(max(1, args.steps // 10)),
             "--lr_scheduler_kwargs", json.dumps({"num_decay_steps": max(1, args.steps // 10), "decay_type": "linear"}),
-            "--save_strategy", "no", *RUNS[name](args.steps), *extra, *(["--compile", "none"] if eager else [])]
-    if args.data_dir:
-        argv += ["--data_dir", args.data_dir]
-    argv += ["--tokenizer_name_or_path", args.tokenizer]
+            "--save_strategy", "no", *RUNS[name](args.steps), *extra, *(["--compile", "none"] if eager else []),
+            *(["--data_dir", args.data_dir] if args.data_dir else []), "--tokenizer_name_or_path", args.tokenizer]
     run_args, training_args = pretrain.make_parser().parse_args_and_config(argv)
     torch._dynamo.reset()  # count this run's compiles only
     counters.clear()

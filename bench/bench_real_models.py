@@ -26,9 +26,8 @@ def minilm_scifact(model_dir: Path, dry_run: bool) -> dict:
     from evaluation import metrics, mteb
 
     argv = ["--model", f"all-minilm-l6-v2={model_dir}", "--tasks", "scifact",
-            "--ir_corpus", "judged" if dry_run else "full", "--output", tempfile.mkdtemp(prefix="bench-real-")]
-    if dry_run:
-        argv += ["--max_eval", "10"]
+            "--ir_corpus", "judged" if dry_run else "full", "--output", tempfile.mkdtemp(prefix="bench-real-"),
+            *(["--max_eval", "10"] if dry_run else [])]
     (args,) = mteb.make_parser().parse_args_into_dataclasses(args=argv)
     (job,) = mteb.list_jobs(args)
     started = time.perf_counter()

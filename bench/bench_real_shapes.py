@@ -5,14 +5,10 @@ and the checkpoint it saves reloaded in a fresh process.
     python -m bench.bench_real_shapes --sizes 210m,610m --json docs/real_shapes.json    # CPU, one run at a time
     python -m bench.bench_real_shapes --dry_run                                          # tiny, what CI runs
 
-Each (size, objective) runs in its own process (its peak RSS is its own): the paper config (bf16 autocast, the
-fixed-shape MLM head) with `--batch` blocks, one eager step, on the bundle's documents tokenized by the toy BPE padded
-to 128,256 ids (`bench_pretrain.padded_toy_tokenizer`: the shapes, not the words, matter). Recorded: the step time,
-the wall time of `pretrain.train` (with checkpoint-1 and the final save), the peak RSS, checkpoint-1's size; then one
-more forward + backward on the same model and batch with the gradients allocated and AdamW's moments dropped: the
-memory it adds is the activations' (`activation_bytes_per_token`, what `recipes.plan.memory_rows` uses; freed
-memory goes back to the system, `MALLOC_MMAP_THRESHOLD_`). Finally a fresh process loads the saved model
-(`trust_remote_code=True`), checks its weights equal the saved file and runs it.
+Each (size, objective) runs in its own process (its peak RSS is its own; docs/benchmarks.md: what runs and the
+figures). After the step, one more forward + backward on the same model and batch, with the gradients allocated and
+AdamW's moments dropped, adds the activations' memory (`activation_bytes_per_token`, what `recipes.plan.memory_rows`
+uses; freed memory goes back to the system, `MALLOC_MMAP_THRESHOLD_`).
 """
 
 import argparse
@@ -80,19 +76,15 @@ def recipe_argv(args, size: str, objective: str, output_dir: Path, tokenizer: Pa
         config.pop(key, None)
     output_dir.mkdir(parents=True, exist_ok=True)
     (output_dir.parent / f"{output_dir.name}.yaml").write_text(yaml.safe_dump(config))
-    argv = ["--config", str(output_dir.parent / f"{output_dir.name}.yaml"),
+    return ["--config", str(output_dir.parent / f"{output_dir.name}.yaml"),
             "--output_dir", str(output_dir), "--run_name", output_dir.name, "--data_cache_dir", args.cache_dir,
             "--corpus_source", "bundle", "--corpus_name", "null", "--global_batch_size", "null",
             "--max_docs", str(args.max_docs), "--block_size", str(args.block_size), "--num_proc", "1",
             "--tokenizer_name_or_path", str(tokenizer), "--per_device_train_batch_size", str(args.batch),
             "--gradient_accumulation_steps", "1", "--max_steps", "1", "--warmup_steps", "0",
             "--lr_scheduler_kwargs", '{"num_decay_steps": 1}', "--logging_steps", "1", "--use_cpu", "true",
-            "--compile", "none", "--dataloader_num_workers", "0", "--report_to", "none", "--disable_tqdm", "true"]
-    if args.fp32:
-        argv += ["--bf16", "false"]
-    if args.dry_run:
-        argv += ["--architecture", "tiny"]
-    return argv
+            "--compile", "none", "--dataloader_num_workers", "0", "--report_to", "none", "--disable_tqdm", "true",
+            *(["--bf16", "false"] if args.fp32 else []), *(["--architecture", "tiny"] if args.dry_run else [])]
 
 
 def one_run(args, size: str, objective: str, output_dir: Path) -> dict:

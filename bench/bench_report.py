@@ -3,12 +3,8 @@ change, side by side in one run.
 
     python -m bench.bench_report --scale 0.05 --before main [--json bench_report.json]
 
-Generates an EncodEval results tree of the paper's shape: 50 models (38 finals and 12 intermediate checkpoints, all
-in the paper's name grammar so every finding is computed) x 13 datasets x 6 LRs x 5 seeds, each run with per-instance
-test scores of the dataset's test size times `--scale` (1.0: about 165 million in all). It imports the tree (timed
-too), then runs `python -m analysis.report` over the records with the code of `--before` (a git revision, exported
-with `git archive`) and with this checkout's, each in its own process (peak RSS: `os.wait4`); both reports must be
-the same file for file. `--dry_run`: 4 models, 2 datasets, before = HEAD (what tests/test_bench.py runs).
+The tree, its import and the two reports (each in its own process; both must be the same file for file):
+docs/benchmarks.md. `--dry_run`: 4 models, 2 datasets, before = HEAD (what tests/test_bench.py runs).
 """
 
 from __future__ import annotations

@@ -4,11 +4,8 @@
     python -m bench.gpu_check section NAME --work DIR [--dry_run] [--dry_compile]   # one section (NAME=all: every one)
     python -m bench.gpu_check report --work DIR --out OUT      # OUT/gpu_check.json and OUT/gpu_check.md
 
-Each section (`SECTIONS`) is a benchmark's own `main(argv)` with the device's settings (or, with `--dry_run`, a tiny
-CPU run of the same code), writing its figures to DIR/NAME.json: `bench.bench_model` at the 210m shapes (MLM head vs
-native, MFU eager vs `--compile regional` up to the largest micro-batch that fits in 80 GB) and the 610m MFU rows;
-40 steps of the 210m paper config through a PFS switch (`bench.bench_pretrain --compare_eager`); the GPU-only tests;
-`bench.bench_grid` with --workers 1, 2 and 4.
+Each section (`SECTIONS`; docs/benchmarks.md says what each measures) is a benchmark's own `main(argv)` with the
+device's settings (or, with `--dry_run`, a tiny CPU run of the same code), writing its figures to DIR/NAME.json.
 """
 
 import argparse
@@ -61,10 +58,9 @@ def section_argv(name: str, work: Path, dry_run: bool, dry_compile: bool) -> tup
         return module, [*argv, "--junitxml", str(work / f"{name}.xml")]
     if dry_run and dry_compile and module == "bench.bench_model":
         argv += ["--compile", "regional"]
-    if dry_run and module == "bench.bench_pretrain":
-        argv += ["--compile", "regional" if dry_compile else "none"]
     if module == "bench.bench_pretrain":
-        argv += ["--cache_dir", str(work / "pretrain-cache"), "--output_dir", str(work / "pretrain-runs")]
+        argv += [*(["--compile", "regional" if dry_compile else "none"] if dry_run else []),
+                 "--cache_dir", str(work / "pretrain-cache"), "--output_dir", str(work / "pretrain-runs")]
     return module, [*argv, "--json", str(work / f"{name}.json")]
 
 
@@ -181,9 +177,8 @@ def report(work: Path, out: Path, dry_run: bool, started: float | None) -> dict:
     for name, (budget, *_rest) in SECTIONS.items():
         status_file, figures_file = work / f"{name}.status", work / f"{name}.json"
         status = json.loads(status_file.read_text()) if status_file.is_file() else {"rc": None, "seconds": None}
-        rc = status["rc"]
         status["status"] = {None: "not run", 0: "ok", 124: "timed out", 137: "killed (time or memory)"}.get(
-            rc, f"failed (exit {rc})")
+            status["rc"], f"failed (exit {status['rc']})")
         status["figures"] = json.loads(figures_file.read_text()) if figures_file.is_file() else None
         summary["sections"][name] = status
         lines.append(f"| {name} | {status['status']} | {status['seconds']} | {budget} |")

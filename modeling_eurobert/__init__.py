@@ -1,11 +1,9 @@
 """EuroBERT-architecture models for the MLM-vs-CLM study.
 
-Importing this package is light (no torch): `ARCHITECTURES` and `ARCHITECTURES_DIR` are plain, so the command lines
-(`convert`, `export_native`, the recipes) check their input first. The classes load on first use
-(`from modeling_eurobert import EuroBertClmMlmForMaskedLM`, `load_architecture`), which calls `register()`: every
-class is registered with the transformers Auto classes (in-process use) and marked for `auto_map`, so
-`save_pretrained` writes the modeling code beside the weights and any process can load a checkpoint with
-`AutoModel*.from_pretrained(path, trust_remote_code=True)`, without this project installed.
+Importing this package is light (no torch), so the command lines check their input first. The classes load on first
+use (`from modeling_eurobert import EuroBertClmMlmForMaskedLM`, `load_architecture`), which calls `register()`: they
+are registered with the transformers Auto classes and marked for `auto_map`, so `save_pretrained` writes the modeling
+code beside the weights and any process loads a checkpoint with `trust_remote_code=True`, without this project.
 """
 
 import functools

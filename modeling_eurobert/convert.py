@@ -6,20 +6,15 @@ continued pretraining (CPT) from an existing decoder:
     python -m modeling_eurobert.convert ./my-llama out/my-eurobert --mask_token "<|reserved_special_token_0|>" \
         --pad_token "<|finetune_right_pad_id|>" --dtype bfloat16
 
-The families that convert exactly are `FAMILIES` (Llama's parameter names in all, so no key mapping; the real
-checkpoints each covers: docs/models.md). The output is causal and loads unchanged into `EuroBertClmMlmForMaskedLM`;
-its config.json names a model type transformers knows (`export_native.make_plain_loadable`). The conversion:
-- unties tied embeddings: `lm_head` starts as a copy of the input embedding (the study's models are untied);
-- adds `<|mask|>` (or `--mask_token`) when missing (an existing one such as Llama-3's `<|reserved_special_token_0|>`,
-  id 128002, adds nothing; an ordinary token that text encodes to, `the`, is refused: once special it would be
-  matched inside words), and a pad distinct from eos: the source's unless it is eos, else `--pad_token`;
-  `tokenizer_settings.configure_tokenizer` sets the mask's lstrip and `model_max_length`;
-- initialises every added token's embedding and LM-head rows to the mean of the source's rows (resizing both to the
-  tokenizer length when an added id falls outside them);
-- accepts a sliding window only where it does not bind (window >= the positions, or `--max_position_embeddings`
-  shortened to at most the window).
-Everything else (Gemma, OLMo, Phi-3, other RoPE types or activations, quantised checkpoints) is refused in one line
-naming the incompatibility, before anything is written; the output appears only when complete (renamed into place).
+The families that convert exactly are `FAMILIES` (Llama's parameter names in all: no key mapping; their real
+checkpoints: docs/models.md). The output is causal, loads unchanged into `EuroBertClmMlmForMaskedLM`, and its
+config.json names a model type transformers knows (`export_native.make_plain_loadable`). The conversion unties tied
+embeddings (`lm_head` starts as a copy of the input embedding); adds `<|mask|>` (or `--mask_token`) when missing,
+refusing an ordinary token that text encodes to (`the`: once special it would be matched inside words), and a pad
+distinct from eos (the source's unless it is eos, else `--pad_token`); sets every added token's embedding and LM-head
+rows to the mean of the source's; accepts a sliding window only where it does not bind (`--max_position_embeddings`
+at most the window). Anything else (Gemma, OLMo, Phi-3, other RoPE types or activations, quantised checkpoints) is
+refused in one line before anything is written; the output appears only when complete (renamed into place).
 """
 
 from __future__ import annotations
@@ -59,7 +54,6 @@ def resolve_source(source: str, max_positions: int | None = None) -> Path:
     with the `--max_position_embeddings` override `max_positions`, before any weights)."""
     path = Path(source)
     if path.is_dir():
-        check_source_config(read_config(path), max_positions)
         return path
     if path.exists():
         raise ConversionError(f"SOURCE {source} is a file; pass the directory of a saved transformers model")
@@ -87,10 +81,8 @@ def check_source_config(raw: dict, max_positions: int | None = None) -> transfor
     ConversionError names the first incompatibility (`max_positions`: `--max_position_embeddings`, if given)."""
     model_type = raw.get("model_type")
     if model_type not in FAMILIES:
-        raise ConversionError(
-            f"unsupported source architecture: model_type={model_type!r}; supported: {', '.join(FAMILIES)} "
-            "(each with its *ForCausalLM class)"
-        )
+        raise ConversionError(f"unsupported source architecture: model_type={model_type!r}; supported: "
+                              f"{', '.join(FAMILIES)} (each with its *ForCausalLM class)")
     causal_lm, config_class = FAMILIES[model_type]
     architectures = raw.get("architectures") or [causal_lm]
     if architectures != [causal_lm]:
@@ -102,9 +94,8 @@ def check_source_config(raw: dict, max_positions: int | None = None) -> transfor
     for rope in (raw.get("rope_parameters") or {}, raw.get("rope_scaling") or {}):
         rope_type = rope.get("rope_type", rope.get("type", "default"))
         if rope_type not in SUPPORTED_ROPE_TYPES:
-            raise ConversionError(
-                f"rope_type {rope_type!r} is not supported; supported: {', '.join(SUPPORTED_ROPE_TYPES)}"
-            )
+            raise ConversionError(f"rope_type {rope_type!r} is not supported; "
+                                  f"supported: {', '.join(SUPPORTED_ROPE_TYPES)}")
     try:  # head counts etc. are validated by the strict configs; report their message on one line
         source = getattr(transformers, config_class).from_dict(raw)
     except (ValueError, TypeError, StrictDataclassError) as error:
@@ -117,22 +108,20 @@ def check_source_config(raw: dict, max_positions: int | None = None) -> transfor
     positions = max_positions or source.max_position_embeddings
     window = sliding_window(source)
     if window is not None and window < positions:
-        raise ConversionError(
-            f"sliding_window={window} binds within max_position_embeddings={positions} (queries would not see "
-            f"tokens {window} or more positions back) and this architecture has no sliding window; pass "
-            f"--max_position_embeddings {window} to convert a model whose context the window never limits"
-        )
+        raise ConversionError(f"sliding_window={window} binds within max_position_embeddings={positions} (queries "
+                              f"would not see tokens {window} or more positions back) and this architecture has no "
+                              f"sliding window; pass --max_position_embeddings {window} to convert a model whose "
+                              "context the window never limits")
     return source
 
 
 def sliding_window(source: transformers.PreTrainedConfig) -> int | None:
     """The window any layer of the source attends within, or None: Mistral's applies to every layer, Qwen2/3's to
     the layers `layer_types` marks (none unless `use_sliding_window`), Llama has none."""
-    window = getattr(source, "sliding_window", None)
     layer_types = getattr(source, "layer_types", None)
     if layer_types is not None and "sliding_attention" not in layer_types:
         return None
-    return window
+    return getattr(source, "sliding_window", None)
 
 
 def check_source_files(source_dir: Path) -> None:
@@ -161,12 +150,9 @@ def eurobert_config(source: transformers.PreTrainedConfig, dtype: str, max_posit
         qkv_bias=source.model_type == "qwen2",  # Qwen2/2.5: q, k, v always, o never
         qk_norm=source.model_type == "qwen3",
         attention_dropout=float(source.attention_dropout or 0.0),
-        pad_token_id=None,  # mask and pad ids come from the tokenizer, once the vocabulary is final
-        mask_token_id=None,
+        pad_token_id=None, mask_token_id=None,  # mask and pad ids come from the tokenizer, once the vocabulary is final
         tie_word_embeddings=False,  # untied below, explicitly
-        is_causal=True,
-        dtype=dtype,
-    )
+        is_causal=True, dtype=dtype)
 
 
 def set_special_tokens(tokenizer, mask_token: str, pad_token: str, eos_ids: set[int]) -> list[int]:
@@ -224,18 +210,16 @@ def load_weights(source_dir: Path, config: ours.EuroBertClmMlmConfig, tied: bool
     try:
         model, info = ours.EuroBertClmMlmForCausalLM.from_pretrained(
             source_dir, config=config, dtype=config.dtype, output_loading_info=True,
-            ignore_mismatched_sizes=True,  # a config that disagrees with the weights is reported below, in one line
-        )
+            ignore_mismatched_sizes=True)  # a config that disagrees with the weights is reported below, in one line
     finally:
         report.setLevel(level)
     # A tied checkpoint may omit lm_head.weight; anything else missing or extra means the mapping is wrong.
     missing = set(info["missing_keys"]) - ({"lm_head.weight"} if tied else set())
     if missing or info["unexpected_keys"] or info.get("mismatched_keys"):
-        raise ConversionError(
-            f"weights of {source_dir} do not match the converted layout: missing {sorted(missing)}, "
-            f"unexpected {sorted(info['unexpected_keys'])}, mismatched {_shapes(info.get('mismatched_keys'))}: its "
-            "config.json disagrees with its weights, or the checkpoint is of another family"
-        )
+        raise ConversionError(f"weights of {source_dir} do not match the converted layout: missing {sorted(missing)}, "
+                              f"unexpected {sorted(info['unexpected_keys'])}, mismatched "
+                              f"{_shapes(info.get('mismatched_keys'))}: its config.json disagrees with its weights, or "
+                              "the checkpoint is of another family")
     if tied:  # untie: the output embedding starts as a copy of the input one
         import torch
 
@@ -261,8 +245,8 @@ def convert(source: str, output: str | Path, mask_token: str = "<|mask|>", pad_t
             raise ConversionError(f"--{role}_token {token!r} is empty: pass a special or reserved token or a new one "
                                   f"(default <|{role}|>)")
     source_dir = resolve_source(source, max_positions)
-    check_source_files(source_dir)
     source_config = check_source_config(read_config(source_dir), max_positions)
+    check_source_files(source_dir)
     try:
         config = eurobert_config(source_config, dtype, max_positions)
     except (ValueError, StrictDataclassError) as error:

@@ -4,18 +4,13 @@
     python -m modeling_eurobert.export_native out/610m-clm-42k out/610m-clm-42k-native --bidirectional
 
 The result loads with `AutoModel*.from_pretrained(path)` WITHOUT `trust_remote_code` into the native class of its
-head (`NATIVE_CLASSES`), with the same weights and identical outputs: both share Llama's parameter names, so only
-config.json changes (model_type "eurobert", native architectures, no auto_map, no `is_causal`); the tokenizer is
-copied when the checkpoint has one.
-
-Causal checkpoints (CLM runs, converted decoders) are refused unless `--bidirectional` says to export them as a
-bidirectional encoder on purpose (native EuroBERT is bidirectional only; the paper fine-tunes CLM checkpoints so): a
-causal LM head becomes native `EuroBertForMaskedLM`, and config.json records `"pretraining_attention": "causal"`.
-
-Also refused, in one line: the QA head (native EuroBERT has none), the converted-decoder switches native EuroBERT
-lacks (`qkv_bias`, `qk_norm`, `mlp_bias` on an LM head, to which it would add a bias), and pad_token_id equal to eos
-(the native embedding's `padding_idx` row never gets a gradient: eos, the document separator, would stop learning). A
-checkpoint without a pad id exports with `pad_token_id: null`, not with the native default 128001, which is eos.
+head (`NATIVE_CLASSES`), with the same weights and outputs: only config.json changes (model_type "eurobert", native
+architectures, no auto_map, no `is_causal`); the tokenizer is copied when there is one. A causal checkpoint needs
+`--bidirectional` (docs/models.md): its LM head becomes native `EuroBertForMaskedLM`, and config.json records
+`"pretraining_attention": "causal"`. Refused in one line (`check_exportable`): the QA head, the converted-decoder
+switches native EuroBERT lacks (`qkv_bias`, `qk_norm`, `mlp_bias` on an LM head), and pad_token_id equal to eos (the
+native `padding_idx` row never gets a gradient: eos, the document separator, would stop learning). A checkpoint
+without a pad id exports with `pad_token_id: null`, not the native default 128001, which is eos.
 """
 
 from __future__ import annotations
@@ -67,14 +62,13 @@ def check_exportable(raw: dict, bidirectional: bool = False) -> str:
     if architecture == "EuroBertClmMlmForQuestionAnswering":
         raise ExportError("native transformers EuroBERT has no question-answering head; export another head")
     if is_causal_checkpoint(raw) and not bidirectional:
-        raise ExportError(
-            f"{architecture} with is_causal={str(raw.get('is_causal')).lower()} is a causal checkpoint (CLM run or "
-            "converted decoder) and native EuroBERT is bidirectional only; pass --bidirectional to export it as a "
-            "bidirectional encoder on purpose (how the paper fine-tunes CLM checkpoints)"
-        )
+        raise ExportError(f"{architecture} with is_causal={str(raw.get('is_causal')).lower()} is a causal checkpoint "
+                          "(CLM run or converted decoder) and native EuroBERT is bidirectional only; pass "
+                          "--bidirectional to export it as a bidirectional encoder on purpose (how the paper "
+                          "fine-tunes CLM checkpoints)")
     if architecture not in NATIVE_CLASSES and architecture != "EuroBertClmMlmForCausalLM":
-        supported = ", ".join(NATIVE_CLASSES)
-        raise ExportError(f"architecture {architecture!r} has no native EuroBERT class; supported: {supported}")
+        raise ExportError(f"architecture {architecture!r} has no native EuroBERT class; supported: "
+                          f"{', '.join(NATIVE_CLASSES)}")
     if raw.get("qkv_bias") and not raw.get("attention_bias"):
         raise ExportError("qkv_bias=true (q/k/v biases without an o bias, a converted Qwen2) has no native EuroBERT "
                           "form: its attention_bias puts biases on q, k, v and o; use it with trust_remote_code")
@@ -96,9 +90,7 @@ def check_exportable(raw: dict, bidirectional: bool = False) -> str:
     if raw.get("pad_token_id") is not None and raw["pad_token_id"] in eos_ids:
         raise ExportError(f"pad_token_id={raw['pad_token_id']} equals eos; the native embedding freezes the pad row "
                           "(padding_idx), so set a distinct pad_token_id in config.json first")
-    if architecture == "EuroBertClmMlmForCausalLM":
-        return "EuroBertForMaskedLM"  # same parameters: the native MLM head is the bidirectional LM head
-    return NATIVE_CLASSES[architecture]
+    return NATIVE_CLASSES.get(architecture, "EuroBertForMaskedLM")  # the causal LM head: the same parameters
 
 
 def is_ours(raw: dict) -> bool:
@@ -154,10 +146,9 @@ def _write_as(directory: str | Path, raw: dict, fields: dict, config_class, what
     """Rewrite config.json with `config_class`'s model_type, our `auto_map` kept and `record` set, once `what` (that
     class) reads every field as written and has no sliding window."""
     path = Path(directory) / "config.json"
-    fields = {**fields, **{key: raw[key] for key in ("auto_map", "architectures") if key in raw},
-              "model_type": config_class.model_type}
-    fields.pop("_name_or_path", None)
-    fields.update(record or {})
+    fields = {**{key: value for key, value in fields.items() if key != "_name_or_path"},
+              **{key: raw[key] for key in ("auto_map", "architectures") if key in raw},
+              "model_type": config_class.model_type, **(record or {})}
     plain = config_class(**{k: v for k, v in fields.items() if k != "model_type"}).to_dict()
     differ = sorted(key for key in _fields(config_class) & set(fields) if plain.get(key) != fields[key])
     if differ or plain.get("sliding_window") is not None:
@@ -191,16 +182,13 @@ def export_native(checkpoint: str | Path, output: str | Path, bidirectional: boo
     model_folders.check_loadable(checkpoint)  # before the checks of its config: a LoRA checkpoint-N is no model
     native_class = getattr(transformers, check_exportable(raw, bidirectional))
 
-    model, info = native_class.from_pretrained(
-        checkpoint, config=native_config(raw), dtype="auto", output_loading_info=True
-    )
+    model, info = native_class.from_pretrained(checkpoint, config=native_config(raw), dtype="auto",
+                                               output_loading_info=True)
     if any(info[key] for key in ("missing_keys", "unexpected_keys", "mismatched_keys")):
         raise ExportError(f"weights of {checkpoint} do not match {native_class.__name__}: {info}")
-    has_tokenizer = any((checkpoint / name).is_file() for name in model_folders.TOKENIZER_FILES)
-
     with artifacts.atomic_directory(output, expected=None) as staging:  # never over what appeared meanwhile
         model.save_pretrained(staging)
-        if has_tokenizer:
+        if any((checkpoint / name).is_file() for name in model_folders.TOKENIZER_FILES):
             tokenizer = transformers.AutoTokenizer.from_pretrained(checkpoint)
             configure_tokenizer(tokenizer, raw.get("max_position_embeddings")).save_pretrained(staging)
     return output

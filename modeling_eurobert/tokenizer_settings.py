@@ -1,12 +1,9 @@
-"""The settings every tokenizer saved beside a model of this project carries (`configure_tokenizer`):
-
-- the mask token strips the space before it (as RoBERTa's `<mask>`): "The capital is <|mask|>." gives [..., "Ġis",
-  <|mask|>, "."], with no stray "Ġ" the model never saw (pretraining masks whole tokens, space included);
-- `model_max_length` is the model's `max_position_embeddings` (a tokenizer trained here or a Llama's has none, or
-  131072);
-- loader bookkeeping (`is_local`, `local_files_only`) is dropped from a published tokenizer_config.json.
-
-Pretraining tokenizes special-token text as plain text, so the strip flags never change a packed block.
+"""The settings every tokenizer saved beside a model of this project carries (`configure_tokenizer`): the mask token
+strips the space before it, as RoBERTa's `<mask>` ("The capital is <|mask|>." gives [..., "Ġis", <|mask|>, "."], with
+no stray "Ġ" the model never saw: pretraining masks whole tokens, space included); `model_max_length` is the model's
+`max_position_embeddings` (a tokenizer trained here or a Llama's has none, or 131072); loader bookkeeping
+(`is_local`, `local_files_only`) is dropped from a published tokenizer_config.json. Pretraining tokenizes
+special-token text as plain text, so the strip flags never change a packed block.
 """
 
 from tokenizers import AddedToken

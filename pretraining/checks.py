@@ -1,9 +1,7 @@
-"""Checks that run before anything is written to `output_dir`, and the checks of a run that continues another:
-contradictory settings, missing paths, a tokenizer the base model's embeddings do not mean, a corpus too small for the
-run (`check_run_settings`, `check_sources`, `check_tokenizer_matches_base`, `check_token_budget`); where training
-starts, refusing to mix runs or to write over what this recipe did not make (`check_output_dir`,
-`check_batch_layout`); never other data or another tokenizer for a resume, a decay branch or CPT
-(`check_data_identity`). They read only; bad input raises one `ValueError` / `FileNotFoundError` line naming the fix.
+"""Checks before anything is written to `output_dir`: contradictory settings, missing paths, a tokenizer the base
+model's embeddings do not mean, a corpus too small for the run; where training starts, never mixing runs, data or
+tokenizers nor writing over what this recipe did not make. They read only; bad input raises one `ValueError` /
+`FileNotFoundError` line naming the fix.
 """
 
 import json
@@ -110,10 +108,9 @@ def check_run_settings(run_args: PretrainArguments, training_args: TrainingArgum
     if bad:
         raise ValueError(f"intermediate_steps {bad} fall outside (0, max_steps={total}]")
     if run_args.global_batch_size is not None and run_args.global_batch_size != global_batch(training_args):
-        raise ValueError(
-            f"global_batch_size={run_args.global_batch_size} but devices x per_device_train_batch_size x "
-            f"gradient_accumulation_steps = {global_batch(training_args)}; adjust the per-device batch or accumulation"
-        )
+        raise ValueError(f"global_batch_size={run_args.global_batch_size} but devices x per_device_train_batch_size "
+                         f"x gradient_accumulation_steps = {global_batch(training_args)}; adjust the per-device batch "
+                         "or accumulation")
     if run_args.decay_branches or run_args.branch_from:
         _check_budgets(run_args, training_args)
 
@@ -158,7 +155,6 @@ def _read_run_config(path: Path) -> dict:
     return stored
 
 
-
 def _unreadable_run_config(path: Path, error: Exception) -> str:
     """How to continue a run whose `run_config.json` is corrupt without losing its checkpoints: deleting it would make
     the output_dir someone else's (refused), but every saved model's run_info.json holds the same settings."""
@@ -182,10 +178,9 @@ def _unreadable_run_config(path: Path, error: Exception) -> str:
             "json.dump(json.load(open(sys.argv[1]))['run_config'], open(sys.argv[2], 'w'), indent=2)\" "
             f"{shlex.quote(copy)} {shlex.quote(str(path))}, then rerun; or pass a new --output_dir")
 
-# What a Trainer checkpoint must hold to continue exactly, as (what, any of these names): one process saves
-# optimizer.pt and rng_state.pth, several rng_state_<rank>.pth, FSDP optimizer.bin and pytorch_model_fsdp.bin, a LoRA
-# run adapter_model.safetensors. A checkpoint saved with `save_only_model: true` has no optimizer, scheduler or RNG
-# state: a resume from it would restart AdamW and the warmup.
+# What a Trainer checkpoint must hold to continue exactly, as (what, any of these names): one process saves optimizer.pt
+# and rng_state.pth, several rng_state_<rank>.pth, FSDP optimizer.bin and pytorch_model_fsdp.bin, a LoRA run
+# adapter_model.safetensors; `save_only_model: true` saves none of the states (a resume would restart AdamW, warmup).
 _RESUME_FILES = (
     ("weights", ("model.safetensors", "model.safetensors.index.json", "adapter_model.safetensors",
                  "pytorch_model_fsdp.bin")),
@@ -228,10 +223,7 @@ def checkpoint_problem(checkpoint: str | os.PathLike) -> str | None:
 def last_complete_checkpoint(directory: str | os.PathLike) -> str | None:
     """Newest intact `checkpoint-N` under `directory` (`checkpoint_problem`); each newer broken one is named on
     stderr as it is skipped."""
-    directory = Path(directory)
-    if not directory.is_dir():
-        return None
-    found = sorted(directory.glob(f"{PREFIX_CHECKPOINT_DIR}-*"), key=lambda p: int(p.name.split("-")[-1]))
+    found = sorted(Path(directory).glob(f"{PREFIX_CHECKPOINT_DIR}-*"), key=lambda p: int(p.name.split("-")[-1]))
     for checkpoint in reversed(found):
         problem = checkpoint_problem(checkpoint)
         if problem is None:
@@ -356,14 +348,12 @@ def _branch_checkpoint(run_args: PretrainArguments, training_args: TrainingArgum
 
 def check_batch_layout(stored: dict, current: dict, where: str) -> None:
     """Allow a run (`stored`: its run_config, from `where`) to continue on another number of processes, per-device
-    batch or accumulation when its optimizer steps stay the same; refuse otherwise, naming the numbers.
-
-    The update is the same when (1) the global batch G is unchanged: step s reads blocks [s G, (s + 1) G) whatever
-    the layout and each block's MLM mask is seeded by its index; and (2) a step's loss is divided by its token count
-    over all processes (`average_tokens_across_devices: true`, the default). At most the order of floating-point sums
-    changes (2 processes <-> 1 is bit-identical: tests/test_launch.py). The old ranks' RNG states are not needed (no
-    dropout). A DDP checkpoint holds the whole optimizer state; an FSDP one on another world size is untested.
-    """
+    batch or accumulation when its optimizer steps stay the same; refuse otherwise, naming the numbers. The update is
+    the same when (1) the global batch G is unchanged: step s reads blocks [s G, (s + 1) G) whatever the layout and
+    each block's MLM mask is seeded by its index; and (2) a step's loss is divided by its token count over all
+    processes (`average_tokens_across_devices: true`, the default). At most the order of floating-point sums changes
+    (2 processes <-> 1 is bit-identical: tests/test_launch.py). The old ranks' RNG states are not needed (no dropout).
+    A DDP checkpoint holds the whole optimizer state; an FSDP one on another world size is untested."""
     old = {k: stored.get("training_args", {}).get(k) for k in _LAYOUT_KEYS}
     new = {k: current["training_args"][k] for k in _LAYOUT_KEYS}
     if old == new:

@@ -20,16 +20,14 @@ class PretrainingCollator:
     """Turn packed blocks into a CLM or MLM batch (no padding, so no attention_mask).
 
     CLM: labels = input_ids (the model shifts them). MLM: the semantics of `DataCollatorForLanguageModeling` (special
-    tokens never masked; each other token selected with probability `mlm_probability` (paper: 0.2 to 0.5), then
-    replaced by `<|mask|>` with probability `mask_replace_prob` (original code: 1.0), by a random non-special token
-    with `random_replace_prob` (BERT: 0.1), kept otherwise; labels -100 except at selected positions), but the random
-    stream of each block is a torch generator seeded from (`seed`, block_index), so a block gets the same mask
-    whatever the dataloader workers, processes or batch it lands in.
+    tokens never masked; each other token selected with probability `mlm_probability`, then replaced by `<|mask|>`
+    with probability `mask_replace_prob`, by a random non-special token with `random_replace_prob`, kept otherwise;
+    labels -100 except at selected positions), but the random stream of each block is a torch generator seeded from
+    (`seed`, block_index), so a block gets the same mask whatever the workers, processes or batch it lands in.
 
     `positions_per_block`: K for a fixed-shape MLM head (`masked_positions_bound`), or None. When set, an MLM batch
-    also holds `mlm_positions` (B, K) long: each row's masked positions in increasing order, padded with -1, unless a
-    row has more than K masked tokens; then the key is absent and the model takes its exact path (never truncated).
-    The masks themselves do not depend on it.
+    also holds `mlm_positions` (B, K) long (`padded_positions`), unless a row has more than K masked tokens; then the
+    key is absent and the model takes its exact path (never truncated). The masks themselves do not depend on it.
     """
 
     objective: str
@@ -86,7 +84,7 @@ class PretrainingCollator:
             input_ids[randomized] = random_ids[randomized]
         batch = {"input_ids": torch.from_numpy(input_ids), "labels": torch.from_numpy(labels)}
         if self.positions_per_block is not None and selected.sum(axis=1).max() <= self.positions_per_block:
-            batch["mlm_positions"] = torch.from_numpy(_padded_positions(selected, self.positions_per_block))
+            batch["mlm_positions"] = torch.from_numpy(padded_positions(selected, self.positions_per_block))
         return batch
 
     def _draw(self, block_indices: list[int], shape: tuple[int, int]):
@@ -117,7 +115,7 @@ def masked_positions_bound(block_size: int, mlm_probability: float, num_std: flo
     return min(block_size, math.ceil(mean + num_std * math.sqrt(mean * (1 - mlm_probability))))
 
 
-def _padded_positions(selected: np.ndarray, width: int) -> np.ndarray:
+def padded_positions(selected: np.ndarray, width: int) -> np.ndarray:
     """(B, width) int64: the column indices of each row's True entries in increasing order, then -1."""
     positions = np.full((selected.shape[0], width), -1, dtype=np.int64)
     filled = min(width, selected.shape[1])
@@ -140,8 +138,7 @@ def _mix_seed(seed: int, block_index: int) -> int:
 
 @dataclass
 class ObjectiveCollator:
-    """Collate a batch for the objective of the step its blocks belong to (`clm` / `mlm`: None in a pure MLM / CLM
-    run).
+    """Collate a batch for the objective of the step its blocks belong to (`clm` / `mlm`: None in a pure MLM / CLM run).
 
     The blocks are read sequentially, so a block's step is `(block_index - first_block) // blocks_per_step`
     (0-based; `blocks_per_step` is the global batch, `first_block` the first this run reads); steps `< switch_step`
@@ -158,33 +155,24 @@ class ObjectiveCollator:
 
     def objective_at(self, step_index: int) -> str:
         """Objective of the 0-based optimizer step `step_index`."""
-        if self.mlm is None:
-            return "clm"
-        if self.clm is None or self.switch_step is None or step_index >= self.switch_step:
-            return "mlm"
-        return "clm"
+        before_switch = self.clm is not None and self.switch_step is not None and step_index < self.switch_step
+        return "clm" if self.mlm is None or before_switch else "mlm"
 
     def __call__(self, examples: list[dict]) -> dict:
         block_index = torch.tensor([int(example["block_index"]) for example in examples])
         objective = self.objective_at((int(block_index[0]) - self.first_block) // self.blocks_per_step)
-        if objective == "clm":
-            batch = self.clm(examples)
-        else:
-            batch = self.mlm(examples)
-            if self.mlm.positions_per_block is not None:  # fixed-shape head: did a row exceed K (exact path)?
-                batch["mlm_overflow"] = "mlm_positions" not in batch  # counted by PretrainingTrainer, not the model
+        batch = (self.clm if objective == "clm" else self.mlm)(examples)
+        if objective == "mlm" and self.mlm.positions_per_block is not None:  # fixed shape: did a row exceed K?
+            batch["mlm_overflow"] = "mlm_positions" not in batch  # counted by PretrainingTrainer, not the model
         batch["is_causal"] = objective == "clm"
         batch["block_index"] = block_index  # consumed by PretrainingTrainer.compute_loss (logs), never by the model
         return batch
 
 
-def build_collator(run_args, tokenizer, blocks_per_step: int,
-                   first_block: int = 0) -> ObjectiveCollator:
+def build_collator(run_args, tokenizer, blocks_per_step: int, first_block: int = 0) -> ObjectiveCollator:
     """The run's CLM and/or MLM `PretrainingCollator`s, wrapped by `ObjectiveCollator`."""
-    positions_per_block = None  # K of the fixed-shape MLM head, one value for the whole run
-    if run_args.mlm_fixed_shape:
-        positions_per_block = masked_positions_bound(run_args.block_size, run_args.mlm_probability,
-                                                     run_args.mlm_fixed_shape_std)
+    positions_per_block = (masked_positions_bound(run_args.block_size, run_args.mlm_probability,  # K, for the run
+                                                  run_args.mlm_fixed_shape_std) if run_args.mlm_fixed_shape else None)
 
     def make(objective):
         return PretrainingCollator(objective, tokenizer, run_args.mlm_probability, run_args.mask_replace_prob,

@@ -10,12 +10,9 @@ The toy BPE has Llama-3's pre-tokenizer regex and special-token roles at ids bos
 `<|end_of_text|>` 1, mask `<|mask|>` 2, pad `<|pad|>` 3 (Llama-3: 128000, 128001, 128002; pad differs from eos, or eos
 would be treated as padding). Blocks have columns "input_ids" (block_size int32), "block_index" (row = position in the
 fixed order) and "stream_index" (position in the unshuffled token stream), numpy format, memory-mapped from
-`cache_dir`; `data_fingerprint(blocks)` names them beside checkpoints.
-
-The Trainer must read them with `train_sampling_strategy="sequential", remove_unused_columns=False` (the collator
-needs "block_index"), built under `accelerator.main_process_first()`. Masks depend only on (collator seed,
-block_index); a block read again in a later epoch gets a fresh mask, as its `block_index` is its position in the
-run's stream (`BlockStream`).
+`cache_dir`; `data_fingerprint(blocks)` names them beside checkpoints. The Trainer reads them sequentially with
+`remove_unused_columns=False`: masks depend only on (collator seed, block_index), and a block read again in a later
+epoch gets a fresh mask, its `block_index` being its position in the run's stream (`BlockStream`).
 """
 
 import hashlib
@@ -88,9 +85,8 @@ def load_corpus(source: str = "bundle", data_dir: str | os.PathLike | None = Non
     builders = {_BUILDERS[_corpus_suffix(path)] for path in files}
     if len(builders) > 1:
         raise ValueError(f"corpus files mix formats {sorted(builders)}; keep one format per corpus: {files}")
-    corpus = datasets.load_dataset(
-        builders.pop(), data_files=[str(path) for path in files], split="train", cache_dir=cache_dir
-    )
+    corpus = datasets.load_dataset(builders.pop(), data_files=[str(p) for p in files], split="train",
+                                   cache_dir=cache_dir)
     return _only_text(corpus, source)
 
 
@@ -287,7 +283,17 @@ def build_packed_dataset(tokenizer: PreTrainedTokenizerBase, corpus: datasets.Da
     block_size, data_seed) and reused; memory stays bounded (memory-mapped reads, a few blocks written at a time).
     Literal special-token strings in documents stay plain text. Returns the blocks (module docstring).
     """
-    _check_packing_args(tokenizer, corpus, block_size, data_seed, num_proc)
+    if not getattr(tokenizer, "is_fast", False) or tokenizer.eos_token_id is None:
+        raise ValueError("build_packed_dataset needs a fast tokenizer with an eos token "
+                         "(see load_pretraining_tokenizer)")
+    if "text" not in corpus.column_names or len(corpus) == 0:
+        raise ValueError("build_packed_dataset needs a corpus with a 'text' column and at least one document")
+    if not isinstance(block_size, int) or block_size < 2:
+        raise ValueError(f"block_size={block_size!r} must be an integer >= 2 (paper: 2048)")
+    if not isinstance(data_seed, int) or data_seed < 0:
+        raise ValueError(f"data_seed={data_seed!r} must be a non-negative integer")
+    if num_proc < 1:
+        raise ValueError(f"num_proc={num_proc} must be >= 1")
     cache_dir = Path(cache_dir)
     cache_dir.mkdir(parents=True, exist_ok=True)
     tokenizer_key = tokenizer_hash(tokenizer)
@@ -322,21 +328,6 @@ def _read_packed_cache(path: Path) -> datasets.Dataset | None:
         return None
 
 
-def _check_packing_args(tokenizer, corpus, block_size, data_seed, num_proc) -> None:
-    """One-line errors before any file is written."""
-    if not getattr(tokenizer, "is_fast", False) or tokenizer.eos_token_id is None:
-        raise ValueError("build_packed_dataset needs a fast tokenizer with an eos token "
-                         "(see load_pretraining_tokenizer)")
-    if "text" not in corpus.column_names or len(corpus) == 0:
-        raise ValueError("build_packed_dataset needs a corpus with a 'text' column and at least one document")
-    if not isinstance(block_size, int) or block_size < 2:
-        raise ValueError(f"block_size={block_size!r} must be an integer >= 2 (paper: 2048)")
-    if not isinstance(data_seed, int) or data_seed < 0:
-        raise ValueError(f"data_seed={data_seed!r} must be a non-negative integer")
-    if num_proc < 1:
-        raise ValueError(f"num_proc={num_proc} must be >= 1")
-
-
 def tokenize_corpus(tokenizer: PreTrainedTokenizerBase, corpus: datasets.Dataset, cache_dir: str | os.PathLike,
                     num_proc: int = 1, tokenizer_key: str | None = None) -> datasets.Dataset:
     """One "input_ids" row per document (int32, no bos, ending with eos; literal special-token text kept as text),
@@ -348,9 +339,7 @@ def tokenize_corpus(tokenizer: PreTrainedTokenizerBase, corpus: datasets.Dataset
         fn_kwargs={"tokenizer": tokenizer},
         features=datasets.Features({"input_ids": datasets.List(datasets.Value("int32"))}),
         cache_file_name=str(Path(cache_dir) / f"tokenized-{key}.arrow"),
-        new_fingerprint=key,  # hashing the tokenizer object with dill is slow; the key already names it
-        desc="Tokenizing",
-    )
+        new_fingerprint=key, desc="Tokenizing")  # the key names the tokenizer: hashing it with dill is slow
 
 
 def _tokenize_batch(batch: dict, tokenizer: PreTrainedTokenizerBase) -> dict:

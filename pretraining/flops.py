@@ -37,8 +37,8 @@ def bf16_peak_flops(device_name: str) -> float | None:
 
 # MFU (spec peak) of `recipes/pretrain.py`-shaped training measured on one H200 (torch 2.11 + CUDA 13, bf16, sdpa,
 # fused AdamW, seq 2048, MLM 40%, every decoder layer compiled, micro-batch 16): 46.8% (210m) and 57.7% (610m) of
-# the matmul peak measured in the same process (about 780 TFLOP/s), times 780 / 989. Measured before the regional
-# compilation, fixed-shape head and `mfu` logging work; not remeasured since (no GPU lent to the sessions after).
+# the matmul peak measured in the same process (about 780 TFLOP/s), times 780 / 989; before regional compilation, the
+# fixed-shape head and the `mfu` log.
 MEASURED_PEAK_H200 = 780e12
 MEASURED_MFU = {"210m": 0.468 * MEASURED_PEAK_H200 / BF16_PEAK_FLOPS["H200"],
                 "610m": 0.577 * MEASURED_PEAK_H200 / BF16_PEAK_FLOPS["H200"]}

@@ -7,8 +7,7 @@ Every checkpoint is scored with both objectives on the same blocks of the corpus
 `valid`), packed exactly as training packs (eos after every document, `block_size` blocks, the `data_seed` order):
 the next-token loss with causal attention and the MLM loss at `mlm_probability` with bidirectional attention and
 masks seeded per block (`pretraining.collator.PretrainingCollator`), so every model is scored on the same masked
-positions. A checkpoint and its intermediate checkpoints give a learning curve; comparing the CLM and MLM runs on both
-losses shows what each objective learned, beside the fine-tuning results.
+positions. A checkpoint and its intermediate checkpoints give a learning curve.
 """
 
 from __future__ import annotations

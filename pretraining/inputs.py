@@ -16,10 +16,8 @@ from pretraining.settings import PretrainArguments
 
 def training_blocks(run_args: PretrainArguments, data_seed: int, main_process_first, needed: int,
                     first_block: int = 0) -> tuple:
-    """(tokenizer, packed blocks in the `data_seed` order) of a run that reads blocks up to `needed`: the given
-    tokenizer (or the base model's own), the corpus's token estimate checked before any download
-    (`check_token_budget`), the corpus (capped at `max_docs`), the toy BPE when no tokenizer is given, the estimate
-    checked again before tokenizing, then the blocks (built once, by the main process first)."""
+    """(tokenizer, packed blocks in the `data_seed` order) of a run that reads blocks up to `needed`; the corpus's
+    token estimate is checked before any download and again before tokenizing (`check_token_budget`)."""
     tokenizer = given_tokenizer(run_args)
     check_token_budget(run_args, needed, hub_token_estimate(run_args, tokenizer), first_block)
     corpus = data.load_corpora(run_args.corpus_source, run_args.data_dir, split="train", name=run_args.corpus_name)
@@ -68,11 +66,9 @@ def select_blocks(blocks: datasets.Dataset, first_block: int, needed: int, epoch
     """`needed` blocks of the fixed order from `first_block`; with `epochs` > 1 the order is read again from its
     start (documented repetition), otherwise a run that needs more blocks than the corpus packs into is refused."""
     if first_block + needed > epochs * len(blocks):
-        raise ValueError(
-            f"the run needs {needed} blocks from block {first_block} but the corpus packs into {len(blocks)} "
-            f"(x {epochs} epoch(s)); add documents (max_docs, more corpus_source entries, a bigger config), set "
-            "epochs, or lower max_steps / the batch size"
-        )
+        raise ValueError(f"the run needs {needed} blocks from block {first_block} but the corpus packs into "
+                         f"{len(blocks)} (x {epochs} epoch(s)); add documents (max_docs, more corpus_source entries, a "
+                         "bigger config), set epochs, or lower max_steps / the batch size")
     return data.BlockStream(blocks, first_block, needed)
 
 
@@ -97,9 +93,8 @@ def cpt_start(run_args: PretrainArguments) -> CptStart:
     if first_block is None:
         first_block = base.get("tokens_seen", 0) // run_args.block_size
     optimizer_file = kept_optimizer_state(run_args.model_name_or_path, base) if run_args.keep_optimizer_state else None
-    tokens_before = None
-    if base and base["tokens_before_cpt"] is not None:
-        tokens_before = base["tokens_before_cpt"] + base["tokens_seen"]
+    known = base and base["tokens_before_cpt"] is not None
+    tokens_before = base["tokens_before_cpt"] + base["tokens_seen"] if known else None
     return CptStart(base_name, first_block, optimizer_file, tokens_before)
 
 

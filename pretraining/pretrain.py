@@ -91,14 +91,13 @@ def prepare(run_args: PretrainArguments, training_args: TrainingArguments) -> Pr
     resume = check_output_dir(run_args, training_args)
     start = cpt_start(run_args)
     first_block = start.first_block
-    first_process = training_args.main_process_first
 
     # 2. tokenizer -> token budget (estimated before anything is downloaded or tokenized) -> blocks in the fixed
     #    order (the same data as a resumed or branched run) -> model
     blocks_per_step = global_batch(training_args)
     needed = training_args.max_steps * blocks_per_step
-    tokenizer, blocks = training_blocks(run_args, training_args.data_seed, first_process, first_block + needed,
-                                        first_block)
+    tokenizer, blocks = training_blocks(run_args, training_args.data_seed, training_args.main_process_first,
+                                        first_block + needed, first_block)
     identity = data_identity(blocks, tokenizer)
     check_data_identity(run_args, training_args, identity, resume)
     if steps := finished_steps(training_args):
@@ -162,9 +161,8 @@ def train(run: PreparedRun) -> PretrainingTrainer:
         return make_run_info(run_args, training_args, step=step, identity=run.identity, start=run.start,
                              parameters=run.parameters, intermediate=intermediate)
 
-    callbacks = []
-    if run.start.optimizer_file:
-        callbacks.append(LoadOptimizerStateCallback(run.start.optimizer_file, resuming=run.resume is not None))
+    fresh_cpt = run.start.optimizer_file and run.resume is None  # a resume has the optimizer state of its own
+    callbacks = [LoadOptimizerStateCallback(run.start.optimizer_file)] if fresh_cpt else []
     block_log = (output_dir / f"block_order-rank{training_args.process_index}.jsonl" if run_args.log_block_order
                  else None)
 
@@ -180,19 +178,16 @@ def train(run: PreparedRun) -> PretrainingTrainer:
             processing_class=run.tokenizer, callbacks=callbacks,
             tokens_per_step=global_batch(training_args) * run_args.block_size, block_order_path=block_log,
             flops_per_token=step_flops_per_token(run.model.config, run_args.block_size, run.collator),
-            weight_decay_scope=run_args.weight_decay_scope,
-        )
+            weight_decay_scope=run_args.weight_decay_scope)
         name_tensorboard_run(trainer, run_args, training_args)
         save = (lambda path: lora.save_trainer_model(trainer, path)) if run_args.lora else trainer.save_model
         if run_args.lora:  # checkpoint-N: the adapters (what resume reads) and config.json; saved models are merged
             trainer.add_callback(lora.CheckpointConfigCallback(trainer))
         trainer.add_callback(SchedulePlanCallback(
-            save,
-            save_steps={b - decay_steps(training_args) for b in run_args.decay_branches},
+            save, save_steps={b - decay_steps(training_args) for b in run_args.decay_branches},
             intermediate_steps=set(run_args.intermediate_steps),
             reset_at=run_args.switch_step if run_args.reset_optimizer_at_switch else None,
-            info=info, save_last=not (run_args.lora and training_args.save_strategy == "no"),
-        ))
+            info=info, save_last=not (run_args.lora and training_args.save_strategy == "no")))
         trainer.train(resume_from_checkpoint=run.resume)
         save(str(output_dir))
         if trainer.is_world_process_zero():

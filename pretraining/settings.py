@@ -6,6 +6,7 @@ value types before any work), and `decay_steps`, `global_batch` of a `TrainingAr
 
 import json
 import os
+import sys
 import types
 import typing
 from dataclasses import MISSING, dataclass, field, fields
@@ -129,8 +130,9 @@ class PretrainArguments:
         "help": "also train the embeddings and the LM head fully (peft modules_to_save); default: frozen"})
 
     def __post_init__(self):
-        if self.objective not in data.OBJECTIVES:
-            raise ValueError(f"objective={self.objective!r} is unknown; use one of {data.OBJECTIVES}")
+        for name, choices in (("objective", data.OBJECTIVES), ("compile", COMPILE_MODES)):
+            if getattr(self, name) not in choices:
+                raise ValueError(f"{name}={getattr(self, name)!r} is unknown; use one of {choices}")
         if not 0.0 < self.mlm_probability < 1.0:
             raise ValueError(f"mlm_probability={self.mlm_probability} must be in (0, 1) (paper: 0.2 to 0.5)")
         if (self.architecture is None) == (self.model_name_or_path is None):
@@ -141,17 +143,11 @@ class PretrainArguments:
             raise ValueError("switch_step flips CLM to MLM; set objective: mlm (the objective after the switch)")
         if self.weight_decay_scope not in WEIGHT_DECAY_SCOPES:
             raise ValueError(f"weight_decay_scope={self.weight_decay_scope!r}: use one of {WEIGHT_DECAY_SCOPES}")
-        if self.epochs < 1:
-            raise ValueError(f"epochs={self.epochs} must be >= 1")
-        if self.max_docs is not None and self.max_docs < 1:
-            raise ValueError(f"max_docs={self.max_docs} must be >= 1")
-        if self.compile not in COMPILE_MODES:
-            raise ValueError(f"compile={self.compile!r} is unknown; use one of {COMPILE_MODES}")
         if self.mlm_fixed_shape_std < 0:
             raise ValueError(f"mlm_fixed_shape_std={self.mlm_fixed_shape_std} must be >= 0 (default 4)")
-        for name, low in (("toy_vocab_size", data.TOY_MIN_VOCAB), ("num_proc", 1), ("masking_seed", 0),
-                          ("step_divisor", 1)):
-            if getattr(self, name) < low:
+        for name, low in (("epochs", 1), ("max_docs", 1), ("toy_vocab_size", data.TOY_MIN_VOCAB), ("num_proc", 1),
+                          ("masking_seed", 0), ("step_divisor", 1)):
+            if getattr(self, name) is not None and getattr(self, name) < low:
                 raise ValueError(f"{name}={getattr(self, name)} must be >= {low}")
         shares = (self.mask_replace_prob, self.random_replace_prob)
         if not (0 <= shares[0] <= 1 and 0 <= shares[1] <= 1 and sum(shares) <= 1):
@@ -227,8 +223,6 @@ class RecipeParser(HfArgumentParser):
         starting point: its `architecture` is dropped (and for CPT its PFS `switch_step`), so
         `recipes.cpt --config recipes/configs/debug.yaml --model_name_or_path out/debug` needs no `null`s.
         """
-        import sys
-
         argv = comma_lists(list(sys.argv[1:] if argv is None else argv))
         if "--config" in argv:
             at = argv.index("--config")

@@ -1,16 +1,9 @@
-"""The trainer and its pieces, shared by `recipes/pretrain.py` and `recipes/cpt.py` (`docs/protocol.md` "Pretraining").
-
-- `build_model`: a fresh model of the named architecture, or existing weights (CPT, a converted decoder);
-- `PretrainingTrainer` and the callbacks: tokens/s, data-pipeline share and MFU in the logs, planned and
-  intermediate checkpoints, optimizer reset at the PFS switch, `run_info.json` and the sentence-transformers files
-  in every saved checkpoint; `compile_decoder_layers` (`compile: regional`).
-
-One model object serves both objectives: each batch says `is_causal` (`ObjectiveCollator`); CLM steps pass the input
-ids as labels (the model shifts them). CLM runs use `EuroBertClmMlmForCausalLM`, the others `…ForMaskedLM`: same
-state-dict keys, and the head class decides the attention pattern config.json records (a PFS run's checkpoints say
-bidirectional, also during its CLM phase). A stable run with `decay_branches: [12000, 22000]` keeps full checkpoints
-at budget - decay steps; a branch (`branch_from`, `max_steps: 12000`) resumes from one under the WSD schedule
-(transformers' `warmup_stable_decay`) of a 12000-step run, whose decay starts exactly there.
+"""The model, the Trainer and its callbacks, shared by `recipes/pretrain.py` and `recipes/cpt.py` (`docs/protocol.md`
+"Pretraining"). One model object serves both objectives: each batch says `is_causal` (`ObjectiveCollator`). CLM runs
+use `EuroBertClmMlmForCausalLM`, the others `…ForMaskedLM`: same state-dict keys, and the head class decides the
+attention pattern config.json records (a PFS run's checkpoints say bidirectional, also during its CLM phase). A stable
+run with `decay_branches: [12000, 22000]` keeps full checkpoints at budget - decay steps; a branch (`branch_from`,
+`max_steps: 12000`) resumes from one under the WSD schedule of a 12000-step run, whose decay starts exactly there.
 """
 
 import json
@@ -53,10 +46,9 @@ def build_model(run_args: PretrainArguments, tokenizer, seed: int) -> EuroBertCl
                              f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}), which would start from "
                              "random values (a fine-tuned classifier?); continue a pretraining checkpoint instead")
         return model
-    config = load_architecture(
-        run_args.architecture, vocab_size=len(tokenizer), bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, mask_token_id=tokenizer.mask_token_id,
-    )
+    config = load_architecture(run_args.architecture, vocab_size=len(tokenizer), bos_token_id=tokenizer.bos_token_id,
+                               eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+                               mask_token_id=tokenizer.mask_token_id)
     set_seed(seed)  # the initial weights depend on the run seed only
     return model_class(config)
 
@@ -71,8 +63,8 @@ def finish_checkpoint(path: str | Path, info: dict) -> None:
     write_run_info(path, info)
 
 
-def compile_decoder_layers(model: torch.nn.Module) -> int:
-    """Compile every `EuroBertClmMlmDecoderLayer` of `model` in place (`nn.Module.compile`); returns how many.
+def compile_decoder_layers(model: torch.nn.Module) -> None:
+    """Compile every `EuroBertClmMlmDecoderLayer` of `model` in place (`nn.Module.compile`).
 
     The layers are identical, so dynamo compiles one graph they all reuse; the embedding, final norm and LM head stay
     eager. In place rather than `torch.compile(model)`: parameter names get no `_orig_mod.` prefix (state dicts and
@@ -84,7 +76,6 @@ def compile_decoder_layers(model: torch.nn.Module) -> int:
         raise ValueError(f"{type(model).__name__} has no EuroBertClmMlmDecoderLayer to compile")
     for layer in layers:
         layer.compile()
-    return len(layers)
 
 
 def step_flops_per_token(config, block_size: int, collator: ObjectiveCollator) -> Callable[[int], float]:
@@ -106,8 +97,7 @@ class PretrainingTrainer(Trainer):
                  flops_per_token: Callable[[int], float] | None = None, weight_decay_scope: str = "all", **kwargs):
         self.weight_decay_scope = weight_decay_scope
         super().__init__(*args, **kwargs)
-        self.tokens_per_step = tokens_per_step
-        self.block_order_path = block_order_path
+        self.tokens_per_step, self.block_order_path = tokens_per_step, block_order_path
         self.data_seconds = 0.0  # time spent fetching + collating batches since the last log
         self._window = None  # (start time, global step): opened by the first batch, so a resumed run starts there
         mlm = getattr(self.data_collator, "mlm", None)
@@ -127,10 +117,9 @@ class PretrainingTrainer(Trainer):
             return [name for name, _ in model.named_parameters()]
         return super().get_decay_parameter_names(model)
 
-    # The one use of transformers' private Trainer API (tests/test_pretrain.py fails loudly when it changes): the
-    # Trainer counts `labels[..., 1:]` for models whose loss shifts labels, decided once per model
-    # (`_loss_shifts_labels`); here the model shifts on CLM steps only, and every micro-batch of a step has the
-    # step's objective.
+    # The one use of transformers' private Trainer API (tests/test_pretrain.py fails loudly when it changes): it counts
+    # `labels[..., 1:]` for models whose loss shifts labels, decided once per model (`_loss_shifts_labels`); here the
+    # model shifts on CLM steps only, and every micro-batch of a step has the step's objective.
     PRIVATE_API = ("_get_num_items_in_batch", "_loss_shifts_labels")
 
     def _get_num_items_in_batch(self, batch_samples: list, device):
@@ -210,14 +199,12 @@ class SchedulePlanCallback(TrainerCallback):
 
 class LoadOptimizerStateCallback(TrainerCallback):
     """CPT `keep_optimizer_state`: load AdamW moments and steps from the base run's checkpoint at the start of a fresh
-    run; the learning rates of the new schedule are kept."""
+    run (a resumed one has its own); the learning rates of the new schedule are kept."""
 
-    def __init__(self, optimizer_file: str, resuming: bool):
-        self.optimizer_file, self.resuming = optimizer_file, resuming
+    def __init__(self, optimizer_file: str):
+        self.optimizer_file = optimizer_file
 
     def on_train_begin(self, args, state, control, optimizer=None, **kwargs):
-        if self.resuming:  # the run's own checkpoint already holds the optimizer state
-            return
         inner = getattr(optimizer, "optimizer", optimizer)
         saved = torch.load(self.optimizer_file, map_location="cpu", weights_only=True)
         schedule = [{k: group[k] for k in ("lr", "initial_lr") if k in group} for group in inner.param_groups]
