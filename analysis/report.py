@@ -72,6 +72,12 @@ def pair_cells(regime: findings.Regime, row: dict) -> dict:
     return {"parameters": f"{a[0]} / {b[0]}", "step": f"{a[1]} / {b[1]}"}
 
 
+def markdown_table(header: list[str], rows) -> list[str]:
+    """A Markdown table's lines: the header, its separator, one line per row of cells."""
+    line = lambda cells: "| " + " | ".join(cells) + " |"  # noqa: E731
+    return [line(header), "|" + "---|" * len(header), *map(line, rows)]
+
+
 MODEL_COLUMNS = ("parameters: the model's, counted with the input embedding and without the LM head (the study's "
                  "count at a study's scale, the paper's size table for the paper's names; ? where the report was "
                  "not given it: `--parameters`); step: the optimizer step the run saved the checkpoint at, of its "
@@ -135,9 +141,7 @@ def findings_markdown(tested: list[dict], families: set[str], imported: bool = F
                   "declares (`--bracketed_by`) that an earlier, wider grid measured worse LRs on either side: "
                   + "; ".join(declared) + ". The bracket column names the comparisons that rely on it."]
     keys = finding_keys(tested)
-    lines += ["", "| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
-    lines += ["| " + " | ".join(_finding_cell(r, k) for k in keys) + " |" for r in tested]
-    return lines
+    return lines + ["", *markdown_table(keys, ([_finding_cell(r, k) for k in keys] for r in tested))]
 
 
 def gap_markdown(gap: list[dict], tested: list[dict], regime: findings.Regime) -> list[str]:
@@ -201,15 +205,11 @@ def results_table(rows: list[dict], regime: findings.Regime) -> list[str]:
     replicated = any(n > 1 for n in runs.values())  # a column of its own: a group is not one run
     header = ["model", "parameters", "step", *(["pretraining runs"] if replicated else []),
               *[f"{t} ({metric[t]})" for t in tasks]]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for model in models:
-        cells = [_cell(cell[(model, t)]) if (model, t) in cell else "" for t in tasks]
-        lines.append("| " + " | ".join([model, *model_cells(regime, model), *([str(runs[model])] if replicated else []),
-                                        *cells]) + " |")
-    baseline = {t: statistics.trivial_baseline(rows, t) for t in tasks}
-    lines.append("| " + " | ".join(["*trivial baseline*", "", "", *([""] if replicated else []),
-                                    *[table_cell(baseline[t]) if baseline[t] is not None else "unknown"
-                                      for t in tasks]]) + " |")
+    lines = markdown_table(header, [
+        *([model, *model_cells(regime, model), *([str(runs[model])] if replicated else []),
+           *[_cell(cell[(model, t)]) if (model, t) in cell else "" for t in tasks]] for model in models),
+        ["*trivial baseline*", "", "", *([""] if replicated else []),
+         *["unknown" if (b := statistics.trivial_baseline(rows, t)) is None else table_cell(b) for t in tasks]]])
     lines += ["", MODEL_COLUMNS]
     shown = [r for r in rows if r["best_lr"] is not None and not math.isnan(r["ci_low"])]
     if any(not _symmetric(r) for r in shown):
@@ -218,11 +218,11 @@ def results_table(rows: list[dict], regime: findings.Regime) -> list[str]:
     tc = [t for t in tasks if any(r["task"] == t and r["family"] == "tc" for r in rows)]
     if tc:
         lines += ["", "Entity F1 (seqeval) of the same TC runs, beside the main metric: a model that predicts no "
-                  "entity is visible here.", "", "| model | parameters | step | " + " | ".join(tc) + " |",
-                  "|" + "---|" * (len(tc) + 3)]
-        for m in models:
-            entity = [table_cell(cell[(m, t)]["entity_f1"]) if (m, t) in cell else "" for t in tc]
-            lines.append("| " + " | ".join([m, *model_cells(regime, m), *entity]) + " |")
+                  "entity is visible here.", "",
+                  *markdown_table(["model", "parameters", "step", *tc],
+                                  ([m, *model_cells(regime, m),
+                                    *[table_cell(cell[(m, t)]["entity_f1"]) if (m, t) in cell else "" for t in tc]]
+                                   for m in models))]
     return lines
 
 
@@ -395,19 +395,17 @@ def write_tables(rows: list[dict], comparisons: list[dict], output: Path, regime
                   "pretraining runs - and instances; p_bootstrap resampling instances (paired) and seeds, or "
                   "pretraining runs and then the seeds within each; wins / losses count test instances, a "
                   "description, not a test)", "",
-                  "| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
-        lines += ["| " + " | ".join(_fmt_p(c[k]) if k == "p" else _fmt_p(c[k], c["p_bootstrap_bound"])
-                                    if k == "p_bootstrap" else table_cell(c[k]) for k in keys) + " |"
-                  for c in comparisons]
+                  *markdown_table(keys, ([_fmt_p(c[k], k == "p_bootstrap" and c["p_bootstrap_bound"])
+                                          if k in ("p", "p_bootstrap") else table_cell(c[k]) for k in keys]
+                                         for c in comparisons))]
     lines += ["", "## Every column", "",
               "entity_f1 = TC entity F1 (seqeval) of the best LR's runs; std = over the best LR's seeds; "
               "stability_std = std over all finished runs; lr_range = range of the per-LR mean test scores; "
               "n_pretrain_runs, pretrain_sd, seed_sd: the pretraining runs and the two-level SDs; parameters and "
               "step (not in summary.csv) as in the results table.", "",
-              "| model | parameters | step | " + " | ".join(SUMMARY_COLUMNS[1:]) + " |",
-              "|" + "---|" * (len(SUMMARY_COLUMNS) + 2)]
-    lines += [f"| {r['model']} | {_model_part(regime, r['model'])} | " + " | ".join(
-        table_cell(r[k]) for k in SUMMARY_COLUMNS[1:]) + " |" for r in rows]
+              *markdown_table(["model", "parameters", "step", *SUMMARY_COLUMNS[1:]],
+                              ([r["model"], *model_cells(regime, r["model"]),
+                                *(table_cell(r[k]) for k in SUMMARY_COLUMNS[1:])] for r in rows))]
     artifacts.write_text_atomic(output / "summary.md", "\n".join(lines) + "\n")
 
 
