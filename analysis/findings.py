@@ -19,14 +19,10 @@ run a random effect (`analysis.statistics`: units are the runs' means).
 | MLM CPT from a CLM base beats continued MLM on an MLM base | CPT(CLM base) - CPT(MLM40 base) | > 0 |
 | MLM CPT improves the CLM base itself | CPT(CLM base) - the CLM base | > 0 |
 
-A test **supports** the claim when its Holm-corrected (within the finding) one-sided p on the claim's side is below
-`ALPHA`, **contradicts** it when the p on the other side is, else is not significant (never support). A comparison is
-**testable** when every model it uses learned the task, is past the paper's crossover interval for the task's family
-under both parameter conventions (`Regime`, `crossover_interval`; TC has none), reaches the paper's smallest PFS
-budget, and has its LR optimum bracketed (or declared bracketed, `Regime.bracketed_by`); every reason that applies is
-named. The crossover (MLM overtakes CLM: SC/QA by 10k steps of the paper's 610m model, IR by 20k) is only known to lie
-between the released checkpoints that bracket it (1k/2k/5k/10k/20k/40k): SC/QA 19-78 tokens per parameter counted
-(input embedding in, LM head out), IR 39-155.
+A test supports the claim when its Holm-corrected one-sided p on the claim's side is below `ALPHA`, contradicts it
+when the p on the other side is, else is not significant (`_corrected`); what makes a comparison testable is
+`untestable`'s. The crossover (MLM overtakes CLM: SC/QA by 10k steps of the paper's 610m model, IR by 20k) is only
+known to lie between the released checkpoints that bracket it: SC/QA 19-78 tokens per parameter, IR 39-155.
 """
 
 from __future__ import annotations
@@ -184,10 +180,8 @@ def _final_pairs(models: set[str]) -> list[tuple[str, int, str | None, str | Non
     """(size, budget, its CLM final, its MLM40 final; None where absent) of every final single-objective run."""
     finals = sorted({(p.size, p.total_steps) for m in models if (p := names.try_parse_name(m))
                      and p.kind == "single" and p.paper_step is None})
-    pairs = [(size, total, names.compose(size, "clm", total), names.compose(size, "mlm40", total))
-             for size, total in finals]
-    return [(size, total, clm if clm in models else None, mlm if mlm in models else None)
-            for size, total, clm, mlm in pairs]
+    return [(size, total, *(m if (m := names.compose(size, objective, total)) in models else None
+                            for objective in ("clm", "mlm40"))) for size, total in finals]
 
 
 def _row(rows, model, task):
@@ -318,10 +312,9 @@ def comparisons(records: list[dict], rows: list[dict], regime: Regime | None = N
         for model, p in sorted(parsed.items()):
             if p.kind == "pfs" and p.paper_step is None and (p.size, p.total_steps) == (size, total) and p.ratio == 40:
                 for task in tasks:
-                    if mlm:
-                        out += _pair(records, rows, regime, "pfs_vs_mlm", task, model, mlm, budget=PFS_SMALLEST_BUDGET)
-                    if clm:
-                        out += _pair(records, rows, regime, "pfs_vs_clm", task, model, clm, budget=PFS_SMALLEST_BUDGET)
+                    for finding, other in (("pfs_vs_mlm", mlm), ("pfs_vs_clm", clm)):
+                        if other:
+                            out += _pair(records, rows, regime, finding, task, model, other, PFS_SMALLEST_BUDGET)
     for model, p in sorted(parsed.items()):
         if p.kind == "cpt" and p.base == "clm" and p.paper_step is None:
             other, base = dataclasses.replace(p, base="mlm40").format(), p.base_run
@@ -410,9 +403,9 @@ def _tested(finding: str, estimate: float, se: float, df: float, side: int | Non
     return {"delta": estimate, "hypothesis": hypothesis(finding), "p": claim, "p_other": other}
 
 
-def _tested_interval(finding: str, result: dict) -> dict:
+def _tested_interval(finding: str, result: dict, side: int | None = None) -> dict:
     """`_tested` of a `statistics.t_test` result, with its 95% CI."""
-    return {**_tested(finding, result["delta"], result["se"], result["df"]), "ci_low": result["ci_low"],
+    return {**_tested(finding, result["delta"], result["se"], result["df"], side), "ci_low": result["ci_low"],
             "ci_high": result["ci_high"]}
 
 
@@ -564,9 +557,7 @@ def data_efficiency(records, rows, regime, task, family, clm, mlm) -> list[dict]
     slope = {**common, "part": "slope", "measure": f"slope of CLM - MLM40 per doubling ({points[0]['measure']})",
              "n_seeds": f"{len(early)} checkpoints", **UNTESTED, "hypothesis": hypothesis("data_efficiency")}
     if early:
-        first = early[0]
-        lead.update(_tested("data_efficiency", first["delta"], first["se"], first["df"], side=+1),
-                    hypothesis=LEAD, ci_low=first["ci_low"], ci_high=first["ci_high"])
+        lead.update(_tested_interval("data_efficiency", early[0], side=+1), hypothesis=LEAD)
     if len(early) >= 2:
         estimate, se, df = slope_fit(early)
         half = float(statistics.stats.t.ppf(1 - ALPHA, df)) * se
