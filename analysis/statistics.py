@@ -58,11 +58,11 @@ def run_variance(records: list[dict]) -> tuple[int, float, float]:
     within = [np.var(s, ddof=1) for s in by_run if len(s) > 1]
     seed_var = float(np.mean(within)) if within else math.nan
     if len(runs) < 2:
-        return len(runs), math.nan, math.sqrt(seed_var) if within else math.nan
+        return len(runs), math.nan, math.sqrt(seed_var)
     between = float(np.var([s.mean() for s in by_run], ddof=1))
     if within:
         between -= seed_var * float(np.mean([1 / len(s) for s in by_run]))
-    return len(runs), math.sqrt(max(0.0, between)), math.sqrt(seed_var) if within else math.nan
+    return len(runs), math.sqrt(max(0.0, between)), math.sqrt(seed_var)
 
 
 def load_results(results_dir: str | Path) -> list[dict]:
@@ -133,8 +133,7 @@ def check_replicates(records: list[dict]) -> None:
 
 
 def confidence_interval(scores, bootstrap: bool = False, level: float = 0.95) -> tuple[float, float]:
-    """95% CI of the mean over seeds, Student t or percentile bootstrap, clipped to [0, 1]; (nan, nan) with < 2 scores.
-    """
+    """95% CI of the mean, Student t or percentile bootstrap, clipped to [0, 1]; (nan, nan) with < 2 scores."""
     scores = np.asarray(scores, dtype=float)
     if len(scores) < 2:
         return math.nan, math.nan
@@ -262,8 +261,7 @@ def paired_comparison(records_a: list[dict], records_b: list[dict], metric: str,
                                - (weights @ mean_b) / (weights @ mden_b).clip(1e-12))
     delta = mean_a.sum() / max(mden_a.sum(), 1e-12) - mean_b.sum() / max(mden_b.sum(), 1e-12)
     parts = [unit_part(records) for records in (records_a, records_b)]
-    per_a = mean_a / np.where(mden_a > 0, mden_a, 1)
-    per_b = mean_b / np.where(mden_b > 0, mden_b, 1)
+    per_a, per_b = (mean / np.where(mden > 0, mden, 1) for mean, mden in ((mean_a, mden_a), (mean_b, mden_b)))
     p_boot, bound = bootstrap_p(np.concatenate(deltas))
     return {**t_test(float(delta), parts, float(np.var(np.concatenate(instance_deltas), ddof=1)), level),
             "parts": parts, "p_bootstrap": p_boot, "p_bootstrap_bound": bound,
