@@ -4,16 +4,11 @@
         [--scale mini --step_divisor 40] [--bracketed_by "conll2003=0.001,0.03;mnli=0.0001,0.003"]
     python -m analysis.report study/mini/results results/ imported/ --output all/   # read where they are
 
-Several directories make one report, nothing copied (`read_folders`); the findings then test the paper-scale names
-only. `--scale` shows every study name as `<scale>-<name>`, and every table that names a model gives its parameters
-and the step its run saved it at beside the paper's step its name stands for (`model_cells`), so a study's model is
-never read as the paper's.
-
-Per model x task (the paper's reporting): the best LR has the highest mean validation score over seeds (an LR with a
-diverged seed ranks below every LR without one); the test score is that LR's mean with a 95% CI (`analysis.statistics`).
 Writes `summary.csv`, `summary.md` (the results table, the checks against the trivial baseline and the seeds a
 ±0.02 interval takes, the paper's findings tested: `findings.csv`, the `--compare A,B` paired comparisons, every
-column) and the PNG figures that have data (`analysis.figures`). Scores are fractions in [0, 1].
+column) and the PNG figures that have data (`analysis.figures`); docs/evaluation.md describes them and a report of
+several directories (`read_folders`). Every table naming a model gives its parameters and the step its run saved it
+at beside the paper's step its name stands for (`model_cells`), so a study's model is never read as the paper's.
 """
 
 from __future__ import annotations
@@ -166,9 +161,9 @@ def gap_markdown(gap: list[dict], tested: list[dict], regime: findings.Regime) -
     for r in gap:
         bare = r["tokens_per_parameter_bare"]
         tpp = f"{r['tokens_per_parameter']:.3g}" + (f" ({bare:.3g})" if bare is not None else "")
-        note = "final (decayed)" if r["final"] else "stable phase"
         lines.append(f"| {r['task']} | {r['a']} | {_model_part(regime, r['a'])} | {tpp} | {r['phase']} | "
-                     f"{r['delta']:+.4f} | [{table_cell(r['ci_low'])}, {table_cell(r['ci_high'])}] | {note} |")
+                     f"{r['delta']:+.4f} | [{table_cell(r['ci_low'])}, {table_cell(r['ci_high'])}] | "
+                     f"{'final (decayed)' if r['final'] else 'stable phase'} |")
     return lines
 
 
@@ -291,8 +286,7 @@ def checks_lines(rows: list[dict], regime: findings.Regime) -> list[str]:
 
 
 def imported_markdown(records: list[dict], missing: dict, regime: findings.Regime) -> list[str]:
-    """The models imported from EncodEval, and the paper-grid runs its tree lacks per model x task: shown, never filled.
-    """
+    """The models imported from EncodEval, and the paper-grid runs its tree lacks per model x task (never filled)."""
     imported = sorted({r["model"] for r in records if import_encodeval.is_imported(r)}, key=statistics.model_order)
     if not imported:
         return []
@@ -413,8 +407,7 @@ REPORT_MARK = ".evaluation-report.json"  # the files an earlier report wrote int
 
 
 def shown_at_scale(items: list[dict], scale: str | None) -> list[dict]:
-    """Summary rows, comparisons or findings with every model name as a reader sees it at `scale` (`names.scaled_name`).
-    """
+    """Summary rows, comparisons or findings with every model name as a reader sees it at `scale` (`scaled_name`)."""
     return [{**item, **{k: names.scaled_name(item[k], scale) for k in ("model", "a", "b") if k in item}}
             for item in items]
 
@@ -450,12 +443,6 @@ def clear_earlier_report(output: Path) -> set[str]:
             (output / name).unlink(missing_ok=True)
         mark.unlink()
     return {p.name for p in output.iterdir()}
-
-
-def start_report(output: Path, before: set[str], scale: str | None) -> None:
-    """Mark `output` as a report being written, before its first file, so a killed run can be rerun into it."""
-    artifacts.write_json_atomic(output / REPORT_MARK, {"files": [], "scale": scale, "writing": True,
-                                                        "kept": sorted(before)})
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -571,7 +558,9 @@ def write_report(output: Path, before: set[str], records: list[dict], rows: list
     """Write the report into `output` (`before`: what was there), its marker first ("writing") and last (the files
     written); `tested`: the records and rows the findings test."""
     tested_records, tested_rows = tested
-    start_report(output, before, args.scale)
+    # marked as being written before its first file, so a killed run can be rerun into it
+    artifacts.write_json_atomic(output / REPORT_MARK, {"files": [], "scale": args.scale, "writing": True,
+                                                        "kept": sorted(before)})
     comparisons = compare(records, rows, *pair) if pair else []
     tested = findings.comparisons(tested_records, tested_rows, regime)
     gap = findings.gap_over_pretraining(tested_records, tested_rows, regime)
