@@ -6,16 +6,10 @@ paper's tables, findings and curves from the paper's own numbers, beside a user'
     python -m analysis.import_encodeval EncodEval/results --output imported/
     python -m analysis.report imported/ --output report/
 
-Reads `<results>/<model>/<SC|TC|QA|IR>/<dataset>/[<train>_]lr<lr>_sd<seed>/results.json` (IR: one model trained on
-`msmarco_pairs`, scored on msmarco, nq and mldr_en), each `{"validation"|"test": {"score", "scores_i"}}`, `score` the
-mean of the per-instance scores. Writes one result record per run, filed as `evaluation.run` files its own: the model
-under its EncodEval name (the paper's), the task under this project's name where it is the same task (`TASKS`), the
-family's main metric (`METRICS`), the per-instance test scores (paired comparisons work), and marked imported (no
-model files and no protocol identity: it never joins a run of this project in one summary row).
-
-A run of the paper's grid absent from the tree is listed in `<output>/missing_runs.csv`, never filled. Each import
-replaces what an earlier one left in `--output`. A malformed or partial tree or an `--output` inside it is refused in
-one line naming the path, before anything is written.
+What it reads and writes: docs/evaluation.md ("The paper's own runs"). A record is filed as `evaluation.run` files
+its own, marked imported (no model files and no protocol identity: it never joins a run of this project in one
+summary row). Each import replaces what an earlier one left in `--output`; a malformed or partial tree, or an
+`--output` inside it, is refused in one line naming the path, before anything is written.
 """
 
 from __future__ import annotations

@@ -1,24 +1,13 @@
-"""Publish checkpoints and evaluation results to the Hugging Face Hub.
+"""Publish checkpoints and evaluation results to the Hugging Face Hub (docs/hub.md: what each repo holds).
 
     python -m model_cards.push RUN_DIR --repo_id ORG/610m-mlm40-42k [--results REPORT_DIR [--results_dir DIR]] \
         [--dry_run OUT]
     python -m model_cards.push --results REPORT_DIR --results_dir RESULTS_DIR --results_repo_id ORG/mlm-vs-clm-results
 
-- A checkpoint repo gets weights, config, tokenizer, modeling code, the sentence-transformers files, `run_info.json`
-  and its card in ONE commit, so it loads from the Hub as the local folder does; a folder that is not a loadable
-  model is refused. Intermediate checkpoints (`RUN_DIR/intermediate/step-<N>/`) go to branches `step-<N>`, one commit
-  each; files a branch holds that the checkpoint no longer has are deleted in that commit.
-- `--results REPORT_DIR` with `--results_dir` (default `REPORT_DIR/results`) becomes a dataset repo with its own card
-  and `runs` / `predictions` / `summary` configs (`model_cards.results_dataset`), and fills the checkpoint cards'
-  evaluation tables.
-- Nothing published holds a local path (`model_cards.public`); a staged file that still contains one of the input
-  folders' absolute paths, or the Hub token, is refused.
-- `--dry_run OUT` writes the exact repo folders, `OUT/<models|datasets>/<org>/<name>/<revision>/`, and contacts
-  nothing. Pushing to the `your-org` placeholder namespace is refused.
-
-One commit per repo revision with `HfApi.create_commit` (`upload_folder` may split big folders into several);
-re-pushing identical files makes no commit. Transient failures (HTTP 5xx, a dropped connection) are retried: a commit
-is atomic on the Hub. The token (HF_TOKEN or the login) is passed to the client only, never printed or written.
+Every repo revision is staged and checked first (`stage_commits`: one `RepoCommit` each, intermediate checkpoints on
+branches `step-<N>`, the files a branch no longer has deleted), then written as folders (`write_dry_run`) or pushed
+as one `HfApi.create_commit` each (`upload_folder` may split big folders into several; a commit is atomic on the Hub,
+so transient failures are retried). The token (HF_TOKEN or the login) is passed to the client only, never written.
 """
 
 import argparse
