@@ -141,7 +141,7 @@ def phase(regime: Regime, model: str, family: str) -> str:
         if tpp is not None:
             low, high = crossover_interval(family, convention)
             places[convention] = "before" if tpp < low else "inside" if tpp <= high else "past"
-    if not places or "counted" not in places:
+    if "counted" not in places:
         return "unknown"
     if len(set(places.values())) == 1:
         return places["counted"]
@@ -601,12 +601,11 @@ def verdicts(rows: list[dict], families: set[str] | None = None, imported: bool 
     for finding, (claim, _) in CLAIMS.items():
         mine = [r for r in rows if r["finding"] == finding]
         family = FINDING_FAMILY.get(finding)
-        base = {"finding": finding, "claim": claim, "rule": rule(finding)}
+        base = {"finding": finding, "claim": claim, "rule": rule(finding), "supporting": 0, "contradicting": 0}
         if not mine:
             if family and families is not None and family not in families:
-                out.append({**base, "tasks": "", "comparisons": "0", "supporting": 0, "contradicting": 0,
-                            "verdict": f"not testable {where}: no {family.upper()} task"
-                                       + (" imported" if imported else "")})
+                out.append({**base, "tasks": "", "comparisons": "0", "verdict": f"not testable {where}: no "
+                            f"{family.upper()} task" + (" imported" if imported else "")})
             continue
         claims = {}
         for r in mine:
@@ -618,7 +617,7 @@ def verdicts(rows: list[dict], families: set[str] | None = None, imported: bool 
         if not tested:
             reasons = list(dict.fromkeys(reason for r in mine for reason in r["untestable"].split("; ") if reason))
             more = f" (and {len(reasons) - 2} more)" if len(reasons) > 2 else ""
-            out.append({**base, "tasks": tasks, "comparisons": count, "supporting": 0, "contradicting": 0,
+            out.append({**base, "tasks": tasks, "comparisons": count,
                         "verdict": f"not testable {where}: " + "; ".join(reasons[:2]) + more + note})
             continue
         support = sum(all(r["verdict"] == "supports" for r in c) for c in tested)
