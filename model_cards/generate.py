@@ -7,10 +7,8 @@ dataset card is `model_cards.results_card`).
     python -m model_cards.generate --results results/ --summary report/summary.csv
 
 A card is filled from what the run recorded (`run_info.json`, `config.json`), the evaluation summary and the per-run
-results (the data each score was computed on, and proof that the scores are of these weights); the Jinja template
-holds no logic. A name of the study's grammar (`core.names`) is explained part by part; any other checkpoint, or one
-whose `run_info.json` contradicts its recipe's name, is named after its repo (or folder) and described from
-`run_info.json`. A card never replaces a file this tool did not write (`--force` does).
+results; the Jinja template holds no logic, and docs/hub.md says what a card shows. A card never replaces a file this
+tool did not write (`--force` does).
 """
 
 import argparse

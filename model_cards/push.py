@@ -120,9 +120,8 @@ def stage_run(run_dir: Path, repo_id: str, summary_csv: Path | None = None, resu
         step_dirs = run_folders.intermediate_checkpoints(run_dir)
     except ValueError as error:
         raise PushError(str(error)) from None
-    for step_dir in step_dirs:
-        commits.append(stage_checkpoint(step_dir, repo_id, step_dir.name, summary_csv, results_dir, base_model))
-    return commits
+    return commits + [stage_checkpoint(step_dir, repo_id, step_dir.name, summary_csv, results_dir, base_model)
+                      for step_dir in step_dirs]
 
 
 def resolve_results_dir(report_dir: Path, results_dir: Path | None) -> Path:
@@ -295,12 +294,11 @@ def check_scale_in_repo_name(repo_id: str, info: dict) -> None:
     the repo must say it (`ORG/smoke-610m-mlm40-42k`)."""
     name = repo_id.split("/")[-1]
     parsed = try_parse_name(name)
-    if parsed is None or parsed.scale is not None or run_scale(info, parsed) in (None, PAPER_SCALE):
+    if parsed is None or parsed.scale is not None or (scale := run_scale(info, parsed)) in (None, PAPER_SCALE):
         return
-    scaled = scaled_name(name, run_scale(info, parsed))
     raise PushError(f"--repo_id {repo_id} names the paper's {name}, but this checkpoint is a {info['size']} model "
-                    f"trained {info['steps']} steps (scale {run_scale(info, parsed)}): push it as "
-                    f"{repo_id.split('/')[0]}/{scaled}")
+                    f"trained {info['steps']} steps (scale {scale}): push it as "
+                    f"{repo_id.split('/')[0]}/{scaled_name(name, scale)}")
 
 
 def check_not_placeholder(repo_id: str) -> None:

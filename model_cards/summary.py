@@ -148,14 +148,10 @@ def evaluation_rows(checkpoint_dir: Path, model: str, summary_csv, results_dir, 
 
 
 def table_rows(rows: list[dict]) -> list[dict]:
-    out = []
-    for r in rows:
-        ci = confidence_interval(r)
-        out.append({"family": r["family"].upper(), "task": r["task"], "metric": r["metric"],
-                    "mean": card_number(r["mean"]), "ci": f"[{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "n/a",
-                    "std": card_number(r["std"]),
-                    "best_lr": r["best_lr"], "n_seeds": r["n_seeds"], "n_diverged": r["n_diverged"],
-                    "entity_f1": card_number(r.get("entity_f1")) if r["family"].upper() == "TC" else "",
-                    "data": r["data"]["label"] + (f"; scored: {r['scored']['text']}" if r.get("scored", {}).get("n")
-                                                  else "") if "data" in r else ""})
-    return out
+    return [{"family": r["family"].upper(), "task": r["task"], "metric": r["metric"], "mean": card_number(r["mean"]),
+             "ci": f"[{ci[0]:.4f}, {ci[1]:.4f}]" if (ci := confidence_interval(r)) else "n/a",
+             "std": card_number(r["std"]), "best_lr": r["best_lr"], "n_seeds": r["n_seeds"],
+             "n_diverged": r["n_diverged"],
+             "entity_f1": card_number(r.get("entity_f1")) if r["family"].upper() == "TC" else "",
+             "data": r["data"]["label"] + (f"; scored: {r['scored']['text']}" if r.get("scored", {}).get("n")
+                                           else "") if "data" in r else ""} for r in rows]
