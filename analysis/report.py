@@ -305,11 +305,9 @@ def imported_markdown(records: list[dict], missing: dict, regime: findings.Regim
 
 
 def read_folders(folders: list[Path], scale: str | None) -> tuple[list[dict], list[tuple[Path, str | None]]]:
-    """Every result of `folders`, read where it is, and each folder with the scale its names are shown at.
-
-    A study's results folder (`core.run_folders.study_of`) holds its own models only and is shown at its study.json's
-    scale (`--scale` must agree). With several folders every name is made the one a reader sees as it is read, so a
-    study's `610m-clm-42k` and the paper's stay two rows; one model's results on one task in two folders are refused."""
+    """Every result of `folders`, read where it is, and each folder with the scale its names are shown at (a study's
+    results folder, `run_folders.study_of`: its study.json's). With several folders every name is made the one a reader
+    sees as it is read, so a study's `610m-clm-42k` and the paper's stay two rows."""
     if len({folder.resolve() for folder in folders}) < len(folders):
         raise ValueError("a results directory is given twice; give each once")
     records, sources, owner = [], [], {}

@@ -150,13 +150,12 @@ main_score = store.main_score
 
 
 def summarize_group(records: list[dict], bootstrap: bool = False) -> dict:
-    """One summary row from all runs of one (model, task), every pretraining run of a replicated model included: the
-    best LR is chosen on the mean over all of them, the mean and CI are over `unit_scores`.
+    """One summary row from all runs of one (model, task), a replicated model's pretraining runs included: the best LR
+    is chosen on the mean over all of them, the mean and CI are over `unit_scores`.
 
     Returns:
         SUMMARY_COLUMNS, plus "per_lr" {lr: (mean validation, mean test, n ok, n diverged)} and "per_lr_ci" {lr: (low,
-        high)}; `entity_f1` (TC only, else None) is the best LR's mean test entity F1, shown beside a lenient main
-        metric.
+        high)}; `entity_f1` (TC only, else None) is the best LR's mean test entity F1.
     """
     first = records[0]
     ok = [r for r in records if store.scored(r)]
@@ -228,19 +227,14 @@ def instance_matrix(records: list[dict], metric: str) -> tuple[np.ndarray, np.nd
 
 def paired_comparison(records_a: list[dict], records_b: list[dict], metric: str, n_resamples: int = N_RESAMPLES,
                       seed: int = 0, level: float = 0.95) -> dict:
-    """Model A minus model B on the same test instances: a Student-t interval combining units and instances, and a
-    paired bootstrap.
-
-    The variance is the unit part (s_a^2/n_a + s_b^2/n_b over each model's `unit_scores`) plus the instance part (the
-    variance of the unit-averaged difference over resampled test instances); df by Welch-Satterthwaite on the unit part
-    (with one unit on a side only the instance part is known: the interval is then too narrow). `p` is two-sided
-    (`one_sided` gives the one-sided ones). `p_bootstrap` resamples the test instances (paired) and, per model, its
-    units (`resample_units`); never 0: with no sample past 0 it is 1 / n_resamples (`p_bootstrap_bound`). `wins` /
-    `losses` count test instances where A is above / below B: a description, not a test.
+    """Model A minus model B on the same test instances: a Student-t interval (`t_test`: each model's `unit_part` plus
+    the variance of the unit-averaged difference over resampled test instances; with one unit on a side only the
+    instance part is known, so the interval is then too narrow), and a paired bootstrap.
 
     Returns:
-        {"delta", "se", "ci_low", "ci_high", "df", "p", "parts", "p_bootstrap", "p_bootstrap_bound", "wins", "losses"};
-        parts: [(unit variance part, its df)] of A and B.
+        `t_test`'s dict (`p` two-sided), "parts": [(unit variance part, its df)] of A and B, "p_bootstrap" (test
+        instances resampled, paired, and each model's units, `resample_units`; never 0: `bootstrap_p`),
+        "p_bootstrap_bound", and "wins" / "losses": the test instances where A is above / below B (not a test).
     """
     num_a, den_a = instance_matrix(records_a, metric)
     num_b, den_b = instance_matrix(records_b, metric)
@@ -298,13 +292,9 @@ def instance_counts(rng: np.random.Generator, n: int, size: int) -> np.ndarray:
 
 def contrast(groups: list[list[dict]], weights: list[float], metric: str, n_resamples: int = N_RESAMPLES,
              seed: int = 0, level: float = 0.95) -> dict:
-    """sum_k weights[k] x score of model k on the same test instances (the IR gap at one size minus at another), with
-    its Student-t interval as `paired_comparison`'s: the unit part sum_k w_k^2 s_k^2 / n_k plus the instances' part,
-    drawn once for every model (the gaps share their instances, so their parts are not independent).
-
-    Returns:
-        `t_test`'s {"delta", "se", "df", "ci_low", "ci_high", "p"}.
-    """
+    """sum_k weights[k] x score of model k on the same test instances (the IR gap at one size minus at another), as
+    `t_test`'s dict: the unit part sum_k w_k^2 s_k^2 / n_k plus the instances' part, drawn once for every model (the
+    gaps share their instances, so their parts are not independent)."""
     matrices = [instance_matrix(g, metric) for g in groups]
     if len({num.shape[1] for num, _ in matrices}) > 1:
         raise ValueError(f"models were scored on different test sets ({[num.shape[1] for num, _ in matrices]} "
