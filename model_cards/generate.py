@@ -228,9 +228,8 @@ def hyperparameter_groups(info: dict) -> list[tuple[str, list[tuple[str, str]]]]
         if group == "Data" and {"per_device_train_batch_size", "block_size"} <= set(settings):
             blocks = (settings["per_device_train_batch_size"] * settings.get("gradient_accumulation_steps", 1)
                       * settings.get("world_size", 1))
-            tokens = blocks * settings["block_size"]
             rows.append(("tokens per optimizer step",
-                         f"{blocks} blocks x {settings['block_size']} tokens = {tokens:,}"))
+                         f"{blocks} blocks x {settings['block_size']} tokens = {blocks * settings['block_size']:,}"))
         if rows:
             groups.append((group, rows))
     return groups

@@ -65,13 +65,9 @@ def _role_split(mapping: dict, derive: dict, role: str, name_of=str, outer: bool
 def _file_split(paths) -> str:
     """The split a bundle file holds, by its name: `sc/sst2/dev.tsv` -> `dev`, `tc/conll2003/eng.testb.gz` ->
     `eng.testb`."""
-    names = []
-    for path in [paths] if isinstance(paths, str) else paths:
-        name = Path(path).name
-        for suffix in (".gz", ".json", ".jsonl", ".tsv", ".iob2", ".txt"):
-            name = name.removesuffix(suffix)
-        names.append(name)
-    return " + ".join(names)
+    suffixes = (".gz", ".json", ".jsonl", ".tsv", ".iob2", ".txt")
+    return " + ".join(functools.reduce(str.removesuffix, suffixes, Path(path).name)
+                      for path in ([paths] if isinstance(paths, str) else paths))
 
 
 def _hub_splits(hub) -> dict:
