@@ -100,8 +100,7 @@ class Regime:
         pick = lambda v: v.get(p.size) if isinstance(v, dict) else v  # noqa: E731
         count = pick(self.parameters)
         if convention == "no embeddings":
-            embeddings = pick(self.embeddings) if self.embeddings is not None else None
-            count = count - embeddings if count and embeddings is not None else None
+            count = count - embeddings if count and (embeddings := pick(self.embeddings)) is not None else None
         steps = p.paper_step if p.paper_step is not None else p.total_steps
         return steps * self.tokens_per_step / count if count else None
 
@@ -447,10 +446,8 @@ def stability(records, rows, regime, task, clm, mlm) -> list[dict]:
     baseline = statistics.trivial_baseline(rows, task)
     reasons = [untestable(rows, regime, task, family, [clm, mlm])]
     grids = {m: sorted({r["lr"] for r in runs[m] if store.scored(r)}) for m in (clm, mlm)}
-    for m, lrs in grids.items():
-        if len(lrs) < MIN_STABILITY_LRS:
-            reasons.append(f"{regime.shown(m)} was fine-tuned at {len(lrs)} LR(s) in this study: a spread across LRs "
-                           f"needs {MIN_STABILITY_LRS}")
+    reasons += [f"{regime.shown(m)} was fine-tuned at {len(lrs)} LR(s) in this study: a spread across LRs needs "
+                f"{MIN_STABILITY_LRS}" for m, lrs in grids.items() if len(lrs) < MIN_STABILITY_LRS]
     values = {}
     if baseline is not None and not any(reasons):
         for m in (clm, mlm):

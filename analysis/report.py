@@ -277,12 +277,9 @@ def checks_lines(rows: list[dict], regime: findings.Regime) -> list[str]:
               "uncertain with few seeds):", "",
               "| model | parameters | step | task | n_seeds | half-width | std | seeds needed |",
               "|---|---|---|---|---|---|---|---|"]
-    for r in wide:
-        needed = statistics.seeds_needed(r["std"])
-        lines.append(f"| {r['model']} | {_model_part(regime, r['model'])} | {r['task']} | {r['n_seeds']} | "
-                     f"{table_cell(_half_width(r))} | {table_cell(r['std'])} | "
-                     f"{needed if needed is not None else 'unknown'} |")
-    return lines
+    return lines + [f"| {r['model']} | {_model_part(regime, r['model'])} | {r['task']} | {r['n_seeds']} | "
+                    f"{table_cell(_half_width(r))} | {table_cell(r['std'])} | "
+                    f"{table_cell(statistics.seeds_needed(r['std']), missing='unknown')} |" for r in wide]
 
 
 def imported_markdown(records: list[dict], missing: dict, regime: findings.Regime) -> list[str]:
