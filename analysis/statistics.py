@@ -206,8 +206,7 @@ def summarize(records: list[dict], bootstrap: bool = False) -> list[dict]:
     for run in runs.values():
         check_same_protocol(run)
     check_replicates(records)
-    rows = [summarize_group(g, bootstrap) for g in groups.values()]
-    return sorted(rows, key=lambda r: (r["task"], r["model"]))
+    return sorted((summarize_group(g, bootstrap) for g in groups.values()), key=lambda r: (r["task"], r["model"]))
 
 
 def instance_matrix(records: list[dict], metric: str) -> tuple[np.ndarray, np.ndarray]:

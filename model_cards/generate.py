@@ -67,8 +67,7 @@ def name_lines(name: str, step: int | None = None) -> list[str]:
     lines.append(f"`{p.size}`: model size of the paper's run, about {p.size.upper()} parameters (the paper's size "
                  "table).")
     if p.kind == "single":
-        lines.append(f"`{p.objective}{p.ratio or ''}`: {_objective_words(p.objective, p.ratio)} "
-                     "for the whole run.")
+        lines.append(f"`{p.objective}{p.ratio or ''}`: {_objective_words(p.objective, p.ratio)} for the whole run.")
     elif p.kind == "pfs":
         lines.append(f"`clm-{p.switch_step // 1000}k`: first phase, CLM for the first {p.switch_step:,} steps.")
         lines.append(f"`mlm{p.ratio}`: second phase, {_objective_words('mlm', p.ratio)} for the remaining "
@@ -257,12 +256,11 @@ def pretraining_data(info: dict) -> tuple[list[str], str]:
     """(Hub ids of the real pretraining corpora, for `datasets`; what the run read, in words)."""
     hub_ids, parts = [], []
     for entry in [e.strip() for e in str(info["data"].get("source") or "").split(",") if e.strip()]:
+        hub_id, _, config = entry.partition(":")
         if entry == "bundle":
             bundle = OFFLINE_DATA["pretraining_bundle"]
             parts.append(f"{bundle['name']} ({bundle['license']}), a stand-in for {bundle['stands_in_for']}")
-            continue
-        if is_hub_id(entry.partition(":")[0]):
-            hub_id, _, config = entry.partition(":")
+        elif is_hub_id(hub_id):
             config = config or info["run_config"].get("run_settings", {}).get("corpus_name")
             hub_ids.append(hub_id)
             parts.append(f"`{hub_id}`" + (f" (config `{config}`)" if config else ""))
@@ -458,9 +456,8 @@ def build_model_card(checkpoint_dir, summary_csv=None, repo_id: str | None = Non
     hub_ids, data_text = pretraining_data(info)
     base_id, base_text = _base_model(info, repo_id, base_model)
     step = run_folders.intermediate_step(checkpoint_dir)
-    description = describe_name(name, step) if parsed else describe_run(name, info, step)
-    if borrowed:
-        description += " " + borrowed
+    description = (describe_name(name, step) if parsed else describe_run(name, info, step)) + \
+        (f" {borrowed}" if borrowed else "")
     card_data = ModelCardData(
         library_name="transformers", model_name=name, language="en", license=LICENSE,
         pipeline_tag="fill-mask" if info["objective"] == "mlm" and not causal else "feature-extraction",
