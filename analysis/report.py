@@ -25,7 +25,7 @@ from analysis.statistics import SUMMARY_COLUMNS, compare, load_results, summariz
 from core import artifacts, cli, names, run_folders, store
 from core.formatting import p_cell, table_cell
 
-__all__ = ["SUMMARY_COLUMNS", "compare", "load_results", "main", "summarize", "write_tables"]
+__all__ = ["SUMMARY_COLUMNS", "compare", "load_results", "main", "summarize"]
 
 
 def _fmt_p(p: float, bound: bool = False) -> str:
@@ -102,23 +102,22 @@ def findings_markdown(tested: list[dict], families: set[str], imported: bool = F
     where = "with these runs" if imported else "at this scale"
     alpha = findings.ALPHA
     lines = [f"## The paper's findings {where}", "",
-             "Each finding as the paper states it, with its pre-declared tests (`analysis.findings`): a "
-             "comparison supports the claim when its one-sided p on the claim's side (the rule column), "
-             f"Holm-corrected within the finding, is below {alpha:g}, and contradicts it only when the one-sided p "
-             f"on the other side is below {alpha:g}; not significant is never support. TC's \"on par or better\" is "
-             f"a non-inferiority test at the declared margin {findings.TC_MARGIN:g} (CLM - MLM40 > "
-             f"-{findings.TC_MARGIN:g}; docs/protocol.md says why), entity F1 reported beside it. Data efficiency "
-             "is both halves of its claim: CLM ahead at the earliest checkpoint and the gap's slope below 0, each a "
-             "test, a task agreeing only when both support it. IR's \"the gap narrows with size\" is (MLM40 - CLM) at "
-             "the largest model size minus at the smallest, at one budget, on the same test instances (< 0); with "
-             "one size it is not testable. A comparison is tested only where it can be: every "
-             "model it uses learned the task (its 95% CI above the trivial baseline) and is past the paper's "
-             "crossover interval (between the released checkpoints that bracket it: 19-78 tokens per parameter for "
-             "SC and QA, 39-155 for IR, none for TC) under both parameter conventions (counted: input embedding in, "
-             "LM head out; and without embeddings), a PFS budget reaches the paper's smallest, the LR grid "
-             f"brackets each model's optimum, stability has {findings.MIN_STABILITY_LRS} or more LRs fine-tuned "
-             f"here and the slope {findings.MIN_SLOPE_CHECKPOINTS} or more checkpoints before the crossover; "
-             f"otherwise it is *not testable {where}*, with every reason. " + UNITS,
+             "Each finding as the paper states it, with its pre-declared tests (`analysis.findings`): a comparison "
+             "supports the claim when its one-sided p on the claim's side (the rule column), Holm-corrected within the "
+             f"finding, is below {alpha:g}, and contradicts it only when the one-sided p on the other side is below "
+             f"{alpha:g}; not significant is never support. TC's \"on par or better\" is a non-inferiority test at the "
+             f"declared margin {findings.TC_MARGIN:g} (CLM - MLM40 > -{findings.TC_MARGIN:g}; docs/protocol.md says "
+             "why), entity F1 reported beside it. Data efficiency is both halves of its claim: CLM ahead at the "
+             "earliest checkpoint and the gap's slope below 0, each a test, a task agreeing only when both support it. "
+             "IR's \"the gap narrows with size\" is (MLM40 - CLM) at the largest model size minus at the smallest, at "
+             "one budget, on the same test instances (< 0); with one size it is not testable. A comparison is tested "
+             "only where it can be: every model it uses learned the task (its 95% CI above the trivial baseline) and "
+             "is past the paper's crossover interval (between the released checkpoints that bracket it: 19-78 tokens "
+             "per parameter for SC and QA, 39-155 for IR, none for TC) under both parameter conventions (counted: "
+             "input embedding in, LM head out; and without embeddings), a PFS budget reaches the paper's smallest, the "
+             f"LR grid brackets each model's optimum, stability has {findings.MIN_STABILITY_LRS} or more LRs "
+             f"fine-tuned here and the slope {findings.MIN_SLOPE_CHECKPOINTS} or more checkpoints before the "
+             f"crossover; otherwise it is *not testable {where}*, with every reason. " + UNITS,
              "", "| finding (the paper) | rule | tasks | comparisons tested | supporting | contradicting | verdict |",
              "|---|---|---|---|---|---|---|"]
     lines += [f"| {v['claim']} | {v['rule']} | {v['tasks']} | {v['comparisons']} | {v['supporting']} | "
@@ -142,15 +141,14 @@ def findings_markdown(tested: list[dict], families: set[str], imported: bool = F
 def gap_markdown(gap: list[dict], tested: list[dict], regime: findings.Regime) -> list[str]:
     """The CLM - MLM40 gap along pretraining per task: its slope test in words, then every checkpoint's difference."""
     lines = ["## The CLM - MLM40 gap over pretraining", "",
-             "Per task, the two tests of the paper's finding 2 (CLM leads early, the gap closes): CLM - MLM40 at "
-             "the earliest checkpoint (one-sided, > 0), and the slope of CLM - MLM40 against log2(tokens per "
-             "parameter) over the stable-phase checkpoints both runs saved before the paper's crossover interval "
-             "under both conventions (19-78 tokens per parameter for SC and QA, 39-155 for IR; TC has none; at least "
+             "Per task, the two tests of the paper's finding 2 (CLM leads early, the gap closes): CLM - MLM40 at the "
+             "earliest checkpoint (one-sided, > 0), and the slope of CLM - MLM40 against log2(tokens per parameter) "
+             "over the stable-phase checkpoints both runs saved before the paper's crossover interval under both "
+             "conventions (19-78 tokens per parameter for SC and QA, 39-155 for IR; TC has none; at least "
              f"{findings.MIN_SLOPE_CHECKPOINTS}), one-sided (slope < 0), Holm-corrected within the finding: the "
-             "data-efficiency rows of the findings table. "
-             "The differences at each checkpoint (the table under the bullets, and gap.png) are 95% CIs that "
-             "describe the curve; they are not tests. Tokens per parameter are counted with the input embedding "
-             "and without the LM head (without embeddings in brackets).", ""]
+             "data-efficiency rows of the findings table. The differences at each checkpoint (the table under the "
+             "bullets, and gap.png) are 95% CIs that describe the curve; they are not tests. Tokens per parameter are "
+             "counted with the input embedding and without the LM head (without embeddings in brackets).", ""]
     for task in sorted({r["task"] for r in gap}):
         curve = [r for r in gap if r["task"] == task]
         test, lead = (next((r for r in tested if r["finding"] == "data_efficiency" and r["task"] == task
@@ -282,11 +280,16 @@ def checks_lines(rows: list[dict], regime: findings.Regime) -> list[str]:
                     f"{table_cell(statistics.seeds_needed(r['std']), missing='unknown')} |" for r in wide]
 
 
-def imported_markdown(records: list[dict], missing: dict, regime: findings.Regime) -> list[str]:
-    """The models imported from EncodEval, and the paper-grid runs its tree lacks per model x task (never filled)."""
+def imported_markdown(records: list[dict], sources: list[tuple[Path, str | None]],
+                      regime: findings.Regime) -> list[str]:
+    """The models imported from EncodEval, and the paper-grid runs its tree lacks per model x task (each results
+    folder's `missing_runs.csv`; never filled)."""
     imported = sorted({r["model"] for r in records if import_encodeval.is_imported(r)}, key=statistics.model_order)
     if not imported:
         return []
+    missing = collections.Counter()
+    for folder, _ in sources:
+        missing.update(import_encodeval.missing_counts(folder))
     lines = ["## Imported from EncodEval", "",
              f"{len(imported)} models are the paper's own runs, imported from its harness's released results "
              "(hgissbkh/EncodEval, `analysis.import_encodeval`): no model files, no protocol identity. Runs of the "
@@ -350,52 +353,6 @@ def _write_csv(path: Path, columns, rows) -> None:
     writer.writeheader()
     writer.writerows(rows)
     artifacts.write_text_atomic(path, buffer.getvalue())
-
-
-def write_tables(rows: list[dict], comparisons: list[dict], output: Path, regime: findings.Regime,
-                 tested: list[dict] | None = None, gap: list[dict] | None = None, imported: list[str] | None = None,
-                 paper_runs: bool = False, sources: list[str] | None = None) -> None:
-    """`summary.csv` and `summary.md` (the results table first, then the findings, the paired comparisons and the full
-    table), every name as a reader sees it, with its parameters and step (`model_cells`, from `regime`)."""
-    _write_csv(output / "summary.csv", SUMMARY_COLUMNS, ({k: table_cell(r[k]) for k in SUMMARY_COLUMNS} for r in rows))
-    lines = ["# Fine-tuning results", "",
-             "Test score at the best learning rate (highest mean validation score over seeds; for a model trained "
-             "several times, over all its runs' seeds: one LR pooled over the runs, not one per run): mean over seeds "
-             "± the half-width of its 95% confidence interval (Student t over seeds; over pretraining runs for a "
-             "model trained several times), or the interval itself where ± would misdescribe it. Scores are "
-             "fractions in [0, 1]. The "
-             "trivial baseline is what a model scores without learning the task (majority class, all \"O\", the "
-             "passage's first words, a random ranking).", "", *results_table(rows, regime)]
-    if sources:
-        lines += ["", *sources]
-    if imported:
-        lines += ["", *imported]
-    if gap:
-        lines += ["", *gap_markdown(gap, tested or [], regime)]
-    if variance := run_variance_lines(rows, regime):
-        lines += ["", *variance]
-    lines += ["", *checks_lines(rows, regime)]
-    if tested:
-        lines += ["", *findings_markdown(tested, {r["family"] for r in rows}, paper_runs)]
-    if comparisons:
-        keys = ["task", "a", "b", "parameters", "step", "metric", "delta", "ci_low", "ci_high", "p", "p_bootstrap",
-                "wins", "losses"]
-        lines += ["", "## Paired comparisons (A - B, per-instance test scores; CI Student t over units - seeds, or "
-                  "pretraining runs - and instances; p_bootstrap resampling instances (paired) and seeds, or "
-                  "pretraining runs and then the seeds within each; wins / losses count test instances, a "
-                  "description, not a test)", "",
-                  *markdown_table(keys, ([_fmt_p(c[k], k == "p_bootstrap" and c["p_bootstrap_bound"])
-                                          if k in ("p", "p_bootstrap") else table_cell(c[k]) for k in keys]
-                                         for c in comparisons))]
-    lines += ["", "## Every column", "",
-              "entity_f1 = TC entity F1 (seqeval) of the best LR's runs; std = over the best LR's seeds; "
-              "stability_std = std over all finished runs; lr_range = range of the per-LR mean test scores; "
-              "n_pretrain_runs, pretrain_sd, seed_sd: the pretraining runs and the two-level SDs; parameters and "
-              "step (not in summary.csv) as in the results table.", "",
-              *markdown_table(["model", "parameters", "step", *SUMMARY_COLUMNS[1:]],
-                              ([r["model"], *model_cells(regime, r["model"]),
-                                *(table_cell(r[k]) for k in SUMMARY_COLUMNS[1:])] for r in rows))]
-    artifacts.write_text_atomic(output / "summary.md", "\n".join(lines) + "\n")
 
 
 REPORT_MARK = ".evaluation-report.json"  # the files an earlier report wrote into its --output directory
@@ -490,10 +447,9 @@ def check_arguments(args) -> tuple[list[Path], Path, dict]:
     brackets = findings.parse_brackets(args.bracketed_by)
     folders = [Path(folder) for folder in args.results]
     if len(folders) > 1 and (args.scale or args.parameters or args.embedding_parameters or args.step_divisor):
-        raise ValueError("--scale, --tokens_per_step, --parameters and --step_divisor describe one study's names; "
-                         "a report of several results directories shows each at the scale its study.json records "
-                         "and tests the findings on the paper-scale names: run one study's own report for its "
-                         "findings")
+        raise ValueError("--scale, --tokens_per_step, --parameters and --step_divisor describe one study's names; a "
+                         "report of several results directories shows each at the scale its study.json records and "
+                         "tests the findings on the paper-scale names: run one study's own report for its findings")
     if args.output is None and len(folders) > 1:
         raise ValueError("several results directories make one report: pass --output DIR")
     output = Path(args.output or folders[0] / "report")
@@ -550,8 +506,9 @@ def main(argv=None) -> Path:
 
 def write_report(output: Path, before: set[str], records: list[dict], rows: list[dict], pair, regime, args,
                  tested: tuple[list[dict], list[dict]], sources) -> None:
-    """Write the report into `output` (`before`: what was there), its marker first ("writing") and last (the files
-    written); `tested`: the records and rows the findings test."""
+    """Write `summary.csv`, `summary.md` (every name as a reader sees it, with its parameters and step), `findings.csv`
+    and the figures into `output` (`before`: what was there), its marker first ("writing") and last (the files written);
+    `tested`: the records and rows the findings test."""
     tested_records, tested_rows = tested
     # marked as being written before its first file, so a killed run can be rerun into it
     artifacts.write_json_atomic(output / REPORT_MARK, {"files": [], "scale": args.scale, "writing": True,
@@ -561,12 +518,45 @@ def write_report(output: Path, before: set[str], records: list[dict], rows: list
     gap = findings.gap_over_pretraining(tested_records, tested_rows, regime)
     rows, comparisons, tested, gap = (shown_at_scale(items, args.scale) for items in (rows, comparisons, tested, gap))
     comparisons, tested = ([{**r, **pair_cells(regime, r)} for r in items] for items in (comparisons, tested))
-    missing = collections.Counter()
-    for folder, _ in sources:
-        missing.update(import_encodeval.missing_counts(folder))
-    write_tables(rows, comparisons, output, regime, tested, gap, imported_markdown(records, dict(missing), regime),
-                 all(import_encodeval.is_imported(r) for r in tested_records),
-                 sources_markdown(sources) if len(sources) > 1 else None)
+    _write_csv(output / "summary.csv", SUMMARY_COLUMNS, ({k: table_cell(r[k]) for k in SUMMARY_COLUMNS} for r in rows))
+    lines = ["# Fine-tuning results", "",
+             "Test score at the best learning rate (highest mean validation score over seeds; for a model trained "
+             "several times, over all its runs' seeds: one LR pooled over the runs, not one per run): mean over seeds "
+             "± the half-width of its 95% confidence interval (Student t over seeds; over pretraining runs for a model "
+             "trained several times), or the interval itself where ± would misdescribe it. Scores are fractions in [0, "
+             "1]. The trivial baseline is what a model scores without learning the task (majority class, all \"O\", "
+             "the passage's first words, a random ranking).", "", *results_table(rows, regime)]
+    if len(sources) > 1:
+        lines += ["", *sources_markdown(sources)]
+    if imported := imported_markdown(records, sources, regime):
+        lines += ["", *imported]
+    if gap:
+        lines += ["", *gap_markdown(gap, tested, regime)]
+    if variance := run_variance_lines(rows, regime):
+        lines += ["", *variance]
+    lines += ["", *checks_lines(rows, regime)]
+    if tested:
+        lines += ["", *findings_markdown(tested, {r["family"] for r in rows},
+                                         all(import_encodeval.is_imported(r) for r in tested_records))]
+    if comparisons:
+        keys = ["task", "a", "b", "parameters", "step", "metric", "delta", "ci_low", "ci_high", "p", "p_bootstrap",
+                "wins", "losses"]
+        lines += ["", "## Paired comparisons (A - B, per-instance test scores; CI Student t over units - seeds, or "
+                  "pretraining runs - and instances; p_bootstrap resampling instances (paired) and seeds, or "
+                  "pretraining runs and then the seeds within each; wins / losses count test instances, a "
+                  "description, not a test)", "",
+                  *markdown_table(keys, ([_fmt_p(c[k], k == "p_bootstrap" and c["p_bootstrap_bound"])
+                                          if k in ("p", "p_bootstrap") else table_cell(c[k]) for k in keys]
+                                         for c in comparisons))]
+    lines += ["", "## Every column", "",
+              "entity_f1 = TC entity F1 (seqeval) of the best LR's runs; std = over the best LR's seeds; "
+              "stability_std = std over all finished runs; lr_range = range of the per-LR mean test scores; "
+              "n_pretrain_runs, pretrain_sd, seed_sd: the pretraining runs and the two-level SDs; parameters and "
+              "step (not in summary.csv) as in the results table.", "",
+              *markdown_table(["model", "parameters", "step", *SUMMARY_COLUMNS[1:]],
+                              ([r["model"], *model_cells(regime, r["model"]),
+                                *(table_cell(r[k]) for k in SUMMARY_COLUMNS[1:])] for r in rows))]
+    artifacts.write_text_atomic(output / "summary.md", "\n".join(lines) + "\n")
     if tested:
         keys = finding_keys(tested)
         _write_csv(output / "findings.csv", keys, ({k: _finding_cell(r, k) for k in keys} for r in tested))
