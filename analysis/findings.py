@@ -512,8 +512,8 @@ def slope_fit(points: list[dict]) -> tuple[float, float, float]:
             for r in p["runs"][side]:
                 by_run.setdefault(names.parse_name(r["model"]).pretrain_seed, {}).setdefault(p["a"], []).append(
                     statistics.main_score(r, "test"))
-        complete = [run for run in by_run.values() if len(run) == len(points)]
-        run_slopes.append([float(weights @ np.array([np.mean(run[p["a"]]) for p in points])) for run in complete])
+        run_slopes.append([float(weights @ np.array([np.mean(run[p["a"]]) for p in points]))
+                           for run in by_run.values() if len(run) == len(points)])
     if all(len(s) > 1 for s in run_slopes):  # the pretraining runs are the units, plus the test instances' part
         parts = [(float(np.var(s, ddof=1)) / len(s), len(s) - 1) for s in run_slopes]
         instances = sum(w ** 2 * max(0.0, p["se"] ** 2 - sum(part for part, _ in p["parts"]))

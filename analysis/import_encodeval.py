@@ -193,8 +193,7 @@ def main(argv=None) -> Path:
     models = {r["model"] for r in runs}
     if stale:
         print(f"removed {len(stale)} records of an earlier import into {output} that this import does not have")
-    print(f"imported {len(runs)} runs of {len(models)} models on {len({r['task'] for r in runs})} tasks "
-          f"into {output}")
+    print(f"imported {len(runs)} runs of {len(models)} models on {len({r['task'] for r in runs})} tasks into {output}")
     outside = sorted(m for m in models if names.try_parse_name(m) is None)
     if outside:
         print(f"outside the paper's name grammar (reported as other encoders): {', '.join(outside)}")

@@ -103,9 +103,8 @@ def describe_name(name: str, step: int | None = None) -> str:
     if p.kind == "single":
         body = f"trained for {p.total_steps:,} steps with {_objective_words(p.objective, p.ratio)}"
     elif p.kind == "pfs":
-        body = (f"trained for {p.total_steps:,} steps in two phases (PFS): CLM for the first "
-                f"{p.switch_step:,} steps, then {_objective_words('mlm', p.ratio)} for the remaining "
-                f"{p.total_steps - p.switch_step:,}")
+        body = (f"trained for {p.total_steps:,} steps in two phases (PFS): CLM for the first {p.switch_step:,} steps, "
+                f"then {_objective_words('mlm', p.ratio)} for the remaining {p.total_steps - p.switch_step:,}")
     else:
         body = (f"made by continued pretraining (CPT) of the decayed {p.base_steps:,}-step "
                 f"{p.base.upper()} checkpoint with {_objective_words('mlm', p.ratio)} for "
@@ -143,8 +142,7 @@ def _cpt_words(info: dict) -> str:
         return "continued pretraining (CPT)"
     trained = " and the embeddings and LM head fully" if settings.get("lora_train_embeddings") else ""
     return (f"LoRA continued pretraining (CPT with LoRA adapters of rank {settings.get('lora_rank')}, alpha "
-            f"{settings.get('lora_alpha'):g}, on the frozen base{trained}; the adapters are merged into these "
-            "weights)")
+            f"{settings.get('lora_alpha'):g}, on the frozen base{trained}; the adapters are merged into these weights)")
 
 
 def _contradictions(p: ModelName, info: dict) -> list[str]:
@@ -214,12 +212,11 @@ def hyperparameter_groups(info: dict) -> list[tuple[str, list[tuple[str, str]]]]
     """The card's hyperparameter tables, [(group, [(setting, value)])]: each setting once, no local paths, none that
     does not apply to this run."""
     settings = without_local_paths(_settings(info))
-    clm_only = settings.get("objective") == "clm" and settings.get("switch_step") is None
     skip = {k for k, v in settings.items() if v is None or v == []}
-    skip |= MLM_ONLY if clm_only else set()
-    skip |= {"reset_optimizer_at_switch"} if settings.get("switch_step") is None else set()
-    existing_tokenizer = settings.get("tokenizer_name_or_path") or settings.get("model_name_or_path")
-    skip |= {"toy_vocab_size"} if existing_tokenizer else set()
+    if settings.get("switch_step") is None:
+        skip |= {"reset_optimizer_at_switch", *(MLM_ONLY if settings.get("objective") == "clm" else ())}
+    if settings.get("tokenizer_name_or_path") or settings.get("model_name_or_path"):  # an existing tokenizer
+        skip.add("toy_vocab_size")
     groups, placed = [], set()
     for group, keys in (*HYPERPARAMETER_GROUPS, ("Other", tuple(settings))):
         rows = [(k, _value(settings[k])) for k in keys if k in settings and k not in skip | placed]
@@ -407,8 +404,7 @@ def _usage(name: str, repo_id: str | None, revision: str | None, causal: bool, n
     else:
         usage["usage_notes"] = [
             ("The CLM and MLM models share every parameter name and differ only in the attention mask, so a CLM "
-            "checkpoint loads into the masked-LM class unchanged: that is how the study turns decoders into "
-            "encoders.")]
+            "checkpoint loads into the masked-LM class unchanged: that is how the study turns decoders into encoders.")]
     if revision:
         usage["usage_notes"].append(f"This intermediate checkpoint lives on the `{revision}` branch; `main` holds "
                                     "the final one.")
