@@ -54,8 +54,7 @@ def _at_scale(rows) -> str:
 def _baseline_words(rows, tasks, drawn: str) -> str:
     """The caption's words for the trivial baseline: `drawn` when every task has one, else which tasks record none."""
     tasks = list(tasks)
-    without = [t for t in tasks if trivial_baseline(rows, t) is None]
-    if not without:
+    if not (without := [t for t in tasks if trivial_baseline(rows, t) is None]):
         return drawn
     if len(without) == len(tasks):
         words = "no trivial baseline drawn: these results record none (imported EncodEval runs carry none)"
@@ -154,8 +153,7 @@ def _lines_per_task(rows, output: Path, name: str, points, xlabel: str, title: s
     marker, not joined, e.g. a decayed final). "{baseline}" in `caption` becomes `_baseline_words` of `baseline`."""
     series = collections.defaultdict(list)
     for r in rows:
-        placed = points(r) if r["best_lr"] is not None else None
-        if placed:
+        if placed := (points(r) if r["best_lr"] is not None else None):
             hollow = len(placed) > 2 and placed[2]
             series[(r["task"], placed[0])].append((placed[1], r["mean"], r["ci_low"], r["ci_high"], hollow))
     task_names = sorted({t for t, _ in series})
@@ -318,8 +316,7 @@ def plot_gap(gap: list[dict], tests: list[dict], output: Path) -> list[Path]:
                         markersize=9 if hollow else 6, markerfacecolor="white" if hollow else "black",
                         label="final checkpoint (decayed), 95% CI" if hollow else "stable phase, 95% CI")
         xs = [r["tokens_per_parameter"] for r in curve]
-        interval = findings.crossover_interval(curve[0]["family"])
-        if interval:
+        if interval := findings.crossover_interval(curve[0]["family"]):
             ax.axvspan(*interval, color="grey", alpha=0.15,
                        label=f"paper's crossover interval ({interval[0]:.0f}-{interval[1]:.0f})")
         test = next((t for t in tests if t["task"] == task), None)

@@ -63,8 +63,7 @@ def _per_parameter(steps: int, convention: str = "counted") -> float:
 def crossover_interval(family: str, convention: str = "counted") -> tuple[float, float] | None:
     """The tokens per parameter between the released checkpoints that bracket the paper's crossover for `family` (None:
     TC)."""
-    step = CROSSOVER_STEPS.get(family)
-    if step is None:
+    if (step := CROSSOVER_STEPS.get(family)) is None:
         return None
     i = PAPER_CHECKPOINTS.index(step)
     return _per_parameter(PAPER_CHECKPOINTS[i - 1], convention), _per_parameter(PAPER_CHECKPOINTS[i + 1], convention)
@@ -94,8 +93,7 @@ class Regime:
         return names.scaled_name(model, self.scale)
 
     def tokens_per_parameter(self, model: str, convention: str = "counted") -> float | None:
-        p = names.try_parse_name(model)
-        if p is None:
+        if (p := names.try_parse_name(model)) is None:
             return None
         pick = lambda v: v.get(p.size) if isinstance(v, dict) else v  # noqa: E731
         count = pick(self.parameters)
@@ -107,8 +105,7 @@ class Regime:
     def parameters_of(self, shown: str) -> float | None:
         """The parameters (input embedding in, LM head out) of a name as a reader sees it (its scale first): the study's
         count, or the paper's size table for a paper-scale name under the paper's sizes; None when unknown."""
-        p = names.try_parse_name(shown)
-        if p is None:
+        if (p := names.try_parse_name(shown)) is None:
             return None
         if isinstance(self.parameters, dict):
             return None if p.scale else self.parameters.get(p.size)
@@ -136,8 +133,7 @@ def phase(regime: Regime, model: str, family: str) -> str:
         return "no crossover"
     places = {}
     for convention in CONVENTIONS:
-        tpp = regime.tokens_per_parameter(model, convention)
-        if tpp is not None:
+        if (tpp := regime.tokens_per_parameter(model, convention)) is not None:
             low, high = crossover_interval(family, convention)
             places[convention] = "before" if tpp < low else "inside" if tpp <= high else "past"
     if "counted" not in places:
@@ -277,8 +273,7 @@ def chance_reasons(rows, regime: Regime, task: str, models: list[str]) -> list[s
         row = _row(rows, model, task)
         if row is None or row["best_lr"] is None:
             continue  # no finished run: `edge_reasons` names it
-        above = statistics.above_baseline(row)
-        if above is None:
+        if (above := statistics.above_baseline(row)) is None:
             return [f"{task} has no known trivial baseline: whether its models learned it is not known"]
         if not above:
             low = row["mean"] if math.isnan(row["ci_low"]) else row["ci_low"]
@@ -537,8 +532,7 @@ def data_efficiency(records, rows, regime, task, family, clm, mlm) -> list[dict]
     """Both data-efficiency tests on `task`, one row each: the lead (CLM - MLM40 > 0 at the earliest checkpoint pair)
     and the slope of the gap over the stable-phase checkpoints before the crossover interval under both conventions (all
     of them for TC), at least `MIN_SLOPE_CHECKPOINTS`. A reason either cannot be tested makes both not testable."""
-    points = gap_points(records, rows, regime, task, family, clm, mlm)
-    if not points:
+    if not (points := gap_points(records, rows, regime, task, family, clm, mlm)):
         return []
     early = [p for p in points if not p["final"] and p["phase"] in ("before", "no crossover")]  # both conventions
     reasons = [] if len(early) >= MIN_SLOPE_CHECKPOINTS else [
@@ -581,8 +575,7 @@ def families(tested: list[dict]) -> list[str]:
     """The Holm family of each finding, in words: its tests, each counted once."""
     out = []
     for finding in CLAIMS:
-        mine = [r for r in tested if r["finding"] == finding and not r["untestable"]]
-        if mine:
+        if mine := [r for r in tested if r["finding"] == finding and not r["untestable"]]:
             tasks = ", ".join(f"{r['task']}" + (f" ({r['a']})" if finding.startswith(("pfs", "cpt")) else "")
                               + (f" {r['part']}" if r.get("part") else "") for r in mine)
             out.append(f"{finding}: {len(mine)} test(s) of {rule(finding)} ({tasks})")
@@ -671,11 +664,9 @@ def gap_trend(curve: list[dict], test: dict | None, lead: dict | None = None) ->
         text += (f"not testable ({test['untestable']})" if test["untestable"] else
                  {"supports": "the gap closes", "contradicts": "the gap widens",
                   "not significant": "not significant"}[test["verdict"]])
-    past = [r for r in curve if r["phase"] == "past" and not r["final"]]
-    if past:
+    if past := [r for r in curve if r["phase"] == "past" and not r["final"]]:
         text += "; past the crossover interval: " + ", ".join(f"{ci(r)} at {tpp(r)}" for r in past)
-    final = next((r for r in curve if r["final"]), None)
-    if final:
+    if final := next((r for r in curve if r["final"]), None):
         text += f"; final (decayed) at {tpp(final)}: {ci(final)} (95% CI, not a test)"
     return text
 

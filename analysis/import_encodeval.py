@@ -194,8 +194,7 @@ def main(argv=None) -> Path:
     if stale:
         print(f"removed {len(stale)} records of an earlier import into {output} that this import does not have")
     print(f"imported {len(runs)} runs of {len(models)} models on {len({r['task'] for r in runs})} tasks into {output}")
-    outside = sorted(m for m in models if names.try_parse_name(m) is None)
-    if outside:
+    if outside := sorted(m for m in models if names.try_parse_name(m) is None):
         print(f"outside the paper's name grammar (reported as other encoders): {', '.join(outside)}")
     counts = collections.Counter((row["model"], row["task"]) for row in missing)
     print(f"missing: {len(missing)} runs of the paper's grid ({len(PAPER_LRS)} LRs x {len(PAPER_SEEDS)} seeds) in "

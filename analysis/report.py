@@ -129,8 +129,7 @@ def findings_markdown(tested: list[dict], families: set[str], imported: bool = F
     holm = findings.families(tested)
     lines += ["", "Holm families (one per finding, each comparison counted once): "
               + ("; ".join(holm) if holm else "none (no comparison is testable)") + "."]
-    declared = list(dict.fromkeys(r["bracket"] for r in tested if r.get("bracket")))
-    if declared:
+    if declared := list(dict.fromkeys(r["bracket"] for r in tested if r.get("bracket"))):
         lines += ["", "LR optima this study's grid does not bracket itself, counted as bracketed because the study "
                   "declares (`--bracketed_by`) that an earlier, wider grid measured worse LRs on either side: "
                   + "; ".join(declared) + ". The bracket column names the comparisons that rely on it."]
@@ -208,8 +207,7 @@ def results_table(rows: list[dict], regime: findings.Regime) -> list[str]:
     if any(not _symmetric(r) for r in shown):
         lines += ["", "A cell shown as mean [low, high] gives its 95% CI itself: clipped to [0, 1], not centred on "
                   "the mean (a bootstrap's), or [m, m] where every unit scored the same (no spread measured)."]
-    tc = [t for t in tasks if any(r["task"] == t and r["family"] == "tc" for r in rows)]
-    if tc:
+    if tc := [t for t in tasks if any(r["task"] == t and r["family"] == "tc" for r in rows)]:
         lines += ["", "Entity F1 (seqeval) of the same TC runs, beside the main metric: a model that predicts no "
                   "entity is visible here.", "",
                   *markdown_table(["model", "parameters", "step", *tc],

@@ -68,8 +68,7 @@ def run_variance(records: list[dict]) -> tuple[int, float, float]:
 def load_results(results_dir: str | Path) -> list[dict]:
     """Every result file under `results_dir` (not temp or moved-aside files), each with its path under "_path",
     compacted (`compact`); a corrupt or older-format file is refused, naming it."""
-    files = store.result_files(results_dir)
-    if not files:
+    if not (files := store.result_files(results_dir)):
         raise FileNotFoundError(f"no result files under {results_dir}; "
                                 f"run `python -m evaluation.run ... --output {results_dir}`")
     return [compact({**store.read_result(p), "_path": str(p)}) for p in files]
@@ -387,8 +386,7 @@ KIND_ORDER = {"single": 0, "pfs": 1, "cpt": 2, "intermediate": 3, "other": 4}
 
 def model_order(name: str):
     """Single-objective runs (CLM first, then MLM by ratio), PFS, CPT, intermediate checkpoints, other encoders."""
-    p = names.try_parse_name(name)
-    if p is None:
+    if (p := names.try_parse_name(name)) is None:
         return (KIND_ORDER["other"], "", "", 0, 0, 0, name)
     return (KIND_ORDER[model_kind(name)], p.size, p.run_name if p.paper_step is not None else "", p.ratio or 0,
             p.paper_step or 0, p.total_steps, name)

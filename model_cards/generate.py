@@ -187,8 +187,7 @@ def load_run_info(checkpoint_dir: Path) -> dict:
     """Read and check `run_info.json` of a checkpoint folder."""
     if not Path(checkpoint_dir).is_dir():
         raise missing_path(checkpoint_dir, "CHECKPOINT")
-    info = run_folders.read_run_info(checkpoint_dir)
-    if info is None:
+    if (info := run_folders.read_run_info(checkpoint_dir)) is None:
         path = Path(checkpoint_dir) / run_folders.RUN_INFO_NAME
         raise FileNotFoundError(f"{path} not found: pass a checkpoint folder written by recipes/pretrain.py")
     return info

@@ -156,8 +156,7 @@ def stage_results(report_dir: Path, repo_id: str, results_dir: Path | None, work
         files[p.relative_to(report_dir).as_posix()] = p
     derived = results_dataset.write_tables(store.result_files(results), Path(workdir), scale)
     derived.update(results_dataset.write_summary_table(summary, Path(workdir)))
-    clash = sorted(set(files) & set(derived))
-    if clash:
+    if clash := sorted(set(files) & set(derived)):
         raise PushError(f"{report_dir} holds {clash[0]}, a name the results dataset generates: move it away")
     files.update(derived)
     files["README.md"] = str(card).encode("utf-8")
@@ -184,8 +183,7 @@ def check_no_local_paths(commits: list[RepoCommit], roots: list[str]) -> None:
             if not path.endswith(TEXT_SUFFIXES):
                 continue
             content = _read(source)
-            found = next((n for n in needles if n in content), None)
-            if found is not None:
+            if (found := next((n for n in needles if n in content), None)) is not None:
                 raise PushError(f"{commit.repo_id}:{path} contains the local path {found.decode()}: local paths are "
                                 "never published; remove it from that file")
 
@@ -213,8 +211,7 @@ def write_dry_run(commits: list[RepoCommit], out_dir: Path, replace: bool = Fals
 
 def resolve_token() -> str:
     """The Hub token from HF_TOKEN or the huggingface_hub login; a one-line error when there is none."""
-    token = get_token()
-    if not token:
+    if not (token := get_token()):
         raise PushError("no Hugging Face token: set HF_TOKEN or run `hf auth login` "
                         "(or use --dry_run OUT to write the repo folders without pushing)")
     return token

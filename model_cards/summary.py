@@ -53,8 +53,7 @@ def read_summary(summary_csv: Path, model: str | None = None) -> list[dict]:
             from None
     if missing:
         raise ValueError(f"{summary_csv} lacks columns {missing}: pass the summary.csv written by evaluation")
-    unknown = sorted({r["family"].upper() for r in rows} - set(FAMILY_TASK_TYPES))
-    if unknown:
+    if unknown := sorted({r["family"].upper() for r in rows} - set(FAMILY_TASK_TYPES)):
         raise ValueError(f"{summary_csv}: unknown task families {unknown}; expected {sorted(FAMILY_TASK_TYPES)}")
     return [r for r in rows if model is None or r["model"] == model]
 
@@ -114,8 +113,7 @@ def check_summary(rows: list[dict], results_dir, summary_csv, complete: bool = F
         if differ:
             raise ValueError(f"{summary_csv} disagrees with {results_dir} on {row['model']} / {row['task']}: "
                              f"{'; '.join(differ)}: {fix}")
-    missing = sorted(set(computed) - seen) if complete else []
-    if missing:
+    if missing := (sorted(set(computed) - seen) if complete else []):
         raise ValueError(f"{summary_csv} lacks {missing[0][0]} on {missing[0][1]}, which {results_dir} holds "
                          f"({len(missing)} model x task rows in all): {fix}")
 
@@ -123,8 +121,7 @@ def check_summary(rows: list[dict], results_dir, summary_csv, complete: bool = F
 def evaluation_rows(checkpoint_dir: Path, model: str, summary_csv, results_dir, shown: str | None = None) -> list[dict]:
     """This checkpoint's summary rows (filed under `shown`, default `model`), each with the test data it was scored on,
     once its results (filed under `model`) are checked to be of these very weights."""
-    rows = read_summary(summary_csv, shown or model)
-    if not rows:
+    if not (rows := read_summary(summary_csv, shown or model)):
         return []
     if results_dir is None:
         raise ValueError("an evaluation summary needs its per-run results folder too (--results): they say which "
@@ -133,13 +130,11 @@ def evaluation_rows(checkpoint_dir: Path, model: str, summary_csv, results_dir, 
     for path in store.result_files(results_dir):
         paths.setdefault((path.parent.parent.name, path.parent.name), path)
     for row in rows:
-        path = paths.get((model, row["task"]))
-        if path is None:
+        if (path := paths.get((model, row["task"]))) is None:
             raise ValueError(f"{results_dir} holds no result file of {model} on {row['task']}, which the summary "
                              "reports: pass the results folder the summary was made from")
         record = store.read_result(path)  # one per (model, task): the report refuses mixed identities in a row
-        why = store.differences(record, {"model": identity})  # the store's "current" rule, on the weights alone
-        if why:
+        if why := store.differences(record, {"model": identity}):  # the store's "current" rule, on the weights alone
             raise ValueError(f"{path} was made from other weights than {checkpoint_dir} ({'; '.join(why)}): "
                              "the summary is not this checkpoint's; evaluate it, or pass the right results")
         row["data"] = task_test_data(row["task"], record_source(record))
