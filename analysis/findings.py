@@ -634,13 +634,9 @@ def gap_over_pretraining(records: list[dict], rows: list[dict], regime: Regime) 
     """Every checkpoint pair's CLM - MLM40 difference (`gap_points`) per task and final pair, the decayed final last."""
     models = {r["model"] for r in rows}
     family = {r["task"]: r["family"] for r in rows}
-    out = []
-    for _, _, clm, mlm in _final_pairs(models):
-        if clm and mlm:
-            for task in sorted(family):
-                out += [{k: v for k, v in p.items() if k not in ("runs", "parts")}
-                        for p in gap_points(records, rows, regime, task, family[task], clm, mlm)]
-    return out
+    return [{k: v for k, v in p.items() if k not in ("runs", "parts")} for _, _, clm, mlm in _final_pairs(models)
+            if clm and mlm for task in sorted(family)
+            for p in gap_points(records, rows, regime, task, family[task], clm, mlm)]
 
 
 def gap_trend(curve: list[dict], test: dict | None, lead: dict | None = None) -> str:

@@ -39,9 +39,7 @@ def _finding_cell(row: dict, key: str) -> str:
 
 def count_cell(count: float | None) -> str:
     """A parameter count in a table: "0.216M", "608M", "1.19B" (3 significant digits); "?" when unknown."""
-    if count is None:
-        return "?"
-    return f"{count / 1e9:.3g}B" if count >= 1e9 else f"{count / 1e6:.3g}M"
+    return "?" if count is None else f"{count / 1e9:.3g}B" if count >= 1e9 else f"{count / 1e6:.3g}M"
 
 
 def model_cells(regime: findings.Regime, model: str) -> list[str]:

@@ -52,9 +52,8 @@ GENERATED_MARKER = "<!-- written by model_cards.generate: regenerate it rather t
 
 # ---------------------------------------------------------------------------------------------------- names
 def _objective_words(objective: str, ratio: int | None) -> str:
-    if objective == "clm":
-        return "causal language modeling (CLM, next-token prediction)"
-    return f"masked language modeling (MLM) with a {ratio}% masking ratio"
+    return "causal language modeling (CLM, next-token prediction)" if objective == "clm" else \
+        f"masked language modeling (MLM) with a {ratio}% masking ratio"
 
 
 def name_lines(name: str, step: int | None = None) -> list[str]:

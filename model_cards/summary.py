@@ -36,9 +36,7 @@ def card_number(value) -> str:
 def confidence_interval(row: dict) -> tuple[float, float] | None:
     """The row's 95% CI, clipped to [0, 1] (scores are fractions; a t-interval over few seeds can overshoot)."""
     low, high = number(row["ci_low"]), number(row["ci_high"])
-    if low is None or high is None:
-        return None
-    return max(0.0, min(1.0, low)), max(0.0, min(1.0, high))
+    return None if low is None or high is None else (max(0.0, min(1.0, low)), max(0.0, min(1.0, high)))
 
 
 def read_summary(summary_csv: Path, model: str | None = None) -> list[dict]:
