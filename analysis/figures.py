@@ -133,10 +133,9 @@ def plot_objectives(rows: list[dict], output: Path) -> list[Path]:
             ax.hlines(base, j - width / 2, j + 0.8 - width / 2, colors="black", linestyles="--", linewidth=1,
                       label=None if k else "trivial baseline")
         ax.set_xticks([j + 0.4 - width / 2 for j in range(len(task_names))], task_names)
-        metrics = sorted({r["metric"] for r in fam})
         values = [r["ci_high"] if not math.isnan(r["ci_high"]) else r["mean"] for r in fam] + [b for _, b in bases]
         ax.set_ylim(0.0, min(1.0, max(values) * 1.08 + 0.02))  # bars start at 0: their heights compare as ratios
-        ax.set_ylabel("test " + " / ".join(metrics))
+        ax.set_ylabel("test " + " / ".join(sorted({r["metric"] for r in fam})))
         ax.set_title(f"{family.upper()}: test score by pretraining objective{_at_scale(fam)}")
         _legend(ax)
         written.append(_save(fig, output / f"objective_{family}.png",

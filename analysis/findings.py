@@ -353,8 +353,7 @@ def gap_across_sizes(records, rows, regime: Regime, task: str, pairs: list[tuple
                  "n_seeds": "/".join(_n_units(r) for r in runs[:2]), "untestable": one or f"one model size ({small})"}]
     if one:
         return [{**row, "untestable": one}]
-    result = statistics.contrast(runs, [1, -1, -1, 1], metric)
-    return [{**row, **_tested_interval("ir_gap_narrows", result),
+    return [{**row, **_tested_interval("ir_gap_narrows", statistics.contrast(runs, [1, -1, -1, 1], metric)),
              "untestable": untestable(rows, regime, task, "ir", models)}]
 
 
@@ -424,8 +423,7 @@ def unit_curves(records: list[dict]) -> dict:
 def relative_lr_spread(records: list[dict], baseline: float, best_lr: float) -> np.ndarray:
     """Per unit (`unit_curves`), the standard deviation over LRs of its test score divided by its gain over the trivial
     baseline at the model's best LR: a model that learns more is not called less stable for it."""
-    curves = unit_curves(records)
-    return np.array([np.std(list(c.values())) / (c[best_lr] - baseline) for c in curves.values()])
+    return np.array([np.std(list(c.values())) / (c[best_lr] - baseline) for c in unit_curves(records).values()])
 
 
 def stability(records, rows, regime, task, clm, mlm) -> list[dict]:

@@ -267,8 +267,7 @@ def pretraining_data(info: dict) -> tuple[list[str], str]:
 def _base_model(info: dict, repo_id: str | None, override: str | None) -> tuple[str | None, str | None]:
     """(Hub id for the card's `base_model`, a sentence naming the starting point) of a CPT run or decay branch: a study
     base is `<org of repo_id>/<base name>` at this run's scale."""
-    settings = info["run_config"].get("run_settings", {})
-    branch_from = settings.get("branch_from")
+    branch_from = info["run_config"].get("run_settings", {}).get("branch_from")
     if info["cpt_base"] is not None:
         base, role = info["cpt_base"], f"{_cpt_words(info)} started from"
     elif branch_from:
@@ -334,8 +333,7 @@ def _facts(info: dict, name: str, parsed: ModelName | None, params: tuple[int, i
         facts.append(("PFS switch", f"CLM until step {info['switch_step']:,}, then MLM"))
     if base_text:
         facts.append(("starting point", base_text))
-    fingerprint = info["data"].get("fingerprint")
-    packed = f" (packed blocks fingerprint `{fingerprint}`)" if fingerprint else ""
+    packed = f" (packed blocks fingerprint `{fingerprint}`)" if (fingerprint := info["data"].get("fingerprint")) else ""
     facts += [("pretraining data", data_text + packed), ("code", f"git commit `{info['git_commit']}`")]
     return facts
 
@@ -410,15 +408,13 @@ def _usage(name: str, repo_id: str | None, revision: str | None, causal: bool, n
 
 
 def _limitations(info: dict) -> list[str]:
-    lines = []
-    if info["scale"] not in (None, "paper"):
-        lines.append("Evaluation used the offline data bundle, with stand-ins where the paper's data is not in it "
-                     "(marked in the evaluation table and the results dataset card), and toy fine-tuning budgets.")
-    lines += [("English only; a pretrained backbone, not fine-tuned for any task: fine-tune it or pool its "
-               "hidden states before use."),
-              ("Some training settings of the original study were inferred from its code and checkpoint names "
-              "(marked in the project's `docs/protocol.md`); `run_info.json` records what this run used.")]
-    return lines
+    toy = ["Evaluation used the offline data bundle, with stand-ins where the paper's data is not in it (marked in the "
+           "evaluation table and the results dataset card), and toy fine-tuning budgets."]
+    return (toy if info["scale"] not in (None, "paper") else []) + [
+        "English only; a pretrained backbone, not fine-tuned for any task: fine-tune it or pool its hidden states "
+        "before use.",
+        "Some training settings of the original study were inferred from its code and checkpoint names (marked in the "
+        "project's `docs/protocol.md`); `run_info.json` records what this run used."]
 
 
 def build_model_card(checkpoint_dir, summary_csv=None, repo_id: str | None = None, revision: str | None = None,
