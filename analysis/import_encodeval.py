@@ -120,11 +120,10 @@ def read_tree(results: Path, models: set[str] | None = None, datasets: set[str] 
         raise FileNotFoundError(f"no EncodEval results under {results}"
                                 f"{' for --models/--datasets' if models or datasets else ''}: pass the results "
                                 "folder of a clone of hgissbkh/EncodEval (branch MLM_vs_CLM)")
-    done = {(r["model"], r["task"], r["lr"], r["seed"]) for r in runs}
     found = sorted({r["model"] for r in runs}, key=lambda m: (names.try_parse_name(m) is None, m))
     missing = [{"model": m, "task": task, "lr": lr, "seed": seed, "expected": "the paper's grid"}
                for m in found for task in sorted(tasks) for lr in PAPER_LRS for seed in PAPER_SEEDS
-               if (m, task, lr, seed) not in done]
+               if (m, task, lr, seed) not in seen]
     return runs, missing
 
 
