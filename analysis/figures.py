@@ -46,8 +46,7 @@ def _save(fig, path: Path, caption: str) -> Path:
 
 
 def _at_scale(rows) -> str:
-    """" (mini scale)" when every name in `rows` is of one scale (" (paper scale)": none), for the titles; "" otherwise.
-    """
+    """" (mini scale)" when every name in `rows` is of one scale (" (paper scale)": none), for the titles; else ""."""
     scales = {p.scale if (p := names.try_parse_name(r["model"])) is not None else "" for r in rows}
     return f" ({scales.pop() or names.PAPER_SCALE} scale)" if len(scales) == 1 and "" not in scales else ""
 
@@ -55,8 +54,7 @@ def _at_scale(rows) -> str:
 def _baseline_words(rows, tasks, drawn: str) -> str:
     """The caption's words for the trivial baseline: `drawn` when every task has one, else which tasks record none."""
     tasks = list(tasks)
-    without = [t for t in tasks if trivial_baseline(rows, t) is None]
-    if not without:
+    if not (without := [t for t in tasks if trivial_baseline(rows, t) is None]):
         return drawn
     if len(without) == len(tasks):
         words = "no trivial baseline drawn: these results record none (imported EncodEval runs carry none)"
@@ -125,24 +123,19 @@ def plot_objectives(rows: list[dict], output: Path) -> list[Path]:
         fig, (ax,) = _axes(1)
         width, styles = 0.8 / len(models), _styles(models)
         for i, model in enumerate(models):
-            cells = [next((r for r in fam if r["model"] == model and r["task"] == t), None) for t in task_names]
-            xs = [j + i * width for j, c in enumerate(cells) if c]
-            present = [c for c in cells if c]
-            ax.bar(xs, [c["mean"] for c in present], width, label=model,
-                   yerr=_errors([(x, c["mean"], c["ci_low"], c["ci_high"]) for x, c in zip(xs, present)]),
+            bars = [(j + i * width, c) for j, t in enumerate(task_names)
+                    if (c := next((r for r in fam if r["model"] == model and r["task"] == t), None))]
+            ax.bar([x for x, _ in bars], [c["mean"] for _, c in bars], width, label=model,
+                   yerr=_errors([(x, c["mean"], c["ci_low"], c["ci_high"]) for x, c in bars]),
                    capsize=2, color=styles[model]["color"])
-        labelled = False
-        for j, task in enumerate(task_names):
-            if (base := trivial_baseline(rows, task)) is not None:
-                ax.hlines(base, j - width / 2, j + 0.8 - width / 2, colors="black", linestyles="--", linewidth=1,
-                          label=None if labelled else "trivial baseline")  # bars have no dashes of their own
-                labelled = True
+        bases = [(j, b) for j, t in enumerate(task_names) if (b := trivial_baseline(rows, t)) is not None]
+        for k, (j, base) in enumerate(bases):  # bars have no dashes of their own
+            ax.hlines(base, j - width / 2, j + 0.8 - width / 2, colors="black", linestyles="--", linewidth=1,
+                      label=None if k else "trivial baseline")
         ax.set_xticks([j + 0.4 - width / 2 for j in range(len(task_names))], task_names)
-        metrics = sorted({r["metric"] for r in fam})
-        values = [r["ci_high"] if not math.isnan(r["ci_high"]) else r["mean"] for r in fam]
-        values += [b for t in task_names if (b := trivial_baseline(rows, t)) is not None]
+        values = [r["ci_high"] if not math.isnan(r["ci_high"]) else r["mean"] for r in fam] + [b for _, b in bases]
         ax.set_ylim(0.0, min(1.0, max(values) * 1.08 + 0.02))  # bars start at 0: their heights compare as ratios
-        ax.set_ylabel("test " + " / ".join(metrics))
+        ax.set_ylabel("test " + " / ".join(sorted({r["metric"] for r in fam})))
         ax.set_title(f"{family.upper()}: test score by pretraining objective{_at_scale(fam)}")
         _legend(ax)
         written.append(_save(fig, output / f"objective_{family}.png",
@@ -159,8 +152,7 @@ def _lines_per_task(rows, output: Path, name: str, points, xlabel: str, title: s
     marker, not joined, e.g. a decayed final). "{baseline}" in `caption` becomes `_baseline_words` of `baseline`."""
     series = collections.defaultdict(list)
     for r in rows:
-        placed = points(r) if r["best_lr"] is not None else None
-        if placed:
+        if placed := (points(r) if r["best_lr"] is not None else None):
             hollow = len(placed) > 2 and placed[2]
             series[(r["task"], placed[0])].append((placed[1], r["mean"], r["ci_low"], r["ci_high"], hollow))
     task_names = sorted({t for t, _ in series})
@@ -323,8 +315,7 @@ def plot_gap(gap: list[dict], tests: list[dict], output: Path) -> list[Path]:
                         markersize=9 if hollow else 6, markerfacecolor="white" if hollow else "black",
                         label="final checkpoint (decayed), 95% CI" if hollow else "stable phase, 95% CI")
         xs = [r["tokens_per_parameter"] for r in curve]
-        interval = findings.crossover_interval(curve[0]["family"])
-        if interval:
+        if interval := findings.crossover_interval(curve[0]["family"]):
             ax.axvspan(*interval, color="grey", alpha=0.15,
                        label=f"paper's crossover interval ({interval[0]:.0f}-{interval[1]:.0f})")
         test = next((t for t in tests if t["task"] == task), None)

@@ -19,14 +19,10 @@ run a random effect (`analysis.statistics`: units are the runs' means).
 | MLM CPT from a CLM base beats continued MLM on an MLM base | CPT(CLM base) - CPT(MLM40 base) | > 0 |
 | MLM CPT improves the CLM base itself | CPT(CLM base) - the CLM base | > 0 |
 
-A test **supports** the claim when its Holm-corrected (within the finding) one-sided p on the claim's side is below
-`ALPHA`, **contradicts** it when the p on the other side is, else is not significant (never support). A comparison is
-**testable** when every model it uses learned the task, is past the paper's crossover interval for the task's family
-under both parameter conventions (`Regime`, `crossover_interval`; TC has none), reaches the paper's smallest PFS
-budget, and has its LR optimum bracketed (or declared bracketed, `Regime.bracketed_by`); every reason that applies is
-named. The crossover (MLM overtakes CLM: SC/QA by 10k steps of the paper's 610m model, IR by 20k) is only known to lie
-between the released checkpoints that bracket it (1k/2k/5k/10k/20k/40k): SC/QA 19-78 tokens per parameter counted
-(input embedding in, LM head out), IR 39-155.
+A test supports the claim when its Holm-corrected one-sided p on the claim's side is below `ALPHA`, contradicts it
+when the p on the other side is, else is not significant (`_corrected`); what makes a comparison testable is
+`untestable`'s. The crossover (MLM overtakes CLM: SC/QA by 10k steps of the paper's 610m model, IR by 20k) is only
+known to lie between the released checkpoints that bracket it: SC/QA 19-78 tokens per parameter, IR 39-155.
 """
 
 from __future__ import annotations
@@ -67,8 +63,7 @@ def _per_parameter(steps: int, convention: str = "counted") -> float:
 def crossover_interval(family: str, convention: str = "counted") -> tuple[float, float] | None:
     """The tokens per parameter between the released checkpoints that bracket the paper's crossover for `family` (None:
     TC)."""
-    step = CROSSOVER_STEPS.get(family)
-    if step is None:
+    if (step := CROSSOVER_STEPS.get(family)) is None:
         return None
     i = PAPER_CHECKPOINTS.index(step)
     return _per_parameter(PAPER_CHECKPOINTS[i - 1], convention), _per_parameter(PAPER_CHECKPOINTS[i + 1], convention)
@@ -98,22 +93,19 @@ class Regime:
         return names.scaled_name(model, self.scale)
 
     def tokens_per_parameter(self, model: str, convention: str = "counted") -> float | None:
-        p = names.try_parse_name(model)
-        if p is None:
+        if (p := names.try_parse_name(model)) is None:
             return None
         pick = lambda v: v.get(p.size) if isinstance(v, dict) else v  # noqa: E731
         count = pick(self.parameters)
         if convention == "no embeddings":
-            embeddings = pick(self.embeddings) if self.embeddings is not None else None
-            count = count - embeddings if count and embeddings is not None else None
+            count = count - embeddings if count and (embeddings := pick(self.embeddings)) is not None else None
         steps = p.paper_step if p.paper_step is not None else p.total_steps
         return steps * self.tokens_per_step / count if count else None
 
     def parameters_of(self, shown: str) -> float | None:
         """The parameters (input embedding in, LM head out) of a name as a reader sees it (its scale first): the study's
         count, or the paper's size table for a paper-scale name under the paper's sizes; None when unknown."""
-        p = names.try_parse_name(shown)
-        if p is None:
+        if (p := names.try_parse_name(shown)) is None:
             return None
         if isinstance(self.parameters, dict):
             return None if p.scale else self.parameters.get(p.size)
@@ -141,11 +133,10 @@ def phase(regime: Regime, model: str, family: str) -> str:
         return "no crossover"
     places = {}
     for convention in CONVENTIONS:
-        tpp = regime.tokens_per_parameter(model, convention)
-        if tpp is not None:
+        if (tpp := regime.tokens_per_parameter(model, convention)) is not None:
             low, high = crossover_interval(family, convention)
             places[convention] = "before" if tpp < low else "inside" if tpp <= high else "past"
-    if not places or "counted" not in places:
+    if "counted" not in places:
         return "unknown"
     if len(set(places.values())) == 1:
         return places["counted"]
@@ -184,10 +175,8 @@ def _final_pairs(models: set[str]) -> list[tuple[str, int, str | None, str | Non
     """(size, budget, its CLM final, its MLM40 final; None where absent) of every final single-objective run."""
     finals = sorted({(p.size, p.total_steps) for m in models if (p := names.try_parse_name(m))
                      and p.kind == "single" and p.paper_step is None})
-    pairs = [(size, total, names.compose(size, "clm", total), names.compose(size, "mlm40", total))
-             for size, total in finals]
-    return [(size, total, clm if clm in models else None, mlm if mlm in models else None)
-            for size, total, clm, mlm in pairs]
+    return [(size, total, *(m if (m := names.compose(size, objective, total)) in models else None
+                            for objective in ("clm", "mlm40"))) for size, total in finals]
 
 
 def _row(rows, model, task):
@@ -284,8 +273,7 @@ def chance_reasons(rows, regime: Regime, task: str, models: list[str]) -> list[s
         row = _row(rows, model, task)
         if row is None or row["best_lr"] is None:
             continue  # no finished run: `edge_reasons` names it
-        above = statistics.above_baseline(row)
-        if above is None:
+        if (above := statistics.above_baseline(row)) is None:
             return [f"{task} has no known trivial baseline: whether its models learned it is not known"]
         if not above:
             low = row["mean"] if math.isnan(row["ci_low"]) else row["ci_low"]
@@ -318,10 +306,9 @@ def comparisons(records: list[dict], rows: list[dict], regime: Regime | None = N
         for model, p in sorted(parsed.items()):
             if p.kind == "pfs" and p.paper_step is None and (p.size, p.total_steps) == (size, total) and p.ratio == 40:
                 for task in tasks:
-                    if mlm:
-                        out += _pair(records, rows, regime, "pfs_vs_mlm", task, model, mlm, budget=PFS_SMALLEST_BUDGET)
-                    if clm:
-                        out += _pair(records, rows, regime, "pfs_vs_clm", task, model, clm, budget=PFS_SMALLEST_BUDGET)
+                    for finding, other in (("pfs_vs_mlm", mlm), ("pfs_vs_clm", clm)):
+                        if other:
+                            out += _pair(records, rows, regime, finding, task, model, other, PFS_SMALLEST_BUDGET)
     for model, p in sorted(parsed.items()):
         if p.kind == "cpt" and p.base == "clm" and p.paper_step is None:
             other, base = dataclasses.replace(p, base="mlm40").format(), p.base_run
@@ -366,8 +353,7 @@ def gap_across_sizes(records, rows, regime: Regime, task: str, pairs: list[tuple
                  "n_seeds": "/".join(_n_units(r) for r in runs[:2]), "untestable": one or f"one model size ({small})"}]
     if one:
         return [{**row, "untestable": one}]
-    result = statistics.contrast(runs, [1, -1, -1, 1], metric)
-    return [{**row, **_tested_interval("ir_gap_narrows", result),
+    return [{**row, **_tested_interval("ir_gap_narrows", statistics.contrast(runs, [1, -1, -1, 1], metric)),
              "untestable": untestable(rows, regime, task, "ir", models)}]
 
 
@@ -410,9 +396,9 @@ def _tested(finding: str, estimate: float, se: float, df: float, side: int | Non
     return {"delta": estimate, "hypothesis": hypothesis(finding), "p": claim, "p_other": other}
 
 
-def _tested_interval(finding: str, result: dict) -> dict:
+def _tested_interval(finding: str, result: dict, side: int | None = None) -> dict:
     """`_tested` of a `statistics.t_test` result, with its 95% CI."""
-    return {**_tested(finding, result["delta"], result["se"], result["df"]), "ci_low": result["ci_low"],
+    return {**_tested(finding, result["delta"], result["se"], result["df"], side), "ci_low": result["ci_low"],
             "ci_high": result["ci_high"]}
 
 
@@ -437,8 +423,7 @@ def unit_curves(records: list[dict]) -> dict:
 def relative_lr_spread(records: list[dict], baseline: float, best_lr: float) -> np.ndarray:
     """Per unit (`unit_curves`), the standard deviation over LRs of its test score divided by its gain over the trivial
     baseline at the model's best LR: a model that learns more is not called less stable for it."""
-    curves = unit_curves(records)
-    return np.array([np.std(list(c.values())) / (c[best_lr] - baseline) for c in curves.values()])
+    return np.array([np.std(list(c.values())) / (c[best_lr] - baseline) for c in unit_curves(records).values()])
 
 
 def stability(records, rows, regime, task, clm, mlm) -> list[dict]:
@@ -454,10 +439,8 @@ def stability(records, rows, regime, task, clm, mlm) -> list[dict]:
     baseline = statistics.trivial_baseline(rows, task)
     reasons = [untestable(rows, regime, task, family, [clm, mlm])]
     grids = {m: sorted({r["lr"] for r in runs[m] if store.scored(r)}) for m in (clm, mlm)}
-    for m, lrs in grids.items():
-        if len(lrs) < MIN_STABILITY_LRS:
-            reasons.append(f"{regime.shown(m)} was fine-tuned at {len(lrs)} LR(s) in this study: a spread across LRs "
-                           f"needs {MIN_STABILITY_LRS}")
+    reasons += [f"{regime.shown(m)} was fine-tuned at {len(lrs)} LR(s) in this study: a spread across LRs needs "
+                f"{MIN_STABILITY_LRS}" for m, lrs in grids.items() if len(lrs) < MIN_STABILITY_LRS]
     values = {}
     if baseline is not None and not any(reasons):
         for m in (clm, mlm):
@@ -522,8 +505,8 @@ def slope_fit(points: list[dict]) -> tuple[float, float, float]:
             for r in p["runs"][side]:
                 by_run.setdefault(names.parse_name(r["model"]).pretrain_seed, {}).setdefault(p["a"], []).append(
                     statistics.main_score(r, "test"))
-        complete = [run for run in by_run.values() if len(run) == len(points)]
-        run_slopes.append([float(weights @ np.array([np.mean(run[p["a"]]) for p in points])) for run in complete])
+        run_slopes.append([float(weights @ np.array([np.mean(run[p["a"]]) for p in points]))
+                           for run in by_run.values() if len(run) == len(points)])
     if all(len(s) > 1 for s in run_slopes):  # the pretraining runs are the units, plus the test instances' part
         parts = [(float(np.var(s, ddof=1)) / len(s), len(s) - 1) for s in run_slopes]
         instances = sum(w ** 2 * max(0.0, p["se"] ** 2 - sum(part for part, _ in p["parts"]))
@@ -547,8 +530,7 @@ def data_efficiency(records, rows, regime, task, family, clm, mlm) -> list[dict]
     """Both data-efficiency tests on `task`, one row each: the lead (CLM - MLM40 > 0 at the earliest checkpoint pair)
     and the slope of the gap over the stable-phase checkpoints before the crossover interval under both conventions (all
     of them for TC), at least `MIN_SLOPE_CHECKPOINTS`. A reason either cannot be tested makes both not testable."""
-    points = gap_points(records, rows, regime, task, family, clm, mlm)
-    if not points:
+    if not (points := gap_points(records, rows, regime, task, family, clm, mlm)):
         return []
     early = [p for p in points if not p["final"] and p["phase"] in ("before", "no crossover")]  # both conventions
     reasons = [] if len(early) >= MIN_SLOPE_CHECKPOINTS else [
@@ -564,9 +546,7 @@ def data_efficiency(records, rows, regime, task, family, clm, mlm) -> list[dict]
     slope = {**common, "part": "slope", "measure": f"slope of CLM - MLM40 per doubling ({points[0]['measure']})",
              "n_seeds": f"{len(early)} checkpoints", **UNTESTED, "hypothesis": hypothesis("data_efficiency")}
     if early:
-        first = early[0]
-        lead.update(_tested("data_efficiency", first["delta"], first["se"], first["df"], side=+1),
-                    hypothesis=LEAD, ci_low=first["ci_low"], ci_high=first["ci_high"])
+        lead.update(_tested_interval("data_efficiency", early[0], side=+1), hypothesis=LEAD)
     if len(early) >= 2:
         estimate, se, df = slope_fit(early)
         half = float(statistics.stats.t.ppf(1 - ALPHA, df)) * se
@@ -593,8 +573,7 @@ def families(tested: list[dict]) -> list[str]:
     """The Holm family of each finding, in words: its tests, each counted once."""
     out = []
     for finding in CLAIMS:
-        mine = [r for r in tested if r["finding"] == finding and not r["untestable"]]
-        if mine:
+        if mine := [r for r in tested if r["finding"] == finding and not r["untestable"]]:
             tasks = ", ".join(f"{r['task']}" + (f" ({r['a']})" if finding.startswith(("pfs", "cpt")) else "")
                               + (f" {r['part']}" if r.get("part") else "") for r in mine)
             out.append(f"{finding}: {len(mine)} test(s) of {rule(finding)} ({tasks})")
@@ -610,12 +589,11 @@ def verdicts(rows: list[dict], families: set[str] | None = None, imported: bool 
     for finding, (claim, _) in CLAIMS.items():
         mine = [r for r in rows if r["finding"] == finding]
         family = FINDING_FAMILY.get(finding)
-        base = {"finding": finding, "claim": claim, "rule": rule(finding)}
+        base = {"finding": finding, "claim": claim, "rule": rule(finding), "supporting": 0, "contradicting": 0}
         if not mine:
             if family and families is not None and family not in families:
-                out.append({**base, "tasks": "", "comparisons": "0", "supporting": 0, "contradicting": 0,
-                            "verdict": f"not testable {where}: no {family.upper()} task"
-                                       + (" imported" if imported else "")})
+                out.append({**base, "tasks": "", "comparisons": "0", "verdict": f"not testable {where}: no "
+                            f"{family.upper()} task" + (" imported" if imported else "")})
             continue
         claims = {}
         for r in mine:
@@ -627,7 +605,7 @@ def verdicts(rows: list[dict], families: set[str] | None = None, imported: bool 
         if not tested:
             reasons = list(dict.fromkeys(reason for r in mine for reason in r["untestable"].split("; ") if reason))
             more = f" (and {len(reasons) - 2} more)" if len(reasons) > 2 else ""
-            out.append({**base, "tasks": tasks, "comparisons": count, "supporting": 0, "contradicting": 0,
+            out.append({**base, "tasks": tasks, "comparisons": count,
                         "verdict": f"not testable {where}: " + "; ".join(reasons[:2]) + more + note})
             continue
         support = sum(all(r["verdict"] == "supports" for r in c) for c in tested)
@@ -654,13 +632,9 @@ def gap_over_pretraining(records: list[dict], rows: list[dict], regime: Regime) 
     """Every checkpoint pair's CLM - MLM40 difference (`gap_points`) per task and final pair, the decayed final last."""
     models = {r["model"] for r in rows}
     family = {r["task"]: r["family"] for r in rows}
-    out = []
-    for _, _, clm, mlm in _final_pairs(models):
-        if clm and mlm:
-            for task in sorted(family):
-                out += [{k: v for k, v in p.items() if k not in ("runs", "parts")}
-                        for p in gap_points(records, rows, regime, task, family[task], clm, mlm)]
-    return out
+    return [{k: v for k, v in p.items() if k not in ("runs", "parts")} for _, _, clm, mlm in _final_pairs(models)
+            if clm and mlm for task in sorted(family)
+            for p in gap_points(records, rows, regime, task, family[task], clm, mlm)]
 
 
 def gap_trend(curve: list[dict], test: dict | None, lead: dict | None = None) -> str:
@@ -684,11 +658,9 @@ def gap_trend(curve: list[dict], test: dict | None, lead: dict | None = None) ->
         text += (f"not testable ({test['untestable']})" if test["untestable"] else
                  {"supports": "the gap closes", "contradicts": "the gap widens",
                   "not significant": "not significant"}[test["verdict"]])
-    past = [r for r in curve if r["phase"] == "past" and not r["final"]]
-    if past:
+    if past := [r for r in curve if r["phase"] == "past" and not r["final"]]:
         text += "; past the crossover interval: " + ", ".join(f"{ci(r)} at {tpp(r)}" for r in past)
-    final = next((r for r in curve if r["final"]), None)
-    if final:
+    if final := next((r for r in curve if r["final"]), None):
         text += f"; final (decayed) at {tpp(final)}: {ci(final)} (95% CI, not a test)"
     return text
 

@@ -6,16 +6,10 @@ paper's tables, findings and curves from the paper's own numbers, beside a user'
     python -m analysis.import_encodeval EncodEval/results --output imported/
     python -m analysis.report imported/ --output report/
 
-Reads `<results>/<model>/<SC|TC|QA|IR>/<dataset>/[<train>_]lr<lr>_sd<seed>/results.json` (IR: one model trained on
-`msmarco_pairs`, scored on msmarco, nq and mldr_en), each `{"validation"|"test": {"score", "scores_i"}}`, `score` the
-mean of the per-instance scores. Writes one result record per run, filed as `evaluation.run` files its own: the model
-under its EncodEval name (the paper's), the task under this project's name where it is the same task (`TASKS`), the
-family's main metric (`METRICS`), the per-instance test scores (paired comparisons work), and marked imported (no
-model files and no protocol identity: it never joins a run of this project in one summary row).
-
-A run of the paper's grid absent from the tree is listed in `<output>/missing_runs.csv`, never filled. Each import
-replaces what an earlier one left in `--output`. A malformed or partial tree or an `--output` inside it is refused in
-one line naming the path, before anything is written.
+What it reads and writes: docs/evaluation.md ("The paper's own runs"). A record is filed as `evaluation.run` files
+its own, marked imported (no model files and no protocol identity: it never joins a run of this project in one
+summary row). Each import replaces what an earlier one left in `--output`; a malformed or partial tree, or an
+`--output` inside it, is refused in one line naming the path, before anything is written.
 """
 
 from __future__ import annotations
@@ -126,11 +120,10 @@ def read_tree(results: Path, models: set[str] | None = None, datasets: set[str] 
         raise FileNotFoundError(f"no EncodEval results under {results}"
                                 f"{' for --models/--datasets' if models or datasets else ''}: pass the results "
                                 "folder of a clone of hgissbkh/EncodEval (branch MLM_vs_CLM)")
-    done = {(r["model"], r["task"], r["lr"], r["seed"]) for r in runs}
     found = sorted({r["model"] for r in runs}, key=lambda m: (names.try_parse_name(m) is None, m))
     missing = [{"model": m, "task": task, "lr": lr, "seed": seed, "expected": "the paper's grid"}
                for m in found for task in sorted(tasks) for lr in PAPER_LRS for seed in PAPER_SEEDS
-               if (m, task, lr, seed) not in done]
+               if (m, task, lr, seed) not in seen]
     return runs, missing
 
 
@@ -199,10 +192,8 @@ def main(argv=None) -> Path:
     models = {r["model"] for r in runs}
     if stale:
         print(f"removed {len(stale)} records of an earlier import into {output} that this import does not have")
-    print(f"imported {len(runs)} runs of {len(models)} models on {len({r['task'] for r in runs})} tasks "
-          f"into {output}")
-    outside = sorted(m for m in models if names.try_parse_name(m) is None)
-    if outside:
+    print(f"imported {len(runs)} runs of {len(models)} models on {len({r['task'] for r in runs})} tasks into {output}")
+    if outside := sorted(m for m in models if names.try_parse_name(m) is None):
         print(f"outside the paper's name grammar (reported as other encoders): {', '.join(outside)}")
     counts = collections.Counter((row["model"], row["task"]) for row in missing)
     print(f"missing: {len(missing)} runs of the paper's grid ({len(PAPER_LRS)} LRs x {len(PAPER_SEEDS)} seeds) in "

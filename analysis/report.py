@@ -4,16 +4,11 @@
         [--scale mini --step_divisor 40] [--bracketed_by "conll2003=0.001,0.03;mnli=0.0001,0.003"]
     python -m analysis.report study/mini/results results/ imported/ --output all/   # read where they are
 
-Several directories make one report, nothing copied (`read_folders`); the findings then test the paper-scale names
-only. `--scale` shows every study name as `<scale>-<name>`, and every table that names a model gives its parameters
-and the step its run saved it at beside the paper's step its name stands for (`model_cells`), so a study's model is
-never read as the paper's.
-
-Per model x task (the paper's reporting): the best LR has the highest mean validation score over seeds (an LR with a
-diverged seed ranks below every LR without one); the test score is that LR's mean with a 95% CI (`analysis.statistics`).
 Writes `summary.csv`, `summary.md` (the results table, the checks against the trivial baseline and the seeds a
 ±0.02 interval takes, the paper's findings tested: `findings.csv`, the `--compare A,B` paired comparisons, every
-column) and the PNG figures that have data (`analysis.figures`). Scores are fractions in [0, 1].
+column) and the PNG figures that have data (`analysis.figures`); docs/evaluation.md describes them and a report of
+several directories (`read_folders`). Every table naming a model gives its parameters and the step its run saved it
+at beside the paper's step its name stands for (`model_cells`), so a study's model is never read as the paper's.
 """
 
 from __future__ import annotations
@@ -30,7 +25,7 @@ from analysis.statistics import SUMMARY_COLUMNS, compare, load_results, summariz
 from core import artifacts, cli, names, run_folders, store
 from core.formatting import p_cell, table_cell
 
-__all__ = ["SUMMARY_COLUMNS", "compare", "load_results", "main", "summarize", "write_tables"]
+__all__ = ["SUMMARY_COLUMNS", "compare", "load_results", "main", "summarize"]
 
 
 def _fmt_p(p: float, bound: bool = False) -> str:
@@ -44,9 +39,7 @@ def _finding_cell(row: dict, key: str) -> str:
 
 def count_cell(count: float | None) -> str:
     """A parameter count in a table: "0.216M", "608M", "1.19B" (3 significant digits); "?" when unknown."""
-    if count is None:
-        return "?"
-    return f"{count / 1e9:.3g}B" if count >= 1e9 else f"{count / 1e6:.3g}M"
+    return "?" if count is None else f"{count / 1e9:.3g}B" if count >= 1e9 else f"{count / 1e6:.3g}M"
 
 
 def model_cells(regime: findings.Regime, model: str) -> list[str]:
@@ -70,6 +63,12 @@ def pair_cells(regime: findings.Regime, row: dict) -> dict:
     """{"parameters", "step"} of a comparison's models A and B ("A / B"), for the findings and comparisons tables."""
     a, b = model_cells(regime, row["a"]), model_cells(regime, row["b"])
     return {"parameters": f"{a[0]} / {b[0]}", "step": f"{a[1]} / {b[1]}"}
+
+
+def markdown_table(header: list[str], rows) -> list[str]:
+    """A Markdown table's lines: the header, its separator, one line per row of cells."""
+    line = lambda cells: "| " + " | ".join(cells) + " |"  # noqa: E731
+    return [line(header), "|" + "---|" * len(header), *map(line, rows)]
 
 
 MODEL_COLUMNS = ("parameters: the model's, counted with the input embedding and without the LM head (the study's "
@@ -101,23 +100,22 @@ def findings_markdown(tested: list[dict], families: set[str], imported: bool = F
     where = "with these runs" if imported else "at this scale"
     alpha = findings.ALPHA
     lines = [f"## The paper's findings {where}", "",
-             "Each finding as the paper states it, with its pre-declared tests (`analysis.findings`): a "
-             "comparison supports the claim when its one-sided p on the claim's side (the rule column), "
-             f"Holm-corrected within the finding, is below {alpha:g}, and contradicts it only when the one-sided p "
-             f"on the other side is below {alpha:g}; not significant is never support. TC's \"on par or better\" is "
-             f"a non-inferiority test at the declared margin {findings.TC_MARGIN:g} (CLM - MLM40 > "
-             f"-{findings.TC_MARGIN:g}; docs/protocol.md says why), entity F1 reported beside it. Data efficiency "
-             "is both halves of its claim: CLM ahead at the earliest checkpoint and the gap's slope below 0, each a "
-             "test, a task agreeing only when both support it. IR's \"the gap narrows with size\" is (MLM40 - CLM) at "
-             "the largest model size minus at the smallest, at one budget, on the same test instances (< 0); with "
-             "one size it is not testable. A comparison is tested only where it can be: every "
-             "model it uses learned the task (its 95% CI above the trivial baseline) and is past the paper's "
-             "crossover interval (between the released checkpoints that bracket it: 19-78 tokens per parameter for "
-             "SC and QA, 39-155 for IR, none for TC) under both parameter conventions (counted: input embedding in, "
-             "LM head out; and without embeddings), a PFS budget reaches the paper's smallest, the LR grid "
-             f"brackets each model's optimum, stability has {findings.MIN_STABILITY_LRS} or more LRs fine-tuned "
-             f"here and the slope {findings.MIN_SLOPE_CHECKPOINTS} or more checkpoints before the crossover; "
-             f"otherwise it is *not testable {where}*, with every reason. " + UNITS,
+             "Each finding as the paper states it, with its pre-declared tests (`analysis.findings`): a comparison "
+             "supports the claim when its one-sided p on the claim's side (the rule column), Holm-corrected within the "
+             f"finding, is below {alpha:g}, and contradicts it only when the one-sided p on the other side is below "
+             f"{alpha:g}; not significant is never support. TC's \"on par or better\" is a non-inferiority test at the "
+             f"declared margin {findings.TC_MARGIN:g} (CLM - MLM40 > -{findings.TC_MARGIN:g}; docs/protocol.md says "
+             "why), entity F1 reported beside it. Data efficiency is both halves of its claim: CLM ahead at the "
+             "earliest checkpoint and the gap's slope below 0, each a test, a task agreeing only when both support it. "
+             "IR's \"the gap narrows with size\" is (MLM40 - CLM) at the largest model size minus at the smallest, at "
+             "one budget, on the same test instances (< 0); with one size it is not testable. A comparison is tested "
+             "only where it can be: every model it uses learned the task (its 95% CI above the trivial baseline) and "
+             "is past the paper's crossover interval (between the released checkpoints that bracket it: 19-78 tokens "
+             "per parameter for SC and QA, 39-155 for IR, none for TC) under both parameter conventions (counted: "
+             "input embedding in, LM head out; and without embeddings), a PFS budget reaches the paper's smallest, the "
+             f"LR grid brackets each model's optimum, stability has {findings.MIN_STABILITY_LRS} or more LRs "
+             f"fine-tuned here and the slope {findings.MIN_SLOPE_CHECKPOINTS} or more checkpoints before the "
+             f"crossover; otherwise it is *not testable {where}*, with every reason. " + UNITS,
              "", "| finding (the paper) | rule | tasks | comparisons tested | supporting | contradicting | verdict |",
              "|---|---|---|---|---|---|---|"]
     lines += [f"| {v['claim']} | {v['rule']} | {v['tasks']} | {v['comparisons']} | {v['supporting']} | "
@@ -129,29 +127,25 @@ def findings_markdown(tested: list[dict], families: set[str], imported: bool = F
     holm = findings.families(tested)
     lines += ["", "Holm families (one per finding, each comparison counted once): "
               + ("; ".join(holm) if holm else "none (no comparison is testable)") + "."]
-    declared = list(dict.fromkeys(r["bracket"] for r in tested if r.get("bracket")))
-    if declared:
+    if declared := list(dict.fromkeys(r["bracket"] for r in tested if r.get("bracket"))):
         lines += ["", "LR optima this study's grid does not bracket itself, counted as bracketed because the study "
                   "declares (`--bracketed_by`) that an earlier, wider grid measured worse LRs on either side: "
                   + "; ".join(declared) + ". The bracket column names the comparisons that rely on it."]
     keys = finding_keys(tested)
-    lines += ["", "| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
-    lines += ["| " + " | ".join(_finding_cell(r, k) for k in keys) + " |" for r in tested]
-    return lines
+    return lines + ["", *markdown_table(keys, ([_finding_cell(r, k) for k in keys] for r in tested))]
 
 
 def gap_markdown(gap: list[dict], tested: list[dict], regime: findings.Regime) -> list[str]:
     """The CLM - MLM40 gap along pretraining per task: its slope test in words, then every checkpoint's difference."""
     lines = ["## The CLM - MLM40 gap over pretraining", "",
-             "Per task, the two tests of the paper's finding 2 (CLM leads early, the gap closes): CLM - MLM40 at "
-             "the earliest checkpoint (one-sided, > 0), and the slope of CLM - MLM40 against log2(tokens per "
-             "parameter) over the stable-phase checkpoints both runs saved before the paper's crossover interval "
-             "under both conventions (19-78 tokens per parameter for SC and QA, 39-155 for IR; TC has none; at least "
+             "Per task, the two tests of the paper's finding 2 (CLM leads early, the gap closes): CLM - MLM40 at the "
+             "earliest checkpoint (one-sided, > 0), and the slope of CLM - MLM40 against log2(tokens per parameter) "
+             "over the stable-phase checkpoints both runs saved before the paper's crossover interval under both "
+             "conventions (19-78 tokens per parameter for SC and QA, 39-155 for IR; TC has none; at least "
              f"{findings.MIN_SLOPE_CHECKPOINTS}), one-sided (slope < 0), Holm-corrected within the finding: the "
-             "data-efficiency rows of the findings table. "
-             "The differences at each checkpoint (the table under the bullets, and gap.png) are 95% CIs that "
-             "describe the curve; they are not tests. Tokens per parameter are counted with the input embedding "
-             "and without the LM head (without embeddings in brackets).", ""]
+             "data-efficiency rows of the findings table. The differences at each checkpoint (the table under the "
+             "bullets, and gap.png) are 95% CIs that describe the curve; they are not tests. Tokens per parameter are "
+             "counted with the input embedding and without the LM head (without embeddings in brackets).", ""]
     for task in sorted({r["task"] for r in gap}):
         curve = [r for r in gap if r["task"] == task]
         test, lead = (next((r for r in tested if r["finding"] == "data_efficiency" and r["task"] == task
@@ -162,9 +156,9 @@ def gap_markdown(gap: list[dict], tested: list[dict], regime: findings.Regime) -
     for r in gap:
         bare = r["tokens_per_parameter_bare"]
         tpp = f"{r['tokens_per_parameter']:.3g}" + (f" ({bare:.3g})" if bare is not None else "")
-        note = "final (decayed)" if r["final"] else "stable phase"
         lines.append(f"| {r['task']} | {r['a']} | {_model_part(regime, r['a'])} | {tpp} | {r['phase']} | "
-                     f"{r['delta']:+.4f} | [{table_cell(r['ci_low'])}, {table_cell(r['ci_high'])}] | {note} |")
+                     f"{r['delta']:+.4f} | [{table_cell(r['ci_low'])}, {table_cell(r['ci_high'])}] | "
+                     f"{'final (decayed)' if r['final'] else 'stable phase'} |")
     return lines
 
 
@@ -201,28 +195,23 @@ def results_table(rows: list[dict], regime: findings.Regime) -> list[str]:
     replicated = any(n > 1 for n in runs.values())  # a column of its own: a group is not one run
     header = ["model", "parameters", "step", *(["pretraining runs"] if replicated else []),
               *[f"{t} ({metric[t]})" for t in tasks]]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for model in models:
-        cells = [_cell(cell[(model, t)]) if (model, t) in cell else "" for t in tasks]
-        lines.append("| " + " | ".join([model, *model_cells(regime, model), *([str(runs[model])] if replicated else []),
-                                        *cells]) + " |")
-    baseline = {t: statistics.trivial_baseline(rows, t) for t in tasks}
-    lines.append("| " + " | ".join(["*trivial baseline*", "", "", *([""] if replicated else []),
-                                    *[table_cell(baseline[t]) if baseline[t] is not None else "unknown"
-                                      for t in tasks]]) + " |")
+    lines = markdown_table(header, [
+        *([model, *model_cells(regime, model), *([str(runs[model])] if replicated else []),
+           *[_cell(cell[(model, t)]) if (model, t) in cell else "" for t in tasks]] for model in models),
+        ["*trivial baseline*", "", "", *([""] if replicated else []),
+         *["unknown" if (b := statistics.trivial_baseline(rows, t)) is None else table_cell(b) for t in tasks]]])
     lines += ["", MODEL_COLUMNS]
     shown = [r for r in rows if r["best_lr"] is not None and not math.isnan(r["ci_low"])]
     if any(not _symmetric(r) for r in shown):
         lines += ["", "A cell shown as mean [low, high] gives its 95% CI itself: clipped to [0, 1], not centred on "
                   "the mean (a bootstrap's), or [m, m] where every unit scored the same (no spread measured)."]
-    tc = [t for t in tasks if any(r["task"] == t and r["family"] == "tc" for r in rows)]
-    if tc:
+    if tc := [t for t in tasks if any(r["task"] == t and r["family"] == "tc" for r in rows)]:
         lines += ["", "Entity F1 (seqeval) of the same TC runs, beside the main metric: a model that predicts no "
-                  "entity is visible here.", "", "| model | parameters | step | " + " | ".join(tc) + " |",
-                  "|" + "---|" * (len(tc) + 3)]
-        for m in models:
-            entity = [table_cell(cell[(m, t)]["entity_f1"]) if (m, t) in cell else "" for t in tc]
-            lines.append("| " + " | ".join([m, *model_cells(regime, m), *entity]) + " |")
+                  "entity is visible here.", "",
+                  *markdown_table(["model", "parameters", "step", *tc],
+                                  ([m, *model_cells(regime, m),
+                                    *[table_cell(cell[(m, t)]["entity_f1"]) if (m, t) in cell else "" for t in tc]]
+                                   for m in models))]
     return lines
 
 
@@ -282,20 +271,21 @@ def checks_lines(rows: list[dict], regime: findings.Regime) -> list[str]:
               "uncertain with few seeds):", "",
               "| model | parameters | step | task | n_seeds | half-width | std | seeds needed |",
               "|---|---|---|---|---|---|---|---|"]
-    for r in wide:
-        needed = statistics.seeds_needed(r["std"])
-        lines.append(f"| {r['model']} | {_model_part(regime, r['model'])} | {r['task']} | {r['n_seeds']} | "
-                     f"{table_cell(_half_width(r))} | {table_cell(r['std'])} | "
-                     f"{needed if needed is not None else 'unknown'} |")
-    return lines
+    return lines + [f"| {r['model']} | {_model_part(regime, r['model'])} | {r['task']} | {r['n_seeds']} | "
+                    f"{table_cell(_half_width(r))} | {table_cell(r['std'])} | "
+                    f"{table_cell(statistics.seeds_needed(r['std']), missing='unknown')} |" for r in wide]
 
 
-def imported_markdown(records: list[dict], missing: dict, regime: findings.Regime) -> list[str]:
-    """The models imported from EncodEval, and the paper-grid runs its tree lacks per model x task: shown, never filled.
-    """
+def imported_markdown(records: list[dict], sources: list[tuple[Path, str | None]],
+                      regime: findings.Regime) -> list[str]:
+    """The models imported from EncodEval, and the paper-grid runs its tree lacks per model x task (each results
+    folder's `missing_runs.csv`; never filled)."""
     imported = sorted({r["model"] for r in records if import_encodeval.is_imported(r)}, key=statistics.model_order)
     if not imported:
         return []
+    missing = collections.Counter()
+    for folder, _ in sources:
+        missing.update(import_encodeval.missing_counts(folder))
     lines = ["## Imported from EncodEval", "",
              f"{len(imported)} models are the paper's own runs, imported from its harness's released results "
              "(hgissbkh/EncodEval, `analysis.import_encodeval`): no model files, no protocol identity. Runs of the "
@@ -311,11 +301,9 @@ def imported_markdown(records: list[dict], missing: dict, regime: findings.Regim
 
 
 def read_folders(folders: list[Path], scale: str | None) -> tuple[list[dict], list[tuple[Path, str | None]]]:
-    """Every result of `folders`, read where it is, and each folder with the scale its names are shown at.
-
-    A study's results folder (`core.run_folders.study_of`) holds its own models only and is shown at its study.json's
-    scale (`--scale` must agree). With several folders every name is made the one a reader sees as it is read, so a
-    study's `610m-clm-42k` and the paper's stay two rows; one model's results on one task in two folders are refused."""
+    """Every result of `folders`, read where it is, and each folder with the scale its names are shown at (a study's
+    results folder, `run_folders.study_of`: its study.json's). With several folders every name is made the one a reader
+    sees as it is read, so a study's `610m-clm-42k` and the paper's stay two rows."""
     if len({folder.resolve() for folder in folders}) < len(folders):
         raise ValueError("a results directory is given twice; give each once")
     records, sources, owner = [], [], {}
@@ -363,60 +351,11 @@ def _write_csv(path: Path, columns, rows) -> None:
     artifacts.write_text_atomic(path, buffer.getvalue())
 
 
-def write_tables(rows: list[dict], comparisons: list[dict], output: Path, regime: findings.Regime,
-                 tested: list[dict] | None = None, gap: list[dict] | None = None, imported: list[str] | None = None,
-                 paper_runs: bool = False, sources: list[str] | None = None) -> None:
-    """`summary.csv` and `summary.md` (the results table first, then the findings, the paired comparisons and the full
-    table), every name as a reader sees it, with its parameters and step (`model_cells`, from `regime`)."""
-    _write_csv(output / "summary.csv", SUMMARY_COLUMNS, ({k: table_cell(r[k]) for k in SUMMARY_COLUMNS} for r in rows))
-    lines = ["# Fine-tuning results", "",
-             "Test score at the best learning rate (highest mean validation score over seeds; for a model trained "
-             "several times, over all its runs' seeds: one LR pooled over the runs, not one per run): mean over seeds "
-             "± the half-width of its 95% confidence interval (Student t over seeds; over pretraining runs for a "
-             "model trained several times), or the interval itself where ± would misdescribe it. Scores are "
-             "fractions in [0, 1]. The "
-             "trivial baseline is what a model scores without learning the task (majority class, all \"O\", the "
-             "passage's first words, a random ranking).", "", *results_table(rows, regime)]
-    if sources:
-        lines += ["", *sources]
-    if imported:
-        lines += ["", *imported]
-    if gap:
-        lines += ["", *gap_markdown(gap, tested or [], regime)]
-    if variance := run_variance_lines(rows, regime):
-        lines += ["", *variance]
-    lines += ["", *checks_lines(rows, regime)]
-    if tested:
-        lines += ["", *findings_markdown(tested, {r["family"] for r in rows}, paper_runs)]
-    if comparisons:
-        keys = ["task", "a", "b", "parameters", "step", "metric", "delta", "ci_low", "ci_high", "p", "p_bootstrap",
-                "wins", "losses"]
-        lines += ["", "## Paired comparisons (A - B, per-instance test scores; CI Student t over units - seeds, or "
-                  "pretraining runs - and instances; p_bootstrap resampling instances (paired) and seeds, or "
-                  "pretraining runs and then the seeds within each; wins / losses count test instances, a "
-                  "description, not a test)", "",
-                  "| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
-        lines += ["| " + " | ".join(_fmt_p(c[k]) if k == "p" else _fmt_p(c[k], c["p_bootstrap_bound"])
-                                    if k == "p_bootstrap" else table_cell(c[k]) for k in keys) + " |"
-                  for c in comparisons]
-    lines += ["", "## Every column", "",
-              "entity_f1 = TC entity F1 (seqeval) of the best LR's runs; std = over the best LR's seeds; "
-              "stability_std = std over all finished runs; lr_range = range of the per-LR mean test scores; "
-              "n_pretrain_runs, pretrain_sd, seed_sd: the pretraining runs and the two-level SDs; parameters and "
-              "step (not in summary.csv) as in the results table.", "",
-              "| model | parameters | step | " + " | ".join(SUMMARY_COLUMNS[1:]) + " |",
-              "|" + "---|" * (len(SUMMARY_COLUMNS) + 2)]
-    lines += [f"| {r['model']} | {_model_part(regime, r['model'])} | " + " | ".join(
-        table_cell(r[k]) for k in SUMMARY_COLUMNS[1:]) + " |" for r in rows]
-    artifacts.write_text_atomic(output / "summary.md", "\n".join(lines) + "\n")
-
-
 REPORT_MARK = ".evaluation-report.json"  # the files an earlier report wrote into its --output directory
 
 
 def shown_at_scale(items: list[dict], scale: str | None) -> list[dict]:
-    """Summary rows, comparisons or findings with every model name as a reader sees it at `scale` (`names.scaled_name`).
-    """
+    """Summary rows, comparisons or findings with every model name as a reader sees it at `scale` (`scaled_name`)."""
     return [{**item, **{k: names.scaled_name(item[k], scale) for k in ("model", "a", "b") if k in item}}
             for item in items]
 
@@ -452,12 +391,6 @@ def clear_earlier_report(output: Path) -> set[str]:
             (output / name).unlink(missing_ok=True)
         mark.unlink()
     return {p.name for p in output.iterdir()}
-
-
-def start_report(output: Path, before: set[str], scale: str | None) -> None:
-    """Mark `output` as a report being written, before its first file, so a killed run can be rerun into it."""
-    artifacts.write_json_atomic(output / REPORT_MARK, {"files": [], "scale": scale, "writing": True,
-                                                        "kept": sorted(before)})
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -510,10 +443,9 @@ def check_arguments(args) -> tuple[list[Path], Path, dict]:
     brackets = findings.parse_brackets(args.bracketed_by)
     folders = [Path(folder) for folder in args.results]
     if len(folders) > 1 and (args.scale or args.parameters or args.embedding_parameters or args.step_divisor):
-        raise ValueError("--scale, --tokens_per_step, --parameters and --step_divisor describe one study's names; "
-                         "a report of several results directories shows each at the scale its study.json records "
-                         "and tests the findings on the paper-scale names: run one study's own report for its "
-                         "findings")
+        raise ValueError("--scale, --tokens_per_step, --parameters and --step_divisor describe one study's names; a "
+                         "report of several results directories shows each at the scale its study.json records and "
+                         "tests the findings on the paper-scale names: run one study's own report for its findings")
     if args.output is None and len(folders) > 1:
         raise ValueError("several results directories make one report: pass --output DIR")
     output = Path(args.output or folders[0] / "report")
@@ -570,21 +502,57 @@ def main(argv=None) -> Path:
 
 def write_report(output: Path, before: set[str], records: list[dict], rows: list[dict], pair, regime, args,
                  tested: tuple[list[dict], list[dict]], sources) -> None:
-    """Write the report into `output` (`before`: what was there), its marker first ("writing") and last (the files
-    written); `tested`: the records and rows the findings test."""
+    """Write `summary.csv`, `summary.md` (every name as a reader sees it, with its parameters and step), `findings.csv`
+    and the figures into `output` (`before`: what was there), its marker first ("writing") and last (the files written);
+    `tested`: the records and rows the findings test."""
     tested_records, tested_rows = tested
-    start_report(output, before, args.scale)
+    # marked as being written before its first file, so a killed run can be rerun into it
+    artifacts.write_json_atomic(output / REPORT_MARK, {"files": [], "scale": args.scale, "writing": True,
+                                                        "kept": sorted(before)})
     comparisons = compare(records, rows, *pair) if pair else []
     tested = findings.comparisons(tested_records, tested_rows, regime)
     gap = findings.gap_over_pretraining(tested_records, tested_rows, regime)
     rows, comparisons, tested, gap = (shown_at_scale(items, args.scale) for items in (rows, comparisons, tested, gap))
     comparisons, tested = ([{**r, **pair_cells(regime, r)} for r in items] for items in (comparisons, tested))
-    missing = collections.Counter()
-    for folder, _ in sources:
-        missing.update(import_encodeval.missing_counts(folder))
-    write_tables(rows, comparisons, output, regime, tested, gap, imported_markdown(records, dict(missing), regime),
-                 all(import_encodeval.is_imported(r) for r in tested_records),
-                 sources_markdown(sources) if len(sources) > 1 else None)
+    _write_csv(output / "summary.csv", SUMMARY_COLUMNS, ({k: table_cell(r[k]) for k in SUMMARY_COLUMNS} for r in rows))
+    lines = ["# Fine-tuning results", "",
+             "Test score at the best learning rate (highest mean validation score over seeds; for a model trained "
+             "several times, over all its runs' seeds: one LR pooled over the runs, not one per run): mean over seeds "
+             "± the half-width of its 95% confidence interval (Student t over seeds; over pretraining runs for a model "
+             "trained several times), or the interval itself where ± would misdescribe it. Scores are fractions in [0, "
+             "1]. The trivial baseline is what a model scores without learning the task (majority class, all \"O\", "
+             "the passage's first words, a random ranking).", "", *results_table(rows, regime)]
+    if len(sources) > 1:
+        lines += ["", *sources_markdown(sources)]
+    if imported := imported_markdown(records, sources, regime):
+        lines += ["", *imported]
+    if gap:
+        lines += ["", *gap_markdown(gap, tested, regime)]
+    if variance := run_variance_lines(rows, regime):
+        lines += ["", *variance]
+    lines += ["", *checks_lines(rows, regime)]
+    if tested:
+        lines += ["", *findings_markdown(tested, {r["family"] for r in rows},
+                                         all(import_encodeval.is_imported(r) for r in tested_records))]
+    if comparisons:
+        keys = ["task", "a", "b", "parameters", "step", "metric", "delta", "ci_low", "ci_high", "p", "p_bootstrap",
+                "wins", "losses"]
+        lines += ["", "## Paired comparisons (A - B, per-instance test scores; CI Student t over units - seeds, or "
+                  "pretraining runs - and instances; p_bootstrap resampling instances (paired) and seeds, or "
+                  "pretraining runs and then the seeds within each; wins / losses count test instances, a "
+                  "description, not a test)", "",
+                  *markdown_table(keys, ([_fmt_p(c[k], k == "p_bootstrap" and c["p_bootstrap_bound"])
+                                          if k in ("p", "p_bootstrap") else table_cell(c[k]) for k in keys]
+                                         for c in comparisons))]
+    lines += ["", "## Every column", "",
+              "entity_f1 = TC entity F1 (seqeval) of the best LR's runs; std = over the best LR's seeds; "
+              "stability_std = std over all finished runs; lr_range = range of the per-LR mean test scores; "
+              "n_pretrain_runs, pretrain_sd, seed_sd: the pretraining runs and the two-level SDs; parameters and "
+              "step (not in summary.csv) as in the results table.", "",
+              *markdown_table(["model", "parameters", "step", *SUMMARY_COLUMNS[1:]],
+                              ([r["model"], *model_cells(regime, r["model"]),
+                                *(table_cell(r[k]) for k in SUMMARY_COLUMNS[1:])] for r in rows))]
+    artifacts.write_text_atomic(output / "summary.md", "\n".join(lines) + "\n")
     if tested:
         keys = finding_keys(tested)
         _write_csv(output / "findings.csv", keys, ({k: _finding_cell(r, k) for k in keys} for r in tested))

@@ -58,18 +58,17 @@ def run_variance(records: list[dict]) -> tuple[int, float, float]:
     within = [np.var(s, ddof=1) for s in by_run if len(s) > 1]
     seed_var = float(np.mean(within)) if within else math.nan
     if len(runs) < 2:
-        return len(runs), math.nan, math.sqrt(seed_var) if within else math.nan
+        return len(runs), math.nan, math.sqrt(seed_var)
     between = float(np.var([s.mean() for s in by_run], ddof=1))
     if within:
         between -= seed_var * float(np.mean([1 / len(s) for s in by_run]))
-    return len(runs), math.sqrt(max(0.0, between)), math.sqrt(seed_var) if within else math.nan
+    return len(runs), math.sqrt(max(0.0, between)), math.sqrt(seed_var)
 
 
 def load_results(results_dir: str | Path) -> list[dict]:
     """Every result file under `results_dir` (not temp or moved-aside files), each with its path under "_path",
     compacted (`compact`); a corrupt or older-format file is refused, naming it."""
-    files = store.result_files(results_dir)
-    if not files:
+    if not (files := store.result_files(results_dir)):
         raise FileNotFoundError(f"no result files under {results_dir}; "
                                 f"run `python -m evaluation.run ... --output {results_dir}`")
     return [compact({**store.read_result(p), "_path": str(p)}) for p in files]
@@ -133,8 +132,7 @@ def check_replicates(records: list[dict]) -> None:
 
 
 def confidence_interval(scores, bootstrap: bool = False, level: float = 0.95) -> tuple[float, float]:
-    """95% CI of the mean over seeds, Student t or percentile bootstrap, clipped to [0, 1]; (nan, nan) with < 2 scores.
-    """
+    """95% CI of the mean, Student t or percentile bootstrap, clipped to [0, 1]; (nan, nan) with < 2 scores."""
     scores = np.asarray(scores, dtype=float)
     if len(scores) < 2:
         return math.nan, math.nan
@@ -151,13 +149,12 @@ main_score = store.main_score
 
 
 def summarize_group(records: list[dict], bootstrap: bool = False) -> dict:
-    """One summary row from all runs of one (model, task), every pretraining run of a replicated model included: the
-    best LR is chosen on the mean over all of them, the mean and CI are over `unit_scores`.
+    """One summary row from all runs of one (model, task), a replicated model's pretraining runs included: the best LR
+    is chosen on the mean over all of them, the mean and CI are over `unit_scores`.
 
     Returns:
         SUMMARY_COLUMNS, plus "per_lr" {lr: (mean validation, mean test, n ok, n diverged)} and "per_lr_ci" {lr: (low,
-        high)}; `entity_f1` (TC only, else None) is the best LR's mean test entity F1, shown beside a lenient main
-        metric.
+        high)}; `entity_f1` (TC only, else None) is the best LR's mean test entity F1.
     """
     first = records[0]
     ok = [r for r in records if store.scored(r)]
@@ -208,8 +205,7 @@ def summarize(records: list[dict], bootstrap: bool = False) -> list[dict]:
     for run in runs.values():
         check_same_protocol(run)
     check_replicates(records)
-    rows = [summarize_group(g, bootstrap) for g in groups.values()]
-    return sorted(rows, key=lambda r: (r["task"], r["model"]))
+    return sorted((summarize_group(g, bootstrap) for g in groups.values()), key=lambda r: (r["task"], r["model"]))
 
 
 def instance_matrix(records: list[dict], metric: str) -> tuple[np.ndarray, np.ndarray]:
@@ -229,19 +225,14 @@ def instance_matrix(records: list[dict], metric: str) -> tuple[np.ndarray, np.nd
 
 def paired_comparison(records_a: list[dict], records_b: list[dict], metric: str, n_resamples: int = N_RESAMPLES,
                       seed: int = 0, level: float = 0.95) -> dict:
-    """Model A minus model B on the same test instances: a Student-t interval combining units and instances, and a
-    paired bootstrap.
-
-    The variance is the unit part (s_a^2/n_a + s_b^2/n_b over each model's `unit_scores`) plus the instance part (the
-    variance of the unit-averaged difference over resampled test instances); df by Welch-Satterthwaite on the unit part
-    (with one unit on a side only the instance part is known: the interval is then too narrow). `p` is two-sided
-    (`one_sided` gives the one-sided ones). `p_bootstrap` resamples the test instances (paired) and, per model, its
-    units (`resample_units`); never 0: with no sample past 0 it is 1 / n_resamples (`p_bootstrap_bound`). `wins` /
-    `losses` count test instances where A is above / below B: a description, not a test.
+    """Model A minus model B on the same test instances: a Student-t interval (`t_test`: each model's `unit_part` plus
+    the variance of the unit-averaged difference over resampled test instances; with one unit on a side only the
+    instance part is known, so the interval is then too narrow), and a paired bootstrap.
 
     Returns:
-        {"delta", "se", "ci_low", "ci_high", "df", "p", "parts", "p_bootstrap", "p_bootstrap_bound", "wins", "losses"};
-        parts: [(unit variance part, its df)] of A and B.
+        `t_test`'s dict (`p` two-sided), "parts": [(unit variance part, its df)] of A and B, "p_bootstrap" (test
+        instances resampled, paired, and each model's units, `resample_units`; never 0: `bootstrap_p`),
+        "p_bootstrap_bound", and "wins" / "losses": the test instances where A is above / below B (not a test).
     """
     num_a, den_a = instance_matrix(records_a, metric)
     num_b, den_b = instance_matrix(records_b, metric)
@@ -262,8 +253,7 @@ def paired_comparison(records_a: list[dict], records_b: list[dict], metric: str,
                                - (weights @ mean_b) / (weights @ mden_b).clip(1e-12))
     delta = mean_a.sum() / max(mden_a.sum(), 1e-12) - mean_b.sum() / max(mden_b.sum(), 1e-12)
     parts = [unit_part(records) for records in (records_a, records_b)]
-    per_a = mean_a / np.where(mden_a > 0, mden_a, 1)
-    per_b = mean_b / np.where(mden_b > 0, mden_b, 1)
+    per_a, per_b = (mean / np.where(mden > 0, mden, 1) for mean, mden in ((mean_a, mden_a), (mean_b, mden_b)))
     p_boot, bound = bootstrap_p(np.concatenate(deltas))
     return {**t_test(float(delta), parts, float(np.var(np.concatenate(instance_deltas), ddof=1)), level),
             "parts": parts, "p_bootstrap": p_boot, "p_bootstrap_bound": bound,
@@ -300,13 +290,9 @@ def instance_counts(rng: np.random.Generator, n: int, size: int) -> np.ndarray:
 
 def contrast(groups: list[list[dict]], weights: list[float], metric: str, n_resamples: int = N_RESAMPLES,
              seed: int = 0, level: float = 0.95) -> dict:
-    """sum_k weights[k] x score of model k on the same test instances (the IR gap at one size minus at another), with
-    its Student-t interval as `paired_comparison`'s: the unit part sum_k w_k^2 s_k^2 / n_k plus the instances' part,
-    drawn once for every model (the gaps share their instances, so their parts are not independent).
-
-    Returns:
-        `t_test`'s {"delta", "se", "df", "ci_low", "ci_high", "p"}.
-    """
+    """sum_k weights[k] x score of model k on the same test instances (the IR gap at one size minus at another), as
+    `t_test`'s dict: the unit part sum_k w_k^2 s_k^2 / n_k plus the instances' part, drawn once for every model (the
+    gaps share their instances, so their parts are not independent)."""
     matrices = [instance_matrix(g, metric) for g in groups]
     if len({num.shape[1] for num, _ in matrices}) > 1:
         raise ValueError(f"models were scored on different test sets ({[num.shape[1] for num, _ in matrices]} "
@@ -400,8 +386,7 @@ KIND_ORDER = {"single": 0, "pfs": 1, "cpt": 2, "intermediate": 3, "other": 4}
 
 def model_order(name: str):
     """Single-objective runs (CLM first, then MLM by ratio), PFS, CPT, intermediate checkpoints, other encoders."""
-    p = names.try_parse_name(name)
-    if p is None:
+    if (p := names.try_parse_name(name)) is None:
         return (KIND_ORDER["other"], "", "", 0, 0, 0, name)
     return (KIND_ORDER[model_kind(name)], p.size, p.run_name if p.paper_step is not None else "", p.ratio or 0,
             p.paper_step or 0, p.total_steps, name)

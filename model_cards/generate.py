@@ -7,10 +7,8 @@ dataset card is `model_cards.results_card`).
     python -m model_cards.generate --results results/ --summary report/summary.csv
 
 A card is filled from what the run recorded (`run_info.json`, `config.json`), the evaluation summary and the per-run
-results (the data each score was computed on, and proof that the scores are of these weights); the Jinja template
-holds no logic. A name of the study's grammar (`core.names`) is explained part by part; any other checkpoint, or one
-whose `run_info.json` contradicts its recipe's name, is named after its repo (or folder) and described from
-`run_info.json`. A card never replaces a file this tool did not write (`--force` does).
+results; the Jinja template holds no logic, and docs/hub.md says what a card shows. A card never replaces a file this
+tool did not write (`--force` does).
 """
 
 import argparse
@@ -54,9 +52,8 @@ GENERATED_MARKER = "<!-- written by model_cards.generate: regenerate it rather t
 
 # ---------------------------------------------------------------------------------------------------- names
 def _objective_words(objective: str, ratio: int | None) -> str:
-    if objective == "clm":
-        return "causal language modeling (CLM, next-token prediction)"
-    return f"masked language modeling (MLM) with a {ratio}% masking ratio"
+    return "causal language modeling (CLM, next-token prediction)" if objective == "clm" else \
+        f"masked language modeling (MLM) with a {ratio}% masking ratio"
 
 
 def name_lines(name: str, step: int | None = None) -> list[str]:
@@ -69,8 +66,7 @@ def name_lines(name: str, step: int | None = None) -> list[str]:
     lines.append(f"`{p.size}`: model size of the paper's run, about {p.size.upper()} parameters (the paper's size "
                  "table).")
     if p.kind == "single":
-        lines.append(f"`{p.objective}{p.ratio or ''}`: {_objective_words(p.objective, p.ratio)} "
-                     "for the whole run.")
+        lines.append(f"`{p.objective}{p.ratio or ''}`: {_objective_words(p.objective, p.ratio)} for the whole run.")
     elif p.kind == "pfs":
         lines.append(f"`clm-{p.switch_step // 1000}k`: first phase, CLM for the first {p.switch_step:,} steps.")
         lines.append(f"`mlm{p.ratio}`: second phase, {_objective_words('mlm', p.ratio)} for the remaining "
@@ -106,9 +102,8 @@ def describe_name(name: str, step: int | None = None) -> str:
     if p.kind == "single":
         body = f"trained for {p.total_steps:,} steps with {_objective_words(p.objective, p.ratio)}"
     elif p.kind == "pfs":
-        body = (f"trained for {p.total_steps:,} steps in two phases (PFS): CLM for the first "
-                f"{p.switch_step:,} steps, then {_objective_words('mlm', p.ratio)} for the remaining "
-                f"{p.total_steps - p.switch_step:,}")
+        body = (f"trained for {p.total_steps:,} steps in two phases (PFS): CLM for the first {p.switch_step:,} steps, "
+                f"then {_objective_words('mlm', p.ratio)} for the remaining {p.total_steps - p.switch_step:,}")
     else:
         body = (f"made by continued pretraining (CPT) of the decayed {p.base_steps:,}-step "
                 f"{p.base.upper()} checkpoint with {_objective_words('mlm', p.ratio)} for "
@@ -146,8 +141,7 @@ def _cpt_words(info: dict) -> str:
         return "continued pretraining (CPT)"
     trained = " and the embeddings and LM head fully" if settings.get("lora_train_embeddings") else ""
     return (f"LoRA continued pretraining (CPT with LoRA adapters of rank {settings.get('lora_rank')}, alpha "
-            f"{settings.get('lora_alpha'):g}, on the frozen base{trained}; the adapters are merged into these "
-            "weights)")
+            f"{settings.get('lora_alpha'):g}, on the frozen base{trained}; the adapters are merged into these weights)")
 
 
 def _contradictions(p: ModelName, info: dict) -> list[str]:
@@ -192,8 +186,7 @@ def load_run_info(checkpoint_dir: Path) -> dict:
     """Read and check `run_info.json` of a checkpoint folder."""
     if not Path(checkpoint_dir).is_dir():
         raise missing_path(checkpoint_dir, "CHECKPOINT")
-    info = run_folders.read_run_info(checkpoint_dir)
-    if info is None:
+    if (info := run_folders.read_run_info(checkpoint_dir)) is None:
         path = Path(checkpoint_dir) / run_folders.RUN_INFO_NAME
         raise FileNotFoundError(f"{path} not found: pass a checkpoint folder written by recipes/pretrain.py")
     return info
@@ -217,12 +210,11 @@ def hyperparameter_groups(info: dict) -> list[tuple[str, list[tuple[str, str]]]]
     """The card's hyperparameter tables, [(group, [(setting, value)])]: each setting once, no local paths, none that
     does not apply to this run."""
     settings = without_local_paths(_settings(info))
-    clm_only = settings.get("objective") == "clm" and settings.get("switch_step") is None
     skip = {k for k, v in settings.items() if v is None or v == []}
-    skip |= MLM_ONLY if clm_only else set()
-    skip |= {"reset_optimizer_at_switch"} if settings.get("switch_step") is None else set()
-    existing_tokenizer = settings.get("tokenizer_name_or_path") or settings.get("model_name_or_path")
-    skip |= {"toy_vocab_size"} if existing_tokenizer else set()
+    if settings.get("switch_step") is None:
+        skip |= {"reset_optimizer_at_switch", *(MLM_ONLY if settings.get("objective") == "clm" else ())}
+    if settings.get("tokenizer_name_or_path") or settings.get("model_name_or_path"):  # an existing tokenizer
+        skip.add("toy_vocab_size")
     groups, placed = [], set()
     for group, keys in (*HYPERPARAMETER_GROUPS, ("Other", tuple(settings))):
         rows = [(k, _value(settings[k])) for k in keys if k in settings and k not in skip | placed]
@@ -230,9 +222,8 @@ def hyperparameter_groups(info: dict) -> list[tuple[str, list[tuple[str, str]]]]
         if group == "Data" and {"per_device_train_batch_size", "block_size"} <= set(settings):
             blocks = (settings["per_device_train_batch_size"] * settings.get("gradient_accumulation_steps", 1)
                       * settings.get("world_size", 1))
-            tokens = blocks * settings["block_size"]
             rows.append(("tokens per optimizer step",
-                         f"{blocks} blocks x {settings['block_size']} tokens = {tokens:,}"))
+                         f"{blocks} blocks x {settings['block_size']} tokens = {blocks * settings['block_size']:,}"))
         if rows:
             groups.append((group, rows))
     return groups
@@ -260,12 +251,11 @@ def pretraining_data(info: dict) -> tuple[list[str], str]:
     """(Hub ids of the real pretraining corpora, for `datasets`; what the run read, in words)."""
     hub_ids, parts = [], []
     for entry in [e.strip() for e in str(info["data"].get("source") or "").split(",") if e.strip()]:
+        hub_id, _, config = entry.partition(":")
         if entry == "bundle":
             bundle = OFFLINE_DATA["pretraining_bundle"]
             parts.append(f"{bundle['name']} ({bundle['license']}), a stand-in for {bundle['stands_in_for']}")
-            continue
-        if is_hub_id(entry.partition(":")[0]):
-            hub_id, _, config = entry.partition(":")
+        elif is_hub_id(hub_id):
             config = config or info["run_config"].get("run_settings", {}).get("corpus_name")
             hub_ids.append(hub_id)
             parts.append(f"`{hub_id}`" + (f" (config `{config}`)" if config else ""))
@@ -277,8 +267,7 @@ def pretraining_data(info: dict) -> tuple[list[str], str]:
 def _base_model(info: dict, repo_id: str | None, override: str | None) -> tuple[str | None, str | None]:
     """(Hub id for the card's `base_model`, a sentence naming the starting point) of a CPT run or decay branch: a study
     base is `<org of repo_id>/<base name>` at this run's scale."""
-    settings = info["run_config"].get("run_settings", {})
-    branch_from = settings.get("branch_from")
+    branch_from = info["run_config"].get("run_settings", {}).get("branch_from")
     if info["cpt_base"] is not None:
         base, role = info["cpt_base"], f"{_cpt_words(info)} started from"
     elif branch_from:
@@ -344,8 +333,7 @@ def _facts(info: dict, name: str, parsed: ModelName | None, params: tuple[int, i
         facts.append(("PFS switch", f"CLM until step {info['switch_step']:,}, then MLM"))
     if base_text:
         facts.append(("starting point", base_text))
-    fingerprint = info["data"].get("fingerprint")
-    packed = f" (packed blocks fingerprint `{fingerprint}`)" if fingerprint else ""
+    packed = f" (packed blocks fingerprint `{fingerprint}`)" if (fingerprint := info["data"].get("fingerprint")) else ""
     facts += [("pretraining data", data_text + packed), ("code", f"git commit `{info['git_commit']}`")]
     return facts
 
@@ -412,8 +400,7 @@ def _usage(name: str, repo_id: str | None, revision: str | None, causal: bool, n
     else:
         usage["usage_notes"] = [
             ("The CLM and MLM models share every parameter name and differ only in the attention mask, so a CLM "
-            "checkpoint loads into the masked-LM class unchanged: that is how the study turns decoders into "
-            "encoders.")]
+            "checkpoint loads into the masked-LM class unchanged: that is how the study turns decoders into encoders.")]
     if revision:
         usage["usage_notes"].append(f"This intermediate checkpoint lives on the `{revision}` branch; `main` holds "
                                     "the final one.")
@@ -421,15 +408,13 @@ def _usage(name: str, repo_id: str | None, revision: str | None, causal: bool, n
 
 
 def _limitations(info: dict) -> list[str]:
-    lines = []
-    if info["scale"] not in (None, "paper"):
-        lines.append("Evaluation used the offline data bundle, with stand-ins where the paper's data is not in it "
-                     "(marked in the evaluation table and the results dataset card), and toy fine-tuning budgets.")
-    lines += [("English only; a pretrained backbone, not fine-tuned for any task: fine-tune it or pool its "
-               "hidden states before use."),
-              ("Some training settings of the original study were inferred from its code and checkpoint names "
-              "(marked in the project's `docs/protocol.md`); `run_info.json` records what this run used.")]
-    return lines
+    toy = ["Evaluation used the offline data bundle, with stand-ins where the paper's data is not in it (marked in the "
+           "evaluation table and the results dataset card), and toy fine-tuning budgets."]
+    return (toy if info["scale"] not in (None, "paper") else []) + [
+        "English only; a pretrained backbone, not fine-tuned for any task: fine-tune it or pool its hidden states "
+        "before use.",
+        "Some training settings of the original study were inferred from its code and checkpoint names (marked in the "
+        "project's `docs/protocol.md`); `run_info.json` records what this run used."]
 
 
 def build_model_card(checkpoint_dir, summary_csv=None, repo_id: str | None = None, revision: str | None = None,
@@ -461,9 +446,8 @@ def build_model_card(checkpoint_dir, summary_csv=None, repo_id: str | None = Non
     hub_ids, data_text = pretraining_data(info)
     base_id, base_text = _base_model(info, repo_id, base_model)
     step = run_folders.intermediate_step(checkpoint_dir)
-    description = describe_name(name, step) if parsed else describe_run(name, info, step)
-    if borrowed:
-        description += " " + borrowed
+    description = (describe_name(name, step) if parsed else describe_run(name, info, step)) + \
+        (f" {borrowed}" if borrowed else "")
     card_data = ModelCardData(
         library_name="transformers", model_name=name, language="en", license=LICENSE,
         pipeline_tag="fill-mask" if info["objective"] == "mlm" and not causal else "feature-extraction",

@@ -30,9 +30,7 @@ def without_local_paths(value):
         return out
     if isinstance(value, list):
         return [without_local_paths(item) for item in value]
-    if isinstance(value, str):
-        return _public_text(value)
-    return value
+    return _public_text(value) if isinstance(value, str) else value
 
 
 def public_result(record: dict) -> dict:

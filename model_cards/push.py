@@ -1,24 +1,13 @@
-"""Publish checkpoints and evaluation results to the Hugging Face Hub.
+"""Publish checkpoints and evaluation results to the Hugging Face Hub (docs/hub.md: what each repo holds).
 
     python -m model_cards.push RUN_DIR --repo_id ORG/610m-mlm40-42k [--results REPORT_DIR [--results_dir DIR]] \
         [--dry_run OUT]
     python -m model_cards.push --results REPORT_DIR --results_dir RESULTS_DIR --results_repo_id ORG/mlm-vs-clm-results
 
-- A checkpoint repo gets weights, config, tokenizer, modeling code, the sentence-transformers files, `run_info.json`
-  and its card in ONE commit, so it loads from the Hub as the local folder does; a folder that is not a loadable
-  model is refused. Intermediate checkpoints (`RUN_DIR/intermediate/step-<N>/`) go to branches `step-<N>`, one commit
-  each; files a branch holds that the checkpoint no longer has are deleted in that commit.
-- `--results REPORT_DIR` with `--results_dir` (default `REPORT_DIR/results`) becomes a dataset repo with its own card
-  and `runs` / `predictions` / `summary` configs (`model_cards.results_dataset`), and fills the checkpoint cards'
-  evaluation tables.
-- Nothing published holds a local path (`model_cards.public`); a staged file that still contains one of the input
-  folders' absolute paths, or the Hub token, is refused.
-- `--dry_run OUT` writes the exact repo folders, `OUT/<models|datasets>/<org>/<name>/<revision>/`, and contacts
-  nothing. Pushing to the `your-org` placeholder namespace is refused.
-
-One commit per repo revision with `HfApi.create_commit` (`upload_folder` may split big folders into several);
-re-pushing identical files makes no commit. Transient failures (HTTP 5xx, a dropped connection) are retried: a commit
-is atomic on the Hub. The token (HF_TOKEN or the login) is passed to the client only, never printed or written.
+Every repo revision is staged and checked first (`stage_commits`: one `RepoCommit` each, intermediate checkpoints on
+branches `step-<N>`, the files a branch no longer has deleted), then written as folders (`write_dry_run`) or pushed
+as one `HfApi.create_commit` each (`upload_folder` may split big folders into several; a commit is atomic on the Hub,
+so transient failures are retried). The token (HF_TOKEN or the login) is passed to the client only, never written.
 """
 
 import argparse
@@ -131,9 +120,8 @@ def stage_run(run_dir: Path, repo_id: str, summary_csv: Path | None = None, resu
         step_dirs = run_folders.intermediate_checkpoints(run_dir)
     except ValueError as error:
         raise PushError(str(error)) from None
-    for step_dir in step_dirs:
-        commits.append(stage_checkpoint(step_dir, repo_id, step_dir.name, summary_csv, results_dir, base_model))
-    return commits
+    return commits + [stage_checkpoint(step_dir, repo_id, step_dir.name, summary_csv, results_dir, base_model)
+                      for step_dir in step_dirs]
 
 
 def resolve_results_dir(report_dir: Path, results_dir: Path | None) -> Path:
@@ -168,8 +156,7 @@ def stage_results(report_dir: Path, repo_id: str, results_dir: Path | None, work
         files[p.relative_to(report_dir).as_posix()] = p
     derived = results_dataset.write_tables(store.result_files(results), Path(workdir), scale)
     derived.update(results_dataset.write_summary_table(summary, Path(workdir)))
-    clash = sorted(set(files) & set(derived))
-    if clash:
+    if clash := sorted(set(files) & set(derived)):
         raise PushError(f"{report_dir} holds {clash[0]}, a name the results dataset generates: move it away")
     files.update(derived)
     files["README.md"] = str(card).encode("utf-8")
@@ -196,8 +183,7 @@ def check_no_local_paths(commits: list[RepoCommit], roots: list[str]) -> None:
             if not path.endswith(TEXT_SUFFIXES):
                 continue
             content = _read(source)
-            found = next((n for n in needles if n in content), None)
-            if found is not None:
+            if (found := next((n for n in needles if n in content), None)) is not None:
                 raise PushError(f"{commit.repo_id}:{path} contains the local path {found.decode()}: local paths are "
                                 "never published; remove it from that file")
 
@@ -225,8 +211,7 @@ def write_dry_run(commits: list[RepoCommit], out_dir: Path, replace: bool = Fals
 
 def resolve_token() -> str:
     """The Hub token from HF_TOKEN or the huggingface_hub login; a one-line error when there is none."""
-    token = get_token()
-    if not token:
+    if not (token := get_token()):
         raise PushError("no Hugging Face token: set HF_TOKEN or run `hf auth login` "
                         "(or use --dry_run OUT to write the repo folders without pushing)")
     return token
@@ -306,12 +291,11 @@ def check_scale_in_repo_name(repo_id: str, info: dict) -> None:
     the repo must say it (`ORG/smoke-610m-mlm40-42k`)."""
     name = repo_id.split("/")[-1]
     parsed = try_parse_name(name)
-    if parsed is None or parsed.scale is not None or run_scale(info, parsed) in (None, PAPER_SCALE):
+    if parsed is None or parsed.scale is not None or (scale := run_scale(info, parsed)) in (None, PAPER_SCALE):
         return
-    scaled = scaled_name(name, run_scale(info, parsed))
     raise PushError(f"--repo_id {repo_id} names the paper's {name}, but this checkpoint is a {info['size']} model "
-                    f"trained {info['steps']} steps (scale {run_scale(info, parsed)}): push it as "
-                    f"{repo_id.split('/')[0]}/{scaled}")
+                    f"trained {info['steps']} steps (scale {scale}): push it as "
+                    f"{repo_id.split('/')[0]}/{scaled_name(name, scale)}")
 
 
 def check_not_placeholder(repo_id: str) -> None:

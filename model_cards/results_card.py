@@ -20,15 +20,11 @@ RESULTS_LICENSE = "cc-by-sa-4.0"
 
 def _scan_runs(results_dir: Path) -> list[dict]:
     """(model, task, whether diverged, data source) of every result file, checked; per-instance data is not kept."""
-    paths = store.result_files(results_dir)
-    if not paths:
+    if not (paths := store.result_files(results_dir)):
         raise FileNotFoundError(f"no per-run results under {results_dir}: expected <model>/<task>/lr<lr>-seed<s>.json")
-    runs = []
-    for path in paths:
-        run = store.read_result(path)
-        runs.append({"model": run["model"], "task": run["task"], "diverged": not store.scored(run),
-                     "source": results_dataset.record_source(run), "scored": results_dataset.scored_test(run)["text"]})
-    return runs
+    return [{"model": run["model"], "task": run["task"], "diverged": not store.scored(run),
+             "source": results_dataset.record_source(run), "scored": results_dataset.scored_test(run)["text"]}
+            for run in map(store.read_result, paths)]
 
 
 def build_results_card(results_dir, summary_csv, repo_id: str | None = None, scale: str | None = None) -> DatasetCard:

@@ -1,12 +1,8 @@
 """The results dataset: which data each score was computed on (`task_test_data`), and the per-run result files as
-flat tables (`write_tables`) with one typed schema for every task family, declared in the dataset card so that
-`datasets.load_dataset(repo, "runs")` never guesses a column's type:
-
-- `runs.jsonl`: one row per fine-tuning run (its scores, every metric as a JSON object, data, config, identity);
-- `predictions/<model>.jsonl`: one row per (run, split, instance): its main-metric score, prediction and reference
-  (JSON: a label, a tag list, an answer text, a ranking) and all its scores (JSON);
-- `summary.jsonl`: `summary.csv` with typed values (`n_*` integers, other numbers floats, empty cells null), since
-  `datasets` picks one builder (here JSON) for every config of a repository.
+flat tables (`write_tables`: `runs.jsonl`, one row per fine-tuning run; `predictions/<model>.jsonl`, one per run, split
+and instance; `summary.jsonl`, summary.csv typed) with one typed schema for every task family (`RUNS_FEATURES`,
+`PREDICTIONS_FEATURES`), declared in the dataset card so that `datasets.load_dataset(repo, "runs")` never guesses a
+column's type.
 """
 
 import contextlib
@@ -65,13 +61,9 @@ def _role_split(mapping: dict, derive: dict, role: str, name_of=str, outer: bool
 def _file_split(paths) -> str:
     """The split a bundle file holds, by its name: `sc/sst2/dev.tsv` -> `dev`, `tc/conll2003/eng.testb.gz` ->
     `eng.testb`."""
-    names = []
-    for path in [paths] if isinstance(paths, str) else paths:
-        name = Path(path).name
-        for suffix in (".gz", ".json", ".jsonl", ".tsv", ".iob2", ".txt"):
-            name = name.removesuffix(suffix)
-        names.append(name)
-    return " + ".join(names)
+    suffixes = (".gz", ".json", ".jsonl", ".tsv", ".iob2", ".txt")
+    return " + ".join(functools.reduce(str.removesuffix, suffixes, Path(path).name)
+                      for path in ([paths] if isinstance(paths, str) else paths))
 
 
 def _hub_splits(hub) -> dict:

@@ -36,9 +36,7 @@ def card_number(value) -> str:
 def confidence_interval(row: dict) -> tuple[float, float] | None:
     """The row's 95% CI, clipped to [0, 1] (scores are fractions; a t-interval over few seeds can overshoot)."""
     low, high = number(row["ci_low"]), number(row["ci_high"])
-    if low is None or high is None:
-        return None
-    return max(0.0, min(1.0, low)), max(0.0, min(1.0, high))
+    return None if low is None or high is None else (max(0.0, min(1.0, low)), max(0.0, min(1.0, high)))
 
 
 def read_summary(summary_csv: Path, model: str | None = None) -> list[dict]:
@@ -53,8 +51,7 @@ def read_summary(summary_csv: Path, model: str | None = None) -> list[dict]:
             from None
     if missing:
         raise ValueError(f"{summary_csv} lacks columns {missing}: pass the summary.csv written by evaluation")
-    unknown = sorted({r["family"].upper() for r in rows} - set(FAMILY_TASK_TYPES))
-    if unknown:
+    if unknown := sorted({r["family"].upper() for r in rows} - set(FAMILY_TASK_TYPES)):
         raise ValueError(f"{summary_csv}: unknown task families {unknown}; expected {sorted(FAMILY_TASK_TYPES)}")
     return [r for r in rows if model is None or r["model"] == model]
 
@@ -114,8 +111,7 @@ def check_summary(rows: list[dict], results_dir, summary_csv, complete: bool = F
         if differ:
             raise ValueError(f"{summary_csv} disagrees with {results_dir} on {row['model']} / {row['task']}: "
                              f"{'; '.join(differ)}: {fix}")
-    missing = sorted(set(computed) - seen) if complete else []
-    if missing:
+    if missing := (sorted(set(computed) - seen) if complete else []):
         raise ValueError(f"{summary_csv} lacks {missing[0][0]} on {missing[0][1]}, which {results_dir} holds "
                          f"({len(missing)} model x task rows in all): {fix}")
 
@@ -123,8 +119,7 @@ def check_summary(rows: list[dict], results_dir, summary_csv, complete: bool = F
 def evaluation_rows(checkpoint_dir: Path, model: str, summary_csv, results_dir, shown: str | None = None) -> list[dict]:
     """This checkpoint's summary rows (filed under `shown`, default `model`), each with the test data it was scored on,
     once its results (filed under `model`) are checked to be of these very weights."""
-    rows = read_summary(summary_csv, shown or model)
-    if not rows:
+    if not (rows := read_summary(summary_csv, shown or model)):
         return []
     if results_dir is None:
         raise ValueError("an evaluation summary needs its per-run results folder too (--results): they say which "
@@ -133,13 +128,11 @@ def evaluation_rows(checkpoint_dir: Path, model: str, summary_csv, results_dir, 
     for path in store.result_files(results_dir):
         paths.setdefault((path.parent.parent.name, path.parent.name), path)
     for row in rows:
-        path = paths.get((model, row["task"]))
-        if path is None:
+        if (path := paths.get((model, row["task"]))) is None:
             raise ValueError(f"{results_dir} holds no result file of {model} on {row['task']}, which the summary "
                              "reports: pass the results folder the summary was made from")
         record = store.read_result(path)  # one per (model, task): the report refuses mixed identities in a row
-        why = store.differences(record, {"model": identity})  # the store's "current" rule, on the weights alone
-        if why:
+        if why := store.differences(record, {"model": identity}):  # the store's "current" rule, on the weights alone
             raise ValueError(f"{path} was made from other weights than {checkpoint_dir} ({'; '.join(why)}): "
                              "the summary is not this checkpoint's; evaluate it, or pass the right results")
         row["data"] = task_test_data(row["task"], record_source(record))
@@ -148,14 +141,10 @@ def evaluation_rows(checkpoint_dir: Path, model: str, summary_csv, results_dir, 
 
 
 def table_rows(rows: list[dict]) -> list[dict]:
-    out = []
-    for r in rows:
-        ci = confidence_interval(r)
-        out.append({"family": r["family"].upper(), "task": r["task"], "metric": r["metric"],
-                    "mean": card_number(r["mean"]), "ci": f"[{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "n/a",
-                    "std": card_number(r["std"]),
-                    "best_lr": r["best_lr"], "n_seeds": r["n_seeds"], "n_diverged": r["n_diverged"],
-                    "entity_f1": card_number(r.get("entity_f1")) if r["family"].upper() == "TC" else "",
-                    "data": r["data"]["label"] + (f"; scored: {r['scored']['text']}" if r.get("scored", {}).get("n")
-                                                  else "") if "data" in r else ""})
-    return out
+    return [{"family": r["family"].upper(), "task": r["task"], "metric": r["metric"], "mean": card_number(r["mean"]),
+             "ci": f"[{ci[0]:.4f}, {ci[1]:.4f}]" if (ci := confidence_interval(r)) else "n/a",
+             "std": card_number(r["std"]), "best_lr": r["best_lr"], "n_seeds": r["n_seeds"],
+             "n_diverged": r["n_diverged"],
+             "entity_f1": card_number(r.get("entity_f1")) if r["family"].upper() == "TC" else "",
+             "data": r["data"]["label"] + (f"; scored: {r['scored']['text']}" if r.get("scored", {}).get("n")
+                                           else "") if "data" in r else ""} for r in rows]
