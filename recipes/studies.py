@@ -156,7 +156,7 @@ def read_study_marker(stored, where) -> dict:
     found = stored.get("format", 1) if isinstance(stored, dict) else "unknown"
     if found != run_folders.STUDY_FORMAT:
         raise ValueError(f"{where} is study.json format {found}, this code reads format {run_folders.STUDY_FORMAT}: "
-                         "pass another --output, or use the commit that wrote it")
+                         "run the study again into a new --output, or use the commit that wrote it")
     return stored
 
 

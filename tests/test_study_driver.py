@@ -375,6 +375,23 @@ def test_from_results_takes_the_study_lock_and_refuses_bad_archives_in_one_line(
     assert [p.name for p in output.iterdir()] == [STUDY_LOCK]
 
 
+def test_a_study_json_of_an_older_format_is_refused_in_one_line(tmp_path, capsys):
+    """study.json format 1 (before the parameter counts its runs record) is refused in one line, as an archive for
+    --from_results and as a study directory to resume; nothing is written."""
+    old = json.dumps({"format": 1, "study": "smoke", "definition": {"scale": "smoke"}}).encode()
+    archive = _archive(tmp_path / "old.tar.xz", {"study.json": old})
+    study = tmp_path / "study"
+    study.mkdir()
+    (study / "study.json").write_bytes(old)
+    for argv in (["smoke", "--from_results", str(archive), "--output", str(tmp_path / "out")],
+                 ["smoke", "--output", str(study)]):
+        with pytest.raises(SystemExit) as error:
+            main(argv)
+        err = capsys.readouterr().err.strip().splitlines()
+        assert error.value.code == 2 and len(err) == 1 and "study.json format 1, this code reads format 2" in err[0]
+    assert not (tmp_path / "out").exists() and [p.name for p in study.iterdir()] == ["study.json"]
+
+
 def _first_result(archive: Path) -> tuple[str, dict]:
     import tarfile
 
