@@ -27,8 +27,9 @@ def _axes(n: int):
     import matplotlib.pyplot as plt
 
     cols = min(n, 3)
-    fig, axes = plt.subplots((n + cols - 1) // cols, cols, figsize=(5.6 * cols, 4.6 * ((n + cols - 1) // cols)),
-                             squeeze=False)
+    fig, axes = plt.subplots(
+        (n + cols - 1) // cols, cols, figsize=(5.6 * cols, 4.6 * ((n + cols - 1) // cols)), squeeze=False
+    )
     for ax in axes.flat[n:]:
         ax.set_visible(False)
     return fig, list(axes.flat[:n])
@@ -46,7 +47,7 @@ def _save(fig, path: Path, caption: str) -> Path:
 
 
 def _at_scale(rows) -> str:
-    """" (mini scale)" when every name in `rows` is of one scale (" (paper scale)": none), for the titles; else ""."""
+    """ " (mini scale)" when every name in `rows` is of one scale (" (paper scale)": none), for the titles; else ""."""
     scales = {p.scale if (p := names.try_parse_name(r["model"])) is not None else "" for r in rows}
     return f" ({scales.pop() or names.PAPER_SCALE} scale)" if len(scales) == 1 and "" not in scales else ""
 
@@ -76,16 +77,29 @@ def _styles(labels) -> dict:
     """Each label's look: its objective's colour (`core.colours`), marker and dash by its place, the same in every
     subplot."""
     outside = [label for label in labels if colours.objective_key(label) is None]
-    return {label: {"color": colours.of(label, outside.index(label) if label in outside else 0),
-                    "marker": MARKERS[i % len(MARKERS)], "linestyle": STYLES[i % len(STYLES)]}
-            for i, label in enumerate(labels)}
+    return {
+        label: {
+            "color": colours.of(label, outside.index(label) if label in outside else 0),
+            "marker": MARKERS[i % len(MARKERS)],
+            "linestyle": STYLES[i % len(STYLES)],
+        }
+        for i, label in enumerate(labels)
+    }
 
 
 def _legend(ax, columns: int = 3) -> None:
     """A compact legend under the axes, in columns, so it never takes the plot's width."""
     handles, labels = ax.get_legend_handles_labels()
-    ax.legend(handles, labels, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), frameon=False,
-              ncol=min(columns, max(1, len(labels))), handlelength=2.5)
+    ax.legend(
+        handles,
+        labels,
+        fontsize=7,
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.18),
+        frameon=False,
+        ncol=min(columns, max(1, len(labels))),
+        handlelength=2.5,
+    )
 
 
 def _score_axis(ax, values, baseline: float | None, label: str) -> None:
@@ -123,31 +137,61 @@ def plot_objectives(rows: list[dict], output: Path) -> list[Path]:
         fig, (ax,) = _axes(1)
         width, styles = 0.8 / len(models), _styles(models)
         for i, model in enumerate(models):
-            bars = [(j + i * width, c) for j, t in enumerate(task_names)
-                    if (c := next((r for r in fam if r["model"] == model and r["task"] == t), None))]
-            ax.bar([x for x, _ in bars], [c["mean"] for _, c in bars], width, label=model,
-                   yerr=_errors([(x, c["mean"], c["ci_low"], c["ci_high"]) for x, c in bars]),
-                   capsize=2, color=styles[model]["color"])
+            bars = [
+                (j + i * width, c)
+                for j, t in enumerate(task_names)
+                if (c := next((r for r in fam if r["model"] == model and r["task"] == t), None))
+            ]
+            ax.bar(
+                [x for x, _ in bars],
+                [c["mean"] for _, c in bars],
+                width,
+                label=model,
+                yerr=_errors([(x, c["mean"], c["ci_low"], c["ci_high"]) for x, c in bars]),
+                capsize=2,
+                color=styles[model]["color"],
+            )
         bases = [(j, b) for j, t in enumerate(task_names) if (b := trivial_baseline(rows, t)) is not None]
         for k, (j, base) in enumerate(bases):  # bars have no dashes of their own
-            ax.hlines(base, j - width / 2, j + 0.8 - width / 2, colors="black", linestyles="--", linewidth=1,
-                      label=None if k else "trivial baseline")
+            ax.hlines(
+                base,
+                j - width / 2,
+                j + 0.8 - width / 2,
+                colors="black",
+                linestyles="--",
+                linewidth=1,
+                label=None if k else "trivial baseline",
+            )
         ax.set_xticks([j + 0.4 - width / 2 for j in range(len(task_names))], task_names)
         values = [r["ci_high"] if not math.isnan(r["ci_high"]) else r["mean"] for r in fam] + [b for _, b in bases]
         ax.set_ylim(0.0, min(1.0, max(values) * 1.08 + 0.02))  # bars start at 0: their heights compare as ratios
         ax.set_ylabel("test " + " / ".join(sorted({r["metric"] for r in fam})))
         ax.set_title(f"{family.upper()}: test score by pretraining objective{_at_scale(fam)}")
         _legend(ax)
-        written.append(_save(fig, output / f"objective_{family}.png",
-                             f"Family {family.upper()}: mean test score over seeds at each model's best learning rate, "
-                             "with 95% confidence intervals over seeds (Student t); "
-                             + _baseline_words(rows, task_names, "dashed: the task's trivial baseline")
-                             + ". The axis starts at 0."))
+        written.append(
+            _save(
+                fig,
+                output / f"objective_{family}.png",
+                f"Family {family.upper()}: mean test score over seeds at each model's best learning rate, "
+                "with 95% confidence intervals over seeds (Student t); "
+                + _baseline_words(rows, task_names, "dashed: the task's trivial baseline")
+                + ". The axis starts at 0.",
+            )
+        )
     return written
 
 
-def _lines_per_task(rows, output: Path, name: str, points, xlabel: str, title: str, caption: str, logx: bool = False,
-                    baseline: str = "dashed: trivial baseline"):
+def _lines_per_task(
+    rows,
+    output: Path,
+    name: str,
+    points,
+    xlabel: str,
+    title: str,
+    caption: str,
+    logx: bool = False,
+    baseline: str = "dashed: trivial baseline",
+):
     """One subplot per task; `points(row) -> (line label, x[, hollow]) | None` places each summary row (hollow: an open
     marker, not joined, e.g. a decayed final). "{baseline}" in `caption` becomes `_baseline_words` of `baseline`."""
     series = collections.defaultdict(list)
@@ -169,14 +213,24 @@ def _lines_per_task(rows, output: Path, name: str, points, xlabel: str, title: s
             style = styles[label]
             line = [p for p in pts if not p[4]]  # the hollow (decayed) points are never joined to the curve
             if line:
-                ax.errorbar([p[0] for p in line], [p[1] for p in line], yerr=_errors(line), capsize=2, label=label,
-                            **style)
+                ax.errorbar(
+                    [p[0] for p in line], [p[1] for p in line], yerr=_errors(line), capsize=2, label=label, **style
+                )
             hollow = [p for p in pts if p[4]]
             if hollow:
-                ax.errorbar([p[0] for p in hollow], [p[1] for p in hollow], yerr=_errors(hollow), capsize=2,
-                            linestyle="none", marker=style["marker"], markersize=9, markerfacecolor="white",
-                            markeredgecolor=style["color"], color=style["color"],
-                            label=None if line else label)
+                ax.errorbar(
+                    [p[0] for p in hollow],
+                    [p[1] for p in hollow],
+                    yerr=_errors(hollow),
+                    capsize=2,
+                    linestyle="none",
+                    marker=style["marker"],
+                    markersize=9,
+                    markerfacecolor="white",
+                    markeredgecolor=style["color"],
+                    color=style["color"],
+                    label=None if line else label,
+                )
             values += [v for p in pts for v in p[1:4]]
         metric = next(r["metric"] for r in rows if r["task"] == task)
         _score_axis(ax, values, trivial_baseline(rows, task), f"test {metric}")
@@ -204,11 +258,19 @@ def plot_pretraining_steps(rows, output: Path, tokens_per_step: float | None = N
         return None
 
     xlabel = "pretraining tokens seen (millions)" if tokens_per_step else "pretraining step (as in the names)"
-    return _lines_per_task(rows, output, "pretraining_steps.png", points, xlabel, "score vs pretraining",
-                           "Data efficiency: mean test score (95% CI over seeds, or over pretraining runs) of the "
-                           "intermediate (stable-phase) checkpoints of each run, joined, and its final checkpoint "
-                           "(open marker, not joined: after the learning-rate decay, another phase), fine-tuned with "
-                           "the same protocol; {baseline}.", baseline="dashed grey: trivial baseline")
+    return _lines_per_task(
+        rows,
+        output,
+        "pretraining_steps.png",
+        points,
+        xlabel,
+        "score vs pretraining",
+        "Data efficiency: mean test score (95% CI over seeds, or over pretraining runs) of the "
+        "intermediate (stable-phase) checkpoints of each run, joined, and its final checkpoint "
+        "(open marker, not joined: after the learning-rate decay, another phase), fine-tuned with "
+        "the same protocol; {baseline}.",
+        baseline="dashed grey: trivial baseline",
+    )
 
 
 def plot_learning_rates(rows, output: Path) -> list[Path]:
@@ -225,15 +287,32 @@ def plot_learning_rates(rows, output: Path) -> list[Path]:
         for r in task_rows:
             pts = [(lr, v[1], *r["per_lr_ci"][lr]) for lr, v in sorted(r["per_lr"].items()) if v[2]]
             style = styles[r["model"]]
-            ax.errorbar([p[0] for p in pts], [p[1] for p in pts], yerr=_errors(pts), capsize=2, label=r["model"],
-                        **style)
+            ax.errorbar(
+                [p[0] for p in pts], [p[1] for p in pts], yerr=_errors(pts), capsize=2, label=r["model"], **style
+            )
             if r["best_lr"] is not None:
-                ax.plot([r["best_lr"]], [r["per_lr"][r["best_lr"]][1]], linestyle="none", marker="*", markersize=14,
-                        color=style["color"], markeredgecolor="black", zorder=5)
+                ax.plot(
+                    [r["best_lr"]],
+                    [r["per_lr"][r["best_lr"]][1]],
+                    linestyle="none",
+                    marker="*",
+                    markersize=14,
+                    color=style["color"],
+                    markeredgecolor="black",
+                    zorder=5,
+                )
             values += [v for p in pts for v in p[1:]]
             lrs.update(p[0] for p in pts)
-        ax.plot([], [], linestyle="none", marker="*", markersize=10, color="white", markeredgecolor="black",
-                label="chosen LR (best validation)")
+        ax.plot(
+            [],
+            [],
+            linestyle="none",
+            marker="*",
+            markersize=10,
+            color="white",
+            markeredgecolor="black",
+            label="chosen LR (best validation)",
+        )
         ax.set_xscale("log")
         ax.set_xticks(sorted(lrs), [f"{lr:g}" for lr in sorted(lrs)])
         ax.minorticks_off()
@@ -241,11 +320,16 @@ def plot_learning_rates(rows, output: Path) -> list[Path]:
         _score_axis(ax, values, trivial_baseline(rows, task), f"mean test {task_rows[0]['metric']}")
         ax.set_title(f"{task}: score vs learning rate{_at_scale(task_rows)}")
         _legend(ax)
-        written.append(_save(fig, output / f"learning_rate_{task}.png",
-                             "Mean test score over seeds at each fine-tuning learning rate, with its 95% CI over "
-                             "seeds (Student t); star: the LR each model's row reports (best mean validation score); "
-                             + _baseline_words(rows, [task], "dashed: trivial baseline")
-                             + ". A best LR at the grid's edge means the optimum may lie outside it."))
+        written.append(
+            _save(
+                fig,
+                output / f"learning_rate_{task}.png",
+                "Mean test score over seeds at each fine-tuning learning rate, with its 95% CI over "
+                "seeds (Student t); star: the LR each model's row reports (best mean validation score); "
+                + _baseline_words(rows, [task], "dashed: trivial baseline")
+                + ". A best LR at the grid's edge means the optimum may lie outside it.",
+            )
+        )
     return written
 
 
@@ -270,26 +354,44 @@ def plot_pfs(rows, output: Path) -> list[Path]:
     shares = sorted({x for r in rows if (placed := points(r)) for x in [placed[1]]})
     missing = [share for share in PAPER_PFS_SHARES if not any(abs(share - x) < 0.01 for x in shares)]
     shown = ", ".join(f"{x:.0%}" for x in shares)
-    return _lines_per_task(rows, output, "pfs.png", points, "share of CLM steps (0 = MLM40 only, 1 = CLM only)",
-                           "PFS split at a fixed budget",
-                           "Two-phase pretraining (CLM then MLM40) at a fixed step budget: mean test score (95% CI "
-                           f"over seeds) against the share of CLM steps. These results have the shares {shown}; "
-                           + (f"they cannot show the paper's {', '.join(f'{x:.0%}' for x in missing)} split(s), so "
-                              "no claim about those splits reads from this figure" if missing else
-                              "every split of the paper (25, 50, 75%) is here")
-                           + ". {baseline}.", baseline="Dashed grey: trivial baseline")
+    return _lines_per_task(
+        rows,
+        output,
+        "pfs.png",
+        points,
+        "share of CLM steps (0 = MLM40 only, 1 = CLM only)",
+        "PFS split at a fixed budget",
+        "Two-phase pretraining (CLM then MLM40) at a fixed step budget: mean test score (95% CI "
+        f"over seeds) against the share of CLM steps. These results have the shares {shown}; "
+        + (
+            f"they cannot show the paper's {', '.join(f'{x:.0%}' for x in missing)} split(s), so "
+            "no claim about those splits reads from this figure"
+            if missing
+            else "every split of the paper (25, 50, 75%) is here"
+        )
+        + ". {baseline}.",
+        baseline="Dashed grey: trivial baseline",
+    )
 
 
 def plot_cpt(rows, output: Path) -> list[Path]:
     """CPT: score vs total steps of MLM40 continued pretraining, one line per base objective."""
+
     def points(r):
         p = names.try_parse_name(r["model"])
         cpt = p is not None and p.kind == "cpt" and p.paper_step is None
         return (f"{_size(p)} {p.base} base", p.total_steps) if cpt else None
 
-    return _lines_per_task(rows, output, "cpt.png", points, "total steps (base + CPT, paper scale)", "CPT curves",
-                           "MLM40 continued pretraining from a decayed CLM or MLM40 base: mean test score (95% CI "
-                           "over seeds) against the total number of steps; {baseline}.")
+    return _lines_per_task(
+        rows,
+        output,
+        "cpt.png",
+        points,
+        "total steps (base + CPT, paper scale)",
+        "CPT curves",
+        "MLM40 continued pretraining from a decayed CLM or MLM40 base: mean test score (95% CI "
+        "over seeds) against the total number of steps; {baseline}.",
+    )
 
 
 def plot_gap(gap: list[dict], tests: list[dict], output: Path) -> list[Path]:
@@ -310,23 +412,40 @@ def plot_gap(gap: list[dict], tests: list[dict], output: Path) -> list[Path]:
             if not points:
                 continue
             errors = np.nan_to_num(np.array([[r["delta"] - r["ci_low"], r["ci_high"] - r["delta"]] for r in points]).T)
-            ax.errorbar([r["tokens_per_parameter"] for r in points], [r["delta"] for r in points], yerr=errors,
-                        capsize=3, color="black", marker=MARKERS[0], linestyle="none" if hollow else STYLES[0],
-                        markersize=9 if hollow else 6, markerfacecolor="white" if hollow else "black",
-                        label="final checkpoint (decayed), 95% CI" if hollow else "stable phase, 95% CI")
+            ax.errorbar(
+                [r["tokens_per_parameter"] for r in points],
+                [r["delta"] for r in points],
+                yerr=errors,
+                capsize=3,
+                color="black",
+                marker=MARKERS[0],
+                linestyle="none" if hollow else STYLES[0],
+                markersize=9 if hollow else 6,
+                markerfacecolor="white" if hollow else "black",
+                label="final checkpoint (decayed), 95% CI" if hollow else "stable phase, 95% CI",
+            )
         xs = [r["tokens_per_parameter"] for r in curve]
         if interval := findings.crossover_interval(curve[0]["family"]):
-            ax.axvspan(*interval, color="grey", alpha=0.15,
-                       label=f"paper's crossover interval ({interval[0]:.0f}-{interval[1]:.0f})")
+            ax.axvspan(
+                *interval,
+                color="grey",
+                alpha=0.15,
+                label=f"paper's crossover interval ({interval[0]:.0f}-{interval[1]:.0f})",
+            )
         test = next((t for t in tests if t["task"] == task), None)
         if test is not None and not math.isnan(test["delta"]):
             used = [r for r in curve if not r["final"] and r["tokens_per_parameter"] in test["checkpoints"]]
             x = np.log2([r["tokens_per_parameter"] for r in used])
             centre = float(np.mean([r["delta"] for r in used]))
-            ax.plot([r["tokens_per_parameter"] for r in used], centre + test["delta"] * (x - x.mean()), color="C3",
-                    linestyle=STYLES[1], linewidth=2,
-                    label=f"slope {test['delta']:+.3f} per doubling, p (Holm) {findings.format_p(test['p_holm'])}"
-                    + (" (not testable)" if test["untestable"] else ""))
+            ax.plot(
+                [r["tokens_per_parameter"] for r in used],
+                centre + test["delta"] * (x - x.mean()),
+                color="C3",
+                linestyle=STYLES[1],
+                linewidth=2,
+                label=f"slope {test['delta']:+.3f} per doubling, p (Holm) {findings.format_p(test['p_holm'])}"
+                + (" (not testable)" if test["untestable"] else ""),
+            )
         ax.axhline(0.0, color="black", linewidth=1)
         reach = max(abs(v) for r in curve for v in (r["ci_low"], r["ci_high"], r["delta"]) if not math.isnan(v))
         ax.set_ylim(-1.15 * reach, 1.15 * reach)  # symmetric about 0: which objective is ahead reads at a glance
@@ -335,23 +454,35 @@ def plot_gap(gap: list[dict], tests: list[dict], output: Path) -> list[Path]:
         ax.set_xlim(min(ends) / 1.5, max(ends) * 1.5)
         ticks = sorted(set(xs))  # the checkpoints, labelled plainly (the interval's ends are in the legend); a tick
         # within 20% of the next one (the last stable-phase checkpoint beside the final) is left unlabelled: no overlap
-        ax.set_xticks(ticks, [f"{t:.3g}" if t == ticks[-1] or ticks[i + 1] / t > 1.2 else ""
-                              for i, t in enumerate(ticks)])
+        ax.set_xticks(
+            ticks, [f"{t:.3g}" if t == ticks[-1] or ticks[i + 1] / t > 1.2 else "" for i, t in enumerate(ticks)]
+        )
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("pretraining tokens per parameter (input embedding in, LM head out)")
         ax.set_ylabel(f"CLM - MLM40, test {curve[0]['measure']}")
         ax.set_title(f"{task}: the gap over pretraining{_at_scale([{'model': r['a']} for r in curve])}")
         _legend(ax, columns=1)
-    return [_save(fig, output / "gap.png", "The CLM - MLM40 gap in test score (mean at each model's best learning "
-                  "rate) at each checkpoint both runs saved, against the tokens per parameter seen; above 0 CLM is "
-                  "ahead. Error bars: the 95% CIs of the gap table (Student t over seeds or pretraining runs and test "
-                  "instances), descriptive, not tests. The test is the slope (red, over the stable-phase checkpoints "
-                  "before the crossover interval; its p is the findings table's, Holm within the finding). Shaded: "
-                  "the paper's crossover interval (between the released checkpoints bracketing it); open marker: "
-                  "the final checkpoint, after the learning-rate decay, not joined to the stable-phase curve.")]
+    return [
+        _save(
+            fig,
+            output / "gap.png",
+            "The CLM - MLM40 gap in test score (mean at each model's best learning "
+            "rate) at each checkpoint both runs saved, against the tokens per parameter seen; above 0 CLM is "
+            "ahead. Error bars: the 95% CIs of the gap table (Student t over seeds or pretraining runs and test "
+            "instances), descriptive, not tests. The test is the slope (red, over the stable-phase checkpoints "
+            "before the crossover interval; its p is the findings table's, Holm within the finding). Shaded: "
+            "the paper's crossover interval (between the released checkpoints bracketing it); open marker: "
+            "the final checkpoint, after the learning-rate decay, not joined to the stable-phase curve.",
+        )
+    ]
 
 
 def plot_all(rows: list[dict], output: Path, tokens_per_step: float | None = None) -> list[Path]:
     """Every figure the results have data for; returns the files written."""
-    return [*plot_objectives(rows, output), *plot_pretraining_steps(rows, output, tokens_per_step),
-            *plot_learning_rates(rows, output), *plot_pfs(rows, output), *plot_cpt(rows, output)]
+    return [
+        *plot_objectives(rows, output),
+        *plot_pretraining_steps(rows, output, tokens_per_step),
+        *plot_learning_rates(rows, output),
+        *plot_pfs(rows, output),
+        *plot_cpt(rows, output),
+    ]

@@ -121,14 +121,14 @@ class Regime:
         return (p.paper_step or p.total_steps) // divisor, p.total_steps // divisor
 
     def both(self, model: str) -> str:
-        """"48.4 (118 without embeddings)": the tokens per parameter under both conventions."""
+        """ "48.4 (118 without embeddings)": the tokens per parameter under both conventions."""
         counted, bare = (self.tokens_per_parameter(model, c) for c in CONVENTIONS)
         return f"{counted:.3g}" + (f" ({bare:.3g} without embeddings)" if bare is not None else "")
 
 
 def phase(regime: Regime, model: str, family: str) -> str:
-    """"before", "inside" or "past" the family's crossover interval under every known convention, both places named when
-    the conventions disagree ("before (counted) / inside (no embeddings)"); "no crossover" (TC) or "unknown"."""
+    """ "before", "inside" or "past" the family's crossover interval under every known convention, both places named
+    when the conventions disagree ("before (counted) / inside (no embeddings)"); "no crossover" (TC) or "unknown"."""
     if family not in CROSSOVER_STEPS:
         return "no crossover"
     places = {}
@@ -166,17 +166,30 @@ UNTESTED = dict.fromkeys(("delta", "p", "p_other", "ci_low", "ci_high"), math.na
 def hypothesis(finding: str) -> str:
     """The one-sided alternative a finding's comparisons test, in words ("A - B > 0")."""
     side, bound = CLAIMS[finding][1], BOUND.get(finding, 0.0)
-    what = {"data_efficiency": "slope of CLM - MLM40 per doubling",
-            "ir_gap_narrows": "(MLM40 - CLM) at the largest size - at the smallest"}.get(finding, "A - B")
+    what = {
+        "data_efficiency": "slope of CLM - MLM40 per doubling",
+        "ir_gap_narrows": "(MLM40 - CLM) at the largest size - at the smallest",
+    }.get(finding, "A - B")
     return f"{what} {'>' if side > 0 else '<'} {bound:g}"
 
 
 def _final_pairs(models: set[str]) -> list[tuple[str, int, str | None, str | None]]:
     """(size, budget, its CLM final, its MLM40 final; None where absent) of every final single-objective run."""
-    finals = sorted({(p.size, p.total_steps) for m in models if (p := names.try_parse_name(m))
-                     and p.kind == "single" and p.paper_step is None})
-    return [(size, total, *(m if (m := names.compose(size, objective, total)) in models else None
-                            for objective in ("clm", "mlm40"))) for size, total in finals]
+    finals = sorted(
+        {
+            (p.size, p.total_steps)
+            for m in models
+            if (p := names.try_parse_name(m)) and p.kind == "single" and p.paper_step is None
+        }
+    )
+    return [
+        (
+            size,
+            total,
+            *(m if (m := names.compose(size, objective, total)) in models else None for objective in ("clm", "mlm40")),
+        )
+        for size, total in finals
+    ]
 
 
 def _row(rows, model, task):
@@ -194,8 +207,10 @@ def parse_brackets(text: str | None) -> dict[str, tuple[float, float]]:
         except ValueError:
             low = high = math.nan
         if not task.strip() or not 0 < low < high or task.strip() in out:
-            raise ValueError(f"bracket {item!r}: give each task once as TASK=LOW,HIGH, the earlier grid's LRs "
-                             "below and above this grid (0 < LOW < HIGH), tasks separated by ';'")
+            raise ValueError(
+                f"bracket {item!r}: give each task once as TASK=LOW,HIGH, the earlier grid's LRs "
+                "below and above this grid (0 < LOW < HIGH), tasks separated by ';'"
+            )
         out[task.strip()] = (low, high)
     return out
 
@@ -210,23 +225,31 @@ def _bracket(rows, regime: Regime, task: str, model: str) -> tuple[str | None, s
         return f"{shown} has no finished run", None
     if row.get("imported") and len(lrs) < len(PAPER_LRS):  # the paper's own runs: its grid, partly imported
         missing = len(PAPER_LRS) * len(PAPER_SEEDS) - row["n_runs"]
-        reason = (f"{shown}: {len(lrs)} of the paper's {len(PAPER_LRS)} LRs imported ({missing} runs missing), the "
-                  "best of the imported LRs is not known to be the paper's optimum")
+        reason = (
+            f"{shown}: {len(lrs)} of the paper's {len(PAPER_LRS)} LRs imported ({missing} runs missing), the "
+            "best of the imported LRs is not known to be the paper's optimum"
+        )
     elif len(lrs) < 3:
         reason = f"{shown}'s LR grid has {len(lrs)} finished LR(s): an optimum is never bracketed by fewer than 3"
     elif best in (lrs[0], lrs[-1]):
-        reason = (f"best LR on the grid's edge: {shown}'s optimum is not bracketed (best LR {best:g}, grid "
-                  f"{lrs[0]:g}-{lrs[-1]:g})")
+        reason = (
+            f"best LR on the grid's edge: {shown}'s optimum is not bracketed (best LR {best:g}, grid "
+            f"{lrs[0]:g}-{lrs[-1]:g})"
+        )
     else:
         return None, None
     if task not in regime.bracketed_by:
         return reason, None
     low, high = regime.bracketed_by[task]
     if not low < lrs[0] <= lrs[-1] < high:
-        return (f"{reason}; the declared earlier grid's {low:g} and {high:g} do not lie on either side of this grid "
-                f"({lrs[0]:g}-{lrs[-1]:g})"), None
-    return None, (f"bracketed by an earlier grid ({task}: {low:g} and {high:g} measured worse than this grid's "
-                  f"{lrs[0]:g}-{lrs[-1]:g} in an earlier run; declared, not measured in this study)")
+        return (
+            f"{reason}; the declared earlier grid's {low:g} and {high:g} do not lie on either side of this grid "
+            f"({lrs[0]:g}-{lrs[-1]:g})"
+        ), None
+    return None, (
+        f"bracketed by an earlier grid ({task}: {low:g} and {high:g} measured worse than this grid's "
+        f"{lrs[0]:g}-{lrs[-1]:g} in an earlier run; declared, not measured in this study)"
+    )
 
 
 def edge_reasons(rows, regime: Regime, task: str, models: list[str]) -> list[str]:
@@ -240,8 +263,15 @@ def declared_brackets(rows, regime: Regime, task: str, models: list[str]) -> str
     return next((note for model in dict.fromkeys(models) if (note := _bracket(rows, regime, task, model)[1])), "")
 
 
-def untestable(rows, regime: Regime, task: str, family: str, models: list[str], budget: int | None = None,
-               grid: list[str] | None = None) -> str:
+def untestable(
+    rows,
+    regime: Regime,
+    task: str,
+    family: str,
+    models: list[str],
+    budget: int | None = None,
+    grid: list[str] | None = None,
+) -> str:
     """Every reason a comparison of `models` on `task` cannot test the claim, joined by "; " ("" when it can): the
     crossover interval, the PFS budget, chance and the LR grid's edge (of the models in `grid`, default `models`)."""
     reasons = []
@@ -251,18 +281,30 @@ def untestable(rows, regime: Regime, task: str, family: str, models: list[str], 
             reasons.append(f"{shown}: tokens per parameter unknown")
         elif where not in ("past", "no crossover"):
             low, high = crossover_interval(family)
-            text = "past the crossover interval under one parameter convention only" if "past" in where else \
-                "inside the crossover interval" if "inside" in where else "below the paper's crossover interval"
-            reasons.append(f"{text}: {shown} saw {regime.both(model)} tokens per parameter; the paper's "
-                           f"{family.upper()} crossover lies in {low:.0f}-{high:.0f} "
-                           f"({'-'.join(f'{v:.0f}' for v in crossover_interval(family, 'no embeddings'))} without "
-                           "embeddings)")
-    if budget is not None and (tpp := regime.tokens_per_parameter(models[0])) is not None \
-            and tpp < _per_parameter(budget):
-        reasons.append(f"budget of {tpp:.3g} tokens per parameter, below the paper's smallest "
-                       f"({_per_parameter(budget):.0f})")
-    return "; ".join(reasons + chance_reasons(rows, regime, task, grid or models)
-                     + edge_reasons(rows, regime, task, grid or models))
+            text = (
+                "past the crossover interval under one parameter convention only"
+                if "past" in where
+                else "inside the crossover interval"
+                if "inside" in where
+                else "below the paper's crossover interval"
+            )
+            reasons.append(
+                f"{text}: {shown} saw {regime.both(model)} tokens per parameter; the paper's "
+                f"{family.upper()} crossover lies in {low:.0f}-{high:.0f} "
+                f"({'-'.join(f'{v:.0f}' for v in crossover_interval(family, 'no embeddings'))} without "
+                "embeddings)"
+            )
+    if (
+        budget is not None
+        and (tpp := regime.tokens_per_parameter(models[0])) is not None
+        and tpp < _per_parameter(budget)
+    ):
+        reasons.append(
+            f"budget of {tpp:.3g} tokens per parameter, below the paper's smallest ({_per_parameter(budget):.0f})"
+        )
+    return "; ".join(
+        reasons + chance_reasons(rows, regime, task, grid or models) + edge_reasons(rows, regime, task, grid or models)
+    )
 
 
 def chance_reasons(rows, regime: Regime, task: str, models: list[str]) -> list[str]:
@@ -278,8 +320,10 @@ def chance_reasons(rows, regime: Regime, task: str, models: list[str]) -> list[s
         if not above:
             low = row["mean"] if math.isnan(row["ci_low"]) else row["ci_low"]
             where = "at" if statistics.at_baseline(row) else f"95% CI from {low:.4g}, not above"
-            out.append(f"{regime.shown(model)} not above chance on {task} ({where} the trivial baseline "
-                       f"{row['trivial_baseline']:.4g})")
+            out.append(
+                f"{regime.shown(model)} not above chance on {task} ({where} the trivial baseline "
+                f"{row['trivial_baseline']:.4g})"
+            )
     return out
 
 
@@ -314,8 +358,9 @@ def comparisons(records: list[dict], rows: list[dict], regime: Regime | None = N
             other, base = dataclasses.replace(p, base="mlm40").format(), p.base_run
             for task in tasks:
                 if other in models:
-                    out += _pair(records, rows, regime, "cpt_vs_mlm_cpt", task, model, other,
-                                 check=[base, model, other])
+                    out += _pair(
+                        records, rows, regime, "cpt_vs_mlm_cpt", task, model, other, check=[base, model, other]
+                    )
                 if base in models:
                     out += _pair(records, rows, regime, "cpt_vs_base", task, model, base, check=[base, model])
     for total, pairs in sorted(sizes.items()):
@@ -341,24 +386,51 @@ def gap_across_sizes(records, rows, regime: Regime, task: str, pairs: list[tuple
     if not all(runs):
         return []
     metric = store.main_metric(runs[0][0])
-    row = {"finding": "ir_gap_narrows", "task": task, "family": "ir", "a": mlm_large, "b": mlm_small,
-           "measure": f"(MLM40 - CLM) at {large} - at {small} ({metric})", "entity_f1": "",
-           "n_seeds": "/".join(_n_units(r) for r in runs), "hypothesis": hypothesis("ir_gap_narrows"),
-           **UNTESTED, "bracket": declared_brackets(rows, regime, task, models)}
-    one = None if isinstance(regime.parameters, dict) else (
-        f"one model size ({regime.parameters:,.0f} parameters: this study trains its "
-        f"{', '.join(size for size, _, _ in pairs)} name(s) at one architecture)")
+    row = {
+        "finding": "ir_gap_narrows",
+        "task": task,
+        "family": "ir",
+        "a": mlm_large,
+        "b": mlm_small,
+        "measure": f"(MLM40 - CLM) at {large} - at {small} ({metric})",
+        "entity_f1": "",
+        "n_seeds": "/".join(_n_units(r) for r in runs),
+        "hypothesis": hypothesis("ir_gap_narrows"),
+        **UNTESTED,
+        "bracket": declared_brackets(rows, regime, task, models),
+    }
+    one = (
+        None
+        if isinstance(regime.parameters, dict)
+        else (
+            f"one model size ({regime.parameters:,.0f} parameters: this study trains its "
+            f"{', '.join(size for size, _, _ in pairs)} name(s) at one architecture)"
+        )
+    )
     if len(pairs) < 2:
-        return [{**row, "b": clm_small, "measure": f"MLM40 - CLM at {small} ({metric})", "bracket": "",
-                 "n_seeds": "/".join(_n_units(r) for r in runs[:2]), "untestable": one or f"one model size ({small})"}]
+        return [
+            {
+                **row,
+                "b": clm_small,
+                "measure": f"MLM40 - CLM at {small} ({metric})",
+                "bracket": "",
+                "n_seeds": "/".join(_n_units(r) for r in runs[:2]),
+                "untestable": one or f"one model size ({small})",
+            }
+        ]
     if one:
         return [{**row, "untestable": one}]
-    return [{**row, **_tested_interval("ir_gap_narrows", statistics.contrast(runs, [1, -1, -1, 1], metric)),
-             "untestable": untestable(rows, regime, task, "ir", models)}]
+    return [
+        {
+            **row,
+            **_tested_interval("ir_gap_narrows", statistics.contrast(runs, [1, -1, -1, 1], metric)),
+            "untestable": untestable(rows, regime, task, "ir", models),
+        }
+    ]
 
 
 def _n_units(runs: list[dict]) -> str:
-    """"3" seeds, or "3 runs x 3" when the model has several pretraining runs."""
+    """ "3" seeds, or "3 runs x 3" when the model has several pretraining runs."""
     count = len({r["model"] for r in runs})
     return str(len(runs)) if count == 1 else f"{count} runs x {len(runs) // count}"
 
@@ -374,10 +446,21 @@ def _pair(records, rows, regime, finding, task, model_a, model_b, budget=None, c
     if finding == "tc_clm_on_par" and all(_has_entity(r) for r in runs_a + runs_b):
         e = statistics.paired_comparison(runs_a, runs_b, "entity_f1")
         entity = f"{e['delta']:+.4f} [{e['ci_low']:+.4f}, {e['ci_high']:+.4f}]"
-    return [{"finding": finding, "task": task, "family": family, "a": model_a, "b": model_b, "measure": metric,
-             "entity_f1": entity, **_tested_interval(finding, result),
-             "n_seeds": f"{_n_units(runs_a)}/{_n_units(runs_b)}", "untestable": reason,
-             "bracket": declared_brackets(rows, regime, task, grid)}]
+    return [
+        {
+            "finding": finding,
+            "task": task,
+            "family": family,
+            "a": model_a,
+            "b": model_b,
+            "measure": metric,
+            "entity_f1": entity,
+            **_tested_interval(finding, result),
+            "n_seeds": f"{_n_units(runs_a)}/{_n_units(runs_b)}",
+            "untestable": reason,
+            "bracket": declared_brackets(rows, regime, task, grid),
+        }
+    ]
 
 
 def _has_entity(record: dict) -> bool:
@@ -398,8 +481,11 @@ def _tested(finding: str, estimate: float, se: float, df: float, side: int | Non
 
 def _tested_interval(finding: str, result: dict, side: int | None = None) -> dict:
     """`_tested` of a `statistics.t_test` result, with its 95% CI."""
-    return {**_tested(finding, result["delta"], result["se"], result["df"], side), "ci_low": result["ci_low"],
-            "ci_high": result["ci_high"]}
+    return {
+        **_tested(finding, result["delta"], result["se"], result["df"], side),
+        "ci_low": result["ci_low"],
+        "ci_high": result["ci_high"],
+    }
 
 
 MIN_STABILITY_LRS = 3  # LRs fine-tuned in this study per model: a spread over 2 LRs next to the optimum is no spread
@@ -415,9 +501,13 @@ def unit_curves(records: list[dict]) -> dict:
     curves = {}
     for r in ok:
         curves.setdefault(r["model"] if several else r["seed"], {}).setdefault(r["lr"], []).append(
-            statistics.main_score(r, "test"))
-    return {unit: {lr: float(np.mean(v)) for lr, v in sorted(c.items())} for unit, c in sorted(curves.items())
-            if set(c) == lrs}
+            statistics.main_score(r, "test")
+        )
+    return {
+        unit: {lr: float(np.mean(v)) for lr, v in sorted(c.items())}
+        for unit, c in sorted(curves.items())
+        if set(c) == lrs
+    }
 
 
 def relative_lr_spread(records: list[dict], baseline: float, best_lr: float) -> np.ndarray:
@@ -430,8 +520,9 @@ def stability(records, rows, regime, task, clm, mlm) -> list[dict]:
     """The stability test on `task`: the mean relative LR spread (`relative_lr_spread`), CLM - MLM40, Welch t over the
     two models' units. Testable where both models were fine-tuned at `MIN_STABILITY_LRS` or more LRs in this study (a
     declared bracket does not enter the spread), learned the task, and every unit's gain at the best LR is positive."""
-    runs = {m: [r for r in records if statistics.replicate_group(r["model"]) == m and r["task"] == task]
-            for m in (clm, mlm)}
+    runs = {
+        m: [r for r in records if statistics.replicate_group(r["model"]) == m and r["task"] == task] for m in (clm, mlm)
+    }
     row = {m: _row(rows, m, task) for m in (clm, mlm)}
     if any(row[m] is None or row[m]["best_lr"] is None for m in (clm, mlm)):
         return []
@@ -439,35 +530,59 @@ def stability(records, rows, regime, task, clm, mlm) -> list[dict]:
     baseline = statistics.trivial_baseline(rows, task)
     reasons = [untestable(rows, regime, task, family, [clm, mlm])]
     grids = {m: sorted({r["lr"] for r in runs[m] if store.scored(r)}) for m in (clm, mlm)}
-    reasons += [f"{regime.shown(m)} was fine-tuned at {len(lrs)} LR(s) in this study: a spread across LRs needs "
-                f"{MIN_STABILITY_LRS}" for m, lrs in grids.items() if len(lrs) < MIN_STABILITY_LRS]
+    reasons += [
+        f"{regime.shown(m)} was fine-tuned at {len(lrs)} LR(s) in this study: a spread across LRs needs "
+        f"{MIN_STABILITY_LRS}"
+        for m, lrs in grids.items()
+        if len(lrs) < MIN_STABILITY_LRS
+    ]
     values = {}
     if baseline is not None and not any(reasons):
         for m in (clm, mlm):
             values[m] = relative_lr_spread(runs[m], baseline, row[m]["best_lr"])
             if len(values[m]) < 2:
-                reasons.append(f"{regime.shown(m)} has {len(values[m])} unit(s) finished at every LR: a spread's "
-                               "variance needs 2")
+                reasons.append(
+                    f"{regime.shown(m)} has {len(values[m])} unit(s) finished at every LR: a spread's variance needs 2"
+                )
             elif not np.all(np.isfinite(values[m])) or np.any(values[m] <= 0):
                 reasons.append(f"a unit of {regime.shown(m)} does not clear the trivial baseline at its best LR")
     reason = "; ".join(filter(None, reasons))
     tested = {**UNTESTED, "hypothesis": hypothesis("stability")}
     if not reason:
         parts = [(float(np.var(values[m], ddof=1)) / len(values[m]), len(values[m]) - 1) for m in (clm, mlm)]
-        tested = _tested_interval("stability", statistics.t_test(float(values[clm].mean() - values[mlm].mean()),
-                                                                 parts, 0.0))
+        tested = _tested_interval(
+            "stability", statistics.t_test(float(values[clm].mean() - values[mlm].mean()), parts, 0.0)
+        )
     count = f"{len(grids[clm])}/{len(grids[mlm])} LRs" + (
-        f", {len(values[clm])}/{len(values[mlm])} units" if len(values) == 2 else "")
-    return [{"finding": "stability", "task": task, "family": family, "a": clm, "b": mlm, "measure": "LR spread / gain",
-             **tested, "n_seeds": count, "untestable": reason,
-             "bracket": declared_brackets(rows, regime, task, [clm, mlm])}]
+        f", {len(values[clm])}/{len(values[mlm])} units" if len(values) == 2 else ""
+    )
+    return [
+        {
+            "finding": "stability",
+            "task": task,
+            "family": family,
+            "a": clm,
+            "b": mlm,
+            "measure": "LR spread / gain",
+            **tested,
+            "n_seeds": count,
+            "untestable": reason,
+            "bracket": declared_brackets(rows, regime, task, [clm, mlm]),
+        }
+    ]
 
 
 def checkpoints(rows, clm: str, mlm: str, task: str) -> list[tuple[str, str]]:
     """The (CLM, MLM40) checkpoint pairs both runs saved and evaluated on `task`, in pretraining order, the final pair
     last."""
-    steps = lambda run: {p.paper_step for m in {r["model"] for r in rows if r["task"] == task}  # noqa: E731
-                         if (p := names.try_parse_name(m)) and p.paper_step is not None and p.run_name == run}
+
+    def steps(run):
+        return {
+            p.paper_step
+            for m in {r["model"] for r in rows if r["task"] == task}
+            if (p := names.try_parse_name(m)) and p.paper_step is not None and p.run_name == run
+        }
+
     pairs = [(names.step_name(clm, s), names.step_name(mlm, s)) for s in sorted(steps(clm) & steps(mlm))]
     return [*pairs, (clm, mlm)] if pairs else []
 
@@ -483,11 +598,21 @@ def gap_points(records, rows, regime: Regime, task: str, family: str, clm: str, 
         metric = store.main_metric(runs_a[0])
         result = statistics.paired_comparison(runs_a, runs_b, metric)
         final = names.parse_name(a).paper_step is None
-        out.append({"task": task, "family": family, "a": a, "b": b, "measure": metric,
-                    **{k: result[k] for k in ("delta", "se", "df", "ci_low", "ci_high", "parts")},
-                    "tokens_per_parameter": regime.tokens_per_parameter(a),
-                    "tokens_per_parameter_bare": regime.tokens_per_parameter(a, "no embeddings"),
-                    "final": final, "phase": phase(regime, a, family), "runs": (runs_a, runs_b)})
+        out.append(
+            {
+                "task": task,
+                "family": family,
+                "a": a,
+                "b": b,
+                "measure": metric,
+                **{k: result[k] for k in ("delta", "se", "df", "ci_low", "ci_high", "parts")},
+                "tokens_per_parameter": regime.tokens_per_parameter(a),
+                "tokens_per_parameter_bare": regime.tokens_per_parameter(a, "no embeddings"),
+                "final": final,
+                "phase": phase(regime, a, family),
+                "runs": (runs_a, runs_b),
+            }
+        )
     return out
 
 
@@ -504,21 +629,28 @@ def slope_fit(points: list[dict]) -> tuple[float, float, float]:
         for p in points:
             for r in p["runs"][side]:
                 by_run.setdefault(names.parse_name(r["model"]).pretrain_seed, {}).setdefault(p["a"], []).append(
-                    statistics.main_score(r, "test"))
-        run_slopes.append([float(weights @ np.array([np.mean(run[p["a"]]) for p in points]))
-                           for run in by_run.values() if len(run) == len(points)])
+                    statistics.main_score(r, "test")
+                )
+        run_slopes.append(
+            [
+                float(weights @ np.array([np.mean(run[p["a"]]) for p in points]))
+                for run in by_run.values()
+                if len(run) == len(points)
+            ]
+        )
     if all(len(s) > 1 for s in run_slopes):  # the pretraining runs are the units, plus the test instances' part
         parts = [(float(np.var(s, ddof=1)) / len(s), len(s) - 1) for s in run_slopes]
-        instances = sum(w ** 2 * max(0.0, p["se"] ** 2 - sum(part for part, _ in p["parts"]))
-                        for w, p in zip(weights, points))
+        instances = sum(
+            w**2 * max(0.0, p["se"] ** 2 - sum(part for part, _ in p["parts"])) for w, p in zip(weights, points)
+        )
         estimate = float(np.mean(run_slopes[0]) - np.mean(run_slopes[1]))
         variance = sum(p for p, _ in parts) + instances
     else:  # one run on a side: the checkpoints' differences, each with its unit and instance variance
-        parts = [(w ** 2 * part, df) for w, p in zip(weights, points) for part, df in p["parts"]]
+        parts = [(w**2 * part, df) for w, p in zip(weights, points) for part, df in p["parts"]]
         estimate = float(weights @ np.array([p["delta"] for p in points]))
-        variance = float(sum(w ** 2 * p["se"] ** 2 for w, p in zip(weights, points)))
-    welch = sum(part ** 2 / df for part, df in parts if df > 0 and part > 0)
-    return estimate, math.sqrt(variance), variance ** 2 / welch if welch > 0 else math.inf
+        variance = float(sum(w**2 * p["se"] ** 2 for w, p in zip(weights, points)))
+    welch = sum(part**2 / df for part, df in parts if df > 0 and part > 0)
+    return estimate, math.sqrt(variance), variance**2 / welch if welch > 0 else math.inf
 
 
 MIN_SLOPE_CHECKPOINTS = 3  # before the crossover under both conventions: a line through 2 points tests nothing
@@ -533,18 +665,43 @@ def data_efficiency(records, rows, regime, task, family, clm, mlm) -> list[dict]
     if not (points := gap_points(records, rows, regime, task, family, clm, mlm)):
         return []
     early = [p for p in points if not p["final"] and p["phase"] in ("before", "no crossover")]  # both conventions
-    reasons = [] if len(early) >= MIN_SLOPE_CHECKPOINTS else [
-        f"{len(early)} stable-phase checkpoint(s) before the crossover interval under both conventions: a slope needs "
-        f"{MIN_SLOPE_CHECKPOINTS}"]
+    reasons = (
+        []
+        if len(early) >= MIN_SLOPE_CHECKPOINTS
+        else [
+            f"{len(early)} stable-phase checkpoint(s) before the crossover interval under both conventions: a "
+            f"slope needs "
+            f"{MIN_SLOPE_CHECKPOINTS}"
+        ]
+    )
     grid = [m for p in early for m in (p["a"], p["b"])]
     reasons += chance_reasons(rows, regime, task, grid) + edge_reasons(rows, regime, task, grid)
-    common = {"finding": "data_efficiency", "task": task, "family": family, "a": clm, "b": mlm,
-              "untestable": "; ".join(reasons), "bracket": declared_brackets(rows, regime, task, grid),
-              "checkpoints": [p["tokens_per_parameter"] for p in early]}
-    lead = {**common, "part": "lead", "measure": f"CLM - MLM40 at the earliest checkpoint ({points[0]['measure']})",
-            "n_seeds": f"{EARLY_CHECKPOINTS} checkpoint", **UNTESTED, "hypothesis": LEAD}
-    slope = {**common, "part": "slope", "measure": f"slope of CLM - MLM40 per doubling ({points[0]['measure']})",
-             "n_seeds": f"{len(early)} checkpoints", **UNTESTED, "hypothesis": hypothesis("data_efficiency")}
+    common = {
+        "finding": "data_efficiency",
+        "task": task,
+        "family": family,
+        "a": clm,
+        "b": mlm,
+        "untestable": "; ".join(reasons),
+        "bracket": declared_brackets(rows, regime, task, grid),
+        "checkpoints": [p["tokens_per_parameter"] for p in early],
+    }
+    lead = {
+        **common,
+        "part": "lead",
+        "measure": f"CLM - MLM40 at the earliest checkpoint ({points[0]['measure']})",
+        "n_seeds": f"{EARLY_CHECKPOINTS} checkpoint",
+        **UNTESTED,
+        "hypothesis": LEAD,
+    }
+    slope = {
+        **common,
+        "part": "slope",
+        "measure": f"slope of CLM - MLM40 per doubling ({points[0]['measure']})",
+        "n_seeds": f"{len(early)} checkpoints",
+        **UNTESTED,
+        "hypothesis": hypothesis("data_efficiency"),
+    }
     if early:
         lead.update(_tested_interval("data_efficiency", early[0], side=+1), hypothesis=LEAD)
     if len(early) >= 2:
@@ -564,8 +721,15 @@ def _corrected(out: list[dict]) -> list[dict]:
     for r in out:
         r.setdefault("p_holm", math.nan)
         r.setdefault("p_other_holm", math.nan)
-        r["verdict"] = "not testable" if r["untestable"] else \
-            "supports" if r["p_holm"] < ALPHA else "contradicts" if r["p_other_holm"] < ALPHA else "not significant"
+        r["verdict"] = (
+            "not testable"
+            if r["untestable"]
+            else "supports"
+            if r["p_holm"] < ALPHA
+            else "contradicts"
+            if r["p_other_holm"] < ALPHA
+            else "not significant"
+        )
     return out
 
 
@@ -574,8 +738,12 @@ def families(tested: list[dict]) -> list[str]:
     out = []
     for finding in CLAIMS:
         if mine := [r for r in tested if r["finding"] == finding and not r["untestable"]]:
-            tasks = ", ".join(f"{r['task']}" + (f" ({r['a']})" if finding.startswith(("pfs", "cpt")) else "")
-                              + (f" {r['part']}" if r.get("part") else "") for r in mine)
+            tasks = ", ".join(
+                f"{r['task']}"
+                + (f" ({r['a']})" if finding.startswith(("pfs", "cpt")) else "")
+                + (f" {r['part']}" if r.get("part") else "")
+                for r in mine
+            )
             out.append(f"{finding}: {len(mine)} test(s) of {rule(finding)} ({tasks})")
     return out
 
@@ -592,8 +760,15 @@ def verdicts(rows: list[dict], families: set[str] | None = None, imported: bool 
         base = {"finding": finding, "claim": claim, "rule": rule(finding), "supporting": 0, "contradicting": 0}
         if not mine:
             if family and families is not None and family not in families:
-                out.append({**base, "tasks": "", "comparisons": "0", "verdict": f"not testable {where}: no "
-                            f"{family.upper()} task" + (" imported" if imported else "")})
+                out.append(
+                    {
+                        **base,
+                        "tasks": "",
+                        "comparisons": "0",
+                        "verdict": f"not testable {where}: no "
+                        f"{family.upper()} task" + (" imported" if imported else ""),
+                    }
+                )
             continue
         claims = {}
         for r in mine:
@@ -605,15 +780,36 @@ def verdicts(rows: list[dict], families: set[str] | None = None, imported: bool 
         if not tested:
             reasons = list(dict.fromkeys(reason for r in mine for reason in r["untestable"].split("; ") if reason))
             more = f" (and {len(reasons) - 2} more)" if len(reasons) > 2 else ""
-            out.append({**base, "tasks": tasks, "comparisons": count,
-                        "verdict": f"not testable {where}: " + "; ".join(reasons[:2]) + more + note})
+            out.append(
+                {
+                    **base,
+                    "tasks": tasks,
+                    "comparisons": count,
+                    "verdict": f"not testable {where}: " + "; ".join(reasons[:2]) + more + note,
+                }
+            )
             continue
         support = sum(all(r["verdict"] == "supports" for r in c) for c in tested)
         against = sum(any(r["verdict"] == "contradicts" for r in c) for c in tested)
-        verdict = ("agrees" if support and not against else "disagrees" if against and not support
-                   else "mixed" if support else "inconclusive")
-        out.append({**base, "tasks": tasks, "comparisons": count, "supporting": support, "contradicting": against,
-                    "verdict": f"{verdict} {where}" + note})
+        verdict = (
+            "agrees"
+            if support and not against
+            else "disagrees"
+            if against and not support
+            else "mixed"
+            if support
+            else "inconclusive"
+        )
+        out.append(
+            {
+                **base,
+                "tasks": tasks,
+                "comparisons": count,
+                "supporting": support,
+                "contradicting": against,
+                "verdict": f"{verdict} {where}" + note,
+            }
+        )
     return out
 
 
@@ -632,9 +828,13 @@ def gap_over_pretraining(records: list[dict], rows: list[dict], regime: Regime) 
     """Every checkpoint pair's CLM - MLM40 difference (`gap_points`) per task and final pair, the decayed final last."""
     models = {r["model"] for r in rows}
     family = {r["task"]: r["family"] for r in rows}
-    return [{k: v for k, v in p.items() if k not in ("runs", "parts")} for _, _, clm, mlm in _final_pairs(models)
-            if clm and mlm for task in sorted(family)
-            for p in gap_points(records, rows, regime, task, family[task], clm, mlm)]
+    return [
+        {k: v for k, v in p.items() if k not in ("runs", "parts")}
+        for _, _, clm, mlm in _final_pairs(models)
+        if clm and mlm
+        for task in sorted(family)
+        for p in gap_points(records, rows, regime, task, family[task], clm, mlm)
+    ]
 
 
 def gap_trend(curve: list[dict], test: dict | None, lead: dict | None = None) -> str:
@@ -645,19 +845,28 @@ def gap_trend(curve: list[dict], test: dict | None, lead: dict | None = None) ->
     words = {"supports": "CLM leads", "contradicts": "MLM40 leads", "not significant": "not significant"}
     text = ""
     if lead is not None and not math.isnan(lead["delta"]):
-        text = (f"CLM - MLM40 at the earliest checkpoint ({lead['checkpoints'][0]:.3g}): {ci(lead)}, one-sided p "
-                f"(> 0, Holm within the finding) {format_p(lead['p_holm'])}: "
-                + ("not testable" if lead["untestable"] else words[lead["verdict"]]) + "; ")
+        text = (
+            f"CLM - MLM40 at the earliest checkpoint ({lead['checkpoints'][0]:.3g}): {ci(lead)}, one-sided p "
+            f"(> 0, Holm within the finding) {format_p(lead['p_holm'])}: "
+            + ("not testable" if lead["untestable"] else words[lead["verdict"]])
+            + "; "
+        )
     if test is None or math.isnan(test["delta"]):
         text += "no slope: " + (test["untestable"] if test else "no checkpoint pair")
     else:
         span = test["checkpoints"]
-        text += (f"slope of CLM - MLM40 per doubling of tokens per parameter over {len(span)} stable-phase "
-                 f"checkpoints ({span[0]:.3g}-{span[-1]:.3g}): {ci(test)}, one-sided p (slope < 0, Holm within the "
-                 f"finding) {format_p(test['p_holm'])}: ")
-        text += (f"not testable ({test['untestable']})" if test["untestable"] else
-                 {"supports": "the gap closes", "contradicts": "the gap widens",
-                  "not significant": "not significant"}[test["verdict"]])
+        text += (
+            f"slope of CLM - MLM40 per doubling of tokens per parameter over {len(span)} stable-phase "
+            f"checkpoints ({span[0]:.3g}-{span[-1]:.3g}): {ci(test)}, one-sided p (slope < 0, Holm within the "
+            f"finding) {format_p(test['p_holm'])}: "
+        )
+        text += (
+            f"not testable ({test['untestable']})"
+            if test["untestable"]
+            else {"supports": "the gap closes", "contradicts": "the gap widens", "not significant": "not significant"}[
+                test["verdict"]
+            ]
+        )
     if past := [r for r in curve if r["phase"] == "past" and not r["final"]]:
         text += "; past the crossover interval: " + ", ".join(f"{ci(r)} at {tpp(r)}" for r in past)
     if final := next((r for r in curve if r["final"]), None):

@@ -43,11 +43,23 @@ def is_imported(record: dict) -> bool:
 def imported_record(model: str, task: str, family: str, lr: float, seed: int, run: dict, path: str) -> dict:
     """The result record of one EncodEval run (`run`: its parsed results.json; `path`: under the results folder)."""
     metric = METRICS[family]
-    scores = {"validation": {metric: run["validation"]["score"]},
-              "test": {metric: run["test"]["score"], "per_instance": {metric: run["test"]["scores_i"]}}}
+    scores = {
+        "validation": {metric: run["validation"]["score"]},
+        "test": {metric: run["test"]["score"], "per_instance": {metric: run["test"]["scores_i"]}},
+    }
     # no protocol identity and no library versions: EncodEval's runs record neither
-    return store.new_result(model, task, family, lr, seed, store.result_body(metric, scores), dict(IDENTITY), {},
-                            store.pretrain_seed(model), source={"kind": store.IMPORTED_SOURCE, "path": path})
+    return store.new_result(
+        model,
+        task,
+        family,
+        lr,
+        seed,
+        store.result_body(metric, scores),
+        dict(IDENTITY),
+        {},
+        store.pretrain_seed(model),
+        source={"kind": store.IMPORTED_SOURCE, "path": path},
+    )
 
 
 def _check_run(path: Path) -> dict:
@@ -57,11 +69,15 @@ def _check_run(path: Path) -> dict:
         part = run.get(split) if isinstance(run, dict) else None
         score, scores = (part.get("score"), part.get("scores_i")) if isinstance(part, dict) else (None, None)
         if not _number(score) or not isinstance(scores, list) or not scores or not all(map(_number, scores)):
-            raise ValueError(f"{path} is not an EncodEval result: `{split}` needs a finite `score` and a non-empty "
-                             "list of finite `scores_i`")
+            raise ValueError(
+                f"{path} is not an EncodEval result: `{split}` needs a finite `score` and a non-empty "
+                "list of finite `scores_i`"
+            )
         if not math.isclose(sum(scores) / len(scores), score, rel_tol=1e-9, abs_tol=1e-9):
-            raise ValueError(f"{path}: `{split}` score {score} is not the mean of its {len(scores)} scores_i "
-                             f"({sum(scores) / len(scores)}); the file is not what this importer reads")
+            raise ValueError(
+                f"{path}: `{split}` score {score} is not the mean of its {len(scores)} scores_i "
+                f"({sum(scores) / len(scores)}); the file is not what this importer reads"
+            )
     return run
 
 
@@ -69,8 +85,9 @@ def _number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def read_tree(results: Path, models: set[str] | None = None, datasets: set[str] | None = None) \
-        -> tuple[list[dict], list[dict]]:
+def read_tree(
+    results: Path, models: set[str] | None = None, datasets: set[str] | None = None
+) -> tuple[list[dict], list[dict]]:
     """Every run of an EncodEval results tree, each file checked (`_check_run`) and let go, and the paper-grid runs the
     tree lacks (`MISSING_COLUMNS`); `models` / `datasets` (EncodEval's or this project's names) keep only those.
 
@@ -81,8 +98,10 @@ def read_tree(results: Path, models: set[str] | None = None, datasets: set[str] 
     for model_dir in sorted(p for p in results.iterdir() if not p.name.startswith(".")):
         for task_dir in sorted(model_dir.iterdir()) if model_dir.is_dir() else [model_dir]:
             if task_dir.name not in FAMILIES or not task_dir.is_dir():
-                raise ValueError(f"{task_dir} is outside EncodEval's layout <model>/<{'|'.join(FAMILIES)}>/<dataset>/"
-                                 "[<train>_]lr<lr>_sd<seed>/results.json; pass the results folder of a clone")
+                raise ValueError(
+                    f"{task_dir} is outside EncodEval's layout <model>/<{'|'.join(FAMILIES)}>/<dataset>/"
+                    "[<train>_]lr<lr>_sd<seed>/results.json; pass the results folder of a clone"
+                )
             for data_dir in sorted(task_dir.iterdir()):
                 task = TASKS.get(data_dir.name, data_dir.name)
                 if (models and model_dir.name not in models) or (datasets and not {data_dir.name, task} & datasets):
@@ -91,39 +110,62 @@ def read_tree(results: Path, models: set[str] | None = None, datasets: set[str] 
                 for run_dir in sorted(data_dir.iterdir()) if data_dir.is_dir() else [data_dir]:
                     match = RUN_DIR.match(run_dir.name)
                     if not match or not run_dir.is_dir():
-                        raise ValueError(f"{run_dir} is outside EncodEval's layout: a run folder is "
-                                         "[<train>_]lr<lr>_sd<seed> holding results.json")
+                        raise ValueError(
+                            f"{run_dir} is outside EncodEval's layout: a run folder is "
+                            "[<train>_]lr<lr>_sd<seed> holding results.json"
+                        )
                     path = run_dir / RESULT_NAME
                     if not path.is_file():
-                        raise ValueError(f"{path} is missing: the run folder is there without its result (a partial "
-                                         "copy?); copy the tree again")
+                        raise ValueError(
+                            f"{path} is missing: the run folder is there without its result (a partial "
+                            "copy?); copy the tree again"
+                        )
                     _check_run(path)
                     source = path.relative_to(results).as_posix()
                     try:
                         source.encode("utf-8")
                     except UnicodeEncodeError:
-                        raise ValueError(f"{path} has a name that is not UTF-8, which no result record can name; "
-                                         "rename it (EncodEval's names are ASCII)") from None
-                    runs.append({"model": model_dir.name, "task": task, "family": FAMILIES[task_dir.name],
-                                 "lr": float(match["lr"]), "seed": int(match["seed"]), "path": path,
-                                 "source": source})
+                        raise ValueError(
+                            f"{path} has a name that is not UTF-8, which no result record can name; "
+                            "rename it (EncodEval's names are ASCII)"
+                        ) from None
+                    runs.append(
+                        {
+                            "model": model_dir.name,
+                            "task": task,
+                            "family": FAMILIES[task_dir.name],
+                            "lr": float(match["lr"]),
+                            "seed": int(match["seed"]),
+                            "path": path,
+                            "source": source,
+                        }
+                    )
     seen = {}
     for run in runs:  # one record per file: two files of one run would be filed as one, the last winning
         key = (run["model"], run["task"], run["lr"], run["seed"])
         if key in seen:
-            raise ValueError(f"{seen[key]} and {run['path']} are both {run['model']} on {run['task']} at lr "
-                             f"{run['lr']:g} seed {run['seed']} (two spellings of one run, or one dataset under two "
-                             "families): keep one of them in the tree, or import them with --datasets into separate "
-                             "--output folders")
+            raise ValueError(
+                f"{seen[key]} and {run['path']} are both {run['model']} on {run['task']} at lr "
+                f"{run['lr']:g} seed {run['seed']} (two spellings of one run, or one dataset under two "
+                "families): keep one of them in the tree, or import them with --datasets into separate "
+                "--output folders"
+            )
         seen[key] = run["path"]
     if not runs:
-        raise FileNotFoundError(f"no EncodEval results under {results}"
-                                f"{' for --models/--datasets' if models or datasets else ''}: pass the results "
-                                "folder of a clone of hgissbkh/EncodEval (branch MLM_vs_CLM)")
+        raise FileNotFoundError(
+            f"no EncodEval results under {results}"
+            f"{' for --models/--datasets' if models or datasets else ''}: pass the results "
+            "folder of a clone of hgissbkh/EncodEval (branch MLM_vs_CLM)"
+        )
     found = sorted({r["model"] for r in runs}, key=lambda m: (names.try_parse_name(m) is None, m))
-    missing = [{"model": m, "task": task, "lr": lr, "seed": seed, "expected": "the paper's grid"}
-               for m in found for task in sorted(tasks) for lr in PAPER_LRS for seed in PAPER_SEEDS
-               if (m, task, lr, seed) not in seen]
+    missing = [
+        {"model": m, "task": task, "lr": lr, "seed": seed, "expected": "the paper's grid"}
+        for m in found
+        for task in sorted(tasks)
+        for lr in PAPER_LRS
+        for seed in PAPER_SEEDS
+        if (m, task, lr, seed) not in seen
+    ]
     return runs, missing
 
 
@@ -142,15 +184,19 @@ def _check_output(output: Path, results: Path, runs: list[dict]) -> list[Path]:
     output holds what this import says)."""
     artifacts.check_output_dir(output, "--output")
     if output.resolve().is_relative_to(results.resolve()):
-        raise ValueError(f"--output {output} is inside the EncodEval tree {results}, whose next import would read it "
-                         "as runs; pass a folder outside it")
+        raise ValueError(
+            f"--output {output} is inside the EncodEval tree {results}, whose next import would read it "
+            "as runs; pass a folder outside it"
+        )
     models, written = {r["model"] for r in runs}, {r["target"] for r in runs}
     stale = []
     for path in store.result_files(output) if output.is_dir() else []:
         imported = is_imported(artifacts.read_json(path, "result file"))
         if path.parent.parent.name in models and not imported:
-            raise ValueError(f"{path} is a result of this project for {path.parent.parent.name}, a model the import "
-                             "also has: import into another directory (the report keeps one row per model name)")
+            raise ValueError(
+                f"{path} is a result of this project for {path.parent.parent.name}, a model the import "
+                "also has: import into another directory (the report keeps one row per model name)"
+            )
         if imported and path not in written:
             stale.append(path)
     return stale
@@ -162,11 +208,18 @@ def main(argv=None) -> Path:
     """Import an EncodEval results tree; print what was imported and what is missing; return the output folder."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("results", help="the results/ folder of a clone of hgissbkh/EncodEval (branch MLM_vs_CLM)")
-    parser.add_argument("--output", required=True, help="results directory to write the records into (it may hold "
-                        "your own results of other models: the report shows them side by side)")
+    parser.add_argument(
+        "--output",
+        required=True,
+        help="results directory to write the records into (it may hold "
+        "your own results of other models: the report shows them side by side)",
+    )
     parser.add_argument("--models", default=None, help="only these models (comma-separated EncodEval names)")
-    parser.add_argument("--datasets", default=None,
-                        help="only these datasets (comma-separated; EncodEval's names or this project's: mnli_m, mnli)")
+    parser.add_argument(
+        "--datasets",
+        default=None,
+        help="only these datasets (comma-separated; EncodEval's names or this project's: mnli_m, mnli)",
+    )
     args = parser.parse_args(argv)
     results, output = Path(args.results), Path(args.output)
     if not results.is_dir():
@@ -176,8 +229,9 @@ def main(argv=None) -> Path:
         run["target"] = store.result_path(output, run["model"], run["task"], run["lr"], run["seed"])
     stale = _check_output(output, results, runs)
     for run in runs:  # each file read again, one at a time: the import holds one run's scores at once
-        record = imported_record(run["model"], run["task"], run["family"], run["lr"], run["seed"],
-                                 _check_run(run["path"]), run["source"])
+        record = imported_record(
+            run["model"], run["task"], run["family"], run["lr"], run["seed"], _check_run(run["path"]), run["source"]
+        )
         store.write_result(run["target"], record)
     for path in stale:  # an earlier import's runs that this one lacks: gone, as in a fresh import
         path.unlink()
@@ -196,8 +250,10 @@ def main(argv=None) -> Path:
     if outside := sorted(m for m in models if names.try_parse_name(m) is None):
         print(f"outside the paper's name grammar (reported as other encoders): {', '.join(outside)}")
     counts = collections.Counter((row["model"], row["task"]) for row in missing)
-    print(f"missing: {len(missing)} runs of the paper's grid ({len(PAPER_LRS)} LRs x {len(PAPER_SEEDS)} seeds) in "
-          f"{len(counts)} model x task cells, listed in {output / MISSING_RUNS}")
+    print(
+        f"missing: {len(missing)} runs of the paper's grid ({len(PAPER_LRS)} LRs x {len(PAPER_SEEDS)} seeds) in "
+        f"{len(counts)} model x task cells, listed in {output / MISSING_RUNS}"
+    )
     for (model, task), n in sorted(counts.items()):
         print(f"  {model} {task}: {n} missing")
     return output

@@ -69,8 +69,9 @@ def load_results(results_dir: str | Path) -> list[dict]:
     """Every result file under `results_dir` (not temp or moved-aside files), each with its path under "_path",
     compacted (`compact`); a corrupt or older-format file is refused, naming it."""
     if not (files := store.result_files(results_dir)):
-        raise FileNotFoundError(f"no result files under {results_dir}; "
-                                f"run `python -m evaluation.run ... --output {results_dir}`")
+        raise FileNotFoundError(
+            f"no result files under {results_dir}; run `python -m evaluation.run ... --output {results_dir}`"
+        )
     return [compact({**store.read_result(p), "_path": str(p)}) for p in files]
 
 
@@ -90,11 +91,15 @@ def instance_columns(rows: list[dict], metric: str) -> tuple[np.ndarray, np.ndar
     mean metrics have no denominator (None), token_micro_f1 / token_accuracy are correct / count tokens, entity_f1 is tp
     / ((pred + gold) / 2)."""
     if metric in ("token_micro_f1", "token_accuracy"):
-        return (np.array([r["token_correct"] for r in rows], dtype=float),
-                np.array([r["token_count"] for r in rows], dtype=float))
+        return (
+            np.array([r["token_correct"] for r in rows], dtype=float),
+            np.array([r["token_count"] for r in rows], dtype=float),
+        )
     if metric == "entity_f1":
-        return (np.array([r["entity_tp"] for r in rows], dtype=float),
-                np.array([(r["entity_pred"] + r["entity_gold"]) / 2 for r in rows], dtype=float))
+        return (
+            np.array([r["entity_tp"] for r in rows], dtype=float),
+            np.array([(r["entity_pred"] + r["entity_gold"]) / 2 for r in rows], dtype=float),
+        )
     return np.array([r[metric] for r in rows], dtype=float), None
 
 
@@ -105,12 +110,16 @@ def check_same_protocol(records: list[dict]) -> None:
         differences = store.identity_diff(first["identity"], record["identity"])
         imported = [r["_path"] for r in (first, record) if is_imported(r)]
         if differences and len(imported) == 1:
-            raise ValueError(f"{imported[0]} (imported from EncodEval) and a result of this project are both "
-                             f"{first['model']} on {first['task']}: keep them in separate results directories")
+            raise ValueError(
+                f"{imported[0]} (imported from EncodEval) and a result of this project are both "
+                f"{first['model']} on {first['task']}: keep them in separate results directories"
+            )
         if differences:
-            raise ValueError(f"{record['_path']} and {first['_path']} are results of {first['model']} on "
-                             f"{first['task']} made differently ({'; '.join(differences[:3])}); re-run one of them "
-                             "(evaluation.run --rerun_changed) or keep them in separate results directories")
+            raise ValueError(
+                f"{record['_path']} and {first['_path']} are results of {first['model']} on "
+                f"{first['task']} made differently ({'; '.join(differences[:3])}); re-run one of them "
+                "(evaluation.run --rerun_changed) or keep them in separate results directories"
+            )
 
 
 def check_replicates(records: list[dict]) -> None:
@@ -121,14 +130,18 @@ def check_replicates(records: list[dict]) -> None:
         named = store.pretrain_seed(record["model"])
         where = record.get("_path", record["model"])
         if record.get("format") == store.RESULT_FORMAT and record.get("pretrain_seed") != named:
-            raise ValueError(f"{where} records pretrain_seed {record.get('pretrain_seed')} but is filed under "
-                             f"{record['model']} (pretraining seed {named}): file it under the name of its "
-                             "pretraining run, or move it out of the results directory")
+            raise ValueError(
+                f"{where} records pretrain_seed {record.get('pretrain_seed')} but is filed under "
+                f"{record['model']} (pretraining seed {named}): file it under the name of its "
+                "pretraining run, or move it out of the results directory"
+            )
         (plain if named is None else replicated).setdefault(replicate_group(record["model"]), record["model"])
     for group in sorted(plain.keys() & replicated.keys()):
-        raise ValueError(f"results of {plain[group]} (one pretraining run) and of {replicated[group]} (a replicate) "
-                         f"would be pooled in one row {group}, counting a pretraining run twice: rename the plain "
-                         "run -pseed<k> after its pretraining seed, or keep it in another results directory")
+        raise ValueError(
+            f"results of {plain[group]} (one pretraining run) and of {replicated[group]} (a replicate) "
+            f"would be pooled in one row {group}, counting a pretraining run twice: rename the plain "
+            "run -pseed<k> after its pretraining seed, or keep it in another results directory"
+        )
 
 
 def confidence_interval(scores, bootstrap: bool = False, level: float = 0.95) -> tuple[float, float]:
@@ -162,17 +175,33 @@ def summarize_group(records: list[dict], bootstrap: bool = False) -> dict:
     for lr in sorted({r["lr"] for r in records}):
         runs = [r for r in records if r["lr"] == lr]
         done = [r for r in runs if store.scored(r)]
-        per_lr[lr] = (np.mean([main_score(r, "validation") for r in done]) if done else math.nan,
-                      np.mean([main_score(r, "test") for r in done]) if done else math.nan,
-                      len(done), len(runs) - len(done))
+        per_lr[lr] = (
+            np.mean([main_score(r, "validation") for r in done]) if done else math.nan,
+            np.mean([main_score(r, "test") for r in done]) if done else math.nan,
+            len(done),
+            len(runs) - len(done),
+        )
     candidates = [lr for lr, (val, _, n, _) in per_lr.items() if n > 0]
-    row = {"model": replicate_group(first["model"]), "task": first["task"], "family": first["family"],
-           "metric": store.main_metric(first), "imported": is_imported(first),
-           "n_runs": len(records), "n_diverged": len(records) - len(ok), "per_lr": per_lr,
-           "per_lr_ci": {lr: confidence_interval(unit_scores([r for r in ok if r["lr"] == lr])) for lr in per_lr}}
+    row = {
+        "model": replicate_group(first["model"]),
+        "task": first["task"],
+        "family": first["family"],
+        "metric": store.main_metric(first),
+        "imported": is_imported(first),
+        "n_runs": len(records),
+        "n_diverged": len(records) - len(ok),
+        "per_lr": per_lr,
+        "per_lr_ci": {lr: confidence_interval(unit_scores([r for r in ok if r["lr"] == lr])) for lr in per_lr},
+    }
     if not candidates:
-        return {**row, **{k: math.nan for k in SUMMARY_COLUMNS if k not in row}, "best_lr": None, "n_seeds": 0,
-                "entity_f1": None, "n_pretrain_runs": len({r["model"] for r in records})}
+        return {
+            **row,
+            **{k: math.nan for k in SUMMARY_COLUMNS if k not in row},
+            "best_lr": None,
+            "n_seeds": 0,
+            "entity_f1": None,
+            "n_pretrain_runs": len({r["model"] for r in records}),
+        }
     best = min(candidates, key=lambda lr: (per_lr[lr][3], -per_lr[lr][0]))
     chosen = [r for r in ok if r["lr"] == best]
     test = [main_score(r, "test") for r in chosen]
@@ -181,19 +210,31 @@ def summarize_group(records: list[dict], bootstrap: bool = False) -> dict:
     n_pretrain_runs, pretrain_sd, seed_sd = run_variance(chosen)
     baselines = {round(b, 12) for r in records if (b := store.baseline_score(r)) is not None}
     if len(baselines) > 1:
-        raise ValueError(f"results of {first['model']} on {first['task']} disagree on the trivial baseline "
-                         f"({sorted(baselines)}): they were scored on different test data")
+        raise ValueError(
+            f"results of {first['model']} on {first['task']} disagree on the trivial baseline "
+            f"({sorted(baselines)}): they were scored on different test data"
+        )
     entity = [s["entity_f1"] for r in chosen if "entity_f1" in (s := store.split_scores(r, "test"))]
     entity_f1 = float(np.mean(entity)) if first["family"] == "tc" and entity else None
     lr_means = [per_lr[lr][1] for lr in candidates]
     seeds = min(sum(r["model"] == m for r in chosen) for m in {r["model"] for r in chosen})
-    return {**row, "best_lr": best, "n_seeds": len(test) if n_pretrain_runs == 1 else seeds,
-            "n_pretrain_runs": n_pretrain_runs, "pretrain_sd": pretrain_sd, "seed_sd": seed_sd,
-            "mean": float(np.mean(units)), "ci_low": low, "ci_high": high,
-            "trivial_baseline": baselines.pop() if baselines else None, "entity_f1": entity_f1,
-            "std": float(np.std(test, ddof=1)) if len(test) > 1 else math.nan, "val_mean": float(per_lr[best][0]),
-            "stability_std": float(np.std([main_score(r, "test") for r in ok], ddof=1)) if len(ok) > 1 else math.nan,
-            "lr_range": float(max(lr_means) - min(lr_means))}
+    return {
+        **row,
+        "best_lr": best,
+        "n_seeds": len(test) if n_pretrain_runs == 1 else seeds,
+        "n_pretrain_runs": n_pretrain_runs,
+        "pretrain_sd": pretrain_sd,
+        "seed_sd": seed_sd,
+        "mean": float(np.mean(units)),
+        "ci_low": low,
+        "ci_high": high,
+        "trivial_baseline": baselines.pop() if baselines else None,
+        "entity_f1": entity_f1,
+        "std": float(np.std(test, ddof=1)) if len(test) > 1 else math.nan,
+        "val_mean": float(per_lr[best][0]),
+        "stability_std": float(np.std([main_score(r, "test") for r in ok], ddof=1)) if len(ok) > 1 else math.nan,
+        "lr_range": float(max(lr_means) - min(lr_means)),
+    }
 
 
 def summarize(records: list[dict], bootstrap: bool = False) -> list[dict]:
@@ -211,6 +252,7 @@ def summarize(records: list[dict], bootstrap: bool = False) -> list[dict]:
 def instance_matrix(records: list[dict], metric: str) -> tuple[np.ndarray, np.ndarray]:
     """(numerator, denominator), each (runs, test instances), of one metric (`instance_columns`): from what a loaded
     record kept, or from a record's per-instance rows."""
+
     def columns(record):
         if (kept := store.kept_scores(record)) is None:
             return instance_columns(store.instances(record), metric)
@@ -219,12 +261,20 @@ def instance_matrix(records: list[dict], metric: str) -> tuple[np.ndarray, np.nd
         return kept[metric]
 
     pairs = [columns(r) for r in records]
-    return (np.array([num for num, _ in pairs], dtype=float),
-            np.array([np.ones(len(num)) if den is None else den for num, den in pairs], dtype=float))
+    return (
+        np.array([num for num, _ in pairs], dtype=float),
+        np.array([np.ones(len(num)) if den is None else den for num, den in pairs], dtype=float),
+    )
 
 
-def paired_comparison(records_a: list[dict], records_b: list[dict], metric: str, n_resamples: int = N_RESAMPLES,
-                      seed: int = 0, level: float = 0.95) -> dict:
+def paired_comparison(
+    records_a: list[dict],
+    records_b: list[dict],
+    metric: str,
+    n_resamples: int = N_RESAMPLES,
+    seed: int = 0,
+    level: float = 0.95,
+) -> dict:
     """Model A minus model B on the same test instances: a Student-t interval (`t_test`: each model's `unit_part` plus
     the variance of the unit-averaged difference over resampled test instances; with one unit on a side only the
     instance part is known, so the interval is then too narrow), and a paired bootstrap.
@@ -249,15 +299,21 @@ def paired_comparison(records_a: list[dict], records_b: list[dict], metric: str,
         score_a = (runs_a * (weights @ num_a.T)).sum(1) / (runs_a * (weights @ den_a.T)).sum(1).clip(1e-12)
         score_b = (runs_b * (weights @ num_b.T)).sum(1) / (runs_b * (weights @ den_b.T)).sum(1).clip(1e-12)
         deltas.append(score_a - score_b)
-        instance_deltas.append((weights @ mean_a) / (weights @ mden_a).clip(1e-12)
-                               - (weights @ mean_b) / (weights @ mden_b).clip(1e-12))
+        instance_deltas.append(
+            (weights @ mean_a) / (weights @ mden_a).clip(1e-12) - (weights @ mean_b) / (weights @ mden_b).clip(1e-12)
+        )
     delta = mean_a.sum() / max(mden_a.sum(), 1e-12) - mean_b.sum() / max(mden_b.sum(), 1e-12)
     parts = [unit_part(records) for records in (records_a, records_b)]
     per_a, per_b = (mean / np.where(mden > 0, mden, 1) for mean, mden in ((mean_a, mden_a), (mean_b, mden_b)))
     p_boot, bound = bootstrap_p(np.concatenate(deltas))
-    return {**t_test(float(delta), parts, float(np.var(np.concatenate(instance_deltas), ddof=1)), level),
-            "parts": parts, "p_bootstrap": p_boot, "p_bootstrap_bound": bound,
-            "wins": int((per_a > per_b).sum()), "losses": int((per_a < per_b).sum())}
+    return {
+        **t_test(float(delta), parts, float(np.var(np.concatenate(instance_deltas), ddof=1)), level),
+        "parts": parts,
+        "p_bootstrap": p_boot,
+        "p_bootstrap_bound": bound,
+        "wins": int((per_a > per_b).sum()),
+        "losses": int((per_a < per_b).sum()),
+    }
 
 
 def unit_part(records: list[dict]) -> tuple[float, int]:
@@ -270,8 +326,8 @@ def t_test(delta: float, parts: list[tuple[float, int]], instance_variance: floa
     """A difference's Student-t interval and two-sided p: the unit parts plus the instance part, df by
     Welch-Satterthwaite on the unit parts."""
     variance = sum(part for part, _ in parts) + instance_variance
-    welch = sum(part ** 2 / df for part, df in parts if df > 0 and part > 0)
-    df = variance ** 2 / welch if welch > 0 else math.inf
+    welch = sum(part**2 / df for part, df in parts if df > 0 and part > 0)
+    df = variance**2 / welch if welch > 0 else math.inf
     se = math.sqrt(variance)
     if variance > 0:
         half = float(stats.t.ppf((1 + level) / 2, df)) * se
@@ -288,15 +344,22 @@ def instance_counts(rng: np.random.Generator, n: int, size: int) -> np.ndarray:
     return np.bincount(draws.ravel(), minlength=size * n).reshape(size, n).astype(float)
 
 
-def contrast(groups: list[list[dict]], weights: list[float], metric: str, n_resamples: int = N_RESAMPLES,
-             seed: int = 0, level: float = 0.95) -> dict:
+def contrast(
+    groups: list[list[dict]],
+    weights: list[float],
+    metric: str,
+    n_resamples: int = N_RESAMPLES,
+    seed: int = 0,
+    level: float = 0.95,
+) -> dict:
     """sum_k weights[k] x score of model k on the same test instances (the IR gap at one size minus at another), as
     `t_test`'s dict: the unit part sum_k w_k^2 s_k^2 / n_k plus the instances' part, drawn once for every model (the
     gaps share their instances, so their parts are not independent)."""
     matrices = [instance_matrix(g, metric) for g in groups]
     if len({num.shape[1] for num, _ in matrices}) > 1:
-        raise ValueError(f"models were scored on different test sets ({[num.shape[1] for num, _ in matrices]} "
-                         "instances)")
+        raise ValueError(
+            f"models were scored on different test sets ({[num.shape[1] for num, _ in matrices]} instances)"
+        )
     means = [(num.mean(0), den.mean(0)) for num, den in matrices]
     n = matrices[0][0].shape[1]
     rng = np.random.default_rng(seed)
@@ -305,7 +368,7 @@ def contrast(groups: list[list[dict]], weights: list[float], metric: str, n_resa
         counts = instance_counts(rng, n, min(250, n_resamples - start))
         draws.append(sum(w * (counts @ num) / (counts @ den).clip(1e-12) for w, (num, den) in zip(weights, means)))
     delta = float(sum(w * num.sum() / max(den.sum(), 1e-12) for w, (num, den) in zip(weights, means)))
-    parts = [(w ** 2 * part, df) for w, (part, df) in zip(weights, map(unit_part, groups))]
+    parts = [(w**2 * part, df) for w, (part, df) in zip(weights, map(unit_part, groups))]
     return t_test(delta, parts, float(np.var(np.concatenate(draws), ddof=1)), level)
 
 
@@ -356,29 +419,42 @@ def compare(records: list[dict], rows: list[dict], model_a: str, model_b: str) -
         runs_a, runs_b = best_runs(records, rows, model_a, task), best_runs(records, rows, model_b, task)
         if runs_a and runs_b:
             metric = store.main_metric(runs_a[0])
-            out.append({"task": task, "a": model_a, "b": model_b, "metric": metric,
-                        **paired_comparison(runs_a, runs_b, metric)})
+            out.append(
+                {
+                    "task": task,
+                    "a": model_a,
+                    "b": model_b,
+                    "metric": metric,
+                    **paired_comparison(runs_a, runs_b, metric),
+                }
+            )
     return out
 
 
 def best_runs(records: list[dict], rows: list[dict], model: str, task: str) -> list[dict]:
     """The finished runs of `model` (a replicate group) on `task` at its best LR ([] when none)."""
     best = next((r["best_lr"] for r in rows if r["model"] == model and r["task"] == task), None)
-    return [r for r in records if replicate_group(r["model"]) == model and r["task"] == task and r["lr"] == best
-            and store.scored(r)]
+    return [
+        r
+        for r in records
+        if replicate_group(r["model"]) == model and r["task"] == task and r["lr"] == best and store.scored(r)
+    ]
 
 
 TARGET_HALF_WIDTH = 0.02  # the precision asked of a SC or TC mean over seeds (fractions)
 
 
-def seeds_needed(std: float, half_width: float = TARGET_HALF_WIDTH, level: float = 0.95,
-                 max_seeds: int = 1000) -> int | None:
+def seeds_needed(
+    std: float, half_width: float = TARGET_HALF_WIDTH, level: float = 0.95, max_seeds: int = 1000
+) -> int | None:
     """The fewest seeds whose Student-t CI half-width is at most `half_width` at this spread; None when unknown or more
     than `max_seeds`."""
     if not std > 0:
         return None
-    return next((n for n in range(2, max_seeds + 1)
-                 if stats.t.ppf((1 + level) / 2, n - 1) * std / math.sqrt(n) <= half_width), None)
+    return next(
+        (n for n in range(2, max_seeds + 1) if stats.t.ppf((1 + level) / 2, n - 1) * std / math.sqrt(n) <= half_width),
+        None,
+    )
 
 
 KIND_ORDER = {"single": 0, "pfs": 1, "cpt": 2, "intermediate": 3, "other": 4}
@@ -388,14 +464,22 @@ def model_order(name: str):
     """Single-objective runs (CLM first, then MLM by ratio), PFS, CPT, intermediate checkpoints, other encoders."""
     if (p := names.try_parse_name(name)) is None:
         return (KIND_ORDER["other"], "", "", 0, 0, 0, name)
-    return (KIND_ORDER[model_kind(name)], p.size, p.run_name if p.paper_step is not None else "", p.ratio or 0,
-            p.paper_step or 0, p.total_steps, name)
+    return (
+        KIND_ORDER[model_kind(name)],
+        p.size,
+        p.run_name if p.paper_step is not None else "",
+        p.ratio or 0,
+        p.paper_step or 0,
+        p.total_steps,
+        name,
+    )
 
 
 def trivial_baseline(rows: list[dict], task: str) -> float | None:
     """The task's trivial baseline test score from its summary rows, None when unknown."""
-    return next((r["trivial_baseline"] for r in rows if r["task"] == task and r.get("trivial_baseline") is not None),
-                None)
+    return next(
+        (r["trivial_baseline"] for r in rows if r["task"] == task and r.get("trivial_baseline") is not None), None
+    )
 
 
 BASELINE_TOLERANCE = 1e-9  # baselines are kept to 12 decimals: a mean this close to one is at it, not above it
@@ -412,5 +496,8 @@ def above_baseline(row: dict) -> bool | None:
 
 def at_baseline(row: dict) -> bool:
     """Whether a summary row's mean is its task's trivial baseline (within `BASELINE_TOLERANCE`)."""
-    return row.get("trivial_baseline") is not None and row.get("best_lr") is not None and \
-        abs(row["mean"] - row["trivial_baseline"]) <= BASELINE_TOLERANCE
+    return (
+        row.get("trivial_baseline") is not None
+        and row.get("best_lr") is not None
+        and abs(row["mean"] - row["trivial_baseline"]) <= BASELINE_TOLERANCE
+    )

@@ -60,8 +60,9 @@ def bench_collator(collator, examples: list[dict], batch_size: int, num_batches:
 def bench_loader(blocks, collator, batch_size: int, num_batches: int, num_workers: int) -> float:
     """Blocks per second through a real DataLoader (sequential order, as the Trainer reads it)."""
     subset = blocks.select(range(batch_size * num_batches))
-    loader = DataLoader(subset, batch_size=batch_size, sampler=SequentialSampler(subset), collate_fn=collator,
-                        num_workers=num_workers)
+    loader = DataLoader(
+        subset, batch_size=batch_size, sampler=SequentialSampler(subset), collate_fn=collator, num_workers=num_workers
+    )
     start = time.perf_counter()
     count = sum(len(batch["input_ids"]) for batch in loader)  # includes worker start-up, as in a real epoch
     return count / (time.perf_counter() - start)
@@ -71,8 +72,11 @@ def measure(args: argparse.Namespace) -> dict:
     cache_dir = Path(args.cache_dir or tempfile.mkdtemp(prefix="bench_data_"))
     corpus = load_corpus("bundle", data_dir=args.data_dir).select(range(args.num_docs))
     start = time.perf_counter()
-    tokenizer = (load_pretraining_tokenizer(args.tokenizer, objective="mlm") if args.tokenizer
-                 else train_toy_tokenizer(corpus, args.vocab_size, cache_dir / "tokenizer"))
+    tokenizer = (
+        load_pretraining_tokenizer(args.tokenizer, objective="mlm")
+        if args.tokenizer
+        else train_toy_tokenizer(corpus, args.vocab_size, cache_dir / "tokenizer")
+    )
     tokenizer_s = time.perf_counter() - start
     cached_before = set(cache_dir.glob("packed-*.arrow"))
     start = time.perf_counter()
@@ -81,10 +85,14 @@ def measure(args: argparse.Namespace) -> dict:
     num_batches = min(args.num_batches, len(blocks) // args.batch_size)
     if num_batches == 0:
         raise ValueError(f"only {len(blocks)} blocks for batch_size={args.batch_size}; raise --num_docs")
-    results = {"setup": {**vars(args), "num_blocks": len(blocks), "num_batches": num_batches, "vocab": len(tokenizer)},
-               "tokenizer_s": tokenizer_s, "build_s": build_s,
-               "build_cached": Path(blocks.cache_files[0]["filename"]) in cached_before,
-               "build_tokens_per_s": len(blocks) * args.block_size / build_s, "objectives": {}}
+    results = {
+        "setup": {**vars(args), "num_blocks": len(blocks), "num_batches": num_batches, "vocab": len(tokenizer)},
+        "tokenizer_s": tokenizer_s,
+        "build_s": build_s,
+        "build_cached": Path(blocks.cache_files[0]["filename"]) in cached_before,
+        "build_tokens_per_s": len(blocks) * args.block_size / build_s,
+        "objectives": {},
+    }
     examples = [blocks[i] for i in range(num_batches * args.batch_size)]
     for name, kwargs in OBJECTIVES.items():
         collator = PretrainingCollator(tokenizer=tokenizer, **kwargs)
@@ -98,16 +106,22 @@ def measure(args: argparse.Namespace) -> dict:
 
 def print_results(results: dict) -> None:
     setup = results["setup"]
-    print(f"setup: {setup['num_docs']} docs, vocab {setup['vocab']}, block {setup['block_size']}, "
-          f"batch {setup['batch_size']}, {setup['num_blocks']} blocks, {setup['num_batches']} batches per measurement")
+    print(
+        f"setup: {setup['num_docs']} docs, vocab {setup['vocab']}, block {setup['block_size']}, "
+        f"batch {setup['batch_size']}, {setup['num_blocks']} blocks, {setup['num_batches']} batches per measurement"
+    )
     cached = " (read from cache)" if results["build_cached"] else ""
-    print(f"tokenizer {results['tokenizer_s']:.1f} s; tokenize+pack {results['build_s']:.1f} s{cached} "
-          f"({results['build_tokens_per_s']:,.0f} tokens/s)")
+    print(
+        f"tokenizer {results['tokenizer_s']:.1f} s; tokenize+pack {results['build_s']:.1f} s{cached} "
+        f"({results['build_tokens_per_s']:,.0f} tokens/s)"
+    )
     print(f"{'objective':<16}{'collate ms/batch':>18}{'workers':>9}{'blocks/s':>12}{'tokens/s':>14}")
     for name, entry in results["objectives"].items():
         for key, loader in (item for item in entry.items() if item[0].startswith("workers=")):
-            print(f"{name:<16}{entry['collate_ms_per_batch']:>18.2f}{key.split('=')[1]:>9}"
-                  f"{loader['blocks_per_s']:>12,.0f}{loader['tokens_per_s']:>14,.0f}")
+            print(
+                f"{name:<16}{entry['collate_ms_per_batch']:>18.2f}{key.split('=')[1]:>9}"
+                f"{loader['blocks_per_s']:>12,.0f}{loader['tokens_per_s']:>14,.0f}"
+            )
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -61,25 +61,34 @@ def main(argv: list[str] | None = None) -> None:
     with on_every_finetuning(StepTimer()) as timer, tempfile.TemporaryDirectory() as tmp:
         model = build_tiny_eurobert(Path(tmp) / "tiny", build_tiny_tokenizer(data_dir))
         grid = run.GridArgs(model=str(model), tasks=args.task, lrs="1e-4,5e-4", seeds="0,1", output=f"{tmp}/results")
-        protocol = finetune_args.ProtocolArgs(max_steps=args.max_steps, max_train=args.max_train,
-                                              max_eval=args.max_eval, max_length=args.max_length,
-                                              data_dir=str(data_dir))
+        protocol = finetune_args.ProtocolArgs(
+            max_steps=args.max_steps,
+            max_train=args.max_train,
+            max_eval=args.max_eval,
+            max_length=args.max_length,
+            data_dir=str(data_dir),
+        )
         start = time.perf_counter()
         run.run_grid(grid, protocol)
         wall = time.perf_counter() - start
     outside = wall - timer.seconds
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else f"CPU ({torch.get_num_threads()} threads)"
-    print(f"device: {device}; task {args.task}; 4 runs x {args.max_steps} steps, batch 32, "
-          f"max_length {args.max_length}")
-    print(f"wall {wall:.1f} s; optimizer steps {timer.seconds:.1f} s over {timer.steps} steps "
-          f"({1000 * timer.seconds / max(timer.steps, 1):.1f} ms/step)")
+    print(
+        f"device: {device}; task {args.task}; 4 runs x {args.max_steps} steps, batch 32, max_length {args.max_length}"
+    )
+    print(
+        f"wall {wall:.1f} s; optimizer steps {timer.seconds:.1f} s over {timer.steps} steps "
+        f"({1000 * timer.seconds / max(timer.steps, 1):.1f} ms/step)"
+    )
     print(f"share of wall time outside optimizer steps: {100 * outside / wall:.1f}% (target <= 15%)")
     frozen = timed_collection()
     gc.unfreeze()
     unfrozen = timed_collection()
     gc.freeze()
-    print(f"a full collection (Trainer.train starts with one): {1000 * frozen:.1f} ms with the grid's start-up heap "
-          f"frozen, {1000 * unfrozen:.0f} ms without ({unfrozen / max(frozen, 1e-9):.0f}x)")
+    print(
+        f"a full collection (Trainer.train starts with one): {1000 * frozen:.1f} ms with the grid's start-up heap "
+        f"frozen, {1000 * unfrozen:.0f} ms without ({unfrozen / max(frozen, 1e-9):.0f}x)"
+    )
 
 
 def timed_collection() -> float:

@@ -32,9 +32,27 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 def run_grid(model: str, output: Path, workers: int, args, data_dir: Path, threads: int | None = None) -> float:
     """Wall seconds of one `evaluation.run` command line with `workers` workers (one worker: `threads` CPU threads,
     default every core)."""
-    command = [sys.executable, "-m", "evaluation.run", "--model", model, "--tasks", args.tasks, "--lrs", args.lrs,
-               "--seeds", args.seeds, "--output", str(output), "--workers", str(workers), "--data_dir", str(data_dir),
-               "--max_eval", str(args.max_eval)]
+    command = [
+        sys.executable,
+        "-m",
+        "evaluation.run",
+        "--model",
+        model,
+        "--tasks",
+        args.tasks,
+        "--lrs",
+        args.lrs,
+        "--seeds",
+        args.seeds,
+        "--output",
+        str(output),
+        "--workers",
+        str(workers),
+        "--data_dir",
+        str(data_dir),
+        "--max_eval",
+        str(args.max_eval),
+    ]
     for flag in ("max_train", "max_steps", "max_length"):  # 0: the command's own default
         command += [f"--{flag}", str(getattr(args, flag))] if getattr(args, flag) else []
     # One grid process gets every core (an inherited OMP_NUM_THREADS=1 would handicap it); workers get cores // N.
@@ -49,8 +67,10 @@ def run_grid(model: str, output: Path, workers: int, args, data_dir: Path, threa
 
 def scores(output: Path) -> dict:
     """{result file: (validation, test, per-instance records)} of a results folder."""
-    return {str(p.relative_to(output)): [json.loads(p.read_text())[k] for k in ("validation", "test", "per_instance")]
-            for p in store.result_files(output)}
+    return {
+        str(p.relative_to(output)): [json.loads(p.read_text())[k] for k in ("validation", "test", "per_instance")]
+        for p in store.result_files(output)
+    }
 
 
 def random_model(output_dir: Path, args, data_dir: Path) -> Path:
@@ -63,8 +83,13 @@ def random_model(output_dir: Path, args, data_dir: Path) -> Path:
 
     tokenizer = build_tiny_tokenizer(data_dir)
     config = modeling_eurobert.load_architecture(
-        args.architecture, vocab_size=max(args.vocab_size or 0, len(tokenizer)), bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, mask_token_id=tokenizer.mask_token_id)
+        args.architecture,
+        vocab_size=max(args.vocab_size or 0, len(tokenizer)),
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        mask_token_id=tokenizer.mask_token_id,
+    )
     torch.manual_seed(0)
     modeling_eurobert.EuroBertClmMlmForMaskedLM(config).save_pretrained(output_dir)
     tokenizer.save_pretrained(output_dir)
@@ -82,15 +107,31 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max_train", type=int, default=20000, help="0: the whole training split")
     parser.add_argument("--max_eval", type=int, default=500)
     parser.add_argument("--max_length", type=int, default=128, help="0: 99%% of the model's positions")
-    parser.add_argument("--single_thread", action="store_true", help="also time one worker with one CPU thread "
-                        "(on a busy machine, two threads of one process can wait on each other far more than two "
-                        "single-thread workers do)")
-    parser.add_argument("--repeat", type=int, default=1, help="measure every worker count this many times, "
-                        "interleaved; the median wall time is reported (shared machines are noisy)")
-    parser.add_argument("--architecture", default="tiny",
-                        help="without --model: a random model of this architecture (with the tests' small tokenizer)")
-    parser.add_argument("--vocab_size", type=int, default=None,
-                        help="without --model: the model's vocabulary size (paper: 128256; default the tokenizer's)")
+    parser.add_argument(
+        "--single_thread",
+        action="store_true",
+        help="also time one worker with one CPU thread "
+        "(on a busy machine, two threads of one process can wait on each other far more than two "
+        "single-thread workers do)",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="measure every worker count this many times, "
+        "interleaved; the median wall time is reported (shared machines are noisy)",
+    )
+    parser.add_argument(
+        "--architecture",
+        default="tiny",
+        help="without --model: a random model of this architecture (with the tests' small tokenizer)",
+    )
+    parser.add_argument(
+        "--vocab_size",
+        type=int,
+        default=None,
+        help="without --model: the model's vocabulary size (paper: 128256; default the tokenizer's)",
+    )
     parser.add_argument("--json", default=None, help="also write the figures to this JSON file")
     parser.add_argument("--data_dir", default=None)
     return parser
@@ -108,9 +149,11 @@ def main(argv: list[str] | None = None) -> dict:
 
         cpu = f"CPU, {len(os.sched_getaffinity(0))} cores"
         device = torch.cuda.get_device_name() if torch.cuda.is_available() else cpu
-        print(f"device: {device}; model {args.model or args.architecture + ' architecture'}; tasks {args.tasks}; "
-              f"{n_runs} runs of {args.max_steps or 'the task budget'} steps, batch 32, max_length "
-              f"{args.max_length or 'default'}")
+        print(
+            f"device: {device}; model {args.model or args.architecture + ' architecture'}; tasks {args.tasks}; "
+            f"{n_runs} runs of {args.max_steps or 'the task budget'} steps, batch 32, max_length "
+            f"{args.max_length or 'default'}"
+        )
         walls, results = {setting: [] for setting in settings}, {}
         for attempt in range(args.repeat):
             for workers, threads in settings:
@@ -118,22 +161,38 @@ def main(argv: list[str] | None = None) -> dict:
                 walls[(workers, threads)].append(run_grid(model, output, workers, args, data_dir, threads))
                 results[(workers, threads, attempt)] = scores(output)
         base, reference = None, results[(*settings[0], 0)]
-        figures = {"device": device, "model": args.model or f"random {args.architecture}", "runs": n_runs,
-                   "settings": vars(args), "rows": []}
+        figures = {
+            "device": device,
+            "model": args.model or f"random {args.architecture}",
+            "runs": n_runs,
+            "settings": vars(args),
+            "rows": [],
+        }
         for workers, threads in settings:
             wall = statistics.median(walls[(workers, threads)])
             rate = n_runs / wall * 3600
             base = base or rate
             same = all(r == reference for (n, t, _), r in results.items() if (n, t) == (workers, threads))
             label = f"--workers {workers}" + (" (1 thread)" if threads else "")
-            print(f"{label:<22}: {wall:7.1f} s wall (median of "
-                  f"{', '.join(f'{w:.1f}' for w in walls[(workers, threads)])}), {rate:8.1f} runs/hour "
-                  f"({rate / base:.2f}x), results {'identical' if same else 'DIFFERENT'} to the first row's")
-            figures["rows"].append({"workers": workers, "threads": threads, "wall_s": wall, "runs_per_hour": rate,
-                                    "results_identical": same})
+            print(
+                f"{label:<22}: {wall:7.1f} s wall (median of "
+                f"{', '.join(f'{w:.1f}' for w in walls[(workers, threads)])}), {rate:8.1f} runs/hour "
+                f"({rate / base:.2f}x), results {'identical' if same else 'DIFFERENT'} to the first row's"
+            )
+            figures["rows"].append(
+                {
+                    "workers": workers,
+                    "threads": threads,
+                    "wall_s": wall,
+                    "runs_per_hour": rate,
+                    "results_identical": same,
+                }
+            )
     best = figures["best"] = max(figures["rows"], key=lambda row: row["runs_per_hour"])
-    print(f"best: --workers {best['workers']}, {best['runs_per_hour']:.1f} runs/hour "
-          f"({best['runs_per_hour'] / figures['rows'][0]['runs_per_hour']:.2f}x the first row)")
+    print(
+        f"best: --workers {best['workers']}, {best['runs_per_hour']:.1f} runs/hour "
+        f"({best['runs_per_hour'] / figures['rows'][0]['runs_per_hour']:.2f}x the first row)"
+    )
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(figures, indent=2))

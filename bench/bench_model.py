@@ -45,8 +45,12 @@ from pretraining.trainer import compile_decoder_layers
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add = parser.add_argument
-    add("--checkpoint", default=None, help="a checkpoint of ours (a converted decoder): its shapes and weights instead "
-        "of --vocab/--hidden/--layers/--heads/--kv_heads")
+    add(
+        "--checkpoint",
+        default=None,
+        help="a checkpoint of ours (a converted decoder): its shapes and weights instead "
+        "of --vocab/--hidden/--layers/--heads/--kv_heads",
+    )
     add("--vocab", type=int, default=32768, help="vocabulary size")
     add("--hidden", type=int, default=256, help="hidden size")
     add("--layers", type=int, default=8, help="transformer layers")
@@ -60,26 +64,57 @@ def make_parser() -> argparse.ArgumentParser:
     add("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     add("--dtype", default="float32", choices=["float32", "bfloat16"], help="autocast dtype (weights stay fp32)")
     add("--threads", type=int, default=1, help="torch CPU threads (1: see the note on shared cores)")
-    add("--clock", default="auto", choices=["auto", "wall", "cpu"],
-        help="step timer; auto = process CPU time on CPU with 1 thread, else wall time (synchronised on CUDA)")
+    add(
+        "--clock",
+        default="auto",
+        choices=["auto", "wall", "cpu"],
+        help="step timer; auto = process CPU time on CPU with 1 thread, else wall time (synchronised on CUDA)",
+    )
     add("--attn", default="sdpa", help="attn_implementation for every model")
     add("--pairs", default="mlm,clm", help="which pairs to time: mlm, clm or both")
-    add("--compile", default="none", choices=["none", "regional"],
-        help="regional: also time our models with every decoder layer compiled, beside the eager ones")
-    add("--mfu", default="auto", choices=["auto", "on", "off"],
-        help="report an architecture's bf16 MFU (MLM 40%%); auto = only on CUDA")
-    add("--mfu_architecture", default="210m",
-        help="architectures for the MFU runs, comma-separated (tiny: a quick CPU smoke check)")
+    add(
+        "--compile",
+        default="none",
+        choices=["none", "regional"],
+        help="regional: also time our models with every decoder layer compiled, beside the eager ones",
+    )
+    add(
+        "--mfu",
+        default="auto",
+        choices=["auto", "on", "off"],
+        help="report an architecture's bf16 MFU (MLM 40%%); auto = only on CUDA",
+    )
+    add(
+        "--mfu_architecture",
+        default="210m",
+        help="architectures for the MFU runs, comma-separated (tiny: a quick CPU smoke check)",
+    )
     add("--mfu_seq", type=int, default=2048, help="sequence length of the MFU runs")
-    add("--mfu_batch", default="8", help="micro-batches of the MFU runs, comma-separated; max = the largest multiple "
-        "of 8 that fits in --memory_gb (extrapolated from the eager peaks of the others)")
-    add("--memory_gb", type=float, default=None,
-        help="cap CUDA memory at this many GB (80: an H100's memory, on an H200); the bound of --mfu_batch max")
-    add("--compile_table", default="on", choices=["on", "off"],
-        help="with --compile regional: the eager vs compiled table at the pair config (off: MFU rows only)")
+    add(
+        "--mfu_batch",
+        default="8",
+        help="micro-batches of the MFU runs, comma-separated; max = the largest multiple "
+        "of 8 that fits in --memory_gb (extrapolated from the eager peaks of the others)",
+    )
+    add(
+        "--memory_gb",
+        type=float,
+        default=None,
+        help="cap CUDA memory at this many GB (80: an H100's memory, on an H200); the bound of --mfu_batch max",
+    )
+    add(
+        "--compile_table",
+        default="on",
+        choices=["on", "off"],
+        help="with --compile regional: the eager vs compiled table at the pair config (off: MFU rows only)",
+    )
     add("--json", default=None, help="also write the figures to this JSON file (rewritten after each measurement)")
-    add("--peak_size", type=int, default=None, help="side of the square matmul timed as the peak (default: 8192 on "
-        "CUDA, 2048 on CPU)")
+    add(
+        "--peak_size",
+        type=int,
+        default=None,
+        help="side of the square matmul timed as the peak (default: 8192 on CUDA, 2048 on CPU)",
+    )
     return parser
 
 
@@ -87,9 +122,18 @@ def bench_config(args) -> EuroBertClmMlmConfig:
     if args.checkpoint:
         return EuroBertClmMlmConfig.from_pretrained(args.checkpoint)
     return EuroBertClmMlmConfig(
-        vocab_size=args.vocab, hidden_size=args.hidden, intermediate_size=4 * args.hidden,
-        num_hidden_layers=args.layers, num_attention_heads=args.heads, num_key_value_heads=args.kv_heads,
-        max_position_embeddings=max(args.seq, 2048), pad_token_id=3, bos_token_id=0, eos_token_id=1, mask_token_id=2)
+        vocab_size=args.vocab,
+        hidden_size=args.hidden,
+        intermediate_size=4 * args.hidden,
+        num_hidden_layers=args.layers,
+        num_attention_heads=args.heads,
+        num_key_value_heads=args.kv_heads,
+        max_position_embeddings=max(args.seq, 2048),
+        pad_token_id=3,
+        bos_token_id=0,
+        eos_token_id=1,
+        mask_token_id=2,
+    )
 
 
 def build_pair(kind: str, config: EuroBertClmMlmConfig, args) -> dict[str, torch.nn.Module]:
@@ -114,8 +158,9 @@ def build_pair(kind: str, config: EuroBertClmMlmConfig, args) -> dict[str, torch
     return models
 
 
-def make_batch(kind: str, config, batch: int, seq: int, mask_ratio: float, device,
-               fixed_shape: bool = False) -> dict[str, torch.Tensor]:
+def make_batch(
+    kind: str, config, batch: int, seq: int, mask_ratio: float, device, fixed_shape: bool = False
+) -> dict[str, torch.Tensor]:
     """Random ids; MLM masks `mask_ratio` of them and labels only those (`fixed_shape`: with the `mlm_positions` of
     the recipe's `mlm_fixed_shape`), CLM labels all."""
     generator = torch.Generator().manual_seed(0)
@@ -169,8 +214,10 @@ def matmul_peak(device: str, dtype: torch.dtype, size: int, timer, repeats: int 
 
 def time_pair(models: dict, batch: dict, args, dtype) -> dict[str, list[float]]:
     """Interleave the models step by step (ABAB...) so machine noise hits both alike; drop warmup steps."""
-    optimizers = {name: torch.optim.AdamW(m.parameters(), lr=1e-4, betas=(0.9, 0.95), eps=1e-5, weight_decay=0.1,
-                                          fused=True) for name, m in models.items()}
+    optimizers = {
+        name: torch.optim.AdamW(m.parameters(), lr=1e-4, betas=(0.9, 0.95), eps=1e-5, weight_decay=0.1, fused=True)
+        for name, m in models.items()
+    }
     times = {name: [] for name in models}
     for step in range(args.warmup + args.steps):
         for name, model in models.items():
@@ -184,15 +231,22 @@ def report_pair(kind, models, times, config, args, peak) -> dict[str, float]:
     """Print one row per model; return the ours / reference throughput ratios (best step and median step)."""
     tokens = args.batch * args.seq
     projected = {"mlm": round(tokens * args.mask_ratio), "clm": args.batch * (args.seq - 1)}[kind]
-    flops = [flops_per_step(config, tokens, counted, args.seq)  # the native MLM head projects every token
-             for counted in (projected, tokens if kind == "mlm" else projected)]
+    flops = [
+        flops_per_step(config, tokens, counted, args.seq)  # the native MLM head projects every token
+        for counted in (projected, tokens if kind == "mlm" else projected)
+    ]
     for name, step_flops in zip(models, flops):
         best, median = min(times[name]), statistics.median(times[name])
-        print(f"| {name:<28} | {tokens / best:>10,.0f} | {1e3 * best:>9.1f} | {1e3 * median:>9.1f} "
-              f"| {step_flops / best / 1e9:>9.1f} | {100 * step_flops / best / peak:>6.1f}% |")
+        print(
+            f"| {name:<28} | {tokens / best:>10,.0f} | {1e3 * best:>9.1f} | {1e3 * median:>9.1f} "
+            f"| {step_flops / best / 1e9:>9.1f} | {100 * step_flops / best / peak:>6.1f}% |"
+        )
     ours, reference = (times[name] for name in models)
-    return {"best": min(reference) / min(ours), "median": statistics.median(reference) / statistics.median(ours),
-            "flops": flops[1] / flops[0]}
+    return {
+        "best": min(reference) / min(ours),
+        "median": statistics.median(reference) / statistics.median(ours),
+        "flops": flops[1] / flops[0],
+    }
 
 
 def report_compile(config, args, dtype, peak) -> dict[str, float]:
@@ -215,16 +269,22 @@ def report_compile(config, args, dtype, peak) -> dict[str, float]:
         flops = flops_per_step(config, tokens, projected, args.seq)
         for name in models:
             best, median = min(times[name]), statistics.median(times[name])
-            print(f"| {name:<36} | {tokens / best:>10,.0f} | {1e3 * best:>9.1f} | {1e3 * median:>9.1f} "
-                  f"| {flops / best / 1e9:>9.1f} | {100 * flops / best / peak:>6.1f}% |")
+            print(
+                f"| {name:<36} | {tokens / best:>10,.0f} | {1e3 * best:>9.1f} | {1e3 * median:>9.1f} "
+                f"| {flops / best / 1e9:>9.1f} | {100 * flops / best / peak:>6.1f}% |"
+            )
         eager_times, compiled_times = times.values()
-        ratios[kind] = {"best": min(eager_times) / min(compiled_times),
-                        "median": statistics.median(eager_times) / statistics.median(compiled_times)}
+        ratios[kind] = {
+            "best": min(eager_times) / min(compiled_times),
+            "median": statistics.median(eager_times) / statistics.median(compiled_times),
+        }
         del models, eager
     print()
     for kind, ratio in ratios.items():
-        print(f"{kind.upper()} throughput regional compile / eager: {ratio['best']:.2f}x on best steps, "
-              f"{ratio['median']:.2f}x on medians")
+        print(
+            f"{kind.upper()} throughput regional compile / eager: {ratio['best']:.2f}x on best steps, "
+            f"{ratio['median']:.2f}x on medians"
+        )
     return ratios
 
 
@@ -263,8 +323,11 @@ def mfu_row(config, architecture: str, mode: str, batch_size: int, attn: str, ar
         times = time_pair({"model": model}, batch, run, torch.bfloat16)["model"]
         memory_gb = torch.cuda.max_memory_allocated() / 1e9 if on_gpu else None
     except Exception as error:
-        row["error"] = ("out of memory" if isinstance(error, torch.OutOfMemoryError)
-                        else f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}")
+        row["error"] = (
+            "out of memory"
+            if isinstance(error, torch.OutOfMemoryError)
+            else f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+        )
         return row
     finally:
         del model
@@ -273,22 +336,32 @@ def mfu_row(config, architecture: str, mode: str, batch_size: int, attn: str, ar
     tokens, best = run.batch * run.seq, min(times)
     flops = flops_per_step(config, tokens, round(tokens * args.mask_ratio), run.seq)
     spec = bf16_peak_flops(torch.cuda.get_device_name()) if on_gpu else None
-    row.update(tokens_per_s=tokens / best, step_ms_best=1e3 * best, step_ms_median=1e3 * statistics.median(times),
-               tflops=flops / best / 1e12, mfu=flops / best / spec if spec else None,
-               share_of_measured_peak=flops / best / peak, peak_memory_gb=memory_gb)
+    row.update(
+        tokens_per_s=tokens / best,
+        step_ms_best=1e3 * best,
+        step_ms_median=1e3 * statistics.median(times),
+        tflops=flops / best / 1e12,
+        mfu=flops / best / spec if spec else None,
+        share_of_measured_peak=flops / best / peak,
+        peak_memory_gb=memory_gb,
+    )
     return row
 
 
 def print_mfu_row(row: dict) -> None:
-    where = f"{row['architecture']} architecture, {row['mode']}, MLM 40%, bf16 autocast, {row['attn']}, " \
-            f"batch {row['batch']} x {row['seq']}"
+    where = (
+        f"{row['architecture']} architecture, {row['mode']}, MLM 40%, bf16 autocast, {row['attn']}, "
+        f"batch {row['batch']} x {row['seq']}"
+    )
     if "error" in row:
         print(f"{where}: {row['error']}")
         return
     mfu = f"MFU {100 * row['mfu']:.1f}% of the bf16 spec peak, " if row["mfu"] is not None else ""
     memory = f", peak memory {row['peak_memory_gb']:.1f} GB" if row["peak_memory_gb"] is not None else ""
-    print(f"{where}: {row['tokens_per_s']:,.0f} tokens/s, {row['tflops']:.2f} TFLOP/s, {mfu}"
-          f"{100 * row['share_of_measured_peak']:.1f}% of the measured bf16 matmul peak{memory}")
+    print(
+        f"{where}: {row['tokens_per_s']:,.0f} tokens/s, {row['tflops']:.2f} TFLOP/s, {mfu}"
+        f"{100 * row['share_of_measured_peak']:.1f}% of the measured bf16 matmul peak{memory}"
+    )
 
 
 def report_mfu(args, peak: float, figures: dict) -> None:
@@ -319,8 +392,11 @@ def report_mfu(args, peak: float, figures: dict) -> None:
             if mode == "eager" and "max" in batches:
                 largest = fitting_batch(peaks, args.memory_gb * 1e9) if args.memory_gb else None
                 if largest is None or largest <= max(numbered, default=0):
-                    why = (f"no multiple of 8 above {max(numbered, default=0)} fits in {args.memory_gb} GB"
-                           if largest else "needs the CUDA peak memory of two numbered batches and --memory_gb")
+                    why = (
+                        f"no multiple of 8 above {max(numbered, default=0)} fits in {args.memory_gb} GB"
+                        if largest
+                        else "needs the CUDA peak memory of two numbered batches and --memory_gb"
+                    )
                     rows.append({"architecture": architecture, "mode": "eager", "batch": "max", "error": why})
                     print(f"{architecture} architecture, largest batch: {why}")
                     largest = None
@@ -341,8 +417,10 @@ def report_mfu(args, peak: float, figures: dict) -> None:
         for (mode, batch_size), row in done.items():
             eager = done.get(("eager", batch_size))
             if mode == "regional" and eager:
-                print(f"{architecture} batch {batch_size} regional compile / eager: "
-                      f"{eager['step_ms_best'] / row['step_ms_best']:.2f}x")
+                print(
+                    f"{architecture} batch {batch_size} regional compile / eager: "
+                    f"{eager['step_ms_best'] / row['step_ms_best']:.2f}x"
+                )
 
 
 def write_json(path: str | None, figures: dict) -> None:
@@ -369,20 +447,34 @@ def main(argv: list[str] | None = None) -> dict:
     config = bench_config(args)
     n_head, n_all = config.vocab_size * config.hidden_size, EuroBertClmMlmForMaskedLM(config).num_parameters()
     device = torch.cuda.get_device_name() if on_gpu else "cpu"
-    figures = {"setup": {"torch": torch.__version__, "transformers": transformers.__version__, "device": device,
-                         "argv": sys.argv[1:] if argv is None else argv, "matmul_peak_tflops": peak / 1e12,
-                         "matmul_peak_dtype": "bfloat16" if on_gpu else "float32"}}
-    print(f"torch {torch.__version__}, transformers {transformers.__version__}, device {args.device}, "
-          f"threads {torch.get_num_threads()}, autocast {args.dtype}, attn {args.attn}, "
-          f"clock {'process CPU time' if cpu_clock else 'wall time'}")
-    print(f"config: vocab {config.vocab_size}, hidden {config.hidden_size}, layers {config.num_hidden_layers}, "
-          f"batch {args.batch} x seq {args.seq}; {n_all / 1e6:.1f}M params, LM head {100 * n_head / n_all:.0f}%")
-    print(f"matmul peak ({'bf16' if on_gpu else 'fp32'}): {peak / 1e9:.1f} GFLOP/s; steps {args.steps} timed "
-          f"(+{args.warmup} warmup) per model; tokens/s and GFLOP/s from the best step\n")
+    figures = {
+        "setup": {
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "device": device,
+            "argv": sys.argv[1:] if argv is None else argv,
+            "matmul_peak_tflops": peak / 1e12,
+            "matmul_peak_dtype": "bfloat16" if on_gpu else "float32",
+        }
+    }
+    print(
+        f"torch {torch.__version__}, transformers {transformers.__version__}, device {args.device}, "
+        f"threads {torch.get_num_threads()}, autocast {args.dtype}, attn {args.attn}, "
+        f"clock {'process CPU time' if cpu_clock else 'wall time'}"
+    )
+    print(
+        f"config: vocab {config.vocab_size}, hidden {config.hidden_size}, layers {config.num_hidden_layers}, "
+        f"batch {args.batch} x seq {args.seq}; {n_all / 1e6:.1f}M params, LM head {100 * n_head / n_all:.0f}%"
+    )
+    print(
+        f"matmul peak ({'bf16' if on_gpu else 'fp32'}): {peak / 1e9:.1f} GFLOP/s; steps {args.steps} timed "
+        f"(+{args.warmup} warmup) per model; tokens/s and GFLOP/s from the best step\n"
+    )
     ratios = figures["pairs"] = {}
     if cli.split_list(args.pairs):
-        print(f"| {'model':<28} | {'tokens/s':>10} | {'best ms':>9} | {'median ms':>9} | {'GFLOP/s':>9} "
-              f"| {'%peak':>7} |")
+        print(
+            f"| {'model':<28} | {'tokens/s':>10} | {'best ms':>9} | {'median ms':>9} | {'GFLOP/s':>9} | {'%peak':>7} |"
+        )
         print(f"|{'-' * 30}|{'-' * 12}|{'-' * 11}|{'-' * 11}|{'-' * 11}|{'-' * 9}|")
     for kind in cli.split_list(args.pairs):
         models = build_pair(kind, config, args)
@@ -394,8 +486,10 @@ def main(argv: list[str] | None = None) -> dict:
     targets = {"mlm": 1.8, "clm": 1.0}
     for kind, ratio in ratios.items():
         verdict = "meets" if ratio["best"] >= targets[kind] else "BELOW"
-        print(f"{kind.upper()} throughput ours / reference: {ratio['best']:.2f}x on best steps, {ratio['median']:.2f}x "
-              f"on medians ({verdict} the {targets[kind]}x target); FLOP ratio {ratio['flops']:.2f}x")
+        print(
+            f"{kind.upper()} throughput ours / reference: {ratio['best']:.2f}x on best steps, {ratio['median']:.2f}x "
+            f"on medians ({verdict} the {targets[kind]}x target); FLOP ratio {ratio['flops']:.2f}x"
+        )
     if args.compile == "regional" and args.compile_table == "on":
         figures["compile"] = report_compile(config, args, dtype, peak)
         write_json(args.json, figures)

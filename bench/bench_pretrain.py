@@ -39,8 +39,12 @@ def make_parser() -> argparse.ArgumentParser:
     add("--batch_size", type=int, default=8, help="micro-batch (per_device_train_batch_size)")
     add("--accumulation", type=int, default=1, help="gradient_accumulation_steps")
     add("--max_docs", type=int, default=2000)
-    add("--vocab_size", type=int, default=None,
-        help="pad the toy BPE (8192) to this vocabulary (paper: 128256); default: the config's tokenizer setting")
+    add(
+        "--vocab_size",
+        type=int,
+        default=None,
+        help="pad the toy BPE (8192) to this vocabulary (paper: 128256); default: the config's tokenizer setting",
+    )
     add("--compare_eager", action="store_true", help="also run each run with compile: none and compare the losses")
     add("--loss_rtol", type=float, default=0.01, help="largest relative loss difference accepted by --compare_eager")
     add("--cache_dir", default=".cache/pretrain")
@@ -82,31 +86,75 @@ def bench(name: str, args, extra: list[str], output_dir: Path, eager: bool = Fal
     import torch
     from torch._dynamo.utils import counters
 
-    argv = ["--config", args.config, "--output_dir", str(output_dir), "--data_cache_dir", args.cache_dir,
-            "--corpus_source", "bundle", "--corpus_name", "null", "--global_batch_size", "null",
-            "--max_docs", str(args.max_docs), "--block_size", str(args.block_size),
-            "--per_device_train_batch_size", str(args.batch_size), "--gradient_accumulation_steps",
-            str(args.accumulation), "--max_steps", str(args.steps), "--logging_steps", str(args.log_every),
-            "--intermediate_steps", str(args.steps), "--report_to", "none", "--disable_tqdm", "true",
-            # the config's schedule (2,000 warmup and decay steps) scaled to the benchmark's steps: same throughput
-            "--warmup_steps", str(max(1, args.steps // 10)),
-            "--lr_scheduler_kwargs", json.dumps({"num_decay_steps": max(1, args.steps // 10), "decay_type": "linear"}),
-            "--save_strategy", "no", *RUNS[name](args.steps), *extra, *(["--compile", "none"] if eager else []),
-            *(["--data_dir", args.data_dir] if args.data_dir else []), "--tokenizer_name_or_path", args.tokenizer]
+    argv = [
+        "--config",
+        args.config,
+        "--output_dir",
+        str(output_dir),
+        "--data_cache_dir",
+        args.cache_dir,
+        "--corpus_source",
+        "bundle",
+        "--corpus_name",
+        "null",
+        "--global_batch_size",
+        "null",
+        "--max_docs",
+        str(args.max_docs),
+        "--block_size",
+        str(args.block_size),
+        "--per_device_train_batch_size",
+        str(args.batch_size),
+        "--gradient_accumulation_steps",
+        str(args.accumulation),
+        "--max_steps",
+        str(args.steps),
+        "--logging_steps",
+        str(args.log_every),
+        "--intermediate_steps",
+        str(args.steps),
+        "--report_to",
+        "none",
+        "--disable_tqdm",
+        "true",
+        # the config's schedule (2,000 warmup and decay steps) scaled to the benchmark's steps: same throughput
+        "--warmup_steps",
+        str(max(1, args.steps // 10)),
+        "--lr_scheduler_kwargs",
+        json.dumps({"num_decay_steps": max(1, args.steps // 10), "decay_type": "linear"}),
+        "--save_strategy",
+        "no",
+        *RUNS[name](args.steps),
+        *extra,
+        *(["--compile", "none"] if eager else []),
+        *(["--data_dir", args.data_dir] if args.data_dir else []),
+        "--tokenizer_name_or_path",
+        args.tokenizer,
+    ]
     run_args, training_args = pretrain.make_parser().parse_args_and_config(argv)
     torch._dynamo.reset()  # count this run's compiles only
     counters.clear()
     trainer = pretrain.pretrain(run_args, training_args)
     logs = [log for log in trainer.state.log_history if "tokens_per_second" in log]
     steady = [log for phase in phases(logs, run_args.switch_step) for log in phase[1:]]
-    return {"compile": run_args.compile, "mlm_fixed_shape": run_args.mlm_fixed_shape, "bf16": training_args.bf16,
-            "switch_step": run_args.switch_step,
-            "windows": [{key: log.get(key) for key in ("step", "loss", "tokens_per_second", "mfu", "data_time_share",
-                                                       "mlm_overflow_batches")} for log in logs],
-            "tokens_per_second": mean([log["tokens_per_second"] for log in steady]),
-            "mfu": mean([log["mfu"] for log in steady if "mfu" in log]),
-            "data_time_share": mean([log["data_time_share"] for log in steady]),
-            "frames_compiled": counters["frames"]["ok"], "graph_breaks": sum(counters["graph_break"].values())}
+    return {
+        "compile": run_args.compile,
+        "mlm_fixed_shape": run_args.mlm_fixed_shape,
+        "bf16": training_args.bf16,
+        "switch_step": run_args.switch_step,
+        "windows": [
+            {
+                key: log.get(key)
+                for key in ("step", "loss", "tokens_per_second", "mfu", "data_time_share", "mlm_overflow_batches")
+            }
+            for log in logs
+        ],
+        "tokens_per_second": mean([log["tokens_per_second"] for log in steady]),
+        "mfu": mean([log["mfu"] for log in steady if "mfu" in log]),
+        "data_time_share": mean([log["data_time_share"] for log in steady]),
+        "frames_compiled": counters["frames"]["ok"],
+        "graph_breaks": sum(counters["graph_break"].values()),
+    }
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -132,14 +180,18 @@ def main(argv: list[str] | None = None) -> dict:
             print(f"{name:8s} no window after the first of each objective: raise --steps or lower --log_every")
             continue
         mfu = f", MFU {100 * r['mfu']:.1f}%" if r["mfu"] is not None else ""
-        line = (f"{name:8s} compile {r['compile']}: {r['tokens_per_second']:10.0f} tokens/s{mfu}, data pipeline "
-                f"{100 * r['data_time_share']:.2f}% of step time, {r['frames_compiled']} frames compiled, "
-                f"{r['graph_breaks']} graph breaks")
+        line = (
+            f"{name:8s} compile {r['compile']}: {r['tokens_per_second']:10.0f} tokens/s{mfu}, data pipeline "
+            f"{100 * r['data_time_share']:.2f}% of step time, {r['frames_compiled']} frames compiled, "
+            f"{r['graph_breaks']} graph breaks"
+        )
         if "eager" in r:
             e = r["eager"]
             speedup = r["tokens_per_second"] / e["tokens_per_second"] if e["tokens_per_second"] else float("nan")
-            line += (f"; eager {e['tokens_per_second'] or 0:.0f} tokens/s ({speedup:.2f}x), losses "
-                     f"{'match' if r['losses_match'] else 'DIFFER'} (max rel diff {r['loss_max_rel_diff']:.2e})")
+            line += (
+                f"; eager {e['tokens_per_second'] or 0:.0f} tokens/s ({speedup:.2f}x), losses "
+                f"{'match' if r['losses_match'] else 'DIFFER'} (max rel diff {r['loss_max_rel_diff']:.2e})"
+            )
         print(line)
     return figures
 

@@ -25,9 +25,17 @@ PUBLISHED_SCIFACT_NDCG10 = 0.6451  # sentence-transformers/all-MiniLM-L6-v2, MTE
 def minilm_scifact(model_dir: Path, dry_run: bool) -> dict:
     from evaluation import metrics, mteb
 
-    argv = ["--model", f"all-minilm-l6-v2={model_dir}", "--tasks", "scifact",
-            "--ir_corpus", "judged" if dry_run else "full", "--output", tempfile.mkdtemp(prefix="bench-real-"),
-            *(["--max_eval", "10"] if dry_run else [])]
+    argv = [
+        "--model",
+        f"all-minilm-l6-v2={model_dir}",
+        "--tasks",
+        "scifact",
+        "--ir_corpus",
+        "judged" if dry_run else "full",
+        "--output",
+        tempfile.mkdtemp(prefix="bench-real-"),
+        *(["--max_eval", "10"] if dry_run else []),
+    ]
     (args,) = mteb.make_parser().parse_args_into_dataclasses(args=argv)
     (job,) = mteb.list_jobs(args)
     started = time.perf_counter()
@@ -35,10 +43,16 @@ def minilm_scifact(model_dir: Path, dry_run: bool) -> dict:
     evaluated = mteb.evaluate(encoder, job.target, args.batch_size)
     ours = metrics.retrieval_scores(evaluated["run"], evaluated["qrels"])["ndcg@10"]
     theirs = evaluated["scores"]["ndcg_at_10"]
-    return {"queries": len(evaluated["qrels"]), "documents": evaluated["corpus_size"], "mteb_ndcg@10": theirs,
-            "project_ndcg@10": ours, "published_ndcg@10": PUBLISHED_SCIFACT_NDCG10,
-            "mteb_minus_published": theirs - PUBLISHED_SCIFACT_NDCG10,
-            "project_minus_mteb": ours - theirs, "seconds": round(time.perf_counter() - started, 1)}
+    return {
+        "queries": len(evaluated["qrels"]),
+        "documents": evaluated["corpus_size"],
+        "mteb_ndcg@10": theirs,
+        "project_ndcg@10": ours,
+        "published_ndcg@10": PUBLISHED_SCIFACT_NDCG10,
+        "mteb_minus_published": theirs - PUBLISHED_SCIFACT_NDCG10,
+        "project_minus_mteb": ours - theirs,
+        "seconds": round(time.perf_counter() - started, 1),
+    }
 
 
 def throughput(converted: Path, dry_run: bool) -> dict:
@@ -46,9 +60,26 @@ def throughput(converted: Path, dry_run: bool) -> dict:
 
     if dry_run:  # the checkpoint's widths and vocabulary, 2 random layers: one step of each pair, in seconds
         config = json.loads((converted / "config.json").read_text())
-        shape = ["--vocab", str(config["vocab_size"]), "--hidden", str(config["hidden_size"]), "--layers", "2",
-                 "--heads", str(config["num_attention_heads"]), "--kv_heads", str(config["num_key_value_heads"]),
-                 "--batch", "1", "--seq", "32", "--steps", "1", "--warmup", "0"]
+        shape = [
+            "--vocab",
+            str(config["vocab_size"]),
+            "--hidden",
+            str(config["hidden_size"]),
+            "--layers",
+            "2",
+            "--heads",
+            str(config["num_attention_heads"]),
+            "--kv_heads",
+            str(config["num_key_value_heads"]),
+            "--batch",
+            "1",
+            "--seq",
+            "32",
+            "--steps",
+            "1",
+            "--warmup",
+            "0",
+        ]
     else:
         shape = ["--checkpoint", str(converted), "--batch", "4", "--seq", "128", "--steps", "3", "--warmup", "1"]
     figures = bench_model.main(["--threads", "2", "--clock", "wall", *shape])
@@ -58,8 +89,12 @@ def throughput(converted: Path, dry_run: bool) -> dict:
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--real_models", required=True, help="the folder of `python -m recipes.real_models`")
-    parser.add_argument("--converted", default=None, help="SmolLM2 converted by modeling_eurobert.convert (default: "
-                        "converted now into <real_models>/smollm2-135m-eurobert)")
+    parser.add_argument(
+        "--converted",
+        default=None,
+        help="SmolLM2 converted by modeling_eurobert.convert (default: "
+        "converted now into <real_models>/smollm2-135m-eurobert)",
+    )
     parser.add_argument("--sections", default="minilm_scifact,throughput")
     parser.add_argument("--dry_run", action="store_true")
     parser.add_argument("--json", default=None)

@@ -42,8 +42,12 @@ print(json.dumps({"load_seconds": round(seconds, 1), "weights_equal": same and l
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add = parser.add_argument
-    add("--sizes", default=None, help="architectures, comma-separated (default 210m,610m; the dry run 210m); 1b: "
-        "its weights, gradients and AdamW states alone take 22.6 GB")
+    add(
+        "--sizes",
+        default=None,
+        help="architectures, comma-separated (default 210m,610m; the dry run 210m); 1b: "
+        "its weights, gradients and AdamW states alone take 22.6 GB",
+    )
     add("--objectives", default="clm,mlm40", help=f"comma-separated: {', '.join(OBJECTIVES)}")
     add("--batch", type=int, default=1, help="blocks per step")
     add("--block_size", type=int, default=2048)
@@ -76,15 +80,54 @@ def recipe_argv(args, size: str, objective: str, output_dir: Path, tokenizer: Pa
         config.pop(key, None)
     output_dir.mkdir(parents=True, exist_ok=True)
     (output_dir.parent / f"{output_dir.name}.yaml").write_text(yaml.safe_dump(config))
-    return ["--config", str(output_dir.parent / f"{output_dir.name}.yaml"),
-            "--output_dir", str(output_dir), "--run_name", output_dir.name, "--data_cache_dir", args.cache_dir,
-            "--corpus_source", "bundle", "--corpus_name", "null", "--global_batch_size", "null",
-            "--max_docs", str(args.max_docs), "--block_size", str(args.block_size), "--num_proc", "1",
-            "--tokenizer_name_or_path", str(tokenizer), "--per_device_train_batch_size", str(args.batch),
-            "--gradient_accumulation_steps", "1", "--max_steps", "1", "--warmup_steps", "0",
-            "--lr_scheduler_kwargs", '{"num_decay_steps": 1}', "--logging_steps", "1", "--use_cpu", "true",
-            "--compile", "none", "--dataloader_num_workers", "0", "--report_to", "none", "--disable_tqdm", "true",
-            *(["--bf16", "false"] if args.fp32 else []), *(["--architecture", "tiny"] if args.dry_run else [])]
+    return [
+        "--config",
+        str(output_dir.parent / f"{output_dir.name}.yaml"),
+        "--output_dir",
+        str(output_dir),
+        "--run_name",
+        output_dir.name,
+        "--data_cache_dir",
+        args.cache_dir,
+        "--corpus_source",
+        "bundle",
+        "--corpus_name",
+        "null",
+        "--global_batch_size",
+        "null",
+        "--max_docs",
+        str(args.max_docs),
+        "--block_size",
+        str(args.block_size),
+        "--num_proc",
+        "1",
+        "--tokenizer_name_or_path",
+        str(tokenizer),
+        "--per_device_train_batch_size",
+        str(args.batch),
+        "--gradient_accumulation_steps",
+        "1",
+        "--max_steps",
+        "1",
+        "--warmup_steps",
+        "0",
+        "--lr_scheduler_kwargs",
+        '{"num_decay_steps": 1}',
+        "--logging_steps",
+        "1",
+        "--use_cpu",
+        "true",
+        "--compile",
+        "none",
+        "--dataloader_num_workers",
+        "0",
+        "--report_to",
+        "none",
+        "--disable_tqdm",
+        "true",
+        *(["--bf16", "false"] if args.fp32 else []),
+        *(["--architecture", "tiny"] if args.dry_run else []),
+    ]
 
 
 def one_run(args, size: str, objective: str, output_dir: Path) -> dict:
@@ -97,7 +140,8 @@ def one_run(args, size: str, objective: str, output_dir: Path) -> dict:
     torch.manual_seed(0)
     tokenizer = padded_toy_tokenizer(args, Path(args.cache_dir) / f"padded-toy-{args.vocab_size}")
     run_args, training_args = pretrain.make_parser().parse_args_and_config(
-        recipe_argv(args, size, objective, output_dir, tokenizer))
+        recipe_argv(args, size, objective, output_dir, tokenizer)
+    )
     run = pretrain.prepare(run_args, training_args)
     model = run.model
     parameters = sum(p.numel() for p in model.parameters())
@@ -121,32 +165,65 @@ def one_run(args, size: str, objective: str, output_dir: Path) -> dict:
     loss.backward()
     activations = rss_bytes("VmHWM") - resident
     checkpoint = output_dir / "checkpoint-1"
-    return {"size": size, "objective": objective, "parameters": parameters, "bf16": training_args.bf16,
-            "mlm_fixed_shape": run_args.mlm_fixed_shape, "tokens_per_step": tokens,
-            "loss": step_log.get("loss", trainer.state.log_history[-1].get("train_loss")),
-            "step_seconds": round(tokens / step_log["tokens_per_second"], 4),  # a tiny dry-run step: ms
-            "train_seconds": round(train_seconds, 1), "peak_rss_gb": round(peak / 1e9, 2),
-            "resident_after_step_gb": round(resident / 1e9, 2), "activation_gb": round(activations / 1e9, 2),
-            "activation_bytes_per_token": round(activations / tokens),
-            "checkpoint_gb": round(sum(f.stat().st_size for f in checkpoint.iterdir()) / 1e9, 2),
-            "files": sorted(f.name for f in checkpoint.iterdir() if f.suffix in (".safetensors", ".pt"))}
+    return {
+        "size": size,
+        "objective": objective,
+        "parameters": parameters,
+        "bf16": training_args.bf16,
+        "mlm_fixed_shape": run_args.mlm_fixed_shape,
+        "tokens_per_step": tokens,
+        "loss": step_log.get("loss", trainer.state.log_history[-1].get("train_loss")),
+        "step_seconds": round(tokens / step_log["tokens_per_second"], 4),  # a tiny dry-run step: ms
+        "train_seconds": round(train_seconds, 1),
+        "peak_rss_gb": round(peak / 1e9, 2),
+        "resident_after_step_gb": round(resident / 1e9, 2),
+        "activation_gb": round(activations / 1e9, 2),
+        "activation_bytes_per_token": round(activations / tokens),
+        "checkpoint_gb": round(sum(f.stat().st_size for f in checkpoint.iterdir()) / 1e9, 2),
+        "files": sorted(f.name for f in checkpoint.iterdir() if f.suffix in (".safetensors", ".pt")),
+    }
 
 
 def run_child(args, size: str, objective: str, output_dir: Path) -> dict:
     """`one_run` in its own process, then the reload in another."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-           "MALLOC_MMAP_THRESHOLD_": "131072", "TOKENIZERS_PARALLELISM": "false"}
-    command = [sys.executable, "-m", "bench.bench_real_shapes", "--one", size, objective, "--output_dir",
-               str(output_dir), "--batch", str(args.batch), "--block_size", str(args.block_size), "--vocab_size",
-               str(args.vocab_size), "--max_docs", str(args.max_docs), "--cache_dir", args.cache_dir,
-               *(["--fp32"] if args.fp32 else []), *(["--dry_run"] if args.dry_run else []),
-               *(["--data_dir", args.data_dir] if args.data_dir else [])]
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "MALLOC_MMAP_THRESHOLD_": "131072",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
+    command = [
+        sys.executable,
+        "-m",
+        "bench.bench_real_shapes",
+        "--one",
+        size,
+        objective,
+        "--output_dir",
+        str(output_dir),
+        "--batch",
+        str(args.batch),
+        "--block_size",
+        str(args.block_size),
+        "--vocab_size",
+        str(args.vocab_size),
+        "--max_docs",
+        str(args.max_docs),
+        "--cache_dir",
+        args.cache_dir,
+        *(["--fp32"] if args.fp32 else []),
+        *(["--dry_run"] if args.dry_run else []),
+        *(["--data_dir", args.data_dir] if args.data_dir else []),
+    ]
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"{size} {objective} failed:\n{done.stderr[-3000:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    reload = subprocess.run([sys.executable, "-c", RELOAD, str(output_dir)], cwd=ROOT, env=env, capture_output=True,
-                            text=True)
+    reload = subprocess.run(
+        [sys.executable, "-c", RELOAD, str(output_dir)], cwd=ROOT, env=env, capture_output=True, text=True
+    )
     if reload.returncode != 0:
         raise RuntimeError(f"{size} {objective}: the saved model does not load:\n{reload.stderr[-3000:]}")
     return {**result, **json.loads(reload.stdout.strip().splitlines()[-1])}
@@ -173,11 +250,21 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 def machine() -> dict:
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), "unknown")
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        "unknown",
+    )
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    return {"cpu": cpu, "cores": len(os.sched_getaffinity(0)), "memory_gb": round(memory / 1e9, 1),
-            "date": time.strftime("%Y-%m-%d")}
+    return {
+        "cpu": cpu,
+        "cores": len(os.sched_getaffinity(0)),
+        "memory_gb": round(memory / 1e9, 1),
+        "date": time.strftime("%Y-%m-%d"),
+    }
 
 
 if __name__ == "__main__":

@@ -26,10 +26,21 @@ from recipes import manifest
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = manifest.model_names() + manifest.intermediate_names()  # the paper's 38 models and 12 checkpoints
 # EncodEval dataset -> (its task folder, test instances: the public test/dev sizes, approximately)
-DATASETS = {"sst2": ("SC", 1821), "mnli_m": ("SC", 9815), "qqp": ("SC", 40430), "conll2003_en": ("TC", 3453),
-            "ontonotes": ("TC", 8262), "uner_en": ("TC", 1000), "squad": ("QA", 10570), "squad_v2": ("QA", 11873),
-            "record": ("QA", 10000), "qed": ("QA", 1500), "msmarco": ("IR", 6980), "nq": ("IR", 3452),
-            "mldr_en": ("IR", 800)}
+DATASETS = {
+    "sst2": ("SC", 1821),
+    "mnli_m": ("SC", 9815),
+    "qqp": ("SC", 40430),
+    "conll2003_en": ("TC", 3453),
+    "ontonotes": ("TC", 8262),
+    "uner_en": ("TC", 1000),
+    "squad": ("QA", 10570),
+    "squad_v2": ("QA", 11873),
+    "record": ("QA", 10000),
+    "qed": ("QA", 1500),
+    "msmarco": ("IR", 6980),
+    "nq": ("IR", 3452),
+    "mldr_en": ("IR", 800),
+}
 REPORT_FILES = ("summary.csv", "summary.md", "findings.csv")
 
 
@@ -84,28 +95,43 @@ def export(revision: str, into: Path) -> Path:
 
 def report(code: Path, imported: Path, output: Path) -> dict:
     env = {**os.environ, "PYTHONPATH": str(code), "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
-    figures = measured([sys.executable, "-m", "analysis.report", str(imported), "--output", str(output)], code, env,
-                       output.with_suffix(".log"))
-    return {**figures, "files": {name: (output / name).read_text() if (output / name).is_file() else None
-                                 for name in REPORT_FILES}}
+    figures = measured(
+        [sys.executable, "-m", "analysis.report", str(imported), "--output", str(output)],
+        code,
+        env,
+        output.with_suffix(".log"),
+    )
+    return {
+        **figures,
+        "files": {name: (output / name).read_text() if (output / name).is_file() else None for name in REPORT_FILES},
+    }
 
 
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--scale", type=float, default=0.05, help="fraction of each dataset's test size (1.0: the "
-                        "paper's, about 165 million instances)")
+    parser.add_argument(
+        "--scale",
+        type=float,
+        default=0.05,
+        help="fraction of each dataset's test size (1.0: the paper's, about 165 million instances)",
+    )
     parser.add_argument("--models", type=int, default=len(MODELS), help="the first N models of the 50")
     parser.add_argument("--datasets", default=",".join(DATASETS), help="EncodEval dataset names")
-    parser.add_argument("--before", default="main", help="git revision whose report is measured beside this "
-                        "checkout's ('' to skip)")
+    parser.add_argument(
+        "--before", default="main", help="git revision whose report is measured beside this checkout's ('' to skip)"
+    )
     parser.add_argument("--workdir", default=None, help="where the trees go (default: a temporary folder, removed)")
     parser.add_argument("--json", default=None, help="write the figures here")
     parser.add_argument("--dry_run", action="store_true", help="4 models, 2 datasets, scale 0.005, before = HEAD")
     args = parser.parse_args(argv)
-    models, datasets = MODELS[:args.models], args.datasets.split(",")
+    models, datasets = MODELS[: args.models], args.datasets.split(",")
     if args.dry_run:
-        models, datasets, args.scale, args.before = ["610m-clm-42k", "610m-mlm40-42k", *MODELS[44:46]], \
-            ["sst2", "mldr_en"], 0.005, "HEAD"
+        models, datasets, args.scale, args.before = (
+            ["610m-clm-42k", "610m-mlm40-42k", *MODELS[44:46]],
+            ["sst2", "mldr_en"],
+            0.005,
+            "HEAD",
+        )
     assert all(names.parse_name(m) for m in models) and len(set(MODELS)) == 50
     with tempfile.TemporaryDirectory(dir=args.workdir) as work:
         work = Path(work)
@@ -113,15 +139,32 @@ def main(argv=None) -> dict:
         instances = generate(work / "encodeval", args.scale, models, datasets)
         generated = round(time.perf_counter() - start, 1)
         env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-        imported = measured([sys.executable, "-m", "analysis.import_encodeval", str(work / "encodeval"), "--output",
-                             str(work / "imported")], ROOT, env, work / "import.log")
+        imported = measured(
+            [
+                sys.executable,
+                "-m",
+                "analysis.import_encodeval",
+                str(work / "encodeval"),
+                "--output",
+                str(work / "imported"),
+            ],
+            ROOT,
+            env,
+            work / "import.log",
+        )
         runs = {"after": report(ROOT, work / "imported", work / "report_after")}
         if args.before:
             runs["before"] = report(export(args.before, work / "before"), work / "imported", work / "report_before")
-    figures = {"scale": args.scale, "models": len(models), "datasets": len(datasets),
-               "runs": len(models) * len(datasets) * 30, "test_instances": instances, "generate_seconds": generated,
-               "import": {k: imported[k] for k in ("seconds", "peak_rss_gb")},
-               **{label: {k: r[k] for k in ("seconds", "peak_rss_gb")} for label, r in runs.items()}}
+    figures = {
+        "scale": args.scale,
+        "models": len(models),
+        "datasets": len(datasets),
+        "runs": len(models) * len(datasets) * 30,
+        "test_instances": instances,
+        "generate_seconds": generated,
+        "import": {k: imported[k] for k in ("seconds", "peak_rss_gb")},
+        **{label: {k: r[k] for k in ("seconds", "peak_rss_gb")} for label, r in runs.items()},
+    }
     if "before" in runs:
         figures["same_report"] = runs["before"]["files"] == runs["after"]["files"]
     print(f"{figures['runs']} runs, {instances:,} test instances (scale {args.scale}); generated in {generated} s")

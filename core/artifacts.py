@@ -34,8 +34,11 @@ class WriteFailed(OSError):
     def __init__(self, path: str | os.PathLike, error: BaseException):
         super().__init__(getattr(error, "errno", None) or errno.EIO, str(error))
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        why = ("it ran out of disk space or hit the file size limit: free space and rerun" if out_of_room(error)
-               else "nothing was written there: fix that and rerun")
+        why = (
+            "it ran out of disk space or hit the file size limit: free space and rerun"
+            if out_of_room(error)
+            else "nothing was written there: fix that and rerun"
+        )
         self.message = f"cannot write {path} ({first}); {why}"
 
     def __str__(self) -> str:
@@ -170,8 +173,9 @@ def tree_state(path: str | os.PathLike) -> dict | None:
     if not path.exists() and not path.is_symlink():
         return None
     found = [path, *path.rglob("*")] if path.is_dir() and not path.is_symlink() else [path]
-    return {str(p.relative_to(path)): (p.lstat().st_size, p.lstat().st_mtime_ns) if not p.is_dir() else None
-            for p in found}
+    return {
+        str(p.relative_to(path)): (p.lstat().st_size, p.lstat().st_mtime_ns) if not p.is_dir() else None for p in found
+    }
 
 
 @contextlib.contextmanager
@@ -190,9 +194,11 @@ def atomic_directory(path: str | os.PathLike, expected=_AT_ENTRY) -> Iterator[Pa
         yield staging
         follow_umask(staging)
         if tree_state(path) != expected:
-            raise DirectoryChanged(f"{path} appeared or changed while this command was writing it (another process or "
-                                   "a person wrote there); it was left as it is and nothing was written: rerun with a "
-                                   "new path, or once the other writer is done")
+            raise DirectoryChanged(
+                f"{path} appeared or changed while this command was writing it (another process or "
+                "a person wrote there); it was left as it is and nothing was written: rerun with a "
+                "new path, or once the other writer is done"
+            )
         if path.exists():
             old = path.with_name(f".{path.name}.{os.getpid()}.old.tmp")
             path.rename(old)  # moved aside, then removed once the new one is in place: never a missing `path`
@@ -246,8 +252,16 @@ def check_output_dir(path: str | os.PathLike, flag: str) -> Path:
 # How a write that ran out of room fails: OSError's errno, or the message of torch's zip writer (a short write is
 # "unexpected pos"), of safetensors ("os error 28") and of others that drop the errno.
 _NO_ROOM_ERRNOS = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}
-_NO_ROOM_TEXT = ("No space left", "File too large", "Disk quota", "os error 28", "os error 27", "os error 122",
-                 "PytorchStreamWriter failed writing", "unexpected pos")
+_NO_ROOM_TEXT = (
+    "No space left",
+    "File too large",
+    "Disk quota",
+    "os error 28",
+    "os error 27",
+    "os error 122",
+    "PytorchStreamWriter failed writing",
+    "unexpected pos",
+)
 
 
 def out_of_room(error: BaseException) -> bool:
@@ -267,8 +281,9 @@ def read_json(path: str | os.PathLike, what: str = "file"):
     except FileNotFoundError:
         raise FileNotFoundError(f"{what} {path} does not exist") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ValueError(f"{what} {path} is not valid JSON ({error}); it is corrupt or truncated: delete it or "
-                         "restore it") from None
+        raise ValueError(
+            f"{what} {path} is not valid JSON ({error}); it is corrupt or truncated: delete it or restore it"
+        ) from None
 
 
 def load_yaml(text: str):

@@ -89,8 +89,10 @@ def stray_arguments(argv: list[str], rest: list[str]) -> str:
     if at is None or "=" in argv[at] or first - at < 2:
         return f"unexpected argument(s) {rest}: every value follows its --flag (see --help)"
     end = next((i for i in range(at + 1, len(argv)) if argv[i].startswith("--")), len(argv))
-    return (f"{argv[at]} takes one value, and {rest} follow(s) it: a list is one comma-separated value "
-            f"({argv[at]} {','.join(argv[at + 1:end])})")
+    return (
+        f"{argv[at]} takes one value, and {rest} follow(s) it: a list is one comma-separated value "
+        f"({argv[at]} {','.join(argv[at + 1 : end])})"
+    )
 
 
 def split_list(value: str | None) -> list[str]:

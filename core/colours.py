@@ -6,14 +6,22 @@ MLM base each have their own); a label outside the grammar, one no objective use
 from core import names
 
 # matplotlib's default cycle ("tab10"), named by what each colour means here.
-OBJECTIVE_COLOURS = {"clm": "C0", "mlm40": "C1", "pfs": "C2", "mlm20": "C3", "cpt-clm": "C4", "cpt-mlm": "C5",
-                     "mlm30": "C6", "mlm50": "C8"}
+OBJECTIVE_COLOURS = {
+    "clm": "C0",
+    "mlm40": "C1",
+    "pfs": "C2",
+    "mlm20": "C3",
+    "cpt-clm": "C4",
+    "cpt-mlm": "C5",
+    "mlm30": "C6",
+    "mlm50": "C8",
+}
 OTHER_MLM = "C9"  # another masking ratio
 OTHERS = ("tab:olive", "black", "navy", "maroon", "teal", "gold", "darkgreen")  # outside the grammar (grey: baselines)
 
 
 def objective_key(name: str) -> str | None:
-    """"clm", "mlm<ratio>", "pfs", "cpt-clm" or "cpt-mlm" for a name of the study's grammar, else None."""
+    """ "clm", "mlm<ratio>", "pfs", "cpt-clm" or "cpt-mlm" for a name of the study's grammar, else None."""
     parsed = names.try_parse_name(name)
     if parsed is None:
         return None

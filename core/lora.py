@@ -19,12 +19,24 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
-def wrap(model, rank: int, alpha: float, dropout: float = 0.0, target_modules=TARGET_MODULES,
-         modules_to_save=(), seed: int = 0) -> PeftModel:
+def wrap(
+    model,
+    rank: int,
+    alpha: float,
+    dropout: float = 0.0,
+    target_modules=TARGET_MODULES,
+    modules_to_save=(),
+    seed: int = 0,
+) -> PeftModel:
     """`model` with LoRA adapters (their initialisation seeded by `seed`); only the adapters and `modules_to_save`
     train."""
-    config = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=dropout, target_modules=list(target_modules),
-                        modules_to_save=list(modules_to_save) or None)
+    config = LoraConfig(
+        r=rank,
+        lora_alpha=alpha,
+        lora_dropout=dropout,
+        target_modules=list(target_modules),
+        modules_to_save=list(modules_to_save) or None,
+    )
     with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
         torch.manual_seed(seed)  # peft asks the deprecated `is_gradient_checkpointing` (transformers 5 warns)
         warnings.filterwarnings("ignore", "`is_gradient_checkpointing` is deprecated", FutureWarning)
@@ -47,8 +59,11 @@ def save_merged(model, directory: str | os.PathLike) -> None:
 def head_modules(model) -> list[str]:
     """The task head of a `*For{SequenceClassification,TokenClassification,QuestionAnswering}` model: its top-level
     modules with parameters outside the encoder (`base_model_prefix`), trained fully beside the adapters."""
-    return [name for name, child in model.named_children()
-            if name != model.base_model_prefix and any(True for _ in child.parameters())]
+    return [
+        name
+        for name, child in model.named_children()
+        if name != model.base_model_prefix and any(True for _ in child.parameters())
+    ]
 
 
 def save_trainer_model(trainer, directory: str | os.PathLike) -> None:

@@ -13,8 +13,13 @@ from core.artifacts import file_sha256, read_json
 from core.paths import is_hub_id, is_local_path, missing_path
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json")  # any one: a tokenizer folder
-MODEL_JSON_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-                    "generation_config.json")  # what loading a model or tokenizer directory parses
+MODEL_JSON_FILES = (
+    "config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "generation_config.json",
+)  # what loading a model or tokenizer directory parses
 
 
 def check_json_files(directory: str | os.PathLike) -> None:
@@ -48,18 +53,24 @@ def hub_load_error(source: str, what: str, error: Exception) -> ValueError:
     if is_local_path(source.partition("@")[0]):  # a missing local path (not `org/name@revision`): not a Hub problem
         return ValueError(missing_path(source, what))
     if os.environ.get("HF_HUB_OFFLINE", "").upper() in ("1", "ON", "YES", "TRUE"):
-        return ValueError(f"cannot load {what} {source!r} from the Hub: HF_HUB_OFFLINE is set and it is not in the "
-                          "local Hub cache; pass a local path, or unset HF_HUB_OFFLINE to download it")
-    return ValueError(f"cannot load {what} {source!r} from the Hub ({first}); pass a local directory, or go online "
-                      "(HF_HUB_OFFLINE unset) to download it")
+        return ValueError(
+            f"cannot load {what} {source!r} from the Hub: HF_HUB_OFFLINE is set and it is not in the "
+            "local Hub cache; pass a local path, or unset HF_HUB_OFFLINE to download it"
+        )
+    return ValueError(
+        f"cannot load {what} {source!r} from the Hub ({first}); pass a local directory, or go online "
+        "(HF_HUB_OFFLINE unset) to download it"
+    )
 
 
 def check_loadable(directory: str | os.PathLike) -> None:
     """Refuse (ValueError, one line) a folder that is not a loadable model: unreadable weights (`check_weights`), or a
     LoRA run's `checkpoint-N`, which holds the adapters for resuming only."""
     if adapters := sorted(p.name for p in Path(directory).glob("adapter_*") if p.is_file()):
-        raise ValueError(f"{directory} holds LoRA adapters ({adapters[0]}), not a loadable model: a LoRA run's "
-                         "checkpoint-N is for resuming; use the run folder or an intermediate/step-N (merged weights)")
+        raise ValueError(
+            f"{directory} holds LoRA adapters ({adapters[0]}), not a loadable model: a LoRA run's "
+            "checkpoint-N is for resuming; use the run folder or an intermediate/step-N (merged weights)"
+        )
     check_weights(directory)
 
 
@@ -76,13 +87,22 @@ def check_weights(directory: str | os.PathLike) -> None:
             with safe_open(str(path), "pt"):
                 pass
         except (SafetensorError, OSError) as error:
-            raise ValueError(f"weights file {path} is unreadable ({error}); it is truncated or corrupt: re-save or "
-                             "re-download the checkpoint") from None
+            raise ValueError(
+                f"weights file {path} is unreadable ({error}); it is truncated or corrupt: re-save or "
+                "re-download the checkpoint"
+            ) from None
 
 
 WEIGHT_PATTERNS = ("*.safetensors", "model.safetensors.index.json", "pytorch_model*.bin")
-TOKENIZER_PATTERNS = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
-                      "vocab.*", "merges.txt", "added_tokens.json")
+TOKENIZER_PATTERNS = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "tokenizer.model",
+    "vocab.*",
+    "merges.txt",
+    "added_tokens.json",
+)
 CODE_PATTERNS = ("*.py",)  # the remote code a checkpoint ships (modeling_eurobert.py...): it computes the scores too
 
 
@@ -100,10 +120,17 @@ def checkpoint_identity(directory: str | os.PathLike) -> dict:
         config = read_json(directory / "config.json", "model config")
         config.pop("transformers_version", None)  # written by whichever version saved it
         identity = {"config": hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()}
-        for group, patterns in (("weights", WEIGHT_PATTERNS), ("tokenizer", TOKENIZER_PATTERNS),
-                                ("code", CODE_PATTERNS)):
-            identity[group] = {p.name: {"size": p.stat().st_size, "sha256": file_sha256(p)}
-                               for pattern in patterns for p in sorted(directory.glob(pattern)) if p.is_file()}
+        for group, patterns in (
+            ("weights", WEIGHT_PATTERNS),
+            ("tokenizer", TOKENIZER_PATTERNS),
+            ("code", CODE_PATTERNS),
+        ):
+            identity[group] = {
+                p.name: {"size": p.stat().st_size, "sha256": file_sha256(p)}
+                for pattern in patterns
+                for p in sorted(directory.glob(pattern))
+                if p.is_file()
+            }
         _IDENTITIES[key] = identity
     return _IDENTITIES[key]
 
@@ -111,7 +138,8 @@ def checkpoint_identity(directory: str | os.PathLike) -> dict:
 def is_causal_checkpoint(config: dict) -> bool:
     """A checkpoint whose saved attention is causal (its config.json as a dict): a CLM run, a converted decoder, or
     a causal LM head. Read from the file, so the cards need neither torch nor transformers."""
-    return (bool(config.get("is_causal")) or config.get("pretraining_attention") == "causal"
-            or (config.get("architectures") or [None])[0] == "EuroBertClmMlmForCausalLM")
-
-
+    return (
+        bool(config.get("is_causal"))
+        or config.get("pretraining_attention") == "causal"
+        or (config.get("architectures") or [None])[0] == "EuroBertClmMlmForCausalLM"
+    )

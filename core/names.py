@@ -32,7 +32,8 @@ _PATTERNS = {
     "single": re.compile(rf"^{_SIZE}-(?P<objective>clm|mlm(?P<ratio>\d+))-(?P<total>\d+k){_STEP}$"),
     "pfs": re.compile(rf"^{_SIZE}-clm-(?P<switch>\d+k)-mlm(?P<ratio>\d+)-(?P<total>\d+k){_STEP}$"),
     "cpt": re.compile(
-        rf"^{_SIZE}-(?P<base>clm|mlm\d+)-dec(?P<base_steps>\d+k)-mlm(?P<ratio>\d+)-(?P<total>\d+k){_STEP}$"),
+        rf"^{_SIZE}-(?P<base>clm|mlm\d+)-dec(?P<base_steps>\d+k)-mlm(?P<ratio>\d+)-(?P<total>\d+k){_STEP}$"
+    ),
 }
 
 
@@ -66,11 +67,11 @@ class ModelName:
     @property
     def unscaled(self) -> str:
         """The name without its `<scale>-` prefix: the paper's name of the recipe (`scaled_name` reversed)."""
-        return self.name[len(self.scale) + 1:] if self.scale else self.name
+        return self.name[len(self.scale) + 1 :] if self.scale else self.name
 
     @property
     def objective_label(self) -> str:
-        """"clm" or "mlm<ratio>", as the names write the (last) objective."""
+        """ "clm" or "mlm<ratio>", as the names write the (last) objective."""
         return "clm" if self.objective == "clm" else f"mlm{self.ratio}"
 
     @property
@@ -80,14 +81,30 @@ class ModelName:
 
     def format(self) -> str:
         """The name these parts make (`parse_name` reversed; after `dataclasses.replace`, the name of the variant)."""
-        name = compose(self.size, self.objective_label, self.total_steps, switch_step=self.switch_step,
-                       base=self.base, base_steps=self.base_steps, paper_step=self.paper_step,
-                       pretrain_seed=self.pretrain_seed)
+        name = compose(
+            self.size,
+            self.objective_label,
+            self.total_steps,
+            switch_step=self.switch_step,
+            base=self.base,
+            base_steps=self.base_steps,
+            paper_step=self.paper_step,
+            pretrain_seed=self.pretrain_seed,
+        )
         return scaled_name(name, self.scale)
 
 
-def compose(size: str, objective: str, total_steps: int, *, switch_step: int | None = None, base: str | None = None,
-            base_steps: int | None = None, paper_step: int | None = None, pretrain_seed: int | None = None) -> str:
+def compose(
+    size: str,
+    objective: str,
+    total_steps: int,
+    *,
+    switch_step: int | None = None,
+    base: str | None = None,
+    base_steps: int | None = None,
+    paper_step: int | None = None,
+    pretrain_seed: int | None = None,
+) -> str:
     """A name of the grammar from its parts, the one place names are built: `objective` as names write it ("clm",
     "mlm40"); a PFS gives its `switch_step`, a CPT its `base` ("clm" | "mlm40") and `base_steps`; then the replicate
     (`replicate_name`) and the intermediate checkpoint (`step_name`)."""
@@ -123,17 +140,24 @@ def parse_name(name: str) -> ModelName:
         raise ValueError(
             f"model name {name!r} is outside the study's grammar: use <size>-<objective>[ratio]-<steps> "
             "(610m-mlm40-42k), <size>-clm-<k1>-mlm40-<total> (610m-clm-10k-mlm40-42k), "
-            "<size>-<base>-dec<steps>-mlm40-<total> (610m-clm-dec42k-mlm40-44k) or <name>-<step>")
+            "<size>-<base>-dec<steps>-mlm40-<total> (610m-clm-dec42k-mlm40-44k) or <name>-<step>"
+        )
     g = match.groupdict()
     if g["scale"] == PAPER_SCALE:
-        raise ValueError(f"model name {name!r}: paper-scale names carry no scale prefix ({name[len('paper-'):]!r})")
+        raise ValueError(f"model name {name!r}: paper-scale names carry no scale prefix ({name[len('paper-') :]!r})")
     parsed = ModelName(
-        name=name, kind=kind, size=g["size"], objective="clm" if g.get("objective") == "clm" else "mlm",
-        ratio=int(g["ratio"]) if g.get("ratio") else None, total_steps=_steps(g["total"]),
+        name=name,
+        kind=kind,
+        size=g["size"],
+        objective="clm" if g.get("objective") == "clm" else "mlm",
+        ratio=int(g["ratio"]) if g.get("ratio") else None,
+        total_steps=_steps(g["total"]),
         switch_step=_steps(g["switch"]) if g.get("switch") else None,
-        base=g.get("base"), base_steps=_steps(g["base_steps"]) if g.get("base_steps") else None,
+        base=g.get("base"),
+        base_steps=_steps(g["base_steps"]) if g.get("base_steps") else None,
         paper_step=int(g["paper_step"]) if g.get("paper_step") else None,
-        run_name=split_step(name)[0] if g.get("paper_step") else name, scale=g["scale"],
+        run_name=split_step(name)[0] if g.get("paper_step") else name,
+        scale=g["scale"],
         pretrain_seed=int(g["pseed"]) if g.get("pseed") else None,
     )
     if parsed.ratio is not None and not 0 < parsed.ratio < 100:
@@ -142,8 +166,10 @@ def parse_name(name: str) -> ModelName:
         if value is not None and value >= parsed.total_steps:
             raise ValueError(f"model name {name!r}: {value} steps must be fewer than the {parsed.total_steps} total")
     if parsed.paper_step is not None and not 0 < parsed.paper_step < parsed.total_steps:
-        raise ValueError(f"model name {name!r}: intermediate step {parsed.paper_step} must be within the "
-                         f"{parsed.total_steps}-step run (the final checkpoint has no step suffix)")
+        raise ValueError(
+            f"model name {name!r}: intermediate step {parsed.paper_step} must be within the "
+            f"{parsed.total_steps}-step run (the final checkpoint has no step suffix)"
+        )
     return parsed
 
 
@@ -182,4 +208,3 @@ def try_parse_name(name: str) -> ModelName | None:
         return parse_name(name)
     except ValueError:
         return None
-

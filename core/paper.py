@@ -4,15 +4,26 @@ intermediate checkpoints and the crossover where MLM overtakes CLM. The grid's d
 the EncodEval importer, the manifest, the findings and the benchmarks read them here."""
 
 PAPER_ARXIV_ID = "2507.00994"  # cited by every card
-PAPER_TASKS = ("sst2", "mnli", "qqp", "conll2003", "ontonotes", "uner", "squad", "squad_v2", "record", "msmarco", "nq",
-               "mldr")
+PAPER_TASKS = (
+    "sst2",
+    "mnli",
+    "qqp",
+    "conll2003",
+    "ontonotes",
+    "uner",
+    "squad",
+    "squad_v2",
+    "record",
+    "msmarco",
+    "nq",
+    "mldr",
+)
 PAPER_LRS = (1e-5, 2e-5, 5e-5, 1e-4, 2e-4, 5e-4)
 PAPER_SEEDS = (0, 1, 2, 3, 4)
 PAPER_GLOBAL_BATCH, PAPER_BLOCK = 1152, 2048  # blocks per step, tokens per block
 PAPER_TOKENS_PER_STEP = PAPER_GLOBAL_BATCH * PAPER_BLOCK  # 2.36M tokens per step (the paper's "about 2.4M")
 PAPER_CHECKPOINTS = (1000, 2000, 5000, 10000, 20000, 40000)  # the released intermediate checkpoints (steps)
 # The paper's PFS runs: budget -> its CLM-to-MLM switch steps (a quarter, half and three quarters of it, rounded)
-PAPER_PFS_SWITCHES = {12_000: (3_000, 6_000, 9_000), 22_000: (5_000, 11_000, 17_000),
-                      42_000: (10_000, 21_000, 32_000)}
+PAPER_PFS_SWITCHES = {12_000: (3_000, 6_000, 9_000), 22_000: (5_000, 11_000, 17_000), 42_000: (10_000, 21_000, 32_000)}
 # The paper's crossover, where MLM overtakes CLM, in steps of its 610m model: SC and QA by 10k, IR by 20k; TC has none
 CROSSOVER_STEPS = {"sc": 10_000, "qa": 10_000, "ir": 20_000}

@@ -68,6 +68,7 @@ def resolve_data_dir(path: str | os.PathLike | None = None) -> Path:
         source, candidate = "the default ../shared/data", REPO_ROOT.parent / "shared" / "data"
     candidate = candidate.expanduser().resolve()
     if not candidate.is_dir():
-        raise FileNotFoundError(f"data bundle not found at {candidate} (from {source}); pass --data_dir or set "
-                                f"${DATA_ENV_VAR}")
+        raise FileNotFoundError(
+            f"data bundle not found at {candidate} (from {source}); pass --data_dir or set ${DATA_ENV_VAR}"
+        )
     return candidate

@@ -24,13 +24,45 @@ RUN_INFO_FORMAT = 4
 # study.json (recipes.study): which study an output directory holds; format 2 adds `parameters` (a toy scale's one
 # count, as its runs recorded it in run_info.json) once its models are pretrained.
 STUDY_FORMAT = 2
-RUN_INFO_KEYS = ("format", "name", "size", "objective", "mlm_probability", "steps", "switch_step", "cpt_base", "scale",
-                 "run_config", "training_args", "versions", "git_commit", "data", "tokens_seen",
-                 "tokens_before_cpt", "parameters")
+RUN_INFO_KEYS = (
+    "format",
+    "name",
+    "size",
+    "objective",
+    "mlm_probability",
+    "steps",
+    "switch_step",
+    "cpt_base",
+    "scale",
+    "run_config",
+    "training_args",
+    "versions",
+    "git_commit",
+    "data",
+    "tokens_seen",
+    "tokens_before_cpt",
+    "parameters",
+)
 # summary.csv (analysis.report): one row per model x task; the model cards read it back.
-SUMMARY_COLUMNS = ("model", "task", "family", "metric", "best_lr", "n_seeds", "mean", "ci_low", "ci_high",
-                   "trivial_baseline", "entity_f1", "std", "val_mean", "stability_std", "lr_range", "n_runs",
-                   "n_diverged")
+SUMMARY_COLUMNS = (
+    "model",
+    "task",
+    "family",
+    "metric",
+    "best_lr",
+    "n_seeds",
+    "mean",
+    "ci_low",
+    "ci_high",
+    "trivial_baseline",
+    "entity_f1",
+    "std",
+    "val_mean",
+    "stability_std",
+    "lr_range",
+    "n_runs",
+    "n_diverged",
+)
 
 
 def intermediate_checkpoints(run_dir: str | os.PathLike) -> list[Path]:
@@ -47,8 +79,9 @@ def intermediate_step(checkpoint_dir: str | os.PathLike) -> int | None:
     """N for an intermediate checkpoint `.../intermediate/step-<N>`, else None."""
     path = Path(checkpoint_dir)
     step = path.name.removeprefix("step-")
-    return int(step) if path.name.startswith("step-") and step.isdigit() and path.parent.name == INTERMEDIATE_DIR \
-        else None
+    return (
+        int(step) if path.name.startswith("step-") and step.isdigit() and path.parent.name == INTERMEDIATE_DIR else None
+    )
 
 
 STUDY_RESULTS = "results"  # <study>/results: where a study's grid files its results, beside its study.json
@@ -81,8 +114,10 @@ def read_run_info(directory: str | os.PathLike | None) -> dict | None:
     info = read_json(path, "run info")
     if not isinstance(info, dict) or info.get("format", 1) != RUN_INFO_FORMAT:
         found = info.get("format", 1) if isinstance(info, dict) else "unknown"
-        raise ValueError(f"{path} is run_info format {found}, this code reads format {RUN_INFO_FORMAT}: retrain or "
-                         "re-save the checkpoint with the current recipes, or use the commit that wrote it")
+        raise ValueError(
+            f"{path} is run_info format {found}, this code reads format {RUN_INFO_FORMAT}: retrain or "
+            "re-save the checkpoint with the current recipes, or use the commit that wrote it"
+        )
     missing = [key for key in RUN_INFO_KEYS if key not in info]
     if missing:
         raise ValueError(f"{path} lacks {missing}: re-save the checkpoint with the current recipes/pretrain.py")
@@ -93,8 +128,13 @@ def git_commit() -> str:
     """HEAD of the repository, with "-dirty" when tracked files have changes; "unknown" outside a git checkout."""
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, check=True)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
-                               capture_output=True, text=True, check=True)
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
@@ -108,5 +148,3 @@ def package_versions(*names: str) -> dict:
     for name in ("torch", "transformers", "datasets", "accelerate", *names):
         versions[name] = getattr(importlib.import_module(name), "__version__", "unknown")
     return versions
-
-

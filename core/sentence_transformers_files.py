@@ -22,12 +22,17 @@ from core import artifacts
 
 PROMPTS = {"query": "Query: ", "document": "Document: "}  # the paper's IR prefixes
 POOLING_DIR = "1_Pooling"
-SENTENCE_TRANSFORMERS_FILES = ("modules.json", "sentence_bert_config.json", "config_sentence_transformers.json",
-                               f"{POOLING_DIR}/config.json")  # what a Hub upload of a checkpoint must include
+SENTENCE_TRANSFORMERS_FILES = (
+    "modules.json",
+    "sentence_bert_config.json",
+    "config_sentence_transformers.json",
+    f"{POOLING_DIR}/config.json",
+)  # what a Hub upload of a checkpoint must include
 
 
-def sentence_transformers_files(config: dict, max_seq_length: int | None = None, prompts: dict | None = None,
-                                is_causal: bool | None = False) -> dict[str, dict | list]:
+def sentence_transformers_files(
+    config: dict, max_seq_length: int | None = None, prompts: dict | None = None, is_causal: bool | None = False
+) -> dict[str, dict | list]:
     """The contents of the files, {relative path: JSON payload}, for a model whose config.json is `config`:
     `max_seq_length` defaults to its `max_position_embeddings`, `prompts` to `PROMPTS`; `is_causal` (for configs with
     that field: this project's) False is the evaluation's bidirectional encoder, None the checkpoint's own."""
@@ -40,8 +45,9 @@ def sentence_transformers_files(config: dict, max_seq_length: int | None = None,
     if max_seq_length is None:
         max_seq_length = config.get("max_position_embeddings")
     if not isinstance(max_seq_length, int) or max_seq_length < 1:
-        raise ValueError(f"max_seq_length={max_seq_length!r}: pass a positive integer (config.json has no "
-                         "max_position_embeddings)")
+        raise ValueError(
+            f"max_seq_length={max_seq_length!r}: pass a positive integer (config.json has no max_position_embeddings)"
+        )
     transformer = {"max_seq_length": max_seq_length, "do_lower_case": False}
     if is_causal is not None and "is_causal" in config:  # other encoders (BERT, native EuroBERT) have no such field
         transformer["config_args"] = {"is_causal": is_causal}
@@ -52,20 +58,31 @@ def sentence_transformers_files(config: dict, max_seq_length: int | None = None,
         ],
         "sentence_bert_config.json": transformer,
         "config_sentence_transformers.json": {
-            "model_type": "SentenceTransformer", "prompts": prompts, "default_prompt_name": None,
+            "model_type": "SentenceTransformer",
+            "prompts": prompts,
+            "default_prompt_name": None,
             "similarity_fn_name": "cosine",
         },
         f"{POOLING_DIR}/config.json": {
-            "word_embedding_dimension": dimension, "pooling_mode_cls_token": False, "pooling_mode_mean_tokens": True,
-            "pooling_mode_max_tokens": False, "pooling_mode_mean_sqrt_len_tokens": False,
-            "pooling_mode_weightedmean_tokens": False, "pooling_mode_lasttoken": False, "include_prompt": True,
+            "word_embedding_dimension": dimension,
+            "pooling_mode_cls_token": False,
+            "pooling_mode_mean_tokens": True,
+            "pooling_mode_max_tokens": False,
+            "pooling_mode_mean_sqrt_len_tokens": False,
+            "pooling_mode_weightedmean_tokens": False,
+            "pooling_mode_lasttoken": False,
+            "include_prompt": True,
         },
     }
 
 
-def write_sentence_transformers_files(directory: str | os.PathLike, max_seq_length: int | None = None,
-                                      prompts: dict | None = None, is_causal: bool | None = False,
-                                      overwrite: bool = False) -> list[Path]:
+def write_sentence_transformers_files(
+    directory: str | os.PathLike,
+    max_seq_length: int | None = None,
+    prompts: dict | None = None,
+    is_causal: bool | None = False,
+    overwrite: bool = False,
+) -> list[Path]:
     """Write the sentence-transformers files into a `save_pretrained` directory (each atomically; the same contents
     left as they are) and return the paths written. A file with other contents is replaced with `overwrite` (a
     caller that owns the directory: the pretraining recipes), else refused (FileExistsError)."""
@@ -73,12 +90,16 @@ def write_sentence_transformers_files(directory: str | os.PathLike, max_seq_leng
     config = artifacts.read_json(directory / "config.json", "model config")
     payloads = sentence_transformers_files(config, max_seq_length, prompts, is_causal)
     texts = {name: json.dumps(payload, indent=2) + "\n" for name, payload in payloads.items()}
-    changed = [name for name, text in texts.items()
-               if not (directory / name).is_file() or (directory / name).read_text(encoding="utf-8") != text]
+    changed = [
+        name
+        for name, text in texts.items()
+        if not (directory / name).is_file() or (directory / name).read_text(encoding="utf-8") != text
+    ]
     clashes = [name for name in changed if (directory / name).is_file()]
     if clashes and not overwrite:
-        raise FileExistsError(f"{directory} already holds {', '.join(clashes)} with other contents; remove them "
-                              "or pass overwrite=True")
+        raise FileExistsError(
+            f"{directory} already holds {', '.join(clashes)} with other contents; remove them or pass overwrite=True"
+        )
     return [artifacts.write_text_atomic(directory / name, texts[name]) for name in changed]
 
 

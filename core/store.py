@@ -41,8 +41,18 @@ def result_files(results_dir: str | os.PathLike) -> list[Path]:
     return sorted(p for p in Path(results_dir).glob(RESULT_GLOB) if not p.name.startswith("."))
 
 
-def new_result(model: str, task: str, family: str, lr: float, seed: int, fields: dict, identity: dict,
-               versions: dict, pretrain_seed: int | None = None, **extra) -> dict:
+def new_result(
+    model: str,
+    task: str,
+    family: str,
+    lr: float,
+    seed: int,
+    fields: dict,
+    identity: dict,
+    versions: dict,
+    pretrain_seed: int | None = None,
+    **extra,
+) -> dict:
     """The record of one result as its writers file it: where (`result_path`'s arguments), the task family, the body
     (`fields`: `result_body`'s and `OPTIONAL_BODY`), what decides it (`identity`, compared by `differences`), the
     library `versions` (recorded, not compared), the replicate's `pretrain_seed`, and `extra` optional fields written
@@ -51,13 +61,26 @@ def new_result(model: str, task: str, family: str, lr: float, seed: int, fields:
         raise ValueError(f"result status {fields.get('status')!r} is not one of {STATUSES}")
     missing, unknown = [key for key in BODY if key not in fields], sorted(fields.keys() - {*BODY, *OPTIONAL_BODY})
     if missing or unknown:
-        raise ValueError(f"a result body holds {', '.join(BODY)} (`result_body`) and some of "
-                         f"{', '.join(OPTIONAL_BODY)}: this one lacks {missing} and has {unknown}")
+        raise ValueError(
+            f"a result body holds {', '.join(BODY)} (`result_body`) and some of "
+            f"{', '.join(OPTIONAL_BODY)}: this one lacks {missing} and has {unknown}"
+        )
     if fields["status"] == OK and fields["main_metric"] not in (fields["test"] or {}):
         raise ValueError(f"a scored result has no test score of its main metric {fields['main_metric']!r}")
-    record = {"format": RESULT_FORMAT, "model": model, "task": task, "family": family, "lr": lr, "seed": seed,
-              "pretrain_seed": pretrain_seed, **fields, "identity": identity, "versions": versions,
-              "git_commit": run_folders.git_commit(), **{k: v for k, v in extra.items() if v is not None}}
+    record = {
+        "format": RESULT_FORMAT,
+        "model": model,
+        "task": task,
+        "family": family,
+        "lr": lr,
+        "seed": seed,
+        "pretrain_seed": pretrain_seed,
+        **fields,
+        "identity": identity,
+        "versions": versions,
+        "git_commit": run_folders.git_commit(),
+        **{k: v for k, v in extra.items() if v is not None},
+    }
     record_kind(record)  # refuses a kind marker outside KINDS
     return record
 
@@ -72,8 +95,10 @@ def result_body(main_metric: str, scores: dict | None = None, predictions: dict 
     for role in SPLITS:
         metric = {} if scores is None else scores.get(role, {})
         out[role] = None if metric is None else {k: v for k, v in metric.items() if k != "per_instance"}
-        columns = {**(predictions.get(role) or {}),
-                   **{k: v for k, v in ((metric or {}).get("per_instance") or {}).items() if v is not None}}
+        columns = {
+            **(predictions.get(role) or {}),
+            **{k: v for k, v in ((metric or {}).get("per_instance") or {}).items() if v is not None},
+        }
         n = len(next(iter(columns.values()))) if columns else 0
         if any(len(v) != n for v in columns.values()):
             lengths = {k: len(v) for k, v in columns.items()}
@@ -89,8 +114,10 @@ def record_kind(record: dict) -> str:
     marks = (record.get("evaluation"), (record.get("source") or {}).get("kind"))
     kind = {(None, None): "grid", ("mteb", None): "mteb", (None, IMPORTED_SOURCE): "imported"}.get(marks)
     if kind is None:
-        raise ValueError(f"result of {record.get('model')} on {record.get('task')} is marked evaluation {marks[0]!r}, "
-                         f"source {marks[1]!r}: not one of {KINDS}")
+        raise ValueError(
+            f"result of {record.get('model')} on {record.get('task')} is marked evaluation {marks[0]!r}, "
+            f"source {marks[1]!r}: not one of {KINDS}"
+        )
     return kind
 
 
@@ -168,17 +195,24 @@ def read_result(path: str | os.PathLike, migrating: bool = False) -> dict:
     record = artifacts.read_json(path, "result file")
     found = record.get("format", 1) if isinstance(record, dict) else "unknown"
     if found != RESULT_FORMAT and not (migrating and found == 2):
-        fix = f"run `{MIGRATE_COMMAND}` once" if found == 2 else \
-            "re-run its grid with `python -m evaluation.run ... --rerun_changed` to replace it"
+        fix = (
+            f"run `{MIGRATE_COMMAND}` once"
+            if found == 2
+            else "re-run its grid with `python -m evaluation.run ... --rerun_changed` to replace it"
+        )
         raise ValueError(f"result file {path} has format {found}, this version reads format {RESULT_FORMAT}: {fix}")
     if (filed := filed_path(record)) is None:
         raise ValueError(f"result file {path} does not record its model, task, lr and seed")
     if Path(path).parts[-3:] != filed.parts:
-        raise ValueError(f"result file {path} records {filed}: a copy or a moved file is not a result; move it out of "
-                         "the results directory")
+        raise ValueError(
+            f"result file {path} records {filed}: a copy or a moved file is not a result; move it out of "
+            "the results directory"
+        )
     if missing := [key for key in ("family", "status", "main_metric", "identity") if key not in record]:
-        raise ValueError(f"result file {path} lacks {', '.join(missing)}: it was not written whole by evaluation.run "
-                         "(edited?); re-run its grid with --rerun_changed, or move it out of the results directory")
+        raise ValueError(
+            f"result file {path} lacks {', '.join(missing)}: it was not written whole by evaluation.run "
+            "(edited?); re-run its grid with --rerun_changed, or move it out of the results directory"
+        )
     if record["status"] not in STATUSES:
         raise ValueError(f"result file {path} has status {record['status']!r}, not one of {STATUSES}: re-run it")
     record.setdefault("pretrain_seed", None)
@@ -219,8 +253,10 @@ def claim_protocol(folder: str | os.PathLike, protocol: dict, replace: bool = Fa
     fields that differ ("field: theirs -> ours"); `replace` (a grid redoing changed results) claims it regardless."""
     path = Path(folder) / PROTOCOL_NAME
     if path.is_dir() or path.is_file() and not path.stat().st_size:
-        raise ValueError(f"results folder protocol {path} is {'a folder' if path.is_dir() else 'empty'}, not the "
-                         "claim a grid writes: remove it (the next grid claims the folder again)")
+        raise ValueError(
+            f"results folder protocol {path} is {'a folder' if path.is_dir() else 'empty'}, not the "
+            "claim a grid writes: remove it (the next grid claims the folder again)"
+        )
     if replace:
         artifacts.write_json_atomic(path, protocol)
         return []
@@ -235,8 +271,10 @@ def claim_protocol(folder: str | os.PathLike, protocol: dict, replace: bool = Fa
             temp.unlink()
     claimed = artifacts.read_json(path, "results folder protocol")
     if not isinstance(claimed, dict):
-        raise ValueError(f"results folder protocol {path} is not the claim a grid writes (a JSON object): remove it "
-                         "(the next grid claims the folder again)")
+        raise ValueError(
+            f"results folder protocol {path} is not the claim a grid writes (a JSON object): remove it "
+            "(the next grid claims the folder again)"
+        )
     return identity_diff(claimed, protocol)
 
 
@@ -267,8 +305,10 @@ def read_finetune_info(directory: str | os.PathLike) -> dict | None:
     info = artifacts.read_json(path, "fine-tuned model info")
     if not isinstance(info, dict) or info.get("format") != FINETUNE_INFO_FORMAT:
         found = info.get("format") if isinstance(info, dict) else "unknown"
-        raise ValueError(f"{path} is finetune_info format {found}, this code reads format {FINETUNE_INFO_FORMAT}: "
-                         "save the model again (`python -m evaluation.run ... --save_models`)")
+        raise ValueError(
+            f"{path} is finetune_info format {found}, this code reads format {FINETUNE_INFO_FORMAT}: "
+            "save the model again (`python -m evaluation.run ... --save_models`)"
+        )
     return info
 
 
@@ -276,15 +316,19 @@ def flatten(value, prefix: str = "") -> dict:
     """{"model": {"weights": {...}}} -> {"model.weights....": leaf}."""
     if not isinstance(value, dict):
         return {prefix: value}
-    return {k: v for key, item in value.items()
-            for k, v in flatten(item, f"{prefix}.{key}" if prefix else str(key)).items()}
+    return {
+        k: v for key, item in value.items() for k, v in flatten(item, f"{prefix}.{key}" if prefix else str(key)).items()
+    }
 
 
 def identity_diff(old: dict, new: dict) -> list[str]:
     """The fields where two identities differ, as "field: old -> new" (hashes shortened)."""
     a, b = flatten(old), flatten(new)
-    return [f"{key}: {_short(a.get(key))} -> {_short(b.get(key))}" for key in sorted(a.keys() | b.keys())
-            if a.get(key) != b.get(key)]
+    return [
+        f"{key}: {_short(a.get(key))} -> {_short(b.get(key))}"
+        for key in sorted(a.keys() | b.keys())
+        if a.get(key) != b.get(key)
+    ]
 
 
 def _short(value) -> str:

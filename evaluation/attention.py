@@ -36,8 +36,10 @@ def probe(model) -> str:
     ids, others = candidates[:PROBE_LENGTH], candidates[PROBE_LENGTH:]
     last = next((i for i in others if not torch.equal(embeddings[i], embeddings[ids[-1]])), None)
     if last is None:
-        raise ValueError(f"cannot probe the attention of {model.config.model_type}: its input embeddings of tokens "
-                         f"{candidates} are identical; pass --attention checkpoint with a model that records it")
+        raise ValueError(
+            f"cannot probe the attention of {model.config.model_type}: its input embeddings of tokens "
+            f"{candidates} are identical; pass --attention checkpoint with a model that records it"
+        )
     batch = torch.tensor([ids, ids[:-1] + [last]], device=embeddings.device)
     base = getattr(model, "base_model", model)
     training = base.training
@@ -50,7 +52,7 @@ def probe(model) -> str:
 
 
 def pattern(model) -> str:
-    """"causal" or "bidirectional": how `model` (any transformers model) attends, recorded or else probed."""
+    """ "causal" or "bidirectional": how `model` (any transformers model) attends, recorded or else probed."""
     return recorded(model) or probe(model)
 
 
@@ -59,15 +61,19 @@ def set_attention(model, attention: str) -> None:
     ValueError); `checkpoint` keeps the model as it is, except that one of ours recording a causal
     pretraining (`pretraining_attention`, beside native EuroBERT's `is_causal: false`) attends causally."""
     if attention == "checkpoint":
-        if model.config.model_type in RECORDING_TYPES and getattr(model.config, "pretraining_attention", None) == \
-                "causal":
+        if (
+            model.config.model_type in RECORDING_TYPES
+            and getattr(model.config, "pretraining_attention", None) == "causal"
+        ):
             model.config.is_causal = True
         return
     model.config.is_causal = attention == "causal"
     used = pattern(model)
     if used != attention:
-        raise ValueError(f"--attention {attention}: {model.config.model_type} models attend {used}ly whatever "
-                         f"config.is_causal says; use --attention {used} (or checkpoint)")
+        raise ValueError(
+            f"--attention {attention}: {model.config.model_type} models attend {used}ly whatever "
+            f"config.is_causal says; use --attention {used} (or checkpoint)"
+        )
 
 
 def resolved_attention(model_path: str | os.PathLike, attention: str) -> str:

@@ -36,8 +36,11 @@ def trivial_baseline(task, splits) -> dict[str, dict[str, float]]:
         elif family == "qa":
             lengths = [len(answers["text"][0].split()) for answers in splits["train"]["answers"] if answers["text"]]
             n_words = max(1, round(statistics.median(lengths))) if lengths else 1
-            scores = metrics.squad_scores([" ".join(context.split()[:n_words]) for context in split["context"]],
-                                          [a["text"] for a in split["answers"]], version=task.squad_version)
+            scores = metrics.squad_scores(
+                [" ".join(context.split()[:n_words]) for context in split["context"]],
+                [a["text"] for a in split["answers"]],
+                version=task.squad_version,
+            )
         elif family == "ir":
             scores = random_ranking(split.qrels, len(split.corpus))
         else:
@@ -46,8 +49,9 @@ def trivial_baseline(task, splits) -> dict[str, dict[str, float]]:
     return out
 
 
-def random_ranking(qrels: dict[str, dict[str, int]], corpus_size: int, ndcg_k: int = 10, mrr_k: int = 10,
-                   recall_k: int = 100) -> dict:
+def random_ranking(
+    qrels: dict[str, dict[str, int]], corpus_size: int, ndcg_k: int = 10, mrr_k: int = 10, recall_k: int = 100
+) -> dict:
     """Expected NDCG@k, MRR@k and recall@k of a uniformly random ranking of `corpus_size` documents (exact)."""
     names = (f"ndcg@{ndcg_k}", f"mrr@{mrr_k}", f"recall@{recall_k}")
     per_query = {name: [] for name in names}

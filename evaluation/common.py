@@ -33,24 +33,43 @@ def training_arguments(args: FinetuneArgs, task, cls=TrainingArguments, **extra)
     max_steps, epochs = schedule(task, args)
     return cls(
         output_dir=args.scratch_dir or str(Path(tempfile.gettempdir()) / "mlm-vs-clm-finetune"),
-        learning_rate=args.lr, seed=args.seed, data_seed=args.seed,
-        per_device_train_batch_size=args.batch_size, per_device_eval_batch_size=args.eval_batch_size,
-        max_steps=max_steps if max_steps is not None else -1, num_train_epochs=epochs or 1.0,
-        lr_scheduler_type="linear", warmup_steps=args.warmup_ratio,  # a float < 1 is a ratio of the steps
-        adam_beta1=args.adam_beta1, adam_beta2=args.adam_beta2, adam_epsilon=args.adam_epsilon,
-        weight_decay=args.weight_decay, optim="adamw_torch",
+        learning_rate=args.lr,
+        seed=args.seed,
+        data_seed=args.seed,
+        per_device_train_batch_size=args.batch_size,
+        per_device_eval_batch_size=args.eval_batch_size,
+        max_steps=max_steps if max_steps is not None else -1,
+        num_train_epochs=epochs or 1.0,
+        lr_scheduler_type="linear",
+        warmup_steps=args.warmup_ratio,  # a float < 1 is a ratio of the steps
+        adam_beta1=args.adam_beta1,
+        adam_beta2=args.adam_beta2,
+        adam_epsilon=args.adam_epsilon,
+        weight_decay=args.weight_decay,
+        optim="adamw_torch",
         bf16=args.resolved_precision() == "bf16_autocast",  # autocast for bf16_autocast only: bf16 weights need none
-        save_strategy="no", eval_strategy="no", report_to="none", disable_tqdm=True, dataloader_num_workers=0,
+        save_strategy="no",
+        eval_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        dataloader_num_workers=0,
         dataloader_pin_memory=torch.cuda.is_available(),
         # NaN/inf must reach the logs (the default filter hides them) for DivergenceCallback to see them.
-        logging_steps=args.logging_steps, logging_nan_inf_filter=False, **extra,
+        logging_steps=args.logging_steps,
+        logging_nan_inf_filter=False,
+        **extra,
     )
 
 
 def make_trainer(model, task, args: FinetuneArgs, tokenizer, train_dataset, data_collator) -> Trainer:
     """The Trainer of an SC, TC or QA run."""
-    return Trainer(model=model, args=training_arguments(args, task), train_dataset=train_dataset,
-                   data_collator=data_collator, processing_class=tokenizer)
+    return Trainer(
+        model=model,
+        args=training_arguments(args, task),
+        train_dataset=train_dataset,
+        data_collator=data_collator,
+        processing_class=tokenizer,
+    )
 
 
 class DivergenceCallback(TrainerCallback):
@@ -129,6 +148,7 @@ def load_for_finetuning(auto_class, model_path, tokenizer, args: FinetuneArgs, *
     if model.config.pad_token_id is None:
         model.config.pad_token_id = tokenizer.pad_token_id
     if args.peft == "lora":  # adapters on the encoder, the task head trained fully
-        model = lora.wrap(model, args.lora_rank, args.lora_alpha, modules_to_save=lora.head_modules(model),
-                          seed=args.seed)
+        model = lora.wrap(
+            model, args.lora_rank, args.lora_alpha, modules_to_save=lora.head_modules(model), seed=args.seed
+        )
     return model

@@ -20,8 +20,12 @@ from evaluation import common, finetune_args, metrics, model_inputs
 
 def _windows(batch, tokenizer, args: finetune_args.FinetuneArgs):
     return tokenizer(
-        [q.lstrip() for q in batch["question"]], batch["context"], truncation="only_second",
-        max_length=args.qa_max_length, stride=args.doc_stride, return_overflowing_tokens=True,
+        [q.lstrip() for q in batch["question"]],
+        batch["context"],
+        truncation="only_second",
+        max_length=args.qa_max_length,
+        stride=args.doc_stride,
+        return_overflowing_tokens=True,
         return_offsets_mapping=True,
     )
 
@@ -68,18 +72,23 @@ def tokenize(task, tokenizer, args: finetune_args.FinetuneArgs):
     def build():
         splits = common.task_splits(task, args)
         columns = splits["train"].column_names
-        windows = {"train": splits["train"].map(lambda b: prepare_train(b, tokenizer, args), batched=True,
-                                                remove_columns=columns)}
+        windows = {
+            "train": splits["train"].map(
+                lambda b: prepare_train(b, tokenizer, args), batched=True, remove_columns=columns
+            )
+        }
         for role in ("validation", "test"):
-            windows[role] = splits[role].map(lambda b: prepare_eval(b, tokenizer, args), batched=True,
-                                             remove_columns=columns)
+            windows[role] = splits[role].map(
+                lambda b: prepare_eval(b, tokenizer, args), batched=True, remove_columns=columns
+            )
         return splits, windows
 
     return common.cached(tokenizer, task, args, build)
 
 
-def postprocess(examples, windows, start_logits, end_logits, n_best: int = 20, max_answer_length: int = 30,
-                with_null: bool = False) -> dict[str, str]:
+def postprocess(
+    examples, windows, start_logits, end_logits, n_best: int = 20, max_answer_length: int = 30, with_null: bool = False
+) -> dict[str, str]:
     """{example id: answer text ("" = no answer)} of the raw split `examples` from its windows' logits
     (utils_qa.postprocess_qa_predictions, simplified); `with_null`: "" when the null score wins."""
     by_example = collections.defaultdict(list)
@@ -123,8 +132,15 @@ def score(finetuned: common.Finetuned, task, args: finetune_args.FinetuneArgs) -
     scores, predictions = {}, {}
     for role in ("validation", "test"):
         start, end = trainer.predict(windows[role].remove_columns(["example_id", "offset_mapping"])).predictions[:2]
-        texts = postprocess(splits[role], windows[role], np.asarray(start, np.float32), np.asarray(end, np.float32),
-                            args.n_best, args.max_answer_length, with_null)
+        texts = postprocess(
+            splits[role],
+            windows[role],
+            np.asarray(start, np.float32),
+            np.asarray(end, np.float32),
+            args.n_best,
+            args.max_answer_length,
+            with_null,
+        )
         ids = splits[role]["id"]
         predicted, references = [texts[i] for i in ids], [a["text"] for a in splits[role]["answers"]]
         scores[role] = metrics.squad_scores(predicted, references, ids, version=task.squad_version)

@@ -29,81 +29,161 @@ class ProtocolArgs:
     adam_epsilon: float = 1e-5
     weight_decay: float = 0.1
     max_steps: int | None = field(default=None, metadata={"help": "Override the task's steps/epochs (smoke runs)."})
-    precision: str = field(default="auto", metadata={
-        "help": "bf16_weights: the model cast to bf16, so weights and AdamW states are bf16, as the original harness "
-                "does (small updates round away); bf16_autocast: fp32 weights and states under bf16 autocast; fp32. "
-                "auto (default): bf16_weights on a GPU, fp32 on CPU.", "choices": PRECISIONS})
-    attention: str = field(default="bidirectional", metadata={
-        "help": "Fine-tuning attention: bidirectional (paper default, also for CLM checkpoints), causal, or "
-                "checkpoint (the checkpoint's own config.is_causal).", "choices": ATTENTION_CHOICES})
-    max_length: int | None = field(default=None, metadata={
-        "help": "Max tokens per SC/TC/IR input, at most the model's max_position_embeddings; default: 99%% of "
-                "the model's max_position_embeddings counted up to 2048, as the original harness (2028 for 2048 "
-                "positions or more)."})
-    qa_max_length: int = field(default=384, metadata={
-        "help": "Max tokens per QA window (question + context); capped at the default input length (99%% of "
-                "the model's positions counted up to 2048)."})
-    doc_stride: int = field(default=128, metadata={
-        "help": "QA: overlap between consecutive context windows; at most a third of a window cut to fit the model."})
+    precision: str = field(
+        default="auto",
+        metadata={
+            "help": "bf16_weights: the model cast to bf16, so weights and AdamW states are bf16, as the "
+            "original harness "
+            "does (small updates round away); bf16_autocast: fp32 weights and states under bf16 autocast; fp32. "
+            "auto (default): bf16_weights on a GPU, fp32 on CPU.",
+            "choices": PRECISIONS,
+        },
+    )
+    attention: str = field(
+        default="bidirectional",
+        metadata={
+            "help": "Fine-tuning attention: bidirectional (paper default, also for CLM checkpoints), causal, or "
+            "checkpoint (the checkpoint's own config.is_causal).",
+            "choices": ATTENTION_CHOICES,
+        },
+    )
+    max_length: int | None = field(
+        default=None,
+        metadata={
+            "help": "Max tokens per SC/TC/IR input, at most the model's max_position_embeddings; default: 99%% of "
+            "the model's max_position_embeddings counted up to 2048, as the original harness (2028 for 2048 "
+            "positions or more)."
+        },
+    )
+    qa_max_length: int = field(
+        default=384,
+        metadata={
+            "help": "Max tokens per QA window (question + context); capped at the default input length (99%% of "
+            "the model's positions counted up to 2048)."
+        },
+    )
+    doc_stride: int = field(
+        default=128,
+        metadata={
+            "help": "QA: overlap between consecutive context windows; at most a third of a window cut to fit the model."
+        },
+    )
     n_best: int = field(default=20, metadata={"help": "QA: start/end candidates kept per window."})
     max_answer_length: int = field(default=30, metadata={"help": "QA: longest answer span in tokens."})
-    ir_corpus: str = field(default="pooled", metadata={
-        "help": "IR corpus: pooled = the documents judged in validation or test, one corpus for both (the original); "
-                "judged = each split's own judged documents; full = the whole corpus.", "choices": IR_CORPORA})
-    ir_relevance: str = field(default="binary", metadata={
-        "help": "IR relevance: binary = a judgement >= 1 counts as relevant with gain 1 (the original); graded = "
-                "the qrels scores as gains.", "choices": ("binary", "graded")})
-    tc_labelling: str | None = field(default=None, metadata={
-        "help": "TC sub-token labelling: first or all (majority vote per word); default: the task's own.",
-        "choices": ("first", "all")})
-    pair_encoding: str = field(default="joined", metadata={
-        "help": "SC sentence pairs (MNLI, QQP, MRPC): joined = one text, the task's template (the paper); segments = "
-                "the template's two fields as two segments, the tokenizer's pair encoding with token_type_ids (as "
-                "run_glue), for models with token-type embeddings (type_vocab_size > 1); a model without them keeps "
-                "the joined text, and its result's inputs identity says which it got.", "choices": PAIR_ENCODINGS})
-    ir_pooling: str = field(default="mean", metadata={
-        "help": "IR embedding pooling: mean over the tokens (the original), cls (the first token) or last (the last "
-                "real token, as decoder embedders do).", "choices": IR_POOLINGS})
-    query_prompt: str | None = field(default=None, metadata={
-        "help": "IR: the text put before every query; default: the task's (\"Query: \")."})
-    document_prompt: str | None = field(default=None, metadata={
-        "help": "IR: the text put before every document; default: the task's (\"Document: \")."})
-    peft: str = field(default="none", metadata={
-        "help": "none (paper: full fine-tuning) or lora: LoRA adapters (core/lora.py) on the attention and MLP "
-                "projections, the task head trained fully (SC/TC/QA; saved models merged)", "choices": PEFT_CHOICES})
+    ir_corpus: str = field(
+        default="pooled",
+        metadata={
+            "help": "IR corpus: pooled = the documents judged in validation or test, one corpus for both (the "
+            "original); "
+            "judged = each split's own judged documents; full = the whole corpus.",
+            "choices": IR_CORPORA,
+        },
+    )
+    ir_relevance: str = field(
+        default="binary",
+        metadata={
+            "help": "IR relevance: binary = a judgement >= 1 counts as relevant with gain 1 (the original); graded = "
+            "the qrels scores as gains.",
+            "choices": ("binary", "graded"),
+        },
+    )
+    tc_labelling: str | None = field(
+        default=None,
+        metadata={
+            "help": "TC sub-token labelling: first or all (majority vote per word); default: the task's own.",
+            "choices": ("first", "all"),
+        },
+    )
+    pair_encoding: str = field(
+        default="joined",
+        metadata={
+            "help": "SC sentence pairs (MNLI, QQP, MRPC): joined = one text, the task's template (the paper); "
+            "segments = "
+            "the template's two fields as two segments, the tokenizer's pair encoding with token_type_ids (as "
+            "run_glue), for models with token-type embeddings (type_vocab_size > 1); a model without them keeps "
+            "the joined text, and its result's inputs identity says which it got.",
+            "choices": PAIR_ENCODINGS,
+        },
+    )
+    ir_pooling: str = field(
+        default="mean",
+        metadata={
+            "help": "IR embedding pooling: mean over the tokens (the original), cls (the first token) or last "
+            "(the last "
+            "real token, as decoder embedders do).",
+            "choices": IR_POOLINGS,
+        },
+    )
+    query_prompt: str | None = field(
+        default=None, metadata={"help": 'IR: the text put before every query; default: the task\'s ("Query: ").'}
+    )
+    document_prompt: str | None = field(
+        default=None, metadata={"help": 'IR: the text put before every document; default: the task\'s ("Document: ").'}
+    )
+    peft: str = field(
+        default="none",
+        metadata={
+            "help": "none (paper: full fine-tuning) or lora: LoRA adapters (core/lora.py) on the attention and MLP "
+            "projections, the task head trained fully (SC/TC/QA; saved models merged)",
+            "choices": PEFT_CHOICES,
+        },
+    )
     lora_rank: int = field(default=8, metadata={"help": "--peft lora: rank r"})
     lora_alpha: float = field(default=16.0, metadata={"help": "--peft lora: alpha (updates scaled by alpha / r)"})
     logging_steps: int = field(default=10, metadata={"help": "Steps between loss checks for divergence."})
-    source: str = field(default="offline", metadata={"help": "Task data: the offline bundle or each task's Hub source.",
-                                                     "choices": ("offline", "hub")})
-    data_dir: str | None = field(default=None,
-                                 metadata={"help": "Data bundle (default: $MLM_VS_CLM_DATA, ../shared/data)."})
+    source: str = field(
+        default="offline",
+        metadata={"help": "Task data: the offline bundle or each task's Hub source.", "choices": ("offline", "hub")},
+    )
+    data_dir: str | None = field(
+        default=None, metadata={"help": "Data bundle (default: $MLM_VS_CLM_DATA, ../shared/data)."}
+    )
     max_train: int | None = field(default=None, metadata={"help": "Keep at most N training examples (smoke runs)."})
     max_eval: int | None = field(default=None, metadata={"help": "Keep at most N validation/test examples."})
     scratch_dir: str | None = field(default=None, metadata={"help": "Scratch dir for the Trainer (temp if None)."})
 
     def __post_init__(self):
         if self.max_steps is not None and self.max_steps < 1:
-            raise ValueError(f"max_steps={self.max_steps} must be >= 1; leave it unset for the task's own budget "
-                             "(1,000 steps, or one epoch for CoNLL and UNER)")
-        for name in ("batch_size", "eval_batch_size", "max_length", "qa_max_length", "max_train", "max_eval",
-                     "n_best", "max_answer_length", "lora_rank", "logging_steps"):
+            raise ValueError(
+                f"max_steps={self.max_steps} must be >= 1; leave it unset for the task's own budget "
+                "(1,000 steps, or one epoch for CoNLL and UNER)"
+            )
+        for name in (
+            "batch_size",
+            "eval_batch_size",
+            "max_length",
+            "qa_max_length",
+            "max_train",
+            "max_eval",
+            "n_best",
+            "max_answer_length",
+            "lora_rank",
+            "logging_steps",
+        ):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name}={value} must be >= 1")
-        for name, ok, rule in (("adam_beta1", 0 <= self.adam_beta1 < 1, "in [0, 1)"),
-                               ("adam_beta2", 0 <= self.adam_beta2 < 1, "in [0, 1)"),
-                               ("adam_epsilon", self.adam_epsilon > 0, "> 0"),
-                               ("weight_decay", self.weight_decay >= 0, ">= 0"),
-                               ("doc_stride", self.doc_stride >= 0, ">= 0"),
-                               ("lora_alpha", self.lora_alpha > 0, "> 0")):
+        for name, ok, rule in (
+            ("adam_beta1", 0 <= self.adam_beta1 < 1, "in [0, 1)"),
+            ("adam_beta2", 0 <= self.adam_beta2 < 1, "in [0, 1)"),
+            ("adam_epsilon", self.adam_epsilon > 0, "> 0"),
+            ("weight_decay", self.weight_decay >= 0, ">= 0"),
+            ("doc_stride", self.doc_stride >= 0, ">= 0"),
+            ("lora_alpha", self.lora_alpha > 0, "> 0"),
+        ):
             if not ok:
                 raise ValueError(f"{name}={getattr(self, name)} must be {rule}")
         if self.attention not in ATTENTION_CHOICES:
             raise ValueError(f"attention={self.attention!r} is not one of {ATTENTION_CHOICES}")
-        for name, choices in (("precision", PRECISIONS), ("ir_corpus", IR_CORPORA),
-                              ("ir_relevance", ("binary", "graded")), ("tc_labelling", (None, "first", "all")),
-                              ("ir_pooling", IR_POOLINGS), ("peft", PEFT_CHOICES), ("pair_encoding", PAIR_ENCODINGS)):
+        for name, choices in (
+            ("precision", PRECISIONS),
+            ("ir_corpus", IR_CORPORA),
+            ("ir_relevance", ("binary", "graded")),
+            ("tc_labelling", (None, "first", "all")),
+            ("ir_pooling", IR_POOLINGS),
+            ("peft", PEFT_CHOICES),
+            ("pair_encoding", PAIR_ENCODINGS),
+        ):
             if getattr(self, name) not in choices:
                 raise ValueError(f"{name}={getattr(self, name)!r}: use one of {choices}")
 
@@ -174,8 +254,11 @@ def identity_settings(args: ProtocolArgs, family: str, names=None) -> dict:
 
 def data_settings(args: ProtocolArgs, family: str) -> dict:
     """The `tasks.load_splits` arguments of a `family` task under `args`: what its loaded splits depend on."""
-    return {declared.data: getattr(args, name) for name, declared in SETTINGS.items()
-            if declared.data and family in declared.families}
+    return {
+        declared.data: getattr(args, name)
+        for name, declared in SETTINGS.items()
+        if declared.data and family in declared.families
+    }
 
 
 @dataclass

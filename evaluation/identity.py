@@ -57,8 +57,12 @@ protocol_identity = finetune_args.identity_settings
 
 def scoped(family: str, ident: dict) -> dict:
     """A recorded identity without the protocol and input settings `family` does not read."""
-    return {part: {k: v for k, v in value.items() if finetune_args.reads(family, k)}
-            if part in ("protocol", "inputs") and isinstance(value, dict) else value for part, value in ident.items()}
+    return {
+        part: {k: v for k, v in value.items() if finetune_args.reads(family, k)}
+        if part in ("protocol", "inputs") and isinstance(value, dict)
+        else value
+        for part, value in ident.items()
+    }
 
 
 def ir_training_key(task: tasks.Task, pairs, schedule) -> str:
@@ -87,23 +91,37 @@ def migrate(results_dir: str | os.PathLike) -> int:
         raise FileNotFoundError(f"no result files under {results_dir} (<model>/<task>/lr<lr>-seed<seed>.json)")
     records = {path: store.read_result(path, migrating=True) for path in paths}
     new = {path: _migrated_identity(record) for path, record in records.items()}
-    old = [path for path, record in records.items()
-           if record["format"] != store.RESULT_FORMAT or new[path] != record["identity"]]
+    old = [
+        path
+        for path, record in records.items()
+        if record["format"] != store.RESULT_FORMAT or new[path] != record["identity"]
+    ]
     unclaimed: dict = {}
     for path in paths:
         if not (path.parent / store.PROTOCOL_NAME).is_file() and new[path].get("protocol") is not None:
             unclaimed.setdefault(path.parent, {})[json.dumps(new[path]["protocol"], sort_keys=True)] = new[path]
     if mixed := next((folder for folder, protocols in unclaimed.items() if len(protocols) > 1), None):
-        raise ValueError(f"{mixed} holds results of {len(unclaimed[mixed])} protocols: one folder holds one; move "
-                         "the results of all but one out, then migrate again")
+        raise ValueError(
+            f"{mixed} holds results of {len(unclaimed[mixed])} protocols: one folder holds one; move "
+            "the results of all but one out, then migrate again"
+        )
     infos = {path: store.read_finetune_info(path.with_suffix(".model")) for path in old}
     for path in old:
         with store.lock(path, "migration of"):
             if info := infos[path]:
-                store.write_finetune_info(path.with_suffix(".model"), {
-                    **{k: v for k, v in info.items() if k != "format"}, "identity": new[path]})
-            store.write_result(path, {**records[path], "format": store.RESULT_FORMAT, "identity": new[path],
-                                      "pretrain_seed": store.pretrain_seed(records[path]["model"])})
+                store.write_finetune_info(
+                    path.with_suffix(".model"),
+                    {**{k: v for k, v in info.items() if k != "format"}, "identity": new[path]},
+                )
+            store.write_result(
+                path,
+                {
+                    **records[path],
+                    "format": store.RESULT_FORMAT,
+                    "identity": new[path],
+                    "pretrain_seed": store.pretrain_seed(records[path]["model"]),
+                },
+            )
     for folder, protocols in unclaimed.items():
         store.claim_protocol(folder, next(iter(protocols.values()))["protocol"])
     return len(old)

@@ -32,8 +32,11 @@ def _show_sc(task, split, tokenizer, args) -> list[str]:
     for i, row in enumerate(split):
         ids = tokenizer(row["text"], truncation=True, max_length=args.max_length)["input_ids"]
         # texts are shown as repr: quotes and escapes show a template's "\n" and stray spaces
-        lines += [f"[{i}] text: {row['text']!r}", f"    label: {row['label']} ({task.labels[row['label']]})",
-                  f"    tokens {_tokens(tokenizer, ids)}"]
+        lines += [
+            f"[{i}] text: {row['text']!r}",
+            f"    label: {row['label']} ({task.labels[row['label']]})",
+            f"    tokens {_tokens(tokenizer, ids)}",
+        ]
     return lines
 
 
@@ -79,12 +82,18 @@ def _show_qa(task, split, tokenizer, args) -> list[str]:
         start, end = windows["start_positions"][hit], windows["end_positions"][hit]
         ids = windows["input_ids"][hit]
         answer = repr(row["answers"]["text"][0]) if row["answers"]["text"] else "(no answer)"
-        span = (f"tokens {start}..{end}: {' '.join(tokenizer.convert_ids_to_tokens(ids[start:end + 1]))}"
-                if start > 0 else "token 0 (no answer in any window)")
+        span = (
+            f"tokens {start}..{end}: {' '.join(tokenizer.convert_ids_to_tokens(ids[start : end + 1]))}"
+            if start > 0
+            else "token 0 (no answer in any window)"
+        )
         windowing = f"max_length {settings.qa_max_length}, stride {settings.doc_stride}"
-        lines += [f"[{i}] question: {row['question']!r}", f"    answer: {answer}",
-                  f"    windows: {len(windows['input_ids'])} ({windowing}); answer span in window {hit}: {span}",
-                  f"    window {hit} tokens {_tokens(tokenizer, ids)}"]
+        lines += [
+            f"[{i}] question: {row['question']!r}",
+            f"    answer: {answer}",
+            f"    windows: {len(windows['input_ids'])} ({windowing}); answer span in window {hit}: {span}",
+            f"    window {hit} tokens {_tokens(tokenizer, ids)}",
+        ]
     return lines
 
 
@@ -133,8 +142,10 @@ def inspect(args: argparse.Namespace) -> str:
             if not (Path(args.model) / "config.json").is_file():
                 raise ValueError(f"{args.model} has no config.json to size the inputs from; pass --max_length")
             settings.max_length = model_inputs.max_length(finetune_args.ProtocolArgs(), args.model)
-        header = (f"== {task.name} ({task.family}), {args.split} split, first {args.n} example(s), tokenizer "
-                  f"{type(tokenizer).__name__} of {args.model}")
+        header = (
+            f"== {task.name} ({task.family}), {args.split} split, first {args.n} example(s), tokenizer "
+            f"{type(tokenizer).__name__} of {args.model}"
+        )
         reports.append("\n".join([header, *SHOW[task.family](task, split, tokenizer, settings)]))
     return "\n\n".join(reports)
 
@@ -152,11 +163,16 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--n", type=int, default=3, help="number of examples (default 3)")
     parser.add_argument("--split", default="train", choices=tasks.ROLES, help="split (default train)")
     parser.add_argument("--data_dir", default=None, help="data bundle (default: $MLM_VS_CLM_DATA, ../shared/data)")
-    parser.add_argument("--max_length", type=int, default=None,
-                        help=f"max tokens (default: as the grid, 99%% of the model's positions; QA windows "
-                             f"{finetune_args.ProtocolArgs.qa_max_length})")
-    parser.add_argument("--tc_labelling", default=None, choices=tasks.TC_LABELLINGS,
-                        help="TC labelling (default: the task's own)")
+    parser.add_argument(
+        "--max_length",
+        type=int,
+        default=None,
+        help=f"max tokens (default: as the grid, 99%% of the model's positions; QA windows "
+        f"{finetune_args.ProtocolArgs.qa_max_length})",
+    )
+    parser.add_argument(
+        "--tc_labelling", default=None, choices=tasks.TC_LABELLINGS, help="TC labelling (default: the task's own)"
+    )
     return parser
 
 
@@ -166,8 +182,9 @@ def main(argv=None) -> None:
         if args.n < 1:
             raise ValueError(f"--n must be at least 1, got {args.n}")
         if args.max_length is not None and args.max_length < 1:
-            raise ValueError(f"--max_length must be at least 1 token, got {args.max_length} (leave it unset for the "
-                             "grid's default)")
+            raise ValueError(
+                f"--max_length must be at least 1 token, got {args.max_length} (leave it unset for the grid's default)"
+            )
         report = inspect(args)
     print(report)
 

@@ -102,9 +102,12 @@ def token_micro_f1(
     """sklearn's micro-F1 over every sentence's word labels (gold -100 dropped): word accuracy with
     `include_o`; without, over the labels other than `o_label` only."""
     _check_same_length(predictions, references, "predictions", "references")
-    pairs = [(g if isinstance(g, str) else int(g), p if isinstance(p, str) else int(p))
-             for p_seq, g_seq in zip(predictions, references) for p, g in zip(p_seq, g_seq)
-             if isinstance(g, str) or g != IGNORE_INDEX]
+    pairs = [
+        (g if isinstance(g, str) else int(g), p if isinstance(p, str) else int(p))
+        for p_seq, g_seq in zip(predictions, references)
+        for p, g in zip(p_seq, g_seq)
+        if isinstance(g, str) or g != IGNORE_INDEX
+    ]
     gold, pred = [g for g, _ in pairs], [p for _, p in pairs]
     labels = None
     if not include_o:
@@ -132,16 +135,24 @@ def token_classification_scores(predictions: Sequence[Sequence[str]], references
     _check_same_length(predictions, references, "predictions", "references")
     for i, (pred, gold) in enumerate(zip(predictions, references)):
         if len(pred) != len(gold):
-            raise ValueError(f"sentence {i}: {len(pred)} predicted tags for {len(gold)} gold tags; "
-                             "align to words first")
+            raise ValueError(
+                f"sentence {i}: {len(pred)} predicted tags for {len(gold)} gold tags; align to words first"
+            )
     y_true, y_pred = [list(s) for s in references], [list(s) for s in predictions]
     keys = ("sentence_macro_f1", "entity_f1", "entity_tp", "entity_pred", "entity_gold", "token_correct", "token_count")
     per = {k: [] for k in keys}
     for pred, gold in zip(y_pred, y_true):
         gold_entities, pred_entities = _strict_entities(gold), _strict_entities(pred)
         tp, n_pred, n_gold = len(gold_entities & pred_entities), len(pred_entities), len(gold_entities)
-        values = (macro_f1_present_labels(pred, gold), _f1(tp, n_pred, n_gold, empty=1.0), tp, n_pred, n_gold,
-                  sum(p == g for p, g in zip(pred, gold)), len(gold))
+        values = (
+            macro_f1_present_labels(pred, gold),
+            _f1(tp, n_pred, n_gold, empty=1.0),
+            tp,
+            n_pred,
+            n_gold,
+            sum(p == g for p, g in zip(pred, gold)),
+            len(gold),
+        )
         for key, value in zip(keys, values):
             per[key].append(value)
     kwargs = {"mode": "strict", "scheme": IOB2, "zero_division": 0}
@@ -193,7 +204,9 @@ def _token_f1(prediction: str, gold: str, version: str) -> float:
 
 
 def squad_scores(
-    predictions: Sequence[str], references: Sequence[Sequence[str]], ids: Sequence[str] | None = None,
+    predictions: Sequence[str],
+    references: Sequence[Sequence[str]],
+    ids: Sequence[str] | None = None,
     version: str = "v2.0",
 ) -> dict:
     """SQuAD EM/F1 averaged over questions (`squad_exact_f1`), with "per_instance" {"id", "exact_match",
@@ -255,8 +268,12 @@ def rescore(family: str, records: Sequence[Mapping], squad_version: str = "v2.0"
     if family == "tc":
         return token_classification_scores([r["prediction"] for r in records], [r["reference"] for r in records])
     if family == "qa":
-        return squad_scores([r["prediction"] for r in records], [r["reference"] for r in records],
-                            [r["id"] for r in records], version=squad_version)
+        return squad_scores(
+            [r["prediction"] for r in records],
+            [r["reference"] for r in records],
+            [r["id"] for r in records],
+            version=squad_version,
+        )
     if family == "ir":  # the stored ranking is in rank order: any decreasing score reproduces it
         run = {r["qid"]: {doc: -float(i) for i, doc in enumerate(r["ranking"])} for r in records}
         return retrieval_scores(run, {r["qid"]: r["relevance"] for r in records})
@@ -276,9 +293,18 @@ def rescore_mismatch(record: Mapping, tolerance: float = 1e-4) -> str | None:
         problems = []
         for version in SQUAD_VERSIONS if record["family"] == "qa" else ("v2.0",):
             again = _tc_scores(records) if record["family"] == "tc" else rescore(record["family"], records, version)
-            problems.append(next((f"its {split} {key} is {value} but its predictions give {again[key]}"
-                                  for key, value in stored.items() if key in again and key != "per_instance"
-                                  and not abs(float(value) - float(again[key])) <= tolerance), None))
+            problems.append(
+                next(
+                    (
+                        f"its {split} {key} is {value} but its predictions give {again[key]}"
+                        for key, value in stored.items()
+                        if key in again
+                        and key != "per_instance"
+                        and not abs(float(value) - float(again[key])) <= tolerance
+                    ),
+                    None,
+                )
+            )
         if all(problems):
             return problems[0]
     return None
@@ -287,8 +313,13 @@ def rescore_mismatch(record: Mapping, tolerance: float = 1e-4) -> str | None:
 def _tc_scores(records: Sequence[Mapping]) -> dict:
     """`token_classification_scores`' sentence macro-F1 and corpus entity F1 from the stored entity counts,
     without seqeval's entity parsing: a study's archive is checked in seconds."""
-    macro = [1.0 if r["prediction"] == r["reference"] and r["reference"] else  # each label present scores 1
-             macro_f1_present_labels(r["prediction"], r["reference"]) for r in records]
+    macro = [
+        1.0
+        if r["prediction"] == r["reference"] and r["reference"]
+        # each label present scores 1
+        else macro_f1_present_labels(r["prediction"], r["reference"])
+        for r in records
+    ]
     counts = [sum(r[key] for r in records) for key in ("entity_tp", "entity_pred", "entity_gold")]
     return {"sentence_macro_f1": _mean(macro), "entity_f1": _f1(*counts, empty=0.0)}
 

@@ -25,8 +25,10 @@ def load_finetuning_tokenizer(model_path: str | os.PathLike):
     (padded positions are masked); a one-line error when there is none."""
     directory = Path(model_path)
     if directory.is_dir() and not any((directory / name).is_file() for name in model_folders.TOKENIZER_FILES):
-        raise ValueError(f"no tokenizer found in {model_path} (none of {', '.join(model_folders.TOKENIZER_FILES)}); "
-                         "save one beside the model (tokenizer.save_pretrained)")
+        raise ValueError(
+            f"no tokenizer found in {model_path} (none of {', '.join(model_folders.TOKENIZER_FILES)}); "
+            "save one beside the model (tokenizer.save_pretrained)"
+        )
     model_folders.check_json_files(model_path)  # a corrupt config or tokenizer file is named
     try:
         tokenizer = AutoTokenizer.from_pretrained(model_path, trust_remote_code=True)
@@ -65,8 +67,10 @@ def max_length(args: ProtocolArgs, model_path) -> int:
     if args.max_length is None:
         return default_length(model_path)
     if args.max_length > (limit := positions(model_path)):
-        raise ValueError(f"--max_length {args.max_length} exceeds the {limit} positions of {model_path}; pass at "
-                         f"most {limit} or leave it unset")
+        raise ValueError(
+            f"--max_length {args.max_length} exceeds the {limit} positions of {model_path}; pass at "
+            f"most {limit} or leave it unset"
+        )
     return args.max_length
 
 
@@ -89,9 +93,14 @@ def resolved_pair_encoding(model_path: str | os.PathLike, pair_encoding: str) ->
 def resolve_inputs(args: ProtocolArgs, model_path) -> ProtocolArgs:
     """`args` with what a run on `model_path` really uses: max_length, QA windows, attention, pair encoding."""
     length, stride = qa_windows(args, model_path)
-    return dataclasses.replace(args, max_length=max_length(args, model_path), qa_max_length=length,
-                               doc_stride=stride, attention=resolved_attention(model_path, args.attention),
-                               pair_encoding=resolved_pair_encoding(model_path, args.pair_encoding))
+    return dataclasses.replace(
+        args,
+        max_length=max_length(args, model_path),
+        qa_max_length=length,
+        doc_stride=stride,
+        attention=resolved_attention(model_path, args.attention),
+        pair_encoding=resolved_pair_encoding(model_path, args.pair_encoding),
+    )
 
 
 def inputs_identity(args: ProtocolArgs, family: str) -> dict:
@@ -121,10 +130,12 @@ def check_head(model_path: str | os.PathLike, family: str) -> None:
         MODEL_MAPPING,
     )
 
-    auto, mapping = {"sc": ("AutoModelForSequenceClassification", MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING),
-                     "tc": ("AutoModelForTokenClassification", MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING),
-                     "qa": ("AutoModelForQuestionAnswering", MODEL_FOR_QUESTION_ANSWERING_MAPPING),
-                     "ir": ("AutoModel", MODEL_MAPPING)}[family]
+    auto, mapping = {
+        "sc": ("AutoModelForSequenceClassification", MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING),
+        "tc": ("AutoModelForTokenClassification", MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING),
+        "qa": ("AutoModelForQuestionAnswering", MODEL_FOR_QUESTION_ANSWERING_MAPPING),
+        "ir": ("AutoModel", MODEL_MAPPING),
+    }[family]
     config = AutoConfig.from_pretrained(model_path, trust_remote_code=True)
     if type(config) not in mapping and auto not in (getattr(config, "auto_map", None) or {}):
         raise ValueError(f"{model_path} ({config.model_type}) has no {auto} class; drop its {family} tasks")
@@ -132,5 +143,8 @@ def check_head(model_path: str | os.PathLike, family: str) -> None:
 
 def label_kwargs(task) -> dict:
     """num_labels / id2label / label2id for a classification head over `task.labels`."""
-    return {"num_labels": len(task.labels), "id2label": dict(enumerate(task.labels)),
-            "label2id": {name: i for i, name in enumerate(task.labels)}}
+    return {
+        "num_labels": len(task.labels),
+        "id2label": dict(enumerate(task.labels)),
+        "label2id": {name: i for i, name in enumerate(task.labels)},
+    }

@@ -43,37 +43,76 @@ PER_QUERY = {"ndcg@10": "ndcg_cut_10", "recall@100": "recall_100"}  # ours -> py
 class MtebArgs:
     """What to evaluate with mteb, and how (command-line flags of `evaluation.mteb`)."""
 
-    model: str = field(metadata={"help": "Model directories or Hub ids (org/name[@revision]), comma-separated; "
-                                         "NAME=DIR or NAME=ID files one under NAME."})
-    tasks: str = field(metadata={"help": "Project IR tasks (names or YAML paths; offline) and/or mteb retrieval "
-                                         "task names (NAME or NAME:SUBSET; data from the Hub), comma-separated."})
+    model: str = field(
+        metadata={
+            "help": "Model directories or Hub ids (org/name[@revision]), comma-separated; "
+            "NAME=DIR or NAME=ID files one under NAME."
+        }
+    )
+    tasks: str = field(
+        metadata={
+            "help": "Project IR tasks (names or YAML paths; offline) and/or mteb retrieval "
+            "task names (NAME or NAME:SUBSET; data from the Hub), comma-separated."
+        }
+    )
     output: str = field(default="results", metadata={"help": "Results directory (the grid's layout)."})
     max_eval: int | None = field(default=None, metadata={"help": "Keep at most N test queries (seed 42)."})
-    ir_corpus: str = field(default="pooled", metadata={
-        "help": "Project tasks: the corpus, as the grid's flag (pooled, judged, full).",
-        "choices": finetune_args.IR_CORPORA})
-    ir_relevance: str = field(default="binary", metadata={
-        "help": "Project tasks: binary or graded relevance, as the grid's flag.", "choices": ("binary", "graded")})
-    source: str = field(default="offline", metadata={
-        "help": "Project tasks: the offline bundle or each task's Hub source.", "choices": ("offline", "hub")})
-    data_dir: str | None = field(default=None, metadata={
-        "help": "Data bundle (default: $MLM_VS_CLM_DATA, ../shared/data)."})
+    ir_corpus: str = field(
+        default="pooled",
+        metadata={
+            "help": "Project tasks: the corpus, as the grid's flag (pooled, judged, full).",
+            "choices": finetune_args.IR_CORPORA,
+        },
+    )
+    ir_relevance: str = field(
+        default="binary",
+        metadata={
+            "help": "Project tasks: binary or graded relevance, as the grid's flag.",
+            "choices": ("binary", "graded"),
+        },
+    )
+    source: str = field(
+        default="offline",
+        metadata={
+            "help": "Project tasks: the offline bundle or each task's Hub source.",
+            "choices": ("offline", "hub"),
+        },
+    )
+    data_dir: str | None = field(
+        default=None, metadata={"help": "Data bundle (default: $MLM_VS_CLM_DATA, ../shared/data)."}
+    )
     batch_size: int = field(default=64, metadata={"help": "Encoding batch size."})
-    max_length: int | None = field(default=None, metadata={
-        "help": "Max tokens per input; default: the model's own (sentence-transformers files), else 99%% of its "
-                "positions as the grid."})
-    precision: str = field(default="auto", metadata={
-        "help": "Model weights: fp32 or bf16; auto: bf16 on a GPU, fp32 on CPU (as the grid).",
-        "choices": ("auto", "fp32", "bf16")})
-    pooling: str = field(default="mean", metadata={
-        "help": "A plain encoder's pooling: mean (default), cls or last (a sentence-transformers folder keeps its "
-                "own).", "choices": finetune_args.IR_POOLINGS})
-    query_prompt: str | None = field(default=None, metadata={
-        "help": "A plain encoder's query prompt; default: the task's (\"Query: \")."})
-    document_prompt: str | None = field(default=None, metadata={
-        "help": "A plain encoder's document prompt; default: the task's (\"Document: \")."})
-    rerun_changed: bool = field(default=False, metadata={
-        "help": "Redo finished records whose identity changed; the old files are moved aside."})
+    max_length: int | None = field(
+        default=None,
+        metadata={
+            "help": "Max tokens per input; default: the model's own (sentence-transformers files), else 99%% of its "
+            "positions as the grid."
+        },
+    )
+    precision: str = field(
+        default="auto",
+        metadata={
+            "help": "Model weights: fp32 or bf16; auto: bf16 on a GPU, fp32 on CPU (as the grid).",
+            "choices": ("auto", "fp32", "bf16"),
+        },
+    )
+    pooling: str = field(
+        default="mean",
+        metadata={
+            "help": "A plain encoder's pooling: mean (default), cls or last (a sentence-transformers folder keeps its "
+            "own).",
+            "choices": finetune_args.IR_POOLINGS,
+        },
+    )
+    query_prompt: str | None = field(
+        default=None, metadata={"help": "A plain encoder's query prompt; default: the task's (\"Query: \")."}
+    )
+    document_prompt: str | None = field(
+        default=None, metadata={"help": "A plain encoder's document prompt; default: the task's (\"Document: \")."}
+    )
+    rerun_changed: bool = field(
+        default=False, metadata={"help": "Redo finished records whose identity changed; the old files are moved aside."}
+    )
 
     def __post_init__(self):
         for name in ("max_eval", "batch_size", "max_length"):
@@ -122,31 +161,73 @@ def project_task(task: tasks.Task, args: MtebArgs) -> Target:
     if task.family != "ir":
         raise ValueError(f"task {task.name!r} is a {task.family} task; evaluation.mteb runs retrieval (ir) tasks")
     # max_train=1: training pairs are not used here, and subsetting them changes nothing else (tasks.py docstring)
-    split = tasks.load_splits(task, data_dir=args.data_dir, max_train=1, max_eval=args.max_eval, source=args.source,
-                              corpus=args.ir_corpus, relevance=args.ir_relevance)[SPLIT]
+    split = tasks.load_splits(
+        task,
+        data_dir=args.data_dir,
+        max_train=1,
+        max_eval=args.max_eval,
+        source=args.source,
+        corpus=args.ir_corpus,
+        relevance=args.ir_relevance,
+    )[SPLIT]
     metadata = TaskMetadata(
-        type="Retrieval", name=task.name, main_score="ndcg_at_10", description=task.description or task.name,
-        reference=None, dataset={"path": f"local/{task.name}", "revision": "local"}, category="t2t",
-        eval_splits=[SPLIT], eval_langs=["eng-Latn"], date=None, dialect=None, domains=None, task_subtypes=None,
-        license=None, annotations_creators=None, modalities=["text"], sample_creation=None, bibtex_citation="",
+        type="Retrieval",
+        name=task.name,
+        main_score="ndcg_at_10",
+        description=task.description or task.name,
+        reference=None,
+        dataset={"path": f"local/{task.name}", "revision": "local"},
+        category="t2t",
+        eval_splits=[SPLIT],
+        eval_langs=["eng-Latn"],
+        date=None,
+        dialect=None,
+        domains=None,
+        task_subtypes=None,
+        license=None,
+        annotations_creators=None,
+        modalities=["text"],
+        sample_creation=None,
+        bibtex_citation="",
     )
 
     def load_data(self, num_proc=None, **kwargs):
         # Corpus texts already hold the task's doc_template ("title. text"): no separate title for mteb to join.
-        self.dataset = {"default": {SPLIT: RetrievalSplitData(
-            queries=Dataset.from_dict({"id": list(split.queries), "text": list(split.queries.values())}),
-            corpus=Dataset.from_dict({"id": list(split.corpus), "text": list(split.corpus.values()),
-                                      "title": [""] * len(split.corpus)}),
-            relevant_docs={q: dict(judged) for q, judged in split.qrels.items()}, top_ranked=None,
-        )}}
+        self.dataset = {
+            "default": {
+                SPLIT: RetrievalSplitData(
+                    queries=Dataset.from_dict({"id": list(split.queries), "text": list(split.queries.values())}),
+                    corpus=Dataset.from_dict(
+                        {
+                            "id": list(split.corpus),
+                            "text": list(split.corpus.values()),
+                            "title": [""] * len(split.corpus),
+                        }
+                    ),
+                    relevant_docs={q: dict(judged) for q, judged in split.qrels.items()},
+                    top_ranked=None,
+                )
+            }
+        }
         self.data_loaded = True
 
     local = type(f"Local_{task.name}", (AbsTaskRetrieval,), {"metadata": metadata, "load_data": load_data})()
     local.load_data()
-    task_id = {**identity.task_identity(task, args.source, args.data_dir), "split": SPLIT, "max_eval": args.max_eval,
-               "ir_corpus": args.ir_corpus, "ir_relevance": args.ir_relevance}
-    return Target(f"{task.name}{TASK_SUFFIX}", local, task_id, {"query": task.query_prefix,
-                                                                 "document": task.document_prefix}, SPLIT, "default")
+    task_id = {
+        **identity.task_identity(task, args.source, args.data_dir),
+        "split": SPLIT,
+        "max_eval": args.max_eval,
+        "ir_corpus": args.ir_corpus,
+        "ir_relevance": args.ir_relevance,
+    }
+    return Target(
+        f"{task.name}{TASK_SUFFIX}",
+        local,
+        task_id,
+        {"query": task.query_prefix, "document": task.document_prefix},
+        SPLIT,
+        "default",
+    )
 
 
 def registry_task(spec: str, args: MtebArgs) -> Target:
@@ -158,16 +239,20 @@ def registry_task(spec: str, args: MtebArgs) -> Target:
     try:
         task = mteb.get_task(name, hf_subsets=[subset] if subset else None)
     except KeyError as error:
-        raise ValueError(f"unknown task {spec!r}: not a project IR task ({', '.join(project_ir_tasks())}) nor an mteb "
-                         f"task ({error.args[0].removeprefix('KeyError: ')})") from None
+        raise ValueError(
+            f"unknown task {spec!r}: not a project IR task ({', '.join(project_ir_tasks())}) nor an mteb "
+            f"task ({error.args[0].removeprefix('KeyError: ')})"
+        ) from None
     except ValueError as error:  # an unknown subset
         subsets = ", ".join(mteb.get_task(name).hf_subsets)
         raise ValueError(f"{spec}: {str(error).rstrip('.')}; subsets: {subsets}") from None
     if not isinstance(task, AbsTaskRetrieval):
         raise ValueError(f"mteb task {name!r} is a {task.metadata.type} task; evaluation.mteb runs retrieval tasks")
     if len(task.hf_subsets) != 1:
-        raise ValueError(f"mteb task {name!r} has {len(task.hf_subsets)} subsets: name one, e.g. {name}:"
-                         f"{task.hf_subsets[0]} (subsets: {', '.join(task.hf_subsets)})")
+        raise ValueError(
+            f"mteb task {name!r} has {len(task.hf_subsets)} subsets: name one, e.g. {name}:"
+            f"{task.hf_subsets[0]} (subsets: {', '.join(task.hf_subsets)})"
+        )
     splits = list(task.metadata.eval_splits)
     split = SPLIT if SPLIT in splits else splits[0] if len(splits) == 1 else None
     if split is None:
@@ -177,15 +262,22 @@ def registry_task(spec: str, args: MtebArgs) -> Target:
         task.load_data()
     except Exception as error:  # noqa: BLE001 -- datasets/Hub raise many types; all mean "no data": one line
         first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        raise ValueError(f"cannot load mteb task {name!r} ({task.metadata.dataset['path']}) from the Hub ({first}); "
-                         f"go online (HF_HUB_OFFLINE / HF_DATASETS_OFFLINE unset) or use a project IR task "
-                         f"({', '.join(project_ir_tasks())}) on the offline bundle") from None
+        raise ValueError(
+            f"cannot load mteb task {name!r} ({task.metadata.dataset['path']}) from the Hub ({first}); "
+            f"go online (HF_HUB_OFFLINE / HF_DATASETS_OFFLINE unset) or use a project IR task "
+            f"({', '.join(project_ir_tasks())}) on the offline bundle"
+        ) from None
     task.convert_v1_dataset_format_to_v2(num_proc=None)  # older tasks load into task.queries/corpus/relevant_docs
     data = task.dataset[task.hf_subsets[0]][split]
     if args.max_eval is not None:
         subset_queries(data, args.max_eval)
-    task_id = {"mteb_task": name, "dataset": dict(task.metadata.dataset), "subset": task.hf_subsets[0],
-               "split": split, "max_eval": args.max_eval}
+    task_id = {
+        "mteb_task": name,
+        "dataset": dict(task.metadata.dataset),
+        "subset": task.hf_subsets[0],
+        "split": split,
+        "max_eval": args.max_eval,
+    }
     suffix = f"-{subset}" if subset else ""
     return Target(f"{name}{suffix}{TASK_SUFFIX}", task, task_id, dict(PROMPTS), split, task.hf_subsets[0])
 
@@ -217,8 +309,10 @@ def resolve_model_entry(spec: str) -> Model:
     """One `--model` entry: resolved as `evaluation.run` does, checked, and identified by its files."""
     name, path, source, info = resolve.resolve_model(spec)
     if not (Path(path) / "config.json").is_file():
-        raise FileNotFoundError(f"model directory {path} has no config.json; pass a saved checkpoint directory, a "
-                                "sentence-transformers folder or a Hub id")
+        raise FileNotFoundError(
+            f"model directory {path} has no config.json; pass a saved checkpoint directory, a "
+            "sentence-transformers folder or a Hub id"
+        )
     model_folders.check_loadable(path)
     has_st = (Path(path) / "modules.json").is_file()
     if not has_st:
@@ -227,8 +321,9 @@ def resolve_model_entry(spec: str) -> Model:
         model_inputs.load_finetuning_tokenizer(path)  # a plain encoder needs its tokenizer: one line now, not mid-run
     model_id = dict(model_folders.checkpoint_identity(path))
     if has_st:  # the pooling, prompts and max length decide the embeddings too
-        model_id["sentence_transformers"] = {f: artifacts.file_sha256(Path(path) / f)
-                                             for f in SENTENCE_TRANSFORMERS_FILES if (Path(path) / f).is_file()}
+        model_id["sentence_transformers"] = {
+            f: artifacts.file_sha256(Path(path) / f) for f in SENTENCE_TRANSFORMERS_FILES if (Path(path) / f).is_file()
+        }
     keys = ("base_model", "base_model_source", "task", "lr", "seed", "result")
     finetuned = {k: info.get(k) for k in keys} if info else None
     return Model(name, path, source, model_id, finetuned, has_st)
@@ -248,11 +343,19 @@ def load_encoder(model: Model, prompts: dict, args: MtebArgs):
         from evaluation import model_inputs, retrieval
 
         precision = "bf16_weights" if args.dtype() == torch.bfloat16 else "fp32"
-        settings = finetune_args.FinetuneArgs(max_length=args.max_length, precision=precision, ir_pooling=args.pooling,
-                                       query_prompt=args.query_prompt, document_prompt=args.document_prompt)
+        settings = finetune_args.FinetuneArgs(
+            max_length=args.max_length,
+            precision=precision,
+            ir_pooling=args.pooling,
+            query_prompt=args.query_prompt,
+            document_prompt=args.document_prompt,
+        )
         settings = dataclasses.replace(settings, max_length=model_inputs.max_length(settings, model.path))
-        encoder = retrieval.build_model(model.path, types.SimpleNamespace(
-            query_prefix=prompts["query"], document_prefix=prompts["document"]), settings)
+        encoder = retrieval.build_model(
+            model.path,
+            types.SimpleNamespace(query_prefix=prompts["query"], document_prefix=prompts["document"]),
+            settings,
+        )
     encoder.eval()
     return encoder
 
@@ -263,11 +366,15 @@ def encoder_settings(encoder) -> dict:
 
     pooling = [m for m in encoder if type(m).__name__ == "Pooling"]
     transformers_modules = [m for m in encoder if hasattr(m, "auto_model")]
-    return {"prompts": dict(encoder.prompts), "pooling": pooling[0].get_config_dict() if pooling else None,
-            "max_seq_length": encoder.max_seq_length, "similarity": encoder.similarity_fn_name,
-            "dtype": str(next(encoder.parameters()).dtype).removeprefix("torch."),
-            "modules": [type(m).__name__ for m in encoder],
-            "attention": attention.pattern(transformers_modules[0].auto_model) if transformers_modules else None}
+    return {
+        "prompts": dict(encoder.prompts),
+        "pooling": pooling[0].get_config_dict() if pooling else None,
+        "max_seq_length": encoder.max_seq_length,
+        "similarity": encoder.similarity_fn_name,
+        "dtype": str(next(encoder.parameters()).dtype).removeprefix("torch."),
+        "modules": [type(m).__name__ for m in encoder],
+        "attention": attention.pattern(transformers_modules[0].auto_model) if transformers_modules else None,
+    }
 
 
 def evaluate(encoder, target: Target, batch_size: int) -> dict:
@@ -285,8 +392,14 @@ def evaluate(encoder, target: Target, batch_size: int) -> dict:
     task.task_specific_scores = keep
     try:
         # the encoding shows its progress (5,183 SciFact documents take minutes on a CPU); mteb's per-task bar does not
-        result = mteb.evaluate(encoder, task, cache=None, co2_tracker=False, show_progress_bar=False,
-                               encode_kwargs={"batch_size": batch_size, "show_progress_bar": True})
+        result = mteb.evaluate(
+            encoder,
+            task,
+            cache=None,
+            co2_tracker=False,
+            show_progress_bar=False,
+            encode_kwargs={"batch_size": batch_size, "show_progress_bar": True},
+        )
     finally:
         del task.task_specific_scores
     (task_result,) = result.task_results
@@ -305,26 +418,43 @@ def scores_record(evaluated: dict) -> dict:
     qrels, ranked, per_query = evaluated["qrels"], evaluated["run"], evaluated["per_query"]
     mrr_at_10 = dict(zip(ranked, mrr(qrels, ranked, [10])["MRR@10"]))  # mteb's own per-query MRR, in run order
     qids = sorted(per_query)
-    columns = {"qid": qids, **{ours: [float(per_query[q][k]) for q in qids] for ours, k in PER_QUERY.items()},
-               "mrr@10": [float(mrr_at_10[q]) for q in qids],
-               "ranking": [metrics.ranked_ids(ranked[q])[:retrieval.TOP_K] for q in qids],
-               "relevance": [dict(qrels[q]) for q in qids]}
+    columns = {
+        "qid": qids,
+        **{ours: [float(per_query[q][k]) for q in qids] for ours, k in PER_QUERY.items()},
+        "mrr@10": [float(mrr_at_10[q]) for q in qids],
+        "ranking": [metrics.ranked_ids(ranked[q])[: retrieval.TOP_K] for q in qids],
+        "relevance": [dict(qrels[q]) for q in qids],
+    }
     scores = evaluated["scores"]
     # NaN (e.g. an nAUC over a constant score) is not JSON: null, as mteb's own result files write it
-    mteb_scores = {k: (v if math.isfinite(v) else None) if isinstance(v, float) else v for k, v in scores.items()
-                   if isinstance(v, (int, float)) or k in ("hf_subset", "languages")}
+    mteb_scores = {
+        k: (v if math.isfinite(v) else None) if isinstance(v, float) else v
+        for k, v in scores.items()
+        if isinstance(v, (int, float)) or k in ("hf_subset", "languages")
+    }
     test = {ours: float(scores[theirs]) for ours, theirs in METRIC_NAMES.items()}
     baseline = baselines.random_ranking({q: qrels[q] for q in per_query}, evaluated["corpus_size"])
-    return {**store.result_body("ndcg@10", {"validation": None, "test": test}, {"test": columns}),
-            "mteb_scores": {"test": mteb_scores}, "trivial_baseline": {"validation": None, "test": baseline}}
+    return {
+        **store.result_body("ndcg@10", {"validation": None, "test": test}, {"test": columns}),
+        "mteb_scores": {"test": mteb_scores},
+        "trivial_baseline": {"validation": None, "test": baseline},
+    }
 
 
 def record_identity(model: Model, target: Target, settings: dict, args: MtebArgs) -> dict:
     import mteb
 
-    ident = {"model": model.identity, "task": target.identity,
-             "protocol": {"evaluation": "mteb", "mteb": mteb.__version__, "encoder": settings,
-                          "batch_size": args.batch_size, "k_values": list(target.task.k_values)}}
+    ident = {
+        "model": model.identity,
+        "task": target.identity,
+        "protocol": {
+            "evaluation": "mteb",
+            "mteb": mteb.__version__,
+            "encoder": settings,
+            "batch_size": args.batch_size,
+            "k_values": list(target.task.k_values),
+        },
+    }
     return json.loads(json.dumps(ident, default=str))  # as a record stores it, so comparisons see no tuple/list gap
 
 
@@ -359,9 +489,11 @@ def list_jobs(args: MtebArgs) -> list[Job]:
     if not specs or not task_specs:
         raise ValueError("give at least one --model and one --tasks entry")
     if (study := run_folders.study_of(args.output)) is not None:  # its report and results dataset would take them in
-        raise ValueError(f"--output {args.output} is the {study['study']} study's results folder, which holds its "
-                         "grid's results only: write mteb's records to a folder of their own and report both "
-                         f"(python -m analysis.report {args.output} mine/ --output DIR)")
+        raise ValueError(
+            f"--output {args.output} is the {study['study']} study's results folder, which holds its "
+            "grid's results only: write mteb's records to a folder of their own and report both "
+            f"(python -m analysis.report {args.output} mine/ --output DIR)"
+        )
     models = [resolve_model_entry(spec) for spec in specs]
     if len({m.name for m in models}) != len(models):
         raise ValueError(f"two models share a name ({[m.name for m in models]}); use NAME=DIR for one")
@@ -379,11 +511,15 @@ def list_jobs(args: MtebArgs) -> list[Job]:
             path = store.result_path(args.output, model.name, target.name, LR, SEED)
             status, why = state(path, ident)
             if status == "foreign":
-                raise ValueError(f"{path} exists and was not written by evaluation.mteb ({why[0]}); move it away or "
-                                 "use another --output")
+                raise ValueError(
+                    f"{path} exists and was not written by evaluation.mteb ({why[0]}); move it away or "
+                    "use another --output"
+                )
             if status == "changed" and not args.rerun_changed:
-                raise ValueError(f"{path} was made by something else: {'; '.join(why[:4])}; pass --rerun_changed to "
-                                 "redo it (the old file is moved aside) or another --output")
+                raise ValueError(
+                    f"{path} was made by something else: {'; '.join(why[:4])}; pass --rerun_changed to "
+                    "redo it (the old file is moved aside) or another --output"
+                )
             if status == "done":
                 print(f"{path}: finished with the same identity, skipped", file=sys.stderr)
             else:
@@ -408,19 +544,35 @@ def execute(jobs: list[Job], args: MtebArgs) -> list[Path]:
         with store.lock(path, "record"):
             started = time.monotonic()
             evaluated = evaluate(encoders[key], job.target, args.batch_size)
-            fields = {"evaluation": "mteb", "zero_shot": job.model.finetuned_from is None, **scores_record(evaluated),
-                      "config": {**job.identity["protocol"], "split": job.target.split, "subset": job.target.subset,
-                                 "seconds": round(time.monotonic() - started, 3)}}
-            record = store.new_result(job.model.name, job.target.name, "ir", LR, SEED, fields, job.identity,
-                                      run_folders.package_versions("sentence_transformers", "mteb"),
-                                      store.pretrain_seed(job.model.name),
-                                      model_source=job.model.source, finetuned_from=job.model.finetuned_from)
+            fields = {
+                "evaluation": "mteb",
+                "zero_shot": job.model.finetuned_from is None,
+                **scores_record(evaluated),
+                "config": {
+                    **job.identity["protocol"],
+                    "split": job.target.split,
+                    "subset": job.target.subset,
+                    "seconds": round(time.monotonic() - started, 3),
+                },
+            }
+            record = store.new_result(
+                job.model.name,
+                job.target.name,
+                "ir",
+                LR,
+                SEED,
+                fields,
+                job.identity,
+                run_folders.package_versions("sentence_transformers", "mteb"),
+                store.pretrain_seed(job.model.name),
+                model_source=job.model.source,
+                finetuned_from=job.model.finetuned_from,
+            )
             if job.replace and path.is_file():
                 store.move_aside(path)
             store.write_result(path, record)
         written.append(path)
-        print(f"{job.model.name} {job.target.name}: ndcg@10 {store.main_score(record):.4f} -> {path}",
-              file=sys.stderr)
+        print(f"{job.model.name} {job.target.name}: ndcg@10 {store.main_score(record):.4f} -> {path}", file=sys.stderr)
     return written
 
 

@@ -22,20 +22,21 @@ from evaluation.token_classification import align_labels
 
 
 @torch.no_grad()
-def token_states(model, encodings: list[list[int]], pad_id: int, batch_size: int = 16, desc: str = "encoding",
-                 **forward_kwargs) -> list[np.ndarray]:
+def token_states(
+    model, encodings: list[list[int]], pad_id: int, batch_size: int = 16, desc: str = "encoding", **forward_kwargs
+) -> list[np.ndarray]:
     """The last hidden state of every token of each encoded text (a float32 array (tokens, hidden) per text), in
     batches of similar lengths, right-padded with `pad_id`; `forward_kwargs` go to the model (`is_causal=`)."""
     order = sorted(range(len(encodings)), key=lambda i: len(encodings[i]))
     states: list[np.ndarray | None] = [None] * len(encodings)
     for start in tqdm(range(0, len(order), batch_size), desc=desc, unit="batch", leave=False):
-        batch = [encodings[i] for i in order[start:start + batch_size]]
+        batch = [encodings[i] for i in order[start : start + batch_size]]
         width = max(len(ids) for ids in batch)
         ids = torch.tensor([e + [pad_id] * (width - len(e)) for e in batch], device=model.device)
         mask = torch.tensor([[1] * len(e) + [0] * (width - len(e)) for e in batch], device=model.device)
         hidden = model(input_ids=ids, attention_mask=mask, **forward_kwargs).last_hidden_state.float().cpu().numpy()
-        for row, i in enumerate(order[start:start + batch_size]):
-            states[i] = hidden[row, :len(encodings[i])]
+        for row, i in enumerate(order[start : start + batch_size]):
+            states[i] = hidden[row, : len(encodings[i])]
     return states
 
 
@@ -67,8 +68,10 @@ def probe_sc(encode, splits, n_train: int, seeds, text_column: str = "text") -> 
     out = {}
     for seed, rows in subsets(len(train_y), n_train, seeds).items():
         predicted = fit_predict(train_x[rows], train_y[rows], test_x).tolist()
-        out[seed] = {**metrics.accuracy(predicted, test_y),
-                     "per_instance": {"prediction": predicted, "reference": test_y}}
+        out[seed] = {
+            **metrics.accuracy(predicted, test_y),
+            "per_instance": {"prediction": predicted, "reference": test_y},
+        }
     return out
 
 
@@ -93,8 +96,9 @@ def probe_tc(encode, tokenizer, splits, labels: list[str], n_train: int, seeds, 
     test_x = np.concatenate(test_f)
     out = {}
     for seed, rows in subsets(len(train_f), n_train, seeds).items():
-        predicted_flat = fit_predict(np.concatenate([train_f[i] for i in rows]),
-                                     np.concatenate([train_tags[i] for i in rows]), test_x)
+        predicted_flat = fit_predict(
+            np.concatenate([train_f[i] for i in rows]), np.concatenate([train_tags[i] for i in rows]), test_x
+        )
         predicted, at = [], 0
         for words, tags in zip(test_words, gold):
             sentence = ["O"] * len(tags)
@@ -102,8 +106,10 @@ def probe_tc(encode, tokenizer, splits, labels: list[str], n_train: int, seeds, 
                 sentence[w] = labels[predicted_flat[at]]
                 at += 1
             predicted.append(sentence)
-        out[seed] = {**metrics.token_classification_scores(predicted, gold),
-                     "per_instance": {"prediction": predicted, "reference": gold}}
+        out[seed] = {
+            **metrics.token_classification_scores(predicted, gold),
+            "per_instance": {"prediction": predicted, "reference": gold},
+        }
     return out
 
 

@@ -38,8 +38,10 @@ def read_tsv(path: str, columns: dict | None, header: bool = True) -> list[dict]
     else:
         named = {field: col for field, col in columns.items() if not isinstance(col, int)}
         if named:
-            raise ValueError(f"{path}: offline.header is false, so offline.columns must give 0-based column numbers, "
-                             f"not names {named}")
+            raise ValueError(
+                f"{path}: offline.header is false, so offline.columns must give 0-based column numbers, "
+                f"not names {named}"
+            )
         index = dict(columns)
     width = max(index.values()) + 1
     for n, row in enumerate(rows):
@@ -94,10 +96,11 @@ def read_conll(
                 tokens, tags = [], []
                 continue
             if len(parts) <= max(token_column, tag_column):
-                raise ValueError(f"{path}: line {n + 1} has {len(parts)} columns; check "
-                                 "token_column/tag_column/separator")
+                raise ValueError(
+                    f"{path}: line {n + 1} has {len(parts)} columns; check token_column/tag_column/separator"
+                )
             token = parts[token_column]
-            tokens.append(token[len(prefix):] if prefix and token.startswith(prefix) else token)
+            tokens.append(token[len(prefix) :] if prefix and token.startswith(prefix) else token)
             tags.append(parts[tag_column])
     if tokens:
         sentences.append({"tokens": tokens, "tags": tags})
@@ -114,10 +117,18 @@ def read_squad(path: str) -> list[dict]:
         for paragraph in article["paragraphs"]:
             for qa in paragraph["qas"]:
                 answers = [] if qa.get("is_impossible") else qa["answers"]
-                records.append({"id": qa["id"], "title": article.get("title", ""), "question": qa["question"],
-                                "context": paragraph["context"],
-                                "answers": {"text": [a["text"] for a in answers],
-                                            "answer_start": [a["answer_start"] for a in answers]}})
+                records.append(
+                    {
+                        "id": qa["id"],
+                        "title": article.get("title", ""),
+                        "question": qa["question"],
+                        "context": paragraph["context"],
+                        "answers": {
+                            "text": [a["text"] for a in answers],
+                            "answer_start": [a["answer_start"] for a in answers],
+                        },
+                    }
+                )
     return records
 
 
@@ -125,8 +136,10 @@ def read_beir(
     corpus: str, queries: str, qrels: dict[str, str], doc_template: str = "{text}"
 ) -> tuple[dict[str, str], dict[str, str], dict[str, dict[str, dict[str, int]]]]:
     """A BEIR folder's ({doc id: `doc_template` over title and text}, {query id: query}, {role: qrels})."""
-    docs = {r["_id"]: doc_template.format(title=r.get("title", ""), text=r["text"]).strip()
-            for r in _read_beir_jsonl(corpus, ("_id", "text"))}
+    docs = {
+        r["_id"]: doc_template.format(title=r.get("title", ""), text=r["text"]).strip()
+        for r in _read_beir_jsonl(corpus, ("_id", "text"))
+    }
     texts = {r["_id"]: r["text"] for r in _read_beir_jsonl(queries, ("_id", "text"))}
     return docs, texts, {role: read_qrels(path) for role, path in qrels.items()}
 
@@ -141,12 +154,14 @@ def _read_beir_jsonl(path: str, required: tuple[str, ...] = ()) -> tuple[dict, .
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as error:
-                raise ValueError(f"{path}: line {n + 1} is not JSON ({error}); a BEIR corpus/queries file is JSON "
-                                 "lines") from None
+                raise ValueError(
+                    f"{path}: line {n + 1} is not JSON ({error}); a BEIR corpus/queries file is JSON lines"
+                ) from None
             missing = [k for k in required if not isinstance(record, dict) or k not in record]
             if missing:
-                raise ValueError(f"{path}: line {n + 1} lacks {missing}; BEIR corpus/queries lines need "
-                                 '{"_id": ..., "text": ...}')
+                raise ValueError(
+                    f'{path}: line {n + 1} lacks {missing}; BEIR corpus/queries lines need {{"_id": ..., "text": ...}}'
+                )
             records.append(record)
     return tuple(records)
 
@@ -161,8 +176,9 @@ def read_qrels(path: str) -> dict[str, dict[str, int]]:
     start = 1 if rows and rows[0][:2] == ["query-id", "corpus-id"] else 0
     for n, row in enumerate(rows[start:], start + 1):
         if len(row) < 3 or not _is_number(row[2]):
-            raise ValueError(f"{path}: line {n} is {row!r}, not query-id<TAB>corpus-id<TAB>score (tab-separated, "
-                             "numeric score)")
+            raise ValueError(
+                f"{path}: line {n} is {row!r}, not query-id<TAB>corpus-id<TAB>score (tab-separated, numeric score)"
+            )
         qrels.setdefault(row[0], {})[row[1]] = int(float(row[2]))
     return qrels
 
@@ -187,8 +203,9 @@ class Reader:
 READERS: dict[str, Reader] = {
     "tsv": Reader(read_tsv, ("columns", "header")),
     "jsonl": Reader(read_jsonl, ("columns",)),
-    "conll": Reader(read_conll, ("token_column", "tag_column", "separator", "comment_prefix", "docstart",
-                                 "token_prefix")),
+    "conll": Reader(
+        read_conll, ("token_column", "tag_column", "separator", "comment_prefix", "docstart", "token_prefix")
+    ),
     "squad": Reader(read_squad),
     "beir": Reader(read_beir, ("doc_template",), records=False),
 }
@@ -206,10 +223,18 @@ def _read_file(fmt: str, path: str, mtime: float, options_json: str) -> tuple[di
         raise ValueError(f"{path}: format {fmt!r} has no record reader; use one of {record_formats}")
     try:
         return tuple(READERS[fmt].read(path, **json.loads(options_json)))
-    except (KeyError, IndexError, TypeError, json.JSONDecodeError, UnicodeDecodeError, gzip.BadGzipFile,
-            EOFError) as error:
-        raise ValueError(f"{path} is not a valid {fmt} file ({type(error).__name__}: {error}); check offline.format "
-                         "and the file") from None
+    except (
+        KeyError,
+        IndexError,
+        TypeError,
+        json.JSONDecodeError,
+        UnicodeDecodeError,
+        gzip.BadGzipFile,
+        EOFError,
+    ) as error:
+        raise ValueError(
+            f"{path} is not a valid {fmt} file ({type(error).__name__}: {error}); check offline.format and the file"
+        ) from None
 
 
 def _open_text(path: str):
@@ -274,8 +299,7 @@ def read_hub_retrieval(
     `queries` {name, split}, `qrels` {name, splits: {role: split}}, `train_pairs` {path, name, split, columns}."""
     corpus_ds = hub_split(path, corpus.get("name"), corpus.get("split"), revision)
     id_col = "_id" if "_id" in corpus_ds.column_names else "id"
-    docs = {str(r[id_col]): doc_template.format(title=r.get("title") or "", text=r["text"]).strip()
-            for r in corpus_ds}
+    docs = {str(r[id_col]): doc_template.format(title=r.get("title") or "", text=r["text"]).strip() for r in corpus_ds}
     queries_ds = hub_split(path, queries.get("name"), queries.get("split"), revision)
     id_col = "_id" if "_id" in queries_ds.column_names else "id"
     texts = {str(r[id_col]): r["text"] for r in queries_ds}
@@ -285,8 +309,9 @@ def read_hub_retrieval(
             judgements.setdefault(role, {}).setdefault(str(r["query-id"]), {})[str(r["corpus-id"])] = int(r["score"])
     pairs = None
     if train_pairs:
-        ds = hub_split(train_pairs["path"], train_pairs.get("name"), train_pairs.get("split"),
-                       train_pairs.get("revision"))
+        ds = hub_split(
+            train_pairs["path"], train_pairs.get("name"), train_pairs.get("split"), train_pairs.get("revision")
+        )
         columns = train_pairs.get("columns") or {"query": "query", "positive": "positive"}
         from datasets import Dataset
 

@@ -64,8 +64,9 @@ def split_spec(spec: str) -> tuple[str, str]:
 
 def _check_name(name: str, spec: str) -> None:
     if not artifacts.is_folder_name(name) or "=" in name:  # a name is passed on as NAME=DIR (grid workers)
-        raise ValueError(f"--model {spec!r}: {name!r} cannot name a results folder (no '/', '=' or leading '.'); "
-                         "use NAME=DIR")
+        raise ValueError(
+            f"--model {spec!r}: {name!r} cannot name a results folder (no '/', '=' or leading '.'); use NAME=DIR"
+        )
 
 
 def resolve_model(spec: str) -> Resolved:

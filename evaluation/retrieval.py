@@ -28,16 +28,20 @@ POOLING_MODES = {"mean": "mean", "cls": "cls", "last": "lasttoken"}  # `--ir_poo
 
 def prompts(task, args: finetune_args.FinetuneArgs) -> dict[str, str]:
     """The query and document prompts of a run: `--query_prompt`/`--document_prompt`, else the task's prefixes."""
-    return {"query": task.query_prefix if args.query_prompt is None else args.query_prompt,
-            "document": task.document_prefix if args.document_prompt is None else args.document_prompt}
+    return {
+        "query": task.query_prefix if args.query_prompt is None else args.query_prompt,
+        "document": task.document_prefix if args.document_prompt is None else args.document_prompt,
+    }
 
 
 def build_model(model_path, task, args: finetune_args.FinetuneArgs) -> SentenceTransformer:
     """A SentenceTransformer over any Hugging Face encoder: `--ir_pooling` (mean by default) and the run's prompts."""
     set_seed(args.seed)
     transformer = Transformer(
-        str(model_path), model_kwargs={"trust_remote_code": True, "dtype": args.model_dtype()},
-        processor_kwargs={"trust_remote_code": True}, config_kwargs={"trust_remote_code": True},
+        str(model_path),
+        model_kwargs={"trust_remote_code": True, "dtype": args.model_dtype()},
+        processor_kwargs={"trust_remote_code": True},
+        config_kwargs={"trust_remote_code": True},
         max_seq_length=args.max_length,
     )
     tokenizer = model_inputs.pad_right(transformer.tokenizer)  # absolute positions count from the first token
@@ -68,11 +72,16 @@ def finetune(model_path, task, args: finetune_args.FinetuneArgs, tokenizer=None)
     splits = common.task_splits(task, args)
     model = build_model(model_path, task, args)
     training_args = common.training_arguments(
-        args, task, cls=SentenceTransformerTrainingArguments, batch_sampler=BatchSamplers.NO_DUPLICATES,
+        args,
+        task,
+        cls=SentenceTransformerTrainingArguments,
+        batch_sampler=BatchSamplers.NO_DUPLICATES,
         prompts={"query": prompts(task, args)["query"], "positive": prompts(task, args)["document"]},
     )
     trainer = SentenceTransformerTrainer(
-        model=model, args=training_args, train_dataset=splits["train"].select_columns(["query", "positive"]),
+        model=model,
+        args=training_args,
+        train_dataset=splits["train"].select_columns(["query", "positive"]),
         loss=MultipleNegativesRankingLoss(model),
     )
     return common.Finetuned(trainer, common.train(trainer))
@@ -92,8 +101,10 @@ def score(finetuned: common.Finetuned, task, args: finetune_args.FinetuneArgs) -
         qrels = splits[role].qrels
         scores[role] = metrics.retrieval_scores(run, qrels)
         qids = scores[role]["per_instance"]["qid"]  # sorted query ids, the per-instance order
-        predictions[role] = {"ranking": [metrics.ranked_ids(run.get(q, {})) for q in qids],
-                             "relevance": [qrels[q] for q in qids]}
+        predictions[role] = {
+            "ranking": [metrics.ranked_ids(run.get(q, {})) for q in qids],
+            "relevance": [qrels[q] for q in qids],
+        }
     return store.result_body(task.metric, scores, predictions)
 
 

@@ -52,25 +52,43 @@ def family_module(family: str):
 class GridArgs:
     """What to run: models x tasks x learning rates x seeds, and how (workers, models kept)."""
 
-    model: str = field(metadata={"help": "Model directories or Hub ids (org/name[@revision]), comma-separated (a "
-                                         "directory whose name holds a comma is one entry); "
-                                         "NAME=DIR or NAME=ID files one under NAME (default: the name in its "
-                                         "run_info.json, else the directory or repo name)."})
-    tasks: str = field(metadata={"help": "Task names or task YAML paths, comma-separated "
-                                         f"({', '.join(tasks.list_tasks())})."})
-    lrs: str = field(default=",".join(f"{lr:g}" for lr in paper.PAPER_LRS),
-                     metadata={"help": "Learning rates."})
+    model: str = field(
+        metadata={
+            "help": "Model directories or Hub ids (org/name[@revision]), comma-separated (a "
+            "directory whose name holds a comma is one entry); "
+            "NAME=DIR or NAME=ID files one under NAME (default: the name in its "
+            "run_info.json, else the directory or repo name)."
+        }
+    )
+    tasks: str = field(
+        metadata={"help": f"Task names or task YAML paths, comma-separated ({', '.join(tasks.list_tasks())})."}
+    )
+    lrs: str = field(default=",".join(f"{lr:g}" for lr in paper.PAPER_LRS), metadata={"help": "Learning rates."})
     seeds: str = field(default=",".join(map(str, paper.PAPER_SEEDS)), metadata={"help": "Seeds."})
     output: str = field(default="results", metadata={"help": "Results directory."})
-    rerun_changed: bool = field(default=False, metadata={
-        "help": "Re-run finished runs whose identity (model, task, protocol) changed; the old files are moved aside."})
-    workers: int = field(default=1, metadata={
-        "help": "Grid processes run side by side (they share the GPU; each gets cores // workers CPU threads); each "
-                "run computes what it computes in a sequential grid."})
-    save_models: str = field(default="", metadata={
-        "help": "Keep the fine-tuned model of these runs beside their results (<output>/<model>/<task>/"
-                "lr<lr>-seed<seed>.model/): 'all', or a comma list of TASK and TASK:LR:SEED entries; default: none. "
-                "A finished run whose model is asked for and missing is run again."})
+    rerun_changed: bool = field(
+        default=False,
+        metadata={
+            "help": "Re-run finished runs whose identity (model, task, protocol) changed; the old files are "
+            "moved aside."
+        },
+    )
+    workers: int = field(
+        default=1,
+        metadata={
+            "help": "Grid processes run side by side (they share the GPU; each gets cores // workers CPU "
+            "threads); each "
+            "run computes what it computes in a sequential grid."
+        },
+    )
+    save_models: str = field(
+        default="",
+        metadata={
+            "help": "Keep the fine-tuned model of these runs beside their results (<output>/<model>/<task>/"
+            "lr<lr>-seed<seed>.model/): 'all', or a comma list of TASK and TASK:LR:SEED entries; default: none. "
+            "A finished run whose model is asked for and missing is run again."
+        },
+    )
 
 
 @dataclass
@@ -123,9 +141,11 @@ def models_to_save(selection: str, task_list: list, lrs: list[float], seeds: lis
         except ValueError:
             key = None
         if not (matched := {run for run in grid if run[0] == task and (not point or run == key)}):
-            raise ValueError(f"--save_models entry {entry!r} names no run of this grid: use 'all' or TASK / "
-                             f"TASK:LR:SEED with a task of {names}, an LR of {[f'{x:g}' for x in lrs]} and a "
-                             f"seed of {seeds}")
+            raise ValueError(
+                f"--save_models entry {entry!r} names no run of this grid: use 'all' or TASK / "
+                f"TASK:LR:SEED with a task of {names}, an LR of {[f'{x:g}' for x in lrs]} and a "
+                f"seed of {seeds}"
+            )
         chosen |= matched
     return chosen
 
@@ -137,10 +157,12 @@ def check_study_folder(output, models: list[tuple[str, str, str]]) -> None:
     root = Path(output).resolve().parent
     for name, model, _ in models:
         if root not in Path(model).resolve().parents or not run_folders.is_study_model(study, name):
-            raise ValueError(f"--output {output} is the {study['study']} study's results folder, for its own "
-                             f"checkpoints; {name} is not one of them: evaluate it into a folder of its own "
-                             f"(--output mine/) and report both (python -m analysis.report {output} mine/ --output "
-                             "DIR)")
+            raise ValueError(
+                f"--output {output} is the {study['study']} study's results folder, for its own "
+                f"checkpoints; {name} is not one of them: evaluate it into a folder of its own "
+                f"(--output mine/) and report both (python -m analysis.report {output} mine/ --output "
+                "DIR)"
+            )
 
 
 def check_arguments(grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> tuple:
@@ -162,11 +184,15 @@ def check_arguments(grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> tup
     names = [task.name for task in task_list]
     if dupes := sorted({n for n in names if names.count(n) > 1}):
         files = [str(task.path) for task in task_list if task.name == dupes[0]]
-        raise ValueError(f"--tasks names task {dupes[0]!r} more than once ({', '.join(files)}); results and caches "
-                         "are filed by task name: give each task YAML a unique name")
+        raise ValueError(
+            f"--tasks names task {dupes[0]!r} more than once ({', '.join(files)}); results and caches "
+            "are filed by task name: give each task YAML a unique name"
+        )
     if protocol.peft != "none" and (ir := [task.name for task in task_list if task.family == "ir"]):
-        raise ValueError(f"--peft {protocol.peft} covers SC/TC/QA tasks; ir task {ir[0]} fine-tunes fully only: run "
-                         "the ir tasks in a grid without --peft")
+        raise ValueError(
+            f"--peft {protocol.peft} covers SC/TC/QA tasks; ir task {ir[0]} fine-tunes fully only: run "
+            "the ir tasks in a grid without --peft"
+        )
     saved = models_to_save(grid.save_models, task_list, lrs, seeds)
     models = [resolve.resolve_model(spec)[:3] for spec in specs]
     names = [name for name, _, _ in models]
@@ -190,10 +216,12 @@ def list_runs(grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> tuple[lis
         tokenizers[model] = model_inputs.load_finetuning_tokenizer(model)
         resolved = model_inputs.resolve_inputs(protocol, model)  # refuses what cannot fit
         if any(task.family == "qa" for task in task_list) and 2 * resolved.doc_stride >= resolved.qa_max_length:
-            raise ValueError(f"--doc_stride {protocol.doc_stride} must be below half the QA window of "
-                             f"{resolved.qa_max_length} tokens (--qa_max_length, capped for {model}): a window holds "
-                             f"the question, the overlap and new context; pass at most "
-                             f"{(resolved.qa_max_length - 1) // 2} (paper: 128 of 384)")
+            raise ValueError(
+                f"--doc_stride {protocol.doc_stride} must be below half the QA window of "
+                f"{resolved.qa_max_length} tokens (--qa_max_length, capped for {model}): a window holds "
+                f"the question, the overlap and new context; pass at most "
+                f"{(resolved.qa_max_length - 1) // 2} (paper: 128 of 384)"
+            )
         inputs[model] = resolved
         for task in task_list:
             model_inputs.check_head(model, task.family)
@@ -208,12 +236,29 @@ def list_runs(grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> tuple[lis
         if task.family == "ir":
             budget = finetune_args.schedule(task, protocol)
             training[task.name] = identity.ir_training_key(task, splits["train"], budget)
-    runs = [Run(name, m, t, lr, s, {"model": model_ids[m], "task": task_ids[t.name],
-                                    "protocol": identity.protocol_identity(protocol, t.family),
-                                    "scoring": identity.scoring_identity(t.family),
-                                    "inputs": model_inputs.inputs_identity(inputs[m], t.family)},
-                source=source, training=training.get(t.name), save_model=(t.name, lr, s) in saved)
-            for name, m, source in models for t in task_list for lr in lrs for s in seeds]
+    runs = [
+        Run(
+            name,
+            m,
+            t,
+            lr,
+            s,
+            {
+                "model": model_ids[m],
+                "task": task_ids[t.name],
+                "protocol": identity.protocol_identity(protocol, t.family),
+                "scoring": identity.scoring_identity(t.family),
+                "inputs": model_inputs.inputs_identity(inputs[m], t.family),
+            },
+            source=source,
+            training=training.get(t.name),
+            save_model=(t.name, lr, s) in saved,
+        )
+        for name, m, source in models
+        for t in task_list
+        for lr in lrs
+        for s in seeds
+    ]
     return runs, tokenizers
 
 
@@ -233,10 +278,16 @@ def status(run: Run, output: str | os.PathLike) -> tuple[str, list[str]]:
     if state == "changed" and why[0].startswith(("protocol.", "inputs.")):
         recorded = store.read_result(run.path(output))["identity"]
         if recorded != identity.scoped(run.task.family, recorded):
-            why = [f"it records settings its family does not read (written before identities left them out): run "
-                   f"`{store.MIGRATE_COMMAND}` once"]
-    if state == "done" and run.save_model and not _model_saved(run, output) \
-            and store.scored(store.read_result(run.path(output))):
+            why = [
+                f"it records settings its family does not read (written before identities left them out): run "
+                f"`{store.MIGRATE_COMMAND}` once"
+            ]
+    if (
+        state == "done"
+        and run.save_model
+        and not _model_saved(run, output)
+        and store.scored(store.read_result(run.path(output)))
+    ):
         return "todo", ["fine-tuned model asked for (--save_models) but not saved"]
     return state, why
 
@@ -249,43 +300,68 @@ def _model_saved(run: Run, output) -> bool:
     return info is not None and not store.identity_diff(info.get("identity") or {}, run.identity)
 
 
-def execute(unit: list[Run], protocol: finetune_args.ProtocolArgs, tokenizer,
-            scratch: str) -> list[tuple[Run, dict, object]]:
+def execute(
+    unit: list[Run], protocol: finetune_args.ProtocolArgs, tokenizer, scratch: str
+) -> list[tuple[Run, dict, object]]:
     """Fine-tune once for `unit` and score each of its runs: (run, result record, `common.Finetuned`) per run."""
     from transformers import AutoConfig
 
     from evaluation import baselines, common, model_inputs
 
     first = unit[0]
-    args = model_inputs.resolve_inputs(protocol.for_run(scratch_dir=scratch, lr=first.lr, seed=first.seed),
-                                       first.model_path)
+    args = model_inputs.resolve_inputs(
+        protocol.for_run(scratch_dir=scratch, lr=first.lr, seed=first.seed), first.model_path
+    )
     family = family_module(first.task.family)
     finetuned = family.finetune(first.model_path, first.task, args, tokenizer=tokenizer)
     max_steps, epochs = finetune_args.schedule(first.task, args)
-    config = {**{k: v for k, v in dataclasses.asdict(args).items() if k not in ("scratch_dir", "data_dir")},
-              "schedule": {"max_steps": max_steps, "epochs": epochs},
-              "model_config": AutoConfig.from_pretrained(first.model_path, trust_remote_code=True).model_type}
+    config = {
+        **{k: v for k, v in dataclasses.asdict(args).items() if k not in ("scratch_dir", "data_dir")},
+        "schedule": {"max_steps": max_steps, "epochs": epochs},
+        "model_config": AutoConfig.from_pretrained(first.model_path, trust_remote_code=True).model_type,
+    }
     out = []
     for run in unit:
-        fields = {**family.score(finetuned, run.task, args),
-                  "trivial_baseline": baselines.trivial_baseline(run.task, common.task_splits(run.task, args)),
-                  "config": config}
+        fields = {
+            **family.score(finetuned, run.task, args),
+            "trivial_baseline": baselines.trivial_baseline(run.task, common.task_splits(run.task, args)),
+            "config": config,
+        }
         record = store.new_result(
-            run.model_name, run.task.name, run.task.family, run.lr, run.seed, fields, run.identity,
-            run_folders.package_versions("sentence_transformers"), store.pretrain_seed(run.model_name),
+            run.model_name,
+            run.task.name,
+            run.task.family,
+            run.lr,
+            run.seed,
+            fields,
+            run.identity,
+            run_folders.package_versions("sentence_transformers"),
+            store.pretrain_seed(run.model_name),
             model_source=run.source,
-            shared_training=[r.task.name for r in unit] if len(unit) > 1 else None)  # one fine-tuning, several tasks
+            shared_training=[r.task.name for r in unit] if len(unit) > 1 else None,
+        )  # one fine-tuning, several tasks
         out.append((run, record, finetuned))
     return out
 
 
 def save_model(run: Run, record: dict, finetuned, output) -> Path:
     """Keep a run's fine-tuned model at `run.model_dir(output)`, atomically, with its `finetune_info.json`."""
-    info = {"base_model": run.model_name, "base_model_source": run.source, "task": run.task.name,
-            "family": run.task.family, "lr": run.lr, "seed": run.seed, "result": run.path(output).name,
-            "main_metric": store.main_metric(record), **{s: store.split_scores(record, s) for s in store.SPLITS},
-            "shared_training": record.get("shared_training"), "config": store.run_config(record),
-            "identity": run.identity, "versions": record["versions"], "git_commit": record["git_commit"]}
+    info = {
+        "base_model": run.model_name,
+        "base_model_source": run.source,
+        "task": run.task.name,
+        "family": run.task.family,
+        "lr": run.lr,
+        "seed": run.seed,
+        "result": run.path(output).name,
+        "main_metric": store.main_metric(record),
+        **{s: store.split_scores(record, s) for s in store.SPLITS},
+        "shared_training": record.get("shared_training"),
+        "config": store.run_config(record),
+        "identity": run.identity,
+        "versions": record["versions"],
+        "git_commit": record["git_commit"],
+    }
     with artifacts.atomic_directory(run.model_dir(output)) as staging:
         family_module(run.task.family).save(finetuned, staging)
         store.write_finetune_info(staging, info)
@@ -299,19 +375,28 @@ def check(grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> tuple[list[Ru
     changed = [run for run in runs if states[id(run)][0] == "changed"]
     if changed and not grid.rerun_changed:
         run = changed[0]
-        raise ValueError(f"{len(changed)} finished result(s) were made by something else, "
-                         f"e.g. {run.path(grid.output)}: {'; '.join(states[id(run)][1][:4])}; "
-                         "pass --rerun_changed to redo them (old files are moved aside) or another --output")
+        raise ValueError(
+            f"{len(changed)} finished result(s) were made by something else, "
+            f"e.g. {run.path(grid.output)}: {'; '.join(states[id(run)][1][:4])}; "
+            "pass --rerun_changed to redo them (old files are moved aside) or another --output"
+        )
     todo = [run for run in runs if states[id(run)][0] != "done"]
     for run in todo:  # --save_models replaces <result>.model/: only one this grid saved (it holds finetune_info.json)
         model_dir = run.model_dir(grid.output)
         if run.save_model and model_dir.exists() and not (model_dir / store.FINETUNE_INFO_NAME).is_file():
-            raise ValueError(f"{model_dir} exists and was not saved by the grid (no {store.FINETUNE_INFO_NAME}); move "
-                             "it away or use another --output (nothing was written)")
-    shared = f" ({len(units(todo))} fine-tunings: retrieval tasks with the same training pairs share one)" \
-        if len(units(todo)) < len(todo) else ""
-    print(f"{len(runs)} runs in the grid, {len(runs) - len(todo)} already finished, {len(todo)} to run{shared}",
-          file=sys.stderr)
+            raise ValueError(
+                f"{model_dir} exists and was not saved by the grid (no {store.FINETUNE_INFO_NAME}); move "
+                "it away or use another --output (nothing was written)"
+            )
+    shared = (
+        f" ({len(units(todo))} fine-tunings: retrieval tasks with the same training pairs share one)"
+        if len(units(todo)) < len(todo)
+        else ""
+    )
+    print(
+        f"{len(runs)} runs in the grid, {len(runs) - len(todo)} already finished, {len(todo)} to run{shared}",
+        file=sys.stderr,
+    )
     return todo, tokenizers
 
 
@@ -333,11 +418,15 @@ def _claim(unit: list[Run], output, stack: contextlib.ExitStack, rerun_changed: 
         if state == "done":
             continue
         if state == "changed" and not rerun_changed:  # finished since the grid's check by a grid of another identity
-            raise GridMixed(f"{path} was just written by another grid with another identity ({'; '.join(why[:4])}); "
-                            "one --output holds one protocol: use another --output")
+            raise GridMixed(
+                f"{path} was just written by another grid with another identity ({'; '.join(why[:4])}); "
+                "one --output holds one protocol: use another --output"
+            )
         if not rerun_changed and (why := store.claim_protocol(path.parent, run.identity["protocol"])):
-            raise GridMixed(f"{path.parent} was claimed since by another grid with another protocol "
-                            f"({'; '.join(why[:4])}); one --output holds one protocol: use another --output")
+            raise GridMixed(
+                f"{path.parent} was claimed since by another grid with another protocol "
+                f"({'; '.join(why[:4])}); one --output holds one protocol: use another --output"
+            )
         if state == "changed":
             store.move_aside(path)
             if run.model_dir(output).is_dir():  # the model saved with the old result goes with it
@@ -351,15 +440,19 @@ def claim_folders(todo: list[Run], output, rerun_changed: bool = False) -> None:
     trains: of two grids of other protocols started on one --output, the second is refused whole (GridMixed)."""
     for folder, run in {run.path(output).parent: run for run in todo}.items():
         if not rerun_changed and not (folder / store.PROTOCOL_NAME).is_file() and any(folder.glob("lr*-seed*.json")):
-            raise GridMixed(f"{folder} holds results written before folders were claimed: run "
-                            f"`{store.MIGRATE_COMMAND}` once (nothing was run)")
+            raise GridMixed(
+                f"{folder} holds results written before folders were claimed: run "
+                f"`{store.MIGRATE_COMMAND}` once (nothing was run)"
+            )
         try:
             why = store.claim_protocol(folder, run.identity["protocol"], replace=rerun_changed)
         except ValueError as error:  # a corrupt, empty or folder .protocol: nothing was run
             raise GridMixed(str(error)) from None
         if why:
-            raise GridMixed(f"{folder} is claimed by another grid with another protocol ({'; '.join(why[:4])}); one "
-                            "--output holds one protocol: use another --output (nothing was run)")
+            raise GridMixed(
+                f"{folder} is claimed by another grid with another protocol ({'; '.join(why[:4])}); one "
+                "--output holds one protocol: use another --output (nothing was run)"
+            )
 
 
 def run_all(todo: list[Run], tokenizers: dict, grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> list[Path]:
@@ -410,9 +503,14 @@ def run_workers(todo: list[Run], grid: GridArgs, protocol: finetune_args.Protoco
     locks); return the result files they wrote. One that fails stops the others (`GridFailed`)."""
     n = min(grid.workers, len(units(todo)))
     threads = max(1, len(os.sched_getaffinity(0)) // n)
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), "TQDM_DISABLE": "1",
-           "TOKENIZERS_PARALLELISM": "false",  # the parent reads the progress; tokenizers must not fork-spawn threads
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": str(threads),
+        "MKL_NUM_THREADS": str(threads),
+        "TQDM_DISABLE": "1",
+        "TOKENIZERS_PARALLELISM": "false",  # the parent reads the progress; tokenizers must not fork-spawn threads
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
+    }
     paths = [run.path(grid.output) for run in todo]
     before = {path: _stamp(path) for path in paths}
     print(f"{n} workers, {threads} CPU thread(s) each", file=sys.stderr)
@@ -420,8 +518,15 @@ def run_workers(todo: list[Run], grid: GridArgs, protocol: finetune_args.Protoco
         workers = []
         for i in range(n):
             log = stack.enter_context(open(Path(logs) / f"worker-{i}.log", "w"))
-            workers.append(subprocess.Popen(worker_command(todo, grid, protocol), stdout=log, stderr=subprocess.STDOUT,
-                                            env=env, preexec_fn=artifacts.die_with_parent()))
+            workers.append(
+                subprocess.Popen(
+                    worker_command(todo, grid, protocol),
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    preexec_fn=artifacts.die_with_parent(),
+                )
+            )
         try:
             with tqdm(total=len(paths), desc="grid", unit="run") as progress:
                 while True:
@@ -434,8 +539,10 @@ def run_workers(todo: list[Run], grid: GridArgs, protocol: finetune_args.Protoco
             failed = [i for i, w in enumerate(workers) if w.returncode not in (None, 0)]
             if failed:
                 i = failed[0]
-                raise GridFailed(f"worker {i + 1} of {n} failed (exit status {workers[i].returncode}); the grid "
-                                 f"stopped. End of its log:\n{_log_tail(Path(logs) / f'worker-{i}.log')}")
+                raise GridFailed(
+                    f"worker {i + 1} of {n} failed (exit status {workers[i].returncode}); the grid "
+                    f"stopped. End of its log:\n{_log_tail(Path(logs) / f'worker-{i}.log')}"
+                )
         finally:
             for worker in workers:  # on failure or interrupt: no worker outlives the grid
                 if worker.poll() is None:

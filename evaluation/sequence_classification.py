@@ -16,11 +16,14 @@ from evaluation import common, finetune_args, metrics, model_inputs
 
 def tokenize(task, tokenizer, args: finetune_args.FinetuneArgs):
     """The task's splits tokenized once per tokenizer, task and settings (`common.cached`), shared by the grid."""
+
     def build():
         splits = common.task_splits(task, args)
         texts = [column for column in ("text", "text_pair") if column in splits["train"].column_names]
-        encode = lambda batch: tokenizer(*[batch[c] for c in texts], truncation=True,  # noqa: E731
-                                         max_length=args.max_length, **pair)
+
+        def encode(batch):
+            return tokenizer(*[batch[c] for c in texts], truncation=True, max_length=args.max_length, **pair)
+
         pair = {"return_token_type_ids": True} if len(texts) == 2 else {}  # asked for: not every tokenizer lists them
         return splits.map(encode, batched=True, remove_columns=texts)
 
@@ -52,8 +55,10 @@ def score(finetuned: common.Finetuned, task, args: finetune_args.FinetuneArgs) -
     for role in ("validation", "test"):
         predicted = np.asarray(trainer.predict(data[role]).predictions, dtype=np.float32).argmax(-1).tolist()
         scores[role] = metrics.accuracy(predicted, data[role]["label"])
-        predictions[role] = {"prediction": [task.labels[i] for i in predicted],
-                             "reference": [task.labels[i] for i in data[role]["label"]]}
+        predictions[role] = {
+            "prediction": [task.labels[i] for i in predicted],
+            "reference": [task.labels[i] for i in data[role]["label"]],
+        }
     return store.result_body(task.metric, scores, predictions)
 
 

@@ -100,7 +100,8 @@ class _Source:
         """The settings as a YAML mapping: those the YAML wrote (even at their default value), and any other that
         differs from its default. A task identity hashes this, so it is the mapping the YAML gave."""
         return {
-            f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(self)
             if f.name != "written" and (f.name in self.written or getattr(self, f.name) != f.default)
         }
 
@@ -229,20 +230,24 @@ def _validate_task(raw: Any, path: Path) -> Task:
         raise ValueError(f"{path}: missing required task field(s) {missing}")
     task = Task(**{k: v for k, v in raw.items() if k not in ("offline", "hub")}, path=path)
     if not artifacts.is_folder_name(task.name):
-        raise ValueError(f"{path}: name {task.name!r} cannot name a results folder (a string with no '/' or '\\' "
-                         "and no leading '.'); results and caches are filed by task name")
+        raise ValueError(
+            f"{path}: name {task.name!r} cannot name a results folder (a string with no '/' or '\\' "
+            "and no leading '.'); results and caches are filed by task name"
+        )
     if task.family not in FAMILIES:
         raise ValueError(f"{path}: family must be one of {FAMILIES}, got {task.family!r}")
     budget = task.budget
     if not isinstance(budget, dict) or len(set(budget) & {"max_steps", "epochs"}) != 1 or len(budget) != 1:
         raise ValueError(f"{path}: budget must be exactly one of {{max_steps: N}} or {{epochs: N}}, got {budget}")
-    (kind, amount), = budget.items()
+    ((kind, amount),) = budget.items()
     if isinstance(amount, bool) or not isinstance(amount, int if kind == "max_steps" else (int, float)) or amount <= 0:
-        raise ValueError(f"{path}: budget {kind} must be a positive {'integer' if kind == 'max_steps' else 'number'}, "
-                         f"got {amount!r}")
+        raise ValueError(
+            f"{path}: budget {kind} must be a positive {'integer' if kind == 'max_steps' else 'number'}, got {amount!r}"
+        )
     if task.metric not in METRICS[task.family]:
-        raise ValueError(f"{path}: metric {task.metric!r} is not a {task.family} score; use one of "
-                         f"{list(METRICS[task.family])}")
+        raise ValueError(
+            f"{path}: metric {task.metric!r} is not a {task.family} score; use one of {list(METRICS[task.family])}"
+        )
     if task.squad_version not in SQUAD_VERSIONS:
         raise ValueError(f"{path}: squad_version must be one of {SQUAD_VERSIONS}, got {task.squad_version!r}")
     if task.tc_labelling not in TC_LABELLINGS:
@@ -275,21 +280,26 @@ def _check_label_names(path: Path, key: str, values, strings: bool) -> None:
         raise ValueError(f"{path}: {key} must be a list, got {values!r}")
     bad = [v for v in values if isinstance(v, bool) or (strings and not isinstance(v, str))]
     if bad:
-        raise ValueError(f"{path}: {key} holds {bad}, not the text written: YAML reads unquoted yes/no/"
-                         f"true/false/on/off as booleans and digits as numbers; quote each value, e.g. "
-                         f'["yes", "no"]')
+        raise ValueError(
+            f"{path}: {key} holds {bad}, not the text written: YAML reads unquoted yes/no/"
+            f"true/false/on/off as booleans and digits as numbers; quote each value, e.g. "
+            f'["yes", "no"]'
+        )
 
 
 def _check_derive_rule(path: Path, block: str, role: str, rule) -> None:
     example = "{from: train, fraction: 0.05, seed: 42}"
     if role not in ROLES or not isinstance(rule, dict):
-        raise ValueError(f"{path}: {block}.derive.{role} must be a split name ({ROLES}) mapped to a rule like "
-                         f"{example}")
+        raise ValueError(
+            f"{path}: {block}.derive.{role} must be a split name ({ROLES}) mapped to a rule like {example}"
+        )
     missing = [k for k in ("from", "fraction", "seed") if k not in rule]
     unknown = sorted(set(rule) - {"from", "fraction", "seed", "group"})
     if missing or unknown:
-        raise ValueError(f"{path}: {block}.derive.{role} needs from, fraction and seed (optional: group); "
-                         f"missing {missing}, unknown {unknown}; e.g. {example}")
+        raise ValueError(
+            f"{path}: {block}.derive.{role} needs from, fraction and seed (optional: group); "
+            f"missing {missing}, unknown {unknown}; e.g. {example}"
+        )
     fraction, seed = rule["fraction"], rule["seed"]
     if not isinstance(fraction, (int, float)) or not 0 < fraction < 1 or not isinstance(seed, int):
         raise ValueError(f"{path}: {block}.derive.{role}: fraction must be in (0, 1) and seed an integer, got {rule}")
@@ -321,8 +331,12 @@ def load_splits(
     """
     task = task if isinstance(task, Task) else load_task(task)
     with _naming_yaml(task):
-        choices = {"source": (source, "offline", "hub"), "corpus": (corpus, "pooled", "judged", "full"),
-                   "relevance": (relevance, "binary", "graded"), "pair_encoding": (pair_encoding, "joined", "segments")}
+        choices = {
+            "source": (source, "offline", "hub"),
+            "corpus": (corpus, "pooled", "judged", "full"),
+            "relevance": (relevance, "binary", "graded"),
+            "pair_encoding": (pair_encoding, "joined", "segments"),
+        }
         for name, (value, *allowed) in choices.items():
             if value not in allowed:
                 quoted = [repr(a) for a in allowed]
@@ -335,8 +349,11 @@ def load_splits(
             return _load_retrieval(task, spec, source, data_dir, max_train, max_eval, corpus, relevance)
         if source == "hub" and "train" not in (spec.splits or {}):
             raise ValueError(f"task {task.name!r}: hub.splits needs a train role")
-        records = (_read_offline(task, spec, data_dir) if source == "offline"
-                   else readers.read_hub(spec.path, spec.name, spec.revision, spec.splits, spec.columns))
+        records = (
+            _read_offline(task, spec, data_dir)
+            if source == "offline"
+            else readers.read_hub(spec.path, spec.name, spec.revision, spec.splits, spec.columns)
+        )
         if task.family == "tc" and spec.scheme == "iob1":  # any reader: tags become IOB2 here
             records = {role: [{**r, "tags": iob1_to_iob2(r["tags"])} for r in rows] for role, rows in records.items()}
         _check_inputs(task, records, spec)  # every row of every split, before any split is carved
@@ -344,8 +361,9 @@ def load_splits(
         limits = {"train": max_train, "validation": max_eval, "test": max_eval}
         from datasets import DatasetDict
 
-        return DatasetDict({role: _to_dataset(task, _subset(records[role], limits[role]), spec, pair_encoding)
-                            for role in ROLES})
+        return DatasetDict(
+            {role: _to_dataset(task, _subset(records[role], limits[role]), spec, pair_encoding) for role in ROLES}
+        )
 
 
 @contextlib.contextmanager
@@ -410,8 +428,9 @@ def _resolve_files(task: Task, files: dict[str, Any], root: Path, where: str) ->
             if path.is_file():
                 continue
             if Path(name).is_absolute():  # an absolute path ignores the data dir: do not blame it
-                raise FileNotFoundError(f"task {task.name!r}: missing dataset file {path} (an absolute path in "
-                                        f"{task.path})")
+                raise FileNotFoundError(
+                    f"task {task.name!r}: missing dataset file {path} (an absolute path in {task.path})"
+                )
             raise FileNotFoundError(
                 f"task {task.name!r}: missing dataset file {path} (data dir {root} from {where}; "
                 f"resolution: data_dir argument > ${DATA_ENV_VAR} > ../shared/data)"
@@ -446,25 +465,30 @@ def _check_inputs(task: Task, records: dict[str, list[dict]], spec: OfflineSourc
         if task.family == "sc":
             missing = {f for f in _template_fields(task.template or "{text}") if f not in rows[0]}
             if missing:
-                raise ValueError(f"task {task.name!r}: template field(s) {sorted(missing)} are not input columns "
-                                 f"{sorted(rows[0])}")
+                raise ValueError(
+                    f"task {task.name!r}: template field(s) {sorted(missing)} are not input columns {sorted(rows[0])}"
+                )
             seen = {str(r["label"]) for r in rows}
         elif task.family == "tc":
             seen = {str(t) for r in rows for t in r["tags"]}
         elif task.family == "qa":  # training takes a question's first answer at its offset: a wrong one is no span
             for r in rows:
                 for start, text in zip(r["answers"]["answer_start"], r["answers"]["text"]):
-                    if r["context"][int(start):int(start) + len(text)] != text:
-                        raise ValueError(f"task {task.name!r}: question {r['id']!r} of the {role} split: answer "
-                                         f"{text!r} is not at its answer_start {start} in the context (0-based "
-                                         "character offsets); fix the offsets in the data")
+                    if r["context"][int(start) : int(start) + len(text)] != text:
+                        raise ValueError(
+                            f"task {task.name!r}: question {r['id']!r} of the {role} split: answer "
+                            f"{text!r} is not at its answer_start {start} in the context (0-based "
+                            "character offsets); fix the offsets in the data"
+                        )
             continue
         else:
             continue
         known = _label_index(task, spec)
         if unknown := sorted(seen - known.keys()):
-            raise ValueError(f"task {task.name!r}: label(s) {unknown} in the {role} split are not in the task's label "
-                             f"set {list(known)}; fix `labels` / `label_values` in {task.path}")
+            raise ValueError(
+                f"task {task.name!r}: label(s) {unknown} in the {role} split are not in the task's label "
+                f"set {list(known)}; fix `labels` / `label_values` in {task.path}"
+            )
 
 
 def _template_fields(template: str) -> list[str]:
@@ -486,22 +510,36 @@ def _to_dataset(task: Task, rows: list[dict], spec: OfflineSource | HubSource, p
         else:
             data = {"text": [template.format(**r) for r in rows]}
         data["label"] = [index[str(r["label"])] for r in rows]
-        features = Features({**{column: Value("string") for column in data if column != "label"},
-                             "label": ClassLabel(names=task.labels)})
+        features = Features(
+            {
+                **{column: Value("string") for column in data if column != "label"},
+                "label": ClassLabel(names=task.labels),
+            }
+        )
     elif task.family == "tc":
         index = _label_index(task, spec)
-        data = {"tokens": [list(r["tokens"]) for r in rows],
-                "tags": [[index[str(t)] for t in r["tags"]] for r in rows]}
+        data = {"tokens": [list(r["tokens"]) for r in rows], "tags": [[index[str(t)] for t in r["tags"]] for r in rows]}
         features = Features({"tokens": Sequence(Value("string")), "tags": Sequence(ClassLabel(names=task.labels))})
     else:  # qa
-        data = {"id": [str(r["id"]) for r in rows], "title": [r.get("title") or "" for r in rows],
-                "question": [r["question"] for r in rows], "context": [r["context"] for r in rows],
-                "answers": [{"text": list(r["answers"]["text"]),
-                             "answer_start": [int(s) for s in r["answers"]["answer_start"]]} for r in rows]}
-        features = Features({
-            "id": Value("string"), "title": Value("string"), "question": Value("string"), "context": Value("string"),
-            "answers": {"text": Sequence(Value("string")), "answer_start": Sequence(Value("int32"))},
-        })
+        data = {
+            "id": [str(r["id"]) for r in rows],
+            "title": [r.get("title") or "" for r in rows],
+            "question": [r["question"] for r in rows],
+            "context": [r["context"] for r in rows],
+            "answers": [
+                {"text": list(r["answers"]["text"]), "answer_start": [int(s) for s in r["answers"]["answer_start"]]}
+                for r in rows
+            ],
+        }
+        features = Features(
+            {
+                "id": Value("string"),
+                "title": Value("string"),
+                "question": Value("string"),
+                "context": Value("string"),
+                "answers": {"text": Sequence(Value("string")), "answer_start": Sequence(Value("int32"))},
+            }
+        )
     return Dataset.from_dict(data, features=features)
 
 
@@ -530,10 +568,13 @@ def _derive_splits(task: Task, records: dict[str, list], spec: OfflineSource | H
 def _warn_small_validation(task: Task, role: str, rule: dict, carved: int, total: int, unit: str) -> None:
     """One line on stderr when a carved validation split is too small (< MIN_VALIDATION) to choose an LR on."""
     if role == "validation" and carved < MIN_VALIDATION:
-        print(f"warning: task {task.name!r}: the validation split carved from {rule['from']} holds {carved} {unit} "
-              f"({rule['fraction']:g} of {total}, seed {rule['seed']}), too few to choose a learning rate on; carve "
-              f"more (derive: {{validation: {{from: {rule['from']}, fraction: 0.2, seed: 42}}}}) or give a "
-              "validation file", file=sys.stderr)
+        print(
+            f"warning: task {task.name!r}: the validation split carved from {rule['from']} holds {carved} {unit} "
+            f"({rule['fraction']:g} of {total}, seed {rule['seed']}), too few to choose a learning rate on; carve "
+            f"more (derive: {{validation: {{from: {rule['from']}, fraction: 0.2, seed: 42}}}}) or give a "
+            "validation file",
+            file=sys.stderr,
+        )
 
 
 def carve_indices(n: int, fraction: float, seed: int) -> tuple[list[int], list[int]]:
@@ -561,21 +602,26 @@ def _subset(rows: list, limit: int | None) -> list:
 def _load_retrieval(task, spec, source, data_dir, max_train, max_eval, corpus_mode, relevance) -> dict:
     if source == "offline":
         corpus, queries, qrels = _beir_files(task, spec, data_dir)
-        docs, queries, qrels = readers.read_beir(str(corpus), str(queries), {r: str(p) for r, p in qrels.items()},
-                                                 spec.doc_template)
+        docs, queries, qrels = readers.read_beir(
+            str(corpus), str(queries), {r: str(p) for r, p in qrels.items()}, spec.doc_template
+        )
         pairs = None
     else:
         if not spec.corpus or not spec.queries or not (spec.qrels or {}).get("splits"):
-            raise ValueError(f"task {task.name!r}: a hub ir source needs corpus {{name}}, queries {{name}} and qrels "
-                             "{name, splits: {role: split}}")
-        docs, queries, qrels, pairs = readers.read_hub_retrieval(spec.path, spec.revision, spec.corpus, spec.queries,
-                                                                 spec.qrels, spec.train_pairs, spec.doc_template)
+            raise ValueError(
+                f"task {task.name!r}: a hub ir source needs corpus {{name}}, queries {{name}} and qrels "
+                "{name, splits: {role: split}}"
+            )
+        docs, queries, qrels, pairs = readers.read_hub_retrieval(
+            spec.path, spec.revision, spec.corpus, spec.queries, spec.qrels, spec.train_pairs, spec.doc_template
+        )
     derive = dict(spec.derive or {})
     if "train" not in qrels and "train" not in derive and pairs is None:
         raise ValueError(
             f"task {task.name!r} has qrels for {sorted(qrels)} only: fine-tuning needs training pairs; add a train "
             f"qrels file to {task.path}, or carve one out, e.g. `derive: {{train: {{from: {sorted(qrels)[0]}, "
-            "fraction: 0.5, seed: 42}}` (validation is then carved from train)")
+            "fraction: 0.5, seed: 42}}` (validation is then carved from train)"
+        )
     if "validation" not in qrels and "validation" not in derive:
         derive["validation"] = DEFAULT_VALIDATION
     for role, rule in derive.items():
@@ -594,8 +640,9 @@ def _load_retrieval(task, spec, source, data_dir, max_train, max_eval, corpus_mo
     if pairs is None:
         pairs = _pairs_from_qrels(task, qrels["train"], queries, docs)
     result = {"train": pairs.select(_subset(list(range(len(pairs))), max_train))}
-    evaluated = {role: {q: dict(qrels[role][q]) for q in sample_ids(qrels[role], max_eval)}
-                 for role in ("validation", "test")}
+    evaluated = {
+        role: {q: dict(qrels[role][q]) for q in sample_ids(qrels[role], max_eval)} for role in ("validation", "test")
+    }
     pooled = {d for role in evaluated for judged in evaluated[role].values() for d in judged}
     for role in ("validation", "test"):
         result[role] = _retrieval_split(task, evaluated[role], queries, docs, corpus_mode, relevance, pooled)
@@ -623,8 +670,9 @@ def _retrieval_split(task, kept, queries, docs, corpus_mode, relevance, pooled) 
     if relevance == "binary":  # the original keeps judgements >= 1 only, and only queries that have one
         kept = {q: {d: 1 for d, rel in judged_docs.items() if rel >= 1} for q, judged_docs in kept.items()}
         kept = {q: judged_docs for q, judged_docs in kept.items() if judged_docs}
-    return RetrievalSplit(corpus={d: docs[d] for d in sorted(documents)}, queries={q: queries[q] for q in kept},
-                          qrels=kept)
+    return RetrievalSplit(
+        corpus={d: docs[d] for d in sorted(documents)}, queries={q: queries[q] for q in kept}, qrels=kept
+    )
 
 
 def _check_ids(task, role, qids, queries, dids, docs) -> None:

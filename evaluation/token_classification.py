@@ -54,8 +54,13 @@ def align_labels(batch, tokenizer, max_length: int, labelling: str = "first") ->
     """Each sentence tokenized as running text and labelled (module docstring): the tokenizer's encoding plus
     "labels" (tag id or -100 per token) and "word_ids" (word index or -100)."""
     joined = [join_words(words) for words in batch["tokens"]]
-    encoded = tokenizer([text for text, _ in joined], truncation=True, max_length=max_length,
-                        return_offsets_mapping=True, return_special_tokens_mask=True)
+    encoded = tokenizer(
+        [text for text, _ in joined],
+        truncation=True,
+        max_length=max_length,
+        return_offsets_mapping=True,
+        return_special_tokens_mask=True,
+    )
     offsets, special = encoded.pop("offset_mapping"), encoded.pop("special_tokens_mask")
     encoded["labels"], encoded["word_ids"] = [], []
     for i, (tags, (_, spans)) in enumerate(zip(batch["tags"], joined)):
@@ -91,16 +96,18 @@ def word_tags(logits: np.ndarray, word_ids: list[int], n_words: int, labels: lis
     """One predicted tag per word from one example's token logits ("O" for words without a token)."""
     strategy = "first" if labelling == "first" else "majority"
     predicted = logits[: len(word_ids)].argmax(-1)
-    ids = metrics.word_level_predictions(predicted, word_ids, strategy, n_words=n_words,
-                                         default=labels.index(NO_TOKEN_TAG))
+    ids = metrics.word_level_predictions(
+        predicted, word_ids, strategy, n_words=n_words, default=labels.index(NO_TOKEN_TAG)
+    )
     return [labels[i] for i in ids]
 
 
 def finetune(model_path, task, args: finetune_args.FinetuneArgs, tokenizer=None) -> common.Finetuned:
     """Fine-tune a checkpoint with a fast tokenizer on a tc task's train split, the last step kept."""
     if NO_TOKEN_TAG not in task.labels:
-        raise ValueError(f"task {task.name!r}: labels need an {NO_TOKEN_TAG!r} tag "
-                         "(predicted for words without a token)")
+        raise ValueError(
+            f"task {task.name!r}: labels need an {NO_TOKEN_TAG!r} tag (predicted for words without a token)"
+        )
     tokenizer = tokenizer or model_inputs.load_finetuning_tokenizer(model_path)
     data = tokenize(task, tokenizer, args)
     model = common.load_for_finetuning(
@@ -123,8 +130,10 @@ def score(finetuned: common.Finetuned, task, args: finetune_args.FinetuneArgs) -
         inputs = split.remove_columns(["tokens", "tags", "word_ids"])
         logits = np.asarray(trainer.predict(inputs).predictions, np.float32)
         gold = split["tags"]
-        predicted = [word_tags(logits[i], word_ids, len(gold[i]), task.labels, labelling)
-                     for i, word_ids in enumerate(split["word_ids"])]
+        predicted = [
+            word_tags(logits[i], word_ids, len(gold[i]), task.labels, labelling)
+            for i, word_ids in enumerate(split["word_ids"])
+        ]
         references = [[task.labels[t] for t in tags] for tags in gold]
         scores[role] = metrics.token_classification_scores(predicted, references)
         predictions[role] = {"prediction": predicted, "reference": references}

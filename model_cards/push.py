@@ -32,9 +32,22 @@ from model_cards.public import PLACEHOLDER_ORG, local_roots, without_local_paths
 from model_cards.results_card import build_results_card
 
 # What a checkpoint repo holds (a `save_pretrained` folder); trainer state, optimizer and pickles stay local.
-CHECKPOINT_PATTERNS = ("config.json", "generation_config.json", "*.safetensors", "model.safetensors.index.json",
-                       "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
-                       "tokenizer.model", "vocab.*", "merges.txt", "chat_template.jinja", "*.py", "run_info.json")
+CHECKPOINT_PATTERNS = (
+    "config.json",
+    "generation_config.json",
+    "*.safetensors",
+    "model.safetensors.index.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "tokenizer.model",
+    "vocab.*",
+    "merges.txt",
+    "chat_template.jinja",
+    "*.py",
+    "run_info.json",
+)
 KEPT_REMOTE_FILES = {".gitattributes"}  # created by the Hub with the repo; never deleted
 TEXT_SUFFIXES = (".json", ".jsonl", ".md", ".csv", ".txt", ".py", ".jinja", ".yaml")  # searched for local paths
 
@@ -68,15 +81,21 @@ def checkpoint_files(checkpoint_dir: Path) -> dict[str, Path]:
         model_folders.check_loadable(checkpoint_dir)
     except ValueError as error:
         raise PushError(str(error)) from None
-    files = {p.name: p for p in sorted(checkpoint_dir.iterdir())
-             if p.is_file() and any(fnmatch(p.name, pat) for pat in CHECKPOINT_PATTERNS)}
+    files = {
+        p.name: p
+        for p in sorted(checkpoint_dir.iterdir())
+        if p.is_file() and any(fnmatch(p.name, pat) for pat in CHECKPOINT_PATTERNS)
+    }
     # the sentence-transformers files (prompts, pooling): SentenceTransformer(repo_id) loads as the local folder
-    sentence_files = {name: checkpoint_dir / name for name in SENTENCE_TRANSFORMERS_FILES
-                      if (checkpoint_dir / name).is_file()}
+    sentence_files = {
+        name: checkpoint_dir / name for name in SENTENCE_TRANSFORMERS_FILES if (checkpoint_dir / name).is_file()
+    }
     if sentence_files and len(sentence_files) < len(SENTENCE_TRANSFORMERS_FILES):
         missing = sorted(set(SENTENCE_TRANSFORMERS_FILES) - set(sentence_files))
-        raise PushError(f"{checkpoint_dir} has incomplete sentence-transformers files (no {', '.join(missing)}): "
-                        "write them with core.sentence_transformers_files.write_sentence_transformers_files")
+        raise PushError(
+            f"{checkpoint_dir} has incomplete sentence-transformers files (no {', '.join(missing)}): "
+            "write them with core.sentence_transformers_files.write_sentence_transformers_files"
+        )
     files.update(sentence_files)
     problems = [f for f in ("config.json", "run_info.json") if f not in files]
     if "model.safetensors" not in files and "model.safetensors.index.json" not in files:
@@ -86,30 +105,50 @@ def checkpoint_files(checkpoint_dir: Path) -> dict[str, Path]:
     if not any(f.endswith(".py") for f in files):
         problems.append("modeling code (configuration_*.py, modeling_*.py)")
     if problems == ["run_info.json"]:  # a converted decoder, or a model saved outside this project's runs
-        raise PushError(f"{checkpoint_dir} has no run_info.json, which this project's pretraining runs write beside "
-                        "every checkpoint (recipes.pretrain, recipes.cpt): push a run's output_dir; a converted "
-                        "decoder gets one once continued with recipes.cpt")
+        raise PushError(
+            f"{checkpoint_dir} has no run_info.json, which this project's pretraining runs write beside "
+            "every checkpoint (recipes.pretrain, recipes.cpt): push a run's output_dir; a converted "
+            "decoder gets one once continued with recipes.cpt"
+        )
     if problems:
-        raise PushError(f"{checkpoint_dir} is not a complete checkpoint: missing {', '.join(problems)}; "
-                        "save it with model.save_pretrained + tokenizer.save_pretrained")
+        raise PushError(
+            f"{checkpoint_dir} is not a complete checkpoint: missing {', '.join(problems)}; "
+            "save it with model.save_pretrained + tokenizer.save_pretrained"
+        )
     return files
 
 
-def stage_checkpoint(checkpoint_dir: Path, repo_id: str, revision: str, summary_csv: Path | None,
-                    results_dir: Path | None = None, base_model: str | None = None) -> RepoCommit:
+def stage_checkpoint(
+    checkpoint_dir: Path,
+    repo_id: str,
+    revision: str,
+    summary_csv: Path | None,
+    results_dir: Path | None = None,
+    base_model: str | None = None,
+) -> RepoCommit:
     """The commit of one checkpoint folder to `repo_id@revision`: its files, public run_info and generated card."""
     files = checkpoint_files(checkpoint_dir)
-    card = build_model_card(checkpoint_dir, summary_csv, repo_id=repo_id,
-                            revision=None if revision == "main" else revision,
-                            results_dir=results_dir, base_model=base_model)
+    card = build_model_card(
+        checkpoint_dir,
+        summary_csv,
+        repo_id=repo_id,
+        revision=None if revision == "main" else revision,
+        results_dir=results_dir,
+        base_model=base_model,
+    )
     public_info = without_local_paths(load_run_info(checkpoint_dir))
     files[run_folders.RUN_INFO_NAME] = (json.dumps(public_info, indent=2, allow_nan=False) + "\n").encode("utf-8")
     files["README.md"] = str(card).encode("utf-8")
     return RepoCommit(repo_id, "model", revision, files, f"Upload {card.data.model_name}")
 
 
-def stage_run(run_dir: Path, repo_id: str, summary_csv: Path | None = None, results_dir: Path | None = None,
-             base_model: str | None = None) -> list[RepoCommit]:
+def stage_run(
+    run_dir: Path,
+    repo_id: str,
+    summary_csv: Path | None = None,
+    results_dir: Path | None = None,
+    base_model: str | None = None,
+) -> list[RepoCommit]:
     """Stage a run folder: the final checkpoint on `main`, each `intermediate/step-<N>` on branch `step-<N>`."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
@@ -120,16 +159,20 @@ def stage_run(run_dir: Path, repo_id: str, summary_csv: Path | None = None, resu
         step_dirs = run_folders.intermediate_checkpoints(run_dir)
     except ValueError as error:
         raise PushError(str(error)) from None
-    return commits + [stage_checkpoint(step_dir, repo_id, step_dir.name, summary_csv, results_dir, base_model)
-                      for step_dir in step_dirs]
+    return commits + [
+        stage_checkpoint(step_dir, repo_id, step_dir.name, summary_csv, results_dir, base_model)
+        for step_dir in step_dirs
+    ]
 
 
 def resolve_results_dir(report_dir: Path, results_dir: Path | None) -> Path:
     """The per-run results folder: `results_dir`, or `REPORT_DIR/results` when not given (refused if absent)."""
     results = Path(results_dir) if results_dir is not None else Path(report_dir) / "results"
     if not results.is_dir():
-        raise PushError(f"no per-run results folder {results}: pass --results_dir (the --output of evaluation.run; "
-                        "for a study, study/<study>/results)")
+        raise PushError(
+            f"no per-run results folder {results}: pass --results_dir (the --output of evaluation.run; "
+            "for a study, study/<study>/results)"
+        )
     return results
 
 
@@ -184,8 +227,10 @@ def check_no_local_paths(commits: list[RepoCommit], roots: list[str]) -> None:
                 continue
             content = _read(source)
             if (found := next((n for n in needles if n in content), None)) is not None:
-                raise PushError(f"{commit.repo_id}:{path} contains the local path {found.decode()}: local paths are "
-                                "never published; remove it from that file")
+                raise PushError(
+                    f"{commit.repo_id}:{path} contains the local path {found.decode()}: local paths are "
+                    "never published; remove it from that file"
+                )
 
 
 def write_dry_run(commits: list[RepoCommit], out_dir: Path, replace: bool = False) -> None:
@@ -212,8 +257,10 @@ def write_dry_run(commits: list[RepoCommit], out_dir: Path, replace: bool = Fals
 def resolve_token() -> str:
     """The Hub token from HF_TOKEN or the huggingface_hub login; a one-line error when there is none."""
     if not (token := get_token()):
-        raise PushError("no Hugging Face token: set HF_TOKEN or run `hf auth login` "
-                        "(or use --dry_run OUT to write the repo folders without pushing)")
+        raise PushError(
+            "no Hugging Face token: set HF_TOKEN or run `hf auth login` "
+            "(or use --dry_run OUT to write the repo folders without pushing)"
+        )
     return token
 
 
@@ -229,12 +276,23 @@ def _commit_once(api: HfApi, commit: RepoCommit) -> str:
     remote = set(api.list_repo_files(commit.repo_id, repo_type=commit.repo_type, revision=commit.revision))
     operations = [CommitOperationDelete(path) for path in sorted(remote - set(commit.files) - KEPT_REMOTE_FILES)]
     operations += [CommitOperationAdd(path, source) for path, source in commit.files.items()]
-    return api.create_commit(commit.repo_id, operations, commit_message=commit.commit_message,
-                             repo_type=commit.repo_type, revision=commit.revision).oid
+    return api.create_commit(
+        commit.repo_id,
+        operations,
+        commit_message=commit.commit_message,
+        repo_type=commit.repo_type,
+        revision=commit.revision,
+    ).oid
 
 
-def push_commits(commits: list[RepoCommit], token: str, endpoint: str | None = None, retries: int = 3,
-               backoff_s: float = 2.0, log=print) -> list[str]:
+def push_commits(
+    commits: list[RepoCommit],
+    token: str,
+    endpoint: str | None = None,
+    retries: int = 3,
+    backoff_s: float = 2.0,
+    log=print,
+) -> list[str]:
     """Push every staged repo revision, one commit each, retrying transient failures `retries` times (waiting
     `backoff_s`, doubled each time); returns each revision's head commit id."""
     if constants.HF_HUB_OFFLINE:
@@ -253,26 +311,37 @@ def push_commits(commits: list[RepoCommit], token: str, endpoint: str | None = N
             except Exception as exc:  # noqa: BLE001 - only transient errors are retried, the rest re-raised
                 if attempt == retries or not _is_transient(exc):
                     raise
-                wait = backoff_s * 2 ** attempt
+                wait = backoff_s * 2**attempt
                 log(f"{commit.repo_id}@{commit.revision}: {type(exc).__name__}, retrying in {wait:.0f}s")
                 time.sleep(wait)
-        log(f"pushed {commit.repo_type} {commit.repo_id}@{commit.revision}: "
-            f"{len(commit.files)} files, head {heads[-1][:10]}")
+        log(
+            f"pushed {commit.repo_type} {commit.repo_id}@{commit.revision}: "
+            f"{len(commit.files)} files, head {heads[-1][:10]}"
+        )
     return heads
 
 
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description="Publish checkpoints and results to the Hugging Face Hub.")
-    parser.add_argument("checkpoint", nargs="?", type=Path,
-                        help="checkpoint or run folder (run_info.json; intermediate/step-<N>/ become branches)")
+    parser.add_argument(
+        "checkpoint",
+        nargs="?",
+        type=Path,
+        help="checkpoint or run folder (run_info.json; intermediate/step-<N>/ become branches)",
+    )
     parser.add_argument("--repo_id", help="model repo ORG/NAME for the checkpoint")
     parser.add_argument("--results", type=Path, help="evaluation report folder (summary.csv, summary.md, figures)")
-    parser.add_argument("--results_dir", type=Path,
-                        help="per-run results of that report, evaluation.run's --output (default: REPORT_DIR/results; "
-                             "a study's: study/<study>/results)")
+    parser.add_argument(
+        "--results_dir",
+        type=Path,
+        help="per-run results of that report, evaluation.run's --output (default: REPORT_DIR/results; "
+        "a study's: study/<study>/results)",
+    )
     parser.add_argument("--results_repo_id", help="dataset repo for --results (default: <repo-id>-results)")
-    parser.add_argument("--base_model", help="Hub id of the model a CPT run or decay branch started from "
-                                             "(default for a study base: ORG/<base name>)")
+    parser.add_argument(
+        "--base_model",
+        help="Hub id of the model a CPT run or decay branch started from (default for a study base: ORG/<base name>)",
+    )
     parser.add_argument("--dry_run", type=Path, metavar="OUT", help="write the repo folders here; push nothing")
     parser.add_argument("--retries", type=int, default=3, help="retries per commit on 5xx / dropped connection")
     return parser
@@ -293,16 +362,20 @@ def check_scale_in_repo_name(repo_id: str, info: dict) -> None:
     parsed = try_parse_name(name)
     if parsed is None or parsed.scale is not None or (scale := run_scale(info, parsed)) in (None, PAPER_SCALE):
         return
-    raise PushError(f"--repo_id {repo_id} names the paper's {name}, but this checkpoint is a {info['size']} model "
-                    f"trained {info['steps']} steps (scale {scale}): push it as "
-                    f"{repo_id.split('/')[0]}/{scaled_name(name, scale)}")
+    raise PushError(
+        f"--repo_id {repo_id} names the paper's {name}, but this checkpoint is a {info['size']} model "
+        f"trained {info['steps']} steps (scale {scale}): push it as "
+        f"{repo_id.split('/')[0]}/{scaled_name(name, scale)}"
+    )
 
 
 def check_not_placeholder(repo_id: str) -> None:
     """Refuse to push to the placeholder namespace (dry runs may use it: they only write folders)."""
     if repo_id.split("/")[0] == PLACEHOLDER_ORG:
-        raise PushError(f"{repo_id} is in the placeholder namespace {PLACEHOLDER_ORG!r}: pass your own organisation "
-                        "or user name (--repo_id ORG/NAME, or recipes.study --org ORG)")
+        raise PushError(
+            f"{repo_id} is in the placeholder namespace {PLACEHOLDER_ORG!r}: pass your own organisation "
+            "or user name (--repo_id ORG/NAME, or recipes.study --org ORG)"
+        )
 
 
 def stage_commits(args, workdir: Path) -> list[RepoCommit]:
@@ -328,8 +401,9 @@ def stage_commits(args, workdir: Path) -> list[RepoCommit]:
     summary = results = None
     if args.results is not None:
         summary, results = args.results / "summary.csv", resolve_results_dir(args.results, args.results_dir)
-    commits = [] if args.checkpoint is None else stage_run(args.checkpoint, args.repo_id, summary, results,
-                                                        args.base_model)
+    commits = (
+        [] if args.checkpoint is None else stage_run(args.checkpoint, args.repo_id, summary, results, args.base_model)
+    )
     if args.results is not None:
         commits.append(stage_results(args.results, results_repo, results, workdir))
     check_no_local_paths(commits, local_roots(args.checkpoint, args.results, results))

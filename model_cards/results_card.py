@@ -22,9 +22,16 @@ def _scan_runs(results_dir: Path) -> list[dict]:
     """(model, task, whether diverged, data source) of every result file, checked; per-instance data is not kept."""
     if not (paths := store.result_files(results_dir)):
         raise FileNotFoundError(f"no per-run results under {results_dir}: expected <model>/<task>/lr<lr>-seed<s>.json")
-    return [{"model": run["model"], "task": run["task"], "diverged": not store.scored(run),
-             "source": results_dataset.record_source(run), "scored": results_dataset.scored_test(run)["text"]}
-            for run in map(store.read_result, paths)]
+    return [
+        {
+            "model": run["model"],
+            "task": run["task"],
+            "diverged": not store.scored(run),
+            "source": results_dataset.record_source(run),
+            "scored": results_dataset.scored_test(run)["text"],
+        }
+        for run in map(store.read_result, paths)
+    ]
 
 
 def build_results_card(results_dir, summary_csv, repo_id: str | None = None, scale: str | None = None) -> DatasetCard:
@@ -37,8 +44,13 @@ def build_results_card(results_dir, summary_csv, repo_id: str | None = None, sca
     models = sorted({r["model"] for r in runs})
     configs, info = results_dataset.dataset_configs()
     card_data = DatasetCardData(
-        pretty_name="MLM vs CLM encoder study: fine-tuning results", language="en", license=RESULTS_LICENSE,
-        tags=["mlm-vs-clm", "evaluation", f"arxiv:{PAPER_ARXIV_ID}"], configs=configs, dataset_info=info)
+        pretty_name="MLM vs CLM encoder study: fine-tuning results",
+        language="en",
+        license=RESULTS_LICENSE,
+        tags=["mlm-vs-clm", "evaluation", f"arxiv:{PAPER_ARXIV_ID}"],
+        configs=configs,
+        dataset_info=info,
+    )
     from evaluation import tasks
 
     data = []
@@ -46,12 +58,28 @@ def build_results_card(results_dir, summary_csv, repo_id: str | None = None, sca
         described = results_dataset.task_test_data(task, source)
         notes = " ".join(tasks.load_task(task).notes.split()) if source == "offline" else ""
         scored = sorted({r["scored"] for r in runs if (r["task"], r["source"]) == (task, source)})
-        data.append({"task": task, "source": source, "label": described["label"], "notes": notes,
-                     "scored": "; ".join(filter(None, scored)) or "not kept"})
+        data.append(
+            {
+                "task": task,
+                "source": source,
+                "label": described["label"],
+                "notes": notes,
+                "scored": "; ".join(filter(None, scored)) or "not kept",
+            }
+        )
     return DatasetCard.from_template(
-        card_data, template_path=str(RESULTS_TEMPLATE), repo_id=repo_id or f"<{PLACEHOLDER_ORG}>/<results>",
-        results_folder=results_dataset.RESULTS_FOLDER, runs_file=results_dataset.RUNS_FILE,
+        card_data,
+        template_path=str(RESULTS_TEMPLATE),
+        repo_id=repo_id or f"<{PLACEHOLDER_ORG}>/<results>",
+        results_folder=results_dataset.RESULTS_FOLDER,
+        runs_file=results_dataset.RUNS_FILE,
         predictions_folder=results_dataset.PREDICTIONS_FOLDER,
-        n_runs=len(runs), n_models=len(models), n_tasks=len({r["task"] for r in runs}),
-        n_diverged=sum(r["diverged"] for r in runs), models=models, data=data,
-        summary_rows=[{"model": r["model"], **row} for r, row in zip(rows, table_rows(rows))], local=LOCAL)
+        n_runs=len(runs),
+        n_models=len(models),
+        n_tasks=len({r["task"] for r in runs}),
+        n_diverged=sum(r["diverged"] for r in runs),
+        models=models,
+        data=data,
+        summary_rows=[{"model": r["model"], **row} for r, row in zip(rows, table_rows(rows))],
+        local=LOCAL,
+    )

@@ -25,15 +25,38 @@ PREDICTIONS_FOLDER = "predictions"
 JSON = "string"  # JSON-encoded columns are strings: any `datasets` version reads them, json.loads decodes them
 
 RUNS_FEATURES = {
-    "model": "string", "task": "string", "family": "string", "lr": "float64", "seed": "int64", "status": "string",
-    "main_metric": "string", "main_score_validation": "float64", "main_score_test": "float64",
-    "validation_scores": JSON, "test_scores": JSON,  # every metric of the split, {"accuracy": 0.91, ...}
-    "data_source": "string", "test_dataset": "string", "test_split": "string",
-    "config": JSON, "versions": JSON, "git_commit": "string", "identity": JSON,
+    "model": "string",
+    "task": "string",
+    "family": "string",
+    "lr": "float64",
+    "seed": "int64",
+    "status": "string",
+    "main_metric": "string",
+    "main_score_validation": "float64",
+    "main_score_test": "float64",
+    "validation_scores": JSON,
+    "test_scores": JSON,  # every metric of the split, {"accuracy": 0.91, ...}
+    "data_source": "string",
+    "test_dataset": "string",
+    "test_split": "string",
+    "config": JSON,
+    "versions": JSON,
+    "git_commit": "string",
+    "identity": JSON,
 }
 PREDICTIONS_FEATURES = {
-    "model": "string", "task": "string", "family": "string", "lr": "float64", "seed": "int64", "split": "string",
-    "index": "int64", "id": "string", "score": "float64", "prediction": JSON, "reference": JSON, "scores": JSON,
+    "model": "string",
+    "task": "string",
+    "family": "string",
+    "lr": "float64",
+    "seed": "int64",
+    "split": "string",
+    "index": "int64",
+    "id": "string",
+    "score": "float64",
+    "prediction": JSON,
+    "reference": JSON,
+    "scores": JSON,
 }
 # Per-instance fields of the result files (core.store.result_body): ir keeps a ranking and the judgements.
 PREDICTION_KEYS, REFERENCE_KEYS, ID_KEYS = ("prediction", "ranking"), ("reference", "relevance"), ("id", "qid")
@@ -62,8 +85,10 @@ def _file_split(paths) -> str:
     """The split a bundle file holds, by its name: `sc/sst2/dev.tsv` -> `dev`, `tc/conll2003/eng.testb.gz` ->
     `eng.testb`."""
     suffixes = (".gz", ".json", ".jsonl", ".tsv", ".iob2", ".txt")
-    return " + ".join(functools.reduce(str.removesuffix, suffixes, Path(path).name)
-                      for path in ([paths] if isinstance(paths, str) else paths))
+    return " + ".join(
+        functools.reduce(str.removesuffix, suffixes, Path(path).name)
+        for path in ([paths] if isinstance(paths, str) else paths)
+    )
 
 
 def _hub_splits(hub) -> dict:
@@ -88,15 +113,22 @@ def task_test_data(task_name: str, source: str) -> dict:
     try:
         task = tasks.load_task(task_name)
     except (ValueError, FileNotFoundError):
-        raise ValueError(f"task {task_name!r} of the results is not in evaluation/tasks/: the cards cannot say which "
-                         "data its scores come from; add its YAML there") from None
+        raise ValueError(
+            f"task {task_name!r} of the results is not in evaluation/tasks/: the cards cannot say which "
+            "data its scores come from; add its YAML there"
+        ) from None
     hub, out = task.hub, {"config": None, "revision": None, "stand_in": None}
     spec = hub if source == "hub" else task.offline
     if spec is None or (isinstance(spec, tasks.OfflineSource) and spec.unavailable is not None):
         raise ValueError(f"task {task_name!r} has no {source} data, yet results claim it: check their identity")
     if source == "hub":
-        out.update(dataset=hub.path, config=hub.name, revision=hub.revision, origin="Hub",
-                   split=_role_split(_hub_splits(hub), hub.derive or {}, "test"))
+        out.update(
+            dataset=hub.path,
+            config=hub.name,
+            revision=hub.revision,
+            origin="Hub",
+            split=_role_split(_hub_splits(hub), hub.derive or {}, "test"),
+        )
     elif source == "offline":
         files, derive = spec.files or spec.qrels or {}, spec.derive or {}
         out["origin"] = "offline bundle"
@@ -107,15 +139,19 @@ def task_test_data(task_name: str, source: str) -> dict:
             stand_in = "a split carved from the bundle's files, not an official split of the dataset"
         if hub and "test" in _hub_splits(hub) and not stand_in:  # the file is a copy of the Hub split
             hub_split = next((f["split"] for f in facts if "split" in f), _hub_splits(hub)["test"])
-            out.update(dataset=hub.path, config=hub.name,
-                       split=_role_split(files, derive, "test", lambda _: hub_split))
+            out.update(dataset=hub.path, config=hub.name, split=_role_split(files, derive, "test", lambda _: hub_split))
         else:
             out.update(dataset=task.name, split=_role_split(files, derive, "test", _file_split), stand_in=stand_in)
     else:
         raise ValueError(f"unknown data source {source!r} for task {task_name!r}: expected 'hub' or 'offline'")
     where = f"`{out['dataset']}`" + (f" ({out['config']})" if out["config"] else "")
-    note = (f" (stand-in: {out['stand_in']})" if out["stand_in"]
-            else " (offline bundle copy)" if source == "offline" else "")
+    note = (
+        f" (stand-in: {out['stand_in']})"
+        if out["stand_in"]
+        else " (offline bundle copy)"
+        if source == "offline"
+        else ""
+    )
     out["label"] = f"{where}, {out['split']}{note}"
     return out
 
@@ -125,8 +161,13 @@ def scored_test(record: dict) -> dict:
     "text": the cards' words}."""
     n = len(store.instances(record)) or None
     capped = n is not None and store.run_config(record).get("max_eval") == n
-    text = ("" if n is None else f"a seeded random {n:,} of that split (--max_eval {n})" if capped
-            else f"all {n:,} instances")
+    text = (
+        ""
+        if n is None
+        else f"a seeded random {n:,} of that split (--max_eval {n})"
+        if capped
+        else f"all {n:,} instances"
+    )
     return {"n": n, "capped": capped, "text": text}
 
 
@@ -134,8 +175,10 @@ def record_source(record: dict) -> str:
     """The data source of a result ("offline" | "hub"), as its identity records it."""
     source = (record.get("identity") or {}).get("task", {}).get("source") or store.run_config(record).get("source")
     if source is None:
-        raise ValueError(f"result of {record.get('model')} on {record.get('task')} records no data source "
-                         "(identity.task.source): re-run it with the current evaluation.run")
+        raise ValueError(
+            f"result of {record.get('model')} on {record.get('task')} records no data source "
+            "(identity.task.source): re-run it with the current evaluation.run"
+        )
     return source
 
 
@@ -153,13 +196,24 @@ def run_row(record: dict) -> dict:
     """One `runs` row (every column of RUNS_FEATURES) from a published result record."""
     source, metric = record_source(record), store.main_metric(record)
     data = task_test_data(record["task"], source)
-    return {"model": record["model"], "task": record["task"], "family": record["family"], "lr": float(record["lr"]),
-            "seed": int(record["seed"]), "status": record["status"], "main_metric": metric,
-            **{f"main_score_{s}": _main(store.split_scores(record, s), metric) for s in store.SPLITS},
-            **{f"{s}_scores": _json(store.split_scores(record, s) or {}) for s in store.SPLITS},
-            "data_source": source, "test_dataset": data["dataset"], "test_split": data["split"],
-            "config": _json(store.run_config(record)), "versions": _json(record.get("versions") or {}),
-            "git_commit": record.get("git_commit"), "identity": _json(record.get("identity") or {})}
+    return {
+        "model": record["model"],
+        "task": record["task"],
+        "family": record["family"],
+        "lr": float(record["lr"]),
+        "seed": int(record["seed"]),
+        "status": record["status"],
+        "main_metric": metric,
+        **{f"main_score_{s}": _main(store.split_scores(record, s), metric) for s in store.SPLITS},
+        **{f"{s}_scores": _json(store.split_scores(record, s) or {}) for s in store.SPLITS},
+        "data_source": source,
+        "test_dataset": data["dataset"],
+        "test_split": data["split"],
+        "config": _json(store.run_config(record)),
+        "versions": _json(record.get("versions") or {}),
+        "git_commit": record.get("git_commit"),
+        "identity": _json(record.get("identity") or {}),
+    }
 
 
 def _first(instance: dict, keys: tuple[str, ...]):
@@ -172,13 +226,20 @@ def prediction_rows(record: dict):
     for split in store.SPLITS:
         for index, instance in enumerate(store.instances(record, split)):
             instance_id, score = _first(instance, ID_KEYS), instance.get(metric)
-            yield {"model": record["model"], "task": record["task"], "family": record["family"],
-                   "lr": float(record["lr"]), "seed": int(record["seed"]), "split": split, "index": index,
-                   "id": None if instance_id is None else str(instance_id),
-                   "score": float(score) if isinstance(score, (int, float)) else None,
-                   "prediction": _json(_first(instance, PREDICTION_KEYS)),
-                   "reference": _json(_first(instance, REFERENCE_KEYS)),
-                   "scores": _json({k: v for k, v in instance.items() if k not in known})}
+            yield {
+                "model": record["model"],
+                "task": record["task"],
+                "family": record["family"],
+                "lr": float(record["lr"]),
+                "seed": int(record["seed"]),
+                "split": split,
+                "index": index,
+                "id": None if instance_id is None else str(instance_id),
+                "score": float(score) if isinstance(score, (int, float)) else None,
+                "prediction": _json(_first(instance, PREDICTION_KEYS)),
+                "reference": _json(_first(instance, REFERENCE_KEYS)),
+                "scores": _json({k: v for k, v in instance.items() if k not in known}),
+            }
 
 
 def write_tables(result_paths: list[Path], out_dir: Path, scale: str | None = None) -> dict[str, Path]:
@@ -221,16 +282,21 @@ def write_summary_table(summary_csv: Path, out_dir: Path) -> dict[str, Path]:
     """`summary.jsonl`: the report's summary.csv with typed values, for the `summary` config."""
     with open(summary_csv, newline="", encoding="utf-8") as f:
         rows = [{k: _typed(k, v) for k, v in row.items()} for row in csv.DictReader(f)]
-    (out_dir / SUMMARY_FILE).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
-                                        encoding="utf-8")
+    (out_dir / SUMMARY_FILE).write_text(
+        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8"
+    )
     return {SUMMARY_FILE: out_dir / SUMMARY_FILE}
 
 
 def dataset_configs() -> tuple[list[dict], list[dict]]:
     """(`configs`, `dataset_info`) metadata of the results dataset card: the three configs and their schemas."""
-    configs = [{"config_name": "runs", "data_files": RUNS_FILE, "default": True},
-               {"config_name": "predictions", "data_files": f"{PREDICTIONS_FOLDER}/*.jsonl"},
-               {"config_name": "summary", "data_files": SUMMARY_FILE}]
-    info = [{"config_name": name, "features": [{"name": k, "dtype": v} for k, v in features.items()]}
-            for name, features in (("runs", RUNS_FEATURES), ("predictions", PREDICTIONS_FEATURES))]
+    configs = [
+        {"config_name": "runs", "data_files": RUNS_FILE, "default": True},
+        {"config_name": "predictions", "data_files": f"{PREDICTIONS_FOLDER}/*.jsonl"},
+        {"config_name": "summary", "data_files": SUMMARY_FILE},
+    ]
+    info = [
+        {"config_name": name, "features": [{"name": k, "dtype": v} for k, v in features.items()]}
+        for name, features in (("runs", RUNS_FEATURES), ("predictions", PREDICTIONS_FEATURES))
+    ]
     return configs, info

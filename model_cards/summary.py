@@ -47,8 +47,9 @@ def read_summary(summary_csv: Path, model: str | None = None) -> list[dict]:
             missing = [c for c in run_folders.SUMMARY_COLUMNS if c not in (reader.fieldnames or [])]
             rows = list(reader)
     except UnicodeDecodeError as error:
-        raise ValueError(f"{summary_csv} is not UTF-8 text ({error}): pass the summary.csv written by evaluation") \
-            from None
+        raise ValueError(
+            f"{summary_csv} is not UTF-8 text ({error}): pass the summary.csv written by evaluation"
+        ) from None
     if missing:
         raise ValueError(f"{summary_csv} lacks columns {missing}: pass the summary.csv written by evaluation")
     if unknown := sorted({r["family"].upper() for r in rows} - set(FAMILY_TASK_TYPES)):
@@ -70,8 +71,9 @@ def _same(published: str, computed, integer: bool = False) -> bool:
         value = number(published)
     except ValueError:  # not a number
         return False
-    return value is not None and (value == computed if integer else
-                                  math.isclose(value, float(computed), rel_tol=1e-3, abs_tol=1e-6))
+    return value is not None and (
+        value == computed if integer else math.isclose(value, float(computed), rel_tol=1e-3, abs_tol=1e-6)
+    )
 
 
 SUMMARY_CHECKED = ("mean", "ci_low", "ci_high", "n_seeds", "best_lr")  # what a card publishes of a summary row
@@ -83,8 +85,11 @@ def _differences(row: dict, computed: dict) -> list[str]:
     expected = {**computed, **({} if math.isnan(low) else {"ci_low": max(0.0, low), "ci_high": min(1.0, high)})}
     shown = {**row, **dict(zip(("ci_low", "ci_high"), confidence_interval(row) or (row["ci_low"], row["ci_high"])))}
     given = {k: expected[k] if k in ("n_seeds", "best_lr") else card_number(expected[k]) for k in SUMMARY_CHECKED}
-    return [f"{k} {row[k] or 'none'} (the results give {given[k]})"
-            for k in SUMMARY_CHECKED if not _same(str(shown[k]), expected[k], integer=k == "n_seeds")]
+    return [
+        f"{k} {row[k] or 'none'} (the results give {given[k]})"
+        for k in SUMMARY_CHECKED
+        if not _same(str(shown[k]), expected[k], integer=k == "n_seeds")
+    ]
 
 
 def check_summary(rows: list[dict], results_dir, summary_csv, complete: bool = False) -> None:
@@ -98,22 +103,29 @@ def check_summary(rows: list[dict], results_dir, summary_csv, complete: bool = F
     fix = f"regenerate it (python -m analysis.report {results_dir}) or pass the results it was made from"
     seen = set()
     for row in rows:
-        key = next((k for k in ((row["model"], row["task"]), (_recorded_name(row["model"]), row["task"]))
-                    if k in computed), None)
+        key = next(
+            (k for k in ((row["model"], row["task"]), (_recorded_name(row["model"]), row["task"])) if k in computed),
+            None,
+        )
         if key is None:
-            raise ValueError(f"{summary_csv} reports {row['model']} on {row['task']}, of which {results_dir} holds "
-                             f"no result: {fix}")
+            raise ValueError(
+                f"{summary_csv} reports {row['model']} on {row['task']}, of which {results_dir} holds no result: {fix}"
+            )
         seen.add(key)
         differ = _differences(row, computed[key])
         if differ and all(d.startswith("ci_") for d in differ):
             group = [r for r in records if r["task"] == key[1] and replicate_group(r["model"]) == key[0]]
             differ = differ if _differences(row, summarize(group, bootstrap=True)[0]) else []
         if differ:
-            raise ValueError(f"{summary_csv} disagrees with {results_dir} on {row['model']} / {row['task']}: "
-                             f"{'; '.join(differ)}: {fix}")
+            raise ValueError(
+                f"{summary_csv} disagrees with {results_dir} on {row['model']} / {row['task']}: "
+                f"{'; '.join(differ)}: {fix}"
+            )
     if missing := (sorted(set(computed) - seen) if complete else []):
-        raise ValueError(f"{summary_csv} lacks {missing[0][0]} on {missing[0][1]}, which {results_dir} holds "
-                         f"({len(missing)} model x task rows in all): {fix}")
+        raise ValueError(
+            f"{summary_csv} lacks {missing[0][0]} on {missing[0][1]}, which {results_dir} holds "
+            f"({len(missing)} model x task rows in all): {fix}"
+        )
 
 
 def evaluation_rows(checkpoint_dir: Path, model: str, summary_csv, results_dir, shown: str | None = None) -> list[dict]:
@@ -122,29 +134,46 @@ def evaluation_rows(checkpoint_dir: Path, model: str, summary_csv, results_dir, 
     if not (rows := read_summary(summary_csv, shown or model)):
         return []
     if results_dir is None:
-        raise ValueError("an evaluation summary needs its per-run results folder too (--results): they say which "
-                         "data each score was computed on, and that it was computed on these weights")
+        raise ValueError(
+            "an evaluation summary needs its per-run results folder too (--results): they say which "
+            "data each score was computed on, and that it was computed on these weights"
+        )
     identity, paths = model_folders.checkpoint_identity(checkpoint_dir), {}
     for path in store.result_files(results_dir):
         paths.setdefault((path.parent.parent.name, path.parent.name), path)
     for row in rows:
         if (path := paths.get((model, row["task"]))) is None:
-            raise ValueError(f"{results_dir} holds no result file of {model} on {row['task']}, which the summary "
-                             "reports: pass the results folder the summary was made from")
+            raise ValueError(
+                f"{results_dir} holds no result file of {model} on {row['task']}, which the summary "
+                "reports: pass the results folder the summary was made from"
+            )
         record = store.read_result(path)  # one per (model, task): the report refuses mixed identities in a row
         if why := store.differences(record, {"model": identity}):  # the store's "current" rule, on the weights alone
-            raise ValueError(f"{path} was made from other weights than {checkpoint_dir} ({'; '.join(why)}): "
-                             "the summary is not this checkpoint's; evaluate it, or pass the right results")
+            raise ValueError(
+                f"{path} was made from other weights than {checkpoint_dir} ({'; '.join(why)}): "
+                "the summary is not this checkpoint's; evaluate it, or pass the right results"
+            )
         row["data"] = task_test_data(row["task"], record_source(record))
         row["scored"] = scored_test(record)
     return rows
 
 
 def table_rows(rows: list[dict]) -> list[dict]:
-    return [{"family": r["family"].upper(), "task": r["task"], "metric": r["metric"], "mean": card_number(r["mean"]),
-             "ci": f"[{ci[0]:.4f}, {ci[1]:.4f}]" if (ci := confidence_interval(r)) else "n/a",
-             "std": card_number(r["std"]), "best_lr": r["best_lr"], "n_seeds": r["n_seeds"],
-             "n_diverged": r["n_diverged"],
-             "entity_f1": card_number(r.get("entity_f1")) if r["family"].upper() == "TC" else "",
-             "data": r["data"]["label"] + (f"; scored: {r['scored']['text']}" if r.get("scored", {}).get("n")
-                                           else "") if "data" in r else ""} for r in rows]
+    return [
+        {
+            "family": r["family"].upper(),
+            "task": r["task"],
+            "metric": r["metric"],
+            "mean": card_number(r["mean"]),
+            "ci": f"[{ci[0]:.4f}, {ci[1]:.4f}]" if (ci := confidence_interval(r)) else "n/a",
+            "std": card_number(r["std"]),
+            "best_lr": r["best_lr"],
+            "n_seeds": r["n_seeds"],
+            "n_diverged": r["n_diverged"],
+            "entity_f1": card_number(r.get("entity_f1")) if r["family"].upper() == "TC" else "",
+            "data": r["data"]["label"] + (f"; scored: {r['scored']['text']}" if r.get("scored", {}).get("n") else "")
+            if "data" in r
+            else "",
+        }
+        for r in rows
+    ]

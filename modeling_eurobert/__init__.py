@@ -30,8 +30,9 @@ def register() -> None:
             model_class = getattr(modeling, target.split(".")[-1])
             getattr(transformers, auto_name).register(EuroBertClmMlmConfig, model_class, exist_ok=True)
             model_class.register_for_auto_class(auto_name)
-    globals().update(EuroBertClmMlmConfig=EuroBertClmMlmConfig,
-                     **{name: getattr(modeling, name) for name in modeling.__all__})
+    globals().update(
+        EuroBertClmMlmConfig=EuroBertClmMlmConfig, **{name: getattr(modeling, name) for name in modeling.__all__}
+    )
 
 
 def __getattr__(name: str):
@@ -53,7 +54,17 @@ def load_architecture(name: str, **overrides):
     return EuroBertClmMlmConfig.from_pretrained(ARCHITECTURES_DIR / name, **overrides)
 
 
-__all__ = ["EuroBertClmMlmConfig", "EuroBertClmMlmPreTrainedModel", "EuroBertClmMlmModel", "EuroBertClmMlmForMaskedLM",
-           "EuroBertClmMlmForCausalLM", "EuroBertClmMlmForSequenceClassification",
-           "EuroBertClmMlmForTokenClassification", "EuroBertClmMlmForQuestionAnswering", "ARCHITECTURES",
-           "load_architecture", "register", "pool"]
+__all__ = [
+    "EuroBertClmMlmConfig",
+    "EuroBertClmMlmPreTrainedModel",
+    "EuroBertClmMlmModel",
+    "EuroBertClmMlmForMaskedLM",
+    "EuroBertClmMlmForCausalLM",
+    "EuroBertClmMlmForSequenceClassification",
+    "EuroBertClmMlmForTokenClassification",
+    "EuroBertClmMlmForQuestionAnswering",
+    "ARCHITECTURES",
+    "load_architecture",
+    "register",
+    "pool",
+]

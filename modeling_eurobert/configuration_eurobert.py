@@ -93,8 +93,11 @@ class EuroBertClmMlmConfig(PreTrainedConfig):
         # The study's config.json files stay as they were: a decoder switch that is off is not written. The record of
         # a loaded CLM checkpoint's pretraining is not passed on to what is saved from it (a CPT run, a fine-tuned
         # model): `export_native.make_plain_loadable` writes it for the causal checkpoints it rewrites.
-        return {key: value for key, value in super().to_diff_dict().items()
-                if (key not in DECODER_SWITCHES or value) and key != "pretraining_attention"}
+        return {
+            key: value
+            for key, value in super().to_diff_dict().items()
+            if (key not in DECODER_SWITCHES or value) and key != "pretraining_attention"
+        }
 
     def validate_architecture(self):
         """Raise a one-line error on head counts that cannot form a valid attention layer."""

@@ -81,21 +81,25 @@ def check_source_config(raw: dict, max_positions: int | None = None) -> transfor
     ConversionError names the first incompatibility (`max_positions`: `--max_position_embeddings`, if given)."""
     model_type = raw.get("model_type")
     if model_type not in FAMILIES:
-        raise ConversionError(f"unsupported source architecture: model_type={model_type!r}; supported: "
-                              f"{', '.join(FAMILIES)} (each with its *ForCausalLM class)")
+        raise ConversionError(
+            f"unsupported source architecture: model_type={model_type!r}; supported: "
+            f"{', '.join(FAMILIES)} (each with its *ForCausalLM class)"
+        )
     causal_lm, config_class = FAMILIES[model_type]
     architectures = raw.get("architectures") or [causal_lm]
     if architectures != [causal_lm]:
-        raise ConversionError(f"architectures={architectures} is not supported; a {model_type} source must be "
-                              f"a {causal_lm} checkpoint")
+        raise ConversionError(
+            f"architectures={architectures} is not supported; a {model_type} source must be a {causal_lm} checkpoint"
+        )
     if raw.get("quantization_config"):
         raise ConversionError("quantized checkpoints (quantization_config) are not supported; use unquantized weights")
     # transformers 5 writes `rope_parameters`; older config.json files (Llama 3.x on the Hub) say `rope_scaling`.
     for rope in (raw.get("rope_parameters") or {}, raw.get("rope_scaling") or {}):
         rope_type = rope.get("rope_type", rope.get("type", "default"))
         if rope_type not in SUPPORTED_ROPE_TYPES:
-            raise ConversionError(f"rope_type {rope_type!r} is not supported; "
-                                  f"supported: {', '.join(SUPPORTED_ROPE_TYPES)}")
+            raise ConversionError(
+                f"rope_type {rope_type!r} is not supported; supported: {', '.join(SUPPORTED_ROPE_TYPES)}"
+            )
     try:  # head counts etc. are validated by the strict configs; report their message on one line
         source = getattr(transformers, config_class).from_dict(raw)
     except (ValueError, TypeError, StrictDataclassError) as error:
@@ -103,15 +107,19 @@ def check_source_config(raw: dict, max_positions: int | None = None) -> transfor
     if source.hidden_act != "silu":
         raise ConversionError(f"hidden_act={source.hidden_act!r} is not supported: the MLP is SwiGLU (silu)")
     if max_positions is not None and not 0 < max_positions <= source.max_position_embeddings:
-        raise ConversionError(f"--max_position_embeddings {max_positions} must be in [1, the source's "
-                              f"max_position_embeddings={source.max_position_embeddings}]")
+        raise ConversionError(
+            f"--max_position_embeddings {max_positions} must be in [1, the source's "
+            f"max_position_embeddings={source.max_position_embeddings}]"
+        )
     positions = max_positions or source.max_position_embeddings
     window = sliding_window(source)
     if window is not None and window < positions:
-        raise ConversionError(f"sliding_window={window} binds within max_position_embeddings={positions} (queries "
-                              f"would not see tokens {window} or more positions back) and this architecture has no "
-                              f"sliding window; pass --max_position_embeddings {window} to convert a model whose "
-                              "context the window never limits")
+        raise ConversionError(
+            f"sliding_window={window} binds within max_position_embeddings={positions} (queries "
+            f"would not see tokens {window} or more positions back) and this architecture has no "
+            f"sliding window; pass --max_position_embeddings {window} to convert a model whose "
+            "context the window never limits"
+        )
     return source
 
 
@@ -135,11 +143,22 @@ def check_source_files(source_dir: Path) -> None:
     model_folders.check_weights(source_dir)
 
 
-def eurobert_config(source: transformers.PreTrainedConfig, dtype: str, max_positions: int | None = None
-                    ) -> ours.EuroBertClmMlmConfig:
+def eurobert_config(
+    source: transformers.PreTrainedConfig, dtype: str, max_positions: int | None = None
+) -> ours.EuroBertClmMlmConfig:
     """The causal EuroBERT config with the source's architecture fields copied over (ids are set later)."""
-    copied = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-              "num_key_value_heads", "initializer_range", "rms_norm_eps", "bos_token_id", "eos_token_id")
+    copied = (
+        "vocab_size",
+        "hidden_size",
+        "intermediate_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "initializer_range",
+        "rms_norm_eps",
+        "bos_token_id",
+        "eos_token_id",
+    )
     return ours.EuroBertClmMlmConfig(
         **{name: getattr(source, name) for name in copied},
         head_dim=getattr(source, "head_dim", None) or source.hidden_size // source.num_attention_heads,
@@ -150,9 +169,12 @@ def eurobert_config(source: transformers.PreTrainedConfig, dtype: str, max_posit
         qkv_bias=source.model_type == "qwen2",  # Qwen2/2.5: q, k, v always, o never
         qk_norm=source.model_type == "qwen3",
         attention_dropout=float(source.attention_dropout or 0.0),
-        pad_token_id=None, mask_token_id=None,  # mask and pad ids come from the tokenizer, once the vocabulary is final
+        pad_token_id=None,
+        mask_token_id=None,  # mask and pad ids come from the tokenizer, once the vocabulary is final
         tie_word_embeddings=False,  # untied below, explicitly
-        is_causal=True, dtype=dtype)
+        is_causal=True,
+        dtype=dtype,
+    )
 
 
 def set_special_tokens(tokenizer, mask_token: str, pad_token: str, eos_ids: set[int]) -> list[int]:
@@ -160,11 +182,16 @@ def set_special_tokens(tokenizer, mask_token: str, pad_token: str, eos_ids: set[
     an ordinary token, module docstring); returns the ids of tokens it added."""
     for role, token in (("mask", mask_token), ("pad", pad_token)):
         added = {str(t) for t in tokenizer.added_tokens_decoder.values()}
-        if token in tokenizer.get_vocab() and token not in added and \
-                tokenizer(token, add_special_tokens=False)["input_ids"] == [tokenizer.convert_tokens_to_ids(token)]:
-            raise ConversionError(f"--{role}_token {token!r} is an ordinary token of the vocabulary (text encodes "
-                                  "to it); pass a special or reserved token (Llama-3: <|reserved_special_token_0|>) "
-                                  f"or a new one (default <|{role}|>)")
+        if (
+            token in tokenizer.get_vocab()
+            and token not in added
+            and tokenizer(token, add_special_tokens=False)["input_ids"] == [tokenizer.convert_tokens_to_ids(token)]
+        ):
+            raise ConversionError(
+                f"--{role}_token {token!r} is an ordinary token of the vocabulary (text encodes "
+                "to it); pass a special or reserved token (Llama-3: <|reserved_special_token_0|>) "
+                f"or a new one (default <|{role}|>)"
+            )
     size_before = len(tokenizer)
     tokenizer.add_special_tokens({"mask_token": mask_token})
     if tokenizer.pad_token_id is None or tokenizer.pad_token_id in eos_ids:
@@ -195,8 +222,10 @@ def init_added_rows(model: ours.EuroBertClmMlmForCausalLM, added_ids: list[int])
 
 def _shapes(mismatched) -> list[str]:
     """transformers' mismatched keys [(key, shape in the file, shape the config gives)] as 'key: file -> config'."""
-    shown = [f"{key}: {tuple(found)} in the weights, {tuple(wanted)} by config.json"
-             for key, found, wanted in sorted(mismatched or [])]
+    shown = [
+        f"{key}: {tuple(found)} in the weights, {tuple(wanted)} by config.json"
+        for key, found, wanted in sorted(mismatched or [])
+    ]
     return shown[:2] + [f"{len(shown) - 2} more"] * (len(shown) > 2)
 
 
@@ -209,17 +238,19 @@ def load_weights(source_dir: Path, config: ours.EuroBertClmMlmConfig, tied: bool
     report.setLevel(logging.ERROR)
     try:
         model, info = ours.EuroBertClmMlmForCausalLM.from_pretrained(
-            source_dir, config=config, dtype=config.dtype, output_loading_info=True,
-            ignore_mismatched_sizes=True)  # a config that disagrees with the weights is reported below, in one line
+            source_dir, config=config, dtype=config.dtype, output_loading_info=True, ignore_mismatched_sizes=True
+        )  # a config that disagrees with the weights is reported below, in one line
     finally:
         report.setLevel(level)
     # A tied checkpoint may omit lm_head.weight; anything else missing or extra means the mapping is wrong.
     missing = set(info["missing_keys"]) - ({"lm_head.weight"} if tied else set())
     if missing or info["unexpected_keys"] or info.get("mismatched_keys"):
-        raise ConversionError(f"weights of {source_dir} do not match the converted layout: missing {sorted(missing)}, "
-                              f"unexpected {sorted(info['unexpected_keys'])}, mismatched "
-                              f"{_shapes(info.get('mismatched_keys'))}: its config.json disagrees with its weights, or "
-                              "the checkpoint is of another family")
+        raise ConversionError(
+            f"weights of {source_dir} do not match the converted layout: missing {sorted(missing)}, "
+            f"unexpected {sorted(info['unexpected_keys'])}, mismatched "
+            f"{_shapes(info.get('mismatched_keys'))}: its config.json disagrees with its weights, or "
+            "the checkpoint is of another family"
+        )
     if tied:  # untie: the output embedding starts as a copy of the input one
         import torch
 
@@ -229,8 +260,14 @@ def load_weights(source_dir: Path, config: ours.EuroBertClmMlmConfig, tied: bool
     return model
 
 
-def convert(source: str, output: str | Path, mask_token: str = "<|mask|>", pad_token: str = "<|pad|>",
-            dtype: str = "float32", max_positions: int | None = None) -> Path:
+def convert(
+    source: str,
+    output: str | Path,
+    mask_token: str = "<|mask|>",
+    pad_token: str = "<|pad|>",
+    dtype: str = "float32",
+    max_positions: int | None = None,
+) -> Path:
     """Convert `source` (local dir or Hub id of a `*ForCausalLM` checkpoint of one of `FAMILIES`, with its tokenizer)
     into a causal EuroBERT checkpoint at `output` (which must not exist), returned. `dtype` (`float32`, `bfloat16`):
     of the saved weights; `max_positions`: the converted model's context when shorter than the source's."""
@@ -242,8 +279,9 @@ def convert(source: str, output: str | Path, mask_token: str = "<|mask|>", pad_t
         raise ConversionError(f"--dtype {dtype!r} is not one of {', '.join(DTYPES)}")
     for role, token in (("mask", mask_token), ("pad", pad_token)):
         if not token.strip():
-            raise ConversionError(f"--{role}_token {token!r} is empty: pass a special or reserved token or a new one "
-                                  f"(default <|{role}|>)")
+            raise ConversionError(
+                f"--{role}_token {token!r} is empty: pass a special or reserved token or a new one (default <|{role}|>)"
+            )
     source_dir = resolve_source(source, max_positions)
     source_config = check_source_config(read_config(source_dir), max_positions)
     check_source_files(source_dir)
@@ -277,9 +315,14 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--mask_token", default="<|mask|>", help="MLM mask token, added when missing")
     parser.add_argument("--pad_token", default="<|pad|>", help="pad token when the source has none or pads with eos")
     parser.add_argument("--dtype", default="float32", choices=DTYPES, help="dtype of the saved weights")
-    parser.add_argument("--max_position_embeddings", type=int, default=None, dest="max_positions",
-                        help="context of the converted model when shorter than the source's (at most a sliding "
-                             "window, so that it does not bind)")
+    parser.add_argument(
+        "--max_position_embeddings",
+        type=int,
+        default=None,
+        dest="max_positions",
+        help="context of the converted model when shorter than the source's (at most a sliding "
+        "window, so that it does not bind)",
+    )
     return parser
 
 

@@ -62,22 +62,30 @@ def check_exportable(raw: dict, bidirectional: bool = False) -> str:
     if architecture == "EuroBertClmMlmForQuestionAnswering":
         raise ExportError("native transformers EuroBERT has no question-answering head; export another head")
     if is_causal_checkpoint(raw) and not bidirectional:
-        raise ExportError(f"{architecture} with is_causal={str(raw.get('is_causal')).lower()} is a causal checkpoint "
-                          "(CLM run or converted decoder) and native EuroBERT is bidirectional only; pass "
-                          "--bidirectional to export it as a bidirectional encoder on purpose (how the paper "
-                          "fine-tunes CLM checkpoints)")
+        raise ExportError(
+            f"{architecture} with is_causal={str(raw.get('is_causal')).lower()} is a causal checkpoint "
+            "(CLM run or converted decoder) and native EuroBERT is bidirectional only; pass "
+            "--bidirectional to export it as a bidirectional encoder on purpose (how the paper "
+            "fine-tunes CLM checkpoints)"
+        )
     if architecture not in NATIVE_CLASSES and architecture != "EuroBertClmMlmForCausalLM":
-        raise ExportError(f"architecture {architecture!r} has no native EuroBERT class; supported: "
-                          f"{', '.join(NATIVE_CLASSES)}")
+        raise ExportError(
+            f"architecture {architecture!r} has no native EuroBERT class; supported: {', '.join(NATIVE_CLASSES)}"
+        )
     if raw.get("qkv_bias") and not raw.get("attention_bias"):
-        raise ExportError("qkv_bias=true (q/k/v biases without an o bias, a converted Qwen2) has no native EuroBERT "
-                          "form: its attention_bias puts biases on q, k, v and o; use it with trust_remote_code")
+        raise ExportError(
+            "qkv_bias=true (q/k/v biases without an o bias, a converted Qwen2) has no native EuroBERT "
+            "form: its attention_bias puts biases on q, k, v and o; use it with trust_remote_code"
+        )
     if raw.get("qk_norm"):
-        raise ExportError("qk_norm=true (q/k RMSNorm, a converted Qwen3) has no native EuroBERT form; use it with "
-                          "trust_remote_code")
+        raise ExportError(
+            "qk_norm=true (q/k RMSNorm, a converted Qwen3) has no native EuroBERT form; use it with trust_remote_code"
+        )
     if raw.get("mlp_bias") and architecture in ("EuroBertClmMlmForMaskedLM", "EuroBertClmMlmForCausalLM"):
-        raise ExportError("mlp_bias=true gives native EuroBertForMaskedLM an LM-head bias this checkpoint lacks; "
-                          "export its backbone or a task head, or use it with trust_remote_code")
+        raise ExportError(
+            "mlp_bias=true gives native EuroBertForMaskedLM an LM-head bias this checkpoint lacks; "
+            "export its backbone or a task head, or use it with trust_remote_code"
+        )
     # Our config fields that native EuroBERT has no field for: each must hold our default, or native EuroBERT would
     # silently compute something else. `is_causal` is the exception (native EuroBERT is bidirectional only: above).
     defaults = ours.EuroBertClmMlmConfig().to_dict()
@@ -88,8 +96,10 @@ def check_exportable(raw: dict, bidirectional: bool = False) -> str:
     eos = raw.get("eos_token_id")
     eos_ids = set(eos) if isinstance(eos, list) else {eos}
     if raw.get("pad_token_id") is not None and raw["pad_token_id"] in eos_ids:
-        raise ExportError(f"pad_token_id={raw['pad_token_id']} equals eos; the native embedding freezes the pad row "
-                          "(padding_idx), so set a distinct pad_token_id in config.json first")
+        raise ExportError(
+            f"pad_token_id={raw['pad_token_id']} equals eos; the native embedding freezes the pad row "
+            "(padding_idx), so set a distinct pad_token_id in config.json first"
+        )
     return NATIVE_CLASSES.get(architecture, "EuroBertForMaskedLM")  # the causal LM head: the same parameters
 
 
@@ -133,22 +143,31 @@ def _as_decoder_type(directory: str | Path, raw: dict) -> bool:
     fields = ours.EuroBertClmMlmConfig.from_pretrained(directory).to_dict()
     switches = [switch for switch in DECODER_TYPES if fields.get(switch)]
     architecture = (raw.get("architectures") or ["EuroBertClmMlmModel"])[0]
-    if (len(switches) != 1 or not fields["is_causal"] or fields["mlp_bias"]
-            or architecture not in ("EuroBertClmMlmForCausalLM", "EuroBertClmMlmModel")
-            or switches == ["qkv_bias"] and fields["attention_bias"]):
+    if (
+        len(switches) != 1
+        or not fields["is_causal"]
+        or fields["mlp_bias"]
+        or architecture not in ("EuroBertClmMlmForCausalLM", "EuroBertClmMlmModel")
+        or switches == ["qkv_bias"]
+        and fields["attention_bias"]
+    ):
         return False
     config_class = getattr(transformers, DECODER_TYPES[switches[0]])
     return _write_as(directory, raw, fields, config_class, f"transformers' {config_class.__name__}")
 
 
-def _write_as(directory: str | Path, raw: dict, fields: dict, config_class, what: str,
-              record: dict | None = None) -> bool:
+def _write_as(
+    directory: str | Path, raw: dict, fields: dict, config_class, what: str, record: dict | None = None
+) -> bool:
     """Rewrite config.json with `config_class`'s model_type, our `auto_map` kept and `record` set, once `what` (that
     class) reads every field as written and has no sliding window."""
     path = Path(directory) / "config.json"
-    fields = {**{key: value for key, value in fields.items() if key != "_name_or_path"},
-              **{key: raw[key] for key in ("auto_map", "architectures") if key in raw},
-              "model_type": config_class.model_type, **(record or {})}
+    fields = {
+        **{key: value for key, value in fields.items() if key != "_name_or_path"},
+        **{key: raw[key] for key in ("auto_map", "architectures") if key in raw},
+        "model_type": config_class.model_type,
+        **(record or {}),
+    }
     plain = config_class(**{k: v for k, v in fields.items() if k != "model_type"}).to_dict()
     differ = sorted(key for key in _fields(config_class) & set(fields) if plain.get(key) != fields[key])
     if differ or plain.get("sliding_window") is not None:
@@ -182,8 +201,9 @@ def export_native(checkpoint: str | Path, output: str | Path, bidirectional: boo
     model_folders.check_loadable(checkpoint)  # before the checks of its config: a LoRA checkpoint-N is no model
     native_class = getattr(transformers, check_exportable(raw, bidirectional))
 
-    model, info = native_class.from_pretrained(checkpoint, config=native_config(raw), dtype="auto",
-                                               output_loading_info=True)
+    model, info = native_class.from_pretrained(
+        checkpoint, config=native_config(raw), dtype="auto", output_loading_info=True
+    )
     if any(info[key] for key in ("missing_keys", "unexpected_keys", "mismatched_keys")):
         raise ExportError(f"weights of {checkpoint} do not match {native_class.__name__}: {info}")
     with artifacts.atomic_directory(output, expected=None) as staging:  # never over what appeared meanwhile
@@ -199,9 +219,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("checkpoint", help="a checkpoint saved by this project")
     parser.add_argument("output", help="directory to create (must not exist)")
-    parser.add_argument("--bidirectional", action="store_true",
-                        help="export a causal checkpoint (CLM run, converted decoder) as a bidirectional encoder, "
-                             "on purpose: native EuroBERT is bidirectional only")
+    parser.add_argument(
+        "--bidirectional",
+        action="store_true",
+        help="export a causal checkpoint (CLM run, converted decoder) as a bidirectional encoder, "
+        "on purpose: native EuroBERT is bidirectional only",
+    )
     args = parser.parse_args(argv)
     with cli.bad_input_exits():
         out = export_native(args.checkpoint, args.output, args.bidirectional)

@@ -64,18 +64,20 @@ class EuroBertClmMlmRotaryEmbedding(nn.Module):
         super().__init__()
         self.config = config
         self.rope_type = config.rope_parameters.get("rope_type", "default")
-        init_fn = (self.compute_default_rope_parameters if self.rope_type == "default" else
-                   ROPE_INIT_FUNCTIONS[self.rope_type])
+        init_fn = (
+            self.compute_default_rope_parameters if self.rope_type == "default" else ROPE_INIT_FUNCTIONS[self.rope_type]
+        )
         inv_freq, self.attention_scaling = init_fn(config)
         self.inv_freq = nn.Buffer(inv_freq, persistent=False)
         self.original_inv_freq = nn.Buffer(inv_freq.clone(), persistent=False)
 
     @staticmethod
-    def compute_default_rope_parameters(config: EuroBertClmMlmConfig, device=None,
-                                        **kwargs) -> tuple[torch.Tensor, float]:
+    def compute_default_rope_parameters(
+        config: EuroBertClmMlmConfig, device=None, **kwargs
+    ) -> tuple[torch.Tensor, float]:
         base, dim = config.rope_parameters["rope_theta"], config.head_dim
         exponents = torch.arange(0, dim, 2, dtype=torch.int64).to(device=device, dtype=torch.float) / dim
-        inv_freq = 1.0 / (base ** exponents)
+        inv_freq = 1.0 / (base**exponents)
         return inv_freq, 1.0
 
     @torch.no_grad()
@@ -270,8 +272,15 @@ class EuroBertClmMlmModel(EuroBertClmMlmPreTrainedModel):
         return BaseModelOutput(last_hidden_state=self.norm(hidden_states))
 
 
-def labelled_positions_loss(hidden_states, lm_head, labels, shift: bool, num_items_in_batch=None,
-                            mlm_positions=None, all_positions: bool = False):
+def labelled_positions_loss(
+    hidden_states,
+    lm_head,
+    labels,
+    shift: bool,
+    num_items_in_batch=None,
+    mlm_positions=None,
+    all_positions: bool = False,
+):
     """Cross-entropy of the LM head evaluated only where `labels != -100`.
 
     Equal to full-vocabulary logits + `ForMaskedLMLoss`/`ForCausalLMLoss` (same reduction, same gradients), but the
@@ -340,18 +349,30 @@ class EuroBertClmMlmForMaskedLM(EuroBertClmMlmPreTrainedModel):
     def set_output_embeddings(self, new_embeddings):
         self.lm_head = new_embeddings
 
-    def forward(self, input_ids=None, attention_mask=None, position_ids=None, inputs_embeds=None, labels=None,
-                is_causal: bool | None = None, num_items_in_batch=None, mlm_positions=None, **kwargs):
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        position_ids=None,
+        inputs_embeds=None,
+        labels=None,
+        is_causal: bool | None = None,
+        num_items_in_batch=None,
+        mlm_positions=None,
+        **kwargs,
+    ):
         if is_causal is None:
             is_causal = self.causal
-        hidden = self.model(input_ids, attention_mask, position_ids, inputs_embeds,
-                            is_causal=is_causal).last_hidden_state
+        hidden = self.model(
+            input_ids, attention_mask, position_ids, inputs_embeds, is_causal=is_causal
+        ).last_hidden_state
         output_class = CausalLMOutput if self.causal else MaskedLMOutput
         if labels is None:
             return output_class(logits=self.lm_head(hidden))
         # causal attention means next-token prediction: the labels are shifted here, and only here
-        loss = labelled_positions_loss(hidden, self.lm_head, labels, is_causal, num_items_in_batch, mlm_positions,
-                                       all_positions=is_causal)
+        loss = labelled_positions_loss(
+            hidden, self.lm_head, labels, is_causal, num_items_in_batch, mlm_positions, all_positions=is_causal
+        )
         return output_class(loss=loss, logits=None)
 
 
@@ -386,10 +407,19 @@ class EuroBertClmMlmForSequenceClassification(EuroBertClmMlmPreTrainedModel):
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
-    def forward(self, input_ids=None, attention_mask=None, position_ids=None, inputs_embeds=None, labels=None,
-                is_causal: bool | None = None, **kwargs):
-        hidden = self.model(input_ids, attention_mask, position_ids, inputs_embeds,
-                            is_causal=is_causal).last_hidden_state
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        position_ids=None,
+        inputs_embeds=None,
+        labels=None,
+        is_causal: bool | None = None,
+        **kwargs,
+    ):
+        hidden = self.model(
+            input_ids, attention_mask, position_ids, inputs_embeds, is_causal=is_causal
+        ).last_hidden_state
         if self.config.classifier_pooling == "late":  # classify every token, then average the logits
             logits = pool(self.classifier(self.activation(self.dense(hidden))), attention_mask, "mean")
         else:
@@ -409,15 +439,25 @@ class EuroBertClmMlmForTokenClassification(EuroBertClmMlmPreTrainedModel):
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
-    def forward(self, input_ids=None, attention_mask=None, position_ids=None, inputs_embeds=None, labels=None,
-                is_causal: bool | None = None, **kwargs):
-        hidden = self.model(input_ids, attention_mask, position_ids, inputs_embeds,
-                            is_causal=is_causal).last_hidden_state
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        position_ids=None,
+        inputs_embeds=None,
+        labels=None,
+        is_causal: bool | None = None,
+        **kwargs,
+    ):
+        hidden = self.model(
+            input_ids, attention_mask, position_ids, inputs_embeds, is_causal=is_causal
+        ).last_hidden_state
         logits = self.classifier(hidden)
         loss = None
         if labels is not None:
-            loss = nn.functional.cross_entropy(logits.view(-1, self.num_labels).float(),
-                                               labels.view(-1).to(logits.device))
+            loss = nn.functional.cross_entropy(
+                logits.view(-1, self.num_labels).float(), labels.view(-1).to(logits.device)
+            )
         return TokenClassifierOutput(loss=loss, logits=logits)
 
 
@@ -430,10 +470,20 @@ class EuroBertClmMlmForQuestionAnswering(EuroBertClmMlmPreTrainedModel):
         self.qa_outputs = nn.Linear(config.hidden_size, 2)
         self.post_init()
 
-    def forward(self, input_ids=None, attention_mask=None, position_ids=None, inputs_embeds=None,
-                start_positions=None, end_positions=None, is_causal: bool | None = None, **kwargs):
-        hidden = self.model(input_ids, attention_mask, position_ids, inputs_embeds,
-                            is_causal=is_causal).last_hidden_state
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        position_ids=None,
+        inputs_embeds=None,
+        start_positions=None,
+        end_positions=None,
+        is_causal: bool | None = None,
+        **kwargs,
+    ):
+        hidden = self.model(
+            input_ids, attention_mask, position_ids, inputs_embeds, is_causal=is_causal
+        ).last_hidden_state
         start_logits, end_logits = self.qa_outputs(hidden).float().unbind(dim=-1)  # (B, T) each
         loss = None
         if start_positions is not None and end_positions is not None:

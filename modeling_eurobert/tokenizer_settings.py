@@ -21,8 +21,9 @@ def configure_tokenizer(tokenizer, model_max_length: int | None = None):
     None keeps the tokenizer's own) on a fast tokenizer, in place; returns it, vocabulary and ids unchanged."""
     if model_max_length is not None:
         if not isinstance(model_max_length, int) or model_max_length < 1:
-            raise ValueError(f"model_max_length={model_max_length!r} must be a positive integer "
-                             "(max_position_embeddings)")
+            raise ValueError(
+                f"model_max_length={model_max_length!r} must be a positive integer (max_position_embeddings)"
+            )
         tokenizer.model_max_length = model_max_length
     if tokenizer.mask_token is not None:
         size, mask_id = len(tokenizer), tokenizer.mask_token_id

@@ -51,11 +51,13 @@ class PretrainingCollator:
         if not isinstance(self.seed, int) or self.seed < 0:
             raise ValueError(f"seed={self.seed!r} must be a non-negative integer")
         if self.objective == "mlm" and self.tokenizer.mask_token_id is None:
-            raise ValueError("the tokenizer has no mask token, so it cannot be used for MLM; "
-                             "see load_pretraining_tokenizer")
+            raise ValueError(
+                "the tokenizer has no mask token, so it cannot be used for MLM; see load_pretraining_tokenizer"
+            )
         if self.positions_per_block is not None and self.positions_per_block < 1:
-            raise ValueError(f"positions_per_block={self.positions_per_block} must be >= 1 "
-                             "(see masked_positions_bound)")
+            raise ValueError(
+                f"positions_per_block={self.positions_per_block} must be >= 1 (see masked_positions_bound)"
+            )
         special_ids = set(self.tokenizer.all_special_ids)
         special_ids |= {i for i, token in self.tokenizer.added_tokens_decoder.items() if token.special}
         size = max(len(self.tokenizer), max(special_ids) + 1)
@@ -171,14 +173,32 @@ class ObjectiveCollator:
 
 def build_collator(run_args, tokenizer, blocks_per_step: int, first_block: int = 0) -> ObjectiveCollator:
     """The run's CLM and/or MLM `PretrainingCollator`s, wrapped by `ObjectiveCollator`."""
-    positions_per_block = (masked_positions_bound(run_args.block_size, run_args.mlm_probability,  # K, for the run
-                                                  run_args.mlm_fixed_shape_std) if run_args.mlm_fixed_shape else None)
+    positions_per_block = (
+        masked_positions_bound(
+            run_args.block_size,
+            run_args.mlm_probability,  # K, for the run
+            run_args.mlm_fixed_shape_std,
+        )
+        if run_args.mlm_fixed_shape
+        else None
+    )
 
     def make(objective):
-        return PretrainingCollator(objective, tokenizer, run_args.mlm_probability, run_args.mask_replace_prob,
-                                   run_args.random_replace_prob, run_args.masking_seed, positions_per_block)
+        return PretrainingCollator(
+            objective,
+            tokenizer,
+            run_args.mlm_probability,
+            run_args.mask_replace_prob,
+            run_args.random_replace_prob,
+            run_args.masking_seed,
+            positions_per_block,
+        )
 
     needs_clm = run_args.objective == "clm" or run_args.switch_step is not None
-    return ObjectiveCollator(clm=make("clm") if needs_clm else None,
-                             mlm=make("mlm") if run_args.objective == "mlm" else None,
-                             switch_step=run_args.switch_step, blocks_per_step=blocks_per_step, first_block=first_block)
+    return ObjectiveCollator(
+        clm=make("clm") if needs_clm else None,
+        mlm=make("mlm") if run_args.objective == "mlm" else None,
+        switch_step=run_args.switch_step,
+        blocks_per_step=blocks_per_step,
+        first_block=first_block,
+    )

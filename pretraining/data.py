@@ -54,8 +54,13 @@ _BLOCKS_PER_WRITE = 1024  # rows per arrow record batch when writing packed bloc
 
 
 # ----------------------------------------------------------------------------------------------------------- corpus
-def load_corpus(source: str = "bundle", data_dir: str | os.PathLike | None = None, split: str = "train",
-                name: str | None = None, cache_dir: str | os.PathLike | None = None) -> datasets.Dataset:
+def load_corpus(
+    source: str = "bundle",
+    data_dir: str | os.PathLike | None = None,
+    split: str = "train",
+    name: str | None = None,
+    cache_dir: str | os.PathLike | None = None,
+) -> datasets.Dataset:
     """The pretraining corpus, one document per row, as a memory-mapped `datasets.Dataset` with one column "text".
 
     Args:
@@ -85,13 +90,15 @@ def load_corpus(source: str = "bundle", data_dir: str | os.PathLike | None = Non
     builders = {_BUILDERS[_corpus_suffix(path)] for path in files}
     if len(builders) > 1:
         raise ValueError(f"corpus files mix formats {sorted(builders)}; keep one format per corpus: {files}")
-    corpus = datasets.load_dataset(builders.pop(), data_files=[str(p) for p in files], split="train",
-                                   cache_dir=cache_dir)
+    corpus = datasets.load_dataset(
+        builders.pop(), data_files=[str(p) for p in files], split="train", cache_dir=cache_dir
+    )
     return _only_text(corpus, source)
 
 
-def load_corpora(sources: str, data_dir=None, split: str = "train", name: str | None = None,
-                 cache_dir=None) -> datasets.Dataset:
+def load_corpora(
+    sources: str, data_dir=None, split: str = "train", name: str | None = None, cache_dir=None
+) -> datasets.Dataset:
     """One or several corpora, concatenated in the order given: `sources` holds comma-separated entries, each as
     `load_corpus` takes it (a Hub entry may name its config after a colon, `HuggingFaceFW/fineweb-edu:sample-100BT`,
     else `name` applies); the other arguments are `load_corpus`'s."""
@@ -133,8 +140,10 @@ def _only_text(corpus: datasets.Dataset, source: str) -> datasets.Dataset:
         raise ValueError(f"corpus {source} has no documents; give a corpus with at least one document")
     head = corpus.select(range(min(len(corpus), _BLANK_CHECK_DOCS)))["text"]
     if not any(text and text.strip() for text in head):
-        raise ValueError(f"corpus {source} holds only blank documents (checked the first {len(head)}); give a corpus "
-                         "with text in its 'text' column")
+        raise ValueError(
+            f"corpus {source} holds only blank documents (checked the first {len(head)}); give a corpus "
+            "with text in its 'text' column"
+        )
     return corpus.select_columns(["text"])
 
 
@@ -142,8 +151,9 @@ def _only_text(corpus: datasets.Dataset, source: str) -> datasets.Dataset:
 TOY_MIN_VOCAB = 256 + len(TOY_SPECIAL_TOKENS) + 1  # the byte alphabet, the special tokens and one merge
 
 
-def train_toy_tokenizer(corpus: datasets.Dataset, vocab_size: int, output_dir: str | os.PathLike
-                        ) -> PreTrainedTokenizerFast:
+def train_toy_tokenizer(
+    corpus: datasets.Dataset, vocab_size: int, output_dir: str | os.PathLike
+) -> PreTrainedTokenizerFast:
     """Train the toy scales' byte-level BPE on `corpus` (a "text" column) and save it to `output_dir`.
 
     Deterministic: the same corpus and `vocab_size` (the 4 special tokens and 256 byte symbols included; toy: 8k-16k)
@@ -152,23 +162,32 @@ def train_toy_tokenizer(corpus: datasets.Dataset, vocab_size: int, output_dir: s
     """
     alphabet = pre_tokenizers.ByteLevel.alphabet()
     if vocab_size < TOY_MIN_VOCAB:
-        raise ValueError(f"vocab_size={vocab_size} is too small for byte-level BPE; use at least {TOY_MIN_VOCAB} "
-                         "(toy: 8k-16k)")
+        raise ValueError(
+            f"vocab_size={vocab_size} is too small for byte-level BPE; use at least {TOY_MIN_VOCAB} (toy: 8k-16k)"
+        )
     if "text" not in corpus.column_names or len(corpus) == 0:
         raise ValueError("train_toy_tokenizer needs a corpus with a 'text' column and at least one document")
     backend = Tokenizer(models.BPE())
     # Llama-3 splits with its regex, then maps bytes to printable symbols (no regex of ByteLevel's own).
-    backend.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(LLAMA3_SPLIT_PATTERN), behavior="isolated"),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-    ])
+    backend.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(LLAMA3_SPLIT_PATTERN), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
     backend.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(TOY_SPECIAL_TOKENS),
-                                  initial_alphabet=alphabet, min_frequency=2, show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=list(TOY_SPECIAL_TOKENS),
+        initial_alphabet=alphabet,
+        min_frequency=2,
+        show_progress=False,
+    )
     texts = (batch["text"] for batch in corpus.select_columns(["text"]).iter(batch_size=1000))  # bounded memory
     backend.train_from_iterator(texts, trainer=trainer, length=len(corpus))
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, bos_token=BOS, eos_token=EOS, mask_token=MASK,
-                                        pad_token=PAD)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend, bos_token=BOS, eos_token=EOS, mask_token=MASK, pad_token=PAD
+    )
     configure_tokenizer(tokenizer)  # mask lstrip; model_max_length is set by the model that ships it
     with artifacts.atomic_directory(output_dir) as staging:  # a kill mid-save never leaves a truncated tokenizer
         tokenizer.save_pretrained(str(staging))
@@ -186,8 +205,9 @@ def cached_toy_tokenizer(corpus: datasets.Dataset, vocab_size: int, output_dir: 
     return train_toy_tokenizer(corpus, vocab_size, output_dir)
 
 
-def load_pretraining_tokenizer(name_or_path: str | os.PathLike,
-                               objective: str | None = None) -> PreTrainedTokenizerBase:
+def load_pretraining_tokenizer(
+    name_or_path: str | os.PathLike, objective: str | None = None
+) -> PreTrainedTokenizerBase:
     """A fast tokenizer (directory or Hub id) with eos, a non-eos pad and, for `objective` "mlm", a mask token.
 
     Paper scale: the Llama-3 tokenizer with `<|mask|>` = 128002 (e.g. EuroBERT's). A vocabulary's `<|mask|>` becomes
@@ -199,8 +219,9 @@ def load_pretraining_tokenizer(name_or_path: str | os.PathLike,
         raise ValueError(f"objective={objective!r} is unknown; use one of {OBJECTIVES}")
     source = model_folders.local_or_hub(name_or_path, "tokenizer")
     if Path(source).is_dir() and not any((Path(source) / name).is_file() for name in model_folders.TOKENIZER_FILES):
-        raise ValueError(f"{source} holds no tokenizer ({' / '.join(model_folders.TOKENIZER_FILES)}); "
-                         "pass --tokenizer_name_or_path")
+        raise ValueError(
+            f"{source} holds no tokenizer ({' / '.join(model_folders.TOKENIZER_FILES)}); pass --tokenizer_name_or_path"
+        )
     model_folders.check_json_files(source)  # a corrupt tokenizer file is named
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
@@ -219,8 +240,9 @@ def load_pretraining_tokenizer(name_or_path: str | os.PathLike,
         candidate = next((token for token in PAD_CANDIDATES if token in vocab), None)
         if candidate is None:
             raise ValueError(f"tokenizer {name_or_path} has no non-eos pad token; add one of {PAD_CANDIDATES}")
-        logger.warning("tokenizer %s: pad token %r -> %r (pad must differ from eos)", name_or_path,
-                       tokenizer.pad_token, candidate)
+        logger.warning(
+            "tokenizer %s: pad token %r -> %r (pad must differ from eos)", name_or_path, tokenizer.pad_token, candidate
+        )
         tokenizer.pad_token = candidate
     return tokenizer
 
@@ -229,8 +251,9 @@ def load_pretraining_tokenizer(name_or_path: str | os.PathLike,
 ESTIMATE_SAMPLE = 2000  # documents tokenized to estimate a corpus's tokens
 
 
-def estimate_tokens(corpus: datasets.Dataset, tokenizer: PreTrainedTokenizerBase,
-                    sample: int = ESTIMATE_SAMPLE) -> dict:
+def estimate_tokens(
+    corpus: datasets.Dataset, tokenizer: PreTrainedTokenizerBase, sample: int = ESTIMATE_SAMPLE
+) -> dict:
     """Tokens (eos included) the corpus will yield, {"documents", "sampled", "tokens_per_document", "tokens"}, from
     `sample` evenly spaced documents tokenized: cheap at any size, so a run that cannot meet its budget is refused
     before the corpus is tokenized."""
@@ -238,8 +261,9 @@ def estimate_tokens(corpus: datasets.Dataset, tokenizer: PreTrainedTokenizerBase
     return _estimate(len(corpus), list(corpus.select(rows)["text"]), tokenizer)
 
 
-def estimate_hub_tokens(source: str, name: str | None, split: str, tokenizer,
-                        sample: int = ESTIMATE_SAMPLE) -> dict | None:
+def estimate_hub_tokens(
+    source: str, name: str | None, split: str, tokenizer, sample: int = ESTIMATE_SAMPLE
+) -> dict | None:
     """`estimate_tokens` for a Hub corpus before downloading it: documents from the dataset's metadata, tokens per
     document from the first `sample` streamed; None when the Hub gives no document count for that split."""
     builder = datasets.load_dataset_builder(source, name)
@@ -273,8 +297,14 @@ class BlockStream(torch.utils.data.Dataset):
 
 
 # -------------------------------------------------------------------------------------------------------- packing
-def build_packed_dataset(tokenizer: PreTrainedTokenizerBase, corpus: datasets.Dataset, block_size: int, data_seed: int,
-                         cache_dir: str | os.PathLike, num_proc: int = 1) -> datasets.Dataset:
+def build_packed_dataset(
+    tokenizer: PreTrainedTokenizerBase,
+    corpus: datasets.Dataset,
+    block_size: int,
+    data_seed: int,
+    cache_dir: str | os.PathLike,
+    num_proc: int = 1,
+) -> datasets.Dataset:
     """Tokenize, append eos to every document, pack greedily into `block_size` blocks, fix their order by `data_seed`.
 
     Documents are concatenated in corpus order and cut into blocks (documents split across blocks, no padding, the
@@ -284,8 +314,9 @@ def build_packed_dataset(tokenizer: PreTrainedTokenizerBase, corpus: datasets.Da
     Literal special-token strings in documents stay plain text. Returns the blocks (module docstring).
     """
     if not getattr(tokenizer, "is_fast", False) or tokenizer.eos_token_id is None:
-        raise ValueError("build_packed_dataset needs a fast tokenizer with an eos token "
-                         "(see load_pretraining_tokenizer)")
+        raise ValueError(
+            "build_packed_dataset needs a fast tokenizer with an eos token (see load_pretraining_tokenizer)"
+        )
     if "text" not in corpus.column_names or len(corpus) == 0:
         raise ValueError("build_packed_dataset needs a corpus with a 'text' column and at least one document")
     if not isinstance(block_size, int) or block_size < 2:
@@ -328,25 +359,36 @@ def _read_packed_cache(path: Path) -> datasets.Dataset | None:
         return None
 
 
-def tokenize_corpus(tokenizer: PreTrainedTokenizerBase, corpus: datasets.Dataset, cache_dir: str | os.PathLike,
-                    num_proc: int = 1, tokenizer_key: str | None = None) -> datasets.Dataset:
+def tokenize_corpus(
+    tokenizer: PreTrainedTokenizerBase,
+    corpus: datasets.Dataset,
+    cache_dir: str | os.PathLike,
+    num_proc: int = 1,
+    tokenizer_key: str | None = None,
+) -> datasets.Dataset:
     """One "input_ids" row per document (int32, no bos, ending with eos; literal special-token text kept as text),
     in corpus order, cached under `cache_dir`; `tokenizer_key` is a precomputed `tokenizer_hash(tokenizer)`."""
     tokenizer_key = tokenizer_key or tokenizer_hash(tokenizer)
     key = _hash(tokenizer_key, corpus._fingerprint, PACKING_VERSION)
     return corpus.select_columns(["text"]).map(
-        _tokenize_batch, batched=True, num_proc=num_proc if num_proc > 1 else None, remove_columns=["text"],
+        _tokenize_batch,
+        batched=True,
+        num_proc=num_proc if num_proc > 1 else None,
+        remove_columns=["text"],
         fn_kwargs={"tokenizer": tokenizer},
         features=datasets.Features({"input_ids": datasets.List(datasets.Value("int32"))}),
         cache_file_name=str(Path(cache_dir) / f"tokenized-{key}.arrow"),
-        new_fingerprint=key, desc="Tokenizing")  # the key names the tokenizer: hashing it with dill is slow
+        new_fingerprint=key,
+        desc="Tokenizing",
+    )  # the key names the tokenizer: hashing it with dill is slow
 
 
 def _tokenize_batch(batch: dict, tokenizer: PreTrainedTokenizerBase) -> dict:
     """Token ids of each document followed by eos (the document separator the model learns)."""
     # verbose=False: documents longer than the model's context are expected here (they are packed, not truncated)
-    encoded = tokenizer(batch["text"], add_special_tokens=False, split_special_tokens=True, return_attention_mask=False,
-                        verbose=False)
+    encoded = tokenizer(
+        batch["text"], add_special_tokens=False, split_special_tokens=True, return_attention_mask=False, verbose=False
+    )
     eos = tokenizer.eos_token_id
     return {"input_ids": [ids + [eos] for ids in encoded["input_ids"]]}
 
@@ -359,19 +401,30 @@ def _write_packed_blocks(tokenized: datasets.Dataset, block_size: int, data_seed
     if num_blocks == 0:
         raise ValueError(f"corpus has {starts[-1]} tokens, fewer than one block of {block_size}; add documents")
     order = np.random.default_rng(data_seed).permutation(num_blocks)
-    features = datasets.Features({"input_ids": datasets.List(datasets.Value("int32"), length=block_size),
-                                  "block_index": datasets.Value("int64"), "stream_index": datasets.Value("int64")})
+    features = datasets.Features(
+        {
+            "input_ids": datasets.List(datasets.Value("int32"), length=block_size),
+            "block_index": datasets.Value("int64"),
+            "stream_index": datasets.Value("int64"),
+        }
+    )
     # a killed build never leaves a half-written cache behind
-    with artifacts.atomic_file(path) as tmp_path, \
-            datasets.arrow_writer.ArrowWriter(features=features, path=str(tmp_path)) as writer:
+    with (
+        artifacts.atomic_file(path) as tmp_path,
+        datasets.arrow_writer.ArrowWriter(features=features, path=str(tmp_path)) as writer,
+    ):
         for first in range(0, num_blocks, _BLOCKS_PER_WRITE):
             stream_index = order[first : first + _BLOCKS_PER_WRITE]
             rows = np.stack([_read_span(pieces, starts, i * block_size, block_size) for i in stream_index])
-            writer.write_table(pa.table({
-                "input_ids": pa.FixedSizeListArray.from_arrays(pa.array(rows.ravel()), block_size),
-                "block_index": pa.array(np.arange(first, first + len(rows), dtype=np.int64)),
-                "stream_index": pa.array(stream_index.astype(np.int64)),
-            }))
+            writer.write_table(
+                pa.table(
+                    {
+                        "input_ids": pa.FixedSizeListArray.from_arrays(pa.array(rows.ravel()), block_size),
+                        "block_index": pa.array(np.arange(first, first + len(rows), dtype=np.int64)),
+                        "stream_index": pa.array(stream_index.astype(np.int64)),
+                    }
+                )
+            )
         writer.finalize()
     logger.info("packed %d tokens into %d blocks of %d (%s)", starts[-1], num_blocks, block_size, path.name)
 
@@ -398,11 +451,19 @@ def tokenizer_hash(tokenizer: PreTrainedTokenizerBase) -> str:
     stripping = [t for t in backend.get_added_tokens_decoder().values() if t.special and (t.lstrip or t.rstrip)]
     if stripping:
         backend = Tokenizer.from_str(backend.to_str())  # a copy: the caller's tokenizer keeps its flags
-        backend.add_special_tokens([
-            AddedToken(t.content, lstrip=False, rstrip=False, single_word=t.single_word, normalized=t.normalized,
-                       special=True)
-            for t in stripping
-        ])
+        backend.add_special_tokens(
+            [
+                AddedToken(
+                    t.content,
+                    lstrip=False,
+                    rstrip=False,
+                    single_word=t.single_word,
+                    normalized=t.normalized,
+                    special=True,
+                )
+                for t in stripping
+            ]
+        )
     return _hash(backend.to_str(), tokenizer.eos_token_id)
 
 

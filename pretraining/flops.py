@@ -40,8 +40,10 @@ def bf16_peak_flops(device_name: str) -> float | None:
 # the matmul peak measured in the same process (about 780 TFLOP/s), times 780 / 989; before regional compilation, the
 # fixed-shape head and the `mfu` log.
 MEASURED_PEAK_H200 = 780e12
-MEASURED_MFU = {"210m": 0.468 * MEASURED_PEAK_H200 / BF16_PEAK_FLOPS["H200"],
-                "610m": 0.577 * MEASURED_PEAK_H200 / BF16_PEAK_FLOPS["H200"]}
+MEASURED_MFU = {
+    "210m": 0.468 * MEASURED_PEAK_H200 / BF16_PEAK_FLOPS["H200"],
+    "610m": 0.577 * MEASURED_PEAK_H200 / BF16_PEAK_FLOPS["H200"],
+}
 # The paper plan's default MFU per size (`--mfu` overrides it): the measured figures, and for the unmeasured 1b an
 # assumption, the 610m figure.
 PLAN_MFU = {**MEASURED_MFU, "1b": MEASURED_MFU["610m"]}

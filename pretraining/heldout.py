@@ -25,8 +25,17 @@ from core.paths import missing_path, resolve_data_dir
 # `tokens_before_cpt` is the part before this run (0 from scratch). For a CPT run from a base without run_info (a
 # converted decoder) both say `unknown`. The column `step` (a recorded name, kept) holds the paper step: an
 # intermediate checkpoint's name's, a final one's total steps, at every scale.
-CSV_COLUMNS = ("model", "step", "tokens_seen", "tokens_before_cpt", "clm_loss", "mlm_loss", "mlm_probability",
-               "blocks", "block_size")
+CSV_COLUMNS = (
+    "model",
+    "step",
+    "tokens_seen",
+    "tokens_before_cpt",
+    "clm_loss",
+    "mlm_loss",
+    "mlm_probability",
+    "blocks",
+    "block_size",
+)
 
 
 def _batches(blocks, tokenizer, mlm_probability: float, batch_size: int, masking_seed: int):
@@ -41,8 +50,9 @@ def _batches(blocks, tokenizer, mlm_probability: float, batch_size: int, masking
         yield clm(examples), mlm(examples)
 
 
-def heldout_losses(model_dir: str | Path, blocks, tokenizer, mlm_probability: float = 0.4, batch_size: int = 16,
-                   masking_seed: int = 0) -> dict:
+def heldout_losses(
+    model_dir: str | Path, blocks, tokenizer, mlm_probability: float = 0.4, batch_size: int = 16, masking_seed: int = 0
+) -> dict:
     """Mean per-token CLM and MLM losses of one checkpoint (loaded with `EuroBertClmMlmForMaskedLM`; CLM checkpoints
     load unchanged) on packed `blocks`, through the model's own loss; `tokenizer` packed them."""
     import torch
@@ -62,8 +72,15 @@ def heldout_losses(model_dir: str | Path, blocks, tokenizer, mlm_probability: fl
     return {f"{k}_loss": total / max(count, 1) for k, (total, count) in totals.items()}
 
 
-def masked_token_scores(model, blocks, tokenizer, mlm_probability: float = 0.4, mlm_causal: bool = False,
-                        batch_size: int = 8, masking_seed: int = 0) -> dict:
+def masked_token_scores(
+    model,
+    blocks,
+    tokenizer,
+    mlm_probability: float = 0.4,
+    mlm_causal: bool = False,
+    batch_size: int = 8,
+    masking_seed: int = 0,
+) -> dict:
     """Masked-token loss and accuracy (attention causal or bidirectional as asked; a masked token is predicted at its
     own position) and the next-token loss (causal) of a loaded `EuroBertClmMlmForMaskedLM` on `blocks`."""
     import torch
@@ -84,13 +101,24 @@ def masked_token_scores(model, blocks, tokenizer, mlm_probability: float = 0.4, 
             logits = model.lm_head(hidden).float().flatten(0, 1)
             sums["clm_loss"] += float(cross_entropy(logits, ids[:, 1:].flatten(), reduction="sum"))
             sums["clm_count"] += ids[:, 1:].numel()
-    return {"mlm_loss": sums["mlm_loss"] / sums["mlm_count"], "mlm_accuracy": sums["mlm_correct"] / sums["mlm_count"],
-            "clm_loss": sums["clm_loss"] / sums["clm_count"], "masked_tokens": sums["mlm_count"],
-            "next_tokens": sums["clm_count"]}
+    return {
+        "mlm_loss": sums["mlm_loss"] / sums["mlm_count"],
+        "mlm_accuracy": sums["mlm_correct"] / sums["mlm_count"],
+        "clm_loss": sums["clm_loss"] / sums["clm_count"],
+        "masked_tokens": sums["mlm_count"],
+        "next_tokens": sums["clm_count"],
+    }
 
 
-def heldout_blocks(tokenizer, block_size: int, n_blocks: int, cache_dir: str | Path, data_dir=None, data_seed: int = 0,
-                   source: str = "bundle"):
+def heldout_blocks(
+    tokenizer,
+    block_size: int,
+    n_blocks: int,
+    cache_dir: str | Path,
+    data_dir=None,
+    data_seed: int = 0,
+    source: str = "bundle",
+):
     """The first `n_blocks` packed blocks of the corpus's validation split (fewer if it holds fewer)."""
     from pretraining import data
 
@@ -99,8 +127,15 @@ def heldout_blocks(tokenizer, block_size: int, n_blocks: int, cache_dir: str | P
     return blocks.select(range(min(n_blocks, len(blocks))))
 
 
-def score_checkpoints(models: list[str | Path], tokenizer_dir: str | Path, block_size: int, n_blocks: int,
-                      cache_dir: str | Path, data_dir=None, mlm_probability: float = 0.4) -> list[dict]:
+def score_checkpoints(
+    models: list[str | Path],
+    tokenizer_dir: str | Path,
+    block_size: int,
+    n_blocks: int,
+    cache_dir: str | Path,
+    data_dir=None,
+    mlm_probability: float = 0.4,
+) -> list[dict]:
     """One row per checkpoint: its run_info name, paper-scale step, tokens seen (a CPT base's included) and both
     held-out losses."""
     from pretraining import data
@@ -115,10 +150,18 @@ def score_checkpoints(models: list[str | Path], tokenizer_dir: str | Path, block
         losses = heldout_losses(model, blocks, tokenizer, mlm_probability)
         shown = names.scaled_name(run if paper_step else info["name"], info["scale"])  # the scale first
         before = info["tokens_before_cpt"]
-        rows.append({"model": shown, "step": paper_step or _final_step(info),
-                     "tokens_seen": "unknown" if before is None else before + info["tokens_seen"],
-                     "tokens_before_cpt": "unknown" if before is None else before, **losses,
-                     "mlm_probability": mlm_probability, "blocks": len(blocks), "block_size": block_size})
+        rows.append(
+            {
+                "model": shown,
+                "step": paper_step or _final_step(info),
+                "tokens_seen": "unknown" if before is None else before + info["tokens_seen"],
+                "tokens_before_cpt": "unknown" if before is None else before,
+                **losses,
+                "mlm_probability": mlm_probability,
+                "blocks": len(blocks),
+                "block_size": block_size,
+            }
+        )
     return rows
 
 
@@ -141,10 +184,21 @@ def read_csv(path: str | Path) -> list[dict]:
     `CSV_COLUMNS` (another tool's file, or an older held-out CSV)."""
     lines = Path(path).read_text(encoding="utf-8").splitlines()
     if not lines or lines[0] != ",".join(CSV_COLUMNS):
-        raise ValueError(f"{path} is not a held-out CSV of this version (header {','.join(CSV_COLUMNS)}); rerun "
-                         "python -m pretraining.heldout")
-    typed = {"model": str, "step": int, "tokens_seen": _count, "tokens_before_cpt": _count, "clm_loss": float,
-             "mlm_loss": float, "mlm_probability": float, "blocks": int, "block_size": int}
+        raise ValueError(
+            f"{path} is not a held-out CSV of this version (header {','.join(CSV_COLUMNS)}); rerun "
+            "python -m pretraining.heldout"
+        )
+    typed = {
+        "model": str,
+        "step": int,
+        "tokens_seen": _count,
+        "tokens_before_cpt": _count,
+        "clm_loss": float,
+        "mlm_loss": float,
+        "mlm_probability": float,
+        "blocks": int,
+        "block_size": int,
+    }
     return [{c: typed[c](v) for c, v in zip(CSV_COLUMNS, line.split(","), strict=True)} for line in lines[1:]]
 
 
@@ -196,10 +250,14 @@ def plot(rows: list[dict], path: str | Path, scale: str | None = None) -> Path |
 
     scale = scale or next((p.scale for r in runs if (p := names.try_parse_name(r)) and p.scale), None)
     at = f" ({scale or names.PAPER_SCALE} scale)"
-    panels = [(f"held-out CLM loss, runs trained on CLM{at}", [(r, "clm") for r in runs if "clm" in trained_on(r)]),
-              (f"held-out MLM loss, runs trained on MLM{at}", [(r, "mlm") for r in runs if "mlm" in trained_on(r)]),
-              (f"off-objective losses{at}", [(run, loss) for run in runs for loss in ("clm", "mlm")
-                                             if loss not in trained_on(run)])]
+    panels = [
+        (f"held-out CLM loss, runs trained on CLM{at}", [(r, "clm") for r in runs if "clm" in trained_on(r)]),
+        (f"held-out MLM loss, runs trained on MLM{at}", [(r, "mlm") for r in runs if "mlm" in trained_on(r)]),
+        (
+            f"off-objective losses{at}",
+            [(run, loss) for run in runs for loss in ("clm", "mlm") if loss not in trained_on(run)],
+        ),
+    ]
     panels = [(title, lines) for title, lines in panels if lines]
     cpt = any(int(r.get("tokens_before_cpt") or 0) > 0 for r in rows)  # the x label names a CPT base only with one
     xlabel = "pretraining tokens seen (millions" + ("; a CPT base's included)" if cpt else ")")
@@ -207,22 +265,31 @@ def plot(rows: list[dict], path: str | Path, scale: str | None = None) -> Path |
     for ax, (title, lines) in zip(axes[0], panels):
         for run, loss in lines:
             points = sorted((int(r["tokens_seen"]) / 1e6, float(r[f"{loss}_loss"])) for r in rows if r["model"] == run)
-            ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", color=colours.of(shown(run)),
-                    linestyle="-" if loss == "clm" else "-.", label=shown(run))
+            ax.plot(
+                [p[0] for p in points],
+                [p[1] for p in points],
+                marker="o",
+                color=colours.of(shown(run)),
+                linestyle="-" if loss == "clm" else "-.",
+                label=shown(run),
+            )
         ax.set_xlabel(xlabel)
         ax.set_ylabel("held-out loss (nats/token)")
         ax.set_title(title, fontsize=9)
         ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), frameon=False, ncol=1)
     mlm_p = rows[0]["mlm_probability"]
-    caption = (f"Learning curves on {rows[0]['blocks']} held-out blocks of {rows[0]['block_size']} tokens (the "
-               "corpus's validation split): next-token loss with causal attention (solid) and masked-token loss at "
-               f"{mlm_p:.0%} masking with bidirectional attention, the same masks for every model (dash-dot). Each "
-               "panel has its own range: the off-objective losses (an objective the run never trained on) are far "
-               "above the others." + (f" Not shown (their base's tokens are unknown): {', '.join(unplaced)}."
-                                      if unplaced else ""))
+    caption = (
+        f"Learning curves on {rows[0]['blocks']} held-out blocks of {rows[0]['block_size']} tokens (the "
+        "corpus's validation split): next-token loss with causal attention (solid) and masked-token loss at "
+        f"{mlm_p:.0%} masking with bidirectional attention, the same masks for every model (dash-dot). Each "
+        "panel has its own range: the off-objective losses (an objective the run never trained on) are far "
+        "above the others."
+        + (f" Not shown (their base's tokens are unknown): {', '.join(unplaced)}." if unplaced else "")
+    )
     fig.tight_layout()
-    fig.text(0.0, -0.02, "\n".join(textwrap.wrap(caption, int(fig.get_figwidth() * 19))), fontsize=7, va="top",
-             ha="left")
+    fig.text(
+        0.0, -0.02, "\n".join(textwrap.wrap(caption, int(fig.get_figwidth() * 19))), fontsize=7, va="top", ha="left"
+    )
     return artifacts.save_figure(fig, path)
 
 
@@ -241,8 +308,10 @@ def main(argv=None) -> None:
     models = cli.split_paths(args.model)
     with cli.bad_input_exits():
         if args.block_size < 2 or args.blocks < 1 or not 0 < args.mlm_probability < 1:
-            raise ValueError(f"--block_size {args.block_size} must be >= 2, --blocks {args.blocks} >= 1 and "
-                             f"--mlm_probability {args.mlm_probability} in (0, 1)")
+            raise ValueError(
+                f"--block_size {args.block_size} must be >= 2, --blocks {args.blocks} >= 1 and "
+                f"--mlm_probability {args.mlm_probability} in (0, 1)"
+            )
         model_folders.local_or_hub(args.tokenizer, "--tokenizer")
         resolve_data_dir(args.data_dir)
         artifacts.check_output_dir(args.cache_dir, "--cache_dir")
@@ -252,11 +321,13 @@ def main(argv=None) -> None:
             if not Path(model).is_dir():
                 raise missing_path(model, "--model")
             if not (Path(model) / run_folders.RUN_INFO_NAME).is_file():
-                raise FileNotFoundError(f"{model} has no {run_folders.RUN_INFO_NAME}; pass checkpoints of "
-                                        "recipes.pretrain")
+                raise FileNotFoundError(
+                    f"{model} has no {run_folders.RUN_INFO_NAME}; pass checkpoints of recipes.pretrain"
+                )
             model_folders.check_loadable(model)
-        rows = score_checkpoints(models, args.tokenizer, args.block_size, args.blocks, args.cache_dir,
-                                 args.data_dir, args.mlm_probability)
+        rows = score_checkpoints(
+            models, args.tokenizer, args.block_size, args.blocks, args.cache_dir, args.data_dir, args.mlm_probability
+        )
     write_csv(rows, args.output)
     plot(rows, Path(args.output).with_suffix(".png"))
     print(f"held-out losses of {len(rows)} checkpoint(s) written to {args.output}", file=sys.stderr)

@@ -14,8 +14,9 @@ from pretraining.checks import check_token_budget, check_tokenizer_matches_base,
 from pretraining.settings import PretrainArguments
 
 
-def training_blocks(run_args: PretrainArguments, data_seed: int, main_process_first, needed: int,
-                    first_block: int = 0) -> tuple:
+def training_blocks(
+    run_args: PretrainArguments, data_seed: int, main_process_first, needed: int, first_block: int = 0
+) -> tuple:
     """(tokenizer, packed blocks in the `data_seed` order) of a run that reads blocks up to `needed`; the corpus's
     token estimate is checked before any download and again before tokenizing (`check_token_budget`)."""
     tokenizer = given_tokenizer(run_args)
@@ -26,8 +27,9 @@ def training_blocks(run_args: PretrainArguments, data_seed: int, main_process_fi
     tokenizer = tokenizer or toy_tokenizer(run_args, corpus, main_process_first)
     check_token_budget(run_args, needed, data.estimate_tokens(corpus, tokenizer), first_block)
     with main_process_first(desc="packing"):
-        blocks = data.build_packed_dataset(tokenizer, corpus, run_args.block_size, data_seed, run_args.data_cache_dir,
-                                           run_args.num_proc)
+        blocks = data.build_packed_dataset(
+            tokenizer, corpus, run_args.block_size, data_seed, run_args.data_cache_dir, run_args.num_proc
+        )
     return tokenizer, blocks
 
 
@@ -66,9 +68,11 @@ def select_blocks(blocks: datasets.Dataset, first_block: int, needed: int, epoch
     """`needed` blocks of the fixed order from `first_block`; with `epochs` > 1 the order is read again from its
     start (documented repetition), otherwise a run that needs more blocks than the corpus packs into is refused."""
     if first_block + needed > epochs * len(blocks):
-        raise ValueError(f"the run needs {needed} blocks from block {first_block} but the corpus packs into "
-                         f"{len(blocks)} (x {epochs} epoch(s)); add documents (max_docs, more corpus_source entries, a "
-                         "bigger config), set epochs, or lower max_steps / the batch size")
+        raise ValueError(
+            f"the run needs {needed} blocks from block {first_block} but the corpus packs into "
+            f"{len(blocks)} (x {epochs} epoch(s)); add documents (max_docs, more corpus_source entries, a "
+            "bigger config), set epochs, or lower max_steps / the batch size"
+        )
     return data.BlockStream(blocks, first_block, needed)
 
 
@@ -105,16 +109,24 @@ def kept_optimizer_state(base_dir: str, base_info: dict) -> str:
     base = Path(base_dir)
     step = base_info.get("steps")
     if step is None and not (base / "optimizer.pt").is_file():
-        raise ValueError(f"keep_optimizer_state: {base} has no run_info.json, so the checkpoint of its weights is "
-                         "unknown (a converted decoder has no optimizer state); drop the option")
+        raise ValueError(
+            f"keep_optimizer_state: {base} has no run_info.json, so the checkpoint of its weights is "
+            "unknown (a converted decoder has no optimizer state); drop the option"
+        )
     checkpoint = base if (base / "optimizer.pt").is_file() else base / f"checkpoint-{step}"
     if not checkpoint.is_dir():
-        raise ValueError(f"keep_optimizer_state: the weights of {base} are from step {step} but {checkpoint} does not "
-                         "exist, and an older checkpoint's optimizer state would not match them; drop the option")
+        raise ValueError(
+            f"keep_optimizer_state: the weights of {base} are from step {step} but {checkpoint} does not "
+            "exist, and an older checkpoint's optimizer state would not match them; drop the option"
+        )
     if problem := checkpoint_problem(checkpoint):
-        raise ValueError(f"keep_optimizer_state: {checkpoint}, the checkpoint of the base's weights, is not complete "
-                         f"({problem}); drop the option")
+        raise ValueError(
+            f"keep_optimizer_state: {checkpoint}, the checkpoint of the base's weights, is not complete "
+            f"({problem}); drop the option"
+        )
     if (checkpoint / "adapter_model.safetensors").is_file() or not (checkpoint / "optimizer.pt").is_file():
-        raise ValueError(f"keep_optimizer_state: {checkpoint} holds no full-model optimizer.pt (LoRA adapters' or "
-                         "FSDP state); drop the option")
+        raise ValueError(
+            f"keep_optimizer_state: {checkpoint} holds no full-model optimizer.pt (LoRA adapters' or "
+            "FSDP state); drop the option"
+        )
     return str(checkpoint / "optimizer.pt")

@@ -36,8 +36,10 @@ def config_file(path: str | os.PathLike) -> Path:
 
 def check_paths(model_name_or_path: str | None, tokenizer_name_or_path: str | None, branch_from: str | None) -> None:
     """The paths a run reads exist (a Hub id is checked for its form only; loading it tells the rest)."""
-    for what, source in (("model_name_or_path", model_name_or_path),
-                         ("tokenizer_name_or_path", tokenizer_name_or_path)):
+    for what, source in (
+        ("model_name_or_path", model_name_or_path),
+        ("tokenizer_name_or_path", tokenizer_name_or_path),
+    ):
         if source:
             model_folders.local_or_hub(source, what)
     if branch_from and not Path(branch_from).is_dir():

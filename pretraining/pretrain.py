@@ -96,29 +96,39 @@ def prepare(run_args: PretrainArguments, training_args: TrainingArguments) -> Pr
     #    order (the same data as a resumed or branched run) -> model
     blocks_per_step = global_batch(training_args)
     needed = training_args.max_steps * blocks_per_step
-    tokenizer, blocks = training_blocks(run_args, training_args.data_seed, training_args.main_process_first,
-                                        first_block + needed, first_block)
+    tokenizer, blocks = training_blocks(
+        run_args, training_args.data_seed, training_args.main_process_first, first_block + needed, first_block
+    )
     identity = data_identity(blocks, tokenizer)
     check_data_identity(run_args, training_args, identity, resume)
     if steps := finished_steps(training_args):
-        raise RunFinished(f"{training_args.output_dir} already holds this run, finished at step {steps} (its "
-                          f"{run_folders.RUN_INFO_NAME} and weights); nothing to do: pass a new --output_dir to train "
-                          "it again")
+        raise RunFinished(
+            f"{training_args.output_dir} already holds this run, finished at step {steps} (its "
+            f"{run_folders.RUN_INFO_NAME} and weights); nothing to do: pass a new --output_dir to train "
+            "it again"
+        )
     train_blocks = select_blocks(blocks, first_block, needed, run_args.epochs)
     model = build_model(run_args, tokenizer, training_args.seed)
     parameters = parameter_counts(model)
     if run_args.lora:  # CPT --lora: adapters on the frozen base (core/lora.py)
-        model = lora.wrap(model, run_args.lora_rank, run_args.lora_alpha, run_args.lora_dropout,
-                          run_args.lora_target_modules, ("embed_tokens", "lm_head") * run_args.lora_train_embeddings,
-                          seed=training_args.seed)
+        model = lora.wrap(
+            model,
+            run_args.lora_rank,
+            run_args.lora_alpha,
+            run_args.lora_dropout,
+            run_args.lora_target_modules,
+            ("embed_tokens", "lm_head") * run_args.lora_train_embeddings,
+            seed=training_args.seed,
+        )
     configure_tokenizer(tokenizer, model.config.max_position_embeddings)  # what every checkpoint's tokenizer says
     if run_args.compile == "regional":
         compile_decoder_layers(model)  # in place: parameter names, checkpoints and resume as in an eager run
 
     # 3. the collator picks CLM or MLM from each batch's step (PFS flips inside the run)
     collator = build_collator(run_args, tokenizer, blocks_per_step, first_block)
-    return PreparedRun(run_args, training_args, resume, tokenizer, train_blocks, identity, model, parameters,
-                       collator, start)
+    return PreparedRun(
+        run_args, training_args, resume, tokenizer, train_blocks, identity, model, parameters, collator, start
+    )
 
 
 def name_tensorboard_run(trainer: PretrainingTrainer, run_args, training_args: TrainingArguments) -> None:
@@ -146,9 +156,11 @@ def check_unchanged(run: PreparedRun) -> None:
     except ValueError as error:
         raise OutputChanged(f"another run wrote to the output_dir while this one was being prepared: {error}") from None
     if resume != run.resume:
-        raise OutputChanged(f"another run wrote to output_dir {run.training_args.output_dir} while this one was being "
-                            f"prepared (it would now start from {resume or 'step 0'}, not from "
-                            f"{run.resume or 'step 0'}); rerun the same command")
+        raise OutputChanged(
+            f"another run wrote to output_dir {run.training_args.output_dir} while this one was being "
+            f"prepared (it would now start from {resume or 'step 0'}, not from "
+            f"{run.resume or 'step 0'}); rerun the same command"
+        )
 
 
 def train(run: PreparedRun) -> PretrainingTrainer:
@@ -158,36 +170,56 @@ def train(run: PreparedRun) -> PretrainingTrainer:
     output_dir = Path(training_args.output_dir)
 
     def info(step, intermediate=False):
-        return make_run_info(run_args, training_args, step=step, identity=run.identity, start=run.start,
-                             parameters=run.parameters, intermediate=intermediate)
+        return make_run_info(
+            run_args,
+            training_args,
+            step=step,
+            identity=run.identity,
+            start=run.start,
+            parameters=run.parameters,
+            intermediate=intermediate,
+        )
 
     fresh_cpt = run.start.optimizer_file and run.resume is None  # a resume has the optimizer state of its own
     callbacks = [LoadOptimizerStateCallback(run.start.optimizer_file)] if fresh_cpt else []
-    block_log = (output_dir / f"block_order-rank{training_args.process_index}.jsonl" if run_args.log_block_order
-                 else None)
+    block_log = (
+        output_dir / f"block_order-rank{training_args.process_index}.jsonl" if run_args.log_block_order else None
+    )
 
     # Rank 0 holds the output_dir lock for the whole run: a second launch on the same directory is refused.
     lock = artifacts.exclusive_lock(output_dir / run_folders.LOCK_NAME, f"output_dir {output_dir}")
     with lock if training_args.should_save else contextlib.nullcontext():
         if training_args.should_save:
             check_unchanged(run)
-            artifacts.write_json_atomic(output_dir / run_folders.RUN_CONFIG_NAME,
-                                        resolved_config(run_args, training_args, run.identity))
+            artifacts.write_json_atomic(
+                output_dir / run_folders.RUN_CONFIG_NAME, resolved_config(run_args, training_args, run.identity)
+            )
         trainer = PretrainingTrainer(
-            model=run.model, args=training_args, train_dataset=run.train_blocks, data_collator=run.collator,
-            processing_class=run.tokenizer, callbacks=callbacks,
-            tokens_per_step=global_batch(training_args) * run_args.block_size, block_order_path=block_log,
+            model=run.model,
+            args=training_args,
+            train_dataset=run.train_blocks,
+            data_collator=run.collator,
+            processing_class=run.tokenizer,
+            callbacks=callbacks,
+            tokens_per_step=global_batch(training_args) * run_args.block_size,
+            block_order_path=block_log,
             flops_per_token=step_flops_per_token(run.model.config, run_args.block_size, run.collator),
-            weight_decay_scope=run_args.weight_decay_scope)
+            weight_decay_scope=run_args.weight_decay_scope,
+        )
         name_tensorboard_run(trainer, run_args, training_args)
         save = (lambda path: lora.save_trainer_model(trainer, path)) if run_args.lora else trainer.save_model
         if run_args.lora:  # checkpoint-N: the adapters (what resume reads) and config.json; saved models are merged
             trainer.add_callback(lora.CheckpointConfigCallback(trainer))
-        trainer.add_callback(SchedulePlanCallback(
-            save, save_steps={b - decay_steps(training_args) for b in run_args.decay_branches},
-            intermediate_steps=set(run_args.intermediate_steps),
-            reset_at=run_args.switch_step if run_args.reset_optimizer_at_switch else None,
-            info=info, save_last=not (run_args.lora and training_args.save_strategy == "no")))
+        trainer.add_callback(
+            SchedulePlanCallback(
+                save,
+                save_steps={b - decay_steps(training_args) for b in run_args.decay_branches},
+                intermediate_steps=set(run_args.intermediate_steps),
+                reset_at=run_args.switch_step if run_args.reset_optimizer_at_switch else None,
+                info=info,
+                save_last=not (run_args.lora and training_args.save_strategy == "no"),
+            )
+        )
         trainer.train(resume_from_checkpoint=run.resume)
         save(str(output_dir))
         if trainer.is_world_process_zero():
@@ -233,5 +265,7 @@ def _write_failure(error: Exception, output_dir: str) -> str:
         return first
     intact = last_complete_checkpoint(output_dir)
     kept = f"the newest complete checkpoint {intact} is intact" if intact else "no checkpoint was complete yet"
-    return (f"a save ran out of disk space or hit the file size limit ({first}); {kept}: free space and rerun the "
-            "same command to resume")
+    return (
+        f"a save ran out of disk space or hit the file size limit ({first}); {kept}: free space and rerun the "
+        "same command to resume"
+    )

@@ -27,19 +27,43 @@ RUN_CONFIG_FORMAT = 3
 
 # Run settings that do not change the trained weights (paths, workers, logging); ignored when comparing configs.
 # How the computation runs (compiled layers, fixed-shape head) is also ignored: same losses up to rounding.
-_NOT_RESULT_SETTINGS = {"data_dir", "data_cache_dir", "num_proc", "log_block_order", "step_divisor", "compile",
-                        "mlm_fixed_shape", "mlm_fixed_shape_std"}
+_NOT_RESULT_SETTINGS = {
+    "data_dir",
+    "data_cache_dir",
+    "num_proc",
+    "log_block_order",
+    "step_divisor",
+    "compile",
+    "mlm_fixed_shape",
+    "mlm_fixed_shape_std",
+}
 
 # TrainingArguments fields that decide the trained weights; a resumed run must match them exactly.
 _RESULT_TRAINING_ARGS = (
-    "learning_rate", "weight_decay", "adam_beta1", "adam_beta2", "adam_epsilon", "max_grad_norm", "optim",
-    "lr_scheduler_type", "lr_scheduler_kwargs", "warmup_steps", "max_steps", "per_device_train_batch_size",
-    "gradient_accumulation_steps", "seed", "data_seed", "bf16", "fp16", "average_tokens_across_devices",
+    "learning_rate",
+    "weight_decay",
+    "adam_beta1",
+    "adam_beta2",
+    "adam_epsilon",
+    "max_grad_norm",
+    "optim",
+    "lr_scheduler_type",
+    "lr_scheduler_kwargs",
+    "warmup_steps",
+    "max_steps",
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "seed",
+    "data_seed",
+    "bf16",
+    "fp16",
+    "average_tokens_across_devices",
 )
 
 
-def resolved_config(run_args: PretrainArguments, training_args: TrainingArguments,
-                    data_identity: dict | None = None) -> dict:
+def resolved_config(
+    run_args: PretrainArguments, training_args: TrainingArguments, data_identity: dict | None = None
+) -> dict:
     """The settings that decide the trained weights, as stored in `run_config.json`.
 
     `data_identity` (`data_identity(blocks, tokenizer)`) is added once the blocks are built; it is what a resume,
@@ -48,8 +72,9 @@ def resolved_config(run_args: PretrainArguments, training_args: TrainingArgument
     ignored = _NOT_RESULT_SETTINGS | (set() if run_args.cpt else set(CPT_SETTINGS))  # unset outside CPT
     settings = {k: v for k, v in asdict(run_args).items() if k not in ignored}
     optimisation = {k: getattr(training_args, k) for k in _RESULT_TRAINING_ARGS}
-    optimisation["lr_scheduler_type"] = str(getattr(training_args.lr_scheduler_type, "value",
-                                                    training_args.lr_scheduler_type))
+    optimisation["lr_scheduler_type"] = str(
+        getattr(training_args.lr_scheduler_type, "value", training_args.lr_scheduler_type)
+    )
     optimisation["optim"] = str(getattr(training_args.optim, "value", training_args.optim))
     optimisation["world_size"] = training_args.world_size
     config = {"format": RUN_CONFIG_FORMAT, "run_settings": settings, "training_args": optimisation}
@@ -74,12 +99,15 @@ def run_size(run_args: PretrainArguments) -> str | None:
 def parameter_counts(model) -> dict:
     """The model's parameters as the paper counts them: its encoder with the input embedding, without the LM head
     (`total`), and the input embedding's (`input_embedding`). Counted before LoRA adapters are added."""
-    return {"total": sum(p.numel() for p in model.base_model.parameters()),
-            "input_embedding": model.get_input_embeddings().weight.numel()}
+    return {
+        "total": sum(p.numel() for p in model.base_model.parameters()),
+        "input_embedding": model.get_input_embeddings().weight.numel(),
+    }
 
 
-def make_run_info(run_args, training_args, *, step: int, identity: dict, start, parameters: dict,
-                  intermediate: bool = False) -> dict:
+def make_run_info(
+    run_args, training_args, *, step: int, identity: dict, start, parameters: dict, intermediate: bool = False
+) -> dict:
     """Everything needed to know what a checkpoint is and how it was made (written as `run_info.json`).
 
     Args:

@@ -23,8 +23,17 @@ from pretraining.preflight import config_file, flag_value
 
 COMPILE_MODES = ("none", "regional")
 # Settings of CPT runs only (`cpt: true`): refused in other runs, and left out of their run_config.json
-CPT_SETTINGS = ("cpt", "keep_optimizer_state", "data_start_block", "lora", "lora_rank", "lora_alpha", "lora_dropout",
-                "lora_target_modules", "lora_train_embeddings")
+CPT_SETTINGS = (
+    "cpt",
+    "keep_optimizer_state",
+    "data_start_block",
+    "lora",
+    "lora_rank",
+    "lora_alpha",
+    "lora_dropout",
+    "lora_target_modules",
+    "lora_train_embeddings",
+)
 WEIGHT_DECAY_SCOPES = ("all", "no_norms_biases")
 
 
@@ -42,92 +51,173 @@ class PretrainArguments:
     `data_start_block`, `lora*`).
     """
 
-    architecture: str | None = field(default=None, metadata={
-        "help": f"architecture for a run from scratch: {', '.join(ARCHITECTURES)}"})
-    model_name_or_path: str | None = field(default=None, metadata={
-        "help": "start from these weights instead (CPT, converted decoder)"})
-    tokenizer_name_or_path: str | None = field(default=None, metadata={
-        "help": "tokenizer dir or Hub id (paper: Llama-3 with <|mask|>); none = train the toy BPE"})
-    toy_vocab_size: int = field(default=8192, metadata={
-        "help": "vocabulary of the toy BPE trained when no tokenizer is given"})
-    corpus_source: str = field(default="bundle", metadata={
-        "help": "'bundle' (offline Wikipedia), 'bundle_more' (3x more of it), a local file/dir, or a Hub id (paper: "
-                "HuggingFaceFW/fineweb-edu); "
-                "several, comma-separated, are concatenated in order (a Hub id may name its config: id:config)"})
-    corpus_name: str | None = field(default=None, metadata={
-        "help": "Hub dataset config (paper: sample-350BT, see docs/protocol.md)"})
-    data_dir: str | None = field(default=None, metadata={
-        "help": "data bundle dir (default: $MLM_VS_CLM_DATA, then ../shared/data)"})
-    max_docs: int | None = field(default=None, metadata={
-        "help": "keep only the first N documents of the corpus (toy and test runs)"})
+    architecture: str | None = field(
+        default=None, metadata={"help": f"architecture for a run from scratch: {', '.join(ARCHITECTURES)}"}
+    )
+    model_name_or_path: str | None = field(
+        default=None, metadata={"help": "start from these weights instead (CPT, converted decoder)"}
+    )
+    tokenizer_name_or_path: str | None = field(
+        default=None,
+        metadata={"help": "tokenizer dir or Hub id (paper: Llama-3 with <|mask|>); none = train the toy BPE"},
+    )
+    toy_vocab_size: int = field(
+        default=8192, metadata={"help": "vocabulary of the toy BPE trained when no tokenizer is given"}
+    )
+    corpus_source: str = field(
+        default="bundle",
+        metadata={
+            "help": "'bundle' (offline Wikipedia), 'bundle_more' (3x more of it), a local file/dir, or a Hub id "
+            "(paper: "
+            "HuggingFaceFW/fineweb-edu); "
+            "several, comma-separated, are concatenated in order (a Hub id may name its config: id:config)"
+        },
+    )
+    corpus_name: str | None = field(
+        default=None, metadata={"help": "Hub dataset config (paper: sample-350BT, see docs/protocol.md)"}
+    )
+    data_dir: str | None = field(
+        default=None, metadata={"help": "data bundle dir (default: $MLM_VS_CLM_DATA, then ../shared/data)"}
+    )
+    max_docs: int | None = field(
+        default=None, metadata={"help": "keep only the first N documents of the corpus (toy and test runs)"}
+    )
     block_size: int = field(default=2048, metadata={"help": "tokens per packed block (paper: 2048)"})
-    data_cache_dir: str = field(default=".cache/pretrain", metadata={
-        "help": "where tokenized/packed Arrow files and toy tokenizers are cached"})
+    data_cache_dir: str = field(
+        default=".cache/pretrain", metadata={"help": "where tokenized/packed Arrow files and toy tokenizers are cached"}
+    )
     num_proc: int = field(default=1, metadata={"help": "tokenization processes"})
-    epochs: int = field(default=1, metadata={
-        "help": "times the fixed block order may be read (a run needing more blocks than one pass wraps around to the "
-                "start; each block then gets a fresh mask); 1 = never repeat data"})
-    global_batch_size: int | None = field(default=None, metadata={
-        "help": "blocks per optimizer step; if set, devices x per-device batch x accumulation must equal it"})
-    objective: str = field(default="mlm", metadata={
-        "help": "clm or mlm (with switch_step: the objective after the switch, mlm)"})
-    mlm_probability: float = field(default=0.4, metadata={
-        "help": "masking ratio p in (0, 1) (paper: 0.2-0.5; 0.4 for PFS and CPT)"})
-    mask_replace_prob: float = field(default=1.0, metadata={
-        "help": "share of masked tokens replaced by <|mask|> (original code: 1.0)"})
-    random_replace_prob: float = field(default=0.0, metadata={
-        "help": "share of masked tokens replaced by a random token (BERT: 0.1)"})
+    epochs: int = field(
+        default=1,
+        metadata={
+            "help": "times the fixed block order may be read (a run needing more blocks than one pass wraps "
+            "around to the "
+            "start; each block then gets a fresh mask); 1 = never repeat data"
+        },
+    )
+    global_batch_size: int | None = field(
+        default=None,
+        metadata={"help": "blocks per optimizer step; if set, devices x per-device batch x accumulation must equal it"},
+    )
+    objective: str = field(
+        default="mlm", metadata={"help": "clm or mlm (with switch_step: the objective after the switch, mlm)"}
+    )
+    mlm_probability: float = field(
+        default=0.4, metadata={"help": "masking ratio p in (0, 1) (paper: 0.2-0.5; 0.4 for PFS and CPT)"}
+    )
+    mask_replace_prob: float = field(
+        default=1.0, metadata={"help": "share of masked tokens replaced by <|mask|> (original code: 1.0)"}
+    )
+    random_replace_prob: float = field(
+        default=0.0, metadata={"help": "share of masked tokens replaced by a random token (BERT: 0.1)"}
+    )
     masking_seed: int = field(default=0, metadata={"help": "seed of the MLM masks, combined with each block's index"})
-    switch_step: int | None = field(default=None, metadata={
-        "help": "PFS: steps 1..switch_step are CLM, later steps MLM, in one run"})
-    weight_decay_scope: str = field(default="all", metadata={
-        "help": "all: weight decay on every parameter, one AdamW group (the original Optimus code); no_norms_biases: "
-                "the Trainer's default, norms and biases undecayed"})
-    reset_optimizer_at_switch: bool = field(default=False, metadata={
-        "help": "PFS: clear AdamW moments at the switch (default: carry them over)"})
-    decay_branches: list[int] = field(default_factory=list, metadata={
-        "help": "budgets (steps) that branch a decay off this stable run; keeps checkpoints at budget - decay"})
-    branch_from: str | None = field(default=None, metadata={
-        "help": "output_dir of the stable run this decay branch starts from (max_steps = the budget)"})
-    intermediate_steps: list[int] = field(default_factory=list, metadata={
-        "help": "steps whose weights are saved to <output_dir>/intermediate/step-<N> "
-                "(paper: 1000 2000 5000 10000 20000 40000)"})
-    step_divisor: int = field(default=1, metadata={
-        "help": "toy scales: paper steps / this run's steps; "
-                "intermediate checkpoints are named with paper steps (step x step_divisor)"})
-    scale: str | None = field(default=None, metadata={
-        "help": "manifest scale this run belongs to (paper, toy, smoke); provenance only"})
-    log_block_order: bool = field(default=False, metadata={
-        "help": "append the block indices of every step to <output_dir>/block_order-rank<R>.jsonl (audit)"})
-    compile: str = field(default="none", metadata={
-        "help": "none, or regional: torch.compile each decoder layer in place (same parameter names and checkpoints; "
-                "a PFS switch costs one recompile). Paper configs on GPU use regional; CPU runs and tests: none"})
-    mlm_fixed_shape: bool = field(default=False, metadata={
-        "help": "MLM batches carry each block's masked positions padded to a fixed K, so the LM head has static "
-                "shapes (no host sync, compilable); a batch with a row above K takes the exact path, counted as "
-                "mlm_overflow_batches in the logs. Same loss. Paper configs: true"})
-    mlm_fixed_shape_std: float = field(default=MASKED_POSITIONS_STD, metadata={
-        "help": "margin of K in standard deviations of the binomial mask count: "
-                "K = ceil(T p + std sqrt(T p (1 - p))), T = block_size (pretraining.collator.masked_positions_bound)"})
+    switch_step: int | None = field(
+        default=None, metadata={"help": "PFS: steps 1..switch_step are CLM, later steps MLM, in one run"}
+    )
+    weight_decay_scope: str = field(
+        default="all",
+        metadata={
+            "help": "all: weight decay on every parameter, one AdamW group (the original Optimus code); "
+            "no_norms_biases: "
+            "the Trainer's default, norms and biases undecayed"
+        },
+    )
+    reset_optimizer_at_switch: bool = field(
+        default=False, metadata={"help": "PFS: clear AdamW moments at the switch (default: carry them over)"}
+    )
+    decay_branches: list[int] = field(
+        default_factory=list,
+        metadata={
+            "help": "budgets (steps) that branch a decay off this stable run; keeps checkpoints at budget - decay"
+        },
+    )
+    branch_from: str | None = field(
+        default=None,
+        metadata={"help": "output_dir of the stable run this decay branch starts from (max_steps = the budget)"},
+    )
+    intermediate_steps: list[int] = field(
+        default_factory=list,
+        metadata={
+            "help": "steps whose weights are saved to <output_dir>/intermediate/step-<N> "
+            "(paper: 1000 2000 5000 10000 20000 40000)"
+        },
+    )
+    step_divisor: int = field(
+        default=1,
+        metadata={
+            "help": "toy scales: paper steps / this run's steps; "
+            "intermediate checkpoints are named with paper steps (step x step_divisor)"
+        },
+    )
+    scale: str | None = field(
+        default=None, metadata={"help": "manifest scale this run belongs to (paper, toy, smoke); provenance only"}
+    )
+    log_block_order: bool = field(
+        default=False,
+        metadata={"help": "append the block indices of every step to <output_dir>/block_order-rank<R>.jsonl (audit)"},
+    )
+    compile: str = field(
+        default="none",
+        metadata={
+            "help": "none, or regional: torch.compile each decoder layer in place (same parameter names and "
+            "checkpoints; "
+            "a PFS switch costs one recompile). Paper configs on GPU use regional; CPU runs and tests: none"
+        },
+    )
+    mlm_fixed_shape: bool = field(
+        default=False,
+        metadata={
+            "help": "MLM batches carry each block's masked positions padded to a fixed K, so the LM head has static "
+            "shapes (no host sync, compilable); a batch with a row above K takes the exact path, counted as "
+            "mlm_overflow_batches in the logs. Same loss. Paper configs: true"
+        },
+    )
+    mlm_fixed_shape_std: float = field(
+        default=MASKED_POSITIONS_STD,
+        metadata={
+            "help": "margin of K in standard deviations of the binomial mask count: "
+            "K = ceil(T p + std sqrt(T p (1 - p))), T = block_size (pretraining.collator.masked_positions_bound)"
+        },
+    )
     # CPT: continued MLM pretraining of existing weights (`cpt: true`; the other settings below need it)
-    cpt: bool = field(default=False, metadata={
-        "help": "continued MLM pretraining (CPT) of model_name_or_path: the data continue after the base run's blocks; "
-                "recipes/cpt.py sets it"})
-    keep_optimizer_state: bool = field(default=False, metadata={
-        "help": "load AdamW moments from the base's last Trainer checkpoint (default: fresh optimizer)"})
-    data_start_block: int | None = field(default=None, metadata={
-        "help": "first block of the fixed order to read; default: continue after the base run's blocks (0 for a "
-                "converted decoder)"})
-    lora: bool = field(default=False, metadata={
-        "help": "train LoRA adapters (peft) instead of every weight, for a decoder too large to train fully; every "
-                "saved model is merged (loads without peft), Trainer checkpoints hold the adapters (core/lora.py)"})
+    cpt: bool = field(
+        default=False,
+        metadata={
+            "help": "continued MLM pretraining (CPT) of model_name_or_path: the data continue after the base "
+            "run's blocks; "
+            "recipes/cpt.py sets it"
+        },
+    )
+    keep_optimizer_state: bool = field(
+        default=False,
+        metadata={"help": "load AdamW moments from the base's last Trainer checkpoint (default: fresh optimizer)"},
+    )
+    data_start_block: int | None = field(
+        default=None,
+        metadata={
+            "help": "first block of the fixed order to read; default: continue after the base run's blocks (0 for a "
+            "converted decoder)"
+        },
+    )
+    lora: bool = field(
+        default=False,
+        metadata={
+            "help": "train LoRA adapters (peft) instead of every weight, for a decoder too large to train fully; every "
+            "saved model is merged (loads without peft), Trainer checkpoints hold the adapters (core/lora.py)"
+        },
+    )
     lora_rank: int = field(default=16, metadata={"help": "LoRA rank r"})
     lora_alpha: float = field(default=32.0, metadata={"help": "LoRA alpha (the update is scaled by alpha / r)"})
     lora_dropout: float = field(default=0.0, metadata={"help": "dropout on the LoRA branch"})
-    lora_target_modules: list[str] = field(default_factory=lambda: list(lora.TARGET_MODULES), metadata={
-        "help": "module names that get adapters (default: every attention and MLP projection)"})
-    lora_train_embeddings: bool = field(default=False, metadata={
-        "help": "also train the embeddings and the LM head fully (peft modules_to_save); default: frozen"})
+    lora_target_modules: list[str] = field(
+        default_factory=lambda: list(lora.TARGET_MODULES),
+        metadata={"help": "module names that get adapters (default: every attention and MLP projection)"},
+    )
+    lora_train_embeddings: bool = field(
+        default=False,
+        metadata={"help": "also train the embeddings and the LM head fully (peft modules_to_save); default: frozen"},
+    )
 
     def __post_init__(self):
         for name, choices in (("objective", data.OBJECTIVES), ("compile", COMPILE_MODES)):
@@ -145,43 +235,62 @@ class PretrainArguments:
             raise ValueError(f"weight_decay_scope={self.weight_decay_scope!r}: use one of {WEIGHT_DECAY_SCOPES}")
         if self.mlm_fixed_shape_std < 0:
             raise ValueError(f"mlm_fixed_shape_std={self.mlm_fixed_shape_std} must be >= 0 (default 4)")
-        for name, low in (("epochs", 1), ("max_docs", 1), ("toy_vocab_size", data.TOY_MIN_VOCAB), ("num_proc", 1),
-                          ("masking_seed", 0), ("step_divisor", 1)):
+        for name, low in (
+            ("epochs", 1),
+            ("max_docs", 1),
+            ("toy_vocab_size", data.TOY_MIN_VOCAB),
+            ("num_proc", 1),
+            ("masking_seed", 0),
+            ("step_divisor", 1),
+        ):
             if getattr(self, name) is not None and getattr(self, name) < low:
                 raise ValueError(f"{name}={getattr(self, name)} must be >= {low}")
         shares = (self.mask_replace_prob, self.random_replace_prob)
         if not (0 <= shares[0] <= 1 and 0 <= shares[1] <= 1 and sum(shares) <= 1):
-            raise ValueError(f"mask_replace_prob={shares[0]} and random_replace_prob={shares[1]} must each be in "
-                             "[0, 1] and sum to at most 1 (the rest of the masked tokens stay as they are)")
+            raise ValueError(
+                f"mask_replace_prob={shares[0]} and random_replace_prob={shares[1]} must each be in "
+                "[0, 1] and sum to at most 1 (the rest of the masked tokens stay as they are)"
+            )
         if self.corpus_name is not None and not any(is_hub_id(s.split(":")[0]) for s in self.corpus_source.split(",")):
-            raise ValueError(f"corpus_name={self.corpus_name!r} names a config of a Hub dataset, but corpus_source="
-                             f"{self.corpus_source!r} is not one; drop corpus_name")
+            raise ValueError(
+                f"corpus_name={self.corpus_name!r} names a config of a Hub dataset, but corpus_source="
+                f"{self.corpus_source!r} is not one; drop corpus_name"
+            )
         for name in LIST_SETTINGS:
             items = getattr(self, name) or []
             if twice := sorted({str(item) for item in items if items.count(item) > 1}):
                 raise ValueError(f"{name} {items} names {twice[0]} more than once; give each once")
         if self.cpt:
             self._check_cpt()
-        elif changed := [f.name for f in fields(self)
-                         if f.name in CPT_SETTINGS and getattr(self, f.name) != _default(f)]:
+        elif changed := [
+            f.name for f in fields(self) if f.name in CPT_SETTINGS and getattr(self, f.name) != _default(f)
+        ]:
             raise ValueError(f"{changed[0]} is a CPT setting: set cpt: true (or launch recipes/cpt.py)")
 
     def _check_cpt(self):
         if self.model_name_or_path is None:
-            raise ValueError("CPT starts from existing weights: pass --model_name_or_path "
-                             "(a decayed run or a converted decoder)")
+            raise ValueError(
+                "CPT starts from existing weights: pass --model_name_or_path (a decayed run or a converted decoder)"
+            )
         if self.objective != "mlm" or self.switch_step is not None or self.branch_from or self.decay_branches:
-            raise ValueError("CPT is MLM only: "
-                             "drop objective/switch_step/branch_from/decay_branches from the CPT config")
+            raise ValueError(
+                "CPT is MLM only: drop objective/switch_step/branch_from/decay_branches from the CPT config"
+            )
         if self.lora and self.keep_optimizer_state:
-            raise ValueError("keep_optimizer_state loads full-model AdamW moments, which LoRA adapters have no use "
-                             "for; drop keep_optimizer_state or lora")
+            raise ValueError(
+                "keep_optimizer_state loads full-model AdamW moments, which LoRA adapters have no use "
+                "for; drop keep_optimizer_state or lora"
+            )
         if self.lora and not (self.lora_rank >= 1 and self.lora_alpha > 0 and 0 <= self.lora_dropout < 1):
-            raise ValueError(f"lora_rank={self.lora_rank} must be >= 1, lora_alpha={self.lora_alpha} > 0 and "
-                             f"lora_dropout={self.lora_dropout} in [0, 1)")
+            raise ValueError(
+                f"lora_rank={self.lora_rank} must be >= 1, lora_alpha={self.lora_alpha} > 0 and "
+                f"lora_dropout={self.lora_dropout} in [0, 1)"
+            )
         if self.lora and not set(self.lora_target_modules or ["none"]) <= set(lora.TARGET_MODULES):
-            raise ValueError(f"lora_target_modules={self.lora_target_modules}: name projections of the EuroBERT "
-                             f"layers, some of {list(lora.TARGET_MODULES)}")
+            raise ValueError(
+                f"lora_target_modules={self.lora_target_modules}: name projections of the EuroBERT "
+                f"layers, some of {list(lora.TARGET_MODULES)}"
+            )
 
 
 LIST_SETTINGS = ("decay_branches", "intermediate_steps", "lora_target_modules")  # one comma list or several values
@@ -237,13 +346,16 @@ class RecipeParser(HfArgumentParser):
             return cli.parse_dataclasses(self, argv, look_for_args_file=False)
         except json.JSONDecodeError as error:  # TrainingArguments parses its dict settings (lr_scheduler_kwargs, ...)
             given = [a.lstrip("-").split("=")[0] for a in argv if a.lstrip("-").split("=")[0].endswith("kwargs")]
-            raise ValueError(f"{', '.join(given) or 'a dict setting'} is not a JSON object ({error}); write it as "
-                             '\'{"key": value}\'') from None
+            raise ValueError(
+                f"{', '.join(given) or 'a dict setting'} is not a JSON object ({error}); write it as "
+                "'{\"key\": value}'"
+            ) from None
 
 
 def _nullable(convert):
     def parse(text: str):
         return None if text.lower() in ("null", "none") else convert(text)
+
     parse.__name__ = getattr(convert, "__name__", "value")  # argparse names the type in its errors
     return parse
 
@@ -271,10 +383,17 @@ def load_config(path: str | os.PathLike, dataclass_types) -> dict:
             wrong = any(not isinstance(item, int) or isinstance(item, bool) for item in value)
             expected = ("a list of integers",)
         if wrong:
-            words = {int: "an integer", float: "a number", bool: "true or false", str: "a string", list: "a list",
-                     type(None): "null"}
-            names = " or ".join(dict.fromkeys(words.get(k, k) for k in expected
-                                              if not (k is int and float in expected)))
+            words = {
+                int: "an integer",
+                float: "a number",
+                bool: "true or false",
+                str: "a string",
+                list: "a list",
+                type(None): "null",
+            }
+            names = " or ".join(
+                dict.fromkeys(words.get(k, k) for k in expected if not (k is int and float in expected))
+            )
             raise ValueError(f"{path}: {key} must be {names}, got {value!r}")
     return config
 
@@ -306,5 +425,6 @@ def decay_steps(training_args: TrainingArguments) -> int:
 
 def global_batch(training_args: TrainingArguments) -> int:
     """Blocks per optimizer step over all devices."""
-    return (training_args.per_device_train_batch_size * training_args.world_size
-            * training_args.gradient_accumulation_steps)
+    return (
+        training_args.per_device_train_batch_size * training_args.world_size * training_args.gradient_accumulation_steps
+    )

@@ -37,18 +37,26 @@ def build_model(run_args: PretrainArguments, tokenizer, seed: int) -> EuroBertCl
     if run_args.model_name_or_path:
         model_folders.check_loadable(run_args.model_name_or_path)
         try:
-            model, loading = model_class.from_pretrained(run_args.model_name_or_path, dtype=torch.float32,
-                                                         output_loading_info=True)
+            model, loading = model_class.from_pretrained(
+                run_args.model_name_or_path, dtype=torch.float32, output_loading_info=True
+            )
         except OSError as error:
             raise model_folders.hub_load_error(run_args.model_name_or_path, "the base model", error) from None
         if missing := sorted(loading["missing_keys"]):
-            raise ValueError(f"{run_args.model_name_or_path} lacks {len(missing)} weights of a language model "
-                             f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}), which would start from "
-                             "random values (a fine-tuned classifier?); continue a pretraining checkpoint instead")
+            raise ValueError(
+                f"{run_args.model_name_or_path} lacks {len(missing)} weights of a language model "
+                f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''}), which would start from "
+                "random values (a fine-tuned classifier?); continue a pretraining checkpoint instead"
+            )
         return model
-    config = load_architecture(run_args.architecture, vocab_size=len(tokenizer), bos_token_id=tokenizer.bos_token_id,
-                               eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
-                               mask_token_id=tokenizer.mask_token_id)
+    config = load_architecture(
+        run_args.architecture,
+        vocab_size=len(tokenizer),
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        mask_token_id=tokenizer.mask_token_id,
+    )
     set_seed(seed)  # the initial weights depend on the run seed only
     return model_class(config)
 
@@ -93,8 +101,15 @@ class PretrainingTrainer(Trainer):
     `<output_dir>/block_order-rank<R>.jsonl` when `log_block_order` is set.
     """
 
-    def __init__(self, *args, tokens_per_step: int, block_order_path: str | None = None,
-                 flops_per_token: Callable[[int], float] | None = None, weight_decay_scope: str = "all", **kwargs):
+    def __init__(
+        self,
+        *args,
+        tokens_per_step: int,
+        block_order_path: str | None = None,
+        flops_per_token: Callable[[int], float] | None = None,
+        weight_decay_scope: str = "all",
+        **kwargs,
+    ):
         self.weight_decay_scope = weight_decay_scope
         super().__init__(*args, **kwargs)
         self.tokens_per_step, self.block_order_path = tokens_per_step, block_order_path
@@ -139,8 +154,11 @@ class PretrainingTrainer(Trainer):
         self.mlm_overflow_batches += int(inputs.pop("mlm_overflow", False))
         if self.block_order_path is not None and model.training:
             with open(self.block_order_path, "a") as f:
-                record = {"step": self.state.global_step + 1, "causal": inputs["is_causal"],
-                          "blocks": block_index.tolist()}
+                record = {
+                    "step": self.state.global_step + 1,
+                    "causal": inputs["is_causal"],
+                    "blocks": block_index.tolist(),
+                }
                 f.write(json.dumps(record) + "\n")
         return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
 
@@ -151,8 +169,9 @@ class PretrainingTrainer(Trainer):
             logs["tokens_per_second"] = round((self.state.global_step - first_step) * self.tokens_per_step / seconds, 1)
             logs["data_time_share"] = round(self.data_seconds / seconds, 4)
             if self.peak_flops is not None:
-                window_flops = self.tokens_per_step * sum(map(self.flops_per_token,
-                                                              range(first_step, self.state.global_step)))
+                window_flops = self.tokens_per_step * sum(
+                    map(self.flops_per_token, range(first_step, self.state.global_step))
+                )
                 logs["mfu"] = round(window_flops / seconds / (self.peak_flops * self.args.world_size), 4)
             if self.counts_overflow:  # a collective: every process logs at the same steps
                 count = torch.tensor(self.mlm_overflow_batches, device=self.args.device)
@@ -167,8 +186,15 @@ class SchedulePlanCallback(TrainerCallback):
     keep_optimizer_state reads); resets AdamW at the PFS switch if asked; saves intermediate weights; writes
     `run_info.json` and the sentence-transformers files into every checkpoint."""
 
-    def __init__(self, save_model: Callable[[str], None], save_steps: set[int], intermediate_steps: set[int],
-                 reset_at: int | None, info: Callable[..., dict], save_last: bool = True):
+    def __init__(
+        self,
+        save_model: Callable[[str], None],
+        save_steps: set[int],
+        intermediate_steps: set[int],
+        reset_at: int | None,
+        info: Callable[..., dict],
+        save_last: bool = True,
+    ):
         """save_model: the trainer's `save_model` (gathers sharded weights); info(step, intermediate=False): the
         run_info.json of a checkpoint saved at `step`; save_last: a `checkpoint-<max_steps>` too (off for a LoRA run
         with save_strategy "no": its adapters resume nothing once the run is done)."""

@@ -58,9 +58,16 @@ def checkpoint_disk(rows: list[dict]) -> list[dict]:
         checkpoints = -(-row["steps"] // config["save_steps"])
         weights = (1 + len(config.get("intermediate_steps", []))) * params * WEIGHT_BYTES
         needed = len(config.get("decay_branches", [])) + (row["name"] in cpt_bases)
-        out.append({"name": row["name"], "parameters": params, "checkpoints": checkpoints,
-                    "checkpoint_bytes": checkpoints * params * DDP_CHECKPOINT_BYTES, "weights_bytes": weights,
-                    "kept_bytes": weights + needed * params * DDP_CHECKPOINT_BYTES})
+        out.append(
+            {
+                "name": row["name"],
+                "parameters": params,
+                "checkpoints": checkpoints,
+                "checkpoint_bytes": checkpoints * params * DDP_CHECKPOINT_BYTES,
+                "weights_bytes": weights,
+                "kept_bytes": weights + needed * params * DDP_CHECKPOINT_BYTES,
+            }
+        )
     return out
 
 
@@ -70,13 +77,17 @@ def disk_lines(rows: list[dict]) -> list[str]:
     largest = max(disk, key=lambda d: d["checkpoint_bytes"])
     total = sum(d["checkpoint_bytes"] + d["weights_bytes"] for d in disk)
     kept = sum(d["kept_bytes"] for d in disk)
-    per_checkpoint = ", ".join(f"{size} {count_parameters(size) * DDP_CHECKPOINT_BYTES / 1e9:.1f} GB"
-                               for size in dict.fromkeys(r["size"] for r in rows))
+    per_checkpoint = ", ".join(
+        f"{size} {count_parameters(size) * DDP_CHECKPOINT_BYTES / 1e9:.1f} GB"
+        for size in dict.fromkeys(r["size"] for r in rows)
+    )
     save_steps = {c["save_steps"] for c in _configs(rows).values()}
     stream = _furthest_step(rows)
     tokens = stream * paper.PAPER_TOKENS_PER_STEP
     return [
-        "", "## Disk", "",
+        "",
+        "## Disk",
+        "",
         f"A Trainer checkpoint holds the fp32 weights and AdamW's two fp32 moments: {DDP_CHECKPOINT_BYTES} bytes per "
         f"parameter under DDP ({per_checkpoint}; {FSDP_CHECKPOINT_BYTES} with FSDP's FULL_STATE_DICT, which also "
         f"saves the weights for resuming). The runs save one every {'/'.join(f'{s:,}' for s in sorted(save_steps))} "
@@ -111,13 +122,17 @@ def write_launch_scripts(launch: Path, rows: list[dict], grid: list[str], tasks:
         raise ValueError(f"paper runs read {len(data_keys)} different data settings; prepare_data handles one")
     first = configs[scratch[0]]
     global_batch, per_device = first["global_batch_size"], first["per_device_train_batch_size"]
-    if any((c["global_batch_size"], c["per_device_train_batch_size"]) != (global_batch, per_device)
-           for c in configs.values()):
+    if any(
+        (c["global_batch_size"], c["per_device_train_batch_size"]) != (global_batch, per_device)
+        for c in configs.values()
+    ):
         raise ValueError("paper runs differ in global or per-device batch; submit.sh passes one of each")
-    prepare = (f"python -m recipes.prepare_data pretraining --config recipes/configs/paper/{scratch[0]}.yaml "
-               f"--max_steps {_furthest_step(rows)} "
-               f"--data_cache_dir \"${{DATA_CACHE:-.cache/pretrain}}\"\n"
-               f"python -m recipes.prepare_data evaluation --tasks {','.join(tasks)} --source hub")
+    prepare = (
+        f"python -m recipes.prepare_data pretraining --config recipes/configs/paper/{scratch[0]}.yaml "
+        f"--max_steps {_furthest_step(rows)} "
+        f'--data_cache_dir "${{DATA_CACHE:-.cache/pretrain}}"\n'
+        f"python -m recipes.prepare_data evaluation --tasks {','.join(tasks)} --source hub"
+    )
     runs = [(row["name"], configs[row["name"]]["output_dir"], row["module"], row["size"], row["needs"]) for row in rows]
     files = {
         "submit.sh": _submit(runs, global_batch, per_device),
@@ -136,8 +151,18 @@ def write_launch_scripts(launch: Path, rows: list[dict], grid: list[str], tasks:
 
 
 def _data_key(config: dict) -> tuple:
-    return tuple(str(config.get(k)) for k in ("corpus_source", "corpus_name", "max_docs", "tokenizer_name_or_path",
-                                              "block_size", "data_seed", "epochs"))
+    return tuple(
+        str(config.get(k))
+        for k in (
+            "corpus_source",
+            "corpus_name",
+            "max_docs",
+            "tokenizer_name_or_path",
+            "block_size",
+            "data_seed",
+            "epochs",
+        )
+    )
 
 
 def _size_var(size: str) -> str:
@@ -146,19 +171,27 @@ def _size_var(size: str) -> str:
 
 def _submit(runs: list[tuple], global_batch: int, per_device: int) -> str:
     sizes = list(dict.fromkeys(run[3] for run in runs))
-    lines = [f"pretrain {shlex.quote(name)} {shlex.quote(output_dir)} {module} "
-             f"\"${_size_var(size)}\" {shlex.quote(needs)}" for name, output_dir, module, size, needs in runs]
+    lines = [
+        f'pretrain {shlex.quote(name)} {shlex.quote(output_dir)} {module} "${_size_var(size)}" {shlex.quote(needs)}'
+        for name, output_dir, module, size, needs in runs
+    ]
     node_defaults = "\n".join(f"{_size_var(s)}=${{{_size_var(s)}:-1}}" for s in sizes)
-    return (_SUBMIT.replace("@@NODE_DEFAULTS@@", node_defaults)
-            .replace("@@NODE_VARS@@", " ".join(_size_var(s) for s in sizes))
-            .replace("@@GLOBAL_BATCH@@", str(global_batch)).replace("@@PER_DEVICE@@", str(per_device))
-            .replace("@@RUNS@@", "\n".join(lines)).replace("@@COUNT@@", str(len(runs))))
+    return (
+        _SUBMIT.replace("@@NODE_DEFAULTS@@", node_defaults)
+        .replace("@@NODE_VARS@@", " ".join(_size_var(s) for s in sizes))
+        .replace("@@GLOBAL_BATCH@@", str(global_batch))
+        .replace("@@PER_DEVICE@@", str(per_device))
+        .replace("@@RUNS@@", "\n".join(lines))
+        .replace("@@COUNT@@", str(len(runs)))
+    )
 
 
 def _sequential(runs: list[tuple], global_batch: int, per_device: int) -> str:
-    lines = [f"[[ -f {shlex.quote(output_dir)}/run_info.json ]] || bash \"$launch/pretrain.sbatch\" "
-             f"recipes/configs/paper/{name}.yaml {module} \"$accelerate_config\" {global_batch} {per_device}"
-             for name, output_dir, module, _, _ in runs]
+    lines = [
+        f'[[ -f {shlex.quote(output_dir)}/run_info.json ]] || bash "$launch/pretrain.sbatch" '
+        f'recipes/configs/paper/{name}.yaml {module} "$accelerate_config" {global_batch} {per_device}'
+        for name, output_dir, module, _, _ in runs
+    ]
     return _SEQUENTIAL.replace("@@RUNS@@", "\n".join(lines))
 
 
@@ -398,8 +431,11 @@ bash "$launch/prepare_data.sbatch"
 
 def main(argv: list[str] | None = None) -> None:
     """`python -m recipes.launch` has no job of its own: it names the command that writes the paper plan."""
-    cli.not_a_command("recipes.launch", "python -m recipes.study paper --output DIR [--gpu H100] [--mfu 0.4]",
-                      "writes the paper plan with its launch scripts (DIR/launch/)")
+    cli.not_a_command(
+        "recipes.launch",
+        "python -m recipes.study paper --output DIR [--gpu H100] [--mfu 0.4]",
+        "writes the paper plan with its launch scripts (DIR/launch/)",
+    )
 
 
 if __name__ == "__main__":

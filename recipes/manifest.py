@@ -39,19 +39,38 @@ COMMITTED_SCALES = ("paper",)  # recipes/configs/<scale>/ (tests keep them equal
 _TOY = {"model": "tiny", "gradient_accumulation_steps": 1, "global_batch_size": None, "max_docs": None}
 # the horizon studies (docs/horizon-study): to 97 tokens per parameter (21.5M tokens) without repeating data, from the
 # bundle corpus and its 3x larger companion (about 58M tokens with the 2k vocabulary)
-_HORIZON = {**_TOY, "step_divisor": 4, "block_size": 128, "per_device_train_batch_size": 16, "vocab_size": 2048,
-            "corpus_source": "bundle,bundle_more"}
+_HORIZON = {
+    **_TOY,
+    "step_divisor": 4,
+    "block_size": 128,
+    "per_device_train_batch_size": 16,
+    "vocab_size": 2048,
+    "corpus_source": "bundle,bundle_more",
+}
 SCALES = {
-    "paper": {"step_divisor": 1, "model": None, "block_size": PAPER_BLOCK, "per_device_train_batch_size": 8,
-              "gradient_accumulation_steps": 18, "global_batch_size": PAPER_GLOBAL_BATCH},
+    "paper": {
+        "step_divisor": 1,
+        "model": None,
+        "block_size": PAPER_BLOCK,
+        "per_device_train_batch_size": 8,
+        "gradient_accumulation_steps": 18,
+        "global_batch_size": PAPER_GLOBAL_BATCH,
+    },
     "toy": {**_TOY, "step_divisor": 100, "block_size": 128, "per_device_train_batch_size": 16, "max_docs": 6000},
     "smoke": {**_TOY, "step_divisor": 200, "block_size": 64, "per_device_train_batch_size": 8, "max_docs": 2000},
     # the mini study (docs/mini-study): the smallest scale where the paper's comparisons can show on 2 CPU cores
     # (the tiny architecture: docs/mini-study/PILOT.md shows a 4-layer variant cost 1.6x per fine-tuning run)
     "mini": {**_TOY, "step_divisor": 40, "block_size": 128, "per_device_train_batch_size": 16},
     # the mini study on one GPU (about 10 minutes on an H100 by estimate): a bigger model, 4 epochs of the bundle
-    "mini-gpu": {**_TOY, "step_divisor": 10, "model": "small", "block_size": 256, "per_device_train_batch_size": 32,
-                 "epochs": 4, "bf16": True},
+    "mini-gpu": {
+        **_TOY,
+        "step_divisor": 10,
+        "model": "small",
+        "block_size": 256,
+        "per_device_train_batch_size": 32,
+        "epochs": 4,
+        "bf16": True,
+    },
     "horizon-replicated": _HORIZON,
     # 14 blocks a step instead of 16, so paper step 5k (24.6 tokens per parameter without embeddings) is a third
     # checkpoint before SC's crossover interval under both conventions; 40k and the final (81, 85 counted) past it
@@ -110,8 +129,11 @@ def model_names() -> list[str]:
     out += [names.compose("610m", o, steps) for o in ("clm", "mlm40") for steps in (12_000, 22_000)]
     out += [names.compose("610m", "mlm40", b, switch_step=k) for b, ks in PAPER_PFS_SWITCHES.items() for k in ks]
     out += [names.compose("610m", f"mlm{r}", TOTAL, switch_step=DECAY_ONLY_SWITCH) for r in RATIOS]
-    out += [names.compose("610m", "mlm40", TOTAL + e, base=base, base_steps=TOTAL) for base in ("clm", "mlm40")
-            for e in CPT_EXTRA]
+    out += [
+        names.compose("610m", "mlm40", TOTAL + e, base=base, base_steps=TOTAL)
+        for base in ("clm", "mlm40")
+        for e in CPT_EXTRA
+    ]
     return out
 
 
@@ -126,7 +148,8 @@ def recipes() -> dict[str, Recipe]:
         if recipe.branch_from:
             stable = table[recipe.branch_from]
             table[stable.name] = dataclasses.replace(
-                stable, decay_branches=tuple(sorted({*stable.decay_branches, recipe.steps})))
+                stable, decay_branches=tuple(sorted({*stable.decay_branches, recipe.steps}))
+            )
     return table
 
 
@@ -161,8 +184,13 @@ def run_config(recipe: Recipe, scale: str) -> dict:
     out = f"out/{scale}"
     config = {"architecture": p["model"] or recipe.size, "block_size": p["block_size"], "objective": recipe.objective}
     if scale == "paper":
-        config.update(tokenizer_name_or_path="EuroBERT/EuroBERT-610m", corpus_source="HuggingFaceFW/fineweb-edu",
-                      corpus_name=PAPER_CORPUS_CONFIG, global_batch_size=p["global_batch_size"], num_proc=16)
+        config.update(
+            tokenizer_name_or_path="EuroBERT/EuroBERT-610m",
+            corpus_source="HuggingFaceFW/fineweb-edu",
+            corpus_name=PAPER_CORPUS_CONFIG,
+            global_batch_size=p["global_batch_size"],
+            num_proc=16,
+        )
         config["compile"] = "regional"  # GPU speed only (same losses): compiled decoder layers ...
         if recipe.objective == "mlm":
             config["mlm_fixed_shape"] = True  # ... and a static-shape MLM head (no host sync)
@@ -198,20 +226,35 @@ def run_config(recipe: Recipe, scale: str) -> dict:
 
 
 def _training_args(recipe: Recipe, p: dict, div: int, warmup: int, decay: int, output_dir: str) -> dict:
-    """The original code's optimiser: AdamW (0.9, 0.95), eps 1e-5, wd 0.1, clip 1.0, WSD peak 5e-4, linear decay, bf16.
-    """
+    """The original code's optimiser: AdamW (0.9, 0.95), eps 1e-5, wd 0.1, clip 1.0, WSD peak 5e-4, linear decay,
+    bf16."""
     paper = p["step_divisor"] == 1
     return {
-        "output_dir": output_dir, "run_name": recipe.name, "max_steps": recipe.steps // div,
+        "output_dir": output_dir,
+        "run_name": recipe.name,
+        "max_steps": recipe.steps // div,
         "per_device_train_batch_size": p["per_device_train_batch_size"],
         "gradient_accumulation_steps": p["gradient_accumulation_steps"],
-        "learning_rate": 5.0e-4, "warmup_steps": warmup, "lr_scheduler_type": "warmup_stable_decay",
+        "learning_rate": 5.0e-4,
+        "warmup_steps": warmup,
+        "lr_scheduler_type": "warmup_stable_decay",
         "lr_scheduler_kwargs": {"num_decay_steps": decay, "decay_type": "linear", "min_lr_ratio": 0.0},
-        "optim": "adamw_torch", "adam_beta1": 0.9, "adam_beta2": 0.95, "adam_epsilon": 1.0e-5,
-        "weight_decay": 0.1, "max_grad_norm": 1.0, "bf16": p.get("bf16", paper), "seed": 0, "data_seed": 0,
-        "train_sampling_strategy": "sequential", "remove_unused_columns": False,
-        "save_strategy": "steps", "save_steps": 1000 // div if paper else 50, "logging_steps": 10 if paper else 5,
-        "report_to": "tensorboard", "dataloader_num_workers": 4 if paper else 0,
+        "optim": "adamw_torch",
+        "adam_beta1": 0.9,
+        "adam_beta2": 0.95,
+        "adam_epsilon": 1.0e-5,
+        "weight_decay": 0.1,
+        "max_grad_norm": 1.0,
+        "bf16": p.get("bf16", paper),
+        "seed": 0,
+        "data_seed": 0,
+        "train_sampling_strategy": "sequential",
+        "remove_unused_columns": False,
+        "save_strategy": "steps",
+        "save_steps": 1000 // div if paper else 50,
+        "logging_steps": 10 if paper else 5,
+        "report_to": "tensorboard",
+        "dataloader_num_workers": 4 if paper else 0,
         "ddp_find_unused_parameters": False,  # every parameter takes part in every step (DDP warns otherwise)
         # the barrier where the other ranks wait while the main one loads (or, without `recipes.prepare_data`
         # first, tokenizes and packs) the corpus: 2 h instead of torch's 30 min
@@ -227,8 +270,9 @@ def write_configs(scale: str, directory: Path = CONFIGS_DIR) -> list[Path]:
         if recipe.intermediate_of:
             continue
         path = directory / scale / f"{recipe.name}.yaml"
-        header = (f"# {recipe.name} ({scale} scale), generated by "
-                  f"`python -m recipes.manifest --write_configs {scale}`.\n")
+        header = (
+            f"# {recipe.name} ({scale} scale), generated by `python -m recipes.manifest --write_configs {scale}`.\n"
+        )
         header += f"#   accelerate launch -m {recipe.module} --config <this file>\n"
         if recipe.branch_from or recipe.cpt_base:
             header += f"# Needs {recipe.branch_from or recipe.cpt_base} trained first.\n"
@@ -241,28 +285,45 @@ def listing(table) -> str:
     """`--list`: a count line, then one aligned row per recipe (name, size, objective, steps, how it is trained)."""
     rows = list(table)
     intermediate = sum(r.intermediate_of is not None for r in rows)
-    lines = [f"{len(rows) - intermediate} models + {intermediate} intermediate checkpoints = {len(rows)} on the Hub",
-             f"{'name':<32} {'size':<5} {'objective':<10} {'steps':>6}  how"]
+    lines = [
+        f"{len(rows) - intermediate} models + {intermediate} intermediate checkpoints = {len(rows)} on the Hub",
+        f"{'name':<32} {'size':<5} {'objective':<10} {'steps':>6}  how",
+    ]
     for r in rows:
         objective = r.objective + (f"{round(r.mlm_probability * 100)}" if r.objective == "mlm" else "")
-        how = "; ".join(filter(None, (
-            r.switch_step and f"CLM until {r.switch_step}", r.branch_from and f"decay branch of {r.branch_from}",
-            r.decay_branches and f"branches at {', '.join(map(str, r.decay_branches))}",
-            r.cpt_base and f"CPT from {r.cpt_base}", r.intermediate_of and f"saved by {r.intermediate_of}")))
+        how = "; ".join(
+            filter(
+                None,
+                (
+                    r.switch_step and f"CLM until {r.switch_step}",
+                    r.branch_from and f"decay branch of {r.branch_from}",
+                    r.decay_branches and f"branches at {', '.join(map(str, r.decay_branches))}",
+                    r.cpt_base and f"CPT from {r.cpt_base}",
+                    r.intermediate_of and f"saved by {r.intermediate_of}",
+                ),
+            )
+        )
         lines.append(f"{r.name:<32} {r.size:<5} {objective:<10} {r.steps:>6}  {how}".rstrip())
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--write_configs", default="",
-                        help="comma-separated scales to write YAML configs for "
-                             f"(committed: {','.join(COMMITTED_SCALES)})")
-    parser.add_argument("--output", type=Path, default=None,
-                        help="folder the configs go to, one subfolder per scale (default, for the committed scales "
-                             "only: recipes/configs)")
-    parser.add_argument("--list", action="store_true",
-                        help="print the 38 models and 12 intermediate checkpoints, one row each")
+    parser.add_argument(
+        "--write_configs",
+        default="",
+        help=f"comma-separated scales to write YAML configs for (committed: {','.join(COMMITTED_SCALES)})",
+    )
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=None,
+        help="folder the configs go to, one subfolder per scale (default, for the committed scales "
+        "only: recipes/configs)",
+    )
+    parser.add_argument(
+        "--list", action="store_true", help="print the 38 models and 12 intermediate checkpoints, one row each"
+    )
     args = parser.parse_args(argv)
     with cli.bad_input_exits():
         scales = cli.split_list(args.write_configs)
@@ -271,8 +332,10 @@ def main(argv: list[str] | None = None) -> None:
             raise ValueError(f"unknown scale(s) {', '.join(unknown)}; choose from {', '.join(SCALES)}")
         uncommitted = [scale for scale in scales if scale not in COMMITTED_SCALES]
         if uncommitted and args.output is None:
-            raise ValueError(f"the {', '.join(uncommitted)} configs are not kept in recipes/configs: pass --output "
-                             "<folder> to write them there")
+            raise ValueError(
+                f"the {', '.join(uncommitted)} configs are not kept in recipes/configs: pass --output "
+                "<folder> to write them there"
+            )
         if args.output is not None and args.output.exists() and not args.output.is_dir():
             raise ValueError(f"--output {args.output} is a file; pass a folder")
     output = args.output or CONFIGS_DIR

@@ -34,8 +34,12 @@ EVAL_TOKENS_PER_RUN = 1_000 * 32 * 512
 # autocast with the gradients already allocated, measured on CPU by bench/bench_real_shapes.py on 2026-12-03
 # (docs/benchmarks.md, "The paper's shapes on CPU"). The 1b is not measured (its weights, gradients and AdamW state
 # alone, 22.6 GB, outgrow the 24 GB machine): `activation_bytes_per_token` extrapolates it.
-ACTIVATION_BYTES_PER_TOKEN = {("210m", "clm"): 2_362_768, ("210m", "mlm40"): 1_505_038,
-                              ("610m", "clm"): 3_936_116, ("610m", "mlm40"): 3_078_572}
+ACTIVATION_BYTES_PER_TOKEN = {
+    ("210m", "clm"): 2_362_768,
+    ("210m", "mlm40"): 1_505_038,
+    ("610m", "clm"): 3_936_116,
+    ("610m", "mlm40"): 3_078_572,
+}
 MEMORY_OBJECTIVES = ("clm", "mlm40")
 GPU_MEMORY_GB = {"H100": 80, "H200": 141}
 FSDP_GPUS = 8
@@ -69,8 +73,9 @@ def activation_bytes_per_token(size: str, objective: str) -> tuple[float, bool]:
     size through the two measured sizes (the LM head's share, the same at every size, is the intercept)."""
     if (size, objective) in ACTIVATION_BYTES_PER_TOKEN:
         return ACTIVATION_BYTES_PER_TOKEN[size, objective], True
-    width = {s: load_architecture(s).num_hidden_layers * load_architecture(s).hidden_size
-             for s in ("210m", "610m", size)}
+    width = {
+        s: load_architecture(s).num_hidden_layers * load_architecture(s).hidden_size for s in ("210m", "610m", size)
+    }
     small, large = (ACTIVATION_BYTES_PER_TOKEN[s, objective] for s in ("210m", "610m"))
     slope = (large - small) / (width["610m"] - width["210m"])
     return small + slope * (width[size] - width["210m"]), False
@@ -86,9 +91,15 @@ def memory_rows(block_size: int = 2048) -> list[dict]:
         fixed = {"ddp": state, "fsdp": state / FSDP_GPUS + 8 * (root + layer)}
         for objective in MEMORY_OBJECTIVES:
             per_token, measured = activation_bytes_per_token(size, objective)
-            row = {"size": size, "objective": objective, "parameters": total, "state_bytes": state,
-                   "accelerate_bytes": accelerate_training_bytes(size), "activation_bytes_per_token": per_token,
-                   "measured": measured}
+            row = {
+                "size": size,
+                "objective": objective,
+                "parameters": total,
+                "state_bytes": state,
+                "accelerate_bytes": accelerate_training_bytes(size),
+                "activation_bytes_per_token": per_token,
+                "measured": measured,
+            }
             for gpu, gb in GPU_MEMORY_GB.items():
                 for mode, held in fixed.items():
                     room = gb * 1e9 * (1 - MEMORY_RESERVE) - held
@@ -100,26 +111,47 @@ def memory_rows(block_size: int = 2048) -> list[dict]:
 def memory_lines(rows: list[dict]) -> list[str]:
     """The plan.md table of `memory_rows`."""
     gpus = list(GPU_MEMORY_GB)
-    lines = ["", f"## Memory per GPU: largest micro-batch of 2048-token blocks (bf16 autocast, AdamW; FSDP over "
-             f"{FSDP_GPUS} GPUs)", "",
-             "| size | objective | parameters | weights+grads+AdamW (GB) | accelerate estimate-memory, Adam fp32 (GB) "
-             "| activations (MB/token) | " + " | ".join(f"{g} {gb} GB, {m}" for g, gb in GPU_MEMORY_GB.items()
-                                                       for m in ("DDP", "FSDP")) + " |",
-             "|---" * (6 + 2 * len(gpus)) + "|"]
+    lines = [
+        "",
+        f"## Memory per GPU: largest micro-batch of 2048-token blocks (bf16 autocast, AdamW; FSDP over "
+        f"{FSDP_GPUS} GPUs)",
+        "",
+        "| size | objective | parameters | weights+grads+AdamW (GB) | accelerate estimate-memory, Adam fp32 (GB) "
+        "| activations (MB/token) | "
+        + " | ".join(f"{g} {gb} GB, {m}" for g, gb in GPU_MEMORY_GB.items() for m in ("DDP", "FSDP"))
+        + " |",
+        "|---" * (6 + 2 * len(gpus)) + "|",
+    ]
     for r in rows:
         note = "" if r["measured"] else " (extrapolated)"
-        lines.append(f"| {r['size']} | {r['objective']} | {r['parameters'] / 1e6:,.1f}M | {r['state_bytes'] / 1e9:.1f} "
-                     f"| {r['accelerate_bytes'] / 1e9:.1f} | {r['activation_bytes_per_token'] / 1e6:.3f}{note} | "
-                     + " | ".join(str(r[f"{g}_{m}"]) for g in gpus for m in ("ddp", "fsdp")) + " |")
+        lines.append(
+            f"| {r['size']} | {r['objective']} | {r['parameters'] / 1e6:,.1f}M | {r['state_bytes'] / 1e9:.1f} "
+            f"| {r['accelerate_bytes'] / 1e9:.1f} | {r['activation_bytes_per_token'] / 1e6:.3f}{note} | "
+            + " | ".join(str(r[f"{g}_{m}"]) for g in gpus for m in ("ddp", "fsdp"))
+            + " |"
+        )
     micro = manifest.SCALES["paper"]["per_device_train_batch_size"]
-    short = [f"{r['size']} {r['objective']} on {g} {m.upper()}" for r in rows for g in gpus for m in ("ddp", "fsdp")
-             if r[f"{g}_{m}"] < micro]
-    verdict = (f"The paper configs' micro-batch of {micro} does not fit: {'; '.join(short)} (lower "
-               "`per_device_train_batch_size` and raise `gradient_accumulation_steps` by the same factor: the global "
-               "batch stays)." if short else f"The paper configs' micro-batch of {micro} fits everywhere.")
-    return lines + ["", verdict, "Activation bytes per token measured on CPU under bf16 autocast "
-                    "(bench/bench_real_shapes.py; docs/benchmarks.md): a CUDA step's kernels differ, so check the "
-                    "batch with bench/gpu_check.sh before a long run. 10% of each GPU is left free."]
+    short = [
+        f"{r['size']} {r['objective']} on {g} {m.upper()}"
+        for r in rows
+        for g in gpus
+        for m in ("ddp", "fsdp")
+        if r[f"{g}_{m}"] < micro
+    ]
+    verdict = (
+        f"The paper configs' micro-batch of {micro} does not fit: {'; '.join(short)} (lower "
+        "`per_device_train_batch_size` and raise `gradient_accumulation_steps` by the same factor: the global "
+        "batch stays)."
+        if short
+        else f"The paper configs' micro-batch of {micro} fits everywhere."
+    )
+    return lines + [
+        "",
+        verdict,
+        "Activation bytes per token measured on CPU under bf16 autocast "
+        "(bench/bench_real_shapes.py; docs/benchmarks.md): a CUDA step's kernels differ, so check the "
+        "batch with bench/gpu_check.sh before a long run. 10% of each GPU is left free.",
+    ]
 
 
 def run_rows() -> list[dict]:
@@ -131,11 +163,22 @@ def run_rows() -> list[dict]:
         own_steps = manifest.DECAY if recipe.branch_from else recipe.steps
         clm_steps = recipe.switch_step or (own_steps if recipe.objective == "clm" else 0)  # a branch never switches
         mlm_steps = own_steps - clm_steps
-        flops = tokens_per_step * (clm_steps * flops_per_token(recipe.size, 1.0)
-                                   + mlm_steps * flops_per_token(recipe.size, recipe.mlm_probability or 0))
-        rows.append({"name": recipe.name, "module": recipe.module, "size": recipe.size, "objective": recipe.objective,
-                     "steps": own_steps, "tokens": own_steps * tokens_per_step, "flops": flops,
-                     "needs": recipe.branch_from or recipe.cpt_base or ""})
+        flops = tokens_per_step * (
+            clm_steps * flops_per_token(recipe.size, 1.0)
+            + mlm_steps * flops_per_token(recipe.size, recipe.mlm_probability or 0)
+        )
+        rows.append(
+            {
+                "name": recipe.name,
+                "module": recipe.module,
+                "size": recipe.size,
+                "objective": recipe.objective,
+                "steps": own_steps,
+                "tokens": own_steps * tokens_per_step,
+                "flops": flops,
+                "needs": recipe.branch_from or recipe.cpt_base or "",
+            }
+        )
     return rows
 
 
@@ -154,13 +197,17 @@ def evaluation_line(rate: float, eval_runs_per_gpu_hour: float | None = None) ->
     n_finetunings = len(evaluated_models()) * EVAL_FINETUNINGS_PER_LR_SEED * EVAL_RUNS_PER_TASK
     if eval_runs_per_gpu_hour is None:
         hours = eval_flops() / rate / 3600
-        throughput = (f"{hours:,.0f} GPU-hours (compute only; wall-clock fine-tunings per GPU-hour with "
-                      "`evaluation.run --workers N`: to be measured with bench/bench_grid.py)")
+        throughput = (
+            f"{hours:,.0f} GPU-hours (compute only; wall-clock fine-tunings per GPU-hour with "
+            "`evaluation.run --workers N`: to be measured with bench/bench_grid.py)"
+        )
     else:
         hours = n_finetunings / eval_runs_per_gpu_hour
         throughput = f"{hours:,.0f} GPU-hours at the measured {eval_runs_per_gpu_hour:,.1f} fine-tunings per GPU-hour"
-    return hours, (f"Evaluation: {n_results:,} results from {n_finetunings:,} fine-tunings "
-                   f"({', '.join(SHARED_IR_TRAINING)} share one per model, LR and seed), {throughput}.")
+    return hours, (
+        f"Evaluation: {n_results:,} results from {n_finetunings:,} fine-tunings "
+        f"({', '.join(SHARED_IR_TRAINING)} share one per model, LR and seed), {throughput}."
+    )
 
 
 def evaluated_models() -> list[str]:
@@ -177,8 +224,9 @@ def model_dir(name: str) -> str:
     return f"out/paper/{name}"
 
 
-def write_plan(output: Path, gpu: str = "H100", mfu: float | None = None,
-               eval_runs_per_gpu_hour: float | None = None) -> Path:
+def write_plan(
+    output: Path, gpu: str = "H100", mfu: float | None = None, eval_runs_per_gpu_hour: float | None = None
+) -> Path:
     """Write the plan and launch scripts to `output`; print the summary. Returns the plan.md path.
 
     Args:
@@ -207,17 +255,33 @@ def write_plan(output: Path, gpu: str = "H100", mfu: float | None = None,
     writer.writeheader()
     writer.writerows(rows)
     artifacts.write_text_atomic(output / "plan.csv", table.getvalue())
-    mfu_text = f"{mfu:.0%} MFU" if mfu else "MFU " + ", ".join(f"{s} {m:.0%}" for s, m in size_mfu.items()) + \
-        " (an H200 probe's, before the throughput work; the 1b unmeasured, at the 610m's: pretraining/flops.py)"
-    lines = [f"# Paper-scale plan ({gpu}, {mfu_text}, {GPUS[gpu] / 1e12:.0f} TFLOP/s peak bf16)", "",
-             "| run | module | steps | tokens (B) | PFLOPs | GPU-hours | needs |", "|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['name']} | {r['module']} | {r['steps']:,} | {r['tokens'] / 1e9:.1f} | {r['flops'] / 1e15:,.0f} "
-              f"| {r['gpu_hours']:,.0f} | {r['needs']} |" for r in rows]
-    lines += ["", f"Pretraining: {len(rows)} runs, {sum(r['tokens'] for r in rows) / 1e12:.2f}T tokens, "
-              f"{pretrain_hours:,.0f} GPU-hours.", eval_line,
-              f"Total: {pretrain_hours + eval_hours:,.0f} GPU-hours vs the paper's ~{PAPER_GPU_HOURS:,} "
-              f"(its figure includes real utilisation, evaluation overheads, intermediate-checkpoint evaluation "
-              f"and failed runs; this plan counts compute at the MFU above, so it is a lower bound)."]
+    mfu_text = (
+        f"{mfu:.0%} MFU"
+        if mfu
+        else "MFU "
+        + ", ".join(f"{s} {m:.0%}" for s, m in size_mfu.items())
+        + " (an H200 probe's, before the throughput work; the 1b unmeasured, at the 610m's: pretraining/flops.py)"
+    )
+    lines = [
+        f"# Paper-scale plan ({gpu}, {mfu_text}, {GPUS[gpu] / 1e12:.0f} TFLOP/s peak bf16)",
+        "",
+        "| run | module | steps | tokens (B) | PFLOPs | GPU-hours | needs |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {r['name']} | {r['module']} | {r['steps']:,} | {r['tokens'] / 1e9:.1f} | {r['flops'] / 1e15:,.0f} "
+        f"| {r['gpu_hours']:,.0f} | {r['needs']} |"
+        for r in rows
+    ]
+    lines += [
+        "",
+        f"Pretraining: {len(rows)} runs, {sum(r['tokens'] for r in rows) / 1e12:.2f}T tokens, "
+        f"{pretrain_hours:,.0f} GPU-hours.",
+        eval_line,
+        f"Total: {pretrain_hours + eval_hours:,.0f} GPU-hours vs the paper's ~{PAPER_GPU_HOURS:,} "
+        f"(its figure includes real utilisation, evaluation overheads, intermediate-checkpoint evaluation "
+        f"and failed runs; this plan counts compute at the MFU above, so it is a lower bound).",
+    ]
     plan_lines = lines + launch.disk_lines(rows) + memory_lines(memory_rows())
     artifacts.write_text_atomic(output / "plan.md", "\n".join(plan_lines) + "\n")
     _write_launch_scripts(output / "launch", rows)
@@ -229,15 +293,19 @@ def write_plan(output: Path, gpu: str = "H100", mfu: float | None = None,
 def _write_launch_scripts(launch_dir: Path, rows: list[dict]) -> None:
     """`recipes.launch`'s SLURM scripts, with the evaluation grid: every (model, task, LR, seed) as one line."""
     dirs = {m: model_dir(m) for m in evaluated_models()}  # once per model: model_dir reads the whole manifest
-    grid = [f"{m}={dirs[m]}\t{t}\t{lr:g}\t{s}" for m in dirs for t in PAPER_TASKS for lr in PAPER_LRS
-            for s in PAPER_SEEDS]
+    grid = [
+        f"{m}={dirs[m]}\t{t}\t{lr:g}\t{s}" for m in dirs for t in PAPER_TASKS for lr in PAPER_LRS for s in PAPER_SEEDS
+    ]
     launch.write_launch_scripts(launch_dir, rows, grid, PAPER_TASKS)
 
 
 def main(argv: list[str] | None = None) -> None:
     """`python -m recipes.plan` has no job of its own: it names the command that writes the paper plan."""
-    cli.not_a_command("recipes.plan", "python -m recipes.study paper --output DIR [--gpu H100] [--mfu 0.4]",
-                      "writes the paper plan (plan.md, plan.csv, launch/) in DIR")
+    cli.not_a_command(
+        "recipes.plan",
+        "python -m recipes.study paper --output DIR [--gpu H100] [--mfu 0.4]",
+        "writes the paper plan (plan.md, plan.csv, launch/) in DIR",
+    )
 
 
 if __name__ == "__main__":

@@ -32,8 +32,10 @@ def prepare_pretraining(argv: list[str]) -> dict:
     cpu_argv = [*argv, "--use_cpu", "true", "--bf16", "false"]
     run_args, training_args = pretrain.make_parser().parse_args_and_config(cpu_argv)
     if run_args.model_name_or_path:
-        raise ValueError("pass the config of a run from scratch (architecture): a run from existing weights reads "
-                         "the data of the run that made them")
+        raise ValueError(
+            "pass the config of a run from scratch (architecture): a run from existing weights reads "
+            "the data of the run that made them"
+        )
     if training_args.max_steps <= 0:
         raise ValueError("set max_steps > 0: the furthest step any run reads from this data")
     check_data_settings(run_args)
@@ -42,8 +44,11 @@ def prepare_pretraining(argv: list[str]) -> dict:
     needed = training_args.max_steps * blocks_per_step
     tokenizer, blocks = training_blocks(run_args, training_args.data_seed, training_args.main_process_first, needed)
     select_blocks(blocks, 0, needed, run_args.epochs)  # the exact count: one line if it falls short
-    return {"blocks": len(blocks), "steps": len(blocks) * run_args.epochs // blocks_per_step,
-            **data_identity(blocks, tokenizer)}
+    return {
+        "blocks": len(blocks),
+        "steps": len(blocks) * run_args.epochs // blocks_per_step,
+        **data_identity(blocks, tokenizer),
+    }
 
 
 def prepare_evaluation(task_names: list[str], source: str, data_dir: str | None) -> dict[str, dict[str, int]]:
@@ -52,16 +57,20 @@ def prepare_evaluation(task_names: list[str], source: str, data_dir: str | None)
     from evaluation import tasks
 
     loaded = [tasks.load_task(name) for name in task_names]  # every name is checked before any download
-    return {task.name: {split: len(rows)
-                        for split, rows in tasks.load_splits(task, data_dir=data_dir, source=source).items()}
-            for task in loaded}
+    return {
+        task.name: {
+            split: len(rows) for split, rows in tasks.load_splits(task, data_dir=data_dir, source=source).items()
+        }
+        for task in loaded
+    }
 
 
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="what", required=True)
-    commands.add_parser("pretraining", add_help=False,
-                        help="--config FILE.yaml [recipes/pretrain.py overrides, e.g. --max_steps 64000]")
+    commands.add_parser(
+        "pretraining", add_help=False, help="--config FILE.yaml [recipes/pretrain.py overrides, e.g. --max_steps 64000]"
+    )
     evaluation = commands.add_parser("evaluation", help="download the evaluation tasks' datasets")
     evaluation.add_argument("--tasks", required=True, help="task names or YAML paths, comma-separated")
     evaluation.add_argument("--source", default="hub", choices=("hub", "offline"), help="hub (default) or the bundle")
@@ -76,8 +85,10 @@ def main(argv: list[str] | None = None) -> None:
         if args.what == "pretraining":
             check_command_line(rest)  # before torch and datasets load
             result = prepare_pretraining(rest)
-            print(f"pretraining data ready: {result['blocks']:,} blocks ({result['steps']:,} steps); data "
-                  f"fingerprint {result['fingerprint']}, tokenizer {result['tokenizer']}")
+            print(
+                f"pretraining data ready: {result['blocks']:,} blocks ({result['steps']:,} steps); data "
+                f"fingerprint {result['fingerprint']}, tokenizer {result['tokenizer']}"
+            )
         else:
             if rest:
                 raise ValueError(f"unknown arguments {rest}")

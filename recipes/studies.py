@@ -76,9 +76,18 @@ STUDIES = {
     ),
     "toy": Study(
         scale="toy",
-        models=("610m-clm-42k", "610m-mlm20-42k", "610m-mlm30-42k", "610m-mlm40-42k", "610m-mlm50-42k",
-                "610m-clm-10k-mlm40-42k", "610m-clm-21k-mlm40-42k", "610m-clm-32k-mlm40-42k",
-                "610m-clm-dec42k-mlm40-54k", "610m-mlm40-dec42k-mlm40-54k"),
+        models=(
+            "610m-clm-42k",
+            "610m-mlm20-42k",
+            "610m-mlm30-42k",
+            "610m-mlm40-42k",
+            "610m-mlm50-42k",
+            "610m-clm-10k-mlm40-42k",
+            "610m-clm-21k-mlm40-42k",
+            "610m-clm-32k-mlm40-42k",
+            "610m-clm-dec42k-mlm40-54k",
+            "610m-mlm40-dec42k-mlm40-54k",
+        ),
         tasks=("sst2", "mnli", "conll2003", "squad", "scifact"),
         lrs=(2e-4, 5e-4),
         seeds=(0, 1, 2),
@@ -91,8 +100,14 @@ STUDIES = {
 # cut to fit about 150 minutes (docs/mini-study/PILOT.md); inputs of 128 tokens, test sets cut to a seeded random 1,000.
 _MINI = Study(
     scale="mini",
-    models=("610m-clm-42k", "610m-mlm20-42k", "610m-mlm40-42k", "610m-clm-21k-mlm40-42k",
-            "610m-clm-dec42k-mlm40-54k", "610m-mlm40-dec42k-mlm40-54k"),
+    models=(
+        "610m-clm-42k",
+        "610m-mlm20-42k",
+        "610m-mlm40-42k",
+        "610m-clm-21k-mlm40-42k",
+        "610m-clm-dec42k-mlm40-54k",
+        "610m-mlm40-dec42k-mlm40-54k",
+    ),
     tasks=("sst2", "mnli", "conll2003", "squad", "scifact"),
     lrs=(5e-5, 2e-4, 5e-4),
     seeds=(0, 1, 2),
@@ -109,10 +124,20 @@ STUDIES["mini"] = _MINI
 # The same study on one GPU (bigger model, 4 epochs of the bundle, the paper's 1,000-step budgets, 8 workers): about 10
 # minutes on an H100 by estimate, unmeasured. Fits time-limited jobs with --until pretraining, then --until evaluation.
 STUDIES["mini-gpu"] = dataclasses.replace(
-    _MINI, scale="mini-gpu",
-    eval_args={"max_length": 256, "qa_max_length": 256, "doc_stride": 128, "batch_size": 32, "eval_batch_size": 256,
-               "max_eval": 2000},
-    task_eval_args={}, workers=8, heldout_blocks=256)
+    _MINI,
+    scale="mini-gpu",
+    eval_args={
+        "max_length": 256,
+        "qa_max_length": 256,
+        "doc_stride": 128,
+        "batch_size": 32,
+        "eval_batch_size": 256,
+        "max_eval": 2000,
+    },
+    task_eval_args={},
+    workers=8,
+    heldout_blocks=256,
+)
 # The replicated horizon study (docs/horizon-study, sized in its PILOT.md): does the CLM - MLM gap close as tokens per
 # parameter grow? Paper steps 1k and 2k are the only checkpoints before SC's crossover interval under both parameter
 # conventions (so MNLI's slope is testable), 40k is past it; 2 fine-tuning seeds per pretraining run (the runs are the
@@ -145,8 +170,13 @@ STUDIES["horizon-replicated"] = Study(
 # the units of every interval, each run's LR curve one stability unit). At 500 MNLI steps MLM40 may not clear MNLI's
 # trivial baseline (the rules then answer "not testable"); 1,000 steps would not fit 150 minutes on 2 cores.
 STUDIES["horizon-tested"] = dataclasses.replace(
-    STUDIES["horizon-replicated"], scale="horizon-tested", bracketed_by={}, seeds=(0,), pretrain_data_order=True,
-    task_lrs={"conll2003": (1e-3, 3e-3, 1e-2, 3e-2), "mnli": (1e-4, 3e-4, 1e-3, 3e-3)})
+    STUDIES["horizon-replicated"],
+    scale="horizon-tested",
+    bracketed_by={},
+    seeds=(0,),
+    pretrain_data_order=True,
+    task_lrs={"conll2003": (1e-3, 3e-3, 1e-2, 3e-2), "mnli": (1e-4, 3e-4, 1e-3, 3e-3)},
+)
 STUDY_NAMES = (*STUDIES, "paper")
 TOY_VOCAB_SIZE = 8192  # the tiny architecture's vocabulary (a scale may set its own `vocab_size`)
 
@@ -155,8 +185,10 @@ def read_study_marker(stored, where) -> dict:
     """A study.json's content, refused in one line when of another format (`run_folders.STUDY_FORMAT`)."""
     found = stored.get("format", 1) if isinstance(stored, dict) else "unknown"
     if found != run_folders.STUDY_FORMAT:
-        raise ValueError(f"{where} is study.json format {found}, this code reads format {run_folders.STUDY_FORMAT}: "
-                         "run the study again into a new --output, or use the commit that wrote it")
+        raise ValueError(
+            f"{where} is study.json format {found}, this code reads format {run_folders.STUDY_FORMAT}: "
+            "run the study again into a new --output, or use the commit that wrote it"
+        )
     return stored
 
 

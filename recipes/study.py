@@ -42,15 +42,21 @@ STAGES = ("tokenizer", "pretraining", "held-out loss", "evaluation", "report", "
 
 
 # --------------------------------------------------------------------------------------------------- planning
-def run_settings(recipe: manifest.Recipe, study: Study, output: Path, data_dir: str | None,
-                 pretrain_seed: int | None = None) -> dict:
+def run_settings(
+    recipe: manifest.Recipe, study: Study, output: Path, data_dir: str | None, pretrain_seed: int | None = None
+) -> dict:
     """The manifest's config for `recipe`, its paths under the study directory, the study's one tokenizer; for
     replicate `pretrain_seed`: its run name, seeds (weights and masks; the block order too with
     `Study.pretrain_data_order`) and the base runs of the same replicate."""
     config = manifest.run_config(recipe, study.scale)
     models, name = output / "models", names.replicate_name(recipe.name, pretrain_seed)
-    config.update(output_dir=str(models / name), data_cache_dir=str(output / "cache"),
-                  tokenizer_name_or_path=str(output / "tokenizer"), data_dir=data_dir, run_name=name)
+    config.update(
+        output_dir=str(models / name),
+        data_cache_dir=str(output / "cache"),
+        tokenizer_name_or_path=str(output / "tokenizer"),
+        data_dir=data_dir,
+        run_name=name,
+    )
     if pretrain_seed is not None:
         config.update(seed=pretrain_seed, masking_seed=pretrain_seed)
         if study.pretrain_data_order:
@@ -83,8 +89,10 @@ def check_device(study_name: str, study: Study) -> None:
     import torch
 
     if manifest.SCALES[study.scale].get("bf16") and not (torch.cuda.is_available() and torch.cuda.is_bf16_supported()):
-        raise ValueError(f"the {study_name} study trains in bf16 and needs a CUDA GPU with bf16, which this machine "
-                         "lacks; run it on a GPU, or run the mini study (the same comparisons sized for CPU cores)")
+        raise ValueError(
+            f"the {study_name} study trains in bf16 and needs a CUDA GPU with bf16, which this machine "
+            "lacks; run it on a GPU, or run the mini study (the same comparisons sized for CPU cores)"
+        )
 
 
 def check_study_dir(output: Path, study_name: str, definition: dict) -> None:
@@ -93,8 +101,10 @@ def check_study_dir(output: Path, study_name: str, definition: dict) -> None:
     if (output / "study.json").is_file():
         stored = study_marker(output)
         if stored.get("study") != study_name or stored.get("definition") != definition:
-            raise ValueError(f"{output} holds a different study (study {stored.get('study')!r}); "
-                             f"pass another --output or delete that directory")
+            raise ValueError(
+                f"{output} holds a different study (study {stored.get('study')!r}); "
+                f"pass another --output or delete that directory"
+            )
     elif output.is_dir() and any(p.name != STUDY_LOCK for p in output.iterdir()):
         raise ValueError(f"{output} is not empty and holds no study.json; pass an empty or new --output directory")
 
@@ -109,8 +119,13 @@ class Progress:
         self.units, self.moved, self.stage, self.clock = units, {}, "", clock
         self.spent: dict[str, list[float]] = {}  # kind, and each grid's key -> [seconds, jobs] of its jobs timed
         self.last = clock()  # when the bar last moved: the time since goes to the next jobs done
-        self.bar = tqdm(total=sum(units.values()), unit="job", desc="study", dynamic_ncols=True,
-                        bar_format="{desc} |{bar}| {n}/{total} jobs [{elapsed}{postfix}]")
+        self.bar = tqdm(
+            total=sum(units.values()),
+            unit="job",
+            desc="study",
+            dynamic_ncols=True,
+            bar_format="{desc} |{bar}| {n}/{total} jobs [{elapsed}{postfix}]",
+        )
 
     @staticmethod
     def kind(key: str) -> str:
@@ -135,8 +150,9 @@ class Progress:
         self.moved[key] = done_here
         self.move(key, jobs, timed, refresh=False)
         rate = self.spent.get(key)
-        self.bar.set_description_str(f"{self.stage} {what}: {done}/{total} runs"
-                                     + (f", {rate[0] / rate[1]:.0f} s/run" if rate else ""))
+        self.bar.set_description_str(
+            f"{self.stage} {what}: {done}/{total} runs" + (f", {rate[0] / rate[1]:.0f} s/run" if rate else "")
+        )
 
     def done(self, key: str, timed: bool = True) -> None:
         """The rest of `key`'s jobs are done; `timed=False`: they were found done, not run (a resumed study)."""
@@ -193,8 +209,9 @@ def run_logged(command: list[str], log_path: Path, cwd: Path = REPO_ROOT, poll=N
     progress bar); on failure raise with the log's last lines."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
     with _stage_log(log_path, " ".join(command)) as log:
-        process = subprocess.Popen(command, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                   preexec_fn=artifacts.die_with_parent())
+        process = subprocess.Popen(
+            command, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=env, preexec_fn=artifacts.die_with_parent()
+        )
         try:
             while True:
                 try:
@@ -208,7 +225,7 @@ def run_logged(command: list[str], log_path: Path, cwd: Path = REPO_ROOT, poll=N
             process.wait()
             raise
     if code != 0:
-        stage_failed(' '.join(command[:3]), code, log_path)
+        stage_failed(" ".join(command[:3]), code, log_path)
 
 
 def run_here(entry_point, argv: list[str], log_path: Path) -> None:
@@ -247,8 +264,9 @@ def vocab_size(study: Study) -> int:
     return manifest.SCALES[study.scale].get("vocab_size", TOY_VOCAB_SIZE)
 
 
-def pretrain(recipe: manifest.Recipe, study: Study, output: Path, data_dir: str | None,
-             pretrain_seed: int | None = None) -> None:
+def pretrain(
+    recipe: manifest.Recipe, study: Study, output: Path, data_dir: str | None, pretrain_seed: int | None = None
+) -> None:
     name = names.replicate_name(recipe.name, pretrain_seed)
     config_path = output / "configs" / f"{name}.yaml"
     settings = run_settings(recipe, study, output, data_dir, pretrain_seed)
@@ -275,10 +293,15 @@ def is_evaluated(model: Path, tasks: list[str], study: Study, output: Path) -> b
     from evaluation.tasks import load_task
 
     model_id, name = model_folders.checkpoint_identity(model), checkpoint_name(model)
-    expected = {task: {"model": model_id, "scoring": identity.scoring_identity(load_task(task).family)}
-                for task in tasks}
-    return all(store.result_state(store.result_path(output / "results", name, task, lr, seed), expected[task])[0]
-               == "done" for task in tasks for lr in study.lrs_of(task) for seed in study.seeds)
+    expected = {
+        task: {"model": model_id, "scoring": identity.scoring_identity(load_task(task).family)} for task in tasks
+    }
+    return all(
+        store.result_state(store.result_path(output / "results", name, task, lr, seed), expected[task])[0] == "done"
+        for task in tasks
+        for lr in study.lrs_of(task)
+        for seed in study.seeds
+    )
 
 
 def eval_batches(models: list[Path], study: Study) -> list[tuple[list[Path], list[str], dict]]:
@@ -297,21 +320,46 @@ def eval_batches(models: list[Path], study: Study) -> list[tuple[list[Path], lis
     return list(batches.values())
 
 
-def evaluate(models: list[Path], tasks: list[str], eval_args: dict, study: Study, output: Path,
-             data_dir: str | None, progress=None) -> bool:
+def evaluate(
+    models: list[Path],
+    tasks: list[str],
+    eval_args: dict,
+    study: Study,
+    output: Path,
+    data_dir: str | None,
+    progress=None,
+) -> bool:
     """One grid process over the checkpoints of `models` not yet evaluated on `tasks`; returns whether one ran.
     `progress(done, total)` follows its result files: once before it starts, then while it runs."""
     todo = [model for model in models if not is_evaluated(model, tasks, study, output)]
     if not todo:
         return False
     lrs = study.lrs_of(tasks[0])  # one LR grid for the whole group (`eval_batches`)
-    results = [store.result_path(output / "results", checkpoint_name(model), task, lr, seed)
-               for model in todo for task in tasks for lr in lrs for seed in study.seeds]
+    results = [
+        store.result_path(output / "results", checkpoint_name(model), task, lr, seed)
+        for model in todo
+        for task in tasks
+        for lr in lrs
+        for seed in study.seeds
+    ]
     poll = progress and (lambda: progress(sum(path.is_file() for path in results), len(results)))
-    args = [sys.executable, "-m", "evaluation.run",
-            "--model", ",".join(f"{checkpoint_name(model)}={model}" for model in todo), "--tasks", ",".join(tasks),
-            "--lrs", ",".join(f"{lr:g}" for lr in lrs), "--seeds", ",".join(map(str, study.seeds)),
-            "--output", str(output / "results"), "--workers", str(study.workers)]
+    args = [
+        sys.executable,
+        "-m",
+        "evaluation.run",
+        "--model",
+        ",".join(f"{checkpoint_name(model)}={model}" for model in todo),
+        "--tasks",
+        ",".join(tasks),
+        "--lrs",
+        ",".join(f"{lr:g}" for lr in lrs),
+        "--seeds",
+        ",".join(map(str, study.seeds)),
+        "--output",
+        str(output / "results"),
+        "--workers",
+        str(study.workers),
+    ]
     for key, value in {**eval_args, "data_dir": data_dir}.items():
         if value is not None:
             args += [f"--{key}", str(value)]
@@ -333,9 +381,20 @@ def heldout_loss(study: Study, output: Path, data_dir: str | None) -> None:
     stamp_path = target.with_suffix(".identity.json")
     if target.is_file() and stamp_path.is_file() and artifacts.read_json(stamp_path, "held-out stamp") == stamp:
         return
-    args = ["--tokenizer", str(output / "tokenizer"), "--block_size", str(manifest.SCALES[study.scale]["block_size"]),
-            "--blocks", str(study.heldout_blocks), "--cache_dir", str(output / "cache"),
-            "--output", str(target), "--model", ",".join(map(str, models))]
+    args = [
+        "--tokenizer",
+        str(output / "tokenizer"),
+        "--block_size",
+        str(manifest.SCALES[study.scale]["block_size"]),
+        "--blocks",
+        str(study.heldout_blocks),
+        "--cache_dir",
+        str(output / "cache"),
+        "--output",
+        str(target),
+        "--model",
+        ",".join(map(str, models)),
+    ]
     if data_dir is not None:
         args += ["--data_dir", data_dir]
     from pretraining import heldout  # torch: imported where the stage runs, after the arguments are checked
@@ -349,11 +408,15 @@ def record_parameters(study: Study, output: Path) -> None:
     `regime` reads)."""
     if manifest.SCALES[study.scale]["model"] is None:
         return
-    counts = {json.dumps(run_folders.read_run_info(output / "models" / name)["parameters"], sort_keys=True)
-              for name in study.trained_names()}
+    counts = {
+        json.dumps(run_folders.read_run_info(output / "models" / name)["parameters"], sort_keys=True)
+        for name in study.trained_names()
+    }
     if len(counts) != 1:
-        raise ValueError(f"the models in {output / 'models'} recorded {len(counts)} parameter counts; a study at a "
-                         "toy scale trains every name at its one architecture")
+        raise ValueError(
+            f"the models in {output / 'models'} recorded {len(counts)} parameter counts; a study at a "
+            "toy scale trains every name at its one architecture"
+        )
     artifacts.write_json_atomic(output / "study.json", {**study_marker(output), "parameters": json.loads(counts.pop())})
 
 
@@ -361,9 +424,16 @@ def report(study: Study, output: Path) -> None:
     args = [str(output / "results"), "--output", str(output / "report")]
     if manifest.SCALES[study.scale]["model"] is not None:  # a toy scale: the paper's own regime otherwise
         tokens_per_step, parameters, embeddings = regime(study_marker(output))
-        args += ["--tokens_per_step", f"{tokens_per_step:g}", "--parameters", str(parameters),
-                 "--embedding_parameters", str(embeddings),
-                 "--step_divisor", str(manifest.SCALES[study.scale]["step_divisor"])]
+        args += [
+            "--tokens_per_step",
+            f"{tokens_per_step:g}",
+            "--parameters",
+            str(parameters),
+            "--embedding_parameters",
+            str(embeddings),
+            "--step_divisor",
+            str(manifest.SCALES[study.scale]["step_divisor"]),
+        ]
     if study.compare:
         args += ["--compare", ",".join(study.compare)]
     if study.bracketed_by:
@@ -398,11 +468,15 @@ def hub_export(study_name: str, study: Study, output: Path, org: str) -> None:
     """The exact repo folders a push would upload (`model_cards.push --dry_run`), rebuilt each time; without --org
     in the placeholder namespace, which `model_cards.push` refuses."""
     summary, results = output / "report" / "summary.csv", output / "results"
-    commits = [commit for name in study.trained_names()
-               for commit in push.stage_run(output / "models" / name, hub_id(org, name, study), summary, results)]
+    commits = [
+        commit
+        for name in study.trained_names()
+        for commit in push.stage_run(output / "models" / name, hub_id(org, name, study), summary, results)
+    ]
     with tempfile.TemporaryDirectory(prefix="hub-export-") as workdir:
-        commits.append(push.stage_results(output / "report", f"{org}/{study_name}-study-results", results,
-                                          Path(workdir)))
+        commits.append(
+            push.stage_results(output / "report", f"{org}/{study_name}-study-results", results, Path(workdir))
+        )
         push.check_no_local_paths(commits, local_roots(output / "models", output / "report", results))
         push.write_dry_run(commits, output / "hub", replace=True)
 
@@ -410,6 +484,7 @@ def hub_export(study_name: str, study: Study, output: Path, org: str) -> None:
 def report_from_archive(study_name: str, archive: Path, output: Path) -> Path:
     """Unpack a results archive written by `--docs` into a new `output` and run the report stage on it, nothing
     trained or fine-tuned; under the study lock of `output`, replacing nothing that appeared there meanwhile."""
+
     def check_empty():
         if output.exists() and any(p.name != STUDY_LOCK for p in output.iterdir()):
             raise ValueError(f"{output} is not empty; --from_results unpacks into a new directory")
@@ -424,8 +499,9 @@ def report_from_archive(study_name: str, archive: Path, output: Path) -> Path:
     if not isinstance(definition, dict) or "scale" not in definition:
         raise ValueError(f"{archive}:study.json has no study definition; pass an archive written by --docs")
     compare = definition.get("compare")
-    study = dataclasses.replace(STUDIES[study_name], compare=tuple(compare) if compare else None,
-                                scale=definition["scale"])  # the report reads the scale's regime
+    study = dataclasses.replace(
+        STUDIES[study_name], compare=tuple(compare) if compare else None, scale=definition["scale"]
+    )  # the report reads the scale's regime
     with study_lock(output):
         check_empty()
         with artifacts.atomic_directory(output) as staging:  # a failed report leaves no half-made study directory
@@ -437,8 +513,14 @@ def report_from_archive(study_name: str, archive: Path, output: Path) -> Path:
 
 
 # ---------------------------------------------------------------------------------------------------- driver
-def run_study(study_name: str, output: Path, data_dir: str | None = None, org: str | None = None,
-              study: Study | None = None, until: str | None = None) -> Path:
+def run_study(
+    study_name: str,
+    output: Path,
+    data_dir: str | None = None,
+    org: str | None = None,
+    study: Study | None = None,
+    until: str | None = None,
+) -> Path:
     """Run (or resume in `output`) the study `study_name`; return the report directory. `org`: the Hub namespace of
     the exported folders and cards; `study`: a custom definition (the suite's shortened smoke study); `until`: stop
     after "pretraining" or "evaluation"."""
@@ -451,15 +533,24 @@ def run_study(study_name: str, output: Path, data_dir: str | None = None, org: s
         return _run_study(study_name, study, definition, output, data_dir, org, until)
 
 
-def _run_study(study_name: str, study: Study, definition: dict, output: Path, data_dir: str | None, org: str,
-               until: str | None) -> Path:
+def _run_study(
+    study_name: str, study: Study, definition: dict, output: Path, data_dir: str | None, org: str, until: str | None
+) -> Path:
     runs = training_runs(study)
-    artifacts.write_json_atomic(output / "study.json", {"format": run_folders.STUDY_FORMAT, "study": study_name,
-                                                         "definition": definition})
+    artifacts.write_json_atomic(
+        output / "study.json", {"format": run_folders.STUDY_FORMAT, "study": study_name, "definition": definition}
+    )
     started = time.time()
-    progress = Progress({"tokenizer": 1, **{f"pretrain:{names.replicate_name(r.name, k)}": 1 for r, k in runs},
-                         "held-out loss": int(bool(study.heldout_blocks)), "report": 1, "model cards": 1,
-                         "hub export": 1})
+    progress = Progress(
+        {
+            "tokenizer": 1,
+            **{f"pretrain:{names.replicate_name(r.name, k)}": 1 for r, k in runs},
+            "held-out loss": int(bool(study.heldout_blocks)),
+            "report": 1,
+            "model cards": 1,
+            "hub export": 1,
+        }
+    )
     try:
         progress.start("tokenizer", f"toy BPE ({vocab_size(study)} tokens)")
         train_tokenizer(study, output, data_dir)
@@ -483,14 +574,23 @@ def _run_study(study_name: str, study: Study, definition: dict, output: Path, da
         for i, (models, tasks, eval_args) in enumerate(batches):
             what = f"{len(models)} checkpoint(s) on {', '.join(tasks)} ({i + 1}/{len(batches)})"
             progress.start("evaluation", what)
-            ran = evaluate(models, tasks, eval_args, study, output, data_dir,
-                           progress=lambda done, total: progress.follow(f"evaluation {i}", done, total, what))
+            ran = evaluate(
+                models,
+                tasks,
+                eval_args,
+                study,
+                output,
+                data_dir,
+                progress=lambda done, total: progress.follow(f"evaluation {i}", done, total, what),
+            )
             progress.done(f"evaluation {i}", timed=ran)
         if until == "evaluation":
             return output / "report"
-        for stage, action in (("report", lambda: report(study, output)),
-                              ("model cards", lambda: model_cards(study, output, org)),
-                              ("hub export", lambda: hub_export(study_name, study, output, org))):
+        for stage, action in (
+            ("report", lambda: report(study, output)),
+            ("model cards", lambda: model_cards(study, output, org)),
+            ("hub export", lambda: hub_export(study_name, study, output, org)),
+        ):
             progress.start(stage, "")
             action()
             progress.done(stage)
@@ -505,19 +605,34 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("study", help=f"the study to run: one of {', '.join(STUDY_NAMES)}")
     parser.add_argument("--output", required=True, type=Path, help="study directory (created; resumable)")
     parser.add_argument("--data_dir", default=None, help="data bundle (default: $MLM_VS_CLM_DATA, then ../shared/data)")
-    parser.add_argument("--org", default=None,
-                        help="your Hub user or organisation, used in the exported repo folders and cards (default: "
-                             "the placeholder your-org, which model_cards.push refuses to push to)")
+    parser.add_argument(
+        "--org",
+        default=None,
+        help="your Hub user or organisation, used in the exported repo folders and cards (default: "
+        "the placeholder your-org, which model_cards.push refuses to push to)",
+    )
     parser.add_argument("--docs", type=Path, default=None, help="also copy the finished report here (docs/mini-study)")
-    parser.add_argument("--until", default=None, choices=("pretraining", "evaluation"),
-                        help="stop after this stage (fit a stage into a time-limited job); rerun to continue")
-    parser.add_argument("--from_results", type=Path, default=None,
-                        help=f"a {RESULTS_ARCHIVE} written by --docs: unpack it into --output (a new directory) and "
-                             "regenerate the report (and --docs) from it; trains and fine-tunes nothing")
+    parser.add_argument(
+        "--until",
+        default=None,
+        choices=("pretraining", "evaluation"),
+        help="stop after this stage (fit a stage into a time-limited job); rerun to continue",
+    )
+    parser.add_argument(
+        "--from_results",
+        type=Path,
+        default=None,
+        help=f"a {RESULTS_ARCHIVE} written by --docs: unpack it into --output (a new directory) and "
+        "regenerate the report (and --docs) from it; trains and fine-tunes nothing",
+    )
     parser.add_argument("--gpu", default="H100", help="paper plan: GPU to estimate GPU-hours for")
-    parser.add_argument("--mfu", type=float, default=None,
-                        help="paper plan: model FLOPs utilisation of every run (default: per model size, the MFU of an "
-                             "H200 probe before the throughput work, the 1b unmeasured: pretraining/flops.py)")
+    parser.add_argument(
+        "--mfu",
+        type=float,
+        default=None,
+        help="paper plan: model FLOPs utilisation of every run (default: per model size, the MFU of an "
+        "H200 probe before the throughput work, the 1b unmeasured: pretraining/flops.py)",
+    )
     return parser
 
 

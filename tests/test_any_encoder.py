@@ -60,8 +60,9 @@ def _pad_left(path):
 def models(tmp_path_factory, data_dir):
     root = tmp_path_factory.mktemp("families")
     tok = build_tiny_tokenizer(data_dir)
-    ids = dict(vocab_size=len(tok), pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id,
-               eos_token_id=tok.eos_token_id)
+    ids = dict(
+        vocab_size=len(tok), pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id
+    )
     out = {}
     for positions in (512, 256):
         torch.manual_seed(0)
@@ -71,8 +72,9 @@ def models(tmp_path_factory, data_dir):
         if positions == 512:  # the same weights, a tokenizer that pads on the left
             out["bert-left"] = _save(bert, tok, root / "bert-left", "left")
     torch.manual_seed(0)
-    out["roberta"] = _save(RobertaForMaskedLM(RobertaConfig(**SMALL, **ids, max_position_embeddings=514)), tok,
-                           root / "roberta")
+    out["roberta"] = _save(
+        RobertaForMaskedLM(RobertaConfig(**SMALL, **ids, max_position_embeddings=514)), tok, root / "roberta"
+    )
     torch.manual_seed(0)
     llama = LlamaForCausalLM(LlamaConfig(**SMALL, **ids, num_key_value_heads=2, max_position_embeddings=131072))
     out["llama"] = _save(llama, tok, root / "llama", "left")
@@ -83,8 +85,20 @@ def models(tmp_path_factory, data_dir):
 
 
 def smoke(data_dir, **overrides):
-    settings = dict(lr=1e-3, seed=0, max_steps=2, batch_size=8, eval_batch_size=8, max_train=32, max_eval=16,
-                    max_length=64, qa_max_length=96, doc_stride=32, data_dir=str(data_dir), precision="fp32")
+    settings = dict(
+        lr=1e-3,
+        seed=0,
+        max_steps=2,
+        batch_size=8,
+        eval_batch_size=8,
+        max_train=32,
+        max_eval=16,
+        max_length=64,
+        qa_max_length=96,
+        doc_stride=32,
+        data_dir=str(data_dir),
+        precision="fp32",
+    )
     return finetune_args.FinetuneArgs(**{**settings, **overrides})
 
 
@@ -106,8 +120,12 @@ def test_left_padding_tokenizer_is_padded_on_the_right(models):
     assert tokenizer(["a", "a b c d"], padding=True)["attention_mask"][0][0] == 1
 
 
-FAMILY = {"sc": (sequence_classification, "sst2", "bert"), "tc": (token_classification, "conll2003", "bert"),
-          "qa": (extractive_qa, "squad", "eurobert"), "ir": (retrieval, "scifact", "bert")}
+FAMILY = {
+    "sc": (sequence_classification, "sst2", "bert"),
+    "tc": (token_classification, "conll2003", "bert"),
+    "qa": (extractive_qa, "squad", "eurobert"),
+    "ir": (retrieval, "scifact", "bert"),
+}
 
 
 @pytest.mark.parametrize("family", ["sc", "tc", "qa", "ir"])
@@ -136,10 +154,15 @@ def test_left_and_right_padding_tokenizers_give_identical_scores(models, data_di
 
 
 def test_attention_is_what_the_model_really_does(models):
-    resolved = {name: resolved_attention(models[name], "checkpoint")
-                for name in ("bert", "roberta", "llama", "eurobert")}
-    assert resolved == {"bert": "bidirectional", "roberta": "bidirectional", "llama": "causal",
-                        "eurobert": "bidirectional"}
+    resolved = {
+        name: resolved_attention(models[name], "checkpoint") for name in ("bert", "roberta", "llama", "eurobert")
+    }
+    assert resolved == {
+        "bert": "bidirectional",
+        "roberta": "bidirectional",
+        "llama": "causal",
+        "eurobert": "bidirectional",
+    }
     for name in ("llama", "eurobert"):  # both switch either way
         for attention in ("bidirectional", "causal"):
             assert resolved_attention(models[name], attention) == attention
@@ -149,8 +172,13 @@ def test_raw_decoder_is_finetuned_bidirectionally_for_real(models, data_dir):
     task = tasks.load_task("sst2")
     tokenizer = model_inputs.load_finetuning_tokenizer(models["llama"])
     for attention in ("bidirectional", "causal"):
-        model = common.load_for_finetuning(AutoModelForSequenceClassification, models["llama"], tokenizer,
-                                           smoke(data_dir, attention=attention), **model_inputs.label_kwargs(task))
+        model = common.load_for_finetuning(
+            AutoModelForSequenceClassification,
+            models["llama"],
+            tokenizer,
+            smoke(data_dir, attention=attention),
+            **model_inputs.label_kwargs(task),
+        )
         # the mask the decoder really uses, with padding and without: does the first token see the third?
         ids = torch.tensor([[10, 11, 12, 13], [10, 11, 14, 13]])
         for mask in (torch.tensor([[1, 1, 1, 0], [1, 1, 1, 0]]), torch.ones_like(ids)):
@@ -166,9 +194,34 @@ def test_raw_decoder_is_finetuned_bidirectionally_for_real(models, data_dir):
 
 def test_result_records_the_attention_used_and_the_length_cap(models, data_dir, tmp_path):
     """One grid run of the raw decoder: `--attention checkpoint` is recorded as the causal attention it used."""
-    run.main(["--model", str(models["llama"]), "--tasks", "sst2", "--lrs", "1e-3", "--seeds", "0", "--output",
-              str(tmp_path), "--data_dir", str(data_dir), "--max_steps", "1", "--max_train", "16", "--max_eval", "8",
-              "--batch_size", "8", "--attention", "checkpoint", "--precision", "fp32"])
+    run.main(
+        [
+            "--model",
+            str(models["llama"]),
+            "--tasks",
+            "sst2",
+            "--lrs",
+            "1e-3",
+            "--seeds",
+            "0",
+            "--output",
+            str(tmp_path),
+            "--data_dir",
+            str(data_dir),
+            "--max_steps",
+            "1",
+            "--max_train",
+            "16",
+            "--max_eval",
+            "8",
+            "--batch_size",
+            "8",
+            "--attention",
+            "checkpoint",
+            "--precision",
+            "fp32",
+        ]
+    )
     record = json.loads(next(tmp_path.rglob("*.json")).read_text())
     assert record["config"]["attention"] == "causal"
     assert record["identity"]["inputs"] == {"max_length": 2028, "attention": "causal"}  # the QA window: QA's only
@@ -177,21 +230,48 @@ def test_result_records_the_attention_used_and_the_length_cap(models, data_dir, 
 
 def test_inputs_are_capped_like_the_original_harness(models):
     # round(0.99 * min(max_position_embeddings, 2048)); a 131,072-position decoder gets 2028, not 129,761
-    lengths = {name: model_inputs.max_length(finetune_args.ProtocolArgs(), models[name])
-               for name in ("bert", "bert256", "roberta", "llama", "eurobert")}
+    lengths = {
+        name: model_inputs.max_length(finetune_args.ProtocolArgs(), models[name])
+        for name in ("bert", "bert256", "roberta", "llama", "eurobert")
+    }
     assert lengths == {"bert": 507, "bert256": 253, "roberta": 509, "llama": 2028, "eurobert": 507}
     with pytest.raises(ValueError, match="exceeds the 256 positions"):
         model_inputs.max_length(finetune_args.ProtocolArgs(max_length=300), models["bert256"])
 
 
 def test_qa_windows_fit_the_model(models, data_dir, tmp_path):
-    windows = {name: model_inputs.qa_windows(finetune_args.ProtocolArgs(), models[name])
-               for name in ("bert", "bert256", "llama")}
+    windows = {
+        name: model_inputs.qa_windows(finetune_args.ProtocolArgs(), models[name])
+        for name in ("bert", "bert256", "llama")
+    }
     assert windows == {"bert": (384, 128), "bert256": (253, 84), "llama": (384, 128)}
     # a BERT with 256 positions runs QA with the default windows (it crashed past the pre-flight checks before)
-    run.main(["--model", str(models["bert256"]), "--tasks", "squad", "--lrs", "1e-3", "--seeds", "0", "--output",
-              str(tmp_path), "--data_dir", str(data_dir), "--max_steps", "1", "--max_train", "8", "--max_eval", "4",
-              "--batch_size", "4", "--precision", "fp32"])
+    run.main(
+        [
+            "--model",
+            str(models["bert256"]),
+            "--tasks",
+            "squad",
+            "--lrs",
+            "1e-3",
+            "--seeds",
+            "0",
+            "--output",
+            str(tmp_path),
+            "--data_dir",
+            str(data_dir),
+            "--max_steps",
+            "1",
+            "--max_train",
+            "8",
+            "--max_eval",
+            "4",
+            "--batch_size",
+            "4",
+            "--precision",
+            "fp32",
+        ]
+    )
     record = json.loads(next(tmp_path.rglob("*.json")).read_text())
     assert record["status"] == "ok" and record["identity"]["inputs"]["qa_max_length"] == 253
 
@@ -226,21 +306,27 @@ def test_sentence_pairs_as_two_segments_reach_a_bert(models, data_dir):
     assert raw["text"] == f"Premise: {pair['text']}\nHypothesis: {pair['text_pair']}"
     tokenizer = model_inputs.load_finetuning_tokenizer(models["bert"])
     seen = []
-    trainer = sequence_classification.build_trainer(models["bert"], task, bert, tokenizer,
-                                                    sequence_classification.tokenize(task, tokenizer, bert)["train"])
+    trainer = sequence_classification.build_trainer(
+        models["bert"], task, bert, tokenizer, sequence_classification.tokenize(task, tokenizer, bert)["train"]
+    )
     trainer.model.bert.embeddings.register_forward_pre_hook(
-        lambda module, args, kwargs: seen.append((kwargs["input_ids"], kwargs["token_type_ids"])), with_kwargs=True)
+        lambda module, args, kwargs: seen.append((kwargs["input_ids"], kwargs["token_type_ids"])), with_kwargs=True
+    )
     common.train(trainer)
     ids, types = seen[0]
     for row_ids, row_types in zip(ids.tolist(), types.tolist()):
         real = [(i, t) for i, t in zip(row_ids, row_types) if i != tokenizer.pad_token_id]
         first_end = [i for i, _ in real].index(tokenizer.eos_token_id)  # <s> A </s> | B </s>, then the padding
-        assert {t for _, t in real[: first_end + 1]} == {0} and {t for _, t in real[first_end + 1:]} == {1}
+        assert {t for _, t in real[: first_end + 1]} == {0} and {t for _, t in real[first_end + 1 :]} == {1}
     # EuroBERT: exactly today's inputs, and the joined identity has no pair_encoding entry
     eurobert_tokenizer = model_inputs.load_finetuning_tokenizer(models["eurobert"])
     encoded = sequence_classification.tokenize(task, eurobert_tokenizer, eurobert)["train"][0]
     assert encoded["input_ids"] == eurobert_tokenizer(raw["text"], truncation=True, max_length=64)["input_ids"]
-    assert "pair_encoding" not in identity.protocol_identity(joined, "sc") and "pair_encoding" not in \
-        model_inputs.inputs_identity(eurobert, "sc")
-    assert identity.protocol_identity(segments, "sc")["pair_encoding"] == \
-        model_inputs.inputs_identity(bert, "sc")["pair_encoding"] == "segments"
+    assert "pair_encoding" not in identity.protocol_identity(
+        joined, "sc"
+    ) and "pair_encoding" not in model_inputs.inputs_identity(eurobert, "sc")
+    assert (
+        identity.protocol_identity(segments, "sc")["pair_encoding"]
+        == model_inputs.inputs_identity(bert, "sc")["pair_encoding"]
+        == "segments"
+    )

@@ -28,10 +28,29 @@ from pretraining.settings import CPT_SETTINGS, PretrainArguments
 ROWS = [
     (grid.main, ["--model", "x", "--tasks", "sst2", "--lrs", "0", "--seeds", "0", "--output", "{out}"], "--lrs"),
     (grid.main, ["--model", "x", "--tasks", "sst2", "--lrs=-1e-5", "--seeds", "0", "--output", "{out}"], "--lrs"),
-    (grid.main, ["--model", "x", "--tasks", "sst2", "--lrs", "1e-5", "--seeds", "0", "--warmup_ratio", "2",
-                 "--output", "{out}"], "--warmup_ratio"),
-    (grid.main, ["--model", "x", "--tasks", "sst2,sst2", "--lrs", "1e-5", "--seeds", "0", "--output", "{out}"],
-     "more than once"),
+    (
+        grid.main,
+        [
+            "--model",
+            "x",
+            "--tasks",
+            "sst2",
+            "--lrs",
+            "1e-5",
+            "--seeds",
+            "0",
+            "--warmup_ratio",
+            "2",
+            "--output",
+            "{out}",
+        ],
+        "--warmup_ratio",
+    ),
+    (
+        grid.main,
+        ["--model", "x", "--tasks", "sst2,sst2", "--lrs", "1e-5", "--seeds", "0", "--output", "{out}"],
+        "more than once",
+    ),
 ]
 
 
@@ -68,13 +87,17 @@ HELDOUT = ["--model", "{model}", "--tokenizer", "{model}", "--block_size", "16",
 CLI_ROWS = {
     "recipes.pretrain": [
         (["--config", "{tmp}/missing.yaml", "--output_dir", "{out}"], "missing.yaml does not exist"),
-        (["--config", "recipes/configs/debug.yaml", "--output_dir", "{out}"],  # issue 46 item 8: run from {tmp}
-         "does not exist (relative to the current folder {tmp}); the recipe's own config is "
-         "{repo}/recipes/configs/debug.yaml: pass that path"),
+        (
+            ["--config", "recipes/configs/debug.yaml", "--output_dir", "{out}"],  # issue 46 item 8: run from {tmp}
+            "does not exist (relative to the current folder {tmp}); the recipe's own config is "
+            "{repo}/recipes/configs/debug.yaml: pass that path",
+        ),
         ([*DEBUG, "--objective", "mlm", "clm"], "--objective takes one value, and ['clm'] follow(s) it"),
         (["--config", "{dupcfg}", "--output_dir", "{out}"], "dupcfg.yaml is not valid YAML: duplicate key 'objective'"),
-        ([*DEBUG, "--lr_scheduler_kwargs", '{"num_decay_steps": 100}'],
-         "num_decay_steps=100 does not fit in max_steps=20"),
+        (
+            [*DEBUG, "--lr_scheduler_kwargs", '{"num_decay_steps": 100}'],
+            "num_decay_steps=100 does not fit in max_steps=20",
+        ),
         ([*DEBUG, "--architecture", "nope"], "architecture='nope' is unknown"),
         ([*DEBUG, "--architecture", "none", "--model_name_or_path", "{tmp}/missing"], "missing: no such directory"),
         ([*DEBUG, "--tokenizer_name_or_path", "{tmp}/missing"], "missing: no such directory"),
@@ -120,21 +143,51 @@ CLI_ROWS = {
         ([*DEBUG, "--remove_unused_columns", "true"], "set remove_unused_columns: false"),
         ([*DEBUG, "--data_seed", "none"], "--data_seed"),
         ([*DEBUG, "--compile", "regional", "--torch_compile", "true"], "drop torch_compile"),
-        ([*DEBUG, "--decay_branches", "20", "--save_total_limit", "1", "--switch_step", "none", "--objective", "clm"],
-         "save_total_limit would delete the decay-branch checkpoints"),
-        ([*DEBUG, "--decay_branches", "20", "--save_only_model", "true", "--switch_step", "none", "--objective", "clm"],
-         "save_only_model would save the decay-branch checkpoints without optimizer"),
-        ([*DEBUG, "--warmup_steps", "14", "--decay_branches", "18", "--switch_step", "none", "--objective", "clm"],
-         "decay_branches [18] must lie in (warmup + decay"),
+        (
+            [
+                *DEBUG,
+                "--decay_branches",
+                "20",
+                "--save_total_limit",
+                "1",
+                "--switch_step",
+                "none",
+                "--objective",
+                "clm",
+            ],
+            "save_total_limit would delete the decay-branch checkpoints",
+        ),
+        (
+            [
+                *DEBUG,
+                "--decay_branches",
+                "20",
+                "--save_only_model",
+                "true",
+                "--switch_step",
+                "none",
+                "--objective",
+                "clm",
+            ],
+            "save_only_model would save the decay-branch checkpoints without optimizer",
+        ),
+        (
+            [*DEBUG, "--warmup_steps", "14", "--decay_branches", "18", "--switch_step", "none", "--objective", "clm"],
+            "decay_branches [18] must lie in (warmup + decay",
+        ),
         ([*DEBUG, "--resume_from_checkpoint", "{tmp}/missing"], "--resume_from_checkpoint"),
         (["--config", "{repo}/recipes/configs/debug.yaml", "--output_dir", "{tmp}"], "is not empty"),
     ],
     "recipes.cpt": [
-        ([*DEBUG, "--architecture", "none", "--model_name_or_path", "runs/my-decoder-cp", "--switch_step", "none"],
-         TYPO),  # issue 46 item 3: a typo under an existing folder was tried as a Hub id
-        ([*DEBUG, "--architecture", "none", "--model_name_or_path", "{tmp}/llama", "--switch_step", "none"],
-         "llama is a llama decoder, not yet this project's model: convert it first with `python -m "
-         "modeling_eurobert.convert {tmp}/llama {tmp}/llama-eurobert`"),  # issue 46 item 9: "no mask token"
+        (
+            [*DEBUG, "--architecture", "none", "--model_name_or_path", "runs/my-decoder-cp", "--switch_step", "none"],
+            TYPO,
+        ),  # issue 46 item 3: a typo under an existing folder was tried as a Hub id
+        (
+            [*DEBUG, "--architecture", "none", "--model_name_or_path", "{tmp}/llama", "--switch_step", "none"],
+            "llama is a llama decoder, not yet this project's model: convert it first with `python -m "
+            "modeling_eurobert.convert {tmp}/llama {tmp}/llama-eurobert`",
+        ),  # issue 46 item 9: "no mask token"
         ([*CPT, "--keep_optimizer_state", "maybe"], "--keep_optimizer_state"),
         ([*CPT, "--data_start_block=-5"], "data_start_block=-5 is out of range"),
         ([*CPT, "--lora", "maybe"], "--lora"),
@@ -142,15 +195,41 @@ CLI_ROWS = {
         ([*CPT, "--lora", "true", "--lora_alpha", "0"], "lora_alpha=0.0 > 0"),
         ([*CPT, "--lora", "true", "--lora_dropout", "1.5"], "lora_dropout=1.5 in [0, 1)"),
         ([*CPT, "--lora", "true", "--lora_target_modules", "nope"], "lora_target_modules=['nope']"),
-        ([*CPT, "--lora", "true", "--lora_target_modules", "q_proj,q_proj"],
-         "lora_target_modules ['q_proj', 'q_proj'] names q_proj more than once"),
+        (
+            [*CPT, "--lora", "true", "--lora_target_modules", "q_proj,q_proj"],
+            "lora_target_modules ['q_proj', 'q_proj'] names q_proj more than once",
+        ),
         ([*CPT, "--lora", "true", "--lora_train_embeddings", "maybe"], "--lora_train_embeddings"),
         ([*CPT, "--objective", "clm"], "CPT is MLM only"),
         # issue 43: a file, or a folder with only config.json (transformers' "Repo id must be..." and a traceback)
-        ([*DEBUG, "--architecture", "none", "--model_name_or_path", "{file}", "--tokenizer_name_or_path", "{model}",
-          "--switch_step", "none"], "file.txt is not a saved model: pass a folder holding config.json and its weights"),
-        ([*DEBUG, "--architecture", "none", "--model_name_or_path", "{configonly}", "--tokenizer_name_or_path",
-          "{model}", "--switch_step", "none"], "configonly is not a saved model"),
+        (
+            [
+                *DEBUG,
+                "--architecture",
+                "none",
+                "--model_name_or_path",
+                "{file}",
+                "--tokenizer_name_or_path",
+                "{model}",
+                "--switch_step",
+                "none",
+            ],
+            "file.txt is not a saved model: pass a folder holding config.json and its weights",
+        ),
+        (
+            [
+                *DEBUG,
+                "--architecture",
+                "none",
+                "--model_name_or_path",
+                "{configonly}",
+                "--tokenizer_name_or_path",
+                "{model}",
+                "--switch_step",
+                "none",
+            ],
+            "configonly is not a saved model",
+        ),
         ([*CPT, "--lora", "true", "--keep_optimizer_state", "true"], "drop keep_optimizer_state or lora"),
     ],
     "recipes.study": [
@@ -169,8 +248,10 @@ CLI_ROWS = {
         (["evaluation", "--tasks", "nope"], "unknown task 'nope'"),
         (["evaluation", "--tasks", "{bad_yaml}"], "bad.yaml is not valid YAML"),
         (["evaluation", "--tasks", "sst2", "--source", "web"], "--source"),
-        (["evaluation", "--tasks", "sst2", "--source", "offline", "--data_dir", "{tmp}/missing"],
-         "data bundle not found"),
+        (
+            ["evaluation", "--tasks", "sst2", "--source", "offline", "--data_dir", "{tmp}/missing"],
+            "data bundle not found",
+        ),
     ],
     "recipes.manifest": [
         (["--write_configs", "nope"], "nope"),
@@ -190,12 +271,27 @@ CLI_ROWS = {
         (["--output", "{out}", "--from_results", "{file}", "--docs", "{file}"], "--docs"),
     ],
     "pretraining.heldout": [
-        (["--model", "{tmp}/missing", "--tokenizer", "{model}", "--block_size", "16", "--output", "{out}/loss.csv"],
-         "missing"),
-        (["--model", "runs/my-decoder-cp", "--tokenizer", "{model}", "--block_size", "16", "--output",
-          "{out}/loss.csv"], TYPO),
-        (["--model", "{model}", "--tokenizer", "{tmp}/missing", "--block_size", "16", "--output", "{out}/loss.csv"],
-         "missing"),
+        (
+            ["--model", "{tmp}/missing", "--tokenizer", "{model}", "--block_size", "16", "--output", "{out}/loss.csv"],
+            "missing",
+        ),
+        (
+            [
+                "--model",
+                "runs/my-decoder-cp",
+                "--tokenizer",
+                "{model}",
+                "--block_size",
+                "16",
+                "--output",
+                "{out}/loss.csv",
+            ],
+            TYPO,
+        ),
+        (
+            ["--model", "{model}", "--tokenizer", "{tmp}/missing", "--block_size", "16", "--output", "{out}/loss.csv"],
+            "missing",
+        ),
         ([*HELDOUT[:4], "--block_size", "1", *HELDOUT[6:]], "--block_size 1 must be >= 2"),
         ([*HELDOUT, "--blocks", "0"], "--blocks 0 >= 1"),
         ([*HELDOUT, "--mlm_probability", "1.5"], "--mlm_probability 1.5 in (0, 1)"),
@@ -206,8 +302,11 @@ CLI_ROWS = {
     "evaluation.run": [
         ([*GRID, "--model", "{tmp}/missing"], "missing: no such directory"),
         ([*GRID, "--model", "runs/my-decoder-cp"], TYPO),
-        ([*GRID, "--tasks", "sst2", "conll2003"], "--tasks takes one value, and ['conll2003'] follow(s) it: a list is "
-                                                  "one comma-separated value (--tasks sst2,conll2003)"),  # issue 46 8
+        (
+            [*GRID, "--tasks", "sst2", "conll2003"],
+            "--tasks takes one value, and ['conll2003'] follow(s) it: a list is "
+            "one comma-separated value (--tasks sst2,conll2003)",
+        ),  # issue 46 8
         ([*GRID, "--tasks", "{dup_a},{dup_b}"], "a/task.yaml, "),
         ([*GRID, "--tasks", "{escaped}"], "name '../../escaped' cannot name a results folder"),
         ([*GRID, "--tasks", "{bad_yaml}"], "bad.yaml is not valid YAML"),
@@ -268,8 +367,10 @@ CLI_ROWS = {
         (["{tmp}", "--bracketed_by", "conll2003=0.1"], "give each task once as TASK=LOW,HIGH"),
         (["{tmp}", "--step_divisor", "0"], "--step_divisor 0: give a whole number of 1 or more"),
         (["{study}/results", "{noid}", "--output", "{out}", "--step_divisor", "4"], "describe one study's names"),
-        (["{tmp}", "--tokens_per_step", "1", "--parameters", "10", "--embedding_parameters", "10"],
-         "--embedding_parameters is a part of --parameters"),
+        (
+            ["{tmp}", "--tokens_per_step", "1", "--parameters", "10", "--embedding_parameters", "10"],
+            "--embedding_parameters is a part of --parameters",
+        ),
     ],
     "analysis.import_encodeval": [
         (["{tmp}/missing", "--output", "{out}"], "is not a directory"),
@@ -326,8 +427,10 @@ CLI_ROWS = {
     "modeling_eurobert.convert": [
         (["{tmp}/missing", "{out}"], "missing"),
         (["runs/my-decoder-cp", "{out}"], TYPO),
-        (["meta-llama/Llama-3.2-1B", "{out}"], "from the Hub: HF_HUB_OFFLINE is set and it is not in the local Hub "
-                                               "cache"),  # issue 46 item 3: was "LocalEntryNotFoundError"
+        (
+            ["meta-llama/Llama-3.2-1B", "{out}"],
+            "from the Hub: HF_HUB_OFFLINE is set and it is not in the local Hub cache",
+        ),  # issue 46 item 3: was "LocalEntryNotFoundError"
         (["{model}", "{tmp}"], "{tmp}"),
         (["{model}", "{out}"], "unsupported source architecture"),
         (["{model}", "{out}", "--dtype", "nope"], "--dtype"),
@@ -344,57 +447,100 @@ CLI_ROWS = {
 
 CLIS = sorted(CLI_ROWS)
 POSITIONALS = {  # {module: the positionals that rows above give a bad value}
-    "recipes.study": {"study", "output"}, "recipes.prepare_data": {"what"}, "analysis.report": {"results"},
+    "recipes.study": {"study", "output"},
+    "recipes.prepare_data": {"what"},
+    "analysis.report": {"results"},
     "analysis.import_encodeval": {"results"},
-    "model_cards.generate": {"checkpoint"}, "model_cards.push": {"checkpoint"},
-    "modeling_eurobert.convert": {"source", "output"}, "modeling_eurobert.export_native": {"checkpoint", "output"}}
+    "model_cards.generate": {"checkpoint"},
+    "model_cards.push": {"checkpoint"},
+    "modeling_eurobert.convert": {"source", "output"},
+    "modeling_eurobert.export_native": {"checkpoint", "output"},
+}
 
 # Flags without a row of their own, each with the reason. A new flag needs a row above or an entry here.
-TRAINING_ARGUMENTS_CHECKED = {"max_steps", "per_device_train_batch_size", "gradient_accumulation_steps",
-                              "max_grad_norm", "learning_rate", "save_steps", "lr_scheduler_kwargs",
-                              "train_sampling_strategy", "remove_unused_columns", "data_seed", "torch_compile",
-                              "save_total_limit", "save_only_model", "warmup_steps", "resume_from_checkpoint",
-                              "output_dir"}
-EXEMPT = {
-    "recipes.pretrain": {f"--{f.name}": "a TrainingArguments flag the recipes pass to transformers, which parses "
-                         "and checks it (the ones the recipes check have rows)"
-                         for f in dataclasses.fields(TrainingArguments) if f.name not in TRAINING_ARGUMENTS_CHECKED},
+TRAINING_ARGUMENTS_CHECKED = {
+    "max_steps",
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "max_grad_norm",
+    "learning_rate",
+    "save_steps",
+    "lr_scheduler_kwargs",
+    "train_sampling_strategy",
+    "remove_unused_columns",
+    "data_seed",
+    "torch_compile",
+    "save_total_limit",
+    "save_only_model",
+    "warmup_steps",
+    "resume_from_checkpoint",
+    "output_dir",
 }
-EXEMPT["recipes.pretrain"].update({
-    "--data_cache_dir": "a file there is H2's row (issue 24 point 6); any folder path is valid",
-    **{f"--{name}": "a CPT setting: refused outside CPT (the --keep_optimizer_state and --lora_rank rows), its "
-       "values checked in recipes.cpt's rows" for name in CPT_SETTINGS if name not in ("cpt", "keep_optimizer_state",
-                                                                                      "lora_rank")},
-})
+EXEMPT = {
+    "recipes.pretrain": {
+        f"--{f.name}": "a TrainingArguments flag the recipes pass to transformers, which parses "
+        "and checks it (the ones the recipes check have rows)"
+        for f in dataclasses.fields(TrainingArguments)
+        if f.name not in TRAINING_ARGUMENTS_CHECKED
+    },
+}
+EXEMPT["recipes.pretrain"].update(
+    {
+        "--data_cache_dir": "a file there is H2's row (issue 24 point 6); any folder path is valid",
+        **{
+            f"--{name}": "a CPT setting: refused outside CPT (the --keep_optimizer_state and --lora_rank rows), its "
+            "values checked in recipes.cpt's rows"
+            for name in CPT_SETTINGS
+            if name not in ("cpt", "keep_optimizer_state", "lora_rank")
+        },
+    }
+)
 EXEMPT["pretraining.heldout"] = {
     "--cache_dir": "a file there is H2's kind of row (output paths that are files, issue 24 point 6)",
     "--output": "the CSV to write; an existing file is replaced (left to the lead: issue 24 point 1, overwrites)",
 }
 EXEMPT["model_cards.generate"] = {
-    "--repo_id": "H2's rows (issue 24 point 5)", "--output": "H2's rows (issue 24 point 6: an --output folder)",
+    "--repo_id": "H2's rows (issue 24 point 5)",
+    "--output": "H2's rows (issue 24 point 6: an --output folder)",
     "--force": "a switch: no value to get wrong",
 }
-EXEMPT["model_cards.push"] = {"--retries": "H2's rows (issue 24 point 5)",
-                              "--dry_run": "H2's rows (issue 24 point 6: a file)"}
+EXEMPT["model_cards.push"] = {
+    "--retries": "H2's rows (issue 24 point 5)",
+    "--dry_run": "H2's rows (issue 24 point 6: a file)",
+}
 EXEMPT["modeling_eurobert.export_native"] = {"--bidirectional": "a switch: no value to get wrong"}
-EXEMPT["evaluation.run"] = {"--rerun_changed": "a switch: no value to get wrong",
-                            "--query_prompt": "any text is a prompt", "--document_prompt": "any text is a prompt",
-                            "--scratch_dir": "a file there is H2's kind of row (output paths that are files)"}
-EXEMPT["evaluation.mteb"] = {"--rerun_changed": "a switch: no value to get wrong",
-                             "--query_prompt": "any text is a prompt", "--document_prompt": "any text is a prompt",
-                             "--output": "H2's rows (issue 24 point 6: an --output that is a file)"}
-EXEMPT["analysis.report"] = {"--bootstrap": "a switch: no value to get wrong",
-                               "--output": "H2's rows (issue 24 point 6) and tests/test_report.py (foreign files)",
-                               "--compare": "needs results: tests/test_report.py refuses A,A and unknown names"}
+EXEMPT["evaluation.run"] = {
+    "--rerun_changed": "a switch: no value to get wrong",
+    "--query_prompt": "any text is a prompt",
+    "--document_prompt": "any text is a prompt",
+    "--scratch_dir": "a file there is H2's kind of row (output paths that are files)",
+}
+EXEMPT["evaluation.mteb"] = {
+    "--rerun_changed": "a switch: no value to get wrong",
+    "--query_prompt": "any text is a prompt",
+    "--document_prompt": "any text is a prompt",
+    "--output": "H2's rows (issue 24 point 6: an --output that is a file)",
+}
+EXEMPT["analysis.report"] = {
+    "--bootstrap": "a switch: no value to get wrong",
+    "--output": "H2's rows (issue 24 point 6) and tests/test_report.py (foreign files)",
+    "--compare": "needs results: tests/test_report.py refuses A,A and unknown names",
+}
 EXEMPT["recipes.manifest"] = {"--list": "a switch: no value to get wrong"}
 EXEMPT["recipes.real_decoder"] = {"--real_models": "where recipes.real_models writes: its --output rows"}
-EXEMPT["analysis.import_encodeval"] = {"--models": "tests/test_import_encodeval.py (a subset that matches nothing)",
-                                       "--datasets": "tests/test_import_encodeval.py (a subset that matches nothing)"}
+EXEMPT["analysis.import_encodeval"] = {
+    "--models": "tests/test_import_encodeval.py (a subset that matches nothing)",
+    "--datasets": "tests/test_import_encodeval.py (a subset that matches nothing)",
+}
 EXEMPT["recipes.study"] = {"--docs": "H2's rows (issue 24 point 4: --docs FILE)"}
-EXEMPT["recipes.cpt"] = {**EXEMPT["recipes.pretrain"], **{
-    f"--{f.name}": "parsed and checked as in recipes.pretrain (the same settings and main, cpt: true)"
-    for f in dataclasses.fields(PretrainArguments)}, **{
-    f"--{name}": "parsed and checked as in recipes.pretrain (the same main)" for name in TRAINING_ARGUMENTS_CHECKED}}
+EXEMPT["recipes.cpt"] = {
+    **EXEMPT["recipes.pretrain"],
+    **{
+        f"--{f.name}": "parsed and checked as in recipes.pretrain (the same settings and main, cpt: true)"
+        for f in dataclasses.fields(PretrainArguments)
+    },
+    **{f"--{name}": "parsed and checked as in recipes.pretrain (the same main)" for name in TRAINING_ARGUMENTS_CHECKED},
+}
 EXEMPT["recipes.cpt"].pop("--objective")
 
 
@@ -406,6 +552,7 @@ def cli_flags(module: str, monkeypatch) -> dict[str, set[str]]:
     """The settings of a CLI's parser as its main builds it: {name: the flags that set it} (a positional: {name:
     {"<dest>"}}; `--x` and HfArgumentParser's `--no_x` set one); a sub-command's are prefixed with its name
     (`evaluation --tasks`)."""
+
     def parsed(parser, *args, **kwargs):
         raise _Parsed(parser)
 
@@ -423,6 +570,7 @@ def cli_flags(module: str, monkeypatch) -> dict[str, set[str]]:
             elif not isinstance(action, argparse._HelpAction):
                 flags = set(action.option_strings) or {f"<{action.dest}>"}
                 settings.setdefault(prefix + action.dest, set()).update(prefix + flag for flag in flags)
+
     walk(caught.value.args[0])
     return settings
 
@@ -434,17 +582,29 @@ def _all_rows() -> dict[str, list[tuple[list[str], str]]]:
     for name, value in globals().items():
         if not name.endswith("ROWS"):
             continue
-        entries = value.items() if isinstance(value, dict) else [
-            (row[0].__module__, [row[1:]]) for row in value if callable(row[0])]
+        entries = (
+            value.items()
+            if isinstance(value, dict)
+            else [(row[0].__module__, [row[1:]]) for row in value if callable(row[0])]
+        )
         for module, module_rows in entries:
             rows.setdefault(module, []).extend(module_rows)
     return rows
 
 
 def _placeholders(tmp_path, model_dir) -> dict:
-    task = {"family": "sc", "metric": "accuracy", "budget": {"max_steps": 1}, "labels": ["negative", "positive"],
-            "offline": {"format": "tsv", "files": {"train": "sc/sst2/dev.tsv", "test": "sc/sst2/dev.tsv"},
-                        "columns": {"text": "sentence", "label": "label"}, "label_values": ["0", "1"]}}
+    task = {
+        "family": "sc",
+        "metric": "accuracy",
+        "budget": {"max_steps": 1},
+        "labels": ["negative", "positive"],
+        "offline": {
+            "format": "tsv",
+            "files": {"train": "sc/sst2/dev.tsv", "test": "sc/sst2/dev.tsv"},
+            "columns": {"text": "sentence", "label": "label"},
+            "label_values": ["0", "1"],
+        },
+    }
     for folder in ("a", "b"):
         (tmp_path / folder).mkdir()
         (tmp_path / folder / "task.yaml").write_text(yaml.safe_dump({"name": "dup", **task}))
@@ -458,37 +618,85 @@ def _placeholders(tmp_path, model_dir) -> dict:
     (tmp_path / "configonly" / "config.json").write_text('{"model_type": "llama", "max_position_embeddings": 128}')
     (tmp_path / "runs" / "my-decoder-cpt").mkdir(parents=True)
     (tmp_path / "llama").mkdir()  # an unconverted decoder: its config.json says so
-    (tmp_path / "llama" / "config.json").write_text(json.dumps({
-        "model_type": "llama", "architectures": ["LlamaForCausalLM"], "vocab_size": 99, "hidden_size": 32,
-        "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 37}))
+    (tmp_path / "llama" / "config.json").write_text(
+        json.dumps(
+            {
+                "model_type": "llama",
+                "architectures": ["LlamaForCausalLM"],
+                "vocab_size": 99,
+                "hidden_size": 32,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 4,
+                "intermediate_size": 37,
+            }
+        )
+    )
     (tmp_path / "llama" / "model.safetensors").write_bytes(b"")  # its weights (only their presence is read first)
-    return {"{out}": str(tmp_path / "out"), "{tmp}": str(tmp_path), "{file}": str(tmp_path / "file.txt"),
-            "{repo}": str(REPO_ROOT), "{model}": str(model_dir), "{dup_a}": str(tmp_path / "a" / "task.yaml"),
-            "{dup_b}": str(tmp_path / "b" / "task.yaml"), "{bad_yaml}": str(tmp_path / "bad.yaml"),
-            "{escaped}": str(tmp_path / "escaped.yaml"), "{dupkey}": str(tmp_path / "dupkey.yaml"),
-            "{negbudget}": str(tmp_path / "negbudget.yaml"), "{dupcfg}": str(tmp_path / "dupcfg.yaml"),
-            "{noid}": str(tmp_path / "noid"), "{study}": str(tmp_path / "study"),
-            "{configonly}": str(tmp_path / "configonly")}
+    return {
+        "{out}": str(tmp_path / "out"),
+        "{tmp}": str(tmp_path),
+        "{file}": str(tmp_path / "file.txt"),
+        "{repo}": str(REPO_ROOT),
+        "{model}": str(model_dir),
+        "{dup_a}": str(tmp_path / "a" / "task.yaml"),
+        "{dup_b}": str(tmp_path / "b" / "task.yaml"),
+        "{bad_yaml}": str(tmp_path / "bad.yaml"),
+        "{escaped}": str(tmp_path / "escaped.yaml"),
+        "{dupkey}": str(tmp_path / "dupkey.yaml"),
+        "{negbudget}": str(tmp_path / "negbudget.yaml"),
+        "{dupcfg}": str(tmp_path / "dupcfg.yaml"),
+        "{noid}": str(tmp_path / "noid"),
+        "{study}": str(tmp_path / "study"),
+        "{configonly}": str(tmp_path / "configonly"),
+    }
 
 
 def _write_noid(tmp_path) -> None:
     """{noid}: a results folder whose one result file has no identity (written for the rows that name it only)."""
     noid = store.result_path(tmp_path / "noid", "m", "sst2", 1e-5, 0)
     noid.parent.mkdir(parents=True)
-    noid.write_text(json.dumps({"format": store.RESULT_FORMAT, "model": "m", "task": "sst2", "family": "sc",
-                                "lr": 1e-5, "seed": 0, "status": "ok", "main_metric": "accuracy",
-                                "validation": {"accuracy": 0.5}, "test": {"accuracy": 0.5}}))
+    noid.write_text(
+        json.dumps(
+            {
+                "format": store.RESULT_FORMAT,
+                "model": "m",
+                "task": "sst2",
+                "family": "sc",
+                "lr": 1e-5,
+                "seed": 0,
+                "status": "ok",
+                "main_metric": "accuracy",
+                "validation": {"accuracy": 0.5},
+                "test": {"accuracy": 0.5},
+            }
+        )
+    )
 
 
 def _write_study(tmp_path) -> None:
     """{study}: a smoke study's folder (study.json) whose results folder holds a result of a model not its own."""
-    artifacts.write_json_atomic(tmp_path / "study" / "study.json",
-                                {"format": run_folders.STUDY_FORMAT, "study": "smoke",
-                                 "definition": {"scale": "smoke", "models": ["610m-clm-42k"]}})
-    record = {"format": store.RESULT_FORMAT, "model": "my-encoder", "task": "sst2", "family": "sc", "lr": 1e-5,
-              "seed": 0, "status": "ok", "main_metric": "accuracy", "validation": {"accuracy": 0.5},
-              "test": {"accuracy": 0.5}, "per_instance": {"test": [{"accuracy": 0.5}]},
-              "identity": {"model": {"config": "m"}}}
+    artifacts.write_json_atomic(
+        tmp_path / "study" / "study.json",
+        {
+            "format": run_folders.STUDY_FORMAT,
+            "study": "smoke",
+            "definition": {"scale": "smoke", "models": ["610m-clm-42k"]},
+        },
+    )
+    record = {
+        "format": store.RESULT_FORMAT,
+        "model": "my-encoder",
+        "task": "sst2",
+        "family": "sc",
+        "lr": 1e-5,
+        "seed": 0,
+        "status": "ok",
+        "main_metric": "accuracy",
+        "validation": {"accuracy": 0.5},
+        "test": {"accuracy": 0.5},
+        "per_instance": {"test": [{"accuracy": 0.5}]},
+        "identity": {"model": {"config": "m"}},
+    }
     path = store.result_path(tmp_path / "study" / "results", "my-encoder", "sst2", 1e-5, 0)
     artifacts.write_json_atomic(path, record)
 
@@ -504,10 +712,14 @@ def tiny_model(tmp_path_factory, data_dir):
     return build_tiny_eurobert(tmp_path_factory.mktemp("tiny") / "model", build_tiny_tokenizer(data_dir, 300))
 
 
-@pytest.mark.parametrize("module, argv, fragment", [(m, a, f) for m, rows in CLI_ROWS.items() for a, f in rows],
-                         ids=lambda v: " ".join(v) if isinstance(v, list) else v if "." in v else None)
-def test_every_cli_refuses_bad_input_in_one_line_before_writing(module, argv, fragment, request, tmp_path,
-                                                                monkeypatch, capsys):
+@pytest.mark.parametrize(
+    "module, argv, fragment",
+    [(m, a, f) for m, rows in CLI_ROWS.items() for a, f in rows],
+    ids=lambda v: " ".join(v) if isinstance(v, list) else v if "." in v else None,
+)
+def test_every_cli_refuses_bad_input_in_one_line_before_writing(
+    module, argv, fragment, request, tmp_path, monkeypatch, capsys
+):
     model_dir = request.getfixturevalue("tiny_model") if any("{model}" in a for a in argv) else tmp_path / "none"
     values = _placeholders(tmp_path, model_dir)
     monkeypatch.chdir(tmp_path)
@@ -542,40 +754,93 @@ LIGHT_REFUSALS = [
     ("evaluation.run", ["--model", "runs/my-decoder-cp", "--tasks", "sst2", "--output", "out"], f"error: model {TYPO}"),
     ("evaluation.mteb", ["--model", "runs/my-decoder-cp", "--tasks", "scifact", "--output", "out"], None),
     ("evaluation.inspect", ["--model", "x", "--task", "sst-2"], UNKNOWN_SST),
-    ("pretraining.heldout", ["--model", "runs/my-decoder-cp", "--tokenizer", "runs/my-decoder-cpt", "--block_size", "8",
-                             "--output", "out/heldout.csv"], f"error: --model {TYPO}"),
+    (
+        "pretraining.heldout",
+        [
+            "--model",
+            "runs/my-decoder-cp",
+            "--tokenizer",
+            "runs/my-decoder-cpt",
+            "--block_size",
+            "8",
+            "--output",
+            "out/heldout.csv",
+        ],
+        f"error: --model {TYPO}",
+    ),
     ("model_cards.generate", ["--summary", "summary.csv"], None),
     ("model_cards.push", ["runs/my-decoder-cp", "--repo_id", "org/name", "--dry_run", "out"], None),
     ("recipes.real_models", ["--output", "out", "--models", "nope"], None),
     ("recipes.real_decoder", ["--output", "out", "--decoder", "runs/my-decoder-cp"], None),
     ("modeling_eurobert.convert", ["runs/my-decoder-cp", "out"], f"error: SOURCE {TYPO}"),
-    ("modeling_eurobert.convert", ["runs/my-decoder-cpt", "out", "--mask_token", " "],
-     "error: --mask_token ' ' is empty: pass a special or reserved token or a new one (default <|mask|>)"),
+    (
+        "modeling_eurobert.convert",
+        ["runs/my-decoder-cpt", "out", "--mask_token", " "],
+        "error: --mask_token ' ' is empty: pass a special or reserved token or a new one (default <|mask|>)",
+    ),
     ("modeling_eurobert.export_native", ["runs/my-decoder-cp", "out"], f"error: CHECKPOINT {TYPO}"),
-    ("recipes.pretrain", ["--config", "recipes/configs/debug.yaml", "--output_dir", "out"],
-     "error: config file recipes/configs/debug.yaml does not exist (relative to the current folder {tmp}); the "
-     "recipe's own config is {repo}/recipes/configs/debug.yaml: pass that path"),
-    ("recipes.pretrain", ["--config", f"{REPO_ROOT}/recipes/configs/debug.yaml", "--output_dir", "out",
-                          "--resume_from_checkpoint", "runs/my-decoder-cp"], f"error: --resume_from_checkpoint {TYPO}"),
-    ("recipes.cpt", ["--config", f"{REPO_ROOT}/recipes/configs/cpt-debug.yaml", "--output_dir", "out",
-                     "--model_name_or_path", "runs/my-decoder-cp"], f"error: model_name_or_path {TYPO}"),
+    (
+        "recipes.pretrain",
+        ["--config", "recipes/configs/debug.yaml", "--output_dir", "out"],
+        "error: config file recipes/configs/debug.yaml does not exist (relative to the current folder {tmp}); the "
+        "recipe's own config is {repo}/recipes/configs/debug.yaml: pass that path",
+    ),
+    (
+        "recipes.pretrain",
+        [
+            "--config",
+            f"{REPO_ROOT}/recipes/configs/debug.yaml",
+            "--output_dir",
+            "out",
+            "--resume_from_checkpoint",
+            "runs/my-decoder-cp",
+        ],
+        f"error: --resume_from_checkpoint {TYPO}",
+    ),
+    (
+        "recipes.cpt",
+        [
+            "--config",
+            f"{REPO_ROOT}/recipes/configs/cpt-debug.yaml",
+            "--output_dir",
+            "out",
+            "--model_name_or_path",
+            "runs/my-decoder-cp",
+        ],
+        f"error: model_name_or_path {TYPO}",
+    ),
     ("recipes.prepare_data", ["evaluation", "--tasks", "sst-2"], UNKNOWN_SST),
-    ("recipes.prepare_data", ["pretraining", "--config", f"{REPO_ROOT}/recipes/configs/debug.yaml",
-                              "--tokenizer_name_or_path", "runs/my-decoder-cp"],
-     f"error: tokenizer_name_or_path {TYPO}"),
+    (
+        "recipes.prepare_data",
+        [
+            "pretraining",
+            "--config",
+            f"{REPO_ROOT}/recipes/configs/debug.yaml",
+            "--tokenizer_name_or_path",
+            "runs/my-decoder-cp",
+        ],
+        f"error: tokenizer_name_or_path {TYPO}",
+    ),
 ]
 
 
-@pytest.mark.parametrize("command, argv, line", LIGHT_REFUSALS,
-                         ids=[f"{c}-{i}" for i, (c, *_) in enumerate(LIGHT_REFUSALS)])
+@pytest.mark.parametrize(
+    "command, argv, line", LIGHT_REFUSALS, ids=[f"{c}-{i}" for i, (c, *_) in enumerate(LIGHT_REFUSALS)]
+)
 def test_clis_refuse_bad_input_before_loading_torch(command, argv, line, tmp_path):
     """Issue 46 item 4: the command lines imported torch, the Trainer, datasets or mteb before checking their
     arguments (80 to 106 s to the error line on a busy machine); the flags, task names and paths are checked first, in
     a fresh process with none of them loaded: exit 2, one line."""
     (tmp_path / "runs" / "my-decoder-cpt").mkdir(parents=True)
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "HF_HUB_OFFLINE": "1", "HF_TOKEN": ""}
-    done = subprocess.run([sys.executable, "-c", LIGHT_CHECK, command, *argv], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=300, env=env)
+    done = subprocess.run(
+        [sys.executable, "-c", LIGHT_CHECK, command, *argv],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert done.stdout.strip() == "2 []", done.stdout + done.stderr[-2000:]
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr[-2000:]
@@ -590,8 +855,11 @@ def test_every_flag_of_every_cli_has_a_bad_input_row_or_a_reason(monkeypatch):
     for module in CLIS:
         covered = {arg.split("=")[0] for argv, _ in rows.get(module, []) for arg in argv if arg.startswith("--")}
         covered |= {f"<{dest}>" for dest in POSITIONALS.get(module, ())} | set(EXEMPT.get(module, {}))
-        uncovered = sorted(max(flags) for flags in cli_flags(module, monkeypatch).values()
-                           if not {flag.split(" ")[-1] for flag in flags} & covered and not flags & covered)
+        uncovered = sorted(
+            max(flags)
+            for flags in cli_flags(module, monkeypatch).values()
+            if not {flag.split(" ")[-1] for flag in flags} & covered and not flags & covered
+        )
         if uncovered:
             missing[module] = uncovered
     assert not missing, f"flags without a bad-input row in tests/test_bad_inputs.py (or a reason in EXEMPT): {missing}"
@@ -601,15 +869,15 @@ def test_every_command_line_of_the_project_has_a_table():
     """A module of the installed packages with a `main(argv)` is a command line (`python -m ...`): it needs its table
     (bench/ holds developer benchmarks, not shipped: pyproject's packages leave it out; a library module whose main
     only names the real command, `cli.not_a_command`, has its row among the writers')."""
-    sources = {".".join(path.relative_to(REPO_ROOT).with_suffix("").parts): path.read_text(encoding="utf-8")
-               for package in ("core", "pretraining", "recipes", "evaluation", "analysis", "model_cards",
-                               "modeling_eurobert")
-               for path in (REPO_ROOT / package).glob("*.py")}
+    sources = {
+        ".".join(path.relative_to(REPO_ROOT).with_suffix("").parts): path.read_text(encoding="utf-8")
+        for package in ("core", "pretraining", "recipes", "evaluation", "analysis", "model_cards", "modeling_eurobert")
+        for path in (REPO_ROOT / package).glob("*.py")
+    }
     modules = {m for m, text in sources.items() if "\ndef main(" in text and "cli.not_a_command(" not in text}
     # the training loop's main is run by the command recipes/pretrain.py (and, with cpt: true, recipes/cpt.py)
     assert "from pretraining.pretrain import main as run\n" in sources["recipes.pretrain"]
     assert modules - {"pretraining.pretrain"} == set(CLIS)
-
 
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -650,19 +918,35 @@ def _writer_rows():
         (pretrain.main, [*debug, "--output_dir", "{out}", "--data_cache_dir", "{file}"], "data_cache_dir"),
         (pretrain.main, ["--config", "{badyaml}", "--output_dir", "{out}"], "not valid YAML"),
         (prepare_data.main, ["pretraining", *debug, "--block_size=-5", "--data_cache_dir", "{out}"], "block_size"),
-        (heldout.main, ["--model", "{ckpt}", "--tokenizer", "{ckpt}", "--block_size", "0", "--output", "{out}"],
-         "--block_size"),
+        (
+            heldout.main,
+            ["--model", "{ckpt}", "--tokenizer", "{ckpt}", "--block_size", "0", "--output", "{out}"],
+            "--block_size",
+        ),
         (study.main, ["smoke", "--output", "{file}"], "--output"),
         # R5 and issue 43: a LoRA run's checkpoint-N (adapters, for resuming) is no model to describe, evaluate,
         # score or export (a card was written for it; OSError tracebacks; "causal, pass --bidirectional")
-        *[(main, argv, "lora holds LoRA adapters (adapter_config.json), not a loadable model") for main, argv in (
-            (generate.main, ["{lora}", "--force"]), (push.main, ["{lora}", "--repo_id", "org/m", "--dry_run", "{out}"]),
-            (grid.main, ["--model", "{lora}", "--tasks", "sst2", "--lrs", "1e-3", "--seeds", "0", "--output", "{out}"]),
-            (heldout.main, ["--model", "{lora}", "--tokenizer", "{ckpt}", "--block_size", "8", "--output",
-                            "{out}/loss.csv"]),
-            (export_native.main, ["{lora}", "{out}"]))],
-        (push.main, ["{noinfo}", "--repo_id", "org/m", "--dry_run", "{out}"],  # said "save it with save_pretrained"
-         "has no run_info.json, which this project's pretraining runs write beside every checkpoint"),
+        *[
+            (main, argv, "lora holds LoRA adapters (adapter_config.json), not a loadable model")
+            for main, argv in (
+                (generate.main, ["{lora}", "--force"]),
+                (push.main, ["{lora}", "--repo_id", "org/m", "--dry_run", "{out}"]),
+                (
+                    grid.main,
+                    ["--model", "{lora}", "--tasks", "sst2", "--lrs", "1e-3", "--seeds", "0", "--output", "{out}"],
+                ),
+                (
+                    heldout.main,
+                    ["--model", "{lora}", "--tokenizer", "{ckpt}", "--block_size", "8", "--output", "{out}/loss.csv"],
+                ),
+                (export_native.main, ["{lora}", "{out}"]),
+            )
+        ],
+        (
+            push.main,
+            ["{noinfo}", "--repo_id", "org/m", "--dry_run", "{out}"],  # said "save it with save_pretrained"
+            "has no run_info.json, which this project's pretraining runs write beside every checkpoint",
+        ),
         (study.main, ["smoke", "--output", "{out}", "--docs", "{file}"], "--docs"),
     ]
 
@@ -682,14 +966,23 @@ def inputs(tmp_path_factory):
     paths = {"file": root / "file", "dir": root / "dir", "ckpt": make_checkpoint(root / "ckpt", "610m-mlm40-42k")}
     for name in ("trunc", "badtok", "badcfg"):
         paths[name] = make_checkpoint(root / name, "610m-mlm40-42k")
-    config = load_architecture("tiny", vocab_size=99, bos_token_id=1, eos_token_id=2, mask_token_id=3,
-                               pad_token_id=0).to_dict()
+    config = load_architecture(
+        "tiny", vocab_size=99, bos_token_id=1, eos_token_id=2, mask_token_id=3, pad_token_id=0
+    ).to_dict()
     (paths["trunc"] / "config.json").write_text(json.dumps({**config, "architectures": ["EuroBertClmMlmForMaskedLM"]}))
     weights = paths["trunc"] / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
     paths["trunc_llama"] = shutil.copytree(paths["trunc"], root / "trunc_llama")
-    llama = LlamaConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                        num_key_value_heads=2, intermediate_size=37, bos_token_id=1, eos_token_id=2)
+    llama = LlamaConfig(
+        vocab_size=99,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=37,
+        bos_token_id=1,
+        eos_token_id=2,
+    )
     (paths["trunc_llama"] / "config.json").write_text(llama.to_json_string())
     (paths["badtok"] / "tokenizer.json").write_text('{"version": "1.0", "trunc')
     (paths["badcfg"] / "config.json").write_text('{"model_type": ')
@@ -709,8 +1002,9 @@ def _tree(*roots) -> dict:
     return {str(p): (p.stat().st_size, p.stat().st_mtime_ns) for root in roots for p in sorted(root.rglob("*"))}
 
 
-@pytest.mark.parametrize("index", range(len(_writer_rows())),
-                         ids=lambda i: f"{i}-{_writer_rows()[i][0].__module__}-{_writer_rows()[i][2]}")
+@pytest.mark.parametrize(
+    "index", range(len(_writer_rows())), ids=lambda i: f"{i}-{_writer_rows()[i][0].__module__}-{_writer_rows()[i][2]}"
+)
 def test_writer_bad_input_is_one_line_exit_2_and_writes_nothing(index, inputs, tmp_path, capsys, monkeypatch):
     main, argv, fragment = _writer_rows()[index]
     monkeypatch.setenv("HF_TOKEN", "")  # push without --dry_run would need one; every row here is refused first
@@ -734,8 +1028,10 @@ def _unwritable_rows():
     return [
         (grid.main, ["--model", "{ckpt}", "--tasks", "sst2", "--lrs", "1e-3", "--seeds", "0", "--output", "{ro}/r"]),
         (report.main, ["{dir}", "--output", "{ro}/report"]),
-        (heldout.main, ["--model", "{ckpt}", "--tokenizer", "{ckpt}", "--block_size", "16", "--output",
-                        "{ro}/loss.csv"]),
+        (
+            heldout.main,
+            ["--model", "{ckpt}", "--tokenizer", "{ckpt}", "--block_size", "16", "--output", "{ro}/loss.csv"],
+        ),
         (convert.main, ["{ckpt}", "{ro}/converted"]),
         (export_native.main, ["{ckpt}", "{ro}/native"]),
         (generate.main, ["{ckpt}", "--output", "{ro}/README.md"]),
@@ -783,8 +1079,9 @@ def test_list_settings_take_comma_lists_and_a_model_path_may_hold_a_comma(tmp_pa
     from pretraining.pretrain import make_parser
 
     debug = ["--config", str(REPO_ROOT / "recipes" / "configs" / "debug.yaml"), "--output_dir", str(tmp_path / "o")]
-    run_args, _ = make_parser().parse_args_and_config([*debug, "--intermediate_steps", "5,10",
-                                                       "--decay_branches=18,20"])
+    run_args, _ = make_parser().parse_args_and_config(
+        [*debug, "--intermediate_steps", "5,10", "--decay_branches=18,20"]
+    )
     assert (run_args.intermediate_steps, run_args.decay_branches) == ([5, 10], [18, 20])
     cpt = [*debug, "--architecture", "none", "--model_name_or_path", "x", "--switch_step", "none", "--lora", "true"]
     run_args, _ = make_parser(cpt=True).parse_args_and_config([*cpt, "--lora_target_modules", "q_proj,v_proj"])
@@ -813,9 +1110,16 @@ def test_second_study_on_one_output_is_refused_naming_the_lock_and_a_dead_holder
     err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
     assert len(err) == 1 and f"lock {output / study.STUDY_LOCK}" in err[0], err
     assert [p.name for p in output.iterdir()] == [study.STUDY_LOCK]  # no study.json: nothing started
-    held = subprocess.run([sys.executable, "-c", "import sys, fcntl; f = open(sys.argv[1], 'a+'); "
-                           "fcntl.flock(f, fcntl.LOCK_EX); f.write('123'); f.flush(); import os; os._exit(9)",
-                           str(output / study.STUDY_LOCK)], timeout=60)
+    held = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, fcntl; f = open(sys.argv[1], 'a+'); "
+            "fcntl.flock(f, fcntl.LOCK_EX); f.write('123'); f.flush(); import os; os._exit(9)",
+            str(output / study.STUDY_LOCK),
+        ],
+        timeout=60,
+    )
     assert held.returncode == 9  # died holding the lock
     with study.study_lock(output):  # taken over
         assert (output / study.STUDY_LOCK).read_text().strip() == str(__import__("os").getpid())

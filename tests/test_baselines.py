@@ -10,8 +10,9 @@ def test_majority_class_and_all_o_by_hand():
     task = tasks.Task(name="t", family="sc", metric="accuracy", budget={"max_steps": 1}, labels=["neg", "pos"])
     splits = {"train": {"label": [1, 1, 0]}, "validation": {"label": [0, 1]}, "test": {"label": [1, 1, 1, 0]}}
     assert baselines.trivial_baseline(task, splits)["test"]["accuracy"] == 0.75  # "pos" is the train majority
-    ner = tasks.Task(name="n", family="tc", metric="sentence_macro_f1", budget={"epochs": 1},
-                     labels=["O", "B-PER", "I-PER"])
+    ner = tasks.Task(
+        name="n", family="tc", metric="sentence_macro_f1", budget={"epochs": 1}, labels=["O", "B-PER", "I-PER"]
+    )
     tags = {"tags": [[1, 2, 0], [0, 0]]}
     out = baselines.trivial_baseline(ner, {"train": tags, "validation": tags, "test": tags})["test"]
     assert out["entity_f1"] == 0.0 and out["token_accuracy"] == pytest.approx(3 / 5)
@@ -42,4 +43,5 @@ def test_random_ranking_is_the_exact_expectation():
     for k in expected:
         assert expected[k] == pytest.approx(np.mean(simulated[k]), abs=0.01), k
     assert baselines.random_ranking({"q": {"d": 1}}, 10)["ndcg@10"] == pytest.approx(
-        sum(1 / np.log2(i + 2) for i in range(10)) / 10)
+        sum(1 / np.log2(i + 2) for i in range(10)) / 10
+    )

@@ -25,8 +25,14 @@ def test_gpu_check_dry_run_writes_every_section(tmp_path):
     every section ends ok and its figures reach gpu_check.json and gpu_check.md."""
     out = tmp_path / "out"
     env = {**os.environ, "OUT": str(out), "PYTHON": sys.executable, "OMP_NUM_THREADS": "1"}
-    done = subprocess.run(["bash", "bench/gpu_check.sh", "--dry_run", "--one_process"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        ["bash", "bench/gpu_check.sh", "--dry_run", "--one_process"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     log = (out / "gpu_check.log").read_text() if (out / "gpu_check.log").is_file() else ""
     assert done.returncode == 0, done.stdout[-2000:] + log[-4000:]
     summary = json.loads((out / "gpu_check.json").read_text())
@@ -56,15 +62,27 @@ def test_gpu_check_outside_the_environment_names_what_is_missing(tmp_path):
     bare.write_text(f'#!/bin/sh\nexec "{sys.executable}" -I -S "$@"\n')
     bare.chmod(0o755)
     out, none = tmp_path / "out", tmp_path / "none"
-    for env, problem in (({"PATH": f"{bare.parent}:/usr/bin:/bin"},
-                          "torch, transformers, datasets, accelerate, peft, pytest not found by python3"),
-                         ({"PATH": "/usr/bin:/bin", "PYTHON": str(none)}, f"{none} not found")):
-        done = subprocess.run(["bash", "bench/gpu_check.sh", "--dry_run"], cwd=ROOT, env={**env, "OUT": str(out)},
-                              capture_output=True, text=True, timeout=60)
+    for env, problem in (
+        (
+            {"PATH": f"{bare.parent}:/usr/bin:/bin"},
+            "torch, transformers, datasets, accelerate, peft, pytest not found by python3",
+        ),
+        ({"PATH": "/usr/bin:/bin", "PYTHON": str(none)}, f"{none} not found"),
+    ):
+        done = subprocess.run(
+            ["bash", "bench/gpu_check.sh", "--dry_run"],
+            cwd=ROOT,
+            env={**env, "OUT": str(out)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert done.returncode == 2 and done.stdout == "", done.stdout + done.stderr
-        assert done.stderr.splitlines() == [f"error: {problem}: activate the environment (source .venv/bin/activate) "
-                                            "or run the setup (README, Quickstart); PYTHON=.venv/bin/python picks "
-                                            "its interpreter"]
+        assert done.stderr.splitlines() == [
+            f"error: {problem}: activate the environment (source .venv/bin/activate) "
+            "or run the setup (README, Quickstart); PYTHON=.venv/bin/python picks "
+            "its interpreter"
+        ]
         assert not out.exists()
 
 
@@ -81,9 +99,26 @@ def test_largest_batch_is_extrapolated_from_two_peaks():
 
 
 def test_bench_data_runs_one_tiny_step(data_dir, tmp_path, one_thread):
-    figures = bench_data.main(["--num_docs", "60", "--vocab_size", "300", "--block_size", "32", "--batch_size", "2",
-                               "--num_batches", "1", "--num_workers", "0", "--cache_dir", str(tmp_path),
-                               "--json", str(tmp_path / "bench_data.json")])
+    figures = bench_data.main(
+        [
+            "--num_docs",
+            "60",
+            "--vocab_size",
+            "300",
+            "--block_size",
+            "32",
+            "--batch_size",
+            "2",
+            "--num_batches",
+            "1",
+            "--num_workers",
+            "0",
+            "--cache_dir",
+            str(tmp_path),
+            "--json",
+            str(tmp_path / "bench_data.json"),
+        ]
+    )
     assert set(figures["objectives"]) == set(bench_data.OBJECTIVES)
     assert json.loads((tmp_path / "bench_data.json").read_text())["build_tokens_per_s"] > 0
 
@@ -105,8 +140,19 @@ def test_bench_report_dry_run_measures_both_reports_and_finds_them_the_same(tmp_
 
 @pytest.mark.slow  # 2 processes per run: the recipe's step, then the reload
 def test_bench_real_shapes_dry_run_steps_saves_and_reloads(data_dir, tmp_path):
-    figures = bench_real_shapes.main(["--dry_run", "--objectives", "mlm40", "--data_dir", str(data_dir),
-                                      "--cache_dir", str(tmp_path / "cache"), "--output_dir", str(tmp_path / "out")])
+    figures = bench_real_shapes.main(
+        [
+            "--dry_run",
+            "--objectives",
+            "mlm40",
+            "--data_dir",
+            str(data_dir),
+            "--cache_dir",
+            str(tmp_path / "cache"),
+            "--output_dir",
+            str(tmp_path / "out"),
+        ]
+    )
     [run] = figures["runs"]
     assert (run["size"], run["objective"], run["tokens_per_step"]) == ("210m", "mlm40", 64) and run["mlm_fixed_shape"]
     assert run["weights_equal"] and run["logits_finite"] and {"model.safetensors", "optimizer.pt"} <= set(run["files"])
@@ -130,8 +176,17 @@ def test_memory_table_follows_the_measured_activations_and_accelerates_state_est
 
 @pytest.mark.real
 def test_bench_real_models_dry_run_scores_minilm_and_times_converted_smollm2(real, converted, tmp_path):
-    figures = bench_real_models.main(["--real_models", str(real["all-minilm-l6-v2"].parent), "--dry_run",
-                                      "--converted", str(converted), "--json", str(tmp_path / "real.json")])
+    figures = bench_real_models.main(
+        [
+            "--real_models",
+            str(real["all-minilm-l6-v2"].parent),
+            "--dry_run",
+            "--converted",
+            str(converted),
+            "--json",
+            str(tmp_path / "real.json"),
+        ]
+    )
     scifact = figures["minilm_scifact"]
     assert scifact["queries"] == 10 and abs(scifact["project_minus_mteb"]) <= 1e-6  # one ranking, two scorers
     assert scifact["mteb_ndcg@10"] > 0.5  # a real encoder, far above chance on its judged documents

@@ -33,11 +33,36 @@ def clm_run(tmp_path_factory, one_thread):
     """A 4-step CLM run of the tiny architecture: final dir, checkpoint-4 and intermediate/step-2."""
     output_dir = tmp_path_factory.mktemp("clm_run") / "610m-clm-42k"
     cache_dir = tmp_path_factory.getbasetemp() / "pretrain-cache"  # shared with tests/test_pretrain.py
-    argv = ["--config", DEBUG, "--output_dir", str(output_dir), "--data_cache_dir", str(cache_dir),
-            "--max_docs", "200", "--block_size", "64", "--per_device_train_batch_size", "2", "--report_to", "none",
-            "--objective", "clm", "--switch_step", "null", "--intermediate_steps", "2", "--max_steps", "4",
-            "--warmup_steps", "1", "--logging_steps", "1",
-            "--lr_scheduler_kwargs", '{"num_decay_steps": 1, "decay_type": "linear"}']
+    argv = [
+        "--config",
+        DEBUG,
+        "--output_dir",
+        str(output_dir),
+        "--data_cache_dir",
+        str(cache_dir),
+        "--max_docs",
+        "200",
+        "--block_size",
+        "64",
+        "--per_device_train_batch_size",
+        "2",
+        "--report_to",
+        "none",
+        "--objective",
+        "clm",
+        "--switch_step",
+        "null",
+        "--intermediate_steps",
+        "2",
+        "--max_steps",
+        "4",
+        "--warmup_steps",
+        "1",
+        "--logging_steps",
+        "1",
+        "--lr_scheduler_kwargs",
+        '{"num_decay_steps": 1, "decay_type": "linear"}',
+    ]
     pretrain.pretrain(*pretrain.make_parser().parse_args_and_config(argv))
     return output_dir
 
@@ -54,8 +79,11 @@ def test_every_saved_checkpoint_ships_tokenizer_settings_and_sentence_transforme
         for name in SENTENCE_TRANSFORMERS_FILES:
             assert (directory / name).is_file(), directory / name
         sbert = json.loads((directory / "sentence_bert_config.json").read_text())
-        assert sbert == {"max_seq_length": config["max_position_embeddings"], "do_lower_case": False,
-                         "config_args": {"is_causal": False}}
+        assert sbert == {
+            "max_seq_length": config["max_position_embeddings"],
+            "do_lower_case": False,
+            "config_args": {"is_causal": False},
+        }
         assert json.loads((directory / "config_sentence_transformers.json").read_text())["prompts"] == PROMPTS
         pooling = json.loads((directory / "1_Pooling" / "config.json").read_text())
         assert pooling["pooling_mode_mean_tokens"] and pooling["word_embedding_dimension"] == config["hidden_size"]
@@ -141,19 +169,23 @@ def test_sentence_transformers_zero_shot_equals_the_evaluation_pipeline(clm_run,
         assert loaded["prompts"] == {"query": task.query_prefix, "document": task.document_prefix} == PROMPTS
         assert loaded["is_causal"] is False
         evaluation_model = retrieval.build_model(directory, task, finetune_args.FinetuneArgs()).eval()
-        expected = {"query": evaluation_model.encode_query(QUERIES, convert_to_tensor=True),
-                    "document": evaluation_model.encode_document(DOCUMENTS, convert_to_tensor=True)}
+        expected = {
+            "query": evaluation_model.encode_query(QUERIES, convert_to_tensor=True),
+            "document": evaluation_model.encode_document(DOCUMENTS, convert_to_tensor=True),
+        }
         for role in ("query", "document"):
             torch.testing.assert_close(embeddings[str(directory)][role], expected[role], atol=1e-6, rtol=1e-6)
     # The attention setting matters: the CLM checkpoint's own causal attention gives other embeddings.
     causal = retrieval.build_model(clm_run, task, finetune_args.FinetuneArgs(attention="checkpoint")).eval()
-    assert not torch.allclose(causal.encode_query(QUERIES, convert_to_tensor=True),
-                              embeddings[str(clm_run)]["query"], atol=1e-4)
+    assert not torch.allclose(
+        causal.encode_query(QUERIES, convert_to_tensor=True), embeddings[str(clm_run)]["query"], atol=1e-4
+    )
 
 
 def test_writer_keeps_what_it_did_not_write_and_skips_configs_without_is_causal(tmp_path):
-    (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert", "hidden_size": 8,
-                                                      "max_position_embeddings": 16}))
+    (tmp_path / "config.json").write_text(
+        json.dumps({"model_type": "bert", "hidden_size": 8, "max_position_embeddings": 16})
+    )
     written = write_sentence_transformers_files(tmp_path, prompts={"query": "q: ", "document": "d: "})
     assert sorted(p.relative_to(tmp_path).as_posix() for p in written) == sorted(SENTENCE_TRANSFORMERS_FILES)
     assert "config_args" not in json.loads((tmp_path / "sentence_bert_config.json").read_text())  # BERT has no field
@@ -170,12 +202,16 @@ def test_writer_keeps_what_it_did_not_write_and_skips_configs_without_is_causal(
 
 
 def test_a_rerun_removes_the_temp_files_its_killed_writer_left_and_only_those(tmp_path):
-    (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert", "hidden_size": 8,
-                                                      "max_position_embeddings": 16}))
+    (tmp_path / "config.json").write_text(
+        json.dumps({"model_type": "bert", "hidden_size": 8, "max_position_embeddings": 16})
+    )
     stale = tmp_path / ".modules.json.k1ll3d00.tmp"  # what a writer killed before its rename leaves
     stale.write_text('[{"idx": 0, ')
-    others = [tmp_path / ".modules.json.tmp", tmp_path / "modules.json.k1ll3d00.tmp",
-              tmp_path / ".config.json.k1ll3d00.tmp"]  # not this writer's pattern for this file: kept
+    others = [
+        tmp_path / ".modules.json.tmp",
+        tmp_path / "modules.json.k1ll3d00.tmp",
+        tmp_path / ".config.json.k1ll3d00.tmp",
+    ]  # not this writer's pattern for this file: kept
     for other in others:
         other.write_text("mine")
     write_sentence_transformers_files(tmp_path)

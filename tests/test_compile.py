@@ -24,11 +24,37 @@ STEPS, SWITCH = 6, 3  # steps 1-3 CLM, 4-6 MLM 40%
 
 
 def parse(output_dir, cache_dir, *extra):
-    argv = ["--config", DEBUG, "--output_dir", str(output_dir), "--data_cache_dir", str(cache_dir),
-            "--max_docs", "200", "--block_size", "64", "--per_device_train_batch_size", "2", "--report_to", "none",
-            "--max_steps", str(STEPS), "--switch_step", str(SWITCH), "--intermediate_steps", "2",
-            "--warmup_steps", "1", "--logging_steps", "1", "--disable_tqdm", "true",
-            "--lr_scheduler_kwargs", '{"num_decay_steps": 1, "decay_type": "linear"}', *extra]
+    argv = [
+        "--config",
+        DEBUG,
+        "--output_dir",
+        str(output_dir),
+        "--data_cache_dir",
+        str(cache_dir),
+        "--max_docs",
+        "200",
+        "--block_size",
+        "64",
+        "--per_device_train_batch_size",
+        "2",
+        "--report_to",
+        "none",
+        "--max_steps",
+        str(STEPS),
+        "--switch_step",
+        str(SWITCH),
+        "--intermediate_steps",
+        "2",
+        "--warmup_steps",
+        "1",
+        "--logging_steps",
+        "1",
+        "--disable_tqdm",
+        "true",
+        "--lr_scheduler_kwargs",
+        '{"num_decay_steps": 1, "decay_type": "linear"}',
+        *extra,
+    ]
     return pretrain.make_parser().parse_args_and_config(argv)
 
 
@@ -45,11 +71,24 @@ def runs(tmp_path_factory, one_thread):
     eager = pretrain.pretrain(*parse(root / "eager", cache_dir))
     torch._dynamo.reset()  # count this run's compiles only
     counters.clear()
-    compiled = pretrain.pretrain(*parse(root / "compiled", cache_dir, "--compile", "regional",
-                                        "--mlm_fixed_shape", "true", "--save_strategy", "steps", "--save_steps", "2"))
+    compiled = pretrain.pretrain(
+        *parse(
+            root / "compiled",
+            cache_dir,
+            "--compile",
+            "regional",
+            "--mlm_fixed_shape",
+            "true",
+            "--save_strategy",
+            "steps",
+            "--save_steps",
+            "2",
+        )
+    )
     compiles = {"frames": counters["frames"]["ok"], "graph_breaks": sum(counters["graph_break"].values())}
-    overflow = pretrain.pretrain(*parse(root / "overflow", cache_dir, "--mlm_fixed_shape", "true",
-                                    "--mlm_fixed_shape_std", "0"))
+    overflow = pretrain.pretrain(
+        *parse(root / "overflow", cache_dir, "--mlm_fixed_shape", "true", "--mlm_fixed_shape_std", "0")
+    )
     return {"eager": eager, "compiled": compiled, "overflow": overflow, "compiles": compiles, "cache_dir": cache_dir}
 
 
@@ -86,8 +125,20 @@ def test_compiled_run_resumes_from_a_checkpoint_and_finishes(runs, tmp_path):
     (tmp_path / "resumed").mkdir()
     shutil.copy(source / run_folders.RUN_CONFIG_NAME, tmp_path / "resumed")
     shutil.copytree(source / "checkpoint-4", tmp_path / "resumed" / "checkpoint-4")
-    resumed = pretrain.pretrain(*parse(tmp_path / "resumed", runs["cache_dir"], "--compile", "regional",
-                                   "--mlm_fixed_shape", "true", "--save_strategy", "steps", "--save_steps", "2"))
+    resumed = pretrain.pretrain(
+        *parse(
+            tmp_path / "resumed",
+            runs["cache_dir"],
+            "--compile",
+            "regional",
+            "--mlm_fixed_shape",
+            "true",
+            "--save_strategy",
+            "steps",
+            "--save_steps",
+            "2",
+        )
+    )
     assert resumed.state.global_step == STEPS
     assert losses(resumed)[-2:] == pytest.approx(losses(runs["compiled"])[-2:], rel=1e-5)
     expected = load_file(str(source / "model.safetensors"))
@@ -105,9 +156,12 @@ def test_overflow_batches_take_the_exact_path_and_are_counted(runs):
     assert losses(trainer) == pytest.approx(losses(runs["eager"]), rel=1e-5)
     logged = [log["mlm_overflow_batches"] for log in trainer.state.log_history if "loss" in log]
     blocks, per_step = trainer.train_dataset, 2
-    expected = [0 if step < SWITCH
-                else int(trainer.data_collator([blocks[per_step * step + i] for i in range(per_step)])["mlm_overflow"])
-                for step in range(STEPS)]
+    expected = [
+        0
+        if step < SWITCH
+        else int(trainer.data_collator([blocks[per_step * step + i] for i in range(per_step)])["mlm_overflow"])
+        for step in range(STEPS)
+    ]
     assert logged == expected and 0 < sum(logged) < STEPS - SWITCH
     assert "mfu" not in trainer.state.log_history[0]  # CPU: no mfu
 
@@ -126,11 +180,14 @@ def test_mfu_flops_follow_the_objective_and_the_plan(runs):
     assert flops.bf16_peak_flops("NVIDIA H100 80GB HBM3") == 989e12 and flops.bf16_peak_flops("Tesla T4") is None
 
 
-@pytest.mark.parametrize("extra, message", [
-    (["--compile", "full"], "compile='full' is unknown"),
-    (["--compile", "regional", "--torch_compile", "true"], "drop torch_compile"),
-    (["--mlm_fixed_shape_std", "-1"], "must be >= 0"),
-])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--compile", "full"], "compile='full' is unknown"),
+        (["--compile", "regional", "--torch_compile", "true"], "drop torch_compile"),
+        (["--mlm_fixed_shape_std", "-1"], "must be >= 0"),
+    ],
+)
 def test_bad_speed_settings_fail_before_writing(tmp_path, extra, message):
     with pytest.raises(ValueError, match=message):
         check_run_settings(*parse(tmp_path / "out", tmp_path / "cache", *extra))

@@ -31,11 +31,21 @@ from modeling_eurobert.convert import ConversionError, convert, main
 from tests.fixtures.file_modes import not_following_umask
 
 ROOT = Path(__file__).resolve().parents[1]
-FAMILY_CLASSES = {"llama": (LlamaConfig, LlamaForCausalLM), "mistral": (MistralConfig, MistralForCausalLM),
-                  "qwen2": (Qwen2Config, Qwen2ForCausalLM), "qwen3": (Qwen3Config, Qwen3ForCausalLM)}
+FAMILY_CLASSES = {
+    "llama": (LlamaConfig, LlamaForCausalLM),
+    "mistral": (MistralConfig, MistralForCausalLM),
+    "qwen2": (Qwen2Config, Qwen2ForCausalLM),
+    "qwen3": (Qwen3Config, Qwen3ForCausalLM),
+}
 WORDS = "the cat sat on a mat and dog ran to house big small red blue".split()
-LLAMA3_ROPE = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 32.0, "low_freq_factor": 1.0,
-               "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
+LLAMA3_ROPE = {
+    "rope_type": "llama3",
+    "rope_theta": 500000.0,
+    "factor": 32.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 64,
+}
 
 
 def build_tokenizer(extra_tokens=()) -> PreTrainedTokenizerFast:
@@ -49,9 +59,17 @@ def build_tokenizer(extra_tokens=()) -> PreTrainedTokenizerFast:
 def save_llama(path, tokenizer, vocab_size=None, family="llama", **config_overrides):
     """Save a tiny random decoder of `family` (4 heads / 2 kv heads) and its tokenizer at `path`."""
     config_class, model_class = FAMILY_CLASSES[family]
-    fields = dict(vocab_size=vocab_size or len(tokenizer), hidden_size=32, intermediate_size=37, num_hidden_layers=2,
-                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128, bos_token_id=1,
-                  eos_token_id=2)
+    fields = dict(
+        vocab_size=vocab_size or len(tokenizer),
+        hidden_size=32,
+        intermediate_size=37,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+        bos_token_id=1,
+        eos_token_id=2,
+    )
     config = config_class(**(fields | config_overrides))
     torch.manual_seed(0)
     llama = model_class(config).eval()
@@ -88,8 +106,11 @@ def random_batch(vocab_size):
 
 @pytest.mark.parametrize(
     "overrides",
-    [{}, {"rope_parameters": LLAMA3_ROPE, "tie_word_embeddings": True},
-     {"rope_parameters": {"rope_type": "linear", "rope_theta": 10000.0, "factor": 2.0}}],
+    [
+        {},
+        {"rope_parameters": LLAMA3_ROPE, "tie_word_embeddings": True},
+        {"rope_parameters": {"rope_type": "linear", "rope_theta": 10000.0, "factor": 2.0}},
+    ],
     ids=["default-rope", "llama3-rope-tied", "linear-rope"],
 )
 def test_converted_clm_matches_llama(tmp_path, overrides):
@@ -113,15 +134,31 @@ LINEAR_ROPE = {"rope_type": "linear", "rope_theta": 10000.0, "factor": 2.0}
 # Each has something Llama lacks: biases, an explicit head_dim (heads * head_dim != hidden_size), a sliding window
 # that never binds within the positions, tied embeddings, RoPE scaling.
 FAMILIES = {
-    "llama-biases": ("llama", {"attention_bias": True, "mlp_bias": True, "rope_parameters": LLAMA3_ROPE},
-                     {"attention_bias": True, "mlp_bias": True}, "mlp_bias=true"),
+    "llama-biases": (
+        "llama",
+        {"attention_bias": True, "mlp_bias": True, "rope_parameters": LLAMA3_ROPE},
+        {"attention_bias": True, "mlp_bias": True},
+        "mlp_bias=true",
+    ),
     "llama-attention-bias": ("llama", {"attention_bias": True}, {"attention_bias": True, "mlp_bias": False}, None),
-    "mistral": ("mistral", {"head_dim": 16, "sliding_window": 128, "rope_parameters": LINEAR_ROPE},
-                {"head_dim": 16}, None),
-    "qwen2": ("qwen2", {"tie_word_embeddings": True, "rope_parameters": LLAMA3_ROPE},
-              {"qkv_bias": True, "attention_bias": False}, "qkv_bias=true"),
-    "qwen3": ("qwen3", {"head_dim": 16, "tie_word_embeddings": True, "rope_parameters": LINEAR_ROPE},
-              {"qk_norm": True, "head_dim": 16}, "qk_norm=true"),
+    "mistral": (
+        "mistral",
+        {"head_dim": 16, "sliding_window": 128, "rope_parameters": LINEAR_ROPE},
+        {"head_dim": 16},
+        None,
+    ),
+    "qwen2": (
+        "qwen2",
+        {"tie_word_embeddings": True, "rope_parameters": LLAMA3_ROPE},
+        {"qkv_bias": True, "attention_bias": False},
+        "qkv_bias=true",
+    ),
+    "qwen3": (
+        "qwen3",
+        {"head_dim": 16, "tie_word_embeddings": True, "rope_parameters": LINEAR_ROPE},
+        {"qk_norm": True, "head_dim": 16},
+        "qk_norm=true",
+    ),
 }
 
 
@@ -174,8 +211,10 @@ def test_decoder_families_convert_exactly(tmp_path, case):
 def test_binding_sliding_window_is_refused_or_made_explicit(tmp_path):
     """A window shorter than the positions is refused; `--max_position_embeddings` at the window converts exactly."""
     source = save_llama(tmp_path / "mistral", build_tokenizer(), family="mistral", sliding_window=16)
-    with pytest.raises(SystemExit, match="error: sliding_window=16 binds within max_position_embeddings=128 .*"
-                                         "--max_position_embeddings 16"):
+    with pytest.raises(
+        SystemExit,
+        match="error: sliding_window=16 binds within max_position_embeddings=128 .*--max_position_embeddings 16",
+    ):
         main([str(tmp_path / "mistral"), str(tmp_path / "refused")])
     assert not (tmp_path / "refused").exists()
     main([str(tmp_path / "mistral"), str(tmp_path / "out"), "--max_position_embeddings", "16"])
@@ -240,9 +279,14 @@ def test_the_noise_the_project_handles_is_not_printed(tmp_path):
     LM checkpoint reported "lm_head.weight UNEXPECTED"; LoRA wrapping warned that `is_gradient_checkpointing` is
     deprecated."""
     save_llama(tmp_path / "llama", build_tokenizer(), tie_word_embeddings=True)
-    done = subprocess.run([sys.executable, "-c", NOISE, str(tmp_path / "llama"), str(tmp_path / "out")],
-                          capture_output=True, text=True, timeout=300, cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    done = subprocess.run(
+        [sys.executable, "-c", NOISE, str(tmp_path / "llama"), str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     converting, loading = done.stderr.split("-- loads")
     assert "LOAD REPORT" not in converting and "MISSING" not in converting, converting
@@ -282,18 +326,31 @@ def test_mlm_class_loads_the_converted_checkpoint(llama_dir, tmp_path):
 
 REFUSALS = {
     "rope_yarn": ({"rope_parameters": {"rope_type": "yarn", "rope_theta": 1e4, "factor": 4.0}}, "rope_type 'yarn'"),
-    "legacy_rope_scaling": ({"rope_parameters": None, "rope_scaling": {"type": "dynamic", "factor": 2.0}},
-                            "rope_type 'dynamic'"),
+    "legacy_rope_scaling": (
+        {"rope_parameters": None, "rope_scaling": {"type": "dynamic", "factor": 2.0}},
+        "rope_type 'dynamic'",
+    ),
     "activation": ({"hidden_act": "gelu"}, "hidden_act"),
     "gemma": ({"model_type": "gemma2"}, "model_type='gemma2'; supported: llama, mistral, qwen2, qwen3"),
     "architectures": ({"architectures": ["LlamaForSequenceClassification"]}, "LlamaForSequenceClassification"),
-    "qwen2_window": ({"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"], "use_sliding_window": True,
-                      "sliding_window": 32, "max_window_layers": 1}, "sliding_window=32 binds"),
+    "qwen2_window": (
+        {
+            "model_type": "qwen2",
+            "architectures": ["Qwen2ForCausalLM"],
+            "use_sliding_window": True,
+            "sliding_window": 32,
+            "max_window_layers": 1,
+        },
+        "sliding_window=32 binds",
+    ),
     "kv_heads": ({"num_key_value_heads": 3}, "invalid source config: .*num_key_value_heads"),
     "quantized": ({"quantization_config": {"quant_method": "gptq"}}, "quantization_config"),
     # issue 43: a config that disagrees with its weights was transformers' traceback ("ignore_mismatched_sizes")
-    "disagrees": ({"intermediate_size": 40}, r"mismatched \['model.layers.0.mlp.down_proj.weight: \(32, 37\) in the "
-                  r"weights, \(32, 40\) by config.json', .*'4 more'\]: its config.json disagrees with its weights"),
+    "disagrees": (
+        {"intermediate_size": 40},
+        r"mismatched \['model.layers.0.mlp.down_proj.weight: \(32, 37\) in the "
+        r"weights, \(32, 40\) by config.json', .*'4 more'\]: its config.json disagrees with its weights",
+    ),
 }
 
 
@@ -309,8 +366,11 @@ def test_incompatible_config_is_refused_and_nothing_written(llama_dir, tmp_path,
 
 @pytest.mark.parametrize(
     "remove, message",
-    [("config.json", "missing config.json"), ("model.safetensors", "missing weights"),
-     ("tokenizer*", "missing tokenizer")],
+    [
+        ("config.json", "missing config.json"),
+        ("model.safetensors", "missing weights"),
+        ("tokenizer*", "missing tokenizer"),
+    ],
 )
 def test_missing_source_files_are_refused(llama_dir, tmp_path, remove, message):
     source = shutil.copytree(llama_dir, tmp_path / "llama")
@@ -351,10 +411,21 @@ def test_hub_id_source_is_checked_before_weights_are_downloaded(llama_dir, tmp_p
             "convert('org/tiny-llama', sys.argv[1])\n"
             "try:\n    convert('org/tiny-gemma', sys.argv[2])\nexcept ConversionError as error:\n    print(error)\n"
         )
-        env = {**os.environ, "HF_ENDPOINT": hub.endpoint, "HF_HUB_OFFLINE": "0", "HF_TOKEN": token,
-               "HF_HOME": str(tmp_path / "hf-home")}
-        result = subprocess.run([sys.executable, "-c", script, str(tmp_path / "out"), str(tmp_path / "out2")],
-                                cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        env = {
+            **os.environ,
+            "HF_ENDPOINT": hub.endpoint,
+            "HF_HUB_OFFLINE": "0",
+            "HF_TOKEN": token,
+            "HF_HOME": str(tmp_path / "hf-home"),
+        }
+        result = subprocess.run(
+            [sys.executable, "-c", script, str(tmp_path / "out"), str(tmp_path / "out2")],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert result.returncode == 0, result.stderr[-2000:]
         assert "model_type='gemma2'" in result.stdout and not (tmp_path / "out2").exists()
         fetched = [path for method, path in hub.requests if method == "GET" and "/resolve/" in path]
@@ -383,29 +454,38 @@ def test_converted_qwen_decoders_load_as_the_models_page_says(tmp_path):
     shutil.copy(paths[-1] / "tokenizer.json", mlm)
     shutil.copy(paths[-1] / "tokenizer_config.json", mlm)
     assert not export_native_cli.make_plain_loadable(mlm)  # bidirectional: transformers' Qwen3 would attend causally
-    script = ("import sys, torch\nfrom transformers import AutoModel, AutoTokenizer, PreTrainedTokenizerFast\n"
-              "ids = torch.tensor([[5, 6, 7, 8]])\n"
-              "for path in sys.argv[1:3]:\n"
-              "    AutoTokenizer.from_pretrained(path)\n"
-              "    plain = AutoModel.from_pretrained(path).eval()\n"
-              "    ours = AutoModel.from_pretrained(path, trust_remote_code=True).eval()\n"
-              "    with torch.no_grad():\n"
-              "        same = torch.equal(plain(ids).last_hidden_state, ours(ids).last_hidden_state)\n"
-              "    print(type(plain).__name__, type(ours).__name__, same, flush=True)\n"
-              "print(PreTrainedTokenizerFast.from_pretrained(sys.argv[3]).mask_token, flush=True)\n"
-              "try:\n    AutoModel.from_pretrained(sys.argv[3])\n"
-              "except ValueError as error:\n    print('refused', 'trust_remote_code=True' in str(error))\n")
-    done = subprocess.run([sys.executable, "-c", script, *map(str, paths), str(mlm)], cwd=tmp_path,
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    script = (
+        "import sys, torch\nfrom transformers import AutoModel, AutoTokenizer, PreTrainedTokenizerFast\n"
+        "ids = torch.tensor([[5, 6, 7, 8]])\n"
+        "for path in sys.argv[1:3]:\n"
+        "    AutoTokenizer.from_pretrained(path)\n"
+        "    plain = AutoModel.from_pretrained(path).eval()\n"
+        "    ours = AutoModel.from_pretrained(path, trust_remote_code=True).eval()\n"
+        "    with torch.no_grad():\n"
+        "        same = torch.equal(plain(ids).last_hidden_state, ours(ids).last_hidden_state)\n"
+        "    print(type(plain).__name__, type(ours).__name__, same, flush=True)\n"
+        "print(PreTrainedTokenizerFast.from_pretrained(sys.argv[3]).mask_token, flush=True)\n"
+        "try:\n    AutoModel.from_pretrained(sys.argv[3])\n"
+        "except ValueError as error:\n    print('refused', 'trust_remote_code=True' in str(error))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, *map(str, paths), str(mlm)],
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     lines = done.stdout.splitlines()
     assert lines[:3] == ["Qwen2Model EuroBertClmMlmModel True", "Qwen3Model EuroBertClmMlmModel True", "<|mask|>"]
     assert "Do you wish" not in done.stderr and "model of type" not in done.stderr, done.stderr[-2000:]
     assert done.stdout.count("Do you wish to run the custom code? [y/N] refused True") == 1, done.stdout
     page = " ".join((ROOT / "docs" / "models.md").read_text().split())
-    assert "Which loads need `trust_remote_code=True`" in page and "`PreTrainedTokenizerFast.from_pretrained(dir)`" \
-        in page
+    assert (
+        "Which loads need `trust_remote_code=True`" in page and "`PreTrainedTokenizerFast.from_pretrained(dir)`" in page
+    )
 
 
 @pytest.mark.slow  # ~20 s: two CPT runs, two fine-tuning runs, one fresh process (the issue's end-to-end check)
@@ -420,17 +500,49 @@ def test_converted_qwen2_and_qwen3_run_cpt_and_the_grid(tmp_path, data_dir, tmp_
     cache_dir = tmp_path_factory.getbasetemp() / "pretrain-cache"  # shared with the other recipe tests
     outputs = []
     for family, overrides in [("qwen2", {"tie_word_embeddings": True}), ("qwen3", {"head_dim": 16})]:
-        save_llama(tmp_path / family, tokenizer, family=family, eos_token_id=tokenizer.eos_token_id,
-                   bos_token_id=tokenizer.bos_token_id, **overrides)
+        save_llama(
+            tmp_path / family,
+            tokenizer,
+            family=family,
+            eos_token_id=tokenizer.eos_token_id,
+            bos_token_id=tokenizer.bos_token_id,
+            **overrides,
+        )
         converted = convert(str(tmp_path / family), tmp_path / f"{family}-eurobert", mask_token="<mask>")
         before = EuroBertClmMlmForMaskedLM.from_pretrained(converted).state_dict()
         out = tmp_path / f"{family}-cpt"
-        cpt.main(["--config", "recipes/configs/debug.yaml", "--architecture", "null", "--model_name_or_path",
-                  str(converted), "--switch_step", "null", "--intermediate_steps", "1", "--max_steps", "2",
-                  "--max_docs", "50", "--block_size", "32", "--per_device_train_batch_size", "2",
-                  "--warmup_steps", "1", "--report_to", "none", "--data_cache_dir", str(cache_dir),
-                  "--lr_scheduler_kwargs", '{"num_decay_steps": 1, "decay_type": "linear"}',
-                  "--output_dir", str(out)])
+        cpt.main(
+            [
+                "--config",
+                "recipes/configs/debug.yaml",
+                "--architecture",
+                "null",
+                "--model_name_or_path",
+                str(converted),
+                "--switch_step",
+                "null",
+                "--intermediate_steps",
+                "1",
+                "--max_steps",
+                "2",
+                "--max_docs",
+                "50",
+                "--block_size",
+                "32",
+                "--per_device_train_batch_size",
+                "2",
+                "--warmup_steps",
+                "1",
+                "--report_to",
+                "none",
+                "--data_cache_dir",
+                str(cache_dir),
+                "--lr_scheduler_kwargs",
+                '{"num_decay_steps": 1, "decay_type": "linear"}',
+                "--output_dir",
+                str(out),
+            ]
+        )
         trained = EuroBertClmMlmForMaskedLM.from_pretrained(out)
         info = json.loads((out / "run_info.json").read_text())
         assert info["tokens_before_cpt"] is None and info["tokens_seen"] == 2 * 2 * 32  # the decoder's: unknown
@@ -439,20 +551,53 @@ def test_converted_qwen2_and_qwen3_run_cpt_and_the_grid(tmp_path, data_dir, tmp_
         changed = {key for key, value in trained.state_dict().items() if not torch.equal(value, before[key])}
         assert any(".q_norm." in key for key in changed) == (family == "qwen3")
         assert any("q_proj.bias" in key for key in changed) == (family == "qwen2")
-        run.main(["--model", str(out), "--tasks", "sst2", "--lrs", "1e-3", "--seeds", "0", "--max_steps", "2",
-                  "--max_train", "16", "--max_eval", "8", "--max_length", "32", "--batch_size", "8",
-                  "--precision", "fp32", "--data_dir", str(data_dir), "--output", str(tmp_path / "results")])
+        run.main(
+            [
+                "--model",
+                str(out),
+                "--tasks",
+                "sst2",
+                "--lrs",
+                "1e-3",
+                "--seeds",
+                "0",
+                "--max_steps",
+                "2",
+                "--max_train",
+                "16",
+                "--max_eval",
+                "8",
+                "--max_length",
+                "32",
+                "--batch_size",
+                "8",
+                "--precision",
+                "fp32",
+                "--data_dir",
+                str(data_dir),
+                "--output",
+                str(tmp_path / "results"),
+            ]
+        )
         result = json.loads((tmp_path / "results" / f"{family}-cpt" / "sst2" / "lr0.001-seed0.json").read_text())
         assert result["status"] == "ok"
         outputs.append(out)
-    script = ("import sys, torch\nfrom safetensors.torch import load_file\n"
-              "from transformers import AutoModelForMaskedLM\n"
-              "for path in sys.argv[1:]:\n"
-              "    model = AutoModelForMaskedLM.from_pretrained(path, trust_remote_code=True)\n"
-              "    saved = load_file(path + '/model.safetensors')\n"
-              "    assert type(model).__module__.startswith('transformers_modules'), type(model).__module__\n"
-              "    assert all(torch.equal(model.state_dict()[key], value) for key, value in saved.items())\n"
-              "    assert model(torch.tensor([[0, 5, 6, 1]])).logits.isfinite().all()\n")
-    result = subprocess.run([sys.executable, "-c", script, *map(str, outputs)], cwd=tmp_path, capture_output=True,
-                            text=True, timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    script = (
+        "import sys, torch\nfrom safetensors.torch import load_file\n"
+        "from transformers import AutoModelForMaskedLM\n"
+        "for path in sys.argv[1:]:\n"
+        "    model = AutoModelForMaskedLM.from_pretrained(path, trust_remote_code=True)\n"
+        "    saved = load_file(path + '/model.safetensors')\n"
+        "    assert type(model).__module__.startswith('transformers_modules'), type(model).__module__\n"
+        "    assert all(torch.equal(model.state_dict()[key], value) for key, value in saved.items())\n"
+        "    assert model(torch.tensor([[0, 5, 6, 1]])).logits.isfinite().all()\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script, *map(str, outputs)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
     assert result.returncode == 0, result.stderr[-2000:]

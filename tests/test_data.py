@@ -99,7 +99,7 @@ def test_tokenizer_round_trips_through_save_pretrained(tokenizer_dir, corpus):
 
 
 def test_mask_token_strips_the_space_before_it(tokenizer_dir):
-    """"is <|mask|>" -> [Ġis, <|mask|>]: no stray "Ġ" token, which pretraining never put before a mask."""
+    """ "is <|mask|>" -> [Ġis, <|mask|>]: no stray "Ġ" token, which pretraining never put before a mask."""
     loaded = AutoTokenizer.from_pretrained(str(tokenizer_dir))
     mask = loaded.added_tokens_decoder[loaded.mask_token_id]
     assert (mask.lstrip, mask.rstrip, mask.special) == (True, False, True)
@@ -116,8 +116,9 @@ def _without_mask_lstrip(tokenizer_dir):
     return old
 
 
-def test_mask_lstrip_changes_neither_packed_blocks_nor_tokenizer_identity(tokenizer_dir, tokenizer, corpus, blocks,
-                                                                          tmp_path):
+def test_mask_lstrip_changes_neither_packed_blocks_nor_tokenizer_identity(
+    tokenizer_dir, tokenizer, corpus, blocks, tmp_path
+):
     """The flag only matters where `<|mask|>` is matched as a token; pretraining keeps special-token text as text, so
     blocks built before the change are byte-identical, and the tokenizer hash (caches, resume) is unchanged."""
     old = _without_mask_lstrip(tokenizer_dir)
@@ -128,8 +129,10 @@ def test_mask_lstrip_changes_neither_packed_blocks_nor_tokenizer_identity(tokeni
     np.testing.assert_array_equal(old_blocks[:]["input_ids"], blocks[:]["input_ids"])
     assert data_fingerprint(old_blocks) == data_fingerprint(blocks)
     literal = datasets.Dataset.from_dict({"text": [f"The capital is {MASK}. {MASK}{MASK} x {EOS}"]})
-    assert (tokenize_corpus(old, literal, tmp_path / "old")[:]["input_ids"]
-            == tokenize_corpus(tokenizer, literal, tmp_path / "new")[:]["input_ids"])
+    assert (
+        tokenize_corpus(old, literal, tmp_path / "old")[:]["input_ids"]
+        == tokenize_corpus(tokenizer, literal, tmp_path / "new")[:]["input_ids"]
+    )
 
 
 def _save_tokenizer_without_mask(corpus, path, pad_token):
@@ -214,7 +217,6 @@ def test_cached_blocks_are_reused(tokenizer, corpus, blocks, cache_dir):
     assert again.cache_files[0]["filename"] == path and os.stat(path).st_mtime_ns == mtime
 
 
-
 def test_a_rebuild_removes_what_its_killed_writer_left(tokenizer, corpus, tmp_path):
     small = corpus.select(range(40))
     first = build_packed_dataset(tokenizer, small, BLOCK_SIZE, data_seed=0, cache_dir=tmp_path / "cache")
@@ -259,8 +261,10 @@ def test_clm_and_mlm_see_the_same_blocks_in_the_same_order(tokenizer, blocks):
     selected = mlm_labels != -100
     assert torch.equal(torch.where(selected, mlm_labels, mlm_ids), clm_ids)  # unmasking gives back the CLM input
     # PFS: switching the collator mid-stream still reads the next blocks of the same sequence.
-    switched = [PretrainingCollator("clm" if i < 10 else "mlm", tokenizer)([subset[j] for j in range(4 * i, 4 * i + 4)])
-                for i in range(20)]
+    switched = [
+        PretrainingCollator("clm" if i < 10 else "mlm", tokenizer)([subset[j] for j in range(4 * i, 4 * i + 4)])
+        for i in range(20)
+    ]
     assert torch.equal(torch.cat([b["input_ids"] for b in switched[10:]]), mlm_ids[40:80])
 
 
@@ -321,7 +325,7 @@ def test_fixed_positions_list_every_masked_position_and_leave_masks_unchanged(to
     assert positions.shape == (8, 42) and positions.dtype == torch.long
     for row, labels in zip(positions, fixed["labels"]):
         masked = (labels != -100).nonzero().flatten()
-        assert torch.equal(row[: len(masked)], masked) and (row[len(masked):] == -1).all()
+        assert torch.equal(row[: len(masked)], masked) and (row[len(masked) :] == -1).all()
     most = int((plain["labels"] != -100).sum(dim=1).max())
     fits = PretrainingCollator("mlm", tokenizer, 0.4, 0.8, 0.1, seed=3, positions_per_block=most)(examples)
     assert "mlm_positions" in fits

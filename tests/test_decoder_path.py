@@ -30,13 +30,30 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 # family -> (special tokens, bos, eos, pad, config overrides): the real tokenizers' conventions, in miniature
 DECODERS = {
     "mistral": (["<unk>", "<s>", "</s>"], "<s>", "</s>", None, {}),
-    "qwen3": (["<|endoftext|>", "<|im_start|>", "<|im_end|>"], None, "<|endoftext|>", "<|endoftext|>",
-              {"head_dim": 16}),
-    "llama": (["<|begin_of_text|>", "<|end_of_text|>", "<|reserved_special_token_0|>", "<|finetune_right_pad_id|>"],
-              "<|begin_of_text|>", "<|end_of_text|>", None,
-              {"rope_parameters": {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 32.0,
-                                   "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                                   "original_max_position_embeddings": 64}, "tie_word_embeddings": True}),
+    "qwen3": (
+        ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        None,
+        "<|endoftext|>",
+        "<|endoftext|>",
+        {"head_dim": 16},
+    ),
+    "llama": (
+        ["<|begin_of_text|>", "<|end_of_text|>", "<|reserved_special_token_0|>", "<|finetune_right_pad_id|>"],
+        "<|begin_of_text|>",
+        "<|end_of_text|>",
+        None,
+        {
+            "rope_parameters": {
+                "rope_type": "llama3",
+                "rope_theta": 500000.0,
+                "factor": 32.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 64,
+            },
+            "tie_word_embeddings": True,
+        },
+    ),
 }
 LOADER = """
 import sys
@@ -56,14 +73,26 @@ def decoder_tokenizer(texts, specials, bos, eos, pad) -> PreTrainedTokenizerFast
     """A byte-level BPE with the family's special tokens; bos (when the family has one) added before every text."""
     backend = Tokenizer(models.BPE())
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    backend.train_from_iterator(texts, trainers.BpeTrainer(
-        vocab_size=400, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False))
+    backend.train_from_iterator(
+        texts,
+        trainers.BpeTrainer(
+            vocab_size=400,
+            special_tokens=specials,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
+        ),
+    )
     if bos:
-        backend.post_processor = processors.TemplateProcessing(single=f"{bos} $A", pair=f"{bos} $A $B",
-                                                               special_tokens=[(bos, backend.token_to_id(bos))])
-    return PreTrainedTokenizerFast(tokenizer_object=backend, bos_token=bos, eos_token=eos, pad_token=pad,
-                                   unk_token=specials[0] if specials[0] == "<unk>" else None)
+        backend.post_processor = processors.TemplateProcessing(
+            single=f"{bos} $A", pair=f"{bos} $A $B", special_tokens=[(bos, backend.token_to_id(bos))]
+        )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        bos_token=bos,
+        eos_token=eos,
+        pad_token=pad,
+        unk_token=specials[0] if specials[0] == "<unk>" else None,
+    )
 
 
 def config_of(path) -> dict:
@@ -75,30 +104,68 @@ def config_of(path) -> dict:
 def test_a_decoder_walks_the_whole_path_with_its_recorded_attention(family, tmp_path, data_dir, tmp_path_factory):
     specials, bos, eos, pad, overrides = DECODERS[family]
     tokenizer = decoder_tokenizer(bundle_sentences(data_dir, per_source=50), specials, bos, eos, pad)
-    ids = {"bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id,
-           "pad_token_id": tokenizer.pad_token_id}
+    ids = {
+        "bos_token_id": tokenizer.bos_token_id,
+        "eos_token_id": tokenizer.eos_token_id,
+        "pad_token_id": tokenizer.pad_token_id,
+    }
     save_llama(tmp_path / family, tokenizer, family=family, **ids, **overrides)
 
     converted = convert(str(tmp_path / family), tmp_path / f"{family}-eurobert")  # default <|mask|> and <|pad|>
     assert config_of(converted)["is_causal"] is True or config_of(converted).get("pretraining_attention") == "causal"
     assert resolved_attention(converted, "checkpoint") == "causal"
     # the added <|mask|> and <|pad|> rows are identical (means): a probe on them would call this model causal
-    model = AutoModelForSequenceClassification.from_pretrained(converted, num_labels=2, is_causal=False,
-                                                               trust_remote_code=True)
+    model = AutoModelForSequenceClassification.from_pretrained(
+        converted, num_labels=2, is_causal=False, trust_remote_code=True
+    )
     assert probe(model) == "bidirectional"
 
     out = tmp_path / f"{family}-cpt"
-    cpt.main(["--config", "recipes/configs/cpt-debug.yaml", "--model_name_or_path", str(converted), "--lora", "true",
-              "--max_steps", "2", "--data_cache_dir", str(tmp_path_factory.getbasetemp() / "pretrain-cache"),
-              "--output_dir", str(out)])
+    cpt.main(
+        [
+            "--config",
+            "recipes/configs/cpt-debug.yaml",
+            "--model_name_or_path",
+            str(converted),
+            "--lora",
+            "true",
+            "--max_steps",
+            "2",
+            "--data_cache_dir",
+            str(tmp_path_factory.getbasetemp() / "pretrain-cache"),
+            "--output_dir",
+            str(out),
+        ]
+    )
     settings = json.loads((out / "run_info.json").read_text())["run_config"]["run_settings"]
     assert config_of(out)["is_causal"] is False and settings["lora"]
     assert resolved_attention(out, "checkpoint") == "bidirectional"
 
     results = tmp_path / "results"
-    grid = ["--model", str(out), "--tasks", "sst2", "--lrs", "1e-3", "--seeds", "0", "--max_steps", "2",
-            "--max_train", "16", "--max_eval", "8", "--max_length", "32", "--batch_size", "8", "--precision", "fp32",
-            "--data_dir", str(data_dir)]
+    grid = [
+        "--model",
+        str(out),
+        "--tasks",
+        "sst2",
+        "--lrs",
+        "1e-3",
+        "--seeds",
+        "0",
+        "--max_steps",
+        "2",
+        "--max_train",
+        "16",
+        "--max_eval",
+        "8",
+        "--max_length",
+        "32",
+        "--batch_size",
+        "8",
+        "--precision",
+        "fp32",
+        "--data_dir",
+        str(data_dir),
+    ]
     run.main([*grid, "--output", str(results), "--save_models", "sst2:0.001:0"])
     run.main([*grid, "--output", str(tmp_path / "results-lora"), "--peft", "lora"])
     for folder in (results, tmp_path / "results-lora"):
@@ -114,14 +181,31 @@ def test_a_decoder_walks_the_whole_path_with_its_recorded_attention(family, tmp_
     assert "is_causal" not in card  # recorded bidirectional: nothing to override
     flag = "" if config_of(out)["model_type"] == "eurobert" else ", trust_remote_code=True"  # qwen3: qk_norm
     assert f'AutoTokenizer.from_pretrained("<your-org>/{out.name}"{flag})' in card
-    push.main([str(out), "--repo_id", f"my-org/{out.name}", "--results", str(tmp_path / "report"),
-               "--results_dir", str(results), "--dry_run", str(tmp_path / "dry")])
+    push.main(
+        [
+            str(out),
+            "--repo_id",
+            f"my-org/{out.name}",
+            "--results",
+            str(tmp_path / "report"),
+            "--results_dir",
+            str(results),
+            "--dry_run",
+            str(tmp_path / "dry"),
+        ]
+    )
     staged = tmp_path / "dry" / "models" / "my-org" / out.name / "main"
     assert config_of(staged)["is_causal"] is False
 
-    loaded = subprocess.run([sys.executable, "-c", LOADER, str(converted), str(out), str(saved)], cwd=tmp_path,
-                            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300,
-                            env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    loaded = subprocess.run(
+        [sys.executable, "-c", LOADER, str(converted), str(out), str(saved)],
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
     assert loaded.returncode == 0, loaded.stderr[-2000:]
     assert "Do you wish" not in loaded.stderr and "model of type" not in loaded.stderr, loaded.stderr[-2000:]
     assert len(loaded.stdout.splitlines()) == 3 and torch.__version__

@@ -23,8 +23,14 @@ def cpu_commands(page: Path) -> list[str]:
 def test_the_pages_cpu_lines_are_the_ones_expected():
     commands = cpu_commands(ROOT / "docs" / "pretraining.md")
     assert [c.split()[2] if c.startswith("python") else c.split()[1] for c in commands] == [
-        "recipes.pretrain", "launch", "recipes.cpt", '"from', "modeling_eurobert.convert", "recipes.cpt",
-        "evaluation.run"]
+        "recipes.pretrain",
+        "launch",
+        "recipes.cpt",
+        '"from',
+        "modeling_eurobert.convert",
+        "recipes.cpt",
+        "evaluation.run",
+    ]
 
 
 def test_every_page_with_commands_names_the_environment():
@@ -43,8 +49,15 @@ def test_pretraining_page_runs_as_written(tmp_path, data_dir):
         (tmp_path / name).symlink_to(ROOT / name)
     script = "\n".join(["set -e", "source .venv/bin/activate", *cpu_commands(ROOT / "docs" / "pretraining.md")])
     env = {**os.environ, "PYTHONPATH": str(tmp_path), "MLM_VS_CLM_DATA": str(data_dir), "HF_HUB_OFFLINE": "1"}
-    done = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        ["bash", "-c", script],
+        cwd=tmp_path,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, "\n".join(line for line in done.stderr.splitlines() if "it/s" not in line)[-3000:]
     for run in ("debug", "debug-ddp", "debug-cpt", "my-decoder-cpt"):
         assert (tmp_path / "out" / run / "run_info.json").is_file()

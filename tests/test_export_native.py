@@ -29,8 +29,19 @@ from tests.fixtures.file_modes import not_following_umask
 
 
 def tiny_config(**overrides) -> EuroBertClmMlmConfig:
-    fields = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                  intermediate_size=37, pad_token_id=0, bos_token_id=1, eos_token_id=2, mask_token_id=3, num_labels=3)
+    fields = dict(
+        vocab_size=99,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=37,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+        mask_token_id=3,
+        num_labels=3,
+    )
     return EuroBertClmMlmConfig(**(fields | overrides))
 
 
@@ -43,8 +54,14 @@ def padded_batch():
     return input_ids, attention_mask
 
 
-LLAMA3_ROPE = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 32.0, "low_freq_factor": 1.0,
-               "high_freq_factor": 4.0, "original_max_position_embeddings": 64}  # a converted Llama-3.x decoder
+LLAMA3_ROPE = {
+    "rope_type": "llama3",
+    "rope_theta": 500000.0,
+    "factor": 32.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 64,
+}  # a converted Llama-3.x decoder
 SC = (EuroBertClmMlmForSequenceClassification, AutoModelForSequenceClassification)
 # (our class, native Auto class, config overrides, output field to compare)
 HEADS = {
@@ -123,8 +140,11 @@ def test_missing_pad_id_exports_as_null_not_eos(tmp_path):
 CAUSAL_REFUSAL = "is a causal checkpoint .*; pass --bidirectional to export it as a bidirectional encoder on purpose"
 REFUSALS = {
     "qa": (EuroBertClmMlmForQuestionAnswering, {}, "no question-answering head"),
-    "causal-lm": (EuroBertClmMlmForCausalLM, {"is_causal": True},
-                  "EuroBertClmMlmForCausalLM with is_causal=true " + CAUSAL_REFUSAL),
+    "causal-lm": (
+        EuroBertClmMlmForCausalLM,
+        {"is_causal": True},
+        "EuroBertClmMlmForCausalLM with is_causal=true " + CAUSAL_REFUSAL,
+    ),
     "causal-classifier": (EuroBertClmMlmForSequenceClassification, {"is_causal": True}, CAUSAL_REFUSAL),
     "pad-is-eos": (EuroBertClmMlmForMaskedLM, {"pad_token_id": 2}, "pad_token_id=2 equals eos"),
 }

@@ -31,13 +31,27 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 def tiny(tmp_path_factory, data_dir):
     root = tmp_path_factory.mktemp("models")
     tokenizer = build_tiny_tokenizer(data_dir)
-    return {"clm": build_tiny_eurobert(root / "tiny-clm", tokenizer, is_causal=True),
-            "bert": build_tiny_bert(root / "tiny-bert", tokenizer)}
+    return {
+        "clm": build_tiny_eurobert(root / "tiny-clm", tokenizer, is_causal=True),
+        "bert": build_tiny_bert(root / "tiny-bert", tokenizer),
+    }
 
 
 def smoke_args(data_dir, **overrides):
-    settings = dict(lr=1e-3, seed=0, max_steps=4, batch_size=8, eval_batch_size=32, max_train=64, max_eval=24,
-                    max_length=64, qa_max_length=96, doc_stride=32, data_dir=str(data_dir), precision="fp32")
+    settings = dict(
+        lr=1e-3,
+        seed=0,
+        max_steps=4,
+        batch_size=8,
+        eval_batch_size=32,
+        max_train=64,
+        max_eval=24,
+        max_length=64,
+        qa_max_length=96,
+        doc_stride=32,
+        data_dir=str(data_dir),
+        precision="fp32",
+    )
     return finetune_args.FinetuneArgs(**{**settings, **overrides})
 
 
@@ -117,8 +131,10 @@ def test_retrieval(tiny, data_dir):
     task = tasks.load_task("scifact")
     result = finetune_and_score(retrieval, tiny["bert"], task, smoke_args(data_dir, max_steps=3))
     check_scores(result, 24, task)
-    assert all(len(r["ranking"]) == min(100, len(common.task_splits(task, smoke_args(data_dir))["test"].corpus))
-               for r in result["per_instance"]["test"])
+    assert all(
+        len(r["ranking"]) == min(100, len(common.task_splits(task, smoke_args(data_dir))["test"].corpus))
+        for r in result["per_instance"]["test"]
+    )
     assert {"ndcg@10", "mrr@10", "recall@100"} <= set(result["test"])
 
 
@@ -140,19 +156,38 @@ def test_ndcg_matches_mteb(tiny, data_dir):
 
     class LocalSciFact(AbsTaskRetrieval):
         metadata = TaskMetadata(
-            type="Retrieval", name="LocalSciFact", main_score="ndcg_at_10", description="SciFact test subset (bundle)",
-            reference=None, dataset={"path": "local", "revision": "local"}, category="t2t", eval_splits=["test"],
-            eval_langs=["eng-Latn"], date=None, dialect=None, domains=None, task_subtypes=None, license=None,
-            annotations_creators=None, modalities=["text"], sample_creation=None, bibtex_citation="",
+            type="Retrieval",
+            name="LocalSciFact",
+            main_score="ndcg_at_10",
+            description="SciFact test subset (bundle)",
+            reference=None,
+            dataset={"path": "local", "revision": "local"},
+            category="t2t",
+            eval_splits=["test"],
+            eval_langs=["eng-Latn"],
+            date=None,
+            dialect=None,
+            domains=None,
+            task_subtypes=None,
+            license=None,
+            annotations_creators=None,
+            modalities=["text"],
+            sample_creation=None,
+            bibtex_citation="",
         )
 
         def load_data(self, num_proc=None, **kwargs):
             # Corpus texts already hold "title. text" (the task's doc_template): no separate title for mteb to join.
-            self.dataset = {"default": {"test": RetrievalSplitData(
-                queries=Dataset.from_list([{"id": q, "text": t} for q, t in split.queries.items()]),
-                corpus=Dataset.from_list([{"id": d, "text": t, "title": ""} for d, t in split.corpus.items()]),
-                relevant_docs=split.qrels, top_ranked=None,
-            )}}
+            self.dataset = {
+                "default": {
+                    "test": RetrievalSplitData(
+                        queries=Dataset.from_list([{"id": q, "text": t} for q, t in split.queries.items()]),
+                        corpus=Dataset.from_list([{"id": d, "text": t, "title": ""} for d, t in split.corpus.items()]),
+                        relevant_docs=split.qrels,
+                        top_ranked=None,
+                    )
+                }
+            }
             self.data_loaded = True
 
     theirs = mteb.evaluate(model, LocalSciFact(), cache=None, show_progress_bar=False)[0].scores["test"][0]
@@ -171,7 +206,8 @@ def test_bf16_weights_round_small_updates_away_as_the_original_does(tiny, data_d
         args = smoke_args(data_dir, lr=1e-5, max_steps=2, precision=precision, scratch_dir=str(tmp_path / precision))
         tokenizer = model_inputs.load_finetuning_tokenizer(tiny["clm"])
         trainer = sequence_classification.build_trainer(
-            tiny["clm"], task, args, tokenizer, sequence_classification.tokenize(task, tokenizer, args)["train"])
+            tiny["clm"], task, args, tokenizer, sequence_classification.tokenize(task, tokenizer, args)["train"]
+        )
         before = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if n.startswith("model.")}
         trainer.train()
         after = dict(trainer.model.named_parameters())

@@ -64,14 +64,37 @@ def test_launcher_accepts_the_fsdp_config(tmp_path):
     probe = tmp_path / "probe.py"
     probe.write_text(PROBE)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    result = subprocess.run([sys.executable, "-m", "accelerate.commands.launch", "--config_file", CONFIG,
-                             "--num_processes", "1", "--main_process_ip", "127.0.0.1",
-                             "--main_process_port", str(free_port()), str(probe)],
-                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "accelerate.commands.launch",
+            "--config_file",
+            CONFIG,
+            "--num_processes",
+            "1",
+            "--main_process_ip",
+            "127.0.0.1",
+            "--main_process_port",
+            str(free_port()),
+            str(probe),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     settings = json.loads(result.stdout.strip().splitlines()[-1])
-    assert settings == {"use_fsdp": "true", "version": 2, "state_dict_type": "FULL_STATE_DICT",
-                        "wrap": ["EuroBertClmMlmDecoderLayer"], "wrap_found": True, "mixed_precision": "bf16"}
+    assert settings == {
+        "use_fsdp": "true",
+        "version": 2,
+        "state_dict_type": "FULL_STATE_DICT",
+        "wrap": ["EuroBertClmMlmDecoderLayer"],
+        "wrap_found": True,
+        "mixed_precision": "bf16",
+    }
 
 
 def test_pretrain_refuses_fsdp_on_the_cpu(monkeypatch):
@@ -84,10 +107,36 @@ def test_pretrain_refuses_fsdp_on_the_cpu(monkeypatch):
         check_run_settings(run_args, training_args)
 
 
-RUN = ["--config", "recipes/configs/debug.yaml", "--use_cpu", "false", "--max_docs", "200", "--block_size", "64",
-       "--max_steps", "4", "--switch_step", "2", "--intermediate_steps", "2", "--warmup_steps", "1",
-       "--lr_scheduler_kwargs", '{"num_decay_steps": 1}', "--report_to", "none", "--disable_tqdm", "true",
-       "--save_strategy", "steps", "--save_steps", "1", "--global_batch_size", "4"]
+RUN = [
+    "--config",
+    "recipes/configs/debug.yaml",
+    "--use_cpu",
+    "false",
+    "--max_docs",
+    "200",
+    "--block_size",
+    "64",
+    "--max_steps",
+    "4",
+    "--switch_step",
+    "2",
+    "--intermediate_steps",
+    "2",
+    "--warmup_steps",
+    "1",
+    "--lr_scheduler_kwargs",
+    '{"num_decay_steps": 1}',
+    "--report_to",
+    "none",
+    "--disable_tqdm",
+    "true",
+    "--save_strategy",
+    "steps",
+    "--save_steps",
+    "1",
+    "--global_batch_size",
+    "4",
+]
 
 
 @pytest.mark.slow
@@ -97,14 +146,34 @@ def test_fsdp_trains_saves_resumes_and_loads(tmp_path):
     processes = min(2, torch.cuda.device_count())
 
     def launch(output_dir: Path, *extra: str) -> None:
-        command = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", CONFIG,
-                   "--num_processes", str(processes), "--main_process_ip", "127.0.0.1",
-                   "--main_process_port", str(free_port()),
-                   "--mixed_precision", "no", "-m", "recipes.pretrain", *RUN, "--output_dir", str(output_dir),
-                   "--data_cache_dir", str(tmp_path / "cache"), "--per_device_train_batch_size", str(4 // processes),
-                   *extra]
-        result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600,
-                                env={**os.environ, "OMP_NUM_THREADS": "1"})
+        command = [
+            sys.executable,
+            "-m",
+            "accelerate.commands.launch",
+            "--config_file",
+            CONFIG,
+            "--num_processes",
+            str(processes),
+            "--main_process_ip",
+            "127.0.0.1",
+            "--main_process_port",
+            str(free_port()),
+            "--mixed_precision",
+            "no",
+            "-m",
+            "recipes.pretrain",
+            *RUN,
+            "--output_dir",
+            str(output_dir),
+            "--data_cache_dir",
+            str(tmp_path / "cache"),
+            "--per_device_train_batch_size",
+            str(4 // processes),
+            *extra,
+        ]
+        result = subprocess.run(
+            command, cwd=ROOT, capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"}
+        )
         assert result.returncode == 0, result.stderr[-4000:]
 
     reference, resumed = tmp_path / "reference", tmp_path / "resumed"
@@ -141,8 +210,9 @@ def word_tokenizer():
     vocab = {token: i for i, token in enumerate(["<s>", "</s>", "<mask>", "<pad>", *WORDS])}
     backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<pad>"))
     backend.pre_tokenizer = pre_tokenizers.Whitespace()
-    return PreTrainedTokenizerFast(tokenizer_object=backend, bos_token="<s>", eos_token="</s>", mask_token="<mask>",
-                                   pad_token="<pad>")
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend, bos_token="<s>", eos_token="</s>", mask_token="<mask>", pad_token="<pad>"
+    )
 
 
 def setup(run: str):
@@ -152,8 +222,9 @@ def setup(run: str):
     from pretraining.trainer import build_model
 
     objective, switch_step = RUNS[run]
-    run_args = PretrainArguments(architecture="tiny", objective=objective, switch_step=switch_step,
-                                 block_size=BLOCK, mlm_fixed_shape=True)
+    run_args = PretrainArguments(
+        architecture="tiny", objective=objective, switch_step=switch_step, block_size=BLOCK, mlm_fixed_shape=True
+    )
     tokenizer = word_tokenizer()
     model = build_model(run_args, tokenizer, seed=0)
     collator = build_collator(run_args, tokenizer, blocks_per_step=WORLD * MICRO)
@@ -265,8 +336,9 @@ def worker(argv: list[str]) -> None:
                 time.sleep(600)  # killed here
         full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
         local = sum(p.to_local().numel() for p in model.parameters())
-        (out / f"shares-rank{rank}.json").write_text(json.dumps({"local": local, "full": sum(
-            t.numel() for t in full.values()) if rank == 0 else None}))
+        (out / f"shares-rank{rank}.json").write_text(
+            json.dumps({"local": local, "full": sum(t.numel() for t in full.values()) if rank == 0 else None})
+        )
         if rank == 0:
             plain, _, _ = setup(run)
             plain.load_state_dict(full)
@@ -281,11 +353,26 @@ def worker(argv: list[str]) -> None:
 def launch(out: Path, runs: str, *extra: str) -> list[subprocess.Popen]:
     """Start the 2 processes of a sharded run."""
     port = str(free_port())
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), "WORLD_SIZE": str(WORLD),
-           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "HF_HUB_OFFLINE": "1"}
-    return [subprocess.Popen([sys.executable, __file__, str(out), runs, *extra], cwd=ROOT,
-                             env={**env, "RANK": str(rank), "LOCAL_RANK": str(rank)},
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for rank in range(WORLD)]
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": str(ROOT),
+        "WORLD_SIZE": str(WORLD),
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": port,
+        "HF_HUB_OFFLINE": "1",
+    }
+    return [
+        subprocess.Popen(
+            [sys.executable, __file__, str(out), runs, *extra],
+            cwd=ROOT,
+            env={**env, "RANK": str(rank), "LOCAL_RANK": str(rank)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for rank in range(WORLD)
+    ]
 
 
 def finish(processes: list[subprocess.Popen]) -> None:
@@ -347,8 +434,9 @@ def test_fsdp2_on_cpu_resumes_a_killed_run_from_its_sharded_checkpoint(sharded):
 @pytest.mark.parametrize("trust_remote_code", [False, True])
 def test_fsdp2_on_cpu_gathered_weights_load_as_a_normal_checkpoint(sharded, trust_remote_code, one_thread):
     _, reference = unsharded_run("pfs")
-    model = AutoModelForMaskedLM.from_pretrained(sharded / "full" / "pfs" / "final",
-                                                 trust_remote_code=trust_remote_code).eval()
+    model = AutoModelForMaskedLM.from_pretrained(
+        sharded / "full" / "pfs" / "final", trust_remote_code=trust_remote_code
+    ).eval()
     assert type(model).__module__.startswith("transformers_modules") == trust_remote_code
     ids = torch.tensor([blocks(0, 0, 1)[0]["input_ids"]])
     with torch.no_grad():

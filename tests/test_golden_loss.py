@@ -23,11 +23,24 @@ DEBUG = str(Path(__file__).resolve().parents[1] / "recipes" / "configs" / "debug
 
 @pytest.mark.slow
 def test_debug_recipe_reproduces_the_golden_losses(tmp_path):
-    argv = ["--config", DEBUG, "--output_dir", str(tmp_path / "out"), "--data_cache_dir", str(tmp_path / "cache"),
-            "--logging_steps", "1", "--report_to", "none"]
+    argv = [
+        "--config",
+        DEBUG,
+        "--output_dir",
+        str(tmp_path / "out"),
+        "--data_cache_dir",
+        str(tmp_path / "cache"),
+        "--logging_steps",
+        "1",
+        "--report_to",
+        "none",
+    ]
     trainer = pretrain.pretrain(*pretrain.make_parser().parse_args_and_config(argv))
-    steps = [{"step": h["step"], "loss": h["loss"], "grad_norm": h["grad_norm"]}
-             for h in trainer.state.log_history if "loss" in h]
+    steps = [
+        {"step": h["step"], "loss": h["loss"], "grad_norm": h["grad_norm"]}
+        for h in trainer.state.log_history
+        if "loss" in h
+    ]
     golden = json.loads(GOLDEN.read_text())
     if os.environ.get("GOLDEN_UPDATE"):
         golden.update(steps=steps, recorded_with={"torch": torch.__version__, "transformers": transformers.__version__})

@@ -21,8 +21,16 @@ from tests.fixtures.tiny_models import (
     build_tiny_tokenizer,
 )
 
-SMOKE = dict(max_steps=6, batch_size=8, eval_batch_size=32, max_train=48, max_eval=16, max_length=48, logging_steps=1,
-             precision="fp32")
+SMOKE = dict(
+    max_steps=6,
+    batch_size=8,
+    eval_batch_size=32,
+    max_train=48,
+    max_eval=16,
+    max_length=48,
+    logging_steps=1,
+    precision="fp32",
+)
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -32,9 +40,12 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 def models(tmp_path_factory, data_dir):
     root = tmp_path_factory.mktemp("grid-models")
     tokenizer = build_tiny_tokenizer(data_dir)
-    return {"eurobert": build_tiny_eurobert(root / "tiny-mlm", tokenizer),
-            "bert": build_tiny_bert(root / "tiny-bert", tokenizer),
-            "native": build_tiny_native_eurobert(root / "tiny-native", tokenizer), "tokenizer": tokenizer}
+    return {
+        "eurobert": build_tiny_eurobert(root / "tiny-mlm", tokenizer),
+        "bert": build_tiny_bert(root / "tiny-bert", tokenizer),
+        "native": build_tiny_native_eurobert(root / "tiny-native", tokenizer),
+        "tokenizer": tokenizer,
+    }
 
 
 def grid(model, output, tasks="sst2", lrs="1e-3,1e6", seeds="0,1"):
@@ -52,11 +63,30 @@ def test_grid_writes_skips_and_records_divergence(models, data_dir, tmp_path):
     assert sorted(written) == files and len(files) == 4
     records = {p.name: json.loads(p.read_text()) for p in files}
     assert {n: r["status"] for n, r in records.items()} == {
-        "lr0.001-seed0.json": "ok", "lr0.001-seed1.json": "ok",
-        "lr1e+06-seed0.json": "diverged", "lr1e+06-seed1.json": "diverged"}
+        "lr0.001-seed0.json": "ok",
+        "lr0.001-seed1.json": "ok",
+        "lr1e+06-seed0.json": "diverged",
+        "lr1e+06-seed1.json": "diverged",
+    }
     good = records["lr0.001-seed0.json"]
-    assert {"format", "model", "task", "family", "lr", "seed", "status", "main_metric", "validation", "test",
-            "per_instance", "trivial_baseline", "config", "identity", "versions", "git_commit"} <= set(good)
+    assert {
+        "format",
+        "model",
+        "task",
+        "family",
+        "lr",
+        "seed",
+        "status",
+        "main_metric",
+        "validation",
+        "test",
+        "per_instance",
+        "trivial_baseline",
+        "config",
+        "identity",
+        "versions",
+        "git_commit",
+    } <= set(good)
     assert str(tmp_path) not in json.dumps(good) and str(models["eurobert"]) not in json.dumps(good)  # no local paths
     assert 0.0 <= good["test"]["accuracy"] <= 1.0 and len(good["per_instance"]["test"]) == 16
     assert good["config"]["attention"] == "bidirectional" and good["config"]["adam_beta2"] == 0.95
@@ -85,8 +115,9 @@ def test_tokenized_datasets_are_built_once_per_tokenizer(models, data_dir):
 
 def _refused(models, data_dir, tmp_path, match, **grid_kwargs):
     with pytest.raises((ValueError, FileNotFoundError), match=match):
-        run.run_grid(grid(grid_kwargs.pop("model", models["eurobert"]), tmp_path / "out", **grid_kwargs),
-                 protocol(data_dir))
+        run.run_grid(
+            grid(grid_kwargs.pop("model", models["eurobert"]), tmp_path / "out", **grid_kwargs), protocol(data_dir)
+        )
     assert not (tmp_path / "out").exists()  # refused before any run started
 
 
@@ -112,8 +143,10 @@ def test_bad_input_is_refused_once_before_any_worker_starts(models, data_dir, tm
     with pytest.raises(ValueError, match="--workers 0 must be >= 1"):
         run.run_grid(dataclasses_replace(grid(models["eurobert"], tmp_path / "out"), workers=0), protocol(data_dir))
     with pytest.raises(ValueError, match="unknown task 'sst3'"):
-        run.run_grid(dataclasses_replace(grid(models["eurobert"], tmp_path / "out", tasks="sst2,sst3"), workers=2),
-                 protocol(data_dir))
+        run.run_grid(
+            dataclasses_replace(grid(models["eurobert"], tmp_path / "out", tasks="sst2,sst3"), workers=2),
+            protocol(data_dir),
+        )
     assert not (tmp_path / "out").exists()
 
 
@@ -136,7 +169,8 @@ def test_label_set_mismatch_is_refused(models, data_dir, tmp_path):
 
     finetuned = tmp_path / "finetuned"
     model = AutoModelForSequenceClassification.from_pretrained(
-        models["eurobert"], num_labels=3, id2label={0: "entailment", 1: "neutral", 2: "contradiction"})
+        models["eurobert"], num_labels=3, id2label={0: "entailment", 1: "neutral", 2: "contradiction"}
+    )
     model.save_pretrained(finetuned)
     models["tokenizer"].save_pretrained(finetuned)
     _refused(models, data_dir, tmp_path, "label set mismatch", model=finetuned)
@@ -223,8 +257,11 @@ def test_a_model_path_with_an_equals_sign_is_a_path(models, data_dir, tmp_path):
     assert resolve.resolve_model(str(model))[:2] == ("tiny-mlm", str(model))
     assert resolve.resolve_model(f"mine={model}")[:2] == ("mine", str(model))
     todo, _ = run.check(grid(model, tmp_path / "out", lrs="1e-3", seeds="0"), protocol(data_dir))
-    (entry,) = [arg.removeprefix("--model=") for arg in run.worker_command(
-        todo, grid(model, tmp_path / "out", lrs="1e-3", seeds="0"), protocol(data_dir)) if arg.startswith("--model=")]
+    (entry,) = [
+        arg.removeprefix("--model=")
+        for arg in run.worker_command(todo, grid(model, tmp_path / "out", lrs="1e-3", seeds="0"), protocol(data_dir))
+        if arg.startswith("--model=")
+    ]
     assert resolve.resolve_model(entry)[:2] == ("tiny-mlm", str(model))
     unnamed = tmp_path / "a=b"
     shutil.copytree(models["eurobert"], unnamed)
@@ -255,8 +292,9 @@ def test_stale_temp_file_of_a_killed_writer_is_removed(models, data_dir, tmp_pat
 
 @pytest.mark.parametrize("steps", ["0", "-1"])
 def test_cli_refuses_a_grid_that_would_not_train(models, tmp_path, steps, call_main):
-    result = call_main(run.main, "--model", models["eurobert"], "--tasks", "sst2", "--max_steps", steps, "--output",
-                       tmp_path / "out")
+    result = call_main(
+        run.main, "--model", models["eurobert"], "--tasks", "sst2", "--max_steps", steps, "--output", tmp_path / "out"
+    )
     assert result.returncode == 2 and f"max_steps={steps} must be >= 1" in result.stderr.splitlines()[-1]
     assert not (tmp_path / "out").exists()
 
@@ -264,13 +302,29 @@ def test_cli_refuses_a_grid_that_would_not_train(models, tmp_path, steps, call_m
 @pytest.mark.slow
 def test_two_grid_processes_share_one_output_directory(models, data_dir, tmp_path):
     """Two workers (as two SLURM array tasks would) on the same grid: every run is done once, by one of them."""
-    command = [sys.executable, "-m", "evaluation.run", "--model", str(models["eurobert"]), "--tasks", "sst2",
-               "--lrs", "1e-3,2e-3", "--seeds", "0,1", "--output", str(tmp_path), "--data_dir", str(data_dir),
-               *[f"--{k}={v}" for k, v in SMOKE.items()]]
+    command = [
+        sys.executable,
+        "-m",
+        "evaluation.run",
+        "--model",
+        str(models["eurobert"]),
+        "--tasks",
+        "sst2",
+        "--lrs",
+        "1e-3,2e-3",
+        "--seeds",
+        "0,1",
+        "--output",
+        str(tmp_path),
+        "--data_dir",
+        str(data_dir),
+        *[f"--{k}={v}" for k, v in SMOKE.items()],
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    workers = [subprocess.Popen(command, cwd=ROOT, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
-                                env=env)
-               for _ in range(2)]
+    workers = [
+        subprocess.Popen(command, cwd=ROOT, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
+        for _ in range(2)
+    ]
     outputs = [w.communicate(timeout=600)[1] for w in workers]
     assert [w.returncode for w in workers] == [0, 0], outputs
     counts = [int(re.search(r"wrote (\d+) result file", out).group(1)) for out in outputs]
@@ -296,24 +350,40 @@ def scored(record: dict) -> dict:
 
 
 @pytest.mark.slow  # two worker processes
-def test_workers_on_a_hub_id_give_the_results_of_a_sequential_grid(models, data_dir, tmp_path, call_main,
-                                                                    monkeypatch):
+def test_workers_on_a_hub_id_give_the_results_of_a_sequential_grid(models, data_dir, tmp_path, call_main, monkeypatch):
     """`--workers 2` on a Hub id (read from the Hub cache, offline) writes the results a sequential grid writes for
     the same model from its directory: same scores, predictions and identity (the snapshot's files)."""
-    sequential = run.run_grid(grid(f"tiny-mlm={models['eurobert']}", tmp_path / "sequential", lrs="1e-3,2e-3"),
-                          protocol(data_dir))
+    sequential = run.run_grid(
+        grid(f"tiny-mlm={models['eurobert']}", tmp_path / "sequential", lrs="1e-3,2e-3"), protocol(data_dir)
+    )
     commit = plant_hub_snapshot(tmp_path / "hub", "org/tiny-mlm", models["eurobert"])
     # HF_HUB_CACHE: read at import by huggingface_hub here (its constant), from the environment by the workers
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
-    result = call_main(run.main, "--model", "org/tiny-mlm", "--tasks", "sst2", "--lrs", "1e-3,2e-3", "--seeds", "0,1",
-                       "--workers", "2", "--output", tmp_path / "workers", "--data_dir", data_dir,
-                       *[f"--{k}={v}" for k, v in SMOKE.items()])
+    result = call_main(
+        run.main,
+        "--model",
+        "org/tiny-mlm",
+        "--tasks",
+        "sst2",
+        "--lrs",
+        "1e-3,2e-3",
+        "--seeds",
+        "0,1",
+        "--workers",
+        "2",
+        "--output",
+        tmp_path / "workers",
+        "--data_dir",
+        data_dir,
+        *[f"--{k}={v}" for k, v in SMOKE.items()],
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "2 workers, " in result.stderr and "wrote 4 result file(s)" in result.stderr
     parallel = store.result_files(tmp_path / "workers")
-    assert [p.relative_to(tmp_path / "workers") for p in parallel] == \
-        [p.relative_to(tmp_path / "sequential") for p in sorted(sequential)]  # filed under the repo name
+    assert [p.relative_to(tmp_path / "workers") for p in parallel] == [
+        p.relative_to(tmp_path / "sequential") for p in sorted(sequential)
+    ]  # filed under the repo name
     for ours, theirs in zip(sorted(sequential), parallel):
         a, b = json.loads(ours.read_text()), json.loads(theirs.read_text())
         assert a["status"] == "ok" and scored(a) == scored(b), ours.name
@@ -327,9 +397,28 @@ def test_workers_on_a_hub_id_give_the_results_of_a_sequential_grid(models, data_
 def test_a_failing_worker_fails_the_grid_with_its_log(models, data_dir, tmp_path, call_main):
     """A run that fails while training (8-token QA windows cannot hold the questions) fails the grid: exit 1 and
     the end of the worker's log, no result written."""
-    result = call_main(run.main, "--model", models["eurobert"], "--tasks", "squad", "--lrs", "1e-3", "--seeds", "0,1",
-                       "--workers", "2", "--output", tmp_path, "--data_dir", data_dir,
-                       *[f"--{k}={v}" for k, v in SMOKE.items()], "--qa_max_length", "8", "--doc_stride", "3")
+    result = call_main(
+        run.main,
+        "--model",
+        models["eurobert"],
+        "--tasks",
+        "squad",
+        "--lrs",
+        "1e-3",
+        "--seeds",
+        "0,1",
+        "--workers",
+        "2",
+        "--output",
+        tmp_path,
+        "--data_dir",
+        data_dir,
+        *[f"--{k}={v}" for k, v in SMOKE.items()],
+        "--qa_max_length",
+        "8",
+        "--doc_stride",
+        "3",
+    )
     assert result.returncode == 1, result.stderr[-3000:]
     assert re.search(r"error: worker \d of 2 failed \(exit status 1\); the grid stopped", result.stderr)
     assert "Truncation error" in result.stderr  # the worker's own traceback, from its log
@@ -357,14 +446,18 @@ def test_a_dotted_hub_id_is_resolved_as_a_hub_id():
 def test_settings_another_family_reads_leave_results_current_and_comparable(models, data_dir, tmp_path):
     """An SC result does not depend on the IR pooling or the QA stride: a grid differing only there reuses it, and
     the report averages the seeds of two such grids (the identity of each family holds only what it reads)."""
-    first = run.run_grid(grid(models["eurobert"], tmp_path, lrs="1e-3", seeds="0"),
-                         protocol(data_dir, ir_pooling="cls", doc_stride=64, n_best=5, query_prompt="Q: "))
+    first = run.run_grid(
+        grid(models["eurobert"], tmp_path, lrs="1e-3", seeds="0"),
+        protocol(data_dir, ir_pooling="cls", doc_stride=64, n_best=5, query_prompt="Q: "),
+    )
     recorded = json.loads(first[0].read_text())["identity"]
     assert not {"ir_pooling", "doc_stride", "n_best", "query_prompt"} & set(recorded["protocol"])
     assert set(recorded["inputs"]) == {"max_length", "attention"}
     assert run.run_grid(grid(models["eurobert"], tmp_path, lrs="1e-3", seeds="0"), protocol(data_dir)) == []
-    second = run.run_grid(grid(models["eurobert"], tmp_path, lrs="1e-3", seeds="1"),
-                          protocol(data_dir, ir_pooling="last", qa_max_length=64))
+    second = run.run_grid(
+        grid(models["eurobert"], tmp_path, lrs="1e-3", seeds="1"),
+        protocol(data_dir, ir_pooling="last", qa_max_length=64),
+    )
     assert len(second) == 1
     (row,) = report.summarize(report.load_results(tmp_path))
     assert row["n_runs"] == 2
@@ -387,6 +480,7 @@ def test_a_new_setting_is_declared_once_and_identity_and_data_cache_follow(model
     """A setting is its field plus one `SETTINGS` declaration: the identity of the families that read it holds it (the
     others' do not), and it keys the data cache of exactly those families (before: the cache key was listed by hand,
     and a data setting missing from it silently returned splits built for another value)."""
+
     @dataclasses.dataclass
     class WithWindow(finetune_args.ProtocolArgs):
         window: int = 3
@@ -405,8 +499,9 @@ def test_a_new_setting_is_declared_once_and_identity_and_data_cache_follow(model
     assert tokenized[0] is not tokenized[1] and tokenized[2] is tokenized[3]  # the tokenized splits' cache too
     # a declared identity-only setting enters no data key; one declared off the identity enters no identity
     monkeypatch.setitem(finetune_args.SETTINGS, "window", finetune_args.Setting(identity=False))
-    assert "window" not in identity.protocol_identity(args[0], "sc") and "window" not in \
-        finetune_args.data_settings(args[0], "sc")
+    assert "window" not in identity.protocol_identity(args[0], "sc") and "window" not in finetune_args.data_settings(
+        args[0], "sc"
+    )
 
 
 def test_two_grids_of_other_protocols_started_together_leave_no_mix(models, data_dir, tmp_path, monkeypatch):
@@ -426,16 +521,19 @@ def test_two_grids_of_other_protocols_started_together_leave_no_mix(models, data
         return real_execute(unit, *args)
 
     monkeypatch.setattr(run, "execute", execute_with_b_starting)
-    written = run.run_all(todo_a, tokenizers, grid(models["eurobert"], tmp_path, lrs="1e-3,2e-3", seeds="0"),
-                          protocol(data_dir))
+    written = run.run_all(
+        todo_a, tokenizers, grid(models["eurobert"], tmp_path, lrs="1e-3,2e-3", seeds="0"), protocol(data_dir)
+    )
     assert refused and len(written) == 2 and store.result_files(tmp_path) == sorted(written)
     assert {store.read_result(p)["identity"]["protocol"]["max_steps"] for p in written} == {6}
     # a folder written before folders were claimed is refused before anything is claimed, naming --migrate, which
     # claims it for its results' protocol (A's: B is then refused as another protocol)
     folder = written[0].parent
     (folder / store.PROTOCOL_NAME).unlink()
-    with pytest.raises(run.GridMixed, match="written before folders were claimed: run `python -m evaluation.identity "
-                                            "--migrate RESULTS_DIR` once"):
+    with pytest.raises(
+        run.GridMixed,
+        match="written before folders were claimed: run `python -m evaluation.identity --migrate RESULTS_DIR` once",
+    ):
         run.run_all(todo_b, tokenizers, grid_b, protocol_b)
     assert not (folder / store.PROTOCOL_NAME).exists()
     assert identity.migrate(tmp_path) == 0 and (folder / store.PROTOCOL_NAME).is_file()
@@ -449,10 +547,26 @@ def test_a_damaged_protocol_claim_is_one_line_and_nothing_runs(models, data_dir,
     exit 2, nothing trained or written."""
     claim = tmp_path / "tiny-mlm" / "sst2" / store.PROTOCOL_NAME
     claim.parent.mkdir(parents=True)
-    {"corrupt": lambda: claim.write_text('{"max_steps": '), "empty": lambda: claim.write_text(""),
-     "folder": claim.mkdir}[damage]()
-    out = call_main(run.main, "--model", models["eurobert"], "--tasks", "sst2", "--lrs", "1e-3", "--seeds", "0",
-                    "--output", tmp_path, "--data_dir", data_dir)
+    {
+        "corrupt": lambda: claim.write_text('{"max_steps": '),
+        "empty": lambda: claim.write_text(""),
+        "folder": claim.mkdir,
+    }[damage]()
+    out = call_main(
+        run.main,
+        "--model",
+        models["eurobert"],
+        "--tasks",
+        "sst2",
+        "--lrs",
+        "1e-3",
+        "--seeds",
+        "0",
+        "--output",
+        tmp_path,
+        "--data_dir",
+        data_dir,
+    )
     errors = [line for line in out.stderr.splitlines() if line.startswith("error:")]
     assert out.returncode == 2 and len(errors) == 1 and str(claim) in errors[0] and "Traceback" not in out.stderr
     assert sorted(p.name for p in claim.parent.iterdir()) == [store.PROTOCOL_NAME]

@@ -20,8 +20,18 @@ from tests.fixtures.file_modes import not_following_umask
 from tests.fixtures.finetuning_callback import on_every_finetuning
 from tests.fixtures.tiny_models import build_tiny_eurobert, build_tiny_tokenizer
 
-SMOKE = dict(max_steps=4, batch_size=8, eval_batch_size=32, max_train=48, max_eval=12, max_length=64,
-             qa_max_length=96, doc_stride=32, logging_steps=1, precision="fp32")
+SMOKE = dict(
+    max_steps=4,
+    batch_size=8,
+    eval_batch_size=32,
+    max_train=48,
+    max_eval=12,
+    max_length=64,
+    qa_max_length=96,
+    doc_stride=32,
+    logging_steps=1,
+    precision="fp32",
+)
 SAVED = ("sst2", "conll2003", "squad", "scifact_b")
 
 
@@ -51,18 +61,32 @@ def grid_run(one_thread, tmp_path_factory, data_dir):
     model = build_tiny_eurobert(root / "tiny-clm", build_tiny_tokenizer(data_dir), is_causal=True)
     scifact_b = write_scifact_b(root)
     protocol = finetune_args.ProtocolArgs(**SMOKE, data_dir=str(data_dir))
-    grid = run.GridArgs(model=str(model), tasks=f"sst2,conll2003,squad,scifact,{scifact_b}", lrs="1e-3", seeds="0",
-                        output=str(root / "results"), save_models="sst2,conll2003,squad,scifact_b:1e-3:0")
+    grid = run.GridArgs(
+        model=str(model),
+        tasks=f"sst2,conll2003,squad,scifact,{scifact_b}",
+        lrs="1e-3",
+        seeds="0",
+        output=str(root / "results"),
+        save_models="sst2,conll2003,squad,scifact_b:1e-3:0",
+    )
     with on_every_finetuning(CountTrainings()) as counter:
         written = run.run_grid(grid, protocol)
         trainings = {"grid": counter.n}
         for name, task in (("scifact", "scifact"), ("scifact_b", str(scifact_b))):
             counter.n = 0
-            run.run_grid(dataclasses.replace(grid, tasks=task, output=str(root / f"alone-{name}"), save_models=""),
-                         protocol)
+            run.run_grid(
+                dataclasses.replace(grid, tasks=task, output=str(root / f"alone-{name}"), save_models=""), protocol
+            )
             trainings[name] = counter.n
-    return {"root": root, "model": model, "grid": grid, "protocol": protocol, "written": written,
-            "trainings": trainings, "scifact_b": scifact_b}
+    return {
+        "root": root,
+        "model": model,
+        "grid": grid,
+        "protocol": protocol,
+        "written": written,
+        "trainings": trainings,
+        "scifact_b": scifact_b,
+    }
 
 
 def result(output, task: str) -> dict:
@@ -138,9 +162,12 @@ def test_saved_models_reload_in_a_fresh_process_and_reproduce_the_predictions(gr
         for path in dirs[task].rglob("*.json"):  # publishable: no local path anywhere
             assert str(grid_run["root"]) not in path.read_text() and "/tmp" not in path.read_text(), path
     assert {"modules.json", "config_sentence_transformers.json", "modeling_eurobert.py"} <= {
-        p.name for p in dirs["scifact_b"].iterdir()}
+        p.name for p in dirs["scifact_b"].iterdir()
+    }
     assert json.loads((dirs["scifact_b"] / "config_sentence_transformers.json").read_text())["prompts"] == {
-        "query": "Query: ", "document": "Document: "}
+        "query": "Query: ",
+        "document": "Document: ",
+    }
 
     # What the evaluation fed each model, rebuilt with this repository's own code.
     args = protocol.for_run(lr=1e-3)
@@ -150,35 +177,54 @@ def test_saved_models_reload_in_a_fresh_process_and_reproduce_the_predictions(gr
     squad_splits, windows = extractive_qa.tokenize(squad, tokenizer, args)
     ir_split = common.task_splits(tasks.load_task(grid_run["scifact_b"]), args)["test"]
     jobs = {
-        "sc": {"dir": str(dirs["sst2"]), "texts": list(common.task_splits(sst2, args)["test"]["text"]),
-               "max_length": 64},
-        "tc": {"dir": str(dirs["conll2003"]), "max_length": 64,
-               "texts": [token_classification.join_words(words)[0] for words in tagged["tokens"]]},
-        "qa": {"dir": str(dirs["squad"]), "questions": [q.lstrip() for q in squad_splits["test"]["question"]],
-               "contexts": list(squad_splits["test"]["context"]), "max_length": 96, "stride": 32},
+        "sc": {
+            "dir": str(dirs["sst2"]),
+            "texts": list(common.task_splits(sst2, args)["test"]["text"]),
+            "max_length": 64,
+        },
+        "tc": {
+            "dir": str(dirs["conll2003"]),
+            "max_length": 64,
+            "texts": [token_classification.join_words(words)[0] for words in tagged["tokens"]],
+        },
+        "qa": {
+            "dir": str(dirs["squad"]),
+            "questions": [q.lstrip() for q in squad_splits["test"]["question"]],
+            "contexts": list(squad_splits["test"]["context"]),
+            "max_length": 96,
+            "stride": 32,
+        },
         "ir": {"dir": str(dirs["scifact_b"]), "queries": ir_split.queries, "corpus": ir_split.corpus},
     }
     (tmp_path / "jobs.json").write_text(json.dumps(jobs))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"OMP_NUM_THREADS": "1"}
     # A fresh interpreter outside the repository: nothing of ours is importable, the saved folders must suffice.
-    done = subprocess.run([sys.executable, "-c", RELOAD, str(tmp_path / "jobs.json"), str(tmp_path / "out.json")],
-                          cwd=tmp_path, env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-c", RELOAD, str(tmp_path / "jobs.json"), str(tmp_path / "out.json")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads((tmp_path / "out.json").read_text())
 
     expected = {task: [r["prediction"] for r in result(output, task)["per_instance"]["test"]] for task in SAVED[:3]}
     assert [out["sc"]["id2label"][str(int(np.argmax(logits[0])))] for logits in out["sc"]["logits"]] == expected["sst2"]
     assert out["tc"]["input_ids"] == list(tagged["input_ids"])  # the saved tokenizer encodes as the evaluation did
-    words = [token_classification.word_tags(np.asarray(logits[0]), w, len(t), conll.labels, conll.tc_labelling)
-             for logits, w, t in zip(out["tc"]["logits"], tagged["word_ids"], tagged["tags"])]
+    words = [
+        token_classification.word_tags(np.asarray(logits[0]), w, len(t), conll.labels, conll.tc_labelling)
+        for logits, w, t in zip(out["tc"]["logits"], tagged["word_ids"], tagged["tags"])
+    ]
     assert words == expected["conll2003"]
     assert out["qa"]["input_ids"] == list(windows["test"]["input_ids"])
     length = max(len(ids) for ids in windows["test"]["input_ids"])
     start, end = (np.full((len(out["qa"]["logits"]), length), -1e4, np.float32) for _ in range(2))
     for i, (s, e) in enumerate(out["qa"]["logits"]):
         start[i, : len(s)], end[i, : len(e)] = s, e
-    answers = extractive_qa.postprocess(squad_splits["test"], windows["test"], start, end, args.n_best,
-                                        args.max_answer_length)
+    answers = extractive_qa.postprocess(
+        squad_splits["test"], windows["test"], start, end, args.n_best, args.max_answer_length
+    )
     assert [answers[i] for i in squad_splits["test"]["id"]] == expected["squad"]
     rankings = {r["qid"]: r["ranking"][:10] for r in result(output, "scifact_b")["per_instance"]["test"]}
     assert out["ir"] == rankings
@@ -199,8 +245,9 @@ def test_a_missing_saved_model_is_trained_again_and_the_selection_is_checked(gri
     assert scored(result(grid.output, "sst2")) == scored(before)
     for selection in ("sst3", "sst2:1e-2:0", "sst2:1e-3", "squad:x:0"):
         with pytest.raises(ValueError, match=f"--save_models entry '{selection}' names no run of this grid"):
-            run.run_grid(dataclasses.replace(grid, save_models=selection, output=str(grid_run["root"] / "bad")),
-                         protocol)
+            run.run_grid(
+                dataclasses.replace(grid, save_models=selection, output=str(grid_run["root"] / "bad")), protocol
+            )
     assert not (grid_run["root"] / "bad").exists()
 
 
@@ -208,13 +255,17 @@ def test_paper_plan_counts_the_shared_retrieval_training_once():
     pairs = {name: tasks.load_task(name).hub.train_pairs for name in plan.SHARED_IR_TRAINING}
     assert len({json.dumps(p, sort_keys=True) for p in pairs.values()}) == 1 and None not in pairs.values()
     assert plan.EVAL_FINETUNINGS_PER_LR_SEED == plan.EVAL_TASKS - 2 == 10
-    per_task = sum(plan.EVAL_RUNS_PER_TASK * plan.EVAL_TOKENS_PER_RUN * plan.flops_per_token(size, 0.0)
-                   for size in (n.split("-")[0] for n in plan.evaluated_models()))
+    per_task = sum(
+        plan.EVAL_RUNS_PER_TASK * plan.EVAL_TOKENS_PER_RUN * plan.flops_per_token(size, 0.0)
+        for size in (n.split("-")[0] for n in plan.evaluated_models())
+    )
     assert plan.eval_flops() == pytest.approx(10 * per_task)
     rate = plan.GPUS["H100"] * 0.4
     hours, line = plan.evaluation_line(rate)
     assert hours == pytest.approx(10 * per_task / rate / 3600)
     assert line.startswith("Evaluation: 18,000 results from 15,000 fine-tunings") and "to be measured" in line
     assert plan.evaluation_line(rate, eval_runs_per_gpu_hour=50.0) == (
-        300.0, "Evaluation: 18,000 results from 15,000 fine-tunings (msmarco, nq, mldr share one per model, LR and "
-               "seed), 300 GPU-hours at the measured 50.0 fine-tunings per GPU-hour.")
+        300.0,
+        "Evaluation: 18,000 results from 15,000 fine-tunings (msmarco, nq, mldr share one per model, LR and "
+        "seed), 300 GPU-hours at the measured 50.0 fine-tunings per GPU-hour.",
+    )

@@ -33,8 +33,13 @@ def hand_best_lr(model: str) -> dict:
     mean = sum(test) / len(test)
     sd = math.sqrt(sum((t - mean) ** 2 for t in test) / (len(test) - 1))
     half = stats.t.ppf(0.975, len(test) - 1) * sd / math.sqrt(len(test))
-    return {"best_lr": best, "mean": mean, "ci_low": max(0.0, mean - half), "ci_high": min(1.0, mean + half),
-            "per_query": [sum(q) / len(q) for q in zip(*(r["test"]["scores_i"] for r in runs[best]))]}
+    return {
+        "best_lr": best,
+        "mean": mean,
+        "ci_low": max(0.0, mean - half),
+        "ci_high": min(1.0, mean + half),
+        "per_query": [sum(q) / len(q) for q in zip(*(r["test"]["scores_i"] for r in runs[best]))],
+    }
 
 
 @pytest.fixture
@@ -72,8 +77,13 @@ def test_real_files_import_as_records_with_the_papers_best_lr_means(imported):
     with open(root / import_encodeval.MISSING_RUNS, newline="") as f:
         missing = list(csv.DictReader(f))
     assert len(missing) == 52 and {(m["model"], m["task"]) for m in missing} == {(m, "mldr") for m in MODELS}
-    assert {"model": "610m-clm-42k", "task": "mldr", "lr": "2e-05", "seed": "3", "expected": "the paper's grid"} \
-        in missing
+    assert {
+        "model": "610m-clm-42k",
+        "task": "mldr",
+        "lr": "2e-05",
+        "seed": "3",
+        "expected": "the paper's grid",
+    } in missing
     assert not any(m["lr"] in ("5e-05", "0.0001") and m["seed"] in ("0", "1") for m in missing)
     assert "imported 8 runs of 2 models on 1 tasks" in stdout and "  610m-clm-42k mldr: 26 missing" in stdout
 
@@ -105,10 +115,20 @@ def test_report_on_the_imported_tree_shows_means_missing_runs_and_comparisons(im
 def own_record(model: str, task: str = "mldr", lr: float = 1e-4, seed: int = 0) -> dict:
     """A result of this project's own grid (evaluation.run's fields that the report reads)."""
     scores = [1.0, 0.0, 0.5, 0.6309297535714573]
-    return {"format": store.RESULT_FORMAT, "model": model, "task": task, "family": "ir", "lr": lr, "seed": seed,
-            "status": "ok", "main_metric": "ndcg@10", "validation": {"ndcg@10": 0.5}, "test": {"ndcg@10": 0.5},
-            "per_instance": {"validation": [], "test": [{"ndcg@10": s} for s in scores]},
-            "identity": {"model": {"weights": "a" * 64}, "task": {"definition": task}, "protocol": {"lr": lr}}}
+    return {
+        "format": store.RESULT_FORMAT,
+        "model": model,
+        "task": task,
+        "family": "ir",
+        "lr": lr,
+        "seed": seed,
+        "status": "ok",
+        "main_metric": "ndcg@10",
+        "validation": {"ndcg@10": 0.5},
+        "test": {"ndcg@10": 0.5},
+        "per_instance": {"validation": [], "test": [{"ndcg@10": s} for s in scores]},
+        "identity": {"model": {"weights": "a" * 64}, "task": {"definition": task}, "protocol": {"lr": lr}},
+    }
 
 
 def test_own_results_side_by_side_but_never_averaged_with_imported_ones(imported, tmp_path, call_main):
@@ -122,8 +142,9 @@ def test_own_results_side_by_side_but_never_averaged_with_imported_ones(imported
     assert "| my-encoder | ? | ? | 0.500 [0.500, 0.500] |" in summary  # a size and steps the report was not given
     assert "| 610m-clm-42k | 608M | 42,000 | 0." in summary  # one mldr column
     # an own result of an imported model's name: the report refuses to average the two in one row, naming both
-    path = store.write_result(store.result_path(root, "610m-clm-42k", "mldr", 2e-4, 0),
-                              own_record("610m-clm-42k", lr=2e-4))
+    path = store.write_result(
+        store.result_path(root, "610m-clm-42k", "mldr", 2e-4, 0), own_record("610m-clm-42k", lr=2e-4)
+    )
     with pytest.raises(ValueError, match="imported from EncodEval.*keep them in separate results directories"):
         statistics.summarize(statistics.load_results(root))
     # and the importer refuses to write into a directory that holds one, naming it, before writing anything
@@ -140,8 +161,9 @@ def drawn_figures(monkeypatch) -> dict:
     from analysis import figures
 
     drawn, save = {}, figures._save
-    monkeypatch.setattr(figures, "_save", lambda fig, path, caption: (drawn.__setitem__(path.name, fig),
-                                                                      save(fig, path, caption))[1])
+    monkeypatch.setattr(
+        figures, "_save", lambda fig, path, caption: (drawn.__setitem__(path.name, fig), save(fig, path, caption))[1]
+    )
     monkeypatch.setattr(plt, "close", lambda fig: None)
     return drawn
 
@@ -151,8 +173,11 @@ def bars(fig) -> dict:
     from matplotlib.container import BarContainer
 
     ax = fig.axes[0]
-    return ({c.get_label(): [p.get_height() for p in c.patches] for c in ax.containers if isinstance(c, BarContainer)},
-            " ".join(fig.texts[-1].get_text().split()), ax.get_legend_handles_labels()[1])
+    return (
+        {c.get_label(): [p.get_height() for p in c.patches] for c in ax.containers if isinstance(c, BarContainer)},
+        " ".join(fig.texts[-1].get_text().split()),
+        ax.get_legend_handles_labels()[1],
+    )
 
 
 def test_one_report_of_a_study_ones_own_model_and_the_papers_runs(imported, tmp_path, call_main, monkeypatch):
@@ -163,13 +188,20 @@ def test_one_report_of_a_study_ones_own_model_and_the_papers_runs(imported, tmp_
     caption names the baseline only as drawn."""
     root, _ = imported
     study = tmp_path / "study"
-    artifacts.write_json_atomic(study / "study.json", {"format": run_folders.STUDY_FORMAT, "study": "smoke",
-                                "definition": {"scale": "smoke", "models": list(MODELS)}})
+    artifacts.write_json_atomic(
+        study / "study.json",
+        {
+            "format": run_folders.STUDY_FORMAT,
+            "study": "smoke",
+            "definition": {"scale": "smoke", "models": list(MODELS)},
+        },
+    )
     baseline = {"trivial_baseline": {"validation": {"ndcg@10": 0.1}, "test": {"ndcg@10": 0.1}}}
     for model, folder in [*((m, study / "results") for m in MODELS), ("my-encoder", tmp_path / "mine")]:
         for seed in (0, 1):
-            store.write_result(store.result_path(folder, model, "mldr", 1e-4, seed),
-                               {**own_record(model, seed=seed), **baseline})
+            store.write_result(
+                store.result_path(folder, model, "mldr", 1e-4, seed), {**own_record(model, seed=seed), **baseline}
+            )
     (study / "report").mkdir()
     (study / "report" / "summary.md").write_text("the study's own report\n")
     before = sorted((p, p.stat().st_mtime_ns) for p in study.rglob("*"))
@@ -184,8 +216,10 @@ def test_one_report_of_a_study_ones_own_model_and_the_papers_runs(imported, tmp_
     heights, caption, labels = bars(drawn["objective_ir.png"])
     assert heights == {m: [pytest.approx(float(rows[m]["mean"]), rel=1e-3)] for m in rows}  # the csv: 4 digits
     # a model may have some tasks in one folder, others in another; one model's results on one task in two are refused
-    store.write_result(store.result_path(tmp_path / "more", "my-encoder", "sst2", 1e-4, 0),
-                       {**own_record("my-encoder"), "task": "sst2"})
+    store.write_result(
+        store.result_path(tmp_path / "more", "my-encoder", "sst2", 1e-4, 0),
+        {**own_record("my-encoder"), "task": "sst2"},
+    )
     assert call_main(report.main, tmp_path / "mine", tmp_path / "more", "--output", tmp_path / "two").returncode == 0
     store.write_result(store.result_path(tmp_path / "more", "my-encoder", "mldr", 1e-4, 0), own_record("my-encoder"))
     twice = call_main(report.main, tmp_path / "mine", tmp_path / "more", "--output", tmp_path / "three")
@@ -208,8 +242,10 @@ def test_objective_figure_plots_every_row_and_promises_only_what_it_draws(import
     assert drawn["objective_ir.png"].axes[0].get_title().endswith("(paper scale)")
     baseline = {"trivial_baseline": {"validation": {"ndcg@10": 0.1}, "test": {"ndcg@10": 0.1}}}
     for seed in (0, 1):
-        store.write_result(store.result_path(root, "my-encoder", "mldr", 1e-4, seed),
-                           {**own_record("my-encoder", seed=seed), **baseline})
+        store.write_result(
+            store.result_path(root, "my-encoder", "mldr", 1e-4, seed),
+            {**own_record("my-encoder", seed=seed), **baseline},
+        )
     drawn.clear()
     assert call_main(report.main, root, "--output", tmp_path / "mine").returncode == 0
     rows = {r["model"]: r for r in csv.DictReader(open(tmp_path / "mine" / "summary.csv", newline=""))}
@@ -256,13 +292,23 @@ def test_generated_tree_maps_names_and_lists_each_missing_run(tmp_path, call_mai
 def test_a_part_of_the_tree(tmp_path, call_main):
     tree = generated_tree(tmp_path)
     _score_off(tree / "610m-mlm40-42k" / "IR" / "mldr_en" / "msmarco_pairs_lr5e-05_sd1" / "results.json")  # not read
-    out = call_main(import_encodeval.main, tree, "--output", tmp_path / "imported", "--models", "610m-clm-42k",
-                    "--datasets", "mnli,conll2003_en")
+    out = call_main(
+        import_encodeval.main,
+        tree,
+        "--output",
+        tmp_path / "imported",
+        "--models",
+        "610m-clm-42k",
+        "--datasets",
+        "mnli,conll2003_en",
+    )
     assert out.returncode == 0, out.stderr
     records = statistics.load_results(tmp_path / "imported")
     assert {(r["model"], r["task"]) for r in records} == {("610m-clm-42k", "mnli"), ("610m-clm-42k", "conll2003")}
-    assert import_encodeval.missing_counts(tmp_path / "imported") == {("610m-clm-42k", "mnli"): 26,
-                                                                      ("610m-clm-42k", "conll2003"): 26}
+    assert import_encodeval.missing_counts(tmp_path / "imported") == {
+        ("610m-clm-42k", "mnli"): 26,
+        ("610m-clm-42k", "conll2003"): 26,
+    }
     out = call_main(import_encodeval.main, tree, "--output", tmp_path / "none", "--models", "1b-clm-42k")
     assert out.returncode == 2 and "for --models/--datasets" in out.stderr
 
@@ -283,12 +329,15 @@ def _no_scores(path: Path) -> None:
     path.write_text(json.dumps(run, indent=4))
 
 
-@pytest.mark.parametrize("damage, message", [
-    (_truncate, "is not valid JSON .*truncated"),
-    (_score_off, "is not the mean of its 800 scores_i"),
-    (_no_scores, "is not an EncodEval result: `validation` needs"),
-    (Path.unlink, "is missing: the run folder is there without its result"),
-])
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (_truncate, "is not valid JSON .*truncated"),
+        (_score_off, "is not the mean of its 800 scores_i"),
+        (_no_scores, "is not an EncodEval result: `validation` needs"),
+        (Path.unlink, "is missing: the run folder is there without its result"),
+    ],
+)
 def test_malformed_or_partial_tree_is_refused_in_one_line_naming_the_file(tmp_path, call_main, damage, message):
     tree = generated_tree(tmp_path)
     path = tree / "610m-mlm40-42k" / "IR" / "mldr_en" / "msmarco_pairs_lr5e-05_sd1" / "results.json"
@@ -330,8 +379,13 @@ def test_paper_curves_from_an_imported_tree_of_intermediate_pfs_and_cpt_runs(tmp
     checkpoints, the PFS split and the CPT curves from them (real files, filed under those names)."""
     tree = tmp_path / "results"
     shutil.copytree(REAL, tree)
-    for model in ("610m-clm-42k-1000", "610m-clm-42k-20000", "610m-clm-21k-mlm40-42k", "610m-clm-dec42k-mlm40-44k",
-                  "610m-clm-dec42k-mlm40-54k"):
+    for model in (
+        "610m-clm-42k-1000",
+        "610m-clm-42k-20000",
+        "610m-clm-21k-mlm40-42k",
+        "610m-clm-dec42k-mlm40-44k",
+        "610m-clm-dec42k-mlm40-54k",
+    ):
         shutil.copytree(REAL / "610m-clm-42k", tree / model)
     for model in ("610m-mlm40-42k-1000", "610m-mlm40-42k-20000"):
         shutil.copytree(REAL / "610m-mlm40-42k", tree / model)
@@ -350,11 +404,14 @@ def tree_files(root: Path) -> dict[str, bytes]:
     return {p.relative_to(root).as_posix(): p.read_bytes() if p.is_file() else None for p in root.rglob("*")}
 
 
-@pytest.mark.parametrize("copy_to, names", [
-    ("610m-clm-42k/IR/mldr_en/msmarco_pairs_lr1.0e-04_sd0", "two spellings of one run"),
-    ("610m-clm-42k/IR/mldr_en/other_lr1e-04_sd0", "another train prefix"),
-    ("610m-clm-42k/SC/mldr_en/lr1e-04_sd0", "one dataset under two families"),
-])
+@pytest.mark.parametrize(
+    "copy_to, names",
+    [
+        ("610m-clm-42k/IR/mldr_en/msmarco_pairs_lr1.0e-04_sd0", "two spellings of one run"),
+        ("610m-clm-42k/IR/mldr_en/other_lr1e-04_sd0", "another train prefix"),
+        ("610m-clm-42k/SC/mldr_en/lr1e-04_sd0", "one dataset under two families"),
+    ],
+)
 def test_two_files_of_one_run_are_refused_naming_both(tmp_path, call_main, copy_to, names):
     """R3a/b: two files that would be filed as one record (the last one winning by sort order; an IR run relabelled
     `family: sc`) are refused in one line naming both paths, nothing written."""

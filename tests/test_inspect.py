@@ -31,15 +31,24 @@ def custom_task(tmp_path_factory):
     (root / "my_ner.yaml").write_text(
         "name: my_ner\nfamily: tc\nmetric: sentence_macro_f1\nbudget: {epochs: 1}\n"
         "labels: [O, B-PER, I-PER, B-ORG, I-ORG, B-MISC, I-MISC]\n"
-        "offline: {format: conll, root: ., separator: \"\\t\", token_column: 0, tag_column: 1,\n"
-        "          files: {train: ner.txt, validation: ner.txt, test: ner.txt}}\n", encoding="utf-8")
+        'offline: {format: conll, root: ., separator: "\\t", token_column: 0, tag_column: 1,\n'
+        "          files: {train: ner.txt, validation: ner.txt, test: ner.txt}}\n",
+        encoding="utf-8",
+    )
     return root / "my_ner.yaml"
 
 
 def run_cli(*argv):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "evaluation.inspect", *map(str, argv)], capture_output=True,
-                          text=True, timeout=300, env=env, cwd=REPO, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "evaluation.inspect", *map(str, argv)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=REPO,
+        check=False,
+    )
 
 
 @pytest.mark.slow  # the process boundary: `python -m evaluation.inspect`
@@ -51,7 +60,7 @@ def test_cli_shows_every_family_and_a_yaml_task(model_dir, custom_task, data_dir
     assert reports == {"sst2": "sc", "conll2003": "tc", "squad": "qa", "scifact": "ir", "my_ner": "tc"}
     out = done.stdout
     # sc: the template-filled text and its label
-    assert "[0] text: \"a future they wo n't much care about\"" in out and "label: 0 (negative)" in out
+    assert '[0] text: "a future they wo n\'t much care about"' in out and "label: 0 (negative)" in out
     # tc: byte-level tokens as the tokenizer writes them, the tag each carries, -100 where the loss ignores it
     assert "labelling: all" in out
     assert re.search(r"^\s+Ġre\S*\s+O\s+word 1 'rejects'$", out, flags=re.MULTILINE), out
@@ -66,12 +75,15 @@ def test_cli_shows_every_family_and_a_yaml_task(model_dir, custom_task, data_dir
     assert re.search(r"^\s+ĠBl\S*\s+I-PER\s+word 1 'Blackburn'$", out, flags=re.MULTILINE)
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--task", "sst3"], "error: unknown task 'sst3'"),
-    (["--task", "sst2"], "error: no tokenizer found in"),                    # a model directory without tokenizer
-    (["--task", "ontonotes"], "error: task 'ontonotes' has no offline data"),  # a paper task not in the bundle
-    (["--task", "sst2", "--split", "dev"], "error: argument --split: invalid choice"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--task", "sst3"], "error: unknown task 'sst3'"),
+        (["--task", "sst2"], "error: no tokenizer found in"),  # a model directory without tokenizer
+        (["--task", "ontonotes"], "error: task 'ontonotes' has no offline data"),  # a paper task not in the bundle
+        (["--task", "sst2", "--split", "dev"], "error: argument --split: invalid choice"),
+    ],
+)
 def test_bad_input_in_process(tmp_path, model_dir, capsys, argv, message):
     model = tmp_path if "sst2" in argv and "--split" not in argv else model_dir
     with pytest.raises(SystemExit) as exit_info:

@@ -26,12 +26,47 @@ def base(data_dir, tmp_path_factory):
 
 
 def cpt_argv(base, output_dir, cache_dir, *extra):
-    return ["--config", "recipes/configs/debug.yaml", "--architecture", "null", "--model_name_or_path", str(base),
-            "--switch_step", "null", "--intermediate_steps", "2", "--max_steps", str(STEPS), "--max_docs", "50",
-            "--block_size", "32", "--per_device_train_batch_size", "2", "--warmup_steps", "1", "--report_to", "none",
-            "--save_strategy", "steps", "--save_steps", "2", "--data_cache_dir", str(cache_dir),
-            "--lr_scheduler_kwargs", '{"num_decay_steps": 1, "decay_type": "linear"}', "--learning_rate", "1e-2",
-            "--lora", "true", "--lora_rank", "4", "--output_dir", str(output_dir), *extra]
+    return [
+        "--config",
+        "recipes/configs/debug.yaml",
+        "--architecture",
+        "null",
+        "--model_name_or_path",
+        str(base),
+        "--switch_step",
+        "null",
+        "--intermediate_steps",
+        "2",
+        "--max_steps",
+        str(STEPS),
+        "--max_docs",
+        "50",
+        "--block_size",
+        "32",
+        "--per_device_train_batch_size",
+        "2",
+        "--warmup_steps",
+        "1",
+        "--report_to",
+        "none",
+        "--save_strategy",
+        "steps",
+        "--save_steps",
+        "2",
+        "--data_cache_dir",
+        str(cache_dir),
+        "--lr_scheduler_kwargs",
+        '{"num_decay_steps": 1, "decay_type": "linear"}',
+        "--learning_rate",
+        "1e-2",
+        "--lora",
+        "true",
+        "--lora_rank",
+        "4",
+        "--output_dir",
+        str(output_dir),
+        *extra,
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -55,8 +90,11 @@ def test_lora_cpt_changes_only_the_adapted_weights(base, runs):
     """Saved merged: only the targeted projections change (by the merged delta); embeddings and LM head change
     only with `--lora_train_embeddings`. Every saved model loads without peft."""
     before = load_file(str(base / "model.safetensors"))
-    projections = {key for key in before if key.split(".")[-2] in {"q_proj", "k_proj", "v_proj", "o_proj",
-                                                                    "gate_proj", "up_proj", "down_proj"}}
+    projections = {
+        key
+        for key in before
+        if key.split(".")[-2] in {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
+    }
     embeddings = {key for key in before if "embed_tokens" in key or "lm_head" in key}
     for name, expected in (("frozen", projections), ("embeddings", projections | embeddings)):
         directory = runs["out"] / name
@@ -98,7 +136,7 @@ def test_killed_lora_run_resumes_exactly(base, runs, tmp_path):
     assert resumed.state.global_step == STEPS
     losses = [log["loss"] for log in resumed.state.log_history if "loss" in log]
     full = [log["loss"] for log in runs["frozen"].state.log_history if "loss" in log]
-    assert losses == full[-len(losses):]
+    assert losses == full[-len(losses) :]
     expected, got = load_file(str(source / "model.safetensors")), load_file(str(resumed_dir / "model.safetensors"))
     diffs = {key: (got[key] - expected[key]).abs().max().item() for key in expected}
     assert all(torch.equal(got[key], expected[key]) for key in expected), {k: v for k, v in diffs.items() if v}
@@ -107,8 +145,17 @@ def test_killed_lora_run_resumes_exactly(base, runs, tmp_path):
 def test_lora_cpt_with_save_strategy_no_writes_no_trainer_checkpoint(base, runs, tmp_path):
     """Issue 46 item 9: `save_strategy: "no"` (cpt-debug.yaml) left a `checkpoint-N` of adapters behind a LoRA run;
     the merged model and its intermediate weights are all it writes."""
-    argv = cpt_argv(base, tmp_path / "out", runs["cache_dir"], "--save_strategy", "no", "--max_steps", "2",
-                    "--intermediate_steps", "1")
+    argv = cpt_argv(
+        base,
+        tmp_path / "out",
+        runs["cache_dir"],
+        "--save_strategy",
+        "no",
+        "--max_steps",
+        "2",
+        "--intermediate_steps",
+        "1",
+    )
     pretrain.pretrain(*cpt.make_parser().parse_args_and_config(argv))
     out = tmp_path / "out"
     assert not list(out.glob("checkpoint-*"))
@@ -118,9 +165,32 @@ def test_lora_cpt_with_save_strategy_no_writes_no_trainer_checkpoint(base, runs,
 def test_peft_lora_finetuning_runs_and_is_recorded(base, data_dir, tmp_path):
     from evaluation import run
 
-    argv = ["--model", str(base), "--tasks", "sst2", "--lrs", "1e-3", "--seeds", "0", "--max_steps", "2",
-            "--max_train", "16", "--max_eval", "8", "--max_length", "32", "--batch_size", "8", "--precision", "fp32",
-            "--data_dir", str(data_dir), "--output", str(tmp_path / "results")]
+    argv = [
+        "--model",
+        str(base),
+        "--tasks",
+        "sst2",
+        "--lrs",
+        "1e-3",
+        "--seeds",
+        "0",
+        "--max_steps",
+        "2",
+        "--max_train",
+        "16",
+        "--max_eval",
+        "8",
+        "--max_length",
+        "32",
+        "--batch_size",
+        "8",
+        "--precision",
+        "fp32",
+        "--data_dir",
+        str(data_dir),
+        "--output",
+        str(tmp_path / "results"),
+    ]
     run.main([*argv, "--peft", "lora", "--lora_rank", "4", "--save_models", "all"])
     path = tmp_path / "results" / "base" / "sst2" / "lr0.001-seed0.json"
     record = json.loads(path.read_text())

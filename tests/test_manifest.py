@@ -6,12 +6,21 @@ from core import names
 from recipes import manifest
 
 PAPER_BLOCKS = {  # the paper's 38 trained models, block by block
-    "single objective 42k": [f"{s}-{o}-42k" for s in ("210m", "610m", "1b")
-                             for o in ("clm", "mlm20", "mlm30", "mlm40", "mlm50")],
+    "single objective 42k": [
+        f"{s}-{o}-42k" for s in ("210m", "610m", "1b") for o in ("clm", "mlm20", "mlm30", "mlm40", "mlm50")
+    ],
     "smaller budgets": ["610m-clm-12k", "610m-clm-22k", "610m-mlm40-12k", "610m-mlm40-22k"],
-    "pfs": ["610m-clm-3k-mlm40-12k", "610m-clm-6k-mlm40-12k", "610m-clm-9k-mlm40-12k", "610m-clm-5k-mlm40-22k",
-            "610m-clm-11k-mlm40-22k", "610m-clm-17k-mlm40-22k", "610m-clm-10k-mlm40-42k", "610m-clm-21k-mlm40-42k",
-            "610m-clm-32k-mlm40-42k"],
+    "pfs": [
+        "610m-clm-3k-mlm40-12k",
+        "610m-clm-6k-mlm40-12k",
+        "610m-clm-9k-mlm40-12k",
+        "610m-clm-5k-mlm40-22k",
+        "610m-clm-11k-mlm40-22k",
+        "610m-clm-17k-mlm40-22k",
+        "610m-clm-10k-mlm40-42k",
+        "610m-clm-21k-mlm40-42k",
+        "610m-clm-32k-mlm40-42k",
+    ],
     "mlm in decay only": [f"610m-clm-40k-mlm{r}-42k" for r in (20, 30, 40, 50)],
     "cpt": [f"610m-{b}-dec42k-mlm40-{t}k" for b in ("clm", "mlm40") for t in (44, 54, 64)],
 }
@@ -33,16 +42,21 @@ def test_paper_recipes_match_spec_numbers():
     assert {table[n].cpt_base for n in PAPER_BLOCKS["cpt"]} == {"610m-clm-42k", "610m-mlm40-42k"}
     assert table["610m-clm-12k"].branch_from == "610m-clm-42k" and table["610m-mlm40-22k"].steps == 22000
     assert table["610m-clm-42k"].decay_branches == (12000, 22000) and table["1b-mlm50-42k"].mlm_probability == 0.5
-    assert (table["610m-mlm40-42k-5000"].intermediate_of == "610m-mlm40-42k"
-            and table["610m-mlm40-42k-5000"].steps == 5000)
+    assert (
+        table["610m-mlm40-42k-5000"].intermediate_of == "610m-mlm40-42k" and table["610m-mlm40-42k-5000"].steps == 5000
+    )
 
 
 def test_paper_run_config_uses_spec_optimisation():
     config = manifest.run_config(manifest.recipes()["610m-clm-21k-mlm40-42k"], "paper")
     assert config["switch_step"] == 21000 and config["max_steps"] == 42000 and config["warmup_steps"] == 2000
     assert (config["adam_beta1"], config["adam_beta2"], config["adam_epsilon"]) == (0.9, 0.95, 1e-5)
-    assert ((config["weight_decay"], config["max_grad_norm"], config["learning_rate"], config["bf16"])
-            == (0.1, 1.0, 5e-4, True))
+    assert (config["weight_decay"], config["max_grad_norm"], config["learning_rate"], config["bf16"]) == (
+        0.1,
+        1.0,
+        5e-4,
+        True,
+    )
     assert config["lr_scheduler_type"] == "warmup_stable_decay"
     assert config["lr_scheduler_kwargs"] == {"num_decay_steps": 2000, "decay_type": "linear", "min_lr_ratio": 0.0}
     assert config["block_size"] == 2048 and config["architecture"] == "610m"
@@ -55,8 +69,9 @@ def test_paper_cpt_follows_the_original_resume_path():
     base model's own tokenizer."""
     for name, steps, warmup in (("610m-clm-dec42k-mlm40-44k", 2000, 20), ("610m-mlm40-dec42k-mlm40-64k", 22000, 220)):
         config = manifest.run_config(manifest.recipes()[name], "paper")
-        assert (config["keep_optimizer_state"] is True and config["max_steps"] == steps
-                and config["warmup_steps"] == warmup)
+        assert (
+            config["keep_optimizer_state"] is True and config["max_steps"] == steps and config["warmup_steps"] == warmup
+        )
         assert config["lr_scheduler_kwargs"]["num_decay_steps"] == min(2000, steps - warmup)
         assert "tokenizer_name_or_path" not in config and config["weight_decay_scope"] == "all"
 
@@ -79,8 +94,10 @@ def spelled(recipe: manifest.Recipe) -> str:
     label = "clm" if recipe.objective == "clm" else f"mlm{round(recipe.mlm_probability * 100)}"
     if recipe.cpt_base:
         base = manifest.recipe_of(recipe.cpt_base)
-        return (f"{recipe.size}-{base.name.split('-')[1]}-dec{base.steps // 1000}k-{label}-"
-                f"{(base.steps + recipe.steps) // 1000}k")
+        return (
+            f"{recipe.size}-{base.name.split('-')[1]}-dec{base.steps // 1000}k-{label}-"
+            f"{(base.steps + recipe.steps) // 1000}k"
+        )
     switch = f"clm-{recipe.switch_step // 1000}k-" if recipe.switch_step else ""
     return f"{recipe.size}-{switch}{label}-{recipe.steps // 1000}k"
 
@@ -99,8 +116,10 @@ def test_names_are_composed_and_split_in_core_only():
         assert names.parse_name(name).format() == name
     assert names.parse_name("mini-610m-mlm40-dec42k-mlm40-44k").base_run == "610m-mlm40-42k"
     assert names.parse_name("610m-clm-42k").base_run is None
-    assert names.split_step("my-bert-1000") == ("my-bert", 1000) and names.split_step("610m-clm-42k") == \
-        ("610m-clm-42k", None)
+    assert names.split_step("my-bert-1000") == ("my-bert", 1000) and names.split_step("610m-clm-42k") == (
+        "610m-clm-42k",
+        None,
+    )
     assert names.split_step(names.step_name("610m-clm-42k-pseed1", 2000)) == ("610m-clm-42k-pseed1", 2000)
 
 

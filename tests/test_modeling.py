@@ -47,8 +47,19 @@ HEADS = {
 
 def tiny_config(**overrides) -> EuroBertClmMlmConfig:
     # STYLE §7 tiny config; 4 heads / 2 kv heads keeps GQA exercised.
-    kwargs = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                  intermediate_size=37, bos_token_id=0, eos_token_id=1, mask_token_id=2, pad_token_id=3, num_labels=3)
+    kwargs = dict(
+        vocab_size=99,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=37,
+        bos_token_id=0,
+        eos_token_id=1,
+        mask_token_id=2,
+        pad_token_id=3,
+        num_labels=3,
+    )
     kwargs.update(overrides)
     return EuroBertClmMlmConfig(**kwargs)
 
@@ -108,8 +119,10 @@ def test_head_shapes_and_loss(head):
         "AutoModelForCausalLM": {"labels": input_ids},
         "AutoModelForSequenceClassification": {"labels": torch.randint(0, 3, (BATCH,))},
         "AutoModelForTokenClassification": {"labels": torch.randint(0, 3, (BATCH, SEQ))},
-        "AutoModelForQuestionAnswering": {"start_positions": torch.zeros(BATCH, dtype=torch.long),
-                                          "end_positions": torch.ones(BATCH, dtype=torch.long)},
+        "AutoModelForQuestionAnswering": {
+            "start_positions": torch.zeros(BATCH, dtype=torch.long),
+            "end_positions": torch.ones(BATCH, dtype=torch.long),
+        },
     }.get(head)
     if labels:
         loss = model(input_ids, attention_mask=attention_mask, **labels).loss
@@ -153,8 +166,8 @@ def test_a_per_call_attention_holds_with_a_padding_mask(config_causal):
             padded = model(input_ids, attention_mask=attention_mask, is_causal=causal).last_hidden_state
             for row in (0, BATCH - 1):  # a full row and a padded one, each alone without a mask
                 n = int(attention_mask[row].sum())
-                alone = model(input_ids[row:row + 1, :n], is_causal=causal).last_hidden_state
-                assert_close(padded[row:row + 1, :n], alone)
+                alone = model(input_ids[row : row + 1, :n], is_causal=causal).last_hidden_state
+                assert_close(padded[row : row + 1, :n], alone)
 
 
 def test_models_built_from_one_config_stay_independent(tmp_path):
@@ -242,8 +255,9 @@ def test_fixed_shape_head_equals_exact_path_and_full_vocab_loss():
     positions = padded_positions(labels, SEQ)  # K = SEQ: room for every position
     for num_items in (None, torch.tensor(50)):
         exact = loss_and_grads(model, input_ids=input_ids, labels=labels, num_items_in_batch=num_items)
-        fixed = loss_and_grads(model, input_ids=input_ids, labels=labels, num_items_in_batch=num_items,
-                               mlm_positions=positions)
+        fixed = loss_and_grads(
+            model, input_ids=input_ids, labels=labels, num_items_in_batch=num_items, mlm_positions=positions
+        )
         model.zero_grad()
         reference = ForMaskedLMLoss(model(input_ids).logits, labels, vocab_size=99, num_items_in_batch=num_items)
         reference.backward()
@@ -315,8 +329,12 @@ def test_fixed_shape_head_traces_to_one_static_graph():
 def test_fixed_shape_head_needs_no_host_sync_on_gpu():
     model = EuroBertClmMlmForMaskedLM(tiny_config()).cuda().train()
     labels = capped_labels(4, 0)
-    inputs = {"input_ids": torch.where(labels == -100, 5, labels).cuda(), "labels": labels.cuda(),
-              "mlm_positions": padded_positions(labels, 4).cuda(), "num_items_in_batch": torch.tensor(20).cuda()}
+    inputs = {
+        "input_ids": torch.where(labels == -100, 5, labels).cuda(),
+        "labels": labels.cuda(),
+        "mlm_positions": padded_positions(labels, 4).cuda(),
+        "num_items_in_batch": torch.tensor(20).cuda(),
+    }
     model(**inputs).loss.backward()  # warm-up: lazy initialisations may sync once
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")  # any synchronising CUDA call raises until reset
@@ -332,8 +350,9 @@ def test_fixed_shape_head_needs_no_host_sync_on_gpu():
 def test_sdpa_matches_eager(causal):
     config = tiny_config()
     sdpa = EuroBertClmMlmForMaskedLM(config).eval()
-    eager = EuroBertClmMlmForMaskedLM.from_pretrained(None, config=config, state_dict=sdpa.state_dict(),
-                                                attn_implementation="eager").eval()
+    eager = EuroBertClmMlmForMaskedLM.from_pretrained(
+        None, config=config, state_dict=sdpa.state_dict(), attn_implementation="eager"
+    ).eval()
     assert sdpa.config._attn_implementation == "sdpa" and eager.config._attn_implementation == "eager"
     input_ids, attention_mask = batch()
     with torch.no_grad():
@@ -347,9 +366,17 @@ def test_causal_mode_matches_llama():
     config = tiny_config(is_causal=True)
     ours = EuroBertClmMlmForCausalLM(config).eval()
     llama_config = transformers.LlamaConfig(
-        vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-        intermediate_size=37, rms_norm_eps=1e-5, rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
-        max_position_embeddings=2048, tie_word_embeddings=False)
+        vocab_size=99,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=37,
+        rms_norm_eps=1e-5,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+        max_position_embeddings=2048,
+        tie_word_embeddings=False,
+    )
     llama = transformers.LlamaForCausalLM(llama_config).eval()
     missing, unexpected = llama.load_state_dict(ours.state_dict(), strict=True)
     input_ids, attention_mask = batch()
@@ -366,9 +393,19 @@ def test_bidirectional_mode_matches_native_eurobert():
     config = tiny_config()
     ours = EuroBertClmMlmForMaskedLM(config).eval()
     native_config = transformers.EuroBertConfig(
-        vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-        intermediate_size=37, rms_norm_eps=1e-5, max_position_embeddings=2048, pad_token_id=3, bos_token_id=0,
-        eos_token_id=1, rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
+        vocab_size=99,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=37,
+        rms_norm_eps=1e-5,
+        max_position_embeddings=2048,
+        pad_token_id=3,
+        bos_token_id=0,
+        eos_token_id=1,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+    )
     native = transformers.EuroBertForMaskedLM(native_config).eval()
     native.load_state_dict(ours.state_dict(), strict=True)
     input_ids, attention_mask = batch()
@@ -384,8 +421,9 @@ def test_flash_attention_2_matches_sdpa_on_gpu():
     pytest.importorskip("flash_attn")
     config = tiny_config(hidden_size=128, num_attention_heads=4, num_key_value_heads=2)
     sdpa = EuroBertClmMlmForMaskedLM(config).cuda().to(torch.bfloat16).eval()
-    flash = EuroBertClmMlmForMaskedLM.from_pretrained(None, config=config, state_dict=sdpa.state_dict(),
-                                                attn_implementation="flash_attention_2", dtype=torch.bfloat16)
+    flash = EuroBertClmMlmForMaskedLM.from_pretrained(
+        None, config=config, state_dict=sdpa.state_dict(), attn_implementation="flash_attention_2", dtype=torch.bfloat16
+    )
     flash = flash.cuda().eval()
     input_ids, _ = batch(pad_last=False)
     for causal in (False, True):
@@ -408,8 +446,12 @@ def test_in_process_auto_classes_round_trip(tmp_path):
         assert type(loaded) is model_class, name
     reloaded = AutoModelForMaskedLM.from_pretrained(tmp_path).eval()
     with torch.no_grad():
-        assert_close(reloaded(input_ids, attention_mask=attention_mask).logits,
-                     model(input_ids, attention_mask=attention_mask).logits, atol=0, rtol=0)
+        assert_close(
+            reloaded(input_ids, attention_mask=attention_mask).logits,
+            model(input_ids, attention_mask=attention_mask).logits,
+            atol=0,
+            rtol=0,
+        )
 
 
 @pytest.mark.slow  # a fresh process that cannot import this project
@@ -428,8 +470,8 @@ def test_remote_code_in_fresh_process_without_project_gives_identical_outputs(tm
     torch.save({"input_ids": input_ids, "attention_mask": attention_mask, "expected": expected}, tmp_path / "io.pt")
     script = textwrap.dedent(f"""
         import importlib.util, sys, torch, transformers
-        io = torch.load({str(tmp_path / 'io.pt')!r})
-        config = transformers.AutoConfig.from_pretrained({str(tmp_path / 'AutoModel')!r}, trust_remote_code=True)
+        io = torch.load({str(tmp_path / "io.pt")!r})
+        config = transformers.AutoConfig.from_pretrained({str(tmp_path / "AutoModel")!r}, trust_remote_code=True)
         assert type(config).__name__ == "EuroBertClmMlmConfig", type(config)
         for name, expected in io["expected"].items():
             auto_class = getattr(transformers, name)
@@ -445,9 +487,14 @@ def test_remote_code_in_fresh_process_without_project_gives_identical_outputs(tm
     """)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["HF_HOME"] = str(tmp_path / "hf_home")
-    result = subprocess.run([sys.executable, "-c", HIDE_PROJECT + script], cwd=tmp_path, env=env, capture_output=True,
-                            text=True,
-                            timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", HIDE_PROJECT + script],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0 and "remote-ok" in result.stdout, result.stderr[-3000:]
 
 
@@ -468,8 +515,9 @@ def test_a_clm_checkpoint_attends_alike_with_and_without_remote_code(tmp_path):
         plain = transformers.AutoModel.from_pretrained(tmp_path / "clm").eval()
         ours = EuroBertClmMlmModel.from_pretrained(tmp_path / "clm").eval()
         assert type(plain).__name__ == "EuroBertModel" and not ours.config.is_causal
-        assert_close(ours(input_ids, attention_mask).last_hidden_state,
-                     plain(input_ids, attention_mask).last_hidden_state)
+        assert_close(
+            ours(input_ids, attention_mask).last_hidden_state, plain(input_ids, attention_mask).last_hidden_state
+        )
     assert resolved_attention(tmp_path / "clm", "checkpoint") == "causal"
 
 
@@ -486,12 +534,14 @@ def test_clm_checkpoint_loads_bidirectionally_with_is_causal_override_in_fresh_p
     assert json.loads((tmp_path / "clm" / "config.json").read_text())["is_causal"] is True
     input_ids, attention_mask = batch()
     with torch.no_grad():
-        expected = {causal: model.model(input_ids, attention_mask, is_causal=causal).last_hidden_state
-                    for causal in (False, True)}
+        expected = {
+            causal: model.model(input_ids, attention_mask, is_causal=causal).last_hidden_state
+            for causal in (False, True)
+        }
     torch.save({"input_ids": input_ids, "attention_mask": attention_mask, "expected": expected}, tmp_path / "io.pt")
     script = textwrap.dedent(f"""
         import importlib.util, torch, transformers
-        io, path = torch.load({str(tmp_path / 'io.pt')!r}), {str(tmp_path / 'clm')!r}
+        io, path = torch.load({str(tmp_path / "io.pt")!r}), {str(tmp_path / "clm")!r}
         def hidden(model):
             backbone = getattr(model, "model", model)
             with torch.no_grad():
@@ -507,9 +557,15 @@ def test_clm_checkpoint_loads_bidirectionally_with_is_causal_override_in_fresh_p
     """)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.update(HF_HOME=str(tmp_path / "hf_home"), HF_HUB_OFFLINE="1")
-    result = subprocess.run([sys.executable, "-c", HIDE_PROJECT + script], cwd=tmp_path, env=env,
-                            stdin=subprocess.DEVNULL,
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", HIDE_PROJECT + script],
+        cwd=tmp_path,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0 and "bidirectional-ok" in result.stdout, result.stderr[-3000:]
 
 
@@ -525,14 +581,20 @@ def test_sentence_transformers_mean_pooling_matches_pool(tmp_path):
     words = ["<bos>", "<eos>", "<mask>", "<pad>"] + [f"w{i}" for i in range(95)]
     tokenizer = Tokenizer(tok_models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="w0"))
     tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
-    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<bos>", eos_token="<eos>",
-                                   mask_token="<mask>", pad_token="<pad>",
-                                   model_input_names=["input_ids", "attention_mask"])
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        bos_token="<bos>",
+        eos_token="<eos>",
+        mask_token="<mask>",
+        pad_token="<pad>",
+        model_input_names=["input_ids", "attention_mask"],
+    )
     model = EuroBertClmMlmModel(tiny_config()).eval()
     model.save_pretrained(tmp_path)
     fast.save_pretrained(tmp_path)
-    transformer = models.Transformer(str(tmp_path), model_args={"trust_remote_code": True},
-                                     config_args={"trust_remote_code": True})
+    transformer = models.Transformer(
+        str(tmp_path), model_args={"trust_remote_code": True}, config_args={"trust_remote_code": True}
+    )
     st = SentenceTransformer(modules=[transformer, models.Pooling(32, pooling_mode="mean")], device="cpu")
     sentences = ["w1 w2 w3", "w4 w5 w6 w7 w8 w9"]
     embeddings = st.encode(sentences, convert_to_tensor=True)

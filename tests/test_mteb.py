@@ -57,16 +57,46 @@ def test_cli_scores_with_mteb_and_files_a_record_the_report_reads(models, data_d
     from sentence_transformers import SentenceTransformer
 
     out = tmp_path / "results"
-    result = cli("--model", str(models["checkpoint"]), "--tasks", "scifact", "--max_eval", str(N_QUERIES),
-                 "--output", str(out), "--data_dir", str(data_dir))
+    result = cli(
+        "--model",
+        str(models["checkpoint"]),
+        "--tasks",
+        "scifact",
+        "--max_eval",
+        str(N_QUERIES),
+        "--output",
+        str(out),
+        "--data_dir",
+        str(data_dir),
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     path = out / "tiny-mlm" / "scifact-mteb" / "lr0-seed0.json"
     assert store.result_files(out) == [path] == [store.result_path(out, "tiny-mlm", "scifact-mteb", 0, 0)]
     record = store.read_result(path)
-    assert {"format", "model", "task", "family", "lr", "seed", "status", "main_metric", "validation", "test",
-            "per_instance", "trivial_baseline", "config", "identity", "versions", "git_commit"} <= set(record)
-    assert (record["evaluation"], record["zero_shot"], record["main_metric"], record["validation"]) == \
-        ("mteb", True, "ndcg@10", None)
+    assert {
+        "format",
+        "model",
+        "task",
+        "family",
+        "lr",
+        "seed",
+        "status",
+        "main_metric",
+        "validation",
+        "test",
+        "per_instance",
+        "trivial_baseline",
+        "config",
+        "identity",
+        "versions",
+        "git_commit",
+    } <= set(record)
+    assert (record["evaluation"], record["zero_shot"], record["main_metric"], record["validation"]) == (
+        "mteb",
+        True,
+        "ndcg@10",
+        None,
+    )
     assert record["versions"]["mteb"] == record["identity"]["protocol"]["mteb"]
     assert str(tmp_path) not in json.dumps(record) and str(models["checkpoint"]) not in json.dumps(record)
 
@@ -99,8 +129,9 @@ def test_cli_scores_with_mteb_and_files_a_record_the_report_reads(models, data_d
 
     # same identity: skipped, the file untouched
     stamp = path.stat().st_mtime_ns
-    args = mteb_eval.MtebArgs(model=str(models["checkpoint"]), tasks="scifact", max_eval=N_QUERIES, output=str(out),
-                              data_dir=str(data_dir))
+    args = mteb_eval.MtebArgs(
+        model=str(models["checkpoint"]), tasks="scifact", max_eval=N_QUERIES, output=str(out), data_dir=str(data_dir)
+    )
     assert run_mteb(args) == [] and path.stat().st_mtime_ns == stamp
     # another identity (more queries): refused unless --rerun_changed, which moves the old record aside
     with pytest.raises(ValueError, match=r"made by something else: .*max_eval: 40 -> 20"):
@@ -112,8 +143,14 @@ def test_cli_scores_with_mteb_and_files_a_record_the_report_reads(models, data_d
 
 def test_plain_encoder_gets_mean_pooling_and_the_task_prompts(models, data_dir, tmp_path):
     """A directory without sentence-transformers files is pooled as the grid pools it (`retrieval.build_model`)."""
-    args = mteb_eval.MtebArgs(model=f"bert={models['bert']}", tasks="scifact", max_eval=20, output=str(tmp_path),
-                              data_dir=str(data_dir), max_length=48)
+    args = mteb_eval.MtebArgs(
+        model=f"bert={models['bert']}",
+        tasks="scifact",
+        max_eval=20,
+        output=str(tmp_path),
+        data_dir=str(data_dir),
+        max_length=48,
+    )
     (path,) = run_mteb(args)
     record = store.read_result(path)
     encoder = record["identity"]["protocol"]["encoder"]
@@ -127,14 +164,31 @@ def test_plain_encoder_gets_mean_pooling_and_the_task_prompts(models, data_dir, 
 def test_fine_tuned_model_scores_what_the_grid_recorded(models, data_dir, tmp_path):
     """An IR model saved by `evaluation.run --save_models`, scored by mteb on the grid's test split, gets the grid's
     NDCG@10, and its record is filed under (and says) what it was fine-tuned from."""
-    protocol = finetune_args.ProtocolArgs(max_steps=2, batch_size=8, eval_batch_size=32, max_train=16, max_eval=16,
-                                   max_length=48, precision="fp32", data_dir=str(data_dir))
-    grid = run.GridArgs(model=str(models["checkpoint"]), tasks="scifact", lrs="1e-3", seeds="0",
-                        output=str(tmp_path / "grid"), save_models="scifact")
+    protocol = finetune_args.ProtocolArgs(
+        max_steps=2,
+        batch_size=8,
+        eval_batch_size=32,
+        max_train=16,
+        max_eval=16,
+        max_length=48,
+        precision="fp32",
+        data_dir=str(data_dir),
+    )
+    grid = run.GridArgs(
+        model=str(models["checkpoint"]),
+        tasks="scifact",
+        lrs="1e-3",
+        seeds="0",
+        output=str(tmp_path / "grid"),
+        save_models="scifact",
+    )
     (finetuned,) = run.run_grid(grid, protocol)
     model_dir = finetuned.with_suffix(".model")
-    (path,) = run_mteb(mteb_eval.MtebArgs(model=str(model_dir), tasks="scifact", max_eval=16,
-                                                output=str(tmp_path / "grid"), data_dir=str(data_dir)))
+    (path,) = run_mteb(
+        mteb_eval.MtebArgs(
+            model=str(model_dir), tasks="scifact", max_eval=16, output=str(tmp_path / "grid"), data_dir=str(data_dir)
+        )
+    )
     assert path == tmp_path / "grid" / "tiny-mlm-scifact-lr0.001-seed0" / "scifact-mteb" / "lr0-seed0.json"
     record, grid_record = store.read_result(path), store.read_result(finetuned)
     assert record["zero_shot"] is False and record["finetuned_from"]["base_model"] == "tiny-mlm"
@@ -143,15 +197,21 @@ def test_fine_tuned_model_scores_what_the_grid_recorded(models, data_dir, tmp_pa
     assert record["identity"]["model"]["sentence_transformers"]  # its pooling and prompts are part of its identity
     summary = statistics.summarize(statistics.load_results(tmp_path / "grid"))
     assert sorted((r["model"], r["task"]) for r in summary) == [
-        ("tiny-mlm", "scifact"), ("tiny-mlm-scifact-lr0.001-seed0", "scifact-mteb")]
+        ("tiny-mlm", "scifact"),
+        ("tiny-mlm-scifact-lr0.001-seed0", "scifact-mteb"),
+    ]
 
 
 def test_registry_queries_are_subset_as_the_project_tasks_are():
     from datasets import Dataset
 
     qrels = {f"q{i}": {f"d{i}": 1} for i in range(30)} | {"q-none": {}}
-    data = {"queries": Dataset.from_dict({"id": list(qrels), "text": list(qrels)}), "corpus": None,
-            "relevant_docs": qrels, "top_ranked": None}
+    data = {
+        "queries": Dataset.from_dict({"id": list(qrels), "text": list(qrels)}),
+        "corpus": None,
+        "relevant_docs": qrels,
+        "top_ranked": None,
+    }
     mteb_eval.subset_queries(data, 7)
     expected = sorted(random.Random(tasks.SUBSET_SEED).sample(sorted(q for q in qrels if qrels[q]), 7))
     assert sorted(data["relevant_docs"]) == expected == sorted(data["queries"]["id"])
@@ -171,16 +231,20 @@ def test_cli_refuses_bad_input_in_one_line(models, tmp_path, what, cli):
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("task, message", [
-    ("sst2", "task 'sst2' is a sc task; evaluation.mteb runs retrieval (ir) tasks"),
-    ("Banking77Classification", "mteb task 'Banking77Classification' is a Classification task"),
-    ("MultiLongDocRetrieval", "has 13 subsets: name one, e.g. MultiLongDocRetrieval:ar"),
-    ("SciFact", "cannot load mteb task 'SciFact' (mteb/scifact) from the Hub"),  # the tests run offline
-])
+@pytest.mark.parametrize(
+    "task, message",
+    [
+        ("sst2", "task 'sst2' is a sc task; evaluation.mteb runs retrieval (ir) tasks"),
+        ("Banking77Classification", "mteb task 'Banking77Classification' is a Classification task"),
+        ("MultiLongDocRetrieval", "has 13 subsets: name one, e.g. MultiLongDocRetrieval:ar"),
+        ("SciFact", "cannot load mteb task 'SciFact' (mteb/scifact) from the Hub"),  # the tests run offline
+    ],
+)
 def test_tasks_mteb_cannot_run_here_are_refused_before_any_work(models, tmp_path, capsys, task, message):
     with pytest.raises(SystemExit) as stop:
-        mteb_eval.main(["--model", str(models["checkpoint"]), "--tasks", f"scifact,{task}", "--output",
-                       str(tmp_path / "out")])
+        mteb_eval.main(
+            ["--model", str(models["checkpoint"]), "--tasks", f"scifact,{task}", "--output", str(tmp_path / "out")]
+        )
     assert stop.value.code == 2 and message in capsys.readouterr().err.splitlines()[-1]
     assert not (tmp_path / "out").exists()
 
@@ -189,8 +253,14 @@ def test_a_file_it_did_not_write_is_never_touched(models, data_dir, tmp_path):
     path = store.result_path(tmp_path, "tiny-mlm", "scifact-mteb", 0, 0)
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps({"format": store.RESULT_FORMAT, "status": "ok"}))
-    args = mteb_eval.MtebArgs(model=str(models["checkpoint"]), tasks="scifact", max_eval=8, output=str(tmp_path),
-                              data_dir=str(data_dir), rerun_changed=True)
+    args = mteb_eval.MtebArgs(
+        model=str(models["checkpoint"]),
+        tasks="scifact",
+        max_eval=8,
+        output=str(tmp_path),
+        data_dir=str(data_dir),
+        rerun_changed=True,
+    )
     with pytest.raises(ValueError, match="was not written by evaluation.mteb"):
         run_mteb(args)
     assert json.loads(path.read_text()) == {"format": store.RESULT_FORMAT, "status": "ok"}

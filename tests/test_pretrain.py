@@ -30,12 +30,35 @@ def cache_dir(tmp_path_factory):
 
 def parse(output_dir, cache_dir, *extra, parser=None):
     """Run settings + TrainingArguments as the CLI builds them: debug.yaml, then overrides."""
-    argv = ["--config", DEBUG, "--output_dir", str(output_dir), "--data_cache_dir", str(cache_dir),
-            "--max_docs", "200", "--block_size", "64", "--per_device_train_batch_size", "2",
-            "--report_to", "none", "--intermediate_steps", "2", "--switch_step", "2", "--max_steps", "4",
-            "--warmup_steps", "1", "--logging_steps", "1",
-            "--lr_scheduler_kwargs", '{"num_decay_steps": 1, "decay_type": "linear"}',
-            *extra]
+    argv = [
+        "--config",
+        DEBUG,
+        "--output_dir",
+        str(output_dir),
+        "--data_cache_dir",
+        str(cache_dir),
+        "--max_docs",
+        "200",
+        "--block_size",
+        "64",
+        "--per_device_train_batch_size",
+        "2",
+        "--report_to",
+        "none",
+        "--intermediate_steps",
+        "2",
+        "--switch_step",
+        "2",
+        "--max_steps",
+        "4",
+        "--warmup_steps",
+        "1",
+        "--logging_steps",
+        "1",
+        "--lr_scheduler_kwargs",
+        '{"num_decay_steps": 1, "decay_type": "linear"}',
+        *extra,
+    ]
     return (parser or pretrain.make_parser()).parse_args_and_config(argv)
 
 
@@ -98,14 +121,29 @@ def test_run_trains_every_parameter_and_reloads(three_runs, name):
     trained = {k: v.detach() for k, v in trainer.model.state_dict().items()}
     unchanged = [k for k in initial if torch.equal(initial[k], trained[k])]
     assert not unchanged, f"parameters never updated: {unchanged}"
-    for directory in (training_args.output_dir, f"{training_args.output_dir}/checkpoint-4",
-                      f"{training_args.output_dir}/intermediate/step-2"):
+    for directory in (
+        training_args.output_dir,
+        f"{training_args.output_dir}/checkpoint-4",
+        f"{training_args.output_dir}/intermediate/step-2",
+    ):
         reloaded = AutoModelForMaskedLM.from_pretrained(directory, trust_remote_code=True)
         assert (Path(directory) / "tokenizer.json").is_file()
         info = json.loads((Path(directory) / "run_info.json").read_text())
         assert info["objective"] == run_args.objective and info["data"]["fingerprint"]
-        assert set(info) >= {"name", "size", "mlm_probability", "steps", "switch_step", "cpt_base", "scale",
-                             "run_config", "training_args", "versions", "git_commit", "tokens_seen"}
+        assert set(info) >= {
+            "name",
+            "size",
+            "mlm_probability",
+            "steps",
+            "switch_step",
+            "cpt_base",
+            "scale",
+            "run_config",
+            "training_args",
+            "versions",
+            "git_commit",
+            "tokens_seen",
+        }
     reloaded = AutoModelForMaskedLM.from_pretrained(training_args.output_dir, trust_remote_code=True).state_dict()
     assert all(torch.equal(reloaded[k], trained[k]) for k in trained)
     assert trainer.model.config.is_causal == (name == "clm")  # saved default attention follows the last objective
@@ -113,8 +151,10 @@ def test_run_trains_every_parameter_and_reloads(three_runs, name):
     assert info["steps"] == 4 and info["tokens_seen"] == 4 * 2 * 64 and info["size"] == "tiny"
     assert info["tokens_before_cpt"] == 0  # from scratch
     encoder = AutoModel.from_pretrained(training_args.output_dir, trust_remote_code=True)  # the head-less encoder
-    assert info["parameters"] == {"total": sum(p.numel() for p in encoder.parameters()),
-                                  "input_embedding": encoder.get_input_embeddings().weight.numel()}
+    assert info["parameters"] == {
+        "total": sum(p.numel() for p in encoder.parameters()),
+        "input_embedding": encoder.get_input_embeddings().weight.numel(),
+    }
     # R4: the run, its checkpoint-4 and its intermediate step-2, weights included, follow the umask (were 0600)
     assert not_following_umask(training_args.output_dir) == []
 
@@ -122,10 +162,17 @@ def test_run_trains_every_parameter_and_reloads(three_runs, name):
 def test_decay_branch_of_the_stable_run(tmp_path, cache_dir):
     """Stable run (6 steps, 2-step decay, branches at 4 and 6 -> checkpoints 2 and 4); a 4-step branch decays from
     step 2, and the 6-step branch re-creates the stable run's own end bit for bit."""
-    common = ["--switch_step", "null", "--intermediate_steps", "3",
-              "--lr_scheduler_kwargs", '{"num_decay_steps": 2, "decay_type": "linear"}']
-    stable = pretrain.pretrain(*parse(tmp_path / "stable", cache_dir, "--max_steps", "6", "--decay_branches", "4", "6",
-                                      *common))
+    common = [
+        "--switch_step",
+        "null",
+        "--intermediate_steps",
+        "3",
+        "--lr_scheduler_kwargs",
+        '{"num_decay_steps": 2, "decay_type": "linear"}',
+    ]
+    stable = pretrain.pretrain(
+        *parse(tmp_path / "stable", cache_dir, "--max_steps", "6", "--decay_branches", "4", "6", *common)
+    )
     assert (tmp_path / "stable" / "checkpoint-2" / "optimizer.pt").is_file()
     branch_from = ["--branch_from", str(tmp_path / "stable")]
     branch = pretrain.pretrain(*parse(tmp_path / "b4", cache_dir, "--max_steps", "4", *branch_from, *common))
@@ -137,8 +184,17 @@ def test_decay_branch_of_the_stable_run(tmp_path, cache_dir):
     pretrain.pretrain(*parse(tmp_path / "b6", cache_dir, "--max_steps", "6", *branch_from, *common))
     end, branch_end = weights(tmp_path / "stable"), weights(tmp_path / "b6")
     assert all(torch.equal(end[k], branch_end[k]) for k in end)
-    other = parse(tmp_path / "b4x", cache_dir, "--max_steps", "4", "--branch_from", str(tmp_path / "stable"), *common,
-                  "--mlm_probability", "0.2")
+    other = parse(
+        tmp_path / "b4x",
+        cache_dir,
+        "--max_steps",
+        "4",
+        "--branch_from",
+        str(tmp_path / "stable"),
+        *common,
+        "--mlm_probability",
+        "0.2",
+    )
     with pytest.raises(ValueError, match="differs from its stable run"):
         pretrain.pretrain(*other)
     (tmp_path / "stable" / "checkpoint-2" / "optimizer.pt").unlink()  # a branch never restarts AdamW silently
@@ -156,9 +212,19 @@ def test_cpt_from_a_fine_tuned_classifier_is_refused(three_runs, tmp_path, cache
     classifier.save_pretrained(tmp_path / "classifier")
     shutil.copy(Path(base) / "tokenizer.json", tmp_path / "classifier")
     shutil.copy(Path(base) / "tokenizer_config.json", tmp_path / "classifier")
-    args = parse(tmp_path / "cpt", cache_dir, "--architecture", "null", "--model_name_or_path",
-                 str(tmp_path / "classifier"), "--switch_step", "null", "--data_start_block", "0",
-                 parser=cpt.make_parser())
+    args = parse(
+        tmp_path / "cpt",
+        cache_dir,
+        "--architecture",
+        "null",
+        "--model_name_or_path",
+        str(tmp_path / "classifier"),
+        "--switch_step",
+        "null",
+        "--data_start_block",
+        "0",
+        parser=cpt.make_parser(),
+    )
     with pytest.raises(ValueError, match="lacks 1 weights of a language model \\(lm_head.weight\\)"):
         pretrain.prepare(*args)
     assert not (tmp_path / "cpt").exists()
@@ -183,9 +249,24 @@ def test_a_run_that_wrote_the_output_dir_while_another_prepared_is_not_overwritt
 
 def test_cpt_continues_after_the_base_blocks(three_runs, tmp_path, cache_dir):
     base = three_runs["clm"][1].output_dir
-    argv = ["--architecture", "null", "--model_name_or_path", base, "--switch_step", "null", "--objective", "mlm",
-            "--keep_optimizer_state", "true", "--max_steps", "2", "--log_block_order", "true",
-            "--intermediate_steps", "1"]
+    argv = [
+        "--architecture",
+        "null",
+        "--model_name_or_path",
+        base,
+        "--switch_step",
+        "null",
+        "--objective",
+        "mlm",
+        "--keep_optimizer_state",
+        "true",
+        "--max_steps",
+        "2",
+        "--log_block_order",
+        "true",
+        "--intermediate_steps",
+        "1",
+    ]
     run_args, training_args = parse(tmp_path / "cpt", cache_dir, *argv, parser=cpt.make_parser())
     trainer = pretrain.pretrain(run_args, training_args)
     order = block_order(training_args.output_dir)
@@ -203,29 +284,33 @@ def _tokenizer_without_mask(path):
     vocab = {"<|end_of_text|>": 0, "<|pad|>": 1, "[UNK]": 2, **{chr(c): c - 94 for c in range(97, 123)}}
     backend = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
     backend.pre_tokenizer = pre_tokenizers.Split("", "isolated")
-    PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="<|end_of_text|>", pad_token="<|pad|>",
-                            unk_token="[UNK]").save_pretrained(str(path))
+    PreTrainedTokenizerFast(
+        tokenizer_object=backend, eos_token="<|end_of_text|>", pad_token="<|pad|>", unk_token="[UNK]"
+    ).save_pretrained(str(path))
     return str(path)
 
 
-@pytest.mark.parametrize("extra, message", [
-    (["--objective", "rlm"], "objective='rlm' is unknown"),
-    (["--mlm_probability", "0"], "must be in \\(0, 1\\)"),
-    (["--mlm_probability", "1.5"], "must be in \\(0, 1\\)"),
-    (["--switch_step", "0"], "switch_step=0 must be strictly between"),
-    (["--switch_step", "4"], "switch_step=4 must be strictly between"),
-    (["--corpus_source", "/nonexistent/corpus.jsonl"], "does not exist"),
-    (["--corpus_source", "EMPTY"], "is empty"),
-    (["--tokenizer_name_or_path", "NOMASK"], "no mask token"),
-    (["--train_sampling_strategy", "random"], "sequential"),
-    (["--per_device_train_batch_size", "0"], "per_device_train_batch_size=0 is out of range"),
-    (["--gradient_accumulation_steps", "0"], "gradient_accumulation_steps=0 is out of range"),
-    (["--learning_rate", "-1"], "learning_rate=-1.0 must be > 0"),
-    (["--save_steps", "0"], "save_steps=0.0 must be > 0"),
-    (["--max_grad_norm", "-1"], "max_grad_norm=-1.0 is out of range"),
-    (["--block_size", "0"], "block_size=0 is out of range"),
-    (["--lr_scheduler_kwargs", "not-json"], "is not a JSON object"),
-])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--objective", "rlm"], "objective='rlm' is unknown"),
+        (["--mlm_probability", "0"], "must be in \\(0, 1\\)"),
+        (["--mlm_probability", "1.5"], "must be in \\(0, 1\\)"),
+        (["--switch_step", "0"], "switch_step=0 must be strictly between"),
+        (["--switch_step", "4"], "switch_step=4 must be strictly between"),
+        (["--corpus_source", "/nonexistent/corpus.jsonl"], "does not exist"),
+        (["--corpus_source", "EMPTY"], "is empty"),
+        (["--tokenizer_name_or_path", "NOMASK"], "no mask token"),
+        (["--train_sampling_strategy", "random"], "sequential"),
+        (["--per_device_train_batch_size", "0"], "per_device_train_batch_size=0 is out of range"),
+        (["--gradient_accumulation_steps", "0"], "gradient_accumulation_steps=0 is out of range"),
+        (["--learning_rate", "-1"], "learning_rate=-1.0 must be > 0"),
+        (["--save_steps", "0"], "save_steps=0.0 must be > 0"),
+        (["--max_grad_norm", "-1"], "max_grad_norm=-1.0 is out of range"),
+        (["--block_size", "0"], "block_size=0 is out of range"),
+        (["--lr_scheduler_kwargs", "not-json"], "is not a JSON object"),
+    ],
+)
 def test_bad_input_fails_before_writing(tmp_path, cache_dir, extra, message):
     if "EMPTY" in extra:
         (tmp_path / "empty.jsonl").write_text("")
@@ -265,8 +350,12 @@ def test_run_info_of_another_format_is_refused(three_runs, tmp_path):
     today = run_folders.read_run_info(Path(three_runs["pfs"][1].output_dir))
     format_2 = {k: v for k, v in today.items() if k not in ("tokens_before_cpt", "parameters")} | {"format": 2}
     format_3 = {k: v for k, v in today.items() if k != "parameters"} | {"format": 3}  # before parameter counts
-    for stored, found in (({k: v for k, v in today.items() if k != "format"}, 1), (format_2, 2), (format_3, 3),
-                          ({**today, "format": 5}, 5)):
+    for stored, found in (
+        ({k: v for k, v in today.items() if k != "format"}, 1),
+        (format_2, 2),
+        (format_3, 3),
+        ({**today, "format": 5}, 5),
+    ):
         (tmp_path / "run_info.json").write_text(json.dumps(stored))
         with pytest.raises(ValueError, match=f"run_info format {found}, this code reads format 4"):
             run_folders.read_run_info(tmp_path)
@@ -306,8 +395,18 @@ def test_weight_decay_reaches_every_parameter_as_in_the_original(three_runs, tmp
     decayed = [g for g in trainer.optimizer.param_groups if g["weight_decay"] == 0.1]
     n_params = len(list(trainer.model.parameters()))
     assert sum(len(g["params"]) for g in decayed) == n_params  # norms included: one decayed group, as Optimus
-    run_args, training_args = parse(tmp_path / "wd", cache_dir, "--max_steps", "1", "--intermediate_steps", "1",
-                                    "--switch_step", "null", "--weight_decay_scope", "no_norms_biases")
+    run_args, training_args = parse(
+        tmp_path / "wd",
+        cache_dir,
+        "--max_steps",
+        "1",
+        "--intermediate_steps",
+        "1",
+        "--switch_step",
+        "null",
+        "--weight_decay_scope",
+        "no_norms_biases",
+    )
     other = pretrain.pretrain(run_args, training_args)
     undecayed = [p for g in other.optimizer.param_groups if g["weight_decay"] == 0.0 for p in g["params"]]
     norms = [p for n, p in other.model.named_parameters() if "norm" in n]
@@ -325,8 +424,20 @@ def test_token_estimate_is_close_to_the_real_count(tmp_path):
 
 def test_tensorboard_run_is_named_with_its_scale(tmp_path, cache_dir):
     """A run at the smoke scale logs to runs/smoke-610m-clm-42k, where TensorBoard shows its name."""
-    run_args, training_args = parse(tmp_path / "run", cache_dir, "--objective", "clm", "--switch_step", "null",
-                                    "--report_to", "tensorboard", "--run_name", "610m-clm-42k", "--scale", "smoke")
+    run_args, training_args = parse(
+        tmp_path / "run",
+        cache_dir,
+        "--objective",
+        "clm",
+        "--switch_step",
+        "null",
+        "--report_to",
+        "tensorboard",
+        "--run_name",
+        "610m-clm-42k",
+        "--scale",
+        "smoke",
+    )
     pretrain.pretrain(run_args, training_args)
     assert [p.name for p in (tmp_path / "run" / "runs").iterdir()] == ["smoke-610m-clm-42k"]
     assert list((tmp_path / "run" / "runs" / "smoke-610m-clm-42k").glob("events.out.tfevents.*"))
@@ -334,9 +445,24 @@ def test_tensorboard_run_is_named_with_its_scale(tmp_path, cache_dir):
 
 def test_undersized_corpus_is_refused_before_tokenizing(tmp_path, capsys):
     cache = tmp_path / "cache"
-    argv = ["--config", DEBUG, "--output_dir", str(tmp_path / "out"), "--data_cache_dir", str(cache),
-            "--max_docs", "30", "--block_size", "64", "--per_device_train_batch_size", "4", "--max_steps", "5000",
-            "--report_to", "none"]
+    argv = [
+        "--config",
+        DEBUG,
+        "--output_dir",
+        str(tmp_path / "out"),
+        "--data_cache_dir",
+        str(cache),
+        "--max_docs",
+        "30",
+        "--block_size",
+        "64",
+        "--per_device_train_batch_size",
+        "4",
+        "--max_steps",
+        "5000",
+        "--report_to",
+        "none",
+    ]
     with pytest.raises(SystemExit) as error:
         pretrain.main(argv)
     last = capsys.readouterr().err.strip().splitlines()[-1]
@@ -347,9 +473,22 @@ def test_undersized_corpus_is_refused_before_tokenizing(tmp_path, capsys):
 
 
 def test_epochs_read_the_order_again_with_fresh_masks(tmp_path, cache_dir):
-    run_args, training_args = parse(tmp_path / "epochs", cache_dir, "--max_docs", "10", "--max_steps", "60",
-                                    "--epochs", "3", "--switch_step", "null", "--intermediate_steps", "30",
-                                    "--log_block_order", "true")
+    run_args, training_args = parse(
+        tmp_path / "epochs",
+        cache_dir,
+        "--max_docs",
+        "10",
+        "--max_steps",
+        "60",
+        "--epochs",
+        "3",
+        "--switch_step",
+        "null",
+        "--intermediate_steps",
+        "30",
+        "--log_block_order",
+        "true",
+    )
     trainer = pretrain.pretrain(run_args, training_args)
     stream = trainer.train_dataset
     n_blocks = len(stream.blocks)
@@ -362,8 +501,20 @@ def test_epochs_read_the_order_again_with_fresh_masks(tmp_path, cache_dir):
     logged = block_order(training_args.output_dir)
     assert [b for step in sorted(logged) for b in logged[step][1]] == list(range(120))
     with pytest.raises(ValueError, match="set epochs"):
-        pretrain.pretrain(*parse(tmp_path / "one-epoch", cache_dir, "--max_docs", "10", "--max_steps", "60",
-                             "--switch_step", "null", "--intermediate_steps", "30"))
+        pretrain.pretrain(
+            *parse(
+                tmp_path / "one-epoch",
+                cache_dir,
+                "--max_docs",
+                "10",
+                "--max_steps",
+                "60",
+                "--switch_step",
+                "null",
+                "--intermediate_steps",
+                "30",
+            )
+        )
 
 
 def test_several_corpus_sources_are_concatenated_in_order(tmp_path):
@@ -389,8 +540,11 @@ def test_one_rule_tells_a_hub_id_from_a_local_path(tmp_path, monkeypatch):
         assert not paths.is_local_path(neither) and not paths.is_hub_id(neither), neither
     (tmp_path / "out" / "my-decoder-cpt").mkdir(parents=True)  # issue 46 item 3: a typo under an existing folder
     assert paths.is_local_path("out/my-decoder-cp") and not paths.is_hub_id("out/my-decoder-cp")
-    with pytest.raises(FileNotFoundError, match=r"^--model out/my-decoder-cp: no such directory \(did you mean "
-                                                r"out/my-decoder-cpt\?\)$"):
+    with pytest.raises(
+        FileNotFoundError,
+        match=r"^--model out/my-decoder-cp: no such directory \(did you mean "
+        r"out/my-decoder-cpt\?\)$",
+    ):
         model_folders.local_or_hub("out/my-decoder-cp", "--model")
     with pytest.raises(ValueError, match="'mlfoundations/dclm-baseline-1.0' from the Hub"):  # offline: not "missing"
         data.load_corpus("mlfoundations/dclm-baseline-1.0")
@@ -434,9 +588,19 @@ def test_every_objective_loads_with_plain_auto_classes_in_a_fresh_process(three_
     from tests.fixtures.fresh_process import run_fresh
 
     base = three_runs["clm"][1].output_dir
-    cpt_args = parse(tmp_path / "cpt", cache_dir, "--architecture", "null", "--model_name_or_path", base,
-                     "--switch_step", "null", "--max_steps", "2",
-                     parser=cpt.make_parser())
+    cpt_args = parse(
+        tmp_path / "cpt",
+        cache_dir,
+        "--architecture",
+        "null",
+        "--model_name_or_path",
+        base,
+        "--switch_step",
+        "null",
+        "--max_steps",
+        "2",
+        parser=cpt.make_parser(),
+    )
     pretrain.pretrain(*cpt_args)
     dirs = {name: str(three_runs[name][1].output_dir) for name in ("clm", "mlm", "pfs")}
     dirs["cpt"] = str(tmp_path / "cpt")
@@ -452,20 +616,27 @@ def test_every_objective_loads_with_plain_auto_classes_in_a_fresh_process(three_
         assert config["model_type"] == "eurobert" and config["is_causal"] is False
         assert config.get("pretraining_attention") == ("causal" if name == "clm" else None)
         loaded = report[name]
-        assert loaded["classes"] == {"AutoModel": "EuroBertModel", "AutoModelForMaskedLM": "EuroBertForMaskedLM",
-                                     "AutoModelForSequenceClassification": "EuroBertForSequenceClassification",
-                                     "AutoModelForTokenClassification": "EuroBertForTokenClassification"}
+        assert loaded["classes"] == {
+            "AutoModel": "EuroBertModel",
+            "AutoModelForMaskedLM": "EuroBertForMaskedLM",
+            "AutoModelForSequenceClassification": "EuroBertForSequenceClassification",
+            "AutoModelForTokenClassification": "EuroBertForTokenClassification",
+        }
         assert loaded["remote"].startswith("transformers_modules")  # this project's code, from the checkpoint
         with torch.no_grad():
             ours = EuroBertClmMlmModel.from_pretrained(path, is_causal=False).eval()(torch.tensor(ids))
             logits = EuroBertClmMlmForMaskedLM.from_pretrained(path).eval()(torch.tensor(ids)).logits
         torch.testing.assert_close(torch.tensor(loaded["hidden"]), ours.last_hidden_state, atol=1e-5, rtol=1e-5)
         # one checkpoint, one default attention: remote code gives the plain load's hidden states (issue 46 item 10)
-        torch.testing.assert_close(torch.tensor(loaded["remote_hidden"]), torch.tensor(loaded["hidden"]),
-                                   atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(
+            torch.tensor(loaded["remote_hidden"]), torch.tensor(loaded["hidden"]), atol=1e-5, rtol=1e-5
+        )
         torch.testing.assert_close(torch.tensor(loaded["logits"]), logits, atol=1e-5, rtol=1e-5)
-        embedding = retrieval.build_model(path, scifact, finetune_args.FinetuneArgs()).eval().encode_query(
-            ["what is the capital"], convert_to_tensor=True)
+        embedding = (
+            retrieval.build_model(path, scifact, finetune_args.FinetuneArgs())
+            .eval()
+            .encode_query(["what is the capital"], convert_to_tensor=True)
+        )
         torch.testing.assert_close(torch.tensor(loaded["embedding"]), embedding, atol=1e-5, rtol=1e-5)
     # our classes keep the CLM run's record: bidirectional by default, as the plain load; causal on request
     config = EuroBertClmMlmModel.from_pretrained(dirs["clm"]).config
@@ -478,8 +649,10 @@ def test_a_checkpoint_native_eurobert_cannot_hold_keeps_remote_code(tmp_path):
     from modeling_eurobert import EuroBertClmMlmForMaskedLM, EuroBertClmMlmForQuestionAnswering, load_architecture
     from modeling_eurobert.export_native import make_plain_loadable
 
-    for name, model in {"mlp_bias": EuroBertClmMlmForMaskedLM(load_architecture("tiny", mlp_bias=True)),
-                        "qa": EuroBertClmMlmForQuestionAnswering(load_architecture("tiny"))}.items():
+    for name, model in {
+        "mlp_bias": EuroBertClmMlmForMaskedLM(load_architecture("tiny", mlp_bias=True)),
+        "qa": EuroBertClmMlmForQuestionAnswering(load_architecture("tiny")),
+    }.items():
         model.save_pretrained(tmp_path / name)
         assert make_plain_loadable(tmp_path / name) is False
         assert json.loads((tmp_path / name / "config.json").read_text())["model_type"] == "eurobert_clm_mlm"
@@ -493,8 +666,20 @@ def test_hub_token_is_never_written(tmp_path, cache_dir, monkeypatch):
     is a pickle of the TrainingArguments)."""
     monkeypatch.delenv("HF_TOKEN", raising=False)
     secret = "hf_not_a_real_token_0123456789"
-    run_args, training_args = parse(tmp_path / "out", cache_dir, "--objective", "clm", "--switch_step", "null",
-                                    "--max_steps", "2", "--save_steps", "1", "--hub_token", secret)
+    run_args, training_args = parse(
+        tmp_path / "out",
+        cache_dir,
+        "--objective",
+        "clm",
+        "--switch_step",
+        "null",
+        "--max_steps",
+        "2",
+        "--save_steps",
+        "1",
+        "--hub_token",
+        secret,
+    )
     pretrain.pretrain(run_args, training_args)
     files = [path for path in (tmp_path / "out").rglob("*") if path.is_file()]
     assert any(path.name == "training_args.bin" for path in files)
@@ -505,8 +690,19 @@ def test_hub_token_is_never_written(tmp_path, cache_dir, monkeypatch):
 def test_cpt_refuses_a_negative_data_start_block(tmp_path, cache_dir):
     from recipes import cpt
 
-    args = parse(tmp_path / "out", cache_dir, "--data_start_block", "-5", "--model_name_or_path", str(tmp_path),
-                 "--architecture", "null", "--switch_step", "null", parser=cpt.make_parser())
+    args = parse(
+        tmp_path / "out",
+        cache_dir,
+        "--data_start_block",
+        "-5",
+        "--model_name_or_path",
+        str(tmp_path),
+        "--architecture",
+        "null",
+        "--switch_step",
+        "null",
+        parser=cpt.make_parser(),
+    )
     with pytest.raises(ValueError, match="data_start_block=-5 is out of range"):
         pretrain.pretrain(*args)
     assert not (tmp_path / "out").exists()
@@ -517,28 +713,60 @@ def test_resume_skips_broken_checkpoints_and_refuses_an_unchecked_one(tmp_path, 
     from: auto-resume falls back to the newest intact one and names what it skipped; an explicit one is refused."""
     from pretraining.checks import check_output_dir
 
-    args = ("--objective", "clm", "--switch_step", "null", "--max_steps", "4", "--save_steps", "1",
-            "--intermediate_steps", "4", "--save_strategy", "steps")
+    args = (
+        "--objective",
+        "clm",
+        "--switch_step",
+        "null",
+        "--max_steps",
+        "4",
+        "--save_steps",
+        "1",
+        "--intermediate_steps",
+        "4",
+        "--save_strategy",
+        "steps",
+    )
     run_args, training_args = parse(tmp_path / "out", cache_dir, *args)
     pretrain.pretrain(run_args, training_args)
     out = tmp_path / "out"
     from pretraining.checks import checkpoint_problem
 
     assert checkpoint_problem(out / "checkpoint-1") is None
-    for damage, named in (("optimizer.pt", "no optimizer state"), ("scheduler.pt", "no scheduler state"),
-                          ("rng_state.pth", "no RNG state"), ("model.safetensors", "no weights"),
-                          ("config.json", "no config.json"), ("truncate rng_state.pth", "rng_state.pth is unreadable"),
-                          ("truncate scheduler.pt", "scheduler.pt is unreadable")):
+    for damage, named in (
+        ("optimizer.pt", "no optimizer state"),
+        ("scheduler.pt", "no scheduler state"),
+        ("rng_state.pth", "no RNG state"),
+        ("model.safetensors", "no weights"),
+        ("config.json", "no config.json"),
+        ("truncate rng_state.pth", "rng_state.pth is unreadable"),
+        ("truncate scheduler.pt", "scheduler.pt is unreadable"),
+    ):
         copy = shutil.copytree(out / "checkpoint-1", tmp_path / "damaged" / damage)
         *truncate, name = damage.split()
         (copy / name).write_bytes((copy / name).read_bytes()[:100]) if truncate else (copy / name).unlink()
         assert named in checkpoint_problem(copy), damage
     # a checkpoint saved with save_only_model (no optimizer, scheduler or RNG state) is never resumed from
-    cpt_args = ("--architecture", "null", "--model_name_or_path", str(out), "--switch_step", "null",
-                "--keep_optimizer_state", "true", "--max_steps", "1", "--intermediate_steps", "1")
+    cpt_args = (
+        "--architecture",
+        "null",
+        "--model_name_or_path",
+        str(out),
+        "--switch_step",
+        "null",
+        "--keep_optimizer_state",
+        "true",
+        "--max_steps",
+        "1",
+        "--intermediate_steps",
+        "1",
+    )
     (out / "checkpoint-4" / "scheduler.pt").unlink()
-    with pytest.raises(ValueError, match=f"keep_optimizer_state: {out / 'checkpoint-4'}, the checkpoint of the "
-                                         "base's weights, is not complete \\(no scheduler state"):
+    with pytest.raises(
+        ValueError,
+        match=f"keep_optimizer_state: {out / 'checkpoint-4'}, the checkpoint of the "
+        "base's weights, is not complete \\(no scheduler state",
+    ):
         pretrain.prepare(*parse(tmp_path / "cpt", cache_dir, *cpt_args, parser=cpt.make_parser()))
     (out / "checkpoint-2" / "run_info.json").unlink()  # killed right after trainer_state.json
     for checkpoint, name in (("checkpoint-4", "model.safetensors"), ("checkpoint-3", "optimizer.pt")):
@@ -563,8 +791,11 @@ def test_resume_skips_broken_checkpoints_and_refuses_an_unchecked_one(tmp_path, 
     torch.save({}, fsdp / "optimizer.bin")  # (its optimizer.pt was removed above)
     (fsdp / "rng_state.pth").rename(fsdp / "rng_state_0.pth")
     for argv in (args, (*args, "--resume_from_checkpoint", str(fsdp))):
-        with pytest.raises(ValueError, match=f"{fsdp} was saved by a sharded \\(FSDP\\) run \\(optimizer.bin\\), "
-                                             "which transformers resumes under FSDP only"):
+        with pytest.raises(
+            ValueError,
+            match=f"{fsdp} was saved by a sharded \\(FSDP\\) run \\(optimizer.bin\\), "
+            "which transformers resumes under FSDP only",
+        ):
             check_output_dir(*parse(out, cache_dir, *argv))
 
 
@@ -578,12 +809,38 @@ def test_heldout_figure_places_every_row_at_its_csv_tokens(tmp_path, monkeypatch
     from pretraining import heldout
 
     common = {"mlm_probability": 0.4, "blocks": 4, "block_size": 64}
-    rows = [{"model": "mini-610m-clm-42k", "step": s, "tokens_seen": s * 50, "tokens_before_cpt": 0,
-             "clm_loss": 9 - s / 1e4, "mlm_loss": 9.5 - s / 1e4, **common} for s in (1000, 20000, 42000)]
-    rows += [{"model": "mini-610m-clm-dec42k-mlm40-54k", "step": 54000, "tokens_seen": 2_700_000,
-              "tokens_before_cpt": 2_100_000, "clm_loss": 6.0, "mlm_loss": 6.1, **common},
-             {"model": "custom-llama-mlm", "step": 10, "tokens_seen": "unknown", "tokens_before_cpt": "unknown",
-              "clm_loss": 5.0, "mlm_loss": 5.5, **common}]
+    rows = [
+        {
+            "model": "mini-610m-clm-42k",
+            "step": s,
+            "tokens_seen": s * 50,
+            "tokens_before_cpt": 0,
+            "clm_loss": 9 - s / 1e4,
+            "mlm_loss": 9.5 - s / 1e4,
+            **common,
+        }
+        for s in (1000, 20000, 42000)
+    ]
+    rows += [
+        {
+            "model": "mini-610m-clm-dec42k-mlm40-54k",
+            "step": 54000,
+            "tokens_seen": 2_700_000,
+            "tokens_before_cpt": 2_100_000,
+            "clm_loss": 6.0,
+            "mlm_loss": 6.1,
+            **common,
+        },
+        {
+            "model": "custom-llama-mlm",
+            "step": 10,
+            "tokens_seen": "unknown",
+            "tokens_before_cpt": "unknown",
+            "clm_loss": 5.0,
+            "mlm_loss": 5.5,
+            **common,
+        },
+    ]
     path = tmp_path / "heldout.csv"
     heldout.write_csv(rows, path)
     assert heldout.read_csv(path) == rows  # the CSV reads back as it was written
@@ -593,9 +850,16 @@ def test_heldout_figure_places_every_row_at_its_csv_tokens(tmp_path, monkeypatch
     (fig,) = drawn
     titles = [ax.get_title() for ax in fig.axes]  # the CLM run's MLM loss (off-objective) in a panel of its own
     assert titles == [f"held-out {o} loss, runs trained on {o} (mini scale)" for o in ("CLM", "MLM")] + [
-        "off-objective losses (mini scale)"]
-    for ax, expected in zip(fig.axes, ({"mini-610m-clm-42k", "mini-610m-clm-dec42k-mlm40-54k"},
-                                       {"mini-610m-clm-dec42k-mlm40-54k"}, {"mini-610m-clm-42k"})):
+        "off-objective losses (mini scale)"
+    ]
+    for ax, expected in zip(
+        fig.axes,
+        (
+            {"mini-610m-clm-42k", "mini-610m-clm-dec42k-mlm40-54k"},
+            {"mini-610m-clm-dec42k-mlm40-54k"},
+            {"mini-610m-clm-42k"},
+        ),
+    ):
         lines = {line.get_label(): line for line in ax.get_lines()}
         assert set(lines) == expected
         for model, line in lines.items():
@@ -626,4 +890,5 @@ def test_the_private_trainer_api_the_pretraining_trainer_relies_on_is_still_ther
     assert callable(getattr(Trainer, method, None)), f"transformers {transformers.__version__} has no Trainer.{method}"
     assert flag in inspect.getsource(getattr(Trainer, method)), (
         f"transformers {transformers.__version__}: Trainer.{method} no longer reads {flag}; count the CLM labels "
-        "another way in pretraining/trainer.py")
+        "another way in pretraining/trainer.py"
+    )

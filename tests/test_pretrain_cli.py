@@ -29,11 +29,39 @@ def cache_dir(tmp_path_factory):
 
 def small(output_dir, cache_dir, *extra):
     """A 2-step run of the debug recipe on 200 documents."""
-    return ["--config", DEBUG, "--output_dir", str(output_dir), "--data_cache_dir", str(cache_dir),
-            "--max_docs", "200", "--block_size", "64", "--per_device_train_batch_size", "2", "--report_to", "none",
-            "--max_steps", "2", "--switch_step", "null", "--intermediate_steps", "1", "--warmup_steps", "1",
-            "--save_strategy", "steps", "--save_steps", "1", "--disable_tqdm", "true",
-            "--lr_scheduler_kwargs", '{"num_decay_steps": 1, "decay_type": "linear"}', *extra]
+    return [
+        "--config",
+        DEBUG,
+        "--output_dir",
+        str(output_dir),
+        "--data_cache_dir",
+        str(cache_dir),
+        "--max_docs",
+        "200",
+        "--block_size",
+        "64",
+        "--per_device_train_batch_size",
+        "2",
+        "--report_to",
+        "none",
+        "--max_steps",
+        "2",
+        "--switch_step",
+        "null",
+        "--intermediate_steps",
+        "1",
+        "--warmup_steps",
+        "1",
+        "--save_strategy",
+        "steps",
+        "--save_steps",
+        "1",
+        "--disable_tqdm",
+        "true",
+        "--lr_scheduler_kwargs",
+        '{"num_decay_steps": 1, "decay_type": "linear"}',
+        *extra,
+    ]
 
 
 def run_cli(module, *argv, capsys):
@@ -67,14 +95,20 @@ def test_scripts_launch_by_path_from_the_root_and_from_another_directory(tmp_pat
     project is an installed package (requirements.txt: `-e .`), not a folder on sys.path. Both at once (2 cores)."""
     accelerate = str(Path(sys.executable).parent / "accelerate")
     launches = {
-        "pretrain": ([accelerate, "launch", "--config_file", "recipes/accelerate/cpu.yaml", "recipes/pretrain.py",
-                      "--help"], ROOT),
-        "cpt": ([accelerate, "launch", "--num_processes", "1", "--cpu", str(ROOT / "recipes" / "cpt.py"), "--help"],
-                tmp_path),
+        "pretrain": (
+            [accelerate, "launch", "--config_file", "recipes/accelerate/cpu.yaml", "recipes/pretrain.py", "--help"],
+            ROOT,
+        ),
+        "cpt": (
+            [accelerate, "launch", "--num_processes", "1", "--cpu", str(ROOT / "recipes" / "cpt.py"), "--help"],
+            tmp_path,
+        ),
     }
     env = {k: v for k, v in ENV.items() if k != "PYTHONPATH"}
-    running = {name: subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      text=True) for name, (command, cwd) in launches.items()}
+    running = {
+        name: subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for name, (command, cwd) in launches.items()
+    }
     for name, process in running.items():
         out, err = process.communicate(timeout=180)
         assert process.returncode == 0, f"{name}: {err[-3000:]}"
@@ -88,11 +122,24 @@ def _write(path, text):
     return path
 
 
-@pytest.mark.parametrize("case", [
-    "unknown_yaml_key", "yaml_list", "scalar_for_list", "missing_tokenizer", "missing_base", "blank_corpus",
-    "truncated_weights", "bad_resume_checkpoint", "output_is_base", "foreign_output_dir", "other_tokenizer",
-    "truncated_run_config", "tensorboard_dir_is_file",
-])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "unknown_yaml_key",
+        "yaml_list",
+        "scalar_for_list",
+        "missing_tokenizer",
+        "missing_base",
+        "blank_corpus",
+        "truncated_weights",
+        "bad_resume_checkpoint",
+        "output_is_base",
+        "foreign_output_dir",
+        "other_tokenizer",
+        "truncated_run_config",
+        "tensorboard_dir_is_file",
+    ],
+)
 def test_bad_input_is_one_line_and_writes_nothing(case, base, tmp_path, cache_dir, capsys, monkeypatch):
     out = tmp_path / "out"
     script, argv, expect = "recipes.pretrain", small(out, cache_dir), []
@@ -147,8 +194,13 @@ def test_bad_input_is_one_line_and_writes_nothing(case, base, tmp_path, cache_di
     elif case == "truncated_run_config":  # the advice must keep the checkpoints (not "delete it")
         shutil.copytree(base, out)
         (out / "run_config.json").write_text((out / "run_config.json").read_text()[:40])
-        expect = [str(out / "run_config.json"), "not valid JSON", "Do not delete it",
-                  str(out / "run_info.json"), "or pass a new --output_dir"]
+        expect = [
+            str(out / "run_config.json"),
+            "not valid JSON",
+            "Do not delete it",
+            str(out / "run_info.json"),
+            "or pass a new --output_dir",
+        ]
     elif case == "tensorboard_dir_is_file":
         logs = _write(tmp_path / "tb-logs", "a user's file\n")
         monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(logs))
@@ -184,15 +236,17 @@ def test_rerunning_a_finished_run_says_so_and_changes_nothing(base, cache_dir, c
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().splitlines() == [
         f"{base} already holds this run, finished at step 2 (its run_info.json and weights); nothing to do: pass a "
-        "new --output_dir to train it again"]
+        "new --output_dir to train it again"
+    ]
     assert "train_loss" not in done.stdout + done.stderr
     assert {p: p.stat().st_mtime_ns for p in files} == before
     assert {p for root in (base, cache_dir) for p in root.rglob("*") if p.is_file()} == set(files)
 
 
 def test_cpt_refuses_blocks_longer_than_the_base_model_positions(base, tmp_path, cache_dir):
-    argv = small(tmp_path / "out", cache_dir, "--architecture", "null", "--model_name_or_path", base,
-                 "--block_size", "1024")
+    argv = small(
+        tmp_path / "out", cache_dir, "--architecture", "null", "--model_name_or_path", base, "--block_size", "1024"
+    )
     run_args, _ = cpt.make_parser().parse_args_and_config(list(map(str, argv)))
     with pytest.raises(ValueError, match="block_size 1024 exceeds the 512 positions"):
         checks.check_sources(run_args)
@@ -215,15 +269,17 @@ def test_resume_on_other_data_is_refused(base, tmp_path, cache_dir, capsys):
     corpus.parent.mkdir(parents=True)
     shutil.copy(Path(data.resolve_data_dir()) / "pretrain" / "enwiki" / "valid.jsonl.gz", corpus)
     before = {p: p.stat().st_mtime_ns for p in base.rglob("*") if p.is_file()}
-    result = run_cli("recipes.pretrain", *small(base, cache_dir, "--objective", "mlm", "--data_dir", other),
-                     capsys=capsys)
+    result = run_cli(
+        "recipes.pretrain", *small(base, cache_dir, "--objective", "mlm", "--data_dir", other), capsys=capsys
+    )
     assert_one_line_error(result, "reads other data", "data.fingerprint")
     assert {p: p.stat().st_mtime_ns for p in base.rglob("*") if p.is_file()} == before
     # the same data found through another path is the same data: the finished run resumes and does nothing
     copy = tmp_path / "bundle-copy"
     shutil.copytree(data.resolve_data_dir() / "pretrain", copy / "pretrain")
-    status, stderr = run_cli("recipes.pretrain", *small(base, cache_dir, "--objective", "mlm", "--data_dir", copy),
-                             capsys=capsys)
+    status, stderr = run_cli(
+        "recipes.pretrain", *small(base, cache_dir, "--objective", "mlm", "--data_dir", copy), capsys=capsys
+    )
     assert status == 0, stderr[-3000:]
 
 
@@ -231,8 +287,14 @@ def test_resume_on_other_data_is_refused(base, tmp_path, cache_dir, capsys):
 def test_second_process_on_one_output_dir_is_refused(tmp_path, cache_dir, capsys):
     out = tmp_path / "locked"
     argv = small(out, cache_dir, "--max_steps", "400", "--save_steps", "1000")
-    first = subprocess.Popen([sys.executable, "-m", "recipes.pretrain", *argv], cwd=ROOT, env=ENV,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    first = subprocess.Popen(
+        [sys.executable, "-m", "recipes.pretrain", *argv],
+        cwd=ROOT,
+        env=ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.time() + 180
         while not (out / "run_config.json").is_file():  # written while the lock is held
@@ -261,13 +323,20 @@ def test_truncated_toy_tokenizer_cache_is_rebuilt(tmp_path):
 def test_killed_study_takes_its_pretraining_child_with_it(tmp_path):
     """SIGKILL the study while it pretrains: its child run ends too (no orphan keeps training)."""
     # the smoke study at a scale of 1,500 CLM steps of 32-token blocks (more than the kill needs)
-    code = ("import dataclasses, sys; from pathlib import Path; from recipes import manifest; "
-            "from recipes.studies import STUDIES; from recipes.study import run_study; "
-            "manifest.SCALES['kill'] = {'step_divisor': 28, 'model': 'tiny', 'block_size': 32, "
-            "'per_device_train_batch_size': 2, 'gradient_accumulation_steps': 1, 'max_docs': 300}; "
-            "run_study('smoke', Path(sys.argv[1]), study=dataclasses.replace(STUDIES['smoke'], scale='kill'))")
-    study = subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "study")], cwd=ROOT, env=ENV,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    code = (
+        "import dataclasses, sys; from pathlib import Path; from recipes import manifest; "
+        "from recipes.studies import STUDIES; from recipes.study import run_study; "
+        "manifest.SCALES['kill'] = {'step_divisor': 28, 'model': 'tiny', 'block_size': 32, "
+        "'per_device_train_batch_size': 2, 'gradient_accumulation_steps': 1, 'max_docs': 300}; "
+        "run_study('smoke', Path(sys.argv[1]), study=dataclasses.replace(STUDIES['smoke'], scale='kill'))"
+    )
+    study = subprocess.Popen(
+        [sys.executable, "-c", code, str(tmp_path / "study")],
+        cwd=ROOT,
+        env=ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline, child = time.time() + 240, None
         while child is None:
@@ -314,14 +383,48 @@ def test_documented_decoder_cpt_command_trains_a_converted_llama_under_its_own_n
     assert convert_line.endswith("out/llama-3.2-1b-eurobert")
     argv = shlex.split(re.sub(r"\bout/", f"{tmp_path}/", cpt_command))
     assert argv[:3] == ["accelerate", "launch", "recipes/cpt.py"]
-    cpu = ["--corpus_source", "bundle", "--corpus_name", "null", "--max_docs", "200", "--block_size", "32",
-           "--num_proc", "1", "--global_batch_size", "2", "--per_device_train_batch_size", "2",
-           "--gradient_accumulation_steps", "1",
-           "--max_steps", "2", "--warmup_steps", "1", "--lr_scheduler_kwargs", '{"num_decay_steps": 1}',
-           "--bf16", "false", "--compile", "none", "--mlm_fixed_shape", "false", "--report_to", "none",
-           "--dataloader_num_workers", "0", "--save_steps", "2", "--data_cache_dir", str(cache_dir)]
-    cpt.main([arg.replace("recipes/", str(ROOT / "recipes") + "/", 1) if arg.endswith(".yaml") else arg
-              for arg in argv[3:]] + cpu)
+    cpu = [
+        "--corpus_source",
+        "bundle",
+        "--corpus_name",
+        "null",
+        "--max_docs",
+        "200",
+        "--block_size",
+        "32",
+        "--num_proc",
+        "1",
+        "--global_batch_size",
+        "2",
+        "--per_device_train_batch_size",
+        "2",
+        "--gradient_accumulation_steps",
+        "1",
+        "--max_steps",
+        "2",
+        "--warmup_steps",
+        "1",
+        "--lr_scheduler_kwargs",
+        '{"num_decay_steps": 1}',
+        "--bf16",
+        "false",
+        "--compile",
+        "none",
+        "--mlm_fixed_shape",
+        "false",
+        "--report_to",
+        "none",
+        "--dataloader_num_workers",
+        "0",
+        "--save_steps",
+        "2",
+        "--data_cache_dir",
+        str(cache_dir),
+    ]
+    cpt.main(
+        [arg.replace("recipes/", str(ROOT / "recipes") + "/", 1) if arg.endswith(".yaml") else arg for arg in argv[3:]]
+        + cpu
+    )
     output = tmp_path / "llama-3.2-1b-eurobert-mlm40-cpt"
     info = json.loads((output / "run_info.json").read_text())
     assert info["name"] == output.name and info["cpt_base"] == "llama-3.2-1b-eurobert" and info["scale"] is None
@@ -329,8 +432,11 @@ def test_documented_decoder_cpt_command_trains_a_converted_llama_under_its_own_n
     # the decoder config is the paper CPT recipe less what only the study's own bases have
     paper = yaml.safe_load((ROOT / "recipes/configs/paper/610m-clm-dec42k-mlm40-44k.yaml").read_text())
     decoder = yaml.safe_load((ROOT / "recipes/configs/cpt-from-decoder.yaml").read_text())
-    assert decoder == {k: v for k, v in paper.items()
-                       if k not in ("model_name_or_path", "keep_optimizer_state", "scale", "output_dir", "run_name")}
+    assert decoder == {
+        k: v
+        for k, v in paper.items()
+        if k not in ("model_name_or_path", "keep_optimizer_state", "scale", "output_dir", "run_name")
+    }
     assert decoder["warmup_steps"] == decoder["max_steps"] // 100  # "warmup over 1%", as documented
 
 

@@ -31,8 +31,11 @@ REPO = f"toy-{RUN}"  # a toy-scale run is published with its scale (a paper name
 
 
 def sha256_tree(folder: Path) -> dict[str, str]:
-    return {p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 @pytest.fixture
@@ -68,8 +71,11 @@ def plans_for(run_dir, report, workdir, repo_id="org/" + REPO):
 
 
 def download(hub, repo_id, revision, repo_type, cache_dir) -> Path:
-    return Path(snapshot_download(repo_id, revision=revision, repo_type=repo_type, endpoint=hub.endpoint,
-                                  token=TOKEN, cache_dir=cache_dir))
+    return Path(
+        snapshot_download(
+            repo_id, revision=revision, repo_type=repo_type, endpoint=hub.endpoint, token=TOKEN, cache_dir=cache_dir
+        )
+    )
 
 
 def test_push_is_byte_identical_to_dry_run_with_branches_and_results(hub, online, study, tmp_path):
@@ -94,15 +100,24 @@ def test_push_is_byte_identical_to_dry_run_with_branches_and_results(hub, online
     main_dir = tmp_path / "dry" / "models" / "org" / REPO / "main"
     local = sha256_tree(run_dir)
     assert {p: h for p, h in sha256_tree(main_dir).items() if p not in ("README.md", "run_info.json")} == {
-        p: local[p] for p in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
-                              "configuration_eurobert.py", "modeling_eurobert.py")}
+        p: local[p]
+        for p in (
+            "config.json",
+            "model.safetensors",
+            "tokenizer.json",
+            "tokenizer_config.json",
+            "configuration_eurobert.py",
+            "modeling_eurobert.py",
+        )
+    }
     # run_info.json is published with its local paths replaced, and otherwise as recorded.
     local_info, public_info = (json.loads((d / "run_info.json").read_text()) for d in (run_dir, main_dir))
     assert local_info["training_args"]["output_dir"] == str(run_dir)
     assert public_info["training_args"]["output_dir"] == f"<local>/{RUN}"
     assert public_info["run_config"]["run_settings"]["tokenizer_name_or_path"] == "<local>/tokenizer"
-    assert {k: v for k, v in public_info.items() if k not in ("run_config", "training_args")} == \
-        {k: v for k, v in local_info.items() if k not in ("run_config", "training_args")}
+    assert {k: v for k, v in public_info.items() if k not in ("run_config", "training_args")} == {
+        k: v for k, v in local_info.items() if k not in ("run_config", "training_args")
+    }
     card = ModelCard.load(main_dir / "README.md")
     assert "| `step-1000` | 1,000 |" in card.text and "| `step-2000` | 2,000 |" in card.text  # the run's branches
     step_card = (tmp_path / "dry" / "models" / "org" / REPO / "step-1000" / "README.md").read_text()
@@ -110,10 +125,15 @@ def test_push_is_byte_identical_to_dry_run_with_branches_and_results(hub, online
     assert "| SC | sst2 | `nyu-mll/glue` (sst2), validation" in card.text  # card filled from --results
     results_dir = tmp_path / "dry" / "datasets" / "org" / f"{REPO}-results" / "main"
     published = sha256_tree(results_dir)
-    assert {"summary.csv", "runs.jsonl", f"predictions/toy-{RUN}.jsonl", f"results/{RUN}/sst2/lr5e-05-seed0.json"} <= \
-        published.keys()  # the rows name the model as the report does; the result files stay as recorded
+    assert {
+        "summary.csv",
+        "runs.jsonl",
+        f"predictions/toy-{RUN}.jsonl",
+        f"results/{RUN}/sst2/lr5e-05-seed0.json",
+    } <= published.keys()  # the rows name the model as the report does; the result files stay as recorded
     assert {json.loads(line)["model"] for line in (results_dir / "runs.jsonl").read_text().splitlines()} == {
-        f"toy-{RUN}"}
+        f"toy-{RUN}"
+    }
     # Nothing published names a local folder: not the checkpoints', the report's, nor the test's.
     for path in (tmp_path / "dry").rglob("*"):
         assert not path.is_file() or str(tmp_path).encode() not in path.read_bytes(), path
@@ -182,7 +202,8 @@ def test_dry_run_makes_the_token_scan_of_a_push(tmp_path, call_main, monkeypatch
     monkeypatch.setenv("HF_TOKEN", TOKEN)
     proc = call_main(main, ckpt, "--repo_id", "org/m", "--dry_run", tmp_path / "dry")
     assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
-        "error: org/m:tokenizer_config.json contains your Hugging Face token: remove it before pushing"]
+        "error: org/m:tokenizer_config.json contains your Hugging Face token: remove it before pushing"
+    ]
     assert not (tmp_path / "dry").exists()
 
 
@@ -221,16 +242,25 @@ def test_a_file_holding_a_local_path_is_refused(tmp_path):
 def test_any_checkpoint_can_be_published(tmp_path):
     """My own encoder, named outside the study's grammar, with its own intermediate checkpoint."""
     ckpt = make_checkpoint(tmp_path / "my-encoder", "my-encoder", objective="clm", mlm_probability=None, scale=None)
-    make_checkpoint(ckpt / "intermediate" / "step-100", "my-encoder-100", objective="clm", mlm_probability=None,
-                    steps=100, scale=None)
+    make_checkpoint(
+        ckpt / "intermediate" / "step-100",
+        "my-encoder-100",
+        objective="clm",
+        mlm_probability=None,
+        steps=100,
+        scale=None,
+    )
     commits = stage_run(ckpt, "me/my-encoder")
-    assert [(p.revision, p.commit_message) for p in commits] == [("main", "Upload my-encoder"),
-                                                                ("step-100", "Upload my-encoder-100")]
+    assert [(p.revision, p.commit_message) for p in commits] == [
+        ("main", "Upload my-encoder"),
+        ("step-100", "Upload my-encoder-100"),
+    ]
     readme = commits[0].files["README.md"].decode()
     assert "my-encoder: a `tiny`-size encoder trained for 200 steps with causal" in readme
 
 
 # ----- the CLI -----
+
 
 @pytest.fixture
 def no_login(tmp_path, monkeypatch):
@@ -242,12 +272,27 @@ def no_login(tmp_path, monkeypatch):
 
 def run_cli(args, tmp_path, **env_overrides):
     """The CLI in its own process, as a user runs it: the environment is read at import (HF_ENDPOINT, HF_TOKEN)."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_ENDPOINT")}
-    env.update(HF_HOME=str(tmp_path / "hf_home"), HF_HUB_DISABLE_TELEMETRY="1", HF_HUB_VERBOSITY="debug",
-               HF_HUB_DISABLE_PROGRESS_BARS="1", PYTHONPATH=str(ROOT), **env_overrides)
-    return subprocess.run([sys.executable, "-m", "model_cards.push", *map(str, args)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_ENDPOINT")
+    }
+    env.update(
+        HF_HOME=str(tmp_path / "hf_home"),
+        HF_HUB_DISABLE_TELEMETRY="1",
+        HF_HUB_VERBOSITY="debug",
+        HF_HUB_DISABLE_PROGRESS_BARS="1",
+        PYTHONPATH=str(ROOT),
+        **env_overrides,
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "model_cards.push", *map(str, args)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_cli_without_token_fails_in_one_line_and_pushes_nothing(hub, study, call_main, no_login, monkeypatch):
@@ -258,15 +303,17 @@ def test_cli_without_token_fails_in_one_line_and_pushes_nothing(hub, study, call
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         "error: no Hugging Face token: set HF_TOKEN or run `hf auth login` "
-        "(or use --dry_run OUT to write the repo folders without pushing)"]
+        "(or use --dry_run OUT to write the repo folders without pushing)"
+    ]
     assert hub.requests == [] and hub.repos == {}
 
 
 @pytest.mark.slow  # the process boundary: the Hub client configured from the environment, as for a user
 def test_cli_push_never_writes_the_token(hub, study, tmp_path, call_main, monkeypatch):
     run_dir, report = study
-    proc = run_cli([run_dir, "--repo_id", "org/m", "--results", report], tmp_path,
-                   HF_ENDPOINT=hub.endpoint, HF_TOKEN=TOKEN)
+    proc = run_cli(
+        [run_dir, "--repo_id", "org/m", "--results", report], tmp_path, HF_ENDPOINT=hub.endpoint, HF_TOKEN=TOKEN
+    )
     assert proc.returncode == 0, proc.stderr
     assert "pushed model org/m@step-2000" in proc.stdout and "pushed dataset org/m-results@main" in proc.stdout
     monkeypatch.setenv("HF_TOKEN", TOKEN)  # a dry run needs no network (conftest: HF_HUB_OFFLINE): in this process
@@ -292,8 +339,9 @@ def test_push_refuses_offline_mode(hub, tmp_path):
     assert hub.requests == []
 
 
-@pytest.mark.parametrize("repo_id", ["org/na me", "org/-name", "org/a--b", "org/x.", "org/" + "a" * 97, "noslash",
-                                     "a/b/c"])
+@pytest.mark.parametrize(
+    "repo_id", ["org/na me", "org/-name", "org/a--b", "org/x.", "org/" + "a" * 97, "noslash", "a/b/c"]
+)
 def test_dry_run_refuses_repo_ids_the_hub_refuses(study, tmp_path, repo_id, call_main):
     run_dir, _ = study
     proc = call_main(main, run_dir, "--repo_id", repo_id, "--dry_run", tmp_path / "dry")  # conftest: HF_HUB_OFFLINE
@@ -309,8 +357,18 @@ def test_results_dataset_of_the_study_layout_loads_with_datasets(study, tmp_path
     write_results(tmp_path / "study" / "results", {RUN: run_dir, "610m-clm-42k": other})
     (tmp_path / "study" / "report").mkdir()
     write_summary(tmp_path / "study" / "report" / "summary.csv", tmp_path / "study" / "results", scale=None)
-    proc = call_main(main, run_dir, "--repo_id", "org/m", "--results", tmp_path / "study" / "report", "--results_dir",
-                     tmp_path / "study" / "results", "--dry_run", tmp_path / "dry")  # conftest: HF_HUB_OFFLINE=1
+    proc = call_main(
+        main,
+        run_dir,
+        "--repo_id",
+        "org/m",
+        "--results",
+        tmp_path / "study" / "report",
+        "--results_dir",
+        tmp_path / "study" / "results",
+        "--dry_run",
+        tmp_path / "dry",
+    )  # conftest: HF_HUB_OFFLINE=1
     assert proc.returncode == 0, proc.stderr
     folder = tmp_path / "dry" / "datasets" / "org" / "m-results" / "main"
     assert DatasetCard.load(folder / "README.md").data.license == "cc-by-sa-4.0"
@@ -330,8 +388,11 @@ def test_results_dataset_of_the_study_layout_loads_with_datasets(study, tmp_path
     test = {f: [r for r in predictions if r["family"] == f and r["split"] == "test"] for f in ("sc", "tc", "qa", "ir")}
     assert json.loads(test["tc"][0]["prediction"]) == ["B-PER", "O"] and test["tc"][0]["score"] == 1.0
     qa = test["qa"][0]
-    assert ((qa["id"], json.loads(qa["prediction"]), json.loads(qa["reference"]))
-            == ("q1", "1/2 of it", ["half", "1/2 of it"]))
+    assert (qa["id"], json.loads(qa["prediction"]), json.loads(qa["reference"])) == (
+        "q1",
+        "1/2 of it",
+        ["half", "1/2 of it"],
+    )
     ir = test["ir"][0]
     assert json.loads(ir["prediction"]) == ["d2", "d1"] and json.loads(ir["scores"])["mrr@10"] == 0.5
     assert ir["id"] == "7" and test["sc"][0]["id"] is None
@@ -340,8 +401,9 @@ def test_results_dataset_of_the_study_layout_loads_with_datasets(study, tmp_path
     assert summary.features["mean"].dtype == "float64" and summary.features["entity_f1"].dtype == "float64"
 
 
-@pytest.mark.parametrize("scale, steps, shown", [("toy", 200, "toy-610m-mlm40-42k"),
-                                                  (None, 200, "custom-610m-mlm40-42k")])
+@pytest.mark.parametrize(
+    "scale, steps, shown", [("toy", 200, "toy-610m-mlm40-42k"), (None, 200, "custom-610m-mlm40-42k")]
+)
 def test_a_paper_name_is_refused_for_a_checkpoint_of_another_scale(tmp_path, call_main, scale, steps, shown):
     """A toy run, or a run outside the study at another size or length, is never pushed under the paper's name: one
     line naming the repo id to use, nothing written; the grid files it under that name too."""

@@ -23,18 +23,35 @@ def tiny_decoder(data_dir, tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("decoder") / "tiny-llama"
     tokenizer = llama3_bpe(bundle_sentences(data_dir, per_source=200), vocab_size=600)
     torch.manual_seed(0)
-    LlamaForCausalLM(LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                 num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-                                 bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
-                     ).save_pretrained(path)
+    LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=len(tokenizer),
+            hidden_size=32,
+            intermediate_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=256,
+            bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+        )
+    ).save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
 
 
 @pytest.mark.slow
 def test_the_study_runs_on_a_decoder_resumes_and_regenerates_from_its_archive(tiny_decoder, data_dir, tmp_path):
-    argv = ["--output", str(tmp_path / "rd"), "--scale", "pilot", "--decoder", str(tiny_decoder),
-            "--data_dir", str(data_dir)]
+    argv = [
+        "--output",
+        str(tmp_path / "rd"),
+        "--scale",
+        "pilot",
+        "--decoder",
+        str(tiny_decoder),
+        "--data_dir",
+        str(data_dir),
+    ]
     real_decoder.main([*argv, "--docs", str(tmp_path / "docs")])
     results = sorted((tmp_path / "rd" / "results").glob("*/*.json"))
     assert len(results) == len(real_decoder.ARMS) * len(real_decoder.MEASURES)
@@ -66,13 +83,23 @@ def test_the_study_runs_on_a_decoder_resumes_and_regenerates_from_its_archive(ti
 
 def _records(sst2_scores: dict[str, list[float]]) -> dict:
     """Synthetic results: the four arms with the given SST-2 accuracies per seed, every other measure equal."""
-    base = {"format": 1, "study": "real-decoder", "decoder": "x", "scale": "cpu", "scale_key": "k",
-            "settings": {}, "attention": "bidirectional", "cpt_steps": 0}
+    base = {
+        "format": 1,
+        "study": "real-decoder",
+        "decoder": "x",
+        "scale": "cpu",
+        "scale_key": "k",
+        "settings": {},
+        "attention": "bidirectional",
+        "cpt_steps": 0,
+    }
     records = {}
     for arm, accuracies in sst2_scores.items():
         reference = [0, 1, 1, 1]  # majority 0.75
-        seeds = {str(i): {"accuracy": a, "per_instance": {"prediction": reference, "reference": reference}}
-                 for i, a in enumerate(accuracies)}
+        seeds = {
+            str(i): {"accuracy": a, "per_instance": {"prediction": reference, "reference": reference}}
+            for i, a in enumerate(accuracies)
+        }
         records[arm, "sst2"] = {**base, "arm": arm, "measure": "sst2", "scores": {"seeds": seeds}}
         tc = {str(i): {"entity_f1": 0.5 + 0.01 * i} for i in range(len(accuracies))}
         records[arm, "conll2003"] = {**base, "arm": arm, "measure": "conll2003", "scores": {"seeds": tc}}
@@ -83,16 +110,25 @@ def _records(sst2_scores: dict[str, list[float]]) -> dict:
 
 def test_a_comparison_is_made_only_where_both_arms_clear_the_trivial_baseline():
     learned = [0.90, 0.91, 0.92, 0.93, 0.94]
-    records = _records({"decoder-causal": [0.74, 0.76, 0.75, 0.75, 0.76], "decoder-bidirectional": learned,
-                        "cpt-lora": [x + 0.02 for x in learned], "cpt-full": learned})
+    records = _records(
+        {
+            "decoder-causal": [0.74, 0.76, 0.75, 0.75, 0.76],
+            "decoder-bidirectional": learned,
+            "cpt-lora": [x + 0.02 for x in learned],
+            "cpt-full": learned,
+        }
+    )
     baselines = {task: real_decoder.trivial(records, task) for task, _, _ in real_decoder.TASKS}
     assert baselines["sst2"] == 0.75
     verdicts = {(t["task"], t["a"], t["b"]): t["verdict"] for t in real_decoder.comparisons(records, baselines)}
-    assert verdicts["sst2", "decoder-bidirectional", "decoder-causal"] == \
-        "not testable: decoder-causal not shown above the trivial baseline"
+    assert (
+        verdicts["sst2", "decoder-bidirectional", "decoder-causal"]
+        == "not testable: decoder-causal not shown above the trivial baseline"
+    )
     assert verdicts["sst2", "cpt-lora", "decoder-bidirectional"] == "cpt-lora higher"
-    assert verdicts["sst2", "cpt-full", "decoder-bidirectional"] == "cpt-full higher" or \
-        verdicts["sst2", "cpt-full", "decoder-bidirectional"].startswith("no difference")
+    assert verdicts["sst2", "cpt-full", "decoder-bidirectional"] == "cpt-full higher" or verdicts[
+        "sst2", "cpt-full", "decoder-bidirectional"
+    ].startswith("no difference")
     assert verdicts["scifact", "cpt-lora", "decoder-causal"].startswith("no difference")
 
 

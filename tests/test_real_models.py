@@ -12,6 +12,7 @@ import torch
 
 pytestmark = pytest.mark.real
 
+
 @pytest.fixture(scope="module")
 def heldout_ids(real, data_dir):
     """4 x 256 tokens of the bundle's validation Wikipedia, tokenized by SmolLM2's own tokenizer."""
@@ -23,7 +24,7 @@ def heldout_ids(real, data_dir):
     tokenizer = AutoTokenizer.from_pretrained(real["smollm2-135m-instruct"])
     with gzip.open(data_dir / "pretrain" / "enwiki" / "valid.jsonl.gz", "rt", encoding="utf-8") as f:
         text = "\n".join(json.loads(line)["text"] for _, line in zip(range(20), f))
-    ids = tokenizer(text)["input_ids"][:4 * 256]
+    ids = tokenizer(text)["input_ids"][: 4 * 256]
     return torch.tensor(ids).view(4, 256)
 
 
@@ -41,7 +42,7 @@ def test_converted_smollm2_gives_llamas_logits_and_perplexity(real, converted, h
     ours = EuroBertClmMlmForCausalLM.from_pretrained(converted, dtype=torch.float32).eval()
     with torch.no_grad():
         expected = llama(input_ids=heldout_ids).logits
-        got = ours(input_ids=heldout_ids).logits[..., :expected.shape[-1]]  # the two added tokens' columns dropped
+        got = ours(input_ids=heldout_ids).logits[..., : expected.shape[-1]]  # the two added tokens' columns dropped
     assert (got - expected).abs().max() <= 1e-5
     ppl_llama, ppl_ours = _perplexity(expected, heldout_ids), _perplexity(got, heldout_ids)
     assert abs(ppl_ours - ppl_llama) <= 1e-5 * ppl_llama
@@ -72,16 +73,37 @@ def _first_output_moves_with_the_last_token(model, ids) -> bool:
     return not torch.equal(a, b)
 
 
-def test_a_cpt_run_of_the_real_decoder_loads_with_plain_transformers_and_attends_both_ways(converted, heldout_ids,
-                                                                                           data_dir, tmp_path):
+def test_a_cpt_run_of_the_real_decoder_loads_with_plain_transformers_and_attends_both_ways(
+    converted, heldout_ids, data_dir, tmp_path
+):
     from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
     from recipes import cpt
 
-    cpt.main(["--config", "recipes/configs/cpt-debug.yaml", "--model_name_or_path", str(converted),
-              "--output_dir", str(tmp_path / "cpt"), "--max_steps", "1", "--per_device_train_batch_size", "1",
-              "--block_size", "32", "--max_docs", "20", "--lora", "true",
-              "--lr_scheduler_kwargs", '{"num_decay_steps": 0}', "--data_dir", str(data_dir)])
+    cpt.main(
+        [
+            "--config",
+            "recipes/configs/cpt-debug.yaml",
+            "--model_name_or_path",
+            str(converted),
+            "--output_dir",
+            str(tmp_path / "cpt"),
+            "--max_steps",
+            "1",
+            "--per_device_train_batch_size",
+            "1",
+            "--block_size",
+            "32",
+            "--max_docs",
+            "20",
+            "--lora",
+            "true",
+            "--lr_scheduler_kwargs",
+            '{"num_decay_steps": 0}',
+            "--data_dir",
+            str(data_dir),
+        ]
+    )
     ids = heldout_ids[:1, :16]
     encoder = AutoModel.from_pretrained(tmp_path / "cpt", dtype=torch.float32).eval()  # plain: no remote code
     assert _first_output_moves_with_the_last_token(encoder, ids), "a CPT (MLM) checkpoint attends bidirectionally"

@@ -1,6 +1,5 @@
 """The report on synthetic-but-realistic result files: LR choice, t-interval, stability, paired test, figures."""
 
-
 import csv
 
 import numpy as np
@@ -14,15 +13,42 @@ LRS = (1e-5, 5e-5, 1e-4)
 N_TEST = 40
 
 
-def write_run(root, model, task, lr, seed, val, test_scores, status="ok", family="sc", metric="accuracy",
-              protocol=None, test_extra=None):
-    record = {"format": store.RESULT_FORMAT, "model": model, "task": task, "family": family, "lr": lr,
-              "seed": seed, "pretrain_seed": store.pretrain_seed(model), "status": status,
-              "main_metric": metric, "validation": {}, "test": {},
-              "per_instance": {"validation": [], "test": []}, "config": {}, "versions": {},
-              "identity": {"model": {"config": model}, "task": {"definition": task},
-                           "protocol": protocol or {"max_steps": 1000}},
-              "trivial_baseline": {"validation": {metric: 0.5}, "test": {metric: 0.5}}}
+def write_run(
+    root,
+    model,
+    task,
+    lr,
+    seed,
+    val,
+    test_scores,
+    status="ok",
+    family="sc",
+    metric="accuracy",
+    protocol=None,
+    test_extra=None,
+):
+    record = {
+        "format": store.RESULT_FORMAT,
+        "model": model,
+        "task": task,
+        "family": family,
+        "lr": lr,
+        "seed": seed,
+        "pretrain_seed": store.pretrain_seed(model),
+        "status": status,
+        "main_metric": metric,
+        "validation": {},
+        "test": {},
+        "per_instance": {"validation": [], "test": []},
+        "config": {},
+        "versions": {},
+        "identity": {
+            "model": {"config": model},
+            "task": {"definition": task},
+            "protocol": protocol or {"max_steps": 1000},
+        },
+        "trivial_baseline": {"validation": {metric: 0.5}, "test": {metric: 0.5}},
+    }
     if status == "ok":
         record["validation"] = {metric: val}
         record["test"] = {metric: float(np.mean(test_scores)), **(test_extra or {})}
@@ -35,8 +61,14 @@ def write_run(root, model, task, lr, seed, val, test_scores, status="ok", family
 def results(tmp_path):
     """Study-named models on one SC task: 3 LRs x 5 seeds; 5e-5 is best on validation for every model."""
     rng = np.random.default_rng(0)
-    models = {"610m-clm-42k": 0.80, "610m-mlm40-42k": 0.85, "610m-clm-42k-1000": 0.70, "610m-clm-21k-mlm40-42k": 0.87,
-              "610m-clm-dec42k-mlm40-44k": 0.86, "610m-clm-dec42k-mlm40-54k": 0.88}
+    models = {
+        "610m-clm-42k": 0.80,
+        "610m-mlm40-42k": 0.85,
+        "610m-clm-42k-1000": 0.70,
+        "610m-clm-21k-mlm40-42k": 0.87,
+        "610m-clm-dec42k-mlm40-44k": 0.86,
+        "610m-clm-dec42k-mlm40-54k": 0.88,
+    }
     for model, level in models.items():
         for lr in LRS:
             for seed in range(5):
@@ -48,9 +80,16 @@ def results(tmp_path):
 
 def test_model_kinds_and_name_parts():
     kind = statistics.model_kind
-    assert [kind(n) for n in ("610m-mlm40-42k", "610m-clm-21k-mlm40-42k", "610m-mlm40-dec42k-mlm40-64k",
-                                           "610m-clm-42k-5000", "bert-base-uncased")] == \
-        ["single", "pfs", "cpt", "intermediate", "other"]
+    assert [
+        kind(n)
+        for n in (
+            "610m-mlm40-42k",
+            "610m-clm-21k-mlm40-42k",
+            "610m-mlm40-dec42k-mlm40-64k",
+            "610m-clm-42k-5000",
+            "bert-base-uncased",
+        )
+    ] == ["single", "pfs", "cpt", "intermediate", "other"]
     pfs = names.parse_name("610m-clm-21k-mlm40-42k")
     assert (pfs.switch_step, pfs.total_steps, pfs.objective_label) == (21000, 42000, "mlm40")
     cpt = names.parse_name("610m-mlm40-dec42k-mlm40-64k")
@@ -93,8 +132,11 @@ def test_paired_comparison(results):
     records = statistics.load_results(results)
     rows = statistics.summarize(records)
     (cmp,) = statistics.compare(records, rows, "610m-mlm40-42k", "610m-clm-42k")
-    pick = lambda m: np.mean([store.kept_scores(r)[store.main_metric(r)][0] for r in records  # noqa: E731
-                              if r["model"] == m and r["lr"] == 5e-5], axis=0)
+
+    def pick(m):
+        kept = [store.kept_scores(r)[store.main_metric(r)][0] for r in records if r["model"] == m and r["lr"] == 5e-5]
+        return np.mean(kept, axis=0)
+
     a, b = pick("610m-mlm40-42k"), pick("610m-clm-42k")
     assert cmp["delta"] == pytest.approx(a.mean() - b.mean())
     assert (cmp["wins"], cmp["losses"]) == (int((a > b).sum()), int((a < b).sum()))
@@ -104,8 +146,20 @@ def test_paired_comparison(results):
 def test_report_writes_tables_and_figures(results, tmp_path):
     out = report.main([str(results), "--output", str(tmp_path / "report"), "--compare", "610m-mlm40-42k,610m-clm-42k"])
     header = (out / "summary.csv").read_text().splitlines()[0].split(",")
-    assert header[:12] == ["model", "task", "family", "metric", "best_lr", "n_seeds", "mean", "ci_low", "ci_high",
-                           "trivial_baseline", "entity_f1", "std"]
+    assert header[:12] == [
+        "model",
+        "task",
+        "family",
+        "metric",
+        "best_lr",
+        "n_seeds",
+        "mean",
+        "ci_low",
+        "ci_high",
+        "trivial_baseline",
+        "entity_f1",
+        "std",
+    ]
     text = (out / "summary.md").read_text()
     assert "Paired comparisons" in text
     table = text.split("\n\n")[2]  # the page starts with the results table: mean ± CI half-width per model
@@ -129,7 +183,9 @@ def test_report_shows_the_scale_first_in_every_name(results, tmp_path, monkeypat
     out = report.main([str(results), "--output", str(tmp_path / "mini"), "--scale", "mini", *pair, *regime])
     axes = [ax for fig in drawn for ax in fig.axes if ax.get_visible()]
     lines = {label for ax in axes for label in ax.get_legend_handles_labels()[1]} - {
-        "trivial baseline", "chosen LR (best validation)"}
+        "trivial baseline",
+        "chosen LR (best validation)",
+    }
     assert len(drawn) == 5 and lines and all(label.startswith("mini-610m") for label in lines), lines
     assert all(ax.get_title().endswith("(mini scale)") for ax in axes)
     rows = list(csv.DictReader(open(out / "summary.csv", newline="")))
@@ -148,8 +204,18 @@ def test_entity_f1_beside_the_main_metric_for_tc(results, tmp_path):
     for lr, val in ((1e-5, 0.4), (5e-5, 0.5)):
         for seed in range(3):
             entity = 0.0 if lr == 5e-5 else 0.3 + 0.1 * seed  # the best LR (5e-5) predicts no entity at all
-            write_run(results, "610m-clm-42k", "conll2003", lr, seed, val, np.full(10, 0.88 + 0.01 * seed), family="tc",
-                      metric="sentence_macro_f1", test_extra={"entity_f1": entity, "token_micro_f1": 0.8})
+            write_run(
+                results,
+                "610m-clm-42k",
+                "conll2003",
+                lr,
+                seed,
+                val,
+                np.full(10, 0.88 + 0.01 * seed),
+                family="tc",
+                metric="sentence_macro_f1",
+                test_extra={"entity_f1": entity, "token_micro_f1": 0.8},
+            )
     rows = {(r["model"], r["task"]): r for r in statistics.summarize(statistics.load_results(results))}
     tc_row = rows[("610m-clm-42k", "conll2003")]
     assert tc_row["best_lr"] == 5e-5 and tc_row["mean"] == pytest.approx(0.89) and tc_row["entity_f1"] == 0.0
@@ -225,11 +291,19 @@ def write_levels(root, levels, task="sst2", lrs=(1e-5, 5e-5, 1e-4), n=1000, **kw
     return records, statistics.summarize(records)
 
 
-KNOWN = {"610m-clm-42k": (0.70, 0.68), "610m-mlm40-42k": (0.80, 0.60), "610m-clm-21k-mlm40-42k": (0.90, 0.85),
-         "610m-clm-dec42k-mlm40-54k": (0.90, 0.85), "610m-mlm40-dec42k-mlm40-54k": (0.75, 0.7),
-         "610m-clm-42k-1000": (0.75, 0.65), "610m-mlm40-42k-1000": (0.55, 0.45),
-         "610m-clm-42k-2000": (0.75, 0.65), "610m-mlm40-42k-2000": (0.70, 0.6),
-         "610m-clm-42k-4000": (0.75, 0.65), "610m-mlm40-42k-4000": (0.73, 0.6)}
+KNOWN = {
+    "610m-clm-42k": (0.70, 0.68),
+    "610m-mlm40-42k": (0.80, 0.60),
+    "610m-clm-21k-mlm40-42k": (0.90, 0.85),
+    "610m-clm-dec42k-mlm40-54k": (0.90, 0.85),
+    "610m-mlm40-dec42k-mlm40-54k": (0.75, 0.7),
+    "610m-clm-42k-1000": (0.75, 0.65),
+    "610m-mlm40-42k-1000": (0.55, 0.45),
+    "610m-clm-42k-2000": (0.75, 0.65),
+    "610m-mlm40-42k-2000": (0.70, 0.6),
+    "610m-clm-42k-4000": (0.75, 0.65),
+    "610m-mlm40-42k-4000": (0.73, 0.6),
+}
 
 
 def test_findings_give_a_verdict_per_paper_claim(tmp_path):
@@ -241,12 +315,24 @@ def test_findings_give_a_verdict_per_paper_claim(tmp_path):
     records, rows = write_levels(tmp_path, KNOWN)
     tested = findings.comparisons(records, rows)
     verdict = {v["finding"]: v["verdict"] for v in findings.verdicts(tested, {"sc"})}
-    assert verdict == {**{f"{f}_{claim}": f"not testable at this scale: no {f.upper()} task"
-                          for f, claim in (("tc", "clm_on_par"), ("qa", "mlm_better"), ("ir", "mlm_better"),
-                                           ("ir", "gap_narrows"))},
-                       **{k: "agrees at this scale" for k in ("sc_mlm_better", "data_efficiency", "stability",
-                                                              "pfs_vs_mlm", "pfs_vs_clm", "cpt_vs_mlm_cpt",
-                                                              "cpt_vs_base")}}
+    assert verdict == {
+        **{
+            f"{f}_{claim}": f"not testable at this scale: no {f.upper()} task"
+            for f, claim in (("tc", "clm_on_par"), ("qa", "mlm_better"), ("ir", "mlm_better"), ("ir", "gap_narrows"))
+        },
+        **{
+            k: "agrees at this scale"
+            for k in (
+                "sc_mlm_better",
+                "data_efficiency",
+                "stability",
+                "pfs_vs_mlm",
+                "pfs_vs_clm",
+                "cpt_vs_mlm_cpt",
+                "cpt_vs_base",
+            )
+        },
+    }
     flipped = next(r for r in tested if r["finding"] == "sc_mlm_better")
     assert (flipped["a"], flipped["b"]) == ("610m-mlm40-42k", "610m-clm-42k") and flipped["delta"] > 0
     for finding in findings.CLAIMS:  # one Holm family per finding
@@ -257,10 +343,15 @@ def test_findings_give_a_verdict_per_paper_claim(tmp_path):
     text = (out / "summary.md").read_text()
     assert "## The paper's findings at this scale" in text and report.UNITS in text
     assert "Holm families (one per finding, each comparison counted once): tc_clm_on_par" not in text
-    assert "sc_mlm_better: 1 test(s) of A - B > 0 (sst2); data_efficiency: 2 test(s) of CLM - MLM40 > 0 at the " \
+    assert (
+        "sc_mlm_better: 1 test(s) of A - B > 0 (sst2); data_efficiency: 2 test(s) of CLM - MLM40 > 0 at the "
         "earliest checkpoint; and slope of CLM - MLM40 per doubling < 0 (sst2 lead, sst2 slope)" in text
-    assert (out / "findings.csv").read_text().startswith(
-        "finding,task,a,b,parameters,step,measure,hypothesis,delta,ci_low,ci_high,p,p_holm,p_other_holm")
+    )
+    assert (
+        (out / "findings.csv")
+        .read_text()
+        .startswith("finding,task,a,b,parameters,step,measure,hypothesis,delta,ci_low,ci_high,p,p_holm,p_other_holm")
+    )
 
 
 def test_each_reason_a_finding_is_not_testable(tmp_path):
@@ -274,13 +365,19 @@ def test_each_reason_a_finding_is_not_testable(tmp_path):
     assert {r["verdict"] for r in tested if r["finding"] != "data_efficiency"} == {"not testable"}
     assert [r["verdict"] for r in tested if r["finding"] == "data_efficiency"] == ["supports", "supports"]
     sc = next(v for v in findings.verdicts(tested) if v["finding"] == "sc_mlm_better")["verdict"]
-    assert sc.startswith("not testable at this scale: below the paper's crossover interval: 610m-mlm40-42k saw 3.5 "
-                         "tokens per parameter; the paper's SC crossover lies in 19-78 (26-103 without embeddings)")
+    assert sc.startswith(
+        "not testable at this scale: below the paper's crossover interval: 610m-mlm40-42k saw 3.5 "
+        "tokens per parameter; the paper's SC crossover lies in 19-78 (26-103 without embeddings)"
+    )
     # the LR grid's edge: every best LR is the largest of the grid
-    records, rows = write_levels(tmp_path / "b", {m: KNOWN[m] for m in ("610m-clm-42k", "610m-mlm40-42k")},
-                                 lrs=(1e-5, 2e-5, 5e-5))
-    (mlm_vs_clm, stability) = [v["verdict"] for v in findings.verdicts(findings.comparisons(records, rows))
-                               if v["finding"] in ("sc_mlm_better", "stability")]
+    records, rows = write_levels(
+        tmp_path / "b", {m: KNOWN[m] for m in ("610m-clm-42k", "610m-mlm40-42k")}, lrs=(1e-5, 2e-5, 5e-5)
+    )
+    (mlm_vs_clm, stability) = [
+        v["verdict"]
+        for v in findings.verdicts(findings.comparisons(records, rows))
+        if v["finding"] in ("sc_mlm_better", "stability")
+    ]
     for verdict in (mlm_vs_clm, stability):
         assert verdict.startswith("not testable at this scale: best LR on the grid's edge: 610m-")
         assert verdict.endswith("'s optimum is not bracketed (best LR 5e-05, grid 1e-05-5e-05)")
@@ -292,8 +389,9 @@ def test_each_reason_a_finding_is_not_testable(tmp_path):
     pfs = {(r["finding"], r["task"]): r["untestable"] for r in findings.comparisons(records, rows)}
     assert pfs[("pfs_vs_mlm", "conll2003")] == "budget of 42.7 tokens per parameter, below the paper's smallest (47)"
     assert pfs[("pfs_vs_mlm", "sst2")].startswith("inside the crossover interval: 610m-clm-5k-mlm40-11k saw 42.7")
-    assert pfs[("pfs_vs_mlm", "sst2")].endswith("; budget of 42.7 tokens per parameter, below the paper's smallest "
-                                                "(47)")
+    assert pfs[("pfs_vs_mlm", "sst2")].endswith(
+        "; budget of 42.7 tokens per parameter, below the paper's smallest (47)"
+    )
 
 
 def test_tc_claim_is_never_supported_by_non_significance_and_p_is_never_zero(tmp_path):
@@ -302,8 +400,13 @@ def test_tc_claim_is_never_supported_by_non_significance_and_p_is_never_zero(tmp
     sample past 0 prints as "< 1/2000", never 0."""
     from analysis import findings
 
-    records, rows = write_levels(tmp_path, {"610m-clm-42k": (0.80, 0.7), "610m-mlm40-42k": (0.80, 0.7)},
-                                 task="conll2003", family="tc", metric="sentence_macro_f1")
+    records, rows = write_levels(
+        tmp_path,
+        {"610m-clm-42k": (0.80, 0.7), "610m-mlm40-42k": (0.80, 0.7)},
+        task="conll2003",
+        family="tc",
+        metric="sentence_macro_f1",
+    )
     (tc,) = [r for r in findings.comparisons(records, rows) if r["finding"] == "tc_clm_on_par"]
     assert tc["verdict"] == "not significant" and tc["p_holm"] > 0.05 and tc["ci_low"] < -findings.TC_MARGIN
     assert report._fmt_p(0.0005, bound=True) == "< 1/2000" and report._fmt_p(1e-9) == "< 1e-06"
@@ -320,8 +423,10 @@ def test_stability_does_not_call_a_model_that_learns_more_less_stable(tmp_path):
             for seed in range(3):
                 write_run(tmp_path, model, "sst2", lr, seed, share, np.full(10, baseline + gain * share))
     records = statistics.load_results(tmp_path)
-    spread = {m: findings.relative_lr_spread([r for r in records if r["model"] == m], baseline, 5e-5)[0]
-              for m in ("weak", "strong")}
+    spread = {
+        m: findings.relative_lr_spread([r for r in records if r["model"] == m], baseline, 5e-5)[0]
+        for m in ("weak", "strong")
+    }
     raw = {m: np.std([baseline + g * s for s in (0.5, 1.0, 0.75)]) for m, g in (("weak", 0.1), ("strong", 0.2))}
     assert spread["weak"] == pytest.approx(spread["strong"]) and raw["strong"] == pytest.approx(2 * raw["weak"])
 
@@ -337,13 +442,20 @@ def test_every_figure_shows_its_baseline_and_labels(tmp_path, monkeypatch):
     drawn, close = {}, plt.close
     monkeypatch.setattr(plt, "close", lambda fig: (drawn.setdefault(len(drawn), fig), close(fig)))
     paths = figures.plot_all(rows, tmp_path, tokens_per_step=2048 / 40)  # CPT: one point per base, no curve
-    assert sorted(p.name for p in paths) == ["learning_rate_sst2.png", "objective_sc.png", "pfs.png",
-                                             "pretraining_steps.png"]
+    assert sorted(p.name for p in paths) == [
+        "learning_rate_sst2.png",
+        "objective_sc.png",
+        "pfs.png",
+        "pretraining_steps.png",
+    ]
     for path, fig in zip(paths, drawn.values()):
         for ax in [a for a in fig.axes if a.get_visible()]:
             low, high = ax.get_ylim()
-            assert low <= 0.5 <= high and ax.get_ylabel() and ax.get_xlabel() + "".join(
-                t.get_text() for t in ax.get_xticklabels()), path.name
+            assert (
+                low <= 0.5 <= high
+                and ax.get_ylabel()
+                and ax.get_xlabel() + "".join(t.get_text() for t in ax.get_xticklabels())
+            ), path.name
             labels = ax.get_legend_handles_labels()[1]
             assert "trivial baseline" in labels and ax.get_legend() is not None, path.name
             if path.name == "objective_sc.png":
@@ -352,8 +464,11 @@ def test_every_figure_shows_its_baseline_and_labels(tmp_path, monkeypatch):
                 assert "chosen LR (best validation)" in labels
             if path.name == "pretraining_steps.png":
                 assert ax.get_xlabel() == "pretraining tokens seen (millions)"
-        assert fig.texts and max(len(line) for line in fig.texts[-1].get_text().splitlines()) <= \
-            fig.get_figwidth() * figures.CHARS_PER_INCH, path.name
+        assert (
+            fig.texts
+            and max(len(line) for line in fig.texts[-1].get_text().splitlines())
+            <= fig.get_figwidth() * figures.CHARS_PER_INCH
+        ), path.name
 
 
 def test_a_model_has_one_colour_in_every_figure_and_subplot(tmp_path, monkeypatch):
@@ -380,16 +495,31 @@ def test_a_model_has_one_colour_in_every_figure_and_subplot(tmp_path, monkeypatc
                 if label in ("trivial baseline", "chosen LR (best validation)"):
                     continue
                 artist = handle.patches[0] if hasattr(handle, "patches") else handle[0]
-                colour = matplotlib.colors.to_hex(artist.get_facecolor() if hasattr(handle, "patches")
-                                                  else artist.get_color())
+                colour = matplotlib.colors.to_hex(
+                    artist.get_facecolor() if hasattr(handle, "patches") else artist.get_color()
+                )
                 key = label if colours.objective_key(label) else (id(fig), label)  # others: one look per figure
                 assert seen.setdefault(key, colour) == colour, (label, fig.axes[0].get_title())
     grammar = {label: colour for label, colour in seen.items() if isinstance(label, str)}
     assert grammar and all(colour == matplotlib.colors.to_hex(colours.of(label)) for label, colour in grammar.items())
     assert len(set(grammar.values())) == len({colours.objective_key(label) for label in grammar})
     assert colours.of("mini-610m-clm-42k-1000") == colours.of("210m-clm-10k") != colours.of("610m-mlm40-42k")
-    assert len({colours.of(n) for n in ("610m-clm-42k", "610m-mlm20-42k", "610m-mlm40-42k", "610m-clm-21k-mlm40-42k",
-                                        "610m-clm-dec42k-mlm40-54k", "610m-mlm40-dec42k-mlm40-54k")}) == 6
+    assert (
+        len(
+            {
+                colours.of(n)
+                for n in (
+                    "610m-clm-42k",
+                    "610m-mlm20-42k",
+                    "610m-mlm40-42k",
+                    "610m-clm-21k-mlm40-42k",
+                    "610m-clm-dec42k-mlm40-54k",
+                    "610m-mlm40-dec42k-mlm40-54k",
+                )
+            }
+        )
+        == 6
+    )
 
 
 def test_seeds_needed_is_the_fewest_seeds_for_the_target_half_width():
@@ -465,6 +595,7 @@ def test_a_report_killed_mid_write_can_be_rerun_into_its_folder(results, tmp_pat
     assert (out / "notes.txt").read_text() == "kept" and not (out / "stray.png").exists()
     assert any(out.glob("*.png")) and "writing" not in (out / report.REPORT_MARK).read_text()
 
+
 def test_gap_over_pretraining_is_one_slope_test_and_its_figure(tmp_path, monkeypatch):
     """Known curves at paper scale (tokens per parameter 3.9, 7.8, 15.5 before the SC crossover interval, then the
     decayed final at 163): on sst2 the gap falls by about 0.1 per doubling, on mrpc CLM leads by a steady margin.
@@ -474,10 +605,16 @@ def test_gap_over_pretraining_is_one_slope_test_and_its_figure(tmp_path, monkeyp
 
     from analysis import figures, findings
 
-    levels = {"610m-clm-42k-1000": (0.85, 0.7), "610m-mlm40-42k-1000": (0.60, 0.55),
-              "610m-clm-42k-2000": (0.80, 0.7), "610m-mlm40-42k-2000": (0.65, 0.55),
-              "610m-clm-42k-4000": (0.75, 0.7), "610m-mlm40-42k-4000": (0.70, 0.65),
-              "610m-clm-42k": (0.70, 0.65), "610m-mlm40-42k": (0.85, 0.8)}
+    levels = {
+        "610m-clm-42k-1000": (0.85, 0.7),
+        "610m-mlm40-42k-1000": (0.60, 0.55),
+        "610m-clm-42k-2000": (0.80, 0.7),
+        "610m-mlm40-42k-2000": (0.65, 0.55),
+        "610m-clm-42k-4000": (0.75, 0.7),
+        "610m-mlm40-42k-4000": (0.70, 0.65),
+        "610m-clm-42k": (0.70, 0.65),
+        "610m-mlm40-42k": (0.85, 0.8),
+    }
     write_levels(tmp_path, levels, n=300)
     write_levels(tmp_path, {m: (0.8 if "clm" in m else 0.7, 0.6) for m in levels}, task="mrpc", n=300)
     records = statistics.load_results(tmp_path)
@@ -493,8 +630,12 @@ def test_gap_over_pretraining_is_one_slope_test_and_its_figure(tmp_path, monkeyp
     assert slopes["mrpc"]["verdict"] == "not significant"
     assert leads["sst2"]["verdict"] == leads["mrpc"]["verdict"] == "supports"  # CLM ahead at 1k steps on both
     text = findings.gap_trend(sst2, slopes["sst2"], leads["sst2"])
-    assert text.startswith("CLM - MLM40 at the earliest checkpoint (3.88): +0.2") and "CLM leads; slope of CLM - " \
-        "MLM40 per doubling of tokens per parameter over 3 stable-phase checkpoints (3.88-15.5): -0." in text
+    assert (
+        text.startswith("CLM - MLM40 at the earliest checkpoint (3.88): +0.2")
+        and "CLM leads; slope of CLM - "
+        "MLM40 per doubling of tokens per parameter over 3 stable-phase checkpoints (3.88-15.5): -0."
+        in text
+    )
     assert ": the gap closes; final (decayed) at 163: -0.1" in text
     out = report.main([str(tmp_path), "--output", str(tmp_path / "report")])
     page = (out / "summary.md").read_text()
@@ -529,8 +670,10 @@ def test_a_study_declares_its_lr_grid_bracketed_by_an_earlier_one(tmp_path):
     assert driver.bracketed_by_arg(study) == "sst2=1e-05,0.0005"
     driver.report(study, tmp_path)
     text = (tmp_path / "report" / "summary.md").read_text()
-    note = ("bracketed by an earlier grid (sst2: 1e-05 and 0.0005 measured worse than this grid's 5e-05-0.0001 in "
-            "an earlier run; declared, not measured in this study)")
+    note = (
+        "bracketed by an earlier grid (sst2: 1e-05 and 0.0005 measured worse than this grid's 5e-05-0.0001 in "
+        "an earlier run; declared, not measured in this study)"
+    )
     assert "counted as bracketed because the study declares (`--bracketed_by`)" in text and note in text
     assert "| **agrees at this scale** |" in text and "never bracketed" not in text
     with open(tmp_path / "report" / "findings.csv") as f:
@@ -539,8 +682,9 @@ def test_a_study_declares_its_lr_grid_bracketed_by_an_earlier_one(tmp_path):
     assert {r["untestable"] for r in rows if r["finding"] != "stability"} == {""}
     # a declared bracket never makes a spread across LRs: stability needs 3 LRs fine-tuned in the study itself
     (spread,) = [r for r in rows if r["finding"] == "stability"]
-    assert spread["untestable"].startswith("610m-clm-42k was fine-tuned at 2 LR(s) in this study: a spread across "
-                                           "LRs needs 3")
+    assert spread["untestable"].startswith(
+        "610m-clm-42k was fine-tuned at 2 LR(s) in this study: a spread across LRs needs 3"
+    )
 
     plain = report.main([str(tmp_path / "results"), "--output", str(tmp_path / "plain")])
     text = (plain / "summary.md").read_text()
@@ -560,19 +704,23 @@ def test_a_report_over_an_earlier_one_leaves_what_a_fresh_report_leaves(tmp_path
     another task, a comparison) holds exactly what the same report into a new folder holds: nothing of the earlier one
     stays (its comparison, findings or figures)."""
     rng = np.random.default_rng(0)
-    for root, models, task in ((tmp_path / "first", ("610m-clm-42k", "610m-mlm40-42k"), "mnli"),
-                               (tmp_path / "second", ("610m-clm-42k",), "sst2")):
+    for root, models, task in (
+        (tmp_path / "first", ("610m-clm-42k", "610m-mlm40-42k"), "mnli"),
+        (tmp_path / "second", ("610m-clm-42k",), "sst2"),
+    ):
         for model in models:
             for lr in LRS:
                 for seed in range(3):
                     write_run(root, model, task, lr, seed, 0.8, (rng.random(40) < 0.8).astype(float))
-    report.main([str(tmp_path / "first"), "--output", str(tmp_path / "report"),
-                 "--compare", "610m-mlm40-42k,610m-clm-42k"])
+    report.main(
+        [str(tmp_path / "first"), "--output", str(tmp_path / "report"), "--compare", "610m-mlm40-42k,610m-clm-42k"]
+    )
     report.main([str(tmp_path / "second"), "--output", str(tmp_path / "report")])
     report.main([str(tmp_path / "second"), "--output", str(tmp_path / "fresh")])
 
     def tree(root):
         return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
     assert tree(tmp_path / "report") == tree(tmp_path / "fresh")
 
 
@@ -584,16 +732,23 @@ def test_a_plain_run_is_never_pooled_with_replicates_nor_a_seed_counted_twice(tm
     for model in ("610m-clm-42k-pseed0", "610m-clm-42k-pseed1", "610m-clm-42k"):
         for seed in range(2):
             write_run(tmp_path / "mixed", model, "sst2", 1e-5, seed, 0.8, (rng.random(50) < 0.8).astype(float))
-    with pytest.raises(cli.BadInput, match=r"results of 610m-clm-42k \(one pretraining run\) and of "
-                                           r"610m-clm-42k-pseed0 \(a replicate\) would be pooled in one row"):
+    with pytest.raises(
+        cli.BadInput,
+        match=r"results of 610m-clm-42k \(one pretraining run\) and of "
+        r"610m-clm-42k-pseed0 \(a replicate\) would be pooled in one row",
+    ):
         report.main([str(tmp_path / "mixed"), "--output", str(tmp_path / "r1")])
     for k in (1, 2):
         record = write_run(tmp_path / "relabelled", f"610m-clm-42k-pseed{k}", "sst2", 1e-5, 0, 0.8, np.ones(50))
         record["pretrain_seed"] = 5
-        artifacts.write_json_atomic(store.result_path(tmp_path / "relabelled", record["model"], "sst2", 1e-5, 0),
-                                    record)
-    with pytest.raises(cli.BadInput, match=r"lr1e-05-seed0.json records pretrain_seed 5 but is filed under "
-                                           r"610m-clm-42k-pseed1 \(pretraining seed 1\)"):
+        artifacts.write_json_atomic(
+            store.result_path(tmp_path / "relabelled", record["model"], "sst2", 1e-5, 0), record
+        )
+    with pytest.raises(
+        cli.BadInput,
+        match=r"lr1e-05-seed0.json records pretrain_seed 5 but is filed under "
+        r"610m-clm-42k-pseed1 \(pretraining seed 1\)",
+    ):
         report.main([str(tmp_path / "relabelled"), "--output", str(tmp_path / "r2")])
     assert not (tmp_path / "r1").exists() and not (tmp_path / "r2").exists()
 
@@ -606,16 +761,28 @@ def test_compare_names_the_replicated_models_as_their_rows_do(tmp_path):
         for k in range(3):
             for lr in (1e-5, 5e-5, 1e-4):
                 for seed in range(2):
-                    write_run(tmp_path, f"{model}-pseed{k}", "sst2", lr, seed, level + (lr == 5e-5) * 0.05,
-                              (rng.random(200) < level).astype(float))
-    out = report.main([str(tmp_path), "--output", str(tmp_path / "report"),
-                       "--compare", "610m-mlm40-42k,610m-clm-42k"])
-    assert "| sst2 | 610m-mlm40-42k | 610m-clm-42k | 608M / 608M | 42,000 / 42,000 | accuracy |" in \
-        (out / "summary.md").read_text()
-    with pytest.raises(cli.BadInput, match=r"--compare needs two model names from the results \(\['610m-clm-42k', "
-                                         r"'610m-mlm40-42k'\]\)"):
-        report.main([str(tmp_path), "--output", str(tmp_path / "r2"),
-                     "--compare", "610m-mlm40-42k-pseed0,610m-clm-42k"])
+                    write_run(
+                        tmp_path,
+                        f"{model}-pseed{k}",
+                        "sst2",
+                        lr,
+                        seed,
+                        level + (lr == 5e-5) * 0.05,
+                        (rng.random(200) < level).astype(float),
+                    )
+    out = report.main([str(tmp_path), "--output", str(tmp_path / "report"), "--compare", "610m-mlm40-42k,610m-clm-42k"])
+    assert (
+        "| sst2 | 610m-mlm40-42k | 610m-clm-42k | 608M / 608M | 42,000 / 42,000 | accuracy |"
+        in (out / "summary.md").read_text()
+    )
+    with pytest.raises(
+        cli.BadInput,
+        match=r"--compare needs two model names from the results \(\['610m-clm-42k', "
+        r"'610m-mlm40-42k'\]\)",
+    ):
+        report.main(
+            [str(tmp_path), "--output", str(tmp_path / "r2"), "--compare", "610m-mlm40-42k-pseed0,610m-clm-42k"]
+        )
 
 
 def test_a_row_at_its_baseline_or_without_one_is_never_counted_a_learner(tmp_path):
@@ -641,7 +808,7 @@ def test_a_row_at_its_baseline_or_without_one_is_never_counted_a_learner(tmp_pat
 
 
 def test_an_interval_that_plus_minus_would_misdescribe_is_shown_itself(tmp_path):
-    """"±" is half the width only of an interval centred on the mean: one clipped to [0, 1] (WNUT's 0.135 with a
+    """ "±" is half the width only of an interval centred on the mean: one clipped to [0, 1] (WNUT's 0.135 with a
     t-interval of ±1.30 was printed "± 0.500") or degenerate (identical seeds: [m, m]) is shown as [low, high], and
     the table says what such a cell means."""
     row = {"best_lr": 1e-4, "mean": 0.135, "ci_low": 0.0, "ci_high": 1.0}
@@ -661,17 +828,28 @@ def test_every_table_names_a_study_model_with_its_parameters_and_its_own_step(re
     for lr in LRS:  # MLM40's checkpoint at the paper's step 1,000 too: the gap table
         for seed in range(5):
             write_run(results, "610m-mlm40-42k-1000", "sst2", lr, seed, 0.7, np.ones(N_TEST) * (seed % 2))
-    mini = ["--scale", "mini", "--tokens_per_step", "51.2", "--parameters", "615232", "--compare",
-            "610m-mlm40-42k,610m-clm-42k"]
+    mini = [
+        "--scale",
+        "mini",
+        "--tokens_per_step",
+        "51.2",
+        "--parameters",
+        "615232",
+        "--compare",
+        "610m-mlm40-42k,610m-clm-42k",
+    ]
     out = report.main([str(results), "--output", str(tmp_path / "mini"), *mini, "--step_divisor", "40"])
     text = (out / "summary.md").read_text()
     assert "| mini-610m-clm-42k | 0.615M | 1,050 (paper 42,000) |" in text
     assert "| mini-610m-clm-42k-1000 | 0.615M | 25 of 1,050 (paper 1,000 of 42,000) |" in text
     assert "| mini-610m-clm-dec42k-mlm40-44k | 0.615M | 1,100 (paper 44,000) |" in text
-    assert "| sst2 | mini-610m-clm-42k-1000 | 0.615M | 25 of 1,050 (paper 1,000 of 42,000) | 0.0832 | before |" \
-        in text  # the gap table, beside the tokens per parameter
-    assert "| sst2 | mini-610m-mlm40-42k | mini-610m-clm-42k | 0.615M / 0.615M | 1,050 (paper 42,000) / 1,050 " \
-        "(paper 42,000) | accuracy |" in text  # the paired comparisons
+    assert (
+        "| sst2 | mini-610m-clm-42k-1000 | 0.615M | 25 of 1,050 (paper 1,000 of 42,000) | 0.0832 | before |" in text
+    )  # the gap table, beside the tokens per parameter
+    assert (
+        "| sst2 | mini-610m-mlm40-42k | mini-610m-clm-42k | 0.615M / 0.615M | 1,050 (paper 42,000) / 1,050 "
+        "(paper 42,000) | accuracy |" in text
+    )  # the paired comparisons
     (row,) = [r for r in csv.DictReader(open(out / "findings.csv")) if r["finding"] == "sc_mlm_better"]
     assert (row["parameters"], row["step"]) == ("0.615M / 0.615M", "1,050 (paper 42,000) / 1,050 (paper 42,000)")
     tables = [block.splitlines()[0] for block in text.split("\n\n") if block.startswith("| ")]

@@ -18,19 +18,51 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def argv(output_dir, cache_dir):
-    return ["--config", "recipes/configs/debug.yaml", "--output_dir", str(output_dir),
-            "--data_cache_dir", str(cache_dir), "--max_docs", "200", "--block_size", "64",
-            "--per_device_train_batch_size", "2", "--report_to", "none",
-            "--max_steps", "8", "--switch_step", "3", "--intermediate_steps", "2", "--warmup_steps", "2",
-            "--lr_scheduler_kwargs", '{"num_decay_steps": 2, "decay_type": "linear"}', "--logging_steps", "1",
-            "--save_strategy", "steps", "--save_steps", "1", "--disable_tqdm", "true"]
+    return [
+        "--config",
+        "recipes/configs/debug.yaml",
+        "--output_dir",
+        str(output_dir),
+        "--data_cache_dir",
+        str(cache_dir),
+        "--max_docs",
+        "200",
+        "--block_size",
+        "64",
+        "--per_device_train_batch_size",
+        "2",
+        "--report_to",
+        "none",
+        "--max_steps",
+        "8",
+        "--switch_step",
+        "3",
+        "--intermediate_steps",
+        "2",
+        "--warmup_steps",
+        "2",
+        "--lr_scheduler_kwargs",
+        '{"num_decay_steps": 2, "decay_type": "linear"}',
+        "--logging_steps",
+        "1",
+        "--save_strategy",
+        "steps",
+        "--save_steps",
+        "1",
+        "--disable_tqdm",
+        "true",
+    ]
 
 
 def run_until(output_dir, cache_dir, kill_after_checkpoint: int | None):
     """Run the recipe in a subprocess; SIGKILL it once checkpoint-N is complete (None: let it finish)."""
-    process = subprocess.Popen([sys.executable, "-m", "recipes.pretrain", *argv(output_dir, cache_dir)], cwd=ROOT,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                               env={**os.environ, "OMP_NUM_THREADS": "1"})
+    process = subprocess.Popen(
+        [sys.executable, "-m", "recipes.pretrain", *argv(output_dir, cache_dir)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     marker = Path(output_dir) / f"checkpoint-{kill_after_checkpoint}" / "trainer_state.json"
     deadline = time.time() + 240
     while kill_after_checkpoint is not None and not marker.exists():
@@ -81,10 +113,15 @@ def test_a_save_out_of_room_is_one_line_and_leaves_no_complete_checkpoint(tmp_pa
     from pretraining.checks import last_complete_checkpoint
 
     limit = 6_000_000  # above the data cache and the tiny model's weights (4.5 MB), below its optimizer.pt (9 MB)
-    result = subprocess.run([sys.executable, "-m", "recipes.pretrain", *argv(tmp_path / "out", tmp_path / "cache")],
-                            cwd=ROOT, capture_output=True, text=True, timeout=240,
-                            env={**os.environ, "OMP_NUM_THREADS": "1"},
-                            preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)))
+    result = subprocess.run(
+        [sys.executable, "-m", "recipes.pretrain", *argv(tmp_path / "out", tmp_path / "cache")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)),
+    )
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("error: a save ran out of disk space or hit the file size limit"), last

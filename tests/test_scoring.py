@@ -39,14 +39,38 @@ from tests.fixtures.tiny_models import build_tiny_eurobert, build_tiny_tokenizer
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 GOLDEN = Path(__file__).parent / "golden"
-FAMILIES = {"sc": ("sst2", sequence_classification), "tc": ("conll2003", token_classification),
-            "qa": ("squad", extractive_qa), "ir": ("scifact", retrieval)}
+FAMILIES = {
+    "sc": ("sst2", sequence_classification),
+    "tc": ("conll2003", token_classification),
+    "qa": ("squad", extractive_qa),
+    "ir": ("scifact", retrieval),
+}
 # The files whose sha256 was a result's identity before scoring versions (format 2's `identity.code`).
-FORMAT2_CODE = ("core/lora.py", "evaluation/baselines.py", "evaluation/common.py", "evaluation/extractive_qa.py",
-                "evaluation/metrics.py", "evaluation/readers.py", "evaluation/retrieval.py",
-                "evaluation/sequence_classification.py", "evaluation/tasks.py", "evaluation/token_classification.py")
-SETTINGS = dict(lr=1e-3, seed=0, max_steps=4, batch_size=8, eval_batch_size=16, max_train=64, max_eval=16,
-                max_length=64, qa_max_length=96, doc_stride=32, precision="fp32")
+FORMAT2_CODE = (
+    "core/lora.py",
+    "evaluation/baselines.py",
+    "evaluation/common.py",
+    "evaluation/extractive_qa.py",
+    "evaluation/metrics.py",
+    "evaluation/readers.py",
+    "evaluation/retrieval.py",
+    "evaluation/sequence_classification.py",
+    "evaluation/tasks.py",
+    "evaluation/token_classification.py",
+)
+SETTINGS = dict(
+    lr=1e-3,
+    seed=0,
+    max_steps=4,
+    batch_size=8,
+    eval_batch_size=16,
+    max_train=64,
+    max_eval=16,
+    max_length=64,
+    qa_max_length=96,
+    doc_stride=32,
+    precision="fp32",
+)
 
 
 @pytest.fixture(scope="module")
@@ -78,8 +102,9 @@ def outputs(family, finetuned) -> dict:
 def moved(got, want, where="") -> list[str]:
     """Where two JSON values differ (floats: relative 1e-5, so another BLAS does not count as a change)."""
     if isinstance(want, dict) and isinstance(got, dict):
-        return [m for key in sorted(want.keys() | got.keys())
-                for m in moved(got.get(key), want.get(key), f"{where}.{key}")]
+        return [
+            m for key in sorted(want.keys() | got.keys()) for m in moved(got.get(key), want.get(key), f"{where}.{key}")
+        ]
     if isinstance(want, list) and isinstance(got, list) and len(want) == len(got):
         return [m for i, (a, b) in enumerate(zip(got, want)) for m in moved(a, b, f"{where}[{i}]")]
     if isinstance(want, float) and isinstance(got, (int, float)) and not isinstance(got, bool):
@@ -95,20 +120,34 @@ def check_golden(family: str, result: dict, update: bool = False) -> None:
     if update and (changes or versions != golden["versions"]):
         assert not changes or versions != golden["versions"], (
             f"{family} outputs moved ({changes[0]}) but its versions did not: bump SCORING_VERSIONS[{family!r}] (its "
-            "scorer or reader) or PROTOCOL_VERSION (the fine-tuning loop) in evaluation/identity.py first")
-        path.write_text(json.dumps({
-            "what": f"per-instance outputs and scores of a tiny model fine-tuned 4 steps on {FAMILIES[family][0]} "
-                    "(tests/test_scoring.py), CPU fp32", "command": "GOLDEN_UPDATE=1 python -m pytest "
-                    "tests/test_scoring.py", "recorded_with": {"torch": torch.__version__,
-                                                                "transformers": transformers.__version__},
-            "versions": versions, "result": result}, indent=1) + "\n")
+            "scorer or reader) or PROTOCOL_VERSION (the fine-tuning loop) in evaluation/identity.py first"
+        )
+        path.write_text(
+            json.dumps(
+                {
+                    "what": "per-instance outputs and scores of a tiny model fine-tuned 4 steps on "
+                    "{FAMILIES[family][0]} "
+                    "(tests/test_scoring.py), CPU fp32",
+                    "command": "GOLDEN_UPDATE=1 python -m pytest tests/test_scoring.py",
+                    "recorded_with": {"torch": torch.__version__, "transformers": transformers.__version__},
+                    "versions": versions,
+                    "result": result,
+                },
+                indent=1,
+            )
+            + "\n"
+        )
         return
-    assert not changes, (f"{family} outputs moved ({len(changes)} values, e.g. {'; '.join(changes[:3])}): bump "
-                         f"SCORING_VERSIONS[{family!r}] or PROTOCOL_VERSION in evaluation/identity.py and regenerate "
-                         "with `GOLDEN_UPDATE=1 python -m pytest tests/test_scoring.py`")
-    assert versions == golden["versions"], (f"{family} versions {versions} but the golden file holds "
-                                            f"{golden['versions']}: regenerate with `GOLDEN_UPDATE=1 python -m pytest "
-                                            "tests/test_scoring.py`")
+    assert not changes, (
+        f"{family} outputs moved ({len(changes)} values, e.g. {'; '.join(changes[:3])}): bump "
+        f"SCORING_VERSIONS[{family!r}] or PROTOCOL_VERSION in evaluation/identity.py and regenerate "
+        "with `GOLDEN_UPDATE=1 python -m pytest tests/test_scoring.py`"
+    )
+    assert versions == golden["versions"], (
+        f"{family} versions {versions} but the golden file holds "
+        f"{golden['versions']}: regenerate with `GOLDEN_UPDATE=1 python -m pytest "
+        "tests/test_scoring.py`"
+    )
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -150,11 +189,18 @@ def grid_identities(model: Path, data_dir, root: Path | None = None) -> list[dic
     if root is None:
         runs = run.list_runs(run.GridArgs(model=str(model), **GRID), finetune_args.ProtocolArgs(**protocol))[0]
         return json.loads(json.dumps([r.identity for r in runs]))
-    code = ("import json, sys; from evaluation import finetune_args, run; runs = run.list_runs(run.GridArgs("
-            f"model=sys.argv[1], **{GRID!r}), finetune_args.ProtocolArgs(**{protocol!r}))[0]; "
-            "print(json.dumps([r.identity for r in runs]))")
-    done = subprocess.run([sys.executable, "-c", code, str(model)], cwd=root, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(root)})
+    code = (
+        "import json, sys; from evaluation import finetune_args, run; runs = run.list_runs(run.GridArgs("
+        f"model=sys.argv[1], **{GRID!r}), finetune_args.ProtocolArgs(**{protocol!r}))[0]; "
+        "print(json.dumps([r.identity for r in runs]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(model)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout)
 

@@ -19,8 +19,17 @@ ARCHIVED = "results/610m-clm-21k-mlm40-42k/conll2003/lr0.0002-seed0.json"  # the
 def write(root, model="610m-clm-42k-pseed1", task="sst2", lr=1e-4, seed=0, ident=None):
     path = store.result_path(root, model, task, lr, seed)
     path.parent.mkdir(parents=True, exist_ok=True)
-    record = store.new_result(model, task, "sc", lr, seed, store.result_body("accuracy", {"test": {"accuracy": 1.0}}),
-                              ident or {"scoring": identity.scoring_identity("sc")}, {}, store.pretrain_seed(model))
+    record = store.new_result(
+        model,
+        task,
+        "sc",
+        lr,
+        seed,
+        store.result_body("accuracy", {"test": {"accuracy": 1.0}}),
+        ident or {"scoring": identity.scoring_identity("sc")},
+        {},
+        store.pretrain_seed(model),
+    )
     return store.write_result(path, record)
 
 
@@ -34,16 +43,20 @@ def test_the_record_body_is_declared_and_checked_in_core_store():
     """`new_result` files only a declared body (`BODY`, `OPTIONAL_BODY`), of a status in `STATUSES`, scored with
     its main metric, of a kind in `KINDS` (`record_kind`); tests/test_layout.py checks nothing else reads it raw."""
     body = store.result_body("accuracy", {"test": {"accuracy": 1.0}})
-    for fields, refused in [({**body, "main_metric": "f1"}, "no test score of its main metric"),
-                            ({**body, "scores": {}}, r"has \['scores'\]"), ({"status": "ok"}, "lacks"),
-                            ({**body, "evaluation": "other"}, "not one of")]:
+    for fields, refused in [
+        ({**body, "main_metric": "f1"}, "no test score of its main metric"),
+        ({**body, "scores": {}}, r"has \['scores'\]"),
+        ({"status": "ok"}, "lacks"),
+        ({**body, "evaluation": "other"}, "not one of"),
+    ]:
         with pytest.raises(ValueError, match=refused):
             store.new_result("m", "sst2", "sc", 1e-4, 0, fields, {}, {})
     for status in ("done", None):
         with pytest.raises(ValueError, match="is not one of"):
             store.new_result("m", "sst2", "sc", 1e-4, 0, {"status": status}, {}, {})
-    assert [store.record_kind(r) for r in ({}, {"evaluation": "mteb"}, {"source": {"kind": "encodeval"}})] == \
-        list(store.KINDS)
+    assert [store.record_kind(r) for r in ({}, {"evaluation": "mteb"}, {"source": {"kind": "encodeval"}})] == list(
+        store.KINDS
+    )
 
 
 def test_a_copy_or_a_moved_result_is_refused_in_one_line(tmp_path):
@@ -82,10 +95,13 @@ def test_format2_results_are_migrated_once(tmp_path, call_main):
     path, old = format2_result(tmp_path)
     saved = path.with_suffix(".model")
     store.write_finetune_info(saved, {"task": "conll2003", "identity": old["identity"]})
-    current = identity.scoped("tc", {**{k: v for k, v in old["identity"].items() if k != "code"},
-                                     "scoring": identity.scoring_identity("tc")})  # no QA or IR setting: a TC result
-    refusal = (f"result file {path} has format 2, this version reads format 3: run `python -m evaluation.identity "
-               "--migrate RESULTS_DIR` once")
+    current = identity.scoped(
+        "tc", {**{k: v for k, v in old["identity"].items() if k != "code"}, "scoring": identity.scoring_identity("tc")}
+    )  # no QA or IR setting: a TC result
+    refusal = (
+        f"result file {path} has format 2, this version reads format 3: run `python -m evaluation.identity "
+        "--migrate RESULTS_DIR` once"
+    )
     with pytest.raises(ValueError) as error:  # the report, the cards, the grid: only the migration reads format 2
         statistics.load_results(tmp_path)
     assert str(error.value) == refusal and store.result_state(path, current) == ("changed", [refusal])
@@ -95,8 +111,9 @@ def test_format2_results_are_migrated_once(tmp_path, call_main):
     record = store.read_result(path)
     assert record["format"] == 3 and record["pretrain_seed"] is None and "code" not in record["identity"]
     assert "doc_stride" in old["identity"]["protocol"] and "doc_stride" not in record["identity"]["protocol"]
-    assert {k: v for k, v in record.items() if k not in ("format", "identity", "pretrain_seed")} == \
-           {k: v for k, v in old.items() if k not in ("format", "identity")}
+    assert {k: v for k, v in record.items() if k not in ("format", "identity", "pretrain_seed")} == {
+        k: v for k, v in old.items() if k not in ("format", "identity")
+    }
     assert store.read_finetune_info(saved)["identity"] == record["identity"]
     assert "migrated 0 result file(s)" in call_main(identity.main, "--migrate", tmp_path).stdout
     with tarfile.open(REPO_ROOT / "docs" / "mini-study" / "results.tar.xz", "r:xz") as tar:
@@ -108,6 +125,7 @@ def test_format2_results_are_migrated_once(tmp_path, call_main):
 def test_a_second_migration_leaves_what_one_migration_of_both_leaves(tmp_path, call_main):
     """Item 2 of issue 43: migrated, then given another format-2 result and migrated again, a folder holds what one
     migration of both gives (no lock file beside every result: `.lr...json.lock` were left)."""
+
     def tree(root):
         return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
 
@@ -119,8 +137,10 @@ def test_a_second_migration_leaves_what_one_migration_of_both_leaves(tmp_path, c
     format2_result(tmp_path / "once")[0].with_name(other.name).write_text(json.dumps({**record, "lr": 3e-4}))
     assert call_main(identity.main, "--migrate", tmp_path / "once").returncode == 0
     assert tree(tmp_path / "twice") == tree(tmp_path / "once")
-    assert sorted(tree(tmp_path / "once")) == [f"610m-clm-21k-mlm40-42k/conll2003/{name}" for name in (
-        store.PROTOCOL_NAME, "lr0.0002-seed0.json", "lr0.0003-seed0.json")]  # no .lr...json.lock
+    assert sorted(tree(tmp_path / "once")) == [
+        f"610m-clm-21k-mlm40-42k/conll2003/{name}"
+        for name in (store.PROTOCOL_NAME, "lr0.0002-seed0.json", "lr0.0003-seed0.json")
+    ]  # no .lr...json.lock
 
 
 def test_the_migration_writes_nothing_when_a_file_is_refused(tmp_path, call_main):

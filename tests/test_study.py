@@ -17,22 +17,45 @@ from recipes.studies import STUDIES, regime, study_marker
 from recipes.study import main, run_study
 
 # The test suite's scale: the smoke study's structure at a few steps per run (the manifest's scales are the studies').
-CI_SCALE = {"step_divisor": 1000, "model": "tiny", "block_size": 32, "per_device_train_batch_size": 2,
-            "gradient_accumulation_steps": 1, "global_batch_size": None, "max_docs": 300}
+CI_SCALE = {
+    "step_divisor": 1000,
+    "model": "tiny",
+    "block_size": 32,
+    "per_device_train_batch_size": 2,
+    "gradient_accumulation_steps": 1,
+    "global_batch_size": None,
+    "max_docs": 300,
+}
 # The smoke study's models (CLM, MLM40, PFS, CPT), tasks (one per family) and 2 seeds, one LR (a task with its own grid
 # of 2, as the horizon study's MNLI and CoNLL: the best-LR choice runs too), with the mini study's stages too:
 # intermediate checkpoints evaluated on their own task (named with paper steps) and the held-out loss.
 CI_STUDY = dataclasses.replace(
-    STUDIES["smoke"], scale="ci", lrs=(5e-4,),
-    eval_args={"max_length": 64, "qa_max_length": 96, "doc_stride": 32, "batch_size": 8, "eval_batch_size": 32,
-               "max_steps": 3, "max_train": 64, "max_eval": 24},
-    evaluate_intermediate=True, intermediate_steps=(20000,), intermediate_tasks=("sst2",), heldout_blocks=4,
-    task_lrs={"scifact": (2e-4, 1e-3)})
+    STUDIES["smoke"],
+    scale="ci",
+    lrs=(5e-4,),
+    eval_args={
+        "max_length": 64,
+        "qa_max_length": 96,
+        "doc_stride": 32,
+        "batch_size": 8,
+        "eval_batch_size": 32,
+        "max_steps": 3,
+        "max_train": 64,
+        "max_eval": 24,
+    },
+    evaluate_intermediate=True,
+    intermediate_steps=(20000,),
+    intermediate_tasks=("sst2",),
+    heldout_blocks=4,
+    task_lrs={"scifact": (2e-4, 1e-3)},
+)
 
 
 def runs_of(study, task: str) -> int:
     """A model's fine-tuning runs on one task: its LRs x the seeds."""
     return len(study.task_lrs.get(task, study.lrs)) * len(study.seeds)
+
+
 INTERMEDIATE = ("610m-clm-42k-20000", "610m-mlm40-42k-20000")  # step 20 of the two runs that save intermediates
 
 
@@ -66,13 +89,17 @@ def test_short_smoke_study_runs_every_stage(short_study):
     cpt = json.loads((output / "models" / "610m-clm-dec42k-mlm40-44k" / "run_info.json").read_text())
     assert cpt["cpt_base"] == "610m-clm-42k"
     results = sorted(p.relative_to(output / "results") for p in (output / "results").rglob("lr*.json"))
-    assert len(results) == (len(study.models) * sum(runs_of(study, task) for task in study.tasks)
-                            + len(INTERMEDIATE) * runs_of(study, "sst2"))
+    assert len(results) == (
+        len(study.models) * sum(runs_of(study, task) for task in study.tasks)
+        + len(INTERMEDIATE) * runs_of(study, "sst2")
+    )
     # intermediates named with paper steps, evaluated on their own task only
     assert {p.parts[0] for p in results if p.parts[0] not in study.models} == set(INTERMEDIATE)
     assert {p.parts[1] for p in results if p.parts[0] in INTERMEDIATE} == {"sst2"}
-    lrs = {task: {json.loads((output / "results" / p).read_text())["lr"] for p in results if p.parts[1] == task}
-           for task in study.tasks}
+    lrs = {
+        task: {json.loads((output / "results" / p).read_text())["lr"] for p in results if p.parts[1] == task}
+        for task in study.tasks
+    }
     assert lrs == {**{task: set(study.lrs) for task in study.tasks}, "scifact": {2e-4, 1e-3}}
     with open(report / "summary.csv", newline="") as f:
         rows = list(csv.DictReader(f))
@@ -81,20 +108,30 @@ def test_short_smoke_study_runs_every_stage(short_study):
     assert "ci_low" in rows[0] and "trivial_baseline" in rows[0] and list(report.glob("*.png"))
     # the report's step of a checkpoint is the one its run saved it at (run_info.json), the paper's beside it
     run = output / "models" / "610m-clm-42k"
-    (saved,) = [info["steps"] for p in run.glob("intermediate/step-*/run_info.json")
-                if (info := json.loads(p.read_text()))["name"] == "610m-clm-42k-20000"]
+    (saved,) = [
+        info["steps"]
+        for p in run.glob("intermediate/step-*/run_info.json")
+        if (info := json.loads(p.read_text()))["name"] == "610m-clm-42k-20000"
+    ]
     total = json.loads((run / "run_info.json").read_text())["steps"]
     count = count_cell(regime(study_marker(output))[1])  # the study's own count, not the paper's 610m
-    assert json.loads((output / "study.json").read_text())["parameters"] == \
-        json.loads((run / "run_info.json").read_text())["parameters"]  # as the runs recorded it
-    assert f"| ci-610m-clm-42k-20000 | {count} | {saved} of {total} (paper 20,000 of 42,000) |" in \
-        (report / "summary.md").read_text()
+    assert (
+        json.loads((output / "study.json").read_text())["parameters"]
+        == json.loads((run / "run_info.json").read_text())["parameters"]
+    )  # as the runs recorded it
+    assert (
+        f"| ci-610m-clm-42k-20000 | {count} | {saved} of {total} (paper 20,000 of 42,000) |"
+        in (report / "summary.md").read_text()
+    )
     heldout = (output / "heldout" / "heldout.csv").read_text()
     assert heldout.count("\n") == 1 + len(study.models) + 2 * 6  # finals + every intermediate of the two runs
     # The CPT row counts its base's tokens too, as the figure places it: the base's run_info plus the CPT run's.
     base = json.loads((output / "models" / "610m-clm-42k" / "run_info.json").read_text())
-    row = next(r for r in heldout_csv.read_csv(output / "heldout" / "heldout.csv")
-               if r["model"] == "ci-610m-clm-dec42k-mlm40-44k")
+    row = next(
+        r
+        for r in heldout_csv.read_csv(output / "heldout" / "heldout.csv")
+        if r["model"] == "ci-610m-clm-dec42k-mlm40-44k"
+    )
     assert cpt["tokens_before_cpt"] == row["tokens_before_cpt"] == base["tokens_seen"] > 0
     assert row["tokens_seen"] == base["tokens_seen"] + cpt["tokens_seen"]
     # Without --org the export sits in the placeholder namespace (model_cards.push refuses to push it).
@@ -120,8 +157,9 @@ def test_study_is_deterministic(short_study, tmp_path):
         shutil.rmtree(again / gone)
     run_study("smoke", again, study=study, until="evaluation")
     for checkpoint in (f"models/{name}", f"models/{name}/intermediate/step-20"):
-        assert (model_folders.checkpoint_identity(again / checkpoint) ==
-                model_folders.checkpoint_identity(output / checkpoint)), checkpoint
+        assert model_folders.checkpoint_identity(again / checkpoint) == model_folders.checkpoint_identity(
+            output / checkpoint
+        ), checkpoint
     results = sorted(p.relative_to(output / "results") for p in (output / "results").rglob("lr*.json"))
     assert sorted(p.relative_to(again / "results") for p in (again / "results").rglob("lr*.json")) == results
     redone = [p for p in results if p.parts[0] in (name, f"{name}-20000")]
@@ -177,10 +215,18 @@ def test_docs_regenerate_from_their_results_archive(short_study, tmp_path, capsy
     _, output, _ = short_study
     docs = write_docs("smoke", output, tmp_path / "docs")
     archive = docs / RESULTS_ARCHIVE
-    assert "lr0.0005-seed1.json" in subprocess.run(["tar", "tJf", str(archive)], capture_output=True,
-                                                   text=True).stdout
-    main(["smoke", "--from_results", str(archive), "--output", str(tmp_path / "again"), "--docs",
-          str(tmp_path / "docs-again")])
+    assert "lr0.0005-seed1.json" in subprocess.run(["tar", "tJf", str(archive)], capture_output=True, text=True).stdout
+    main(
+        [
+            "smoke",
+            "--from_results",
+            str(archive),
+            "--output",
+            str(tmp_path / "again"),
+            "--docs",
+            str(tmp_path / "docs-again"),
+        ]
+    )
     same_docs(docs, tmp_path / "docs-again")
     assert (tmp_path / "docs-again" / RESULTS_ARCHIVE).read_bytes() == archive.read_bytes()
     assert not (tmp_path / "again" / "models").exists()
@@ -207,12 +253,14 @@ def test_docs_regenerate_from_their_results_archive(short_study, tmp_path, capsy
     # Bad input: one line, nothing written (item 2 of issue 43: a second unpack into the study directory of the first
     # is refused, and leaves it as the first left it).
     again = {p: p.read_bytes() if p.is_file() else None for p in (tmp_path / "again").rglob("*")}
-    for argv, message in ((["mini", "--from_results", str(archive), "--output", str(tmp_path / "x")],
-                           "holds the 'smoke' study, not 'mini'"),
-                          (["smoke", "--from_results", str(archive), "--output", str(tmp_path / "again")],
-                           "is not empty"),
-                          (["smoke", "--from_results", str(tmp_path / "none.tar.xz"), "--output",
-                            str(tmp_path / "x")], "not found")):
+    for argv, message in (
+        (
+            ["mini", "--from_results", str(archive), "--output", str(tmp_path / "x")],
+            "holds the 'smoke' study, not 'mini'",
+        ),
+        (["smoke", "--from_results", str(archive), "--output", str(tmp_path / "again")], "is not empty"),
+        (["smoke", "--from_results", str(tmp_path / "none.tar.xz"), "--output", str(tmp_path / "x")], "not found"),
+    ):
         with pytest.raises(SystemExit) as error:
             main(argv)
         assert error.value.code == 2 and message in capsys.readouterr().err

@@ -46,14 +46,28 @@ def test_docs_dir_with_files_it_did_not_write_is_refused(tmp_path, capsys):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("study_name, folder, models", [("mini", "mini-study", 12),
-                                                        ("horizon-replicated", "horizon-study", 10),
-                                                        ("horizon-tested", "horizon-tested-study", 10)])
+@pytest.mark.parametrize(
+    "study_name, folder, models",
+    [
+        ("mini", "mini-study", 12),
+        ("horizon-replicated", "horizon-study", 10),
+        ("horizon-tested", "horizon-tested-study", 10),
+    ],
+)
 def test_committed_study_regenerates_from_its_results(tmp_path, study_name, folder, models):
     """docs/<folder> is what the report stage makes of the results committed beside it, number for number."""
     committed = REPO_ROOT / "docs" / folder
-    main([study_name, "--from_results", str(committed / "results.tar.xz"), "--output", str(tmp_path / study_name),
-          "--docs", str(tmp_path / "docs")])
+    main(
+        [
+            study_name,
+            "--from_results",
+            str(committed / "results.tar.xz"),
+            "--output",
+            str(tmp_path / study_name),
+            "--docs",
+            str(tmp_path / "docs"),
+        ]
+    )
     same_docs(committed, tmp_path / "docs")
     summary = list(csv.DictReader(open(committed / "summary.csv", newline="")))
     assert len({r["model"] for r in summary}) == models
@@ -63,8 +77,12 @@ def test_committed_study_regenerates_from_its_results(tmp_path, study_name, fold
 @pytest.mark.slow
 def test_unknown_study_is_one_clear_error(tmp_path):
     """The entry point's process boundary (`python -m recipes.study`): bad input exits non-zero with its message."""
-    result = subprocess.run([sys.executable, "-m", "recipes.study", "huge", "--output", str(tmp_path / "x")],
-                            cwd=REPO_ROOT, capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "recipes.study", "huge", "--output", str(tmp_path / "x")],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode != 0 and "unknown study 'huge'" in result.stderr
     assert not (tmp_path / "x").exists()
 
@@ -92,8 +110,9 @@ def test_progress_bar_estimates_the_time_left_from_the_jobs_done_per_kind():
     """The study's bar: time left = each kind's remaining jobs at the mean time of its jobs that ran; jobs found done
     (a resumed study) are not timed; a kind with no job run yet makes the estimate a lower bound (`left >`)."""
     now = [0.0]
-    progress = Progress({"tokenizer": 1, "pretrain:a": 1, "pretrain:b": 1, "pretrain:c": 1, "report": 1},
-                        clock=lambda: now[0])
+    progress = Progress(
+        {"tokenizer": 1, "pretrain:a": 1, "pretrain:b": 1, "pretrain:c": 1, "report": 1}, clock=lambda: now[0]
+    )
     try:
         now[0] = 5.0
         progress.done("tokenizer")
@@ -191,13 +210,19 @@ def test_ctrl_c_ends_the_study_in_one_line_and_leaves_no_stage_running(tmp_path,
 def grid_runs(study) -> int:
     """Fine-tuning runs of a study: its final models on its tasks, and the intermediate checkpoints its runs save
     (the manifest's, at the study's steps) on its intermediate tasks, each at the task's LRs x seeds."""
+
     def runs(tasks):
         return sum(len(study.lrs_of(task)) * len(study.seeds) for task in tasks)
 
     recipes = manifest.recipes()
     trained = [name.split("-pseed")[0] for name in study.trained_names()]  # each replicate saves its recipe's
-    checkpoints = [n for name in trained for n in manifest.intermediate_names() if recipes[n].intermediate_of == name
-                   and (not study.intermediate_steps or recipes[n].steps in study.intermediate_steps)]
+    checkpoints = [
+        n
+        for name in trained
+        for n in manifest.intermediate_names()
+        if recipes[n].intermediate_of == name
+        and (not study.intermediate_steps or recipes[n].steps in study.intermediate_steps)
+    ]
     intermediate = runs(study.intermediate_tasks or study.tasks) if study.evaluate_intermediate else 0
     return len(study.trained_names()) * runs(study.tasks) + len(checkpoints) * intermediate
 
@@ -212,8 +237,10 @@ def test_studies_page_gives_each_study_its_grid():
         assert counted == grid_runs(STUDIES[name]), name
     for name in ("horizon-replicated", "horizon-tested"):
         for task in STUDIES[name].tasks:
-            assert f"{task} ({', '.join(f'{lr:.0e}' for lr in STUDIES[name].lrs_of(task))})".replace("e-0", "e-") \
-                in rows[name], (name, task)
+            assert (
+                f"{task} ({', '.join(f'{lr:.0e}' for lr in STUDIES[name].lrs_of(task))})".replace("e-0", "e-")
+                in rows[name]
+            ), (name, task)
 
 
 def test_training_order_puts_prerequisites_first():
@@ -241,17 +268,25 @@ def test_paper_plan_lists_every_run_with_compute_and_launch_scripts(tmp_path, ca
     # docs/cluster.md gives the GPU-hours this plan prints (pretraining, then the grid), in thousands
     hours = [int(h.replace(",", "")) for h in re.findall(r"([\d,]+) GPU-hours[ .]", printed)[:2]]
     cluster = " ".join((REPO_ROOT / "docs" / "cluster.md").read_text().split())
-    assert (f"At 40% MFU on H100s (`--gpu H100 --mfu 0.4`) the 38 pretraining runs come to about "
-            f"{hours[0] / 1000:.1f}k GPU-hours and the fine-tuning grid, intermediate checkpoints included, to about "
-            f"{hours[1] / 1000:.2f}k") in cluster
+    assert (
+        f"At 40% MFU on H100s (`--gpu H100 --mfu 0.4`) the 38 pretraining runs come to about "
+        f"{hours[0] / 1000:.1f}k GPU-hours and the fine-tuning grid, intermediate checkpoints included, to about "
+        f"{hours[1] / 1000:.2f}k"
+    ) in cluster
     # disk: one checkpoint per 1,000 steps a run trains itself (a decay branch only its 2k), none deleted
     checkpoints = sum(-(-int(r["steps"]) // 1000) for r in rows.values())
     assert f"{checkpoints:,} checkpoints" in plan and "12 bytes per parameter" in plan and "64,000 steps" in plan
     # launch/: SLURM scripts (tests/test_launch.py runs them) and the same runs in order without SLURM
     assert {p.name for p in (tmp_path / "launch").iterdir()} == {
-        "submit.sh", "prepare_data.sbatch", "pretrain.sbatch", "eval_grid.sbatch", "eval_grid.tsv", "pretrain.sh"}
+        "submit.sh",
+        "prepare_data.sbatch",
+        "pretrain.sbatch",
+        "eval_grid.sbatch",
+        "eval_grid.tsv",
+        "pretrain.sh",
+    }
     script = (tmp_path / "launch" / "pretrain.sh").read_text().splitlines()
-    order = [line.split("pretrain.sbatch\" ")[-1].split()[0] for line in script if "pretrain.sbatch\" recipes/" in line]
+    order = [line.split('pretrain.sbatch" ')[-1].split()[0] for line in script if 'pretrain.sbatch" recipes/' in line]
     assert order == [f"recipes/configs/paper/{r.name}.yaml" for r in manifest.training_order(manifest.model_names())]
     grid = (tmp_path / "launch" / "eval_grid.tsv").read_text().splitlines()
     assert len(grid) == (38 + 12) * 12 * 30  # the intermediate checkpoints too (data-efficiency figure)
@@ -273,12 +308,18 @@ def test_mini_evaluation_runs_as_one_grid_process_per_task_group():
     study's six final models in three (QA and IR have their own budgets), its six intermediate checkpoints in one."""
     mini = STUDIES["mini"]
     finals = [Path("/s/models") / name for name in mini.models]
-    intermediates = [Path("/s/models") / name / "intermediate" / f"step-{step}"
-                     for name in ("610m-clm-42k", "610m-mlm40-42k") for step in (125, 250, 500)]
+    intermediates = [
+        Path("/s/models") / name / "intermediate" / f"step-{step}"
+        for name in ("610m-clm-42k", "610m-mlm40-42k")
+        for step in (125, 250, 500)
+    ]
     batches = eval_batches(finals + intermediates, mini)
     assert [(models, tasks) for models, tasks, _ in batches] == [
-        (finals, ["sst2", "mnli", "conll2003"]), (finals, ["squad"]), (finals, ["scifact"]),
-        (intermediates, ["conll2003"])]
+        (finals, ["sst2", "mnli", "conll2003"]),
+        (finals, ["squad"]),
+        (finals, ["scifact"]),
+        (intermediates, ["conll2003"]),
+    ]
     assert [args.get("max_steps") for _, _, args in batches] == [None, 500, 300, None]
     assert batches[0][2] == mini.eval_args
     horizon = STUDIES["horizon-replicated"]  # a task with its own LR grid has its own grid process
@@ -306,17 +347,32 @@ def test_pretraining_replicates_differ_by_their_seeds_only(tmp_path):
     seeds and the study's block order; a CPT run starts from the base of its own replicate."""
     from recipes.study import run_settings, run_study, training_runs
 
-    study = dataclasses.replace(STUDIES["smoke"], scale="ci-replicates", models=("610m-mlm40-42k",),
-                                pretrain_seeds=(0, 1), heldout_blocks=0)
+    study = dataclasses.replace(
+        STUDIES["smoke"], scale="ci-replicates", models=("610m-mlm40-42k",), pretrain_seeds=(0, 1), heldout_blocks=0
+    )
     assert study.trained_names() == ("610m-mlm40-42k-pseed0", "610m-mlm40-42k-pseed1")
     assert names.parse_name("610m-mlm40-42k-pseed1").replicate_group == "610m-mlm40-42k"
     cpt = dataclasses.replace(study, models=("610m-clm-dec42k-mlm40-44k",))
     assert [(r.name, k) for r, k in training_runs(cpt)] == [
-        ("610m-clm-42k", 0), ("610m-clm-42k", 1), ("610m-clm-dec42k-mlm40-44k", 0), ("610m-clm-dec42k-mlm40-44k", 1)]
+        ("610m-clm-42k", 0),
+        ("610m-clm-42k", 1),
+        ("610m-clm-dec42k-mlm40-44k", 0),
+        ("610m-clm-dec42k-mlm40-44k", 1),
+    ]
     with pytest.MonkeyPatch.context() as patch:
-        patch.setitem(manifest.SCALES, "ci-replicates", {
-            "step_divisor": 1000, "model": "tiny", "block_size": 32, "per_device_train_batch_size": 2,
-            "gradient_accumulation_steps": 1, "global_batch_size": None, "max_docs": 200})
+        patch.setitem(
+            manifest.SCALES,
+            "ci-replicates",
+            {
+                "step_divisor": 1000,
+                "model": "tiny",
+                "block_size": 32,
+                "per_device_train_batch_size": 2,
+                "gradient_accumulation_steps": 1,
+                "global_batch_size": None,
+                "max_docs": 200,
+            },
+        )
         settings = run_settings(manifest.recipes()["610m-clm-dec42k-mlm40-44k"], cpt, tmp_path, None, 1)
         assert settings["model_name_or_path"] == str(tmp_path / "models" / "610m-clm-42k-pseed1")
         run_study("smoke", tmp_path / "study", study=study, until="pretraining")
@@ -351,16 +407,19 @@ def test_from_results_takes_the_study_lock_and_refuses_bad_archives_in_one_line(
     from core import artifacts
     from recipes.study import STUDY_LOCK
 
-    marker = json.dumps({"format": run_folders.STUDY_FORMAT, "study": "smoke",
-                         "definition": {"scale": "smoke"}}).encode()
+    marker = json.dumps(
+        {"format": run_folders.STUDY_FORMAT, "study": "smoke", "definition": {"scale": "smoke"}}
+    ).encode()
     good = _archive(tmp_path / "good.tar.xz", {"study.json": marker})
     truncated = tmp_path / "truncated.tar.xz"
     whole = _archive(tmp_path / "big.tar.xz", {"study.json": marker, "results/x.json": bytes(range(256)) * 400})
     truncated.write_bytes(whole.read_bytes()[:300])
-    cases = {_archive(tmp_path / "plain.tar", {"study.json": marker}, "w"): "is not a readable tar.xz",
-             truncated: "is not a readable tar.xz",
-             _archive(tmp_path / "nomarker.tar.xz", {"heldout/heldout.csv": b"x"}): "holds no study.json",
-             _archive(tmp_path / "escape.tar.xz", {"study.json": marker, "../evil": b"x"}): "holds '../evil'"}
+    cases = {
+        _archive(tmp_path / "plain.tar", {"study.json": marker}, "w"): "is not a readable tar.xz",
+        truncated: "is not a readable tar.xz",
+        _archive(tmp_path / "nomarker.tar.xz", {"heldout/heldout.csv": b"x"}): "holds no study.json",
+        _archive(tmp_path / "escape.tar.xz", {"study.json": marker, "../evil": b"x"}): "holds '../evil'",
+    }
     for archive, message in cases.items():
         with pytest.raises(SystemExit) as error:
             main(["smoke", "--from_results", str(archive), "--output", str(tmp_path / "out")])
@@ -383,8 +442,10 @@ def test_a_study_json_of_an_older_format_is_refused_in_one_line(tmp_path, capsys
     study = tmp_path / "study"
     study.mkdir()
     (study / "study.json").write_bytes(old)
-    for argv in (["smoke", "--from_results", str(archive), "--output", str(tmp_path / "out")],
-                 ["smoke", "--output", str(study)]):
+    for argv in (
+        ["smoke", "--from_results", str(archive), "--output", str(tmp_path / "out")],
+        ["smoke", "--output", str(study)],
+    ):
         with pytest.raises(SystemExit) as error:
             main(argv)
         err = capsys.readouterr().err.strip().splitlines()
@@ -404,25 +465,44 @@ def test_from_results_refuses_an_edited_score_and_a_copied_result(tmp_path, caps
     """S5/S6: the archive's aggregates are recomputed from each result's predictions (an edited score is refused),
     and a result filed under a name that is not its own (a copy) is refused: it would count as one more run."""
     name, record = _first_result(REPO_ROOT / "docs" / "horizon-study" / "results.tar.xz")
-    marker = json.dumps({"format": run_folders.STUDY_FORMAT, "study": "horizon-replicated",
-                         "definition": {"scale": "horizon-replicated"}}).encode()
+    marker = json.dumps(
+        {
+            "format": run_folders.STUDY_FORMAT,
+            "study": "horizon-replicated",
+            "definition": {"scale": "horizon-replicated"},
+        }
+    ).encode()
     metric = record["main_metric"]
     edited = {**record, "test": {**record["test"], metric: 0.99}}
     cases = {
-        _archive(tmp_path / "edited.tar.xz", {"study.json": marker, name: json.dumps(edited).encode()}):
-            f"{name}: its test {metric} is 0.99 but its predictions give {record['test'][metric]}",
-        _archive(tmp_path / "copy.tar.xz", {"study.json": marker, name: json.dumps(record).encode(),
-                                            name.replace(".json", " (copy).json"): json.dumps(record).encode()}):
-            f"(copy).json holds the result of {name}",
+        _archive(
+            tmp_path / "edited.tar.xz", {"study.json": marker, name: json.dumps(edited).encode()}
+        ): f"{name}: its test {metric} is 0.99 but its predictions give {record['test'][metric]}",
+        _archive(
+            tmp_path / "copy.tar.xz",
+            {
+                "study.json": marker,
+                name: json.dumps(record).encode(),
+                name.replace(".json", " (copy).json"): json.dumps(record).encode(),
+            },
+        ): f"(copy).json holds the result of {name}",
         # R1: a member spelled `./results/...` or `results//...` unpacks onto the checked file: checked by the path
         # it unpacks to, so it is a second copy of that file (or an edited score) and never skips the checks
-        _archive(tmp_path / "dot.tar.xz", {"study.json": marker, name: json.dumps(record).encode(),
-                                           f"./{name}": json.dumps(edited).encode()}): f"holds {name} twice",
-        _archive(tmp_path / "slashes.tar.xz", {"study.json": marker, name: json.dumps(record).encode(),
-                                               name.replace("/", "//", 1): json.dumps(edited).encode()}):
-            f"holds {name} twice",
-        _archive(tmp_path / "dotonly.tar.xz", {"study.json": marker, f"./{name}": json.dumps(edited).encode()}):
-            f"its test {metric} is 0.99 but its predictions give {record['test'][metric]}",
+        _archive(
+            tmp_path / "dot.tar.xz",
+            {"study.json": marker, name: json.dumps(record).encode(), f"./{name}": json.dumps(edited).encode()},
+        ): f"holds {name} twice",
+        _archive(
+            tmp_path / "slashes.tar.xz",
+            {
+                "study.json": marker,
+                name: json.dumps(record).encode(),
+                name.replace("/", "//", 1): json.dumps(edited).encode(),
+            },
+        ): f"holds {name} twice",
+        _archive(
+            tmp_path / "dotonly.tar.xz", {"study.json": marker, f"./{name}": json.dumps(edited).encode()}
+        ): f"its test {metric} is 0.99 but its predictions give {record['test'][metric]}",
     }
     for archive, message in cases.items():
         with pytest.raises(SystemExit) as error:

@@ -28,10 +28,26 @@ from evaluation.tasks import (
     load_task,
 )
 
-OFFLINE_TASKS = ["sst2", "mnli", "qqp", "mrpc", "conll2003", "wikiann", "uner", "squad", "squad_v2", "scifact",
-                 "squad_pairs"]
-HUB_ONLY = {"ontonotes": "wikiann", "record": "squad", "msmarco": "squad_pairs", "nq": "squad_pairs",
-            "mldr": "squad_pairs"}
+OFFLINE_TASKS = [
+    "sst2",
+    "mnli",
+    "qqp",
+    "mrpc",
+    "conll2003",
+    "wikiann",
+    "uner",
+    "squad",
+    "squad_v2",
+    "scifact",
+    "squad_pairs",
+]
+HUB_ONLY = {
+    "ontonotes": "wikiann",
+    "record": "squad",
+    "msmarco": "squad_pairs",
+    "nq": "squad_pairs",
+    "mldr": "squad_pairs",
+}
 PAPER_TASKS = list(paper.PAPER_TASKS)
 
 
@@ -192,17 +208,32 @@ def test_retrieval_corpus_pooled_judged_or_full():
 def test_binary_relevance_keeps_judgements_of_one_or_more(tmp_path):
     beir = tmp_path / "beir"
     (beir / "qrels").mkdir(parents=True)
-    (beir / "corpus.jsonl").write_text("".join(json.dumps({"_id": f"d{i}", "text": f"doc {i}"}) + "\n"
-                                               for i in range(9)))
-    (beir / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{i}", "text": f"q {i}"}) + "\n"
-                                                for i in range(9)))
-    (beir / "qrels/train.tsv").write_text("query-id\tcorpus-id\tscore\n"
-                                          + "".join(f"q{i}\td{i}\t1\n" for i in range(6)))
+    (beir / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": f"d{i}", "text": f"doc {i}"}) + "\n" for i in range(9))
+    )
+    (beir / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": f"q{i}", "text": f"q {i}"}) + "\n" for i in range(9))
+    )
+    (beir / "qrels/train.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n" for i in range(6))
+    )
     (beir / "qrels/test.tsv").write_text("query-id\tcorpus-id\tscore\nq6\td6\t2\nq6\td7\t0\nq7\td7\t1\nq8\td8\t0\n")
-    path = _write_yaml(tmp_path / "ir.yaml", {
-        "name": "graded", "family": "ir", "metric": "ndcg@10", "budget": {"max_steps": 1},
-        "offline": {"format": "beir", "root": "beir", "corpus": "corpus.jsonl", "queries": "queries.jsonl",
-                    "qrels": {"train": "qrels/train.tsv", "test": "qrels/test.tsv"}}})
+    path = _write_yaml(
+        tmp_path / "ir.yaml",
+        {
+            "name": "graded",
+            "family": "ir",
+            "metric": "ndcg@10",
+            "budget": {"max_steps": 1},
+            "offline": {
+                "format": "beir",
+                "root": "beir",
+                "corpus": "corpus.jsonl",
+                "queries": "queries.jsonl",
+                "qrels": {"train": "qrels/train.tsv", "test": "qrels/test.tsv"},
+            },
+        },
+    )
     binary, graded = load_splits(path)["test"], load_splits(path, relevance="graded")["test"]
     assert binary.qrels == {"q6": {"d6": 1}, "q7": {"d7": 1}}  # q8 has no relevant document: not evaluated
     assert graded.qrels == {"q6": {"d6": 2, "d7": 0}, "q7": {"d7": 1}, "q8": {"d8": 0}}
@@ -220,32 +251,72 @@ def _write_yaml(path, data):
 
 
 def test_custom_tsv_and_jsonl_sc_tasks(tmp_path):
-    (tmp_path / "train.tsv").write_text("".join(f"pos\tgood {i}\n" if i % 2 else f"neg\tbad \"{i}\n"
-                                                for i in range(40)))
+    (tmp_path / "train.tsv").write_text("".join(f"pos\tgood {i}\n" if i % 2 else f'neg\tbad "{i}\n' for i in range(40)))
     (tmp_path / "test.jsonl").write_text("".join(json.dumps({"s": f"x{i}", "y": "pos"}) + "\n" for i in range(6)))
-    common = {"family": "sc", "metric": "accuracy", "budget": {"max_steps": 10}, "labels": ["neg", "pos"],
-              "template": "Review: {sentence}"}
-    tsv = _write_yaml(tmp_path / "tsv_task.yaml", {"name": "tsv_task", **common, "offline": {
-        "format": "tsv", "root": ".", "header": False, "files": {"train": "train.tsv", "test": "train.tsv"},
-        "columns": {"label": 0, "sentence": 1}}})
+    common = {
+        "family": "sc",
+        "metric": "accuracy",
+        "budget": {"max_steps": 10},
+        "labels": ["neg", "pos"],
+        "template": "Review: {sentence}",
+    }
+    tsv = _write_yaml(
+        tmp_path / "tsv_task.yaml",
+        {
+            "name": "tsv_task",
+            **common,
+            "offline": {
+                "format": "tsv",
+                "root": ".",
+                "header": False,
+                "files": {"train": "train.tsv", "test": "train.tsv"},
+                "columns": {"label": 0, "sentence": 1},
+            },
+        },
+    )
     splits = load_splits(tsv)  # a path: no registration, no code
     assert len(splits["validation"]) == 2 and len(splits["train"]) == 38
     assert splits["test"][1] == {"text": "Review: good 1", "label": 1}
     assert splits["test"][0]["text"] == 'Review: bad "0'  # quoting is off, as for GLUE files
-    jsonl = _write_yaml(tmp_path / "jsonl_task.yaml", {"name": "jsonl_task", **common, "offline": {
-        "format": "jsonl", "root": str(tmp_path), "files": {"train": "test.jsonl", "test": "test.jsonl"},
-        "columns": {"sentence": "s", "label": "y"}}})
+    jsonl = _write_yaml(
+        tmp_path / "jsonl_task.yaml",
+        {
+            "name": "jsonl_task",
+            **common,
+            "offline": {
+                "format": "jsonl",
+                "root": str(tmp_path),
+                "files": {"train": "test.jsonl", "test": "test.jsonl"},
+                "columns": {"sentence": "s", "label": "y"},
+            },
+        },
+    )
     assert load_splits(jsonl)["test"]["label"] == [1] * 6
 
 
 def test_custom_conll_iob1_task(tmp_path):
     sentences = "# comment\nJohn\tI-PER\nSmith\tI-PER\nvisited\tO\nParis\tI-LOC\n\nBerlin\tI-LOC\nBonn\tB-LOC\n\n"
     (tmp_path / "ner.txt").write_text(sentences * 20)
-    path = _write_yaml(tmp_path / "ner.yaml", {
-        "name": "my_ner", "family": "tc", "metric": "entity_f1", "budget": {"epochs": 1},
-        "labels": ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"],
-        "offline": {"format": "conll", "root": ".", "separator": "\t", "token_column": 0, "tag_column": 1,
-                    "comment_prefix": "#", "scheme": "iob1", "files": {"train": "ner.txt", "test": "ner.txt"}}})
+    path = _write_yaml(
+        tmp_path / "ner.yaml",
+        {
+            "name": "my_ner",
+            "family": "tc",
+            "metric": "entity_f1",
+            "budget": {"epochs": 1},
+            "labels": ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"],
+            "offline": {
+                "format": "conll",
+                "root": ".",
+                "separator": "\t",
+                "token_column": 0,
+                "tag_column": 1,
+                "comment_prefix": "#",
+                "scheme": "iob1",
+                "files": {"train": "ner.txt", "test": "ner.txt"},
+            },
+        },
+    )
     test = load_splits(path)["test"]
     names = test.features["tags"].feature.names
     assert test[0]["tokens"] == ["John", "Smith", "visited", "Paris"]
@@ -256,33 +327,58 @@ def test_custom_conll_iob1_task(tmp_path):
 def test_custom_squad_and_beir_tasks(tmp_path, capsys):
     """Custom QA and IR tasks load; a validation split carved too small to choose an LR on is warned about, one
     line each, with the fix."""
-    qas = [{"id": f"q{i}", "question": "Where?", "answers": [{"text": "France", "answer_start": 12}]}
-           for i in range(20)]
+    qas = [
+        {"id": f"q{i}", "question": "Where?", "answers": [{"text": "France", "answer_start": 12}]} for i in range(20)
+    ]
     article = {"title": "T", "paragraphs": [{"context": "Paris is in France.", "qas": qas}]}
     with gzip.open(tmp_path / "qa.json.gz", "wt", encoding="utf-8") as f:
         json.dump({"data": [article], "version": "1.1"}, f)
-    qa = _write_yaml(tmp_path / "qa.yaml", {
-        "name": "my_qa", "family": "qa", "metric": "f1", "budget": {"max_steps": 5},
-        "offline": {"format": "squad", "root": ".", "files": {"train": "qa.json.gz", "test": "qa.json.gz"}}})
+    qa = _write_yaml(
+        tmp_path / "qa.yaml",
+        {
+            "name": "my_qa",
+            "family": "qa",
+            "metric": "f1",
+            "budget": {"max_steps": 5},
+            "offline": {"format": "squad", "root": ".", "files": {"train": "qa.json.gz", "test": "qa.json.gz"}},
+        },
+    )
     assert load_splits(qa)["test"][0]["answers"] == {"text": ["France"], "answer_start": [12]}
     assert capsys.readouterr().err.splitlines() == [
         "warning: task 'my_qa': the validation split carved from train holds 1 instances (0.05 of 20, seed 42), too "
         "few to choose a learning rate on; carve more (derive: {validation: {from: train, fraction: 0.2, seed: "
-        "42}}) or give a validation file"]
+        "42}}) or give a validation file"
+    ]
     beir = tmp_path / "beir"
     (beir / "qrels").mkdir(parents=True)
-    (beir / "corpus.jsonl").write_text("".join(json.dumps({"_id": f"d{i}", "title": "", "text": f"doc {i}"}) + "\n"
-                                               for i in range(30)))
-    (beir / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{i}", "text": f"query {i}"}) + "\n"
-                                                for i in range(30)))
-    (beir / "qrels/train.tsv").write_text("query-id\tcorpus-id\tscore\n"
-                                          + "".join(f"q{i}\td{i}\t1\n" for i in range(20)))
-    (beir / "qrels/test.tsv").write_text("query-id\tcorpus-id\tscore\n"
-                                         + "".join(f"q{i}\td{i}\t1\n" for i in range(20, 30)))
-    ir = _write_yaml(tmp_path / "ir.yaml", {
-        "name": "my_ir", "family": "ir", "metric": "ndcg@10", "budget": {"max_steps": 5},
-        "offline": {"format": "beir", "root": "beir", "corpus": "corpus.jsonl", "queries": "queries.jsonl",
-                    "qrels": {"train": "qrels/train.tsv", "test": "qrels/test.tsv"}}})
+    (beir / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": f"d{i}", "title": "", "text": f"doc {i}"}) + "\n" for i in range(30))
+    )
+    (beir / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": f"q{i}", "text": f"query {i}"}) + "\n" for i in range(30))
+    )
+    (beir / "qrels/train.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n" for i in range(20))
+    )
+    (beir / "qrels/test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n" for i in range(20, 30))
+    )
+    ir = _write_yaml(
+        tmp_path / "ir.yaml",
+        {
+            "name": "my_ir",
+            "family": "ir",
+            "metric": "ndcg@10",
+            "budget": {"max_steps": 5},
+            "offline": {
+                "format": "beir",
+                "root": "beir",
+                "corpus": "corpus.jsonl",
+                "queries": "queries.jsonl",
+                "qrels": {"train": "qrels/train.tsv", "test": "qrels/test.tsv"},
+            },
+        },
+    )
     splits = load_splits(ir)
     assert len(splits["train"]) == 19 and len(splits["validation"]) == 1 and len(splits["test"]) == 10
     assert "holds 1 queries (0.05 of 20, seed 42), too few" in capsys.readouterr().err
@@ -293,10 +389,24 @@ def test_custom_squad_and_beir_tasks(tmp_path, capsys):
 
 def test_task_dropped_in_registry_folder_is_listed(tmp_path, monkeypatch):
     (tmp_path / "data.tsv").write_text("".join(f"{i % 2}\tt{i}\n" for i in range(30)))
-    _write_yaml(tmp_path / "dropped.yaml", {
-        "name": "dropped", "family": "sc", "metric": "accuracy", "budget": {"max_steps": 1}, "labels": ["a", "b"],
-        "offline": {"format": "tsv", "root": ".", "header": False, "files": {"train": "data.tsv", "test": "data.tsv"},
-                    "columns": {"label": 0, "text": 1}, "label_values": ["0", "1"]}})
+    _write_yaml(
+        tmp_path / "dropped.yaml",
+        {
+            "name": "dropped",
+            "family": "sc",
+            "metric": "accuracy",
+            "budget": {"max_steps": 1},
+            "labels": ["a", "b"],
+            "offline": {
+                "format": "tsv",
+                "root": ".",
+                "header": False,
+                "files": {"train": "data.tsv", "test": "data.tsv"},
+                "columns": {"label": 0, "text": 1},
+                "label_values": ["0", "1"],
+            },
+        },
+    )
     monkeypatch.setattr(tasks_module, "TASKS_DIR", tmp_path)
     assert list_tasks() == ["dropped"]
     assert len(load_splits("dropped")["test"]) == 30
@@ -308,10 +418,21 @@ def test_hub_source_through_datasets_with_classlabel_tags(tmp_path):
     data = {"words": [["a", "b"], ["c"]] * 10, "ner": [[1, 2], [0]] * 10}
     for split in ("train", "test"):
         Dataset.from_dict(data, features=features).to_parquet(str(tmp_path / f"{split}.parquet"))
-    path = _write_yaml(tmp_path / "hub.yaml", {
-        "name": "hubtc", "family": "tc", "metric": "entity_f1", "budget": {"epochs": 1}, "labels": ["O", "B-X", "I-X"],
-        "hub": {"path": str(tmp_path), "splits": {"train": "train", "test": "test"},
-                "columns": {"tokens": "words", "tags": "ner"}}})
+    path = _write_yaml(
+        tmp_path / "hub.yaml",
+        {
+            "name": "hubtc",
+            "family": "tc",
+            "metric": "entity_f1",
+            "budget": {"epochs": 1},
+            "labels": ["O", "B-X", "I-X"],
+            "hub": {
+                "path": str(tmp_path),
+                "splits": {"train": "train", "test": "test"},
+                "columns": {"tokens": "words", "tags": "ner"},
+            },
+        },
+    )
     splits = load_splits(path, source="hub")
     assert len(splits["validation"]) == 1 and splits["test"][0] == {"tokens": ["a", "b"], "tags": [1, 2]}
 
@@ -321,24 +442,42 @@ def test_hub_retrieval_source_in_mteb_layout(tmp_path):
     tables = {
         "corpus": {"_id": [f"d{i}" for i in range(12)], "title": ["T"] * 12, "text": [f"doc {i}" for i in range(12)]},
         "queries": {"_id": [f"q{i}" for i in range(12)], "text": [f"query {i}" for i in range(12)]},
-        "qrels": {"query-id": [f"q{i}" for i in range(12)], "corpus-id": [f"d{i}" for i in range(12)],
-                  "score": [1] * 12},
+        "qrels": {
+            "query-id": [f"q{i}" for i in range(12)],
+            "corpus-id": [f"d{i}" for i in range(12)],
+            "score": [1] * 12,
+        },
         "pairs": {"query": ["a", "b", "c"], "positive": ["A", "B", "C"]},
     }
     for name, table in tables.items():
         Dataset.from_dict(table).to_parquet(str(tmp_path / f"{name}.parquet"))
-    card = {"configs": [
-        {"config_name": "corpus", "data_files": [{"split": "corpus", "path": "corpus.parquet"}]},
-        {"config_name": "queries", "data_files": [{"split": "queries", "path": "queries.parquet"}]},
-        {"config_name": "default", "data_files": [{"split": "test", "path": "qrels.parquet"}]},
-        {"config_name": "pairs", "data_files": [{"split": "train", "path": "pairs.parquet"}]}]}
+    card = {
+        "configs": [
+            {"config_name": "corpus", "data_files": [{"split": "corpus", "path": "corpus.parquet"}]},
+            {"config_name": "queries", "data_files": [{"split": "queries", "path": "queries.parquet"}]},
+            {"config_name": "default", "data_files": [{"split": "test", "path": "qrels.parquet"}]},
+            {"config_name": "pairs", "data_files": [{"split": "train", "path": "pairs.parquet"}]},
+        ]
+    }
     (tmp_path / "README.md").write_text("---\n" + yaml.safe_dump(card) + "---\n")
-    path = _write_yaml(tmp_path / "hub_ir.yaml", {
-        "name": "hubir", "family": "ir", "metric": "ndcg@10", "budget": {"max_steps": 1}, "hub": {
-            "path": str(tmp_path), "corpus": {"name": "corpus"}, "queries": {"name": "queries"},
-            "doc_template": "{title}. {text}", "qrels": {"name": "default", "splits": {"test": "test"}},
-            "derive": {"validation": {"from": "test", "fraction": 0.5, "seed": 42}},
-            "train_pairs": {"path": str(tmp_path), "name": "pairs", "split": "train"}}})
+    path = _write_yaml(
+        tmp_path / "hub_ir.yaml",
+        {
+            "name": "hubir",
+            "family": "ir",
+            "metric": "ndcg@10",
+            "budget": {"max_steps": 1},
+            "hub": {
+                "path": str(tmp_path),
+                "corpus": {"name": "corpus"},
+                "queries": {"name": "queries"},
+                "doc_template": "{title}. {text}",
+                "qrels": {"name": "default", "splits": {"test": "test"}},
+                "derive": {"validation": {"from": "test", "fraction": 0.5, "seed": 42}},
+                "train_pairs": {"path": str(tmp_path), "name": "pairs", "split": "train"},
+            },
+        },
+    )
     splits = load_splits(path, source="hub")
     assert splits["train"]["positive"] == ["A", "B", "C"]
     assert len(splits["validation"]) == 6 and len(splits["test"]) == 6
@@ -383,37 +522,55 @@ def test_read_tsv_by_header_name_or_column_number(tmp_path):
 def test_read_jsonl_keeps_the_named_keys(tmp_path):
     path = tmp_path / "d.jsonl"
     path.write_text(json.dumps({"s": "x", "y": 1, "other": 2}) + "\n\n" + json.dumps({"s": "z", "y": 0}) + "\n")
-    assert readers.read_jsonl(str(path), {"text": "s", "label": "y"}) == [{"text": "x", "label": 1},
-                                                                         {"text": "z", "label": 0}]
+    assert readers.read_jsonl(str(path), {"text": "s", "label": "y"}) == [
+        {"text": "x", "label": 1},
+        {"text": "z", "label": 0},
+    ]
     with pytest.raises(ValueError, match=r"line 1 lacks key\(s\) \['t'\]"):
         readers.read_jsonl(str(path), {"text": "t"})
 
 
 def test_read_conll_sentences_documents_comments_and_prefixes(tmp_path):
     path = tmp_path / "eng.train"
-    path.write_text("-DOCSTART- -X- O O\n\nEU NNP B-NP I-ORG\nrejects VBZ B-VP O\n-DOCSTART- -X- O O\n"
-                    "Peter NNP B-NP I-PER\n")
+    path.write_text(
+        "-DOCSTART- -X- O O\n\nEU NNP B-NP I-ORG\nrejects VBZ B-VP O\n-DOCSTART- -X- O O\nPeter NNP B-NP I-PER\n"
+    )
     expected = [{"tokens": ["EU", "rejects"], "tags": ["I-ORG", "O"]}, {"tokens": ["Peter"], "tags": ["I-PER"]}]
     assert readers.read_conll(str(path)) == readers.read_conll(str(path), tag_column=3) == expected
     tabbed = tmp_path / "d.iob2"
     tabbed.write_text("# sent_id = 1\n1\ten:New York\tB-LOC\n2\ten:is\tO\n\n# sent_id = 2\n1\tBonn\tB-LOC\n")
     options = {"token_column": 1, "tag_column": 2, "separator": "\t", "comment_prefix": "#"}
     assert readers.read_conll(str(tabbed), token_prefix="en:", **options) == [
-        {"tokens": ["New York", "is"], "tags": ["B-LOC", "O"]}, {"tokens": ["Bonn"], "tags": ["B-LOC"]}]
+        {"tokens": ["New York", "is"], "tags": ["B-LOC", "O"]},
+        {"tokens": ["Bonn"], "tags": ["B-LOC"]},
+    ]
     with pytest.raises(ValueError, match="line 2 has 3 columns; check token_column/tag_column/separator"):
         readers.read_conll(str(tabbed), **{**options, "tag_column": 3})
 
 
 def test_read_squad_gives_unanswerable_questions_no_answer(tmp_path):
-    qas = [{"id": "a", "question": "Where?", "answers": [{"text": "Paris", "answer_start": 3}]},
-           {"id": "b", "question": "When?", "answers": [], "is_impossible": True,
-            "plausible_answers": [{"text": "Paris", "answer_start": 3}]}]
+    qas = [
+        {"id": "a", "question": "Where?", "answers": [{"text": "Paris", "answer_start": 3}]},
+        {
+            "id": "b",
+            "question": "When?",
+            "answers": [],
+            "is_impossible": True,
+            "plausible_answers": [{"text": "Paris", "answer_start": 3}],
+        },
+    ]
     path = tmp_path / "dev-v2.0.json"
-    path.write_text(json.dumps({"version": "v2.0", "data": [{"title": "T", "paragraphs": [
-        {"context": "In Paris.", "qas": qas}]}]}))
+    path.write_text(
+        json.dumps({"version": "v2.0", "data": [{"title": "T", "paragraphs": [{"context": "In Paris.", "qas": qas}]}]})
+    )
     first, second = readers.read_squad(str(path))
-    assert first == {"id": "a", "title": "T", "question": "Where?", "context": "In Paris.",
-                     "answers": {"text": ["Paris"], "answer_start": [3]}}
+    assert first == {
+        "id": "a",
+        "title": "T",
+        "question": "Where?",
+        "context": "In Paris.",
+        "answers": {"text": ["Paris"], "answer_start": [3]},
+    }
     assert second["id"] == "b" and second["answers"] == {"text": [], "answer_start": []}
 
 
@@ -424,9 +581,12 @@ def test_read_beir_texts_templates_and_qrels_with_or_without_header(tmp_path):
     (tmp_path / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": "first?"}) + "\n")
     (tmp_path / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t2\nq1\td2\t0\n")
     (tmp_path / "train.tsv").write_text("q1\td2\t1\n")
-    docs, queries, qrels = readers.read_beir(str(tmp_path / "corpus.jsonl.gz"), str(tmp_path / "queries.jsonl"),
-                                             {"test": str(tmp_path / "test.tsv"), "train": str(tmp_path / "train.tsv")},
-                                             doc_template="{title}: {text}")
+    docs, queries, qrels = readers.read_beir(
+        str(tmp_path / "corpus.jsonl.gz"),
+        str(tmp_path / "queries.jsonl"),
+        {"test": str(tmp_path / "test.tsv"), "train": str(tmp_path / "train.tsv")},
+        doc_template="{title}: {text}",
+    )
     assert docs == {"d1": "A: one", "d2": ": two"} and queries == {"q1": "first?"}
     assert qrels == {"test": {"q1": {"d1": 2, "d2": 0}}, "train": {"q1": {"d2": 1}}}
     assert readers.read_beir(str(tmp_path / "corpus.jsonl.gz"), str(tmp_path / "queries.jsonl"), {})[0]["d1"] == "one"
@@ -479,8 +639,11 @@ def _yaml_of(name: str) -> dict:
 def test_sources_are_typed_frozen_and_written_back_as_their_yaml():
     sst2 = load_task("sst2")
     assert isinstance(sst2.offline, OfflineSource) and isinstance(sst2.hub, HubSource)
-    assert (sst2.offline.format, sst2.offline.columns, sst2.offline.header) == ("tsv", {"text": "sentence",
-                                                                                       "label": "label"}, True)
+    assert (sst2.offline.format, sst2.offline.columns, sst2.offline.header) == (
+        "tsv",
+        {"text": "sentence", "label": "label"},
+        True,
+    )
     assert (sst2.hub.path, sst2.hub.name, sst2.hub.revision) == ("nyu-mll/glue", "sst2", None)
     with pytest.raises(dataclasses.FrozenInstanceError):
         sst2.offline.format = "jsonl"
@@ -508,7 +671,6 @@ def test_task_identity_hashes_the_yaml_as_the_untyped_registry_did():
         assert identity.task_identity(load_task(name), "hub", None)["definition"] == expected, name
 
 
-
 # ----------------------------------------------------------------------------------------------------------------
 # Bad input: one line, before any work
 # ----------------------------------------------------------------------------------------------------------------
@@ -524,10 +686,23 @@ def test_task_identity_names_data_files_apart_from_where_they_sit(tmp_path):
     for folder, label in (("a", "pos"), ("b", "neg")):
         (home / "data" / folder).mkdir(parents=True)
         (home / "data" / folder / "data.tsv").write_text("".join(f"{label}\tline {i}\n" for i in range(30)))
-    _write_yaml(home / "task.yaml", {"name": "split_task", "family": "sc", "metric": "accuracy",
-                                     "budget": {"max_steps": 10}, "labels": ["neg", "pos"], "offline": {
-        "format": "tsv", "root": "data", "header": False, "files": {"train": "a/data.tsv", "test": "b/data.tsv"},
-        "columns": {"label": 0, "sentence": 1}}})
+    _write_yaml(
+        home / "task.yaml",
+        {
+            "name": "split_task",
+            "family": "sc",
+            "metric": "accuracy",
+            "budget": {"max_steps": 10},
+            "labels": ["neg", "pos"],
+            "offline": {
+                "format": "tsv",
+                "root": "data",
+                "header": False,
+                "files": {"train": "a/data.tsv", "test": "b/data.tsv"},
+                "columns": {"label": 0, "sentence": 1},
+            },
+        },
+    )
     first = identity.task_identity(load_task(str(home / "task.yaml")), "offline", None)
     assert set(first["data"]) == {"a/data.tsv", "b/data.tsv"}
     shutil.copytree(home, tmp_path / "two")
@@ -563,12 +738,15 @@ def test_the_worked_example_of_docs_evaluation_md_loads_as_it_says(tmp_path, cap
     assert len(splits["test"]) == 40 and splits["test"][0]["tokens"] == ["#love", "Paris"]
     beir = heldout / "mini_beir"
     (beir / "qrels").mkdir()
-    (beir / "corpus.jsonl").write_text("".join(json.dumps({"_id": f"d{i}", "text": f"doc {i}"}) + "\n"
-                                               for i in range(300)))
-    (beir / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{i}", "text": f"query {i}"}) + "\n"
-                                                for i in range(300)))
-    (beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n"
-                                             + "".join(f"q{i}\td{i}\t1\n" for i in range(300)))
+    (beir / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": f"d{i}", "text": f"doc {i}"}) + "\n" for i in range(300))
+    )
+    (beir / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": f"q{i}", "text": f"query {i}"}) + "\n" for i in range(300))
+    )
+    (beir / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n" for i in range(300))
+    )
     capsys.readouterr()
     splits = load_splits(str(heldout / "mini_beir.yaml"))
     trained = {text.split()[1] for text in splits["train"]["query"]}
@@ -602,36 +780,64 @@ def test_missing_dataset_file_names_file_and_resolution(tmp_path, monkeypatch):
 def test_label_outside_label_set_is_one_line_error(tmp_path):
     (tmp_path / "train.tsv").write_text("0\ta\n1\tb\n" * 10)
     (tmp_path / "test.tsv").write_text("0\ta\n2\tc\n")
-    path = _write_yaml(tmp_path / "bad.yaml", {
-        "name": "bad", "family": "sc", "metric": "accuracy", "budget": {"max_steps": 1}, "labels": ["no", "yes"],
-        "offline": {"format": "tsv", "root": ".", "header": False, "files": {"train": "train.tsv", "test": "test.tsv"},
-                    "columns": {"label": 0, "text": 1}, "label_values": ["0", "1"]}})
+    path = _write_yaml(
+        tmp_path / "bad.yaml",
+        {
+            "name": "bad",
+            "family": "sc",
+            "metric": "accuracy",
+            "budget": {"max_steps": 1},
+            "labels": ["no", "yes"],
+            "offline": {
+                "format": "tsv",
+                "root": ".",
+                "header": False,
+                "files": {"train": "train.tsv", "test": "test.tsv"},
+                "columns": {"label": 0, "text": 1},
+                "label_values": ["0", "1"],
+            },
+        },
+    )
     with pytest.raises(ValueError) as excinfo:
         load_splits(path)
     assert "label(s) ['2'] in the test split are not in the task's label set" in _one_line_error(excinfo)
 
 
-@pytest.mark.parametrize("change,expected", [
-    ({"epochs": 3}, "unknown task field"),
-    ({"budget": {"max_steps": 10, "epochs": 1}}, "budget must be exactly one"),
-    ({"family": "xx"}, "family must be one of"),
-    ({"offline": {"format": "csv", "files": {}}}, "offline.format must be one of"),
-    ({"offline": {"format": "tsv", "colums": {}}}, "unknown offline key"),
-    ({"hub": {"path": "x", "split": "train"}}, "unknown hub key"),
-    ({"hub": {"name": "sst2"}}, "hub needs ['path']"),
-    ({"offline": ["tsv"]}, "offline must be a mapping of settings"),
-    ({"offline": {"format": "conll", "scheme": "bio"}}, "offline.scheme must be one of ('iob1', 'iob2')"),
-    ({"name": "../../escaped"}, "name '../../escaped' cannot name a results folder"),  # would write outside --output
-    ({"name": "sub\\task"}, "cannot name a results folder"),
-    ({"name": 7}, "name 7 cannot name a results folder"),
-    ({"labels": [True, False]}, "labels holds [True, False], not the text written"),  # unquoted `[yes, no]`
-    ({"labels": ["O", 1]}, "quote each value"),
-    ({"offline": {"format": "tsv", "files": {"train": "x"}, "label_values": [False, True]}},
-     "offline.label_values holds [False, True]"),
-])
+@pytest.mark.parametrize(
+    "change,expected",
+    [
+        ({"epochs": 3}, "unknown task field"),
+        ({"budget": {"max_steps": 10, "epochs": 1}}, "budget must be exactly one"),
+        ({"family": "xx"}, "family must be one of"),
+        ({"offline": {"format": "csv", "files": {}}}, "offline.format must be one of"),
+        ({"offline": {"format": "tsv", "colums": {}}}, "unknown offline key"),
+        ({"hub": {"path": "x", "split": "train"}}, "unknown hub key"),
+        ({"hub": {"name": "sst2"}}, "hub needs ['path']"),
+        ({"offline": ["tsv"]}, "offline must be a mapping of settings"),
+        ({"offline": {"format": "conll", "scheme": "bio"}}, "offline.scheme must be one of ('iob1', 'iob2')"),
+        (
+            {"name": "../../escaped"},
+            "name '../../escaped' cannot name a results folder",
+        ),  # would write outside --output
+        ({"name": "sub\\task"}, "cannot name a results folder"),
+        ({"name": 7}, "name 7 cannot name a results folder"),
+        ({"labels": [True, False]}, "labels holds [True, False], not the text written"),  # unquoted `[yes, no]`
+        ({"labels": ["O", 1]}, "quote each value"),
+        (
+            {"offline": {"format": "tsv", "files": {"train": "x"}, "label_values": [False, True]}},
+            "offline.label_values holds [False, True]",
+        ),
+    ],
+)
 def test_invalid_task_yaml_is_rejected(tmp_path, change, expected):
-    data = {"name": "t", "family": "sc", "metric": "accuracy", "budget": {"max_steps": 1}, "labels": ["a"],
-            "offline": {"format": "tsv", "files": {"train": "x"}}}
+    data = {
+        "name": "t",
+        "family": "sc",
+        "metric": "accuracy",
+        "budget": {"max_steps": 1},
+        "labels": ["a"],
+        "offline": {"format": "tsv", "files": {"train": "x"}},
+    }
     path = _write_yaml(tmp_path / "t.yaml", {**data, **change})
     with pytest.raises(ValueError) as excinfo:
         load_task(path)
@@ -640,8 +846,10 @@ def test_invalid_task_yaml_is_rejected(tmp_path, change, expected):
 
 def test_unquoted_yes_no_labels_and_yaml_syntax_errors_are_one_line_naming_the_yaml(tmp_path):
     path = tmp_path / "t.yaml"
-    path.write_text("name: t\nfamily: sc\nmetric: accuracy\nbudget: {max_steps: 1}\nlabels: [yes, no]\n"
-                    "offline: {format: tsv, files: {train: x}}\n")
+    path.write_text(
+        "name: t\nfamily: sc\nmetric: accuracy\nbudget: {max_steps: 1}\nlabels: [yes, no]\n"
+        "offline: {format: tsv, files: {train: x}}\n"
+    )
     with pytest.raises(ValueError) as excinfo:
         load_task(path)
     assert f"{path}: labels holds [True, False]" in _one_line_error(excinfo) and '["yes", "no"]' in str(excinfo.value)
@@ -651,18 +859,28 @@ def test_unquoted_yes_no_labels_and_yaml_syntax_errors_are_one_line_naming_the_y
     assert _one_line_error(excinfo).startswith(f"{path} is not valid YAML (") and "line 2" in str(excinfo.value)
 
 
-@pytest.mark.parametrize("kwargs,expected", [
-    ({"source": "web"}, "source must be"), ({"corpus": "some"}, "corpus must be"),
-    ({"max_train": 0}, "max_train must be"),
-])
+@pytest.mark.parametrize(
+    "kwargs,expected",
+    [
+        ({"source": "web"}, "source must be"),
+        ({"corpus": "some"}, "corpus must be"),
+        ({"max_train": 0}, "max_train must be"),
+    ],
+)
 def test_invalid_load_arguments(kwargs, expected):
     with pytest.raises(ValueError, match=expected):
         load_splits("sst2", **kwargs)
 
 
 def test_mistyped_metric_is_refused_when_the_task_loads(tmp_path):
-    data = {"name": "t", "family": "sc", "metric": "acuracy", "budget": {"max_steps": 1}, "labels": ["a"],
-            "offline": {"format": "tsv", "files": {"train": "x"}}}
+    data = {
+        "name": "t",
+        "family": "sc",
+        "metric": "acuracy",
+        "budget": {"max_steps": 1},
+        "labels": ["a"],
+        "offline": {"format": "tsv", "files": {"train": "x"}},
+    }
     with pytest.raises(ValueError) as excinfo:
         load_task(_write_yaml(tmp_path / "t.yaml", data))
     assert "metric 'acuracy' is not a sc score; use one of ['accuracy']" in _one_line_error(excinfo)
@@ -672,14 +890,20 @@ def _beir_folder(root, corpus_line=None, qrels_text=None, qrels=("train", "test"
     (root / "qrels").mkdir(parents=True)
     lines = [json.dumps({"_id": f"d{i}", "text": f"doc {i}"}) for i in range(20)]
     (root / "corpus.jsonl").write_text("\n".join(lines + ([corpus_line] if corpus_line else [])) + "\n")
-    (root / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{i}", "text": f"q {i}"}) + "\n"
-                                                for i in range(20)))
+    (root / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": f"q{i}", "text": f"q {i}"}) + "\n" for i in range(20))
+    )
     for role in qrels:
         rows = range(10) if role == "train" else range(10, 20)
         text = qrels_text or "query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n" for i in rows)
         (root / f"qrels/{role}.tsv").write_text(text)
-    return {"format": "beir", "root": str(root), "corpus": "corpus.jsonl", "queries": "queries.jsonl",
-            "qrels": {role: f"qrels/{role}.tsv" for role in qrels}}
+    return {
+        "format": "beir",
+        "root": str(root),
+        "corpus": "corpus.jsonl",
+        "queries": "queries.jsonl",
+        "qrels": {role: f"qrels/{role}.tsv" for role in qrels},
+    }
 
 
 def _squad_file(path, answer):
@@ -688,42 +912,57 @@ def _squad_file(path, answer):
     return path
 
 
-@pytest.mark.parametrize("case, expected", [
-    ("corpus_without_id", "lacks ['_id']"),
-    ("space_separated_qrels", "not query-id<TAB>corpus-id<TAB>score"),
-    ("foreign_qrels_header", "is not BEIR's query-id<TAB>corpus-id<TAB>score"),
-    ("test_only_qrels", "carve one out, e.g. `derive: {train: {from: test"),
-    ("squad_without_answer_start", "is not a valid squad file (KeyError: 'answer_start')"),
-    ("squad_answer_off_its_offset", "answer 'Paris' is not at its answer_start 0 in the context"),
-    ("tsv_as_squad", "is not a valid squad file (JSONDecodeError"),
-    ("derive_without_seed", "needs from, fraction and seed"),
-    ("header_false_named_columns", "must give 0-based column numbers, not names"),
-    ("missing_absolute_path", "(an absolute path in"),
-    ("empty_tsv", "d.tsv is empty"),
-    ("tsv_as_jsonl", "is not a valid jsonl file (JSONDecodeError"),
-])
+@pytest.mark.parametrize(
+    "case, expected",
+    [
+        ("corpus_without_id", "lacks ['_id']"),
+        ("space_separated_qrels", "not query-id<TAB>corpus-id<TAB>score"),
+        ("foreign_qrels_header", "is not BEIR's query-id<TAB>corpus-id<TAB>score"),
+        ("test_only_qrels", "carve one out, e.g. `derive: {train: {from: test"),
+        ("squad_without_answer_start", "is not a valid squad file (KeyError: 'answer_start')"),
+        ("squad_answer_off_its_offset", "answer 'Paris' is not at its answer_start 0 in the context"),
+        ("tsv_as_squad", "is not a valid squad file (JSONDecodeError"),
+        ("derive_without_seed", "needs from, fraction and seed"),
+        ("header_false_named_columns", "must give 0-based column numbers, not names"),
+        ("missing_absolute_path", "(an absolute path in"),
+        ("empty_tsv", "d.tsv is empty"),
+        ("tsv_as_jsonl", "is not a valid jsonl file (JSONDecodeError"),
+    ],
+)
 def test_malformed_task_data_is_one_line_naming_the_problem(tmp_path, case, expected):
     base = {"name": "t", "budget": {"max_steps": 1}}
     if case in ("corpus_without_id", "space_separated_qrels", "foreign_qrels_header", "test_only_qrels"):
         no_id = json.dumps({"id": "d99", "text": "no _id"})
-        spec = _beir_folder(tmp_path / "beir",
-                            corpus_line=no_id if case == "corpus_without_id" else None,
-                            qrels_text={"space_separated_qrels": "q1 d1 1\n",
-                                        "foreign_qrels_header": "qid\tdocid\trel\nq1\td1\t1\n"}.get(case),
-                            qrels=("test",) if case == "test_only_qrels" else ("train", "test"))
+        spec = _beir_folder(
+            tmp_path / "beir",
+            corpus_line=no_id if case == "corpus_without_id" else None,
+            qrels_text={
+                "space_separated_qrels": "q1 d1 1\n",
+                "foreign_qrels_header": "qid\tdocid\trel\nq1\td1\t1\n",
+            }.get(case),
+            qrels=("test",) if case == "test_only_qrels" else ("train", "test"),
+        )
         task = {**base, "family": "ir", "metric": "ndcg@10", "offline": spec}
     elif case in ("squad_without_answer_start", "tsv_as_squad", "squad_answer_off_its_offset"):
         path = _squad_file(tmp_path / "qa.json", {"text": "Paris", **({"answer_start": 0} if "offset" in case else {})})
         if case == "tsv_as_squad":
             path.write_text("sentence\tlabel\nhello\t1\n")
-        task = {**base, "family": "qa", "metric": "f1",
-                "offline": {"format": "squad", "root": str(tmp_path),
-                            "files": {"train": "qa.json", "test": "qa.json"}}}
+        task = {
+            **base,
+            "family": "qa",
+            "metric": "f1",
+            "offline": {"format": "squad", "root": str(tmp_path), "files": {"train": "qa.json", "test": "qa.json"}},
+        }
     else:
         (tmp_path / "d.tsv").write_text("".join(f"{i % 2}\tt{i}\n" for i in range(30)))
-        offline = {"format": "tsv", "root": str(tmp_path), "header": False,
-                   "files": {"train": "d.tsv", "test": "d.tsv"}, "columns": {"label": 0, "text": 1},
-                   "label_values": ["0", "1"]}
+        offline = {
+            "format": "tsv",
+            "root": str(tmp_path),
+            "header": False,
+            "files": {"train": "d.tsv", "test": "d.tsv"},
+            "columns": {"label": 0, "text": 1},
+            "label_values": ["0", "1"],
+        }
         if case == "derive_without_seed":
             offline["derive"] = {"validation": {"from": "train", "fraction": 0.1}}
         if case == "header_false_named_columns":

@@ -58,8 +58,11 @@ def test_tc_input_is_the_running_text_for_every_family(tokenizers, conll, family
             later = firsts[1:] if family == "llama3_bpe" else firsts
             assert all(t.startswith(marker) for t in later), (family, tokens)
         else:  # WordPiece: the later pieces of a word without punctuation continue it
-            assert all(t.startswith("##") for j, (t, w) in enumerate(zip(tokens, word_ids))
-                       if w != -100 and word_ids[j - 1] == w and words[w].isalnum())
+            assert all(
+                t.startswith("##")
+                for j, (t, w) in enumerate(zip(tokens, word_ids))
+                if w != -100 and word_ids[j - 1] == w and words[w].isalnum()
+            )
         for j, (w, label) in enumerate(zip(word_ids, labels)):
             first = w != -100 and (j == 0 or word_ids[j - 1] != w)
             assert label == (tags[w] if first else -100)
@@ -121,7 +124,9 @@ def test_labelling_setting_task_then_flag(tmp_path):
     with pytest.raises(ValueError, match="tc_labelling"):
         finetune_args.FinetuneArgs(tc_labelling="last")
     path = tmp_path / "bad.yaml"
-    path.write_text("name: bad\nfamily: tc\nmetric: entity_f1\nbudget: {epochs: 1}\nlabels: [O]\n"
-                    "tc_labelling: middle\noffline: {format: conll, files: {train: x}}\n")
+    path.write_text(
+        "name: bad\nfamily: tc\nmetric: entity_f1\nbudget: {epochs: 1}\nlabels: [O]\n"
+        "tc_labelling: middle\noffline: {format: conll, files: {train: x}}\n"
+    )
     with pytest.raises(ValueError, match="tc_labelling must be one of"):
         tasks.load_task(path)

@@ -10,8 +10,17 @@ from analysis import findings, statistics
 LRS = (1e-4, 3e-4, 1e-3)  # 3e-4 is every model's best: an interior optimum unless a test says otherwise
 
 
-def grid(levels: dict, task="conll2003", family="tc", metric="sentence_macro_f1", n=400, noise=0.025, seed_sd=0.002,
-         best=3e-4, rng=None):
+def grid(
+    levels: dict,
+    task="conll2003",
+    family="tc",
+    metric="sentence_macro_f1",
+    n=400,
+    noise=0.025,
+    seed_sd=0.002,
+    best=3e-4,
+    rng=None,
+):
     """In-memory result records: every model of `levels` {name: test level} on `task`, LRS x 3 seeds; the LR
     `best` scores `level`, the others 0.1 less; per-instance scores level + N(0, noise), a seed shift N(0, seed_sd)."""
     rng = rng or np.random.default_rng(0)
@@ -21,11 +30,23 @@ def grid(levels: dict, task="conll2003", family="tc", metric="sentence_macro_f1"
             for seed in range(3):
                 mean = level - (0.0 if lr == best else 0.1) + seed_sd * rng.standard_normal()
                 scores = np.clip(mean + noise * rng.standard_normal(n), 0, 1)
-                out.append({"model": model, "task": task, "family": family, "lr": lr, "seed": seed, "status": "ok",
-                            "main_metric": metric, "validation": {metric: mean}, "test": {metric: float(scores.mean())},
-                            "per_instance": {"test": [{metric: float(s)} for s in scores]},
-                            "identity": {"model": {"config": model}}, "_path": f"{model}/{lr}/{seed}",
-                            "trivial_baseline": {"test": {metric: 0.2}}})
+                out.append(
+                    {
+                        "model": model,
+                        "task": task,
+                        "family": family,
+                        "lr": lr,
+                        "seed": seed,
+                        "status": "ok",
+                        "main_metric": metric,
+                        "validation": {metric: mean},
+                        "test": {metric: float(scores.mean())},
+                        "per_instance": {"test": [{metric: float(s)} for s in scores]},
+                        "identity": {"model": {"config": model}},
+                        "_path": f"{model}/{lr}/{seed}",
+                        "trivial_baseline": {"test": {metric: 0.2}},
+                    }
+                )
     return out
 
 
@@ -64,8 +85,16 @@ def test_a_null_with_many_tests_gives_no_spurious_agreement():
     records = []
     for i in range(6):
         records += grid(dict.fromkeys(FINALS, 0.75), task=f"ner{i}", n=40, noise=0.3, seed_sd=0.03, rng=rng)
-        records += grid(dict.fromkeys(FINALS, 0.75), task=f"cls{i}", family="sc", metric="accuracy", n=40,
-                        noise=0.3, seed_sd=0.03, rng=rng)
+        records += grid(
+            dict.fromkeys(FINALS, 0.75),
+            task=f"cls{i}",
+            family="sc",
+            metric="accuracy",
+            n=40,
+            noise=0.3,
+            seed_sd=0.03,
+            rng=rng,
+        )
     tested, verdict = verdicts(records)
     assert verdict["tc_clm_on_par"] == "inconclusive at this scale"
     assert verdict["sc_mlm_better"] == "inconclusive at this scale"
@@ -88,8 +117,9 @@ def test_better_is_one_sided_and_contradicts_only_when_significant():
     (row,) = [r for r in tested if r["finding"] == "sc_mlm_better"]
     assert row["verdict"] == "not significant" and verdict["sc_mlm_better"] == "inconclusive at this scale"
     # the one-sided p is half the two-sided one on the claim's side
-    (cmp,) = statistics.compare(*(lambda r: (r, statistics.summarize(r)))(grid({FINALS[0]: 0.70, FINALS[1]: 0.72},
-                                                                                **sc)), FINALS[1], FINALS[0])
+    (cmp,) = statistics.compare(
+        *(lambda r: (r, statistics.summarize(r)))(grid({FINALS[0]: 0.70, FINALS[1]: 0.72}, **sc)), FINALS[1], FINALS[0]
+    )
     assert statistics.one_sided(cmp["delta"], cmp["se"], cmp["df"]) == pytest.approx(cmp["p"] / 2)
 
 
@@ -102,10 +132,13 @@ def gap_levels(gaps: list[float], final_gap: float, steps=(1000, 2000, 4000)) ->
     return levels | {FINALS[0]: 0.75 + final_gap, FINALS[1]: 0.75}
 
 
-@pytest.mark.parametrize("gaps, final_gap, expected", [
-    ((0.15, 0.10, 0.05), -0.05, "agrees at this scale"),   # CLM leads early and the gap closes
-    ((0.02, 0.06, 0.10), -0.05, "disagrees at this scale"),  # CLM leads and the gap widens: the final MLM lead is
-])                                                          # another phase, not the slope
+@pytest.mark.parametrize(
+    "gaps, final_gap, expected",
+    [
+        ((0.15, 0.10, 0.05), -0.05, "agrees at this scale"),  # CLM leads early and the gap closes
+        ((0.02, 0.06, 0.10), -0.05, "disagrees at this scale"),  # CLM leads and the gap widens: the final MLM lead is
+    ],
+)  # another phase, not the slope
 def test_the_gap_is_one_slope_test_per_task(gaps, final_gap, expected):
     records = grid(gap_levels(gaps, final_gap), task="mnli", family="sc", metric="accuracy")
     tested, verdict = verdicts(records)
@@ -114,7 +147,8 @@ def test_the_gap_is_one_slope_test_per_task(gaps, final_gap, expected):
     per_doubling = (gaps[-1] - gaps[0]) / 2  # log2(4000 / 1000) = 2 doublings
     assert slope["delta"] == pytest.approx(per_doubling, abs=0.01)
     assert slope["ci_low"] < slope["delta"] < slope["ci_high"] and slope["checkpoints"] == pytest.approx(
-        [step * findings.PAPER_TOKENS_PER_STEP / 607.9e6 for step in (1000, 2000, 4000)])
+        [step * findings.PAPER_TOKENS_PER_STEP / 607.9e6 for step in (1000, 2000, 4000)]
+    )
     # the finals' CLM - MLM comparison is counted once: in the SC finding, not as a data-efficiency point
     assert [r["finding"] for r in tested if r["a"] == FINALS[1] or r["b"] == FINALS[1]].count("sc_mlm_better") == 1
     assert sum(r["finding"] == "data_efficiency" for r in tested) == 2  # the early lead and the slope
@@ -126,8 +160,9 @@ def test_checkpoints_inside_the_crossover_interval_are_not_in_the_slope():
     tested, _ = verdicts(records)
     (slope,) = [r for r in tested if r["finding"] == "data_efficiency" and r["part"] == "slope"]
     assert slope["verdict"] == "not testable"
-    assert slope["untestable"].startswith("1 stable-phase checkpoint(s) before the crossover interval under both "
-                                          "conventions: a slope needs 3")
+    assert slope["untestable"].startswith(
+        "1 stable-phase checkpoint(s) before the crossover interval under both conventions: a slope needs 3"
+    )
     gap = findings.gap_over_pretraining(records, statistics.summarize(records), findings.Regime())
     assert [r["phase"] for r in gap] == ["before", "inside", "past"]
 
@@ -148,7 +183,8 @@ def test_the_crossover_is_an_interval_under_two_conventions():
     tested, verdict = verdicts(records, horizon)
     assert verdict["sc_mlm_better"].startswith(
         "not testable at this scale: past the crossover interval under one parameter convention only: "
-        "horizon-610m-mlm40-42k saw 48.4 (118 without embeddings) tokens per parameter")
+        "horizon-610m-mlm40-42k saw 48.4 (118 without embeddings) tokens per parameter"
+    )
     _, verdict = verdicts(grid(dict.fromkeys(FINALS, 0.8)), horizon)  # TC: no crossover, testable at any scale
     assert verdict["tc_clm_on_par"] == "agrees at this scale"
 
@@ -162,8 +198,10 @@ def test_a_grid_edge_optimum_is_named_beside_every_other_reason():
     (sc,) = [r for r in tested if r["finding"] == "sc_mlm_better"]
     reasons = sc["untestable"].split("; ")
     assert reasons[0].startswith("below the paper's crossover interval: mini-610m-mlm40-42k saw 3.5")
-    assert "best LR on the grid's edge: mini-610m-clm-42k's optimum is not bracketed (best LR 0.0001, grid " \
-           "0.0001-0.001)" in reasons
+    assert (
+        "best LR on the grid's edge: mini-610m-clm-42k's optimum is not bracketed (best LR 0.0001, grid "
+        "0.0001-0.001)" in reasons
+    )
     # at the paper's scale the edge alone makes it not testable, and the slope's checkpoints are checked too
     records = grid(gap_levels((0.15, 0.10, 0.05), -0.05), task="mnli", family="sc", metric="accuracy", best=LRS[-1])
     tested, verdict = verdicts(records)
@@ -190,21 +228,23 @@ def test_replicates_are_one_model_with_the_run_as_unit():
     """Three pretraining runs per model: one summary row per model (the group's name, 3 runs), its CI Student t
     over the run means, the pretraining-run SD estimated near the truth; a difference between objectives that a
     run-to-run spread of 0.05 swamps is not called significant, as seeds alone would call it."""
-    records = replicated(dict.fromkeys(FINALS, 0.8), run_sd=0.05, runs=3, task="mnli", family="sc",
-                         metric="accuracy")
+    records = replicated(dict.fromkeys(FINALS, 0.8), run_sd=0.05, runs=3, task="mnli", family="sc", metric="accuracy")
     rows = {r["model"]: r for r in statistics.summarize(records)}
     assert set(rows) == set(FINALS)
     row = rows[FINALS[0]]
-    run_means = [np.mean([r["test"]["accuracy"] for r in records if r["model"] == f"610m-clm-42k-pseed{k}"
-                          and r["lr"] == 3e-4]) for k in range(3)]
+    run_means = [
+        np.mean([r["test"]["accuracy"] for r in records if r["model"] == f"610m-clm-42k-pseed{k}" and r["lr"] == 3e-4])
+        for k in range(3)
+    ]
     half = stats.t.ppf(0.975, 2) * np.std(run_means, ddof=1) / np.sqrt(3)
     assert (row["n_pretrain_runs"], row["n_seeds"], row["mean"]) == (3, 3, pytest.approx(np.mean(run_means)))
     assert (row["ci_low"], row["ci_high"]) == pytest.approx((np.mean(run_means) - half, np.mean(run_means) + half))
     assert 0.01 < row["pretrain_sd"] < 0.15 and row["seed_sd"] < 0.01
     (cmp,) = statistics.compare(records, list(rows.values()), FINALS[1], FINALS[0])
     assert cmp["ci_high"] - cmp["ci_low"] > 0.05  # the runs' spread, not the seeds'
-    seeds_only = [dict(r, model=(group := statistics.replicate_group(r["model"])), identity={"model": group})
-                  for r in records]
+    seeds_only = [
+        dict(r, model=(group := statistics.replicate_group(r["model"])), identity={"model": group}) for r in records
+    ]
     (narrow,) = statistics.compare(seeds_only, statistics.summarize(seeds_only), FINALS[1], FINALS[0])
     assert narrow["ci_high"] - narrow["ci_low"] < (cmp["ci_high"] - cmp["ci_low"]) / 2
 
@@ -217,13 +257,22 @@ def test_the_paired_bootstrap_resamples_pretraining_runs():
     rng, records = np.random.default_rng(3), []
     for name, shifts in ((FINALS[0], (0.0, 0.04, 0.08)), (FINALS[1], (-0.04, 0.0, 0.04))):
         for k, shift in enumerate(shifts):
-            records += grid({name.replace("-42k", f"-42k-pseed{k}"): 0.7 + shift}, rng=rng, task="mnli",
-                            family="sc", metric="accuracy", n=200, seed_sd=0.002, noise=0.02)
+            records += grid(
+                {name.replace("-42k", f"-42k-pseed{k}"): 0.7 + shift},
+                rng=rng,
+                task="mnli",
+                family="sc",
+                metric="accuracy",
+                n=200,
+                seed_sd=0.002,
+                noise=0.02,
+            )
     (cmp,) = statistics.compare(records, statistics.summarize(records), FINALS[0], FINALS[1])
     assert cmp["delta"] == pytest.approx(0.04, abs=0.005) and cmp["p"] > 0.1
     assert cmp["p_bootstrap"] > 0.05  # 0 inside the bootstrap's 95% interval
-    pooled = [dict(r, model=(group := statistics.replicate_group(r["model"])), identity={"model": group})
-              for r in records]
+    pooled = [
+        dict(r, model=(group := statistics.replicate_group(r["model"])), identity={"model": group}) for r in records
+    ]
     (old,) = statistics.compare(pooled, statistics.summarize(pooled), FINALS[0], FINALS[1])
     assert old["delta"] == pytest.approx(cmp["delta"]) and old["p_bootstrap"] < 0.05
 
@@ -255,7 +304,8 @@ def test_a_two_lr_grid_is_bracketed_only_by_a_declared_earlier_grid():
     assert tc["untestable"] == "" and tc["verdict"] == "supports"
     assert {r["bracket"] for r in tested} == {
         "bracketed by an earlier grid (conll2003: 0.0001 and 0.003 measured worse than this grid's 0.0003-0.001 in "
-        "an earlier run; declared, not measured in this study)"}
+        "an earlier run; declared, not measured in this study)"
+    }
 
     beside = findings.Regime(bracketed_by={"conll2003": (3e-4, 3e-3)})  # 3e-4 is in the grid: no bracket
     (tc,) = [r for r in findings.comparisons(records, rows, beside) if r["finding"] == "tc_clm_on_par"]
@@ -266,13 +316,24 @@ def test_a_two_lr_grid_is_bracketed_only_by_a_declared_earlier_grid():
     assert {r["verdict"] for r in findings.comparisons(records, rows, other)} == {"not testable"}
 
 
-@pytest.mark.parametrize("text", ["conll2003=0.03,0.001", "conll2003=0.001", "=0.001,0.03", "conll2003=a,b",
-                                  "conll2003=0.001,0.03;conll2003=0.001,0.03", "conll2003=0,0.03"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "conll2003=0.03,0.001",
+        "conll2003=0.001",
+        "=0.001,0.03",
+        "conll2003=a,b",
+        "conll2003=0.001,0.03;conll2003=0.001,0.03",
+        "conll2003=0,0.03",
+    ],
+)
 def test_a_declared_bracket_is_refused_unless_well_formed(text):
     with pytest.raises(ValueError, match="give each task once as TASK=LOW,HIGH"):
         findings.parse_brackets(text)
-    assert findings.parse_brackets(" conll2003=0.001,0.03; mnli=1e-4,3e-3;") == {"conll2003": (0.001, 0.03),
-                                                                                "mnli": (1e-4, 3e-3)}
+    assert findings.parse_brackets(" conll2003=0.001,0.03; mnli=1e-4,3e-3;") == {
+        "conll2003": (0.001, 0.03),
+        "mnli": (1e-4, 3e-3),
+    }
 
 
 def test_data_efficiency_needs_clm_ahead_early_as_well_as_a_closing_gap():
@@ -294,8 +355,10 @@ def test_a_slope_needs_three_checkpoints_before_the_crossover():
     tested, verdict = verdicts(records)
     rows = [r for r in tested if r["finding"] == "data_efficiency"]
     assert [r["verdict"] for r in rows] == ["not testable", "not testable"]
-    assert verdict["data_efficiency"] == ("not testable at this scale: 2 stable-phase checkpoint(s) before the "
-                                          "crossover interval under both conventions: a slope needs 3")
+    assert verdict["data_efficiency"] == (
+        "not testable at this scale: 2 stable-phase checkpoint(s) before the "
+        "crossover interval under both conventions: a slope needs 3"
+    )
 
 
 def test_no_verdict_where_a_model_has_not_learned_the_task():
@@ -306,16 +369,21 @@ def test_no_verdict_where_a_model_has_not_learned_the_task():
     records = grid(levels, task="mnli", family="sc", metric="accuracy", noise=0.0, seed_sd=0.0)
     records += grid(levels, noise=0.0, seed_sd=0.0)
     tested, verdict = verdicts(records)
-    assert {r["verdict"] for r in tested if r["b" if r["finding"] != "sc_mlm_better" else "a"] == FINALS[1]} == \
-        {"not testable"}
-    assert verdict["sc_mlm_better"] == ("not testable at this scale: 610m-mlm40-42k not above chance on mnli (at the "
-                                        "trivial baseline 0.2)")
-    assert verdict["tc_clm_on_par"].startswith("not testable at this scale: 610m-mlm40-42k not above chance on "
-                                               "conll2003")
+    assert {r["verdict"] for r in tested if r["b" if r["finding"] != "sc_mlm_better" else "a"] == FINALS[1]} == {
+        "not testable"
+    }
+    assert verdict["sc_mlm_better"] == (
+        "not testable at this scale: 610m-mlm40-42k not above chance on mnli (at the trivial baseline 0.2)"
+    )
+    assert verdict["tc_clm_on_par"].startswith(
+        "not testable at this scale: 610m-mlm40-42k not above chance on conll2003"
+    )
     unknown = [{k: v for k, v in r.items() if k != "trivial_baseline"} for r in grid(dict.fromkeys(FINALS, 0.8))]
     _, verdict = verdicts(unknown)
-    assert verdict["tc_clm_on_par"] == ("not testable at this scale: conll2003 has no known trivial baseline: "
-                                        "whether its models learned it is not known")
+    assert verdict["tc_clm_on_par"] == (
+        "not testable at this scale: conll2003 has no known trivial baseline: "
+        "whether its models learned it is not known"
+    )
 
 
 def test_each_test_decides_at_2_5_percent_per_side():
@@ -360,16 +428,21 @@ def test_stability_needs_three_lrs_fine_tuned_in_the_study():
     (row,) = [r for r in tested if r["finding"] == "stability"]
     assert row["verdict"] == "not testable" and row["untestable"] == (
         "610m-clm-42k was fine-tuned at 2 LR(s) in this study: a spread across LRs needs 3; 610m-mlm40-42k was "
-        "fine-tuned at 2 LR(s) in this study: a spread across LRs needs 3")
+        "fine-tuned at 2 LR(s) in this study: a spread across LRs needs 3"
+    )
 
 
 def test_a_replicated_slope_keeps_the_test_instances_variance():
     """Three pretraining runs that are the same model (identical scores): the run slopes do not vary, yet the test
     set is one sample of instances; the slope's interval keeps that part (it was 0, every slope significant)."""
-    records = grid(gap_levels((0.01, 0.0, -0.01), 0.0), task="mnli", family="sc", metric="accuracy", n=200,
-                   noise=0.3, seed_sd=0.0)
-    copies = [dict(r, model=r["model"].replace("-42k", f"-42k-pseed{k}"), _path=f"{k}/{r['_path']}")
-              for k in range(3) for r in records]
+    records = grid(
+        gap_levels((0.01, 0.0, -0.01), 0.0), task="mnli", family="sc", metric="accuracy", n=200, noise=0.3, seed_sd=0.0
+    )
+    copies = [
+        dict(r, model=r["model"].replace("-42k", f"-42k-pseed{k}"), _path=f"{k}/{r['_path']}")
+        for k in range(3)
+        for r in records
+    ]
     tested, _ = verdicts(copies)
     (slope,) = [r for r in tested if r["finding"] == "data_efficiency" and r["part"] == "slope"]
     assert slope["ci_high"] - slope["ci_low"] > 0.01 and slope["verdict"] == "not significant"
@@ -386,8 +459,9 @@ def test_the_tc_verdict_shows_entity_f1_beside_the_main_metric():
     tested, verdict = verdicts(records)
     (tc,) = [r for r in tested if r["finding"] == "tc_clm_on_par"]
     assert tc["entity_f1"] == "-0.1000 [-0.1096, -0.0904]"  # the test instances' part: tp varies by instance
-    assert verdict["tc_clm_on_par"] == ("agrees at this scale; entity F1, CLM - MLM40 (95% CI, not a test): conll2003 "
-                                        "-0.1000 [-0.1096, -0.0904]")
+    assert verdict["tc_clm_on_par"] == (
+        "agrees at this scale; entity F1, CLM - MLM40 (95% CI, not a test): conll2003 -0.1000 [-0.1096, -0.0904]"
+    )
 
 
 IR = {"task": "scifact", "family": "ir", "metric": "ndcg@10"}
@@ -396,15 +470,21 @@ IR = {"task": "scifact", "family": "ir", "metric": "ndcg@10"}
 def sizes(gaps: dict, clm=0.6) -> dict:
     """CLM and MLM40 finals at each size of `gaps` {size: MLM40 - CLM}, at the paper's 42k budget (past the IR
     crossover interval at 210m and 610m)."""
-    return {name: level for size, gap in gaps.items()
-            for name, level in ((f"{size}-clm-42k", clm), (f"{size}-mlm40-42k", clm + gap))}
+    return {
+        name: level
+        for size, gap in gaps.items()
+        for name, level in ((f"{size}-clm-42k", clm), (f"{size}-mlm40-42k", clm + gap))
+    }
 
 
-@pytest.mark.parametrize("gaps, expected", [
-    ({"210m": 0.10, "610m": 0.02}, "agrees at this scale"),      # MLM's lead shrinks from 0.10 to 0.02
-    ({"210m": 0.02, "610m": 0.10}, "disagrees at this scale"),   # it grows
-    ({"210m": 0.05, "410m": 0.0, "610m": 0.05}, "inconclusive at this scale"),  # 210m to 610m: the same gap
-])
+@pytest.mark.parametrize(
+    "gaps, expected",
+    [
+        ({"210m": 0.10, "610m": 0.02}, "agrees at this scale"),  # MLM's lead shrinks from 0.10 to 0.02
+        ({"210m": 0.02, "610m": 0.10}, "disagrees at this scale"),  # it grows
+        ({"210m": 0.05, "410m": 0.0, "610m": 0.05}, "inconclusive at this scale"),  # 210m to 610m: the same gap
+    ],
+)
 def test_the_ir_gap_across_sizes_is_the_largest_minus_the_smallest(gaps, expected):
     """The IR claim's second clause, tested where two or more sizes exist at one budget: (MLM40 - CLM) at the
     largest size minus at the smallest, paired by task, with its interval; the middle size does not enter."""
@@ -443,12 +523,15 @@ def test_the_ir_gap_across_sizes_needs_two_sizes_that_learned_the_task():
     assert verdict["ir_gap_narrows"] == "not testable at this scale: one model size (610m)"
     chance = sizes({"210m": 0.10, "610m": 0.02}) | {"210m-clm-42k": 0.2}
     _, verdict = verdicts(grid(chance, noise=0.0, seed_sd=0.0, **IR))
-    assert verdict["ir_gap_narrows"] == ("not testable at this scale: 210m-clm-42k not above chance on scifact (at "
-                                         "the trivial baseline 0.2)")
+    assert verdict["ir_gap_narrows"] == (
+        "not testable at this scale: 210m-clm-42k not above chance on scifact (at the trivial baseline 0.2)"
+    )
     toy = findings.Regime(tokens_per_step=2048.0, parameters=216_000.0)
     _, verdict = verdicts(grid(sizes({"210m": 0.10, "610m": 0.02}), **IR), toy)
-    assert verdict["ir_gap_narrows"] == ("not testable at this scale: one model size (216,000 parameters: this study "
-                                         "trains its 210m, 610m name(s) at one architecture)")
+    assert verdict["ir_gap_narrows"] == (
+        "not testable at this scale: one model size (216,000 parameters: this study "
+        "trains its 210m, 610m name(s) at one architecture)"
+    )
     # no IR task at all: the clause says so, as the IR finding does
     verdict = {v["finding"]: v["verdict"] for v in findings.verdicts([], {"tc"})}
     assert verdict["ir_gap_narrows"] == verdict["ir_mlm_better"] == "not testable at this scale: no IR task"

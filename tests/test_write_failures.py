@@ -51,8 +51,9 @@ def _migrate(tmp):
     return identity.main, ["--migrate", tmp / "out"], path, 1000
 
 
-@pytest.mark.parametrize("case", [_results, _card, _dry_run, _convert, _import, _migrate],
-                         ids=lambda case: case.__name__.strip("_"))
+@pytest.mark.parametrize(
+    "case", [_results, _card, _dry_run, _convert, _import, _migrate], ids=lambda case: case.__name__.strip("_")
+)
 def test_a_full_disk_is_one_line_naming_the_file_and_leaves_nothing_half_written(tmp_path, case):
     main, argv, target, limit = case(tmp_path)
     out = tmp_path / "out"
