@@ -23,14 +23,17 @@ if TYPE_CHECKING:  # datasets is imported where a Hub dataset is read: task defi
 
 def read_tsv(path: str, columns: dict | None, header: bool = True) -> list[dict]:
     """One {field: stripped cell} per non-empty row of a TSV file (quoting off); `columns`: {field: header name}, or
-    {field: 0-based column number} without a `header` row."""
+    {field: 0-based column number} without a `header` row. Every row has as many cells as the header (without one:
+    as the first row), so a tab inside a field is refused, never read as a shifted row."""
     columns = _required_columns(path, columns)
     with _open_text(path) as f:
-        rows = [row for row in csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE) if row]
+        reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+        rows = [(reader.line_num, row) for row in reader if row]  # (line number, cells)
     if not rows:
         raise ValueError(f"{path} is empty; give it {'a header row and ' if header else ''}one example per row")
+    first, width = rows[0][0], len(rows[0][1])
     if header:
-        names, rows = rows[0], rows[1:]
+        names, rows = rows[0][1], rows[1:]
         missing = [c for c in columns.values() if c not in names]
         if missing:
             raise ValueError(f"{path}: column(s) {missing} not in the header {names}; fix offline.columns")
@@ -43,11 +46,19 @@ def read_tsv(path: str, columns: dict | None, header: bool = True) -> list[dict]
                 f"not names {named}"
             )
         index = dict(columns)
-    width = max(index.values()) + 1
-    for n, row in enumerate(rows):
-        if len(row) < width:
-            raise ValueError(f"{path}: row {n + 1} has {len(row)} columns, expected at least {width}")
-    return [{field: row[i].strip() for field, i in index.items()} for row in rows]
+        if max(index.values()) >= width:
+            raise ValueError(
+                f"{path}: line {first} has {width} cells, but offline.columns reads column {max(index.values())} "
+                "(0-based); fix offline.columns"
+            )
+    for line, row in rows:
+        if len(row) != width:
+            raise ValueError(
+                f"{path}: line {line} has {len(row)} tab-separated cells, line {first} "
+                f"({'the header' if header else 'the first row'}) {width}: a tab inside a field shifts the columns "
+                "(quoting is off); remove it, or give every row the same cells"
+            )
+    return [{field: row[i].strip() for field, i in index.items()} for _, row in rows]
 
 
 def read_jsonl(path: str, columns: dict | None) -> list[dict]:
@@ -81,30 +92,58 @@ def read_conll(
     token_prefix: str | None = None,
 ) -> list[dict]:
     """One {"tokens", "tags"} per sentence of a CoNLL-style file, one token per line; a blank or `docstart`
-    line ends a sentence, `comment_prefix` lines are skipped, tags kept as written."""
+    line ends a sentence, `comment_prefix` lines are skipped, tokens and tags stripped and kept as written. Every
+    token line has as many columns as the first one: a line read otherwise (a token holding a space under the
+    whitespace separator, a comment line) is refused naming it, never read with a column lost."""
     prefix = token_prefix or ""
     sentences, tokens, tags = [], [], []
+    first = None  # (line number, columns, whether it starts with "#") of the first token line
     with _open_text(path) as f:
-        for n, line in enumerate(f):
-            line = line.rstrip("\n")
+        for n, line in enumerate(f, 1):
+            line = line.rstrip("\r\n")
             if comment_prefix and line.startswith(comment_prefix):
                 continue
-            parts = line.split(separator) if line.strip() else []
+            parts = [part.strip() for part in line.split(separator)] if line.strip() else []
             if not parts or parts[0] == docstart:
                 if tokens:
                     sentences.append({"tokens": tokens, "tags": tags})
                 tokens, tags = [], []
                 continue
-            if len(parts) <= max(token_column, tag_column):
+            first = first or (n, len(parts), line.lstrip().startswith("#"))
+            _check_conll_line(path, n, line, parts, first, separator, max(token_column, tag_column))
+            token, tag = parts[token_column], parts[tag_column]
+            token = token[len(prefix) :] if prefix and token.startswith(prefix) else token
+            if not token or not tag:
                 raise ValueError(
-                    f"{path}: line {n + 1} has {len(parts)} columns; check token_column/tag_column/separator"
+                    f"{path}: line {n} ({line!r}) has an empty {'token' if not token else 'tag'}; check "
+                    "token_column/tag_column/separator"
                 )
-            token = parts[token_column]
-            tokens.append(token[len(prefix) :] if prefix and token.startswith(prefix) else token)
-            tags.append(parts[tag_column])
+            tokens.append(token)
+            tags.append(tag)
     if tokens:
         sentences.append({"tokens": tokens, "tags": tags})
     return sentences
+
+
+def _check_conll_line(path: str, n: int, line: str, parts: list, first: tuple, separator, needed: int) -> None:
+    """Refuse a CoNLL token line whose columns are not those of the file's first token line (`first`: its line
+    number, column count and whether it looks like a comment), or too few for `needed` (the largest column read),
+    naming the line and the fix."""
+    cells = line.strip().split("\t")
+    if separator is None and len(cells) > 1 and len(cells) != len(parts):
+        raise ValueError(
+            f"{path}: line {n} ({line!r}) has {len(cells)} tab-separated cells but {len(parts)} whitespace-separated "
+            'columns: a token or tag holds a space; set offline.separator: "\\t" to read it as written'
+        )
+    if len(parts) != first[1]:
+        commented = first[2] or line.lstrip().startswith("#")
+        comment = 'a comment line? set offline.comment_prefix (e.g. "#"); ' if commented else ""
+        raise ValueError(
+            f"{path}: line {n} ({line!r}) has {len(parts)} columns, line {first[0]} {first[1]}: {comment}every token "
+            "line needs the same columns; check offline.separator/comment_prefix"
+        )
+    if len(parts) <= needed:
+        raise ValueError(f"{path}: line {n} has {len(parts)} columns; check token_column/tag_column/separator")
 
 
 def read_squad(path: str) -> list[dict]:

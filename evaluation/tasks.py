@@ -166,7 +166,7 @@ class Task:
     query_prefix: str = ""
     document_prefix: str = ""
     squad_version: str = "v1.1"
-    tc_labelling: str = "first"
+    tc_labelling: str = "first"  # required of a tc YAML (`_validate_task`); other families carry this, unread
     description: str = ""
     notes: str = ""
     hub: HubSource | None = None
@@ -250,6 +250,11 @@ def _validate_task(raw: Any, path: Path) -> Task:
         )
     if task.squad_version not in SQUAD_VERSIONS:
         raise ValueError(f"{path}: squad_version must be one of {SQUAD_VERSIONS}, got {task.squad_version!r}")
+    if task.family == "tc" and "tc_labelling" not in raw:
+        raise ValueError(
+            f"{path}: a tc task needs `tc_labelling`: all (the paper's: every sub-token tagged, a vote per word) or "
+            "first (each word's first sub-token); add `tc_labelling: all` for the paper's protocol"
+        )
     if task.tc_labelling not in TC_LABELLINGS:
         raise ValueError(f"{path}: tc_labelling must be one of {TC_LABELLINGS}, got {task.tc_labelling!r}")
     if task.family in ("sc", "tc") and not task.labels:
@@ -320,12 +325,14 @@ def load_splits(
 
     Args:
         data_dir: the data bundle; resolution: this argument > $MLM_VS_CLM_DATA > ../shared/data.
-        max_train, max_eval: keep at most N training (ir: pairs) / validation and test (ir: queries) examples, a
-            seed-42 shuffle's first N (ir queries: sampled with seed 42), after validation is carved from train.
+        max_train, max_eval: keep at most N training (ir: pairs) / validation and test (ir: evaluated queries)
+            examples, a seed-42 shuffle's first N (ir queries: sampled with seed 42 among those evaluated), after
+            validation is carved from train.
         source: "offline" (the data bundle) or "hub" (the Hugging Face datasets of the paper; needs network).
         corpus (ir): "pooled" (the harness: the documents judged in validation or test), "judged" (each split's own
             judged documents) or "full". relevance (ir): "binary" (the harness: a judgement >= 1 is relevant, gain 1,
-            lower ones dropped) or "graded" (the qrels scores are the gains).
+            lower ones dropped) or "graded" (the qrels scores are the gains). In both, a query with no judgement
+            >= 1 is not evaluated (the harness's rule; a warning gives the count).
         pair_encoding (sc): "joined" (the paper: the template applied) or "segments" (a two-field template gives
             "text" and "text_pair", the fields' values).
     """
@@ -566,15 +573,22 @@ def _derive_splits(task: Task, records: dict[str, list], spec: OfflineSource | H
 
 
 def _warn_small_validation(task: Task, role: str, rule: dict, carved: int, total: int, unit: str) -> None:
-    """One line on stderr when a carved validation split is too small (< MIN_VALIDATION) to choose an LR on."""
-    if role == "validation" and carved < MIN_VALIDATION:
-        print(
-            f"warning: task {task.name!r}: the validation split carved from {rule['from']} holds {carved} {unit} "
-            f"({rule['fraction']:g} of {total}, seed {rule['seed']}), too few to choose a learning rate on; carve "
-            f"more (derive: {{validation: {{from: {rule['from']}, fraction: 0.2, seed: 42}}}}) or give a "
-            "validation file",
-            file=sys.stderr,
-        )
+    """One line on stderr when a carved validation split is too small (< MIN_VALIDATION) to choose an LR on, with
+    the fraction that carves enough (or, when none leaves a training split, a validation file)."""
+    if role != "validation" or carved >= MIN_VALIDATION:
+        return
+    enough = math.ceil(100 * MIN_VALIDATION / total) / 100  # carves >= MIN_VALIDATION of `total` (by row or id)
+    fix = (
+        f"carve more (derive: {{validation: {{from: {rule['from']}, fraction: {enough:g}, seed: {rule['seed']}}}}})"
+        " or give a validation file"
+        if rule["fraction"] < enough < 0.5
+        else "give a validation file"
+    )
+    print(
+        f"warning: task {task.name!r}: the validation split carved from {rule['from']} holds {carved} {unit} "
+        f"({rule['fraction']:g} of {total}, seed {rule['seed']}), too few to choose a learning rate on; {fix}",
+        file=sys.stderr,
+    )
 
 
 def carve_indices(n: int, fraction: float, seed: int) -> tuple[list[int], list[int]]:
@@ -640,13 +654,35 @@ def _load_retrieval(task, spec, source, data_dir, max_train, max_eval, corpus_mo
     if pairs is None:
         pairs = _pairs_from_qrels(task, qrels["train"], queries, docs)
     result = {"train": pairs.select(_subset(list(range(len(pairs))), max_train))}
-    evaluated = {
-        role: {q: dict(qrels[role][q]) for q in sample_ids(qrels[role], max_eval)} for role in ("validation", "test")
-    }
-    pooled = {d for role in evaluated for judged in evaluated[role].values() for d in judged}
+    evaluated, judged = {}, {}
     for role in ("validation", "test"):
-        result[role] = _retrieval_split(task, evaluated[role], queries, docs, corpus_mode, relevance, pooled)
+        relevant = [q for q, judgements in qrels[role].items() if max(judgements.values(), default=0) >= 1]
+        if qrels[role] and not relevant:
+            raise ValueError(
+                f"task {task.name!r}: no {role} query judges a document relevant (score >= 1); check its qrels"
+            )
+        _warn_dropped_queries(task, role, len(qrels[role]) - len(relevant), len(qrels[role]))
+        evaluated[role] = {q: dict(qrels[role][q]) for q in sample_ids(relevant, max_eval)}
+        pooled_from = qrels[role] if max_eval is None else evaluated[role]  # the harness pools every judged doc
+        judged[role] = {d for judgements in pooled_from.values() for d in judgements}
+    pooled = judged["validation"] | judged["test"]
+    _check_ids(task, "evaluation", {q for role in evaluated for q in evaluated[role]}, queries, pooled, docs)
+    for role in ("validation", "test"):
+        documents = {"full": set(docs), "pooled": pooled, "judged": judged[role]}[corpus_mode]
+        result[role] = _retrieval_split(evaluated[role], queries, docs, documents, relevance)
     return result
+
+
+def _warn_dropped_queries(task: Task, role: str, dropped: int, total: int) -> None:
+    """One line on stderr when queries of an ir evaluation split judge no document relevant (every score below 1):
+    they are not evaluated, in either relevance mode, as the paper's harness keeps only qrels scored >= 1."""
+    if dropped:
+        print(
+            f"warning: task {task.name!r}: {dropped} of {total} {role} queries judge no document relevant (every "
+            "score below 1) and are not evaluated, as in the paper's harness (docs/evaluation.md, \"Retrieval "
+            'evaluation")',
+            file=sys.stderr,
+        )
 
 
 def sample_ids(ids, limit: int | None) -> list:
@@ -663,13 +699,9 @@ def _pairs_from_qrels(task, qrels, queries, docs) -> Dataset:
     return Dataset.from_dict({"query": [queries[q] for q, _ in rows], "positive": [docs[d] for _, d in rows]})
 
 
-def _retrieval_split(task, kept, queries, docs, corpus_mode, relevance, pooled) -> RetrievalSplit:
-    judged = {d for judgements in kept.values() for d in judgements}
-    _check_ids(task, "evaluation", set(kept), queries, pooled, docs)
-    documents = {"full": set(docs), "pooled": pooled, "judged": judged}[corpus_mode]
-    if relevance == "binary":  # the original keeps judgements >= 1 only, and only queries that have one
+def _retrieval_split(kept, queries, docs, documents, relevance) -> RetrievalSplit:
+    if relevance == "binary":  # the original keeps judgements >= 1 only (every kept query has one)
         kept = {q: {d: 1 for d, rel in judged_docs.items() if rel >= 1} for q, judged_docs in kept.items()}
-        kept = {q: judged_docs for q, judged_docs in kept.items() if judged_docs}
     return RetrievalSplit(
         corpus={d: docs[d] for d in sorted(documents)}, queries={q: queries[q] for q in kept}, qrels=kept
     )

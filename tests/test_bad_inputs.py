@@ -1072,6 +1072,53 @@ def test_an_output_that_cannot_be_written_is_one_line_naming_it(index, kind, inp
     assert _tree(inputs["file"].parent, tmp_path) == before
 
 
+# Task files a loader cannot read exactly as written (issue 54): (the task YAML's fields, the text of its one data
+# file `data.txt`, a fragment of the one-line refusal naming the file and line); the grid runs `--tasks <yaml>`.
+_SC = {"family": "sc", "metric": "accuracy", "labels": ["a", "b"], "budget": {"max_steps": 1}}
+_TC = {"family": "tc", "metric": "entity_f1", "labels": ["O", "B-LOC", "I-LOC"], "budget": {"max_steps": 1}}
+_FILES = {"root": ".", "files": {"train": "data.txt", "test": "data.txt"}}
+LOADER_CASES = {
+    "tsv row with a tab inside a field": (
+        {**_SC, "offline": {"format": "tsv", "columns": {"label": "label", "text": "text"}, **_FILES}},
+        "label\ttext\n" + "a\tfine\n" * 40 + "b\ta tab\tinside\n",
+        "data.txt: line 42 has 3 tab-separated cells, line 1 (the header) 2: a tab inside a field",
+    ),
+    "conll token holding a space, whitespace separator": (
+        {**_TC, "tc_labelling": "all", "offline": {"format": "conll", **_FILES}},
+        "I\tO\nlove\tO\n\n" * 20 + "New York\tB-LOC\n",
+        "data.txt: line 61 ('New York\\tB-LOC') has 2 tab-separated cells but 3 whitespace-separated columns: a "
+        'token or tag holds a space; set offline.separator: "\\t"',
+    ),
+    "conll sent_id line, whitespace separator": (
+        {**_TC, "tc_labelling": "all", "offline": {"format": "conll", **_FILES}},
+        "# sent_id = 1\nParis B-LOC\n",
+        "data.txt: line 2 ('Paris B-LOC') has 2 columns, line 1 4: a comment line? set offline.comment_prefix",
+    ),
+    "tc task without tc_labelling": (
+        {**_TC, "offline": {"format": "conll", **_FILES}},
+        "Paris B-LOC\n",
+        "task.yaml: a tc task needs `tc_labelling`: all (the paper's",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", LOADER_CASES)
+def test_a_task_file_not_read_as_written_is_refused_in_one_line_naming_file_and_line(
+    case, tiny_model, tmp_path, capsys
+):
+    fields, text, fragment = LOADER_CASES[case]
+    (tmp_path / "data.txt").write_text(text)
+    (tmp_path / "task.yaml").write_text(yaml.safe_dump({"name": "loader_case", **fields}))
+    before = _listing(tmp_path)
+    argv = ["--model", str(tiny_model), "--tasks", str(tmp_path / "task.yaml"), "--lrs", "1e-3", "--seeds", "0"]
+    with pytest.raises(BadInput) as refused:
+        grid.main([*argv, "--output", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if "error:" in line]
+    assert refused.value.code == 2 and len(lines) == 1 and fragment in lines[0] and "Traceback" not in err, err
+    assert _listing(tmp_path) == before
+
+
 def test_list_settings_take_comma_lists_and_a_model_path_may_hold_a_comma(tmp_path):
     """The project's list convention (core/cli.py) for pretraining's list settings, and `--model` naming a folder
     whose name holds a comma (it exists as a whole; NAME=DIR too)."""

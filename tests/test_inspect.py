@@ -29,7 +29,7 @@ def custom_task(tmp_path_factory):
     root = tmp_path_factory.mktemp("my_ner")
     (root / "ner.txt").write_text(NER, encoding="utf-8")
     (root / "my_ner.yaml").write_text(
-        "name: my_ner\nfamily: tc\nmetric: sentence_macro_f1\nbudget: {epochs: 1}\n"
+        "name: my_ner\nfamily: tc\nmetric: sentence_macro_f1\nbudget: {epochs: 1}\ntc_labelling: first\n"
         "labels: [O, B-PER, I-PER, B-ORG, I-ORG, B-MISC, I-MISC]\n"
         'offline: {format: conll, root: ., separator: "\\t", token_column: 0, tag_column: 1,\n'
         "          files: {train: ner.txt, validation: ner.txt, test: ner.txt}}\n",

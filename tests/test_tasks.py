@@ -205,19 +205,23 @@ def test_retrieval_corpus_pooled_judged_or_full():
     assert len(pairs["train"]) + len(pairs["validation"]) == 11877
 
 
-def test_binary_relevance_keeps_judgements_of_one_or_more(tmp_path):
+def test_queries_with_no_relevant_document_are_dropped_in_every_relevance_mode_and_said(tmp_path, capsys):
+    """Issue 54: a test query whose only judgements are 0 was dropped silently under binary relevance and kept (scored
+    0) under graded, and --max_eval sampled before the drop (asked 2, got 1). One rule now, the harness's (its qrels
+    keep scores >= 1 only): not evaluated in either mode, counted in a warning; --max_eval N is N evaluated queries."""
     beir = tmp_path / "beir"
     (beir / "qrels").mkdir(parents=True)
     (beir / "corpus.jsonl").write_text(
-        "".join(json.dumps({"_id": f"d{i}", "text": f"doc {i}"}) + "\n" for i in range(9))
+        "".join(json.dumps({"_id": f"d{i}", "text": f"doc {i}"}) + "\n" for i in range(12))
     )
     (beir / "queries.jsonl").write_text(
-        "".join(json.dumps({"_id": f"q{i}", "text": f"q {i}"}) + "\n" for i in range(9))
+        "".join(json.dumps({"_id": f"q{i}", "text": f"q {i}"}) + "\n" for i in range(12))
     )
     (beir / "qrels/train.tsv").write_text(
         "query-id\tcorpus-id\tscore\n" + "".join(f"q{i}\td{i}\t1\n" for i in range(6))
     )
-    (beir / "qrels/test.tsv").write_text("query-id\tcorpus-id\tscore\nq6\td6\t2\nq6\td7\t0\nq7\td7\t1\nq8\td8\t0\n")
+    judged = "q6\td6\t2\nq6\td7\t0\nq7\td7\t1\nq8\td8\t0\nq9\td9\t0\nq10\td10\t0\nq11\td11\t0\n"
+    (beir / "qrels/test.tsv").write_text("query-id\tcorpus-id\tscore\n" + judged)
     path = _write_yaml(
         tmp_path / "ir.yaml",
         {
@@ -234,10 +238,25 @@ def test_binary_relevance_keeps_judgements_of_one_or_more(tmp_path):
             },
         },
     )
+    capsys.readouterr()
     binary, graded = load_splits(path)["test"], load_splits(path, relevance="graded")["test"]
-    assert binary.qrels == {"q6": {"d6": 1}, "q7": {"d7": 1}}  # q8 has no relevant document: not evaluated
-    assert graded.qrels == {"q6": {"d6": 2, "d7": 0}, "q7": {"d7": 1}, "q8": {"d8": 0}}
-    assert {"d6", "d7", "d8"} <= set(binary.corpus)  # judged documents stay in the corpus as distractors
+    assert binary.qrels == {"q6": {"d6": 1}, "q7": {"d7": 1}}
+    assert graded.qrels == {"q6": {"d6": 2, "d7": 0}, "q7": {"d7": 1}}  # the same queries, their graded gains
+    assert set(binary.corpus) == set(graded.corpus) == {f"d{i}" for i in range(6, 12)}  # every judged doc pooled
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "judge no document relevant" in line]
+    assert (
+        warnings
+        == [
+            "warning: task 'graded': 4 of 6 test queries judge no document relevant (every score below 1) and are not "
+            'evaluated, as in the paper\'s harness (docs/evaluation.md, "Retrieval evaluation")'
+        ]
+        * 2
+    )
+    for relevance in ("binary", "graded"):  # 4 of the 6 queries are dropped: 2 asked, 2 evaluated, in either mode
+        assert sorted(load_splits(path, max_eval=2, relevance=relevance)["test"].queries) == ["q6", "q7"]
+    (beir / "qrels/test.tsv").write_text("query-id\tcorpus-id\tscore\nq8\td8\t0\n")
+    with pytest.raises(ValueError, match="no test query judges a document relevant"):
+        load_splits(path)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -305,6 +324,7 @@ def test_custom_conll_iob1_task(tmp_path):
             "metric": "entity_f1",
             "budget": {"epochs": 1},
             "labels": ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"],
+            "tc_labelling": "first",
             "offline": {
                 "format": "conll",
                 "root": ".",
@@ -346,8 +366,7 @@ def test_custom_squad_and_beir_tasks(tmp_path, capsys):
     assert load_splits(qa)["test"][0]["answers"] == {"text": ["France"], "answer_start": [12]}
     assert capsys.readouterr().err.splitlines() == [
         "warning: task 'my_qa': the validation split carved from train holds 1 instances (0.05 of 20, seed 42), too "
-        "few to choose a learning rate on; carve more (derive: {validation: {from: train, fraction: 0.2, seed: "
-        "42}}) or give a validation file"
+        "few to choose a learning rate on; give a validation file"
     ]
     beir = tmp_path / "beir"
     (beir / "qrels").mkdir(parents=True)
@@ -385,6 +404,38 @@ def test_custom_squad_and_beir_tasks(tmp_path, capsys):
     carved = next(iter(splits["validation"].qrels))  # the validation query carved from train, and its document
     expected = {f"d{i}": f"doc {i}" for i in range(20, 30)} | {f"d{carved[1:]}": f"doc {carved[1:]}"}
     assert splits["test"].corpus == expected
+
+
+def test_the_small_validation_warning_suggests_a_fraction_that_carves_enough(tmp_path, capsys):
+    """Issue 54: the warning suggested `fraction: 0.2` to a YAML that already carved 0.2. It now gives the fraction
+    that carves 30 of this source, which loads without a warning; too small a source is told to give a file."""
+    (tmp_path / "data.tsv").write_text("".join(f"{i % 2}\tt{i}\n" for i in range(100)))
+    task = {
+        "name": "small",
+        "family": "sc",
+        "metric": "accuracy",
+        "budget": {"max_steps": 1},
+        "labels": ["a", "b"],
+        "offline": {
+            "format": "tsv",
+            "header": False,
+            "root": ".",
+            "files": {"train": "data.tsv", "test": "data.tsv"},
+            "columns": {"label": 0, "text": 1},
+            "label_values": ["0", "1"],
+            "derive": {"validation": {"from": "train", "fraction": 0.2, "seed": 42}},
+        },
+    }
+    capsys.readouterr()
+    assert len(load_splits(_write_yaml(tmp_path / "small.yaml", task))["validation"]) == 20
+    assert capsys.readouterr().err.splitlines() == [
+        "warning: task 'small': the validation split carved from train holds 20 instances (0.2 of 100, seed 42), too "
+        "few to choose a learning rate on; carve more (derive: {validation: {from: train, fraction: 0.3, seed: 42}}) "
+        "or give a validation file"
+    ]
+    task["offline"]["derive"]["validation"]["fraction"] = 0.3
+    assert len(load_splits(_write_yaml(tmp_path / "enough.yaml", task))["validation"]) == 30
+    assert not capsys.readouterr().err
 
 
 def test_task_dropped_in_registry_folder_is_listed(tmp_path, monkeypatch):
@@ -426,6 +477,7 @@ def test_hub_source_through_datasets_with_classlabel_tags(tmp_path):
             "metric": "entity_f1",
             "budget": {"epochs": 1},
             "labels": ["O", "B-X", "I-X"],
+            "tc_labelling": "all",
             "hub": {
                 "path": str(tmp_path),
                 "splits": {"train": "train", "test": "test"},
@@ -513,10 +565,28 @@ def test_read_tsv_by_header_name_or_column_number(tmp_path):
     assert first == {"label": "label", "text": "sentence"}
     with pytest.raises(ValueError, match=r"column\(s\) \['text'\] not in the header"):
         readers.read_tsv(str(path), {"text": "text"})
-    with pytest.raises(ValueError, match="row 1 has 2 columns, expected at least 4"):
+    with pytest.raises(ValueError, match=r"line 1 has 2 cells, but offline.columns reads column 3 \(0-based\)"):
         readers.read_tsv(str(path), {"text": 3}, header=False)
     with pytest.raises(ValueError, match=r"offline.columns \(field -> column\) is required"):
         readers.read_tsv(str(path), None)
+
+
+def test_a_tsv_row_with_more_or_fewer_cells_than_the_header_is_refused_naming_its_line(tmp_path):
+    """Issue 54: a row with more cells than the header (a tab inside a field) was read by header position, the text
+    columns shifted and the real hypothesis lost. Every row now has the header's cells (without a header: the first
+    row's), or the file is refused naming the line (blank lines counted)."""
+    path = tmp_path / "pairs.tsv"
+    path.write_text("label\tpremise\thypothesis\n1\tA cat.\tAn animal.\n\n0\tA dog\twith a tab.\tA cat.\n")
+    columns = {"label": "label", "premise": "premise", "hypothesis": "hypothesis"}
+    with pytest.raises(ValueError, match=r"pairs.tsv: line 4 has 4 tab-separated cells, line 1 \(the header\) 3"):
+        readers.read_tsv(str(path), columns)
+    with pytest.raises(ValueError, match=r"line 4 has 4 tab-separated cells, line 1 \(the first row\) 3"):
+        readers.read_tsv(str(path), {"label": 0, "premise": 1, "hypothesis": 2}, header=False)
+    path.write_text("label\tpremise\thypothesis\n1\tA cat.\n")
+    with pytest.raises(ValueError, match=r"line 2 has 2 tab-separated cells, line 1 \(the header\) 3"):
+        readers.read_tsv(str(path), columns)
+    path.write_text("label\tpremise\thypothesis\n1\tA cat. \t An animal.\n")  # as written, stripped
+    assert readers.read_tsv(str(path), columns) == [{"label": "1", "premise": "A cat.", "hypothesis": "An animal."}]
 
 
 def test_read_jsonl_keeps_the_named_keys(tmp_path):
@@ -546,6 +616,37 @@ def test_read_conll_sentences_documents_comments_and_prefixes(tmp_path):
     ]
     with pytest.raises(ValueError, match="line 2 has 3 columns; check token_column/tag_column/separator"):
         readers.read_conll(str(tabbed), **{**options, "tag_column": 3})
+
+
+def test_read_conll_reads_a_token_as_written_or_refuses_its_line(tmp_path):
+    """Issue 54: under the default whitespace separator `New York<TAB>B-LOC` became `New` with the tag (York lost);
+    a trailing space became an extra sub-token; a `# sent_id` line read as a token line blamed the labels with no
+    line number. Now: the tab-separated token as written (separator "\\t"), stripped; each case refused naming the
+    file, the line and the setting to fix."""
+    path = tmp_path / "tweets.conll"
+    path.write_text("I\tO\nlove \tO\nNew York\tB-LOC\n\n")
+    assert readers.read_conll(str(path), separator="\t") == [
+        {"tokens": ["I", "love", "New York"], "tags": ["O", "O", "B-LOC"]}
+    ]
+    with pytest.raises(
+        ValueError,
+        match=r"tweets.conll: line 3 .* 2 tab-separated cells but 3 whitespace-sep.*"
+        r'separator: "\\t"',
+    ):
+        readers.read_conll(str(path))
+    spaced = tmp_path / "spaced.conll"
+    spaced.write_text("I O\nNew York B-LOC\n")
+    with pytest.raises(ValueError, match=r"spaced.conll: line 2 \('New York B-LOC'\) has 3 columns, line 1 2"):
+        readers.read_conll(str(spaced))
+    ud = tmp_path / "ud.conll"
+    ud.write_text("# sent_id = 1\n1 What O\n2 a O\n\n# sent_id = 2\n1 Bonn B-LOC\n")
+    with pytest.raises(ValueError, match=r"ud.conll: line 2 \('1 What O'\) has 3 columns, line 1 4: a comment line\?"):
+        readers.read_conll(str(ud), token_column=1)
+    assert readers.read_conll(str(ud), token_column=1, comment_prefix="#")[1] == {"tokens": ["Bonn"], "tags": ["B-LOC"]}
+    empty = tmp_path / "empty.conll"
+    empty.write_text("a\tO\n \tO\n")
+    with pytest.raises(ValueError, match="empty.conll: line 2 .* has an empty token"):
+        readers.read_conll(str(empty), separator="\t")
 
 
 def test_read_squad_gives_unanswerable_questions_no_answer(tmp_path):
