@@ -35,6 +35,9 @@ Normalised columns (`load_splits` output), so trainers need no per-dataset code:
     ir: "train" is a Dataset of pairs {"query", "positive"} (prefixes not applied: see task.query_prefix);
         "validation"/"test" are `RetrievalSplit`s {corpus, queries, qrels}.
 
+Which data a task's test scores come from, as the model cards and the results dataset name it (a Hub split, the
+bundle file that copies one, a carve, a stand-in): `describe_test_data(name, source)`.
+
 Splits follow docs/protocol.md (each task's YAML `notes` says its own); Hub sources follow the harness
 (`encodeval/datasets.py`, MLM_vs_CLM branch) where its datasets load with datasets>=4, and mteb's copies for IR;
 offline tests exercise them through a local-folder stand-in only.
@@ -45,6 +48,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import functools
 import math
 import os
 import random
@@ -406,6 +410,108 @@ def data_files(task: Task, source: str = "offline", data_dir=None) -> list[Path]
             return sorted({corpus, queries, *qrels.values()})
         files = _resolve_files(task, spec.files or {}, *_data_root(task, spec, data_dir))
     return sorted({p for paths in files.values() for p in paths})
+
+
+# Offline test files that are not a copy of the split their task's `hub:` maps to the test role (every other one is,
+# e.g. sc/sst2/dev.tsv is GLUE SST-2's validation split; source: the bundle's README): `split`, the Hub split the file
+# is instead; `stand_in`, what the file is when it is not that Hub dataset at all (its results carry this note).
+OFFLINE_TEST_FILES = {
+    "sc/qqp/test.tsv.gz": {
+        "stand_in": "the test half of a balanced random split of the raw Quora release (5k duplicates, 5k not), not "
+        "GLUE QQP; not comparable with published QQP numbers"
+    },
+    "sc/mrpc/test.tsv": {"split": "test"},  # the labelled MSR Paraphrase test set, which GLUE ships without labels
+}
+
+
+def _carve(rule: dict) -> str:
+    by = f"by {rule['group']}, " if rule.get("group") else ""
+    return f"{float(rule['fraction']):.0%} ({by}seed {rule['seed']})"
+
+
+def _role_split(mapping: dict, derive: dict, role: str, name_of=str, outer: bool = True) -> str:
+    """What a role of a task source is: a named split (`mapping`) or a carve of another role, less what later carves
+    take out of it."""
+    if role in mapping:
+        text = name_of(mapping[role])
+    elif role in derive:
+        text = f"{_carve(derive[role])} of {_role_split(mapping, derive, derive[role]['from'], name_of, False)}"
+    else:
+        raise ValueError(f"no {role!r} split in {mapping} (derive: {derive})")
+    taken = [f"{_carve(rule)} carved out as {other}" for other, rule in derive.items() if rule["from"] == role]
+    return f"{text}, less {' and '.join(taken)}" if taken and outer else text
+
+
+def _file_split(paths) -> str:
+    """The split a bundle file holds, by its name: `sc/sst2/dev.tsv` -> `dev`, `tc/conll2003/eng.testb.gz` ->
+    `eng.testb`."""
+    suffixes = (".gz", ".json", ".jsonl", ".tsv", ".iob2", ".txt")
+    return " + ".join(
+        functools.reduce(str.removesuffix, suffixes, Path(path).name)
+        for path in ([paths] if isinstance(paths, str) else paths)
+    )
+
+
+def _hub_splits(hub) -> dict:
+    """The Hub splits of a task's `HubSource` by role (ir: its qrels splits)."""
+    return hub.splits or (hub.qrels or {}).get("splits") or {}
+
+
+@functools.cache
+def describe_test_data(task_name: str, source: str) -> dict:
+    """Which data the test scores of registered task `task_name` come from (`source`: "hub" or "offline", as a
+    result's identity records it), as the model-index and the cards name it: the Hub dataset, config and split the
+    test role maps to, or the split an offline file copies, a carved split, or a stand-in (`OFFLINE_TEST_FILES`).
+
+    Returns:
+        {"dataset": a Hub id (the task name when not a Hub split), "config", "split", "revision", "origin", "stand_in":
+        None or what the data is instead, "label": one line for tables, "notes": the task's notes on its offline data
+        ("" for the Hub)}.
+    """
+    try:
+        task = load_task(task_name)
+    except (ValueError, FileNotFoundError):
+        raise ValueError(
+            f"task {task_name!r} of the results is not in evaluation/tasks/: which data its scores come from is "
+            "unknown; add its YAML there"
+        ) from None
+    hub, out = task.hub, {"config": None, "revision": None, "stand_in": None, "notes": ""}
+    spec = hub if source == "hub" else task.offline
+    if spec is None or (isinstance(spec, OfflineSource) and spec.unavailable is not None):
+        raise ValueError(f"task {task_name!r} has no {source} data, yet results claim it: check their identity")
+    if source == "hub":
+        out.update(
+            dataset=hub.path,
+            config=hub.name,
+            revision=hub.revision,
+            origin="Hub",
+            split=_role_split(_hub_splits(hub), hub.derive or {}, "test"),
+        )
+    elif source == "offline":
+        files, derive = spec.files or spec.qrels or {}, spec.derive or {}
+        out.update(origin="offline bundle", notes=" ".join(task.notes.split()))
+        test_files = [] if "test" not in files else [files["test"]] if isinstance(files["test"], str) else files["test"]
+        facts = [OFFLINE_TEST_FILES.get(f) or {} for f in test_files]
+        stand_in = "; ".join(f["stand_in"] for f in facts if "stand_in" in f) or None
+        if not test_files:  # carved out of another file: not an official split
+            stand_in = "a split carved from the bundle's files, not an official split of the dataset"
+        if hub and "test" in _hub_splits(hub) and not stand_in:  # the file is a copy of the Hub split
+            hub_split = next((f["split"] for f in facts if "split" in f), _hub_splits(hub)["test"])
+            out.update(dataset=hub.path, config=hub.name, split=_role_split(files, derive, "test", lambda _: hub_split))
+        else:
+            out.update(dataset=task.name, split=_role_split(files, derive, "test", _file_split), stand_in=stand_in)
+    else:
+        raise ValueError(f"unknown data source {source!r} for task {task_name!r}: expected 'hub' or 'offline'")
+    where = f"`{out['dataset']}`" + (f" ({out['config']})" if out["config"] else "")
+    note = (
+        f" (stand-in: {out['stand_in']})"
+        if out["stand_in"]
+        else " (offline bundle copy)"
+        if source == "offline"
+        else ""
+    )
+    out["label"] = f"{where}, {out['split']}{note}"
+    return out
 
 
 def _data_root(task: Task, spec: OfflineSource, data_dir) -> tuple[Path, str]:

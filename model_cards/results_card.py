@@ -51,19 +51,18 @@ def build_results_card(results_dir, summary_csv, repo_id: str | None = None, sca
         configs=configs,
         dataset_info=info,
     )
-    from evaluation import tasks
+    from evaluation.tasks import describe_test_data  # the task registry: imported only when scores are described
 
     data = []
     for task, source in sorted({(r["task"], r["source"]) for r in runs}):
-        described = results_dataset.task_test_data(task, source)
-        notes = " ".join(tasks.load_task(task).notes.split()) if source == "offline" else ""
+        described = describe_test_data(task, source)
         scored = sorted({r["scored"] for r in runs if (r["task"], r["source"]) == (task, source)})
         data.append(
             {
                 "task": task,
                 "source": source,
                 "label": described["label"],
-                "notes": notes,
+                "notes": described["notes"],
                 "scored": "; ".join(filter(None, scored)) or "not kept",
             }
         )

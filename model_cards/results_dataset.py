@@ -1,13 +1,12 @@
-"""The results dataset: which data each score was computed on (`task_test_data`), and the per-run result files as
-flat tables (`write_tables`: `runs.jsonl`, one row per fine-tuning run; `predictions/<model>.jsonl`, one per run, split
-and instance; `summary.jsonl`, summary.csv typed) with one typed schema for every task family (`RUNS_FEATURES`,
-`PREDICTIONS_FEATURES`), declared in the dataset card so that `datasets.load_dataset(repo, "runs")` never guesses a
-column's type.
+"""The results dataset: the per-run result files as flat tables (`write_tables`: `runs.jsonl`, one row per
+fine-tuning run; `predictions/<model>.jsonl`, one per run, split and instance; `summary.jsonl`, summary.csv typed) with
+one typed schema for every task family (`RUNS_FEATURES`, `PREDICTIONS_FEATURES`), declared in the dataset card so that
+`datasets.load_dataset(repo, "runs")` never guesses a column's type. Which data a task's test scores come from is
+`evaluation.tasks.describe_test_data`'s.
 """
 
 import contextlib
 import csv
-import functools
 import json
 from pathlib import Path
 
@@ -62,100 +61,6 @@ PREDICTIONS_FEATURES = {
 PREDICTION_KEYS, REFERENCE_KEYS, ID_KEYS = ("prediction", "ranking"), ("reference", "relevance"), ("id", "qid")
 
 
-# ------------------------------------------------------------------------------------------- which test data
-def _carve(rule: dict) -> str:
-    by = f"by {rule['group']}, " if rule.get("group") else ""
-    return f"{float(rule['fraction']):.0%} ({by}seed {rule['seed']})"
-
-
-def _role_split(mapping: dict, derive: dict, role: str, name_of=str, outer: bool = True) -> str:
-    """What a role of a task source is: a named split (`mapping`) or a carve of another role, less what later carves
-    take out of it."""
-    if role in mapping:
-        text = name_of(mapping[role])
-    elif role in derive:
-        text = f"{_carve(derive[role])} of {_role_split(mapping, derive, derive[role]['from'], name_of, False)}"
-    else:
-        raise ValueError(f"no {role!r} split in {mapping} (derive: {derive})")
-    taken = [f"{_carve(rule)} carved out as {other}" for other, rule in derive.items() if rule["from"] == role]
-    return f"{text}, less {' and '.join(taken)}" if taken and outer else text
-
-
-def _file_split(paths) -> str:
-    """The split a bundle file holds, by its name: `sc/sst2/dev.tsv` -> `dev`, `tc/conll2003/eng.testb.gz` ->
-    `eng.testb`."""
-    suffixes = (".gz", ".json", ".jsonl", ".tsv", ".iob2", ".txt")
-    return " + ".join(
-        functools.reduce(str.removesuffix, suffixes, Path(path).name)
-        for path in ([paths] if isinstance(paths, str) else paths)
-    )
-
-
-def _hub_splits(hub) -> dict:
-    """The Hub splits of a task's `HubSource` by role (ir: its qrels splits)."""
-    return hub.splits or (hub.qrels or {}).get("splits") or {}
-
-
-@functools.cache
-def task_test_data(task_name: str, source: str) -> dict:
-    """Which data the test scores of `task_name` come from (`source`: "hub" or "offline", as the result's identity
-    records it), as the model-index and the cards name it: the Hub dataset, config and split the test role maps to, or
-    the split an offline file copies, a carved split, or a stand-in (`offline_data.yaml`).
-
-    Returns:
-        {"dataset": a Hub id (the task name when not a Hub split), "config", "split", "revision", "origin", "stand_in":
-        None or what the data is instead, "label": one line for tables}.
-    """
-    from evaluation import (
-        tasks,  # the task registry (seqeval, datasets): imported only when scores are described
-    )
-
-    try:
-        task = tasks.load_task(task_name)
-    except (ValueError, FileNotFoundError):
-        raise ValueError(
-            f"task {task_name!r} of the results is not in evaluation/tasks/: the cards cannot say which "
-            "data its scores come from; add its YAML there"
-        ) from None
-    hub, out = task.hub, {"config": None, "revision": None, "stand_in": None}
-    spec = hub if source == "hub" else task.offline
-    if spec is None or (isinstance(spec, tasks.OfflineSource) and spec.unavailable is not None):
-        raise ValueError(f"task {task_name!r} has no {source} data, yet results claim it: check their identity")
-    if source == "hub":
-        out.update(
-            dataset=hub.path,
-            config=hub.name,
-            revision=hub.revision,
-            origin="Hub",
-            split=_role_split(_hub_splits(hub), hub.derive or {}, "test"),
-        )
-    elif source == "offline":
-        files, derive = spec.files or spec.qrels or {}, spec.derive or {}
-        out["origin"] = "offline bundle"
-        test_files = [] if "test" not in files else [files["test"]] if isinstance(files["test"], str) else files["test"]
-        facts = [OFFLINE_DATA["test_files"].get(f) or {} for f in test_files]
-        stand_in = "; ".join(f["stand_in"] for f in facts if "stand_in" in f) or None
-        if not test_files:  # carved out of another file: not an official split
-            stand_in = "a split carved from the bundle's files, not an official split of the dataset"
-        if hub and "test" in _hub_splits(hub) and not stand_in:  # the file is a copy of the Hub split
-            hub_split = next((f["split"] for f in facts if "split" in f), _hub_splits(hub)["test"])
-            out.update(dataset=hub.path, config=hub.name, split=_role_split(files, derive, "test", lambda _: hub_split))
-        else:
-            out.update(dataset=task.name, split=_role_split(files, derive, "test", _file_split), stand_in=stand_in)
-    else:
-        raise ValueError(f"unknown data source {source!r} for task {task_name!r}: expected 'hub' or 'offline'")
-    where = f"`{out['dataset']}`" + (f" ({out['config']})" if out["config"] else "")
-    note = (
-        f" (stand-in: {out['stand_in']})"
-        if out["stand_in"]
-        else " (offline bundle copy)"
-        if source == "offline"
-        else ""
-    )
-    out["label"] = f"{where}, {out['split']}{note}"
-    return out
-
-
 def scored_test(record: dict) -> dict:
     """How many test instances a result scored: {"n" (None when it kept none), "capped" (by the grid's `--max_eval`),
     "text": the cards' words}."""
@@ -194,15 +99,17 @@ def _main(scores: dict, metric: str):
 
 def run_row(record: dict) -> dict:
     """One `runs` row (every column of RUNS_FEATURES) from a published result record."""
+    from evaluation.tasks import describe_test_data  # the task registry: imported only when scores are described
+
     source, metric = record_source(record), store.main_metric(record)
-    data = task_test_data(record["task"], source)
+    data = describe_test_data(record["task"], source)
     return {
         "model": record["model"],
         "task": record["task"],
         "family": record["family"],
         "lr": float(record["lr"]),
         "seed": int(record["seed"]),
-        "status": record["status"],
+        "status": store.OK if store.scored(record) else store.DIVERGED,
         "main_metric": metric,
         **{f"main_score_{s}": _main(store.split_scores(record, s), metric) for s in store.SPLITS},
         **{f"{s}_scores": _json(store.split_scores(record, s) or {}) for s in store.SPLITS},

@@ -9,7 +9,7 @@ from pathlib import Path
 from core import model_folders, run_folders, store
 from core.formatting import table_cell
 from core.names import try_parse_name
-from model_cards.results_dataset import record_source, scored_test, task_test_data
+from model_cards.results_dataset import record_source, scored_test
 
 # model-index task types, one per evaluation family (the paper's four).
 FAMILY_TASK_TYPES = {
@@ -138,6 +138,8 @@ def evaluation_rows(checkpoint_dir: Path, model: str, summary_csv, results_dir, 
             "an evaluation summary needs its per-run results folder too (--results): they say which "
             "data each score was computed on, and that it was computed on these weights"
         )
+    from evaluation.tasks import describe_test_data  # the task registry: imported only when scores are described
+
     identity, paths = model_folders.checkpoint_identity(checkpoint_dir), {}
     for path in store.result_files(results_dir):
         paths.setdefault((path.parent.parent.name, path.parent.name), path)
@@ -153,7 +155,7 @@ def evaluation_rows(checkpoint_dir: Path, model: str, summary_csv, results_dir, 
                 f"{path} was made from other weights than {checkpoint_dir} ({'; '.join(why)}): "
                 "the summary is not this checkpoint's; evaluate it, or pass the right results"
             )
-        row["data"] = task_test_data(row["task"], record_source(record))
+        row["data"] = describe_test_data(row["task"], record_source(record))
         row["scored"] = scored_test(record)
     return rows
 

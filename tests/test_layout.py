@@ -289,8 +289,8 @@ def test_the_report_and_the_cards_load_neither_torch_nor_datasets():
     """The analysis reads result files and the cards read configs and task definitions: neither needs the fine-tuning
     stack (torch, transformers, datasets), measured on the modules a fresh process has loaded."""
     code = (
-        "import sys; import analysis.report, model_cards.generate; from model_cards import results_dataset; "
-        "results_dataset.task_test_data('sst2', 'offline'); "
+        "import sys; import analysis.report, model_cards.generate; from evaluation import tasks; "
+        "tasks.describe_test_data('sst2', 'offline'); "
         "model_cards.generate._is_causal(sys.argv[1]); "
         "print(sorted(m for m in ('torch', 'transformers', 'datasets') if m in sys.modules))"
     )

@@ -16,9 +16,9 @@ from analysis.statistics import confidence_interval, load_results, summarize
 from core import artifacts, model_folders, run_folders, store
 from core.formatting import table_cell
 from core.names import scaled_name
+from evaluation.tasks import describe_test_data
 from model_cards.generate import build_model_card, describe_name, main, parse_name
 from model_cards.results_card import build_results_card
-from model_cards.results_dataset import task_test_data
 from pretraining.inputs import CptStart
 from pretraining.provenance import make_run_info
 from pretraining.settings import PretrainArguments
@@ -693,7 +693,7 @@ def test_recordedof_other_weights_are_refused(tmp_path):
     ],
 )
 def test_test_data_follows_the_task_definition(task, source, dataset, split, stand_in):
-    data = task_test_data(task, source)
+    data = describe_test_data(task, source)
     assert (data["dataset"], data["split"], bool(data["stand_in"])) == (dataset, split, stand_in)
 
 
