@@ -126,7 +126,7 @@ def check_golden(family: str, result: dict, update: bool = False) -> None:
             json.dumps(
                 {
                     "what": "per-instance outputs and scores of a tiny model fine-tuned 4 steps on "
-                    "{FAMILIES[family][0]} "
+                    f"{FAMILIES[family][0]} "
                     "(tests/test_scoring.py), CPU fp32",
                     "command": "GOLDEN_UPDATE=1 python -m pytest tests/test_scoring.py",
                     "recorded_with": {"torch": torch.__version__, "transformers": transformers.__version__},
