@@ -4,6 +4,7 @@
 names (docs/evaluation.md, "Adding a dataset", says what each does). Any file may be gzip-compressed (.gz). The
 record formats (tsv, jsonl, conll, squad) return one raw dict per example (cached in-process by `read_records`);
 beir returns texts by id and judgements. The Hub source is read by `read_hub` and `read_hub_retrieval` (mteb/BEIR).
+A file is read exactly as written or refused in one line naming it and the line: no cell is dropped or shifted.
 """
 
 from __future__ import annotations

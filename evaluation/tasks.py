@@ -12,8 +12,9 @@ YAML fields (the `Task` dataclass; unknown keys raise): name, family (sc | tc | 
 `evaluation.metrics`), budget ({max_steps: N} or {epochs: N}), labels (sc: class names; tc: IOB2 tag names, in id
 order), template (sc: str.format template over the input fields, e.g. "Premise: {premise}\\nHypothesis:
 {hypothesis}"), query_prefix / document_prefix (ir), squad_version (qa: "v1.1" scores with the v1.1 script's rules
-and always predicts a span; "v2.0" predicts and scores no-answer), tc_labelling (tc: "first" or "all", see
-`evaluation/token_classification.py`), description, notes (caveats printed next to results), hub, offline.
+and always predicts a span; "v2.0" predicts and scores no-answer), tc_labelling (tc, required: "all", the paper's,
+or "first", see `evaluation/token_classification.py`), description, notes (caveats printed next to results), hub,
+offline.
 Offline source (`offline:`, an `OfflineSource`): format (tsv | jsonl | conll | squad | beir) and its reader's
 options (columns, header, token_column, tag_column, separator, comment_prefix, docstart, token_prefix; beir: corpus,
 queries, qrels, doc_template; docs/evaluation.md says what each does), root (the folder file paths are relative to,
