@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from scipy import stats
 
-from analysis import import_encodeval, report, statistics
+from analysis import findings, import_encodeval, report, statistics
 from core import artifacts, run_folders, store
 from evaluation import tasks
 
@@ -99,17 +99,21 @@ def test_report_on_the_imported_tree_shows_means_missing_runs_and_comparisons(im
     assert "## Imported from EncodEval" in summary and "2 models are the paper's own runs" in summary
     assert "| 610m-clm-42k | 608M | 42,000 | mldr | 26 |" in summary
     assert "| 610m-mlm40-42k | 608M | 42,000 | mldr | 26 |" in summary
-    findings = list(csv.DictReader(open(tmp_path / "report" / "findings.csv")))
-    ir = [f for f in findings if f["finding"] == "ir_mlm_better"]
-    # the paper's own runs, worded as what they are: 2 of its 6 LRs imported, mldr without a trivial baseline
+    tested = list(csv.DictReader(open(tmp_path / "report" / "findings.csv")))
+    ir = [f for f in tested if f["finding"] == "ir_mlm_better"]
+    # the paper's own runs, worded as what they are: 2 of its 6 LRs imported; mldr's declared random-ranking baseline
+    # lets the chance gate pass (both models clear it), so only the partial LR grid blocks the verdict
     assert ir and "610m-mlm40-42k: 2 of the paper's 6 LRs imported (26 runs missing)" in ir[0]["untestable"]
-    assert "mldr has no known trivial baseline" in ir[0]["untestable"]
-    assert "## The paper's findings with these runs" in summary and "at this scale" not in summary
-    assert "**not testable with these runs: no SC task imported**" in summary
-    assert "**not testable with these runs: mldr has no known trivial baseline" in summary
+    assert "trivial baseline" not in ir[0]["untestable"] and "not above chance" not in ir[0]["untestable"]
+    where = findings.IMPORTED_WHERE
+    assert f"## The paper's findings {where}" in summary and "at this scale" not in summary
+    assert f"**not testable {where}: no SC task imported**" in summary
+    assert f"**not testable {where}: 610m-clm-42k: 2 of the paper's 6 LRs imported" in summary
     assert "a best LR is the best of the imported LRs" in summary and "never bracketed" not in summary
-    assert "clear it." not in summary and "2 model x task means have no known trivial baseline (mldr)" in summary
-    assert "| *trivial baseline* |  |  | unknown |" in summary
+    assert "All 2 model x task means with a known baseline clear it." in summary
+    baseline = import_encodeval.BASELINES["mldr"][0]
+    assert f"| *trivial baseline* |  |  | {baseline:.4g} |" in summary
+    assert f"- mldr: {baseline:.4g} (declared: the expected NDCG@10 of a random ranking of 1,000 documents" in summary
 
 
 def own_record(model: str, task: str = "mldr", lr: float = 1e-4, seed: int = 0) -> dict:
@@ -229,17 +233,25 @@ def test_one_report_of_a_study_ones_own_model_and_the_papers_runs(imported, tmp_
 
 
 def test_objective_figure_plots_every_row_and_promises_only_what_it_draws(imported, tmp_path, call_main, monkeypatch):
-    """Imported runs alone: every bar at its row's mean, titled at the paper's scale (true), and no dashed baseline
-    promised (the harness recorded none). Beside them a user's own model (its IR bar too, drawn among the imported
-    final checkpoints) with its trivial baseline: drawn and said, and no scale claimed for a name outside the
-    grammar."""
+    """Imported runs alone: every bar at its row's mean, titled at the paper's scale (true), mldr's declared baseline
+    drawn dashed and said; the same runs filed as a dataset without a known baseline (nq): no dashed baseline
+    promised. Beside them a user's own model (its IR bar too, drawn among the imported final checkpoints) with its
+    trivial baseline: drawn and said, and no scale claimed for a name outside the grammar."""
     root, _ = imported
     drawn = drawn_figures(monkeypatch)
     assert call_main(report.main, root, "--output", tmp_path / "paper").returncode == 0
     heights, caption, labels = bars(drawn["objective_ir.png"])
+    assert set(heights) == set(MODELS) and "trivial baseline" in labels and "dashed" in caption
+    assert drawn["objective_ir.png"].axes[0].get_title().endswith("(paper scale)")
+    tree = tmp_path / "nq" / "results"
+    for model in MODELS:
+        shutil.copytree(REAL / model / "IR" / "mldr_en", tree / model / "IR" / "nq")
+    assert call_main(import_encodeval.main, tree, "--output", tmp_path / "nq" / "imported").returncode == 0
+    drawn.clear()
+    assert call_main(report.main, tmp_path / "nq" / "imported", "--output", tmp_path / "nq" / "report").returncode == 0
+    heights, caption, labels = bars(drawn["objective_ir.png"])
     assert set(heights) == set(MODELS) and "trivial baseline" not in labels
     assert "no trivial baseline drawn" in caption and "dashed" not in caption
-    assert drawn["objective_ir.png"].axes[0].get_title().endswith("(paper scale)")
     baseline = {"trivial_baseline": {"validation": {"ndcg@10": 0.1}, "test": {"ndcg@10": 0.1}}}
     for seed in (0, 1):
         store.write_result(
@@ -323,9 +335,9 @@ def _score_off(path: Path) -> None:
     path.write_text(json.dumps(run, indent=4))
 
 
-def _no_scores(path: Path) -> None:
+def _not_scores(path: Path) -> None:
     run = json.loads(path.read_text())
-    del run["validation"]["scores_i"]
+    run["validation"]["scores_i"] = "0.5"
     path.write_text(json.dumps(run, indent=4))
 
 
@@ -334,7 +346,7 @@ def _no_scores(path: Path) -> None:
     [
         (_truncate, "is not valid JSON .*truncated"),
         (_score_off, "is not the mean of its 800 scores_i"),
-        (_no_scores, "is not an EncodEval result: `validation` needs"),
+        (_not_scores, "is not an EncodEval result: `validation` needs"),
         (Path.unlink, "is missing: the run folder is there without its result"),
     ],
 )
