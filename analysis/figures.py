@@ -58,9 +58,9 @@ def _baseline_words(rows, tasks, drawn: str) -> str:
     if not (without := [t for t in tasks if trivial_baseline(rows, t) is None]):
         return drawn
     if len(without) == len(tasks):
-        words = "no trivial baseline drawn: these results record none (imported EncodEval runs carry none)"
+        words = "no trivial baseline drawn: these results record none (an imported dataset may have none)"
         return words[0].upper() + words[1:] if drawn[0].isupper() else words
-    return f"{drawn}, none recorded for {', '.join(without)} (imported EncodEval runs carry none)"
+    return f"{drawn}, none recorded for {', '.join(without)} (an imported dataset may have none)"
 
 
 def _size(p: names.ModelName) -> str:

@@ -160,6 +160,7 @@ CLAIMS = {
 FAMILY_FINDING = {"tc": "tc_clm_on_par", "sc": "sc_mlm_better", "qa": "qa_mlm_better", "ir": "ir_mlm_better"}
 FINDING_FAMILY = {**{finding: family for family, finding in FAMILY_FINDING.items()}, "ir_gap_narrows": "ir"}
 BOUND = {"tc_clm_on_par": -TC_MARGIN}  # the claim's bound on A - B (0 for every other finding)
+IMPORTED_WHERE = "on the paper's own runs (this project's statistics)"  # a verdict on imported runs says so
 UNTESTED = dict.fromkeys(("delta", "p", "p_other", "ci_low", "ci_high"), math.nan)
 
 
@@ -440,10 +441,16 @@ def _pair(records, rows, regime, finding, task, model_a, model_b, budget=None, c
     if not runs_a or not runs_b:
         return []
     metric, family, grid = store.main_metric(runs_a[0]), runs_a[0]["family"], [*(check or []), model_a, model_b]
-    result = statistics.paired_comparison(runs_a, runs_b, metric)
     reason = untestable(rows, regime, task, family, check or [model_a, model_b], budget, grid=grid)
+    if bare := sorted({regime.shown(r["model"]) for r in runs_a + runs_b if not _has_instances(r, metric)}):
+        reason = "; ".join(
+            filter(None, [reason, f"{', '.join(bare)}: runs without per-instance test scores (a trimmed import)"])
+        )
+        tested = {**UNTESTED, "hypothesis": hypothesis(finding)}
+    else:
+        tested = _tested_interval(finding, statistics.paired_comparison(runs_a, runs_b, metric))
     entity = ""
-    if finding == "tc_clm_on_par" and all(_has_entity(r) for r in runs_a + runs_b):
+    if finding == "tc_clm_on_par" and all(_has_instances(r, "entity_f1") for r in runs_a + runs_b):
         e = statistics.paired_comparison(runs_a, runs_b, "entity_f1")
         entity = f"{e['delta']:+.4f} [{e['ci_low']:+.4f}, {e['ci_high']:+.4f}]"
     return [
@@ -455,7 +462,7 @@ def _pair(records, rows, regime, finding, task, model_a, model_b, budget=None, c
             "b": model_b,
             "measure": metric,
             "entity_f1": entity,
-            **_tested_interval(finding, result),
+            **tested,
             "n_seeds": f"{_n_units(runs_a)}/{_n_units(runs_b)}",
             "untestable": reason,
             "bracket": declared_brackets(rows, regime, task, grid),
@@ -463,12 +470,13 @@ def _pair(records, rows, regime, finding, task, model_a, model_b, budget=None, c
     ]
 
 
-def _has_entity(record: dict) -> bool:
-    """Whether a TC run kept its per-instance entity counts (this project's runs do; imported ones do not)."""
+def _has_instances(record: dict, metric: str) -> bool:
+    """Whether a run kept the per-instance test scores of `metric` a paired comparison needs (this project's runs do;
+    imported TC runs keep no entity counts, a trimmed import no per-instance scores at all)."""
     if (kept := store.kept_scores(record)) is not None:
-        return "entity_f1" in kept
+        return metric in kept
     rows = store.instances(record)
-    return bool(rows) and "entity_tp" in rows[0]
+    return bool(rows) and ("entity_tp" if metric == "entity_f1" else metric) in rows[0]
 
 
 def _tested(finding: str, estimate: float, se: float, df: float, side: int | None = None) -> dict:
@@ -752,7 +760,7 @@ def verdicts(rows: list[dict], families: set[str] | None = None, imported: bool 
     """One verdict per finding (agrees / disagrees / mixed / inconclusive, or not testable with the reasons; "with these
     runs" when `imported`). A finding's claims are its (task, A, B) comparisons, each supporting only when all its tests
     do. A family finding with no task of its family in `families` is not testable."""
-    where = "with these runs" if imported else "at this scale"
+    where = IMPORTED_WHERE if imported else "at this scale"
     out = []
     for finding, (claim, _) in CLAIMS.items():
         mine = [r for r in rows if r["finding"] == finding]

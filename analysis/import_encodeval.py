@@ -33,6 +33,38 @@ RESULT_NAME = "results.json"
 IDENTITY = {"imported": "encodeval"}  # no protocol identity: the harness recorded none
 MISSING_RUNS = "missing_runs.csv"  # beside the imported records: the paper's grid runs the tree lacks
 MISSING_COLUMNS = ["model", "task", "lr", "seed", "expected"]
+INCOMPLETE = ".import-incomplete"  # in --output while an import writes it: a folder holding it is refused by the report
+# this project's task -> (its trivial baseline's test score in the family's metric, how it is known, from what):
+# "computed" from the task's data in the bundle, whose test split is EncodEval's (tests/test_import_encodeval.py
+# recomputes each with `evaluation.baselines`), or "declared" from EncodEval's setup (docs/evaluation.md gives the
+# source); a task not listed has none (its findings are then not testable)
+BASELINES = {
+    "sst2": (
+        0.5091743119266054,
+        "computed",
+        "the training split's majority class (positive) on the 872 sentences of GLUE's validation split, EncodEval's "
+        "test set",
+    ),
+    "conll2003": (
+        0.4778333744393713,
+        "computed",
+        "all \"O\" on the 3,453 sentences of the official testb, EncodEval's test set, scored on the file's own IOB1 "
+        "tags as EncodEval scored them",
+    ),
+    "squad": (
+        0.04661071636941165,
+        "computed",
+        "the passage's first 2 words (the median gold answer length of the bundled training subset) on the 10,570 "
+        "questions of the official dev set, EncodEval's test set",
+    ),
+    "mldr": (
+        0.004543559338088284,
+        "declared",
+        "the expected NDCG@10 of a random ranking of 1,000 documents with one relevant per query: EncodEval pools "
+        "the judged documents of MLDR's 200 validation and 800 test queries into one corpus (at most 1,000; a "
+        "smaller one only raises the random ranking's score)",
+    ),
+}
 
 
 def is_imported(record: dict) -> bool:
@@ -45,35 +77,41 @@ def imported_record(model: str, task: str, family: str, lr: float, seed: int, ru
     metric = METRICS[family]
     scores = {
         "validation": {metric: run["validation"]["score"]},
-        "test": {metric: run["test"]["score"], "per_instance": {metric: run["test"]["scores_i"]}},
+        "test": {metric: run["test"]["score"], "per_instance": {metric: run["test"].get("scores_i", [])}},
     }
+    body, source = store.result_body(metric, scores), {"kind": store.IMPORTED_SOURCE, "path": path}
+    if task in BASELINES:
+        value, how, what = BASELINES[task]
+        body["trivial_baseline"] = {"validation": None, "test": {metric: value}}
+        source["baseline"] = f"{how}: {what}"
     # no protocol identity and no library versions: EncodEval's runs record neither
     return store.new_result(
-        model,
-        task,
-        family,
-        lr,
-        seed,
-        store.result_body(metric, scores),
-        dict(IDENTITY),
-        {},
-        store.pretrain_seed(model),
-        source={"kind": store.IMPORTED_SOURCE, "path": path},
+        model, task, family, lr, seed, body, dict(IDENTITY), {}, store.pretrain_seed(model), source=source
     )
 
 
+def baseline_note(task: str) -> str:
+    """How an imported task's trivial baseline is known ("computed: ...", "declared: ..."), or that it has none."""
+    if task not in BASELINES:
+        return "none known: its findings are not testable"
+    value, how, what = BASELINES[task]
+    return f"{value:.4g} ({how}: {what})"
+
+
 def _check_run(path: Path) -> dict:
-    """A results.json: {"validation"|"test": {"score": number, "scores_i": [numbers]}}, score their mean."""
+    """A results.json: {"validation"|"test": {"score": number, "scores_i": [numbers]}}, score their mean. `scores_i`
+    may be left out (a trimmed copy, docs/paper-runs/'s): the run then has no per-instance scores, and a paired
+    comparison that needs them says so instead of being made."""
     run = artifacts.read_json(path, "EncodEval result")
     for split in ("validation", "test"):
         part = run.get(split) if isinstance(run, dict) else None
-        score, scores = (part.get("score"), part.get("scores_i")) if isinstance(part, dict) else (None, None)
-        if not _number(score) or not isinstance(scores, list) or not scores or not all(map(_number, scores)):
+        score, scores = (part.get("score"), part.get("scores_i", [])) if isinstance(part, dict) else (None, None)
+        if not _number(score) or not isinstance(scores, list) or not all(map(_number, scores)):
             raise ValueError(
-                f"{path} is not an EncodEval result: `{split}` needs a finite `score` and a non-empty "
-                "list of finite `scores_i`"
+                f"{path} is not an EncodEval result: `{split}` needs a finite `score` and a list of finite "
+                "`scores_i` (or none)"
             )
-        if not math.isclose(sum(scores) / len(scores), score, rel_tol=1e-9, abs_tol=1e-9):
+        if scores and not math.isclose(sum(scores) / len(scores), score, rel_tol=1e-9, abs_tol=1e-9):
             raise ValueError(
                 f"{path}: `{split}` score {score} is not the mean of its {len(scores)} scores_i "
                 f"({sum(scores) / len(scores)}); the file is not what this importer reads"
@@ -169,6 +207,15 @@ def read_tree(
     return runs, missing
 
 
+def check_complete(results_dir: str | Path) -> None:
+    """Refuse (ValueError, one line) a results directory an import is writing or failed to finish (`INCOMPLETE`)."""
+    if (Path(results_dir) / INCOMPLETE).exists():
+        raise ValueError(
+            f"{results_dir} holds {INCOMPLETE}: an import into it is running or did not finish (a full disk?), so "
+            "its records are not the whole import; run `python -m analysis.import_encodeval` into it again"
+        )
+
+
 def missing_counts(results_dir: str | Path) -> dict[tuple[str, str], int]:
     """{(model, task): runs missing} from an imported directory's `missing_runs.csv` ({} when it has none)."""
     path = Path(results_dir) / MISSING_RUNS
@@ -228,6 +275,8 @@ def main(argv=None) -> Path:
     for run in runs:
         run["target"] = store.result_path(output, run["model"], run["task"], run["lr"], run["seed"])
     stale = _check_output(output, results, runs)
+    # marked first, unmarked last: a write that fails part-way leaves a folder the report refuses (`check_complete`)
+    artifacts.write_json_atomic(output / INCOMPLETE, {"importing": str(results), "runs": len(runs)})
     for run in runs:  # each file read again, one at a time: the import holds one run's scores at once
         record = imported_record(
             run["model"], run["task"], run["family"], run["lr"], run["seed"], _check_run(run["path"]), run["source"]
@@ -243,10 +292,13 @@ def main(argv=None) -> Path:
     writer.writeheader()
     writer.writerows({**row, "lr": f"{row['lr']:g}"} for row in missing)
     artifacts.write_text_atomic(output / MISSING_RUNS, buffer.getvalue())
+    (output / INCOMPLETE).unlink()
     models = {r["model"] for r in runs}
     if stale:
         print(f"removed {len(stale)} records of an earlier import into {output} that this import does not have")
     print(f"imported {len(runs)} runs of {len(models)} models on {len({r['task'] for r in runs})} tasks into {output}")
+    for task in sorted({r["task"] for r in runs}):
+        print(f"trivial baseline of {task}: {baseline_note(task)}")
     if outside := sorted(m for m in models if names.try_parse_name(m) is None):
         print(f"outside the paper's name grammar (reported as other encoders): {', '.join(outside)}")
     counts = collections.Counter((row["model"], row["task"]) for row in missing)

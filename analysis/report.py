@@ -120,7 +120,7 @@ UNITS = (
 
 def findings_markdown(tested: list[dict], families: set[str], imported: bool = False) -> list[str]:
     """The verdicts, their Holm families and error rate, then every comparison behind them."""
-    where = "with these runs" if imported else "at this scale"
+    where = findings.IMPORTED_WHERE if imported else "at this scale"
     alpha = findings.ALPHA
     lines = [
         f"## The paper's findings {where}",
@@ -396,6 +396,16 @@ def checks_lines(rows: list[dict], regime: findings.Regime) -> list[str]:
     ]
 
 
+def imported_baselines(records: list[dict]) -> dict[str, str]:
+    """{task: its imported records' trivial baseline and how it is known ("computed: ...", "declared: ...")}."""
+    out = {}
+    for r in records:
+        if import_encodeval.is_imported(r) and r["task"] not in out:
+            value, how = store.baseline_score(r), r["source"].get("baseline")
+            out[r["task"]] = "none: its findings are not testable" if value is None else f"{value:.4g} ({how})"
+    return dict(sorted(out.items()))
+
+
 def imported_markdown(
     records: list[dict], sources: list[tuple[Path, str | None]], regime: findings.Regime
 ) -> list[str]:
@@ -413,8 +423,10 @@ def imported_markdown(
         f"{len(imported)} models are the paper's own runs, imported from its harness's released results "
         "(hgissbkh/EncodEval, `analysis.import_encodeval`): no model files, no protocol identity. Runs of the "
         f"paper's grid absent from that tree: {sum(missing.values())}, left out of the means, never filled: a "
-        "best LR is the best of the imported LRs, and a task EncodEval scored without a trivial baseline has "
-        "none here.",
+        "best LR is the best of the imported LRs. The findings below are this project's statistics on the "
+        "paper's runs. Each imported task's trivial baseline, as the import recorded it:",
+        "",
+        *(f"- {task}: {note}" for task, note in imported_baselines(records).items()),
     ]
     if not missing:
         return lines

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
+from analysis import import_encodeval
 from analysis.import_encodeval import is_imported
 from core import names, run_folders, store
 
@@ -67,7 +68,9 @@ def run_variance(records: list[dict]) -> tuple[int, float, float]:
 
 def load_results(results_dir: str | Path) -> list[dict]:
     """Every result file under `results_dir` (not temp or moved-aside files), each with its path under "_path",
-    compacted (`compact`); a corrupt or older-format file is refused, naming it."""
+    compacted (`compact`); a corrupt or older-format file, or a folder an import did not finish, is refused, naming
+    it."""
+    import_encodeval.check_complete(results_dir)
     if not (files := store.result_files(results_dir)):
         raise FileNotFoundError(
             f"no result files under {results_dir}; run `python -m evaluation.run ... --output {results_dir}`"
@@ -80,7 +83,7 @@ def compact(record: dict) -> dict:
     (numerator, denominator) float arrays (`instance_columns`), a TC run its entity F1 beside it; about 8 bytes per
     instance, for trees of the paper's size (165 million test instances)."""
     rows, metric = store.instances(record), store.main_metric(record)
-    kept = [metric] if store.scored(record) else []
+    kept = [metric] if store.scored(record) and rows else []  # none kept: a paired comparison refuses the run
     if kept and metric != "entity_f1" and rows and "entity_tp" in rows[0]:  # TC: entity F1 beside it
         kept.append("entity_f1")
     return store.compact(record, {m: instance_columns(rows, m) for m in kept})
@@ -257,7 +260,10 @@ def instance_matrix(records: list[dict], metric: str) -> tuple[np.ndarray, np.nd
         if (kept := store.kept_scores(record)) is None:
             return instance_columns(store.instances(record), metric)
         if metric not in kept:
-            raise ValueError(f"{record['_path']} keeps per-instance scores of {', '.join(kept)} only, not {metric}")
+            raise ValueError(
+                f"{record['_path']} keeps no per-instance test scores of {metric} (it has "
+                f"{', '.join(kept) or 'none'}), which a paired comparison needs"
+            )
         return kept[metric]
 
     pairs = [columns(r) for r in records]

@@ -163,7 +163,7 @@ def kept_scores(record: dict) -> dict | None:
 
 def baseline_score(record: dict, split: str = "test") -> float | None:
     """The task's trivial baseline on `split` in the result's main metric (`evaluation.baselines`), None when the
-    result records none (an imported one)."""
+    result records none (an imported dataset without a known one)."""
     baseline = record.get("trivial_baseline")
     return None if baseline is None else baseline[split][record["main_metric"]]
 
