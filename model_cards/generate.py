@@ -422,7 +422,7 @@ def _eval_results(rows: list[dict]) -> list[EvalResult]:
             "n_seeds": int(r["n_seeds"]),
             "learning_rate": float(r["best_lr"]),
             **({"n_test_instances": scored["n"]} if scored.get("n") else {}),
-            "trivial_baseline": round(summary.number(r["trivial_baseline"]), 4),
+            "trivial_baseline": round(summary.baseline(r), 4),
             **{f"finetune_{k}": budget[k] for k in ("steps", "epochs", "batch_size") if k in budget},
             **({"train_examples": budget["train_examples"]} if budget.get("train_examples") is not None else {}),
             "reduced_budget": budget["reduced"],

@@ -190,8 +190,13 @@ def above_baseline(row: dict) -> bool | None:
     """Whether a summary row's mean is above its task's trivial baseline, as summary.csv gives both (None: either is
     unknown). A mean that is not did no better than a model that learned nothing: its score is no result (a card
     marks it, and model-index publishes only scores above a known baseline)."""
-    mean, baseline = number(row["mean"]), number(row["trivial_baseline"])
-    return None if mean is None or baseline is None else mean > baseline
+    mean, trivial = number(row["mean"]), baseline(row)
+    return None if mean is None or trivial is None else mean > trivial
+
+
+def baseline(row: dict) -> float | None:
+    """A summary row's trivial baseline (its summary.csv column), None when unknown."""
+    return number(row["trivial_baseline"])
 
 
 def table_rows(rows: list[dict]) -> list[dict]:
@@ -202,7 +207,7 @@ def table_rows(rows: list[dict]) -> list[dict]:
             "metric": r["metric"],
             "mean": card_number(r["mean"])
             + (" (not above the trivial baseline)" if above_baseline(r) is False else ""),
-            "baseline": "unknown" if number(r["trivial_baseline"]) is None else card_number(r["trivial_baseline"]),
+            "baseline": "unknown" if baseline(r) is None else card_number(baseline(r)),
             "budget": r["budget"]["text"] if "budget" in r else "",
             "ci": f"[{ci[0]:.4f}, {ci[1]:.4f}]" if (ci := confidence_interval(r)) else "n/a",
             "std": card_number(r["std"]),
