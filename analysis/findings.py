@@ -84,6 +84,9 @@ class Regime:
     # study (`parse_brackets`); an optimum this grid cannot bracket itself counts as bracketed by them, named so
     bracketed_by: dict = field(default_factory=dict)
     step_divisor: int | None = None
+    # model -> {"parameters", "steps", "max_steps"} as its results recorded them (`recorded_runs`): a name the
+    # rules above know nothing of (outside the grammar, or at a scale without a count) is shown with these
+    recorded: dict = field(default_factory=dict)
 
     def __post_init__(self):
         if not isinstance(self.parameters, dict) and isinstance(self.embeddings, dict):  # a toy count, paper embeddings
@@ -104,26 +107,35 @@ class Regime:
 
     def parameters_of(self, shown: str) -> float | None:
         """The parameters (input embedding in, LM head out) of a name as a reader sees it (its scale first): the study's
-        count, or the paper's size table for a paper-scale name under the paper's sizes; None when unknown."""
-        if (p := names.try_parse_name(shown)) is None:
-            return None
-        if isinstance(self.parameters, dict):
-            return None if p.scale else self.parameters.get(p.size)
-        return self.parameters
+        count, or the paper's size table for a paper-scale name under the paper's sizes, else what its results
+        recorded (`recorded`); None when unknown."""
+        if (p := names.try_parse_name(shown)) is not None and not isinstance(self.parameters, dict):
+            return self.parameters
+        known = self.parameters.get(p.size) if p is not None and not p.scale else None
+        return known if known is not None else self.recorded.get(shown, {}).get("parameters")
 
     def steps_of(self, shown: str) -> tuple[int, int] | None:
-        """(the step the run saved this checkpoint at, the run's total) of a name as a reader sees it; None when
-        unknown."""
+        """(the step the run saved this checkpoint at, the run's total) of a name as a reader sees it (from the name,
+        else what its results recorded); None when unknown."""
         p = names.try_parse_name(shown)
         divisor = self.step_divisor or (1 if p and not p.scale and isinstance(self.parameters, dict) else None)
         if p is None or divisor is None:
-            return None
+            run = self.recorded.get(shown)
+            return (run["steps"], run["max_steps"]) if run else None
         return (p.paper_step or p.total_steps) // divisor, p.total_steps // divisor
 
     def both(self, model: str) -> str:
         """ "48.4 (118 without embeddings)": the tokens per parameter under both conventions."""
         counted, bare = (self.tokens_per_parameter(model, c) for c in CONVENTIONS)
         return f"{counted:.3g}" + (f" ({bare:.3g} without embeddings)" if bare is not None else "")
+
+
+def recorded_runs(records: list[dict]) -> dict:
+    """`Regime.recorded`: {model: its parameters and steps} as its results recorded them from the model's
+    run_info.json (`evaluation.run.model_run`), a pretraining replicate under its group's name."""
+    return {
+        statistics.replicate_group(r["model"]): run for r in records if (run := store.run_config(r).get("model_run"))
+    }
 
 
 def phase(regime: Regime, model: str, family: str) -> str:

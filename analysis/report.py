@@ -47,8 +47,9 @@ def model_cells(regime: findings.Regime, model: str) -> list[str]:
     the run saved it at with the paper's step its name stands for beside it ("250 of 10,500 (paper 1,000 of 42,000)";
     the paper's alone where they are the same); "?" where unknown."""
     p, steps = names.try_parse_name(model), regime.steps_of(model)
-    if p is None:
-        return [count_cell(regime.parameters_of(model)), "?"]
+    if p is None:  # a name outside the grammar: what its results recorded, if anything
+        own = "?" if steps is None else f"{steps[0]:,}" + (f" of {steps[1]:,}" if steps[0] != steps[1] else "")
+        return [count_cell(regime.parameters_of(model)), own]
     written = lambda step, total: f"{step:,} of {total:,}" if p.paper_step else f"{total:,}"  # noqa: E731
     paper = written(p.paper_step, p.total_steps)
     own = "?" if steps is None else written(*steps)
@@ -679,12 +680,19 @@ def main(argv=None) -> Path:
             [r for r in items if not (p := names.try_parse_name(r["model"])) or p.scale is None]
             for items in (records, rows)
         )
+    recorded = findings.recorded_runs(records)
     regime = (
         findings.Regime(
-            args.tokens_per_step, args.parameters, args.scale, args.embedding_parameters, brackets, args.step_divisor
+            args.tokens_per_step,
+            args.parameters,
+            args.scale,
+            args.embedding_parameters,
+            brackets,
+            args.step_divisor,
+            recorded,
         )
         if args.parameters
-        else findings.Regime(scale=args.scale, bracketed_by=brackets, step_divisor=args.step_divisor)
+        else findings.Regime(scale=args.scale, bracketed_by=brackets, step_divisor=args.step_divisor, recorded=recorded)
     )
     output.mkdir(parents=True, exist_ok=True)
     before = clear_earlier_report(output)

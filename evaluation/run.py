@@ -318,7 +318,9 @@ def execute(
     config = {
         **{k: v for k, v in dataclasses.asdict(args).items() if k not in ("scratch_dir", "data_dir")},
         "schedule": {"max_steps": max_steps, "epochs": epochs},
+        "train_examples": len(common.task_splits(first.task, args)["train"]),  # the budget a card publishes
         "model_config": AutoConfig.from_pretrained(first.model_path, trust_remote_code=True).model_type,
+        "model_run": model_run(first.model_path),
     }
     out = []
     for run in unit:
@@ -342,6 +344,20 @@ def execute(
         )  # one fine-tuning, several tasks
         out.append((run, record, finetuned))
     return out
+
+
+def model_run(model_path) -> dict | None:
+    """The model's parameters and step as its run_info.json records them (the report's parameters and step columns
+    for a name outside the study's grammar); None for a model without one, or with one of another format."""
+    try:
+        info = run_folders.read_run_info(model_path)
+    except ValueError:  # an older run_info: the report shows "?", as for a model without one
+        return None
+    return info and {
+        "parameters": info["parameters"]["total"],
+        "steps": info["steps"],
+        "max_steps": info["run_config"]["training_args"]["max_steps"],
+    }
 
 
 def save_model(run: Run, record: dict, finetuned, output) -> Path:

@@ -14,6 +14,7 @@ tool did not write (`--force` does).
 import argparse
 import json
 import math
+import re
 from pathlib import Path
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
@@ -377,6 +378,21 @@ def _base_model(info: dict, repo_id: str | None, override: str | None) -> tuple[
     return hub_id, f"{role} {where}"
 
 
+def _base_source(info: dict) -> str | None:
+    """What a CPT run's base weights were made from, in words (run_info's `base_source`: a fetched real model's
+    `real_model.json`, carried by `modeling_eurobert.convert`); None when not recorded."""
+    if not (source := info.get("base_source")):  # absent from run_info.json written before it was recorded
+        return None
+    text = f"{source['source']} (package `{source['package']}=={source['version']}`, licence {source['licence']})"
+    if not source["member"].endswith(".gguf"):
+        return text
+    bits = re.search(r"\.I?Q(\d+)_\w+\.gguf$", source["member"])
+    return (
+        f"{text}: the base was a {bits[1] + '-bit' if bits else 'quantised'} GGUF release, dequantised, so its "
+        "weights are not the published full-precision ones"
+    )
+
+
 def _is_causal(checkpoint_dir: Path) -> bool:
     """Whether `AutoModel` and the task heads attend causally by default (config.json's `is_causal`)."""
     return model_folders.is_causal_checkpoint(artifacts.read_json(Path(checkpoint_dir) / "config.json", "model config"))
@@ -387,7 +403,7 @@ def _eval_results(rows: list[dict]) -> list[EvalResult]:
     results = []
     for r in rows:
         mean = summary.number(r["mean"])
-        if mean is None:  # every seed diverged: nothing to report in model-index
+        if not summary.above_baseline(r):  # every seed diverged, no better than learning nothing, or no baseline
             continue
         task_type, task_name = summary.FAMILY_TASK_TYPES[r["family"].upper()]
         data, scored = r["data"], r.get("scored") or {}
@@ -401,10 +417,15 @@ def _eval_results(rows: list[dict]) -> list[EvalResult]:
             "dataset_split": data["split"],
             "dataset_revision": data["revision"],
         }
+        budget = r["budget"]
         args = {
             "n_seeds": int(r["n_seeds"]),
             "learning_rate": float(r["best_lr"]),
             **({"n_test_instances": scored["n"]} if scored.get("n") else {}),
+            "trivial_baseline": round(summary.baseline(r), 4),
+            **{f"finetune_{k}": budget[k] for k in ("steps", "epochs", "batch_size") if k in budget},
+            **({"train_examples": budget["train_examples"]} if budget.get("train_examples") is not None else {}),
+            "reduced_budget": budget["reduced"],
         }
         if ci := summary.confidence_interval(r):
             args = {"ci95_low": round(ci[0], 4), "ci95_high": round(ci[1], 4), **args}
@@ -447,6 +468,8 @@ def _facts(
         facts.append(("PFS switch", f"CLM until step {info['switch_step']:,}, then MLM"))
     if base_text:
         facts.append(("starting point", base_text))
+    if source_text := _base_source(info):
+        facts.append(("base weights", source_text))
     packed = f" (packed blocks fingerprint `{fingerprint}`)" if (fingerprint := info["data"].get("fingerprint")) else ""
     facts += [("pretraining data", data_text + packed), ("code", f"git commit `{info['git_commit']}`")]
     return facts
@@ -514,7 +537,12 @@ def _usage(name: str, repo_id: str | None, revision: str | None, causal: bool, n
             (
                 "`SentenceTransformer(repo_id)` gives the mean-pooled embedding with the study's "
                 '"Query: " / "Document: " prompts (`encode_query`, `encode_document`).'
-            )
+            ),
+            (
+                "Plain `AutoModel` is the encoder without the LM head this checkpoint also holds, so transformers' "
+                "LOAD REPORT lists `lm_head.weight` as UNEXPECTED, as for any BERT: expected, every encoder weight is "
+                "loaded (`AutoModelForMaskedLM` loads the head too; with `trust_remote_code=True` nothing is reported)."
+            ),
         ]
         if causal:
             usage["usage_notes"].append(
@@ -559,11 +587,13 @@ def _usage(name: str, repo_id: str | None, revision: str | None, causal: bool, n
 
 
 def _limitations(info: dict) -> list[str]:
+    base = _base_source(info)
     toy = [
         "Evaluation used the offline data bundle, with stand-ins where the paper's data is not in it (marked in the "
         "evaluation table and the results dataset card), and toy fine-tuning budgets."
     ]
-    return (toy if info["scale"] not in (None, "paper") else []) + [
+    lines = [f"Base weights: {base}."] if base and "GGUF" in base else []
+    return [*lines, *(toy if info["scale"] not in (None, "paper") else [])] + [
         "English only; a pretrained backbone, not fine-tuned for any task: fine-tune it or pool its hidden states "
         "before use.",
         "Some training settings of the original study were inferred from its code and checkpoint names (marked in the "
@@ -628,7 +658,10 @@ def build_model_card(
             "Fine-tuning results (the paper's protocol): for each task the learning rate is chosen by mean "
             "validation score over seeds; the table gives the test mean with a 95% confidence interval "
             "over seeds (clipped to [0, 1]), the standard deviation and the number of diverged runs, and "
-            "names the data each test score comes from."
+            "names the data each test score comes from. Beside each score: the task's trivial baseline (what a model "
+            "scores without learning the task: the majority class, no entity, the passage's first words, a random "
+            "ranking) and the fine-tuning budget it was reached with; a mean not above its baseline is marked, and "
+            "the `model-index` metadata publishes only scores above a known baseline."
         )
     elif summary_csv:
         eval_intro = f"`{Path(summary_csv).name}` holds no results for `{name}`: this checkpoint was not evaluated."

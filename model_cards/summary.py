@@ -76,7 +76,7 @@ def _same(published: str, computed, integer: bool = False) -> bool:
     )
 
 
-SUMMARY_CHECKED = ("mean", "ci_low", "ci_high", "n_seeds", "best_lr")  # what a card publishes of a summary row
+SUMMARY_CHECKED = ("mean", "ci_low", "ci_high", "n_seeds", "best_lr", "trivial_baseline")  # what a card publishes
 
 
 def _differences(row: dict, computed: dict) -> list[str]:
@@ -157,7 +157,48 @@ def evaluation_rows(checkpoint_dir: Path, model: str, summary_csv, results_dir, 
             )
         row["data"] = describe_test_data(row["task"], record_source(record))
         row["scored"] = scored_test(record)
+        row["budget"] = budget(record)
     return rows
+
+
+def budget(record: dict) -> dict:
+    """The fine-tuning budget behind a result, as a card publishes it beside the score: {"steps" or "epochs",
+    "batch_size", "train_examples" (None: not recorded, by results made before it was), "reduced" (cut below the
+    task's own by `--max_steps` or `--max_train`), "text"}."""
+    if (kind := store.record_kind(record)) != "grid":
+        return {"reduced": False, "text": {"mteb": "none (zero-shot)", "imported": "the paper's (imported)"}[kind]}
+    config = store.run_config(record)
+    schedule, examples = config["schedule"], config.get("train_examples")
+    out = {
+        **({"steps": schedule["max_steps"]} if schedule["max_steps"] is not None else {"epochs": schedule["epochs"]}),
+        "batch_size": config["batch_size"],
+        "train_examples": examples,
+        "reduced": config["max_steps"] is not None or config["max_train"] is not None,
+    }
+    length = f"{out['steps']:,} steps" if "steps" in out else f"{out['epochs']:g} epoch(s)"
+    data = (
+        f"{examples:,} training examples"
+        if examples is not None
+        else f"at most {config['max_train']:,} training examples"
+        if config["max_train"] is not None
+        else "the task's training split"
+    )
+    flags = [f"--{k} {config[k]}" for k in ("max_steps", "max_train") if config[k] is not None]
+    cut = f" (set by {', '.join(flags)}, not the task's own budget)" if flags else ""
+    return {**out, "text": f"{length} x batch {out['batch_size']} on {data}{cut}"}
+
+
+def above_baseline(row: dict) -> bool | None:
+    """Whether a summary row's mean is above its task's trivial baseline, as summary.csv gives both (None: either is
+    unknown). A mean that is not did no better than a model that learned nothing: its score is no result (a card
+    marks it, and model-index publishes only scores above a known baseline)."""
+    mean, trivial = number(row["mean"]), baseline(row)
+    return None if mean is None or trivial is None else mean > trivial
+
+
+def baseline(row: dict) -> float | None:
+    """A summary row's trivial baseline (its summary.csv column), None when unknown."""
+    return number(row["trivial_baseline"])
 
 
 def table_rows(rows: list[dict]) -> list[dict]:
@@ -166,7 +207,10 @@ def table_rows(rows: list[dict]) -> list[dict]:
             "family": r["family"].upper(),
             "task": r["task"],
             "metric": r["metric"],
-            "mean": card_number(r["mean"]),
+            "mean": card_number(r["mean"])
+            + (" (not above the trivial baseline)" if above_baseline(r) is False else ""),
+            "baseline": "unknown" if baseline(r) is None else card_number(baseline(r)),
+            "budget": r["budget"]["text"] if "budget" in r else "",
             "ci": f"[{ci[0]:.4f}, {ci[1]:.4f}]" if (ci := confidence_interval(r)) else "n/a",
             "std": card_number(r["std"]),
             "best_lr": r["best_lr"],

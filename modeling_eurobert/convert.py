@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import shutil
 from pathlib import Path
 
 import transformers  # light until a class of it is reached: the input is checked before torch loads
@@ -41,6 +42,9 @@ FAMILIES = {
     "qwen3": ("Qwen3ForCausalLM", "Qwen3Config"),
 }
 WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin")
+# What a fetched real model was made from (`recipes.real_models`: a GGUF release dequantised, a wheel's folder): carried
+# into the converted folder, then by CPT into run_info.json's `base_source` and the model card.
+SOURCE_RECORD = "real_model.json"
 DTYPES = ("float32", "bfloat16")
 logger = logging.getLogger(__name__)
 
@@ -305,6 +309,8 @@ def convert(
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
         make_plain_loadable(staging)
+        if (source_dir / SOURCE_RECORD).is_file():  # checked as JSON with the source's files
+            shutil.copyfile(source_dir / SOURCE_RECORD, staging / SOURCE_RECORD)
     return output
 
 

@@ -18,6 +18,7 @@ from transformers import TrainingArguments
 
 from core import artifacts, run_folders
 from core.run_folders import RUN_INFO_NAME
+from modeling_eurobert.convert import SOURCE_RECORD
 from pretraining import data
 from pretraining.settings import CPT_SETTINGS, PretrainArguments, global_batch
 
@@ -96,6 +97,18 @@ def run_size(run_args: PretrainArguments) -> str | None:
     return base.get("size") if base else None
 
 
+def base_source(run_args) -> dict | None:
+    """What a CPT run's starting weights were made from, when its base records it: the base run's own `base_source`,
+    or a converted real model's record (`recipes.real_models` -> `modeling_eurobert.convert`: a GGUF release
+    dequantised); None otherwise."""
+    if not run_args.cpt:
+        return None
+    if (base := run_folders.read_run_info(run_args.model_name_or_path)) is not None:
+        return base.get("base_source")  # absent from run_info written before it was recorded
+    record = Path(run_args.model_name_or_path) / SOURCE_RECORD
+    return artifacts.read_json(record, "real model record") if record.is_file() else None
+
+
 def parameter_counts(model) -> dict:
     """The model's parameters as the paper counts them: its encoder with the input embedding, without the LM head
     (`total`), and the input embedding's (`input_embedding`). Counted before LoRA adapters are added."""
@@ -143,6 +156,7 @@ def make_run_info(
         "tokens_seen": step * global_batch(training_args) * run_args.block_size,  # this run's, after its start
         "tokens_before_cpt": start.tokens_before,
         "parameters": parameters,
+        "base_source": base_source(run_args),
     }
 
 

@@ -184,6 +184,9 @@ def write_summary(path, results_dir, scale="toy", rows=(), edits=None):
     return path
 
 
+BASELINE = 0.5  # every task's trivial baseline in `write_results` (below every `score`)
+
+
 def score(m: int, t: int, seed: int) -> float:
     """The test score `write_results` records for the m-th checkpoint on the t-th task with `seed`: scores differ per
     model, task and seed, so that rows cannot be mixed up and intervals have a width."""
@@ -200,10 +203,12 @@ def write_results(
     lr=5e-5,
     scores=None,
     validation=0.6,
+    baseline=BASELINE,
+    budget=None,
 ):
     """Per-run result files as evaluation.run writes them, each with the identity of its checkpoint's weights
     (`capped`: the test splits cut by `--max_eval` to the instances kept; `scores` {(task, seed): test score}
-    instead of `score`'s)."""
+    instead of `score`'s; `baseline`: every task's trivial baseline; `budget`: config fields of a cut budget)."""
     for m, (model, checkpoint) in enumerate(checkpoints.items()):
         identity = model_folders.checkpoint_identity(checkpoint)
         for t, (task, family, metric) in enumerate(tasks):
@@ -224,11 +229,17 @@ def write_results(
                     "validation": recorded and {metric: validation},
                     "test": recorded,
                     "per_instance": {"validation": instances[:1], "test": instances},
+                    "trivial_baseline": {role: {metric: baseline} for role in ("validation", "test")},
                     "config": {
                         "batch_size": 32,
                         "source": source,
                         "max_length": 128,
+                        "max_steps": None,
+                        "max_train": None,
                         "max_eval": len(INSTANCES[family]) if capped else None,
+                        "schedule": {"max_steps": 1000, "epochs": None},
+                        "train_examples": 40,
+                        **(budget or {}),
                     },
                     "identity": {
                         "model": identity,
@@ -420,7 +431,8 @@ def test_model_card_contents(tmp_path, name):
     mean, (low, high) = 0.56, confidence_interval([score(0, 0, 0), score(0, 0, 1)])
     assert (
         f"| SC | sst2 | `nyu-mll/glue` (sst2), validation (offline bundle copy); scored: all 2 instances | "
-        f"accuracy | {mean:.4f} | [{low:.4f}, {high:.4f}] |"
+        f"accuracy | {mean:.4f} | [{low:.4f}, {high:.4f}] | {BASELINE:.4f} | 1,000 steps x batch 32 on 40 training "
+        "examples |"
     ) in text
     results = loaded.data.eval_results
     # in the report's order (by task)
@@ -450,6 +462,11 @@ def test_model_card_contents(tmp_path, name):
         "n_seeds": 2,
         "learning_rate": 5e-05,
         "n_test_instances": 2,
+        "trivial_baseline": BASELINE,
+        "finetune_steps": 1000,
+        "finetune_batch_size": 32,
+        "train_examples": 40,
+        "reduced_budget": False,
     }
     # Hyperparameters: grouped tables, each setting once, no local path.
     for group in ("**Model**", "**Data**", "**Objective**", "**Optimisation**"):
@@ -732,6 +749,43 @@ def test_cards_say_how_many_test_instances_were_scored(tmp_path):
     assert "| all 2 instances |" in build_results_card(report / "results", report / "summary.csv").text
 
 
+def test_a_score_is_published_with_its_budget_and_baseline_and_never_below_it(tmp_path):
+    """Issue 54: a CPT result's card and model-index published an SST-2 accuracy of 0.51 from a 10-step, 200-example
+    fine-tune, with neither that budget nor the trivial baseline (0.57). The card's table gives both beside every
+    score and marks a mean not above its baseline; model-index leaves such a score out and gives the budget and
+    baseline of those it publishes; a summary.csv whose baseline the results do not give is refused."""
+    name = "610m-mlm40-42k"
+    ckpt = make_checkpoint(tmp_path / "models" / name, name, **FIXTURES[name])
+    cut = {"max_steps": 10, "max_train": 200, "schedule": {"max_steps": 10, "epochs": None}, "train_examples": 200}
+    scores = {("sst2", 0): 0.51, ("sst2", 1): 0.51}
+    results = write_results(tmp_path / "results", {name: ckpt}, scores=scores, baseline=0.57, budget=cut)
+    for task, *_ in TASKS[1:]:  # the other tasks above a lower baseline
+        write_results(tmp_path / "results", {name: ckpt}, tasks=[t for t in TASKS if t[0] == task], budget=cut)
+    summary = write_summary(tmp_path / "summary.csv", results)
+    card = build_model_card(ckpt, summary, results_dir=results)
+    budget = "10 steps x batch 32 on 200 training examples (set by --max_steps 10, --max_train 200, not the task's own"
+    assert f"| accuracy | 0.5100 (not above the trivial baseline) | [0.5100, 0.5100] | 0.5700 | {budget} budget) |" in (
+        card.text
+    )
+    published = {r.metric_type: r for r in card.data.eval_results}
+    assert "accuracy" not in published and set(published) == {"sentence_macro_f1", "entity_f1", "f1", "ndcg@10"}
+    assert published["f1"].metric_args | {"ci95_low": 0, "ci95_high": 0} == {
+        "ci95_low": 0,
+        "ci95_high": 0,
+        "n_seeds": 1,  # seed 1 diverged on squad
+        "learning_rate": 5e-05,
+        "n_test_instances": 2,
+        "trivial_baseline": 0.5,
+        "finetune_steps": 10,
+        "finetune_batch_size": 32,
+        "train_examples": 200,
+        "reduced_budget": True,
+    }
+    edited = write_summary(tmp_path / "edited.csv", results, edits={"sst2": {"trivial_baseline": "0.4"}})
+    with pytest.raises(ValueError, match="trivial_baseline 0.4 \\(the results give 0.5700\\)"):
+        build_model_card(ckpt, edited, results_dir=results)
+
+
 def test_cli_writes_a_loadable_card(tmp_path):
     ckpt, summary, results = evaluated(tmp_path, "610m-mlm40-42k")
     main([str(ckpt), "--summary", str(summary), "--results", str(results), "--output", str(tmp_path / "README.md")])
@@ -822,3 +876,86 @@ def test_a_toy_scale_checkpoint_card_names_its_own_step(tmp_path):
     assert "intermediate checkpoint at the paper's step 1,000, saved at its own step 25 at this scale, of" in text
     assert "intermediate checkpoint at the paper's step 1,000 (its own step 25 at this scale) of the run" in text
     assert "saved at step 1,000" not in text
+
+
+# ----- a newcomer's real model, end to end -----
+
+
+@pytest.mark.slow  # ~10 s: convert, a 2-step CPT run, a 2-step fine-tuning run, the report and the card
+def test_a_fetched_models_provenance_reaches_the_card_and_the_report_shows_its_run(tmp_path, data_dir):
+    """Issue 54, the newcomer's path with a tiny Llama standing in for SmolLM2 (a folder `recipes.real_models` made,
+    with its `real_model.json`): convert -> CPT -> fine-tuning -> report -> card. The card says the base was a 4-bit
+    GGUF release, dequantised (convert carries the record, CPT writes it into run_info.json's `base_source`); the
+    report gives the CPT result's parameters and step from its run_info.json (they were "?"); the card gives each
+    score's budget and baseline and publishes in model-index only a score above its baseline."""
+    from dataclasses import asdict
+
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from analysis import report
+    from evaluation import run
+    from modeling_eurobert.convert import convert
+    from recipes import cpt, real_models
+    from tests.fixtures.tiny_models import build_tiny_tokenizer
+
+    tokenizer = build_tiny_tokenizer(data_dir, vocab_size=500)
+    llama = dict(
+        hidden_size=32, intermediate_size=37, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2
+    )
+    torch.manual_seed(0)
+    LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=len(tokenizer),
+            max_position_embeddings=128,
+            bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+            tie_word_embeddings=True,
+            **llama,
+        )
+    ).save_pretrained(tmp_path / "smollm2")
+    tokenizer.save_pretrained(tmp_path / "smollm2")
+    name = "smollm2-135m-instruct"
+    record = {"name": name, **asdict(real_models.MODELS[name]), "versions": {}}  # as `real_models.fetch` writes it
+    (tmp_path / "smollm2" / real_models.RECORD).write_text(json.dumps(record))
+
+    converted = convert(str(tmp_path / "smollm2"), tmp_path / "smollm2-eurobert", mask_token="<mask>")
+    assert json.loads((converted / real_models.RECORD).read_text()) == record
+    flags = "--architecture null --switch_step null --intermediate_steps 1 --max_steps 2 --max_docs 50 --block_size 32"
+    cpt.main(
+        [
+            "--config",
+            "recipes/configs/debug.yaml",
+            *flags.split(),
+            *("--per_device_train_batch_size 2 --warmup_steps 1 --report_to none".split()),
+            *("--model_name_or_path", str(converted), "--output_dir", str(tmp_path / "cpt")),
+            *("--data_cache_dir", str(tmp_path / "cache")),
+            *("--lr_scheduler_kwargs", '{"num_decay_steps": 1, "decay_type": "linear"}'),
+        ]
+    )
+    info = run_folders.read_run_info(tmp_path / "cpt")
+    assert info["base_source"] == record and info["name"] == "cpt"
+    grid = (
+        "--tasks sst2 --lrs 1e-3 --seeds 0,1 --max_steps 2 --max_train 16 --max_eval 8 --max_length 32 --batch_size 8"
+    )
+    run.main(
+        [
+            *grid.split(),
+            *("--precision", "fp32", "--model", str(tmp_path / "cpt")),
+            *("--data_dir", str(data_dir), "--output", str(tmp_path / "results")),
+        ]
+    )
+    report.main([str(tmp_path / "results"), "--output", str(tmp_path / "report")])
+    params = f"{info['parameters']['total'] / 1e6:.3g}M"
+    assert f"| cpt | {params} | 2 | " in (tmp_path / "report" / "summary.md").read_text()
+
+    card = build_model_card(tmp_path / "cpt", tmp_path / "report" / "summary.csv", results_dir=tmp_path / "results")
+    assert "the base was a 4-bit GGUF release, dequantised" in card.text
+    assert "| base weights | HuggingFaceTB/SmolLM2-135M-Instruct, GGUF Q4_1 dequantised to float32" in card.text
+    (row,) = [r for r in csv.DictReader(open(tmp_path / "report" / "summary.csv")) if r["task"] == "sst2"]
+    assert (
+        f"| {table_cell(float(row['trivial_baseline']), '.4f')} | 2 steps x batch 8 on 16 training examples (set by "
+        "--max_steps 2, --max_train 16, not the task's own budget) |"
+    ) in card.text
+    learned = float(row["mean"]) > float(row["trivial_baseline"])
+    assert ("(not above the trivial baseline)" in card.text) != learned
+    assert [r.metric_type for r in card.data.eval_results or []] == (["accuracy"] if learned else [])

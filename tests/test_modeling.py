@@ -32,7 +32,7 @@ from modeling_eurobert import (
     EuroBertClmMlmModel,
     load_architecture,
 )
-from tests.fixtures.fresh_process import HIDE_PROJECT
+from tests.fixtures.fresh_process import HIDE_PROJECT, run_fresh
 
 BATCH, SEQ = 13, 7
 HEADS = {
@@ -567,6 +567,54 @@ def test_clm_checkpoint_loads_bidirectionally_with_is_causal_override_in_fresh_p
         timeout=120,
     )
     assert result.returncode == 0 and "bidirectional-ok" in result.stdout, result.stderr[-3000:]
+
+
+@pytest.mark.slow  # a fresh process that cannot import this project
+def test_automodel_of_an_lm_checkpoint_leaves_out_the_lm_head_alone(tmp_path):
+    """Issue 54: a CPT result (an LM checkpoint plain transformers holds) loaded with `AutoModel`, in a process that
+    cannot import this project. Through remote code the backbone declares the LM head expected-unused
+    (`_keys_to_ignore_on_load_unexpected`): no LOAD REPORT. Plain AutoModel is transformers' own `EuroBertModel`, whose
+    keys no checkpoint can change: its report lists `lm_head.weight` UNEXPECTED, as it does for BERT's head (docs/
+    models.md says so); either way only the head is left out, nothing is missing and every backbone weight is the
+    file's, so the hidden states are the in-process backbone's."""
+    from modeling_eurobert.export_native import make_plain_loadable
+
+    torch.manual_seed(1)
+    model = EuroBertClmMlmForMaskedLM(tiny_config()).eval()
+    model.save_pretrained(tmp_path / "cpt")
+    assert make_plain_loadable(tmp_path / "cpt")
+    input_ids, attention_mask = batch()
+    with torch.no_grad():
+        expected = model.model(input_ids, attention_mask).last_hidden_state
+    torch.save({"input_ids": input_ids, "attention_mask": attention_mask, "expected": expected}, tmp_path / "io.pt")
+    script = """
+        import sys, torch, transformers
+        from safetensors.torch import load_file
+        io, path, remote = torch.load(sys.argv[1]), sys.argv[2], sys.argv[3] == "remote"
+        print("-- loads", file=sys.stderr, flush=True)
+        model, info = transformers.AutoModel.from_pretrained(path, trust_remote_code=remote, output_loading_info=True)
+        print("-- loaded", file=sys.stderr, flush=True)
+        assert ("transformers_modules" in type(model).__module__) == remote, type(model)
+        assert sorted(info["unexpected_keys"]) == ([] if remote else ["lm_head.weight"]), info  # remote: ignored
+        assert not info["missing_keys"] and not info["mismatched_keys"], info
+        saved = load_file(path + "/model.safetensors")
+        state = model.state_dict()
+        assert all(torch.equal(state[key.removeprefix("model.")], value) for key, value in saved.items()
+                   if key != "lm_head.weight")
+        with torch.no_grad():
+            hidden = model(io["input_ids"], attention_mask=io["attention_mask"]).last_hidden_state
+        assert torch.equal(hidden, io["expected"])
+        print("automodel-ok")
+    """
+    for mode in ("remote", "plain"):
+        done = run_fresh(script, tmp_path, args=(tmp_path / "io.pt", tmp_path / "cpt", mode))
+        assert done.returncode == 0 and "automodel-ok" in done.stdout, done.stderr[-3000:]
+        loading = done.stderr.split("-- loads")[1].split("-- loaded")[0]
+        if mode == "remote":
+            assert "LOAD REPORT" not in loading and "UNEXPECTED" not in loading, loading
+        else:  # transformers' native class reports the head it does not hold, and nothing else
+            assert "LOAD REPORT" in loading and "lm_head.weight" in loading, loading
+            assert "MISSING" not in loading and "MISMATCH" not in loading, loading
 
 
 def test_sentence_transformers_mean_pooling_matches_pool(tmp_path):
