@@ -539,10 +539,13 @@ def test_the_papers_runs_page_is_regenerated_from_its_fixture_and_reaches_a_verd
     for name in ("summary.md", "summary.csv", "findings.csv"):
         assert (made / name).read_text() == (PAPER_RUNS / "report" / name).read_text(), name
     rows = list(csv.DictReader(open(made / "summary.csv", newline="")))
-    assert len(rows) == 2 and all(r["trivial_baseline"] == "0.5092" for r in rows)  # 4 digits
-    tested = {r["finding"]: r for r in csv.DictReader(open(made / "findings.csv", newline=""))}
-    assert tested["stability"]["verdict"] in ("supports", "contradicts", "not significant")
-    assert "runs without per-instance test scores (a trimmed import)" in tested["sc_mlm_better"]["untestable"]
+    baselines = {"sst2": "0.5092", "conll2003": "0.4778"}  # 4 digits
+    assert len(rows) == 4 and all(r["trivial_baseline"] == baselines[r["task"]] for r in rows)
+    tested = {(r["finding"], r["task"]): r for r in csv.DictReader(open(made / "findings.csv", newline=""))}
+    for task in baselines:
+        assert tested["stability", task]["verdict"] in ("supports", "contradicts", "not significant")
+    for finding in (("sc_mlm_better", "sst2"), ("tc_clm_on_par", "conll2003")):
+        assert "runs without per-instance test scores (a trimmed import)" in tested[finding]["untestable"]
     summary = (made / "summary.md").read_text()
     verdict = next(line for line in summary.splitlines() if line.startswith("| CLM fine-tuning is more stable"))
     assert f"{findings.IMPORTED_WHERE}**" in verdict and "not testable" not in verdict
