@@ -215,6 +215,21 @@ def atomic_directory(path: str | os.PathLike, expected=_AT_ENTRY) -> Iterator[Pa
         os.close(held)
 
 
+@contextlib.contextmanager
+def staging_directory(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a hidden folder beside `path` (`.<name>.<random>.tmp`, locked while in use) to write files into before
+    they are moved into place, removed when the block ends; one that a killed writer left is removed by the next
+    (`remove_stale_temp_files`)."""
+    path = Path(path)
+    remove_stale_temp_files(path)
+    staging, held = _claimed_temp(path, directory=True)
+    try:
+        yield staging
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+        os.close(held)
+
+
 def write_tar_xz(archive: str | os.PathLike, files: dict[str, Path]) -> Path:
     """Pack {name in the archive: file} into a tar.xz whose bytes depend only on the names and contents (sorted, no
     times or owners), atomically: the same files always give the same archive."""
