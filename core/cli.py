@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import signal
 import sys
 
 from core.artifacts import LockHeld, WriteFailed
@@ -64,6 +65,17 @@ def exit_on_write_failure(main):
             raise bad_input(error, code=1) from None
 
     return wrapper
+
+
+def exit_on_sigterm() -> None:
+    """From now on SIGTERM (`kill`, a scheduler stopping a job, a grid stopping its workers) ends this process as
+    `sys.exit(143)` (128 + 15) does, so that its `finally` blocks and `with` exits run: locks removed, temporary
+    folders cleaned up (the default action ends it at once and leaves them behind)."""
+
+    def stop(signum, frame):
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
 
 
 def not_a_command(module: str, command: str, does: str) -> None:

@@ -331,6 +331,33 @@ def test_two_grid_processes_share_one_output_directory(models, data_dir, tmp_pat
     assert sum(counts) == 4 and len(store.result_files(tmp_path)) == 4  # no run done twice, none missing
 
 
+@pytest.mark.slow
+def test_a_grid_stopped_by_sigterm_leaves_no_lock_behind(models, data_dir, tmp_path):
+    """Issue 54: SIGTERM to `evaluation.run` while a run trains (its `.<result>.json.lock` held) ends it with exit
+    status 143 and removes the lock; no result is written for the stopped run."""
+    import signal
+    import time
+
+    command = [sys.executable, "-m", "evaluation.run", "--model", str(models["eurobert"]), "--tasks", "sst2"]
+    command += ["--lrs", "1e-3", "--seeds", "0", "--output", str(tmp_path), "--data_dir", str(data_dir)]
+    command += [f"--{k}={v}" for k, v in {**SMOKE, "max_steps": 100000, "max_train": 4000}.items()]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    grid_process = subprocess.Popen(command, cwd=ROOT, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 240
+        while not list(tmp_path.rglob(".*.lock")) and grid_process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert list(tmp_path.rglob(".*.lock")), "the run never took its lock"
+        time.sleep(2)  # training
+        grid_process.send_signal(signal.SIGTERM)
+        err = grid_process.communicate(timeout=120)[1]
+    finally:
+        if grid_process.poll() is None:
+            grid_process.kill()
+    assert grid_process.returncode == 143, err
+    assert not list(tmp_path.rglob("*.lock")) and not store.result_files(tmp_path)
+
+
 # ------------------------------------------------------------------------------------- workers and Hub ids
 def plant_hub_snapshot(cache: Path, repo_id: str, model_dir: Path) -> str:
     """Put a model into a Hub cache folder as `huggingface_hub` lays it out (snapshots/<commit>/ + refs/main)."""
