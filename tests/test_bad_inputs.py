@@ -441,6 +441,14 @@ CLI_ROWS = {
         (["{model}", "{out}", "--mask_token", ""], "--mask_token '' is empty"),
         (["{model}", "{out}", "--pad_token", " "], "--pad_token ' ' is empty"),
         (["{model}", "{out}", "--max_position_embeddings", "x"], "--max_position_embeddings"),
+        # issue 54: a GGUF release (the file, or the folder it was unpacked into) said only "is a file" / "missing
+        # config.json"
+        (
+            ["{tmp}/gguf/model.Q4_1.gguf", "{out}"],
+            "is a file; pass the directory of a saved transformers model: a GGUF",
+        ),
+        (["{tmp}/gguf", "{out}"], "missing config.json in {tmp}/gguf; SOURCE must be a saved transformers model"),
+        (["{tmp}/gguf", "{out}"], "(model.Q4_1.gguf): a GGUF release is no transformers checkpoint: dequantise it"),
     ],
     "modeling_eurobert.export_native": [
         (["{tmp}/missing", "{out}"], "missing"),
@@ -618,6 +626,8 @@ def _placeholders(tmp_path, model_dir) -> dict:
     (tmp_path / "negbudget.yaml").write_text(yaml.safe_dump({"name": "neg", **task, "budget": {"max_steps": -1}}))
     (tmp_path / "dupcfg.yaml").write_text("objective: mlm\narchitecture: tiny\nobjective: clm\n")
     (tmp_path / "file.txt").write_text("a plain file\n")
+    (tmp_path / "gguf").mkdir()  # a GGUF release unpacked
+    (tmp_path / "gguf" / "model.Q4_1.gguf").write_bytes(b"GGUF")
     (tmp_path / "configonly").mkdir()
     (tmp_path / "configonly" / "config.json").write_text('{"model_type": "llama", "max_position_embeddings": 128}')
     (tmp_path / "runs" / "my-decoder-cpt").mkdir(parents=True)
