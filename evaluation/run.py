@@ -439,7 +439,7 @@ def claim_folders(todo: list[Run], output, rerun_changed: bool = False) -> None:
     """Claim the results folder of every run of `todo` for its protocol (`store.claim_protocol`) before anything
     trains: of two grids of other protocols started on one --output, the second is refused whole (GridMixed)."""
     for folder, run in {run.path(output).parent: run for run in todo}.items():
-        if not rerun_changed and not (folder / store.PROTOCOL_NAME).is_file() and any(folder.glob("lr*-seed*.json")):
+        if not rerun_changed and not (folder / store.PROTOCOL_NAME).exists() and any(folder.glob("lr*-seed*.json")):
             raise GridMixed(
                 f"{folder} holds results written before folders were claimed: run "
                 f"`{store.MIGRATE_COMMAND}` once (nothing was run)"

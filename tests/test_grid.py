@@ -568,6 +568,29 @@ def test_two_grids_of_other_protocols_started_together_leave_no_mix(models, data
         run.run_all(todo_b, tokenizers, grid_b, protocol_b)
 
 
+def test_a_protocol_folder_beside_results_gets_one_fix_from_the_grid_and_the_migration(
+    models, data_dir, tmp_path, call_main
+):
+    """Issue 54: a `.protocol` folder beside results: the grid said run `--migrate`, `--migrate` said remove it. Both
+    now say: remove it, then run `--migrate`; done, the migration claims the folder."""
+    from tests.test_store import format2_result
+
+    fix = "is a folder, not the claim a grid writes: remove it, then run `python -m evaluation.identity --migrate"
+    claim = tmp_path / "grid" / "tiny-mlm" / "sst2" / store.PROTOCOL_NAME
+    claim.mkdir(parents=True)
+    (claim.parent / "lr0.5-seed9.json").write_text("{}")  # a result of another grid
+    argv = ["--model", models["eurobert"], "--tasks", "sst2", "--lrs", "1e-3", "--seeds", "0"]
+    out = call_main(run.main, *argv, "--output", tmp_path / "grid", "--data_dir", data_dir)
+    assert out.returncode == 2 and out.stderr.count("error:") == 1 and fix in out.stderr, out.stderr
+    path, _ = format2_result(tmp_path / "old")
+    (path.parent / store.PROTOCOL_NAME).mkdir()
+    out = call_main(identity.main, "--migrate", tmp_path / "old")
+    assert out.returncode == 2 and out.stderr.count("error:") == 1 and fix in out.stderr, out.stderr
+    (path.parent / store.PROTOCOL_NAME).rmdir()
+    assert call_main(identity.main, "--migrate", tmp_path / "old").returncode == 0
+    assert (path.parent / store.PROTOCOL_NAME).is_file()
+
+
 @pytest.mark.parametrize("damage", ["corrupt", "empty", "folder"])
 def test_a_damaged_protocol_claim_is_one_line_and_nothing_runs(models, data_dir, tmp_path, call_main, damage):
     """Issue 43: a `.protocol` that is corrupt, empty or a folder was a traceback (exit 1); now one line naming it,
