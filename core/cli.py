@@ -11,8 +11,9 @@ import functools
 import os
 import signal
 import sys
+import time
 
-from core.artifacts import LockHeld, WriteFailed
+from core.artifacts import LockHeld, WriteFailed, write_json_atomic
 
 BAD_INPUT = (ValueError, FileNotFoundError, LockHeld)
 
@@ -30,9 +31,15 @@ class BadInput(SystemExit):
 
 
 def bad_input(error: Exception, code: int = 2) -> BadInput:
-    """Print `error: <error>` to stderr and return the `BadInput` (exit status `code`) to raise."""
+    """Print `error: <error>` to stderr and return the `BadInput` (exit status `code`) to raise. Under a launcher of
+    several processes per machine (`accelerate launch`, torchrun: LOCAL_RANK), the first process of each machine
+    prints it: one line per machine, not one per process; torchrun's failure summary shows it as the root cause
+    (its error file, TORCHELASTIC_ERROR_FILE) instead of "To enable traceback see ..."."""
     message = f"error: {error}".encode("utf-8", "backslashreplace").decode()  # a path that is not UTF-8: \udcff
-    print(message, file=sys.stderr)
+    if os.environ.get("LOCAL_RANK", "0") == "0":
+        print(message, file=sys.stderr)
+    if error_file := os.environ.get("TORCHELASTIC_ERROR_FILE"):
+        write_json_atomic(error_file, {"message": message, "timestamp": int(time.time())})
     return BadInput(message, code)
 
 
