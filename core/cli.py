@@ -74,15 +74,20 @@ def exit_on_write_failure(main):
     return wrapper
 
 
-def exit_on_sigterm() -> None:
-    """From now on SIGTERM (`kill`, a scheduler stopping a job, a grid stopping its workers) ends this process as
-    `sys.exit(143)` (128 + 15) does, so that its `finally` blocks and `with` exits run: locks removed, temporary
-    folders cleaned up (the default action ends it at once and leaves them behind)."""
+@contextlib.contextmanager
+def sigterm_exits():
+    """Inside the block, SIGTERM (`kill`, a scheduler stopping a job, a grid stopping its workers) ends the process as
+    `sys.exit(143)` (128 + 15) does, so that `finally` blocks and `with` exits run: locks removed, temporary folders
+    cleaned up (the default action ends it at once and leaves them behind). The handler before is restored after."""
 
     def stop(signum, frame):
         raise SystemExit(128 + signum)
 
-    signal.signal(signal.SIGTERM, stop)
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def not_a_command(module: str, command: str, does: str) -> None:

@@ -566,12 +566,12 @@ def make_parser() -> HfArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     """The command line: bad input -> one line, exit status 2, before any run; a failed run or worker -> 1."""
     transformers.logging.set_verbosity_error()  # per-run load reports would drown the progress bar
-    cli.exit_on_sigterm()  # a stopped grid leaves no `.<result>.json.lock` behind
     with cli.bad_input_exits():
         grid_args, protocol_args = cli.parse_dataclasses(make_parser(), argv)
         todo, tokenizers = check(grid_args, protocol_args)
     try:
-        run_all(todo, tokenizers, grid_args, protocol_args)
+        with cli.sigterm_exits():  # a stopped grid leaves no `.<result>.json.lock` behind
+            run_all(todo, tokenizers, grid_args, protocol_args)
     except GridMixed as error:  # refused before this run wrote anything
         raise cli.bad_input(error) from None
     except GridFailed as error:
