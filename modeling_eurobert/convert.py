@@ -48,7 +48,7 @@ LACKS = {
     "between global ones, norms after attention and MLP",
     "gemma3_text": f"{_NORM_OFFSET_AND_SCALE}, q/k norms, local (sliding-window) layers with their own RoPE base, "
     "norms after attention and MLP",
-    "olmo": "a LayerNorm without weights, clipped q/k/v",
+    "olmo": "a LayerNorm without weights (and clipped q/k/v where clip_qkv is set)",
     "olmo2": "norms after attention and MLP instead of before, q/k norms",
     "mixtral": "mixture-of-experts MLPs",
     "qwen2_moe": "mixture-of-experts MLPs",
