@@ -681,8 +681,12 @@ def main(argv=None) -> Path:
             artifacts.write_json_atomic(output / REPORT_MARK, {"files": written, "scale": args.scale})
             for name in written:
                 os.replace(staging / name, output / name)
-    except Exception:  # a failure (a full disk) leaves no half report (a kill leaves the marker, for the rerun)
+    except (
+        Exception
+    ) as error:  # a failure (a full disk) leaves no half report (a kill leaves the marker, for the rerun)
         clear_earlier_report(output)
+        if isinstance(error, artifacts.WriteFailed):  # named as the report's file, not as its staging copy
+            raise artifacts.WriteFailed(output / error.path.name, error.__cause__) from None
         raise
     print(f"report written to {output}")
     return output

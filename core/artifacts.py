@@ -29,10 +29,12 @@ class LockHeld(RuntimeError):
 
 class WriteFailed(OSError):
     """A write that failed (disk full, quota, `ulimit -f`, permissions), raised by the atomic writers once what they
-    were writing is removed: `str()` is one line naming the file; `errno` is the failure's (`out_of_room` reads it)."""
+    were writing is removed: `str()` is one line naming the file (`path`); `errno` is the failure's (`out_of_room` reads
+    it)."""
 
     def __init__(self, path: str | os.PathLike, error: BaseException):
         super().__init__(getattr(error, "errno", None) or errno.EIO, str(error))
+        self.path = Path(path)
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         why = (
             "it ran out of disk space or hit the file size limit: free space and rerun"
