@@ -18,6 +18,7 @@ import collections
 import csv
 import io
 import math
+import os
 from pathlib import Path
 
 from analysis import figures, findings, import_encodeval, statistics
@@ -532,21 +533,14 @@ def check_output(output: Path) -> None:
         )
 
 
-def clear_earlier_report(output: Path) -> set[str]:
-    """Remove what an earlier report wrote here (no stale findings or figure survives); return what is left. A report
-    killed mid-write left its marker "writing": then every plain file but those it found there (`kept`) is removed."""
+def clear_earlier_report(output: Path) -> None:
+    """Remove what an earlier report wrote here, as its marker names it (no stale findings or figure survives); a
+    report killed before it moved its files in named none, one killed while moving them named them all."""
     mark = output / REPORT_MARK
     if mark.is_file():
-        earlier = artifacts.read_json(mark, "report marker")
-        if earlier.get("writing"):
-            kept = set(earlier.get("kept", []))
-            names = [p.name for p in output.iterdir() if p.is_file() and p.name not in kept and p != mark]
-        else:
-            names = [Path(name).name for name in earlier["files"]]
-        for name in names:
-            (output / name).unlink(missing_ok=True)
+        for name in artifacts.read_json(mark, "report marker")["files"]:
+            (output / Path(name).name).unlink(missing_ok=True)
         mark.unlink()
-    return {p.name for p in output.iterdir()}
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -695,13 +689,24 @@ def main(argv=None) -> Path:
         else findings.Regime(scale=args.scale, bracketed_by=brackets, step_divisor=args.step_divisor, recorded=recorded)
     )
     output.mkdir(parents=True, exist_ok=True)
-    before = clear_earlier_report(output)
+    clear_earlier_report(output)
+    # marked as this tool's before anything is written, so that a killed run can be rerun into it; the files are
+    # written into a staging folder, then named in the marker, then moved in: a rerun removes exactly what a killed
+    # run moved in, never a file a person added since
+    artifacts.write_json_atomic(output / REPORT_MARK, {"files": [], "scale": args.scale})
     try:
-        write_report(output, before, records, rows, pair, regime, args, (tested_records, tested_rows), sources)
-    except Exception:  # a failure (a full disk) leaves no half report: what it wrote is removed (a kill: the marker)
-        for path in output.iterdir():
-            if path.name not in before and path.is_file():
-                path.unlink()
+        with artifacts.staging_directory(output / "report") as staging:
+            write_report(staging, records, rows, pair, regime, args, (tested_records, tested_rows), sources)
+            written = sorted(p.name for p in staging.iterdir())
+            artifacts.write_json_atomic(output / REPORT_MARK, {"files": written, "scale": args.scale})
+            for name in written:
+                os.replace(staging / name, output / name)
+    except (
+        Exception
+    ) as error:  # a failure (a full disk) leaves no half report (a kill leaves the marker, for the rerun)
+        clear_earlier_report(output)
+        if isinstance(error, artifacts.WriteFailed):  # named as the report's file, not as its staging copy
+            raise artifacts.WriteFailed(output / error.path.name, error.__cause__) from None
         raise
     print(f"report written to {output}")
     return output
@@ -709,7 +714,6 @@ def main(argv=None) -> Path:
 
 def write_report(
     output: Path,
-    before: set[str],
     records: list[dict],
     rows: list[dict],
     pair,
@@ -719,13 +723,8 @@ def write_report(
     sources,
 ) -> None:
     """Write `summary.csv`, `summary.md` (every name as a reader sees it, with its parameters and step), `findings.csv`
-    and the figures into `output` (`before`: what was there), its marker first ("writing") and last (the files written);
-    `tested`: the records and rows the findings test."""
+    and the figures into `output`; `tested`: the records and rows the findings test."""
     tested_records, tested_rows = tested
-    # marked as being written before its first file, so a killed run can be rerun into it
-    artifacts.write_json_atomic(
-        output / REPORT_MARK, {"files": [], "scale": args.scale, "writing": True, "kept": sorted(before)}
-    )
     comparisons = compare(records, rows, *pair) if pair else []
     tested = findings.comparisons(tested_records, tested_rows, regime)
     gap = findings.gap_over_pretraining(tested_records, tested_rows, regime)
@@ -819,8 +818,6 @@ def write_report(
         _write_csv(output / "findings.csv", keys, ({k: _finding_cell(r, k) for k in keys} for r in tested))
     figures.plot_all(rows, output, regime.tokens_per_step if args.parameters else None)
     figures.plot_gap(gap, [r for r in tested if r["finding"] == "data_efficiency" and r["part"] == "slope"], output)
-    written = sorted({p.name for p in output.iterdir()} - before - {REPORT_MARK})
-    artifacts.write_json_atomic(output / REPORT_MARK, {"files": written, "scale": args.scale})
 
 
 if __name__ == "__main__":

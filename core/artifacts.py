@@ -29,10 +29,12 @@ class LockHeld(RuntimeError):
 
 class WriteFailed(OSError):
     """A write that failed (disk full, quota, `ulimit -f`, permissions), raised by the atomic writers once what they
-    were writing is removed: `str()` is one line naming the file; `errno` is the failure's (`out_of_room` reads it)."""
+    were writing is removed: `str()` is one line naming the file (`path`); `errno` is the failure's (`out_of_room` reads
+    it)."""
 
     def __init__(self, path: str | os.PathLike, error: BaseException):
         super().__init__(getattr(error, "errno", None) or errno.EIO, str(error))
+        self.path = Path(path)
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         why = (
             "it ran out of disk space or hit the file size limit: free space and rerun"
@@ -212,6 +214,21 @@ def atomic_directory(path: str | os.PathLike, expected=_AT_ENTRY) -> Iterator[Pa
             raise failed from error
         raise
     finally:
+        os.close(held)
+
+
+@contextlib.contextmanager
+def staging_directory(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a hidden folder beside `path` (`.<name>.<random>.tmp`, locked while in use) to write files into before
+    they are moved into place, removed when the block ends; one that a killed writer left is removed by the next
+    (`remove_stale_temp_files`)."""
+    path = Path(path)
+    remove_stale_temp_files(path)
+    staging, held = _claimed_temp(path, directory=True)
+    try:
+        yield staging
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
         os.close(held)
 
 

@@ -9,9 +9,11 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import signal
 import sys
+import time
 
-from core.artifacts import LockHeld, WriteFailed
+from core.artifacts import LockHeld, WriteFailed, write_json_atomic
 
 BAD_INPUT = (ValueError, FileNotFoundError, LockHeld)
 
@@ -29,9 +31,15 @@ class BadInput(SystemExit):
 
 
 def bad_input(error: Exception, code: int = 2) -> BadInput:
-    """Print `error: <error>` to stderr and return the `BadInput` (exit status `code`) to raise."""
+    """Print `error: <error>` to stderr and return the `BadInput` (exit status `code`) to raise. Under a launcher of
+    several processes per machine (`accelerate launch`, torchrun: LOCAL_RANK), the first process of each machine
+    prints it: one line per machine, not one per process; torchrun's failure summary shows it as the root cause
+    (its error file, TORCHELASTIC_ERROR_FILE) instead of "To enable traceback see ..."."""
     message = f"error: {error}".encode("utf-8", "backslashreplace").decode()  # a path that is not UTF-8: \udcff
-    print(message, file=sys.stderr)
+    if os.environ.get("LOCAL_RANK", "0") == "0":
+        print(message, file=sys.stderr)
+    if error_file := os.environ.get("TORCHELASTIC_ERROR_FILE"):
+        write_json_atomic(error_file, {"message": message, "timestamp": int(time.time())})
     return BadInput(message, code)
 
 
@@ -64,6 +72,22 @@ def exit_on_write_failure(main):
             raise bad_input(error, code=1) from None
 
     return wrapper
+
+
+@contextlib.contextmanager
+def sigterm_exits():
+    """Inside the block, SIGTERM (`kill`, a scheduler stopping a job, a grid stopping its workers) ends the process as
+    `sys.exit(143)` (128 + 15) does, so that `finally` blocks and `with` exits run: locks removed, temporary folders
+    cleaned up (the default action ends it at once and leaves them behind). The handler before is restored after."""
+
+    def stop(signum, frame):
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def not_a_command(module: str, command: str, does: str) -> None:

@@ -252,10 +252,15 @@ def claim_protocol(folder: str | os.PathLike, protocol: dict, replace: bool = Fa
     of two grids started together exactly one claims it). Returns [] when the folder is this protocol's, else the
     fields that differ ("field: theirs -> ours"); `replace` (a grid redoing changed results) claims it regardless."""
     path = Path(folder) / PROTOCOL_NAME
-    if path.is_dir() or path.is_file() and not path.stat().st_size:
+    if path.is_dir() or path.is_file() and not path.stat().st_size:  # the grid and --migrate both say this fix
+        then = (
+            f", then run `{MIGRATE_COMMAND}` (it claims the folder for its results' protocol)"
+            if any(Path(folder).glob("lr*-seed*.json"))
+            else " (the next grid claims the folder again)"
+        )
         raise ValueError(
             f"results folder protocol {path} is {'a folder' if path.is_dir() else 'empty'}, not the "
-            "claim a grid writes: remove it (the next grid claims the folder again)"
+            f"claim a grid writes: remove it{then}"
         )
     if replace:
         artifacts.write_json_atomic(path, protocol)

@@ -455,7 +455,7 @@ def claim_folders(todo: list[Run], output, rerun_changed: bool = False) -> None:
     """Claim the results folder of every run of `todo` for its protocol (`store.claim_protocol`) before anything
     trains: of two grids of other protocols started on one --output, the second is refused whole (GridMixed)."""
     for folder, run in {run.path(output).parent: run for run in todo}.items():
-        if not rerun_changed and not (folder / store.PROTOCOL_NAME).is_file() and any(folder.glob("lr*-seed*.json")):
+        if not rerun_changed and not (folder / store.PROTOCOL_NAME).exists() and any(folder.glob("lr*-seed*.json")):
             raise GridMixed(
                 f"{folder} holds results written before folders were claimed: run "
                 f"`{store.MIGRATE_COMMAND}` once (nothing was run)"
@@ -586,7 +586,8 @@ def main(argv: list[str] | None = None) -> None:
         grid_args, protocol_args = cli.parse_dataclasses(make_parser(), argv)
         todo, tokenizers = check(grid_args, protocol_args)
     try:
-        run_all(todo, tokenizers, grid_args, protocol_args)
+        with cli.sigterm_exits():  # a stopped grid leaves no `.<result>.json.lock` behind
+            run_all(todo, tokenizers, grid_args, protocol_args)
     except GridMixed as error:  # refused before this run wrote anything
         raise cli.bad_input(error) from None
     except GridFailed as error:

@@ -41,6 +41,27 @@ FAMILIES = {
     "qwen2": ("Qwen2ForCausalLM", "Qwen2Config"),
     "qwen3": ("Qwen3ForCausalLM", "Qwen3Config"),
 }
+# what known decoders outside FAMILIES compute that this architecture does not represent (docs/models.md)
+_NORM_OFFSET_AND_SCALE = "an RMSNorm scaled by 1 + its weight, an embedding scaled by sqrt(hidden_size)"
+LACKS = {
+    "gemma": f"{_NORM_OFFSET_AND_SCALE}, a GeGLU MLP",
+    "gemma2": f"{_NORM_OFFSET_AND_SCALE}, attention and final-logit soft-capping, local (sliding-window) layers "
+    "between global ones, norms after attention and MLP",
+    "gemma3_text": f"{_NORM_OFFSET_AND_SCALE}, q/k norms, local (sliding-window) layers with their own RoPE base, "
+    "norms after attention and MLP",
+    "olmo": "a LayerNorm without weights (and clipped q/k/v where clip_qkv is set)",
+    "olmo2": "norms after attention and MLP instead of before, q/k norms",
+    "mixtral": "mixture-of-experts MLPs",
+    "qwen2_moe": "mixture-of-experts MLPs",
+    "qwen3_moe": "mixture-of-experts MLPs",
+}
+LACKS["gemma3"] = LACKS["gemma3_text"]
+# how a GGUF release becomes a checkpoint this converter reads
+GGUF_HINT = (
+    "a GGUF release is no transformers checkpoint: dequantise it into one first, then convert that folder "
+    "(`recipes.real_models.dequantise_gguf(GGUF_FILE, FOLDER)` for a Llama-architecture GGUF, with the `real` extra; "
+    "`python -m recipes.real_models` does it for SmolLM2-135M-Instruct)"
+)
 WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin")
 # What a fetched real model was made from (`recipes.real_models`: a GGUF release dequantised, a wheel's folder): carried
 # into the converted folder, then by CPT into run_info.json's `base_source` and the model card.
@@ -60,7 +81,8 @@ def resolve_source(source: str, max_positions: int | None = None) -> Path:
     if path.is_dir():
         return path
     if path.exists():
-        raise ConversionError(f"SOURCE {source} is a file; pass the directory of a saved transformers model")
+        gguf = f": {GGUF_HINT}" if path.suffix == ".gguf" else ""
+        raise ConversionError(f"SOURCE {source} is a file; pass the directory of a saved transformers model{gguf}")
     model_folders.local_or_hub(source, "SOURCE")  # a missing local path: "no such directory", its nearest sibling
     from huggingface_hub import hf_hub_download, snapshot_download
 
@@ -76,7 +98,8 @@ def resolve_source(source: str, max_positions: int | None = None) -> Path:
 def read_config(source_dir: Path) -> dict:
     config_file = source_dir / "config.json"
     if not config_file.is_file():
-        raise ConversionError(f"missing config.json in {source_dir}; SOURCE must be a saved transformers model")
+        gguf = f" ({next(source_dir.glob('*.gguf')).name}): {GGUF_HINT}" if any(source_dir.glob("*.gguf")) else ""
+        raise ConversionError(f"missing config.json in {source_dir}; SOURCE must be a saved transformers model{gguf}")
     return artifacts.read_json(config_file, "model config")
 
 
@@ -85,9 +108,14 @@ def check_source_config(raw: dict, max_positions: int | None = None) -> transfor
     ConversionError names the first incompatibility (`max_positions`: `--max_position_embeddings`, if given)."""
     model_type = raw.get("model_type")
     if model_type not in FAMILIES:
+        lacks = (
+            f"; {model_type} has {LACKS[model_type]}, which this architecture does not represent"
+            if model_type in LACKS
+            else ""
+        )
         raise ConversionError(
             f"unsupported source architecture: model_type={model_type!r}; supported: "
-            f"{', '.join(FAMILIES)} (each with its *ForCausalLM class)"
+            f"{', '.join(FAMILIES)} (each with its *ForCausalLM class){lacks}"
         )
     causal_lm, config_class = FAMILIES[model_type]
     architectures = raw.get("architectures") or [causal_lm]

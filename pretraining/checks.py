@@ -314,6 +314,33 @@ def check_sources(run_args: PretrainArguments) -> None:
                 f"block_size {run_args.block_size} exceeds the {positions} positions of "
                 f"{run_args.model_name_or_path}; pass --block_size {positions} or less"
             )
+        check_base_run_info(base)
+
+
+def check_base_run_info(base: str) -> None:
+    """Refuse a CPT base whose run_info.json holds counts no run writes (a hand-edited or damaged file): where CPT's
+    data start, and the tokens and parameters its card and the report state, are read from them."""
+    info = run_folders.read_run_info(base)
+    if info is None:  # a converted decoder: nothing recorded
+        return
+    parameters = info["parameters"]
+    counts = {key: info[key] for key in ("steps", "tokens_seen", "tokens_before_cpt")}
+    counts |= (
+        {f"parameters.{key}": parameters.get(key) for key in ("total", "input_embedding")}
+        if isinstance(parameters, dict)
+        else {"parameters": parameters}
+    )
+    wrong = [
+        f"{key} {value!r}"
+        for key, value in counts.items()
+        if not (type(value) is int and value >= 0) and not (key == "tokens_before_cpt" and value is None)
+    ]
+    if wrong:
+        raise ValueError(
+            f"{Path(base) / run_folders.RUN_INFO_NAME} holds {', '.join(wrong)}, where its run writes whole numbers "
+            "of 0 or more (parameters: {'total': N, 'input_embedding': N}): CPT would start at the wrong block and "
+            "state wrong counts; restore the file its run wrote"
+        )
 
 
 def check_output_dir(run_args: PretrainArguments, training_args: TrainingArguments) -> str | None:

@@ -189,6 +189,14 @@ def read_study_marker(stored, where) -> dict:
             f"{where} is study.json format {found}, this code reads format {run_folders.STUDY_FORMAT}: "
             "run the study again into a new --output, or use the commit that wrote it"
         )
+    counts = stored.get("parameters", {"total": 2, "input_embedding": 1})  # none yet: nothing to check
+    total, embedding = (counts.get(key) if isinstance(counts, dict) else None for key in ("total", "input_embedding"))
+    if not (type(total) is int and type(embedding) is int and 0 < embedding < total):  # else the report's refusal
+        raise ValueError(  # of --embedding_parameters, a flag no one passed
+            f"{where} records parameters {counts}, where a study records its models' total and the input "
+            "embedding's part of it (0 < input_embedding < total), from their run_info.json: the file was changed "
+            "since; restore it (or use the archive --docs wrote)"
+        )
     return stored
 
 

@@ -231,6 +231,10 @@ CLI_ROWS = {
             "configonly is not a saved model",
         ),
         ([*CPT, "--lora", "true", "--keep_optimizer_state", "true"], "drop keep_optimizer_state or lora"),
+        (  # issue 54: a base whose run_info.json says tokens_seen -5 and parameters "lots" was accepted
+            [*DEBUG, "--architecture", "none", "--model_name_or_path", "{badinfo}", "--switch_step", "none"],
+            "badinfo/run_info.json holds tokens_seen -5, parameters 'lots', where its run writes whole numbers",
+        ),
     ],
     "recipes.study": [
         (["nope", "--output", "{out}"], "unknown study 'nope'"),
@@ -437,6 +441,14 @@ CLI_ROWS = {
         (["{model}", "{out}", "--mask_token", ""], "--mask_token '' is empty"),
         (["{model}", "{out}", "--pad_token", " "], "--pad_token ' ' is empty"),
         (["{model}", "{out}", "--max_position_embeddings", "x"], "--max_position_embeddings"),
+        # issue 54: a GGUF release (the file, or the folder it was unpacked into) said only "is a file" / "missing
+        # config.json"
+        (
+            ["{tmp}/gguf/model.Q4_1.gguf", "{out}"],
+            "is a file; pass the directory of a saved transformers model: a GGUF",
+        ),
+        (["{tmp}/gguf", "{out}"], "missing config.json in {tmp}/gguf; SOURCE must be a saved transformers model"),
+        (["{tmp}/gguf", "{out}"], "(model.Q4_1.gguf): a GGUF release is no transformers checkpoint: dequantise it"),
     ],
     "modeling_eurobert.export_native": [
         (["{tmp}/missing", "{out}"], "missing"),
@@ -614,6 +626,8 @@ def _placeholders(tmp_path, model_dir) -> dict:
     (tmp_path / "negbudget.yaml").write_text(yaml.safe_dump({"name": "neg", **task, "budget": {"max_steps": -1}}))
     (tmp_path / "dupcfg.yaml").write_text("objective: mlm\narchitecture: tiny\nobjective: clm\n")
     (tmp_path / "file.txt").write_text("a plain file\n")
+    (tmp_path / "gguf").mkdir()  # a GGUF release unpacked
+    (tmp_path / "gguf" / "model.Q4_1.gguf").write_bytes(b"GGUF")
     (tmp_path / "configonly").mkdir()
     (tmp_path / "configonly" / "config.json").write_text('{"model_type": "llama", "max_position_embeddings": 128}')
     (tmp_path / "runs" / "my-decoder-cpt").mkdir(parents=True)
@@ -648,6 +662,7 @@ def _placeholders(tmp_path, model_dir) -> dict:
         "{noid}": str(tmp_path / "noid"),
         "{study}": str(tmp_path / "study"),
         "{configonly}": str(tmp_path / "configonly"),
+        "{badinfo}": str(tmp_path / "badinfo"),
     }
 
 
@@ -701,6 +716,16 @@ def _write_study(tmp_path) -> None:
     artifacts.write_json_atomic(path, record)
 
 
+def _write_badinfo(tmp_path, model_dir) -> None:
+    """{badinfo}: a CPT base (the tiny model) whose run_info.json says tokens_seen -5 and parameters "lots"."""
+    import shutil
+
+    shutil.copytree(model_dir, tmp_path / "badinfo")
+    info = dict.fromkeys(run_folders.RUN_INFO_KEYS) | {"format": run_folders.RUN_INFO_FORMAT, "name": "badinfo"}
+    info |= {"steps": 20, "tokens_seen": -5, "tokens_before_cpt": 0, "parameters": "lots"}
+    artifacts.write_json_atomic(tmp_path / "badinfo" / run_folders.RUN_INFO_NAME, info)
+
+
 def _listing(folder: Path) -> dict:
     return {str(p.relative_to(folder)): p.stat().st_size if p.is_file() else None for p in folder.rglob("*")}
 
@@ -720,13 +745,16 @@ def tiny_model(tmp_path_factory, data_dir):
 def test_every_cli_refuses_bad_input_in_one_line_before_writing(
     module, argv, fragment, request, tmp_path, monkeypatch, capsys
 ):
-    model_dir = request.getfixturevalue("tiny_model") if any("{model}" in a for a in argv) else tmp_path / "none"
+    uses_model = any("{model}" in a or "{badinfo}" in a for a in argv)
+    model_dir = request.getfixturevalue("tiny_model") if uses_model else tmp_path / "none"
     values = _placeholders(tmp_path, model_dir)
     monkeypatch.chdir(tmp_path)
     if any("{noid}" in a for a in argv):
         _write_noid(tmp_path)
     if any("{study}" in a for a in argv):
         _write_study(tmp_path)
+    if any("{badinfo}" in a for a in argv):
+        _write_badinfo(tmp_path, model_dir)
     before = _listing(tmp_path)
     argv = [functools.reduce(lambda text, key: text.replace(key, values[key]), values, a) for a in argv]
     with pytest.raises(SystemExit) as refused:

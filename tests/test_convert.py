@@ -331,7 +331,11 @@ REFUSALS = {
         "rope_type 'dynamic'",
     ),
     "activation": ({"hidden_act": "gelu"}, "hidden_act"),
-    "gemma": ({"model_type": "gemma2"}, "model_type='gemma2'; supported: llama, mistral, qwen2, qwen3"),
+    "gemma": (  # issue 54: the refusal names what the architecture lacks, as docs/models.md says
+        {"model_type": "gemma2"},
+        r"model_type='gemma2'; supported: llama, mistral, qwen2, qwen3 .*; gemma2 has an RMSNorm scaled by 1 \+ its "
+        r"weight, an embedding scaled by sqrt\(hidden_size\), attention and final-logit soft-capping, local",
+    ),
     "architectures": ({"architectures": ["LlamaForSequenceClassification"]}, "LlamaForSequenceClassification"),
     "qwen2_window": (
         {

@@ -331,6 +331,33 @@ def test_two_grid_processes_share_one_output_directory(models, data_dir, tmp_pat
     assert sum(counts) == 4 and len(store.result_files(tmp_path)) == 4  # no run done twice, none missing
 
 
+@pytest.mark.slow
+def test_a_grid_stopped_by_sigterm_leaves_no_lock_behind(models, data_dir, tmp_path):
+    """Issue 54: SIGTERM to `evaluation.run` while a run trains (its `.<result>.json.lock` held) ends it with exit
+    status 143 and removes the lock; no result is written for the stopped run."""
+    import signal
+    import time
+
+    command = [sys.executable, "-m", "evaluation.run", "--model", str(models["eurobert"]), "--tasks", "sst2"]
+    command += ["--lrs", "1e-3", "--seeds", "0", "--output", str(tmp_path), "--data_dir", str(data_dir)]
+    command += [f"--{k}={v}" for k, v in {**SMOKE, "max_steps": 100000, "max_train": 4000}.items()]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    grid_process = subprocess.Popen(command, cwd=ROOT, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 240
+        while not list(tmp_path.rglob(".*.lock")) and grid_process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert list(tmp_path.rglob(".*.lock")), "the run never took its lock"
+        time.sleep(2)  # training
+        grid_process.send_signal(signal.SIGTERM)
+        err = grid_process.communicate(timeout=120)[1]
+    finally:
+        if grid_process.poll() is None:
+            grid_process.kill()
+    assert grid_process.returncode == 143, err
+    assert not list(tmp_path.rglob("*.lock")) and not store.result_files(tmp_path)
+
+
 # ------------------------------------------------------------------------------------- workers and Hub ids
 def plant_hub_snapshot(cache: Path, repo_id: str, model_dir: Path) -> str:
     """Put a model into a Hub cache folder as `huggingface_hub` lays it out (snapshots/<commit>/ + refs/main)."""
@@ -539,6 +566,29 @@ def test_two_grids_of_other_protocols_started_together_leave_no_mix(models, data
     assert identity.migrate(tmp_path) == 0 and (folder / store.PROTOCOL_NAME).is_file()
     with pytest.raises(run.GridMixed, match=r"is claimed by another grid with another protocol.*max_steps: 6 -> 5"):
         run.run_all(todo_b, tokenizers, grid_b, protocol_b)
+
+
+def test_a_protocol_folder_beside_results_gets_one_fix_from_the_grid_and_the_migration(
+    models, data_dir, tmp_path, call_main
+):
+    """Issue 54: a `.protocol` folder beside results: the grid said run `--migrate`, `--migrate` said remove it. Both
+    now say: remove it, then run `--migrate`; done, the migration claims the folder."""
+    from tests.test_store import format2_result
+
+    fix = "is a folder, not the claim a grid writes: remove it, then run `python -m evaluation.identity --migrate"
+    claim = tmp_path / "grid" / "tiny-mlm" / "sst2" / store.PROTOCOL_NAME
+    claim.mkdir(parents=True)
+    (claim.parent / "lr0.5-seed9.json").write_text("{}")  # a result of another grid
+    argv = ["--model", models["eurobert"], "--tasks", "sst2", "--lrs", "1e-3", "--seeds", "0"]
+    out = call_main(run.main, *argv, "--output", tmp_path / "grid", "--data_dir", data_dir)
+    assert out.returncode == 2 and out.stderr.count("error:") == 1 and fix in out.stderr, out.stderr
+    path, _ = format2_result(tmp_path / "old")
+    (path.parent / store.PROTOCOL_NAME).mkdir()
+    out = call_main(identity.main, "--migrate", tmp_path / "old")
+    assert out.returncode == 2 and out.stderr.count("error:") == 1 and fix in out.stderr, out.stderr
+    (path.parent / store.PROTOCOL_NAME).rmdir()
+    assert call_main(identity.main, "--migrate", tmp_path / "old").returncode == 0
+    assert (path.parent / store.PROTOCOL_NAME).is_file()
 
 
 @pytest.mark.parametrize("damage", ["corrupt", "empty", "folder"])

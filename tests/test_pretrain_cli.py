@@ -116,6 +116,32 @@ def test_scripts_launch_by_path_from_the_root_and_from_another_directory(tmp_pat
     assert "--keep_optimizer_state" in out  # the CPT settings: cpt.py's own parser ran
 
 
+@pytest.mark.slow
+def test_a_refusal_under_accelerate_launch_is_one_project_line(tmp_path):
+    """Issue 54: under `accelerate launch` a refusal of recipes/cpt.py is the project's one line, once (2 processes:
+    the first of the machine says it; torchrun's failure summary gives it as the root cause), nothing written.
+    accelerate then reports the exit status its own way, a traceback it prints after the child has ended (no child
+    can prevent it); with its `-q` (one process) the project's line is the last line, as docs/pretraining.md says."""
+    accelerate = str(Path(sys.executable).parent / "accelerate")
+    refusal = "error: CPT starts from existing weights: pass --model_name_or_path"
+    recipe = ["recipes/cpt.py", "--config", "recipes/configs/debug.yaml", "--output_dir", str(tmp_path / "out")]
+    launches = {
+        "quiet": [accelerate, "launch", "-q", "--cpu", "--num_processes", "1", *recipe],
+        "two": [accelerate, "launch", "--config_file", "recipes/accelerate/cpu.yaml", *recipe],
+    }
+    running = {
+        name: subprocess.Popen(command, cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for name, command in launches.items()
+    }
+    done = {name: (process.communicate(timeout=240)[1], process.returncode) for name, process in running.items()}
+    err, code = done["quiet"]
+    assert code == 1 and err.strip().splitlines()[-1].startswith(refusal), err[-3000:]
+    err, code = done["two"]
+    assert code == 1 and sum(line.startswith(refusal) for line in err.splitlines()) == 1, err[-3000:]
+    assert f"traceback : {refusal}" in err  # torchrun's summary names it as the root cause
+    assert not (tmp_path / "out").exists()
+
+
 def _write(path, text):
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)

@@ -575,25 +575,58 @@ def test_report_never_replaces_files_it_did_not_write_and_leaves_nothing_stale(r
     assert not (out / "findings.csv").exists() and "bert-tiny" in (out / "summary.md").read_text()
 
 
-def test_a_report_killed_mid_write_can_be_rerun_into_its_folder(results, tmp_path, monkeypatch):
-    """A run killed after summary.md (no figures yet) left a partial report: the rerun recognises it as its own and
-    replaces it, keeping a file that was there before it. A killed first run into a new folder leaves the same."""
+# a report SIGKILLed at sys.argv[1]: while drawing its figures (its tables written) or once it moved one file in
+KILLED_REPORT = """
+import os, signal, sys
+from analysis import report
+
+def kill(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGKILL)
+
+replace = os.replace
+
+def move_one_then_kill(source, target):  # a file of the report moved in from its staging folder
+    replace(source, target)
+    if os.path.basename(os.path.dirname(source)).startswith(".report.") and "/.report." not in str(target):
+        kill()
+
+if sys.argv[1] == "figures":
+    report.figures.plot_all = kill
+else:
+    report.os.replace = move_one_then_kill
+report.main(sys.argv[2:])
+"""
+
+
+@pytest.mark.parametrize("kill_at", ["figures", "moving"])
+def test_a_report_killed_mid_write_is_rerun_into_its_folder_keeping_what_a_person_added(results, tmp_path, kill_at):
+    """Issue 54: a report killed while it writes (a real SIGKILL: no cleanup), then a person adds NOTES.md and a
+    figure of their own to its folder, then the same command again: the rerun replaces the report and keeps both,
+    and the file that was there before; it leaves what a fresh report leaves, and its marker names exactly its
+    files. (The killed run wrote into a staging folder, so at most the files it was moving in were its own.)"""
+    import signal
+    import subprocess
+    import sys
+
+    from core.paths import REPO_ROOT
+
     out = tmp_path / "report"
     report.main([str(results), "--output", str(out)])  # an earlier, complete report
+    fresh = {p.name for p in out.iterdir()}
     (out / "notes.txt").write_text("kept")  # added to its folder since: not the report's own
-
-    def killed(*args, **kwargs):
-        raise KeyboardInterrupt  # the kill, after the tables were written
-
-    with monkeypatch.context() as patched:
-        patched.setattr(report.figures, "plot_all", killed)
-        with pytest.raises(KeyboardInterrupt):
-            report.main([str(results), "--output", str(out)])
-    assert (out / "summary.md").is_file() and not any(out.glob("*.png"))
-    (out / "stray.png").write_text("a figure of the killed run")
+    argv = [sys.executable, "-c", KILLED_REPORT, kill_at, str(results), "--output", str(out)]
+    killed = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    moved_in = {p.name for p in out.iterdir() if not p.name.startswith(".")} - {"notes.txt"}
+    assert len(moved_in) == (1 if kill_at == "moving" else 0) and any(out.glob(".report.*.tmp"))
+    (out / "NOTES.md").write_text("a person's notes")
+    (out / "mine.png").write_text("a person's figure")
     report.main([str(results), "--output", str(out)])
-    assert (out / "notes.txt").read_text() == "kept" and not (out / "stray.png").exists()
-    assert any(out.glob("*.png")) and "writing" not in (out / report.REPORT_MARK).read_text()
+    assert (out / "notes.txt").read_text() == "kept" and (out / "NOTES.md").read_text() == "a person's notes"
+    assert (out / "mine.png").read_text() == "a person's figure"
+    assert {p.name for p in out.iterdir()} == fresh | {"notes.txt", "NOTES.md", "mine.png"}  # no staging folder
+    marker = artifacts.read_json(out / report.REPORT_MARK)
+    assert marker["files"] == sorted(fresh - {report.REPORT_MARK})
 
 
 def test_gap_over_pretraining_is_one_slope_test_and_its_figure(tmp_path, monkeypatch):

@@ -453,6 +453,20 @@ def test_a_study_json_of_an_older_format_is_refused_in_one_line(tmp_path, capsys
     assert not (tmp_path / "out").exists() and [p.name for p in study.iterdir()] == ["study.json"]
 
 
+def test_a_study_json_whose_input_embedding_exceeds_its_total_is_one_line_in_its_terms(tmp_path, capsys):
+    """Issue 54: study.json parameters whose input embedding exceeds their total ended in a RuntimeError quoting
+    the report's --embedding_parameters, a flag the user never passed; now one line naming study.json."""
+    marker = {"format": run_folders.STUDY_FORMAT, "study": "smoke", "definition": {"scale": "smoke"}}
+    marker["parameters"] = {"total": 1000, "input_embedding": 5000}
+    archive = _archive(tmp_path / "edited.tar.xz", {"study.json": json.dumps(marker).encode()})
+    with pytest.raises(SystemExit) as error:
+        main(["smoke", "--from_results", str(archive), "--output", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert error.value.code == 2 and len(err) == 1 and "--embedding_parameters" not in err[0], err
+    assert f"{archive}:study.json records parameters {{'total': 1000, 'input_embedding': 5000}}, where" in err[0]
+    assert not (tmp_path / "out").exists()
+
+
 def _first_result(archive: Path) -> tuple[str, dict]:
     import tarfile
 

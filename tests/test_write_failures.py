@@ -24,7 +24,12 @@ def _results(tmp):
         for lr in (1e-5, 1e-4):
             for seed in (0, 1):
                 write_run(tmp / "results", model, "sst2", lr, seed, 0.8, [1.0, 0.0, 1.0, 1.0] * 20)
-    return report.main, [tmp / "results", "--output", tmp / "out"], tmp / "out", 400
+    return (
+        report.main,
+        [tmp / "results", "--output", tmp / "out"],
+        tmp / "out" / "summary.md",
+        400,
+    )  # the first file over 400 bytes
 
 
 def _card(tmp):
