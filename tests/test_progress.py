@@ -12,7 +12,11 @@ from tests.fixtures.tiny_models import build_tiny_eurobert, build_tiny_tokenizer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-LINE = r"(?P<label>[^\n]*): step (?P<step>\d+)/(?P<total>\d+), loss (?P<loss>[0-9.e+-]+|nan), [0-9:]+ elapsed"
+# A run's progress where the console is not a terminal (pytest's capture, a log file): `core.progress.print_line`.
+LINE = (
+    r"(?P<label>[^\n]*): step (?P<step>\d+)/(?P<total>\d+)(, loss (?P<loss>[0-9.e+-]+|nan))?, [0-9:]+ elapsed"
+    r"(, [0-9:]+ left)?\n"
+)
 
 
 def test_a_finetuning_run_shows_its_steps_and_loss_and_ends_with_its_scores(data_dir, tmp_path, call_main):
@@ -40,15 +44,19 @@ def test_a_diverged_run_says_so_instead_of_scores():
     assert run.score_line(record) == "m sst2 lr=1e+06 seed=1: diverged (the loss turned NaN/inf), no score"
 
 
-def test_a_pretraining_run_shows_its_steps_and_loss(data_dir, tmp_path, call_main):
+def test_a_pretraining_run_shows_its_steps_and_loss(data_dir, tmp_path, call_main, monkeypatch):
+    monkeypatch.setenv("MLM_VS_CLM_PROGRESS_SECONDS", "0")  # a line at every step (a log's default: every 30 s)
     done = call_main(
         pretrain.main,
         *("--config", "recipes/configs/debug.yaml", "--output_dir", tmp_path / "debug", "--max_steps", "12"),
         *("--data_dir", data_dir),
     )
     assert done.returncode == 0, done.stderr
-    [last] = [m.groupdict() for m in re.finditer(LINE, done.stderr)][-1:]
-    assert (last["label"], last["step"], last["total"]) == ("pretraining", "12", "12") and float(last["loss"]) > 0
+    lines = [m.groupdict() for m in re.finditer(LINE, done.stderr)]
+    assert [int(line["step"]) for line in lines] == [*range(1, 13), 12]  # a line at each step, one at the end
+    assert {(line["label"], line["total"]) for line in lines} == {("pretraining", "12")}
+    assert [line["loss"] is None for line in lines] == [True] * 5 + [False] * 8  # the first loss: at step 5
+    assert float(lines[-1]["loss"]) > 0
     assert "{'loss': '" in done.stdout  # every log line too (tokens/s, data share)
 
 
