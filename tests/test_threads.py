@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("modeling_eurobert", "pretraining", "evaluation", "model_cards", "recipes", "bench")
 # Run a module or script with the import of torch reported: the policy's variables at that moment, then exit.
 SPY = """
-import importlib.abc, json, os, runpy, sys
+import importlib, importlib.abc, json, os, runpy, sys
 
 class Spy(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
@@ -28,7 +28,7 @@ class Spy(importlib.abc.MetaPathFinder):
 POLICY = json.loads(sys.argv[1])
 sys.meta_path.insert(0, Spy())
 target, sys.argv = sys.argv[2], sys.argv[2:]
-runpy.run_path(target) if target.endswith(".py") else runpy.run_module(target)
+runpy.run_path(target) if target.endswith(".py") else importlib.import_module(target)
 import torch
 """
 
@@ -56,7 +56,16 @@ def test_every_package_that_loads_torch_sets_the_policy_on_import_without_loadin
     assert lines == [json.dumps(threads.POLICY)] * len(PACKAGES) + ["False"]
 
 
-@pytest.mark.parametrize("target", ["evaluation.run", "recipes/pretrain.py", "recipes/cpt.py", "bench.bench_model"])
+# Every command line of the project (a module run as `python -m`), and the two run by path as well.
+ENTRY_POINTS = sorted(
+    ".".join(path.relative_to(ROOT).with_suffix("").parts)
+    for package in PACKAGES
+    for path in (ROOT / package).glob("*.py")
+    if 'if __name__ == "__main__":' in path.read_text()
+)
+
+
+@pytest.mark.parametrize("target", [*ENTRY_POINTS, "recipes/pretrain.py", "recipes/cpt.py"])
 def test_the_policy_is_set_when_an_entry_point_loads_torch(target):
     """By module and by path (`python recipes/pretrain.py`, `accelerate launch recipes/cpt.py`)."""
     assert (
