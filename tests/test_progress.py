@@ -46,10 +46,11 @@ def test_a_diverged_run_says_so_instead_of_scores():
 
 def test_a_pretraining_run_shows_its_steps_and_loss(data_dir, tmp_path, call_main, monkeypatch):
     monkeypatch.setenv("MLM_VS_CLM_PROGRESS_SECONDS", "0")  # a line at every step (a log's default: every 30 s)
+    # --disable_tqdm's default follows transformers' verbosity, which the grid's main (above) lowered in this process
     done = call_main(
         pretrain.main,
         *("--config", "recipes/configs/debug.yaml", "--output_dir", tmp_path / "debug", "--max_steps", "12"),
-        *("--data_dir", data_dir),
+        *("--data_dir", data_dir, "--disable_tqdm", "false"),
     )
     assert done.returncode == 0, done.stderr
     lines = [m.groupdict() for m in re.finditer(LINE, done.stderr)]
