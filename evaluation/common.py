@@ -20,6 +20,7 @@ from transformers import (
 from transformers.trainer_callback import PrinterCallback
 
 from core import lora
+from core.progress import StepProgress
 from evaluation.attention import set_attention
 from evaluation.finetune_args import FinetuneArgs, data_settings, identity_settings, schedule
 from modeling_eurobert import register
@@ -103,10 +104,12 @@ def save_finetuned(finetuned: Finetuned, directory: str | os.PathLike) -> None:
 
 
 def train(trainer: Trainer) -> bool:
-    """Run `trainer.train()` with divergence detection; return True if the run diverged."""
+    """Run `trainer.train()` with divergence detection and its steps, loss and time left on the console
+    (`core.progress`); return True if the run diverged."""
     callback = DivergenceCallback()
     trainer.add_callback(callback)
-    trainer.remove_callback(PrinterCallback)  # the grid has its own progress bar; loss lines would drown it
+    trainer.remove_callback(PrinterCallback)  # a loss line per log would drown the grid's bar: the bar's postfix has it
+    trainer.add_callback(StepProgress(f"fine-tuning lr={trainer.args.learning_rate:g} seed={trainer.args.seed}"))
     output = trainer.train()
     return callback.diverged or not math.isfinite(output.training_loss)
 

@@ -494,8 +494,18 @@ def run_all(todo: list[Run], tokenizers: dict, grid: GridArgs, protocol: finetun
                         save_model(run, record, finetuned, grid.output)
                     store.write_result(run.path(grid.output), record)
                     written.append(run.path(grid.output))
+                    tqdm.write(score_line(record), file=sys.stderr)
     print(f"wrote {len(written)} result file(s) to {grid.output}", file=sys.stderr)
     return written
+
+
+def score_line(record: dict) -> str:
+    """A finished run as the console shows it: `tiny sst2 lr=0.0001 seed=0: accuracy validation 0.8125, test 0.7950`."""
+    run = f"{record['model']} {record['task']} lr={record['lr']:g} seed={record['seed']}"
+    if not store.scored(record):
+        return f"{run}: diverged (the loss turned NaN/inf), no score"
+    scores = ", ".join(f"{split} {store.main_score(record, split):.4f}" for split in store.SPLITS)
+    return f"{run}: {store.main_metric(record)} {scores}"
 
 
 def worker_command(todo: list[Run], grid: GridArgs, protocol: finetune_args.ProtocolArgs) -> list[str]:
@@ -544,11 +554,14 @@ def run_workers(todo: list[Run], grid: GridArgs, protocol: finetune_args.Protoco
                 )
             )
         try:
+            shown = set()
             with tqdm(total=len(paths), desc="grid", unit="run") as progress:
                 while True:
                     codes = [w.poll() for w in workers]
-                    if (done := sum(_stamp(p) != before[p] for p in paths)) > progress.n:
-                        progress.update(done - progress.n)
+                    for path in [p for p in paths if p not in shown and _stamp(p) != before[p]]:
+                        shown.add(path)  # a worker's run finished: its scores above the bar
+                        progress.write(score_line(store.read_result(path)), file=sys.stderr)
+                        progress.update(1)
                     if None not in codes or any(code not in (None, 0) for code in codes):
                         break
                     time.sleep(1.0)

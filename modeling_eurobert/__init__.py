@@ -9,6 +9,10 @@ code beside the weights and any process loads a checkpoint with `trust_remote_co
 import functools
 from pathlib import Path
 
+from core.threads import use_thread_policy
+
+use_thread_policy()  # the CPU thread policy, before anything here loads torch
+
 ARCHITECTURES_DIR = Path(__file__).parent / "architectures"
 ARCHITECTURES = ("tiny", "small", "210m", "610m", "1b")
 

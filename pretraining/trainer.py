@@ -13,10 +13,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from transformers import Trainer, TrainerCallback, set_seed
+from transformers import ProgressCallback, Trainer, TrainerCallback, set_seed
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from core import artifacts, model_folders
+from core.progress import StepProgress
 from core.run_folders import INTERMEDIATE_DIR
 from core.sentence_transformers_files import write_sentence_transformers_files
 from modeling_eurobert import EuroBertClmMlmForCausalLM, EuroBertClmMlmForMaskedLM, load_architecture
@@ -98,7 +99,8 @@ class PretrainingTrainer(Trainer):
     """`Trainer` plus throughput logs per logging window: tokens/s, the data pipeline's share of wall time, on CUDA
     `mfu` (`pretraining.flops`), and with the fixed-shape MLM head `mlm_overflow_batches` (micro-batches over all
     processes that took the exact path). Takes the batches' `block_index` out of the model inputs, appending it to
-    `<output_dir>/block_order-rank<R>.jsonl` when `log_block_order` is set.
+    `<output_dir>/block_order-rank<R>.jsonl` when `log_block_order` is set. Its console shows steps, loss and time
+    left (`core.progress.StepProgress`) with every log line, unless `disable_tqdm` (then only the log lines).
     """
 
     def __init__(
@@ -112,6 +114,9 @@ class PretrainingTrainer(Trainer):
     ):
         self.weight_decay_scope = weight_decay_scope
         super().__init__(*args, **kwargs)
+        if not self.args.disable_tqdm:  # transformers' bar writes each update into a log file; ours a line per 30 s
+            self.remove_callback(ProgressCallback)
+            self.add_callback(StepProgress("pretraining", log_lines=True))
         self.tokens_per_step, self.block_order_path = tokens_per_step, block_order_path
         self.data_seconds = 0.0  # time spent fetching + collating batches since the last log
         self._window = None  # (start time, global step): opened by the first batch, so a resumed run starts there

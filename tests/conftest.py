@@ -7,6 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from core.threads import use_thread_policy
+
+use_thread_policy()  # before torch loads; the tests' subprocesses inherit it
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -1,6 +1,6 @@
 """Every benchmark under bench/ runs one tiny step: `bench/gpu_check.sh --dry_run` (the device's prepared call, on
-the CPU) runs bench_model, bench_pretrain and bench_grid as its sections; bench_data, bench_eval,
-bench_real_shapes and bench_report run here through their `main(argv)` (and the plan's memory table, from
+the CPU) runs bench_model, bench_pretrain and bench_grid as its sections; bench_data, bench_eval, bench_real_shapes,
+bench_report and bench_contention run here through their `main(argv)` (and the plan's memory table, from
 bench_real_shapes' figures, is checked). Nothing else runs the benchmarks, so a rename they use
 (`transformers.EuroBertForMaskedLM`) would otherwise break them unseen."""
 
@@ -12,7 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from bench import bench_data, bench_eval, bench_real_models, bench_real_shapes, bench_report, gpu_check
+from bench import (
+    bench_contention,
+    bench_data,
+    bench_eval,
+    bench_real_models,
+    bench_real_shapes,
+    bench_report,
+    gpu_check,
+)
 from bench.bench_model import fitting_batch
 from recipes import plan
 
@@ -192,3 +200,24 @@ def test_bench_real_models_dry_run_scores_minilm_and_times_converted_smollm2(rea
     assert scifact["mteb_ndcg@10"] > 0.5  # a real encoder, far above chance on its judged documents
     assert set(figures["throughput"]["pairs"]) == {"mlm", "clm"}
     assert all(pair["best"] > 0 for pair in figures["throughput"]["pairs"].values())
+
+
+@pytest.mark.slow  # 8 processes: each run alone and beside a busy process, under 2 thread policies
+def test_bench_contention_dry_run_times_each_run_alone_and_beside_busy_processes(data_dir, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    figures = bench_contention.main(
+        ["--dry_run", "--data_dir", str(data_dir), "--json", str(out / "c.json"), "--markdown", str(out / "c.md")]
+    )
+    rows = figures["rows"]
+    assert [(row["workload"], row["policy"]) for row in rows] == [
+        (workload, policy) for workload in ("fine-tuning", "pretraining") for policy in ("default", "passive")
+    ]
+    assert all(row["alone_s"] > 0 and row["busy_s"] > 0 and row["user_cpu_busy_s"] > 0 for row in rows)
+    for row in rows:
+        assert row["to_alone"] == pytest.approx(row["busy_s"] / row["alone_s"], abs=0.02)  # of rounded figures
+        assert row["idle_cost"] == 1.0 or row["policy"] != "default"
+    assert figures["busy"] == 1 and figures["fair_share"] == (1 + figures["cores"]) / figures["cores"]
+    table = (out / "c.md").read_text().splitlines()
+    assert sum(line.startswith("| fine-tuning |") or line.startswith("| pretraining |") for line in table) == 4
+    assert "`OMP_WAIT_POLICY=PASSIVE`" in table[-1] and json.loads((out / "c.json").read_text()) == figures
