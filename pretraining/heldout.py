@@ -82,31 +82,39 @@ def masked_token_scores(
     masking_seed: int = 0,
 ) -> dict:
     """Masked-token loss and accuracy (attention causal or bidirectional as asked; a masked token is predicted at its
-    own position) and the next-token loss (causal) of a loaded `EuroBertClmMlmForMaskedLM` on `blocks`."""
+    own position) and the next-token loss (causal) of a loaded `EuroBertClmMlmForMaskedLM` on `blocks`, with their
+    sums and counts per block ("per_instance": what `analysis.statistics.instance_columns` reads)."""
     import torch
     from torch.nn.functional import cross_entropy
 
-    sums = {"mlm_loss": 0.0, "mlm_correct": 0, "mlm_count": 0, "clm_loss": 0.0, "clm_count": 0}
+    rows = {key: [] for key in ("mlm_loss_sum", "mlm_correct", "mlm_count", "clm_loss_sum", "clm_count")}
     with torch.no_grad():
         for clm_batch, mlm_batch in _batches(blocks, tokenizer, mlm_probability, batch_size, masking_seed):
             masked = {k: v.to(model.device) for k, v in mlm_batch.items()}
             hidden = model.model(input_ids=masked["input_ids"], is_causal=mlm_causal).last_hidden_state
             keep = masked["labels"] != -100
             logits = model.lm_head(hidden[keep]).float()
-            sums["mlm_loss"] += float(cross_entropy(logits, masked["labels"][keep], reduction="sum"))
-            sums["mlm_correct"] += int((logits.argmax(-1) == masked["labels"][keep]).sum())
-            sums["mlm_count"] += int(keep.sum())
+            block = keep.nonzero()[:, 0]  # the block of each masked token
+            per_block = torch.zeros(len(keep), 3, dtype=torch.float64, device=logits.device)
+            per_block[:, 0].index_add_(
+                0, block, cross_entropy(logits, masked["labels"][keep], reduction="none").double()
+            )
+            per_block[:, 1].index_add_(0, block, (logits.argmax(-1) == masked["labels"][keep]).double())
+            per_block[:, 2].index_add_(0, block, torch.ones_like(block, dtype=torch.float64))
             ids = clm_batch["input_ids"].to(model.device)
             hidden = model.model(input_ids=ids, is_causal=True).last_hidden_state[:, :-1]
-            logits = model.lm_head(hidden).float().flatten(0, 1)
-            sums["clm_loss"] += float(cross_entropy(logits, ids[:, 1:].flatten(), reduction="sum"))
-            sums["clm_count"] += ids[:, 1:].numel()
+            clm = cross_entropy(model.lm_head(hidden).float().transpose(1, 2), ids[:, 1:], reduction="none")
+            for key, values in zip(rows, (*per_block.T.tolist(), clm.double().sum(1).tolist())):
+                rows[key] += values
+            rows["clm_count"] += [ids.shape[1] - 1] * len(ids)
+    rows["mlm_correct"], rows["mlm_count"] = ([int(v) for v in rows[k]] for k in ("mlm_correct", "mlm_count"))
     return {
-        "mlm_loss": sums["mlm_loss"] / sums["mlm_count"],
-        "mlm_accuracy": sums["mlm_correct"] / sums["mlm_count"],
-        "clm_loss": sums["clm_loss"] / sums["clm_count"],
-        "masked_tokens": sums["mlm_count"],
-        "next_tokens": sums["clm_count"],
+        "mlm_loss": sum(rows["mlm_loss_sum"]) / sum(rows["mlm_count"]),
+        "mlm_accuracy": sum(rows["mlm_correct"]) / sum(rows["mlm_count"]),
+        "clm_loss": sum(rows["clm_loss_sum"]) / sum(rows["clm_count"]),
+        "masked_tokens": sum(rows["mlm_count"]),
+        "next_tokens": sum(rows["clm_count"]),
+        "per_instance": rows,
     }
 
 
