@@ -691,7 +691,8 @@ def main(argv=None) -> Path:
         shown = {r["model"] for r in rows}  # a model's pretraining replicates (<name>-pseed<k>) are one row, <name>
         if any(len(pair) != 2 or len(set(pair)) != 2 or not set(pair) <= shown for pair in pairs):
             raise ValueError(
-                f"--compare needs pairs of two model names from the results ({sorted(shown)}), got {args.compare!r}"
+                f"--compare needs two model names from the results ({sorted(shown)}), or pairs of them joined "
+                f"by ';', got {args.compare!r}"
             )
     tested_records, tested_rows = records, rows
     if len(folders) > 1:  # the paper's regime: the findings and the gap test the paper-scale names only
