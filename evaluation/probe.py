@@ -18,7 +18,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.preprocessing import StandardScaler
 from tqdm.auto import tqdm
 
-from evaluation import metrics
+from evaluation import baselines, metrics, tasks
 from evaluation.token_classification import align_labels
 
 
@@ -133,3 +133,31 @@ def probe_ir(encode, split, query_prefix: str = "", document_prefix: str = "") -
     similarity = queries @ docs.T
     run = {q: dict(zip(doc_ids, map(float, row))) for q, row in zip(query_ids, similarity)}
     return metrics.retrieval_scores(run, split.qrels)
+
+
+def probe_task(model, tokenizer, task, data_dir, spec: dict, causal: bool, desc: str) -> tuple[dict, dict]:
+    """({seed: scores}, the trivial baseline's test scores) of the probe `spec` (`recipes.studies.Probe`'s fields,
+    "max_length", "seeds") of `task` on a frozen `model` (its states with `causal` attention): a classifier per seed on
+    `train` of `pool` encoded training examples, tested on `test` instances; retrieval: `test` queries ranked against
+    the documents judged for them (seed 0)."""
+
+    def encode(texts_or_ids):
+        ids = [
+            t if isinstance(t, list) else tokenizer(t, truncation=True, max_length=spec["max_length"])["input_ids"]
+            for t in texts_or_ids
+        ]
+        return token_states(model, ids, tokenizer.pad_token_id, desc=desc, is_causal=causal)
+
+    if task.family == "ir":
+        splits = {"test": tasks.load_splits(task, data_dir, max_eval=spec["test"], corpus="judged")["test"]}
+        scores = {0: probe_ir(encode, splits["test"], task.query_prefix, task.document_prefix)}
+    else:
+        splits = tasks.load_splits(task, data_dir, max_train=spec["pool"], max_eval=spec["test"])
+        scores = (
+            probe_sc(encode, splits, spec["train"], spec["seeds"], task.name)
+            if task.family == "sc"
+            else probe_tc(
+                encode, tokenizer, splits, task.labels, spec["train"], spec["seeds"], spec["max_length"], task.name
+            )
+        )
+    return scores, baselines.trivial_baseline(task, {**splits, "validation": splits["test"]})["test"]

@@ -72,15 +72,7 @@ def heldout_losses(
     return {f"{k}_loss": total / max(count, 1) for k, (total, count) in totals.items()}
 
 
-def masked_token_scores(
-    model,
-    blocks,
-    tokenizer,
-    mlm_probability: float = 0.4,
-    mlm_causal: bool = False,
-    batch_size: int = 8,
-    masking_seed: int = 0,
-) -> dict:
+def masked_token_scores(model, blocks, tokenizer, mlm_probability: float = 0.4, mlm_causal: bool = False) -> dict:
     """Masked-token loss and accuracy (attention causal or bidirectional as asked; a masked token is predicted at its
     own position) and the next-token loss (causal) of a loaded `EuroBertClmMlmForMaskedLM` on `blocks`, with their
     sums and counts per block ("per_instance": what `analysis.statistics.instance_columns` reads)."""
@@ -89,31 +81,28 @@ def masked_token_scores(
 
     rows = {key: [] for key in ("mlm_loss_sum", "mlm_correct", "mlm_count", "clm_loss_sum", "clm_count")}
     with torch.no_grad():
-        for clm_batch, mlm_batch in _batches(blocks, tokenizer, mlm_probability, batch_size, masking_seed):
-            masked = {k: v.to(model.device) for k, v in mlm_batch.items()}
-            hidden = model.model(input_ids=masked["input_ids"], is_causal=mlm_causal).last_hidden_state
-            keep = masked["labels"] != -100
-            logits = model.lm_head(hidden[keep]).float()
-            block = keep.nonzero()[:, 0]  # the block of each masked token
-            per_block = torch.zeros(len(keep), 3, dtype=torch.float64, device=logits.device)
-            per_block[:, 0].index_add_(
-                0, block, cross_entropy(logits, masked["labels"][keep], reduction="none").double()
-            )
-            per_block[:, 1].index_add_(0, block, (logits.argmax(-1) == masked["labels"][keep]).double())
-            per_block[:, 2].index_add_(0, block, torch.ones_like(block, dtype=torch.float64))
+        for clm_batch, mlm_batch in _batches(blocks, tokenizer, mlm_probability, 1, 0):  # a row per block
+            ids, labels = (mlm_batch[key].to(model.device) for key in ("input_ids", "labels"))
+            keep = labels != -100
+            logits = model.lm_head(model.model(input_ids=ids, is_causal=mlm_causal).last_hidden_state[keep]).float()
             ids = clm_batch["input_ids"].to(model.device)
-            hidden = model.model(input_ids=ids, is_causal=True).last_hidden_state[:, :-1]
-            clm = cross_entropy(model.lm_head(hidden).float().transpose(1, 2), ids[:, 1:], reduction="none")
-            for key, values in zip(rows, (*per_block.T.tolist(), clm.double().sum(1).tolist())):
-                rows[key] += values
-            rows["clm_count"] += [ids.shape[1] - 1] * len(ids)
-    rows["mlm_correct"], rows["mlm_count"] = ([int(v) for v in rows[k]] for k in ("mlm_correct", "mlm_count"))
+            clm = model.lm_head(model.model(input_ids=ids, is_causal=True).last_hidden_state[:, :-1]).float()
+            values = (
+                float(cross_entropy(logits, labels[keep], reduction="sum")),
+                int((logits.argmax(-1) == labels[keep]).sum()),
+                int(keep.sum()),
+                float(cross_entropy(clm.flatten(0, 1), ids[:, 1:].flatten(), reduction="sum")),
+                ids[:, 1:].numel(),
+            )
+            for key, value in zip(rows, values):
+                rows[key].append(value)
+    sums = {key: sum(values) for key, values in rows.items()}
     return {
-        "mlm_loss": sum(rows["mlm_loss_sum"]) / sum(rows["mlm_count"]),
-        "mlm_accuracy": sum(rows["mlm_correct"]) / sum(rows["mlm_count"]),
-        "clm_loss": sum(rows["clm_loss_sum"]) / sum(rows["clm_count"]),
-        "masked_tokens": sum(rows["mlm_count"]),
-        "next_tokens": sum(rows["clm_count"]),
+        "mlm_loss": sums["mlm_loss_sum"] / sums["mlm_count"],
+        "mlm_accuracy": sums["mlm_correct"] / sums["mlm_count"],
+        "clm_loss": sums["clm_loss_sum"] / sums["clm_count"],
+        "masked_tokens": sums["mlm_count"],
+        "next_tokens": sums["clm_count"],
         "per_instance": rows,
     }
 

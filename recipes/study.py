@@ -656,7 +656,7 @@ def measure_arm(study: Study, arm: Arm, output: Path, data_dir: str | None, todo
     loaded once."""
     import torch
 
-    from evaluation import baselines, probe, tasks
+    from evaluation import probe, tasks
     from evaluation.model_inputs import load_finetuning_tokenizer
     from modeling_eurobert import EuroBertClmMlmForMaskedLM
     from pretraining import data, heldout
@@ -678,29 +678,16 @@ def measure_arm(study: Study, arm: Arm, output: Path, data_dir: str | None, todo
                 None,
             )
             continue
-        tokenizer, task = load_finetuning_tokenizer(directory), tasks.load_task(spec["task"])
-
-        def encode(texts_or_ids):
-            ids = [
-                t if isinstance(t, list) else tokenizer(t, truncation=True, max_length=spec["max_length"])["input_ids"]
-                for t in texts_or_ids
-            ]
-            what = f"{arm.name} {task.name}"
-            return probe.token_states(model.model, ids, tokenizer.pad_token_id, desc=what, is_causal=arm.causal)
-
-        if task.family == "ir":
-            splits = {"test": tasks.load_splits(task, data_dir, max_eval=spec["test"], corpus="judged")["test"]}
-            scores = {0: probe.probe_ir(encode, splits["test"], task.query_prefix, task.document_prefix)}
-        else:
-            splits = tasks.load_splits(task, data_dir, max_train=spec["pool"], max_eval=spec["test"])
-            scores = (
-                probe.probe_sc(encode, splits, spec["train"], spec["seeds"], task.name)
-                if task.family == "sc"
-                else probe.probe_tc(
-                    encode, tokenizer, splits, task.labels, spec["train"], spec["seeds"], spec["max_length"], task.name
-                )
-            )
-        baseline = baselines.trivial_baseline(task, {**splits, "validation": splits["test"]})["test"]
+        task = tasks.load_task(spec["task"])
+        scores, baseline = probe.probe_task(
+            model.model,
+            load_finetuning_tokenizer(directory),
+            task,
+            data_dir,
+            spec,
+            arm.causal,
+            f"{arm.name} {task.name}",
+        )
         yield spec, task.name, task.family, scores, baseline
 
 
@@ -905,6 +892,7 @@ def main(argv=None) -> None:
         raise SystemExit(130) from None
 
 
+@cli.exit_on_write_failure
 def _main(args: argparse.Namespace) -> None:
     with cli.bad_input_exits():  # bad input: one line, nothing started
         if args.study not in STUDY_NAMES:

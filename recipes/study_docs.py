@@ -76,7 +76,8 @@ def decoder_intro(definition: dict) -> str:
         f"{len(definition['seeds'])} seeds of each fitted probe's training subset (the units of its intervals, the "
         "test instances resampled too, paired); the definition below gives every size. One conversion and one CPT "
         "run per arm: no interval covers CPT's own run-to-run variance. The paired comparisons are one family, their "
-        "p-values Holm-adjusted (p_holm)."
+        "p-values Holm-adjusted (p_holm). The tables are `analysis.report`'s: a probe has no learning rate (filed as "
+        "lr 0) and its seeds are its training subsets."
     )
 
 

@@ -23,6 +23,7 @@ from evaluation import probe
 from recipes import study
 from recipes.studies import STUDIES, Probe
 from recipes.study_docs import write_docs
+from tests.fixtures.full_disk import run_with_file_limit
 from tests.fixtures.tiny_models import build_tiny_eurobert, build_tiny_tokenizer, bundle_sentences
 from tests.fixtures.tokenizer_families import llama3_bpe
 
@@ -285,6 +286,21 @@ def test_a_decoder_that_cannot_be_converted_is_refused_in_one_line(kind, tiny_de
     err = refused(["real-decoder", "--output", str(tmp_path / "out"), "--decoder", str(folder)], capsys)
     assert f"--decoder {folder}" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_write_failure_while_regenerating_the_page_is_one_line_and_leaves_nothing(tmp_path):
+    """Out of room while the archive is unpacked (a file size limit under its largest result): one line naming the
+    folder, exit status 1, no half-made study or report left."""
+    argv = [
+        "real-decoder",
+        "--from_results",
+        DOCS / "real-decoder-study" / "results.tar.xz",
+        "--output",
+        tmp_path / "o",
+    ]
+    code, err = run_with_file_limit(study.main, argv, 60_000)
+    assert code == 1 and err.startswith(f"error: cannot write {tmp_path / 'o'}") and err.count("\n") == 1, err
+    assert [p.name for p in (tmp_path / "o").iterdir()] == [study.STUDY_LOCK]
 
 
 def test_real_models_a_file_is_refused_before_any_download(tmp_path, capsys):
