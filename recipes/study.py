@@ -610,7 +610,7 @@ def measure_specs(study: Study) -> list[dict]:
 def measure_arms(study: Study, output: Path, data_dir: str | None, progress: Progress) -> None:
     """Every measure of every arm whose results are not current for their identity (`store.result_state`: the arm's
     checkpoint and attention, the measure, the scale), made and filed through `core.store` (kinds "probe" and
-    "heldout"); a changed one is made again."""
+    "heldout"); a changed one is made again, a current one is kept as it is."""
     for arm in study.arms:
         progress.start("evaluation", f"{arm.name}: held-out text and probes")
         identity = {
@@ -618,42 +618,35 @@ def measure_arms(study: Study, output: Path, data_dir: str | None, progress: Pro
             "attention": "causal" if arm.causal else "bidirectional",
             "scale": study.scale,
         }
-        paths = {
-            spec["task"]: [store.result_path(output / "results", arm.name, spec["task"], 0, k) for k in spec["seeds"]]
-            for spec in measure_specs(study)
-        }
-        todo = [
-            spec
-            for spec in measure_specs(study)
-            if any(store.result_state(path, {**identity, "measure": spec})[0] != "done" for path in paths[spec["task"]])
-        ]
-        for spec, task, family, scores, baseline in measure_arm(study, arm, output, data_dir, todo):
-            for seed, path in zip(spec["seeds"], paths[spec["task"]]):
-                if store.result_state(path, {**identity, "measure": spec})[0] == "done":
-                    continue  # the probe's other seeds were made again with it: the same, and kept as they are
+        todo = {}  # task -> {seed: the path of a result not current}
+        for spec in measure_specs(study):
+            paths = {k: store.result_path(output / "results", arm.name, spec["task"], 0, k) for k in spec["seeds"]}
+            todo[spec["task"]] = {
+                k: path
+                for k, path in paths.items()
+                if store.result_state(path, {**identity, "measure": spec})[0] != "done"
+            }
+        info = run_folders.read_run_info(arm_dir(output, arm))
+        config = {"attention": identity["attention"], "cpt_steps": info["steps"] if info else 0}
+        specs = [spec for spec in measure_specs(study) if todo[spec["task"]]]
+        for spec, family, scores, baseline in measure_arm(study, arm, output, data_dir, specs):
+            for seed, path in todo[spec["task"]].items():
                 fields = {
                     **store.result_body(spec.get("metric", "mlm_loss"), {"validation": None, "test": scores[seed]}),
                     "evaluation": "probe" if baseline else "heldout",
-                    "config": {"attention": identity["attention"], "cpt_steps": arm_steps(output, arm)},
+                    "config": config,
                     **({"trivial_baseline": {"test": baseline}} if baseline else {}),
                 }
-                versions = run_folders.package_versions("sklearn")
-                record = store.new_result(
-                    arm.name, task, family, 0, seed, fields, {**identity, "measure": spec}, versions
+                versions, made_by = run_folders.package_versions("sklearn"), {**identity, "measure": spec}
+                store.write_result(
+                    path, store.new_result(arm.name, spec["task"], family, 0, seed, fields, made_by, versions)
                 )
-                store.write_result(path, record)
-        progress.done(f"measure:{arm.name}", timed=bool(todo))
-
-
-def arm_steps(output: Path, arm: Arm) -> int:
-    """The CPT steps an arm's checkpoint was trained for (its run_info.json; 0 for the converted decoder)."""
-    info = run_folders.read_run_info(arm_dir(output, arm))
-    return info["steps"] if info else 0
+        progress.done(f"measure:{arm.name}", timed=bool(specs))
 
 
 def measure_arm(study: Study, arm: Arm, output: Path, data_dir: str | None, todo: list[dict]):
-    """(spec, task, family, {seed: scores}, trivial baseline or None) of each measure in `todo`, the arm's model
-    loaded once."""
+    """(spec, family, {seed: scores}, trivial baseline or None) of each measure in `todo`, the arm's model loaded
+    once."""
     import torch
 
     from evaluation import probe, tasks
@@ -670,13 +663,7 @@ def measure_arm(study: Study, arm: Arm, output: Path, data_dir: str | None, todo
         if spec["task"] == "heldout":
             tokenizer = data.load_pretraining_tokenizer(directory, objective="mlm")
             blocks = heldout.heldout_blocks(tokenizer, spec["block_size"], spec["blocks"], output / "cache", data_dir)
-            yield (
-                spec,
-                "heldout",
-                "heldout",
-                {0: heldout.masked_token_scores(model, blocks, tokenizer, 0.4, arm.causal)},
-                None,
-            )
+            yield spec, "heldout", {0: heldout.masked_token_scores(model, blocks, tokenizer, 0.4, arm.causal)}, None
             continue
         task = tasks.load_task(spec["task"])
         scores, baseline = probe.probe_task(
@@ -688,7 +675,7 @@ def measure_arm(study: Study, arm: Arm, output: Path, data_dir: str | None, todo
             arm.causal,
             f"{arm.name} {task.name}",
         )
-        yield spec, task.name, task.family, scores, baseline
+        yield spec, task.family, scores, baseline
 
 
 def run_decoder_study(
