@@ -1,16 +1,19 @@
 """The whole study in one command: tokenizer -> pretraining runs -> evaluation grid -> report -> model cards -> Hub
-export folders.
+export folders; for a decoder study: the converted decoder -> its CPT arms -> each arm's held-out scores and probes
+-> report.
 
     python -m recipes.study smoke --output study/smoke   # the README's main job: minutes on 2 CPU cores
     python -m recipes.study mini --output study/mini --docs docs/mini-study   # the paper's comparisons (docs/)
+    python -m recipes.study real-decoder --output study/real-decoder   # MLM CPT of SmolLM2-135M (docs/)
     python -m recipes.study paper --output study/paper   # trains nothing: the plan + launch scripts
 
 The studies are defined in `recipes.studies`; `recipes.study_docs` writes a finished one into docs/. Every stage is
 idempotent: a pretraining run is done when its `run_info.json` exists (an interrupted one resumes), an evaluation run
-when its result file exists; the report, cards and Hub folders are rebuilt from those. `<output>/study.json` records
-which study a directory holds. Pretraining runs and the grid are subprocesses (logs in `<output>/logs/`); the
-held-out loss and the report run in this process (`run_here`), their torch imports deferred until the arguments are
-checked.
+or a measure when its result file is current for what made it (`store.result_state`); the report, cards and Hub
+folders are rebuilt from those. `<output>/study.json` records which study a directory holds, its whole definition
+(a decoder study's decoder included): a rerun with another is refused. Pretraining runs and the grid are
+subprocesses (logs in `<output>/logs/`); the held-out loss, a decoder study's measures and the report run in this
+process (`run_here`), their torch imports deferred until the arguments are checked.
 """
 
 import argparse
