@@ -442,6 +442,31 @@ def imported_markdown(
     return lines
 
 
+def heldout_markdown(heldout: list[dict]) -> list[str]:
+    """Markdown: the held-out scores of each model (`store` kind "heldout"), with the attention and CPT steps its
+    measure recorded."""
+    keys = ("mlm_loss", "mlm_accuracy", "clm_loss")
+    return [
+        "## Held-out text",
+        "",
+        "Masked-token loss and accuracy with the model's attention (a masked token predicted at its own position, as "
+        "MLM does) and next-token loss (causal attention), over the same held-out blocks.",
+        "",
+        *markdown_table(
+            ["model", "attention", "CPT steps", "masked-token loss", "masked-token accuracy", "next-token loss"],
+            (
+                [
+                    r["model"],
+                    store.run_config(r)["attention"],
+                    str(store.run_config(r)["cpt_steps"]),
+                    *(f"{store.split_scores(r, 'test')[k]:.3f}" for k in keys),
+                ]
+                for r in sorted(heldout, key=lambda r: statistics.model_order(r["model"]))
+            ),
+        ),
+    ]
+
+
 def read_folders(folders: list[Path], scale: str | None) -> tuple[list[dict], list[tuple[Path, str | None]]]:
     """Every result of `folders`, read where it is, and each folder with the scale its names are shown at (a study's
     results folder, `run_folders.study_of`: its study.json's). With several folders every name is made the one a reader
@@ -556,7 +581,12 @@ def make_parser() -> argparse.ArgumentParser:
         "--output", default=None, help="report directory (default with one results directory: <results>/report)"
     )
     parser.add_argument("--bootstrap", action="store_true", help="percentile bootstrap CI instead of Student t")
-    parser.add_argument("--compare", default=None, help="two model names A,B for paired comparisons")
+    parser.add_argument(
+        "--compare",
+        default=None,
+        help="two model names A,B for paired comparisons; several pairs 'A,B;C,D' are one family, "
+        "their p-values Holm-adjusted together",
+    )
     parser.add_argument(
         "--tokens_per_step",
         type=float,
@@ -648,6 +678,8 @@ def main(argv=None) -> Path:
     with cli.bad_input_exits():
         folders, output, brackets = check_arguments(args)
         records, sources = read_folders(folders, args.scale)
+        heldout = [r for r in records if store.record_kind(r) == "heldout"]  # a table of their own, not a task
+        records = [r for r in records if store.record_kind(r) != "heldout"]
         if len(folders) > 1:
             args.scale = None  # every name already reads as a reader sees it (`read_folders`)
         elif sources[0][1] is not None:
@@ -662,11 +694,12 @@ def main(argv=None) -> Path:
                 f"--scale {args.scale}: these results already name the scale their models were "
                 f"trained at ({', '.join(carried[:3])}); drop --scale"
             )
-        pair = cli.split_list(args.compare) or None
+        pairs = [cli.split_list(pair) for pair in args.compare.split(";")] if args.compare else []
         shown = {r["model"] for r in rows}  # a model's pretraining replicates (<name>-pseed<k>) are one row, <name>
-        if pair and (len(pair) != 2 or len(set(pair)) != 2 or not set(pair) <= shown):
+        if any(len(pair) != 2 or len(set(pair)) != 2 or not set(pair) <= shown for pair in pairs):
             raise ValueError(
-                f"--compare needs two model names from the results ({sorted(shown)}), got {args.compare!r}"
+                f"--compare needs two model names from the results ({sorted(shown)}), or pairs of them joined "
+                f"by ';', got {args.compare!r}"
             )
     tested_records, tested_rows = records, rows
     if len(folders) > 1:  # the paper's regime: the findings and the gap test the paper-scale names only
@@ -696,14 +729,13 @@ def main(argv=None) -> Path:
     artifacts.write_json_atomic(output / REPORT_MARK, {"files": [], "scale": args.scale})
     try:
         with artifacts.staging_directory(output / "report") as staging:
-            write_report(staging, records, rows, pair, regime, args, (tested_records, tested_rows), sources)
+            write_report(staging, records, rows, pairs, regime, args, (tested_records, tested_rows), sources, heldout)
             written = sorted(p.name for p in staging.iterdir())
             artifacts.write_json_atomic(output / REPORT_MARK, {"files": written, "scale": args.scale})
             for name in written:
                 os.replace(staging / name, output / name)
-    except (
-        Exception
-    ) as error:  # a failure (a full disk) leaves no half report (a kill leaves the marker, for the rerun)
+    # a failure (a full disk) leaves no half report (a kill leaves the marker, for the rerun)
+    except Exception as error:
         clear_earlier_report(output)
         if isinstance(error, artifacts.WriteFailed):  # named as the report's file, not as its staging copy
             raise artifacts.WriteFailed(output / error.path.name, error.__cause__) from None
@@ -716,16 +748,19 @@ def write_report(
     output: Path,
     records: list[dict],
     rows: list[dict],
-    pair,
+    pairs,
     regime,
     args,
     tested: tuple[list[dict], list[dict]],
     sources,
+    heldout: list[dict] = (),
 ) -> None:
     """Write `summary.csv`, `summary.md` (every name as a reader sees it, with its parameters and step), `findings.csv`
     and the figures into `output`; `tested`: the records and rows the findings test."""
     tested_records, tested_rows = tested
-    comparisons = compare(records, rows, *pair) if pair else []
+    comparisons = [c for pair in pairs for c in compare(records, rows, *pair)]
+    if len(pairs) > 1:  # one family: Holm over every comparison of every pair
+        comparisons = [{**c, "p_holm": p} for c, p in zip(comparisons, statistics.holm([c["p"] for c in comparisons]))]
     tested = findings.comparisons(tested_records, tested_rows, regime)
     gap = findings.gap_over_pretraining(tested_records, tested_rows, regime)
     rows, comparisons, tested, gap = (shown_at_scale(items, args.scale) for items in (rows, comparisons, tested, gap))
@@ -743,6 +778,8 @@ def write_report(
         "",
         *results_table(rows, regime),
     ]
+    if heldout:
+        lines += ["", *heldout_markdown(heldout)]
     if len(sources) > 1:
         lines += ["", *sources_markdown(sources)]
     if imported := imported_markdown(records, sources, regime):
@@ -774,20 +811,26 @@ def write_report(
             "p_bootstrap",
             "wins",
             "losses",
+            *(["p_holm"] if "p_holm" in comparisons[0] else []),
         ]
         lines += [
             "",
             "## Paired comparisons (A - B, per-instance test scores; CI Student t over units - seeds, or "
             "pretraining runs - and instances; p_bootstrap resampling instances (paired) and seeds, or "
             "pretraining runs and then the seeds within each; wins / losses count test instances, a "
-            "description, not a test)",
+            "description, not a test"
+            + (
+                f"; p_holm: p Holm-adjusted over these {len(comparisons)} comparisons, one family)"
+                if len(keys) > 13
+                else ")"
+            ),
             "",
             *markdown_table(
                 keys,
                 (
                     [
                         _fmt_p(c[k], k == "p_bootstrap" and c["p_bootstrap_bound"])
-                        if k in ("p", "p_bootstrap")
+                        if k in ("p", "p_bootstrap", "p_holm")
                         else table_cell(c[k])
                         for k in keys
                     ]

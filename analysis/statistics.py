@@ -98,12 +98,41 @@ def instance_columns(rows: list[dict], metric: str) -> tuple[np.ndarray, np.ndar
             np.array([r["token_correct"] for r in rows], dtype=float),
             np.array([r["token_count"] for r in rows], dtype=float),
         )
+    if metric in HELDOUT_COLUMNS:
+        numerator, count = HELDOUT_COLUMNS[metric]
+        return (
+            np.array([r[numerator] for r in rows], dtype=float),
+            np.array([r[count] for r in rows], dtype=float),
+        )
     if metric == "entity_f1":
         return (
             np.array([r["entity_tp"] for r in rows], dtype=float),
             np.array([(r["entity_pred"] + r["entity_gold"]) / 2 for r in rows], dtype=float),
         )
     return np.array([r[metric] for r in rows], dtype=float), None
+
+
+# a held-out result's metrics (`store` kind "heldout"): (the per-block sum, the per-block count) they are the ratio of
+HELDOUT_COLUMNS = {
+    "mlm_loss": ("mlm_loss_sum", "mlm_count"),
+    "mlm_accuracy": ("mlm_correct", "mlm_count"),
+    "clm_loss": ("clm_loss_sum", "clm_count"),
+}
+
+
+def rows_mismatch(record: dict, tolerance: float = 1e-6) -> str | None:
+    """Where a result's test score of its main metric differs from what its per-instance rows give (`instance_columns`),
+    or None: a probe's or held-out result checked against its rows."""
+    metric, rows = store.main_metric(record), store.instances(record)
+    if not store.scored(record):
+        return None
+    try:
+        num, den = instance_columns(rows, metric)
+    except KeyError as missing:
+        return f"its per-instance rows lack {missing} (its {metric} cannot be recomputed)"
+    again = float(num.sum() / max(num.size if den is None else den.sum(), 1e-12))
+    stored = store.main_score(record)
+    return None if abs(again - stored) <= tolerance else f"its test {metric} is {stored} but its rows give {again}"
 
 
 def check_same_protocol(records: list[dict]) -> None:

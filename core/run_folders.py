@@ -102,7 +102,8 @@ def is_study_model(study: dict, model: str) -> bool:
     `-pseed<k>`, an intermediate checkpoint `-<paper step>`), unscaled (`core.names`)."""
     p = names.try_parse_name(model)
     run = p and p.scale is None and names.try_parse_name(p.replicate_group)
-    return bool(run) and run.run_name in study.get("definition", {}).get("models", ())
+    arms = {arm["name"] for arm in study.get("definition", {}).get("arms", ())}  # a decoder study's models
+    return bool(run) and run.run_name in study.get("definition", {}).get("models", ()) or model in arms
 
 
 def read_run_info(directory: str | os.PathLike | None) -> dict | None:

@@ -25,7 +25,10 @@ STATUSES = (OK, DIVERGED)
 SPLITS = ("validation", "test")  # the splits a result scores (mteb: test only, its validation None)
 BODY = ("status", "main_metric", *SPLITS, "per_instance")  # every result's body (`new_result`'s fields, `result_body`)
 OPTIONAL_BODY = ("evaluation", "zero_shot", "mteb_scores", "trivial_baseline", "config")  # what a kind adds to it
-KINDS = ("grid", "mteb", "imported")  # who made a result: evaluation.run, evaluation.mteb, analysis.import_encodeval
+KINDS = ("grid", "mteb", "imported", "probe", "heldout")  # who made a result: evaluation.run, evaluation.mteb,
+# analysis.import_encodeval, and a decoder study's measures (`recipes.study`): a frozen-feature probe (lr 0, a seed per
+# training subset) or held-out masked-token and next-token scores (task "heldout", rows per block)
+MEASURE_KINDS = ("probe", "heldout")
 IMPORTED_SOURCE = "encodeval"  # `source.kind` of an imported result (the paper's own runs)
 PROTOCOL_NAME = ".protocol"  # JSON in <results>/<model>/<task>/: the protocol of its results (`claim_protocol`)
 
@@ -109,10 +112,15 @@ def result_body(main_metric: str, scores: dict | None = None, predictions: dict 
 
 
 def record_kind(record: dict) -> str:
-    """Who made a result (`KINDS`): "mteb" (`"evaluation": "mteb"`), "imported" (`source.kind` "encodeval"), else
-    "grid"; another marker is refused."""
+    """Who made a result (`KINDS`): "mteb", "probe" or "heldout" (`"evaluation": <kind>`), "imported" (`source.kind`
+    "encodeval"), else "grid"; another marker is refused."""
     marks = (record.get("evaluation"), (record.get("source") or {}).get("kind"))
-    kind = {(None, None): "grid", ("mteb", None): "mteb", (None, IMPORTED_SOURCE): "imported"}.get(marks)
+    kind = {
+        (None, None): "grid",
+        ("mteb", None): "mteb",
+        (None, IMPORTED_SOURCE): "imported",
+        **{(measure, None): measure for measure in MEASURE_KINDS},
+    }.get(marks)
     if kind is None:
         raise ValueError(
             f"result of {record.get('model')} on {record.get('task')} is marked evaluation {marks[0]!r}, "

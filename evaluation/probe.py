@@ -2,7 +2,8 @@
 
 A probe fits only a linear classifier on the last hidden states of a frozen model (any transformers encoder, or a
 decoder with the attention it is asked to use): forward passes alone, what a CPU affords for a 135M-parameter model
-(`recipes.real_decoder`). sc: mean token state -> logistic regression -> accuracy; tc: each word's first-token state
+(a decoder study of `recipes.study`).
+sc: mean token state -> logistic regression -> accuracy; tc: each word's first-token state
 -> logistic regression over the tags -> `metrics.token_classification_scores`; ir: mean-pooled, L2-normalised states
 ranked by cosine -> `metrics.retrieval_scores` (nothing fitted, no seed). Features are computed once per model and
 split; a seed draws the classifier's `n_train` training subset of the encoded pool; the test instances are the same
@@ -17,7 +18,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.preprocessing import StandardScaler
 from tqdm.auto import tqdm
 
-from evaluation import metrics
+from evaluation import baselines, metrics, tasks
 from evaluation.token_classification import align_labels
 
 
@@ -45,8 +46,14 @@ def mean_pooled(states: list[np.ndarray], normalise: bool = False) -> np.ndarray
     return pooled / np.linalg.norm(pooled, axis=1, keepdims=True) if normalise else pooled
 
 
-def fit_predict(train_x: np.ndarray, train_y: np.ndarray, test_x: np.ndarray) -> np.ndarray:
-    """A standardised multinomial logistic regression (L2, C=1): the probe's one classifier."""
+def fit_predict(train_x: np.ndarray, train_y: np.ndarray, test_x: np.ndarray, where: str) -> np.ndarray:
+    """A standardised multinomial logistic regression (L2, C=1): the probe's one classifier; a training subset of
+    one class is refused in one line naming the probe (`where`: its task and seed)."""
+    if len(np.unique(train_y)) < 2:
+        raise ValueError(
+            f"the {where} probe's training subset holds one class only ({train_y[0]!r}); give the probe a larger "
+            "training subset (`Probe.train`) or pool"
+        )
     scaler = StandardScaler().fit(train_x)
     classifier = LogisticRegression(max_iter=1000).fit(scaler.transform(train_x), train_y)
     return classifier.predict(scaler.transform(test_x))
@@ -59,19 +66,16 @@ def subsets(n_pool: int, n_train: int, seeds) -> dict[int, np.ndarray]:
     return {seed: np.sort(np.random.default_rng(seed).choice(n_pool, n_train, replace=False)) for seed in seeds}
 
 
-def probe_sc(encode, splits, n_train: int, seeds, text_column: str = "text") -> dict[int, dict]:
-    """{seed: {"accuracy", "per_instance": {"prediction", "reference"}}} of an SC task's probe; `encode(texts)`
-    returns token states per text, `splits` holds the "train" pool and "test"."""
+def probe_sc(encode, splits, n_train: int, seeds, task: str, text_column: str = "text") -> dict[int, dict]:
+    """{seed: {"accuracy", "per_instance": {"accuracy", "prediction", "reference"}}} of the SC task `task`'s probe;
+    `encode(texts)` returns token states per text, `splits` holds the "train" pool and "test"."""
     train_x = mean_pooled(encode(splits["train"][text_column]))
     test_x = mean_pooled(encode(splits["test"][text_column]))
     train_y, test_y = np.array(splits["train"]["label"]), list(splits["test"]["label"])
     out = {}
     for seed, rows in subsets(len(train_y), n_train, seeds).items():
-        predicted = fit_predict(train_x[rows], train_y[rows], test_x).tolist()
-        out[seed] = {
-            **metrics.accuracy(predicted, test_y),
-            "per_instance": {"prediction": predicted, "reference": test_y},
-        }
+        predicted = fit_predict(train_x[rows], train_y[rows], test_x, f"{task} seed {seed}").tolist()
+        out[seed] = with_predictions(metrics.accuracy(predicted, test_y), predicted, test_y)
     return out
 
 
@@ -87,8 +91,16 @@ def word_features(encode, tokenizer, split, max_length: int) -> tuple[list[np.nd
     return features, words
 
 
-def probe_tc(encode, tokenizer, splits, labels: list[str], n_train: int, seeds, max_length: int) -> dict[int, dict]:
-    """{seed: the TC scores, "per_instance" predicted and gold tags} of a TC probe (a word without a token: "O")."""
+def with_predictions(scores: dict, predicted: list, gold: list) -> dict:
+    """`scores` with the predictions and references beside its per-instance scores."""
+    return {**scores, "per_instance": {**scores["per_instance"], "prediction": predicted, "reference": gold}}
+
+
+def probe_tc(
+    encode, tokenizer, splits, labels: list[str], n_train: int, seeds, max_length: int, task: str
+) -> dict[int, dict]:
+    """{seed: the TC scores, "per_instance" predicted and gold tags beside them} of the TC task `task`'s probe (a
+    word without a token: "O")."""
     train_f, train_words = word_features(encode, tokenizer, splits["train"], max_length)
     test_f, test_words = word_features(encode, tokenizer, splits["test"], max_length)
     train_tags = [np.array(tags, dtype=int)[words] for tags, words in zip(splits["train"]["tags"], train_words)]
@@ -97,7 +109,10 @@ def probe_tc(encode, tokenizer, splits, labels: list[str], n_train: int, seeds, 
     out = {}
     for seed, rows in subsets(len(train_f), n_train, seeds).items():
         predicted_flat = fit_predict(
-            np.concatenate([train_f[i] for i in rows]), np.concatenate([train_tags[i] for i in rows]), test_x
+            np.concatenate([train_f[i] for i in rows]),
+            np.concatenate([train_tags[i] for i in rows]),
+            test_x,
+            f"{task} seed {seed}",
         )
         predicted, at = [], 0
         for words, tags in zip(test_words, gold):
@@ -106,10 +121,7 @@ def probe_tc(encode, tokenizer, splits, labels: list[str], n_train: int, seeds, 
                 sentence[w] = labels[predicted_flat[at]]
                 at += 1
             predicted.append(sentence)
-        out[seed] = {
-            **metrics.token_classification_scores(predicted, gold),
-            "per_instance": {"prediction": predicted, "reference": gold},
-        }
+        out[seed] = with_predictions(metrics.token_classification_scores(predicted, gold), predicted, gold)
     return out
 
 
@@ -120,15 +132,32 @@ def probe_ir(encode, split, query_prefix: str = "", document_prefix: str = "") -
     queries = mean_pooled(encode([query_prefix + split.queries[q] for q in query_ids]), normalise=True)
     similarity = queries @ docs.T
     run = {q: dict(zip(doc_ids, map(float, row))) for q, row in zip(query_ids, similarity)}
-    return {**metrics.retrieval_scores(run, split.qrels), "random_ndcg@10": random_ndcg(split)}
+    return metrics.retrieval_scores(run, split.qrels)
 
 
-def random_ndcg(split, shuffles: int = 200, seed: int = 0) -> float:
-    """The NDCG@10 of a random ranking of the split's corpus (mean over seeded shuffles): the trivial baseline."""
-    rng = np.random.default_rng(seed)
-    doc_ids = sorted(split.corpus)
-    values = []
-    for _ in range(shuffles):
-        run = {q: dict(zip(doc_ids, rng.random(len(doc_ids)).tolist())) for q in sorted(split.queries)}
-        values.append(metrics.retrieval_scores(run, split.qrels)["ndcg@10"])
-    return float(np.mean(values))
+def probe_task(model, tokenizer, task, data_dir, spec: dict, causal: bool, desc: str) -> tuple[dict, dict]:
+    """({seed: scores}, the trivial baseline's test scores) of the probe `spec` (`recipes.studies.Probe`'s fields,
+    "max_length", "seeds") of `task` on a frozen `model` (its states with `causal` attention): a classifier per seed on
+    `train` of `pool` encoded training examples, tested on `test` instances; retrieval: `test` queries ranked against
+    the documents judged for them (seed 0)."""
+
+    def encode(texts_or_ids):
+        ids = [
+            t if isinstance(t, list) else tokenizer(t, truncation=True, max_length=spec["max_length"])["input_ids"]
+            for t in texts_or_ids
+        ]
+        return token_states(model, ids, tokenizer.pad_token_id, desc=desc, is_causal=causal)
+
+    if task.family == "ir":
+        splits = {"test": tasks.load_splits(task, data_dir, max_eval=spec["test"], corpus="judged")["test"]}
+        scores = {0: probe_ir(encode, splits["test"], task.query_prefix, task.document_prefix)}
+    else:
+        splits = tasks.load_splits(task, data_dir, max_train=spec["pool"], max_eval=spec["test"])
+        scores = (
+            probe_sc(encode, splits, spec["train"], spec["seeds"], task.name)
+            if task.family == "sc"
+            else probe_tc(
+                encode, tokenizer, splits, task.labels, spec["train"], spec["seeds"], spec["max_length"], task.name
+            )
+        )
+    return scores, baselines.trivial_baseline(task, {**splits, "validation": splits["test"]})["test"]

@@ -72,41 +72,38 @@ def heldout_losses(
     return {f"{k}_loss": total / max(count, 1) for k, (total, count) in totals.items()}
 
 
-def masked_token_scores(
-    model,
-    blocks,
-    tokenizer,
-    mlm_probability: float = 0.4,
-    mlm_causal: bool = False,
-    batch_size: int = 8,
-    masking_seed: int = 0,
-) -> dict:
+def masked_token_scores(model, blocks, tokenizer, mlm_probability: float = 0.4, mlm_causal: bool = False) -> dict:
     """Masked-token loss and accuracy (attention causal or bidirectional as asked; a masked token is predicted at its
-    own position) and the next-token loss (causal) of a loaded `EuroBertClmMlmForMaskedLM` on `blocks`."""
+    own position) and the next-token loss (causal) of a loaded `EuroBertClmMlmForMaskedLM` on `blocks`, with their
+    sums and counts per block ("per_instance": what `analysis.statistics.instance_columns` reads)."""
     import torch
     from torch.nn.functional import cross_entropy
 
-    sums = {"mlm_loss": 0.0, "mlm_correct": 0, "mlm_count": 0, "clm_loss": 0.0, "clm_count": 0}
+    rows = {key: [] for key in ("mlm_loss_sum", "mlm_correct", "mlm_count", "clm_loss_sum", "clm_count")}
     with torch.no_grad():
-        for clm_batch, mlm_batch in _batches(blocks, tokenizer, mlm_probability, batch_size, masking_seed):
-            masked = {k: v.to(model.device) for k, v in mlm_batch.items()}
-            hidden = model.model(input_ids=masked["input_ids"], is_causal=mlm_causal).last_hidden_state
-            keep = masked["labels"] != -100
-            logits = model.lm_head(hidden[keep]).float()
-            sums["mlm_loss"] += float(cross_entropy(logits, masked["labels"][keep], reduction="sum"))
-            sums["mlm_correct"] += int((logits.argmax(-1) == masked["labels"][keep]).sum())
-            sums["mlm_count"] += int(keep.sum())
+        for clm_batch, mlm_batch in _batches(blocks, tokenizer, mlm_probability, 1, 0):  # a row per block
+            ids, labels = (mlm_batch[key].to(model.device) for key in ("input_ids", "labels"))
+            keep = labels != -100
+            logits = model.lm_head(model.model(input_ids=ids, is_causal=mlm_causal).last_hidden_state[keep]).float()
             ids = clm_batch["input_ids"].to(model.device)
-            hidden = model.model(input_ids=ids, is_causal=True).last_hidden_state[:, :-1]
-            logits = model.lm_head(hidden).float().flatten(0, 1)
-            sums["clm_loss"] += float(cross_entropy(logits, ids[:, 1:].flatten(), reduction="sum"))
-            sums["clm_count"] += ids[:, 1:].numel()
+            clm = model.lm_head(model.model(input_ids=ids, is_causal=True).last_hidden_state[:, :-1]).float()
+            values = (
+                float(cross_entropy(logits, labels[keep], reduction="sum")),
+                int((logits.argmax(-1) == labels[keep]).sum()),
+                int(keep.sum()),
+                float(cross_entropy(clm.flatten(0, 1), ids[:, 1:].flatten(), reduction="sum")),
+                ids[:, 1:].numel(),
+            )
+            for key, value in zip(rows, values):
+                rows[key].append(value)
+    sums = {key: sum(values) for key, values in rows.items()}
     return {
-        "mlm_loss": sums["mlm_loss"] / sums["mlm_count"],
+        "mlm_loss": sums["mlm_loss_sum"] / sums["mlm_count"],
         "mlm_accuracy": sums["mlm_correct"] / sums["mlm_count"],
-        "clm_loss": sums["clm_loss"] / sums["clm_count"],
+        "clm_loss": sums["clm_loss_sum"] / sums["clm_count"],
         "masked_tokens": sums["mlm_count"],
         "next_tokens": sums["clm_count"],
+        "per_instance": rows,
     }
 
 

@@ -2,8 +2,10 @@
 them and `recipes.study_docs` writes a finished one into docs/.
 
 A study is a scale (`recipes.manifest.SCALES`), the models of the manifest it trains there (each once, or once per
-pretraining seed), the tasks and the LR x seed grid it fine-tunes them with, and the evaluation settings. Its
-definition is recorded in `<output>/study.json` (`run_folders.STUDY_FORMAT`), which a resumed study must match.
+pretraining seed), the tasks and the LR x seed grid it fine-tunes them with, and the evaluation settings; or, for a
+study of a real decoder, its arms (the converted decoder with either attention, CPT of another arm, LoRA or full),
+measured by frozen-feature probes and held-out scores. Its definition is recorded in `<output>/study.json`
+(`run_folders.STUDY_FORMAT`), which a resumed study must match.
 """
 
 import dataclasses
@@ -14,6 +16,30 @@ from pathlib import Path
 from core import names, run_folders
 from core.artifacts import read_json
 from recipes import manifest
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One model of a decoder study: the converted decoder (`cpt_of` None) or MLM CPT of another arm (`cpt`: its own
+    settings over the study's, `lora: true` for LoRA, merged), measured with causal or bidirectional attention."""
+
+    name: str
+    causal: bool = False
+    cpt_of: str | None = None
+    cpt: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A frozen-feature probe (`evaluation.probe`): a classifier fitted on `train` of `pool` encoded training examples
+    per seed, tested on `test` instances (retrieval: `test` queries ranked against the documents judged for them,
+    nothing fitted, one seed)."""
+
+    task: str
+    metric: str
+    test: int
+    pool: int = 0
+    train: int = 0
 
 
 @dataclass(frozen=True)
@@ -43,6 +69,16 @@ class Study:
     # task's grid here (`analysis.report --bracketed_by`): an optimum this grid cannot bracket itself counts as
     # bracketed, named in the findings as declared, not measured. A report setting: not in study.json.
     bracketed_by: dict = field(default_factory=dict)
+    # a decoder study: `decoder` (a `recipes.real_models` name; `--decoder DIR` replaces it), its arms, the settings
+    # of their CPT runs (`cpt`, over recipes/configs/real-decoder-cpt.yaml), the probes (`seeds`: their training
+    # subsets), the paired comparisons the report makes as one family (Holm) and where the measures run
+    decoder: str = ""
+    arms: tuple[Arm, ...] = ()
+    cpt: dict = field(default_factory=dict)
+    probes: tuple[Probe, ...] = ()
+    probe_max_length: int = 128
+    family: tuple[tuple[str, str], ...] = ()
+    device: str = "cpu"
 
     def lrs_of(self, task: str) -> tuple[float, ...]:
         return tuple(self.task_lrs.get(task, self.lrs))
@@ -52,14 +88,14 @@ class Study:
         return tuple(names.replicate_name(name, k) for name in self.models for k in (self.pretrain_seeds or (None,)))
 
     def definition(self) -> dict:
-        """What study.json records (a resumed study must match it): every field, `pretrain_seeds` and
-        `pretrain_data_order` only when set, so the directories of studies defined before they existed still resume."""
+        """What study.json records (a resumed study must match it): every field, `pretrain_seeds`,
+        `pretrain_data_order` and a decoder study's fields only when set, so the directories of studies defined before
+        they existed still resume."""
         definition = json.loads(json.dumps(dataclasses.asdict(self)))
         del definition["bracketed_by"]  # how the report reads the grid, not what the study runs
-        if not self.pretrain_seeds:
-            del definition["pretrain_seeds"]
-        if not self.pretrain_data_order:
-            del definition["pretrain_data_order"]
+        for key in ("pretrain_seeds", "pretrain_data_order", *DECODER_FIELDS):  # only when set: older study.json
+            if definition[key] == DEFAULTS[key]:
+                del definition[key]
         return definition
 
 
@@ -177,7 +213,70 @@ STUDIES["horizon-tested"] = dataclasses.replace(
     pretrain_data_order=True,
     task_lrs={"conll2003": (1e-3, 3e-3, 1e-2, 3e-2), "mnli": (1e-4, 3e-4, 1e-3, 3e-3)},
 )
+# The real-decoder study (docs/real-decoder-study, sized in its PILOT.md): the paper's recommendation, MLM CPT of a
+# CLM model, on a real pretrained decoder (SmolLM2-135M-Instruct) at a budget 2 CPU cores afford: the decoder as is
+# (causal), the same weights attending bidirectionally, and LoRA and full MLM CPT (40%) of 120 steps x 8 blocks x
+# 128 tokens on the bundle; each measured on 32 held-out blocks and by frozen-feature probes of SST-2 (mean-pooled),
+# CoNLL-2003 (each word's first token) and SciFact (cosine of mean-pooled states), 5 seeds of each probe's training
+# subset. About 35 minutes on 2 idle cores.
+_CPT = {"max_steps": 120, "per_device_train_batch_size": 8, "block_size": 128, "learning_rate": 5e-4}
+STUDIES["real-decoder"] = Study(
+    scale="real-cpu",
+    models=(),
+    tasks=(),
+    lrs=(),
+    seeds=(0, 1, 2, 3, 4),
+    heldout_blocks=32,
+    decoder="smollm2-135m-instruct",
+    arms=(
+        Arm("decoder-causal", causal=True),
+        Arm("decoder-bidirectional"),
+        Arm("cpt-lora", cpt_of="decoder-bidirectional", cpt={"lora": True, "lora_rank": 16, "learning_rate": 2e-3}),
+        Arm("cpt-full", cpt_of="decoder-bidirectional"),
+    ),
+    cpt={
+        **_CPT,
+        "warmup_steps": 12,
+        "lr_scheduler_kwargs": {"num_decay_steps": 24, "decay_type": "linear", "min_lr_ratio": 0.0},
+    },
+    probes=(
+        Probe("sst2", "accuracy", test=400, pool=384, train=256),
+        Probe("conll2003", "entity_f1", test=250, pool=192, train=128),
+        Probe("scifact", "ndcg@10", test=100),
+    ),
+    family=(
+        ("decoder-bidirectional", "decoder-causal"),
+        ("cpt-lora", "decoder-bidirectional"),
+        ("cpt-full", "decoder-bidirectional"),
+        ("cpt-lora", "decoder-causal"),
+        ("cpt-full", "decoder-causal"),
+    ),
+)
+# The same on one GPU (not run: this project's device cannot receive the 650 MB of weights, docs/studies.md): 50x the
+# CPU's CPT tokens in bf16, the probes on the whole SST-2 dev set and CoNLL testb, SciFact's 300 test queries.
+STUDIES["real-decoder-gpu"] = dataclasses.replace(
+    STUDIES["real-decoder"],
+    scale="real-gpu",
+    heldout_blocks=256,
+    cpt={
+        **STUDIES["real-decoder"].cpt,
+        "max_steps": 1500,
+        "per_device_train_batch_size": 32,
+        "warmup_steps": 150,
+        "lr_scheduler_kwargs": {"num_decay_steps": 300, "decay_type": "linear", "min_lr_ratio": 0.0},
+        "use_cpu": False,
+        "bf16": True,
+    },
+    probes=(
+        Probe("sst2", "accuracy", test=872, pool=4096, train=2048),
+        Probe("conll2003", "entity_f1", test=3453, pool=2048, train=1024),
+        Probe("scifact", "ndcg@10", test=300),
+    ),
+    device="cuda",
+)
 STUDY_NAMES = (*STUDIES, "paper")
+DECODER_FIELDS = ("decoder", "arms", "cpt", "probes", "probe_max_length", "family", "device")
+DEFAULTS = json.loads(json.dumps(dataclasses.asdict(Study(scale="", models=(), tasks=(), lrs=(), seeds=()))))
 TOY_VOCAB_SIZE = 8192  # the tiny architecture's vocabulary (a scale may set its own `vocab_size`)
 
 

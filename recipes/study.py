@@ -1,23 +1,28 @@
 """The whole study in one command: tokenizer -> pretraining runs -> evaluation grid -> report -> model cards -> Hub
-export folders.
+export folders; for a decoder study: the converted decoder -> its CPT arms -> each arm's held-out scores and probes
+-> report.
 
     python -m recipes.study smoke --output study/smoke   # the README's main job: minutes on 2 CPU cores
     python -m recipes.study mini --output study/mini --docs docs/mini-study   # the paper's comparisons (docs/)
+    python -m recipes.study real-decoder --output study/real-decoder   # MLM CPT of SmolLM2-135M (docs/)
     python -m recipes.study paper --output study/paper   # trains nothing: the plan + launch scripts
 
 The studies are defined in `recipes.studies`; `recipes.study_docs` writes a finished one into docs/. Every stage is
 idempotent: a pretraining run is done when its `run_info.json` exists (an interrupted one resumes), an evaluation run
-when its result file exists; the report, cards and Hub folders are rebuilt from those. `<output>/study.json` records
-which study a directory holds. Pretraining runs and the grid are subprocesses (logs in `<output>/logs/`); the
-held-out loss and the report run in this process (`run_here`), their torch imports deferred until the arguments are
-checked.
+or a measure when its result file is current for what made it (`store.result_state`); the report, cards and Hub
+folders are rebuilt from those. `<output>/study.json` records which study a directory holds, its whole definition
+(a decoder study's decoder included): a rerun with another is refused. Pretraining runs and the grid are
+subprocesses (logs in `<output>/logs/`); the held-out loss, a decoder study's measures and the report run in this
+process (`run_here`), their torch imports deferred until the arguments are checked.
 """
 
 import argparse
 import contextlib
 import dataclasses
+import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -34,10 +39,11 @@ from model_cards import push
 from model_cards.generate import build_model_card, write_card
 from model_cards.public import PLACEHOLDER_ORG, local_roots
 from model_cards.push import PushError, check_repo_id
-from recipes import manifest
-from recipes.studies import STUDIES, STUDY_NAMES, TOY_VOCAB_SIZE, Study, read_study_marker, regime, study_marker
+from recipes import manifest, real_models
+from recipes.studies import STUDIES, STUDY_NAMES, TOY_VOCAB_SIZE, Arm, Study, read_study_marker, regime, study_marker
 from recipes.study_docs import RESULTS_ARCHIVE, check_docs_dir, read_archive, write_docs
 
+STEP = re.compile(r"[\r\n] *\d+%\|[^|\r\n]*\| *(\d+)/(\d+) \[")  # the Trainer's bar (no label): "40%|...| 12/30 ["
 STAGES = ("tokenizer", "pretraining", "held-out loss", "evaluation", "report", "model cards", "hub export")
 
 
@@ -85,10 +91,13 @@ def study_lock(output: Path):
 
 
 def check_device(study_name: str, study: Study) -> None:
-    """Refuse a study whose scale trains in bf16 (`mini-gpu`) on a machine without a CUDA GPU that has bf16."""
-    import torch
+    """Refuse a study whose scale trains in bf16 (`mini-gpu`, a decoder study on cuda) on a machine without a CUDA GPU
+    that has bf16."""
+    if not (study.device == "cuda" if study.arms else manifest.SCALES[study.scale].get("bf16")):
+        return
+    import torch  # only for a study that needs a GPU: a refusal before it is seconds, not torch's import
 
-    if manifest.SCALES[study.scale].get("bf16") and not (torch.cuda.is_available() and torch.cuda.is_bf16_supported()):
+    if not (torch.cuda.is_available() and torch.cuda.is_bf16_supported()):
         raise ValueError(
             f"the {study_name} study trains in bf16 and needs a CUDA GPU with bf16, which this machine "
             "lacks; run it on a GPU, or run the mini study (the same comparisons sized for CPU cores)"
@@ -101,9 +110,11 @@ def check_study_dir(output: Path, study_name: str, definition: dict) -> None:
     if (output / "study.json").is_file():
         stored = study_marker(output)
         if stored.get("study") != study_name or stored.get("definition") != definition:
+            changed = store.identity_diff(stored.get("definition") or {}, definition)[:2]
             raise ValueError(
-                f"{output} holds a different study (study {stored.get('study')!r}); "
-                f"pass another --output or delete that directory"
+                f"{output} holds a different study (study {stored.get('study')!r}"
+                + (f"; {', '.join(changed)}" if stored.get("study") == study_name else "")
+                + "); pass another --output or delete that directory"
             )
     elif output.is_dir() and any(p.name != STUDY_LOCK for p in output.iterdir()):
         raise ValueError(f"{output} is not empty and holds no study.json; pass an empty or new --output directory")
@@ -135,6 +146,19 @@ class Progress:
     def start(self, stage: str, what: str) -> None:
         self.stage = f"[{STAGES.index(stage) + 1}/{len(STAGES)} {stage}]"
         self.bar.set_description_str(f"{self.stage} {what}")
+
+    def steps(self, what: str, log: Path):
+        """A poll for `run_logged` that shows the running job's last logged step ("step 12/40"), else its log."""
+
+        def poll():
+            with contextlib.suppress(OSError):
+                with open(log, "rb") as file:
+                    file.seek(max(0, log.stat().st_size - 4096))
+                    found = STEP.findall(file.read().decode(errors="replace"))
+                    shown = f"step {found[-1][0]}/{found[-1][1]}" if found else f"log {log}"
+                    self.bar.set_description_str(f"{self.stage} {what}: {shown}")
+
+        return poll
 
     def add(self, key: str, jobs: int) -> None:
         """Count `jobs` more under `key` (the fine-tuning runs, known once pretraining has saved its checkpoints)."""
@@ -204,8 +228,8 @@ def _stage_log(log_path: Path, command: str):
         yield log
 
 
-def run_logged(command: list[str], log_path: Path, cwd: Path = REPO_ROOT, poll=None) -> None:
-    """Run a stage command with its output in `log_path`, calling `poll()` every few seconds while it runs (the
+def run_logged(command: list[str], log_path: Path, cwd: Path = REPO_ROOT, poll=None, every: float = 2) -> None:
+    """Run a stage command with its output in `log_path`, calling `poll()` every `every` seconds while it runs (the
     progress bar); on failure raise with the log's last lines."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
     with _stage_log(log_path, " ".join(command)) as log:
@@ -215,7 +239,7 @@ def run_logged(command: list[str], log_path: Path, cwd: Path = REPO_ROOT, poll=N
         try:
             while True:
                 try:
-                    code = process.wait(timeout=2)  # returns as soon as the stage ends
+                    code = process.wait(timeout=every)  # returns as soon as the stage ends
                     break
                 except subprocess.TimeoutExpired:
                     if poll:
@@ -264,14 +288,16 @@ def vocab_size(study: Study) -> int:
     return manifest.SCALES[study.scale].get("vocab_size", TOY_VOCAB_SIZE)
 
 
-def pretrain(
-    recipe: manifest.Recipe, study: Study, output: Path, data_dir: str | None, pretrain_seed: int | None = None
-) -> None:
-    name = names.replicate_name(recipe.name, pretrain_seed)
+def pretrain(name: str, module: str, settings: dict, output: Path, poll=None) -> None:
+    """One pretraining run of the study (`module`: recipes.pretrain or recipes.cpt) from its `settings`, written as
+    `configs/<name>.yaml`; done when its run_info.json is there (a killed run resumes from its checkpoints);
+    `poll(log)`: what follows its log while it runs (`Progress.steps`)."""
+    if (Path(settings["output_dir"]) / run_folders.RUN_INFO_NAME).is_file():
+        return
     config_path = output / "configs" / f"{name}.yaml"
-    settings = run_settings(recipe, study, output, data_dir, pretrain_seed)
     artifacts.write_text_atomic(config_path, yaml.safe_dump(settings, sort_keys=False))
-    run_logged([sys.executable, "-m", recipe.module, "--config", str(config_path)], output / "logs" / f"{name}.log")
+    log = output / "logs" / f"{name}.log"
+    run_logged([sys.executable, "-m", module, "--config", str(config_path)], log, poll=poll and poll(log))
 
 
 def evaluated_models(study: Study, output: Path) -> list[Path]:
@@ -422,7 +448,7 @@ def record_parameters(study: Study, output: Path) -> None:
 
 def report(study: Study, output: Path) -> None:
     args = [str(output / "results"), "--output", str(output / "report")]
-    if manifest.SCALES[study.scale]["model"] is not None:  # a toy scale: the paper's own regime otherwise
+    if not study.arms and manifest.SCALES[study.scale]["model"] is not None:  # a toy scale: the paper's otherwise
         tokens_per_step, parameters, embeddings = regime(study_marker(output))
         args += [
             "--tokens_per_step",
@@ -434,14 +460,14 @@ def report(study: Study, output: Path) -> None:
             "--step_divisor",
             str(manifest.SCALES[study.scale]["step_divisor"]),
         ]
-    if study.compare:
-        args += ["--compare", ",".join(study.compare)]
+    if study.compare or study.family:  # a decoder study's comparisons: one family (Holm)
+        args += ["--compare", ";".join(",".join(pair) for pair in study.family or (study.compare,))]
     if study.bracketed_by:
         args += ["--bracketed_by", bracketed_by_arg(study)]
     from analysis import report as analysis_report
     from pretraining import heldout
 
-    run_here(analysis_report.main, args + ["--scale", study.scale], output / "logs" / "report.log")
+    run_here(analysis_report.main, args + ["--scale", study.scale] * (not study.arms), output / "logs" / "report.log")
     if (csv := output / "heldout" / "heldout.csv").is_file():  # the curves redrawn from the CSV: always in step
         heldout.plot(heldout.read_csv(csv), csv.with_suffix(".png"), study.scale)
 
@@ -498,10 +524,15 @@ def report_from_archive(study_name: str, archive: Path, output: Path) -> Path:
     definition = stored.get("definition")
     if not isinstance(definition, dict) or "scale" not in definition:
         raise ValueError(f"{archive}:study.json has no study definition; pass an archive written by --docs")
-    compare = definition.get("compare")
+    compare, family = definition.get("compare"), definition.get("family", ())
     study = dataclasses.replace(
-        STUDIES[study_name], compare=tuple(compare) if compare else None, scale=definition["scale"]
+        STUDIES[study_name],
+        compare=tuple(compare) if compare else None,
+        scale=definition["scale"],
+        family=tuple(map(tuple, family)),
     )  # the report reads the scale's regime
+    if not study.arms and manifest.SCALES[study.scale]["model"] is not None:
+        check_parameters(stored, files, f"{archive}:study.json")
     with study_lock(output):
         check_empty()
         with artifacts.atomic_directory(output) as staging:  # a failed report leaves no half-made study directory
@@ -512,6 +543,192 @@ def report_from_archive(study_name: str, archive: Path, output: Path) -> Path:
     return output / "report"
 
 
+# ------------------------------------------------------------------------------------------ a decoder study's arms
+CONVERTED = "converted"  # under models/: the converted decoder, the arms without CPT (each with its attention)
+CPT_CONFIG = Path(__file__).parent / "configs" / "real-decoder-cpt.yaml"
+
+
+def arm_dir(output: Path, arm: Arm) -> Path:
+    return output / "models" / (arm.name if arm.cpt_of else CONVERTED)
+
+
+def check_decoder(folder: str) -> str:
+    """Refuse (one line) a `--decoder` that is not a Llama, Mistral or Qwen decoder's folder with weights and
+    tokenizer; return what the study's definition records of it: its folder's name and content hash."""
+    from modeling_eurobert import convert
+
+    if not Path(folder).is_dir():
+        raise FileNotFoundError(f"--decoder {folder} is not a folder; pass a saved Llama, Mistral or Qwen decoder")
+    try:
+        convert.check_source_config(convert.read_config(Path(folder)))
+        convert.check_source_files(Path(folder))
+    except convert.ConversionError as error:
+        raise ValueError(f"--decoder {folder}: {error}") from None
+    digest = hashlib.sha256(json.dumps(model_folders.checkpoint_identity(folder), sort_keys=True).encode())
+    return f"{Path(folder).name}@{digest.hexdigest()[:12]}"
+
+
+def prepare_arms(study: Study, output: Path, data_dir: str | None, decoder, progress: Progress) -> None:
+    """The converted decoder (`decoder()`: its folder) and each CPT arm (`recipes/configs/real-decoder-cpt.yaml`, the
+    study's `cpt` settings, the arm's own), each made once: a CPT folder without its run_info.json (a run killed
+    before its last file) is moved aside and trained again."""
+    from modeling_eurobert.convert import convert
+
+    progress.start("pretraining", f"{study.decoder} converted")
+    if not (output / "models" / CONVERTED).is_dir():
+        convert(str(decoder()), output / "models" / CONVERTED)  # written whole or not at all
+    progress.done(f"pretrain:{CONVERTED}", timed=False)
+    for arm in (arm for arm in study.arms if arm.cpt_of):
+        directory, what = arm_dir(output, arm), f"{arm.name} (CPT of {arm.cpt_of})"
+        progress.start("pretraining", what)
+        done = (directory / run_folders.RUN_INFO_NAME).is_file()
+        if directory.exists() and not done:
+            store.move_aside(directory)
+        base = next(a for a in study.arms if a.name == arm.cpt_of)
+        settings = {
+            **yaml.safe_load(CPT_CONFIG.read_text()),
+            **study.cpt,
+            **arm.cpt,
+            "model_name_or_path": str(arm_dir(output, base)),
+            "output_dir": str(directory),
+            "data_cache_dir": str(output / "cache"),
+            "data_dir": data_dir,
+            "run_name": arm.name,
+        }
+        pretrain(arm.name, "recipes.cpt", settings, output, lambda log, what=what: progress.steps(what, log))
+        progress.done(f"pretrain:{arm.name}", timed=not done)
+
+
+def measure_specs(study: Study) -> list[dict]:
+    """What each measure's results depend on besides the arm: held-out text as task "heldout", then the probes,
+    each with the seeds it is filed under (a retrieval probe fits nothing: seed 0)."""
+    held = {"task": "heldout", "blocks": study.heldout_blocks, "block_size": study.cpt["block_size"], "seeds": [0]}
+    probes = [
+        {**dataclasses.asdict(p), "max_length": study.probe_max_length, "seeds": list(study.seeds if p.train else [0])}
+        for p in study.probes
+    ]
+    return [held] * bool(study.heldout_blocks) + probes
+
+
+def measure_arms(study: Study, output: Path, data_dir: str | None, progress: Progress) -> None:
+    """Every measure of every arm whose results are not current for their identity (`store.result_state`: the arm's
+    checkpoint and attention, the measure, the scale), made and filed through `core.store` (kinds "probe" and
+    "heldout"); a changed one is made again, a current one is kept as it is."""
+    for arm in study.arms:
+        progress.start("evaluation", f"{arm.name}: held-out text and probes")
+        identity = {
+            "model": model_folders.checkpoint_identity(arm_dir(output, arm)),
+            "attention": "causal" if arm.causal else "bidirectional",
+            "scale": study.scale,
+        }
+        todo = {}  # task -> {seed: the path of a result not current}
+        for spec in measure_specs(study):
+            paths = {k: store.result_path(output / "results", arm.name, spec["task"], 0, k) for k in spec["seeds"]}
+            todo[spec["task"]] = {
+                k: path
+                for k, path in paths.items()
+                if store.result_state(path, {**identity, "measure": spec})[0] != "done"
+            }
+        info = run_folders.read_run_info(arm_dir(output, arm))
+        config = {"attention": identity["attention"], "cpt_steps": info["steps"] if info else 0}
+        specs = [spec for spec in measure_specs(study) if todo[spec["task"]]]
+        for spec, family, scores, baseline in measure_arm(study, arm, output, data_dir, specs):
+            for seed, path in todo[spec["task"]].items():
+                fields = {
+                    **store.result_body(spec.get("metric", "mlm_loss"), {"validation": None, "test": scores[seed]}),
+                    "evaluation": "probe" if baseline else "heldout",
+                    "config": config,
+                    **({"trivial_baseline": {"test": baseline}} if baseline else {}),
+                }
+                versions, made_by = run_folders.package_versions("sklearn"), {**identity, "measure": spec}
+                store.write_result(
+                    path, store.new_result(arm.name, spec["task"], family, 0, seed, fields, made_by, versions)
+                )
+        progress.done(f"measure:{arm.name}", timed=bool(specs))
+
+
+def measure_arm(study: Study, arm: Arm, output: Path, data_dir: str | None, todo: list[dict]):
+    """(spec, family, {seed: scores}, trivial baseline or None) of each measure in `todo`, the arm's model loaded
+    once."""
+    import torch
+
+    from evaluation import probe, tasks
+    from evaluation.model_inputs import load_finetuning_tokenizer
+    from modeling_eurobert import EuroBertClmMlmForMaskedLM
+    from pretraining import data, heldout
+
+    if not todo:
+        return
+    directory = arm_dir(output, arm)
+    torch.manual_seed(0)
+    model = EuroBertClmMlmForMaskedLM.from_pretrained(str(directory), dtype=torch.float32).eval().to(study.device)
+    for spec in todo:
+        if spec["task"] == "heldout":
+            tokenizer = data.load_pretraining_tokenizer(directory, objective="mlm")
+            blocks = heldout.heldout_blocks(tokenizer, spec["block_size"], spec["blocks"], output / "cache", data_dir)
+            yield spec, "heldout", {0: heldout.masked_token_scores(model, blocks, tokenizer, 0.4, arm.causal)}, None
+            continue
+        task = tasks.load_task(spec["task"])
+        scores, baseline = probe.probe_task(
+            model.model,
+            load_finetuning_tokenizer(directory),
+            task,
+            data_dir,
+            spec,
+            arm.causal,
+            f"{arm.name} {task.name}",
+        )
+        yield spec, task.family, scores, baseline
+
+
+def run_decoder_study(
+    study_name: str, study: Study, output: Path, data_dir: str | None, decoder, until: str | None
+) -> Path:
+    """A decoder study's stages: the converted decoder and its CPT arms, every arm's measures, the report."""
+    cpt_arms = [arm.name for arm in study.arms if arm.cpt_of]
+    progress = Progress(
+        {
+            **{f"pretrain:{name}": 1 for name in (CONVERTED, *cpt_arms)},
+            **{f"measure:{arm.name}": 1 for arm in study.arms},
+            "report": 1,
+        }
+    )
+    try:
+        prepare_arms(study, output, data_dir, decoder, progress)
+        if until == "pretraining":
+            return output / "report"
+        measure_arms(study, output, data_dir, progress)
+        if until == "evaluation":
+            return output / "report"
+        progress.start("report", "")
+        report(study, output)
+        progress.done("report")
+    finally:
+        progress.close()
+    print(f"study {study_name} finished: report in {output / 'report'}")
+    return output / "report"
+
+
+def check_parameters(stored: dict, files: dict[str, bytes], where: str) -> None:
+    """Refuse an archive's study.json without the parameter counts of its models, or with counts their weights cannot
+    hold: a result records its checkpoint's weights file sizes, 2 to 4 bytes a parameter (LM head in), and a study at
+    a toy scale trains every model at its one architecture (`record_parameters`)."""
+    counts = stored.get("parameters") or {}
+    if not {"total", "input_embedding"} <= counts.keys():
+        raise ValueError(
+            f"{where} records no parameter counts (`parameters`, which a study writes once its models are "
+            "pretrained): it was edited or is not a finished study's; pass an archive written by --docs"
+        )
+    total, embedding = counts["total"], counts["input_embedding"]
+    name = next((name for name in files if name.startswith("results/")), None)  # one model: they are all alike
+    size = name and sum(f["size"] for f in json.loads(files[name])["identity"]["model"]["weights"].values())
+    if name and not 2 * total <= size <= 4 * (total + embedding) + 2**20:
+        raise ValueError(
+            f"{where} says the models have {total:,} parameters, but {name} was made from a checkpoint of "
+            f"{size:,} bytes of weights (2 to 4 bytes a parameter); it was edited: pass an archive of --docs"
+        )
+
+
 # ---------------------------------------------------------------------------------------------------- driver
 def run_study(
     study_name: str,
@@ -520,26 +737,33 @@ def run_study(
     org: str | None = None,
     study: Study | None = None,
     until: str | None = None,
+    decoder: str | None = None,
+    real_models_dir: str | None = None,
 ) -> Path:
     """Run (or resume in `output`) the study `study_name`; return the report directory. `org`: the Hub namespace of
     the exported folders and cards; `study`: a custom definition (the suite's shortened smoke study); `until`: stop
-    after "pretraining" or "evaluation"."""
+    after "pretraining" or "evaluation"; a decoder study's `decoder` (a local folder instead of its own, whose
+    identity its definition then records) and `real_models_dir` (where `recipes.real_models` keeps its own)."""
     org = org or PLACEHOLDER_ORG
     study = study or STUDIES[study_name]
+    if decoder is not None:
+        study = dataclasses.replace(study, decoder=check_decoder(decoder))
     definition = study.definition()
     check_study_dir(output, study_name, definition)
     with study_lock(output):
         check_study_dir(output, study_name, definition)  # again under the lock: another study may have started
-        return _run_study(study_name, study, definition, output, data_dir, org, until)
+        artifacts.write_json_atomic(
+            output / "study.json", {"format": run_folders.STUDY_FORMAT, "study": study_name, "definition": definition}
+        )
+        if study.arms:
+            models = Path(real_models_dir or output / "real-models")
+            source = (lambda: Path(decoder)) if decoder else (lambda: real_models.fetch(study.decoder, models))
+            return run_decoder_study(study_name, study, output, data_dir, source, until)
+        return _run_study(study_name, study, output, data_dir, org, until)
 
 
-def _run_study(
-    study_name: str, study: Study, definition: dict, output: Path, data_dir: str | None, org: str, until: str | None
-) -> Path:
+def _run_study(study_name: str, study: Study, output: Path, data_dir: str | None, org: str, until: str | None) -> Path:
     runs = training_runs(study)
-    artifacts.write_json_atomic(
-        output / "study.json", {"format": run_folders.STUDY_FORMAT, "study": study_name, "definition": definition}
-    )
     started = time.time()
     progress = Progress(
         {
@@ -557,10 +781,11 @@ def _run_study(
         progress.done("tokenizer")
         for i, (recipe, pretrain_seed) in enumerate(runs, 1):
             name = names.replicate_name(recipe.name, pretrain_seed)
-            progress.start("pretraining", f"{name} ({i}/{len(runs)})")
+            what = f"{name} ({i}/{len(runs)})"
+            progress.start("pretraining", what)
             trained = (output / "models" / name / run_folders.RUN_INFO_NAME).is_file()
-            if not trained:
-                pretrain(recipe, study, output, data_dir, pretrain_seed)
+            settings = run_settings(recipe, study, output, data_dir, pretrain_seed)
+            pretrain(name, recipe.module, settings, output, lambda log: progress.steps(what, log))
             progress.done(f"pretrain:{name}", timed=not trained)
         record_parameters(study, output)
         progress.start("held-out loss", f"{study.heldout_blocks} blocks")
@@ -625,6 +850,17 @@ def make_parser() -> argparse.ArgumentParser:
         help=f"a {RESULTS_ARCHIVE} written by --docs: unpack it into --output (a new directory) and "
         "regenerate the report (and --docs) from it; trains and fine-tunes nothing",
     )
+    parser.add_argument(
+        "--decoder",
+        default=None,
+        help="a decoder study: a local Llama, Mistral or Qwen decoder to study instead of its own "
+        "(SmolLM2-135M-Instruct, from recipes.real_models)",
+    )
+    parser.add_argument(
+        "--real_models",
+        default=None,
+        help="a decoder study: where recipes.real_models keeps its checkpoints (default: <output>/real-models)",
+    )
     parser.add_argument("--gpu", default="H100", help="paper plan: GPU to estimate GPU-hours for")
     parser.add_argument(
         "--mfu",
@@ -646,6 +882,7 @@ def main(argv=None) -> None:
         raise SystemExit(130) from None
 
 
+@cli.exit_on_write_failure
 def _main(args: argparse.Namespace) -> None:
     with cli.bad_input_exits():  # bad input: one line, nothing started
         if args.study not in STUDY_NAMES:
@@ -664,14 +901,21 @@ def _main(args: argparse.Namespace) -> None:
                 docs = write_docs(args.study, args.output, args.docs, args.from_results)
                 print(f"report copied to {docs}")
             return
-        check_device(args.study, STUDIES[args.study])
+        study = STUDIES[args.study]
+        check_device(args.study, study)
         resolve_data_dir(args.data_dir)  # fail now, not in the first subprocess
+        if (args.decoder or args.real_models) and not study.arms:
+            raise ValueError(f"--decoder and --real_models are for a decoder study; the {args.study} study has none")
+        if args.real_models:
+            artifacts.check_output_dir(args.real_models, "--real_models")
+        if study.arms and not args.decoder and not (args.output / "models" / CONVERTED).is_dir():
+            real_models.check_extras([study.decoder], Path(args.real_models or args.output / "real-models"))
         if args.org is not None:
             try:
                 check_repo_id(f"{args.org}/{args.study}-study-results")
             except PushError as error:
                 raise ValueError(f"--org {args.org!r}: {error}") from None
-        run_study(args.study, args.output, args.data_dir, args.org, until=args.until)
+        run_study(args.study, args.output, args.data_dir, args.org, None, args.until, args.decoder, args.real_models)
         if args.docs and args.until is None:
             print(f"report copied to {write_docs(args.study, args.output, args.docs)}")
 

@@ -56,6 +56,31 @@ def intro(study_name: str, definition: dict, tokens_per_step: float, parameters:
     )
 
 
+def decoder_intro(definition: dict) -> str:
+    """The docs README's first paragraph of a decoder study, every number from its definition."""
+    cpt = definition["cpt"]
+    tokens = cpt["max_steps"] * cpt["per_device_train_batch_size"] * cpt["block_size"]
+    arms = [
+        f"`{a['name']}` ({'LoRA' if a['cpt'].get('lora') else 'full'} MLM CPT of {a['cpt_of']})"
+        if a["cpt_of"]
+        else f"`{a['name']}` (the converted decoder, {'causal' if a['causal'] else 'bidirectional'} attention)"
+        for a in definition["arms"]
+    ]
+    return (
+        f"The paper's recommendation, MLM continued pretraining of a CLM model, tried on a real pretrained decoder "
+        f"({definition['decoder']}; SmolLM2-135M-Instruct is its 4-bit GGUF release dequantised: docs/models.md), "
+        f"converted with `modeling_eurobert.convert`. Arms: {_listed(arms)}; CPT of {tokens:,} tokens of the "
+        "bundle's English Wikipedia (40% masking; the paper's CPT reads about 50B): a CPU-sized probe of its "
+        f"recommendation, not its scale. Each arm is scored on {definition['heldout_blocks']} held-out blocks and by "
+        f"frozen-feature probes (`evaluation.probe`) of {_listed([p['task'] for p in definition['probes']])}, "
+        f"{len(definition['seeds'])} seeds of each fitted probe's training subset (the units of its intervals, the "
+        "test instances resampled too, paired); the definition below gives every size. One conversion and one CPT "
+        "run per arm: no interval covers CPT's own run-to-run variance. The paired comparisons are one family, their "
+        "p-values Holm-adjusted (p_holm). The tables are `analysis.report`'s: a probe has no learning rate (filed as "
+        "lr 0) and its seeds are its training subsets."
+    )
+
+
 def _grid_text(definition: dict) -> str:
     """ "3 learning rates x 3 seeds", or each task's own grid when they differ."""
     grids = {task: definition.get("task_lrs", {}).get(task, definition["lrs"]) for task in definition["tasks"]}
@@ -148,6 +173,7 @@ def read_archive(archive: Path) -> dict[str, bytes]:
 
 
 def _check_archived_result(where: str, name: str, record) -> None:
+    from analysis.statistics import rows_mismatch
     from evaluation import metrics
 
     filed = store.filed_path(record) if isinstance(record, dict) and "family" in record else None
@@ -159,7 +185,10 @@ def _check_archived_result(where: str, name: str, record) -> None:
             f"{where} holds the result of {own} (its model, task, lr and seed): a copy or a renamed file "
             "would count as one more run; remove it from the archive"
         )
-    if problem := metrics.rescore_mismatch(record):
+    measured = store.record_kind(record) in store.MEASURE_KINDS  # a probe's retrieval rows keep scores, no ranking
+    if problem := (rows_mismatch(record) if measured else None) or (
+        metrics.rescore_mismatch(record) if record["family"] in ("sc", "tc") or not measured else None
+    ):
         raise ValueError(
             f"{where}: {problem} (an edited score?); the report is made from results as the grid wrote them"
         )
@@ -218,7 +247,8 @@ def write_docs(study_name: str, output: Path, docs: Path, from_results: Path | N
     for name in sorted(earlier - {path.name for path in copied} - {"README.md", RESULTS_ARCHIVE}):
         (docs / name).unlink()  # an earlier --docs's figure or table this report no longer makes: not left stale
     write_results_archive(output, docs / RESULTS_ARCHIVE, reuse=from_results)
-    first = intro(study_name, definition["definition"], *regime(definition))
+    stored = definition["definition"]
+    first = decoder_intro(stored) if "arms" in stored else intro(study_name, stored, *regime(definition))
     summary = (report / "summary.md").read_text().split("\n", 1)[1]  # its own title dropped
     if study_name.startswith("horizon") and GAP_SECTION in summary:  # the answer right under the question
         first += "\n\n" + "\n".join(

@@ -48,7 +48,7 @@ LONGEST_FIRST = (
     "test_convert.py",
     "test_checkpoint_files.py",
     "test_bad_inputs.py",
-    "test_real_decoder.py",
+    "test_study_engine.py",
     "test_modeling.py",
 )
 

@@ -245,6 +245,10 @@ CLI_ROWS = {
         (["smoke", "--output", "{out}", "--from_results", "{tmp}/missing.tar.xz"], "missing.tar.xz"),
         (["paper", "--output", "{out}", "--gpu", "nope"], "nope"),
         (["paper", "--output", "{out}", "--mfu", "0"], "mfu=0.0 must be in (0, 1]"),
+        (["real-decoder", "--output", "{out}", "--decoder", "{tmp}"], "missing config.json"),
+        (["real-decoder", "--output", "{out}", "--decoder", "{model}"], "--decoder"),
+        (["real-decoder", "--output", "{out}", "--real_models", "{file}"], "is a file"),
+        (["smoke", "--output", "{out}", "--decoder", "{model}"], "are for a decoder study"),
     ],
     "recipes.prepare_data": [
         (["nope"], "invalid choice: 'nope'"),
@@ -265,14 +269,6 @@ CLI_ROWS = {
     "recipes.real_models": [
         (["--output", "{file}"], "is a file"),
         (["--output", "{out}", "--models", "smollm2"], "unknown ['smollm2']"),
-    ],
-    "recipes.real_decoder": [
-        (["--output", "{file}"], "is a file"),
-        (["--output", "{out}", "--scale", "huge"], "invalid choice: 'huge'"),
-        (["--output", "{out}", "--decoder", "{tmp}"], "is not a model folder (no config.json)"),
-        (["--output", "{out}", "--decoder", "{model}", "--data_dir", "{tmp}/missing"], "data bundle not found"),
-        (["--output", "{out}", "--from_results", "{tmp}/missing.tar.xz"], "missing.tar.xz is not a file"),
-        (["--output", "{out}", "--from_results", "{file}", "--docs", "{file}"], "--docs"),
     ],
     "pretraining.heldout": [
         (
@@ -539,7 +535,6 @@ EXEMPT["analysis.report"] = {
     "--compare": "needs results: tests/test_report.py refuses A,A and unknown names",
 }
 EXEMPT["recipes.manifest"] = {"--list": "a switch: no value to get wrong"}
-EXEMPT["recipes.real_decoder"] = {"--real_models": "where recipes.real_models writes: its --output rows"}
 EXEMPT["analysis.import_encodeval"] = {
     "--models": "tests/test_import_encodeval.py (a subset that matches nothing)",
     "--datasets": "tests/test_import_encodeval.py (a subset that matches nothing)",
@@ -799,7 +794,7 @@ LIGHT_REFUSALS = [
     ("model_cards.generate", ["--summary", "summary.csv"], None),
     ("model_cards.push", ["runs/my-decoder-cp", "--repo_id", "org/name", "--dry_run", "out"], None),
     ("recipes.real_models", ["--output", "out", "--models", "nope"], None),
-    ("recipes.real_decoder", ["--output", "out", "--decoder", "runs/my-decoder-cp"], None),
+    ("recipes.study", ["real-decoder", "--output", "out", "--decoder", "runs/my-decoder-cp"], None),
     ("modeling_eurobert.convert", ["runs/my-decoder-cp", "out"], f"error: SOURCE {TYPO}"),
     (
         "modeling_eurobert.convert",

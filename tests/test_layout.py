@@ -153,8 +153,7 @@ NOT_RECORDS = {("analysis/statistics.py", f) for f in ("trivial_baseline", "abov
     ("analysis/report.py", "checks_lines"),
     ("analysis/findings.py", "chance_reasons"),
     ("evaluation/retrieval.py", "score"),
-    ("recipes/real_decoder.py", "units"),
-    ("recipes/real_decoder.py", "trivial"),
+    ("evaluation/probe.py", "with_predictions"),
     ("bench/gpu_check.py", "report"),
     ("model_cards/summary.py", "baseline"),  # a summary.csv row's column
 }

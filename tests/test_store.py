@@ -54,9 +54,14 @@ def test_the_record_body_is_declared_and_checked_in_core_store():
     for status in ("done", None):
         with pytest.raises(ValueError, match="is not one of"):
             store.new_result("m", "sst2", "sc", 1e-4, 0, {"status": status}, {}, {})
-    assert [store.record_kind(r) for r in ({}, {"evaluation": "mteb"}, {"source": {"kind": "encodeval"}})] == list(
-        store.KINDS
+    marks = (
+        {},
+        {"evaluation": "mteb"},
+        {"source": {"kind": "encodeval"}},
+        {"evaluation": "probe"},
+        {"evaluation": "heldout"},
     )
+    assert [store.record_kind(r) for r in marks] == list(store.KINDS)
 
 
 def test_a_copy_or_a_moved_result_is_refused_in_one_line(tmp_path):
