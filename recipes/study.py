@@ -43,7 +43,7 @@ from recipes import manifest, real_models
 from recipes.studies import STUDIES, STUDY_NAMES, TOY_VOCAB_SIZE, Arm, Study, read_study_marker, regime, study_marker
 from recipes.study_docs import RESULTS_ARCHIVE, check_docs_dir, read_archive, write_docs
 
-STEP = re.compile(r"[\r\n] *\d+%\|[^|\r\n]*\| *(\d+)/(\d+) \[")  # the Trainer's bar (no label): "40%|...| 12/30 ["
+STEP = re.compile(r"pretraining: step (\d+)/(\d+)")  # core.progress's line in a log: "pretraining: step 12/30, ..."
 STAGES = ("tokenizer", "pretraining", "held-out loss", "evaluation", "report", "model cards", "hub export")
 
 
@@ -231,7 +231,9 @@ def _stage_log(log_path: Path, command: str):
 def run_logged(command: list[str], log_path: Path, cwd: Path = REPO_ROOT, poll=None, every: float = 2) -> None:
     """Run a stage command with its output in `log_path`, calling `poll()` every `every` seconds while it runs (the
     progress bar); on failure raise with the log's last lines."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+    # the stage's progress lines as often as the bar reads them (core.progress), unless the user set their own pace
+    env = {"MLM_VS_CLM_PROGRESS_SECONDS": str(every), **os.environ}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
     with _stage_log(log_path, " ".join(command)) as log:
         process = subprocess.Popen(
             command, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=env, preexec_fn=artifacts.die_with_parent()

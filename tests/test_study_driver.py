@@ -407,7 +407,7 @@ def test_from_results_takes_the_study_lock_and_refuses_bad_archives_in_one_line(
     from core import artifacts
     from recipes.study import STUDY_LOCK
 
-    parameters = {"total": 1, "input_embedding": 0}  # no result to check them against
+    parameters = {"total": 2, "input_embedding": 1}  # no result to check them against
     marker = {"format": run_folders.STUDY_FORMAT, "study": "smoke", "definition": {"scale": "smoke"}}
     marker = json.dumps({**marker, "parameters": parameters}).encode()
     good = _archive(tmp_path / "good.tar.xz", {"study.json": marker})
