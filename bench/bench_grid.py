@@ -66,10 +66,10 @@ def run_grid(model: str, output: Path, workers: int, args, data_dir: Path, threa
 
 
 def scores(output: Path) -> dict:
-    """{result file: (validation, test, per-instance records)} of a results folder."""
+    """{result file: (scores, per-instance records) of each split} of a results folder."""
+    records = {str(p.relative_to(output)): store.read_result(p) for p in store.result_files(output)}
     return {
-        str(p.relative_to(output)): [json.loads(p.read_text())[k] for k in ("validation", "test", "per_instance")]
-        for p in store.result_files(output)
+        name: [(store.split_scores(r, s), store.instances(r, s)) for s in store.SPLITS] for name, r in records.items()
     }
 
 

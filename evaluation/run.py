@@ -276,7 +276,7 @@ def status(run: Run, output: str | os.PathLike) -> tuple[str, list[str]]:
     when its model is asked for (`run.save_model`) and not saved beside it with the same identity."""
     state, why = store.result_state(run.path(output), run.identity)
     if state == "changed" and why[0].startswith(("protocol.", "inputs.")):
-        recorded = store.read_result(run.path(output))["identity"]
+        recorded = store.record_identity(store.read_result(run.path(output)))
         if recorded != identity.scoped(run.task.family, recorded):
             why = [
                 f"it records settings its family does not read (written before identities left them out): run "

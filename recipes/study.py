@@ -88,7 +88,7 @@ def check_device(study_name: str, study: Study) -> None:
     """Refuse a study whose scale trains in bf16 (`mini-gpu`) on a machine without a CUDA GPU that has bf16."""
     import torch
 
-    if manifest.SCALES[study.scale].get("bf16") and not (torch.cuda.is_available() and torch.cuda.is_bf16_supported()):
+    if manifest.SCALES[study.scale].bf16 and not (torch.cuda.is_available() and torch.cuda.is_bf16_supported()):
         raise ValueError(
             f"the {study_name} study trains in bf16 and needs a CUDA GPU with bf16, which this machine "
             "lacks; run it on a GPU, or run the mini study (the same comparisons sized for CPU cores)"
@@ -253,7 +253,7 @@ def train_tokenizer(study: Study, output: Path, data_dir: str | None) -> None:
     from pretraining import data
 
     corpus = data.load_corpus("bundle", data_dir, split="train")
-    max_docs = manifest.SCALES[study.scale].get("max_docs")
+    max_docs = manifest.SCALES[study.scale].max_docs
     if max_docs:
         corpus = corpus.select(range(min(max_docs, len(corpus))))
     data.cached_toy_tokenizer(corpus, vocab_size(study), output / "tokenizer")  # trained when absent or unreadable
@@ -261,7 +261,7 @@ def train_tokenizer(study: Study, output: Path, data_dir: str | None) -> None:
 
 def vocab_size(study: Study) -> int:
     """The toy BPE's vocabulary at the study's scale."""
-    return manifest.SCALES[study.scale].get("vocab_size", TOY_VOCAB_SIZE)
+    return manifest.SCALES[study.scale].vocab_size or TOY_VOCAB_SIZE
 
 
 def pretrain(
@@ -385,7 +385,7 @@ def heldout_loss(study: Study, output: Path, data_dir: str | None) -> None:
         "--tokenizer",
         str(output / "tokenizer"),
         "--block_size",
-        str(manifest.SCALES[study.scale]["block_size"]),
+        str(manifest.SCALES[study.scale].block_size),
         "--blocks",
         str(study.heldout_blocks),
         "--cache_dir",
@@ -406,7 +406,7 @@ def heldout_loss(study: Study, output: Path, data_dir: str | None) -> None:
 def record_parameters(study: Study, output: Path) -> None:
     """Record in study.json the one parameter count of a toy scale's models, from their `run_info.json` (what
     `regime` reads)."""
-    if manifest.SCALES[study.scale]["model"] is None:
+    if manifest.SCALES[study.scale].model is None:
         return
     counts = {
         json.dumps(run_folders.read_run_info(output / "models" / name)["parameters"], sort_keys=True)
@@ -422,7 +422,7 @@ def record_parameters(study: Study, output: Path) -> None:
 
 def report(study: Study, output: Path) -> None:
     args = [str(output / "results"), "--output", str(output / "report")]
-    if manifest.SCALES[study.scale]["model"] is not None:  # a toy scale: the paper's own regime otherwise
+    if manifest.SCALES[study.scale].model is not None:  # a toy scale: the paper's own regime otherwise
         tokens_per_step, parameters, embeddings = regime(study_marker(output))
         args += [
             "--tokens_per_step",
@@ -432,7 +432,7 @@ def report(study: Study, output: Path) -> None:
             "--embedding_parameters",
             str(embeddings),
             "--step_divisor",
-            str(manifest.SCALES[study.scale]["step_divisor"]),
+            str(manifest.SCALES[study.scale].step_divisor),
         ]
     if study.compare:
         args += ["--compare", ",".join(study.compare)]
