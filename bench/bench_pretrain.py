@@ -19,6 +19,7 @@ import json
 import tempfile
 from pathlib import Path
 
+from core import cli
 from pretraining import data, pretrain
 
 RUNS = {  # name -> recipe arguments (PFS switches at half the steps)
@@ -87,43 +88,27 @@ def bench(name: str, args, extra: list[str], output_dir: Path, eager: bool = Fal
     from torch._dynamo.utils import counters
 
     argv = [
-        "--config",
-        args.config,
-        "--output_dir",
-        str(output_dir),
-        "--data_cache_dir",
-        args.cache_dir,
-        "--corpus_source",
-        "bundle",
-        "--corpus_name",
-        "null",
-        "--global_batch_size",
-        "null",
-        "--max_docs",
-        str(args.max_docs),
-        "--block_size",
-        str(args.block_size),
-        "--per_device_train_batch_size",
-        str(args.batch_size),
-        "--gradient_accumulation_steps",
-        str(args.accumulation),
-        "--max_steps",
-        str(args.steps),
-        "--logging_steps",
-        str(args.log_every),
-        "--intermediate_steps",
-        str(args.steps),
-        "--report_to",
-        "none",
-        "--disable_tqdm",
-        "true",
-        # the config's schedule (2,000 warmup and decay steps) scaled to the benchmark's steps: same throughput
-        "--warmup_steps",
-        str(max(1, args.steps // 10)),
-        "--lr_scheduler_kwargs",
-        json.dumps({"num_decay_steps": max(1, args.steps // 10), "decay_type": "linear"}),
-        "--save_strategy",
-        "no",
+        *cli.flags(
+            config=args.config,
+            output_dir=output_dir,
+            data_cache_dir=args.cache_dir,
+            corpus_source="bundle",
+            corpus_name="null",
+            global_batch_size="null",
+            max_docs=args.max_docs,
+            block_size=args.block_size,
+            per_device_train_batch_size=args.batch_size,
+            gradient_accumulation_steps=args.accumulation,
+            max_steps=args.steps,
+            logging_steps=args.log_every,
+            intermediate_steps=args.steps,
+            report_to="none",
+            disable_tqdm="true",
+            # the config's schedule (2,000 warmup and decay steps) scaled to the benchmark's steps: same throughput
+            warmup_steps=max(1, args.steps // 10),
+            lr_scheduler_kwargs=json.dumps({"num_decay_steps": max(1, args.steps // 10), "decay_type": "linear"}),
+            save_strategy="no",
+        ),
         *RUNS[name](args.steps),
         *extra,
         *(["--compile", "none"] if eager else []),
