@@ -87,6 +87,7 @@ class LoadedResult(Result, total=False):
 
 BODY = tuple(ResultBody.__annotations__)  # every result's body (`new_result`'s fields)
 OPTIONAL_BODY = tuple(OptionalBody.__annotations__)
+RECORD_FIELDS = tuple(key for key in Result.__annotations__ if key not in (*BODY, *OPTIONAL_BODY))  # around it
 
 
 def result_path(output: str | os.PathLike, model: str, task: str, lr: float, seed: int) -> Path:
@@ -154,7 +155,7 @@ def _check_body(fields: dict) -> None:
 def migrated(record: Result, identity: dict) -> Result:
     """A result of an older format or identity made current (`evaluation.identity --migrate`): this format, `identity`,
     its replicate's `pretrain_seed`; its body checked as `new_result` checks it."""
-    _check_body({key: record[key] for key in (*BODY, *OPTIONAL_BODY) if key in record})
+    _check_body({key: value for key, value in record.items() if key not in RECORD_FIELDS})
     return {**record, "format": RESULT_FORMAT, "identity": identity, "pretrain_seed": pretrain_seed(record["model"])}
 
 

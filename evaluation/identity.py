@@ -90,7 +90,12 @@ def migrate(results_dir: str | os.PathLike) -> int:
     if not paths:
         raise FileNotFoundError(f"no result files under {results_dir} (<model>/<task>/lr<lr>-seed<seed>.json)")
     records = {path: store.read_result(path, migrating=True) for path in paths}
-    current = {path: store.migrated(record, _migrated_identity(record)) for path, record in records.items()}
+    current = {}
+    for path, record in records.items():
+        try:
+            current[path] = store.migrated(record, _migrated_identity(record))
+        except ValueError as error:
+            raise ValueError(f"result file {path}: {error}; re-run its grid") from None
     new = {path: store.record_identity(record) for path, record in current.items()}
     old = [path for path in paths if current[path] != records[path]]
     unclaimed: dict = {}

@@ -156,6 +156,14 @@ def test_a_second_migration_leaves_what_one_migration_of_both_leaves(tmp_path, c
     ]  # no .lr...json.lock
 
 
+def test_the_migration_files_only_a_declared_body(tmp_path, call_main):
+    path, record = format2_result(tmp_path)
+    path.write_text(json.dumps({**record, "scores": {}}))  # not a key of `store.Result`
+    done = call_main(identity.main, "--migrate", tmp_path)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and f"{path}: a result body" in done.stderr
+    assert json.loads(path.read_text())["format"] == 2 and not (path.parent / store.PROTOCOL_NAME).exists()
+
+
 def test_the_migration_writes_nothing_when_a_file_is_refused(tmp_path, call_main):
     path, _ = format2_result(tmp_path)
     shutil.copy(path, path.with_name("lr0.0002-seed0.json.json"))  # a backup the glob finds
