@@ -383,6 +383,18 @@ def write_result(path: str | os.PathLike, record: dict) -> Path:
     return artifacts.write_json_atomic(path, record, indent=None)
 
 
+def model_info(record: Result) -> dict:
+    """What a saved fine-tuned model's `finetune_info.json` repeats of its result: main metric, scores, the tasks of a
+    shared fine-tuning, run config, identity, versions and git commit."""
+    return {
+        "main_metric": main_metric(record),
+        **{split: split_scores(record, split) for split in SPLITS},
+        "shared_training": record.get("shared_training"),
+        "config": run_config(record),
+        **{key: record[key] for key in ("identity", "versions", "git_commit")},
+    }
+
+
 def write_finetune_info(directory: str | os.PathLike, info: dict) -> Path:
     """Write the `finetune_info.json` of a saved fine-tuned model, with its format."""
     return artifacts.write_json_atomic(Path(directory) / FINETUNE_INFO_NAME, {"format": FINETUNE_INFO_FORMAT, **info})

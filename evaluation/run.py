@@ -344,7 +344,7 @@ def execute(
     return out
 
 
-def save_model(run: Run, record: dict, finetuned, output) -> Path:
+def save_model(run: Run, record: store.Result, finetuned, output) -> Path:
     """Keep a run's fine-tuned model at `run.model_dir(output)`, atomically, with its `finetune_info.json`."""
     info = {
         "base_model": run.model_name,
@@ -354,13 +354,7 @@ def save_model(run: Run, record: dict, finetuned, output) -> Path:
         "lr": run.lr,
         "seed": run.seed,
         "result": run.path(output).name,
-        "main_metric": store.main_metric(record),
-        **{s: store.split_scores(record, s) for s in store.SPLITS},
-        "shared_training": record.get("shared_training"),
-        "config": store.run_config(record),
-        "identity": run.identity,
-        "versions": record["versions"],
-        "git_commit": record["git_commit"],
+        **store.model_info(record),
     }
     with artifacts.atomic_directory(run.model_dir(output)) as staging:
         family_module(run.task.family).save(finetuned, staging)
