@@ -20,7 +20,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from torch.utils.data import DataLoader, SequentialSampler
 
-from core import cli
+from core import artifacts, cli
 from pretraining.collator import PretrainingCollator
 from pretraining.data import build_packed_dataset, load_corpus, load_pretraining_tokenizer, train_toy_tokenizer
 
@@ -129,8 +129,7 @@ def main(argv: list[str] | None = None) -> dict:
     figures = measure(args)
     print_results(figures)
     if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(figures, indent=2))
+        artifacts.write_text_atomic(args.json, json.dumps(figures, indent=2))
     return figures
 
 

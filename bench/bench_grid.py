@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from core import cli, store  # standard library only: nothing loads tokenizers before the line below
+from core import artifacts, cli, store  # standard library only: nothing loads tokenizers before the line below
 from core.paths import resolve_data_dir
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -188,8 +188,7 @@ def main(argv: list[str] | None = None) -> dict:
         f"({best['runs_per_hour'] / figures['rows'][0]['runs_per_hour']:.2f}x the first row)"
     )
     if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(figures, indent=2))
+        artifacts.write_text_atomic(args.json, json.dumps(figures, indent=2))
     return figures
 
 

@@ -29,7 +29,7 @@ import torch
 import transformers
 from safetensors.torch import load_file
 
-from core import cli
+from core import artifacts, cli
 from modeling_eurobert import (
     EuroBertClmMlmConfig,
     EuroBertClmMlmForCausalLM,
@@ -430,8 +430,7 @@ def report_mfu(args, peak: float, figures: dict) -> None:
 def write_json(path: str | None, figures: dict) -> None:
     """Write the figures so far (each measurement rewrites the file: a run cut short keeps what it measured)."""
     if path:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(json.dumps(figures, indent=2))
+        artifacts.write_text_atomic(path, json.dumps(figures, indent=2))
 
 
 def main(argv: list[str] | None = None) -> dict:

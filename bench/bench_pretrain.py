@@ -19,7 +19,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from core import cli
+from core import artifacts, cli
 from pretraining import data, pretrain
 
 RUNS = {  # name -> recipe arguments (PFS switches at half the steps)
@@ -158,8 +158,7 @@ def main(argv: list[str] | None = None) -> dict:
             result["losses_match"] = result["loss_max_rel_diff"] <= args.loss_rtol
         figures["results"][name] = result
         if args.json:
-            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-            Path(args.json).write_text(json.dumps(figures, indent=2))
+            artifacts.write_text_atomic(args.json, json.dumps(figures, indent=2))
     for name, r in figures["results"].items():
         if r["tokens_per_second"] is None:
             print(f"{name:8s} no window after the first of each objective: raise --steps or lower --log_every")

@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from core import cli
+from core import artifacts, cli
 
 ROOT = Path(__file__).resolve().parents[1]
 OBJECTIVES = {"clm": "clm", "mlm40": "mlm40"}  # name -> the paper config's objective part
@@ -227,7 +227,7 @@ def main(argv: list[str] | None = None) -> dict:
             figures["runs"].append(result)
             print(json.dumps(result))
             if args.json:
-                Path(args.json).write_text(json.dumps(figures, indent=2) + "\n")
+                artifacts.write_text_atomic(args.json, json.dumps(figures, indent=2) + "\n")
     return figures
 
 

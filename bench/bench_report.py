@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from core import names, paper
+from core import artifacts, names, paper
 from recipes import manifest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -175,7 +175,7 @@ def main(argv=None) -> dict:
     if "same_report" in figures:
         print(f"same report before and after: {figures['same_report']}")
     if args.json:
-        Path(args.json).write_text(json.dumps(figures, indent=1) + "\n")
+        artifacts.write_text_atomic(args.json, json.dumps(figures, indent=1) + "\n")
     return figures
 
 
