@@ -92,7 +92,7 @@ def random_model(output_dir: Path, args, data_dir: Path) -> Path:
 
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default=None, help="checkpoint directory or Hub id (default: the tiny architecture)")
+    parser.add_argument("--model", help="checkpoint directory or Hub id (default: the tiny architecture)")
     parser.add_argument("--tasks", default="sst2")
     parser.add_argument("--lrs", default="1e-4,5e-4")
     parser.add_argument("--seeds", default="0,1")
@@ -123,11 +123,10 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--vocab_size",
         type=int,
-        default=None,
         help="without --model: the model's vocabulary size (paper: 128256; default the tokenizer's)",
     )
-    parser.add_argument("--json", default=None, help="also write the figures to this JSON file")
-    parser.add_argument("--data_dir", default=None)
+    parser.add_argument("--json", help="also write the figures to this JSON file")
+    parser.add_argument("--data_dir")
     return parser
 
 

@@ -47,7 +47,6 @@ def make_parser() -> argparse.ArgumentParser:
     add = parser.add_argument
     add(
         "--checkpoint",
-        default=None,
         help="a checkpoint of ours (a converted decoder): its shapes and weights instead "
         "of --vocab/--hidden/--layers/--heads/--kv_heads",
     )
@@ -99,7 +98,6 @@ def make_parser() -> argparse.ArgumentParser:
     add(
         "--memory_gb",
         type=float,
-        default=None,
         help="cap CUDA memory at this many GB (80: an H100's memory, on an H200); the bound of --mfu_batch max",
     )
     add(
@@ -108,11 +106,10 @@ def make_parser() -> argparse.ArgumentParser:
         choices=["on", "off"],
         help="with --compile regional: the eager vs compiled table at the pair config (off: MFU rows only)",
     )
-    add("--json", default=None, help="also write the figures to this JSON file (rewritten after each measurement)")
+    add("--json", help="also write the figures to this JSON file (rewritten after each measurement)")
     add(
         "--peak_size",
         type=int,
-        default=None,
         help="side of the square matmul timed as the peak (default: 8192 on CUDA, 2048 on CPU)",
     )
     return parser

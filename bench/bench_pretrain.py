@@ -43,15 +43,14 @@ def make_parser() -> argparse.ArgumentParser:
     add(
         "--vocab_size",
         type=int,
-        default=None,
         help="pad the toy BPE (8192) to this vocabulary (paper: 128256); default: the config's tokenizer setting",
     )
     add("--compare_eager", action="store_true", help="also run each run with compile: none and compare the losses")
     add("--loss_rtol", type=float, default=0.01, help="largest relative loss difference accepted by --compare_eager")
     add("--cache_dir", default=".cache/pretrain")
-    add("--data_dir", default=None)
-    add("--output_dir", default=None, help="default: a temporary directory")
-    add("--json", default=None, help="also write the figures to this JSON file")
+    add("--data_dir")
+    add("--output_dir", help="default: a temporary directory")
+    add("--json", help="also write the figures to this JSON file")
     return parser
 
 

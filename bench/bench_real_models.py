@@ -82,13 +82,12 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--real_models", required=True, help="the folder of `python -m recipes.real_models`")
     parser.add_argument(
         "--converted",
-        default=None,
         help="SmolLM2 converted by modeling_eurobert.convert (default: "
         "converted now into <real_models>/smollm2-135m-eurobert)",
     )
     parser.add_argument("--sections", default="minilm_scifact,throughput")
     parser.add_argument("--dry_run", action="store_true")
-    parser.add_argument("--json", default=None)
+    parser.add_argument("--json")
     args = parser.parse_args(argv)
     from modeling_eurobert.convert import convert
     from recipes import real_models

@@ -46,7 +46,6 @@ def make_parser() -> argparse.ArgumentParser:
     add = parser.add_argument
     add(
         "--sizes",
-        default=None,
         help="architectures, comma-separated (default 210m,610m; the dry run 210m); 1b: "
         "its weights, gradients and AdamW states alone take 22.6 GB",
     )
@@ -58,9 +57,9 @@ def make_parser() -> argparse.ArgumentParser:
     add("--fp32", action="store_true", help="train in fp32 instead of the config's bf16 autocast")
     add("--dry_run", action="store_true", help="tiny: architecture tiny, block 64, vocabulary 8192 + 64")
     add("--cache_dir", default=".cache/pretrain")
-    add("--data_dir", default=None, help="the data bundle (default: $MLM_VS_CLM_DATA or ../shared/data)")
-    add("--output_dir", default=None, help="default: a temporary directory")
-    add("--json", default=None, help="also write the figures to this JSON file")
+    add("--data_dir", help="the data bundle (default: $MLM_VS_CLM_DATA or ../shared/data)")
+    add("--output_dir", help="default: a temporary directory")
+    add("--json", help="also write the figures to this JSON file")
     add("--one", nargs=2, metavar=("SIZE", "OBJECTIVE"), help=argparse.SUPPRESS)  # the child process
     return parser
 

@@ -120,8 +120,8 @@ def main(argv=None) -> dict:
     parser.add_argument(
         "--before", default="main", help="git revision whose report is measured beside this checkout's ('' to skip)"
     )
-    parser.add_argument("--workdir", default=None, help="where the trees go (default: a temporary folder, removed)")
-    parser.add_argument("--json", default=None, help="write the figures here")
+    parser.add_argument("--workdir", help="where the trees go (default: a temporary folder, removed)")
+    parser.add_argument("--json", help="write the figures here")
     parser.add_argument("--dry_run", action="store_true", help="4 models, 2 datasets, scale 0.005, before = HEAD")
     args = parser.parse_args(argv)
     models, datasets = MODELS[: args.models], args.datasets.split(",")

@@ -249,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="report: where gpu_check.json and gpu_check.md go")
     parser.add_argument("--dry_run", action="store_true", help="tiny CPU settings of the same sections")
     parser.add_argument("--dry_compile", action="store_true", help="dry run with regional compile (slow on CPU)")
-    parser.add_argument("--started", type=float, default=None, help="report: epoch seconds the check began")
+    parser.add_argument("--started", type=float, help="report: epoch seconds the check began")
     args = parser.parse_args(argv)
     if args.command == "sections":
         print("\n".join(f"{name} {budget}" for name, (budget, *_rest) in SECTIONS.items()))

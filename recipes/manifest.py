@@ -324,7 +324,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--output",
         type=Path,
-        default=None,
         help="folder the configs go to, one subfolder per scale (default, for the committed scales "
         "only: recipes/configs)",
     )
