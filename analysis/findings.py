@@ -39,7 +39,9 @@ from core.formatting import p_cell
 from core.paper import (
     CROSSOVER_STEPS,
     PAPER_CHECKPOINTS,
+    PAPER_EMBEDDINGS,
     PAPER_LRS,
+    PAPER_PARAMETERS,
     PAPER_PFS_SWITCHES,
     PAPER_SEEDS,
     PAPER_TOKENS_PER_STEP,
@@ -47,9 +49,6 @@ from core.paper import (
 
 ALPHA = 0.025  # per side: each comparison is a three-way decision (supports / contradicts / not significant), 5% in all
 TC_MARGIN = 0.01  # "on par": CLM - MLM40 above -0.01 of the task's metric (fractions), declared before any result
-# the paper's parameter counts, input embedding included, LM head excluded; and its input embeddings (128,256 x hidden)
-PAPER_PARAMETERS = {"210m": 211.8e6, "610m": 607.9e6, "1b": 1187.9e6}
-PAPER_EMBEDDINGS = {"210m": 128_256 * 768, "610m": 128_256 * 1152, "1b": 128_256 * 1728}
 PFS_SMALLEST_BUDGET = min(PAPER_PFS_SWITCHES)  # the paper's smallest PFS budget (steps)
 CONVENTIONS = ("counted", "no embeddings")  # input embedding in, LM head out | neither embedding
 

@@ -238,7 +238,7 @@ def _check_output(output: Path, results: Path, runs: list[dict]) -> list[Path]:
     models, written = {r["model"] for r in runs}, {r["target"] for r in runs}
     stale = []
     for path in store.result_files(output) if output.is_dir() else []:
-        imported = is_imported(artifacts.read_json(path, "result file"))
+        imported = store.marked_kind(artifacts.read_json(path, "result file")) == "imported"  # any format
         if path.parent.parent.name in models and not imported:
             raise ValueError(
                 f"{path} is a result of this project for {path.parent.parent.name}, a model the import "

@@ -66,7 +66,7 @@ def run_variance(records: list[dict]) -> tuple[int, float, float]:
     return len(runs), math.sqrt(max(0.0, between)), math.sqrt(seed_var)
 
 
-def load_results(results_dir: str | Path) -> list[dict]:
+def load_results(results_dir: str | Path) -> list[store.LoadedResult]:
     """Every result file under `results_dir` (not temp or moved-aside files), each with its path under "_path",
     compacted (`compact`); a corrupt or older-format file, or a folder an import did not finish, is refused, naming
     it."""
@@ -78,7 +78,7 @@ def load_results(results_dir: str | Path) -> list[dict]:
     return [compact({**store.read_result(p), "_path": str(p)}) for p in files]
 
 
-def compact(record: dict) -> dict:
+def compact(record: store.LoadedResult) -> store.LoadedResult:
     """`record` without its per-instance rows (`store.compact`): a finished one keeps its test split's main metric as
     (numerator, denominator) float arrays (`instance_columns`), a TC run its entity F1 beside it; about 8 bytes per
     instance, for trees of the paper's size (165 million test instances)."""

@@ -20,7 +20,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from torch.utils.data import DataLoader, SequentialSampler
 
-from core import cli
+from core import artifacts, cli
 from pretraining.collator import PretrainingCollator
 from pretraining.data import build_packed_dataset, load_corpus, load_pretraining_tokenizer, train_toy_tokenizer
 
@@ -33,17 +33,17 @@ OBJECTIVES = {  # name -> collator arguments
 
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data_dir", default=None, help="data bundle (flag > $MLM_VS_CLM_DATA > ../shared/data)")
+    parser.add_argument("--data_dir", help="data bundle (flag > $MLM_VS_CLM_DATA > ../shared/data)")
     parser.add_argument("--num_docs", type=int, default=1000, help="documents of the bundle corpus to use")
-    parser.add_argument("--tokenizer", default=None, help="existing tokenizer path; default: train a toy BPE")
+    parser.add_argument("--tokenizer", help="existing tokenizer path; default: train a toy BPE")
     parser.add_argument("--vocab_size", type=int, default=8192, help="toy BPE vocabulary size")
     parser.add_argument("--block_size", type=int, default=128)
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--num_batches", type=int, default=100, help="batches per measurement")
     parser.add_argument("--num_workers", default="0,2", help="DataLoader worker counts, comma-separated")
     parser.add_argument("--num_proc", type=int, default=1, help="tokenization processes")
-    parser.add_argument("--cache_dir", default=None, help="packed-block cache (default: a temporary directory)")
-    parser.add_argument("--json", default=None, help="also write the results to this JSON file")
+    parser.add_argument("--cache_dir", help="packed-block cache (default: a temporary directory)")
+    parser.add_argument("--json", help="also write the results to this JSON file")
     return parser
 
 
@@ -129,8 +129,7 @@ def main(argv: list[str] | None = None) -> dict:
     figures = measure(args)
     print_results(figures)
     if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(figures, indent=2))
+        artifacts.write_text_atomic(args.json, json.dumps(figures, indent=2))
     return figures
 
 

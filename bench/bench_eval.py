@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max_train", type=int, default=20000)
     parser.add_argument("--max_eval", type=int, default=500)
     parser.add_argument("--max_length", type=int, default=128)
-    parser.add_argument("--data_dir", default=None)
+    parser.add_argument("--data_dir")
     args = parser.parse_args(argv)
     transformers.logging.set_verbosity_error()
     data_dir = resolve_data_dir(args.data_dir)

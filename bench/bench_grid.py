@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from core import cli, store  # standard library only: nothing loads tokenizers before the line below
+from core import artifacts, cli, store  # standard library only: nothing loads tokenizers before the line below
 from core.paths import resolve_data_dir
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,22 +36,16 @@ def run_grid(model: str, output: Path, workers: int, args, data_dir: Path, threa
         sys.executable,
         "-m",
         "evaluation.run",
-        "--model",
-        model,
-        "--tasks",
-        args.tasks,
-        "--lrs",
-        args.lrs,
-        "--seeds",
-        args.seeds,
-        "--output",
-        str(output),
-        "--workers",
-        str(workers),
-        "--data_dir",
-        str(data_dir),
-        "--max_eval",
-        str(args.max_eval),
+        *cli.flags(
+            model=model,
+            tasks=args.tasks,
+            lrs=args.lrs,
+            seeds=args.seeds,
+            output=output,
+            workers=workers,
+            data_dir=data_dir,
+            max_eval=args.max_eval,
+        ),
     ]
     for flag in ("max_train", "max_steps", "max_length"):  # 0: the command's own default
         command += [f"--{flag}", str(getattr(args, flag))] if getattr(args, flag) else []
@@ -66,10 +60,10 @@ def run_grid(model: str, output: Path, workers: int, args, data_dir: Path, threa
 
 
 def scores(output: Path) -> dict:
-    """{result file: (validation, test, per-instance records)} of a results folder."""
+    """{result file: (scores, per-instance records) of each split} of a results folder."""
+    records = {str(p.relative_to(output)): store.read_result(p) for p in store.result_files(output)}
     return {
-        str(p.relative_to(output)): [json.loads(p.read_text())[k] for k in ("validation", "test", "per_instance")]
-        for p in store.result_files(output)
+        name: [(store.split_scores(r, s), store.instances(r, s)) for s in store.SPLITS] for name, r in records.items()
     }
 
 
@@ -98,7 +92,7 @@ def random_model(output_dir: Path, args, data_dir: Path) -> Path:
 
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default=None, help="checkpoint directory or Hub id (default: the tiny architecture)")
+    parser.add_argument("--model", help="checkpoint directory or Hub id (default: the tiny architecture)")
     parser.add_argument("--tasks", default="sst2")
     parser.add_argument("--lrs", default="1e-4,5e-4")
     parser.add_argument("--seeds", default="0,1")
@@ -129,11 +123,10 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--vocab_size",
         type=int,
-        default=None,
         help="without --model: the model's vocabulary size (paper: 128256; default the tokenizer's)",
     )
-    parser.add_argument("--json", default=None, help="also write the figures to this JSON file")
-    parser.add_argument("--data_dir", default=None)
+    parser.add_argument("--json", help="also write the figures to this JSON file")
+    parser.add_argument("--data_dir")
     return parser
 
 
@@ -194,8 +187,7 @@ def main(argv: list[str] | None = None) -> dict:
         f"({best['runs_per_hour'] / figures['rows'][0]['runs_per_hour']:.2f}x the first row)"
     )
     if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(figures, indent=2))
+        artifacts.write_text_atomic(args.json, json.dumps(figures, indent=2))
     return figures
 
 

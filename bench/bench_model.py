@@ -29,7 +29,7 @@ import torch
 import transformers
 from safetensors.torch import load_file
 
-from core import cli
+from core import artifacts, cli
 from modeling_eurobert import (
     EuroBertClmMlmConfig,
     EuroBertClmMlmForCausalLM,
@@ -47,7 +47,6 @@ def make_parser() -> argparse.ArgumentParser:
     add = parser.add_argument
     add(
         "--checkpoint",
-        default=None,
         help="a checkpoint of ours (a converted decoder): its shapes and weights instead "
         "of --vocab/--hidden/--layers/--heads/--kv_heads",
     )
@@ -99,7 +98,6 @@ def make_parser() -> argparse.ArgumentParser:
     add(
         "--memory_gb",
         type=float,
-        default=None,
         help="cap CUDA memory at this many GB (80: an H100's memory, on an H200); the bound of --mfu_batch max",
     )
     add(
@@ -108,11 +106,10 @@ def make_parser() -> argparse.ArgumentParser:
         choices=["on", "off"],
         help="with --compile regional: the eager vs compiled table at the pair config (off: MFU rows only)",
     )
-    add("--json", default=None, help="also write the figures to this JSON file (rewritten after each measurement)")
+    add("--json", help="also write the figures to this JSON file (rewritten after each measurement)")
     add(
         "--peak_size",
         type=int,
-        default=None,
         help="side of the square matmul timed as the peak (default: 8192 on CUDA, 2048 on CPU)",
     )
     return parser
@@ -236,24 +233,36 @@ def report_pair(kind, models, times, config, args, peak) -> dict[str, float]:
         for counted in (projected, tokens if kind == "mlm" else projected)
     ]
     for name, step_flops in zip(models, flops):
-        best, median = min(times[name]), statistics.median(times[name])
-        print(
-            f"| {name:<28} | {tokens / best:>10,.0f} | {1e3 * best:>9.1f} | {1e3 * median:>9.1f} "
-            f"| {step_flops / best / 1e9:>9.1f} | {100 * step_flops / best / peak:>6.1f}% |"
-        )
-    ours, reference = (times[name] for name in models)
-    return {
-        "best": min(reference) / min(ours),
-        "median": statistics.median(reference) / statistics.median(ours),
-        "flops": flops[1] / flops[0],
-    }
+        print_row(name, 28, times[name], tokens, step_flops, peak)
+    return {**speedup(*(times[name] for name in reversed(models))), "flops": flops[1] / flops[0]}
+
+
+def table_header(width: int) -> None:
+    print(
+        f"| {'model':<{width}} | {'tokens/s':>10} | {'best ms':>9} | {'median ms':>9} | {'GFLOP/s':>9} | {'%peak':>7} |"
+    )
+    print(f"|{'-' * (width + 2)}|{'-' * 12}|{'-' * 11}|{'-' * 11}|{'-' * 11}|{'-' * 9}|")
+
+
+def print_row(name: str, width: int, times: list[float], tokens: int, flops: float, peak: float) -> None:
+    """One model's row: throughput and FLOP/s of its best step, its best and median step times."""
+    best, median = min(times), statistics.median(times)
+    print(
+        f"| {name:<{width}} | {tokens / best:>10,.0f} | {1e3 * best:>9.1f} | {1e3 * median:>9.1f} "
+        f"| {flops / best / 1e9:>9.1f} | {100 * flops / best / peak:>6.1f}% |"
+    )
+
+
+def speedup(slow: list[float], fast: list[float]) -> dict[str, float]:
+    """How much faster `fast`'s steps are than `slow`'s: on best steps and on medians."""
+    return {"best": min(slow) / min(fast), "median": statistics.median(slow) / statistics.median(fast)}
 
 
 def report_compile(config, args, dtype, peak) -> dict[str, float]:
     """Eager vs regional compile of our models (MLM with the fixed-shape head, CLM): one table, compiled / eager
     throughput ratios (best step, median step)."""
-    print(f"\n| {'model':<36} | {'tokens/s':>10} | {'best ms':>9} | {'median ms':>9} | {'GFLOP/s':>9} | {'%peak':>7} |")
-    print(f"|{'-' * 38}|{'-' * 12}|{'-' * 11}|{'-' * 11}|{'-' * 11}|{'-' * 9}|")
+    print()
+    table_header(36)
     tokens, ratios = args.batch * args.seq, {}
     for kind in cli.split_list(args.pairs):
         eager = (EuroBertClmMlmForMaskedLM if kind == "mlm" else EuroBertClmMlmForCausalLM)(config)
@@ -268,16 +277,8 @@ def report_compile(config, args, dtype, peak) -> dict[str, float]:
         projected = round(tokens * args.mask_ratio) if kind == "mlm" else args.batch * (args.seq - 1)
         flops = flops_per_step(config, tokens, projected, args.seq)
         for name in models:
-            best, median = min(times[name]), statistics.median(times[name])
-            print(
-                f"| {name:<36} | {tokens / best:>10,.0f} | {1e3 * best:>9.1f} | {1e3 * median:>9.1f} "
-                f"| {flops / best / 1e9:>9.1f} | {100 * flops / best / peak:>6.1f}% |"
-            )
-        eager_times, compiled_times = times.values()
-        ratios[kind] = {
-            "best": min(eager_times) / min(compiled_times),
-            "median": statistics.median(eager_times) / statistics.median(compiled_times),
-        }
+            print_row(name, 36, times[name], tokens, flops, peak)
+        ratios[kind] = speedup(*times.values())
         del models, eager
     print()
     for kind, ratio in ratios.items():
@@ -426,8 +427,7 @@ def report_mfu(args, peak: float, figures: dict) -> None:
 def write_json(path: str | None, figures: dict) -> None:
     """Write the figures so far (each measurement rewrites the file: a run cut short keeps what it measured)."""
     if path:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(json.dumps(figures, indent=2))
+        artifacts.write_text_atomic(path, json.dumps(figures, indent=2))
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -472,10 +472,7 @@ def main(argv: list[str] | None = None) -> dict:
     )
     ratios = figures["pairs"] = {}
     if cli.split_list(args.pairs):
-        print(
-            f"| {'model':<28} | {'tokens/s':>10} | {'best ms':>9} | {'median ms':>9} | {'GFLOP/s':>9} | {'%peak':>7} |"
-        )
-        print(f"|{'-' * 30}|{'-' * 12}|{'-' * 11}|{'-' * 11}|{'-' * 11}|{'-' * 9}|")
+        table_header(28)
     for kind in cli.split_list(args.pairs):
         models = build_pair(kind, config, args)
         batch = make_batch(kind, config, args.batch, args.seq, args.mask_ratio, args.device)

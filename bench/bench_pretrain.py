@@ -19,6 +19,7 @@ import json
 import tempfile
 from pathlib import Path
 
+from core import artifacts, cli
 from pretraining import data, pretrain
 
 RUNS = {  # name -> recipe arguments (PFS switches at half the steps)
@@ -42,15 +43,14 @@ def make_parser() -> argparse.ArgumentParser:
     add(
         "--vocab_size",
         type=int,
-        default=None,
         help="pad the toy BPE (8192) to this vocabulary (paper: 128256); default: the config's tokenizer setting",
     )
     add("--compare_eager", action="store_true", help="also run each run with compile: none and compare the losses")
     add("--loss_rtol", type=float, default=0.01, help="largest relative loss difference accepted by --compare_eager")
     add("--cache_dir", default=".cache/pretrain")
-    add("--data_dir", default=None)
-    add("--output_dir", default=None, help="default: a temporary directory")
-    add("--json", default=None, help="also write the figures to this JSON file")
+    add("--data_dir")
+    add("--output_dir", help="default: a temporary directory")
+    add("--json", help="also write the figures to this JSON file")
     return parser
 
 
@@ -87,43 +87,27 @@ def bench(name: str, args, extra: list[str], output_dir: Path, eager: bool = Fal
     from torch._dynamo.utils import counters
 
     argv = [
-        "--config",
-        args.config,
-        "--output_dir",
-        str(output_dir),
-        "--data_cache_dir",
-        args.cache_dir,
-        "--corpus_source",
-        "bundle",
-        "--corpus_name",
-        "null",
-        "--global_batch_size",
-        "null",
-        "--max_docs",
-        str(args.max_docs),
-        "--block_size",
-        str(args.block_size),
-        "--per_device_train_batch_size",
-        str(args.batch_size),
-        "--gradient_accumulation_steps",
-        str(args.accumulation),
-        "--max_steps",
-        str(args.steps),
-        "--logging_steps",
-        str(args.log_every),
-        "--intermediate_steps",
-        str(args.steps),
-        "--report_to",
-        "none",
-        "--disable_tqdm",
-        "true",
-        # the config's schedule (2,000 warmup and decay steps) scaled to the benchmark's steps: same throughput
-        "--warmup_steps",
-        str(max(1, args.steps // 10)),
-        "--lr_scheduler_kwargs",
-        json.dumps({"num_decay_steps": max(1, args.steps // 10), "decay_type": "linear"}),
-        "--save_strategy",
-        "no",
+        *cli.flags(
+            config=args.config,
+            output_dir=output_dir,
+            data_cache_dir=args.cache_dir,
+            corpus_source="bundle",
+            corpus_name="null",
+            global_batch_size="null",
+            max_docs=args.max_docs,
+            block_size=args.block_size,
+            per_device_train_batch_size=args.batch_size,
+            gradient_accumulation_steps=args.accumulation,
+            max_steps=args.steps,
+            logging_steps=args.log_every,
+            intermediate_steps=args.steps,
+            report_to="none",
+            disable_tqdm="true",
+            # the config's schedule (2,000 warmup and decay steps) scaled to the benchmark's steps: same throughput
+            warmup_steps=max(1, args.steps // 10),
+            lr_scheduler_kwargs=json.dumps({"num_decay_steps": max(1, args.steps // 10), "decay_type": "linear"}),
+            save_strategy="no",
+        ),
         *RUNS[name](args.steps),
         *extra,
         *(["--compile", "none"] if eager else []),
@@ -173,8 +157,7 @@ def main(argv: list[str] | None = None) -> dict:
             result["losses_match"] = result["loss_max_rel_diff"] <= args.loss_rtol
         figures["results"][name] = result
         if args.json:
-            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-            Path(args.json).write_text(json.dumps(figures, indent=2))
+            artifacts.write_text_atomic(args.json, json.dumps(figures, indent=2))
     for name, r in figures["results"].items():
         if r["tokens_per_second"] is None:
             print(f"{name:8s} no window after the first of each objective: raise --steps or lower --log_every")

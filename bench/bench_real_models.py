@@ -19,6 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from core import artifacts, cli
+
 PUBLISHED_SCIFACT_NDCG10 = 0.6451  # sentence-transformers/all-MiniLM-L6-v2, MTEB SciFact test (leaderboard)
 
 
@@ -26,14 +28,12 @@ def minilm_scifact(model_dir: Path, dry_run: bool) -> dict:
     from evaluation import metrics, mteb
 
     argv = [
-        "--model",
-        f"all-minilm-l6-v2={model_dir}",
-        "--tasks",
-        "scifact",
-        "--ir_corpus",
-        "judged" if dry_run else "full",
-        "--output",
-        tempfile.mkdtemp(prefix="bench-real-"),
+        *cli.flags(
+            model=f"all-minilm-l6-v2={model_dir}",
+            tasks="scifact",
+            ir_corpus="judged" if dry_run else "full",
+            output=tempfile.mkdtemp(prefix="bench-real-"),
+        ),
         *(["--max_eval", "10"] if dry_run else []),
     ]
     (args,) = mteb.make_parser().parse_args_into_dataclasses(args=argv)
@@ -60,28 +60,19 @@ def throughput(converted: Path, dry_run: bool) -> dict:
 
     if dry_run:  # the checkpoint's widths and vocabulary, 2 random layers: one step of each pair, in seconds
         config = json.loads((converted / "config.json").read_text())
-        shape = [
-            "--vocab",
-            str(config["vocab_size"]),
-            "--hidden",
-            str(config["hidden_size"]),
-            "--layers",
-            "2",
-            "--heads",
-            str(config["num_attention_heads"]),
-            "--kv_heads",
-            str(config["num_key_value_heads"]),
-            "--batch",
-            "1",
-            "--seq",
-            "32",
-            "--steps",
-            "1",
-            "--warmup",
-            "0",
-        ]
+        shape = cli.flags(
+            vocab=config["vocab_size"],
+            hidden=config["hidden_size"],
+            layers=2,
+            heads=config["num_attention_heads"],
+            kv_heads=config["num_key_value_heads"],
+            batch=1,
+            seq=32,
+            steps=1,
+            warmup=0,
+        )
     else:
-        shape = ["--checkpoint", str(converted), "--batch", "4", "--seq", "128", "--steps", "3", "--warmup", "1"]
+        shape = cli.flags(checkpoint=converted, batch=4, seq=128, steps=3, warmup=1)
     figures = bench_model.main(["--threads", "2", "--clock", "wall", *shape])
     return {"pairs": figures["pairs"], "setup": figures["setup"]}
 
@@ -91,15 +82,13 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--real_models", required=True, help="the folder of `python -m recipes.real_models`")
     parser.add_argument(
         "--converted",
-        default=None,
         help="SmolLM2 converted by modeling_eurobert.convert (default: "
         "converted now into <real_models>/smollm2-135m-eurobert)",
     )
     parser.add_argument("--sections", default="minilm_scifact,throughput")
     parser.add_argument("--dry_run", action="store_true")
-    parser.add_argument("--json", default=None)
+    parser.add_argument("--json")
     args = parser.parse_args(argv)
-    from core import artifacts, cli
     from modeling_eurobert.convert import convert
     from recipes import real_models
 

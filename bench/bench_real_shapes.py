@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from core import artifacts, cli
+
 ROOT = Path(__file__).resolve().parents[1]
 OBJECTIVES = {"clm": "clm", "mlm40": "mlm40"}  # name -> the paper config's objective part
 RELOAD = """
@@ -44,7 +46,6 @@ def make_parser() -> argparse.ArgumentParser:
     add = parser.add_argument
     add(
         "--sizes",
-        default=None,
         help="architectures, comma-separated (default 210m,610m; the dry run 210m); 1b: "
         "its weights, gradients and AdamW states alone take 22.6 GB",
     )
@@ -56,9 +57,9 @@ def make_parser() -> argparse.ArgumentParser:
     add("--fp32", action="store_true", help="train in fp32 instead of the config's bf16 autocast")
     add("--dry_run", action="store_true", help="tiny: architecture tiny, block 64, vocabulary 8192 + 64")
     add("--cache_dir", default=".cache/pretrain")
-    add("--data_dir", default=None, help="the data bundle (default: $MLM_VS_CLM_DATA or ../shared/data)")
-    add("--output_dir", default=None, help="default: a temporary directory")
-    add("--json", default=None, help="also write the figures to this JSON file")
+    add("--data_dir", help="the data bundle (default: $MLM_VS_CLM_DATA or ../shared/data)")
+    add("--output_dir", help="default: a temporary directory")
+    add("--json", help="also write the figures to this JSON file")
     add("--one", nargs=2, metavar=("SIZE", "OBJECTIVE"), help=argparse.SUPPRESS)  # the child process
     return parser
 
@@ -81,50 +82,30 @@ def recipe_argv(args, size: str, objective: str, output_dir: Path, tokenizer: Pa
     output_dir.mkdir(parents=True, exist_ok=True)
     (output_dir.parent / f"{output_dir.name}.yaml").write_text(yaml.safe_dump(config))
     return [
-        "--config",
-        str(output_dir.parent / f"{output_dir.name}.yaml"),
-        "--output_dir",
-        str(output_dir),
-        "--run_name",
-        output_dir.name,
-        "--data_cache_dir",
-        args.cache_dir,
-        "--corpus_source",
-        "bundle",
-        "--corpus_name",
-        "null",
-        "--global_batch_size",
-        "null",
-        "--max_docs",
-        str(args.max_docs),
-        "--block_size",
-        str(args.block_size),
-        "--num_proc",
-        "1",
-        "--tokenizer_name_or_path",
-        str(tokenizer),
-        "--per_device_train_batch_size",
-        str(args.batch),
-        "--gradient_accumulation_steps",
-        "1",
-        "--max_steps",
-        "1",
-        "--warmup_steps",
-        "0",
-        "--lr_scheduler_kwargs",
-        '{"num_decay_steps": 1}',
-        "--logging_steps",
-        "1",
-        "--use_cpu",
-        "true",
-        "--compile",
-        "none",
-        "--dataloader_num_workers",
-        "0",
-        "--report_to",
-        "none",
-        "--disable_tqdm",
-        "true",
+        *cli.flags(
+            config=output_dir.parent / f"{output_dir.name}.yaml",
+            output_dir=output_dir,
+            run_name=output_dir.name,
+            data_cache_dir=args.cache_dir,
+            corpus_source="bundle",
+            corpus_name="null",
+            global_batch_size="null",
+            max_docs=args.max_docs,
+            block_size=args.block_size,
+            num_proc=1,
+            tokenizer_name_or_path=tokenizer,
+            per_device_train_batch_size=args.batch,
+            gradient_accumulation_steps=1,
+            max_steps=1,
+            warmup_steps=0,
+            lr_scheduler_kwargs='{"num_decay_steps": 1}',
+            logging_steps=1,
+            use_cpu="true",
+            compile="none",
+            dataloader_num_workers=0,
+            report_to="none",
+            disable_tqdm="true",
+        ),
         *(["--bf16", "false"] if args.fp32 else []),
         *(["--architecture", "tiny"] if args.dry_run else []),
     ]
@@ -245,7 +226,7 @@ def main(argv: list[str] | None = None) -> dict:
             figures["runs"].append(result)
             print(json.dumps(result))
             if args.json:
-                Path(args.json).write_text(json.dumps(figures, indent=2) + "\n")
+                artifacts.write_text_atomic(args.json, json.dumps(figures, indent=2) + "\n")
     return figures
 
 

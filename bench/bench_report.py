@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from core import names, paper
+from core import artifacts, names, paper
 from recipes import manifest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -120,8 +120,8 @@ def main(argv=None) -> dict:
     parser.add_argument(
         "--before", default="main", help="git revision whose report is measured beside this checkout's ('' to skip)"
     )
-    parser.add_argument("--workdir", default=None, help="where the trees go (default: a temporary folder, removed)")
-    parser.add_argument("--json", default=None, help="write the figures here")
+    parser.add_argument("--workdir", help="where the trees go (default: a temporary folder, removed)")
+    parser.add_argument("--json", help="write the figures here")
     parser.add_argument("--dry_run", action="store_true", help="4 models, 2 datasets, scale 0.005, before = HEAD")
     args = parser.parse_args(argv)
     models, datasets = MODELS[: args.models], args.datasets.split(",")
@@ -175,7 +175,7 @@ def main(argv=None) -> dict:
     if "same_report" in figures:
         print(f"same report before and after: {figures['same_report']}")
     if args.json:
-        Path(args.json).write_text(json.dumps(figures, indent=1) + "\n")
+        artifacts.write_text_atomic(args.json, json.dumps(figures, indent=1) + "\n")
     return figures
 
 

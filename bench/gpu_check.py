@@ -14,127 +14,27 @@ import sys
 import time
 from pathlib import Path
 
-A210M = [
-    "--vocab",
-    "128256",
-    "--hidden",
-    "768",
-    "--layers",
-    "12",
-    "--heads",
-    "12",
-    "--kv_heads",
-    "12",
-    "--seq",
-    "2048",
-    "--batch",
-    "8",
-]
-GPU_MODEL = [
-    "--device",
-    "cuda",
-    "--dtype",
-    "bfloat16",
-    "--steps",
-    "5",
-    "--warmup",
-    "2",
-    "--compile",
-    "regional",
-    "--compile_table",
-    "off",
-    "--mfu",
-    "on",
-    "--mfu_batch",
-    "8,16,max",
-    "--memory_gb",
-    "80",
-]
-DRY_MODEL = [
-    "--vocab",
-    "512",
-    "--hidden",
-    "32",
-    "--layers",
-    "1",
-    "--heads",
-    "2",
-    "--kv_heads",
-    "2",
-    "--batch",
-    "2",
-    "--seq",
-    "32",
-    "--steps",
-    "1",
-    "--warmup",
-    "0",
-    "--mfu",
-    "on",
-    "--mfu_architecture",
-    "tiny",
-    "--mfu_seq",
-    "32",
-    "--compile_table",
-    "off",
-    "--peak_size",
-    "512",
-]
+A210M = "--vocab 128256 --hidden 768 --layers 12 --heads 12 --kv_heads 12 --seq 2048 --batch 8".split()
+GPU_MODEL = (
+    "--device cuda --dtype bfloat16 --steps 5 --warmup 2 --compile regional --compile_table off --mfu on "
+    "--mfu_batch 8,16,max --memory_gb 80"
+).split()
+DRY_MODEL = (
+    "--vocab 512 --hidden 32 --layers 1 --heads 2 --kv_heads 2 --batch 2 --seq 32 --steps 1 --warmup 0 --mfu on "
+    "--mfu_architecture tiny --mfu_seq 32 --compile_table off --peak_size 512"
+).split()
 PAPER_210M = "recipes/configs/paper/210m-mlm40-42k.yaml"
-GPU_PRETRAIN = [
-    "--config",
-    PAPER_210M,
-    "--runs",
-    "pfs",
-    "--steps",
-    "40",
-    "--log_every",
-    "5",
-    "--block_size",
-    "2048",
-    "--batch_size",
-    "8",
-    "--accumulation",
-    "2",
-    "--vocab_size",
-    "128256",
-    "--max_docs",
-    "6000",
-    "--compare_eager",
-]
-DRY_PRETRAIN = [
-    "--config",
-    PAPER_210M,
-    "--runs",
-    "pfs",
-    "--steps",
-    "4",
-    "--log_every",
-    "1",
-    "--block_size",
-    "64",
-    "--batch_size",
-    "2",
-    "--max_docs",
-    "200",
-    "--vocab_size",
-    "9000",
-    "--compare_eager",
-    "--loss_rtol",
-    "1e-4",
-    "--architecture",
-    "tiny",
-    "--bf16",
-    "false",
-    "--use_cpu",
-    "true",
-    "--num_proc",
-    "1",
-    "--dataloader_num_workers",
-    "0",
-]
+GPU_PRETRAIN = (
+    f"--config {PAPER_210M} --runs pfs --steps 40 --log_every 5 --block_size 2048 --batch_size 8 --accumulation 2 "
+    "--vocab_size 128256 --max_docs 6000 --compare_eager"
+).split()
+DRY_PRETRAIN = (
+    f"--config {PAPER_210M} --runs pfs --steps 4 --log_every 1 --block_size 64 --batch_size 2 --max_docs 200 "
+    "--vocab_size 9000 --compare_eager --loss_rtol 1e-4 --architecture tiny --bf16 false --use_cpu true "
+    "--num_proc 1 --dataloader_num_workers 0"
+).split()
 # -n 0: in this process (pyproject.toml runs the suite with one worker per core; the GPU tests share one device)
-GPU_TESTS = ["tests/test_fsdp.py", "tests/test_modeling.py", "-k", "gpu", "-q", "-p", "no:cacheprovider", "-n", "0"]
+GPU_TESTS = "tests/test_fsdp.py tests/test_modeling.py -k gpu -q -p no:cacheprovider -n 0".split()
 
 # name -> (time budget on the device in seconds, module, device arguments, dry-run arguments); the dry run's budget
 # is the same (a slow shared CPU), the device's sum plus the install stays under 8 minutes.
@@ -156,38 +56,9 @@ SECTIONS = {
     "grid": (
         85,
         "bench.bench_grid",
-        [
-            "--architecture",
-            "210m",
-            "--vocab_size",
-            "128256",
-            "--tasks",
-            "sst2",
-            "--lrs",
-            "1e-4,5e-4",
-            "--seeds",
-            "0,1",
-            "--max_steps",
-            "100",
-            "--workers",
-            "1,2,4",
-        ],
-        [
-            "--tasks",
-            "sst2",
-            "--lrs",
-            "1e-4",
-            "--seeds",
-            "0",
-            "--max_steps",
-            "2",
-            "--max_train",
-            "64",
-            "--max_eval",
-            "32",
-            "--workers",
-            "1",
-        ],
+        "--architecture 210m --vocab_size 128256 --tasks sst2 --lrs 1e-4,5e-4 --seeds 0,1 --max_steps 100 "
+        "--workers 1,2,4".split(),
+        "--tasks sst2 --lrs 1e-4 --seeds 0 --max_steps 2 --max_train 64 --max_eval 32 --workers 1".split(),
     ),  # each worker count costs a process start-up
 }
 INSTALL_BUDGET = 30  # the staged wheels, installed into .site by gpu_check.sh
@@ -378,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="report: where gpu_check.json and gpu_check.md go")
     parser.add_argument("--dry_run", action="store_true", help="tiny CPU settings of the same sections")
     parser.add_argument("--dry_compile", action="store_true", help="dry run with regional compile (slow on CPU)")
-    parser.add_argument("--started", type=float, default=None, help="report: epoch seconds the check began")
+    parser.add_argument("--started", type=float, help="report: epoch seconds the check began")
     args = parser.parse_args(argv)
     if args.command == "sections":
         print("\n".join(f"{name} {budget}" for name, (budget, *_rest) in SECTIONS.items()))

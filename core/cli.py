@@ -119,6 +119,11 @@ def stray_arguments(argv: list[str], rest: list[str]) -> str:
     )
 
 
+def flags(**values) -> list[str]:
+    """A command line's `--name value` pairs, each value written with `str`."""
+    return [item for name, value in values.items() for item in (f"--{name}", str(value))]
+
+
 def split_list(value: str | None) -> list[str]:
     """The items of a comma-separated flag value, stripped, empty items dropped (`"sst2, mnli,"` -> 2 items)."""
     return [item.strip() for item in (value or "").split(",") if item.strip()]

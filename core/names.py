@@ -27,6 +27,7 @@ from dataclasses import dataclass
 PAPER_SCALE = "paper"
 _SCALE = r"(?:(?P<scale>[a-z][a-z0-9]*(?:-[a-z][a-z0-9]*)*)-)?"  # words that start with a letter (mini, mini-gpu)
 _SIZE = _SCALE + r"(?P<size>\d+(?:\.\d+)?[mb])"
+_STEP_DIR = re.compile(r"step-\d+")  # an intermediate checkpoint's directory and Hub branch
 _STEP = r"(?:-pseed(?P<pseed>\d+))?(?:-(?P<paper_step>\d+))?"  # pretraining replicate, then a plain step count
 _PATTERNS = {
     "single": re.compile(rf"^{_SIZE}-(?P<objective>clm|mlm(?P<ratio>\d+))-(?P<total>\d+k){_STEP}$"),
@@ -120,6 +121,17 @@ def replicate_name(name: str, pretrain_seed: int | None) -> str:
 def step_name(run: str, paper_step: int | None) -> str:
     """The name of `run`'s intermediate checkpoint at `paper_step` (`run` itself for None), any run's name."""
     return run if paper_step is None else f"{run}-{paper_step}"
+
+
+def revision_name(run: str, label: str) -> str:
+    """The name of `run`'s checkpoint saved as `label` (a directory `checkpoint-N` or `step-N`, a Hub branch or tag):
+    `<run>-N` for `step-N` (the step the run took), else `<run>-<label>`."""
+    return f"{run}-{label[len('step-') :] if _STEP_DIR.fullmatch(label) else label}"
+
+
+def finetuned_name(base_model: str, task: str, lr: float, seed: int) -> str:
+    """The name a fine-tuned model saved by the grid is evaluated under: its base model, task, lr and seed."""
+    return f"{base_model}-{task}-lr{lr:g}-seed{seed}"
 
 
 def split_step(name: str) -> tuple[str, int | None]:

@@ -12,6 +12,7 @@ import math
 import os
 import time
 from pathlib import Path
+from typing import TypedDict
 
 from core import artifacts, names, run_folders
 
@@ -23,14 +24,73 @@ FINETUNE_INFO_FORMAT = 1
 OK, DIVERGED = "ok", "diverged"  # a finished result: scored, or stopped when its loss turned NaN/inf (nothing scored)
 STATUSES = (OK, DIVERGED)
 SPLITS = ("validation", "test")  # the splits a result scores (mteb: test only, its validation None)
-BODY = ("status", "main_metric", *SPLITS, "per_instance")  # every result's body (`new_result`'s fields, `result_body`)
-OPTIONAL_BODY = ("evaluation", "zero_shot", "mteb_scores", "trivial_baseline", "config")  # what a kind adds to it
 KINDS = ("grid", "mteb", "imported", "probe", "heldout")  # who made a result: evaluation.run, evaluation.mteb,
 # analysis.import_encodeval, and a decoder study's measures (`recipes.study`): a frozen-feature probe (lr 0, a seed per
 # training subset) or held-out masked-token and next-token scores (task "heldout", rows per block)
 MEASURE_KINDS = ("probe", "heldout")
 IMPORTED_SOURCE = "encodeval"  # `source.kind` of an imported result (the paper's own runs)
 PROTOCOL_NAME = ".protocol"  # JSON in <results>/<model>/<task>/: the protocol of its results (`claim_protocol`)
+
+
+class ResultBody(TypedDict):
+    """Every result's body (`result_body`): whether it scored, what it is ranked by, its aggregate scores per split
+    ({} diverged; None: not evaluated, an mteb result's validation) and per-instance rows ({split: [row]})."""
+
+    status: str  # one of STATUSES
+    main_metric: str
+    validation: dict | None
+    test: dict | None
+    per_instance: dict
+
+
+class OptionalBody(TypedDict, total=False):
+    """What a kind adds to the body: mteb's marker, zero-shot flag and mteb's own scores; the grid's trivial
+    baseline ({split: {metric: score}}) and run config."""
+
+    evaluation: str
+    zero_shot: bool
+    mteb_scores: dict
+    trivial_baseline: dict
+    config: dict
+
+
+class Provenance(TypedDict, total=False):
+    """What `new_result`'s writers add last: where the model came from (a Hub revision, the model it was fine-tuned
+    from), the tasks of one shared fine-tuning, an imported result's `source` (`IMPORTED_SOURCE`, its path)."""
+
+    model_source: str
+    shared_training: list
+    finetuned_from: str
+    source: dict
+
+
+class Result(ResultBody, OptionalBody, Provenance):
+    """A result record, as `new_result` files it and `read_result` reads it; `kind` (one of `KINDS`) is stored."""
+
+    format: int
+    kind: str
+    model: str
+    task: str
+    family: str
+    lr: float
+    seed: int
+    pretrain_seed: int | None
+    identity: dict
+    versions: dict
+    git_commit: str | None
+
+
+class LoadedResult(Result, total=False):
+    """A result as the report holds it (`analysis.statistics.load_results`), never filed: where it was read, and
+    instead of its per-instance rows the test scores `compact` kept, {metric: scores}."""
+
+    _path: str
+    instance_scores: dict
+
+
+BODY = tuple(ResultBody.__annotations__)  # every result's body (`new_result`'s fields)
+OPTIONAL_BODY = tuple(OptionalBody.__annotations__)
+RECORD_FIELDS = tuple(key for key in Result.__annotations__ if key not in (*BODY, *OPTIONAL_BODY))  # around it
 
 
 def result_path(output: str | os.PathLike, model: str, task: str, lr: float, seed: int) -> Path:
@@ -55,23 +115,15 @@ def new_result(
     versions: dict,
     pretrain_seed: int | None = None,
     **extra,
-) -> dict:
+) -> Result:
     """The record of one result as its writers file it: where (`result_path`'s arguments), the task family, the body
     (`fields`: `result_body`'s and `OPTIONAL_BODY`), what decides it (`identity`, compared by `differences`), the
     library `versions` (recorded, not compared), the replicate's `pretrain_seed`, and `extra` optional fields written
     last (model_source, shared_training, finetuned_from; an imported result's `source`, which marks its kind)."""
-    if fields.get("status") not in STATUSES:
-        raise ValueError(f"result status {fields.get('status')!r} is not one of {STATUSES}")
-    missing, unknown = [key for key in BODY if key not in fields], sorted(fields.keys() - {*BODY, *OPTIONAL_BODY})
-    if missing or unknown:
-        raise ValueError(
-            f"a result body holds {', '.join(BODY)} (`result_body`) and some of "
-            f"{', '.join(OPTIONAL_BODY)}: this one lacks {missing} and has {unknown}"
-        )
-    if fields["status"] == OK and fields["main_metric"] not in (fields["test"] or {}):
-        raise ValueError(f"a scored result has no test score of its main metric {fields['main_metric']!r}")
+    _check_body(fields)
     record = {
         "format": RESULT_FORMAT,
+        "kind": None,
         "model": model,
         "task": task,
         "family": family,
@@ -84,11 +136,33 @@ def new_result(
         "git_commit": run_folders.git_commit(),
         **{k: v for k, v in extra.items() if v is not None},
     }
-    record_kind(record)  # refuses a kind marker outside KINDS
+    record["kind"] = marked_kind(record)  # refuses a kind marker outside KINDS
     return record
 
 
-def result_body(main_metric: str, scores: dict | None = None, predictions: dict | None = None) -> dict:
+def _check_body(fields: dict) -> None:
+    """Refuse a body other than `ResultBody` and some of `OptionalBody`, a status outside `STATUSES`, or a scored
+    result without a test score of its main metric."""
+    if fields.get("status") not in STATUSES:
+        raise ValueError(f"result status {fields.get('status')!r} is not one of {STATUSES}")
+    missing, unknown = [key for key in BODY if key not in fields], sorted(fields.keys() - {*BODY, *OPTIONAL_BODY})
+    if missing or unknown:
+        raise ValueError(
+            f"a result body holds {', '.join(BODY)} (`result_body`) and some of "
+            f"{', '.join(OPTIONAL_BODY)}: this one lacks {missing} and has {unknown}"
+        )
+    if fields["status"] == OK and fields["main_metric"] not in (fields["test"] or {}):
+        raise ValueError(f"a scored result has no test score of its main metric {fields['main_metric']!r}")
+
+
+def migrated(record: Result, identity: dict) -> Result:
+    """A result of an older format or identity made current (`evaluation.identity --migrate`): this format, `identity`,
+    its replicate's `pretrain_seed`; its body checked as `new_result` checks it."""
+    _check_body({key: value for key, value in record.items() if key not in RECORD_FIELDS})
+    return {**record, "format": RESULT_FORMAT, "identity": identity, "pretrain_seed": pretrain_seed(record["model"])}
+
+
+def result_body(main_metric: str, scores: dict | None = None, predictions: dict | None = None) -> ResultBody:
     """The body of a result (`BODY`): status, aggregate scores per split and per-instance rows (prediction, reference,
     scores), so every metric can be recomputed from the file alone. `scores`: {split: `evaluation.metrics` dict, or
     None when not evaluated}, None when the run diverged; `predictions`: {split: {column: list}} aligned with them."""
@@ -111,9 +185,10 @@ def result_body(main_metric: str, scores: dict | None = None, predictions: dict 
     return out
 
 
-def record_kind(record: dict) -> str:
-    """Who made a result (`KINDS`): "mteb", "probe" or "heldout" (`"evaluation": <kind>`), "imported" (`source.kind`
-    "encodeval"), else "grid"; another marker is refused."""
+def marked_kind(record: dict) -> str:
+    """Who made a result (`KINDS`), as its markers say: "mteb", "probe" or "heldout" (`"evaluation": <kind>`),
+    "imported" (`source.kind` "encodeval"), else "grid"; another marker is refused. `new_result` stores it,
+    `read_result` checks it."""
     marks = (record.get("evaluation"), (record.get("source") or {}).get("kind"))
     kind = {
         (None, None): "grid",
@@ -127,6 +202,21 @@ def record_kind(record: dict) -> str:
             f"source {marks[1]!r}: not one of {KINDS}"
         )
     return kind
+
+
+def record_kind(record: Result) -> str:
+    """Who made a result (`KINDS`)."""
+    return record["kind"]
+
+
+def record_identity(record: Result) -> dict:
+    """What decides a result (compared by `differences`): model, task, protocol, scoring."""
+    return record["identity"]
+
+
+def record_format(record: Result) -> int:
+    """The format a result was filed at (`RESULT_FORMAT`; 2 read by the migration alone)."""
+    return record["format"]
 
 
 def scored(record: dict) -> bool:
@@ -156,7 +246,7 @@ def instances(record: dict, split: str = "test") -> list[dict]:
     return (record.get("per_instance") or {}).get(split) or []
 
 
-def compact(record: dict, columns: dict) -> dict:
+def compact(record: Result, columns: dict) -> LoadedResult:
     """`record` without its per-instance rows, holding instead `columns` {metric: its per-instance test scores}
     (read back by `kept_scores`): how the report holds a results tree of the paper's size."""
     record.pop("per_instance", None)
@@ -164,7 +254,7 @@ def compact(record: dict, columns: dict) -> dict:
     return record
 
 
-def kept_scores(record: dict) -> dict | None:
+def kept_scores(record: LoadedResult) -> dict | None:
     """The per-instance test scores a compacted result kept, {metric: scores} (`compact`); None when it was not."""
     return record.get("instance_scores")
 
@@ -196,7 +286,7 @@ def filed_path(record) -> Path | None:
         return None
 
 
-def read_result(path: str | os.PathLike, migrating: bool = False) -> dict:
+def read_result(path: str | os.PathLike, migrating: bool = False) -> Result:
     """A result file (`pretrain_seed` None when it has none), refused in one line when corrupt, of another format
     (format 2 is read by the migration alone, `migrating`), or filed where its content does not say (a copy or a
     backup never counts as a result)."""
@@ -223,6 +313,9 @@ def read_result(path: str | os.PathLike, migrating: bool = False) -> dict:
         )
     if record["status"] not in STATUSES:
         raise ValueError(f"result file {path} has status {record['status']!r}, not one of {STATUSES}: re-run it")
+    kind = marked_kind(record)
+    if record.setdefault("kind", kind) != kind:  # results filed before the kind was stored have none
+        raise ValueError(f"result file {path} is of kind {record['kind']!r}, its markers say {kind!r}: re-run it")
     record.setdefault("pretrain_seed", None)
     return record
 
@@ -302,6 +395,18 @@ def move_aside(path: str | os.PathLike) -> Path:
 def write_result(path: str | os.PathLike, record: dict) -> Path:
     """Write a result atomically, as one JSON line; call it holding the result's `lock`."""
     return artifacts.write_json_atomic(path, record, indent=None)
+
+
+def model_info(record: Result) -> dict:
+    """What a saved fine-tuned model's `finetune_info.json` repeats of its result: main metric, scores, the tasks of a
+    shared fine-tuning, run config, identity, versions and git commit."""
+    return {
+        "main_metric": main_metric(record),
+        **{split: split_scores(record, split) for split in SPLITS},
+        "shared_training": record.get("shared_training"),
+        "config": run_config(record),
+        **{key: record[key] for key in ("identity", "versions", "git_commit")},
+    }
 
 
 def write_finetune_info(directory: str | os.PathLike, info: dict) -> Path:

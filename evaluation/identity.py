@@ -76,10 +76,10 @@ def ir_training_key(task: tasks.Task, pairs, schedule) -> str:
     return digest.hexdigest()
 
 
-def _migrated_identity(record: dict) -> dict:
+def _migrated_identity(record: store.Result) -> dict:
     """A recorded identity made current: format 2's `code` replaced by `FORMAT2_VERSION`s, `scoped`."""
-    ident = {k: v for k, v in (record.get("identity") or {}).items() if k != "code"}
-    if record["format"] == 2:
+    ident = {k: v for k, v in (store.record_identity(record) or {}).items() if k != "code"}
+    if store.record_format(record) == 2:
         ident["scoring"] = {"protocol": FORMAT2_VERSION, record["family"]: FORMAT2_VERSION}
     return scoped(record["family"], ident)
 
@@ -92,12 +92,14 @@ def migrate(results_dir: str | os.PathLike) -> int:
     if not paths:
         raise FileNotFoundError(f"no result files under {results_dir} (<model>/<task>/lr<lr>-seed<seed>.json)")
     records = {path: store.read_result(path, migrating=True) for path in paths}
-    new = {path: _migrated_identity(record) for path, record in records.items()}
-    old = [
-        path
-        for path, record in records.items()
-        if record["format"] != store.RESULT_FORMAT or new[path] != record["identity"]
-    ]
+    current = {}
+    for path, record in records.items():
+        try:
+            current[path] = store.migrated(record, _migrated_identity(record))
+        except ValueError as error:
+            raise ValueError(f"result file {path}: {error}; re-run its grid") from None
+    new = {path: store.record_identity(record) for path, record in current.items()}
+    old = [path for path in paths if current[path] != records[path]]
     unclaimed: dict = {}
     for path in paths:
         if not (path.parent / store.PROTOCOL_NAME).is_file() and new[path].get("protocol") is not None:
@@ -115,15 +117,7 @@ def migrate(results_dir: str | os.PathLike) -> int:
                     path.with_suffix(".model"),
                     {**{k: v for k, v in info.items() if k != "format"}, "identity": new[path]},
                 )
-            store.write_result(
-                path,
-                {
-                    **records[path],
-                    "format": store.RESULT_FORMAT,
-                    "identity": new[path],
-                    "pretrain_seed": store.pretrain_seed(records[path]["model"]),
-                },
-            )
+            store.write_result(path, current[path])
     for folder, protocols in unclaimed.items():
         store.claim_protocol(folder, next(iter(protocols.values()))["protocol"])
     return len(old)

@@ -162,17 +162,14 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--task", required=True, help="task name or task YAML path (several: comma-separated)")
     parser.add_argument("--n", type=int, default=3, help="number of examples (default 3)")
     parser.add_argument("--split", default="train", choices=tasks.ROLES, help="split (default train)")
-    parser.add_argument("--data_dir", default=None, help="data bundle (default: $MLM_VS_CLM_DATA, ../shared/data)")
+    parser.add_argument("--data_dir", help="data bundle (default: $MLM_VS_CLM_DATA, ../shared/data)")
     parser.add_argument(
         "--max_length",
         type=int,
-        default=None,
         help=f"max tokens (default: as the grid, 99%% of the model's positions; QA windows "
         f"{finetune_args.ProtocolArgs.qa_max_length})",
     )
-    parser.add_argument(
-        "--tc_labelling", default=None, choices=tasks.TC_LABELLINGS, help="TC labelling (default: the task's own)"
-    )
+    parser.add_argument("--tc_labelling", choices=tasks.TC_LABELLINGS, help="TC labelling (default: the task's own)")
     return parser
 
 

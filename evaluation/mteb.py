@@ -170,24 +170,15 @@ def project_task(task: tasks.Task, args: MtebArgs) -> Target:
         corpus=args.ir_corpus,
         relevance=args.ir_relevance,
     )[SPLIT]
-    metadata = TaskMetadata(
+    metadata = TaskMetadata(  # mteb's defaults otherwise (no date, licence, domains...)
         type="Retrieval",
         name=task.name,
         main_score="ndcg_at_10",
         description=task.description or task.name,
-        reference=None,
         dataset={"path": f"local/{task.name}", "revision": "local"},
         category="t2t",
         eval_splits=[SPLIT],
         eval_langs=["eng-Latn"],
-        date=None,
-        dialect=None,
-        domains=None,
-        task_subtypes=None,
-        license=None,
-        annotations_creators=None,
-        modalities=["text"],
-        sample_creation=None,
         bibtex_citation="",
     )
 

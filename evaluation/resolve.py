@@ -45,10 +45,10 @@ def model_name(spec: str, scaled: bool = True) -> tuple[str, str]:
         name = recorded or Path(path).name
         if recorded and scaled and (parsed := names.try_parse_name(recorded)) and parsed.scale is None:
             name = names.scaled_name(recorded, names.run_scale(info, parsed))
-        if not recorded and (match := _GENERIC_DIR.fullmatch(name)):
+        if not recorded and _GENERIC_DIR.fullmatch(name):
             run_dir = Path(path).resolve().parent
             run_dir = run_dir.parent if run_dir.name == run_folders.INTERMEDIATE_DIR else run_dir
-            name = f"{run_dir.name}-{name if match[1] == 'checkpoint' else match[2]}"
+            name = names.revision_name(run_dir.name, name)
     _check_name(name, spec)
     return name, path
 
@@ -77,7 +77,7 @@ def resolve_model(spec: str) -> Resolved:
     if Path(location).expanduser().exists() or Path(repo_id).expanduser().exists():
         info = store.read_finetune_info(location)
         if info and not name:
-            spec = f"{info['base_model']}-{info['task']}-lr{info['lr']:g}-seed{info['seed']}={location}"
+            spec = f"{names.finetuned_name(info['base_model'], info['task'], info['lr'], info['seed'])}={location}"
         return Resolved(*model_name(spec), None, info)
     model_folders.local_or_hub(repo_id, "model")  # a path that does not exist, or a malformed id: one line
     from huggingface_hub import snapshot_download
@@ -89,7 +89,6 @@ def resolve_model(spec: str) -> Resolved:
     if not name:
         name = repo_id.split("/")[-1]  # a bare id ("gpt2") is its own name
         if revision and not _COMMIT.fullmatch(revision):
-            match = _GENERIC_DIR.fullmatch(revision)
-            name = f"{name}-{match[2] if match and match[1] == 'step' else revision}"
+            name = names.revision_name(name, revision)
     _check_name(name, spec)
     return Resolved(name, path, f"{repo_id}@{Path(path).name}", None)  # snapshot folders are named by commit

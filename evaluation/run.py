@@ -276,7 +276,7 @@ def status(run: Run, output: str | os.PathLike) -> tuple[str, list[str]]:
     when its model is asked for (`run.save_model`) and not saved beside it with the same identity."""
     state, why = store.result_state(run.path(output), run.identity)
     if state == "changed" and why[0].startswith(("protocol.", "inputs.")):
-        recorded = store.read_result(run.path(output))["identity"]
+        recorded = store.record_identity(store.read_result(run.path(output)))
         if recorded != identity.scoped(run.task.family, recorded):
             why = [
                 f"it records settings its family does not read (written before identities left them out): run "
@@ -360,7 +360,7 @@ def model_run(model_path) -> dict | None:
     }
 
 
-def save_model(run: Run, record: dict, finetuned, output) -> Path:
+def save_model(run: Run, record: store.Result, finetuned, output) -> Path:
     """Keep a run's fine-tuned model at `run.model_dir(output)`, atomically, with its `finetune_info.json`."""
     info = {
         "base_model": run.model_name,
@@ -370,13 +370,7 @@ def save_model(run: Run, record: dict, finetuned, output) -> Path:
         "lr": run.lr,
         "seed": run.seed,
         "result": run.path(output).name,
-        "main_metric": store.main_metric(record),
-        **{s: store.split_scores(record, s) for s in store.SPLITS},
-        "shared_training": record.get("shared_training"),
-        "config": store.run_config(record),
-        "identity": run.identity,
-        "versions": record["versions"],
-        "git_commit": record["git_commit"],
+        **store.model_info(record),
     }
     with artifacts.atomic_directory(run.model_dir(output)) as staging:
         family_module(run.task.family).save(finetuned, staging)

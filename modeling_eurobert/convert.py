@@ -350,7 +350,6 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--max_position_embeddings",
         type=int,
-        default=None,
         dest="max_positions",
         help="context of the converted model when shorter than the source's (at most a sliding "
         "window, so that it does not bind)",

@@ -298,7 +298,7 @@ def main(argv=None) -> None:
     parser.add_argument("--block_size", type=int, required=True)
     parser.add_argument("--blocks", type=int, default=64, help="held-out blocks to score (default 64)")
     parser.add_argument("--mlm_probability", type=float, default=0.4)
-    parser.add_argument("--data_dir", default=None, help="data bundle (default: $MLM_VS_CLM_DATA, ../shared/data)")
+    parser.add_argument("--data_dir", help="data bundle (default: $MLM_VS_CLM_DATA, ../shared/data)")
     parser.add_argument("--cache_dir", default=".cache/pretrain", help="where the packed held-out blocks are cached")
     parser.add_argument("--output", required=True, help="CSV to write (a PNG of the curves is written beside it)")
     args = parser.parse_args(argv)

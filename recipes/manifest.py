@@ -35,46 +35,53 @@ CPT_WARMUP_SHARE = 0.01  # Optimus's pct_start default, which its resume path (C
 CONFIGS_DIR = Path(__file__).parent / "configs"
 COMMITTED_SCALES = ("paper",)  # recipes/configs/<scale>/ (tests keep them equal to what write_configs writes)
 
-# scale: paper steps are divided by `step_divisor`; toy scales use the tiny model and the bundle corpus.
-_TOY = {"model": "tiny", "gradient_accumulation_steps": 1, "global_batch_size": None, "max_docs": None}
+
+@dataclass(frozen=True)
+class Scale:
+    """How the manifest's recipes are sized at one scale: paper steps divided by `step_divisor`; toy scales use the
+    tiny model and the bundle corpus."""
+
+    step_divisor: int
+    block_size: int
+    per_device_train_batch_size: int
+    model: str | None = "tiny"  # the architecture of every recipe; None: each recipe's own size (the paper)
+    gradient_accumulation_steps: int = 1
+    global_batch_size: int | None = None
+    max_docs: int | None = None  # the first documents of the corpus only
+    vocab_size: int | None = None  # the toy BPE's vocabulary (None: the study's default)
+    corpus_source: str = "bundle"
+    epochs: int = 1  # more tokens than the offline bundle holds: documented repetition
+    bf16: bool = False
+
+
 # the horizon studies (docs/horizon-study): to 97 tokens per parameter (21.5M tokens) without repeating data, from the
 # bundle corpus and its 3x larger companion (about 58M tokens with the 2k vocabulary)
-_HORIZON = {
-    **_TOY,
-    "step_divisor": 4,
-    "block_size": 128,
-    "per_device_train_batch_size": 16,
-    "vocab_size": 2048,
-    "corpus_source": "bundle,bundle_more",
-}
+_HORIZON = Scale(
+    step_divisor=4, block_size=128, per_device_train_batch_size=16, vocab_size=2048, corpus_source="bundle,bundle_more"
+)
 SCALES = {
-    "paper": {
-        "step_divisor": 1,
-        "model": None,
-        "block_size": PAPER_BLOCK,
-        "per_device_train_batch_size": 8,
-        "gradient_accumulation_steps": 18,
-        "global_batch_size": PAPER_GLOBAL_BATCH,
-    },
-    "toy": {**_TOY, "step_divisor": 100, "block_size": 128, "per_device_train_batch_size": 16, "max_docs": 6000},
-    "smoke": {**_TOY, "step_divisor": 200, "block_size": 64, "per_device_train_batch_size": 8, "max_docs": 2000},
+    "paper": Scale(
+        step_divisor=1,
+        model=None,
+        block_size=PAPER_BLOCK,
+        per_device_train_batch_size=8,
+        gradient_accumulation_steps=18,
+        global_batch_size=PAPER_GLOBAL_BATCH,
+        bf16=True,
+    ),
+    "toy": Scale(step_divisor=100, block_size=128, per_device_train_batch_size=16, max_docs=6000),
+    "smoke": Scale(step_divisor=200, block_size=64, per_device_train_batch_size=8, max_docs=2000),
     # the mini study (docs/mini-study): the smallest scale where the paper's comparisons can show on 2 CPU cores
     # (the tiny architecture: docs/mini-study/PILOT.md shows a 4-layer variant cost 1.6x per fine-tuning run)
-    "mini": {**_TOY, "step_divisor": 40, "block_size": 128, "per_device_train_batch_size": 16},
+    "mini": Scale(step_divisor=40, block_size=128, per_device_train_batch_size=16),
     # the mini study on one GPU (about 10 minutes on an H100 by estimate): a bigger model, 4 epochs of the bundle
-    "mini-gpu": {
-        **_TOY,
-        "step_divisor": 10,
-        "model": "small",
-        "block_size": 256,
-        "per_device_train_batch_size": 32,
-        "epochs": 4,
-        "bf16": True,
-    },
+    "mini-gpu": Scale(
+        step_divisor=10, model="small", block_size=256, per_device_train_batch_size=32, epochs=4, bf16=True
+    ),
     "horizon-replicated": _HORIZON,
     # 14 blocks a step instead of 16, so paper step 5k (24.6 tokens per parameter without embeddings) is a third
     # checkpoint before SC's crossover interval under both conventions; 40k and the final (81, 85 counted) past it
-    "horizon-tested": {**_HORIZON, "per_device_train_batch_size": 14},
+    "horizon-tested": dataclasses.replace(_HORIZON, per_device_train_batch_size=14),
 }
 
 
@@ -180,26 +187,26 @@ def run_config(recipe: Recipe, scale: str) -> dict:
         raise ValueError(f"unknown scale {scale!r}; choose one of {', '.join(SCALES)}")
     if recipe.intermediate_of:
         raise ValueError(f"{recipe.name} is saved by {recipe.intermediate_of} (intermediate_steps), not trained alone")
-    p, div = SCALES[scale], SCALES[scale]["step_divisor"]
-    out = f"out/{scale}"
-    config = {"architecture": p["model"] or recipe.size, "block_size": p["block_size"], "objective": recipe.objective}
+    p = SCALES[scale]
+    div, out = p.step_divisor, f"out/{scale}"
+    config = {"architecture": p.model or recipe.size, "block_size": p.block_size, "objective": recipe.objective}
     if scale == "paper":
         config.update(
             tokenizer_name_or_path="EuroBERT/EuroBERT-610m",
             corpus_source="HuggingFaceFW/fineweb-edu",
             corpus_name=PAPER_CORPUS_CONFIG,
-            global_batch_size=p["global_batch_size"],
+            global_batch_size=p.global_batch_size,
             num_proc=16,
         )
         config["compile"] = "regional"  # GPU speed only (same losses): compiled decoder layers ...
         if recipe.objective == "mlm":
             config["mlm_fixed_shape"] = True  # ... and a static-shape MLM head (no host sync)
     else:
-        config.update(corpus_source=p.get("corpus_source", "bundle"))
-        if p["max_docs"]:
-            config["max_docs"] = p["max_docs"]
-        if p.get("epochs", 1) > 1:  # more tokens than the offline bundle holds: documented repetition
-            config["epochs"] = p["epochs"]
+        config.update(corpus_source=p.corpus_source)
+        if p.max_docs:
+            config["max_docs"] = p.max_docs
+        if p.epochs > 1:
+            config["epochs"] = p.epochs
     if recipe.mlm_probability is not None:
         config["mlm_probability"] = recipe.mlm_probability
     if recipe.switch_step:
@@ -225,16 +232,16 @@ def run_config(recipe: Recipe, scale: str) -> dict:
     return config
 
 
-def _training_args(recipe: Recipe, p: dict, div: int, warmup: int, decay: int, output_dir: str) -> dict:
+def _training_args(recipe: Recipe, p: Scale, div: int, warmup: int, decay: int, output_dir: str) -> dict:
     """The original code's optimiser: AdamW (0.9, 0.95), eps 1e-5, wd 0.1, clip 1.0, WSD peak 5e-4, linear decay,
     bf16."""
-    paper = p["step_divisor"] == 1
+    paper = p.step_divisor == 1
     return {
         "output_dir": output_dir,
         "run_name": recipe.name,
         "max_steps": recipe.steps // div,
-        "per_device_train_batch_size": p["per_device_train_batch_size"],
-        "gradient_accumulation_steps": p["gradient_accumulation_steps"],
+        "per_device_train_batch_size": p.per_device_train_batch_size,
+        "gradient_accumulation_steps": p.gradient_accumulation_steps,
         "learning_rate": 5.0e-4,
         "warmup_steps": warmup,
         "lr_scheduler_type": "warmup_stable_decay",
@@ -245,7 +252,7 @@ def _training_args(recipe: Recipe, p: dict, div: int, warmup: int, decay: int, o
         "adam_epsilon": 1.0e-5,
         "weight_decay": 0.1,
         "max_grad_norm": 1.0,
-        "bf16": p.get("bf16", paper),
+        "bf16": p.bf16,
         "seed": 0,
         "data_seed": 0,
         "train_sampling_strategy": "sequential",
@@ -317,7 +324,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--output",
         type=Path,
-        default=None,
         help="folder the configs go to, one subfolder per scale (default, for the committed scales "
         "only: recipes/configs)",
     )

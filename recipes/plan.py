@@ -14,7 +14,7 @@ import io
 import math
 from pathlib import Path
 
-from core import artifacts, cli
+from core import artifacts, cli, names
 from core.paper import PAPER_LRS, PAPER_SEEDS, PAPER_TASKS
 from modeling_eurobert import load_architecture
 from pretraining.flops import BF16_PEAK_FLOPS, PLAN_MFU, training_flops_per_token
@@ -49,7 +49,7 @@ MEMORY_RESERVE = 0.10  # of each GPU: CUDA context, workspace, fragmentation
 
 def flops_per_token(size: str, projected_share: float) -> float:
     """Training FLOPs per token of one model size; `projected_share` = share of tokens through the LM head."""
-    return training_flops_per_token(load_architecture(size), manifest.SCALES["paper"]["block_size"], projected_share)
+    return training_flops_per_token(load_architecture(size), manifest.SCALES["paper"].block_size, projected_share)
 
 
 def parameter_counts(size: str) -> tuple[int, int, int]:
@@ -130,7 +130,7 @@ def memory_lines(rows: list[dict]) -> list[str]:
             + " | ".join(str(r[f"{g}_{m}"]) for g in gpus for m in ("ddp", "fsdp"))
             + " |"
         )
-    micro = manifest.SCALES["paper"]["per_device_train_batch_size"]
+    micro = manifest.SCALES["paper"].per_device_train_batch_size
     short = [
         f"{r['size']} {r['objective']} on {g} {m.upper()}"
         for r in rows
@@ -157,7 +157,7 @@ def memory_lines(rows: list[dict]) -> list[str]:
 def run_rows() -> list[dict]:
     """One row per trained run of the paper scale, in dependency order (stable runs before what needs them)."""
     scale = manifest.SCALES["paper"]
-    tokens_per_step = scale["global_batch_size"] * scale["block_size"]
+    tokens_per_step = scale.global_batch_size * scale.block_size
     rows = []
     for recipe in manifest.training_order(manifest.model_names()):
         own_steps = manifest.DECAY if recipe.branch_from else recipe.steps
@@ -185,7 +185,7 @@ def run_rows() -> list[dict]:
 def eval_flops() -> float:
     """Fine-tuning FLOPs of the evaluation grid: one fine-tuning per (model, task, LR, seed), the three retrieval
     tasks sharing one (`SHARED_IR_TRAINING`); scoring is not counted."""
-    sizes = [n.split("-")[0] for n in evaluated_models()]
+    sizes = [names.parse_name(n).size for n in evaluated_models()]
     per_token = {size: flops_per_token(size, 0.0) for size in set(sizes)}
     return sum(EVAL_FINETUNINGS_PER_LR_SEED * EVAL_RUNS_PER_TASK * EVAL_TOKENS_PER_RUN * per_token[s] for s in sizes)
 

@@ -74,7 +74,7 @@ def make_parser() -> argparse.ArgumentParser:
     evaluation = commands.add_parser("evaluation", help="download the evaluation tasks' datasets")
     evaluation.add_argument("--tasks", required=True, help="task names or YAML paths, comma-separated")
     evaluation.add_argument("--source", default="hub", choices=("hub", "offline"), help="hub (default) or the bundle")
-    evaluation.add_argument("--data_dir", default=None, help="data bundle for --source offline")
+    evaluation.add_argument("--data_dir", help="data bundle for --source offline")
     return parser
 
 

@@ -310,5 +310,5 @@ def regime(stored: dict) -> tuple[float, int, int]:
     if "parameters" not in stored:
         raise ValueError("study.json records no parameter counts: the study's models are not all pretrained yet")
     scale = manifest.SCALES[stored["definition"]["scale"]]
-    batch = scale["per_device_train_batch_size"] * scale["gradient_accumulation_steps"] * scale["block_size"]
-    return batch / scale["step_divisor"], stored["parameters"]["total"], stored["parameters"]["input_embedding"]
+    batch = scale.per_device_train_batch_size * scale.gradient_accumulation_steps * scale.block_size
+    return batch / scale.step_divisor, stored["parameters"]["total"], stored["parameters"]["input_embedding"]

@@ -93,7 +93,7 @@ def study_lock(output: Path):
 def check_device(study_name: str, study: Study) -> None:
     """Refuse a study whose scale trains in bf16 (`mini-gpu`, a decoder study on cuda) on a machine without a CUDA GPU
     that has bf16."""
-    if not (study.device == "cuda" if study.arms else manifest.SCALES[study.scale].get("bf16")):
+    if not (study.device == "cuda" if study.arms else manifest.SCALES[study.scale].bf16):
         return
     import torch  # only for a study that needs a GPU: a refusal before it is seconds, not torch's import
 
@@ -279,7 +279,7 @@ def train_tokenizer(study: Study, output: Path, data_dir: str | None) -> None:
     from pretraining import data
 
     corpus = data.load_corpus("bundle", data_dir, split="train")
-    max_docs = manifest.SCALES[study.scale].get("max_docs")
+    max_docs = manifest.SCALES[study.scale].max_docs
     if max_docs:
         corpus = corpus.select(range(min(max_docs, len(corpus))))
     data.cached_toy_tokenizer(corpus, vocab_size(study), output / "tokenizer")  # trained when absent or unreadable
@@ -287,7 +287,7 @@ def train_tokenizer(study: Study, output: Path, data_dir: str | None) -> None:
 
 def vocab_size(study: Study) -> int:
     """The toy BPE's vocabulary at the study's scale."""
-    return manifest.SCALES[study.scale].get("vocab_size", TOY_VOCAB_SIZE)
+    return manifest.SCALES[study.scale].vocab_size or TOY_VOCAB_SIZE
 
 
 def pretrain(name: str, module: str, settings: dict, output: Path, poll=None) -> None:
@@ -413,7 +413,7 @@ def heldout_loss(study: Study, output: Path, data_dir: str | None) -> None:
         "--tokenizer",
         str(output / "tokenizer"),
         "--block_size",
-        str(manifest.SCALES[study.scale]["block_size"]),
+        str(manifest.SCALES[study.scale].block_size),
         "--blocks",
         str(study.heldout_blocks),
         "--cache_dir",
@@ -434,7 +434,7 @@ def heldout_loss(study: Study, output: Path, data_dir: str | None) -> None:
 def record_parameters(study: Study, output: Path) -> None:
     """Record in study.json the one parameter count of a toy scale's models, from their `run_info.json` (what
     `regime` reads)."""
-    if manifest.SCALES[study.scale]["model"] is None:
+    if manifest.SCALES[study.scale].model is None:
         return
     counts = {
         json.dumps(run_folders.read_run_info(output / "models" / name)["parameters"], sort_keys=True)
@@ -450,7 +450,7 @@ def record_parameters(study: Study, output: Path) -> None:
 
 def report(study: Study, output: Path) -> None:
     args = [str(output / "results"), "--output", str(output / "report")]
-    if not study.arms and manifest.SCALES[study.scale]["model"] is not None:  # a toy scale: the paper's otherwise
+    if not study.arms and manifest.SCALES[study.scale].model is not None:  # a toy scale: the paper's otherwise
         tokens_per_step, parameters, embeddings = regime(study_marker(output))
         args += [
             "--tokens_per_step",
@@ -460,7 +460,7 @@ def report(study: Study, output: Path) -> None:
             "--embedding_parameters",
             str(embeddings),
             "--step_divisor",
-            str(manifest.SCALES[study.scale]["step_divisor"]),
+            str(manifest.SCALES[study.scale].step_divisor),
         ]
     if study.compare or study.family:  # a decoder study's comparisons: one family (Holm)
         args += ["--compare", ";".join(",".join(pair) for pair in study.family or (study.compare,))]
@@ -533,7 +533,7 @@ def report_from_archive(study_name: str, archive: Path, output: Path) -> Path:
         scale=definition["scale"],
         family=tuple(map(tuple, family)),
     )  # the report reads the scale's regime
-    if not study.arms and manifest.SCALES[study.scale]["model"] is not None:
+    if not study.arms and manifest.SCALES[study.scale].model is not None:
         check_parameters(stored, files, f"{archive}:study.json")
     with study_lock(output):
         check_empty()

@@ -121,6 +121,14 @@ def test_names_are_composed_and_split_in_core_only():
         None,
     )
     assert names.split_step(names.step_name("610m-clm-42k-pseed1", 2000)) == ("610m-clm-42k-pseed1", 2000)
+    # a checkpoint saved as a folder or Hub revision; a model the grid fine-tuned and saved
+    assert [names.revision_name("run", label) for label in ("step-500", "checkpoint-500", "main", "step-x")] == [
+        "run-500",
+        "run-checkpoint-500",
+        "run-main",
+        "run-step-x",
+    ]
+    assert names.finetuned_name("610m-clm-42k", "sst2", 5e-05, 1) == "610m-clm-42k-sst2-lr5e-05-seed1"
 
 
 @pytest.mark.parametrize("bad", ["610m-mlm-42k", "610m-clm40-42k", "2b-clm-42k", "610m-clm-42", "610m-clm-dec42k-44k"])

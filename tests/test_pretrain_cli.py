@@ -352,8 +352,8 @@ def test_killed_study_takes_its_pretraining_child_with_it(tmp_path):
     code = (
         "import dataclasses, sys; from pathlib import Path; from recipes import manifest; "
         "from recipes.studies import STUDIES; from recipes.study import run_study; "
-        "manifest.SCALES['kill'] = {'step_divisor': 28, 'model': 'tiny', 'block_size': 32, "
-        "'per_device_train_batch_size': 2, 'gradient_accumulation_steps': 1, 'max_docs': 300}; "
+        "manifest.SCALES['kill'] = manifest.Scale(step_divisor=28, block_size=32, per_device_train_batch_size=2, "
+        "max_docs=300); "
         "run_study('smoke', Path(sys.argv[1]), study=dataclasses.replace(STUDIES['smoke'], scale='kill'))"
     )
     study = subprocess.Popen(

@@ -29,6 +29,7 @@ def write_run(
 ):
     record = {
         "format": store.RESULT_FORMAT,
+        "kind": "grid",
         "model": model,
         "task": task,
         "family": family,

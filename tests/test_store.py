@@ -61,7 +61,20 @@ def test_the_record_body_is_declared_and_checked_in_core_store():
         {"evaluation": "probe"},
         {"evaluation": "heldout"},
     )
-    assert [store.record_kind(r) for r in marks] == list(store.KINDS)
+    assert [store.marked_kind(r) for r in marks] == list(store.KINDS)
+    assert store.new_result("m", "sst2", "sc", 1e-4, 0, body, {}, {})["kind"] == "grid"  # stored
+    assert list(store.Result.__annotations__)[:5] == list(store.BODY)
+
+
+def test_the_stored_kind_is_checked_and_a_result_filed_before_it_was_stored_gets_its_kind(tmp_path):
+    path = write(tmp_path)
+    record = json.loads(path.read_text())
+    assert record["kind"] == "grid" and store.record_kind(store.read_result(path)) == "grid"
+    path.write_text(json.dumps({k: v for k, v in record.items() if k != "kind"}))  # filed before kinds were stored
+    assert store.record_kind(store.read_result(path)) == "grid"
+    path.write_text(json.dumps({**record, "kind": "mteb"}))
+    with pytest.raises(ValueError, match="is of kind 'mteb', its markers say 'grid'"):
+        store.read_result(path)
 
 
 def test_a_copy_or_a_moved_result_is_refused_in_one_line(tmp_path):
@@ -116,13 +129,13 @@ def test_format2_results_are_migrated_once(tmp_path, call_main):
     record = store.read_result(path)
     assert record["format"] == 3 and record["pretrain_seed"] is None and "code" not in record["identity"]
     assert "doc_stride" in old["identity"]["protocol"] and "doc_stride" not in record["identity"]["protocol"]
-    assert {k: v for k, v in record.items() if k not in ("format", "identity", "pretrain_seed")} == {
+    assert {k: v for k, v in record.items() if k not in ("format", "identity", "pretrain_seed", "kind")} == {
         k: v for k, v in old.items() if k not in ("format", "identity")
     }
     assert store.read_finetune_info(saved)["identity"] == record["identity"]
     assert "migrated 0 result file(s)" in call_main(identity.main, "--migrate", tmp_path).stdout
     with tarfile.open(REPO_ROOT / "docs" / "mini-study" / "results.tar.xz", "r:xz") as tar:
-        assert record == json.load(tar.extractfile(ARCHIVED))  # what the committed archive's migration made
+        assert record == {**json.load(tar.extractfile(ARCHIVED)), "kind": "grid"}  # what the archive's migration made
     # its folder, written before folders were claimed, is claimed for its protocol
     assert json.loads((path.parent / store.PROTOCOL_NAME).read_text()) == record["identity"]["protocol"]
 
@@ -146,6 +159,14 @@ def test_a_second_migration_leaves_what_one_migration_of_both_leaves(tmp_path, c
         f"610m-clm-21k-mlm40-42k/conll2003/{name}"
         for name in (store.PROTOCOL_NAME, "lr0.0002-seed0.json", "lr0.0003-seed0.json")
     ]  # no .lr...json.lock
+
+
+def test_the_migration_files_only_a_declared_body(tmp_path, call_main):
+    path, record = format2_result(tmp_path)
+    path.write_text(json.dumps({**record, "scores": {}}))  # not a key of `store.Result`
+    done = call_main(identity.main, "--migrate", tmp_path)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and f"{path}: a result body" in done.stderr
+    assert json.loads(path.read_text())["format"] == 2 and not (path.parent / store.PROTOCOL_NAME).exists()
 
 
 def test_the_migration_writes_nothing_when_a_file_is_refused(tmp_path, call_main):

@@ -17,15 +17,7 @@ from recipes.studies import STUDIES, regime, study_marker
 from recipes.study import main, run_study
 
 # The test suite's scale: the smoke study's structure at a few steps per run (the manifest's scales are the studies').
-CI_SCALE = {
-    "step_divisor": 1000,
-    "model": "tiny",
-    "block_size": 32,
-    "per_device_train_batch_size": 2,
-    "gradient_accumulation_steps": 1,
-    "global_batch_size": None,
-    "max_docs": 300,
-}
+CI_SCALE = manifest.Scale(step_divisor=1000, block_size=32, per_device_train_batch_size=2, max_docs=300)
 # The smoke study's models (CLM, MLM40, PFS, CPT), tasks (one per family) and 2 seeds, one LR (a task with its own grid
 # of 2, as the horizon study's MNLI and CoNLL: the best-LR choice runs too), with the mini study's stages too:
 # intermediate checkpoints evaluated on their own task (named with paper steps) and the held-out loss.

@@ -363,15 +363,7 @@ def test_pretraining_replicates_differ_by_their_seeds_only(tmp_path):
         patch.setitem(
             manifest.SCALES,
             "ci-replicates",
-            {
-                "step_divisor": 1000,
-                "model": "tiny",
-                "block_size": 32,
-                "per_device_train_batch_size": 2,
-                "gradient_accumulation_steps": 1,
-                "global_batch_size": None,
-                "max_docs": 200,
-            },
+            manifest.Scale(step_divisor=1000, block_size=32, per_device_train_batch_size=2, max_docs=200),
         )
         settings = run_settings(manifest.recipes()["610m-clm-dec42k-mlm40-44k"], cpt, tmp_path, None, 1)
         assert settings["model_name_or_path"] == str(tmp_path / "models" / "610m-clm-42k-pseed1")

@@ -32,6 +32,7 @@ def grid(
                 scores = np.clip(mean + noise * rng.standard_normal(n), 0, 1)
                 out.append(
                     {
+                        "kind": "grid",
                         "model": model,
                         "task": task,
                         "family": family,
