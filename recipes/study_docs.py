@@ -185,7 +185,7 @@ def _check_archived_result(where: str, name: str, record) -> None:
             f"{where} holds the result of {own} (its model, task, lr and seed): a copy or a renamed file "
             "would count as one more run; remove it from the archive"
         )
-    measured = store.record_kind(record) in store.MEASURE_KINDS  # a probe's retrieval rows keep scores, no ranking
+    measured = store.marked_kind(record) in store.MEASURE_KINDS  # a probe's retrieval rows keep scores, no ranking
     if problem := (rows_mismatch(record) if measured else None) or (
         metrics.rescore_mismatch(record) if record["family"] in ("sc", "tc") or not measured else None
     ):
