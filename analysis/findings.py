@@ -704,21 +704,21 @@ def data_efficiency(records, rows, regime, task, family, clm, mlm) -> list[dict]
         "untestable": "; ".join(reasons),
         "bracket": declared_brackets(rows, regime, task, grid),
         "checkpoints": [p["tokens_per_parameter"] for p in early],
+        **UNTESTED,
     }
+    metric = points[0]["measure"]
     lead = {
         **common,
         "part": "lead",
-        "measure": f"CLM - MLM40 at the earliest checkpoint ({points[0]['measure']})",
+        "measure": f"CLM - MLM40 at the earliest checkpoint ({metric})",
         "n_seeds": f"{EARLY_CHECKPOINTS} checkpoint",
-        **UNTESTED,
         "hypothesis": LEAD,
     }
     slope = {
         **common,
         "part": "slope",
-        "measure": f"slope of CLM - MLM40 per doubling ({points[0]['measure']})",
+        "measure": f"slope of CLM - MLM40 per doubling ({metric})",
         "n_seeds": f"{len(early)} checkpoints",
-        **UNTESTED,
         "hypothesis": hypothesis("data_efficiency"),
     }
     if early:
@@ -776,59 +776,35 @@ def verdicts(rows: list[dict], families: set[str] | None = None, imported: bool 
     for finding, (claim, _) in CLAIMS.items():
         mine = [r for r in rows if r["finding"] == finding]
         family = FINDING_FAMILY.get(finding)
-        base = {"finding": finding, "claim": claim, "rule": rule(finding), "supporting": 0, "contradicting": 0}
+        row = {"finding": finding, "claim": claim, "rule": rule(finding), "supporting": 0, "contradicting": 0}
         if not mine:
             if family and families is not None and family not in families:
-                out.append(
-                    {
-                        **base,
-                        "tasks": "",
-                        "comparisons": "0",
-                        "verdict": f"not testable {where}: no "
-                        f"{family.upper()} task" + (" imported" if imported else ""),
-                    }
-                )
+                verdict = f"not testable {where}: no {family.upper()} task" + (" imported" if imported else "")
+                out.append({**row, "tasks": "", "comparisons": "0", "verdict": verdict})
             continue
         claims = {}
         for r in mine:
             claims.setdefault((r["task"], r["a"], r["b"]), []).append(r)
         tested = [c for c in claims.values() if not any(r["untestable"] for r in c)]
-        tasks = ", ".join(sorted({r["task"] for r in mine}))
-        count = f"{len(tested)} of {len(claims)}"
-        note = entity_note(finding, mine)
+        row.update(tasks=", ".join(sorted({r["task"] for r in mine})), comparisons=f"{len(tested)} of {len(claims)}")
         if not tested:
             reasons = list(dict.fromkeys(reason for r in mine for reason in r["untestable"].split("; ") if reason))
             more = f" (and {len(reasons) - 2} more)" if len(reasons) > 2 else ""
-            out.append(
-                {
-                    **base,
-                    "tasks": tasks,
-                    "comparisons": count,
-                    "verdict": f"not testable {where}: " + "; ".join(reasons[:2]) + more + note,
-                }
-            )
-            continue
-        support = sum(all(r["verdict"] == "supports" for r in c) for c in tested)
-        against = sum(any(r["verdict"] == "contradicts" for r in c) for c in tested)
-        verdict = (
-            "agrees"
-            if support and not against
-            else "disagrees"
-            if against and not support
-            else "mixed"
-            if support
-            else "inconclusive"
-        )
-        out.append(
-            {
-                **base,
-                "tasks": tasks,
-                "comparisons": count,
-                "supporting": support,
-                "contradicting": against,
-                "verdict": f"{verdict} {where}" + note,
-            }
-        )
+            verdict = f"not testable {where}: " + "; ".join(reasons[:2]) + more
+        else:
+            support = sum(all(r["verdict"] == "supports" for r in c) for c in tested)
+            against = sum(any(r["verdict"] == "contradicts" for r in c) for c in tested)
+            row.update(supporting=support, contradicting=against)
+            verdict = (
+                "agrees"
+                if support and not against
+                else "disagrees"
+                if against and not support
+                else "mixed"
+                if support
+                else "inconclusive"
+            ) + f" {where}"
+        out.append({**row, "verdict": verdict + entity_note(finding, mine)})
     return out
 
 
