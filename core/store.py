@@ -214,11 +214,6 @@ def record_identity(record: Result) -> dict:
     return record["identity"]
 
 
-def record_format(record: Result) -> int:
-    """The format a result was filed at (`RESULT_FORMAT`; 2 read by the migration alone)."""
-    return record["format"]
-
-
 def scored(record: dict) -> bool:
     """Whether a result finished scored (status "ok"), not diverged."""
     return record["status"] == OK
