@@ -59,7 +59,7 @@ def _baseline_words(rows, tasks, drawn: str) -> str:
         return drawn
     if len(without) == len(tasks):
         words = "no trivial baseline drawn: these results record none (an imported dataset may have none)"
-        return words[0].upper() + words[1:] if drawn[0].isupper() else words
+        return words.capitalize() if drawn[0].isupper() else words  # words has no other capital
     return f"{drawn}, none recorded for {', '.join(without)} (an imported dataset may have none)"
 
 

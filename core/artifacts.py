@@ -190,31 +190,27 @@ def atomic_directory(path: str | os.PathLike, expected=_AT_ENTRY) -> Iterator[Pa
     path.parent.mkdir(parents=True, exist_ok=True)
     if expected is _AT_ENTRY:
         expected = tree_state(path)
-    remove_stale_temp_files(path)
-    staging, held = _claimed_temp(path, directory=True)
     try:
-        yield staging
-        follow_umask(staging)
-        if tree_state(path) != expected:
-            raise DirectoryChanged(
-                f"{path} appeared or changed while this command was writing it (another process or "
-                "a person wrote there); it was left as it is and nothing was written: rerun with a "
-                "new path, or once the other writer is done"
-            )
-        if path.exists():
-            old = path.with_name(f".{path.name}.{os.getpid()}.old.tmp")
-            path.rename(old)  # moved aside, then removed once the new one is in place: never a missing `path`
-            staging.rename(path)
-            shutil.rmtree(old)
-        else:
-            staging.rename(path)
+        with staging_directory(path) as staging:  # removed on any error
+            yield staging
+            follow_umask(staging)
+            if tree_state(path) != expected:
+                raise DirectoryChanged(
+                    f"{path} appeared or changed while this command was writing it (another process or "
+                    "a person wrote there); it was left as it is and nothing was written: rerun with a "
+                    "new path, or once the other writer is done"
+                )
+            if path.exists():
+                old = path.with_name(f".{path.name}.{os.getpid()}.old.tmp")
+                path.rename(old)  # moved aside, then removed once the new one is in place: never a missing `path`
+                staging.rename(path)
+                shutil.rmtree(old)
+            else:
+                staging.rename(path)
     except BaseException as error:
-        shutil.rmtree(staging, ignore_errors=True)
         if failed := _write_failure(path, error):
             raise failed from error
         raise
-    finally:
-        os.close(held)
 
 
 @contextlib.contextmanager
