@@ -59,7 +59,7 @@ def _baseline_words(rows, tasks, drawn: str) -> str:
         return drawn
     if len(without) == len(tasks):
         words = "no trivial baseline drawn: these results record none (an imported dataset may have none)"
-        return words[0].upper() + words[1:] if drawn[0].isupper() else words
+        return words.capitalize() if drawn[0].isupper() else words  # words has no other capital
     return f"{drawn}, none recorded for {', '.join(without)} (an imported dataset may have none)"
 
 
@@ -212,25 +212,21 @@ def _lines_per_task(
             pts.sort()
             style = styles[label]
             line = [p for p in pts if not p[4]]  # the hollow (decayed) points are never joined to the curve
-            if line:
-                ax.errorbar(
-                    [p[0] for p in line], [p[1] for p in line], yerr=_errors(line), capsize=2, label=label, **style
-                )
-            hollow = [p for p in pts if p[4]]
-            if hollow:
-                ax.errorbar(
-                    [p[0] for p in hollow],
-                    [p[1] for p in hollow],
-                    yerr=_errors(hollow),
-                    capsize=2,
-                    linestyle="none",
-                    marker=style["marker"],
-                    markersize=9,
-                    markerfacecolor="white",
-                    markeredgecolor=style["color"],
-                    color=style["color"],
-                    label=None if line else label,
-                )
+            hollow = {
+                "linestyle": "none",
+                "markersize": 9,
+                "markerfacecolor": "white",
+                "markeredgecolor": style["color"],
+            }
+            for part, looks in ((line, {"label": label}), ([p for p in pts if p[4]], hollow)):
+                if part:
+                    ax.errorbar(
+                        [p[0] for p in part],
+                        [p[1] for p in part],
+                        yerr=_errors(part),
+                        capsize=2,
+                        **{**style, "label": None if line else label, **looks},
+                    )
             values += [v for p in pts for v in p[1:4]]
         metric = next(r["metric"] for r in rows if r["task"] == task)
         _score_axis(ax, values, trivial_baseline(rows, task), f"test {metric}")
@@ -411,11 +407,10 @@ def plot_gap(gap: list[dict], tests: list[dict], output: Path) -> list[Path]:
         for points, hollow in (([r for r in curve if not r["final"]], False), ([r for r in curve if r["final"]], True)):
             if not points:
                 continue
-            errors = np.nan_to_num(np.array([[r["delta"] - r["ci_low"], r["ci_high"] - r["delta"]] for r in points]).T)
             ax.errorbar(
                 [r["tokens_per_parameter"] for r in points],
                 [r["delta"] for r in points],
-                yerr=errors,
+                yerr=_errors([(None, r["delta"], r["ci_low"], r["ci_high"]) for r in points]),
                 capsize=3,
                 color="black",
                 marker=MARKERS[0],

@@ -435,7 +435,7 @@ def gap_across_sizes(records, rows, regime: Regime, task: str, pairs: list[tuple
     return [
         {
             **row,
-            **_tested_interval("ir_gap_narrows", statistics.contrast(runs, [1, -1, -1, 1], metric)),
+            **_tested("ir_gap_narrows", statistics.contrast(runs, [1, -1, -1, 1], metric)),
             "untestable": untestable(rows, regime, task, "ir", models),
         }
     ]
@@ -459,7 +459,7 @@ def _pair(records, rows, regime, finding, task, model_a, model_b, budget=None, c
         )
         tested = {**UNTESTED, "hypothesis": hypothesis(finding)}
     else:
-        tested = _tested_interval(finding, statistics.paired_comparison(runs_a, runs_b, metric))
+        tested = _tested(finding, statistics.paired_comparison(runs_a, runs_b, metric))
     entity = ""
     if finding == "tc_clm_on_par" and all(_has_instances(r, "entity_f1") for r in runs_a + runs_b):
         e = statistics.paired_comparison(runs_a, runs_b, "entity_f1")
@@ -490,18 +490,16 @@ def _has_instances(record: dict, metric: str) -> bool:
     return bool(rows) and ("entity_tp" if metric == "entity_f1" else metric) in rows[0]
 
 
-def _tested(finding: str, estimate: float, se: float, df: float, side: int | None = None) -> dict:
-    """The one-sided tests of `estimate` on the finding's side (or `side`) of its bound, and on the other side."""
+def _tested(finding: str, result: dict, side: int | None = None) -> dict:
+    """The one-sided tests of a `statistics.t_test` result ("delta", "se", "df") on the finding's side (or `side`) of
+    its bound, and on the other side, with its 95% CI."""
     side, bound = side or CLAIMS[finding][1], BOUND.get(finding, 0.0)
-    claim = statistics.one_sided(side * estimate, se, df, side * bound)
-    other = statistics.one_sided(-side * estimate, se, df, -side * bound)
-    return {"delta": estimate, "hypothesis": hypothesis(finding), "p": claim, "p_other": other}
-
-
-def _tested_interval(finding: str, result: dict, side: int | None = None) -> dict:
-    """`_tested` of a `statistics.t_test` result, with its 95% CI."""
+    estimate, se, df = result["delta"], result["se"], result["df"]
     return {
-        **_tested(finding, result["delta"], result["se"], result["df"], side),
+        "delta": estimate,
+        "hypothesis": hypothesis(finding),
+        "p": statistics.one_sided(side * estimate, se, df, side * bound),
+        "p_other": statistics.one_sided(-side * estimate, se, df, -side * bound),
         "ci_low": result["ci_low"],
         "ci_high": result["ci_high"],
     }
@@ -569,9 +567,7 @@ def stability(records, rows, regime, task, clm, mlm) -> list[dict]:
     tested = {**UNTESTED, "hypothesis": hypothesis("stability")}
     if not reason:
         parts = [(float(np.var(values[m], ddof=1)) / len(values[m]), len(values[m]) - 1) for m in (clm, mlm)]
-        tested = _tested_interval(
-            "stability", statistics.t_test(float(values[clm].mean() - values[mlm].mean()), parts, 0.0)
-        )
+        tested = _tested("stability", statistics.t_test(float(values[clm].mean() - values[mlm].mean()), parts, 0.0))
     count = f"{len(grids[clm])}/{len(grids[mlm])} LRs" + (
         f", {len(values[clm])}/{len(values[mlm])} units" if len(values) == 2 else ""
     )
@@ -635,11 +631,12 @@ def gap_points(records, rows, regime: Regime, task: str, family: str, clm: str, 
     return out
 
 
-def slope_fit(points: list[dict]) -> tuple[float, float, float]:
-    """(slope, se, df) of the least-squares line of the points' differences on log2(tokens per parameter): variance
-    sum(w_c^2 var_c) over checkpoints, df by Welch-Satterthwaite over the unit parts. With several pretraining runs on
-    both sides the slope is fitted per run (run means at each checkpoint's best LR) and the runs are the units, plus the
-    test instances' part sum(w_c^2 var_instances_c) (infinite df, as in `paired_comparison`)."""
+def slope_fit(points: list[dict]) -> dict:
+    """The `statistics.t_test` (slope, se, df, 95% CI) of the least-squares line of the points' differences on
+    log2(tokens per parameter): variance sum(w_c^2 var_c) over checkpoints, df by Welch-Satterthwaite over the unit
+    parts. With several pretraining runs on both sides the slope is fitted per run (run means at each checkpoint's best
+    LR) and the runs are the units, plus the test instances' part sum(w_c^2 var_instances_c) (infinite df, as in
+    `paired_comparison`)."""
     x = np.log2([p["tokens_per_parameter"] for p in points])
     weights = (x - x.mean()) / ((x - x.mean()) ** 2).sum()
     run_slopes = []
@@ -662,14 +659,12 @@ def slope_fit(points: list[dict]) -> tuple[float, float, float]:
         instances = sum(
             w**2 * max(0.0, p["se"] ** 2 - sum(part for part, _ in p["parts"])) for w, p in zip(weights, points)
         )
-        estimate = float(np.mean(run_slopes[0]) - np.mean(run_slopes[1]))
-        variance = sum(p for p, _ in parts) + instances
-    else:  # one run on a side: the checkpoints' differences, each with its unit and instance variance
-        parts = [(w**2 * part, df) for w, p in zip(weights, points) for part, df in p["parts"]]
-        estimate = float(weights @ np.array([p["delta"] for p in points]))
-        variance = float(sum(w**2 * p["se"] ** 2 for w, p in zip(weights, points)))
-    welch = sum(part**2 / df for part, df in parts if df > 0 and part > 0)
-    return estimate, math.sqrt(variance), variance**2 / welch if welch > 0 else math.inf
+        return statistics.t_test(float(np.mean(run_slopes[0]) - np.mean(run_slopes[1])), parts, instances)
+    # one run on a side: the checkpoints' differences, each with its unit and instance variance
+    parts = [(w**2 * part, df) for w, p in zip(weights, points) for part, df in p["parts"]]
+    variance = float(sum(w**2 * p["se"] ** 2 for w, p in zip(weights, points)))
+    estimate = float(weights @ np.array([p["delta"] for p in points]))
+    return statistics.t_test(estimate, parts, variance - sum(part for part, _ in parts))
 
 
 MIN_SLOPE_CHECKPOINTS = 3  # before the crossover under both conventions: a line through 2 points tests nothing
@@ -704,29 +699,27 @@ def data_efficiency(records, rows, regime, task, family, clm, mlm) -> list[dict]
         "untestable": "; ".join(reasons),
         "bracket": declared_brackets(rows, regime, task, grid),
         "checkpoints": [p["tokens_per_parameter"] for p in early],
+        **UNTESTED,
     }
+    metric = points[0]["measure"]
     lead = {
         **common,
         "part": "lead",
-        "measure": f"CLM - MLM40 at the earliest checkpoint ({points[0]['measure']})",
+        "measure": f"CLM - MLM40 at the earliest checkpoint ({metric})",
         "n_seeds": f"{EARLY_CHECKPOINTS} checkpoint",
-        **UNTESTED,
         "hypothesis": LEAD,
     }
     slope = {
         **common,
         "part": "slope",
-        "measure": f"slope of CLM - MLM40 per doubling ({points[0]['measure']})",
+        "measure": f"slope of CLM - MLM40 per doubling ({metric})",
         "n_seeds": f"{len(early)} checkpoints",
-        **UNTESTED,
         "hypothesis": hypothesis("data_efficiency"),
     }
     if early:
-        lead.update(_tested_interval("data_efficiency", early[0], side=+1), hypothesis=LEAD)
+        lead.update(_tested("data_efficiency", early[0], side=+1), hypothesis=LEAD)
     if len(early) >= 2:
-        estimate, se, df = slope_fit(early)
-        half = float(statistics.stats.t.ppf(1 - ALPHA, df)) * se
-        slope.update(_tested("data_efficiency", estimate, se, df), ci_low=estimate - half, ci_high=estimate + half)
+        slope.update(_tested("data_efficiency", slope_fit(early)))
     return [lead, slope]
 
 
@@ -776,59 +769,35 @@ def verdicts(rows: list[dict], families: set[str] | None = None, imported: bool 
     for finding, (claim, _) in CLAIMS.items():
         mine = [r for r in rows if r["finding"] == finding]
         family = FINDING_FAMILY.get(finding)
-        base = {"finding": finding, "claim": claim, "rule": rule(finding), "supporting": 0, "contradicting": 0}
+        row = {"finding": finding, "claim": claim, "rule": rule(finding), "supporting": 0, "contradicting": 0}
         if not mine:
             if family and families is not None and family not in families:
-                out.append(
-                    {
-                        **base,
-                        "tasks": "",
-                        "comparisons": "0",
-                        "verdict": f"not testable {where}: no "
-                        f"{family.upper()} task" + (" imported" if imported else ""),
-                    }
-                )
+                verdict = f"not testable {where}: no {family.upper()} task" + (" imported" if imported else "")
+                out.append({**row, "tasks": "", "comparisons": "0", "verdict": verdict})
             continue
         claims = {}
         for r in mine:
             claims.setdefault((r["task"], r["a"], r["b"]), []).append(r)
         tested = [c for c in claims.values() if not any(r["untestable"] for r in c)]
-        tasks = ", ".join(sorted({r["task"] for r in mine}))
-        count = f"{len(tested)} of {len(claims)}"
-        note = entity_note(finding, mine)
+        row.update(tasks=", ".join(sorted({r["task"] for r in mine})), comparisons=f"{len(tested)} of {len(claims)}")
         if not tested:
             reasons = list(dict.fromkeys(reason for r in mine for reason in r["untestable"].split("; ") if reason))
             more = f" (and {len(reasons) - 2} more)" if len(reasons) > 2 else ""
-            out.append(
-                {
-                    **base,
-                    "tasks": tasks,
-                    "comparisons": count,
-                    "verdict": f"not testable {where}: " + "; ".join(reasons[:2]) + more + note,
-                }
-            )
-            continue
-        support = sum(all(r["verdict"] == "supports" for r in c) for c in tested)
-        against = sum(any(r["verdict"] == "contradicts" for r in c) for c in tested)
-        verdict = (
-            "agrees"
-            if support and not against
-            else "disagrees"
-            if against and not support
-            else "mixed"
-            if support
-            else "inconclusive"
-        )
-        out.append(
-            {
-                **base,
-                "tasks": tasks,
-                "comparisons": count,
-                "supporting": support,
-                "contradicting": against,
-                "verdict": f"{verdict} {where}" + note,
-            }
-        )
+            verdict = f"not testable {where}: " + "; ".join(reasons[:2]) + more
+        else:
+            support = sum(all(r["verdict"] == "supports" for r in c) for c in tested)
+            against = sum(any(r["verdict"] == "contradicts" for r in c) for c in tested)
+            row.update(supporting=support, contradicting=against)
+            verdict = (
+                "agrees"
+                if support and not against
+                else "disagrees"
+                if against and not support
+                else "mixed"
+                if support
+                else "inconclusive"
+            ) + f" {where}"
+        out.append({**row, "verdict": verdict + entity_note(finding, mine)})
     return out
 
 

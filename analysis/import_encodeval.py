@@ -132,7 +132,7 @@ def read_tree(
     Returns:
         (runs: {"model", "task", "family", "lr", "seed", "path", "source"}, missing runs).
     """
-    runs, tasks = [], set()
+    runs, tasks, seen = [], set(), {}
     for model_dir in sorted(p for p in results.iterdir() if not p.name.startswith(".")):
         for task_dir in sorted(model_dir.iterdir()) if model_dir.is_dir() else [model_dir]:
             if task_dir.name not in FAMILIES or not task_dir.is_dir():
@@ -167,28 +167,24 @@ def read_tree(
                             f"{path} has a name that is not UTF-8, which no result record can name; "
                             "rename it (EncodEval's names are ASCII)"
                         ) from None
-                    runs.append(
-                        {
-                            "model": model_dir.name,
-                            "task": task,
-                            "family": FAMILIES[task_dir.name],
-                            "lr": float(match["lr"]),
-                            "seed": int(match["seed"]),
-                            "path": path,
-                            "source": source,
-                        }
-                    )
-    seen = {}
-    for run in runs:  # one record per file: two files of one run would be filed as one, the last winning
-        key = (run["model"], run["task"], run["lr"], run["seed"])
-        if key in seen:
-            raise ValueError(
-                f"{seen[key]} and {run['path']} are both {run['model']} on {run['task']} at lr "
-                f"{run['lr']:g} seed {run['seed']} (two spellings of one run, or one dataset under two "
-                "families): keep one of them in the tree, or import them with --datasets into separate "
-                "--output folders"
-            )
-        seen[key] = run["path"]
+                    run = {
+                        "model": model_dir.name,
+                        "task": task,
+                        "family": FAMILIES[task_dir.name],
+                        "lr": float(match["lr"]),
+                        "seed": int(match["seed"]),
+                        "path": path,
+                        "source": source,
+                    }
+                    key = (run["model"], task, run["lr"], run["seed"])
+                    if key in seen:  # one record per file: two files of one run would be filed as one, the last winning
+                        raise ValueError(
+                            f"{seen[key]} and {path} are both {run['model']} on {task} at lr {run['lr']:g} seed "
+                            f"{run['seed']} (two spellings of one run, or one dataset under two families): keep one "
+                            "of them in the tree, or import them with --datasets into separate --output folders"
+                        )
+                    seen[key] = path
+                    runs.append(run)
     if not runs:
         raise FileNotFoundError(
             f"no EncodEval results under {results}"

@@ -61,7 +61,6 @@ def atomic_file(path: str | os.PathLike) -> Iterator[Path]:
     rename, on any error it is removed: readers never see half a file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_temp_files(path)
     tmp, held = _claimed_temp(path, directory=False)
     try:
         yield tmp
@@ -103,7 +102,9 @@ def write_json_atomic(path: str | os.PathLike, payload, indent: int | None = 2) 
 
 def _claimed_temp(path: Path, directory: bool) -> tuple[Path, int]:
     """(a temp file or folder `.<name>.<random>.tmp` beside `path`, the descriptor of the `flock` held on it while it
-    is written, so that `remove_stale_temp_files` of a concurrent writer of `path` leaves it alone)."""
+    is written, so that `remove_stale_temp_files` of a concurrent writer of `path` leaves it alone), once the ones a
+    killed writer left are removed."""
+    remove_stale_temp_files(path)
     while True:
         if directory:
             tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
@@ -190,31 +191,27 @@ def atomic_directory(path: str | os.PathLike, expected=_AT_ENTRY) -> Iterator[Pa
     path.parent.mkdir(parents=True, exist_ok=True)
     if expected is _AT_ENTRY:
         expected = tree_state(path)
-    remove_stale_temp_files(path)
-    staging, held = _claimed_temp(path, directory=True)
     try:
-        yield staging
-        follow_umask(staging)
-        if tree_state(path) != expected:
-            raise DirectoryChanged(
-                f"{path} appeared or changed while this command was writing it (another process or "
-                "a person wrote there); it was left as it is and nothing was written: rerun with a "
-                "new path, or once the other writer is done"
-            )
-        if path.exists():
-            old = path.with_name(f".{path.name}.{os.getpid()}.old.tmp")
-            path.rename(old)  # moved aside, then removed once the new one is in place: never a missing `path`
-            staging.rename(path)
-            shutil.rmtree(old)
-        else:
-            staging.rename(path)
+        with staging_directory(path) as staging:  # removed on any error
+            yield staging
+            follow_umask(staging)
+            if tree_state(path) != expected:
+                raise DirectoryChanged(
+                    f"{path} appeared or changed while this command was writing it (another process or "
+                    "a person wrote there); it was left as it is and nothing was written: rerun with a "
+                    "new path, or once the other writer is done"
+                )
+            if path.exists():
+                old = path.with_name(f".{path.name}.{os.getpid()}.old.tmp")
+                path.rename(old)  # moved aside, then removed once the new one is in place: never a missing `path`
+                staging.rename(path)
+                shutil.rmtree(old)
+            else:
+                staging.rename(path)
     except BaseException as error:
-        shutil.rmtree(staging, ignore_errors=True)
         if failed := _write_failure(path, error):
             raise failed from error
         raise
-    finally:
-        os.close(held)
 
 
 @contextlib.contextmanager
@@ -223,7 +220,6 @@ def staging_directory(path: str | os.PathLike) -> Iterator[Path]:
     they are moved into place, removed when the block ends; one that a killed writer left is removed by the next
     (`remove_stale_temp_files`)."""
     path = Path(path)
-    remove_stale_temp_files(path)
     staging, held = _claimed_temp(path, directory=True)
     try:
         yield staging

@@ -51,11 +51,6 @@ def merged(model):
     return copy.deepcopy(model).merge_and_unload()
 
 
-def save_merged(model, directory: str | os.PathLike) -> None:
-    """Save `model` merged: config and weights that load without peft."""
-    merged(model).save_pretrained(directory)
-
-
 def head_modules(model) -> list[str]:
     """The task head of a `*For{SequenceClassification,TokenClassification,QuestionAnswering}` model: its top-level
     modules with parameters outside the encoder (`base_model_prefix`), trained fully beside the adapters."""

@@ -157,20 +157,24 @@ def parse_name(name: str) -> ModelName:
     g = match.groupdict()
     if g["scale"] == PAPER_SCALE:
         raise ValueError(f"model name {name!r}: paper-scale names carry no scale prefix ({name[len('paper-') :]!r})")
+
+    def number(key, read=int):  # an optional part of the name
+        return read(g[key]) if g.get(key) else None
+
     parsed = ModelName(
         name=name,
         kind=kind,
         size=g["size"],
         objective="clm" if g.get("objective") == "clm" else "mlm",
-        ratio=int(g["ratio"]) if g.get("ratio") else None,
+        ratio=number("ratio"),
         total_steps=_steps(g["total"]),
-        switch_step=_steps(g["switch"]) if g.get("switch") else None,
+        switch_step=number("switch", _steps),
         base=g.get("base"),
-        base_steps=_steps(g["base_steps"]) if g.get("base_steps") else None,
-        paper_step=int(g["paper_step"]) if g.get("paper_step") else None,
+        base_steps=number("base_steps", _steps),
+        paper_step=number("paper_step"),
         run_name=split_step(name)[0] if g.get("paper_step") else name,
         scale=g["scale"],
-        pretrain_seed=int(g["pseed"]) if g.get("pseed") else None,
+        pretrain_seed=number("pseed"),
     )
     if parsed.ratio is not None and not 0 < parsed.ratio < 100:
         raise ValueError(f"model name {name!r}: masking ratio {parsed.ratio}% must be between 1 and 99")

@@ -32,8 +32,8 @@ def is_hub_id(source: str) -> bool:
     return source != "bundle" and not is_local_path(source) and _valid_repo_id(source)
 
 
-def missing_path(source: str | os.PathLike, what: str, kind: str = "directory") -> FileNotFoundError:
-    """The one-line error for a local path that does not exist: `<what> <path>: no such <kind>`, with the nearest
+def missing_path(source: str | os.PathLike, what: str) -> FileNotFoundError:
+    """The one-line error for a local path that does not exist: `<what> <path>: no such directory`, with the nearest
     existing sibling when one is close (a typo: `out/my-decoder-cp` -> `did you mean out/my-decoder-cpt?`)."""
     text = str(source).rstrip("/")
     parent = Path(text).expanduser().parent
@@ -44,7 +44,7 @@ def missing_path(source: str | os.PathLike, what: str, kind: str = "directory") 
             hint = f" (did you mean {os.path.join(os.path.dirname(text), close[0])}?)"
     else:
         hint = f" (its folder {parent} does not exist either)"
-    return FileNotFoundError(f"{what} {text}: no such {kind}{hint}")
+    return FileNotFoundError(f"{what} {text}: no such directory{hint}")
 
 
 def _valid_repo_id(source: str) -> bool:

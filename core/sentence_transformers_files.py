@@ -31,11 +31,11 @@ SENTENCE_TRANSFORMERS_FILES = (
 
 
 def sentence_transformers_files(
-    config: dict, max_seq_length: int | None = None, prompts: dict | None = None, is_causal: bool | None = False
+    config: dict, max_seq_length: int | None = None, prompts: dict | None = None
 ) -> dict[str, dict | list]:
     """The contents of the files, {relative path: JSON payload}, for a model whose config.json is `config`:
-    `max_seq_length` defaults to its `max_position_embeddings`, `prompts` to `PROMPTS`; `is_causal` (for configs with
-    that field: this project's) False is the evaluation's bidirectional encoder, None the checkpoint's own."""
+    `max_seq_length` defaults to its `max_position_embeddings`, `prompts` to `PROMPTS`; a config with an `is_causal`
+    field (this project's) is loaded bidirectional, as the evaluation's encoder."""
     prompts = dict(PROMPTS if prompts is None else prompts)
     if not prompts or not all(isinstance(k, str) and isinstance(v, str) for k, v in prompts.items()):
         raise ValueError(f"prompts={prompts!r} must map prompt names to strings, e.g. {PROMPTS}")
@@ -49,8 +49,8 @@ def sentence_transformers_files(
             f"max_seq_length={max_seq_length!r}: pass a positive integer (config.json has no max_position_embeddings)"
         )
     transformer = {"max_seq_length": max_seq_length, "do_lower_case": False}
-    if is_causal is not None and "is_causal" in config:  # other encoders (BERT, native EuroBERT) have no such field
-        transformer["config_args"] = {"is_causal": is_causal}
+    if "is_causal" in config:  # other encoders (BERT, native EuroBERT) have no such field
+        transformer["config_args"] = {"is_causal": False}
     return {
         "modules.json": [
             {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
@@ -80,7 +80,6 @@ def write_sentence_transformers_files(
     directory: str | os.PathLike,
     max_seq_length: int | None = None,
     prompts: dict | None = None,
-    is_causal: bool | None = False,
     overwrite: bool = False,
 ) -> list[Path]:
     """Write the sentence-transformers files into a `save_pretrained` directory (each atomically; the same contents
@@ -88,7 +87,7 @@ def write_sentence_transformers_files(
     caller that owns the directory: the pretraining recipes), else refused (FileExistsError)."""
     directory = Path(directory)
     config = artifacts.read_json(directory / "config.json", "model config")
-    payloads = sentence_transformers_files(config, max_seq_length, prompts, is_causal)
+    payloads = sentence_transformers_files(config, max_seq_length, prompts)
     texts = {name: json.dumps(payload, indent=2) + "\n" for name, payload in payloads.items()}
     changed = [
         name

@@ -214,11 +214,6 @@ def record_identity(record: Result) -> dict:
     return record["identity"]
 
 
-def record_format(record: Result) -> int:
-    """The format a result was filed at (`RESULT_FORMAT`; 2 read by the migration alone)."""
-    return record["format"]
-
-
 def scored(record: dict) -> bool:
     """Whether a result finished scored (status "ok"), not diverged."""
     return record["status"] == OK
@@ -259,11 +254,11 @@ def kept_scores(record: LoadedResult) -> dict | None:
     return record.get("instance_scores")
 
 
-def baseline_score(record: dict, split: str = "test") -> float | None:
-    """The task's trivial baseline on `split` in the result's main metric (`evaluation.baselines`), None when the
+def baseline_score(record: dict) -> float | None:
+    """The task's trivial baseline test score in the result's main metric (`evaluation.baselines`), None when the
     result records none (an imported dataset without a known one)."""
     baseline = record.get("trivial_baseline")
-    return None if baseline is None else baseline[split][record["main_metric"]]
+    return None if baseline is None else baseline["test"][record["main_metric"]]
 
 
 def run_config(record: dict) -> dict:

@@ -98,7 +98,7 @@ class Finetuned(NamedTuple):
 def save_finetuned(finetuned: Finetuned, directory: str | os.PathLike) -> None:
     """Save a fine-tuned transformers model with its tokenizer, loadable like any checkpoint
     (`make_plain_loadable`); not `Trainer.save_model`, whose `training_args.bin` holds local paths."""
-    lora.save_merged(finetuned.trainer.model, directory)  # a LoRA model merged: loads without peft
+    lora.merged(finetuned.trainer.model).save_pretrained(directory)  # a LoRA model merged: loads without peft
     finetuned.trainer.processing_class.save_pretrained(directory)
     make_plain_loadable(directory)
 

@@ -79,7 +79,7 @@ def ir_training_key(task: tasks.Task, pairs, schedule) -> str:
 def _migrated_identity(record: store.Result) -> dict:
     """A recorded identity made current: format 2's `code` replaced by `FORMAT2_VERSION`s, `scoped`."""
     ident = {k: v for k, v in (store.record_identity(record) or {}).items() if k != "code"}
-    if store.record_format(record) == 2:
+    if record["format"] == 2:
         ident["scoring"] = {"protocol": FORMAT2_VERSION, record["family"]: FORMAT2_VERSION}
     return scoped(record["family"], ident)
 
