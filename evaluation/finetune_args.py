@@ -173,19 +173,10 @@ class ProtocolArgs:
         ):
             if not ok:
                 raise ValueError(f"{name}={getattr(self, name)} must be {rule}")
-        if self.attention not in ATTENTION_CHOICES:
-            raise ValueError(f"attention={self.attention!r} is not one of {ATTENTION_CHOICES}")
-        for name, choices in (
-            ("precision", PRECISIONS),
-            ("ir_corpus", IR_CORPORA),
-            ("ir_relevance", ("binary", "graded")),
-            ("tc_labelling", (None, "first", "all")),
-            ("ir_pooling", IR_POOLINGS),
-            ("peft", PEFT_CHOICES),
-            ("pair_encoding", PAIR_ENCODINGS),
-        ):
-            if getattr(self, name) not in choices:
-                raise ValueError(f"{name}={getattr(self, name)!r}: use one of {choices}")
+        for f in dataclasses.fields(self):  # the flags' choices (tc_labelling's default None too)
+            choices = (f.default, *f.metadata.get("choices", ()))
+            if len(choices) > 1 and getattr(self, f.name) not in choices:
+                raise ValueError(f"{f.name}={getattr(self, f.name)!r}: use one of {choices[1:]}")
 
     def resolved_precision(self) -> str:
         """The precision a run uses: `precision`, with auto resolved (bf16_weights on a GPU, fp32 on CPU)."""
