@@ -268,14 +268,14 @@ def _validate_task(raw: Any, path: Path) -> Task:
     if raw.get("hub") is None and raw.get("offline") is None:
         raise ValueError(f"{path}: give at least one source, `hub` or `offline`")
     for block, settings in (("offline", OfflineSource), ("hub", HubSource)):
-        if raw.get(block) is not None:
-            setattr(task, block, settings.from_yaml(raw[block], path, block))
-    for block in ("offline", "hub"):
-        source = getattr(task, block)
-        for role, rule in ((source.derive if source else None) or {}).items():
+        if raw.get(block) is None:
+            continue
+        source = settings.from_yaml(raw[block], path, block)
+        setattr(task, block, source)
+        for role, rule in (source.derive or {}).items():
             _check_derive_rule(path, block, role, rule)
-        _check_label_names(path, f"{block}.label_values", source.label_values if source else None, strings=False)
-        if source is not None and source.scheme not in SCHEMES:
+        _check_label_names(path, f"{block}.label_values", source.label_values, strings=False)
+        if source.scheme not in SCHEMES:
             raise ValueError(f"{path}: {block}.scheme must be one of {SCHEMES}, got {source.scheme!r}")
     if task.offline and task.offline.unavailable is None and task.offline.format not in FORMATS:
         raise ValueError(f"{path}: offline.format must be one of {FORMATS}, got {task.offline.format!r}")
