@@ -98,7 +98,10 @@ def _main(scores: dict, metric: str):
 
 
 def _run_key(record: dict) -> dict:
-    return {k: record[k] for k in ("model", "task", "family")} | {"lr": float(record["lr"]), "seed": int(record["seed"])}
+    return {k: record[k] for k in ("model", "task", "family")} | {
+        "lr": float(record["lr"]),
+        "seed": int(record["seed"]),
+    }
 
 
 def run_row(record: dict) -> dict:
