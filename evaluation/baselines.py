@@ -49,24 +49,21 @@ def trivial_baseline(task, splits) -> dict[str, dict[str, float]]:
     return out
 
 
-def random_ranking(
-    qrels: dict[str, dict[str, int]], corpus_size: int, ndcg_k: int = 10, mrr_k: int = 10, recall_k: int = 100
-) -> dict:
-    """Expected NDCG@k, MRR@k and recall@k of a uniformly random ranking of `corpus_size` documents (exact)."""
-    names = (f"ndcg@{ndcg_k}", f"mrr@{mrr_k}", f"recall@{recall_k}")
-    per_query = {name: [] for name in names}
+def random_ranking(qrels: dict[str, dict[str, int]], corpus_size: int) -> dict:
+    """Expected NDCG@10, MRR@10 and recall@100 of a uniformly random ranking of `corpus_size` documents (exact)."""
+    per_query = {name: [] for name in metrics.METRICS["ir"]}
     n = corpus_size
     for judged in qrels.values():
         gains = [rel for rel in judged.values() if rel > 0]
         relevant = len(gains)
-        discounts = sum(1 / math.log2(i + 2) for i in range(min(ndcg_k, n)))
-        ideal = sum(g / math.log2(i + 2) for i, g in enumerate(sorted(gains, reverse=True)[:ndcg_k]))
-        per_query[names[0]].append(sum(gains) / n * discounts / ideal if ideal > 0 else 0.0)
+        discounts = sum(1 / math.log2(i + 2) for i in range(min(10, n)))
+        ideal = sum(g / math.log2(i + 2) for i, g in enumerate(sorted(gains, reverse=True)[:10]))
+        per_query["ndcg@10"].append(sum(gains) / n * discounts / ideal if ideal > 0 else 0.0)
         mrr, none_yet = 0.0, 1.0
-        for i in range(1, min(mrr_k, n) + 1):
+        for i in range(1, min(10, n) + 1):
             first_here = none_yet * relevant / (n - i + 1)
             mrr += first_here / i
             none_yet -= first_here
-        per_query[names[1]].append(mrr)
-        per_query[names[2]].append(min(recall_k, n) / n if relevant else 0.0)
+        per_query["mrr@10"].append(mrr)
+        per_query["recall@100"].append(min(100, n) / n if relevant else 0.0)
     return {name: sum(values) / len(values) if values else 0.0 for name, values in per_query.items()}

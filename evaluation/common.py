@@ -23,6 +23,7 @@ from core import lora
 from core.progress import StepProgress
 from evaluation.attention import set_attention
 from evaluation.finetune_args import FinetuneArgs, data_settings, identity_settings, schedule
+from evaluation.model_inputs import label_kwargs
 from modeling_eurobert import register
 from modeling_eurobert.export_native import make_plain_loadable
 
@@ -62,13 +63,15 @@ def training_arguments(args: FinetuneArgs, task, cls=TrainingArguments, **extra)
     )
 
 
-def make_trainer(model, task, args: FinetuneArgs, tokenizer, train_dataset, data_collator) -> Trainer:
-    """The Trainer of an SC, TC or QA run."""
+def make_trainer(auto_class, model_path, task, args: FinetuneArgs, tokenizer, train_dataset, collator) -> Trainer:
+    """The Trainer of an SC, TC or QA run: the model loaded (`load_for_finetuning`; an SC or TC head sized for the
+    task's labels) and its `collator` class on the tokenizer."""
+    labels = label_kwargs(task) if task.family in ("sc", "tc") else {}
     return Trainer(
-        model=model,
+        model=load_for_finetuning(auto_class, model_path, tokenizer, args, **labels),
         args=training_arguments(args, task),
         train_dataset=train_dataset,
-        data_collator=data_collator,
+        data_collator=collator(tokenizer),
         processing_class=tokenizer,
     )
 
@@ -103,15 +106,15 @@ def save_finetuned(finetuned: Finetuned, directory: str | os.PathLike) -> None:
     make_plain_loadable(directory)
 
 
-def train(trainer: Trainer) -> bool:
+def train(trainer: Trainer) -> Finetuned:
     """Run `trainer.train()` with divergence detection and its steps, loss and time left on the console
-    (`core.progress`); return True if the run diverged."""
+    (`core.progress`)."""
     callback = DivergenceCallback()
     trainer.add_callback(callback)
     trainer.remove_callback(PrinterCallback)  # a loss line per log would drown the grid's bar: the bar's postfix has it
     trainer.add_callback(StepProgress(f"fine-tuning lr={trainer.args.learning_rate:g} seed={trainer.args.seed}"))
     output = trainer.train()
-    return callback.diverged or not math.isfinite(output.training_loss)
+    return Finetuned(trainer, callback.diverged or not math.isfinite(output.training_loss))
 
 
 _SPLITS: dict = {}  # per process, shared by every run of a grid: raw splits per task and data settings

@@ -116,9 +116,11 @@ def finetune(model_path, task, args: finetune_args.FinetuneArgs, tokenizer=None)
     """Fine-tune a checkpoint with a fast tokenizer on a qa task's train windows, the last step kept."""
     tokenizer = tokenizer or model_inputs.load_finetuning_tokenizer(model_path)
     _, windows = tokenize(task, tokenizer, args)
-    model = common.load_for_finetuning(AutoModelForQuestionAnswering, model_path, tokenizer, args)
-    trainer = common.make_trainer(model, task, args, tokenizer, windows["train"], DataCollatorWithPadding(tokenizer))
-    return common.Finetuned(trainer, common.train(trainer))
+    return common.train(
+        common.make_trainer(
+            AutoModelForQuestionAnswering, model_path, task, args, tokenizer, windows["train"], DataCollatorWithPadding
+        )
+    )
 
 
 def score(finetuned: common.Finetuned, task, args: finetune_args.FinetuneArgs) -> dict:

@@ -17,6 +17,13 @@ IR_POOLINGS = ("mean", "cls", "last")
 PEFT_CHOICES = ("none", "lora")
 
 
+def check_positive(settings, *names: str) -> None:
+    """Refuse a setting among `names` that is set and below 1, in one line."""
+    for name in names:
+        if (value := getattr(settings, name)) is not None and value < 1:
+            raise ValueError(f"{name}={value} must be >= 1")
+
+
 @dataclass
 class ProtocolArgs:
     """Fine-tuning settings shared by every run of a grid (flags of `evaluation.run`); defaults: the paper's."""
@@ -148,7 +155,8 @@ class ProtocolArgs:
                 f"max_steps={self.max_steps} must be >= 1; leave it unset for the task's own budget "
                 "(1,000 steps, or one epoch for CoNLL and UNER)"
             )
-        for name in (
+        check_positive(
+            self,
             "batch_size",
             "eval_batch_size",
             "max_length",
@@ -159,10 +167,7 @@ class ProtocolArgs:
             "max_answer_length",
             "lora_rank",
             "logging_steps",
-        ):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise ValueError(f"{name}={value} must be >= 1")
+        )
         for name, ok, rule in (
             ("adam_beta1", 0 <= self.adam_beta1 < 1, "in [0, 1)"),
             ("adam_beta2", 0 <= self.adam_beta2 < 1, "in [0, 1)"),
@@ -173,19 +178,10 @@ class ProtocolArgs:
         ):
             if not ok:
                 raise ValueError(f"{name}={getattr(self, name)} must be {rule}")
-        if self.attention not in ATTENTION_CHOICES:
-            raise ValueError(f"attention={self.attention!r} is not one of {ATTENTION_CHOICES}")
-        for name, choices in (
-            ("precision", PRECISIONS),
-            ("ir_corpus", IR_CORPORA),
-            ("ir_relevance", ("binary", "graded")),
-            ("tc_labelling", (None, "first", "all")),
-            ("ir_pooling", IR_POOLINGS),
-            ("peft", PEFT_CHOICES),
-            ("pair_encoding", PAIR_ENCODINGS),
-        ):
-            if getattr(self, name) not in choices:
-                raise ValueError(f"{name}={getattr(self, name)!r}: use one of {choices}")
+        for f in dataclasses.fields(self):  # the flags' choices (tc_labelling's default None too)
+            choices = (f.default, *f.metadata.get("choices", ()))
+            if len(choices) > 1 and getattr(self, f.name) not in choices:
+                raise ValueError(f"{f.name}={getattr(self, f.name)!r}: use one of {choices[1:]}")
 
     def resolved_precision(self) -> str:
         """The precision a run uses: `precision`, with auto resolved (bf16_weights on a GPU, fp32 on CPU)."""

@@ -52,7 +52,7 @@ METRICS = {  # the aggregate keys each family's scorer returns: a task's `metric
 def accuracy(predictions: Sequence[int], references: Sequence[int]) -> dict:
     """Accuracy of predicted class ids against gold ids: {"accuracy", "per_instance": {"accuracy": [0.0 | 1.0]}}."""
     predictions, references = np.asarray(predictions), np.asarray(references)
-    _check_same_length(predictions, references, "predictions", "references")
+    _check_same_length(predictions, references)
     correct = (predictions == references).astype(float)
     return {"accuracy": float(correct.mean()) if len(correct) else 0.0, "per_instance": {"accuracy": correct.tolist()}}
 
@@ -71,37 +71,26 @@ def iob1_to_iob2(tags: Sequence[str]) -> list[str]:
 
 
 def word_level_predictions(
-    predictions: Sequence[int],
-    word_ids: Sequence[int | None],
-    strategy: str = "first",
-    n_words: int | None = None,
-    default: int | None = None,
+    predictions: Sequence[int], word_ids: Sequence[int | None], strategy: str, n_words: int, default: int
 ) -> list[int]:
     """One sequence's predicted label ids per sub-token (`word_ids`: None or -100 for special tokens) as one per
-    word: the first sub-token's ("first") or the most frequent, ties to the first seen ("majority", as
-    EncodEval); only the words with a sub-token, or with `n_words` one per word, `default` for the others."""
+    word of its `n_words`: the first sub-token's ("first") or the most frequent, ties to the first seen ("majority",
+    as EncodEval); `default` for the words without a sub-token."""
     if strategy not in ("first", "majority"):
         raise ValueError(f"strategy must be 'first' or 'majority', got {strategy!r}")
-    if n_words is not None and default is None:
-        raise ValueError("word_level_predictions: with n_words, pass `default` (the label id of words without a token)")
     per_word: dict[int, list[int]] = {}
     for pred, word in zip(predictions, word_ids):
         if word is not None and word != IGNORE_INDEX:
             per_word.setdefault(int(word), []).append(int(pred))
     pick = (lambda preds: preds[0]) if strategy == "first" else (lambda preds: max(preds, key=preds.count))
-    if n_words is None:
-        return [pick(preds) for _, preds in sorted(per_word.items())]
     if per_word and max(per_word) >= n_words:
         raise ValueError(f"word index {max(per_word)} out of range for a sentence of {n_words} words")
     return [pick(per_word[i]) if i in per_word else default for i in range(n_words)]
 
 
-def token_micro_f1(
-    predictions: Sequence[Sequence], references: Sequence[Sequence], include_o: bool = True, o_label="O"
-) -> float:
-    """sklearn's micro-F1 over every sentence's word labels (gold -100 dropped): word accuracy with
-    `include_o`; without, over the labels other than `o_label` only."""
-    _check_same_length(predictions, references, "predictions", "references")
+def token_micro_f1(predictions: Sequence[Sequence], references: Sequence[Sequence]) -> float:
+    """sklearn's micro-F1 over every sentence's word labels (gold -100 dropped), "O" included: word accuracy."""
+    _check_same_length(predictions, references)
     pairs = [
         (g if isinstance(g, str) else int(g), p if isinstance(p, str) else int(p))
         for p_seq, g_seq in zip(predictions, references)
@@ -109,12 +98,7 @@ def token_micro_f1(
         if isinstance(g, str) or g != IGNORE_INDEX
     ]
     gold, pred = [g for g, _ in pairs], [p for _, p in pairs]
-    labels = None
-    if not include_o:
-        labels = sorted({x for x in gold + pred if x != o_label}, key=str)
-        if not labels:
-            return 0.0
-    return float(sklearn_f1_score(gold, pred, labels=labels, average="micro", zero_division=0))
+    return float(sklearn_f1_score(gold, pred, average="micro", zero_division=0))
 
 
 def macro_f1_present_labels(prediction: Sequence, reference: Sequence) -> float:
@@ -132,7 +116,7 @@ def macro_f1_present_labels(prediction: Sequence, reference: Sequence) -> float:
 def token_classification_scores(predictions: Sequence[Sequence[str]], references: Sequence[Sequence[str]]) -> dict:
     """The TC scores (`METRICS["tc"]`, "per_instance") of predicted against gold IOB2 tags, one per word;
     a sentence with no gold and no predicted entity has entity F1 1.0; the counts give corpus F1 exactly."""
-    _check_same_length(predictions, references, "predictions", "references")
+    _check_same_length(predictions, references)
     for i, (pred, gold) in enumerate(zip(predictions, references)):
         if len(pred) != len(gold):
             raise ValueError(
@@ -211,7 +195,7 @@ def squad_scores(
 ) -> dict:
     """SQuAD EM/F1 averaged over questions (`squad_exact_f1`), with "per_instance" {"id", "exact_match",
     "f1"}; under v2.0 with an unanswerable question, also HasAns_ / NoAns_ scores, as the official script."""
-    _check_same_length(predictions, references, "predictions", "references")
+    _check_same_length(predictions, references)
     scores = [squad_exact_f1(p, golds, version) for p, golds in zip(predictions, references)]
     exact, f1 = [s[0] for s in scores], [s[1] for s in scores]
     result = {"exact_match": _mean(exact), "f1": _mean(f1)}
@@ -226,26 +210,19 @@ def squad_scores(
     return result
 
 
-def retrieval_scores(
-    run: Mapping[str, Mapping[str, float]],
-    qrels: Mapping[str, Mapping[str, int]],
-    ndcg_k: int = 10,
-    mrr_k: int = 10,
-    recall_k: int = 100,
-) -> dict:
-    """NDCG@k, MRR@k and recall@k of a run {query id: {doc id: score}} against qrels {query id: {doc id:
+def retrieval_scores(run: Mapping[str, Mapping[str, float]], qrels: Mapping[str, Mapping[str, int]]) -> dict:
+    """NDCG@10, MRR@10 and recall@100 of a run {query id: {doc id: score}} against qrels {query id: {doc id:
     relevance}} (trec_eval conventions, module docstring), and "per_instance" by sorted query id."""
-    names = (f"ndcg@{ndcg_k}", f"mrr@{mrr_k}", f"recall@{recall_k}")
-    per = {"qid": sorted(qrels), **{n: [] for n in names}}
+    per = {"qid": sorted(qrels), **{n: [] for n in METRICS["ir"]}}
     for qid in per["qid"]:
         judged = qrels[qid]
         ranking = ranked_ids(run.get(qid, {}))
         relevant = {d for d, rel in judged.items() if rel > 0}
-        per[names[0]].append(_ndcg(ranking[:ndcg_k], judged, ndcg_k))
-        first = next((i for i, d in enumerate(ranking[:mrr_k]) if d in relevant), None)
-        per[names[1]].append(0.0 if first is None else 1.0 / (first + 1))
-        per[names[2]].append(len(relevant & set(ranking[:recall_k])) / len(relevant) if relevant else 0.0)
-    return {**{n: _mean(per[n]) for n in names}, "per_instance": per}
+        per["ndcg@10"].append(_ndcg(ranking[:10], judged))
+        first = next((i for i, d in enumerate(ranking[:10]) if d in relevant), None)
+        per["mrr@10"].append(0.0 if first is None else 1.0 / (first + 1))
+        per["recall@100"].append(len(relevant & set(ranking[:100])) / len(relevant) if relevant else 0.0)
+    return {**{n: _mean(per[n]) for n in METRICS["ir"]}, "per_instance": per}
 
 
 def ranked_ids(scores: Mapping[str, float]) -> list[str]:
@@ -254,9 +231,9 @@ def ranked_ids(scores: Mapping[str, float]) -> list[str]:
     return [doc for doc, _ in sorted(by_id, key=lambda item: -item[1])]
 
 
-def _ndcg(top: list[str], judged: Mapping[str, int], k: int) -> float:
+def _ndcg(top: list[str], judged: Mapping[str, int]) -> float:
     dcg = sum(max(judged.get(d, 0), 0) / math.log2(i + 2) for i, d in enumerate(top))
-    ideal = sorted((rel for rel in judged.values() if rel > 0), reverse=True)[:k]
+    ideal = sorted((rel for rel in judged.values() if rel > 0), reverse=True)[:10]
     idcg = sum(rel / math.log2(i + 2) for i, rel in enumerate(ideal))
     return dcg / idcg if idcg > 0 else 0.0
 
@@ -337,6 +314,8 @@ def _mean(values: Sequence[float]) -> float:
     return float(sum(values) / len(values)) if len(values) else 0.0
 
 
-def _check_same_length(a, b, name_a: str, name_b: str) -> None:
-    if len(a) != len(b):
-        raise ValueError(f"{name_a} has {len(a)} items but {name_b} has {len(b)}; pass one per example")
+def _check_same_length(predictions, references) -> None:
+    if len(predictions) != len(references):
+        raise ValueError(
+            f"predictions has {len(predictions)} items but references has {len(references)}; pass one per example"
+        )

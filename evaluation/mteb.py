@@ -115,10 +115,7 @@ class MtebArgs:
     )
 
     def __post_init__(self):
-        for name in ("max_eval", "batch_size", "max_length"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise ValueError(f"{name}={value} must be >= 1")
+        finetune_args.check_positive(self, "max_eval", "batch_size", "max_length")
 
     def dtype(self):
         import torch

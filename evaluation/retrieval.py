@@ -84,7 +84,7 @@ def finetune(model_path, task, args: finetune_args.FinetuneArgs, tokenizer=None)
         train_dataset=splits["train"].select_columns(["query", "positive"]),
         loss=MultipleNegativesRankingLoss(model),
     )
-    return common.Finetuned(trainer, common.train(trainer))
+    return common.train(trainer)
 
 
 def score(finetuned: common.Finetuned, task, args: finetune_args.FinetuneArgs) -> dict:

@@ -32,17 +32,15 @@ def tokenize(task, tokenizer, args: finetune_args.FinetuneArgs):
 
 def build_trainer(model_path, task, args: finetune_args.FinetuneArgs, tokenizer, train_dataset) -> Trainer:
     """The run's model (a new classification head, in the precision's dtype) and its Trainer."""
-    model = common.load_for_finetuning(
-        AutoModelForSequenceClassification, model_path, tokenizer, args, **model_inputs.label_kwargs(task)
+    return common.make_trainer(
+        AutoModelForSequenceClassification, model_path, task, args, tokenizer, train_dataset, DataCollatorWithPadding
     )
-    return common.make_trainer(model, task, args, tokenizer, train_dataset, DataCollatorWithPadding(tokenizer))
 
 
 def finetune(model_path, task, args: finetune_args.FinetuneArgs, tokenizer=None) -> common.Finetuned:
     """Fine-tune a checkpoint on an sc task's train split: a new classification head, the last step kept."""
     tokenizer = tokenizer or model_inputs.load_finetuning_tokenizer(model_path)
-    trainer = build_trainer(model_path, task, args, tokenizer, tokenize(task, tokenizer, args)["train"])
-    return common.Finetuned(trainer, common.train(trainer))
+    return common.train(build_trainer(model_path, task, args, tokenizer, tokenize(task, tokenizer, args)["train"]))
 
 
 def score(finetuned: common.Finetuned, task, args: finetune_args.FinetuneArgs) -> dict:

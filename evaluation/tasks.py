@@ -268,14 +268,14 @@ def _validate_task(raw: Any, path: Path) -> Task:
     if raw.get("hub") is None and raw.get("offline") is None:
         raise ValueError(f"{path}: give at least one source, `hub` or `offline`")
     for block, settings in (("offline", OfflineSource), ("hub", HubSource)):
-        if raw.get(block) is not None:
-            setattr(task, block, settings.from_yaml(raw[block], path, block))
-    for block in ("offline", "hub"):
-        source = getattr(task, block)
-        for role, rule in ((source.derive if source else None) or {}).items():
+        if raw.get(block) is None:
+            continue
+        source = settings.from_yaml(raw[block], path, block)
+        setattr(task, block, source)
+        for role, rule in (source.derive or {}).items():
             _check_derive_rule(path, block, role, rule)
-        _check_label_names(path, f"{block}.label_values", source.label_values if source else None, strings=False)
-        if source is not None and source.scheme not in SCHEMES:
+        _check_label_names(path, f"{block}.label_values", source.label_values, strings=False)
+        if source.scheme not in SCHEMES:
             raise ValueError(f"{path}: {block}.scheme must be one of {SCHEMES}, got {source.scheme!r}")
     if task.offline and task.offline.unavailable is None and task.offline.format not in FORMATS:
         raise ValueError(f"{path}: offline.format must be one of {FORMATS}, got {task.offline.format!r}")
@@ -369,7 +369,9 @@ def load_splits(
         if task.family == "tc" and spec.scheme == "iob1":  # any reader: tags become IOB2 here
             records = {role: [{**r, "tags": iob1_to_iob2(r["tags"])} for r in rows] for role, rows in records.items()}
         _check_inputs(task, records, spec)  # every row of every split, before any split is carved
-        records = _derive_splits(task, records, spec)
+        records = _derive_splits(task, records, spec.derive)
+        if missing := [r for r in ROLES if r not in records]:
+            raise ValueError(f"task {task.name!r}: no {missing} split; add it to files/splits or derive it")
         limits = {"train": max_train, "validation": max_eval, "test": max_eval}
         from datasets import DatasetDict
 
@@ -657,25 +659,24 @@ def _to_dataset(task: Task, rows: list[dict], spec: OfflineSource | HubSource, p
     return Dataset.from_dict(data, features=features)
 
 
-def _derive_splits(task: Task, records: dict[str, list], spec: OfflineSource | HubSource) -> dict[str, list]:
-    """Carve missing splits out of others, in YAML order (a missing validation: 5% of train, seed 42)."""
-    records, derive = dict(records), dict(spec.derive or {})
+def _derive_splits(task: Task, records: dict[str, list], derive: dict | None, ir: bool = False) -> dict[str, list]:
+    """Carve missing splits out of others, in YAML order (a missing validation: 5% of train, seed 42); `ir`: the
+    records are (query id, judgements) pairs, whole queries move."""
+    records, derive = dict(records), dict(derive or {})
     if "validation" not in records and "validation" not in derive:
         derive["validation"] = DEFAULT_VALIDATION
     for role, rule in derive.items():
         source, fraction, seed = rule["from"], float(rule["fraction"]), int(rule["seed"])
         if role in records or source not in records:
-            raise ValueError(f"task {task.name!r}: cannot derive {role!r} from {source!r} (check files/splits/derive)")
+            where = "qrels" if ir else "files/splits"
+            raise ValueError(f"task {task.name!r}: cannot derive {role!r} from {source!r} (check {where}/derive)")
         rows = records[source]
-        if rule.get("group"):
-            keep, carved = _group_split([r[rule["group"]] for r in rows], fraction, seed)
+        if ir or rule.get("group"):
+            keep, carved = _group_split([r[0] if ir else r[rule["group"]] for r in rows], fraction, seed)
         else:
             keep, carved = carve_indices(len(rows), fraction, seed)
         records[source], records[role] = [rows[i] for i in keep], [rows[i] for i in carved]
-        _warn_small_validation(task, role, rule, len(carved), len(rows), "instances")
-    missing = [r for r in ROLES if r not in records]
-    if missing:
-        raise ValueError(f"task {task.name!r}: no {missing} split; add it to files/splits or derive it")
+        _warn_small_validation(task, role, rule, len(carved), len(rows), "queries" if ir else "instances")
     return records
 
 
@@ -736,23 +737,14 @@ def _load_retrieval(task, spec, source, data_dir, max_train, max_eval, corpus_mo
         docs, queries, qrels, pairs = readers.read_hub_retrieval(
             spec.path, spec.revision, spec.corpus, spec.queries, spec.qrels, spec.train_pairs, spec.doc_template
         )
-    derive = dict(spec.derive or {})
-    if "train" not in qrels and "train" not in derive and pairs is None:
+    if "train" not in qrels and "train" not in (spec.derive or {}) and pairs is None:
         raise ValueError(
             f"task {task.name!r} has qrels for {sorted(qrels)} only: fine-tuning needs training pairs; add a train "
             f"qrels file to {task.path}, or carve one out, e.g. `derive: {{train: {{from: {sorted(qrels)[0]}, "
             "fraction: 0.5, seed: 42}}` (validation is then carved from train)"
         )
-    if "validation" not in qrels and "validation" not in derive:
-        derive["validation"] = DEFAULT_VALIDATION
-    for role, rule in derive.items():
-        if role in qrels or rule["from"] not in qrels:
-            raise ValueError(f"task {task.name!r}: cannot derive {role!r} from {rule['from']!r} (check qrels/derive)")
-        ids = list(qrels[rule["from"]])
-        keep, carved = _group_split(ids, float(rule["fraction"]), int(rule["seed"]))
-        qrels[role] = {ids[i]: qrels[rule["from"]][ids[i]] for i in carved}
-        qrels[rule["from"]] = {ids[i]: qrels[rule["from"]][ids[i]] for i in keep}
-        _warn_small_validation(task, role, rule, len(carved), len(ids), "queries")
+    carved = _derive_splits(task, {role: list(judged.items()) for role, judged in qrels.items()}, spec.derive, ir=True)
+    qrels = {role: dict(items) for role, items in carved.items()}
     missing = [r for r in ("validation", "test") if r not in qrels]
     if "train" not in qrels and pairs is None:
         missing.append("train")

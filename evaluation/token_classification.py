@@ -110,12 +110,18 @@ def finetune(model_path, task, args: finetune_args.FinetuneArgs, tokenizer=None)
         )
     tokenizer = tokenizer or model_inputs.load_finetuning_tokenizer(model_path)
     data = tokenize(task, tokenizer, args)
-    model = common.load_for_finetuning(
-        AutoModelForTokenClassification, model_path, tokenizer, args, **model_inputs.label_kwargs(task)
-    )
     train = data["train"].remove_columns(["tokens", "tags", "word_ids"])
-    trainer = common.make_trainer(model, task, args, tokenizer, train, DataCollatorForTokenClassification(tokenizer))
-    return common.Finetuned(trainer, common.train(trainer))
+    return common.train(
+        common.make_trainer(
+            AutoModelForTokenClassification,
+            model_path,
+            task,
+            args,
+            tokenizer,
+            train,
+            DataCollatorForTokenClassification,
+        )
+    )
 
 
 def score(finetuned: common.Finetuned, task, args: finetune_args.FinetuneArgs) -> dict:

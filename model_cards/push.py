@@ -212,25 +212,23 @@ def _read(source) -> bytes:
 
 def check_no_token(commits: list[RepoCommit], token: str) -> None:
     """Refuse to publish a file that contains the token (e.g. a stray training_args dump)."""
-    for commit in commits:
-        for path, source in commit.files.items():
-            if token.encode() in _read(source):
-                raise PushError(f"{commit.repo_id}:{path} contains your Hugging Face token: remove it before pushing")
+    _refuse_found(commits, [token], "", "your Hugging Face token: remove it before pushing")
 
 
 def check_no_local_paths(commits: list[RepoCommit], roots: list[str]) -> None:
     """Refuse to publish a text file that contains one of the local folders `roots`."""
-    needles = [root.encode() for root in roots]
+    _refuse_found(
+        commits, roots, TEXT_SUFFIXES, "the local path {}: local paths are never published; remove it from that file"
+    )
+
+
+def _refuse_found(commits: list[RepoCommit], needles: list[str], suffixes, why: str) -> None:
+    """Refuse the first file whose path ends with one of `suffixes` and holds one of `needles`: `why` names it."""
     for commit in commits:
         for path, source in commit.files.items():
-            if not path.endswith(TEXT_SUFFIXES):
-                continue
-            content = _read(source)
-            if (found := next((n for n in needles if n in content), None)) is not None:
-                raise PushError(
-                    f"{commit.repo_id}:{path} contains the local path {found.decode()}: local paths are "
-                    "never published; remove it from that file"
-                )
+            content = _read(source) if path.endswith(suffixes) else b""
+            if (found := next((n for n in needles if n.encode() in content), None)) is not None:
+                raise PushError(f"{commit.repo_id}:{path} contains {why.format(found)}")
 
 
 def write_dry_run(commits: list[RepoCommit], out_dir: Path, replace: bool = False) -> None:

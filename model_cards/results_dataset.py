@@ -97,6 +97,13 @@ def _main(scores: dict, metric: str):
     return float(value) if isinstance(value, (int, float)) else None
 
 
+def _run_key(record: dict) -> dict:
+    return {k: record[k] for k in ("model", "task", "family")} | {
+        "lr": float(record["lr"]),
+        "seed": int(record["seed"]),
+    }
+
+
 def run_row(record: dict) -> dict:
     """One `runs` row (every column of RUNS_FEATURES) from a published result record."""
     from evaluation.tasks import describe_test_data  # the task registry: imported only when scores are described
@@ -104,11 +111,7 @@ def run_row(record: dict) -> dict:
     source, metric = record_source(record), store.main_metric(record)
     data = describe_test_data(record["task"], source)
     return {
-        "model": record["model"],
-        "task": record["task"],
-        "family": record["family"],
-        "lr": float(record["lr"]),
-        "seed": int(record["seed"]),
+        **_run_key(record),
         "status": store.OK if store.scored(record) else store.DIVERGED,
         "main_metric": metric,
         **{f"main_score_{s}": _main(store.split_scores(record, s), metric) for s in store.SPLITS},
@@ -134,11 +137,7 @@ def prediction_rows(record: dict):
         for index, instance in enumerate(store.instances(record, split)):
             instance_id, score = _first(instance, ID_KEYS), instance.get(metric)
             yield {
-                "model": record["model"],
-                "task": record["task"],
-                "family": record["family"],
-                "lr": float(record["lr"]),
-                "seed": int(record["seed"]),
+                **_run_key(record),
                 "split": split,
                 "index": index,
                 "id": None if instance_id is None else str(instance_id),

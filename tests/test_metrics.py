@@ -118,24 +118,22 @@ def test_token_classification_matches_seqeval_report_on_noisy_predictions():
     assert result["token_micro_f1"] == pytest.approx(f1_score(flat_gold, flat_pred, average="micro"))
 
 
-def test_token_micro_f1_drops_ignored_positions_and_can_exclude_o():
+def test_token_micro_f1_drops_ignored_positions():
     gold = [[0, 1, 2, -100], [-100, 0, 3]]
     pred = [[0, 1, 0, 5], [4, 3, 3]]
     # kept positions: gold [0,1,2,0,3], pred [0,1,0,3,3] -> 3 of 5 correct
-    assert token_micro_f1(pred, gold, o_label=0) == pytest.approx(3 / 5)
+    assert token_micro_f1(pred, gold) == pytest.approx(3 / 5)
     expected = f1_score([0, 1, 2, 0, 3], [0, 1, 0, 3, 3], average="micro")
-    assert token_micro_f1(pred, gold, o_label=0) == pytest.approx(expected)
-    # without O: labels {1,2,3}; tp = 2 (the 1 and the last 3); predicted non-O = 3; gold non-O = 3 -> P=R=F1=2/3
-    assert token_micro_f1(pred, gold, include_o=False, o_label=0) == pytest.approx(2 / 3)
+    assert token_micro_f1(pred, gold) == pytest.approx(expected)
 
 
 def test_word_level_predictions_first_and_majority():
     preds = [9, 1, 2, 2, 3, 4, 9]
     word_ids = [None, 0, 0, 0, 1, 2, None]
-    assert word_level_predictions(preds, word_ids, "first") == [1, 3, 4]
-    assert word_level_predictions(preds, word_ids, "majority") == [2, 3, 4]
+    assert word_level_predictions(preds, word_ids, "first", 3, 0) == [1, 3, 4]
+    assert word_level_predictions(preds, word_ids, "majority", 3, 0) == [2, 3, 4]
     with pytest.raises(ValueError, match="strategy"):
-        word_level_predictions(preds, word_ids, "last")
+        word_level_predictions(preds, word_ids, "last", 3, 0)
 
 
 def test_word_level_predictions_keep_every_word_in_place():
@@ -146,10 +144,8 @@ def test_word_level_predictions_keep_every_word_in_place():
     assert word_level_predictions([3, 4, 4], [0, 0, 0], "majority", n_words=1, default=0) == [4]
     # tie: first seen
     assert word_level_predictions([3, 4, 4, 3], [0, 0, 0, 0], "majority", n_words=1, default=0) == [3]
-    with pytest.raises(ValueError, match="default"):
-        word_level_predictions(preds, word_ids, n_words=4)
     with pytest.raises(ValueError, match="out of range"):
-        word_level_predictions(preds, word_ids, n_words=2, default=0)
+        word_level_predictions(preds, word_ids, "first", n_words=2, default=0)
 
 
 def test_sentence_macro_f1_hand_examples():
