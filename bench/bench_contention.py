@@ -86,23 +86,24 @@ def timed(command: list[str], output: Path, policy: dict, busy: int) -> tuple[fl
 
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--policies", default=",".join(POLICIES), help=f"of {', '.join(POLICIES)}")
-    parser.add_argument("--busy", type=int, default=len(os.sched_getaffinity(0)), help="busy processes (the cores)")
-    parser.add_argument("--repeat", type=int, default=2, help="measurements of each setting, interleaved (median)")
-    parser.add_argument("--seeds", default="0,1,2", help="fine-tuning: the seeds of its one task and LR (sst2, 1e-4)")
-    parser.add_argument("--finetune_steps", type=int, default=60)
-    parser.add_argument("--max_train", type=int, default=500)
-    parser.add_argument("--max_eval", type=int, default=200)
-    parser.add_argument("--pretrain_steps", type=int, default=60, help="steps of the debug recipe (above 10: PFS)")
-    parser.add_argument(
+    add = parser.add_argument
+    add("--policies", default=",".join(POLICIES), help=f"of {', '.join(POLICIES)}")
+    add("--busy", type=int, default=len(os.sched_getaffinity(0)), help="busy processes (the cores)")
+    add("--repeat", type=int, default=2, help="measurements of each setting, interleaved (median)")
+    add("--seeds", default="0,1,2", help="fine-tuning: the seeds of its one task and LR (sst2, 1e-4)")
+    add("--finetune_steps", type=int, default=60)
+    add("--max_train", type=int, default=500)
+    add("--max_eval", type=int, default=200)
+    add("--pretrain_steps", type=int, default=60, help="steps of the debug recipe (above 10: PFS)")
+    add(
         "--dry_run",
         action="store_true",
         help="tiny: 1 seed, 2 fine-tuning and 12 pretraining steps, default and passive, 1 busy process, once, "
         "no warm-up",
     )
-    parser.add_argument("--markdown", default=None, help="also write the table to this file (docs/benchmarks.md)")
-    parser.add_argument("--json", default=None, help="also write the figures to this JSON file")
-    parser.add_argument("--data_dir", default=None)
+    add("--markdown", help="also write the table to this file (docs/benchmarks.md)")
+    add("--json", help="also write the figures to this JSON file")
+    add("--data_dir")
     return parser
 
 
