@@ -169,7 +169,11 @@ class PretrainArguments:
     )
 
     def __post_init__(self):
-        for name, choices in (("objective", data.OBJECTIVES), ("compile", COMPILE_MODES)):
+        for name, choices in (
+            ("objective", data.OBJECTIVES),
+            ("compile", COMPILE_MODES),
+            ("weight_decay_scope", WEIGHT_DECAY_SCOPES),
+        ):
             if getattr(self, name) not in choices:
                 raise ValueError(f"{name}={getattr(self, name)!r} is unknown; use one of {choices}")
         if not 0.0 < self.mlm_probability < 1.0:
@@ -180,8 +184,6 @@ class PretrainArguments:
             raise ValueError(f"architecture={self.architecture!r} is unknown; choose one of {', '.join(ARCHITECTURES)}")
         if self.switch_step is not None and self.objective != "mlm":
             raise ValueError("switch_step flips CLM to MLM; set objective: mlm (the objective after the switch)")
-        if self.weight_decay_scope not in WEIGHT_DECAY_SCOPES:
-            raise ValueError(f"weight_decay_scope={self.weight_decay_scope!r}: use one of {WEIGHT_DECAY_SCOPES}")
         if self.mlm_fixed_shape_std < 0:
             raise ValueError(f"mlm_fixed_shape_std={self.mlm_fixed_shape_std} must be >= 0 (default 4)")
         for name, low in (
