@@ -222,7 +222,7 @@ def main(argv: list[str] | None = None) -> dict:
             figures["runs"].append(result)
             print(json.dumps(result))
             if args.json:
-                artifacts.write_text_atomic(args.json, json.dumps(figures, indent=2) + "\n")
+                artifacts.write_json_atomic(args.json, figures)
     return figures
 
 

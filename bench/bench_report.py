@@ -174,7 +174,7 @@ def main(argv=None) -> dict:
     if "same_report" in figures:
         print(f"same report before and after: {figures['same_report']}")
     if args.json:
-        artifacts.write_text_atomic(args.json, json.dumps(figures, indent=1) + "\n")
+        artifacts.write_json_atomic(args.json, figures, indent=1)
     return figures
 
 
