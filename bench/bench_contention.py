@@ -142,12 +142,11 @@ def main(argv: list[str] | None = None) -> dict:
                         times.setdefault((name, policy, busy), []).append(
                             timed(command, output, POLICIES[policy], busy)
                         )
-    rows = []
+    rows, medians = [], {key: [statistics.median(v) for v in zip(*runs)] for key, runs in times.items()}  # wall, user
     for name in commands:
-        default_alone = statistics.median(wall for wall, _ in times[(name, "default", 0)])
+        default_alone = medians[(name, "default", 0)][0]
         for policy in policies:
-            alone, busy = (statistics.median(w for w, _ in times[(name, policy, n)]) for n in (0, args.busy))
-            user = [statistics.median(u for _, u in times[(name, policy, n)]) for n in (0, args.busy)]
+            (alone, user_alone), (busy, user_busy) = (medians[(name, policy, n)] for n in (0, args.busy))
             rows.append(
                 {
                     "workload": name,
@@ -158,8 +157,8 @@ def main(argv: list[str] | None = None) -> dict:
                     "to_alone": round(busy / alone, 2),
                     "to_fair_share": round(busy / (default_alone * fair), 2),
                     "idle_cost": round(alone / default_alone, 3),
-                    "user_cpu_alone_s": round(user[0], 2),
-                    "user_cpu_busy_s": round(user[1], 2),
+                    "user_cpu_alone_s": round(user_alone, 2),
+                    "user_cpu_busy_s": round(user_busy, 2),
                 }
             )
     markdown = [
