@@ -86,23 +86,24 @@ def timed(command: list[str], output: Path, policy: dict, busy: int) -> tuple[fl
 
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--policies", default=",".join(POLICIES), help=f"of {', '.join(POLICIES)}")
-    parser.add_argument("--busy", type=int, default=len(os.sched_getaffinity(0)), help="busy processes (the cores)")
-    parser.add_argument("--repeat", type=int, default=2, help="measurements of each setting, interleaved (median)")
-    parser.add_argument("--seeds", default="0,1,2", help="fine-tuning: the seeds of its one task and LR (sst2, 1e-4)")
-    parser.add_argument("--finetune_steps", type=int, default=60)
-    parser.add_argument("--max_train", type=int, default=500)
-    parser.add_argument("--max_eval", type=int, default=200)
-    parser.add_argument("--pretrain_steps", type=int, default=60, help="steps of the debug recipe (above 10: PFS)")
-    parser.add_argument(
+    add = parser.add_argument
+    add("--policies", default=",".join(POLICIES), help=f"of {', '.join(POLICIES)}")
+    add("--busy", type=int, default=len(os.sched_getaffinity(0)), help="busy processes (the cores)")
+    add("--repeat", type=int, default=2, help="measurements of each setting, interleaved (median)")
+    add("--seeds", default="0,1,2", help="fine-tuning: the seeds of its one task and LR (sst2, 1e-4)")
+    add("--finetune_steps", type=int, default=60)
+    add("--max_train", type=int, default=500)
+    add("--max_eval", type=int, default=200)
+    add("--pretrain_steps", type=int, default=60, help="steps of the debug recipe (above 10: PFS)")
+    add(
         "--dry_run",
         action="store_true",
         help="tiny: 1 seed, 2 fine-tuning and 12 pretraining steps, default and passive, 1 busy process, once, "
         "no warm-up",
     )
-    parser.add_argument("--markdown", default=None, help="also write the table to this file (docs/benchmarks.md)")
-    parser.add_argument("--json", default=None, help="also write the figures to this JSON file")
-    parser.add_argument("--data_dir", default=None)
+    add("--markdown", help="also write the table to this file (docs/benchmarks.md)")
+    add("--json", help="also write the figures to this JSON file")
+    add("--data_dir")
     return parser
 
 
@@ -141,12 +142,11 @@ def main(argv: list[str] | None = None) -> dict:
                         times.setdefault((name, policy, busy), []).append(
                             timed(command, output, POLICIES[policy], busy)
                         )
-    rows = []
+    rows, medians = [], {key: [statistics.median(v) for v in zip(*runs)] for key, runs in times.items()}  # wall, user
     for name in commands:
-        default_alone = statistics.median(wall for wall, _ in times[(name, "default", 0)])
+        default_alone = medians[(name, "default", 0)][0]
         for policy in policies:
-            alone, busy = (statistics.median(w for w, _ in times[(name, policy, n)]) for n in (0, args.busy))
-            user = [statistics.median(u for _, u in times[(name, policy, n)]) for n in (0, args.busy)]
+            (alone, user_alone), (busy, user_busy) = (medians[(name, policy, n)] for n in (0, args.busy))
             rows.append(
                 {
                     "workload": name,
@@ -157,8 +157,8 @@ def main(argv: list[str] | None = None) -> dict:
                     "to_alone": round(busy / alone, 2),
                     "to_fair_share": round(busy / (default_alone * fair), 2),
                     "idle_cost": round(alone / default_alone, 3),
-                    "user_cpu_alone_s": round(user[0], 2),
-                    "user_cpu_busy_s": round(user[1], 2),
+                    "user_cpu_alone_s": round(user_alone, 2),
+                    "user_cpu_busy_s": round(user_busy, 2),
                 }
             )
     markdown = [

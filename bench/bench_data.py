@@ -33,17 +33,18 @@ OBJECTIVES = {  # name -> collator arguments
 
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data_dir", help="data bundle (flag > $MLM_VS_CLM_DATA > ../shared/data)")
-    parser.add_argument("--num_docs", type=int, default=1000, help="documents of the bundle corpus to use")
-    parser.add_argument("--tokenizer", help="existing tokenizer path; default: train a toy BPE")
-    parser.add_argument("--vocab_size", type=int, default=8192, help="toy BPE vocabulary size")
-    parser.add_argument("--block_size", type=int, default=128)
-    parser.add_argument("--batch_size", type=int, default=32)
-    parser.add_argument("--num_batches", type=int, default=100, help="batches per measurement")
-    parser.add_argument("--num_workers", default="0,2", help="DataLoader worker counts, comma-separated")
-    parser.add_argument("--num_proc", type=int, default=1, help="tokenization processes")
-    parser.add_argument("--cache_dir", help="packed-block cache (default: a temporary directory)")
-    parser.add_argument("--json", help="also write the results to this JSON file")
+    add = parser.add_argument
+    add("--data_dir", help="data bundle (flag > $MLM_VS_CLM_DATA > ../shared/data)")
+    add("--num_docs", type=int, default=1000, help="documents of the bundle corpus to use")
+    add("--tokenizer", help="existing tokenizer path; default: train a toy BPE")
+    add("--vocab_size", type=int, default=8192, help="toy BPE vocabulary size")
+    add("--block_size", type=int, default=128)
+    add("--batch_size", type=int, default=32)
+    add("--num_batches", type=int, default=100, help="batches per measurement")
+    add("--num_workers", default="0,2", help="DataLoader worker counts, comma-separated")
+    add("--num_proc", type=int, default=1, help="tokenization processes")
+    add("--cache_dir", help="packed-block cache (default: a temporary directory)")
+    add("--json", help="also write the results to this JSON file")
     return parser
 
 

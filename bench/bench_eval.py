@@ -49,12 +49,13 @@ class StepTimer(TrainerCallback):
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--task", default="sst2")
-    parser.add_argument("--max_steps", type=int, default=300)
-    parser.add_argument("--max_train", type=int, default=20000)
-    parser.add_argument("--max_eval", type=int, default=500)
-    parser.add_argument("--max_length", type=int, default=128)
-    parser.add_argument("--data_dir")
+    add = parser.add_argument
+    add("--task", default="sst2")
+    add("--max_steps", type=int, default=300)
+    add("--max_train", type=int, default=20000)
+    add("--max_eval", type=int, default=500)
+    add("--max_length", type=int, default=128)
+    add("--data_dir")
     args = parser.parse_args(argv)
     transformers.logging.set_verbosity_error()
     data_dir = resolve_data_dir(args.data_dir)

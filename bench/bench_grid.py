@@ -92,41 +92,42 @@ def random_model(output_dir: Path, args, data_dir: Path) -> Path:
 
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", help="checkpoint directory or Hub id (default: the tiny architecture)")
-    parser.add_argument("--tasks", default="sst2")
-    parser.add_argument("--lrs", default="1e-4,5e-4")
-    parser.add_argument("--seeds", default="0,1")
-    parser.add_argument("--workers", default="1,2", help="worker counts to compare, comma-separated")
-    parser.add_argument("--max_steps", type=int, default=200, help="0: each task's own budget (the paper's)")
-    parser.add_argument("--max_train", type=int, default=20000, help="0: the whole training split")
-    parser.add_argument("--max_eval", type=int, default=500)
-    parser.add_argument("--max_length", type=int, default=128, help="0: 99%% of the model's positions")
-    parser.add_argument(
+    add = parser.add_argument
+    add("--model", help="checkpoint directory or Hub id (default: the tiny architecture)")
+    add("--tasks", default="sst2")
+    add("--lrs", default="1e-4,5e-4")
+    add("--seeds", default="0,1")
+    add("--workers", default="1,2", help="worker counts to compare, comma-separated")
+    add("--max_steps", type=int, default=200, help="0: each task's own budget (the paper's)")
+    add("--max_train", type=int, default=20000, help="0: the whole training split")
+    add("--max_eval", type=int, default=500)
+    add("--max_length", type=int, default=128, help="0: 99%% of the model's positions")
+    add(
         "--single_thread",
         action="store_true",
         help="also time one worker with one CPU thread "
         "(on a busy machine, two threads of one process can wait on each other far more than two "
         "single-thread workers do)",
     )
-    parser.add_argument(
+    add(
         "--repeat",
         type=int,
         default=1,
         help="measure every worker count this many times, "
         "interleaved; the median wall time is reported (shared machines are noisy)",
     )
-    parser.add_argument(
+    add(
         "--architecture",
         default="tiny",
         help="without --model: a random model of this architecture (with the tests' small tokenizer)",
     )
-    parser.add_argument(
+    add(
         "--vocab_size",
         type=int,
         help="without --model: the model's vocabulary size (paper: 128256; default the tokenizer's)",
     )
-    parser.add_argument("--json", help="also write the figures to this JSON file")
-    parser.add_argument("--data_dir")
+    add("--json", help="also write the figures to this JSON file")
+    add("--data_dir")
     return parser
 
 

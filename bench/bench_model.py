@@ -155,56 +155,61 @@ def build_pair(kind: str, config: EuroBertClmMlmConfig, args) -> dict[str, torch
     return models
 
 
-def make_batch(
-    kind: str, config, batch: int, seq: int, mask_ratio: float, device, fixed_shape: bool = False
-) -> dict[str, torch.Tensor]:
-    """Random ids; MLM masks `mask_ratio` of them and labels only those (`fixed_shape`: with the `mlm_positions` of
-    the recipe's `mlm_fixed_shape`), CLM labels all."""
+def make_batch(kind: str, config, args, fixed_shape: bool = False) -> dict[str, torch.Tensor]:
+    """`args.batch` x `args.seq` random ids on `args.device`; MLM masks `args.mask_ratio` of them and labels only
+    those (`fixed_shape`: with the `mlm_positions` of the recipe's `mlm_fixed_shape`), CLM labels all."""
     generator = torch.Generator().manual_seed(0)
-    input_ids = torch.randint(4, config.vocab_size, (batch, seq), generator=generator)
+    input_ids = torch.randint(4, config.vocab_size, (args.batch, args.seq), generator=generator)
     if kind == "clm":
-        return {"input_ids": input_ids.to(device), "labels": input_ids.clone().to(device)}
-    masked = torch.rand(batch, seq, generator=generator) < mask_ratio
+        return {"input_ids": input_ids.to(args.device), "labels": input_ids.clone().to(args.device)}
+    masked = torch.rand(args.batch, args.seq, generator=generator) < args.mask_ratio
     labels = torch.where(masked, input_ids, torch.full_like(input_ids, -100))
     input_ids = torch.where(masked, torch.full_like(input_ids, config.mask_token_id), input_ids)
-    out = {"input_ids": input_ids.to(device), "labels": labels.to(device)}
+    out = {"input_ids": input_ids.to(args.device), "labels": labels.to(args.device)}
     if fixed_shape:
-        positions = padded_positions(masked.numpy(), masked_positions_bound(seq, mask_ratio))
-        out["mlm_positions"] = torch.from_numpy(positions).to(device)
+        positions = padded_positions(masked.numpy(), masked_positions_bound(args.seq, args.mask_ratio))
+        out["mlm_positions"] = torch.from_numpy(positions).to(args.device)
     return out
+
+
+def sync(device: str) -> None:
+    """Wait for the device's queued work (CUDA); a CPU has none."""
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
 
 
 def train_step(model, optimizer, batch, args, dtype: torch.dtype) -> float:
     """One forward + backward + AdamW step; returns its time in seconds on `args.timer`."""
-    sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
-    sync()
+    sync(args.device)
     start = args.timer()
     with torch.autocast(args.device.split(":")[0], dtype=dtype, enabled=dtype != torch.float32):
         loss = model(**batch).loss
     loss.backward()
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
-    sync()
+    sync(args.device)
     return args.timer() - start
 
 
-def flops_per_step(config, tokens: int, projected: int, seq: int) -> float:
-    """`pretraining.flops` FLOPs for `tokens` tokens of which `projected` go through the LM head, at block `seq`."""
-    return tokens * training_flops_per_token(config, seq, projected / tokens)
+def step_flops(config, args, kind: str, every_token: bool = False) -> float:
+    """`pretraining.flops` FLOPs of one step of `args.batch` x `args.seq` tokens whose LM head projects the masked
+    ones (MLM), all but each sequence's last (CLM), or every one (`every_token`: the native MLM head)."""
+    tokens = args.batch * args.seq
+    projected = round(tokens * args.mask_ratio) if kind == "mlm" else args.batch * (args.seq - 1)
+    return tokens * training_flops_per_token(config, args.seq, (tokens if every_token else projected) / tokens)
 
 
 def matmul_peak(device: str, dtype: torch.dtype, size: int, timer, repeats: int = 2, trials: int = 10) -> float:
     """FLOP/s of a large square matmul (best of `trials`), the roofline the achieved FLOP/s is compared with."""
     a, b = (torch.randn(size, size, device=device, dtype=dtype) for _ in range(2))
-    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
     a @ b
     best = float("inf")
     for _ in range(trials):
-        sync()
+        sync(device)
         start = timer()
         for _ in range(repeats):
             a @ b
-        sync()
+        sync(device)
         best = min(best, timer() - start)
     return 2 * size**3 * repeats / best
 
@@ -226,14 +231,9 @@ def time_pair(models: dict, batch: dict, args, dtype) -> dict[str, list[float]]:
 
 def report_pair(kind, models, times, config, args, peak) -> dict[str, float]:
     """Print one row per model; return the ours / reference throughput ratios (best step and median step)."""
-    tokens = args.batch * args.seq
-    projected = {"mlm": round(tokens * args.mask_ratio), "clm": args.batch * (args.seq - 1)}[kind]
-    flops = [
-        flops_per_step(config, tokens, counted, args.seq)  # the native MLM head projects every token
-        for counted in (projected, tokens if kind == "mlm" else projected)
-    ]
-    for name, step_flops in zip(models, flops):
-        print_row(name, 28, times[name], tokens, step_flops, peak)
+    flops = [step_flops(config, args, kind, every_token) for every_token in (False, kind == "mlm")]
+    for name, model_flops in zip(models, flops):
+        print_row(name, 28, times[name], args.batch * args.seq, model_flops, peak)
     return {**speedup(*(times[name] for name in reversed(models))), "flops": flops[1] / flops[0]}
 
 
@@ -272,12 +272,10 @@ def report_compile(config, args, dtype, peak) -> dict[str, float]:
         compiled = copy.deepcopy(eager)  # same weights, every decoder layer compiled in place as `compile: regional`
         compile_decoder_layers(compiled)
         models = {f"{label}, eager": eager, f"{label}, regional": compiled}
-        batch = make_batch(kind, config, args.batch, args.seq, args.mask_ratio, args.device, fixed_shape=kind == "mlm")
+        batch = make_batch(kind, config, args, fixed_shape=kind == "mlm")
         times = time_pair(models, batch, args, dtype)
-        projected = round(tokens * args.mask_ratio) if kind == "mlm" else args.batch * (args.seq - 1)
-        flops = flops_per_step(config, tokens, projected, args.seq)
         for name in models:
-            print_row(name, 36, times[name], tokens, flops, peak)
+            print_row(name, 36, times[name], tokens, step_flops(config, args, kind), peak)
         ratios[kind] = speedup(*times.values())
         del models, eager
     print()
@@ -318,7 +316,7 @@ def mfu_row(config, architecture: str, mode: str, batch_size: int, attn: str, ar
         if mode == "regional":
             torch._dynamo.reset()
             compile_decoder_layers(model)
-        batch = make_batch("mlm", config, run.batch, run.seq, args.mask_ratio, args.device, fixed_shape=True)
+        batch = make_batch("mlm", config, run, fixed_shape=True)
         if on_gpu:
             torch.cuda.reset_peak_memory_stats()
         times = time_pair({"model": model}, batch, run, torch.bfloat16)["model"]
@@ -335,7 +333,7 @@ def mfu_row(config, architecture: str, mode: str, batch_size: int, attn: str, ar
         if on_gpu:
             torch.cuda.empty_cache()
     tokens, best = run.batch * run.seq, min(times)
-    flops = flops_per_step(config, tokens, round(tokens * args.mask_ratio), run.seq)
+    flops = step_flops(config, run, "mlm")
     spec = bf16_peak_flops(torch.cuda.get_device_name()) if on_gpu else None
     row.update(
         tokens_per_s=tokens / best,
@@ -434,7 +432,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = make_parser().parse_args(argv)
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[args.dtype]
+    dtype = getattr(torch, args.dtype)  # float32 or bfloat16 (--dtype's choices)
     on_gpu = args.device.startswith("cuda")
     if on_gpu and args.memory_gb:  # e.g. 80 on an H200: what fits on an H100
         total = torch.cuda.get_device_properties(args.device).total_memory
@@ -475,7 +473,7 @@ def main(argv: list[str] | None = None) -> dict:
         table_header(28)
     for kind in cli.split_list(args.pairs):
         models = build_pair(kind, config, args)
-        batch = make_batch(kind, config, args.batch, args.seq, args.mask_ratio, args.device)
+        batch = make_batch(kind, config, args)
         ratios[kind] = report_pair(kind, models, time_pair(models, batch, args, dtype), config, args, peak)
         del models
         write_json(args.json, figures)

@@ -79,15 +79,16 @@ def throughput(converted: Path, dry_run: bool) -> dict:
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--real_models", required=True, help="the folder of `python -m recipes.real_models`")
-    parser.add_argument(
+    add = parser.add_argument
+    add("--real_models", required=True, help="the folder of `python -m recipes.real_models`")
+    add(
         "--converted",
         help="SmolLM2 converted by modeling_eurobert.convert (default: "
         "converted now into <real_models>/smollm2-135m-eurobert)",
     )
-    parser.add_argument("--sections", default="minilm_scifact,throughput")
-    parser.add_argument("--dry_run", action="store_true")
-    parser.add_argument("--json")
+    add("--sections", default="minilm_scifact,throughput")
+    add("--dry_run", action="store_true")
+    add("--json")
     args = parser.parse_args(argv)
     from modeling_eurobert.convert import convert
     from recipes import real_models

@@ -182,18 +182,14 @@ def run_child(args, size: str, objective: str, output_dir: Path) -> dict:
         "--one",
         size,
         objective,
-        "--output_dir",
-        str(output_dir),
-        "--batch",
-        str(args.batch),
-        "--block_size",
-        str(args.block_size),
-        "--vocab_size",
-        str(args.vocab_size),
-        "--max_docs",
-        str(args.max_docs),
-        "--cache_dir",
-        args.cache_dir,
+        *cli.flags(
+            output_dir=output_dir,
+            batch=args.batch,
+            block_size=args.block_size,
+            vocab_size=args.vocab_size,
+            max_docs=args.max_docs,
+            cache_dir=args.cache_dir,
+        ),
         *(["--fp32"] if args.fp32 else []),
         *(["--dry_run"] if args.dry_run else []),
         *(["--data_dir", args.data_dir] if args.data_dir else []),
@@ -226,7 +222,7 @@ def main(argv: list[str] | None = None) -> dict:
             figures["runs"].append(result)
             print(json.dumps(result))
             if args.json:
-                artifacts.write_text_atomic(args.json, json.dumps(figures, indent=2) + "\n")
+                artifacts.write_json_atomic(args.json, figures)
     return figures
 
 

@@ -109,20 +109,19 @@ def report(code: Path, imported: Path, output: Path) -> dict:
 
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
+    add = parser.add_argument
+    add(
         "--scale",
         type=float,
         default=0.05,
         help="fraction of each dataset's test size (1.0: the paper's, about 165 million instances)",
     )
-    parser.add_argument("--models", type=int, default=len(MODELS), help="the first N models of the 50")
-    parser.add_argument("--datasets", default=",".join(DATASETS), help="EncodEval dataset names")
-    parser.add_argument(
-        "--before", default="main", help="git revision whose report is measured beside this checkout's ('' to skip)"
-    )
-    parser.add_argument("--workdir", help="where the trees go (default: a temporary folder, removed)")
-    parser.add_argument("--json", help="write the figures here")
-    parser.add_argument("--dry_run", action="store_true", help="4 models, 2 datasets, scale 0.005, before = HEAD")
+    add("--models", type=int, default=len(MODELS), help="the first N models of the 50")
+    add("--datasets", default=",".join(DATASETS), help="EncodEval dataset names")
+    add("--before", default="main", help="git revision whose report is measured beside this checkout's ('' to skip)")
+    add("--workdir", help="where the trees go (default: a temporary folder, removed)")
+    add("--json", help="write the figures here")
+    add("--dry_run", action="store_true", help="4 models, 2 datasets, scale 0.005, before = HEAD")
     args = parser.parse_args(argv)
     models, datasets = MODELS[: args.models], args.datasets.split(",")
     if args.dry_run:
@@ -175,7 +174,7 @@ def main(argv=None) -> dict:
     if "same_report" in figures:
         print(f"same report before and after: {figures['same_report']}")
     if args.json:
-        artifacts.write_text_atomic(args.json, json.dumps(figures, indent=1) + "\n")
+        artifacts.write_json_atomic(args.json, figures, indent=1)
     return figures
 
 

@@ -243,13 +243,14 @@ def report(work: Path, out: Path, dry_run: bool, started: float | None) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=["sections", "section", "report"])
-    parser.add_argument("name", nargs="?", help="section name, or all")
-    parser.add_argument("--work", type=Path, help="folder of the sections' figures and statuses")
-    parser.add_argument("--out", type=Path, help="report: where gpu_check.json and gpu_check.md go")
-    parser.add_argument("--dry_run", action="store_true", help="tiny CPU settings of the same sections")
-    parser.add_argument("--dry_compile", action="store_true", help="dry run with regional compile (slow on CPU)")
-    parser.add_argument("--started", type=float, help="report: epoch seconds the check began")
+    add = parser.add_argument
+    add("command", choices=["sections", "section", "report"])
+    add("name", nargs="?", help="section name, or all")
+    add("--work", type=Path, help="folder of the sections' figures and statuses")
+    add("--out", type=Path, help="report: where gpu_check.json and gpu_check.md go")
+    add("--dry_run", action="store_true", help="tiny CPU settings of the same sections")
+    add("--dry_compile", action="store_true", help="dry run with regional compile (slow on CPU)")
+    add("--started", type=float, help="report: epoch seconds the check began")
     args = parser.parse_args(argv)
     if args.command == "sections":
         print("\n".join(f"{name} {budget}" for name, (budget, *_rest) in SECTIONS.items()))

@@ -73,10 +73,6 @@ def resolved_config(
     ignored = _NOT_RESULT_SETTINGS | (set() if run_args.cpt else set(CPT_SETTINGS))  # unset outside CPT
     settings = {k: v for k, v in asdict(run_args).items() if k not in ignored}
     optimisation = {k: getattr(training_args, k) for k in _RESULT_TRAINING_ARGS}
-    optimisation["lr_scheduler_type"] = str(
-        getattr(training_args.lr_scheduler_type, "value", training_args.lr_scheduler_type)
-    )
-    optimisation["optim"] = str(getattr(training_args.optim, "value", training_args.optim))
     optimisation["world_size"] = training_args.world_size
     config = {"format": RUN_CONFIG_FORMAT, "run_settings": settings, "training_args": optimisation}
     if data_identity is not None:

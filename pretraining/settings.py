@@ -14,7 +14,8 @@ from dataclasses import MISSING, dataclass, field, fields
 import yaml
 from transformers import HfArgumentParser, TrainingArguments
 
-from core import artifacts, cli, lora
+from core import artifacts, cli
+from core.lora import TARGET_MODULES
 from core.paths import is_hub_id
 from modeling_eurobert import ARCHITECTURES
 from pretraining import data
@@ -37,6 +38,13 @@ CPT_SETTINGS = (
 WEIGHT_DECAY_SCOPES = ("all", "no_norms_biases")
 
 
+def setting(default, help: str):
+    """A run setting's dataclass field with its `--help` text; a list default is copied for each instance."""
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata={"help": help})
+    return field(default=default, metadata={"help": help})
+
+
 @dataclass
 class PretrainArguments:
     """Study-specific run settings; optimisation and logging stay in `TrainingArguments`, whose `data_seed` (required:
@@ -51,176 +59,121 @@ class PretrainArguments:
     `data_start_block`, `lora*`).
     """
 
-    architecture: str | None = field(
-        default=None, metadata={"help": f"architecture for a run from scratch: {', '.join(ARCHITECTURES)}"}
+    architecture: str | None = setting(None, f"architecture for a run from scratch: {', '.join(ARCHITECTURES)}")
+    model_name_or_path: str | None = setting(None, "start from these weights instead (CPT, converted decoder)")
+    tokenizer_name_or_path: str | None = setting(
+        None, "tokenizer dir or Hub id (paper: Llama-3 with <|mask|>); none = train the toy BPE"
     )
-    model_name_or_path: str | None = field(
-        default=None, metadata={"help": "start from these weights instead (CPT, converted decoder)"}
+    toy_vocab_size: int = setting(8192, "vocabulary of the toy BPE trained when no tokenizer is given")
+    corpus_source: str = setting(
+        "bundle",
+        "'bundle' (offline Wikipedia), 'bundle_more' (3x more of it), a local file/dir, or a Hub id "
+        "(paper: "
+        "HuggingFaceFW/fineweb-edu); "
+        "several, comma-separated, are concatenated in order (a Hub id may name its config: id:config)",
     )
-    tokenizer_name_or_path: str | None = field(
-        default=None,
-        metadata={"help": "tokenizer dir or Hub id (paper: Llama-3 with <|mask|>); none = train the toy BPE"},
+    corpus_name: str | None = setting(None, "Hub dataset config (paper: sample-350BT, see docs/protocol.md)")
+    data_dir: str | None = setting(None, "data bundle dir (default: $MLM_VS_CLM_DATA, then ../shared/data)")
+    max_docs: int | None = setting(None, "keep only the first N documents of the corpus (toy and test runs)")
+    block_size: int = setting(2048, "tokens per packed block (paper: 2048)")
+    data_cache_dir: str = setting(".cache/pretrain", "where tokenized/packed Arrow files and toy tokenizers are cached")
+    num_proc: int = setting(1, "tokenization processes")
+    epochs: int = setting(
+        1,
+        "times the fixed block order may be read (a run needing more blocks than one pass wraps "
+        "around to the "
+        "start; each block then gets a fresh mask); 1 = never repeat data",
     )
-    toy_vocab_size: int = field(
-        default=8192, metadata={"help": "vocabulary of the toy BPE trained when no tokenizer is given"}
+    global_batch_size: int | None = setting(
+        None, "blocks per optimizer step; if set, devices x per-device batch x accumulation must equal it"
     )
-    corpus_source: str = field(
-        default="bundle",
-        metadata={
-            "help": "'bundle' (offline Wikipedia), 'bundle_more' (3x more of it), a local file/dir, or a Hub id "
-            "(paper: "
-            "HuggingFaceFW/fineweb-edu); "
-            "several, comma-separated, are concatenated in order (a Hub id may name its config: id:config)"
-        },
+    objective: str = setting("mlm", "clm or mlm (with switch_step: the objective after the switch, mlm)")
+    mlm_probability: float = setting(0.4, "masking ratio p in (0, 1) (paper: 0.2-0.5; 0.4 for PFS and CPT)")
+    mask_replace_prob: float = setting(1.0, "share of masked tokens replaced by <|mask|> (original code: 1.0)")
+    random_replace_prob: float = setting(0.0, "share of masked tokens replaced by a random token (BERT: 0.1)")
+    masking_seed: int = setting(0, "seed of the MLM masks, combined with each block's index")
+    switch_step: int | None = setting(None, "PFS: steps 1..switch_step are CLM, later steps MLM, in one run")
+    weight_decay_scope: str = setting(
+        "all",
+        "all: weight decay on every parameter, one AdamW group (the original Optimus code); "
+        "no_norms_biases: "
+        "the Trainer's default, norms and biases undecayed",
     )
-    corpus_name: str | None = field(
-        default=None, metadata={"help": "Hub dataset config (paper: sample-350BT, see docs/protocol.md)"}
+    reset_optimizer_at_switch: bool = setting(
+        False, "PFS: clear AdamW moments at the switch (default: carry them over)"
     )
-    data_dir: str | None = field(
-        default=None, metadata={"help": "data bundle dir (default: $MLM_VS_CLM_DATA, then ../shared/data)"}
+    decay_branches: list[int] = setting(
+        [], "budgets (steps) that branch a decay off this stable run; keeps checkpoints at budget - decay"
     )
-    max_docs: int | None = field(
-        default=None, metadata={"help": "keep only the first N documents of the corpus (toy and test runs)"}
+    branch_from: str | None = setting(
+        None, "output_dir of the stable run this decay branch starts from (max_steps = the budget)"
     )
-    block_size: int = field(default=2048, metadata={"help": "tokens per packed block (paper: 2048)"})
-    data_cache_dir: str = field(
-        default=".cache/pretrain", metadata={"help": "where tokenized/packed Arrow files and toy tokenizers are cached"}
+    intermediate_steps: list[int] = setting(
+        [],
+        "steps whose weights are saved to <output_dir>/intermediate/step-<N> (paper: 1000 2000 5000 10000 20000 40000)",
     )
-    num_proc: int = field(default=1, metadata={"help": "tokenization processes"})
-    epochs: int = field(
-        default=1,
-        metadata={
-            "help": "times the fixed block order may be read (a run needing more blocks than one pass wraps "
-            "around to the "
-            "start; each block then gets a fresh mask); 1 = never repeat data"
-        },
+    step_divisor: int = setting(
+        1,
+        "toy scales: paper steps / this run's steps; "
+        "intermediate checkpoints are named with paper steps (step x step_divisor)",
     )
-    global_batch_size: int | None = field(
-        default=None,
-        metadata={"help": "blocks per optimizer step; if set, devices x per-device batch x accumulation must equal it"},
+    scale: str | None = setting(None, "manifest scale this run belongs to (paper, toy, smoke); provenance only")
+    log_block_order: bool = setting(
+        False, "append the block indices of every step to <output_dir>/block_order-rank<R>.jsonl (audit)"
     )
-    objective: str = field(
-        default="mlm", metadata={"help": "clm or mlm (with switch_step: the objective after the switch, mlm)"}
+    compile: str = setting(
+        "none",
+        "none, or regional: torch.compile each decoder layer in place (same parameter names and "
+        "checkpoints; "
+        "a PFS switch costs one recompile). Paper configs on GPU use regional; CPU runs and tests: none",
     )
-    mlm_probability: float = field(
-        default=0.4, metadata={"help": "masking ratio p in (0, 1) (paper: 0.2-0.5; 0.4 for PFS and CPT)"}
+    mlm_fixed_shape: bool = setting(
+        False,
+        "MLM batches carry each block's masked positions padded to a fixed K, so the LM head has static "
+        "shapes (no host sync, compilable); a batch with a row above K takes the exact path, counted as "
+        "mlm_overflow_batches in the logs. Same loss. Paper configs: true",
     )
-    mask_replace_prob: float = field(
-        default=1.0, metadata={"help": "share of masked tokens replaced by <|mask|> (original code: 1.0)"}
-    )
-    random_replace_prob: float = field(
-        default=0.0, metadata={"help": "share of masked tokens replaced by a random token (BERT: 0.1)"}
-    )
-    masking_seed: int = field(default=0, metadata={"help": "seed of the MLM masks, combined with each block's index"})
-    switch_step: int | None = field(
-        default=None, metadata={"help": "PFS: steps 1..switch_step are CLM, later steps MLM, in one run"}
-    )
-    weight_decay_scope: str = field(
-        default="all",
-        metadata={
-            "help": "all: weight decay on every parameter, one AdamW group (the original Optimus code); "
-            "no_norms_biases: "
-            "the Trainer's default, norms and biases undecayed"
-        },
-    )
-    reset_optimizer_at_switch: bool = field(
-        default=False, metadata={"help": "PFS: clear AdamW moments at the switch (default: carry them over)"}
-    )
-    decay_branches: list[int] = field(
-        default_factory=list,
-        metadata={
-            "help": "budgets (steps) that branch a decay off this stable run; keeps checkpoints at budget - decay"
-        },
-    )
-    branch_from: str | None = field(
-        default=None,
-        metadata={"help": "output_dir of the stable run this decay branch starts from (max_steps = the budget)"},
-    )
-    intermediate_steps: list[int] = field(
-        default_factory=list,
-        metadata={
-            "help": "steps whose weights are saved to <output_dir>/intermediate/step-<N> "
-            "(paper: 1000 2000 5000 10000 20000 40000)"
-        },
-    )
-    step_divisor: int = field(
-        default=1,
-        metadata={
-            "help": "toy scales: paper steps / this run's steps; "
-            "intermediate checkpoints are named with paper steps (step x step_divisor)"
-        },
-    )
-    scale: str | None = field(
-        default=None, metadata={"help": "manifest scale this run belongs to (paper, toy, smoke); provenance only"}
-    )
-    log_block_order: bool = field(
-        default=False,
-        metadata={"help": "append the block indices of every step to <output_dir>/block_order-rank<R>.jsonl (audit)"},
-    )
-    compile: str = field(
-        default="none",
-        metadata={
-            "help": "none, or regional: torch.compile each decoder layer in place (same parameter names and "
-            "checkpoints; "
-            "a PFS switch costs one recompile). Paper configs on GPU use regional; CPU runs and tests: none"
-        },
-    )
-    mlm_fixed_shape: bool = field(
-        default=False,
-        metadata={
-            "help": "MLM batches carry each block's masked positions padded to a fixed K, so the LM head has static "
-            "shapes (no host sync, compilable); a batch with a row above K takes the exact path, counted as "
-            "mlm_overflow_batches in the logs. Same loss. Paper configs: true"
-        },
-    )
-    mlm_fixed_shape_std: float = field(
-        default=MASKED_POSITIONS_STD,
-        metadata={
-            "help": "margin of K in standard deviations of the binomial mask count: "
-            "K = ceil(T p + std sqrt(T p (1 - p))), T = block_size (pretraining.collator.masked_positions_bound)"
-        },
+    mlm_fixed_shape_std: float = setting(
+        MASKED_POSITIONS_STD,
+        "margin of K in standard deviations of the binomial mask count: "
+        "K = ceil(T p + std sqrt(T p (1 - p))), T = block_size (pretraining.collator.masked_positions_bound)",
     )
     # CPT: continued MLM pretraining of existing weights (`cpt: true`; the other settings below need it)
-    cpt: bool = field(
-        default=False,
-        metadata={
-            "help": "continued MLM pretraining (CPT) of model_name_or_path: the data continue after the base "
-            "run's blocks; "
-            "recipes/cpt.py sets it"
-        },
+    cpt: bool = setting(
+        False,
+        "continued MLM pretraining (CPT) of model_name_or_path: the data continue after the base "
+        "run's blocks; "
+        "recipes/cpt.py sets it",
     )
-    keep_optimizer_state: bool = field(
-        default=False,
-        metadata={"help": "load AdamW moments from the base's last Trainer checkpoint (default: fresh optimizer)"},
+    keep_optimizer_state: bool = setting(
+        False, "load AdamW moments from the base's last Trainer checkpoint (default: fresh optimizer)"
     )
-    data_start_block: int | None = field(
-        default=None,
-        metadata={
-            "help": "first block of the fixed order to read; default: continue after the base run's blocks (0 for a "
-            "converted decoder)"
-        },
+    data_start_block: int | None = setting(
+        None,
+        "first block of the fixed order to read; default: continue after the base run's blocks (0 for a "
+        "converted decoder)",
     )
-    lora: bool = field(
-        default=False,
-        metadata={
-            "help": "train LoRA adapters (peft) instead of every weight, for a decoder too large to train fully; every "
-            "saved model is merged (loads without peft), Trainer checkpoints hold the adapters (core/lora.py)"
-        },
+    lora: bool = setting(
+        False,
+        "train LoRA adapters (peft) instead of every weight, for a decoder too large to train fully; every "
+        "saved model is merged (loads without peft), Trainer checkpoints hold the adapters (core/lora.py)",
     )
-    lora_rank: int = field(default=16, metadata={"help": "LoRA rank r"})
-    lora_alpha: float = field(default=32.0, metadata={"help": "LoRA alpha (the update is scaled by alpha / r)"})
-    lora_dropout: float = field(default=0.0, metadata={"help": "dropout on the LoRA branch"})
-    lora_target_modules: list[str] = field(
-        default_factory=lambda: list(lora.TARGET_MODULES),
-        metadata={"help": "module names that get adapters (default: every attention and MLP projection)"},
+    lora_rank: int = setting(16, "LoRA rank r")
+    lora_alpha: float = setting(32.0, "LoRA alpha (the update is scaled by alpha / r)")
+    lora_dropout: float = setting(0.0, "dropout on the LoRA branch")
+    lora_target_modules: list[str] = setting(
+        list(TARGET_MODULES), "module names that get adapters (default: every attention and MLP projection)"
     )
-    lora_train_embeddings: bool = field(
-        default=False,
-        metadata={"help": "also train the embeddings and the LM head fully (peft modules_to_save); default: frozen"},
+    lora_train_embeddings: bool = setting(
+        False, "also train the embeddings and the LM head fully (peft modules_to_save); default: frozen"
     )
 
     def __post_init__(self):
-        for name, choices in (("objective", data.OBJECTIVES), ("compile", COMPILE_MODES)):
+        for name, choices in (
+            ("objective", data.OBJECTIVES),
+            ("compile", COMPILE_MODES),
+            ("weight_decay_scope", WEIGHT_DECAY_SCOPES),
+        ):
             if getattr(self, name) not in choices:
                 raise ValueError(f"{name}={getattr(self, name)!r} is unknown; use one of {choices}")
         if not 0.0 < self.mlm_probability < 1.0:
@@ -231,8 +184,6 @@ class PretrainArguments:
             raise ValueError(f"architecture={self.architecture!r} is unknown; choose one of {', '.join(ARCHITECTURES)}")
         if self.switch_step is not None and self.objective != "mlm":
             raise ValueError("switch_step flips CLM to MLM; set objective: mlm (the objective after the switch)")
-        if self.weight_decay_scope not in WEIGHT_DECAY_SCOPES:
-            raise ValueError(f"weight_decay_scope={self.weight_decay_scope!r}: use one of {WEIGHT_DECAY_SCOPES}")
         if self.mlm_fixed_shape_std < 0:
             raise ValueError(f"mlm_fixed_shape_std={self.mlm_fixed_shape_std} must be >= 0 (default 4)")
         for name, low in (
@@ -286,10 +237,10 @@ class PretrainArguments:
                 f"lora_rank={self.lora_rank} must be >= 1, lora_alpha={self.lora_alpha} > 0 and "
                 f"lora_dropout={self.lora_dropout} in [0, 1)"
             )
-        if self.lora and not set(self.lora_target_modules or ["none"]) <= set(lora.TARGET_MODULES):
+        if self.lora and not set(self.lora_target_modules or ["none"]) <= set(TARGET_MODULES):
             raise ValueError(
                 f"lora_target_modules={self.lora_target_modules}: name projections of the EuroBERT "
-                f"layers, some of {list(lora.TARGET_MODULES)}"
+                f"layers, some of {list(TARGET_MODULES)}"
             )
 
 
