@@ -450,7 +450,13 @@ def heldout_markdown(heldout: list[dict]) -> list[str]:
         "## Held-out text",
         "",
         "Masked-token loss and accuracy with the model's attention (a masked token predicted at its own position, as "
-        "MLM does) and next-token loss (causal attention), over the same held-out blocks.",
+        "MLM does) and next-token loss (causal attention), over the same held-out blocks."
+        + (
+            " — : not measured, for a model that attends causally (its head at a position predicts the next token, "
+            "not the token there)."
+            if any("mlm_loss" not in store.split_scores(r, "test") for r in heldout)
+            else ""
+        ),
         "",
         *markdown_table(
             ["model", "attention", "CPT steps", "masked-token loss", "masked-token accuracy", "next-token loss"],
@@ -459,7 +465,7 @@ def heldout_markdown(heldout: list[dict]) -> list[str]:
                     r["model"],
                     store.run_config(r)["attention"],
                     str(store.run_config(r)["cpt_steps"]),
-                    *(f"{store.split_scores(r, 'test')[k]:.3f}" for k in keys),
+                    *(f"{v:.3f}" if (v := store.split_scores(r, "test").get(k)) is not None else "—" for k in keys),
                 ]
                 for r in sorted(heldout, key=lambda r: statistics.model_order(r["model"]))
             ),
