@@ -162,27 +162,30 @@ def sentence_tags(predicted_flat, words: list[list[int]], gold: list[list[str]],
 
 
 def probe_ir(encode, splits, query_prefix: str = "", document_prefix: str = "") -> dict:
-    """`choose`'s result (seed 0) of a frozen encoder on the "validation" and "test" `tasks.RetrievalSplit`s: cosine
-    of the readout's L2-normalised states, every document encoded once."""
+    """`choose`'s result (seed 0) of a frozen encoder on the "validation" and "test" `tasks.RetrievalSplit`s (`ranked`
+    with each readout), every document encoded once."""
     doc_ids = sorted({d for split in EVALUATED for d in splits[split].corpus})
     texts = {d: splits[split].corpus[d] for split in EVALUATED for d in splits[split].corpus}
     doc_states = dict(zip(doc_ids, encode([document_prefix + texts[d] for d in doc_ids])))
     query_states = {
-        split: (ids := sorted(splits[split].queries), encode([query_prefix + splits[split].queries[q] for q in ids]))
+        split: encode([query_prefix + splits[split].queries[q] for q in sorted(splits[split].queries)])
         for split in EVALUATED
     }
-    by_readout = {}
-    for readout in READOUTS["ir"]:
-        scores = {}
-        for split in EVALUATED:
-            corpus = sorted(splits[split].corpus)
-            docs = pooled([doc_states[d] for d in corpus], readout, normalise=True)
-            query_ids, states = query_states[split]
-            similarity = pooled(states, readout, normalise=True) @ docs.T
-            run = {q: dict(zip(corpus, map(float, row))) for q, row in zip(query_ids, similarity)}
-            scores[split] = metrics.retrieval_scores(run, splits[split].qrels)
-        by_readout[readout] = {0: scores}
+    by_readout = {
+        readout: {0: {split: ranked(splits[split], doc_states, query_states[split], readout) for split in EVALUATED}}
+        for readout in READOUTS["ir"]
+    }
     return choose(by_readout, "ndcg@10")
+
+
+def ranked(split, doc_states: dict, query_states: list[np.ndarray], readout: str) -> dict:
+    """Retrieval scores of one split: its queries (their token states in sorted id order) ranked against its corpus
+    (`doc_states` by id) by cosine of the readout's L2-normalised vectors."""
+    corpus = sorted(split.corpus)
+    docs = pooled([doc_states[d] for d in corpus], readout, normalise=True)
+    similarity = pooled(query_states, readout, normalise=True) @ docs.T
+    run = {q: dict(zip(corpus, map(float, row))) for q, row in zip(sorted(split.queries), similarity)}
+    return metrics.retrieval_scores(run, split.qrels)
 
 
 BM25 = "bm25"  # the lexical reference's model name in a decoder study's results

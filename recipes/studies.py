@@ -281,7 +281,8 @@ STUDIES["real-decoder-gpu"] = dataclasses.replace(
 # 3 times (`pretrain_seeds`: weights' initialisation where any (LoRA), masks and block order vary; the CPT runs are the
 # units of its intervals, as the horizon study's pretraining runs); each arm's readout chosen on validation
 # (`evaluation.probe.READOUTS`); SciFact on the protocol's pooled corpus with BM25 (`bm25s`) as its reference row; the
-# causal arms' held-out score is next-token loss only.
+# causal arms' held-out score is next-token loss only. CPT of 90 steps x 8 blocks x 128 tokens (92,160 tokens) per
+# run, 3 probe seeds: about 125 minutes on 2 idle cores by the pilot's figures.
 STUDIES["real-decoder-controlled"] = dataclasses.replace(
     STUDIES["real-decoder"],
     seeds=(0, 1, 2),
@@ -295,9 +296,9 @@ STUDIES["real-decoder-controlled"] = dataclasses.replace(
     ),
     cpt={
         **_CPT,
-        "max_steps": 60,
-        "warmup_steps": 6,
-        "lr_scheduler_kwargs": {"num_decay_steps": 12, "decay_type": "linear", "min_lr_ratio": 0.0},
+        "max_steps": 90,  # the most 150 minutes allow with 3 runs of 3 CPT arms (PILOT.md); warmup 10%, decay 20%
+        "warmup_steps": 9,
+        "lr_scheduler_kwargs": {"num_decay_steps": 18, "decay_type": "linear", "min_lr_ratio": 0.0},
     },
     family=(
         ("cpt-full", "cpt-clm"),

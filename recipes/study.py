@@ -584,9 +584,10 @@ def check_decoder(folder: str) -> str:
 
 
 def prepare_arms(study: Study, output: Path, data_dir: str | None, decoder, progress: Progress) -> None:
-    """The converted decoder (`decoder()`: its folder) and each CPT arm (`recipes/configs/real-decoder-cpt.yaml`, the
+    """The converted decoder (`decoder()`: its folder) and each CPT run (`recipes/configs/real-decoder-cpt.yaml`, the
     study's `cpt` settings, the arm's own), each made once: a CPT folder without its run_info.json (a run killed
-    before its last file) is moved aside and trained again."""
+    before its last file), or trained from a base whose content has changed since (`configs/<run>.base.json`: a
+    `models/converted` replaced by hand), is moved aside and trained again."""
     from modeling_eurobert.convert import convert
 
     progress.start("pretraining", f"{study.decoder} converted")
@@ -596,10 +597,15 @@ def prepare_arms(study: Study, output: Path, data_dir: str | None, decoder, prog
     for arm, name, k in (run for run in arm_runs(study) if run[0].cpt_of):
         directory, what = arm_dir(output, arm, name), f"{name} (CPT of {arm.cpt_of})"
         progress.start("pretraining", what)
+        base = next(a for a in study.arms if a.name == arm.cpt_of)
+        base_identity = model_folders.checkpoint_identity(arm_dir(output, base))
+        stamp = output / "configs" / f"{name}.base.json"
         done = (directory / run_folders.RUN_INFO_NAME).is_file()
+        if done and stamp.is_file() and artifacts.read_json(stamp, "CPT base identity") != base_identity:
+            done = False  # its base was replaced since: its weights are not CPT of this base
         if directory.exists() and not done:
             store.move_aside(directory)
-        base = next(a for a in study.arms if a.name == arm.cpt_of)
+        artifacts.write_json_atomic(stamp, base_identity)
         settings = {
             **yaml.safe_load(CPT_CONFIG.read_text()),
             **study.cpt,

@@ -471,3 +471,34 @@ def test_bm25_ranks_with_the_library_and_scores_as_the_probes_do(data_dir):
     assert 0 < scores["test"]["ndcg@10"] <= 1 and len(scores["test"]["per_instance"]["ndcg@10"]) == 20
     # the pooled corpus of the protocol: every judged document of validation and test, shared by both
     assert splits["validation"].corpus == splits["test"].corpus
+
+
+@pytest.mark.slow
+def test_the_controlled_page_says_what_applies_to_probes_and_no_more(controlled):
+    page = (controlled.parent / "docs" / "README.md").read_text()
+    assert "## Readouts" in page and "| bm25 |" in page and "| cpt-full | sst2 |" in page
+    assert "best learning rate" not in page and "| parameters |" not in page and "? / ?" not in page
+    assert "`cpt-clm` (full CLM CPT of decoder-causal)" in page and "trained 2 times" in page
+    assert "CPT runs (its units" in page and "family-wise error rate at 5%" in page and "4-bit GGUF" in page
+    assert "15 paired comparisons are one family" in page and "over these 15 comparisons" in page
+
+
+@pytest.mark.slow
+def test_a_converted_decoder_replaced_by_hand_trains_the_cpt_arms_again(finished, tiny_decoder, data_dir, tmp_path):
+    """models/converted swapped for other weights after CPT: the CPT runs made from the old weights are moved aside
+    and trained again from the new ones, never reported as CPT of them."""
+    output = shutil.copytree(finished, tmp_path / "study")
+    before = records(output)["cpt-full", "sst2", 0]["identity"]["model"]
+    model = LlamaForCausalLM.from_pretrained(tiny_decoder)
+    torch.nn.init.zeros_(model.model.norm.weight)
+    shutil.rmtree(output / "models" / "converted")
+    model.save_pretrained(tmp_path / "other")
+    shutil.copy(tiny_decoder / "tokenizer.json", tmp_path / "other")
+    shutil.copy(tiny_decoder / "tokenizer_config.json", tmp_path / "other")
+    from modeling_eurobert.convert import convert
+
+    convert(str(tmp_path / "other"), output / "models" / "converted")
+    rerun(output, tiny_decoder, data_dir)
+    for arm in ("cpt-full", "cpt-lora"):
+        assert len(list((output / "models").glob(f"{arm}.replaced-*"))) == 1
+    assert records(output)["cpt-full", "sst2", 0]["identity"]["model"] != before
