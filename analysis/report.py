@@ -449,6 +449,18 @@ PROBE_SCORES = (
     "would misdescribe it. Scores are fractions in [0, 1]. The trivial baseline is what a model scores without "
     'learning the task (majority class, all "O", a random ranking).'
 )
+PROBE_WORDS = (
+    (
+        "Models pretrained several times (`-pseed<k>`), each shown as one model: its mean and CI are over its runs' "
+        "means (each a mean over fine-tuning seeds at the model's best LR).",
+        "Arms trained several times (`<arm>-pseed<k>`: CPT runs), each shown as one model: its mean and CI are over "
+        "its runs' means (each a mean over the probe's seeds).",
+    ),
+    ("Pretraining-run", "CPT-run"),
+    ("pretraining-run", "CPT-run"),
+    ("pretraining run", "CPT run"),
+    ("fine-tuning seed", "probe seed"),
+)
 PROBE_DROPPED = ("parameters", "step", "best_lr", "stability_std", "lr_range")  # a probe page's tables omit these
 
 
@@ -894,10 +906,9 @@ def write_report(
         lines += [
             "",
             "## Paired comparisons (A - B, per-instance test scores; CI Student t over units - seeds, or "
-            + ("CPT runs" if probes else "pretraining runs")
-            + " - and instances; p_bootstrap resampling instances (paired) and seeds, or "
-            + ("CPT runs" if probes else "pretraining runs")
-            + " and then the seeds within each; wins / losses count test instances, a description, not a test"
+            "pretraining runs - and instances; p_bootstrap resampling instances (paired) and seeds, or "
+            "pretraining runs and then the seeds within each; wins / losses count test instances, a "
+            "description, not a test"
             + (
                 f"; p_holm: p Holm-adjusted over these {len(comparisons)} comparisons, one family)"
                 if len(keys) > 13
@@ -940,6 +951,8 @@ def write_report(
     ]
     if probes:  # what only a trained, fine-tuned model has: no column of unknowns ("?") or of a single "LR" 0
         lines = without_columns([line for line in lines if line != MODEL_COLUMNS], PROBE_DROPPED)
+        for old, new in PROBE_WORDS:  # a model trained several times is an arm's CPT runs; its seeds, the probe's
+            lines = [line.replace(old, new) for line in lines]
     artifacts.write_text_atomic(output / "summary.md", "\n".join(lines) + "\n")
     if tested:
         keys = finding_keys(tested)

@@ -188,7 +188,6 @@ def ranked(split, doc_states: dict, query_states: list[np.ndarray], readout: str
     return metrics.retrieval_scores(run, split.qrels)
 
 
-BM25 = "bm25"  # the lexical reference's model name in a decoder study's results
 BM25_SETTINGS = {"method": "lucene", "k1": 1.5, "b": 0.75, "stopwords": "en", "stemmer": "english"}  # mteb's
 
 

@@ -639,7 +639,10 @@ def measure_arms(study: Study, output: Path, data_dir: str | None, progress: Pro
     filed through `core.store` (kinds "probe" and "heldout"); a changed one is made again, a current one is kept as it
     is. A probe's result is its readout chosen on validation (`evaluation.probe.choose`), named in its config."""
     runs = [(arm, name, k, arm_dir(output, arm, name)) for arm, name, k in arm_runs(study)]
-    for arm, name, k, directory in [*runs, *([(None, BM25, None, None)] * any(is_ir(p) for p in study.probes))]:
+    for arm, name, k, directory in [
+        *runs,
+        *([(None, run_folders.BM25, None, None)] * any(is_ir(p) for p in study.probes)),
+    ]:
         progress.start("evaluation", f"{name}: held-out text and probes" if arm else "BM25 (bm25s) on retrieval")
         identity = {
             "model": model_folders.checkpoint_identity(directory) if arm else bm25_identity(),
@@ -680,9 +683,6 @@ def measure_arms(study: Study, output: Path, data_dir: str | None, progress: Pro
                 record = store.new_result(name, spec["task"], family, 0, seed, fields, made_by, versions, k)
                 store.write_result(path, record)
         progress.done(f"measure:{name}", timed=bool(specs))
-
-
-BM25 = "bm25"  # the lexical reference row of a decoder study's retrieval probes (`evaluation.probe.probe_bm25`)
 
 
 def is_ir(probe) -> bool:
@@ -743,7 +743,7 @@ def run_decoder_study(
     """A decoder study's stages: the converted decoder and its CPT arms, every arm's measures, the report."""
     runs = [name for _, name, _ in arm_runs(study)]
     cpt_runs = [name for arm, name, _ in arm_runs(study) if arm.cpt_of]
-    references = [BM25] * any(is_ir(p) for p in study.probes)
+    references = [run_folders.BM25] * any(is_ir(p) for p in study.probes)
     progress = Progress(
         {
             **{f"pretrain:{name}": 1 for name in (CONVERTED, *cpt_runs)},

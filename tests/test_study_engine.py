@@ -481,6 +481,7 @@ def test_the_controlled_page_says_what_applies_to_probes_and_no_more(controlled)
     assert "`cpt-clm` (full CLM CPT of decoder-causal)" in page and "trained 2 times" in page
     assert "CPT runs (its units" in page and "family-wise error rate at 5%" in page and "4-bit GGUF" in page
     assert "15 paired comparisons are one family" in page and "over these 15 comparisons" in page
+    assert "| model | CPT runs |" in page and "## CPT-run variance" in page and "pretraining run" not in page
 
 
 @pytest.mark.slow
