@@ -624,10 +624,17 @@ def prepare_arms(study: Study, output: Path, data_dir: str | None, decoder, prog
 
 def measure_specs(study: Study) -> list[dict]:
     """What each measure's results depend on besides the arm: held-out text as task "heldout", then the probes,
-    each with the seeds it is filed under (a retrieval probe fits nothing: seed 0)."""
+    each with the seeds it is filed under (a retrieval probe fits nothing: seed 0) and how it is read out (`method`:
+    a result made another way, the first real-decoder study's one readout, is made again)."""
     held = {"task": "heldout", "blocks": study.heldout_blocks, "block_size": study.cpt["block_size"], "seeds": [0]}
+    held["method"] = "next-token loss; masked-token loss and accuracy for bidirectional attention only"
     probes = [
-        {**dataclasses.asdict(p), "max_length": study.probe_max_length, "seeds": list(study.seeds if p.train else [0])}
+        {
+            **dataclasses.asdict(p),
+            "max_length": study.probe_max_length,
+            "seeds": list(study.seeds if p.train else [0]),
+            "method": "the readout of the higher mean validation score (evaluation.probe.READOUTS); ir: pooled corpus",
+        }
         for p in study.probes
     ]
     return [held] * bool(study.heldout_blocks) + probes

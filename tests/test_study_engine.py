@@ -439,6 +439,7 @@ def test_each_probe_reports_the_readout_its_validation_scores_chose(controlled):
         means = config["readout_validation"]
         assert set(means) == set(probe.READOUTS[family]) and means[config["readout"]] == max(means.values())
         assert store.split_scores(record, "validation") is not None
+        assert "validation" in record["identity"]["measure"]["method"]  # a result read out another way is redone
 
 
 def test_the_readout_is_chosen_on_validation_never_on_test():
