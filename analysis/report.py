@@ -442,6 +442,85 @@ def imported_markdown(
     return lines
 
 
+PROBE_SCORES = (
+    "Test score of each frozen-feature probe (`evaluation.probe`): mean ± the half-width of its 95% confidence "
+    "interval (Student t over the probe's seeds, its training subsets, for a model trained once; over its CPT "
+    "runs, each run's mean over the seeds, for a model trained several times), or the interval itself where ± "
+    "would misdescribe it. Scores are fractions in [0, 1]. The trivial baseline is what a model scores without "
+    'learning the task (majority class, all "O", a random ranking).'
+)
+PROBE_WORDS = (
+    (
+        "Models pretrained several times (`-pseed<k>`), each shown as one model: its mean and CI are over its runs' "
+        "means (each a mean over fine-tuning seeds at the model's best LR).",
+        "Arms trained several times (`<arm>-pseed<k>`: CPT runs), each shown as one model: its mean and CI are over "
+        "its runs' means (each a mean over the probe's seeds).",
+    ),
+    ("Pretraining-run", "CPT-run"),
+    ("pretraining-run", "CPT-run"),
+    ("pretraining run", "CPT run"),
+    ("fine-tuning seed", "probe seed"),
+)
+PROBE_DROPPED = ("parameters", "step", "best_lr", "stability_std", "lr_range")  # a probe page's tables omit these
+
+
+def without_columns(lines: list[str], dropped) -> list[str]:
+    """`lines` with the columns named `dropped` taken out of every Markdown table (`markdown_table`'s layout)."""
+    out, keep = [], None
+    for line in lines:
+        if not line.startswith("|"):
+            keep = None
+            out.append(line)
+        elif line.startswith("|---"):
+            out.append("|" + "---|" * len(keep))
+        else:
+            cells = line[2:-2].split(" | ")
+            keep = keep or [i for i, cell in enumerate(cells) if cell not in dropped]  # the header's
+            out.append("| " + " | ".join(cells[i] for i in keep) + " |")
+    return out
+
+
+def readouts_markdown(records: list[dict]) -> list[str]:
+    """Markdown: the readout each probe's runs chose on validation (`evaluation.probe.choose`), with each readout's
+    mean validation score over the runs; [] when no record names one."""
+    chosen = collections.defaultdict(list)
+    for record in records:
+        if "readout" in (config := store.run_config(record)):
+            chosen[statistics.replicate_group(record["model"]), record["task"]].append((record["model"], config))
+    if not chosen:
+        return []
+    rows = []
+    for (model, task), runs in sorted(
+        chosen.items(), key=lambda item: (item[0][1], statistics.model_order(item[0][0]))
+    ):
+        per_run = dict(runs)  # one choice per run: its seeds share it
+        counts = collections.Counter(config["readout"] for config in per_run.values())
+        validation = {
+            r: sum(c["readout_validation"][r] for c in per_run.values()) / len(per_run)
+            for r in next(iter(per_run.values()))["readout_validation"]
+        }
+        rows.append(
+            [
+                model,
+                task,
+                ", ".join(
+                    f"{readout} ({n} of {len(per_run)})" if len(per_run) > 1 else readout
+                    for readout, n in sorted(counts.items())
+                ),
+                ", ".join(f"{readout} {table_cell(value)}" for readout, value in validation.items()),
+            ]
+        )
+    return [
+        "## Readouts",
+        "",
+        "Each probe is read out two ways (sentences: the mean or the last token's state; words: the first or the last "
+        "sub-token's) and reported with the one of the higher mean validation score over its seeds, chosen per run "
+        "(for a model trained several times, how many of its runs chose each); the test set plays no part.",
+        "",
+        *markdown_table(["model", "task", "readout chosen", "mean validation score per readout"], rows),
+    ]
+
+
 def heldout_markdown(heldout: list[dict]) -> list[str]:
     """Markdown: the held-out scores of each model (`store` kind "heldout"), with the attention and CPT steps its
     measure recorded."""
@@ -450,7 +529,13 @@ def heldout_markdown(heldout: list[dict]) -> list[str]:
         "## Held-out text",
         "",
         "Masked-token loss and accuracy with the model's attention (a masked token predicted at its own position, as "
-        "MLM does) and next-token loss (causal attention), over the same held-out blocks.",
+        "MLM does) and next-token loss (causal attention), over the same held-out blocks."
+        + (
+            " — : not measured, for a model that attends causally (its head at a position predicts the next token, "
+            "not the token there)."
+            if any("mlm_loss" not in store.split_scores(r, "test") for r in heldout)
+            else ""
+        ),
         "",
         *markdown_table(
             ["model", "attention", "CPT steps", "masked-token loss", "masked-token accuracy", "next-token loss"],
@@ -459,7 +544,7 @@ def heldout_markdown(heldout: list[dict]) -> list[str]:
                     r["model"],
                     store.run_config(r)["attention"],
                     str(store.run_config(r)["cpt_steps"]),
-                    *(f"{store.split_scores(r, 'test')[k]:.3f}" for k in keys),
+                    *(f"{v:.3f}" if (v := store.split_scores(r, "test").get(k)) is not None else "—" for k in keys),
                 ]
                 for r in sorted(heldout, key=lambda r: statistics.model_order(r["model"]))
             ),
@@ -758,6 +843,7 @@ def write_report(
     """Write `summary.csv`, `summary.md` (every name as a reader sees it, with its parameters and step), `findings.csv`
     and the figures into `output`; `tested`: the records and rows the findings test."""
     tested_records, tested_rows = tested
+    probes = bool(records) and all(store.record_kind(r) == "probe" for r in records)  # no LR, no parameter count
     comparisons = [c for pair in pairs for c in compare(records, rows, *pair)]
     if len(pairs) > 1:  # one family: Holm over every comparison of every pair
         comparisons = [{**c, "p_holm": p} for c, p in zip(comparisons, statistics.holm([c["p"] for c in comparisons]))]
@@ -769,7 +855,9 @@ def write_report(
     lines = [
         "# Fine-tuning results",
         "",
-        "Test score at the best learning rate (highest mean validation score over seeds; for a model trained "
+        PROBE_SCORES
+        if probes
+        else "Test score at the best learning rate (highest mean validation score over seeds; for a model trained "
         "several times, over all its runs' seeds: one LR pooled over the runs, not one per run): mean over seeds "
         "± the half-width of its 95% confidence interval (Student t over seeds; over pretraining runs for a model "
         "trained several times), or the interval itself where ± would misdescribe it. Scores are fractions in [0, "
@@ -778,6 +866,8 @@ def write_report(
         "",
         *results_table(rows, regime),
     ]
+    if readouts := readouts_markdown(records):
+        lines += ["", *readouts]
     if heldout:
         lines += ["", *heldout_markdown(heldout)]
     if len(sources) > 1:
@@ -842,7 +932,11 @@ def write_report(
         "",
         "## Every column",
         "",
-        "entity_f1 = TC entity F1 (seqeval) of the best LR's runs; std = over the best LR's seeds; "
+        "entity_f1 = TC entity F1 (seqeval) over the probe's seeds; std = over its seeds; n_pretrain_runs, "
+        "pretrain_sd, seed_sd: the CPT runs and the two-level SDs (CPT runs, the probe's seeds); summary.csv's "
+        "best_lr (0: a probe has none), stability_std and lr_range do not apply to probes and are not shown."
+        if probes
+        else "entity_f1 = TC entity F1 (seqeval) of the best LR's runs; std = over the best LR's seeds; "
         "stability_std = std over all finished runs; lr_range = range of the per-LR mean test scores; "
         "n_pretrain_runs, pretrain_sd, seed_sd: the pretraining runs and the two-level SDs; parameters and "
         "step (not in summary.csv) as in the results table.",
@@ -855,6 +949,10 @@ def write_report(
             ),
         ),
     ]
+    if probes:  # what only a trained, fine-tuned model has: no column of unknowns ("?") or of a single "LR" 0
+        lines = without_columns([line for line in lines if line != MODEL_COLUMNS], PROBE_DROPPED)
+        for old, new in PROBE_WORDS:  # a model trained several times is an arm's CPT runs; its seeds, the probe's
+            lines = [line.replace(old, new) for line in lines]
     artifacts.write_text_atomic(output / "summary.md", "\n".join(lines) + "\n")
     if tested:
         keys = finding_keys(tested)

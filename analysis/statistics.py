@@ -35,9 +35,8 @@ def model_kind(name: str) -> str:
 
 @functools.lru_cache(maxsize=None)  # called per record by every lookup (`best_runs`): a few names, parsed once
 def replicate_group(name: str) -> str:
-    """The model a result belongs to: its name without `-pseed<k>` (a name outside the grammar as it is)."""
-    p = names.try_parse_name(name)
-    return name if p is None else p.replicate_group
+    """The model a result belongs to: its name without `-pseed<k>` (`names.split_replicate`)."""
+    return names.split_replicate(name)[0]
 
 
 def unit_scores(records: list[dict], split: str = "test") -> np.ndarray:

@@ -218,6 +218,15 @@ def run_scale(info: dict, parsed: ModelName | None) -> str | None:
     return None if (info.get("size"), info.get("steps")) == (parsed.size, steps) else CUSTOM_SCALE
 
 
+def split_replicate(name: str) -> tuple[str, int | None]:
+    """(replicate group, k) of any name: a name of the grammar as `parse_name` reads it, another as `<run>-pseed<k>`
+    (a decoder study's CPT replicates, `cpt-full-pseed1`); (name, None) for a single run."""
+    if (parsed := try_parse_name(name)) is not None:
+        return parsed.replicate_group, parsed.pretrain_seed
+    match = re.fullmatch(r"(.+)-pseed(\d+)", name)
+    return (match[1], int(match[2])) if match else (name, None)
+
+
 def try_parse_name(name: str) -> ModelName | None:
     """`parse_name`, or None for a name outside the grammar (another encoder: a BERT, a local run)."""
     try:

@@ -97,13 +97,19 @@ def study_of(results_dir: str | os.PathLike) -> dict | None:
     return read_json(marker, "study marker")
 
 
+BM25 = "bm25"  # the model name a decoder study files its retrieval probes' lexical reference under
+
+
 def is_study_model(study: dict, model: str) -> bool:
     """Whether `model` is a name a study files its own checkpoints' results under: one of its models (a replicate
-    `-pseed<k>`, an intermediate checkpoint `-<paper step>`), unscaled (`core.names`)."""
+    `-pseed<k>`, an intermediate checkpoint `-<paper step>`), unscaled (`core.names`); a decoder study's arms (a CPT
+    arm's replicates `-pseed<k>`) and, with a retrieval probe, its BM25 reference (`BM25`)."""
     p = names.try_parse_name(model)
     run = p and p.scale is None and names.try_parse_name(p.replicate_group)
-    arms = {arm["name"] for arm in study.get("definition", {}).get("arms", ())}  # a decoder study's models
-    return bool(run) and run.run_name in study.get("definition", {}).get("models", ()) or model in arms
+    definition = study.get("definition", {})
+    arms = {arm["name"] for arm in definition.get("arms", ())}  # a decoder study's models
+    arms |= {BM25} if any(probe["metric"] == "ndcg@10" for probe in definition.get("probes", ())) else set()
+    return bool(run) and run.run_name in definition.get("models", ()) or names.split_replicate(model)[0] in arms
 
 
 def read_run_info(directory: str | os.PathLike | None) -> dict | None:

@@ -267,9 +267,8 @@ def run_config(record: dict) -> dict:
 
 
 def pretrain_seed(model: str) -> int | None:
-    """k of a model named as a pretraining replicate (`<name>-pseed<k>`, `core.names`), else None."""
-    parsed = names.try_parse_name(model)
-    return parsed.pretrain_seed if parsed else None
+    """k of a model named as a pretraining replicate (`<name>-pseed<k>`, `core.names.split_replicate`), else None."""
+    return names.split_replicate(model)[1]
 
 
 def filed_path(record) -> Path | None:

@@ -72,39 +72,44 @@ def heldout_losses(
     return {f"{k}_loss": total / max(count, 1) for k, (total, count) in totals.items()}
 
 
-def masked_token_scores(model, blocks, tokenizer, mlm_probability: float = 0.4, mlm_causal: bool = False) -> dict:
-    """Masked-token loss and accuracy (attention causal or bidirectional as asked; a masked token is predicted at its
-    own position) and the next-token loss (causal) of a loaded `EuroBertClmMlmForMaskedLM` on `blocks`, with their
-    sums and counts per block ("per_instance": what `analysis.statistics.instance_columns` reads)."""
+def masked_token_scores(model, blocks, tokenizer, mlm_probability: float = 0.4, causal: bool = False) -> dict:
+    """The next-token loss (causal attention) of a loaded `EuroBertClmMlmForMaskedLM` on `blocks` and, for a model
+    that attends bidirectionally (`causal` False), its masked-token loss and accuracy (a masked token predicted at its
+    own position, as MLM does: a question a causal model's head, which predicts the next token, is not asked), with
+    their sums and counts per block ("per_instance": what `analysis.statistics.instance_columns` reads)."""
     import torch
     from torch.nn.functional import cross_entropy
 
-    rows = {key: [] for key in ("mlm_loss_sum", "mlm_correct", "mlm_count", "clm_loss_sum", "clm_count")}
+    keys = ("clm_loss_sum", "clm_count") + ("mlm_loss_sum", "mlm_correct", "mlm_count") * (not causal)
+    rows = {key: [] for key in keys}
     with torch.no_grad():
         for clm_batch, mlm_batch in _batches(blocks, tokenizer, mlm_probability, 1, 0):  # a row per block
-            ids, labels = (mlm_batch[key].to(model.device) for key in ("input_ids", "labels"))
-            keep = labels != -100
-            logits = model.lm_head(model.model(input_ids=ids, is_causal=mlm_causal).last_hidden_state[keep]).float()
             ids = clm_batch["input_ids"].to(model.device)
             clm = model.lm_head(model.model(input_ids=ids, is_causal=True).last_hidden_state[:, :-1]).float()
-            values = (
-                float(cross_entropy(logits, labels[keep], reduction="sum")),
-                int((logits.argmax(-1) == labels[keep]).sum()),
-                int(keep.sum()),
+            values = [
                 float(cross_entropy(clm.flatten(0, 1), ids[:, 1:].flatten(), reduction="sum")),
                 ids[:, 1:].numel(),
-            )
+            ]
+            if not causal:
+                ids, labels = (mlm_batch[key].to(model.device) for key in ("input_ids", "labels"))
+                keep = labels != -100
+                logits = model.lm_head(model.model(input_ids=ids, is_causal=False).last_hidden_state[keep]).float()
+                values += [
+                    float(cross_entropy(logits, labels[keep], reduction="sum")),
+                    int((logits.argmax(-1) == labels[keep]).sum()),
+                    int(keep.sum()),
+                ]
             for key, value in zip(rows, values):
                 rows[key].append(value)
     sums = {key: sum(values) for key, values in rows.items()}
-    return {
-        "mlm_loss": sums["mlm_loss_sum"] / sums["mlm_count"],
-        "mlm_accuracy": sums["mlm_correct"] / sums["mlm_count"],
-        "clm_loss": sums["clm_loss_sum"] / sums["clm_count"],
-        "masked_tokens": sums["mlm_count"],
-        "next_tokens": sums["clm_count"],
-        "per_instance": rows,
-    }
+    scores = {"clm_loss": sums["clm_loss_sum"] / sums["clm_count"], "next_tokens": sums["clm_count"]}
+    if not causal:
+        scores |= {
+            "mlm_loss": sums["mlm_loss_sum"] / sums["mlm_count"],
+            "mlm_accuracy": sums["mlm_correct"] / sums["mlm_count"],
+            "masked_tokens": sums["mlm_count"],
+        }
+    return {**scores, "per_instance": rows}
 
 
 def heldout_blocks(

@@ -223,10 +223,8 @@ class PretrainArguments:
             raise ValueError(
                 "CPT starts from existing weights: pass --model_name_or_path (a decayed run or a converted decoder)"
             )
-        if self.objective != "mlm" or self.switch_step is not None or self.branch_from or self.decay_branches:
-            raise ValueError(
-                "CPT is MLM only: drop objective/switch_step/branch_from/decay_branches from the CPT config"
-            )
+        if self.switch_step is not None or self.branch_from or self.decay_branches:  # MLM, or CLM as a control
+            raise ValueError("CPT is one objective: drop switch_step/branch_from/decay_branches from the CPT config")
         if self.lora and self.keep_optimizer_state:
             raise ValueError(
                 "keep_optimizer_state loads full-model AdamW moments, which LoRA adapters have no use "

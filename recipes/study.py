@@ -550,8 +550,21 @@ CONVERTED = "converted"  # under models/: the converted decoder, the arms withou
 CPT_CONFIG = Path(__file__).parent / "configs" / "real-decoder-cpt.yaml"
 
 
-def arm_dir(output: Path, arm: Arm) -> Path:
-    return output / "models" / (arm.name if arm.cpt_of else CONVERTED)
+def arm_runs(study: Study) -> list[tuple[Arm, str, int | None]]:
+    """(arm, run name, CPT seed) of every model a decoder study measures: an arm without CPT once (the converted
+    decoder's weights), a CPT arm once per `pretrain_seeds` seed (`<arm>-pseed<k>`, the replicates of
+    `core.names`), or once when it names none."""
+    return [
+        (arm, names.replicate_name(arm.name, k), k)
+        for arm in study.arms
+        for k in (study.pretrain_seeds or (None,) if arm.cpt_of else (None,))
+    ]
+
+
+def arm_dir(output: Path, arm: Arm, name: str | None = None) -> Path:
+    """The folder of `arm`'s run `name` (`arm_runs`; the arm's name by default), the converted decoder's for an arm
+    without CPT."""
+    return output / "models" / ((name or arm.name) if arm.cpt_of else CONVERTED)
 
 
 def check_decoder(folder: str) -> str:
@@ -571,22 +584,28 @@ def check_decoder(folder: str) -> str:
 
 
 def prepare_arms(study: Study, output: Path, data_dir: str | None, decoder, progress: Progress) -> None:
-    """The converted decoder (`decoder()`: its folder) and each CPT arm (`recipes/configs/real-decoder-cpt.yaml`, the
+    """The converted decoder (`decoder()`: its folder) and each CPT run (`recipes/configs/real-decoder-cpt.yaml`, the
     study's `cpt` settings, the arm's own), each made once: a CPT folder without its run_info.json (a run killed
-    before its last file) is moved aside and trained again."""
+    before its last file), or trained from a base whose content has changed since (`configs/<run>.base.json`: a
+    `models/converted` replaced by hand), is moved aside and trained again."""
     from modeling_eurobert.convert import convert
 
     progress.start("pretraining", f"{study.decoder} converted")
     if not (output / "models" / CONVERTED).is_dir():
         convert(str(decoder()), output / "models" / CONVERTED)  # written whole or not at all
     progress.done(f"pretrain:{CONVERTED}", timed=False)
-    for arm in (arm for arm in study.arms if arm.cpt_of):
-        directory, what = arm_dir(output, arm), f"{arm.name} (CPT of {arm.cpt_of})"
+    for arm, name, k in (run for run in arm_runs(study) if run[0].cpt_of):
+        directory, what = arm_dir(output, arm, name), f"{name} (CPT of {arm.cpt_of})"
         progress.start("pretraining", what)
+        base = next(a for a in study.arms if a.name == arm.cpt_of)
+        base_identity = model_folders.checkpoint_identity(arm_dir(output, base))
+        stamp = output / "configs" / f"{name}.base.json"
         done = (directory / run_folders.RUN_INFO_NAME).is_file()
+        if done and stamp.is_file() and artifacts.read_json(stamp, "CPT base identity") != base_identity:
+            done = False  # its base was replaced since: its weights are not CPT of this base
         if directory.exists() and not done:
             store.move_aside(directory)
-        base = next(a for a in study.arms if a.name == arm.cpt_of)
+        artifacts.write_json_atomic(stamp, base_identity)
         settings = {
             **yaml.safe_load(CPT_CONFIG.read_text()),
             **study.cpt,
@@ -595,83 +614,125 @@ def prepare_arms(study: Study, output: Path, data_dir: str | None, decoder, prog
             "output_dir": str(directory),
             "data_cache_dir": str(output / "cache"),
             "data_dir": data_dir,
-            "run_name": arm.name,
+            "run_name": name,
         }
-        pretrain(arm.name, "recipes.cpt", settings, output, lambda log, what=what: progress.steps(what, log))
-        progress.done(f"pretrain:{arm.name}", timed=not done)
+        if k is not None:  # replicate k: its own weights' initialisation (LoRA), masks and, asked, block order
+            settings.update(seed=k, masking_seed=k, **({"data_seed": k} if study.pretrain_data_order else {}))
+        pretrain(name, "recipes.cpt", settings, output, lambda log, what=what: progress.steps(what, log))
+        progress.done(f"pretrain:{name}", timed=not done)
 
 
 def measure_specs(study: Study) -> list[dict]:
     """What each measure's results depend on besides the arm: held-out text as task "heldout", then the probes,
-    each with the seeds it is filed under (a retrieval probe fits nothing: seed 0)."""
+    each with the seeds it is filed under (a retrieval probe fits nothing: seed 0) and how it is read out (`method`:
+    a result made another way, the first real-decoder study's one readout, is made again)."""
     held = {"task": "heldout", "blocks": study.heldout_blocks, "block_size": study.cpt["block_size"], "seeds": [0]}
+    held["method"] = "next-token loss; masked-token loss and accuracy for bidirectional attention only"
     probes = [
-        {**dataclasses.asdict(p), "max_length": study.probe_max_length, "seeds": list(study.seeds if p.train else [0])}
+        {
+            **dataclasses.asdict(p),
+            "max_length": study.probe_max_length,
+            "seeds": list(study.seeds if p.train else [0]),
+            "method": "the readout of the higher mean validation score (evaluation.probe.READOUTS); ir: pooled corpus",
+        }
         for p in study.probes
     ]
     return [held] * bool(study.heldout_blocks) + probes
 
 
 def measure_arms(study: Study, output: Path, data_dir: str | None, progress: Progress) -> None:
-    """Every measure of every arm whose results are not current for their identity (`store.result_state`: the arm's
-    checkpoint and attention, the measure, the scale), made and filed through `core.store` (kinds "probe" and
-    "heldout"); a changed one is made again, a current one is kept as it is."""
-    for arm in study.arms:
-        progress.start("evaluation", f"{arm.name}: held-out text and probes")
+    """Every measure of every arm's run (`arm_runs`), and BM25 on each retrieval probe, whose results are not current
+    for their identity (`store.result_state`: the run's checkpoint and attention, the measure, the scale), made and
+    filed through `core.store` (kinds "probe" and "heldout"); a changed one is made again, a current one is kept as it
+    is. A probe's result is its readout chosen on validation (`evaluation.probe.choose`), named in its config."""
+    runs = [(arm, name, k, arm_dir(output, arm, name)) for arm, name, k in arm_runs(study)]
+    for arm, name, k, directory in [
+        *runs,
+        *([(None, run_folders.BM25, None, None)] * any(is_ir(p) for p in study.probes)),
+    ]:
+        progress.start("evaluation", f"{name}: held-out text and probes" if arm else "BM25 (bm25s) on retrieval")
         identity = {
-            "model": model_folders.checkpoint_identity(arm_dir(output, arm)),
-            "attention": "causal" if arm.causal else "bidirectional",
+            "model": model_folders.checkpoint_identity(directory) if arm else bm25_identity(),
+            **({"attention": "causal" if arm.causal else "bidirectional"} if arm else {}),
             "scale": study.scale,
         }
         todo = {}  # task -> {seed: the path of a result not current}
-        for spec in measure_specs(study):
-            paths = {k: store.result_path(output / "results", arm.name, spec["task"], 0, k) for k in spec["seeds"]}
+        specs = [spec for spec in measure_specs(study) if arm or spec.get("metric") == "ndcg@10"]
+        for spec in specs:
+            paths = {seed: store.result_path(output / "results", name, spec["task"], 0, seed) for seed in spec["seeds"]}
             todo[spec["task"]] = {
-                k: path
-                for k, path in paths.items()
+                seed: path
+                for seed, path in paths.items()
                 if store.result_state(path, {**identity, "measure": spec})[0] != "done"
             }
-        info = run_folders.read_run_info(arm_dir(output, arm))
-        config = {"attention": identity["attention"], "cpt_steps": info["steps"] if info else 0}
-        specs = [spec for spec in measure_specs(study) if todo[spec["task"]]]
-        for spec, family, scores, baseline in measure_arm(study, arm, output, data_dir, specs):
+        info = arm and run_folders.read_run_info(directory)
+        config = (
+            {"attention": identity["attention"], "cpt_steps": info["steps"] if info else 0}
+            if arm
+            else {"reference": "BM25"}
+        )
+        specs = [spec for spec in specs if todo[spec["task"]]]
+        for spec, family, chosen, baseline in measure_arm(study, arm, directory, output, data_dir, specs):
             for seed, path in todo[spec["task"]].items():
+                metric = spec.get("metric") or ("clm_loss" if arm.causal else "mlm_loss")
+                chose = (
+                    {"readout": chosen["readout"], "readout_validation": chosen["validation"]}
+                    if arm and baseline
+                    else {}
+                )
                 fields = {
-                    **store.result_body(spec.get("metric", "mlm_loss"), {"validation": None, "test": scores[seed]}),
+                    **store.result_body(metric, chosen["scores"][seed]),
                     "evaluation": "probe" if baseline else "heldout",
-                    "config": config,
+                    "config": {**config, **chose},
                     **({"trivial_baseline": {"test": baseline}} if baseline else {}),
                 }
                 versions, made_by = run_folders.package_versions("sklearn"), {**identity, "measure": spec}
-                store.write_result(
-                    path, store.new_result(arm.name, spec["task"], family, 0, seed, fields, made_by, versions)
-                )
-        progress.done(f"measure:{arm.name}", timed=bool(specs))
+                record = store.new_result(name, spec["task"], family, 0, seed, fields, made_by, versions, k)
+                store.write_result(path, record)
+        progress.done(f"measure:{name}", timed=bool(specs))
 
 
-def measure_arm(study: Study, arm: Arm, output: Path, data_dir: str | None, todo: list[dict]):
-    """(spec, family, {seed: scores}, trivial baseline or None) of each measure in `todo`, the arm's model loaded
-    once."""
+def is_ir(probe) -> bool:
+    return probe.metric == "ndcg@10"
+
+
+def bm25_identity() -> dict:
+    from evaluation import probe
+
+    return probe.bm25_identity()
+
+
+def measure_arm(study: Study, arm: Arm | None, directory: Path, output: Path, data_dir: str | None, todo: list[dict]):
+    """(spec, family, the scores `evaluation.probe.choose` returns, trivial baseline or None) of each measure in
+    `todo`, the arm's model loaded once; `arm` None: BM25 on the retrieval probes."""
+    from evaluation import baselines, probe, tasks
+
+    if not todo:
+        return
+    if arm is None:
+        for spec in todo:
+            task = tasks.load_task(spec["task"])
+            splits = probe.probe_splits(task, data_dir, spec)
+            scores = {"readout": None, "validation": None, "scores": probe.probe_bm25(splits)}
+            yield spec, task.family, scores, baselines.trivial_baseline(task, splits)["test"]
+        return
     import torch
 
-    from evaluation import probe, tasks
     from evaluation.model_inputs import load_finetuning_tokenizer
     from modeling_eurobert import EuroBertClmMlmForMaskedLM
     from pretraining import data, heldout
 
-    if not todo:
-        return
-    directory = arm_dir(output, arm)
     torch.manual_seed(0)
     model = EuroBertClmMlmForMaskedLM.from_pretrained(str(directory), dtype=torch.float32).eval().to(study.device)
     for spec in todo:
         if spec["task"] == "heldout":
             tokenizer = data.load_pretraining_tokenizer(directory, objective="mlm")
             blocks = heldout.heldout_blocks(tokenizer, spec["block_size"], spec["blocks"], output / "cache", data_dir)
-            yield spec, "heldout", {0: heldout.masked_token_scores(model, blocks, tokenizer, 0.4, arm.causal)}, None
+            scores = heldout.masked_token_scores(model, blocks, tokenizer, 0.4, arm.causal)
+            yield spec, "heldout", {"scores": {0: {"validation": None, "test": scores}}}, None
             continue
         task = tasks.load_task(spec["task"])
-        scores, baseline = probe.probe_task(
+        chosen, baseline = probe.probe_task(
             model.model,
             load_finetuning_tokenizer(directory),
             task,
@@ -680,18 +741,20 @@ def measure_arm(study: Study, arm: Arm, output: Path, data_dir: str | None, todo
             arm.causal,
             f"{arm.name} {task.name}",
         )
-        yield spec, task.family, scores, baseline
+        yield spec, task.family, chosen, baseline
 
 
 def run_decoder_study(
     study_name: str, study: Study, output: Path, data_dir: str | None, decoder, until: str | None
 ) -> Path:
     """A decoder study's stages: the converted decoder and its CPT arms, every arm's measures, the report."""
-    cpt_arms = [arm.name for arm in study.arms if arm.cpt_of]
+    runs = [name for _, name, _ in arm_runs(study)]
+    cpt_runs = [name for arm, name, _ in arm_runs(study) if arm.cpt_of]
+    references = [run_folders.BM25] * any(is_ir(p) for p in study.probes)
     progress = Progress(
         {
-            **{f"pretrain:{name}": 1 for name in (CONVERTED, *cpt_arms)},
-            **{f"measure:{arm.name}": 1 for arm in study.arms},
+            **{f"pretrain:{name}": 1 for name in (CONVERTED, *cpt_runs)},
+            **{f"measure:{name}": 1 for name in (*runs, *references)},
             "report": 1,
         }
     )

@@ -57,27 +57,54 @@ def intro(study_name: str, definition: dict, tokens_per_step: float, parameters:
 
 
 def decoder_intro(definition: dict) -> str:
-    """The docs README's first paragraph of a decoder study, every number from its definition."""
+    """The docs README's first paragraph of a decoder study, every number from its definition (a study with CPT
+    replicates, `pretrain_seeds`: what its intervals cover, its readouts, its BM25 row and its causal arms' held-out
+    score as well)."""
     cpt = definition["cpt"]
     tokens = cpt["max_steps"] * cpt["per_device_train_batch_size"] * cpt["block_size"]
+    replicates = definition.get("pretrain_seeds", ())
     arms = [
-        f"`{a['name']}` ({'LoRA' if a['cpt'].get('lora') else 'full'} MLM CPT of {a['cpt_of']})"
+        f"`{a['name']}` ({'LoRA' if a['cpt'].get('lora') else 'full'} "
+        f"{'CLM' if a['cpt'].get('objective') == 'clm' else 'MLM'} CPT of {a['cpt_of']})"
         if a["cpt_of"]
         else f"`{a['name']}` (the converted decoder, {'causal' if a['causal'] else 'bidirectional'} attention)"
         for a in definition["arms"]
     ]
-    return (
+    first = (
         f"The paper's recommendation, MLM continued pretraining of a CLM model, tried on a real pretrained decoder "
         f"({definition['decoder']}; SmolLM2-135M-Instruct is its 4-bit GGUF release dequantised: docs/models.md), "
         f"converted with `modeling_eurobert.convert`. Arms: {_listed(arms)}; CPT of {tokens:,} tokens of the "
-        "bundle's English Wikipedia (40% masking; the paper's CPT reads about 50B): a CPU-sized probe of its "
-        f"recommendation, not its scale. Each arm is scored on {definition['heldout_blocks']} held-out blocks and by "
-        f"frozen-feature probes (`evaluation.probe`) of {_listed([p['task'] for p in definition['probes']])}, "
-        f"{len(definition['seeds'])} seeds of each fitted probe's training subset (the units of its intervals, the "
-        "test instances resampled too, paired); the definition below gives every size. One conversion and one CPT "
-        "run per arm: no interval covers CPT's own run-to-run variance. The paired comparisons are one family, their "
-        "p-values Holm-adjusted (p_holm). The tables are `analysis.report`'s: a probe has no learning rate (filed as "
-        "lr 0) and its seeds are its training subsets."
+    )
+    if not replicates:  # the first real-decoder study's page, as it was
+        return first + (
+            "bundle's English Wikipedia (40% masking; the paper's CPT reads about 50B): a CPU-sized probe of its "
+            f"recommendation, not its scale. Each arm is scored on {definition['heldout_blocks']} held-out blocks and "
+            f"by frozen-feature probes (`evaluation.probe`) of {_listed([p['task'] for p in definition['probes']])}, "
+            f"{len(definition['seeds'])} seeds of each fitted probe's training subset (the units of its intervals, "
+            "the test instances resampled too, paired); the definition below gives every size. One conversion and one "
+            "CPT run per arm: no interval covers CPT's own run-to-run variance. The paired comparisons are one family, "
+            "their p-values Holm-adjusted (p_holm). The tables are `analysis.report`'s: a probe has no learning rate "
+            "(filed as lr 0) and its seeds are its training subsets."
+        )
+    steps = f"{cpt['max_steps']} steps of {cpt['per_device_train_batch_size']} x {cpt['block_size']} tokens"
+    comparisons = len(definition["family"]) * len(definition["probes"])
+    return first + (
+        f"bundle's English Wikipedia for every CPT arm ({steps}, the same schedule; MLM masks 40%; the paper's CPT "
+        "reads about 50B): a CPU-sized probe of its recommendation, not its scale, with CLM CPT on the same tokens as "
+        f"the control for further training of any kind. Each CPT arm is trained {len(replicates)} times (`<arm>-pseed"
+        "<k>`: seed k sets its initialisation where it has one (LoRA), its masks and its block order). Each arm is "
+        f"scored on {definition['heldout_blocks']} held-out blocks (next-token loss; masked-token loss and accuracy "
+        "only for an arm that attends bidirectionally) and by frozen-feature probes (`evaluation.probe`) of "
+        f"{_listed([p['task'] for p in definition['probes']])}, each read out two ways (sentences: mean or last "
+        "token; words: first or last sub-token) and reported with the readout of the higher mean validation score "
+        f"(the Readouts table); {len(definition['seeds'])} seeds of each fitted probe's training subset; retrieval "
+        "ranks the protocol's pooled corpus (the documents judged for its validation and test queries), with BM25 "
+        "(`bm25s`, the library mteb's BM25 baseline uses) as a lexical reference row. What an interval covers: for a "
+        "CPT arm the CPT runs (its units, each run's mean over the probe's seeds), for an arm without CPT the probe's "
+        "seeds, and in both the test instances (resampled, paired between arms). The "
+        f"{comparisons} paired comparisons are one family, their p-values Holm-adjusted (p_holm): a difference is "
+        "claimed where p_holm < 0.05, which holds the family-wise error rate at 5%. The tables are "
+        "`analysis.report`'s; a probe has no learning rate (filed as lr 0)."
     )
 
 

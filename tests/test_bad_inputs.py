@@ -200,7 +200,7 @@ CLI_ROWS = {
             "lora_target_modules ['q_proj', 'q_proj'] names q_proj more than once",
         ),
         ([*CPT, "--lora", "true", "--lora_train_embeddings", "maybe"], "--lora_train_embeddings"),
-        ([*CPT, "--objective", "clm"], "CPT is MLM only"),
+        ([*CPT, "--switch_step", "10"], "CPT is one objective"),
         # issue 43: a file, or a folder with only config.json (transformers' "Repo id must be..." and a traceback)
         (
             [

@@ -129,7 +129,8 @@ def test_minilm_through_the_probe_ranks_scifact_as_its_own_encoder_does(real, da
         ids = [tokenizer(t, truncation=True, max_length=256)["input_ids"] for t in texts]
         return probe.token_states(model, ids, tokenizer.pad_token_id)
 
-    ours = probe.probe_ir(encode, split)
+    states = dict(zip(sorted(split.corpus), encode([split.corpus[d] for d in sorted(split.corpus)])))
+    ours = probe.ranked(split, states, encode([split.queries[q] for q in sorted(split.queries)]), "mean")
     st = SentenceTransformer(str(path), device="cpu")
     docs, queries = sorted(split.corpus), sorted(split.queries)
     d = st.encode([split.corpus[i] for i in docs], normalize_embeddings=True)

@@ -4,6 +4,7 @@
 as a user: each refused in one line with nothing changed, or giving the right result. The real SmolLM2 run itself is
 docs/real-decoder-study, regenerated here from its archive."""
 
+import csv
 import dataclasses
 import io
 import json
@@ -15,11 +16,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import yaml
 from transformers import BertConfig, LlamaConfig, LlamaForCausalLM
 
 from analysis.statistics import rows_mismatch
 from core import artifacts, store
 from evaluation import probe
+from evaluation.token_classification import align_labels
 from recipes import study
 from recipes.studies import STUDIES, Probe
 from recipes.study_docs import write_docs
@@ -108,7 +111,7 @@ def records(output: Path) -> dict:
 @pytest.mark.slow
 def test_a_decoder_study_files_every_measure_through_the_store(finished):
     found = records(finished)
-    assert len(found) == 4 * (1 + 2 + 2 + 1)  # arms x (held-out, SST-2 and CoNLL seeds, SciFact)
+    assert len(found) == 4 * (1 + 2 + 2 + 1) + 1  # arms x (held-out, SST-2 and CoNLL seeds, SciFact), BM25
     assert {store.record_kind(r) for r in found.values()} == {"probe", "heldout"}
     assert found["cpt-full", "heldout", 0]["config"] == {"attention": "bidirectional", "cpt_steps": 2}
     assert found["decoder-causal", "heldout", 0]["config"] == {"attention": "causal", "cpt_steps": 0}
@@ -312,7 +315,8 @@ def test_real_models_a_file_is_refused_before_any_download(tmp_path, capsys):
 
 
 def test_a_probe_whose_training_subset_holds_one_class_names_task_and_seed():
-    splits = {"train": {"text": ["a"] * 8, "label": [1] * 8}, "test": {"text": ["b"] * 4, "label": [0, 1, 0, 1]}}
+    evaluated = {"text": ["b"] * 4, "label": [0, 1, 0, 1]}
+    splits = {"train": {"text": ["a"] * 8, "label": [1] * 8}, "validation": evaluated, "test": evaluated}
 
     def encode(texts):
         return [np.ones((2, 3)) * i for i, _ in enumerate(texts)]
@@ -364,3 +368,139 @@ def test_the_study_bar_shows_a_changing_step_count_during_a_pretraining_run(tmp_
     progress.close()
     steps = {desc.split("step ")[1] for desc in seen if "step " in desc}
     assert len(steps) >= 2 and all(s.endswith("/60") for s in steps), seen
+
+
+# ----------------------------------------------------------------- the controlled study (issue 53) at plumbing scale
+ARMS = ("cpt-clm", "cpt-lora", "cpt-full")
+CONTROLLED = dataclasses.replace(
+    STUDIES["real-decoder-controlled"],
+    scale="real-pilot",
+    heldout_blocks=4,
+    seeds=(0, 1),
+    pretrain_seeds=(0, 1),
+    cpt=PILOT.cpt,
+    probes=PILOT.probes,
+)
+
+
+@pytest.fixture(scope="module")
+def controlled(tiny_decoder, data_dir, tmp_path_factory) -> Path:
+    """The controlled decoder study at plumbing scale, run once, with its docs beside it (`<dir>/docs`)."""
+    output = tmp_path_factory.mktemp("rdc") / "study"
+    study.run_study("real-decoder-controlled", output, str(data_dir), study=CONTROLLED, decoder=str(tiny_decoder))
+    write_docs("real-decoder-controlled", output, output.parent / "docs")
+    return output
+
+
+@pytest.mark.slow
+def test_the_controlled_study_measures_every_cpt_replicate_and_the_bm25_reference(controlled):
+    found = records(controlled)
+    runs = {"decoder-causal", "decoder-bidirectional", "bm25"}
+    runs |= {f"{arm}-pseed{k}" for arm in ("cpt-clm", "cpt-lora", "cpt-full") for k in (0, 1)}
+    assert {model for model, _, _ in found} == runs
+    assert {task for model, task, _ in found if model == "bm25"} == {"scifact"}
+    for k in (0, 1):  # each replicate its own seed, masks and block order; the three CPT arms of one seed the same
+        configs = {arm: yaml.safe_load((controlled / "configs" / f"{arm}-pseed{k}.yaml").read_text()) for arm in ARMS}
+        assert {(c["seed"], c["masking_seed"], c["data_seed"]) for c in configs.values()} == {(k, k, k)}
+        assert configs["cpt-clm"]["objective"] == "clm" and configs["cpt-full"]["objective"] == "mlm"
+    weights = {
+        name: store.read_result(controlled / "results" / name / "sst2" / "lr0-seed0.json")["identity"]["model"]
+        for name in ("cpt-lora-pseed0", "cpt-lora-pseed1")
+    }
+    assert weights["cpt-lora-pseed0"] != weights["cpt-lora-pseed1"]  # LoRA initialised and trained per seed
+    assert found["cpt-clm-pseed0", "heldout", 0]["config"] == {"attention": "causal", "cpt_steps": 2}
+    rows = {(r["model"], r["task"]): r for r in csv.DictReader(open(controlled / "report" / "summary.csv"))}
+    assert rows["cpt-full", "sst2"]["n_pretrain_runs"] == "2"  # the CPT runs are the units of its interval
+    assert rows["decoder-causal", "sst2"]["n_pretrain_runs"] == "1"
+    assert float(rows["bm25", "scifact"]["mean"]) == pytest.approx(store.main_score(found["bm25", "scifact", 0]), 1e-3)
+
+
+@pytest.mark.slow
+def test_a_causal_arm_reports_next_token_loss_and_no_masked_token_scores(controlled):
+    found = records(controlled)
+    for name in ("decoder-causal", "cpt-clm-pseed1"):
+        test = store.split_scores(found[name, "heldout", 0], "test")
+        assert store.main_metric(found[name, "heldout", 0]) == "clm_loss" and "mlm_loss" not in test
+    bidirectional = store.split_scores(found["cpt-full-pseed0", "heldout", 0], "test")
+    assert {"mlm_loss", "mlm_accuracy", "clm_loss"} <= bidirectional.keys()
+    page = (controlled.parent / "docs" / "summary.md").read_text()
+    assert "| decoder-causal | causal | 0 | — | — |" in page and "not measured, for a model that attends" in page
+
+
+@pytest.mark.slow
+def test_each_probe_reports_the_readout_its_validation_scores_chose(controlled):
+    found = records(controlled)
+    for (model, task, seed), record in found.items():
+        if task in ("heldout",) or model == "bm25":
+            continue
+        config = store.run_config(record)
+        family = record["family"]
+        assert config["readout"] in probe.READOUTS[family]
+        means = config["readout_validation"]
+        assert set(means) == set(probe.READOUTS[family]) and means[config["readout"]] == max(means.values())
+        assert store.split_scores(record, "validation") is not None
+        assert "validation" in record["identity"]["measure"]["method"]  # a result read out another way is redone
+
+
+def test_the_readout_is_chosen_on_validation_never_on_test():
+    scores = lambda val, test: {0: {"validation": {"accuracy": val}, "test": {"accuracy": test}}}  # noqa: E731
+    chosen = probe.choose({"mean": scores(0.6, 0.9), "last": scores(0.7, 0.5)}, "accuracy")
+    assert chosen["readout"] == "last" and chosen["scores"][0]["test"]["accuracy"] == 0.5
+    assert probe.choose({"mean": scores(0.6, 0.9), "last": scores(0.6, 0.5)}, "accuracy")["readout"] == "mean"
+
+
+def test_a_words_last_sub_token_is_read_where_the_word_ends(data_dir):
+    tokenizer = llama3_bpe(bundle_sentences(data_dir, per_source=50), vocab_size=300)
+    split = {"tokens": [["Zanzibarian", "is", "a", "word"]], "tags": [[1, 0, 0, 0]]}
+    encoded = align_labels(split, tokenizer, 64, "first")
+    word_ids = encoded["word_ids"][0]
+    positions = {w: [j for j, x in enumerate(word_ids) if x == w] for w in range(4)}
+    assert len(positions[0]) > 1  # the test needs a word of several sub-tokens
+    features, words = probe.word_features(
+        lambda ids: [np.arange(len(i), dtype=float)[:, None] for i in ids], tokenizer, split, 64
+    )
+    assert words == [[0, 1, 2, 3]]
+    assert features["first"][0][:, 0].tolist() == [positions[w][0] for w in range(4)]
+    assert features["last"][0][:, 0].tolist() == [positions[w][-1] for w in range(4)]
+
+
+def test_bm25_ranks_with_the_library_and_scores_as_the_probes_do(data_dir):
+    from evaluation import tasks
+
+    splits = probe.probe_splits(tasks.load_task("scifact"), str(data_dir), {"test": 20})
+    scores = probe.probe_bm25(splits)[0]
+    assert 0 < scores["test"]["ndcg@10"] <= 1 and len(scores["test"]["per_instance"]["ndcg@10"]) == 20
+    # the pooled corpus of the protocol: every judged document of validation and test, shared by both
+    assert splits["validation"].corpus == splits["test"].corpus
+
+
+@pytest.mark.slow
+def test_the_controlled_page_says_what_applies_to_probes_and_no_more(controlled):
+    page = (controlled.parent / "docs" / "README.md").read_text()
+    assert "## Readouts" in page and "| bm25 |" in page and "| cpt-full | sst2 |" in page
+    assert "best learning rate" not in page and "| parameters |" not in page and "? / ?" not in page
+    assert "`cpt-clm` (full CLM CPT of decoder-causal)" in page and "trained 2 times" in page
+    assert "CPT runs (its units" in page and "family-wise error rate at 5%" in page and "4-bit GGUF" in page
+    assert "15 paired comparisons are one family" in page and "over these 15 comparisons" in page
+    assert "| model | CPT runs |" in page and "## CPT-run variance" in page and "pretraining run" not in page
+
+
+@pytest.mark.slow
+def test_a_converted_decoder_replaced_by_hand_trains_the_cpt_arms_again(finished, tiny_decoder, data_dir, tmp_path):
+    """models/converted swapped for other weights after CPT: the CPT runs made from the old weights are moved aside
+    and trained again from the new ones, never reported as CPT of them."""
+    output = shutil.copytree(finished, tmp_path / "study")
+    before = records(output)["cpt-full", "sst2", 0]["identity"]["model"]
+    model = LlamaForCausalLM.from_pretrained(tiny_decoder)
+    torch.nn.init.zeros_(model.model.norm.weight)
+    shutil.rmtree(output / "models" / "converted")
+    model.save_pretrained(tmp_path / "other")
+    shutil.copy(tiny_decoder / "tokenizer.json", tmp_path / "other")
+    shutil.copy(tiny_decoder / "tokenizer_config.json", tmp_path / "other")
+    from modeling_eurobert.convert import convert
+
+    convert(str(tmp_path / "other"), output / "models" / "converted")
+    rerun(output, tiny_decoder, data_dir)
+    for arm in ("cpt-full", "cpt-lora"):
+        assert len(list((output / "models").glob(f"{arm}.replaced-*"))) == 1
+    assert records(output)["cpt-full", "sst2", 0]["identity"]["model"] != before
