@@ -3,7 +3,7 @@ processes (N = the cores), under OpenMP's default and each candidate policy, in 
 docs/benchmarks.md, "Threads on a shared CPU").
 
     python -m bench.bench_contention --markdown contention.md   # the figures of docs/benchmarks.md (quiet machine)
-    python -m bench.bench_contention --dry_run                  # tiny runs, 2 policies, 1 busy process (CI)
+    python -m bench.bench_contention --dry_run                  # tiny runs, the default policy, 1 busy process (CI)
 
 Each run is the real command line in a fresh process (`evaluation.run`, `recipes.pretrain`), timed from start to
 exit (wall clock, and the user CPU it used), with the candidate's variables in its environment and nothing else:
@@ -98,7 +98,7 @@ def make_parser() -> argparse.ArgumentParser:
     add(
         "--dry_run",
         action="store_true",
-        help="tiny: 1 seed, 2 fine-tuning and 12 pretraining steps, default and passive, 1 busy process, once, "
+        help="tiny: 1 seed, 2 fine-tuning and 12 pretraining steps, the default policy, 1 busy process, once, "
         "no warm-up",
     )
     add("--markdown", help="also write the table to this file (docs/benchmarks.md)")
@@ -110,7 +110,7 @@ def make_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> dict:
     args = make_parser().parse_args(argv)
     if args.dry_run:
-        args.policies, args.busy, args.repeat, args.seeds = "default,passive", 1, 1, "0"
+        args.policies, args.busy, args.repeat, args.seeds = "default", 1, 1, "0"
         args.finetune_steps, args.max_train, args.max_eval, args.pretrain_steps = 2, 32, 16, 12
     with cli.bad_input_exits():
         data_dir = resolve_data_dir(args.data_dir)

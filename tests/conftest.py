@@ -33,9 +33,10 @@ from tests.fixtures.in_process import run_main  # noqa: E402
 # (pyproject.toml): by default xdist hands out files by their number of tests, which left the study run for last.
 LONGEST_FIRST = (
     "test_study.py",
+    "test_study_engine.py",
+    "test_bench.py",
     "test_study_driver.py",
     "test_launch.py",
-    "test_bench.py",
     "test_fsdp.py",
     "test_docs_commands.py",
     "test_grid_models.py",
@@ -48,7 +49,6 @@ LONGEST_FIRST = (
     "test_convert.py",
     "test_checkpoint_files.py",
     "test_bad_inputs.py",
-    "test_study_engine.py",
     "test_modeling.py",
 )
 

@@ -201,6 +201,7 @@ CLI_ROWS = {
         ),
         ([*CPT, "--lora", "true", "--lora_train_embeddings", "maybe"], "--lora_train_embeddings"),
         ([*CPT, "--switch_step", "10"], "CPT is one objective"),
+        ([*CPT, "--objective", "nope"], "objective='nope' is unknown"),  # clm or mlm: the controlled study's CPT arms
         # issue 43: a file, or a folder with only config.json (transformers' "Repo id must be..." and a traceback)
         (
             [
